@@ -1,0 +1,542 @@
+//! From a topology description to a fabric: components, ports, links, the tree of each host.
+//! Every check reports a JSON pointer into the description, so the front end can name the file,
+//! line and field. Enumeration and resource assignment follow in `enumerate`.
+
+use crate::config::{ConfigState, CMD_BUS_MASTER};
+use crate::error::SpecError;
+use crate::fabric::{DeviceInfo, Fabric, SwitchInfo};
+use crate::iommu::Iommu;
+use crate::memory::SparseMem;
+use crate::model::*;
+use crate::ntb::{Inbound, NtbState};
+use crate::params::{params, BarParam, WindowParam};
+use crate::spec::*;
+use devlend_wire::{Bdf, VALID_WIDTHS};
+use rustc_hash::FxHashMap;
+
+type SResult<T> = Result<T, SpecError>;
+
+fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> SResult<T> {
+    Err(SpecError::new(path, msg))
+}
+
+#[derive(Clone, Copy)]
+enum Comp {
+    Host(HostId),
+    Switch(u32),
+    Device(u32),
+    Ntb(u32),
+}
+
+pub fn build(spec: &TopologySpec) -> SResult<Fabric> {
+    let mut b = Builder::default();
+    b.check_names(spec)?;
+    for (i, h) in spec.hosts.iter().enumerate() {
+        b.host(h, &format!("/hosts/{i}"))?;
+    }
+    for (i, s) in spec.switches.iter().enumerate() {
+        b.switch(s, &format!("/switches/{i}"))?;
+    }
+    for (i, d) in spec.devices.iter().enumerate() {
+        b.device(d, &format!("/devices/{i}"))?;
+    }
+    for (i, n) in spec.ntbs.iter().enumerate() {
+        b.ntb(n, &format!("/ntbs/{i}"))?;
+    }
+    for (i, l) in spec.links.iter().enumerate() {
+        b.link(l, &format!("/links/{i}"))?;
+    }
+    b.check_cycles()?;
+    b.assign_hosts()?;
+    let mut f = b.finish(spec.name.clone());
+    crate::enumerate::enumerate(&mut f)?;
+    Ok(f)
+}
+
+#[derive(Default)]
+struct Builder {
+    names: FxHashMap<String, (Comp, String)>,
+    hosts: Vec<Host>,
+    nodes: Vec<Node>,
+    funcs: Vec<Function>,
+    links: Vec<Link>,
+    ntbs: Vec<NtbState>,
+    switches: Vec<SwitchInfo>,
+    devices: Vec<DeviceInfo>,
+    /// For each port node: the link that uses it (as upstream or downstream end).
+    port_link: FxHashMap<NodeId, LinkId>,
+    ntb_cable_used: FxHashMap<u32, LinkId>,
+}
+
+fn check_name(name: &str, path: &str) -> SResult<()> {
+    let ok = !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic());
+    if !ok {
+        return err(format!("{path}/name"), format!("'{name}' is not a valid name: expected a letter followed by letters, digits, '-' or '_'"));
+    }
+    if name == "cpu" {
+        return err(format!("{path}/name"), "'cpu' is reserved for the CPU requester of a host");
+    }
+    Ok(())
+}
+
+impl Builder {
+    fn check_names(&mut self, spec: &TopologySpec) -> SResult<()> {
+        if spec.hosts.is_empty() {
+            return err("/hosts", "a topology needs at least one host");
+        }
+        let mut seen: FxHashMap<&str, String> = FxHashMap::default();
+        let all = spec.hosts.iter().enumerate().map(|(i, h)| (h.name.as_str(), format!("/hosts/{i}")))
+            .chain(spec.switches.iter().enumerate().map(|(i, s)| (s.name.as_str(), format!("/switches/{i}"))))
+            .chain(spec.devices.iter().enumerate().map(|(i, d)| (d.name.as_str(), format!("/devices/{i}"))))
+            .chain(spec.ntbs.iter().enumerate().map(|(i, n)| (n.name.as_str(), format!("/ntbs/{i}"))));
+        for (name, path) in all {
+            check_name(name, &path)?;
+            if let Some(first) = seen.insert(name, path.clone()) {
+                return err(format!("{path}/name"), format!("name '{name}' is already used at {first}; names must be unique across hosts, switches, devices and NTBs"));
+            }
+        }
+        Ok(())
+    }
+
+    fn node(&mut self, kind: NodeKind, component: &str, port: &str) -> NodeId {
+        self.nodes.push(Node {
+            kind,
+            component: component.to_string(),
+            port: port.to_string(),
+            host: HostId::MAX,
+            parent: None,
+            children: Vec::new(),
+            uplink: None,
+            bridge: BridgeRes::default(),
+            functions: Vec::new(),
+        });
+        self.nodes.len() as NodeId - 1
+    }
+
+    fn host(&mut self, h: &HostSpec, path: &str) -> SResult<()> {
+        let p = params();
+        let Some(cpu) = p.cpu.get(&h.cpu) else {
+            let known: Vec<_> = p.cpu.keys().cloned().collect();
+            return err(format!("{path}/cpu"), format!("unknown CPU profile '{}': expected one of {}", h.cpu, known.join(", ")));
+        };
+        if h.root_ports == 0 || h.root_ports > 31 {
+            return err(format!("{path}/root_ports"), format!("{} root ports: expected 1 to 31 (devices 1-31 on bus 0)", h.root_ports));
+        }
+        let mm = h.memory_map.clone().unwrap_or_default();
+        let low_top = mm.low_ram_top.unwrap_or(cpu.low_ram_top);
+        let mmio32_end = mm.mmio32_end.unwrap_or(cpu.mmio32_end);
+        let mmio64_base = mm.mmio64_base.unwrap_or(cpu.mmio64_base);
+        let mib = 1 << 20;
+        for (field, v) in [("low_ram_top", low_top), ("mmio32_end", mmio32_end), ("mmio64_base", mmio64_base)] {
+            if v % mib != 0 {
+                return err(format!("{path}/memory_map/{field}"), format!("{v:#x} is not aligned to 1 MiB"));
+            }
+        }
+        if h.ram == 0 || h.ram % 0x1000 != 0 {
+            return err(format!("{path}/ram"), "RAM size must be a non-zero multiple of 4 KiB");
+        }
+        let four_g = p.x86.four_gib;
+        let msi = Range::new(p.x86.msi_base, p.x86.msi_size);
+        if low_top > four_g || low_top >= mmio32_end {
+            return err(format!("{path}/memory_map/low_ram_top"), format!("low RAM top {low_top:#x} overlaps the 32-bit MMIO window ending at {mmio32_end:#x}"));
+        }
+        if mmio32_end > msi.start {
+            return err(format!("{path}/memory_map/mmio32_end"), format!("32-bit MMIO window end {mmio32_end:#x} overlaps the MSI range {msi}"));
+        }
+        let low = h.ram.min(low_top);
+        let high = h.ram - low;
+        let mut ram_regions = vec![Range::new(0, low)];
+        if high > 0 {
+            ram_regions.push(Range::new(four_g, high));
+        }
+        let ram_end = if high > 0 { four_g + high } else { low };
+        let limit = 1u64 << cpu.phys_addr_bits;
+        if ram_end > limit {
+            return err(format!("{path}/ram"), format!("{} of RAM does not fit the {}-bit physical address space", crate::error::fmt_size(h.ram), cpu.phys_addr_bits));
+        }
+        if mmio64_base < ram_end {
+            return err(format!("{path}/memory_map/mmio64_base"), format!("64-bit MMIO window at {mmio64_base:#x} overlaps high RAM ending at {ram_end:#x}"));
+        }
+        if mmio64_base >= limit {
+            return err(format!("{path}/memory_map/mmio64_base"), format!("64-bit MMIO base {mmio64_base:#x} is beyond the {}-bit physical address space", cpu.phys_addr_bits));
+        }
+        let id = self.hosts.len() as HostId;
+        let rc = self.node(NodeKind::RootComplex, &h.name, "rc");
+        self.nodes[rc as usize].host = id;
+        let mut root_ports = Vec::new();
+        for i in 0..h.root_ports {
+            let n = self.node(NodeKind::RootPort { index: i }, &h.name, &format!("rp{i}"));
+            self.nodes[n as usize].host = id;
+            self.nodes[n as usize].parent = Some(rc);
+            self.nodes[rc as usize].children.push(n);
+            root_ports.push(n);
+        }
+        self.names.insert(h.name.clone(), (Comp::Host(id), path.to_string()));
+        self.hosts.push(Host {
+            name: h.name.clone(),
+            cpu_name: h.cpu.clone(),
+            cpu: cpu.clone(),
+            ram: h.ram,
+            ram_regions,
+            mmio32: Range { start: low_top, end: mmio32_end },
+            mmio64: Range { start: mmio64_base, end: limit },
+            msi,
+            iommu: h.iommu,
+            rc,
+            root_ports,
+            spec_path: path.to_string(),
+        });
+        Ok(())
+    }
+
+    fn switch(&mut self, s: &SwitchSpec, path: &str) -> SResult<()> {
+        let p = params();
+        if let Some(prof) = &s.profile {
+            let Some(sp) = p.switch.get(prof) else {
+                let known: Vec<_> = p.switch.keys().cloned().collect();
+                return err(format!("{path}/profile"), format!("unknown switch profile '{prof}': expected one of {}", known.join(", ")));
+            };
+            if s.downstream_ports as u32 + 1 > sp.ports as u32 {
+                return err(format!("{path}/downstream_ports"), format!("{} downstream ports: profile '{prof}' has {} ports in all (one upstream)", s.downstream_ports, sp.ports));
+            }
+        }
+        if s.downstream_ports == 0 || s.downstream_ports > 32 {
+            return err(format!("{path}/downstream_ports"), format!("{}: expected 1 to 32 downstream ports", s.downstream_ports));
+        }
+        let idx = self.switches.len() as u32;
+        let up = self.node(NodeKind::SwitchUp { switch: idx }, &s.name, "up");
+        let mut downs = Vec::new();
+        for i in 0..s.downstream_ports {
+            let d = self.node(NodeKind::SwitchDown { switch: idx, index: i }, &s.name, &format!("d{i}"));
+            self.nodes[d as usize].parent = Some(up);
+            self.nodes[up as usize].children.push(d);
+            downs.push(d);
+        }
+        self.names.insert(s.name.clone(), (Comp::Switch(idx), path.to_string()));
+        self.switches.push(SwitchInfo { name: s.name.clone(), up, downs, spec_path: path.to_string() });
+        Ok(())
+    }
+
+    fn device(&mut self, d: &DeviceSpec, path: &str) -> SResult<()> {
+        let p = params();
+        let prof = match &d.profile {
+            Some(name) => match p.device.get(name) {
+                Some(pr) => Some(pr),
+                None => {
+                    let known: Vec<_> = p.device.keys().cloned().collect();
+                    return err(format!("{path}/profile"), format!("unknown device profile '{name}': expected one of {}", known.join(", ")));
+                }
+            },
+            None => None,
+        };
+        let kind = d.kind.or_else(|| prof.map(|pr| match pr.kind.as_str() {
+            "gpu" => DeviceKind::Gpu,
+            "nvme" => DeviceKind::Nvme,
+            "nic" => DeviceKind::Nic,
+            _ => DeviceKind::Generic,
+        })).unwrap_or(DeviceKind::Generic);
+        let to_spec = |b: &BarParam| BarSpec { index: b.index, size: b.size, bits: b.bits, pref: b.pref };
+        let (functions, fn_path) = match (&d.functions, prof) {
+            (Some(fs), _) => (fs.clone(), format!("{path}/functions")),
+            (None, Some(pr)) => {
+                let sriov = d.num_vfs.filter(|n| *n > 0).map(|n| SriovSpec {
+                    num_vfs: n,
+                    total_vfs: Some(pr.total_vfs),
+                    vf_bars: Some(pr.vf_bars.iter().map(to_spec).collect()),
+                });
+                (vec![FunctionSpec { bars: pr.bars.iter().map(to_spec).collect(), msix_vectors: pr.msix_vectors, sriov }], format!("{path}/profile"))
+            }
+            (None, None) => return err(path.to_string(), "a device needs a 'profile' or a list of 'functions'"),
+        };
+        if functions.is_empty() || functions.len() > 8 {
+            return err(format!("{path}/functions"), format!("{} functions: expected 1 to 8", functions.len()));
+        }
+        if d.num_vfs.is_some() && d.functions.is_some() {
+            return err(format!("{path}/num_vfs"), "num_vfs applies to a profile device; with 'functions', give 'sriov' per function");
+        }
+        let idx = self.devices.len() as u32;
+        let node = self.node(NodeKind::Endpoint { device: idx }, &d.name, "up");
+        let (vendor, device_id) = prof.map(|p| (p.vendor, p.device)).unwrap_or((0x1af4, 0x10ff));
+        let nfuncs = functions.len();
+        for (fi, fs) in functions.iter().enumerate() {
+            let fpath = if d.functions.is_some() { format!("{fn_path}/{fi}") } else { fn_path.clone() };
+            let bars = check_bars(&fs.bars, &format!("{fpath}/bars"))?;
+            let name = if fi == 0 { d.name.clone() } else { format!("{}.f{fi}", d.name) };
+            let pf = self.func(node, name, kind, vendor, device_id, None, bars, fs.msix_vectors, format!("{fpath}/bars"));
+            if let Some(sr) = &fs.sriov {
+                let spath = if d.functions.is_some() { format!("{fpath}/sriov") } else { format!("{path}/num_vfs") };
+                if let Some(total) = sr.total_vfs {
+                    if sr.num_vfs > total {
+                        return err(spath, format!("{} VFs requested but the device supports {total}", sr.num_vfs));
+                    }
+                }
+                if nfuncs + sr.num_vfs as usize > 256 {
+                    return err(spath, "more than 256 functions under one device (ARI routing IDs)");
+                }
+                let vf_bars = check_bars(sr.vf_bars.as_deref().unwrap_or(&[]), &format!("{spath}/vf_bars"))?;
+                for v in 0..sr.num_vfs {
+                    self.func(node, format!("{}.vf{v}", d.name), kind, vendor, device_id.wrapping_add(1), Some((v, pf)), vf_bars.clone(), 3, format!("{spath}/vf_bars"));
+                }
+            }
+        }
+        self.names.insert(d.name.clone(), (Comp::Device(idx), path.to_string()));
+        self.devices.push(DeviceInfo { name: d.name.clone(), node, kind, profile: d.profile.clone(), spec_path: path.to_string() });
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn func(&mut self, node: NodeId, name: String, kind: DeviceKind, vendor: u16, device_id: u16, vf: Option<(u16, FuncId)>, bars: Vec<Bar>, msix: u16, spec_path: String) -> FuncId {
+        self.funcs.push(Function { node, name, bdf: Bdf(0), kind, vendor, device_id, vf, bars, msix_vectors: msix, spec_path });
+        let id = self.funcs.len() as FuncId - 1;
+        self.nodes[node as usize].functions.push(id);
+        id
+    }
+
+    fn ntb(&mut self, n: &NtbSpec, path: &str) -> SResult<()> {
+        let p = params();
+        let prof = match &n.profile {
+            Some(name) => match p.ntb.get(name) {
+                Some(pr) => Some(pr),
+                None => {
+                    let known: Vec<_> = p.ntb.keys().cloned().collect();
+                    return err(format!("{path}/profile"), format!("unknown NTB profile '{name}': expected one of {}", known.join(", ")));
+                }
+            },
+            None => None,
+        };
+        let windows: Vec<WindowParam> = match (&n.windows, prof) {
+            (Some(w), _) => w.iter().map(|w| WindowParam { size: w.size, lut_segments: w.lut_segments }).collect(),
+            (None, Some(pr)) => pr.windows.clone(),
+            (None, None) => return err(path.to_string(), "an NTB needs a 'profile' or a list of 'windows'"),
+        };
+        if windows.is_empty() || windows.len() > 2 {
+            return err(format!("{path}/windows"), format!("{} memory windows: an NTB function has room for 1 or 2 64-bit window BARs (BAR2, BAR4)", windows.len()));
+        }
+        for (i, w) in windows.iter().enumerate() {
+            let wp = format!("{path}/windows/{i}");
+            if !w.size.is_power_of_two() || w.size < 0x1000 {
+                return err(format!("{wp}/size"), format!("window size {:#x}: expected a power of two of at least 4 KiB", w.size));
+            }
+            if w.lut_segments > 0 && (!w.lut_segments.is_power_of_two() || w.size / (w.lut_segments as u64) < 0x1000) {
+                return err(format!("{wp}/lut_segments"), format!("{} LUT segments: expected a power of two that leaves segments of at least 4 KiB", w.lut_segments));
+            }
+        }
+        let pick = |v: Option<u16>, d: Option<u16>, field: &str| -> SResult<u16> {
+            v.or(d).ok_or_else(|| SpecError::new(format!("{path}/{field}"), format!("'{field}' is required without a profile")))
+        };
+        let rid_entries = pick(n.rid_lut_entries, prof.map(|p| p.rid_lut_entries), "rid_lut_entries")?;
+        let doorbells = pick(n.doorbells.map(u16::from), prof.map(|p| p.doorbells as u16), "doorbells")?;
+        let spads = pick(n.scratchpads.map(u16::from), prof.map(|p| p.scratchpads as u16), "scratchpads")?;
+        let msgs = pick(n.message_registers.map(u16::from), prof.map(|p| p.message_registers as u16), "message_registers")?;
+        if rid_entries == 0 || rid_entries > 255 {
+            return err(format!("{path}/rid_lut_entries"), format!("{rid_entries}: expected 1 to 255 requester-ID LUT entries"));
+        }
+        if doorbells > 64 {
+            return err(format!("{path}/doorbells"), format!("{doorbells}: at most 64 doorbell bits"));
+        }
+        let control = prof.map(|p| p.control_bar_size).unwrap_or(0x10000);
+        let idx = self.ntbs.len() as u32;
+        let node = self.node(NodeKind::Ntb { ntb: idx }, &n.name, "up");
+        let mut bars = vec![Bar { index: 0, size: control, bits: 32, pref: false, addr: 0 }];
+        let mut window_bars = Vec::new();
+        for (i, w) in windows.iter().enumerate() {
+            let index = 2 + 2 * i as u8;
+            bars.push(Bar { index, size: w.size, bits: 64, pref: true, addr: 0 });
+            window_bars.push(index);
+        }
+        let func = self.func(node, n.name.clone(), DeviceKind::Generic, 0x10b5, 0x87b0, None, bars, 4, format!("{path}/windows"));
+        let mut rid_lut = vec![None; rid_entries as usize];
+        rid_lut[0] = Some(Bdf(0)); // the root complex, as NTB drivers program at probe
+        self.names.insert(n.name.clone(), (Comp::Ntb(idx), path.to_string()));
+        self.ntbs.push(NtbState {
+            name: n.name.clone(),
+            node,
+            func,
+            host: HostId::MAX,
+            peer: None,
+            cable: None,
+            windows,
+            window_bars,
+            inbound: Vec::new(),
+            rid_lut,
+            doorbell: 0,
+            doorbell_mask: 0,
+            doorbell_bits: doorbells as u8,
+            doorbell_irqs: 0,
+            spads: vec![0; spads as usize],
+            msgs: vec![None; msgs as usize],
+        });
+        Ok(())
+    }
+
+    /// Resolve `component[.port]` to a port node; `up` tells which end of a link it is.
+    fn port(&self, s: &str, path: &str, up: bool) -> SResult<NodeId> {
+        let (name, port) = match s.split_once('.') {
+            Some((n, p)) => (n, Some(p)),
+            None => (s, None),
+        };
+        let Some((comp, _)) = self.names.get(name) else {
+            return err(path.to_string(), format!("link end '{s}': no host, switch, device or NTB named '{name}'"));
+        };
+        let bad = |expected: &str| err(path.to_string(), format!("link end '{s}': expected {expected}"));
+        match (*comp, port, up) {
+            (Comp::Host(h), Some(p), true) => {
+                let host = &self.hosts[h as usize];
+                match p.strip_prefix("rp").and_then(|i| i.parse::<usize>().ok()).and_then(|i| host.root_ports.get(i)) {
+                    Some(n) => Ok(*n),
+                    None => bad(&format!("a root port of {name}: rp0 to rp{}", host.root_ports.len() - 1)),
+                }
+            }
+            (Comp::Host(_), _, _) => bad(&format!("'{name}.rpN' as the upstream end ('a') of a link")),
+            (Comp::Switch(i), Some(p), true) => {
+                let sw = &self.switches[i as usize];
+                match p.strip_prefix('d').and_then(|i| i.parse::<usize>().ok()).and_then(|i| sw.downs.get(i)) {
+                    Some(n) => Ok(*n),
+                    None => bad(&format!("a downstream port of {name}: d0 to d{}", sw.downs.len() - 1)),
+                }
+            }
+            (Comp::Switch(_), None, true) => bad(&format!("a downstream port '{name}.dN' as the upstream end ('a') of a link")),
+            (Comp::Switch(i), None | Some("up"), false) => Ok(self.switches[i as usize].up),
+            (Comp::Switch(_), Some(_), false) => bad(&format!("'{name}' or '{name}.up' as the downstream end ('b') of a link")),
+            (Comp::Device(i), None | Some("up"), false) => Ok(self.devices[i as usize].node),
+            (Comp::Device(_), _, true) => bad(&format!("device '{name}' only as the downstream end ('b') of a link")),
+            (Comp::Device(_), Some(_), false) => bad(&format!("'{name}' (a device has one upstream port)")),
+            (Comp::Ntb(i), None | Some("up"), false) => Ok(self.ntbs[i as usize].node),
+            (Comp::Ntb(i), Some("cable"), _) => Ok(self.ntbs[i as usize].node),
+            (Comp::Ntb(_), _, _) => bad(&format!("'{name}' (its slot side, as 'b') or '{name}.cable' (both ends of an NTB cable)")),
+        }
+    }
+
+    fn link(&mut self, l: &LinkSpec, path: &str) -> SResult<()> {
+        if !(1..=5).contains(&l.gen) {
+            return err(format!("{path}/gen"), format!("generation {}: expected 1 to 5", l.gen));
+        }
+        if !VALID_WIDTHS.contains(&l.width) {
+            return err(format!("{path}/width"), format!("width x{}: expected one of x1, x2, x4, x8, x12, x16", l.width));
+        }
+        let a_cable = l.a.ends_with(".cable");
+        let b_cable = l.b.ends_with(".cable");
+        if a_cable != b_cable {
+            return err(path.to_string(), format!("'{}' to '{}': an NTB cable port ('NAME.cable') connects only to another NTB cable port", l.a, l.b));
+        }
+        let a = self.port(&l.a, &format!("{path}/a"), true)?;
+        let b = self.port(&l.b, &format!("{path}/b"), false)?;
+        let id = self.links.len() as LinkId;
+        if a_cable {
+            let (NodeKind::Ntb { ntb: na }, NodeKind::Ntb { ntb: nb }) = (self.nodes[a as usize].kind, self.nodes[b as usize].kind) else { unreachable!() };
+            if na == nb {
+                return err(path.to_string(), "an NTB cable cannot loop back to the same adapter");
+            }
+            for (n, end) in [(na, "a"), (nb, "b")] {
+                if let Some(prev) = self.ntb_cable_used.insert(n, id) {
+                    return err(format!("{path}/{end}"), format!("the cable port of '{}' is already used by link {prev}", self.ntbs[n as usize].name));
+                }
+            }
+            self.ntbs[na as usize].peer = Some(nb);
+            self.ntbs[nb as usize].peer = Some(na);
+            self.ntbs[na as usize].cable = Some(id);
+            self.ntbs[nb as usize].cable = Some(id);
+        } else {
+            for (n, end) in [(a, "a"), (b, "b")] {
+                if let Some(prev) = self.port_link.insert(n, id) {
+                    let node = &self.nodes[n as usize];
+                    return err(format!("{path}/{end}"), format!("port {}.{} is already used by link {prev} (/links/{prev})", node.component, node.port));
+                }
+            }
+            self.nodes[b as usize].parent = Some(a);
+            self.nodes[b as usize].uplink = Some(id);
+            self.nodes[a as usize].children.push(b);
+        }
+        self.links.push(Link { up: a, down: b, gen: l.gen, width: l.width, kind: l.kind, spec_path: path.to_string() });
+        Ok(())
+    }
+
+    /// A cycle of transparent links (a switch below itself) cannot be enumerated.
+    fn check_cycles(&self) -> SResult<()> {
+        // Walk up from every switch's upstream port; a walk that returns to its start is a cycle.
+        for sw in &self.switches {
+            let mut n = sw.up;
+            let mut steps = 0;
+            while let Some(p) = self.nodes[n as usize].parent {
+                n = p;
+                steps += 1;
+                if n == sw.up || steps > self.nodes.len() {
+                    let link = self.nodes[sw.up as usize].uplink.unwrap_or(0);
+                    return err(format!("/links/{link}"), format!("links form a cycle through switch '{}': PCIe is a tree", sw.name));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn assign_hosts(&mut self) -> SResult<()> {
+        for h in 0..self.hosts.len() {
+            let mut stack = self.hosts[h].root_ports.clone();
+            while let Some(n) = stack.pop() {
+                self.nodes[n as usize].host = h as HostId;
+                stack.extend(self.nodes[n as usize].children.iter().copied());
+            }
+        }
+        for n in &self.nodes {
+            if n.host == HostId::MAX {
+                let (_, path) = &self.names[&n.component];
+                return err(path.clone(), format!("'{}' is not connected to any host: no chain of links leads from a root port to it", n.component));
+            }
+        }
+        for s in &mut self.ntbs {
+            s.host = self.nodes[s.node as usize].host;
+        }
+        for i in 0..self.ntbs.len() {
+            if let Some(peer) = self.ntbs[i].peer {
+                if self.ntbs[peer as usize].host == self.ntbs[i].host {
+                    let link = self.ntbs[i].cable.unwrap();
+                    return err(format!("/links/{link}"), format!("NTB cable joins '{}' and '{}' in the same host; an NTB joins two hosts", self.ntbs[i].name, self.ntbs[peer as usize].name));
+                }
+                let n = self.ntbs[peer as usize].windows.len();
+                self.ntbs[i].inbound = vec![Inbound::Unset; n];
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self, name: String) -> Fabric {
+        let mut config = vec![ConfigState::default(); self.funcs.len()];
+        for s in &self.ntbs {
+            // NTB drivers enable bus mastering at probe so the adapter can forward inbound TLPs.
+            config[s.func as usize].command |= CMD_BUS_MASTER;
+        }
+        let iommus = self.hosts.iter().map(|h| Iommu::new(h.iommu)).collect();
+        let ram = self.hosts.iter().map(|_| SparseMem::default()).collect();
+        Fabric::assemble(name, self.hosts, self.nodes, self.funcs, self.links, self.ntbs, self.switches, self.devices, iommus, config, ram)
+    }
+}
+
+fn check_bars(bars: &[BarSpec], path: &str) -> SResult<Vec<Bar>> {
+    let mut used = 0u8;
+    let mut out = Vec::new();
+    for (i, b) in bars.iter().enumerate() {
+        let bp = format!("{path}/{i}");
+        if b.bits != 32 && b.bits != 64 {
+            return err(format!("{bp}/bits"), format!("{}: expected 32 or 64", b.bits));
+        }
+        let slots = if b.bits == 64 { 2 } else { 1 };
+        if b.index as usize + slots > 6 {
+            return err(format!("{bp}/index"), format!("BAR index {} ({}-bit): expected 0-5, and a 64-bit BAR also takes the next register", b.index, b.bits));
+        }
+        let mask = if slots == 2 { 3u8 << b.index } else { 1u8 << b.index };
+        if used & mask != 0 {
+            return err(format!("{bp}/index"), format!("BAR {} overlaps another BAR's register", b.index));
+        }
+        used |= mask;
+        if !b.size.is_power_of_two() || b.size < 16 {
+            return err(format!("{bp}/size"), format!("BAR size {:#x}: expected a power of two of at least 16 bytes", b.size));
+        }
+        if b.bits == 32 && b.size > 1 << 31 {
+            return err(format!("{bp}/size"), format!("a 32-bit BAR cannot be {}; use bits: 64", crate::error::fmt_size(b.size)));
+        }
+        out.push(Bar { index: b.index, size: b.size, bits: b.bits, pref: b.pref, addr: 0 });
+    }
+    Ok(out)
+}

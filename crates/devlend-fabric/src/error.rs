@@ -1,0 +1,71 @@
+//! Errors as values with context. A `SpecError` points into the topology description with a
+//! JSON pointer (`/devices/3/functions/0/bars/1/size`) that the Python front end turns into a
+//! file, line and field. A `FabricError` is a failed request to the live model (bad name, bad
+//! programming); faults on the data path are not errors but recorded events (see `route`).
+
+use std::fmt;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpecError {
+    /// JSON pointer into the topology description, "" for the whole document.
+    pub path: String,
+    pub message: String,
+}
+
+impl SpecError {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        SpecError { path: path.into(), message: message.into() }
+    }
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+/// A request to the live fabric that cannot be carried out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FabricError {
+    /// A name (host, device, NTB, domain) that the fabric does not have.
+    UnknownName(String),
+    /// An argument out of range or inconsistent with the hardware (window index, size, alignment).
+    Invalid(String),
+}
+
+impl fmt::Display for FabricError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FabricError::UnknownName(m) | FabricError::Invalid(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for FabricError {}
+
+pub type FResult<T> = Result<T, FabricError>;
+
+pub fn invalid<T>(msg: impl Into<String>) -> FResult<T> {
+    Err(FabricError::Invalid(msg.into()))
+}
+
+/// Human-readable size: 256 MiB, 4 KiB, 1536 B.
+pub fn fmt_size(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 5] =
+        [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)];
+    for (name, unit) in UNITS {
+        if bytes >= unit && bytes % unit == 0 {
+            return format!("{} {}", bytes / unit, name);
+        }
+    }
+    if bytes == 0 {
+        return "0 B".into();
+    }
+    format!("{bytes} B")
+}

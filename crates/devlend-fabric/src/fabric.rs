@@ -1,0 +1,669 @@
+//! `Fabric`: the whole cluster after enumeration, with the state software programs (IOMMUs, NTBs,
+//! config space), functional memory, a route cache and an event log. This is the object the
+//! Python layer and later the timing engine hold.
+
+use crate::config::{self, ConfigState, WriteEffect};
+use crate::error::{invalid, FResult, FabricError, SpecError};
+use crate::iommu::{DomainId, Iommu};
+use crate::memory::SparseMem;
+use crate::model::*;
+use crate::ntb::{check_trans, Inbound, NtbState};
+use crate::route::{Failure, Outcome, Requester, Route, Target};
+use crate::spec::{Addr, DeviceKind, SetupOp};
+use devlend_wire::{Access, Bdf};
+use rustc_hash::FxHashMap;
+use std::sync::Arc;
+
+pub struct SwitchInfo {
+    pub name: String,
+    pub up: NodeId,
+    pub downs: Vec<NodeId>,
+    pub spec_path: String,
+}
+
+pub struct DeviceInfo {
+    pub name: String,
+    pub node: NodeId,
+    pub kind: DeviceKind,
+    pub profile: Option<String>,
+    pub spec_path: String,
+}
+
+/// Something that happened on the data path and that tests and experiments can inspect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    Failed(Failure),
+    Msi { host: HostId, addr: u64, data: u32 },
+}
+
+const PAGE: u64 = 0x1000;
+
+pub struct Fabric {
+    pub name: String,
+    pub hosts: Vec<Host>,
+    pub nodes: Vec<Node>,
+    pub funcs: Vec<Function>,
+    pub links: Vec<Link>,
+    pub ntbs: Vec<NtbState>,
+    pub switches: Vec<SwitchInfo>,
+    pub devices: Vec<DeviceInfo>,
+    pub iommus: Vec<Iommu>,
+    pub config: Vec<ConfigState>,
+    pub ram: Vec<SparseMem>,
+    pub bar_mem: FxHashMap<(FuncId, u8), SparseMem>,
+    pub events: Vec<Event>,
+    func_names: FxHashMap<String, FuncId>,
+    cache: FxHashMap<(u32, u64, bool), Arc<Route>>,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+}
+
+impl Fabric {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn assemble(name: String, hosts: Vec<Host>, nodes: Vec<Node>, funcs: Vec<Function>, links: Vec<Link>, ntbs: Vec<NtbState>, switches: Vec<SwitchInfo>, devices: Vec<DeviceInfo>, iommus: Vec<Iommu>, config: Vec<ConfigState>, ram: Vec<SparseMem>) -> Fabric {
+        let func_names = funcs.iter().enumerate().map(|(i, f)| (f.name.clone(), i as FuncId)).collect();
+        Fabric { name, hosts, nodes, funcs, links, ntbs, switches, devices, iommus, config, ram, bar_mem: FxHashMap::default(), events: Vec::new(), func_names, cache: FxHashMap::default(), cache_hits: 0, cache_misses: 0 }
+    }
+
+    // ----- names ---------------------------------------------------------------------------
+
+    pub fn host_id(&self, name: &str) -> FResult<HostId> {
+        self.hosts.iter().position(|h| h.name == name).map(|i| i as HostId).ok_or_else(|| {
+            let known: Vec<_> = self.hosts.iter().map(|h| h.name.as_str()).collect();
+            FabricError::UnknownName(format!("no host named '{name}' (hosts: {})", known.join(", ")))
+        })
+    }
+
+    pub fn func_id(&self, name: &str) -> FResult<FuncId> {
+        self.func_names.get(name).copied().ok_or_else(|| FabricError::UnknownName(format!("no device or function named '{name}' (functions are DEVICE, DEVICE.fN, DEVICE.vfN)")))
+    }
+
+    pub fn ntb_id(&self, name: &str) -> FResult<u32> {
+        self.ntbs.iter().position(|n| n.name == name).map(|i| i as u32).ok_or_else(|| FabricError::UnknownName(format!("no NTB named '{name}'")))
+    }
+
+    pub fn func_host(&self, f: FuncId) -> HostId {
+        self.nodes[self.funcs[f as usize].node as usize].host
+    }
+
+    /// Parse `HOST:cpu`, `HOST:FUNCTION` or a bare function name.
+    pub fn requester(&self, s: &str) -> FResult<Requester> {
+        let (host, who) = match s.split_once(':') {
+            Some((h, w)) => (Some(self.host_id(h)?), w),
+            None => (None, s),
+        };
+        if who == "cpu" {
+            return host.map(Requester::Cpu).ok_or_else(|| FabricError::Invalid("'cpu' needs a host: HOST:cpu".into()));
+        }
+        let f = self.func_id(who)?;
+        if let Some(h) = host {
+            if self.func_host(f) != h {
+                return invalid(format!("{who} sits in host {}, not {}", self.hosts[self.func_host(f) as usize].name, self.hosts[h as usize].name));
+            }
+        }
+        Ok(Requester::Func(f))
+    }
+
+    /// The host an address expression is evaluated in, for a given requester.
+    pub fn resolve_addr(&self, a: &Addr) -> FResult<u64> {
+        match a {
+            Addr::Num(n) => Ok(*n),
+            Addr::Expr(s) => self.resolve_expr(s),
+        }
+    }
+
+    /// `NUMBER`, or `BASE[+|-OFFSET]` with BASE one of `FUNC.barN`, `HOST.ram`, `HOST.msi`, `NTB.mwN`.
+    pub fn resolve_expr(&self, s: &str) -> FResult<u64> {
+        let s = s.trim();
+        if let Some(n) = parse_num(s) {
+            return Ok(n);
+        }
+        let cut = s.find(['+', '-']).filter(|i| s[*i..].len() > 1 && s[..*i].contains('.')).or_else(|| s.rfind(['+']));
+        let (base, off, neg) = match cut {
+            Some(i) => {
+                let off = parse_num(s[i + 1..].trim()).ok_or_else(|| FabricError::Invalid(format!("address '{s}': offset '{}' is not a number", &s[i + 1..])))?;
+                (s[..i].trim(), off, &s[i..i + 1] == "-")
+            }
+            None => (s, 0, false),
+        };
+        let Some((name, what)) = base.rsplit_once('.') else {
+            return invalid(format!("address '{s}': expected a number or NAME.barN / HOST.ram / HOST.msi / NTB.mwN with an optional +OFFSET"));
+        };
+        let b = if let Some(i) = what.strip_prefix("bar").and_then(|x| x.parse::<u8>().ok()) {
+            let f = self.func_id(name)?;
+            let bar = self.funcs[f as usize].bars.iter().find(|b| b.index == i).ok_or_else(|| FabricError::Invalid(format!("address '{s}': {name} has no BAR {i}")))?;
+            if off >= bar.size && !neg {
+                return invalid(format!("address '{s}': offset {off:#x} is past the end of {name} BAR {i} ({})", crate::error::fmt_size(bar.size)));
+            }
+            bar.addr
+        } else if let Some(i) = what.strip_prefix("mw").and_then(|x| x.parse::<usize>().ok()) {
+            let n = self.ntb_id(name)?;
+            let (addr, size) = self.peer_mw_get_addr(n, i)?;
+            if off >= size && !neg {
+                return invalid(format!("address '{s}': offset {off:#x} is past the end of window {i} ({})", crate::error::fmt_size(size)));
+            }
+            addr
+        } else if what == "ram" {
+            let h = &self.hosts[self.host_id(name)? as usize];
+            return self.ram_offset_to_phys(h, off).ok_or_else(|| FabricError::Invalid(format!("address '{s}': host {name} has only {} of RAM", crate::error::fmt_size(h.ram))));
+        } else if what == "msi" {
+            self.hosts[self.host_id(name)? as usize].msi.start
+        } else {
+            return invalid(format!("address '{s}': '{what}' is not barN, mwN, ram or msi"));
+        };
+        Ok(if neg { b.wrapping_sub(off) } else { b + off })
+    }
+
+    /// The physical address of byte `off` of a host's RAM (skipping the 32-bit hole).
+    pub fn ram_offset_to_phys(&self, h: &Host, mut off: u64) -> Option<u64> {
+        for r in &h.ram_regions {
+            if off < r.size() {
+                return Some(r.start + off);
+            }
+            off -= r.size();
+        }
+        None
+    }
+
+    // ----- routing ---------------------------------------------------------------------------
+
+    fn cache_key(req: Requester, page: u64, access: Access) -> (u32, u64, bool) {
+        let r = match req {
+            Requester::Cpu(h) => 0x8000_0000 | h as u32,
+            Requester::Func(f) => f,
+        };
+        (r, page, access.is_write())
+    }
+
+    /// Route with the cache. Every decision on a route is uniform across a 4 KiB page (BARs,
+    /// windows, IOMMU pages and NTB translations are page-aligned), so a route computed for a
+    /// page serves every address in it, shifted by the offset. Only delivered routes are cached.
+    pub fn route(&mut self, req: Requester, addr: u64, access: Access) -> Arc<Route> {
+        let key = Self::cache_key(req, addr & !(PAGE - 1), access);
+        let off = addr & (PAGE - 1);
+        if let Some(r) = self.cache.get(&key) {
+            if off == 0 {
+                self.cache_hits += 1;
+                return r.clone();
+            }
+            if let Some(shifted) = self.shift(r, off) {
+                self.cache_hits += 1;
+                return Arc::new(shifted);
+            }
+        }
+        self.cache_misses += 1;
+        let base = self.route_uncached(req, addr & !(PAGE - 1), access);
+        if base.delivered().is_some() && base.completion.as_ref().is_none_or(|c| c.delivered().is_some()) {
+            let base = Arc::new(base);
+            self.cache.insert(key, base.clone());
+            if off == 0 {
+                return base;
+            }
+            if let Some(s) = self.shift(&base, off) {
+                return Arc::new(s);
+            }
+        }
+        Arc::new(self.route_uncached(req, addr, access))
+    }
+
+    /// The outcome alone, from the cache: the fast path for data movement and benchmarks.
+    pub fn lookup(&mut self, req: Requester, addr: u64, access: Access) -> Outcome {
+        let key = Self::cache_key(req, addr & !(PAGE - 1), access);
+        let off = addr & (PAGE - 1);
+        if let Some(r) = self.cache.get(&key) {
+            if let Some(t) = shift_target(r.outcome, off, self) {
+                self.cache_hits += 1;
+                return Outcome::Delivered(t);
+            }
+        }
+        self.route(req, addr, access).outcome
+    }
+
+    fn shift(&self, r: &Route, off: u64) -> Option<Route> {
+        let outcome = Outcome::Delivered(shift_target(r.outcome, off, self)?);
+        let mut out = r.clone();
+        for h in &mut out.hops {
+            h.addr += off;
+        }
+        out.outcome = outcome;
+        Some(out)
+    }
+
+    pub fn invalidate_routes(&mut self) {
+        self.cache.clear();
+    }
+
+    pub fn cached_routes(&self) -> usize {
+        self.cache.len()
+    }
+
+    // ----- functional memory -----------------------------------------------------------------
+
+    /// Write bytes as `req` would, one TLP per 4 KiB-bounded chunk (TLPs never cross 4 KiB).
+    /// Chunks that fail are recorded as events and change nothing; returns the bytes delivered
+    /// and the first failure.
+    pub fn write(&mut self, req: Requester, addr: u64, data: &[u8]) -> (usize, Option<Failure>) {
+        let mut done = 0usize;
+        let mut first = None;
+        let mut delivered = 0usize;
+        while done < data.len() {
+            let a = addr.wrapping_add(done as u64);
+            let n = ((PAGE - a % PAGE) as usize).min(data.len() - done);
+            match self.lookup(req, a, Access::Write) {
+                Outcome::Delivered(t) => {
+                    self.store(t, &data[done..done + n]);
+                    delivered += n;
+                }
+                Outcome::Failed(f) => {
+                    self.record(f);
+                    first.get_or_insert(f);
+                }
+            }
+            done += n;
+        }
+        (delivered, first)
+    }
+
+    /// Read bytes as `req` would. Failed chunks read as all ones (a master abort) and are recorded.
+    pub fn read(&mut self, req: Requester, addr: u64, len: usize) -> (Vec<u8>, Option<Failure>) {
+        let mut out = vec![0u8; len];
+        let mut done = 0usize;
+        let mut first = None;
+        while done < len {
+            let a = addr.wrapping_add(done as u64);
+            let n = ((PAGE - a % PAGE) as usize).min(len - done);
+            match self.lookup(req, a, Access::Read) {
+                Outcome::Delivered(t) => self.load(t, &mut out[done..done + n]),
+                Outcome::Failed(f) => {
+                    self.record(f);
+                    first.get_or_insert(f);
+                    out[done..done + n].fill(0xff);
+                }
+            }
+            done += n;
+        }
+        (out, first)
+    }
+
+    fn record(&mut self, f: Failure) {
+        if let Failure::Iommu { host, fault } = f {
+            self.iommus[host as usize].record(fault);
+        }
+        self.events.push(Event::Failed(f));
+    }
+
+    fn store(&mut self, t: Target, data: &[u8]) {
+        match t {
+            Target::Ram { host, addr } => self.ram[host as usize].write(addr, data),
+            Target::Bar { func, bar, offset } => self.bar_mem.entry((func, bar)).or_default().write(offset, data),
+            Target::Msi { host, addr } => {
+                let mut d = [0u8; 4];
+                let n = data.len().min(4);
+                d[..n].copy_from_slice(&data[..n]);
+                self.events.push(Event::Msi { host, addr, data: u32::from_le_bytes(d) });
+            }
+            Target::Cpu { .. } | Target::Func { .. } => {}
+        }
+    }
+
+    fn load(&self, t: Target, out: &mut [u8]) {
+        match t {
+            Target::Ram { host, addr } => self.ram[host as usize].read(addr, out),
+            Target::Bar { func, bar, offset } => match self.bar_mem.get(&(func, bar)) {
+                Some(m) => m.read(offset, out),
+                None => out.fill(0),
+            },
+            _ => out.fill(0xff),
+        }
+    }
+
+    // ----- Linux NTB API ---------------------------------------------------------------------
+
+    fn peer(&self, ntb: u32) -> FResult<u32> {
+        self.ntbs[ntb as usize].peer.ok_or_else(|| FabricError::Invalid(format!("{}: NTB link is down (no cable to a peer)", self.ntbs[ntb as usize].name)))
+    }
+
+    /// ntb_mw_count: inbound windows (the peer's BARs that lead into this host).
+    pub fn mw_count(&self, ntb: u32) -> FResult<usize> {
+        Ok(self.ntbs[self.peer(ntb)? as usize].windows.len())
+    }
+
+    /// ntb_peer_mw_count: this adapter's own window BARs, which lead into the peer.
+    pub fn peer_mw_count(&self, ntb: u32) -> usize {
+        self.ntbs[ntb as usize].windows.len()
+    }
+
+    /// ntb_mw_get_align: (address alignment, size alignment, maximum size) of inbound window `widx`.
+    pub fn mw_get_align(&self, ntb: u32, widx: usize) -> FResult<(u64, u64, u64)> {
+        let p = self.peer(ntb)?;
+        let w = self.ntbs[p as usize].windows.get(widx).ok_or_else(|| FabricError::Invalid(format!("{}: no memory window {widx}", self.ntbs[ntb as usize].name)))?;
+        Ok((crate::ntb::TRANS_ALIGN, crate::ntb::TRANS_ALIGN, w.size))
+    }
+
+    /// ntb_mw_set_trans: accesses through inbound window `widx` land at [addr, addr+size) of this host.
+    /// For a window split in LUT segments, consecutive segments are programmed to cover the range.
+    pub fn mw_set_trans(&mut self, ntb: u32, widx: usize, addr: u64, size: u64) -> FResult<()> {
+        let (_, _, max) = self.mw_get_align(ntb, widx)?;
+        let s = &self.ntbs[ntb as usize];
+        let host = &self.hosts[s.host as usize];
+        if size > max {
+            return invalid(format!("{}: translation of {} exceeds memory window {widx} ({})", s.name, crate::error::fmt_size(size), crate::error::fmt_size(max)));
+        }
+        check_trans(&s.name, addr, size, host.phys_limit(), &host.name)?;
+        let w = self.ntbs[self.peer(ntb)? as usize].windows[widx];
+        let inbound = if w.lut_segments == 0 {
+            Inbound::Direct { addr, size }
+        } else {
+            let seg = w.size / w.lut_segments as u64;
+            Inbound::Lut((0..w.lut_segments as u64).map(|i| (i * seg < size).then_some(addr + i * seg)).collect())
+        };
+        self.ntbs[ntb as usize].inbound[widx] = inbound;
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    /// Program one LUT segment of inbound window `widx`.
+    pub fn lut_set_trans(&mut self, ntb: u32, widx: usize, segment: usize, addr: u64) -> FResult<()> {
+        self.mw_get_align(ntb, widx)?;
+        let w = self.ntbs[self.peer(ntb)? as usize].windows[widx];
+        let s = &self.ntbs[ntb as usize];
+        if w.lut_segments == 0 {
+            return invalid(format!("{}: memory window {widx} has no LUT segments; use mw_set_trans", s.name));
+        }
+        if segment >= w.lut_segments as usize {
+            return invalid(format!("{}: segment {segment} out of range (window {widx} has {})", s.name, w.lut_segments));
+        }
+        let seg = w.size / w.lut_segments as u64;
+        let host = &self.hosts[s.host as usize];
+        check_trans(&s.name, addr, seg, host.phys_limit(), &host.name)?;
+        let n = w.lut_segments as usize;
+        let st = &mut self.ntbs[ntb as usize].inbound[widx];
+        if !matches!(st, Inbound::Lut(_)) {
+            *st = Inbound::Lut(vec![None; n]);
+        }
+        if let Inbound::Lut(v) = st {
+            v[segment] = Some(addr);
+        }
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    /// ntb_mw_clear_trans.
+    pub fn mw_clear_trans(&mut self, ntb: u32, widx: usize) -> FResult<()> {
+        self.mw_get_align(ntb, widx)?;
+        self.ntbs[ntb as usize].inbound[widx] = Inbound::Unset;
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    /// ntb_peer_mw_get_addr: (physical address in this host, size) of outbound window `widx`.
+    pub fn peer_mw_get_addr(&self, ntb: u32, widx: usize) -> FResult<(u64, u64)> {
+        let s = &self.ntbs[ntb as usize];
+        let bar = *s.window_bars.get(widx).ok_or_else(|| FabricError::Invalid(format!("{}: no memory window {widx} (has {})", s.name, s.window_bars.len())))?;
+        let b = self.funcs[s.func as usize].bars.iter().find(|b| b.index == bar).unwrap();
+        Ok((b.addr, b.size))
+    }
+
+    /// Add a requester of this adapter's host to its requester-ID LUT; returns the entry index.
+    pub fn rid_lut_add(&mut self, ntb: u32, rid: Bdf) -> FResult<usize> {
+        let r = self.ntbs[ntb as usize].rid_lut_add(rid);
+        self.invalidate_routes();
+        r
+    }
+
+    pub fn rid_lut_remove(&mut self, ntb: u32, rid: Bdf) -> bool {
+        let s = &mut self.ntbs[ntb as usize];
+        let found = s.rid_lut_index(rid).map(|i| s.rid_lut[i] = None).is_some();
+        self.invalidate_routes();
+        found
+    }
+
+    /// The requester IDs under which this adapter forwards inbound TLPs (its DMA aliases).
+    pub fn ntb_dma_aliases(&self, ntb: u32) -> Vec<Bdf> {
+        let Some(p) = self.ntbs[ntb as usize].peer else { return Vec::new() };
+        (0..self.ntbs[p as usize].rid_lut.len()).map(|i| self.ntb_alias(ntb, i)).collect()
+    }
+
+    /// ntb_peer_db_set: ring doorbell bits on the peer; returns whether its interrupt fired.
+    pub fn peer_db_set(&mut self, ntb: u32, bits: u64) -> FResult<bool> {
+        let p = self.peer(ntb)?;
+        self.ntbs[p as usize].ring(bits)
+    }
+
+    pub fn db_read(&self, ntb: u32) -> u64 {
+        self.ntbs[ntb as usize].doorbell
+    }
+
+    pub fn db_clear(&mut self, ntb: u32, bits: u64) {
+        self.ntbs[ntb as usize].doorbell &= !bits;
+    }
+
+    pub fn db_set_mask(&mut self, ntb: u32, mask: u64) {
+        self.ntbs[ntb as usize].doorbell_mask = mask;
+    }
+
+    pub fn spad_read(&self, ntb: u32, idx: usize) -> FResult<u32> {
+        self.ntbs[ntb as usize].check_spad(idx)?;
+        Ok(self.ntbs[ntb as usize].spads[idx])
+    }
+
+    pub fn spad_write(&mut self, ntb: u32, idx: usize, val: u32) -> FResult<()> {
+        self.ntbs[ntb as usize].check_spad(idx)?;
+        self.ntbs[ntb as usize].spads[idx] = val;
+        Ok(())
+    }
+
+    pub fn peer_spad_write(&mut self, ntb: u32, idx: usize, val: u32) -> FResult<()> {
+        let p = self.peer(ntb)?;
+        self.spad_write(p, idx, val)
+    }
+
+    pub fn peer_spad_read(&self, ntb: u32, idx: usize) -> FResult<u32> {
+        let p = self.peer(ntb)?;
+        self.spad_read(p, idx)
+    }
+
+    /// ntb_peer_msg_write: post a message to the peer's inbound message register `idx`.
+    pub fn peer_msg_write(&mut self, ntb: u32, idx: usize, msg: u32) -> FResult<()> {
+        let p = self.peer(ntb)?;
+        let s = &mut self.ntbs[p as usize];
+        s.check_msg(idx)?;
+        if s.msgs[idx].is_some() {
+            return invalid(format!("{}: message register {idx} still holds an unread message", s.name));
+        }
+        s.msgs[idx] = Some(msg);
+        Ok(())
+    }
+
+    /// ntb_msg_read: take the message in inbound register `idx`, if any.
+    pub fn msg_read(&mut self, ntb: u32, idx: usize) -> FResult<Option<u32>> {
+        let s = &mut self.ntbs[ntb as usize];
+        s.check_msg(idx)?;
+        Ok(s.msgs[idx].take())
+    }
+
+    // ----- IOMMU API -------------------------------------------------------------------------
+
+    fn iommu_on(&self, host: HostId) -> FResult<()> {
+        if !self.hosts[host as usize].iommu {
+            return invalid(format!("host {} has its IOMMU disabled", self.hosts[host as usize].name));
+        }
+        Ok(())
+    }
+
+    pub fn iommu_domain_alloc(&mut self, host: HostId, name: &str) -> FResult<DomainId> {
+        self.iommu_on(host)?;
+        self.iommus[host as usize].domain_alloc(name)
+    }
+
+    pub fn iommu_domain(&self, host: HostId, name: &str) -> FResult<DomainId> {
+        self.iommus[host as usize].domain_by_name(name).ok_or_else(|| FabricError::UnknownName(format!("host {}: no IOMMU domain '{name}'", self.hosts[host as usize].name)))
+    }
+
+    /// The requester IDs a function issues DMA under: its own, plus an NTB's aliases.
+    pub fn dma_rids(&self, f: FuncId) -> Vec<Bdf> {
+        let mut v = vec![self.funcs[f as usize].bdf];
+        if let NodeKind::Ntb { ntb } = self.nodes[self.funcs[f as usize].node as usize].kind {
+            v.extend(self.ntb_dma_aliases(ntb));
+        }
+        v
+    }
+
+    /// iommu_attach_device: the function (with its DMA aliases) now translates through `domain`.
+    pub fn iommu_attach(&mut self, host: HostId, domain: DomainId, f: FuncId) -> FResult<()> {
+        self.iommu_on(host)?;
+        if self.func_host(f) != host {
+            return invalid(format!("{} is not in host {}", self.funcs[f as usize].name, self.hosts[host as usize].name));
+        }
+        let rids = self.dma_rids(f);
+        self.iommus[host as usize].attach(domain, &rids);
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    pub fn iommu_detach(&mut self, host: HostId, f: FuncId) -> FResult<()> {
+        let rids = self.dma_rids(f);
+        self.iommus[host as usize].detach(&rids);
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    pub fn iommu_map(&mut self, host: HostId, domain: DomainId, iova: u64, paddr: u64, size: u64, write: bool) -> FResult<()> {
+        self.iommu_on(host)?;
+        let h = &self.hosts[host as usize];
+        if paddr.checked_add(size).is_none_or(|e| e > h.phys_limit()) {
+            return invalid(format!("iommu_map: {paddr:#x}+{size:#x} is beyond host {}'s physical address space", h.name));
+        }
+        self.iommus[host as usize].map(domain, iova, paddr, size, write)?;
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    pub fn iommu_unmap(&mut self, host: HostId, domain: DomainId, iova: u64, size: u64) -> FResult<u64> {
+        let n = self.iommus[host as usize].unmap(domain, iova, size)?;
+        self.invalidate_routes();
+        Ok(n)
+    }
+
+    // ----- PCI config space ------------------------------------------------------------------
+
+    pub fn config_read(&self, f: FuncId, off: usize, len: usize) -> FResult<u32> {
+        check_cfg(off, len)?;
+        let d = config::read_dword(&self.funcs[f as usize], &self.config[f as usize], off);
+        Ok((d >> ((off & 3) * 8)) & mask(len))
+    }
+
+    pub fn config_write(&mut self, f: FuncId, off: usize, len: usize, value: u32) -> FResult<()> {
+        check_cfg(off, len)?;
+        let shift = (off & 3) * 8;
+        let old = config::read_dword(&self.funcs[f as usize], &self.config[f as usize], off);
+        let m = mask(len) << shift;
+        let dword = if len == 4 { value } else { (old & !m) | ((value << shift) & m) };
+        let effect = config::write_dword(&self.funcs[f as usize], &mut self.config[f as usize], off, dword);
+        match effect {
+            WriteEffect::None => {}
+            WriteEffect::Command => self.invalidate_routes(),
+            WriteEffect::Relocate { index, addr } => {
+                if let Some(b) = self.funcs[f as usize].bars.iter_mut().find(|b| b.index == index) {
+                    b.addr = addr;
+                }
+                self.invalidate_routes();
+            }
+        }
+        Ok(())
+    }
+
+    /// pci_set_master / pci_clear_master.
+    pub fn set_bus_master(&mut self, f: FuncId, enable: bool) {
+        let st = &mut self.config[f as usize];
+        if enable { st.command |= config::CMD_BUS_MASTER } else { st.command &= !config::CMD_BUS_MASTER }
+        self.invalidate_routes();
+    }
+
+    // ----- setup programs --------------------------------------------------------------------
+
+    /// Apply the `setup` section of a description; errors point at the failing operation.
+    pub fn apply_setup(&mut self, ops: &[SetupOp]) -> Result<(), SpecError> {
+        for (i, op) in ops.iter().enumerate() {
+            self.apply_op(op).map_err(|e| SpecError::new(format!("/setup/{i}"), e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    pub fn apply_op(&mut self, op: &SetupOp) -> FResult<()> {
+        match op {
+            SetupOp::NtbMwSetTrans { ntb, window, addr, size } => {
+                let n = self.ntb_id(ntb)?;
+                let a = self.resolve_addr(addr)?;
+                self.mw_set_trans(n, *window as usize, a, *size)
+            }
+            SetupOp::NtbLutSetTrans { ntb, window, segment, addr } => {
+                let n = self.ntb_id(ntb)?;
+                let a = self.resolve_addr(addr)?;
+                self.lut_set_trans(n, *window as usize, *segment as usize, a)
+            }
+            SetupOp::NtbRidLutAdd { ntb, requester } => {
+                let n = self.ntb_id(ntb)?;
+                let r = self.requester(requester)?;
+                if self.requester_host(r) != self.ntbs[n as usize].host {
+                    return invalid(format!("{requester} is not in the host of {ntb}"));
+                }
+                let rid = self.requester_rid(r);
+                self.rid_lut_add(n, rid).map(|_| ())
+            }
+            SetupOp::IommuDomain { host, domain } => {
+                let h = self.host_id(host)?;
+                self.iommu_domain_alloc(h, domain).map(|_| ())
+            }
+            SetupOp::IommuAttach { host, domain, device } => {
+                let h = self.host_id(host)?;
+                let d = self.iommu_domain(h, domain)?;
+                let f = self.func_id(device)?;
+                self.iommu_attach(h, d, f)
+            }
+            SetupOp::IommuMap { host, domain, iova, addr, size, write } => {
+                let h = self.host_id(host)?;
+                let d = self.iommu_domain(h, domain)?;
+                let (i, a) = (self.resolve_addr(iova)?, self.resolve_addr(addr)?);
+                self.iommu_map(h, d, i, a, *size, *write)
+            }
+            SetupOp::BusMaster { device, enable } => {
+                let f = self.func_id(device)?;
+                self.set_bus_master(f, *enable);
+                Ok(())
+            }
+        }
+    }
+}
+
+fn shift_target(o: Outcome, off: u64, f: &Fabric) -> Option<Target> {
+    match o {
+        Outcome::Delivered(Target::Ram { host, addr }) => Some(Target::Ram { host, addr: addr + off }),
+        Outcome::Delivered(Target::Bar { func, bar, offset }) => {
+            let size = f.funcs[func as usize].bars.iter().find(|b| b.index == bar)?.size;
+            (offset + off < size).then_some(Target::Bar { func, bar, offset: offset + off })
+        }
+        Outcome::Delivered(Target::Msi { host, addr }) => Some(Target::Msi { host, addr: addr + off }),
+        _ => None,
+    }
+}
+
+fn check_cfg(off: usize, len: usize) -> FResult<()> {
+    if !matches!(len, 1 | 2 | 4) || off % len != 0 || off + len > crate::params::params().pci.config_space_size {
+        return invalid(format!("config access of {len} bytes at {off:#x}: expected 1, 2 or 4 bytes, naturally aligned, inside 4 KiB"));
+    }
+    Ok(())
+}
+
+fn mask(len: usize) -> u32 {
+    if len == 4 { u32::MAX } else { (1u32 << (len * 8)) - 1 }
+}
+
+pub fn parse_num(s: &str) -> Option<u64> {
+    let s = s.replace('_', "");
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()
+    } else {
+        s.parse().ok()
+    }
+}

@@ -1,0 +1,43 @@
+//! # devlend-fabric: the PCIe cluster as a static, programmable picture
+//!
+//! Layer 2 of devlend (see the README's architecture section). A topology description
+//! ([`spec::TopologySpec`]) is built into a [`fabric::Fabric`]: every host is its own PCIe domain
+//! with a root complex, root ports, switches, endpoints and NTB adapters; [`enumerate`] numbers
+//! buses and assigns BARs and bridge windows as Linux does; [`route`] answers "where does this
+//! go?" for any requester and address, hop by hop, through switches, root complexes, IOMMUs and
+//! NTBs; [`memory`] stores the bytes that land. Software programs the fabric only through the
+//! Linux-named interfaces on `Fabric` (NTB API, IOMMU API, PCI config space).
+//!
+//! Read seeds 000 §2 and §4-6 and 003 §2 for the hardware this models; each module's docs say
+//! what it takes from them.
+
+pub mod build;
+pub mod config;
+pub mod enumerate;
+pub mod error;
+pub mod fabric;
+pub mod iommu;
+pub mod memory;
+pub mod model;
+pub mod ntb;
+pub mod params;
+pub mod route;
+pub mod show;
+pub mod spec;
+
+pub use error::{FabricError, SpecError};
+pub use fabric::Fabric;
+pub use route::{Hop, HopKind, Outcome, Requester, Route, Target};
+
+/// Build and enumerate a fabric from a description, then apply its setup section.
+pub fn build(spec: &spec::TopologySpec) -> Result<Fabric, SpecError> {
+    let mut f = build::build(spec)?;
+    f.apply_setup(&spec.setup)?;
+    Ok(f)
+}
+
+/// Parse a JSON description (as the Python front end produces) and build it.
+pub fn build_json(json: &str) -> Result<Fabric, SpecError> {
+    let spec: spec::TopologySpec = serde_json::from_str(json).map_err(|e| SpecError::new("", format!("malformed description: {e}")))?;
+    build(&spec)
+}

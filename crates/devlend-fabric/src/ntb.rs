@@ -1,0 +1,137 @@
+//! Non-transparent bridges, programmed through the Linux NTB API (include/linux/ntb.h).
+//!
+//! What devlend takes from the papers:
+//! - 000 §2.3: an NTB appears as an endpoint in each host; accesses to its memory-window BARs are
+//!   forwarded into the other host's address space with a hardware address translation; a window
+//!   may be split into segments (LUT entries), each mapped anywhere in the remote address space.
+//! - 003 §2.2, Figs 3-4: base-replacing translation of the address; requester IDs of TLPs that cross
+//!   are rewritten through a requester-ID lookup table (a TLP whose requester has no entry is
+//!   rejected); scratchpad and doorbell registers are reachable from both sides.
+//!
+//! Naming follows Linux: memory window `widx` of an NTB is the *inbound* window, programmed with
+//! `mw_set_trans` on the host where the accesses land; the other host reaches it through its own
+//! BAR, whose address it gets from `peer_mw_get_addr`.
+//!
+//! Requester IDs: an outbound requester with LUT entry `i` appears on the far side as
+//! `far_bus:devfn (i + 1)` (devfn 0 is the adapter's own function). Those IDs are the adapter's
+//! DMA aliases, which the far host's IOMMU must attach (Linux `pci_add_dma_alias`). Entry 0 holds
+//! the host's root complex (00:00.0) from probe on, as Linux NTB drivers do
+//! (ntb_hw_switchtec: `switchtec_ntb_init_req_id_table`).
+
+use crate::error::{invalid, FResult};
+use crate::model::{FuncId, HostId, LinkId, NodeId};
+use crate::params::WindowParam;
+use devlend_wire::Bdf;
+
+/// Where inbound accesses through one memory window land in this host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Inbound {
+    Unset,
+    Direct { addr: u64, size: u64 },
+    /// One optional translation per segment.
+    Lut(Vec<Option<u64>>),
+}
+
+pub const TRANS_ALIGN: u64 = 0x1000;
+
+pub struct NtbState {
+    pub name: String,
+    pub node: NodeId,
+    pub func: FuncId,
+    pub host: HostId,
+    pub peer: Option<u32>,
+    pub cable: Option<LinkId>,
+    /// This adapter's outbound windows (its BARs 2, 4, ...): accesses there go to the peer.
+    pub windows: Vec<WindowParam>,
+    pub window_bars: Vec<u8>,
+    /// Translations for the peer's windows, indexed like the peer's `windows`.
+    pub inbound: Vec<Inbound>,
+    pub rid_lut: Vec<Option<Bdf>>,
+    pub doorbell: u64,
+    pub doorbell_mask: u64,
+    pub doorbell_bits: u8,
+    pub doorbell_irqs: u64,
+    pub spads: Vec<u32>,
+    pub msgs: Vec<Option<u32>>,
+}
+
+impl NtbState {
+    /// Translate an offset into window `widx` (as the peer's BAR sees it) into this host's address.
+    pub fn inbound_translate(&self, widx: usize, offset: u64, window: &WindowParam) -> Option<u64> {
+        match self.inbound.get(widx)? {
+            Inbound::Unset => None,
+            Inbound::Direct { addr, size } => (offset < *size).then(|| addr + offset),
+            Inbound::Lut(segs) => {
+                let seg_size = window.size / window.lut_segments as u64;
+                let seg = (offset / seg_size) as usize;
+                segs.get(seg).copied().flatten().map(|base| base + offset % seg_size)
+            }
+        }
+    }
+
+    pub fn rid_lut_index(&self, rid: Bdf) -> Option<usize> {
+        self.rid_lut.iter().position(|e| *e == Some(rid))
+    }
+
+    pub fn rid_lut_add(&mut self, rid: Bdf) -> FResult<usize> {
+        if let Some(i) = self.rid_lut_index(rid) {
+            return Ok(i);
+        }
+        match self.rid_lut.iter().position(|e| e.is_none()) {
+            Some(i) => {
+                self.rid_lut[i] = Some(rid);
+                Ok(i)
+            }
+            None => invalid(format!(
+                "{}: requester-ID LUT is full ({} entries); cannot add {rid}",
+                self.name,
+                self.rid_lut.len()
+            )),
+        }
+    }
+
+    pub fn check_spad(&self, idx: usize) -> FResult<()> {
+        if idx >= self.spads.len() {
+            return invalid(format!("{}: scratchpad {idx} out of range (has {})", self.name, self.spads.len()));
+        }
+        Ok(())
+    }
+
+    pub fn check_msg(&self, idx: usize) -> FResult<()> {
+        if idx >= self.msgs.len() {
+            return invalid(format!("{}: message register {idx} out of range (has {})", self.name, self.msgs.len()));
+        }
+        Ok(())
+    }
+
+    /// Ring doorbell bits on this side; returns whether an interrupt fires (some rung bit unmasked).
+    pub fn ring(&mut self, bits: u64) -> FResult<bool> {
+        let valid = if self.doorbell_bits >= 64 { u64::MAX } else { (1u64 << self.doorbell_bits) - 1 };
+        if bits & !valid != 0 {
+            return invalid(format!("{}: doorbell bits {bits:#x} outside the {} valid bits", self.name, self.doorbell_bits));
+        }
+        self.doorbell |= bits;
+        let fires = bits & !self.doorbell_mask != 0;
+        if fires {
+            self.doorbell_irqs += 1;
+        }
+        Ok(fires)
+    }
+}
+
+/// Validate a translation target: aligned, non-empty, inside the host's physical address space.
+pub fn check_trans(ntb: &str, addr: u64, size: u64, phys_limit: u64, host: &str) -> FResult<()> {
+    if addr % TRANS_ALIGN != 0 {
+        return invalid(format!("{ntb}: translation address {addr:#x} is not aligned to {TRANS_ALIGN:#x} (ntb_mw_get_align)"));
+    }
+    if size == 0 {
+        return invalid(format!("{ntb}: translation size is zero"));
+    }
+    match addr.checked_add(size) {
+        Some(end) if end <= phys_limit => Ok(()),
+        _ => invalid(format!(
+            "{ntb}: window maps {addr:#x}+{size:#x}, past the end of host {host}'s {}-bit physical address space ({phys_limit:#x})",
+            phys_limit.trailing_zeros()
+        )),
+    }
+}

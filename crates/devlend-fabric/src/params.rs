@@ -1,0 +1,124 @@
+//! The hardware parameter file, `params/hardware.toml`, compiled in. Every constant the model
+//! uses is read from here; each table carries a `source` naming the paper section or datasheet.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+pub const HARDWARE_TOML: &str = include_str!("../../../params/hardware.toml");
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CpuProfile {
+    pub description: String,
+    pub p2p_through_root: bool,
+    pub read_split_bytes: u32,
+    pub low_ram_top: u64,
+    pub mmio32_end: u64,
+    pub mmio64_base: u64,
+    pub phys_addr_bits: u32,
+    pub source: String,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+pub struct BarParam {
+    pub index: u8,
+    pub size: u64,
+    pub bits: u8,
+    pub pref: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeviceProfile {
+    pub kind: String,
+    pub vendor: u16,
+    pub device: u16,
+    pub max_gen: u8,
+    pub max_width: u8,
+    pub bars: Vec<BarParam>,
+    #[serde(default)]
+    pub vf_bars: Vec<BarParam>,
+    #[serde(default)]
+    pub total_vfs: u16,
+    pub msix_vectors: u16,
+    pub source: String,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+pub struct WindowParam {
+    pub size: u64,
+    pub lut_segments: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct NtbProfile {
+    pub description: String,
+    pub max_gen: u8,
+    pub max_width: u8,
+    pub control_bar_size: u64,
+    pub windows: Vec<WindowParam>,
+    pub rid_lut_entries: u16,
+    pub doorbells: u8,
+    pub scratchpads: u8,
+    pub message_registers: u8,
+    pub source: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SwitchProfile {
+    pub description: String,
+    pub max_gen: u8,
+    pub ports: u8,
+    pub source: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct X86 {
+    pub msi_base: u64,
+    pub msi_size: u64,
+    pub four_gib: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Pci {
+    pub bridge_mem_align: u64,
+    pub min_bar_align: u64,
+    pub config_space_size: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Iommu {
+    pub levels: u32,
+    pub address_bits: u32,
+    pub page_4k: u64,
+    pub page_2m: u64,
+    pub fault_log_entries: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Params {
+    pub cpu: BTreeMap<String, CpuProfile>,
+    pub x86: X86,
+    pub pci: Pci,
+    pub iommu: Iommu,
+    pub device: BTreeMap<String, DeviceProfile>,
+    pub ntb: BTreeMap<String, NtbProfile>,
+    pub switch: BTreeMap<String, SwitchProfile>,
+}
+
+/// The parsed parameter file. Parsing is checked by a unit test, so a bad edit fails CI.
+pub fn params() -> &'static Params {
+    static P: OnceLock<Params> = OnceLock::new();
+    P.get_or_init(|| toml::from_str(HARDWARE_TOML).expect("params/hardware.toml is malformed"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parameter_file_parses_and_every_profile_has_a_source() {
+        let p = super::params();
+        assert!(p.cpu.values().all(|c| !c.source.is_empty()));
+        assert!(p.device.values().all(|d| !d.source.is_empty()));
+        assert!(p.ntb.values().all(|n| !n.source.is_empty()));
+        assert_eq!(p.cpu["intel-xeon-e5"].read_split_bytes, 64);
+    }
+}

@@ -1,0 +1,201 @@
+//! The topology description as the core receives it: JSON produced by the Python front end
+//! after schema validation (pydantic), with sizes as integers and profile names unexpanded.
+//! The same structures can be built directly in Rust (tests, benchmarks). Semantic checks
+//! (names, links, cycles, resources) happen in `build` and report JSON pointers into this shape.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySpec {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub source: Option<String>,
+    pub hosts: Vec<HostSpec>,
+    #[serde(default)]
+    pub switches: Vec<SwitchSpec>,
+    #[serde(default)]
+    pub devices: Vec<DeviceSpec>,
+    #[serde(default)]
+    pub ntbs: Vec<NtbSpec>,
+    #[serde(default)]
+    pub links: Vec<LinkSpec>,
+    #[serde(default)]
+    pub setup: Vec<SetupOp>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    pub name: String,
+    pub cpu: String,
+    /// Bytes of RAM, laid out x86-style: low RAM up to the profile's `low_ram_top`, the rest from 4 GiB.
+    pub ram: u64,
+    #[serde(default)]
+    pub iommu: bool,
+    pub root_ports: u8,
+    #[serde(default)]
+    pub memory_map: Option<MemoryMapSpec>,
+}
+
+/// Overrides of the CPU profile's physical address map.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryMapSpec {
+    pub low_ram_top: Option<u64>,
+    pub mmio32_end: Option<u64>,
+    pub mmio64_base: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchSpec {
+    pub name: String,
+    #[serde(default)]
+    pub profile: Option<String>,
+    pub downstream_ports: u8,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    Gpu,
+    Nvme,
+    Nic,
+    Generic,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct BarSpec {
+    pub index: u8,
+    pub size: u64,
+    #[serde(default = "default_bits")]
+    pub bits: u8,
+    #[serde(default)]
+    pub pref: bool,
+}
+
+fn default_bits() -> u8 {
+    32
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SriovSpec {
+    pub num_vfs: u16,
+    #[serde(default)]
+    pub total_vfs: Option<u16>,
+    #[serde(default)]
+    pub vf_bars: Option<Vec<BarSpec>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FunctionSpec {
+    #[serde(default)]
+    pub bars: Vec<BarSpec>,
+    #[serde(default)]
+    pub msix_vectors: u16,
+    #[serde(default)]
+    pub sriov: Option<SriovSpec>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSpec {
+    pub name: String,
+    #[serde(default)]
+    pub profile: Option<String>,
+    #[serde(default)]
+    pub kind: Option<DeviceKind>,
+    /// Functions 0..n. Without it, the profile's single function (and its SR-IOV capability).
+    #[serde(default)]
+    pub functions: Option<Vec<FunctionSpec>>,
+    /// Number of SR-IOV virtual functions to enable on function 0 of a profile device.
+    #[serde(default)]
+    pub num_vfs: Option<u16>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct WindowSpec {
+    pub size: u64,
+    #[serde(default)]
+    pub lut_segments: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NtbSpec {
+    pub name: String,
+    #[serde(default)]
+    pub profile: Option<String>,
+    #[serde(default)]
+    pub windows: Option<Vec<WindowSpec>>,
+    #[serde(default)]
+    pub rid_lut_entries: Option<u16>,
+    #[serde(default)]
+    pub doorbells: Option<u8>,
+    #[serde(default)]
+    pub scratchpads: Option<u8>,
+    #[serde(default)]
+    pub message_registers: Option<u8>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkKind {
+    #[default]
+    Slot,
+    Cable,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// Upstream end: `HOST.rpN`, `SWITCH.dN`, or for an NTB cable `NTB.cable`.
+    pub a: String,
+    /// Downstream end: `SWITCH.up` (or `SWITCH`), `DEVICE`, `NTB` (its slot side) or `NTB.cable`.
+    pub b: String,
+    pub gen: u8,
+    pub width: u8,
+    #[serde(default)]
+    pub kind: LinkKind,
+}
+
+/// Programming applied after enumeration, through the same Linux-named interfaces software uses.
+/// Addresses may be integers or symbolic expressions (see `Fabric::resolve_addr`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SetupOp {
+    /// `ntb_mw_set_trans`: where inbound accesses through memory window `window` land in this NTB's host.
+    NtbMwSetTrans { ntb: String, window: u8, addr: Addr, size: u64 },
+    /// Program one LUT segment of a segmented window.
+    NtbLutSetTrans { ntb: String, window: u8, segment: u32, addr: Addr },
+    /// Allow a requester of this NTB's host to cross the bridge (requester-ID LUT entry).
+    NtbRidLutAdd { ntb: String, requester: String },
+    /// Create an IOMMU domain on a host.
+    IommuDomain { host: String, domain: String },
+    /// Attach a device (and its DMA aliases) to a domain.
+    IommuAttach { host: String, domain: String, device: String },
+    /// Map `size` bytes at `iova` to `addr` in a domain.
+    IommuMap { host: String, domain: String, iova: Addr, addr: Addr, size: u64, #[serde(default = "yes")] write: bool },
+    /// Set or clear the Bus Master Enable bit in a function's command register.
+    BusMaster { device: String, #[serde(default = "yes")] enable: bool },
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// An address: a number, or an expression such as `gpu0.bar1+0x1000`, `borrower.ram+0x100000`,
+/// `ntb-a.mw0+0x2000`, resolved after enumeration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum Addr {
+    Num(u64),
+    Expr(String),
+}

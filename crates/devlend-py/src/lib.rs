@@ -1,0 +1,263 @@
+//! Python bindings: `devlend._core`. Thin by design: every method converts names and numbers,
+//! calls the Rust fabric, and returns plain values or JSON text. Loops over TLPs stay in Rust.
+
+use devlend_fabric::error::FabricError as CoreFabricError;
+use devlend_fabric::fabric::parse_num;
+use devlend_fabric::spec::Addr;
+use devlend_fabric::{Fabric as CoreFabric, Requester};
+use devlend_wire::Access;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+create_exception!(_core, SpecError, PyException, "A topology description that cannot be built: args (json_pointer, message).");
+create_exception!(_core, FabricError, PyException, "A request to the live fabric that cannot be carried out.");
+
+fn ferr(e: CoreFabricError) -> PyErr {
+    FabricError::new_err(e.to_string())
+}
+
+/// An address from Python: an int, or a string (number or expression).
+#[derive(FromPyObject)]
+enum PyAddr {
+    Int(u64),
+    Str(String),
+}
+
+#[pyclass(module = "devlend._core")]
+struct Fabric {
+    inner: CoreFabric,
+}
+
+impl Fabric {
+    fn req(&self, s: &str) -> PyResult<Requester> {
+        self.inner.requester(s).map_err(ferr)
+    }
+    fn addr(&self, a: PyAddr) -> PyResult<u64> {
+        match a {
+            PyAddr::Int(n) => Ok(n),
+            PyAddr::Str(s) => match parse_num(&s) {
+                Some(n) => Ok(n),
+                None => self.inner.resolve_addr(&Addr::Expr(s)).map_err(ferr),
+            },
+        }
+    }
+    fn host(&self, name: &str) -> PyResult<u16> {
+        self.inner.host_id(name).map_err(ferr)
+    }
+    fn func(&self, name: &str) -> PyResult<u32> {
+        self.inner.func_id(name).map_err(ferr)
+    }
+    fn ntb(&self, name: &str) -> PyResult<u32> {
+        self.inner.ntb_id(name).map_err(ferr)
+    }
+}
+
+#[pymethods]
+impl Fabric {
+    #[staticmethod]
+    fn from_json(json: &str) -> PyResult<Fabric> {
+        devlend_fabric::build_json(json).map(|inner| Fabric { inner }).map_err(|e| SpecError::new_err((e.path, e.message)))
+    }
+
+    fn inventory(&self) -> String {
+        self.inner.inventory().to_string()
+    }
+
+    fn resolve(&self, addr: PyAddr) -> PyResult<u64> {
+        self.addr(addr)
+    }
+
+    #[pyo3(signature = (requester, addr, write=true))]
+    fn route(&mut self, requester: &str, addr: PyAddr, write: bool) -> PyResult<String> {
+        let r = self.req(requester)?;
+        let a = self.addr(addr)?;
+        let route = self.inner.route(r, a, if write { Access::Write } else { Access::Read });
+        Ok(self.inner.route_json(&route).to_string())
+    }
+
+    /// Write bytes as the requester would; returns (bytes delivered, failure JSON or None).
+    fn write(&mut self, requester: &str, addr: PyAddr, data: &[u8]) -> PyResult<(usize, Option<String>)> {
+        let r = self.req(requester)?;
+        let a = self.addr(addr)?;
+        let (n, fail) = self.inner.write(r, a, data);
+        Ok((n, fail.map(|f| self.inner.failure_json(&f).to_string())))
+    }
+
+    /// Read bytes as the requester would; returns (bytes, failure JSON or None).
+    fn read<'py>(&mut self, py: Python<'py>, requester: &str, addr: PyAddr, len: usize) -> PyResult<(Bound<'py, PyBytes>, Option<String>)> {
+        let r = self.req(requester)?;
+        let a = self.addr(addr)?;
+        let (data, fail) = self.inner.read(r, a, len);
+        Ok((PyBytes::new(py, &data), fail.map(|f| self.inner.failure_json(&f).to_string())))
+    }
+
+    fn events(&self) -> String {
+        self.inner.events_json().to_string()
+    }
+
+    fn cache_stats(&self) -> (u64, u64, usize) {
+        (self.inner.cache_hits, self.inner.cache_misses, self.inner.cached_routes())
+    }
+
+    /// Time `iterations` cached lookups over `pages` consecutive pages from `addr` (benchmarks).
+    fn bench_lookups(&mut self, requester: &str, addr: PyAddr, pages: u64, iterations: u64) -> PyResult<f64> {
+        let r = self.req(requester)?;
+        let a = self.addr(addr)?;
+        let start = std::time::Instant::now();
+        let mut delivered = 0u64;
+        for i in 0..iterations {
+            let x = a + (i % pages.max(1)) * 4096 + (i & 0xff) * 8;
+            if matches!(self.inner.lookup(r, x, Access::Write), devlend_fabric::Outcome::Delivered(_)) {
+                delivered += 1;
+            }
+        }
+        std::hint::black_box(delivered);
+        Ok(start.elapsed().as_secs_f64())
+    }
+
+    // ----- NTB -----
+    fn mw_count(&self, ntb: &str) -> PyResult<usize> {
+        self.inner.mw_count(self.ntb(ntb)?).map_err(ferr)
+    }
+    fn peer_mw_count(&self, ntb: &str) -> PyResult<usize> {
+        Ok(self.inner.peer_mw_count(self.ntb(ntb)?))
+    }
+    fn mw_get_align(&self, ntb: &str, widx: usize) -> PyResult<(u64, u64, u64)> {
+        self.inner.mw_get_align(self.ntb(ntb)?, widx).map_err(ferr)
+    }
+    fn mw_set_trans(&mut self, ntb: &str, widx: usize, addr: PyAddr, size: u64) -> PyResult<()> {
+        let (n, a) = (self.ntb(ntb)?, self.addr(addr)?);
+        self.inner.mw_set_trans(n, widx, a, size).map_err(ferr)
+    }
+    fn lut_set_trans(&mut self, ntb: &str, widx: usize, segment: usize, addr: PyAddr) -> PyResult<()> {
+        let (n, a) = (self.ntb(ntb)?, self.addr(addr)?);
+        self.inner.lut_set_trans(n, widx, segment, a).map_err(ferr)
+    }
+    fn mw_clear_trans(&mut self, ntb: &str, widx: usize) -> PyResult<()> {
+        let n = self.ntb(ntb)?;
+        self.inner.mw_clear_trans(n, widx).map_err(ferr)
+    }
+    fn peer_mw_get_addr(&self, ntb: &str, widx: usize) -> PyResult<(u64, u64)> {
+        self.inner.peer_mw_get_addr(self.ntb(ntb)?, widx).map_err(ferr)
+    }
+    fn rid_lut_add(&mut self, ntb: &str, requester: &str) -> PyResult<usize> {
+        let n = self.ntb(ntb)?;
+        let r = self.req(requester)?;
+        if self.inner.requester_host(r) != self.inner.ntbs[n as usize].host {
+            return Err(FabricError::new_err(format!("{requester} is not in the host of {ntb}")));
+        }
+        let rid = self.inner.requester_rid(r);
+        self.inner.rid_lut_add(n, rid).map_err(ferr)
+    }
+    fn peer_db_set(&mut self, ntb: &str, bits: u64) -> PyResult<bool> {
+        let n = self.ntb(ntb)?;
+        self.inner.peer_db_set(n, bits).map_err(ferr)
+    }
+    fn db_read(&self, ntb: &str) -> PyResult<u64> {
+        Ok(self.inner.db_read(self.ntb(ntb)?))
+    }
+    fn db_clear(&mut self, ntb: &str, bits: u64) -> PyResult<()> {
+        let n = self.ntb(ntb)?;
+        self.inner.db_clear(n, bits);
+        Ok(())
+    }
+    fn db_set_mask(&mut self, ntb: &str, mask: u64) -> PyResult<()> {
+        let n = self.ntb(ntb)?;
+        self.inner.db_set_mask(n, mask);
+        Ok(())
+    }
+    fn db_irqs(&self, ntb: &str) -> PyResult<u64> {
+        Ok(self.inner.ntbs[self.ntb(ntb)? as usize].doorbell_irqs)
+    }
+    fn spad_read(&self, ntb: &str, idx: usize) -> PyResult<u32> {
+        self.inner.spad_read(self.ntb(ntb)?, idx).map_err(ferr)
+    }
+    fn spad_write(&mut self, ntb: &str, idx: usize, val: u32) -> PyResult<()> {
+        let n = self.ntb(ntb)?;
+        self.inner.spad_write(n, idx, val).map_err(ferr)
+    }
+    fn peer_spad_read(&self, ntb: &str, idx: usize) -> PyResult<u32> {
+        self.inner.peer_spad_read(self.ntb(ntb)?, idx).map_err(ferr)
+    }
+    fn peer_spad_write(&mut self, ntb: &str, idx: usize, val: u32) -> PyResult<()> {
+        let n = self.ntb(ntb)?;
+        self.inner.peer_spad_write(n, idx, val).map_err(ferr)
+    }
+    fn peer_msg_write(&mut self, ntb: &str, idx: usize, msg: u32) -> PyResult<()> {
+        let n = self.ntb(ntb)?;
+        self.inner.peer_msg_write(n, idx, msg).map_err(ferr)
+    }
+    fn msg_read(&mut self, ntb: &str, idx: usize) -> PyResult<Option<u32>> {
+        let n = self.ntb(ntb)?;
+        self.inner.msg_read(n, idx).map_err(ferr)
+    }
+
+    // ----- IOMMU -----
+    fn iommu_domain_alloc(&mut self, host: &str, name: &str) -> PyResult<u32> {
+        let h = self.host(host)?;
+        self.inner.iommu_domain_alloc(h, name).map_err(ferr)
+    }
+    fn iommu_attach(&mut self, host: &str, domain: &str, device: &str) -> PyResult<()> {
+        let h = self.host(host)?;
+        let d = self.inner.iommu_domain(h, domain).map_err(ferr)?;
+        let f = self.func(device)?;
+        self.inner.iommu_attach(h, d, f).map_err(ferr)
+    }
+    fn iommu_detach(&mut self, host: &str, device: &str) -> PyResult<()> {
+        let h = self.host(host)?;
+        let f = self.func(device)?;
+        self.inner.iommu_detach(h, f).map_err(ferr)
+    }
+    #[pyo3(signature = (host, domain, iova, addr, size, write=true))]
+    fn iommu_map(&mut self, host: &str, domain: &str, iova: PyAddr, addr: PyAddr, size: u64, write: bool) -> PyResult<()> {
+        let h = self.host(host)?;
+        let d = self.inner.iommu_domain(h, domain).map_err(ferr)?;
+        let (i, a) = (self.addr(iova)?, self.addr(addr)?);
+        self.inner.iommu_map(h, d, i, a, size, write).map_err(ferr)
+    }
+    fn iommu_unmap(&mut self, host: &str, domain: &str, iova: PyAddr, size: u64) -> PyResult<u64> {
+        let h = self.host(host)?;
+        let d = self.inner.iommu_domain(h, domain).map_err(ferr)?;
+        let i = self.addr(iova)?;
+        self.inner.iommu_unmap(h, d, i, size).map_err(ferr)
+    }
+    fn iommu_faults(&self, host: &str) -> PyResult<String> {
+        Ok(self.inner.iommu_faults_json(self.host(host)?).to_string())
+    }
+
+    // ----- PCI -----
+    fn bdf(&self, device: &str) -> PyResult<String> {
+        Ok(self.inner.funcs[self.func(device)? as usize].bdf.to_string())
+    }
+    #[pyo3(signature = (device, offset, size=4))]
+    fn config_read(&self, device: &str, offset: usize, size: usize) -> PyResult<u32> {
+        self.inner.config_read(self.func(device)?, offset, size).map_err(ferr)
+    }
+    #[pyo3(signature = (device, offset, value, size=4))]
+    fn config_write(&mut self, device: &str, offset: usize, value: u32, size: usize) -> PyResult<()> {
+        let f = self.func(device)?;
+        self.inner.config_write(f, offset, size, value).map_err(ferr)
+    }
+    fn set_bus_master(&mut self, device: &str, enable: bool) -> PyResult<()> {
+        let f = self.func(device)?;
+        self.inner.set_bus_master(f, enable);
+        Ok(())
+    }
+}
+
+/// The hardware parameter file (TOML text), compiled into the core.
+#[pyfunction]
+fn params_toml() -> &'static str {
+    devlend_fabric::params::HARDWARE_TOML
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Fabric>()?;
+    m.add_function(wrap_pyfunction!(params_toml, m)?)?;
+    m.add("SpecError", m.py().get_type::<SpecError>())?;
+    m.add("FabricError", m.py().get_type::<FabricError>())?;
+    Ok(())
+}

@@ -1,0 +1,182 @@
+"""The live fabric from Python: routes, functional memory and the Linux-named programming
+interfaces (NTB, IOMMU, PCI config space). A thin layer over ``devlend._core.Fabric``: every
+call goes straight to Rust; results come back as plain values or small dataclasses."""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+from . import _core
+from .errors import DmaFault, FabricError
+
+Addr = Union[int, str]
+
+
+def _wrap(fn):
+    @functools.wraps(fn)
+    def inner(*a, **k):
+        try:
+            return fn(*a, **k)
+        except _core.FabricError as e:
+            raise FabricError(str(e)) from None
+    return inner
+
+
+@dataclass(frozen=True)
+class Hop:
+    kind: str          # start, link, forward, root, iommu, ntb, deliver
+    component: str
+    port: str
+    host: str
+    addr: int
+    rid: str
+    counts: bool       # whether it counts as a hop under devlend's rule (link, root entry, NTB crossing)
+
+    def describe(self) -> str:
+        what = {"start": "start at", "link": "link to", "forward": "forward to", "root": "enter root complex",
+                "iommu": "IOMMU translates at", "ntb": "NTB crossing into", "deliver": "deliver at"}[self.kind]
+        return f"{what} {self.component}.{self.port}"
+
+
+@dataclass(frozen=True)
+class Route:
+    """A request's way through the fabric and, for reads, its completion's way back."""
+    access: str
+    hops: tuple[Hop, ...]
+    outcome: dict
+    completion: Optional["Route"]
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Route":
+        hops = tuple(Hop(h["kind"], h["component"], h["port"], h["host"], h["addr"], h["rid"], h["counts"]) for h in d["hops"])
+        comp = cls.from_json(d["completion"]) if d.get("completion") else None
+        return cls(d["access"], hops, d["outcome"], comp)
+
+    @property
+    def delivered(self) -> bool:
+        return bool(self.outcome["delivered"])
+
+    @property
+    def target(self) -> Optional[dict]:
+        return self.outcome.get("target")
+
+    @property
+    def failure(self) -> Optional[dict]:
+        return self.outcome.get("failure")
+
+    @property
+    def hop_count(self) -> int:
+        return sum(h.counts for h in self.hops)
+
+    @property
+    def roots(self) -> int:
+        return sum(h.kind == "root" for h in self.hops)
+
+    @property
+    def ntb_crossings(self) -> int:
+        return sum(h.kind == "ntb" for h in self.hops)
+
+    @property
+    def final(self) -> Hop:
+        return self.hops[-1]
+
+    def text(self) -> str:
+        from .show import route_text
+        return route_text(self)
+
+
+class Fabric:
+    """A built, enumerated fabric. Requesters are ``HOST:cpu`` or a function name (``gpu0``,
+    ``gpu0.f1``, ``nic0.vf3``, optionally ``HOST:gpu0``). Addresses are integers or expressions
+    (``gpu0.bar1+0x1000``, ``borrower.ram+0x100000``, ``ntb-a.mw0``)."""
+
+    def __init__(self, core: "_core.Fabric", topology: Any = None):
+        self._core = core
+        self.topology = topology
+
+    # ----- inspection -----
+    def inventory(self) -> dict:
+        return json.loads(self._core.inventory())
+
+    @_wrap
+    def resolve(self, addr: Addr) -> int:
+        return self._core.resolve(addr)
+
+    @_wrap
+    def bdf(self, device: str) -> str:
+        return self._core.bdf(device)
+
+    # ----- routes and memory -----
+    @_wrap
+    def route(self, requester: str, addr: Addr, *, write: bool = True) -> Route:
+        return Route.from_json(json.loads(self._core.route(requester, addr, write)))
+
+    @_wrap
+    def write(self, requester: str, addr: Addr, data: bytes) -> int:
+        """Write as the requester would (CPU store or device DMA). Raises DmaFault if any TLP fails."""
+        n, fail = self._core.write(requester, addr, bytes(data))
+        if fail is not None:
+            raise DmaFault(json.loads(fail), n)
+        return n
+
+    @_wrap
+    def read(self, requester: str, addr: Addr, length: int) -> bytes:
+        data, fail = self._core.read(requester, addr, length)
+        if fail is not None:
+            raise DmaFault(json.loads(fail))
+        return data
+
+    def events(self) -> list[dict]:
+        return json.loads(self._core.events())
+
+    def cache_stats(self) -> dict:
+        hits, misses, size = self._core.cache_stats()
+        return {"hits": hits, "misses": misses, "cached_routes": size}
+
+    # ----- Linux NTB API -----
+    mw_count = _wrap(lambda self, ntb: self._core.mw_count(ntb))
+    peer_mw_count = _wrap(lambda self, ntb: self._core.peer_mw_count(ntb))
+    mw_get_align = _wrap(lambda self, ntb, widx: self._core.mw_get_align(ntb, widx))
+    mw_set_trans = _wrap(lambda self, ntb, widx, addr, size: self._core.mw_set_trans(ntb, widx, addr, size))
+    lut_set_trans = _wrap(lambda self, ntb, widx, segment, addr: self._core.lut_set_trans(ntb, widx, segment, addr))
+    mw_clear_trans = _wrap(lambda self, ntb, widx: self._core.mw_clear_trans(ntb, widx))
+    peer_mw_get_addr = _wrap(lambda self, ntb, widx: self._core.peer_mw_get_addr(ntb, widx))
+    rid_lut_add = _wrap(lambda self, ntb, requester: self._core.rid_lut_add(ntb, requester))
+    peer_db_set = _wrap(lambda self, ntb, bits: self._core.peer_db_set(ntb, bits))
+    db_read = _wrap(lambda self, ntb: self._core.db_read(ntb))
+    db_clear = _wrap(lambda self, ntb, bits: self._core.db_clear(ntb, bits))
+    db_set_mask = _wrap(lambda self, ntb, mask: self._core.db_set_mask(ntb, mask))
+    db_irqs = _wrap(lambda self, ntb: self._core.db_irqs(ntb))
+    spad_read = _wrap(lambda self, ntb, idx: self._core.spad_read(ntb, idx))
+    spad_write = _wrap(lambda self, ntb, idx, val: self._core.spad_write(ntb, idx, val))
+    peer_spad_read = _wrap(lambda self, ntb, idx: self._core.peer_spad_read(ntb, idx))
+    peer_spad_write = _wrap(lambda self, ntb, idx, val: self._core.peer_spad_write(ntb, idx, val))
+    peer_msg_write = _wrap(lambda self, ntb, idx, msg: self._core.peer_msg_write(ntb, idx, msg))
+    msg_read = _wrap(lambda self, ntb, idx: self._core.msg_read(ntb, idx))
+
+    # ----- IOMMU API -----
+    iommu_domain_alloc = _wrap(lambda self, host, name: self._core.iommu_domain_alloc(host, name))
+    iommu_attach = _wrap(lambda self, host, domain, device: self._core.iommu_attach(host, domain, device))
+    iommu_detach = _wrap(lambda self, host, device: self._core.iommu_detach(host, device))
+    iommu_unmap = _wrap(lambda self, host, domain, iova, size: self._core.iommu_unmap(host, domain, iova, size))
+
+    @_wrap
+    def iommu_map(self, host: str, domain: str, iova: Addr, addr: Addr, size: int, *, write: bool = True) -> None:
+        self._core.iommu_map(host, domain, iova, addr, size, write)
+
+    def iommu_faults(self, host: str) -> list[dict]:
+        return json.loads(_wrap(self._core.iommu_faults)(host))
+
+    # ----- PCI config space -----
+    @_wrap
+    def config_read(self, device: str, offset: int, size: int = 4) -> int:
+        return self._core.config_read(device, offset, size)
+
+    @_wrap
+    def config_write(self, device: str, offset: int, value: int, size: int = 4) -> None:
+        self._core.config_write(device, offset, value, size)
+
+    set_bus_master = _wrap(lambda self, device, enable=True: self._core.set_bus_master(device, enable))

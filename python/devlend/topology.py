@@ -1,0 +1,285 @@
+"""Topology descriptions: the YAML schema and the equivalent Python API.
+
+One pydantic model is the schema for both: a YAML file is loaded with line marks and validated
+into these models; Python code builds the same models directly. ``devlend schema`` prints the JSON
+Schema (published as ``topologies/topology.schema.json``) so editors can complete and check files.
+
+The Rust core receives the validated description as JSON, builds the fabric, enumerates every
+host, applies the ``setup`` section, and reports any semantic error (unknown port, cycle, BAR that
+does not fit, window past the peer's address space) as a JSON pointer that we turn back into the
+file, line and field here.
+
+Ports in ``links``: the upstream end ``a`` is ``HOST.rpN`` or ``SWITCH.dN``; the downstream end
+``b`` is ``SWITCH`` (its upstream port), ``DEVICE`` or ``NTB`` (its slot side). An NTB cable joins
+``NTB1.cable`` to ``NTB2.cable`` in two different hosts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
+
+from .errors import TopologyError
+from .sizes import parse_addr, parse_size
+from .yamlpos import dotted, load_with_marks, locate, pointer_to_path
+
+_SIZE_SCHEMA = {"anyOf": [{"type": "integer", "minimum": 0},
+                          {"type": "string", "pattern": r"^\s*(0x[0-9a-fA-F_]+|[0-9][0-9_]*)\s*([KMGT]i?B?|[kmgt]i?b?|B|b)?\s*$"}],
+                "description": "bytes: an integer, hex, or a string with a binary unit ('256 MiB')"}
+_ADDR_SCHEMA = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}],
+                "description": "an address: integer, hex string, or expression FUNC.barN / HOST.ram / HOST.msi / NTB.mwN with +OFFSET"}
+
+Size = Annotated[int, BeforeValidator(parse_size), WithJsonSchema(_SIZE_SCHEMA)]
+Address = Annotated[Union[int, str], BeforeValidator(parse_addr), WithJsonSchema(_ADDR_SCHEMA)]
+Name = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$", description="letters, digits, '-' and '_'")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True)
+
+
+class MemoryMap(_Model):
+    """Overrides of the CPU profile's physical address map (each 1 MiB aligned)."""
+    low_ram_top: Optional[Size] = None
+    mmio32_end: Optional[Size] = None
+    mmio64_base: Optional[Size] = None
+
+
+class Host(_Model):
+    """A host: its own PCIe domain and physical address space."""
+    name: Name
+    cpu: str = Field(description="CPU/chipset profile from params/hardware.toml, e.g. intel-xeon-e5, amd-epyc")
+    ram: Size = Field(description="RAM size; laid out x86-style below the 32-bit MMIO hole and from 4 GiB")
+    iommu: bool = False
+    root_ports: int = Field(ge=1, le=31)
+    memory_map: Optional[MemoryMap] = None
+
+
+class Switch(_Model):
+    """A transparent PCIe switch: ports SWITCH.up and SWITCH.d0 .. dN-1."""
+    name: Name
+    profile: Optional[str] = None
+    downstream_ports: int = Field(ge=1, le=32)
+
+
+class Bar(_Model):
+    index: int = Field(ge=0, le=5)
+    size: Size
+    bits: Literal[32, 64] = 32
+    pref: bool = False
+
+
+class Sriov(_Model):
+    num_vfs: int = Field(ge=0, le=255)
+    total_vfs: Optional[int] = Field(default=None, ge=0, le=65535)
+    vf_bars: Optional[list[Bar]] = None
+
+
+class Function(_Model):
+    bars: list[Bar] = []
+    msix_vectors: int = Field(default=0, ge=0, le=2048)
+    sriov: Optional[Sriov] = None
+
+
+class Device(_Model):
+    """An endpoint: a profile from params/hardware.toml, or explicit functions and BARs."""
+    name: Name
+    profile: Optional[str] = None
+    kind: Optional[Literal["gpu", "nvme", "nic", "generic"]] = None
+    functions: Optional[list[Function]] = None
+    num_vfs: Optional[int] = Field(default=None, ge=0, le=255, description="SR-IOV VFs to enable on a profile device")
+
+
+class Window(_Model):
+    size: Size
+    lut_segments: int = Field(default=0, ge=0)
+
+
+class Ntb(_Model):
+    """An NTB adapter: an endpoint in its host with memory-window BARs leading to its cable peer."""
+    name: Name
+    profile: Optional[str] = None
+    windows: Optional[list[Window]] = None
+    rid_lut_entries: Optional[int] = Field(default=None, ge=1, le=255)
+    doorbells: Optional[int] = Field(default=None, ge=0, le=64)
+    scratchpads: Optional[int] = Field(default=None, ge=0, le=255)
+    message_registers: Optional[int] = Field(default=None, ge=0, le=255)
+
+
+class Link(_Model):
+    a: str = Field(description="upstream end: HOST.rpN, SWITCH.dN or NTB.cable")
+    b: str = Field(description="downstream end: SWITCH, DEVICE, NTB or NTB.cable")
+    gen: int = Field(ge=1, le=5)
+    width: Literal[1, 2, 4, 8, 12, 16]
+    kind: Literal["slot", "cable"] = "slot"
+
+
+class NtbMwSetTrans(_Model):
+    op: Literal["ntb_mw_set_trans"]
+    ntb: str
+    window: int = Field(ge=0)
+    addr: Address
+    size: Size
+
+
+class NtbLutSetTrans(_Model):
+    op: Literal["ntb_lut_set_trans"]
+    ntb: str
+    window: int = Field(ge=0)
+    segment: int = Field(ge=0)
+    addr: Address
+
+
+class NtbRidLutAdd(_Model):
+    op: Literal["ntb_rid_lut_add"]
+    ntb: str
+    requester: str
+
+
+class IommuDomain(_Model):
+    op: Literal["iommu_domain"]
+    host: str
+    domain: str
+
+
+class IommuAttach(_Model):
+    op: Literal["iommu_attach"]
+    host: str
+    domain: str
+    device: str
+
+
+class IommuMap(_Model):
+    op: Literal["iommu_map"]
+    host: str
+    domain: str
+    iova: Address
+    addr: Address
+    size: Size
+    write: bool = True
+
+
+class BusMaster(_Model):
+    op: Literal["bus_master"]
+    device: str
+    enable: bool = True
+
+
+SetupOp = Annotated[Union[NtbMwSetTrans, NtbLutSetTrans, NtbRidLutAdd, IommuDomain, IommuAttach, IommuMap, BusMaster],
+                    Field(discriminator="op")]
+
+
+class Topology(_Model):
+    """A PCIe cluster: hosts, switches, devices, NTB adapters, the links between them, and
+    optional programming (NTB translations, IOMMU mappings) applied after enumeration."""
+    name: Name
+    description: Optional[str] = None
+    source: Optional[str] = Field(default=None, description="where this setup comes from, e.g. '000 Fig 9'")
+    hosts: list[Host] = Field(min_length=1)
+    switches: list[Switch] = []
+    devices: list[Device] = []
+    ntbs: list[Ntb] = []
+    links: list[Link] = []
+    setup: list[SetupOp] = []
+
+    # Where the description came from, for error messages (not part of the schema).
+    _file: Optional[str] = None
+    _marks: dict = {}
+
+    def to_json(self) -> str:
+        return self.model_dump_json(exclude_none=True)
+
+    def build(self) -> "Fabric":
+        """Build, enumerate and program the fabric; raise TopologyError with file and line on failure."""
+        from . import _core
+        from .fabric import Fabric
+        try:
+            core = _core.Fabric.from_json(self.to_json())
+        except _core.SpecError as e:
+            pointer, message = e.args
+            raise self._error(pointer_to_path(pointer), message) from None
+        return Fabric(core, self)
+
+    def _error(self, path: tuple, message: str) -> TopologyError:
+        line, col = locate(self._marks, path) if self._marks else (None, None)
+        return TopologyError(message, file=self._file, line=line, column=col, field=dotted(path) or None)
+
+
+def _pydantic_error(e: ValidationError, file: str | None, marks: dict) -> TopologyError:
+    err = e.errors(include_url=False)[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "tagged-union"))))
+    # Discriminated unions put the tag name in loc; drop it so the path matches the document.
+    loc = tuple(p for p in loc if p not in {"ntb_mw_set_trans", "ntb_lut_set_trans", "ntb_rid_lut_add", "iommu_domain",
+                                             "iommu_attach", "iommu_map", "bus_master"})
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = f"unknown key '{loc[-1]}'"
+        parent = loc[:-1]
+        model = _model_at(parent)
+        if model is not None:
+            msg += f": expected one of {', '.join(model.model_fields)}"
+    elif err["type"] == "missing":
+        msg = f"required field '{loc[-1]}' is missing"
+    else:
+        got = err.get("input")
+        if not isinstance(got, (dict, list)):
+            msg += f" (got {got!r})"
+    line, col = locate(marks, loc) if marks else (None, None)
+    return TopologyError(msg, file=file, line=line, column=col, field=dotted(loc) or None)
+
+
+def _model_at(path: tuple) -> Any:
+    model: Any = Topology
+    fields = {"hosts": Host, "switches": Switch, "devices": Device, "ntbs": Ntb, "links": Link, "memory_map": MemoryMap,
+              "functions": Function, "bars": Bar, "sriov": Sriov, "vf_bars": Bar, "windows": Window}
+    for p in path:
+        if isinstance(p, int):
+            continue
+        model = fields.get(p)
+        if model is None:
+            return None
+    return model
+
+
+def from_dict(data: Any, *, file: str | None = None, marks: dict | None = None) -> Topology:
+    if not isinstance(data, dict):
+        raise TopologyError(f"expected a mapping with 'name' and 'hosts' at the top, got {type(data).__name__}", file=file, line=1)
+    try:
+        topo = Topology.model_validate(data)
+    except ValidationError as e:
+        raise _pydantic_error(e, file, marks or {}) from None
+    topo._file = file
+    topo._marks = marks or {}
+    return topo
+
+
+def loads(text: str, file: str = "<string>") -> Topology:
+    data, marks = load_with_marks(text, file)
+    return from_dict(data, file=file, marks=marks)
+
+
+def load(path: str | os.PathLike) -> Topology:
+    """Load and validate a topology file (YAML or JSON)."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise TopologyError("no such file", file=path) from None
+    except UnicodeDecodeError as e:
+        raise TopologyError(f"not UTF-8 text: {e.reason} at byte {e.start}", file=path) from None
+    return loads(text, path)
+
+
+def json_schema() -> dict:
+    schema = Topology.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "devlend topology"
+    return schema
+
+
+def schema_json() -> str:
+    return json.dumps(json_schema(), indent=2) + "\n"
