@@ -98,7 +98,7 @@ impl Fabric {
         let n = &self.nodes[h.node as usize];
         let via_cable = h.kind == crate::route::HopKind::Ntb
             || (h.kind == crate::route::HopKind::Link && matches!(n.kind, NodeKind::Ntb { .. })
-                && self.links.get(h.aux as usize).is_some_and(|l| l.kind == crate::spec::LinkKind::Cable && l.up != l.down && matches!(self.nodes[l.up as usize].kind, NodeKind::Ntb { .. })));
+                && self.links.get(h.aux as usize).is_some_and(|l| matches!(self.nodes[l.up as usize].kind, NodeKind::Ntb { .. })));
         let port = if via_cable { "cable" } else { n.port.as_str() };
         json!({"kind": h.kind.name(), "component": n.component, "port": port, "host": self.hosts[h.host as usize].name,
                "addr": h.addr, "rid": h.rid.to_string(), "counts": h.kind.counts(), "aux": h.aux})

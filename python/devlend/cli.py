@@ -1,0 +1,178 @@
+"""The ``devlend`` command line (typer). Every user error prints one line naming the file, line
+and field, and exits with status 2; no tracebacks for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .errors import DevlendError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="devlend: PCIe device sharing across hosts and tenants, modelled TLP by TLP.")
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _fail(e: Exception) -> None:
+    err.print(f"devlend: error: {e}", markup=False)
+    raise typer.Exit(2)
+
+
+def _build(path: str):
+    from . import load
+    return load(path).build()
+
+
+@app.command()
+def topo(file: str = typer.Argument(..., help="topology file (YAML or JSON)"),
+         as_json: bool = typer.Option(False, "--json", help="print the enumerated inventory as JSON")) -> None:
+    """Print each host's PCIe tree like `lspci -tv`, with bus numbers, BARs, bridge windows and NTB windows."""
+    from .show import tree_lines
+    try:
+        inv = _build(file).inventory()
+    except DevlendError as e:
+        _fail(e)
+    if as_json:
+        out.print(json.dumps(inv, indent=2), markup=False)
+        return
+    for line in tree_lines(inv):
+        out.print(line, markup=False)
+
+
+@app.command()
+def route(file: str = typer.Argument(..., help="topology file"),
+          requester: str = typer.Option(..., "--from", help="HOST:cpu or HOST:DEVICE (DEVICE, DEVICE.fN, DEVICE.vfN)"),
+          addr: str = typer.Option(..., "--addr", help="address: 0x..., or FUNC.barN / HOST.ram / HOST.msi / NTB.mwN [+OFFSET]"),
+          read: bool = typer.Option(False, "--read", help="route a read request and its completion"),
+          write: bool = typer.Option(False, "--write", help="route a posted write (the default)"),
+          as_json: bool = typer.Option(False, "--json", help="print the route as JSON")) -> None:
+    """Print the hops a TLP takes, with the address and requester ID in each host's domain."""
+    if read and write:
+        _fail(DevlendError("choose one of --read and --write"))
+    try:
+        fab = _build(file)
+        r = fab.route(requester, addr, write=not read)
+    except DevlendError as e:
+        _fail(e)
+    if as_json:
+        from dataclasses import asdict
+        out.print(json.dumps(asdict(r), indent=2), markup=False)
+    else:
+        out.print(r.text(), markup=False)
+    if not r.delivered:
+        raise typer.Exit(1)
+
+
+@app.command()
+def export(file: str = typer.Argument(..., help="topology file"),
+           output: str = typer.Option(..., "-o", "--output", help="output path; .dot or .svg"),
+           fmt: Optional[str] = typer.Option(None, "--format", help="dot or svg (default: from the output's suffix)")) -> None:
+    """Export the topology as a Graphviz DOT file or an SVG drawing (SVG needs Graphviz's `dot`)."""
+    from .show import to_dot
+    fmt = fmt or os.path.splitext(output)[1].lstrip(".").lower()
+    if fmt not in ("dot", "svg"):
+        _fail(DevlendError(f"--format {fmt!r}: expected dot or svg"))
+    try:
+        dot = to_dot(_build(file).inventory())
+    except DevlendError as e:
+        _fail(e)
+    if fmt == "dot":
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(dot)
+    else:
+        exe = shutil.which("dot")
+        if exe is None:
+            _fail(DevlendError("SVG export needs Graphviz's `dot` program (Debian: apt-get install graphviz); use -o FILE.dot for DOT text"))
+        res = subprocess.run([exe, "-Tsvg", "-o", output], input=dot.encode(), capture_output=True)
+        if res.returncode != 0:
+            _fail(DevlendError(f"dot failed: {res.stderr.decode(errors='replace').strip()}"))
+    out.print(f"wrote {output}", markup=False)
+
+
+@app.command()
+def schema(output: Optional[str] = typer.Option(None, "-o", "--output", help="write to a file instead of stdout")) -> None:
+    """Print the topology JSON Schema (for editor completion and validation)."""
+    from .topology import schema_json
+    text = schema_json()
+    if output:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+@app.command("import-lspci")
+def import_lspci(tree: Optional[str] = typer.Option(None, "--tree", help="saved output of `lspci -tvnn`"),
+                 verbose: Optional[str] = typer.Option(None, "--verbose", help="saved output of `lspci -vvv`"),
+                 sysfs: Optional[str] = typer.Option(None, "--sysfs", help="saved copy of /sys/bus/pci/devices (instead of lspci text)"),
+                 host: str = typer.Option("imported", "--host", help="host name in the description"),
+                 cpu: str = typer.Option("intel-xeon-e5", "--cpu", help="CPU profile"),
+                 ram: Optional[str] = typer.Option(None, "--ram", help="RAM size, e.g. '64 GiB'"),
+                 output: Optional[str] = typer.Option(None, "-o", "--output", help="write YAML here instead of stdout")) -> None:
+    """Turn a real machine's lspci output (or sysfs copy) into a host description."""
+    from .lspci import main_import
+    try:
+        text = main_import(tree, verbose, sysfs, host, cpu, ram, output)
+    except DevlendError as e:
+        _fail(e)
+    if output is None and text:
+        sys.stdout.write(text)
+    elif output:
+        err.print(f"wrote {output}", markup=False)
+
+
+@app.command()
+def experiment(name: Optional[str] = typer.Argument(None, help="experiment name; omit with --list"),
+               list_: bool = typer.Option(False, "--list", help="list the experiments"),
+               quick: bool = typer.Option(False, "--quick", help="fewer repetitions (for tests)"),
+               csv_out: Optional[str] = typer.Option(None, "--csv", help="also write the table as CSV")) -> None:
+    """Rebuild a paper's setup, run it on the model, and print our numbers beside the paper's."""
+    from . import experiments
+    if list_ or name is None:
+        for e in experiments.all_experiments():
+            out.print(f"{e.name:<12} {e.title}", markup=False)
+        return
+    try:
+        res = experiments.get(name).run(quick=quick)
+    except DevlendError as e:
+        _fail(e)
+    t = Table(title=f"{res.title}  [{res.source}]")
+    for c in res.columns:
+        t.add_column(c, justify="left" if c == "scenario" else "right")
+    for r in res.rows:
+        t.add_row(*["—" if r.get(c) is None else str(r.get(c)) for c in res.columns])
+    out.print(t)
+    for n in res.notes:
+        out.print(f"  note: {n}", markup=False)
+    if csv_out:
+        with open(csv_out, "w", encoding="utf-8") as fh:
+            fh.write(res.to_csv())
+        out.print(f"wrote {csv_out}", markup=False)
+
+
+@app.command()
+def params() -> None:
+    """Print the hardware parameter file (every constant with its source)."""
+    from . import _core
+    sys.stdout.write(_core.params_toml())
+
+
+def main() -> None:
+    try:
+        app()
+    except DevlendError as e:  # anything that slipped past a command's own handler
+        err.print(f"devlend: error: {e}", markup=False)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Registered experiments: each rebuilds a paper setup from the shipped topologies, runs it on
+the model, and returns a table with the paper's value beside ours. Results are never typed in:
+the "paper" column quotes the paper; the "devlend" column comes from the model.
+
+Add one by decorating a function returning an ``ExperimentResult`` with ``@register``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+TOPOLOGIES = os.environ.get("DEVLEND_TOPOLOGIES") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), "topologies")
+
+
+def topology_path(name: str) -> str:
+    """A shipped topology file, from the source tree or the installed package's data."""
+    for base in (TOPOLOGIES, os.path.join(os.path.dirname(os.path.dirname(__file__)), "topologies")):
+        p = os.path.join(base, name)
+        if os.path.exists(p):
+            return p
+    raise FileNotFoundError(f"shipped topology {name} not found (looked in {TOPOLOGIES}); set DEVLEND_TOPOLOGIES")
+
+
+@dataclass
+class ExperimentResult:
+    name: str
+    title: str
+    source: str
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=self.columns, extrasaction="ignore")
+        w.writeheader()
+        for r in self.rows:
+            w.writerow(r)
+        return buf.getvalue()
+
+
+@dataclass
+class Experiment:
+    name: str
+    title: str
+    run: Callable[..., ExperimentResult]
+
+
+REGISTRY: dict[str, Experiment] = {}
+
+
+def register(name: str, title: str):
+    def deco(fn):
+        REGISTRY[name] = Experiment(name, title, fn)
+        return fn
+    return deco
+
+
+def get(name: str) -> Experiment:
+    from . import hops  # noqa: F401  (registers)
+    if name not in REGISTRY:
+        from ..errors import DevlendError
+        raise DevlendError(f"no experiment named '{name}': expected one of {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[name]
+
+
+def all_experiments() -> list[Experiment]:
+    from . import hops  # noqa: F401
+    return [REGISTRY[k] for k in sorted(REGISTRY)]
