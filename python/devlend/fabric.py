@@ -132,6 +132,10 @@ class Fabric:
     def events(self) -> list[dict]:
         return json.loads(self._core.events())
 
+    def memory_digest(self) -> int:
+        """A digest of every byte in every RAM and BAR: equal digests mean no memory changed."""
+        return self._core.memory_digest()
+
     def cache_stats(self) -> dict:
         hits, misses, size = self._core.cache_stats()
         return {"hits": hits, "misses": misses, "cached_routes": size}

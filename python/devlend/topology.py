@@ -209,7 +209,9 @@ class Topology(_Model):
 
 
 def _pydantic_error(e: ValidationError, file: str | None, marks: dict) -> TopologyError:
-    err = e.errors(include_url=False)[0]
+    errors = e.errors(include_url=False)
+    # An unknown key explains a "missing" one next to it (a typo), so report it first.
+    err = sorted(errors, key=lambda x: x["type"] != "extra_forbidden")[0]
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "tagged-union"))))
     # Discriminated unions put the tag name in loc; drop it so the path matches the document.
     loc = tuple(p for p in loc if p not in {"ntb_mw_set_trans", "ntb_lut_set_trans", "ntb_rid_lut_add", "iommu_domain",

@@ -229,6 +229,17 @@ impl Fabric {
         Some(out)
     }
 
+    /// Digest of every byte of functional memory (all RAMs and BARs), in a fixed order.
+    pub fn memory_digest(&self) -> u64 {
+        let mut keys: Vec<_> = self.bar_mem.keys().copied().collect();
+        keys.sort_unstable();
+        let mut h = 0u64;
+        for m in self.ram.iter().chain(keys.iter().map(|k| &self.bar_mem[k])) {
+            h = h.rotate_left(5) ^ m.digest();
+        }
+        h
+    }
+
     pub fn invalidate_routes(&mut self) {
         self.cache.clear();
     }

@@ -40,6 +40,20 @@ impl SparseMem {
     pub fn pages(&self) -> usize {
         self.pages.len()
     }
+
+    /// A deterministic digest of the contents (page numbers and bytes, in address order), so
+    /// tests can check that a faulting access changed nothing.
+    pub fn digest(&self) -> u64 {
+        let mut keys: Vec<_> = self.pages.keys().copied().collect();
+        keys.sort_unstable();
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325; // FNV-1a
+        for k in keys {
+            for b in k.to_le_bytes().iter().chain(self.pages[&k].iter()) {
+                h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+            }
+        }
+        h
+    }
 }
 
 #[cfg(test)]

@@ -97,6 +97,10 @@ impl Fabric {
         self.inner.events_json().to_string()
     }
 
+    fn memory_digest(&self) -> u64 {
+        self.inner.memory_digest()
+    }
+
     fn cache_stats(&self) -> (u64, u64, usize) {
         (self.inner.cache_hits, self.inner.cache_misses, self.inner.cached_routes())
     }
