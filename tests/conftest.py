@@ -5,7 +5,7 @@ import pytest
 import devlend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOPOS = os.path.join(ROOT, "topologies")
+TOPOS = os.path.join(ROOT, "python", "devlend", "topologies")
 
 
 def topo_path(name: str) -> str:

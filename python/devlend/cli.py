@@ -145,18 +145,36 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
         res = experiments.get(name).run(quick=quick)
     except DevlendError as e:
         _fail(e)
-    t = Table(title=f"{res.title}  [{res.source}]")
-    for c in res.columns:
-        t.add_column(c, justify="left" if c == "scenario" else "right")
-    for r in res.rows:
-        t.add_row(*["—" if r.get(c) is None else str(r.get(c)) for c in res.columns])
-    out.print(t)
+    out.print(_table(res))
     for n in res.notes:
         out.print(f"  note: {n}", markup=False)
     if csv_out:
         with open(csv_out, "w", encoding="utf-8") as fh:
             fh.write(res.to_csv())
         out.print(f"wrote {csv_out}", markup=False)
+
+
+def _table(res) -> Table:
+    """One column per quantity; a devlend_X / paper_X pair shares a column as 'ours (paper)'."""
+    t = Table(title=f"{res.title}\n[{res.source}]", title_justify="left")
+    cols = []
+    for c in res.columns:
+        if c.startswith("paper_") and f"devlend_{c[6:]}" in res.columns:
+            continue
+        cols.append(c)
+        name = c[8:] if c.startswith("devlend_") else c
+        t.add_column(f"{name}\nours (paper)" if c.startswith("devlend_") else name,
+                     justify="left" if c == res.columns[0] else "right")
+    for r in res.rows:
+        cells = []
+        for c in cols:
+            v = "—" if r.get(c) is None else str(r[c])
+            if c.startswith("devlend_"):
+                p = r.get("paper_" + c[8:])
+                v += f" ({p})" if p is not None else " (—)"
+            cells.append(v)
+        t.add_row(*cells)
+    return t
 
 
 @app.command()

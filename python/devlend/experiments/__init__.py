@@ -13,17 +13,16 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-TOPOLOGIES = os.environ.get("DEVLEND_TOPOLOGIES") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), "topologies")
+# The shipped testbeds live inside the package (devlend/topologies), so installed copies have them.
+TOPOLOGIES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "topologies")
 
 
 def topology_path(name: str) -> str:
-    """A shipped topology file, from the source tree or the installed package's data."""
-    for base in (TOPOLOGIES, os.path.join(os.path.dirname(os.path.dirname(__file__)), "topologies")):
-        p = os.path.join(base, name)
-        if os.path.exists(p):
-            return p
-    raise FileNotFoundError(f"shipped topology {name} not found (looked in {TOPOLOGIES}); set DEVLEND_TOPOLOGIES")
+    """The path of a shipped topology file."""
+    p = os.path.join(TOPOLOGIES, name)
+    if not os.path.exists(p):
+        raise FileNotFoundError(f"shipped topology {name} not found in {TOPOLOGIES}")
+    return p
 
 
 @dataclass
