@@ -38,7 +38,8 @@ pub enum HopKind {
     Root,
     /// The IOMMU translated the address; `aux` is the page size.
     Iommu,
-    /// Crossed an NTB into the peer's domain; `node` is the far adapter, `aux` the window.
+    /// Translated by an NTB for the peer's domain; `node` is the near adapter (address and
+    /// requester ID still the near side's), `aux` the window. The next hop crosses the cable.
     Ntb,
     /// Reached the target.
     Deliver,
@@ -307,10 +308,10 @@ impl Fabric {
                     let Some(addr) = p.inbound_translate(window as usize, offset, &s.windows[window as usize]) else {
                         return Outcome::Failed(Failure::NtbUnmapped { ntb, window, offset });
                     };
+                    w.push(HopKind::Ntb, s.node, window as u64);
                     w.host = p.host;
                     w.addr = addr;
                     w.rid = self.ntb_alias(peer, idx);
-                    w.push(HopKind::Ntb, p.node, window as u64);
                     w.push(HopKind::Link, p.node, s.cable.unwrap_or(0) as u64);
                     if !self.config[p.func as usize].bus_master() {
                         return Outcome::Failed(Failure::BusMasterOff { func: p.func });
@@ -414,9 +415,9 @@ impl Fabric {
                             let Some(orig) = (w.rid.bus() == own.bus()).then(|| p.rid_lut.get(idx).copied().flatten()).flatten() else {
                                 return Outcome::Failed(Failure::RidLutMiss { ntb, rid: w.rid });
                             };
+                            w.push(HopKind::Ntb, s.node, 0);
                             w.host = p.host;
                             w.rid = orig;
-                            w.push(HopKind::Ntb, p.node, 0);
                             w.push(HopKind::Link, p.node, s.cable.unwrap_or(0) as u64);
                             IdStep::Up(p.node)
                         }
