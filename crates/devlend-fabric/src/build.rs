@@ -259,7 +259,6 @@ impl Builder {
         let idx = self.devices.len() as u32;
         let node = self.node(NodeKind::Endpoint { device: idx }, &d.name, "up");
         let (vendor, device_id) = prof.map(|p| (p.vendor, p.device)).unwrap_or((0x1af4, 0x10ff));
-        let nfuncs = functions.len();
         for (fi, fs) in functions.iter().enumerate() {
             let fpath = if d.functions.is_some() { format!("{fn_path}/{fi}") } else { fn_path.clone() };
             let bars = check_bars(&fs.bars, &format!("{fpath}/bars"))?;
@@ -271,9 +270,6 @@ impl Builder {
                     if sr.num_vfs > total {
                         return err(spath, format!("{} VFs requested but the device supports {total}", sr.num_vfs));
                     }
-                }
-                if nfuncs + sr.num_vfs as usize > 256 {
-                    return err(spath, "more than 256 functions under one device (ARI routing IDs)");
                 }
                 let vf_bars = check_bars(sr.vf_bars.as_deref().unwrap_or(&[]), &format!("{spath}/vf_bars"))?;
                 for v in 0..sr.num_vfs {

@@ -80,16 +80,21 @@ fn number_below(f: &mut Fabric, b: NodeId, next: &mut u32) -> SResult<()> {
             _ => {
                 let funcs = f.nodes[c as usize].functions.clone();
                 let npf = funcs.iter().filter(|x| f.funcs[**x as usize].vf.is_none()).count() as u32;
-                let mut vf_rank = 0u32;
+                // PFs take functions 0..npf; VFs follow them in ARI routing-ID space (offset npf, stride 1).
+                let (mut pf_rank, mut vf_rank) = (0u32, 0u32);
                 let mut max_bus = sec as u32;
                 for fid in funcs {
-                    let rid = match f.funcs[fid as usize].vf {
-                        None => (sec as u32) << 8 | f.nodes[c as usize].functions.iter().position(|x| *x == fid).unwrap() as u32,
+                    let rank = match f.funcs[fid as usize].vf {
+                        None => {
+                            pf_rank += 1;
+                            pf_rank - 1
+                        }
                         Some(_) => {
                             vf_rank += 1;
-                            ((sec as u32) << 8) + npf - 1 + vf_rank
+                            npf + vf_rank - 1
                         }
                     };
+                    let rid = ((sec as u32) << 8) + rank;
                     if rid >> 8 > 255 {
                         return Err(overflow(f, c));
                     }
