@@ -1,0 +1,76 @@
+//! Closed-form estimates per route, the cross-check for the event-driven engine and a quick
+//! answer for sweeps: saturated throughput (the slowest link after per-TLP overheads, or the
+//! outstanding-request limit over the round trip for reads) and unloaded latency.
+
+use crate::params::timing;
+use crate::path::Path;
+use crate::Plan;
+
+/// Per-port (fixed-point ps per byte, propagation) as the engine uses them.
+pub type PortTable = [(u64, u64)];
+
+fn ser(ports: &PortTable, port: u32, bytes: u64) -> f64 {
+    (bytes * ports[port as usize].0) as f64 / 65536.0
+}
+
+/// Unloaded time for one TLP of `wire` bytes along `stages[from..to]`, in ps (store-and-forward
+/// except where a stage is cut-through, as the engine does).
+pub fn path_latency(p: &Path, ports: &PortTable, wire: u64, from: usize, to: usize) -> f64 {
+    let t = timing();
+    let header = t.request_overhead_bytes as u64;
+    let mut time = if from == 0 { p.origin_latency as f64 } else { 0.0 };
+    for s in &p.stages[from..to] {
+        let prop = ports[s.port as usize].1 as f64;
+        let full = ser(ports, s.port, wire);
+        time += if s.cut_through { ser(ports, s.port, header).min(full) } else { full } + prop + s.latency as f64;
+        if s.iommu.is_some() {
+            time += t.iotlb_hit_ps as f64;
+        }
+    }
+    time
+}
+
+fn bottleneck(p: &Path, ports: &PortTable, payload: u64, overhead: u64) -> f64 {
+    let wire = payload + overhead + timing().dllp_overhead_bytes_per_tlp as u64;
+    p.stages.iter().map(|s| payload as f64 / ser(ports, s.port, wire)).fold(f64::INFINITY, f64::min) * 1e12
+}
+
+/// Saturated bandwidth (bytes/s) of a stream of writes along the plan's request path.
+pub fn write_bandwidth(plan: &Plan, ports: &PortTable) -> f64 {
+    let t = timing();
+    bottleneck(&plan.request, ports, t.max_payload as u64, t.request_overhead_bytes as u64)
+}
+
+/// Saturated bandwidth of a stream of reads: the smaller of the completion links' capacity and
+/// each requester's tags x request size over its round trip (the requester, and a re-splitting root).
+pub fn read_bandwidth(plan: &Plan, ports: &PortTable) -> f64 {
+    let t = timing();
+    let cpl = plan.completion.as_ref().expect("a read plan has a completion path");
+    let chunk = if plan.request.target_is_ram { t.ram_completion_bytes } else { t.max_payload } as u64;
+    let link = bottleneck(cpl, ports, chunk, t.completion_overhead_bytes as u64);
+    let req_wire = (t.request_overhead_bytes + t.dllp_overhead_bytes_per_tlp) as u64;
+    let cpl_wire = chunk + (t.completion_overhead_bytes + t.dllp_overhead_bytes_per_tlp) as u64;
+    let rtt = |size: u64, from: usize| {
+        // Request there, target latency, then the completions of `size` bytes back, the last one
+        // leaving the bottleneck after all before it.
+        let n = size.div_ceil(chunk);
+        path_latency(&plan.request, ports, req_wire, from, plan.request.stages.len())
+            + plan.request.target_latency as f64
+            + path_latency(cpl, ports, cpl_wire, 0, cpl.stages.len())
+            + (n - 1) as f64 * (chunk as f64 / link * 1e12)
+    };
+    let mrrs = t.max_read_request as u64;
+    let mut bw = link.min(t.read_tags as f64 * mrrs as f64 / rtt(mrrs, 0) * 1e12);
+    if let Some((k, s)) = plan.request.stages.iter().enumerate().find(|(_, s)| s.resplit.is_some()) {
+        let split = s.resplit.unwrap() as u64;
+        // The root's own round trip: from the root to the target and back to the root.
+        let j = cpl.stages.iter().position(|c| c.root.is_some() && c.root == s.root).unwrap_or(cpl.stages.len() - 1);
+        let n = split.div_ceil(chunk);
+        let sub_rtt = path_latency(&plan.request, ports, req_wire, k + 1, plan.request.stages.len())
+            + plan.request.target_latency as f64
+            + path_latency(cpl, ports, cpl_wire, 0, j + 1)
+            + (n - 1) as f64 * (chunk as f64 / link * 1e12);
+        bw = bw.min(t.read_tags as f64 * split as f64 / sub_rtt * 1e12);
+    }
+    bw
+}

@@ -1,0 +1,111 @@
+//! # devlend-engine: how long does it take?
+//!
+//! Layer 3 of devlend. The functional router (devlend-fabric) says where a TLP goes; this crate
+//! moves the same TLPs along the same routes in a deterministic discrete-event simulation with
+//! integer picoseconds (see `sim` for the mechanisms and `params` for every constant), and gives
+//! an analytic estimate per route (`analytic`) as a cross-check and a quick answer.
+//!
+//! Entry points: [`dma`] times a DMA stream of N bytes by one requester (a device's DMA engine or
+//! a CPU), [`latency`] the one-way (write) or round-trip (read) time of a single small access.
+
+pub mod analytic;
+pub mod params;
+pub mod path;
+pub mod queue;
+pub mod sim;
+
+use devlend_fabric::route::{Failure, Outcome, Requester};
+use devlend_fabric::Fabric;
+use devlend_wire::Access;
+use path::{build_path, port_id, ps_per_byte_fp, propagation, Path};
+use queue::Ps;
+use sim::{FlowKind, Sim, Stats};
+
+/// The result of a timed transfer.
+#[derive(Clone, Debug)]
+pub struct Transfer {
+    pub bytes: u64,
+    pub time_ps: Ps,
+    pub stats: Stats,
+}
+
+impl Transfer {
+    /// Bytes per second.
+    pub fn bandwidth(&self) -> f64 {
+        self.bytes as f64 / (self.time_ps as f64 * 1e-12)
+    }
+}
+
+/// The timed paths of one access: the request path and, for reads, the completion path, plus the
+/// re-split points with their root-ending completion paths.
+pub struct Plan {
+    pub request: Path,
+    pub completion: Option<Path>,
+}
+
+pub fn plan(f: &mut Fabric, req: Requester, addr: u64, access: Access) -> Result<Plan, Failure> {
+    let route = f.route(req, addr, access);
+    if let Outcome::Failed(e) = route.outcome {
+        return Err(e);
+    }
+    let is_read = access == Access::Read;
+    let request = build_path(f, &route, is_read);
+    let completion = match &route.completion {
+        Some(c) => match c.outcome {
+            Outcome::Failed(e) => return Err(e),
+            Outcome::Delivered(_) => Some(build_path(f, c, false)),
+        },
+        None => None,
+    };
+    Ok(Plan { request, completion })
+}
+
+fn ports(f: &Fabric) -> Vec<(u64, Ps)> {
+    let mut v = vec![(0, 0); f.links.len() * 2];
+    for (i, l) in f.links.iter().enumerate() {
+        for down in [true, false] {
+            v[port_id(i as u32, down) as usize] = (ps_per_byte_fp(l.gen, l.width), propagation(l.kind));
+        }
+    }
+    v
+}
+
+fn load(sim: &mut Sim, plan: &Plan) -> (u32, Option<u32>) {
+    let p = sim.add_path(plan.request.clone());
+    let c = plan.completion.clone().map(|c| {
+        let full = c.clone();
+        let cid = sim.add_path(full);
+        // Every re-split root on the request path gets the completion path up to that root.
+        for (k, st) in plan.request.stages.iter().enumerate() {
+            if st.resplit.is_some() {
+                let host = st.root;
+                if let Some(j) = c.stages.iter().position(|s| s.root.is_some() && s.root == host) {
+                    let prefix = Path { stages: c.stages[..=j].to_vec(), ..c.clone() };
+                    let pid = sim.add_path(prefix);
+                    sim.set_root_completion(p, k as u32, pid, j as u32 + 1);
+                }
+            }
+        }
+        cid
+    });
+    (p, c)
+}
+
+/// Time a DMA stream: `bytes` written to (or read from) `addr` by `req`, in max-payload writes or
+/// max-read-request reads, starting at time 0 on an idle fabric.
+pub fn dma(f: &mut Fabric, req: Requester, addr: u64, bytes: u64, access: Access) -> Result<Transfer, Failure> {
+    let plan = plan(f, req, addr, access)?;
+    let mut sim = Sim::new(ports(f));
+    let (p, c) = load(&mut sim, &plan);
+    let kind = if access == Access::Read { FlowKind::Read } else { FlowKind::Write };
+    let flow = sim.add_flow(kind, p, c, bytes, 0);
+    sim.run();
+    let time_ps = sim.flow_time(flow).expect("a delivered route completes");
+    Ok(Transfer { bytes, time_ps, stats: sim.stats.clone() })
+}
+
+/// One small access on an idle fabric: a 4-byte posted write's one-way time, or a 4-byte read's
+/// round trip.
+pub fn latency(f: &mut Fabric, req: Requester, addr: u64, access: Access) -> Result<Ps, Failure> {
+    Ok(dma(f, req, addr, 4, access)?.time_ps)
+}

@@ -1,0 +1,96 @@
+//! The event queue: a hand-written binary min-heap on (time, sequence). The sequence number makes
+//! the order of simultaneous events the order they were scheduled in, so runs are bit-identical.
+//! Issue 3 measured a hand-written heap 3-6x faster than general Rust DES frameworks, which also
+//! tick in nanoseconds, too coarse for one byte at Gen5 x16 (~16 ps).
+
+pub type Ps = u64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry<E> {
+    time: Ps,
+    seq: u64,
+    ev: E,
+}
+
+pub struct EventQueue<E> {
+    heap: Vec<Entry<E>>,
+    seq: u64,
+}
+
+impl<E: Copy> Default for EventQueue<E> {
+    fn default() -> Self {
+        EventQueue { heap: Vec::new(), seq: 0 }
+    }
+}
+
+impl<E: Copy> EventQueue<E> {
+    fn less(a: &Entry<E>, b: &Entry<E>) -> bool {
+        (a.time, a.seq) < (b.time, b.seq)
+    }
+
+    pub fn push(&mut self, time: Ps, ev: E) {
+        let e = Entry { time, seq: self.seq, ev };
+        self.seq += 1;
+        self.heap.push(e);
+        let mut i = self.heap.len() - 1;
+        while i > 0 {
+            let p = (i - 1) / 2;
+            if Self::less(&self.heap[i], &self.heap[p]) {
+                self.heap.swap(i, p);
+                i = p;
+            } else {
+                break;
+            }
+        }
+    }
+
+    pub fn pop(&mut self) -> Option<(Ps, E)> {
+        if self.heap.is_empty() {
+            return None;
+        }
+        let last = self.heap.len() - 1;
+        self.heap.swap(0, last);
+        let top = self.heap.pop().unwrap();
+        let n = self.heap.len();
+        let mut i = 0;
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut m = i;
+            if l < n && Self::less(&self.heap[l], &self.heap[m]) {
+                m = l;
+            }
+            if r < n && Self::less(&self.heap[r], &self.heap[m]) {
+                m = r;
+            }
+            if m == i {
+                break;
+            }
+            self.heap.swap(i, m);
+            i = m;
+        }
+        Some((top.time, top.ev))
+    }
+
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pops_in_time_then_schedule_order() {
+        let mut q = EventQueue::default();
+        for (t, e) in [(5, 'a'), (1, 'b'), (5, 'c'), (0, 'd'), (1, 'e'), (9, 'f'), (5, 'g')] {
+            q.push(t, e);
+        }
+        let order: String = std::iter::from_fn(|| q.pop().map(|x| x.1)).collect();
+        assert_eq!(order, "dbeacgf");
+    }
+}

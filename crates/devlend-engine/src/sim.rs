@@ -1,0 +1,498 @@
+//! The discrete-event simulation of TLPs moving along timed paths.
+//!
+//! Mechanisms (PCIe Base 3.0 §2.2, §2.6, §3.5; 000 §7.1):
+//! - Each link direction is a port that serialises one TLP at a time: header/framing overhead per
+//!   TLP kind plus amortised DLLP overhead, at the link's rate after 8b/10b or 128b/130b encoding.
+//! - The receiver of each port has finite buffers per traffic class (posted, non-posted,
+//!   completion); a TLP starts only when the receiver has room, and the room comes back one
+//!   UpdateFC later, after the TLP has left that receiver: back-pressure.
+//! - Components add latency; cut-through switches may start forwarding once the header is in.
+//! - Requesters keep at most `read_tags` reads open; completers answer after their memory latency
+//!   with completions split at the RCB (RAM) or max payload (device memory).
+//! - A root complex whose CPU profile re-splits reads turns each read passing through it into
+//!   requests of `read_split_bytes`, issued with its own tag pool, and forwards their completions.
+//! - An IOMMU stage costs an IOTLB hit, or a page walk (one DRAM access per level) that fills the
+//!   IOTLB; walks are serialised per IOMMU.
+//! Memory stays flat as transfers grow: a DMA engine keeps only a few TLPs queued at its port.
+
+use crate::params::{timing, Timing};
+use crate::path::{Path, PortId};
+use crate::queue::{EventQueue, Ps};
+use std::collections::{HashMap, VecDeque};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    Posted = 0,
+    NonPosted = 1,
+    Completion = 2,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Tlp {
+    class: Class,
+    payload: u32,
+    /// Bytes a read request asks for.
+    req_len: u32,
+    path: u32,
+    stage: u32,
+    flow: u32,
+    /// Read request this TLP belongs to (requests and completions), or u32::MAX.
+    req: u32,
+    offset: u64,
+    /// When the whole TLP had arrived at its current stage (for cut-through ordering).
+    full_arrival: Ps,
+    /// Created inside the path (by a re-splitting root): it holds no buffer slot upstream.
+    fresh: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    TryTx(PortId),
+    Arrive(u32),
+    Credit(PortId, Class),
+    Ready(u32),
+    FlowIssue(u32),
+}
+
+struct Port {
+    busy_until: Ps,
+    queues: [VecDeque<(Ps, u32)>; 3],
+    credits: [u32; 3],
+    fp_ps_per_byte: u64,
+    prop: Ps,
+    pending: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowKind {
+    Write,
+    Read,
+}
+
+/// A DMA stream: `bytes` moved by one requester along `path` (and back along `cpl` for reads).
+struct Flow {
+    kind: FlowKind,
+    path: u32,
+    cpl: u32,
+    total: u64,
+    issued: u64,
+    done: u64,
+    tags: u32,
+    queued: u32,
+    start: Ps,
+    end: Option<Ps>,
+}
+
+/// An outstanding read request: who asked, how much is still to come, and where its completions go.
+#[derive(Clone, Copy)]
+struct Request {
+    flow: u32,
+    remaining: u32,
+    /// For a sub-request issued by a re-splitting root: the parent request.
+    parent: u32,
+    /// Completion path the completions take, and the stage they start from.
+    cpl_path: u32,
+    cpl_stage: u32,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub tlp_hops: u64,
+    pub events: u64,
+    pub iotlb_hits: u64,
+    pub iotlb_misses: u64,
+    pub resplit_requests: u64,
+    /// Most TLP records alive at once (memory use).
+    pub peak_tlps: usize,
+}
+
+pub struct Sim {
+    t: &'static Timing,
+    q: EventQueue<Ev>,
+    now: Ps,
+    ports: Vec<Port>,
+    paths: Vec<Path>,
+    tlps: Vec<Tlp>,
+    free_tlps: Vec<u32>,
+    flows: Vec<Flow>,
+    reqs: Vec<Request>,
+    free_reqs: Vec<u32>,
+    /// Per root re-split point (path, stage): free tags and sub-requests waiting for one.
+    root_tags: HashMap<(u32, u32), (u32, VecDeque<(u32, u32, u64)>)>,
+    /// Per host IOTLB (page numbers, FIFO of capacity `IOTLB_ENTRIES`) and walker availability.
+    iotlb: HashMap<u16, (VecDeque<u64>, Ps)>,
+    pub stats: Stats,
+    /// Per re-split point (request path, root stage): the completion path of the root's own
+    /// sub-requests (ending at the root) and the stage of the full completion path to resume at.
+    sub_cpl: HashMap<(u32, u32), (u32, u32)>,
+    /// The re-split point a root's completion path belongs to.
+    sub_key: HashMap<u32, (u32, u32)>,
+}
+
+const IOTLB_ENTRIES: usize = 64; // IOTLB entries (assumed); 4 KiB and 2 MiB pages share it, FIFO replacement
+const SOURCE_QUEUE: u32 = 2;
+
+impl Sim {
+    /// `ports`: (fixed-point ps per byte, propagation) for every PortId the paths use.
+    pub fn new(ports: Vec<(u64, Ps)>) -> Sim {
+        let t = timing();
+        let ports = ports.into_iter().map(|(fp, prop)| Port {
+            busy_until: 0,
+            queues: Default::default(),
+            credits: [t.rx_buffer_tlps; 3],
+            fp_ps_per_byte: fp,
+            prop,
+            pending: false,
+        }).collect();
+        Sim { t, q: EventQueue::default(), now: 0, ports, paths: Vec::new(), tlps: Vec::new(), free_tlps: Vec::new(), flows: Vec::new(), reqs: Vec::new(), free_reqs: Vec::new(), root_tags: HashMap::new(), iotlb: HashMap::new(), stats: Stats::default(), sub_cpl: HashMap::new(), sub_key: HashMap::new() }
+    }
+
+    pub fn now(&self) -> Ps {
+        self.now
+    }
+
+    pub fn add_path(&mut self, p: Path) -> u32 {
+        self.paths.push(p);
+        self.paths.len() as u32 - 1
+    }
+
+    /// Tell the engine where a re-splitting root's own completions go: completions of the
+    /// sub-requests it issues at stage `req_stage` of `req_path` follow `root_cpl` (which ends at the
+    /// root), then continue as completions of the original request from `resume_stage` of its path.
+    pub fn set_root_completion(&mut self, req_path: u32, req_stage: u32, root_cpl: u32, resume_stage: u32) {
+        self.sub_cpl.insert((req_path, req_stage), (root_cpl, resume_stage));
+        self.sub_key.insert(root_cpl, (req_path, req_stage));
+    }
+
+    /// Start a DMA stream at time `at`. Returns the flow id.
+    pub fn add_flow(&mut self, kind: FlowKind, path: u32, cpl: Option<u32>, bytes: u64, at: Ps) -> u32 {
+        let id = self.flows.len() as u32;
+        self.flows.push(Flow { kind, path, cpl: cpl.unwrap_or(u32::MAX), total: bytes, issued: 0, done: 0, tags: self.t.read_tags, queued: 0, start: at, end: None });
+        self.q.push(at, Ev::FlowIssue(id));
+        id
+    }
+
+    pub fn flow_time(&self, flow: u32) -> Option<Ps> {
+        let f = &self.flows[flow as usize];
+        f.end.map(|e| e - f.start)
+    }
+
+    pub fn run(&mut self) {
+        while let Some((t, ev)) = self.q.pop() {
+            self.now = t;
+            self.stats.events += 1;
+            match ev {
+                Ev::TryTx(p) => {
+                    self.ports[p as usize].pending = false;
+                    self.try_tx(p);
+                }
+                Ev::Arrive(tlp) => self.arrive(tlp),
+                Ev::Credit(p, c) => {
+                    self.ports[p as usize].credits[c as usize] += 1;
+                    self.kick(p, self.now);
+                }
+                Ev::Ready(tlp) => self.enqueue(tlp),
+                Ev::FlowIssue(f) => self.issue(f),
+            }
+        }
+    }
+
+    fn alloc_tlp(&mut self, tlp: Tlp) -> u32 {
+        match self.free_tlps.pop() {
+            Some(i) => {
+                self.tlps[i as usize] = tlp;
+                i
+            }
+            None => {
+                self.tlps.push(tlp);
+                self.stats.peak_tlps = self.tlps.len();
+                self.tlps.len() as u32 - 1
+            }
+        }
+    }
+
+    fn alloc_req(&mut self, r: Request) -> u32 {
+        match self.free_reqs.pop() {
+            Some(i) => {
+                self.reqs[i as usize] = r;
+                i
+            }
+            None => {
+                self.reqs.push(r);
+                self.reqs.len() as u32 - 1
+            }
+        }
+    }
+
+    fn kick(&mut self, p: PortId, at: Ps) {
+        let port = &mut self.ports[p as usize];
+        if !port.pending {
+            port.pending = true;
+            self.q.push(at.max(self.now), Ev::TryTx(p));
+        }
+    }
+
+    /// Put a TLP in the queue of the port of its current stage.
+    fn enqueue(&mut self, id: u32) {
+        let tlp = self.tlps[id as usize];
+        let port = self.paths[tlp.path as usize].stages[tlp.stage as usize].port;
+        self.ports[port as usize].queues[tlp.class as usize].push_back((self.now, id));
+        self.kick(port, self.now);
+    }
+
+    fn wire_bytes(&self, tlp: &Tlp) -> u64 {
+        let over = match tlp.class {
+            Class::Completion => self.t.completion_overhead_bytes,
+            _ => self.t.request_overhead_bytes,
+        };
+        (tlp.payload + over + self.t.dllp_overhead_bytes_per_tlp) as u64
+    }
+
+    fn try_tx(&mut self, p: PortId) {
+        let now = self.now;
+        if self.ports[p as usize].busy_until > now {
+            let at = self.ports[p as usize].busy_until;
+            self.kick(p, at);
+            return;
+        }
+        // Oldest head among the classes that have credit at the receiver.
+        let port = &self.ports[p as usize];
+        let mut best: Option<(Ps, usize)> = None;
+        for c in 0..3 {
+            if let Some(&(t, _)) = port.queues[c].front() {
+                if port.credits[c] > 0 && best.is_none_or(|(bt, _)| t < bt) {
+                    best = Some((t, c));
+                }
+            }
+        }
+        let Some((_, c)) = best else { return };
+        let (_, id) = self.ports[p as usize].queues[c].pop_front().unwrap();
+        self.ports[p as usize].credits[c] -= 1;
+        let tlp = self.tlps[id as usize];
+        let ser = (self.wire_bytes(&tlp) * self.ports[p as usize].fp_ps_per_byte) >> 16;
+        // A cut-through component cannot finish sending before the TLP has fully arrived.
+        let start = if tlp.stage > 0 { now.max(tlp.full_arrival.saturating_sub(ser)) } else { now };
+        let port = &mut self.ports[p as usize];
+        port.busy_until = start + ser;
+        let arrival = start + ser + port.prop;
+        self.stats.tlp_hops += 1;
+        // Leaving the previous receiver frees its buffer slot.
+        if tlp.fresh {
+            self.tlps[id as usize].fresh = false;
+        } else if tlp.stage > 0 {
+            let prev = self.paths[tlp.path as usize].stages[tlp.stage as usize - 1].port;
+            self.q.push(start + self.t.updatefc_ps, Ev::Credit(prev, tlp.class));
+        } else {
+            self.source_left(tlp.flow, tlp.class);
+        }
+        let stage = &self.paths[tlp.path as usize].stages[tlp.stage as usize];
+        let header = (self.t.request_overhead_bytes as u64 * self.ports[p as usize].fp_ps_per_byte) >> 16;
+        self.tlps[id as usize].full_arrival = arrival;
+        let ready = if stage.cut_through { start + header + self.ports[p as usize].prop } else { arrival };
+        self.q.push(ready, Ev::Arrive(id));
+        if !self.ports[p as usize].queues.iter().all(|q| q.is_empty()) {
+            let at = self.ports[p as usize].busy_until;
+            self.kick(p, at);
+        }
+    }
+
+    fn source_left(&mut self, flow: u32, class: Class) {
+        if flow == u32::MAX || class == Class::Completion {
+            return;
+        }
+        let f = &mut self.flows[flow as usize];
+        f.queued -= 1;
+        if f.issued < f.total {
+            self.q.push(self.now, Ev::FlowIssue(flow));
+        }
+    }
+
+    fn issue(&mut self, fid: u32) {
+        let mps = self.t.max_payload as u64;
+        let mrrs = self.t.max_read_request as u64;
+        loop {
+            let f = &self.flows[fid as usize];
+            if f.issued >= f.total || f.queued >= SOURCE_QUEUE {
+                return;
+            }
+            let origin = self.paths[f.path as usize].origin_latency;
+            let (kind, path, cpl, offset) = (f.kind, f.path, f.cpl, f.issued);
+            match kind {
+                FlowKind::Write => {
+                    let n = mps.min(f.total - f.issued) as u32;
+                    let id = self.alloc_tlp(Tlp { class: Class::Posted, payload: n, req_len: 0, path, stage: 0, flow: fid, req: u32::MAX, offset, full_arrival: 0, fresh: false });
+                    let f = &mut self.flows[fid as usize];
+                    f.issued += n as u64;
+                    f.queued += 1;
+                    self.q.push(self.now + origin, Ev::Ready(id));
+                }
+                FlowKind::Read => {
+                    if f.tags == 0 {
+                        return;
+                    }
+                    let n = mrrs.min(f.total - f.issued) as u32;
+                    let req = self.alloc_req(Request { flow: fid, remaining: n, parent: u32::MAX, cpl_path: cpl, cpl_stage: 0 });
+                    let id = self.alloc_tlp(Tlp { class: Class::NonPosted, payload: 0, req_len: n, path, stage: 0, flow: fid, req, offset, full_arrival: 0, fresh: false });
+                    let f = &mut self.flows[fid as usize];
+                    f.issued += n as u64;
+                    f.tags -= 1;
+                    f.queued += 1;
+                    self.q.push(self.now + origin, Ev::Ready(id));
+                }
+            }
+        }
+    }
+
+    fn iommu_delay(&mut self, host: u16, iova: u64, shift: u32) -> Ps {
+        let page = (iova >> shift) << 8 | shift as u64;
+        let (tlb, walker) = self.iotlb.entry(host).or_insert_with(|| (VecDeque::new(), 0));
+        if tlb.contains(&page) {
+            self.stats.iotlb_hits += 1;
+            return self.t.iotlb_hit_ps;
+        }
+        self.stats.iotlb_misses += 1;
+        if tlb.len() == IOTLB_ENTRIES {
+            tlb.pop_front();
+        }
+        tlb.push_back(page);
+        let levels = devlend_fabric::params::params().iommu.levels as u64;
+        let start = (*walker).max(self.now);
+        *walker = start + levels * self.t.dram_latency_ps;
+        *walker - self.now + self.t.iotlb_hit_ps
+    }
+
+    fn arrive(&mut self, id: u32) {
+        let tlp = self.tlps[id as usize];
+        let path = &self.paths[tlp.path as usize];
+        let stage = path.stages[tlp.stage as usize].clone();
+        let last = tlp.stage as usize + 1 == path.stages.len();
+        let mut delay = stage.latency;
+        if let Some((host, iova, shift)) = stage.iommu {
+            delay += self.iommu_delay(host, iova + tlp.offset, shift);
+        }
+        // A completion of a root's sub-request has reached that root: forward it on the rest of the path.
+        if tlp.class == Class::Completion && tlp.req != u32::MAX {
+            let r = self.reqs[tlp.req as usize];
+            if r.parent != u32::MAX && last {
+                self.root_completion(id, tlp, delay);
+                return;
+            }
+        }
+        if tlp.class == Class::NonPosted && !last {
+            if let Some(split) = stage.resplit {
+                self.resplit(id, tlp, split, delay);
+                return;
+            }
+        }
+        if last {
+            self.terminal(id, tlp, delay);
+            return;
+        }
+        self.tlps[id as usize].stage += 1;
+        self.q.push(self.now + delay, Ev::Ready(id));
+    }
+
+    /// Delivered at the end of its path: a write lands, a read is answered, a completion is received.
+    fn terminal(&mut self, id: u32, tlp: Tlp, delay: Ps) {
+        let port = self.paths[tlp.path as usize].stages[tlp.stage as usize].port;
+        self.q.push(self.now + self.t.updatefc_ps, Ev::Credit(port, tlp.class));
+        self.free_tlps.push(id);
+        match tlp.class {
+            Class::Posted => {
+                let f = &mut self.flows[tlp.flow as usize];
+                f.done += tlp.payload as u64;
+                if f.done == f.total {
+                    f.end = Some(self.now + delay);
+                }
+            }
+            Class::NonPosted => {
+                let path = &self.paths[tlp.path as usize];
+                let at = self.now + delay + path.target_latency;
+                let chunk = if path.target_is_ram { self.t.ram_completion_bytes } else { self.t.max_payload };
+                let r = self.reqs[tlp.req as usize];
+                let mut left = tlp.req_len;
+                let mut off = tlp.offset;
+                while left > 0 {
+                    let n = chunk.min(left);
+                    let c = self.alloc_tlp(Tlp { class: Class::Completion, payload: n, req_len: 0, path: r.cpl_path, stage: r.cpl_stage, flow: tlp.flow, req: tlp.req, offset: off, full_arrival: 0, fresh: false });
+                    let origin = if r.cpl_stage == 0 { self.paths[r.cpl_path as usize].origin_latency } else { 0 };
+                    self.q.push(at + origin, Ev::Ready(c));
+                    left -= n;
+                    off += n as u64;
+                }
+            }
+            Class::Completion => self.request_progress(tlp.req, tlp.payload, self.now + delay),
+        }
+    }
+
+    fn request_progress(&mut self, req: u32, bytes: u32, at: Ps) {
+        let r = &mut self.reqs[req as usize];
+        r.remaining -= bytes;
+        let (flow, finished) = (r.flow, r.remaining == 0);
+        let f = &mut self.flows[flow as usize];
+        f.done += bytes as u64;
+        if f.done == f.total {
+            f.end = Some(at);
+        }
+        if finished {
+            self.free_reqs.push(req);
+            self.flows[flow as usize].tags += 1;
+            self.q.push(at, Ev::FlowIssue(flow));
+        }
+    }
+
+    fn resplit(&mut self, id: u32, tlp: Tlp, split: u32, delay: Ps) {
+        self.stats.resplit_requests += 1;
+        let key = (tlp.path, tlp.stage);
+        let tags = self.t.read_tags;
+        let mut off = 0;
+        while off < tlp.req_len {
+            let n = split.min(tlp.req_len - off);
+            self.root_tags.entry(key).or_insert_with(|| (tags, VecDeque::new())).1.push_back((tlp.req, n, tlp.offset + off as u64));
+            off += n;
+        }
+        // The original request is consumed at the root; its buffer slot frees.
+        let port = self.paths[tlp.path as usize].stages[tlp.stage as usize].port;
+        self.q.push(self.now + self.t.updatefc_ps, Ev::Credit(port, tlp.class));
+        self.free_tlps.push(id);
+        self.root_issue(key, tlp.flow, self.now + delay);
+    }
+
+    fn root_issue(&mut self, key: (u32, u32), flow: u32, at: Ps) {
+        let (cpl, _) = self.sub_cpl[&key];
+        loop {
+            let entry = self.root_tags.get_mut(&key).unwrap();
+            if entry.0 == 0 {
+                return;
+            }
+            let Some((parent, n, off)) = entry.1.pop_front() else { return };
+            entry.0 -= 1;
+            let sub = self.alloc_req(Request { flow, remaining: n, parent, cpl_path: cpl, cpl_stage: 0 });
+            let id = self.alloc_tlp(Tlp { class: Class::NonPosted, payload: 0, req_len: n, path: key.0, stage: key.1 + 1, flow: u32::MAX, req: sub, offset: off, full_arrival: 0, fresh: true });
+            self.q.push(at, Ev::Ready(id));
+        }
+    }
+
+    /// A sub-request's completion reached the re-splitting root: free the root's tag, forward the
+    /// data to the original requester on the remainder of the original completion path.
+    fn root_completion(&mut self, id: u32, tlp: Tlp, delay: Ps) {
+        let key = self.sub_key[&tlp.path];
+        let (_, resume) = self.sub_cpl[&key];
+        let parent = self.reqs[tlp.req as usize].parent;
+        let p = self.reqs[parent as usize];
+        let r = &mut self.reqs[tlp.req as usize];
+        r.remaining -= tlp.payload;
+        let sub_done = r.remaining == 0;
+        // Forwarded as a completion of the parent from the stage after the root. It still occupies
+        // the root's ingress buffer (the same link as the last stage of the root's path), which it
+        // frees when it leaves, as any TLP does.
+        let fwd = Tlp { class: Class::Completion, payload: tlp.payload, req_len: 0, path: p.cpl_path, stage: resume, flow: p.flow, req: parent, offset: tlp.offset, full_arrival: 0, fresh: false };
+        self.tlps[id as usize] = fwd;
+        self.q.push(self.now + delay, Ev::Ready(id));
+        if sub_done {
+            self.free_reqs.push(tlp.req);
+            self.root_tags.get_mut(&key).unwrap().0 += 1;
+            self.root_issue(key, u32::MAX, self.now + delay);
+        }
+    }
+}
