@@ -133,25 +133,44 @@ def import_lspci(tree: Optional[str] = typer.Option(None, "--tree", help="saved 
 @app.command()
 def experiment(name: Optional[str] = typer.Argument(None, help="experiment name; omit with --list"),
                list_: bool = typer.Option(False, "--list", help="list the experiments"),
-               quick: bool = typer.Option(False, "--quick", help="fewer repetitions (for tests)"),
-               csv_out: Optional[str] = typer.Option(None, "--csv", help="also write the table as CSV")) -> None:
+               quick: bool = typer.Option(False, "--quick", help="fewer sizes/repetitions (for tests)"),
+               out_dir: Optional[str] = typer.Option(None, "--out", help="write NAME.csv (and NAME.png where the paper has a figure) here"),
+               csv_out: Optional[str] = typer.Option(None, "--csv", help="write the table as CSV to this file")) -> None:
     """Rebuild a paper's setup, run it on the model, and print our numbers beside the paper's."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from . import experiments
     if list_ or name is None:
         for e in experiments.all_experiments():
             out.print(f"{e.name:<12} {e.title}", markup=False)
         return
     try:
-        res = experiments.get(name).run(quick=quick)
+        exp = experiments.get(name)
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                      transient=True, disable=not err.is_terminal) as bar:
+            task = bar.add_task(f"{name}: starting", total=None)
+            res = exp.run(quick=quick, progress=lambda msg: bar.update(task, description=f"{name}: {msg}"))
     except DevlendError as e:
         _fail(e)
     out.print(_table(res))
     for n in res.notes:
         out.print(f"  note: {n}", markup=False)
+    written = []
     if csv_out:
         with open(csv_out, "w", encoding="utf-8") as fh:
             fh.write(res.to_csv())
-        out.print(f"wrote {csv_out}", markup=False)
+        written.append(csv_out)
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+        path = os.path.join(out_dir, f"{name}.csv")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(res.to_csv())
+        written.append(path)
+        if res.plot is not None:
+            png = os.path.join(out_dir, f"{name}.png")
+            res.plot(res, png)
+            written.append(png)
+    for w in written:
+        out.print(f"wrote {w}", markup=False)
 
 
 def _table(res) -> Table:

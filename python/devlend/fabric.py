@@ -88,6 +88,26 @@ class Route:
         return route_text(self)
 
 
+@dataclass(frozen=True)
+class Transfer:
+    """A timed transfer: bytes, simulated picoseconds, and what the engine did."""
+    nbytes: int
+    time_ps: int
+    tlp_hops: int
+    events: int
+    iotlb_misses: int
+    resplit_requests: int
+
+    @property
+    def seconds(self) -> float:
+        return self.time_ps * 1e-12
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes per second."""
+        return self.nbytes / self.seconds
+
+
 class Fabric:
     """A built, enumerated fabric. Requesters are ``HOST:cpu`` or a function name (``gpu0``,
     ``gpu0.f1``, ``nic0.vf3``, optionally ``HOST:gpu0``). Addresses are integers or expressions
@@ -128,6 +148,18 @@ class Fabric:
         if fail is not None:
             raise DmaFault(json.loads(fail))
         return data
+
+    def dma(self, requester: str, addr: Addr, nbytes: int, *, write: bool = True) -> "Transfer":
+        """Time a DMA stream (posted writes of max payload, or reads of max read request size) on
+        an idle fabric with the discrete-event engine. Raises DmaFault if the route fails."""
+        try:
+            ps, hops, events, misses, resplit = self._core.dma(requester, addr, nbytes, write)
+        except _core.FabricError as e:
+            msg = str(e)
+            if msg.startswith("{"):
+                raise DmaFault(json.loads(msg)) from None
+            raise FabricError(msg) from None
+        return Transfer(nbytes, ps, hops, events, misses, resplit)
 
     def events(self) -> list[dict]:
         return json.loads(self._core.events())

@@ -93,6 +93,21 @@ impl Fabric {
         Ok((PyBytes::new(py, &data), fail.map(|f| self.inner.failure_json(&f).to_string())))
     }
 
+    /// Time a DMA stream of `bytes` by `requester` at `addr` on an idle fabric (devlend-engine).
+    /// Returns (picoseconds, TLP-hops simulated, events, IOTLB misses, reads re-split at a root).
+    #[pyo3(signature = (requester, addr, bytes, write=true))]
+    fn dma(&mut self, py: Python<'_>, requester: &str, addr: PyAddr, bytes: u64, write: bool) -> PyResult<(u64, u64, u64, u64, u64)> {
+        let r = self.req(requester)?;
+        let a = self.addr(addr)?;
+        let access = if write { Access::Write } else { Access::Read };
+        let inner = &mut self.inner;
+        let res = py.detach(|| devlend_engine::dma(inner, r, a, bytes, access));
+        match res {
+            Ok(t) => Ok((t.time_ps, t.stats.tlp_hops, t.stats.events, t.stats.iotlb_misses, t.stats.resplit_requests)),
+            Err(f) => Err(FabricError::new_err(self.inner.failure_json(&f).to_string())),
+        }
+    }
+
     fn events(&self) -> String {
         self.inner.events_json().to_string()
     }

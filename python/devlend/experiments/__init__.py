@@ -11,7 +11,7 @@ import csv
 import io
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 # The shipped testbeds live inside the package (devlend/topologies), so installed copies have them.
 TOPOLOGIES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "topologies")
@@ -33,6 +33,8 @@ class ExperimentResult:
     columns: list[str]
     rows: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
+    # plot(result, path) draws the figure in the paper's layout, for experiments that have one.
+    plot: Optional[Callable[["ExperimentResult", str], None]] = None
 
     def to_csv(self) -> str:
         buf = io.StringIO()
@@ -61,7 +63,7 @@ def register(name: str, title: str):
 
 
 def get(name: str) -> Experiment:
-    from . import hops  # noqa: F401  (registers)
+    from . import bandwidth, hops  # noqa: F401  (registers)
     if name not in REGISTRY:
         from ..errors import DevlendError
         raise DevlendError(f"no experiment named '{name}': expected one of {', '.join(sorted(REGISTRY))}")
@@ -69,5 +71,5 @@ def get(name: str) -> Experiment:
 
 
 def all_experiments() -> list[Experiment]:
-    from . import hops  # noqa: F401
+    from . import bandwidth, hops  # noqa: F401
     return [REGISTRY[k] for k in sorted(REGISTRY)]

@@ -89,7 +89,7 @@ def data_paths() -> dict[str, list[Route]]:
 
 
 @register("hops", "Data-path hop counts on the expansion-chassis VM testbed (000 §7.3, Fig 17)")
-def run(quick: bool = False) -> ExperimentResult:
+def run(quick: bool = False, progress=None) -> ExperimentResult:
     paths = data_paths()
     paper = {"VMLoc-RAM": (7, None, None, None), "NatRem-RAM-IOMMU": (21, 3, 2, 4),
              "VMLoc-P2P": (None, None, None, None), "NatRem-P2P-IOMMU": (None, None, None, None)}
