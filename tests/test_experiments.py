@@ -52,3 +52,41 @@ def test_d1_plot_is_written(tmp_path):
     png = tmp_path / "d1.png"
     res.plot(res, str(png))
     assert png.stat().st_size > 10_000
+
+
+# D2 (000 §7.2, Figs 11-12). Tolerances: "almost identical" / "~" = within 2% at 4 MiB for the
+# peer-to-peer pairs, within 5% for RAM bounces; "lower" = strictly lower at every size; "drop
+# drastically" = below half of the same-size 2L-RAM-SW.
+from devlend.experiments import p2p  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def d2():
+    res = p2p.run(quick=True)
+    assert {r["scenario"] for r in res.rows} == set(p2p.SCENARIOS) and len(p2p.SCENARIOS) == 11
+    return {(r["scenario"], r["size"]): r["GBps"] for r in res.rows}
+
+
+def close(a, b, tol):
+    return abs(a - b) / max(a, b) <= tol
+
+
+def test_d2_one_lender_peer_to_peer_matches_local(d2):
+    big = 4 * MiB
+    assert close(d2["1L-P2P-SW", big], d2["Loc-P2P-SW", big], 0.02)
+    assert close(d2["1L-P2P-IOMMU", big], d2["Loc-P2P-Root", big], 0.02)
+    assert d2["Loc-P2P-SW", 64 * 1024] > d2["1L-P2P-SW", 64 * 1024]   # local slightly faster when small
+
+
+def test_d2_two_lenders_are_lower_most_with_iommu(d2):
+    for size in p2p.QUICK_SIZES:
+        assert d2["2L-P2P-SW", size] < d2["1L-P2P-SW", size]
+        assert d2["2L-P2P-IOMMU", size] < d2["2L-P2P-SW", size]
+
+
+def test_d2_ram_bounces(d2):
+    big = 4 * MiB
+    assert close(d2["2L-RAM-SW", big], d2["Loc-RAM-Root", big], 0.05)
+    for name in ("1L-RAM-IOMMU", "2L-RAM-IOMMU"):
+        assert d2[name, big] < 0.5 * d2["2L-RAM-SW", big]
+    assert close(d2["1L-RAM-SW", big], d2["1L-RAM-IOMMU", big], 0.05)

@@ -113,12 +113,16 @@ def test_three_host_peer_to_peer_cases(three_host):
     # Loc-P2P-Root: behind different root ports; the Xeon profile forwards peer-to-peer through the root.
     r = f.route("gpu0", "gpu2.bar1")
     assert r.delivered and r.roots == 1
-    # 2L-P2P-SW: gpu0 in lender-a writes gpu3 in lender-b through the lender-a <-> lender-b NTB.
+    # 2L-P2P-SW: gpu2 in lender-a writes gpu3 in lender-b through the lender-a <-> lender-b NTB,
+    # without crossing a root (both sit behind the switch that holds their host's NTBs).
     f.mw_set_trans("ntb-c-a", 0, "gpu3.bar1", 256 * MiB)
-    f.rid_lut_add("ntb-a-c", "gpu0")
-    r = f.route("gpu0", "ntb-a-c.mw0+0x40")
+    f.rid_lut_add("ntb-a-c", "gpu2")
+    r = f.route("gpu2", "ntb-a-c.mw0+0x40")
     assert r.target == {"kind": "bar", "function": "gpu3", "bar": 1, "offset": 0x40, "host": "lender-b"}
     assert r.ntb_crossings == 1 and r.roots == 0
+    # gpu0 reaches the same NTB only through lender-a's root.
+    f.rid_lut_add("ntb-a-c", "gpu0")
+    assert f.route("gpu0", "ntb-a-c.mw0+0x40").roots == 1
 
 
 def test_generic_profile_refuses_peer_to_peer_through_the_root():
