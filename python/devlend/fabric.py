@@ -149,11 +149,12 @@ class Fabric:
             raise DmaFault(json.loads(fail))
         return data
 
-    def dma(self, requester: str, addr: Addr, nbytes: int, *, write: bool = True) -> "Transfer":
+    def dma(self, requester: str, addr: Addr, nbytes: int, *, write: bool = True, warm: bool = False) -> "Transfer":
         """Time a DMA stream (posted writes of max payload, or reads of max read request size) on
-        an idle fabric with the discrete-event engine. Raises DmaFault if the route fails."""
+        an idle fabric with the discrete-event engine; `warm` runs it once untimed first (steady
+        state: warm IOTLB). Raises DmaFault if the route fails."""
         try:
-            ps, hops, events, misses, resplit = self._core.dma(requester, addr, nbytes, write)
+            ps, hops, events, misses, resplit = self._core.dma(requester, addr, nbytes, write, warm)
         except _core.FabricError as e:
             msg = str(e)
             if msg.startswith("{"):

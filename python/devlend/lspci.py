@@ -171,7 +171,7 @@ class ImportResult:
     description: dict
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    components: dict[str, str] = field(default_factory=dict)
+    components: dict[str, list[str]] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
     origins: dict[str, Loc] = field(default_factory=dict, repr=False)
 
@@ -203,7 +203,8 @@ class ImportResult:
         if self.components:
             head.append("# Components and the PCI functions they come from:")
             width = max(len(n) for n in self.components)
-            head += [f"#   {n:<{width}}  {_printable(w)}" for n, w in self.components.items()]
+            for n, whats in self.components.items():
+                head += [f"#   {n if i == 0 else '':<{width}}  {_printable(w)}" for i, w in enumerate(whats)]
         if self.skipped:
             head.append("# Skipped (the schema cannot represent them):")
             head += [f"#   {_printable(str(s))}" for s in self.skipped]
@@ -1352,7 +1353,7 @@ class _Assembler:
         self.root_ports = len(rps)
         work = [(f"{self.host}.rp{i}", rp) for i, rp in enumerate(rps)]
         for i, rp in enumerate(rps):
-            self.result.components[f"{self.host}.rp{i}"] = f"{rp.bdf}  {rp.what}"
+            self.result.components[f"{self.host}.rp{i}"] = [f"{rp.bdf}  {rp.what}"]
         work.reverse()
         while work:
             port_ref, port = work.pop()
@@ -1411,9 +1412,9 @@ class _Assembler:
         self.result.origins[f"switches[{idx}]"] = up.loc
         self.placed.add(up.key)
         self.placed.update(d.key for d in downs)
-        self.result.components[name] = f"{up.bdf}  {up.what}"
+        self.result.components[name] = [f"{up.bdf}  {up.what}"]
         for i, d in enumerate(downs):
-            self.result.components[f"{name}.d{i}"] = f"{d.bdf}  {d.what}"
+            self.result.components[f"{name}.d{i}"] = [f"{d.bdf}  {d.what}"]
         self.link(port_ref, name, up, port, name)
         return [(f"{name}.d{i}", d) for i, d in enumerate(downs)]
 
@@ -1429,19 +1430,19 @@ class _Assembler:
         path = f"devices[{idx}]"
         funcs = []
         for i, fn in enumerate(group):
-            funcs.append(self.function(fn, f"{path}.functions[{i}]", name, i))
+            funcs.append(self.function(fn, f"{path}.functions[{i}]", name, i, group))
         dev = {"name": name, "kind": kind, "functions": funcs}
         self.devices.append(dev)
         self.result.origins[path] = f0.loc
         self.placed.update(f.key for f in group)
-        self.result.components[name] = "; ".join(f"{f.bdf}  {f.what}" for f in group)
+        self.result.components[name] = [f"{f.bdf}  {f.what}" for f in group]
         numbers = [f.key[2] * 8 + f.key[3] for f in group]
         if numbers != list(range(len(group))):
             self.note(f"{name}: PCI functions {', '.join(f.bdf for f in group)} imported as functions "
                       f"0-{len(group) - 1}")
         self.link(port_ref, name, f0, port, name)
 
-    def function(self, fn: _Fn, path: str, name: str, index: int) -> dict:
+    def function(self, fn: _Fn, path: str, name: str, index: int, group: list[_Fn]) -> dict:
         bars = []
         self.result.origins[path] = fn.loc
         for b in sorted(fn.bars, key=lambda b: b.index):
@@ -1454,32 +1455,41 @@ class _Assembler:
         if fn.msix:
             out["msix_vectors"] = fn.msix
         if fn.sriov is not None:
-            out["sriov"] = self.sriov(fn, f"{path}.sriov", name, index)
+            out["sriov"] = self.sriov(fn, f"{path}.sriov", name, index, group)
         return out
 
-    def sriov(self, fn: _Fn, path: str, name: str, index: int) -> dict:
+    def sriov(self, fn: _Fn, path: str, name: str, index: int, group: list[_Fn]) -> dict:
         sr = fn.sriov
         num = sr.num or 0
         vfs = self.vfs.get(fn.key, [])
         self.result.origins[path] = sr.counts_loc or sr.loc
         first = vfs[0] if vfs else None
-        vf_bars = []
+        # A PF without enabled VFs has the same VF BARs as a sibling PF of the same chip that has some.
+        twin = next((self.vfs[g.key][0] for g in group if g is not fn and g.ids == fn.ids and g.ids is not None
+                     and self.vfs.get(g.key)), None)
+        vf_bars, unknown, borrowed = [], [], False
         slots = sr.slots or (first.bars if first is not None else [])
         for s in sorted(slots, key=lambda s: s.index):
             size, loc = s.size, s.loc
-            if first is not None:
-                own = [b for b in first.bars if b.index == s.index and b.size is not None]
-                if own:
+            for src in (first, twin):
+                own = [b for b in src.bars if b.index == s.index and b.size is not None] if src is not None else []
+                if own and size is None or own and src is first:
                     size, loc = own[0].size, own[0].loc
+                    borrowed = borrowed or src is twin
+                    break
             if size is None:
                 if num:
                     raise s.loc.error(f"VF BAR {s.index}: its size is unknown (lspci prints none in the SR-IOV "
                                       f"capability) and none of the {num} VFs of {fn.bdf} is in the capture")
-                self.note(f"{name}: VF BAR {s.index} of {fn.bdf} has no known size (no VFs enabled); left out")
+                unknown.append(str(s.index))
                 continue
             _size_error(loc, f"VF BAR {s.index}", size, s.bits)
             self.result.origins[f"{path}.vf_bars[{len(vf_bars)}]"] = loc
             vf_bars.append({"index": s.index, "size": size, "bits": s.bits, "pref": s.pref})
+        if unknown:
+            self.note(f"{name}: VF BAR {', '.join(unknown)} of {fn.bdf} left out: no size known (no VFs enabled)")
+        if borrowed:
+            self.note(f"{name}: {fn.bdf} has no VFs enabled; its VF BAR sizes are those of its sibling PF's VFs")
         out: dict[str, Any] = {"num_vfs": num}
         if sr.total is not None:
             out["total_vfs"] = sr.total
@@ -1539,7 +1549,7 @@ class _Assembler:
         self.ntbs.append(entry)
         self.result.origins[f"ntbs[{idx}]"] = f0.loc
         self.placed.add(f0.key)
-        self.result.components[name] = f"{f0.bdf}  {f0.what}"
+        self.result.components[name] = [f"{f0.bdf}  {f0.what}"]
         self.link(port_ref, name, f0, port, name)
         return True
 

@@ -66,7 +66,7 @@ fn saturated_streams_agree_with_the_analytic_model() {
         for access in [Access::Write, Access::Read] {
             let p = plan(&mut f, gpu, addr, access).unwrap();
             let a = if access == Access::Write { write_bandwidth(&p, &ports) } else { read_bandwidth(&p, &ports) };
-            let t = dma(&mut f, gpu, addr, 16 * MIB, access).unwrap();
+            let t = dma(&mut f, gpu, addr, 16 * MIB, access, false).unwrap();
             agree(t.bandwidth(), a, 0.05);
         }
     }
@@ -80,7 +80,7 @@ fn reads_through_a_resplitting_root_lose_much_more_than_writes() {
         let mut f = testbed(iommu);
         let gpu = Requester::Func(f.func_id("gpu0").unwrap());
         let a = target(&f, iommu);
-        dma(&mut f, gpu, a, 8 * MIB, access).unwrap().bandwidth()
+        dma(&mut f, gpu, a, 8 * MIB, access, false).unwrap().bandwidth()
     };
     let (w_sw, w_io) = (bw(false, Access::Write), bw(true, Access::Write));
     let (r_sw, r_io) = (bw(false, Access::Read), bw(true, Access::Read));
@@ -94,7 +94,7 @@ fn same_inputs_give_bit_identical_results() {
     let run = || {
         let mut f = testbed(true);
         let gpu = Requester::Func(f.func_id("gpu0").unwrap());
-        let t = dma(&mut f, gpu, 0x1000_0000, 3 * MIB + 123, Access::Read).unwrap();
+        let t = dma(&mut f, gpu, 0x1000_0000, 3 * MIB + 123, Access::Read, false).unwrap();
         (t.time_ps, t.stats.events, t.stats.tlp_hops)
     };
     assert_eq!(run(), run());
@@ -105,8 +105,8 @@ fn engine_memory_does_not_grow_with_transfer_size() {
     let mut f = testbed(false);
     let gpu = Requester::Func(f.func_id("gpu0").unwrap());
     let a = target(&f, false);
-    let small = dma(&mut f, gpu, a, MIB, Access::Write).unwrap();
-    let big = dma(&mut f, gpu, a, 64 * MIB, Access::Write).unwrap();
+    let small = dma(&mut f, gpu, a, MIB, Access::Write, false).unwrap();
+    let big = dma(&mut f, gpu, a, 64 * MIB, Access::Write, false).unwrap();
     assert_eq!(big.stats.peak_tlps, small.stats.peak_tlps);
     assert!(big.stats.peak_tlps < 1000);
 }
@@ -132,7 +132,7 @@ fn print_numbers() {
         for access in [Access::Write, Access::Read] {
             let p = plan(&mut f, gpu, addr, access).unwrap();
             let a = if access == Access::Write { write_bandwidth(&p, &ports) } else { read_bandwidth(&p, &ports) };
-            let t = dma(&mut f, gpu, addr, 16 * MIB, access).unwrap();
+            let t = dma(&mut f, gpu, addr, 16 * MIB, access, false).unwrap();
             println!("iommu={iommu} {access:?}: event {:.3} GB/s analytic {:.3} GB/s  hops {} events {} {:?}", t.bandwidth() / 1e9, a / 1e9, t.stats.tlp_hops, t.stats.events, t.stats);
         }
         println!("latency write {} ps, read {} ps", latency(&mut f, gpu, addr, Access::Write).unwrap(), latency(&mut f, gpu, addr, Access::Read).unwrap());

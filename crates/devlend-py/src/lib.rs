@@ -93,15 +93,16 @@ impl Fabric {
         Ok((PyBytes::new(py, &data), fail.map(|f| self.inner.failure_json(&f).to_string())))
     }
 
-    /// Time a DMA stream of `bytes` by `requester` at `addr` on an idle fabric (devlend-engine).
+    /// Time a DMA stream of `bytes` by `requester` at `addr` on an idle fabric (devlend-engine);
+    /// with `warm`, after one untimed run of the same stream (warm IOTLB).
     /// Returns (picoseconds, TLP-hops simulated, events, IOTLB misses, reads re-split at a root).
-    #[pyo3(signature = (requester, addr, bytes, write=true))]
-    fn dma(&mut self, py: Python<'_>, requester: &str, addr: PyAddr, bytes: u64, write: bool) -> PyResult<(u64, u64, u64, u64, u64)> {
+    #[pyo3(signature = (requester, addr, bytes, write=true, warm=false))]
+    fn dma(&mut self, py: Python<'_>, requester: &str, addr: PyAddr, bytes: u64, write: bool, warm: bool) -> PyResult<(u64, u64, u64, u64, u64)> {
         let r = self.req(requester)?;
         let a = self.addr(addr)?;
         let access = if write { Access::Write } else { Access::Read };
         let inner = &mut self.inner;
-        let res = py.detach(|| devlend_engine::dma(inner, r, a, bytes, access));
+        let res = py.detach(|| devlend_engine::dma(inner, r, a, bytes, access, warm));
         match res {
             Ok(t) => Ok((t.time_ps, t.stats.tlp_hops, t.stats.events, t.stats.iotlb_misses, t.stats.resplit_requests)),
             Err(f) => Err(FabricError::new_err(self.inner.failure_json(&f).to_string())),

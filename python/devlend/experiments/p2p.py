@@ -37,6 +37,7 @@ class Setup:
     read_addr: Optional[int]   # where dst reads the RAM buffer (None for peer-to-peer)
     doorbell: int              # the CPU's address of src's BAR0
     sem: int                   # src's DMA address of the completion semaphore
+    back: Optional[int] = None  # where dst writes src's BAR1 (peer-to-peer ping-pong)
 
 
 SCENARIOS = ["Loc-P2P-SW", "Loc-P2P-Root", "Loc-RAM-Root", "1L-P2P-SW", "1L-P2P-IOMMU", "1L-RAM-SW", "1L-RAM-IOMMU",
@@ -61,7 +62,8 @@ def setup(name: str) -> Setup:
         src, dst = "gpu0", ("gpu2" if path == "Root" and kind == "P2P" else "gpu1")
         buf = f.resolve("lender-a.ram+0x40000000")
         write = f.resolve(f"{dst}.bar1") if kind == "P2P" else buf
-        return Setup(f, "lender-a:cpu", src, dst, write, None if kind == "P2P" else buf, f.resolve(f"{src}.bar0"), buf + 0x100000)
+        back = f.resolve(f"{src}.bar1") if kind == "P2P" else None
+        return Setup(f, "lender-a:cpu", src, dst, write, None if kind == "P2P" else buf, f.resolve(f"{src}.bar0"), buf + 0x100000, back)
     two = where == "2L"
     f = _fabric(iommu, iommu and two)
     L = Lending(f)
@@ -76,19 +78,27 @@ def setup(name: str) -> Setup:
         write = L.dma_window("borrower", "ntb-b-a", "lender-a", "ntb-a-b", src, buf, 32 * MiB, iommu)
         read = L.dma_window("borrower", b_dst, dst_host, dst_ntb, dst, buf, 32 * MiB, iommu)
         return Setup(f, "borrower:cpu", src, dst, write, read, doorbell, sem)
-    # Peer-to-peer (000 §6): the borrower asks src's lender for the address src must use for dst.
+    write = peer_address(f, L, src, dst, iommu, two)
+    return Setup(f, "borrower:cpu", src, dst, write, None, doorbell, sem, back=peer_address(f, L, dst, src, iommu, two))
+
+
+# The NTB in each lender that leads to the other lender, and the host each GPU sits in.
+_PEER_NTB = {"lender-a": "ntb-a-c", "lender-b": "ntb-c-a"}
+_HOST = {"gpu0": "lender-a", "gpu1": "lender-a", "gpu2": "lender-a", "gpu3": "lender-b"}
+
+
+def peer_address(f: Fabric, L: Lending, src: str, dst: str, iommu: bool, two: bool) -> int:
+    """000 §6: the address src's lender hands out for dst's BAR1 (same lender: its own address,
+    through its IOMMU when on; different lenders: a window through the NTB between them)."""
     bar1 = f.resolve(f"{dst}.bar1")
-    if not two:   # same lender: the lender's own address, through its IOMMU when on
-        write = L.lender_map("lender-a", src, bar1, 32 * MiB) if iommu else bar1
-    else:         # different lenders: a window through the lender-a <-> lender-b NTB
-        target = bar1
-        if iommu:  # lender B's IOMMU maps what arrives through its NTB onto dst's BAR1
-            target = L.lender_map("lender-b", "ntb-c-a", bar1, 32 * MiB)
-        f.mw_set_trans("ntb-c-a", 0, target, 32 * MiB)
-        f.rid_lut_add("ntb-a-c", src)
-        nt = f.resolve("ntb-a-c.mw0")
-        write = L.lender_map("lender-a", src, nt, 32 * MiB) if iommu else nt
-    return Setup(f, "borrower:cpu", src, dst, write, None, doorbell, sem)
+    if not two:
+        return L.lender_map(_HOST[src], src, bar1, 32 * MiB) if iommu else bar1
+    s_host, d_host = _HOST[src], _HOST[dst]
+    target = L.lender_map(d_host, _PEER_NTB[d_host], bar1, 32 * MiB) if iommu else bar1
+    f.mw_set_trans(_PEER_NTB[d_host], 0, target, 32 * MiB)
+    f.rid_lut_add(_PEER_NTB[s_host], src)
+    nt = f.resolve(f"{_PEER_NTB[s_host]}.mw0")
+    return L.lender_map(s_host, src, nt, 32 * MiB) if iommu else nt
 
 
 def transfer_ps(s: Setup, size: int) -> int:
