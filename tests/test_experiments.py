@@ -92,8 +92,8 @@ def test_d2_ram_bounces(d2):
     assert close(d2["1L-RAM-SW", big], d2["1L-RAM-IOMMU", big], 0.05)
 
 
-# D3 (000 §7.2, Fig 14). "=" within 1%, "~700 ns" within 10%; counters in RAM "much slower": at
-# least twice the peer-to-peer round trip of the same placement.
+# D3 (000 §7.2, Fig 14). "=" within 1%, "~700 ns" within 10%; counters in RAM "increase
+# significantly": at least 1.5 times the peer-to-peer round trip of the same placement.
 from devlend.experiments import pingpong  # noqa: E402
 
 
@@ -110,7 +110,7 @@ def test_d3_remote_peer_to_peer_latency_equals_local(d3):
     assert close(rt["1L-P2P-IOMMU"], rt["Loc-P2P-Root"], 0.01)
     assert rt["2L-P2P-SW"] - rt["1L-P2P-SW"] > 700      # "a little more than 700 ns"
     for p2p_name, ram_name in (("Loc-P2P-Root", "Loc-RAM-Root"), ("1L-P2P-SW", "1L-RAM-SW"), ("2L-P2P-SW", "2L-RAM-SW")):
-        assert rt[ram_name] >= 2 * rt[p2p_name]
+        assert rt[ram_name] >= 1.5 * rt[p2p_name]
 
 
 def test_d3_ram_to_ram_one_way_is_about_700ns(d3):
