@@ -320,7 +320,7 @@ class _Fn:
         return "virtual function" in self.name.lower()
 
 
-def _size_error(loc: Loc, what: str, size: int, bits: int, minimum: int = 16) -> None:
+def _check_size(loc: Loc, what: str, size: int, bits: int, minimum: int = 16) -> None:
     if size < minimum or size & (size - 1):
         raise loc.error(f"{what} size {size:#x}: expected a power of two of at least {fmt_size(minimum)}")
     if size >= 1 << 63:
@@ -595,7 +595,7 @@ _HEADER_RE = re.compile(r"^(?:(?P<dom>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}
                         r"(?P<fn>[0-7]) (?P<rest>.*)$")
 _CLASS_RE = re.compile(r"^(?P<text>.*?)(?: \[(?P<code>[0-9a-fA-F]{4})\])?$")
 _NAME_TAIL_RE = re.compile(r"^(?P<name>.*?)(?: \[(?P<v>[0-9a-fA-F]{4}):(?P<d>[0-9a-fA-F]{4})\])?"
-                           r"(?: \(rev (?P<rev>[0-9a-fA-F]{2})\))?(?: \(prog-if [0-9a-fA-F]{2}(?: \[[^\]]*\])?\))?$")
+                           r"(?: \(rev (?P<rev>[0-9a-fA-F]{2})\))?(?: \(prog-if [0-9a-fA-F]{2}(?: \[[^\]]{0,80}\])?\))?$")
 _REGION_RE = re.compile(r"^Region (?P<idx>\d+): (?:\[(?:virtual|enhanced)\] )?(?P<space>Memory at|I/O ports at) "
                         r"(?P<addr>\S+)(?: \((?P<type>32-bit|64-bit|low-1M|type 3), (?P<np>non-)?prefetchable\))?"
                         r"(?P<flags>(?: \[[^\]]*\])*)$")
@@ -730,7 +730,7 @@ class _VerboseParser:
         bar = _Bar(idx, bits, m.group("np") is None, size, loc)
         _use_slots(self.used[fn.key], bar, "Region")
         if size is not None:
-            _size_error(loc, f"Region {idx}", size, bits)
+            _check_size(loc, f"Region {idx}", size, bits)
         fn.bars.append(bar)
 
     def cap(self, fn: _Fn, body: str, loc: Loc) -> _Cap:
@@ -808,7 +808,7 @@ class _VerboseParser:
                 _use_slots({i for b in sr.slots for i in ((b.index, b.index + 1) if b.bits == 64 else (b.index,))},
                            bar, "VF Region")
                 if bar.size is not None:
-                    _size_error(loc, f"VF Region {idx}", bar.size, bits)
+                    _check_size(loc, f"VF Region {idx}", bar.size, bits)
                 sr.slots.append(bar)
 
     def end_cap(self, fn: Optional[_Fn], cap: Optional[_Cap]) -> None:
@@ -1017,7 +1017,7 @@ def _parse_resource(path: str, fn: _Fn, total_vfs: Optional[int]) -> list[_Bar]:
         if i < 6:
             bar = _Bar(i, bits, pref, size, loc)
             _use_slots(used, bar, "BAR")
-            _size_error(loc, f"BAR {i}", size, bits)
+            _check_size(loc, f"BAR {i}", size, bits)
             fn.bars.append(bar)
         else:
             idx = i - 7
@@ -1027,7 +1027,7 @@ def _parse_resource(path: str, fn: _Fn, total_vfs: Optional[int]) -> list[_Bar]:
                 raise loc.error(f"VF BAR {idx} spans {size:#x} bytes, not a multiple of sriov_totalvfs={total_vfs}")
             bar = _Bar(idx, bits, pref, size // total_vfs, loc)
             _use_slots(vf_used, bar, "VF BAR")
-            _size_error(loc, f"VF BAR {idx}", bar.size, bits)
+            _check_size(loc, f"VF BAR {idx}", bar.size, bits)
             slots.append(bar)
     return slots
 
@@ -1483,7 +1483,7 @@ class _Assembler:
                                       f"capability) and none of the {num} VFs of {fn.bdf} is in the capture")
                 unknown.append(str(s.index))
                 continue
-            _size_error(loc, f"VF BAR {s.index}", size, s.bits)
+            _check_size(loc, f"VF BAR {s.index}", size, s.bits)
             self.result.origins[f"{path}.vf_bars[{len(vf_bars)}]"] = loc
             vf_bars.append({"index": s.index, "size": size, "bits": s.bits, "pref": s.pref})
         if unknown:

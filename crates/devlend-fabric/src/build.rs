@@ -147,17 +147,20 @@ impl Builder {
         }
         let low = h.ram.min(low_top);
         let high = h.ram - low;
-        let mut ram_regions = vec![Range::new(0, low)];
-        if high > 0 {
-            ram_regions.push(Range::new(four_g, high));
-        }
-        let ram_end = if high > 0 { four_g + high } else { low };
+        // Saturating: a RAM size near 2^64 must fail the check below, not overflow.
+        let ram_end = if high > 0 { four_g.saturating_add(high) } else { low };
         let limit = 1u64 << cpu.phys_addr_bits;
         if ram_end > limit {
             return err(format!("{path}/ram"), format!("{} of RAM does not fit the {}-bit physical address space", crate::error::fmt_size(h.ram), cpu.phys_addr_bits));
         }
+        let mut ram_regions = vec![Range::new(0, low)];
+        if high > 0 {
+            ram_regions.push(Range::new(four_g, high));
+        }
         if mmio64_base < ram_end {
-            return err(format!("{path}/memory_map/mmio64_base"), format!("64-bit MMIO window at {mmio64_base:#x} overlaps high RAM ending at {ram_end:#x}"));
+            // Blame the override when there is one, else the RAM size (the profile's map is fixed).
+            let field = if mm.mmio64_base.is_some() { "memory_map/mmio64_base" } else { "ram" };
+            return err(format!("{path}/{field}"), format!("64-bit MMIO window at {mmio64_base:#x} overlaps high RAM ending at {ram_end:#x}"));
         }
         if mmio64_base >= limit {
             return err(format!("{path}/memory_map/mmio64_base"), format!("64-bit MMIO base {mmio64_base:#x} is beyond the {}-bit physical address space", cpu.phys_addr_bits));
@@ -263,7 +266,9 @@ impl Builder {
             let fpath = if d.functions.is_some() { format!("{fn_path}/{fi}") } else { fn_path.clone() };
             let bars = check_bars(&fs.bars, &format!("{fpath}/bars"))?;
             let name = if fi == 0 { d.name.clone() } else { format!("{}.f{fi}", d.name) };
-            let pf = self.func(node, name, kind, vendor, device_id, None, bars, fs.msix_vectors, format!("{fpath}/bars"));
+            // Where the BARs come from: the function's `bars` list, or the `profile` field.
+            let bars_path = if d.functions.is_some() { format!("{fpath}/bars") } else { fpath.clone() };
+            let pf = self.func(node, name, kind, vendor, device_id, None, bars, fs.msix_vectors, bars_path);
             if let Some(sr) = &fs.sriov {
                 let spath = if d.functions.is_some() { format!("{fpath}/sriov") } else { format!("{path}/num_vfs") };
                 if let Some(total) = sr.total_vfs {
@@ -273,7 +278,8 @@ impl Builder {
                 }
                 let vf_bars = check_bars(sr.vf_bars.as_deref().unwrap_or(&[]), &format!("{spath}/vf_bars"))?;
                 for v in 0..sr.num_vfs {
-                    self.func(node, format!("{}.vf{v}", d.name), kind, vendor, device_id.wrapping_add(1), Some((v, pf)), vf_bars.clone(), 3, format!("{spath}/vf_bars"));
+                    let vf_path = if d.functions.is_some() { format!("{spath}/vf_bars") } else { spath.clone() };
+                    self.func(node, format!("{}.vf{v}", d.name), kind, vendor, device_id.wrapping_add(1), Some((v, pf)), vf_bars.clone(), 3, vf_path);
                 }
             }
         }
@@ -342,7 +348,7 @@ impl Builder {
             bars.push(Bar { index, size: w.size, bits: 64, pref: true, addr: 0 });
             window_bars.push(index);
         }
-        let func = self.func(node, n.name.clone(), DeviceKind::Generic, 0x10b5, 0x87b0, None, bars, 4, format!("{path}/windows"));
+        let func = self.func(node, n.name.clone(), DeviceKind::Generic, 0x10b5, 0x87b0, None, bars, 4, if n.windows.is_some() { format!("{path}/windows") } else { format!("{path}/profile") });
         let mut rid_lut = vec![None; rid_entries as usize];
         rid_lut[0] = Some(Bdf(0)); // the root complex, as NTB drivers program at probe
         self.names.insert(n.name.clone(), (Comp::Ntb(idx), path.to_string()));

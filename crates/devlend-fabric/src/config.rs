@@ -4,7 +4,7 @@
 //! Modelled registers: vendor/device ID, command (Memory Space Enable bit 1, Bus Master Enable
 //! bit 2), status (capabilities list), class, header type, the six BARs with the sizing protocol
 //! (write all ones, read back the size mask) and relocation, the capabilities pointer and an MSI-X
-//! capability (table in BAR 0 at offset 0, PBA after it). Other offsets read as zero and ignore writes.
+//! capability (table in BAR 0 at `MSIX_TABLE_OFFSET`, PBA after it). Other offsets read as zero and ignore writes.
 
 use crate::model::Function;
 use crate::spec::DeviceKind;
@@ -16,6 +16,9 @@ pub const BAR0: usize = 0x10;
 pub const CAP_PTR: usize = 0x34;
 pub const MSIX_CAP: usize = 0x40;
 pub const MSIX_ENABLE: u16 = 1 << 15;
+/// devlend places every function's MSI-X table in BAR 0 at this offset (8 KiB, above the
+/// register page), 16 bytes per vector (address low, high, data, vector control), PBA after it.
+pub const MSIX_TABLE_OFFSET: u64 = 0x2000;
 
 #[derive(Clone, Debug, Default)]
 pub struct ConfigState {
@@ -60,8 +63,8 @@ pub fn read_dword(f: &Function, st: &ConfigState, off: usize) -> u32 {
             let control = (f.msix_vectors as u32 - 1) | st.msix_control as u32 & 0xc000;
             control << 16 | 0x11
         }
-        0x44 if f.msix_vectors > 0 => 0,                                 // table: BIR 0, offset 0
-        0x48 if f.msix_vectors > 0 => (f.msix_vectors as u32 * 16 + 7) & !7, // PBA: BIR 0, after the table
+        0x44 if f.msix_vectors > 0 => MSIX_TABLE_OFFSET as u32,                                   // table: BIR 0
+        0x48 if f.msix_vectors > 0 => (MSIX_TABLE_OFFSET as u32 + f.msix_vectors as u32 * 16 + 7) & !7, // PBA: BIR 0, after the table
         _ => 0,
     }
 }

@@ -121,8 +121,9 @@ struct Packed {
     align: u64,
 }
 
+/// Saturating: an impossible total (BARs near 2^64) becomes u64::MAX and fails placement.
 fn align_up(v: u64, a: u64) -> u64 {
-    v.div_ceil(a) * a
+    v.div_ceil(a).saturating_mul(a)
 }
 
 /// Pack what sits directly behind downstream-facing bridge `b` (or switch upstream port) for one window kind.
@@ -162,7 +163,7 @@ fn pack(f: &Fabric, b: NodeId, high: bool) -> Packed {
     for (it, size, al) in items {
         off = align_up(off, al);
         out.push((it, off));
-        off += size;
+        off = off.saturating_add(size);
         align = align.max(al);
     }
     let size = if out.is_empty() { 0 } else { align_up(off, win) };
@@ -242,8 +243,18 @@ fn no_space(f: &Fabric, h: HostId, rp: NodeId, high: bool, need: u64, aperture: 
         Some((fid, bar)) => {
             let func = &f.funcs[fid as usize];
             let bar_pos = func.bars.iter().position(|b| *b == bar).unwrap_or(0);
+            // `spec_path` is a BAR list (`.../bars`, `.../vf_bars`), an NTB's `windows` list (BAR0 is
+            // its control BAR, then one BAR per window), or the profile field the BARs came from.
+            let path = match f.nodes[func.node as usize].kind {
+                NodeKind::Ntb { ntb } if func.spec_path.ends_with("/windows") => match f.ntbs[ntb as usize].window_bars.iter().position(|i| *i == bar.index) {
+                    Some(w) => format!("{}/{w}/size", func.spec_path),
+                    None => func.spec_path.trim_end_matches("/windows").to_string(),
+                },
+                _ if func.spec_path.ends_with("bars") => format!("{}/{bar_pos}/size", func.spec_path),
+                _ => func.spec_path.clone(),
+            };
             SpecError::new(
-                format!("{}/{bar_pos}/size", func.spec_path),
+                path,
                 format!(
                     "BAR {} of {} ({}, {}) cannot be placed: host {} has {} left in its {kind} MMIO window {aperture} but {}.{port} needs {} (a smaller BAR, a 64-bit prefetchable BAR, or a different memory_map is needed)",
                     bar.index, func.name, fmt_size(bar.size), bar.describe(), host.name, fmt_size(left), host.name, fmt_size(need)

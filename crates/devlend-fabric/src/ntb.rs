@@ -127,6 +127,10 @@ pub fn check_trans(ntb: &str, addr: u64, size: u64, phys_limit: u64, host: &str)
     if size == 0 {
         return invalid(format!("{ntb}: translation size is zero"));
     }
+    // Sizes are page-granular too (ntb_mw_get_align's size alignment): routes are cached per 4 KiB page.
+    if size % TRANS_ALIGN != 0 {
+        return invalid(format!("{ntb}: translation size {size:#x} is not a multiple of {TRANS_ALIGN:#x} (ntb_mw_get_align)"));
+    }
     match addr.checked_add(size) {
         Some(end) if end <= phys_limit => Ok(()),
         _ => invalid(format!(

@@ -132,6 +132,10 @@ impl Route {
     }
 }
 
+/// No real route is this long; a longer one is a loop through NTB translations that point back
+/// into each other, reported as an unsupported request instead of running forever.
+const MAX_HOPS: usize = 1024;
+
 enum Step {
     Up(NodeId),
     Down(NodeId),
@@ -205,6 +209,9 @@ impl Fabric {
         };
         let ur = |w: &Walk, node: NodeId, why: &'static str| Outcome::Failed(Failure::Unsupported { node, host: w.host, addr: w.addr, why });
         loop {
+            if w.hops.len() > MAX_HOPS {
+                return ur(w, w.hops.last().unwrap().node, "routing loop (NTB translations lead back into each other)");
+            }
             step = match step {
                 Step::Up(n) => {
                     let node = &self.nodes[n as usize];
@@ -365,6 +372,9 @@ impl Fabric {
             _ => return ur(w, 0, "no completion for this target"),
         };
         loop {
+            if w.hops.len() > MAX_HOPS {
+                return ur(w, w.hops.last().unwrap().node, "routing loop");
+            }
             step = match step {
                 IdStep::Up(n) => {
                     let node = &self.nodes[n as usize];

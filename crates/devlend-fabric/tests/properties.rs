@@ -9,9 +9,10 @@
 use devlend_fabric::fabric::Fabric;
 use devlend_fabric::model::{Bar, FuncId, HostId, NodeId, NodeKind, Range};
 use devlend_fabric::params::params;
+use devlend_fabric::ntb::Inbound;
 use devlend_fabric::route::Failure;
 use devlend_fabric::spec::*;
-use devlend_fabric::{build, Outcome, Requester, Target};
+use devlend_fabric::{build, HopKind, Outcome, Requester, Target};
 use devlend_wire::Access;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -24,8 +25,15 @@ const GIB: u64 = 1 << 30;
 /// Control BAR of an NTB described by explicit windows (build.rs default).
 const NTB_CONTROL_DEFAULT: u64 = 0x10000;
 
+/// 64 cases per property; failures are reported with the shrunk input and turned into the
+/// explicit regression tests at the end of this file (no persistence file).
 fn config() -> ProptestConfig {
-    ProptestConfig { cases: 64, max_shrink_iters: 2048, ..ProptestConfig::default() }
+    ProptestConfig { cases: cases(64), max_shrink_iters: 2048, failure_persistence: None, ..ProptestConfig::default() }
+}
+
+/// `PROPTEST_CASES` scales every property (the default is `default`).
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 // =============================================================================================
@@ -68,8 +76,9 @@ impl NtbG {
 #[derive(Clone, Debug)]
 enum Tree {
     Empty,
-    /// Functions, each a list of BARs (indices assigned in order, 64-bit BARs take two registers).
-    Endpoint(Vec<Vec<BarG>>),
+    /// Functions, each a list of BARs (indices assigned in order, 64-bit BARs take two registers),
+    /// and optionally SR-IOV VFs on function 0 (count, VF BARs).
+    Endpoint(Vec<Vec<BarG>>, Option<(u16, Vec<BarG>)>),
     Switch(Vec<Tree>),
     Ntb(NtbG),
 }
@@ -82,8 +91,9 @@ struct HostG {
     ports: Vec<Tree>,
 }
 
+/// 4 KiB-256 MiB, and now and then a BAR below a page (16 B-2 KiB; placed on a page boundary).
 fn bar_g() -> impl Strategy<Value = BarG> {
-    (12u32..=28, any::<bool>(), any::<bool>()).prop_map(|(log2, bits64, pref)| BarG { log2, bits64, pref })
+    (prop_oneof![9 => 12u32..=28, 1 => 4u32..12], any::<bool>(), any::<bool>()).prop_map(|(log2, bits64, pref)| BarG { log2, bits64, pref })
 }
 
 /// 1-4 BARs, dropping those that no longer fit the six BAR registers.
@@ -103,6 +113,11 @@ fn bars_g() -> impl Strategy<Value = Vec<BarG>> {
     })
 }
 
+/// VF BARs: 1-2 small ones (they repeat for every VF).
+fn vf_bars_g() -> impl Strategy<Value = Vec<BarG>> {
+    vec((12u32..=16, any::<bool>(), any::<bool>()).prop_map(|(log2, bits64, pref)| BarG { log2, bits64, pref }), 1..=2)
+}
+
 fn ntb_g() -> impl Strategy<Value = NtbG> {
     let win = (12u32..=30, prop::option::of(0u32..=6)).prop_map(|(l, s)| (l, s.map(|s| s.min(l - 12))));
     (any::<bool>(), vec(win, 1..=2), 1u16..=32).prop_map(|(profile, windows, rid_entries)| NtbG { profile, windows, rid_entries })
@@ -111,7 +126,8 @@ fn ntb_g() -> impl Strategy<Value = NtbG> {
 fn tree_g() -> impl Strategy<Value = Tree> {
     let leaf = prop_oneof![
         2 => Just(Tree::Empty),
-        5 => vec(bars_g(), 1..=3).prop_map(Tree::Endpoint),
+        5 => (vec(bars_g(), 1..=3), prop::option::weighted(0.15, (prop_oneof![4 => 1u16..=8, 1 => 250u16..=300], vf_bars_g())))
+            .prop_map(|(fs, vfs)| Tree::Endpoint(fs, vfs)),
         2 => ntb_g().prop_map(Tree::Ntb),
     ];
     leaf.prop_recursive(3, 12, 4, |inner| vec(inner, 1..=4).prop_map(Tree::Switch))
@@ -158,7 +174,10 @@ fn pack_bound(items: &[(u64, u64, bool)]) -> Option<(u64, u64)> {
 fn port_items(t: &Tree, high: bool) -> Vec<(u64, u64, bool)> {
     match t {
         Tree::Empty => vec![],
-        Tree::Endpoint(fs) => fs.iter().flatten().filter(|b| b.high() == high).map(|b| (b.size(), b.size().max(PAGE), false)).collect(),
+        Tree::Endpoint(fs, vfs) => {
+            let vf_bars = vfs.iter().flat_map(|(n, bars)| bars.iter().flat_map(move |b| std::iter::repeat_n(b, *n as usize)));
+            fs.iter().flatten().chain(vf_bars).filter(|b| b.high() == high).map(|b| (b.size().max(PAGE), b.size().max(PAGE), false)).collect()
+        }
         Tree::Ntb(g) => {
             if high {
                 g.window_sizes().into_iter().map(|s| (s, s, false)).collect()
@@ -180,13 +199,18 @@ fn host_need(h: &HostG, high: bool) -> u64 {
 fn port_buses(t: &Tree) -> u32 {
     1 + match t {
         Tree::Switch(ch) => 1 + ch.iter().map(port_buses).sum::<u32>(),
+        // VFs follow the PFs in routing-ID space and may spill onto the next buses.
+        Tree::Endpoint(fs, Some((n, _))) => (fs.len() as u32 + *n as u32 - 1) / 256,
         _ => 0,
     }
 }
 
 fn collect_bars<'a>(t: &'a mut Tree, out: &mut Vec<&'a mut BarG>) {
     match t {
-        Tree::Endpoint(fs) => out.extend(fs.iter_mut().flatten()),
+        Tree::Endpoint(fs, vfs) => {
+            out.extend(fs.iter_mut().flatten());
+            out.extend(vfs.iter_mut().flat_map(|v| v.1.iter_mut()));
+        }
         Tree::Switch(ch) => ch.iter_mut().for_each(|c| collect_bars(c, out)),
         _ => {}
     }
@@ -215,7 +239,7 @@ fn fit_host(h: &mut HostG) {
             for t in &mut h.ports {
                 collect_bars(t, &mut bars);
             }
-            match bars.into_iter().filter(|b| b.high() == high && b.log2 > 12).max_by_key(|b| b.log2) {
+            match bars.into_iter().filter(|b| b.high() == high && b.log2 > 4).max_by_key(|b| b.log2) {
                 Some(b) => b.log2 -= 1,
                 None => {
                     if !prune_one(h) {
@@ -225,6 +249,17 @@ fn fit_host(h: &mut HostG) {
             }
         }
     }
+}
+
+fn bar_specs(bars: &[BarG]) -> Vec<BarSpec> {
+    let mut idx = 0u8;
+    bars.iter()
+        .map(|b| {
+            let s = BarSpec { index: idx, size: b.size(), bits: if b.bits64 { 64 } else { 32 }, pref: b.pref };
+            idx += if b.bits64 { 2 } else { 1 };
+            s
+        })
+        .collect()
 }
 
 struct SpecBuilder {
@@ -240,23 +275,19 @@ impl SpecBuilder {
     fn place(&mut self, t: &Tree, up: String, host: usize) {
         match t {
             Tree::Empty => {}
-            Tree::Endpoint(fs) => {
+            Tree::Endpoint(fs, vfs) => {
                 let name = format!("dev{}", self.spec.devices.len());
                 let functions = fs
                     .iter()
                     .map(|bars| {
-                        let mut idx = 0u8;
-                        let bars = bars
-                            .iter()
-                            .map(|b| {
-                                let s = BarSpec { index: idx, size: b.size(), bits: if b.bits64 { 64 } else { 32 }, pref: b.pref };
-                                idx += if b.bits64 { 2 } else { 1 };
-                                s
-                            })
-                            .collect();
+                        let bars = bar_specs(bars);
                         FunctionSpec { bars, msix_vectors: 0, sriov: None }
                     })
-                    .collect();
+                    .collect::<Vec<_>>();
+                let mut functions = functions;
+                if let Some((n, vf_bars)) = vfs {
+                    functions[0].sriov = Some(SriovSpec { num_vfs: *n, total_vfs: None, vf_bars: Some(bar_specs(vf_bars)) });
+                }
                 self.spec.devices.push(DeviceSpec { name: name.clone(), profile: None, kind: None, functions: Some(functions), num_vfs: None });
                 self.link(up, name);
             }
@@ -399,8 +430,14 @@ fn bytes(seed: u64, n: usize) -> Vec<u8> {
         .collect()
 }
 
-/// Identity-map [addr, addr+len) for `func` in a host IOMMU domain named `domain` (created on first use).
-fn identity_map(f: &mut Fabric, host: HostId, domain: &str, func: FuncId, addr: u64, len: u64) {
+/// Device DMA addresses in an IOMMU domain are IOVAs: physical address + 2^47 (distinct from
+/// every physical address of the generated hosts, so a route that skips the IOMMU cannot deliver).
+const IOVA_BASE: u64 = 1 << 47;
+
+/// Map [addr, addr+len) for `func` at IOVA_BASE + addr (or 1:1 when `identity`) in a host IOMMU
+/// domain named `domain` (created on first use); returns the IOVA of `addr`.
+fn dma_map(f: &mut Fabric, host: HostId, domain: &str, func: FuncId, addr: u64, len: u64, identity: bool) -> u64 {
+    let base = if identity { 0 } else { IOVA_BASE };
     let d = match f.iommu_domain(host, domain) {
         Ok(d) => d,
         Err(_) => f.iommu_domain_alloc(host, domain).unwrap(),
@@ -408,9 +445,10 @@ fn identity_map(f: &mut Fabric, host: HostId, domain: &str, func: FuncId, addr: 
     f.iommu_attach(host, d, func).unwrap();
     let mut p = addr & !(PAGE - 1);
     while p < addr + len {
-        let _ = f.iommu_map(host, d, p, p, PAGE, true); // already mapped (identically) is fine
+        let _ = f.iommu_map(host, d, base + p, p, PAGE, true); // already mapped (the same way) is fine
         p += PAGE;
     }
+    base + addr
 }
 
 fn requesters(f: &Fabric) -> Vec<Requester> {
@@ -538,7 +576,11 @@ fn check_enumeration(f: &Fabric) -> Result<(), TestCaseError> {
             for fid in &node.functions {
                 let func = &f.funcs[*fid as usize];
                 let parent = f.nodes[node.parent.unwrap() as usize].bridge;
-                prop_assert_eq!(func.bdf.bus(), parent.secondary, "{} on its port's secondary bus", &func.name);
+                if func.vf.is_none() {
+                    prop_assert_eq!(func.bdf.bus(), parent.secondary, "{} on its port's secondary bus", &func.name);
+                } else {
+                    prop_assert!(parent.claims_bus(func.bdf.bus()), "VF {} on a bus below its port", func.name);
+                }
                 for bar in &func.bars {
                     let r = bar.range();
                     prop_assert_eq!(bar.addr % bar.size.max(min_align), 0, "BAR {} of {} at {:#x} misaligned", bar.index, &func.name, bar.addr);
@@ -609,14 +651,15 @@ fn check_write_read(f: &mut Fabric, ops: &[(Index, Index, u64, usize, u64)]) -> 
                 (bar.addr + off, len as usize, Target::Bar { func: fid, bar: bar.index, offset: off })
             }
         };
-        let completer = match req {
-            Requester::Cpu(h) => Target::Cpu { host: h },
+        // `phys` is where the bytes land; `addr` is what the requester issues (an IOVA for DMA
+        // through an IOMMU).
+        let phys = addr;
+        let (addr, completer) = match req {
+            Requester::Cpu(h) => (phys, Target::Cpu { host: h }),
             Requester::Func(fid) => {
                 f.set_bus_master(fid, true);
-                if f.hosts[host as usize].iommu {
-                    identity_map(f, host, "ident", fid, addr, len as u64);
-                }
-                Target::Func { func: fid }
+                let a = if f.hosts[host as usize].iommu { dma_map(f, host, "dma", fid, phys, len as u64, seed & 1 == 0) } else { phys };
+                (a, Target::Func { func: fid })
             }
         };
         let data = bytes(*seed, len);
@@ -624,11 +667,16 @@ fn check_write_read(f: &mut Fabric, ops: &[(Index, Index, u64, usize, u64)]) -> 
         prop_assert!(fail.is_none() && n == len, "{req:?} write of {len} bytes at {addr:#x} ({dest:?}): {n} delivered, {fail:?}");
         let route = f.route(req, addr, Access::Write);
         prop_assert_eq!(route.outcome, Outcome::Delivered(expect));
+        if matches!(req, Requester::Func(_)) && f.hosts[host as usize].iommu {
+            // ACS redirect: device requests climb to the root and are translated, peers included.
+            prop_assert!(route.hops.iter().any(|h| h.kind == HopKind::Iommu), "{:?} to {:#x} skipped the IOMMU: {:?}", req, addr, route.hops);
+        }
         let (back, fail) = f.read(req, addr, len);
         prop_assert!(fail.is_none(), "{req:?} read at {addr:#x}: {fail:?}");
         prop_assert!(back == data, "{req:?} read back different bytes at {addr:#x} ({dest:?}, {len} bytes)");
         let rd = f.route(req, addr, Access::Read);
         prop_assert_eq!(rd.completion.as_ref().and_then(|c| c.delivered()), Some(completer), "completion of {:?} read at {:#x}", req, addr);
+        let addr = phys;
         // The host's CPU sees the same bytes at the same physical address.
         let (cpu_view, fail) = f.read(Requester::Cpu(host), addr, len);
         prop_assert!(fail.is_none() && cpu_view == data, "CPU of host {host} sees other bytes at {addr:#x}");
@@ -652,7 +700,8 @@ fn check_ntb_write_read(f: &mut Fabric, pick: &Index, widx: &Index, pages: u64, 
     let phys = (seeds[0] % (low.size() - size)) & !(PAGE - 1);
     let trans = if f.hosts[fh as usize].iommu { (4 * GIB + seeds[1] % GIB) & !(PAGE - 1) } else { phys };
     // Requesters on the near side: the CPU, and a device function that may reach the window.
-    let mut reqs = vec![Requester::Cpu(nh)];
+    // Each with the address it issues for the window (an IOVA for DMA through the near IOMMU).
+    let mut reqs = vec![(Requester::Cpu(nh), win)];
     let nfunc = f.ntbs[near as usize].func;
     let devs: Vec<FuncId> = (0..f.funcs.len() as FuncId).filter(|g| f.func_host(*g) == nh && *g != nfunc && p2p_valid(f, *g, nfunc)).collect();
     if !devs.is_empty() {
@@ -660,10 +709,8 @@ fn check_ntb_write_read(f: &mut Fabric, pick: &Index, widx: &Index, pages: u64, 
         f.set_bus_master(g, true);
         let rid = f.funcs[g as usize].bdf;
         if f.rid_lut_add(near, rid).is_ok() {
-            if f.hosts[nh as usize].iommu {
-                identity_map(f, nh, "ident", g, win, wsize.min(size));
-            }
-            reqs.push(Requester::Func(g));
+            let a = if f.hosts[nh as usize].iommu { dma_map(f, nh, "dma", g, win, size, seeds[1] & 1 == 0) } else { win };
+            reqs.push((Requester::Func(g), a));
         }
     }
     if f.hosts[fh as usize].iommu {
@@ -673,25 +720,31 @@ fn check_ntb_write_read(f: &mut Fabric, pick: &Index, widx: &Index, pages: u64, 
         f.iommu_map(fh, d, trans, phys, size, true).unwrap();
     }
     f.mw_set_trans(far, w, trans, size).map_err(|e| TestCaseError::fail(format!("mw_set_trans: {e}")))?;
-    for (k, req) in reqs.into_iter().enumerate() {
+    for (k, (req, base)) in reqs.into_iter().enumerate() {
         let len = len.min(size as usize);
         let off = seeds[2].rotate_left(k as u32 * 7) % (size - len as u64 + 1);
         let data = bytes(seeds[3] ^ k as u64, len);
-        let (n, fail) = f.write(req, win + off, &data);
-        prop_assert!(fail.is_none() && n == len, "{req:?} write into {} window {w} at {:#x}: {n} of {len} bytes, {fail:?}", f.ntbs[near as usize].name, win + off);
-        let route = f.route(req, win + off, Access::Write);
+        let (n, fail) = f.write(req, base + off, &data);
+        prop_assert!(fail.is_none() && n == len, "{req:?} write into {} window {w} at {:#x}: {n} of {len} bytes, {fail:?}", f.ntbs[near as usize].name, base + off);
+        let route = f.route(req, base + off, Access::Write);
         prop_assert_eq!(route.outcome, Outcome::Delivered(Target::Ram { host: fh, addr: phys + off }));
         prop_assert_eq!(route.ntb_crossings(), 1);
         let (back, fail) = f.read(Requester::Cpu(fh), phys + off, len);
         prop_assert!(fail.is_none() && back == data, "far CPU reads other bytes at {:#x}", phys + off);
-        let (back, fail) = f.read(req, win + off, len);
+        let (back, fail) = f.read(req, base + off, len);
         prop_assert!(fail.is_none() && back == data, "{req:?} reads other bytes back through the window: {fail:?}");
-        let rd = f.route(req, win + off, Access::Read);
+        let rd = f.route(req, base + off, Access::Read);
         let completer = match req {
             Requester::Cpu(h) => Target::Cpu { host: h },
             Requester::Func(g) => Target::Func { func: g },
         };
         prop_assert_eq!(rd.completion.as_ref().and_then(|c| c.delivered()), Some(completer));
+    }
+    // Just past the translation of a direct window, nothing is mapped.
+    let direct = f.ntbs[near as usize].windows[w].lut_segments == 0;
+    if direct && size < wsize {
+        let out = f.lookup(Requester::Cpu(nh), win + size, Access::Write);
+        prop_assert_eq!(out, Outcome::Failed(Failure::NtbUnmapped { ntb: near, window: w as u8, offset: size }));
     }
     Ok(())
 }
@@ -741,7 +794,8 @@ fn resolve(f: &Fabric, a: &AddrG) -> u64 {
             }
             let n = i.index(f.ntbs.len()) as u32;
             let (a, s) = f.peer_mw_get_addr(n, w.index(f.peer_mw_count(n))).unwrap();
-            a + o % s
+            // Half the time near the start, where translations of a few pages end.
+            if o & 1 == 0 { a + (o >> 1) % s.min(4 * MIB) } else { a + o % s }
         }
         AddrG::Msi(o) => params().x86.msi_base + o % params().x86.msi_size,
         AddrG::Raw(v) => {
@@ -770,6 +824,8 @@ fn resolve(f: &Fabric, a: &AddrG) -> u64 {
 #[derive(Clone, Debug)]
 enum Op4 {
     Look { req: Index, addr: AddrG, offs: Vec<u16>, write: bool },
+    /// The near host's CPU around the end of the translation programmed for an NTB window.
+    LookTransEnd { window: Index, delta: u16, offs: Vec<u16>, write: bool },
     SetTrans { ntb: Index, w: Index, addr: AddrG, pages: u64, extra: u64 },
     LutSet { ntb: Index, w: Index, seg: u32, addr: AddrG },
     IommuMap { func: Index, iova: AddrG, paddr: AddrG, pages: u64 },
@@ -780,12 +836,29 @@ enum Op4 {
 fn op4_g() -> impl Strategy<Value = Op4> {
     prop_oneof![
         10 => (any::<Index>(), addr_g(), vec(any::<u16>(), 1..4), any::<bool>()).prop_map(|(req, addr, offs, write)| Op4::Look { req, addr, offs, write }),
-        2 => (any::<Index>(), any::<Index>(), addr_g(), 1u64..=600, prop_oneof![3 => Just(0u64), 1 => 1u64..PAGE]).prop_map(|(ntb, w, addr, pages, extra)| Op4::SetTrans { ntb, w, addr, pages, extra }),
+        3 => (any::<Index>(), 0u16..(2 * PAGE as u16), vec(any::<u16>(), 1..4), any::<bool>()).prop_map(|(window, delta, offs, write)| Op4::LookTransEnd { window, delta, offs, write }),
+        3 => (any::<Index>(), any::<Index>(), addr_g(), 1u64..=600, prop_oneof![Just(0u64), 1u64..PAGE]).prop_map(|(ntb, w, addr, pages, extra)| Op4::SetTrans { ntb, w, addr, pages, extra }),
         1 => (any::<Index>(), any::<Index>(), 0u32..80, addr_g()).prop_map(|(ntb, w, seg, addr)| Op4::LutSet { ntb, w, seg, addr }),
         2 => (any::<Index>(), addr_g(), addr_g(), 1u64..=600).prop_map(|(func, iova, paddr, pages)| Op4::IommuMap { func, iova, paddr, pages }),
         1 => (any::<Index>(), any::<bool>()).prop_map(|(func, on)| Op4::BusMaster { func, on }),
         1 => (any::<Index>(), any::<Index>()).prop_map(|(ntb, req)| Op4::RidAdd { ntb, req }),
     ]
+}
+
+/// Route `base` and other addresses of its page, cached and uncached; they must agree.
+fn compare_routes(f: &mut Fabric, req: Requester, base: u64, offs: &[u16], write: bool) -> Result<usize, TestCaseError> {
+    let acc = if write { Access::Write } else { Access::Read };
+    let addrs = std::iter::once(base).chain(offs.iter().map(|o| (base & !(PAGE - 1)) | (*o as u64 % PAGE)));
+    let mut n = 0;
+    for a in addrs {
+        let cached = f.route(req, a, acc);
+        let fresh = f.route_uncached(req, a, acc);
+        prop_assert_eq!(&*cached, &fresh, "route({:?}, {:#x}, {:?}) from the cache differs", req, a, acc);
+        let out = f.lookup(req, a, acc);
+        prop_assert_eq!(out, fresh.outcome, "lookup({:?}, {:#x}, {:?}) differs", req, a, acc);
+        n += 1;
+    }
+    Ok(n)
 }
 
 fn check_cache(f: &mut Fabric, ops: &[Op4]) -> Result<usize, TestCaseError> {
@@ -796,16 +869,26 @@ fn check_cache(f: &mut Fabric, ops: &[Op4]) -> Result<usize, TestCaseError> {
             Op4::Look { req, addr, offs, write } => {
                 let req = reqs[req.index(reqs.len())];
                 let base = resolve(f, addr);
-                let acc = if *write { Access::Write } else { Access::Read };
-                let addrs = std::iter::once(base).chain(offs.iter().map(|o| (base & !(PAGE - 1)) | (*o as u64 % PAGE)));
-                for a in addrs {
-                    let cached = f.route(req, a, acc);
-                    let fresh = f.route_uncached(req, a, acc);
-                    prop_assert_eq!(&*cached, &fresh, "route({:?}, {:#x}, {:?}) from the cache differs", req, a, acc);
-                    let out = f.lookup(req, a, acc);
-                    prop_assert_eq!(out, fresh.outcome, "lookup({:?}, {:#x}, {:?}) differs", req, a, acc);
-                    looks += 1;
-                }
+                looks += compare_routes(f, req, base, offs, *write)?;
+            }
+            Op4::LookTransEnd { window, delta, offs, write } => {
+                // An outbound window (near adapter, index) of a cabled pair, preferring translated ones.
+                let cands: Vec<(u32, usize)> = (0..f.ntbs.len() as u32)
+                    .filter(|n| f.ntbs[*n as usize].peer.is_some())
+                    .flat_map(|n| (0..f.peer_mw_count(n)).map(move |w| (n, w)))
+                    .collect();
+                let set: Vec<(u32, usize)> = cands.iter().copied().filter(|(n, w)| f.ntbs[f.ntbs[*n as usize].peer.unwrap() as usize].inbound[*w] != Inbound::Unset).collect();
+                let Some((near, w)) = pick(if set.is_empty() { &cands } else { &set }, window) else { continue };
+                let far = f.ntbs[near as usize].peer.unwrap();
+                let (win, wsize) = f.peer_mw_get_addr(near, w).unwrap();
+                let end = match &f.ntbs[far as usize].inbound[w] {
+                    Inbound::Unset => 0,
+                    Inbound::Direct { size, .. } => *size,
+                    Inbound::Lut(segs) => segs.iter().filter(|s| s.is_some()).count() as u64 * (wsize / segs.len() as u64),
+                };
+                let base = win + (end.saturating_sub(PAGE) + *delta as u64).min(wsize - 1);
+                let req = Requester::Cpu(f.ntbs[near as usize].host);
+                looks += compare_routes(f, req, base, offs, *write)?;
             }
             Op4::SetTrans { ntb, w, addr, pages, extra } => {
                 if f.ntbs.is_empty() {
@@ -875,6 +958,7 @@ enum Mut {
     RemoveLink { link: Index },
     Cycle { n: u8, self_loop: bool },
     BarSize { dev: Index, size: u64, bits: u8, pref: bool, index: u8 },
+    HugeBars { dev: Index, log2: u32, pref: bool },
     ManyDevices { host: Index, count: u8, profile: Index, num_vfs: Option<u16> },
     Host { host: Index, field: u8, v: u64 },
     LinkParams { link: Index, gen: u8, width: u8, kind: bool },
@@ -898,6 +982,7 @@ fn big_g() -> impl Strategy<Value = u64> {
         3 => (0u32..64).prop_map(|l| 1u64 << l),
         2 => any::<u64>(),
         1 => (0u64..0x10000).prop_map(|v| v << 20),
+        1 => prop_oneof![Just(u64::MAX << 12), Just(1u64 << 63), Just((u64::MAX << 12) - (1 << 30)), Just(u64::MAX - 0xfff_ffff)],
     ]
 }
 
@@ -910,6 +995,7 @@ fn mut_g() -> impl Strategy<Value = Mut> {
         any::<Index>().prop_map(|link| Mut::RemoveLink { link }),
         (1u8..4, any::<bool>()).prop_map(|(n, self_loop)| Mut::Cycle { n, self_loop }),
         (any::<Index>(), size_g(), prop_oneof![Just(32u8), Just(64u8), any::<u8>()], any::<bool>(), 0u8..8).prop_map(|(dev, size, bits, pref, index)| Mut::BarSize { dev, size, bits, pref, index }),
+        (any::<Index>(), 30u32..64, any::<bool>()).prop_map(|(dev, log2, pref)| Mut::HugeBars { dev, log2, pref }),
         (any::<Index>(), 1u8..=32, any::<Index>(), prop::option::of(0u16..80)).prop_map(|(host, count, profile, num_vfs)| Mut::ManyDevices { host, count, profile, num_vfs }),
         (any::<Index>(), 0u8..6, big_g()).prop_map(|(host, field, v)| Mut::Host { host, field, v }),
         (any::<Index>(), 0u8..8, any::<u8>(), any::<bool>()).prop_map(|(link, gen, width, kind)| Mut::LinkParams { link, gen, width, kind }),
@@ -1012,6 +1098,18 @@ fn apply_mut(spec: &mut TopologySpec, m: &Mut) {
                 let f = &mut spec.devices[d].functions.as_mut().unwrap()[0];
                 let b = BarSpec { index: *index, size: *size, bits: *bits, pref: *pref };
                 if f.bars.is_empty() { f.bars.push(b) } else { f.bars[0] = b }
+            }
+        }
+        Mut::HugeBars { dev, log2, pref } => {
+            if let Some(d) = pick(&spec.devices.iter().map(|d| d.name.clone()).collect::<Vec<_>>(), dev) {
+                let d = spec.devices.iter_mut().find(|x| x.name == d).unwrap();
+                for f in d.functions.iter_mut().flatten() {
+                    for b in &mut f.bars {
+                        b.size = 1 << log2;
+                        b.bits = 64;
+                        b.pref = *pref;
+                    }
+                }
             }
         }
         Mut::ManyDevices { host, count, profile, num_vfs } => {
@@ -1183,6 +1281,11 @@ proptest! {
         let mut f = build_ok(&spec)?;
         check_cache(&mut f, &ops)?;
     }
+}
+
+proptest! {
+    // Building is cheap: more cases for the many kinds of bad input.
+    #![proptest_config(ProptestConfig { cases: 12 * cases(64), ..config() })]
 
     /// (5) Random, possibly invalid descriptions never panic; errors carry a JSON pointer that
     /// exists in the description (or none).
@@ -1201,4 +1304,90 @@ proptest! {
 fn malformed_json_reports_the_whole_document() {
     let e = devlend_fabric::build_json("{\"name\": 3}").err().unwrap();
     assert_eq!(e.path, "");
+}
+
+
+// =============================================================================================
+// Regression tests for the bugs these properties found (minimal cases)
+// =============================================================================================
+
+fn two_hosts_pxh830() -> Fabric {
+    let json = r#"{"name":"t",
+      "hosts":[{"name":"a","cpu":"amd-epyc","ram":1073741824,"root_ports":1},{"name":"b","cpu":"amd-epyc","ram":1073741824,"root_ports":1}],
+      "ntbs":[{"name":"na","profile":"pxh830"},{"name":"nb","profile":"pxh830"}],
+      "links":[{"a":"a.rp0","b":"na","gen":3,"width":8},{"a":"b.rp0","b":"nb","gen":3,"width":8},
+               {"a":"na.cable","b":"nb.cable","gen":3,"width":8,"kind":"cable"}]}"#;
+    devlend_fabric::build_json(json).unwrap()
+}
+
+/// (4) found: a translation whose size is not a multiple of 4 KiB made the page-granular route
+/// cache deliver past its end (window+0x1900 of a 0x1800 translation reached RAM from the cache,
+/// NtbUnmapped uncached). Sizes must now be page multiples, as ntb_mw_get_align says.
+#[test]
+fn regression_translation_sizes_are_page_granular_and_cache_agrees() {
+    let mut f = two_hosts_pxh830();
+    let (na, nb) = (f.ntb_id("na").unwrap(), f.ntb_id("nb").unwrap());
+    let (win, _) = f.peer_mw_get_addr(na, 1).unwrap();
+    assert!(f.mw_set_trans(nb, 1, 0x10_0000, 0x1800).is_err());
+    f.mw_set_trans(nb, 1, 0x10_0000, 0x2000).unwrap();
+    for off in [0x1000, 0x1900, 0x1fff, 0x2000, 0x2100] {
+        let c = f.route(Requester::Cpu(0), win + off, Access::Write);
+        assert_eq!(*c, f.route_uncached(Requester::Cpu(0), win + off, Access::Write), "offset {off:#x}");
+    }
+    assert_eq!(f.lookup(Requester::Cpu(0), win + 0x2100, Access::Write), Outcome::Failed(Failure::NtbUnmapped { ntb: na, window: 1, offset: 0x2100 }));
+}
+
+fn spec_err(json: &str) -> devlend_fabric::SpecError {
+    let spec: TopologySpec = serde_json::from_str(json).unwrap();
+    let e = build(&spec).err().expect("must be rejected");
+    let v = serde_json::to_value(&spec).unwrap();
+    assert!(v.pointer(&e.path).is_some(), "path {} ({}) does not exist", e.path, e.message);
+    e
+}
+
+/// (5) found: two 2^63-byte BARs overflowed the packing arithmetic (a panic in debug builds; in
+/// release the sum wrapped to 0 and the BARs were silently left unplaced at address 0).
+#[test]
+fn regression_huge_bars_fail_placement_without_overflow() {
+    let e = spec_err(r#"{"name":"t","hosts":[{"name":"h","cpu":"amd-epyc","ram":1073741824,"root_ports":1}],
+      "devices":[{"name":"d","functions":[{"bars":[{"index":0,"size":9223372036854775808,"bits":64,"pref":true},
+                                                   {"index":2,"size":9223372036854775808,"bits":64,"pref":true}]}]}],
+      "links":[{"a":"h.rp0","b":"d","gen":3,"width":8}]}"#);
+    assert_eq!(e.path, "/devices/0/functions/0/bars/0/size");
+}
+
+/// (5) found: a RAM size near 2^64 overflowed `4 GiB + high RAM` (panic in debug; in release the
+/// end wrapped below the limit and the host was accepted with an inverted RAM range).
+#[test]
+fn regression_ram_near_2_64_is_an_error() {
+    let e = spec_err(r#"{"name":"t","hosts":[{"name":"h","cpu":"generic-x86","ram":18446744073709547520,"root_ports":1}]}"#);
+    assert_eq!(e.path, "/hosts/0/ram");
+}
+
+/// (5) found: placement errors pointed at paths that do not exist: `/devices/N/profile/bars/K/size`
+/// for profile devices, `/ntbs/N/windows/K+1/size` for window K (BAR positions count the control
+/// BAR), and `/hosts/N/memory_map/mmio64_base` without a memory_map.
+#[test]
+fn regression_placement_error_paths_exist() {
+    let mut devices = Vec::new();
+    let mut links = vec![r#"{"a":"h.rp0","b":"sw","gen":3,"width":16}"#.to_string()];
+    for i in 0..20 {
+        devices.push(format!(r#"{{"name":"g{i}","profile":"tesla-k40c"}}"#));
+        links.push(format!(r#"{{"a":"sw.d{i}","b":"g{i}","gen":3,"width":16}}"#));
+    }
+    let e = spec_err(&format!(
+        r#"{{"name":"t","hosts":[{{"name":"h","cpu":"generic-x86","ram":1073741824,"root_ports":1}}],
+           "switches":[{{"name":"sw","downstream_ports":20}}],"devices":[{}],"links":[{}]}}"#,
+        devices.join(","),
+        links.join(",")
+    ));
+    assert!(e.path.starts_with("/devices/") && e.path.ends_with("/profile"), "{}", e.path);
+
+    let e = spec_err(r#"{"name":"t","hosts":[{"name":"h","cpu":"generic-x86","ram":1073741824,"root_ports":1}],
+      "ntbs":[{"name":"n","windows":[{"size":4096},{"size":1099511627776}],"rid_lut_entries":4,"doorbells":4,"scratchpads":4,"message_registers":1}],
+      "links":[{"a":"h.rp0","b":"n","gen":3,"width":8}]}"#);
+    assert_eq!(e.path, "/ntbs/0/windows/1/size");
+
+    let e = spec_err(r#"{"name":"t","hosts":[{"name":"h","cpu":"amd-epyc","ram":2199023255552,"root_ports":1}]}"#);
+    assert_eq!(e.path, "/hosts/0/ram");
 }

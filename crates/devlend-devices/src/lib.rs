@@ -1,0 +1,97 @@
+//! # devlend-devices: devices and their drivers
+//!
+//! Layer 4 of devlend. A device model reads its registers from its BARs, moves data with DMA
+//! through the fabric as its own requester (so IOMMUs, NTBs and Device Lending apply), and posts
+//! completions and MSI-X interrupts the same way. Every access a device or driver makes is logged
+//! as an [`Op`], which the timing engine turns into time ([`time_ops`]).
+//!
+//! The NVMe controller ([`nvme::Controller`]) and driver ([`nvme_driver::Driver`]) follow the
+//! NVM Express 1.3 specification. The driver sees memory only through a [`DmaView`]: the same
+//! driver code runs against a local drive and a borrowed one (000 §4: the driver does not know the
+//! DMA addresses it hands out are far-side).
+
+pub mod nvme;
+pub mod nvme_driver;
+pub mod bench;
+
+use devlend_fabric::route::Requester;
+use devlend_fabric::Fabric;
+use devlend_wire::Access;
+
+/// One access on the fabric, in program order: a CPU store to a register, a device's DMA read...
+/// A device's access carries the timed plan of its route as it was when issued, since the mapping
+/// it went through may be gone by the time the sequence is timed.
+#[derive(Clone, Debug)]
+pub struct Op {
+    pub who: Requester,
+    pub addr: u64,
+    pub len: u64,
+    pub access: Access,
+    pub what: &'static str,
+    pub plan: Option<std::sync::Arc<devlend_engine::Plan>>,
+}
+
+/// How a driver's host sees DMA memory: allocations come from the CPU's physical range starting at
+/// `cpu_base`; the device reaches byte `x` of it at `dma_base + (x - cpu_base)` (identity locally,
+/// a window through the borrower's IOMMU and the lender's NTB when the device is borrowed).
+#[derive(Clone, Copy, Debug)]
+pub struct DmaView {
+    pub cpu: Requester,
+    pub cpu_base: u64,
+    pub dma_base: u64,
+    pub size: u64,
+    /// The CPU's address of the device's BAR 0 (through the NTB when borrowed).
+    pub bar0: u64,
+    /// The address the device writes to raise an interrupt at this CPU (MSI range, or its window).
+    pub msi: u64,
+    pub next: u64,
+}
+
+impl DmaView {
+    /// dma_alloc_coherent: page-aligned memory the CPU and the device share. Returns (cpu, dma).
+    pub fn alloc_coherent(&mut self, size: u64) -> Result<(u64, u64), String> {
+        let size = size.div_ceil(4096) * 4096;
+        if self.next + size > self.size {
+            return Err(format!("dma_alloc_coherent: {size} bytes requested, {} left in the DMA window", self.size - self.next));
+        }
+        let off = self.next;
+        self.next += size;
+        Ok((self.cpu_base + off, self.dma_base + off))
+    }
+
+    pub fn to_dma(&self, cpu: u64) -> u64 {
+        self.dma_base + (cpu - self.cpu_base)
+    }
+}
+
+/// Time a sequence of accesses in program order, with PCIe's ordering: a requester may issue its
+/// next access once its posted writes have left it (they land in order behind one another), but
+/// waits for a read's data; an access by a different requester (a device acting on a doorbell)
+/// starts only when everything before it has landed. Returns when the last access is complete.
+pub fn time_ops(f: &mut Fabric, ops: &[Op]) -> Result<u64, String> {
+    let (mut cursor, mut end) = (0u64, 0u64);
+    let mut last: Option<Requester> = None;
+    for op in ops {
+        let time = |f: &mut Fabric, len: u64| -> Result<u64, String> {
+            Ok(match &op.plan {
+                Some(p) => devlend_engine::time_plan(f, p, len, op.access, true).time_ps,
+                None => devlend_engine::dma(f, op.who, op.addr, len, op.access, true)
+                    .map_err(|e| format!("{}: {}", op.what, f.failure_json(&e)["message"]))?
+                    .time_ps,
+            })
+        };
+        let start = if last == Some(op.who) { cursor } else { end };
+        let t = time(f, op.len)?;
+        if op.access == Access::Write {
+            // Pipeline fill: how long one small write takes to land; the rest is issue time.
+            let fill = time(f, 4.min(op.len))?;
+            cursor = start + t.saturating_sub(fill);
+            end = end.max(start + t);
+        } else {
+            cursor = start + t;
+            end = end.max(cursor);
+        }
+        last = Some(op.who);
+    }
+    Ok(end)
+}

@@ -1,0 +1,204 @@
+//! `Cluster`: the fabric, one kernel per host, and the Device Lending agents. Borrowing a device
+//! is the borrower agent asking the lender agent (000 §4): the lender programs its side and the
+//! borrower's NTB and IOMMU, then the borrower hot-adds the device into its device tree ("by
+//! emulating a hot-plug event"). Returning undoes everything and hot-removes the device.
+//!
+//! The fabric should come without a Device Lending `setup` section: that programming is what
+//! this crate does.
+
+use crate::error::{invalid, HResult, HostError};
+use crate::kernel::{BarView, DevId, Kernel, Origin, PciDevice};
+use crate::lending::LendState;
+use crate::os::HostOs;
+use devlend_fabric::model::{FuncId, HostId, NodeKind};
+use devlend_fabric::Fabric;
+
+pub struct Cluster {
+    pub fabric: Fabric,
+    pub(crate) kernels: Vec<Kernel>,
+    pub(crate) lending: LendState,
+}
+
+/// A host given by id or by name.
+pub trait HostRef {
+    fn resolve(&self, c: &Cluster) -> HResult<HostId>;
+}
+
+impl HostRef for HostId {
+    fn resolve(&self, c: &Cluster) -> HResult<HostId> {
+        if (*self as usize) < c.kernels.len() { Ok(*self) } else { Err(HostError::NoDevice(format!("no host #{self}"))) }
+    }
+}
+
+impl HostRef for &str {
+    fn resolve(&self, c: &Cluster) -> HResult<HostId> {
+        Ok(c.fabric.host_id(self)?)
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BorrowOptions {
+    /// Size of the DMA window the lender opens (default: a whole NTB memory window). Only the
+    /// first device lent over an NTB pair opens the window; later ones share it.
+    pub dma_window: Option<u64>,
+}
+
+/// One active lend, for inspection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LendInfo {
+    pub device: String,
+    pub lender: String,
+    pub borrower: String,
+    /// The borrower's handle of the device.
+    pub dev: DevId,
+    pub lender_ntb: String,
+    pub borrower_ntb: String,
+    /// The DMA window: lender-side address, size, and the borrower IOVA it lands on.
+    pub window_addr: u64,
+    pub window_size: u64,
+    pub window_iova: u64,
+    /// The BARs as the borrower sees them.
+    pub bars: Vec<BarView>,
+    pub live_dma_maps: usize,
+}
+
+/// One stored P2P address pair of a borrowed source (000 §6).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct P2pInfo {
+    pub target: String,
+    pub bar: u8,
+    pub borrower_addr: u64,
+    pub lender_addr: u64,
+    pub size: u64,
+}
+
+impl Cluster {
+    /// Boot a kernel on every host of an enumerated fabric.
+    pub fn new(mut fabric: Fabric) -> HResult<Cluster> {
+        let kernels = (0..fabric.hosts.len() as HostId).map(|h| Kernel::boot(&mut fabric, h)).collect::<HResult<Vec<_>>>()?;
+        Ok(Cluster { fabric, kernels, lending: LendState::default() })
+    }
+
+    pub fn from_json(json: &str) -> HResult<Cluster> {
+        let f = devlend_fabric::build_json(json).map_err(|e| HostError::Invalid(e.to_string()))?;
+        Cluster::new(f)
+    }
+
+    pub fn host_id(&self, name: &str) -> HResult<HostId> {
+        Ok(self.fabric.host_id(name)?)
+    }
+
+    pub fn kernel(&self, host: impl HostRef) -> HResult<&Kernel> {
+        Ok(&self.kernels[host.resolve(self)? as usize])
+    }
+
+    /// The kernel interface of one host, for drivers.
+    pub fn os(&mut self, host: impl HostRef) -> HResult<HostOs<'_>> {
+        let host = host.resolve(self)?;
+        Ok(HostOs { c: self, host })
+    }
+
+    pub fn borrow(&mut self, borrower: impl HostRef, device: &str) -> HResult<DevId> {
+        self.borrow_with(borrower, device, BorrowOptions::default())
+    }
+
+    /// Borrow `device` (a function name) onto `borrower`; returns its handle in the borrower.
+    pub fn borrow_with(&mut self, borrower: impl HostRef, device: &str, opts: BorrowOptions) -> HResult<DevId> {
+        let b = borrower.resolve(self)?;
+        let func = self.fabric.func_id(device).map_err(|e| HostError::NoDevice(e.to_string()))?;
+        let (lender, lender_dev) = self.check_borrow(b, func)?;
+        let dev_domain = self.kernels[lender as usize].dma.get(&lender_dev).and_then(|d| d.domain).map(|d| (lender, d));
+        let mut lend = self.lending.lend(&mut self.fabric, func, b, dev_domain, opts.dma_window)?;
+        let f = &self.fabric.funcs[func as usize];
+        let view = PciDevice { id: DevId(0), name: f.name.clone(), func, bdf: f.bdf, is_ntb: false, origin: Origin::Borrowed { lender }, lent_to: None, bars: lend.bars.clone() };
+        let dev = self.kernels[b as usize].hot_add(view);
+        if let Ok(d) = self.kernels[lender as usize].device_mut(lender_dev) {
+            d.lent_to = Some(b);
+        }
+        lend.dev = dev;
+        self.lending.lends.insert(func, lend);
+        Ok(dev)
+    }
+
+    /// Everything that must hold before a lend starts: (lender, lender's handle of the device).
+    fn check_borrow(&self, b: HostId, func: FuncId) -> HResult<(HostId, DevId)> {
+        let f = &self.fabric;
+        let (name, lender) = (&f.funcs[func as usize].name, f.func_host(func));
+        let hn = |h: HostId| f.hosts[h as usize].name.clone();
+        if let Some(l) = self.lending.lends.get(&func) {
+            return Err(HostError::AlreadyLent(format!("{name} is already lent to {}; it must be returned before another host can borrow it", hn(l.borrower))));
+        }
+        if lender == b {
+            return invalid(format!("{name} is installed in {} itself; only another host's device can be borrowed", hn(b)));
+        }
+        if matches!(f.nodes[f.funcs[func as usize].node as usize].kind, NodeKind::Ntb { .. }) {
+            return invalid(format!("{name} is an NTB adapter and cannot be lent"));
+        }
+        if !f.hosts[b as usize].iommu {
+            return invalid(format!("host {} has its IOMMU disabled: a borrower maps DMA buffers through its IOMMU into the lender's DMA window (000 §4)", hn(b)));
+        }
+        let k = &self.kernels[lender as usize];
+        let dev = k.by_func(func).ok_or_else(|| HostError::NoDevice(format!("{} does not list {name}", hn(lender))))?;
+        let live = k.dma.get(&dev).map_or(0, |d| d.live());
+        if live > 0 {
+            return Err(HostError::Busy(format!("{name} is in use in {}: its driver holds {live} DMA mappings", hn(lender))));
+        }
+        Ok((lender, dev))
+    }
+
+    /// Return a borrowed device to its lender: every mapping, LUT entry and window the lend made
+    /// is undone, the device stops bus mastering, and the borrower's tree loses it.
+    pub fn return_device(&mut self, borrower: impl HostRef, dev: DevId) -> HResult<()> {
+        let b = borrower.resolve(self)?;
+        let d = self.kernels[b as usize].device(dev)?;
+        let Origin::Borrowed { lender } = d.origin else {
+            return invalid(format!("{} is not borrowed by {}", d.name, self.kernels[b as usize].name));
+        };
+        let func = d.func;
+        self.lending.reclaim(&mut self.fabric, func)?;
+        self.fabric.set_bus_master(func, false);
+        self.kernels[b as usize].hot_remove(dev)?;
+        let k = &mut self.kernels[lender as usize];
+        if let Some(id) = k.by_func(func) {
+            k.device_mut(id)?.lent_to = None;
+        }
+        Ok(())
+    }
+
+    pub fn lends(&self) -> Vec<LendInfo> {
+        let f = &self.fabric;
+        self.lending.lends.iter().map(|(&func, l)| {
+            let w = self.lending.dma_windows.get(&(l.la, l.bb));
+            LendInfo {
+                device: f.funcs[func as usize].name.clone(),
+                lender: f.hosts[l.lender as usize].name.clone(),
+                borrower: f.hosts[l.borrower as usize].name.clone(),
+                dev: l.dev,
+                lender_ntb: f.ntbs[l.la as usize].name.clone(),
+                borrower_ntb: f.ntbs[l.bb as usize].name.clone(),
+                window_addr: w.map_or(0, |w| w.lender_addr),
+                window_size: w.map_or(0, |w| w.size),
+                window_iova: w.map_or(0, |w| w.iova_base),
+                bars: l.bars.clone(),
+                live_dma_maps: l.maps.len(),
+            }
+        }).collect()
+    }
+
+    /// The P2P address pairs stored for a borrowed source device.
+    pub fn p2p_table(&self, device: &str) -> Vec<P2pInfo> {
+        let Ok(func) = self.fabric.func_id(device) else { return Vec::new() };
+        let Some(l) = self.lending.lends.get(&func) else { return Vec::new() };
+        l.p2p.iter().map(|(&(t, bar), e)| P2pInfo { target: self.fabric.funcs[t as usize].name.clone(), bar, borrower_addr: e.borrower_addr, lender_addr: e.lender_addr, size: e.size }).collect()
+    }
+
+    /// Whether Device Lending holds nothing (no lend, window, LUT entry or mapping).
+    pub fn lending_idle(&self) -> bool {
+        self.lending.idle()
+    }
+
+    /// Undo steps the fabric refused (always empty unless this crate has a bug).
+    pub fn anomalies(&self) -> &[String] {
+        &self.lending.anomalies
+    }
+}

@@ -1,0 +1,108 @@
+//! The lender agent (000 §4, Fig 4). To lend a device to a borrower it
+//! 1. opens a DMA window through its NTB into the borrower: a whole memory window of its own
+//!    adapter, translated by the borrower's adapter onto a range of IOVAs in the borrower
+//!    adapter's IOMMU domain ("allowing the lender to set up a single DMA window"); the window is
+//!    shared by every device this lender lends to this borrower;
+//! 2. adds the device's requester ID to its adapter's requester-ID LUT, so the device's TLPs
+//!    may cross;
+//! 3. maps each BAR of the device into the borrower's view: segments of the borrower adapter's
+//!    windows, translated by its own adapter onto the BAR ("the device's memory regions are
+//!    mapped through the NTB"), one-to-one through its adapter's domain when its IOMMU is on;
+//!
+//! and keeps the device until the borrower returns it, when all of it is undone (`reclaim`).
+
+use super::{atomically, DevDomain, DmaWindow, Held, Lend, LendState};
+use crate::alloc::{align_up, RangeAlloc};
+use crate::error::{size, HResult, HostError};
+use crate::kernel::{BarView, DevId, PAGE};
+use devlend_fabric::model::{FuncId, HostId};
+use devlend_fabric::Fabric;
+use std::collections::BTreeMap;
+use super::windows::Windows;
+
+/// The NTB pair that joins two hosts directly: (adapter in `from`, its peer in `to`).
+pub(crate) fn link(f: &Fabric, from: HostId, to: HostId) -> Option<(u32, u32)> {
+    f.ntbs.iter().enumerate().find_map(|(i, n)| {
+        let p = n.peer?;
+        (n.host == from && f.ntbs[p as usize].host == to).then_some((i as u32, p))
+    })
+}
+
+pub(crate) fn need_link(f: &Fabric, from: HostId, to: HostId, why: &str) -> HResult<(u32, u32)> {
+    link(f, from, to).ok_or_else(|| {
+        let (a, b) = (&f.hosts[from as usize].name, &f.hosts[to as usize].name);
+        HostError::Unreachable(format!("{why}: no NTB joins {a} and {b} (Device Lending maps through one NTB between the two hosts)"))
+    })
+}
+
+impl LendState {
+    /// Lend `func` (in its host) to `borrower`; everything is undone if a step fails.
+    pub fn lend(&mut self, f: &mut Fabric, func: FuncId, borrower: HostId, dev_domain: DevDomain, dma_window: Option<u64>) -> HResult<Lend> {
+        let lender = f.func_host(func);
+        let why = format!("cannot lend {} to {}", f.funcs[func as usize].name, f.hosts[borrower as usize].name);
+        let (la, bb) = need_link(f, lender, borrower, &why)?;
+        let (bars, held) = atomically!(self, f, held, self.open_lend(f, func, la, bb, dma_window, &mut held))?;
+        Ok(Lend { lender, borrower, la, bb, dev: DevId(u32::MAX), dev_domain, bars, held, maps: Vec::new(), p2p: BTreeMap::new(), resource_maps: Vec::new() })
+    }
+
+    fn open_lend(&mut self, f: &mut Fabric, func: FuncId, la: u32, bb: u32, dma_window: Option<u64>, held: &mut Vec<Held>) -> HResult<Vec<BarView>> {
+        held.push(self.acquire_dma_window(f, la, bb, dma_window)?);
+        held.push(self.acquire_rid(f, la, f.funcs[func as usize].bdf)?);
+        let mut views = Vec::new();
+        for b in f.funcs[func as usize].bars.clone() {
+            held.push(self.acquire_bar_win(f, bb, func, b.index)?);
+            let cpu_addr = self.bar_win_addr(bb, func, b.index).unwrap_or_default();
+            views.push(BarView { index: b.index, size: b.size, cpu_addr });
+        }
+        Ok(views)
+    }
+
+    /// Take a reference to the DMA window from `la` (lender) into `bb` (borrower), opening it
+    /// on first use with `want` bytes (default: the whole memory window).
+    pub fn acquire_dma_window(&mut self, f: &mut Fabric, la: u32, bb: u32, want: Option<u64>) -> HResult<Held> {
+        let want = want.map(|w| align_up(w.max(1), PAGE).unwrap_or(u64::MAX));
+        if let Some(w) = self.dma_windows.get_mut(&(la, bb)) {
+            if want.is_some_and(|n| n > w.size) {
+                let n = want.unwrap_or_default();
+                return Err(HostError::WindowTooSmall(format!("the DMA window of {} is already open with {}; it cannot grow to {} while devices use it", f.ntbs[la as usize].name, size(w.size), size(n))));
+            }
+            w.refs += 1;
+            return Ok(Held::DmaWindow(la, bb));
+        }
+        let (mut w, inner) = atomically!(self, f, held, self.open_dma_window(f, la, bb, want, &mut held))?;
+        w.inner = inner;
+        self.dma_windows.insert((la, bb), w);
+        Ok(Held::DmaWindow(la, bb))
+    }
+
+    fn open_dma_window(&mut self, f: &mut Fabric, la: u32, bb: u32, want: Option<u64>, held: &mut Vec<Held>) -> HResult<DmaWindow> {
+        let widx = self.windows.pick_whole(f, la, want.unwrap_or(PAGE), "a DMA window")?;
+        let len = want.unwrap_or(f.ntbs[la as usize].windows[widx].size);
+        held.push(self.acquire_domain(f, bb)?);
+        let d = self.domains.get_mut(&bb).ok_or_else(|| HostError::Invalid("adapter domain vanished".into()))?;
+        let domain = d.domain;
+        let iova_base = d.iova.alloc(len, len.next_power_of_two().min(1 << 30)).ok_or_else(|| HostError::NoMemory(format!("no IOVA space left for a DMA window of {}", size(len))))?;
+        held.push(Held::DomainIova { ntb: bb, iova: iova_base });
+        let m = self.windows.set_whole(f, la, widx, iova_base, len)?;
+        held.push(Held::Win(m));
+        let lender_addr = Windows::addr(f, &m)?;
+        let iova = RangeAlloc::new(&[(iova_base, iova_base + len)]);
+        Ok(DmaWindow { lender_addr, iova_base, size: len, domain, iova, refs: 1, inner: Vec::new() })
+    }
+
+    /// Take a lent device back: undo every mapping the borrower's driver left, every P2P entry
+    /// to and from it, and everything the lend programmed.
+    pub fn reclaim(&mut self, f: &mut Fabric, func: FuncId) -> HResult<Lend> {
+        let mut lend = self.lends.remove(&func).ok_or_else(|| HostError::Invalid(format!("{} is not lent", f.funcs[func as usize].name)))?;
+        self.revoke_target(f, func);
+        for m in std::mem::take(&mut lend.maps) {
+            self.release_all(f, m.held);
+        }
+        for (_, e) in std::mem::take(&mut lend.p2p) {
+            self.release_all(f, e.held);
+        }
+        let held = std::mem::take(&mut lend.held);
+        self.release_all(f, held);
+        Ok(lend)
+    }
+}

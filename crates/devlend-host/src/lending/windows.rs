@@ -1,0 +1,226 @@
+//! NTB memory windows as a resource (000 §2.3: "some NTBs support dividing their range into
+//! segments. A segment can be mapped anywhere into the remote system's address space ... the
+//! number of possible mappings to remote systems is limited").
+//!
+//! Naming follows the Linux NTB API: `out` is the adapter whose window BARs traffic enters (its
+//! host's CPUs and devices write there); the translation is programmed on its peer, where the
+//! traffic lands. Two kinds of use:
+//! - a *whole* window with one translation (`mw_set_trans`): the DMA window a lender opens into
+//!   a borrower, or a BAR when no segments are left;
+//! - consecutive *LUT segments* of a segmented window, each pointing at the next piece of a
+//!   device BAR (`lut_set_trans`), naturally aligned inside the window like a real BAR.
+//!
+//! The NTB API clears only whole windows (`mw_clear_trans`), so freeing some segments clears the
+//! window and reprograms the segments still in use.
+
+use crate::alloc::{align_up, RangeAlloc};
+use crate::error::{size, HResult, HostError};
+use crate::kernel::PAGE;
+use devlend_fabric::Fabric;
+use std::collections::BTreeMap;
+
+/// One mapping through a window of adapter `out`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WinMap {
+    pub out: u32,
+    pub widx: usize,
+    /// Offset of the mapping inside the window.
+    pub offset: u64,
+    pub size: u64,
+    /// (first segment, count) for a segment mapping; None for a whole window.
+    segs: Option<(u64, u64)>,
+}
+
+enum Win {
+    Free,
+    Whole,
+    Lut { segs: RangeAlloc, targets: Vec<Option<u64>> },
+}
+
+#[derive(Default)]
+pub(crate) struct Windows {
+    by_ntb: BTreeMap<u32, Vec<Win>>,
+}
+
+pub(crate) fn peer(f: &Fabric, out: u32) -> HResult<u32> {
+    f.ntbs[out as usize].peer.ok_or_else(|| HostError::Unreachable(format!("{}: NTB link is down (no cable to a peer)", f.ntbs[out as usize].name)))
+}
+
+impl Windows {
+    fn wins(&mut self, f: &Fabric, out: u32) -> &mut Vec<Win> {
+        self.by_ntb.entry(out).or_insert_with(|| f.ntbs[out as usize].windows.iter().map(|_| Win::Free).collect())
+    }
+
+    /// The address of a mapping in the host of `out` (where its CPUs and devices reach it).
+    pub fn addr(f: &Fabric, m: &WinMap) -> HResult<u64> {
+        Ok(f.peer_mw_get_addr(m.out, m.widx)?.0 + m.offset)
+    }
+
+    /// Choose a free window of at least `need` bytes for whole use: direct windows first.
+    pub fn pick_whole(&mut self, f: &Fabric, out: u32, need: u64, what: &str) -> HResult<usize> {
+        let params = f.ntbs[out as usize].windows.clone();
+        let wins = self.wins(f, out);
+        let mut order: Vec<usize> = (0..params.len()).collect();
+        order.sort_by_key(|&i| params[i].lut_segments != 0);
+        if let Some(i) = order.into_iter().find(|&i| matches!(wins[i], Win::Free) && params[i].size >= need) {
+            return Ok(i);
+        }
+        let largest = params.iter().map(|w| w.size).max().unwrap_or(0);
+        let name = &f.ntbs[out as usize].name;
+        Err(HostError::WindowTooSmall(if need > largest {
+            format!("{what} of {} is larger than the NTB can map: the largest memory window of {name} is {}", size(need), size(largest))
+        } else {
+            format!("{what} of {}: no free memory window of {name} is large enough ({})", size(need), self.describe(f, out))
+        }))
+    }
+
+    /// Program window `widx` as one translation onto [target, target+len).
+    pub fn set_whole(&mut self, f: &mut Fabric, out: u32, widx: usize, target: u64, len: u64) -> HResult<WinMap> {
+        let p = peer(f, out)?;
+        f.mw_set_trans(p, widx, target, len)?;
+        self.wins(f, out)[widx] = Win::Whole;
+        Ok(WinMap { out, widx, offset: 0, size: len, segs: None })
+    }
+
+    /// Map a contiguous range of the peer host (a BAR): LUT segments first, else a whole window.
+    pub fn map_range(&mut self, f: &mut Fabric, out: u32, target: u64, len: u64, what: &str) -> HResult<WinMap> {
+        let p = peer(f, out)?;
+        if let Some((widx, first, n, seg)) = self.alloc_segments(f, out, target, len) {
+            let programmed = (0..n).try_for_each(|i| f.lut_set_trans(p, widx, (first + i) as usize, target + i * seg));
+            let m = WinMap { out, widx, offset: first * seg, size: n * seg, segs: Some((first, n)) };
+            if let Err(e) = programmed {
+                self.unmap(f, &m)?;
+                return Err(e.into());
+            }
+            return Ok(m);
+        }
+        let need = align_up(len, PAGE).unwrap_or(u64::MAX);
+        let widx = self.pick_whole(f, out, need, what)?;
+        self.set_whole(f, out, widx, target, need)
+    }
+
+    /// Reserve naturally aligned consecutive segments in the first segmented window with room.
+    fn alloc_segments(&mut self, f: &Fabric, out: u32, target: u64, len: u64) -> Option<(usize, u64, u64, u64)> {
+        let params = f.ntbs[out as usize].windows.clone();
+        let wins = self.wins(f, out);
+        for (widx, w) in params.iter().enumerate().filter(|(_, w)| w.lut_segments > 0) {
+            let count = w.lut_segments as u64;
+            let seg = w.size / count;
+            let n = len.div_ceil(seg);
+            if n > count {
+                continue;
+            }
+            if matches!(wins[widx], Win::Free) {
+                wins[widx] = Win::Lut { segs: RangeAlloc::new(&[(0, count)]), targets: vec![None; count as usize] };
+            }
+            let Win::Lut { segs, targets } = &mut wins[widx] else { continue };
+            if let Some(first) = segs.alloc(n, n.next_power_of_two()) {
+                for i in 0..n {
+                    targets[(first + i) as usize] = Some(target + i * seg);
+                }
+                return Some((widx, first, n, seg));
+            }
+            if segs.allocations() == 0 {
+                wins[widx] = Win::Free;
+            }
+        }
+        None
+    }
+
+    /// Undo a mapping: clear a whole window, or free segments and reprogram the rest.
+    pub fn unmap(&mut self, f: &mut Fabric, m: &WinMap) -> HResult<()> {
+        let p = peer(f, m.out)?;
+        let wins = self.wins(f, m.out);
+        let keep: Vec<(usize, u64)> = match (&mut wins[m.widx], m.segs) {
+            (Win::Lut { segs, targets }, Some((first, n))) => {
+                segs.free(first).ok_or_else(|| HostError::Invalid(format!("window {} segment {first} was not allocated", m.widx)))?;
+                targets[first as usize..(first + n) as usize].fill(None);
+                targets.iter().enumerate().filter_map(|(i, t)| t.map(|t| (i, t))).collect()
+            }
+            (w @ Win::Whole, None) => {
+                *w = Win::Free;
+                Vec::new()
+            }
+            _ => return Err(HostError::Invalid(format!("window {} of {} is not mapped that way", m.widx, f.ntbs[m.out as usize].name))),
+        };
+        if keep.is_empty() {
+            wins[m.widx] = Win::Free;
+        }
+        f.mw_clear_trans(p, m.widx)?;
+        for (seg, t) in keep {
+            f.lut_set_trans(p, m.widx, seg, t)?;
+        }
+        Ok(())
+    }
+
+    /// "window 0: 512 MiB in 64 segments, 26 free; window 1: 512 MiB, in use".
+    fn describe(&self, f: &Fabric, out: u32) -> String {
+        let params = &f.ntbs[out as usize].windows;
+        let state = self.by_ntb.get(&out);
+        let parts: Vec<String> = params.iter().enumerate().map(|(i, w)| {
+            let segs = if w.lut_segments > 0 { format!(" in {} segments", w.lut_segments) } else { String::new() };
+            let st = match state.map(|s| &s[i]) {
+                None | Some(Win::Free) => "free".to_string(),
+                Some(Win::Whole) => "in use".to_string(),
+                Some(Win::Lut { segs, .. }) => format!("{} segments free", segs.available()),
+            };
+            format!("window {i}: {}{segs}, {st}", size(w.size))
+        }).collect();
+        parts.join("; ")
+    }
+
+    /// Whether nothing is mapped through any window.
+    pub fn idle(&self) -> bool {
+        self.by_ntb.values().flatten().all(|w| matches!(w, Win::Free))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO: &str = r#"{"name":"t","hosts":[
+        {"name":"a","cpu":"intel-xeon-e5","ram":4294967296,"iommu":true,"root_ports":1},
+        {"name":"b","cpu":"intel-xeon-e5","ram":4294967296,"iommu":false,"root_ports":1}],
+      "ntbs":[{"name":"na","profile":"pxh830"},{"name":"nb","profile":"pxh830"}],
+      "links":[{"a":"a.rp0","b":"na","gen":3,"width":8},{"a":"b.rp0","b":"nb","gen":3,"width":8},
+               {"a":"na.cable","b":"nb.cable","gen":3,"width":8,"kind":"cable"}]}"#;
+
+    #[test]
+    fn segments_are_aligned_reused_and_reprogrammed_on_free() {
+        let mut f = devlend_fabric::build_json(TWO).unwrap();
+        let (na, nb) = (f.ntb_id("na").unwrap(), f.ntb_id("nb").unwrap());
+        let mut w = Windows::default();
+        let seg = 8 << 20;
+        let small = w.map_range(&mut f, na, 0x1000_0000, 0x4000, "x").unwrap();
+        assert_eq!((small.widx, small.offset, small.size), (0, 0, seg));
+        let big = w.map_range(&mut f, na, 0x2000_0000, 256 << 20, "y").unwrap();
+        assert_eq!(big.offset, 32 * seg, "a 256 MiB range takes 32 segments aligned to 32");
+        let mid = w.map_range(&mut f, na, 0x4000_0000, 16 << 20, "z").unwrap();
+        assert_eq!(mid.offset, 2 * seg);
+        let spill = w.map_range(&mut f, na, 0x8000_0000, 256 << 20, "w").unwrap();
+        assert_eq!((spill.widx, spill.segs), (1, None), "no 32 aligned segments left: the direct window takes it");
+        w.unmap(&mut f, &small).unwrap();
+        let base = Windows::addr(&f, &mid).unwrap();
+        assert_eq!(f.ntbs[nb as usize].inbound_translate(0, mid.offset, &f.ntbs[na as usize].windows[0]), Some(0x4000_0000), "survivors reprogrammed");
+        assert_eq!(f.ntbs[nb as usize].inbound_translate(0, 0, &f.ntbs[na as usize].windows[0]), None, "freed segment cleared");
+        assert!(base > 0);
+        for m in [big, mid, spill] {
+            w.unmap(&mut f, &m).unwrap();
+        }
+        assert!(w.idle());
+        assert!(f.ntbs[nb as usize].inbound.iter().all(|i| *i == devlend_fabric::ntb::Inbound::Unset));
+    }
+
+    #[test]
+    fn whole_windows_prefer_direct_and_report_what_does_not_fit() {
+        let mut f = devlend_fabric::build_json(TWO).unwrap();
+        let na = f.ntb_id("na").unwrap();
+        let mut w = Windows::default();
+        assert_eq!(w.pick_whole(&f, na, 1 << 20, "a DMA window").unwrap(), 1);
+        let e = w.pick_whole(&f, na, 1 << 30, "a DMA window").unwrap_err();
+        assert!(e.to_string().contains("a DMA window of 1 GiB is larger than the NTB can map"), "{e}");
+        let m = w.map_range(&mut f, na, 0x1000_0000, 1 << 30, "gpu BAR1").unwrap_err();
+        assert!(matches!(m, HostError::WindowTooSmall(_)), "{m}");
+    }
+}

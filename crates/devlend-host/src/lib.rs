@@ -1,0 +1,32 @@
+//! # devlend-host: the host software of Device Lending
+//!
+//! Layer 5 of devlend (see the README's architecture section), functional only (no timing):
+//!
+//! - [`kernel`]: a small kernel per host: the device tree (local functions after enumeration,
+//!   hot-added borrowed ones), BAR addresses, a deterministic page allocator.
+//! - [`os`]: [`HostOs`], the interface drivers are written against: PCI, memory, and the Linux
+//!   DMA API (`dma_map_single`, `dma_map_sg`, `dma_alloc_coherent`, `dma_map_resource`, ...).
+//!   For a local device it maps through the host's IOMMU (one domain per device) or returns
+//!   physical addresses ([`localdma`]); for a borrowed device the borrower agent intercepts it.
+//! - `lending`: the lender and borrower agents of seed 000 §4 (DMA window through the NTB,
+//!   requester-ID LUT, BARs through window segments, borrower-side IOMMU mappings, hot-add) and
+//!   the multi-device peer-to-peer resolution of §6 (three cases), with the policies for the
+//!   lender's IOMMU ("Rem-IOMMU", §7.1) written down in its module docs.
+//! - [`cluster`]: [`Cluster`], which owns the fabric, the kernels and the agents: `borrow`,
+//!   `return_device`, inspection.
+//!
+//! All programming goes through the fabric's Linux-named interfaces (NTB API, IOMMU API, PCI
+//! config space); every error is a [`HostError`] value with a clear message.
+
+pub mod alloc;
+pub mod cluster;
+pub mod error;
+pub mod kernel;
+mod lending;
+pub mod localdma;
+pub mod os;
+
+pub use cluster::{BorrowOptions, Cluster, HostRef, LendInfo, P2pInfo};
+pub use error::{HResult, HostError};
+pub use kernel::{BarView, DevId, Kernel, Origin, PciDevice};
+pub use os::{DmaDir, HostOs};
