@@ -123,3 +123,33 @@ def test_d3_ram_to_ram_one_way_is_about_700ns(d3):
 def test_d3_second_lender_adds_a_little_more_than_700ns(d3):
     rt = {k: v["round_trip_ns"] for k, v in d3.items()}
     assert abs((rt["2L-P2P-SW"] - rt["1L-P2P-SW"]) - 750) / 750 <= 0.15
+
+
+# D5 (000 §7.4, Fig 19; 001 §7.2). Bandwidth "very little difference": within 2%; RAM-to-RAM
+# 550-580 ns within 5% of that band; the borrower's added latency is at least the 700 ns the paper
+# expected; matching its "a little under 1 us" is a known gap (strict xfail below).
+from devlend.experiments import nvme  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def d5():
+    return {r["scenario"]: r for r in nvme.run(quick=True).rows}
+
+
+def test_d5_bandwidth_alike_locally_and_borrowed(d5):
+    assert close(d5["NatLoc"]["seq_1024x512B_GBps"], d5["NatRem"]["seq_1024x512B_GBps"], 0.02)
+    assert d5["NatRem"]["latency_8x512B_us"] > d5["NatLoc"]["latency_8x512B_us"]
+
+
+def test_d5_ram_to_ram_latency(d5):
+    assert 550 * 0.95 <= d5["RAM-to-RAM one-way"]["devlend_added_ns"] <= 580 * 1.05
+
+
+def test_d5_borrower_adds_at_least_the_expected_ntb_crossings(d5):
+    assert d5["NatRem - NatLoc latency"]["devlend_added_ns"] >= 700
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: four NTB crossings per command in the model (~1.6-1.9 us) against the "
+                                       "paper's measured 'a little under 1 us'")
+def test_d5_borrower_adds_a_little_under_a_microsecond(d5):
+    assert 800 <= d5["NatRem - NatLoc latency"]["devlend_added_ns"] < 1000

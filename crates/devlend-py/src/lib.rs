@@ -267,6 +267,18 @@ impl Fabric {
     }
 }
 
+/// Read `blocks` 512-byte blocks at each of `lbas` from NVMe drive `device` with the unmodified
+/// driver on host `runner` (borrowing the drive when it sits elsewhere), check the data, and time
+/// the last read: (total ps, fabric ps, [(step, ps)]).
+#[pyfunction]
+fn nvme_read(py: Python<'_>, topology_json: &str, runner: &str, device: &str, lbas: Vec<u64>, blocks: u16) -> PyResult<(u64, u64, Vec<(String, u64)>)> {
+    let r = py.detach(|| devlend_devices::bench::read_blocks(topology_json, runner, device, &lbas, blocks));
+    match r {
+        Ok(t) => Ok((t.total_ps, t.fabric_ps, t.steps.into_iter().map(|(w, p)| (w.to_string(), p)).collect())),
+        Err(e) => Err(FabricError::new_err(e)),
+    }
+}
+
 /// The hardware parameter file (TOML text), compiled into the core.
 #[pyfunction]
 fn params_toml() -> &'static str {
@@ -277,6 +289,7 @@ fn params_toml() -> &'static str {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Fabric>()?;
     m.add_function(wrap_pyfunction!(params_toml, m)?)?;
+    m.add_function(wrap_pyfunction!(nvme_read, m)?)?;
     m.add("SpecError", m.py().get_type::<SpecError>())?;
     m.add("FabricError", m.py().get_type::<FabricError>())?;
     Ok(())
