@@ -20,6 +20,8 @@ use serde_json::json;
 use std::hint::black_box;
 use std::time::Instant;
 
+mod engine;
+
 const HOSTS: usize = 64;
 const SWITCHES_PER_HOST: usize = 2;
 const DEVICES_PER_SWITCH: usize = 8;
@@ -268,6 +270,26 @@ fn main() {
         });
         rows.push(Row { name: format!("route-uncached/{name}"), samples: ru, unit: "M routes/s" });
     }
+
+    // Engine: a saturated device-to-device write stream over the 2L path (TLP-hops per second),
+    // and a 1 GiB copy: wall time, and peak RSS before and after (memory must stay flat).
+    let stream = (64u64 << 20) * ((o.scale * 10.0).max(1.0) as u64).min(4);
+    let mut hops_per_s = Vec::new();
+    let mut events_per_hop = Vec::new();
+    for _ in 0..o.reps.min(5) {
+        let r = engine::copy(stream);
+        hops_per_s.push(r.tlp_hops as f64 / r.seconds / 1e6);
+        events_per_hop.push(r.events as f64 / r.tlp_hops as f64);
+    }
+    rows.push(Row { name: "engine/tlp-hops-per-s/2L-p2p-write".into(), samples: hops_per_s, unit: "M TLP-hops/s" });
+    rows.push(Row { name: "engine/events-per-tlp-hop".into(), samples: events_per_hop, unit: "events" });
+    let rss_before = peak_rss_kib().unwrap_or(0) as f64 / 1024.0;
+    let gib = if o.scale < 1.0 { 256u64 << 20 } else { 1u64 << 30 };
+    let big = engine::copy(gib);
+    let rss_after = peak_rss_kib().unwrap_or(0) as f64 / 1024.0;
+    rows.push(Row { name: format!("engine/wall/{}MiB-d2d-copy-2L", gib >> 20), samples: vec![big.seconds], unit: "s" });
+    rows.push(Row { name: "engine/simulated-bandwidth/2L-p2p-write".into(), samples: vec![big.simulated_bandwidth / 1e9], unit: "GB/s" });
+    rows.push(Row { name: "engine/peak-rss-growth-during-copy".into(), samples: vec![rss_after - rss_before], unit: "MiB" });
 
     let nfuncs = f.funcs.len();
     let info = json!({

@@ -17,7 +17,7 @@ pub fn port_id(link: LinkId, towards_down: bool) -> PortId {
     link * 2 + if towards_down { 0 } else { 1 }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Stage {
     pub port: PortId,
     /// Latency of the component reached, charged after arrival.

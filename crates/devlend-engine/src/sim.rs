@@ -49,18 +49,21 @@ struct Tlp {
 enum Ev {
     TryTx(PortId),
     Arrive(u32),
-    Credit(PortId, Class),
-    Ready(u32),
     FlowIssue(u32),
 }
 
+/// A link direction. TLPs wait in per-class FIFOs with the time they become ready; receiver
+/// buffer slots come back as timestamps (`returns`) rather than events, and a port wakes itself
+/// at the next time something can change (a TLP ready, a slot back, the link free).
 struct Port {
     busy_until: Ps,
     queues: [VecDeque<(Ps, u32)>; 3],
     credits: [u32; 3],
+    returns: [VecDeque<Ps>; 3],
     fp_ps_per_byte: u64,
     prop: Ps,
-    pending: bool,
+    /// Earliest TryTx already scheduled, if any.
+    wake: Option<Ps>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,9 +143,10 @@ impl Sim {
             busy_until: 0,
             queues: Default::default(),
             credits: [t.rx_buffer_tlps; 3],
+            returns: Default::default(),
             fp_ps_per_byte: fp,
             prop,
-            pending: false,
+            wake: None,
         }).collect();
         Sim { t, q: EventQueue::default(), now: 0, ports, paths: Vec::new(), tlps: Vec::new(), free_tlps: Vec::new(), flows: Vec::new(), reqs: Vec::new(), free_reqs: Vec::new(), root_tags: HashMap::new(), iotlb: HashMap::new(), stats: Stats::default(), sub_cpl: HashMap::new(), sub_key: HashMap::new() }
     }
@@ -183,15 +187,13 @@ impl Sim {
             self.stats.events += 1;
             match ev {
                 Ev::TryTx(p) => {
-                    self.ports[p as usize].pending = false;
+                    let port = &mut self.ports[p as usize];
+                    if port.wake.is_some_and(|w| w <= t) {
+                        port.wake = None;
+                    }
                     self.try_tx(p);
                 }
                 Ev::Arrive(tlp) => self.arrive(tlp),
-                Ev::Credit(p, c) => {
-                    self.ports[p as usize].credits[c as usize] += 1;
-                    self.kick(p, self.now);
-                }
-                Ev::Ready(tlp) => self.enqueue(tlp),
                 Ev::FlowIssue(f) => self.issue(f),
             }
         }
@@ -224,20 +226,30 @@ impl Sim {
         }
     }
 
+    /// Make sure the port looks again at time `at` (one event per earliest wake-up).
     fn kick(&mut self, p: PortId, at: Ps) {
+        let at = at.max(self.now);
         let port = &mut self.ports[p as usize];
-        if !port.pending {
-            port.pending = true;
-            self.q.push(at.max(self.now), Ev::TryTx(p));
+        if port.wake.is_none_or(|w| at < w) {
+            port.wake = Some(at);
+            self.q.push(at, Ev::TryTx(p));
         }
     }
 
-    /// Put a TLP in the queue of the port of its current stage.
-    fn enqueue(&mut self, id: u32) {
+    /// Put a TLP in the queue of the port of its current stage, ready at time `at`.
+    fn enqueue(&mut self, id: u32, at: Ps) {
         let tlp = self.tlps[id as usize];
         let port = self.paths[tlp.path as usize].stages[tlp.stage as usize].port;
-        self.ports[port as usize].queues[tlp.class as usize].push_back((self.now, id));
-        self.kick(port, self.now);
+        self.ports[port as usize].queues[tlp.class as usize].push_back((at, id));
+        self.kick(port, at);
+    }
+
+    /// A receiver buffer slot of `class` behind port `p` is free again at `at` (one UpdateFC later).
+    fn return_credit(&mut self, p: PortId, class: Class, at: Ps) {
+        self.ports[p as usize].returns[class as usize].push_back(at);
+        if !self.ports[p as usize].queues[class as usize].is_empty() {
+            self.kick(p, at);
+        }
     }
 
     fn wire_bytes(&self, tlp: &Tlp) -> u64 {
@@ -255,17 +267,37 @@ impl Sim {
             self.kick(p, at);
             return;
         }
-        // Oldest head among the classes that have credit at the receiver.
-        let port = &self.ports[p as usize];
+        // Oldest ready head among the classes that have room at the receiver; otherwise wake up
+        // when the first head becomes ready or the first slot comes back.
+        let port = &mut self.ports[p as usize];
         let mut best: Option<(Ps, usize)> = None;
+        let mut wake: Option<Ps> = None;
         for c in 0..3 {
-            if let Some(&(t, _)) = port.queues[c].front() {
-                if port.credits[c] > 0 && best.is_none_or(|(bt, _)| t < bt) {
+            while port.returns[c].front().is_some_and(|t| *t <= now) {
+                port.returns[c].pop_front();
+                port.credits[c] += 1;
+            }
+            let Some(&(t, _)) = port.queues[c].front() else { continue };
+            let next = if t > now {
+                Some(t)
+            } else if port.credits[c] == 0 {
+                port.returns[c].front().copied()
+            } else {
+                if best.is_none_or(|(bt, _)| t < bt) {
                     best = Some((t, c));
                 }
+                None
+            };
+            if let Some(n) = next {
+                wake = Some(wake.map_or(n, |w: Ps| w.min(n)));
             }
         }
-        let Some((_, c)) = best else { return };
+        let Some((_, c)) = best else {
+            if let Some(w) = wake {
+                self.kick(p, w);
+            }
+            return;
+        };
         let (_, id) = self.ports[p as usize].queues[c].pop_front().unwrap();
         self.ports[p as usize].credits[c] -= 1;
         let tlp = self.tlps[id as usize];
@@ -281,7 +313,7 @@ impl Sim {
             self.tlps[id as usize].fresh = false;
         } else if tlp.stage > 0 {
             let prev = self.paths[tlp.path as usize].stages[tlp.stage as usize - 1].port;
-            self.q.push(start + self.t.updatefc_ps, Ev::Credit(prev, tlp.class));
+            self.return_credit(prev, tlp.class, start + self.t.updatefc_ps);
         } else {
             self.source_left(tlp.flow, tlp.class);
         }
@@ -324,7 +356,7 @@ impl Sim {
                     let f = &mut self.flows[fid as usize];
                     f.issued += n as u64;
                     f.queued += 1;
-                    self.q.push(self.now + origin, Ev::Ready(id));
+                    self.enqueue(id, self.now + origin);
                 }
                 FlowKind::Read => {
                     if f.tags == 0 {
@@ -337,7 +369,7 @@ impl Sim {
                     f.issued += n as u64;
                     f.tags -= 1;
                     f.queued += 1;
-                    self.q.push(self.now + origin, Ev::Ready(id));
+                    self.enqueue(id, self.now + origin);
                 }
             }
         }
@@ -364,7 +396,7 @@ impl Sim {
     fn arrive(&mut self, id: u32) {
         let tlp = self.tlps[id as usize];
         let path = &self.paths[tlp.path as usize];
-        let stage = path.stages[tlp.stage as usize].clone();
+        let stage = path.stages[tlp.stage as usize];
         let last = tlp.stage as usize + 1 == path.stages.len();
         let mut delay = stage.latency;
         if let Some((host, iova, shift)) = stage.iommu {
@@ -389,13 +421,13 @@ impl Sim {
             return;
         }
         self.tlps[id as usize].stage += 1;
-        self.q.push(self.now + delay, Ev::Ready(id));
+        self.enqueue(id, self.now + delay);
     }
 
     /// Delivered at the end of its path: a write lands, a read is answered, a completion is received.
     fn terminal(&mut self, id: u32, tlp: Tlp, delay: Ps) {
         let port = self.paths[tlp.path as usize].stages[tlp.stage as usize].port;
-        self.q.push(self.now + self.t.updatefc_ps, Ev::Credit(port, tlp.class));
+        self.return_credit(port, tlp.class, self.now + self.t.updatefc_ps);
         self.free_tlps.push(id);
         match tlp.class {
             Class::Posted => {
@@ -416,7 +448,7 @@ impl Sim {
                     let n = chunk.min(left);
                     let c = self.alloc_tlp(Tlp { class: Class::Completion, payload: n, req_len: 0, path: r.cpl_path, stage: r.cpl_stage, flow: tlp.flow, req: tlp.req, offset: off, full_arrival: 0, fresh: false });
                     let origin = if r.cpl_stage == 0 { self.paths[r.cpl_path as usize].origin_latency } else { 0 };
-                    self.q.push(at + origin, Ev::Ready(c));
+                    self.enqueue(c, at + origin);
                     left -= n;
                     off += n as u64;
                 }
@@ -453,7 +485,7 @@ impl Sim {
         }
         // The original request is consumed at the root; its buffer slot frees.
         let port = self.paths[tlp.path as usize].stages[tlp.stage as usize].port;
-        self.q.push(self.now + self.t.updatefc_ps, Ev::Credit(port, tlp.class));
+        self.return_credit(port, tlp.class, self.now + self.t.updatefc_ps);
         self.free_tlps.push(id);
         self.root_issue(key, tlp.flow, self.now + delay);
     }
@@ -469,7 +501,7 @@ impl Sim {
             entry.0 -= 1;
             let sub = self.alloc_req(Request { flow, remaining: n, parent, cpl_path: cpl, cpl_stage: 0 });
             let id = self.alloc_tlp(Tlp { class: Class::NonPosted, payload: 0, req_len: n, path: key.0, stage: key.1 + 1, flow: u32::MAX, req: sub, offset: off, full_arrival: 0, fresh: true });
-            self.q.push(at, Ev::Ready(id));
+            self.enqueue(id, at);
         }
     }
 
@@ -488,7 +520,7 @@ impl Sim {
         // frees when it leaves, as any TLP does.
         let fwd = Tlp { class: Class::Completion, payload: tlp.payload, req_len: 0, path: p.cpl_path, stage: resume, flow: p.flow, req: parent, offset: tlp.offset, full_arrival: 0, fresh: false };
         self.tlps[id as usize] = fwd;
-        self.q.push(self.now + delay, Ev::Ready(id));
+        self.enqueue(id, self.now + delay);
         if sub_done {
             self.free_reqs.push(tlp.req);
             self.root_tags.get_mut(&key).unwrap().0 += 1;
