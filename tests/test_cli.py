@@ -102,3 +102,17 @@ def test_published_schema_is_current_and_validates_every_shipped_topology():
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_shipped_topology_builds_and_lists(name):
     assert "host " in cli("topo", topo_path(name)).stdout
+
+
+def test_import_lspci_writes_a_description_that_topo_lists(tmp_path):
+    fx = os.path.join(ROOT, "tests", "fixtures", "lspci")
+    out = tmp_path / "host.yaml"
+    res = cli("import-lspci", "--tree", os.path.join(fx, "xeon-gpu-nvme.tree.txt"), "--verbose",
+              os.path.join(fx, "xeon-gpu-nvme.vvv.txt"), "--host", "real", "-o", str(out))
+    assert out.exists() and "wrote" in res.stderr
+    listing = cli("topo", str(out)).stdout
+    assert "host real" in listing and "switch downstream port" in listing
+    bad = tmp_path / "bad.txt"
+    bad.write_text("this is not lspci output\n")
+    res = cli("import-lspci", "--tree", str(bad), "--verbose", str(bad), check=False)
+    assert res.returncode == 2 and "bad.txt:1" in res.stderr and "Traceback" not in res.stderr
