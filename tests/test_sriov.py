@@ -1,5 +1,7 @@
 """SR-IOV virtual functions: routing IDs past the PF's bus, VF BARs, reachability both ways."""
 
+import pytest
+
 import devlend
 
 TOPO = """
@@ -50,16 +52,11 @@ def test_vfs_take_routing_ids_past_the_pfs_bus_and_stay_reachable():
     assert r.completion.target == {"kind": "function", "function": "nic0.vf254"}
 
 
-def test_more_vfs_than_the_device_supports_is_an_error():
-    try:
-        devlend.loads(TOPO.replace("num_vfs: 255", "num_vfs: 300"), "sriov.yaml").build()
-    except devlend.TopologyError as e:
-        assert e.field == "devices[0].functions[0].sriov.num_vfs" and "less than or equal to 255" in e.message
-    else:
-        raise AssertionError("expected an error")
-    try:
-        devlend.loads(TOPO.replace("total_vfs: 255", "total_vfs: 100"), "sriov.yaml").build()
-    except devlend.TopologyError as e:
-        assert e.field == "devices[0].functions[0].sriov" and "supports 100" in e.message
-    else:
-        raise AssertionError("expected an error")
+@pytest.mark.parametrize("old,new,field,needle", [
+    ("num_vfs: 255", "num_vfs: 300", "devices[0].functions[0].sriov.num_vfs", "less than or equal to 255"),
+    ("total_vfs: 255", "total_vfs: 100", "devices[0].functions[0].sriov", "supports 100"),
+])
+def test_more_vfs_than_the_device_supports_is_an_error(old, new, field, needle):
+    with pytest.raises(devlend.TopologyError) as e:
+        devlend.loads(TOPO.replace(old, new), "sriov.yaml").build()
+    assert e.value.field == field and needle in e.value.message

@@ -132,6 +132,20 @@ pub struct Sim {
     sub_key: HashMap<u32, (u32, u32)>,
 }
 
+/// Store `item` in a recycled slot of `slab` (from `free`), or a new one; records never move.
+fn alloc<T>(slab: &mut Vec<T>, free: &mut Vec<u32>, item: T) -> u32 {
+    match free.pop() {
+        Some(i) => {
+            slab[i as usize] = item;
+            i
+        }
+        None => {
+            slab.push(item);
+            slab.len() as u32 - 1
+        }
+    }
+}
+
 const IOTLB_ENTRIES: usize = 64; // IOTLB entries (assumed); 4 KiB and 2 MiB pages share it, FIFO replacement
 const SOURCE_QUEUE: u32 = 2;
 
@@ -200,30 +214,13 @@ impl Sim {
     }
 
     fn alloc_tlp(&mut self, tlp: Tlp) -> u32 {
-        match self.free_tlps.pop() {
-            Some(i) => {
-                self.tlps[i as usize] = tlp;
-                i
-            }
-            None => {
-                self.tlps.push(tlp);
-                self.stats.peak_tlps = self.tlps.len();
-                self.tlps.len() as u32 - 1
-            }
-        }
+        let id = alloc(&mut self.tlps, &mut self.free_tlps, tlp);
+        self.stats.peak_tlps = self.stats.peak_tlps.max(self.tlps.len());
+        id
     }
 
     fn alloc_req(&mut self, r: Request) -> u32 {
-        match self.free_reqs.pop() {
-            Some(i) => {
-                self.reqs[i as usize] = r;
-                i
-            }
-            None => {
-                self.reqs.push(r);
-                self.reqs.len() as u32 - 1
-            }
-        }
+        alloc(&mut self.reqs, &mut self.free_reqs, r)
     }
 
     /// Make sure the port looks again at time `at` (one event per earliest wake-up).

@@ -121,20 +121,3 @@ fn a_small_write_crosses_the_ntb_in_the_stated_latency_budget() {
     assert!((500_000..1_500_000).contains(&one_way), "{one_way} ps");
 }
 
-#[test]
-#[ignore = "prints the numbers; run with --ignored --nocapture"]
-fn print_numbers() {
-    for iommu in [false, true] {
-        let mut f = testbed(iommu);
-        let gpu = Requester::Func(f.func_id("gpu0").unwrap());
-        let addr = target(&f, iommu);
-        let ports = port_table(&f);
-        for access in [Access::Write, Access::Read] {
-            let p = plan(&mut f, gpu, addr, access).unwrap();
-            let a = if access == Access::Write { write_bandwidth(&p, &ports) } else { read_bandwidth(&p, &ports) };
-            let t = dma(&mut f, gpu, addr, 16 * MIB, access, false).unwrap();
-            println!("iommu={iommu} {access:?}: event {:.3} GB/s analytic {:.3} GB/s  hops {} events {} {:?}", t.bandwidth() / 1e9, a / 1e9, t.stats.tlp_hops, t.stats.events, t.stats);
-        }
-        println!("latency write {} ps, read {} ps", latency(&mut f, gpu, addr, Access::Write).unwrap(), latency(&mut f, gpu, addr, Access::Read).unwrap());
-    }
-}

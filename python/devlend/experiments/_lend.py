@@ -10,6 +10,7 @@ through LUT segments of its own window 0.
 
 from __future__ import annotations
 
+from .. import load
 from ..fabric import Fabric
 
 MiB = 1 << 20
@@ -73,3 +74,12 @@ class Lending:
             self._domain(lender, f"ntb-{l_ntb}", l_ntb)
             f.iommu_map(lender, f"ntb-{l_ntb}", base, base, nseg * SEGMENT)
         return f.resolve(f"{b_ntb}.mw0") + seg0 * SEGMENT
+
+
+def ram_to_ram_ns(topology: str, near_ntb: str, far_ntb: str, far_ram: str, cpu: str) -> float:
+    """One-way latency of a CPU store through `near_ntb`'s window 1 into the far host's RAM at
+    `far_ram` (the quantity 000 §7.2 and §7.4 call RAM-to-RAM latency), steady state."""
+    from . import topology_path
+    f = load(topology_path(topology)).build()
+    f.mw_set_trans(far_ntb, 1, far_ram, 1 << 20)
+    return f.dma(cpu, f"{near_ntb}.mw1", 4, warm=True).time_ps / 1000

@@ -21,6 +21,7 @@ from typing import Callable, Optional
 
 from .. import _core, load
 from . import ExperimentResult, register, topology_path
+from ._lend import ram_to_ram_ns
 
 KiB = 1 << 10
 
@@ -33,12 +34,6 @@ def _json() -> str:
 def read(runner: str, lbas: list[int], blocks: int) -> tuple[float, float]:
     total, fabric, _ = _core.nvme_read(_json(), runner, "nvme0", lbas, blocks)
     return total / 1000, fabric / 1000
-
-
-def ram_to_ram_ns() -> float:
-    f = load(topology_path("nvme-back-to-back.yaml")).build()
-    f.mw_set_trans("ntb-l", 1, "lender.ram+0x1000000", 1 << 20)
-    return f.dma("borrower:cpu", "ntb-b.mw1", 4, warm=True).time_ps / 1000
 
 
 @register("d5", "NVMe bandwidth and latency, local vs borrowed Optane 900P (000 §7.4, Fig 19)")
@@ -57,7 +52,7 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
             progress(scenario)
     rows.append({"scenario": "NatRem - NatLoc latency", "devlend_added_ns": round(lat["NatRem"] - lat["NatLoc"], 1),
                  "paper_added_ns": "a little under 1000 (700-730 expected)"})
-    rows.append({"scenario": "RAM-to-RAM one-way", "devlend_added_ns": round(ram_to_ram_ns(), 1), "paper_added_ns": "550-580"})
+    rows.append({"scenario": "RAM-to-RAM one-way", "devlend_added_ns": round(ram_to_ram_ns("nvme-back-to-back.yaml", "ntb-b", "ntb-l", "lender.ram+0x1000000", "borrower:cpu"), 1), "paper_added_ns": "550-580"})
     notes = ["paper: bandwidth alike locally and on the borrower; the borrower adds a little under 1 us of latency",
              "the model's borrower crosses the NTB four times per command (doorbell, command fetch there and back, data and "
              "completion), which is why it adds more than the paper measured"]

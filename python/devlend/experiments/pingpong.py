@@ -23,6 +23,7 @@ from typing import Callable, Optional
 from ..engine_params import timing_param
 from . import ExperimentResult, register
 from . import p2p
+from ._lend import ram_to_ram_ns
 
 SCENARIOS = ["Loc-P2P-SW", "Loc-P2P-Root", "1L-P2P-SW", "1L-P2P-IOMMU", "2L-P2P-SW", "2L-P2P-IOMMU",
              "Loc-RAM-Root", "1L-RAM-SW", "1L-RAM-IOMMU", "2L-RAM-SW", "2L-RAM-IOMMU"]
@@ -42,14 +43,6 @@ def round_trip_ns(name: str) -> float:
     return ps / 1000
 
 
-def ram_to_ram_ns() -> float:
-    from .. import load
-    from . import topology_path
-    f = load(topology_path("three-host-cluster.yaml")).build()
-    f.mw_set_trans("ntb-c-b", 1, "lender-b.ram+0x1000000", 1 << 20)
-    return f.dma("borrower:cpu", "ntb-b-b.mw1", 4, warm=True).time_ps / 1000
-
-
 @register("d3", "GPU ping-pong latency, GPU-initiated stores (000 §7.2, Fig 14)")
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     rows = []
@@ -57,7 +50,7 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
         rows.append({"scenario": name, "round_trip_ns": round(round_trip_ns(name), 1)})
         if progress:
             progress(name)
-    r2r = ram_to_ram_ns()
+    r2r = ram_to_ram_ns("three-host-cluster.yaml", "ntb-b-b", "ntb-c-b", "lender-b.ram+0x1000000", "borrower:cpu")
     rows.append({"scenario": "RAM-to-RAM one-way, borrower to lender B", "round_trip_ns": None,
                  "devlend_one_way_ns": round(r2r, 1), "paper_one_way_ns": "~700"})
     notes = ["paper: 1L-P2P-SW = Loc-P2P-SW; 1L-P2P-IOMMU = Loc-P2P-Root; 2L-P2P-SW ~ 1L-P2P-SW + 700 ns; "
