@@ -13,6 +13,8 @@ FIXTURES = [
     ("crates/devlend-bench/three-host.json", "three-host-cluster.yaml", False),
     ("crates/devlend-engine/tests/pxh830.json", "pxh830-two-host.yaml", True),
     ("crates/devlend-devices/tests/b2b.json", "nvme-back-to-back.yaml", False),
+    ("crates/devlend-devices/tests/pxh830-two-host.json", "pxh830-two-host.yaml", True),
+    ("crates/devlend-devices/tests/three-host-cluster.json", "three-host-cluster.yaml", False),
 ]
 
 

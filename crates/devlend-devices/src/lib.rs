@@ -6,13 +6,18 @@
 //! as an [`Op`], which the timing engine turns into time ([`time_ops`]).
 //!
 //! The NVMe controller ([`nvme::Controller`]) and driver ([`nvme_driver::Driver`]) follow the
-//! NVM Express 1.3 specification. The driver sees memory only through a [`DmaView`]: the same
-//! driver code runs against a local drive and a borrowed one (000 §4: the driver does not know the
-//! DMA addresses it hands out are far-side).
+//! NVM Express 1.3 specification; the GPU ([`gpu::Gpu`], [`gpu_driver::Driver`]) has a copy
+//! engine, semaphores and device-initiated stores and loads, enough for 000 §7.1-7.2. Drivers see
+//! the host only through `devlend_host::HostOs`: the same driver code runs against a local device
+//! and a borrowed one (000 §4: the driver does not know the DMA addresses it hands out are
+//! far-side). [`bench`] and [`gpu_bench`] run the papers' workloads on them.
 
 pub mod nvme;
 pub mod nvme_driver;
 pub mod bench;
+pub mod gpu;
+pub mod gpu_bench;
+pub mod gpu_driver;
 
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
@@ -29,39 +34,6 @@ pub struct Op {
     pub access: Access,
     pub what: &'static str,
     pub plan: Option<std::sync::Arc<devlend_engine::Plan>>,
-}
-
-/// How a driver's host sees DMA memory: allocations come from the CPU's physical range starting at
-/// `cpu_base`; the device reaches byte `x` of it at `dma_base + (x - cpu_base)` (identity locally,
-/// a window through the borrower's IOMMU and the lender's NTB when the device is borrowed).
-#[derive(Clone, Copy, Debug)]
-pub struct DmaView {
-    pub cpu: Requester,
-    pub cpu_base: u64,
-    pub dma_base: u64,
-    pub size: u64,
-    /// The CPU's address of the device's BAR 0 (through the NTB when borrowed).
-    pub bar0: u64,
-    /// The address the device writes to raise an interrupt at this CPU (MSI range, or its window).
-    pub msi: u64,
-    pub next: u64,
-}
-
-impl DmaView {
-    /// dma_alloc_coherent: page-aligned memory the CPU and the device share. Returns (cpu, dma).
-    pub fn alloc_coherent(&mut self, size: u64) -> Result<(u64, u64), String> {
-        let size = size.div_ceil(4096) * 4096;
-        if self.next + size > self.size {
-            return Err(format!("dma_alloc_coherent: {size} bytes requested, {} left in the DMA window", self.size - self.next));
-        }
-        let off = self.next;
-        self.next += size;
-        Ok((self.cpu_base + off, self.dma_base + off))
-    }
-
-    pub fn to_dma(&self, cpu: u64) -> u64 {
-        self.dma_base + (cpu - self.cpu_base)
-    }
 }
 
 /// Time a sequence of accesses in program order, with PCIe's ordering: a requester may issue its

@@ -1,9 +1,17 @@
 //! An NVMe driver in the style of Linux's `drivers/nvme/host/pci.c`, written only against the
 //! kernel interface (`devlend_host::HostOs`): it maps BAR 0 with `pci_iomap`, allocates its queues
 //! with `dma_alloc_coherent`, maps data buffers with `dma_map_single`, writes submission entries
-//! and doorbells with CPU stores, and polls completion entries by their phase tag. It never knows
-//! whether the drive is local or borrowed: Device Lending hands it far-side DMA addresses (000 §4).
-//! Queues are polled (like Linux's poll queues); no interrupt is needed to complete a command.
+//! and doorbells with CPU stores, and reads completion entries by their phase tag. It never knows
+//! whether the drive is local or borrowed: Device Lending hands it far-side DMA addresses (000 §4)
+//! and, for interrupts, a far-side MSI address the driver never sees.
+//!
+//! Completions are interrupt-driven, as in Linux (`queue_request_irq`, `nvme_irq`): the admin
+//! completion queue always interrupts, on MSI-X entry 0 (NVM Express 1.3), and I/O completion
+//! queue 1 is created with interrupts enabled on entry 1 (Create I/O Completion Queue, §5.3,
+//! CDW11: PC bit 0, IEN bit 1, IV bits 31:16). Each entry gets a vector with
+//! `request_irq`; after ringing a doorbell the driver waits for its vector's interrupt and then,
+//! like `nvme_process_cq`, reads the completion entry by its phase tag. A command whose
+//! completion raised no interrupt is an error (Linux would time it out).
 
 use crate::nvme::{Controller, AQA, ACQ, ASQ, CC, CSTS, DOORBELL};
 use crate::Op;
@@ -12,8 +20,14 @@ use devlend_host::{DevId, DmaDir, HostOs};
 use devlend_wire::Access;
 
 pub const QUEUE_ENTRIES: u32 = 64;
+/// MSI-X entries of the admin queue and of I/O queue 1 (Linux: one vector per queue, admin first).
+pub const ADMIN_MSIX_ENTRY: u16 = 0;
+pub const IO_MSIX_ENTRY: u16 = 1;
+/// Handler ids this driver registers (`request_irq`).
+pub const ADMIN_HANDLER: u32 = 0x4e56_0000;
+pub const IO_HANDLER: u32 = 0x4e56_0001;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct QueuePair {
     qid: u16,
     sq: (u64, u64),
@@ -22,6 +36,9 @@ struct QueuePair {
     cq_head: u32,
     phase: bool,
     cid: u16,
+    /// The host's vector for this queue's interrupts, and how many of them the driver has seen.
+    vector: u8,
+    irqs: u64,
 }
 
 pub struct Driver {
@@ -31,6 +48,13 @@ pub struct Driver {
     io: QueuePair,
     pub blocks: u64,
     cpu: Requester,
+    /// The identify buffer (cpu, dma), kept until `remove`.
+    id: (u64, u64),
+    /// The host's vectors for the admin queue and I/O queue 1.
+    pub admin_irq: u8,
+    pub io_irq: u8,
+    /// Interrupts the driver has taken (one per completed command).
+    pub interrupts: u64,
     /// The driver's own accesses (CPU stores and loads), in order, for timing.
     pub ops: Vec<Op>,
 }
@@ -51,41 +75,101 @@ fn err<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> NvmeError + '_ {
 }
 
 impl Driver {
-    /// Probe: enable the controller with an admin queue pair, identify the namespace, create one
-    /// I/O queue pair (completion queue without interrupts: polled).
+    /// Probe: request the admin queue's interrupt, enable the controller with an admin queue
+    /// pair, identify the namespace, request I/O queue 1's interrupt and create that queue pair
+    /// (completion queue with interrupts enabled). Whatever fails is undone.
     pub fn probe(os: &mut HostOs, dev: DevId, ctrl: &mut Controller) -> NResult<Driver> {
         let bar0 = os.pci_iomap(dev, 0).map_err(err("pci_iomap"))?;
         os.pci_set_master(dev).map_err(err("pci_set_master"))?;
         let cpu = Requester::Cpu(os.host());
-        let mut q = |qid| -> NResult<QueuePair> {
+        let mut d = Driver { dev, bar0, admin: QueuePair::default(), io: QueuePair::default(), blocks: 0, cpu, id: (0, 0), admin_irq: 0, io_irq: 0, interrupts: 0, ops: Vec::new() };
+        match d.setup(os, ctrl) {
+            Ok(()) => Ok(d),
+            Err(e) => {
+                if d.admin.sq != (0, 0) {
+                    let _ = d.mmio_write(os, CC, &0u32.to_le_bytes());
+                    os.run_hardware(|f| ctrl.process(f));
+                }
+                d.teardown(os);
+                Err(e)
+            }
+        }
+    }
+
+    fn setup(&mut self, os: &mut HostOs, ctrl: &mut Controller) -> NResult<()> {
+        let dev = self.dev;
+        let q = |os: &mut HostOs, qid| -> NResult<QueuePair> {
             let sq = os.dma_alloc_coherent(dev, QUEUE_ENTRIES as u64 * 64).map_err(err("dma_alloc_coherent"))?;
-            let cq = os.dma_alloc_coherent(dev, QUEUE_ENTRIES as u64 * 16).map_err(err("dma_alloc_coherent"))?;
-            Ok(QueuePair { qid, sq, cq, sq_tail: 0, cq_head: 0, phase: true, cid: 0 })
+            let cq = match os.dma_alloc_coherent(dev, QUEUE_ENTRIES as u64 * 16) {
+                Ok(cq) => cq,
+                Err(e) => {
+                    let _ = os.dma_free_coherent(dev, QUEUE_ENTRIES as u64 * 64, sq.0, sq.1);
+                    return Err(err("dma_alloc_coherent")(e));
+                }
+            };
+            Ok(QueuePair { qid, sq, cq, phase: true, ..Default::default() })
         };
-        let admin = q(0)?;
-        let io = q(1)?;
-        let mut d = Driver { dev, bar0, admin, io, blocks: 0, cpu, ops: Vec::new() };
-        d.mmio_write(os, CC, &0u32.to_le_bytes())?;
+        self.admin = q(os, 0)?;
+        self.io = q(os, 1)?;
+        self.admin_irq = os.request_irq(dev, ADMIN_MSIX_ENTRY, ADMIN_HANDLER).map_err(err("request_irq (admin queue)"))?;
+        self.admin.vector = self.admin_irq;
+        self.mmio_write(os, CC, &0u32.to_le_bytes())?;
         let aqa = (QUEUE_ENTRIES - 1) | (QUEUE_ENTRIES - 1) << 16;
-        d.mmio_write(os, AQA, &aqa.to_le_bytes())?;
-        d.mmio_write(os, ASQ, &admin.sq.1.to_le_bytes())?;
-        d.mmio_write(os, ACQ, &admin.cq.1.to_le_bytes())?;
-        d.mmio_write(os, CC, &1u32.to_le_bytes())?;
+        self.mmio_write(os, AQA, &aqa.to_le_bytes())?;
+        self.mmio_write(os, ASQ, &self.admin.sq.1.to_le_bytes())?;
+        self.mmio_write(os, ACQ, &self.admin.cq.1.to_le_bytes())?;
+        self.mmio_write(os, CC, &1u32.to_le_bytes())?;
         os.run_hardware(|f| ctrl.process(f));
-        let csts = os.read(bar0 + CSTS, 4).map_err(err("read CSTS"))?;
+        let csts = os.read(self.bar0 + CSTS, 4).map_err(err("read CSTS"))?;
         if csts[0] & 1 == 0 {
             return Err(NvmeError("controller did not become ready (CSTS.RDY = 0)".into()));
         }
         // Identify namespace 1 into a coherent buffer.
-        let id = os.dma_alloc_coherent(dev, 4096).map_err(err("dma_alloc_coherent"))?;
-        d.admin_cmd(os, ctrl, 0x06, id.1, 0, 0)?;
-        let data = os.read(id.0, 8).map_err(err("read identify data"))?;
-        d.blocks = u64::from_le_bytes(data.try_into().unwrap());
-        // Create I/O CQ 1 (physically contiguous, interrupts off) and I/O SQ 1 on it.
+        self.id = os.dma_alloc_coherent(dev, 4096).map_err(err("dma_alloc_coherent"))?;
+        self.admin_cmd(os, ctrl, 0x06, self.id.1, 0, 0)?;
+        let data = os.read(self.id.0, 8).map_err(err("read identify data"))?;
+        self.blocks = u64::from_le_bytes(data.try_into().unwrap_or_default());
+        // Create I/O CQ 1 (physically contiguous, interrupts on its own vector) and I/O SQ 1 on it.
+        self.io_irq = os.request_irq(dev, IO_MSIX_ENTRY, IO_HANDLER).map_err(err("request_irq (I/O queue)"))?;
+        self.io.vector = self.io_irq;
         let qsize = (QUEUE_ENTRIES - 1) << 16;
-        d.admin_cmd(os, ctrl, 0x05, d.io.cq.1, qsize | 1, 1)?;
-        d.admin_cmd(os, ctrl, 0x01, d.io.sq.1, qsize | 1, 1 << 16 | 1)?;
-        Ok(d)
+        self.admin_cmd(os, ctrl, 0x05, self.io.cq.1, qsize | 1, (IO_MSIX_ENTRY as u32) << 16 | 2 | 1)?;
+        self.admin_cmd(os, ctrl, 0x01, self.io.sq.1, qsize | 1, 1 << 16 | 1)?;
+        Ok(())
+    }
+
+    /// Remove (Linux `nvme_remove`): disable the controller, free the interrupts and the queues
+    /// and stop bus mastering, so the drive can be lent or returned.
+    pub fn remove(mut self, os: &mut HostOs, ctrl: &mut Controller) -> NResult<()> {
+        self.mmio_write(os, CC, &0u32.to_le_bytes())?;
+        os.run_hardware(|f| ctrl.process(f));
+        self.teardown(os).map_or(Ok(()), Err)
+    }
+
+    /// Free whatever the driver holds; returns the first failure.
+    fn teardown(&mut self, os: &mut HostOs) -> Option<NvmeError> {
+        let dev = self.dev;
+        let mut first = None;
+        let mut note = |r: Result<(), devlend_host::HostError>, what: &str| {
+            if let Err(e) = r {
+                first.get_or_insert(NvmeError(format!("{what}: {e}")));
+            }
+        };
+        for (irq, entry) in [(self.io_irq, IO_MSIX_ENTRY), (self.admin_irq, ADMIN_MSIX_ENTRY)] {
+            if irq != 0 {
+                note(os.free_irq(dev, entry), "free_irq");
+            }
+        }
+        (self.io_irq, self.admin_irq) = (0, 0);
+        let (sq_len, cq_len) = (QUEUE_ENTRIES as u64 * 64, QUEUE_ENTRIES as u64 * 16);
+        for (buf, len) in [(self.id, 4096), (self.io.sq, sq_len), (self.io.cq, cq_len), (self.admin.sq, sq_len), (self.admin.cq, cq_len)] {
+            if buf != (0, 0) {
+                note(os.dma_free_coherent(dev, len, buf.0, buf.1), "dma_free_coherent");
+            }
+        }
+        (self.id, self.io.sq, self.io.cq, self.admin.sq, self.admin.cq) = Default::default();
+        note(os.pci_clear_master(dev), "pci_clear_master");
+        first
     }
 
     fn mmio_write(&mut self, os: &mut HostOs, reg: u64, data: &[u8]) -> NResult<()> {
@@ -118,6 +202,13 @@ impl Driver {
         q.sq_tail = (q.sq_tail + 1) % QUEUE_ENTRIES;
         self.mmio_write(os, DOORBELL + 8 * q.qid as u64, &q.sq_tail.to_le_bytes())?;
         os.run_hardware(|f| ctrl.process(f));
+        // Wait for the queue's interrupt, then reap the completion entry by its phase tag.
+        let irqs = os.irq_count(q.vector);
+        if irqs == q.irqs {
+            return Err(NvmeError(format!("no interrupt for command {} on queue {} (vector {:#x}): timed out", q.cid, q.qid, q.vector)));
+        }
+        self.interrupts += irqs - q.irqs;
+        q.irqs = irqs;
         let cqe_addr = q.cq.0 + q.cq_head as u64 * 16;
         let cqe = os.read(cqe_addr, 16).map_err(err("read CQE"))?;
         let sf = u16::from_le_bytes([cqe[14], cqe[15]]);

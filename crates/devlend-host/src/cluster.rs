@@ -3,6 +3,13 @@
 //! borrower's NTB and IOMMU, then the borrower hot-adds the device into its device tree ("by
 //! emulating a hot-plug event"). Returning undoes everything and hot-removes the device.
 //!
+//! Returning is refused (`HostError::Busy`) while the borrower's driver still holds DMA mappings
+//! or interrupt vectors of the device, as borrowing is refused while the lender's driver does:
+//! the device could have DMA in flight, and Linux removes a device only after its driver has let
+//! go. `return_device_force` takes it back anyway (a surprise removal): everything is undone, the
+//! lender masks the device's MSI-X table and disables MSI-X, and whatever the device still sends
+//! towards the former borrower is refused on the data path and recorded by the fabric.
+//!
 //! The fabric should come without a Device Lending `setup` section: that programming is what
 //! this crate does.
 
@@ -59,7 +66,10 @@ pub struct LendInfo {
     pub window_iova: u64,
     /// The BARs as the borrower sees them.
     pub bars: Vec<BarView>,
+    /// The borrower's driver's DMA mappings (buffers and resources).
     pub live_dma_maps: usize,
+    /// Interrupt vectors the borrower's driver holds for the device.
+    pub irq_vectors: usize,
 }
 
 /// One stored P2P address pair of a borrowed source (000 §6).
@@ -143,26 +153,59 @@ impl Cluster {
         if live > 0 {
             return Err(HostError::Busy(format!("{name} is in use in {}: its driver holds {live} DMA mappings", hn(lender))));
         }
+        let irqs = k.irqs.of(dev);
+        if irqs > 0 {
+            return Err(HostError::Busy(format!("{name} is in use in {}: its driver holds {irqs} interrupt vectors", hn(lender))));
+        }
         Ok((lender, dev))
     }
 
     /// Return a borrowed device to its lender: every mapping, LUT entry and window the lend made
-    /// is undone, the device stops bus mastering, and the borrower's tree loses it.
+    /// is undone, the device stops bus mastering, and the borrower's tree loses it. Refused with
+    /// `Busy` while the borrower's driver holds DMA mappings or interrupt vectors of it.
     pub fn return_device(&mut self, borrower: impl HostRef, dev: DevId) -> HResult<()> {
         let b = borrower.resolve(self)?;
-        let d = self.kernels[b as usize].device(dev)?;
-        let Origin::Borrowed { lender } = d.origin else {
-            return invalid(format!("{} is not borrowed by {}", d.name, self.kernels[b as usize].name));
-        };
-        let func = d.func;
+        let (_, func) = self.borrowed(b, dev)?;
+        let maps = self.lending.lends.get(&func).map_or(0, |l| l.maps.len() + l.resource_maps.len());
+        let irqs = self.kernels[b as usize].irqs.of(dev);
+        if maps + irqs > 0 {
+            let name = &self.fabric.funcs[func as usize].name;
+            return Err(HostError::Busy(format!(
+                "cannot return {name}: its driver in {} still holds {maps} DMA mappings and {irqs} interrupt vectors, so the device may have DMA or interrupts in flight; \
+                 the driver must unmap and free_irq first (return_device_force takes it back anyway)",
+                self.kernels[b as usize].name
+            )));
+        }
+        self.return_device_force(b, dev)
+    }
+
+    /// Take a borrowed device back whatever its driver still holds (a surprise removal): its
+    /// DMA mappings, P2P entries, MSI mapping and interrupt vectors go with the lend; the lender
+    /// disables bus mastering and MSI-X (every table entry masked). DMA the device still issues
+    /// towards the former borrower is refused on the data path and recorded as a fault.
+    pub fn return_device_force(&mut self, borrower: impl HostRef, dev: DevId) -> HResult<()> {
+        let b = borrower.resolve(self)?;
+        let (lender, func) = self.borrowed(b, dev)?;
         self.lending.reclaim(&mut self.fabric, func)?;
         self.fabric.set_bus_master(func, false);
+        for e in crate::irq::quiesce_msix(&mut self.fabric, func) {
+            self.lending.anomalies.push(format!("masking the MSI-X table of {}: {e}", self.fabric.funcs[func as usize].name));
+        }
         self.kernels[b as usize].hot_remove(dev)?;
         let k = &mut self.kernels[lender as usize];
         if let Some(id) = k.by_func(func) {
             k.device_mut(id)?.lent_to = None;
         }
         Ok(())
+    }
+
+    /// (lender, function) of a device borrowed by `b`.
+    fn borrowed(&self, b: HostId, dev: DevId) -> HResult<(HostId, FuncId)> {
+        let d = self.kernels[b as usize].device(dev)?;
+        let Origin::Borrowed { lender } = d.origin else {
+            return invalid(format!("{} is not borrowed by {}", d.name, self.kernels[b as usize].name));
+        };
+        Ok((lender, d.func))
     }
 
     pub fn lends(&self) -> Vec<LendInfo> {
@@ -180,7 +223,8 @@ impl Cluster {
                 window_size: w.map_or(0, |w| w.size),
                 window_iova: w.map_or(0, |w| w.iova_base),
                 bars: l.bars.clone(),
-                live_dma_maps: l.maps.len(),
+                live_dma_maps: l.maps.len() + l.resource_maps.len(),
+                irq_vectors: self.kernels[l.borrower as usize].irqs.of(l.dev),
             }
         }).collect()
     }
@@ -197,7 +241,8 @@ impl Cluster {
         self.lending.idle()
     }
 
-    /// Undo steps the fabric refused (always empty unless this crate has a bug).
+    /// Undo steps the fabric refused (always empty unless this crate has a bug, or a returned
+    /// device's BAR no longer decodes when the lender masks its MSI-X table).
     pub fn anomalies(&self) -> &[String] {
         &self.lending.anomalies
     }

@@ -9,13 +9,16 @@
 //! - a deterministic physical page allocator over the host's RAM (the first 16 MiB stay
 //!   reserved for "the kernel image and firmware", so buffers never start at address 0);
 //! - per local device, its DMA state (`localdma`): with the IOMMU on, one IOMMU domain per
-//!   device named `dma:DEVICE`, attached at boot, as Linux gives each device a default domain.
+//!   device named `dma:DEVICE`, attached at boot, as Linux gives each device a default domain;
+//! - the host's interrupt vectors (`irq`): which device's MSI-X entry and which driver handler
+//!   each belongs to, and how many interrupts each has taken.
 //!
 //! NTB adapters are listed but their DMA is not the drivers' business: Device Lending attaches
 //! their requester IDs and DMA aliases to its own domains (see `lending`).
 
 use crate::alloc::{align_up, RangeAlloc};
 use crate::error::{invalid, size, HResult, HostError};
+use crate::irq::IrqTable;
 use crate::localdma::LocalDma;
 use devlend_fabric::model::{FuncId, Host, HostId, NodeKind};
 use devlend_fabric::Fabric;
@@ -84,6 +87,7 @@ pub struct Kernel {
     ram: Vec<(u64, u64)>,
     pages: RangeAlloc,
     pub(crate) dma: BTreeMap<DevId, LocalDma>,
+    pub(crate) irqs: IrqTable,
 }
 
 /// The IOVA space handed out by this host's IOVA allocators: from 4 GiB up to the 64-bit MMIO
@@ -100,7 +104,7 @@ impl Kernel {
         let h = &f.hosts[host as usize];
         let ram: Vec<(u64, u64)> = h.ram_regions.iter().map(|r| (r.start, r.end)).collect();
         let free: Vec<(u64, u64)> = ram.iter().map(|&(s, e)| (s.max(KERNEL_RESERVED), e)).collect();
-        let mut k = Kernel { host, name: h.name.clone(), iommu: h.iommu, devices: BTreeMap::new(), next_id: 0, ram, pages: RangeAlloc::new(&free), dma: BTreeMap::new() };
+        let mut k = Kernel { host, name: h.name.clone(), iommu: h.iommu, devices: BTreeMap::new(), next_id: 0, ram, pages: RangeAlloc::new(&free), dma: BTreeMap::new(), irqs: IrqTable::default() };
         let mut funcs: Vec<FuncId> = (0..f.funcs.len() as FuncId).filter(|&x| f.func_host(x) == host).collect();
         funcs.sort_by_key(|&x| f.funcs[x as usize].bdf);
         for func in funcs {
@@ -161,8 +165,15 @@ impl Kernel {
     /// Remove a device from the tree (a hot-unplug event).
     pub(crate) fn hot_remove(&mut self, id: DevId) -> HResult<PciDevice> {
         self.dma.remove(&id);
+        self.irqs.drop_device(id);
         let name = self.name.clone();
         self.devices.remove(&id).ok_or_else(|| HostError::NoDevice(format!("host {name}: no device with handle {} to remove", id.0)))
+    }
+
+    /// This host's interrupt vectors (what /proc/interrupts lists). Counts include only the
+    /// messages taken so far: `HostOs::handle_irqs` (or `irq_count`) takes the new ones.
+    pub fn irqs(&self) -> &IrqTable {
+        &self.irqs
     }
 
     /// Whether [addr, addr+len) lies inside one RAM region of this host.

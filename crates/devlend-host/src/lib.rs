@@ -8,12 +8,15 @@
 //!   DMA API (`dma_map_single`, `dma_map_sg`, `dma_alloc_coherent`, `dma_map_resource`, ...).
 //!   For a local device it maps through the host's IOMMU (one domain per device) or returns
 //!   physical addresses ([`localdma`]); for a borrowed device the borrower agent intercepts it.
+//!   Interrupts: MSI-X `request_irq`/`free_irq` and per-vector counts ([`irq`]).
 //! - `lending`: the lender and borrower agents of seed 000 §4 (DMA window through the NTB,
-//!   requester-ID LUT, BARs through window segments, borrower-side IOMMU mappings, hot-add) and
-//!   the multi-device peer-to-peer resolution of §6 (three cases), with the policies for the
+//!   requester-ID LUT, BARs through window segments, borrower-side IOMMU mappings, hot-add, the
+//!   borrower's MSI page mapped through the lender's NTB: "reverse mappings for DMA and MSI")
+//!   and the multi-device peer-to-peer resolution of §6 (three cases), with the policies for the
 //!   lender's IOMMU ("Rem-IOMMU", §7.1) written down in its module docs.
 //! - [`cluster`]: [`Cluster`], which owns the fabric, the kernels and the agents: `borrow`,
-//!   `return_device`, inspection.
+//!   `return_device` (refused while the driver holds DMA mappings or vectors),
+//!   `return_device_force` (surprise removal), inspection.
 //!
 //! All programming goes through the fabric's Linux-named interfaces (NTB API, IOMMU API, PCI
 //! config space); every error is a [`HostError`] value with a clear message.
@@ -21,6 +24,7 @@
 pub mod alloc;
 pub mod cluster;
 pub mod error;
+pub mod irq;
 pub mod kernel;
 mod lending;
 pub mod localdma;
@@ -28,5 +32,6 @@ pub mod os;
 
 pub use cluster::{BorrowOptions, Cluster, HostRef, LendInfo, P2pInfo};
 pub use error::{HResult, HostError};
+pub use irq::{IrqDesc, IrqTable};
 pub use kernel::{BarView, DevId, Kernel, Origin, PciDevice};
 pub use os::{DmaDir, HostOs};

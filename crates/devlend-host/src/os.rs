@@ -7,13 +7,25 @@
 //! - Memory: `kmalloc`/`kfree` (page granular), CPU `write`/`read` (memcpy, writel, readl).
 //! - DMA API: `dma_map_single`, `dma_map_sg`, `dma_alloc_coherent`, `dma_map_resource` and their
 //!   unmaps. Directions matter: a `ToDevice` mapping is read-only for the device.
+//! - Interrupts: `pci_msix_vec_count`, `request_irq`/`free_irq` (MSI-X; see `irq` for what is
+//!   modelled and from where), `handle_irqs`, `irq_count`, `irq_spurious`. For a borrowed device
+//!   the table entry gets the lender-side address of this host's MSI page (`lending::msi`).
+//!
+//! CPU accesses that fail on the data path (an address no BAR decodes, an NTB window segment
+//! without a translation, a device whose memory decoding is off, an IOMMU fault on the far side)
+//! are recorded by the fabric and returned as `HostError::Fault`; nothing panics.
 
 use crate::cluster::Cluster;
 use crate::error::{invalid, HResult, HostError};
+use crate::irq::{self, IrqDesc, MsixCap, MSIX_ENTRY_CTRL, MSIX_ENTRY_DATA, MSIX_ENTRY_MASKED, MSIX_ENTRY_SIZE, MSIX_MASKALL};
 use crate::kernel::{DevId, Kernel, Origin, PciDevice};
 use crate::lending::p2p::Target;
+use devlend_fabric::config::MSIX_ENABLE;
 use devlend_fabric::model::{FuncId, HostId};
 use devlend_fabric::Requester;
+
+/// The largest single CPU access (`write`/`read`) this layer performs; larger ones are refused.
+pub const MAX_CPU_ACCESS: usize = 1 << 30;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DmaDir {
@@ -108,6 +120,139 @@ impl HostOs<'_> {
         Ok(self.c.fabric.config_read(f, off, len)?)
     }
 
+    // ----- interrupts (MSI-X) -----------------------------------------------------------------
+
+    /// A device whose interrupts drivers request: (function, origin, name).
+    fn irq_dev(&self, dev: DevId) -> HResult<(FuncId, Origin, String)> {
+        let d = self.usable(dev)?;
+        if d.is_ntb {
+            return invalid(format!("{} is an NTB adapter; its interrupts belong to the NTB driver", d.name));
+        }
+        Ok((d.func, d.origin, d.name.clone()))
+    }
+
+    /// pci_msix_vec_count: the number of entries in the device's MSI-X table.
+    pub fn pci_msix_vec_count(&self, dev: DevId) -> HResult<u16> {
+        let (func, _, _) = self.irq_dev(dev)?;
+        Ok(irq::msix_cap(&self.c.fabric, func)?.entries)
+    }
+
+    /// The CPU address of MSI-X table entry `entry`, through this host's mapping of the BAR.
+    fn msix_entry(&self, dev: DevId, cap: &MsixCap, entry: u16) -> HResult<u64> {
+        let base = self.pci_iomap(dev, cap.bir)?;
+        let len = self.pci_resource_len(dev, cap.bir)?;
+        let at = cap.offset + entry as u64 * MSIX_ENTRY_SIZE;
+        if at + MSIX_ENTRY_SIZE > len {
+            return invalid(format!("{}: MSI-X entry {entry} at {at:#x} lies outside BAR {} ({len:#x} bytes)", self.usable(dev)?.name, cap.bir));
+        }
+        Ok(base + at)
+    }
+
+    /// This host's MSI message address (destination APIC ID 0; see `irq`).
+    pub fn msi_address(&self) -> u64 {
+        self.c.fabric.hosts[self.host as usize].msi.start
+    }
+
+    /// `request_irq(pci_irq_vector(dev, entry), handler, ...)`: allocate a vector of this host
+    /// for MSI-X table entry `entry` of the device, program the entry through the CPU's mapping
+    /// of the table's BAR (masked, address, data, then unmasked) and enable MSI-X (Message
+    /// Control bit 15) if it is not yet. Returns the vector (the message data). For a borrowed
+    /// device the address is the lender-side address of this host's MSI page, which the lender
+    /// maps through its NTB (000 §4). Nothing stays allocated or mapped on error.
+    pub fn request_irq(&mut self, dev: DevId, entry: u16, handler: u32) -> HResult<u8> {
+        let (func, origin, name) = self.irq_dev(dev)?;
+        if let Some(v) = self.kernel().irqs.find(dev, entry) {
+            return Err(HostError::Busy(format!("request_irq: MSI-X entry {entry} of {name} already has vector {v:#x}")));
+        }
+        let cap = irq::msix_cap(&self.c.fabric, func)?;
+        if entry >= cap.entries {
+            return invalid(format!("request_irq: {name} has {} MSI-X entries; there is no entry {entry}", cap.entries));
+        }
+        let slot = self.msix_entry(dev, &cap, entry)?;
+        let Some(vector) = self.kernel().irqs.alloc() else {
+            return Err(HostError::NoMemory(format!("host {}: no free interrupt vector (all of {:#x}-{:#x} are requested)", self.kernel().name, irq::FIRST_DEVICE_VECTOR, irq::FIRST_SYSTEM_VECTOR - 1)));
+        };
+        let borrowed = matches!(origin, Origin::Borrowed { .. });
+        let msg_addr = if borrowed {
+            let Cluster { fabric, lending, .. } = &mut *self.c;
+            lending.msi_acquire(fabric, func)?
+        } else {
+            self.msi_address()
+        };
+        if let Err(e) = self.program_msix_entry(func, &cap, slot, msg_addr, vector as u32) {
+            if borrowed {
+                let Cluster { fabric, lending, .. } = &mut *self.c;
+                lending.msi_release(fabric, func);
+            }
+            if self.kernel().irqs.of(dev) == 0 {
+                let _ = self.msix_disable(func, &cap);
+            }
+            return Err(e);
+        }
+        self.kernel_mut().irqs.insert(IrqDesc { vector, dev, entry, handler, msg_addr, count: 0 });
+        Ok(vector)
+    }
+
+    fn program_msix_entry(&mut self, func: FuncId, cap: &MsixCap, slot: u64, addr: u64, data: u32) -> HResult<()> {
+        self.write(slot + MSIX_ENTRY_CTRL, &MSIX_ENTRY_MASKED.to_le_bytes())?;
+        self.write(slot, &(addr as u32).to_le_bytes())?;
+        self.write(slot + 4, &((addr >> 32) as u32).to_le_bytes())?;
+        self.write(slot + MSIX_ENTRY_DATA, &data.to_le_bytes())?;
+        let control = irq::msix_control(&self.c.fabric, func, cap)?;
+        if control & MSIX_ENABLE == 0 {
+            // msix_capability_init: enable with the function masked, then unmask the function.
+            irq::set_msix_control(&mut self.c.fabric, func, cap, control | MSIX_ENABLE | MSIX_MASKALL)?;
+            irq::set_msix_control(&mut self.c.fabric, func, cap, (control | MSIX_ENABLE) & !MSIX_MASKALL)?;
+        }
+        self.write(slot + MSIX_ENTRY_CTRL, &0u32.to_le_bytes())
+    }
+
+    fn msix_disable(&mut self, func: FuncId, cap: &MsixCap) -> HResult<()> {
+        let control = irq::msix_control(&self.c.fabric, func, cap)?;
+        irq::set_msix_control(&mut self.c.fabric, func, cap, control & !(MSIX_ENABLE | MSIX_MASKALL))
+    }
+
+    /// `free_irq`: take what is pending for the vector, mask the table entry, release the vector
+    /// (and for a borrowed device its reference to the MSI mapping); the device's last vector
+    /// disables MSI-X.
+    pub fn free_irq(&mut self, dev: DevId, entry: u16) -> HResult<()> {
+        let (func, origin, name) = self.irq_dev(dev)?;
+        let Some(vector) = self.kernel().irqs.find(dev, entry) else {
+            return invalid(format!("free_irq: MSI-X entry {entry} of {name} has no interrupt (never requested, or already freed)"));
+        };
+        self.handle_irqs();
+        let cap = irq::msix_cap(&self.c.fabric, func)?;
+        let masked = self.msix_entry(dev, &cap, entry).and_then(|slot| self.write(slot + MSIX_ENTRY_CTRL, &MSIX_ENTRY_MASKED.to_le_bytes()));
+        self.kernel_mut().irqs.remove(vector);
+        if let Origin::Borrowed { .. } = origin {
+            let Cluster { fabric, lending, .. } = &mut *self.c;
+            lending.msi_release(fabric, func);
+        }
+        if self.kernel().irqs.of(dev) == 0 {
+            self.msix_disable(func, &cap)?;
+        }
+        masked
+    }
+
+    /// Take the interrupts delivered to this host since the last call (the MSI writes the fabric
+    /// recorded for it) and count them per vector; returns how many arrived.
+    pub fn handle_irqs(&mut self) -> usize {
+        let Cluster { fabric, kernels, .. } = &mut *self.c;
+        kernels[self.host as usize].irqs.accept(fabric, self.host)
+    }
+
+    /// Interrupts delivered to `vector` so far (0 for a vector nobody holds).
+    pub fn irq_count(&mut self, vector: u8) -> u64 {
+        self.handle_irqs();
+        self.kernel().irqs.get(vector).map_or(0, |d| d.count)
+    }
+
+    /// Interrupts that arrived for a vector no driver requested.
+    pub fn irq_spurious(&mut self) -> u64 {
+        self.handle_irqs();
+        self.kernel().irqs.spurious()
+    }
+
     // ----- memory -----------------------------------------------------------------------------
 
     pub fn kmalloc(&mut self, size: u64) -> HResult<u64> {
@@ -120,16 +265,19 @@ impl HostOs<'_> {
 
     /// A CPU store of `data` at `addr` (RAM, or MMIO through `pci_iomap`).
     pub fn write(&mut self, addr: u64, data: &[u8]) -> HResult<()> {
+        check_cpu_range(addr, data.len())?;
         let (_, fail) = self.c.fabric.write(Requester::Cpu(self.host), addr, data);
         self.check(fail)
     }
 
     /// A CPU load of `len` bytes at `addr`.
     pub fn read(&mut self, addr: u64, len: usize) -> HResult<Vec<u8>> {
+        check_cpu_range(addr, len)?;
         let (out, fail) = self.c.fabric.read(Requester::Cpu(self.host), addr, len);
         self.check(fail).map(|_| out)
     }
 
+    /// Turn a data-path failure (already recorded by the fabric) into an error.
     fn check(&self, fail: Option<devlend_fabric::route::Failure>) -> HResult<()> {
         match fail {
             None => Ok(()),
@@ -285,4 +433,15 @@ impl HostOs<'_> {
         let view = t.bar(bar)?.cpu_addr;
         Ok(Target { func: t.func, bar, origin: t.origin, view, offset })
     }
+}
+
+/// A CPU access must fit in the address space and be of a sane size.
+fn check_cpu_range(addr: u64, len: usize) -> HResult<()> {
+    if len > MAX_CPU_ACCESS {
+        return invalid(format!("a CPU access of {len} bytes at {addr:#x}: at most {MAX_CPU_ACCESS} bytes at a time"));
+    }
+    if len > 0 && addr.checked_add(len as u64 - 1).is_none() {
+        return invalid(format!("a CPU access of {len} bytes at {addr:#x} runs past the end of the address space"));
+    }
+    Ok(())
 }

@@ -73,12 +73,15 @@ fn returning_everything_in_any_order_leaves_the_fabric_clean() {
             driver_probe(&mut os, src, 0x2000).unwrap();
         }
         let g1_to_g3 = os.dma_map_resource(g1, os.pci_iomap(g3, 1).unwrap(), 0x10, DmaDir::FromDevice).unwrap();
-        c.return_device("borrower", g0).unwrap();
+        // The drivers still hold their mappings: an orderly return is refused, a forced one
+        // (surprise removal) takes everything back.
+        assert!(matches!(c.return_device("borrower", g0), Err(HostError::Busy(_))));
+        c.return_device_force("borrower", g0).unwrap();
         assert_eq!(device_write(&mut c, "gpu1", g1_to_g3, b"still"), None, "the shared window to gpu3 outlives gpu0's use of it");
         c.return_device("borrower", g3).unwrap();
         assert!(device_write(&mut c, "gpu1", g1_to_g3, b"gone").is_some(), "returning the target revokes its P2P windows");
         assert!(c.p2p_table("gpu1").iter().all(|e| e.target != "gpu3"));
-        c.return_device("borrower", g1).unwrap();
+        c.return_device_force("borrower", g1).unwrap();
         c.os("borrower").unwrap().pci_clear_master(g4).unwrap();
         assert_eq!(snapshot(&c.fabric), clean);
         assert!(c.lending_idle() && c.anomalies().is_empty());
@@ -100,7 +103,7 @@ fn devices_from_one_lender_share_its_dma_window() {
         let (buf, dma) = driver_probe(&mut os, g, 0x1000).unwrap();
         bufs.push((name, buf, dma));
     }
-    c.return_device("borrower", g0).unwrap();
+    c.return_device_force("borrower", g0).unwrap();
     let (_, buf, dma) = bufs[1];
     assert_eq!(device_write(&mut c, "gpu1", dma, b"alive"), None);
     assert_eq!(c.os("borrower").unwrap().read(buf, 5).unwrap(), b"alive");
@@ -203,8 +206,8 @@ fn two_hosts_can_lend_to_each_other_over_one_ntb_pair() {
         assert_eq!(c.os(host).unwrap().read(buf, 4).unwrap(), tag);
         assert_eq!(bar_bytes(&mut c, name, 0, 0x100, 4), 0xfeed_f00d_u32.to_le_bytes());
     }
-    c.return_device("lender-b", g0).unwrap();
-    c.return_device("lender-a", g3).unwrap();
+    c.return_device_force("lender-b", g0).unwrap();
+    c.return_device_force("lender-a", g3).unwrap();
     assert_eq!(snapshot(&c.fabric), clean);
     assert!(c.lending_idle() && c.anomalies().is_empty());
 }

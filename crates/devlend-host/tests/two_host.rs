@@ -122,7 +122,8 @@ fn returning_undoes_everything_and_old_addresses_stop_working() {
         let (_, dma) = driver_probe(&mut os, gpu, 0x1000).unwrap();
         let bar1 = os.pci_iomap(gpu, 1).unwrap();
         assert_eq!(c.kernel("lender").unwrap().device(c.kernel("lender").unwrap().find("gpu0").unwrap()).unwrap().lent_to, Some(0));
-        c.return_device("borrower", gpu).unwrap();
+        // The driver still holds its buffer: only a forced return (surprise removal) takes it.
+        c.return_device_force("borrower", gpu).unwrap();
         assert_eq!(snapshot(&c.fabric), clean, "no translation, LUT entry, IOMMU mapping or bus master left");
         assert!(c.lending_idle() && c.anomalies().is_empty());
         assert!(c.kernel("borrower").unwrap().find("gpu0").is_err(), "hot-removed from the borrower's tree");
@@ -151,6 +152,9 @@ fn borrowing_again_after_a_return_works() {
         let (buf, dma) = driver_probe(&mut os, gpu, 0x1000).unwrap();
         assert_eq!(device_write(&mut c, "gpu0", dma, &[round; 8]), None);
         assert_eq!(c.os("borrower").unwrap().read(buf, 8).unwrap(), [round; 8]);
+        let mut os = c.os("borrower").unwrap();
+        os.dma_unmap_single(gpu, dma, 0x1000, DmaDir::FromDevice).unwrap();
+        os.pci_clear_master(gpu).unwrap();
         c.return_device("borrower", gpu).unwrap();
     }
     assert!(c.lending_idle() && c.anomalies().is_empty());

@@ -279,6 +279,37 @@ fn nvme_read(py: Python<'_>, topology_json: &str, runner: &str, device: &str, lb
     }
 }
 
+fn steps(v: Vec<(&'static str, u64)>) -> Vec<(String, u64)> {
+    v.into_iter().map(|(w, p)| (w.to_string(), p)).collect()
+}
+
+/// One cudaMemcpy between GPU `device`'s memory and a host buffer, by the GPU driver on `runner`
+/// (borrowing the GPU when it sits elsewhere): (total ps, [(step, ps)]). `dtoh`: device to host.
+#[pyfunction]
+fn gpu_memcpy(py: Python<'_>, topology_json: &str, runner: &str, device: &str, dtoh: bool, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
+    use devlend_devices::gpu_bench::{memcpy, Dir};
+    let dir = if dtoh { Dir::DtoH } else { Dir::HtoD };
+    let r = py.detach(|| memcpy(topology_json, runner, device, dir, len));
+    r.map(|t| (t.total_ps, steps(t.steps))).map_err(FabricError::new_err)
+}
+
+/// One GPU-to-GPU transfer, peer-to-peer or bounced through the runner's RAM: (total ps, steps).
+#[pyfunction]
+fn gpu_to_gpu(py: Python<'_>, topology_json: &str, runner: &str, src: &str, dst: &str, peer: bool, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
+    use devlend_devices::gpu_bench::{gpu_to_gpu as g2g, Via};
+    let via = if peer { Via::Peer } else { Via::Ram };
+    let r = py.detach(|| g2g(topology_json, runner, src, dst, via, len));
+    r.map(|t| (t.total_ps, steps(t.steps))).map_err(FabricError::new_err)
+}
+
+/// The ping-pong kernel's round trip between GPUs `a` and `b`, counters in GPU memory or RAM (ps).
+#[pyfunction]
+fn gpu_pingpong(py: Python<'_>, topology_json: &str, runner: &str, a: &str, b: &str, peer: bool) -> PyResult<u64> {
+    use devlend_devices::gpu_bench::{pingpong, Via};
+    let via = if peer { Via::Peer } else { Via::Ram };
+    py.detach(|| pingpong(topology_json, runner, a, b, via)).map_err(FabricError::new_err)
+}
+
 /// The hardware parameter file (TOML text), compiled into the core.
 #[pyfunction]
 fn params_toml() -> &'static str {
@@ -290,6 +321,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Fabric>()?;
     m.add_function(wrap_pyfunction!(params_toml, m)?)?;
     m.add_function(wrap_pyfunction!(nvme_read, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_memcpy, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_to_gpu, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_pingpong, m)?)?;
     m.add("SpecError", m.py().get_type::<SpecError>())?;
     m.add("FabricError", m.py().get_type::<FabricError>())?;
     Ok(())

@@ -21,7 +21,7 @@ from typing import Callable, Optional
 
 from .. import _core, load
 from . import ExperimentResult, register, topology_path
-from ._lend import ram_to_ram_ns
+from ._latency import ram_to_ram_ns
 
 KiB = 1 << 10
 

@@ -1,9 +1,10 @@
 """D3: GPU ping-pong latency with GPU-initiated stores (000 §7.2, Fig 14; 001 §7.3.2, Fig 11).
 
-One GPU increments a counter and stores it into the other's memory (peer-to-peer) or into a buffer
-in the borrower's RAM; the other waits for the change and stores an acknowledgement back. The
-round trip is timed on the same fabric programming as D2 (see p2p.setup), in steady state (each
-access timed after an untimed first one, so the IOTLB is warm as after the paper's first round trips):
+One GPU's kernel increments a counter and stores it into the other's memory (peer-to-peer) or into
+a buffer in the runner's RAM; the other waits for the change and stores an acknowledgement back.
+The GPUs run as in D2 (the same scenarios, lent by Device Lending; see p2p.scenario), and the round
+trip is timed in steady state (each access timed after an untimed first one, so the IOTLB is warm
+as after the paper's first round trips):
 - peer-to-peer: write(A->B) + B notices in its own memory + write(B->A) + A notices;
 - via RAM: write(A->RAM) + B notices by polling RAM + write(B->RAM) + A notices likewise.
 A GPU polling its own memory notices after one device-memory access (`endpoint_latency_ps`). A GPU
@@ -20,27 +21,18 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from ..engine_params import timing_param
 from . import ExperimentResult, register
 from . import p2p
-from ._lend import ram_to_ram_ns
+from ._gpu import pingpong_ps
+from ._latency import ram_to_ram_ns
 
 SCENARIOS = ["Loc-P2P-SW", "Loc-P2P-Root", "1L-P2P-SW", "1L-P2P-IOMMU", "2L-P2P-SW", "2L-P2P-IOMMU",
              "Loc-RAM-Root", "1L-RAM-SW", "1L-RAM-IOMMU", "2L-RAM-SW", "2L-RAM-IOMMU"]
 
 
 def round_trip_ns(name: str) -> float:
-    s = p2p.setup(name)
-    f = s.f
-    one_way = lambda gpu, addr: f.dma(gpu, addr, 4, write=True, warm=True).time_ps
-    if s.read_addr is None:
-        notice = timing_param("endpoint_latency_ps")
-        ps = one_way(s.src, s.write_addr) + notice + one_way(s.dst, s.back) + notice
-    else:
-        poll = lambda gpu, addr: f.dma(gpu, addr, 4, write=False, warm=True).time_ps
-        ps = (one_way(s.src, s.write_addr) + poll(s.dst, s.read_addr)
-              + one_way(s.dst, s.read_addr) + poll(s.src, s.write_addr))
-    return ps / 1000
+    js, runner, a, b, peer = p2p.scenario(name)
+    return pingpong_ps(js, runner, a, b, peer) / 1000
 
 
 @register("d3", "GPU ping-pong latency, GPU-initiated stores (000 §7.2, Fig 14)")

@@ -42,7 +42,7 @@ impl LendState {
         let why = format!("cannot lend {} to {}", f.funcs[func as usize].name, f.hosts[borrower as usize].name);
         let (la, bb) = need_link(f, lender, borrower, &why)?;
         let (bars, held) = atomically!(self, f, held, self.open_lend(f, func, la, bb, dma_window, &mut held))?;
-        Ok(Lend { lender, borrower, la, bb, dev: DevId(u32::MAX), dev_domain, bars, held, maps: Vec::new(), p2p: BTreeMap::new(), resource_maps: Vec::new() })
+        Ok(Lend { lender, borrower, la, bb, dev: DevId(u32::MAX), dev_domain, bars, held, maps: Vec::new(), p2p: BTreeMap::new(), resource_maps: Vec::new(), msi: None })
     }
 
     fn open_lend(&mut self, f: &mut Fabric, func: FuncId, la: u32, bb: u32, dma_window: Option<u64>, held: &mut Vec<Held>) -> HResult<Vec<BarView>> {
@@ -51,7 +51,7 @@ impl LendState {
         let mut views = Vec::new();
         for b in f.funcs[func as usize].bars.clone() {
             held.push(self.acquire_bar_win(f, bb, func, b.index)?);
-            let cpu_addr = self.bar_win_addr(bb, func, b.index).unwrap_or_default();
+            let cpu_addr = self.bar_win_addr(bb, func, b.index).ok_or_else(|| HostError::Invalid(format!("BAR {} of {} has no window address", b.index, f.funcs[func as usize].name)))?;
             views.push(BarView { index: b.index, size: b.size, cpu_addr });
         }
         Ok(views)
@@ -100,6 +100,9 @@ impl LendState {
         }
         for (_, e) in std::mem::take(&mut lend.p2p) {
             self.release_all(f, e.held);
+        }
+        if let Some(m) = lend.msi.take() {
+            self.release_all(f, m.held);
         }
         let held = std::mem::take(&mut lend.held);
         self.release_all(f, held);

@@ -21,11 +21,16 @@
 //!   one-to-one, page by page and only while the driver's mapping lives, in the device's own
 //!   domain (`dma:DEVICE`). The device's DMA then climbs to the lender's root, is checked by the
 //!   IOMMU and turns back down to the NTB: the data path the paper measures.
+//! - *MSI* ("The lender is responsible for setting up reverse mappings for DMA and MSI", 000 §4):
+//!   the borrower's MSI page is mapped through the lender's NTB when the borrower's driver first
+//!   requests an interrupt for a device lent over that NTB pair, straight onto the MSI page (the
+//!   borrower's root takes MSI before DMA remapping); see `msi`.
 //! - *IOVAs* are allocated from 4 GiB up to the 64-bit MMIO base, so they never collide with the
 //!   one-to-one mappings of BARs and windows (see `kernel::iova_space`).
 
 pub(crate) mod borrower;
 pub(crate) mod lender;
+pub(crate) mod msi;
 pub(crate) mod p2p;
 mod resources;
 pub(crate) mod windows;
@@ -56,6 +61,9 @@ pub(crate) enum Held {
     Rid(u32, Bdf),
     /// A reference to a BAR (function, index) mapped through the windows of adapter `out`.
     BarWin(u32, FuncId, u8),
+    /// A reference to the borrower's MSI page mapped through the windows of lender adapter `la`
+    /// into borrower adapter `bb` (see `msi`).
+    MsiWin(u32, u32),
     /// A window mapping.
     Win(WinMap),
     /// An IOMMU mapping.
@@ -108,6 +116,15 @@ pub(crate) struct P2pEntry {
     held: Vec<Held>,
 }
 
+/// A borrowed device's way to its borrower's MSI page, while its driver holds interrupt vectors.
+pub(crate) struct LendMsi {
+    /// The lender-side address of the borrower's MSI page (what the MSI-X table entries hold).
+    pub addr: u64,
+    /// Vectors using it.
+    pub users: u32,
+    held: Vec<Held>,
+}
+
 /// A local device's mapping of a borrowed device's BAR: its requester ID crosses the NTB.
 pub(crate) struct LocalP2p {
     pub target: FuncId,
@@ -130,6 +147,8 @@ pub(crate) struct Lend {
     pub p2p: BTreeMap<(FuncId, u8), P2pEntry>,
     /// The driver's resource mappings: (bus address, size).
     pub resource_maps: Vec<(u64, u64)>,
+    /// The reverse mapping for MSI, while the borrower's driver holds interrupt vectors.
+    pub msi: Option<LendMsi>,
 }
 
 #[derive(Default)]
@@ -138,6 +157,7 @@ pub(crate) struct LendState {
     pub domains: BTreeMap<u32, AdapterDomain>,
     pub dma_windows: BTreeMap<(u32, u32), DmaWindow>,
     bar_wins: BTreeMap<(u32, FuncId, u8), Shared>,
+    msi_wins: BTreeMap<(u32, u32), Shared>,
     rids: BTreeMap<(u32, Bdf), RidRef>,
     pub windows: Windows,
     pub local_p2p: BTreeMap<(FuncId, u64), LocalP2p>,

@@ -86,7 +86,7 @@ impl LendState {
         }
     }
 
-    fn note<T, E: std::fmt::Display>(&mut self, what: &str, r: Result<T, E>) {
+    pub(crate) fn note<T, E: std::fmt::Display>(&mut self, what: &str, r: Result<T, E>) {
         if let Err(e) = r {
             self.anomalies.push(format!("{what}: {e}"));
         }
@@ -111,6 +111,11 @@ impl LendState {
             Held::Rid(ntb, rid) => self.release_rid(f, ntb, rid),
             Held::BarWin(out, func, bar) => {
                 if let Some(inner) = drop_ref(&mut self.bar_wins, (out, func, bar), |s| (&mut s.refs, &mut s.inner)) {
+                    self.release_all(f, inner);
+                }
+            }
+            Held::MsiWin(la, bb) => {
+                if let Some(inner) = drop_ref(&mut self.msi_wins, (la, bb), |s| (&mut s.refs, &mut s.inner)) {
                     self.release_all(f, inner);
                 }
             }
@@ -153,7 +158,7 @@ impl LendState {
 
     /// Whether this state holds nothing at all (every borrow returned).
     pub fn idle(&self) -> bool {
-        self.lends.is_empty() && self.domains.is_empty() && self.dma_windows.is_empty() && self.bar_wins.is_empty() && self.rids.is_empty() && self.local_p2p.is_empty() && self.windows.idle()
+        self.lends.is_empty() && self.domains.is_empty() && self.dma_windows.is_empty() && self.bar_wins.is_empty() && self.msi_wins.is_empty() && self.rids.is_empty() && self.local_p2p.is_empty() && self.windows.idle()
     }
 }
 

@@ -3,6 +3,7 @@
 //! Device Lending touches, and the one "driver" every test uses.
 #![allow(dead_code)]
 
+use devlend_fabric::config::{MSIX_ENABLE, MSIX_TABLE_OFFSET};
 use devlend_fabric::ntb::Inbound;
 use devlend_fabric::{Fabric, Requester};
 use devlend_host::{Cluster, DevId, DmaDir, HResult, HostOs};
@@ -102,9 +103,33 @@ pub fn bar_bytes(c: &mut Cluster, dev_name: &str, bar: u8, off: u64, len: usize)
     v
 }
 
+/// What a device does to raise MSI-X entry `entry` (PCIe 3.0 §6.1.4): read the entry from its
+/// table in BAR 0 and, unless MSI-X is off or the entry is masked, write the message data to the
+/// message address as itself. Returns the write's failure, or None when it was delivered (or
+/// nothing was sent: see the bool).
+pub fn device_msi(c: &mut Cluster, dev_name: &str, entry: u16) -> (bool, Option<devlend_fabric::route::Failure>) {
+    let f = c.fabric.func_id(dev_name).unwrap();
+    let e = bar_bytes(c, dev_name, 0, MSIX_TABLE_OFFSET + 16 * entry as u64, 16);
+    let w = |i: usize| u32::from_le_bytes(e[i..i + 4].try_into().unwrap());
+    let addr = w(0) as u64 | (w(4) as u64) << 32;
+    let enabled = c.fabric.config[f as usize].msix_control & MSIX_ENABLE != 0;
+    if !enabled || w(12) & 1 != 0 || addr == 0 {
+        return (false, None);
+    }
+    let (_, fail) = c.fabric.write(Requester::Func(f), addr, &w(8).to_le_bytes());
+    (true, fail)
+}
+
+/// The MSI-X table entry of a device as its own host reads it: (address, data, masked).
+pub fn msix_entry(c: &mut Cluster, dev_name: &str, entry: u16) -> (u64, u32, bool) {
+    let e = bar_bytes(c, dev_name, 0, MSIX_TABLE_OFFSET + 16 * entry as u64, 16);
+    let w = |i: usize| u32::from_le_bytes(e[i..i + 4].try_into().unwrap());
+    (w(0) as u64 | (w(4) as u64) << 32, w(8), w(12) & 1 != 0)
+}
+
 /// Everything Device Lending programs: NTB translations, requester-ID LUTs, IOMMU context
 /// entries, bytes mapped per IOMMU domain (domains without mappings left out: the IOMMU API
-/// cannot free a domain), and Bus Master Enable of every function.
+/// cannot free a domain), Bus Master Enable and the MSI-X Message Control bits of every function.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Snapshot {
     inbound: Vec<Vec<Inbound>>,
@@ -112,6 +137,7 @@ pub struct Snapshot {
     contexts: Vec<Vec<(Bdf, String)>>,
     mapped: Vec<Vec<(String, u64)>>,
     bus_master: Vec<bool>,
+    msix: Vec<u16>,
 }
 
 pub fn snapshot(f: &Fabric) -> Snapshot {
@@ -127,5 +153,6 @@ pub fn snapshot(f: &Fabric) -> Snapshot {
         contexts,
         mapped,
         bus_master: f.config.iter().map(|c| c.bus_master()).collect(),
+        msix: f.config.iter().map(|c| c.msix_control).collect(),
     }
 }

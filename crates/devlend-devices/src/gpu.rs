@@ -1,0 +1,235 @@
+//! A GPU as a device on the fabric: the copy engine, device memory and device-initiated stores and
+//! loads of the NVIDIA Kepler cards that 000 §7.1-7.2 lends (Quadro K420, Tesla K40c; their BAR
+//! layouts are the `device.quadro-k420` / `device.tesla-k40c` profiles of params/hardware.toml),
+//! reduced to what the paper's programs exercise:
+//! - bandwidthTest (000 §7.1) uses "the remote K420's onboard DMA engine to copy data between GPU
+//!   memory and borrower's RAM": the copy engine below, host memory at any DMA address;
+//! - the GPU-to-GPU program (000 §7.2) lets "one GPU write directly into another GPUs memory":
+//!   the same copy engine with a peer's BAR 1 as the destination;
+//! - the ping-pong program (000 §7.2) has CUDA kernels "writing [a counter] to the other GPU's
+//!   memory pointer" or to RAM and waiting for it: [`Gpu::store`], [`Gpu::load`], and the
+//!   device's own view of its memory ([`Gpu::mem_read`]).
+//!
+//! Device memory is BAR 1: the bytes of the fabric's BAR store `bar_mem[(func, 1)]`, which are the
+//! same bytes a peer's P2P writes land in and a CPU reads through the BAR. (A real card maps only
+//! part of its memory through the BAR 1 aperture; the model has no memory behind the aperture.)
+//!
+//! NVIDIA's channel interface (push buffers, GPFIFO, class methods) is not publicly specified in
+//! full, so BAR 0 holds a small register map of devlend's own with the same ingredients, one
+//! copy-engine channel, little-endian:
+//!
+//! | offset  | register       | size | access | meaning                                             |
+//! |---------|----------------|------|--------|-----------------------------------------------------|
+//! | 0x000   | `ID`           | 4    | RO     | PCI vendor ID, device ID << 16                      |
+//! | 0x008   | `MEM_SIZE`     | 8    | RO     | device memory in bytes (= BAR 1 size)               |
+//! | 0x100   | `CE_SRC`       | 8    | RW     | source: device-memory offset or DMA address         |
+//! | 0x108   | `CE_DST`       | 8    | RW     | destination: DMA address or device-memory offset    |
+//! | 0x110   | `CE_LEN`       | 8    | RW     | bytes to copy                                       |
+//! | 0x118   | `CE_DIR`       | 4    | RW     | `DIR_DEV_TO_BUS` (DMA writes) / `DIR_BUS_TO_DEV` (DMA reads) |
+//! | 0x120   | `CE_SEM_ADDR`  | 8    | RW     | DMA address of the completion semaphore             |
+//! | 0x128   | `CE_SEM_VALUE` | 4    | RW     | value released into the semaphore                   |
+//! | 0x12c   | `CE_DOORBELL`  | 4    | WO     | a value other than the last one launches the copy   |
+//! | 0x130   | `CE_STATUS`    | 4    | RO     | `STATUS_*` of the last copy                         |
+//! | 0x138   | `CE_FAULT_ADDR`| 8    | RO     | the DMA address that faulted (`STATUS_DMA_FAULT`)   |
+//!
+//! The MSI-X table sits at `config::MSIX_TABLE_OFFSET` (0x2000) above these. [`Gpu::process`]
+//! works like the engine's front end polling its doorbell: it checks the registers, moves the
+//! bytes with DMA through the fabric as this function's own requester (so IOMMUs, NTBs and Device
+//! Lending apply), then releases the semaphore with a 4-byte DMA write of `CE_SEM_VALUE` to
+//! `CE_SEM_ADDR` — the completion a CUDA driver waits on. A copy that fails (bad registers, range
+//! outside device memory, DMA fault) sets `CE_STATUS` and releases nothing; a DMA fault stops the
+//! copy at the failing page, bytes before it have moved. Every DMA is logged as an [`Op`] with
+//! the plan of its route, for `time_ops`.
+
+use crate::Op;
+use devlend_fabric::model::FuncId;
+use devlend_fabric::route::Requester;
+use devlend_fabric::Fabric;
+use devlend_wire::Access;
+use std::sync::Arc;
+
+pub const ID: u64 = 0x000;
+pub const MEM_SIZE: u64 = 0x008;
+pub const CE_SRC: u64 = 0x100;
+pub const CE_DST: u64 = 0x108;
+pub const CE_LEN: u64 = 0x110;
+pub const CE_DIR: u64 = 0x118;
+pub const CE_SEM_ADDR: u64 = 0x120;
+pub const CE_SEM_VALUE: u64 = 0x128;
+pub const CE_DOORBELL: u64 = 0x12c;
+pub const CE_STATUS: u64 = 0x130;
+pub const CE_FAULT_ADDR: u64 = 0x138;
+
+/// Device memory at `CE_SRC` to the DMA address `CE_DST` (device to host, or to a peer's BAR 1).
+pub const DIR_DEV_TO_BUS: u32 = 0;
+/// The DMA address `CE_SRC` to device memory at `CE_DST` (host to device).
+pub const DIR_BUS_TO_DEV: u32 = 1;
+
+pub const STATUS_IDLE: u32 = 0;
+pub const STATUS_DONE: u32 = 1;
+/// Unknown direction or zero length.
+pub const STATUS_INVALID: u32 = 2;
+/// The device-memory range is not inside device memory.
+pub const STATUS_OUT_OF_RANGE: u32 = 3;
+/// A DMA failed on the fabric (IOMMU fault, unsupported request, ...); see `CE_FAULT_ADDR`.
+pub const STATUS_DMA_FAULT: u32 = 4;
+
+/// The copy engine moves bytes page by page (TLPs never cross 4 KiB), so a fault names its page;
+/// timing sees one stream per copy.
+const PAGE: u64 = 4096;
+
+pub struct Gpu {
+    pub func: FuncId,
+    /// Device memory size: BAR 1.
+    pub mem_size: u64,
+    /// The doorbell value last served.
+    served: u32,
+    /// Every DMA this GPU made, in order (taken by the driver or cleared by the caller).
+    pub ops: Vec<Op>,
+    pub copies: u64,
+}
+
+fn le(b: &[u8]) -> u64 {
+    b.iter().rev().fold(0, |a, x| a << 8 | *x as u64)
+}
+
+impl Gpu {
+    /// The model of function `func`, whose BAR 1 is its memory. Sets the read-only registers.
+    pub fn new(f: &mut Fabric, func: FuncId) -> Result<Gpu, String> {
+        let fun = f.funcs.get(func as usize).ok_or(format!("no function #{func}"))?;
+        let bar1 = fun.bars.iter().find(|b| b.index == 1).ok_or(format!("{} has no BAR 1 to hold device memory", fun.name))?;
+        let g = Gpu { func, mem_size: bar1.size, served: 0, ops: Vec::new(), copies: 0 };
+        let id = fun.vendor as u32 | (fun.device_id as u32) << 16;
+        g.reg_write(f, ID, &id.to_le_bytes());
+        g.reg_write(f, MEM_SIZE, &g.mem_size.to_le_bytes());
+        Ok(g)
+    }
+
+    fn me(&self) -> Requester {
+        Requester::Func(self.func)
+    }
+
+    fn reg(&self, f: &Fabric, off: u64, n: usize) -> u64 {
+        let mut b = vec![0u8; n];
+        if let Some(m) = f.bar_mem.get(&(self.func, 0)) {
+            m.read(off, &mut b);
+        }
+        le(&b)
+    }
+
+    fn reg_write(&self, f: &mut Fabric, off: u64, data: &[u8]) {
+        f.bar_mem.entry((self.func, 0)).or_default().write(off, data);
+    }
+
+    fn check(&self, off: u64, len: u64) -> Result<(), String> {
+        match off.checked_add(len) {
+            Some(end) if end <= self.mem_size => Ok(()),
+            _ => Err(format!("device memory {off:#x}+{len:#x} is outside the {:#x} bytes of BAR 1", self.mem_size)),
+        }
+    }
+
+    /// The GPU's own load from its memory (no fabric access): what a kernel polling its memory sees.
+    pub fn mem_read(&self, f: &Fabric, off: u64, len: usize) -> Result<Vec<u8>, String> {
+        self.check(off, len as u64)?;
+        let mut b = vec![0u8; len];
+        if let Some(m) = f.bar_mem.get(&(self.func, 1)) {
+            m.read(off, &mut b);
+        }
+        Ok(b)
+    }
+
+    /// The GPU's own store into its memory (a kernel's store, or test set-up).
+    pub fn mem_write(&self, f: &mut Fabric, off: u64, data: &[u8]) -> Result<(), String> {
+        self.check(off, data.len() as u64)?;
+        f.bar_mem.entry((self.func, 1)).or_default().write(off, data);
+        Ok(())
+    }
+
+    fn log(&mut self, f: &mut Fabric, addr: u64, len: u64, access: Access, what: &'static str) {
+        let plan = devlend_engine::plan(f, self.me(), addr, access).ok().map(Arc::new);
+        self.ops.push(Op { who: self.me(), addr, len, access, what, plan });
+    }
+
+    /// The fabric's message for a failed access by this GPU.
+    fn fail_msg(f: &Fabric, e: &devlend_fabric::route::Failure, addr: u64) -> String {
+        let m = f.failure_json(e);
+        format!("DMA at {addr:#x} failed: {}", m["message"].as_str().unwrap_or("access failed"))
+    }
+
+    /// Kernel primitive: a store by the GPU's SMs to a DMA address (a peer's BAR 1, host RAM).
+    pub fn store(&mut self, f: &mut Fabric, addr: u64, data: &[u8]) -> Result<(), String> {
+        self.log(f, addr, data.len() as u64, Access::Write, "kernel store");
+        match f.write(self.me(), addr, data).1 {
+            None => Ok(()),
+            Some(e) => Err(Self::fail_msg(f, &e, addr)),
+        }
+    }
+
+    /// Kernel primitive: a load by the GPU's SMs from a DMA address.
+    pub fn load(&mut self, f: &mut Fabric, addr: u64, len: usize) -> Result<Vec<u8>, String> {
+        self.log(f, addr, len as u64, Access::Read, "kernel load");
+        match f.read(self.me(), addr, len) {
+            (data, None) => Ok(data),
+            (_, Some(e)) => Err(Self::fail_msg(f, &e, addr)),
+        }
+    }
+
+    /// Serve the doorbell: run the programmed copy, then release the semaphore.
+    pub fn process(&mut self, f: &mut Fabric) {
+        let bell = self.reg(f, CE_DOORBELL, 4) as u32;
+        if bell == self.served {
+            return;
+        }
+        self.served = bell;
+        self.copies += 1;
+        let mut status = self.copy(f);
+        if status == STATUS_DONE {
+            let (sem, value) = (self.reg(f, CE_SEM_ADDR, 8), self.reg(f, CE_SEM_VALUE, 4) as u32);
+            self.log(f, sem, 4, Access::Write, "semaphore release");
+            if f.write(self.me(), sem, &value.to_le_bytes()).1.is_some() {
+                status = self.fault(f, sem);
+            }
+        }
+        self.reg_write(f, CE_STATUS, &status.to_le_bytes());
+    }
+
+    fn fault(&self, f: &mut Fabric, addr: u64) -> u32 {
+        self.reg_write(f, CE_FAULT_ADDR, &addr.to_le_bytes());
+        STATUS_DMA_FAULT
+    }
+
+    fn copy(&mut self, f: &mut Fabric) -> u32 {
+        let (src, dst, len) = (self.reg(f, CE_SRC, 8), self.reg(f, CE_DST, 8), self.reg(f, CE_LEN, 8));
+        let dir = self.reg(f, CE_DIR, 4) as u32;
+        let (dev, bus) = match dir {
+            DIR_DEV_TO_BUS => (src, dst),
+            DIR_BUS_TO_DEV => (dst, src),
+            _ => return STATUS_INVALID,
+        };
+        if len == 0 {
+            return STATUS_INVALID;
+        }
+        if self.check(dev, len).is_err() || bus.checked_add(len).is_none() {
+            return STATUS_OUT_OF_RANGE;
+        }
+        let access = if dir == DIR_DEV_TO_BUS { Access::Write } else { Access::Read };
+        let what = if dir == DIR_DEV_TO_BUS { "copy engine DMA write" } else { "copy engine DMA read" };
+        self.log(f, bus, len, access, what);
+        let mut done = 0;
+        while done < len {
+            let n = (PAGE - (bus + done) % PAGE).min(len - done);
+            let ok = if dir == DIR_DEV_TO_BUS {
+                let data = self.mem_read(f, dev + done, n as usize).unwrap_or_default();
+                f.write(self.me(), bus + done, &data).1.is_none()
+            } else {
+                let (data, fail) = f.read(self.me(), bus + done, n as usize);
+                fail.is_none() && self.mem_write(f, dev + done, &data).is_ok()
+            };
+            if !ok {
+                return self.fault(f, bus + done);
+            }
+            done += n;
+        }
+        STATUS_DONE
+    }
+}
