@@ -49,4 +49,22 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
              "counters in RAM much slower (the second GPU must read)",
              "the NTB's own 350 ns is a hardware input (params: ntb_latency_ps, from 000 §7.2/§7.4)"]
     return ExperimentResult(name="d3", title="Ping-pong round trip, ns", source="000 §7.2, Fig 14; 001 §7.3.2",
-                            columns=["scenario", "round_trip_ns", "devlend_one_way_ns", "paper_one_way_ns"], rows=rows, notes=notes)
+                            columns=["scenario", "round_trip_ns", "devlend_one_way_ns", "paper_one_way_ns"], rows=rows, notes=notes,
+                            plot=plot)
+
+
+def plot(res: ExperimentResult, path: str) -> None:
+    """Fig 14's layout: one bar per scenario, peer-to-peer and via RAM."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = [r for r in res.rows if r.get("round_trip_ns") is not None]
+    fig, ax = plt.subplots(figsize=(10, 4))
+    colors = ["tab:blue" if "P2P" in r["scenario"] else "tab:orange" for r in rows]
+    ax.bar([r["scenario"] for r in rows], [r["round_trip_ns"] / 1000 for r in rows], color=colors)
+    ax.set_ylabel("round trip (microseconds)")
+    ax.tick_params(axis="x", rotation=45)
+    ax.set_title("devlend: GPU ping-pong round trip (cf. 000 Fig 14); blue: counters in GPU memory, orange: in RAM")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
