@@ -1,8 +1,14 @@
 import os
 
 import pytest
+from hypothesis import settings
 
 import devlend
+
+# CI runs the fuzz-style property tests derandomized, so a red run can be reproduced exactly.
+settings.register_profile("ci", derandomize=True, deadline=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPOS = os.path.join(ROOT, "python", "devlend", "topologies")
