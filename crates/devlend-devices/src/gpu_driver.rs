@@ -1,7 +1,8 @@
 //! A GPU driver in the style of the CUDA driver's copy path, written only against the kernel
-//! interface (`devlend_host::HostOs`), so the same code drives a local GPU and a borrowed one
-//! (000 §4: Device Lending works "without requiring changes to application or driver software",
-//! §7.1). Probe maps BAR 0 with `pci_iomap`, enables bus mastering and allocates a coherent
+//! interface (`devlend_host::Os`: a host's `HostOs`, or a VM's guest kernel in `devlend-vm`), so
+//! the same code drives a local GPU, a borrowed one and one passed through to a VM (000 §4:
+//! Device Lending works "without requiring changes to application or driver software", §7.1).
+//! Probe maps BAR 0 with `pci_iomap`, enables bus mastering and allocates a coherent
 //! semaphore; each copy (cudaMemcpy) maps the host buffer with `dma_map_single` — or the peer's
 //! BAR 1 with `dma_map_resource`, which Device Lending resolves into the three peer cases of 000
 //! §6 — programs the copy-engine registers with CPU stores, rings the doorbell, lets the hardware
@@ -14,7 +15,7 @@
 use crate::gpu::*;
 use crate::Op;
 use devlend_fabric::route::Requester;
-use devlend_host::{DevId, DmaDir, HostOs};
+use devlend_host::{DevId, DmaDir, Os};
 use devlend_wire::Access;
 
 /// Bytes of the coherent page holding the semaphore.
@@ -59,7 +60,7 @@ pub struct Mapping {
 }
 
 impl Driver {
-    pub fn probe(os: &mut HostOs, dev: DevId) -> GResult<Driver> {
+    pub fn probe(os: &mut impl Os, dev: DevId) -> GResult<Driver> {
         let bar0 = os.pci_iomap(dev, 0).map_err(err("pci_iomap"))?;
         os.pci_set_master(dev).map_err(err("pci_set_master"))?;
         let cpu = Requester::Cpu(os.host());
@@ -76,12 +77,12 @@ impl Driver {
         Ok(d)
     }
 
-    fn mmio_write(&mut self, os: &mut HostOs, reg: u64, data: &[u8]) -> GResult<()> {
+    fn mmio_write(&mut self, os: &mut impl Os, reg: u64, data: &[u8]) -> GResult<()> {
         self.ops.push(Op { who: self.cpu, addr: self.bar0 + reg, len: data.len() as u64, access: Access::Write, what: "MMIO register write", plan: None });
         os.write(self.bar0 + reg, data).map_err(err("MMIO write"))
     }
 
-    fn mmio_read(&mut self, os: &mut HostOs, reg: u64, n: usize) -> GResult<u64> {
+    fn mmio_read(&mut self, os: &mut impl Os, reg: u64, n: usize) -> GResult<u64> {
         self.ops.push(Op { who: self.cpu, addr: self.bar0 + reg, len: n as u64, access: Access::Read, what: "MMIO register read", plan: None });
         let b = os.read(self.bar0 + reg, n).map_err(err("MMIO read"))?;
         Ok(b.iter().rev().fold(0, |a, x| a << 8 | *x as u64))
@@ -99,7 +100,7 @@ impl Driver {
 
     /// cudaMemcpy device to host: `len` bytes of device memory at `dev_off` into the kernel buffer
     /// at CPU address `host_buf`.
-    pub fn memcpy_dtoh(&mut self, os: &mut HostOs, gpu: &mut Gpu, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
+    pub fn memcpy_dtoh(&mut self, os: &mut impl Os, gpu: &mut Gpu, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
         self.check_dev(dev_off, len)?;
         let dma = os.dma_map_single(self.dev, host_buf, len, DmaDir::FromDevice).map_err(err("mapping the host buffer"))?;
         let r = self.copy(os, gpu, DIR_DEV_TO_BUS, dev_off, dma, len);
@@ -108,7 +109,7 @@ impl Driver {
     }
 
     /// cudaMemcpy host to device: `len` bytes of the kernel buffer at `host_buf` into device memory at `dev_off`.
-    pub fn memcpy_htod(&mut self, os: &mut HostOs, gpu: &mut Gpu, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
+    pub fn memcpy_htod(&mut self, os: &mut impl Os, gpu: &mut Gpu, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
         self.check_dev(dev_off, len)?;
         let dma = os.dma_map_single(self.dev, host_buf, len, DmaDir::ToDevice).map_err(err("mapping the host buffer"))?;
         let r = self.copy(os, gpu, DIR_BUS_TO_DEV, dma, dev_off, len);
@@ -119,7 +120,7 @@ impl Driver {
     /// cudaMemcpyPeer: this GPU's copy engine writes `len` bytes from its memory at `src_off` into
     /// the memory (BAR 1) of GPU `dst` at `dst_off`, peer-to-peer.
     #[allow(clippy::too_many_arguments)]
-    pub fn memcpy_peer(&mut self, os: &mut HostOs, gpu: &mut Gpu, src_off: u64, dst: DevId, dst_off: u64, len: u64) -> GResult<()> {
+    pub fn memcpy_peer(&mut self, os: &mut impl Os, gpu: &mut Gpu, src_off: u64, dst: DevId, dst_off: u64, len: u64) -> GResult<()> {
         self.check_dev(src_off, len)?;
         let m = self.map_peer(os, dst, dst_off, len)?;
         let r = self.copy(os, gpu, DIR_DEV_TO_BUS, src_off, m.dma, len);
@@ -129,7 +130,7 @@ impl Driver {
 
     /// The DMA address at which this GPU reaches `len` bytes of `dst`'s memory at `off`
     /// (cudaDeviceEnablePeerAccess): `dma_map_resource` of the peer's BAR 1.
-    pub fn map_peer(&mut self, os: &mut HostOs, dst: DevId, off: u64, len: u64) -> GResult<Mapping> {
+    pub fn map_peer(&mut self, os: &mut impl Os, dst: DevId, off: u64, len: u64) -> GResult<Mapping> {
         let size = os.pci_resource_len(dst, 1).map_err(err("pci_resource_len"))?;
         if off.checked_add(len).is_none_or(|e| e > size) || len == 0 {
             return Err(GpuError(format!("peer memory {off:#x}+{len:#x} is not inside the peer's {size:#x}-byte BAR 1")));
@@ -140,12 +141,12 @@ impl Driver {
     }
 
     /// The DMA address at which this GPU reaches a kernel buffer (cudaHostRegister).
-    pub fn map_host(&mut self, os: &mut HostOs, buf: u64, len: u64) -> GResult<Mapping> {
+    pub fn map_host(&mut self, os: &mut impl Os, buf: u64, len: u64) -> GResult<Mapping> {
         let dma = os.dma_map_single(self.dev, buf, len, DmaDir::Bidirectional).map_err(err("mapping the host buffer"))?;
         Ok(Mapping { dma, len, peer: false })
     }
 
-    pub fn unmap(&mut self, os: &mut HostOs, m: Mapping) -> GResult<()> {
+    pub fn unmap(&mut self, os: &mut impl Os, m: Mapping) -> GResult<()> {
         if m.peer {
             os.dma_unmap_resource(self.dev, m.dma, m.len, DmaDir::Bidirectional).map_err(err("dma_unmap_resource"))
         } else {
@@ -155,7 +156,7 @@ impl Driver {
 
     /// Program the copy engine, ring its doorbell, let the GPU run, wait for the semaphore.
     #[allow(clippy::too_many_arguments)]
-    fn copy(&mut self, os: &mut HostOs, gpu: &mut Gpu, dir: u32, src: u64, dst: u64, len: u64) -> GResult<()> {
+    fn copy(&mut self, os: &mut impl Os, gpu: &mut Gpu, dir: u32, src: u64, dst: u64, len: u64) -> GResult<()> {
         self.seq = self.seq.wrapping_add(1).max(1);
         self.mmio_write(os, CE_SRC, &src.to_le_bytes())?;
         self.mmio_write(os, CE_DST, &dst.to_le_bytes())?;

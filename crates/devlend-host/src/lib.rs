@@ -22,6 +22,7 @@
 //! config space); every error is a [`HostError`] value with a clear message.
 
 pub mod alloc;
+pub mod api;
 pub mod cluster;
 pub mod error;
 pub mod irq;
@@ -30,6 +31,7 @@ mod lending;
 pub mod localdma;
 pub mod os;
 
+pub use api::Os;
 pub use cluster::{BorrowOptions, Cluster, HostRef, LendInfo, P2pInfo};
 pub use error::{HResult, HostError};
 pub use irq::{IrqDesc, IrqTable};

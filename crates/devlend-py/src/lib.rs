@@ -310,10 +310,67 @@ fn gpu_pingpong(py: Python<'_>, topology_json: &str, runner: &str, a: &str, b: &
     py.detach(|| pingpong(topology_json, runner, a, b, via)).map_err(FabricError::new_err)
 }
 
+/// 003 Figs 8-9: host B puts into host A's buffer with each method ("memcpy", "block", "sgN") and
+/// size, data checked on host A: [(method, size, total ps, [(step, ps)])]. `mapping`: "uc" or "wc"
+/// for the CPU stores (None: params' [cpu_store] mapping).
+#[pyfunction]
+#[pyo3(signature = (topology_json, methods, sizes, mapping=None))]
+fn rdma_sweep(py: Python<'_>, topology_json: &str, methods: Vec<String>, sizes: Vec<u64>, mapping: Option<String>) -> PyResult<Vec<(String, u64, u64, Vec<(String, u64)>)>> {
+    use devlend_rdma::pio::Mapping;
+    let mapping = match mapping.as_deref() {
+        None => None,
+        Some("uc") => Some(Mapping::Uncached),
+        Some("wc") => Some(Mapping::WriteCombining),
+        Some(m) => return Err(FabricError::new_err(format!("mapping '{m}': expected 'uc' or 'wc'"))),
+    };
+    let m: Vec<&str> = methods.iter().map(|s| s.as_str()).collect();
+    let r = py.detach(|| devlend_rdma::bench::sweep(topology_json, &m, &sizes, mapping));
+    r.map(|rows| rows.into_iter().map(|(m, s, t)| (m, s, t.total_ps, steps(t.steps))).collect()).map_err(|e| FabricError::new_err(e.to_string()))
+}
+
+/// The analytic limit (bytes/s) of posted writes along the RDMA testbed's DMA path into host A.
+#[pyfunction]
+fn rdma_link_limit(topology_json: &str) -> PyResult<f64> {
+    devlend_rdma::bench::link_limit(topology_json).map_err(|e| FabricError::new_err(e.to_string()))
+}
+
 /// The hardware parameter file (TOML text), compiled into the core.
 #[pyfunction]
 fn params_toml() -> &'static str {
     devlend_fabric::params::HARDWARE_TOML
+}
+
+/// D4 (000 §7.3): one GPU-to-GPU transfer by the guest driver of a VM ("VMLoc": VFIO on the
+/// lender; "VMRem": mediated pass-through on the remote host): (total ps, steps).
+#[pyfunction]
+fn vm_gpu_to_gpu(py: Python<'_>, topology_json: &str, scenario: &str, peer: bool, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
+    use devlend_devices::gpu_bench::Via;
+    let via = if peer { Via::Peer } else { Via::Ram };
+    let sc = devlend_vm::d4::Scenario::parse(scenario).map_err(FabricError::new_err)?;
+    let r = py.detach(|| devlend_vm::d4::gpu_to_gpu(topology_json, sc, via, len));
+    r.map(|t| (t.total_ps, steps(t.steps))).map_err(FabricError::new_err)
+}
+
+/// D4: the ping-pong round trip in a VM (ps).
+#[pyfunction]
+fn vm_pingpong(py: Python<'_>, topology_json: &str, scenario: &str, peer: bool) -> PyResult<u64> {
+    use devlend_devices::gpu_bench::Via;
+    let via = if peer { Via::Peer } else { Via::Ram };
+    let sc = devlend_vm::d4::Scenario::parse(scenario).map_err(FabricError::new_err)?;
+    py.detach(|| devlend_vm::d4::pingpong(topology_json, sc, via)).map_err(FabricError::new_err)
+}
+
+/// D4: the RAM-bounce data path in a VM as programmed by the hypervisor: (hops, roots, NTB crossings).
+#[pyfunction]
+fn vm_ram_bounce_path(topology_json: &str, scenario: &str) -> PyResult<(usize, usize, usize)> {
+    let sc = devlend_vm::d4::Scenario::parse(scenario).map_err(FabricError::new_err)?;
+    devlend_vm::d4::ram_bounce_path(topology_json, sc).map_err(FabricError::new_err)
+}
+
+/// D4's testbed: the topology with the K40c's default 256 MiB BAR 1 (see devlend-vm's d4).
+#[pyfunction]
+fn vm_testbed_json(topology_json: &str) -> PyResult<String> {
+    devlend_vm::d4::testbed_json(topology_json).map_err(FabricError::new_err)
 }
 
 #[pymodule]
@@ -324,6 +381,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpu_memcpy, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_to_gpu, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_pingpong, m)?)?;
+    m.add_function(wrap_pyfunction!(rdma_sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(rdma_link_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(vm_gpu_to_gpu, m)?)?;
+    m.add_function(wrap_pyfunction!(vm_pingpong, m)?)?;
+    m.add_function(wrap_pyfunction!(vm_ram_bounce_path, m)?)?;
+    m.add_function(wrap_pyfunction!(vm_testbed_json, m)?)?;
     m.add("SpecError", m.py().get_type::<SpecError>())?;
     m.add("FabricError", m.py().get_type::<FabricError>())?;
     Ok(())

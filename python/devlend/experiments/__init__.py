@@ -63,7 +63,7 @@ def register(name: str, title: str):
 
 
 def get(name: str) -> Experiment:
-    from . import bandwidth, hops, nvme, p2p, pingpong  # noqa: F401  (registers)
+    from . import bandwidth, hops, nvme, p2p, pingpong, r1, r2, rx, vm  # noqa: F401  (registers)
     if name not in REGISTRY:
         from ..errors import DevlendError
         raise DevlendError(f"no experiment named '{name}': expected one of {', '.join(sorted(REGISTRY))}")
@@ -71,5 +71,5 @@ def get(name: str) -> Experiment:
 
 
 def all_experiments() -> list[Experiment]:
-    from . import bandwidth, hops, nvme, p2p, pingpong  # noqa: F401
+    from . import bandwidth, hops, nvme, p2p, pingpong, r1, r2, rx, vm  # noqa: F401
     return [REGISTRY[k] for k in sorted(REGISTRY)]

@@ -1,0 +1,73 @@
+//! The measurements of 003 §4 (Figs 8-9) and issue 6's extension, on a topology given as JSON
+//! (the Python front end's `pex8749-rdma.yaml` with its `setup` dropped: the handshake programs
+//! the windows). Host B (NT link side, where the DMA function sits) puts into host A's buffer, as
+//! in 003 ("we transfer the data to Host A from Host B by using one DMA channel"); a transfer ends
+//! when host A's doorbell handler runs ("an interrupt occurs at the end of each transfer").
+
+use crate::error::{RResult, RdmaError};
+use crate::pio::Mapping;
+use crate::shmem::{handshake, Method, Pair, Timing};
+use devlend_engine::path::{port_id, propagation, ps_per_byte_fp};
+use devlend_fabric::route::Requester;
+use devlend_fabric::Fabric;
+use devlend_wire::Access;
+
+pub const BUF_RAM_OFFSET: u64 = 0x1000_0000;
+/// 003 §4: "Since the BAR memory size is 1 MB, we limit the buffer size to a maximum of 1 MB."
+pub const BUF_SIZE: u64 = 1 << 20;
+pub const NTB_A: &str = "nt-virtual";
+pub const NTB_B: &str = "nt-link";
+pub const DMA: &str = "plx-dma";
+
+pub fn testbed(json: &str) -> RResult<(Fabric, Pair)> {
+    let mut f = devlend_fabric::build_json(json).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+    let pair = handshake(&mut f, NTB_A, NTB_B, BUF_RAM_OFFSET, BUF_SIZE, Some(DMA))?;
+    Ok((f, pair))
+}
+
+pub fn parse_method(s: &str) -> RResult<Method> {
+    match s {
+        "memcpy" | "pio" => Ok(Method::Pio),
+        "block" => Ok(Method::BlockDma),
+        _ => s.strip_prefix("sg").and_then(|n| n.parse().ok()).filter(|n| *n > 0).map(Method::SgDma).ok_or_else(|| RdmaError::Invalid(format!("unknown method '{s}': memcpy, block or sgN"))),
+    }
+}
+
+/// Time each (method, size) put from host B to the start of host A's buffer, checking that host
+/// A's memory holds the data afterwards. Returns (method, size, ps, steps) rows.
+pub fn sweep(json: &str, methods: &[&str], sizes: &[u64], mapping: Option<Mapping>) -> RResult<Vec<(String, u64, Timing)>> {
+    let (mut f, mut pair) = testbed(json)?;
+    if let Some(m) = mapping {
+        pair.b.mapping = m;
+    }
+    let peer = pair.b.node.peer.expect("handshake done").phys;
+    let mut rows = Vec::new();
+    for m in methods {
+        let how = parse_method(m)?;
+        for &size in sizes {
+            let data: Vec<u8> = (0..size).map(|i| (i * 7 + size) as u8).collect();
+            let t = pair.b.put(&mut f, peer, &data, how)?;
+            let landed = f.read(Requester::Cpu(pair.a.node.host), peer, size as usize).0;
+            if landed != data {
+                return Err(RdmaError::Fabric(format!("{m} {size} B: host A's buffer does not hold the data")));
+            }
+            rows.push((m.to_string(), size, t));
+        }
+    }
+    Ok(rows)
+}
+
+/// The analytic limit (devlend_engine::analytic) of posted writes along the DMA's path into host
+/// A: what the link allows, in bytes/s.
+pub fn link_limit(json: &str) -> RResult<f64> {
+    let (mut f, pair) = testbed(json)?;
+    let func = pair.b.dma.as_ref().expect("dma attached").engine.func;
+    let plan = devlend_engine::plan(&mut f, Requester::Func(func), pair.b.node.window.0, Access::Write).map_err(|e| RdmaError::Fabric(format!("{e:?}")))?;
+    let mut ports = vec![(0u64, 0u64); f.links.len() * 2];
+    for (i, l) in f.links.iter().enumerate() {
+        for down in [true, false] {
+            ports[port_id(i as u32, down) as usize] = (ps_per_byte_fp(l.gen, l.width), propagation(l.kind));
+        }
+    }
+    Ok(devlend_engine::analytic::write_bandwidth(&plan, &ports))
+}

@@ -1,0 +1,25 @@
+//! # devlend-rdma: RDMA through a PCIe NTB (seed 003)
+//!
+//! Two hosts joined by the NT port of a PLX PEX8749 exchange data as 003's testbed does:
+//! - [`dma`]: the switch's DMA engine (block and scatter-gather descriptors {src, dst, byte count},
+//!   descriptor fetch over PCIe, one channel, MSI-X completion), a device on the fabric (003 §3-4);
+//! - [`node`]: physically contiguous page-locked buffers, the scratchpad handshake, the memory
+//!   window (`mw_set_trans`) and doorbells (003 §2.2, §4, Figs 2-6);
+//! - [`pio`]: CPU stores through the NTB BAR, uncached or write-combined, as a mechanism (Fig 8);
+//! - [`shmem`]: an OpenSHMEM-style put/get library (bytes, int, double; blocking and `*_nbi` with
+//!   `quiet`) choosing PIO, block DMA or SG DMA (003 §3, Fig 5-6);
+//! - [`bench`]: the measurements of Figs 8-9 and the Gen3/Gen4 extension of issue 6.
+//!
+//! Constants: `params/hardware.toml` tables `[cpu_store]`, `[ntb_dma]`, `[rdma_sw]` and the
+//! `pex8749-dma` device profile, each with its source or marked assumed.
+
+pub mod bench;
+pub mod dma;
+pub mod error;
+pub mod node;
+pub mod params;
+pub mod pio;
+pub mod shmem;
+
+pub use error::{RResult, RdmaError};
+pub use shmem::{handshake, Method, Pair, Pe, Timing};

@@ -1,0 +1,163 @@
+//! One host's side of the RDMA testbed (003 §2.2, §4): a physically contiguous, page-locked
+//! buffer, the scratchpad handshake, the memory window and doorbells.
+//!
+//! 003 §4: "The actual physical address, the virtual address in kernel, and buffer size are sent
+//! and received to each other via scratchpad register"; each host then reaches the other's buffer
+//! through its BAR after the base-replacing translation of Fig 4. devlend's handshake, in Linux NTB
+//! API terms: each host points its inbound window at its own buffer (`mw_set_trans`), writes
+//! (address low, address high, size, READY) into the peer's scratchpads (`peer_spad_write`), and
+//! rings doorbell bit 0; it learns the peer's buffer from its own scratchpads (`spad_read`) and
+//! sends through `peer_mw_get_addr`'s BAR. Doorbells (003 §2.2, Fig 6) notify the end of a transfer.
+
+use crate::error::{RResult, RdmaError};
+use devlend_fabric::route::Requester;
+use devlend_fabric::Fabric;
+use devlend_wire::Access;
+
+pub const SPAD_ADDR_LO: usize = 0;
+pub const SPAD_ADDR_HI: usize = 1;
+pub const SPAD_SIZE: usize = 2;
+pub const SPAD_READY: usize = 3;
+pub const READY: u32 = 0x5244_4d41; // "RDMA"
+pub const DB_READY: u64 = 1;
+pub const DB_DATA: u64 = 2;
+/// 003 §3: the doorbell registers written "on link side" and "on virtual side" of the NT port.
+pub const DB_REG_LINK: u64 = 0x3fc5c;
+pub const DB_REG_VIRTUAL: u64 = 0x3ec4c;
+
+/// A physically contiguous, page-locked region of a host's RAM (never moved, never swapped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pinned {
+    pub phys: u64,
+    pub size: u64,
+}
+
+impl Pinned {
+    pub fn contains(&self, addr: u64, len: u64) -> bool {
+        addr >= self.phys && addr.checked_add(len).is_some_and(|e| e <= self.phys + self.size)
+    }
+}
+
+pub struct Node {
+    pub host: u16,
+    pub ntb: u32,
+    pub buf: Pinned,
+    /// Descriptor ring for SG DMA, page-locked too.
+    pub ring: Pinned,
+    /// The peer's published buffer (physical address in the peer, size), after the handshake.
+    pub peer: Option<Pinned>,
+    /// This host's outbound window BAR (address, size).
+    pub window: (u64, u64),
+}
+
+fn ferr(e: devlend_fabric::FabricError) -> RdmaError {
+    let m = e.to_string();
+    if m.contains("link is down") { RdmaError::LinkDown(m) } else { RdmaError::Invalid(m) }
+}
+
+impl Node {
+    /// Allocate the buffer and ring at `ram_offset` of the host's RAM (contiguous, pinned) and
+    /// point the inbound window at the buffer.
+    pub fn open(f: &mut Fabric, ntb: &str, ram_offset: u64, size: u64) -> RResult<Node> {
+        let ntb = f.ntb_id(ntb).map_err(ferr)?;
+        let host = f.ntbs[ntb as usize].host;
+        let h = &f.hosts[host as usize];
+        let phys = f.ram_offset_to_phys(h, ram_offset).ok_or_else(|| RdmaError::Invalid(format!("host {} has no RAM at offset {ram_offset:#x}", h.name)))?;
+        let ring_phys = f.ram_offset_to_phys(h, ram_offset + size).ok_or_else(|| RdmaError::Invalid("no RAM for the descriptor ring".into()))?;
+        if !h.in_ram(phys + size - 1) || !h.in_ram(ring_phys + 0x2000 - 1) {
+            return Err(RdmaError::Invalid(format!("buffer of {size} bytes at RAM offset {ram_offset:#x} is not contiguous in host {}", h.name)));
+        }
+        let func = f.ntbs[ntb as usize].func;
+        f.set_bus_master(func, true);
+        f.mw_set_trans(ntb, 0, phys, size).map_err(ferr)?;
+        let window = f.peer_mw_get_addr(ntb, 0).map_err(ferr)?;
+        Ok(Node { host, ntb, buf: Pinned { phys, size }, ring: Pinned { phys: ring_phys, size: 0x2000 }, peer: None, window })
+    }
+
+    /// Publish this host's buffer in the peer's scratchpads and ring its READY doorbell.
+    pub fn publish(&self, f: &mut Fabric) -> RResult<()> {
+        let vals = [(SPAD_ADDR_LO, self.buf.phys as u32), (SPAD_ADDR_HI, (self.buf.phys >> 32) as u32), (SPAD_SIZE, self.buf.size as u32), (SPAD_READY, READY)];
+        for (i, v) in vals {
+            f.peer_spad_write(self.ntb, i, v).map_err(ferr)?;
+        }
+        self.ring_peer(f, DB_READY)
+    }
+
+    /// Read what the peer published; None until it has.
+    pub fn learn_peer(&mut self, f: &mut Fabric) -> RResult<Option<Pinned>> {
+        if f.spad_read(self.ntb, SPAD_READY).map_err(ferr)? != READY {
+            return Ok(None);
+        }
+        let lo = f.spad_read(self.ntb, SPAD_ADDR_LO).map_err(ferr)? as u64;
+        let hi = f.spad_read(self.ntb, SPAD_ADDR_HI).map_err(ferr)? as u64;
+        let size = f.spad_read(self.ntb, SPAD_SIZE).map_err(ferr)? as u64;
+        self.peer = Some(Pinned { phys: hi << 32 | lo, size });
+        f.db_clear(self.ntb, DB_READY);
+        Ok(self.peer)
+    }
+
+    /// Usable window: the peer's buffer, but never more than this host's BAR.
+    pub fn window_size(&self) -> u64 {
+        self.peer.map_or(0, |p| p.size.min(self.window.1))
+    }
+
+    /// Translate a peer physical range into an address in this host's window BAR.
+    pub fn peer_to_window(&self, addr: u64, len: u64) -> RResult<u64> {
+        let p = self.peer.ok_or(RdmaError::NotPublished { addr, len, published: None })?;
+        if addr < p.phys || addr >= p.phys + p.size {
+            return Err(RdmaError::NotPublished { addr, len, published: Some((p.phys, p.size)) });
+        }
+        let off = addr - p.phys;
+        if off.checked_add(len).is_none_or(|e| e > self.window_size()) {
+            return Err(RdmaError::ExceedsWindow { offset: off, len, window: self.window_size() });
+        }
+        Ok(self.window.0 + off)
+    }
+
+    /// Ring doorbell bits on the peer: a CPU store to the NT port's doorbell register and the
+    /// peer's interrupt. Fails cleanly when the link is down.
+    pub fn ring_peer(&self, f: &mut Fabric, bits: u64) -> RResult<()> {
+        f.peer_db_set(self.ntb, bits).map_err(ferr)?;
+        if let Some(reg) = self.doorbell_reg(f) {
+            f.write(Requester::Cpu(self.host), reg, &(bits as u32).to_le_bytes());
+        }
+        Ok(())
+    }
+
+    fn doorbell_reg(&self, f: &Fabric) -> Option<u64> {
+        let func = f.ntbs[self.ntb as usize].func;
+        let bar0 = f.funcs[func as usize].bars.iter().find(|b| b.index == 0)?;
+        let off = if f.ntbs[self.ntb as usize].name.contains("virtual") { DB_REG_VIRTUAL } else { DB_REG_LINK };
+        (off < bar0.size).then_some(bar0.addr + off)
+    }
+
+    /// Take the doorbell bits that have been rung on this side.
+    pub fn take_doorbell(&self, f: &mut Fabric) -> u64 {
+        let bits = f.db_read(self.ntb);
+        f.db_clear(self.ntb, bits);
+        bits
+    }
+
+    /// Time from the store to the doorbell register until the peer's handler runs: the store,
+    /// the peer NT port's MSI into the peer host, and its interrupt entry.
+    pub fn notify_ps(&self, f: &mut Fabric) -> u64 {
+        let sw = &crate::params::params().rdma_sw;
+        let store = self.doorbell_reg(f).and_then(|r| devlend_engine::latency(f, Requester::Cpu(self.host), r, Access::Write).ok()).unwrap_or(0);
+        let msi = f.ntbs[self.ntb as usize].peer.and_then(|p| {
+            let (pf, ph) = (f.ntbs[p as usize].func, f.ntbs[p as usize].host);
+            let addr = f.hosts[ph as usize].msi.start;
+            devlend_engine::latency(f, Requester::Func(pf), addr, Access::Write).ok()
+        });
+        store + msi.unwrap_or(0) + sw.irq_entry_ps
+    }
+}
+
+/// Take an NTB link down on both sides (cable pulled): routes, doorbells and scratchpads fail.
+pub fn link_down(f: &mut Fabric, ntb: &str) -> RResult<()> {
+    let n = f.ntb_id(ntb).map_err(ferr)?;
+    if let Some(p) = f.ntbs[n as usize].peer.take() {
+        f.ntbs[p as usize].peer = None;
+    }
+    f.invalidate_routes();
+    Ok(())
+}

@@ -1,0 +1,59 @@
+//! The `[cpu_store]`, `[ntb_dma]` and `[rdma_sw]` tables of `params/hardware.toml` (each value's
+//! source and whether it is assumed are written there).
+
+use serde::Deserialize;
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CpuStore {
+    pub mapping: String,
+    pub store_bytes: u64,
+    pub uc_store_ps: u64,
+    pub wc_line_bytes: u64,
+    pub wc_buffers: u64,
+    pub wc_flush_ps: u64,
+    pub call_ps: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct NtbDma {
+    pub channels: u32,
+    pub read_request_bytes: u64,
+    pub outstanding_reads: u64,
+    pub descriptor_bytes: u64,
+    pub descriptor_prefetch: u64,
+    pub descriptor_turnaround_ps: u64,
+    pub register_writes_block: u64,
+    pub register_writes_sg: u64,
+    pub status_reads_block: u64,
+    pub status_reads_sg: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RdmaSw {
+    pub ioctl_ps: u64,
+    pub irq_wakeup_ps: u64,
+    pub irq_entry_ps: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RdmaParams {
+    pub cpu_store: CpuStore,
+    pub ntb_dma: NtbDma,
+    pub rdma_sw: RdmaSw,
+}
+
+pub fn params() -> &'static RdmaParams {
+    static P: OnceLock<RdmaParams> = OnceLock::new();
+    P.get_or_init(|| toml::from_str(devlend_fabric::params::HARDWARE_TOML).expect("[cpu_store]/[ntb_dma]/[rdma_sw] in params/hardware.toml are malformed"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tables_parse() {
+        let p = super::params();
+        assert_eq!(p.ntb_dma.channels, 1);
+        assert!(p.cpu_store.store_bytes > 0);
+    }
+}

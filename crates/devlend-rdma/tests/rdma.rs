@@ -1,0 +1,146 @@
+//! Functional bytes and the bad inputs of issue 6 on the 003 testbed (pex8749-rdma.json is the
+//! shipped YAML with its setup dropped).
+
+use devlend_fabric::route::Requester;
+use devlend_fabric::Fabric;
+use devlend_rdma::bench::{self, testbed};
+use devlend_rdma::dma::Desc;
+use devlend_rdma::node::link_down;
+use devlend_rdma::{Method, Pair, RdmaError};
+
+const J: &str = include_str!("pex8749-rdma.json");
+const ALL: [Method; 4] = [Method::Pio, Method::BlockDma, Method::SgDma(8), Method::SgDma(256)];
+
+fn peer_a(p: &Pair) -> u64 {
+    p.b.node.peer.unwrap().phys
+}
+
+fn ram(f: &mut Fabric, host: u16, addr: u64, n: usize) -> Vec<u8> {
+    f.read(Requester::Cpu(host), addr, n).0
+}
+
+#[test]
+fn handshake_publishes_buffers_and_programs_windows() {
+    let (_f, p) = testbed(J).unwrap();
+    assert_eq!(p.b.node.peer.unwrap(), p.a.node.buf);
+    assert_eq!(p.a.node.peer.unwrap(), p.b.node.buf);
+    assert_eq!(p.b.node.window_size(), bench::BUF_SIZE);
+    assert!(p.b.dma.is_some() && p.a.dma.is_none());
+}
+
+#[test]
+fn every_method_puts_real_bytes_into_the_peer() {
+    let (mut f, mut p) = testbed(J).unwrap();
+    let base = peer_a(&p);
+    for (k, how) in ALL.iter().enumerate() {
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 13 + k as u32) as u8).collect();
+        let dst = base + 0x1000 * k as u64 + 3;
+        let t = p.b.put_bytes(&mut f, dst, &data, *how).unwrap();
+        assert!(t.total_ps > 0);
+        assert_eq!(ram(&mut f, p.a.node.host, dst, data.len()), data, "{how:?}");
+        assert_ne!(p.a.node.take_doorbell(&mut f) & devlend_rdma::node::DB_DATA, 0);
+    }
+}
+
+#[test]
+fn typed_put_get_and_nonblocking_quiet() {
+    let (mut f, mut p) = testbed(J).unwrap();
+    let base = peer_a(&p);
+    p.b.put_int(&mut f, base, &[1, -2, 3], Method::BlockDma).unwrap();
+    p.b.put_double(&mut f, base + 64, &[1.5, -2.25], Method::Pio).unwrap();
+    for how in ALL {
+        assert_eq!(p.b.get_int(&mut f, base, 3, how).unwrap().0, vec![1, -2, 3]);
+        assert_eq!(p.b.get_double(&mut f, base + 64, 2, how).unwrap().0, vec![1.5, -2.25]);
+    }
+    // Host A has no DMA channel: PIO works, DMA is a clear error.
+    let base_b = p.a.node.peer.unwrap().phys;
+    p.a.put_bytes(&mut f, base_b + 8, b"from A", Method::Pio).unwrap();
+    assert_eq!(ram(&mut f, p.b.node.host, base_b + 8, 6), b"from A");
+    assert!(matches!(p.a.put_bytes(&mut f, base_b, b"x", Method::BlockDma), Err(RdmaError::NoDmaEngine(_))));
+    p.b.put_nbi(&mut f, base + 0x100, &[7; 300], Method::SgDma(8)).unwrap();
+    p.b.put_nbi(&mut f, base + 0x400, &[9; 300], Method::BlockDma).unwrap();
+    assert_eq!(p.b.pending(), 2);
+    assert!(p.b.quiet().total_ps > 0);
+    assert_eq!(p.b.pending(), 0);
+    assert_eq!(ram(&mut f, p.a.node.host, base + 0x400, 300), vec![9; 300]);
+}
+
+#[test]
+fn put_larger_than_the_window_is_refused_and_writes_nothing() {
+    let (mut f, mut p) = testbed(J).unwrap();
+    let base = peer_a(&p);
+    let before = ram(&mut f, p.a.node.host, base, 1 << 20);
+    for how in ALL {
+        let e = p.b.put_bytes(&mut f, base + 16, &vec![0xab; 1 << 20], how).unwrap_err();
+        assert!(matches!(e, RdmaError::ExceedsWindow { .. }), "{e}");
+        assert!(e.to_string().contains("window"));
+    }
+    assert_eq!(ram(&mut f, p.a.node.host, base, 1 << 20), before);
+}
+
+#[test]
+fn get_from_an_unpublished_address_is_refused() {
+    let (mut f, mut p) = testbed(J).unwrap();
+    let base = peer_a(&p);
+    for how in ALL {
+        let e = p.b.get_bytes(&mut f, base + (2 << 20), 16, how).unwrap_err();
+        assert!(matches!(e, RdmaError::NotPublished { published: Some(_), .. }), "{e}");
+        let e = p.b.get_bytes(&mut f, base - 4096, 16, how).unwrap_err();
+        assert!(matches!(e, RdmaError::NotPublished { .. }));
+    }
+    p.b.node.peer = None;
+    assert!(matches!(p.b.get_bytes(&mut f, base, 4, Method::Pio), Err(RdmaError::NotPublished { published: None, .. })));
+}
+
+#[test]
+fn doorbell_to_a_host_whose_link_is_down_fails_cleanly() {
+    let (mut f, mut p) = testbed(J).unwrap();
+    let base = peer_a(&p);
+    let before = ram(&mut f, p.a.node.host, base, 64);
+    link_down(&mut f, "nt-link").unwrap();
+    assert!(matches!(p.b.node.ring_peer(&mut f, 2), Err(RdmaError::LinkDown(_))));
+    for how in ALL {
+        let e = p.b.put_bytes(&mut f, base, &[1; 64], how).unwrap_err();
+        assert!(!matches!(e, RdmaError::ExceedsWindow { .. } | RdmaError::NotPublished { .. }), "{e}");
+    }
+    assert_eq!(ram(&mut f, p.a.node.host, base, 64), before);
+}
+
+#[test]
+fn descriptors_outside_registered_memory() {
+    let (mut f, mut p) = testbed(J).unwrap();
+    let base = peer_a(&p);
+    let (win, local) = (p.b.node.window.0, p.b.node.buf.phys);
+    let before = ram(&mut f, p.a.node.host, base, 1 << 20);
+    // Raw descriptors (a buggy driver): the second one's destination is past the 1 MiB BAR. The
+    // channel stops there with an error status and a recorded fault; nothing is reported as done.
+    let descs = [Desc { src: local, dst: win, count: 256 }, Desc { src: local, dst: win + (1 << 20), count: 256 }];
+    let events = f.events.len();
+    let e = p.b.dma_raw(&mut f, &descs, true).unwrap_err();
+    assert!(matches!(e, RdmaError::Dma { descriptor: 1, bytes_done: 256, .. }), "{e}");
+    assert!(f.events.len() > events, "the fault is recorded on the fabric");
+    let rest = ram(&mut f, p.a.node.host, base + 256, (1 << 20) - 256);
+    assert_eq!(rest, before[256..]);
+    // The library checks the same descriptors first and moves nothing.
+    let now = ram(&mut f, p.a.node.host, base, 1 << 20);
+    let good = Desc { src: local + 512, dst: win + 512, count: 512 };
+    for bad in [descs[1], Desc { src: local + (1 << 20), dst: win, count: 64 }, Desc { src: 0x1000, dst: win, count: 64 }] {
+        let e = p.b.dma_checked(&mut f, &[good, bad], true).unwrap_err();
+        assert!(matches!(e, RdmaError::OutsideRegistered { descriptor: 1, .. }), "{e}");
+    }
+    assert_eq!(ram(&mut f, p.a.node.host, base, 1 << 20), now);
+    let bad_src = Desc { src: local + (2 << 20), dst: win, count: 64 };
+    assert!(p.b.dma_raw(&mut f, &[bad_src, bad_src], false).is_err(), "block mode takes one descriptor");
+}
+
+#[test]
+fn r1_r2_relations_hold_in_the_rust_model() {
+    let sizes = [1024, 2048, 4096, 1 << 20];
+    let rows = bench::sweep(J, &["memcpy", "block", "sg8", "sg256"], &sizes, None).unwrap();
+    let mbps = |m: &str, s: u64| rows.iter().find(|r| r.0 == m && r.1 == s).map(|r| s as f64 / (r.2.total_ps as f64 * 1e-12) / 1e6).unwrap();
+    assert!(mbps("memcpy", 1024) > mbps("block", 1024));
+    assert!(mbps("block", 4096) > mbps("memcpy", 4096));
+    assert!((130.0..=175.0).contains(&mbps("memcpy", 1 << 20)));
+    assert!((430.0..=560.0).contains(&mbps("block", 1 << 20)));
+    assert!(mbps("sg256", 4096) < mbps("sg8", 4096));
+}

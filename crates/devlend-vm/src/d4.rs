@@ -1,0 +1,194 @@
+//! D4 (000 §7.3, Table 2, Figs 15-18): two GPUs of the expansion chassis passed through to a VM,
+//! run by the unmodified GPU driver in the guest kernel. VMLoc: the VM runs on the lender, the
+//! GPUs are passed through with VFIO. VMRem: the VM runs on the remote host, the GPUs come
+//! through the mediated path (borrowed when the guest enables bus mastering). A transfer is
+//! peer-to-peer (the source's copy engine writes the target's BAR 1 at its guest-physical
+//! address) or bounced through a buffer in guest RAM; the ping-pong is gpu_bench's, in the VM.
+//!
+//! Stated assumptions: the guest has 256 MiB of RAM (the paper does not say; the assumed PXH830
+//! windows are 512 MiB, which bounds what a remote VM can map, see `Vmm`), and the K40c's BAR 1
+//! is its default 256 MiB ([`testbed_json`]): the large 16 GiB BAR 1 of the shipped profile
+//! cannot be mapped through a 512 MiB NTB window, so neither NatRem nor VMRem could borrow it.
+//! Guest CPU accesses cost what the host CPU's do (no EPT-walk or VM-exit cost is modelled).
+
+use crate::vm::{Vm, VmId};
+use crate::vmm::Vmm;
+use devlend_devices::gpu::Gpu;
+use devlend_devices::gpu_bench::{time_steps, CopyTiming, Via};
+use devlend_devices::gpu_driver::Driver;
+use devlend_devices::{time_ops, Op};
+use devlend_fabric::Requester;
+use devlend_host::{Cluster, DevId, Os};
+use devlend_wire::Access;
+
+pub const GUEST_RAM: u64 = 256 << 20;
+/// The K40c's default BAR 1 (without the large-BAR1 VBIOS setting).
+pub const K40C_DEFAULT_BAR1: u64 = 256 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    VmLoc,
+    VmRem,
+}
+
+impl Scenario {
+    pub fn parse(s: &str) -> Result<Scenario, String> {
+        match s {
+            "VMLoc" => Ok(Scenario::VmLoc),
+            "VMRem" => Ok(Scenario::VmRem),
+            _ => Err(format!("unknown VM scenario '{s}' (VMLoc or VMRem)")),
+        }
+    }
+}
+
+fn s<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+/// The testbed with the GPUs' BAR 1 at the K40c's default size (see the module docs).
+pub fn testbed_json(json: &str) -> Result<String, String> {
+    let mut v: serde_json::Value = serde_json::from_str(json).map_err(s)?;
+    for d in v["devices"].as_array_mut().ok_or("topology has no devices")? {
+        if d["profile"] == "tesla-k40c" {
+            d["functions"] = serde_json::json!([{"bars": [
+                {"index": 0, "size": 0x100_0000u64, "bits": 32},
+                {"index": 1, "size": K40C_DEFAULT_BAR1, "bits": 64, "pref": true},
+                {"index": 3, "size": 0x200_0000u64, "bits": 64, "pref": true}], "msix_vectors": 1}]);
+        }
+    }
+    Ok(v.to_string())
+}
+
+pub struct GBound {
+    pub dev: DevId,
+    pub gpu: Gpu,
+    pub drv: Driver,
+}
+
+/// A VM with gpu0 and gpu1 passed through and probed by the guest's driver.
+pub struct Testbed {
+    pub c: Cluster,
+    pub vmm: Vmm,
+    pub vm: VmId,
+    pub a: GBound,
+    pub b: GBound,
+}
+
+/// Start the VM for a scenario and let the guest driver probe both GPUs.
+pub fn testbed(json: &str, sc: Scenario) -> Result<Testbed, String> {
+    let mut c = Cluster::from_json(&testbed_json(json)?).map_err(s)?;
+    let mut vmm = Vmm::default();
+    let host = if sc == Scenario::VmLoc { "lender" } else { "remote" };
+    let vm = vmm.create_vm(&mut c, host, "guest", GUEST_RAM).map_err(s)?;
+    let bind = |c: &mut Cluster, vmm: &mut Vmm, name: &str| -> Result<GBound, String> {
+        let dev = match sc {
+            Scenario::VmLoc => vmm.assign_vfio(c, vm, name).map_err(s)?,
+            Scenario::VmRem => {
+                vmm.register_mdev(c, name).map_err(s)?;
+                vmm.assign_mdev(c, vm, name).map_err(s)?
+            }
+        };
+        let func = c.fabric.func_id(name).map_err(s)?;
+        let gpu = Gpu::new(&mut c.fabric, func)?;
+        let drv = Driver::probe(&mut vmm.guest(c, vm).map_err(s)?, dev).map_err(s)?;
+        Ok(GBound { dev, gpu, drv })
+    };
+    let a = bind(&mut c, &mut vmm, "gpu0")?;
+    let b = bind(&mut c, &mut vmm, "gpu1")?;
+    Ok(Testbed { c, vmm, vm, a, b })
+}
+
+/// The guest CPU's accesses as the host CPU makes them: guest-physical addresses through the EPT.
+pub fn host_ops(vm: &Vm, ops: &[Op]) -> Result<Vec<Op>, String> {
+    let cpu = Requester::Cpu(vm.host);
+    ops.iter().map(|o| {
+        let mut o = o.clone();
+        if o.who == cpu && o.plan.is_none() {
+            o.addr = vm.translate(o.addr, o.len as usize)?[0].0;
+        }
+        Ok(o)
+    }).collect()
+}
+
+fn pattern(len: u64) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(29).wrapping_add((i >> 12) as u8)).collect()
+}
+
+/// One GPU-to-GPU transfer of `len` bytes in the VM, checked at the target and timed.
+pub fn gpu_to_gpu(json: &str, sc: Scenario, via: Via, len: u64) -> Result<CopyTiming, String> {
+    let mut t = testbed(json, sc)?;
+    if len == 0 || len > t.a.drv.mem_size {
+        return Err(format!("{len} bytes do not fit the GPU's memory"));
+    }
+    let want = pattern(len);
+    let Testbed { c, vmm, vm, a, b } = &mut t;
+    let mut os = vmm.guest(c, *vm).map_err(s)?;
+    os.run_hardware(|f| a.gpu.mem_write(f, 0, &want))?;
+    a.drv.ops.clear();
+    b.drv.ops.clear();
+    match via {
+        Via::Peer => a.drv.memcpy_peer(&mut os, &mut a.gpu, 0, b.dev, 0, len).map_err(s)?,
+        Via::Ram => {
+            let buf = os.kmalloc(len).map_err(s)?;
+            a.drv.memcpy_dtoh(&mut os, &mut a.gpu, 0, buf, len).map_err(s)?;
+            b.drv.memcpy_htod(&mut os, &mut b.gpu, 0, buf, len).map_err(s)?;
+        }
+    }
+    if os.run_hardware(|f| b.gpu.mem_read(f, 0, len as usize))? != want {
+        return Err(format!("VM {sc:?} ({via:?}): gpu1's memory differs from what gpu0 sent"));
+    }
+    let ops: Vec<Op> = a.drv.ops.iter().chain(&b.drv.ops).cloned().collect();
+    let ops = host_ops(vmm.vm(*vm).map_err(s)?, &ops)?;
+    time_steps(c, &ops, len)
+}
+
+/// One half of a ping-pong (as gpu_bench's): `from` stores, `to` sees it.
+fn half(os: &mut impl Os, from: &mut GBound, to: &mut GBound, store_at: u64, poll_at: Option<u64>, value: u32) -> Result<Vec<Op>, String> {
+    os.run_hardware(|f| from.gpu.store(f, store_at, &value.to_le_bytes()))?;
+    let seen = match poll_at {
+        None => os.run_hardware(|f| to.gpu.mem_read(f, 0, 4))?,
+        Some(at) => os.run_hardware(|f| to.gpu.load(f, at, 4))?,
+    };
+    if seen != value.to_le_bytes() {
+        return Err(format!("ping-pong: counter {value} did not arrive (read {seen:?})"));
+    }
+    Ok(from.gpu.ops.drain(..).chain(to.gpu.ops.drain(..)).collect())
+}
+
+/// One ping-pong round trip in the VM, in ps (gpu_bench::pingpong's accounting).
+pub fn pingpong(json: &str, sc: Scenario, via: Via) -> Result<u64, String> {
+    let mut t = testbed(json, sc)?;
+    let Testbed { c, vmm, vm, a, b } = &mut t;
+    let mut os = vmm.guest(c, *vm).map_err(s)?;
+    let (at_a, at_b) = match via {
+        Via::Peer => (a.drv.map_peer(&mut os, b.dev, 0, 4).map_err(s)?, b.drv.map_peer(&mut os, a.dev, 0, 4).map_err(s)?),
+        Via::Ram => {
+            let buf = os.kmalloc(4).map_err(s)?;
+            (a.drv.map_host(&mut os, buf, 4).map_err(s)?, b.drv.map_host(&mut os, buf, 4).map_err(s)?)
+        }
+    };
+    let ram = via == Via::Ram;
+    let mut ops = half(&mut os, a, b, at_a.dma, ram.then_some(at_b.dma), 1)?;
+    ops.extend(half(&mut os, b, a, at_b.dma, ram.then_some(at_a.dma), 2)?);
+    let mut total = 0;
+    for op in &ops {
+        total += time_ops(&mut c.fabric, std::slice::from_ref(op))?;
+    }
+    let notice = devlend_engine::params::timing().endpoint_latency_ps;
+    Ok(total + if ram { 0 } else { 2 * notice })
+}
+
+/// The RAM-bounce data path in the VM as the fabric routes it: gpu0's write into a guest buffer
+/// and the completion of gpu1's read of it: (hops, root complexes, NTB crossings) (000 Fig 17).
+pub fn ram_bounce_path(json: &str, sc: Scenario) -> Result<(usize, usize, usize), String> {
+    let mut t = testbed(json, sc)?;
+    let buf = t.vmm.guest(&mut t.c, t.vm).map_err(s)?.kmalloc(4096).map_err(s)?;
+    let (ga, gb) = (t.c.fabric.func_id("gpu0").map_err(s)?, t.c.fabric.func_id("gpu1").map_err(s)?);
+    let w = t.c.fabric.route(Requester::Func(ga), buf, Access::Write);
+    let r = t.c.fabric.route(Requester::Func(gb), buf, Access::Read);
+    let back = r.completion.as_deref().ok_or("gpu1's read of the guest buffer was not delivered")?;
+    if w.delivered().is_none() {
+        return Err("gpu0's write into the guest buffer was not delivered".into());
+    }
+    Ok((w.hop_count() + back.hop_count(), w.roots() + back.roots(), w.ntb_crossings() + back.ntb_crossings()))
+}

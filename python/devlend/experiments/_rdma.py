@@ -1,0 +1,36 @@
+"""Shared by R1/R2 and the Gen3/Gen4 extension: the 003 testbed as JSON (setup dropped, the
+scratchpad handshake programs the windows), links optionally re-rated, and the Rust sweep."""
+
+from __future__ import annotations
+
+import functools
+
+from .. import _core, load
+from . import topology_path
+
+KiB, MiB = 1 << 10, 1 << 20
+SIZES = [64 << i for i in range(15)]            # 64 B .. 1 MiB (003 §4: buffers up to the 1 MB BAR)
+QUICK_SIZES = [512, 1 * KiB, 2 * KiB, 4 * KiB, 64 * KiB, 1 * MiB]
+
+
+@functools.lru_cache(maxsize=None)
+def testbed_json(gen: int = 2, width: int = 8) -> str:
+    topo = load(topology_path("pex8749-rdma.yaml"))
+    topo.setup = []
+    for link in topo.links:
+        link.gen, link.width = gen, width
+    return topo.to_json()
+
+
+def mbps(size: int, ps: int) -> float:
+    return round(size / (ps * 1e-12) / 1e6, 1)
+
+
+def sweep(methods: list[str], sizes: list[int], gen: int = 2, width: int = 8, mapping: str | None = None) -> dict:
+    """{(method, size): MB/s} for host B putting into host A's buffer."""
+    rows = _core.rdma_sweep(testbed_json(gen, width), methods, sizes, mapping)
+    return {(m, s): mbps(s, ps) for m, s, ps, _ in rows}
+
+
+def link_limit_mbps(gen: int, width: int) -> float:
+    return round(_core.rdma_link_limit(testbed_json(gen, width)) / 1e6, 1)

@@ -1,0 +1,85 @@
+"""R1/R2 (003 §4, Figs 8-9) and the issue-6 extension on the model, through the Rust bindings.
+
+Tolerances (the paper gives no per-size numbers, only these statements):
+- memcpy saturates near 150 MB/s: the 1 MiB rate within 150 MB/s +-20% (120-180), and within 5% of
+  the 256 KiB rate (saturated);
+- block DMA ~500 MB/s: the 1 MiB rate within 500 +-15% (425-575); block DMA beats memcpy from 4 KiB;
+- memcpy beats block DMA below 2 KB (at 512 B and 1 KiB; at 2 KiB too in devlend);
+- SGDMA with 8 descriptors: peak within 520 +-15% (442-598), at least block DMA's rate (-0.5%) from
+  4 KiB on;
+- more descriptors are slower for small buffers: sg8 > sg32 > sg128 >= sg256 at 4 KiB and 16 KiB,
+  all within 10% of each other at 1 MiB;
+- extension: a faster link never makes a method slower, and no method exceeds the link's limit.
+The whole file runs in a few seconds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from devlend import _core
+from devlend.experiments import _rdma, r1, r2, rx
+
+KiB, MiB = 1 << 10, 1 << 20
+SIZES = [512, 1 * KiB, 2 * KiB, 4 * KiB, 16 * KiB, 256 * KiB, 1 * MiB]
+
+
+@pytest.fixture(scope="module")
+def bw():
+    return _rdma.sweep(["memcpy", "block", "sg8", "sg32", "sg128", "sg256"], SIZES)
+
+
+def test_r1_memcpy_saturates_near_150(bw):
+    assert 120 <= bw["memcpy", MiB] <= 180
+    assert bw["memcpy", MiB] <= 1.05 * bw["memcpy", 256 * KiB]
+
+
+def test_r1_block_dma_near_500_and_crossover(bw):
+    assert 425 <= bw["block", MiB] <= 575
+    for s in (512, 1 * KiB, 2 * KiB):
+        assert bw["memcpy", s] > bw["block", s], s
+    for s in (4 * KiB, 16 * KiB, 256 * KiB, MiB):
+        assert bw["block", s] > bw["memcpy", s], s
+
+
+def test_r2_sg8_slightly_above_block(bw):
+    assert 442 <= max(bw["sg8", s] for s in SIZES) <= 598
+    for s in (4 * KiB, 16 * KiB, 256 * KiB, MiB):
+        assert bw["sg8", s] >= 0.995 * bw["block", s], s
+
+
+def test_r2_more_descriptors_slower_for_small_buffers(bw):
+    for s in (4 * KiB, 16 * KiB):
+        assert bw["sg8", s] > bw["sg32", s] > bw["sg128", s] >= bw["sg256", s], s
+    assert min(bw[m, MiB] for m in ("sg8", "sg32", "sg128", "sg256")) >= 0.9 * bw["sg8", MiB]
+
+
+def test_experiments_run_and_quote_the_paper():
+    for mod in (r1, r2):
+        res = mod.run(quick=True)
+        assert any(r["size"] == "paper" for r in res.rows)
+        assert res.to_csv().count("\n") == len(res.rows) + 1
+
+
+def test_extension_faster_links_and_the_analytic_limit():
+    res = rx.run(quick=True)
+    by = {(r["link"], r["size"]): r for r in res.rows}
+    for size in (64 * KiB, MiB):
+        prev = None
+        for link in ("Gen2 x8", "Gen3 x8", "Gen4 x16"):
+            r = by[link, size]
+            for k in ("memcpy_MBps", "block_MBps", "sg8_MBps", "memcpy_wc_MBps"):
+                assert r[k] < r["link_limit_MBps"]
+                if prev:
+                    assert r[k] >= 0.99 * prev[k], (link, k)
+            prev = r
+
+
+def test_bad_method_and_mapping_are_clear_errors():
+    js = _rdma.testbed_json()
+    with pytest.raises(_core.FabricError, match="unknown method"):
+        _core.rdma_sweep(js, ["dma"], [64])
+    with pytest.raises(_core.FabricError, match="'uc' or 'wc'"):
+        _core.rdma_sweep(js, ["memcpy"], [64], "wb")
+    with pytest.raises(_core.FabricError, match="window"):
+        _core.rdma_sweep(js, ["block"], [2 * MiB])
