@@ -1372,7 +1372,7 @@ fn regression_placement_error_paths_exist() {
     let mut devices = Vec::new();
     let mut links = vec![r#"{"a":"h.rp0","b":"sw","gen":3,"width":16}"#.to_string()];
     for i in 0..20 {
-        devices.push(format!(r#"{{"name":"g{i}","profile":"tesla-k40c"}}"#));
+        devices.push(format!(r#"{{"name":"g{i}","profile":"tesla-k40c-large-bar1"}}"#));
         links.push(format!(r#"{{"a":"sw.d{i}","b":"g{i}","gen":3,"width":16}}"#));
     }
     let e = spec_err(&format!(

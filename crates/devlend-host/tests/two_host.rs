@@ -237,9 +237,9 @@ fn a_dma_window_too_small_for_a_mapping_is_an_error_and_leaves_nothing_behind() 
 
 #[test]
 fn a_failed_borrow_leaves_nothing_half_mapped() {
-    // A Tesla K40c has a 16 GiB BAR1: its BAR0 maps into the NTB window, BAR1 cannot.
+    // A Tesla K40c in large-BAR1 mode has a 16 GiB BAR1: its BAR0 maps into the NTB window, BAR1 cannot.
     for lender_iommu in [false, true] {
-        let mut c = Cluster::from_json(&two_host_json(true, lender_iommu, "tesla-k40c")).unwrap();
+        let mut c = Cluster::from_json(&two_host_json(true, lender_iommu, "tesla-k40c-large-bar1")).unwrap();
         let clean = snapshot(&c.fabric);
         let e = c.borrow("borrower", "gpu0").unwrap_err();
         assert!(matches!(e, HostError::WindowTooSmall(_)), "{e}");

@@ -367,11 +367,6 @@ fn vm_ram_bounce_path(topology_json: &str, scenario: &str) -> PyResult<(usize, u
     devlend_vm::d4::ram_bounce_path(topology_json, sc).map_err(FabricError::new_err)
 }
 
-/// D4's testbed: the topology with the K40c's default 256 MiB BAR 1 (see devlend-vm's d4).
-#[pyfunction]
-fn vm_testbed_json(topology_json: &str) -> PyResult<String> {
-    devlend_vm::d4::testbed_json(topology_json).map_err(FabricError::new_err)
-}
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -386,7 +381,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vm_gpu_to_gpu, m)?)?;
     m.add_function(wrap_pyfunction!(vm_pingpong, m)?)?;
     m.add_function(wrap_pyfunction!(vm_ram_bounce_path, m)?)?;
-    m.add_function(wrap_pyfunction!(vm_testbed_json, m)?)?;
     m.add("SpecError", m.py().get_type::<SpecError>())?;
     m.add("FabricError", m.py().get_type::<FabricError>())?;
     Ok(())

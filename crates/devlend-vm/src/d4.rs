@@ -7,8 +7,8 @@
 //!
 //! Stated assumptions: the guest has 256 MiB of RAM (the paper does not say; the assumed PXH830
 //! windows are 512 MiB, which bounds what a remote VM can map, see `Vmm`), and the K40c's BAR 1
-//! is its default 256 MiB ([`testbed_json`]): the large 16 GiB BAR 1 of the shipped profile
-//! cannot be mapped through a 512 MiB NTB window, so neither NatRem nor VMRem could borrow it.
+//! is its default 256 MiB (profile `tesla-k40c`; the 16 GiB large-BAR1 profile could not be
+//! mapped through a 512 MiB NTB window, so neither NatRem nor VMRem could borrow it).
 //! Guest CPU accesses cost what the host CPU's do (no EPT-walk or VM-exit cost is modelled).
 
 use crate::vm::{Vm, VmId};
@@ -22,8 +22,6 @@ use devlend_host::{Cluster, DevId, Os};
 use devlend_wire::Access;
 
 pub const GUEST_RAM: u64 = 256 << 20;
-/// The K40c's default BAR 1 (without the large-BAR1 VBIOS setting).
-pub const K40C_DEFAULT_BAR1: u64 = 256 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scenario {
@@ -46,19 +44,6 @@ fn s<E: std::fmt::Display>(e: E) -> String {
 }
 
 /// The testbed with the GPUs' BAR 1 at the K40c's default size (see the module docs).
-pub fn testbed_json(json: &str) -> Result<String, String> {
-    let mut v: serde_json::Value = serde_json::from_str(json).map_err(s)?;
-    for d in v["devices"].as_array_mut().ok_or("topology has no devices")? {
-        if d["profile"] == "tesla-k40c" {
-            d["functions"] = serde_json::json!([{"bars": [
-                {"index": 0, "size": 0x100_0000u64, "bits": 32},
-                {"index": 1, "size": K40C_DEFAULT_BAR1, "bits": 64, "pref": true},
-                {"index": 3, "size": 0x200_0000u64, "bits": 64, "pref": true}], "msix_vectors": 1}]);
-        }
-    }
-    Ok(v.to_string())
-}
-
 pub struct GBound {
     pub dev: DevId,
     pub gpu: Gpu,
@@ -76,7 +61,7 @@ pub struct Testbed {
 
 /// Start the VM for a scenario and let the guest driver probe both GPUs.
 pub fn testbed(json: &str, sc: Scenario) -> Result<Testbed, String> {
-    let mut c = Cluster::from_json(&testbed_json(json)?).map_err(s)?;
+    let mut c = Cluster::from_json(json).map_err(s)?;
     let mut vmm = Vmm::default();
     let host = if sc == Scenario::VmLoc { "lender" } else { "remote" };
     let vm = vmm.create_vm(&mut c, host, "guest", GUEST_RAM).map_err(s)?;

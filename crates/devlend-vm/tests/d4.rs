@@ -20,7 +20,7 @@ fn ram_bounce_paths_have_7_and_21_hops() {
 
 #[test]
 fn vm_bandwidth_relations_of_fig_16() {
-    let js = d4::testbed_json(JSON).unwrap();
+    let js = JSON.to_string();
     let loc = gbps(&d4::gpu_to_gpu(JSON, Scenario::VmLoc, Via::Peer, 4 * MIB).unwrap());
     let rem = gbps(&d4::gpu_to_gpu(JSON, Scenario::VmRem, Via::Peer, 4 * MIB).unwrap());
     let nat = gbps(&gpu_to_gpu(&js, "remote", "gpu0", "gpu1", Via::Peer, 4 * MIB).unwrap());
@@ -38,7 +38,7 @@ fn vm_pingpong_p2p_remote_is_local() {
     let rem = d4::pingpong(JSON, Scenario::VmRem, Via::Peer).unwrap();
     let rem_ram = d4::pingpong(JSON, Scenario::VmRem, Via::Ram).unwrap();
     let loc_ram = d4::pingpong(JSON, Scenario::VmLoc, Via::Ram).unwrap();
-    let nat = pingpong(&d4::testbed_json(JSON).unwrap(), "remote", "gpu0", "gpu1", Via::Peer).unwrap();
+    let nat = pingpong(JSON, "remote", "gpu0", "gpu1", Via::Peer).unwrap();
     eprintln!("pingpong ns: loc {} rem {} nat {} loc_ram {} rem_ram {}", loc / 1000, rem / 1000, nat / 1000, loc_ram / 1000, rem_ram / 1000);
     assert_eq!(loc, rem, "same data path, same latency");
     assert_eq!(nat, rem);

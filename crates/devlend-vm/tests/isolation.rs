@@ -44,7 +44,7 @@ fn guest_dma_outside_its_memory_or_to_the_window_itself_is_blocked() {
 
 #[test]
 fn another_vms_memory_is_out_of_reach() {
-    let mut c = Cluster::from_json(&d4::testbed_json(JSON).unwrap()).unwrap();
+    let mut c = Cluster::from_json(JSON).unwrap();
     let mut vmm = Vmm::default();
     let a = vmm.create_vm(&mut c, "lender", "a", d4::GUEST_RAM).unwrap();
     let b = vmm.create_vm(&mut c, "lender", "b", d4::GUEST_RAM).unwrap();
@@ -82,7 +82,7 @@ fn stale_addresses_after_hot_remove_are_blocked_and_everything_is_returned() {
 
 #[test]
 fn a_guest_that_never_enables_bus_mastering_never_borrows() {
-    let mut c = Cluster::from_json(&d4::testbed_json(JSON).unwrap()).unwrap();
+    let mut c = Cluster::from_json(JSON).unwrap();
     let mut vmm = Vmm::default();
     let vm = vmm.create_vm(&mut c, "remote", "g", d4::GUEST_RAM).unwrap();
     vmm.register_mdev(&c, "gpu0").unwrap();
@@ -98,7 +98,7 @@ fn a_guest_that_never_enables_bus_mastering_never_borrows() {
 
 #[test]
 fn two_vms_cannot_have_one_device() {
-    let mut c = Cluster::from_json(&d4::testbed_json(JSON).unwrap()).unwrap();
+    let mut c = Cluster::from_json(JSON).unwrap();
     let mut vmm = Vmm::default();
     let a = vmm.create_vm(&mut c, "remote", "a", d4::GUEST_RAM).unwrap();
     let b = vmm.create_vm(&mut c, "remote", "b", d4::GUEST_RAM).unwrap();
@@ -119,7 +119,7 @@ fn two_vms_cannot_have_one_device() {
 
 #[test]
 fn a_vm_the_window_cannot_cover_fails_cleanly() {
-    let mut c = Cluster::from_json(&d4::testbed_json(JSON).unwrap()).unwrap();
+    let mut c = Cluster::from_json(JSON).unwrap();
     let mut vmm = Vmm::default();
     let vm = vmm.create_vm(&mut c, "remote", "big", 4 << 30).unwrap();
     vmm.register_mdev(&c, "gpu0").unwrap();

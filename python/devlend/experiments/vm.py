@@ -40,7 +40,7 @@ def transfer_ps(name: str, size: int) -> int:
     where, kind = name.split("-")[:2]
     peer = kind == "P2P"
     if where == "NatRem":
-        return _core.gpu_to_gpu(_core.vm_testbed_json(_base()), "remote", "gpu0", "gpu1", peer, size)[0]
+        return _core.gpu_to_gpu(_base(), "remote", "gpu0", "gpu1", peer, size)[0]
     return _core.vm_gpu_to_gpu(_base(), where, peer, size)[0]
 
 
@@ -48,7 +48,7 @@ def round_trip_ns(name: str) -> float:
     where, kind = name.split("-")[:2]
     peer = kind == "P2P"
     if where == "NatRem":
-        return _core.gpu_pingpong(_core.vm_testbed_json(_base()), "remote", "gpu0", "gpu1", peer) / 1000
+        return _core.gpu_pingpong(_base(), "remote", "gpu0", "gpu1", peer) / 1000
     return _core.vm_pingpong(_base(), where, peer) / 1000
 
 
