@@ -18,7 +18,7 @@
 use crate::gpu::Gpu;
 use crate::gpu_driver::Driver;
 use crate::{time_ops, Op};
-use devlend_host::{Cluster, DevId, HostOs};
+use devlend_host::{Cluster, DevId, Os};
 
 #[derive(Clone, Debug)]
 pub struct CopyTiming {
@@ -138,29 +138,36 @@ pub fn gpu_to_gpu(json: &str, runner: &str, src: &str, dst: &str, via: Via, len:
     let mut b = bind(&mut c, runner, dst)?;
     fits(len, &a)?;
     fits(len, &b)?;
-    let want = pattern(3, len);
     let mut os = c.os(runner).map_err(s)?;
+    let ops = transfer(&mut os, &mut a, &mut b, via, len).map_err(|e| format!("{src} to {dst} ({via:?}): {e}"))?;
+    drop(os);
+    time_steps(&mut c, &ops, len)
+}
+
+/// Copy `len` bytes from `a`'s memory to `b`'s (peer-to-peer, or through a kernel buffer), under
+/// any kernel (a host's or a guest's), check they arrived, and return every access made.
+pub fn transfer(os: &mut impl Os, a: &mut Bound, b: &mut Bound, via: Via, len: u64) -> Result<Vec<Op>, String> {
+    let want = pattern(3, len);
     os.run_hardware(|f| a.gpu.mem_write(f, 0, &want))?;
     a.drv.ops.clear();
     b.drv.ops.clear();
     match via {
-        Via::Peer => a.drv.memcpy_peer(&mut os, &mut a.gpu, 0, b.dev, 0, len).map_err(s)?,
+        Via::Peer => a.drv.memcpy_peer(os, &mut a.gpu, 0, b.dev, 0, len).map_err(s)?,
         Via::Ram => {
             let buf = os.kmalloc(len).map_err(s)?;
-            a.drv.memcpy_dtoh(&mut os, &mut a.gpu, 0, buf, len).map_err(s)?;
-            b.drv.memcpy_htod(&mut os, &mut b.gpu, 0, buf, len).map_err(s)?;
+            a.drv.memcpy_dtoh(os, &mut a.gpu, 0, buf, len).map_err(s)?;
+            b.drv.memcpy_htod(os, &mut b.gpu, 0, buf, len).map_err(s)?;
         }
     }
     if os.run_hardware(|f| b.gpu.mem_read(f, 0, len as usize))? != want {
-        return Err(format!("{src} to {dst} ({via:?}): {dst}'s memory differs from what {src} sent"));
+        return Err("the target's memory differs from what the source sent".into());
     }
-    let ops: Vec<Op> = a.drv.ops.iter().chain(&b.drv.ops).cloned().collect();
-    time_steps(&mut c, &ops, len)
+    Ok(a.drv.ops.iter().chain(&b.drv.ops).cloned().collect())
 }
 
 /// One half of a ping-pong: `from` stores `value` at `store_at`; `to` sees it in its own memory
 /// (peer-to-peer) or by loading it from `poll_at` (RAM). Returns the accesses.
-fn half(os: &mut HostOs, from: &mut Bound, to: &mut Bound, store_at: u64, poll_at: Option<u64>, value: u32) -> Result<Vec<Op>, String> {
+pub fn half(os: &mut impl Os, from: &mut Bound, to: &mut Bound, store_at: u64, poll_at: Option<u64>, value: u32) -> Result<Vec<Op>, String> {
     os.run_hardware(|f| from.gpu.store(f, store_at, &value.to_le_bytes()))?;
     let seen = match poll_at {
         None => os.run_hardware(|f| to.gpu.mem_read(f, 0, 4))?,

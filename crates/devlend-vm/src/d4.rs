@@ -14,11 +14,11 @@
 use crate::vm::{Vm, VmId};
 use crate::vmm::Vmm;
 use devlend_devices::gpu::Gpu;
-use devlend_devices::gpu_bench::{time_steps, CopyTiming, Via};
+use devlend_devices::gpu_bench::{half, time_steps, transfer, CopyTiming, Via};
 use devlend_devices::gpu_driver::Driver;
 use devlend_devices::{time_ops, Op};
 use devlend_fabric::Requester;
-use devlend_host::{Cluster, DevId, Os};
+use devlend_host::{Cluster, Os};
 use devlend_wire::Access;
 
 pub const GUEST_RAM: u64 = 256 << 20;
@@ -44,11 +44,7 @@ fn s<E: std::fmt::Display>(e: E) -> String {
 }
 
 /// The testbed with the GPUs' BAR 1 at the K40c's default size (see the module docs).
-pub struct GBound {
-    pub dev: DevId,
-    pub gpu: Gpu,
-    pub drv: Driver,
-}
+pub use devlend_devices::gpu_bench::Bound as GBound;
 
 /// A VM with gpu0 and gpu1 passed through and probed by the guest's driver.
 pub struct Testbed {
@@ -95,9 +91,6 @@ pub fn host_ops(vm: &Vm, ops: &[Op]) -> Result<Vec<Op>, String> {
     }).collect()
 }
 
-fn pattern(len: u64) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(29).wrapping_add((i >> 12) as u8)).collect()
-}
 
 /// One GPU-to-GPU transfer of `len` bytes in the VM, checked at the target and timed.
 pub fn gpu_to_gpu(json: &str, sc: Scenario, via: Via, len: u64) -> Result<CopyTiming, String> {
@@ -105,40 +98,13 @@ pub fn gpu_to_gpu(json: &str, sc: Scenario, via: Via, len: u64) -> Result<CopyTi
     if len == 0 || len > t.a.drv.mem_size {
         return Err(format!("{len} bytes do not fit the GPU's memory"));
     }
-    let want = pattern(len);
     let Testbed { c, vmm, vm, a, b } = &mut t;
     let mut os = vmm.guest(c, *vm).map_err(s)?;
-    os.run_hardware(|f| a.gpu.mem_write(f, 0, &want))?;
-    a.drv.ops.clear();
-    b.drv.ops.clear();
-    match via {
-        Via::Peer => a.drv.memcpy_peer(&mut os, &mut a.gpu, 0, b.dev, 0, len).map_err(s)?,
-        Via::Ram => {
-            let buf = os.kmalloc(len).map_err(s)?;
-            a.drv.memcpy_dtoh(&mut os, &mut a.gpu, 0, buf, len).map_err(s)?;
-            b.drv.memcpy_htod(&mut os, &mut b.gpu, 0, buf, len).map_err(s)?;
-        }
-    }
-    if os.run_hardware(|f| b.gpu.mem_read(f, 0, len as usize))? != want {
-        return Err(format!("VM {sc:?} ({via:?}): gpu1's memory differs from what gpu0 sent"));
-    }
-    let ops: Vec<Op> = a.drv.ops.iter().chain(&b.drv.ops).cloned().collect();
+    let ops = transfer(&mut os, a, b, via, len).map_err(|e| format!("VM {sc:?} ({via:?}): {e}"))?;
     let ops = host_ops(vmm.vm(*vm).map_err(s)?, &ops)?;
     time_steps(c, &ops, len)
 }
 
-/// One half of a ping-pong (as gpu_bench's): `from` stores, `to` sees it.
-fn half(os: &mut impl Os, from: &mut GBound, to: &mut GBound, store_at: u64, poll_at: Option<u64>, value: u32) -> Result<Vec<Op>, String> {
-    os.run_hardware(|f| from.gpu.store(f, store_at, &value.to_le_bytes()))?;
-    let seen = match poll_at {
-        None => os.run_hardware(|f| to.gpu.mem_read(f, 0, 4))?,
-        Some(at) => os.run_hardware(|f| to.gpu.load(f, at, 4))?,
-    };
-    if seen != value.to_le_bytes() {
-        return Err(format!("ping-pong: counter {value} did not arrive (read {seen:?})"));
-    }
-    Ok(from.gpu.ops.drain(..).chain(to.gpu.ops.drain(..)).collect())
-}
 
 /// One ping-pong round trip in the VM, in ps (gpu_bench::pingpong's accounting).
 pub fn pingpong(json: &str, sc: Scenario, via: Via) -> Result<u64, String> {
