@@ -107,8 +107,9 @@ impl Controller {
     pub fn process(&mut self, f: &mut Fabric) {
         let cc = self.reg_read(f, CC, 4);
         if cc & 1 == 0 {
-            self.ready = false;
-            self.reg_write(f, CSTS, &0u32.to_le_bytes());
+            if self.ready {
+                self.reset(f);
+            }
             return;
         }
         if !self.ready {
@@ -259,9 +260,22 @@ impl Controller {
         let addr = self.reg_read(f, entry, 8);
         let data = self.reg_read(f, entry + 8, 4) as u32;
         let masked = self.reg_read(f, entry + 12, 4) & 1 != 0;
-        if addr != 0 && !masked {
+        // MSI-X Enable (bit 15) and Function Mask (bit 14) of the Message Control register.
+        let control = f.config_read(self.func, devlend_fabric::config::MSIX_CAP + 2, 2).unwrap_or(0);
+        let enabled = control & (1 << 15) != 0 && control & (1 << 14) == 0;
+        if addr != 0 && !masked && enabled {
             self.dma_write(f, addr, &data.to_le_bytes(), "MSI-X interrupt");
         }
+    }
+
+    /// Controller reset on CC.EN 1 -> 0 (NVMe 1.3 §7.6.2): all queues are deleted and the
+    /// doorbells read as zero again, so a driver can enable the controller afresh.
+    fn reset(&mut self, f: &mut Fabric) {
+        self.ready = false;
+        self.sqs.iter_mut().for_each(|q| *q = None);
+        self.cqs.iter_mut().for_each(|q| *q = None);
+        self.reg_write(f, DOORBELL, &[0u8; 8 * 17]);
+        self.reg_write(f, CSTS, &0u32.to_le_bytes());
     }
 
     /// Store blocks directly in the media (test set-up, like a pre-written disk).

@@ -164,3 +164,17 @@ fn print_breakdown() {
         }
     }
 }
+
+#[test]
+fn a_removed_drive_can_be_probed_again() {
+    let mut c = Cluster::from_json(B2B).unwrap();
+    let func = c.fabric.func_id("nvme0").unwrap();
+    let mut ctrl = Controller::new(&mut c.fabric, func, 1000);
+    let mut os = c.os("lender").unwrap();
+    let dev = os.find("nvme0").unwrap();
+    let drv = Driver::probe(&mut os, dev, &mut ctrl).unwrap();
+    drv.remove(&mut os, &mut ctrl).unwrap();
+    let mut again = Driver::probe(&mut os, dev, &mut ctrl).unwrap();
+    let buf = os.kmalloc(4096).unwrap();
+    again.read(&mut os, &mut ctrl, 0, 8, buf).unwrap();
+}
