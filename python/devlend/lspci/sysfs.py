@@ -1,0 +1,270 @@
+"""The saved ``/sys/bus/pci/devices`` importer (format in the package docs)."""
+
+from __future__ import annotations
+
+from typing import Optional
+import os
+import re
+
+from ..errors import TopologyError
+from .common import IORESOURCE_MEM, IORESOURCE_MEM_64, IORESOURCE_PREFETCH, ImportResult, Key, Loc, _Bar, _CONFIG_SPEEDS, _CONTROL_RE, _Fn, _Link, _PCIE_TYPES, _Sriov, _bdf, _check_size, _use_slots, decode_text
+from .tree import _TreeParser
+from .verbose import _float
+from .assemble import _Assembler, _check_host
+
+
+# ---------------------------------------------------------------------------------------------
+# sysfs
+
+_FULL_BDF = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
+_SPEED_RE = re.compile(r"^([0-9.]+) ?GT/s")
+
+
+def _key_of(text: str) -> Optional[Key]:
+    m = _FULL_BDF.match(text)
+    if not m or int(m.group(3), 16) > 0x1f:
+        return None
+    return (int(m.group(1), 16), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4)))
+
+
+def _read_attr(path: str, name: str, required: bool = False) -> Optional[str]:
+    p = os.path.join(path, name)
+    if os.path.isdir(p):
+        return None
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read(1 << 20)
+    except FileNotFoundError:
+        if required:
+            raise TopologyError(f"missing: every device directory needs '{name}'", file=p) from None
+        return None
+    except OSError as e:
+        raise TopologyError(f"cannot read: {e.strerror}", file=p) from None
+    text = decode_text(data, p)
+    m = _CONTROL_RE.search(text)
+    if m:
+        raise TopologyError(f"unexpected control character U+{ord(m.group()):04X}: expected text", file=p,
+                            line=text.count("\n", 0, m.start()) + 1)
+    return text
+
+
+def _one_line(path: str, name: str, text: str, pattern: str, expected: str) -> re.Match:
+    lines = text.strip().split("\n")
+    m = re.fullmatch(pattern, lines[0].strip()) if len(lines) == 1 else None
+    if not m:
+        raise TopologyError(f"expected {expected}", file=os.path.join(path, name), line=1)
+    return m
+
+
+def _int_attr(path: str, name: str, required: bool = False, hexa: bool = False) -> Optional[int]:
+    text = _read_attr(path, name, required)
+    if text is None:
+        return None
+    pat = r"0x[0-9a-fA-F]{1,8}" if hexa else r"\d{1,6}"
+    m = _one_line(path, name, text, pat, "a hex number such as 0x10de" if hexa else "a decimal number")
+    return int(m.group(), 16 if hexa else 10)
+
+
+def _parse_config(data: bytes, fn: _Fn, has_sysfs_link: bool) -> None:
+    """The parts of config space we use: PCIe port type, link capability and status, MSI-X size."""
+    def u16(o: int) -> int:
+        return data[o] | data[o + 1] << 8
+
+    if len(data) < 64:
+        return
+    if data[0x0e] & 0x7f == 1:
+        fn.is_bridge = True
+    if not u16(6) & 0x10:
+        return
+    ptr, seen = data[0x34] & 0xfc, set()
+    while ptr and ptr not in seen and ptr + 4 <= len(data) and len(seen) < 48:
+        seen.add(ptr)
+        cid, nxt = data[ptr], data[ptr + 1] & 0xfc
+        if cid == 0x10 and ptr + 0x14 <= len(data):
+            typ = (u16(ptr + 2) >> 4) & 0xf
+            fn.express = _PCIE_TYPES.get(typ, f"Unknown type {typ}")
+            if typ not in (9, 10):
+                cap, sta = u16(ptr + 0x0c), u16(ptr + 0x12)
+                fn.lnkcap = _Link(_CONFIG_SPEEDS.get(cap & 0xf), (cap >> 4) & 0x3f or None, fn.loc)
+                if not has_sysfs_link:
+                    fn.lnksta = _Link(_CONFIG_SPEEDS.get(sta & 0xf), (sta >> 4) & 0x3f or None, fn.loc)
+        elif cid == 0x11:
+            fn.msix = (u16(ptr + 2) & 0x7ff) + 1
+        ptr = nxt
+
+
+def _sysfs_link(path: str, speed_name: str, width_name: str) -> Optional[_Link]:
+    speed_text = _read_attr(path, speed_name)
+    width = _int_attr(path, width_name)
+    if speed_text is None and width is None:
+        return None
+    speed = None
+    if speed_text is not None:
+        s = speed_text.strip()
+        m = _SPEED_RE.match(s)
+        if m:
+            speed = _float(m.group(1), Loc(os.path.join(path, speed_name), 1))
+        elif not s.lower().startswith("unknown"):
+            raise TopologyError("expected a link speed such as '8.0 GT/s PCIe'", file=os.path.join(path, speed_name),
+                                line=1)
+    if width is not None and width > 32:
+        raise TopologyError(f"link width {width}: PCIe links are at most x32", file=os.path.join(path, width_name), line=1)
+    return _Link(speed, width or None, Loc(os.path.join(path, speed_name if speed_text is not None else width_name), 1))
+
+
+def _parse_resource(path: str, fn: _Fn, total_vfs: Optional[int]) -> list[_Bar]:
+    """BARs from the resource file; returns the SR-IOV VF BAR slots (total sizes divided by Total VFs)."""
+    rpath = os.path.join(path, "resource")
+    text = _read_attr(path, "resource", required=True)
+    used, vf_used, slots = set(), set(), []
+    for i, line in enumerate(text.split("\n")):
+        if not line.strip():
+            continue
+        loc = Loc(rpath, i + 1)
+        parts = line.split()
+        try:
+            if len(parts) != 3 or not all(p.lower().startswith("0x") for p in parts):
+                raise ValueError
+            start, end, flags = (int(p, 16) for p in parts)
+        except ValueError:
+            raise loc.error("expected three hex numbers 'START END FLAGS' such as "
+                            "'0x00000000fa000000 0x00000000faffffff 0x0000000000040200'") from None
+        if i == 6 or i >= 13 or not flags & IORESOURCE_MEM or start == end == 0:
+            continue
+        if end < start:
+            raise loc.error(f"resource ends ({end:#x}) before it starts ({start:#x})")
+        size = end - start + 1
+        bits = 64 if flags & IORESOURCE_MEM_64 else 32
+        pref = bool(flags & IORESOURCE_PREFETCH)
+        if i < 6:
+            bar = _Bar(i, bits, pref, size, loc)
+            _use_slots(used, bar, "BAR")
+            _check_size(loc, f"BAR {i}", size, bits)
+            fn.bars.append(bar)
+        else:
+            idx = i - 7
+            if not total_vfs:
+                raise loc.error(f"an SR-IOV VF BAR (line {i + 1}) but no sriov_totalvfs file beside it")
+            if size % total_vfs:
+                raise loc.error(f"VF BAR {idx} spans {size:#x} bytes, not a multiple of sriov_totalvfs={total_vfs}")
+            bar = _Bar(idx, bits, pref, size // total_vfs, loc)
+            _use_slots(vf_used, bar, "VF BAR")
+            _check_size(loc, f"VF BAR {idx}", bar.size, bits)
+            slots.append(bar)
+    return slots
+
+
+def parse_sysfs(root: str, *, host_name: str = "imported", cpu: str = "intel-xeon-e5", ram: Optional[int] = None,
+                tree_text: Optional[str] = None, tree_file: str = "<tree>") -> ImportResult:
+    """Turn a saved ``/sys/bus/pci/devices`` (format in the module doc) into a topology description."""
+    _check_host(host_name, cpu, ram)
+    root = os.fspath(root)
+    if not os.path.isdir(root):
+        raise TopologyError("not a directory: expected a saved copy of /sys/bus/pci/devices", file=root)
+    tree = _TreeParser(tree_text, tree_file).parse() if tree_text is not None else None
+    fns: dict[Key, _Fn] = {}
+    parent_src: dict[Key, tuple[Optional[Key], Loc]] = {}
+    physfn: dict[Key, tuple[Key, Loc]] = {}
+    ignored = []
+    for entry in sorted(os.listdir(root)):
+        key = _key_of(entry)
+        path = os.path.join(root, entry)
+        if key is None:
+            ignored.append(entry)
+            continue
+        link_target = os.readlink(path) if os.path.islink(path) else None
+        if not os.path.isdir(path):
+            if link_target is not None:
+                raise TopologyError(f"a symlink to '{link_target}', which does not resolve here: save sysfs as "
+                                    "directories with a 'parent' file each (see devlend.lspci)", file=path)
+            ignored.append(entry)
+            continue
+        fn = _Fn(key, Loc(path))
+        cls = _int_attr(path, "class", required=True, hexa=True)
+        fn.class_code = cls >> 8
+        fn.class_text = f"class {cls >> 8:04x}"
+        vendor = _int_attr(path, "vendor", required=True, hexa=True)
+        device = _int_attr(path, "device", required=True, hexa=True)
+        fn.ids = (vendor, device)
+        fn.name = f"[{vendor:04x}:{device:04x}]"
+        fn.is_bridge = fn.class_code in (0x0604, 0x0609)
+        fn.lnksta = _sysfs_link(path, "current_link_speed", "current_link_width")
+        fn.lnkcap = _sysfs_link(path, "max_link_speed", "max_link_width")
+        cfg = os.path.join(path, "config")
+        if os.path.isfile(cfg):
+            with open(cfg, "rb") as fh:
+                _parse_config(fh.read(4096), fn, fn.lnksta is not None)
+        total = _int_attr(path, "sriov_totalvfs")
+        if total is not None:
+            num = _int_attr(path, "sriov_numvfs") or 0
+            sloc = Loc(os.path.join(path, "sriov_numvfs"), 1)
+            if num > total:
+                raise sloc.error(f"sriov_numvfs={num} is more than sriov_totalvfs={total}")
+            if num > 255:
+                raise sloc.error(f"sriov_numvfs={num}: devlend models at most 255 VFs per function")
+            fn.sriov = _Sriov(Loc(os.path.join(path, "sriov_totalvfs"), 1), total=total, num=num, counts_loc=sloc,
+                              offset=_int_attr(path, "sriov_offset"), stride=_int_attr(path, "sriov_stride"))
+        slots = _parse_resource(path, fn, total)
+        if fn.sriov is not None:
+            fn.sriov.slots = slots
+        fn.iommu = os.path.lexists(os.path.join(path, "iommu_group"))
+        ppath = os.path.join(path, "parent")
+        ptext = _read_attr(path, "parent")
+        if ptext is not None:
+            t = ptext.strip()
+            pkey = None if t.lower() in ("", "none", "root") else _key_of(t)
+            if t.lower() not in ("", "none", "root") and pkey is None:
+                raise TopologyError("expected the parent bridge's full address such as 0000:00:02.0, "
+                                    "or 'none' for a function on a root bus", file=ppath, line=1)
+            parent_src[key] = (pkey, Loc(ppath, 1))
+        elif link_target is not None:
+            comps = [c for c in link_target.replace("\\", "/").split("/") if c]
+            pkey = _key_of(comps[-2]) if len(comps) >= 2 else None
+            parent_src[key] = (pkey, Loc(path))
+        elif tree is not None and key in tree.devs:
+            parent_src[key] = (tree.devs[key].parent, tree.devs[key].loc)
+            fn.stray = tree.devs[key].stray
+        else:
+            parent_src[key] = (None, Loc(path))
+        pf = os.path.join(path, "physfn")
+        if os.path.islink(pf):
+            pk = _key_of(os.path.basename(os.readlink(pf).rstrip("/")))
+            if pk is not None:
+                physfn[key] = (pk, Loc(pf))
+        else:
+            ftext = _read_attr(path, "physfn")
+            if ftext is not None:
+                pk = _key_of(ftext.strip())
+                if pk is None:
+                    raise TopologyError("expected the PF's full address such as 0000:06:00.0", file=pf, line=1)
+                physfn[key] = (pk, Loc(pf, 1))
+        fns[key] = fn
+    if not fns:
+        raise TopologyError("no PCI functions: expected directories named by address, such as 0000:3b:00.0", file=root)
+    for key, (pkey, loc) in parent_src.items():
+        if pkey is not None:
+            if pkey not in fns:
+                raise loc.error(f"parent {_bdf(pkey)} is not in {root}")
+            if not fns[pkey].is_bridge:
+                raise loc.error(f"parent {_bdf(pkey)} is not a bridge (class {fns[pkey].class_code:04x})")
+        fns[key].parent = pkey
+    for key in fns:  # a parent chain must end on a root bus
+        seen, k = set(), key
+        while k is not None:
+            if k in seen:
+                raise parent_src[key][1].error(f"the parents of {_bdf(key)} form a cycle: PCI is a tree")
+            seen.add(k)
+            k = fns[k].parent
+    for key, (pk, loc) in physfn.items():
+        if pk not in fns:
+            raise loc.error(f"PF {_bdf(pk)} is not in {root}")
+        fns[key].physfn = pk
+    notes = []
+    if ignored:
+        notes.append(f"ignored {len(ignored)} entr{'y' if len(ignored) == 1 else 'ies'} of {root} not named like "
+                     f"0000:3b:00.0: {', '.join(ignored[:5])}{' ...' if len(ignored) > 5 else ''}")
+    sources = [f"sysfs:   {root}"] + ([f"tree:    {tree_file}"] if tree is not None else [])
+    return _Assembler(fns, host_name=host_name, cpu=cpu, ram=ram, first=Loc(root), sources=sources, notes=notes,
+                      sysfs=True).run()
+
+
