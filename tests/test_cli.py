@@ -116,3 +116,14 @@ def test_import_lspci_writes_a_description_that_topo_lists(tmp_path):
     bad.write_text("this is not lspci output\n")
     res = cli("import-lspci", "--tree", str(bad), "--verbose", str(bad), check=False)
     assert res.returncode == 2 and "bad.txt:1" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["topo", "python"], "is a directory"),
+    (["export", topo_path("pxh830-two-host.yaml"), "-o", "/nonexistent/dir/x.dot"], "/nonexistent/dir/x.dot: No such file"),
+    (["schema", "-o", "/nonexistent/x.json"], "/nonexistent/x.json: No such file"),
+    (["experiment", "hops", "--out", "/proc/devlend-nope"], "/proc/devlend-nope"),
+])
+def test_file_system_errors_are_one_line_not_a_traceback(args, needle):
+    res = cli(*args, check=False)
+    assert res.returncode == 2 and needle in res.stderr and "Traceback" not in res.stderr

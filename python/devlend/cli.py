@@ -16,14 +16,18 @@ from rich.table import Table
 
 from .errors import DevlendError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False,
                   help="devlend: PCIe device sharing across hosts and tenants, modelled TLP by TLP.")
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _fail(e: Exception) -> None:
-    err.print(f"devlend: error: {e}", markup=False)
+    if isinstance(e, OSError) and e.filename:
+        msg = f"{e.filename}: {e.strerror}"
+    else:
+        msg = str(e)
+    err.print(f"devlend: error: {msg}", markup=False)
     raise typer.Exit(2)
 
 
@@ -39,7 +43,7 @@ def topo(file: str = typer.Argument(..., help="topology file (YAML or JSON)"),
     from .show import tree_lines
     try:
         inv = _build(file).inventory()
-    except DevlendError as e:
+    except (DevlendError, OSError) as e:
         _fail(e)
     if as_json:
         out.print(json.dumps(inv, indent=2), markup=False)
@@ -61,7 +65,7 @@ def route(file: str = typer.Argument(..., help="topology file"),
     try:
         fab = _build(file)
         r = fab.route(requester, addr, write=not read)
-    except DevlendError as e:
+    except (DevlendError, OSError) as e:
         _fail(e)
     if as_json:
         from dataclasses import asdict
@@ -83,11 +87,14 @@ def export(file: str = typer.Argument(..., help="topology file"),
         _fail(DevlendError(f"--format {fmt!r}: expected dot or svg"))
     try:
         dot = to_dot(_build(file).inventory())
-    except DevlendError as e:
+    except (DevlendError, OSError) as e:
         _fail(e)
     if fmt == "dot":
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(dot)
+        try:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(dot)
+        except OSError as e:
+            _fail(e)
     else:
         exe = shutil.which("dot")
         if exe is None:
@@ -104,8 +111,11 @@ def schema(output: Optional[str] = typer.Option(None, "-o", "--output", help="wr
     from .topology import schema_json
     text = schema_json()
     if output:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as e:
+            _fail(e)
     else:
         sys.stdout.write(text)
 
@@ -122,7 +132,7 @@ def import_lspci(tree: Optional[str] = typer.Option(None, "--tree", help="saved 
     from .lspci import main_import
     try:
         text = main_import(tree, verbose, sysfs, host, cpu, ram, output)
-    except DevlendError as e:
+    except (DevlendError, OSError) as e:
         _fail(e)
     if output is None and text:
         sys.stdout.write(text)
@@ -149,11 +159,20 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
                       transient=True, disable=not err.is_terminal) as bar:
             task = bar.add_task(f"{name}: starting", total=None)
             res = exp.run(quick=quick, progress=lambda msg: bar.update(task, description=f"{name}: {msg}"))
-    except DevlendError as e:
+    except (DevlendError, OSError) as e:
         _fail(e)
     out.print(_table(res))
     for n in res.notes:
         out.print(f"  note: {n}", markup=False)
+    try:
+        written = _write_outputs(res, name, csv_out, out_dir)
+    except OSError as e:
+        _fail(e)
+    for w in written:
+        out.print(f"wrote {w}", markup=False)
+
+
+def _write_outputs(res, name: str, csv_out: Optional[str], out_dir: Optional[str]) -> list[str]:
     written = []
     if csv_out:
         with open(csv_out, "w", encoding="utf-8") as fh:
@@ -169,8 +188,7 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
             png = os.path.join(out_dir, f"{name}.png")
             res.plot(res, png)
             written.append(png)
-    for w in written:
-        out.print(f"wrote {w}", markup=False)
+    return written
 
 
 def _table(res) -> Table:

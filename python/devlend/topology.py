@@ -271,6 +271,10 @@ def load(path: str | os.PathLike) -> Topology:
             text = fh.read()
     except FileNotFoundError:
         raise TopologyError("no such file", file=path) from None
+    except IsADirectoryError:
+        raise TopologyError("is a directory, expected a topology file", file=path) from None
+    except OSError as e:
+        raise TopologyError(f"cannot read: {e.strerror}", file=path) from None
     except UnicodeDecodeError as e:
         raise TopologyError(f"not UTF-8 text: {e.reason} at byte {e.start}", file=path) from None
     return loads(text, path)
