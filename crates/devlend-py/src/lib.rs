@@ -368,6 +368,84 @@ fn vm_ram_bounce_path(topology_json: &str, scenario: &str) -> PyResult<(usize, u
 }
 
 
+/// 004 Figs 7, 10, 12 (Xen-IB): round-trip time (ps) per size between server A (`config`:
+/// gen2-native, gen2-idd, xenib-basic, xenib-bypass) and server B; `mode` "rdma" or "sr";
+/// `blocking`: wait for completion events instead of polling.
+#[pyfunction]
+#[pyo3(signature = (topology_json, config, mode, sizes, iters, blocking=false))]
+fn xenib_latency(py: Python<'_>, topology_json: &str, config: &str, mode: &str, sizes: Vec<u64>, iters: u64, blocking: bool) -> PyResult<Vec<(u64, u64)>> {
+    let m = devlend_xenib::bench::Mode::parse(mode).map_err(FabricError::new_err)?;
+    py.detach(|| devlend_xenib::bench::latency(topology_json, config, m, &sizes, iters, blocking)).map_err(FabricError::new_err)
+}
+
+/// 004 Figs 8, 11 (Xen-IB): unidirectional throughput A to B (bytes/s) per size, `iters`
+/// messages with at most `depth` outstanding.
+#[pyfunction]
+fn xenib_bandwidth(py: Python<'_>, topology_json: &str, config: &str, mode: &str, sizes: Vec<u64>, iters: u64, depth: u64) -> PyResult<Vec<(u64, f64)>> {
+    let m = devlend_xenib::bench::Mode::parse(mode).map_err(FabricError::new_err)?;
+    py.detach(|| devlend_xenib::bench::bandwidth(topology_json, config, m, &sizes, iters, depth)).map_err(FabricError::new_err)
+}
+
+/// 004 Fig 13 (Xen-IB): registration time (ps) against the number of pages.
+#[pyfunction]
+fn xenib_registration(py: Python<'_>, topology_json: &str, config: &str, pages: Vec<u64>, reps: u64) -> PyResult<Vec<(u64, u64)>> {
+    py.detach(|| devlend_xenib::bench::registration(topology_json, config, &pages, reps)).map_err(FabricError::new_err)
+}
+
+/// 004 Fig 9 (Xen-IB): the device channel's one-way latency as a guest measures it (ps).
+#[pyfunction]
+fn xenib_channel_one_way(topology_json: &str) -> PyResult<u64> {
+    devlend_xenib::bench::channel_one_way(topology_json).map_err(FabricError::new_err)
+}
+
+
+/// HyperTRIO (002): one simulation point, statistics as JSON. `config`: "base" or "hypertrio"
+/// (002 Table IV) with optional JSON field overrides; `order`: RR1, RR4, RAND1, ...;
+/// `packets_per_tenant`: None for Table III's length.
+#[pyfunction]
+#[pyo3(signature = (config, workload, tenants, order, packets_per_tenant=None, overrides=None, seed=1))]
+fn hypertrio_simulate(py: Python<'_>, config: &str, workload: &str, tenants: u32, order: &str, packets_per_tenant: Option<u64>, overrides: Option<&str>, seed: u64) -> PyResult<String> {
+    let r = py.detach(|| devlend_hypertrio::experiments::run_point(config, overrides, workload, tenants, order, packets_per_tenant, seed));
+    let st = r.map_err(FabricError::new_err)?;
+    serde_json::to_string(&st).map_err(|e| FabricError::new_err(e.to_string()))
+}
+
+/// HyperTRIO H1 (002 Fig 9): iperf3 connections x DevTLB configuration; points as JSON.
+#[pyfunction]
+#[pyo3(signature = (connections, packets_per_tenant=None, threads=None))]
+fn hypertrio_h1(py: Python<'_>, connections: Vec<u32>, packets_per_tenant: Option<u64>, threads: Option<usize>) -> PyResult<String> {
+    let th = threads.unwrap_or_else(devlend_hypertrio::experiments::default_threads);
+    let r = py.detach(|| devlend_hypertrio::experiments::h1(&connections, packets_per_tenant, th)).map_err(FabricError::new_err)?;
+    serde_json::to_string(&r).map_err(|e| FabricError::new_err(e.to_string()))
+}
+
+/// HyperTRIO H2 (002 Fig 10): tenants x interleaving x workload x configuration; points as JSON.
+#[pyfunction]
+#[pyo3(signature = (tenants, orders, workloads, configs, packets_per_tenant=None, threads=None))]
+fn hypertrio_h2(py: Python<'_>, tenants: Vec<u32>, orders: Vec<String>, workloads: Vec<String>, configs: Vec<String>, packets_per_tenant: Option<u64>, threads: Option<usize>) -> PyResult<String> {
+    let th = threads.unwrap_or_else(devlend_hypertrio::experiments::default_threads);
+    let r = py.detach(|| devlend_hypertrio::experiments::h2(&tenants, &orders, &workloads, &configs, packets_per_tenant, th)).map_err(FabricError::new_err)?;
+    serde_json::to_string(&r).map_err(|e| FabricError::new_err(e.to_string()))
+}
+
+/// HyperTRIO: any grid of points (JSON list of {label, config, overrides, workload, tenants,
+/// order, packets_per_tenant}), run on all cores; points as JSON (H3, H4, sweeps).
+#[pyfunction]
+#[pyo3(signature = (points_json, threads=None))]
+fn hypertrio_grid(py: Python<'_>, points_json: &str, threads: Option<usize>) -> PyResult<String> {
+    let th = threads.unwrap_or_else(devlend_hypertrio::experiments::default_threads);
+    let r = py.detach(|| devlend_hypertrio::experiments::grid(points_json, th)).map_err(FabricError::new_err)?;
+    serde_json::to_string(&r).map_err(|e| FabricError::new_err(e.to_string()))
+}
+
+/// HyperTRIO: read a QEMU intel-iommu trace log (streamed); its summary as JSON (requests, SIDs,
+/// distinct pages, event counts). Errors name the file and line.
+#[pyfunction]
+fn hypertrio_read_qemu_log(py: Python<'_>, path: &str) -> PyResult<String> {
+    let s = py.detach(|| devlend_hypertrio::qemu::read_log_file(path, |_, _| {})).map_err(FabricError::new_err)?;
+    serde_json::to_string(&s).map_err(|e| FabricError::new_err(e.to_string()))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Fabric>()?;
@@ -381,6 +459,15 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vm_gpu_to_gpu, m)?)?;
     m.add_function(wrap_pyfunction!(vm_pingpong, m)?)?;
     m.add_function(wrap_pyfunction!(vm_ram_bounce_path, m)?)?;
+    m.add_function(wrap_pyfunction!(xenib_latency, m)?)?;
+    m.add_function(wrap_pyfunction!(xenib_bandwidth, m)?)?;
+    m.add_function(wrap_pyfunction!(xenib_registration, m)?)?;
+    m.add_function(wrap_pyfunction!(xenib_channel_one_way, m)?)?;
+    m.add_function(wrap_pyfunction!(hypertrio_simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(hypertrio_h1, m)?)?;
+    m.add_function(wrap_pyfunction!(hypertrio_h2, m)?)?;
+    m.add_function(wrap_pyfunction!(hypertrio_grid, m)?)?;
+    m.add_function(wrap_pyfunction!(hypertrio_read_qemu_log, m)?)?;
     m.add("SpecError", m.py().get_type::<SpecError>())?;
     m.add("FabricError", m.py().get_type::<FabricError>())?;
     Ok(())

@@ -63,7 +63,7 @@ def register(name: str, title: str):
 
 
 def get(name: str) -> Experiment:
-    from . import bandwidth, hops, nvme, p2p, pingpong, r1, r2, rx, vm  # noqa: F401  (registers)
+    from . import bandwidth, h1, h2, h3, h4, hops, nvme, p2p, pingpong, r1, r2, rx, vm, x1, x2, x3, x4  # noqa: F401  (registers)
     if name not in REGISTRY:
         from ..errors import DevlendError
         raise DevlendError(f"no experiment named '{name}': expected one of {', '.join(sorted(REGISTRY))}")
@@ -71,5 +71,5 @@ def get(name: str) -> Experiment:
 
 
 def all_experiments() -> list[Experiment]:
-    from . import bandwidth, hops, nvme, p2p, pingpong, r1, r2, rx, vm  # noqa: F401
+    from . import bandwidth, h1, h2, h3, h4, hops, nvme, p2p, pingpong, r1, r2, rx, vm, x1, x2, x3, x4  # noqa: F401
     return [REGISTRY[k] for k in sorted(REGISTRY)]

@@ -1,0 +1,481 @@
+//! Set-associative translation caches with partitioning (002 §III "Partitioned Device-TLB", and
+//! the partitioned L2/L3 page-structure caches of Table IV) and the three replacement policies
+//! of 002 §V-C: LRU, LFU with 4-bit counters (all counters of a row halved when one saturates,
+//! [24]) and Belady's oracle (evict the entry used furthest in the future; the caller supplies
+//! each access's next-use position, see `sim::Lookahead`).
+//!
+//! Rows: `sets` rows of `ways` entries. With `partitions` P > 1 the rows are split evenly, P
+//! groups of sets/P rows; a request's partition is its tag (SID for the DevTLB, DID for the
+//! page-structure caches) modulo P, i.e. a partition tag that matches the low bits of the SID
+//! (002 §III "matching lower bits of SID and PTag"). With `full_tag_match` a row holds entries of
+//! one tag only (the complete SID): a request with another tag misses, and filling re-tags the
+//! row and drops its entries. Within a partition the row is chosen by the address index bits.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    Lru,
+    Lfu,
+    Oracle,
+}
+
+impl Policy {
+    pub fn parse(s: &str) -> Result<Policy, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "lru" => Ok(Policy::Lru),
+            "lfu" => Ok(Policy::Lfu),
+            "oracle" | "belady" | "opt" => Ok(Policy::Oracle),
+            _ => Err(format!(
+                "replacement policy '{s}': expected lru, lfu or oracle"
+            )),
+        }
+    }
+}
+
+const EMPTY: u32 = u32::MAX;
+
+/// The way holding `key`: the whole row compared four keys at a time (SSE2), then one test.
+#[inline(always)]
+fn find(row: &[u32], key: u32) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        let mut m = 0u64;
+        let chunks = row.chunks_exact(4);
+        let rest = chunks.remainder();
+        // SAFETY: SSE2 is part of the x86_64 baseline; loads are unaligned and within the chunk.
+        unsafe {
+            let k = _mm_set1_epi32(key as i32);
+            for (c, ch) in chunks.enumerate() {
+                let v = _mm_loadu_si128(ch.as_ptr() as *const __m128i);
+                let e = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, k))) as u64;
+                m |= e << (4 * c);
+            }
+        }
+        let off = row.len() - rest.len();
+        for (i, &x) in rest.iter().enumerate() {
+            m |= ((x == key) as u64) << (off + i);
+        }
+        if m == 0 {
+            None
+        } else {
+            Some(m.trailing_zeros() as usize)
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        row.iter().position(|&k| k == key)
+    }
+}
+/// Oracle next-use position of an entry never used again.
+pub const NEVER: u64 = u64::MAX;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+}
+
+impl CacheStats {
+    pub fn hit_rate(&self) -> f64 {
+        let n = self.hits + self.misses;
+        if n == 0 {
+            0.0
+        } else {
+            self.hits as f64 / n as f64
+        }
+    }
+}
+
+pub struct Cache {
+    ways: usize,
+    rows_per_part: usize,
+    partitions: usize,
+    full_match: bool,
+    policy: Policy,
+    lfu_max: u64,
+    keys: Vec<u32>,
+    /// Replacement rank, the victim is the lowest: LRU: last-use clock; LFU: 4-bit count in
+    /// the top byte, last-use clock below (ties go to the least recent); oracle: !next_use.
+    /// Keys are u32: callers pack (tag, page or region id). Empty ways rank 0, so every policy fills them first.
+    rank: Vec<u64>,
+    ptag: Vec<u64>,
+    clock: u64,
+    pub stats: CacheStats,
+}
+
+const CLOCK_MASK: u64 = (1 << 56) - 1;
+
+impl Cache {
+    /// `what` names the structure in errors (e.g. "DevTLB").
+    pub fn new(
+        what: &str,
+        entries: usize,
+        ways: usize,
+        partitions: usize,
+        policy: Policy,
+        full_match: bool,
+        lfu_bits: u32,
+    ) -> Result<Cache, String> {
+        if entries == 0 || ways == 0 || !entries.is_multiple_of(ways) {
+            return Err(format!(
+                "{what}: {entries} entries cannot be split into {ways}-way rows"
+            ));
+        }
+        if ways > 64 {
+            return Err(format!("{what}: {ways} ways: at most 64"));
+        }
+        let sets = entries / ways;
+        if partitions == 0 || partitions > sets || !sets.is_multiple_of(partitions) {
+            return Err(format!("{what}: {partitions} partitions do not divide its {sets} rows ({entries} entries, {ways} ways); at most one partition per row"));
+        }
+        if !sets.is_power_of_two() || !partitions.is_power_of_two() {
+            return Err(format!(
+                "{what}: {sets} rows and {partitions} partitions must be powers of two"
+            ));
+        }
+        if !(1..=8).contains(&lfu_bits) {
+            return Err(format!(
+                "{what}: LFU counter width {lfu_bits} bits: expected 1..8"
+            ));
+        }
+        Ok(Cache {
+            ways,
+            rows_per_part: sets / partitions,
+            partitions,
+            full_match,
+            policy,
+            lfu_max: (1u64 << lfu_bits) - 1,
+            keys: vec![EMPTY; entries],
+            rank: vec![0; entries],
+            ptag: vec![u64::MAX; sets],
+            clock: 0,
+            stats: CacheStats::default(),
+        })
+    }
+
+    #[inline(always)]
+    fn row(&self, index: u64, tag: u64) -> usize {
+        // sets and partitions are powers of two (checked in `new`): masks, not divisions
+        let part = (tag & (self.partitions as u64 - 1)) as usize;
+        part * self.rows_per_part + (index & (self.rows_per_part as u64 - 1)) as usize
+    }
+
+    /// Look `key` up; on a hit the entry's replacement state is updated (`next_use` for the oracle).
+    #[inline]
+    pub fn lookup(&mut self, key: u32, index: u64, tag: u64, next_use: u64) -> bool {
+        let row = self.row(index, tag);
+        if self.full_match && self.ptag[row] != tag {
+            self.stats.misses += 1;
+            return false;
+        }
+        let base = row * self.ways;
+        if let Some(w) = find(&self.keys[base..base + self.ways], key) {
+            self.touch(base, base + w, next_use, false);
+            self.stats.hits += 1;
+            return true;
+        }
+        self.stats.misses += 1;
+        false
+    }
+
+    /// Whether `key` is present, without touching replacement state or statistics.
+    pub fn contains(&self, key: u32, index: u64, tag: u64) -> bool {
+        let row = self.row(index, tag);
+        if self.full_match && self.ptag[row] != tag {
+            return false;
+        }
+        let base = row * self.ways;
+        self.keys[base..base + self.ways].contains(&key)
+    }
+
+    /// LFU access count of `key` (tests and statistics).
+    pub fn count_of(&self, key: u32) -> Option<u64> {
+        self.keys
+            .iter()
+            .position(|&k| k == key)
+            .map(|i| self.rank[i] >> 56)
+    }
+
+    #[inline(always)]
+    fn touch(&mut self, base: usize, i: usize, next_use: u64, fresh: bool) {
+        self.clock += 1;
+        match self.policy {
+            Policy::Lru => self.rank[i] = self.clock,
+            Policy::Oracle => self.rank[i] = !next_use,
+            Policy::Lfu => {
+                let c = if fresh { 1 } else { (self.rank[i] >> 56) + 1 };
+                self.rank[i] = (c.min(self.lfu_max) << 56) | (self.clock & CLOCK_MASK);
+                if c >= self.lfu_max {
+                    for r in &mut self.rank[base..base + self.ways] {
+                        *r = (((*r >> 56) / 2) << 56) | (*r & CLOCK_MASK);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Fill `key` (after a miss). Returns the evicted key, if any.
+    #[inline]
+    pub fn insert(&mut self, key: u32, index: u64, tag: u64, next_use: u64) -> Option<u32> {
+        let row = self.row(index, tag);
+        let base = row * self.ways;
+        if self.full_match && self.ptag[row] != tag {
+            self.ptag[row] = tag;
+            self.keys[base..base + self.ways].fill(EMPTY);
+            self.rank[base..base + self.ways].fill(0);
+        }
+        if let Some(hit) = find(&self.keys[base..base + self.ways], key) {
+            // Filled twice (two completions of the same translation): refresh only.
+            self.touch(base, base + hit, next_use, false);
+            return None;
+        }
+        let r = &self.rank[base..base + self.ways];
+        let (mut v, mut m) = (0, u64::MAX);
+        for (i, &x) in r.iter().enumerate() {
+            if x < m {
+                m = x;
+                v = i;
+            }
+        }
+        let v = base + v;
+        let old = self.keys[v];
+        self.keys[v] = key;
+        self.touch(base, v, next_use, true);
+        if old == EMPTY {
+            None
+        } else {
+            self.stats.evictions += 1;
+            Some(old)
+        }
+    }
+
+    /// Look up and, on a miss, fill at once (caches the IOMMU fills during the walk that
+    /// missed): one pass to find, one to pick the victim. Returns whether it hit.
+    #[inline]
+    pub fn access(&mut self, key: u32, index: u64, tag: u64, next_use: u64) -> bool {
+        let row = self.row(index, tag);
+        let base = row * self.ways;
+        if self.full_match && self.ptag[row] != tag {
+            self.stats.misses += 1;
+            self.insert(key, index, tag, next_use);
+            return false;
+        }
+        if let Some(w) = find(&self.keys[base..base + self.ways], key) {
+            self.touch(base, base + w, next_use, false);
+            self.stats.hits += 1;
+            return true;
+        }
+        self.stats.misses += 1;
+        let r = &self.rank[base..base + self.ways];
+        let (mut v, mut m) = (0, u64::MAX);
+        for (i, &x) in r.iter().enumerate() {
+            if x < m {
+                m = x;
+                v = i;
+            }
+        }
+        let v = base + v;
+        if self.keys[v] != EMPTY {
+            self.stats.evictions += 1;
+        }
+        self.keys[v] = key;
+        self.touch(base, v, next_use, true);
+        false
+    }
+
+    pub fn invalidate_all(&mut self) {
+        self.keys.fill(EMPTY);
+        self.rank.fill(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_evicts_least_recent_and_lfu_keeps_the_frequent_entry() {
+        let mut c = Cache::new("t", 2, 2, 1, Policy::Lru, false, 4).unwrap();
+        c.insert(1, 0, 0, 0);
+        c.insert(2, 0, 0, 0);
+        assert!(c.lookup(1, 0, 0, 0));
+        assert_eq!(c.insert(3, 0, 0, 0), Some(2));
+        let mut f = Cache::new("t", 2, 2, 1, Policy::Lfu, false, 4).unwrap();
+        f.insert(1, 0, 0, 0);
+        for _ in 0..5 {
+            assert!(f.lookup(1, 0, 0, 0));
+        }
+        f.insert(2, 0, 0, 0);
+        assert_eq!(
+            f.insert(3, 0, 0, 0),
+            Some(2),
+            "LFU evicts the rarely used entry, not the older frequent one"
+        );
+    }
+
+    #[test]
+    fn lfu_counters_halve_on_saturation() {
+        let mut f = Cache::new("t", 2, 2, 1, Policy::Lfu, false, 4).unwrap();
+        f.insert(1, 0, 0, 0); // count 1
+        f.insert(2, 0, 0, 0);
+        for _ in 0..3 {
+            f.lookup(2, 0, 0, 0); // 2 -> 4
+        }
+        for _ in 0..14 {
+            f.lookup(1, 0, 0, 0); // 1 -> 15: saturates, row halved
+        }
+        assert_eq!((f.count_of(1), f.count_of(2)), (Some(7), Some(2)));
+    }
+
+    #[test]
+    fn access_is_lookup_then_fill() {
+        let mut a = Cache::new("t", 4, 2, 1, Policy::Lfu, false, 4).unwrap();
+        let mut b = Cache::new("t", 4, 2, 1, Policy::Lfu, false, 4).unwrap();
+        for k in [1u32, 2, 1, 3, 1, 4, 2, 5, 3, 1] {
+            let h = b.lookup(k, k as u64, 0, 0);
+            if !h {
+                b.insert(k, k as u64, 0, 0);
+            }
+            assert_eq!(a.access(k, k as u64, 0, 0), h);
+        }
+        assert_eq!(a.stats, b.stats);
+    }
+
+    #[test]
+    fn oracle_evicts_furthest_next_use() {
+        let mut c = Cache::new("t", 2, 2, 1, Policy::Oracle, false, 4).unwrap();
+        c.insert(1, 0, 0, 10);
+        c.insert(2, 0, 0, 5);
+        assert_eq!(c.insert(3, 0, 0, 7), Some(1));
+        assert!(c.lookup(2, 0, 0, NEVER));
+        assert_eq!(
+            c.insert(4, 0, 0, 8),
+            Some(2),
+            "an entry never used again goes first"
+        );
+    }
+
+    #[test]
+    fn partitions_isolate_tags_and_bad_geometry_is_an_error() {
+        let mut c = Cache::new("DevTLB", 64, 8, 8, Policy::Lru, false, 4).unwrap();
+        for k in 0..8 {
+            c.insert(k, 0, 0, 0); // tenant 0 fills its row
+        }
+        c.insert(100, 0, 1, 0); // tenant 1 has its own row
+        assert!((0..8).all(|k| c.contains(k, 0, 0)));
+        assert!(
+            c.contains(100, 5, 9),
+            "SID 9 shares SID 1's partition (low-bit match)"
+        );
+        let mut full = Cache::new("DevTLB", 16, 8, 2, Policy::Lru, true, 4).unwrap();
+        full.insert(1, 0, 1, 0);
+        assert!(
+            !full.lookup(1, 0, 3, 0),
+            "full tag match: SID 3 does not see SID 1's row"
+        );
+        full.insert(7, 0, 3, 0);
+        assert!(!full.contains(1, 0, 1), "re-tagging drops the row");
+        let e = Cache::new("L3TLB", 1024, 16, 128, Policy::Lfu, false, 4)
+            .err()
+            .unwrap();
+        assert!(e.contains("L3TLB") && e.contains("128 partitions"), "{e}");
+    }
+}
+
+/// A fully associative LRU cache over a dense key space (the context cache: keys are SIDs), in
+/// O(1) per access: an intrusive doubly linked recency list.
+pub struct LruSet {
+    cap: usize,
+    len: usize,
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    resident: Vec<bool>,
+    head: u32,
+    tail: u32,
+    pub stats: CacheStats,
+}
+
+const NIL: u32 = u32::MAX;
+
+impl LruSet {
+    pub fn new(what: &str, cap: usize, keys: usize) -> Result<LruSet, String> {
+        if cap == 0 {
+            return Err(format!("{what}: needs at least one entry"));
+        }
+        Ok(LruSet {
+            cap,
+            len: 0,
+            prev: vec![NIL; keys],
+            next: vec![NIL; keys],
+            resident: vec![false; keys],
+            head: NIL,
+            tail: NIL,
+            stats: CacheStats::default(),
+        })
+    }
+
+    fn unlink(&mut self, k: u32) {
+        let (p, n) = (self.prev[k as usize], self.next[k as usize]);
+        if p != NIL {
+            self.next[p as usize] = n
+        } else {
+            self.head = n
+        }
+        if n != NIL {
+            self.prev[n as usize] = p
+        } else {
+            self.tail = p
+        }
+    }
+
+    fn push_front(&mut self, k: u32) {
+        self.prev[k as usize] = NIL;
+        self.next[k as usize] = self.head;
+        if self.head != NIL {
+            self.prev[self.head as usize] = k
+        } else {
+            self.tail = k
+        }
+        self.head = k;
+    }
+
+    /// Access `k`: true on a hit; a miss fills it (evicting the least recent).
+    #[inline]
+    pub fn access(&mut self, k: u32) -> bool {
+        if self.resident[k as usize] {
+            self.stats.hits += 1;
+            if self.head != k {
+                self.unlink(k);
+                self.push_front(k);
+            }
+            return true;
+        }
+        self.stats.misses += 1;
+        if self.len == self.cap {
+            let t = self.tail;
+            self.unlink(t);
+            self.resident[t as usize] = false;
+            self.stats.evictions += 1;
+        } else {
+            self.len += 1;
+        }
+        self.resident[k as usize] = true;
+        self.push_front(k);
+        false
+    }
+}
+
+#[cfg(test)]
+mod lru_tests {
+    #[test]
+    fn lru_set_evicts_least_recent() {
+        let mut c = super::LruSet::new("cc", 2, 4).unwrap();
+        assert!(!c.access(0) && !c.access(1) && c.access(0));
+        assert!(!c.access(2)); // evicts 1
+        assert!(c.access(0) && !c.access(1));
+    }
+}

@@ -1,0 +1,31 @@
+//! Hyper-tenant I/O address translation (seed 002: HyperTRIO, ISCA 2020) on the devlend VT-d
+//! model: a shared SR-IOV NIC with up to 1024 VFs, three gIOVA translations per packet at line
+//! rate, and the structures that decide whether translation or the link limits bandwidth.
+//!
+//! What comes from where in 002:
+//! - `tables`: the two-dimensional walk of §II-A / Fig 2 (24 accesses for 4-level nested,
+//!   Table II) on devlend-fabric's page tables (guest first-level and host second-level).
+//! - `cache`: set-associative DevTLB, IOTLB, context cache, L2/L3 page-structure caches with
+//!   partitioning (§III P-DevTLB, Table IV) and LRU / LFU (4-bit, halving, §V-C) / oracle (§V-C).
+//! - `sim`: the performance model of §IV-C with the PTB, hit under miss, drop-and-retry and the
+//!   prefetch unit of §III; latencies of Table II.
+//! - `workload`: the tenant generator of §IV-D with Table III / §V-C profiles and the RR/RAND
+//!   interleavings of §IV-B / §V-A, streamed.
+//! - `experiments`: H1 (Fig 9) and H2 (Fig 10) grids, and `grid` for any other set of points
+//!   (H3 / Fig 11 and H4 / Fig 12 are such grids, built in python/devlend/experiments/h3.py, h4.py).
+//! - `examples/tps.rs`: translations simulated per second on one core.
+//! - `qemu`: QEMU intel-iommu trace-log parser (workload (b) input; not yet replayed by `sim`).
+//! - Parameters: `params/hardware.toml [hypertrio]` (`params`).
+
+pub mod cache;
+pub mod experiments;
+pub mod params;
+pub mod qemu;
+pub mod sim;
+pub mod tables;
+pub mod workload;
+
+pub use cache::Policy;
+pub use params::{params, Config, Profile};
+pub use sim::{simulate, Stats};
+pub use workload::{Order, WorkloadSpec};

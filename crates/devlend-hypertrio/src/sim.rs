@@ -1,0 +1,653 @@
+//! The trace-driven device/chipset model of 002 §IV-C with the HyperTRIO structures of §III.
+//!
+//! Link: packets arrive back to back (1542 B at 200 Gb/s, one every 61.68 ns, Table II). A packet
+//! is accepted when the Pending Translation Buffer has a free entry and dropped otherwise; a
+//! dropped packet is retried at the next arrival slot (§IV-C). Bandwidth = accepted packets x
+//! 1542 B / time to translate them all (§IV-C).
+//!
+//! PTB: an entry holds one packet and its three translations (ring pointer, data buffer,
+//! notification, §IV-C) from acceptance until its last translation completes; translations
+//! complete out of order (§III). We read Table IV's "1 entry" for Base as one packet whose three
+//! requests are outstanding together; a PTB counted in single translations would make Base
+//! serialise them and fall far below 002's 12-30 Gb/s. Later requests to a page already in flight
+//! join that request instead of issuing another (hit under miss, §V-D).
+//!
+//! A request: DevTLB (partitioned by SID, §III) and, with HyperTRIO, the prefetch buffer probed
+//! together (hit: done after `devtlb_hit_ps`); otherwise join an in-flight request for the same
+//! page, or cross PCIe (450 ns) to the IOMMU: context cache (miss: root + context entry reads),
+//! IOTLB (2 ns), L2/L3 page-structure caches (partitioned by DID) and the nested walk with 50 ns
+//! per memory access (`tables`), then back over PCIe (450 ns); the DevTLB is filled when the
+//! answer arrives. The IOMMU's caches change in the order requests reach it, which is the order
+//! they were sent (the PCIe latency is constant); walks are not limited in number (002 gives no
+//! walker count; assumed).
+//!
+//! Prefetch unit (§III, Table IV): the SID predictor maps the SID seen `sid_history` requests ago
+//! to the SID seen now, so looking up the current SID predicts the tenant that will come
+//! `sid_history` requests later. On a prefetch-buffer miss the unit sends a prefetch for the
+//! predicted SID to the chipset (PCIe), whose IOVA history reader reads that tenant's
+//! `history_pages` most recent gIOVAs from memory (one DRAM access) and issues a translation for
+//! each to the IOMMU; the answers fill the prefetch buffer (fully associative, LRU). The history
+//! records, per tenant, the most recent distinct gIOVA pages that missed the DevTLB. Accuracy =
+//! prefetched translations used at least once by a demand request / prefetched translations;
+//! coverage = demand requests served by a prefetch (buffer hit, or joining an in-flight
+//! prefetch) / demand requests that missed the DevTLB. A demand request that joins an in-flight
+//! prefetch is answered with it, into the DevTLB as well; a prefetch-buffer hit is answered from
+//! the buffer only.
+//!
+//! Belady's oracle (DevTLB only): the trace is read through a lookahead window of
+//! `ORACLE_WINDOW_PACKETS` packets; each request's next use is the position of the next request
+//! for the same (SID, page) inside the window, or never. With the window far longer than any
+//! reuse distance a 64-entry DevTLB can exploit, this is Belady's MIN on the stream, in
+//! bounded memory.
+
+use crate::cache::{Cache, CacheStats, LruSet, Policy, NEVER};
+use crate::params::{params, Config, HyperTrioParams};
+use crate::tables::{Tables, WalkShape};
+use crate::workload::{Packet, PageId, Trace, WorkloadSpec};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+pub const ORACLE_WINDOW_PACKETS: usize = 1 << 18;
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Stats {
+    pub tenants: u32,
+    pub packets: u64,
+    pub translations: u64,
+    pub time_ps: u64,
+    /// Achieved link bandwidth, Gb/s.
+    pub gbps: f64,
+    pub utilisation: f64,
+    pub devtlb_hit_rate: f64,
+    pub pb_hit_rate: f64,
+    pub merged: u64,
+    pub iommu_requests: u64,
+    pub context_hit_rate: f64,
+    pub iotlb_hit_rate: f64,
+    pub l2_hit_rate: f64,
+    pub l3_hit_rate: f64,
+    pub walks: u64,
+    pub walk_accesses: u64,
+    pub mean_walk_accesses: f64,
+    pub drops: u64,
+    pub ptb_mean: f64,
+    pub ptb_max: usize,
+    pub prefetch_requests: u64,
+    pub prefetch_useful: u64,
+    pub prefetch_accuracy: f64,
+    pub prefetch_coverage: f64,
+    pub demand_misses: u64,
+    pub prefetch_served: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Fill {
+    time: u64,
+    key: u32,
+    to_pb: bool,
+}
+
+/// Pending fills in a timing wheel of packet slots (every fill lands within a bounded time of
+/// its request, far less than the wheel's span); drained in (time, key) order, as a heap would.
+struct Wheel {
+    buckets: Vec<Vec<Fill>>,
+    slot: u64,
+    next: u64,
+    scratch: Vec<Fill>,
+}
+
+impl Wheel {
+    fn new(slot: u64, span_ps: u64) -> Wheel {
+        let n = (span_ps / slot + 2).next_power_of_two() as usize;
+        Wheel {
+            buckets: (0..n).map(|_| Vec::new()).collect(),
+            slot,
+            next: 0,
+            scratch: Vec::new(),
+        }
+    }
+    #[inline]
+    fn push(&mut self, f: Fill) {
+        let i = f.time / self.slot;
+        assert!(
+            i >= self.next && i < self.next + self.buckets.len() as u64,
+            "fill beyond the timing wheel"
+        );
+        let m = self.buckets.len() as u64 - 1;
+        self.buckets[(i & m) as usize].push(f);
+    }
+    /// Fills due at or before `t` (a multiple of the slot), in order.
+    #[inline]
+    fn drain(&mut self, t: u64, out: &mut Vec<Fill>) {
+        let k = t / self.slot;
+        let m = self.buckets.len() as u64 - 1;
+        out.clear();
+        while self.next < k {
+            let b = &mut self.buckets[(self.next & m) as usize];
+            let start = out.len();
+            out.append(b);
+            if out.len() - start > 1 {
+                out[start..].sort_unstable();
+            }
+            self.next += 1;
+        }
+        let b = &mut self.buckets[(k & m) as usize];
+        if b.iter().any(|f| f.time <= t) {
+            let start = out.len();
+            let mut i = 0;
+            while i < b.len() {
+                if b[i].time <= t {
+                    out.push(b.swap_remove(i))
+                } else {
+                    i += 1
+                }
+            }
+            out[start..].sort_unstable();
+        }
+    }
+}
+
+const F_PREFETCH: u8 = 1;
+const F_USED: u8 = 2;
+/// A demand request joined this in-flight prefetch: its answer also fills the DevTLB.
+const F_DEMAND: u8 = 4;
+const NO_SID: u32 = u32::MAX;
+
+struct Pb {
+    keys: Vec<u32>,
+    stamp: Vec<u64>,
+    used: Vec<bool>,
+    clock: u64,
+    hits: u64,
+    lookups: u64,
+}
+
+impl Pb {
+    fn lookup(&mut self, key: u32) -> Option<usize> {
+        self.lookups += 1;
+        let i = self.keys.iter().position(|&k| k == key)?;
+        self.clock += 1;
+        self.stamp[i] = self.clock;
+        self.hits += 1;
+        Some(i)
+    }
+    fn insert(&mut self, key: u32, used: bool) {
+        self.clock += 1;
+        let i = match self.keys.iter().position(|&k| k == key) {
+            Some(i) => i,
+            None => (0..self.keys.len()).min_by_key(|&i| self.stamp[i]).unwrap(),
+        };
+        self.keys[i] = key;
+        self.stamp[i] = self.clock;
+        self.used[i] = used;
+    }
+}
+
+pub struct Sim<'a> {
+    p: &'a HyperTrioParams,
+    cfg: Config,
+    iovas: Vec<u64>,
+    region_1g: Vec<u16>,
+    region_2m: Vec<u16>,
+    shapes: Vec<WalkShape>,
+    npages: usize,
+    devtlb: Cache,
+    context: LruSet,
+    iotlb: Cache,
+    l2: Cache,
+    l3: Cache,
+    pb: Option<Pb>,
+    pending_done: Vec<u64>,
+    pending_flags: Vec<u8>,
+    key_next: Vec<u64>,
+    fills: Wheel,
+    // prefetch unit
+    sid_hist: Vec<u32>,
+    hist_pos: usize,
+    predictor: Vec<u32>,
+    pf_busy: Vec<u64>,
+    recent: Vec<[PageId; 4]>,
+    st: Stats,
+}
+
+impl<'a> Sim<'a> {
+    pub fn new(
+        cfg: &Config,
+        tables: &Tables,
+        tenants: u32,
+        iovas: Vec<u64>,
+    ) -> Result<Sim<'static>, String> {
+        let p = params();
+        let bits = p.lfu_counter_bits;
+        if cfg.ptb_entries == 0 {
+            return Err(
+                "ptb_entries: the pending translation buffer needs at least one entry".into(),
+            );
+        }
+        if cfg.l2_policy == Policy::Oracle || cfg.l3_policy == Policy::Oracle {
+            return Err("l2_policy/l3_policy: the oracle is available for the DevTLB only".into());
+        }
+        if cfg.prefetch
+            && (cfg.pb_entries == 0
+                || cfg.sid_history == 0
+                || !(1..=4).contains(&cfg.history_pages))
+        {
+            return Err(
+                "prefetch: needs pb_entries >= 1, sid_history >= 1 and history_pages 1..4".into(),
+            );
+        }
+        let npages = iovas.len().next_power_of_two();
+        let n = tenants as usize * npages;
+        Ok(Sim {
+            p,
+            devtlb: Cache::new(
+                "DevTLB",
+                cfg.devtlb_entries,
+                cfg.devtlb_ways,
+                cfg.devtlb_partitions,
+                cfg.devtlb_policy,
+                cfg.full_tag_match,
+                bits,
+            )?,
+            context: LruSet::new("context cache", p.context_cache_entries, tenants as usize)?,
+            iotlb: Cache::new(
+                "IOTLB",
+                p.iotlb_entries,
+                p.iotlb_ways,
+                1,
+                Policy::Lru,
+                false,
+                bits,
+            )?,
+            l2: Cache::new(
+                "L2TLB",
+                cfg.l2_entries,
+                cfg.l2_ways,
+                cfg.l2_partitions,
+                cfg.l2_policy,
+                cfg.full_tag_match,
+                bits,
+            )?,
+            l3: Cache::new(
+                "L3TLB",
+                cfg.l3_entries,
+                cfg.l3_ways,
+                cfg.l3_partitions,
+                cfg.l3_policy,
+                cfg.full_tag_match,
+                bits,
+            )?,
+            pb: cfg.prefetch.then(|| Pb {
+                keys: vec![u32::MAX; cfg.pb_entries],
+                stamp: vec![0; cfg.pb_entries],
+                used: vec![false; cfg.pb_entries],
+                clock: 0,
+                hits: 0,
+                lookups: 0,
+            }),
+            pending_done: vec![0; n],
+            pending_flags: vec![0; n],
+            key_next: if cfg.devtlb_policy == Policy::Oracle {
+                vec![NEVER; n]
+            } else {
+                Vec::new()
+            },
+            fills: Wheel::new(
+                p.packet_slot_ps(),
+                2 * p.pcie_one_way_ps
+                    + 2 * p.iotlb_hit_ps
+                    + p.devtlb_hit_ps
+                    + (p.nested_walk_accesses as u64 + p.context_miss_accesses as u64 + 2)
+                        * p.dram_access_ps,
+            ),
+            sid_hist: vec![NO_SID; cfg.sid_history.max(1)],
+            hist_pos: 0,
+            predictor: vec![NO_SID; tenants as usize],
+            pf_busy: vec![0; tenants as usize],
+            recent: vec![[PageId::MAX; 4]; tenants as usize],
+            shapes: tables.shapes.clone(),
+            region_1g: region_ids(&iovas, 30),
+            region_2m: region_ids(&iovas, 21),
+            iovas,
+            npages,
+            cfg: cfg.clone(),
+            st: Stats {
+                tenants,
+                ..Default::default()
+            },
+        })
+    }
+
+    #[inline]
+    fn slot(&self, key: u32) -> usize {
+        (key >> 16) as usize * self.npages + (key & 0xffff) as usize
+    }
+
+    fn apply_fills(&mut self, t: u64) {
+        let mut due = std::mem::take(&mut self.fills.scratch);
+        self.fills.drain(t, &mut due);
+        for f in due.iter().copied() {
+            let s = self.slot(f.key);
+            if f.to_pb {
+                let flags = self.pending_flags[s];
+                self.pb.as_mut().unwrap().insert(f.key, flags & F_USED != 0);
+                if flags & F_DEMAND != 0 {
+                    let iova = self.iovas[(f.key & 0xffff) as usize];
+                    let nu = if self.key_next.is_empty() {
+                        0
+                    } else {
+                        self.key_next[s]
+                    };
+                    self.devtlb
+                        .insert(f.key, iova >> 21, (f.key >> 16) as u64, nu);
+                }
+            } else {
+                let sid = (f.key >> 16) as u64;
+                let iova = self.iovas[(f.key & 0xffff) as usize];
+                let nu = if self.key_next.is_empty() {
+                    0
+                } else {
+                    self.key_next[s]
+                };
+                self.devtlb.insert(f.key, iova >> 21, sid, nu);
+            }
+        }
+        self.fills.scratch = due;
+    }
+
+    /// Requests reaching the IOMMU at `t`: memory accesses they need.
+    #[inline]
+    fn iommu(&mut self, sid: u32, page: PageId) -> u32 {
+        let mut n = 0;
+        let did = sid as u64;
+        if !self.context.access(sid) {
+            n += self.p.context_miss_accesses;
+        }
+        let iova = self.iovas[page as usize];
+        let key = (sid << 16) | page as u32;
+        if self.iotlb.access(key, iova >> 21, 0, 0) {
+            return n;
+        }
+        let shape = self.shapes[page as usize];
+        // exact keys: DID and the layout's 1 GiB / 2 MiB region number of the page
+        let (k3, k2) = (
+            (sid << 16) | self.region_1g[page as usize] as u32,
+            (sid << 16) | self.region_2m[page as usize] as u32,
+        );
+        // Deepest page-structure cache hit wins; the walk fills the levels it read.
+        let start = if shape.leaf_level == 1 && self.l2.access(k2, iova >> 21, did, 0) {
+            1
+        } else if self.l3.access(k3, iova >> 30, did, 0) {
+            2
+        } else {
+            4
+        };
+        let a = shape.accesses(start);
+        self.st.walks += 1;
+        self.st.walk_accesses += a as u64;
+        n + a
+    }
+
+    fn prefetch(&mut self, t: u64, target: u32) {
+        if self.pf_busy[target as usize] > t {
+            return;
+        }
+        let p = self.p;
+        let start = t + p.pcie_one_way_ps + p.dram_access_ps;
+        let mut last = start;
+        let recent = self.recent[target as usize];
+        for &pg in recent.iter().take(self.cfg.history_pages) {
+            if pg == PageId::MAX {
+                break;
+            }
+            let key = (target << 16) | pg as u32;
+            let s = self.slot(key);
+            if self.pending_done[s] > t {
+                continue;
+            }
+            let n = self.iommu(target, pg);
+            let done = start + p.iotlb_hit_ps + n as u64 * p.dram_access_ps + p.pcie_one_way_ps;
+            self.pending_done[s] = done;
+            self.pending_flags[s] = F_PREFETCH;
+            self.fills.push(Fill {
+                time: done,
+                key,
+                to_pb: true,
+            });
+            self.st.prefetch_requests += 1;
+            last = last.max(done);
+        }
+        self.pf_busy[target as usize] = last;
+    }
+
+    /// One demand translation at `t`; returns its completion time.
+    #[inline]
+    fn demand(&mut self, t: u64, sid: u32, page: PageId, next_use: u64) -> u64 {
+        let p = self.p;
+        self.st.translations += 1;
+        let key = (sid << 16) | page as u32;
+        let s = self.slot(key);
+        if !self.key_next.is_empty() {
+            self.key_next[s] = next_use;
+        }
+        let iova = self.iovas[page as usize];
+        if self.pb.is_some() {
+            // SID predictor: the SID seen `sid_history` requests ago is followed by this one.
+            let q = self.sid_hist[self.hist_pos];
+            if q != NO_SID {
+                self.predictor[q as usize] = sid;
+            }
+            self.sid_hist[self.hist_pos] = sid;
+            self.hist_pos = (self.hist_pos + 1) % self.sid_hist.len();
+        }
+        if self.devtlb.lookup(key, iova >> 21, sid as u64, next_use) {
+            return t + p.devtlb_hit_ps;
+        }
+        self.st.demand_misses += 1;
+        if let Some(pb) = self.pb.as_mut() {
+            if let Some(i) = pb.lookup(key) {
+                if !pb.used[i] {
+                    pb.used[i] = true;
+                    self.st.prefetch_useful += 1;
+                }
+                self.st.prefetch_served += 1;
+                return t + p.devtlb_hit_ps;
+            }
+            // IOVA history of this tenant (most recent distinct pages first).
+            let r = &mut self.recent[sid as usize];
+            if r[0] != page {
+                let pos = r.iter().position(|&x| x == page).unwrap_or(3);
+                r.copy_within(0..pos, 1);
+                r[0] = page;
+            }
+            let target = self.predictor[sid as usize];
+            if target != NO_SID {
+                self.prefetch(t, target);
+            }
+        }
+        let done = self.pending_done[s];
+        if done > t {
+            self.st.merged += 1;
+            let f = self.pending_flags[s];
+            if f & F_PREFETCH != 0 {
+                self.st.prefetch_served += 1;
+                self.pending_flags[s] |= F_DEMAND;
+                if f & F_USED == 0 {
+                    self.pending_flags[s] |= F_USED;
+                    self.st.prefetch_useful += 1;
+                }
+            }
+            return done;
+        }
+        self.st.iommu_requests += 1;
+        let n = self.iommu(sid, page);
+        let done = t + 2 * p.pcie_one_way_ps + p.iotlb_hit_ps + n as u64 * p.dram_access_ps;
+        self.pending_done[s] = done;
+        self.pending_flags[s] = 0;
+        self.fills.push(Fill {
+            time: done,
+            key,
+            to_pb: false,
+        });
+        done
+    }
+
+    /// Run a packet stream (with next-use positions for the oracle) to the end.
+    pub fn run<I: Iterator<Item = (Packet, [u64; 3])>>(mut self, packets: I) -> Stats {
+        let slot = self.p.packet_slot_ps();
+        let cap = self.cfg.ptb_entries;
+        let mut ptb: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(cap + 1);
+        let mut t = 0u64;
+        let mut last_done = 0u64;
+        let mut occupancy_ps: u128 = 0;
+        for (pkt, nu) in packets {
+            loop {
+                self.apply_fills(t);
+                while ptb.peek().is_some_and(|r| r.0 <= t) {
+                    ptb.pop();
+                }
+                if ptb.len() < cap {
+                    break;
+                }
+                // Full: the packet is dropped and retried each slot until an entry frees.
+                let f = ptb.peek().unwrap().0;
+                let k = (f - t).div_ceil(slot);
+                self.st.drops += k;
+                t += k * slot;
+            }
+            let mut done = t;
+            for (&page, &next_use) in pkt.pages.iter().zip(&nu) {
+                done = done.max(self.demand(t, pkt.sid, page, next_use));
+            }
+            ptb.push(Reverse(done));
+            self.st.ptb_max = self.st.ptb_max.max(ptb.len());
+            occupancy_ps += (done - t) as u128;
+            last_done = last_done.max(done);
+            self.st.packets += 1;
+            t += slot;
+        }
+        let time = last_done.max(t);
+        let st = &mut self.st;
+        st.time_ps = time;
+        let bits = st.packets as f64 * self.p.packet_bytes as f64 * 8.0;
+        st.gbps = if time > 0 {
+            bits / (time as f64 * 1e-12) / 1e9
+        } else {
+            0.0
+        };
+        st.utilisation = st.gbps / self.p.link_gbps as f64;
+        st.ptb_mean = if time > 0 {
+            occupancy_ps as f64 / time as f64
+        } else {
+            0.0
+        };
+        let hr = |c: &CacheStats| c.hit_rate();
+        st.devtlb_hit_rate = hr(&self.devtlb.stats);
+        st.context_hit_rate = hr(&self.context.stats);
+        st.iotlb_hit_rate = hr(&self.iotlb.stats);
+        st.l2_hit_rate = hr(&self.l2.stats);
+        st.l3_hit_rate = hr(&self.l3.stats);
+        st.mean_walk_accesses = if st.walks > 0 {
+            st.walk_accesses as f64 / st.walks as f64
+        } else {
+            0.0
+        };
+        if let Some(pb) = &self.pb {
+            st.pb_hit_rate = if pb.lookups > 0 {
+                pb.hits as f64 / pb.lookups as f64
+            } else {
+                0.0
+            };
+        }
+        st.prefetch_accuracy = if st.prefetch_requests > 0 {
+            st.prefetch_useful as f64 / st.prefetch_requests as f64
+        } else {
+            0.0
+        };
+        st.prefetch_coverage = if st.demand_misses > 0 {
+            st.prefetch_served as f64 / st.demand_misses as f64
+        } else {
+            0.0
+        };
+        self.st
+    }
+}
+
+/// Number each distinct `iova >> shift` of the layout (exact u16 keys for the page-structure caches).
+fn region_ids(iovas: &[u64], shift: u32) -> Vec<u16> {
+    let mut seen: Vec<u64> = Vec::new();
+    iovas
+        .iter()
+        .map(|&a| {
+            let r = a >> shift;
+            (seen.iter().position(|&x| x == r).unwrap_or_else(|| {
+                seen.push(r);
+                seen.len() - 1
+            })) as u16
+        })
+        .collect()
+}
+
+/// Next-use positions for Belady's oracle over a bounded lookahead window.
+pub struct Lookahead<I: Iterator<Item = Packet>> {
+    inner: I,
+    buf: VecDeque<(Packet, [u64; 3])>,
+    last: FxHashMap<u32, u64>,
+    head: u64,
+    next: u64,
+    window: usize,
+}
+
+impl<I: Iterator<Item = Packet>> Lookahead<I> {
+    pub fn new(inner: I, window: usize) -> Self {
+        Lookahead {
+            inner,
+            buf: VecDeque::with_capacity(window.min(1 << 20)),
+            last: FxHashMap::default(),
+            head: 0,
+            next: 0,
+            window: window.max(1),
+        }
+    }
+}
+
+impl<I: Iterator<Item = Packet>> Iterator for Lookahead<I> {
+    type Item = (Packet, [u64; 3]);
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.buf.len() < self.window {
+            let Some(p) = self.inner.next() else { break };
+            self.buf.push_back((p, [NEVER; 3]));
+            let pi = self.next;
+            self.next += 1;
+            for i in 0..3 {
+                let j = pi * 3 + i as u64;
+                let key = (p.sid << 16) | p.pages[i] as u32;
+                if let Some(prev) = self.last.insert(key, j) {
+                    let pp = prev / 3;
+                    if pp >= self.head {
+                        self.buf[(pp - self.head) as usize].1[(prev % 3) as usize] = j;
+                    }
+                }
+            }
+        }
+        let r = self.buf.pop_front()?;
+        self.head += 1;
+        Some(r)
+    }
+}
+
+/// Simulate `cfg` on the workload: the whole pipeline (tables, streamed trace, model).
+pub fn simulate(cfg: &Config, spec: &WorkloadSpec) -> Result<Stats, String> {
+    let trace = Trace::new(spec)?;
+    let tables = Tables::build(&trace.layout, spec.tenants)?;
+    let iovas: Vec<u64> = trace.layout.pages.iter().map(|p| p.iova).collect();
+    let sim = Sim::new(cfg, &tables, spec.tenants, iovas)?;
+    drop(tables);
+    Ok(if cfg.devtlb_policy == Policy::Oracle {
+        sim.run(Lookahead::new(trace, ORACLE_WINDOW_PACKETS))
+    } else {
+        sim.run(trace.map(|p| (p, [0; 3])))
+    })
+}

@@ -1,0 +1,82 @@
+//! The `[xenib]` table of `params/hardware.toml` (each value's source, and whether it is assumed,
+//! is written there).
+
+use serde::Deserialize;
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct XenIbParams {
+    pub channel_one_way_ps: u64,
+    pub channel_ps_per_byte: u64,
+    pub ring_page_bytes: u64,
+    pub ring_slots: u64,
+    pub request_bytes: u64,
+    pub evtchn_notify_ps: u64,
+    pub pirq_to_dom0_ps: u64,
+    pub grant_map_ps: u64,
+    pub backend_verb_ps: u64,
+    pub backend_page_check_ps: u64,
+    pub verb_post_ps: u64,
+    pub cpu_poll_ps: u64,
+    pub pio_write_ps: u64,
+    pub irq_to_handler_ps: u64,
+    pub syscall_ps: u64,
+    pub pin_page_ps: u64,
+    pub hca_cmd_ps: u64,
+    pub mtt_entry_bytes: u64,
+    pub page_bytes: u64,
+    pub pcix_clock_ps: u64,
+    pub pcix_bytes_per_clock: u64,
+    pub pcix_overhead_clocks: u64,
+    pub pcix_adb_bytes: u64,
+    pub pcix_mmrbc: u64,
+    pub pcix_read_latency_ps: u64,
+    pub wqe_bytes: u64,
+    pub cqe_bytes: u64,
+    pub hca_doorbell_ps: u64,
+    pub hca_send_wqe_ps: u64,
+    pub hca_rx_packet_ps: u64,
+    pub ib_lanes: u64,
+    pub ib_lane_mbaud: u64,
+    pub ib_encoding_num: u64,
+    pub ib_encoding_den: u64,
+    pub ib_mtu: u64,
+    pub ib_header_bytes: u64,
+    pub ib_reth_bytes: u64,
+    pub ib_ack_bytes: u64,
+    pub ib_wire_latency_ps: u64,
+    pub source: String,
+}
+
+impl XenIbParams {
+    /// Picoseconds to serialise one byte on the IB link (after 8b/10b).
+    pub fn ib_ps_per_byte(&self) -> f64 {
+        let data_mbps = self.ib_lanes * self.ib_lane_mbaud * self.ib_encoding_num / self.ib_encoding_den; // Mb/s
+        8.0 * 1e6 / data_mbps as f64
+    }
+    /// One-way time of a message of `bytes` through the inter-domain device channel.
+    pub fn channel_ps(&self, bytes: u64) -> u64 {
+        self.channel_one_way_ps + bytes * self.channel_ps_per_byte
+    }
+}
+
+#[derive(Deserialize)]
+struct File {
+    xenib: XenIbParams,
+}
+
+pub fn params() -> &'static XenIbParams {
+    static P: OnceLock<XenIbParams> = OnceLock::new();
+    P.get_or_init(|| toml::from_str::<File>(devlend_fabric::params::HARDWARE_TOML).expect("[xenib] in params/hardware.toml is malformed").xenib)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn table_parses() {
+        let p = super::params();
+        assert!(p.channel_one_way_ps >= 10_000_000, "004 Fig 9: at least 10 us");
+        assert!((p.ib_ps_per_byte() - 1000.0).abs() < 1e-9, "4X SDR carries 1 GB/s");
+        assert!(!p.source.is_empty());
+    }
+}

@@ -1,0 +1,429 @@
+//! The verbs API applications are written against (OpenIB Gen2 style: open device, alloc PD,
+//! reg MR, create CQ/QP, modify QP, post send/recv, poll CQ, req notify + wait for the event),
+//! and the three drivers behind it (004 §3):
+//!
+//! - [`Native`]: the native driver (Gen2 mthca) in native Linux or in the device domain; the QP's
+//!   UAR page and buffers are the caller's own, post and poll touch only memory and the doorbell.
+//! - [`Basic`]: the basic split driver (004 §3.1-3.2, Fig 4): every verb, post and poll included,
+//!   is packed into a request on the device channel and executed by the back-end with the native
+//!   driver; polls use CQE buffering (the back-end returns every CQE; the front-end keeps the rest).
+//! - [`Bypass`]: device-domain bypass (004 §3.3, Fig 5): the back-end allocates a UAR page that the
+//!   guest maps; QP and CQ buffers are allocated in the guest, registered through the back-end
+//!   (which checks the pages) and the QP/CQ are then created with the returned keys (two-stage
+//!   creation); post, poll and arming then go straight to the HCA from the guest.
+//!
+//! The same application code ([`crate::bench`]) runs on any of them through `&mut dyn Verbs`.
+//! Completion events: native Linux takes the HCA interrupt; under Xen the hypervisor takes it and
+//! passes it to domain 0 as an event; for a guest the back-end's handler forwards it through the
+//! channel's second event channel to the front-end's dispatcher (004 §3.2 "Event Handling").
+
+use crate::hca::{DomKind, World};
+use crate::params::params;
+use crate::types::*;
+use crate::xen::{Request, Response};
+use std::collections::{HashMap, VecDeque};
+
+/// Who is calling and their clock (ps).
+#[derive(Debug, Clone, Copy)]
+pub struct Ctx {
+    pub node: usize,
+    pub dom: DomId,
+    pub now: u64,
+}
+
+pub trait Verbs {
+    fn ctx(&self) -> &Ctx;
+    fn ctx_mut(&mut self) -> &mut Ctx;
+    fn driver(&self) -> &'static str;
+    fn open_device(&mut self, w: &mut World) -> VResult<()>;
+    fn alloc_pd(&mut self, w: &mut World) -> VResult<Pd>;
+    fn reg_mr(&mut self, w: &mut World, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr>;
+    fn dereg_mr(&mut self, w: &mut World, mr: Mr) -> VResult<()>;
+    fn create_cq(&mut self, w: &mut World, depth: u64) -> VResult<Cq>;
+    fn destroy_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()>;
+    fn create_qp(&mut self, w: &mut World, pd: Pd, send_cq: Cq, recv_cq: Cq, depth: u64) -> VResult<Qp>;
+    fn modify_qp(&mut self, w: &mut World, qp: Qp, attr: QpAttr) -> VResult<()>;
+    fn post_send(&mut self, w: &mut World, qp: Qp, wr: SendWr) -> VResult<()>;
+    fn post_recv(&mut self, w: &mut World, qp: Qp, wr: RecvWr) -> VResult<()>;
+    fn poll_cq(&mut self, w: &mut World, cq: Cq, max: usize) -> VResult<Vec<Wc>>;
+    fn req_notify_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()>;
+    /// Block until the CQ's completion event is delivered to this caller.
+    fn wait_cq_event(&mut self, w: &mut World, cq: Cq) -> VResult<()>;
+
+    fn now(&self) -> u64 {
+        self.ctx().now
+    }
+    /// Memory of the caller's domain.
+    fn alloc_buf(&mut self, w: &mut World, len: u64) -> VResult<u64> {
+        w.alloc(self.ctx().dom, len)
+    }
+    /// Spin on a word of local memory until the HCA has written it (RDMA-write ping-pong).
+    fn wait_for_data(&mut self, w: &mut World, addr: u64) -> VResult<()> {
+        let c = *self.ctx();
+        let at = w.take_landing(c.node, addr).ok_or(Status::TimedOut)?;
+        self.ctx_mut().now = c.now.max(at) + params().cpu_poll_ps;
+        Ok(())
+    }
+}
+
+/// The delay from the HCA raising an event to the waiting thread running, by where it runs.
+fn event_path_ps(w: &World, dom: DomId) -> u64 {
+    let p = params();
+    let d = &w.domains[dom as usize];
+    match d.kind {
+        DomKind::Native => p.irq_to_handler_ps,
+        DomKind::Device => p.pirq_to_dom0_ps + p.irq_to_handler_ps,
+        // dom0 gets the pirq, the back-end's handler forwards the event over the channel's event
+        // channel, the front-end dispatcher calls the CQ's handler which wakes the waiter
+        DomKind::Guest => p.pirq_to_dom0_ps + p.backend_verb_ps + p.evtchn_notify_ps + p.irq_to_handler_ps,
+    }
+}
+
+fn timed<T>(c: &mut Ctx, r: (VResult<T>, u64)) -> VResult<T> {
+    c.now = c.now.max(r.1);
+    r.0
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The native driver: native Linux (server B, or server A without Xen) or the device domain.
+pub struct Native {
+    pub c: Ctx,
+    pub uar: Option<usize>,
+}
+
+impl Native {
+    pub fn new(w: &World, dom: DomId) -> Native {
+        Native { c: Ctx { node: w.domains[dom as usize].node, dom, now: 0 }, uar: None }
+    }
+}
+
+impl Verbs for Native {
+    fn ctx(&self) -> &Ctx {
+        &self.c
+    }
+    fn ctx_mut(&mut self) -> &mut Ctx {
+        &mut self.c
+    }
+    fn driver(&self) -> &'static str {
+        "native"
+    }
+    fn open_device(&mut self, w: &mut World) -> VResult<()> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        let (u, _) = timed(&mut self.c, w.op_alloc_uar(n, d, t))?;
+        self.uar = Some(u);
+        Ok(())
+    }
+    fn alloc_pd(&mut self, w: &mut World) -> VResult<Pd> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        timed(&mut self.c, w.op_alloc_pd(n, d, t)).map(Pd)
+    }
+    fn reg_mr(&mut self, w: &mut World, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        if !w.domains[d as usize].owns(addr, len) {
+            return Err(Status::Access); // get_user_pages fails outside the caller's memory
+        }
+        let pages = World::pages_of(addr, len);
+        timed(&mut self.c, w.op_reg_mr(n, d, pd.0, addr, len, access, pages, true, t))
+    }
+    fn dereg_mr(&mut self, w: &mut World, mr: Mr) -> VResult<()> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        timed(&mut self.c, w.op_dereg_mr(n, d, mr.lkey, t))
+    }
+    fn create_cq(&mut self, w: &mut World, depth: u64) -> VResult<Cq> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        timed(&mut self.c, w.op_create_cq(n, d, depth, None, t)).map(Cq)
+    }
+    fn destroy_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        timed(&mut self.c, w.op_destroy_cq(n, d, cq.0, t))
+    }
+    fn create_qp(&mut self, w: &mut World, pd: Pd, scq: Cq, rcq: Cq, depth: u64) -> VResult<Qp> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        let uar = self.uar.ok_or(Status::Inval)?;
+        timed(&mut self.c, w.op_create_qp(n, d, pd.0, scq.0, rcq.0, depth, uar, None, t)).map(Qp)
+    }
+    fn modify_qp(&mut self, w: &mut World, qp: Qp, attr: QpAttr) -> VResult<()> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        timed(&mut self.c, w.op_modify_qp(n, d, qp.0, attr, t))
+    }
+    fn post_send(&mut self, w: &mut World, qp: Qp, wr: SendWr) -> VResult<()> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        let uar = self.uar.ok_or(Status::Inval)?;
+        timed(&mut self.c, w.op_post_send(n, d, qp.0, uar, wr, t))
+    }
+    fn post_recv(&mut self, w: &mut World, qp: Qp, wr: RecvWr) -> VResult<()> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        timed(&mut self.c, w.op_post_recv(n, d, qp.0, wr, t))
+    }
+    fn poll_cq(&mut self, w: &mut World, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        timed(&mut self.c, w.op_poll_cq(n, d, cq.0, max, t))
+    }
+    fn req_notify_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        timed(&mut self.c, w.op_req_notify(n, d, cq.0, t))
+    }
+    fn wait_cq_event(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
+        let e = w.op_take_event(self.c.node, self.c.dom, cq.0)?;
+        self.c.now = self.c.now.max(e + event_path_ps(w, self.c.dom));
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Shared by the two front-ends: a call through the device channel.
+fn call(w: &mut World, c: &mut Ctx, ch: Option<usize>, req: Request) -> VResult<Response> {
+    let ch = ch.ok_or(Status::Inval)?;
+    let (r, t) = w.channel_call(ch, req, c.now);
+    c.now = c.now.max(t);
+    match r {
+        Response::Err(e) => Err(e),
+        r => Ok(r),
+    }
+}
+
+/// The front-end pins the pages in the guest and sends their list (004 §3.2 Memory Registration).
+fn reg_through_backend(w: &mut World, c: &mut Ctx, ch: Option<usize>, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr> {
+    if len == 0 {
+        return Err(Status::Inval);
+    }
+    let pages = World::pages_of(addr, len);
+    c.now += params().syscall_ps + pages.len() as u64 * params().pin_page_ps;
+    match call(w, c, ch, Request::RegMr { pd: pd.0, addr, len, access, pages })? {
+        Response::Mr(m) => Ok(m),
+        _ => Err(Status::Inval),
+    }
+}
+
+fn unit(r: VResult<Response>) -> VResult<()> {
+    r.map(|_| ())
+}
+
+/// The basic split driver (004 §3.1-3.2).
+pub struct Basic {
+    pub c: Ctx,
+    pub ch: Option<usize>,
+    /// CQE buffering: CQEs the back-end returned beyond what the application asked for.
+    pub cqe_buf: HashMap<u32, VecDeque<Wc>>,
+    pub channel_calls: u64,
+}
+
+impl Basic {
+    pub fn new(w: &World, dom: DomId) -> Basic {
+        Basic { c: Ctx { node: w.domains[dom as usize].node, dom, now: 0 }, ch: None, cqe_buf: HashMap::new(), channel_calls: 0 }
+    }
+    fn call(&mut self, w: &mut World, req: Request) -> VResult<Response> {
+        self.channel_calls += 1;
+        call(w, &mut self.c, self.ch, req)
+    }
+}
+
+impl Verbs for Basic {
+    fn ctx(&self) -> &Ctx {
+        &self.c
+    }
+    fn ctx_mut(&mut self) -> &mut Ctx {
+        &mut self.c
+    }
+    fn driver(&self) -> &'static str {
+        "xenib-basic"
+    }
+    fn open_device(&mut self, w: &mut World) -> VResult<()> {
+        let (d, t) = (self.c.dom, self.c.now);
+        self.ch = Some(timed(&mut self.c, w.connect(d, t))?);
+        Ok(())
+    }
+    fn alloc_pd(&mut self, w: &mut World) -> VResult<Pd> {
+        match self.call(w, Request::AllocPd)? {
+            Response::Pd(p) => Ok(Pd(p)),
+            _ => Err(Status::Inval),
+        }
+    }
+    fn reg_mr(&mut self, w: &mut World, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr> {
+        self.channel_calls += 1;
+        reg_through_backend(w, &mut self.c, self.ch, pd, addr, len, access)
+    }
+    fn dereg_mr(&mut self, w: &mut World, mr: Mr) -> VResult<()> {
+        unit(self.call(w, Request::DeregMr { lkey: mr.lkey }))
+    }
+    fn create_cq(&mut self, w: &mut World, depth: u64) -> VResult<Cq> {
+        match self.call(w, Request::CreateCq { depth, buf: None })? {
+            Response::Cq(c) => Ok(Cq(c)),
+            _ => Err(Status::Inval),
+        }
+    }
+    fn destroy_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
+        self.cqe_buf.remove(&cq.0);
+        unit(self.call(w, Request::DestroyCq { cq: cq.0 }))
+    }
+    fn create_qp(&mut self, w: &mut World, pd: Pd, scq: Cq, rcq: Cq, depth: u64) -> VResult<Qp> {
+        match self.call(w, Request::CreateQp { pd: pd.0, scq: scq.0, rcq: rcq.0, depth, buf: None, uar: None })? {
+            Response::Qp(q) => Ok(Qp(q)),
+            _ => Err(Status::Inval),
+        }
+    }
+    fn modify_qp(&mut self, w: &mut World, qp: Qp, attr: QpAttr) -> VResult<()> {
+        unit(self.call(w, Request::ModifyQp { qp: qp.0, attr }))
+    }
+    fn post_send(&mut self, w: &mut World, qp: Qp, wr: SendWr) -> VResult<()> {
+        unit(self.call(w, Request::PostSend { qp: qp.0, wr }))
+    }
+    fn post_recv(&mut self, w: &mut World, qp: Qp, wr: RecvWr) -> VResult<()> {
+        unit(self.call(w, Request::PostRecv { qp: qp.0, wr }))
+    }
+    fn poll_cq(&mut self, w: &mut World, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
+        let buffered = self.cqe_buf.get(&cq.0).map_or(0, |b| b.len());
+        if buffered == 0 {
+            match self.call(w, Request::PollCq { cq: cq.0 })? {
+                Response::Wcs(all) => self.cqe_buf.entry(cq.0).or_default().extend(all),
+                _ => return Err(Status::Inval),
+            }
+        } else {
+            self.c.now += params().cpu_poll_ps;
+        }
+        let b = self.cqe_buf.entry(cq.0).or_default();
+        let n = b.len().min(max);
+        Ok(b.drain(..n).collect())
+    }
+    fn req_notify_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
+        unit(self.call(w, Request::ReqNotify { cq: cq.0 }))
+    }
+    fn wait_cq_event(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
+        let e = w.op_take_event(self.c.node, self.c.dom, cq.0)?;
+        self.c.now = self.c.now.max(e + event_path_ps(w, self.c.dom));
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The device-domain-bypass driver (004 §3.3).
+pub struct Bypass {
+    pub c: Ctx,
+    pub ch: Option<usize>,
+    /// The UAR page the back-end allocated and the guest mapped: (index, machine address).
+    pub uar: Option<(usize, u64)>,
+    pub channel_calls: u64,
+    /// The registrations of QP and CQ buffers made in the first creation stage, by object.
+    pub qp_bufs: HashMap<u32, Mr>,
+    pub cq_bufs: HashMap<u32, Mr>,
+    pd_for_bufs: Option<Pd>,
+}
+
+impl Bypass {
+    pub fn new(w: &World, dom: DomId) -> Bypass {
+        Bypass { c: Ctx { node: w.domains[dom as usize].node, dom, now: 0 }, ch: None, uar: None, channel_calls: 0, qp_bufs: HashMap::new(), cq_bufs: HashMap::new(), pd_for_bufs: None }
+    }
+    fn call(&mut self, w: &mut World, req: Request) -> VResult<Response> {
+        self.channel_calls += 1;
+        call(w, &mut self.c, self.ch, req)
+    }
+    /// Stage one: a buffer in the guest, registered through the back-end.
+    fn guest_buffer(&mut self, w: &mut World, len: u64) -> VResult<Mr> {
+        let pd = match self.pd_for_bufs {
+            Some(p) => p,
+            None => {
+                let p = self.alloc_pd(w)?;
+                self.pd_for_bufs = Some(p);
+                p
+            }
+        };
+        let addr = self.alloc_buf(w, len)?;
+        self.channel_calls += 1;
+        reg_through_backend(w, &mut self.c, self.ch, pd, addr, len, ACCESS_LOCAL_WRITE)
+    }
+}
+
+impl Verbs for Bypass {
+    fn ctx(&self) -> &Ctx {
+        &self.c
+    }
+    fn ctx_mut(&mut self) -> &mut Ctx {
+        &mut self.c
+    }
+    fn driver(&self) -> &'static str {
+        "xenib-bypass"
+    }
+    fn open_device(&mut self, w: &mut World) -> VResult<()> {
+        let (d, t) = (self.c.dom, self.c.now);
+        self.ch = Some(timed(&mut self.c, w.connect(d, t))?);
+        match self.call(w, Request::AllocUar)? {
+            Response::Uar(i, a) => {
+                // remap the UAR's machine page into the guest (one hypercall)
+                self.c.now += params().grant_map_ps;
+                w.xen.hypercalls += 1;
+                self.uar = Some((i, a));
+                Ok(())
+            }
+            _ => Err(Status::Inval),
+        }
+    }
+    fn alloc_pd(&mut self, w: &mut World) -> VResult<Pd> {
+        match self.call(w, Request::AllocPd)? {
+            Response::Pd(p) => Ok(Pd(p)),
+            _ => Err(Status::Inval),
+        }
+    }
+    fn reg_mr(&mut self, w: &mut World, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr> {
+        self.channel_calls += 1;
+        reg_through_backend(w, &mut self.c, self.ch, pd, addr, len, access)
+    }
+    fn dereg_mr(&mut self, w: &mut World, mr: Mr) -> VResult<()> {
+        unit(self.call(w, Request::DeregMr { lkey: mr.lkey }))
+    }
+    fn create_cq(&mut self, w: &mut World, depth: u64) -> VResult<Cq> {
+        let mr = self.guest_buffer(w, depth * params().cqe_bytes)?;
+        match self.call(w, Request::CreateCq { depth, buf: Some((mr.addr, mr.lkey)) })? {
+            Response::Cq(c) => {
+                self.cq_bufs.insert(c, mr);
+                Ok(Cq(c))
+            }
+            _ => Err(Status::Inval),
+        }
+    }
+    fn destroy_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
+        self.call(w, Request::DestroyCq { cq: cq.0 })?;
+        if let Some(mr) = self.cq_bufs.remove(&cq.0) {
+            self.dereg_mr(w, mr)?;
+        }
+        Ok(())
+    }
+    fn create_qp(&mut self, w: &mut World, pd: Pd, scq: Cq, rcq: Cq, depth: u64) -> VResult<Qp> {
+        let (uar, _) = self.uar.ok_or(Status::Inval)?;
+        let mr = self.guest_buffer(w, depth * params().wqe_bytes)?;
+        match self.call(w, Request::CreateQp { pd: pd.0, scq: scq.0, rcq: rcq.0, depth, buf: Some((mr.addr, mr.lkey)), uar: Some(uar) })? {
+            Response::Qp(q) => {
+                self.qp_bufs.insert(q, mr);
+                Ok(Qp(q))
+            }
+            _ => Err(Status::Inval),
+        }
+    }
+    fn modify_qp(&mut self, w: &mut World, qp: Qp, attr: QpAttr) -> VResult<()> {
+        unit(self.call(w, Request::ModifyQp { qp: qp.0, attr }))
+    }
+    fn post_send(&mut self, w: &mut World, qp: Qp, wr: SendWr) -> VResult<()> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        let (uar, _) = self.uar.ok_or(Status::Inval)?;
+        timed(&mut self.c, w.op_post_send(n, d, qp.0, uar, wr, t))
+    }
+    fn post_recv(&mut self, w: &mut World, qp: Qp, wr: RecvWr) -> VResult<()> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        timed(&mut self.c, w.op_post_recv(n, d, qp.0, wr, t))
+    }
+    fn poll_cq(&mut self, w: &mut World, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        timed(&mut self.c, w.op_poll_cq(n, d, cq.0, max, t))
+    }
+    fn req_notify_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
+        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+        timed(&mut self.c, w.op_req_notify(n, d, cq.0, t))
+    }
+    fn wait_cq_event(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
+        let e = w.op_take_event(self.c.node, self.c.dom, cq.0)?;
+        self.c.now = self.c.now.max(e + event_path_ps(w, self.c.dom));
+        Ok(())
+    }
+}

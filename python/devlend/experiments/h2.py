@@ -1,0 +1,92 @@
+"""H2: Base vs HyperTRIO, 4 to 1024 tenants, RR1/RR4/RAND1, three workloads (002 §V-B, Fig 10).
+
+Configurations exactly as 002 Table IV (params/hardware.toml [hypertrio.config.*]); workloads
+iperf3, mediastream and websearch from the synthetic tenant generator of §IV-D with Table III's
+per-tenant lengths and §V-C's active translation sets; the trace stops when any tenant runs out
+(§V-A). Bandwidth = accepted packets x 1542 B / translation time (§IV-C).
+
+Paper: Base at more than 32 tenants 12-30 Gb/s (at most 15% of 200 Gb/s); HyperTRIO up to 100%
+at 1024 tenants, RAND1 up to 80%; over 90% vs 6% for Base at 1024 tenants (§V-B, §VII).
+
+Module name for the registry: `devlend.experiments.h2` (experiment "h2").
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from . import ExperimentResult, register
+from ._hypertrio import LINK_GBPS, h2 as run_h2, quick_packets
+
+TENANTS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
+QUICK_TENANTS = [4, 16, 64, 1024]
+ORDERS = ["RR1", "RR4", "RAND1"]
+WORKLOADS = ["iperf3", "mediastream", "websearch"]
+CONFIGS = ["base", "hypertrio"]
+COLUMNS = ["workload", "order", "config", "tenants", "gbps", "utilisation", "devtlb_hit_rate", "pb_hit_rate",
+           "iotlb_hit_rate", "l2_hit_rate", "l3_hit_rate", "context_hit_rate", "mean_walk_accesses", "ptb_mean", "drops",
+           "prefetch_accuracy", "prefetch_coverage"]
+
+
+@register("h2", "HyperTRIO vs Base: I/O bandwidth, 4-1024 tenants, RR1/RR4/RAND1 (002 §V-B, Fig 10)")
+def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
+    tenants = QUICK_TENANTS if quick else TENANTS
+    points = []
+    for n in tenants:
+        # quick: fewer packets per tenant (see _hypertrio.quick_packets); full: Table III's length
+        points += run_h2([n], ORDERS, WORKLOADS, CONFIGS, quick_packets(n) if quick else None)
+        if progress:
+            progress(f"{n} tenants done")
+    rows = []
+    for p in points:
+        s = p["stats"]
+        row = {"workload": p["workload"], "order": p["order"], "config": p["config"], "tenants": p["tenants"]}
+        row.update({k: (round(s[k], 3) if isinstance(s[k], float) else s[k]) for k in COLUMNS[4:]})
+        row["gbps"] = round(s["gbps"], 1)
+        rows.append(row)
+    g = {(r["workload"], r["order"], r["config"], r["tenants"]): r["gbps"] for r in rows}
+    big = max(tenants)
+    base_hi = [v for (w, o, c, n), v in g.items() if c == "base" and n > 32]
+    ht = {(w, o): g[w, o, "hypertrio", big] for w in WORKLOADS for o in ORDERS}
+    notes = [
+        f"Base, more than 32 tenants: {min(base_hi)}-{max(base_hi)} Gb/s (paper: 12-30 Gb/s, at most 15%)",
+        f"HyperTRIO at {big} tenants: " + ", ".join(f"{w} {o} {v}" for (w, o), v in ht.items())
+        + " Gb/s (paper: up to 100%, over 90%; RAND1 up to 80%)",
+        f"Base at {big} tenants: {min(g[w, o, 'base', big] for w in WORKLOADS for o in ORDERS)}-"
+        f"{max(g[w, o, 'base', big] for w in WORKLOADS for o in ORDERS)} Gb/s (paper: 6% = 12 Gb/s)",
+    ]
+    if quick:
+        notes.append("quick mode: each tenant's log cut to max(100, 40000/tenants) steady-state packets")
+    for w, o, c, s in (("paper", "", "base", ">32 tenants: 12-30 Gb/s"), ("paper", "", "hypertrio", "1024 tenants: >90% (RAND1 up to 80%)")):
+        rows.append({"workload": w, "order": o, "config": c, "tenants": "—", "gbps": s})
+    return ExperimentResult(name="h2", title=f"I/O link bandwidth, Base vs HyperTRIO (Table IV), Gb/s of {LINK_GBPS:.0f}",
+                            source="002 §V-B, Fig 10, Table IV", columns=COLUMNS, rows=rows, notes=notes, plot=plot)
+
+
+def plot(res: ExperimentResult, path: str) -> None:
+    """Fig 10's layout: one panel per workload, bandwidth against tenants, Base and HyperTRIO for
+    each interleaving."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = [r for r in res.rows if isinstance(r["tenants"], int)]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4), sharey=True)
+    styles = {"RR1": "-o", "RR4": "-s", "RAND1": "-^"}
+    for ax, w in zip(axes, WORKLOADS):
+        for c, color in (("base", "tab:red"), ("hypertrio", "tab:blue")):
+            for o in ORDERS:
+                pts = sorted((r["tenants"], r["gbps"]) for r in rows if r["workload"] == w and r["config"] == c and r["order"] == o)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[o], color=color, markersize=3,
+                            label=f"{'HyperTRIO' if c == 'hypertrio' else 'Base'} {o}")
+        ax.set_xscale("log", base=2)
+        ax.set_title(w)
+        ax.set_xlabel("tenants")
+        ax.set_ylim(0, LINK_GBPS * 1.05)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("I/O link bandwidth (Gb/s)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("devlend: Base vs HyperTRIO (cf. 002 Fig 10)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,96 @@
+"""X1: kernel-level RDMA write round trip and throughput, basic split vs bypass vs native
+(004 §4.2, Figs 7-9).
+
+Server A writes to server B with RDMA; B polls its memory for the data and writes back the same
+size; the round trip is averaged (Fig 7). For throughput A issues RDMA writes to B (Fig 8); the
+kernel test's window is not stated in 004: the table shows one write outstanding (post, wait for
+its completion, post the next) and, beside it, 100 outstanding (perftest's default tx depth).
+Every verb of the basic driver is a request on the inter-domain device channel (Fig 9: at least
+10 us one way, the ``[xenib] channel_one_way_ps`` parameter) executed by the back-end with the
+native driver; polls get CQE buffering. Bypass and the device domain ring the doorbell and poll
+the CQ directly. Nothing is typed in: the times are the channel crossings, the back-end's work,
+the PCI-X transactions of the MHXL-CF128-T, the 4X link and the HCAs' processing.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from . import ExperimentResult, register
+from ._xenib import CONFIGS, KiB, LABELS, MiB, bw_mbps, channel_one_way_us, rtt_us, size_label
+
+PAPER = {"basic_peak": "770 MB/s at 128 KB", "others_peak": "~830 MB/s", "channel": ">= 10 us one way"}
+LAT_SIZES = [1, 16, 256, 4 * KiB, 16 * KiB, 64 * KiB]
+BW_SIZES = [1 * KiB, 4 * KiB, 16 * KiB, 64 * KiB, 128 * KiB, 256 * KiB, 1 * MiB]
+QUICK_LAT = [1, 4 * KiB]
+QUICK_BW = [4 * KiB, 128 * KiB, 256 * KiB]
+
+
+def measure(quick: bool = False) -> dict:
+    lat_sizes, bw_sizes = (QUICK_LAT, QUICK_BW) if quick else (LAT_SIZES, BW_SIZES)
+    iters = 10 if quick else 20
+    out = {"lat": {c: rtt_us(c, "rdma", lat_sizes, iters) for c in CONFIGS},
+           "bw": {c: bw_mbps(c, "rdma", bw_sizes, iters, depth=1) for c in CONFIGS},
+           "bw100": {c: bw_mbps(c, "rdma", bw_sizes, iters, depth=100) for c in ("gen2-native", "xenib-basic")},
+           "channel": channel_one_way_us(), "lat_sizes": lat_sizes, "bw_sizes": bw_sizes}
+    return out
+
+
+@register("x1", "Xen-IB kernel-level RDMA write: basic split vs bypass vs native (004 §4.2, Figs 7-9)")
+def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
+    m = measure(quick)
+    rows = []
+    for s in sorted(set(m["lat_sizes"]) | set(m["bw_sizes"])):
+        r = {"size": size_label(s)}
+        for c in CONFIGS:
+            r[f"rtt_us {LABELS[c]}"] = m["lat"][c].get(s, "")
+            r[f"MBps {LABELS[c]}"] = m["bw"][c].get(s, "")
+        r["MBps basic, 100 outstanding"] = m["bw100"]["xenib-basic"].get(s, "")
+        r["MBps native, 100 outstanding"] = m["bw100"]["gen2-native"].get(s, "")
+        rows.append(r)
+    columns = ["size"] + [f"rtt_us {LABELS[c]}" for c in CONFIGS] + [f"MBps {LABELS[c]}" for c in CONFIGS] + ["MBps basic, 100 outstanding", "MBps native, 100 outstanding"]
+    rows.append({"size": "paper", f"rtt_us {LABELS['xenib-basic']}": "much higher", f"MBps {LABELS['xenib-basic']}": PAPER["basic_peak"],
+                 f"MBps {LABELS['gen2-native']}": PAPER["others_peak"], f"MBps {LABELS['xenib-bypass']}": PAPER["others_peak"],
+                 f"MBps {LABELS['gen2-idd']}": PAPER["others_peak"]})
+    if progress:
+        progress("measured")
+    k128 = 128 * KiB
+    notes = [f"device channel one way: {m['channel']} us (004 Fig 9: at least 10 us; the stated parameter plus the request body)"]
+    if k128 in m["bw"]["xenib-basic"]:
+        notes.append(f"basic at 128 KB: {m['bw']['xenib-basic'][k128]} MB/s one outstanding, {m['bw100']['xenib-basic'][k128]} MB/s with 100 "
+                     f"(004: 770); native {m['bw']['gen2-native'][k128]} / {m['bw100']['gen2-native'][k128]} MB/s (004: ~830)")
+    big = max(m["bw_sizes"])
+    notes.append(f"at {size_label(big)}: " + ", ".join(f"{LABELS[c]} {m['bw'][c][big]}" for c in CONFIGS) + " MB/s")
+    notes.append("bypass, device domain and native Linux are identical here: their post and poll paths are the same "
+                 "memory writes, doorbell and DMA (004: 'perform almost the same')")
+    return ExperimentResult(name="x1", title="Xen-IB kernel-level RDMA write, round trip (us) and throughput (MB/s)",
+                            source="004 §4.2, Figs 7-9", columns=columns, rows=rows, notes=notes, plot=plot)
+
+
+def plot(res: ExperimentResult, path: str) -> None:
+    """Figs 7 and 8 side by side: round trip and throughput against message size."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from ._xenib import MiB as _M  # noqa: F401
+    rows = [r for r in res.rows if r["size"] != "paper"]
+    def size_of(lbl: str) -> int:
+        return int(lbl[:-1]) * (1 << 20 if lbl.endswith("M") else 1 << 10) if lbl[-1] in "KM" else int(lbl)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for c in CONFIGS:
+        pts = [(size_of(r["size"]), r[f"rtt_us {LABELS[c]}"]) for r in rows if r[f"rtt_us {LABELS[c]}"] != ""]
+        ax1.plot([p[0] for p in pts], [p[1] for p in pts], "-o", label=LABELS[c], markersize=4)
+        pts = [(size_of(r["size"]), r[f"MBps {LABELS[c]}"]) for r in rows if r[f"MBps {LABELS[c]}"] != ""]
+        ax2.plot([p[0] for p in pts], [p[1] for p in pts], "-o", label=LABELS[c], markersize=4)
+    ax2.axhline(830, color="grey", ls=":", lw=1, label="paper ~830")
+    ax2.axhline(770, color="tab:green", ls=":", lw=1, label="paper basic 770")
+    for ax, yl, t in ((ax1, "round-trip time (us)", "Fig 7"), (ax2, "throughput (MB/s)", "Fig 8")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel(yl)
+        ax.set_title(f"devlend (cf. 004 {t})")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

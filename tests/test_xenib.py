@@ -1,0 +1,100 @@
+"""X1-X4 (004, Xen-IB) on the model, through the Rust bindings.
+
+Tolerances (004 gives these statements and few numbers):
+- X1: the basic split driver's round trip is much higher than the others' (at least 2 x the
+  channel's 10 us more at 1 B); bypass, device domain and native are within 5% of each other;
+  with one write outstanding, the basic driver at 128 KB is within 770 MB/s +-15% (655-885) and at
+  least 5% below native; the others at 256 KB and above are within 830 +-5%; the device channel's
+  one-way latency is at least 10 us.
+- X2: bypass 1 B RDMA round trip within 7.8 us +-10% (7.0-8.6); 256 KB RDMA throughput within
+  830 +-5% (790-870); bypass equal to native (+-2%) at every size, RDMA and send/receive.
+- X3: Xen adds 2-10 us to the blocking send/receive round trip (device domain and bypass guest).
+- X4: the guest's registration costs more than native, and the extra grows with pages.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from devlend.experiments import _xenib, x1, x2, x3, x4
+
+KiB = 1 << 10
+
+
+@pytest.fixture(scope="module")
+def m1():
+    return x1.measure(quick=True)
+
+
+def test_x1_basic_round_trip_much_higher(m1):
+    lat = m1["lat"]
+    assert lat["xenib-basic"][1] > lat["gen2-native"][1] + 20
+    for c in ("gen2-idd", "xenib-bypass"):
+        for s, v in lat[c].items():
+            assert v == pytest.approx(lat["gen2-native"][s], rel=0.05)
+
+
+def test_x1_throughput(m1):
+    bw = m1["bw"]
+    assert 655 <= bw["xenib-basic"][128 * KiB] <= 885
+    assert bw["xenib-basic"][128 * KiB] <= 0.95 * bw["gen2-native"][128 * KiB]
+    assert bw["xenib-basic"][4 * KiB] < 0.5 * bw["gen2-native"][4 * KiB]
+    for c in ("gen2-native", "gen2-idd", "xenib-bypass"):
+        assert 790 <= bw[c][256 * KiB] <= 870, c
+    assert m1["channel"] >= 10.0
+
+
+def test_x2_latency_and_throughput():
+    rtt = _xenib.rtt_us("xenib-bypass", "rdma", [1, 4 * KiB], 10)
+    assert 7.0 <= rtt[1] <= 8.6
+    bw = _xenib.bw_mbps("xenib-bypass", "rdma", [256 * KiB], 10)
+    assert 790 <= bw[256 * KiB] <= 870
+    for mode in ("rdma", "sr"):
+        a = _xenib.rtt_us("xenib-bypass", mode, [1, 1 * KiB], 10)
+        b = _xenib.rtt_us("gen2-native", mode, [1, 1 * KiB], 10)
+        for s in a:
+            assert a[s] == pytest.approx(b[s], rel=0.02)
+        a = _xenib.bw_mbps("xenib-bypass", mode, [4 * KiB, 64 * KiB], 10)
+        b = _xenib.bw_mbps("gen2-native", mode, [4 * KiB, 64 * KiB], 10)
+        for s in a:
+            assert a[s] == pytest.approx(b[s], rel=0.02)
+
+
+def test_x3_blocking_adds_2_to_10_us():
+    res = x3.run(quick=True)
+    for r in res.rows[:-1]:
+        assert 2 <= r["Xen adds (us), IDD"] <= 10
+        assert 2 <= r["Xen adds (us), bypass"] <= 10
+
+
+def test_x4_guest_registration_grows_with_pages():
+    n = _xenib.reg_us("gen2-native", [1, 256], 2)
+    g = _xenib.reg_us("xenib-bypass", [1, 256], 2)
+    assert g[1] > n[1]
+    assert g[256] - n[256] > g[1] - n[1]
+
+
+def test_experiments_produce_tables_and_plots(tmp_path):
+    for mod in (x1, x2):
+        res = mod.run(quick=True)
+        assert res.rows and res.rows[-1][res.columns[0]] == "paper"
+        res.plot(res, str(tmp_path / f"{res.name}.png"))
+        assert (tmp_path / f"{res.name}.png").stat().st_size > 0
+        assert res.to_csv()
+    assert x4.run(quick=True).rows
+
+
+def test_bad_config_is_a_clear_error():
+    from devlend import _core
+    with pytest.raises(Exception, match="configuration 'xen-nope'"):
+        _core.xenib_latency(_xenib.testbed_json(), "xen-nope", "rdma", [1], 1)
+    with pytest.raises(Exception, match="mode 'x'"):
+        _core.xenib_bandwidth(_xenib.testbed_json(), "gen2-native", "x", [1], 1, 1)
+
+
+def test_testbed_topology_places_both_hcas():
+    import devlend
+    from devlend.experiments import topology_path
+    fab = devlend.load(topology_path("xenib-back-to-back.yaml")).build()
+    fab.write("server-a:cpu", "hca-a.bar2+0x10", b"\x01\x02")   # a doorbell store into the UAR BAR
+    assert fab.read("server-a:cpu", "hca-a.bar2+0x10", 2) == b"\x01\x02"
