@@ -87,6 +87,34 @@ fn timed<T>(c: &mut Ctx, r: (VResult<T>, u64)) -> VResult<T> {
 // ---------------------------------------------------------------------------------------------
 
 /// The native driver: native Linux (server B, or server A without Xen) or the device domain.
+/// The time-critical verbs on the direct path (the HCA's UAR doorbell, QP and CQ buffers in the
+/// caller's own memory): what native Linux, the device domain and a bypass guest share (004 §3.3).
+mod direct {
+    use super::*;
+
+    pub fn post_send(c: &mut Ctx, w: &mut World, qp: Qp, uar: usize, wr: SendWr) -> VResult<()> {
+        let (n, d, t) = (c.node, c.dom, c.now);
+        timed(c, w.op_post_send(n, d, qp.0, uar, wr, t))
+    }
+    pub fn post_recv(c: &mut Ctx, w: &mut World, qp: Qp, wr: RecvWr) -> VResult<()> {
+        let (n, d, t) = (c.node, c.dom, c.now);
+        timed(c, w.op_post_recv(n, d, qp.0, wr, t))
+    }
+    pub fn poll_cq(c: &mut Ctx, w: &mut World, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
+        let (n, d, t) = (c.node, c.dom, c.now);
+        timed(c, w.op_poll_cq(n, d, cq.0, max, t))
+    }
+    pub fn req_notify_cq(c: &mut Ctx, w: &mut World, cq: Cq) -> VResult<()> {
+        let (n, d, t) = (c.node, c.dom, c.now);
+        timed(c, w.op_req_notify(n, d, cq.0, t))
+    }
+    pub fn wait_cq_event(c: &mut Ctx, w: &mut World, cq: Cq) -> VResult<()> {
+        let e = w.op_take_event(c.node, c.dom, cq.0)?;
+        c.now = c.now.max(e + event_path_ps(w, c.dom));
+        Ok(())
+    }
+}
+
 pub struct Native {
     pub c: Ctx,
     pub uar: Option<usize>,
@@ -148,26 +176,20 @@ impl Verbs for Native {
         timed(&mut self.c, w.op_modify_qp(n, d, qp.0, attr, t))
     }
     fn post_send(&mut self, w: &mut World, qp: Qp, wr: SendWr) -> VResult<()> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
         let uar = self.uar.ok_or(Status::Inval)?;
-        timed(&mut self.c, w.op_post_send(n, d, qp.0, uar, wr, t))
+        direct::post_send(&mut self.c, w, qp, uar, wr)
     }
     fn post_recv(&mut self, w: &mut World, qp: Qp, wr: RecvWr) -> VResult<()> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
-        timed(&mut self.c, w.op_post_recv(n, d, qp.0, wr, t))
+        direct::post_recv(&mut self.c, w, qp, wr)
     }
     fn poll_cq(&mut self, w: &mut World, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
-        timed(&mut self.c, w.op_poll_cq(n, d, cq.0, max, t))
+        direct::poll_cq(&mut self.c, w, cq, max)
     }
     fn req_notify_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
-        timed(&mut self.c, w.op_req_notify(n, d, cq.0, t))
+        direct::req_notify_cq(&mut self.c, w, cq)
     }
     fn wait_cq_event(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
-        let e = w.op_take_event(self.c.node, self.c.dom, cq.0)?;
-        self.c.now = self.c.now.max(e + event_path_ps(w, self.c.dom));
-        Ok(())
+        direct::wait_cq_event(&mut self.c, w, cq)
     }
 }
 
@@ -405,25 +427,19 @@ impl Verbs for Bypass {
         unit(self.call(w, Request::ModifyQp { qp: qp.0, attr }))
     }
     fn post_send(&mut self, w: &mut World, qp: Qp, wr: SendWr) -> VResult<()> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
         let (uar, _) = self.uar.ok_or(Status::Inval)?;
-        timed(&mut self.c, w.op_post_send(n, d, qp.0, uar, wr, t))
+        direct::post_send(&mut self.c, w, qp, uar, wr)
     }
     fn post_recv(&mut self, w: &mut World, qp: Qp, wr: RecvWr) -> VResult<()> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
-        timed(&mut self.c, w.op_post_recv(n, d, qp.0, wr, t))
+        direct::post_recv(&mut self.c, w, qp, wr)
     }
     fn poll_cq(&mut self, w: &mut World, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
-        timed(&mut self.c, w.op_poll_cq(n, d, cq.0, max, t))
+        direct::poll_cq(&mut self.c, w, cq, max)
     }
     fn req_notify_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
-        timed(&mut self.c, w.op_req_notify(n, d, cq.0, t))
+        direct::req_notify_cq(&mut self.c, w, cq)
     }
     fn wait_cq_event(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
-        let e = w.op_take_event(self.c.node, self.c.dom, cq.0)?;
-        self.c.now = self.c.now.max(e + event_path_ps(w, self.c.dom));
-        Ok(())
+        direct::wait_cq_event(&mut self.c, w, cq)
     }
 }
