@@ -48,3 +48,8 @@ def channel_one_way_us() -> float:
 
 def size_label(s: int) -> str:
     return f"{s // MiB}M" if s >= MiB else f"{s // KiB}K" if s >= KiB else str(s)
+
+
+def size_of(label: str) -> int:
+    """The inverse of size_label: '4K' -> 4096, '1M' -> 1048576, '64' -> 64."""
+    return int(label[:-1]) * (1 << 20 if label.endswith("M") else 1 << 10) if label[-1] in "KM" else int(label)

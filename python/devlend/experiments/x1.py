@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from . import ExperimentResult, register
-from ._xenib import CONFIGS, KiB, LABELS, MiB, bw_mbps, channel_one_way_us, rtt_us, size_label
+from ._xenib import CONFIGS, KiB, LABELS, MiB, bw_mbps, channel_one_way_us, rtt_us, size_label, size_of
 
 PAPER = {"basic_peak": "770 MB/s at 128 KB", "others_peak": "~830 MB/s", "channel": ">= 10 us one way"}
 LAT_SIZES = [1, 16, 256, 4 * KiB, 16 * KiB, 64 * KiB]
@@ -72,10 +72,7 @@ def plot(res: ExperimentResult, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from ._xenib import MiB as _M  # noqa: F401
     rows = [r for r in res.rows if r["size"] != "paper"]
-    def size_of(lbl: str) -> int:
-        return int(lbl[:-1]) * (1 << 20 if lbl.endswith("M") else 1 << 10) if lbl[-1] in "KM" else int(lbl)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     for c in CONFIGS:
         pts = [(size_of(r["size"]), r[f"rtt_us {LABELS[c]}"]) for r in rows if r[f"rtt_us {LABELS[c]}"] != ""]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from . import ExperimentResult, register
-from ._xenib import KiB, LABELS, MiB, bw_mbps, rtt_us, size_label
+from ._xenib import KiB, LABELS, MiB, bw_mbps, rtt_us, size_label, size_of
 
 CONFIGS = ["xenib-bypass", "gen2-idd", "gen2-native"]
 PAPER = {"rtt_1B_us": 7.8, "bw_256K_MBps": 830}
@@ -62,8 +62,6 @@ def plot(res: ExperimentResult, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     rows = [r for r in res.rows if r["size"] != "paper"]
-    def size_of(lbl: str) -> int:
-        return int(lbl[:-1]) * (1 << 20 if lbl.endswith("M") else 1 << 10) if lbl[-1] in "KM" else int(lbl)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     for mode, style in (("rdma", "-o"), ("sr", "--s")):
         for c in CONFIGS:
