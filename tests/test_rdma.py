@@ -83,3 +83,11 @@ def test_bad_method_and_mapping_are_clear_errors():
         _core.rdma_sweep(js, ["memcpy"], [64], "wb")
     with pytest.raises(_core.FabricError, match="window"):
         _core.rdma_sweep(js, ["block"], [2 * MiB])
+
+
+@pytest.mark.parametrize("size", [0, 1 << 40])
+def test_sizes_outside_the_published_buffer_are_refused(size):
+    from devlend import _core
+    from devlend.experiments._rdma import testbed_json
+    with pytest.raises(_core.FabricError, match="transfer size"):
+        _core.rdma_sweep(testbed_json(), ["block"], [size])

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import pytest
 
+from devlend import _core
+
 from devlend.experiments import _xenib, x1, x2, x3, x4
 
 KiB = 1 << 10
@@ -98,3 +100,16 @@ def test_testbed_topology_places_both_hcas():
     fab = devlend.load(topology_path("xenib-back-to-back.yaml")).build()
     fab.write("server-a:cpu", "hca-a.bar2+0x10", b"\x01\x02")   # a doorbell store into the UAR BAR
     assert fab.read("server-a:cpu", "hca-a.bar2+0x10", 2) == b"\x01\x02"
+
+
+@pytest.mark.parametrize("call", [
+    lambda js: _core.xenib_latency(js, "xenib-bypass", "rdma", [1], 0),
+    lambda js: _core.xenib_latency(js, "xenib-bypass", "rdma", [0], 2),
+    lambda js: _core.xenib_bandwidth(js, "xenib-bypass", "rdma", [0], 2, 1),
+    lambda js: _core.xenib_bandwidth(js, "xenib-bypass", "rdma", [4096], 2, 0),
+    lambda js: _core.xenib_registration(js, "gen2-native", [0], 1),
+])
+def test_bad_benchmark_arguments_are_errors_not_panics(call):
+    from devlend.experiments._xenib import testbed_json
+    with pytest.raises(_core.FabricError):
+        call(testbed_json())

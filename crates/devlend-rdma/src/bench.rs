@@ -40,7 +40,11 @@ pub fn sweep(json: &str, methods: &[&str], sizes: &[u64], mapping: Option<Mappin
     if let Some(m) = mapping {
         pair.b.mapping = m;
     }
-    let peer = pair.b.node.peer.expect("handshake done").phys;
+    let published = pair.b.node.peer.expect("handshake done");
+    let peer = published.phys;
+    if let Some(bad) = sizes.iter().find(|s| **s == 0 || **s > published.size) {
+        return Err(RdmaError::Invalid(format!("transfer size {bad}: expected 1 to {} bytes (the peer's published buffer behind the NTB window)", published.size)));
+    }
     let mut rows = Vec::new();
     for m in methods {
         let how = parse_method(m)?;

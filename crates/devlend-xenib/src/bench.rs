@@ -142,7 +142,19 @@ fn wait_incoming(w: &mut World, v: &mut dyn Verbs, e: &End, mode: Mode, blocking
 }
 
 /// Round-trip time (ps) per size, averaged over `iters` after `iters / 10 + 2` warm-up rounds.
+/// Message sizes and repetition counts a benchmark can run with: sizes 1 B to 16 MiB, counts >= 1.
+fn check_args(sizes: &[u64], counts: &[(&str, u64)]) -> Result<(), String> {
+    if let Some(bad) = sizes.iter().find(|s| **s == 0 || **s > 16 << 20) {
+        return Err(format!("message size {bad}: expected 1 byte to 16 MiB"));
+    }
+    match counts.iter().find(|(_, n)| *n == 0) {
+        Some((what, _)) => Err(format!("{what} must be at least 1")),
+        None => Ok(()),
+    }
+}
+
 pub fn latency(json: &str, config: &str, mode: Mode, sizes: &[u64], iters: u64, blocking: bool) -> Result<Vec<(u64, u64)>, String> {
+    check_args(sizes, &[("iterations", iters)])?;
     let e = |s: Status| format!("{config}: {s}");
     let (mut w, mut a, mut b) = testbed(json, config)?;
     let half = sizes.iter().copied().max().unwrap_or(1).max(4096);
@@ -182,6 +194,7 @@ pub fn latency(json: &str, config: &str, mode: Mode, sizes: &[u64], iters: u64, 
 /// Unidirectional throughput A -> B (bytes per second) per size, `iters` messages, at most
 /// `depth` outstanding.
 pub fn bandwidth(json: &str, config: &str, mode: Mode, sizes: &[u64], iters: u64, depth: u64) -> Result<Vec<(u64, f64)>, String> {
+    check_args(sizes, &[("iterations", iters), ("depth", depth)])?;
     let e = |s: Status| format!("{config}: {s}");
     let (mut w, mut a, mut b) = testbed(json, config)?;
     let half = sizes.iter().copied().max().unwrap_or(1).max(4096);
@@ -223,6 +236,9 @@ pub fn bandwidth(json: &str, config: &str, mode: Mode, sizes: &[u64], iters: u64
 /// Registration time (ps) of a buffer of `pages` pages, averaged over `reps` register+deregister
 /// rounds (the deregistration is not counted).
 pub fn registration(json: &str, config: &str, pages: &[u64], reps: u64) -> Result<Vec<(u64, u64)>, String> {
+    if pages.contains(&0) || reps == 0 {
+        return Err("pages and repetitions must be at least 1".into());
+    }
     let e = |s: Status| format!("{config}: {s}");
     let (mut w, mut a, _b) = testbed(json, config)?;
     a.open_device(&mut w).map_err(e)?;
