@@ -143,3 +143,12 @@ def test_msi_writes_are_recorded_as_interrupts(two_host):
     f.write("gpu0", 0xFEE0_1000, (0x41).to_bytes(4, "little"))
     ev = f.events()[-1]
     assert ev == {"kind": "msi", "host": "lender", "addr": 0xFEE0_1000, "data": 0x41}
+
+
+def test_oversized_reads_and_dma_are_refused(two_host):
+    with pytest.raises(devlend.FabricError, match="at most"):
+        two_host.read("lender:cpu", "lender.ram", 1 << 40)
+    with pytest.raises(devlend.FabricError, match="expected 1 byte"):
+        two_host.dma("gpu0", "ntb-l.mw1", 0)
+    with pytest.raises(devlend.FabricError, match="expected 1 byte"):
+        two_host.dma("gpu0", "ntb-l.mw1", 1 << 50)

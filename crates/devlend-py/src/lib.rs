@@ -18,6 +18,11 @@ fn ferr(e: CoreFabricError) -> PyErr {
     FabricError::new_err(e.to_string())
 }
 
+/// Largest functional read in one call (the bytes come back as one Python object).
+const MAX_ACCESS: usize = 1 << 30;
+/// Largest timed DMA stream in one call: 64 GiB simulates in about two minutes.
+const MAX_DMA: u64 = 64 << 30;
+
 /// An address from Python: an int, or a string (number or expression).
 #[derive(FromPyObject)]
 enum PyAddr {
@@ -87,6 +92,9 @@ impl Fabric {
 
     /// Read bytes as the requester would; returns (bytes, failure JSON or None).
     fn read<'py>(&mut self, py: Python<'py>, requester: &str, addr: PyAddr, len: usize) -> PyResult<(Bound<'py, PyBytes>, Option<String>)> {
+        if len > MAX_ACCESS {
+            return Err(FabricError::new_err(format!("read of {len} bytes: at most {MAX_ACCESS} bytes per call")));
+        }
         let r = self.req(requester)?;
         let a = self.addr(addr)?;
         let (data, fail) = self.inner.read(r, a, len);
@@ -98,6 +106,9 @@ impl Fabric {
     /// Returns (picoseconds, TLP-hops simulated, events, IOTLB misses, reads re-split at a root).
     #[pyo3(signature = (requester, addr, bytes, write=true, warm=false))]
     fn dma(&mut self, py: Python<'_>, requester: &str, addr: PyAddr, bytes: u64, write: bool, warm: bool) -> PyResult<(u64, u64, u64, u64, u64)> {
+        if bytes == 0 || bytes > MAX_DMA {
+            return Err(FabricError::new_err(format!("DMA of {bytes} bytes: expected 1 byte to {MAX_DMA} bytes")));
+        }
         let r = self.req(requester)?;
         let a = self.addr(addr)?;
         let access = if write { Access::Write } else { Access::Read };
