@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from . import ExperimentResult, register
-from ._hypertrio import LINK_GBPS, grid, quick_packets
+from ._hypertrio import LINK_GBPS, grid, quick_packets, plot_three_panels
 
 WORKLOADS = ["iperf3", "mediastream", "websearch"]
 TENANTS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 1024]
@@ -71,24 +71,5 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 
 def plot(res: ExperimentResult, path: str) -> None:
     """Fig 11's layout: (a) sizes, (b) policies, (c) fully associative oracle, bandwidth vs tenants, per workload."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     rows = [r for r in res.rows if isinstance(r["gbps"], float) and not r["variant"].startswith("active")]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4), sharey=True)
-    for ax, part in zip(axes, "abc"):
-        for w, ls in zip(WORKLOADS, ("-", "--", ":")):
-            for v in dict.fromkeys(r["variant"] for r in rows if r["variant"].startswith(part + ":")):
-                pts = sorted((r["tenants"], r["gbps"]) for r in rows if r["workload"] == w and r["variant"] == v)
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], ls, marker="o", markersize=3, label=f"{w} {v[3:]}")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("tenants")
-        ax.set_title(f"({part})")
-        ax.set_ylim(0, LINK_GBPS * 1.05)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6)
-    axes[0].set_ylabel("I/O link bandwidth (Gb/s)")
-    fig.suptitle("devlend: Base DevTLB sensitivity (cf. 002 Fig 11)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    plot_three_panels(rows, WORKLOADS, path, "devlend: Base DevTLB sensitivity (cf. 002 Fig 11)")
