@@ -291,6 +291,25 @@ fn main() {
     rows.push(Row { name: "engine/simulated-bandwidth/2L-p2p-write".into(), samples: vec![big.simulated_bandwidth / 1e9], unit: "GB/s" });
     rows.push(Row { name: "engine/peak-rss-growth-during-copy".into(), samples: vec![rss_after - rss_before], unit: "MiB" });
 
+    // HyperTRIO: translations simulated per second, 1024 tenants of the iperf3 profile (002
+    // Table III: the full 69.7 M-translation trace), Base and HyperTRIO, RR1 and RAND1; --quick
+    // shortens each tenant's log (building the tenants' page tables then weighs more).
+    let ppt = if o.scale < 1.0 { Some(2000) } else { None };
+    for cfg in ["base", "hypertrio"] {
+        for order in ["RR1", "RAND1"] {
+            let mut spec = devlend_hypertrio::WorkloadSpec::new("iperf3", 1024, order).expect("iperf3 workload");
+            spec.packets_per_tenant = ppt;
+            let config = devlend_hypertrio::params().config(cfg).expect("Table IV configuration");
+            let mut rates = Vec::new();
+            for _ in 0..o.reps.min(2) {
+                let t = Instant::now();
+                let st = devlend_hypertrio::simulate(&config, &spec).expect("simulation runs");
+                rates.push(st.translations as f64 / t.elapsed().as_secs_f64() / 1e6);
+            }
+            rows.push(Row { name: format!("hypertrio/{cfg}/{order}/1024-tenants"), samples: rates, unit: "M translations/s" });
+        }
+    }
+
     let nfuncs = f.funcs.len();
     let info = json!({
         "hosts": f.hosts.len(), "devices": f.devices.len(), "functions": nfuncs, "switches": f.switches.len(),
