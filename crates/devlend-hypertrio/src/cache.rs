@@ -233,15 +233,7 @@ impl Cache {
             self.touch(base, base + hit, next_use, false);
             return None;
         }
-        let r = &self.rank[base..base + self.ways];
-        let (mut v, mut m) = (0, u64::MAX);
-        for (i, &x) in r.iter().enumerate() {
-            if x < m {
-                m = x;
-                v = i;
-            }
-        }
-        let v = base + v;
+        let v = self.victim(base);
         let old = self.keys[v];
         self.keys[v] = key;
         self.touch(base, v, next_use, true);
@@ -270,6 +262,19 @@ impl Cache {
             return true;
         }
         self.stats.misses += 1;
+        let v = self.victim(base);
+        if self.keys[v] != EMPTY {
+            self.stats.evictions += 1;
+        }
+        self.keys[v] = key;
+        self.touch(base, v, next_use, true);
+        false
+    }
+
+    /// The way of row `base` with the lowest rank (LRU age, LFU count or oracle distance), as an
+    /// index into `keys`.
+    #[inline]
+    fn victim(&self, base: usize) -> usize {
         let r = &self.rank[base..base + self.ways];
         let (mut v, mut m) = (0, u64::MAX);
         for (i, &x) in r.iter().enumerate() {
@@ -278,13 +283,7 @@ impl Cache {
                 v = i;
             }
         }
-        let v = base + v;
-        if self.keys[v] != EMPTY {
-            self.stats.evictions += 1;
-        }
-        self.keys[v] = key;
-        self.touch(base, v, next_use, true);
-        false
+        base + v
     }
 
     pub fn invalidate_all(&mut self) {

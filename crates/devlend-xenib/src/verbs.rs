@@ -219,6 +219,14 @@ fn reg_through_backend(w: &mut World, c: &mut Ctx, ch: Option<usize>, pd: Pd, ad
     }
 }
 
+/// The protection domain the back-end allocated (split and bypass front-ends alike).
+fn pd_of(r: VResult<Response>) -> VResult<Pd> {
+    match r? {
+        Response::Pd(p) => Ok(Pd(p)),
+        _ => Err(Status::Inval),
+    }
+}
+
 fn unit(r: VResult<Response>) -> VResult<()> {
     r.map(|_| ())
 }
@@ -258,10 +266,7 @@ impl Verbs for Basic {
         Ok(())
     }
     fn alloc_pd(&mut self, w: &mut World) -> VResult<Pd> {
-        match self.call(w, Request::AllocPd)? {
-            Response::Pd(p) => Ok(Pd(p)),
-            _ => Err(Status::Inval),
-        }
+        pd_of(self.call(w, Request::AllocPd))
     }
     fn reg_mr(&mut self, w: &mut World, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr> {
         self.channel_calls += 1;
@@ -383,10 +388,7 @@ impl Verbs for Bypass {
         }
     }
     fn alloc_pd(&mut self, w: &mut World) -> VResult<Pd> {
-        match self.call(w, Request::AllocPd)? {
-            Response::Pd(p) => Ok(Pd(p)),
-            _ => Err(Status::Inval),
-        }
+        pd_of(self.call(w, Request::AllocPd))
     }
     fn reg_mr(&mut self, w: &mut World, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr> {
         self.channel_calls += 1;
