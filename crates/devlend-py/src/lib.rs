@@ -11,6 +11,12 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+mod hypertrio;
+mod lending;
+mod rdma;
+mod vm;
+mod xenib;
+
 create_exception!(_core, SpecError, PyException, "A topology description that cannot be built: args (json_pointer, message).");
 create_exception!(_core, FabricError, PyException, "A request to the live fabric that cannot be carried out.");
 
@@ -278,71 +284,8 @@ impl Fabric {
     }
 }
 
-/// Read `blocks` 512-byte blocks at each of `lbas` from NVMe drive `device` with the unmodified
-/// driver on host `runner` (borrowing the drive when it sits elsewhere), check the data, and time
-/// the last read: (total ps, fabric ps, [(step, ps)]).
-#[pyfunction]
-fn nvme_read(py: Python<'_>, topology_json: &str, runner: &str, device: &str, lbas: Vec<u64>, blocks: u16) -> PyResult<(u64, u64, Vec<(String, u64)>)> {
-    let r = py.detach(|| devlend_devices::bench::read_blocks(topology_json, runner, device, &lbas, blocks));
-    match r {
-        Ok(t) => Ok((t.total_ps, t.fabric_ps, t.steps.into_iter().map(|(w, p)| (w.to_string(), p)).collect())),
-        Err(e) => Err(FabricError::new_err(e)),
-    }
-}
-
-fn steps(v: Vec<(&'static str, u64)>) -> Vec<(String, u64)> {
+pub(crate) fn steps(v: Vec<(&'static str, u64)>) -> Vec<(String, u64)> {
     v.into_iter().map(|(w, p)| (w.to_string(), p)).collect()
-}
-
-/// One cudaMemcpy between GPU `device`'s memory and a host buffer, by the GPU driver on `runner`
-/// (borrowing the GPU when it sits elsewhere): (total ps, [(step, ps)]). `dtoh`: device to host.
-#[pyfunction]
-fn gpu_memcpy(py: Python<'_>, topology_json: &str, runner: &str, device: &str, dtoh: bool, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
-    use devlend_devices::gpu_bench::{memcpy, Dir};
-    let dir = if dtoh { Dir::DtoH } else { Dir::HtoD };
-    let r = py.detach(|| memcpy(topology_json, runner, device, dir, len));
-    r.map(|t| (t.total_ps, steps(t.steps))).map_err(FabricError::new_err)
-}
-
-/// One GPU-to-GPU transfer, peer-to-peer or bounced through the runner's RAM: (total ps, steps).
-#[pyfunction]
-fn gpu_to_gpu(py: Python<'_>, topology_json: &str, runner: &str, src: &str, dst: &str, peer: bool, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
-    use devlend_devices::gpu_bench::{gpu_to_gpu as g2g, Via};
-    let via = if peer { Via::Peer } else { Via::Ram };
-    let r = py.detach(|| g2g(topology_json, runner, src, dst, via, len));
-    r.map(|t| (t.total_ps, steps(t.steps))).map_err(FabricError::new_err)
-}
-
-/// The ping-pong kernel's round trip between GPUs `a` and `b`, counters in GPU memory or RAM (ps).
-#[pyfunction]
-fn gpu_pingpong(py: Python<'_>, topology_json: &str, runner: &str, a: &str, b: &str, peer: bool) -> PyResult<u64> {
-    use devlend_devices::gpu_bench::{pingpong, Via};
-    let via = if peer { Via::Peer } else { Via::Ram };
-    py.detach(|| pingpong(topology_json, runner, a, b, via)).map_err(FabricError::new_err)
-}
-
-/// 003 Figs 8-9: host B puts into host A's buffer with each method ("memcpy", "block", "sgN") and
-/// size, data checked on host A: [(method, size, total ps, [(step, ps)])]. `mapping`: "uc" or "wc"
-/// for the CPU stores (None: params' [cpu_store] mapping).
-#[pyfunction]
-#[pyo3(signature = (topology_json, methods, sizes, mapping=None))]
-fn rdma_sweep(py: Python<'_>, topology_json: &str, methods: Vec<String>, sizes: Vec<u64>, mapping: Option<String>) -> PyResult<Vec<(String, u64, u64, Vec<(String, u64)>)>> {
-    use devlend_rdma::pio::Mapping;
-    let mapping = match mapping.as_deref() {
-        None => None,
-        Some("uc") => Some(Mapping::Uncached),
-        Some("wc") => Some(Mapping::WriteCombining),
-        Some(m) => return Err(FabricError::new_err(format!("mapping '{m}': expected 'uc' or 'wc'"))),
-    };
-    let m: Vec<&str> = methods.iter().map(|s| s.as_str()).collect();
-    let r = py.detach(|| devlend_rdma::bench::sweep(topology_json, &m, &sizes, mapping));
-    r.map(|rows| rows.into_iter().map(|(m, s, t)| (m, s, t.total_ps, steps(t.steps))).collect()).map_err(|e| FabricError::new_err(e.to_string()))
-}
-
-/// The analytic limit (bytes/s) of posted writes along the RDMA testbed's DMA path into host A.
-#[pyfunction]
-fn rdma_link_limit(topology_json: &str) -> PyResult<f64> {
-    devlend_rdma::bench::link_limit(topology_json).map_err(|e| FabricError::new_err(e.to_string()))
 }
 
 /// The hardware parameter file (TOML text), compiled into the core.
@@ -351,134 +294,15 @@ fn params_toml() -> &'static str {
     devlend_fabric::params::HARDWARE_TOML
 }
 
-/// D4 (000 §7.3): one GPU-to-GPU transfer by the guest driver of a VM ("VMLoc": VFIO on the
-/// lender; "VMRem": mediated pass-through on the remote host): (total ps, steps).
-#[pyfunction]
-fn vm_gpu_to_gpu(py: Python<'_>, topology_json: &str, scenario: &str, peer: bool, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
-    use devlend_devices::gpu_bench::Via;
-    let via = if peer { Via::Peer } else { Via::Ram };
-    let sc = devlend_vm::d4::Scenario::parse(scenario).map_err(FabricError::new_err)?;
-    let r = py.detach(|| devlend_vm::d4::gpu_to_gpu(topology_json, sc, via, len));
-    r.map(|t| (t.total_ps, steps(t.steps))).map_err(FabricError::new_err)
-}
-
-/// D4: the ping-pong round trip in a VM (ps).
-#[pyfunction]
-fn vm_pingpong(py: Python<'_>, topology_json: &str, scenario: &str, peer: bool) -> PyResult<u64> {
-    use devlend_devices::gpu_bench::Via;
-    let via = if peer { Via::Peer } else { Via::Ram };
-    let sc = devlend_vm::d4::Scenario::parse(scenario).map_err(FabricError::new_err)?;
-    py.detach(|| devlend_vm::d4::pingpong(topology_json, sc, via)).map_err(FabricError::new_err)
-}
-
-/// D4: the RAM-bounce data path in a VM as programmed by the hypervisor: (hops, roots, NTB crossings).
-#[pyfunction]
-fn vm_ram_bounce_path(topology_json: &str, scenario: &str) -> PyResult<(usize, usize, usize)> {
-    let sc = devlend_vm::d4::Scenario::parse(scenario).map_err(FabricError::new_err)?;
-    devlend_vm::d4::ram_bounce_path(topology_json, sc).map_err(FabricError::new_err)
-}
-
-
-/// 004 Figs 7, 10, 12 (Xen-IB): round-trip time (ps) per size between server A (`config`:
-/// gen2-native, gen2-idd, xenib-basic, xenib-bypass) and server B; `mode` "rdma" or "sr";
-/// `blocking`: wait for completion events instead of polling.
-#[pyfunction]
-#[pyo3(signature = (topology_json, config, mode, sizes, iters, blocking=false))]
-fn xenib_latency(py: Python<'_>, topology_json: &str, config: &str, mode: &str, sizes: Vec<u64>, iters: u64, blocking: bool) -> PyResult<Vec<(u64, u64)>> {
-    let m = devlend_xenib::bench::Mode::parse(mode).map_err(FabricError::new_err)?;
-    py.detach(|| devlend_xenib::bench::latency(topology_json, config, m, &sizes, iters, blocking)).map_err(FabricError::new_err)
-}
-
-/// 004 Figs 8, 11 (Xen-IB): unidirectional throughput A to B (bytes/s) per size, `iters`
-/// messages with at most `depth` outstanding.
-#[pyfunction]
-fn xenib_bandwidth(py: Python<'_>, topology_json: &str, config: &str, mode: &str, sizes: Vec<u64>, iters: u64, depth: u64) -> PyResult<Vec<(u64, f64)>> {
-    let m = devlend_xenib::bench::Mode::parse(mode).map_err(FabricError::new_err)?;
-    py.detach(|| devlend_xenib::bench::bandwidth(topology_json, config, m, &sizes, iters, depth)).map_err(FabricError::new_err)
-}
-
-/// 004 Fig 13 (Xen-IB): registration time (ps) against the number of pages.
-#[pyfunction]
-fn xenib_registration(py: Python<'_>, topology_json: &str, config: &str, pages: Vec<u64>, reps: u64) -> PyResult<Vec<(u64, u64)>> {
-    py.detach(|| devlend_xenib::bench::registration(topology_json, config, &pages, reps)).map_err(FabricError::new_err)
-}
-
-/// 004 Fig 9 (Xen-IB): the device channel's one-way latency as a guest measures it (ps).
-#[pyfunction]
-fn xenib_channel_one_way(topology_json: &str) -> PyResult<u64> {
-    devlend_xenib::bench::channel_one_way(topology_json).map_err(FabricError::new_err)
-}
-
-
-/// HyperTRIO (002): one simulation point, statistics as JSON. `config`: "base" or "hypertrio"
-/// (002 Table IV) with optional JSON field overrides; `order`: RR1, RR4, RAND1, ...;
-/// `packets_per_tenant`: None for Table III's length.
-#[pyfunction]
-#[pyo3(signature = (config, workload, tenants, order, packets_per_tenant=None, overrides=None, seed=1))]
-fn hypertrio_simulate(py: Python<'_>, config: &str, workload: &str, tenants: u32, order: &str, packets_per_tenant: Option<u64>, overrides: Option<&str>, seed: u64) -> PyResult<String> {
-    let r = py.detach(|| devlend_hypertrio::experiments::run_point(config, overrides, workload, tenants, order, packets_per_tenant, seed));
-    let st = r.map_err(FabricError::new_err)?;
-    serde_json::to_string(&st).map_err(|e| FabricError::new_err(e.to_string()))
-}
-
-/// HyperTRIO H1 (002 Fig 9): iperf3 connections x DevTLB configuration; points as JSON.
-#[pyfunction]
-#[pyo3(signature = (connections, packets_per_tenant=None, threads=None))]
-fn hypertrio_h1(py: Python<'_>, connections: Vec<u32>, packets_per_tenant: Option<u64>, threads: Option<usize>) -> PyResult<String> {
-    let th = threads.unwrap_or_else(devlend_hypertrio::experiments::default_threads);
-    let r = py.detach(|| devlend_hypertrio::experiments::h1(&connections, packets_per_tenant, th)).map_err(FabricError::new_err)?;
-    serde_json::to_string(&r).map_err(|e| FabricError::new_err(e.to_string()))
-}
-
-/// HyperTRIO H2 (002 Fig 10): tenants x interleaving x workload x configuration; points as JSON.
-#[pyfunction]
-#[pyo3(signature = (tenants, orders, workloads, configs, packets_per_tenant=None, threads=None))]
-fn hypertrio_h2(py: Python<'_>, tenants: Vec<u32>, orders: Vec<String>, workloads: Vec<String>, configs: Vec<String>, packets_per_tenant: Option<u64>, threads: Option<usize>) -> PyResult<String> {
-    let th = threads.unwrap_or_else(devlend_hypertrio::experiments::default_threads);
-    let r = py.detach(|| devlend_hypertrio::experiments::h2(&tenants, &orders, &workloads, &configs, packets_per_tenant, th)).map_err(FabricError::new_err)?;
-    serde_json::to_string(&r).map_err(|e| FabricError::new_err(e.to_string()))
-}
-
-/// HyperTRIO: any grid of points (JSON list of {label, config, overrides, workload, tenants,
-/// order, packets_per_tenant}), run on all cores; points as JSON (H3, H4, sweeps).
-#[pyfunction]
-#[pyo3(signature = (points_json, threads=None))]
-fn hypertrio_grid(py: Python<'_>, points_json: &str, threads: Option<usize>) -> PyResult<String> {
-    let th = threads.unwrap_or_else(devlend_hypertrio::experiments::default_threads);
-    let r = py.detach(|| devlend_hypertrio::experiments::grid(points_json, th)).map_err(FabricError::new_err)?;
-    serde_json::to_string(&r).map_err(|e| FabricError::new_err(e.to_string()))
-}
-
-/// HyperTRIO: read a QEMU intel-iommu trace log (streamed); its summary as JSON (requests, SIDs,
-/// distinct pages, event counts). Errors name the file and line.
-#[pyfunction]
-fn hypertrio_read_qemu_log(py: Python<'_>, path: &str) -> PyResult<String> {
-    let s = py.detach(|| devlend_hypertrio::qemu::read_log_file(path, |_, _| {})).map_err(FabricError::new_err)?;
-    serde_json::to_string(&s).map_err(|e| FabricError::new_err(e.to_string()))
-}
-
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Fabric>()?;
     m.add_function(wrap_pyfunction!(params_toml, m)?)?;
-    m.add_function(wrap_pyfunction!(nvme_read, m)?)?;
-    m.add_function(wrap_pyfunction!(gpu_memcpy, m)?)?;
-    m.add_function(wrap_pyfunction!(gpu_to_gpu, m)?)?;
-    m.add_function(wrap_pyfunction!(gpu_pingpong, m)?)?;
-    m.add_function(wrap_pyfunction!(rdma_sweep, m)?)?;
-    m.add_function(wrap_pyfunction!(rdma_link_limit, m)?)?;
-    m.add_function(wrap_pyfunction!(vm_gpu_to_gpu, m)?)?;
-    m.add_function(wrap_pyfunction!(vm_pingpong, m)?)?;
-    m.add_function(wrap_pyfunction!(vm_ram_bounce_path, m)?)?;
-    m.add_function(wrap_pyfunction!(xenib_latency, m)?)?;
-    m.add_function(wrap_pyfunction!(xenib_bandwidth, m)?)?;
-    m.add_function(wrap_pyfunction!(xenib_registration, m)?)?;
-    m.add_function(wrap_pyfunction!(xenib_channel_one_way, m)?)?;
-    m.add_function(wrap_pyfunction!(hypertrio_simulate, m)?)?;
-    m.add_function(wrap_pyfunction!(hypertrio_h1, m)?)?;
-    m.add_function(wrap_pyfunction!(hypertrio_h2, m)?)?;
-    m.add_function(wrap_pyfunction!(hypertrio_grid, m)?)?;
-    m.add_function(wrap_pyfunction!(hypertrio_read_qemu_log, m)?)?;
+    lending::register(m)?;
+    rdma::register(m)?;
+    vm::register(m)?;
+    xenib::register(m)?;
+    hypertrio::register(m)?;
     m.add("SpecError", m.py().get_type::<SpecError>())?;
     m.add("FabricError", m.py().get_type::<FabricError>())?;
     Ok(())

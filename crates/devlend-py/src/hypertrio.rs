@@ -1,0 +1,60 @@
+//! HyperTRIO I/O translation (002).
+
+use crate::FabricError;
+use pyo3::prelude::*;
+
+/// HyperTRIO (002): one simulation point, statistics as JSON. `config`: "base" or "hypertrio"
+/// (002 Table IV) with optional JSON field overrides; `order`: RR1, RR4, RAND1, ...;
+/// `packets_per_tenant`: None for Table III's length.
+#[pyfunction]
+#[pyo3(signature = (config, workload, tenants, order, packets_per_tenant=None, overrides=None, seed=1))]
+fn hypertrio_simulate(py: Python<'_>, config: &str, workload: &str, tenants: u32, order: &str, packets_per_tenant: Option<u64>, overrides: Option<&str>, seed: u64) -> PyResult<String> {
+    let r = py.detach(|| devlend_hypertrio::experiments::run_point(config, overrides, workload, tenants, order, packets_per_tenant, seed));
+    let st = r.map_err(FabricError::new_err)?;
+    serde_json::to_string(&st).map_err(|e| FabricError::new_err(e.to_string()))
+}
+
+/// HyperTRIO H1 (002 Fig 9): iperf3 connections x DevTLB configuration; points as JSON.
+#[pyfunction]
+#[pyo3(signature = (connections, packets_per_tenant=None, threads=None))]
+fn hypertrio_h1(py: Python<'_>, connections: Vec<u32>, packets_per_tenant: Option<u64>, threads: Option<usize>) -> PyResult<String> {
+    let th = threads.unwrap_or_else(devlend_hypertrio::experiments::default_threads);
+    let r = py.detach(|| devlend_hypertrio::experiments::h1(&connections, packets_per_tenant, th)).map_err(FabricError::new_err)?;
+    serde_json::to_string(&r).map_err(|e| FabricError::new_err(e.to_string()))
+}
+
+/// HyperTRIO H2 (002 Fig 10): tenants x interleaving x workload x configuration; points as JSON.
+#[pyfunction]
+#[pyo3(signature = (tenants, orders, workloads, configs, packets_per_tenant=None, threads=None))]
+fn hypertrio_h2(py: Python<'_>, tenants: Vec<u32>, orders: Vec<String>, workloads: Vec<String>, configs: Vec<String>, packets_per_tenant: Option<u64>, threads: Option<usize>) -> PyResult<String> {
+    let th = threads.unwrap_or_else(devlend_hypertrio::experiments::default_threads);
+    let r = py.detach(|| devlend_hypertrio::experiments::h2(&tenants, &orders, &workloads, &configs, packets_per_tenant, th)).map_err(FabricError::new_err)?;
+    serde_json::to_string(&r).map_err(|e| FabricError::new_err(e.to_string()))
+}
+
+/// HyperTRIO: any grid of points (JSON list of {label, config, overrides, workload, tenants,
+/// order, packets_per_tenant}), run on all cores; points as JSON (H3, H4, sweeps).
+#[pyfunction]
+#[pyo3(signature = (points_json, threads=None))]
+fn hypertrio_grid(py: Python<'_>, points_json: &str, threads: Option<usize>) -> PyResult<String> {
+    let th = threads.unwrap_or_else(devlend_hypertrio::experiments::default_threads);
+    let r = py.detach(|| devlend_hypertrio::experiments::grid(points_json, th)).map_err(FabricError::new_err)?;
+    serde_json::to_string(&r).map_err(|e| FabricError::new_err(e.to_string()))
+}
+
+/// HyperTRIO: read a QEMU intel-iommu trace log (streamed); its summary as JSON (requests, SIDs,
+/// distinct pages, event counts). Errors name the file and line.
+#[pyfunction]
+fn hypertrio_read_qemu_log(py: Python<'_>, path: &str) -> PyResult<String> {
+    let s = py.detach(|| devlend_hypertrio::qemu::read_log_file(path, |_, _| {})).map_err(FabricError::new_err)?;
+    serde_json::to_string(&s).map_err(|e| FabricError::new_err(e.to_string()))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(hypertrio_simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(hypertrio_h1, m)?)?;
+    m.add_function(wrap_pyfunction!(hypertrio_h2, m)?)?;
+    m.add_function(wrap_pyfunction!(hypertrio_grid, m)?)?;
+    m.add_function(wrap_pyfunction!(hypertrio_read_qemu_log, m)?)?;
+    Ok(())
+}
