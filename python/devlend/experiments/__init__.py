@@ -62,8 +62,18 @@ def register(name: str, title: str):
     return deco
 
 
+def _load_all() -> None:
+    """Import every public module of this package: each registers its experiments. Modules whose
+    names start with "_" are helpers."""
+    import importlib
+    import pkgutil
+    for m in pkgutil.iter_modules(__path__):
+        if not m.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{m.name}")
+
+
 def get(name: str) -> Experiment:
-    from . import bandwidth, h1, h2, h3, h4, hops, nvme, p2p, pingpong, r1, r2, rx, vm, x1, x2, x3, x4  # noqa: F401  (registers)
+    _load_all()
     if name not in REGISTRY:
         from ..errors import DevlendError
         raise DevlendError(f"no experiment named '{name}': expected one of {', '.join(sorted(REGISTRY))}")
@@ -71,5 +81,5 @@ def get(name: str) -> Experiment:
 
 
 def all_experiments() -> list[Experiment]:
-    from . import bandwidth, h1, h2, h3, h4, hops, nvme, p2p, pingpong, r1, r2, rx, vm, x1, x2, x3, x4  # noqa: F401
+    _load_all()
     return [REGISTRY[k] for k in sorted(REGISTRY)]
