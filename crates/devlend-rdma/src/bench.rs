@@ -25,6 +25,16 @@ pub fn testbed(json: &str) -> RResult<(Fabric, Pair)> {
     Ok((f, pair))
 }
 
+/// The testbed with host B's DMA engine given `channels` channels of `outstanding_reads` reads
+/// in flight each (None: `[ntb_dma]`'s).
+pub fn testbed_with(json: &str, channels: Option<u32>, outstanding_reads: Option<u64>) -> RResult<(Fabric, Pair)> {
+    let p = &crate::params::params().ntb_dma;
+    let mut f = devlend_fabric::build_json(json).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+    let mut pair = handshake(&mut f, NTB_A, NTB_B, BUF_RAM_OFFSET, BUF_SIZE, None)?;
+    pair.b.attach_dma_with(&mut f, DMA, channels.unwrap_or(p.channels), outstanding_reads.unwrap_or(p.outstanding_reads))?;
+    Ok((f, pair))
+}
+
 pub fn parse_method(s: &str) -> RResult<Method> {
     match s {
         "memcpy" | "pio" => Ok(Method::Pio),

@@ -2,7 +2,8 @@
 //!
 //! Two hosts joined by the NT port of a PLX PEX8749 exchange data as 003's testbed does:
 //! - [`dma`]: the switch's DMA engine (block and scatter-gather descriptors {src, dst, byte count},
-//!   descriptor fetch over PCIe, one channel, MSI-X completion), a device on the fabric (003 §3-4);
+//!   descriptor fetch over PCIe, one channel by default and more configurable, MSI-X completion per
+//!   channel), a device on the fabric (003 §3-4); [`share`]: links shared by concurrent channels;
 //! - [`node`]: physically contiguous page-locked buffers, the scratchpad handshake, the memory
 //!   window (`mw_set_trans`) and doorbells (003 §2.2, §4, Figs 2-6);
 //! - [`pio`]: CPU stores through the NTB BAR, uncached or write-combined, as a mechanism (Fig 8);
@@ -19,6 +20,7 @@ pub mod error;
 pub mod node;
 pub mod params;
 pub mod pio;
+pub mod share;
 pub mod shmem;
 
 pub use error::{RResult, RdmaError};

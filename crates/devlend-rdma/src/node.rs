@@ -114,6 +114,15 @@ impl Node {
         Ok(self.window.0 + off)
     }
 
+    /// Refuse to touch the peer when the NTB link is down (no peer port on the other side).
+    pub fn check_link(&self, f: &Fabric) -> RResult<()> {
+        let n = &f.ntbs[self.ntb as usize];
+        if n.peer.is_none() {
+            return Err(RdmaError::LinkDown(format!("{} has no peer: nothing reaches the other host", n.name)));
+        }
+        Ok(())
+    }
+
     /// Ring doorbell bits on the peer: a CPU store to the NT port's doorbell register and the
     /// peer's interrupt. Fails cleanly when the link is down.
     pub fn ring_peer(&self, f: &mut Fabric, bits: u64) -> RResult<()> {

@@ -18,6 +18,7 @@ pub struct CpuStore {
 #[derive(Debug, Clone, Deserialize)]
 pub struct NtbDma {
     pub channels: u32,
+    pub max_channels: u32,
     pub read_request_bytes: u64,
     pub outstanding_reads: u64,
     pub descriptor_bytes: u64,

@@ -7,8 +7,13 @@
 //! offset of the local buffer, so DMA moves it buffer-to-buffer. Each call picks a [`Method`]: CPU
 //! stores through the BAR (PIO), block DMA or scatter-gather DMA with N descriptors (the buffer
 //! divided evenly, as in 003 §4's Fig 9). Every input is checked before any byte moves, so a
-//! refused call leaves the peer's memory untouched. Blocking calls return their [`Timing`];
-//! `*_nbi` calls queue it and `quiet` waits for all (one DMA channel: their times add up).
+//! refused call leaves the peer's memory untouched, and a call over a link that is down is refused
+//! as [`RdmaError::LinkDown`] before anything moves. Blocking calls return their [`Timing`];
+//! `*_nbi` calls queue it and `quiet` waits for all (they share one channel: their times add up).
+//! A non-blocking get lands at the same offset of the local buffer (symmetric heap), read with
+//! [`Pe::local_read`] after `quiet`, as OpenSHMEM's `shmem_getmem_nbi` fills its destination.
+//! With several DMA channels ([`Pe::attach_dma_with`]), [`Pe::dma_concurrent`] runs transfers
+//! on them at the same time, sharing the links ([`crate::share`]).
 
 use crate::dma::{self, Desc, DmaEngine};
 use crate::error::{RResult, RdmaError};
@@ -41,11 +46,25 @@ impl Timing {
     }
 }
 
-/// The DMA channel this host drives: the engine, its register BAR, its MSI message.
+/// The DMA engine this host drives: its channels, register BAR and MSI message (channel `c`
+/// sends data `msi.1 + c`).
 pub struct Channel {
     pub engine: DmaEngine,
     pub bar0: u64,
     pub msi: (u64, u32),
+    /// Fabric events before the last start, to find the completion interrupts after it.
+    msis_before: usize,
+}
+
+/// Transfers run on several channels at once ([`Pe::dma_concurrent`]).
+#[derive(Clone, Debug)]
+pub struct Concurrent {
+    /// Time until the last transfer is done, in ps.
+    pub total_ps: u64,
+    /// Each channel's own time (its transfers one after another, link to itself), in ps.
+    pub channel_ps: Vec<u64>,
+    /// What the busiest link direction needs for everything the channels moved, in ps.
+    pub link_ps: u64,
 }
 
 /// One processing element: a host with its node and, if it has one, a DMA channel.
@@ -65,23 +84,33 @@ impl Pe {
         Pe { node, dma: None, mapping: Mapping::from_params(), pending: Vec::new() }
     }
 
-    /// Attach the DMA function `name` (in this host): bus master, requester-ID LUT entry in this
-    /// host's NT port, MSI-X vector 0 aimed at this host.
+    /// Attach the DMA function `name` (in this host) with `[ntb_dma]`'s channels.
     pub fn attach_dma(&mut self, f: &mut Fabric, name: &str) -> RResult<()> {
+        let p = &params().ntb_dma;
+        self.attach_dma_with(f, name, p.channels, p.outstanding_reads)
+    }
+
+    /// Attach the DMA function `name` (in this host) with `channels` channels, each keeping
+    /// `outstanding_reads` reads in flight: bus master, requester-ID LUT entry in this host's NT
+    /// port, one MSI-X vector per channel aimed at this host.
+    pub fn attach_dma_with(&mut self, f: &mut Fabric, name: &str, channels: u32, outstanding_reads: u64) -> RResult<()> {
         let func = f.func_id(name).map_err(|e| RdmaError::Invalid(e.to_string()))?;
         if f.func_host(func) != self.node.host {
             return Err(RdmaError::Invalid(format!("{name} is not in this host")));
         }
+        let engine = DmaEngine::with(func, channels, outstanding_reads).map_err(RdmaError::Invalid)?;
         f.set_bus_master(func, true);
         let bdf = f.funcs[func as usize].bdf;
         f.rid_lut_add(self.node.ntb, bdf).map_err(|e| RdmaError::Invalid(e.to_string()))?;
         let bar0 = f.funcs[func as usize].bars.iter().find(|b| b.index == 0).map(|b| b.addr).ok_or_else(|| RdmaError::Invalid(format!("{name} has no BAR 0")))?;
         let msi = (f.hosts[self.node.host as usize].msi.start, 0x41u32);
-        let mut entry = [0u8; 16];
-        entry[0..8].copy_from_slice(&msi.0.to_le_bytes());
-        entry[8..12].copy_from_slice(&msi.1.to_le_bytes());
-        f.write(Requester::Cpu(self.node.host), bar0 + devlend_fabric::config::MSIX_TABLE_OFFSET, &entry);
-        self.dma = Some(Channel { engine: DmaEngine::new(func), bar0, msi });
+        for c in 0..channels {
+            let mut entry = [0u8; 16];
+            entry[0..8].copy_from_slice(&msi.0.to_le_bytes());
+            entry[8..12].copy_from_slice(&(msi.1 + c).to_le_bytes());
+            f.write(Requester::Cpu(self.node.host), bar0 + devlend_fabric::config::MSIX_TABLE_OFFSET + 16 * c as u64, &entry);
+        }
+        self.dma = Some(Channel { engine, bar0, msi, msis_before: 0 });
         Ok(())
     }
 
@@ -119,6 +148,24 @@ impl Pe {
         Ok(())
     }
 
+    /// Non-blocking get: the data lands at the same offset of this host's buffer (symmetric heap);
+    /// read it with [`Pe::local_read`] after `quiet`.
+    pub fn get_nbi(&mut self, f: &mut Fabric, src: u64, len: u64, how: Method) -> RResult<()> {
+        let off = self.node.peer_to_window(src, len)? - self.node.window.0;
+        let (data, t) = self.get(f, src, len, how)?;
+        f.write(self.cpu(), self.node.buf.phys + off, &data);
+        self.pending.push(t);
+        Ok(())
+    }
+
+    /// `len` bytes at `offset` of this host's own buffer.
+    pub fn local_read(&self, f: &mut Fabric, offset: u64, len: u64) -> RResult<Vec<u8>> {
+        if !self.node.buf.contains(self.node.buf.phys + offset, len) {
+            return Err(RdmaError::Invalid(format!("{len} bytes at offset {offset:#x} run past the local buffer of {} bytes", self.node.buf.size)));
+        }
+        Ok(f.read(self.cpu(), self.node.buf.phys + offset, len as usize).0)
+    }
+
     /// Wait for every outstanding non-blocking operation; returns the time they took together.
     pub fn quiet(&mut self) -> Timing {
         let mut t = Timing::default();
@@ -139,6 +186,7 @@ impl Pe {
     pub fn put(&mut self, f: &mut Fabric, dst: u64, data: &[u8], how: Method) -> RResult<Timing> {
         let len = data.len() as u64;
         let win = self.node.peer_to_window(dst, len)?;
+        self.node.check_link(f)?;
         let off = win - self.node.window.0;
         let mut t = Timing::default();
         match how {
@@ -168,6 +216,7 @@ impl Pe {
     /// Get `len` bytes from `src` in the peer's published buffer into this host.
     pub fn get(&mut self, f: &mut Fabric, src: u64, len: u64, how: Method) -> RResult<(Vec<u8>, Timing)> {
         let win = self.node.peer_to_window(src, len)?;
+        self.node.check_link(f)?;
         let off = win - self.node.window.0;
         let mut t = Timing::default();
         let data = match how {
@@ -200,6 +249,12 @@ impl Pe {
     }
 
     fn run_dma(&mut self, f: &mut Fabric, descs: &[Desc], how: Method) -> RResult<Timing> {
+        self.check_registered(descs)?;
+        self.dma_raw(f, descs, matches!(how, Method::SgDma(_)))
+    }
+
+    /// Every descriptor must copy between this host's buffer and the peer's window (either way).
+    fn check_registered(&self, descs: &[Desc]) -> RResult<()> {
         for (i, d) in descs.iter().enumerate() {
             let n = d.count as u64;
             let local = |a: u64| self.node.buf.contains(a, n);
@@ -208,67 +263,118 @@ impl Pe {
                 return Err(RdmaError::OutsideRegistered { descriptor: i, addr: if local(d.src) || remote(d.src) { d.dst } else { d.src }, len: n });
             }
         }
-        self.dma_raw(f, descs, matches!(how, Method::SgDma(_)))
+        Ok(())
     }
 
-    /// Hand descriptors to the channel as they are (no checks: what the hardware would do with a
+    /// Hand descriptors to channel 0 as they are (no checks: what the hardware would do with a
     /// buggy driver). Errors come back from the channel's status, with the fault recorded.
     pub fn dma_raw(&mut self, f: &mut Fabric, descs: &[Desc], sg: bool) -> RResult<Timing> {
+        self.start(f, 0, descs, sg)?;
+        let ch = self.dma.as_mut().expect("started");
+        ch.engine.process(f);
+        self.finish(f, 0, sg, None)
+    }
+
+    /// Run `jobs` (each a descriptor list, SG or block) on the channels at the same time: job `i`
+    /// on channel `i % channels`, a channel's jobs one after another. Every job is checked against
+    /// registered memory before any channel starts.
+    pub fn dma_concurrent(&mut self, f: &mut Fabric, jobs: &[Vec<Desc>], sg: bool) -> RResult<Concurrent> {
+        self.node.check_link(f)?;
+        for j in jobs {
+            self.check_registered(j)?;
+        }
+        let host = self.node.host;
+        let n = self.dma.as_ref().ok_or_else(|| RdmaError::NoDmaEngine(format!("host {host} has no DMA channel attached")))?.engine.channels.len();
+        let mut channel_ps = vec![0u64; n.min(jobs.len())];
+        let mut load = crate::share::LinkLoad::default();
+        for round in jobs.chunks(n) {
+            for (c, j) in round.iter().enumerate() {
+                self.start(f, c, j, sg)?;
+            }
+            self.dma.as_mut().expect("attached").engine.process(f);
+            for c in 0..round.len() {
+                channel_ps[c] += self.finish(f, c, sg, Some(&mut load))?.total_ps;
+            }
+        }
+        let link_ps = load.busiest_ps();
+        Ok(Concurrent { total_ps: channel_ps.iter().copied().max().unwrap_or(0).max(link_ps), channel_ps, link_ps })
+    }
+
+    /// Write a channel's registers (and SG ring) and set START; the engine runs it on `process`.
+    fn start(&mut self, f: &mut Fabric, c: usize, descs: &[Desc], sg: bool) -> RResult<()> {
         let (host, ring) = (self.node.host, self.node.ring);
         let ch = self.dma.as_mut().ok_or_else(|| RdmaError::NoDmaEngine(format!("host {host} has no DMA channel attached")))?;
         let p = &params().ntb_dma;
-        if sg && descs.len() as u64 * p.descriptor_bytes > ring.size {
-            return Err(RdmaError::Invalid(format!("{} descriptors do not fit the descriptor ring", descs.len())));
+        // Each channel has its own slice of the page-locked descriptor ring.
+        let slice = ring.size / ch.engine.channels.len() as u64;
+        if sg && descs.len() as u64 * p.descriptor_bytes > slice {
+            return Err(RdmaError::Invalid(format!("{} descriptors do not fit the descriptor ring ({} per channel)", descs.len(), slice / p.descriptor_bytes)));
         }
         if !sg && descs.len() != 1 {
             return Err(RdmaError::Invalid("block mode takes exactly one descriptor".into()));
         }
         let cpu = Requester::Cpu(host);
         let regs: Vec<(u64, Vec<u8>)> = if sg {
+            let at = ring.phys + c as u64 * slice;
             let table: Vec<u8> = descs.iter().flat_map(|d| d.encode()).collect();
-            f.write(cpu, ring.phys, &table);
-            vec![(dma::RING, ring.phys.to_le_bytes().to_vec()), (dma::NDESC, (descs.len() as u32).to_le_bytes().to_vec())]
+            f.write(cpu, at, &table);
+            vec![(dma::RING, at.to_le_bytes().to_vec()), (dma::NDESC, (descs.len() as u32).to_le_bytes().to_vec())]
         } else {
             let d = descs[0];
             vec![(dma::SRC, d.src.to_le_bytes().to_vec()), (dma::DST, d.dst.to_le_bytes().to_vec()), (dma::COUNT, d.count.to_le_bytes().to_vec())]
         };
         let ctrl = dma::CTRL_START | dma::CTRL_IRQ | if sg { dma::CTRL_SG } else { 0 };
+        let base = ch.bar0 + c as u64 * dma::CH_STRIDE;
         for (off, v) in regs.iter().chain(std::iter::once(&(dma::CTRL, ctrl.to_le_bytes().to_vec()))) {
-            f.write(cpu, ch.bar0 + off, v);
+            f.write(cpu, base + off, v);
         }
-        let msis = f.events.len();
-        ch.engine.ops.clear();
-        ch.engine.internal_ps = 0;
-        ch.engine.process(f);
-        let status = ch.engine.reg_read(f, dma::STATUS, 4) as u32;
-        let fired = f.events[msis..].iter().any(|e| matches!(e, Event::Msi { data, .. } if *data == ch.msi.1));
+        let log = &mut ch.engine.channels[c];
+        log.ops.clear();
+        log.internal_ps = 0;
+        ch.msis_before = f.events.len();
+        Ok(())
+    }
+
+    /// After `process`: the channel's status (an error names the descriptor and what landed), its
+    /// completion interrupt, and its time; its accesses are added to `load` if given.
+    fn finish(&mut self, f: &mut Fabric, c: usize, sg: bool, load: Option<&mut crate::share::LinkLoad>) -> RResult<Timing> {
+        let host = self.node.host;
+        let ch = self.dma.as_ref().expect("started");
+        let base = c as u64 * dma::CH_STRIDE;
+        let status = ch.engine.reg_read(f, base + dma::STATUS, 4) as u32;
+        let data = ch.msi.1 + c as u32;
+        let fired = f.events[ch.msis_before.min(f.events.len())..].iter().any(|e| matches!(e, Event::Msi { data: d, .. } if *d == data));
         if status & dma::STATUS_ERROR != 0 {
-            let fault = ch.engine.faults.last().copied();
+            let fault = ch.engine.channels[c].faults.last().copied();
             let message = fault.and_then(|x| x.failure).map_or("invalid descriptor".to_string(), |e| fail(f, &e));
-            return Err(RdmaError::Dma { descriptor: (status >> 8) as usize, bytes_done: ch.engine.reg_read(f, dma::BYTES_DONE, 8), message });
+            return Err(RdmaError::Dma { descriptor: (status >> 8) as usize, bytes_done: ch.engine.reg_read(f, base + dma::BYTES_DONE, 8), message });
         }
         if !fired {
             return Err(RdmaError::Fabric("DMA completion interrupt did not arrive".into()));
         }
-        channel_time(f, ch, host, sg)
+        if let Some(load) = load {
+            load.add(f, &ch.engine.channels[c].ops);
+        }
+        channel_time(f, ch, c, host, sg)
     }
 }
 
 /// The time one DMA call takes, from the ioctl to the woken caller: register programming (UC
 /// stores), status reads over PCIe, the engine's accesses in program order, its descriptor
 /// turnarounds, and the completion interrupt's wake-up.
-fn channel_time(f: &mut Fabric, ch: &Channel, host: u16, sg: bool) -> RResult<Timing> {
+fn channel_time(f: &mut Fabric, ch: &Channel, c: usize, host: u16, sg: bool) -> RResult<Timing> {
     let p = &params().ntb_dma;
     let sw = &params().rdma_sw;
     let mut t = Timing::default();
     t.add("ioctl into the DMA driver", sw.ioctl_ps);
     let (writes, reads) = if sg { (p.register_writes_sg, p.status_reads_sg) } else { (p.register_writes_block, p.status_reads_block) };
     t.add("register stores (UC)", writes * params().cpu_store.uc_store_ps);
-    let rd = devlend_engine::latency(f, Requester::Cpu(host), ch.bar0 + dma::STATUS, Access::Read).map_err(|e| RdmaError::Fabric(fail(f, &e)))?;
+    let rd = devlend_engine::latency(f, Requester::Cpu(host), ch.bar0 + c as u64 * dma::CH_STRIDE + dma::STATUS, Access::Read).map_err(|e| RdmaError::Fabric(fail(f, &e)))?;
     t.add("status register reads", reads * rd);
-    let engine = devlend_devices::time_ops(f, &ch.engine.ops).map_err(RdmaError::Fabric)?;
+    let log = &ch.engine.channels[c];
+    let engine = devlend_devices::time_ops(f, &log.ops).map_err(RdmaError::Fabric)?;
     t.add("engine: descriptors, data, MSI", engine);
-    t.add("engine: descriptor turnaround", ch.engine.internal_ps);
+    t.add("engine: descriptor turnaround", log.internal_ps);
     t.add("interrupt and wake-up", sw.irq_wakeup_ps);
     Ok(t)
 }

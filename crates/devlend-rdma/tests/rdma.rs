@@ -144,3 +144,50 @@ fn r1_r2_relations_hold_in_the_rust_model() {
     assert!((430.0..=560.0).contains(&mbps("block", 1 << 20)));
     assert!(mbps("sg256", 4096) < mbps("sg8", 4096));
 }
+
+/// The testbed with the NT link (host B to host A, only the writes cross it) re-rated.
+fn slow_nt_link(gen: u8, width: u8) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(J).unwrap();
+    for l in v["links"].as_array_mut().unwrap() {
+        if l["a"] == "nt-virtual.cable" {
+            l["gen"] = gen.into();
+            l["width"] = width.into();
+        }
+    }
+    v.to_string()
+}
+
+/// Two 512 KiB block transfers into host A's window, on `channels` channels at once.
+fn two_transfers(json: &str, channels: u32, reads: u64) -> (u64, u64) {
+    let (mut f, mut p) = bench::testbed_with(json, Some(channels), Some(reads)).unwrap();
+    let (win, local, half) = (p.b.node.window.0, p.b.node.buf.phys, 512 << 10);
+    let data: Vec<u8> = (0..2 * half).map(|i| (i % 251) as u8).collect();
+    f.write(Requester::Cpu(p.b.node.host), local, &data);
+    let jobs = [vec![Desc { src: local, dst: win, count: half as u32 }], vec![Desc { src: local + half, dst: win + half, count: half as u32 }]];
+    let r = p.b.dma_concurrent(&mut f, &jobs, false).unwrap();
+    assert_eq!(ram(&mut f, p.a.node.host, peer_a(&p), data.len()), data);
+    (r.total_ps, r.link_ps)
+}
+
+#[test]
+fn two_channels_beat_one_unless_the_link_is_the_limit() {
+    // Gen2 x8, one 512 B read in flight per channel: each channel is bound by its read round trip.
+    let (one, link) = two_transfers(J, 1, 1);
+    let (two, _) = two_transfers(J, 2, 1);
+    assert!(two * 10 < one * 6, "two channels {two} ps, one {one} ps");
+    assert!(link < two);
+    // A Gen1 x1 NT link and deep read pipelines: one channel nearly fills the link on its own
+    // (it only pauses for its reads, which do not cross it); two channels wait for the link.
+    let slow = slow_nt_link(1, 1);
+    let (one, link) = two_transfers(&slow, 1, 16);
+    let (two, _) = two_transfers(&slow, 2, 16);
+    assert_eq!(two, link, "two channels wait for the link");
+    assert!(two * 100 >= one * 90, "two channels {two} ps, one {one} ps");
+}
+
+#[test]
+fn channel_count_is_checked() {
+    for (c, r) in [(0, 1), (5, 1), (1, 0)] {
+        assert!(matches!(bench::testbed_with(J, Some(c), Some(r)), Err(RdmaError::Invalid(_))));
+    }
+}
