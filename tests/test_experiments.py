@@ -156,3 +156,29 @@ def test_d5_borrower_adds_at_least_the_expected_ntb_crossings(d5):
                                        "paper's measured 'a little under 1 us'")
 def test_d5_borrower_adds_a_little_under_a_microsecond(d5):
     assert 800 <= d5["NatRem - NatLoc latency"]["devlend_added_ns"] < 1000
+
+
+# ---- D6: one training epoch (000 §7.5, Fig 21) ---------------------------------------------------
+from devlend.experiments import d6 as d6_exp  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def d6():
+    res = d6_exp.run(quick=True)
+    return {r["scenario"]: r for r in res.rows}
+
+
+def test_d6_runtimes_come_out_in_the_papers_order(d6):
+    # "NatRem-SW runs as fast as NatLoc" (within 2%: the same P2P path, only the input copy crosses
+    # the NTB); then NatRem-IOMMU < VMLoc < VMRem.
+    t = {k: v["epoch_s"] for k, v in d6.items()}
+    assert abs(t["NatRem-SW"] / t["NatLoc"] - 1) < 0.02
+    assert max(t["NatLoc"], t["NatRem-SW"]) < t["NatRem-IOMMU"] < t["VMLoc"] < t["VMRem"]
+
+
+def test_d6_the_parts_come_from_the_model_not_from_the_scenario_name(d6):
+    # The IOMMU path slows the input copy (the GPU's reads cross the lender's root), a VM's fewer
+    # cores slow the CPU part, and compute is the same everywhere.
+    assert d6["NatRem-IOMMU"]["input_s"] > d6["NatRem-SW"]["input_s"]
+    assert d6["VMLoc"]["cpu_s"] > d6["NatLoc"]["cpu_s"]
+    assert len({v["compute_s"] for v in d6.values()}) == 1

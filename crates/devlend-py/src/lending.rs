@@ -42,10 +42,20 @@ fn gpu_pingpong(py: Python<'_>, topology_json: &str, runner: &str, a: &str, b: &
     py.detach(|| pingpong(topology_json, runner, a, b, via)).map_err(FabricError::new_err)
 }
 
+/// D6 (000 §7.5): one host-to-device copy of `len` bytes into gpu0 by the guest driver of a VM
+/// ("VMLoc" or "VMRem" on the expansion-chassis testbed): (total ps, steps).
+#[pyfunction]
+fn vm_gpu_memcpy_htod(py: Python<'_>, topology_json: &str, scenario: &str, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
+    let sc = devlend_vm::d4::Scenario::parse(scenario).map_err(FabricError::new_err)?;
+    let r = py.detach(|| devlend_vm::d6::memcpy_htod(topology_json, sc, len));
+    r.map(|t| (t.total_ps, steps(t.steps))).map_err(FabricError::new_err)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(nvme_read, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_memcpy, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_to_gpu, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_pingpong, m)?)?;
+    m.add_function(wrap_pyfunction!(vm_gpu_memcpy_htod, m)?)?;
     Ok(())
 }

@@ -18,6 +18,7 @@
 
 mod attach;
 pub mod d4;
+pub mod d6;
 pub mod guest;
 mod held;
 pub mod layout;
