@@ -18,11 +18,14 @@
 //! - Parameters: `params/hardware.toml [hypertrio]` (`params`).
 
 pub mod cache;
+pub mod construct;
 pub mod experiments;
 pub mod params;
 pub mod qemu;
+pub mod replay;
 pub mod sim;
 pub mod tables;
+pub mod trace;
 pub mod workload;
 
 pub use cache::Policy;

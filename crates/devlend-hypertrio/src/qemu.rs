@@ -17,7 +17,9 @@
 //! line that is not a trace line at all is an error naming the file and line. Streaming: one line
 //! at a time from any `BufRead`.
 //!
-//! Each page hit or update is one translation request (sid, iova), in log order.
+//! Each page hit or update is one translation request (sid, iova), in log order, of a page whose
+//! size comes from `pmask` or the PTE's page-size bit (`Event::page`). `trace` turns logs into
+//! hyper-traces (`construct`) and `replay` runs the simulator on them.
 
 use std::io::BufRead;
 
@@ -28,12 +30,15 @@ pub enum Event {
         iova: u64,
         slpte: u64,
         domain: u16,
+        /// Page size (see `page_size`).
+        size: u64,
     },
     PageUpdate {
         sid: u16,
         iova: u64,
         slpte: u64,
         domain: u16,
+        size: u64,
     },
     ContextHit {
         bus: u8,
@@ -65,19 +70,61 @@ impl Event {
             _ => None,
         }
     }
+
+    /// The translation request with its page: (sid, page-aligned gIOVA, page size).
+    pub fn page(&self) -> Option<(u16, u64, u64)> {
+        match *self {
+            Event::PageHit {
+                sid, iova, size, ..
+            }
+            | Event::PageUpdate {
+                sid, iova, size, ..
+            } => Some((sid, iova & !(size - 1), size)),
+            _ => None,
+        }
+    }
+}
+
+/// The size of the page a page event translates: from HyperSIO's `pmask` field when the line
+/// has one (4 KiB, 2 MiB or 1 GiB), else from the second-level PTE's page-size bit (bit 7, VT-d
+/// §9.8: set in a 2 MiB or 1 GiB leaf; QEMU's own events carry no level, so a set bit is read as
+/// 2 MiB), else 4 KiB.
+fn page_size(text: &str, slpte: u64, event: &str) -> Result<u64, String> {
+    match field(text, "pmask") {
+        Some(m) => {
+            // the mask's lowest set bit is the page size (QEMU prints it 32 or 64 bits wide)
+            let size = m & m.wrapping_neg();
+            if [0x1000, 0x20_0000, 0x4000_0000].contains(&size) {
+                Ok(size)
+            } else {
+                Err(format!(
+                    "{event}: pmask {m:#x} is not a 4 KiB, 2 MiB or 1 GiB page mask"
+                ))
+            }
+        }
+        None if slpte & 0x80 != 0 => Ok(0x20_0000),
+        None => Ok(0x1000),
+    }
 }
 
 /// The number after the first word `name` that is followed by one (descriptions may use the same
 /// words, e.g. "slpte fetch ... slpte 0x..").
 fn field(text: &str, name: &str) -> Option<u64> {
-    let words: Vec<&str> = text.split_whitespace().collect();
-    words.windows(2).filter(|w| w[0] == name).find_map(|w| {
-        let v = w[1].trim_end_matches(',');
-        match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+    let mut words = text.split_whitespace().peekable();
+    while let Some(w) = words.next() {
+        if w != name {
+            continue;
+        }
+        let v = words.peek()?.trim_end_matches(',');
+        let n = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
             Some(h) => u64::from_str_radix(h, 16).ok(),
             None => v.parse().ok(),
+        };
+        if n.is_some() {
+            return n;
         }
-    })
+    }
+    None
 }
 
 fn need<T: TryFrom<u64>>(text: &str, name: &str, event: &str) -> Result<T, String> {
@@ -123,12 +170,14 @@ pub fn parse_line(line: &str) -> Result<Option<Event>, String> {
                 need(text, "slpte", name)?,
                 need(text, "domain", name)?,
             );
+            let size = page_size(text, slpte, name)?;
             if name.ends_with("hit") {
                 Event::PageHit {
                     sid,
                     iova,
                     slpte,
                     domain,
+                    size,
                 }
             } else {
                 Event::PageUpdate {
@@ -136,6 +185,7 @@ pub fn parse_line(line: &str) -> Result<Option<Event>, String> {
                     iova,
                     slpte,
                     domain,
+                    size,
                 }
             }
         }
@@ -279,8 +329,23 @@ pub struct LogSummary {
 /// Stream a log, calling `on_request(sid, iova)` per translation request; errors name `file:line`.
 pub fn read_log<R: BufRead>(
     file: &str,
-    mut r: R,
+    r: R,
     mut on_request: impl FnMut(u16, u64),
+) -> Result<LogSummary, String> {
+    read_log_events(file, r, |ev| {
+        if let Some((sid, iova)) = ev.request() {
+            on_request(sid, iova)
+        }
+        Ok(())
+    })
+}
+
+/// Stream a log, calling `on_event` per parsed event (an error it returns stops the read and is
+/// reported at that line); errors name `file:line`.
+pub fn read_log_events<R: BufRead>(
+    file: &str,
+    mut r: R,
+    mut on_event: impl FnMut(&Event) -> Result<(), String>,
 ) -> Result<LogSummary, String> {
     let mut s = LogSummary::default();
     let mut buf = Vec::new();
@@ -316,12 +381,12 @@ pub fn read_log<R: BufRead>(
                     Event::SlpteFetch { .. } => s.slpte_fetches += 1,
                     Event::ContextHit { .. } => {}
                 }
-                if let Some((sid, iova)) = ev.request() {
+                if let Some((sid, base, _)) = ev.page() {
                     s.requests += 1;
                     sids.insert(sid);
-                    pages.insert(((sid as u64) << 48) | (iova >> 12));
-                    on_request(sid, iova);
+                    pages.insert(((sid as u64) << 48) | (base >> 12));
                 }
+                on_event(&ev).map_err(|e| format!("{file}:{}: {e}", s.lines))?;
             }
         }
     }

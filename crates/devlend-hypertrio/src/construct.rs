@@ -1,0 +1,528 @@
+//! HyperSIO's Trace Constructor (002 §IV-B) in bounded memory: per-tenant logs in, one
+//! hyper-tenant trace out.
+//!
+//! What 002 does and what is taken here:
+//! - §IV-A: a log collector run records up to 24 tenants (QEMU's 24 root-complex slots), so
+//!   1024 tenants come from many runs' logs, read together (§IV-B). Inputs here are QEMU
+//!   intel-iommu logs (`qemu`, one source tenant per SID in each file) or `.dlt` traces (one
+//!   source per tenant), in any mix. Source tenants are numbered in input order, then by SID.
+//!   Output tenant i replays source i mod S, so fewer logs than tenants are reused, as copies,
+//!   with their own SID (002's tenants share gIOVAs anyway, §IV-D).
+//! - §IV-C: every packet needs three translations; a source's requests, in log order, are
+//!   grouped three at a time into its packets (a last one or two left over are dropped).
+//! - §IV-B / §V-A: tenants are interleaved round robin or at random, `burst` consecutive packets
+//!   per turn (RR1, RR4, RAND1; random draws are seeded, so a seed gives one trace), and the
+//!   trace stops as soon as the tenant whose turn it is has no packet left ("to avoid the edge
+//!   effect when only a subset of all tenants is active", §V-A).
+//!
+//! Memory does not grow with the trace: each input is read once, its requests (page indices of
+//! one shared page dictionary, 2 bytes each) are spooled per source to an unlinked temporary
+//! file in 4096-request chunks, and the constructor keeps one chunk per active output tenant.
+//! All tenants share one gIOVA layout in the model (`tables`), so a page seen with two sizes
+//! (a 4 KiB page inside a 2 MiB one) is an error; 1 GiB pages are not modelled.
+
+use crate::qemu;
+use crate::trace::{self, Header, MAX_PAGES, MAX_TENANTS};
+use crate::workload::{Order, Packet, PageId, PageInfo, Trace, WorkloadSpec};
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Serialize;
+use std::io::{BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
+
+const CHUNK: usize = 4096;
+
+/// One input as read.
+#[derive(Clone, Debug, Serialize)]
+pub struct InputSummary {
+    pub path: String,
+    pub kind: String,
+    pub lines: u64,
+    pub requests: u64,
+    pub tenants: usize,
+}
+
+/// A source tenant: its requests in the spool.
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub input: String,
+    pub sid: u32,
+    pub requests: u64,
+    chunks: Vec<(u64, u32)>,
+}
+
+impl Source {
+    pub fn packets(&self) -> u64 {
+        self.requests / 3
+    }
+}
+
+struct PageDict {
+    pages: Vec<PageInfo>,
+    ids: FxHashMap<u64, PageId>,
+    small_regions: FxHashSet<u64>,
+}
+
+impl PageDict {
+    fn id(&mut self, base: u64, size: u64) -> Result<PageId, String> {
+        if let Some(&id) = self.ids.get(&base) {
+            let have = self.pages[id as usize].size;
+            return if have == size {
+                Ok(id)
+            } else {
+                Err(format!(
+                    "gIOVA page {base:#x} seen as {} and as {} (the model gives all tenants one page layout)",
+                    kib(have),
+                    kib(size)
+                ))
+            };
+        }
+        let big = base & !0x1f_ffff;
+        let clash = if size == 0x1000 {
+            self.ids
+                .get(&big)
+                .is_some_and(|&i| self.pages[i as usize].size == 0x20_0000)
+        } else {
+            self.small_regions.contains(&(base >> 21))
+        };
+        if size == 0x4000_0000 {
+            return Err(format!(
+                "gIOVA page {base:#x} is a 1 GiB page; the HyperTRIO tables model 4 KiB and 2 MiB pages"
+            ));
+        }
+        if clash {
+            return Err(format!(
+                "gIOVA page {base:#x} ({}) overlaps a page of the other size seen earlier (the model gives all tenants one page layout)",
+                kib(size)
+            ));
+        }
+        if self.pages.len() == MAX_PAGES {
+            return Err(format!(
+                "more than {MAX_PAGES} distinct gIOVA pages in the inputs"
+            ));
+        }
+        let id = self.pages.len() as PageId;
+        self.pages.push(PageInfo { iova: base, size });
+        self.ids.insert(base, id);
+        if size == 0x1000 {
+            self.small_regions.insert(base >> 21);
+        }
+        Ok(id)
+    }
+}
+
+fn kib(size: u64) -> String {
+    if size >= 0x10_0000 {
+        format!("{} MiB", size >> 20)
+    } else {
+        format!("{} KiB", size >> 10)
+    }
+}
+
+/// Every input read once into the spool.
+pub struct Sources {
+    spool: std::fs::File,
+    pub pages: Vec<PageInfo>,
+    pub sources: Vec<Source>,
+    pub inputs: Vec<InputSummary>,
+}
+
+/// Appends per-source requests to the spool in chunks.
+struct Spooler {
+    w: BufWriter<std::fs::File>,
+    at: u64,
+    bufs: Vec<Vec<PageId>>,
+}
+
+impl Spooler {
+    fn push(&mut self, src: &mut Source, slot: usize, page: PageId) -> Result<(), String> {
+        let b = &mut self.bufs[slot];
+        b.push(page);
+        src.requests += 1;
+        if b.len() == CHUNK {
+            self.flush(src, slot)?;
+        }
+        Ok(())
+    }
+    fn flush(&mut self, src: &mut Source, slot: usize) -> Result<(), String> {
+        let b = &mut self.bufs[slot];
+        if b.is_empty() {
+            return Ok(());
+        }
+        let bytes: Vec<u8> = b.iter().flat_map(|p| p.to_le_bytes()).collect();
+        self.w
+            .write_all(&bytes)
+            .map_err(|e| format!("spool file: {e}"))?;
+        src.chunks.push((self.at, b.len() as u32));
+        self.at += bytes.len() as u64;
+        b.clear();
+        Ok(())
+    }
+}
+
+fn spool_file() -> Result<std::fs::File, String> {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let p = std::env::temp_dir().join(format!("devlend-spool-{}-{n}", std::process::id()));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&p)
+        .map_err(|e| format!("{}: {e}", p.display()))?;
+    // unlinked at once: the space is freed when the file is closed, whatever happens
+    std::fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    Ok(f)
+}
+
+/// Is this file a binary trace (by its magic)?
+pub fn is_trace(path: &str) -> Result<bool, String> {
+    let mut m = [0u8; 8];
+    let mut f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut n = 0;
+    while n < 8 {
+        match f.read(&mut m[n..]).map_err(|e| format!("{path}: {e}"))? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n == 8 && m == trace::MAGIC)
+}
+
+impl Sources {
+    /// Read every input once; `progress(lines_or_packets_read)` now and then.
+    pub fn read(paths: &[String], progress: &mut dyn FnMut(u64)) -> Result<Sources, String> {
+        if paths.is_empty() {
+            return Err("inputs: no logs or traces given".into());
+        }
+        let spool = spool_file()?;
+        let mut sp = Spooler {
+            w: BufWriter::with_capacity(1 << 16, spool.try_clone().map_err(|e| e.to_string())?),
+            at: 0,
+            bufs: Vec::new(),
+        };
+        let mut dict = PageDict {
+            pages: Vec::new(),
+            ids: FxHashMap::default(),
+            small_regions: FxHashSet::default(),
+        };
+        let mut sources: Vec<Source> = Vec::new();
+        let mut inputs = Vec::new();
+        let mut done = 0u64;
+        for path in paths {
+            let first = sources.len();
+            let mut slot_of: FxHashMap<u32, usize> = FxHashMap::default();
+            let mut add = |sid: u32, sources: &mut Vec<Source>, sp: &mut Spooler| {
+                *slot_of.entry(sid).or_insert_with(|| {
+                    sources.push(Source {
+                        input: path.clone(),
+                        sid,
+                        requests: 0,
+                        chunks: Vec::new(),
+                    });
+                    sp.bufs.push(Vec::with_capacity(CHUNK));
+                    sources.len() - 1 - first
+                })
+            };
+            let summary = if is_trace(path)? {
+                let mut r = trace::Reader::open(path)?;
+                let mut local = Vec::with_capacity(r.header.pages.len());
+                for p in &r.header.pages {
+                    local.push(
+                        dict.id(p.iova, p.size)
+                            .map_err(|e| format!("{path}: {e}"))?,
+                    );
+                }
+                let mut n = 0u64;
+                for p in r.by_ref() {
+                    let p = p?;
+                    let slot = add(p.sid, &mut sources, &mut sp);
+                    for &pg in &p.pages {
+                        sp.push(&mut sources[first + slot], slot, local[pg as usize])?;
+                    }
+                    n += 1;
+                    if n & 0xF_FFFF == 0 {
+                        progress(done + n);
+                    }
+                }
+                done += n;
+                InputSummary {
+                    path: path.clone(),
+                    kind: "trace".into(),
+                    lines: 0,
+                    requests: n * 3,
+                    tenants: r.header.tenants as usize,
+                }
+            } else {
+                let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+                let mut n = 0u64;
+                let s = qemu::read_log_events(
+                    path,
+                    std::io::BufReader::with_capacity(1 << 16, f),
+                    |ev| {
+                        n += 1;
+                        if n & 0xF_FFFF == 0 {
+                            progress(done + n);
+                        }
+                        let Some((sid, base, size)) = ev.page() else {
+                            return Ok(());
+                        };
+                        let pg = dict.id(base, size)?;
+                        let slot = add(sid as u32, &mut sources, &mut sp);
+                        sp.push(&mut sources[first + slot], slot, pg)
+                    },
+                )?;
+                done += s.lines;
+                InputSummary {
+                    path: path.clone(),
+                    kind: "qemu-log".into(),
+                    lines: s.lines,
+                    requests: s.requests,
+                    tenants: s.sids.len(),
+                }
+            };
+            for slot in 0..sp.bufs.len() {
+                sp.flush(&mut sources[first + slot], slot)?;
+            }
+            sp.bufs.clear();
+            inputs.push(summary);
+        }
+        sp.w.flush().map_err(|e| format!("spool file: {e}"))?;
+        if sources.is_empty() {
+            return Err(format!(
+                "{}: no translation requests (vtd_iotlb_page_hit / vtd_iotlb_page_update lines or trace packets)",
+                paths.join(", ")
+            ));
+        }
+        if let Some(s) = sources.iter().find(|s| s.packets() == 0) {
+            return Err(format!(
+                "{}: SID {:#x} has {} translation request(s), less than one packet (3): the trace would stop at once",
+                s.input, s.sid, s.requests
+            ));
+        }
+        Ok(Sources {
+            spool,
+            pages: dict.pages,
+            sources,
+            inputs,
+        })
+    }
+
+    /// The hyper-trace of `tenants` tenants (None: one per source) interleaved by `order`.
+    pub fn build(&self, tenants: Option<u32>, order: &str, seed: u64) -> Result<Build<'_>, String> {
+        let (order, burst) = WorkloadSpec::parse_order(order)?;
+        let n = tenants.unwrap_or(self.sources.len().min(MAX_TENANTS as usize) as u32);
+        if n == 0 || n > MAX_TENANTS {
+            return Err(format!("tenants: {n} (expected 1..={MAX_TENANTS})"));
+        }
+        let mut rng = seed ^ 0x5DEE_CE66_D1CE_4E5B;
+        let cur = match order {
+            Order::RoundRobin => 0,
+            Order::Random => (splitmix(&mut rng) % n as u64) as u32,
+        };
+        let s = self.sources.len();
+        Ok(Build {
+            s: self,
+            cursors: (0..n as usize)
+                .map(|i| Cursor {
+                    src: i % s,
+                    chunk: 0,
+                    buf: Vec::new(),
+                    pos: 0,
+                    left: self.sources[i % s].packets(),
+                })
+                .collect(),
+            order,
+            burst,
+            cur,
+            in_burst: 0,
+            rng,
+            done: false,
+        })
+    }
+
+    fn chunk(&self, src: usize, k: usize, out: &mut Vec<PageId>) -> Result<(), String> {
+        let (at, len) = self.sources[src].chunks[k];
+        let mut b = vec![0u8; len as usize * 2];
+        self.spool
+            .read_exact_at(&mut b, at)
+            .map_err(|e| format!("spool file: {e}"))?;
+        out.clear();
+        out.extend(b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])));
+        Ok(())
+    }
+}
+
+#[inline]
+fn splitmix(x: &mut u64) -> u64 {
+    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+struct Cursor {
+    src: usize,
+    chunk: usize,
+    buf: Vec<PageId>,
+    pos: usize,
+    left: u64,
+}
+
+/// The constructed hyper-trace, streamed.
+pub struct Build<'a> {
+    s: &'a Sources,
+    cursors: Vec<Cursor>,
+    order: Order,
+    burst: u32,
+    cur: u32,
+    in_burst: u32,
+    rng: u64,
+    done: bool,
+}
+
+impl Build<'_> {
+    pub fn tenants(&self) -> u32 {
+        self.cursors.len() as u32
+    }
+
+    /// Packets the trace will hold at most (every tenant stops at the shortest one's length).
+    pub fn packets_bound(&self) -> u64 {
+        let min = self.cursors.iter().map(|c| c.left).min().unwrap_or(0);
+        min * self.cursors.len() as u64
+    }
+
+    fn packet(&mut self, t: u32) -> Result<Packet, String> {
+        let c = &mut self.cursors[t as usize];
+        c.left -= 1;
+        let mut pages = [0; 3];
+        for pg in &mut pages {
+            if c.pos == c.buf.len() {
+                self.s.chunk(c.src, c.chunk, &mut c.buf)?;
+                c.chunk += 1;
+                c.pos = 0;
+            }
+            *pg = c.buf[c.pos];
+            c.pos += 1;
+        }
+        Ok(Packet { sid: t, pages })
+    }
+}
+
+impl Iterator for Build<'_> {
+    type Item = Result<Packet, String>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let n = self.cursors.len() as u32;
+        if self.in_burst == self.burst {
+            self.in_burst = 0;
+            self.cur = match self.order {
+                Order::RoundRobin => (self.cur + 1) % n,
+                Order::Random => (splitmix(&mut self.rng) % n as u64) as u32,
+            };
+        }
+        if self.cursors[self.cur as usize].left == 0 {
+            // 002 §V-A: stop when any tenant runs out
+            self.done = true;
+            return None;
+        }
+        self.in_burst += 1;
+        let r = self.packet(self.cur);
+        self.done = r.is_err();
+        Some(r)
+    }
+}
+
+/// What `build_file` wrote.
+#[derive(Clone, Debug, Serialize)]
+pub struct BuildSummary {
+    pub output: String,
+    pub tenants: u32,
+    pub sources: usize,
+    pub order: String,
+    pub seed: u64,
+    pub packets: u64,
+    pub translations: u64,
+    pub pages: usize,
+    pub bytes: u64,
+    pub inputs: Vec<InputSummary>,
+}
+
+/// `devlend trace build`: inputs -> one `.dlt` hyper-trace. `progress(done, total)`: input
+/// lines/packets read (total 0 while reading), then packets written against their bound.
+pub fn build_file(
+    inputs: &[String],
+    tenants: Option<u32>,
+    order: &str,
+    seed: u64,
+    output: &str,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<BuildSummary, String> {
+    let src = Sources::read(inputs, &mut |n| progress(n, 0))?;
+    let b = src.build(tenants, order, seed)?;
+    let (n, bound) = (b.tenants(), b.packets_bound());
+    let meta = serde_json::json!({
+        "made_by": "devlend trace build",
+        "inputs": inputs,
+        "order": order.to_ascii_uppercase(),
+        "seed": seed,
+        "tenants": n,
+        "sources": src.sources.len(),
+        "source_of_tenant": "i mod sources (002 §IV-B: logs of several runs; fewer logs are reused)",
+    });
+    let h = Header {
+        tenants: n,
+        pages: src.pages.clone(),
+        meta: meta.to_string(),
+    };
+    let packets = trace::write_file(output, &h, b, &mut |k| progress(k, bound))?;
+    Ok(BuildSummary {
+        output: output.to_string(),
+        tenants: n,
+        sources: src.sources.len(),
+        order: order.to_ascii_uppercase(),
+        seed,
+        packets,
+        translations: packets * 3,
+        pages: src.pages.len(),
+        bytes: std::fs::metadata(output).map(|m| m.len()).unwrap_or(0),
+        inputs: src.inputs.clone(),
+    })
+}
+
+/// The synthetic workload (`workload`, 002 §IV-D) written as a `.dlt` trace.
+pub fn write_synthetic(
+    spec: &WorkloadSpec,
+    output: &str,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<u64, String> {
+    let tr = Trace::new(spec)?;
+    let per = match spec.packets_per_tenant {
+        Some(n) => n,
+        None => {
+            crate::params::params()
+                .profile(&spec.profile)?
+                .translations_min
+                / 3
+        }
+    };
+    let bound = per * spec.tenants as u64;
+    let meta = serde_json::json!({
+        "made_by": "devlend trace synth",
+        "workload": spec.profile,
+        "tenants": spec.tenants,
+        "order": format!("{}{}", if spec.order == Order::Random { "RAND" } else { "RR" }, spec.burst),
+        "packets_per_tenant": spec.packets_per_tenant,
+        "seed": spec.seed,
+    });
+    let h = Header {
+        tenants: spec.tenants,
+        pages: tr.layout.pages.clone(),
+        meta: meta.to_string(),
+    };
+    trace::write_file(output, &h, tr.map(Ok::<_, String>), &mut |k| {
+        progress(k, bound)
+    })
+}

@@ -1,0 +1,244 @@
+//! Replay: the performance model of 002 §IV-C (`sim`) on recorded translations instead of the
+//! synthetic tenants: a `.dlt` hyper-trace (`trace`), or QEMU logs (002 §IV-A) put through the
+//! Trace Constructor (`construct`, 002 §IV-B) on the fly. Streamed: memory does not grow with
+//! the trace. The statistics are the synthetic runs' (`sim::Stats`): bandwidth, hit rates per
+//! structure, PTB occupancy, drops, prefetch accuracy and coverage.
+//!
+//! The trace's page dictionary becomes the gIOVA layout every tenant's tables map (`tables`,
+//! 4 KiB and 2 MiB pages). `tables` maps one range of each page size per tenant, so where a
+//! trace has no page of one size an unused page of that size is added above the trace's pages
+//! (never requested, so it changes no statistic). Belady's oracle reads the trace through
+//! `sim::Lookahead`, as synthetic runs do.
+
+use crate::construct::{is_trace, Sources};
+use crate::params::Config;
+use crate::sim::{Lookahead, Sim, Stats, ORACLE_WINDOW_PACKETS};
+use crate::tables::Tables;
+use crate::trace::Reader;
+use crate::workload::{Layout, Packet, PageInfo};
+use crate::Policy;
+
+/// Yields packets until the source fails, keeping the error; reports progress.
+struct Checked<'e, I> {
+    inner: I,
+    err: &'e mut Option<String>,
+    n: u64,
+    total: u64,
+    progress: &'e mut dyn FnMut(u64, u64),
+}
+
+impl<I: Iterator<Item = Result<Packet, String>>> Iterator for Checked<'_, I> {
+    type Item = Packet;
+    #[inline]
+    fn next(&mut self) -> Option<Packet> {
+        match self.inner.next()? {
+            Ok(p) => {
+                self.n += 1;
+                if self.n & 0xF_FFFF == 0 {
+                    (self.progress)(self.n, self.total);
+                }
+                Some(p)
+            }
+            Err(e) => {
+                *self.err = Some(e);
+                None
+            }
+        }
+    }
+}
+
+/// The layout for `tables`: the trace's pages, plus an unused page of a size it lacks.
+fn layout_of(pages: &[PageInfo]) -> Result<Layout, String> {
+    let mut pages = pages.to_vec();
+    let top = pages.iter().map(|p| p.iova + p.size).max().unwrap_or(0);
+    let mut pad = (top + 0x3f_ffff) & !0x1f_ffff;
+    for size in [0x1000, 0x20_0000] {
+        if !pages.iter().any(|p| p.size == size) {
+            if pad + size > 1 << 48 {
+                return Err("trace pages reach the top of the 48-bit gIOVA space".into());
+            }
+            pages.push(PageInfo { iova: pad, size });
+            pad += 0x20_0000;
+        }
+    }
+    let data_pages = pages.iter().filter(|p| p.size == 0x20_0000).count() as u32;
+    Ok(Layout {
+        pages,
+        ring: 0,
+        data0: 0,
+        data_pages,
+        notify0: 0,
+        notify_pages: 0,
+        setup0: 0,
+        setup_pages: 0,
+    })
+}
+
+/// Run the model on a packet stream over `pages` with `tenants` tenants.
+pub fn run(
+    cfg: &Config,
+    tenants: u32,
+    pages: &[PageInfo],
+    packets: impl Iterator<Item = Result<Packet, String>>,
+    total: u64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Stats, String> {
+    let layout = layout_of(pages)?;
+    let tables = Tables::build(&layout, tenants).map_err(|e| format!("trace page layout: {e}"))?;
+    let iovas: Vec<u64> = layout.pages.iter().map(|p| p.iova).collect();
+    let sim = Sim::new(cfg, &tables, tenants, iovas)?;
+    drop(tables);
+    let mut err = None;
+    let it = Checked {
+        inner: packets,
+        err: &mut err,
+        n: 0,
+        total,
+        progress,
+    };
+    let st = if cfg.devtlb_policy == Policy::Oracle {
+        sim.run(Lookahead::new(it, ORACLE_WINDOW_PACKETS))
+    } else {
+        sim.run(it.map(|p| (p, [0; 3])))
+    };
+    match err {
+        Some(e) => Err(e),
+        None => Ok(st),
+    }
+}
+
+/// Replay a `.dlt` trace file.
+pub fn replay_trace(
+    path: &str,
+    cfg: &Config,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Stats, String> {
+    let r = Reader::open(path)?;
+    let (tenants, pages) = (r.header.tenants, r.header.pages.clone());
+    let total = r.expected_packets.unwrap_or(0);
+    run(cfg, tenants, &pages, r, total, progress)
+}
+
+/// Replay inputs: one `.dlt` trace as it is (when `tenants` and `order` are None), or logs and
+/// traces through the constructor (`order` default RR1, `tenants` default one per source).
+pub fn replay(
+    inputs: &[String],
+    tenants: Option<u32>,
+    order: Option<&str>,
+    seed: u64,
+    cfg: &Config,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Stats, String> {
+    if let [one] = inputs {
+        if tenants.is_none() && order.is_none() && is_trace(one)? {
+            return replay_trace(one, cfg, progress);
+        }
+    }
+    let src = Sources::read(inputs, &mut |n| progress(n, 0))?;
+    let b = src.build(tenants, order.unwrap_or("RR1"), seed)?;
+    let (n, bound) = (b.tenants(), b.packets_bound());
+    run(cfg, n, &src.pages, b, bound, progress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::construct::{build_file, write_synthetic};
+    use crate::params::params;
+    use crate::sim::simulate;
+    use crate::workload::WorkloadSpec;
+
+    fn tmp(test: &str, name: &str) -> String {
+        let d = std::env::temp_dir().join(format!("dlt-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d.join(name).to_string_lossy().to_string()
+    }
+
+    /// A QEMU log of `tenants` SIDs, each with its own page sequence (4 KiB ring, 2 MiB data).
+    fn log(path: &str, tenants: u16, requests: u32, skew: u32) {
+        let mut s = String::from("1@1.0:vtd_iotlb_cc_update IOTLB context update bus 0x1 devfn 0x0 high 0x102 low 0x7f0001 gen 0 -> gen 1\n");
+        for i in 0..requests {
+            for t in 0..tenants {
+                if !(i + t as u32).is_multiple_of(skew + 1) && i >= 3 {
+                    continue;
+                }
+                let iova = match i % 3 {
+                    0 => 0x3480_0000u64 + 0x40,
+                    1 => 0xbbe0_0000 + ((i / 30 + t as u32) % 4) as u64 * 0x20_0000 + 0x800,
+                    _ => 0xf000_0000 + ((i / 9) % 5) as u64 * 0x1000,
+                };
+                let (ev, ps) = if i % 2 == 0 {
+                    ("hit", 0x80)
+                } else {
+                    ("update", 0)
+                };
+                let ps = if i % 3 == 1 { ps | 0x80 } else { 0 };
+                s += &format!("vtd_iotlb_page_{ev} IOTLB page {ev} sid 0x{:x} iova 0x{iova:x} slpte 0x{:x} domain 0x{t:x}\n", 0x100 + t * 8, 0x1234_5003u64 | ps);
+            }
+        }
+        std::fs::write(path, s).unwrap();
+    }
+
+    #[test]
+    fn synthetic_trace_replays_exactly_like_the_generator() {
+        let p = tmp("synth", "synth.dlt");
+        for (cfg, order) in [("base", "RR1"), ("hypertrio", "RAND1")] {
+            let mut spec = WorkloadSpec::new("mediastream", 40, order).unwrap();
+            spec.packets_per_tenant = Some(300);
+            write_synthetic(&spec, &p, &mut |_, _| {}).unwrap();
+            let c = params().config(cfg).unwrap();
+            let a = simulate(&c, &spec).unwrap();
+            let b = replay_trace(&p, &c, &mut |_, _| {}).unwrap();
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{cfg} {order}");
+            assert!(a.packets > 0);
+        }
+        let bytes = std::fs::metadata(&p).unwrap().len();
+        assert!(bytes < 40 * 300 * 3, "about a byte a packet: {bytes}");
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn log_replay_equals_replay_of_its_built_trace_and_orders_work() {
+        let (la, lb) = (tmp("logs", "a.log"), tmp("logs", "b.log"));
+        log(&la, 3, 600, 0);
+        log(&lb, 2, 900, 1);
+        let ins = vec![la.clone(), lb.clone()];
+        let c = params().config("hypertrio").unwrap();
+        let out = tmp("logs", "ab.dlt");
+        for order in ["RR1", "RR4", "RAND1"] {
+            let s = build_file(&ins, Some(12), order, 7, &out, &mut |_, _| {}).unwrap();
+            assert_eq!((s.sources, s.tenants), (5, 12));
+            let direct = replay(&ins, Some(12), Some(order), 7, &c, &mut |_, _| {}).unwrap();
+            let via = replay(
+                std::slice::from_ref(&out),
+                None,
+                None,
+                0,
+                &c,
+                &mut |_, _| {},
+            )
+            .unwrap();
+            assert_eq!(format!("{direct:?}"), format!("{via:?}"), "{order}");
+            assert_eq!(direct.packets, s.packets);
+        }
+        let src = Sources::read(&ins, &mut |_| {}).unwrap();
+        let sids = |o: &str, seed| -> Vec<u32> {
+            src.build(Some(7), o, seed)
+                .unwrap()
+                .map(|p| p.unwrap().sid)
+                .collect()
+        };
+        let rr4 = sids("RR4", 1);
+        assert_eq!(&rr4[..12], &[0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+        // sources 3 and 4 (b.log, skewed) hold the fewest packets; tenants 3 and 4 map to them
+        let min = src.sources.iter().map(|s| s.packets()).min().unwrap();
+        assert_eq!(
+            rr4.len() as u64,
+            (min / 4) * 4 * 7 + 4 * 3 + (min % 4),
+            "RR4 stops at the first tenant with nothing left"
+        );
+        assert_eq!(sids("RAND1", 3), sids("RAND1", 3));
+        assert_ne!(sids("RAND1", 3), sids("RAND1", 4));
+        std::fs::remove_dir_all(std::path::Path::new(&out).parent().unwrap()).ok();
+    }
+}
