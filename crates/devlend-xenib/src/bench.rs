@@ -143,7 +143,7 @@ fn wait_incoming(w: &mut World, v: &mut dyn Verbs, e: &End, mode: Mode, blocking
 
 /// Round-trip time (ps) per size, averaged over `iters` after `iters / 10 + 2` warm-up rounds.
 /// Message sizes and repetition counts a benchmark can run with: sizes 1 B to 16 MiB, counts >= 1.
-fn check_args(sizes: &[u64], counts: &[(&str, u64)]) -> Result<(), String> {
+pub(crate) fn check_args(sizes: &[u64], counts: &[(&str, u64)]) -> Result<(), String> {
     if let Some(bad) = sizes.iter().find(|s| **s == 0 || **s > 16 << 20) {
         return Err(format!("message size {bad}: expected 1 byte to 16 MiB"));
     }
@@ -155,8 +155,14 @@ fn check_args(sizes: &[u64], counts: &[(&str, u64)]) -> Result<(), String> {
 
 pub fn latency(json: &str, config: &str, mode: Mode, sizes: &[u64], iters: u64, blocking: bool) -> Result<Vec<(u64, u64)>, String> {
     check_args(sizes, &[("iterations", iters)])?;
+    let (w, a, b) = testbed(json, config)?;
+    latency_on(config, w, a, b, mode, sizes, iters, blocking)
+}
+
+/// [`latency`] on a testbed already built (`config` names it in errors).
+#[allow(clippy::too_many_arguments)]
+pub fn latency_on(config: &str, mut w: World, mut a: Box<dyn Verbs>, mut b: Native, mode: Mode, sizes: &[u64], iters: u64, blocking: bool) -> Result<Vec<(u64, u64)>, String> {
     let e = |s: Status| format!("{config}: {s}");
-    let (mut w, mut a, mut b) = testbed(json, config)?;
     let half = sizes.iter().copied().max().unwrap_or(1).max(4096);
     let depth = 64;
     let ea = setup_end(&mut w, a.as_mut(), half, depth).map_err(e)?;
@@ -195,8 +201,14 @@ pub fn latency(json: &str, config: &str, mode: Mode, sizes: &[u64], iters: u64, 
 /// `depth` outstanding.
 pub fn bandwidth(json: &str, config: &str, mode: Mode, sizes: &[u64], iters: u64, depth: u64) -> Result<Vec<(u64, f64)>, String> {
     check_args(sizes, &[("iterations", iters), ("depth", depth)])?;
+    let (w, a, b) = testbed(json, config)?;
+    bandwidth_on(config, w, a, b, mode, sizes, iters, depth)
+}
+
+/// [`bandwidth`] on a testbed already built (`config` names it in errors).
+#[allow(clippy::too_many_arguments)]
+pub fn bandwidth_on(config: &str, mut w: World, mut a: Box<dyn Verbs>, mut b: Native, mode: Mode, sizes: &[u64], iters: u64, depth: u64) -> Result<Vec<(u64, f64)>, String> {
     let e = |s: Status| format!("{config}: {s}");
-    let (mut w, mut a, mut b) = testbed(json, config)?;
     let half = sizes.iter().copied().max().unwrap_or(1).max(4096);
     let qdepth = (iters + depth).max(64);
     let ea = setup_end(&mut w, a.as_mut(), half, qdepth).map_err(e)?;

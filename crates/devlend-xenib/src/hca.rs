@@ -31,6 +31,9 @@ pub enum DomKind {
     Device,
     /// A guest domain, reaching the HCA through the front-end driver.
     Guest,
+    /// A KVM guest with the HCA passed through by VFIO: the native driver in the guest drives the
+    /// HCA directly; its DMA is translated by the host IOMMU, its interrupts come through the host.
+    Vm,
 }
 
 /// A domain's memory: a range of machine pages (with paravirtualisation, DMA addresses are machine
@@ -44,6 +47,25 @@ pub struct Domain {
     pub base: u64,
     pub size: u64,
     pub next: u64,
+    /// How the HCA and the CPU reach the domain's addresses.
+    pub map: DomMap,
+}
+
+/// How a domain's addresses (what its kernel calls physical) reach host RAM, for the HCA's DMA and
+/// for its own CPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DomMap {
+    /// The same address for both: native Linux, and Xen's paravirtualised domains, whose DMA
+    /// addresses are machine addresses (004 §3.2).
+    Identity,
+    /// A borrowed HCA (Device Lending): the CPU uses host-physical addresses, the HCA the bus
+    /// address the borrower's DMA API returned for the region (`dma_base` for `base`), which
+    /// leads through the lender's NTB window and the borrower's IOMMU (000 §4).
+    Offset { dma_base: u64 },
+    /// A VM with the HCA passed through (VFIO): the addresses are guest-physical; the HCA uses
+    /// them as they are (IOVA = GPA, the host IOMMU translates), the CPU through the EPT: the host
+    /// address of each 2 MiB chunk.
+    Guest { chunk: u64, hpa: std::collections::BTreeMap<u64, u64> },
 }
 
 impl Domain {
@@ -162,6 +184,31 @@ impl Timeline {
     }
 }
 
+/// How the HCA's host interface is timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostIf {
+    /// 004's card: the PCI-X bus of the MHXL-CF128-T (`[xenib]` pcix_*), half duplex.
+    PciX,
+    /// PCIe routes timed by the fabric's engine (see [`RouteCosts`]), full duplex.
+    Routed(RouteCosts),
+}
+
+/// What the timing engine (devlend-engine) measured along the routes one HCA really uses: the
+/// CPU's doorbell store into the UAR, and the HCA's reads and writes of the domain's memory
+/// (through the IOMMU, an NTB ..., whatever the fabric's programming puts on the route).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RouteCosts {
+    /// One-way time of the CPU's 8-byte store to the UAR page.
+    pub doorbell_ps: u64,
+    /// Round trip of a small DMA read (request out, completion back), caches warm.
+    pub read_rtt_ps: u64,
+    /// One-way time of a small DMA write into memory.
+    pub write_ps: u64,
+    /// Streaming rates: femtoseconds per byte of a long read and a long write stream.
+    pub read_fs_per_byte: u64,
+    pub write_fs_per_byte: u64,
+}
+
 pub struct Node {
     pub name: String,
     pub cpu: Requester,
@@ -169,8 +216,11 @@ pub struct Node {
     /// Host-physical base of the UAR BAR (BAR 2).
     pub uar_base: u64,
     pub hca: Hca,
-    /// The host's PCI-X bus.
+    /// The host's PCI-X bus; with a routed host interface, the direction towards memory.
     pub bus: Timeline,
+    /// With a routed host interface: the direction towards the HCA (read completions).
+    pub bus_down: Timeline,
+    pub host_if: HostIf,
     /// The link direction leaving this node's port.
     pub tx: Timeline,
     pub landed: Vec<Landing>,
@@ -204,24 +254,26 @@ fn div_ceil(a: u64, b: u64) -> u64 {
     a.div_ceil(b)
 }
 
+/// (offset, length) pieces of `[addr, addr + len)` that do not cross a 4 KiB page.
+fn page_pieces(addr: u64, len: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut off = 0usize;
+    while off < len {
+        let a = addr + off as u64;
+        let n = ((4096 - a % 4096) as usize).min(len - off);
+        out.push((off, n));
+        off += n;
+    }
+    out
+}
+
 impl World {
     /// Build the testbed. `xen_on_a`: server A runs Xen (domain 0 is the device domain) or native
     /// Linux. Domains: server A gets domain 0 (device domain, or native) and `guests` guest
     /// domains; server B one native domain.
     pub fn new(topology_json: &str, xen_on_a: bool, guests: usize) -> Result<World, String> {
         let fab = devlend_fabric::build_json(topology_json).map_err(|e| e.to_string())?;
-        let mut nodes = Vec::new();
-        for (i, hca) in HCA_NAMES.iter().enumerate() {
-            let dev = fab.requester(hca).map_err(|e| e.to_string())?;
-            let cpu = fab.requester(&format!("{}:cpu", HOST_NAMES[i])).map_err(|e| e.to_string())?;
-            let uar_base = fab.resolve_expr(&format!("{hca}.bar2")).map_err(|e| e.to_string())?;
-            // one 4 KiB UAR page per BAR 2 page (the profile's UAR BAR)
-            let uar_bar = devlend_fabric::params::params().device.get(HCA_PROFILE).and_then(|d| d.bars.iter().find(|b| b.index == 2)).map_or(0x80_0000, |b| b.size);
-            let uar_pages = (uar_bar / 4096).max(1);
-            let hca = Hca { uars: vec![None; uar_pages as usize], next_key: 0x100, ..Default::default() };
-            nodes.push(Node { name: HOST_NAMES[i].into(), cpu, dev, uar_base, hca, bus: Timeline::default(), tx: Timeline::default(), landed: Vec::new() });
-        }
-        let mut w = World { fab, nodes, domains: Vec::new(), xen_on_a, xen: Default::default() };
+        let mut w = World::on_fabric(fab, xen_on_a, None)?;
         let a_kind = if xen_on_a { DomKind::Device } else { DomKind::Native };
         w.add_domain(SERVER_A, if xen_on_a { "dom0" } else { "linux-a" }, a_kind)?;
         for g in 0..guests {
@@ -234,13 +286,77 @@ impl World {
         Ok(w)
     }
 
-    fn add_domain(&mut self, node: usize, name: &str, kind: DomKind) -> Result<DomId, String> {
+    /// The two HCAs on a fabric already built (and programmed), no domains yet. Node `i` is the HCA
+    /// `HCA_NAMES[i]` (wherever it is installed) driven by the CPU of `HOST_NAMES[i]`; `uar_a`: the
+    /// address server A's CPU uses for hca-a's UAR BAR when it is not the BAR's own (a borrowed HCA).
+    pub fn on_fabric(fab: Fabric, xen_on_a: bool, uar_a: Option<u64>) -> Result<World, String> {
+        let mut nodes = Vec::new();
+        for (i, hca) in HCA_NAMES.iter().enumerate() {
+            let dev = fab.requester(hca).map_err(|e| e.to_string())?;
+            let cpu = fab.requester(&format!("{}:cpu", HOST_NAMES[i])).map_err(|e| e.to_string())?;
+            let own = fab.resolve_expr(&format!("{hca}.bar2")).map_err(|e| e.to_string())?;
+            let uar_base = if i == SERVER_A { uar_a.unwrap_or(own) } else { own };
+            // one 4 KiB UAR page per BAR 2 page (the profile's UAR BAR)
+            let uar_bar = devlend_fabric::params::params().device.get(HCA_PROFILE).and_then(|d| d.bars.iter().find(|b| b.index == 2)).map_or(0x80_0000, |b| b.size);
+            let uar_pages = (uar_bar / 4096).max(1);
+            let hca = Hca { uars: vec![None; uar_pages as usize], next_key: 0x100, ..Default::default() };
+            nodes.push(Node { name: HOST_NAMES[i].into(), cpu, dev, uar_base, hca, bus: Timeline::default(), bus_down: Timeline::default(), host_if: HostIf::PciX, tx: Timeline::default(), landed: Vec::new() });
+        }
+        Ok(World { fab, nodes, domains: Vec::new(), xen_on_a, xen: Default::default() })
+    }
+
+    /// A domain on `node` with its memory at the next fixed slot of that server's RAM, reached
+    /// by CPU and HCA at the same addresses.
+    pub fn add_domain(&mut self, node: usize, name: &str, kind: DomKind) -> Result<DomId, String> {
         let n = self.domains.iter().filter(|d| d.node == node).count() as u64;
         let host = &self.fab.hosts[self.fab.host_id(HOST_NAMES[node]).map_err(|e| e.to_string())? as usize];
         let base = self.fab.ram_offset_to_phys(host, DOMAIN_RAM_OFFSET + n * DOMAIN_RAM_SIZE).ok_or("server RAM too small for the domains")?;
+        Ok(self.add_domain_at(node, name, kind, base, DOMAIN_RAM_SIZE, DomMap::Identity))
+    }
+
+    /// A domain whose memory is `[base, base + size)` in its own addresses, mapped as `map` says.
+    pub fn add_domain_at(&mut self, node: usize, name: &str, kind: DomKind, base: u64, size: u64, map: DomMap) -> DomId {
         let id = self.domains.len() as DomId;
-        self.domains.push(Domain { id, name: name.into(), kind, node, base, size: DOMAIN_RAM_SIZE, next: base });
-        Ok(id)
+        self.domains.push(Domain { id, name: name.into(), kind, node, base, size, next: base, map });
+        id
+    }
+
+    /// The address the HCA uses for `addr` of domain `dom` (what a driver puts in the MTT).
+    pub fn dma_addr(&self, dom: DomId, addr: u64) -> u64 {
+        let d = &self.domains[dom as usize];
+        match &d.map {
+            DomMap::Identity | DomMap::Guest { .. } => addr,
+            DomMap::Offset { dma_base } => dma_base + (addr - d.base),
+        }
+    }
+
+    /// The host-physical address the domain's CPU reaches at `addr` (through the EPT for a VM).
+    pub fn host_addr(&self, dom: DomId, addr: u64) -> u64 {
+        match &self.domains[dom as usize].map {
+            DomMap::Identity | DomMap::Offset { .. } => addr,
+            DomMap::Guest { chunk, hpa } => {
+                let c = addr / chunk * chunk;
+                hpa.get(&c).map_or(addr, |h| h + (addr - c))
+            }
+        }
+    }
+
+    /// A store by domain `dom`'s CPU (functional; a VM's accesses go through its EPT, one page at a time).
+    pub fn dom_write(&mut self, dom: DomId, addr: u64, data: &[u8]) {
+        let node = self.domains[dom as usize].node;
+        for (off, n) in page_pieces(addr, data.len()) {
+            let a = self.host_addr(dom, addr + off as u64);
+            self.cpu_write(node, a, &data[off..off + n]);
+        }
+    }
+    pub fn dom_read(&mut self, dom: DomId, addr: u64, len: usize) -> Vec<u8> {
+        let node = self.domains[dom as usize].node;
+        let mut out = Vec::with_capacity(len);
+        for (off, n) in page_pieces(addr, len) {
+            let a = self.host_addr(dom, addr + off as u64);
+            out.extend(self.cpu_read(node, a, n));
+        }
+        out
     }
 
     pub fn dom(&self, name: &str) -> Option<DomId> {
@@ -282,9 +398,21 @@ impl World {
         self.nodes[node].bus.reserve(t, clocks * clk)
     }
 
-    /// A memory write on `node`'s PCI-X bus (HCA to RAM, or CPU to UAR); returns when it is done.
-    pub fn pcix_write(&mut self, node: usize, t: u64, bytes: u64) -> u64 {
-        self.burst(node, t, bytes)
+    /// A memory write by the HCA into host memory (or, on PCI-X, any write on the bus); returns
+    /// when it is visible.
+    pub fn dma_write(&mut self, node: usize, t: u64, bytes: u64) -> u64 {
+        match self.nodes[node].host_if {
+            HostIf::PciX => self.burst(node, t, bytes),
+            HostIf::Routed(c) => self.nodes[node].bus.reserve(t, bytes.max(1) * c.write_fs_per_byte / 1000) + c.write_ps,
+        }
+    }
+
+    /// The CPU's doorbell store into the UAR page, issued at `t`: when the HCA has it.
+    pub fn doorbell_at(&mut self, node: usize, t: u64) -> u64 {
+        match self.nodes[node].host_if {
+            HostIf::PciX => self.burst(node, t + params().pio_write_ps, 8),
+            HostIf::Routed(c) => t + c.doorbell_ps,
+        }
     }
 
     /// Data phases of `bytes`, one disconnectable transaction per ADB-bounded chunk: other
@@ -301,9 +429,14 @@ impl World {
         t
     }
 
-    /// A memory read by the HCA: request transactions (at most MMRBC each), the host bridge's read
-    /// latency when `first` (later requests of a stream are issued ahead), split completions.
-    pub fn pcix_read(&mut self, node: usize, t: u64, bytes: u64, first: bool) -> u64 {
+    /// A memory read by the HCA. PCI-X: request transactions (at most MMRBC each), the host bridge's read
+    /// latency when `first` (later requests of a stream are issued ahead), split completions. Routed:
+    /// the engine's read round trip when `first`, then the stream's rate on the link towards the HCA.
+    pub fn dma_read(&mut self, node: usize, t: u64, bytes: u64, first: bool) -> u64 {
+        if let HostIf::Routed(c) = self.nodes[node].host_if {
+            let data = if first { t + c.read_rtt_ps } else { t };
+            return self.nodes[node].bus_down.reserve(data, bytes.max(1) * c.read_fs_per_byte / 1000);
+        }
         let p = params();
         let reqs = div_ceil(bytes.max(1), p.pcix_mmrbc);
         let req_end = self.bus(node, t, reqs * p.pcix_overhead_clocks);
@@ -430,7 +563,7 @@ impl World {
                 return fail(self, t0, WcStatus::LocQpOpErr);
             }
         }
-        let t_wqe = self.pcix_read(s, t0, p.wqe_bytes, true);
+        let t_wqe = self.dma_read(s, t0, p.wqe_bytes, true);
         // the send engine parses it once it is done with the previous WQE's payload
         let t_parse = t_wqe.max(self.nodes[s].hca.sq_engine_free) + p.hca_send_wqe_ps;
         // 2. local key
@@ -451,7 +584,7 @@ impl World {
         let mut nak: Option<(u64, WcStatus)> = None;
         for i in 0..npk {
             let b = (len - (i * p.ib_mtu).min(len)).min(p.ib_mtu);
-            rd = self.pcix_read(s, rd, b, i == 0);
+            rd = self.dma_read(s, rd, b, i == 0);
             let hdr = p.ib_header_bytes + if i == 0 && matches!(wr.op, SendOp::RdmaWrite { .. }) { p.ib_reth_bytes } else { 0 };
             let ser = self.ib_ser(b + hdr);
             tx = self.nodes[s].tx.reserve(tx.max(rd), ser);
@@ -472,7 +605,7 @@ impl World {
                         match recv {
                             None => nak = Some((rx, WcStatus::RnrRetryExcErr)),
                             Some(rw) => {
-                                rx = self.pcix_read(r, rx, p.wqe_bytes, true);
+                                rx = self.dma_read(r, rx, p.wqe_bytes, true);
                                 match self.translate(r, rw.sge.lkey, Some(rq.pd), rw.sge.addr, len.min(rw.sge.length), ACCESS_LOCAL_WRITE).filter(|_| rw.sge.length >= len) {
                                     Some(segs) => dst = Some((segs, Some((rq.recv_cq, rw)))),
                                     None => {
@@ -489,7 +622,7 @@ impl World {
                     break;
                 }
             }
-            wr_end = self.pcix_write(r, rx, b);
+            wr_end = self.dma_write(r, rx, b);
         }
         self.nodes[r].hca.rx_engine_free = rx;
         self.nodes[s].hca.sq_engine_free = rd;
@@ -512,11 +645,11 @@ impl World {
         let land_addr = match wr.op { SendOp::RdmaWrite { remote_addr, .. } => remote_addr, SendOp::Send => recv.map(|(_, rw)| rw.sge.addr).unwrap_or(0) };
         self.nodes[r].landed.push(Landing { addr: land_addr, len, at: wr_end });
         if let Some((rcq, rw)) = recv {
-            let t = self.pcix_write(r, wr_end, p.cqe_bytes);
+            let t = self.dma_write(r, wr_end, p.cqe_bytes);
             self.push_cqe(r, rcq, t, Wc { wr_id: rw.wr_id, status: WcStatus::Success, opcode: WcOpcode::Recv, byte_len: len, qp_num: rqpn });
         }
         if wr.signaled {
-            let t = self.pcix_write(s, t_ack, p.cqe_bytes);
+            let t = self.dma_write(s, t_ack, p.cqe_bytes);
             self.push_cqe(s, q.send_cq, t, Wc { wr_id: wr.wr_id, status: WcStatus::Success, opcode, byte_len: len, qp_num: qpn });
         }
         rd

@@ -20,6 +20,7 @@
 //! testbed: `python/devlend/topologies/xenib-back-to-back.yaml` ([`hca::TESTBED_JSON`]).
 
 pub mod bench;
+pub mod cmp;
 pub mod hca;
 pub mod ops;
 pub mod params;

@@ -5,7 +5,7 @@
 //! object records its owner, and a handle of another owner is refused (EACCES), a destroyed or
 //! unknown one is EINVAL.
 
-use crate::hca::{CqHw, Mpt, QpHw, World};
+use crate::hca::{CqHw, DomKind, Mpt, QpHw, World};
 use crate::params::params;
 use crate::types::*;
 
@@ -34,7 +34,7 @@ impl World {
     fn hca_cmd(&mut self, node: usize, t: u64, bytes: u64) -> u64 {
         let p = params();
         self.nodes[node].hca.stats.commands += 1;
-        let t = self.pcix_read(node, t, bytes.max(8), true);
+        let t = self.dma_read(node, t, bytes.max(8), true);
         let xen = if node == crate::hca::SERVER_A && self.xen_on_a { p.pirq_to_dom0_ps } else { 0 };
         t + p.hca_cmd_ps + p.irq_to_handler_ps + xen
     }
@@ -50,6 +50,14 @@ impl World {
         let hca = &mut self.nodes[node].hca;
         hca.pds.push(Some(owner));
         (Ok(hca.pds.len() as u32 - 1), t + params().syscall_ps)
+    }
+
+    /// Pinning one page for `owner`: get_user_pages and accounting, plus, in a paravirtualised
+    /// Xen domain, the pseudo-physical to machine translation of the page (004 §2.1, §3.2).
+    pub fn pin_cost_ps(&self, owner: DomId) -> u64 {
+        let p = params();
+        let pv = matches!(self.domains[owner as usize].kind, DomKind::Device | DomKind::Guest);
+        p.pin_page_ps + if pv { p.pv_p2m_page_ps } else { 0 }
     }
 
     /// The machine pages of [addr, addr+len) (paravirtualised: DMA address = machine address).
@@ -72,9 +80,12 @@ impl World {
         }
         let mut t = t + p.syscall_ps;
         if pin {
-            t += pages.len() as u64 * p.pin_page_ps;
+            t += pages.len() as u64 * self.pin_cost_ps(owner);
         }
-        t = self.hca_cmd(node, t, pages.len() as u64 * p.mtt_entry_bytes); // WRITE_MTT
+        // WRITE_MTT: one command per mailbox of at most `mtt_entries_per_cmd` page addresses
+        for chunk in pages.chunks(p.mtt_entries_per_cmd.max(1) as usize) {
+            t = self.hca_cmd(node, t, (chunk.len() as u64 + 2) * p.mtt_entry_bytes);
+        }
         t = self.hca_cmd(node, t, 64); // SW2HW_MPT
         let hca = &mut self.nodes[node].hca;
         let key = hca.next_key;
@@ -194,7 +205,7 @@ impl World {
         }
         self.nodes[node].hca.qps[qpn as usize].as_mut().unwrap().sq.push_back(wr);
         let t_cpu = t + p.verb_post_ps + p.pio_write_ps;
-        let t_db = self.pcix_write(node, t + p.verb_post_ps + p.pio_write_ps, 8);
+        let t_db = self.doorbell_at(node, t + p.verb_post_ps);
         self.doorbell(node, uar, qpn, t_db);
         (Ok(()), t_cpu)
     }
@@ -209,7 +220,7 @@ impl World {
         }
         self.nodes[node].hca.qps[qpn as usize].as_mut().unwrap().rq.push_back(wr);
         let t_cpu = t + p.verb_post_ps + p.pio_write_ps;
-        self.pcix_write(node, t_cpu, 8);
+        self.doorbell_at(node, t + p.verb_post_ps);
         (Ok(()), t_cpu)
     }
 

@@ -76,6 +76,8 @@ fn event_path_ps(w: &World, dom: DomId) -> u64 {
         // dom0 gets the pirq, the back-end's handler forwards the event over the channel's event
         // channel, the front-end dispatcher calls the CQ's handler which wakes the waiter
         DomKind::Guest => p.pirq_to_dom0_ps + p.backend_verb_ps + p.evtchn_notify_ps + p.irq_to_handler_ps,
+        // VFIO: the host's handler signals the eventfd, KVM injects the interrupt into the guest
+        DomKind::Vm => p.vfio_irq_inject_ps + p.irq_to_handler_ps,
     }
 }
 
@@ -151,7 +153,8 @@ impl Verbs for Native {
         if !w.domains[d as usize].owns(addr, len) {
             return Err(Status::Access); // get_user_pages fails outside the caller's memory
         }
-        let pages = World::pages_of(addr, len);
+        // the MTT holds the addresses the HCA uses (through an IOMMU or an NTB for a VM or a borrower)
+        let pages = World::pages_of(addr, len).into_iter().map(|pg| w.dma_addr(d, pg)).collect();
         timed(&mut self.c, w.op_reg_mr(n, d, pd.0, addr, len, access, pages, true, t))
     }
     fn dereg_mr(&mut self, w: &mut World, mr: Mr) -> VResult<()> {
@@ -212,7 +215,7 @@ fn reg_through_backend(w: &mut World, c: &mut Ctx, ch: Option<usize>, pd: Pd, ad
         return Err(Status::Inval);
     }
     let pages = World::pages_of(addr, len);
-    c.now += params().syscall_ps + pages.len() as u64 * params().pin_page_ps;
+    c.now += params().syscall_ps + pages.len() as u64 * w.pin_cost_ps(c.dom);
     match call(w, c, ch, Request::RegMr { pd: pd.0, addr, len, access, pages })? {
         Response::Mr(m) => Ok(m),
         _ => Err(Status::Inval),
