@@ -24,7 +24,8 @@
 //! - Borrowed devices: the table entry holds the lender-side address of the borrower's MSI page,
 //!   which the lender maps through its NTB (000 §4; see `lending::msi`).
 //!
-//! Not modelled: legacy INTx (Device Lending does not support it, 000 §4 footnote 2), plain MSI
+//! Legacy INTx lines of a host's own functions: see `forward` (a borrower cannot take them,
+//! 000 §4 footnote 2; the VM layer forwards them, 000 §5). Not modelled: plain MSI
 //! (the device profiles carry MSI-X), interrupt remapping, affinity, shared IRQs.
 
 use crate::error::{invalid, HResult, HostError};
@@ -71,6 +72,17 @@ pub struct IrqDesc {
 pub struct IrqTable {
     descs: BTreeMap<u8, IrqDesc>,
     spurious: u64,
+    /// Legacy INTx lines of this host's own functions with a handler (see `forward`).
+    pub(crate) intx: BTreeMap<FuncId, IntxLine>,
+    /// INTx assertions no handler took.
+    pub(crate) intx_unhandled: u64,
+}
+
+/// A function's legacy INTx line as a handler holds it, with the assertions it took.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IntxLine {
+    pub handler: u32,
+    pub count: u64,
 }
 
 impl IrqTable {
@@ -95,6 +107,16 @@ impl IrqTable {
     /// Messages that arrived for a vector nobody requested.
     pub fn spurious(&self) -> u64 {
         self.spurious
+    }
+
+    /// The INTx line of one of this host's functions, if a handler holds it.
+    pub fn intx(&self, func: FuncId) -> Option<&IntxLine> {
+        self.intx.get(&func)
+    }
+
+    /// INTx assertions that arrived with no handler on the line.
+    pub fn intx_unhandled(&self) -> u64 {
+        self.intx_unhandled
     }
 
     pub(crate) fn alloc(&self) -> Option<u8> {

@@ -8,7 +8,8 @@
 //!   DMA API (`dma_map_single`, `dma_map_sg`, `dma_alloc_coherent`, `dma_map_resource`, ...).
 //!   For a local device it maps through the host's IOMMU (one domain per device) or returns
 //!   physical addresses ([`localdma`]); for a borrowed device the borrower agent intercepts it.
-//!   Interrupts: MSI-X `request_irq`/`free_irq` and per-vector counts ([`irq`]).
+//!   Interrupts: MSI-X `request_irq`/`free_irq` and per-vector counts ([`irq`]); legacy INTx
+//!   and the hooks the VM layer forwards interrupts with (`forward`).
 //! - `lending`: the lender and borrower agents of seed 000 §4 (DMA window through the NTB,
 //!   requester-ID LUT, BARs through window segments, borrower-side IOMMU mappings, hot-add, the
 //!   borrower's MSI page mapped through the lender's NTB: "reverse mappings for DMA and MSI")
@@ -25,6 +26,7 @@ pub mod alloc;
 pub mod api;
 pub mod cluster;
 pub mod error;
+mod forward;
 pub mod irq;
 pub mod kernel;
 mod lending;
@@ -34,6 +36,6 @@ pub mod os;
 pub use api::Os;
 pub use cluster::{BorrowOptions, Cluster, HostRef, LendInfo, P2pInfo};
 pub use error::{HResult, HostError};
-pub use irq::{IrqDesc, IrqTable};
+pub use irq::{IntxLine, IrqDesc, IrqTable};
 pub use kernel::{BarView, DevId, Kernel, Origin, PciDevice};
 pub use os::{DmaDir, HostOs};

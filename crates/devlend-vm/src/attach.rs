@@ -45,6 +45,12 @@ impl Vmm {
         if let Some(d) = self.vms.get_mut(&vm).and_then(|v| v.devices.get_mut(&id)) {
             d.attached = true;
         }
+        // Interrupts the guest had already set up (a device re-attached after migration).
+        if let Err(e) = self.sync_irqs(c, vm, id) {
+            self.drop_irqs(c, vm, id);
+            self.detach(c, vm, id)?;
+            return Err(e);
+        }
         Ok(())
     }
 
@@ -128,6 +134,7 @@ impl Vmm {
                 return Err(HostError::Busy(format!("{name} carries the VM's memory mappings on its lender; hot-remove {} first", others.join(", "))));
             }
         }
+        self.drop_irqs(c, vm, id);
         c.fabric.set_bus_master(func, false);
         let (held, borrowed) = self.dev_held.remove(&(vm, id)).unwrap_or_default();
         release_all(c, held, &mut self.anomalies);

@@ -4,10 +4,20 @@
 //! peer's BAR is its guest-physical address), and the pass-through domain makes that true for
 //! the device. CPU loads and stores go through the EPT (`Vm::translate`) to the host's RAM or,
 //! for a BAR, to where the host's CPUs reach it (the BAR itself, or the NTB window onto it).
-//! Setting Bus Master Enable is a config write the hypervisor intercepts (`Vmm::set_master`).
+//! Config accesses and the MSI-X table go through the hypervisor (`config`): setting Bus Master
+//! Enable is the config write the mediated path borrows on (`Vmm::set_master`).
+//!
+//! Interrupts: the same calls as `devlend_host::HostOs` (`pci_msix_vec_count`, `request_irq`,
+//! `free_irq`, `handle_irqs`, `irq_count`, `irq_spurious`) plus legacy INTx (`request_intx`,
+//! `free_intx`). The guest programs its (virtual) MSI-X table with its own MSI address and
+//! vector, as Linux does; the hypervisor routes the interrupt to it (`irq`).
 
+use crate::config::CMD_INTX_DISABLE;
+use crate::irq::{GuestIrq, Src};
 use crate::vm::VmId;
 use crate::vmm::Vmm;
+use devlend_fabric::config::{CMD_BUS_MASTER, COMMAND, MSIX_CAP, MSIX_ENABLE};
+use devlend_host::irq::{MSIX_ENTRY_CTRL, MSIX_ENTRY_DATA, MSIX_ENTRY_MASKED, MSIX_ENTRY_SIZE, MSIX_MASKALL};
 use devlend_fabric::model::HostId;
 use devlend_fabric::{Fabric, Requester};
 use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError, Os};
@@ -32,8 +42,15 @@ impl GuestOs<'_> {
         d.bars.iter().find(|b| b.index == bar).ok_or_else(|| HostError::Invalid(format!("{} has no BAR {bar}", d.name)))
     }
 
-    /// A CPU access of the guest: EPT translation, then the host CPU's access in the fabric.
+    /// A CPU access of the guest: a trapped MSI-X table page goes to the hypervisor; anything
+    /// else is EPT translation, then the host CPU's access in the fabric.
     fn access(&mut self, gpa: u64, len: usize, data: Option<&[u8]>) -> HResult<Vec<u8>> {
+        if let Some((dev, at)) = self.vmm.msix_trap(self.vm, gpa, len) {
+            return match data {
+                Some(d) => self.vmm.msix_write(self.c, self.vm, dev, at, d).map(|_| Vec::new()),
+                None => self.vmm.msix_read(self.vm, dev, at, len),
+            };
+        }
         let pieces = self.vm().translate(gpa, len).map_err(HostError::Fault)?;
         let cpu = Requester::Cpu(self.vm().host);
         let (mut out, mut at) = (Vec::with_capacity(len), 0usize);
@@ -93,15 +110,15 @@ impl Os for GuestOs<'_> {
         Ok(self.bar(dev, bar)?.size)
     }
     fn pci_set_master(&mut self, dev: DevId) -> HResult<()> {
-        self.vmm.set_master(self.c, self.vm, dev)
+        let cmd = self.pci_read_config(dev, COMMAND, 2)?;
+        self.pci_write_config(dev, COMMAND, 2, cmd | CMD_BUS_MASTER as u32)
     }
     fn pci_clear_master(&mut self, dev: DevId) -> HResult<()> {
-        let f = self.vmm.dev(self.vm, dev)?.func;
-        self.c.fabric.set_bus_master(f, false);
-        Ok(())
+        let cmd = self.pci_read_config(dev, COMMAND, 2)?;
+        self.pci_write_config(dev, COMMAND, 2, cmd & !(CMD_BUS_MASTER as u32))
     }
     fn pci_read_config(&self, dev: DevId, off: usize, len: usize) -> HResult<u32> {
-        Ok(self.c.fabric.config_read(self.vmm.dev(self.vm, dev)?.func, off, len)?)
+        self.vmm.config_read(self.c, self.vm, dev, off, len)
     }
     fn kmalloc(&mut self, size: u64) -> HResult<u64> {
         let vm = self.vm;
@@ -145,5 +162,133 @@ impl Os for GuestOs<'_> {
     }
     fn dma_unmap_resource(&mut self, dev: DevId, dma: u64, len: u64, _dir: DmaDir) -> HResult<()> {
         self.untrack(dev, dma, len)
+    }
+}
+
+impl GuestOs<'_> {
+    /// A config write of the guest kernel (trapped by the hypervisor, see `config`).
+    pub fn pci_write_config(&mut self, dev: DevId, off: usize, len: usize, value: u32) -> HResult<()> {
+        self.vmm.config_write(self.c, self.vm, dev, off, len, value)
+    }
+
+    fn msix_slot(&self, dev: DevId, entry: u16) -> HResult<u64> {
+        let d = self.vmm.dev(self.vm, dev)?;
+        let cap = d.virt.msix.ok_or_else(|| HostError::Invalid(format!("{} has no MSI-X capability", d.name)))?;
+        if entry >= cap.entries {
+            return inv(format!("request_irq: {} has {} MSI-X entries; there is no entry {entry}", d.name, cap.entries));
+        }
+        Ok(self.bar(dev, cap.bir)?.gpa + cap.offset + entry as u64 * MSIX_ENTRY_SIZE)
+    }
+
+    pub fn pci_msix_vec_count(&self, dev: DevId) -> HResult<u16> {
+        let d = self.vmm.dev(self.vm, dev)?;
+        d.virt.msix.map(|m| m.entries).ok_or_else(|| HostError::Invalid(format!("{} has no MSI-X capability", d.name)))
+    }
+
+    fn new_vector(&mut self, dev: DevId, src: Src, handler: u32) -> HResult<u8> {
+        let vm = self.vm;
+        let v = self.vmm.vms.get_mut(&vm).ok_or_else(|| HostError::NoDevice("VM is gone".into()))?;
+        if let Some(x) = v.irqs.find(dev, src) {
+            return Err(HostError::Busy(format!("{src:?} of guest device {} already has vector {x:#x}", dev.0)));
+        }
+        let vector = v.irqs.alloc().ok_or_else(|| HostError::NoMemory(format!("VM {}: no free interrupt vector", v.name)))?;
+        v.irqs.descs.insert(vector, GuestIrq { vector, dev, src, handler, count: 0, last_latency_ps: None });
+        Ok(vector)
+    }
+
+    fn drop_vector(&mut self, vector: u8) {
+        let vm = self.vm;
+        if let Some(v) = self.vmm.vms.get_mut(&vm) {
+            v.irqs.descs.remove(&vector);
+        }
+    }
+
+    /// `request_irq` on MSI-X entry `entry`: a guest vector, the entry programmed (masked,
+    /// address, data, unmasked) and MSI-X enabled, all through the trapped table and config
+    /// space. Returns the guest vector. Nothing stays allocated on error.
+    pub fn request_irq(&mut self, dev: DevId, entry: u16, handler: u32) -> HResult<u8> {
+        let slot = self.msix_slot(dev, entry)?;
+        let vector = self.new_vector(dev, Src::Msix(entry), handler)?;
+        let r = (|| -> HResult<()> {
+            self.write(slot + MSIX_ENTRY_CTRL, &MSIX_ENTRY_MASKED.to_le_bytes())?;
+            self.write(slot, &(crate::config::GUEST_MSI.0 as u32).to_le_bytes())?;
+            self.write(slot + 4, &0u32.to_le_bytes())?;
+            self.write(slot + MSIX_ENTRY_DATA, &(vector as u32).to_le_bytes())?;
+            let control = self.pci_read_config(dev, MSIX_CAP + 2, 2)?;
+            if control as u16 & MSIX_ENABLE == 0 {
+                self.pci_write_config(dev, MSIX_CAP + 2, 2, control | (MSIX_ENABLE | MSIX_MASKALL) as u32)?;
+                self.pci_write_config(dev, MSIX_CAP + 2, 2, (control | MSIX_ENABLE as u32) & !(MSIX_MASKALL as u32))?;
+            }
+            self.write(slot + MSIX_ENTRY_CTRL, &0u32.to_le_bytes())
+        })();
+        if let Err(e) = r {
+            let _ = self.write(slot + MSIX_ENTRY_CTRL, &MSIX_ENTRY_MASKED.to_le_bytes());
+            self.drop_vector(vector);
+            return Err(e);
+        }
+        Ok(vector)
+    }
+
+    /// `free_irq`: the entry masked and the vector released; the last one disables MSI-X.
+    pub fn free_irq(&mut self, dev: DevId, entry: u16) -> HResult<()> {
+        let vm = self.vm;
+        let Some(vector) = self.vmm.vm(vm)?.irqs.find(dev, Src::Msix(entry)) else {
+            return inv(format!("free_irq: MSI-X entry {entry} of guest device {} has no interrupt", dev.0));
+        };
+        self.handle_irqs();
+        let slot = self.msix_slot(dev, entry)?;
+        self.write(slot + MSIX_ENTRY_CTRL, &MSIX_ENTRY_MASKED.to_le_bytes())?;
+        self.drop_vector(vector);
+        let left = self.vmm.vm(vm)?.irqs.descs.values().any(|d| d.dev == dev && matches!(d.src, Src::Msix(_)));
+        if !left {
+            let control = self.pci_read_config(dev, MSIX_CAP + 2, 2)?;
+            self.pci_write_config(dev, MSIX_CAP + 2, 2, control & !((MSIX_ENABLE | MSIX_MASKALL) as u32))?;
+        }
+        Ok(())
+    }
+
+    /// A handler on the device's legacy INTx line (Linux `pci_intx(dev, 1)` + `request_irq`):
+    /// a guest vector for the line, and Interrupt Disable cleared. Returns the guest vector.
+    pub fn request_intx(&mut self, dev: DevId, handler: u32) -> HResult<u8> {
+        let vector = self.new_vector(dev, Src::Intx, handler)?;
+        let cmd = self.pci_read_config(dev, COMMAND, 2)?;
+        if let Err(e) = self.pci_write_config(dev, COMMAND, 2, cmd & !(CMD_INTX_DISABLE as u32)) {
+            self.drop_vector(vector);
+            return Err(e);
+        }
+        Ok(vector)
+    }
+
+    pub fn free_intx(&mut self, dev: DevId) -> HResult<()> {
+        let Some(vector) = self.vmm.vm(self.vm)?.irqs.find(dev, Src::Intx) else {
+            return inv(format!("free_intx: guest device {} has no INTx handler", dev.0));
+        };
+        self.handle_irqs();
+        let cmd = self.pci_read_config(dev, COMMAND, 2)?;
+        self.pci_write_config(dev, COMMAND, 2, cmd | CMD_INTX_DISABLE as u32)?;
+        self.drop_vector(vector);
+        Ok(())
+    }
+
+    /// Let the hypervisor deliver what is pending; returns how many interrupts it injected (into
+    /// any VM).
+    pub fn handle_irqs(&mut self) -> usize {
+        self.vmm.run_irqs(self.c)
+    }
+
+    pub fn irq_count(&mut self, vector: u8) -> u64 {
+        self.handle_irqs();
+        self.vm().irqs.descs.get(&vector).map_or(0, |d| d.count)
+    }
+
+    pub fn irq_spurious(&mut self) -> u64 {
+        self.handle_irqs();
+        self.vm().irqs.spurious
+    }
+
+    /// The modelled latency of the last interrupt delivered on `vector` (device to handler, ps).
+    pub fn irq_latency_ps(&mut self, vector: u8) -> Option<u64> {
+        self.handle_irqs();
+        self.vm().irqs.descs.get(&vector).and_then(|d| d.last_latency_ps)
     }
 }

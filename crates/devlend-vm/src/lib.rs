@@ -17,11 +17,14 @@
 //! (BAR registers and the attack suite's config-space cases), NVMe in a VM (D5's VM rows), D6.
 
 mod attach;
+pub mod config;
 pub mod d4;
 pub mod d6;
 pub mod guest;
 mod held;
+pub mod irq;
 pub mod layout;
+pub mod params;
 pub mod vm;
 pub mod vmm;
 

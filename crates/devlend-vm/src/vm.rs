@@ -6,6 +6,8 @@
 //! host chunk `perm(i)` of what the hypervisor allocated (000 §8.1: "A VM may allocate several GB
 //! of memory, which may be scattered in physical memory").
 
+use crate::config::VirtCfg;
+use crate::irq::GuestIrqs;
 use crate::layout::{Layout, CHUNK, GUEST_RESERVED, HIGH_BASE};
 use devlend_fabric::model::{FuncId, HostId};
 use devlend_host::alloc::{align_up, RangeAlloc};
@@ -47,6 +49,8 @@ pub struct GuestDev {
     pub attached: bool,
     /// The guest driver's live DMA mappings (bus address, length).
     pub dma_maps: Vec<(u64, u64)>,
+    /// Its config space and MSI-X table as the guest sees them (`config`).
+    pub virt: VirtCfg,
 }
 
 pub struct Vm {
@@ -58,6 +62,8 @@ pub struct Vm {
     backing: BTreeMap<u64, u64>,
     pages: RangeAlloc,
     pub devices: BTreeMap<DevId, GuestDev>,
+    /// The guest kernel's interrupt vectors.
+    pub irqs: GuestIrqs,
     next_dev: u32,
     next32: u64,
     next64: u64,
@@ -86,7 +92,7 @@ impl Vm {
         let backing = gpas.iter().enumerate().map(|(i, &g)| (g, host_chunks[perm[i]])).collect();
         let free: Vec<(u64, u64)> = layout.ranges().iter().map(|&(s, e)| (s.max(GUEST_RESERVED).min(e), e)).filter(|r| r.0 < r.1).collect();
         let (next32, next64) = (layout.mmio32().0, layout.mmio64_base());
-        Vm { id, name: name.to_string(), host, layout, backing, pages: RangeAlloc::new(&free), devices: BTreeMap::new(), next_dev: 0, next32, next64 }
+        Vm { id, name: name.to_string(), host, layout, backing, pages: RangeAlloc::new(&free), devices: BTreeMap::new(), irqs: GuestIrqs::default(), next_dev: 0, next32, next64 }
     }
 
     /// KVM pinning one guest page: the host page behind it, if the guest has memory there.
@@ -120,7 +126,7 @@ impl Vm {
 
     /// Add a device: its BARs get guest-physical addresses (naturally aligned, 64-bit BARs in
     /// the 64-bit hole), as the guest firmware assigns them.
-    pub(crate) fn add_device(&mut self, name: &str, func: FuncId, path: Path, bars: &[(u8, u64, bool)]) -> DevId {
+    pub(crate) fn add_device(&mut self, name: &str, func: FuncId, path: Path, bars: &[(u8, u64, bool)], virt: VirtCfg) -> DevId {
         let id = DevId(self.next_dev);
         self.next_dev += 1;
         let mut gbars = Vec::new();
@@ -130,7 +136,7 @@ impl Vm {
             *next = gpa + size;
             gbars.push(GuestBar { index, size, gpa, host: None });
         }
-        let d = GuestDev { id, name: name.to_string(), func, path, bars: gbars, host_dev: None, attached: false, dma_maps: Vec::new() };
+        let d = GuestDev { id, name: name.to_string(), func, path, bars: gbars, host_dev: None, attached: false, dma_maps: Vec::new(), virt };
         self.devices.insert(id, d);
         id
     }

@@ -51,6 +51,10 @@ pub struct Vmm {
     pub(crate) dev_held: BTreeMap<(VmId, DevId), (Vec<Held>, Option<Held>)>,
     /// Undo steps the fabric or host refused (empty unless this crate has a bug).
     pub anomalies: Vec<String>,
+    /// Live interrupt routes (`irq`).
+    pub(crate) routes: Vec<crate::irq::Route>,
+    /// Guest accesses the hypervisor refused (`config`).
+    pub blocked: Vec<crate::config::Blocked>,
 }
 
 fn inv<T>(m: String) -> HResult<T> {
@@ -133,7 +137,8 @@ impl Vmm {
         let f = &c.fabric.funcs[func as usize];
         let bars: Vec<(u8, u64, bool)> = f.bars.iter().map(|b| (b.index, b.size, b.bits == 64)).collect();
         let name = f.name.clone();
-        let id = self.vm_mut(vm)?.add_device(&name, func, path, &bars);
+        let virt = crate::config::VirtCfg::new(c, func);
+        let id = self.vm_mut(vm)?.add_device(&name, func, path, &bars, virt);
         self.assigned.insert(func, (vm, id));
         Ok(id)
     }

@@ -1,0 +1,121 @@
+//! Interrupt hooks for software other than a device's own driver: the VM layer's forwarding of
+//! a device's interrupts (000 §5; §8 "Interrupt forwarding") and legacy INTx.
+//!
+//! - Vectors whose handler is not a driver's `request_irq` (`alloc_vector`, `free_vector`): the
+//!   lender-side handler of a device lent to a VM's host (000 §5: the mediated parent "sets up
+//!   an interrupt handler on the lender-side"), and the borrower's relay vector that this
+//!   handler notifies ("This handler must then notify the borrower, which in turn notifies the
+//!   hypervisor using eventfd"). The caller programs the device's MSI-X table itself.
+//! - The path from a lender's CPUs to its borrower's MSI page for that notification: the
+//!   mapping `lending::msi` keeps for borrowed devices (`msi_forward_acquire`, `_release`).
+//! - Legacy INTx (PCI Local Bus 3.0 §2.2.6; PCIe Base 3.0 §2.2.8.1): a function's Assert_INTx
+//!   message goes upstream to the root complex of its own PCIe tree; an NTB forwards memory
+//!   requests, not messages. So only the host a function sits in can take its INTx, and a
+//!   borrower's driver asking for the INTx of a borrowed device is refused (000 §4 footnote 2;
+//!   000 §5: legacy interrupts are "not supported when the borrower is a physical machine").
+//!   Lines are counted per function; sharing and IOAPIC routing are not modelled.
+
+use crate::cluster::{Cluster, HostRef};
+use crate::error::{invalid, HResult, HostError};
+use crate::irq::{IntxLine, IrqDesc, FIRST_DEVICE_VECTOR, FIRST_SYSTEM_VECTOR};
+use crate::kernel::{DevId, Origin};
+use crate::os::HostOs;
+use devlend_fabric::model::FuncId;
+
+impl Cluster {
+    /// A vector of `host` for the handler `handler` of interrupts from `dev` (MSI-X entry
+    /// `entry`) whose messages arrive at `msg_addr`; the device's table is the caller's business.
+    pub fn alloc_vector(&mut self, host: impl HostRef, dev: DevId, entry: u16, handler: u32, msg_addr: u64) -> HResult<u8> {
+        let h = host.resolve(self)?;
+        let k = &mut self.kernels[h as usize];
+        k.device(dev)?;
+        let Some(vector) = k.irqs.alloc() else {
+            return Err(HostError::NoMemory(format!("host {}: no free interrupt vector (all of {FIRST_DEVICE_VECTOR:#x}-{:#x} are requested)", k.name, FIRST_SYSTEM_VECTOR - 1)));
+        };
+        k.irqs.insert(IrqDesc { vector, dev, entry, handler, msg_addr, count: 0 });
+        Ok(vector)
+    }
+
+    /// Release a vector from `alloc_vector`, after taking what is pending for it.
+    pub fn free_vector(&mut self, host: impl HostRef, vector: u8) -> HResult<()> {
+        let h = host.resolve(self)?;
+        self.os(h)?.handle_irqs();
+        let k = &mut self.kernels[h as usize];
+        k.irqs.remove(vector).map(|_| ()).ok_or_else(|| HostError::Invalid(format!("host {}: vector {vector:#x} is not allocated", k.name)))
+    }
+
+    /// The address at which the lender's CPUs reach the MSI page of the host that borrowed
+    /// `func` (through the lender's NTB); one reference until `msi_forward_release`.
+    pub fn msi_forward_acquire(&mut self, func: FuncId) -> HResult<u64> {
+        self.lending.msi_acquire(&mut self.fabric, func)
+    }
+
+    pub fn msi_forward_release(&mut self, func: FuncId) {
+        self.lending.msi_release(&mut self.fabric, func)
+    }
+
+    /// Put handler `handler` on the INTx line of `func` in the host the function sits in.
+    pub fn request_intx_line(&mut self, func: FuncId, handler: u32) -> HResult<()> {
+        let host = self.fabric.func_host(func);
+        let name = self.fabric.funcs[func as usize].name.clone();
+        let irqs = &mut self.kernels[host as usize].irqs;
+        if let Some(l) = irqs.intx.get(&func) {
+            return Err(HostError::Busy(format!("the INTx line of {name} already has handler {:#x}", l.handler)));
+        }
+        irqs.intx.insert(func, IntxLine { handler, count: 0 });
+        Ok(())
+    }
+
+    pub fn free_intx_line(&mut self, func: FuncId) -> HResult<()> {
+        let host = self.fabric.func_host(func);
+        match self.kernels[host as usize].irqs.intx.remove(&func) {
+            Some(_) => Ok(()),
+            None => invalid(format!("the INTx line of {} has no handler", self.fabric.funcs[func as usize].name)),
+        }
+    }
+
+    /// `func` asserts its INTx line: the message reaches the root complex of its own host, whose
+    /// handler on the line (if any) takes it. Returns that handler; None counts as unhandled.
+    pub fn assert_intx(&mut self, func: FuncId) -> Option<u32> {
+        let host = self.fabric.func_host(func);
+        let irqs = &mut self.kernels[host as usize].irqs;
+        match irqs.intx.get_mut(&func) {
+            Some(l) => {
+                l.count += 1;
+                Some(l.handler)
+            }
+            None => {
+                irqs.intx_unhandled += 1;
+                None
+            }
+        }
+    }
+}
+
+impl HostOs<'_> {
+    /// A driver's `request_irq` on the legacy INTx line of a device (`pci_intx`). Refused for a
+    /// borrowed device: its INTx cannot reach this host (see the module docs).
+    pub fn request_intx(&mut self, dev: DevId, handler: u32) -> HResult<()> {
+        let d = self.device(dev)?;
+        let (func, name) = (d.func, d.name.clone());
+        if let Origin::Borrowed { lender } = d.origin {
+            let l = &self.c.fabric.hosts[lender as usize].name;
+            return invalid(format!(
+                "request_intx: {name} is borrowed from {l}; its legacy INTx is a message to the root complex of {l}'s own PCIe tree and cannot be remapped over the NTB \
+                 (000 §4, footnote 2): use MSI-X (request_irq). Only a VM borrower gets INTx, through the lender-side handler (000 §5)"
+            ));
+        }
+        if d.is_ntb {
+            return invalid(format!("{name} is an NTB adapter; its interrupts belong to the NTB driver"));
+        }
+        if let Some(to) = d.lent_to {
+            return Err(HostError::Busy(format!("{name} is lent to host {}", self.c.fabric.hosts[to as usize].name)));
+        }
+        self.c.request_intx_line(func, handler)
+    }
+
+    pub fn free_intx(&mut self, dev: DevId) -> HResult<()> {
+        let func = self.device(dev)?.func;
+        self.c.free_intx_line(func)
+    }
+}

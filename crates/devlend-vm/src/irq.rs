@@ -1,0 +1,345 @@
+//! Interrupts of passed-through devices (000 §5, last paragraph; §8 "Interrupt forwarding").
+//!
+//! The guest programs a virtual MSI-X table and config space (`config`); the hypervisor routes
+//! each live source (an unmasked MSI-X entry with MSI-X on, or INTx when MSI-X is off, Interrupt
+//! Disable is clear and the guest has a handler on the line) through the host:
+//!
+//! - VMLoc (VFIO): the physical table entry gets a vector of the VM's host; vfio's handler
+//!   signals the VM's eventfd and KVM's irqfd injects the guest's vector.
+//! - VMRem (mediated Device Lending): the physical entry gets a vector of the *lender*: "we
+//!   intercept calls to the configuration space that enables interrupts and set up an interrupt
+//!   handler on the lender-side. Whenever the device triggers an interrupt, the lender-side
+//!   request handler is invoked. This handler must then notify the borrower, which in turn
+//!   notifies the hypervisor using eventfd" (000 §5). The notification is a store by the
+//!   lender's CPU onto the borrower's MSI page through the lender's NTB (the mapping Device
+//!   Lending keeps for borrowed devices, `devlend_host::Cluster::msi_forward_acquire`) with a
+//!   relay vector of the borrower as data; the borrower's handler signals the eventfd.
+//! - INTx: the same two paths, with the handler on the function's INTx line in its own host
+//!   (`Cluster::request_intx_line`). This is why a VM gets legacy interrupts although a
+//!   bare-metal borrower cannot (000 §5, §8): the line ends at the lender, whose software
+//!   forwards it. INTx's EOI/unmask handshake (vfio's resample irqfd) is not modelled.
+//!
+//! Handlers run when the hypervisor runs (`Vmm::run_irqs`, called by the guest kernel whenever
+//! it looks at its interrupts). Each delivery carries its latency from the model: the device's
+//! message on the fabric (timed by the engine; an Assert_INTx takes the MSI write's upstream
+//! path), the notification store through the NTB (timed by the engine), and the software costs
+//! of `[vm]` in params/hardware.toml.
+
+use crate::config::GUEST_MSI;
+use crate::vm::{Path, VmId};
+use crate::vmm::Vmm;
+use devlend_fabric::config::MSIX_ENABLE;
+use devlend_fabric::model::{FuncId, HostId};
+use devlend_fabric::Requester;
+use devlend_host::irq::{msix_cap, msix_control, set_msix_control, MSIX_ENTRY_CTRL, MSIX_ENTRY_DATA, MSIX_ENTRY_MASKED, MSIX_ENTRY_SIZE, MSIX_MASKALL};
+use devlend_host::{Cluster, DevId, HResult, HostError};
+use devlend_wire::Access;
+use std::collections::BTreeMap;
+
+/// Handler ids the hypervisor registers in host kernels.
+pub const VFIO_HANDLER: u32 = 0x7666_0000;
+pub const LENDER_HANDLER: u32 = 0x6c64_0000;
+pub const RELAY_HANDLER: u32 = 0x7265_0000;
+
+/// A device's interrupt source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Src {
+    Msix(u16),
+    Intx,
+}
+
+/// One line of the guest's /proc/interrupts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestIrq {
+    pub vector: u8,
+    pub dev: DevId,
+    pub src: Src,
+    pub handler: u32,
+    pub count: u64,
+    /// The modelled latency of the last interrupt delivered, device to guest handler (ps).
+    pub last_latency_ps: Option<u64>,
+}
+
+/// The guest kernel's interrupt vectors.
+#[derive(Clone, Debug, Default)]
+pub struct GuestIrqs {
+    pub descs: BTreeMap<u8, GuestIrq>,
+    pub spurious: u64,
+}
+
+impl GuestIrqs {
+    pub(crate) fn alloc(&self) -> Option<u8> {
+        (0x20..0xec).find(|v| !self.descs.contains_key(v))
+    }
+
+    pub fn find(&self, dev: DevId, src: Src) -> Option<u8> {
+        self.descs.values().find(|d| d.dev == dev && d.src == src).map(|d| d.vector)
+    }
+}
+
+/// Pieces of a route, each undone on teardown.
+#[derive(Clone, Debug)]
+enum Piece {
+    Vector(HostId, u8),
+    /// A physical MSI-X entry programmed by `host`'s CPU at `slot`.
+    Entry(HostId, u64),
+    Forward(FuncId),
+    Intx(FuncId),
+}
+
+/// A live interrupt route of one guest device source.
+#[derive(Clone, Debug)]
+pub struct Route {
+    pub vm: VmId,
+    pub dev: DevId,
+    pub func: FuncId,
+    pub src: Src,
+    pub guest_vector: u8,
+    /// Where the device's interrupt is taken first: (host, MSI vector), or the INTx line.
+    first: (HostId, Option<u8>),
+    seen: u64,
+    /// Mediated path: (VM host, relay vector, lender-side address of its MSI page).
+    relay: Option<(HostId, u8, u64)>,
+    relay_seen: u64,
+    pieces: Vec<Piece>,
+    /// Device-to-guest latency, step by step (ps).
+    pub steps: Vec<(String, u64)>,
+}
+
+impl Route {
+    pub fn latency_ps(&self) -> u64 {
+        self.steps.iter().map(|s| s.1).sum()
+    }
+}
+
+fn msi_page(c: &Cluster, h: HostId) -> u64 {
+    c.fabric.hosts[h as usize].msi.start
+}
+
+/// The physical MSI-X entry `entry` of `func` as its own host's CPU addresses it.
+fn slot(c: &Cluster, func: FuncId, entry: u16) -> HResult<u64> {
+    let cap = msix_cap(&c.fabric, func)?;
+    let bar = c.fabric.funcs[func as usize].bars.iter().find(|b| b.index == cap.bir).ok_or_else(|| HostError::Invalid("MSI-X table BAR missing".into()))?;
+    Ok(bar.addr + cap.offset + entry as u64 * MSIX_ENTRY_SIZE)
+}
+
+fn cpu_write(c: &mut Cluster, host: HostId, addr: u64, v: u32) -> HResult<()> {
+    match c.fabric.write(Requester::Cpu(host), addr, &v.to_le_bytes()).1 {
+        None => Ok(()),
+        Some(f) => Err(HostError::Fault(c.fabric.failure_json(&f)["message"].as_str().unwrap_or("store failed").to_string())),
+    }
+}
+
+/// Time one 4-byte posted write on the fabric.
+fn timed(c: &mut Cluster, who: Requester, addr: u64) -> HResult<u64> {
+    devlend_engine::dma(&mut c.fabric, who, addr, 4, Access::Write, true).map(|t| t.time_ps).map_err(|f| HostError::Fault(c.fabric.failure_json(&f)["message"].as_str().unwrap_or("unroutable").to_string()))
+}
+
+/// What a function does to interrupt (PCIe Base 3.0 §6.1.4; PCI Local Bus 3.0 §6.8.1): with
+/// MSI-X on, write entry `entry`'s message as itself unless the entry or the function is
+/// masked; with MSI-X off, assert INTx. Returns whether something was sent.
+pub fn device_interrupt(c: &mut Cluster, device: &str, entry: u16) -> HResult<bool> {
+    let func = c.fabric.func_id(device).map_err(|e| HostError::NoDevice(e.to_string()))?;
+    let host = c.fabric.func_host(func);
+    let control = msix_cap(&c.fabric, func).and_then(|cap| msix_control(&c.fabric, func, &cap)).unwrap_or(0);
+    if control & MSIX_ENABLE == 0 {
+        c.assert_intx(func);
+        return Ok(true);
+    }
+    let at = slot(c, func, entry)?;
+    let (e, fail) = c.fabric.read(Requester::Cpu(host), at, 16);
+    if fail.is_some() {
+        return Err(HostError::Invalid(format!("{device}: MSI-X entry {entry} cannot be read")));
+    }
+    let w = |i: usize| u32::from_le_bytes([e[i], e[i + 1], e[i + 2], e[i + 3]]);
+    let addr = w(0) as u64 | (w(4) as u64) << 32;
+    if control & MSIX_MASKALL != 0 || w(12) & 1 != 0 || addr == 0 {
+        return Ok(false);
+    }
+    c.fabric.write(Requester::Func(func), addr, &w(8).to_le_bytes());
+    Ok(true)
+}
+
+impl Vmm {
+    /// The sources the guest's virtual state makes live for a device: (source, guest vector).
+    fn wanted(&self, vm: VmId, dev: DevId) -> Vec<(Src, u8)> {
+        let Some(v) = self.vms.get(&vm) else { return Vec::new() };
+        let Some(d) = v.devices.get(&dev) else { return Vec::new() };
+        if !d.attached {
+            return Vec::new();
+        }
+        if d.virt.msix_on() {
+            let ok = |e: &crate::config::MsixEntry| !e.masked && (GUEST_MSI.0..GUEST_MSI.1).contains(&e.addr);
+            return d.virt.table.iter().enumerate().filter(|(_, e)| ok(e)).map(|(i, e)| (Src::Msix(i as u16), e.data as u8)).collect();
+        }
+        let intx_on = d.virt.command & crate::config::CMD_INTX_DISABLE == 0;
+        match v.irqs.find(dev, Src::Intx) {
+            Some(gv) if intx_on => vec![(Src::Intx, gv)],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Bring the host-side routes of a device in line with the guest's virtual state.
+    pub(crate) fn sync_irqs(&mut self, c: &mut Cluster, vm: VmId, dev: DevId) -> HResult<()> {
+        let want = self.wanted(vm, dev);
+        let stale: Vec<usize> = (0..self.routes.len()).rev().filter(|&i| {
+            let r = &self.routes[i];
+            r.vm == vm && r.dev == dev && !want.contains(&(r.src, r.guest_vector))
+        }).collect();
+        for i in stale {
+            let r = self.routes.remove(i);
+            self.teardown(c, r);
+        }
+        for (src, gv) in want {
+            if !self.routes.iter().any(|r| r.vm == vm && r.dev == dev && r.src == src) {
+                let r = self.setup(c, vm, dev, src, gv)?;
+                self.routes.push(r);
+            }
+        }
+        Ok(())
+    }
+
+    /// Tear down every route of a device (before it is detached).
+    pub(crate) fn drop_irqs(&mut self, c: &mut Cluster, vm: VmId, dev: DevId) {
+        self.run_irqs(c);
+        let (mine, rest): (Vec<Route>, Vec<Route>) = std::mem::take(&mut self.routes).into_iter().partition(|r| r.vm == vm && r.dev == dev);
+        self.routes = rest;
+        for r in mine {
+            self.teardown(c, r);
+        }
+    }
+
+    fn setup(&mut self, c: &mut Cluster, vm: VmId, dev: DevId, src: Src, gv: u8) -> HResult<Route> {
+        let d = self.dev(vm, dev)?;
+        let (func, path, hdev) = (d.func, d.path, d.host_dev.ok_or_else(|| HostError::Invalid(format!("{} is not attached", d.name)))?);
+        let vhost = self.vm(vm)?.host;
+        let first_host = c.fabric.func_host(func);
+        let mut r = Route { vm, dev, func, src, guest_vector: gv, first: (first_host, None), seen: 0, relay: None, relay_seen: 0, pieces: Vec::new(), steps: Vec::new() };
+        match self.setup_steps(c, &mut r, path, hdev, vhost) {
+            Ok(()) => Ok(r),
+            Err(e) => {
+                self.teardown(c, r);
+                Err(e)
+            }
+        }
+    }
+
+    fn setup_steps(&mut self, c: &mut Cluster, r: &mut Route, path: Path, hdev: DevId, vhost: HostId) -> HResult<()> {
+        let p = crate::params::params();
+        let (func, host) = (r.func, r.first.0);
+        let handler = if path == Path::Vfio { VFIO_HANDLER } else { LENDER_HANDLER };
+        let page = msi_page(c, host);
+        let message = timed(c, Requester::Func(func), page)?;
+        match r.src {
+            Src::Msix(entry) => {
+                let owner = c.kernel(host)?.by_func(func).ok_or_else(|| HostError::NoDevice(format!("{} is not in its host's tree", c.fabric.funcs[func as usize].name)))?;
+                let v = c.alloc_vector(host, owner, entry, handler, page)?;
+                r.pieces.push(Piece::Vector(host, v));
+                let at = slot(c, func, entry)?;
+                r.pieces.push(Piece::Entry(host, at));
+                cpu_write(c, host, at + MSIX_ENTRY_CTRL, MSIX_ENTRY_MASKED)?;
+                cpu_write(c, host, at, page as u32)?;
+                cpu_write(c, host, at + 4, (page >> 32) as u32)?;
+                cpu_write(c, host, at + MSIX_ENTRY_DATA, v as u32)?;
+                let cap = msix_cap(&c.fabric, func)?;
+                let control = msix_control(&c.fabric, func, &cap)?;
+                set_msix_control(&mut c.fabric, func, &cap, (control | MSIX_ENABLE) & !MSIX_MASKALL)?;
+                cpu_write(c, host, at + MSIX_ENTRY_CTRL, 0)?;
+                r.first.1 = Some(v);
+                r.steps.push(("MSI-X message, device to root".into(), message));
+            }
+            Src::Intx => {
+                c.request_intx_line(func, handler)?;
+                r.pieces.push(Piece::Intx(func));
+                r.steps.push(("Assert_INTx, device to root".into(), message));
+            }
+        }
+        let who = if path == Path::Vfio { "host" } else { "lender" };
+        r.steps.push((format!("{who} interrupt entry"), p.host_irq_entry_ps));
+        if path == Path::Mdev {
+            let addr = c.msi_forward_acquire(func)?;
+            r.pieces.push(Piece::Forward(func));
+            let entry = if let Src::Msix(e) = r.src { e } else { 0 };
+            let rv = c.alloc_vector(vhost, hdev, entry, RELAY_HANDLER, addr)?;
+            r.pieces.push(Piece::Vector(vhost, rv));
+            r.relay = Some((vhost, rv, addr));
+            let notify = timed(c, Requester::Cpu(host), addr)?;
+            r.steps.push(("lender-side handler".into(), p.lender_forward_ps));
+            r.steps.push(("notification through the NTB".into(), notify));
+            r.steps.push(("borrower interrupt entry".into(), p.host_irq_entry_ps));
+        }
+        r.steps.push(("eventfd and KVM irqfd".into(), p.eventfd_irqfd_ps));
+        r.steps.push(("injection and guest handler entry".into(), p.guest_irq_entry_ps));
+        Ok(())
+    }
+
+    fn teardown(&mut self, c: &mut Cluster, r: Route) {
+        for piece in r.pieces.into_iter().rev() {
+            let res = match piece {
+                Piece::Vector(h, v) => c.free_vector(h, v),
+                Piece::Entry(h, at) => cpu_write(c, h, at + MSIX_ENTRY_CTRL, MSIX_ENTRY_MASKED),
+                Piece::Forward(f) => {
+                    c.msi_forward_release(f);
+                    Ok(())
+                }
+                Piece::Intx(f) => c.free_intx_line(f),
+            };
+            if let Err(e) = res {
+                self.anomalies.push(format!("interrupt route teardown: {e}"));
+            }
+        }
+        let more = self.routes.iter().any(|x| x.func == r.func && matches!(x.src, Src::Msix(_)));
+        if matches!(r.src, Src::Msix(_)) && !more {
+            if let Ok(cap) = msix_cap(&c.fabric, r.func) {
+                let control = msix_control(&c.fabric, r.func, &cap).unwrap_or(0);
+                let _ = set_msix_control(&mut c.fabric, r.func, &cap, control & !(MSIX_ENABLE | MSIX_MASKALL));
+            }
+        }
+    }
+
+    /// Run the hypervisor's handlers: take what every route's first handler received, forward it
+    /// (mediated path) and inject it into the guest. Returns how many interrupts were injected.
+    pub fn run_irqs(&mut self, c: &mut Cluster) -> usize {
+        let mut injected = 0;
+        for i in 0..self.routes.len() {
+            let r = &self.routes[i];
+            let (host, vector, func) = (r.first.0, r.first.1, r.func);
+            let total = match vector {
+                Some(v) => c.os(host).map(|mut os| os.irq_count(v)).unwrap_or(0),
+                None => c.kernel(host).ok().and_then(|k| k.irqs().intx(func).map(|l| l.count)).unwrap_or(0),
+            };
+            let new = total.saturating_sub(r.seen);
+            self.routes[i].seen = total;
+            let mut arrived = new;
+            if let Some((vhost, rv, addr)) = self.routes[i].relay {
+                for _ in 0..new {
+                    if let Err(e) = cpu_write(c, host, addr, rv as u32) {
+                        self.anomalies.push(format!("forwarding an interrupt to the borrower: {e}"));
+                    }
+                }
+                let got = c.os(vhost).map(|mut os| os.irq_count(rv)).unwrap_or(0);
+                arrived = got.saturating_sub(self.routes[i].relay_seen);
+                self.routes[i].relay_seen = got;
+            }
+            let (vm, gv, lat) = (self.routes[i].vm, self.routes[i].guest_vector, self.routes[i].latency_ps());
+            if let Some(v) = self.vms.get_mut(&vm) {
+                for _ in 0..arrived {
+                    match v.irqs.descs.get_mut(&gv) {
+                        Some(d) => {
+                            d.count += 1;
+                            d.last_latency_ps = Some(lat);
+                        }
+                        None => v.irqs.spurious += 1,
+                    }
+                }
+            }
+            injected += arrived as usize;
+        }
+        injected
+    }
+
+    /// The live route of a guest device's source, with its latency steps.
+    pub fn irq_route(&self, vm: VmId, dev: DevId, src: Src) -> Option<&Route> {
+        self.routes.iter().find(|r| r.vm == vm && r.dev == dev && r.src == src)
+    }
+}

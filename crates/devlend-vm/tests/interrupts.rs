@@ -1,0 +1,113 @@
+//! Interrupts of devices passed through to a VM (000 §5, §8): MSI-X and legacy INTx raised by
+//! the device reach the guest's handler, counted, with the latency of the path from the model;
+//! a bare-metal borrower cannot take INTx.
+
+use devlend_host::Cluster;
+use devlend_vm::d4::{self, Scenario};
+use devlend_vm::irq::{device_interrupt, Src};
+
+const JSON: &str = include_str!("expansion-chassis-vm.json");
+const H: u32 = 0xabc;
+
+fn host_irqs(c: &Cluster, host: &str) -> usize {
+    c.kernel(host).unwrap().irqs().iter().count()
+}
+
+#[test]
+fn msix_reaches_the_guest_handler_vfio_directly_mdev_through_the_lender() {
+    let mut lat = Vec::new();
+    for sc in [Scenario::VmLoc, Scenario::VmRem] {
+        let mut t = d4::testbed(JSON, sc).unwrap();
+        let dev = t.a.dev;
+        let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
+        assert_eq!(os.pci_msix_vec_count(dev).unwrap(), 1);
+        let gv = os.request_irq(dev, 0, H).unwrap();
+        let r = t.vmm.irq_route(t.vm, dev, Src::Msix(0)).unwrap().clone();
+        // The physical table holds the first host's MSI page and a host vector, never the guest's.
+        // (gpu0 sits in the lender in both scenarios: VMLoc's VM runs there.)
+        let desc = t.c.kernel("lender").unwrap().irqs().iter().next().unwrap().clone();
+        assert_eq!(desc.msg_addr, t.c.fabric.hosts[0].msi.start);
+        assert_eq!((desc.handler, desc.count), (if sc == Scenario::VmLoc { devlend_vm::irq::VFIO_HANDLER } else { devlend_vm::irq::LENDER_HANDLER }, 0));
+        for n in 1..=3 {
+            assert!(device_interrupt(&mut t.c, "gpu0", 0).unwrap());
+            let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
+            assert_eq!(os.irq_count(gv), n, "{sc:?}: interrupt {n} reached the guest handler");
+            assert_eq!(os.irq_latency_ps(gv), Some(r.latency_ps()));
+        }
+        let relayed = t.c.kernel("remote").unwrap().irqs().iter().map(|d| d.count).sum::<u64>();
+        assert_eq!(relayed, if sc == Scenario::VmRem { 3 } else { 0 }, "the borrower's relay vector took each forwarded interrupt");
+        let names: Vec<&str> = r.steps.iter().map(|s| s.0.as_str()).collect();
+        assert_eq!(names.contains(&"notification through the NTB"), sc == Scenario::VmRem, "{names:?}");
+        assert_eq!(t.vmm.guest(&mut t.c, t.vm).unwrap().irq_spurious(), 0);
+        assert_eq!(t.c.os("lender").unwrap().irq_spurious() + t.c.os("remote").unwrap().irq_spurious(), 0);
+        lat.push(r.latency_ps());
+        // free_irq takes the route down: no vectors left in any host, MSI-X off on the device.
+        t.vmm.guest(&mut t.c, t.vm).unwrap().free_irq(dev, 0).unwrap();
+        assert_eq!(host_irqs(&t.c, "lender") + host_irqs(&t.c, "remote"), 0);
+        assert_eq!(t.c.fabric.config[t.c.fabric.func_id("gpu0").unwrap() as usize].msix_control, 0, "MSI-X off on the function");
+        t.vmm.shutdown(&mut t.c, t.vm).unwrap();
+        assert!(t.vmm.idle() && t.c.lending_idle() && t.vmm.anomalies.is_empty() && t.c.anomalies().is_empty());
+    }
+    eprintln!("MSI-X device-to-guest latency: VMLoc {} ns, VMRem {} ns", lat[0] / 1000, lat[1] / 1000);
+    let p = devlend_vm::params::params();
+    assert!(lat[1] > lat[0] + p.lender_forward_ps + p.host_irq_entry_ps, "forwarding through the lender costs time: {lat:?}");
+}
+
+#[test]
+fn intx_is_refused_to_a_bare_metal_borrower_and_delivered_to_a_vm() {
+    // Bare metal: the borrower's driver cannot have the INTx of a borrowed device.
+    let mut c = Cluster::from_json(JSON).unwrap();
+    let d = c.borrow("remote", "gpu0").unwrap();
+    let e = c.os("remote").unwrap().request_intx(d, H).unwrap_err();
+    assert!(e.to_string().contains("cannot be remapped over the NTB") && e.to_string().contains("borrowed from lender"), "{e}");
+    device_interrupt(&mut c, "gpu0", 0).unwrap();
+    assert_eq!(c.kernel("lender").unwrap().irqs().intx_unhandled(), 1, "the line ends at the lender, where nobody takes it");
+    c.return_device("remote", d).unwrap();
+    // A VM gets it, through the lender-side handler (VMRem) or vfio's (VMLoc).
+    for sc in [Scenario::VmLoc, Scenario::VmRem] {
+        let mut t = d4::testbed(JSON, sc).unwrap();
+        let dev = t.b.dev;
+        let gv = t.vmm.guest(&mut t.c, t.vm).unwrap().request_intx(dev, H).unwrap();
+        let r = t.vmm.irq_route(t.vm, dev, Src::Intx).unwrap().clone();
+        assert_eq!(r.steps[0].0, "Assert_INTx, device to root");
+        for n in 1..=2 {
+            device_interrupt(&mut t.c, "gpu1", 0).unwrap();
+            let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
+            assert_eq!(os.irq_count(gv), n, "{sc:?}");
+            assert_eq!(os.irq_latency_ps(gv), Some(r.latency_ps()));
+        }
+        let line = t.c.kernel("lender").unwrap().irqs().intx(t.c.fabric.func_id("gpu1").unwrap()).unwrap().clone();
+        assert_eq!(line.count, 2);
+        // MSI-X on switches the device off INTx (PCI 3.0 §6.8): the INTx route goes away.
+        let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
+        let mv = os.request_irq(dev, 0, H + 1).unwrap();
+        assert!(t.vmm.irq_route(t.vm, dev, Src::Intx).is_none());
+        device_interrupt(&mut t.c, "gpu1", 0).unwrap();
+        let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
+        assert_eq!((os.irq_count(mv), os.irq_count(gv)), (1, 2));
+        os.free_irq(dev, 0).unwrap();
+        os.free_intx(dev).unwrap();
+        t.vmm.shutdown(&mut t.c, t.vm).unwrap();
+        assert!(t.vmm.idle() && t.c.lending_idle() && t.vmm.anomalies.is_empty());
+        assert!(t.c.kernel("lender").unwrap().irqs().intx(t.c.fabric.func_id("gpu1").unwrap()).is_none());
+    }
+}
+
+#[test]
+fn hot_remove_with_interrupts_live_takes_every_route_down() {
+    let mut t = d4::testbed(JSON, Scenario::VmRem).unwrap();
+    let (a, b) = (t.a.dev, t.b.dev);
+    let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
+    os.request_irq(a, 0, H).unwrap();
+    os.request_irq(b, 0, H).unwrap();
+    assert_eq!(t.c.lends().iter().map(|l| l.irq_vectors).sum::<usize>(), 2, "one relay vector per device in the borrower");
+    t.vmm.hot_remove(&mut t.c, t.vm, b).unwrap();
+    t.vmm.hot_remove(&mut t.c, t.vm, a).unwrap();
+    assert_eq!(host_irqs(&t.c, "lender") + host_irqs(&t.c, "remote"), 0);
+    assert!(t.c.lending_idle() && t.c.anomalies().is_empty() && t.vmm.anomalies.is_empty());
+    // The device keeps interrupting after it left: nothing reaches the guest or the old borrower.
+    device_interrupt(&mut t.c, "gpu0", 0).unwrap();
+    let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
+    assert_eq!((os.handle_irqs(), os.irq_spurious()), (0, 0));
+    assert_eq!(t.c.os("remote").unwrap().irq_spurious(), 0);
+}
