@@ -91,3 +91,36 @@ def test_sizes_outside_the_published_buffer_are_refused(size):
     from devlend.experiments._rdma import testbed_json
     with pytest.raises(_core.FabricError, match="transfer size"):
         _core.rdma_sweep(testbed_json(), ["block"], [size])
+
+
+def test_ntb_perf_experiment_cpu_dma_and_channels():
+    from devlend.experiments import ntb_perf
+    res = ntb_perf.run(quick=True)
+    assert res.to_csv().count("\n") == len(res.rows) + 1
+    for r in res.rows:
+        assert r["cpu_MBps"] <= r["link_MBps"]
+        assert r["dma x2_MBps"] > 1.5 * r["dma x1_MBps"]          # the link is not the limit at Gen2 x8
+        assert 425 <= r["dma x1_MBps"] <= 575                       # one channel, 003's ~500 MB/s
+    assert res.rows[-1]["cpu_MBps"] > res.rows[0]["cpu_MBps"]
+
+
+def test_ntb_perf_bad_parameters():
+    with pytest.raises(_core.FabricError, match="chunk"):
+        _rdma.ntb_perf(2 * MiB, 4 * MiB, False)
+    with pytest.raises(_core.FabricError, match="DMA channel"):
+        _rdma.ntb_perf(4 * KiB, MiB, True, threads=2)               # one channel by default
+    with pytest.raises(_core.FabricError, match="DMA channels"):
+        _rdma.ntb_perf(4 * KiB, MiB, True, channels=5)
+
+
+def test_ntb_pingpong_experiment_and_bad_input():
+    from devlend.experiments import ntb_pingpong
+    res = ntb_pingpong.run(quick=True)
+    for r in res.rows:
+        assert r["counter"] == r["pings"]
+        assert r["round_trip_ns"] == pytest.approx(2 * r["one_way_ns"], abs=0.2)
+    assert res.rows[-1]["round_trip_ns"] <= res.rows[0]["round_trip_ns"]
+    r = _rdma.ntb_pingpong(20, init_db=0x4000)
+    assert r["bits"][:4] == [0x4000, 0x8000, 0x4000, 0x8000]
+    with pytest.raises(_core.FabricError, match="init_db"):
+        _rdma.ntb_pingpong(4, init_db=1 << 16)

@@ -27,8 +27,32 @@ fn rdma_link_limit(topology_json: &str) -> PyResult<f64> {
     devlend_rdma::bench::link_limit(topology_json).map_err(|e| FabricError::new_err(e.to_string()))
 }
 
+/// ntb_perf (Linux drivers/ntb/test semantics) from host B into host A's window: `threads`
+/// workers each copy `total` bytes in `chunk`-byte pieces with CPU stores (WC) or DMA, one
+/// channel each. `channels`/`outstanding_reads`: the DMA engine's (None: params' [ntb_dma]).
+/// Returns (bytes copied, total ps, busiest link ps, [(bytes, ps) per thread]).
+#[pyfunction]
+#[pyo3(signature = (topology_json, chunk, total, use_dma, threads=1, channels=None, outstanding_reads=None))]
+#[allow(clippy::too_many_arguments)]
+fn rdma_ntb_perf(py: Python<'_>, topology_json: &str, chunk: u64, total: u64, use_dma: bool, threads: u32, channels: Option<u32>, outstanding_reads: Option<u64>) -> PyResult<(u64, u64, u64, Vec<(u64, u64)>)> {
+    let r = py.detach(|| devlend_rdma::bench::ntb_perf(topology_json, chunk, total, use_dma, threads, channels, outstanding_reads));
+    r.map(|p| (p.copied, p.total_ps, p.link_ps, p.threads)).map_err(|e| FabricError::new_err(e.to_string()))
+}
+
+/// ntb_pingpong (Linux drivers/ntb/test semantics) between host A and host B: `pings` doorbells,
+/// the mask starting at `init_db` and shifted each ping, `delay_ns` before ringing back.
+/// Returns (final counter, doorbell bits per ping, round-trip ps, total ps, [(step, ps)] of a ping).
+#[pyfunction]
+#[pyo3(signature = (topology_json, pings, init_db=1, delay_ns=0))]
+fn rdma_ntb_pingpong(py: Python<'_>, topology_json: &str, pings: u32, init_db: u64, delay_ns: u64) -> PyResult<(u32, Vec<u64>, u64, u64, Vec<(String, u64)>)> {
+    let r = py.detach(|| devlend_rdma::bench::ntb_pingpong(topology_json, pings, init_db, delay_ns.saturating_mul(1000)));
+    r.map(|p| (p.counter, p.bits, p.round_trip_ps, p.total_ps, steps(p.steps))).map_err(|e| FabricError::new_err(e.to_string()))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rdma_sweep, m)?)?;
     m.add_function(wrap_pyfunction!(rdma_link_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(rdma_ntb_perf, m)?)?;
+    m.add_function(wrap_pyfunction!(rdma_ntb_pingpong, m)?)?;
     Ok(())
 }

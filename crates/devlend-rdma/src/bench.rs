@@ -85,3 +85,16 @@ pub fn link_limit(json: &str) -> RResult<f64> {
     }
     Ok(devlend_engine::analytic::write_bandwidth(&plan, &ports))
 }
+
+/// ntb_perf from host B (where the DMA engine sits) into host A's window on the 003 testbed, with
+/// `channels` DMA channels (None: `[ntb_dma]`'s) of `outstanding_reads` reads each.
+pub fn ntb_perf(json: &str, chunk: u64, total: u64, use_dma: bool, threads: u32, channels: Option<u32>, outstanding_reads: Option<u64>) -> RResult<crate::perf::Perf> {
+    let (mut f, mut pair) = testbed_with(json, channels, outstanding_reads)?;
+    crate::perf::run(&mut f, &mut pair.b, chunk, total, use_dma, threads)
+}
+
+/// ntb_pingpong between host A and host B on the 003 testbed (host A rings first).
+pub fn ntb_pingpong(json: &str, pings: u32, init_db: u64, delay_ps: u64) -> RResult<crate::pingpong::PingPong> {
+    let (mut f, pair) = testbed(json)?;
+    crate::pingpong::run(&mut f, &pair.a.node, &pair.b.node, pings, init_db, delay_ps)
+}

@@ -19,6 +19,8 @@ pub mod dma;
 pub mod error;
 pub mod node;
 pub mod params;
+pub mod perf;
+pub mod pingpong;
 pub mod pio;
 pub mod share;
 pub mod shmem;

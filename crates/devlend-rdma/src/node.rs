@@ -133,7 +133,7 @@ impl Node {
         Ok(())
     }
 
-    fn doorbell_reg(&self, f: &Fabric) -> Option<u64> {
+    pub(crate) fn doorbell_reg(&self, f: &Fabric) -> Option<u64> {
         let func = f.ntbs[self.ntb as usize].func;
         let bar0 = f.funcs[func as usize].bars.iter().find(|b| b.index == 0)?;
         let off = if f.ntbs[self.ntb as usize].name.contains("virtual") { DB_REG_VIRTUAL } else { DB_REG_LINK };

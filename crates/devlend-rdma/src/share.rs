@@ -29,6 +29,13 @@ impl LinkLoad {
         }
     }
 
+    /// Add `bytes` of posted writes in TLPs of `tlp_bytes` payload along `path` (CPU stores).
+    pub fn add_writes(&mut self, f: &Fabric, path: &Path, bytes: u64, tlp_bytes: u64) {
+        let t = timing();
+        let n = bytes.div_ceil(tlp_bytes).max(1);
+        self.charge(f, path, 1, bytes + n * (t.request_overhead_bytes + t.dllp_overhead_bytes_per_tlp) as u64);
+    }
+
     /// Add the TLPs of `ops`: writes in max-payload pieces; reads as max-read-request requests on
     /// the request path and completions of the completer's size on the completion path.
     pub fn add(&mut self, f: &Fabric, ops: &[Op]) {

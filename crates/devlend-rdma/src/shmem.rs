@@ -275,24 +275,28 @@ impl Pe {
         self.finish(f, 0, sg, None)
     }
 
-    /// Run `jobs` (each a descriptor list, SG or block) on the channels at the same time: job `i`
-    /// on channel `i % channels`, a channel's jobs one after another. Every job is checked against
-    /// registered memory before any channel starts.
-    pub fn dma_concurrent(&mut self, f: &mut Fabric, jobs: &[Vec<Desc>], sg: bool) -> RResult<Concurrent> {
+    /// Run transfers on the channels at the same time: `queues[c]` holds channel `c`'s transfers
+    /// (each a descriptor list, SG or block), which it runs one after another. Every transfer is
+    /// checked against registered memory before any channel starts.
+    pub fn dma_concurrent(&mut self, f: &mut Fabric, queues: &[Vec<Vec<Desc>>], sg: bool) -> RResult<Concurrent> {
         self.node.check_link(f)?;
-        for j in jobs {
-            self.check_registered(j)?;
-        }
         let host = self.node.host;
         let n = self.dma.as_ref().ok_or_else(|| RdmaError::NoDmaEngine(format!("host {host} has no DMA channel attached")))?.engine.channels.len();
-        let mut channel_ps = vec![0u64; n.min(jobs.len())];
+        if queues.len() > n {
+            return Err(RdmaError::Invalid(format!("{} transfer queues for {n} DMA channel(s): each channel runs one queue", queues.len())));
+        }
+        for j in queues.iter().flatten() {
+            self.check_registered(j)?;
+        }
+        let mut channel_ps = vec![0u64; queues.len()];
         let mut load = crate::share::LinkLoad::default();
-        for round in jobs.chunks(n) {
-            for (c, j) in round.iter().enumerate() {
-                self.start(f, c, j, sg)?;
+        for r in 0..queues.iter().map(Vec::len).max().unwrap_or(0) {
+            let busy: Vec<usize> = (0..queues.len()).filter(|c| r < queues[*c].len()).collect();
+            for &c in &busy {
+                self.start(f, c, &queues[c][r], sg)?;
             }
             self.dma.as_mut().expect("attached").engine.process(f);
-            for c in 0..round.len() {
+            for &c in &busy {
                 channel_ps[c] += self.finish(f, c, sg, Some(&mut load))?.total_ps;
             }
         }
@@ -305,8 +309,7 @@ impl Pe {
         let (host, ring) = (self.node.host, self.node.ring);
         let ch = self.dma.as_mut().ok_or_else(|| RdmaError::NoDmaEngine(format!("host {host} has no DMA channel attached")))?;
         let p = &params().ntb_dma;
-        // Each channel has its own slice of the page-locked descriptor ring.
-        let slice = ring.size / ch.engine.channels.len() as u64;
+        let slice = ring_slice(ring, ch.engine.channels.len());
         if sg && descs.len() as u64 * p.descriptor_bytes > slice {
             return Err(RdmaError::Invalid(format!("{} descriptors do not fit the descriptor ring ({} per channel)", descs.len(), slice / p.descriptor_bytes)));
         }
@@ -357,6 +360,11 @@ impl Pe {
         }
         channel_time(f, ch, c, host, sg)
     }
+}
+
+/// Each channel has its own slice of the page-locked descriptor ring, in bytes.
+pub fn ring_slice(ring: Pinned, channels: usize) -> u64 {
+    ring.size / channels as u64
 }
 
 /// The time one DMA call takes, from the ioctl to the woken caller: register programming (UC

@@ -164,7 +164,8 @@ fn two_transfers(json: &str, channels: u32, reads: u64) -> (u64, u64) {
     let data: Vec<u8> = (0..2 * half).map(|i| (i % 251) as u8).collect();
     f.write(Requester::Cpu(p.b.node.host), local, &data);
     let jobs = [vec![Desc { src: local, dst: win, count: half as u32 }], vec![Desc { src: local + half, dst: win + half, count: half as u32 }]];
-    let r = p.b.dma_concurrent(&mut f, &jobs, false).unwrap();
+    let queues = if channels == 1 { vec![jobs.to_vec()] } else { jobs.iter().map(|j| vec![j.clone()]).collect() };
+    let r = p.b.dma_concurrent(&mut f, &queues, false).unwrap();
     assert_eq!(ram(&mut f, p.a.node.host, peer_a(&p), data.len()), data);
     (r.total_ps, r.link_ps)
 }
@@ -190,4 +191,55 @@ fn channel_count_is_checked() {
     for (c, r) in [(0, 1), (5, 1), (1, 0)] {
         assert!(matches!(bench::testbed_with(J, Some(c), Some(r)), Err(RdmaError::Invalid(_))));
     }
+}
+
+#[test]
+fn ntb_perf_cpu_and_dma_land_in_the_peer_and_report_mbps() {
+    let kib = 1u64 << 10;
+    let cpu = bench::ntb_perf(J, 64 * kib, 4 << 20, false, 1, None, None).unwrap();
+    let dma = bench::ntb_perf(J, 64 * kib, 4 << 20, true, 1, None, None).unwrap();
+    for r in [&cpu, &dma] {
+        assert_eq!(r.copied, 4 << 20);
+        assert!(r.total_ps >= r.link_ps && r.mbytes_per_s() > 0.0);
+    }
+    // Four passes over the 1 MiB window take four times one pass.
+    let one = bench::ntb_perf(J, 64 * kib, 1 << 20, true, 1, None, None).unwrap();
+    assert_eq!(dma.total_ps, 4 * one.total_ps);
+    // Two threads on two channels: each copies `total`, together faster than one thread alone.
+    let two = bench::ntb_perf(J, 64 * kib, 1 << 20, true, 2, Some(2), None).unwrap();
+    assert_eq!(two.copied, 2 << 20);
+    assert!(two.mbytes_per_s() > 1.5 * one.mbytes_per_s());
+}
+
+#[test]
+fn ntb_perf_bad_parameters_are_clear_errors() {
+    let bad = [(0, 1 << 20, false, 1), (2 << 20, 4 << 20, false, 1), (4096, 1024, false, 1), (4096, 1 << 20, false, 0), (4096, 1 << 20, false, 33), (1 << 20, 1 << 20, false, 2)];
+    for (chunk, total, dma, threads) in bad {
+        let e = bench::ntb_perf(J, chunk, total, dma, threads, None, None).unwrap_err();
+        assert!(matches!(e, RdmaError::Invalid(_)), "{e}");
+    }
+    let e = bench::ntb_perf(J, 4096, 1 << 20, true, 2, None, None).unwrap_err();
+    assert!(matches!(e, RdmaError::NoDmaEngine(_)) && e.to_string().contains("DMA channel"), "{e}");
+}
+
+#[test]
+fn ntb_pingpong_bounces_the_counter_and_shifts_the_doorbell() {
+    let r = bench::ntb_pingpong(J, 40, 1, 0).unwrap();
+    assert_eq!(r.counter, 40);
+    assert_eq!(&r.bits[..3], &[1, 2, 4]);
+    assert_eq!(r.bits[16], 1, "starts again after the 16 valid bits");
+    assert!(r.round_trip_ps > 0 && r.total_ps == 20 * r.round_trip_ps);
+    let slow = bench::ntb_pingpong(J, 2, 1, 1_000_000).unwrap();
+    assert_eq!(slow.round_trip_ps, r.round_trip_ps + 2_000_000);
+    for (pings, init) in [(0, 1), (4, 0), (4, 1 << 16)] {
+        assert!(matches!(bench::ntb_pingpong(J, pings, init, 0), Err(RdmaError::Invalid(_))));
+    }
+}
+
+#[test]
+fn ntb_pingpong_over_a_link_that_is_down_fails_cleanly() {
+    let (mut f, p) = testbed(J).unwrap();
+    link_down(&mut f, "nt-link").unwrap();
+    let e = devlend_rdma::pingpong::run(&mut f, &p.a.node, &p.b.node, 4, 1, 0).unwrap_err();
+    assert!(matches!(e, RdmaError::LinkDown(_)), "{e}");
 }

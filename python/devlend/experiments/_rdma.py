@@ -34,3 +34,17 @@ def sweep(methods: list[str], sizes: list[int], gen: int = 2, width: int = 8, ma
 
 def link_limit_mbps(gen: int, width: int) -> float:
     return round(_core.rdma_link_limit(testbed_json(gen, width)) / 1e6, 1)
+
+
+def ntb_perf(chunk: int, total: int, use_dma: bool, threads: int = 1, channels: int | None = None,
+             gen: int = 2, width: int = 8) -> dict:
+    """Linux-style ntb_perf from host B into host A's window: MB/s (bytes per microsecond)."""
+    copied, ps, link_ps, per = _core.rdma_ntb_perf(testbed_json(gen, width), chunk, total, use_dma, threads, channels)
+    return {"copied": copied, "usecs": ps / 1e6, "MBps": mbps(copied, ps), "link_MBps": mbps(copied, link_ps),
+            "threads": [mbps(c, p) for c, p in per]}
+
+
+def ntb_pingpong(pings: int, init_db: int = 1, delay_ns: int = 0, gen: int = 2, width: int = 8) -> dict:
+    """Linux-style ntb_pingpong between host A and host B: counter, doorbell bits, round trip."""
+    counter, bits, rtt, total, steps = _core.rdma_ntb_pingpong(testbed_json(gen, width), pings, init_db, delay_ns)
+    return {"counter": counter, "bits": bits, "round_trip_ns": rtt / 1e3, "total_us": total / 1e6, "steps": steps}

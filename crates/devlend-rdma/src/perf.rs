@@ -1,0 +1,144 @@
+//! `ntb_perf` as a built-in benchmark: throughput of writes into the peer's memory window with
+//! CPU copies or DMA, with the semantics of Linux's drivers/ntb/test/ntb_perf (issue 6).
+//!
+//! What the Linux tool does, and devlend with it: each of `threads` workers owns an equal part of
+//! the peer's memory window and copies `chunk` bytes at a time from one local source buffer into
+//! it, chunk after chunk, wrapping to the start of its part when it is full, until it has copied
+//! `total` bytes (`total / chunk` chunks). With CPU copies the window is mapped write-combining
+//! (`ioremap_wc`) and each chunk is a `memcpy_toio` ([`crate::pio`], WC); with DMA each worker
+//! holds its own DMA channel (none left: the run fails) and each chunk is one memcpy descriptor,
+//! all submitted before waiting for the last completion. The result is bytes copied over elapsed
+//! microseconds, i.e. MB/s, per worker and for all of them.
+//!
+//! devlend's timing: a worker's chunks all take the same time (same route, same size), so one pass
+//! over its part is run for real (bytes land in the peer, the descriptors go through the channel)
+//! and timed, and the run's time is that pass times the number of passes plus the last, partial
+//! pass; the peer's memory ends exactly as after every pass (each pass writes the same bytes).
+//! DMA descriptors of a pass go to the channel as scatter-gather chains of at most its ring slice.
+//! Workers run at the same time and share the links ([`crate::share`]).
+
+use crate::dma::Desc;
+use crate::error::{RResult, RdmaError};
+use crate::params::params;
+use crate::pio::{pio_time, Mapping};
+use crate::share::LinkLoad;
+use crate::shmem::{ring_slice, Pe};
+use devlend_fabric::route::Requester;
+use devlend_fabric::Fabric;
+use devlend_wire::Access;
+
+/// The Linux tool's thread limit.
+pub const MAX_THREADS: u32 = 32;
+
+#[derive(Clone, Debug)]
+pub struct Perf {
+    /// (bytes copied, ps) per worker.
+    pub threads: Vec<(u64, u64)>,
+    pub copied: u64,
+    pub total_ps: u64,
+    /// What the busiest link direction needs for everything copied, in ps.
+    pub link_ps: u64,
+}
+
+impl Perf {
+    /// Bytes per microsecond, as ntb_perf prints its "MBytes/s".
+    pub fn mbytes_per_s(&self) -> f64 {
+        self.copied as f64 / (self.total_ps as f64 * 1e-6)
+    }
+}
+
+/// Run ntb_perf from `pe` into the peer's window.
+pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, threads: u32) -> RResult<Perf> {
+    if threads == 0 || threads > MAX_THREADS {
+        return Err(RdmaError::Invalid(format!("{threads} threads: expected 1 to {MAX_THREADS}")));
+    }
+    let window = pe.node.window_size();
+    if window == 0 {
+        return Err(RdmaError::NotPublished { addr: 0, len: chunk, published: None });
+    }
+    let part = window / threads as u64;
+    if chunk == 0 || chunk > part {
+        return Err(RdmaError::Invalid(format!("chunk of {chunk} bytes: expected 1 to {part} (the peer's window of {window} bytes split among {threads} threads)")));
+    }
+    if total < chunk {
+        return Err(RdmaError::Invalid(format!("total of {total} bytes: expected at least one chunk ({chunk} bytes)")));
+    }
+    pe.node.check_link(f)?;
+    let n = total / chunk;
+    let per_pass = part / chunk;
+    let (passes, rest) = (n / per_pass, n % per_pass);
+    let cpu = Requester::Cpu(pe.node.host);
+    // One source buffer per worker, at the start of its part of the local buffer.
+    let src: Vec<u8> = (0..chunk).map(|i| (i * 31 + 7) as u8).collect();
+    for t in 0..threads as u64 {
+        f.write(cpu, pe.node.buf.phys + t * part, &src);
+    }
+    let (pass, last) = if use_dma {
+        let channels = pe.dma.as_ref().map_or(0, |d| d.engine.channels.len());
+        if threads as usize > channels {
+            return Err(RdmaError::NoDmaEngine(format!("thread {channels} cannot get a DMA channel: host {} has {channels}", pe.node.host)));
+        }
+        if chunk > u32::MAX as u64 {
+            return Err(RdmaError::Invalid(format!("chunk of {chunk} bytes: a DMA descriptor moves at most {} bytes", u32::MAX)));
+        }
+        (dma_pass(f, pe, chunk, part, threads, if passes > 0 { per_pass } else { 0 })?, dma_pass(f, pe, chunk, part, threads, rest)?)
+    } else {
+        (cpu_pass(f, pe, &src, part, threads, if passes > 0 { per_pass } else { 0 })?, cpu_pass(f, pe, &src, part, threads, rest)?)
+    };
+    let threads_ps: Vec<u64> = pass.0.iter().zip(&last.0).map(|(p, l)| p * passes + l).collect();
+    let link_ps = pass.1 * passes + last.1;
+    let total_ps = threads_ps.iter().copied().max().unwrap_or(0).max(link_ps);
+    // The peer's memory holds the source in every chunk a worker wrote.
+    for t in 0..threads as u64 {
+        let peer = pe.node.peer.expect("window_size > 0").phys + t * part;
+        for j in 0..per_pass.min(n) {
+            if f.read(Requester::Cpu(pe.node.host), pe.node.window.0 + t * part + j * chunk, chunk as usize).0 != src {
+                return Err(RdmaError::Fabric(format!("thread {t}: chunk {j} did not land in the peer at {:#x}", peer + j * chunk)));
+            }
+        }
+    }
+    Ok(Perf { threads: threads_ps.iter().map(|&ps| (n * chunk, ps)).collect(), copied: n * chunk * threads as u64, total_ps, link_ps })
+}
+
+/// `k` chunks per worker with CPU stores into the WC-mapped window: (per-worker ps, link ps).
+fn cpu_pass(f: &mut Fabric, pe: &Pe, src: &[u8], part: u64, threads: u32, k: u64) -> RResult<(Vec<u64>, u64)> {
+    let chunk = src.len() as u64;
+    let cpu = Requester::Cpu(pe.node.host);
+    let mut load = LinkLoad::default();
+    let mut ps = Vec::new();
+    for t in 0..threads as u64 {
+        let at = pe.node.window.0 + t * part;
+        if k == 0 {
+            ps.push(0);
+            continue;
+        }
+        let one = pio_time(f, pe.node.host, at, chunk, Mapping::WriteCombining).map_err(RdmaError::Fabric)?;
+        for j in 0..k {
+            if let (_, Some(e)) = f.write(cpu, at + j * chunk, src) {
+                return Err(RdmaError::Fabric(f.failure_json(&e)["message"].to_string()));
+            }
+        }
+        let plan = devlend_engine::plan(f, cpu, at, Access::Write).map_err(|e| RdmaError::Fabric(f.failure_json(&e)["message"].to_string()))?;
+        load.add_writes(f, &plan.request, k * chunk, params().cpu_store.wc_line_bytes);
+        ps.push(k * one.total_ps);
+    }
+    Ok((ps, load.busiest_ps()))
+}
+
+/// `k` chunks per worker, each a DMA descriptor on the worker's channel: (per-worker ps, link ps).
+fn dma_pass(f: &mut Fabric, pe: &mut Pe, chunk: u64, part: u64, threads: u32, k: u64) -> RResult<(Vec<u64>, u64)> {
+    if k == 0 {
+        return Ok((vec![0; threads as usize], 0));
+    }
+    let channels = pe.dma.as_ref().expect("checked").engine.channels.len();
+    let cap = (ring_slice(pe.node.ring, channels) / params().ntb_dma.descriptor_bytes) as usize;
+    let queues: Vec<Vec<Vec<Desc>>> = (0..threads as u64)
+        .map(|t| {
+            let (src, dst) = (pe.node.buf.phys + t * part, pe.node.window.0 + t * part);
+            let descs: Vec<Desc> = (0..k).map(|j| Desc { src, dst: dst + j * chunk, count: chunk as u32 }).collect();
+            descs.chunks(cap).map(<[Desc]>::to_vec).collect()
+        })
+        .collect();
+    let r = pe.dma_concurrent(f, &queues, true)?;
+    Ok((r.channel_ps, r.link_ps))
+}
