@@ -101,9 +101,59 @@ fn doorbell_to_a_host_whose_link_is_down_fails_cleanly() {
     assert!(matches!(p.b.node.ring_peer(&mut f, 2), Err(RdmaError::LinkDown(_))));
     for how in ALL {
         let e = p.b.put_bytes(&mut f, base, &[1; 64], how).unwrap_err();
-        assert!(!matches!(e, RdmaError::ExceedsWindow { .. } | RdmaError::NotPublished { .. }), "{e}");
+        assert!(matches!(e, RdmaError::LinkDown(_)), "{e}");
+        assert!(matches!(p.b.get_bytes(&mut f, base, 64, how), Err(RdmaError::LinkDown(_))));
+        assert!(matches!(p.b.put_nbi(&mut f, base, &[1; 64], how), Err(RdmaError::LinkDown(_))));
     }
+    assert_eq!(p.b.pending(), 0, "a refused non-blocking put leaves nothing to wait for");
+    assert!(matches!(p.a.node.publish(&mut f), Err(RdmaError::LinkDown(_))));
+    let job = vec![vec![vec![Desc { src: p.b.node.buf.phys, dst: p.b.node.window.0, count: 64 }]]];
+    assert!(matches!(p.b.dma_concurrent(&mut f, &job, false), Err(RdmaError::LinkDown(_))));
     assert_eq!(ram(&mut f, p.a.node.host, base, 64), before);
+}
+
+#[test]
+fn typed_put_get_blocking_and_nonblocking_with_every_method() {
+    let (mut f, mut p) = testbed(J).unwrap();
+    let base = peer_a(&p);
+    for (k, how) in ALL.iter().enumerate() {
+        let at = base + 0x4000 * k as u64;
+        let ints = [k as i32, -7, i32::MAX, i32::MIN];
+        let dbls = [k as f64 + 0.5, -1e300, f64::MIN_POSITIVE];
+        p.b.put_int(&mut f, at, &ints, *how).unwrap();
+        p.b.put_double(&mut f, at + 64, &dbls, *how).unwrap();
+        assert_eq!(ram(&mut f, p.a.node.host, at, 16), ints.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>());
+        assert_eq!(p.b.get_int(&mut f, at, 4, *how).unwrap().0, ints);
+        assert_eq!(p.b.get_double(&mut f, at + 64, 3, *how).unwrap().0, dbls);
+        // Non-blocking: a put and a get queued, both done at quiet; the get lands at the same
+        // offset of host B's buffer (symmetric heap).
+        let bytes: Vec<u8> = (0..777u32).map(|i| (i * 3 + k as u32) as u8).collect();
+        p.b.put_nbi(&mut f, at + 0x1000, &bytes, *how).unwrap();
+        p.b.get_nbi(&mut f, at, 16, *how).unwrap();
+        assert_eq!(p.b.pending(), 2);
+        assert!(p.b.quiet().total_ps > 0);
+        assert_eq!(ram(&mut f, p.a.node.host, at + 0x1000, bytes.len()), bytes);
+        assert_eq!(p.b.local_read(&mut f, at - base, 16).unwrap(), ram(&mut f, p.a.node.host, at, 16));
+    }
+    assert!(matches!(p.b.local_read(&mut f, (1 << 20) - 8, 16), Err(RdmaError::Invalid(_))));
+    // A non-blocking get from an address the peer never published queues nothing.
+    assert!(matches!(p.b.get_nbi(&mut f, base + (2 << 20), 8, Method::Pio), Err(RdmaError::NotPublished { .. })));
+    assert_eq!(p.b.pending(), 0);
+}
+
+#[test]
+fn concurrent_descriptors_outside_registered_memory_move_nothing() {
+    let (mut f, mut p) = bench::testbed_with(J, Some(2), None).unwrap();
+    let base = peer_a(&p);
+    let (win, local) = (p.b.node.window.0, p.b.node.buf.phys);
+    let before = ram(&mut f, p.a.node.host, base, 1 << 20);
+    let good = vec![Desc { src: local, dst: win, count: 4096 }];
+    let bad = vec![Desc { src: local, dst: win + (1 << 20) - 64, count: 128 }];
+    let e = p.b.dma_concurrent(&mut f, &[vec![good.clone()], vec![bad]], true).unwrap_err();
+    assert!(matches!(e, RdmaError::OutsideRegistered { .. }), "{e}");
+    let e = p.b.dma_concurrent(&mut f, &[vec![good.clone()], vec![good.clone()], vec![good]], true).unwrap_err();
+    assert!(matches!(e, RdmaError::Invalid(_)), "three queues on two channels: {e}");
+    assert_eq!(ram(&mut f, p.a.node.host, base, 1 << 20), before);
 }
 
 #[test]
