@@ -194,7 +194,7 @@ impl DmaEngine {
         let mut total = 0u64;
         let mut batch: Vec<u8> = Vec::new();
         for i in 0..n {
-            if i as u64 % p.descriptor_prefetch == 0 {
+            if (i as u64).is_multiple_of(p.descriptor_prefetch) {
                 let k = (n - i).min(p.descriptor_prefetch as usize) as u64;
                 batch = self
                     .dma_read(f, ch, ring + i as u64 * dbytes, k * dbytes, "fetch descriptors")
