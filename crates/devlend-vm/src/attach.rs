@@ -81,7 +81,9 @@ impl Vmm {
         for b in dev.bars.iter_mut() {
             b.host = views.iter().find(|v| v.index == b.index).map(|v| v.cpu_addr);
         }
-        if path == Path::Mdev {
+        // Mediated: the guest's Bus Master write is what attaches. VFIO: a re-attached device
+        // (after migration) gets bus mastering back as the guest left it.
+        if path == Path::Mdev || self.dev(vm, id)?.virt.command & devlend_fabric::config::CMD_BUS_MASTER != 0 {
             c.fabric.set_bus_master(func, true);
             held.push(Held::Master { func });
         }

@@ -102,7 +102,7 @@ pub struct Route {
     relay: Option<(HostId, u8, u64)>,
     relay_seen: u64,
     pieces: Vec<Piece>,
-    /// Device-to-guest latency, step by step (ps).
+    /// Device-to-guest latency, step by step (ps); empty until the first interrupt arrives.
     pub steps: Vec<(String, u64)>,
 }
 
@@ -225,11 +225,9 @@ impl Vmm {
     }
 
     fn setup_steps(&mut self, c: &mut Cluster, r: &mut Route, path: Path, hdev: DevId, vhost: HostId) -> HResult<()> {
-        let p = crate::params::params();
         let (func, host) = (r.func, r.first.0);
         let handler = if path == Path::Vfio { VFIO_HANDLER } else { LENDER_HANDLER };
         let page = msi_page(c, host);
-        let message = timed(c, Requester::Func(func), page)?;
         match r.src {
             Src::Msix(entry) => {
                 let owner = c.kernel(host)?.by_func(func).ok_or_else(|| HostError::NoDevice(format!("{} is not in its host's tree", c.fabric.funcs[func as usize].name)))?;
@@ -246,16 +244,12 @@ impl Vmm {
                 set_msix_control(&mut c.fabric, func, &cap, (control | MSIX_ENABLE) & !MSIX_MASKALL)?;
                 cpu_write(c, host, at + MSIX_ENTRY_CTRL, 0)?;
                 r.first.1 = Some(v);
-                r.steps.push(("MSI-X message, device to root".into(), message));
             }
             Src::Intx => {
                 c.request_intx_line(func, handler)?;
                 r.pieces.push(Piece::Intx(func));
-                r.steps.push(("Assert_INTx, device to root".into(), message));
             }
         }
-        let who = if path == Path::Vfio { "host" } else { "lender" };
-        r.steps.push((format!("{who} interrupt entry"), p.host_irq_entry_ps));
         if path == Path::Mdev {
             let addr = c.msi_forward_acquire(func)?;
             r.pieces.push(Piece::Forward(func));
@@ -263,14 +257,28 @@ impl Vmm {
             let rv = c.alloc_vector(vhost, hdev, entry, RELAY_HANDLER, addr)?;
             r.pieces.push(Piece::Vector(vhost, rv));
             r.relay = Some((vhost, rv, addr));
-            let notify = timed(c, Requester::Cpu(host), addr)?;
-            r.steps.push(("lender-side handler".into(), p.lender_forward_ps));
-            r.steps.push(("notification through the NTB".into(), notify));
-            r.steps.push(("borrower interrupt entry".into(), p.host_irq_entry_ps));
         }
-        r.steps.push(("eventfd and KVM irqfd".into(), p.eventfd_irqfd_ps));
-        r.steps.push(("injection and guest handler entry".into(), p.guest_irq_entry_ps));
         Ok(())
+    }
+
+    /// The route's latency, step by step: computed when its first interrupt is delivered (the
+    /// device may only send once it is bus mastering).
+    fn steps(c: &mut Cluster, r: &Route) -> Vec<(String, u64)> {
+        let p = crate::params::params();
+        let host = r.first.0;
+        let message = timed(c, Requester::Func(r.func), msi_page(c, host)).unwrap_or(0);
+        let what = if r.src == Src::Intx { "Assert_INTx, device to root" } else { "MSI-X message, device to root" };
+        let who = if r.relay.is_some() { "lender" } else { "host" };
+        let mut steps = vec![(what.to_string(), message), (format!("{who} interrupt entry"), p.host_irq_entry_ps)];
+        if let Some((_, _, addr)) = r.relay {
+            let notify = timed(c, Requester::Cpu(host), addr).unwrap_or(0);
+            steps.push(("lender-side handler".into(), p.lender_forward_ps));
+            steps.push(("notification through the NTB".into(), notify));
+            steps.push(("borrower interrupt entry".into(), p.host_irq_entry_ps));
+        }
+        steps.push(("eventfd and KVM irqfd".into(), p.eventfd_irqfd_ps));
+        steps.push(("injection and guest handler entry".into(), p.guest_irq_entry_ps));
+        steps
     }
 
     fn teardown(&mut self, c: &mut Cluster, r: Route) {
@@ -320,6 +328,9 @@ impl Vmm {
                 let got = c.os(vhost).map(|mut os| os.irq_count(rv)).unwrap_or(0);
                 arrived = got.saturating_sub(self.routes[i].relay_seen);
                 self.routes[i].relay_seen = got;
+            }
+            if arrived > 0 && self.routes[i].steps.is_empty() {
+                self.routes[i].steps = Self::steps(c, &self.routes[i]);
             }
             let (vm, gv, lat) = (self.routes[i].vm, self.routes[i].guest_vector, self.routes[i].latency_ps());
             if let Some(v) = self.vms.get_mut(&vm) {

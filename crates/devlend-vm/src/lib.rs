@@ -22,6 +22,7 @@ pub mod d4;
 pub mod d6;
 pub mod guest;
 mod held;
+mod migrate;
 pub mod irq;
 pub mod layout;
 pub mod params;

@@ -95,6 +95,20 @@ impl Vm {
         Vm { id, name: name.to_string(), host, layout, backing, pages: RangeAlloc::new(&free), devices: BTreeMap::new(), irqs: GuestIrqs::default(), next_dev: 0, next32, next64 }
     }
 
+    /// Put the guest's RAM on other host chunks of another host (cold migration); returns the
+    /// old host and backing, for `restore` or for copying the image.
+    pub(crate) fn rebase(&mut self, host: HostId, host_chunks: &[u64]) -> (HostId, BTreeMap<u64, u64>) {
+        let perm = scatter(host_chunks.len());
+        let backing = self.backing.keys().enumerate().map(|(i, &g)| (g, host_chunks[perm[i]])).collect();
+        let old = std::mem::replace(&mut self.backing, backing);
+        (std::mem::replace(&mut self.host, host), old)
+    }
+
+    pub(crate) fn restore(&mut self, (host, backing): (HostId, BTreeMap<u64, u64>)) {
+        self.host = host;
+        self.backing = backing;
+    }
+
     /// KVM pinning one guest page: the host page behind it, if the guest has memory there.
     pub fn pin(&self, gpa: u64) -> Option<u64> {
         let chunk = gpa & !(CHUNK - 1);

@@ -44,8 +44,8 @@ pub struct VmDomain {
 pub struct Vmm {
     pub(crate) vms: BTreeMap<VmId, Vm>,
     next: u32,
-    pages: BTreeMap<VmId, Vec<Held>>,
-    parents: BTreeSet<FuncId>,
+    pub(crate) pages: BTreeMap<VmId, Vec<Held>>,
+    pub(crate) parents: BTreeSet<FuncId>,
     assigned: BTreeMap<FuncId, (VmId, DevId)>,
     pub domains: BTreeMap<(VmId, HostId), VmDomain>,
     pub(crate) dev_held: BTreeMap<(VmId, DevId), (Vec<Held>, Option<Held>)>,
@@ -68,6 +68,16 @@ impl Vmm {
             return inv(format!("VM {name}: {} of RAM must be a multiple of 2 MiB and more than the guest kernel's {}", size(ram), size(GUEST_RESERVED)));
         }
         let h = c.host_id(host)?;
+        let (chunks, held) = self.back(c, h, name, ram)?;
+        let id = VmId(self.next);
+        self.next += 1;
+        self.vms.insert(id, Vm::new(id, name, h, Layout::for_ram(ram), &chunks));
+        self.pages.insert(id, held);
+        Ok(id)
+    }
+
+    /// Host chunks for `ram` bytes of guest RAM in host `h`; nothing stays allocated on error.
+    pub(crate) fn back(&mut self, c: &mut Cluster, h: HostId, name: &str, ram: u64) -> HResult<(Vec<u64>, Vec<Held>)> {
         let mut held = Vec::new();
         let mut chunks = Vec::new();
         for _ in 0..ram / CHUNK {
@@ -78,15 +88,12 @@ impl Vmm {
                 }
                 Err(e) => {
                     release_all(c, held, &mut self.anomalies);
+                    let host = &c.fabric.hosts[h as usize].name;
                     return Err(HostError::NoMemory(format!("VM {name}: host {host} cannot back {} of guest RAM: {e}", size(ram))));
                 }
             }
         }
-        let id = VmId(self.next);
-        self.next += 1;
-        self.vms.insert(id, Vm::new(id, name, h, Layout::for_ram(ram), &chunks));
-        self.pages.insert(id, held);
-        Ok(id)
+        Ok((chunks, held))
     }
 
     pub fn vm(&self, id: VmId) -> HResult<&Vm> {
@@ -205,7 +212,7 @@ impl Vmm {
         Ok(())
     }
 
-    fn is_anchor(&self, c: &Cluster, vm: VmId, func: FuncId) -> bool {
+    pub(crate) fn is_anchor(&self, c: &Cluster, vm: VmId, func: FuncId) -> bool {
         self.domains.get(&(vm, c.fabric.func_host(func))).is_some_and(|d| d.anchor == Some(func))
     }
 
