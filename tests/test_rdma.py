@@ -1,4 +1,4 @@
-"""R1/R2 (003 §4, Figs 8-9) and the issue-6 extension on the model, through the Rust bindings.
+"""R1/R2 (003 §3, Figs 8-9) and the issue-6 extension on the model, through the Rust bindings.
 
 Tolerances (the paper gives no per-size numbers, only these statements):
 - memcpy saturates near 150 MB/s: the 1 MiB rate within 150 MB/s +-20% (120-180), and within 5% of

@@ -1,4 +1,4 @@
-//! The measurements of 003 §4 (Figs 8-9) and issue 6's extension, on a topology given as JSON
+//! The measurements of 003 §3 (Figs 8-9) and issue 6's extension, on a topology given as JSON
 //! (the Python front end's `pex8749-rdma.yaml` with its `setup` dropped: the handshake programs
 //! the windows). Host B (NT link side, where the DMA function sits) puts into host A's buffer, as
 //! in 003 ("we transfer the data to Host A from Host B by using one DMA channel"); a transfer ends
@@ -13,7 +13,7 @@ use devlend_fabric::Fabric;
 use devlend_wire::Access;
 
 pub const BUF_RAM_OFFSET: u64 = 0x1000_0000;
-/// 003 §4: "Since the BAR memory size is 1 MB, we limit the buffer size to a maximum of 1 MB."
+/// 003 §3: "Since the BAR memory size is 1 MB, we limit the buffer size to a maximum of 1 MB."
 pub const BUF_SIZE: u64 = 1 << 20;
 pub const NTB_A: &str = "nt-virtual";
 pub const NTB_B: &str = "nt-link";

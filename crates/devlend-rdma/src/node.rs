@@ -1,7 +1,7 @@
 //! One host's side of the RDMA testbed (003 §2.2, §4): a physically contiguous, page-locked
 //! buffer, the scratchpad handshake, the memory window and doorbells.
 //!
-//! 003 §4: "The actual physical address, the virtual address in kernel, and buffer size are sent
+//! 003 §3: "The actual physical address, the virtual address in kernel, and buffer size are sent
 //! and received to each other via scratchpad register"; each host then reaches the other's buffer
 //! through its BAR after the base-replacing translation of Fig 4. devlend's handshake, in Linux NTB
 //! API terms: each host points its inbound window at its own buffer (`mw_set_trans`), writes

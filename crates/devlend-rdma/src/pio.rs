@@ -1,4 +1,4 @@
-//! CPU stores through an NTB BAR: the "memcpy" of 003 §4, Fig 8, as a mechanism.
+//! CPU stores through an NTB BAR: the "memcpy" of 003 §3, Fig 8, as a mechanism.
 //!
 //! 003 measured memcpy into the BAR saturating near 150 MB/s. devlend does not type that number in:
 //! a memcpy of N bytes is `ceil(N / store_bytes)` CPU stores; through an uncached (UC) mapping each

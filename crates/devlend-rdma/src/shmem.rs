@@ -3,10 +3,10 @@
 //! page-locked buffer and `blockDMATransfer`).
 //!
 //! Addresses of remote data are physical addresses in the peer, inside the buffer it published
-//! (003 §4 exchanges physical addresses). The heap is symmetric: a put stages its data at the same
+//! (003 §3 exchanges physical addresses). The heap is symmetric: a put stages its data at the same
 //! offset of the local buffer, so DMA moves it buffer-to-buffer. Each call picks a [`Method`]: CPU
 //! stores through the BAR (PIO), block DMA or scatter-gather DMA with N descriptors (the buffer
-//! divided evenly, as in 003 §4's Fig 9). Every input is checked before any byte moves, so a
+//! divided evenly, as in 003 §3's Fig 9). Every input is checked before any byte moves, so a
 //! refused call leaves the peer's memory untouched, and a call over a link that is down is refused
 //! as [`RdmaError::LinkDown`] before anything moves. Blocking calls return their [`Timing`];
 //! `*_nbi` calls queue it and `quiet` waits for all (they share one channel: their times add up).
@@ -182,7 +182,7 @@ impl Pe {
     // ----- put and get -------------------------------------------------------------------------
 
     /// Put `data` at `dst` (a physical address in the peer's published buffer), then ring the
-    /// peer's data doorbell. Time ends when the peer's doorbell handler runs (003 §4).
+    /// peer's data doorbell. Time ends when the peer's doorbell handler runs (003 §3).
     pub fn put(&mut self, f: &mut Fabric, dst: u64, data: &[u8], how: Method) -> RResult<Timing> {
         let len = data.len() as u64;
         let win = self.node.peer_to_window(dst, len)?;
@@ -388,7 +388,7 @@ fn channel_time(f: &mut Fabric, ch: &Channel, c: usize, host: u16, sg: bool) -> 
 }
 
 /// Split [src, src+len) -> [dst, ...) into the descriptors of a method: one for block mode, N
-/// even pieces for SG (003 §4: "dividing evenly the same size to the buffer size").
+/// even pieces for SG (003 §3: "dividing evenly the same size to the buffer size").
 pub fn split(src: u64, dst: u64, len: u64, how: Method) -> Vec<Desc> {
     let n = match how {
         Method::SgDma(n) => (n as u64).clamp(1, len.max(1)),
@@ -411,7 +411,7 @@ pub struct Pair {
     pub b: Pe,
 }
 
-/// Open both nodes, publish, learn each other (003 §4's scratchpad handshake), and attach the
+/// Open both nodes, publish, learn each other (003 §3's scratchpad handshake), and attach the
 /// DMA function to whichever host it sits in.
 pub fn handshake(f: &mut Fabric, ntb_a: &str, ntb_b: &str, ram_offset: u64, size: u64, dma: Option<&str>) -> RResult<Pair> {
     let mut a = Node::open(f, ntb_a, ram_offset, size)?;

@@ -9,7 +9,7 @@ from .. import _core, load
 from . import topology_path
 
 KiB, MiB = 1 << 10, 1 << 20
-SIZES = [64 << i for i in range(15)]            # 64 B .. 1 MiB (003 §4: buffers up to the 1 MB BAR)
+SIZES = [64 << i for i in range(15)]            # 64 B .. 1 MiB (003 §3: buffers up to the 1 MB BAR)
 QUICK_SIZES = [512, 1 * KiB, 2 * KiB, 4 * KiB, 64 * KiB, 1 * MiB]
 
 

@@ -1,7 +1,7 @@
-"""R1: memcpy (CPU stores through the NTB BAR) vs block DMA by transfer size (003 §4, Fig 8).
+"""R1: memcpy (CPU stores through the NTB BAR) vs block DMA by transfer size (003 §3, Fig 8).
 
 Host B sends to host A through the PEX8749 NT port at Gen2 x8 with one DMA channel and a 1 MB
-buffer; each transfer ends with a doorbell interrupt on host A (003 §4). memcpy is CPU stores
+buffer; each transfer ends with a doorbell interrupt on host A (003 §3). memcpy is CPU stores
 through an uncached BAR mapping: one posted TLP per 16-byte store, the core waiting for each UC
 store to be accepted before the next (params `[cpu_store]`); block DMA is the PLX driver's ioctl,
 register stores, the engine's reads (one 512-byte read in flight) and posted writes, its MSI and
@@ -19,7 +19,7 @@ from ._rdma import KiB, MiB, QUICK_SIZES, SIZES, sweep
 PAPER = {"memcpy_MBps": "saturates ~150", "block_MBps": "~500 from 4 KB (up to)", "crossover": "memcpy faster below 2 KB"}
 
 
-@register("r1", "RDMA through a PEX8749 NTB: memcpy vs block DMA by size (003 §4, Fig 8)")
+@register("r1", "RDMA through a PEX8749 NTB: memcpy vs block DMA by size (003 §3, Fig 8)")
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     sizes = QUICK_SIZES if quick else SIZES
     bw = sweep(["memcpy", "block"], sizes)
@@ -37,7 +37,7 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
         "doubles the rate); devlend reaches ~480 MB/s from 256 KiB",
     ]
     return ExperimentResult(name="r1", title="memcpy vs block DMA through the NTB, host B to host A, MB/s",
-                            source="003 §4, Fig 8", columns=["size", "memcpy_MBps", "block_MBps", "faster"],
+                            source="003 §3, Fig 8", columns=["size", "memcpy_MBps", "block_MBps", "faster"],
                             rows=rows, notes=notes, plot=plot)
 
 

@@ -1,7 +1,7 @@
-"""R2: block DMA vs scatter-gather DMA with 8, 32, 128 and 256 descriptors (003 §4, Fig 9).
+"""R2: block DMA vs scatter-gather DMA with 8, 32, 128 and 256 descriptors (003 §3, Fig 9).
 
 Same testbed and measurement as R1. SG descriptors {src, dst, byte count} divide the buffer evenly
-(003 §4); the engine fetches them from host B's RAM over PCIe, 8 per read, retires each with a
+(003 §3); the engine fetches them from host B's RAM over PCIe, 8 per read, retires each with a
 status write-back and a short turnaround, and moves each descriptor's bytes with its own reads, so
 many small descriptors cost read round trips. The SG driver path needs no status-register reads
 over PCIe (status comes back in the descriptors), which block mode does (params `[ntb_dma]`).
@@ -18,7 +18,7 @@ DESCRIPTORS = [8, 32, 128, 256]
 METHODS = ["block"] + [f"sg{n}" for n in DESCRIPTORS]
 
 
-@register("r2", "RDMA through a PEX8749 NTB: block DMA vs SGDMA with 8-256 descriptors (003 §4, Fig 9)")
+@register("r2", "RDMA through a PEX8749 NTB: block DMA vs SGDMA with 8-256 descriptors (003 §3, Fig 9)")
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     sizes = QUICK_SIZES if quick else SIZES
     bw = sweep(METHODS, sizes)
@@ -34,7 +34,7 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
              "of the next buffer'); devlend's SG path saves exactly such per-call costs (no status-register reads over "
              "PCIe, fewer register stores), which a 1 MiB buffer amortises; 003 states no per-byte mechanism that would "
              "keep SG8 4% ahead at 1 MB, so devlend does not invent one"]
-    return ExperimentResult(name="r2", title="block DMA vs scatter-gather DMA through the NTB, MB/s", source="003 §4, Fig 9",
+    return ExperimentResult(name="r2", title="block DMA vs scatter-gather DMA through the NTB, MB/s", source="003 §3, Fig 9",
                             columns=["size"] + [f"{m}_MBps" for m in METHODS], rows=rows, notes=notes, plot=plot)
 
 

@@ -32,7 +32,7 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
              "a faster link barely helps it; UC memcpy is bound by the CPU's store issue; a write-combined mapping "
              "(memcpy_wc) is the only path that scales with the link",
              "link_limit: saturated posted writes of 256-byte payloads along the DMA's path (analytic model)"]
-    return ExperimentResult(name="rx", title="The 003 put library on faster NTB links, MB/s", source="issue 6 extension of 003 §4",
+    return ExperimentResult(name="rx", title="The 003 put library on faster NTB links, MB/s", source="issue 6 extension of 003 §3",
                             columns=["link", "size"] + [f"{m}_MBps" for m in METHODS] + ["memcpy_wc_MBps", "link_limit_MBps"],
                             rows=rows, notes=notes, plot=plot)
 
