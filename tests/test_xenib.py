@@ -113,3 +113,67 @@ def test_bad_benchmark_arguments_are_errors_not_panics(call):
     from devlend.experiments._xenib import testbed_json
     with pytest.raises(_core.FabricError):
         call(testbed_json())
+
+
+# ----- beyond 004: xcmp, the RDMA-write benchmark over four access paths -----------------------
+# Relations asserted (no paper values exist): bypass and VFIO equal native for large messages
+# (within 1% at 256 KB); lending adds exactly its routes' extra (doorbell + two reads + one write,
+# as the engine measured them) to the small-message round trip, and under 2% at 256 KB; the basic
+# split driver is the worst at small messages (round trip and throughput).
+
+from devlend.experiments import xcmp
+
+
+@pytest.fixture(scope="module")
+def mc():
+    return xcmp.measure(quick=True)
+
+
+def test_xcmp_bypass_and_vfio_equal_native_for_large_messages(mc):
+    big = 256 * KiB
+    for a in ("bypass", "vfio"):
+        assert mc["bw"][a][big] == pytest.approx(mc["bw"]["native"][big], rel=0.01), a
+        assert mc["lat"][a][64 * KiB] == pytest.approx(mc["lat"]["native"][64 * KiB], rel=0.01), a
+
+
+def test_xcmp_lending_adds_the_ntb_crossings_to_small_messages(mc):
+    n, l = mc["costs"]["native"], mc["costs"]["lending"]
+    extra_us = ((l["doorbell_ps"] - n["doorbell_ps"]) + 2 * (l["read_rtt_ps"] - n["read_rtt_ps"]) + (l["write_ps"] - n["write_ps"])) / 1e6
+    got = mc["lat"]["lending"][1] - mc["lat"]["native"][1]
+    assert extra_us > 1.0
+    assert got == pytest.approx(extra_us, abs=0.05)
+    assert mc["bw"]["lending"][256 * KiB] == pytest.approx(mc["bw"]["native"][256 * KiB], rel=0.02)
+    assert mc["costs"]["vfio"]["read_rtt_ps"] >= n["read_rtt_ps"]
+
+
+def test_xcmp_basic_split_is_worst(mc):
+    others = [a for a in _xenib.ACCESSES if a != "basic"]
+    assert all(mc["lat"]["basic"][1] > 3 * mc["lat"][a][1] for a in others)
+    assert all(mc["bw1"]["basic"][4 * KiB] < 0.5 * mc["bw1"][a][4 * KiB] for a in others)
+    assert all(mc["bw"]["basic"][4 * KiB] < mc["bw"][a][4 * KiB] for a in others)
+
+
+def test_xcmp_table_and_plot(tmp_path):
+    res = xcmp.run(quick=True)
+    assert len(res.rows) == 5 and res.to_csv()
+    res.plot(res, str(tmp_path / "xcmp.png"))
+    assert (tmp_path / "xcmp.png").stat().st_size > 0
+
+
+def test_xcmp_bad_access_path_is_a_clear_error():
+    with pytest.raises(_core.FabricError, match="access path 'sr-iov'"):
+        _core.xenib_cmp_latency(*_xenib.cmp_jsons(), "sr-iov", [1], 1)
+    with pytest.raises(_core.FabricError, match="message size 0"):
+        _core.xenib_cmp_bandwidth(*_xenib.cmp_jsons(), "vfio", [0], 1, 1)
+
+
+@pytest.mark.parametrize("name", ["xenib-vfio", "xenib-lending"])
+def test_rust_json_copies_match_the_shipped_yaml(name):
+    import json
+    import os
+
+    import devlend
+    from devlend.experiments import topology_path
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "crates/devlend-xenib/tests", f"{name}.json")) as fh:
+        assert json.load(fh) == json.loads(devlend.load(topology_path(f"{name}.yaml")).to_json()), f"regenerate the JSON copy of {name}"

@@ -33,10 +33,42 @@ fn xenib_channel_one_way(topology_json: &str) -> PyResult<u64> {
     devlend_xenib::bench::channel_one_way(topology_json).map_err(FabricError::new_err)
 }
 
+fn topologies<'a>(local: &'a str, vfio: &'a str, lending: &'a str) -> devlend_xenib::cmp::Topologies<'a> {
+    devlend_xenib::cmp::Topologies { local, vfio, lending }
+}
+
+/// Beyond 004 (xcmp): RDMA-write round trip (ps) per size with server A's HCA reached by `access`
+/// (native, basic, bypass, vfio, lending); the three testbeds as JSON.
+#[pyfunction]
+fn xenib_cmp_latency(py: Python<'_>, local_json: &str, vfio_json: &str, lending_json: &str, access: &str, sizes: Vec<u64>, iters: u64) -> PyResult<Vec<(u64, u64)>> {
+    let t = topologies(local_json, vfio_json, lending_json);
+    py.detach(|| devlend_xenib::cmp::latency(&t, access, &sizes, iters)).map_err(FabricError::new_err)
+}
+
+/// Beyond 004 (xcmp): RDMA-write throughput A to B (bytes/s) per size, at most `depth` outstanding.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn xenib_cmp_bandwidth(py: Python<'_>, local_json: &str, vfio_json: &str, lending_json: &str, access: &str, sizes: Vec<u64>, iters: u64, depth: u64) -> PyResult<Vec<(u64, f64)>> {
+    let t = topologies(local_json, vfio_json, lending_json);
+    py.detach(|| devlend_xenib::cmp::bandwidth(&t, access, &sizes, iters, depth)).map_err(FabricError::new_err)
+}
+
+/// Beyond 004 (xcmp): what the engine measured on server A's HCA routes for `access`: doorbell
+/// store, DMA read round trip and write (ps), streaming read and write (fs per byte).
+#[pyfunction]
+fn xenib_cmp_costs(py: Python<'_>, local_json: &str, vfio_json: &str, lending_json: &str, access: &str) -> PyResult<std::collections::BTreeMap<String, u64>> {
+    let t = topologies(local_json, vfio_json, lending_json);
+    let c = py.detach(|| devlend_xenib::cmp::costs(&t, access)).map_err(FabricError::new_err)?;
+    Ok([("doorbell_ps", c.doorbell_ps), ("read_rtt_ps", c.read_rtt_ps), ("write_ps", c.write_ps), ("read_fs_per_byte", c.read_fs_per_byte), ("write_fs_per_byte", c.write_fs_per_byte)].into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(xenib_latency, m)?)?;
     m.add_function(wrap_pyfunction!(xenib_bandwidth, m)?)?;
     m.add_function(wrap_pyfunction!(xenib_registration, m)?)?;
     m.add_function(wrap_pyfunction!(xenib_channel_one_way, m)?)?;
+    m.add_function(wrap_pyfunction!(xenib_cmp_latency, m)?)?;
+    m.add_function(wrap_pyfunction!(xenib_cmp_bandwidth, m)?)?;
+    m.add_function(wrap_pyfunction!(xenib_cmp_costs, m)?)?;
     Ok(())
 }

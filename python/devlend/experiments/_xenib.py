@@ -53,3 +53,29 @@ def size_label(s: int) -> str:
 def size_of(label: str) -> int:
     """The inverse of size_label: '4K' -> 4096, '1M' -> 1048576, '64' -> 64."""
     return int(label[:-1]) * (1 << 20 if label.endswith("M") else 1 << 10) if label[-1] in "KM" else int(label)
+
+
+# ----- beyond 004: the same RDMA-write benchmark over four access paths (xcmp) -------------------
+
+ACCESSES = ["native", "basic", "bypass", "vfio", "lending"]
+ACCESS_LABELS = {"native": "native Linux", "basic": "Xen split (basic)", "bypass": "Xen bypass",
+                 "vfio": "VFIO pass-through", "lending": "Device Lending"}
+
+
+@functools.lru_cache(maxsize=None)
+def cmp_jsons() -> tuple[str, str, str]:
+    """The three testbeds of xcmp: local (native, basic, bypass), VFIO, lending."""
+    return (testbed_json(), load(topology_path("xenib-vfio.yaml")).to_json(),
+            load(topology_path("xenib-lending.yaml")).to_json())
+
+
+def cmp_rtt_us(access: str, sizes: list[int], iters: int = 10) -> dict[int, float]:
+    return {s: us(t) for s, t in _core.xenib_cmp_latency(*cmp_jsons(), access, sizes, iters)}
+
+
+def cmp_bw_mbps(access: str, sizes: list[int], iters: int = 20, depth: int = 100) -> dict[int, float]:
+    return {s: mbps(b) for s, b in _core.xenib_cmp_bandwidth(*cmp_jsons(), access, sizes, iters, depth)}
+
+
+def cmp_costs(access: str) -> dict[str, int]:
+    return dict(_core.xenib_cmp_costs(*cmp_jsons(), access))
