@@ -1,10 +1,10 @@
 //! The PEX8749 DMA engine (003 §3-4) as a device on the fabric.
 //!
-//! From 003: one channel (§4 "by using one DMA channel"; more are configurable, each with its own
+//! From 003: one channel (§3 "by using one DMA channel"; more are configurable, each with its own
 //! register block at `channel * CH_STRIDE` and its own MSI-X vector), block mode (one transfer described in the
 //! channel's registers) and scatter-gather mode, whose descriptors carry "source address,
 //! destination address, and byte count" (§3) and let one start move several discontiguous buffers;
-//! an interrupt at the end of each transfer (§4). The register map and descriptor layout are
+//! an interrupt at the end of each transfer (§3). The register map and descriptor layout are
 //! devlend's own (the PEX8749 data book's are not reproduced; see `params/hardware.toml [ntb_dma]`).
 //!
 //! Like the NVMe controller in devlend-devices, the engine works like firmware: `process` looks at

@@ -5,7 +5,7 @@
 //!   descriptor fetch over PCIe, one channel by default and more configurable, MSI-X completion per
 //!   channel), a device on the fabric (003 §3-4); [`share`]: links shared by concurrent channels;
 //! - [`node`]: physically contiguous page-locked buffers, the scratchpad handshake, the memory
-//!   window (`mw_set_trans`) and doorbells (003 §2.2, §4, Figs 2-6);
+//!   window (`mw_set_trans`) and doorbells (003 §2.2, §3, Figs 2-6);
 //! - [`pio`]: CPU stores through the NTB BAR, uncached or write-combined, as a mechanism (Fig 8);
 //! - [`shmem`]: an OpenSHMEM-style put/get library (bytes, int, double; blocking and `*_nbi` with
 //!   `quiet`) choosing PIO, block DMA or SG DMA (003 §3, Fig 5-6);

@@ -1,4 +1,4 @@
-//! One host's side of the RDMA testbed (003 §2.2, §4): a physically contiguous, page-locked
+//! One host's side of the RDMA testbed (003 §2.2, §3): a physically contiguous, page-locked
 //! buffer, the scratchpad handshake, the memory window and doorbells.
 //!
 //! 003 §3: "The actual physical address, the virtual address in kernel, and buffer size are sent

@@ -46,7 +46,7 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
              "uncached mapping (see r1), one 16-byte TLP per store",
              "link_MBps: the busiest link direction for the CPU copies' 64-byte TLPs"]
     return ExperimentResult(name="ntb-perf", title="ntb_perf from host B into host A's window, MB/s",
-                            source="Linux drivers/ntb/test/ntb_perf semantics; 003 testbed (§4, Fig 7)",
+                            source="Linux drivers/ntb/test/ntb_perf semantics; 003 testbed (§3, Fig 7)",
                             columns=["chunk"] + [f"{m}_MBps" for m, _, _ in MODES] + ["link_MBps"],
                             rows=rows, notes=notes, plot=plot)
 
