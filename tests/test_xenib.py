@@ -76,6 +76,16 @@ def test_x4_guest_registration_grows_with_pages():
     assert g[256] - n[256] > g[1] - n[1]
 
 
+def test_x4_device_domain_overhead_grows_to_the_papers_share():
+    # 004: 25-35% at every size; devlend reaches it only for large regions (fixed part too small)
+    n = _xenib.reg_us("gen2-native", [1, 256, 1024], 2)
+    d = _xenib.reg_us("gen2-idd", [1, 256, 1024], 2)
+    share = {p: d[p] / n[p] - 1 for p in n}
+    assert 0 < share[1] < share[256] < share[1024]
+    for p in (256, 1024):
+        assert 0.20 <= share[p] <= 0.40, (p, share[p])
+
+
 def test_experiments_produce_tables_and_plots(tmp_path):
     for mod in (x1, x2):
         res = mod.run(quick=True)

@@ -59,6 +59,9 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
     if k128 in m["bw"]["xenib-basic"]:
         notes.append(f"basic at 128 KB: {m['bw']['xenib-basic'][k128]} MB/s one outstanding, {m['bw100']['xenib-basic'][k128]} MB/s with 100 "
                      f"(004: 770); native {m['bw']['gen2-native'][k128]} / {m['bw100']['gen2-native'][k128]} MB/s (004: ~830)")
+        notes.append("004's 770 MB/s lies between devlend's one outstanding (post and poll each a channel round trip per message, "
+                     "not overlapped with the data) and two or more outstanding (the link limits, ~818); 004 does not state its "
+                     "window, and its text names no further per-post mechanism, so no constant is tuned to close the gap")
     big = max(m["bw_sizes"])
     notes.append(f"at {size_label(big)}: " + ", ".join(f"{LABELS[c]} {m['bw'][c][big]}" for c in CONFIGS) + " MB/s")
     notes.append("bypass, device domain and native Linux are identical here: their post and poll paths are the same "
