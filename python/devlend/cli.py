@@ -221,6 +221,10 @@ def params() -> None:
     sys.stdout.write(_core.params_toml())
 
 
+from .cli_trace import app as _trace_app  # noqa: E402  (the `devlend trace` commands)
+app.add_typer(_trace_app, name="trace")
+
+
 def main() -> None:
     try:
         app()

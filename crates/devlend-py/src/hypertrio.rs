@@ -50,11 +50,70 @@ fn hypertrio_read_qemu_log(py: Python<'_>, path: &str) -> PyResult<String> {
     serde_json::to_string(&s).map_err(|e| FabricError::new_err(e.to_string()))
 }
 
+/// A Rust progress callback `(done, total)` that calls the Python callable, if any.
+fn progress_of(cb: &Option<Py<PyAny>>) -> impl FnMut(u64, u64) + '_ {
+    move |done, total| {
+        if let Some(cb) = cb {
+            Python::attach(|py| {
+                let _ = cb.call1(py, (done, total));
+            });
+        }
+    }
+}
+
+macro_rules! json {
+    ($v:expr) => {
+        serde_json::to_string(&$v).map_err(|e| FabricError::new_err(e.to_string()))
+    };
+}
+
+/// HyperTRIO trace constructor (002 §IV-B): QEMU logs and/or .dlt traces -> one .dlt hyper-trace
+/// of `tenants` tenants (None: one per source SID), interleaved by `order` (RR1, RR4, RAND1, ...)
+/// with `seed`; stops when any tenant runs out. `progress(done, total)` is called now and then.
+/// Returns a JSON summary.
+#[pyfunction]
+#[pyo3(signature = (inputs, output, tenants=None, order="RR1", seed=1, progress=None))]
+fn hypertrio_trace_build(py: Python<'_>, inputs: Vec<String>, output: &str, tenants: Option<u32>, order: &str, seed: u64, progress: Option<Py<PyAny>>) -> PyResult<String> {
+    let r = py.detach(|| devlend_hypertrio::construct::build_file(&inputs, tenants, order, seed, output, &mut progress_of(&progress)));
+    json!(r.map_err(FabricError::new_err)?)
+}
+
+/// HyperTRIO: the synthetic workload (002 §IV-D) written as a .dlt trace; returns packets written.
+#[pyfunction]
+#[pyo3(signature = (output, workload, tenants, order, packets_per_tenant=None, seed=1, progress=None))]
+fn hypertrio_trace_synth(py: Python<'_>, output: &str, workload: &str, tenants: u32, order: &str, packets_per_tenant: Option<u64>, seed: u64, progress: Option<Py<PyAny>>) -> PyResult<u64> {
+    let mut spec = devlend_hypertrio::WorkloadSpec::new(workload, tenants, order).map_err(FabricError::new_err)?;
+    spec.packets_per_tenant = packets_per_tenant;
+    spec.seed = seed;
+    py.detach(|| devlend_hypertrio::construct::write_synthetic(&spec, output, &mut progress_of(&progress))).map_err(FabricError::new_err)
+}
+
+/// HyperTRIO: header and a verifying pass over a .dlt trace, as JSON.
+#[pyfunction]
+fn hypertrio_trace_info(py: Python<'_>, path: &str) -> PyResult<String> {
+    json!(py.detach(|| devlend_hypertrio::trace::info(path)).map_err(FabricError::new_err)?)
+}
+
+/// HyperTRIO replay (002 §IV-C model on recorded translations): one .dlt trace as it is, or QEMU
+/// logs / traces through the constructor when `tenants` or `order` is given (or the input is a
+/// log). `config`: "base" or "hypertrio" with optional JSON overrides. Statistics as JSON.
+#[pyfunction]
+#[pyo3(signature = (inputs, config, overrides=None, tenants=None, order=None, seed=1, progress=None))]
+fn hypertrio_trace_replay(py: Python<'_>, inputs: Vec<String>, config: &str, overrides: Option<&str>, tenants: Option<u32>, order: Option<&str>, seed: u64, progress: Option<Py<PyAny>>) -> PyResult<String> {
+    let cfg = devlend_hypertrio::params().config_with(config, overrides).map_err(FabricError::new_err)?;
+    let r = py.detach(|| devlend_hypertrio::replay::replay(&inputs, tenants, order, seed, &cfg, &mut progress_of(&progress)));
+    json!(r.map_err(FabricError::new_err)?)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hypertrio_simulate, m)?)?;
     m.add_function(wrap_pyfunction!(hypertrio_h1, m)?)?;
     m.add_function(wrap_pyfunction!(hypertrio_h2, m)?)?;
     m.add_function(wrap_pyfunction!(hypertrio_grid, m)?)?;
     m.add_function(wrap_pyfunction!(hypertrio_read_qemu_log, m)?)?;
+    m.add_function(wrap_pyfunction!(hypertrio_trace_build, m)?)?;
+    m.add_function(wrap_pyfunction!(hypertrio_trace_synth, m)?)?;
+    m.add_function(wrap_pyfunction!(hypertrio_trace_info, m)?)?;
+    m.add_function(wrap_pyfunction!(hypertrio_trace_replay, m)?)?;
     Ok(())
 }
