@@ -15,7 +15,11 @@
 //! with PCI-X memory writes, acknowledges, and the requester writes the CQE. Each stage is a
 //! resource (the PCI-X bus of each host, the send engine, the link in each direction, the receive
 //! engine), so messages pipeline packet by packet. Data really moves through the fabric: the HCA
-//! reads and writes host RAM as its own requester.
+//! reads and writes host RAM as its own requester, at the addresses its driver put in the MTT
+//! (machine addresses under Xen, guest-physical ones in a VFIO guest, the lender's NTB window for a
+//! borrowed HCA: [`DomMap`]). For the comparison beyond 004 ([`crate::cmp`]) the host interface is
+//! [`HostIf::Routed`]: the doorbell, read round trip, write and streaming rates are what the timing
+//! engine measured along the HCA's real routes (IOMMU, NTB), full duplex, instead of the PCI-X bus.
 
 use crate::params::params;
 use crate::types::*;

@@ -166,7 +166,8 @@ impl World {
         };
         use QpState as S;
         let ok = matches!((cur, attr.state), (S::Reset, S::Init) | (S::Init, S::Init) | (S::Init, S::Rtr) | (S::Rtr, S::Rts) | (S::Rts, S::Rts) | (_, S::Err) | (_, S::Reset));
-        if !ok || (attr.state == S::Rtr && attr.remote.is_none()) {
+        let bad_remote = attr.remote.is_some_and(|(n, _)| n >= self.nodes.len());
+        if !ok || bad_remote || (attr.state == S::Rtr && attr.remote.is_none()) {
             return (Err(Status::Inval), t);
         }
         let t = self.hca_cmd(node, t + params().syscall_ps, 256);

@@ -138,7 +138,8 @@ impl World {
 
     /// `from` grants `to` access to one of its pages; refused for a page `from` does not own.
     pub fn grant_access(&mut self, from: DomId, to: DomId, page: u64) -> VResult<usize> {
-        let node = self.domains[from as usize].node;
+        let (Some(d), true) = (self.domains.get(from as usize), (to as usize) < self.domains.len()) else { return Err(Status::Inval) };
+        let node = d.node;
         if self.owner_of(node, page) != Some(from) {
             return Err(Status::Access);
         }

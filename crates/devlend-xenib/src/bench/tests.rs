@@ -92,6 +92,9 @@ fn post_to_qp_in_wrong_state_is_einval() {
         a.modify_qp(&mut w, ea.qp, QpAttr { state: QpState::Reset, remote: None }).unwrap();
         assert_eq!(a.modify_qp(&mut w, ea.qp, QpAttr { state: QpState::Rts, remote: None }), Err(Status::Inval), "{c}");
         assert_eq!(a.post_recv(&mut w, ea.qp, recv_wr(1, &ea, 8)), Err(Status::Inval), "{c}");
+        // a remote on a node that does not exist
+        assert_eq!(a.modify_qp(&mut w, ea.qp, QpAttr { state: QpState::Init, remote: None }), Ok(()), "{c}");
+        assert_eq!(a.modify_qp(&mut w, ea.qp, QpAttr { state: QpState::Rtr, remote: Some((9, 0)) }), Err(Status::Inval), "{c}");
         // a QP number that does not exist
         assert_eq!(a.post_send(&mut w, Qp(999), wr(1, &ea, 8, Mode::Rdma, &eb)), Err(Status::Inval), "{c}");
     }
@@ -243,6 +246,8 @@ fn grants_and_event_channels() {
     let (d0, g1, g2) = (w.dom("dom0").unwrap(), w.dom("guest1").unwrap(), w.dom("guest2").unwrap());
     let page = w.alloc(g1, 4096).unwrap();
     assert_eq!(w.grant_access(g2, d0, page), Err(Status::Access), "only the owner grants");
+    assert_eq!(w.grant_access(99, d0, page), Err(Status::Inval), "no such domain");
+    assert_eq!(w.grant_access(g1, 99, page), Err(Status::Inval), "no such domain");
     let gref = w.grant_access(g1, d0, page).unwrap();
     assert_eq!(w.map_grant(g2, gref, 0).0, Err(Status::Access), "only the grantee maps");
     let (r, t) = w.map_grant(d0, gref, 0);
@@ -250,4 +255,57 @@ fn grants_and_event_channels() {
     let port = w.evtchn_bind(g1, d0);
     assert_eq!(w.evtchn_notify(port, 5), 5 + params().evtchn_notify_ps);
     assert_eq!(w.xen.evtchns[port].notifications, 1);
+}
+
+#[test]
+fn a_forged_page_list_from_a_front_end_is_refused_and_recorded() {
+    // the front-end runs in the guest: a malicious one may send any page list
+    let mut w = World::new(J, true, 2).unwrap();
+    let (g1, g2) = (w.dom("guest1").unwrap(), w.dom("guest2").unwrap());
+    let mut bad = Basic::new(&w, g1);
+    bad.open_device(&mut w).unwrap();
+    let pd = bad.alloc_pd(&mut w).unwrap();
+    let ch = bad.ch.unwrap();
+    let own = w.alloc(g1, 8192).unwrap();
+    let other = w.domains[g2 as usize].base;
+    // its own address, but the second page is guest2's
+    let req = Request::RegMr { pd: pd.0, addr: own, len: 8192, access: ACCESS_REMOTE_WRITE, pages: vec![own, other] };
+    assert!(matches!(w.channel_call(ch, req, bad.now()).0, Response::Err(Status::Access)));
+    assert_eq!(w.xen.refusals.last().map(|r| (r.dom, r.addr, r.owner)), Some((g1, other, Some(g2))));
+    // a page list that does not cover the region is EINVAL, and nothing is registered
+    let keys = w.nodes[0].hca.tpt.len();
+    let req = Request::RegMr { pd: pd.0, addr: own, len: 8192, access: ACCESS_REMOTE_WRITE, pages: vec![own] };
+    assert!(matches!(w.channel_call(ch, req, bad.now()).0, Response::Err(Status::Inval)));
+    assert_eq!(w.nodes[0].hca.tpt.len(), keys);
+    // the basic driver's own registration of guest2's memory is refused and recorded too
+    assert_eq!(bad.reg_mr(&mut w, pd, other + 4096, 4096, ACCESS_LOCAL_WRITE), Err(Status::Access));
+    assert_eq!(w.xen.refusals.len(), 2);
+    // and the guest may still register its own memory
+    assert!(bad.reg_mr(&mut w, pd, own, 8192, ACCESS_LOCAL_WRITE).is_ok());
+}
+
+#[test]
+fn out_of_range_resources_and_stale_handles_are_einval() {
+    for c in CONFIGS {
+        let (mut w, mut a, _b) = testbed(J, c).unwrap();
+        a.open_device(&mut w).unwrap();
+        let pd = a.alloc_pd(&mut w).unwrap();
+        assert_eq!(a.create_cq(&mut w, 0), Err(Status::Inval), "{c}");
+        assert_eq!(a.create_cq(&mut w, 1 << 20), Err(Status::Inval), "{c}");
+        let cq = a.create_cq(&mut w, 16).unwrap();
+        assert_eq!(a.create_qp(&mut w, pd, cq, cq, 0), Err(Status::Inval), "{c}");
+        assert_eq!(a.create_qp(&mut w, Pd(77), cq, cq, 16), Err(Status::Inval), "{c}");
+        let qp = a.create_qp(&mut w, pd, cq, cq, 16).unwrap();
+        // a CQ a QP still uses cannot be destroyed; both stay usable
+        assert_eq!(a.destroy_cq(&mut w, cq), Err(Status::Inval), "{c}");
+        assert!(a.poll_cq(&mut w, cq, 1).unwrap().is_empty(), "{c}");
+        assert!(a.modify_qp(&mut w, qp, QpAttr { state: QpState::Init, remote: None }).is_ok(), "{c}");
+        let buf = a.alloc_buf(&mut w, 4096).unwrap();
+        assert_eq!(a.reg_mr(&mut w, pd, buf, 0, ACCESS_LOCAL_WRITE), Err(Status::Inval), "{c}");
+        let mr = a.reg_mr(&mut w, pd, buf, 4096, ACCESS_LOCAL_WRITE).unwrap();
+        a.dereg_mr(&mut w, mr).unwrap();
+        assert_eq!(a.dereg_mr(&mut w, mr), Err(Status::Inval), "{c}: deregistered twice");
+        // waiting for an event nobody armed: ETIMEDOUT, not a hang
+        assert_eq!(a.wait_cq_event(&mut w, cq), Err(Status::TimedOut), "{c}");
+    }
 }

@@ -78,3 +78,17 @@ fn bad_access_path_is_a_clear_error() {
     let e = testbed(&broken, "vfio").err().unwrap();
     assert!(e.contains("IOMMU") || e.contains("iommu"), "{e}");
 }
+
+#[test]
+fn vfio_guest_and_borrower_cannot_register_memory_outside_their_own() {
+    use crate::types::*;
+    for acc in ["vfio", "lending"] {
+        let (mut w, mut a, _b) = testbed(&T, acc).unwrap();
+        a.open_device(&mut w).unwrap();
+        let pd = a.alloc_pd(&mut w).unwrap();
+        let d = &w.domains[a.ctx().dom as usize];
+        let outside = d.base + d.size;
+        assert_eq!(a.reg_mr(&mut w, pd, outside, 4096, ACCESS_LOCAL_WRITE), Err(Status::Access), "{acc}");
+        assert_eq!(a.reg_mr(&mut w, pd, outside - 4096, 8192, ACCESS_LOCAL_WRITE), Err(Status::Access), "{acc}: straddling");
+    }
+}
