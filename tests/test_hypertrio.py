@@ -1,16 +1,22 @@
-"""HyperTRIO (002): H1 (Fig 9) and H2 (Fig 10) on the Rust model, plus the statistics and the
-error paths, through the bindings.
+"""HyperTRIO (002): H1-H4 (Figs 9-12) on the Rust model, plus the statistics and the error
+paths, through the bindings. Each tolerance test names the paper's value and the tolerance held
+to; a statement devlend does not reproduce is a strict xfail that names the gap and its cause.
 
-Tolerances (002 gives curves and these statements, not tables):
 - H1: with the 64-entry 8-way DevTLB, up to 4 connections keep >= 90% of the 200 Gb/s link and
   more than 4 thrash: at 8 and more connections utilisation falls below 25%, and it never rises
   again as connections grow (a 1024-entry DevTLB still holds 8 connections).
-- H2: Base at more than 32 tenants stays at or below 15% of the link (30 Gb/s; 002: 12-30 Gb/s);
-  HyperTRIO at 1024 tenants keeps over 90% for RR1 and RR4 in every workload (002: over 90%,
-  up to 100%), and RAND1 at least 75% (002: "up to 80%"; devlend's RAND1 is higher, see the
-  report in h2's notes).
+- H2: Base at more than 32 tenants 12-30 Gb/s (tolerance: 10.8-31.5, -10% / +5%), at 1024
+  tenants 6% = 12 Gb/s for RR1 and RAND1 (+-15%), RR4 above RR1 (ring translations reused in a
+  burst, §V-B); HyperTRIO at 1024 tenants "over 90%" for RR1/RR4 (held to >= 85%: 002's own
+  Fig 12 numbers, 136 Gb/s with PTB 32 plus "up to 30%", make 177 Gb/s = 88%); RAND1 "up to 80%"
+  is an xfail.
+- H3: active translation sets 8 / 32 / 36 (iperf3 exact, the others +-4); the oracle never below
+  LRU or LFU; LFU "up to 2x LRU" (iperf3, 16 tenants) is an xfail.
+- H4: PTB 8 at full bandwidth (>= 90%) up to 16 tenants (iperf3; the other two are xfails); PTB 32
+  at 1024 tenants 136 Gb/s +-12%; prefetching adds 30% +-15 points (websearch, largest gain over
+  tenant counts) and serves 45% +-10 points of the DevTLB misses at 1024 tenants (websearch).
 Quick mode throughout: each tenant's log is cut to max(100, 40000/tenants) steady-state packets
-(the full Table III lengths take minutes); the file runs in a few seconds.
+(the full Table III lengths take minutes).
 """
 
 from __future__ import annotations
@@ -49,17 +55,29 @@ def test_h1_more_than_four_connections_thrash_an_8_way_devtlb(h1_res):
 
 def test_h2_base_collapses_beyond_32_tenants(h2_res):
     base = [r for r in h2_res.rows if r["config"] == "base" and isinstance(r["tenants"], int) and r["tenants"] > 32]
-    assert base and all(r["gbps"] <= 0.15 * LINK for r in base), [(r["workload"], r["order"], r["tenants"], r["gbps"]) for r in base]
+    # 002 §V-B: 12-30 Gb/s, at most 15% of the link
+    assert base and all(0.9 * 12 <= r["gbps"] <= 1.05 * 30 for r in base), \
+        [(r["workload"], r["order"], r["tenants"], r["gbps"]) for r in base]
+
+
+def test_h2_base_at_1024_tenants_is_6_percent(h2_res):
+    g = {(r["workload"], r["order"]): r["gbps"] for r in h2_res.rows if r["config"] == "base" and r["tenants"] == 1024}
+    for (w, o), x in g.items():
+        if o != "RR4":
+            assert 0.85 * 12 <= x <= 1.15 * 12, (w, o, x)   # 002 §V-B/§VII: 6% of 200 Gb/s
+        else:
+            assert x > g[w, "RR1"], (w, x)                  # ring translations reused inside a burst
 
 
 def test_h2_hypertrio_keeps_the_link_at_1024_tenants(h2_res):
     ht = {(r["workload"], r["order"]): r for r in h2_res.rows if r["config"] == "hypertrio" and r["tenants"] == 1024}
     assert len(ht) == 9
     for (w, o), r in ht.items():
-        floor = 0.75 if o == "RAND1" else 0.90
-        assert r["gbps"] >= floor * LINK, (w, o, r["gbps"])
+        if o == "RAND1":
+            continue
+        assert r["gbps"] >= 0.85 * LINK, (w, o, r["gbps"])
         base = next(x for x in h2_res.rows if (x["workload"], x["order"], x["config"], x["tenants"]) == (w, o, "base", 1024))
-        assert r["gbps"] > 10 * base["gbps"]
+        assert r["gbps"] > (10 if o == "RR1" else 5) * base["gbps"]   # 002 §VII: over 90% vs 6% for Base
 
 
 def test_statistics_are_reported_and_consistent():
@@ -68,17 +86,27 @@ def test_statistics_are_reported_and_consistent():
     for k in ("devtlb_hit_rate", "pb_hit_rate", "iotlb_hit_rate", "l2_hit_rate", "l3_hit_rate", "context_hit_rate",
               "prefetch_accuracy", "prefetch_coverage"):
         assert 0.0 <= s[k] <= 1.0, k
-    assert 0 < s["ptb_mean"] <= s["ptb_max"] <= 32
+    assert 0 < s["ptb_mean"] <= s["ptb_max"] <= 32 + 2     # translations; a packet enters while one entry is free
     assert s["prefetch_requests"] > 0 and s["prefetch_coverage"] > 0
     b = _hypertrio.simulate("base", "iperf3", 64, "RR1", packets_per_tenant=300)
-    assert b["ptb_max"] == 1 and b["drops"] > 0 and b["prefetch_requests"] == 0
-    assert 8 < b["mean_walk_accesses"] <= 24   # 002 Table II: 24 for a 4 KB page with nothing cached
+    assert b["ptb_max"] == 3 and b["drops"] > 0 and b["prefetch_requests"] == 0
+    assert 0 < b["mean_walk_accesses"] <= 4     # the logged one-dimensional walk: 4 levels for a 4 KB page
+    n = _hypertrio.simulate("base", "iperf3", 64, "RR1", packets_per_tenant=300, overrides={"nested_walk": True})
+    assert 4 < n["mean_walk_accesses"] <= 24    # 002 Table II: 24 for a 4 KB page with nothing cached
 
 
 def test_replacement_policies_and_overrides():
     pts = {p: _hypertrio.simulate("base", "iperf3", 8, "RR1", 2000, overrides={"devtlb_policy": p})["devtlb_hit_rate"]
            for p in ("lru", "lfu", "oracle")}
     assert pts["oracle"] >= pts["lru"] and pts["oracle"] >= pts["lfu"], pts
+
+
+@pytest.mark.xfail(strict=True, reason="H2 gap: 002 has HyperTRIO at up to 80% with RAND1 at 1024 tenants; devlend "
+                   "gives ~63%: under a random order the SID predictor (§III) cannot name the next tenant, so "
+                   "prefetching adds nothing and PTB 32 alone sets the rate (~125 Gb/s)")
+def test_h2_hypertrio_rand1_reaches_80_percent(h2_res):
+    x = max(r["gbps"] for r in h2_res.rows if r["config"] == "hypertrio" and r["tenants"] == 1024 and r["order"] == "RAND1")
+    assert x >= 0.9 * 0.8 * LINK, x
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -106,8 +134,7 @@ def test_plots_draw(h1_res, h2_res, tmp_path):
         assert p.stat().st_size > 1000
 
 
-# H3/H4 (002 Figs 11-12), quick mode. Only the relations that follow from the mechanisms are
-# held to; the magnitudes beside the paper's are in the experiments' notes.
+# H3/H4 (002 Figs 11-12), quick mode.
 from devlend.experiments import h3, h4  # noqa: E402
 
 
@@ -133,13 +160,61 @@ def test_h3_active_translation_sets_and_oracle(h3_res):
             assert h >= hr[w, "b: LRU", n] - 0.01 and h >= hr[w, "b: LFU", n] - 0.01, (w, n)
 
 
+def _h3(res):
+    return {(r["workload"], r["variant"], r["tenants"]): r["gbps"] for r in res.rows if isinstance(r["gbps"], float)}
+
+
+def test_h3_lfu_is_not_below_lru_on_iperf3(h3_res):
+    g = _h3(h3_res)
+    assert g["iperf3", "b: LFU", 16] >= g["iperf3", "b: LRU", 16]
+
+
+@pytest.mark.xfail(strict=True, reason="H3 gap: 002 has LFU up to 2x LRU (iperf3, 16 tenants); devlend gives ~1.1x. "
+                   "All tenants' ring pages share one gIOVA, hence one 8-way DevTLB row; 16 of them cannot fit "
+                   "it, so even Belady's oracle stays at ~15 Gb/s here (1.2x LRU) and no policy can reach 2x. "
+                   "The per-tenant page layout of 002's real logs is not public")
+def test_h3_lfu_doubles_lru_at_16_tenants(h3_res):
+    g = _h3(h3_res)
+    assert g["iperf3", "b: LFU", 16] >= 1.6 * g["iperf3", "b: LRU", 16]
+
+
+def _h4(res):
+    return {(r["workload"], r["variant"], r["tenants"]): r for r in res.rows}
+
+
+@pytest.mark.parametrize("w", [
+    "iperf3",
+    pytest.param("mediastream", marks=pytest.mark.xfail(strict=True, reason="H4 gap: PTB 8 is not at full bandwidth at 16 "
+                 "tenants: the synthetic mediastream/websearch tenants move to a new data buffer and notification page "
+                 "every 32 packets (run_packets, assumed), and LFU evicts the newest entries of a shared 8-entry row")),
+    pytest.param("websearch", marks=pytest.mark.xfail(strict=True, reason="H4 gap: as for mediastream")),
+])
+def test_h4_ptb8_full_bandwidth_up_to_16_tenants(h4_res, w):
+    g = _h4(h4_res)
+    assert all(g[w, "b: PTB 8", n]["gbps"] >= 0.9 * LINK for n in (4, 16)), [g[w, "b: PTB 8", n]["gbps"] for n in (4, 16)]
+
+
+def test_h4_ptb32_at_1024_tenants_gives_136_gbps(h4_res):
+    g = _h4(h4_res)
+    for w in h4.WORKLOADS:
+        assert 0.88 * 136 <= g[w, "b: PTB 32", 1024]["gbps"] <= 1.12 * 136, (w, g[w, "b: PTB 32", 1024]["gbps"])
+
+
+def test_h4_prefetching_adds_30_percent_and_serves_45_percent(h4_res):
+    g = _h4(h4_res)
+    gain = max(g["websearch", "c: PTB 32 + prefetching", n]["gbps"] / g["websearch", "b: PTB 32", n]["gbps"] - 1
+               for n in h4.QUICK_TENANTS)
+    assert 0.15 <= gain <= 0.45, gain
+    cov = g["websearch", "c: PTB 32 + prefetching", 1024]["prefetch_coverage"]
+    assert 0.35 <= cov <= 0.55, cov
+
+
 def test_h4_each_mechanism_adds(h4_res):
-    g = {(r["workload"], r["variant"], r["tenants"]): r["gbps"] for r in h4_res.rows}
+    g = {k: r["gbps"] for k, r in _h4(h4_res).items()}
     for (w, v, n), x in g.items():
         if v == "b: PTB 32":
             assert x >= g[w, "b: PTB 8", n] - 1 >= g[w, "a: partitioning, PTB 1", n] - 2, (w, n)
             assert g[w, "c: PTB 32 + prefetching", n] >= 0.99 * x, (w, n)
-    assert all(g[w, "b: PTB 8", 4] >= 0.9 * LINK for w in h4.WORKLOADS)
 
 
 def test_qemu_log_reader(tmp_path):

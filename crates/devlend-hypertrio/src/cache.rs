@@ -1,7 +1,9 @@
 //! Set-associative translation caches with partitioning (002 §III "Partitioned Device-TLB", and
 //! the partitioned L2/L3 page-structure caches of Table IV) and the three replacement policies
 //! of 002 §V-C: LRU, LFU with 4-bit counters (all counters of a row halved when one saturates,
-//! [24]) and Belady's oracle (evict the entry used furthest in the future; the caller supplies
+//! [24]; among the entries with the lowest count the victim is drawn at random, as in the released
+//! HyperSIO model's LFU row — 002 names no tie rule, and breaking ties by recency would make LFU
+//! degrade into LRU on the cyclic reuse of many tenants) and Belady's oracle (evict the entry used furthest in the future; the caller supplies
 //! each access's next-use position, see `sim::Lookahead`).
 //!
 //! Rows: `sets` rows of `ways` entries. With `partitions` P > 1 the rows are split evenly, P
@@ -99,11 +101,13 @@ pub struct Cache {
     lfu_max: u64,
     keys: Vec<u32>,
     /// Replacement rank, the victim is the lowest: LRU: last-use clock; LFU: 4-bit count in
-    /// the top byte, last-use clock below (ties go to the least recent); oracle: !next_use.
+    /// the top byte, last-use clock below (unused by the victim choice: ties are drawn at random); oracle: !next_use.
     /// Keys are u32: callers pack (tag, page or region id). Empty ways rank 0, so every policy fills them first.
     rank: Vec<u64>,
     ptag: Vec<u64>,
     clock: u64,
+    /// Deterministic generator for LFU's random choice among equal counts.
+    rng: u64,
     pub stats: CacheStats,
 }
 
@@ -153,6 +157,7 @@ impl Cache {
             rank: vec![0; entries],
             ptag: vec![u64::MAX; sets],
             clock: 0,
+            rng: 0x2545_F491_4F6C_DD1D,
             stats: CacheStats::default(),
         })
     }
@@ -271,10 +276,13 @@ impl Cache {
         false
     }
 
-    /// The way of row `base` with the lowest rank (LRU age, LFU count or oracle distance), as an
-    /// index into `keys`.
+    /// The way of row `base` to evict, as an index into `keys`: an empty way if any, else the
+    /// lowest rank (LRU age or oracle distance); for LFU a random way among the lowest counts.
     #[inline]
-    fn victim(&self, base: usize) -> usize {
+    fn victim(&mut self, base: usize) -> usize {
+        if self.policy == Policy::Lfu {
+            return self.lfu_victim(base);
+        }
         let r = &self.rank[base..base + self.ways];
         let (mut v, mut m) = (0, u64::MAX);
         for (i, &x) in r.iter().enumerate() {
@@ -284,6 +292,27 @@ impl Cache {
             }
         }
         base + v
+    }
+
+    fn lfu_victim(&mut self, base: usize) -> usize {
+        if let Some(e) = find(&self.keys[base..base + self.ways], EMPTY) {
+            return base + e;
+        }
+        let r = &self.rank[base..base + self.ways];
+        let m = r.iter().map(|x| x >> 56).min().unwrap_or(0);
+        let ties = r.iter().filter(|&&x| x >> 56 == m).count() as u64;
+        // xorshift64*: deterministic, so a run is reproducible
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        let pick = (self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) % ties;
+        let i = r
+            .iter()
+            .enumerate()
+            .filter(|(_, &x)| x >> 56 == m)
+            .nth(pick as usize)
+            .map_or(0, |(i, _)| i);
+        base + i
     }
 
     pub fn invalidate_all(&mut self) {

@@ -60,6 +60,9 @@ pub struct Config {
     /// whole SID (true: a row holds one tenant's entries at a time and is flushed on re-tagging).
     #[serde(default)]
     pub full_tag_match: bool,
+    /// Walk length: true, the two-dimensional walk of 002 Table II (24 accesses cold); false,
+    /// the one-dimensional walk 002's logs record (§IV-A; see `sim`).
+    pub nested_walk: bool,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

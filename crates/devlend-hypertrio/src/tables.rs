@@ -53,6 +53,13 @@ impl WalkShape {
     pub fn accesses(&self, start_level: u32) -> u32 {
         (start_level + 1 - self.leaf_level) * (self.table_host_levels + 1) + self.final_host_levels
     }
+
+    /// Memory accesses of the one-dimensional walk the QEMU logs record (002 §IV-A: the L1VM's
+    /// emulated IOMMU reads one entry per level of its second-level table), from `start_level`.
+    #[inline]
+    pub fn logged_accesses(&self, start_level: u32) -> u32 {
+        start_level + 1 - self.leaf_level
+    }
 }
 
 pub fn sid_bdf(sid: u32) -> Bdf {

@@ -1,7 +1,7 @@
 """H4: what each HyperTRIO mechanism contributes (002 §V-D, Fig 12a-c).
 
 (a) partitioned DevTLB (8 partitions) and L2/L3 (32/64) only, PTB of one packet, no prefetching;
-(b) the same with PTBs of 8 and 32 packets; (c) PTB 32 with and without the prefetch unit
+(b) the same with PTBs of 8 and 32 entries (pending translations, 002 §III); (c) PTB 32 with and without the prefetch unit
 (8-entry buffer, history 48, 2 pages per tenant). Table IV's HyperTRIO column otherwise.
 
 Paper: PTB 8 reaches full bandwidth up to 16 tenants; PTB 32 gives 136 Gb/s at 1024 tenants;
