@@ -42,3 +42,35 @@ def test_quick_run_has_every_scenario():
     res = vm.run(quick=True)
     assert {r["scenario"] for r in res.rows} == set(vm.SCENARIOS)
     assert all(r["GBps"] > 0 for r in res.rows)
+
+
+# --- the attack suite (devlend_vm::attacks) and interrupts (000 §5, §8) ---------------------
+
+ATTACKS = [name for name, _ in _core.vm_attack_cases()]
+
+
+def test_the_attack_suite_names_every_case_of_the_issue():
+    for word in ("outside_guest_memory", "another_vm", "stale_after_hot_remove", "bar_relocation", "msix_table_redirection", "bus_master_of_another_function"):
+        assert any(word in n for n in ATTACKS), word
+
+
+@pytest.mark.parametrize("name", ATTACKS)
+def test_attack_is_blocked_recorded_and_changes_no_memory(name):
+    out = _core.vm_attack(vm._base(), name)   # raises if not blocked, not recorded, or memory changed
+    assert out["case"] == name
+    assert out["blocked_by"] == ("IOMMU" if name.startswith("dma_") else "mediated parent")
+    assert out["record"]
+
+
+def test_unknown_attack_is_a_clear_error():
+    with pytest.raises(_core.FabricError, match="no attack case 'nope'"):
+        _core.vm_attack(vm._base(), "nope")
+
+
+def test_interrupt_forwarding_through_the_lender_costs_time_and_intx_reaches_a_vm():
+    loc, loc_steps = _core.vm_irq_latency(vm._base(), "VMLoc", False)
+    rem, rem_steps = _core.vm_irq_latency(vm._base(), "VMRem", False)
+    assert rem > loc
+    assert "notification through the NTB" in dict(rem_steps) and "notification through the NTB" not in dict(loc_steps)
+    intx, steps = _core.vm_irq_latency(vm._base(), "VMRem", True)
+    assert steps[0][0] == "Assert_INTx, device to root" and intx == sum(t for _, t in steps)

@@ -30,9 +30,37 @@ fn vm_ram_bounce_path(topology_json: &str, scenario: &str) -> PyResult<(usize, u
     devlend_vm::d4::ram_bounce_path(topology_json, sc).map_err(FabricError::new_err)
 }
 
+/// The VM attack suite's case names (`devlend_vm::attacks`).
+#[pyfunction]
+fn vm_attack_cases() -> Vec<(String, String)> {
+    devlend_vm::attacks::CASES.iter().map(|c| (c.0.to_string(), c.1.to_string())).collect()
+}
+
+/// Run one attack case on a topology: {case, blocked_by, record}; a case that was not blocked,
+/// recorded and memory-neutral raises.
+#[pyfunction]
+fn vm_attack(py: Python<'_>, topology_json: &str, name: &str) -> PyResult<std::collections::BTreeMap<String, String>> {
+    let o = py.detach(|| devlend_vm::attacks::run(name, topology_json)).map_err(FabricError::new_err)?;
+    Ok([("case", o.case.to_string()), ("blocked_by", o.blocked_by.to_string()), ("record", o.record)].into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
+
+/// One device interrupt delivered to the guest of a D4 VM ("VMLoc"/"VMRem"), MSI-X or INTx:
+/// its modelled latency as (total ps, steps).
+#[pyfunction]
+fn vm_irq_latency(py: Python<'_>, topology_json: &str, scenario: &str, intx: bool) -> PyResult<(u64, Vec<(String, u64)>)> {
+    use devlend_vm::irq::Src;
+    let sc = devlend_vm::d4::Scenario::parse(scenario).map_err(FabricError::new_err)?;
+    let src = if intx { Src::Intx } else { Src::Msix(0) };
+    let steps = py.detach(|| devlend_vm::irq::measure(topology_json, sc, src)).map_err(FabricError::new_err)?;
+    Ok((steps.iter().map(|s| s.1).sum(), steps))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vm_gpu_to_gpu, m)?)?;
     m.add_function(wrap_pyfunction!(vm_pingpong, m)?)?;
     m.add_function(wrap_pyfunction!(vm_ram_bounce_path, m)?)?;
+    m.add_function(wrap_pyfunction!(vm_attack_cases, m)?)?;
+    m.add_function(wrap_pyfunction!(vm_attack, m)?)?;
+    m.add_function(wrap_pyfunction!(vm_irq_latency, m)?)?;
     Ok(())
 }

@@ -171,12 +171,15 @@ impl Vmm {
                     self.virt_mut(vm, dev)?.sizing |= 1 << reg;
                     return Ok(());
                 }
-                let current = { self.virt_mut(vm, dev)?.sizing &= !(1 << reg); self.read_dword(c, self.dev(vm, dev)?, off)? };
+                self.virt_mut(vm, dev)?.sizing &= !(1 << reg);
+                let current = self.read_dword(c, self.dev(vm, dev)?, off)?;
                 if new == current {
                     return Ok(());
                 }
-                let phys = c.fabric.funcs[d.func as usize].bars.iter().find(|b| b.index as usize == reg || b.index as usize + 1 == reg).map(|b| b.addr).unwrap_or(0);
-                self.refuse(vm, &d.name, "BAR relocation", format!("{} BAR register {reg} written with {new:#x}; BARs of a passed-through device are virtualized, the function's BAR stays at {phys:#x} and the guest's at {current:#x}", d.name))
+                let bar = c.fabric.funcs[d.func as usize].bars.iter().find(|b| b.index as usize == reg || (b.bits == 64 && b.index as usize + 1 == reg)).map(|b| (b.index, b.addr));
+                let (index, phys) = bar.unwrap_or((reg as u8, 0));
+                let gpa = d.bars.iter().find(|b| b.index == index).map_or(0, |b| b.gpa);
+                self.refuse(vm, &d.name, "BAR relocation", format!("{} BAR {index} (register {reg}) written with {new:#x}; BARs of a passed-through device are virtualized: the function's BAR stays at {phys:#x}, the guest's at {gpa:#x}", d.name))
             }
             MSIX_CAP if d.virt.msix.is_some() && (new >> 16) != (old >> 16) => {
                 self.virt_mut(vm, dev)?.msix_control = (new >> 16) as u16 & 0xc000;

@@ -17,6 +17,7 @@
 //! (BAR registers and the attack suite's config-space cases), NVMe in a VM (D5's VM rows), D6.
 
 mod attach;
+pub mod attacks;
 pub mod config;
 pub mod d4;
 pub mod d6;

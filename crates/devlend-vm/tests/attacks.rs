@@ -1,0 +1,57 @@
+//! The attack suite (`devlend_vm::attacks`), one test per case: blocked, recorded, no memory changed.
+
+use devlend_vm::attacks;
+
+const JSON: &str = include_str!("expansion-chassis-vm.json");
+
+fn case(name: &str, by: &str, says: &str) {
+    let o = attacks::run(name, JSON).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!((o.case, o.blocked_by), (name, by));
+    assert!(o.record.contains(says), "{name}: {}", o.record);
+}
+
+#[test]
+fn dma_write_outside_guest_memory() {
+    case("dma_write_outside_guest_memory", "IOMMU", "IOMMU fault in host lender");
+}
+#[test]
+fn dma_read_outside_guest_memory() {
+    case("dma_read_outside_guest_memory", "IOMMU", "IOMMU fault in host lender");
+}
+#[test]
+fn dma_into_the_ntb_window() {
+    case("dma_into_the_ntb_window", "IOMMU", "IOMMU fault in host lender");
+}
+#[test]
+fn dma_into_another_vm() {
+    case("dma_into_another_vm", "IOMMU", "IOMMU fault in host lender");
+}
+#[test]
+fn dma_stale_after_hot_remove() {
+    case("dma_stale_after_hot_remove", "IOMMU", "IOMMU fault in host lender");
+}
+#[test]
+fn config_bar_relocation() {
+    case("config_bar_relocation", "mediated parent", "BAR relocation");
+}
+#[test]
+fn config_msix_table_redirection() {
+    case("config_msix_table_redirection", "mediated parent", "MSI-X table redirection");
+}
+#[test]
+fn config_msix_table_move() {
+    case("config_msix_table_move", "mediated parent", "read-only config register");
+}
+#[test]
+fn config_bus_master_of_another_function() {
+    case("config_bus_master_of_another_function", "mediated parent", "outside the VM");
+}
+
+#[test]
+fn every_case_has_a_test_and_unknown_names_are_errors() {
+    let src = include_str!("attacks.rs");
+    for n in attacks::names() {
+        assert!(src.contains(&format!("fn {n}()")), "no test for {n}");
+    }
+    assert!(attacks::run("nope", JSON).unwrap_err().contains("dma_into_another_vm"));
+}
