@@ -74,3 +74,10 @@ def test_interrupt_forwarding_through_the_lender_costs_time_and_intx_reaches_a_v
     assert "notification through the NTB" in dict(rem_steps) and "notification through the NTB" not in dict(loc_steps)
     intx, steps = _core.vm_irq_latency(vm._base(), "VMRem", True)
     assert steps[0][0] == "Assert_INTx, device to root" and intx == sum(t for _, t in steps)
+
+
+def test_vmirq_experiment_has_both_paths_and_both_interrupt_kinds():
+    res = vm.run_irq(quick=True)
+    got = {(r["scenario"], r["interrupt"]): r["latency_us"] for r in res.rows}
+    assert set(got) == {(s, k) for s in ("VMLoc", "VMRem") for k in ("MSI-X", "INTx")}
+    assert got[("VMRem", "MSI-X")] > got[("VMLoc", "MSI-X")]

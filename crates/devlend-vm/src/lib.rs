@@ -11,10 +11,18 @@
 //!   path for remote devices (VMRem, borrow on bus-master enable, lender-side IOMMU mapping the
 //!   guest-physical addresses onto the NTB window), peer-to-peer at guest addresses (§6), hot-add,
 //!   hot-remove and shutdown with everything undone;
-//! - [`d4`]: the D4 workloads of 000 §7.3 (GPU-to-GPU bandwidth and ping-pong in a VM).
+//! - [`d4`]: the D4 workloads of 000 §7.3 (GPU-to-GPU bandwidth and ping-pong in a VM);
+//! - [`config`]: config-space and MSI-X table virtualization (what a guest may write, what the
+//!   hypervisor refuses and records);
+//! - [`irq`]: interrupts (000 §5, §8): VFIO's eventfd path, the mediated path's lender-side
+//!   handler forwarding through the NTB to the borrower's eventfd, legacy INTx for VMs, each
+//!   delivery with its modelled latency ([`params`]: the `[vm]` software costs);
+//! - `migrate`: cold migration of a VM with its devices (000 §8, `Vmm::migrate`);
+//! - [`attacks`]: the named attack suite (DMA outside the guest, into another VM, stale after
+//!   hot-remove; BAR relocation, MSI-X table redirection, Bus Master of another function).
 //!
-//! Not yet: interrupts (the eventfd path, INTx), cold migration, config-space virtualization
-//! (BAR registers and the attack suite's config-space cases), NVMe in a VM (D5's VM rows), D6.
+//! D5's VM rows and the D6 epoch have their own modules. Not modelled: guest-side
+//! BAR moves, plain MSI, INTx's EOI handshake, live migration.
 
 mod attach;
 pub mod attacks;

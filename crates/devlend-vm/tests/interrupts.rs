@@ -111,3 +111,27 @@ fn hot_remove_with_interrupts_live_takes_every_route_down() {
     assert_eq!((os.handle_irqs(), os.irq_spurious()), (0, 0));
     assert_eq!(t.c.os("remote").unwrap().irq_spurious(), 0);
 }
+
+#[test]
+fn interrupt_and_config_misuse_gives_errors_and_leaves_nothing() {
+    let mut t = d4::testbed(JSON, Scenario::VmRem).unwrap();
+    let dev = t.a.dev;
+    let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
+    assert!(os.request_irq(dev, 5, H).unwrap_err().to_string().contains("has 1 MSI-X entries; there is no entry 5"));
+    assert!(os.free_irq(dev, 0).unwrap_err().to_string().contains("has no interrupt"));
+    assert!(os.free_intx(dev).unwrap_err().to_string().contains("no INTx handler"));
+    os.request_irq(dev, 0, H).unwrap();
+    assert!(matches!(os.request_irq(dev, 0, H).unwrap_err(), devlend_host::HostError::Busy(_)));
+    assert!(os.pci_write_config(dev, 0x05, 2, 0).unwrap_err().to_string().contains("naturally aligned"));
+    // The BAR sizing protocol is allowed: all ones, the size mask reads back, the address goes back.
+    use devlend_host::Os;
+    let bar0 = os.pci_read_config(dev, 0x10, 4).unwrap();
+    os.pci_write_config(dev, 0x10, 4, u32::MAX).unwrap();
+    assert_eq!(os.pci_read_config(dev, 0x10, 4).unwrap() & !0xf, !(16u32 << 20) + 1, "16 MiB BAR 0");
+    os.pci_write_config(dev, 0x10, 4, bar0).unwrap();
+    assert_eq!(os.pci_read_config(dev, 0x10, 4).unwrap(), bar0);
+    assert!(t.vmm.blocked.is_empty(), "nothing here was an attack: {:?}", t.vmm.blocked);
+    t.vmm.shutdown(&mut t.c, t.vm).unwrap();
+    assert!(t.vmm.idle() && t.c.lending_idle() && t.vmm.anomalies.is_empty() && t.c.anomalies().is_empty());
+    assert_eq!(host_irqs(&t.c, "lender") + host_irqs(&t.c, "remote"), 0);
+}
