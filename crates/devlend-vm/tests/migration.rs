@@ -2,14 +2,14 @@
 //! survives, data written before the move is read back after it, interrupts still arrive; a
 //! target without a path to a lender is refused with everything made for the attempt undone.
 
+mod common;
+use common::snapshot;
+
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_driver::Driver;
-use devlend_fabric::ntb::Inbound;
-use devlend_fabric::Fabric;
 use devlend_host::{Cluster, HostError, Os};
 use devlend_vm::irq::device_interrupt;
 use devlend_vm::{Path, Vmm};
-use devlend_wire::Bdf;
 
 /// VM host `a`; target `b` reaches both lenders; `island` reaches only `l1` (gpu0), not `l2` (gpu1).
 fn cluster() -> Cluster {
@@ -34,21 +34,6 @@ fn cluster() -> Cluster {
         links.join(",")
     );
     Cluster::from_json(&json).unwrap()
-}
-
-/// Everything the hypervisor and Device Lending program: NTB translations, requester-ID LUTs,
-/// IOMMU context entries and bytes mapped per domain, Bus Master and MSI-X control per function.
-#[derive(Debug, PartialEq, Eq)]
-struct Snapshot(Vec<Vec<Inbound>>, Vec<Vec<Option<Bdf>>>, Vec<Vec<(Bdf, String)>>, Vec<Vec<(String, u64)>>, Vec<(bool, u16)>);
-
-fn snapshot(f: &Fabric) -> Snapshot {
-    let contexts = f.iommus.iter().map(|m| {
-        let mut v: Vec<_> = m.context.iter().map(|(r, d)| (*r, m.domains[*d as usize].name.clone())).collect();
-        v.sort();
-        v
-    }).collect();
-    let mapped = f.iommus.iter().map(|m| m.domains.iter().filter(|d| d.mapped_bytes > 0).map(|d| (d.name.clone(), d.mapped_bytes)).collect()).collect();
-    Snapshot(f.ntbs.iter().map(|n| n.inbound.clone()).collect(), f.ntbs.iter().map(|n| n.rid_lut.clone()).collect(), contexts, mapped, f.config.iter().map(|c| (c.bus_master(), c.msix_control)).collect())
 }
 
 const RAM: u64 = 64 << 20;
