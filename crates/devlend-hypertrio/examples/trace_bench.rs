@@ -63,11 +63,24 @@ fn main() {
         }
         Some("mklog") => {
             mklog(&a[2], a[3].parse().unwrap(), a[4].parse().unwrap());
-            println!("mklog   {}: {:.1} MiB in {:.2} s", a[2], size_mib(&a[2]), t0.elapsed().as_secs_f64());
+            println!(
+                "mklog   {}: {:.1} MiB in {:.2} s",
+                a[2],
+                size_mib(&a[2]),
+                t0.elapsed().as_secs_f64()
+            );
         }
         Some("build") => {
             let logs: Vec<String> = a[5..].to_vec();
-            let s = construct::build_file(&logs, Some(a[3].parse().unwrap()), &a[4], 1, &a[2], &mut |_, _| {}).unwrap();
+            let s = construct::build_file(
+                &logs,
+                Some(a[3].parse().unwrap()),
+                &a[4],
+                1,
+                &a[2],
+                &mut |_, _| {},
+            )
+            .unwrap();
             let dt = t0.elapsed().as_secs_f64();
             let lines: u64 = s.inputs.iter().map(|i| i.lines).sum();
             println!("build   {} log lines -> {} tenants {}: {} translations, {:.1} MiB, {dt:.2} s = {:.2} M log lines/s, {:.1} M translations/s written, peak RSS {:.1} MiB",
