@@ -148,6 +148,19 @@ def test_d5_ram_to_ram_latency(d5):
     assert 550 * 0.95 <= d5["RAM-to-RAM one-way"]["devlend_added_ns"] <= 580 * 1.05
 
 
+def test_d5_vm_borrower_bandwidth_alike_and_latency_higher(d5):
+    # 000 §7.4: "almost the same bandwidth and latency as a native borrower"; the VM is slower.
+    assert close(d5["VMRem"]["seq_1024x512B_GBps"], d5["NatLoc"]["seq_1024x512B_GBps"], 0.05)
+    assert d5["VMRem"]["latency_8x512B_us"] > d5["NatRem"]["latency_8x512B_us"]
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: the VM's interrupt path (lender handler, NTB notification, eventfd/irqfd, "
+                                       "injection; assumed constants in params [vm]) adds ~6.6 us where the paper saw the "
+                                       "VM 'only slightly' slower than the physical borrower")
+def test_d5_vm_borrower_only_slightly_slower(d5):
+    assert d5["VMRem - NatRem latency"]["devlend_added_ns"] < 2000
+
+
 def test_d5_borrower_adds_at_least_the_expected_ntb_crossings(d5):
     assert d5["NatRem - NatLoc latency"]["devlend_added_ns"] >= 700
 

@@ -1,5 +1,5 @@
 //! An NVMe driver in the style of Linux's `drivers/nvme/host/pci.c`, written only against the
-//! kernel interface (`devlend_host::HostOs`): it maps BAR 0 with `pci_iomap`, allocates its queues
+//! kernel interface (`devlend_host::Os`: a host's kernel or a guest's): it maps BAR 0 with `pci_iomap`, allocates its queues
 //! with `dma_alloc_coherent`, maps data buffers with `dma_map_single`, writes submission entries
 //! and doorbells with CPU stores, and reads completion entries by their phase tag. It never knows
 //! whether the drive is local or borrowed: Device Lending hands it far-side DMA addresses (000 §4)
@@ -16,7 +16,7 @@
 use crate::nvme::{Controller, AQA, ACQ, ASQ, CC, CSTS, DOORBELL};
 use crate::Op;
 use devlend_fabric::route::Requester;
-use devlend_host::{DevId, DmaDir, HostOs};
+use devlend_host::{DevId, DmaDir, Os};
 use devlend_wire::Access;
 
 pub const QUEUE_ENTRIES: u32 = 64;
@@ -78,7 +78,7 @@ impl Driver {
     /// Probe: request the admin queue's interrupt, enable the controller with an admin queue
     /// pair, identify the namespace, request I/O queue 1's interrupt and create that queue pair
     /// (completion queue with interrupts enabled). Whatever fails is undone.
-    pub fn probe(os: &mut HostOs, dev: DevId, ctrl: &mut Controller) -> NResult<Driver> {
+    pub fn probe(os: &mut impl Os, dev: DevId, ctrl: &mut Controller) -> NResult<Driver> {
         let bar0 = os.pci_iomap(dev, 0).map_err(err("pci_iomap"))?;
         os.pci_set_master(dev).map_err(err("pci_set_master"))?;
         let cpu = Requester::Cpu(os.host());
@@ -96,9 +96,9 @@ impl Driver {
         }
     }
 
-    fn setup(&mut self, os: &mut HostOs, ctrl: &mut Controller) -> NResult<()> {
+    fn setup(&mut self, os: &mut impl Os, ctrl: &mut Controller) -> NResult<()> {
         let dev = self.dev;
-        let q = |os: &mut HostOs, qid| -> NResult<QueuePair> {
+        fn q(os: &mut impl Os, dev: DevId, qid: u16) -> NResult<QueuePair> {
             let sq = os.dma_alloc_coherent(dev, QUEUE_ENTRIES as u64 * 64).map_err(err("dma_alloc_coherent"))?;
             let cq = match os.dma_alloc_coherent(dev, QUEUE_ENTRIES as u64 * 16) {
                 Ok(cq) => cq,
@@ -108,9 +108,9 @@ impl Driver {
                 }
             };
             Ok(QueuePair { qid, sq, cq, phase: true, ..Default::default() })
-        };
-        self.admin = q(os, 0)?;
-        self.io = q(os, 1)?;
+        }
+        self.admin = q(os, dev, 0)?;
+        self.io = q(os, dev, 1)?;
         self.admin_irq = os.request_irq(dev, ADMIN_MSIX_ENTRY, ADMIN_HANDLER).map_err(err("request_irq (admin queue)"))?;
         self.admin.vector = self.admin_irq;
         self.mmio_write(os, CC, &0u32.to_le_bytes())?;
@@ -140,14 +140,14 @@ impl Driver {
 
     /// Remove (Linux `nvme_remove`): disable the controller, free the interrupts and the queues
     /// and stop bus mastering, so the drive can be lent or returned.
-    pub fn remove(mut self, os: &mut HostOs, ctrl: &mut Controller) -> NResult<()> {
+    pub fn remove(mut self, os: &mut impl Os, ctrl: &mut Controller) -> NResult<()> {
         self.mmio_write(os, CC, &0u32.to_le_bytes())?;
         os.run_hardware(|f| ctrl.process(f));
         self.teardown(os).map_or(Ok(()), Err)
     }
 
     /// Free whatever the driver holds; returns the first failure.
-    fn teardown(&mut self, os: &mut HostOs) -> Option<NvmeError> {
+    fn teardown(&mut self, os: &mut impl Os) -> Option<NvmeError> {
         let dev = self.dev;
         let mut first = None;
         let mut note = |r: Result<(), devlend_host::HostError>, what: &str| {
@@ -172,12 +172,12 @@ impl Driver {
         first
     }
 
-    fn mmio_write(&mut self, os: &mut HostOs, reg: u64, data: &[u8]) -> NResult<()> {
+    fn mmio_write(&mut self, os: &mut impl Os, reg: u64, data: &[u8]) -> NResult<()> {
         self.ops.push(Op { who: self.cpu, addr: self.bar0 + reg, len: data.len() as u64, access: Access::Write, what: "MMIO register write", plan: None });
         os.write(self.bar0 + reg, data).map_err(err("MMIO write"))
     }
 
-    fn admin_cmd(&mut self, os: &mut HostOs, ctrl: &mut Controller, opcode: u8, prp1: u64, cdw10: u32, cdw11: u32) -> NResult<()> {
+    fn admin_cmd(&mut self, os: &mut impl Os, ctrl: &mut Controller, opcode: u8, prp1: u64, cdw10: u32, cdw11: u32) -> NResult<()> {
         let mut sqe = [0u8; 64];
         sqe[0] = opcode;
         sqe[24..32].copy_from_slice(&prp1.to_le_bytes());
@@ -193,7 +193,7 @@ impl Driver {
     }
 
     /// Put one entry on a queue, ring its doorbell, let the controller run, poll the completion.
-    fn submit(&mut self, os: &mut HostOs, ctrl: &mut Controller, q: &mut QueuePair, mut sqe: [u8; 64]) -> NResult<u16> {
+    fn submit(&mut self, os: &mut impl Os, ctrl: &mut Controller, q: &mut QueuePair, mut sqe: [u8; 64]) -> NResult<u16> {
         q.cid = q.cid.wrapping_add(1);
         sqe[2..4].copy_from_slice(&q.cid.to_le_bytes());
         let slot = q.sq.0 + q.sq_tail as u64 * 64;
@@ -229,16 +229,16 @@ impl Driver {
 
     /// Read `blocks` 512-byte blocks from `lba` into the kernel buffer at CPU address `buf`, the
     /// way the block layer would: dma_map_single, one command with PRP1/PRP2 or a PRP list, unmap.
-    pub fn read(&mut self, os: &mut HostOs, ctrl: &mut Controller, lba: u64, blocks: u16, buf: u64) -> NResult<()> {
+    pub fn read(&mut self, os: &mut impl Os, ctrl: &mut Controller, lba: u64, blocks: u16, buf: u64) -> NResult<()> {
         self.rw(os, ctrl, 0x02, lba, blocks, buf, DmaDir::FromDevice)
     }
 
-    pub fn write(&mut self, os: &mut HostOs, ctrl: &mut Controller, lba: u64, blocks: u16, buf: u64) -> NResult<()> {
+    pub fn write(&mut self, os: &mut impl Os, ctrl: &mut Controller, lba: u64, blocks: u16, buf: u64) -> NResult<()> {
         self.rw(os, ctrl, 0x01, lba, blocks, buf, DmaDir::ToDevice)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn rw(&mut self, os: &mut HostOs, ctrl: &mut Controller, opcode: u8, lba: u64, blocks: u16, buf: u64, dir: DmaDir) -> NResult<()> {
+    fn rw(&mut self, os: &mut impl Os, ctrl: &mut Controller, opcode: u8, lba: u64, blocks: u16, buf: u64, dir: DmaDir) -> NResult<()> {
         if blocks == 0 {
             return Err(NvmeError("a transfer of zero blocks".into()));
         }

@@ -5,8 +5,8 @@
 //! `&mut impl Os` and their bodies do not change: they are the same source "compiled" against
 //! another kernel, as a Linux driver is built for the host or for the guest.
 //!
-//! Only what drivers call is here (PCI, memory, the DMA API); interrupts stay on `HostOs` until
-//! the VM's eventfd path exists.
+//! Only what drivers call is here: PCI, memory, the DMA API, and MSI-X interrupts (a host's own
+//! vectors, or a guest's, delivered through the hypervisor's eventfd path in `devlend-vm`).
 
 use crate::error::HResult;
 use crate::kernel::DevId;
@@ -35,6 +35,11 @@ pub trait Os {
     fn dma_free_coherent(&mut self, dev: DevId, len: u64, cpu: u64, dma: u64) -> HResult<()>;
     fn dma_map_resource(&mut self, dev: DevId, phys: u64, len: u64, dir: DmaDir) -> HResult<u64>;
     fn dma_unmap_resource(&mut self, dev: DevId, dma: u64, len: u64, dir: DmaDir) -> HResult<()>;
+    /// `request_irq` on MSI-X entry `entry` of `dev`: returns the vector.
+    fn request_irq(&mut self, dev: DevId, entry: u16, handler: u32) -> HResult<u8>;
+    fn free_irq(&mut self, dev: DevId, entry: u16) -> HResult<()>;
+    /// How many interrupts `vector`'s handler has run (after delivering what is pending).
+    fn irq_count(&mut self, vector: u8) -> u64;
 }
 
 impl Os for HostOs<'_> {
@@ -91,5 +96,14 @@ impl Os for HostOs<'_> {
     }
     fn dma_unmap_resource(&mut self, dev: DevId, dma: u64, len: u64, dir: DmaDir) -> HResult<()> {
         HostOs::dma_unmap_resource(self, dev, dma, len, dir)
+    }
+    fn request_irq(&mut self, dev: DevId, entry: u16, handler: u32) -> HResult<u8> {
+        HostOs::request_irq(self, dev, entry, handler)
+    }
+    fn free_irq(&mut self, dev: DevId, entry: u16) -> HResult<()> {
+        HostOs::free_irq(self, dev, entry)
+    }
+    fn irq_count(&mut self, vector: u8) -> u64 {
+        HostOs::irq_count(self, vector)
     }
 }

@@ -51,11 +51,20 @@ fn vm_gpu_memcpy_htod(py: Python<'_>, topology_json: &str, scenario: &str, len: 
     r.map(|t| (t.total_ps, steps(t.steps))).map_err(FabricError::new_err)
 }
 
+/// D5's VM rows: `nvme_read` with the driver in a VM on `runner` (VFIO when the drive is local to
+/// it, else the mediated path): (total ps, fabric ps, steps).
+#[pyfunction]
+fn vm_nvme_read(py: Python<'_>, topology_json: &str, runner: &str, device: &str, lbas: Vec<u64>, blocks: u16) -> PyResult<(u64, u64, Vec<(String, u64)>)> {
+    let r = py.detach(|| devlend_vm::d5::read_blocks(topology_json, runner, device, &lbas, blocks));
+    r.map(|t| (t.total_ps, t.fabric_ps, steps(t.steps))).map_err(FabricError::new_err)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(nvme_read, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_memcpy, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_to_gpu, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_pingpong, m)?)?;
     m.add_function(wrap_pyfunction!(vm_gpu_memcpy_htod, m)?)?;
+    m.add_function(wrap_pyfunction!(vm_nvme_read, m)?)?;
     Ok(())
 }

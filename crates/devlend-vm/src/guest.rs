@@ -163,6 +163,15 @@ impl Os for GuestOs<'_> {
     fn dma_unmap_resource(&mut self, dev: DevId, dma: u64, len: u64, _dir: DmaDir) -> HResult<()> {
         self.untrack(dev, dma, len)
     }
+    fn request_irq(&mut self, dev: DevId, entry: u16, handler: u32) -> HResult<u8> {
+        GuestOs::request_irq(self, dev, entry, handler)
+    }
+    fn free_irq(&mut self, dev: DevId, entry: u16) -> HResult<()> {
+        GuestOs::free_irq(self, dev, entry)
+    }
+    fn irq_count(&mut self, vector: u8) -> u64 {
+        GuestOs::irq_count(self, vector)
+    }
 }
 
 impl GuestOs<'_> {

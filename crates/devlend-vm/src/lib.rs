@@ -28,6 +28,7 @@ mod attach;
 pub mod attacks;
 pub mod config;
 pub mod d4;
+pub mod d5;
 pub mod d6;
 pub mod guest;
 mod held;
