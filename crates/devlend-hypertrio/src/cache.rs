@@ -71,6 +71,61 @@ fn find(row: &[u32], key: u32) -> Option<usize> {
         row.iter().position(|&k| k == key)
     }
 }
+/// Bit i set for each way i holding the row's lowest count: eight counts per u64, compared in
+/// one go (SWAR), so a row costs a few instructions and no data-dependent branches.
+#[inline(always)]
+fn lowest(count: &[u8]) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let low = count.iter().copied().min().unwrap_or(0);
+    let b = ONES * low as u64;
+    let mut ties = 0u64;
+    for (k, ch) in count.chunks(8).enumerate() {
+        let mut w = [0xffu8; 8];
+        w[..ch.len()].copy_from_slice(ch);
+        let x = u64::from_le_bytes(w) ^ b;
+        // high bit of each byte set iff that byte of x is zero (exact, no borrow between bytes)
+        let z = !(((x & LOW7) + LOW7) | x | LOW7);
+        // gather the eight high bits into one byte, way 0 lowest
+        let m = ((z >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) & ((1u64 << ch.len()) - 1);
+        ties |= m << (8 * k);
+    }
+    ties
+}
+
+/// SEL[b][k]: position of the k-th (from 0) set bit of byte b (0 where there is none).
+static SEL: [[u8; 8]; 256] = {
+    let mut t = [[0u8; 8]; 256];
+    let mut b = 0;
+    while b < 256 {
+        let (mut k, mut i) = (0, 0);
+        while i < 8 {
+            if b & (1 << i) != 0 {
+                t[b][k] = i as u8;
+                k += 1;
+            }
+            i += 1;
+        }
+        b += 1;
+    }
+    t
+};
+
+/// Position of the k-th set bit of `mask` (k < its popcount), a byte at a time without
+/// data-dependent branches; `bytes` = how many low bytes of `mask` can be set.
+#[inline(always)]
+fn select_bit(mask: u64, mut k: u64, bytes: usize) -> usize {
+    let mut found = usize::MAX;
+    for b in 0..bytes {
+        let byte = (mask >> (8 * b)) as u8;
+        let c = byte.count_ones() as u64;
+        let here = 8 * b + SEL[byte as usize][k.min(7) as usize] as usize;
+        found = if k < c && found == usize::MAX { here } else { found };
+        k = k.wrapping_sub(c);
+    }
+    found
+}
+
 /// Oracle next-use position of an entry never used again.
 pub const NEVER: u64 = u64::MAX;
 
@@ -100,10 +155,11 @@ pub struct Cache {
     policy: Policy,
     lfu_max: u64,
     keys: Vec<u32>,
-    /// Replacement rank, the victim is the lowest: LRU: last-use clock; LFU: 4-bit count in
-    /// the top byte, last-use clock below (unused by the victim choice: ties are drawn at random); oracle: !next_use.
-    /// Keys are u32: callers pack (tag, page or region id). Empty ways rank 0, so every policy fills them first.
+    /// Replacement rank, the victim is the lowest: LRU: last-use clock; oracle: !next_use.
+    /// Keys are u32: callers pack (tag, page or region id). Empty ways rank 0, so they fill first.
     rank: Vec<u64>,
+    /// LFU access counts (4-bit by default), one byte per way so a row is scanned in one go.
+    count: Vec<u8>,
     ptag: Vec<u64>,
     clock: u64,
     /// Deterministic generator for LFU's random choice among equal counts.
@@ -111,7 +167,6 @@ pub struct Cache {
     pub stats: CacheStats,
 }
 
-const CLOCK_MASK: u64 = (1 << 56) - 1;
 
 impl Cache {
     /// `what` names the structure in errors (e.g. "DevTLB").
@@ -155,6 +210,7 @@ impl Cache {
             lfu_max: (1u64 << lfu_bits) - 1,
             keys: vec![EMPTY; entries],
             rank: vec![0; entries],
+            count: vec![0; entries],
             ptag: vec![u64::MAX; sets],
             clock: 0,
             rng: 0x2545_F491_4F6C_DD1D,
@@ -202,7 +258,7 @@ impl Cache {
         self.keys
             .iter()
             .position(|&k| k == key)
-            .map(|i| self.rank[i] >> 56)
+            .map(|i| self.count[i] as u64)
     }
 
     #[inline(always)]
@@ -212,11 +268,11 @@ impl Cache {
             Policy::Lru => self.rank[i] = self.clock,
             Policy::Oracle => self.rank[i] = !next_use,
             Policy::Lfu => {
-                let c = if fresh { 1 } else { (self.rank[i] >> 56) + 1 };
-                self.rank[i] = (c.min(self.lfu_max) << 56) | (self.clock & CLOCK_MASK);
+                let c = if fresh { 1 } else { self.count[i] as u64 + 1 };
+                self.count[i] = c.min(self.lfu_max) as u8;
                 if c >= self.lfu_max {
-                    for r in &mut self.rank[base..base + self.ways] {
-                        *r = (((*r >> 56) / 2) << 56) | (*r & CLOCK_MASK);
+                    for r in &mut self.count[base..base + self.ways] {
+                        *r /= 2;
                     }
                 }
             }
@@ -232,6 +288,7 @@ impl Cache {
             self.ptag[row] = tag;
             self.keys[base..base + self.ways].fill(EMPTY);
             self.rank[base..base + self.ways].fill(0);
+            self.count[base..base + self.ways].fill(0);
         }
         if let Some(hit) = find(&self.keys[base..base + self.ways], key) {
             // Filled twice (two completions of the same translation): refresh only.
@@ -294,25 +351,27 @@ impl Cache {
         base + v
     }
 
+    /// The first empty way, else a random way among those with the lowest count.
+    #[inline]
     fn lfu_victim(&mut self, base: usize) -> usize {
-        if let Some(e) = find(&self.keys[base..base + self.ways], EMPTY) {
+        let (keys, count) = (
+            &self.keys[base..base + self.ways],
+            &self.count[base..base + self.ways],
+        );
+        if let Some(e) = find(keys, EMPTY) {
             return base + e;
         }
-        let r = &self.rank[base..base + self.ways];
-        let m = r.iter().map(|x| x >> 56).min().unwrap_or(0);
-        let ties = r.iter().filter(|&&x| x >> 56 == m).count() as u64;
-        // xorshift64*: deterministic, so a run is reproducible
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        let pick = (self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) % ties;
-        let i = r
-            .iter()
-            .enumerate()
-            .filter(|(_, &x)| x >> 56 == m)
-            .nth(pick as usize)
-            .map_or(0, |(i, _)| i);
-        base + i
+        let ties = lowest(count);
+        let n = ties.count_ones() as u64;
+        if n > 1 {
+            // xorshift64* (deterministic, so a run is reproducible), scaled to 0..n
+            self.rng ^= self.rng >> 12;
+            self.rng ^= self.rng << 25;
+            self.rng ^= self.rng >> 27;
+            let pick = ((self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) * n) >> 32;
+            return base + select_bit(ties, pick, self.ways.div_ceil(8));
+        }
+        base + ties.trailing_zeros() as usize
     }
 
     pub fn invalidate_all(&mut self) {
@@ -371,6 +430,34 @@ mod tests {
             assert_eq!(a.access(k, k as u64, 0, 0), h);
         }
         assert_eq!(a.stats, b.stats);
+    }
+
+    #[test]
+    fn lowest_marks_every_way_with_the_minimum_count() {
+        let mut x = 7u64;
+        for n in [1usize, 3, 8, 12, 16, 64] {
+            for _ in 0..200 {
+                let c: Vec<u8> = (0..n)
+                    .map(|_| {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        ((x >> 60) as u8) % 4 + if n == 64 { 250 } else { 0 }
+                    })
+                    .collect();
+                let low = *c.iter().min().unwrap();
+                let want = c.iter().enumerate().fold(0u64, |t, (i, &v)| t | (((v == low) as u64) << i));
+                assert_eq!(super::lowest(&c), want, "{c:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn select_bit_finds_the_kth_set_bit() {
+        for mask in [1u64, 0b1011, 0xf0f0, 0x8000_0000_0000_0001, u64::MAX, 0x0123_4567_89ab_cdef] {
+            let bits: Vec<usize> = (0..64).filter(|&i| mask >> i & 1 == 1).collect();
+            for (k, &b) in bits.iter().enumerate() {
+                assert_eq!(super::select_bit(mask, k as u64, 8), b, "{mask:x} {k}");
+            }
+        }
     }
 
     #[test]
