@@ -80,7 +80,10 @@ pub struct Stats {
     pub walks: u64,
     pub walk_accesses: u64,
     pub mean_walk_accesses: f64,
+    /// Packet arrivals that found the PTB full (each retry counts again).
     pub drops: u64,
+    /// Pending translations in the PTB: time-weighted mean and maximum (a packet enters while
+    /// fewer than `ptb_entries` are pending, so the maximum can exceed it by two).
     pub ptb_mean: f64,
     pub ptb_max: usize,
     pub prefetch_requests: u64,
