@@ -19,7 +19,9 @@ fn main() {
             let mut spec = WorkloadSpec::new("iperf3", tenants, order).unwrap();
             spec.packets_per_tenant = ppt;
             let t0 = std::time::Instant::now();
-            let c = params().config_with(cfg, a.get(5).map(|s| s.as_str())).unwrap();
+            let c = params()
+                .config_with(cfg, a.get(5).map(|s| s.as_str()))
+                .unwrap();
             let st = simulate(&c, &spec).unwrap();
             let dt = t0.elapsed().as_secs_f64();
             println!("{cfg:9} {order:5} tenants {tenants:5}: {} translations in {dt:.2} s = {:.1} M translations/s; {:.1} Gb/s", st.translations, st.translations as f64 / dt / 1e6, st.gbps);

@@ -120,7 +120,11 @@ fn select_bit(mask: u64, mut k: u64, bytes: usize) -> usize {
         let byte = (mask >> (8 * b)) as u8;
         let c = byte.count_ones() as u64;
         let here = 8 * b + SEL[byte as usize][k.min(7) as usize] as usize;
-        found = if k < c && found == usize::MAX { here } else { found };
+        found = if k < c && found == usize::MAX {
+            here
+        } else {
+            found
+        };
         k = k.wrapping_sub(c);
     }
     found
@@ -166,7 +170,6 @@ pub struct Cache {
     rng: u64,
     pub stats: CacheStats,
 }
-
 
 impl Cache {
     /// `what` names the structure in errors (e.g. "DevTLB").
@@ -439,12 +442,17 @@ mod tests {
             for _ in 0..200 {
                 let c: Vec<u8> = (0..n)
                     .map(|_| {
-                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
                         ((x >> 60) as u8) % 4 + if n == 64 { 250 } else { 0 }
                     })
                     .collect();
                 let low = *c.iter().min().unwrap();
-                let want = c.iter().enumerate().fold(0u64, |t, (i, &v)| t | (((v == low) as u64) << i));
+                let want = c
+                    .iter()
+                    .enumerate()
+                    .fold(0u64, |t, (i, &v)| t | (((v == low) as u64) << i));
                 assert_eq!(super::lowest(&c), want, "{c:?}");
             }
         }
@@ -452,7 +460,14 @@ mod tests {
 
     #[test]
     fn select_bit_finds_the_kth_set_bit() {
-        for mask in [1u64, 0b1011, 0xf0f0, 0x8000_0000_0000_0001, u64::MAX, 0x0123_4567_89ab_cdef] {
+        for mask in [
+            1u64,
+            0b1011,
+            0xf0f0,
+            0x8000_0000_0000_0001,
+            u64::MAX,
+            0x0123_4567_89ab_cdef,
+        ] {
             let bits: Vec<usize> = (0..64).filter(|&i| mask >> i & 1 == 1).collect();
             for (k, &b) in bits.iter().enumerate() {
                 assert_eq!(super::select_bit(mask, k as u64, 8), b, "{mask:x} {k}");

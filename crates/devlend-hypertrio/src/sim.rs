@@ -660,8 +660,14 @@ mod tests {
     #[test]
     fn ptb_counts_translations_and_admits_a_packet_while_one_entry_is_free() {
         let base = cold("base", None);
-        assert_eq!(base.ptb_max, 3, "Base: one packet's three translations at a time");
-        assert!(base.drops > 0, "a packet finding the PTB full is dropped and retried");
+        assert_eq!(
+            base.ptb_max, 3,
+            "Base: one packet's three translations at a time"
+        );
+        assert!(
+            base.drops > 0,
+            "a packet finding the PTB full is dropped and retried"
+        );
         let ht = cold("hypertrio", Some(r#"{"prefetch": false}"#));
         assert!((32..=34).contains(&ht.ptb_max), "{}", ht.ptb_max);
         // about 32 translations in flight, ~11 packets: ~11x Base's rate, not 32x
