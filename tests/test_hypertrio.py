@@ -230,3 +230,27 @@ def test_qemu_log_reader(tmp_path):
     bad.write_text("vtd_iotlb_page_hit IOTLB page hit sid 0x1 iova 0x1000 slpte 0x3 domain 0x1\nvtd_iotlb_page_hit sid 0x1 iova\n")
     with pytest.raises(_core.FabricError, match=r"bad\.log:2: .*iova"):
         _core.hypertrio_read_qemu_log(str(bad))
+
+
+# ---- hnic: the NIC lent through an NTB (issue 5, beyond 002) ------------------------------------
+def test_lent_nic_translation_latency_comes_from_the_fabric_and_costs_bandwidth():
+    from devlend.experiments import hnic
+    costs = hnic.path_costs()
+    # NTB latency (350 ns input) plus the extra root and links, one way.
+    assert 350_000 < costs["extra_one_way_ps"] < 700_000
+    assert costs["ntb_gbps"] > 200        # a Gen4 x16 NTB carries the 200 Gb/s link
+    res = hnic.run(quick=True)
+    g = {(r["config"], r["nic"], r["tenants"]): r["gbps"] for r in res.rows}
+    for config in ("base", "hypertrio"):
+        for n in hnic.QUICK_TENANTS:
+            assert g[config, "lent", n] <= g[config, "local", n]
+    # Many tenants: each miss waits longer, so the lent NIC loses bandwidth; HyperTRIO still helps.
+    assert g["hypertrio", "lent", 1024] < 0.8 * g["hypertrio", "local", 1024]
+    assert g["hypertrio", "lent", 1024] > 5 * g["base", "lent", 1024]
+
+
+def test_one_way_latency_override_is_validated():
+    from devlend import _core
+    import json
+    with pytest.raises(_core.FabricError, match="pcie_one_way_ps"):
+        _core.hypertrio_simulate("base", "iperf3", 4, "RR1", 100, json.dumps({"pcie_one_way_ps": -5}))

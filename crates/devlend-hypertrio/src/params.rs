@@ -63,6 +63,10 @@ pub struct Config {
     /// Walk length: true, the two-dimensional walk of 002 Table II (24 accesses cold); false,
     /// the one-dimensional walk 002's logs record (§IV-A; see `sim`).
     pub nested_walk: bool,
+    /// One-way PCIe latency between the device and the IOMMU's chipset for this run (ps); None:
+    /// 002 Table II's `pcie_one_way_ps`. A lent device (issue 5's `hnic`) sets it from the fabric.
+    #[serde(default)]
+    pub pcie_one_way_ps: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -116,7 +120,8 @@ impl HyperTrioParams {
         let serde_json::Value::Object(o) = o else {
             return Err("configuration overrides: expected a JSON object".into());
         };
-        let mut v = serde_json::to_value(&c).map_err(|e| e.to_string())?;
+        let base = serde_json::to_value(&c).map_err(|e| e.to_string())?;
+        let mut v = base.clone();
         let m = v.as_object_mut().unwrap();
         for (k, x) in o {
             if !m.contains_key(&k) {
@@ -125,6 +130,11 @@ impl HyperTrioParams {
                     m.keys().cloned().collect::<Vec<_>>().join(", ")
                 ));
             }
+            // Each value checked alone, so the error names its field.
+            let mut one = base.clone();
+            one.as_object_mut().unwrap().insert(k.clone(), x.clone());
+            serde_json::from_value::<Config>(one)
+                .map_err(|e| format!("configuration overrides: field '{k}': {e}"))?;
             m.insert(k, x);
         }
         serde_json::from_value(v).map_err(|e| format!("configuration overrides: {e}"))

@@ -196,6 +196,8 @@ impl Pb {
 pub struct Sim<'a> {
     p: &'a HyperTrioParams,
     cfg: Config,
+    /// Device-to-chipset one-way latency (the configuration's, or 002 Table II's).
+    one_way_ps: u64,
     iovas: Vec<u64>,
     region_1g: Vec<u16>,
     region_2m: Vec<u16>,
@@ -248,8 +250,10 @@ impl<'a> Sim<'a> {
         }
         let npages = iovas.len().next_power_of_two();
         let n = tenants as usize * npages;
+        let one_way_ps = cfg.pcie_one_way_ps.unwrap_or(p.pcie_one_way_ps);
         Ok(Sim {
             p,
+            one_way_ps,
             devtlb: Cache::new(
                 "DevTLB",
                 cfg.devtlb_entries,
@@ -303,7 +307,7 @@ impl<'a> Sim<'a> {
             },
             fills: Wheel::new(
                 p.packet_slot_ps(),
-                2 * p.pcie_one_way_ps
+                2 * one_way_ps
                     + 2 * p.iotlb_hit_ps
                     + p.devtlb_hit_ps
                     + (p.nested_walk_accesses as u64 + p.context_miss_accesses as u64 + 2)
@@ -395,7 +399,7 @@ impl<'a> Sim<'a> {
             return;
         }
         let p = self.p;
-        let start = t + p.pcie_one_way_ps + p.dram_access_ps;
+        let start = t + self.one_way_ps + p.dram_access_ps;
         let mut last = start;
         let recent = self.recent[target as usize];
         for &pg in recent.iter().take(self.cfg.history_pages) {
@@ -408,7 +412,7 @@ impl<'a> Sim<'a> {
                 continue;
             }
             let n = self.iommu(target, pg);
-            let done = start + p.iotlb_hit_ps + n as u64 * p.dram_access_ps + p.pcie_one_way_ps;
+            let done = start + p.iotlb_hit_ps + n as u64 * p.dram_access_ps + self.one_way_ps;
             self.pending_done[s] = done;
             self.fills.push(Fill {
                 time: done,
@@ -469,7 +473,7 @@ impl<'a> Sim<'a> {
         }
         self.st.iommu_requests += 1;
         let n = self.iommu(sid, page);
-        let done = t + 2 * p.pcie_one_way_ps + p.iotlb_hit_ps + n as u64 * p.dram_access_ps;
+        let done = t + 2 * self.one_way_ps + p.iotlb_hit_ps + n as u64 * p.dram_access_ps;
         self.fills.push(Fill {
             time: done,
             key,
