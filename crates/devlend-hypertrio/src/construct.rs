@@ -23,7 +23,7 @@
 
 use crate::qemu;
 use crate::trace::{self, Header, MAX_PAGES, MAX_TENANTS};
-use crate::workload::{Order, Packet, PageId, PageInfo, Trace, WorkloadSpec};
+use crate::workload::{splitmix, Order, Packet, PageId, PageInfo, Trace, WorkloadSpec};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 use std::io::{BufWriter, Read, Write};
@@ -350,15 +350,6 @@ impl Sources {
         out.extend(b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])));
         Ok(())
     }
-}
-
-#[inline]
-fn splitmix(x: &mut u64) -> u64 {
-    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 struct Cursor {
