@@ -187,3 +187,18 @@ def test_rust_json_copies_match_the_shipped_yaml(name):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with open(os.path.join(root, "crates/devlend-xenib/tests", f"{name}.json")) as fh:
         assert json.load(fh) == json.loads(devlend.load(topology_path(f"{name}.yaml")).to_json()), f"regenerate the JSON copy of {name}"
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: small regions' device-domain overhead is ~12% (one firmware command "
+                                       "and its interrupt are the only fixed cost); 004 reports 25-35% at every size")
+def test_x4_device_domain_overhead_for_small_regions():
+    n = _xenib.reg_us("gen2-native", [1, 4], 2)
+    d = _xenib.reg_us("gen2-idd", [1, 4], 2)
+    for p in (1, 4):
+        assert d[p] / n[p] - 1 >= 0.20, p
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: with one write outstanding the basic split driver peaks at ~682 MB/s "
+                                       "at 128 KB (two or more outstanding: ~820, link-bound); 004 measured 770")
+def test_x1_basic_peak_within_10_percent(m1):
+    assert abs(m1["bw"]["xenib-basic"][128 * KiB] - 770) / 770 <= 0.10
