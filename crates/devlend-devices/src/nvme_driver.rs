@@ -1,9 +1,10 @@
 //! An NVMe driver in the style of Linux's `drivers/nvme/host/pci.c`, written only against the
-//! kernel interface (`devlend_host::Os`: a host's kernel or a guest's): it maps BAR 0 with `pci_iomap`, allocates its queues
-//! with `dma_alloc_coherent`, maps data buffers with `dma_map_single`, writes submission entries
-//! and doorbells with CPU stores, and reads completion entries by their phase tag. It never knows
-//! whether the drive is local or borrowed: Device Lending hands it far-side DMA addresses (000 §4)
-//! and, for interrupts, a far-side MSI address the driver never sees.
+//! kernel interface (`devlend_host::Os`: a host's kernel or a guest's): it maps BAR 0 with
+//! `pci_iomap`, allocates its queues with `dma_alloc_coherent`, maps data buffers with
+//! `dma_map_single`, writes submission entries and doorbells with CPU stores, and reads completion
+//! entries by their phase tag. It never knows whether the drive is local or borrowed: Device
+//! Lending hands it far-side DMA addresses (000 §4) and, for interrupts, a far-side MSI address
+//! the driver never sees.
 //!
 //! Completions are interrupt-driven, as in Linux (`queue_request_irq`, `nvme_irq`): the admin
 //! completion queue always interrupts, on MSI-X entry 0 (NVM Express 1.3), and I/O completion

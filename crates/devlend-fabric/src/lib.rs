@@ -21,6 +21,7 @@ pub mod memory;
 pub mod model;
 pub mod ntb;
 pub mod params;
+pub mod programmed;
 pub mod route;
 pub mod show;
 pub mod spec;

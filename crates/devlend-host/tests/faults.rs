@@ -70,23 +70,23 @@ fn a_driver_touching_an_unmapped_bar_gets_a_recorded_fault() {
 fn returning_a_device_with_dma_in_flight_is_refused_or_forced() {
     for lender_iommu in [false, true] {
         let mut c = two_host(lender_iommu);
-        let clean = snapshot(&c.fabric);
+        let clean = c.fabric.programmed();
         let gpu = c.borrow("borrower", "gpu0").unwrap();
         let mut os = c.os("borrower").unwrap();
         let (buf, dma) = driver_probe(&mut os, gpu, 0x2000).unwrap();
         let b2 = os.kmalloc(0x1000).unwrap();
         let sg = os.dma_map_sg(gpu, &[(b2, 0x800)], DmaDir::FromDevice).unwrap();
-        let held = snapshot(&c.fabric);
+        let held = c.fabric.programmed();
         let e = c.return_device("borrower", gpu).unwrap_err();
         assert!(matches!(e, HostError::Busy(_)), "{e}");
         assert!(e.to_string().contains("cannot return gpu0: its driver in borrower still holds 2 DMA mappings and 0 interrupt vectors"), "{e}");
-        assert_eq!(snapshot(&c.fabric), held, "a refused return changes nothing");
+        assert_eq!(c.fabric.programmed(), held, "a refused return changes nothing");
         assert_eq!(c.lends()[0].live_dma_maps, 2);
         assert_eq!(device_write(&mut c, "gpu0", dma, b"in-flight"), None, "the device keeps working");
         assert_eq!(c.os("borrower").unwrap().read(buf, 9).unwrap(), b"in-flight");
         // Forced: everything is undone, and DMA the device still issues is refused and recorded.
         c.return_device_force("borrower", gpu).unwrap();
-        assert_eq!(snapshot(&c.fabric), clean);
+        assert_eq!(c.fabric.programmed(), clean);
         assert!(c.lending_idle() && c.anomalies().is_empty());
         let f = c.fabric.func_id("gpu0").unwrap();
         c.fabric.set_bus_master(f, true);
@@ -105,6 +105,6 @@ fn returning_a_device_with_dma_in_flight_is_refused_or_forced() {
         os.dma_unmap_single(gpu, dma, 0x1000, DmaDir::FromDevice).unwrap();
         os.pci_clear_master(gpu).unwrap();
         c.return_device("borrower", gpu).unwrap();
-        assert_eq!(snapshot(&c.fabric), clean);
+        assert_eq!(c.fabric.programmed(), clean);
     }
 }

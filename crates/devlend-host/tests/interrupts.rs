@@ -58,7 +58,7 @@ fn a_borrowed_device_interrupts_the_borrower_through_the_lenders_ntb() {
         let mut c = two_host(lender_iommu);
         let (b, l) = (c.host_id("borrower").unwrap(), c.host_id("lender").unwrap());
         let gpu = c.borrow("borrower", "gpu0").unwrap();
-        let before = snapshot(&c.fabric);
+        let before = c.fabric.programmed();
         let mut os = c.os("borrower").unwrap();
         os.pci_set_master(gpu).unwrap();
         let v = os.request_irq(gpu, 0, HANDLER).unwrap();
@@ -82,7 +82,7 @@ fn a_borrowed_device_interrupts_the_borrower_through_the_lenders_ntb() {
         assert_eq!(msi_events(&c, l), 0, "nothing reached the lender's CPUs");
         c.os("borrower").unwrap().free_irq(gpu, 0).unwrap();
         c.os("borrower").unwrap().pci_clear_master(gpu).unwrap();
-        assert_eq!(snapshot(&c.fabric), before, "free_irq undoes the MSI mapping and disables MSI-X");
+        assert_eq!(c.fabric.programmed(), before, "free_irq undoes the MSI mapping and disables MSI-X");
         c.return_device("borrower", gpu).unwrap();
         assert!(c.lending_idle() && c.anomalies().is_empty());
     }
@@ -92,7 +92,7 @@ fn a_borrowed_device_interrupts_the_borrower_through_the_lenders_ntb() {
 fn vectors_of_one_device_share_the_msi_page_and_are_told_apart_by_their_data() {
     for lender_iommu in [false, true] {
         let mut c = Cluster::from_json(&two_host_json(true, lender_iommu, "optane-900p")).unwrap();
-        let clean = snapshot(&c.fabric);
+        let clean = c.fabric.programmed();
         let dev = c.borrow("borrower", "gpu0").unwrap();
         let mut os = c.os("borrower").unwrap();
         os.pci_set_master(dev).unwrap();
@@ -118,7 +118,7 @@ fn vectors_of_one_device_share_the_msi_page_and_are_told_apart_by_their_data() {
         }
         c.os("borrower").unwrap().pci_clear_master(dev).unwrap();
         c.return_device("borrower", dev).unwrap();
-        assert_eq!(snapshot(&c.fabric), clean);
+        assert_eq!(c.fabric.programmed(), clean);
         assert!(c.lending_idle() && c.anomalies().is_empty());
     }
 }
@@ -127,7 +127,7 @@ fn vectors_of_one_device_share_the_msi_page_and_are_told_apart_by_their_data() {
 fn devices_from_one_lender_share_the_mapping_of_the_borrowers_msi_page() {
     for a_iommu in [false, true] {
         let mut c = three_host(a_iommu, false);
-        let clean = snapshot(&c.fabric);
+        let clean = c.fabric.programmed();
         let g0 = c.borrow("borrower", "gpu0").unwrap();
         let g1 = c.borrow("borrower", "gpu1").unwrap();
         let g3 = c.borrow("borrower", "gpu3").unwrap();
@@ -155,7 +155,7 @@ fn devices_from_one_lender_share_the_mapping_of_the_borrowers_msi_page() {
         c.return_device_force("borrower", g1).unwrap();
         c.return_device_force("borrower", g3).unwrap();
         assert!(c.kernel("borrower").unwrap().irqs().iter().next().is_none(), "hot-removal drops the vectors");
-        assert_eq!(snapshot(&c.fabric), clean);
+        assert_eq!(c.fabric.programmed(), clean);
         assert!(c.lending_idle() && c.anomalies().is_empty());
     }
 }
@@ -164,20 +164,20 @@ fn devices_from_one_lender_share_the_mapping_of_the_borrowers_msi_page() {
 fn returning_a_device_with_interrupts_requested_is_refused_or_forced() {
     for lender_iommu in [false, true] {
         let mut c = two_host(lender_iommu);
-        let clean = snapshot(&c.fabric);
+        let clean = c.fabric.programmed();
         let gpu = c.borrow("borrower", "gpu0").unwrap();
         let mut os = c.os("borrower").unwrap();
         os.pci_set_master(gpu).unwrap();
         let v = os.request_irq(gpu, 0, HANDLER).unwrap();
         let old = msix_entry(&mut c, "gpu0", 0).0;
-        let held = snapshot(&c.fabric);
+        let held = c.fabric.programmed();
         let e = c.return_device("borrower", gpu).unwrap_err();
         assert!(matches!(e, HostError::Busy(_)) && e.to_string().contains("0 DMA mappings and 1 interrupt vectors"), "{e}");
-        assert_eq!(snapshot(&c.fabric), held, "a refused return changes nothing");
+        assert_eq!(c.fabric.programmed(), held, "a refused return changes nothing");
         assert_eq!(device_msi(&mut c, "gpu0", 0), (true, None));
         assert_eq!(c.os("borrower").unwrap().irq_count(v), 1);
         c.return_device_force("borrower", gpu).unwrap();
-        assert_eq!(snapshot(&c.fabric), clean, "MSI window, Rem-IOMMU mapping, MSI-X enable and bus master all undone");
+        assert_eq!(c.fabric.programmed(), clean, "MSI window, Rem-IOMMU mapping, MSI-X enable and bus master all undone");
         assert!(msix_entry(&mut c, "gpu0", 0).2, "the lender masked the table");
         assert!(c.kernel("borrower").unwrap().irqs().get(v).is_none());
         // A device that ignored the mask and wrote its old message anyway is refused and recorded.

@@ -58,7 +58,7 @@ fn borrowed_devices_write_into_each_other_in_all_three_cases() {
 fn returning_everything_in_any_order_leaves_the_fabric_clean() {
     for a_iommu in [false, true] {
         let mut c = three_host(a_iommu, a_iommu);
-        let clean = snapshot(&c.fabric);
+        let clean = c.fabric.programmed();
         let g0 = c.borrow("borrower", "gpu0").unwrap();
         let g1 = c.borrow("borrower", "gpu1").unwrap();
         let g3 = c.borrow("borrower", "gpu3").unwrap();
@@ -83,7 +83,7 @@ fn returning_everything_in_any_order_leaves_the_fabric_clean() {
         assert!(c.p2p_table("gpu1").iter().all(|e| e.target != "gpu3"));
         c.return_device_force("borrower", g1).unwrap();
         c.os("borrower").unwrap().pci_clear_master(g4).unwrap();
-        assert_eq!(snapshot(&c.fabric), clean);
+        assert_eq!(c.fabric.programmed(), clean);
         assert!(c.lending_idle() && c.anomalies().is_empty());
     }
 }
@@ -139,12 +139,12 @@ fn a_target_in_a_lender_without_an_ntb_to_the_source_lender_is_unreachable() {
     let mut c = Cluster::from_json(&three_host_json(true, false, false)).unwrap();
     let g0 = c.borrow("borrower", "gpu0").unwrap();
     let g3 = c.borrow("borrower", "gpu3").unwrap();
-    let before = snapshot(&c.fabric);
+    let before = c.fabric.programmed();
     let mut os = c.os("borrower").unwrap();
     let view = os.pci_iomap(g3, 1).unwrap();
     let e = os.dma_map_resource(g0, view, 0x100, DmaDir::FromDevice).unwrap_err();
     assert!(matches!(e, HostError::Unreachable(_)) && e.to_string().contains("no NTB joins lender-a and lender-b"), "{e}");
-    assert_eq!(snapshot(&c.fabric), before);
+    assert_eq!(c.fabric.programmed(), before);
     assert!(c.p2p_table("gpu0").is_empty());
 }
 
@@ -196,7 +196,7 @@ fn two_hosts_can_lend_to_each_other_over_one_ntb_pair() {
     // adapter is a borrower's adapter (DMA window IOVAs) and a lender's adapter (BARs mapped
     // one-to-one) at once, in one IOMMU domain.
     let mut c = three_host(true, true);
-    let clean = snapshot(&c.fabric);
+    let clean = c.fabric.programmed();
     let g0 = c.borrow("lender-b", "gpu0").unwrap();
     let g3 = c.borrow("lender-a", "gpu3").unwrap();
     for (host, dev, name, tag) in [("lender-b", g0, "gpu0", b"to-b"), ("lender-a", g3, "gpu3", b"to-a")] {
@@ -208,6 +208,6 @@ fn two_hosts_can_lend_to_each_other_over_one_ntb_pair() {
     }
     c.return_device_force("lender-b", g0).unwrap();
     c.return_device_force("lender-a", g3).unwrap();
-    assert_eq!(snapshot(&c.fabric), clean);
+    assert_eq!(c.fabric.programmed(), clean);
     assert!(c.lending_idle() && c.anomalies().is_empty());
 }

@@ -116,7 +116,7 @@ fn an_unmapped_buffer_faults_and_coherent_and_sg_mappings_work() {
 fn returning_undoes_everything_and_old_addresses_stop_working() {
     for lender_iommu in [false, true] {
         let mut c = two_host(lender_iommu);
-        let clean = snapshot(&c.fabric);
+        let clean = c.fabric.programmed();
         let gpu = c.borrow("borrower", "gpu0").unwrap();
         let mut os = c.os("borrower").unwrap();
         let (_, dma) = driver_probe(&mut os, gpu, 0x1000).unwrap();
@@ -124,7 +124,7 @@ fn returning_undoes_everything_and_old_addresses_stop_working() {
         assert_eq!(c.kernel("lender").unwrap().device(c.kernel("lender").unwrap().find("gpu0").unwrap()).unwrap().lent_to, Some(0));
         // The driver still holds its buffer: only a forced return (surprise removal) takes it.
         c.return_device_force("borrower", gpu).unwrap();
-        assert_eq!(snapshot(&c.fabric), clean, "no translation, LUT entry, IOMMU mapping or bus master left");
+        assert_eq!(c.fabric.programmed(), clean, "no translation, LUT entry, IOMMU mapping or bus master left");
         assert!(c.lending_idle() && c.anomalies().is_empty());
         assert!(c.kernel("borrower").unwrap().find("gpu0").is_err(), "hot-removed from the borrower's tree");
         assert!(matches!(c.os("borrower").unwrap().pci_iomap(gpu, 1), Err(HostError::NoDevice(_))), "stale handle");
@@ -163,7 +163,7 @@ fn borrowing_again_after_a_return_works() {
 #[test]
 fn borrow_errors_are_clear_and_change_nothing() {
     let mut c = two_host(false);
-    let clean = snapshot(&c.fabric);
+    let clean = c.fabric.programmed();
     let e = c.borrow("borrower", "gpu9").unwrap_err();
     assert!(matches!(e, HostError::NoDevice(_)) && e.to_string().contains("gpu9"), "{e}");
     let e = c.borrow("lender", "gpu0").unwrap_err();
@@ -181,7 +181,7 @@ fn borrow_errors_are_clear_and_change_nothing() {
     assert!(matches!(e, HostError::Busy(_)) && e.to_string().contains("1 DMA mappings"), "{e}");
     c.os("lender").unwrap().dma_unmap_single(g, dma, 0x1000, DmaDir::FromDevice).unwrap();
     c.os("lender").unwrap().pci_clear_master(g).unwrap();
-    assert_eq!(snapshot(&c.fabric), clean);
+    assert_eq!(c.fabric.programmed(), clean);
     // Once lent, the lender's own DMA API refuses it.
     c.borrow("borrower", "gpu0").unwrap();
     let e = c.os("lender").unwrap().dma_map_single(g, 1 << 30, 0x1000, DmaDir::ToDevice).unwrap_err();
@@ -223,13 +223,13 @@ fn a_dma_window_too_small_for_a_mapping_is_an_error_and_leaves_nothing_behind() 
         let big = os.kmalloc(48 << 10).unwrap();
         let small = os.kmalloc(32 << 10).unwrap();
         let d = os.dma_map_single(gpu, big, 48 << 10, DmaDir::Bidirectional).unwrap();
-        let before = snapshot(&c.fabric);
+        let before = c.fabric.programmed();
         let mut os = c.os("borrower").unwrap();
         let e = os.dma_map_single(gpu, small, 32 << 10, DmaDir::Bidirectional).unwrap_err();
         assert!(matches!(e, HostError::WindowTooSmall(_)) && e.to_string().contains("48 KiB of its 64 KiB are in use"), "{e}");
         let e = os.dma_map_sg(gpu, &[(small, 0x1000), (small + 0x1000, 0x7000)], DmaDir::Bidirectional).unwrap_err();
         assert!(matches!(e, HostError::WindowTooSmall(_)), "{e}");
-        assert_eq!(snapshot(&c.fabric), before, "the failed sg list left nothing mapped");
+        assert_eq!(c.fabric.programmed(), before, "the failed sg list left nothing mapped");
         c.os("borrower").unwrap().dma_unmap_single(gpu, d, 48 << 10, DmaDir::Bidirectional).unwrap();
         assert!(c.os("borrower").unwrap().dma_map_single(gpu, small, 32 << 10, DmaDir::Bidirectional).is_ok());
     }
@@ -240,11 +240,11 @@ fn a_failed_borrow_leaves_nothing_half_mapped() {
     // A Tesla K40c in large-BAR1 mode has a 16 GiB BAR1: its BAR0 maps into the NTB window, BAR1 cannot.
     for lender_iommu in [false, true] {
         let mut c = Cluster::from_json(&two_host_json(true, lender_iommu, "tesla-k40c-large-bar1")).unwrap();
-        let clean = snapshot(&c.fabric);
+        let clean = c.fabric.programmed();
         let e = c.borrow("borrower", "gpu0").unwrap_err();
         assert!(matches!(e, HostError::WindowTooSmall(_)), "{e}");
         assert!(e.to_string().contains("gpu0 BAR1") && e.to_string().contains("16 GiB"), "{e}");
-        assert_eq!(snapshot(&c.fabric), clean, "DMA window, LUT entry, BAR0 segments and IOMMU mappings all undone");
+        assert_eq!(c.fabric.programmed(), clean, "DMA window, LUT entry, BAR0 segments and IOMMU mappings all undone");
         assert!(c.lending_idle() && c.anomalies().is_empty());
         assert!(c.kernel("borrower").unwrap().find("gpu0").is_err());
         let lender = c.kernel("lender").unwrap();

@@ -23,7 +23,7 @@
 
 use crate::qemu;
 use crate::trace::{self, Header, MAX_PAGES, MAX_TENANTS};
-use crate::workload::{splitmix, Order, Packet, PageId, PageInfo, Trace, WorkloadSpec};
+use crate::workload::{Interleave, Order, Packet, PageId, PageInfo, Trace, WorkloadSpec};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 use std::io::{BufWriter, Read, Write};
@@ -314,11 +314,6 @@ impl Sources {
         if n == 0 || n > MAX_TENANTS {
             return Err(format!("tenants: {n} (expected 1..={MAX_TENANTS})"));
         }
-        let mut rng = seed ^ 0x5DEE_CE66_D1CE_4E5B;
-        let cur = match order {
-            Order::RoundRobin => 0,
-            Order::Random => (splitmix(&mut rng) % n as u64) as u32,
-        };
         let s = self.sources.len();
         Ok(Build {
             s: self,
@@ -331,11 +326,7 @@ impl Sources {
                     left: self.sources[i % s].packets(),
                 })
                 .collect(),
-            order,
-            burst,
-            cur,
-            in_burst: 0,
-            rng,
+            turns: Interleave::new(order, burst, n, seed),
             done: false,
         })
     }
@@ -364,11 +355,7 @@ struct Cursor {
 pub struct Build<'a> {
     s: &'a Sources,
     cursors: Vec<Cursor>,
-    order: Order,
-    burst: u32,
-    cur: u32,
-    in_burst: u32,
-    rng: u64,
+    turns: Interleave,
     done: bool,
 }
 
@@ -406,21 +393,13 @@ impl Iterator for Build<'_> {
         if self.done {
             return None;
         }
-        let n = self.cursors.len() as u32;
-        if self.in_burst == self.burst {
-            self.in_burst = 0;
-            self.cur = match self.order {
-                Order::RoundRobin => (self.cur + 1) % n,
-                Order::Random => (splitmix(&mut self.rng) % n as u64) as u32,
-            };
-        }
-        if self.cursors[self.cur as usize].left == 0 {
+        let cur = self.turns.next_tenant();
+        if self.cursors[cur as usize].left == 0 {
             // 002 §V-A: stop when any tenant runs out
             self.done = true;
             return None;
         }
-        self.in_burst += 1;
-        let r = self.packet(self.cur);
+        let r = self.packet(cur);
         self.done = r.is_err();
         Some(r)
     }

@@ -161,7 +161,7 @@ impl WorkloadSpec {
 
 /// SplitMix64: the seeded generator behind every random choice in traces (deterministic).
 #[inline]
-pub(crate) fn splitmix(x: &mut u64) -> u64 {
+fn splitmix(x: &mut u64) -> u64 {
     *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = *x;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -187,13 +187,45 @@ pub struct Trace {
     run: u32,
     setup_touches: u32,
     tenants: Vec<Tenant>,
+    turns: Interleave,
+    done: bool,
+    pub packets_emitted: u64,
+}
+
+/// Whose packet comes next in a hyper-trace (002 §IV-B, §V-A): `burst` packets of one tenant, then
+/// the next in round-robin order or a random one (seeded), over `n` tenants.
+pub(crate) struct Interleave {
     order: Order,
     burst: u32,
+    n: u32,
     cur: u32,
     in_burst: u32,
     rng: u64,
-    done: bool,
-    pub packets_emitted: u64,
+}
+
+impl Interleave {
+    pub(crate) fn new(order: Order, burst: u32, n: u32, seed: u64) -> Interleave {
+        let mut rng = seed ^ 0x5DEE_CE66_D1CE_4E5B;
+        let cur = match order {
+            Order::RoundRobin => 0,
+            Order::Random => (splitmix(&mut rng) % n as u64) as u32,
+        };
+        Interleave { order, burst, n, cur, in_burst: 0, rng }
+    }
+
+    /// The tenant of the next packet.
+    #[inline]
+    pub(crate) fn next_tenant(&mut self) -> u32 {
+        if self.in_burst == self.burst {
+            self.in_burst = 0;
+            self.cur = match self.order {
+                Order::RoundRobin => (self.cur + 1) % self.n,
+                Order::Random => (splitmix(&mut self.rng) % self.n as u64) as u32,
+            };
+        }
+        self.in_burst += 1;
+        self.cur
+    }
 }
 
 impl Trace {
@@ -228,7 +260,6 @@ impl Trace {
             ),
         };
         let layout = Layout::new(prof.notify_pages);
-        let mut rng = spec.seed ^ 0x5DEE_CE66_D1CE_4E5B;
         let tenants = (0..spec.tenants)
             .map(|t| {
                 let mut r = spec.seed.wrapping_mul(0x1000_0000_01B3)
@@ -251,11 +282,6 @@ impl Trace {
                 }
             })
             .collect();
-        let cur = if spec.order == Order::Random {
-            (splitmix(&mut rng) % spec.tenants as u64) as u32
-        } else {
-            0
-        };
         Ok(Trace {
             layout,
             reuse: p.data_page_reuse,
@@ -263,11 +289,7 @@ impl Trace {
             setup_touches: p.setup_touches,
             prof,
             tenants,
-            order: spec.order,
-            burst: spec.burst,
-            cur,
-            in_burst: 0,
-            rng,
+            turns: Interleave::new(spec.order, spec.burst, spec.tenants, spec.seed),
             done: false,
             packets_emitted: 0,
         })
@@ -326,21 +348,14 @@ impl Iterator for Trace {
         if self.done {
             return None;
         }
-        if self.in_burst == self.burst {
-            self.in_burst = 0;
-            self.cur = match self.order {
-                Order::RoundRobin => (self.cur + 1) % self.tenants.len() as u32,
-                Order::Random => (splitmix(&mut self.rng) % self.tenants.len() as u64) as u32,
-            };
-        }
-        if self.tenants[self.cur as usize].left == 0 {
+        let cur = self.turns.next_tenant();
+        if self.tenants[cur as usize].left == 0 {
             // 002 §V-A: the trace stops when any tenant runs out of requests.
             self.done = true;
             return None;
         }
-        self.in_burst += 1;
         self.packets_emitted += 1;
-        Some(self.tenant_packet(self.cur))
+        Some(self.tenant_packet(cur))
     }
 }
 

@@ -11,8 +11,6 @@ use devlend_host::{Cluster, HostError, Os};
 use devlend_vm::d4::{self, Scenario, Testbed};
 use devlend_vm::{Vmm, GuestDev};
 
-mod common;
-use common::snapshot;
 
 const JSON: &str = include_str!("expansion-chassis-vm.json");
 
@@ -108,9 +106,9 @@ fn two_vms_cannot_have_one_device() {
     let l = vmm.create_vm(&mut c, "lender", "l", d4::GUEST_RAM).unwrap();
     vmm.register_mdev(&c, "gpu0").unwrap();
     let d = vmm.assign_mdev(&mut c, a, "gpu0").unwrap();
-    let before = snapshot(&c.fabric);
+    let before = c.fabric.programmed();
     let e = vmm.assign_mdev(&mut c, b, "gpu0").unwrap_err();
-    assert_eq!(snapshot(&c.fabric), before);
+    assert_eq!(c.fabric.programmed(), before);
     assert!(matches!(e, HostError::Busy(_)) && e.to_string().contains("already passed through to VM a"), "{e}");
     let g0 = c.fabric.func_id("gpu0").unwrap();
     let _gpu = Gpu::new(&mut c.fabric, g0).unwrap();
@@ -129,9 +127,9 @@ fn a_vm_the_window_cannot_cover_fails_cleanly() {
     let vm = vmm.create_vm(&mut c, "remote", "big", 4 << 30).unwrap();
     vmm.register_mdev(&c, "gpu0").unwrap();
     let d = vmm.assign_mdev(&mut c, vm, "gpu0").unwrap();
-    let (digest, before) = (c.fabric.memory_digest(), snapshot(&c.fabric));
+    let (digest, before) = (c.fabric.memory_digest(), c.fabric.programmed());
     let e = Driver::probe(&mut vmm.guest(&mut c, vm).unwrap(), d).err().unwrap();
-    assert_eq!(snapshot(&c.fabric), before, "every IOMMU and NTB mapping made for the failed attach is undone");
+    assert_eq!(c.fabric.programmed(), before, "every IOMMU and NTB mapping made for the failed attach is undone");
     assert!(e.to_string().contains("VM big's 4 GiB of memory"), "{e}");
     assert!(c.lending_idle() && c.lends().is_empty() && vmm.domains.is_empty(), "nothing half-mapped");
     let lender = c.fabric.host_id("lender").unwrap() as usize;

@@ -2,8 +2,6 @@
 //! survives, data written before the move is read back after it, interrupts still arrive; a
 //! target without a path to a lender is refused with everything made for the attempt undone.
 
-mod common;
-use common::snapshot;
 
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_driver::Driver;
@@ -113,7 +111,7 @@ fn a_target_without_a_path_to_a_lender_is_refused_and_nothing_is_left_half_mappe
     let (dev1, gpu1, drv1) = &mut t.gpus[1];
     drv1.memcpy_htod(&mut os, gpu1, 0, buf, 4096).unwrap();
     os.request_irq(*dev1, 0, 2).unwrap();
-    let before = snapshot(&t.c.fabric);
+    let before = t.c.fabric.programmed();
     let digest = t.c.fabric.memory_digest();
     let lends = t.c.lends();
     let island = t.c.host_id("island").unwrap() as usize;
@@ -124,7 +122,7 @@ fn a_target_without_a_path_to_a_lender_is_refused_and_nothing_is_left_half_mappe
     assert!(matches!(e, HostError::Unreachable(_)), "{e}");
     let m = e.to_string();
     assert!(m.contains("cannot migrate VM g to island: gpu1") && m.contains("no NTB joins") && m.contains("stays on a"), "{m}");
-    assert_eq!(snapshot(&t.c.fabric), before, "every IOMMU, NTB and interrupt mapping made for the failed step is undone");
+    assert_eq!(t.c.fabric.programmed(), before, "every IOMMU, NTB and interrupt mapping made for the failed step is undone");
     assert_eq!(t.c.fabric.memory_digest(), digest, "no memory changed");
     let strip = |v: Vec<devlend_host::LendInfo>| v.into_iter().map(|l| devlend_host::LendInfo { dev: devlend_host::DevId(0), ..l }).collect::<Vec<_>>();
     assert_eq!(strip(t.c.lends()), strip(lends), "both devices lent to a as before (new handles: they were returned and borrowed again)");

@@ -8,6 +8,7 @@ Add one by decorating a function returning an ``ExperimentResult`` with ``@regis
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import os
 from dataclasses import dataclass, field
@@ -15,6 +16,15 @@ from typing import Any, Callable, Optional
 
 # The shipped testbeds live inside the package (devlend/topologies), so installed copies have them.
 TOPOLOGIES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "topologies")
+
+
+@functools.cache
+def hardware_params() -> dict:
+    """params/hardware.toml as compiled into the core (every constant with its source)."""
+    import tomllib
+
+    from .. import _core
+    return tomllib.loads(_core.params_toml())
 
 
 def topology_path(name: str) -> str:

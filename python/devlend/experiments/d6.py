@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import math
 import random
-import tomllib
 from typing import Callable, Optional
 
 from .. import _core
-from . import ExperimentResult, register
+from . import ExperimentResult, hardware_params, register
 from ._gpu import topology_json
 
 TOPOLOGY = "expansion-chassis-vm.yaml"
@@ -37,7 +36,7 @@ PAPER_ORDER = "NatRem-SW ~ NatLoc < NatRem-IOMMU < VMLoc < VMRem"
 
 
 def params() -> dict:
-    return tomllib.loads(_core.params_toml())["workload"]["d6"]
+    return hardware_params()["workload"]["d6"]
 
 
 def _json(scenario: str) -> str:

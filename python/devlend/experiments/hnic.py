@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from .. import load
-from . import ExperimentResult, register, topology_path
+from . import ExperimentResult, hardware_params, register, topology_path
 from ._hypertrio import LINK_GBPS, grid, quick_packets
 
 TENANTS = [1, 4, 16, 64, 256, 1024]
@@ -53,17 +53,10 @@ def path_costs() -> dict:
     return {"extra_one_way_ps": (lent - local) // 2, "ntb_gbps": stream.nbytes * 8 / (stream.time_ps * 1e-12) / 1e9}
 
 
-def _baseline_one_way_ps() -> int:
-    import tomllib
-
-    from .. import _core
-    return tomllib.loads(_core.params_toml())["hypertrio"]["pcie_one_way_ps"]
-
-
 @register("hnic", "HyperTRIO on a NIC lent through an NTB: 1-1024 tenants, Base vs HyperTRIO (issue 5)")
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     costs = path_costs()
-    base = _baseline_one_way_ps()
+    base = hardware_params()["hypertrio"]["pcie_one_way_ps"]
     one_way = {"local": base, "lent": base + costs["extra_one_way_ps"]}
     tenants = QUICK_TENANTS if quick else TENANTS
     points = [{"label": f"{config}|{where}", "config": config, "overrides": {"pcie_one_way_ps": one_way[where]},

@@ -4,10 +4,8 @@
 #![allow(dead_code)]
 
 use devlend_fabric::config::{MSIX_ENABLE, MSIX_TABLE_OFFSET};
-use devlend_fabric::ntb::Inbound;
-use devlend_fabric::{Fabric, Requester};
+use devlend_fabric::Requester;
 use devlend_host::{Cluster, DevId, DmaDir, HResult, HostOs};
-use devlend_wire::Bdf;
 
 pub const GIB32: u64 = 32 << 30;
 
@@ -127,32 +125,3 @@ pub fn msix_entry(c: &mut Cluster, dev_name: &str, entry: u16) -> (u64, u32, boo
     (w(0) as u64 | (w(4) as u64) << 32, w(8), w(12) & 1 != 0)
 }
 
-/// Everything Device Lending programs: NTB translations, requester-ID LUTs, IOMMU context
-/// entries, bytes mapped per IOMMU domain (domains without mappings left out: the IOMMU API
-/// cannot free a domain), Bus Master Enable and the MSI-X Message Control bits of every function.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Snapshot {
-    inbound: Vec<Vec<Inbound>>,
-    rid_luts: Vec<Vec<Option<Bdf>>>,
-    contexts: Vec<Vec<(Bdf, String)>>,
-    mapped: Vec<Vec<(String, u64)>>,
-    bus_master: Vec<bool>,
-    msix: Vec<u16>,
-}
-
-pub fn snapshot(f: &Fabric) -> Snapshot {
-    let contexts = f.iommus.iter().map(|m| {
-        let mut v: Vec<_> = m.context.iter().map(|(r, d)| (*r, m.domains[*d as usize].name.clone())).collect();
-        v.sort();
-        v
-    }).collect();
-    let mapped = f.iommus.iter().map(|m| m.domains.iter().filter(|d| d.mapped_bytes > 0).map(|d| (d.name.clone(), d.mapped_bytes)).collect()).collect();
-    Snapshot {
-        inbound: f.ntbs.iter().map(|n| n.inbound.clone()).collect(),
-        rid_luts: f.ntbs.iter().map(|n| n.rid_lut.clone()).collect(),
-        contexts,
-        mapped,
-        bus_master: f.config.iter().map(|c| c.bus_master()).collect(),
-        msix: f.config.iter().map(|c| c.msix_control).collect(),
-    }
-}
