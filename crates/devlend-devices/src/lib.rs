@@ -41,7 +41,13 @@ pub struct Op {
 /// waits for a read's data; an access by a different requester (a device acting on a doorbell)
 /// starts only when everything before it has landed. Returns when the last access is complete.
 pub fn time_ops(f: &mut Fabric, ops: &[Op]) -> Result<u64, String> {
+    Ok(landings(f, ops)?.into_iter().max().unwrap_or(0))
+}
+
+/// As [`time_ops`], but when each access is complete (landed, or its data returned), in order.
+pub fn landings(f: &mut Fabric, ops: &[Op]) -> Result<Vec<u64>, String> {
     let (mut cursor, mut end) = (0u64, 0u64);
+    let mut done = Vec::with_capacity(ops.len());
     let mut last: Option<Requester> = None;
     for op in ops {
         let time = |f: &mut Fabric, len: u64| -> Result<u64, String> {
@@ -54,16 +60,17 @@ pub fn time_ops(f: &mut Fabric, ops: &[Op]) -> Result<u64, String> {
         };
         let start = if last == Some(op.who) { cursor } else { end };
         let t = time(f, op.len)?;
+        let landed = start + t;
         if op.access == Access::Write {
             // Pipeline fill: how long one small write takes to land; the rest is issue time.
             let fill = time(f, 4.min(op.len))?;
             cursor = start + t.saturating_sub(fill);
-            end = end.max(start + t);
         } else {
-            cursor = start + t;
-            end = end.max(cursor);
+            cursor = landed;
         }
+        done.push(landed);
+        end = end.max(landed);
         last = Some(op.who);
     }
-    Ok(end)
+    Ok(done)
 }

@@ -3,8 +3,9 @@
 //! devlend-devices running in the guest kernel. The reads are checked like the bare-metal ones
 //! and timed the same way (`devlend_devices::bench::time_read`, the guest's CPU accesses
 //! translated to host-physical addresses); the interrupt that completes each read takes the
-//! VM's path (lender-side handler, notification through the NTB, eventfd/irqfd, injection), whose
-//! software steps beyond a bare-metal host's interrupt entry are added (params `[vm]`).
+//! VM's path (lender-side handler, notification through the NTB, eventfd/irqfd, VM entry and the
+//! guest's handler entry), counted from when the device's MSI lands at the lender; its steps
+//! beyond a bare-metal host's interrupt entry are added (params `[vm]`).
 //!
 //! The mediated path maps guest-physical addresses in the lender's IOMMU (000 §5), so the lender
 //! runs with its IOMMU on here; the guest has [`crate::d4::GUEST_RAM`] of memory.
@@ -13,6 +14,7 @@ use crate::d4::{host_ops, GUEST_RAM};
 use crate::irq::Src;
 use crate::vmm::Vmm;
 use devlend_devices::bench::{read_checked, time_read, ReadTiming};
+use devlend_devices::{landings, Op};
 use devlend_devices::nvme::Controller;
 use devlend_devices::nvme_driver::Driver;
 use devlend_host::Cluster;
@@ -23,6 +25,8 @@ fn s<E: std::fmt::Display>(e: E) -> String {
 
 /// NVMe MSI-X entry of the I/O queue (the driver's choice, as in Linux: entry 1).
 const IO_ENTRY: u16 = 1;
+/// What the controller model calls its interrupt write (`devlend_devices::nvme`).
+const MSI_OP: &str = "MSI-X interrupt";
 
 /// Read `blocks` at each of `lbas` from `device` in a VM on host `runner` (VFIO when the drive
 /// is local to it, else the mediated path), check the data, and time the last read.
@@ -46,11 +50,23 @@ pub fn read_blocks(json: &str, runner: &str, device: &str, lbas: &[u64], blocks:
     let drv_ops = host_ops(vmm.vm(vm).map_err(s)?, &drv_ops)?;
     let mut t = time_read(&mut c.fabric, device, &drv_ops, &ctrl_ops, blocks)?;
     let route = vmm.irq_route(vm, dev, Src::Msix(IO_ENTRY)).ok_or("the I/O queue's interrupt has no route to the guest")?;
-    // The device's MSI write is already on the timed path; a bare-metal host's interrupt entry is
-    // not counted in the bare-metal rows either. What the VM adds is the rest of its path.
+    // The forwarding starts when the MSI lands at the lender, which is before the completion entry
+    // has crossed the NTB to the guest's memory (the end of the fabric's share). A bare-metal
+    // host's interrupt entry is not counted in the bare-metal rows, so the borrower's entry is
+    // not counted here either: what the VM adds is the rest of its path (`irq::Vmm::steps`).
+    let msi_landed = msi_landed(&mut c.fabric, &drv_ops, &ctrl_ops)?;
     let host_entry = crate::params::params().host_irq_entry_ps;
-    let extra: u64 = route.steps.iter().skip(1).map(|(_, ps)| ps).sum::<u64>().saturating_sub(host_entry);
+    let path: u64 = route.steps.iter().skip(1).map(|(_, ps)| ps).sum::<u64>().saturating_sub(host_entry);
+    let extra = (msi_landed + path).saturating_sub(t.fabric_ps);
     t.total_ps += extra;
     t.steps.push(("VM interrupt path beyond a host's entry", extra));
     Ok(t)
+}
+
+/// When the completion's MSI lands (at the lender), on the timed path of `time_read`: the driver's
+/// SQE store and doorbell, then everything the controller did.
+fn msi_landed(f: &mut devlend_fabric::Fabric, drv_ops: &[Op], ctrl_ops: &[Op]) -> Result<u64, String> {
+    let path: Vec<Op> = drv_ops.iter().take(2).chain(ctrl_ops).cloned().collect();
+    let at = path.iter().rposition(|o| o.what == MSI_OP).ok_or("the read raised no MSI-X interrupt")?;
+    Ok(landings(f, &path)?[at])
 }

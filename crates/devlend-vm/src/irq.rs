@@ -23,7 +23,8 @@
 //! it looks at its interrupts). Each delivery carries its latency from the model: the device's
 //! message on the fabric (timed by the engine; an Assert_INTx takes the MSI write's upstream
 //! path), the notification store through the NTB (timed by the engine), and the software costs
-//! of `[vm]` in params/hardware.toml.
+//! of `[vm]` in params/hardware.toml. The guest is taken to be idle waiting for the interrupt, its
+//! vCPU halt-polling in KVM: no VM exit lies on the path, only the entry that delivers it.
 
 use crate::config::GUEST_MSI;
 use crate::vm::{Path, VmId};
@@ -277,7 +278,7 @@ impl Vmm {
             steps.push(("borrower interrupt entry".into(), p.host_irq_entry_ps));
         }
         steps.push(("eventfd and KVM irqfd".into(), p.eventfd_irqfd_ps));
-        steps.push(("injection and guest handler entry".into(), p.guest_irq_entry_ps));
+        steps.push(("VM entry with the interrupt, guest handler entry".into(), p.guest_irq_entry_ps));
         steps
     }
 
