@@ -35,7 +35,7 @@ impl World {
         let p = params();
         self.nodes[node].hca.stats.commands += 1;
         let t = self.dma_read(node, t, bytes.max(8), true);
-        let xen = if node == crate::hca::SERVER_A && self.xen_on_a { p.pirq_to_dom0_ps } else { 0 };
+        let xen = if node == crate::hca::SERVER_A && self.xen_on_a { p.dom0_pirq_ps() } else { 0 };
         t + p.hca_cmd_ps + p.irq_to_handler_ps + xen
     }
 

@@ -13,6 +13,7 @@ pub struct XenIbParams {
     pub request_bytes: u64,
     pub evtchn_notify_ps: u64,
     pub pirq_to_dom0_ps: u64,
+    pub pirq_unmask_notify_ps: u64,
     pub grant_map_ps: u64,
     pub backend_verb_ps: u64,
     pub backend_page_check_ps: u64,
@@ -56,6 +57,12 @@ impl XenIbParams {
     pub fn ib_ps_per_byte(&self) -> f64 {
         let data_mbps = self.ib_lanes * self.ib_lane_mbaud * self.ib_encoding_num / self.ib_encoding_den; // Mb/s
         8.0 * 1e6 / data_mbps as f64
+    }
+    /// What Xen adds to one HCA interrupt handled in domain 0: the pirq's delivery as an event,
+    /// then, the HCA's INTx line being level-triggered, the PHYSDEVOP_IRQ_UNMASK_NOTIFY hypercall
+    /// with which dom0's `end_pirq` lets Xen unmask the line (XenLinux evtchn.c, Xen physdev.c).
+    pub fn dom0_pirq_ps(&self) -> u64 {
+        self.pirq_to_dom0_ps + self.pirq_unmask_notify_ps
     }
     /// One-way time of a message of `bytes` through the inter-domain device channel.
     pub fn channel_ps(&self, bytes: u64) -> u64 {

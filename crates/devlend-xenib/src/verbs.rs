@@ -72,10 +72,10 @@ fn event_path_ps(w: &World, dom: DomId) -> u64 {
     let d = &w.domains[dom as usize];
     match d.kind {
         DomKind::Native => p.irq_to_handler_ps,
-        DomKind::Device => p.pirq_to_dom0_ps + p.irq_to_handler_ps,
+        DomKind::Device => p.dom0_pirq_ps() + p.irq_to_handler_ps,
         // dom0 gets the pirq, the back-end's handler forwards the event over the channel's event
         // channel, the front-end dispatcher calls the CQ's handler which wakes the waiter
-        DomKind::Guest => p.pirq_to_dom0_ps + p.backend_verb_ps + p.evtchn_notify_ps + p.irq_to_handler_ps,
+        DomKind::Guest => p.dom0_pirq_ps() + p.backend_verb_ps + p.evtchn_notify_ps + p.irq_to_handler_ps,
         // VFIO: the host's handler signals the eventfd, KVM injects the interrupt into the guest
         DomKind::Vm => p.vfio_irq_inject_ps + p.irq_to_handler_ps,
     }

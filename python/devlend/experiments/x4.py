@@ -6,7 +6,9 @@ guest, then sends the page list through the device channel (8 bytes a page copie
 page) and the back-end checks every page belongs to the guest before the native registration.
 004: the device domain adds 25-35% over native Linux whatever the size; the guest adds more,
 growing with the number of pages. devlend's device domain pays, beyond native: the hypervisor on the
-path of each firmware command's completion interrupt (pirq to dom0, 004 §4.4), and per pinned page
+path of each firmware command's completion interrupt (pirq to dom0, 004 §4.4, then the
+PHYSDEVOP_IRQ_UNMASK_NOTIFY hypercall dom0's end_pirq makes for the HCA's level-triggered INTx line,
+XenLinux evtchn.c, ``[xenib] pirq_unmask_notify_ps``), and per pinned page
 the pseudo-physical to machine translation every paravirtualised domain needs for DMA addresses
 (004 §2.1, §3.2; ``[xenib] pv_p2m_page_ps``). Native and Xen alike write the MTT in WRITE_MTT
 commands of at most 510 page addresses (Linux mthca_write_mtt), so large regions take several
@@ -39,10 +41,13 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
         rows.append(r)
     rows.append({"pages": "paper", "IDD over native %": "25-35", "guest over native %": "more, growing with pages"})
     cols = ["pages"] + [f"us {LABELS[c]}" for c in CONFIGS] + ["IDD over native %", "guest over native %"]
-    notes = ["device domain over native: the hypervisor on each firmware command's completion interrupt (fixed, 2 commands up to "
-             "510 pages, one more per 510) and the p2m translation of each pinned page; it grows with pages and reaches 004's "
-             "25-35% only from about 256 pages: the fixed part (pirq delivery, an assumed 3 us a command) is below 004's share "
-             "for small regions, for which 004 names no mechanism",
+    notes = ["device domain over native: Xen's part of each firmware command's completion interrupt (pirq delivery and the "
+             "unmask-notify hypercall of the level-triggered INTx line: 2 commands up to 510 pages, one more per 510) and the p2m "
+             "translation of each pinned page; it grows with pages and reaches 004's 25-35% only from about 256 pages",
+             "small regions: 004's 25-35% of a ~52 us native registration would need Xen to add ~6.5-9 us per command interrupt "
+             "(devlend: 3 us delivery + 1 us hypercall, both assumed; 004 §4.4's 2-10 us event path does not pin it down), or a "
+             "native command (firmware 20 us assumed + 5 us interrupt) of ~11-16 us; 004's text names no other mechanism and "
+             "Fig 13's absolute times are not in it, so nothing is tuned",
              "the guest's extra time grows with pages in absolute terms (page list through the channel, per-page check and "
              "translation) and stays around half the native cost as a share"]
     return ExperimentResult(name="x4", title="Xen-IB memory registration time (us)", source="004 §4.5, Fig 13",
