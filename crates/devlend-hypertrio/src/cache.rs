@@ -37,60 +37,78 @@ impl Policy {
 }
 
 const EMPTY: u32 = u32::MAX;
+/// Key of the padding ways that round a row up to 16: never looked up, never evicted.
+const PAD: u32 = u32::MAX - 1;
+/// Ways per SSE2 group: rows are stored `stride` = ways rounded up to 16 apart.
+const GROUP: usize = 16;
 
-/// The way holding `key`: the whole row compared four keys at a time (SSE2), then one test.
+/// The first way of `row` (a multiple of 16 keys) holding `key`: 16 keys compared in four SSE2
+/// registers per group, no data-dependent branches inside a group.
 #[inline(always)]
 fn find(row: &[u32], key: u32) -> Option<usize> {
+    debug_assert!(row.len().is_multiple_of(GROUP) && row.len() <= 64);
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::*;
         let mut m = 0u64;
-        let chunks = row.chunks_exact(4);
-        let rest = chunks.remainder();
-        // SAFETY: SSE2 is part of the x86_64 baseline; loads are unaligned and within the chunk.
+        // SAFETY: SSE2 is part of the x86_64 baseline; unaligned loads within each 16-key group.
         unsafe {
             let k = _mm_set1_epi32(key as i32);
-            for (c, ch) in chunks.enumerate() {
-                let v = _mm_loadu_si128(ch.as_ptr() as *const __m128i);
-                let e = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, k))) as u64;
-                m |= e << (4 * c);
+            for (g, grp) in row.chunks_exact(GROUP).enumerate() {
+                let p = grp.as_ptr() as *const __m128i;
+                let eq = |i: usize| {
+                    let v = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(i)), k);
+                    _mm_movemask_ps(_mm_castsi128_ps(v)) as u64
+                };
+                let e = eq(0) | eq(1) << 4 | eq(2) << 8 | eq(3) << 12;
+                m |= e << (GROUP * g);
             }
         }
-        let off = row.len() - rest.len();
-        for (i, &x) in rest.iter().enumerate() {
-            m |= ((x == key) as u64) << (off + i);
-        }
-        if m == 0 {
-            None
-        } else {
-            Some(m.trailing_zeros() as usize)
-        }
+        (m != 0).then(|| m.trailing_zeros() as usize)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         row.iter().position(|&k| k == key)
     }
 }
-/// Bit i set for each way i holding the row's lowest count: eight counts per u64, compared in
-/// one go (SWAR), so a row costs a few instructions and no data-dependent branches.
+/// Bit i set for each way i (< `ways`) holding the row's lowest count. `count` is the row padded
+/// to a multiple of 16 bytes (padding 0xff): SSE2 takes the minimum 16 counts at a time, then
+/// compares every count with it, with no data-dependent branches.
 #[inline(always)]
-fn lowest(count: &[u8]) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    let low = count.iter().copied().min().unwrap_or(0);
-    let b = ONES * low as u64;
-    let mut ties = 0u64;
-    for (k, ch) in count.chunks(8).enumerate() {
-        let mut w = [0xffu8; 8];
-        w[..ch.len()].copy_from_slice(ch);
-        let x = u64::from_le_bytes(w) ^ b;
-        // high bit of each byte set iff that byte of x is zero (exact, no borrow between bytes)
-        let z = !(((x & LOW7) + LOW7) | x | LOW7);
-        // gather the eight high bits into one byte, way 0 lowest
-        let m = ((z >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) & ((1u64 << ch.len()) - 1);
-        ties |= m << (8 * k);
+fn lowest(count: &[u8], ways: usize) -> u64 {
+    debug_assert!(count.len().is_multiple_of(16) && ways <= count.len() && ways <= 64);
+    let valid = if ways == 64 { u64::MAX } else { (1u64 << ways) - 1 };
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86_64 baseline; unaligned loads within each 16-byte chunk.
+        unsafe {
+            let load = |ch: &[u8]| _mm_loadu_si128(ch.as_ptr() as *const __m128i);
+            let mut mn = _mm_set1_epi8(-1);
+            for ch in count.chunks_exact(16) {
+                mn = _mm_min_epu8(mn, load(ch));
+            }
+            mn = _mm_min_epu8(mn, _mm_srli_si128::<8>(mn));
+            mn = _mm_min_epu8(mn, _mm_srli_si128::<4>(mn));
+            mn = _mm_min_epu8(mn, _mm_srli_si128::<2>(mn));
+            mn = _mm_min_epu8(mn, _mm_srli_si128::<1>(mn));
+            let b = _mm_set1_epi8(_mm_cvtsi128_si32(mn) as i8);
+            let mut ties = 0u64;
+            for (k, ch) in count.chunks_exact(16).enumerate().take(4) {
+                let e = _mm_movemask_epi8(_mm_cmpeq_epi8(load(ch), b)) as u16 as u64;
+                ties |= e << (16 * k);
+            }
+            ties & valid
+        }
     }
-    ties
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let low = count[..ways].iter().copied().min().unwrap_or(0);
+        count[..ways]
+            .iter()
+            .enumerate()
+            .fold(0u64, |t, (i, &v)| t | (((v == low) as u64) << i))
+    }
 }
 
 /// SEL[b][k]: position of the k-th (from 0) set bit of byte b (0 where there is none).
@@ -130,6 +148,14 @@ fn select_bit(mask: u64, mut k: u64, bytes: usize) -> usize {
     found
 }
 
+/// `sets` rows of `ways` values `fill`, each padded with `pad` to a multiple of 16.
+fn padded_rows<T: Copy>(sets: usize, ways: usize, fill: T, pad: T) -> Vec<T> {
+    let stride = ways.next_multiple_of(GROUP);
+    (0..sets * stride)
+        .map(|i| if i % stride < ways { fill } else { pad })
+        .collect()
+}
+
 /// Oracle next-use position of an entry never used again.
 pub const NEVER: u64 = u64::MAX;
 
@@ -162,8 +188,14 @@ pub struct Cache {
     /// Replacement rank, the victim is the lowest: LRU: last-use clock; oracle: !next_use.
     /// Keys are u32: callers pack (tag, page or region id). Empty ways rank 0, so they fill first.
     rank: Vec<u64>,
-    /// LFU access counts (4-bit by default), one byte per way so a row is scanned in one go.
+    /// LFU access counts (4-bit by default), one byte per way, so a row is scanned in one go.
     count: Vec<u8>,
+    /// Distance between rows in `keys`, `rank` and `count`: the ways rounded up to 16, the rest
+    /// padding (key PAD, rank and count at their maximum) so every scan is whole SSE2 groups.
+    stride: usize,
+    /// Ways of each row filled so far: rows fill in way order, so the first empty way of a row
+    /// is its `filled` count (no scan for an empty way once a row is full).
+    filled: Vec<u8>,
     ptag: Vec<u64>,
     clock: u64,
     /// Deterministic generator for LFU's random choice among equal counts.
@@ -211,14 +243,22 @@ impl Cache {
             full_match,
             policy,
             lfu_max: (1u64 << lfu_bits) - 1,
-            keys: vec![EMPTY; entries],
-            rank: vec![0; entries],
-            count: vec![0; entries],
+            keys: padded_rows(sets, ways, EMPTY, PAD),
+            rank: padded_rows(sets, ways, 0, u64::MAX),
+            count: padded_rows(sets, ways, 0, u8::MAX),
+            stride: ways.next_multiple_of(GROUP),
+            filled: vec![0; sets],
             ptag: vec![u64::MAX; sets],
             clock: 0,
             rng: 0x2545_F491_4F6C_DD1D,
             stats: CacheStats::default(),
         })
+    }
+
+    /// Debug builds: callers' keys must not collide with the empty and padding markers.
+    #[inline(always)]
+    fn check(key: u32) {
+        debug_assert!(key < PAD, "cache key {key:#x} collides with the empty/padding markers");
     }
 
     #[inline(always)]
@@ -236,9 +276,8 @@ impl Cache {
             self.stats.misses += 1;
             return false;
         }
-        let base = row * self.ways;
-        if let Some(w) = find(&self.keys[base..base + self.ways], key) {
-            self.touch(base, base + w, next_use, false);
+        if let Some(w) = find(self.row_keys(row), key) {
+            self.touch(row, w, next_use, false);
             self.stats.hits += 1;
             return true;
         }
@@ -252,21 +291,26 @@ impl Cache {
         if self.full_match && self.ptag[row] != tag {
             return false;
         }
-        let base = row * self.ways;
-        self.keys[base..base + self.ways].contains(&key)
+        self.row_keys(row).contains(&key)
     }
 
     /// LFU access count of `key` (tests and statistics).
     pub fn count_of(&self, key: u32) -> Option<u64> {
-        self.keys
-            .iter()
-            .position(|&k| k == key)
-            .map(|i| self.count[i] as u64)
+        let i = self.keys.iter().position(|&k| k == key)?;
+        Some(self.count[i] as u64)
     }
 
     #[inline(always)]
-    fn touch(&mut self, base: usize, i: usize, next_use: u64, fresh: bool) {
+    fn row_keys(&self, row: usize) -> &[u32] {
+        &self.keys[row * self.stride..(row + 1) * self.stride]
+    }
+
+    /// Way `w` of `row` was used (`fresh`: just filled).
+    #[inline(always)]
+    fn touch(&mut self, row: usize, w: usize, next_use: u64, fresh: bool) {
         self.clock += 1;
+        let base = row * self.stride;
+        let i = base + w;
         match self.policy {
             Policy::Lru => self.rank[i] = self.clock,
             Policy::Oracle => self.rank[i] = !next_use,
@@ -282,32 +326,39 @@ impl Cache {
         }
     }
 
+    /// Put `key` into way `w` of `row` (just filled); the key it replaced.
+    #[inline(always)]
+    fn fill(&mut self, row: usize, w: usize, key: u32, next_use: u64) -> u32 {
+        Self::check(key);
+        let old = std::mem::replace(&mut self.keys[row * self.stride + w], key);
+        self.touch(row, w, next_use, true);
+        if old == EMPTY {
+            self.filled[row] += 1;
+        } else {
+            self.stats.evictions += 1;
+        }
+        old
+    }
+
     /// Fill `key` (after a miss). Returns the evicted key, if any.
     #[inline]
     pub fn insert(&mut self, key: u32, index: u64, tag: u64, next_use: u64) -> Option<u32> {
         let row = self.row(index, tag);
-        let base = row * self.ways;
         if self.full_match && self.ptag[row] != tag {
             self.ptag[row] = tag;
+            let base = row * self.stride;
             self.keys[base..base + self.ways].fill(EMPTY);
             self.rank[base..base + self.ways].fill(0);
             self.count[base..base + self.ways].fill(0);
+            self.filled[row] = 0;
         }
-        if let Some(hit) = find(&self.keys[base..base + self.ways], key) {
+        if let Some(hit) = find(self.row_keys(row), key) {
             // Filled twice (two completions of the same translation): refresh only.
-            self.touch(base, base + hit, next_use, false);
+            self.touch(row, hit, next_use, false);
             return None;
         }
-        let v = self.victim(base);
-        let old = self.keys[v];
-        self.keys[v] = key;
-        self.touch(base, v, next_use, true);
-        if old == EMPTY {
-            None
-        } else {
-            self.stats.evictions += 1;
-            Some(old)
-        }
+        let v = self.victim(row);
+        Some(self.fill(row, v, key, next_use)).filter(|&old| old != EMPTY)
     }
 
     /// Look up and, on a miss, fill at once (caches the IOMMU fills during the walk that
@@ -315,56 +366,52 @@ impl Cache {
     #[inline]
     pub fn access(&mut self, key: u32, index: u64, tag: u64, next_use: u64) -> bool {
         let row = self.row(index, tag);
-        let base = row * self.ways;
         if self.full_match && self.ptag[row] != tag {
             self.stats.misses += 1;
             self.insert(key, index, tag, next_use);
             return false;
         }
-        if let Some(w) = find(&self.keys[base..base + self.ways], key) {
-            self.touch(base, base + w, next_use, false);
+        if let Some(w) = find(self.row_keys(row), key) {
+            self.touch(row, w, next_use, false);
             self.stats.hits += 1;
             return true;
         }
         self.stats.misses += 1;
-        let v = self.victim(base);
-        if self.keys[v] != EMPTY {
-            self.stats.evictions += 1;
-        }
-        self.keys[v] = key;
-        self.touch(base, v, next_use, true);
+        let v = self.victim(row);
+        self.fill(row, v, key, next_use);
         false
     }
 
-    /// The way of row `base` to evict, as an index into `keys`: an empty way if any, else the
-    /// lowest rank (LRU age or oracle distance); for LFU a random way among the lowest counts.
+    /// The way of `row` to evict: an empty way if any, else the lowest rank (LRU age or oracle
+    /// distance); for LFU a random way among the lowest counts.
     #[inline]
-    fn victim(&mut self, base: usize) -> usize {
-        if self.policy == Policy::Lfu {
-            return self.lfu_victim(base);
+    fn victim(&mut self, row: usize) -> usize {
+        let f = self.filled[row] as usize;
+        if f < self.ways && self.policy != Policy::Oracle {
+            // the first empty way (LRU ranks it 0, below every used way; LFU takes it first)
+            return f;
         }
-        let r = &self.rank[base..base + self.ways];
+        if self.policy == Policy::Lfu {
+            return self.lfu_victim(row);
+        }
+        // padding ranks u64::MAX and sits after the real ways, so the first minimum is a real way
+        let r = &self.rank[row * self.stride..(row + 1) * self.stride];
         let (mut v, mut m) = (0, u64::MAX);
-        for (i, &x) in r.iter().enumerate() {
-            if x < m {
-                m = x;
-                v = i;
+        for (g, grp) in r.chunks_exact(GROUP).enumerate() {
+            for (i, &x) in grp.iter().enumerate() {
+                let lt = x < m;
+                m = if lt { x } else { m };
+                v = if lt { GROUP * g + i } else { v };
             }
         }
-        base + v
+        v
     }
 
-    /// The first empty way, else a random way among those with the lowest count.
+    /// A full row's victim: a random way among those with the lowest count.
     #[inline]
-    fn lfu_victim(&mut self, base: usize) -> usize {
-        let (keys, count) = (
-            &self.keys[base..base + self.ways],
-            &self.count[base..base + self.ways],
-        );
-        if let Some(e) = find(keys, EMPTY) {
-            return base + e;
-        }
-        let ties = lowest(count);
+    fn lfu_victim(&mut self, row: usize) -> usize {
+        let cb = row * self.stride;
+        let ties = lowest(&self.count[cb..cb + self.stride], self.ways);
         let n = ties.count_ones() as u64;
         if n > 1 {
             // xorshift64* (deterministic, so a run is reproducible), scaled to 0..n
@@ -372,14 +419,9 @@ impl Cache {
             self.rng ^= self.rng << 25;
             self.rng ^= self.rng >> 27;
             let pick = ((self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) * n) >> 32;
-            return base + select_bit(ties, pick, self.ways.div_ceil(8));
+            return select_bit(ties, pick, self.ways.div_ceil(8));
         }
-        base + ties.trailing_zeros() as usize
-    }
-
-    pub fn invalidate_all(&mut self) {
-        self.keys.fill(EMPTY);
-        self.rank.fill(0);
+        ties.trailing_zeros() as usize
     }
 }
 
@@ -453,7 +495,9 @@ mod tests {
                     .iter()
                     .enumerate()
                     .fold(0u64, |t, (i, &v)| t | (((v == low) as u64) << i));
-                assert_eq!(super::lowest(&c), want, "{c:?}");
+                let mut padded = c.clone();
+                padded.resize(n.next_multiple_of(16), 0xff);
+                assert_eq!(super::lowest(&padded, n), want, "{c:?}");
             }
         }
     }

@@ -56,8 +56,7 @@ use crate::tables::{Tables, WalkShape};
 use crate::workload::{Packet, PageId, Trace, WorkloadSpec};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 pub const ORACLE_WINDOW_PACKETS: usize = 1 << 18;
 
@@ -101,11 +100,92 @@ struct Fill {
     to_pb: bool,
 }
 
+/// Division by the packet slot, a constant of the run: a multiply by its reciprocal and one
+/// correction step (exact for every u64; a hardware divide per fill costs several times more).
+#[derive(Clone, Copy)]
+struct SlotDiv {
+    slot: u64,
+    inv: u64,
+}
+
+impl SlotDiv {
+    fn new(slot: u64) -> SlotDiv {
+        assert!(slot > 1, "packet slot of {slot} ps");
+        SlotDiv {
+            slot,
+            inv: u64::MAX / slot,
+        }
+    }
+    /// floor(t / slot): the estimate is low by at most two (one below 2^63).
+    #[inline(always)]
+    fn div(self, t: u64) -> u64 {
+        let mut q = ((t as u128 * self.inv as u128) >> 64) as u64;
+        while t - q * self.slot >= self.slot {
+            q += 1;
+        }
+        q
+    }
+}
+
+/// The Pending Translation Buffer's occupancy: how many pending translations complete in each
+/// packet slot, on a ring of slots. Packets arrive at slot boundaries, so an entry completing at
+/// `done` is free from the first slot boundary at or after it; counting per slot is exactly a
+/// priority queue of completion times here, at O(1) per entry.
+struct PtbRing {
+    counts: Vec<u32>,
+    live: usize,
+    /// Slots up to this one have been released.
+    released: u64,
+    slot: SlotDiv,
+}
+
+impl PtbRing {
+    fn new(slot: u64, span_ps: u64) -> PtbRing {
+        let n = (span_ps / slot + 2).next_power_of_two() as usize;
+        PtbRing {
+            counts: vec![0; n],
+            live: 0,
+            released: 0,
+            slot: SlotDiv::new(slot),
+        }
+    }
+    /// A translation pending until `done` (after slot `now`).
+    #[inline]
+    fn push(&mut self, now: u64, done: u64) {
+        let j = self.slot.div(done + self.slot.slot - 1);
+        assert!(
+            j > now && j - now < self.counts.len() as u64,
+            "PTB entry beyond the slot ring"
+        );
+        let m = self.counts.len() as u64 - 1;
+        self.counts[(j & m) as usize] += 1;
+        self.live += 1;
+    }
+    /// Free the entries complete by the boundary of slot `k`.
+    #[inline]
+    fn release(&mut self, k: u64) {
+        let m = self.counts.len() as u64 - 1;
+        while self.released < k {
+            self.released += 1;
+            let c = &mut self.counts[(self.released & m) as usize];
+            self.live -= *c as usize;
+            *c = 0;
+        }
+    }
+    /// The first slot after `k` at which an entry completes (some entry is pending).
+    fn next_completion(&self, k: u64) -> u64 {
+        let m = self.counts.len() as u64 - 1;
+        (k + 1..)
+            .find(|&j| self.counts[(j & m) as usize] > 0)
+            .expect("a pending entry")
+    }
+}
+
 /// Pending fills in a timing wheel of packet slots (every fill lands within a bounded time of
 /// its request, far less than the wheel's span); drained in (time, key) order, as a heap would.
 struct Wheel {
     buckets: Vec<Vec<Fill>>,
-    slot: u64,
+    slot: SlotDiv,
     next: u64,
     scratch: Vec<Fill>,
 }
@@ -115,14 +195,18 @@ impl Wheel {
         let n = (span_ps / slot + 2).next_power_of_two() as usize;
         Wheel {
             buckets: (0..n).map(|_| Vec::new()).collect(),
-            slot,
+            slot: SlotDiv::new(slot),
             next: 0,
             scratch: Vec::new(),
         }
     }
+    /// The longest time ahead a fill may land.
+    fn span_ps(&self) -> u64 {
+        (self.buckets.len() as u64 - 2) * self.slot.slot
+    }
     #[inline]
     fn push(&mut self, f: Fill) {
-        let i = f.time / self.slot;
+        let i = self.slot.div(f.time);
         assert!(
             i >= self.next && i < self.next + self.buckets.len() as u64,
             "fill beyond the timing wheel"
@@ -133,7 +217,7 @@ impl Wheel {
     /// Fills due at or before `t` (a multiple of the slot), in order.
     #[inline]
     fn drain(&mut self, t: u64, out: &mut Vec<Fill>) {
-        let k = t / self.slot;
+        let k = self.slot.div(t);
         let m = self.buckets.len() as u64 - 1;
         out.clear();
         while self.next < k {
@@ -498,36 +582,34 @@ impl<'a> Sim<'a> {
     pub fn run<I: Iterator<Item = (Packet, [u64; 3])>>(mut self, packets: I) -> Stats {
         let slot = self.p.packet_slot_ps();
         let cap = self.cfg.ptb_entries;
-        // completion times of the pending translations
-        let mut ptb: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(cap + 3);
-        let mut t = 0u64;
+        let mut ptb = PtbRing::new(slot, self.fills.span_ps());
+        let mut k = 0u64; // the current slot: t = k x slot
         let mut last_done = 0u64;
         let mut occupancy_ps: u128 = 0;
         for (pkt, nu) in packets {
             loop {
-                self.apply_fills(t);
-                while ptb.peek().is_some_and(|r| r.0 <= t) {
-                    ptb.pop();
-                }
-                if ptb.len() < cap {
+                self.apply_fills(k * slot);
+                ptb.release(k);
+                if ptb.live < cap {
                     break;
                 }
                 // Full: the packet is dropped and retried each slot until an entry frees.
-                let f = ptb.peek().unwrap().0;
-                let k = (f - t).div_ceil(slot);
-                self.st.drops += k;
-                t += k * slot;
+                let j = ptb.next_completion(k);
+                self.st.drops += j - k;
+                k = j;
             }
+            let t = k * slot;
             for (&page, &next_use) in pkt.pages.iter().zip(&nu) {
                 let done = self.demand(t, pkt.sid, page, next_use);
-                ptb.push(Reverse(done));
+                ptb.push(k, done);
                 occupancy_ps += (done - t) as u128;
                 last_done = last_done.max(done);
             }
-            self.st.ptb_max = self.st.ptb_max.max(ptb.len());
+            self.st.ptb_max = self.st.ptb_max.max(ptb.live);
             self.st.packets += 1;
-            t += slot;
+            k += 1;
         }
+        let t = k * slot;
         let time = last_done.max(t);
         let st = &mut self.st;
         st.time_ps = time;
