@@ -114,3 +114,40 @@ def test_cli_build_info_replay(tmp_path):
     assert "tenants 16" in cli("info", t).stdout
     st = json.loads(cli("replay", t, "--config", "base", "--json").stdout)
     assert st["tenants"] == 16 and st == replay([t], config="base")
+
+
+def test_truncated_logs_unknown_events_and_bad_header_counts_name_file_and_place(tmp_path):
+    """Issue 5 "bad input": a log cut mid-line or mid-field, a vtd_* event QEMU never prints, and
+    .dlt headers whose counts are impossible or cut short: one line naming the file and the line
+    (logs) or byte (traces), exit status 2, nothing written."""
+    text = open(SAMPLE_LOG, encoding="utf-8").read()
+    line9 = text.splitlines()[8]
+    assert "vtd_iotlb_page_update" in line9 and " slpte " in line9
+    start9 = text.index(line9)
+    logs = {
+        "cut-field.log": (text[:start9 + line9.index(" slpte ") + 3], ":9: vtd_iotlb_page_update: field 'slpte' missing"),
+        "cut-name.log": (text[:start9 + line9.index("vtd_") + 12], ":9: 'vtd_iotlb_pa' is not an intel-iommu trace event"),
+        "unknown.log": (text.replace("vtd_slpte_fetch", "vtd_slpte_fetched", 1), ":5: 'vtd_slpte_fetched' is not an intel-iommu trace event"),
+    }
+    for name, (content, words) in logs.items():
+        p = tmp_path / name
+        p.write_text(content)
+        r = cli("replay", str(p), "-q")
+        assert r.returncode == 2 and r.stderr.startswith(f"devlend: error: {p}{words}"), r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    good = tmp_path / "g.dlt"
+    build([SAMPLE_LOG], good)
+    data = good.read_bytes()
+    traces = {
+        "pages.dlt": (data[:16] + b"\xff\xff\xff\xff" + data[20:], "byte 16: corrupt header: 4294967295 pages"),
+        "tenants.dlt": (data[:12] + bytes(4) + data[16:], "byte 12: corrupt header: tenants: 0"),
+        "header-cut.dlt": (data[:40], "byte 40: truncated: the file ends inside the page dictionary"),
+    }
+    for name, (content, words) in traces.items():
+        p = tmp_path / name
+        p.write_bytes(content)
+        with pytest.raises(_core.FabricError, match=words):
+            _core.hypertrio_trace_info(str(p))
+    r = cli("build", str(tmp_path / "pages.dlt"), "-o", str(tmp_path / "o.dlt"), "-q")
+    assert r.returncode == 2 and r.stderr.startswith(f"devlend: error: {tmp_path / 'pages.dlt'}: byte 16: corrupt header")
+    assert not (tmp_path / "o.dlt").exists() and not (tmp_path / "o.dlt.part").exists()

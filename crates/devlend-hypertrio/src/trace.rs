@@ -412,16 +412,17 @@ impl<R: Read> Reader<R> {
 
     #[inline]
     fn varint(&mut self, what: &str, limit: u32) -> Result<u32, String> {
-        let mut v = 0u32;
+        // 5 x 7 bits: accumulated in 64 bits, so a value above 2^32 is out of range, not wrapped
+        let mut v = 0u64;
         for i in 0..5 {
             let b = *self.buf[..self.len]
                 .get(self.pos)
                 .ok_or_else(|| self.corrupt(format!("truncated inside the {what}")))?;
             self.pos += 1;
-            v |= ((b & 0x7f) as u32) << (7 * i);
+            v |= ((b & 0x7f) as u64) << (7 * i);
             if b & 0x80 == 0 {
-                return if v < limit {
-                    Ok(v)
+                return if v < limit as u64 {
+                    Ok(v as u32)
                 } else {
                     Err(self.corrupt(format!("{what} {v} out of range (below {limit})")))
                 };
@@ -730,6 +731,29 @@ mod tests {
                 && !std::path::Path::new(&format!("{q}.part")).exists()
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A 5-byte varint's value above 32 bits is out of range, not wrapped into range: tenant
+    /// 2^32 (80 80 80 80 10) read as tenant 0 before, in a trace whose hash and count agree.
+    #[test]
+    fn a_varint_above_32_bits_is_out_of_range() {
+        let h = header(3);
+        let mut b = write(&h, &[]);
+        b.truncate(b.len() - FOOTER_LEN as usize);
+        let body = [0x02, 0x80, 0x80, 0x80, 0x80, 0x10, 0, 0, 0];
+        b.extend_from_slice(&body);
+        b.push(END_MARK);
+        b.extend_from_slice(&1u64.to_le_bytes());
+        b.extend_from_slice(&fnv(FNV0, &body).to_le_bytes());
+        b.extend_from_slice(&END_MAGIC);
+        let e = Reader::new("v.dlt", &b[..])
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap_err();
+        assert!(
+            e.contains("packet 0") && e.contains("tenant 4294967296 out of range"),
+            "{e}"
+        );
     }
 
     proptest::proptest! {
