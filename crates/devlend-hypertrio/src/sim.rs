@@ -116,6 +116,10 @@ impl SlotDiv {
             inv: u64::MAX / slot,
         }
     }
+    #[inline(always)]
+    fn div_ceil(self, t: u64) -> u64 {
+        self.div(t + self.slot - 1)
+    }
     /// floor(t / slot): the estimate is low by at most two (one below 2^63).
     #[inline(always)]
     fn div(self, t: u64) -> u64 {
@@ -152,7 +156,7 @@ impl PtbRing {
     /// A translation pending until `done` (after slot `now`).
     #[inline]
     fn push(&mut self, now: u64, done: u64) {
-        let j = self.slot.div(done + self.slot.slot - 1);
+        let j = self.slot.div_ceil(done);
         assert!(
             j > now && j - now < self.counts.len() as u64,
             "PTB entry beyond the slot ring"
@@ -293,8 +297,10 @@ pub struct Sim<'a> {
     l2: Cache,
     l3: Cache,
     pb: Option<Pb>,
-    /// Completion time of the in-flight prefetch of each (SID, page), to issue it once.
-    pending_done: Vec<u64>,
+    /// Packet slot (rounded up) by which the in-flight prefetch of each (SID, page) completes,
+    /// to issue it once (u32: half the memory of a time, for the random reads of RAND orders).
+    pending_done: Vec<u32>,
+    slot_div: SlotDiv,
     key_next: Vec<u64>,
     fills: Wheel,
     // prefetch unit
@@ -384,6 +390,7 @@ impl<'a> Sim<'a> {
                 lookups: 0,
             }),
             pending_done: vec![0; n],
+            slot_div: SlotDiv::new(p.packet_slot_ps()),
             key_next: if cfg.devtlb_policy == Policy::Oracle {
                 vec![NEVER; n]
             } else {
@@ -492,12 +499,14 @@ impl<'a> Sim<'a> {
             }
             let key = (target << 16) | pg as u32;
             let s = self.slot(key);
-            if self.pending_done[s] > t {
+            // (t is a slot boundary: done > t exactly when done's slot, rounded up, is later)
+            if self.pending_done[s] as u64 > self.slot_div.div(t) {
                 continue;
             }
             let n = self.iommu(target, pg);
             let done = start + p.iotlb_hit_ps + n as u64 * p.dram_access_ps + self.one_way_ps;
-            self.pending_done[s] = done;
+            self.pending_done[s] = u32::try_from(self.slot_div.div_ceil(done))
+                .expect("simulated time beyond 2^32 packet slots");
             self.fills.push(Fill {
                 time: done,
                 key,
