@@ -290,7 +290,7 @@ impl Cache {
     }
 
     /// Look `key` up; on a hit the entry's replacement state is updated (`next_use` for the oracle).
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, key: u32, index: u64, tag: u64, next_use: u64) -> bool {
         let row = self.row(index, tag);
         if self.full_match && self.ptag[row] != tag {
@@ -362,7 +362,7 @@ impl Cache {
     }
 
     /// Fill `key` (after a miss). Returns the evicted key, if any.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, key: u32, index: u64, tag: u64, next_use: u64) -> Option<u32> {
         let row = self.row(index, tag);
         if self.full_match && self.ptag[row] != tag {
@@ -384,7 +384,7 @@ impl Cache {
 
     /// Look up and, on a miss, fill at once (caches the IOMMU fills during the walk that
     /// missed): one pass to find, one to pick the victim. Returns whether it hit.
-    #[inline]
+    #[inline(always)]
     pub fn access(&mut self, key: u32, index: u64, tag: u64, next_use: u64) -> bool {
         let row = self.row(index, tag);
         if self.full_match && self.ptag[row] != tag {
@@ -405,7 +405,7 @@ impl Cache {
 
     /// The way of `row` to evict: an empty way if any, else the lowest rank (LRU age or oracle
     /// distance); for LFU a random way among the lowest counts.
-    #[inline]
+    #[inline(always)]
     fn victim(&mut self, row: usize) -> usize {
         let f = self.filled[row] as usize;
         if f < self.ways && self.policy != Policy::Oracle {
@@ -428,7 +428,7 @@ impl Cache {
     }
 
     /// A full row's victim: a random way among those with the lowest count.
-    #[inline]
+    #[inline(always)]
     fn lfu_victim(&mut self, row: usize) -> usize {
         let cb = row * self.stride;
         let ties = lowest(&self.count[cb..cb + self.stride], self.ways);
@@ -651,7 +651,7 @@ impl LruSet {
     }
 
     /// Access `k`: true on a hit; a miss fills it (evicting the least recent).
-    #[inline]
+    #[inline(always)]
     pub fn access(&mut self, k: u32) -> bool {
         if self.resident[k as usize] {
             self.stats.hits += 1;
