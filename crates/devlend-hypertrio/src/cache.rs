@@ -655,7 +655,8 @@ impl LruSet {
     pub fn access(&mut self, k: u32) -> bool {
         if self.resident[k as usize] {
             self.stats.hits += 1;
-            if self.head != k {
+            // When every key fits, nothing is ever evicted and the recency order goes unused.
+            if self.head != k && self.cap < self.resident.len() {
                 self.unlink(k);
                 self.push_front(k);
             }

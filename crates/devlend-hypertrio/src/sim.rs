@@ -536,7 +536,10 @@ impl<'a> Sim<'a> {
                 self.predictor[q as usize] = sid;
             }
             self.sid_hist[self.hist_pos] = sid;
-            self.hist_pos = (self.hist_pos + 1) % self.sid_hist.len();
+            self.hist_pos += 1;
+            if self.hist_pos == self.sid_hist.len() {
+                self.hist_pos = 0;
+            }
         }
         let hit = self.devtlb.lookup(key, iova >> 21, sid as u64, next_use);
         if !hit {
