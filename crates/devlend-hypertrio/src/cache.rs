@@ -38,9 +38,9 @@ impl Policy {
 
 const EMPTY: u32 = u32::MAX;
 /// Key of the padding ways that round a row up to 16: never looked up, never evicted.
-const PAD: u32 = u32::MAX - 1;
+pub(crate) const PAD: u32 = u32::MAX - 1;
 /// Ways per SSE2 group: rows are stored `stride` = ways rounded up to 16 apart.
-const GROUP: usize = 16;
+pub(crate) const GROUP: usize = 16;
 
 /// The first way of `row` (a multiple of 16 keys) holding `key`: 16 keys compared in four SSE2
 /// registers per group, no data-dependent branches inside a group.
@@ -169,8 +169,29 @@ fn first_min(r: &[u64; GROUP]) -> (u64, usize) {
     (v[0], ix[0] as usize)
 }
 
+/// The first of the lowest ranks in `r` (a multiple of 16 long, padding u64::MAX after the rest).
+#[inline(always)]
+pub(crate) fn first_min_of(r: &[u64]) -> usize {
+    let (mut v, mut m) = (0, u64::MAX);
+    for (g, grp) in r.chunks_exact(GROUP).enumerate() {
+        let (x, i) = first_min(grp.try_into().unwrap());
+        if x < m {
+            (v, m) = (GROUP * g + i, x);
+        }
+    }
+    v
+}
+
+/// The first position of `key` in `keys` (a multiple of 16 long), any length.
+#[inline(always)]
+pub(crate) fn find_in(keys: &[u32], key: u32) -> Option<usize> {
+    keys.chunks(64)
+        .enumerate()
+        .find_map(|(c, ch)| find(ch, key).map(|i| 64 * c + i))
+}
+
 /// `sets` rows of `ways` values `fill`, each padded with `pad` to a multiple of 16.
-fn padded_rows<T: Copy>(sets: usize, ways: usize, fill: T, pad: T) -> Vec<T> {
+pub(crate) fn padded_rows<T: Copy>(sets: usize, ways: usize, fill: T, pad: T) -> Vec<T> {
     let stride = ways.next_multiple_of(GROUP);
     (0..sets * stride)
         .map(|i| if i % stride < ways { fill } else { pad })
@@ -416,15 +437,7 @@ impl Cache {
             return self.lfu_victim(row);
         }
         // padding ranks u64::MAX and sits after the real ways, so the first minimum is a real way
-        let r = &self.rank[row * self.stride..(row + 1) * self.stride];
-        let (mut v, mut m) = (0, u64::MAX);
-        for (g, grp) in r.chunks_exact(GROUP).enumerate() {
-            let (x, i) = first_min(grp.try_into().unwrap());
-            if x < m {
-                (v, m) = (GROUP * g + i, x);
-            }
-        }
-        v
+        first_min_of(&self.rank[row * self.stride..(row + 1) * self.stride])
     }
 
     /// A full row's victim: a random way among those with the lowest count.

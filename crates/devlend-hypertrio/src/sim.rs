@@ -50,7 +50,9 @@
 //! reuse distance a 64-entry DevTLB can exploit, this is Belady's MIN on the stream, in
 //! bounded memory.
 
-use crate::cache::{Cache, CacheStats, LruSet, Policy, NEVER};
+use crate::cache::{
+    find_in, first_min_of, padded_rows, Cache, CacheStats, LruSet, Policy, NEVER, PAD,
+};
 use crate::params::{params, Config, HyperTrioParams};
 use crate::tables::{Tables, WalkShape};
 use crate::workload::{Packet, PageId, Trace, WorkloadSpec};
@@ -261,9 +263,20 @@ struct Pb {
 }
 
 impl Pb {
+    /// A fully associative buffer of `entries`, LRU (keys and stamps padded to whole SSE2 groups).
+    fn new(entries: usize) -> Pb {
+        Pb {
+            keys: padded_rows(1, entries, u32::MAX, PAD),
+            stamp: padded_rows(1, entries, 0, u64::MAX),
+            used: vec![false; entries],
+            clock: 0,
+            hits: 0,
+            lookups: 0,
+        }
+    }
     fn lookup(&mut self, key: u32) -> Option<usize> {
         self.lookups += 1;
-        let i = self.keys.iter().position(|&k| k == key)?;
+        let i = find_in(&self.keys, key)?;
         self.clock += 1;
         self.stamp[i] = self.clock;
         self.hits += 1;
@@ -271,10 +284,8 @@ impl Pb {
     }
     fn insert(&mut self, key: u32, used: bool) {
         self.clock += 1;
-        let i = match self.keys.iter().position(|&k| k == key) {
-            Some(i) => i,
-            None => (0..self.keys.len()).min_by_key(|&i| self.stamp[i]).unwrap(),
-        };
+        // the entry holding `key`, else the least recent (empty entries stamp 0: first)
+        let i = find_in(&self.keys, key).unwrap_or_else(|| first_min_of(&self.stamp));
         self.keys[i] = key;
         self.stamp[i] = self.clock;
         self.used[i] = used;
@@ -381,14 +392,7 @@ impl<'a> Sim<'a> {
                 cfg.full_tag_match,
                 bits,
             )?,
-            pb: cfg.prefetch.then(|| Pb {
-                keys: vec![u32::MAX; cfg.pb_entries],
-                stamp: vec![0; cfg.pb_entries],
-                used: vec![false; cfg.pb_entries],
-                clock: 0,
-                hits: 0,
-                lookups: 0,
-            }),
+            pb: cfg.prefetch.then(|| Pb::new(cfg.pb_entries)),
             pending_done: vec![0; n],
             slot_div: SlotDiv::new(p.packet_slot_ps()),
             key_next: if cfg.devtlb_policy == Policy::Oracle {
