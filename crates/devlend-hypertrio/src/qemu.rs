@@ -116,9 +116,11 @@ fn field(text: &str, name: &str) -> Option<u64> {
             continue;
         }
         let v = words.peek()?.trim_end_matches(',');
+        // digits only: `from_str_radix` and `parse` also take a leading '+', which QEMU never prints
         let n = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
-            Some(h) => u64::from_str_radix(h, 16).ok(),
-            None => v.parse().ok(),
+            Some(h) if h.bytes().all(|b| b.is_ascii_hexdigit()) => u64::from_str_radix(h, 16).ok(),
+            None if v.bytes().all(|b| b.is_ascii_digit()) => v.parse().ok(),
+            _ => None,
         };
         if n.is_some() {
             return n;
@@ -455,6 +457,15 @@ vtd_inv_desc_iotlb_global iotlb invalidate global
         )
         .unwrap_err();
         assert!(e.contains("bus") && e.contains("out of range"), "{e}");
+        // a '+' inside a number is corruption, not a sign (u64 parsing would take it)
+        for bad in ["sid 0x+100", "sid +256"] {
+            let line = format!("vtd_iotlb_page_hit {bad} iova 0x1000 slpte 0x3 domain 0x1\n");
+            let e = read_log("e.log", line.as_bytes(), |_, _| {}).unwrap_err();
+            assert!(
+                e.starts_with("e.log:1:") && e.contains("'sid' missing or not a number"),
+                "{e}"
+            );
+        }
         let e = read_log("c.log", "%%% garbage\n".as_bytes(), |_, _| {}).unwrap_err();
         assert!(
             e.starts_with("c.log:1:") && e.contains("not a QEMU trace line"),

@@ -31,8 +31,15 @@ fuzz_target!(|data: &[u8]| {
         tenants,
         pages: (0..npages)
             .map(|i| {
-                let size = if (i ^ *m as u64) % 3 == 0 { 0x20_0000 } else { 0x1000 };
-                PageInfo { iova: 0x4000_0000 + i * 0x20_0000, size }
+                let size = if (i ^ *m as u64) % 3 == 0 {
+                    0x20_0000
+                } else {
+                    0x1000
+                };
+                PageInfo {
+                    iova: 0x4000_0000 + i * 0x20_0000,
+                    size,
+                }
             })
             .collect(),
         meta: String::from_utf8_lossy(meta).into_owned(),
@@ -68,9 +75,18 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(r.header, h);
     let back: Result<Vec<Packet>, String> = r.collect();
     assert_eq!(back.as_ref(), Ok(&packets));
-    for cut in [bytes.len() - 1, bytes.len() - 25, bytes.len() - 26, bytes.len() / 2, 24] {
+    for cut in [
+        bytes.len() - 1,
+        bytes.len() - 25,
+        bytes.len() - 26,
+        bytes.len() / 2,
+        24,
+    ] {
         let e = Reader::new("rt.dlt", &bytes[..cut]).and_then(|r| r.collect::<Result<Vec<_>, _>>());
         let e = e.expect_err("a strict prefix read as a whole trace");
-        assert!(e.contains("truncated") || e.contains("corrupt"), "cut {cut}: {e}");
+        assert!(
+            e.contains("truncated") || e.contains("corrupt"),
+            "cut {cut}: {e}"
+        );
     }
 });

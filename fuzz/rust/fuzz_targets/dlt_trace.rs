@@ -38,11 +38,19 @@ fn check_error(e: &str, name: &str, len: usize) {
         .unwrap_or_else(|| panic!("no file: {e}"));
     assert!(!e.contains('\n'), "{e:?}");
     if let Some(r) = rest.strip_prefix("byte ") {
-        let (off, msg) = r.split_once(": ").unwrap_or_else(|| panic!("no offset: {e}"));
+        let (off, msg) = r
+            .split_once(": ")
+            .unwrap_or_else(|| panic!("no offset: {e}"));
         let off: usize = off.parse().unwrap_or_else(|_| panic!("no offset: {e}"));
-        assert!(off <= len && !msg.trim().is_empty(), "byte {off} of {len}: {e}");
+        assert!(
+            off <= len && !msg.trim().is_empty(),
+            "byte {off} of {len}: {e}"
+        );
     } else {
-        assert!(rest.starts_with("truncated"), "neither a byte offset nor truncated: {e}");
+        assert!(
+            rest.starts_with("truncated"),
+            "neither a byte offset nor truncated: {e}"
+        );
     }
 }
 
@@ -57,7 +65,11 @@ fuzz_target!(|data: &[u8]| {
     let path = path.to_str().unwrap();
     std::fs::write(path, data).unwrap();
     match trace::info(path) {
-        Ok(i) => assert_eq!(whole.as_ref().ok(), Some(&i.packets), "file read Ok, stream read {whole:?}"),
+        Ok(i) => assert_eq!(
+            whole.as_ref().ok(),
+            Some(&i.packets),
+            "file read Ok, stream read {whole:?}"
+        ),
         Err(e) => {
             assert!(whole.is_err(), "file read failed, stream read Ok: {e}");
             check_error(&e, path, data.len());
