@@ -174,7 +174,9 @@ fn spool_file() -> Result<std::fs::File, String> {
     Ok(f)
 }
 
-/// Is this file a binary trace (by its magic)?
+/// Is this file a binary trace? Its magic says so; a `.dlt` name or a NUL among the first
+/// bytes (never in a text log) also makes it one, so a damaged trace is reported by the trace
+/// reader ("bad magic") rather than as a log line QEMU never prints.
 pub fn is_trace(path: &str) -> Result<bool, String> {
     let mut m = [0u8; 8];
     let mut f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
@@ -185,7 +187,7 @@ pub fn is_trace(path: &str) -> Result<bool, String> {
             k => n += k,
         }
     }
-    Ok(n == 8 && m == trace::MAGIC)
+    Ok((n == 8 && m == trace::MAGIC) || path.ends_with(".dlt") || m[..n].contains(&0))
 }
 
 impl Sources {
@@ -495,4 +497,25 @@ pub fn write_synthetic(
     trace::write_file(output, &h, tr.map(Ok::<_, String>), &mut |k| {
         progress(k, bound)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_damaged_trace_is_read_as_a_trace_and_its_magic_blamed() {
+        let dir = std::env::temp_dir().join(format!("devlend-magic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dlt = dir.join("t.dlt");
+        std::fs::write(&dlt, b"XXXXXXXX\0\0\0\0").unwrap();
+        let bin = dir.join("t.bin");
+        std::fs::write(&bin, b"\x89DLX\0\x01\0\0").unwrap();
+        let log = dir.join("t.log");
+        std::fs::write(&log, b"vtd_iotlb_cc_hit bus 0x0 devfn 0x8 high 0x1 low 0x2 gen 1\n").unwrap();
+        let s = |p: &std::path::Path| p.to_str().unwrap().to_string();
+        assert!(super::is_trace(&s(&dlt)).unwrap() && super::is_trace(&s(&bin)).unwrap());
+        assert!(!super::is_trace(&s(&log)).unwrap());
+        let err = super::Sources::read(&[s(&dlt)], &mut |_| {}).err().unwrap();
+        assert!(err.contains("magic"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
