@@ -77,7 +77,11 @@ fn find(row: &[u32], key: u32) -> Option<usize> {
 #[inline(always)]
 fn lowest(count: &[u8], ways: usize) -> u64 {
     debug_assert!(count.len().is_multiple_of(16) && ways <= count.len() && ways <= 64);
-    let valid = if ways == 64 { u64::MAX } else { (1u64 << ways) - 1 };
+    let valid = if ways == 64 {
+        u64::MAX
+    } else {
+        (1u64 << ways) - 1
+    };
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::*;
@@ -300,7 +304,10 @@ impl Cache {
     /// Debug builds: callers' keys must not collide with the empty and padding markers.
     #[inline(always)]
     fn check(key: u32) {
-        debug_assert!(key < PAD, "cache key {key:#x} collides with the empty/padding markers");
+        debug_assert!(
+            key < PAD,
+            "cache key {key:#x} collides with the empty/padding markers"
+        );
     }
 
     #[inline(always)]
@@ -540,11 +547,17 @@ mod tests {
         let mut x = 11u64;
         for _ in 0..500 {
             let r: [u64; GROUP] = std::array::from_fn(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 x >> 61
             });
             let m = *r.iter().min().unwrap();
-            assert_eq!(super::first_min(&r), (m, r.iter().position(|&y| y == m).unwrap()), "{r:?}");
+            assert_eq!(
+                super::first_min(&r),
+                (m, r.iter().position(|&y| y == m).unwrap()),
+                "{r:?}"
+            );
         }
     }
 

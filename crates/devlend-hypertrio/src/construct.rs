@@ -510,7 +510,11 @@ mod tests {
         let bin = dir.join("t.bin");
         std::fs::write(&bin, b"\x89DLX\0\x01\0\0").unwrap();
         let log = dir.join("t.log");
-        std::fs::write(&log, b"vtd_iotlb_cc_hit bus 0x0 devfn 0x8 high 0x1 low 0x2 gen 1\n").unwrap();
+        std::fs::write(
+            &log,
+            b"vtd_iotlb_cc_hit bus 0x0 devfn 0x8 high 0x1 low 0x2 gen 1\n",
+        )
+        .unwrap();
         let s = |p: &std::path::Path| p.to_str().unwrap().to_string();
         assert!(super::is_trace(&s(&dlt)).unwrap() && super::is_trace(&s(&bin)).unwrap());
         assert!(!super::is_trace(&s(&log)).unwrap());

@@ -210,7 +210,14 @@ impl Interleave {
             Order::RoundRobin => 0,
             Order::Random => (splitmix(&mut rng) % n as u64) as u32,
         };
-        Interleave { order, burst, n, cur, in_burst: 0, rng }
+        Interleave {
+            order,
+            burst,
+            n,
+            cur,
+            in_burst: 0,
+            rng,
+        }
     }
 
     /// The tenant of the next packet.
