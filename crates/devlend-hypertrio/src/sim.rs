@@ -220,10 +220,10 @@ impl Wheel {
         let m = self.buckets.len() as u64 - 1;
         self.buckets[(i & m) as usize].push(f);
     }
-    /// Fills due at or before `t` (a multiple of the slot), in order.
+    /// Fills due at or before the boundary of slot `k`, in order.
     #[inline]
-    fn drain(&mut self, t: u64, out: &mut Vec<Fill>) {
-        let k = self.slot.div(t);
+    fn drain(&mut self, k: u64, out: &mut Vec<Fill>) {
+        let t = k * self.slot.slot;
         let m = self.buckets.len() as u64 - 1;
         out.clear();
         while self.next < k {
@@ -311,7 +311,6 @@ pub struct Sim<'a> {
     /// Packet slot (rounded up) by which the in-flight prefetch of each (SID, page) completes,
     /// to issue it once (u32: half the memory of a time, for the random reads of RAND orders).
     pending_done: Vec<u32>,
-    slot_div: SlotDiv,
     key_next: Vec<u64>,
     fills: Wheel,
     // prefetch unit
@@ -394,7 +393,6 @@ impl<'a> Sim<'a> {
             )?,
             pb: cfg.prefetch.then(|| Pb::new(cfg.pb_entries)),
             pending_done: vec![0; n],
-            slot_div: SlotDiv::new(p.packet_slot_ps()),
             key_next: if cfg.devtlb_policy == Policy::Oracle {
                 vec![NEVER; n]
             } else {
@@ -431,9 +429,10 @@ impl<'a> Sim<'a> {
         (key >> 16) as usize * self.npages + (key & 0xffff) as usize
     }
 
-    fn apply_fills(&mut self, t: u64) {
+    /// Apply the fills due by the boundary of slot `k`.
+    fn apply_fills(&mut self, k: u64) {
         let mut due = std::mem::take(&mut self.fills.scratch);
-        self.fills.drain(t, &mut due);
+        self.fills.drain(k, &mut due);
         for f in due.iter().copied() {
             if f.to_pb {
                 self.pb.as_mut().unwrap().insert(f.key, false);
@@ -504,12 +503,12 @@ impl<'a> Sim<'a> {
             let key = (target << 16) | pg as u32;
             let s = self.slot(key);
             // (t is a slot boundary: done > t exactly when done's slot, rounded up, is later)
-            if self.pending_done[s] as u64 > self.slot_div.div(t) {
+            if self.pending_done[s] as u64 > self.fills.slot.div(t) {
                 continue;
             }
             let n = self.iommu(target, pg);
             let done = start + p.iotlb_hit_ps + n as u64 * p.dram_access_ps + self.one_way_ps;
-            self.pending_done[s] = u32::try_from(self.slot_div.div_ceil(done))
+            self.pending_done[s] = u32::try_from(self.fills.slot.div_ceil(done))
                 .expect("simulated time beyond 2^32 packet slots");
             self.fills.push(Fill {
                 time: done,
@@ -604,7 +603,7 @@ impl<'a> Sim<'a> {
         let mut occupancy_ps: u128 = 0;
         for (pkt, nu) in packets {
             loop {
-                self.apply_fills(k * slot);
+                self.apply_fills(k);
                 ptb.release(k);
                 if ptb.live < cap {
                     break;
