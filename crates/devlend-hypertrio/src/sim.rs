@@ -95,13 +95,6 @@ pub struct Stats {
     pub prefetch_served: u64,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Fill {
-    time: u64,
-    key: u32,
-    to_pb: bool,
-}
-
 /// Division by the packet slot, a constant of the run: a multiply by its reciprocal and one
 /// correction step (exact for every u64; a hardware divide per fill costs several times more).
 #[derive(Clone, Copy)]
@@ -126,8 +119,9 @@ impl SlotDiv {
     #[inline(always)]
     fn div(self, t: u64) -> u64 {
         let mut q = ((t as u128 * self.inv as u128) >> 64) as u64;
-        while t - q * self.slot >= self.slot {
-            q += 1;
+        // two corrections without branches (the remainder's size is data-dependent)
+        for _ in 0..2 {
+            q += (t - q * self.slot >= self.slot) as u64;
         }
         q
     }
@@ -187,67 +181,72 @@ impl PtbRing {
     }
 }
 
-/// Pending fills in a timing wheel of packet slots (every fill lands within a bounded time of
-/// its request, far less than the wheel's span); drained in (time, key) order, as a heap would.
+/// Pending fills of one structure (the DevTLB or the prefetch buffer) in a timing wheel of
+/// packet slots: every fill lands within a bounded time of its request, far less than the
+/// wheel's span. Drained in (time, key) order, as a heap would. An entry packs its time within
+/// its slot above its key, so one integer comparison orders a bucket; the two structures' fills
+/// are independent, so each has its own wheel and the buckets stay short.
 struct Wheel {
-    buckets: Vec<Vec<Fill>>,
+    buckets: Vec<Vec<u64>>,
     slot: SlotDiv,
     next: u64,
-    scratch: Vec<Fill>,
 }
 
 impl Wheel {
-    fn new(slot: u64, span_ps: u64) -> Wheel {
-        let n = (span_ps / slot + 2).next_power_of_two() as usize;
+    fn new(slot: SlotDiv, span_ps: u64) -> Wheel {
+        assert!(slot.slot < 1 << 32, "packet slot of {} ps", slot.slot);
+        let n = (span_ps / slot.slot + 2).next_power_of_two() as usize;
         Wheel {
             buckets: (0..n).map(|_| Vec::new()).collect(),
-            slot: SlotDiv::new(slot),
+            slot,
             next: 0,
-            scratch: Vec::new(),
         }
     }
     /// The longest time ahead a fill may land.
     fn span_ps(&self) -> u64 {
         (self.buckets.len() as u64 - 2) * self.slot.slot
     }
+    /// A fill landing at `time` is due at the first slot boundary at or after it.
     #[inline]
-    fn push(&mut self, f: Fill) {
-        let i = self.slot.div(f.time);
+    fn push(&mut self, time: u64, key: u32) {
+        let j = self.slot.div_ceil(time);
         assert!(
-            i >= self.next && i < self.next + self.buckets.len() as u64,
+            j >= self.next && j < self.next + self.buckets.len() as u64,
             "fill beyond the timing wheel"
         );
         let m = self.buckets.len() as u64 - 1;
-        self.buckets[(i & m) as usize].push(f);
+        // time - (j - 1) x slot - 1 is in 0..slot: ascending with the time
+        let within = time + self.slot.slot - 1 - j * self.slot.slot;
+        self.buckets[(j & m) as usize].push(within << 32 | key as u64);
     }
-    /// Fills due at or before the boundary of slot `k`, in order.
+    /// Apply `f` to the keys of the fills due by the boundary of slot `k`, in order.
     #[inline]
-    fn drain(&mut self, k: u64, out: &mut Vec<Fill>) {
-        let t = k * self.slot.slot;
+    fn drain(&mut self, k: u64, mut f: impl FnMut(u32)) {
         let m = self.buckets.len() as u64 - 1;
-        out.clear();
-        while self.next < k {
+        while self.next <= k {
             let b = &mut self.buckets[(self.next & m) as usize];
-            let start = out.len();
-            out.append(b);
-            if out.len() - start > 1 {
-                out[start..].sort_unstable();
-            }
+            sort_short(b);
+            b.iter().for_each(|&e| f(e as u32));
+            b.clear();
             self.next += 1;
         }
-        let b = &mut self.buckets[(k & m) as usize];
-        if b.iter().any(|f| f.time <= t) {
-            let start = out.len();
-            let mut i = 0;
-            while i < b.len() {
-                if b[i].time <= t {
-                    out.push(b.swap_remove(i))
-                } else {
-                    i += 1
-                }
-            }
-            out[start..].sort_unstable();
+    }
+}
+
+/// Sort a bucket (a handful of entries): insertion sort, one comparison per step.
+#[inline]
+fn sort_short(v: &mut [u64]) {
+    if v.len() > 16 {
+        return v.sort_unstable();
+    }
+    for i in 1..v.len() {
+        let x = v[i];
+        let mut j = i;
+        while j > 0 && v[j - 1] > x {
+            v[j] = v[j - 1];
+            j -= 1;
         }
+        v[j] = x;
     }
 }
 
@@ -312,7 +311,10 @@ pub struct Sim<'a> {
     /// to issue it once (u32: half the memory of a time, for the random reads of RAND orders).
     pending_done: Vec<u32>,
     key_next: Vec<u64>,
-    fills: Wheel,
+    /// Translations on their way back to the DevTLB and to the prefetch buffer.
+    tlb_fills: Wheel,
+    pb_fills: Wheel,
+    slot: SlotDiv,
     // prefetch unit
     sid_hist: Vec<u32>,
     hist_pos: usize,
@@ -351,6 +353,12 @@ impl<'a> Sim<'a> {
         let npages = iovas.len().next_power_of_two();
         let n = tenants as usize * npages;
         let one_way_ps = cfg.pcie_one_way_ps.unwrap_or(p.pcie_one_way_ps);
+        let slot = SlotDiv::new(p.packet_slot_ps());
+        let fill_span = 2 * one_way_ps
+            + 2 * p.iotlb_hit_ps
+            + p.devtlb_hit_ps
+            + (p.nested_walk_accesses as u64 + p.context_miss_accesses as u64 + 2)
+                * p.dram_access_ps;
         Ok(Sim {
             p,
             one_way_ps,
@@ -398,14 +406,9 @@ impl<'a> Sim<'a> {
             } else {
                 Vec::new()
             },
-            fills: Wheel::new(
-                p.packet_slot_ps(),
-                2 * one_way_ps
-                    + 2 * p.iotlb_hit_ps
-                    + p.devtlb_hit_ps
-                    + (p.nested_walk_accesses as u64 + p.context_miss_accesses as u64 + 2)
-                        * p.dram_access_ps,
-            ),
+            tlb_fills: Wheel::new(slot, fill_span),
+            pb_fills: Wheel::new(slot, fill_span),
+            slot,
             sid_hist: vec![NO_SID; cfg.sid_history.max(1)],
             hist_pos: 0,
             predictor: vec![NO_SID; tenants as usize],
@@ -425,30 +428,22 @@ impl<'a> Sim<'a> {
     }
 
     #[inline]
-    fn slot(&self, key: u32) -> usize {
+    fn key_index(&self, key: u32) -> usize {
         (key >> 16) as usize * self.npages + (key & 0xffff) as usize
     }
 
     /// Apply the fills due by the boundary of slot `k`.
     fn apply_fills(&mut self, k: u64) {
-        let mut due = std::mem::take(&mut self.fills.scratch);
-        self.fills.drain(k, &mut due);
-        for f in due.iter().copied() {
-            if f.to_pb {
-                self.pb.as_mut().unwrap().insert(f.key, false);
-            } else {
-                let s = self.slot(f.key);
-                let sid = (f.key >> 16) as u64;
-                let iova = self.iovas[(f.key & 0xffff) as usize];
-                let nu = if self.key_next.is_empty() {
-                    0
-                } else {
-                    self.key_next[s]
-                };
-                self.devtlb.insert(f.key, iova >> 21, sid, nu);
-            }
+        let (devtlb, iovas, npages) = (&mut self.devtlb, &self.iovas, self.npages);
+        let key_next = &self.key_next;
+        self.tlb_fills.drain(k, |key| {
+            let (sid, page) = ((key >> 16) as usize, (key & 0xffff) as usize);
+            let nu = key_next.get(sid * npages + page).copied().unwrap_or(0);
+            devtlb.insert(key, iovas[page] >> 21, sid as u64, nu);
+        });
+        if let Some(pb) = self.pb.as_mut() {
+            self.pb_fills.drain(k, |key| pb.insert(key, false));
         }
-        self.fills.scratch = due;
     }
 
     /// Requests reaching the IOMMU at `t`: memory accesses they need.
@@ -501,20 +496,16 @@ impl<'a> Sim<'a> {
                 break;
             }
             let key = (target << 16) | pg as u32;
-            let s = self.slot(key);
+            let s = self.key_index(key);
             // (t is a slot boundary: done > t exactly when done's slot, rounded up, is later)
-            if self.pending_done[s] as u64 > self.fills.slot.div(t) {
+            if self.pending_done[s] as u64 > self.slot.div(t) {
                 continue;
             }
             let n = self.iommu(target, pg);
             let done = start + p.iotlb_hit_ps + n as u64 * p.dram_access_ps + self.one_way_ps;
-            self.pending_done[s] = u32::try_from(self.fills.slot.div_ceil(done))
+            self.pending_done[s] = u32::try_from(self.slot.div_ceil(done))
                 .expect("simulated time beyond 2^32 packet slots");
-            self.fills.push(Fill {
-                time: done,
-                key,
-                to_pb: true,
-            });
+            self.pb_fills.push(done, key);
             self.st.prefetch_requests += 1;
             last = last.max(done);
         }
@@ -527,7 +518,7 @@ impl<'a> Sim<'a> {
         let p = self.p;
         self.st.translations += 1;
         let key = (sid << 16) | page as u32;
-        let s = self.slot(key);
+        let s = self.key_index(key);
         if !self.key_next.is_empty() {
             self.key_next[s] = next_use;
         }
@@ -573,11 +564,7 @@ impl<'a> Sim<'a> {
         self.st.iommu_requests += 1;
         let n = self.iommu(sid, page);
         let done = t + 2 * self.one_way_ps + p.iotlb_hit_ps + n as u64 * p.dram_access_ps;
-        self.fills.push(Fill {
-            time: done,
-            key,
-            to_pb: false,
-        });
+        self.tlb_fills.push(done, key);
         done
     }
 
@@ -597,7 +584,7 @@ impl<'a> Sim<'a> {
     pub fn run<I: Iterator<Item = (Packet, [u64; 3])>>(mut self, packets: I) -> Stats {
         let slot = self.p.packet_slot_ps();
         let cap = self.cfg.ptb_entries;
-        let mut ptb = PtbRing::new(slot, self.fills.span_ps());
+        let mut ptb = PtbRing::new(slot, self.tlb_fills.span_ps());
         let mut k = 0u64; // the current slot: t = k x slot
         let mut last_done = 0u64;
         let mut occupancy_ps: u128 = 0;
@@ -751,7 +738,51 @@ pub fn simulate(cfg: &Config, spec: &WorkloadSpec) -> Result<Stats, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::{SlotDiv, Wheel};
     use crate::experiments::run_point;
+
+    #[test]
+    fn slot_division_is_exact() {
+        for slot in [2, 3, 7, 61_680, 1 << 31, u32::MAX as u64] {
+            let d = SlotDiv::new(slot);
+            let edges = (0..64).flat_map(|b| {
+                let x = 1u64 << b;
+                [
+                    x - 1,
+                    x,
+                    x + 1,
+                    x / slot * slot,
+                    (x / slot) * slot + slot - 1,
+                ]
+            });
+            for t in edges.chain([u64::MAX, u64::MAX - 1, u64::MAX / slot * slot]) {
+                assert_eq!(d.div(t), t / slot, "{t} / {slot}");
+                if t < u64::MAX - slot {
+                    assert_eq!(d.div_ceil(t), t.div_ceil(slot), "{t} / {slot} rounded up");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn wheel_drains_fills_by_boundary_in_time_then_key_order() {
+        let mut w = Wheel::new(SlotDiv::new(100), 1000);
+        for (time, key) in [(250, 9), (150, 5), (200, 7), (250, 3), (101, 8), (300, 1)] {
+            w.push(time, key);
+        }
+        let mut got = vec![];
+        w.drain(1, |k| got.push(k));
+        assert!(got.is_empty(), "nothing lands by 100");
+        w.drain(2, |k| got.push(k));
+        assert_eq!(
+            got,
+            [8, 5, 7],
+            "101, 150, then 200: due at the boundary 200"
+        );
+        got.clear();
+        w.drain(3, |k| got.push(k));
+        assert_eq!(got, [3, 9, 1], "250 (keys 3, 9) and 300");
+    }
 
     /// 1024 tenants in round robin: every request misses the DevTLB.
     fn cold(config: &str, overrides: Option<&str>) -> crate::Stats {
