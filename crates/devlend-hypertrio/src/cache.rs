@@ -115,6 +115,61 @@ fn lowest(count: &[u8], ways: usize) -> u64 {
     }
 }
 
+/// Age of a padding way in an LRU row: above every real age (at most 63), so no touch ages it.
+pub(crate) const AGE_PAD: u8 = 0x7f;
+
+/// LRU by age: the ways of a row hold a permutation of 0..ways (0 = most recent) once it is
+/// full; a way not yet filled holds ways - 1. Touching way `w` ages every way younger than it by
+/// one and makes it 0, 16 ways per SSE2 step. `ages` is the row padded to a multiple of 16.
+#[inline(always)]
+pub(crate) fn age_touch(ages: &mut [u8], w: usize) {
+    debug_assert!(ages.len().is_multiple_of(16));
+    let a = ages[w];
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86_64 baseline; unaligned loads/stores within each chunk.
+        unsafe {
+            let b = _mm_set1_epi8(a as i8);
+            for ch in ages.chunks_exact_mut(16) {
+                let p = ch.as_mut_ptr() as *mut __m128i;
+                let v = _mm_loadu_si128(p);
+                // ages are below 0x80: a signed compare is exact; younger ways gain one (- -1)
+                _mm_storeu_si128(p, _mm_sub_epi8(v, _mm_cmplt_epi8(v, b)));
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    for v in ages.iter_mut() {
+        *v += (*v < a) as u8;
+    }
+    ages[w] = 0;
+}
+
+/// The least recently used way of a full LRU row: the one aged `ways - 1`.
+#[inline(always)]
+pub(crate) fn oldest(ages: &[u8], ways: usize) -> usize {
+    let old = (ways - 1) as u8;
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86_64 baseline; unaligned loads within each chunk.
+        unsafe {
+            let b = _mm_set1_epi8(old as i8);
+            let mut m = 0u64;
+            for (k, ch) in ages.chunks_exact(16).enumerate() {
+                let v = _mm_loadu_si128(ch.as_ptr() as *const __m128i);
+                m |= (_mm_movemask_epi8(_mm_cmpeq_epi8(v, b)) as u16 as u64) << (16 * k);
+            }
+            m.trailing_zeros() as usize
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        ages.iter().position(|&v| v == old).unwrap()
+    }
+}
+
 /// SEL[b][k]: position of the k-th (from 0) set bit of byte b (0 where there is none).
 static SEL: [[u8; 8]; 256] = {
     let mut t = [[0u8; 8]; 256];
@@ -175,7 +230,7 @@ fn first_min(r: &[u64; GROUP]) -> (u64, usize) {
 
 /// The first of the lowest ranks in `r` (a multiple of 16 long, padding u64::MAX after the rest).
 #[inline(always)]
-pub(crate) fn first_min_of(r: &[u64]) -> usize {
+fn first_min_of(r: &[u64]) -> usize {
     let (mut v, mut m) = (0, u64::MAX);
     for (g, grp) in r.chunks_exact(GROUP).enumerate() {
         let (x, i) = first_min(grp.try_into().unwrap());
@@ -231,9 +286,11 @@ pub struct Cache {
     policy: Policy,
     lfu_max: u64,
     keys: Vec<u32>,
-    /// Replacement rank, the victim is the lowest: LRU: last-use clock; oracle: !next_use.
-    /// Keys are u32: callers pack (tag, page or region id). Empty ways rank 0, so they fill first.
+    /// Oracle only: replacement rank, !next_use (the victim is the lowest). Keys are u32:
+    /// callers pack (tag, page or region id). Empty ways rank 0, so they fill first.
     rank: Vec<u64>,
+    /// LRU only: one age byte per way (`age_touch`).
+    age: Vec<u8>,
     /// LFU access counts (4-bit by default), one byte per way, so a row is scanned in one go.
     count: Vec<u8>,
     /// Distance between rows in `keys`, `rank` and `count`: the ways rounded up to 16, the rest
@@ -243,7 +300,6 @@ pub struct Cache {
     /// is its `filled` count (no scan for an empty way once a row is full).
     filled: Vec<u8>,
     ptag: Vec<u64>,
-    clock: u64,
     /// Deterministic generator for LFU's random choice among equal counts.
     rng: u64,
     pub stats: CacheStats,
@@ -290,12 +346,24 @@ impl Cache {
             policy,
             lfu_max: (1u64 << lfu_bits) - 1,
             keys: padded_rows(sets, ways, EMPTY, PAD),
-            rank: padded_rows(sets, ways, 0, u64::MAX),
-            count: padded_rows(sets, ways, 0, u8::MAX),
+            rank: if policy == Policy::Oracle {
+                padded_rows(sets, ways, 0, u64::MAX)
+            } else {
+                Vec::new()
+            },
+            age: if policy == Policy::Lru {
+                padded_rows(sets, ways, (ways - 1) as u8, AGE_PAD)
+            } else {
+                Vec::new()
+            },
+            count: if policy == Policy::Lfu {
+                padded_rows(sets, ways, 0, u8::MAX)
+            } else {
+                Vec::new()
+            },
             stride: ways.next_multiple_of(GROUP),
             filled: vec![0; sets],
             ptag: vec![u64::MAX; sets],
-            clock: 0,
             rng: 0x2545_F491_4F6C_DD1D,
             stats: CacheStats::default(),
         })
@@ -346,7 +414,7 @@ impl Cache {
     /// LFU access count of `key` (tests and statistics).
     pub fn count_of(&self, key: u32) -> Option<u64> {
         let i = self.keys.iter().position(|&k| k == key)?;
-        Some(self.count[i] as u64)
+        self.count.get(i).map(|&c| c as u64)
     }
 
     #[inline(always)]
@@ -357,11 +425,10 @@ impl Cache {
     /// Way `w` of `row` was used (`fresh`: just filled).
     #[inline(always)]
     fn touch(&mut self, row: usize, w: usize, next_use: u64, fresh: bool) {
-        self.clock += 1;
         let base = row * self.stride;
         let i = base + w;
         match self.policy {
-            Policy::Lru => self.rank[i] = self.clock,
+            Policy::Lru => age_touch(&mut self.age[base..base + self.stride], w),
             Policy::Oracle => self.rank[i] = !next_use,
             Policy::Lfu => {
                 let c = if fresh { 1 } else { self.count[i] as u64 + 1 };
@@ -397,8 +464,11 @@ impl Cache {
             self.ptag[row] = tag;
             let base = row * self.stride;
             self.keys[base..base + self.ways].fill(EMPTY);
-            self.rank[base..base + self.ways].fill(0);
-            self.count[base..base + self.ways].fill(0);
+            match self.policy {
+                Policy::Lru => self.age[base..base + self.ways].fill((self.ways - 1) as u8),
+                Policy::Oracle => self.rank[base..base + self.ways].fill(0),
+                Policy::Lfu => self.count[base..base + self.ways].fill(0),
+            }
             self.filled[row] = 0;
         }
         if let Some(hit) = find(self.row_keys(row), key) {
@@ -431,20 +501,21 @@ impl Cache {
         false
     }
 
-    /// The way of `row` to evict: an empty way if any, else the lowest rank (LRU age or oracle
-    /// distance); for LFU a random way among the lowest counts.
+    /// The way of `row` to evict: an empty way if any, else the least recently used (LRU), the
+    /// furthest next use (oracle), or a random way among the lowest counts (LFU).
     #[inline(always)]
     fn victim(&mut self, row: usize) -> usize {
         let f = self.filled[row] as usize;
-        if f < self.ways && self.policy != Policy::Oracle {
-            // the first empty way (LRU ranks it 0, below every used way; LFU takes it first)
-            return f;
+        let r = row * self.stride..(row + 1) * self.stride;
+        match self.policy {
+            // a row not yet full: its first empty way (rows fill in way order)
+            Policy::Lru | Policy::Lfu if f < self.ways => f,
+            Policy::Lru => oldest(&self.age[r], self.ways),
+            Policy::Lfu => self.lfu_victim(row),
+            // empty ways rank 0, below every used way; padding ranks u64::MAX and sits after
+            // the real ways, so the first minimum is a real way
+            Policy::Oracle => first_min_of(&self.rank[r]),
         }
-        if self.policy == Policy::Lfu {
-            return self.lfu_victim(row);
-        }
-        // padding ranks u64::MAX and sits after the real ways, so the first minimum is a real way
-        first_min_of(&self.rank[row * self.stride..(row + 1) * self.stride])
     }
 
     /// A full row's victim: a random way among those with the lowest count.
@@ -487,6 +558,36 @@ mod tests {
             Some(2),
             "LFU evicts the rarely used entry, not the older frequent one"
         );
+    }
+
+    #[test]
+    fn lru_by_age_matches_a_last_use_clock() {
+        // a reference LRU (last-use clock, first empty way first) against the age bytes
+        for ways in [1, 3, 8, 16, 24, 64] {
+            let mut c = Cache::new("t", ways, ways, 1, Policy::Lru, false, 4).unwrap();
+            let mut refk: Vec<Option<u32>> = vec![None; ways];
+            let mut used = vec![0u64; ways];
+            let mut x = 0x9E37_79B9_7F4A_7C15u64;
+            for clock in 1..5000u64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let key = (x % (2 * ways as u64 + 1)) as u32;
+                let w = refk.iter().position(|&k| k == Some(key));
+                let hit = w.is_some();
+                let w = w.unwrap_or_else(|| {
+                    refk.iter()
+                        .position(|k| k.is_none())
+                        .unwrap_or_else(|| (0..ways).min_by_key(|&i| used[i]).unwrap())
+                });
+                let evicted = if hit { None } else { refk[w].replace(key) };
+                used[w] = clock;
+                assert_eq!(c.lookup(key, 0, 0, 0), hit, "{ways} ways, step {clock}");
+                if !hit {
+                    assert_eq!(c.insert(key, 0, 0, 0), evicted, "{ways} ways, step {clock}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -51,7 +51,7 @@
 //! bounded memory.
 
 use crate::cache::{
-    find_in, first_min_of, padded_rows, Cache, CacheStats, LruSet, Policy, NEVER, PAD,
+    age_touch, find_in, oldest, padded_rows, Cache, CacheStats, LruSet, Policy, AGE_PAD, NEVER, PAD,
 };
 use crate::params::{params, Config, HyperTrioParams};
 use crate::tables::{Tables, WalkShape};
@@ -254,21 +254,22 @@ const NO_SID: u32 = u32::MAX;
 
 struct Pb {
     keys: Vec<u32>,
-    stamp: Vec<u64>,
+    age: Vec<u8>,
+    entries: usize,
     used: Vec<bool>,
-    clock: u64,
     hits: u64,
     lookups: u64,
 }
 
 impl Pb {
-    /// A fully associative buffer of `entries`, LRU (keys and stamps padded to whole SSE2 groups).
+    /// A fully associative buffer of `entries` (at most 64), LRU (keys and ages padded to whole
+    /// SSE2 groups; see `cache::age_touch`).
     fn new(entries: usize) -> Pb {
         Pb {
             keys: padded_rows(1, entries, u32::MAX, PAD),
-            stamp: padded_rows(1, entries, 0, u64::MAX),
+            age: padded_rows(1, entries, (entries - 1) as u8, AGE_PAD),
+            entries,
             used: vec![false; entries],
-            clock: 0,
             hits: 0,
             lookups: 0,
         }
@@ -276,17 +277,16 @@ impl Pb {
     fn lookup(&mut self, key: u32) -> Option<usize> {
         self.lookups += 1;
         let i = find_in(&self.keys, key)?;
-        self.clock += 1;
-        self.stamp[i] = self.clock;
+        age_touch(&mut self.age, i);
         self.hits += 1;
         Some(i)
     }
     fn insert(&mut self, key: u32, used: bool) {
-        self.clock += 1;
-        // the entry holding `key`, else the least recent (empty entries stamp 0: first)
-        let i = find_in(&self.keys, key).unwrap_or_else(|| first_min_of(&self.stamp));
+        // the entry holding `key`, else the least recent (the first empty one while any is:
+        // empty entries share the oldest age)
+        let i = find_in(&self.keys, key).unwrap_or_else(|| oldest(&self.age, self.entries));
         self.keys[i] = key;
-        self.stamp[i] = self.clock;
+        age_touch(&mut self.age, i);
         self.used[i] = used;
     }
 }
@@ -342,12 +342,12 @@ impl<'a> Sim<'a> {
             return Err("l2_policy/l3_policy: the oracle is available for the DevTLB only".into());
         }
         if cfg.prefetch
-            && (cfg.pb_entries == 0
+            && (!(1..=64).contains(&cfg.pb_entries)
                 || cfg.sid_history == 0
                 || !(1..=4).contains(&cfg.history_pages))
         {
             return Err(
-                "prefetch: needs pb_entries >= 1, sid_history >= 1 and history_pages 1..4".into(),
+                "prefetch: needs pb_entries 1..64, sid_history >= 1 and history_pages 1..4".into(),
             );
         }
         let npages = iovas.len().next_power_of_two();
