@@ -127,6 +127,27 @@ impl SlotDiv {
     }
 }
 
+/// A latency counted from a slot boundary (requests are issued on one), with the boundary it is
+/// due by and its time past the boundary before that: the run's latencies take few values,
+/// precomputed, so no division per request.
+#[derive(Clone, Copy)]
+struct Lat {
+    ps: u64,
+    ahead: u64,
+    within: u64,
+}
+
+impl Lat {
+    fn new(ps: u64, slot: SlotDiv) -> Lat {
+        let ahead = slot.div_ceil(ps);
+        Lat {
+            ps,
+            ahead,
+            within: ps + slot.slot - 1 - ahead * slot.slot,
+        }
+    }
+}
+
 /// The Pending Translation Buffer's occupancy: how many pending translations complete in each
 /// packet slot, on a ring of slots. Packets arrive at slot boundaries, so an entry completing at
 /// `done` is free from the first slot boundary at or after it; counting per slot is exactly a
@@ -136,7 +157,6 @@ struct PtbRing {
     live: usize,
     /// Slots up to this one have been released.
     released: u64,
-    slot: SlotDiv,
 }
 
 impl PtbRing {
@@ -146,13 +166,11 @@ impl PtbRing {
             counts: vec![0; n],
             live: 0,
             released: 0,
-            slot: SlotDiv::new(slot),
         }
     }
-    /// A translation pending until `done` (after slot `now`).
+    /// A translation pending until the boundary of slot `j` (issued in slot `now`).
     #[inline]
-    fn push(&mut self, now: u64, done: u64) {
-        let j = self.slot.div_ceil(done);
+    fn push(&mut self, now: u64, j: u64) {
         assert!(
             j > now && j - now < self.counts.len() as u64,
             "PTB entry beyond the slot ring"
@@ -206,18 +224,17 @@ impl Wheel {
     fn span_ps(&self) -> u64 {
         (self.buckets.len() as u64 - 2) * self.slot.slot
     }
-    /// A fill landing at `time` is due at the first slot boundary at or after it.
+    /// A fill landing `lat` after the boundary of slot `k`.
     #[inline]
-    fn push(&mut self, time: u64, key: u32) {
-        let j = self.slot.div_ceil(time);
+    fn push(&mut self, k: u64, lat: Lat, key: u32) {
+        let j = k + lat.ahead;
         assert!(
             j >= self.next && j < self.next + self.buckets.len() as u64,
             "fill beyond the timing wheel"
         );
         let m = self.buckets.len() as u64 - 1;
-        // time - (j - 1) x slot - 1 is in 0..slot: ascending with the time
-        let within = time + self.slot.slot - 1 - j * self.slot.slot;
-        self.buckets[(j & m) as usize].push(within << 32 | key as u64);
+        // `within` (time past the boundary before j) orders the bucket by time
+        self.buckets[(j & m) as usize].push(lat.within << 32 | key as u64);
     }
     /// Apply `f` to the keys of the fills due by the boundary of slot `k`, in order.
     #[inline]
@@ -314,7 +331,10 @@ pub struct Sim<'a> {
     /// Translations on their way back to the DevTLB and to the prefetch buffer.
     tlb_fills: Wheel,
     pb_fills: Wheel,
-    slot: SlotDiv,
+    /// Latency of a DevTLB or prefetch-buffer hit, and of a request answered by the IOMMU after
+    /// `m` memory accesses (PCIe both ways, the IOTLB probe, the accesses), by `m`.
+    hit_lat: Lat,
+    iommu_lat: Vec<Lat>,
     // prefetch unit
     sid_hist: Vec<u32>,
     hist_pos: usize,
@@ -408,7 +428,13 @@ impl<'a> Sim<'a> {
             },
             tlb_fills: Wheel::new(slot, fill_span),
             pb_fills: Wheel::new(slot, fill_span),
-            slot,
+            hit_lat: Lat::new(p.devtlb_hit_ps, slot),
+            iommu_lat: (0..=p.nested_walk_accesses + p.context_miss_accesses + 1)
+                .map(|m| {
+                    let ps = 2 * one_way_ps + p.iotlb_hit_ps + m as u64 * p.dram_access_ps;
+                    Lat::new(ps, slot)
+                })
+                .collect(),
             sid_hist: vec![NO_SID; cfg.sid_history.max(1)],
             hist_pos: 0,
             predictor: vec![NO_SID; tenants as usize],
@@ -483,13 +509,12 @@ impl<'a> Sim<'a> {
         n + a
     }
 
-    fn prefetch(&mut self, t: u64, target: u32) {
+    /// A prefetch for tenant `target` at the boundary of slot `k` (time `t`).
+    fn prefetch(&mut self, k: u64, t: u64, target: u32) {
         if self.pf_busy[target as usize] > t {
             return;
         }
-        let p = self.p;
-        let start = t + self.one_way_ps + p.dram_access_ps;
-        let mut last = start;
+        let mut last = t;
         let recent = self.recent[target as usize];
         for &pg in recent.iter().take(self.cfg.history_pages) {
             if pg == PageId::MAX {
@@ -497,25 +522,24 @@ impl<'a> Sim<'a> {
             }
             let key = (target << 16) | pg as u32;
             let s = self.key_index(key);
-            // (t is a slot boundary: done > t exactly when done's slot, rounded up, is later)
-            if self.pending_done[s] as u64 > self.slot.div(t) {
+            if self.pending_done[s] as u64 > k {
                 continue;
             }
-            let n = self.iommu(target, pg);
-            let done = start + p.iotlb_hit_ps + n as u64 * p.dram_access_ps + self.one_way_ps;
-            self.pending_done[s] = u32::try_from(self.slot.div_ceil(done))
-                .expect("simulated time beyond 2^32 packet slots");
-            self.pb_fills.push(done, key);
+            // PCIe to the chipset, the history read (one memory access), the IOMMU, PCIe back
+            let m = 1 + self.iommu(target, pg) as usize;
+            let lat = self.iommu_lat[m];
+            self.pending_done[s] =
+                u32::try_from(k + lat.ahead).expect("simulated time beyond 2^32 packet slots");
+            self.pb_fills.push(k, lat, key);
             self.st.prefetch_requests += 1;
-            last = last.max(done);
+            last = last.max(t + lat.ps);
         }
-        self.pf_busy[target as usize] = last;
+        self.pf_busy[target as usize] = last.max(t + self.one_way_ps + self.p.dram_access_ps);
     }
 
-    /// One demand translation at `t`; returns its completion time.
+    /// One demand translation at the boundary of slot `k` (time `t`); its latency.
     #[inline]
-    fn demand(&mut self, t: u64, sid: u32, page: PageId, next_use: u64) -> u64 {
-        let p = self.p;
+    fn demand(&mut self, k: u64, t: u64, sid: u32, page: PageId, next_use: u64) -> Lat {
         self.st.translations += 1;
         let key = (sid << 16) | page as u32;
         let s = self.key_index(key);
@@ -550,22 +574,22 @@ impl<'a> Sim<'a> {
                     self.st.prefetch_served += 1;
                 }
                 self.note_history(sid, page);
-                return t + p.devtlb_hit_ps;
+                return self.hit_lat;
             }
             self.note_history(sid, page);
             let target = self.predictor[sid as usize];
             if target != NO_SID {
-                self.prefetch(t, target);
+                self.prefetch(k, t, target);
             }
         }
         if hit {
-            return t + p.devtlb_hit_ps;
+            return self.hit_lat;
         }
         self.st.iommu_requests += 1;
-        let n = self.iommu(sid, page);
-        let done = t + 2 * self.one_way_ps + p.iotlb_hit_ps + n as u64 * p.dram_access_ps;
-        self.tlb_fills.push(done, key);
-        done
+        let m = self.iommu(sid, page) as usize;
+        let lat = self.iommu_lat[m];
+        self.tlb_fills.push(k, lat, key);
+        lat
     }
 
     /// The tenant's IOVA history in memory (most recent distinct pages first), read by the
@@ -602,10 +626,10 @@ impl<'a> Sim<'a> {
             }
             let t = k * slot;
             for (&page, &next_use) in pkt.pages.iter().zip(&nu) {
-                let done = self.demand(t, pkt.sid, page, next_use);
-                ptb.push(k, done);
-                occupancy_ps += (done - t) as u128;
-                last_done = last_done.max(done);
+                let lat = self.demand(k, t, pkt.sid, page, next_use);
+                ptb.push(k, k + lat.ahead);
+                occupancy_ps += lat.ps as u128;
+                last_done = last_done.max(t + lat.ps);
             }
             self.st.ptb_max = self.st.ptb_max.max(ptb.live);
             self.st.packets += 1;
@@ -738,7 +762,7 @@ pub fn simulate(cfg: &Config, spec: &WorkloadSpec) -> Result<Stats, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{SlotDiv, Wheel};
+    use super::{Lat, SlotDiv, Wheel};
     use crate::experiments::run_point;
 
     #[test]
@@ -766,9 +790,18 @@ mod tests {
 
     #[test]
     fn wheel_drains_fills_by_boundary_in_time_then_key_order() {
-        let mut w = Wheel::new(SlotDiv::new(100), 1000);
-        for (time, key) in [(250, 9), (150, 5), (200, 7), (250, 3), (101, 8), (300, 1)] {
-            w.push(time, key);
+        let d = SlotDiv::new(100);
+        let mut w = Wheel::new(d, 1000);
+        // (issued at the boundary of slot k, latency, key): lands at 100 k + latency
+        for (k, ps, key) in [
+            (1, 150, 9),
+            (1, 50, 5),
+            (0, 200, 7),
+            (2, 50, 3),
+            (0, 101, 8),
+            (1, 200, 1),
+        ] {
+            w.push(k, Lat::new(ps, d), key);
         }
         let mut got = vec![];
         w.drain(1, |k| got.push(k));
