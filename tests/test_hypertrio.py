@@ -3,18 +3,21 @@ paths, through the bindings. Each tolerance test names the paper's value and the
 to; a statement devlend does not reproduce is a strict xfail that names the gap and its cause.
 
 - H1: with the 64-entry 8-way DevTLB, up to 4 connections keep >= 90% of the 200 Gb/s link and
-  more than 4 thrash: at 8 and more connections utilisation falls below 25%, and it never rises
-  again as connections grow (a 1024-entry DevTLB still holds 8 connections).
+  more than 4 "start evicting entries of other tenants, which eventually leads to thrashing"
+  (§IV-D): from 4 connections on utilisation falls with every step, below 25% at 8 and more (a
+  1024-entry DevTLB still holds 8 connections).
 - H2: Base at more than 32 tenants 12-30 Gb/s (tolerance: 10.8-31.5, -10% / +5%), at 1024
   tenants 6% = 12 Gb/s for RR1 and RAND1 (+-15%), RR4 above RR1 (ring translations reused in a
   burst, §V-B); HyperTRIO at 1024 tenants "over 90%" for RR1/RR4 (held to >= 85%: 002's own
   Fig 12 numbers, 136 Gb/s with PTB 32 plus "up to 30%", make 177 Gb/s = 88%); RAND1 "up to 80%"
   is an xfail.
-- H3: active translation sets 8 / 32 / 36 (iperf3 exact, the others +-4); the oracle never below
-  LRU or LFU; LFU "up to 2x LRU" (iperf3, 16 tenants) is an xfail.
-- H4: PTB 8 at full bandwidth (>= 90%) up to 16 tenants (iperf3; the other two are xfails); PTB 32
-  at 1024 tenants 136 Gb/s +-12%; prefetching adds 30% +-15 points (websearch, largest gain over
-  tenant counts) and serves 45% +-10 points of the DevTLB misses at 1024 tenants (websearch).
+- H3: active translation sets 8 / 32 / 36 (iperf3 exact, mediastream +-2; websearch's 36 is an
+  xfail: the 32 data pages of §IV-D cap a tenant's set at 33); the oracle never below LRU or LFU;
+  LFU "up to 2x LRU" (iperf3, 16 tenants) is an xfail.
+- H4: PTB 8 at full bandwidth (>= 90%) up to 16 tenants (all three workloads); PTB 32 at 1024
+  tenants 136 Gb/s +-12%; prefetching adds 30% +-15 points (websearch, largest gain over tenant
+  counts); its serving 45% +-10 points of the DevTLB misses at 1024 tenants (websearch) is an
+  xfail (devlend ~35%).
 Quick mode throughout: each tenant's log is cut to max(100, 40000/tenants) steady-state packets
 (the full Table III lengths take minutes).
 """
@@ -44,11 +47,15 @@ def _h1(res, cfg):
 
 
 def test_h1_more_than_four_connections_thrash_an_8_way_devtlb(h1_res):
+    """002 §IV-D (Fig 9): "For an 8-way set-associate DevTLB, more than four concurrent connections
+    start evicting entries of other tenants, which eventually leads to thrashing and significantly
+    increases translation time for every request." Up to 4: the link (>= 90%); from 4 on every
+    step loses bandwidth; at 8 and more, thrashing (< 25%)."""
     g = _h1(h1_res, "64-entry 8-way")
     assert all(g[c] >= 0.9 * LINK for c in g if c <= 4), g
     assert all(g[c] < 0.25 * LINK for c in g if c >= 8), g
-    beyond = [g[c] for c in sorted(g) if c >= 8]
-    assert beyond == sorted(beyond, reverse=True), g
+    beyond = [g[c] for c in sorted(g) if c >= 4]
+    assert all(a > b for a, b in zip(beyond, beyond[1:])), g
     big = _h1(h1_res, "1024-entry 8-way")
     assert big[8] >= 0.9 * LINK and big[16] < 0.25 * LINK, big
 
@@ -102,9 +109,9 @@ def test_replacement_policies_and_overrides():
 
 
 @pytest.mark.xfail(strict=True, reason="H2 gap: 002 has HyperTRIO at up to 80% with RAND1 at 1024 tenants; devlend "
-                   "gives ~64%: under a random order the SID predictor (§III) cannot name the next tenant, so "
-                   "prefetching adds nothing and PTB 32 alone sets the rate (~129 Gb/s); no mechanism in §III lets "
-                   "a random order beat PTB 32 by 25%")
+                   "gives ~70% (141 Gb/s): under a random order the SID predictor (§III) cannot name the next "
+                   "tenant, so prefetching adds nothing (coverage < 1%) and PTB 32 alone sets the rate; no "
+                   "mechanism in §III lets a random order beat PTB 32 by 14%")
 def test_h2_hypertrio_rand1_reaches_80_percent(h2_res):
     x = max(r["gbps"] for r in h2_res.rows if r["config"] == "hypertrio" and r["tenants"] == 1024 and r["order"] == "RAND1")
     assert x >= 0.9 * 0.8 * LINK, x
@@ -153,12 +160,20 @@ def test_h3_active_translation_sets_and_oracle(h3_res):
     act = {r["workload"]: r["gbps"] for r in h3_res.rows if r["variant"] == "active set (ours / paper)"}
     ours = {w: int(v.split("/")[0]) for w, v in act.items()}
     assert ours["iperf3"] == 8                      # 002 §V-C: 8
-    assert 28 <= ours["mediastream"] <= 36          # 002: 32
-    assert 32 <= ours["websearch"] <= 40            # 002: 36
+    assert 30 <= ours["mediastream"] <= 34          # 002: 32
     hr = {(r["workload"], r["variant"], r["tenants"]): r["devtlb_hit_rate"] for r in h3_res.rows if isinstance(r["gbps"], float)}
     for (w, v, n), h in hr.items():
         if v == "b: oracle":
             assert h >= hr[w, "b: LRU", n] - 0.01 and h >= hr[w, "b: LFU", n] - 0.01, (w, n)
+
+
+@pytest.mark.xfail(strict=True, reason="H3 gap: 002 §V-C has websearch's active translation set at 36; devlend gets "
+                   "32. Here the set is the ring page plus the data buffers in use, and §IV-D found 32 data pages "
+                   "(on mediastream; 002 gives no count for websearch), so a tenant has at most 33 pages; "
+                   "devlend does not invent 3 more")
+def test_h3_websearch_active_set_is_36(h3_res):
+    act = {r["workload"]: r["gbps"] for r in h3_res.rows if r["variant"] == "active set (ours / paper)"}
+    assert 34 <= int(act["websearch"].split("/")[0]) <= 38      # 002: 36, +-2 as mediastream
 
 
 def _h3(res):
@@ -170,10 +185,10 @@ def test_h3_lfu_is_not_below_lru_on_iperf3(h3_res):
     assert g["iperf3", "b: LFU", 16] >= g["iperf3", "b: LRU", 16]
 
 
-@pytest.mark.xfail(strict=True, reason="H3 gap: 002 has LFU up to 2x LRU (iperf3, 16 tenants); devlend gives ~1.1x. "
-                   "All tenants' ring pages share one gIOVA, hence one 8-way DevTLB row; 16 of them cannot fit "
-                   "it, so even Belady's oracle stays at ~15 Gb/s here (1.2x LRU) and no policy can reach 2x. "
-                   "The per-tenant page layout of 002's real logs is not public")
+@pytest.mark.xfail(strict=True, reason="H3 gap: 002 has LFU up to 2x LRU (iperf3, 16 tenants); devlend gives ~1.5x "
+                   "(LRU 12.5, LFU 18.7 Gb/s). All tenants' ring pages share one gIOVA, hence one 8-way DevTLB "
+                   "row; 16 of them cannot fit it, so even Belady's oracle stays at ~20 Gb/s here (1.58x LRU) "
+                   "and no policy can reach 2x. The per-tenant page layout of 002's real logs is not public")
 def test_h3_lfu_doubles_lru_at_16_tenants(h3_res):
     g = _h3(h3_res)
     assert g["iperf3", "b: LFU", 16] >= 1.6 * g["iperf3", "b: LRU", 16]
@@ -183,13 +198,7 @@ def _h4(res):
     return {(r["workload"], r["variant"], r["tenants"]): r for r in res.rows}
 
 
-@pytest.mark.parametrize("w", [
-    "iperf3",
-    pytest.param("mediastream", marks=pytest.mark.xfail(strict=True, reason="H4 gap: PTB 8 is not at full bandwidth at 16 "
-                 "tenants: the synthetic mediastream/websearch tenants move to a new data buffer and notification page "
-                 "every 32 packets (run_packets, assumed), and LFU evicts the newest entries of a shared 8-entry row")),
-    pytest.param("websearch", marks=pytest.mark.xfail(strict=True, reason="H4 gap: as for mediastream")),
-])
+@pytest.mark.parametrize("w", ["iperf3", "mediastream", "websearch"])
 def test_h4_ptb8_full_bandwidth_up_to_16_tenants(h4_res, w):
     g = _h4(h4_res)
     assert all(g[w, "b: PTB 8", n]["gbps"] >= 0.9 * LINK for n in (4, 16)), [g[w, "b: PTB 8", n]["gbps"] for n in (4, 16)]
@@ -201,12 +210,20 @@ def test_h4_ptb32_at_1024_tenants_gives_136_gbps(h4_res):
         assert 0.88 * 136 <= g[w, "b: PTB 32", 1024]["gbps"] <= 1.12 * 136, (w, g[w, "b: PTB 32", 1024]["gbps"])
 
 
-def test_h4_prefetching_adds_30_percent_and_serves_45_percent(h4_res):
+def test_h4_prefetching_adds_30_percent(h4_res):
     g = _h4(h4_res)
     gain = max(g["websearch", "c: PTB 32 + prefetching", n]["gbps"] / g["websearch", "b: PTB 32", n]["gbps"] - 1
                for n in h4.QUICK_TENANTS)
     assert 0.15 <= gain <= 0.45, gain
-    cov = g["websearch", "c: PTB 32 + prefetching", 1024]["prefetch_coverage"]
+
+
+@pytest.mark.xfail(strict=True, reason="H4 gap: 002 has the prefetch buffer serving 45% of requests (websearch, 1024 "
+                   "tenants); devlend serves ~35% of DevTLB misses (0.347 here, 0.356 at Table III length). Table IV's "
+                   "8-entry buffer holds the 2 history pages (ring, data) of only 4 predicted tenants, and prefetches "
+                   "for later tenants evict entries before their packet arrives: 16 entries give ~42%. 002 does not "
+                   "say how its buffer is filled or replaced")
+def test_h4_prefetching_serves_45_percent(h4_res):
+    cov = _h4(h4_res)["websearch", "c: PTB 32 + prefetching", 1024]["prefetch_coverage"]
     assert 0.35 <= cov <= 0.55, cov
 
 

@@ -75,7 +75,6 @@ pub struct Profile {
     pub translations_max: u64,
     pub total_1024: u64,
     pub data_streams: u32,
-    pub notify_pages: u32,
     pub random_streams: bool,
     #[serde(default)]
     pub source: String,

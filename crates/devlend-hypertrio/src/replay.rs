@@ -67,8 +67,6 @@ fn layout_of(pages: &[PageInfo]) -> Result<Layout, String> {
         ring: 0,
         data0: 0,
         data_pages,
-        notify0: 0,
-        notify_pages: 0,
         setup0: 0,
         setup_pages: 0,
     })

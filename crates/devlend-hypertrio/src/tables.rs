@@ -195,7 +195,7 @@ mod tests {
 
     #[test]
     fn nested_walk_is_24_accesses_for_4k_and_shapes_agree_across_tenants() {
-        let l = Layout::new(6);
+        let l = Layout::new();
         let t = Tables::build(&l, 40).unwrap();
         let ring = t.shapes[l.ring as usize];
         assert_eq!(

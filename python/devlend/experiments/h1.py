@@ -5,9 +5,10 @@ Each connection is one tenant (a VF of the shared NIC) running the iperf3 profil
 §IV-D), interleaved round robin one packet at a time, on Table IV's Base design (PTB of one
 packet, no partitioning, no prefetching). Three DevTLBs: 64 entries 8-way LFU (Base, the size of
 Intel's IOTLB, §IV-D), the same 64 entries fully associative, and 1024 entries 8-way. All tenants
-use the same gIOVAs, so their ring pages, notification pages and data pages fall into the same
-DevTLB rows; 002 reports that with the 64-entry 8-way DevTLB more than four connections start
-evicting each other's entries and bandwidth collapses. Nothing here is typed in: the bandwidth is
+use the same gIOVAs, so their ring pages and data pages fall into the same DevTLB rows (a packet
+translates the ring page twice, descriptor read and write-back, and one data page: see
+crates/devlend-hypertrio/src/workload.rs); 002 reports that with the 64-entry 8-way DevTLB more
+than four connections start evicting each other's entries and bandwidth collapses. Nothing here is typed in: the bandwidth is
 accepted packets x 1542 B over the time the model needed to translate them.
 
 Module name for the registry: `devlend.experiments.h1` (experiment "h1").
