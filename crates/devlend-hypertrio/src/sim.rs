@@ -844,7 +844,7 @@ mod tests {
     fn logged_walks_are_one_dimensional_and_nested_walks_take_24_accesses() {
         let logged = cold("base", None);
         let nested = cold("base", Some(r#"{"nested_walk": true}"#));
-        // cold: ring and notification pages 4 KiB (4 / 24 accesses), data pages 2 MiB (3 / 18)
+        // cold: the ring page 4 KiB (4 / 24 accesses), data pages 2 MiB (3 / 18)
         assert!(logged.mean_walk_accesses > 3.0 && logged.mean_walk_accesses <= 4.0);
         assert!(nested.mean_walk_accesses > 18.0 && nested.mean_walk_accesses <= 24.0);
         assert!(logged.gbps > 1.5 * nested.gbps);

@@ -178,15 +178,21 @@ fn shuffle(v: &mut [u16], rng: &mut u64) {
 struct Tenant {
     left: u64,
     setup_left: u32,
-    phase: u32,
     rng: u64,
-    /// Uses of each data buffer stream so far (from a seeded point of its page's 1500-use run).
-    stream_ctr: Vec<u32>,
+    /// Each data buffer stream's current page and the uses left on it (the first page entered
+    /// at a seeded point of its 1500-use run; kept as counters, no division per packet).
+    streams: Vec<Stream>,
     /// This pass's order of the streams, and the position in it.
     order: Vec<u16>,
     pos: usize,
     /// Packets left on the current stream before the tenant moves on.
     run_left: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Stream {
+    page: u32,
+    left: u32,
 }
 
 /// The streamed hyper-trace.
@@ -236,7 +242,7 @@ impl Interleave {
         if self.in_burst == self.burst {
             self.in_burst = 0;
             self.cur = match self.order {
-                Order::RoundRobin => (self.cur + 1) % self.n,
+                Order::RoundRobin => (self.cur + 1) * (self.cur + 1 < self.n) as u32,
                 Order::Random => (splitmix(&mut self.rng) % self.n as u64) as u32,
             };
         }
@@ -287,8 +293,12 @@ impl Trace {
                 // 1500-use run, the order of its pass over the streams, its place in that pass
                 // and in the current stream's run.
                 let phase = draw(&mut r, layout.data_pages);
-                let stream_ctr = (0..prof.data_streams)
-                    .map(|_| draw(&mut r, p.data_page_reuse))
+                let s = prof.data_streams;
+                let streams = (0..s)
+                    .map(|i| Stream {
+                        page: (phase + i * layout.data_pages / s) % layout.data_pages,
+                        left: p.data_page_reuse - draw(&mut r, p.data_page_reuse),
+                    })
                     .collect();
                 let mut order: Vec<u16> = (0..prof.data_streams as u16).collect();
                 if prof.random_streams {
@@ -299,9 +309,8 @@ impl Trace {
                 Tenant {
                     left: packets,
                     setup_left: setup,
-                    phase,
                     rng: r,
-                    stream_ctr,
+                    streams,
                     order,
                     pos,
                     run_left,
@@ -340,7 +349,6 @@ impl Trace {
                 pages: [pg(0), pg(1), pg(2)],
             };
         }
-        let s = self.prof.data_streams;
         if t.run_left == 0 {
             t.run_left = self.run;
             t.pos += 1;
@@ -352,10 +360,18 @@ impl Trace {
             }
         }
         t.run_left -= 1;
-        let stream = t.order[t.pos] as u32;
-        let c = t.stream_ctr[stream as usize];
-        t.stream_ctr[stream as usize] = c + 1;
-        let data = (t.phase + stream * l.data_pages / s + c / self.reuse) % l.data_pages;
+        let st = &mut t.streams[t.order[t.pos] as usize];
+        let data = st.page;
+        st.left -= 1;
+        if st.left == 0 {
+            // ~1500 uses done (Fig 8b): the next page of the ring
+            st.left = self.reuse;
+            st.page = if st.page + 1 == l.data_pages {
+                0
+            } else {
+                st.page + 1
+            };
+        }
         // descriptor read, the packet's buffer, descriptor write-back (module doc)
         Packet {
             sid,
