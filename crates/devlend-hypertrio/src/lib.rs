@@ -19,6 +19,7 @@
 
 pub mod cache;
 pub mod construct;
+mod divisor;
 pub mod experiments;
 pub mod params;
 pub mod qemu;

@@ -53,6 +53,7 @@
 use crate::cache::{
     age_touch, find_in, oldest, padded_rows, Cache, CacheStats, LruSet, Policy, AGE_PAD, NEVER, PAD,
 };
+use crate::divisor::Divisor;
 use crate::params::{params, Config, HyperTrioParams};
 use crate::tables::{Tables, WalkShape};
 use crate::workload::{Packet, PageId, Trace, WorkloadSpec};
@@ -95,38 +96,6 @@ pub struct Stats {
     pub prefetch_served: u64,
 }
 
-/// Division by the packet slot, a constant of the run: a multiply by its reciprocal and one
-/// correction step (exact for every u64; a hardware divide per fill costs several times more).
-#[derive(Clone, Copy)]
-struct SlotDiv {
-    slot: u64,
-    inv: u64,
-}
-
-impl SlotDiv {
-    fn new(slot: u64) -> SlotDiv {
-        assert!(slot > 1, "packet slot of {slot} ps");
-        SlotDiv {
-            slot,
-            inv: u64::MAX / slot,
-        }
-    }
-    #[inline(always)]
-    fn div_ceil(self, t: u64) -> u64 {
-        self.div(t + self.slot - 1)
-    }
-    /// floor(t / slot): the estimate is low by at most two (one below 2^63).
-    #[inline(always)]
-    fn div(self, t: u64) -> u64 {
-        let mut q = ((t as u128 * self.inv as u128) >> 64) as u64;
-        // two corrections without branches (the remainder's size is data-dependent)
-        for _ in 0..2 {
-            q += (t - q * self.slot >= self.slot) as u64;
-        }
-        q
-    }
-}
-
 /// A latency counted from a slot boundary (requests are issued on one), with the boundary it is
 /// due by and its time past the boundary before that: the run's latencies take few values,
 /// precomputed, so no division per request.
@@ -138,12 +107,12 @@ struct Lat {
 }
 
 impl Lat {
-    fn new(ps: u64, slot: SlotDiv) -> Lat {
+    fn new(ps: u64, slot: Divisor) -> Lat {
         let ahead = slot.div_ceil(ps);
         Lat {
             ps,
             ahead,
-            within: ps + slot.slot - 1 - ahead * slot.slot,
+            within: ps + slot.d - 1 - ahead * slot.d,
         }
     }
 }
@@ -206,14 +175,14 @@ impl PtbRing {
 /// are independent, so each has its own wheel and the buckets stay short.
 struct Wheel {
     buckets: Vec<Vec<u64>>,
-    slot: SlotDiv,
+    slot: Divisor,
     next: u64,
 }
 
 impl Wheel {
-    fn new(slot: SlotDiv, span_ps: u64) -> Wheel {
-        assert!(slot.slot < 1 << 32, "packet slot of {} ps", slot.slot);
-        let n = (span_ps / slot.slot + 2).next_power_of_two() as usize;
+    fn new(slot: Divisor, span_ps: u64) -> Wheel {
+        assert!(slot.d < 1 << 32, "packet slot of {} ps", slot.d);
+        let n = (span_ps / slot.d + 2).next_power_of_two() as usize;
         Wheel {
             buckets: (0..n).map(|_| Vec::new()).collect(),
             slot,
@@ -222,7 +191,7 @@ impl Wheel {
     }
     /// The longest time ahead a fill may land.
     fn span_ps(&self) -> u64 {
-        (self.buckets.len() as u64 - 2) * self.slot.slot
+        (self.buckets.len() as u64 - 2) * self.slot.d
     }
     /// A fill landing `lat` after the boundary of slot `k`.
     #[inline]
@@ -373,7 +342,7 @@ impl<'a> Sim<'a> {
         let npages = iovas.len().next_power_of_two();
         let n = tenants as usize * npages;
         let one_way_ps = cfg.pcie_one_way_ps.unwrap_or(p.pcie_one_way_ps);
-        let slot = SlotDiv::new(p.packet_slot_ps());
+        let slot = Divisor::new(p.packet_slot_ps());
         let fill_span = 2 * one_way_ps
             + 2 * p.iotlb_hit_ps
             + p.devtlb_hit_ps
@@ -762,35 +731,13 @@ pub fn simulate(cfg: &Config, spec: &WorkloadSpec) -> Result<Stats, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Lat, SlotDiv, Wheel};
+    use super::{Lat, Wheel};
+    use crate::divisor::Divisor;
     use crate::experiments::run_point;
 
     #[test]
-    fn slot_division_is_exact() {
-        for slot in [2, 3, 7, 61_680, 1 << 31, u32::MAX as u64] {
-            let d = SlotDiv::new(slot);
-            let edges = (0..64).flat_map(|b| {
-                let x = 1u64 << b;
-                [
-                    x - 1,
-                    x,
-                    x + 1,
-                    x / slot * slot,
-                    (x / slot) * slot + slot - 1,
-                ]
-            });
-            for t in edges.chain([u64::MAX, u64::MAX - 1, u64::MAX / slot * slot]) {
-                assert_eq!(d.div(t), t / slot, "{t} / {slot}");
-                if t < u64::MAX - slot {
-                    assert_eq!(d.div_ceil(t), t.div_ceil(slot), "{t} / {slot} rounded up");
-                }
-            }
-        }
-    }
-
-    #[test]
     fn wheel_drains_fills_by_boundary_in_time_then_key_order() {
-        let d = SlotDiv::new(100);
+        let d = Divisor::new(100);
         let mut w = Wheel::new(d, 1000);
         // (issued at the boundary of slot k, latency, key): lands at 100 k + latency
         for (k, ps, key) in [

@@ -38,6 +38,7 @@
 //! Interleaving (§IV-B): round robin or random, `burst` consecutive packets per tenant (RR1,
 //! RR4, RAND1).
 
+use crate::divisor::Divisor;
 use crate::params::{params, Profile};
 
 /// A page a tenant touches: index into `Layout::pages`.
@@ -214,6 +215,8 @@ pub(crate) struct Interleave {
     order: Order,
     burst: u32,
     n: u32,
+    /// The tenant count as a divisor (a random draw per packet reduced modulo it).
+    n_div: Divisor,
     cur: u32,
     in_burst: u32,
     rng: u64,
@@ -230,6 +233,7 @@ impl Interleave {
             order,
             burst,
             n,
+            n_div: Divisor::new(n as u64),
             cur,
             in_burst: 0,
             rng,
@@ -243,7 +247,7 @@ impl Interleave {
             self.in_burst = 0;
             self.cur = match self.order {
                 Order::RoundRobin => (self.cur + 1) * (self.cur + 1 < self.n) as u32,
-                Order::Random => (splitmix(&mut self.rng) % self.n as u64) as u32,
+                Order::Random => self.n_div.rem(splitmix(&mut self.rng)) as u32,
             };
         }
         self.in_burst += 1;
