@@ -13,8 +13,12 @@
 //!   interleavings of §IV-B / §V-A, streamed.
 //! - `experiments`: H1 (Fig 9) and H2 (Fig 10) grids, and `grid` for any other set of points
 //!   (H3 / Fig 11 and H4 / Fig 12 are such grids, built in python/devlend/experiments/h3.py, h4.py).
+//! - `qemu`: QEMU intel-iommu trace-log parser (workload (b), §IV-A); `construct`: the Trace
+//!   Constructor of §IV-B (logs of up to 24 tenants each into one hyper-trace, RR/RAND with a
+//!   burst); `trace`: the streamed binary `.dlt` format; `replay`: `sim` on a `.dlt` trace or on
+//!   logs constructed on the fly.
+//! - `divisor`: division by a run constant (packet slot, tenant count) without a hardware divide.
 //! - `examples/tps.rs`: translations simulated per second on one core.
-//! - `qemu`: QEMU intel-iommu trace-log parser (workload (b) input; not yet replayed by `sim`).
 //! - Parameters: `params/hardware.toml [hypertrio]` (`params`).
 
 pub mod cache;
