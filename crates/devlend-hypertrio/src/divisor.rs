@@ -29,7 +29,7 @@ impl Divisor {
     /// ceil(t / d), for t <= u64::MAX - d + 1.
     #[inline(always)]
     pub(crate) fn div_ceil(self, t: u64) -> u64 {
-        self.div(t + self.d - 1)
+        self.div(t + (self.d - 1))
     }
     #[inline(always)]
     pub(crate) fn rem(self, t: u64) -> u64 {
