@@ -393,13 +393,19 @@ impl Cache {
             self.stats.misses += 1;
             return false;
         }
-        if let Some(w) = find(self.row_keys(row), key) {
-            self.touch(row, w, next_use, false);
-            self.stats.hits += 1;
-            return true;
-        }
-        self.stats.misses += 1;
-        false
+        self.probe(row, key, next_use)
+    }
+
+    /// Whether `row` holds `key` (counted; a hit updates the replacement state).
+    #[inline(always)]
+    fn probe(&mut self, row: usize, key: u32, next_use: u64) -> bool {
+        let Some(w) = find(self.row_keys(row), key) else {
+            self.stats.misses += 1;
+            return false;
+        };
+        self.touch(row, w, next_use, false);
+        self.stats.hits += 1;
+        true
     }
 
     /// Whether `key` is present, without touching replacement state or statistics.
@@ -490,12 +496,9 @@ impl Cache {
             self.insert(key, index, tag, next_use);
             return false;
         }
-        if let Some(w) = find(self.row_keys(row), key) {
-            self.touch(row, w, next_use, false);
-            self.stats.hits += 1;
+        if self.probe(row, key, next_use) {
             return true;
         }
-        self.stats.misses += 1;
         let v = self.victim(row);
         self.fill(row, v, key, next_use);
         false

@@ -241,7 +241,6 @@ const NO_SID: u32 = u32::MAX;
 struct Pb {
     keys: Vec<u32>,
     age: Vec<u8>,
-    entries: usize,
     used: Vec<bool>,
     hits: u64,
     lookups: u64,
@@ -254,7 +253,6 @@ impl Pb {
         Pb {
             keys: padded_rows(1, entries, u32::MAX, PAD),
             age: padded_rows(1, entries, (entries - 1) as u8, AGE_PAD),
-            entries,
             used: vec![false; entries],
             hits: 0,
             lookups: 0,
@@ -270,7 +268,7 @@ impl Pb {
     fn insert(&mut self, key: u32, used: bool) {
         // the entry holding `key`, else the least recent (the first empty one while any is:
         // empty entries share the oldest age)
-        let i = find_in(&self.keys, key).unwrap_or_else(|| oldest(&self.age, self.entries));
+        let i = find_in(&self.keys, key).unwrap_or_else(|| oldest(&self.age, self.used.len()));
         self.keys[i] = key;
         age_touch(&mut self.age, i);
         self.used[i] = used;
@@ -343,11 +341,15 @@ impl<'a> Sim<'a> {
         let n = tenants as usize * npages;
         let one_way_ps = cfg.pcie_one_way_ps.unwrap_or(p.pcie_one_way_ps);
         let slot = Divisor::new(p.packet_slot_ps());
-        let fill_span = 2 * one_way_ps
-            + 2 * p.iotlb_hit_ps
-            + p.devtlb_hit_ps
-            + (p.nested_walk_accesses as u64 + p.context_miss_accesses as u64 + 2)
-                * p.dram_access_ps;
+        // a request answered after m memory accesses: a context-cache miss plus a whole nested
+        // walk, and one more for a prefetch's history read
+        let iommu_lat: Vec<Lat> = (0..=p.nested_walk_accesses + p.context_miss_accesses + 1)
+            .map(|m| {
+                let ps = 2 * one_way_ps + p.iotlb_hit_ps + m as u64 * p.dram_access_ps;
+                Lat::new(ps, slot)
+            })
+            .collect();
+        let fill_span = iommu_lat.last().unwrap().ps.max(p.devtlb_hit_ps);
         Ok(Sim {
             p,
             one_way_ps,
@@ -398,12 +400,7 @@ impl<'a> Sim<'a> {
             tlb_fills: Wheel::new(slot, fill_span),
             pb_fills: Wheel::new(slot, fill_span),
             hit_lat: Lat::new(p.devtlb_hit_ps, slot),
-            iommu_lat: (0..=p.nested_walk_accesses + p.context_miss_accesses + 1)
-                .map(|m| {
-                    let ps = 2 * one_way_ps + p.iotlb_hit_ps + m as u64 * p.dram_access_ps;
-                    Lat::new(ps, slot)
-                })
-                .collect(),
+            iommu_lat,
             sid_hist: vec![NO_SID; cfg.sid_history.max(1)],
             hist_pos: 0,
             predictor: vec![NO_SID; tenants as usize],
