@@ -12,7 +12,9 @@ to; a statement devlend does not reproduce is a strict xfail that names the gap 
   Fig 12 numbers, 136 Gb/s with PTB 32 plus "up to 30%", make 177 Gb/s = 88%); RAND1 "up to 80%"
   is an xfail.
 - H3: active translation sets 8 / 32 / 36 (iperf3 exact, mediastream +-2; websearch's 36 is an
-  xfail: the 32 data pages of §IV-D cap a tenant's set at 33); the oracle never below LRU or LFU;
+  xfail: the 32 data pages of §IV-D cap a tenant's set at 33). These are consistency checks, not
+  results: each profile's data_streams was set from §V-C's set size (hardware.toml), so they test
+  that the oracle-measured set is what the workload was built to have; the oracle never below LRU or LFU;
   LFU "up to 2x LRU" (iperf3, 16 tenants) is an xfail.
 - H4: PTB 8 at full bandwidth (>= 90%) up to 16 tenants (all three workloads); PTB 32 at 1024
   tenants 136 Gb/s +-12%; prefetching adds 30% +-15 points (websearch, largest gain over tenant
