@@ -5,6 +5,7 @@
 use crate::params::timing;
 use crate::path::Path;
 use crate::Plan;
+use devlend_wire::TlpKind;
 
 /// Per-port (fixed-point ps per byte, propagation) as the engine uses them.
 pub type PortTable = [(u64, u64)];
@@ -30,15 +31,15 @@ pub fn path_latency(p: &Path, ports: &PortTable, wire: u64, from: usize, to: usi
     time
 }
 
-fn bottleneck(p: &Path, ports: &PortTable, payload: u64, overhead: u64) -> f64 {
-    let wire = payload + overhead + timing().dllp_overhead_bytes_per_tlp as u64;
+fn bottleneck(p: &Path, ports: &PortTable, payload: u64, kind: TlpKind) -> f64 {
+    let wire = timing().overheads().wire_bytes(kind, payload);
     p.stages.iter().map(|s| payload as f64 / ser(ports, s.port, wire)).fold(f64::INFINITY, f64::min) * 1e12
 }
 
 /// Saturated bandwidth (bytes/s) of a stream of writes along the plan's request path.
 pub fn write_bandwidth(plan: &Plan, ports: &PortTable) -> f64 {
     let t = timing();
-    bottleneck(&plan.request, ports, t.max_payload as u64, t.request_overhead_bytes as u64)
+    bottleneck(&plan.request, ports, t.max_payload as u64, TlpKind::MemWrite)
 }
 
 /// Saturated bandwidth of a stream of reads: the smaller of the completion links' capacity and
@@ -47,9 +48,9 @@ pub fn read_bandwidth(plan: &Plan, ports: &PortTable) -> f64 {
     let t = timing();
     let cpl = plan.completion.as_ref().expect("a read plan has a completion path");
     let chunk = if plan.request.target_is_ram { t.ram_completion_bytes } else { t.max_payload } as u64;
-    let link = bottleneck(cpl, ports, chunk, t.completion_overhead_bytes as u64);
-    let req_wire = (t.request_overhead_bytes + t.dllp_overhead_bytes_per_tlp) as u64;
-    let cpl_wire = chunk + (t.completion_overhead_bytes + t.dllp_overhead_bytes_per_tlp) as u64;
+    let link = bottleneck(cpl, ports, chunk, TlpKind::Completion);
+    let o = t.overheads();
+    let (req_wire, cpl_wire) = (o.wire_bytes(TlpKind::MemRead, 0), o.wire_bytes(TlpKind::Completion, chunk));
     let rtt = |size: u64, from: usize| {
         // Request there, target latency, then the completions of `size` bytes back, the last one
         // leaving the bottleneck after all before it.

@@ -12,6 +12,7 @@ pub mod analytic;
 pub mod params;
 pub mod path;
 pub mod queue;
+pub mod machine;
 pub mod sim;
 
 use devlend_fabric::route::{Failure, Outcome, Requester};
@@ -39,7 +40,7 @@ impl Transfer {
 /// The timed paths of one access: the request path and, for reads, the completion path. A plan
 /// captures the route at the moment it is made, so an access can be timed after the mappings it
 /// used are gone (a device's DMA into a buffer the driver has since unmapped).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Plan {
     pub request: Path,
     pub completion: Option<Path>,
@@ -62,7 +63,7 @@ pub fn plan(f: &mut Fabric, req: Requester, addr: u64, access: Access) -> Result
     Ok(Plan { request, completion })
 }
 
-fn ports(f: &Fabric) -> Vec<(u64, Ps)> {
+pub(crate) fn ports(f: &Fabric) -> Vec<(u64, Ps)> {
     let mut v = vec![(0, 0); f.links.len() * 2];
     for (i, l) in f.links.iter().enumerate() {
         for down in [true, false] {
@@ -72,7 +73,7 @@ fn ports(f: &Fabric) -> Vec<(u64, Ps)> {
     v
 }
 
-fn load(sim: &mut Sim, plan: &Plan) -> (u32, Option<u32>) {
+pub(crate) fn load(sim: &mut Sim, plan: &Plan) -> (u32, Option<u32>) {
     let p = sim.add_path(plan.request.clone());
     let c = plan.completion.clone().map(|c| {
         let full = c.clone();

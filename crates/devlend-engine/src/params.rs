@@ -26,6 +26,14 @@ pub struct Timing {
     pub endpoint_latency_ps: u64,
 }
 
+impl Timing {
+    /// The per-TLP wire overheads, for `devlend_wire::Overheads::wire_bytes` (the one place TLP
+    /// sizes are computed).
+    pub fn overheads(&self) -> devlend_wire::Overheads {
+        devlend_wire::Overheads { request: self.request_overhead_bytes, completion: self.completion_overhead_bytes, dllp_per_tlp: self.dllp_overhead_bytes_per_tlp }
+    }
+}
+
 #[derive(Deserialize)]
 struct File {
     timing: Timing,

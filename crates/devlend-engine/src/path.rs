@@ -17,7 +17,7 @@ pub fn port_id(link: LinkId, towards_down: bool) -> PortId {
     link * 2 + if towards_down { 0 } else { 1 }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Stage {
     pub port: PortId,
     /// Latency of the component reached, charged after arrival.
@@ -32,7 +32,7 @@ pub struct Stage {
     pub root: Option<u16>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Path {
     pub stages: Vec<Stage>,
     /// Delay before the first link (a CPU request crossing its own root complex).

@@ -18,6 +18,7 @@
 use crate::params::{timing, Timing};
 use crate::path::{Path, PortId};
 use crate::queue::{EventQueue, Ps};
+use devlend_wire::{Overheads, TlpKind};
 use std::collections::{HashMap, VecDeque};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +51,46 @@ enum Ev {
     TryTx(PortId),
     Arrive(u32),
     FlowIssue(u32),
+    /// A data flow's posted TLP lands at its target now (the TLP record is freed then).
+    Land(u32),
+    /// A data flow's read request is served by its completer now (memory is sampled then).
+    Serve(u32),
+    /// A flow that asked to be told has ended.
+    FlowEnd(u32),
+    /// A flow that asked to be told has sent its last TLP out of its source.
+    FlowSent(u32),
+    /// A timer set by the one who drives the simulation.
+    Timer(u64),
+}
+
+/// What the simulation tells the one who drives it ([`Sim::step`]): the moments actors act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// `len` bytes at `offset` of data flow `flow` land at its target (posted write).
+    Landed { flow: u32, offset: u64, len: u32 },
+    /// The completer of data flow `flow` reads `len` bytes at `offset` now (a read request arrived).
+    Served { flow: u32, offset: u64, len: u32 },
+    /// Flow `flow` has ended: every write landed, or every byte read has returned.
+    FlowEnd(u32),
+    /// Flow `flow`'s last TLP has left its source (a CPU's posted store is issued).
+    FlowSent(u32),
+    Timer(u64),
+}
+
+/// Per link direction: what crossed it and how long it was busy or stalled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortStats {
+    pub tlps: u64,
+    /// Bytes on the wire, overheads included.
+    pub wire_bytes: u64,
+    /// Data bytes carried (write and completion payloads).
+    pub payload_bytes: u64,
+    /// Time spent serialising TLPs.
+    pub busy_ps: u64,
+    /// Summed over TLPs: from ready to start of transmission (queueing, credits, the link busy).
+    pub queue_ps: u64,
+    /// Time with a TLP ready to go and no receiver buffer free for it (flow-control credits).
+    pub credit_stall_ps: u64,
 }
 
 /// A link direction. TLPs wait in per-class FIFOs with the time they become ready; receiver
@@ -64,6 +105,11 @@ struct Port {
     prop: Ps,
     /// Earliest TryTx already scheduled, if any.
     wake: Option<Ps>,
+    /// Since when a ready TLP has been waiting for a receiver buffer, if one is.
+    stalled_since: Option<Ps>,
+    /// When the last posted TLP delivered through this port landed (they land in order).
+    last_posted: Ps,
+    stats: PortStats,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +130,19 @@ struct Flow {
     queued: u32,
     start: Ps,
     end: Option<Ps>,
+    /// Tell the driver of the simulation when the flow ends and when its last TLP left.
+    notify: bool,
+    /// Tell the driver when each TLP lands or is served, so bytes move at that moment.
+    data: bool,
+}
+
+/// How a flow reports to the one driving the simulation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowOpts {
+    /// [`Notice::FlowEnd`] and [`Notice::FlowSent`].
+    pub notify: bool,
+    /// [`Notice::Landed`] / [`Notice::Served`] per TLP.
+    pub data: bool,
 }
 
 /// An outstanding read request: who asked, how much is still to come, and where its completions go.
@@ -111,6 +170,7 @@ pub struct Stats {
 
 pub struct Sim {
     t: &'static Timing,
+    overheads: Overheads,
     q: EventQueue<Ev>,
     now: Ps,
     ports: Vec<Port>,
@@ -118,6 +178,7 @@ pub struct Sim {
     tlps: Vec<Tlp>,
     free_tlps: Vec<u32>,
     flows: Vec<Flow>,
+    free_flows: Vec<u32>,
     reqs: Vec<Request>,
     free_reqs: Vec<u32>,
     /// Per root re-split point (path, stage): free tags and sub-requests waiting for one.
@@ -161,8 +222,11 @@ impl Sim {
             fp_ps_per_byte: fp,
             prop,
             wake: None,
+            stalled_since: None,
+            last_posted: 0,
+            stats: PortStats::default(),
         }).collect();
-        Sim { t, q: EventQueue::default(), now: 0, ports, paths: Vec::new(), tlps: Vec::new(), free_tlps: Vec::new(), flows: Vec::new(), reqs: Vec::new(), free_reqs: Vec::new(), root_tags: HashMap::new(), iotlb: HashMap::new(), stats: Stats::default(), sub_cpl: HashMap::new(), sub_key: HashMap::new() }
+        Sim { t, overheads: t.overheads(), q: EventQueue::default(), now: 0, ports, paths: Vec::new(), tlps: Vec::new(), free_tlps: Vec::new(), flows: Vec::new(), free_flows: Vec::new(), reqs: Vec::new(), free_reqs: Vec::new(), root_tags: HashMap::new(), iotlb: HashMap::new(), stats: Stats::default(), sub_cpl: HashMap::new(), sub_key: HashMap::new() }
     }
 
     pub fn now(&self) -> Ps {
@@ -184,10 +248,33 @@ impl Sim {
 
     /// Start a DMA stream at time `at`. Returns the flow id.
     pub fn add_flow(&mut self, kind: FlowKind, path: u32, cpl: Option<u32>, bytes: u64, at: Ps) -> u32 {
-        let id = self.flows.len() as u32;
-        self.flows.push(Flow { kind, path, cpl: cpl.unwrap_or(u32::MAX), total: bytes, issued: 0, done: 0, tags: self.t.read_tags, queued: 0, start: at, end: None });
-        self.q.push(at, Ev::FlowIssue(id));
+        self.add_flow_with(kind, path, cpl, bytes, at, FlowOpts::default())
+    }
+
+    /// Start a stream at `at` that reports as `opts` asks. A flow id is reused after
+    /// [`Sim::release_flow`].
+    pub fn add_flow_with(&mut self, kind: FlowKind, path: u32, cpl: Option<u32>, bytes: u64, at: Ps, opts: FlowOpts) -> u32 {
+        assert!(bytes > 0, "a flow moves at least one byte");
+        let flow = Flow { kind, path, cpl: cpl.unwrap_or(u32::MAX), total: bytes, issued: 0, done: 0, tags: self.t.read_tags, queued: 0, start: at, end: None, notify: opts.notify, data: opts.data };
+        let id = alloc(&mut self.flows, &mut self.free_flows, flow);
+        self.q.push(at.max(self.now), Ev::FlowIssue(id));
         id
+    }
+
+    /// Forget an ended flow; its id may be given to a later flow.
+    pub fn release_flow(&mut self, flow: u32) {
+        debug_assert!(self.flows[flow as usize].end.is_some(), "only an ended flow is released");
+        self.free_flows.push(flow);
+    }
+
+    /// Stop issuing flow `flow` (a fault was found): what is in flight still travels and is
+    /// reported, nothing more is sent. It ends when what was issued is done.
+    pub fn stop_flow(&mut self, flow: u32) {
+        let f = &mut self.flows[flow as usize];
+        f.total = f.issued;
+        if f.end.is_none() && f.done == f.total {
+            self.finish(flow, self.now);
+        }
     }
 
     pub fn flow_time(&self, flow: u32) -> Option<Ps> {
@@ -195,7 +282,33 @@ impl Sim {
         f.end.map(|e| e - f.start)
     }
 
+    /// When flow `flow` ended, if it has.
+    pub fn flow_end(&self, flow: u32) -> Option<Ps> {
+        self.flows[flow as usize].end
+    }
+
+    /// Bytes flow `flow` was asked to move (fewer after [`Sim::stop_flow`]).
+    pub fn flow_bytes(&self, flow: u32) -> u64 {
+        self.flows[flow as usize].total
+    }
+
+    /// Tell the driver of the simulation [`Notice::Timer`]`(token)` at `at`.
+    pub fn set_timer(&mut self, at: Ps, token: u64) {
+        self.q.push(at.max(self.now), Ev::Timer(token));
+    }
+
+    /// Statistics of every port (link direction), indexed by `PortId`.
+    pub fn port_stats(&self) -> Vec<PortStats> {
+        self.ports.iter().map(|p| p.stats).collect()
+    }
+
+    /// Run everything.
     pub fn run(&mut self) {
+        while self.step().is_some() {}
+    }
+
+    /// Run until the next notice for the one driving the simulation, or to the end (`None`).
+    pub fn step(&mut self) -> Option<Notice> {
         while let Some((t, ev)) = self.q.pop() {
             self.now = t;
             self.stats.events += 1;
@@ -209,7 +322,45 @@ impl Sim {
                 }
                 Ev::Arrive(tlp) => self.arrive(tlp),
                 Ev::FlowIssue(f) => self.issue(f),
+                Ev::Land(id) => {
+                    let tlp = self.tlps[id as usize];
+                    self.free_tlps.push(id);
+                    self.written(tlp.flow, tlp.payload, t);
+                    return Some(Notice::Landed { flow: tlp.flow, offset: tlp.offset, len: tlp.payload });
+                }
+                Ev::Serve(id) => {
+                    let tlp = self.tlps[id as usize];
+                    self.free_tlps.push(id);
+                    return Some(Notice::Served { flow: tlp.flow, offset: tlp.offset, len: tlp.req_len });
+                }
+                Ev::FlowEnd(f) => return Some(Notice::FlowEnd(f)),
+                Ev::FlowSent(f) => return Some(Notice::FlowSent(f)),
+                Ev::Timer(token) => return Some(Notice::Timer(token)),
             }
+        }
+        None
+    }
+
+    /// Is anything left to happen?
+    pub fn idle(&self) -> bool {
+        self.q.is_empty()
+    }
+
+    /// The flow has ended at `at`: record it and tell whoever asked.
+    fn finish(&mut self, flow: u32, at: Ps) {
+        let f = &mut self.flows[flow as usize];
+        f.end = Some(at);
+        if f.notify {
+            self.q.push(at, Ev::FlowEnd(flow));
+        }
+    }
+
+    /// `bytes` of write flow `flow` have landed.
+    fn written(&mut self, flow: u32, bytes: u32, at: Ps) {
+        let f = &mut self.flows[flow as usize];
+        f.done += bytes as u64;
+        if f.done == f.total {
+            self.finish(flow, at);
         }
     }
 
@@ -250,11 +401,12 @@ impl Sim {
     }
 
     fn wire_bytes(&self, tlp: &Tlp) -> u64 {
-        let over = match tlp.class {
-            Class::Completion => self.t.completion_overhead_bytes,
-            _ => self.t.request_overhead_bytes,
+        let kind = match tlp.class {
+            Class::Completion => TlpKind::Completion,
+            Class::NonPosted => TlpKind::MemRead,
+            Class::Posted => TlpKind::MemWrite,
         };
-        (tlp.payload + over + self.t.dllp_overhead_bytes_per_tlp) as u64
+        self.overheads.wire_bytes(kind, tlp.payload as u64)
     }
 
     fn try_tx(&mut self, p: PortId) {
@@ -290,18 +442,32 @@ impl Sim {
             }
         }
         let Some((_, c)) = best else {
+            // A head ready now but held back by credits: the port stalls on flow control.
+            let blocked = (0..3).any(|c| port.credits[c] == 0 && port.queues[c].front().is_some_and(|&(t, _)| t <= now));
+            if blocked && port.stalled_since.is_none() {
+                port.stalled_since = Some(now);
+            }
             if let Some(w) = wake {
                 self.kick(p, w);
             }
             return;
         };
-        let (_, id) = self.ports[p as usize].queues[c].pop_front().unwrap();
+        let (ready, id) = self.ports[p as usize].queues[c].pop_front().unwrap();
         self.ports[p as usize].credits[c] -= 1;
         let tlp = self.tlps[id as usize];
-        let ser = (self.wire_bytes(&tlp) * self.ports[p as usize].fp_ps_per_byte) >> 16;
+        let wire = self.wire_bytes(&tlp);
+        let ser = (wire * self.ports[p as usize].fp_ps_per_byte) >> 16;
         // A cut-through component cannot finish sending before the TLP has fully arrived.
         let start = if tlp.stage > 0 { now.max(tlp.full_arrival.saturating_sub(ser)) } else { now };
         let port = &mut self.ports[p as usize];
+        if let Some(since) = port.stalled_since.take() {
+            port.stats.credit_stall_ps += now - since;
+        }
+        port.stats.tlps += 1;
+        port.stats.wire_bytes += wire;
+        port.stats.payload_bytes += tlp.payload as u64;
+        port.stats.busy_ps += ser;
+        port.stats.queue_ps += start.saturating_sub(ready);
         port.busy_until = start + ser;
         let arrival = start + ser + port.prop;
         self.stats.tlp_hops += 1;
@@ -333,6 +499,8 @@ impl Sim {
         f.queued -= 1;
         if f.issued < f.total {
             self.q.push(self.now, Ev::FlowIssue(flow));
+        } else if f.queued == 0 && f.notify {
+            self.q.push(self.now, Ev::FlowSent(flow));
         }
     }
 
@@ -425,16 +593,28 @@ impl Sim {
     fn terminal(&mut self, id: u32, tlp: Tlp, delay: Ps) {
         let port = self.paths[tlp.path as usize].stages[tlp.stage as usize].port;
         self.return_credit(port, tlp.class, self.now + self.t.updatefc_ps);
-        self.free_tlps.push(id);
+        // A data flow's TLP is kept until it lands or is served, when its bytes move.
+        let data = tlp.flow != u32::MAX && self.flows[tlp.flow as usize].data;
+        if !(data && tlp.class != Class::Completion) {
+            self.free_tlps.push(id);
+        }
         match tlp.class {
             Class::Posted => {
-                let f = &mut self.flows[tlp.flow as usize];
-                f.done += tlp.payload as u64;
-                if f.done == f.total {
-                    f.end = Some(self.now + delay);
+                // Posted writes land in order (PCIe Base 3.0 §2.4.1): one held back by a page walk
+                // holds back those behind it, even when they hit the IOTLB.
+                let p = &mut self.ports[port as usize];
+                let at = (self.now + delay).max(p.last_posted);
+                p.last_posted = at;
+                if data {
+                    self.q.push(at, Ev::Land(id));
+                } else {
+                    self.written(tlp.flow, tlp.payload, at);
                 }
             }
             Class::NonPosted => {
+                if data {
+                    self.q.push(self.now + delay, Ev::Serve(id));
+                }
                 let path = &self.paths[tlp.path as usize];
                 let at = self.now + delay + path.target_latency;
                 let chunk = if path.target_is_ram { self.t.ram_completion_bytes } else { self.t.max_payload };
@@ -461,7 +641,7 @@ impl Sim {
         let f = &mut self.flows[flow as usize];
         f.done += bytes as u64;
         if f.done == f.total {
-            f.end = Some(at);
+            self.finish(flow, at);
         }
         if finished {
             self.free_reqs.push(req);

@@ -296,7 +296,8 @@ impl Fabric {
         (out, first)
     }
 
-    fn record(&mut self, f: Failure) {
+    /// Record a failed access (an IOMMU fault goes to that IOMMU's fault log too).
+    pub fn record(&mut self, f: Failure) {
         if let Failure::Iommu { host, fault } = f {
             self.iommus[host as usize].record(fault);
         }

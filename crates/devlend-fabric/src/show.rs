@@ -129,17 +129,33 @@ impl Fabric {
         }
     }
 
-    pub fn failure_json(&self, f: &Failure) -> Value {
+    /// One sentence for a failure, naming the component, host and address.
+    pub fn describe_failure(&self, f: &Failure) -> String {
         match *f {
-            Failure::Iommu { host, fault } => json!({"kind": "iommu-fault", "host": self.hosts[host as usize].name, "requester": fault.requester.to_string(), "addr": fault.addr, "write": fault.write, "reason": fault.reason.code(), "message": format!("IOMMU fault in host {}: {} at {:#x} by {}", self.hosts[host as usize].name, fault.reason.describe(), fault.addr, fault.requester)}),
+            Failure::Iommu { host, fault } => format!("IOMMU fault in host {}: {} at {:#x} by {}", self.hosts[host as usize].name, fault.reason.describe(), fault.addr, fault.requester),
             Failure::Unsupported { node, host, addr, why } => {
                 let n = &self.nodes[node as usize];
-                json!({"kind": "unsupported-request", "host": self.hosts[host as usize].name, "component": n.component, "port": n.port, "addr": addr, "message": format!("unsupported request at {}.{} in host {} for {addr:#x}: {why}", n.component, n.port, self.hosts[host as usize].name)})
+                format!("unsupported request at {}.{} in host {} for {addr:#x}: {why}", n.component, n.port, self.hosts[host as usize].name)
             }
-            Failure::BusMasterOff { func } => json!({"kind": "bus-master-disabled", "function": self.funcs[func as usize].name, "message": format!("{} has Bus Master Enable cleared in its command register", self.funcs[func as usize].name)}),
-            Failure::RidLutMiss { ntb, rid } => json!({"kind": "rid-lut-miss", "ntb": self.ntbs[ntb as usize].name, "requester": rid.to_string(), "message": format!("{} rejected a TLP from {rid}: no requester-ID LUT entry", self.ntbs[ntb as usize].name)}),
-            Failure::NtbUnmapped { ntb, window, offset } => json!({"kind": "ntb-unmapped", "ntb": self.ntbs[ntb as usize].name, "window": window, "offset": offset, "message": format!("{} window {window} offset {offset:#x} has no translation on the peer", self.ntbs[ntb as usize].name)}),
-            Failure::NtbLinkDown { ntb } => json!({"kind": "ntb-link-down", "ntb": self.ntbs[ntb as usize].name, "message": format!("{}: NTB link is down", self.ntbs[ntb as usize].name)}),
+            Failure::BusMasterOff { func } => format!("{} has Bus Master Enable cleared in its command register", self.funcs[func as usize].name),
+            Failure::RidLutMiss { ntb, rid } => format!("{} rejected a TLP from {rid}: no requester-ID LUT entry", self.ntbs[ntb as usize].name),
+            Failure::NtbUnmapped { ntb, window, offset } => format!("{} window {window} offset {offset:#x} has no translation on the peer", self.ntbs[ntb as usize].name),
+            Failure::NtbLinkDown { ntb } => format!("{}: NTB link is down", self.ntbs[ntb as usize].name),
+        }
+    }
+
+    pub fn failure_json(&self, f: &Failure) -> Value {
+        let message = self.describe_failure(f);
+        match *f {
+            Failure::Iommu { host, fault } => json!({"kind": "iommu-fault", "host": self.hosts[host as usize].name, "requester": fault.requester.to_string(), "addr": fault.addr, "write": fault.write, "reason": fault.reason.code(), "message": message}),
+            Failure::Unsupported { node, host, addr, .. } => {
+                let n = &self.nodes[node as usize];
+                json!({"kind": "unsupported-request", "host": self.hosts[host as usize].name, "component": n.component, "port": n.port, "addr": addr, "message": message})
+            }
+            Failure::BusMasterOff { func } => json!({"kind": "bus-master-disabled", "function": self.funcs[func as usize].name, "message": message}),
+            Failure::RidLutMiss { ntb, rid } => json!({"kind": "rid-lut-miss", "ntb": self.ntbs[ntb as usize].name, "requester": rid.to_string(), "message": message}),
+            Failure::NtbUnmapped { ntb, window, offset } => json!({"kind": "ntb-unmapped", "ntb": self.ntbs[ntb as usize].name, "window": window, "offset": offset, "message": message}),
+            Failure::NtbLinkDown { ntb } => json!({"kind": "ntb-link-down", "ntb": self.ntbs[ntb as usize].name, "message": message}),
         }
     }
 

@@ -11,6 +11,9 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+pub mod tlp;
+pub use tlp::{Overheads, Tlp, TlpKind};
+
 /// A requester or completer ID: bus (8 bits), device (5 bits), function (3 bits).
 /// Printed as Linux does: `bb:dd.f`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]

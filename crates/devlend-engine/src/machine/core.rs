@@ -1,0 +1,128 @@
+//! The state the machine shares with its threads and devices: the one simulation, the plans it
+//! has loaded, and who owns each flow and timer. Borrowed briefly by whoever acts; never across
+//! a thread's suspension.
+
+use crate::queue::Ps;
+use crate::sim::{FlowKind, FlowOpts, Sim};
+use crate::{plan, Plan};
+use devlend_fabric::route::{Failure, Requester};
+use devlend_fabric::Fabric;
+use devlend_wire::Access;
+use std::collections::HashMap;
+
+/// Who is told when a flow ends or a timer fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    Thread(usize),
+    Device(usize),
+    Stream(usize),
+}
+
+/// One DMA or CPU access in flight: whose, where, and its bytes (written from `data` as each
+/// TLP lands; read into it as each request is served).
+pub(crate) struct FlowInfo {
+    pub owner: Owner,
+    pub who: Requester,
+    pub addr: u64,
+    pub access: Access,
+    pub data: Vec<u8>,
+    /// Move bytes functionally (per TLP) or only time the stream.
+    pub carries_data: bool,
+    pub token: u64,
+    /// The first failing address and why; nothing of the flow lands after it.
+    pub fault: Option<(u64, Failure)>,
+}
+
+/// What an owner learns when its flow ends.
+#[derive(Clone, Debug)]
+pub struct FlowDone {
+    pub token: u64,
+    pub addr: u64,
+    pub access: Access,
+    /// The bytes read (reads), or the bytes that were to be written.
+    pub data: Vec<u8>,
+    pub fault: Option<(u64, Failure)>,
+    pub end: Ps,
+}
+
+pub(crate) struct Core {
+    pub sim: Sim,
+    plans: HashMap<Plan, (u32, Option<u32>)>,
+    pub flows: Vec<Option<FlowInfo>>,
+    pub timers: Vec<Option<(Owner, u64)>>,
+    free_timers: Vec<u32>,
+}
+
+/// A flow that needs no link (a CPU touching its own RAM): done at once, after `latency`.
+pub(crate) struct Local {
+    pub latency: Ps,
+}
+
+impl Core {
+    pub fn new(f: &Fabric) -> Core {
+        Core { sim: Sim::new(crate::ports(f)), plans: HashMap::new(), flows: Vec::new(), timers: Vec::new(), free_timers: Vec::new() }
+    }
+
+    pub fn now(&self) -> Ps {
+        self.sim.now()
+    }
+
+    /// The simulation's paths for a plan, loaded once per distinct plan.
+    fn load(&mut self, p: Plan) -> (u32, Option<u32>) {
+        if let Some(ids) = self.plans.get(&p) {
+            return *ids;
+        }
+        let ids = crate::load(&mut self.sim, &p);
+        self.plans.insert(p, ids);
+        ids
+    }
+
+    /// Start an access of `len` bytes (or of `data`, for writes) at `at` (not before now). `Ok(Err(local))` when it
+    /// crosses no link: the caller moves the bytes itself and waits `local.latency`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(&mut self, f: &mut Fabric, owner: Owner, who: Requester, addr: u64, access: Access, len: u64, data: Vec<u8>, carries_data: bool, token: u64, at: Ps) -> Result<Result<u32, Local>, Failure> {
+        let p = plan(f, who, addr, access)?;
+        if p.request.stages.is_empty() {
+            let mem = if access == Access::Read { p.request.target_latency } else { 0 };
+            return Ok(Err(Local { latency: p.request.origin_latency + mem }));
+        }
+        let (path, cpl) = self.load(p);
+        let kind = if access == Access::Read { FlowKind::Read } else { FlowKind::Write };
+        let opts = FlowOpts { notify: true, data: carries_data };
+        let id = self.sim.add_flow_with(kind, path, cpl, len, at.max(self.sim.now()), opts);
+        let info = FlowInfo { owner, who, addr, access, data, carries_data, token, fault: None };
+        let slot = id as usize;
+        if self.flows.len() <= slot {
+            self.flows.resize_with(slot + 1, || None);
+        }
+        self.flows[slot] = Some(info);
+        Ok(Ok(id))
+    }
+
+    pub fn set_timer(&mut self, at: Ps, owner: Owner, token: u64) {
+        let id = match self.free_timers.pop() {
+            Some(i) => {
+                self.timers[i as usize] = Some((owner, token));
+                i
+            }
+            None => {
+                self.timers.push(Some((owner, token)));
+                self.timers.len() as u32 - 1
+            }
+        };
+        self.sim.set_timer(at, id as u64);
+    }
+
+    pub fn take_timer(&mut self, id: u64) -> (Owner, u64) {
+        self.free_timers.push(id as u32);
+        self.timers[id as usize].take().expect("a timer fires once")
+    }
+
+    /// The flow has ended: forget it, and give its owner what it learns.
+    pub fn finish(&mut self, flow: u32) -> (Owner, FlowDone) {
+        let info = self.flows[flow as usize].take().expect("a flow ends once");
+        let end = self.sim.flow_end(flow).unwrap_or(self.sim.now());
+        self.sim.release_flow(flow);
+        (info.owner, FlowDone { token: info.token, addr: info.addr, access: info.access, data: info.data, fault: info.fault, end })
+    }
+}

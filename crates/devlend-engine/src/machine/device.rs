@@ -1,0 +1,98 @@
+//! Devices as actors on the one clock.
+//!
+//! The interface follows what SimBricks gives a device model (issue DMA, schedule an event, read
+//! the clock) and gem5's DMA device (a DMA completes with an event), with rust-vmm's view of MMIO
+//! (the device is told which BAR and offset were written): a device is told when a write TLP
+//! reaches one of its BARs, at that moment, after the bytes are in the BAR's memory; it issues
+//! DMA reads and writes that travel as flows on the shared simulation and is called back when
+//! the last write has landed or all the read data has returned; it sets timers for its internal
+//! latencies. Register state lives in the BAR memory of the fabric, so CPU reads of registers
+//! need no call into the device.
+
+use super::core::{Core, FlowDone, Owner};
+use super::World;
+use crate::queue::Ps;
+use devlend_fabric::model::FuncId;
+use devlend_fabric::route::{Failure, Requester};
+use devlend_fabric::Fabric;
+use devlend_wire::Access;
+
+/// A device model on the machine. Every method has a do-nothing default.
+pub trait Device<W: World> {
+    /// `len` bytes were written at `offset` of BAR `bar` (already in the BAR's memory).
+    fn mmio_write(&mut self, cx: &mut Cx<W>, bar: u8, offset: u64, len: u32) {
+        let _ = (cx, bar, offset, len);
+    }
+    /// A DMA this device started has ended (or stopped at a fault).
+    fn dma_done(&mut self, cx: &mut Cx<W>, done: FlowDone) {
+        let _ = (cx, done);
+    }
+    /// A timer this device set has fired.
+    fn timer(&mut self, cx: &mut Cx<W>, token: u64) {
+        let _ = (cx, token);
+    }
+}
+
+/// What a device sees while it acts: the clock, the world, and DMA and timers.
+pub struct Cx<'a, W: World> {
+    pub(crate) world: &'a mut W,
+    pub(crate) core: &'a mut Core,
+    pub(crate) dev: usize,
+    pub(crate) func: FuncId,
+}
+
+impl<W: World> Cx<'_, W> {
+    pub fn now(&self) -> Ps {
+        self.core.now()
+    }
+
+    pub fn world(&mut self) -> &mut W {
+        self.world
+    }
+
+    pub fn fabric(&mut self) -> &mut Fabric {
+        self.world.fabric()
+    }
+
+    /// The function this device is.
+    pub fn func(&self) -> FuncId {
+        self.func
+    }
+
+    /// DMA-write `data` to bus address `addr` as this function; [`Device::dma_done`] gets `token`.
+    /// An address that cannot be reached at all is refused at once (and recorded by the fabric).
+    pub fn dma_write(&mut self, addr: u64, data: Vec<u8>, token: u64) -> Result<(), Failure> {
+        let len = data.len() as u64;
+        self.dma(addr, Access::Write, len, data, token)
+    }
+
+    /// DMA-read `len` bytes at bus address `addr`; the data comes with [`Device::dma_done`].
+    pub fn dma_read(&mut self, addr: u64, len: u64, token: u64) -> Result<(), Failure> {
+        self.dma(addr, Access::Read, len, vec![0; len as usize], token)
+    }
+
+    fn dma(&mut self, addr: u64, access: Access, len: u64, data: Vec<u8>, token: u64) -> Result<(), Failure> {
+        let who = Requester::Func(self.func);
+        let owner = Owner::Device(self.dev);
+        let f = self.world.fabric();
+        match self.core.start(f, owner, who, addr, access, len, data, true, token, 0) {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(_)) => {
+                // A device addressing itself crosses no link: peer-to-peer inside one function is not modelled.
+                let fail = Failure::Unsupported { node: f.funcs[self.func as usize].node, host: f.func_host(self.func), addr, why: "a device's DMA to itself crosses no link" };
+                f.record(fail);
+                Err(fail)
+            }
+            Err(e) => {
+                f.record(e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Call [`Device::timer`] with `token` after `delay`.
+    pub fn set_timer(&mut self, delay: Ps, token: u64) {
+        let at = self.core.now() + delay;
+        self.core.set_timer(at, Owner::Device(self.dev), token);
+    }
+}

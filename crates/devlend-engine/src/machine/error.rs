@@ -1,0 +1,58 @@
+//! The machine's errors: typed, with the thread, address and component they concern.
+
+use crate::queue::Ps;
+use devlend_fabric::route::Failure;
+use std::fmt;
+
+/// Something a thread's body reports (its own failure, or an access that failed).
+#[derive(Debug)]
+pub enum ThreadError {
+    /// A CPU access failed on the fabric (all-ones read, unsupported request, IOMMU fault...).
+    Access { thread: String, addr: u64, failure: Failure, message: String },
+    TooLarge { thread: String, addr: u64, len: u64 },
+    /// The body's own error (a driver's, a benchmark's check).
+    Other(Box<dyn std::error::Error>),
+}
+
+impl fmt::Display for ThreadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ThreadError::Access { thread, addr, message, .. } => write!(f, "thread {thread}: access at {addr:#x} failed: {message}"),
+            ThreadError::TooLarge { thread, addr, len } => write!(f, "thread {thread}: a CPU access of {len} bytes at {addr:#x} is larger than the machine moves in one call"),
+            ThreadError::Other(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ThreadError {}
+
+impl ThreadError {
+    pub fn other<E: std::error::Error + 'static>(e: E) -> ThreadError {
+        ThreadError::Other(Box::new(e))
+    }
+}
+
+#[derive(Debug)]
+pub enum MachineError {
+    /// Nothing is left to happen, and a thread still waits.
+    Stuck { thread: String, waiting_for: String, at: Ps },
+    /// A thread's body ended with an error.
+    Thread { thread: String, error: Box<ThreadError> },
+    /// A workload's first access cannot be routed.
+    Unreachable { workload: String, addr: u64, failure: Failure, message: String },
+    /// A workload asked for something the machine cannot do.
+    Invalid { workload: String, why: String },
+}
+
+impl fmt::Display for MachineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MachineError::Stuck { thread, waiting_for, at } => write!(f, "nothing left to happen at {:.3} us: thread {thread} waits for {waiting_for}", *at as f64 / 1e6),
+            MachineError::Thread { thread, error } => write!(f, "thread {thread} failed: {error}"),
+            MachineError::Unreachable { workload, addr, message, .. } => write!(f, "workload {workload}: {addr:#x} cannot be reached: {message}"),
+            MachineError::Invalid { workload, why } => write!(f, "workload {workload}: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for MachineError {}

@@ -1,0 +1,369 @@
+//! # The machine: one clock for fabric, devices and software
+//!
+//! A run is one machine: the world (the fabric's functional state, and whatever the host layer
+//! keeps beside it), one simulation of every link's ports, credits and tags, the device models
+//! ([`Device`]) and software threads ([`Thread`]). Everything that takes time is an event on the
+//! simulation's one queue, ordered by (time, sequence), so a run is bit-identical every time.
+//!
+//! Bytes move when their TLP does: a write's bytes land in memory (or a BAR, or an MSI) when
+//! that TLP reaches its target, and a read samples memory when its request reaches the
+//! completer, so an access racing another sees what hardware would. A TLP that fails on the
+//! fabric (IOMMU fault, no NTB translation, link down) stops its flow there: later TLPs of the
+//! flow never land, the owner learns the first failing address, and other flows go on.
+//!
+//! Besides devices and threads, a machine runs timing-only streams ([`Machine::stream`]): N bytes
+//! read or written by one requester, the load a benchmark or another tenant puts on the links.
+
+mod core;
+mod device;
+mod error;
+mod thread;
+
+pub use self::core::{FlowDone, Owner};
+pub use device::{Cx, Device};
+pub use error::{MachineError, ThreadError};
+pub use thread::{Body, Thread};
+
+use self::core::Core;
+use crate::queue::Ps;
+use crate::sim::{Notice, PortStats, Stats};
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+use devlend_fabric::model::FuncId;
+use devlend_fabric::route::{Outcome, Requester, Target};
+use devlend_fabric::Fabric;
+use devlend_wire::Access;
+use std::cell::{RefCell, RefMut};
+use std::collections::HashMap;
+use std::rc::Rc;
+use thread::{Block, Wake};
+
+/// What a machine runs on: the fabric, and whatever state the layers above keep beside it.
+pub trait World: 'static {
+    fn fabric(&mut self) -> &mut Fabric;
+}
+
+impl World for Fabric {
+    fn fabric(&mut self) -> &mut Fabric {
+        self
+    }
+}
+
+type Co<W> = Coroutine<Wake, Block<W>, Result<(), ThreadError>>;
+
+enum Waiting<W> {
+    Start,
+    Running,
+    Flow { flow: u32, sent: bool, what: String },
+    Until(Ps),
+    Cond { what: String, pred: Box<dyn FnMut(&mut W) -> bool> },
+    Done(Ps),
+}
+
+struct Slot<W: World> {
+    name: Rc<str>,
+    co: Option<Co<W>>,
+    waiting: Waiting<W>,
+    start: Ps,
+}
+
+/// A timing-only stream and what became of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamResult {
+    pub name: String,
+    pub who: Requester,
+    pub addr: u64,
+    pub access: Access,
+    pub bytes: u64,
+    pub start: Ps,
+    pub end: Option<Ps>,
+}
+
+impl StreamResult {
+    /// Bytes per second from its start to its end.
+    pub fn bandwidth(&self) -> Option<f64> {
+        self.end.map(|e| self.bytes as f64 / ((e - self.start) as f64 * 1e-12))
+    }
+}
+
+pub struct Machine<W: World> {
+    world: Rc<RefCell<W>>,
+    core: Rc<RefCell<Core>>,
+    devices: Vec<(FuncId, Rc<RefCell<dyn Device<W>>>)>,
+    by_func: HashMap<FuncId, usize>,
+    threads: Vec<Slot<W>>,
+    streams: Vec<StreamResult>,
+    error: Option<MachineError>,
+    /// Some thread waits on a condition: check conditions after memory changes.
+    conds: usize,
+}
+
+impl<W: World> Machine<W> {
+    pub fn new(mut world: W) -> Machine<W> {
+        let core = Core::new(world.fabric());
+        Machine { world: Rc::new(RefCell::new(world)), core: Rc::new(RefCell::new(core)), devices: Vec::new(), by_func: HashMap::new(), threads: Vec::new(), streams: Vec::new(), error: None, conds: 0 }
+    }
+
+    pub fn now(&self) -> Ps {
+        self.core.borrow().now()
+    }
+
+    /// Timeless access to the world between runs.
+    pub fn world(&self) -> RefMut<'_, W> {
+        self.world.borrow_mut()
+    }
+
+    /// Give the world back (after the run). Fails only while a device model still holds it.
+    pub fn into_world(self) -> Result<W, ()> {
+        let Machine { world, threads, devices, .. } = self;
+        drop((devices, threads));
+        Rc::try_unwrap(world).map(RefCell::into_inner).map_err(|_| ())
+    }
+
+    /// Put a device model on the machine as function `func`: TLPs written to its BARs are handed to it.
+    pub fn add_device(&mut self, func: FuncId, dev: Rc<RefCell<dyn Device<W>>>) {
+        self.by_func.insert(func, self.devices.len());
+        self.devices.push((func, dev));
+    }
+
+    /// Start a software thread at time `at`. Returns its index.
+    pub fn spawn(&mut self, name: &str, at: Ps, body: impl FnOnce(&mut Thread<'_, W>) -> Result<(), ThreadError> + 'static) -> usize {
+        let id = self.threads.len();
+        let name: Rc<str> = Rc::from(name);
+        let (world, core, n) = (self.world.clone(), self.core.clone(), name.clone());
+        let co = Coroutine::new(move |y: &Yielder<Wake, Block<W>>, _: Wake| {
+            let mut t = Thread { y, world, core, id, name: n };
+            body(&mut t)
+        });
+        self.threads.push(Slot { name, co: Some(co), waiting: Waiting::Start, start: at });
+        self.core.borrow_mut().set_timer(at, Owner::Thread(id), 0);
+        id
+    }
+
+    /// When thread `id` finished, if it has.
+    pub fn thread_end(&self, id: usize) -> Option<Ps> {
+        match self.threads[id].waiting {
+            Waiting::Done(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// When thread `id` started.
+    pub fn thread_start(&self, id: usize) -> Ps {
+        self.threads[id].start
+    }
+
+    /// A timing-only stream: `bytes` read or written at `addr` by `who`, starting at `at`, in
+    /// max-payload writes or max-read-request reads. Its route is the one at the time of this call.
+    pub fn stream(&mut self, name: &str, who: Requester, addr: u64, bytes: u64, access: Access, at: Ps) -> Result<usize, MachineError> {
+        if bytes == 0 {
+            return Err(MachineError::Invalid { workload: name.into(), why: "a stream of zero bytes".into() });
+        }
+        let id = self.streams.len();
+        let mut w = self.world.borrow_mut();
+        let started = self.core.borrow_mut().start(w.fabric(), Owner::Stream(id), who, addr, access, bytes, Vec::new(), false, 0, at);
+        match started {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return Err(MachineError::Invalid { workload: name.into(), why: format!("{addr:#x} is the requester's own memory: the stream crosses no link") }),
+            Err(failure) => {
+                let message = w.fabric().describe_failure(&failure);
+                return Err(MachineError::Unreachable { workload: name.into(), addr, failure, message });
+            }
+        }
+        self.streams.push(StreamResult { name: name.into(), who, addr, access, bytes, start: at.max(self.now()), end: None });
+        Ok(id)
+    }
+
+    pub fn streams(&self) -> &[StreamResult] {
+        &self.streams
+    }
+
+    /// Per link direction (indexed by `path::port_id`): bytes, TLPs, busy and stalled time.
+    pub fn port_stats(&self) -> Vec<PortStats> {
+        self.core.borrow().sim.port_stats()
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.core.borrow().sim.stats.clone()
+    }
+
+    /// Run until nothing is left to happen. A thread still waiting then is an error naming it and
+    /// what it waits for; so is a thread whose body failed.
+    pub fn run(&mut self) -> Result<(), MachineError> {
+        loop {
+            if let Some(e) = self.error.take() {
+                return Err(e);
+            }
+            let notice = self.core.borrow_mut().sim.step();
+            match notice {
+                Some(n) => self.handle(n),
+                None => break,
+            }
+        }
+        let now = self.now();
+        for t in &self.threads {
+            let waiting_for = match &t.waiting {
+                Waiting::Done(_) => continue,
+                Waiting::Flow { what, .. } => what.clone(),
+                Waiting::Cond { what, .. } => what.clone(),
+                Waiting::Until(at) => format!("its timer at {at} ps"),
+                Waiting::Start | Waiting::Running => "its start".into(),
+            };
+            return Err(MachineError::Stuck { thread: t.name.to_string(), waiting_for, at: now });
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, n: Notice) {
+        match n {
+            Notice::Landed { flow, offset, len } => self.landed(flow, offset, len),
+            Notice::Served { flow, offset, len } => self.served(flow, offset, len),
+            Notice::FlowSent(flow) => {
+                let owner = self.core.borrow().flows[flow as usize].as_ref().map(|f| f.owner);
+                if let Some(Owner::Thread(t)) = owner {
+                    if matches!(self.threads[t].waiting, Waiting::Flow { flow: f, sent: true, .. } if f == flow) {
+                        self.resume(t, Wake::Go);
+                    }
+                }
+            }
+            Notice::FlowEnd(flow) => {
+                let (owner, done) = self.core.borrow_mut().finish(flow);
+                match owner {
+                    Owner::Thread(t) => {
+                        if matches!(self.threads[t].waiting, Waiting::Flow { flow: f, .. } if f == flow) {
+                            self.resume(t, Wake::Flow(Box::new(done)));
+                        }
+                    }
+                    Owner::Device(d) => self.call_device(d, |dev, cx| dev.dma_done(cx, done)),
+                    Owner::Stream(s) => self.streams[s].end = Some(done.end),
+                }
+                self.check_conds();
+            }
+            Notice::Timer(id) => {
+                let (owner, token) = self.core.borrow_mut().take_timer(id);
+                match owner {
+                    Owner::Thread(t) => self.resume(t, Wake::Go),
+                    Owner::Device(d) => self.call_device(d, |dev, cx| dev.timer(cx, token)),
+                    Owner::Stream(_) => {}
+                }
+                self.check_conds();
+            }
+        }
+    }
+
+    /// A data flow's TLP lands: write its bytes, hand a BAR write to its device, wake waiters.
+    fn landed(&mut self, flow: u32, offset: u64, len: u32) {
+        let (who, addr, bytes) = {
+            let core = self.core.borrow();
+            let Some(f) = core.flows[flow as usize].as_ref() else { return };
+            if f.fault.is_some() || !f.carries_data {
+                return;
+            }
+            let (o, n) = (offset as usize, len as usize);
+            (f.who, f.addr + offset, f.data[o..o + n].to_vec())
+        };
+        let (fail, target) = {
+            let mut w = self.world.borrow_mut();
+            let fab = w.fabric();
+            let (_, fail) = fab.write(who, addr, &bytes);
+            (fail, fab.lookup(who, addr, Access::Write))
+        };
+        if let Some(e) = fail {
+            self.fault(flow, addr, e);
+            return;
+        }
+        if let Outcome::Delivered(Target::Bar { func, bar, offset }) = target {
+            if let Some(&d) = self.by_func.get(&func) {
+                self.call_device(d, |dev, cx| dev.mmio_write(cx, bar, offset, len));
+            }
+        }
+        self.check_conds();
+    }
+
+    /// A data flow's read request reaches its completer: sample the bytes now.
+    fn served(&mut self, flow: u32, offset: u64, len: u32) {
+        let (who, addr) = {
+            let core = self.core.borrow();
+            let Some(f) = core.flows[flow as usize].as_ref() else { return };
+            if f.fault.is_some() || !f.carries_data {
+                return;
+            }
+            (f.who, f.addr + offset)
+        };
+        let (data, fail) = self.world.borrow_mut().fabric().read(who, addr, len as usize);
+        if let Some(e) = fail {
+            self.fault(flow, addr, e);
+            return;
+        }
+        let mut core = self.core.borrow_mut();
+        if let Some(f) = core.flows[flow as usize].as_mut() {
+            let o = offset as usize;
+            f.data[o..o + len as usize].copy_from_slice(&data);
+        }
+    }
+
+    fn fault(&mut self, flow: u32, addr: u64, e: devlend_fabric::route::Failure) {
+        let mut core = self.core.borrow_mut();
+        if let Some(f) = core.flows[flow as usize].as_mut() {
+            f.fault.get_or_insert((addr, e));
+        }
+        core.sim.stop_flow(flow);
+    }
+
+    fn call_device(&mut self, d: usize, act: impl FnOnce(&mut dyn Device<W>, &mut Cx<'_, W>)) {
+        let (func, dev) = (self.devices[d].0, self.devices[d].1.clone());
+        let mut w = self.world.borrow_mut();
+        let mut core = self.core.borrow_mut();
+        let mut cx = Cx { world: &mut *w, core: &mut *core, dev: d, func };
+        act(&mut *dev.borrow_mut(), &mut cx);
+    }
+
+    fn resume(&mut self, t: usize, wake: Wake) {
+        if matches!(self.threads[t].waiting, Waiting::Cond { .. }) {
+            self.conds -= 1;
+        }
+        self.threads[t].waiting = Waiting::Running;
+        let co = self.threads[t].co.as_mut().expect("a running thread has its coroutine");
+        match co.resume(wake) {
+            CoroutineResult::Yield(block) => {
+                self.threads[t].waiting = match block {
+                    Block::Until(at) => {
+                        self.core.borrow_mut().set_timer(at, Owner::Thread(t), 0);
+                        Waiting::Until(at)
+                    }
+                    Block::Flow { flow, sent, what } => Waiting::Flow { flow, sent, what },
+                    Block::Cond { what, pred } => {
+                        self.conds += 1;
+                        Waiting::Cond { what, pred }
+                    }
+                };
+            }
+            CoroutineResult::Return(r) => {
+                self.threads[t].waiting = Waiting::Done(self.now());
+                self.threads[t].co = None;
+                if let Err(e) = r {
+                    let name = self.threads[t].name.to_string();
+                    self.error.get_or_insert(thread::failed(&name, e));
+                }
+            }
+        }
+    }
+
+    /// Wake, in thread order, every thread whose condition now holds.
+    fn check_conds(&mut self) {
+        if self.conds == 0 {
+            return;
+        }
+        for t in 0..self.threads.len() {
+            let ready = match &mut self.threads[t].waiting {
+                Waiting::Cond { pred, .. } => pred(&mut self.world.borrow_mut()),
+                _ => false,
+            };
+            if ready {
+                self.resume(t, Wake::Go);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,214 @@
+//! The machine's promises: streams that share a link share it; devices act when their BAR is
+//! written and are called back when their DMA is done; threads block on reads and conditions;
+//! a fault stops only its own flow; a wait that can never end is an error, not a hang.
+
+use super::*;
+use devlend_fabric::spec::{Addr, TopologySpec};
+
+const MIB: u64 = 1 << 20;
+
+/// 000 Fig 9: gpu0 in the lender writes borrower RAM at 1 GiB through NTB window 1.
+fn testbed() -> Fabric {
+    let spec: TopologySpec = serde_json::from_str(include_str!("../../tests/pxh830.json")).unwrap();
+    let mut f = devlend_fabric::build(&spec).unwrap();
+    let gpu = f.func_id("gpu0").unwrap();
+    f.set_bus_master(gpu, true);
+    let (nb, nl) = (f.ntb_id("ntb-b").unwrap(), f.ntb_id("ntb-l").unwrap());
+    f.mw_set_trans(nb, 1, 0x4000_0000, 256 * MIB).unwrap();
+    let b = f.host_id("borrower").unwrap();
+    let d = f.iommu_domain_alloc(b, "dl").unwrap();
+    let nbf = f.ntbs[nb as usize].func;
+    f.iommu_attach(b, d, nbf).unwrap();
+    f.iommu_map(b, d, 0x4000_0000, 0x4000_0000, 256 * MIB, true).unwrap();
+    let rid = f.funcs[gpu as usize].bdf;
+    f.rid_lut_add(nl, rid).unwrap();
+    f
+}
+
+fn window(f: &Fabric) -> u64 {
+    f.peer_mw_get_addr(f.ntb_id("ntb-l").unwrap(), 1).unwrap().0
+}
+
+#[test]
+fn two_streams_on_one_link_finish_together_not_back_to_back() {
+    let f = testbed();
+    let gpu = Requester::Func(f.func_id("gpu0").unwrap());
+    let w = window(&f);
+    let mut alone = Machine::new(testbed());
+    alone.stream("a", gpu, w, 16 * MIB, Access::Write, 0).unwrap();
+    alone.run().unwrap();
+    let t1 = alone.streams()[0].end.unwrap();
+
+    let mut m = Machine::new(f);
+    m.stream("a", gpu, w, 16 * MIB, Access::Write, 0).unwrap();
+    m.stream("b", gpu, w + 32 * MIB, 16 * MIB, Access::Write, 0).unwrap();
+    m.run().unwrap();
+    let (a, b) = (m.streams()[0].end.unwrap(), m.streams()[1].end.unwrap());
+    let gap = a.abs_diff(b) as f64 / a.max(b) as f64;
+    assert!(gap < 0.02, "the two streams end {a} and {b} ps: one after the other, not together");
+    // Together they take about twice as long as one alone, not more (the link is shared, not lost).
+    let ratio = a.max(b) as f64 / t1 as f64;
+    assert!((1.9..2.1).contains(&ratio), "two streams take {ratio:.2}x one stream");
+    // The busiest port carried both streams' payload.
+    let busiest = m.port_stats().into_iter().max_by_key(|p| p.payload_bytes).unwrap();
+    assert_eq!(busiest.payload_bytes, 32 * MIB);
+    assert!(busiest.busy_ps <= a.max(b));
+}
+
+#[test]
+fn a_stream_to_an_unreachable_address_is_one_clear_error() {
+    let f = testbed();
+    let gpu = Requester::Func(f.func_id("gpu0").unwrap());
+    let mut m = Machine::new(f);
+    let e = m.stream("lost", gpu, 0xdead_0000_0000, MIB, Access::Write, 0).unwrap_err();
+    assert!(matches!(e, MachineError::Unreachable { .. }), "{e}");
+    assert!(e.to_string().starts_with("workload lost: 0xdead00000000 cannot be reached"), "{e}");
+}
+
+/// A toy device: a doorbell at BAR 0 offset 0 starts a DMA write of `len` bytes of 0xab at the
+/// address in BAR 0 offset 8; when it has landed, a 4-byte flag 1 (or 2 on a fault) goes to
+/// the address at offset 16.
+struct Toy {
+    faulted: Option<u64>,
+}
+
+impl Device<Fabric> for Toy {
+    fn mmio_write(&mut self, cx: &mut Cx<Fabric>, bar: u8, offset: u64, _len: u32) {
+        if bar != 0 || offset != 0 {
+            return;
+        }
+        let func = cx.func();
+        let mut regs = [0u8; 24];
+        cx.fabric().bar_mem.get(&(func, 0)).unwrap().read(0, &mut regs);
+        let len = u32::from_le_bytes(regs[0..4].try_into().unwrap()) as usize;
+        let dst = u64::from_le_bytes(regs[8..16].try_into().unwrap());
+        cx.dma_write(dst, vec![0xab; len], 1).unwrap();
+    }
+
+    fn dma_done(&mut self, cx: &mut Cx<Fabric>, done: FlowDone) {
+        if done.token != 1 {
+            return;
+        }
+        let func = cx.func();
+        let mut flag = [0u8; 8];
+        cx.fabric().bar_mem.get(&(func, 0)).unwrap().read(16, &mut flag);
+        let flag_at = u64::from_le_bytes(flag);
+        self.faulted = done.fault.map(|(a, _)| a);
+        let v: u32 = if done.fault.is_some() { 2 } else { 1 };
+        cx.dma_write(flag_at, v.to_le_bytes().to_vec(), 2).unwrap();
+    }
+}
+
+struct Run {
+    m: Machine<Fabric>,
+    toy: Rc<RefCell<Toy>>,
+    borrower: u16,
+    lender: u16,
+}
+
+/// A lender thread programs the toy's registers and rings its doorbell; a borrower thread waits
+/// for the flag in its RAM.
+fn toy_run(len: u32, dst_off: u64) -> Run {
+    let f = testbed();
+    let func = f.func_id("gpu0").unwrap();
+    let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();
+    let (w, lender, borrower) = (window(&f), f.host_id("lender").unwrap(), f.host_id("borrower").unwrap());
+    let mut m = Machine::new(f);
+    let toy = Rc::new(RefCell::new(Toy { faulted: None }));
+    m.add_device(func, toy.clone());
+    m.spawn("driver", 1000, move |t| {
+        t.cpu_write(lender, bar0 + 8, &(w + dst_off).to_le_bytes())?;
+        t.cpu_write(lender, bar0 + 16, &(w + 0x1000).to_le_bytes())?;
+        t.cpu_write(lender, bar0 + 4, &[0; 4])?;
+        t.cpu_write(lender, bar0, &len.to_le_bytes())?;
+        Ok(())
+    });
+    m.spawn("waiter", 0, move |t| {
+        t.wait_until("the toy's flag in borrower RAM", move |f: &mut Fabric| {
+            let mut b = [0u8; 4];
+            f.ram[borrower as usize].read(0x4000_1000, &mut b);
+            u32::from_le_bytes(b) != 0
+        });
+        Ok(())
+    });
+    Run { m, toy, borrower, lender }
+}
+
+#[test]
+fn a_device_acts_when_its_doorbell_lands_and_threads_wake_when_its_flag_lands() {
+    let mut r = toy_run(64 << 10, 0x10_0000);
+    r.m.run().unwrap();
+    let done = r.m.thread_end(1).unwrap();
+    let rung = r.m.thread_end(0).unwrap();
+    assert!(done > rung, "the waiter woke at {done} ps, before the doorbell was rung at {rung}");
+    let f = r.m.into_world().ok().unwrap();
+    let mut data = vec![0u8; 64 << 10];
+    f.ram[r.borrower as usize].read(0x4010_0000, &mut data);
+    assert!(data.iter().all(|&b| b == 0xab), "the DMA's bytes landed");
+    assert_eq!(r.toy.borrow().faulted, None);
+    let _ = r.lender;
+}
+
+#[test]
+fn a_dma_that_faults_mid_flow_stops_there_and_other_flows_go_on() {
+    // 8 KiB before the end of the 256 MiB mapping, 64 KiB long: the fault is at the boundary.
+    let start = 256 * MIB - 0x2000;
+    let mut r = toy_run(64 << 10, start);
+    let gpu = Requester::Func(r.m.world().func_id("gpu0").unwrap());
+    let w = window(&r.m.world());
+    r.m.stream("other", gpu, w + 0x20_0000, 4 * MIB, Access::Write, 0).unwrap();
+    r.m.run().unwrap();
+    assert_eq!(r.toy.borrow().faulted, Some(window(&r.m.world()) + 256 * MIB), "the fault names the first unmapped byte");
+    assert!(r.m.streams()[0].end.is_some(), "the other flow finished");
+    let f = r.m.into_world().ok().unwrap();
+    let mut flag = [0u8; 4];
+    f.ram[r.borrower as usize].read(0x4000_1000, &mut flag);
+    assert_eq!(u32::from_le_bytes(flag), 2, "the device reported its fault");
+    let mut data = vec![0u8; 0x2000];
+    f.ram[r.borrower as usize].read(0x4000_0000 + start, &mut data);
+    assert!(data.iter().all(|&b| b == 0xab), "bytes before the fault landed");
+}
+
+#[test]
+fn a_thread_that_waits_for_what_never_comes_is_an_error_not_a_hang() {
+    let mut m = Machine::new(testbed());
+    m.spawn("poller", 0, |t| {
+        t.wait_until("a doorbell nobody rings", |_: &mut Fabric| false);
+        Ok(())
+    });
+    let e = m.run().unwrap_err();
+    assert!(matches!(&e, MachineError::Stuck { thread, .. } if thread == "poller"), "{e}");
+    assert!(e.to_string().contains("thread poller waits for a doorbell nobody rings"), "{e}");
+}
+
+#[test]
+fn a_register_read_blocks_for_its_round_trip() {
+    let f = testbed();
+    let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();
+    let lender = f.host_id("lender").unwrap();
+    let func = f.func_id("gpu0").unwrap();
+    let mut m = Machine::new(f);
+    m.world().bar_mem.entry((func, 0)).or_default().write(0x40, &0x1234_5678u32.to_le_bytes());
+    m.spawn("reader", 0, move |t| {
+        let v = t.cpu_read(lender, bar0 + 0x40, 4)?;
+        assert_eq!(v, 0x1234_5678u32.to_le_bytes());
+        Ok(())
+    });
+    m.run().unwrap();
+    let rtt = m.thread_end(0).unwrap();
+    let idle = crate::latency(&mut m.world(), Requester::Cpu(lender), bar0 + 0x40, Access::Read).unwrap();
+    assert_eq!(rtt, idle, "a lone read on an idle machine takes the engine's idle round trip");
+}
+
+#[test]
+fn runs_are_bit_identical() {
+    let go = || {
+        let mut r = toy_run(256 << 10, 0x10_0000);
+        let gpu = Requester::Func(r.m.world().func_id("gpu0").unwrap());
+        let w = window(&r.m.world());
+        r.m.stream("other", gpu, w + 0x200_0000, 3 * MIB, Access::Write, 500).unwrap();
+        r.m.run().unwrap();
+        (r.m.thread_end(1), r.m.streams()[0].end, r.m.port_stats(), r.m.stats().events)
+    };
+    assert_eq!(go(), go());
+}

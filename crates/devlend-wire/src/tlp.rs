@@ -1,0 +1,123 @@
+//! The transaction-layer packet as it travels, and its size on the wire.
+//!
+//! One [`Tlp`] names what a packet is (PCIe Base 3.0 §2.2): a posted memory write, a non-posted
+//! memory read request, a completion (with data when it answers a read), or a message (an MSI
+//! is a posted write in this model, as on real hardware). The router routes its address, the
+//! engine times it, and a device is handed one when it reaches one of its BARs.
+//!
+//! [`Overheads`] and [`Tlp::wire_bytes`] are the only place where the bytes a TLP occupies on a
+//! link are computed: header, sequence number, LCRC and framing per TLP kind, plus the share of
+//! ACK/UpdateFC DLLPs charged to each TLP. The numbers themselves are hardware constants and come
+//! from `params/hardware.toml` (`[timing]`), so the engine, the analytic model and every crate
+//! that estimates link time use the same arithmetic.
+
+use crate::{Access, Bdf};
+
+/// What a TLP is (PCIe Base 3.0 §2.2.1, Table 2-3, reduced to what devlend moves).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TlpKind {
+    /// MWr: posted, carries its payload.
+    MemWrite,
+    /// MRd: non-posted, asks for `len` bytes; answered by completions.
+    MemRead,
+    /// CplD: the answer to a read, carrying up to the read completion boundary's worth of data.
+    Completion,
+    /// Msg: messages (INTx emulation, PME, ...). Routed by ID or implicitly; posted.
+    Message,
+}
+
+impl TlpKind {
+    /// The request kind for an access.
+    pub fn request(access: Access) -> TlpKind {
+        match access {
+            Access::Read => TlpKind::MemRead,
+            Access::Write => TlpKind::MemWrite,
+        }
+    }
+
+    /// Whether the receiver's posted, non-posted or completion buffers hold it (§2.6.1).
+    pub fn is_posted(self) -> bool {
+        matches!(self, TlpKind::MemWrite | TlpKind::Message)
+    }
+}
+
+/// The fixed bytes every TLP of a kind costs on a link besides its payload (from `[timing]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Overheads {
+    /// A 64-bit memory request: 4 DW header + sequence number + LCRC + framing.
+    pub request: u32,
+    /// A completion: 3 DW header + sequence number + LCRC + framing.
+    pub completion: u32,
+    /// The share of ACK and UpdateFC DLLPs charged to each TLP.
+    pub dllp_per_tlp: u32,
+}
+
+impl Overheads {
+    /// Bytes a TLP of `kind` with `payload` bytes of data occupies on a link.
+    pub fn wire_bytes(&self, kind: TlpKind, payload: u64) -> u64 {
+        let header = match kind {
+            TlpKind::Completion => self.completion,
+            TlpKind::MemWrite | TlpKind::MemRead | TlpKind::Message => self.request,
+        };
+        payload + (header + self.dllp_per_tlp) as u64
+    }
+
+    /// Bytes `n` TLPs of `kind` carrying `payload` bytes in all occupy: the payload plus `n`
+    /// overheads (a stream cut into `n` TLPs).
+    pub fn stream_bytes(&self, kind: TlpKind, payload: u64, n: u64) -> u64 {
+        payload + n * self.wire_bytes(kind, 0)
+    }
+}
+
+/// A TLP: kind, requester ID, address, length, tag and (for writes and completions) payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tlp {
+    pub kind: TlpKind,
+    pub requester: Bdf,
+    pub addr: u64,
+    /// Bytes written, asked for, or carried.
+    pub len: u32,
+    /// The requester's tag (non-posted requests and their completions); 0 for posted writes.
+    pub tag: u16,
+    pub payload: Vec<u8>,
+}
+
+impl Tlp {
+    pub fn write(requester: Bdf, addr: u64, payload: Vec<u8>) -> Tlp {
+        Tlp { kind: TlpKind::MemWrite, requester, addr, len: payload.len() as u32, tag: 0, payload }
+    }
+
+    pub fn read(requester: Bdf, addr: u64, len: u32, tag: u16) -> Tlp {
+        Tlp { kind: TlpKind::MemRead, requester, addr, len, tag, payload: Vec::new() }
+    }
+
+    /// Bytes of data this TLP carries on the wire (a read request carries none).
+    pub fn data_bytes(&self) -> u64 {
+        match self.kind {
+            TlpKind::MemRead => 0,
+            _ => self.len as u64,
+        }
+    }
+
+    pub fn wire_bytes(&self, o: &Overheads) -> u64 {
+        o.wire_bytes(self.kind, self.data_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const O: Overheads = Overheads { request: 24, completion: 20, dllp_per_tlp: 4 };
+
+    #[test]
+    fn wire_bytes_per_kind() {
+        let w = Tlp::write(Bdf::new(1, 0, 0), 0x1000, vec![0; 256]);
+        assert_eq!(w.wire_bytes(&O), 256 + 28);
+        let r = Tlp::read(Bdf::new(1, 0, 0), 0x1000, 512, 3);
+        assert_eq!(r.wire_bytes(&O), 28, "a read request carries no data");
+        assert_eq!(O.wire_bytes(TlpKind::Completion, 64), 64 + 24);
+        assert_eq!(O.stream_bytes(TlpKind::MemWrite, 1024, 4), 1024 + 4 * 28);
+        assert!(TlpKind::MemWrite.is_posted() && !TlpKind::MemRead.is_posted());
+    }
+}
