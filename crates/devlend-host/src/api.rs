@@ -40,6 +40,18 @@ pub trait Os {
     fn free_irq(&mut self, dev: DevId, entry: u16) -> HResult<()>;
     /// How many interrupts `vector`'s handler has run (after delivering what is pending).
     fn irq_count(&mut self, vector: u8) -> u64;
+    /// Sleep until `vector`'s handler has run more than `seen` times; returns the count. In a
+    /// kernel without a clock (the hardware already ran) this only looks.
+    fn wait_irq(&mut self, vector: u8, seen: u64) -> HResult<u64> {
+        let _ = seen;
+        Ok(self.irq_count(vector))
+    }
+    /// Poll `len` bytes at `addr` (this host's RAM) until `done` holds for them (a driver
+    /// spinning on a semaphore or a completion entry); returns them. Without a clock, one read.
+    fn poll(&mut self, addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool) -> HResult<Vec<u8>> {
+        let _ = (what, done);
+        self.read(addr, len)
+    }
 }
 
 impl Os for HostOs<'_> {

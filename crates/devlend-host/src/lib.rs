@@ -32,6 +32,7 @@ pub mod kernel;
 mod lending;
 pub mod localdma;
 pub mod os;
+pub mod timed;
 
 pub use api::Os;
 pub use cluster::{BorrowOptions, Cluster, HostRef, LendInfo, P2pInfo};
@@ -39,3 +40,4 @@ pub use error::{HResult, HostError};
 pub use irq::{IntxLine, IrqDesc, IrqTable};
 pub use kernel::{BarView, DevId, Kernel, Origin, PciDevice};
 pub use os::{DmaDir, HostOs};
+pub use timed::ThreadOs;

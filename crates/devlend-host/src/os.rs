@@ -281,10 +281,7 @@ impl HostOs<'_> {
     fn check(&self, fail: Option<devlend_fabric::route::Failure>) -> HResult<()> {
         match fail {
             None => Ok(()),
-            Some(f) => {
-                let j = self.c.fabric.failure_json(&f);
-                Err(HostError::Fault(j.get("message").and_then(|m| m.as_str()).unwrap_or("access failed").to_string()))
-            }
+            Some(f) => Err(HostError::Fault(self.c.fabric.describe_failure(&f))),
         }
     }
 
@@ -436,7 +433,7 @@ impl HostOs<'_> {
 }
 
 /// A CPU access must fit in the address space and be of a sane size.
-fn check_cpu_range(addr: u64, len: usize) -> HResult<()> {
+pub(crate) fn check_cpu_range(addr: u64, len: usize) -> HResult<()> {
     if len > MAX_CPU_ACCESS {
         return invalid(format!("a CPU access of {len} bytes at {addr:#x}: at most {MAX_CPU_ACCESS} bytes at a time"));
     }

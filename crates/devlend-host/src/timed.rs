@@ -1,0 +1,135 @@
+//! The kernel interface for a software thread on the one clock ([`devlend_engine::machine`]).
+//!
+//! [`ThreadOs`] is `Os` for a thread of a `Machine<Cluster>`: control-plane calls (PCI lookups,
+//! the DMA API, interrupts' set-up, allocation) are the host kernel's own (`HostOs`) and take no
+//! simulated time here; CPU loads and stores are TLPs on the machine, so a register read blocks
+//! the thread for its round trip and a store for its issue; waiting for an interrupt or polling
+//! memory suspends the thread until the landing that satisfies it. Drivers written against `Os`
+//! run here unchanged.
+
+use crate::api::Os;
+use crate::cluster::Cluster;
+use crate::error::{HResult, HostError};
+use crate::kernel::DevId;
+use crate::os::{check_cpu_range, DmaDir, HostOs};
+use devlend_engine::machine::{Thread, ThreadError, World};
+use devlend_fabric::model::HostId;
+use devlend_fabric::Fabric;
+
+impl World for Cluster {
+    fn fabric(&mut self) -> &mut Fabric {
+        &mut self.fabric
+    }
+}
+
+/// `Os` for host `host`, acting through machine thread `t`.
+pub struct ThreadOs<'t, 'y> {
+    t: &'t Thread<'y, Cluster>,
+    host: HostId,
+}
+
+impl<'t, 'y> ThreadOs<'t, 'y> {
+    pub fn new(t: &'t Thread<'y, Cluster>, host: HostId) -> ThreadOs<'t, 'y> {
+        ThreadOs { t, host }
+    }
+
+    pub fn thread(&self) -> &Thread<'y, Cluster> {
+        self.t
+    }
+
+    /// The host kernel, for a timeless call.
+    fn with<R>(&self, f: impl FnOnce(&mut HostOs<'_>) -> R) -> R {
+        let mut w = self.t.world();
+        let mut os = HostOs { c: &mut w, host: self.host };
+        f(&mut os)
+    }
+}
+
+fn fault(e: ThreadError) -> HostError {
+    match e {
+        ThreadError::Access { message, .. } => HostError::Fault(message),
+        other => HostError::Fault(other.to_string()),
+    }
+}
+
+impl Os for ThreadOs<'_, '_> {
+    fn host(&self) -> HostId {
+        self.host
+    }
+    fn run_hardware<R>(&mut self, hw: impl FnOnce(&mut Fabric) -> R) -> R {
+        hw(&mut self.t.world().fabric)
+    }
+    fn find(&self, name: &str) -> HResult<DevId> {
+        self.with(|os| os.find(name))
+    }
+    fn pci_iomap(&self, dev: DevId, bar: u8) -> HResult<u64> {
+        self.with(|os| os.pci_iomap(dev, bar))
+    }
+    fn pci_resource_len(&self, dev: DevId, bar: u8) -> HResult<u64> {
+        self.with(|os| os.pci_resource_len(dev, bar))
+    }
+    fn pci_set_master(&mut self, dev: DevId) -> HResult<()> {
+        self.with(|os| os.pci_set_master(dev))
+    }
+    fn pci_clear_master(&mut self, dev: DevId) -> HResult<()> {
+        self.with(|os| os.pci_clear_master(dev))
+    }
+    fn pci_read_config(&self, dev: DevId, off: usize, len: usize) -> HResult<u32> {
+        self.with(|os| os.pci_read_config(dev, off, len))
+    }
+    fn kmalloc(&mut self, size: u64) -> HResult<u64> {
+        self.with(|os| os.kmalloc(size))
+    }
+    fn kfree(&mut self, phys: u64) -> HResult<()> {
+        self.with(|os| os.kfree(phys))
+    }
+    fn write(&mut self, addr: u64, data: &[u8]) -> HResult<()> {
+        check_cpu_range(addr, data.len())?;
+        self.t.cpu_write(self.host, addr, data).map_err(fault)
+    }
+    fn read(&mut self, addr: u64, len: usize) -> HResult<Vec<u8>> {
+        check_cpu_range(addr, len)?;
+        self.t.cpu_read(self.host, addr, len).map_err(fault)
+    }
+    fn dma_map_single(&mut self, dev: DevId, phys: u64, len: u64, dir: DmaDir) -> HResult<u64> {
+        self.with(|os| os.dma_map_single(dev, phys, len, dir))
+    }
+    fn dma_unmap_single(&mut self, dev: DevId, dma: u64, len: u64, dir: DmaDir) -> HResult<()> {
+        self.with(|os| os.dma_unmap_single(dev, dma, len, dir))
+    }
+    fn dma_alloc_coherent(&mut self, dev: DevId, len: u64) -> HResult<(u64, u64)> {
+        self.with(|os| os.dma_alloc_coherent(dev, len))
+    }
+    fn dma_free_coherent(&mut self, dev: DevId, len: u64, cpu: u64, dma: u64) -> HResult<()> {
+        self.with(|os| os.dma_free_coherent(dev, len, cpu, dma))
+    }
+    fn dma_map_resource(&mut self, dev: DevId, phys: u64, len: u64, dir: DmaDir) -> HResult<u64> {
+        self.with(|os| os.dma_map_resource(dev, phys, len, dir))
+    }
+    fn dma_unmap_resource(&mut self, dev: DevId, dma: u64, len: u64, dir: DmaDir) -> HResult<()> {
+        self.with(|os| os.dma_unmap_resource(dev, dma, len, dir))
+    }
+    fn request_irq(&mut self, dev: DevId, entry: u16, handler: u32) -> HResult<u8> {
+        self.with(|os| os.request_irq(dev, entry, handler))
+    }
+    fn free_irq(&mut self, dev: DevId, entry: u16) -> HResult<()> {
+        self.with(|os| os.free_irq(dev, entry))
+    }
+    fn irq_count(&mut self, vector: u8) -> u64 {
+        self.with(|os| os.irq_count(vector))
+    }
+    fn wait_irq(&mut self, vector: u8, seen: u64) -> HResult<u64> {
+        let host = self.host;
+        let what = format!("interrupt vector {vector} of host {} (seen {seen})", self.with(|os| os.c.fabric.hosts[host as usize].name.clone()));
+        self.t.wait_until(what, move |c: &mut Cluster| HostOs { c, host }.irq_count(vector) > seen);
+        Ok(self.irq_count(vector))
+    }
+    fn poll(&mut self, addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool) -> HResult<Vec<u8>> {
+        check_cpu_range(addr, len)?;
+        let host = self.host;
+        let what = format!("{what} at {addr:#x}");
+        self.t.wait_until(what, move |c: &mut Cluster| done(&c.fabric.read(devlend_fabric::Requester::Cpu(host), addr, len).0));
+        // The poll that sees it: one load.
+        self.read(addr, len)
+    }
+}
