@@ -481,7 +481,7 @@ impl Sim {
             self.source_left(tlp.flow, tlp.class);
         }
         let stage = &self.paths[tlp.path as usize].stages[tlp.stage as usize];
-        let header = (self.t.request_overhead_bytes as u64 * self.ports[p as usize].fp_ps_per_byte) >> 16;
+        let header = (self.overheads.header_bytes() * self.ports[p as usize].fp_ps_per_byte) >> 16;
         self.tlps[id as usize].full_arrival = arrival;
         let ready = if stage.cut_through { start + header + self.ports[p as usize].prop } else { arrival };
         self.q.push(ready, Ev::Arrive(id));
