@@ -100,4 +100,28 @@ mod tests {
         let order: String = std::iter::from_fn(|| q.pop().map(|x| x.1)).collect();
         assert_eq!(order, "dbeacgf");
     }
+
+    #[test]
+    fn interleaved_pushes_and_pops_come_out_as_a_sort_would() {
+        // A model: every entry with its sequence number, popped in (time, seq) order.
+        let (mut q, mut model, mut seq, mut x) = (EventQueue::default(), Vec::new(), 0u64, 12345u64);
+        for round in 0..2000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            for _ in 0..(x >> 61) + 1 {
+                let t = (x >> 20) % 97 + round;
+                q.push(t, seq);
+                model.push((t, seq));
+                seq += 1;
+                x = x.rotate_left(7) ^ seq;
+            }
+            for _ in 0..(x >> 62) {
+                model.sort_unstable();
+                let want = if model.is_empty() { None } else { Some(model.remove(0)) };
+                assert_eq!(q.pop(), want);
+            }
+        }
+        model.sort_unstable();
+        let rest: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(rest, model);
+    }
 }
