@@ -42,6 +42,18 @@ pub fn write_bandwidth(plan: &Plan, ports: &PortTable) -> f64 {
     bottleneck(&plan.request, ports, t.max_payload as u64, TlpKind::MemWrite)
 }
 
+/// The capacity of the plan's bottleneck link for its data (write payloads, or read completions),
+/// after per-TLP overheads: what any number of streams sharing that path can move together.
+pub fn link_bandwidth(plan: &Plan, ports: &PortTable, access: devlend_wire::Access) -> f64 {
+    if access == devlend_wire::Access::Write {
+        return write_bandwidth(plan, ports);
+    }
+    let t = timing();
+    let cpl = plan.completion.as_ref().expect("a read plan has a completion path");
+    let chunk = if plan.request.target_is_ram { t.ram_completion_bytes } else { t.max_payload } as u64;
+    bottleneck(cpl, ports, chunk, TlpKind::Completion)
+}
+
 /// Saturated bandwidth of a stream of reads: the smaller of the completion links' capacity and
 /// each requester's tags x request size over its round trip (the requester, and a re-splitting root).
 pub fn read_bandwidth(plan: &Plan, ports: &PortTable) -> f64 {
