@@ -33,15 +33,22 @@ def by(res, scenario, access):
 @pytest.mark.parametrize("scenario", list(contention.SCENARIOS))
 @pytest.mark.parametrize("access", ["write", "read"])
 def test_per_stream_bandwidth_falls_as_streams_are_added(res, scenario, access):
-    # Never rises; falls strictly once the shared link is the limit. (Rem-IOMMU reads: one stream
-    # alone is held to the root's re-split requests, so per-stream bandwidth stays flat until the
-    # streams together saturate the link.)
+    # Every scenario has a shared bottleneck that one stream already fills (the NTB link, or for
+    # Rem-IOMMU reads the lender root's one pool of re-split tags), so each added stream takes
+    # its share from the others.
     rows = by(res, scenario, access)
     for a, b in zip(rows, rows[1:]):
-        assert b["per_stream_GBps"] <= a["per_stream_GBps"] * 1.005, (a, b)
-        if b["total_GBps"] >= 0.9 * b["capacity_GBps"]:
-            assert b["per_stream_GBps"] < a["per_stream_GBps"], (a, b)
+        assert b["per_stream_GBps"] < a["per_stream_GBps"], (a, b)
     assert rows[-1]["per_stream_GBps"] < 0.75 * rows[0]["per_stream_GBps"]
+
+
+def test_reads_through_the_re_splitting_root_share_its_tags(res):
+    # One pool of tags at the lender's root for every route through it: N streams together move
+    # what one stream alone moves.
+    rows = by(res, "Rem-IOMMU", "read")
+    for r in rows:
+        assert abs(r["total_GBps"] - rows[0]["total_GBps"]) <= 0.02 * rows[0]["total_GBps"], r
+        assert r["total_GBps"] < 0.5 * r["capacity_GBps"], r
 
 
 @pytest.mark.parametrize("scenario", list(contention.SCENARIOS))
@@ -64,11 +71,9 @@ def test_the_ntb_link_saturates_from_two_streams(res, access):
 @pytest.mark.parametrize("scenario", list(contention.SCENARIOS))
 @pytest.mark.parametrize("access", ["write", "read"])
 def test_a_small_access_waits_longer_under_load(res, scenario, access):
-    # Strictly longer wherever the shared link is saturated; never shorter.
+    # The probe queues behind the load at the shared bottleneck (link or root tags).
     for r in by(res, scenario, access):
-        assert r["probe_loaded_ns"] >= r["probe_idle_ns"], r
-        if r["busiest_util"] > 0.9:
-            assert r["probe_loaded_ns"] > r["probe_idle_ns"], r
+        assert r["probe_loaded_ns"] > r["probe_idle_ns"], r
 
 
 def test_effective_parameters_are_stated(res):

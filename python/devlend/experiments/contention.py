@@ -96,7 +96,7 @@ def _effective(params: dict) -> list[str]:
     t = hardware_params()["timing"]
     topo = load(topology_path(TOPOLOGY))
     links = ", ".join(f"{ln.a}<->{ln.b} Gen{ln.gen} x{ln.width}" for ln in topo.links)
-    notes = [f"effective: MPS {t['max_payload']} B, MRRS {t['max_read_request']} B, {t['read_tags']} read tags per stream, "
+    notes = [f"effective: MPS {t['max_payload']} B, MRRS {t['max_read_request']} B, {t['read_tags']} read tags per stream and per re-splitting root, "
              f"RAM completions of {t['ram_completion_bytes']} B, {t['rx_buffer_tlps']} receive-buffer TLPs per class; links: {links}"]
     for (scenario, access), a in params.items():
         notes.append(f"{scenario} {access}: bottleneck link capacity {a['link_Bps'] / 1e9:.3f} GB/s, "
@@ -112,9 +112,9 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
     notes = [f"N streams of {nbytes // MiB} MiB each by the lender's gpu0 (the one DMA-capable device in the lender; "
              "several streams of one requester to separate 8 MiB regions), all starting at t=0"] + _effective(params)
     notes.append("bound_per_stream = capacity / N (fair share); the probe is a 4-byte access of the same kind by gpu0 at half the expected run time")
-    notes.append("Rem-IOMMU reads: one stream alone is held to the lender root's re-split requests (tags x 64 B over the root's round trip), "
-                 "so the streams add up until the link saturates; the engine keeps those root tags per stream route, so N streams at "
-                 "different addresses get N pools (a root complex with one shared pool would cap the total lower)")
+    notes.append("Rem-IOMMU reads: the lender's root re-splits every read it forwards into 64 B requests issued from one pool of read "
+                 "tags shared by all routes through it (assumed), so the root, not the link, is the bottleneck: the total stays at one "
+                 "stream's rate and N streams share it")
     cols = ["scenario", "access", "N", "per_stream_GBps", "min_stream_GBps", "bound_per_stream_GBps", "total_GBps", "capacity_GBps",
             "one_stream_analytic_GBps", "end_spread_pct", "busiest_link", "busiest_util", "credit_stall_us", "probe_idle_ns", "probe_loaded_ns"]
     return ExperimentResult(name="contention", title="DMA streams sharing the lender's NTB link (GB/s; probe latency ns)",
