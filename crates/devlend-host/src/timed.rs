@@ -12,7 +12,7 @@ use crate::cluster::Cluster;
 use crate::error::{HResult, HostError};
 use crate::kernel::DevId;
 use crate::os::{check_cpu_range, DmaDir, HostOs};
-use devlend_engine::machine::{Thread, ThreadError, World};
+use devlend_engine::machine::{Thread, ThreadError, Watch, World};
 use devlend_fabric::model::HostId;
 use devlend_fabric::Fabric;
 
@@ -121,14 +121,17 @@ impl Os for ThreadOs<'_, '_> {
     fn wait_irq(&mut self, vector: u8, seen: u64) -> HResult<u64> {
         let host = self.host;
         let what = format!("interrupt vector {vector} of host {} (seen {seen})", self.with(|os| os.c.fabric.hosts[host as usize].name.clone()));
-        self.t.wait_until(what, move |c: &mut Cluster| HostOs { c, host }.irq_count(vector) > seen);
+        self.t.wait_for(what, Watch::Msi { host }, move |c: &mut Cluster| HostOs { c, host }.irq_count(vector) > seen);
         Ok(self.irq_count(vector))
     }
     fn poll(&mut self, addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool) -> HResult<Vec<u8>> {
         check_cpu_range(addr, len)?;
         let host = self.host;
         let what = format!("{what} at {addr:#x}");
-        self.t.wait_until(what, move |c: &mut Cluster| done(&c.fabric.read(devlend_fabric::Requester::Cpu(host), addr, len).0));
+        // A word the CPU reads in its own RAM: watch the landings there (with an IOMMU off the
+        // bus address is the physical one; `addr` is physical here).
+        let watch = Watch::Ram { host, addr, len: len as u64 };
+        self.t.wait_for(what, watch, move |c: &mut Cluster| done(&c.fabric.read(devlend_fabric::Requester::Cpu(host), addr, len).0));
         // The poll that sees it: one load.
         self.read(addr, len)
     }

@@ -22,7 +22,7 @@ mod thread;
 pub use self::core::{FlowDone, Owner};
 pub use device::{Cx, Device};
 pub use error::{MachineError, ThreadError};
-pub use thread::{Body, Thread};
+pub use thread::{Body, Thread, Watch};
 
 use self::core::Core;
 use crate::queue::Ps;
@@ -55,7 +55,7 @@ enum Waiting<W> {
     Running,
     Flow { flow: u32, sent: bool, what: String },
     Until(Ps),
-    Cond { what: String, pred: Box<dyn FnMut(&mut W) -> bool> },
+    Cond { what: String, watch: Watch, pred: Box<dyn FnMut(&mut W) -> bool> },
     Done(Ps),
 }
 
@@ -271,12 +271,16 @@ impl<W: World> Machine<W> {
             self.fault(flow, addr, e);
             return;
         }
-        if let Outcome::Delivered(Target::Bar { func, bar, offset }) = target {
+        let Outcome::Delivered(target) = target else { return };
+        if let Target::Bar { func, bar, offset } = target {
             if let Some(&d) = self.by_func.get(&func) {
                 self.call_device(d, |dev, cx| dev.mmio_write(cx, bar, offset, len));
+                // The device may have changed memory without a landing.
+                self.check_conds();
+                return;
             }
         }
-        self.check_conds();
+        self.check_conds_after(Some((target, len as u64)));
     }
 
     /// A data flow's read request reaches its completer: sample the bytes now.
@@ -331,9 +335,9 @@ impl<W: World> Machine<W> {
                         Waiting::Until(at)
                     }
                     Block::Flow { flow, sent, what } => Waiting::Flow { flow, sent, what },
-                    Block::Cond { what, pred } => {
+                    Block::Cond { what, watch, pred } => {
                         self.conds += 1;
-                        Waiting::Cond { what, pred }
+                        Waiting::Cond { what, watch, pred }
                     }
                 };
             }
@@ -350,11 +354,18 @@ impl<W: World> Machine<W> {
 
     /// Wake, in thread order, every thread whose condition now holds.
     fn check_conds(&mut self) {
+        self.check_conds_after(None);
+    }
+
+    /// As `check_conds`, after a write of `len` bytes reached `landed` (only the conditions
+    /// watching it are looked at).
+    fn check_conds_after(&mut self, landed: Option<(Target, u64)>) {
         if self.conds == 0 {
             return;
         }
         for t in 0..self.threads.len() {
             let ready = match &mut self.threads[t].waiting {
+                Waiting::Cond { watch, .. } if landed.is_some_and(|(tg, n)| !watch.covers(&tg, n)) => false,
                 Waiting::Cond { pred, .. } => pred(&mut self.world.borrow_mut()),
                 _ => false,
             };

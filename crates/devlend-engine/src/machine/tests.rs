@@ -259,3 +259,16 @@ fn a_dma_read_through_a_resplitting_root_returns_the_bytes() {
     m.run().unwrap();
     assert!(reader.borrow().got.as_deref() == Some(&pattern[..]), "the read returned the borrower's bytes");
 }
+
+#[test]
+fn a_watch_covers_only_the_landings_that_can_matter() {
+    let w = Watch::Ram { host: 1, addr: 0x1000, len: 8 };
+    assert!(w.covers(&Target::Ram { host: 1, addr: 0x1004 }, 4));
+    assert!(w.covers(&Target::Ram { host: 1, addr: 0xf00 }, 0x104), "a write overlapping the start");
+    assert!(!w.covers(&Target::Ram { host: 1, addr: 0x1008 }, 4), "just past the end");
+    assert!(!w.covers(&Target::Ram { host: 0, addr: 0x1000 }, 4), "another host's RAM");
+    assert!(!w.covers(&Target::Msi { host: 1, addr: 0xfee0_0000 }, 4));
+    assert!(Watch::Msi { host: 1 }.covers(&Target::Msi { host: 1, addr: 0xfee0_0000 }, 4));
+    assert!(!Watch::Msi { host: 1 }.covers(&Target::Ram { host: 1, addr: 0 }, 4));
+    assert!(Watch::Any.covers(&Target::Bar { func: 0, bar: 0, offset: 0 }, 4));
+}

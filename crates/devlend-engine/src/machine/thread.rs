@@ -14,7 +14,7 @@ use super::World;
 use crate::queue::Ps;
 use corosensei::Yielder;
 use devlend_fabric::model::HostId;
-use devlend_fabric::route::{Failure, Requester};
+use devlend_fabric::route::{Failure, Requester, Target};
 use devlend_wire::Access;
 use std::cell::{RefCell, RefMut};
 use std::rc::Rc;
@@ -24,8 +24,30 @@ pub(crate) enum Block<W> {
     /// Until flow `.0` has left its source (a posted store) or ended.
     Flow { flow: u32, sent: bool, what: String },
     Until(Ps),
-    /// Until the predicate holds; evaluated after every landing and every flow's end.
-    Cond { what: String, pred: Box<dyn FnMut(&mut W) -> bool> },
+    /// Until the predicate holds; evaluated after the landings it watches and every flow's end.
+    Cond { what: String, watch: Watch, pred: Box<dyn FnMut(&mut W) -> bool> },
+}
+
+/// Which landings may make a waiting thread's condition true.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watch {
+    Any,
+    /// Writes into `len` bytes of host `host`'s RAM at `addr`.
+    Ram { host: HostId, addr: u64, len: u64 },
+    /// Interrupts (MSI writes) to host `host`.
+    Msi { host: HostId },
+}
+
+impl Watch {
+    /// Whether a write of `len` bytes reaching `t` may matter.
+    pub(crate) fn covers(&self, t: &Target, len: u64) -> bool {
+        match (*self, *t) {
+            (Watch::Any, _) => true,
+            (Watch::Ram { host, addr, len: n }, Target::Ram { host: h, addr: a }) => h == host && a < addr + n && addr < a + len,
+            (Watch::Msi { host }, Target::Msi { host: h, .. }) => h == host,
+            _ => false,
+        }
+    }
 }
 
 /// What a suspended thread is resumed with.
@@ -70,13 +92,20 @@ impl<W: World> Thread<'_, W> {
         }
     }
 
-    /// Suspend until `pred` holds (checked now, then after every landing and flow end). `what`
-    /// names the wait in the error if it never comes.
-    pub fn wait_until(&self, what: impl Into<String>, mut pred: impl FnMut(&mut W) -> bool + 'static) {
+    /// Suspend until `pred` holds (checked now, then after every landing, timer and flow end).
+    /// `what` names the wait in the error if it never comes.
+    pub fn wait_until(&self, what: impl Into<String>, pred: impl FnMut(&mut W) -> bool + 'static) {
+        self.wait_for(what, Watch::Any, pred)
+    }
+
+    /// As [`Thread::wait_until`], but the predicate is looked at again only after landings that
+    /// `watch` covers (and after timers and flow ends): a driver spinning on a word in RAM is
+    /// not re-checked for every TLP of a copy into a BAR.
+    pub fn wait_for(&self, what: impl Into<String>, watch: Watch, mut pred: impl FnMut(&mut W) -> bool + 'static) {
         if pred(&mut self.world.borrow_mut()) {
             return;
         }
-        self.y.suspend(Block::Cond { what: what.into(), pred: Box::new(pred) });
+        self.y.suspend(Block::Cond { what: what.into(), watch, pred: Box::new(pred) });
     }
 
     /// A CPU store of `data` at `addr` by a CPU of `host`: posted, so the thread goes on once
