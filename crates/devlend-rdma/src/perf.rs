@@ -74,7 +74,7 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
         f.write(cpu, pe.node.buf.phys + t * part, &src);
     }
     let (pass, last) = if use_dma {
-        let channels = pe.dma.as_ref().map_or(0, |d| d.engine.channels.len());
+        let channels = pe.dma.as_ref().map_or(0, |d| d.engine.borrow().channel_count());
         if threads as usize > channels {
             return Err(RdmaError::NoDmaEngine(format!("thread {channels} cannot get a DMA channel: host {} has {channels}", pe.node.host)));
         }
@@ -130,7 +130,7 @@ fn dma_pass(f: &mut Fabric, pe: &mut Pe, chunk: u64, part: u64, threads: u32, k:
     if k == 0 {
         return Ok((vec![0; threads as usize], 0));
     }
-    let channels = pe.dma.as_ref().expect("checked").engine.channels.len();
+    let channels = pe.dma.as_ref().expect("checked").engine.borrow().channel_count();
     let cap = (ring_slice(pe.node.ring, channels) / params().ntb_dma.descriptor_bytes) as usize;
     let queues: Vec<Vec<Vec<Desc>>> = (0..threads as u64)
         .map(|t| {
