@@ -31,3 +31,6 @@ pub mod shmem;
 
 pub use error::{RResult, RdmaError};
 pub use shmem::{handshake, Method, Pair, Pe, Timing};
+
+#[cfg(test)]
+mod engine_tests;
