@@ -144,3 +144,13 @@ fn check_status(t: &mut Thread<'_, Fabric>, r: Regs) -> RResult<()> {
     let bytes_done = dma::reg_read(f, r.func, r.offset + dma::BYTES_DONE, 8);
     Err(RdmaError::Dma { descriptor: (status >> 8) as usize, bytes_done, message: String::new() })
 }
+
+/// The busiest link direction's time spent serialising TLPs during the run, in ps.
+pub(crate) fn busiest_ps(m: &Machine<Fabric>) -> u64 {
+    m.port_stats().iter().map(|p| p.busy_ps).max().unwrap_or(0)
+}
+
+/// Each thread's time from its start to its end (0 for one that did not end), in ps.
+pub(crate) fn thread_ps(m: &Machine<Fabric>, ids: &[usize]) -> Vec<u64> {
+    ids.iter().map(|&i| m.thread_end(i).map_or(0, |e| e - m.thread_start(i))).collect()
+}

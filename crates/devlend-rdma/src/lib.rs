@@ -26,7 +26,6 @@ pub mod params;
 pub mod perf;
 pub mod pingpong;
 pub mod pio;
-pub mod share;
 pub mod shmem;
 
 pub use error::{RResult, RdmaError};

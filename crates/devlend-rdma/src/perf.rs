@@ -15,17 +15,17 @@
 //! and timed, and the run's time is that pass times the number of passes plus the last, partial
 //! pass; the peer's memory ends exactly as after every pass (each pass writes the same bytes).
 //! DMA descriptors of a pass go to the channel as scatter-gather chains of at most its ring slice.
-//! Workers run at the same time and share the links ([`crate::share`]).
+//! Workers run at the same time, as threads (CPU copies) or DMA channels on one machine per pass,
+//! and share the links as their TLPs do.
 
 use crate::dma::Desc;
 use crate::error::{RResult, RdmaError};
 use crate::params::params;
-use crate::pio::{pio_time, Mapping};
-use crate::share::LinkLoad;
+use crate::driver;
+use crate::pio::{store, Mapping};
 use crate::shmem::{ring_slice, Pe};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
-use devlend_wire::Access;
 
 /// The Linux tool's thread limit.
 pub const MAX_THREADS: u32 = 32;
@@ -36,7 +36,7 @@ pub struct Perf {
     pub threads: Vec<(u64, u64)>,
     pub copied: u64,
     pub total_ps: u64,
-    /// What the busiest link direction needs for everything copied, in ps.
+    /// The busiest link direction's time serialising TLPs, over all passes, in ps.
     pub link_ps: u64,
 }
 
@@ -100,29 +100,28 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
     Ok(Perf { threads: threads_ps.iter().map(|&ps| (n * chunk, ps)).collect(), copied: n * chunk * threads as u64, total_ps, link_ps })
 }
 
-/// `k` chunks per worker with CPU stores into the WC-mapped window: (per-worker ps, link ps).
+/// `k` chunks per worker with CPU stores into the WC-mapped window, the workers as threads on one
+/// machine: (per-worker ps, busiest link ps).
 fn cpu_pass(f: &mut Fabric, pe: &Pe, src: &[u8], part: u64, threads: u32, k: u64) -> RResult<(Vec<u64>, u64)> {
-    let chunk = src.len() as u64;
-    let cpu = Requester::Cpu(pe.node.host);
-    let mut load = LinkLoad::default();
-    let mut ps = Vec::new();
-    for t in 0..threads as u64 {
-        let at = pe.node.window.0 + t * part;
-        if k == 0 {
-            ps.push(0);
-            continue;
-        }
-        let one = pio_time(f, pe.node.host, at, chunk, Mapping::WriteCombining).map_err(RdmaError::Fabric)?;
-        for j in 0..k {
-            if let (_, Some(e)) = f.write(cpu, at + j * chunk, src) {
-                return Err(RdmaError::Fabric(f.failure_json(&e)["message"].to_string()));
-            }
-        }
-        let plan = devlend_engine::plan(f, cpu, at, Access::Write).map_err(|e| RdmaError::Fabric(f.failure_json(&e)["message"].to_string()))?;
-        load.add_writes(f, &plan.request, k * chunk, params().cpu_store.wc_line_bytes);
-        ps.push(k * one.total_ps);
+    if k == 0 {
+        return Ok((vec![0; threads as usize], 0));
     }
-    Ok((ps, load.busiest_ps()))
+    let (host, window) = (pe.node.host, pe.node.window.0);
+    driver::on_machine(f, None, |m| {
+        let ids: Vec<usize> = (0..threads as u64)
+            .map(|t| {
+                let (at, src) = (window + t * part, src.to_vec());
+                m.spawn(&format!("ntb_perf worker {t}"), 0, move |th| {
+                    for j in 0..k {
+                        store(th, host, at + j * src.len() as u64, &src, Mapping::WriteCombining)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        m.run().map_err(driver::machine_error)?;
+        Ok((driver::thread_ps(m, &ids), driver::busiest_ps(m)))
+    })
 }
 
 /// `k` chunks per worker, each a DMA descriptor on the worker's channel: (per-worker ps, link ps).

@@ -9,8 +9,13 @@
 //! is also capped by the slowest link on the route for TLPs of that size (header, framing and DLLP
 //! overhead from `[timing]`), and the last store still has to land (the engine's one-way time).
 //! Parameters and sources: `params/hardware.toml [cpu_store]`.
+//!
+//! [`store`] is the same copy as a thread on the machine (ntb_perf's CPU workers): each TLP is a
+//! CPU store that travels the links with everything else, the core pacing them at its issue time;
+//! [`pio_time`] is the closed form still used for a single put (R1's memcpy).
 
 use crate::params::params;
+use devlend_engine::machine::{Thread, ThreadError};
 use devlend_engine::params::timing;
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
@@ -69,4 +74,21 @@ pub fn pio_time(f: &mut Fabric, host: u16, addr: u64, len: u64, mapping: Mapping
     let per = issue.max(link);
     let total = params().cpu_store.call_ps + ((tlps - 1) as f64 * per) as u64 + land;
     Ok(PioTiming { tlps, issue_ps_per_tlp: issue, link_ps_per_tlp: link, land_ps: land, total_ps: total })
+}
+
+/// CPU `host` copies `data` to `addr` as a thread: the call's entry, then one posted store per
+/// TLP of the mapping's unit, the next issued no sooner than the core or its WC buffers allow.
+pub fn store(t: &mut Thread<'_, Fabric>, host: u16, addr: u64, data: &[u8], mapping: Mapping) -> Result<(), ThreadError> {
+    let (unit, issue) = mapping.unit();
+    t.sleep(params().cpu_store.call_ps);
+    let mut due = t.now() as f64;
+    for (i, piece) in data.chunks(unit as usize).enumerate() {
+        t.cpu_write(host, addr + i as u64 * unit, piece)?;
+        due += issue;
+        let now = t.now();
+        if (now as f64) < due {
+            t.sleep(due as u64 - now);
+        }
+    }
+    Ok(())
 }

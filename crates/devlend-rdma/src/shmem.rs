@@ -335,8 +335,7 @@ impl Pe {
                 })
                 .collect();
             m.run().map_err(driver::machine_error)?;
-            let link_ps = m.port_stats().iter().map(|p| p.busy_ps).max().unwrap_or(0);
-            Ok((ids.iter().map(|&i| m.thread_end(i).unwrap_or(0) - m.thread_start(i)).collect::<Vec<u64>>(), link_ps))
+            Ok((driver::thread_ps(m, &ids), driver::busiest_ps(m)))
         });
         let (channel_ps, link_ps) = run?;
         let mut done = Vec::new();
