@@ -22,7 +22,7 @@ use crate::driver::{self, Regs};
 use crate::error::{RResult, RdmaError};
 use crate::node::{Node, Pinned};
 use crate::params::params;
-use crate::pio::{pio_time, Mapping};
+use crate::pio::{self, Mapping};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
 use devlend_wire::Access;
@@ -195,11 +195,8 @@ impl Pe {
         let mut t = Timing::default();
         match how {
             Method::Pio => {
-                let p = pio_time(f, self.node.host, win, len, self.mapping).map_err(RdmaError::Fabric)?;
-                if let (_, Some(e)) = f.write(self.cpu(), win, data) {
-                    return Err(RdmaError::Fabric(fail(f, &e)));
-                }
-                t.add("CPU stores through the BAR", p.total_ps);
+                let ps = pio::put(f, self.node.host, win, data, self.mapping)?;
+                t.add("CPU stores through the BAR", ps);
             }
             Method::BlockDma | Method::SgDma(_) => {
                 let local = self.node.buf.phys + off;
