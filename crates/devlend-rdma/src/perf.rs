@@ -10,9 +10,9 @@
 //! all submitted before waiting for the last completion. The result is bytes copied over elapsed
 //! microseconds, i.e. MB/s, per worker and for all of them.
 //!
-//! devlend's timing: a worker's chunks all take the same time (same route, same size), so one pass
-//! over its part is run for real (bytes land in the peer, the descriptors go through the channel)
-//! and timed, and the run's time is that pass times the number of passes plus the last, partial
+//! devlend's timing: every pass over the window is the same (same routes, same sizes), so one pass
+//! of all workers is run for real on one machine (bytes land in the peer, descriptors go through
+//! the channels) and timed, and the run's time is that pass times the number of passes plus the last, partial
 //! pass; the peer's memory ends exactly as after every pass (each pass writes the same bytes).
 //! DMA descriptors of a pass go to the channel as scatter-gather chains of at most its ring slice.
 //! Workers run at the same time, as threads (CPU copies) or DMA channels on one machine per pass,
@@ -85,9 +85,9 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
     } else {
         (cpu_pass(f, pe, &src, part, threads, if passes > 0 { per_pass } else { 0 })?, cpu_pass(f, pe, &src, part, threads, rest)?)
     };
-    let threads_ps: Vec<u64> = pass.0.iter().zip(&last.0).map(|(p, l)| p * passes + l).collect();
-    let link_ps = pass.1 * passes + last.1;
-    let total_ps = threads_ps.iter().copied().max().unwrap_or(0).max(link_ps);
+    let threads_ps: Vec<u64> = pass.workers.iter().zip(&last.workers).map(|(p, l)| p * passes + l).collect();
+    let link_ps = pass.link_ps * passes + last.link_ps;
+    let total_ps = pass.end_ps * passes + last.end_ps;
     // The peer's memory holds the source in every chunk a worker wrote.
     for t in 0..threads as u64 {
         let peer = pe.node.peer.expect("window_size > 0").phys + t * part;
@@ -100,11 +100,26 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
     Ok(Perf { threads: threads_ps.iter().map(|&ps| (n * chunk, ps)).collect(), copied: n * chunk * threads as u64, total_ps, link_ps })
 }
 
-/// `k` chunks per worker with CPU stores into the WC-mapped window, the workers as threads on one
-/// machine: (per-worker ps, busiest link ps).
-fn cpu_pass(f: &mut Fabric, pe: &Pe, src: &[u8], part: u64, threads: u32, k: u64) -> RResult<(Vec<u64>, u64)> {
+/// One pass of every worker over its part of the window, on one machine.
+struct Pass {
+    /// Each worker's time, in ps.
+    workers: Vec<u64>,
+    /// When the last byte of the pass had landed and every worker was done, in ps.
+    end_ps: u64,
+    /// The busiest link direction's time serialising TLPs, in ps.
+    link_ps: u64,
+}
+
+impl Pass {
+    fn idle(threads: u32) -> Pass {
+        Pass { workers: vec![0; threads as usize], end_ps: 0, link_ps: 0 }
+    }
+}
+
+/// `k` chunks per worker with CPU stores into the WC-mapped window, the workers as threads.
+fn cpu_pass(f: &mut Fabric, pe: &Pe, src: &[u8], part: u64, threads: u32, k: u64) -> RResult<Pass> {
     if k == 0 {
-        return Ok((vec![0; threads as usize], 0));
+        return Ok(Pass::idle(threads));
     }
     let (host, window) = (pe.node.host, pe.node.window.0);
     driver::on_machine(f, None, |m| {
@@ -120,14 +135,14 @@ fn cpu_pass(f: &mut Fabric, pe: &Pe, src: &[u8], part: u64, threads: u32, k: u64
             })
             .collect();
         m.run().map_err(driver::machine_error)?;
-        Ok((driver::thread_ps(m, &ids), driver::busiest_ps(m)))
+        Ok(Pass { workers: driver::thread_ps(m, &ids), end_ps: m.now(), link_ps: driver::busiest_ps(m) })
     })
 }
 
-/// `k` chunks per worker, each a DMA descriptor on the worker's channel: (per-worker ps, link ps).
-fn dma_pass(f: &mut Fabric, pe: &mut Pe, chunk: u64, part: u64, threads: u32, k: u64) -> RResult<(Vec<u64>, u64)> {
+/// `k` chunks per worker, each a DMA descriptor on the worker's channel.
+fn dma_pass(f: &mut Fabric, pe: &mut Pe, chunk: u64, part: u64, threads: u32, k: u64) -> RResult<Pass> {
     if k == 0 {
-        return Ok((vec![0; threads as usize], 0));
+        return Ok(Pass::idle(threads));
     }
     let channels = pe.dma.as_ref().expect("checked").engine.borrow().channel_count();
     let cap = (ring_slice(pe.node.ring, channels) / params().ntb_dma.descriptor_bytes) as usize;
@@ -139,5 +154,5 @@ fn dma_pass(f: &mut Fabric, pe: &mut Pe, chunk: u64, part: u64, threads: u32, k:
         })
         .collect();
     let r = pe.dma_concurrent(f, &queues, true)?;
-    Ok((r.channel_ps, r.link_ps))
+    Ok(Pass { end_ps: r.total_ps, workers: r.channel_ps, link_ps: r.link_ps })
 }
