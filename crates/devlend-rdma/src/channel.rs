@@ -4,11 +4,11 @@
 //! (the block registers, or the SG ring fetched `descriptor_prefetch` at a time with a DMA read)
 //! and keeps at most `outstanding_reads` reads of `read_request_bytes` in flight; when a read's
 //! data returns, its chunk is written to the destination at once (posted) and the next read goes
-//! out, so reads and writes overlap. Before each SG descriptor's first read the engine spends its
-//! `descriptor_turnaround_ps`. A descriptor is retired (its status written back into the ring)
-//! once all its bytes have landed, in order. When every descriptor is retired, or at the first
-//! fault once the flows already in flight have ended, the channel writes STATUS and BYTES_DONE and
-//! raises its MSI-X vector.
+//! out, so reads and writes overlap. SG descriptors are worked one at a time: once the last read
+//! of one has returned, the engine spends its `descriptor_turnaround_ps` loading the next. A
+//! descriptor is retired (its status written back into the ring) once all its bytes have landed,
+//! in order. When every descriptor is retired, or at the first fault once the flows already in
+//! flight have ended, the channel writes STATUS and BYTES_DONE and raises its MSI-X vector.
 
 use crate::dma::{reg_read, reg_write, ChannelLog, Desc, DmaFault, Kind, Token};
 use crate::dma::{BYTES_DONE, CH_STRIDE, COUNT, CTRL, CTRL_IRQ, CTRL_SG, CTRL_START, DESC_DONE, DESC_ERROR, DESC_VALID, DST, NDESC, RING, SRC, STATUS, STATUS_DONE, STATUS_ERROR};
@@ -154,6 +154,11 @@ impl Channel {
             return Next::Invalid(r.cur);
         }
         if r.sg && r.loaded <= r.cur {
+            // Descriptors are worked one at a time: the next is loaded once the last read of the
+            // one before has returned (its writes issued).
+            if r.reads > 0 {
+                return Next::Wait;
+            }
             r.waiting = true;
             return Next::Turnaround;
         }
