@@ -22,7 +22,7 @@ use crate::dma::Desc;
 use crate::error::{RResult, RdmaError};
 use crate::params::params;
 use crate::driver;
-use crate::pio::{store, Mapping};
+use crate::pio::{spawn_copy, Mapping};
 use crate::shmem::{ring_slice, Pe};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
@@ -123,19 +123,10 @@ fn cpu_pass(f: &mut Fabric, pe: &Pe, src: &[u8], part: u64, threads: u32, k: u64
     }
     let (host, window) = (pe.node.host, pe.node.window.0);
     driver::on_machine(f, None, |m| {
-        let ids: Vec<usize> = (0..threads as u64)
-            .map(|t| {
-                let (at, src) = (window + t * part, src.to_vec());
-                m.spawn(&format!("ntb_perf worker {t}"), 0, move |th| {
-                    for j in 0..k {
-                        store(th, host, at + j * src.len() as u64, &src, Mapping::WriteCombining)?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
+        let ids: Vec<Vec<usize>> = (0..threads as u64).map(|t| spawn_copy(m, &format!("ntb_perf worker {t}"), host, window + t * part, src, k, Mapping::WriteCombining)).collect();
         m.run().map_err(driver::machine_error)?;
-        Ok(Pass { workers: driver::thread_ps(m, &ids), end_ps: m.now(), link_ps: driver::busiest_ps(m) })
+        let workers = ids.iter().map(|lanes| driver::thread_ps(m, lanes).into_iter().max().unwrap_or(0)).collect();
+        Ok(Pass { workers, end_ps: m.now(), link_ps: driver::busiest_ps(m) })
     })
 }
 
