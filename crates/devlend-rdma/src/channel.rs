@@ -211,6 +211,11 @@ impl Channel {
             Kind::Fetch => self.fetched(cx, t.seq as usize, done.data, fault),
             Kind::Read => self.read_back(cx, t.seq, done.data, fault),
             Kind::Write => self.landed(cx, t.seq, fault),
+            Kind::Status => {
+                if let Some(e) = fault {
+                    self.stop(cx, t.seq as usize, Some(e));
+                }
+            }
             _ => {}
         }
         self.pump(cx);
@@ -273,20 +278,22 @@ impl Channel {
         let dbytes = params().ntb_dma.descriptor_bytes;
         loop {
             let Some(r) = self.run.as_mut() else { return };
-            if r.fault.is_some() || r.retired >= r.cur || r.left[r.retired] != 0 {
+            // After a fault, the descriptors before the failing one are still retired as they land.
+            let limit = r.fault.map_or(r.cur, |x| x.descriptor.min(r.cur));
+            if r.retired >= limit || r.left[r.retired] != 0 {
                 return;
             }
             let (i, sg, ring) = (r.retired, r.sg, r.ring);
             r.retired += 1;
             if sg {
-                self.status_write(cx, ring + i as u64 * dbytes + 20, DESC_DONE);
+                self.status_write(cx, i, ring + i as u64 * dbytes + 20, DESC_DONE);
             }
         }
     }
 
-    /// Write a descriptor's control word back into the ring (posted).
-    fn status_write<W: World>(&mut self, cx: &mut Cx<W>, addr: u64, v: u32) {
-        let t = self.token(Kind::Status, 0);
+    /// Write descriptor `i`'s control word back into the ring (posted).
+    fn status_write<W: World>(&mut self, cx: &mut Cx<W>, i: usize, addr: u64, v: u32) {
+        let t = self.token(Kind::Status, i as u32);
         if cx.dma_write(addr, v.to_le_bytes().to_vec(), t).is_ok() {
             self.run.as_mut().expect("running").inflight += 1;
         }
@@ -302,7 +309,7 @@ impl Channel {
         r.fault = Some(DmaFault { descriptor: i, failure, bytes_done: 0 });
         let (sg, ring) = (r.sg, r.ring);
         if sg && i < r.descs.len() {
-            self.status_write(cx, ring + i as u64 * dbytes + 20, DESC_ERROR | DESC_DONE);
+            self.status_write(cx, i, ring + i as u64 * dbytes + 20, DESC_ERROR | DESC_DONE);
         }
     }
 

@@ -3,7 +3,7 @@
 //! another's transfer complete and correct; the bytes DMA moves are the source's.
 
 use crate::bench::{link_limit, testbed_with};
-use crate::dma::Desc;
+use crate::dma::{Desc, DESC_DONE, DESC_ERROR};
 use crate::error::RdmaError;
 use crate::shmem::Pair;
 use devlend_fabric::route::Requester;
@@ -74,6 +74,14 @@ fn a_fault_in_one_channel_leaves_the_other_complete_and_correct() {
     assert!((4096..4096 + 4096).contains(&bytes_done), "descriptor 0 landed, and at most the part of 1 before the fault: {bytes_done}");
     assert_eq!(host_a(&mut f, &p, 0, HALF), data[..HALF as usize], "channel 0's transfer is complete and correct");
     assert_eq!(host_a(&mut f, &p, HALF, 4096), data[HALF as usize..HALF as usize + 4096]);
+    // Channel 1's ring slice: descriptor 0 retired done, descriptor 1 marked done with an error.
+    let slice = crate::shmem::ring_slice(p.b.node.ring, 2);
+    let ctl = |f: &mut Fabric, i: u64| {
+        let at = p.b.node.ring.phys + slice + i * crate::params::params().ntb_dma.descriptor_bytes + 20;
+        u32::from_le_bytes(f.read(Requester::Cpu(p.b.node.host), at, 4).0.try_into().unwrap())
+    };
+    assert_eq!(ctl(&mut f, 0), DESC_DONE);
+    assert_eq!(ctl(&mut f, 1), DESC_DONE | DESC_ERROR);
     let log = p.b.dma.as_ref().unwrap().engine.borrow().log(1).clone();
     assert_eq!(log.faults.len(), 1);
     assert!(log.faults[0].failure.is_some(), "the fault names what the fabric refused");
