@@ -154,3 +154,17 @@ pub(crate) fn busiest_ps(m: &Machine<Fabric>) -> u64 {
 pub(crate) fn thread_ps(m: &Machine<Fabric>, ids: &[usize]) -> Vec<u64> {
     ids.iter().map(|&i| m.thread_end(i).map_or(0, |e| e - m.thread_start(i))).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_driver_programs_as_many_registers_as_params_say() {
+        let p = &params().ntb_dma;
+        let d = [Desc { src: 0x1000, dst: 0x2000, count: 64 }];
+        assert_eq!(register_stores(&d, false, 0).len() as u64, p.register_writes_block);
+        assert_eq!(register_stores(&d, true, 0x3000).len() as u64, p.register_writes_sg);
+        assert_eq!(register_stores(&d, true, 0x3000).last(), Some(&(dma::CTRL, dma::CTRL_START | dma::CTRL_IRQ | dma::CTRL_SG)), "START goes last");
+    }
+}
