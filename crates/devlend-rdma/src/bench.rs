@@ -75,7 +75,7 @@ pub fn sweep(json: &str, methods: &[&str], sizes: &[u64], mapping: Option<Mappin
 /// A: what the link allows, in bytes/s.
 pub fn link_limit(json: &str) -> RResult<f64> {
     let (mut f, pair) = testbed(json)?;
-    let func = pair.b.dma.as_ref().expect("dma attached").engine.func;
+    let func = pair.b.dma.as_ref().expect("dma attached").engine.borrow().func;
     let plan = devlend_engine::plan(&mut f, Requester::Func(func), pair.b.node.window.0, Access::Write).map_err(|e| RdmaError::Fabric(format!("{e:?}")))?;
     let mut ports = vec![(0u64, 0u64); f.links.len() * 2];
     for (i, l) in f.links.iter().enumerate() {

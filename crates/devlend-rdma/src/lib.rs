@@ -3,7 +3,9 @@
 //! Two hosts joined by the NT port of a PLX PEX8749 exchange data as 003's testbed does:
 //! - [`dma`]: the switch's DMA engine (block and scatter-gather descriptors {src, dst, byte count},
 //!   descriptor fetch over PCIe, one channel by default and more configurable, MSI-X completion per
-//!   channel), a device on the fabric (003 §3-4); [`share`]: links shared by concurrent channels;
+//!   channel), an event-driven device on the machine (003 §3-4); [`channel`]: one channel's
+//!   pipeline of reads and writes; [`driver`]: the driver's DMA call as a thread, one machine per
+//!   operation;
 //! - [`node`]: physically contiguous page-locked buffers, the scratchpad handshake, the memory
 //!   window (`mw_set_trans`) and doorbells (003 §2.2, §3, Figs 2-6);
 //! - [`pio`]: CPU stores through the NTB BAR, uncached or write-combined, as a mechanism (Fig 8);
@@ -15,15 +17,19 @@
 //! `pex8749-dma` device profile, each with its source or marked assumed.
 
 pub mod bench;
+pub(crate) mod channel;
 pub mod dma;
+pub(crate) mod driver;
 pub mod error;
 pub mod node;
 pub mod params;
 pub mod perf;
 pub mod pingpong;
 pub mod pio;
-pub mod share;
 pub mod shmem;
 
 pub use error::{RResult, RdmaError};
 pub use shmem::{handshake, Method, Pair, Pe, Timing};
+
+#[cfg(test)]
+mod engine_tests;

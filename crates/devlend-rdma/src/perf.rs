@@ -10,22 +10,22 @@
 //! all submitted before waiting for the last completion. The result is bytes copied over elapsed
 //! microseconds, i.e. MB/s, per worker and for all of them.
 //!
-//! devlend's timing: a worker's chunks all take the same time (same route, same size), so one pass
-//! over its part is run for real (bytes land in the peer, the descriptors go through the channel)
-//! and timed, and the run's time is that pass times the number of passes plus the last, partial
+//! devlend's timing: every pass over the window is the same (same routes, same sizes), so one pass
+//! of all workers is run for real on one machine (bytes land in the peer, descriptors go through
+//! the channels) and timed, and the run's time is that pass times the number of passes plus the last, partial
 //! pass; the peer's memory ends exactly as after every pass (each pass writes the same bytes).
 //! DMA descriptors of a pass go to the channel as scatter-gather chains of at most its ring slice.
-//! Workers run at the same time and share the links ([`crate::share`]).
+//! Workers run at the same time, as threads (CPU copies) or DMA channels on one machine per pass,
+//! and share the links as their TLPs do.
 
 use crate::dma::Desc;
 use crate::error::{RResult, RdmaError};
 use crate::params::params;
-use crate::pio::{pio_time, Mapping};
-use crate::share::LinkLoad;
+use crate::driver;
+use crate::pio::{spawn_copy, Mapping};
 use crate::shmem::{ring_slice, Pe};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
-use devlend_wire::Access;
 
 /// The Linux tool's thread limit.
 pub const MAX_THREADS: u32 = 32;
@@ -36,7 +36,7 @@ pub struct Perf {
     pub threads: Vec<(u64, u64)>,
     pub copied: u64,
     pub total_ps: u64,
-    /// What the busiest link direction needs for everything copied, in ps.
+    /// The busiest link direction's time serialising TLPs, over all passes, in ps.
     pub link_ps: u64,
 }
 
@@ -74,7 +74,7 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
         f.write(cpu, pe.node.buf.phys + t * part, &src);
     }
     let (pass, last) = if use_dma {
-        let channels = pe.dma.as_ref().map_or(0, |d| d.engine.channels.len());
+        let channels = pe.dma.as_ref().map_or(0, |d| d.engine.borrow().channel_count());
         if threads as usize > channels {
             return Err(RdmaError::NoDmaEngine(format!("thread {channels} cannot get a DMA channel: host {} has {channels}", pe.node.host)));
         }
@@ -85,9 +85,9 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
     } else {
         (cpu_pass(f, pe, &src, part, threads, if passes > 0 { per_pass } else { 0 })?, cpu_pass(f, pe, &src, part, threads, rest)?)
     };
-    let threads_ps: Vec<u64> = pass.0.iter().zip(&last.0).map(|(p, l)| p * passes + l).collect();
-    let link_ps = pass.1 * passes + last.1;
-    let total_ps = threads_ps.iter().copied().max().unwrap_or(0).max(link_ps);
+    let threads_ps: Vec<u64> = pass.workers.iter().zip(&last.workers).map(|(p, l)| p * passes + l).collect();
+    let link_ps = pass.link_ps * passes + last.link_ps;
+    let total_ps = pass.end_ps * passes + last.end_ps;
     // The peer's memory holds the source in every chunk a worker wrote.
     for t in 0..threads as u64 {
         let peer = pe.node.peer.expect("window_size > 0").phys + t * part;
@@ -100,37 +100,42 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
     Ok(Perf { threads: threads_ps.iter().map(|&ps| (n * chunk, ps)).collect(), copied: n * chunk * threads as u64, total_ps, link_ps })
 }
 
-/// `k` chunks per worker with CPU stores into the WC-mapped window: (per-worker ps, link ps).
-fn cpu_pass(f: &mut Fabric, pe: &Pe, src: &[u8], part: u64, threads: u32, k: u64) -> RResult<(Vec<u64>, u64)> {
-    let chunk = src.len() as u64;
-    let cpu = Requester::Cpu(pe.node.host);
-    let mut load = LinkLoad::default();
-    let mut ps = Vec::new();
-    for t in 0..threads as u64 {
-        let at = pe.node.window.0 + t * part;
-        if k == 0 {
-            ps.push(0);
-            continue;
-        }
-        let one = pio_time(f, pe.node.host, at, chunk, Mapping::WriteCombining).map_err(RdmaError::Fabric)?;
-        for j in 0..k {
-            if let (_, Some(e)) = f.write(cpu, at + j * chunk, src) {
-                return Err(RdmaError::Fabric(f.failure_json(&e)["message"].to_string()));
-            }
-        }
-        let plan = devlend_engine::plan(f, cpu, at, Access::Write).map_err(|e| RdmaError::Fabric(f.failure_json(&e)["message"].to_string()))?;
-        load.add_writes(f, &plan.request, k * chunk, params().cpu_store.wc_line_bytes);
-        ps.push(k * one.total_ps);
-    }
-    Ok((ps, load.busiest_ps()))
+/// One pass of every worker over its part of the window, on one machine.
+struct Pass {
+    /// Each worker's time, in ps.
+    workers: Vec<u64>,
+    /// When the last byte of the pass had landed and every worker was done, in ps.
+    end_ps: u64,
+    /// The busiest link direction's time serialising TLPs, in ps.
+    link_ps: u64,
 }
 
-/// `k` chunks per worker, each a DMA descriptor on the worker's channel: (per-worker ps, link ps).
-fn dma_pass(f: &mut Fabric, pe: &mut Pe, chunk: u64, part: u64, threads: u32, k: u64) -> RResult<(Vec<u64>, u64)> {
-    if k == 0 {
-        return Ok((vec![0; threads as usize], 0));
+impl Pass {
+    fn idle(threads: u32) -> Pass {
+        Pass { workers: vec![0; threads as usize], end_ps: 0, link_ps: 0 }
     }
-    let channels = pe.dma.as_ref().expect("checked").engine.channels.len();
+}
+
+/// `k` chunks per worker with CPU stores into the WC-mapped window, the workers as threads.
+fn cpu_pass(f: &mut Fabric, pe: &Pe, src: &[u8], part: u64, threads: u32, k: u64) -> RResult<Pass> {
+    if k == 0 {
+        return Ok(Pass::idle(threads));
+    }
+    let (host, window) = (pe.node.host, pe.node.window.0);
+    driver::on_machine(f, None, |m| {
+        let ids: Vec<Vec<usize>> = (0..threads as u64).map(|t| spawn_copy(m, &format!("ntb_perf worker {t}"), host, window + t * part, src, k, Mapping::WriteCombining)).collect();
+        m.run().map_err(driver::machine_error)?;
+        let workers = ids.iter().map(|lanes| driver::thread_ps(m, lanes).into_iter().max().unwrap_or(0)).collect();
+        Ok(Pass { workers, end_ps: m.now(), link_ps: driver::busiest_ps(m) })
+    })
+}
+
+/// `k` chunks per worker, each a DMA descriptor on the worker's channel.
+fn dma_pass(f: &mut Fabric, pe: &mut Pe, chunk: u64, part: u64, threads: u32, k: u64) -> RResult<Pass> {
+    if k == 0 {
+        return Ok(Pass::idle(threads));
+    }
+    let channels = pe.dma.as_ref().expect("checked").engine.borrow().channel_count();
     let cap = (ring_slice(pe.node.ring, channels) / params().ntb_dma.descriptor_bytes) as usize;
     let queues: Vec<Vec<Vec<Desc>>> = (0..threads as u64)
         .map(|t| {
@@ -140,5 +145,5 @@ fn dma_pass(f: &mut Fabric, pe: &mut Pe, chunk: u64, part: u64, threads: u32, k:
         })
         .collect();
     let r = pe.dma_concurrent(f, &queues, true)?;
-    Ok((r.channel_ps, r.link_ps))
+    Ok(Pass { end_ps: r.total_ps, workers: r.channel_ps, link_ps: r.link_ps })
 }

@@ -5,16 +5,17 @@
 //! store leaves the core as one posted TLP of the store's width and the core issues the next UC
 //! store only after the previous one was accepted (`uc_store_ps`), so the issue rate, not the
 //! link, limits it. Through a write-combining (WC) mapping, stores fill line-sized WC buffers;
-//! each flush is one posted TLP and up to `wc_buffers` flushes are in flight. Either way the rate
-//! is also capped by the slowest link on the route for TLPs of that size (header, framing and DLLP
-//! overhead from `[timing]`), and the last store still has to land (the engine's one-way time).
-//! Parameters and sources: `params/hardware.toml [cpu_store]`.
+//! each flush is one posted TLP and up to `wc_buffers` flushes are in flight. The copy runs as
+//! threads on the machine ([`spawn_copy`], one per store slot): each TLP travels the links
+//! (header, framing and credits as the engine charges them) with everything else, so a link slower
+//! than the issue rate holds the stores back; [`put`] ends when the last store has landed. Parameters and sources: `params/hardware.toml [cpu_store]`.
 
 use crate::params::params;
-use devlend_engine::params::timing;
-use devlend_fabric::route::Requester;
+use crate::driver;
+use crate::error::RResult;
+use devlend_engine::machine::Machine;
 use devlend_fabric::Fabric;
-use devlend_wire::{Access, Generation, TlpKind};
+use std::rc::Rc;
 
 /// How the BAR is mapped into the CPU's address space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,46 +28,49 @@ impl Mapping {
     pub fn from_params() -> Mapping {
         if params().cpu_store.mapping == "wc" { Mapping::WriteCombining } else { Mapping::Uncached }
     }
-    /// (bytes per posted TLP, time the core or its buffers need per TLP issued, in ps)
-    fn unit(self) -> (u64, f64) {
+    /// (bytes per posted TLP, stores in flight at once, time each holds its slot in ps): a UC
+    /// store holds the core; a WC line holds one of the fill buffers until its flush is accepted.
+    fn lanes(self) -> (u64, u64, u64) {
         let c = &params().cpu_store;
         match self {
-            Mapping::Uncached => (c.store_bytes, c.uc_store_ps as f64),
-            Mapping::WriteCombining => (c.wc_line_bytes, c.wc_flush_ps as f64 / c.wc_buffers as f64),
+            Mapping::Uncached => (c.store_bytes, 1, c.uc_store_ps),
+            Mapping::WriteCombining => (c.wc_line_bytes, c.wc_buffers, c.wc_flush_ps),
         }
     }
 }
 
-/// The breakdown of one timed PIO copy.
-#[derive(Clone, Copy, Debug)]
-pub struct PioTiming {
-    pub tlps: u64,
-    pub issue_ps_per_tlp: f64,
-    pub link_ps_per_tlp: f64,
-    pub land_ps: u64,
-    pub total_ps: u64,
+/// CPU `host` copies `data` to `addr` (the NTB BAR) with `mapping`, on a machine of its own:
+/// the time until the last store has landed, in ps.
+pub fn put(f: &mut Fabric, host: u16, addr: u64, data: &[u8], mapping: Mapping) -> RResult<u64> {
+    driver::on_machine(f, None, |m| {
+        spawn_copy(m, "memcpy into the BAR", host, addr, data, 1, mapping);
+        m.run().map_err(driver::machine_error)?;
+        Ok(m.now())
+    })
 }
 
-/// Time for CPU `host` to store `len` bytes at `addr` (the NTB BAR) with `mapping`.
-pub fn pio_time(f: &mut Fabric, host: u16, addr: u64, len: u64, mapping: Mapping) -> Result<PioTiming, String> {
-    let who = Requester::Cpu(host);
-    let plan = devlend_engine::plan(f, who, addr, Access::Write).map_err(|e| f.failure_json(&e)["message"].to_string())?;
-    let (unit, issue) = mapping.unit();
-    let t = timing();
-    let wire = t.overheads().wire_bytes(TlpKind::MemWrite, unit.min(len.max(1))) as f64;
-    let slowest = plan
-        .request
-        .stages
-        .iter()
-        .map(|s| {
-            let l = &f.links[(s.port / 2) as usize];
-            Generation(l.gen).lane_bytes_per_s() * l.width as f64
+/// Spawn CPU `host`'s copies of `data` to `addr`, `times` chunks one after another (chunk `j` at
+/// `addr + j * data.len()`), each after a call's entry. One thread per store slot (one for UC, a
+/// fill buffer each for WC, lines dealt round-robin): a slot's next store goes out once its last
+/// has left the CPU and its holding time has passed. Returns the threads.
+pub fn spawn_copy(m: &mut Machine<Fabric>, name: &str, host: u16, addr: u64, data: &[u8], times: u64, mapping: Mapping) -> Vec<usize> {
+    let (unit, lanes, hold) = mapping.lanes();
+    let data: Rc<[u8]> = Rc::from(data);
+    (0..lanes)
+        .map(|lane| {
+            let data = data.clone();
+            m.spawn(&format!("{name}, store slot {lane}"), 0, move |t| {
+                for j in 0..times {
+                    t.sleep(params().cpu_store.call_ps);
+                    let at = addr + j * data.len() as u64;
+                    for (i, piece) in data.chunks(unit as usize).enumerate().skip(lane as usize).step_by(lanes as usize) {
+                        let start = t.now();
+                        t.cpu_write(host, at + i as u64 * unit, piece)?;
+                        t.sleep(hold.saturating_sub(t.now() - start));
+                    }
+                }
+                Ok(())
+            })
         })
-        .fold(f64::INFINITY, f64::min);
-    let link = if slowest.is_finite() { wire / slowest * 1e12 } else { 0.0 };
-    let tlps = len.div_ceil(unit).max(1);
-    let land = devlend_engine::time_plan(f, &plan, unit.min(len.max(1)), Access::Write, true).time_ps;
-    let per = issue.max(link);
-    let total = params().cpu_store.call_ps + ((tlps - 1) as f64 * per) as u64 + land;
-    Ok(PioTiming { tlps, issue_ps_per_tlp: issue, link_ps_per_tlp: link, land_ps: land, total_ps: total })
+        .collect()
 }

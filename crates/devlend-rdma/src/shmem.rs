@@ -12,18 +12,22 @@
 //! `*_nbi` calls queue it and `quiet` waits for all (they share one channel: their times add up).
 //! A non-blocking get lands at the same offset of the local buffer (symmetric heap), read with
 //! [`Pe::local_read`] after `quiet`, as OpenSHMEM's `shmem_getmem_nbi` fills its destination.
-//! With several DMA channels ([`Pe::attach_dma_with`]), [`Pe::dma_concurrent`] runs transfers
-//! on them at the same time, sharing the links ([`crate::share`]).
+//! Each DMA operation runs on a machine of its own ([`crate::driver`]): the driver's call is a
+//! thread, the engine a device, and their accesses flows on the links. With several DMA channels
+//! ([`Pe::attach_dma_with`]), [`Pe::dma_concurrent`] runs transfers on them at the same time, on
+//! one machine, so they share the links as the engine's flows do.
 
-use crate::dma::{self, Desc, DmaEngine};
+use crate::dma::{Desc, DmaEngine};
+use crate::driver::{self, Regs};
 use crate::error::{RResult, RdmaError};
 use crate::node::{Node, Pinned};
 use crate::params::params;
-use crate::pio::{pio_time, Mapping};
-use devlend_fabric::fabric::Event;
+use crate::pio::{self, Mapping};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
 use devlend_wire::Access;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
@@ -40,7 +44,7 @@ pub struct Timing {
 }
 
 impl Timing {
-    fn add(&mut self, what: &'static str, ps: u64) {
+    pub(crate) fn add(&mut self, what: &'static str, ps: u64) {
         self.steps.push((what, ps));
         self.total_ps += ps;
     }
@@ -49,11 +53,9 @@ impl Timing {
 /// The DMA engine this host drives: its channels, register BAR and MSI message (channel `c`
 /// sends data `msi.1 + c`).
 pub struct Channel {
-    pub engine: DmaEngine,
+    pub engine: Rc<RefCell<DmaEngine>>,
     pub bar0: u64,
     pub msi: (u64, u32),
-    /// Fabric events before the last start, to find the completion interrupts after it.
-    msis_before: usize,
 }
 
 /// Transfers run on several channels at once ([`Pe::dma_concurrent`]).
@@ -61,9 +63,11 @@ pub struct Channel {
 pub struct Concurrent {
     /// Time until the last transfer is done, in ps.
     pub total_ps: u64,
-    /// Each channel's own time (its transfers one after another, link to itself), in ps.
+    /// Each channel's time for its transfers one after another, sharing the links, in ps.
     pub channel_ps: Vec<u64>,
-    /// What the busiest link direction needs for everything the channels moved, in ps.
+    /// Each transfer's time by part, per channel.
+    pub timings: Vec<Vec<Timing>>,
+    /// The busiest link direction's time spent serialising TLPs during the run, in ps.
     pub link_ps: u64,
 }
 
@@ -110,7 +114,7 @@ impl Pe {
             entry[8..12].copy_from_slice(&(msi.1 + c).to_le_bytes());
             f.write(Requester::Cpu(self.node.host), bar0 + devlend_fabric::config::MSIX_TABLE_OFFSET + 16 * c as u64, &entry);
         }
-        self.dma = Some(Channel { engine, bar0, msi, msis_before: 0 });
+        self.dma = Some(Channel { engine: Rc::new(RefCell::new(engine)), bar0, msi });
         Ok(())
     }
 
@@ -191,11 +195,8 @@ impl Pe {
         let mut t = Timing::default();
         match how {
             Method::Pio => {
-                let p = pio_time(f, self.node.host, win, len, self.mapping).map_err(RdmaError::Fabric)?;
-                if let (_, Some(e)) = f.write(self.cpu(), win, data) {
-                    return Err(RdmaError::Fabric(fail(f, &e)));
-                }
-                t.add("CPU stores through the BAR", p.total_ps);
+                let ps = pio::put(f, self.node.host, win, data, self.mapping)?;
+                t.add("CPU stores through the BAR", ps);
             }
             Method::BlockDma | Method::SgDma(_) => {
                 let local = self.node.buf.phys + off;
@@ -269,10 +270,8 @@ impl Pe {
     /// Hand descriptors to channel 0 as they are (no checks: what the hardware would do with a
     /// buggy driver). Errors come back from the channel's status, with the fault recorded.
     pub fn dma_raw(&mut self, f: &mut Fabric, descs: &[Desc], sg: bool) -> RResult<Timing> {
-        self.start(f, 0, descs, sg)?;
-        let ch = self.dma.as_mut().expect("started");
-        ch.engine.process(f);
-        self.finish(f, 0, sg, None)
+        let mut r = self.run_queues(f, &[vec![descs.to_vec()]], sg)?;
+        Ok(r.timings.swap_remove(0).swap_remove(0))
     }
 
     /// Run transfers on the channels at the same time: `queues[c]` holds channel `c`'s transfers
@@ -280,111 +279,98 @@ impl Pe {
     /// checked against registered memory before any channel starts.
     pub fn dma_concurrent(&mut self, f: &mut Fabric, queues: &[Vec<Vec<Desc>>], sg: bool) -> RResult<Concurrent> {
         self.node.check_link(f)?;
-        let host = self.node.host;
-        let n = self.dma.as_ref().ok_or_else(|| RdmaError::NoDmaEngine(format!("host {host} has no DMA channel attached")))?.engine.channels.len();
+        let n = self.channel()?.engine.borrow().channel_count();
         if queues.len() > n {
             return Err(RdmaError::Invalid(format!("{} transfer queues for {n} DMA channel(s): each channel runs one queue", queues.len())));
         }
         for j in queues.iter().flatten() {
             self.check_registered(j)?;
         }
-        let mut channel_ps = vec![0u64; queues.len()];
-        let mut load = crate::share::LinkLoad::default();
-        for r in 0..queues.iter().map(Vec::len).max().unwrap_or(0) {
-            let busy: Vec<usize> = (0..queues.len()).filter(|c| r < queues[*c].len()).collect();
-            for &c in &busy {
-                self.start(f, c, &queues[c][r], sg)?;
-            }
-            self.dma.as_mut().expect("attached").engine.process(f);
-            for &c in &busy {
-                channel_ps[c] += self.finish(f, c, sg, Some(&mut load))?.total_ps;
-            }
-        }
-        let link_ps = load.busiest_ps();
-        Ok(Concurrent { total_ps: channel_ps.iter().copied().max().unwrap_or(0).max(link_ps), channel_ps, link_ps })
+        self.run_queues(f, queues, sg)
     }
 
-    /// Write a channel's registers (and SG ring) and set START; the engine runs it on `process`.
-    fn start(&mut self, f: &mut Fabric, c: usize, descs: &[Desc], sg: bool) -> RResult<()> {
-        let (host, ring) = (self.node.host, self.node.ring);
-        let ch = self.dma.as_mut().ok_or_else(|| RdmaError::NoDmaEngine(format!("host {host} has no DMA channel attached")))?;
-        let p = &params().ntb_dma;
-        let slice = ring_slice(ring, ch.engine.channels.len());
-        if sg && descs.len() as u64 * p.descriptor_bytes > slice {
-            return Err(RdmaError::Invalid(format!("{} descriptors do not fit the descriptor ring ({} per channel)", descs.len(), slice / p.descriptor_bytes)));
+    fn channel(&self) -> RResult<&Channel> {
+        let host = self.node.host;
+        self.dma.as_ref().ok_or_else(|| RdmaError::NoDmaEngine(format!("host {host} has no DMA channel attached")))
+    }
+
+    /// Where the driver finds channel `c`.
+    fn regs(&self, c: usize) -> RResult<Regs> {
+        let ch = self.channel()?;
+        let e = ch.engine.borrow();
+        let slice = ring_slice(self.node.ring, e.channel_count());
+        Ok(Regs { host: self.node.host, func: e.func, base: ch.bar0 + c as u64 * crate::dma::CH_STRIDE, offset: c as u64 * crate::dma::CH_STRIDE, ring: self.node.ring.phys + c as u64 * slice, ring_bytes: slice, msi_data: ch.msi.1 + c as u32 })
+    }
+
+    /// One machine: a driver thread per channel runs its queue's calls one after another.
+    pub(crate) fn run_queues(&mut self, f: &mut Fabric, queues: &[Vec<Vec<Desc>>], sg: bool) -> RResult<Concurrent> {
+        let regs: Vec<Regs> = (0..queues.len()).map(|c| self.regs(c)).collect::<RResult<_>>()?;
+        for (r, q) in regs.iter().zip(queues) {
+            check_shape(q, sg, r.ring_bytes)?;
+        }
+        let engine = self.channel()?.engine.clone();
+        let timings: Vec<Rc<RefCell<Vec<RResult<Timing>>>>> = queues.iter().map(|_| Rc::default()).collect();
+        let run = driver::on_machine(f, Some(&engine), |m| {
+            let ids: Vec<usize> = queues
+                .iter()
+                .zip(&regs)
+                .zip(&timings)
+                .enumerate()
+                .map(|(c, ((q, r), out))| {
+                    let (q, r, out) = (q.clone(), *r, out.clone());
+                    m.spawn(&format!("dma driver, channel {c}"), 0, move |t| {
+                        for descs in &q {
+                            let timing = driver::dma_call(t, r, descs, sg)?;
+                            let failed = timing.is_err();
+                            out.borrow_mut().push(timing);
+                            if failed {
+                                break;
+                            }
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            m.run().map_err(driver::machine_error)?;
+            Ok((driver::thread_ps(m, &ids), driver::busiest_ps(m)))
+        });
+        let (channel_ps, link_ps) = run?;
+        let mut done = Vec::new();
+        for t in timings {
+            done.push(t.take().into_iter().collect::<RResult<Vec<Timing>>>().map_err(|e| self.describe_fault(f, e))?);
+        }
+        let timings = done;
+        Ok(Concurrent { total_ps: channel_ps.iter().copied().max().unwrap_or(0), channel_ps, timings, link_ps })
+    }
+
+    /// A channel error's message: what the fabric recorded for its fault.
+    fn describe_fault(&self, f: &Fabric, e: RdmaError) -> RdmaError {
+        let RdmaError::Dma { descriptor, bytes_done, .. } = e else { return e };
+        let Ok(ch) = self.channel() else { return e };
+        let engine = ch.engine.borrow();
+        let last = (0..engine.channel_count()).filter_map(|c| engine.log(c).faults.last().copied()).find(|x| x.descriptor == descriptor && x.bytes_done == bytes_done);
+        let message = last.and_then(|x| x.failure).map_or("invalid descriptor".to_string(), |x| fail(f, &x));
+        RdmaError::Dma { descriptor, bytes_done, message }
+    }
+}
+
+/// A channel's transfers must fit what its registers and ring slice take.
+fn check_shape(queue: &[Vec<Desc>], sg: bool, ring_bytes: u64) -> RResult<()> {
+    let dbytes = params().ntb_dma.descriptor_bytes;
+    for descs in queue {
+        if sg && descs.len() as u64 * dbytes > ring_bytes {
+            return Err(RdmaError::Invalid(format!("{} descriptors do not fit the descriptor ring ({} per channel)", descs.len(), ring_bytes / dbytes)));
         }
         if !sg && descs.len() != 1 {
             return Err(RdmaError::Invalid("block mode takes exactly one descriptor".into()));
         }
-        let cpu = Requester::Cpu(host);
-        let regs: Vec<(u64, Vec<u8>)> = if sg {
-            let at = ring.phys + c as u64 * slice;
-            let table: Vec<u8> = descs.iter().flat_map(|d| d.encode()).collect();
-            f.write(cpu, at, &table);
-            vec![(dma::RING, at.to_le_bytes().to_vec()), (dma::NDESC, (descs.len() as u32).to_le_bytes().to_vec())]
-        } else {
-            let d = descs[0];
-            vec![(dma::SRC, d.src.to_le_bytes().to_vec()), (dma::DST, d.dst.to_le_bytes().to_vec()), (dma::COUNT, d.count.to_le_bytes().to_vec())]
-        };
-        let ctrl = dma::CTRL_START | dma::CTRL_IRQ | if sg { dma::CTRL_SG } else { 0 };
-        let base = ch.bar0 + c as u64 * dma::CH_STRIDE;
-        for (off, v) in regs.iter().chain(std::iter::once(&(dma::CTRL, ctrl.to_le_bytes().to_vec()))) {
-            f.write(cpu, base + off, v);
-        }
-        let log = &mut ch.engine.channels[c];
-        log.ops.clear();
-        log.internal_ps = 0;
-        ch.msis_before = f.events.len();
-        Ok(())
     }
-
-    /// After `process`: the channel's status (an error names the descriptor and what landed), its
-    /// completion interrupt, and its time; its accesses are added to `load` if given.
-    fn finish(&mut self, f: &mut Fabric, c: usize, sg: bool, load: Option<&mut crate::share::LinkLoad>) -> RResult<Timing> {
-        let host = self.node.host;
-        let ch = self.dma.as_ref().expect("started");
-        let base = c as u64 * dma::CH_STRIDE;
-        let status = ch.engine.reg_read(f, base + dma::STATUS, 4) as u32;
-        let data = ch.msi.1 + c as u32;
-        let fired = f.events[ch.msis_before.min(f.events.len())..].iter().any(|e| matches!(e, Event::Msi { data: d, .. } if *d == data));
-        if status & dma::STATUS_ERROR != 0 {
-            let fault = ch.engine.channels[c].faults.last().copied();
-            let message = fault.and_then(|x| x.failure).map_or("invalid descriptor".to_string(), |e| fail(f, &e));
-            return Err(RdmaError::Dma { descriptor: (status >> 8) as usize, bytes_done: ch.engine.reg_read(f, base + dma::BYTES_DONE, 8), message });
-        }
-        if !fired {
-            return Err(RdmaError::Fabric("DMA completion interrupt did not arrive".into()));
-        }
-        if let Some(load) = load {
-            load.add(f, &ch.engine.channels[c].ops);
-        }
-        channel_time(f, ch, c, host, sg)
-    }
+    Ok(())
 }
 
 /// Each channel has its own slice of the page-locked descriptor ring, in bytes.
 pub fn ring_slice(ring: Pinned, channels: usize) -> u64 {
     ring.size / channels as u64
-}
-
-/// The time one DMA call takes, from the ioctl to the woken caller: register programming (UC
-/// stores), status reads over PCIe, the engine's accesses in program order, its descriptor
-/// turnarounds, and the completion interrupt's wake-up.
-fn channel_time(f: &mut Fabric, ch: &Channel, c: usize, host: u16, sg: bool) -> RResult<Timing> {
-    let p = &params().ntb_dma;
-    let sw = &params().rdma_sw;
-    let mut t = Timing::default();
-    t.add("ioctl into the DMA driver", sw.ioctl_ps);
-    let (writes, reads) = if sg { (p.register_writes_sg, p.status_reads_sg) } else { (p.register_writes_block, p.status_reads_block) };
-    t.add("register stores (UC)", writes * params().cpu_store.uc_store_ps);
-    let rd = devlend_engine::latency(f, Requester::Cpu(host), ch.bar0 + c as u64 * dma::CH_STRIDE + dma::STATUS, Access::Read).map_err(|e| RdmaError::Fabric(fail(f, &e)))?;
-    t.add("status register reads", reads * rd);
-    let log = &ch.engine.channels[c];
-    let engine = devlend_devices::time_ops(f, &log.ops).map_err(RdmaError::Fabric)?;
-    t.add("engine: descriptors, data, MSI", engine);
-    t.add("engine: descriptor turnaround", log.internal_ps);
-    t.add("interrupt and wake-up", sw.irq_wakeup_ps);
-    Ok(t)
 }
 
 /// Split [src, src+len) -> [dst, ...) into the descriptors of a method: one for block mode, N

@@ -232,7 +232,8 @@ fn two_channels_beat_one_unless_the_link_is_the_limit() {
     let slow = slow_nt_link(1, 1);
     let (one, link) = two_transfers(&slow, 1, 16);
     let (two, _) = two_transfers(&slow, 2, 16);
-    assert_eq!(two, link, "two channels wait for the link");
+    // The link is busy serialising their TLPs nearly all the time (the rest: the driver calls).
+    assert!(link <= two && (two - link) * 50 < two, "two channels wait for the link: link busy {link} of {two} ps");
     assert!(two * 100 >= one * 90, "two channels {two} ps, one {one} ps");
 }
 

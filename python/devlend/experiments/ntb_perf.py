@@ -3,9 +3,11 @@
 Host B writes into host A's 1 MB memory window through the PEX8749 NT port, as Linux's ntb_perf
 does: each thread copies `total` bytes in `chunk`-byte pieces into its part of the window,
 wrapping around, with CPU copies (`memcpy_toio` into a write-combining mapping) or with DMA (one
-DMA channel per thread; 003's testbed used one). Rate = bytes copied / elapsed microseconds.
-Beside it: the busiest link direction's limit for the same traffic. Nothing here is typed in:
-WC copies are bound by the fill buffers and 64-byte TLPs, a DMA channel by its read round trip.
+DMA channel per thread; 003's testbed used one). Rate = bytes copied / elapsed microseconds. Each
+pass over the window runs on one machine: the workers' stores or channels share the links there.
+Beside it: the rate at which the busiest link direction serialised the CPU copies' TLPs (its busy
+time on the machine). Nothing here is typed in: WC copies are bound by the fill buffers and
+64-byte TLPs, a DMA channel by its read round trip.
 """
 
 from __future__ import annotations

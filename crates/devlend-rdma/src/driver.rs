@@ -1,0 +1,170 @@
+//! The DMA driver's call, as a thread on a machine, and one machine per operation.
+//!
+//! An operation (a put, a get, one pass of ntb_perf) runs on a machine of its own: the fabric
+//! moves into it, the DMA engine is added as a device, the driver's calls run as threads, and the
+//! fabric comes back when nothing is left to happen. A DMA call is what the PLX driver's ioctl
+//! does (003 §3): enter the driver, read the channel's status register over PCIe where block mode
+//! does, write the SG ring into host RAM, program the channel's registers with uncached stores
+//! (START last), sleep until the channel's MSI-X interrupt lands, read the status in the ISR, and
+//! wake the caller. Every store, read and interrupt travels on the machine's links.
+
+use crate::dma::{self, Desc, DmaEngine};
+use crate::error::{RResult, RdmaError};
+use crate::params::params;
+use crate::shmem::Timing;
+use devlend_engine::machine::{Machine, MachineError, Thread, ThreadError};
+use devlend_engine::queue::Ps;
+use devlend_fabric::fabric::Event;
+use devlend_fabric::route::Requester;
+use devlend_fabric::Fabric;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// Where a driver finds one channel: its host, registers, SG ring slice and MSI data.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Regs {
+    pub host: u16,
+    pub func: devlend_fabric::model::FuncId,
+    /// The channel's registers: bus address (for the CPU) and offset in BAR 0.
+    pub base: u64,
+    pub offset: u64,
+    pub ring: u64,
+    pub ring_bytes: u64,
+    pub msi_data: u32,
+}
+
+/// A fabric with nothing in it, left in the caller's place while the real one is in a machine.
+fn placeholder() -> Fabric {
+    devlend_fabric::build_json(r#"{"name":"(moved into a machine)","hosts":[{"name":"none","cpu":"generic-x86","ram":4096,"iommu":false,"root_ports":1}]}"#).expect("a one-host topology builds")
+}
+
+/// Run `go` on a machine made of `f` (with `engine` on it, if given); `f` is back afterwards.
+pub(crate) fn on_machine<T>(f: &mut Fabric, engine: Option<&Rc<RefCell<DmaEngine>>>, go: impl FnOnce(&mut Machine<Fabric>) -> RResult<T>) -> RResult<T> {
+    let mut m = Machine::new(std::mem::replace(f, placeholder()));
+    if let Some(e) = engine {
+        let func = e.borrow().func;
+        m.add_device(func, e.clone());
+    }
+    let out = go(&mut m);
+    *f = m.into_world().unwrap_or_else(|_| panic!("no device model keeps the fabric after a run"));
+    out
+}
+
+/// A machine's error as the library's: a DMA error from a driver thread stays one.
+pub(crate) fn machine_error(e: MachineError) -> RdmaError {
+    match e {
+        MachineError::Thread { error, .. } => match *error {
+            ThreadError::Other(inner) => match inner.downcast::<RdmaError>() {
+                Ok(r) => *r,
+                Err(other) => RdmaError::Fabric(other.to_string()),
+            },
+            ThreadError::Access { message, .. } => RdmaError::Fabric(message),
+            other => RdmaError::Fabric(other.to_string()),
+        },
+        MachineError::Stuck { waiting_for, .. } => RdmaError::Fabric(format!("the DMA call never ended: it waits for {waiting_for}")),
+        other => RdmaError::Fabric(other.to_string()),
+    }
+}
+
+/// The channel registers a call programs, as 32-bit uncached stores (START last).
+fn register_stores(descs: &[Desc], sg: bool, ring_at: u64) -> Vec<(u64, u32)> {
+    let split = |off: u64, v: u64| [(off, v as u32), (off + 4, (v >> 32) as u32)];
+    let mut regs: Vec<(u64, u32)> = Vec::new();
+    if sg {
+        regs.extend(split(dma::RING, ring_at));
+        regs.push((dma::NDESC, descs.len() as u32));
+    } else {
+        regs.extend(split(dma::SRC, descs[0].src));
+        regs.extend(split(dma::DST, descs[0].dst));
+        regs.push((dma::COUNT, descs[0].count));
+    }
+    let ctrl = dma::CTRL_START | dma::CTRL_IRQ | if sg { dma::CTRL_SG } else { 0 };
+    regs.push((dma::CTRL, ctrl));
+    regs
+}
+
+/// One DMA call on a channel, from the ioctl to the woken caller: its time by part, or the
+/// channel's error status (the call returns normally then, as the ioctl does, so other channels'
+/// threads go on).
+pub(crate) fn dma_call(t: &mut Thread<'_, Fabric>, r: Regs, descs: &[Desc], sg: bool) -> Result<RResult<Timing>, ThreadError> {
+    let p = &params().ntb_dma;
+    let sw = &params().rdma_sw;
+    let mut timing = Timing::default();
+    let mut mark = t.now();
+    let mut lap = |t: &Thread<'_, Fabric>, timing: &mut Timing, what: &'static str| {
+        let now = t.now();
+        timing.add(what, now - mark);
+        mark = now;
+    };
+    t.sleep(sw.ioctl_ps);
+    lap(t, &mut timing, "ioctl into the DMA driver");
+    let reads = if sg { p.status_reads_sg } else { p.status_reads_block };
+    let before = reads.min(1);
+    for _ in 0..before {
+        t.cpu_read(r.host, r.base + dma::STATUS, 4)?;
+    }
+    lap(t, &mut timing, "status register reads");
+    if sg {
+        let table: Vec<u8> = descs.iter().flat_map(|d| d.encode()).collect();
+        t.world().write(Requester::Cpu(r.host), r.ring, &table);
+    }
+    let events = t.world().events.len();
+    for (off, v) in register_stores(descs, sg, r.ring) {
+        uc_store(t, r.host, r.base + off, v)?;
+    }
+    lap(t, &mut timing, "register stores (UC)");
+    let data = r.msi_data;
+    t.wait_until(format!("the completion interrupt (MSI data {data:#x})"), move |f: &mut Fabric| f.events[events..].iter().any(|e| matches!(e, Event::Msi { data: d, .. } if *d == data)));
+    lap(t, &mut timing, "engine: descriptors, data, MSI");
+    for _ in before..reads {
+        t.cpu_read(r.host, r.base + dma::STATUS, 4)?;
+    }
+    lap(t, &mut timing, "status register reads");
+    t.sleep(sw.irq_wakeup_ps);
+    lap(t, &mut timing, "interrupt and wake-up");
+    Ok(check_status(t, r).map(|_| timing))
+}
+
+/// One uncached store: the core issues the next only `uc_store_ps` after this one.
+fn uc_store(t: &mut Thread<'_, Fabric>, host: u16, addr: u64, v: u32) -> Result<(), ThreadError> {
+    let start: Ps = t.now();
+    t.cpu_write(host, addr, &v.to_le_bytes())?;
+    let spent = t.now() - start;
+    t.sleep(params().cpu_store.uc_store_ps.saturating_sub(spent));
+    Ok(())
+}
+
+/// The channel's status after its interrupt: an error names the descriptor and what landed.
+fn check_status(t: &mut Thread<'_, Fabric>, r: Regs) -> RResult<()> {
+    let f = &mut *t.world();
+    let status = dma::reg_read(f, r.func, r.offset + dma::STATUS, 4) as u32;
+    if status & dma::STATUS_ERROR == 0 {
+        return Ok(());
+    }
+    let bytes_done = dma::reg_read(f, r.func, r.offset + dma::BYTES_DONE, 8);
+    Err(RdmaError::Dma { descriptor: (status >> 8) as usize, bytes_done, message: String::new() })
+}
+
+/// The busiest link direction's time spent serialising TLPs during the run, in ps.
+pub(crate) fn busiest_ps(m: &Machine<Fabric>) -> u64 {
+    m.port_stats().iter().map(|p| p.busy_ps).max().unwrap_or(0)
+}
+
+/// Each thread's time from its start to its end (0 for one that did not end), in ps.
+pub(crate) fn thread_ps(m: &Machine<Fabric>, ids: &[usize]) -> Vec<u64> {
+    ids.iter().map(|&i| m.thread_end(i).map_or(0, |e| e - m.thread_start(i))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_driver_programs_as_many_registers_as_params_say() {
+        let p = &params().ntb_dma;
+        let d = [Desc { src: 0x1000, dst: 0x2000, count: 64 }];
+        assert_eq!(register_stores(&d, false, 0).len() as u64, p.register_writes_block);
+        assert_eq!(register_stores(&d, true, 0x3000).len() as u64, p.register_writes_sg);
+        assert_eq!(register_stores(&d, true, 0x3000).last(), Some(&(dma::CTRL, dma::CTRL_START | dma::CTRL_IRQ | dma::CTRL_SG)), "START goes last");
+    }
+}
