@@ -77,6 +77,8 @@ impl Driver {
         self.buffers.push((sq.0, sq.1, depth as u64 * 64));
         let cq = os.dma_alloc_coherent(self.dev, depth as u64 * 16).map_err(os_err("dma_alloc_coherent"))?;
         self.buffers.push((cq.0, cq.1, depth as u64 * 16));
+        // A fresh completion queue has every phase tag clear (Linux `nvme_init_queue` zeroes it).
+        os.write(cq.0, &vec![0u8; depth as usize * 16]).map_err(os_err("zero CQ"))?;
         let handler = if qid == 0 { ADMIN_HANDLER } else { IO_HANDLER + qid as u32 - 1 };
         let vector = os.request_irq(self.dev, qid, handler).map_err(os_err("request_irq"))?;
         self.entries.push(qid);
