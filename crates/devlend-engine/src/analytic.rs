@@ -18,7 +18,7 @@ fn ser(ports: &PortTable, port: u32, bytes: u64) -> f64 {
 /// except where a stage is cut-through, as the engine does).
 pub fn path_latency(p: &Path, ports: &PortTable, wire: u64, from: usize, to: usize) -> f64 {
     let t = timing();
-    let header = t.request_overhead_bytes as u64;
+    let header = t.overheads().header_bytes();
     let mut time = if from == 0 { p.origin_latency as f64 } else { 0.0 };
     for s in &p.stages[from..to] {
         let prop = ports[s.port as usize].1 as f64;

@@ -481,7 +481,7 @@ impl Sim {
             self.source_left(tlp.flow, tlp.class);
         }
         let stage = &self.paths[tlp.path as usize].stages[tlp.stage as usize];
-        let header = (self.t.request_overhead_bytes as u64 * self.ports[p as usize].fp_ps_per_byte) >> 16;
+        let header = (self.overheads.header_bytes() * self.ports[p as usize].fp_ps_per_byte) >> 16;
         self.tlps[id as usize].full_arrival = arrival;
         let ready = if stage.cut_through { start + header + self.ports[p as usize].prop } else { arrival };
         self.q.push(ready, Ev::Arrive(id));
@@ -593,8 +593,13 @@ impl Sim {
     fn terminal(&mut self, id: u32, tlp: Tlp, delay: Ps) {
         let port = self.paths[tlp.path as usize].stages[tlp.stage as usize].port;
         self.return_credit(port, tlp.class, self.now + self.t.updatefc_ps);
-        // A data flow's TLP is kept until it lands or is served, when its bytes move.
-        let data = tlp.flow != u32::MAX && self.flows[tlp.flow as usize].data;
+        // A data flow's TLP is kept until it lands or is served, when its bytes move. A root's
+        // sub-request belongs to the flow of the request it was split from.
+        let flow = self.data_flow(&tlp);
+        let data = flow != u32::MAX && self.flows[flow as usize].data;
+        if data {
+            self.tlps[id as usize].flow = flow;
+        }
         if !(data && tlp.class != Class::Completion) {
             self.free_tlps.push(id);
         }
@@ -632,6 +637,16 @@ impl Sim {
             }
             Class::Completion => self.request_progress(tlp.req, tlp.payload, self.now + delay),
         }
+    }
+
+    /// The flow a TLP's bytes belong to: its own, or for a re-splitting root's sub-request the
+    /// flow of the original request (u32::MAX for none).
+    fn data_flow(&self, tlp: &Tlp) -> u32 {
+        if tlp.flow != u32::MAX || tlp.req == u32::MAX || tlp.class != Class::NonPosted {
+            return tlp.flow;
+        }
+        let parent = self.reqs[tlp.req as usize].parent;
+        if parent == u32::MAX { u32::MAX } else { self.reqs[parent as usize].flow }
     }
 
     fn request_progress(&mut self, req: u32, bytes: u32, at: Ps) {
