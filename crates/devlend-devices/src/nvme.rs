@@ -9,7 +9,9 @@
 //! have one (§4.3), pass through the media ([`Media`]), and move their data as DMA flows (writes
 //! for a read, reads for a write) that contend on the real links. The completion queue entry
 //! (phase tag, §4.6) and then the MSI-X message (table in BAR 0 at `config::MSIX_TABLE_OFFSET`)
-//! are DMA writes, posted in that order. A DMA fault completes the command with Data Transfer
+//! are DMA writes, posted in that order; a read posts them once its data writes have left the
+//! controller, not once they have landed (a posted write's landing is not seen by its sender,
+//! and PCIe ordering keeps the completion behind the data). A DMA fault completes the command with Data Transfer
 //! Error. Every DMA is this function's own requester, so IOMMU, NTB and requester-ID rules apply.
 //!
 //! The media model: up to `media_parallelism` commands are in the media at once, each for the
@@ -98,6 +100,10 @@ struct Cmd {
     pos: u64,
     /// Data flows (or media pages) still to end.
     pending: usize,
+    /// A read's data pages not yet sent out of the controller (see [`Controller::page_sent`]).
+    unsent: Vec<bool>,
+    /// The completion entry and interrupt are posted; the slot lives on until its data flows end.
+    posted: bool,
     status: u16,
 }
 
@@ -238,6 +244,13 @@ impl<W: World> Device<W> for Controller {
             }
             Stage::Data => self.data_done(cx, slot, done),
             _ => {}
+        }
+    }
+
+    fn dma_sent(&mut self, cx: &mut Cx<W>, token: u64) {
+        let (generation, slot, page, stage) = untoken(token);
+        if generation == self.generation && stage == Some(Stage::Data) && self.cmds.get(slot).is_some_and(|c| c.is_some()) {
+            self.page_sent(cx, slot, page);
         }
     }
 

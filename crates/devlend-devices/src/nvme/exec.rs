@@ -84,7 +84,7 @@ impl Controller {
         while sq.head != sq.tail {
             let addr = sq.base + sq.head as u64 * 64;
             sq.head = (sq.head + 1) % sq.entries;
-            let slot = self.alloc(Cmd { sqid: qid as u16, cid: 0, sqe: [0; 64], pages: Vec::new(), pos: 0, pending: 0, status: SC_SUCCESS });
+            let slot = self.alloc(Cmd { sqid: qid as u16, cid: 0, sqe: [0; 64], pages: Vec::new(), pos: 0, pending: 0, unsent: Vec::new(), posted: false, status: SC_SUCCESS });
             self.sqs[qid] = Some(sq);
             if !self.dma(cx, slot, 0, Stage::Fetch, addr, None, 64) {
                 self.cmd(slot).status = SC_DATA_TRANSFER_ERROR;
@@ -259,6 +259,9 @@ impl Controller {
         let pages: Vec<u64> = self.cmd(slot).pages.iter().map(|p| p.1).collect();
         let read = self.cmd(slot).sqe[0] == OP_READ;
         self.cmd(slot).pending = pages.len();
+        if read {
+            self.cmd(slot).unsent = vec![true; pages.len()];
+        }
         for (i, len) in pages.iter().enumerate() {
             self.pipe_free = self.pipe_free.max(now) + self.timing.stream_ps(*len);
             if read {
@@ -281,7 +284,23 @@ impl Controller {
         self.media.read(pos, &mut buf);
         if !self.dma(cx, slot, page, Stage::Data, addr, Some(buf), len) {
             self.cmd(slot).status = SC_DATA_TRANSFER_ERROR;
+            self.page_sent(cx, slot, page);
             self.data_flow_ended(cx, slot);
+        }
+    }
+
+    /// A read's data page has left the controller (or never will): once all have, post the
+    /// completion, which PCIe ordering keeps behind the data.
+    pub(super) fn page_sent<W: World>(&mut self, cx: &mut Cx<W>, slot: usize, page: usize) {
+        let c = self.cmd(slot);
+        if c.sqe[0] != OP_READ || c.unsent.is_empty() {
+            return;
+        }
+        if let Some(u) = c.unsent.get_mut(page) {
+            *u = false;
+        }
+        if !c.posted && c.unsent.iter().all(|u| !u) {
+            self.post(cx, slot);
         }
     }
 
@@ -289,6 +308,8 @@ impl Controller {
         let (_, _, page, _) = untoken(done.token);
         if done.fault.is_some() {
             self.cmd(slot).status = SC_DATA_TRANSFER_ERROR;
+            // A flow stopped before it had sent everything is never reported sent.
+            self.page_sent(cx, slot, page);
         } else if self.cmd(slot).sqe[0] == OP_WRITE {
             let c = self.cmd(slot);
             let pos = c.pos + c.pages[..page].iter().map(|p| p.1).sum::<u64>();
@@ -310,18 +331,28 @@ impl Controller {
         }
     }
 
-    /// Post the completion entry with the phase tag, then the MSI-X message; the command is done.
+    /// Post the completion (if not yet) and free the command's slot.
     pub(super) fn complete<W: World>(&mut self, cx: &mut Cx<W>, slot: usize) {
-        let c = self.cmds[slot].take().expect("a live command");
+        if !self.cmd(slot).posted {
+            self.post(cx, slot);
+        }
+        self.cmds[slot] = None;
         self.free.push(slot);
-        let Some(sq) = self.sqs.get(c.sqid as usize).copied().flatten() else { return };
+    }
+
+    /// Post the completion entry with the phase tag, then the MSI-X message.
+    fn post<W: World>(&mut self, cx: &mut Cx<W>, slot: usize) {
+        let c = self.cmd(slot);
+        c.posted = true;
+        let (sqid, cid, status) = (c.sqid, c.cid, c.status);
+        let Some(sq) = self.sqs.get(sqid as usize).copied().flatten() else { return };
         let cqid = sq.cq as usize;
         let Some(mut cq) = self.cqs.get(cqid).copied().flatten() else { return };
         let mut cqe = [0u8; 16];
         cqe[8..10].copy_from_slice(&(sq.head as u16).to_le_bytes());
-        cqe[10..12].copy_from_slice(&c.sqid.to_le_bytes());
-        cqe[12..14].copy_from_slice(&c.cid.to_le_bytes());
-        let sf: u16 = (c.status << 1) | cq.phase as u16;
+        cqe[10..12].copy_from_slice(&sqid.to_le_bytes());
+        cqe[12..14].copy_from_slice(&cid.to_le_bytes());
+        let sf: u16 = (status << 1) | cq.phase as u16;
         cqe[14..16].copy_from_slice(&sf.to_le_bytes());
         let addr = cq.base + cq.tail as u64 * 16;
         self.dma(cx, slot, 0, Stage::Cqe, addr, Some(cqe.to_vec()), 16);
