@@ -7,10 +7,14 @@
 //! With `verify`, each write carries a pattern unique to its LBA and pass, and at the end every
 //! job reads back the LBAs it wrote and compares checksums (fio's `verify=crc32c`, here FNV-1a).
 
+mod error;
+
+pub use error::FioError;
+
 use crate::bench::machine;
 use crate::nvme::{BLOCK, OP_READ, OP_WRITE};
-use crate::nvme_driver::{Driver, NvmeQueue};
-use devlend_engine::machine::{Thread, ThreadError};
+use crate::nvme_driver::{Driver, NvmeError, NvmeQueue};
+use devlend_engine::machine::Thread;
 use devlend_host::{Cluster, Os, ThreadOs};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -27,11 +31,11 @@ pub enum Rw {
 }
 
 impl Rw {
-    pub fn parse(s: &str) -> Result<Rw, String> {
+    pub fn parse(s: &str) -> Result<Rw, FioError> {
         match s {
             "randread" => Ok(Rw::RandRead),
             "randwrite" => Ok(Rw::RandWrite),
-            _ => Err(format!("rw must be randread or randwrite, not {s}")),
+            _ => Err(FioError::Invalid(format!("rw must be randread or randwrite, not {s}"))),
         }
     }
 }
@@ -44,6 +48,9 @@ pub struct Job {
     /// Commands each job completes.
     pub ios: u32,
     pub verify: bool,
+    /// Blocks the workload spans (fio's `size`), split among the jobs; `None`: the whole drive.
+    /// A span past the drive's end gets commands failing with LBA Out of Range.
+    pub size_blocks: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -83,32 +90,49 @@ fn next(s: &mut u64) -> u64 {
 }
 
 /// Run the workload with the driver on host `runner` (borrowing `device` when it sits elsewhere).
-pub fn fio(json: &str, runner: &str, device: &str, job: Job) -> Result<FioResult, String> {
+pub fn fio(json: &str, runner: &str, device: &str, job: Job) -> Result<FioResult, FioError> {
     if job.iodepth == 0 || job.numjobs == 0 || job.ios == 0 {
-        return Err("iodepth, numjobs and ios must be at least 1".into());
+        return Err(FioError::Invalid("iodepth, numjobs and ios must be at least 1".into()));
     }
-    let (mut m, _ctrl, host, dev) = machine(json, runner, device, DRIVE_BLOCKS)?;
+    if job.size_blocks.is_some_and(|s| s / (job.numjobs as u64) < BS / BLOCK) {
+        return Err(FioError::Invalid("size must hold at least one 4 KiB block per job".into()));
+    }
+    let (mut m, _ctrl, host, dev) = machine(json, runner, device, DRIVE_BLOCKS).map_err(FioError::Setup)?;
     let drv: Rc<RefCell<Option<Driver>>> = Rc::new(RefCell::new(None));
-    let d = drv.clone();
+    let failed: Rc<RefCell<Option<FioError>>> = Rc::new(RefCell::new(None));
+    let (d, fail) = (drv.clone(), failed.clone());
     m.spawn("nvme-probe", 0, move |t| {
         let mut os = ThreadOs::new(t, host);
         let depth = (job.iodepth + 1).max(2);
-        *d.borrow_mut() = Some(Driver::probe_queues(&mut os, dev, job.numjobs, depth).map_err(ThreadError::other)?);
+        match Driver::probe_queues(&mut os, dev, job.numjobs, depth) {
+            Ok(drv) => *d.borrow_mut() = Some(drv),
+            Err(error) => *fail.borrow_mut() = Some(FioError::Probe(error)),
+        }
         Ok(())
     });
-    m.run().map_err(|e| e.to_string())?;
+    m.run().map_err(|e| FioError::Machine(e.to_string()))?;
+    if let Some(e) = failed.borrow_mut().take() {
+        return Err(e);
+    }
     let outs: Rc<RefCell<Vec<JobOut>>> = Rc::new(RefCell::new(Vec::new()));
     let at = m.now();
     for j in 0..job.numjobs {
-        let q = drv.borrow_mut().as_mut().and_then(|d| d.take_queue(j + 1)).ok_or("the driver has too few I/O queues")?;
-        let outs = outs.clone();
+        let q = drv.borrow_mut().as_mut().and_then(|d| d.take_queue(j + 1)).ok_or(FioError::Invalid("the driver has too few I/O queues".into()))?;
+        let (outs, fail) = (outs.clone(), failed.clone());
         m.spawn(&format!("fio-job{j}"), at, move |t| {
-            let out = run_job(t, host, q, job, j).map_err(ThreadError::Other)?;
-            outs.borrow_mut().push(out);
+            match run_job(t, host, q, job, j) {
+                Ok(out) => outs.borrow_mut().push(out),
+                Err(error) => {
+                    fail.borrow_mut().get_or_insert(FioError::Job { job: j, error });
+                }
+            }
             Ok(())
         });
     }
-    m.run().map_err(|e| e.to_string())?;
+    m.run().map_err(|e| FioError::Machine(e.to_string()))?;
+    if let Some(e) = failed.borrow_mut().take() {
+        return Err(e);
+    }
     let outs = outs.borrow();
     Ok(summarize(&outs))
 }
@@ -141,29 +165,32 @@ fn pattern(lba: u64, pass: u64) -> Vec<u8> {
     (0..BS / 8).flat_map(|_| next(&mut s).to_le_bytes()).collect()
 }
 
-fn run_job(t: &Thread<'_, Cluster>, host: u16, mut q: NvmeQueue, job: Job, j: u16) -> Result<JobOut, Box<dyn std::error::Error>> {
+fn run_job(t: &Thread<'_, Cluster>, host: u16, mut q: NvmeQueue, job: Job, j: u16) -> Result<JobOut, NvmeError> {
     let mut os = ThreadOs::new(t, host);
+    let oserr = |what: &'static str| move |e: devlend_host::HostError| NvmeError::Os { what, error: e };
     // Each job has its own region of the drive, so verified writes are its own.
-    let region = DRIVE_BLOCKS / job.numjobs as u64;
+    let region = job.size_blocks.unwrap_or(DRIVE_BLOCKS) / job.numjobs as u64;
     let slots = region / (BS / BLOCK);
     let lba_of = |r: u64| j as u64 * region + (r % slots) * (BS / BLOCK);
     let mut rng = 0x5eed_0000_0000_0001u64 ^ (j as u64 + 1).wrapping_mul(0x9e37_79b9);
-    let bufs: Vec<u64> = (0..job.iodepth).map(|_| os.kmalloc(BS)).collect::<Result<_, _>>()?;
+    let bufs: Vec<u64> = (0..job.iodepth).map(|_| os.kmalloc(BS)).collect::<Result<_, _>>().map_err(oserr("kmalloc"))?;
     let opcode = if job.rw == Rw::RandRead { OP_READ } else { OP_WRITE };
     let mut written: HashMap<u64, u64> = HashMap::new();
-    let mut inflight: HashMap<u16, (usize, u64)> = HashMap::new();
+    let mut inflight: HashMap<u16, (usize, u64, u64)> = HashMap::new();
     let mut out = JobOut { start: t.now(), ..Default::default() };
     let (mut submitted, mut pass) = (0u32, 0u64);
-    let mut submit = |os: &mut ThreadOs, q: &mut NvmeQueue, b: usize, inflight: &mut HashMap<u16, (usize, u64)>| -> Result<(), Box<dyn std::error::Error>> {
+    // A command's latency runs from before its submission (fio's `lat`, not `clat`).
+    let mut submit = |os: &mut ThreadOs, q: &mut NvmeQueue, b: usize, inflight: &mut HashMap<u16, (usize, u64, u64)>| -> Result<(), NvmeError> {
         let lba = lba_of(next(&mut rng));
         if job.verify && opcode == OP_WRITE {
             pass += 1;
             let data = pattern(lba, pass);
             written.insert(lba, fnv(&data));
-            os.write(bufs[b], &data)?;
+            os.write(bufs[b], &data).map_err(oserr("write buffer"))?;
         }
+        let at = t.now();
         let cid = q.queue_rq(os, opcode, lba, (BS / BLOCK) as u16, bufs[b])?;
-        inflight.insert(cid, (b, t.now()));
+        inflight.insert(cid, (b, at, lba));
         Ok(())
     };
     for b in 0..(job.iodepth.min(job.ios)) as usize {
@@ -172,9 +199,9 @@ fn run_job(t: &Thread<'_, Cluster>, host: u16, mut q: NvmeQueue, job: Job, j: u1
     }
     while !inflight.is_empty() {
         for c in q.reap(&mut os)? {
-            let (b, at) = inflight.remove(&c.cid).ok_or("a completion for a command the job did not submit")?;
+            let (b, at, lba) = inflight.remove(&c.cid).ok_or(NvmeError::UnknownCommand { qid: q.qid, cid: c.cid })?;
             if c.status != 0 {
-                return Err(format!("job {j}: command {} failed with status {:#x}", c.cid, c.status).into());
+                return Err(NvmeError::Status { opcode, lba, status: c.status });
             }
             out.lat.push(t.now() - at);
             if submitted < job.ios {
@@ -187,7 +214,7 @@ fn run_job(t: &Thread<'_, Cluster>, host: u16, mut q: NvmeQueue, job: Job, j: u1
     drop(submit);
     for (lba, sum) in written {
         q.read(&mut os, lba, (BS / BLOCK) as u16, bufs[0])?;
-        let got = os.read(bufs[0], BS as usize)?;
+        let got = os.read(bufs[0], BS as usize).map_err(oserr("read buffer"))?;
         out.verified += 1;
         out.mismatches += (fnv(&got) != sum) as u64;
     }

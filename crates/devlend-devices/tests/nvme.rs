@@ -81,7 +81,7 @@ fn commands_out_of_range_fail_with_an_nvme_status_and_writes_round_trip() {
 }
 
 fn job(rw: Rw, iodepth: u32, numjobs: u16) -> Job {
-    Job { rw, iodepth, numjobs, ios: 64, verify: false }
+    Job { rw, iodepth, numjobs, ios: 64, verify: false, size_blocks: None }
 }
 
 #[test]
@@ -103,6 +103,15 @@ fn borrowed_qd1_latency_is_above_local_and_writes_verify_through_the_ntb() {
     let l = fio(B2B, "lender", "nvme0", job(Rw::RandRead, 1, 1)).unwrap();
     let b = fio(B2B, "borrower", "nvme0", job(Rw::RandRead, 1, 1)).unwrap();
     assert!(b.lat_p50_ps > l.lat_p50_ps, "borrowed {} ps, local {} ps", b.lat_p50_ps, l.lat_p50_ps);
-    let w = fio(B2B, "borrower", "nvme0", Job { rw: Rw::RandWrite, iodepth: 8, numjobs: 2, ios: 48, verify: true }).unwrap();
+    let w = fio(B2B, "borrower", "nvme0", Job { rw: Rw::RandWrite, iodepth: 8, numjobs: 2, ios: 48, verify: true, size_blocks: None }).unwrap();
     assert!(w.verified > 40 && w.mismatches == 0, "{w:?}");
+}
+
+#[test]
+fn a_workload_past_the_drives_end_fails_with_lba_out_of_range_not_a_panic() {
+    use devlend_devices::fio::{FioError, DRIVE_BLOCKS};
+    let j = Job { size_blocks: Some(4 * DRIVE_BLOCKS), ..job(Rw::RandRead, 4, 1) };
+    let e = fio(B2B, "borrower", "nvme0", j).unwrap_err();
+    assert!(matches!(e, FioError::Job { job: 0, error: NvmeError::Status { status: SC_LBA_OUT_OF_RANGE, .. } }), "{e}");
+    assert!(e.to_string().contains("status 0x80"), "{e}");
 }
