@@ -10,8 +10,8 @@ Quick start::
     print(fab.route("borrower:cpu", "ntb-borrower.mw1+0x1000").text())
 """
 
-from .errors import DevlendError, DmaFault, FabricError, TopologyError
+from .errors import DevlendError, DmaFault, FabricError, NvmeStatusError, TopologyError
 from .topology import Topology, load, loads
 
-__all__ = ["DevlendError", "DmaFault", "FabricError", "TopologyError", "Topology", "load", "loads"]
+__all__ = ["DevlendError", "DmaFault", "FabricError", "NvmeStatusError", "TopologyError", "Topology", "load", "loads"]
 __version__ = "0.1.0"

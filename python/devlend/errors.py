@@ -41,3 +41,12 @@ class DmaFault(DevlendError):
     def __init__(self, failure: dict, delivered: int = 0):
         self.failure, self.delivered = failure, delivered
         super().__init__(failure.get("message", str(failure)))
+
+
+class NvmeStatusError(DevlendError):
+    """An NVMe command completed with an error status (NVMe 1.3 §4.6.1.2.1), e.g. 0x80 LBA Out of
+    Range: ``opcode`` (0x01 write, 0x02 read), ``lba`` and ``status`` name the command."""
+
+    def __init__(self, message: str, *, opcode: int, lba: int, status: int):
+        self.opcode, self.lba, self.status = opcode, lba, status
+        super().__init__(message)
