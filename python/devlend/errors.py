@@ -50,3 +50,12 @@ class WorkloadError(DevlendError):
     def __init__(self, message: str, kind: str = "invalid", failure: dict | None = None):
         self.kind, self.failure = kind, failure
         super().__init__(message)
+
+
+class NvmeStatusError(DevlendError):
+    """An NVMe command completed with an error status (NVMe 1.3 §4.6.1.2.1), e.g. 0x80 LBA Out of
+    Range: ``opcode`` (0x01 write, 0x02 read), ``lba`` and ``status`` name the command."""
+
+    def __init__(self, message: str, *, opcode: int, lba: int, status: int):
+        self.opcode, self.lba, self.status = opcode, lba, status
+        super().__init__(message)

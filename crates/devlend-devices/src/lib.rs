@@ -14,6 +14,8 @@
 
 pub mod nvme;
 pub mod nvme_driver;
+pub mod nvme_oplog;
+pub mod fio;
 pub mod bench;
 pub mod gpu;
 pub mod gpu_bench;

@@ -11,6 +11,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+mod fio;
 mod hypertrio;
 mod lending;
 mod machine;
@@ -20,6 +21,7 @@ mod xenib;
 
 create_exception!(_core, SpecError, PyException, "A topology description that cannot be built: args (json_pointer, message).");
 create_exception!(_core, FabricError, PyException, "A request to the live fabric that cannot be carried out.");
+create_exception!(_core, NvmeStatusError, PyException, "An NVMe command completed with an error status: args (message, opcode, lba, status).");
 
 fn ferr(e: CoreFabricError) -> PyErr {
     FabricError::new_err(e.to_string())
@@ -305,6 +307,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Fabric>()?;
     m.add_function(wrap_pyfunction!(params_toml, m)?)?;
     lending::register(m)?;
+    fio::register(m)?;
     rdma::register(m)?;
     vm::register(m)?;
     xenib::register(m)?;
@@ -312,5 +315,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     machine::register(m)?;
     m.add("SpecError", m.py().get_type::<SpecError>())?;
     m.add("FabricError", m.py().get_type::<FabricError>())?;
+    m.add("NvmeStatusError", m.py().get_type::<NvmeStatusError>())?;
     Ok(())
 }

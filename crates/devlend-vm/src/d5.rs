@@ -1,7 +1,7 @@
 //! D5's VM rows (000 §7.4, Fig 19; 001 §7.2, Fig 7): the NVMe drive passed to a VM on the
 //! borrower through the mediated path (VMRem), read by the unmodified NVMe driver of
 //! devlend-devices running in the guest kernel. The reads are checked like the bare-metal ones
-//! and timed the same way (`devlend_devices::bench::time_read`, the guest's CPU accesses
+//! and timed by replaying their accesses (`devlend_devices::nvme_oplog::time_read`: this guest kernel does not run on the machine yet, the guest's CPU accesses
 //! translated to host-physical addresses); the interrupt that completes each read takes the
 //! VM's path (lender-side handler, notification through the NTB, eventfd/irqfd, VM entry and the
 //! guest's handler entry), counted from when the device's MSI lands at the lender; its steps
@@ -13,10 +13,11 @@
 use crate::d4::{host_ops, GUEST_RAM};
 use crate::irq::Src;
 use crate::vmm::Vmm;
-use devlend_devices::bench::{read_checked, time_read, ReadTiming};
+use devlend_devices::bench::ReadTiming;
+use devlend_devices::nvme_oplog::controller::Controller;
+use devlend_devices::nvme_oplog::driver::Driver;
+use devlend_devices::nvme_oplog::{read_checked, time_read};
 use devlend_devices::{landings, Op};
-use devlend_devices::nvme::Controller;
-use devlend_devices::nvme_driver::Driver;
 use devlend_host::Cluster;
 
 fn s<E: std::fmt::Display>(e: E) -> String {

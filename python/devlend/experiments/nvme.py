@@ -74,6 +74,11 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
     notes = ["paper: bandwidth alike locally and on the borrower; the borrower adds a little under 1 us of latency",
              "the model's borrower crosses the NTB four times per command (doorbell, command fetch there and back, data and "
              "completion), which is why it adds more than the paper measured",
+             "NatLoc/NatRem are timed on the one-clock machine (controller actor, driver thread, MSI-X and the driver's "
+             "wake and completion handling included; a 4 KiB page streams from the media before its DMA); VMRem is still "
+             "timed by the old op-log replay (the guest kernel is not on the machine yet), which ends at the completion "
+             "entry and overlaps the media stream with the data DMA, so the VMRem - NatRem row mixes two timings and "
+             "understates the VM's extra cost by about 2 us until the guest runs on the machine",
              "VMRem: each completion interrupt goes to the lender, whose handler notifies the borrower through the NTB; "
              "the borrower's handler signals the eventfd, KVM's irqfd hands it to the halt-polling vCPU, which enters "
              "the guest's handler. Counted from the MSI's landing at the lender, the lender's entry and handler, "

@@ -5,7 +5,8 @@
 //! (the device is told which BAR and offset were written): a device is told when a write TLP
 //! reaches one of its BARs, at that moment, after the bytes are in the BAR's memory; it issues
 //! DMA reads and writes that travel as flows on the shared simulation and is called back when
-//! the last write has landed or all the read data has returned; it sets timers for its internal
+//! the last write has landed or all the read data has returned (and, if it wants, when the
+//! last TLP has left it: posted writes ordered behind it may go); it sets timers for its internal
 //! latencies. Register state lives in the BAR memory of the fabric, so CPU reads of registers
 //! need no call into the device.
 
@@ -26,6 +27,12 @@ pub trait Device<W: World> {
     /// A DMA this device started has ended (or stopped at a fault).
     fn dma_done(&mut self, cx: &mut Cx<W>, done: FlowDone) {
         let _ = (cx, done);
+    }
+    /// A DMA this device started has sent its last TLP out of the device (`token` as given to
+    /// the DMA): for a posted write, the moment hardware may issue a write ordered behind it.
+    /// Not called for a DMA stopped by a fault before it had sent everything.
+    fn dma_sent(&mut self, cx: &mut Cx<W>, token: u64) {
+        let _ = (cx, token);
     }
     /// A timer this device set has fired.
     fn timer(&mut self, cx: &mut Cx<W>, token: u64) {

@@ -218,11 +218,15 @@ impl<W: World> Machine<W> {
             Notice::Landed { flow, offset, len } => self.landed(flow, offset, len),
             Notice::Served { flow, offset, len } => self.served(flow, offset, len),
             Notice::FlowSent(flow) => {
-                let owner = self.core.borrow().flows[flow as usize].as_ref().map(|f| f.owner);
-                if let Some(Owner::Thread(t)) = owner {
-                    if matches!(self.threads[t].waiting, Waiting::Flow { flow: f, sent: true, .. } if f == flow) {
-                        self.resume(t, Wake::Go);
+                let owner = self.core.borrow().flows[flow as usize].as_ref().map(|f| (f.owner, f.token));
+                match owner {
+                    Some((Owner::Thread(t), _)) => {
+                        if matches!(self.threads[t].waiting, Waiting::Flow { flow: f, sent: true, .. } if f == flow) {
+                            self.resume(t, Wake::Go);
+                        }
                     }
+                    Some((Owner::Device(d), token)) => self.call_device(d, |dev, cx| dev.dma_sent(cx, token)),
+                    _ => {}
                 }
             }
             Notice::FlowEnd(flow) => {

@@ -272,3 +272,57 @@ fn a_watch_covers_only_the_landings_that_can_matter() {
     assert!(!Watch::Msi { host: 1 }.covers(&Target::Ram { host: 1, addr: 0 }, 4));
     assert!(Watch::Any.covers(&Target::Bar { func: 0, bar: 0, offset: 0 }, 4));
 }
+
+/// A device that, when its BAR 0 is written, DMA-writes `len` bytes of 0xcd to `dst` and, as soon
+/// as they have all left it (not landed), a 4-byte flag to `flag`: PCIe ordering, not the device,
+/// keeps the flag behind the data.
+struct Poster {
+    dst: u64,
+    flag: u64,
+    len: usize,
+    sent: Option<Ps>,
+    done: Option<Ps>,
+}
+
+impl Device<Fabric> for Poster {
+    fn mmio_write(&mut self, cx: &mut Cx<Fabric>, _bar: u8, _offset: u64, _len: u32) {
+        cx.dma_write(self.dst, vec![0xcd; self.len], 1).unwrap();
+    }
+    fn dma_sent(&mut self, cx: &mut Cx<Fabric>, token: u64) {
+        if token == 1 {
+            self.sent = Some(cx.now());
+            cx.dma_write(self.flag, 1u32.to_le_bytes().to_vec(), 2).unwrap();
+        }
+    }
+    fn dma_done(&mut self, _cx: &mut Cx<Fabric>, done: FlowDone) {
+        if done.token == 1 {
+            self.done = Some(done.end);
+        }
+    }
+}
+
+#[test]
+fn a_device_learns_when_its_write_has_left_it_and_a_write_issued_then_lands_behind_it() {
+    let f = testbed();
+    let func = f.func_id("gpu0").unwrap();
+    let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();
+    let (w, lender, borrower) = (window(&f), f.host_id("lender").unwrap(), f.host_id("borrower").unwrap());
+    let mut m = Machine::new(f);
+    let dev = Rc::new(RefCell::new(Poster { dst: w + 0x10_0000, flag: w + 0x1000, len: 16 << 10, sent: None, done: None }));
+    m.add_device(func, dev.clone());
+    m.spawn("ring", 0, move |t| t.cpu_write(lender, bar0, &[1]).map(|_| ()));
+    m.spawn("waiter", 0, move |t| {
+        t.wait_until("the flag", move |f: &mut Fabric| {
+            let mut b = [0u8; 4];
+            f.ram[borrower as usize].read(0x4000_1000, &mut b);
+            u32::from_le_bytes(b) == 1
+        });
+        let mut data = vec![0u8; 16 << 10];
+        t.world().fabric().ram[borrower as usize].read(0x4010_0000, &mut data);
+        assert!(data.iter().all(|&b| b == 0xcd), "the flag landed before the data it follows");
+        Ok(())
+    });
+    m.run().unwrap();
+    let (sent, done) = (dev.borrow().sent.unwrap(), dev.borrow().done.unwrap());
+    assert!(sent < done, "sent at {sent} ps, landed at {done} ps");
+}

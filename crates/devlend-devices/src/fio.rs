@@ -1,0 +1,222 @@
+//! A fio-like workload on the machine: `jobs` threads, each with its own I/O queue pair (as
+//! Linux gives each CPU one), keep `iodepth` 4 KiB random reads or writes in flight on an NVMe
+//! drive, local or borrowed, for `ios` commands each (fio's `ioengine=libaio`, `direct=1`,
+//! `bs=4k`, `rw=randread|randwrite`, `numjobs`, `iodepth`). Each command's latency is from the
+//! job's submission to the job reaping its completion after the queue's interrupt.
+//!
+//! With `verify`, each write carries a pattern unique to its LBA and pass, and at the end every
+//! job reads back the LBAs it wrote and compares checksums (fio's `verify=crc32c`, here FNV-1a).
+
+mod error;
+
+pub use error::FioError;
+
+use crate::bench::machine;
+use crate::nvme::{BLOCK, OP_READ, OP_WRITE};
+use crate::nvme_driver::{Driver, NvmeError, NvmeQueue};
+use devlend_engine::machine::Thread;
+use devlend_host::{Cluster, Os, ThreadOs};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// The drive's size for the workload: 2^24 blocks of 512 B (8 GiB).
+pub const DRIVE_BLOCKS: u64 = 1 << 24;
+const BS: u64 = 4096;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rw {
+    RandRead,
+    RandWrite,
+}
+
+impl Rw {
+    pub fn parse(s: &str) -> Result<Rw, FioError> {
+        match s {
+            "randread" => Ok(Rw::RandRead),
+            "randwrite" => Ok(Rw::RandWrite),
+            _ => Err(FioError::Invalid(format!("rw must be randread or randwrite, not {s}"))),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Job {
+    pub rw: Rw,
+    pub iodepth: u32,
+    pub numjobs: u16,
+    /// Commands each job completes.
+    pub ios: u32,
+    pub verify: bool,
+    /// Blocks the workload spans (fio's `size`), split among the jobs; `None`: the whole drive.
+    /// A span past the drive's end gets commands failing with LBA Out of Range.
+    pub size_blocks: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct FioResult {
+    pub ios: u64,
+    pub elapsed_ps: u64,
+    pub iops: f64,
+    pub bandwidth: f64,
+    pub lat_mean_ps: f64,
+    pub lat_p50_ps: u64,
+    pub lat_p99_ps: u64,
+    /// LBAs read back and checked (verify), and how many differed.
+    pub verified: u64,
+    pub mismatches: u64,
+}
+
+/// What one job measured.
+#[derive(Default)]
+struct JobOut {
+    start: u64,
+    end: u64,
+    lat: Vec<u64>,
+    verified: u64,
+    mismatches: u64,
+}
+
+fn fnv(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ *x as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+/// xorshift64*: the job's random offsets, the same every run.
+fn next(s: &mut u64) -> u64 {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    s.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+/// Run the workload with the driver on host `runner` (borrowing `device` when it sits elsewhere).
+pub fn fio(json: &str, runner: &str, device: &str, job: Job) -> Result<FioResult, FioError> {
+    if job.iodepth == 0 || job.numjobs == 0 || job.ios == 0 {
+        return Err(FioError::Invalid("iodepth, numjobs and ios must be at least 1".into()));
+    }
+    if job.size_blocks.is_some_and(|s| s / (job.numjobs as u64) < BS / BLOCK) {
+        return Err(FioError::Invalid("size must hold at least one 4 KiB block per job".into()));
+    }
+    let (mut m, _ctrl, host, dev) = machine(json, runner, device, DRIVE_BLOCKS).map_err(FioError::Setup)?;
+    let drv: Rc<RefCell<Option<Driver>>> = Rc::new(RefCell::new(None));
+    let failed: Rc<RefCell<Option<FioError>>> = Rc::new(RefCell::new(None));
+    let (d, fail) = (drv.clone(), failed.clone());
+    m.spawn("nvme-probe", 0, move |t| {
+        let mut os = ThreadOs::new(t, host);
+        let depth = (job.iodepth + 1).max(2);
+        match Driver::probe_queues(&mut os, dev, job.numjobs, depth) {
+            Ok(drv) => *d.borrow_mut() = Some(drv),
+            Err(error) => *fail.borrow_mut() = Some(FioError::Probe(error)),
+        }
+        Ok(())
+    });
+    m.run().map_err(|e| FioError::Machine(e.to_string()))?;
+    if let Some(e) = failed.borrow_mut().take() {
+        return Err(e);
+    }
+    let outs: Rc<RefCell<Vec<JobOut>>> = Rc::new(RefCell::new(Vec::new()));
+    let at = m.now();
+    for j in 0..job.numjobs {
+        let q = drv.borrow_mut().as_mut().and_then(|d| d.take_queue(j + 1)).ok_or(FioError::Invalid("the driver has too few I/O queues".into()))?;
+        let (outs, fail) = (outs.clone(), failed.clone());
+        m.spawn(&format!("fio-job{j}"), at, move |t| {
+            match run_job(t, host, q, job, j) {
+                Ok(out) => outs.borrow_mut().push(out),
+                Err(error) => {
+                    fail.borrow_mut().get_or_insert(FioError::Job { job: j, error });
+                }
+            }
+            Ok(())
+        });
+    }
+    m.run().map_err(|e| FioError::Machine(e.to_string()))?;
+    if let Some(e) = failed.borrow_mut().take() {
+        return Err(e);
+    }
+    let outs = outs.borrow();
+    Ok(summarize(&outs))
+}
+
+fn summarize(outs: &[JobOut]) -> FioResult {
+    let mut lat: Vec<u64> = outs.iter().flat_map(|o| o.lat.iter().copied()).collect();
+    lat.sort_unstable();
+    let n = lat.len().max(1);
+    let start = outs.iter().map(|o| o.start).min().unwrap_or(0);
+    let end = outs.iter().map(|o| o.end).max().unwrap_or(0);
+    let elapsed = (end - start).max(1);
+    let ios = lat.len() as u64;
+    let iops = ios as f64 / (elapsed as f64 * 1e-12);
+    FioResult {
+        ios,
+        elapsed_ps: elapsed,
+        iops,
+        bandwidth: iops * BS as f64,
+        lat_mean_ps: lat.iter().sum::<u64>() as f64 / n as f64,
+        lat_p50_ps: lat.get(n * 50 / 100).copied().unwrap_or(0),
+        lat_p99_ps: lat.get((n * 99 / 100).min(n - 1)).copied().unwrap_or(0),
+        verified: outs.iter().map(|o| o.verified).sum(),
+        mismatches: outs.iter().map(|o| o.mismatches).sum(),
+    }
+}
+
+/// A 4 KiB pattern unique to (lba, pass).
+fn pattern(lba: u64, pass: u64) -> Vec<u8> {
+    let mut s = lba.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ pass.wrapping_add(1);
+    (0..BS / 8).flat_map(|_| next(&mut s).to_le_bytes()).collect()
+}
+
+fn run_job(t: &Thread<'_, Cluster>, host: u16, mut q: NvmeQueue, job: Job, j: u16) -> Result<JobOut, NvmeError> {
+    let mut os = ThreadOs::new(t, host);
+    let oserr = |what: &'static str| move |e: devlend_host::HostError| NvmeError::Os { what, error: e };
+    // Each job has its own region of the drive, so verified writes are its own.
+    let region = job.size_blocks.unwrap_or(DRIVE_BLOCKS) / job.numjobs as u64;
+    let slots = region / (BS / BLOCK);
+    let lba_of = |r: u64| j as u64 * region + (r % slots) * (BS / BLOCK);
+    let mut rng = 0x5eed_0000_0000_0001u64 ^ (j as u64 + 1).wrapping_mul(0x9e37_79b9);
+    let bufs: Vec<u64> = (0..job.iodepth).map(|_| os.kmalloc(BS)).collect::<Result<_, _>>().map_err(oserr("kmalloc"))?;
+    let opcode = if job.rw == Rw::RandRead { OP_READ } else { OP_WRITE };
+    let mut written: HashMap<u64, u64> = HashMap::new();
+    let mut inflight: HashMap<u16, (usize, u64, u64)> = HashMap::new();
+    let mut out = JobOut { start: t.now(), ..Default::default() };
+    let (mut submitted, mut pass) = (0u32, 0u64);
+    // A command's latency runs from before its submission (fio's `lat`, not `clat`).
+    let mut submit = |os: &mut ThreadOs, q: &mut NvmeQueue, b: usize, inflight: &mut HashMap<u16, (usize, u64, u64)>| -> Result<(), NvmeError> {
+        let lba = lba_of(next(&mut rng));
+        if job.verify && opcode == OP_WRITE {
+            pass += 1;
+            let data = pattern(lba, pass);
+            written.insert(lba, fnv(&data));
+            os.write(bufs[b], &data).map_err(oserr("write buffer"))?;
+        }
+        let at = t.now();
+        let cid = q.queue_rq(os, opcode, lba, (BS / BLOCK) as u16, bufs[b])?;
+        inflight.insert(cid, (b, at, lba));
+        Ok(())
+    };
+    for b in 0..(job.iodepth.min(job.ios)) as usize {
+        submit(&mut os, &mut q, b, &mut inflight)?;
+        submitted += 1;
+    }
+    while !inflight.is_empty() {
+        for c in q.reap(&mut os)? {
+            let (b, at, lba) = inflight.remove(&c.cid).ok_or(NvmeError::UnknownCommand { qid: q.qid, cid: c.cid })?;
+            if c.status != 0 {
+                return Err(NvmeError::Status { opcode, lba, status: c.status });
+            }
+            out.lat.push(t.now() - at);
+            if submitted < job.ios {
+                submit(&mut os, &mut q, b, &mut inflight)?;
+                submitted += 1;
+            }
+        }
+    }
+    out.end = t.now();
+    drop(submit);
+    for (lba, sum) in written {
+        q.read(&mut os, lba, (BS / BLOCK) as u16, bufs[0])?;
+        let got = os.read(bufs[0], BS as usize).map_err(oserr("read buffer"))?;
+        out.verified += 1;
+        out.mismatches += (fnv(&got) != sum) as u64;
+    }
+    Ok(out)
+}

@@ -1,0 +1,42 @@
+//! The fio workload's errors: typed, with the job and the NVMe status they concern.
+
+use crate::nvme_driver::NvmeError;
+use std::fmt;
+
+#[derive(Debug)]
+pub enum FioError {
+    /// The job description cannot be run (zero depth, a size smaller than the jobs...).
+    Invalid(String),
+    /// The testbed cannot be set up (topology, borrowing the drive, its media profile).
+    Setup(String),
+    /// The driver could not probe the drive.
+    Probe(NvmeError),
+    /// A job's command failed (an NVMe status such as 0x80 LBA Out of Range) or its kernel call did.
+    Job { job: u16, error: NvmeError },
+    /// The machine could not run the workload (a thread stuck or failed).
+    Machine(String),
+}
+
+impl FioError {
+    /// The NVMe error underneath, if any.
+    pub fn nvme(&self) -> Option<&NvmeError> {
+        match self {
+            FioError::Probe(e) | FioError::Job { error: e, .. } => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for FioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FioError::Invalid(m) => write!(f, "fio: {m}"),
+            FioError::Setup(m) => write!(f, "fio: cannot set up the testbed: {m}"),
+            FioError::Probe(e) => write!(f, "fio: probe failed: {e}"),
+            FioError::Job { job, error } => write!(f, "fio: job {job}: {error}"),
+            FioError::Machine(m) => write!(f, "fio: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for FioError {}
