@@ -16,6 +16,9 @@ pub mod nvme;
 pub mod nvme_driver;
 pub mod bench;
 pub mod gpu;
+pub mod gpu_actor;
+pub mod gpu_functional;
+pub mod gpu_kernel;
 pub mod gpu_bench;
 pub mod gpu_driver;
 
