@@ -10,8 +10,9 @@ Quick start::
     print(fab.route("borrower:cpu", "ntb-borrower.mw1+0x1000").text())
 """
 
-from .errors import DevlendError, DmaFault, FabricError, TopologyError
+from .errors import DevlendError, DmaFault, FabricError, TopologyError, WorkloadError
+from .machine import Run
 from .topology import Topology, load, loads
 
-__all__ = ["DevlendError", "DmaFault", "FabricError", "TopologyError", "Topology", "load", "loads"]
+__all__ = ["DevlendError", "DmaFault", "FabricError", "TopologyError", "WorkloadError", "Run", "Topology", "load", "loads"]
 __version__ = "0.1.0"

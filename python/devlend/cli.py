@@ -221,6 +221,9 @@ def params() -> None:
     sys.stdout.write(_core.params_toml())
 
 
+from .cli_run import run_streams as _run_streams  # noqa: E402  (`devlend run-streams`)
+app.command("run-streams")(_run_streams)
+
 from .cli_trace import app as _trace_app  # noqa: E402  (the `devlend trace` commands)
 app.add_typer(_trace_app, name="trace")
 

@@ -41,3 +41,12 @@ class DmaFault(DevlendError):
     def __init__(self, failure: dict, delivered: int = 0):
         self.failure, self.delivered = failure, delivered
         super().__init__(failure.get("message", str(failure)))
+
+
+class WorkloadError(DevlendError):
+    """A workload a run cannot carry out: an address no route reaches (``kind`` "unreachable",
+    ``failure`` the structured record), zero bytes ("invalid"), or a run that cannot finish."""
+
+    def __init__(self, message: str, kind: str = "invalid", failure: dict | None = None):
+        self.kind, self.failure = kind, failure
+        super().__init__(message)

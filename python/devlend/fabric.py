@@ -162,6 +162,12 @@ class Fabric:
             raise FabricError(msg) from None
         return Transfer(nbytes, ps, hops, events, misses, resplit)
 
+    def machine(self) -> "Run":
+        """A run of several workloads at once on one clock (see devlend.machine.Run), on a copy
+        of this fabric as it is now."""
+        from .machine import Run
+        return Run(self)
+
     def events(self) -> list[dict]:
         return json.loads(self._core.events())
 

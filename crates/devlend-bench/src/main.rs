@@ -11,7 +11,9 @@
 //! IOMMU, across an NTB and the far host's IOMMU into the far host's RAM) with `Fabric::lookup`
 //! (cached outcome), `Fabric::route` (cached, full hops) and `Fabric::route_uncached`.
 //!
-//! Usage: devlend-bench [--json] [--reps N] [--quick]
+//! Many DMA streams at once on one Machine (`contention`): see `src/contention.rs`.
+//!
+//! Usage: devlend-bench [--json] [--reps N] [--quick] [--contention]
 
 use devlend_fabric::spec::*;
 use devlend_fabric::{build, Fabric, Outcome, Requester, Target};
@@ -20,6 +22,7 @@ use serde_json::json;
 use std::hint::black_box;
 use std::time::Instant;
 
+mod contention;
 mod engine;
 
 const HOSTS: usize = 64;
@@ -37,14 +40,17 @@ struct Opts {
     reps: usize,
     /// Scale factor for the number of operations per repetition (--quick: 0.1).
     scale: f64,
+    /// Only the contention rows.
+    contention_only: bool,
 }
 
 fn parse_args() -> Opts {
-    let mut o = Opts { json: false, reps: 7, scale: 1.0 };
+    let mut o = Opts { json: false, reps: 7, scale: 1.0, contention_only: false };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--json" => o.json = true,
+            "--contention" => o.contention_only = true,
             "--quick" => {
                 o.scale = 0.1;
                 o.reps = o.reps.min(3);
@@ -61,7 +67,7 @@ fn usage(msg: &str) -> ! {
     if !msg.is_empty() {
         eprintln!("devlend-bench: {msg}");
     }
-    eprintln!("usage: devlend-bench [--json] [--reps N] [--quick]");
+    eprintln!("usage: devlend-bench [--json] [--reps N] [--quick] [--contention]");
     std::process::exit(if msg.is_empty() { 0 } else { 2 });
 }
 
@@ -199,10 +205,48 @@ fn rate(reps: usize, n: usize, mut op: impl FnMut(usize)) -> Vec<f64> {
         .collect()
 }
 
+/// One stream alone, then every device at once, on the cluster (see `contention.rs`).
+fn contention_rows(o: &Opts, rows: &mut Vec<Row>) {
+    let reps = o.reps.clamp(3, 5);
+    let per_stream = if o.scale < 1.0 { 256 << 10 } else { 2 * MIB };
+    for (label, streams, bytes) in [("1-stream-8MiB", 1, 8 * MIB), ("512-streams", 0, per_stream)] {
+        let samples: Vec<contention::Sample> = (0..reps).map(|_| contention::run(streams, bytes)).collect();
+        rows.push(Row { name: format!("contention/tlp-hops-per-s/{label}"), samples: samples.iter().map(|s| s.tlp_hops as f64 / s.seconds / 1e6).collect(), unit: "M TLP-hops/s" });
+        rows.push(Row { name: format!("contention/wall/{label}"), samples: samples.iter().map(|s| s.seconds).collect(), unit: "s" });
+        rows.push(Row { name: format!("contention/tlp-hops/{label}"), samples: vec![samples[0].tlp_hops as f64 / 1e6], unit: "M TLP-hops" });
+        rows.push(Row { name: format!("contention/events-per-tlp-hop/{label}"), samples: vec![samples[0].events as f64 / samples[0].tlp_hops as f64], unit: "events" });
+        rows.push(Row { name: format!("contention/peak-tlps/{label}"), samples: vec![samples[0].peak_tlps as f64], unit: "TLP records" });
+        rows.push(Row { name: format!("contention/sim-total-bw/{label}"), samples: vec![samples[0].total_bw / 1e9], unit: "GB/s (sim)" });
+        rows.push(Row { name: format!("contention/sim-min-stream-bw/{label}"), samples: vec![samples[0].min_stream_bw / 1e9], unit: "GB/s (sim)" });
+    }
+    if let Some(r) = peak_rss_kib() {
+        rows.push(Row { name: "contention/peak-rss".into(), samples: vec![r as f64 / 1024.0], unit: "MiB" });
+    }
+}
+
+fn print_rows(rows: &[Row]) {
+    println!("{:<38} {:>12}  {:<12} {:>4}", "name", "median", "unit", "reps");
+    for r in rows {
+        let m = r.median();
+        let v = if m >= 100.0 { format!("{m:.0}") } else if m >= 10.0 { format!("{m:.1}") } else { format!("{m:.3}") };
+        println!("{:<38} {:>12}  {:<12} {:>4}", r.name, v, r.unit, r.samples.len());
+    }
+}
+
 fn main() {
     let o = parse_args();
     let spec = cluster_spec();
     let mut rows: Vec<Row> = Vec::new();
+    if o.contention_only {
+        contention_rows(&o, &mut rows);
+        if o.json {
+            let rows: Vec<_> = rows.iter().map(|r| json!({"name": r.name, "median": r.median(), "unit": r.unit, "repetitions": r.samples.len(), "samples": r.samples})).collect();
+            println!("{}", serde_json::to_string_pretty(&json!({"rows": rows})).unwrap());
+        } else {
+            print_rows(&rows);
+        }
+        return;
+    }
 
     // Enumeration: build (names, links, bus numbers, BARs, windows) from the description.
     let mut build_ms = Vec::new();
@@ -310,6 +354,8 @@ fn main() {
         }
     }
 
+    contention_rows(&o, &mut rows);
+
     let nfuncs = f.funcs.len();
     let info = json!({
         "hosts": f.hosts.len(), "devices": f.devices.len(), "functions": nfuncs, "switches": f.switches.len(),
@@ -329,10 +375,5 @@ fn main() {
         println!("route {}: {} hops ({} root complexes, {} NTB crossings, {} steps)", h["route"].as_str().unwrap(), h["hops"], h["roots"], h["ntb_crossings"], h["steps"]);
     }
     println!();
-    println!("{:<38} {:>12}  {:<12} {:>4}", "name", "median", "unit", "reps");
-    for r in &rows {
-        let m = r.median();
-        let v = if m >= 100.0 { format!("{m:.0}") } else if m >= 10.0 { format!("{m:.1}") } else { format!("{m:.3}") };
-        println!("{:<38} {:>12}  {:<12} {:>4}", r.name, v, r.unit, r.samples.len());
-    }
+    print_rows(&rows);
 }

@@ -18,7 +18,7 @@ fn ser(ports: &PortTable, port: u32, bytes: u64) -> f64 {
 /// except where a stage is cut-through, as the engine does).
 pub fn path_latency(p: &Path, ports: &PortTable, wire: u64, from: usize, to: usize) -> f64 {
     let t = timing();
-    let header = t.request_overhead_bytes as u64;
+    let header = t.overheads().header_bytes();
     let mut time = if from == 0 { p.origin_latency as f64 } else { 0.0 };
     for s in &p.stages[from..to] {
         let prop = ports[s.port as usize].1 as f64;
@@ -40,6 +40,18 @@ fn bottleneck(p: &Path, ports: &PortTable, payload: u64, kind: TlpKind) -> f64 {
 pub fn write_bandwidth(plan: &Plan, ports: &PortTable) -> f64 {
     let t = timing();
     bottleneck(&plan.request, ports, t.max_payload as u64, TlpKind::MemWrite)
+}
+
+/// The capacity of the plan's bottleneck link for its data (write payloads, or read completions),
+/// after per-TLP overheads: what any number of streams sharing that path can move together.
+pub fn link_bandwidth(plan: &Plan, ports: &PortTable, access: devlend_wire::Access) -> f64 {
+    if access == devlend_wire::Access::Write {
+        return write_bandwidth(plan, ports);
+    }
+    let t = timing();
+    let cpl = plan.completion.as_ref().expect("a read plan has a completion path");
+    let chunk = if plan.request.target_is_ram { t.ram_completion_bytes } else { t.max_payload } as u64;
+    bottleneck(cpl, ports, chunk, TlpKind::Completion)
 }
 
 /// Saturated bandwidth of a stream of reads: the smaller of the completion links' capacity and

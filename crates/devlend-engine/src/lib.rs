@@ -63,6 +63,12 @@ pub fn plan(f: &mut Fabric, req: Requester, addr: u64, access: Access) -> Result
     Ok(Plan { request, completion })
 }
 
+/// Per link direction (indexed by `path::port_id`): (fixed-point ps per byte, propagation), the
+/// table `analytic` reads.
+pub fn port_table(f: &Fabric) -> Vec<(u64, Ps)> {
+    ports(f)
+}
+
 pub(crate) fn ports(f: &Fabric) -> Vec<(u64, Ps)> {
     let mut v = vec![(0, 0); f.links.len() * 2];
     for (i, l) in f.links.iter().enumerate() {

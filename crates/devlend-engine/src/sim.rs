@@ -181,8 +181,10 @@ pub struct Sim {
     free_flows: Vec<u32>,
     reqs: Vec<Request>,
     free_reqs: Vec<u32>,
-    /// Per root re-split point (path, stage): free tags and sub-requests waiting for one.
-    root_tags: HashMap<(u32, u32), (u32, VecDeque<(u32, u32, u64)>)>,
+    /// Per re-splitting root complex (host): its free tags, shared by every route through it, and
+    /// the sub-requests waiting for one, in arrival order: (re-split point (path, stage), parent
+    /// request, bytes, offset).
+    root_tags: HashMap<u16, (u32, VecDeque<((u32, u32), u32, u32, u64)>)>,
     /// Per host IOTLB (page numbers, FIFO of capacity `IOTLB_ENTRIES`) and walker availability.
     iotlb: HashMap<u16, (VecDeque<u64>, Ps)>,
     pub stats: Stats,
@@ -481,7 +483,7 @@ impl Sim {
             self.source_left(tlp.flow, tlp.class);
         }
         let stage = &self.paths[tlp.path as usize].stages[tlp.stage as usize];
-        let header = (self.t.request_overhead_bytes as u64 * self.ports[p as usize].fp_ps_per_byte) >> 16;
+        let header = (self.overheads.header_bytes() * self.ports[p as usize].fp_ps_per_byte) >> 16;
         self.tlps[id as usize].full_arrival = arrival;
         let ready = if stage.cut_through { start + header + self.ports[p as usize].prop } else { arrival };
         self.q.push(ready, Ev::Arrive(id));
@@ -593,8 +595,13 @@ impl Sim {
     fn terminal(&mut self, id: u32, tlp: Tlp, delay: Ps) {
         let port = self.paths[tlp.path as usize].stages[tlp.stage as usize].port;
         self.return_credit(port, tlp.class, self.now + self.t.updatefc_ps);
-        // A data flow's TLP is kept until it lands or is served, when its bytes move.
-        let data = tlp.flow != u32::MAX && self.flows[tlp.flow as usize].data;
+        // A data flow's TLP is kept until it lands or is served, when its bytes move. A root's
+        // sub-request belongs to the flow of the request it was split from.
+        let flow = self.data_flow(&tlp);
+        let data = flow != u32::MAX && self.flows[flow as usize].data;
+        if data {
+            self.tlps[id as usize].flow = flow;
+        }
         if !(data && tlp.class != Class::Completion) {
             self.free_tlps.push(id);
         }
@@ -634,6 +641,16 @@ impl Sim {
         }
     }
 
+    /// The flow a TLP's bytes belong to: its own, or for a re-splitting root's sub-request the
+    /// flow of the original request (u32::MAX for none).
+    fn data_flow(&self, tlp: &Tlp) -> u32 {
+        if tlp.flow != u32::MAX || tlp.req == u32::MAX || tlp.class != Class::NonPosted {
+            return tlp.flow;
+        }
+        let parent = self.reqs[tlp.req as usize].parent;
+        if parent == u32::MAX { u32::MAX } else { self.reqs[parent as usize].flow }
+    }
+
     fn request_progress(&mut self, req: u32, bytes: u32, at: Ps) {
         let r = &mut self.reqs[req as usize];
         r.remaining -= bytes;
@@ -653,29 +670,38 @@ impl Sim {
     fn resplit(&mut self, id: u32, tlp: Tlp, split: u32, delay: Ps) {
         self.stats.resplit_requests += 1;
         let key = (tlp.path, tlp.stage);
+        let root = self.root_of(key);
         let tags = self.t.read_tags;
         let mut off = 0;
         while off < tlp.req_len {
             let n = split.min(tlp.req_len - off);
-            self.root_tags.entry(key).or_insert_with(|| (tags, VecDeque::new())).1.push_back((tlp.req, n, tlp.offset + off as u64));
+            self.root_tags.entry(root).or_insert_with(|| (tags, VecDeque::new())).1.push_back((key, tlp.req, n, tlp.offset + off as u64));
             off += n;
         }
         // The original request is consumed at the root; its buffer slot frees.
         let port = self.paths[tlp.path as usize].stages[tlp.stage as usize].port;
         self.return_credit(port, tlp.class, self.now + self.t.updatefc_ps);
         self.free_tlps.push(id);
-        self.root_issue(key, tlp.flow, self.now + delay);
+        self.root_issue(root, self.now + delay);
     }
 
-    fn root_issue(&mut self, key: (u32, u32), flow: u32, at: Ps) {
-        let (cpl, _) = self.sub_cpl[&key];
+    /// The root complex (host) of a re-split point.
+    fn root_of(&self, key: (u32, u32)) -> u16 {
+        self.paths[key.0 as usize].stages[key.1 as usize].root.expect("a re-split stage is at a root complex")
+    }
+
+    /// Issue waiting sub-requests while the root has tags (one pool per root complex, assumed:
+    /// the root's outbound read tracking is shared by every route through it).
+    fn root_issue(&mut self, root: u16, at: Ps) {
         loop {
-            let entry = self.root_tags.get_mut(&key).unwrap();
+            let entry = self.root_tags.get_mut(&root).unwrap();
             if entry.0 == 0 {
                 return;
             }
-            let Some((parent, n, off)) = entry.1.pop_front() else { return };
+            let Some((key, parent, n, off)) = entry.1.pop_front() else { return };
             entry.0 -= 1;
+            let (cpl, _) = self.sub_cpl[&key];
+            let flow = self.reqs[parent as usize].flow;
             let sub = self.alloc_req(Request { flow, remaining: n, parent, cpl_path: cpl, cpl_stage: 0 });
             let id = self.alloc_tlp(Tlp { class: Class::NonPosted, payload: 0, req_len: n, path: key.0, stage: key.1 + 1, flow: u32::MAX, req: sub, offset: off, full_arrival: 0, fresh: true });
             self.enqueue(id, at);
@@ -700,8 +726,9 @@ impl Sim {
         self.enqueue(id, self.now + delay);
         if sub_done {
             self.free_reqs.push(tlp.req);
-            self.root_tags.get_mut(&key).unwrap().0 += 1;
-            self.root_issue(key, u32::MAX, self.now + delay);
+            let root = self.root_of(key);
+            self.root_tags.get_mut(&root).unwrap().0 += 1;
+            self.root_issue(root, self.now + delay);
         }
     }
 }

@@ -14,6 +14,7 @@ use devlend_wire::{Access, Bdf};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
+#[derive(Clone)]
 pub struct SwitchInfo {
     pub name: String,
     pub up: NodeId,
@@ -21,6 +22,7 @@ pub struct SwitchInfo {
     pub spec_path: String,
 }
 
+#[derive(Clone)]
 pub struct DeviceInfo {
     pub name: String,
     pub node: NodeId,
@@ -38,6 +40,7 @@ pub enum Event {
 
 const PAGE: u64 = 0x1000;
 
+#[derive(Clone)]
 pub struct Fabric {
     pub name: String,
     pub hosts: Vec<Host>,

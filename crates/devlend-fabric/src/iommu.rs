@@ -60,7 +60,7 @@ pub struct Translation {
 }
 
 /// A 4-level radix page table; table entries hold the index of the child table.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct PageTable {
     tables: Vec<Box<[u64; 512]>>,
 }
@@ -144,12 +144,14 @@ impl PageTable {
     }
 }
 
+#[derive(Clone)]
 pub struct Domain {
     pub name: String,
     pub table: PageTable,
     pub mapped_bytes: u64,
 }
 
+#[derive(Clone)]
 pub struct Iommu {
     pub enabled: bool,
     pub address_bits: u32,

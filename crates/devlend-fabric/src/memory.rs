@@ -5,7 +5,7 @@ use rustc_hash::FxHashMap;
 
 const PAGE: u64 = 4096;
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct SparseMem {
     pages: FxHashMap<u64, Box<[u8; PAGE as usize]>>,
 }

@@ -39,6 +39,7 @@ impl std::fmt::Display for Range {
     }
 }
 
+#[derive(Clone)]
 pub struct Host {
     pub name: String,
     pub cpu_name: String,
@@ -106,6 +107,7 @@ impl BridgeRes {
     }
 }
 
+#[derive(Clone)]
 pub struct Node {
     pub kind: NodeKind,
     /// Component name (host, switch, device or NTB) and port name, as users write them.
@@ -147,6 +149,7 @@ impl Bar {
     }
 }
 
+#[derive(Clone)]
 pub struct Function {
     pub node: NodeId,
     pub name: String,
@@ -168,6 +171,7 @@ impl Function {
     }
 }
 
+#[derive(Clone)]
 pub struct Link {
     pub up: NodeId,
     pub down: NodeId,

@@ -34,6 +34,7 @@ pub enum Inbound {
 
 pub const TRANS_ALIGN: u64 = 0x1000;
 
+#[derive(Clone)]
 pub struct NtbState {
     pub name: String,
     pub node: NodeId,

@@ -13,6 +13,7 @@ use pyo3::types::PyBytes;
 
 mod hypertrio;
 mod lending;
+mod machine;
 mod rdma;
 mod vm;
 mod xenib;
@@ -24,6 +25,17 @@ fn ferr(e: CoreFabricError) -> PyErr {
     FabricError::new_err(e.to_string())
 }
 
+/// An address from Python (int, number text or expression) on fabric `f`.
+pub(crate) fn resolve(f: &CoreFabric, a: PyAddr) -> PyResult<u64> {
+    match a {
+        PyAddr::Int(n) => Ok(n),
+        PyAddr::Str(s) => match parse_num(&s) {
+            Some(n) => Ok(n),
+            None => f.resolve_addr(&Addr::Expr(s)).map_err(ferr),
+        },
+    }
+}
+
 /// Largest functional read in one call (the bytes come back as one Python object).
 const MAX_ACCESS: usize = 1 << 30;
 /// Largest timed DMA stream in one call: 64 GiB simulates in about two minutes.
@@ -31,7 +43,7 @@ const MAX_DMA: u64 = 64 << 30;
 
 /// An address from Python: an int, or a string (number or expression).
 #[derive(FromPyObject)]
-enum PyAddr {
+pub(crate) enum PyAddr {
     Int(u64),
     Str(String),
 }
@@ -46,13 +58,7 @@ impl Fabric {
         self.inner.requester(s).map_err(ferr)
     }
     fn addr(&self, a: PyAddr) -> PyResult<u64> {
-        match a {
-            PyAddr::Int(n) => Ok(n),
-            PyAddr::Str(s) => match parse_num(&s) {
-                Some(n) => Ok(n),
-                None => self.inner.resolve_addr(&Addr::Expr(s)).map_err(ferr),
-            },
-        }
+        resolve(&self.inner, a)
     }
     fn host(&self, name: &str) -> PyResult<u16> {
         self.inner.host_id(name).map_err(ferr)
@@ -303,6 +309,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     vm::register(m)?;
     xenib::register(m)?;
     hypertrio::register(m)?;
+    machine::register(m)?;
     m.add("SpecError", m.py().get_type::<SpecError>())?;
     m.add("FabricError", m.py().get_type::<FabricError>())?;
     Ok(())

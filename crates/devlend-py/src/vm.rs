@@ -51,7 +51,7 @@ fn vm_irq_latency(py: Python<'_>, topology_json: &str, scenario: &str, intx: boo
     use devlend_vm::irq::Src;
     let sc = devlend_vm::d4::Scenario::parse(scenario).map_err(FabricError::new_err)?;
     let src = if intx { Src::Intx } else { Src::Msix(0) };
-    let steps = py.detach(|| devlend_vm::irq::measure(topology_json, sc, src)).map_err(FabricError::new_err)?;
+    let steps = py.detach(|| devlend_vm::d4::irq_latency(topology_json, sc, src)).map_err(FabricError::new_err)?;
     Ok((steps.iter().map(|s| s.1).sum(), steps))
 }
 

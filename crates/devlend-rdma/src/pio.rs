@@ -14,7 +14,7 @@ use crate::params::params;
 use devlend_engine::params::timing;
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
-use devlend_wire::{Access, Generation};
+use devlend_wire::{Access, Generation, TlpKind};
 
 /// How the BAR is mapped into the CPU's address space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,7 +53,7 @@ pub fn pio_time(f: &mut Fabric, host: u16, addr: u64, len: u64, mapping: Mapping
     let plan = devlend_engine::plan(f, who, addr, Access::Write).map_err(|e| f.failure_json(&e)["message"].to_string())?;
     let (unit, issue) = mapping.unit();
     let t = timing();
-    let wire = (unit.min(len.max(1)) + (t.request_overhead_bytes + t.dllp_overhead_bytes_per_tlp) as u64) as f64;
+    let wire = t.overheads().wire_bytes(TlpKind::MemWrite, unit.min(len.max(1))) as f64;
     let slowest = plan
         .request
         .stages

@@ -12,7 +12,7 @@ use devlend_devices::Op;
 use devlend_engine::params::timing;
 use devlend_engine::path::{ps_per_byte_fp, Path};
 use devlend_fabric::Fabric;
-use devlend_wire::Access;
+use devlend_wire::{Access, TlpKind};
 use std::collections::HashMap;
 
 /// Serialisation time each link direction (port id) spends on the given accesses, in ps.
@@ -31,30 +31,29 @@ impl LinkLoad {
 
     /// Add `bytes` of posted writes in TLPs of `tlp_bytes` payload along `path` (CPU stores).
     pub fn add_writes(&mut self, f: &Fabric, path: &Path, bytes: u64, tlp_bytes: u64) {
-        let t = timing();
         let n = bytes.div_ceil(tlp_bytes).max(1);
-        self.charge(f, path, 1, bytes + n * (t.request_overhead_bytes + t.dllp_overhead_bytes_per_tlp) as u64);
+        self.charge(f, path, 1, timing().overheads().stream_bytes(TlpKind::MemWrite, bytes, n));
     }
 
     /// Add the TLPs of `ops`: writes in max-payload pieces; reads as max-read-request requests on
     /// the request path and completions of the completer's size on the completion path.
     pub fn add(&mut self, f: &Fabric, ops: &[Op]) {
         let t = timing();
-        let dllp = t.dllp_overhead_bytes_per_tlp as u64;
+        let o = t.overheads();
         for op in ops {
             let Some(plan) = &op.plan else { continue };
             match op.access {
                 Access::Write => {
                     let n = op.len.div_ceil(t.max_payload as u64).max(1);
-                    self.charge(f, &plan.request, 1, op.len + n * (t.request_overhead_bytes as u64 + dllp));
+                    self.charge(f, &plan.request, 1, o.stream_bytes(TlpKind::MemWrite, op.len, n));
                 }
                 Access::Read => {
                     let reqs = op.len.div_ceil(t.max_read_request as u64).max(1);
-                    self.charge(f, &plan.request, reqs, t.request_overhead_bytes as u64 + dllp);
+                    self.charge(f, &plan.request, reqs, o.wire_bytes(TlpKind::MemRead, 0));
                     if let Some(c) = &plan.completion {
                         let piece = if plan.request.target_is_ram { t.ram_completion_bytes } else { t.max_payload } as u64;
                         let n = op.len.div_ceil(piece).max(1);
-                        self.charge(f, c, 1, op.len + n * (t.completion_overhead_bytes as u64 + dllp));
+                        self.charge(f, c, 1, o.stream_bytes(TlpKind::Completion, op.len, n));
                     }
                 }
             }

@@ -12,6 +12,7 @@
 //! Guest CPU accesses cost what the host CPU's do (no EPT-walk or VM-exit cost is modelled).
 
 use crate::vm::{Vm, VmId};
+use crate::irq::Src;
 use crate::vmm::Vmm;
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_bench::{half, time_steps, transfer, CopyTiming, Via};
@@ -142,4 +143,22 @@ pub fn ram_bounce_path(json: &str, sc: Scenario) -> Result<(usize, usize, usize)
         return Err("gpu0's write into the guest buffer was not delivered".into());
     }
     Ok((w.hop_count() + back.hop_count(), w.roots() + back.roots(), w.ntb_crossings() + back.ntb_crossings()))
+}
+
+/// One interrupt of gpu0 in the D4 testbed's VM (MSI-X entry 0 or INTx), raised by the device
+/// and taken by the guest's handler: the modelled latency, step by step (ps).
+pub fn irq_latency(json: &str, sc: Scenario, src: Src) -> Result<Vec<(String, u64)>, String> {
+    let mut t = testbed(json, sc)?;
+    let dev = t.a.dev;
+    let mut os = t.vmm.guest(&mut t.c, t.vm).map_err(|e| e.to_string())?;
+    let gv = match src {
+        Src::Msix(e) => os.request_irq(dev, e, 1),
+        Src::Intx => os.request_intx(dev, 1),
+    }
+    .map_err(|e| e.to_string())?;
+    crate::irq::device_interrupt(&mut t.c, "gpu0", if let Src::Msix(e) = src { e } else { 0 }).map_err(|e| e.to_string())?;
+    if t.vmm.guest(&mut t.c, t.vm).map_err(|e| e.to_string())?.irq_count(gv) != 1 {
+        return Err("the interrupt did not reach the guest".into());
+    }
+    t.vmm.irq_route(t.vm, dev, src).map(|r| r.steps.clone()).ok_or_else(|| "no route".into())
 }

@@ -355,21 +355,3 @@ impl Vmm {
         self.routes.iter().find(|r| r.vm == vm && r.dev == dev && r.src == src)
     }
 }
-
-/// One interrupt of gpu0 in the D4 testbed's VM (MSI-X entry 0 or INTx), raised by the device
-/// and taken by the guest's handler: the modelled latency, step by step (ps).
-pub fn measure(json: &str, sc: crate::d4::Scenario, src: Src) -> Result<Vec<(String, u64)>, String> {
-    let mut t = crate::d4::testbed(json, sc)?;
-    let dev = t.a.dev;
-    let mut os = t.vmm.guest(&mut t.c, t.vm).map_err(|e| e.to_string())?;
-    let gv = match src {
-        Src::Msix(e) => os.request_irq(dev, e, 1),
-        Src::Intx => os.request_intx(dev, 1),
-    }
-    .map_err(|e| e.to_string())?;
-    device_interrupt(&mut t.c, "gpu0", if let Src::Msix(e) = src { e } else { 0 }).map_err(|e| e.to_string())?;
-    if t.vmm.guest(&mut t.c, t.vm).map_err(|e| e.to_string())?.irq_count(gv) != 1 {
-        return Err("the interrupt did not reach the guest".into());
-    }
-    t.vmm.irq_route(t.vm, dev, src).map(|r| r.steps.clone()).ok_or_else(|| "no route".into())
-}

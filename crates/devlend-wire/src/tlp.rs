@@ -62,6 +62,12 @@ impl Overheads {
         payload + (header + self.dllp_per_tlp) as u64
     }
 
+    /// Bytes a cut-through switch must have received before it forwards a TLP: the request
+    /// header with its framing (the longest header, so completions are not favoured).
+    pub fn header_bytes(&self) -> u64 {
+        self.request as u64
+    }
+
     /// Bytes `n` TLPs of `kind` carrying `payload` bytes in all occupy: the payload plus `n`
     /// overheads (a stream cut into `n` TLPs).
     pub fn stream_bytes(&self, kind: TlpKind, payload: u64, n: u64) -> u64 {

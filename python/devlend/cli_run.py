@@ -1,0 +1,75 @@
+"""``devlend run-streams``: several DMA streams at once on one topology (devlend.Run), printed as
+a table of streams and a table of the links they loaded; optionally written as CSV."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from .errors import DevlendError
+from .sizes import parse_size
+
+STREAM_HELP = ("a stream NAME:REQUESTER:ADDR:BYTES[:read|:write][@START_NS], e.g. a:gpu0:ntb-l.mw1:4MiB or "
+               "b:lender:cpu:gpu0.bar1+0x1000:64KiB:read@500; repeat for more streams (they share the links). "
+               "REQUESTER is HOST:cpu or a function name; BYTES takes units (KiB, MiB); default write, start 0")
+
+
+def parse_stream(spec: str) -> dict:
+    """NAME:REQUESTER:ADDR:BYTES[:read|:write][@START_NS] (REQUESTER may itself hold a colon)."""
+    at = 0.0
+    if "@" in spec:
+        spec, _, t = spec.rpartition("@")
+        try:
+            at = float(t)
+        except ValueError:
+            raise DevlendError(f"--stream ...@{t}: the start time is not a number of nanoseconds") from None
+    parts = spec.split(":")
+    write = True
+    if parts and parts[-1].lower() in ("read", "write"):
+        write = parts.pop().lower() == "write"
+    if len(parts) < 4:
+        raise DevlendError(f"--stream {spec!r}: expected NAME:REQUESTER:ADDR:BYTES[:read]")
+    name, requester, addr, size = parts[0], ":".join(parts[1:-2]), parts[-2], parts[-1]
+    try:
+        nbytes = parse_size(size)
+    except ValueError as e:
+        raise DevlendError(f"--stream {spec!r}: {e}") from None
+    return {"name": name, "requester": requester, "addr": addr, "nbytes": nbytes, "write": write, "at_ns": at}
+
+
+def _table(df, title: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    for c in df.columns:
+        t.add_column(c, justify="left" if c in ("name", "requester", "link") else "right")
+    for row in df.itertuples(index=False):
+        t.add_row(*[f"{v:.3f}" if isinstance(v, float) else (hex(v) if c == "addr" else str(v)) for c, v in zip(df.columns, row)])
+    return t
+
+
+def run_streams(file: str = typer.Argument(..., help="topology file (YAML or JSON)"),
+                stream: list[str] = typer.Option(..., "--stream", "-s", help=STREAM_HELP),
+                csv_out: Optional[str] = typer.Option(None, "--csv", help="write the streams' table as CSV to this file"),
+                links_csv: Optional[str] = typer.Option(None, "--links-csv", help="write the links' table as CSV to this file")) -> None:
+    """Run several DMA streams at once on one clock and print each stream's start, end and
+    bandwidth, and each loaded link direction's bytes, utilisation, credit stall and queueing."""
+    from .cli import _build, _fail, out
+    try:
+        specs = [parse_stream(s) for s in stream]
+        run = _build(file).machine()
+        for s in specs:
+            run.stream(s["name"], s["requester"], s["addr"], s["nbytes"], write=s["write"], at_ns=s["at_ns"])
+        run.run()
+        res, links = run.results(), run.link_stats()
+    except (DevlendError, OSError) as e:
+        _fail(e)
+    out.print(_table(res.drop(columns=["time_ns"]), "streams (times in ns, bandwidth in GB/s)"))
+    out.print(_table(links.drop(columns=["link_index", "towards_down"]), "link directions that carried TLPs"))
+    try:
+        for path, df in ((csv_out, res), (links_csv, links)):
+            if path:
+                df.to_csv(path, index=False)
+                out.print(f"wrote {path}", markup=False)
+    except OSError as e:
+        _fail(e)
