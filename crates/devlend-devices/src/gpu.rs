@@ -102,13 +102,17 @@ pub const STATUS_DMA_FAULT: u32 = 4;
 /// The doorbell rang while the engine was still copying.
 pub const STATUS_BUSY: u32 = 5;
 
-/// A decoded copy command: device-memory offset, bus (DMA) address, length, direction.
+/// A decoded copy command: device-memory offset, bus (DMA) address, length, direction, and the
+/// semaphore it releases (address, value), all taken when the doorbell rings, so registers
+/// programmed for a later copy do not change a running one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cmd {
     pub dir: u32,
     pub dev: u64,
     pub bus: u64,
     pub len: u64,
+    pub sem: u64,
+    pub value: u32,
 }
 
 /// The copy engine moves bytes page by page (TLPs never cross 4 KiB), so a fault names its page;
@@ -242,7 +246,7 @@ impl Gpu {
         if self.check(dev, len).is_err() || bus.checked_add(len).is_none() {
             return Err(STATUS_OUT_OF_RANGE);
         }
-        Ok(Cmd { dir, dev, bus, len })
+        Ok(Cmd { dir, dev, bus, len, sem: r(CE_SEM_ADDR, 8), value: r(CE_SEM_VALUE, 4) as u32 })
     }
 
     pub(crate) fn set_status(&self, f: &mut Fabric, ce: usize, status: u32) {
@@ -283,7 +287,7 @@ impl Gpu {
     }
 
     fn copy(&mut self, f: &mut Fabric, ce: usize, c: Cmd) -> u32 {
-        let Cmd { dir, dev, bus, len } = c;
+        let Cmd { dir, dev, bus, len, .. } = c;
         let access = if dir == DIR_DEV_TO_BUS { Access::Write } else { Access::Read };
         let what = if dir == DIR_DEV_TO_BUS { "copy engine DMA write" } else { "copy engine DMA read" };
         self.log(f, bus, len, access, what);

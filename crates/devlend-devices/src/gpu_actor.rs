@@ -119,10 +119,8 @@ impl Gpu {
             let s = self.set_fault(cx.fabric(), ce, a);
             return self.end(cx, ce, s);
         }
-        let f = cx.fabric();
-        let (sem, value) = (self.reg(f, ce_reg(ce, CE_SEM_ADDR), 8), self.reg(f, ce_reg(ce, CE_SEM_VALUE), 4) as u32);
-        if cx.dma_write(sem, value.to_le_bytes().to_vec(), Token::Sem(ce).encode()).is_err() {
-            let s = self.set_fault(cx.fabric(), ce, sem);
+        if cx.dma_write(cmd.sem, cmd.value.to_le_bytes().to_vec(), Token::Sem(ce).encode()).is_err() {
+            let s = self.set_fault(cx.fabric(), ce, cmd.sem);
             self.end(cx, ce, s);
         }
     }

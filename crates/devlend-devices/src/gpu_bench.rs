@@ -226,7 +226,9 @@ pub fn gpu_to_gpu(json: &str, runner: &str, src: &str, dst: &str, via: Via, len:
 
 /// A GPU-to-GPU copy through two staging buffers of `chunk` bytes at `stage` in the runner's RAM:
 /// `a`'s copy engine 1 writes chunk k+1 into one while `b`'s copy engine 0 reads chunk k from the
-/// other; a buffer is written again only after its last read has completed.
+/// other. Chunk k+1 is written once chunk k is in its buffer and chunk k-1 (the other buffer's
+/// last content) has been read; chunk k is read once it is written and `b`'s engine has finished
+/// chunk k-1 (an engine runs one copy at a time).
 pub fn staged(os: &mut impl Os, a: &mut Driver, b: &mut Driver, stage: u64, chunk: u64, len: u64) -> Result<(), GpuError> {
     let (ma, mb) = (a.map_host(os, stage, 2 * chunk)?, b.map_host(os, stage, 2 * chunk)?);
     let n = len.div_ceil(chunk);
@@ -236,11 +238,11 @@ pub fn staged(os: &mut impl Os, a: &mut Driver, b: &mut Driver, stage: u64, chun
     let mut read = None;
     for k in 0..n {
         a.sync(os, write.take().expect("chunk k is being written"))?;
-        let (off, size, buf) = part(k);
-        let prev = read.replace(b.memcpy_htod_async(os, 0, mb.dma + buf, off, size)?);
-        if let Some(p) = prev {
+        if let Some(p) = read.take() {
             b.sync(os, p)?;
         }
+        let (off, size, buf) = part(k);
+        read = Some(b.memcpy_htod_async(os, 0, mb.dma + buf, off, size)?);
         if k + 1 < n {
             let (off, size, buf) = part(k + 1);
             write = Some(a.memcpy_dtoh_async(os, 1, off, ma.dma + buf, size)?);

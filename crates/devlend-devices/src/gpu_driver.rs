@@ -54,6 +54,9 @@ pub struct Driver {
     /// The semaphore: (CPU address, DMA address).
     sem: (u64, u64),
     seq: u32,
+    /// The sequence number of the copy each engine runs and nobody has waited for yet: an engine
+    /// takes one copy at a time, and the next copy's register stores would reprogram it.
+    running: [Option<u32>; NUM_CE],
     cpu: Requester,
     /// Every access of the copies so far, the GPU's included, in program order (clear it between copies).
     pub ops: Vec<Op>,
@@ -97,7 +100,7 @@ impl Driver {
         let m = os.read(bar0 + MEM_SIZE, 8).map_err(err("read MEM_SIZE"))?;
         let sem = os.dma_alloc_coherent(dev, SEM_BYTES).map_err(err("dma_alloc_coherent"))?;
         os.write(sem.0, &[0; 4]).map_err(err("clear semaphore"))?;
-        let mut d = Driver { dev, bar0, mem_size: u64::from_le_bytes(m[..8].try_into().unwrap()), sem, seq: 0, cpu, ops: Vec::new() };
+        let mut d = Driver { dev, bar0, mem_size: u64::from_le_bytes(m[..8].try_into().unwrap()), sem, seq: 0, running: [None; NUM_CE], cpu, ops: Vec::new() };
         for ce in 0..NUM_CE {
             let slot = sem.1 + ce as u64 * SLOT;
             d.mmio_write(os, ce_reg(ce, CE_SEM_ADDR), &slot.to_le_bytes())?;
@@ -224,6 +227,9 @@ impl Driver {
         if ce >= NUM_CE {
             return Err(GpuError(format!("copy engine {ce}: the GPU has {NUM_CE}")));
         }
+        if let Some(seq) = self.running[ce] {
+            return Err(GpuError(format!("copy engine {ce} still runs copy {seq}: sync it before starting another on that engine")));
+        }
         self.seq = self.seq.wrapping_add(1).max(1);
         os.write(self.sem.0 + ce as u64 * SLOT, &[0; 8]).map_err(err("clear semaphore"))?;
         self.mmio_write(os, ce_reg(ce, CE_SRC), &src.to_le_bytes())?;
@@ -232,11 +238,15 @@ impl Driver {
         self.mmio_write(os, ce_reg(ce, CE_DIR), &dir.to_le_bytes())?;
         self.mmio_write(os, ce_reg(ce, CE_SEM_VALUE), &self.seq.to_le_bytes())?;
         self.mmio_write(os, ce_reg(ce, CE_DOORBELL), &self.seq.to_le_bytes())?;
+        self.running[ce] = Some(self.seq);
         Ok(Pending { ce, seq: self.seq })
     }
 
     /// Spin on the copy's semaphore slot until it is released (or its error notifier is written).
     pub fn sync(&mut self, os: &mut impl Os, p: Pending) -> GResult<()> {
+        if self.running[p.ce] == Some(p.seq) {
+            self.running[p.ce] = None;
+        }
         let slot = self.sem.0 + p.ce as u64 * SLOT;
         self.ops.push(Op { who: self.cpu, addr: slot, len: 4, access: Access::Read, what: "semaphore poll", plan: None });
         let what = format!("copy engine {} semaphore", p.ce);

@@ -111,3 +111,30 @@ fn a_fault_in_one_engine_leaves_the_other_engines_copy_whole() {
     want.extend_from_slice(&pattern(2, N)[8 * KIB as usize..]);
     assert_eq!(dev, want, "engine 1 read the buffer as engine 0 had left it");
 }
+
+#[test]
+fn an_engine_takes_one_copy_at_a_time_and_keeps_the_semaphore_it_was_rung_with() {
+    const N: u64 = 256 * KIB;
+    let (c, g, buf) = setup(N, N);
+    let host = c.fabric.host_id("borrower").unwrap();
+    let (gpu, dev) = (shared(g.gpu), g.dev);
+    let mut drv = g.drv;
+    on_machine(c, &[gpu], host, move |os| {
+        let s = |e: devlend_devices::gpu_driver::GpuError| e.to_string();
+        let m = drv.map_host(os, buf, N).map_err(s)?;
+        let first = drv.memcpy_dtoh_async(os, 0, 0, m.dma, N).map_err(s)?;
+        // The driver refuses a second copy on the engine: its register stores would reprogram it.
+        let e = drv.memcpy_htod_async(os, 0, m.dma, 0, N).unwrap_err().to_string();
+        if !e.contains("copy engine 0 still runs copy") {
+            return Err(format!("unexpected error: {e}"));
+        }
+        // A store to the semaphore value register while the copy runs does not change its release.
+        let bar0 = os.pci_iomap(dev, 0).map_err(|e| e.to_string())?;
+        os.write(bar0 + ce_reg(0, CE_SEM_VALUE), &0xdeadu32.to_le_bytes()).map_err(|e| e.to_string())?;
+        drv.sync(os, first).map_err(s)?;
+        // Once waited for, the engine takes the next copy.
+        let next = drv.memcpy_htod_async(os, 0, m.dma, N, N).map_err(s)?;
+        drv.sync(os, next).map_err(s)
+    })
+    .unwrap();
+}
