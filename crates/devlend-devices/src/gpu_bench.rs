@@ -331,6 +331,9 @@ pub fn pingpong(json: &str, runner: &str, a: &str, b: &str, via: Via) -> Result<
         if let Some(at) = k.fault {
             return Err(format!("ping-pong: {name}'s kernel faulted at {at:#x}"));
         }
+        if let Some(g) = k.gave_up {
+            return Err(format!("ping-pong: {name}'s kernel gave up at {} ps after {SPIN_LIMIT} loads without counter {} (last read {})", g.at, g.expected, g.last_read));
+        }
         if !k.done {
             return Err(format!("ping-pong: {name}'s kernel saw {} of {PING_ROUNDS} counters", k.seen.len()));
         }

@@ -16,6 +16,13 @@
 //! store one device-memory access (`timing.endpoint_latency_ps`) after it lands in BAR 1; one
 //! polling RAM keeps one 4-byte DMA read in flight at a time and notices the value with the first
 //! load served after it landed. The kernel records when it stored and when it saw each answer.
+//!
+//! A kernel polling RAM gives up after [`SPIN_LIMIT`] loads in a row that did not bring the value
+//! it waits for, and records what it last read ([`Kernel::gave_up`]): a GPU kernel spins without
+//! end, but a simulation must end, and a counter that never arrives (a store lost on the fabric,
+//! reads answered with other bytes) would otherwise keep the machine's queue busy forever. The
+//! limit is the simulator's, not the hardware's; a run that keeps to the protocol needs a few
+//! loads per answer.
 
 use crate::gpu::Gpu;
 use crate::gpu_actor::Token;
@@ -34,6 +41,17 @@ const STORE: u8 = 0;
 const LOAD: u8 = 1;
 const NOTICE: u8 = 2;
 
+/// Loads in a row without the awaited value after which a kernel polling RAM gives up.
+pub const SPIN_LIMIT: u32 = 1 << 16;
+
+/// A kernel that stopped spinning: the value it waited for, the value it last read, and when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GaveUp {
+    pub expected: u32,
+    pub last_read: u32,
+    pub at: Ps,
+}
+
 /// A running (or finished) ping-pong kernel and what it recorded.
 #[derive(Clone, Debug, Default)]
 pub struct Kernel {
@@ -44,12 +62,16 @@ pub struct Kernel {
     /// The counter value this kernel waits for next.
     expect: u32,
     loading: bool,
+    /// Loads since the last value it waited for.
+    spins: u32,
     pub done: bool,
     /// When each of its stores was issued.
     pub stores: Vec<Ps>,
     /// When it saw each value it waited for.
     pub seen: Vec<Ps>,
     pub fault: Option<u64>,
+    /// Set when it stopped after [`SPIN_LIMIT`] loads without its value.
+    pub gave_up: Option<GaveUp>,
 }
 
 impl Gpu {
@@ -113,29 +135,47 @@ impl Gpu {
         }
         if step == LOAD {
             self.kernel.loading = false;
-            self.kernel_check(cx, &done.data);
+            if !self.kernel_check(cx, &done.data) {
+                self.kernel_spun(cx.now(), &done.data);
+            }
             self.kernel_poll(cx);
         }
     }
 
-    /// The kernel reads its counter: the value it waits for means its turn.
-    fn kernel_check(&mut self, cx: &mut Cx<Cluster>, v: &[u8]) {
+    /// Count a load that did not bring the awaited value; stop at [`SPIN_LIMIT`].
+    fn kernel_spun(&mut self, now: Ps, v: &[u8]) {
         let k = &mut self.kernel;
-        if k.done || v.len() < 4 || u32::from_le_bytes(v[..4].try_into().unwrap()) != k.expect {
+        if k.done {
             return;
         }
+        k.spins += 1;
+        if k.spins >= SPIN_LIMIT {
+            let last_read = v.get(..4).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap()));
+            k.gave_up = Some(GaveUp { expected: k.expect, last_read, at: now });
+            k.done = true;
+        }
+    }
+
+    /// The kernel reads its counter: the value it waits for means its turn (true).
+    fn kernel_check(&mut self, cx: &mut Cx<Cluster>, v: &[u8]) -> bool {
+        let k = &mut self.kernel;
+        if k.done || v.len() < 4 || u32::from_le_bytes(v[..4].try_into().unwrap()) != k.expect {
+            return false;
+        }
         k.seen.push(cx.now());
+        k.spins = 0;
         let answer = k.expect + 1;
         k.expect += 2;
         // Ping finishes on its last answer; pong after its last store.
         let ping = k.expect % 2 == 0;
         if ping && k.seen.len() as u32 >= k.rounds {
             k.done = true;
-            return;
+            return true;
         }
         if !ping && k.seen.len() as u32 >= k.rounds {
             k.done = true;
         }
         self.kernel_store(cx, answer);
+        true
     }
 }

@@ -138,3 +138,31 @@ fn an_engine_takes_one_copy_at_a_time_and_keeps_the_semaphore_it_was_rung_with()
     })
     .unwrap();
 }
+
+#[test]
+fn a_kernel_spinning_on_a_counter_that_never_comes_gives_up() {
+    use devlend_devices::gpu_kernel::*;
+    let (c, g, buf) = setup(KIB, 4);
+    let host = c.fabric.host_id("borrower").unwrap();
+    let (gpu, dev) = (shared(g.gpu), g.dev);
+    let mut drv = g.drv;
+    // A pong kernel waits for counter 1 in RAM that holds pattern 2 and that no ping ever writes.
+    on_machine(c, &[gpu.clone()], host, move |os| {
+        let m = drv.map_host(os, buf, 4).map_err(|e| e.to_string())?;
+        let bar0 = os.pci_iomap(dev, 0).map_err(|e| e.to_string())?;
+        let regs: [(u64, Vec<u8>); 6] = [
+            (K_STORE_AT, m.dma.to_le_bytes().to_vec()),
+            (K_POLL_AT, m.dma.to_le_bytes().to_vec()),
+            (K_OWN_OFF, 0u64.to_le_bytes().to_vec()),
+            (K_ROUNDS, 1u32.to_le_bytes().to_vec()),
+            (K_FIRST, 0u32.to_le_bytes().to_vec()),
+            (K_LAUNCH, 1u32.to_le_bytes().to_vec()),
+        ];
+        regs.iter().try_for_each(|(r, v)| os.write(bar0 + r, v).map_err(|e| e.to_string()))
+    })
+    .unwrap();
+    let k = gpu.borrow().kernel.clone();
+    let g = k.gave_up.expect("the machine ended, so the kernel stopped spinning");
+    assert_eq!((g.expected, g.last_read), (1, u32::from_le_bytes(pattern(2, 4).try_into().unwrap())));
+    assert!(k.done && k.seen.is_empty());
+}
