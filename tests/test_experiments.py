@@ -95,6 +95,16 @@ def test_d2_ram_bounces(d2):
     assert close(d2["1L-RAM-SW", big], d2["1L-RAM-IOMMU", big], 0.05)
 
 
+@pytest.mark.xfail(strict=True, reason="known gap: the bounce is staged in 1 MiB chunks through two buffers (params "
+                                       "[gpu_staging], assumed), so it is bound by gpu3's DMA reads of borrower RAM "
+                                       "(~5.7 GB/s, D1's Rem-SW read) plus the pipeline's fill (chunk 0's write overlaps "
+                                       "no read) and a driver handshake per chunk: 4.67 GB/s at 4 MiB (4 chunks), 5.48 "
+                                       "at 32 MiB; 001 does not say at which size it saw 'a little under 6 GB/s'")
+def test_d2_two_lender_ram_bounce_reaches_a_little_under_6_gbps(d2):
+    # 001 §7.3.1: 2L-RAM-P2P (000's 2L-RAM-SW) "a little under 6 GB/s", [5.0, 6.0) as for D1's reads.
+    assert 5.0 <= d2["2L-RAM-SW", 4 * MiB] < 6.0
+
+
 # D3 (000 §7.2, Fig 14). "=" within 1%, "~700 ns" within 10%; counters in RAM "increase
 # significantly": at least 1.5 times the peer-to-peer round trip of the same placement.
 from devlend.experiments import pingpong  # noqa: E402

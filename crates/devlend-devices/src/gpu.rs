@@ -15,31 +15,41 @@
 //! part of its memory through the BAR 1 aperture; the model has no memory behind the aperture.)
 //!
 //! NVIDIA's channel interface (push buffers, GPFIFO, class methods) is not publicly specified in
-//! full, so BAR 0 holds a small register map of devlend's own with the same ingredients, one
-//! copy-engine channel, little-endian:
+//! full, so BAR 0 holds a small register map of devlend's own with the same ingredients, little-
+//! endian. Kepler cards have two asynchronous copy engines (CUDA's `asyncEngineCount` is 2 on the
+//! K40c and K420): each has its own register block, CE0's at 0x100 and CE *n*'s at
+//! `0x100 + n * CE_STRIDE` ([`ce_reg`]); the offsets below are CE0's.
 //!
-//! | offset  | register       | size | access | meaning                                             |
-//! |---------|----------------|------|--------|-----------------------------------------------------|
-//! | 0x000   | `ID`           | 4    | RO     | PCI vendor ID, device ID << 16                      |
-//! | 0x008   | `MEM_SIZE`     | 8    | RO     | device memory in bytes (= BAR 1 size)               |
-//! | 0x100   | `CE_SRC`       | 8    | RW     | source: device-memory offset or DMA address         |
-//! | 0x108   | `CE_DST`       | 8    | RW     | destination: DMA address or device-memory offset    |
-//! | 0x110   | `CE_LEN`       | 8    | RW     | bytes to copy                                       |
-//! | 0x118   | `CE_DIR`       | 4    | RW     | `DIR_DEV_TO_BUS` (DMA writes) / `DIR_BUS_TO_DEV` (DMA reads) |
-//! | 0x120   | `CE_SEM_ADDR`  | 8    | RW     | DMA address of the completion semaphore             |
-//! | 0x128   | `CE_SEM_VALUE` | 4    | RW     | value released into the semaphore                   |
-//! | 0x12c   | `CE_DOORBELL`  | 4    | WO     | a value other than the last one launches the copy   |
-//! | 0x130   | `CE_STATUS`    | 4    | RO     | `STATUS_*` of the last copy                         |
-//! | 0x138   | `CE_FAULT_ADDR`| 8    | RO     | the DMA address that faulted (`STATUS_DMA_FAULT`)   |
+//! | offset  | register        | size | access | meaning                                             |
+//! |---------|-----------------|------|--------|-----------------------------------------------------|
+//! | 0x000   | `ID`            | 4    | RO     | PCI vendor ID, device ID << 16                      |
+//! | 0x008   | `MEM_SIZE`      | 8    | RO     | device memory in bytes (= BAR 1 size)               |
+//! | 0x010   | `CE_COUNT`      | 4    | RO     | copy engines ([`NUM_CE`])                           |
+//! | 0x100   | `CE_SRC`        | 8    | RW     | source: device-memory offset or DMA address         |
+//! | 0x108   | `CE_DST`        | 8    | RW     | destination: DMA address or device-memory offset    |
+//! | 0x110   | `CE_LEN`        | 8    | RW     | bytes to copy                                       |
+//! | 0x118   | `CE_DIR`        | 4    | RW     | `DIR_DEV_TO_BUS` (DMA writes) / `DIR_BUS_TO_DEV` (DMA reads) |
+//! | 0x120   | `CE_SEM_ADDR`   | 8    | RW     | DMA address of the completion semaphore             |
+//! | 0x128   | `CE_SEM_VALUE`  | 4    | RW     | value released into the semaphore                   |
+//! | 0x12c   | `CE_DOORBELL`   | 4    | WO     | a value other than the last one launches the copy   |
+//! | 0x130   | `CE_STATUS`     | 4    | RO     | `STATUS_*` of the last copy                         |
+//! | 0x138   | `CE_FAULT_ADDR` | 8    | RO     | the DMA address that faulted (`STATUS_DMA_FAULT`)   |
+//! | 0x140   | `CE_NOTIFY_ADDR`| 8    | RW     | DMA address the status goes to when a copy fails (0: none) |
+//! | 0x200.. | CE1's block     |      |        | the same registers, `CE_STRIDE` (0x100) above CE0's |
+//! | 0x1000  | `K_*`           |      |        | the ping-pong kernel's launch block ([`crate::gpu_kernel`]) |
 //!
-//! The MSI-X table sits at `config::MSIX_TABLE_OFFSET` (0x2000) above these. [`Gpu::process`]
-//! works like the engine's front end polling its doorbell: it checks the registers, moves the
-//! bytes with DMA through the fabric as this function's own requester (so IOMMUs, NTBs and Device
-//! Lending apply), then releases the semaphore with a 4-byte DMA write of `CE_SEM_VALUE` to
-//! `CE_SEM_ADDR` — the completion a CUDA driver waits on. A copy that fails (bad registers, range
-//! outside device memory, DMA fault) sets `CE_STATUS` and releases nothing; a DMA fault stops the
-//! copy at the failing page, bytes before it have moved. Every DMA is logged as an [`Op`] with
-//! the plan of its route, for `time_ops`.
+//! The MSI-X table sits at `config::MSIX_TABLE_OFFSET` (0x2000) above these. On the machine's
+//! clock the GPU is an actor ([`crate::gpu_actor`]): a doorbell store landing in BAR 0 starts
+//! that engine's copy as DMA flows (device to bus: DMA writes of device-memory bytes; bus to
+//! device: DMA reads whose data is written into device memory when it returns), then the engine
+//! releases its semaphore with a 4-byte DMA write of `CE_SEM_VALUE` to `CE_SEM_ADDR` — the
+//! completion a CUDA driver spins on. A copy that fails (bad registers, range outside device
+//! memory, DMA fault) sets `CE_STATUS` (and `CE_FAULT_ADDR`), releases nothing, and DMA-writes its
+//! status to `CE_NOTIFY_ADDR` (CUDA's error notifier) so a waiting driver wakes; a DMA fault stops
+//! only that engine's flow, bytes before it have moved. Engines work at once, sharing the links.
+//!
+//! Without a clock (a VM's guest kernel, the functional tests) [`Gpu::process`] serves the
+//! doorbells at once through the fabric and logs every DMA as an [`Op`] for `time_ops`.
 
 use crate::Op;
 use devlend_fabric::model::FuncId;
@@ -59,6 +69,22 @@ pub const CE_SEM_VALUE: u64 = 0x128;
 pub const CE_DOORBELL: u64 = 0x12c;
 pub const CE_STATUS: u64 = 0x130;
 pub const CE_FAULT_ADDR: u64 = 0x138;
+pub const CE_NOTIFY_ADDR: u64 = 0x140;
+pub const CE_COUNT: u64 = 0x010;
+/// Copy engines per GPU: Kepler's two async copy engines.
+pub const NUM_CE: usize = 2;
+/// Bytes between one copy engine's register block and the next.
+pub const CE_STRIDE: u64 = 0x100;
+
+/// Register `reg` (CE0's offset) of copy engine `ce`.
+pub const fn ce_reg(ce: usize, reg: u64) -> u64 {
+    reg + ce as u64 * CE_STRIDE
+}
+
+/// The copy engine whose doorbell is at BAR 0 offset `off`, if any.
+pub fn doorbell_of(off: u64) -> Option<usize> {
+    (0..NUM_CE).find(|&ce| ce_reg(ce, CE_DOORBELL) == off)
+}
 
 /// Device memory at `CE_SRC` to the DMA address `CE_DST` (device to host, or to a peer's BAR 1).
 pub const DIR_DEV_TO_BUS: u32 = 0;
@@ -73,6 +99,21 @@ pub const STATUS_INVALID: u32 = 2;
 pub const STATUS_OUT_OF_RANGE: u32 = 3;
 /// A DMA failed on the fabric (IOMMU fault, unsupported request, ...); see `CE_FAULT_ADDR`.
 pub const STATUS_DMA_FAULT: u32 = 4;
+/// The doorbell rang while the engine was still copying.
+pub const STATUS_BUSY: u32 = 5;
+
+/// A decoded copy command: device-memory offset, bus (DMA) address, length, direction, and the
+/// semaphore it releases (address, value), all taken when the doorbell rings, so registers
+/// programmed for a later copy do not change a running one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cmd {
+    pub dir: u32,
+    pub dev: u64,
+    pub bus: u64,
+    pub len: u64,
+    pub sem: u64,
+    pub value: u32,
+}
 
 /// The copy engine moves bytes page by page (TLPs never cross 4 KiB), so a fault names its page;
 /// timing sees one stream per copy.
@@ -82,11 +123,15 @@ pub struct Gpu {
     pub func: FuncId,
     /// Device memory size: BAR 1.
     pub mem_size: u64,
-    /// The doorbell value last served.
-    served: u32,
+    /// The doorbell value last served, per copy engine.
+    pub(crate) served: [u32; NUM_CE],
     /// Every DMA this GPU made, in order (taken by the driver or cleared by the caller).
     pub ops: Vec<Op>,
     pub copies: u64,
+    /// The command each copy engine is running (on the clock).
+    pub(crate) busy: [Option<Cmd>; NUM_CE],
+    /// The ping-pong kernel, when launched (on the clock).
+    pub kernel: crate::gpu_kernel::Kernel,
 }
 
 fn le(b: &[u8]) -> u64 {
@@ -98,10 +143,11 @@ impl Gpu {
     pub fn new(f: &mut Fabric, func: FuncId) -> Result<Gpu, String> {
         let fun = f.funcs.get(func as usize).ok_or(format!("no function #{func}"))?;
         let bar1 = fun.bars.iter().find(|b| b.index == 1).ok_or(format!("{} has no BAR 1 to hold device memory", fun.name))?;
-        let g = Gpu { func, mem_size: bar1.size, served: 0, ops: Vec::new(), copies: 0 };
+        let g = Gpu { func, mem_size: bar1.size, served: [0; NUM_CE], ops: Vec::new(), copies: 0, busy: [None; NUM_CE], kernel: Default::default() };
         let id = fun.vendor as u32 | (fun.device_id as u32) << 16;
         g.reg_write(f, ID, &id.to_le_bytes());
         g.reg_write(f, MEM_SIZE, &g.mem_size.to_le_bytes());
+        g.reg_write(f, CE_COUNT, &(NUM_CE as u32).to_le_bytes());
         Ok(g)
     }
 
@@ -109,7 +155,7 @@ impl Gpu {
         Requester::Func(self.func)
     }
 
-    fn reg(&self, f: &Fabric, off: u64, n: usize) -> u64 {
+    pub(crate) fn reg(&self, f: &Fabric, off: u64, n: usize) -> u64 {
         let mut b = vec![0u8; n];
         if let Some(m) = f.bar_mem.get(&(self.func, 0)) {
             m.read(off, &mut b);
@@ -117,7 +163,7 @@ impl Gpu {
         le(&b)
     }
 
-    fn reg_write(&self, f: &mut Fabric, off: u64, data: &[u8]) {
+    pub(crate) fn reg_write(&self, f: &mut Fabric, off: u64, data: &[u8]) {
         f.bar_mem.entry((self.func, 0)).or_default().write(off, data);
     }
 
@@ -174,44 +220,74 @@ impl Gpu {
         }
     }
 
-    /// Serve the doorbell: run the programmed copy, then release the semaphore.
-    pub fn process(&mut self, f: &mut Fabric) {
-        let bell = self.reg(f, CE_DOORBELL, 4) as u32;
-        if bell == self.served {
-            return;
+    /// The doorbell of engine `ce` rang with a new value: take it (None if it is not new).
+    pub(crate) fn ring(&mut self, f: &Fabric, ce: usize) -> Option<u32> {
+        let bell = self.reg(f, ce_reg(ce, CE_DOORBELL), 4) as u32;
+        if bell == self.served[ce] {
+            return None;
         }
-        self.served = bell;
+        self.served[ce] = bell;
         self.copies += 1;
-        let mut status = self.copy(f);
-        if status == STATUS_DONE {
-            let (sem, value) = (self.reg(f, CE_SEM_ADDR, 8), self.reg(f, CE_SEM_VALUE, 4) as u32);
-            self.log(f, sem, 4, Access::Write, "semaphore release");
-            if f.write(self.me(), sem, &value.to_le_bytes()).1.is_some() {
-                status = self.fault(f, sem);
-            }
-        }
-        self.reg_write(f, CE_STATUS, &status.to_le_bytes());
+        Some(bell)
     }
 
-    fn fault(&self, f: &mut Fabric, addr: u64) -> u32 {
-        self.reg_write(f, CE_FAULT_ADDR, &addr.to_le_bytes());
-        STATUS_DMA_FAULT
-    }
-
-    fn copy(&mut self, f: &mut Fabric) -> u32 {
-        let (src, dst, len) = (self.reg(f, CE_SRC, 8), self.reg(f, CE_DST, 8), self.reg(f, CE_LEN, 8));
-        let dir = self.reg(f, CE_DIR, 4) as u32;
+    /// Engine `ce`'s programmed command, or the status that refuses it.
+    pub(crate) fn command(&self, f: &Fabric, ce: usize) -> Result<Cmd, u32> {
+        let r = |reg, n| self.reg(f, ce_reg(ce, reg), n);
+        let (src, dst, len, dir) = (r(CE_SRC, 8), r(CE_DST, 8), r(CE_LEN, 8), r(CE_DIR, 4) as u32);
         let (dev, bus) = match dir {
             DIR_DEV_TO_BUS => (src, dst),
             DIR_BUS_TO_DEV => (dst, src),
-            _ => return STATUS_INVALID,
+            _ => return Err(STATUS_INVALID),
         };
         if len == 0 {
-            return STATUS_INVALID;
+            return Err(STATUS_INVALID);
         }
         if self.check(dev, len).is_err() || bus.checked_add(len).is_none() {
-            return STATUS_OUT_OF_RANGE;
+            return Err(STATUS_OUT_OF_RANGE);
         }
+        Ok(Cmd { dir, dev, bus, len, sem: r(CE_SEM_ADDR, 8), value: r(CE_SEM_VALUE, 4) as u32 })
+    }
+
+    pub(crate) fn set_status(&self, f: &mut Fabric, ce: usize, status: u32) {
+        self.reg_write(f, ce_reg(ce, CE_STATUS), &status.to_le_bytes());
+    }
+
+    pub(crate) fn set_fault(&self, f: &mut Fabric, ce: usize, addr: u64) -> u32 {
+        self.reg_write(f, ce_reg(ce, CE_FAULT_ADDR), &addr.to_le_bytes());
+        STATUS_DMA_FAULT
+    }
+
+    /// Without a clock: serve every engine's doorbell now, run its copy, release its semaphore.
+    pub fn process(&mut self, f: &mut Fabric) {
+        for ce in 0..NUM_CE {
+            if self.ring(f, ce).is_some() {
+                self.serve(f, ce);
+            }
+        }
+    }
+
+    fn serve(&mut self, f: &mut Fabric, ce: usize) {
+        let mut status = match self.command(f, ce) {
+            Ok(cmd) => self.copy(f, ce, cmd),
+            Err(s) => s,
+        };
+        if status == STATUS_DONE {
+            let (sem, value) = (self.reg(f, ce_reg(ce, CE_SEM_ADDR), 8), self.reg(f, ce_reg(ce, CE_SEM_VALUE), 4) as u32);
+            self.log(f, sem, 4, Access::Write, "semaphore release");
+            if f.write(self.me(), sem, &value.to_le_bytes()).1.is_some() {
+                status = self.set_fault(f, ce, sem);
+            }
+        }
+        self.set_status(f, ce, status);
+        let notify = self.reg(f, ce_reg(ce, CE_NOTIFY_ADDR), 8);
+        if status != STATUS_DONE && notify != 0 {
+            f.write(self.me(), notify, &status.to_le_bytes());
+        }
+    }
+
+    fn copy(&mut self, f: &mut Fabric, ce: usize, c: Cmd) -> u32 {
+        let Cmd { dir, dev, bus, len, .. } = c;
         let access = if dir == DIR_DEV_TO_BUS { Access::Write } else { Access::Read };
         let what = if dir == DIR_DEV_TO_BUS { "copy engine DMA write" } else { "copy engine DMA read" };
         self.log(f, bus, len, access, what);
@@ -226,7 +302,7 @@ impl Gpu {
                 fail.is_none() && self.mem_write(f, dev + done, &data).is_ok()
             };
             if !ok {
-                return self.fault(f, bus + done);
+                return self.set_fault(f, ce, bus + done);
             }
             done += n;
         }

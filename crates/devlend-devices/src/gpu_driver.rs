@@ -8,9 +8,17 @@
 //! §6 — programs the copy-engine registers with CPU stores, rings the doorbell, lets the hardware
 //! run and polls the semaphore; on no release it reads `CE_STATUS` and reports why.
 //!
-//! The driver's own accesses (MMIO stores, the semaphore poll, status reads) are logged as
-//! [`Op`]s in program order, and after the hardware ran the GPU's accesses are taken into the same
-//! list, so `time_ops(&driver.ops)` times a whole copy as the host sees it.
+//! On the machine's clock (a thread's `ThreadOs`) the stores are TLPs, the doorbell's landing
+//! starts the GPU's copy engine ([`crate::gpu_actor`]) and the driver spins on the semaphore with
+//! `os.poll`, as CUDA's driver does; the semaphore slot is cleared before each copy, and a failed
+//! copy wakes the poll through the engine's error notifier (the slot's second word). Each copy
+//! engine has its own slot: [`Driver::memcpy_dtoh_async`]/[`Driver::memcpy_htod_async`] start a
+//! copy on one engine (a CUDA stream) and [`Driver::sync`] waits for it.
+//!
+//! Without a clock (a VM's guest kernel) nothing runs the GPU between the doorbell and the poll:
+//! [`crate::gpu_functional`] passes in the step that runs it. The driver's own accesses (MMIO
+//! stores, the semaphore poll, status reads) are logged as [`Op`]s in program order, with the
+//! GPU's accesses taken in after the hardware ran, for `time_ops` on that path.
 
 use crate::gpu::*;
 use crate::Op;
@@ -18,8 +26,25 @@ use devlend_fabric::route::Requester;
 use devlend_host::{DevId, DmaDir, Os};
 use devlend_wire::Access;
 
-/// Bytes of the coherent page holding the semaphore.
+/// Bytes of the coherent page holding the semaphores.
 const SEM_BYTES: u64 = 4096;
+/// Bytes per copy engine's slot in it: the semaphore word, then the error notifier word.
+const SLOT: u64 = 16;
+
+/// What runs the hardware between the doorbell and the semaphore poll (nothing, on the clock).
+pub type Hw<'a, O> = &'a mut dyn FnMut(&mut O, &mut Vec<Op>);
+
+/// A copy started on a copy engine; wait for it with [`Driver::sync`].
+#[derive(Debug)]
+#[must_use]
+pub struct Pending {
+    ce: usize,
+    seq: u32,
+}
+
+fn released(v: &[u8]) -> bool {
+    v.iter().any(|b| *b != 0)
+}
 
 pub struct Driver {
     pub dev: DevId,
@@ -29,6 +54,9 @@ pub struct Driver {
     /// The semaphore: (CPU address, DMA address).
     sem: (u64, u64),
     seq: u32,
+    /// The sequence number of the copy each engine runs and nobody has waited for yet: an engine
+    /// takes one copy at a time, and the next copy's register stores would reprogram it.
+    running: [Option<u32>; NUM_CE],
     cpu: Requester,
     /// Every access of the copies so far, the GPU's included, in program order (clear it between copies).
     pub ops: Vec<Op>,
@@ -51,7 +79,7 @@ fn err<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> GpuError + '_ {
     move |e| GpuError(format!("{what}: {e}"))
 }
 
-/// A DMA address handed to a kernel ([`Gpu::store`], [`Gpu::load`]); give it back with [`Driver::unmap`].
+/// A DMA address handed to a kernel ([`crate::gpu_kernel`], [`Gpu::store`](crate::gpu::Gpu::store)); give it back with [`Driver::unmap`].
 #[derive(Clone, Copy, Debug)]
 pub struct Mapping {
     pub dma: u64,
@@ -72,8 +100,12 @@ impl Driver {
         let m = os.read(bar0 + MEM_SIZE, 8).map_err(err("read MEM_SIZE"))?;
         let sem = os.dma_alloc_coherent(dev, SEM_BYTES).map_err(err("dma_alloc_coherent"))?;
         os.write(sem.0, &[0; 4]).map_err(err("clear semaphore"))?;
-        let mut d = Driver { dev, bar0, mem_size: u64::from_le_bytes(m[..8].try_into().unwrap()), sem, seq: 0, cpu, ops: Vec::new() };
-        d.mmio_write(os, CE_SEM_ADDR, &sem.1.to_le_bytes())?;
+        let mut d = Driver { dev, bar0, mem_size: u64::from_le_bytes(m[..8].try_into().unwrap()), sem, seq: 0, running: [None; NUM_CE], cpu, ops: Vec::new() };
+        for ce in 0..NUM_CE {
+            let slot = sem.1 + ce as u64 * SLOT;
+            d.mmio_write(os, ce_reg(ce, CE_SEM_ADDR), &slot.to_le_bytes())?;
+            d.mmio_write(os, ce_reg(ce, CE_NOTIFY_ADDR), &(slot + 4).to_le_bytes())?;
+        }
         Ok(d)
     }
 
@@ -100,32 +132,60 @@ impl Driver {
 
     /// cudaMemcpy device to host: `len` bytes of device memory at `dev_off` into the kernel buffer
     /// at CPU address `host_buf`.
-    pub fn memcpy_dtoh(&mut self, os: &mut impl Os, gpu: &mut Gpu, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
-        self.check_dev(dev_off, len)?;
-        let dma = os.dma_map_single(self.dev, host_buf, len, DmaDir::FromDevice).map_err(err("mapping the host buffer"))?;
-        let r = self.copy(os, gpu, DIR_DEV_TO_BUS, dev_off, dma, len);
-        os.dma_unmap_single(self.dev, dma, len, DmaDir::FromDevice).map_err(err("dma_unmap_single"))?;
-        r
+    pub fn memcpy_dtoh<O: Os>(&mut self, os: &mut O, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
+        self.memcpy_dtoh_with(os, &mut |_, _| {}, dev_off, host_buf, len)
     }
 
     /// cudaMemcpy host to device: `len` bytes of the kernel buffer at `host_buf` into device memory at `dev_off`.
-    pub fn memcpy_htod(&mut self, os: &mut impl Os, gpu: &mut Gpu, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
-        self.check_dev(dev_off, len)?;
-        let dma = os.dma_map_single(self.dev, host_buf, len, DmaDir::ToDevice).map_err(err("mapping the host buffer"))?;
-        let r = self.copy(os, gpu, DIR_BUS_TO_DEV, dma, dev_off, len);
-        os.dma_unmap_single(self.dev, dma, len, DmaDir::ToDevice).map_err(err("dma_unmap_single"))?;
-        r
+    pub fn memcpy_htod<O: Os>(&mut self, os: &mut O, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
+        self.memcpy_htod_with(os, &mut |_, _| {}, dev_off, host_buf, len)
     }
 
     /// cudaMemcpyPeer: this GPU's copy engine writes `len` bytes from its memory at `src_off` into
     /// the memory (BAR 1) of GPU `dst` at `dst_off`, peer-to-peer.
+    pub fn memcpy_peer<O: Os>(&mut self, os: &mut O, src_off: u64, dst: DevId, dst_off: u64, len: u64) -> GResult<()> {
+        self.memcpy_peer_with(os, &mut |_, _| {}, src_off, dst, dst_off, len)
+    }
+
+    /// [`Driver::memcpy_dtoh`], with `hw` run between the doorbell and the poll.
+    pub fn memcpy_dtoh_with<O: Os>(&mut self, os: &mut O, hw: Hw<O>, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
+        self.check_dev(dev_off, len)?;
+        let dma = os.dma_map_single(self.dev, host_buf, len, DmaDir::FromDevice).map_err(err("mapping the host buffer"))?;
+        let r = self.copy(os, hw, DIR_DEV_TO_BUS, dev_off, dma, len);
+        os.dma_unmap_single(self.dev, dma, len, DmaDir::FromDevice).map_err(err("dma_unmap_single"))?;
+        r
+    }
+
+    /// [`Driver::memcpy_htod`], with `hw` run between the doorbell and the poll.
+    pub fn memcpy_htod_with<O: Os>(&mut self, os: &mut O, hw: Hw<O>, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
+        self.check_dev(dev_off, len)?;
+        let dma = os.dma_map_single(self.dev, host_buf, len, DmaDir::ToDevice).map_err(err("mapping the host buffer"))?;
+        let r = self.copy(os, hw, DIR_BUS_TO_DEV, dma, dev_off, len);
+        os.dma_unmap_single(self.dev, dma, len, DmaDir::ToDevice).map_err(err("dma_unmap_single"))?;
+        r
+    }
+
+    /// [`Driver::memcpy_peer`], with `hw` run between the doorbell and the poll.
     #[allow(clippy::too_many_arguments)]
-    pub fn memcpy_peer(&mut self, os: &mut impl Os, gpu: &mut Gpu, src_off: u64, dst: DevId, dst_off: u64, len: u64) -> GResult<()> {
+    pub fn memcpy_peer_with<O: Os>(&mut self, os: &mut O, hw: Hw<O>, src_off: u64, dst: DevId, dst_off: u64, len: u64) -> GResult<()> {
         self.check_dev(src_off, len)?;
         let m = self.map_peer(os, dst, dst_off, len)?;
-        let r = self.copy(os, gpu, DIR_DEV_TO_BUS, src_off, m.dma, len);
+        let r = self.copy(os, hw, DIR_DEV_TO_BUS, src_off, m.dma, len);
         self.unmap(os, m)?;
         r
+    }
+
+    /// cudaMemcpyAsync device to host on copy engine `ce`: device memory at `dev_off` to the DMA
+    /// address `dma` (a [`Driver::map_host`] mapping).
+    pub fn memcpy_dtoh_async(&mut self, os: &mut impl Os, ce: usize, dev_off: u64, dma: u64, len: u64) -> GResult<Pending> {
+        self.check_dev(dev_off, len)?;
+        self.submit(os, ce, DIR_DEV_TO_BUS, dev_off, dma, len)
+    }
+
+    /// cudaMemcpyAsync host to device on copy engine `ce`: the DMA address `dma` into device memory at `dev_off`.
+    pub fn memcpy_htod_async(&mut self, os: &mut impl Os, ce: usize, dma: u64, dev_off: u64, len: u64) -> GResult<Pending> {
+        self.check_dev(dev_off, len)?;
+        self.submit(os, ce, DIR_BUS_TO_DEV, dma, dev_off, len)
     }
 
     /// The DMA address at which this GPU reaches `len` bytes of `dst`'s memory at `off`
@@ -154,29 +214,53 @@ impl Driver {
         }
     }
 
-    /// Program the copy engine, ring its doorbell, let the GPU run, wait for the semaphore.
+    /// Program copy engine 0, ring its doorbell, let `hw` run, wait for the semaphore.
     #[allow(clippy::too_many_arguments)]
-    fn copy(&mut self, os: &mut impl Os, gpu: &mut Gpu, dir: u32, src: u64, dst: u64, len: u64) -> GResult<()> {
+    fn copy<O: Os>(&mut self, os: &mut O, hw: Hw<O>, dir: u32, src: u64, dst: u64, len: u64) -> GResult<()> {
+        let p = self.submit(os, 0, dir, src, dst, len)?;
+        hw(os, &mut self.ops);
+        self.sync(os, p)
+    }
+
+    /// Clear engine `ce`'s semaphore slot, program the engine and ring its doorbell.
+    fn submit(&mut self, os: &mut impl Os, ce: usize, dir: u32, src: u64, dst: u64, len: u64) -> GResult<Pending> {
+        if ce >= NUM_CE {
+            return Err(GpuError(format!("copy engine {ce}: the GPU has {NUM_CE}")));
+        }
+        if let Some(seq) = self.running[ce] {
+            return Err(GpuError(format!("copy engine {ce} still runs copy {seq}: sync it before starting another on that engine")));
+        }
         self.seq = self.seq.wrapping_add(1).max(1);
-        self.mmio_write(os, CE_SRC, &src.to_le_bytes())?;
-        self.mmio_write(os, CE_DST, &dst.to_le_bytes())?;
-        self.mmio_write(os, CE_LEN, &len.to_le_bytes())?;
-        self.mmio_write(os, CE_DIR, &dir.to_le_bytes())?;
-        self.mmio_write(os, CE_SEM_VALUE, &self.seq.to_le_bytes())?;
-        self.mmio_write(os, CE_DOORBELL, &self.seq.to_le_bytes())?;
-        os.run_hardware(|f| gpu.process(f));
-        self.ops.append(&mut gpu.ops);
-        self.ops.push(Op { who: self.cpu, addr: self.sem.0, len: 4, access: Access::Read, what: "semaphore poll", plan: None });
-        let v = os.read(self.sem.0, 4).map_err(err("read semaphore"))?;
-        if u32::from_le_bytes(v[..4].try_into().unwrap()) == self.seq {
+        os.write(self.sem.0 + ce as u64 * SLOT, &[0; 8]).map_err(err("clear semaphore"))?;
+        self.mmio_write(os, ce_reg(ce, CE_SRC), &src.to_le_bytes())?;
+        self.mmio_write(os, ce_reg(ce, CE_DST), &dst.to_le_bytes())?;
+        self.mmio_write(os, ce_reg(ce, CE_LEN), &len.to_le_bytes())?;
+        self.mmio_write(os, ce_reg(ce, CE_DIR), &dir.to_le_bytes())?;
+        self.mmio_write(os, ce_reg(ce, CE_SEM_VALUE), &self.seq.to_le_bytes())?;
+        self.mmio_write(os, ce_reg(ce, CE_DOORBELL), &self.seq.to_le_bytes())?;
+        self.running[ce] = Some(self.seq);
+        Ok(Pending { ce, seq: self.seq })
+    }
+
+    /// Spin on the copy's semaphore slot until it is released (or its error notifier is written).
+    pub fn sync(&mut self, os: &mut impl Os, p: Pending) -> GResult<()> {
+        if self.running[p.ce] == Some(p.seq) {
+            self.running[p.ce] = None;
+        }
+        let slot = self.sem.0 + p.ce as u64 * SLOT;
+        self.ops.push(Op { who: self.cpu, addr: slot, len: 4, access: Access::Read, what: "semaphore poll", plan: None });
+        let what = format!("copy engine {} semaphore", p.ce);
+        let v = os.poll(slot, 8, &what, released).map_err(err("read semaphore"))?;
+        if u32::from_le_bytes(v[..4].try_into().unwrap()) == p.seq {
             return Ok(());
         }
-        let status = self.mmio_read(os, CE_STATUS, 4)? as u32;
+        let status = self.mmio_read(os, ce_reg(p.ce, CE_STATUS), 4)? as u32;
         Err(GpuError(match status {
-            STATUS_DMA_FAULT => format!("copy engine DMA fault at bus address {:#x}: not mapped for the GPU, or the GPU may not master the bus", self.mmio_read(os, CE_FAULT_ADDR, 8)?),
+            STATUS_DMA_FAULT => format!("copy engine DMA fault at bus address {:#x}: not mapped for the GPU, or the GPU may not master the bus", self.mmio_read(os, ce_reg(p.ce, CE_FAULT_ADDR), 8)?),
             STATUS_OUT_OF_RANGE => "copy engine refused a range outside device memory".to_string(),
             STATUS_INVALID => "copy engine refused the command (direction or length)".to_string(),
-            s => format!("copy {} never completed (status {s})", self.seq),
+            STATUS_BUSY => format!("copy engine {} was still busy", p.ce),
+            s => format!("copy {} never completed (status {s})", p.seq),
         }))
     }
 }

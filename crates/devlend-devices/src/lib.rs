@@ -18,6 +18,9 @@ pub mod nvme_oplog;
 pub mod fio;
 pub mod bench;
 pub mod gpu;
+pub mod gpu_actor;
+pub mod gpu_functional;
+pub mod gpu_kernel;
 pub mod gpu_bench;
 pub mod gpu_driver;
 

@@ -62,10 +62,10 @@ fn local_and_borrowed_copies_move_the_right_bytes() {
         let buf = os.kmalloc(16 * KIB).unwrap();
         let data = pattern(1, 9000);
         os.run_hardware(|f| g.gpu.mem_write(f, 0x1234, &data)).unwrap();
-        g.drv.memcpy_dtoh(&mut os, &mut g.gpu, 0x1234, buf + 100, 9000).unwrap();
+        devlend_devices::gpu_functional::memcpy_dtoh(&mut g.drv, &mut os, &mut g.gpu, 0x1234, buf + 100, 9000).unwrap();
         assert_eq!(os.read(buf + 100, 9000).unwrap(), data, "{runner}: device to host");
         os.write(buf, &pattern(2, 5000)).unwrap();
-        g.drv.memcpy_htod(&mut os, &mut g.gpu, 0x80_0000, buf, 5000).unwrap();
+        devlend_devices::gpu_functional::memcpy_htod(&mut g.drv, &mut os, &mut g.gpu, 0x80_0000, buf, 5000).unwrap();
         assert_eq!(bar1(&mut c, "gpu0", 0x80_0000, 5000), pattern(2, 5000), "{runner}: host to device lands in BAR 1");
         assert_eq!(g.gpu.copies, 2);
     }
@@ -87,7 +87,7 @@ fn a_borrowed_gpus_dma_goes_through_the_ntb() {
     let mut os = c.os("borrower").unwrap();
     let buf = os.kmalloc(8192).unwrap();
     g.drv.ops.clear();
-    g.drv.memcpy_dtoh(&mut os, &mut g.gpu, 0, buf, 8192).unwrap();
+    devlend_devices::gpu_functional::memcpy_dtoh(&mut g.drv, &mut os, &mut g.gpu, 0, buf, 8192).unwrap();
     let whats: Vec<_> = g.drv.ops.iter().map(|o| o.what).collect();
     assert_eq!(whats, ["MMIO register write"; 6].into_iter().chain(["copy engine DMA write", "semaphore release", "semaphore poll"]).collect::<Vec<_>>());
     for op in g.drv.ops.iter().filter(|o| o.plan.is_some()) {
@@ -111,7 +111,7 @@ fn peer_to_peer_between_borrowed_gpus_lands_in_the_targets_bar1() {
             let mut os = c.os("borrower").unwrap();
             let data = pattern(5, 64 * KIB + 8);
             os.run_hardware(|f| a.gpu.mem_write(f, 0x2000, &data)).unwrap();
-            a.drv.memcpy_peer(&mut os, &mut a.gpu, 0x2000, b.dev, 0x10_0000, data.len() as u64).unwrap();
+            devlend_devices::gpu_functional::memcpy_peer(&mut a.drv, &mut os, &mut a.gpu, 0x2000, b.dev, 0x10_0000, data.len() as u64).unwrap();
             let m = a.drv.map_peer(&mut os, b.dev, 0, 4096).unwrap();
             assert_eq!(bar1(&mut c, dst, 0x10_0000, data.len()), data, "{src} -> {dst}, IOMMU {iommu}");
             assert_eq!(crossings(&mut c, src, m.dma, via), (ntbs, ntbs == 1), "{src} -> {dst}: the lender-side path");
@@ -182,24 +182,24 @@ fn mistakes_give_clear_errors() {
     let mut os = c.os("borrower").unwrap();
     let buf = os.kmalloc(8192).unwrap();
     let end = g.drv.mem_size;
-    let e = g.drv.memcpy_dtoh(&mut os, &mut g.gpu, end - 4096, buf, 8192).unwrap_err();
+    let e = devlend_devices::gpu_functional::memcpy_dtoh(&mut g.drv, &mut os, &mut g.gpu, end - 4096, buf, 8192).unwrap_err();
     assert!(e.to_string().contains("past the end of the GPU's 0x10000000 bytes"), "{e}");
-    let e = g.drv.memcpy_htod(&mut os, &mut g.gpu, 0, 0xf000_0000, 4096).unwrap_err();
+    let e = devlend_devices::gpu_functional::memcpy_htod(&mut g.drv, &mut os, &mut g.gpu, 0, 0xf000_0000, 4096).unwrap_err();
     assert!(e.to_string().contains("mapping the host buffer") && e.to_string().contains("is not RAM of host borrower"), "{e}");
-    assert!(g.drv.memcpy_dtoh(&mut os, &mut g.gpu, 0, buf, 0).is_err());
+    assert!(devlend_devices::gpu_functional::memcpy_dtoh(&mut g.drv, &mut os, &mut g.gpu, 0, buf, 0).is_err());
     // A GPU that may not master the bus: the copy engine faults, the driver says where.
     os.pci_clear_master(g.dev).unwrap();
-    let e = g.drv.memcpy_dtoh(&mut os, &mut g.gpu, 0, buf, 4096).unwrap_err();
+    let e = devlend_devices::gpu_functional::memcpy_dtoh(&mut g.drv, &mut os, &mut g.gpu, 0, buf, 4096).unwrap_err();
     assert!(e.to_string().contains("copy engine DMA fault at bus address"), "{e}");
     os.pci_set_master(g.dev).unwrap();
-    g.drv.memcpy_dtoh(&mut os, &mut g.gpu, 0, buf, 4096).unwrap();
+    devlend_devices::gpu_functional::memcpy_dtoh(&mut g.drv, &mut os, &mut g.gpu, 0, buf, 4096).unwrap();
     let e = memcpy(TWO, "borrower", "gpu0", Dir::DtoH, 1 << 30).unwrap_err();
     assert!(e.contains("do not fit the GPU's 268435456 bytes"), "{e}");
     // Peer-to-peer past the end of the target's memory.
     let mut c3 = Cluster::from_json(THREE).unwrap();
     let mut a = bind(&mut c3, "borrower", "gpu0").unwrap();
     let b = bind(&mut c3, "borrower", "gpu1").unwrap();
-    let e = a.drv.memcpy_peer(&mut c3.os("borrower").unwrap(), &mut a.gpu, 0, b.dev, 0x0fff_f000, 0x2000).unwrap_err();
+    let e = devlend_devices::gpu_functional::memcpy_peer(&mut a.drv, &mut c3.os("borrower").unwrap(), &mut a.gpu, 0, b.dev, 0x0fff_f000, 0x2000).unwrap_err();
     assert!(e.to_string().contains("not inside the peer's 0x10000000-byte BAR 1"), "{e}");
     // The lender cannot drive the GPU it lent away.
     let dev = c.os("lender").unwrap().find("gpu0").unwrap();

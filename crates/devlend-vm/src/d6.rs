@@ -27,7 +27,7 @@ pub fn memcpy_htod(json: &str, sc: Scenario, len: u64) -> Result<CopyTiming, Str
     let buf = os.kmalloc(len).map_err(s)?;
     os.write(buf, &want).map_err(s)?;
     a.drv.ops.clear();
-    a.drv.memcpy_htod(&mut os, &mut a.gpu, 0, buf, len).map_err(s)?;
+    devlend_devices::gpu_functional::memcpy_htod(&mut a.drv, &mut os, &mut a.gpu, 0, buf, len).map_err(s)?;
     let got = os.run_hardware(|f| a.gpu.mem_read(f, 0, len as usize))?;
     if got != want {
         return Err(format!("VM {sc:?}: host-to-device copy of {len} bytes differs at the GPU"));

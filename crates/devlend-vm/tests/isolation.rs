@@ -78,7 +78,7 @@ fn stale_addresses_after_hot_remove_are_blocked_and_everything_is_returned() {
     let g = os.find("gpu0").unwrap();
     let mut drv = Driver::probe(&mut os, g).unwrap();
     let buf = os.kmalloc(4096).unwrap();
-    drv.memcpy_dtoh(&mut os, &mut t.a.gpu, 0, buf, 4096).unwrap();
+    devlend_devices::gpu_functional::memcpy_dtoh(&mut drv, &mut os, &mut t.a.gpu, 0, buf, 4096).unwrap();
 }
 
 #[test]

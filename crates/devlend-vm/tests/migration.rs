@@ -5,6 +5,7 @@
 
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_driver::Driver;
+use devlend_devices::gpu_functional;
 use devlend_host::{Cluster, HostError, Os};
 use devlend_vm::irq::device_interrupt;
 use devlend_vm::{Path, Vmm};
@@ -71,7 +72,7 @@ fn a_migrated_vm_keeps_its_devices_driver_state_memory_and_interrupts() {
     let buf = os.kmalloc(8192).unwrap();
     os.write(buf, &data).unwrap();
     let (dev0, gpu0, drv0) = &mut t.gpus[0];
-    drv0.memcpy_htod(&mut os, gpu0, 0, buf, 8192).unwrap();
+    gpu_functional::memcpy_htod(drv0, &mut os, gpu0, 0, buf, 8192).unwrap();
     let gv = os.request_irq(*dev0, 0, 1).unwrap();
     for target in ["b", "l1"] {
         t.vmm.migrate(&mut t.c, t.vm, target).unwrap();
@@ -85,7 +86,7 @@ fn a_migrated_vm_keeps_its_devices_driver_state_memory_and_interrupts() {
         assert_eq!(os.read(buf, 8192).unwrap(), data, "guest RAM moved with the VM");
         let back = os.kmalloc(8192).unwrap();
         let (_, gpu0, drv0) = &mut t.gpus[0];
-        drv0.memcpy_dtoh(&mut os, gpu0, 0, back, 8192).unwrap();
+        gpu_functional::memcpy_dtoh(drv0, &mut os, gpu0, 0, back, 8192).unwrap();
         assert_eq!(os.read(back, 8192).unwrap(), data, "{target}: device memory written before the move, read by DMA after it");
         os.kfree(back).unwrap();
         let n = os.irq_count(gv);
@@ -109,7 +110,7 @@ fn a_target_without_a_path_to_a_lender_is_refused_and_nothing_is_left_half_mappe
     let buf = os.kmalloc(4096).unwrap();
     os.write(buf, &data).unwrap();
     let (dev1, gpu1, drv1) = &mut t.gpus[1];
-    drv1.memcpy_htod(&mut os, gpu1, 0, buf, 4096).unwrap();
+    gpu_functional::memcpy_htod(drv1, &mut os, gpu1, 0, buf, 4096).unwrap();
     os.request_irq(*dev1, 0, 2).unwrap();
     let before = t.c.fabric.programmed();
     let digest = t.c.fabric.memory_digest();
@@ -133,7 +134,7 @@ fn a_target_without_a_path_to_a_lender_is_refused_and_nothing_is_left_half_mappe
     let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
     let back = os.kmalloc(4096).unwrap();
     let (_, gpu1, drv1) = &mut t.gpus[1];
-    drv1.memcpy_dtoh(&mut os, gpu1, 0, back, 4096).unwrap();
+    gpu_functional::memcpy_dtoh(drv1, &mut os, gpu1, 0, back, 4096).unwrap();
     assert_eq!(os.read(back, 4096).unwrap(), data);
     // Bad targets named clearly.
     assert!(t.vmm.migrate(&mut t.c, t.vm, "a").unwrap_err().to_string().contains("already runs on a"));

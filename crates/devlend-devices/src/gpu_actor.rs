@@ -1,0 +1,142 @@
+//! The GPU on the machine's clock: a [`Device`] whose copy engines act when their doorbell lands.
+//!
+//! A doorbell store reaching BAR 0 starts that engine's copy as one DMA flow on the machine (the
+//! machine splits it into max-payload writes or max-read-request reads, which contend with every
+//! other flow on the links): device to bus, a DMA write of the device-memory bytes as they are
+//! when the doorbell lands; bus to device, a DMA read whose data is written into device memory
+//! when it has returned. Then the engine releases its semaphore with a 4-byte DMA write. The two
+//! engines work at once. A fault sets the engine's `CE_STATUS`/`CE_FAULT_ADDR` and DMA-writes the
+//! status to `CE_NOTIFY_ADDR`; the other engine goes on. No time is modelled for the engine
+//! between a doorbell and its first TLP (nothing published gives it), as `time_ops` before it.
+//! Stores landing in BAR 1 go to the ping-pong kernel ([`crate::gpu_kernel`]).
+
+use crate::gpu::*;
+use crate::gpu_kernel::K_LAUNCH;
+use devlend_engine::machine::{Cx, Device, FlowDone};
+use devlend_host::Cluster;
+
+/// What a flow or timer of the GPU is for: the low byte is the engine (or kernel step).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Token {
+    Data(usize),
+    Sem(usize),
+    Notify(usize),
+    Kernel(u8),
+}
+
+impl Token {
+    pub(crate) fn encode(self) -> u64 {
+        match self {
+            Token::Data(ce) => ce as u64,
+            Token::Sem(ce) => 1 << 8 | ce as u64,
+            Token::Notify(ce) => 2 << 8 | ce as u64,
+            Token::Kernel(step) => 3 << 8 | step as u64,
+        }
+    }
+
+    pub(crate) fn decode(t: u64) -> Token {
+        let low = (t & 0xff) as usize;
+        match t >> 8 {
+            0 => Token::Data(low),
+            1 => Token::Sem(low),
+            2 => Token::Notify(low),
+            _ => Token::Kernel(low as u8),
+        }
+    }
+}
+
+impl Device<Cluster> for Gpu {
+    fn mmio_write(&mut self, cx: &mut Cx<Cluster>, bar: u8, offset: u64, _len: u32) {
+        match bar {
+            0 => {
+                if let Some(ce) = doorbell_of(offset) {
+                    if self.ring(cx.fabric(), ce).is_some() {
+                        self.start(cx, ce);
+                    }
+                } else if offset == K_LAUNCH {
+                    self.kernel_launch(cx);
+                }
+            }
+            1 => self.kernel_sees(cx, offset),
+            _ => {}
+        }
+    }
+
+    fn dma_done(&mut self, cx: &mut Cx<Cluster>, done: FlowDone) {
+        match Token::decode(done.token) {
+            Token::Data(ce) => self.data_done(cx, ce, done),
+            Token::Sem(ce) => match done.fault {
+                None => self.end(cx, ce, STATUS_DONE),
+                Some((a, _)) => {
+                    let s = self.set_fault(cx.fabric(), ce, a);
+                    self.end(cx, ce, s)
+                }
+            },
+            Token::Notify(ce) => self.busy[ce] = None,
+            Token::Kernel(step) => self.kernel_dma_done(cx, step, done),
+        }
+    }
+
+    fn timer(&mut self, cx: &mut Cx<Cluster>, token: u64) {
+        if let Token::Kernel(step) = Token::decode(token) {
+            self.kernel_timer(cx, step);
+        }
+    }
+}
+
+impl Gpu {
+    /// Engine `ce`'s doorbell rang: start its copy's DMA.
+    fn start(&mut self, cx: &mut Cx<Cluster>, ce: usize) {
+        if self.busy[ce].is_some() {
+            return self.end(cx, ce, STATUS_BUSY);
+        }
+        let cmd = match self.command(cx.fabric(), ce) {
+            Ok(c) => c,
+            Err(s) => return self.end(cx, ce, s),
+        };
+        self.busy[ce] = Some(cmd);
+        let token = Token::Data(ce).encode();
+        let started = if cmd.dir == DIR_DEV_TO_BUS {
+            let data = self.mem_read(cx.fabric(), cmd.dev, cmd.len as usize).unwrap_or_default();
+            cx.dma_write(cmd.bus, data, token)
+        } else {
+            cx.dma_read(cmd.bus, cmd.len, token)
+        };
+        if started.is_err() {
+            let s = self.set_fault(cx.fabric(), ce, cmd.bus);
+            self.end(cx, ce, s);
+        }
+    }
+
+    /// Engine `ce`'s data flow ended: keep what a read brought, then release or report.
+    fn data_done(&mut self, cx: &mut Cx<Cluster>, ce: usize, done: FlowDone) {
+        let Some(cmd) = self.busy[ce] else { return };
+        if cmd.dir == DIR_BUS_TO_DEV {
+            let n = done.fault.map_or(cmd.len, |(a, _)| a.saturating_sub(cmd.bus)).min(cmd.len) as usize;
+            let _ = self.mem_write(cx.fabric(), cmd.dev, &done.data[..n]);
+        }
+        if let Some((a, _)) = done.fault {
+            let s = self.set_fault(cx.fabric(), ce, a);
+            return self.end(cx, ce, s);
+        }
+        if cx.dma_write(cmd.sem, cmd.value.to_le_bytes().to_vec(), Token::Sem(ce).encode()).is_err() {
+            let s = self.set_fault(cx.fabric(), ce, cmd.sem);
+            self.end(cx, ce, s);
+        }
+    }
+
+    /// Engine `ce` is done with `status`: set it, and on failure tell the error notifier.
+    fn end(&mut self, cx: &mut Cx<Cluster>, ce: usize, status: u32) {
+        self.set_status(cx.fabric(), ce, status);
+        let notify = self.reg(cx.fabric(), ce_reg(ce, CE_NOTIFY_ADDR), 8);
+        if status == STATUS_DONE || notify == 0 || status == STATUS_BUSY {
+            if status != STATUS_BUSY {
+                self.busy[ce] = None;
+            }
+            return;
+        }
+        if cx.dma_write(notify, status.to_le_bytes().to_vec(), Token::Notify(ce).encode()).is_err() {
+            self.busy[ce] = None;
+        }
+    }
+}

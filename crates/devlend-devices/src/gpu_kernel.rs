@@ -1,0 +1,181 @@
+//! The ping-pong kernel of 000 §7.2 (Fig 14) as a small actor inside the GPU model: CUDA code on
+//! each GPU "writing [a counter] to the other GPU's memory pointer" (or to a buffer in RAM) and
+//! spinning until the other GPU's answer arrives. Launched by stores to BAR 0's kernel block:
+//!
+//! | offset | register     | size | meaning                                                       |
+//! |--------|--------------|------|---------------------------------------------------------------|
+//! | 0x1000 | `K_STORE_AT` | 8    | DMA address the kernel stores its counter to (peer BAR 1, RAM) |
+//! | 0x1008 | `K_POLL_AT`  | 8    | DMA address it spins on with 4-byte loads; 0: its own memory   |
+//! | 0x1010 | `K_OWN_OFF`  | 8    | device-memory offset of its counter when it polls its memory  |
+//! | 0x1018 | `K_ROUNDS`   | 4    | round trips                                                   |
+//! | 0x101c | `K_FIRST`    | 4    | 1: this GPU stores first (ping); 0: it waits first (pong)     |
+//! | 0x1020 | `K_LAUNCH`   | 4    | any store launches the kernel                                 |
+//!
+//! The counter goes 1, 2, 3...: ping stores odd values and waits for the next even one, pong the
+//! reverse. A store is a 4-byte DMA write by the GPU; a kernel polling its own memory notices a
+//! store one device-memory access (`timing.endpoint_latency_ps`) after it lands in BAR 1; one
+//! polling RAM keeps one 4-byte DMA read in flight at a time and notices the value with the first
+//! load served after it landed. The kernel records when it stored and when it saw each answer.
+//!
+//! A kernel polling RAM gives up after [`SPIN_LIMIT`] loads in a row that did not bring the value
+//! it waits for, and records what it last read ([`Kernel::gave_up`]): a GPU kernel spins without
+//! end, but a simulation must end, and a counter that never arrives (a store lost on the fabric,
+//! reads answered with other bytes) would otherwise keep the machine's queue busy forever. The
+//! limit is the simulator's, not the hardware's; a run that keeps to the protocol needs a few
+//! loads per answer.
+
+use crate::gpu::Gpu;
+use crate::gpu_actor::Token;
+use devlend_engine::machine::{Cx, FlowDone};
+use devlend_engine::queue::Ps;
+use devlend_host::Cluster;
+
+pub const K_STORE_AT: u64 = 0x1000;
+pub const K_POLL_AT: u64 = 0x1008;
+pub const K_OWN_OFF: u64 = 0x1010;
+pub const K_ROUNDS: u64 = 0x1018;
+pub const K_FIRST: u64 = 0x101c;
+pub const K_LAUNCH: u64 = 0x1020;
+
+const STORE: u8 = 0;
+const LOAD: u8 = 1;
+const NOTICE: u8 = 2;
+
+/// Loads in a row without the awaited value after which a kernel polling RAM gives up.
+pub const SPIN_LIMIT: u32 = 1 << 16;
+
+/// A kernel that stopped spinning: the value it waited for, the value it last read, and when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GaveUp {
+    pub expected: u32,
+    pub last_read: u32,
+    pub at: Ps,
+}
+
+/// A running (or finished) ping-pong kernel and what it recorded.
+#[derive(Clone, Debug, Default)]
+pub struct Kernel {
+    store_at: u64,
+    poll_at: u64,
+    own: u64,
+    rounds: u32,
+    /// The counter value this kernel waits for next.
+    expect: u32,
+    loading: bool,
+    /// Loads since the last value it waited for.
+    spins: u32,
+    pub done: bool,
+    /// When each of its stores was issued.
+    pub stores: Vec<Ps>,
+    /// When it saw each value it waited for.
+    pub seen: Vec<Ps>,
+    pub fault: Option<u64>,
+    /// Set when it stopped after [`SPIN_LIMIT`] loads without its value.
+    pub gave_up: Option<GaveUp>,
+}
+
+impl Gpu {
+    pub(crate) fn kernel_launch(&mut self, cx: &mut Cx<Cluster>) {
+        let f = cx.fabric();
+        let first = self.reg(f, K_FIRST, 4) == 1;
+        self.kernel = Kernel {
+            store_at: self.reg(f, K_STORE_AT, 8),
+            poll_at: self.reg(f, K_POLL_AT, 8),
+            own: self.reg(f, K_OWN_OFF, 8),
+            rounds: self.reg(f, K_ROUNDS, 4) as u32,
+            expect: if first { 2 } else { 1 },
+            ..Kernel::default()
+        };
+        if first {
+            self.kernel_store(cx, 1);
+        }
+        self.kernel_poll(cx);
+    }
+
+    fn kernel_store(&mut self, cx: &mut Cx<Cluster>, v: u32) {
+        self.kernel.stores.push(cx.now());
+        if cx.dma_write(self.kernel.store_at, v.to_le_bytes().to_vec(), Token::Kernel(STORE).encode()).is_err() {
+            self.kernel.fault = Some(self.kernel.store_at);
+            self.kernel.done = true;
+        }
+    }
+
+    /// Spin: with a load in flight (RAM), or waiting for a store into its memory.
+    fn kernel_poll(&mut self, cx: &mut Cx<Cluster>) {
+        let k = &mut self.kernel;
+        if k.done || k.poll_at == 0 || k.loading {
+            return;
+        }
+        k.loading = true;
+        if cx.dma_read(k.poll_at, 4, Token::Kernel(LOAD).encode()).is_err() {
+            k.fault = Some(k.poll_at);
+            k.done = true;
+        }
+    }
+
+    /// A store landed in BAR 1 at `offset`: the kernel notices it one device-memory access later.
+    pub(crate) fn kernel_sees(&mut self, cx: &mut Cx<Cluster>, offset: u64) {
+        if !self.kernel.done && self.kernel.poll_at == 0 && offset == self.kernel.own {
+            cx.set_timer(devlend_engine::params::timing().endpoint_latency_ps, Token::Kernel(NOTICE).encode());
+        }
+    }
+
+    pub(crate) fn kernel_timer(&mut self, cx: &mut Cx<Cluster>, step: u8) {
+        if step == NOTICE {
+            let v = self.mem_read(cx.fabric(), self.kernel.own, 4).unwrap_or_default();
+            self.kernel_check(cx, &v);
+        }
+    }
+
+    pub(crate) fn kernel_dma_done(&mut self, cx: &mut Cx<Cluster>, step: u8, done: FlowDone) {
+        if let Some((a, _)) = done.fault {
+            self.kernel.fault = Some(a);
+            self.kernel.done = true;
+            return;
+        }
+        if step == LOAD {
+            self.kernel.loading = false;
+            if !self.kernel_check(cx, &done.data) {
+                self.kernel_spun(cx.now(), &done.data);
+            }
+            self.kernel_poll(cx);
+        }
+    }
+
+    /// Count a load that did not bring the awaited value; stop at [`SPIN_LIMIT`].
+    fn kernel_spun(&mut self, now: Ps, v: &[u8]) {
+        let k = &mut self.kernel;
+        if k.done {
+            return;
+        }
+        k.spins += 1;
+        if k.spins >= SPIN_LIMIT {
+            let last_read = v.get(..4).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap()));
+            k.gave_up = Some(GaveUp { expected: k.expect, last_read, at: now });
+            k.done = true;
+        }
+    }
+
+    /// The kernel reads its counter: the value it waits for means its turn (true).
+    fn kernel_check(&mut self, cx: &mut Cx<Cluster>, v: &[u8]) -> bool {
+        let k = &mut self.kernel;
+        if k.done || v.len() < 4 || u32::from_le_bytes(v[..4].try_into().unwrap()) != k.expect {
+            return false;
+        }
+        k.seen.push(cx.now());
+        k.spins = 0;
+        let answer = k.expect + 1;
+        k.expect += 2;
+        // Ping finishes on its last answer; pong after its last store.
+        let ping = k.expect % 2 == 0;
+        if ping && k.seen.len() as u32 >= k.rounds {
+            k.done = true;
+            return true;
+        }
+        if !ping && k.seen.len() as u32 >= k.rounds {
+            k.done = true;
+        }
+        self.kernel_store(cx, answer);
+        true
+    }
+}

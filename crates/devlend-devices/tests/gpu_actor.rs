@@ -1,0 +1,168 @@
+//! The GPU as an actor on the machine's clock: a doorbell landing starts the copy, the driver
+//! spins on the semaphore; the two copy engines work at once; a DMA fault in one engine's copy
+//! sets its status and fault address while the other engine's copy completes; bytes are checked.
+
+use devlend_devices::gpu::*;
+use devlend_devices::gpu_bench::*;
+use devlend_host::{Cluster, Os};
+use std::cell::Cell;
+use std::rc::Rc;
+
+const TWO: &str = include_str!("pxh830-two-host.json");
+const KIB: u64 = 1 << 10;
+
+fn pattern(seed: u8, n: u64) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed)).collect()
+}
+
+/// A borrowed gpu0 with `dev` bytes of pattern 1 at device offset 0 and a borrower buffer of
+/// `host` bytes of pattern 2; returns the cluster, the bound GPU and the buffer.
+fn setup(dev: u64, host: u64) -> (Cluster, Bound, u64) {
+    let mut c = Cluster::from_json(TWO).unwrap();
+    let g = bind(&mut c, "borrower", "gpu0").unwrap();
+    g.gpu.mem_write(&mut c.fabric, 0, &pattern(1, dev)).unwrap();
+    let mut os = c.os("borrower").unwrap();
+    let buf = os.kmalloc(host).unwrap();
+    os.write(buf, &pattern(2, host)).unwrap();
+    (c, g, buf)
+}
+
+/// A device-to-host copy on engine 1 and a host-to-device copy on engine 0, together or one
+/// after the other: the thread's time, and the bytes each destination holds afterwards.
+fn two_copies(together: bool) -> (u64, Vec<u8>, Vec<u8>) {
+    const N: u64 = 512 * KIB;
+    let (c, g, buf) = setup(N, 2 * N);
+    let host = c.fabric.host_id("borrower").unwrap();
+    let gpu = shared(g.gpu);
+    let mut drv = g.drv;
+    let (m, ps) = on_machine(c, &[gpu.clone()], host, move |os| {
+        let m = drv.map_host(os, buf, 2 * N).map_err(|e| e.to_string())?;
+        let s = |e: devlend_devices::gpu_driver::GpuError| e.to_string();
+        if together {
+            let w = drv.memcpy_dtoh_async(os, 1, 0, m.dma + N, N).map_err(s)?;
+            let r = drv.memcpy_htod_async(os, 0, m.dma, N, N).map_err(s)?;
+            drv.sync(os, w).map_err(s)?;
+            drv.sync(os, r).map_err(s)?;
+        } else {
+            let w = drv.memcpy_dtoh_async(os, 1, 0, m.dma + N, N).map_err(s)?;
+            drv.sync(os, w).map_err(s)?;
+            let r = drv.memcpy_htod_async(os, 0, m.dma, N, N).map_err(s)?;
+            drv.sync(os, r).map_err(s)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let in_host = m.world().os("borrower").unwrap().read(buf + N, N as usize).unwrap();
+    let in_dev = gpu.borrow().mem_read(&m.world().fabric, N, N as usize).unwrap();
+    (ps, in_host, in_dev)
+}
+
+#[test]
+fn two_copy_engines_work_at_once() {
+    let (together, h1, d1) = two_copies(true);
+    let (serial, h2, d2) = two_copies(false);
+    const N: u64 = 512 * KIB;
+    for (h, d) in [(&h1, &d1), (&h2, &d2)] {
+        assert_eq!(*h, pattern(1, N), "device memory reached the host buffer");
+        assert_eq!(*d, pattern(2, 2 * N)[..N as usize], "the host buffer reached device memory");
+    }
+    // Opposite directions use opposite link directions: run together they overlap.
+    assert!((together as f64) < 0.8 * serial as f64, "together {together} ps, back to back {serial} ps");
+}
+
+#[test]
+fn a_fault_in_one_engine_leaves_the_other_engines_copy_whole() {
+    const N: u64 = 64 * KIB;
+    let (c, g, buf) = setup(N, N);
+    let host = c.fabric.host_id("borrower").unwrap();
+    let gpu = shared(g.gpu);
+    let mut drv = g.drv;
+    let fault_at = Rc::new(Cell::new(0));
+    let seen = fault_at.clone();
+    let (m, _) = on_machine(c, &[gpu.clone()], host, move |os| {
+        let s = |e: devlend_devices::gpu_driver::GpuError| e.to_string();
+        // Engine 0 writes 8 KiB past the end of its 8 KiB mapping; engine 1 reads the whole buffer.
+        let whole = drv.map_host(os, buf, N).map_err(s)?;
+        let small = drv.map_host(os, buf, 8 * KIB).map_err(s)?;
+        let bad = drv.memcpy_dtoh_async(os, 0, 0, small.dma, 16 * KIB).map_err(s)?;
+        let good = drv.memcpy_htod_async(os, 1, whole.dma, 0x10_0000, N).map_err(s)?;
+        let e = drv.sync(os, bad).unwrap_err().to_string();
+        if !e.contains(&format!("copy engine DMA fault at bus address {:#x}", small.dma + 8 * KIB)) {
+            return Err(format!("unexpected error: {e}"));
+        }
+        seen.set(small.dma + 8 * KIB);
+        drv.sync(os, good).map_err(s)
+    })
+    .unwrap();
+    let func = gpu.borrow().func;
+    let reg = |off: u64, n: usize| {
+        let mut b = vec![0u8; n];
+        m.world().fabric.bar_mem[&(func, 0)].read(off, &mut b);
+        b.iter().rev().fold(0u64, |a, x| a << 8 | *x as u64)
+    };
+    assert_eq!(reg(ce_reg(0, CE_STATUS), 4) as u32, STATUS_DMA_FAULT);
+    assert_eq!(reg(ce_reg(0, CE_FAULT_ADDR), 8), fault_at.get());
+    assert_eq!(reg(ce_reg(1, CE_STATUS), 4) as u32, STATUS_DONE);
+    // Bytes before the fault moved; the other engine's copy is whole.
+    let got = m.world().os("borrower").unwrap().read(buf, 8 * KIB as usize).unwrap();
+    assert_eq!(got, pattern(1, 8 * KIB));
+    let dev = gpu.borrow().mem_read(&m.world().fabric, 0x10_0000, N as usize).unwrap();
+    let mut want = pattern(1, 8 * KIB);
+    want.extend_from_slice(&pattern(2, N)[8 * KIB as usize..]);
+    assert_eq!(dev, want, "engine 1 read the buffer as engine 0 had left it");
+}
+
+#[test]
+fn an_engine_takes_one_copy_at_a_time_and_keeps_the_semaphore_it_was_rung_with() {
+    const N: u64 = 256 * KIB;
+    let (c, g, buf) = setup(N, N);
+    let host = c.fabric.host_id("borrower").unwrap();
+    let (gpu, dev) = (shared(g.gpu), g.dev);
+    let mut drv = g.drv;
+    on_machine(c, &[gpu], host, move |os| {
+        let s = |e: devlend_devices::gpu_driver::GpuError| e.to_string();
+        let m = drv.map_host(os, buf, N).map_err(s)?;
+        let first = drv.memcpy_dtoh_async(os, 0, 0, m.dma, N).map_err(s)?;
+        // The driver refuses a second copy on the engine: its register stores would reprogram it.
+        let e = drv.memcpy_htod_async(os, 0, m.dma, 0, N).unwrap_err().to_string();
+        if !e.contains("copy engine 0 still runs copy") {
+            return Err(format!("unexpected error: {e}"));
+        }
+        // A store to the semaphore value register while the copy runs does not change its release.
+        let bar0 = os.pci_iomap(dev, 0).map_err(|e| e.to_string())?;
+        os.write(bar0 + ce_reg(0, CE_SEM_VALUE), &0xdeadu32.to_le_bytes()).map_err(|e| e.to_string())?;
+        drv.sync(os, first).map_err(s)?;
+        // Once waited for, the engine takes the next copy.
+        let next = drv.memcpy_htod_async(os, 0, m.dma, N, N).map_err(s)?;
+        drv.sync(os, next).map_err(s)
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_kernel_spinning_on_a_counter_that_never_comes_gives_up() {
+    use devlend_devices::gpu_kernel::*;
+    let (c, g, buf) = setup(KIB, 4);
+    let host = c.fabric.host_id("borrower").unwrap();
+    let (gpu, dev) = (shared(g.gpu), g.dev);
+    let mut drv = g.drv;
+    // A pong kernel waits for counter 1 in RAM that holds pattern 2 and that no ping ever writes.
+    on_machine(c, &[gpu.clone()], host, move |os| {
+        let m = drv.map_host(os, buf, 4).map_err(|e| e.to_string())?;
+        let bar0 = os.pci_iomap(dev, 0).map_err(|e| e.to_string())?;
+        let regs: [(u64, Vec<u8>); 6] = [
+            (K_STORE_AT, m.dma.to_le_bytes().to_vec()),
+            (K_POLL_AT, m.dma.to_le_bytes().to_vec()),
+            (K_OWN_OFF, 0u64.to_le_bytes().to_vec()),
+            (K_ROUNDS, 1u32.to_le_bytes().to_vec()),
+            (K_FIRST, 0u32.to_le_bytes().to_vec()),
+            (K_LAUNCH, 1u32.to_le_bytes().to_vec()),
+        ];
+        regs.iter().try_for_each(|(r, v)| os.write(bar0 + r, v).map_err(|e| e.to_string()))
+    })
+    .unwrap();
+    let k = gpu.borrow().kernel.clone();
+    let g = k.gave_up.expect("the machine ended, so the kernel stopped spinning");
+    assert_eq!((g.expected, g.last_read), (1, u32::from_le_bytes(pattern(2, 4).try_into().unwrap())));
+    assert!(k.done && k.seen.is_empty());
+}
