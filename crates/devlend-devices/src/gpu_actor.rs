@@ -14,6 +14,7 @@ use crate::gpu::*;
 use crate::gpu_kernel::K_LAUNCH;
 use devlend_engine::machine::{Cx, Device, FlowDone};
 use devlend_host::Cluster;
+use devlend_wire::Tlp;
 
 /// What a flow or timer of the GPU is for: the low byte is the engine (or kernel step).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,7 +47,7 @@ impl Token {
 }
 
 impl Device<Cluster> for Gpu {
-    fn mmio_write(&mut self, cx: &mut Cx<Cluster>, bar: u8, offset: u64, _len: u32) {
+    fn mmio_write(&mut self, cx: &mut Cx<Cluster>, bar: u8, offset: u64, _tlp: &Tlp) {
         match bar {
             0 => {
                 if let Some(ce) = doorbell_of(offset) {

@@ -27,6 +27,7 @@ use devlend_fabric::model::FuncId;
 use devlend_fabric::Fabric;
 use serde::Deserialize;
 use std::collections::VecDeque;
+use devlend_wire::Tlp;
 
 pub const CAP: u64 = 0x00;
 pub const CC: u64 = 0x14;
@@ -213,7 +214,7 @@ fn reg_write(f: &mut Fabric, func: FuncId, off: u64, data: &[u8]) {
 }
 
 impl<W: World> Device<W> for Controller {
-    fn mmio_write(&mut self, cx: &mut Cx<W>, bar: u8, offset: u64, _len: u32) {
+    fn mmio_write(&mut self, cx: &mut Cx<W>, bar: u8, offset: u64, _tlp: &Tlp) {
         if bar != 0 {
             return;
         }

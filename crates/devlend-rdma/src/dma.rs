@@ -23,6 +23,7 @@ use devlend_engine::machine::{Cx, Device, FlowDone, World};
 use devlend_fabric::model::FuncId;
 use devlend_fabric::route::Failure;
 use devlend_fabric::Fabric;
+use devlend_wire::Tlp;
 
 /// Channel registers (BAR 0), at `channel * CH_STRIDE`.
 pub const CH_STRIDE: u64 = 0x100;
@@ -186,14 +187,14 @@ pub(crate) fn reg_write(f: &mut Fabric, func: FuncId, off: u64, data: &[u8]) {
 
 impl<W: World> Device<W> for DmaEngine {
     /// A store into BAR 0: START in a channel's CTRL register starts that channel.
-    fn mmio_write(&mut self, cx: &mut Cx<W>, bar: u8, offset: u64, len: u32) {
+    fn mmio_write(&mut self, cx: &mut Cx<W>, bar: u8, offset: u64, tlp: &Tlp) {
         if bar != 0 {
             return;
         }
         let ctrl_of = |c: u64| c * CH_STRIDE + CTRL;
         for c in 0..self.channels.len() {
             let at = ctrl_of(c as u64);
-            if offset <= at && at < offset + len as u64 {
+            if offset <= at && at < offset + tlp.len as u64 {
                 self.channels[c].start(cx);
             }
         }

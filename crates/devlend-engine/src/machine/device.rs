@@ -16,13 +16,14 @@ use crate::queue::Ps;
 use devlend_fabric::model::FuncId;
 use devlend_fabric::route::{Failure, Requester};
 use devlend_fabric::Fabric;
-use devlend_wire::Access;
+use devlend_wire::{Access, Tlp};
 
 /// A device model on the machine. Every method has a do-nothing default.
 pub trait Device<W: World> {
-    /// `len` bytes were written at `offset` of BAR `bar` (already in the BAR's memory).
-    fn mmio_write(&mut self, cx: &mut Cx<W>, bar: u8, offset: u64, len: u32) {
-        let _ = (cx, bar, offset, len);
+    /// A write TLP reached `offset` of BAR `bar`: `tlp` carries its requester ID, the bus
+    /// address it arrived with, its length and payload (already in the BAR's memory).
+    fn mmio_write(&mut self, cx: &mut Cx<W>, bar: u8, offset: u64, tlp: &Tlp) {
+        let _ = (cx, bar, offset, tlp);
     }
     /// A DMA this device started has ended (or stopped at a fault).
     fn dma_done(&mut self, cx: &mut Cx<W>, done: FlowDone) {

@@ -31,7 +31,7 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use devlend_fabric::model::FuncId;
 use devlend_fabric::route::{Outcome, Requester, Target};
 use devlend_fabric::Fabric;
-use devlend_wire::Access;
+use devlend_wire::{Access, Tlp};
 use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -278,13 +278,24 @@ impl<W: World> Machine<W> {
         let Outcome::Delivered(target) = target else { return };
         if let Target::Bar { func, bar, offset } = target {
             if let Some(&d) = self.by_func.get(&func) {
-                self.call_device(d, |dev, cx| dev.mmio_write(cx, bar, offset, len));
+                let tlp = self.arriving(who, addr, (func, bar, offset), bytes);
+                self.call_device(d, |dev, cx| dev.mmio_write(cx, bar, offset, &tlp));
                 // The device may have changed memory without a landing.
                 self.check_conds();
                 return;
             }
         }
         self.check_conds_after(Some((target, len as u64)));
+    }
+
+    /// The write TLP as it reaches BAR `bar` of `func`: its requester ID as seen there (an NTB
+    /// rewrites it), the bus address of the BAR byte, and the payload.
+    fn arriving(&mut self, who: Requester, addr: u64, (func, bar, offset): (FuncId, u8, u64), payload: Vec<u8>) -> Tlp {
+        let mut w = self.world.borrow_mut();
+        let f = w.fabric();
+        let requester = f.route(who, addr, Access::Write).hops.last().map_or_else(|| f.requester_rid(who), |h| h.rid);
+        let base = f.funcs[func as usize].bars.iter().find(|b| b.index == bar).map_or(0, |b| b.addr);
+        Tlp::write(requester, base + offset, payload)
     }
 
     /// A data flow's read request reaches its completer: sample the bytes now.

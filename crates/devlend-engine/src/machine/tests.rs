@@ -4,6 +4,7 @@
 
 use super::*;
 use devlend_fabric::spec::{Addr, TopologySpec};
+use devlend_wire::Tlp;
 
 const MIB: u64 = 1 << 20;
 
@@ -78,7 +79,7 @@ struct Toy {
 }
 
 impl Device<Fabric> for Toy {
-    fn mmio_write(&mut self, cx: &mut Cx<Fabric>, bar: u8, offset: u64, _len: u32) {
+    fn mmio_write(&mut self, cx: &mut Cx<Fabric>, bar: u8, offset: u64, _tlp: &Tlp) {
         if bar != 0 || offset != 0 {
             return;
         }
@@ -218,15 +219,18 @@ fn runs_are_bit_identical() {
     assert_eq!(go(), go());
 }
 
-/// A device that reads `len` bytes at `addr` when its BAR 0 is written, and keeps them.
+/// A device that reads `len` bytes at `addr` when its BAR 0 is written, and keeps them (and the
+/// TLP that rang it).
 struct Reader {
     addr: u64,
     len: u64,
     got: Option<Vec<u8>>,
+    rung_by: Option<Tlp>,
 }
 
 impl Device<Fabric> for Reader {
-    fn mmio_write(&mut self, cx: &mut Cx<Fabric>, _bar: u8, _offset: u64, _len: u32) {
+    fn mmio_write(&mut self, cx: &mut Cx<Fabric>, _bar: u8, _offset: u64, tlp: &Tlp) {
+        self.rung_by = Some(tlp.clone());
         cx.dma_read(self.addr, self.len, 7).unwrap();
     }
     fn dma_done(&mut self, _cx: &mut Cx<Fabric>, done: FlowDone) {
@@ -253,11 +257,15 @@ fn a_dma_read_through_a_resplitting_root_returns_the_bytes() {
     assert!(plan.request.stages.iter().any(|s| s.resplit.is_some()), "the path re-splits at the lender's root");
     let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();
     let mut m = Machine::new(f);
-    let reader = Rc::new(RefCell::new(Reader { addr: 0x1000_0000, len: 64 << 10, got: None }));
+    let reader = Rc::new(RefCell::new(Reader { addr: 0x1000_0000, len: 64 << 10, got: None, rung_by: None }));
     m.add_device(gpu, reader.clone());
-    m.spawn("ring", 0, move |t| t.cpu_write(l, bar0, &[1]).map(|_| ()));
+    m.spawn("ring", 0, move |t| t.cpu_write(l, bar0 + 8, &[1, 2]).map(|_| ()));
     m.run().unwrap();
     assert!(reader.borrow().got.as_deref() == Some(&pattern[..]), "the read returned the borrower's bytes");
+    // The device is handed the TLP that reached it: the lender CPU's requester ID, the bus
+    // address of the register, the payload.
+    let cpu_rid = m.world().requester_rid(Requester::Cpu(l));
+    assert_eq!(reader.borrow().rung_by, Some(Tlp::write(cpu_rid, bar0 + 8, vec![1, 2])));
 }
 
 #[test]
@@ -285,7 +293,7 @@ struct Poster {
 }
 
 impl Device<Fabric> for Poster {
-    fn mmio_write(&mut self, cx: &mut Cx<Fabric>, _bar: u8, _offset: u64, _len: u32) {
+    fn mmio_write(&mut self, cx: &mut Cx<Fabric>, _bar: u8, _offset: u64, _tlp: &Tlp) {
         cx.dma_write(self.dst, vec![0xcd; self.len], 1).unwrap();
     }
     fn dma_sent(&mut self, cx: &mut Cx<Fabric>, token: u64) {
