@@ -101,8 +101,12 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
         "used); otherwise the model is deterministic (local QD1 runs have p50 = p99)",
         "published figures (sanity check, not fitted): Intel 900P/P4800X 550k 4 KiB random-read IOPS at QD16, 500k "
         "random-write, typical latency 10 us (product briefs); AnandTech measured the P4800X at 108.3k IOPS, mean 8.9 us "
-        "at QD1 and 584.8k IOPS at QD16 (research note /tmp/research_d2d.md §4.2). The model's QD1 is slower because its "
+        "at QD1 and 584.8k IOPS at QD16 (AnandTech P4800X review, 4 KB random read). The model's QD1 is slower because its "
         "10 us media latency comes on top of the command's fabric and host time, where the published 10 us is the whole I/O",
+        "borrowed random writes level off lower than reads: the drive reads their data from borrower RAM through the "
+        "lender's root complex (drive and NTB sit on different root ports), which re-splits every read it forwards into "
+        "64 B requests from one pool of read tags (000 §7.1's mechanism; the pool shared by all routes is assumed), so "
+        "the root, not the drive or the link, sets the ceiling",
     ]
     return ExperimentResult(name="fio", title="fio 4 KiB random I/O on an Optane 900P, local vs borrowed",
                             source="000 §7.4 testbed; Intel 900P/P4800X product briefs; AnandTech P4800X review",
