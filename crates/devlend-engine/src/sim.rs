@@ -187,7 +187,8 @@ pub struct Sim {
     /// request, bytes, offset).
     root_tags: HashMap<u16, (u32, VecDeque<((u32, u32), u32, u32, u64)>)>,
     /// Per host IOTLB (page numbers, FIFO of capacity `IOTLB_ENTRIES`) and walker availability.
-    iotlb: HashMap<u16, (VecDeque<u64>, Ps)>,
+    /// Indexed by host (grown on first use): no hashing on the hot path.
+    iotlb: Vec<(VecDeque<u64>, Ps)>,
     pub stats: Stats,
     /// Per re-split point (request path, root stage): the completion path of the root's own
     /// sub-requests (ending at the root) and the stage of the full completion path to resume at.
@@ -232,7 +233,7 @@ impl Sim {
             last_posted: 0,
             stats: PortStats::default(),
         }).collect();
-        Sim { t, overheads: t.overheads(), q: EventQueue::default(), now: 0, ports, paths: Vec::new(), tlps: Vec::new(), free_tlps: Vec::new(), flows: Vec::new(), free_flows: Vec::new(), reqs: Vec::new(), free_reqs: Vec::new(), root_tags: HashMap::new(), iotlb: HashMap::new(), stats: Stats::default(), sub_cpl: HashMap::new(), sub_key: HashMap::new(), timers: Vec::new(), free_timers: Vec::new() }
+        Sim { t, overheads: t.overheads(), q: EventQueue::default(), now: 0, ports, paths: Vec::new(), tlps: Vec::new(), free_tlps: Vec::new(), flows: Vec::new(), free_flows: Vec::new(), reqs: Vec::new(), free_reqs: Vec::new(), root_tags: HashMap::new(), iotlb: Vec::new(), stats: Stats::default(), sub_cpl: HashMap::new(), sub_key: HashMap::new(), timers: Vec::new(), free_timers: Vec::new() }
     }
 
     pub fn now(&self) -> Ps {
@@ -552,7 +553,10 @@ impl Sim {
 
     fn iommu_delay(&mut self, host: u16, iova: u64, shift: u32) -> Ps {
         let page = (iova >> shift) << 8 | shift as u64;
-        let (tlb, walker) = self.iotlb.entry(host).or_insert_with(|| (VecDeque::new(), 0));
+        if self.iotlb.len() <= host as usize {
+            self.iotlb.resize_with(host as usize + 1, || (VecDeque::new(), 0));
+        }
+        let (tlb, walker) = &mut self.iotlb[host as usize];
         if tlb.contains(&page) {
             self.stats.iotlb_hits += 1;
             return self.t.iotlb_hit_ps;
