@@ -59,8 +59,9 @@ enum Ev {
     FlowEnd(u32),
     /// A flow that asked to be told has sent its last TLP out of its source.
     FlowSent(u32),
-    /// A timer set by the one who drives the simulation.
-    Timer(u64),
+    /// A timer set by the one who drives the simulation: its token is `Sim::timers[i]` (kept out
+    /// of the event so that an event is 8 bytes and a queue entry 24).
+    Timer(u32),
 }
 
 /// What the simulation tells the one who drives it ([`Sim::step`]): the moments actors act on.
@@ -186,13 +187,17 @@ pub struct Sim {
     /// request, bytes, offset).
     root_tags: HashMap<u16, (u32, VecDeque<((u32, u32), u32, u32, u64)>)>,
     /// Per host IOTLB (page numbers, FIFO of capacity `IOTLB_ENTRIES`) and walker availability.
-    iotlb: HashMap<u16, (VecDeque<u64>, Ps)>,
+    /// Indexed by host (grown on first use): no hashing on the hot path.
+    iotlb: Vec<(VecDeque<u64>, Ps)>,
     pub stats: Stats,
     /// Per re-split point (request path, root stage): the completion path of the root's own
     /// sub-requests (ending at the root) and the stage of the full completion path to resume at.
     sub_cpl: HashMap<(u32, u32), (u32, u32)>,
     /// The re-split point a root's completion path belongs to.
     sub_key: HashMap<u32, (u32, u32)>,
+    /// Tokens of the timers pending, and the free slots.
+    timers: Vec<u64>,
+    free_timers: Vec<u32>,
 }
 
 /// Store `item` in a recycled slot of `slab` (from `free`), or a new one; records never move.
@@ -228,7 +233,7 @@ impl Sim {
             last_posted: 0,
             stats: PortStats::default(),
         }).collect();
-        Sim { t, overheads: t.overheads(), q: EventQueue::default(), now: 0, ports, paths: Vec::new(), tlps: Vec::new(), free_tlps: Vec::new(), flows: Vec::new(), free_flows: Vec::new(), reqs: Vec::new(), free_reqs: Vec::new(), root_tags: HashMap::new(), iotlb: HashMap::new(), stats: Stats::default(), sub_cpl: HashMap::new(), sub_key: HashMap::new() }
+        Sim { t, overheads: t.overheads(), q: EventQueue::default(), now: 0, ports, paths: Vec::new(), tlps: Vec::new(), free_tlps: Vec::new(), flows: Vec::new(), free_flows: Vec::new(), reqs: Vec::new(), free_reqs: Vec::new(), root_tags: HashMap::new(), iotlb: Vec::new(), stats: Stats::default(), sub_cpl: HashMap::new(), sub_key: HashMap::new(), timers: Vec::new(), free_timers: Vec::new() }
     }
 
     pub fn now(&self) -> Ps {
@@ -296,7 +301,8 @@ impl Sim {
 
     /// Tell the driver of the simulation [`Notice::Timer`]`(token)` at `at`.
     pub fn set_timer(&mut self, at: Ps, token: u64) {
-        self.q.push(at.max(self.now), Ev::Timer(token));
+        let i = alloc(&mut self.timers, &mut self.free_timers, token);
+        self.q.push(at.max(self.now), Ev::Timer(i));
     }
 
     /// Statistics of every port (link direction), indexed by `PortId`.
@@ -337,7 +343,10 @@ impl Sim {
                 }
                 Ev::FlowEnd(f) => return Some(Notice::FlowEnd(f)),
                 Ev::FlowSent(f) => return Some(Notice::FlowSent(f)),
-                Ev::Timer(token) => return Some(Notice::Timer(token)),
+                Ev::Timer(i) => {
+                    self.free_timers.push(i);
+                    return Some(Notice::Timer(self.timers[i as usize]));
+                }
             }
         }
         None
@@ -544,7 +553,10 @@ impl Sim {
 
     fn iommu_delay(&mut self, host: u16, iova: u64, shift: u32) -> Ps {
         let page = (iova >> shift) << 8 | shift as u64;
-        let (tlb, walker) = self.iotlb.entry(host).or_insert_with(|| (VecDeque::new(), 0));
+        if self.iotlb.len() <= host as usize {
+            self.iotlb.resize_with(host as usize + 1, || (VecDeque::new(), 0));
+        }
+        let (tlb, walker) = &mut self.iotlb[host as usize];
         if tlb.contains(&page) {
             self.stats.iotlb_hits += 1;
             return self.t.iotlb_hit_ps;
