@@ -17,7 +17,7 @@ fn kind_of(c: &Cluster, device: &str) -> String {
     let profile = c.fabric.devices.iter().find(|d| d.name == device).and_then(|d| d.profile.clone()).unwrap_or_default();
     let t: Option<toml::Value> = toml::from_str(devlend_fabric::params::HARDWARE_TOML).ok();
     let kind = t.as_ref().and_then(|t| t.get("device")?.get(&profile)?.get("kind")?.as_str().map(String::from));
-    kind.unwrap_or_else(|| "not a device of a known profile".into())
+    kind.map_or_else(|| "an NTB adapter, or a device without a profile".into(), |k| format!("its kind is {k}"))
 }
 
 fn host_error(w: &str, device: &str, e: HostError) -> WorkloadError {

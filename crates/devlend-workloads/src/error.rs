@@ -56,7 +56,7 @@ impl fmt::Display for WorkloadError {
                 write!(f, "workload {workload}: start at {:.3} ns is in the past (the scenario is at {:.3} ns)", *at as f64 / 1e3, *now as f64 / 1e3)
             }
             WorkloadError::NoSuch { workload, what, message } => write!(f, "workload {workload}: no such {what}: {message}"),
-            WorkloadError::WrongKind { workload, device, expected, found } => write!(f, "workload {workload}: {device} is not {expected} (it is {found})"),
+            WorkloadError::WrongKind { workload, device, expected, found } => write!(f, "workload {workload}: {device} is not a {expected} device ({found})"),
             WorkloadError::AlreadyBorrowed { workload, device, message } => write!(f, "workload {workload}: {device} is already borrowed: {message}"),
             WorkloadError::InUse { workload, device, by } => write!(f, "workload {workload}: {device} is already driven by workload {by}"),
             WorkloadError::Unreachable { workload, what, message } => write!(f, "workload {workload}: {what} cannot be reached: {message}"),
