@@ -12,12 +12,12 @@ pub(crate) struct Attached {
     pub dev: DevId,
 }
 
-/// The kind (`gpu`, `nvme`, ...) of the device profile of `device`.
-fn kind_of(c: &Cluster, device: &str) -> String {
+/// The kind (`gpu`, `nvme`, ...) of the device profile of `device`, if it has one.
+fn kind_of(c: &Cluster, device: &str) -> Option<String> {
     let profile = c.fabric.devices.iter().find(|d| d.name == device).and_then(|d| d.profile.clone()).unwrap_or_default();
     let t: Option<toml::Value> = toml::from_str(devlend_fabric::params::HARDWARE_TOML).ok();
     let kind = t.as_ref().and_then(|t| t.get("device")?.get(&profile)?.get("kind")?.as_str().map(String::from));
-    kind.map_or_else(|| "an NTB adapter, or a device without a profile".into(), |k| format!("its kind is {k}"))
+    kind
 }
 
 fn host_error(w: &str, device: &str, e: HostError) -> WorkloadError {
@@ -34,8 +34,9 @@ fn host_error(w: &str, device: &str, e: HostError) -> WorkloadError {
 pub(crate) fn attach(c: &mut Cluster, w: &str, runner: &str, device: &str, expected: &'static str) -> WResult<Attached> {
     let host = c.fabric.host_id(runner).map_err(|e| WorkloadError::NoSuch { workload: w.into(), what: "host".into(), message: e.to_string() })?;
     let func = c.fabric.func_id(device).map_err(|e| WorkloadError::NoSuch { workload: w.into(), what: "device".into(), message: e.to_string() })?;
-    let found = kind_of(c, device);
-    if found != expected {
+    let kind = kind_of(c, device);
+    if kind.as_deref() != Some(expected) {
+        let found = kind.map_or_else(|| "an NTB adapter, or a device without a profile".into(), |k| format!("its kind is {k}"));
         return Err(WorkloadError::WrongKind { workload: w.into(), device: device.into(), expected, found });
     }
     let owner = c.fabric.func_host(func);
