@@ -12,7 +12,8 @@ Quick start::
 
 from .errors import DevlendError, DmaFault, FabricError, NvmeStatusError, TopologyError, WorkloadError
 from .machine import Run
+from .scenario import Scenario
 from .topology import Topology, load, loads
 
-__all__ = ["DevlendError", "DmaFault", "FabricError", "NvmeStatusError", "TopologyError", "WorkloadError", "Run", "Topology", "load", "loads"]
+__all__ = ["DevlendError", "DmaFault", "FabricError", "NvmeStatusError", "TopologyError", "WorkloadError", "Run", "Scenario", "Topology", "load", "loads"]
 __version__ = "0.1.0"

@@ -223,6 +223,8 @@ def params() -> None:
 
 from .cli_run import run_streams as _run_streams  # noqa: E402  (`devlend run-streams`)
 app.command("run-streams")(_run_streams)
+from .cli_workloads import run_workloads as _run_workloads  # noqa: E402  (`devlend run-workloads`)
+app.command("run-workloads")(_run_workloads)
 
 from .cli_trace import app as _trace_app  # noqa: E402  (the `devlend trace` commands)
 app.add_typer(_trace_app, name="trace")

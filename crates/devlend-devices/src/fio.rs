@@ -14,9 +14,10 @@ pub use error::FioError;
 use crate::bench::machine;
 use crate::nvme::{BLOCK, OP_READ, OP_WRITE};
 use crate::nvme_driver::{Driver, NvmeError, NvmeQueue};
-use devlend_engine::machine::Thread;
-use devlend_host::{Cluster, Os, ThreadOs};
-use std::cell::RefCell;
+use devlend_engine::machine::{Machine, Thread};
+use devlend_engine::queue::Ps;
+use devlend_host::{Cluster, DevId, Os, ThreadOs};
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -56,6 +57,9 @@ pub struct Job {
 #[derive(Clone, Debug, Default)]
 pub struct FioResult {
     pub ios: u64,
+    /// When the first job began its I/O and the last one reaped its last completion, ps.
+    pub start_ps: u64,
+    pub end_ps: u64,
     pub elapsed_ps: u64,
     pub iops: f64,
     pub bandwidth: f64,
@@ -89,52 +93,92 @@ fn next(s: &mut u64) -> u64 {
     s.wrapping_mul(0x2545_f491_4f6c_dd1d)
 }
 
-/// Run the workload with the driver on host `runner` (borrowing `device` when it sits elsewhere).
-pub fn fio(json: &str, runner: &str, device: &str, job: Job) -> Result<FioResult, FioError> {
+/// Check a job description before anything is built.
+pub fn check(job: &Job) -> Result<(), FioError> {
     if job.iodepth == 0 || job.numjobs == 0 || job.ios == 0 {
         return Err(FioError::Invalid("iodepth, numjobs and ios must be at least 1".into()));
     }
     if job.size_blocks.is_some_and(|s| s / (job.numjobs as u64) < BS / BLOCK) {
         return Err(FioError::Invalid("size must hold at least one 4 KiB block per job".into()));
     }
+    Ok(())
+}
+
+/// Run the workload with the driver on host `runner` (borrowing `device` when it sits elsewhere).
+pub fn fio(json: &str, runner: &str, device: &str, job: Job) -> Result<FioResult, FioError> {
+    check(&job)?;
     let (mut m, _ctrl, host, dev) = machine(json, runner, device, DRIVE_BLOCKS).map_err(FioError::Setup)?;
-    let drv: Rc<RefCell<Option<Driver>>> = Rc::new(RefCell::new(None));
-    let failed: Rc<RefCell<Option<FioError>>> = Rc::new(RefCell::new(None));
-    let (d, fail) = (drv.clone(), failed.clone());
-    m.spawn("nvme-probe", 0, move |t| {
-        let mut os = ThreadOs::new(t, host);
-        let depth = (job.iodepth + 1).max(2);
-        match Driver::probe_queues(&mut os, dev, job.numjobs, depth) {
-            Ok(drv) => *d.borrow_mut() = Some(drv),
-            Err(error) => *fail.borrow_mut() = Some(FioError::Probe(error)),
-        }
-        Ok(())
-    });
+    let run = FioRun::probe(&mut m, "fio", host, dev, job, 0);
     m.run().map_err(|e| FioError::Machine(e.to_string()))?;
-    if let Some(e) = failed.borrow_mut().take() {
-        return Err(e);
-    }
-    let outs: Rc<RefCell<Vec<JobOut>>> = Rc::new(RefCell::new(Vec::new()));
+    run.take_failure()?;
     let at = m.now();
-    for j in 0..job.numjobs {
-        let q = drv.borrow_mut().as_mut().and_then(|d| d.take_queue(j + 1)).ok_or(FioError::Invalid("the driver has too few I/O queues".into()))?;
-        let (outs, fail) = (outs.clone(), failed.clone());
-        m.spawn(&format!("fio-job{j}"), at, move |t| {
-            match run_job(t, host, q, job, j) {
-                Ok(out) => outs.borrow_mut().push(out),
-                Err(error) => {
-                    fail.borrow_mut().get_or_insert(FioError::Job { job: j, error });
-                }
+    run.jobs(&mut m, at);
+    m.run().map_err(|e| FioError::Machine(e.to_string()))?;
+    run.result()
+}
+
+/// A fio workload on a machine that may run other workloads too: its probe thread, its job
+/// threads (each waits until the probe has given it a queue pair), and what they measured.
+pub struct FioRun {
+    name: String,
+    host: u16,
+    job: Job,
+    drv: Rc<RefCell<Option<Driver>>>,
+    /// The probe has ended (with a driver, or with a failure).
+    probed: Rc<Cell<bool>>,
+    outs: Rc<RefCell<Vec<JobOut>>>,
+    failed: Rc<RefCell<Option<FioError>>>,
+}
+
+impl FioRun {
+    /// Start the driver's probe of `dev` (the controller already on `m`) on host `host` at `at`.
+    pub fn probe(m: &mut Machine<Cluster>, name: &str, host: u16, dev: DevId, job: Job, at: Ps) -> FioRun {
+        let run = FioRun { name: name.into(), host, job, drv: Rc::default(), probed: Rc::default(), outs: Rc::default(), failed: Rc::default() };
+        let (d, fail, probed) = (run.drv.clone(), run.failed.clone(), run.probed.clone());
+        m.spawn(&format!("{name}/nvme-probe"), at, move |t| {
+            let mut os = ThreadOs::new(t, host);
+            let depth = (job.iodepth + 1).max(2);
+            match Driver::probe_queues(&mut os, dev, job.numjobs, depth) {
+                Ok(drv) => *d.borrow_mut() = Some(drv),
+                Err(error) => *fail.borrow_mut() = Some(FioError::Probe(error)),
             }
+            probed.set(true);
             Ok(())
         });
+        run
     }
-    m.run().map_err(|e| FioError::Machine(e.to_string()))?;
-    if let Some(e) = failed.borrow_mut().take() {
-        return Err(e);
+
+    /// Start the job threads at `at`; each begins once the probe has ended.
+    pub fn jobs(&self, m: &mut Machine<Cluster>, at: Ps) {
+        let (host, job) = (self.host, self.job);
+        for j in 0..job.numjobs {
+            let (drv, probed, outs, fail) = (self.drv.clone(), self.probed.clone(), self.outs.clone(), self.failed.clone());
+            m.spawn(&format!("{}/fio-job{j}", self.name), at, move |t| {
+                t.wait_until("the NVMe driver's probe", move |_: &mut Cluster| probed.get());
+                let Some(q) = drv.borrow_mut().as_mut().and_then(|d| d.take_queue(j + 1)) else {
+                    fail.borrow_mut().get_or_insert(FioError::Invalid("the driver has too few I/O queues".into()));
+                    return Ok(());
+                };
+                match run_job(t, host, q, job, j) {
+                    Ok(out) => outs.borrow_mut().push(out),
+                    Err(error) => {
+                        fail.borrow_mut().get_or_insert(FioError::Job { job: j, error });
+                    }
+                }
+                Ok(())
+            });
+        }
     }
-    let outs = outs.borrow();
-    Ok(summarize(&outs))
+
+    fn take_failure(&self) -> Result<(), FioError> {
+        self.failed.borrow_mut().take().map_or(Ok(()), Err)
+    }
+
+    /// What the jobs measured, once the machine has run (or the first failure).
+    pub fn result(&self) -> Result<FioResult, FioError> {
+        self.take_failure()?;
+        Ok(summarize(&self.outs.borrow()))
+    }
 }
 
 fn summarize(outs: &[JobOut]) -> FioResult {
@@ -148,6 +192,8 @@ fn summarize(outs: &[JobOut]) -> FioResult {
     let iops = ios as f64 / (elapsed as f64 * 1e-12);
     FioResult {
         ios,
+        start_ps: start,
+        end_ps: end,
         elapsed_ps: elapsed,
         iops,
         bandwidth: iops * BS as f64,

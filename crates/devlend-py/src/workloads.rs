@@ -1,0 +1,99 @@
+//! `devlend._core.Scenario`: devlend-workloads' runner (streams, GPU copies, fio jobs on one
+//! `Machine<Cluster>`). Errors become `MachineError(kind, message, None)`.
+
+use crate::machine::MachineError;
+use crate::PyAddr;
+use devlend_host::Cluster;
+use devlend_workloads::{Access, Dir, FioSpec, Rw, Scenario as Core, WorkloadError};
+use pyo3::prelude::*;
+
+fn werr(e: WorkloadError) -> PyErr {
+    MachineError::new_err((e.kind(), e.to_string(), None::<String>))
+}
+
+fn invalid(workload: &str, why: String) -> PyErr {
+    werr(WorkloadError::Invalid { workload: workload.into(), why })
+}
+
+/// One workload: (name, kind, at ps, start ps, end ps or None, bytes, fio: (ios, iops, mean, p50, p99 ps) or None).
+type Row = (String, String, u64, u64, Option<u64>, u64, Option<(u64, f64, f64, u64, u64)>);
+/// One link direction: (link, towards_down, from, to, tlps, wire bytes, payload bytes, busy ps, queue ps, credit stall ps).
+type LinkRow = (u32, bool, String, String, u64, u64, u64, u64, u64, u64);
+
+#[pyclass(module = "devlend._core", unsendable)]
+struct Scenario {
+    inner: Core,
+    rows: Vec<Row>,
+    links: Vec<LinkRow>,
+}
+
+#[pymethods]
+impl Scenario {
+    /// A scenario on the topology (JSON, without a `setup` section: borrowing is done here).
+    #[new]
+    fn new(topology_json: &str) -> PyResult<Scenario> {
+        let c = Cluster::from_json(topology_json).map_err(|e| werr(WorkloadError::Machine { message: e.to_string() }))?;
+        Ok(Scenario { inner: Core::new(c), rows: Vec::new(), links: Vec::new() })
+    }
+
+    #[pyo3(signature = (name, requester, addr, bytes, write=true, at_ps=0))]
+    fn stream(&mut self, name: &str, requester: &str, addr: PyAddr, bytes: u64, write: bool, at_ps: u64) -> PyResult<()> {
+        let a = crate::resolve(&self.inner.cluster().fabric, addr)?;
+        let access = if write { Access::Write } else { Access::Read };
+        self.inner.add_stream(name, requester, a, bytes, access, at_ps).map_err(werr)
+    }
+
+    #[pyo3(signature = (name, runner, gpu, dir, bytes, at_ps=0))]
+    fn gpu_copy(&mut self, name: &str, runner: &str, gpu: &str, dir: &str, bytes: u64, at_ps: u64) -> PyResult<()> {
+        let d = match dir.to_ascii_lowercase().as_str() {
+            "htod" => Dir::HtoD,
+            "dtoh" => Dir::DtoH,
+            _ => return Err(invalid(name, format!("direction {dir:?}: expected htod or dtoh"))),
+        };
+        self.inner.add_gpu_copy(name, runner, gpu, d, bytes, at_ps).map_err(werr)
+    }
+
+    #[pyo3(signature = (name, runner, drive, rw, iodepth, numjobs, ios, bs=4096, at_ps=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn fio(&mut self, name: &str, runner: &str, drive: &str, rw: &str, iodepth: u32, numjobs: u16, ios: u32, bs: u64, at_ps: u64) -> PyResult<()> {
+        let rw = Rw::parse(rw).map_err(|e| invalid(name, e.to_string()))?;
+        self.inner.add_fio(name, runner, drive, FioSpec { rw, bs, iodepth, numjobs, ios }, at_ps).map_err(werr)
+    }
+
+    /// Run until nothing is left to happen.
+    fn run(&mut self, py: Python<'_>) -> PyResult<()> {
+        let _ = py;
+        let r = self.inner.run().map_err(werr)?;
+        self.rows = r.workloads.iter().map(|w| {
+            let fio = w.fio.as_ref().map(|f| (f.ios, f.iops, f.lat_mean_ps, f.lat_p50_ps, f.lat_p99_ps));
+            (w.name.clone(), w.kind.name().to_string(), w.at, w.start, w.end, w.bytes, fio)
+        }).collect();
+        self.links = r.links.iter().map(|l| (l.link, l.towards_down, l.from.clone(), l.to.clone(), l.tlps, l.wire_bytes, l.payload_bytes, l.busy_ps, l.queue_ps, l.credit_stall_ps)).collect();
+        Ok(())
+    }
+
+    fn now_ps(&self) -> u64 {
+        self.inner.now()
+    }
+
+    fn results(&self) -> Vec<Row> {
+        self.rows.clone()
+    }
+
+    fn link_stats(&self) -> Vec<LinkRow> {
+        self.links.clone()
+    }
+
+    fn params(&self) -> Vec<(String, String)> {
+        self.inner.params()
+    }
+
+    /// Devices lent so far: (device, lender, borrower, [(bar, size, borrower CPU address)]).
+    fn lends(&self) -> Vec<(String, String, String, Vec<(u8, u64, u64)>)> {
+        self.inner.cluster().lends().into_iter().map(|l| (l.device, l.lender, l.borrower, l.bars.iter().map(|b| (b.index, b.size, b.cpu_addr)).collect())).collect()
+    }
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Scenario>()
+}

@@ -1,0 +1,73 @@
+//! The runner's errors: typed, each naming the workload and what it concerns.
+
+use devlend_engine::queue::Ps;
+use std::fmt;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkloadError {
+    /// Two workloads with one name.
+    DuplicateName { workload: String },
+    /// A start time before the machine's clock (the scenario has already run past it).
+    StartInPast { workload: String, at: Ps, now: Ps },
+    /// A host, device or requester the topology does not have.
+    NoSuch { workload: String, what: String, message: String },
+    /// The device is not of the kind the workload drives (a GPU, an NVMe drive).
+    WrongKind { workload: String, device: String, expected: &'static str, found: String },
+    /// The device is lent to (borrowed by) another host already.
+    AlreadyBorrowed { workload: String, device: String, message: String },
+    /// Another workload of this scenario drives the device.
+    InUse { workload: String, device: String, by: String },
+    /// The device, or the stream's address, cannot be reached from the runner.
+    Unreachable { workload: String, what: String, message: String },
+    /// A description the runner cannot run (zero bytes, zero depth, too large for the device).
+    Invalid { workload: String, why: String },
+    /// Setting the workload up failed otherwise (a driver's probe, the host kernel).
+    Setup { workload: String, message: String },
+    /// The workload failed while running (a driver error, data that did not arrive).
+    Failed { workload: String, message: String },
+    /// The machine could not run (a thread stuck with nothing left to happen).
+    Machine { message: String },
+}
+
+impl WorkloadError {
+    /// A short kind, for bindings: "duplicate-name", "start-in-past", ...
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WorkloadError::DuplicateName { .. } => "duplicate-name",
+            WorkloadError::StartInPast { .. } => "start-in-past",
+            WorkloadError::NoSuch { .. } => "no-such",
+            WorkloadError::WrongKind { .. } => "wrong-kind",
+            WorkloadError::AlreadyBorrowed { .. } => "already-borrowed",
+            WorkloadError::InUse { .. } => "in-use",
+            WorkloadError::Unreachable { .. } => "unreachable",
+            WorkloadError::Invalid { .. } => "invalid",
+            WorkloadError::Setup { .. } => "setup",
+            WorkloadError::Failed { .. } => "failed",
+            WorkloadError::Machine { .. } => "machine",
+        }
+    }
+}
+
+impl fmt::Display for WorkloadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WorkloadError::DuplicateName { workload } => write!(f, "workload {workload}: another workload has this name"),
+            WorkloadError::StartInPast { workload, at, now } => {
+                write!(f, "workload {workload}: start at {:.3} ns is in the past (the scenario is at {:.3} ns)", *at as f64 / 1e3, *now as f64 / 1e3)
+            }
+            WorkloadError::NoSuch { workload, what, message } => write!(f, "workload {workload}: no such {what}: {message}"),
+            WorkloadError::WrongKind { workload, device, expected, found } => write!(f, "workload {workload}: {device} is not a {expected} device ({found})"),
+            WorkloadError::AlreadyBorrowed { workload, device, message } => write!(f, "workload {workload}: {device} is already borrowed: {message}"),
+            WorkloadError::InUse { workload, device, by } => write!(f, "workload {workload}: {device} is already driven by workload {by}"),
+            WorkloadError::Unreachable { workload, what, message } => write!(f, "workload {workload}: {what} cannot be reached: {message}"),
+            WorkloadError::Invalid { workload, why } => write!(f, "workload {workload}: {why}"),
+            WorkloadError::Setup { workload, message } => write!(f, "workload {workload}: set-up failed: {message}"),
+            WorkloadError::Failed { workload, message } => write!(f, "workload {workload} failed: {message}"),
+            WorkloadError::Machine { message } => write!(f, "the scenario could not run: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for WorkloadError {}
+
+pub type WResult<T> = Result<T, WorkloadError>;

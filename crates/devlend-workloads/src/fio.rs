@@ -1,0 +1,50 @@
+//! An fio-style NVMe job (devlend-devices' `fio`) started on a shared machine: the drive is
+//! attached (borrowed when it sits elsewhere), its controller put on the machine, and the
+//! driver's probe and the job threads start at the workload's time.
+
+use crate::attach::attach;
+use crate::error::{WResult, WorkloadError};
+use devlend_devices::fio::{check, FioRun, Job, Rw, DRIVE_BLOCKS};
+use devlend_devices::nvme::{Controller, Media};
+use devlend_engine::machine::Machine;
+use devlend_engine::queue::Ps;
+use devlend_host::Cluster;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// The block size the fio job model issues (fio's `bs`).
+pub const FIO_BS: u64 = 4096;
+
+/// An fio job: fio's `rw`, `bs`, `iodepth`, `numjobs` and the commands each job completes.
+#[derive(Clone, Copy, Debug)]
+pub struct FioSpec {
+    pub rw: Rw,
+    pub bs: u64,
+    pub iodepth: u32,
+    pub numjobs: u16,
+    pub ios: u32,
+}
+
+pub(crate) fn start(m: &mut Machine<Cluster>, w: &str, runner: &str, device: &str, spec: FioSpec, at: Ps) -> WResult<(FioRun, Media)> {
+    let invalid = |why: String| WorkloadError::Invalid { workload: w.into(), why };
+    if spec.bs != FIO_BS {
+        return Err(invalid(format!("bs {} is not modelled: the fio job issues 4 KiB commands (bs 4096)", spec.bs)));
+    }
+    let job = Job { rw: spec.rw, iodepth: spec.iodepth, numjobs: spec.numjobs, ios: spec.ios, verify: false, size_blocks: None };
+    check(&job).map_err(|e| invalid(e.to_string()))?;
+    if spec.numjobs as usize >= devlend_devices::nvme::MAX_QUEUES {
+        return Err(invalid(format!("{} jobs: the controller has {} I/O queues, one per job", spec.numjobs, devlend_devices::nvme::MAX_QUEUES - 1)));
+    }
+    if spec.iodepth >= devlend_devices::nvme::MAX_QUEUE_ENTRIES {
+        return Err(invalid(format!("iodepth {}: a queue holds at most {} commands", spec.iodepth, devlend_devices::nvme::MAX_QUEUE_ENTRIES - 1)));
+    }
+    let mut c = m.world();
+    let a = attach(&mut c, w, runner, device, "nvme")?;
+    let media = Media::of_device(&c.fabric, device).map_err(|message| WorkloadError::Setup { workload: w.into(), message })?;
+    let ctrl = Controller::new(&mut c.fabric, a.func, DRIVE_BLOCKS, media);
+    drop(c);
+    m.add_device(a.func, Rc::new(RefCell::new(ctrl)));
+    let run = FioRun::probe(m, w, a.host, a.dev, job, at);
+    run.jobs(m, at);
+    Ok((run, media))
+}

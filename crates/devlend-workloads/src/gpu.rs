@@ -1,0 +1,81 @@
+//! A bandwidthTest-style copy: the runner's driver thread does one cudaMemcpy host<->device with
+//! the real driver (`gpu_driver`) on the GPU actor (`gpu_actor`), its GPU borrowed when it sits
+//! in another host. The bytes are checked after the run.
+
+use crate::attach::attach;
+use crate::error::{WResult, WorkloadError};
+use devlend_devices::gpu::Gpu;
+use devlend_devices::gpu_bench::Dir;
+use devlend_devices::gpu_driver::Driver;
+use devlend_engine::machine::{Machine, ThreadError};
+use devlend_engine::queue::Ps;
+use devlend_host::{Cluster, ThreadOs};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// A copy started on the machine, and what to check when it has run.
+pub(crate) struct GpuCopy {
+    pub thread: usize,
+    gpu: Rc<RefCell<Gpu>>,
+    host: u16,
+    buf: u64,
+    dir: Dir,
+    want: Vec<u8>,
+}
+
+fn pattern(len: u64) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(29).wrapping_add((i >> 12) as u8).wrapping_add(5)).collect()
+}
+
+fn setup(w: &str) -> impl Fn(String) -> WorkloadError + '_ {
+    move |message| WorkloadError::Setup { workload: w.into(), message }
+}
+
+/// Attach and probe `device` for `runner`, fill the source, and start the copy's thread at `at`.
+pub(crate) fn start(m: &mut Machine<Cluster>, w: &str, runner: &str, device: &str, dir: Dir, len: u64, at: Ps) -> WResult<GpuCopy> {
+    let mut c = m.world();
+    let a = attach(&mut c, w, runner, device, "gpu")?;
+    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(setup(w))?;
+    let mut os = c.os(a.host).map_err(|e| setup(w)(e.to_string()))?;
+    let mut drv = Driver::probe(&mut os, a.dev).map_err(|e| setup(w)(e.to_string()))?;
+    if len == 0 || len > drv.mem_size {
+        let why = format!("a copy of {len} bytes (the GPU holds 1 to {} bytes)", drv.mem_size);
+        return Err(WorkloadError::Invalid { workload: w.into(), why });
+    }
+    let buf = os.kmalloc(len).map_err(|e| setup(w)(e.to_string()))?;
+    let want = pattern(len);
+    match dir {
+        Dir::HtoD => os.write(buf, &want).map_err(|e| setup(w)(e.to_string()))?,
+        Dir::DtoH => gpu.mem_write(&mut c.fabric, 0, &want).map_err(setup(w))?,
+    }
+    drop(c);
+    let gpu = Rc::new(RefCell::new(gpu));
+    m.add_device(a.func, gpu.clone());
+    let host = a.host;
+    let thread = m.spawn(w, at, move |t| {
+        let mut os = ThreadOs::new(t, host);
+        let r = match dir {
+            Dir::DtoH => drv.memcpy_dtoh(&mut os, 0, buf, len),
+            Dir::HtoD => drv.memcpy_htod(&mut os, 0, buf, len),
+        };
+        r.map_err(ThreadError::other)
+    });
+    Ok(GpuCopy { thread, gpu, host, buf, dir, want })
+}
+
+impl GpuCopy {
+    /// After the run: the destination holds what the source held.
+    pub(crate) fn check(&self, m: &Machine<Cluster>, w: &str) -> WResult<()> {
+        let mut c = m.world();
+        let len = self.want.len();
+        let got = match self.dir {
+            Dir::DtoH => c.os(self.host).and_then(|mut os| os.read(self.buf, len)).map_err(|e| e.to_string()),
+            Dir::HtoD => self.gpu.borrow().mem_read(&c.fabric, 0, len),
+        };
+        match got {
+            Ok(g) if g == self.want => Ok(()),
+            Ok(_) => Err(WorkloadError::Failed { workload: w.into(), message: format!("{:?} copy of {len} bytes: the destination differs from the source", self.dir) }),
+            Err(message) => Err(WorkloadError::Failed { workload: w.into(), message }),
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! A scenario: workloads started at given times on one `Machine<Cluster>`, run together.
+
+use crate::error::{WResult, WorkloadError};
+use crate::fio::FioSpec;
+use crate::stats::{engine_params, link_stats, LinkStat};
+use devlend_devices::fio::{FioResult, FioRun};
+use devlend_devices::gpu_bench::Dir;
+use devlend_engine::machine::{Machine, MachineError};
+use devlend_engine::queue::Ps;
+use devlend_host::Cluster;
+use devlend_wire::Access;
+use std::collections::HashMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Stream,
+    GpuCopy,
+    Fio,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Stream => "stream",
+            Kind::GpuCopy => "gpu-copy",
+            Kind::Fio => "fio",
+        }
+    }
+}
+
+enum Track {
+    Stream(usize),
+    Gpu(crate::gpu::GpuCopy),
+    Fio(FioRun),
+}
+
+struct Entry {
+    name: String,
+    kind: Kind,
+    at: Ps,
+    bytes: u64,
+    track: Track,
+}
+
+/// What one workload did. Times in ps; `start` is when it began moving data (a fio job: its
+/// first submission, after the driver's probe), `end` when its last byte or completion arrived.
+#[derive(Clone, Debug)]
+pub struct WorkloadResult {
+    pub name: String,
+    pub kind: Kind,
+    /// When it was asked to start.
+    pub at: Ps,
+    pub start: Ps,
+    pub end: Option<Ps>,
+    pub bytes: u64,
+    /// IOPS and latencies, for a fio job.
+    pub fio: Option<FioResult>,
+}
+
+impl WorkloadResult {
+    /// Bytes per second from start to end.
+    pub fn bandwidth(&self) -> Option<f64> {
+        self.end.filter(|e| *e > self.start).map(|e| self.bytes as f64 / ((e - self.start) as f64 * 1e-12))
+    }
+}
+
+/// A run's outcome: every workload, every loaded link direction, and the time it all took.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub workloads: Vec<WorkloadResult>,
+    pub links: Vec<LinkStat>,
+    pub elapsed: Ps,
+}
+
+pub struct Scenario {
+    m: Machine<Cluster>,
+    entries: Vec<Entry>,
+    /// Device name -> the workload that drives it.
+    users: HashMap<String, String>,
+    /// Per NVMe drive in use: its media parameters.
+    media: Vec<(String, devlend_devices::nvme::Media)>,
+}
+
+impl Scenario {
+    /// A scenario on `cluster` (built without a Device Lending `setup` section: borrowing is done here).
+    pub fn new(cluster: Cluster) -> Scenario {
+        Scenario { m: Machine::new(cluster), entries: Vec::new(), users: HashMap::new(), media: Vec::new() }
+    }
+
+    pub fn now(&self) -> Ps {
+        self.m.now()
+    }
+
+    /// The cluster, between runs (to look up addresses, lends...).
+    pub fn cluster(&self) -> std::cell::RefMut<'_, Cluster> {
+        self.m.world()
+    }
+
+    fn admit(&self, name: &str, at: Ps) -> WResult<()> {
+        if self.entries.iter().any(|e| e.name == name) {
+            return Err(WorkloadError::DuplicateName { workload: name.into() });
+        }
+        if at < self.now() {
+            return Err(WorkloadError::StartInPast { workload: name.into(), at, now: self.now() });
+        }
+        Ok(())
+    }
+
+    fn claim(&mut self, name: &str, device: &str) -> WResult<()> {
+        if let Some(by) = self.users.get(device) {
+            return Err(WorkloadError::InUse { workload: name.into(), device: device.into(), by: by.clone() });
+        }
+        self.users.insert(device.into(), name.into());
+        Ok(())
+    }
+
+    /// A timing-only stream: `bytes` written or read at `addr` by `requester` ("HOST:cpu" or a
+    /// function name), from `at`.
+    pub fn add_stream(&mut self, name: &str, requester: &str, addr: u64, bytes: u64, access: Access, at: Ps) -> WResult<()> {
+        self.admit(name, at)?;
+        let who = self.m.world().fabric.requester(requester).map_err(|e| WorkloadError::NoSuch { workload: name.into(), what: "requester".into(), message: e.to_string() })?;
+        let id = self.m.stream(name, who, addr, bytes, access, at).map_err(|e| match e {
+            MachineError::Unreachable { addr, message, .. } => WorkloadError::Unreachable { workload: name.into(), what: format!("{addr:#x}"), message },
+            MachineError::Invalid { why, .. } => WorkloadError::Invalid { workload: name.into(), why },
+            other => WorkloadError::Machine { message: other.to_string() },
+        })?;
+        self.entries.push(Entry { name: name.into(), kind: Kind::Stream, at, bytes, track: Track::Stream(id) });
+        Ok(())
+    }
+
+    /// A cudaMemcpy of `bytes` between `gpu`'s memory and a buffer in `runner`'s RAM, by the
+    /// runner's driver thread from `at`; the runner borrows the GPU if it sits elsewhere.
+    pub fn add_gpu_copy(&mut self, name: &str, runner: &str, gpu: &str, dir: Dir, bytes: u64, at: Ps) -> WResult<()> {
+        self.admit(name, at)?;
+        self.claim(name, gpu)?;
+        let copy = crate::gpu::start(&mut self.m, name, runner, gpu, dir, bytes, at).inspect_err(|_| {
+            self.users.remove(gpu);
+        })?;
+        self.entries.push(Entry { name: name.into(), kind: Kind::GpuCopy, at, bytes, track: Track::Gpu(copy) });
+        Ok(())
+    }
+
+    /// An fio job on `drive` by `runner` from `at` (the driver's probe first, then the jobs).
+    pub fn add_fio(&mut self, name: &str, runner: &str, drive: &str, spec: FioSpec, at: Ps) -> WResult<()> {
+        self.admit(name, at)?;
+        self.claim(name, drive)?;
+        let (run, media) = crate::fio::start(&mut self.m, name, runner, drive, spec, at).inspect_err(|_| {
+            self.users.remove(drive);
+        })?;
+        self.media.push((drive.into(), media));
+        let bytes = spec.ios as u64 * spec.numjobs as u64 * spec.bs;
+        self.entries.push(Entry { name: name.into(), kind: Kind::Fio, at, bytes, track: Track::Fio(run) });
+        Ok(())
+    }
+
+    /// Run until nothing is left to happen; every workload's result and the links' statistics.
+    pub fn run(&mut self) -> WResult<Report> {
+        self.m.run().map_err(machine_error)?;
+        let workloads = self.entries.iter().map(|e| self.result(e)).collect::<WResult<Vec<_>>>()?;
+        Ok(Report { workloads, links: link_stats(&self.m), elapsed: self.now() })
+    }
+
+    fn result(&self, e: &Entry) -> WResult<WorkloadResult> {
+        let mut r = WorkloadResult { name: e.name.clone(), kind: e.kind, at: e.at, start: e.at, end: None, bytes: e.bytes, fio: None };
+        match &e.track {
+            Track::Stream(i) => {
+                let s = &self.m.streams()[*i];
+                (r.start, r.end) = (s.start, s.end);
+            }
+            Track::Gpu(copy) => {
+                copy.check(&self.m, &e.name)?;
+                (r.start, r.end) = (self.m.thread_start(copy.thread), self.m.thread_end(copy.thread));
+            }
+            Track::Fio(run) => {
+                let f = run.result().map_err(|err| WorkloadError::Failed { workload: e.name.clone(), message: err.to_string() })?;
+                (r.start, r.end) = (f.start_ps, Some(f.end_ps));
+                r.fio = Some(f);
+            }
+        }
+        Ok(r)
+    }
+
+    /// The effective parameters: the engine's, devlend's version, and each drive's media.
+    pub fn params(&self) -> Vec<(String, String)> {
+        let mut p = engine_params();
+        p.push(("topology".into(), self.m.world().fabric.name.clone()));
+        for (d, m) in &self.media {
+            p.push((format!("{d}.media_read_latency_ns"), (m.media_read_latency_ps as f64 / 1e3).to_string()));
+            p.push((format!("{d}.media_write_latency_ns"), (m.media_write_latency_ps as f64 / 1e3).to_string()));
+            p.push((format!("{d}.media_bandwidth_Bps"), m.media_bandwidth.to_string()));
+            p.push((format!("{d}.media_parallelism"), m.media_parallelism.to_string()));
+        }
+        p
+    }
+}
+
+/// A machine error as the runner's: a thread's failure names its workload (threads are named
+/// "WORKLOAD" or "WORKLOAD/part").
+fn machine_error(e: MachineError) -> WorkloadError {
+    let of = |t: &str| t.split('/').next().unwrap_or(t).to_string();
+    match &e {
+        MachineError::Thread { thread, .. } | MachineError::Stuck { thread, .. } => WorkloadError::Failed { workload: of(thread), message: e.to_string() },
+        _ => WorkloadError::Machine { message: e.to_string() },
+    }
+}

@@ -1,0 +1,94 @@
+//! Workloads sharing one machine: relations the model must keep, typed errors, determinism.
+
+use devlend_host::Cluster;
+use devlend_workloads::*;
+
+const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
+const THREE: &str = include_str!("../../devlend-devices/tests/three-host-cluster.json");
+const MIB: u64 = 1 << 20;
+
+fn bw(r: &Report, name: &str) -> f64 {
+    r.workloads.iter().find(|w| w.name == name).and_then(|w| w.bandwidth()).expect("the workload ended")
+}
+
+/// gpu0 lent to the borrower and copied from (DtoH), and/or the borrower's CPU reading gpu0's
+/// BAR 1 through the same NTB (completions share the lender-to-borrower direction).
+fn gpu_and_load(copy: bool, load: bool) -> Report {
+    let mut s = Scenario::new(Cluster::from_json(THREE).unwrap());
+    if copy {
+        s.add_gpu_copy("copy", "borrower", "gpu0", Dir::DtoH, 8 * MIB, 0).unwrap();
+    } else {
+        s.cluster().borrow("borrower", "gpu0").unwrap();
+    }
+    if load {
+        let bar1 = s.cluster().lends()[0].bars[1].cpu_addr;
+        s.add_stream("load", "borrower:cpu", bar1 + 128 * MIB, 8 * MIB, Access::Read, 0).unwrap();
+    }
+    s.run().unwrap()
+}
+
+#[test]
+fn a_gpu_copy_and_a_stream_sharing_a_link_both_slow_down() {
+    let (copy, load, both) = (gpu_and_load(true, false), gpu_and_load(false, true), gpu_and_load(true, true));
+    assert!(bw(&both, "copy") < 0.95 * bw(&copy, "copy"), "{} vs {}", bw(&both, "copy"), bw(&copy, "copy"));
+    assert!(bw(&both, "load") < 0.95 * bw(&load, "load"), "{} vs {}", bw(&both, "load"), bw(&load, "load"));
+}
+
+fn fio_with(load: bool) -> Report {
+    let mut s = Scenario::new(Cluster::from_json(B2B).unwrap());
+    let spec = FioSpec { rw: Rw::RandRead, bs: 4096, iodepth: 8, numjobs: 1, ios: 200 };
+    s.add_fio("fio", "borrower", "nvme0", spec, 0).unwrap();
+    if load {
+        let bar0 = s.cluster().lends()[0].bars[0].cpu_addr;
+        s.add_stream("load", "borrower:cpu", bar0, 8 * MIB, Access::Read, 0).unwrap();
+    }
+    s.run().unwrap()
+}
+
+#[test]
+fn an_fio_job_beside_a_heavy_stream_through_its_ntb_waits_longer() {
+    let (alone, loaded) = (fio_with(false), fio_with(true));
+    let lat = |r: &Report| r.workloads[0].fio.as_ref().unwrap().lat_mean_ps;
+    assert!(lat(&loaded) > 1.2 * lat(&alone), "{} vs {}", lat(&loaded), lat(&alone));
+    assert!(alone.workloads[0].fio.as_ref().unwrap().ios == 200);
+}
+
+#[test]
+fn a_rerun_is_bit_identical() {
+    let (a, b) = (fio_with(true), fio_with(true));
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+}
+
+#[test]
+fn bad_input_is_one_typed_error() {
+    let mut s = Scenario::new(Cluster::from_json(THREE).unwrap());
+    let e = |r: WResult<()>| r.map(|_| panic!("accepted")).unwrap_or_else(|e| { eprintln!("{e}"); e });
+    assert!(matches!(e(s.add_gpu_copy("c", "borrower", "gpu9", Dir::HtoD, MIB, 0)), WorkloadError::NoSuch { .. }));
+    assert!(matches!(e(s.add_gpu_copy("c", "nohost", "gpu0", Dir::HtoD, MIB, 0)), WorkloadError::NoSuch { .. }));
+    assert!(matches!(e(s.add_gpu_copy("c", "borrower", "ntb-b-a", Dir::HtoD, MIB, 0)), WorkloadError::WrongKind { .. }));
+    assert!(matches!(e(s.add_gpu_copy("c", "borrower", "gpu0", Dir::HtoD, 0, 0)), WorkloadError::Invalid { .. }));
+    s.add_gpu_copy("a", "borrower", "gpu1", Dir::HtoD, MIB, 0).unwrap();
+    assert!(matches!(e(s.add_gpu_copy("a", "borrower", "gpu2", Dir::HtoD, MIB, 0)), WorkloadError::DuplicateName { .. }));
+    assert!(matches!(e(s.add_gpu_copy("b", "borrower", "gpu1", Dir::DtoH, MIB, 0)), WorkloadError::InUse { .. }));
+    s.cluster().borrow("borrower", "gpu3").unwrap();
+    assert!(matches!(e(s.add_gpu_copy("d", "borrower", "gpu3", Dir::HtoD, MIB, 0)), WorkloadError::AlreadyBorrowed { .. }));
+    assert!(matches!(e(s.add_stream("s", "borrower:cpu", 0x7000_0000_0000_0000, MIB, Access::Write, 0)), WorkloadError::Unreachable { .. }));
+    s.run().unwrap();
+    let late = s.add_stream("late", "borrower:cpu", 0x3800_0000_0000, MIB, Access::Write, 0).unwrap_err();
+    assert!(matches!(late, WorkloadError::StartInPast { .. }), "{late}");
+    let mut n = Scenario::new(Cluster::from_json(B2B).unwrap());
+    let spec = FioSpec { rw: Rw::RandRead, bs: 8192, iodepth: 8, numjobs: 1, ios: 10 };
+    assert!(matches!(n.add_fio("f", "borrower", "nvme0", spec, 0).unwrap_err(), WorkloadError::Invalid { .. }));
+}
+
+#[test]
+fn params_name_the_version_and_the_drive() {
+    let mut s = Scenario::new(Cluster::from_json(B2B).unwrap());
+    s.add_fio("f", "borrower", "nvme0", FioSpec { rw: Rw::RandWrite, bs: 4096, iodepth: 2, numjobs: 2, ios: 20 }, 1000).unwrap();
+    let r = s.run().unwrap();
+    assert!(r.workloads[0].start >= 1000);
+    let p = s.params();
+    for k in ["devlend_version", "max_payload_bytes", "max_read_request_bytes", "read_tags", "nvme0.media_read_latency_ns"] {
+        assert!(p.iter().any(|(n, _)| n == k), "{k} missing from {p:?}");
+    }
+}

@@ -1,0 +1,95 @@
+"""``devlend run-workloads``: DMA streams, GPU copies and fio jobs at once on one topology
+(devlend.Scenario), printed as a table of workloads and a table of loaded links; CSV on request,
+each file under a commented line of the effective parameters."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .cli_run import STREAM_HELP, _table, parse_stream
+from .errors import DevlendError
+from .sizes import parse_size
+
+GPU_HELP = ("a GPU copy NAME:HOST:DEVICE:htod|dtoh:BYTES[@START_NS], e.g. c:borrower:gpu0:dtoh:8MiB@1000; "
+            "HOST runs the driver and borrows DEVICE if it sits elsewhere")
+FIO_HELP = ("an fio job NAME:HOST:DEVICE:randread|randwrite:QD:JOBS:IOS[@START_NS], e.g. f:borrower:nvme0:randread:8:1:1000 "
+            "(4 KiB commands; QD per job)")
+
+
+def _at(opt: str, spec: str) -> tuple[str, float]:
+    if "@" not in spec:
+        return spec, 0.0
+    body, _, t = spec.rpartition("@")
+    try:
+        return body, float(t)
+    except ValueError:
+        raise DevlendError(f"{opt} {spec!r}: the start time after @ is not a number of nanoseconds") from None
+
+
+def parse_gpu_copy(spec: str) -> dict:
+    body, at = _at("--gpu-copy", spec)
+    parts = body.split(":")
+    if len(parts) != 5:
+        raise DevlendError(f"--gpu-copy {spec!r}: expected NAME:HOST:DEVICE:htod|dtoh:BYTES[@START_NS]")
+    name, host, dev, direction, size = parts
+    if direction.lower() not in ("htod", "dtoh"):
+        raise DevlendError(f"--gpu-copy {spec!r}: direction {direction!r} must be htod or dtoh")
+    try:
+        nbytes = parse_size(size)
+    except ValueError as e:
+        raise DevlendError(f"--gpu-copy {spec!r}: {e}") from None
+    return {"name": name, "runner": host, "gpu": dev, "direction": direction.lower(), "nbytes": nbytes, "at_ns": at}
+
+
+def parse_fio(spec: str) -> dict:
+    body, at = _at("--fio", spec)
+    parts = body.split(":")
+    if len(parts) != 7:
+        raise DevlendError(f"--fio {spec!r}: expected NAME:HOST:DEVICE:randread|randwrite:QD:JOBS:IOS[@START_NS]")
+    name, host, dev, rw, qd, jobs, ios = parts
+    if rw not in ("randread", "randwrite"):
+        raise DevlendError(f"--fio {spec!r}: rw {rw!r} must be randread or randwrite")
+    try:
+        qd_, jobs_, ios_ = int(qd), int(jobs), int(ios)
+    except ValueError:
+        raise DevlendError(f"--fio {spec!r}: QD, JOBS and IOS must be whole numbers") from None
+    return {"name": name, "runner": host, "drive": dev, "rw": rw, "iodepth": qd_, "numjobs": jobs_, "ios": ios_, "at_ns": at}
+
+
+def run_workloads(file: str = typer.Argument(..., help="topology file (YAML or JSON), without a setup section"),
+                  stream: list[str] = typer.Option([], "--stream", "-s", help=STREAM_HELP),
+                  gpu_copy: list[str] = typer.Option([], "--gpu-copy", "-g", help=GPU_HELP),
+                  fio: list[str] = typer.Option([], "--fio", "-f", help=FIO_HELP),
+                  csv_out: Optional[str] = typer.Option(None, "--csv", help="write the workloads' table as CSV to this file"),
+                  links_csv: Optional[str] = typer.Option(None, "--links-csv", help="write the links' table as CSV to this file")) -> None:
+    """Run streams, GPU copies and fio jobs at once on one clock and print each workload's start,
+    end, bandwidth (IOPS and latency for fio) and each loaded link direction's statistics."""
+    from .cli import _fail, out
+    from .scenario import Scenario
+    try:
+        if not (stream or gpu_copy or fio):
+            raise DevlendError("give at least one --stream, --gpu-copy or --fio")
+        streams, copies, jobs = [parse_stream(s) for s in stream], [parse_gpu_copy(g) for g in gpu_copy], [parse_fio(f) for f in fio]
+        sc = Scenario(file)
+        for c in copies:
+            sc.gpu_copy(c["name"], c["runner"], c["gpu"], c["direction"], c["nbytes"], at_ns=c["at_ns"])
+        for j in jobs:
+            sc.fio(j["name"], j["runner"], j["drive"], j["rw"], iodepth=j["iodepth"], numjobs=j["numjobs"], ios=j["ios"], at_ns=j["at_ns"])
+        for s in streams:
+            sc.stream(s["name"], s["requester"], s["addr"], s["nbytes"], write=s["write"], at_ns=s["at_ns"])
+        sc.run()
+        res, links = sc.results(), sc.link_stats()
+    except (DevlendError, OSError) as e:
+        _fail(e)
+    out.print(_table(res.dropna(axis=1, how="all"), "workloads (times in ns, bandwidth in GB/s, latency in us)"))
+    out.print(_table(links.drop(columns=["link_index", "towards_down"]), "link directions that carried TLPs"))
+    out.print(sc.header(), markup=False)
+    try:
+        sc.to_csv(csv_out, links_csv)
+        for p in (csv_out, links_csv):
+            if p:
+                out.print(f"wrote {p}", markup=False)
+    except OSError as e:
+        _fail(e)

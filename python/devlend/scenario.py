@@ -1,0 +1,128 @@
+"""Several workloads at once on any topology, on one clock (devlend-workloads' Scenario):
+timing-only DMA streams, bandwidthTest-style GPU copies and fio-style NVMe jobs, each driven by
+its real driver, started at given times and run together.
+
+    s = devlend.Scenario("topologies/three-host-cluster.yaml")
+    s.gpu_copy("copy", "borrower", "gpu0", "dtoh", 8 << 20)          # borrows gpu0 from lender-a
+    bar1 = s.lends()[0]["bars"][1]["cpu_addr"]                        # gpu0's BAR 1 as the borrower sees it
+    s.stream("load", "borrower:cpu", bar1 + (128 << 20), 8 << 20, write=False, at_ns=1000)
+    s.run()
+    s.results(); s.link_stats(); s.params(); s.to_csv("out.csv")
+
+Times are in nanoseconds. The topology should have no Device Lending ``setup`` section: the
+scenario borrows devices itself.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Union
+
+from . import _core
+from .errors import WorkloadError
+from .machine import _call
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .topology import Topology
+
+Addr = Union[int, str]
+
+RESULT_COLUMNS = ["name", "kind", "at_ns", "start_ns", "end_ns", "bytes", "GBps", "ios", "iops", "lat_mean_us", "lat_p50_us", "lat_p99_us"]
+LINK_COLUMNS = ["link", "link_index", "towards_down", "tlps", "bytes", "payload", "utilisation", "busy_ns", "credit_stall_ns", "mean_queue_ns"]
+
+
+def _ps(name: str, at_ns: float) -> int:
+    if at_ns < 0:
+        raise WorkloadError(f"workload {name}: start time {at_ns} ns is negative", "invalid", None)
+    return round(at_ns * 1000)
+
+
+class Scenario:
+    """Workloads started at given times on one machine, run together."""
+
+    def __init__(self, topology: "Union[str, os.PathLike, Topology]"):
+        from .topology import Topology, load
+        topo = topology if isinstance(topology, Topology) else load(topology)
+        self._s = _call(_core.Scenario, topo.to_json())
+        self._ran = False
+
+    def stream(self, name: str, requester: str, addr: Addr, nbytes: int, *, write: bool = True, at_ns: float = 0) -> "Scenario":
+        """`nbytes` of max-payload writes (or max-read-request reads) by `requester` at `addr`."""
+        if nbytes < 0:
+            raise WorkloadError(f"workload {name}: bytes must not be negative", "invalid", None)
+        _call(self._s.stream, name, requester, addr, int(nbytes), write, _ps(name, at_ns))
+        return self
+
+    def gpu_copy(self, name: str, runner: str, gpu: str, direction: str, nbytes: int, *, at_ns: float = 0) -> "Scenario":
+        """One cudaMemcpy ("htod" or "dtoh") of `nbytes` by `runner`'s driver; borrows `gpu` if it sits elsewhere."""
+        if nbytes < 0:
+            raise WorkloadError(f"workload {name}: bytes must not be negative", "invalid", None)
+        _call(self._s.gpu_copy, name, runner, gpu, direction, int(nbytes), _ps(name, at_ns))
+        return self
+
+    def fio(self, name: str, runner: str, drive: str, rw: str, *, iodepth: int = 1, numjobs: int = 1, ios: int = 1000,
+            bs: int = 4096, at_ns: float = 0) -> "Scenario":
+        """An fio job (rw "randread" or "randwrite", 4 KiB) on `drive` by `runner`; borrows it if it sits elsewhere."""
+        for k, v in (("iodepth", iodepth), ("numjobs", numjobs), ("ios", ios), ("bs", bs)):
+            if v < 0:
+                raise WorkloadError(f"workload {name}: {k} must not be negative", "invalid", None)
+        _call(self._s.fio, name, runner, drive, rw, iodepth, numjobs, ios, bs, _ps(name, at_ns))
+        return self
+
+    def lends(self) -> list[dict]:
+        """Devices borrowed so far, with their BARs as the borrower sees them (for stream addresses)."""
+        return [{"device": d, "lender": le, "borrower": b, "bars": [{"index": i, "size": s, "cpu_addr": a} for i, s, a in bars]}
+                for d, le, b, bars in self._s.lends()]
+
+    def run(self) -> "Scenario":
+        _call(self._s.run)
+        self._ran = True
+        return self
+
+    @property
+    def now_ns(self) -> float:
+        return self._s.now_ps() / 1000
+
+    def results(self) -> "pd.DataFrame":
+        """One row per workload: start/end (ns), bytes, GB/s; IOPS and latencies (us) for fio."""
+        import pandas as pd
+        rows = []
+        for name, kind, at, start, end, nbytes, fio in self._s.results():
+            t = None if end is None else end - start
+            row = {"name": name, "kind": kind, "at_ns": at / 1000, "start_ns": start / 1000,
+                   "end_ns": None if end is None else end / 1000, "bytes": nbytes,
+                   "GBps": nbytes / (t * 1e-12) / 1e9 if t else None}
+            if fio:
+                ios, iops, mean, p50, p99 = fio
+                row.update(ios=ios, iops=iops, lat_mean_us=mean / 1e6, lat_p50_us=p50 / 1e6, lat_p99_us=p99 / 1e6)
+            rows.append(row)
+        return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+    def link_stats(self) -> "pd.DataFrame":
+        """One row per link direction that carried TLPs: bytes, utilisation (busy / elapsed),
+        credit stall, mean queueing delay per TLP."""
+        import pandas as pd
+        elapsed = self._s.now_ps()
+        rows = [{"link": f"{a} -> {b}", "link_index": link, "towards_down": down, "tlps": tlps, "bytes": wire, "payload": payload,
+                 "utilisation": busy / elapsed if elapsed else 0.0, "busy_ns": busy / 1000, "credit_stall_ns": stall / 1000,
+                 "mean_queue_ns": queue / tlps / 1000}
+                for link, down, a, b, tlps, wire, payload, busy, queue, stall in self._s.link_stats()]
+        return pd.DataFrame(rows, columns=LINK_COLUMNS)
+
+    def params(self) -> dict:
+        """The effective parameters (MPS, MRRS, read tags, latencies, each drive's media) and devlend's version."""
+        return dict(self._s.params())
+
+    def header(self) -> str:
+        """The parameters as one commented CSV line."""
+        return "# " + "; ".join(f"{k}={v}" for k, v in self.params().items())
+
+    def to_csv(self, path: "Union[str, os.PathLike, None]", links_path: "Union[str, os.PathLike, None]" = None) -> None:
+        """Write the results (and the link statistics) as CSV, each under a commented parameters line."""
+        for p, df in ((path, self.results()), (links_path, self.link_stats())):
+            if p is not None:
+                with open(p, "w", encoding="utf-8", newline="") as fh:
+                    fh.write(self.header() + "\n")
+                    df.to_csv(fh, index=False)
