@@ -294,11 +294,6 @@ impl Sim {
         self.flows[flow as usize].end
     }
 
-    /// Bytes flow `flow` was asked to move (fewer after [`Sim::stop_flow`]).
-    pub fn flow_bytes(&self, flow: u32) -> u64 {
-        self.flows[flow as usize].total
-    }
-
     /// Tell the driver of the simulation [`Notice::Timer`]`(token)` at `at`.
     pub fn set_timer(&mut self, at: Ps, token: u64) {
         let i = alloc(&mut self.timers, &mut self.free_timers, token);
@@ -350,11 +345,6 @@ impl Sim {
             }
         }
         None
-    }
-
-    /// Is anything left to happen?
-    pub fn idle(&self) -> bool {
-        self.q.is_empty()
     }
 
     /// The flow has ended at `at`: record it and tell whoever asked.

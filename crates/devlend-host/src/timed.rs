@@ -33,10 +33,6 @@ impl<'t, 'y> ThreadOs<'t, 'y> {
         ThreadOs { t, host }
     }
 
-    pub fn thread(&self) -> &Thread<'y, Cluster> {
-        self.t
-    }
-
     /// The host kernel, for a timeless call.
     fn with<R>(&self, f: impl FnOnce(&mut HostOs<'_>) -> R) -> R {
         let mut w = self.t.world();

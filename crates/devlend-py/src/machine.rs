@@ -70,24 +70,8 @@ impl Machine {
 
     /// Every link direction that carried at least one TLP.
     fn port_stats(&self) -> Vec<PortRow> {
-        let w = self.inner.world();
-        let name = |n: u32| {
-            let node = &w.nodes[n as usize];
-            format!("{}.{}", node.component, node.port)
-        };
-        let stats = self.inner.port_stats();
-        let mut rows = Vec::new();
-        for (i, l) in w.links.iter().enumerate() {
-            for down in [true, false] {
-                let s = stats[devlend_engine::path::port_id(i as u32, down) as usize];
-                if s.tlps == 0 {
-                    continue;
-                }
-                let (from, to) = if down { (l.up, l.down) } else { (l.down, l.up) };
-                rows.push((i as u32, down, name(from), name(to), s.tlps, s.wire_bytes, s.payload_bytes, s.busy_ps, s.queue_ps, s.credit_stall_ps));
-            }
-        }
-        rows
+        let rows = self.inner.link_stats();
+        rows.into_iter().map(|l| (l.link, l.towards_down, l.from, l.to, l.stats.tlps, l.stats.wire_bytes, l.stats.payload_bytes, l.stats.busy_ps, l.stats.queue_ps, l.stats.credit_stall_ps)).collect()
     }
 
     /// TLP-hops and events simulated so far, and the most TLP records alive at once.

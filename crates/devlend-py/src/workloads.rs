@@ -68,7 +68,7 @@ impl Scenario {
             let fio = w.fio.as_ref().map(|f| (f.ios, f.iops, f.lat_mean_ps, f.lat_p50_ps, f.lat_p99_ps));
             (w.name.clone(), w.kind.name().to_string(), w.at, w.start, w.end, w.bytes, fio)
         }).collect();
-        self.links = r.links.iter().map(|l| (l.link, l.towards_down, l.from.clone(), l.to.clone(), l.tlps, l.wire_bytes, l.payload_bytes, l.busy_ps, l.queue_ps, l.credit_stall_ps)).collect();
+        self.links = r.links.iter().map(|l| (l.link, l.towards_down, l.from.clone(), l.to.clone(), l.stats.tlps, l.stats.wire_bytes, l.stats.payload_bytes, l.stats.busy_ps, l.stats.queue_ps, l.stats.credit_stall_ps)).collect();
         Ok(())
     }
 

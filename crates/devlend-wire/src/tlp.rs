@@ -11,7 +11,7 @@
 //! from `params/hardware.toml` (`[timing]`), so the engine, the analytic model and every crate
 //! that estimates link time use the same arithmetic.
 
-use crate::{Access, Bdf};
+use crate::Bdf;
 
 /// What a TLP is (PCIe Base 3.0 §2.2.1, Table 2-3, reduced to what devlend moves).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -27,14 +27,6 @@ pub enum TlpKind {
 }
 
 impl TlpKind {
-    /// The request kind for an access.
-    pub fn request(access: Access) -> TlpKind {
-        match access {
-            Access::Read => TlpKind::MemRead,
-            Access::Write => TlpKind::MemWrite,
-        }
-    }
-
     /// Whether the receiver's posted, non-posted or completion buffers hold it (§2.6.1).
     pub fn is_posted(self) -> bool {
         matches!(self, TlpKind::MemWrite | TlpKind::Message)
@@ -66,12 +58,6 @@ impl Overheads {
     /// header with its framing (the longest header, so completions are not favoured).
     pub fn header_bytes(&self) -> u64 {
         self.request as u64
-    }
-
-    /// Bytes `n` TLPs of `kind` carrying `payload` bytes in all occupy: the payload plus `n`
-    /// overheads (a stream cut into `n` TLPs).
-    pub fn stream_bytes(&self, kind: TlpKind, payload: u64, n: u64) -> u64 {
-        payload + n * self.wire_bytes(kind, 0)
     }
 }
 
@@ -123,7 +109,6 @@ mod tests {
         let r = Tlp::read(Bdf::new(1, 0, 0), 0x1000, 512, 3);
         assert_eq!(r.wire_bytes(&O), 28, "a read request carries no data");
         assert_eq!(O.wire_bytes(TlpKind::Completion, 64), 64 + 24);
-        assert_eq!(O.stream_bytes(TlpKind::MemWrite, 1024, 4), 1024 + 4 * 28);
         assert!(TlpKind::MemWrite.is_posted() && !TlpKind::MemRead.is_posted());
     }
 }

@@ -37,4 +37,5 @@ pub use devlend_wire::Access;
 pub use error::{WResult, WorkloadError};
 pub use fio::{FioSpec, FIO_BS};
 pub use scenario::{Kind, Report, Scenario, WorkloadResult};
-pub use stats::{engine_params, link_stats, LinkStat};
+pub use devlend_engine::machine::LinkStat;
+pub use stats::engine_params;

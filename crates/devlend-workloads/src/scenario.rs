@@ -2,7 +2,8 @@
 
 use crate::error::{WResult, WorkloadError};
 use crate::fio::FioSpec;
-use crate::stats::{engine_params, link_stats, LinkStat};
+use crate::stats::engine_params;
+use devlend_engine::machine::LinkStat;
 use devlend_devices::fio::{FioResult, FioRun};
 use devlend_devices::gpu_bench::Dir;
 use devlend_engine::machine::{Machine, MachineError};
@@ -157,7 +158,7 @@ impl Scenario {
     pub fn run(&mut self) -> WResult<Report> {
         self.m.run().map_err(machine_error)?;
         let workloads = self.entries.iter().map(|e| self.result(e)).collect::<WResult<Vec<_>>>()?;
-        Ok(Report { workloads, links: link_stats(&self.m), elapsed: self.now() })
+        Ok(Report { workloads, links: self.m.link_stats(), elapsed: self.now() })
     }
 
     fn result(&self, e: &Entry) -> WResult<WorkloadResult> {
