@@ -334,3 +334,18 @@ fn a_device_learns_when_its_write_has_left_it_and_a_write_issued_then_lands_behi
     let (sent, done) = (dev.borrow().sent.unwrap(), dev.borrow().done.unwrap());
     assert!(sent < done, "sent at {sent} ps, landed at {done} ps");
 }
+
+#[test]
+fn a_cpu_access_too_large_for_one_call_is_a_typed_error() {
+    let f = testbed();
+    let lender = f.host_id("lender").unwrap();
+    let mut m = Machine::new(f);
+    m.spawn("greedy", 0, move |t| {
+        let e = t.cpu_read(lender, 0x1000, 2 << 30).unwrap_err();
+        assert!(matches!(e, ThreadError::TooLarge { len, .. } if len == 2 << 30), "{e}");
+        let e = t.cpu_write(lender, u64::MAX - 1, &[0; 4]).unwrap_err();
+        assert!(matches!(e, ThreadError::TooLarge { .. }), "an access past the end of the address space: {e}");
+        Ok(())
+    });
+    m.run().unwrap();
+}

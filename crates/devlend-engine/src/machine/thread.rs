@@ -111,20 +111,28 @@ impl<W: World> Thread<'_, W> {
     /// A CPU store of `data` at `addr` by a CPU of `host`: posted, so the thread goes on once
     /// the store has left the CPU (the bytes land later, in order behind earlier stores).
     pub fn cpu_write(&self, host: HostId, addr: u64, data: &[u8]) -> Result<(), ThreadError> {
+        self.fits(addr, data.len() as u64)?;
         self.access(host, addr, Access::Write, data.len() as u64, data.to_vec()).map(|_| ())
     }
 
     /// A CPU load of `len` bytes at `addr`: the thread waits for the data.
     pub fn cpu_read(&self, host: HostId, addr: u64, len: usize) -> Result<Vec<u8>, ThreadError> {
+        self.fits(addr, len as u64)?;
         self.access(host, addr, Access::Read, len as u64, vec![0; len])
+    }
+
+    /// One call moves at most `MAX_ACCESS` bytes, inside the address space (checked before any
+    /// buffer is made).
+    fn fits(&self, addr: u64, len: u64) -> Result<(), ThreadError> {
+        if len > MAX_ACCESS || addr.checked_add(len).is_none() {
+            return Err(ThreadError::TooLarge { thread: self.name.to_string(), addr, len });
+        }
+        Ok(())
     }
 
     fn access(&self, host: HostId, addr: u64, access: Access, len: u64, data: Vec<u8>) -> Result<Vec<u8>, ThreadError> {
         if len == 0 {
             return Ok(Vec::new());
-        }
-        if len > MAX_ACCESS || addr.checked_add(len).is_none() {
-            return Err(ThreadError::TooLarge { thread: self.name.to_string(), addr, len });
         }
         let who = Requester::Cpu(host);
         let started = {
