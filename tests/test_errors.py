@@ -1,5 +1,6 @@
 """Bad input: every case gets one clear error naming the file, line and field, and nothing panics."""
 
+import os
 import textwrap
 
 import pytest
@@ -196,3 +197,25 @@ def test_fuzz_mutated_descriptions_never_crash(data):
         devlend.loads(text, "fuzz.yaml").build()
     except TopologyError as e:
         assert str(e).startswith("fuzz.yaml")
+
+
+def _fabric():
+    return devlend.load(os.path.join(os.path.dirname(devlend.__file__), "topologies", "pxh830-two-host.yaml")).build()
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda f: f.write("lender", -1, b"x"), "write: addr=-1: expected an integer from 0 to 2^64-1"),
+    (lambda f: f.read("lender", 0, 2**70), "read: length=1180591620717411303424: expected an integer"),
+    (lambda f: f.dma("lender", 0, -5), "dma: nbytes=-5: expected an integer"),
+    (lambda f: f.config_read("gpu0", -1), "config_read: offset=-1"),
+    (lambda f: f.iommu_map("lender", "d", 0, 0, 2**64), "iommu_map: size=18446744073709551616"),
+    (lambda f: f.write("lender", 0, None), "write: data=None: expected bytes"),
+    (lambda f: f.resolve(2**65), "resolve: addr=36893488147419103232"),
+    (lambda f: f.spad_write("x", -1, 1), "spad_write: idx=-1"),
+    (lambda f: f.machine().stream("s", "lender", 0, 2**70), "bytes must be from 0 to 2^64-1"),
+])
+def test_out_of_range_or_wrong_type_arguments_are_devlend_errors(call, words):
+    """Issue 17 audit: negative or over-64-bit integers raised raw OverflowError/TypeError."""
+    with pytest.raises(devlend.errors.DevlendError) as e:
+        call(_fabric())
+    assert words in str(e.value)

@@ -518,3 +518,69 @@ def test_fuzz_mutated_captures(which, ops, ops2):
 def test_fuzz_random_text(tree, vvv, junk):
     _check(tree.encode("utf-8", "surrogatepass"), vvv.encode("utf-8", "surrogatepass"))
     _check(junk, VVV.encode())
+
+
+def _sysfs_copy(tmp_path):
+    root = tmp_path / "devices"
+    shutil.copytree(SYSFS, root)
+    return root
+
+
+def test_sysfs_attribute_that_is_a_fifo_or_a_directory(tmp_path):
+    """Issue 17 audit: a FIFO attribute hung the importer, and a directory named `device` raised an
+    uncaught TypeError; both are errors naming the file."""
+    root = _sysfs_copy(tmp_path)
+    vendor = root / "0000:05:00.0" / "vendor"
+    vendor.unlink()
+    os.mkfifo(vendor)
+    with pytest.raises(TopologyError, match="a FIFO: expected a sysfs attribute") as e:
+        parse_sysfs(str(root))
+    assert e.value.file == str(vendor)
+    vendor.unlink()
+    vendor.write_text("0x8086\n")
+    device = root / "0000:05:00.0" / "device"
+    device.unlink()
+    device.mkdir()
+    with pytest.raises(TopologyError, match="a directory: expected a sysfs attribute") as e:
+        parse_sysfs(str(root))
+    assert e.value.file == str(device)
+
+
+def test_sysfs_duplicate_addresses_are_refused(tmp_path):
+    """Issue 17 audit: `00000000:05:00.0` beside `0000:05:00.0` was merged silently."""
+    root = _sysfs_copy(tmp_path)
+    shutil.copytree(root / "0000:05:00.0", root / "00000000:05:00.0")
+    with pytest.raises(TopologyError, match="the same PCI address as") as e:
+        parse_sysfs(str(root))
+    assert e.value.file in (str(root / "0000:05:00.0"), str(root / "00000000:05:00.0"))
+
+
+def test_sysfs_bus_outside_the_parent_bridges_range_is_refused(tmp_path):
+    """Issue 17 audit: a function on bus 09 behind a bridge whose config space says secondary 05,
+    subordinate 05 was accepted."""
+    root = _sysfs_copy(tmp_path)
+    (root / "0000:05:00.0").rename(root / "0000:09:00.0")
+    with pytest.raises(TopologyError, match="outside bridge 0000:03:09.0's bus range 05-05") as e:
+        parse_sysfs(str(root))
+    assert (e.value.file, e.value.line) == (str(root / "0000:09:00.0" / "parent"), 1)
+    (root / "0000:09:00.0" / "parent").write_text("0001:03:09.0\n")
+    shutil.copytree(root / "0000:03:09.0", root / "0001:03:09.0")
+    (root / "0001:03:09.0" / "parent").write_text("0000:02:00.0\n")  # a bridge of domain 1 under domain 0
+    with pytest.raises(TopologyError, match="in another PCI domain"):
+        parse_sysfs(str(root))
+
+
+def test_sysfs_second_pci_domain_is_imported(tmp_path):
+    """Issue 17 audit: functions of a second PCI domain must not be dropped silently."""
+    root = _sysfs_copy(tmp_path)
+    for bdf in ("0000:00:02.0", "0000:02:00.0", "0000:03:09.0", "0000:05:00.0"):
+        dst = root / ("0001" + bdf[4:])
+        shutil.copytree(root / bdf, dst)
+        parent = (dst / "parent").read_text().strip()
+        if parent.lower() not in ("", "none", "root"):
+            (dst / "parent").write_text("0001" + parent[4:] + "\n")
+    r = parse_sysfs(str(root))
+    names = [d["name"] for d in r.description["devices"]]
+    assert "nvme-05-00" in names and "nvme-0001-05-00" in names, names
+    assert not any(s.bdf.startswith("0001:") for s in r.skipped)
+    r.build()

@@ -102,7 +102,7 @@ def test_corrupt_traces_and_logs_are_one_line_errors(tmp_path):
     r = cli("build", str(log), "-o", str(tmp_path / "x.dlt"))
     assert r.returncode == 2 and f"{log}:9:" in r.stderr and "iova" in r.stderr
     assert not (tmp_path / "x.dlt").exists() and not (tmp_path / "x.dlt.part").exists()
-    for args, words in [(("--tenants", "0"), "tenants: 0"), (("--order", "RR0"), "burst")]:
+    for args, words in [(("--tenants", "0"), "'--tenants'"), (("--order", "RR0"), "burst")]:
         r = cli("build", SAMPLE_LOG, "-o", str(tmp_path / "y.dlt"), *args)
         assert r.returncode == 2 and words in r.stderr, r.stderr
 
@@ -151,3 +151,13 @@ def test_truncated_logs_unknown_events_and_bad_header_counts_name_file_and_place
     r = cli("build", str(tmp_path / "pages.dlt"), "-o", str(tmp_path / "o.dlt"), "-q")
     assert r.returncode == 2 and r.stderr.startswith(f"devlend: error: {tmp_path / 'pages.dlt'}: byte 16: corrupt header")
     assert not (tmp_path / "o.dlt").exists() and not (tmp_path / "o.dlt.part").exists()
+
+
+@pytest.mark.parametrize("value", ["-5", "0", str(10**12)])
+def test_tenant_counts_out_of_range_are_usage_errors_naming_the_option(tmp_path, value):
+    """Issue 17 audit: `--tenants -5` or 10^12 ended in an OverflowError traceback."""
+    r = cli("build", SAMPLE_LOG, "-o", str(tmp_path / "t.dlt"), f"--tenants={value}")
+    assert r.returncode == 2 and "--tenants" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "t.dlt").exists()
+    r = cli("build", SAMPLE_LOG, "-o", str(tmp_path / "t.dlt"), "--tenants", "4000000000")  # a u32, over the trace's limit
+    assert r.returncode == 2 and "tenants: 4000000000 (expected 1..=65280)" in r.stderr, r.stderr

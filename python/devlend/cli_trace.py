@@ -32,6 +32,10 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+# The Rust core takes tenant counts as u32 and seeds and packet counts as u64; larger values are
+# refused here, as usage errors naming the option, and the core checks the real limits.
+U32_MAX, U64_MAX = (1 << 32) - 1, (1 << 64) - 1
+
 SAMPLE_LOG = os.path.join(os.path.dirname(__file__), "traces", "sample_qemu.log")
 
 
@@ -89,9 +93,9 @@ def _print_stats(st: dict, as_json: bool) -> None:
 @app.command()
 def build(inputs: List[str] = typer.Argument(..., help="QEMU intel-iommu logs and/or .dlt traces (each SID of each file is a source tenant)"),
           output: str = typer.Option(..., "-o", "--output", help="the .dlt hyper-trace to write"),
-          tenants: Optional[int] = typer.Option(None, "--tenants", help="tenants in the trace; tenant i replays source i mod sources (default: one per source)"),
+          tenants: Optional[int] = typer.Option(None, "--tenants", min=1, max=U32_MAX, help="tenants in the trace; tenant i replays source i mod sources (default: one per source)"),
           order: str = typer.Option("RR1", "--order", help="interleaving: RR<burst> or RAND<burst> (002 §V-A: RR1, RR4, RAND1)"),
-          seed: int = typer.Option(1, "--seed", help="seed of the RAND interleaving"),
+          seed: int = typer.Option(1, "--seed", min=0, max=U64_MAX, help="seed of the RAND interleaving"),
           as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
           quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar")) -> None:
     """Combine per-tenant logs into one hyper-tenant trace (002 §IV-B), stopping when any tenant runs out."""
@@ -123,9 +127,9 @@ def info(trace: str = typer.Argument(..., help=".dlt trace"),
 def replay(inputs: List[str] = typer.Argument(..., help="one .dlt trace, or QEMU logs / traces to construct from on the fly"),
            config: str = typer.Option("hypertrio", "--config", help="base or hypertrio (002 Table IV)"),
            overrides: Optional[str] = typer.Option(None, "--set", help='JSON field overrides, e.g. \'{"ptb_entries": 8}\''),
-           tenants: Optional[int] = typer.Option(None, "--tenants", help="construct with this many tenants (logs; default one per source)"),
+           tenants: Optional[int] = typer.Option(None, "--tenants", min=1, max=U32_MAX, help="construct with this many tenants (logs; default one per source)"),
            order: Optional[str] = typer.Option(None, "--order", help="construct with this interleaving (default RR1 for logs; a trace replays as it is)"),
-           seed: int = typer.Option(1, "--seed", help="seed of the RAND interleaving"),
+           seed: int = typer.Option(1, "--seed", min=0, max=U64_MAX, help="seed of the RAND interleaving"),
            as_json: bool = typer.Option(False, "--json", help="print the statistics as JSON"),
            quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar")) -> None:
     """Run the HyperTRIO model (002 §IV-C) on recorded translations; same statistics as synthetic runs."""
@@ -137,10 +141,10 @@ def replay(inputs: List[str] = typer.Argument(..., help="one .dlt trace, or QEMU
 @app.command()
 def synth(output: str = typer.Option(..., "-o", "--output", help="the .dlt trace to write"),
           workload: str = typer.Option("iperf3", "--workload", help="iperf3, mediastream or websearch (002 Table III)"),
-          tenants: int = typer.Option(1024, "--tenants"),
+          tenants: int = typer.Option(1024, "--tenants", min=1, max=U32_MAX),
           order: str = typer.Option("RR1", "--order", help="RR<burst> or RAND<burst>"),
-          packets_per_tenant: Optional[int] = typer.Option(None, "--packets-per-tenant", help="default: Table III's length"),
-          seed: int = typer.Option(1, "--seed"),
+          packets_per_tenant: Optional[int] = typer.Option(None, "--packets-per-tenant", min=1, max=U64_MAX, help="default: Table III's length"),
+          seed: int = typer.Option(1, "--seed", min=0, max=U64_MAX),
           quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar")) -> None:
     """Write the synthetic tenants of 002 §IV-D as a .dlt trace (replays exactly like `devlend experiment h2`'s runs)."""
     with _progress("writing", quiet) as cb:

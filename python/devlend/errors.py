@@ -59,3 +59,28 @@ class NvmeStatusError(DevlendError):
     def __init__(self, message: str, *, opcode: int, lba: int, status: int):
         self.opcode, self.lba, self.status = opcode, lba, status
         super().__init__(message)
+
+
+U64_END = 1 << 64
+
+
+def argument_error(method: str, arguments: dict, exc: BaseException) -> FabricError:
+    """The devlend error for an argument the Rust core could not take (PyO3 raises OverflowError or
+    TypeError while converting it): names the method, the argument and what was expected."""
+    for name, v in arguments.items():
+        if isinstance(v, int) and not isinstance(v, bool) and not 0 <= v < U64_END:
+            return FabricError(f"{method}: {name}={v}: expected an integer from 0 to 2^64-1")
+    for name, v in arguments.items():
+        if v is None or isinstance(v, (float, list, dict, tuple, set)):
+            return FabricError(f"{method}: {name}={v!r}: expected {_expected(name)}")
+    return FabricError(f"{method}: {exc}")
+
+
+def _expected(name: str) -> str:
+    if name == "data":
+        return "bytes"
+    if name in ("requester", "host", "domain", "device", "ntb", "name"):
+        return "a name (str)"
+    if name == "addr" or name == "iova":
+        return "an address (an integer, or a name such as 'gpu0.bar1+0x1000')"
+    return "an integer"

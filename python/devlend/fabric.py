@@ -5,12 +5,13 @@ call goes straight to Rust; results come back as plain values or small dataclass
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from . import _core
-from .errors import DmaFault, FabricError
+from .errors import DmaFault, FabricError, argument_error
 
 Addr = Union[int, str]
 
@@ -22,6 +23,13 @@ def _wrap(fn):
             return fn(*a, **k)
         except _core.FabricError as e:
             raise FabricError(str(e)) from None
+        except (OverflowError, TypeError) as e:
+            try:
+                bound = inspect.signature(fn).bind(*a, **k).arguments
+            except TypeError:
+                raise e from None  # a call with missing or extra arguments: Python's own error
+            bound.pop("self", None)
+            raise argument_error(inner.__name__, bound, e) from None
     return inner
 
 
@@ -149,6 +157,7 @@ class Fabric:
             raise DmaFault(json.loads(fail))
         return data
 
+    @_wrap
     def dma(self, requester: str, addr: Addr, nbytes: int, *, write: bool = True, warm: bool = False) -> "Transfer":
         """Time a DMA stream (posted writes of max payload, or reads of max read request size) on
         an idle fabric with the discrete-event engine; `warm` runs it once untimed first (steady
@@ -223,3 +232,9 @@ class Fabric:
         self._core.config_write(device, offset, value, size)
 
     set_bus_master = _wrap(lambda self, device, enable=True: self._core.set_bus_master(device, enable))
+
+
+for _name, _attr in list(vars(Fabric).items()):  # the one-line API wrappers: errors name the method
+    if getattr(_attr, "__name__", None) == "<lambda>":
+        for _fn in (_attr, getattr(_attr, "__wrapped__", _attr)):
+            _fn.__name__, _fn.__qualname__ = _name, f"Fabric.{_name}"

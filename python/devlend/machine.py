@@ -17,7 +17,7 @@ import json
 from typing import TYPE_CHECKING, Union
 
 from . import _core
-from .errors import FabricError, WorkloadError
+from .errors import U64_END, FabricError, WorkloadError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,8 +47,9 @@ class Run:
     def stream(self, name: str, requester: str, addr: Addr, nbytes: int, *, write: bool = True, at_ns: float = 0) -> int:
         """Start `nbytes` of max-payload writes (or max-read-request reads) by `requester` at
         `addr`, at `at_ns`. Raises WorkloadError when the address is unreachable or nbytes is 0."""
-        if nbytes < 0 or at_ns < 0:
-            raise WorkloadError(f"workload {name}: bytes and start time must not be negative")
+        if not 0 <= nbytes < U64_END or at_ns < 0:
+            raise WorkloadError(f"workload {name}: bytes must be from 0 to 2^64-1 and the start time not negative "
+                                f"(got nbytes={nbytes}, at_ns={at_ns})")
         i = _call(self._m.stream, name, requester, addr, int(nbytes), write, round(at_ns * 1000))
         self._requesters.append(requester)
         return i

@@ -107,6 +107,18 @@ fn page_size(text: &str, slpte: u64, event: &str) -> Result<u64, String> {
     }
 }
 
+/// A page-table level: 1 (the leaf of a 4 KiB page) to 4. VT-d numbers second-level paging
+/// structures from the leaf up (VT-d §3.7, §9.8), and QEMU's intel-iommu walks 3 or 4 levels
+/// (address widths of 39 or 48 bits: its `aw-bits` property), so 0 and 5 cannot appear in its log.
+fn walk_level(text: &str, event: &str) -> Result<u64, String> {
+    let level = need(text, "level", event)?;
+    if (1..=4).contains(&level) {
+        Ok(level)
+    } else {
+        Err(format!("{event}: field 'level' = {level}: expected a page-table level from 1 to 4 (QEMU's VT-d walks at most 4 levels)"))
+    }
+}
+
 /// The number after the first word `name` that is followed by one (descriptions may use the same
 /// words, e.g. "slpte fetch ... slpte 0x..").
 fn field(text: &str, name: &str) -> Option<u64> {
@@ -173,6 +185,9 @@ pub fn parse_line(line: &str) -> Result<Option<Event>, String> {
                 need(text, "domain", name)?,
             );
             let size = page_size(text, slpte, name)?;
+            if field(text, "level").is_some() {
+                walk_level(text, name)?;
+            }
             if name.ends_with("hit") {
                 Event::PageHit {
                     sid,
@@ -217,7 +232,7 @@ pub fn parse_line(line: &str) -> Result<Option<Event>, String> {
         }
         "vtd_slpte_fetch" => Event::SlpteFetch {
             iova: need(text, "iova", name)?,
-            level: need(text, "level", name)?,
+            level: walk_level(text, name)?,
             addr: need(text, "addr", name)?,
             slpte: need(text, "slpte", name)?,
         },
@@ -466,6 +481,18 @@ vtd_inv_desc_iotlb_global iotlb invalidate global
                 "{e}"
             );
         }
+        // page-walk levels exist from 1 (leaf) to 4 (QEMU's VT-d walks at most 4 levels)
+        for level in ["0x0", "0x5"] {
+            for line in [
+                format!("vtd_slpte_fetch high 0x1 low 0x2 iova 0x1000 level {level} addr 0x7f0000 slpte 0x3\n"),
+                format!("vtd_iotlb_page_hit sid 0x1 iova 0x1000 slpte 0x3 domain 0x1 level {level}\n"),
+            ] {
+                let e = read_log("l.log", line.as_bytes(), |_, _| {}).unwrap_err();
+                assert!(e.starts_with("l.log:1:") && e.contains("'level'") && e.contains("1 to 4"), "{e}");
+            }
+        }
+        let line = "vtd_slpte_fetch high 0x1 low 0x2 iova 0x1000 level 0x1 addr 0x7f0000 slpte 0x3\n";
+        assert!(read_log("l.log", line.as_bytes(), |_, _| {}).is_ok());
         let e = read_log("c.log", "%%% garbage\n".as_bytes(), |_, _| {}).unwrap_err();
         assert!(
             e.starts_with("c.log:1:") && e.contains("not a QEMU trace line"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 import os
 import re
+import stat
 
 from ..errors import TopologyError
 from .common import IORESOURCE_MEM, IORESOURCE_MEM_64, IORESOURCE_PREFETCH, ImportResult, Key, Loc, _Bar, _CONFIG_SPEEDS, _CONTROL_RE, _Fn, _Link, _PCIE_TYPES, _Sriov, _bdf, _check_size, _use_slots, decode_text
@@ -27,19 +28,32 @@ def _key_of(text: str) -> Optional[Key]:
     return (int(m.group(1), 16), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4)))
 
 
+def _regular(p: str) -> bool:
+    """Whether ``p`` is a regular file; raises for anything else that exists (a directory, a FIFO,
+    a device node: sysfs attributes are regular files, and opening a FIFO would wait forever)."""
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise TopologyError(f"cannot read: {e.strerror or e}", file=p) from None
+    if stat.S_ISREG(mode):
+        return True
+    kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+    raise TopologyError(f"{kind}: expected a sysfs attribute (a regular file)", file=p)
+
+
 def _read_attr(path: str, name: str, required: bool = False) -> Optional[str]:
     p = os.path.join(path, name)
-    if os.path.isdir(p):
+    if not _regular(p):
+        if required:
+            raise TopologyError(f"missing: every device directory needs '{name}'", file=p) from None
         return None
     try:
         with open(p, "rb") as fh:
             data = fh.read(1 << 20)
-    except FileNotFoundError:
-        if required:
-            raise TopologyError(f"missing: every device directory needs '{name}'", file=p) from None
-        return None
     except OSError as e:
-        raise TopologyError(f"cannot read: {e.strerror}", file=p) from None
+        raise TopologyError(f"cannot read: {e.strerror or e}", file=p) from None
     text = decode_text(data, p)
     m = _CONTROL_RE.search(text)
     if m:
@@ -72,8 +86,9 @@ def _parse_config(data: bytes, fn: _Fn, has_sysfs_link: bool) -> None:
 
     if len(data) < 64:
         return
-    if data[0x0e] & 0x7f == 1:
+    if data[0x0e] & 0x7f == 1:  # type 1 header: primary, secondary, subordinate bus at 0x18-0x1a
         fn.is_bridge = True
+        fn.bus_numbers = (data[0x18], data[0x19], data[0x1a])
     if not u16(6) & 0x10:
         return
     ptr, seen = data[0x34] & 0xfc, set()
@@ -154,6 +169,17 @@ def _parse_resource(path: str, fn: _Fn, total_vfs: Optional[int]) -> list[_Bar]:
     return slots
 
 
+def _check_bus(key: Key, pkey: Key, parent: _Fn, loc: Loc) -> None:
+    """A function sits in its parent bridge's domain, on a bus in the bridge's secondary-subordinate range."""
+    if pkey[0] != key[0]:
+        raise loc.error(f"parent {_bdf(pkey)} is in another PCI domain than {_bdf(key)}: "
+                        "a bridge forwards only within its domain")
+    buses = parent.bus_numbers
+    if buses is not None and not buses[1] <= key[1] <= buses[2]:
+        raise loc.error(f"{_bdf(key)} is on bus {key[1]:02x}, outside bridge {_bdf(pkey)}'s bus range "
+                        f"{buses[1]:02x}-{buses[2]:02x} (secondary-subordinate in its config space)")
+
+
 def parse_sysfs(root: str, *, host_name: str = "imported", cpu: str = "intel-xeon-e5", ram: Optional[int] = None,
                 tree_text: Optional[str] = None, tree_file: str = "<tree>") -> ImportResult:
     """Turn a saved ``/sys/bus/pci/devices`` (format in the module doc) into a topology description."""
@@ -166,12 +192,17 @@ def parse_sysfs(root: str, *, host_name: str = "imported", cpu: str = "intel-xeo
     parent_src: dict[Key, tuple[Optional[Key], Loc]] = {}
     physfn: dict[Key, tuple[Key, Loc]] = {}
     ignored = []
+    named: dict[Key, str] = {}
     for entry in sorted(os.listdir(root)):
         key = _key_of(entry)
         path = os.path.join(root, entry)
         if key is None:
             ignored.append(entry)
             continue
+        if key in named:
+            raise TopologyError(f"the same PCI address as '{named[key]}' ({_bdf(key)}): every function appears once",
+                                file=path)
+        named[key] = entry
         link_target = os.readlink(path) if os.path.islink(path) else None
         if not os.path.isdir(path):
             if link_target is not None:
@@ -191,9 +222,11 @@ def parse_sysfs(root: str, *, host_name: str = "imported", cpu: str = "intel-xeo
         fn.lnksta = _sysfs_link(path, "current_link_speed", "current_link_width")
         fn.lnkcap = _sysfs_link(path, "max_link_speed", "max_link_width")
         cfg = os.path.join(path, "config")
-        if os.path.isfile(cfg):
+        if _regular(cfg):
             with open(cfg, "rb") as fh:
                 _parse_config(fh.read(4096), fn, fn.lnksta is not None)
+            if fn.bus_numbers is not None:
+                fn.bus_loc = Loc(cfg)
         total = _int_attr(path, "sriov_totalvfs")
         if total is not None:
             num = _int_attr(path, "sriov_numvfs") or 0
@@ -255,6 +288,9 @@ def parse_sysfs(root: str, *, host_name: str = "imported", cpu: str = "intel-xeo
                 raise parent_src[key][1].error(f"the parents of {_bdf(key)} form a cycle: PCI is a tree")
             seen.add(k)
             k = fns[k].parent
+    for key, (pkey, loc) in parent_src.items():
+        if pkey is not None:
+            _check_bus(key, pkey, fns[pkey], loc)
     for key, (pk, loc) in physfn.items():
         if pk not in fns:
             raise loc.error(f"PF {_bdf(pk)} is not in {root}")
