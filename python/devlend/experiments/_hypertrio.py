@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from ._plot import Figure, axes, points
 from .. import _core
 
 LINK_GBPS = 200.0
@@ -43,24 +44,13 @@ def grid(points: list[dict]) -> list[dict]:
 
 def plot_three_panels(rows: list[dict], workloads, path: str, title: str) -> None:
     """The layout of 002 Figs 11 and 12: panels (a), (b), (c), one line per workload and variant
-    ("a:...", "b:...", "c:..."), link bandwidth against tenants."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4), sharey=True)
-    for ax, part in zip(axes, "abc"):
-        for w, ls in zip(workloads, ("-", "--", ":")):
-            for v in dict.fromkeys(r["variant"] for r in rows if r["variant"].startswith(part + ":")):
-                pts = sorted((r["tenants"], r["gbps"]) for r in rows if r["workload"] == w and r["variant"] == v)
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], ls, marker="o", markersize=3, label=f"{w} {v[3:]}")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("tenants")
-        ax.set_title(f"({part})")
-        ax.set_ylim(0, LINK_GBPS * 1.05)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6)
-    axes[0].set_ylabel("I/O link bandwidth (Gb/s)")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    ("a:...", "b:...", "c:..."), link bandwidth against tenants; a variant keeps its colour."""
+    rows = sorted(rows, key=lambda r: r["tenants"])
+    with Figure(path, ncols=3, size=(14, 4), sharey=True, title=title) as f:
+        for ax, part in zip(f.axes, "abc"):
+            for w, ls in zip(workloads, ("-", "--", ":")):
+                for v in dict.fromkeys(r["variant"] for r in rows if r["variant"].startswith(part + ":")):
+                    f.line(ax, *points(rows, "tenants", "gbps", workload=w, variant=v), f"{w} {v[3:]}", ls, key=v,
+                           marker="o", markersize=3)
+            axes(ax, xlabel="tenants", title=f"({part})", logx=True, ylim=(0, LINK_GBPS * 1.05), legend=6)
+        axes(f.axes[0], ylabel="I/O link bandwidth (Gb/s)", grid=False, legend=6)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from . import ExperimentResult, register
 from ._gpu import memcpy_ps, topology_json
 
@@ -63,21 +64,9 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 
 def plot(res: ExperimentResult, path: str) -> None:
     """Two panels as in Fig 10: DMA write and DMA read bandwidth against transfer size."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for ax, key, title in ((axes[0], "write_GBps", "DMA write (device to host)"), (axes[1], "read_GBps", "DMA read (host to device)")):
-        for scenario, style in zip(SCENARIOS, ("-o", "-s", "-^")):
-            pts = [(r["size"], r[key]) for r in res.rows if r["scenario"] == scenario]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=scenario, markersize=4)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("transfer size (bytes)")
-        ax.set_title(title)
-        ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel("bandwidth (GB/s)")
-    axes[0].legend()
-    fig.suptitle("devlend: bandwidthTest to a remote Quadro K420 (cf. 000 Fig 10)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with Figure(path, ncols=2, size=(10, 4), sharey=True, title="devlend: bandwidthTest to a remote Quadro K420 (cf. 000 Fig 10)") as f:
+        for ax, key, title in zip(f.axes, ("write_GBps", "read_GBps"), ("DMA write (device to host)", "DMA read (host to device)")):
+            for scenario, style in zip(SCENARIOS, ("-o", "-s", "-^")):
+                f.line(ax, *points(res.rows, "size", key, scenario=scenario), scenario, style)
+            axes(ax, xlabel="transfer size (bytes)", title=title, logx=True, legend=None)
+        axes(f.axes[0], ylabel="bandwidth (GB/s)", grid=False, legend=10)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from .. import load
 from ..fabric import Fabric
 from . import ExperimentResult, hardware_params, register, topology_path
@@ -124,25 +125,16 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 def plot(res: ExperimentResult, path: str) -> None:
     """Per access: per-stream and total bandwidth against N, one colour per scenario; the fair-share
     bound (capacity / N) and the capacity dashed."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    colours = dict(zip(SCENARIOS, ("tab:blue", "tab:red")))
-    for ax, access in zip(axes, ("write", "read")):
-        for scenario, c in colours.items():
-            pts = [r for r in res.rows if r["scenario"] == scenario and r["access"] == access]
-            n = [r["N"] for r in pts]
-            ax.plot(n, [r["total_GBps"] for r in pts], "-s", color=c, label=f"{scenario} total", markersize=4)
-            ax.plot(n, [r["per_stream_GBps"] for r in pts], "-o", color=c, alpha=0.6, label=f"{scenario} per stream", markersize=4)
-            ax.plot(n, [r["bound_per_stream_GBps"] for r in pts], "--", color=c, alpha=0.8, label=f"{scenario} capacity / N")
-            ax.plot(n, [r["capacity_GBps"] for r in pts], ":", color=c, alpha=0.8, label=f"{scenario} capacity")
-        ax.set_xlabel("streams sharing the NTB link (N)")
-        ax.set_title(f"DMA {access}s through the lender's NTB")
-        ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel("bandwidth (GB/s)")
-    axes[0].legend(fontsize=7)
-    fig.suptitle("devlend: contention on one lender's NTB link (pxh830-two-host)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with Figure(path, ncols=2, size=(11, 4.2), sharey=True,
+                title="devlend: contention on one lender's NTB link (pxh830-two-host)") as f:
+        for ax, access in zip(f.axes, ("write", "read")):
+            for scenario in SCENARIOS:
+                def line(key, label, style, **kw):
+                    f.line(ax, *points(res.rows, "N", key, scenario=scenario, access=access), f"{scenario} {label}", style,
+                           key=scenario, **kw)
+                line("total_GBps", "total", "-s")
+                line("per_stream_GBps", "per stream", "-o", alpha=0.6)
+                line("bound_per_stream_GBps", "capacity / N", "--", alpha=0.8)
+                line("capacity_GBps", "capacity", ":", alpha=0.8)
+            axes(ax, xlabel="streams sharing the NTB link (N)", title=f"DMA {access}s through the lender's NTB", legend=None)
+        axes(f.axes[0], ylabel="bandwidth (GB/s)", grid=False, legend=7)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from .. import _core, load
 from ..errors import FabricError, NvmeStatusError
 from . import ExperimentResult, hardware_params, register, topology_path
@@ -116,23 +117,13 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 
 def plot(res: ExperimentResult, path: str) -> None:
     """IOPS against queue depth, local vs borrowed, one panel per direction, one line per job count."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     jobs = sorted({r["numjobs"] for r in res.rows})
-    for ax, rw in zip(axes, RWS):
-        for placement, style in (("local", "-o"), ("borrowed", "--s")):
-            for nj in jobs:
-                pts = sorted((r["iodepth"], r["kIOPS"]) for r in res.rows if r["rw"] == rw and r["placement"] == placement and r["numjobs"] == nj)
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, markersize=4, label=f"{placement}, {nj} job(s)")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("queue depth per job")
-        ax.set_title(f"4 KiB {rw}")
-        ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel("kIOPS")
-    axes[0].legend(fontsize=7)
-    fig.suptitle("devlend: fio on an Optane 900P, local vs borrowed through the NTB")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with Figure(path, ncols=2, size=(10, 4), sharey=True, dpi=110,
+                title="devlend: fio on an Optane 900P, local vs borrowed through the NTB") as f:
+        for ax, rw in zip(f.axes, RWS):
+            for placement, style in (("local", "-o"), ("borrowed", "--s")):
+                for nj in jobs:
+                    xs, ys = points(sorted(res.rows, key=lambda r: r["iodepth"]), "iodepth", "kIOPS", rw=rw, placement=placement, numjobs=nj)
+                    f.line(ax, xs, ys, f"{placement}, {nj} job(s)", style, key=f"{nj} job(s)")
+            axes(ax, xlabel="queue depth per job", title=f"4 KiB {rw}", logx=True, legend=None)
+        axes(f.axes[0], ylabel="kIOPS", grid=False, legend=7)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from . import ExperimentResult, register
 from ._hypertrio import LINK_GBPS, h1 as run_h1, quick_packets
 
@@ -56,22 +57,11 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 
 def plot(res: ExperimentResult, path: str) -> None:
     """Fig 9's layout: aggregated bandwidth (Gb/s) against connections, one line per DevTLB."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     rows = [r for r in res.rows if isinstance(r["connections"], int)]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for cfg in dict.fromkeys(r["config"] for r in rows):
-        pts = [(r["connections"], r["gbps"]) for r in rows if r["config"] == cfg]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", markersize=4, label=cfg)
-    ax.axvline(4, color="grey", ls=":", lw=1, label="paper: thrashing beyond 4 (8-way)")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("concurrent connections (tenants)")
-    ax.set_ylabel("I/O bandwidth (Gb/s)")
-    ax.set_ylim(0, LINK_GBPS * 1.05)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title("devlend: DevTLB configuration vs connections (cf. 002 Fig 9)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with Figure(path) as f:
+        ax = f.axes[0]
+        for cfg in dict.fromkeys(r["config"] for r in rows):
+            f.line(ax, *points(rows, "connections", "gbps", config=cfg), cfg)
+        ax.axvline(4, color="grey", ls=":", lw=1, label="paper: thrashing beyond 4 (8-way)")
+        axes(ax, xlabel="concurrent connections (tenants)", ylabel="I/O bandwidth (Gb/s)", logx=True,
+             ylim=(0, LINK_GBPS * 1.05), title="devlend: DevTLB configuration vs connections (cf. 002 Fig 9)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from . import ExperimentResult, register
 from ._hypertrio import LINK_GBPS, h2 as run_h2, quick_packets
 
@@ -66,27 +67,15 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 def plot(res: ExperimentResult, path: str) -> None:
     """Fig 10's layout: one panel per workload, bandwidth against tenants, Base and HyperTRIO for
     each interleaving."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     rows = [r for r in res.rows if isinstance(r["tenants"], int)]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4), sharey=True)
     styles = {"RR1": "-o", "RR4": "-s", "RAND1": "-^"}
-    for ax, w in zip(axes, WORKLOADS):
-        for c, color in (("base", "tab:red"), ("hypertrio", "tab:blue")):
-            for o in ORDERS:
-                pts = sorted((r["tenants"], r["gbps"]) for r in rows if r["workload"] == w and r["config"] == c and r["order"] == o)
-                if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[o], color=color, markersize=3,
-                            label=f"{'HyperTRIO' if c == 'hypertrio' else 'Base'} {o}")
-        ax.set_xscale("log", base=2)
-        ax.set_title(w)
-        ax.set_xlabel("tenants")
-        ax.set_ylim(0, LINK_GBPS * 1.05)
-        ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel("I/O link bandwidth (Gb/s)")
-    axes[0].legend(fontsize=7)
-    fig.suptitle("devlend: Base vs HyperTRIO (cf. 002 Fig 10)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with Figure(path, ncols=3, size=(14, 4), sharey=True, title="devlend: Base vs HyperTRIO (cf. 002 Fig 10)") as f:
+        f.colour("base"), f.colour("hypertrio")
+        for ax, w in zip(f.axes, WORKLOADS):
+            for c in ("base", "hypertrio"):
+                for o in ORDERS:
+                    xs, ys = points(sorted(rows, key=lambda r: r["tenants"]), "tenants", "gbps", workload=w, config=c, order=o)
+                    if xs:
+                        f.line(ax, xs, ys, f"{'HyperTRIO' if c == 'hypertrio' else 'Base'} {o}", styles[o], key=c, markersize=3)
+            axes(ax, xlabel="tenants", title=w, logx=True, ylim=(0, LINK_GBPS * 1.05), legend=None)
+        axes(f.axes[0], ylabel="I/O link bandwidth (Gb/s)", grid=False, legend=7)

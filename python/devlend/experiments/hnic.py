@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from .. import load
 from . import ExperimentResult, hardware_params, register, topology_path
 from ._hypertrio import LINK_GBPS, grid, quick_packets
@@ -87,21 +88,11 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 
 def plot(res: ExperimentResult, path: str) -> None:
     """Fig 10's axes: bandwidth against tenants, one line per configuration and NIC placement."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for config in ("base", "hypertrio"):
-        for where, ls in (("local", "-"), ("lent", "--")):
-            pts = [(r["tenants"], r["gbps"]) for r in res.rows if r["config"] == config and r["nic"] == where]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], ls, marker="o", markersize=3, label=f"{config}, {where} NIC")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("tenants")
-    ax.set_ylabel("I/O link bandwidth (Gb/s)")
-    ax.set_ylim(0, LINK_GBPS * 1.05)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title("devlend: HyperTRIO on a NIC lent through an NTB")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with Figure(path, dpi=110) as f:
+        ax = f.axes[0]
+        for config in ("base", "hypertrio"):
+            for where, ls in (("local", "-"), ("lent", "--")):
+                f.line(ax, *points(res.rows, "tenants", "gbps", config=config, nic=where), f"{config}, {where} NIC", ls,
+                       key=config, marker="o", markersize=3)
+        axes(ax, xlabel="tenants", ylabel="I/O link bandwidth (Gb/s)", logx=True, ylim=(0, LINK_GBPS * 1.05),
+             title="devlend: HyperTRIO on a NIC lent through an NTB")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from . import ExperimentResult, register
 from ._rdma import KiB, MiB, ntb_perf
 
@@ -63,20 +64,10 @@ def channels_note(rows: list) -> str:
 
 def plot(res: ExperimentResult, path: str) -> None:
     """MB/s against chunk size, one line per mode, the link limit dotted."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for (name, _, _), style in zip(MODES, ("-o", "-s", "-^", "-v")):
-        pts = [(r["chunk"], r[f"{name}_MBps"]) for r in res.rows if r[f"{name}_MBps"] is not None]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=name, markersize=4)
-    ax.plot([r["chunk"] for r in res.rows], [r["link_MBps"] for r in res.rows], ":", color="grey", label="link limit (CPU TLPs)")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("chunk size (bytes)")
-    ax.set_ylabel("MB/s")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    ax.set_title("devlend: ntb_perf through a PEX8749 NTB (Gen2 x8)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with Figure(path) as f:
+        ax = f.axes[0]
+        for (name, _, _), style in zip(MODES, ("-o", "-s", "-^", "-v")):
+            f.line(ax, *points(res.rows, "chunk", f"{name}_MBps"), name, style)
+        f.line(ax, *points(res.rows, "chunk", "link_MBps"), "link limit (CPU TLPs)", ":", color="grey")
+        axes(ax, xlabel="chunk size (bytes)", ylabel="MB/s", logx=True, legend=10,
+             title="devlend: ntb_perf through a PEX8749 NTB (Gen2 x8)")

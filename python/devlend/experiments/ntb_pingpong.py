@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from . import ExperimentResult, register
 from ._rdma import ntb_pingpong
 
@@ -47,19 +48,13 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 
 def plot(res: ExperimentResult, path: str) -> None:
     """Stacked bars of one ping's parts per link."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     parts = [("spad_ns", "scratchpad read + peer store"), ("doorbell_ns", "doorbell, MSI, IRQ entry"), ("handler_ns", "handler")]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    bottom = [0.0] * len(res.rows)
-    for key, label in parts:
-        vals = [r[key] for r in res.rows]
-        ax.bar([r["link"] for r in res.rows], vals, bottom=bottom, label=label)
-        bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_ylabel("one ping (ns)")
-    ax.legend()
-    ax.set_title("devlend: ntb_pingpong one-way time through a PEX8749 NTB")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with Figure(path, size=(6, 4)) as f:
+        ax = f.axes[0]
+        bottom = [0.0] * len(res.rows)
+        for key, label in parts:
+            vals = [r[key] for r in res.rows]
+            ax.bar([r["link"] for r in res.rows], vals, bottom=bottom, label=label, color=f.colour(label))
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        axes(ax, ylabel="one ping (ns)", grid=False, legend=10,
+             title="devlend: ntb_pingpong one-way time through a PEX8749 NTB")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import random
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from .. import _core, load
 from . import ExperimentResult, register, topology_path
 from ._latency import ram_to_ram_ns
@@ -92,19 +93,11 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 
 def plot(res: ExperimentResult, path: str) -> None:
     """Fig 19's two quantities side by side: sequential bandwidth and 8-block latency."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     rows = [r for r in res.rows if r["scenario"] in ("NatLoc", "NatRem", "VMRem")]
     names = [r["scenario"] for r in rows]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(8, 3.5))
-    a.bar(names, [r["seq_1024x512B_GBps"] for r in rows], color=["tab:blue", "tab:orange", "tab:green"][:len(names)])
-    a.set_ylabel("GB/s")
-    a.set_title("1024 sequential 512 B blocks")
-    b.bar(names, [r["latency_8x512B_us"] for r in rows], color=["tab:blue", "tab:orange", "tab:green"][:len(names)])
-    b.set_ylabel("microseconds")
-    b.set_title("8 blocks at a random offset")
-    fig.suptitle("devlend: Optane 900P read locally and borrowed (cf. 000 Fig 19)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with Figure(path, ncols=2, size=(8, 3.5), dpi=110, title="devlend: Optane 900P read locally and borrowed (cf. 000 Fig 19)") as f:
+        a, b = f.axes
+        f.bars(a, names, [r["seq_1024x512B_GBps"] for r in rows])
+        axes(a, ylabel="GB/s", title="1024 sequential 512 B blocks", grid=False)
+        f.bars(b, names, [r["latency_8x512B_us"] for r in rows])
+        axes(b, ylabel="microseconds", title="8 blocks at a random offset", grid=False)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from . import ExperimentResult, register
 from ._gpu import gpu_to_gpu_ps, topology_json
 
@@ -62,28 +63,15 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 
 def plot(res: ExperimentResult, path: str) -> None:
     """Fig 12's layout: top row peer-to-peer, bottom row via RAM; columns Loc, 1L, 2L."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7), sharey=True)
     groups = {("P2P", "Loc"): ["Loc-P2P-SW", "Loc-P2P-Root"], ("P2P", "1L"): ["1L-P2P-SW", "1L-P2P-IOMMU", "Loc-P2P-SW", "Loc-P2P-Root"],
               ("P2P", "2L"): ["2L-P2P-SW", "2L-P2P-IOMMU", "Loc-P2P-SW"], ("RAM", "Loc"): ["Loc-RAM-Root"],
               ("RAM", "1L"): ["1L-RAM-SW", "1L-RAM-IOMMU", "Loc-RAM-Root"], ("RAM", "2L"): ["2L-RAM-SW", "2L-RAM-IOMMU", "Loc-RAM-Root"]}
-    for i, kind in enumerate(("P2P", "RAM")):
-        for j, where in enumerate(("Loc", "1L", "2L")):
-            ax = axes[i][j]
-            for name in groups[kind, where]:
-                pts = [(r["size"], r["GBps"]) for r in res.rows if r["scenario"] == name]
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], "--" if name.startswith("Loc") and where != "Loc" else "-",
-                        marker="o", markersize=3, label=name)
-            ax.set_xscale("log", base=2)
-            ax.set_title(f"{where}-{kind}")
-            ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=7)
-            if i == 1:
-                ax.set_xlabel("transfer size (bytes)")
-        axes[i][0].set_ylabel("bandwidth (GB/s)")
-    fig.suptitle("devlend: GPU-to-GPU bandwidth (cf. 000 Fig 12)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with Figure(path, nrows=2, ncols=3, size=(13, 7), sharey=True, dpi=110, title="devlend: GPU-to-GPU bandwidth (cf. 000 Fig 12)") as f:
+        for i, kind in enumerate(("P2P", "RAM")):
+            for j, where in enumerate(("Loc", "1L", "2L")):
+                ax = f.axes[3 * i + j]
+                for name in groups[kind, where]:
+                    f.line(ax, *points(res.rows, "size", "GBps", scenario=name), name,
+                           "--" if name.startswith("Loc") and where != "Loc" else "-", marker="o", markersize=3)
+                axes(ax, xlabel="transfer size (bytes)" if i == 1 else None, ylabel="bandwidth (GB/s)" if j == 0 else None,
+                     title=f"{where}-{kind}", logx=True, legend=7)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from . import ExperimentResult, register
 from . import p2p
 from ._gpu import pingpong_ps
@@ -55,16 +56,12 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 
 def plot(res: ExperimentResult, path: str) -> None:
     """Fig 14's layout: one bar per scenario, peer-to-peer and via RAM."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     rows = [r for r in res.rows if r.get("round_trip_ns") is not None]
-    fig, ax = plt.subplots(figsize=(10, 4))
-    colors = ["tab:blue" if "P2P" in r["scenario"] else "tab:orange" for r in rows]
-    ax.bar([r["scenario"] for r in rows], [r["round_trip_ns"] / 1000 for r in rows], color=colors)
-    ax.set_ylabel("round trip (microseconds)")
-    ax.tick_params(axis="x", rotation=45)
-    ax.set_title("devlend: GPU ping-pong round trip (cf. 000 Fig 14); blue: counters in GPU memory, orange: in RAM")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with Figure(path, size=(10, 4), dpi=110) as f:
+        ax = f.axes[0]
+        f.colour("P2P"), f.colour("RAM")  # blue and orange, as the title says
+        f.bars(ax, [r["scenario"] for r in rows], [r["round_trip_ns"] / 1000 for r in rows],
+               color=[f.colour("P2P") if "P2P" in r["scenario"] else f.colour("RAM") for r in rows])
+        ax.tick_params(axis="x", rotation=45)
+        axes(ax, ylabel="round trip (microseconds)", grid=False,
+             title="devlend: GPU ping-pong round trip (cf. 000 Fig 14); blue: counters in GPU memory, orange: in RAM")

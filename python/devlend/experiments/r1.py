@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from . import ExperimentResult, register
 from ._rdma import KiB, MiB, QUICK_SIZES, SIZES, sweep
 
@@ -49,21 +50,12 @@ def near_peak(bw: dict, sizes: list) -> int:
 
 def plot(res: ExperimentResult, path: str) -> None:
     """Fig 8's layout: transfer rate (MB/s) against transfer size, memcpy and block DMA."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     rows = [r for r in res.rows if isinstance(r["size"], int)]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for key, label, style in (("memcpy_MBps", "memcpy (non-DMA)", "-o"), ("block_MBps", "block DMA", "-s")):
-        ax.plot([r["size"] for r in rows], [r[key] for r in rows], style, label=label, markersize=4)
-    ax.axhline(150, color="tab:blue", ls=":", lw=1, label="paper memcpy ~150")
-    ax.axhline(500, color="tab:orange", ls=":", lw=1, label="paper block DMA ~500")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("transfer size (bytes)")
-    ax.set_ylabel("transfer rate (MB/s)")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    ax.set_title("devlend: non-DMA vs block DMA through a PEX8749 NTB (cf. 003 Fig 8)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with Figure(path, title=None) as f:
+        ax = f.axes[0]
+        for key, label, style in (("memcpy_MBps", "memcpy (non-DMA)", "-o"), ("block_MBps", "block DMA", "-s")):
+            f.line(ax, *points(rows, "size", key), label, style)
+        ax.axhline(150, color=f.colour("memcpy (non-DMA)"), ls=":", lw=1, label="paper memcpy ~150")
+        ax.axhline(500, color=f.colour("block DMA"), ls=":", lw=1, label="paper block DMA ~500")
+        axes(ax, xlabel="transfer size (bytes)", ylabel="transfer rate (MB/s)", logx=True, legend=10,
+             title="devlend: non-DMA vs block DMA through a PEX8749 NTB (cf. 003 Fig 8)")

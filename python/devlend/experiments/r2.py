@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from . import ExperimentResult, register
 from ._rdma import KiB, QUICK_SIZES, SIZES, sweep
 
@@ -45,20 +46,11 @@ def sg8_gap_note(bw: dict, sizes: list) -> str:
 
 def plot(res: ExperimentResult, path: str) -> None:
     """Fig 9's layout: transfer rate against transfer size, block DMA and SGDMA per descriptor count."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     rows = [r for r in res.rows if isinstance(r["size"], int)]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for m, style in zip(METHODS, ("-s", "-o", "-^", "-v", "-d")):
-        label = "block DMA" if m == "block" else f"SGDMA, {m[2:]} descriptors"
-        ax.plot([r["size"] for r in rows], [r[f"{m}_MBps"] for r in rows], style, label=label, markersize=4)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("transfer size (bytes)")
-    ax.set_ylabel("transfer rate (MB/s)")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    ax.set_title("devlend: block DMA vs SGDMA through a PEX8749 NTB (cf. 003 Fig 9)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with Figure(path) as f:
+        ax = f.axes[0]
+        for m, style in zip(METHODS, ("-s", "-o", "-^", "-v", "-d")):
+            label = "block DMA" if m == "block" else f"SGDMA, {m[2:]} descriptors"
+            f.line(ax, *points(rows, "size", f"{m}_MBps"), label, style)
+        axes(ax, xlabel="transfer size (bytes)", ylabel="transfer rate (MB/s)", logx=True, legend=10,
+             title="devlend: block DMA vs SGDMA through a PEX8749 NTB (cf. 003 Fig 9)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from . import ExperimentResult, register
 from ._rdma import KiB, MiB, link_limit_mbps, sweep
 
@@ -39,21 +40,15 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 
 def plot(res: ExperimentResult, path: str) -> None:
     """Bars per link at the largest size: each method beside the link's analytic limit."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     big = max(r["size"] for r in res.rows)
     rows = [r for r in res.rows if r["size"] == big]
     keys = [f"{m}_MBps" for m in METHODS] + ["memcpy_wc_MBps", "link_limit_MBps"]
-    fig, ax = plt.subplots(figsize=(8, 4))
-    w = 0.8 / len(keys)
-    for i, k in enumerate(keys):
-        ax.bar([j + i * w for j in range(len(rows))], [r[k] for r in rows], w, label=k.replace("_MBps", ""))
-    ax.set_xticks([j + 0.4 - w / 2 for j in range(len(rows))], [r["link"] for r in rows])
-    ax.set_ylabel(f"MB/s at {big // KiB} KiB")
-    ax.set_yscale("log")
-    ax.legend(fontsize=8)
-    ax.set_title("devlend: 003's put library on faster NTB links vs the link limit")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with Figure(path, size=(8, 4)) as f:
+        ax = f.axes[0]
+        w = 0.8 / len(keys)
+        for i, k in enumerate(keys):
+            label = k.replace("_MBps", "")
+            ax.bar([j + i * w for j in range(len(rows))], [r[k] for r in rows], w, label=label, color=f.colour(label))
+        ax.set_xticks([j + 0.4 - w / 2 for j in range(len(rows))], [r["link"] for r in rows])
+        axes(ax, ylabel=f"MB/s at {big // KiB} KiB", logy=True, grid=False,
+             title="devlend: 003's put library on faster NTB links vs the link limit")

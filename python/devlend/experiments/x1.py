@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from . import ExperimentResult, register
 from ._xenib import CONFIGS, KiB, LABELS, MiB, bw_mbps, channel_one_way_us, rtt_us, size_label, size_of
 
@@ -92,25 +93,13 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 
 def plot(res: ExperimentResult, path: str) -> None:
     """Figs 7 and 8 side by side: round trip and throughput against message size."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    rows = [r for r in res.rows if r["size"] != "paper"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for c in CONFIGS:
-        pts = [(size_of(r["size"]), r[f"rtt_us {LABELS[c]}"]) for r in rows if r[f"rtt_us {LABELS[c]}"] != ""]
-        ax1.plot([p[0] for p in pts], [p[1] for p in pts], "-o", label=LABELS[c], markersize=4)
-        pts = [(size_of(r["size"]), r[f"MBps {LABELS[c]}"]) for r in rows if r[f"MBps {LABELS[c]}"] != ""]
-        ax2.plot([p[0] for p in pts], [p[1] for p in pts], "-o", label=LABELS[c], markersize=4)
-    ax2.axhline(830, color="grey", ls=":", lw=1, label="paper ~830")
-    ax2.axhline(770, color="tab:green", ls=":", lw=1, label="paper basic 770")
-    for ax, yl, t in ((ax1, "round-trip time (us)", "Fig 7"), (ax2, "throughput (MB/s)", "Fig 8")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel(yl)
-        ax.set_title(f"devlend (cf. 004 {t})")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    rows = [dict(r, bytes=size_of(r["size"])) for r in res.rows if r["size"] != "paper"]
+    with Figure(path, ncols=2, size=(11, 4), dpi=100) as f:
+        ax1, ax2 = f.axes
+        for c in CONFIGS:
+            f.line(ax1, *points(rows, "bytes", f"rtt_us {LABELS[c]}"), LABELS[c])
+            f.line(ax2, *points(rows, "bytes", f"MBps {LABELS[c]}"), LABELS[c])
+        ax2.axhline(830, color="grey", ls=":", lw=1, label="paper ~830")
+        ax2.axhline(770, color="tab:green", ls=":", lw=1, label="paper basic 770")
+        for ax, yl, t in ((ax1, "round-trip time (us)", "Fig 7"), (ax2, "throughput (MB/s)", "Fig 8")):
+            axes(ax, xlabel="message size (bytes)", ylabel=yl, title=f"devlend (cf. 004 {t})", logx=True, legend=7)

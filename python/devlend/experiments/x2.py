@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from . import ExperimentResult, register
 from ._xenib import KiB, LABELS, MiB, bw_mbps, rtt_us, size_label, size_of
 
@@ -58,25 +59,14 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 
 def plot(res: ExperimentResult, path: str) -> None:
     """Figs 10 and 11: round trip and throughput, rdma and sr, for each configuration."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    rows = [r for r in res.rows if r["size"] != "paper"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for mode, style in (("rdma", "-o"), ("sr", "--s")):
-        for c in CONFIGS:
-            for ax, key in ((ax1, f"rtt_us {mode} {LABELS[c]}"), (ax2, f"MBps {mode} {LABELS[c]}")):
-                pts = [(size_of(r["size"]), r[key]) for r in rows if r[key] != ""]
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=f"{mode} {LABELS[c]}", markersize=3)
-    ax1.axhline(7.8, color="grey", ls=":", lw=1, label="paper 7.8 us (1 B)")
-    ax2.axhline(830, color="grey", ls=":", lw=1, label="paper 830 MB/s")
-    for ax, yl, t in ((ax1, "round-trip time (us)", "Fig 10"), (ax2, "throughput (MB/s)", "Fig 11")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel(yl)
-        ax.set_title(f"devlend (cf. 004 {t})")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    rows = [dict(r, bytes=size_of(r["size"])) for r in res.rows if r["size"] != "paper"]
+    with Figure(path, ncols=2, size=(11, 4), dpi=100) as f:
+        ax1, ax2 = f.axes
+        for mode, style in (("rdma", "-o"), ("sr", "--s")):
+            for c in CONFIGS:
+                for ax, key in ((ax1, f"rtt_us {mode} {LABELS[c]}"), (ax2, f"MBps {mode} {LABELS[c]}")):
+                    f.line(ax, *points(rows, "bytes", key), f"{mode} {LABELS[c]}", style, key=LABELS[c], markersize=3)
+        ax1.axhline(7.8, color="grey", ls=":", lw=1, label="paper 7.8 us (1 B)")
+        ax2.axhline(830, color="grey", ls=":", lw=1, label="paper 830 MB/s")
+        for ax, yl, t in ((ax1, "round-trip time (us)", "Fig 10"), (ax2, "throughput (MB/s)", "Fig 11")):
+            axes(ax, xlabel="message size (bytes)", ylabel=yl, title=f"devlend (cf. 004 {t})", logx=True, legend=6)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from . import ExperimentResult, register
 from ._xenib import ACCESS_LABELS, ACCESSES, KiB, MiB, cmp_bw_mbps, cmp_costs, cmp_rtt_us, size_label, size_of
 
@@ -80,25 +81,14 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 
 def plot(res: ExperimentResult, path: str) -> None:
     """Round trip and throughput against message size, one line per access path."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    rows = [r for r in res.rows if r["size"][0].isdigit() and "," not in r["size"]]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    rows = [dict(r, bytes=size_of(r["size"])) for r in res.rows if r["size"][0].isdigit() and "," not in r["size"]]
     styles = {"native": "-o", "basic": "-s", "bypass": "--^", "vfio": ":v", "lending": "-D"}
-    for a in ACCESSES:
-        for ax, col in ((ax1, f"rtt_us {ACCESS_LABELS[a]}"), (ax2, f"MBps {ACCESS_LABELS[a]}")):
-            pts = [(size_of(r["size"]), r[col]) for r in rows if r[col] != ""]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[a], label=ACCESS_LABELS[a], markersize=4)
-    for ax, yl in ((ax1, "round-trip time (us)"), (ax2, "throughput (MB/s), 100 outstanding")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel(yl)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-    ax1.set_yscale("log")
-    ax1.set_title("devlend: RDMA write round trip")
-    ax2.set_title("devlend: RDMA write throughput")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    with Figure(path, ncols=2, size=(11, 4), dpi=100) as f:
+        ax1, ax2 = f.axes
+        for a in ACCESSES:
+            for ax, col in ((ax1, f"rtt_us {ACCESS_LABELS[a]}"), (ax2, f"MBps {ACCESS_LABELS[a]}")):
+                f.line(ax, *points(rows, "bytes", col), ACCESS_LABELS[a], styles[a])
+        axes(ax1, xlabel="message size (bytes)", ylabel="round-trip time (us)", logx=True, logy=True, legend=7,
+             title="devlend: RDMA write round trip")
+        axes(ax2, xlabel="message size (bytes)", ylabel="throughput (MB/s), 100 outstanding", logx=True, legend=7,
+             title="devlend: RDMA write throughput")

@@ -1,0 +1,51 @@
+"""The shared figure helper (devlend.experiments._plot): one colour per series in every panel, the
+file written only when drawing succeeded, the figure always closed; and experiments' plots drawn
+through it from real (quick) runs."""
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from devlend.experiments import get  # noqa: E402
+from devlend.experiments._plot import Figure, axes, points  # noqa: E402
+
+ROWS = [{"scenario": s, "size": n, "GBps": g} for s, n, g in
+        [("A", 1, 1.0), ("A", 2, 2.0), ("B", 1, 0.5), ("B", 2, None), ("C", 1, 3.0)]]
+
+
+def test_points_pick_one_series_and_skip_missing_values():
+    assert points(ROWS, "size", "GBps", scenario="A") == ([1, 2], [1.0, 2.0])
+    assert points(ROWS, "size", "GBps", scenario="B") == ([1], [0.5])
+    assert points(ROWS, "size", "GBps", scenario="Z") == ([], [])
+
+
+def test_a_series_keeps_its_colour_in_every_panel(tmp_path):
+    with Figure(str(tmp_path / "f.png"), ncols=2) as f:
+        left, right = f.axes
+        for s in ("A", "B"):
+            f.line(left, *points(ROWS, "size", "GBps", scenario=s), s)
+        for s in ("C", "B", "A"):  # another order, another panel: same colours
+            f.line(right, *points(ROWS, "size", "GBps", scenario=s), s)
+        axes(left, xlabel="size", logx=True)
+        colours = [{l.get_label(): l.get_color() for l in ax.get_lines()} for ax in (left, right)]
+    assert colours[0]["A"] == colours[1]["A"] and colours[0]["B"] == colours[1]["B"]
+    assert len({colours[1][s] for s in "ABC"}) == 3
+    assert (tmp_path / "f.png").stat().st_size > 1000 and not plt.get_fignums()
+
+
+def test_a_failing_drawing_writes_nothing_and_closes_the_figure(tmp_path):
+    with pytest.raises(KeyError):
+        with Figure(str(tmp_path / "g.png")) as f:
+            f.line(f.axes[0], *points(ROWS, "size", "missing"), "x")
+            ROWS[0]["nope"]
+    assert not (tmp_path / "g.png").exists() and not plt.get_fignums()
+
+
+@pytest.mark.parametrize("name", ["d3", "r2", "ntb-pingpong", "fio"])
+def test_experiment_plots_draw(name, tmp_path):
+    res = get(name).run(quick=True)
+    png = tmp_path / f"{name}.png"
+    res.plot(res, str(png))
+    assert png.stat().st_size > 10_000 and not plt.get_fignums()
