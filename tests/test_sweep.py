@@ -216,3 +216,35 @@ def test_non_dict_result_is_a_point_error(tmp_path):
 
 def not_a_dict(x):
     return x
+
+
+def test_an_edited_point_function_never_returns_stale_rows(tmp_path, monkeypatch):
+    """Issue 15: the cache covers the point function's code, not only its parameters."""
+    import importlib
+    mod = tmp_path / "edited_point.py"
+    mod.write_text("def point(x):\n    return {'v': x + 1}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    m = importlib.import_module("edited_point")
+    store = tmp_path / "e.jsonl"
+    assert sweep(m.point, {"x": [1, 2]}, store, workers=1, progress=False)["v"].tolist() == [2, 3]
+    # unchanged: served from the store, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sweep(m.point, {"x": [1, 2]}, store, workers=1, progress=False)["v"].tolist() == [2, 3]
+    mod.write_text("def point(x):\n    return {'v': x * 100}\n")
+    m = importlib.reload(m)
+    with pytest.warns(RuntimeWarning, match="2 stored point"):
+        df = sweep(m.point, {"x": [1, 2]}, store, workers=1, progress=False)
+    assert df["v"].tolist() == [100, 200]
+    codes = {r["code"] for r in read_store(store).values()}
+    assert len(codes) == 1
+
+
+def test_a_store_without_code_fingerprints_is_recomputed(tmp_path, log):
+    store = tmp_path / "old.jsonl"
+    sweep(cheap, GRID, store, workers=2, progress=False)
+    lines = [json.loads(l) for l in store.read_text().splitlines()]
+    store.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "code"}) + "\n" for r in lines))
+    with pytest.warns(RuntimeWarning, match="6 stored point"):
+        sweep(cheap, GRID, store, workers=2, progress=False)
+    assert len(calls(log)) == 12

@@ -9,19 +9,28 @@ interrupted sweep resumes without recomputing; returns a pandas DataFrame in gri
     >>> df = sweep(hypertrio_point, grid, "h2.jsonl", scheduler="tcp://10.0.0.1:8786")   # Dask
 
 The store holds one JSON object a line, appended (flushed and fsynced) as each point finishes:
-``{"key", "params", "status": "ok" | "error", "result" | "error", "fn", "seconds"}``. ``key`` is a
-stable hash of the point's parameters (sha256 of their canonical JSON), so the same point has the
-same key in every run, process and Python version. A rerun skips points whose last line is "ok";
-failed points are run again. A torn last line (a crash mid-write) is ignored with a warning and cut
+``{"key", "params", "status": "ok" | "error", "result" | "error", "fn", "code", "seconds"}``. ``key``
+is a stable hash of the point's parameters (sha256 of their canonical JSON), so the same point has
+the same key in every run, process and Python version. ``code`` fingerprints what computed the
+result: the point function's source (its compiled code where there is no source), devlend's version
+and the compiled core (a digest of the extension module's file). A rerun skips points whose last
+line is "ok" with the current ``code``; failed points, and points computed by an edited function or
+another build of devlend, are run again (a warning says how many were stale). The fingerprint sees
+the point function's own text, not the helpers it calls: edit a helper outside devlend and the
+store must be cleared by hand. A torn last line (a crash mid-write) is ignored with a warning and cut
 off before anything is appended; a malformed line anywhere else is an error naming the line.
 Lines for points outside the current grid are kept and ignored, so a grid may grow between runs.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import itertools
 import json
+import linecache
+import marshal
 import os
 import pickle
 import sys
@@ -106,6 +115,32 @@ def grid_points(grid: dict[str, list]) -> list[dict]:
 
 def _fn_name(fn: Callable) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+@functools.cache
+def _core_digest() -> str:
+    from . import _core
+    h = hashlib.sha256()
+    with open(_core.__file__, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def code_fingerprint(fn: Callable) -> str:
+    """What computed a point: ``fn``'s name and source (or compiled code), devlend's version and
+    the digest of the compiled core; 16 hex digits."""
+    from . import __version__
+    h = hashlib.sha256(_fn_name(fn).encode())
+    try:
+        linecache.checkcache(inspect.getsourcefile(fn))
+        h.update(inspect.getsource(fn).encode())
+    except (OSError, TypeError):
+        code = getattr(fn, "__code__", None)
+        h.update(marshal.dumps(code) if code is not None else repr(fn).encode())
+    h.update(__version__.encode())
+    h.update(_core_digest().encode())
+    return h.hexdigest()[:16]
 
 
 def read_store(path: str | os.PathLike, *, repair: bool = False) -> dict[str, dict]:
@@ -285,7 +320,7 @@ def sweep(fn: Callable[..., dict], grid: dict[str, list], store: str | os.PathLi
         raise DevlendError(f"sweep: scheduler must be an address string such as 'tcp://host:8786', got {scheduler!r}")
 
     keys = [point_key(p) for p in points]
-    name = _fn_name(fn)
+    name, code = _fn_name(fn), code_fingerprint(fn)
     failures: list[tuple[dict, str]] = []
     store_obj = _Store(path)  # locked before reading, so no other sweep appends while we decide what to run
     try:
@@ -296,9 +331,15 @@ def sweep(fn: Callable[..., dict], grid: dict[str, list], store: str | os.PathLi
         if others:
             raise DevlendError(f"sweep store {path} holds results of {', '.join(others)} for points of this grid, "
                                f"not of {name}; use another store")
+        stale = [k for k in wanted if k in ok and ok[k].get("code") != code]
+        if stale:
+            warnings.warn(f"{path}: {len(stale)} stored point(s) were computed by another version of {name} or of "
+                          "devlend; computing them again", RuntimeWarning, stacklevel=2)
+            for k in stale:
+                del ok[k]
         todo = [p for p, k in zip(points, keys) if k not in ok]
         if todo:
-            _execute(fn, name, points, todo, ok, failures, store_obj, scheduler, workers, progress)
+            _execute(fn, (name, code), points, todo, ok, failures, store_obj, scheduler, workers, progress)
     finally:
         store_obj.close()
 
@@ -314,7 +355,8 @@ def sweep(fn: Callable[..., dict], grid: dict[str, list], store: str | os.PathLi
     return df
 
 
-def _execute(fn, name, points, todo, ok, failures, store_obj, scheduler, workers, progress) -> None:
+def _execute(fn, ident, points, todo, ok, failures, store_obj, scheduler, workers, progress) -> None:
+    name, code = ident
     client = _dask_client(scheduler) if scheduler is not None else None
     bar = None
     try:
@@ -324,7 +366,7 @@ def _execute(fn, name, points, todo, ok, failures, store_obj, scheduler, workers
         stream = _dask(client, fn, todo) if client is not None else _local(fn, todo, workers or os.cpu_count() or 1)
         for params, (good, out, secs) in stream:
             rec = {"key": point_key(params), "params": params, "status": "ok" if good else "error",
-                   ("result" if good else "error"): out, "fn": name, "seconds": round(secs, 6)}
+                   ("result" if good else "error"): out, "fn": name, "code": code, "seconds": round(secs, 6)}
             store_obj.append(rec)
             if good:
                 ok[rec["key"]] = rec
