@@ -219,3 +219,15 @@ def test_out_of_range_or_wrong_type_arguments_are_devlend_errors(call, words):
     with pytest.raises(devlend.errors.DevlendError) as e:
         call(_fabric())
     assert words in str(e.value)
+
+
+def test_an_address_in_another_host_is_an_error_not_the_requesters_own():
+    """Issue 15: `lender:cpu` writing `borrower.ram+0x1000` wrote the lender's own RAM at 0x1000."""
+    fab = _fabric()
+    before = fab.memory_digest()
+    with pytest.raises(devlend.errors.FabricError, match="borrower.ram.* is in host borrower, but the requester is in host lender"):
+        fab.write("lender:cpu", "borrower.ram+0x1000", b"x")
+    with pytest.raises(devlend.errors.FabricError, match="is in host lender"):
+        fab.route("borrower:cpu", "gpu0.bar1")
+    assert fab.memory_digest() == before
+    assert fab.write("lender:cpu", "lender.ram+0x1000", b"x") == 1

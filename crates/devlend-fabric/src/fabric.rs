@@ -107,12 +107,37 @@ impl Fabric {
         Ok(Requester::Func(f))
     }
 
-    /// The host an address expression is evaluated in, for a given requester.
+    /// An address: a number, or an expression over the fabric's names ([`Fabric::resolve_expr`]).
+    /// Callers that know the requester use [`Fabric::resolve_for`], which also checks the host.
     pub fn resolve_addr(&self, a: &Addr) -> FResult<u64> {
         match a {
             Addr::Num(n) => Ok(*n),
             Addr::Expr(s) => self.resolve_expr(s),
         }
+    }
+
+    /// [`Fabric::resolve_addr`] for `req`: a symbolic base must sit in the requester's own host.
+    /// Each host is its own physical address space, so `other.ram` or another host's BAR is not
+    /// reachable by that address: another host is reached through an NTB window (`NTB.mwN`).
+    pub fn resolve_for(&self, req: Requester, a: &Addr) -> FResult<u64> {
+        if let Addr::Expr(s) = a {
+            if let Some((name, what, ..)) = split_expr(s.trim())? {
+                let owner = match what {
+                    "ram" | "msi" => Some(self.host_id(name)?),
+                    w if w.starts_with("bar") => Some(self.func_host(self.func_id(name)?)),
+                    w if w.starts_with("mw") => Some(self.ntbs[self.ntb_id(name)? as usize].host),
+                    _ => None,
+                };
+                let mine = self.requester_host(req);
+                if let Some(h) = owner.filter(|h| *h != mine) {
+                    return invalid(format!(
+                        "address '{}': {name} is in host {}, but the requester is in host {}: each host has its own address space; reach another host through an NTB window (NTB.mwN)",
+                        s.trim(), self.hosts[h as usize].name, self.hosts[mine as usize].name
+                    ));
+                }
+            }
+        }
+        self.resolve_addr(a)
     }
 
     /// `NUMBER`, or `BASE[+|-OFFSET]` with BASE one of `FUNC.barN`, `HOST.ram`, `HOST.msi`, `NTB.mwN`.
@@ -121,15 +146,7 @@ impl Fabric {
         if let Some(n) = parse_num(s) {
             return Ok(n);
         }
-        let cut = s.find(['+', '-']).filter(|i| s[*i..].len() > 1 && s[..*i].contains('.')).or_else(|| s.rfind(['+']));
-        let (base, off, neg) = match cut {
-            Some(i) => {
-                let off = parse_num(s[i + 1..].trim()).ok_or_else(|| FabricError::Invalid(format!("address '{s}': offset '{}' is not a number", &s[i + 1..])))?;
-                (s[..i].trim(), off, &s[i..i + 1] == "-")
-            }
-            None => (s, 0, false),
-        };
-        let Some((name, what)) = base.rsplit_once('.') else {
+        let Some((name, what, off, neg)) = split_expr(s)? else {
             return invalid(format!("address '{s}': expected a number or NAME.barN / HOST.ram / HOST.msi / NTB.mwN with an optional +OFFSET"));
         };
         let b = if let Some(i) = what.strip_prefix("bar").and_then(|x| x.parse::<u8>().ok()) {
@@ -609,12 +626,12 @@ impl Fabric {
         match op {
             SetupOp::NtbMwSetTrans { ntb, window, addr, size } => {
                 let n = self.ntb_id(ntb)?;
-                let a = self.resolve_addr(addr)?;
+                let a = self.resolve_for(Requester::Cpu(self.ntbs[n as usize].host), addr)?;
                 self.mw_set_trans(n, *window as usize, a, *size)
             }
             SetupOp::NtbLutSetTrans { ntb, window, segment, addr } => {
                 let n = self.ntb_id(ntb)?;
-                let a = self.resolve_addr(addr)?;
+                let a = self.resolve_for(Requester::Cpu(self.ntbs[n as usize].host), addr)?;
                 self.lut_set_trans(n, *window as usize, *segment as usize, a)
             }
             SetupOp::NtbRidLutAdd { ntb, requester } => {
@@ -639,7 +656,7 @@ impl Fabric {
             SetupOp::IommuMap { host, domain, iova, addr, size, write } => {
                 let h = self.host_id(host)?;
                 let d = self.iommu_domain(h, domain)?;
-                let (i, a) = (self.resolve_addr(iova)?, self.resolve_addr(addr)?);
+                let (i, a) = (self.resolve_for(Requester::Cpu(h), iova)?, self.resolve_for(Requester::Cpu(h), addr)?);
                 self.iommu_map(h, d, i, a, *size, *write)
             }
             SetupOp::BusMaster { device, enable } => {
@@ -681,4 +698,20 @@ pub fn parse_num(s: &str) -> Option<u64> {
     } else {
         s.parse().ok()
     }
+}
+
+/// `BASE[+|-OFFSET]` split into (name, what, offset, negative); None when there is no `NAME.WHAT` base.
+fn split_expr(s: &str) -> FResult<Option<(&str, &str, u64, bool)>> {
+    if parse_num(s).is_some() {
+        return Ok(None);
+    }
+    let cut = s.find(['+', '-']).filter(|i| s[*i..].len() > 1 && s[..*i].contains('.')).or_else(|| s.rfind(['+']));
+    let (base, off, neg) = match cut {
+        Some(i) => {
+            let off = parse_num(s[i + 1..].trim()).ok_or_else(|| FabricError::Invalid(format!("address '{s}': offset '{}' is not a number", &s[i + 1..])))?;
+            (s[..i].trim(), off, &s[i..i + 1] == "-")
+        }
+        None => (s, 0, false),
+    };
+    Ok(base.rsplit_once('.').map(|(name, what)| (name, what, off, neg)))
 }

@@ -39,6 +39,18 @@ pub(crate) fn resolve(f: &CoreFabric, a: PyAddr) -> PyResult<u64> {
     }
 }
 
+/// An address from Python as requester `r` names it: an expression must name something in the
+/// requester's own host (`Fabric::resolve_for`).
+pub(crate) fn resolve_for(f: &CoreFabric, r: Requester, a: PyAddr) -> PyResult<u64> {
+    match a {
+        PyAddr::Int(n) => Ok(n),
+        PyAddr::Str(s) => match parse_num(&s) {
+            Some(n) => Ok(n),
+            None => f.resolve_for(r, &Addr::Expr(s)).map_err(ferr),
+        },
+    }
+}
+
 /// Largest functional read in one call (the bytes come back as one Python object).
 const MAX_ACCESS: usize = 1 << 30;
 /// Largest timed DMA stream in one call: 64 GiB simulates in about two minutes.
@@ -62,6 +74,9 @@ impl Fabric {
     }
     fn addr(&self, a: PyAddr) -> PyResult<u64> {
         resolve(&self.inner, a)
+    }
+    fn addr_for(&self, r: Requester, a: PyAddr) -> PyResult<u64> {
+        resolve_for(&self.inner, r, a)
     }
     fn host(&self, name: &str) -> PyResult<u16> {
         self.inner.host_id(name).map_err(ferr)
@@ -92,7 +107,7 @@ impl Fabric {
     #[pyo3(signature = (requester, addr, write=true))]
     fn route(&mut self, requester: &str, addr: PyAddr, write: bool) -> PyResult<String> {
         let r = self.req(requester)?;
-        let a = self.addr(addr)?;
+        let a = self.addr_for(r, addr)?;
         let route = self.inner.route(r, a, if write { Access::Write } else { Access::Read });
         Ok(self.inner.route_json(&route).to_string())
     }
@@ -100,7 +115,7 @@ impl Fabric {
     /// Write bytes as the requester would; returns (bytes delivered, failure JSON or None).
     fn write(&mut self, requester: &str, addr: PyAddr, data: &[u8]) -> PyResult<(usize, Option<String>)> {
         let r = self.req(requester)?;
-        let a = self.addr(addr)?;
+        let a = self.addr_for(r, addr)?;
         let (n, fail) = self.inner.write(r, a, data);
         Ok((n, fail.map(|f| self.inner.failure_json(&f).to_string())))
     }
@@ -111,7 +126,7 @@ impl Fabric {
             return Err(FabricError::new_err(format!("read of {len} bytes: at most {MAX_ACCESS} bytes per call")));
         }
         let r = self.req(requester)?;
-        let a = self.addr(addr)?;
+        let a = self.addr_for(r, addr)?;
         let (data, fail) = self.inner.read(r, a, len);
         Ok((PyBytes::new(py, &data), fail.map(|f| self.inner.failure_json(&f).to_string())))
     }
@@ -125,7 +140,7 @@ impl Fabric {
             return Err(FabricError::new_err(format!("DMA of {bytes} bytes: expected 1 byte to {MAX_DMA} bytes")));
         }
         let r = self.req(requester)?;
-        let a = self.addr(addr)?;
+        let a = self.addr_for(r, addr)?;
         let access = if write { Access::Write } else { Access::Read };
         let inner = &mut self.inner;
         let res = py.detach(|| devlend_engine::dma(inner, r, a, bytes, access, warm));
@@ -150,7 +165,7 @@ impl Fabric {
     /// Time `iterations` cached lookups over `pages` consecutive pages from `addr` (benchmarks).
     fn bench_lookups(&mut self, requester: &str, addr: PyAddr, pages: u64, iterations: u64) -> PyResult<f64> {
         let r = self.req(requester)?;
-        let a = self.addr(addr)?;
+        let a = self.addr_for(r, addr)?;
         let start = std::time::Instant::now();
         let mut delivered = 0u64;
         for i in 0..iterations {
@@ -174,11 +189,13 @@ impl Fabric {
         self.inner.mw_get_align(self.ntb(ntb)?, widx).map_err(ferr)
     }
     fn mw_set_trans(&mut self, ntb: &str, widx: usize, addr: PyAddr, size: u64) -> PyResult<()> {
-        let (n, a) = (self.ntb(ntb)?, self.addr(addr)?);
+        let n = self.ntb(ntb)?;
+        let a = self.addr_for(Requester::Cpu(self.inner.ntbs[n as usize].host), addr)?;
         self.inner.mw_set_trans(n, widx, a, size).map_err(ferr)
     }
     fn lut_set_trans(&mut self, ntb: &str, widx: usize, segment: usize, addr: PyAddr) -> PyResult<()> {
-        let (n, a) = (self.ntb(ntb)?, self.addr(addr)?);
+        let n = self.ntb(ntb)?;
+        let a = self.addr_for(Requester::Cpu(self.inner.ntbs[n as usize].host), addr)?;
         self.inner.lut_set_trans(n, widx, segment, a).map_err(ferr)
     }
     fn mw_clear_trans(&mut self, ntb: &str, widx: usize) -> PyResult<()> {
@@ -260,13 +277,13 @@ impl Fabric {
     fn iommu_map(&mut self, host: &str, domain: &str, iova: PyAddr, addr: PyAddr, size: u64, write: bool) -> PyResult<()> {
         let h = self.host(host)?;
         let d = self.inner.iommu_domain(h, domain).map_err(ferr)?;
-        let (i, a) = (self.addr(iova)?, self.addr(addr)?);
+        let (i, a) = (self.addr_for(Requester::Cpu(h), iova)?, self.addr_for(Requester::Cpu(h), addr)?);
         self.inner.iommu_map(h, d, i, a, size, write).map_err(ferr)
     }
     fn iommu_unmap(&mut self, host: &str, domain: &str, iova: PyAddr, size: u64) -> PyResult<u64> {
         let h = self.host(host)?;
         let d = self.inner.iommu_domain(h, domain).map_err(ferr)?;
-        let i = self.addr(iova)?;
+        let i = self.addr_for(Requester::Cpu(h), iova)?;
         self.inner.iommu_unmap(h, d, i, size).map_err(ferr)
     }
     fn iommu_faults(&self, host: &str) -> PyResult<String> {

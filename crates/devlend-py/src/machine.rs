@@ -47,7 +47,8 @@ impl Machine {
     fn stream(&mut self, name: &str, requester: &str, addr: PyAddr, bytes: u64, write: bool, at_ps: u64) -> PyResult<usize> {
         let (who, a) = {
             let w = self.inner.world();
-            (w.requester(requester).map_err(crate::ferr)?, crate::resolve(&w, addr)?)
+            let who = w.requester(requester).map_err(crate::ferr)?;
+            (who, crate::resolve_for(&w, who, addr)?)
         };
         let access = if write { Access::Write } else { Access::Read };
         let r = self.inner.stream(name, who, a, bytes, access, at_ps);
@@ -86,7 +87,7 @@ impl Machine {
     fn analytic(&mut self, requester: &str, addr: PyAddr, write: bool) -> PyResult<(f64, f64)> {
         let mut w = self.inner.world();
         let who = w.requester(requester).map_err(crate::ferr)?;
-        let a = crate::resolve(&w, addr)?;
+        let a = crate::resolve_for(&w, who, addr)?;
         let access = if write { Access::Write } else { Access::Read };
         let p = plan(&mut w, who, a, access).map_err(|f| crate::FabricError::new_err(w.describe_failure(&f)))?;
         let ports = port_table(&w);

@@ -38,7 +38,13 @@ impl Scenario {
 
     #[pyo3(signature = (name, requester, addr, bytes, write=true, at_ps=0))]
     fn stream(&mut self, name: &str, requester: &str, addr: PyAddr, bytes: u64, write: bool, at_ps: u64) -> PyResult<()> {
-        let a = crate::resolve(&self.inner.cluster().fabric, addr)?;
+        let a = {
+            let fabric = &self.inner.cluster().fabric;
+            match fabric.requester(requester) {
+                Ok(who) => crate::resolve_for(fabric, who, addr)?,
+                Err(_) => crate::resolve(fabric, addr)?, // the workload reports the unknown requester itself
+            }
+        };
         let access = if write { Access::Write } else { Access::Read };
         self.inner.add_stream(name, requester, a, bytes, access, at_ps).map_err(werr)
     }
