@@ -19,8 +19,8 @@
 //!   bare-metal borrower cannot (000 §5, §8): the line ends at the lender, whose software
 //!   forwards it. INTx's EOI/unmask handshake (vfio's resample irqfd) is not modelled.
 //!
-//! Handlers run when the hypervisor runs (`Vmm::run_irqs`, called by the guest kernel whenever
-//! it looks at its interrupts). Each delivery carries its latency from the model: the device's
+//! Without a clock, handlers run when the hypervisor runs (`Vmm::run_irqs`, called by the guest
+//! kernel whenever it looks at its interrupts); on the machine they are threads (`irq_clock`). Each delivery carries its latency from the model: the device's
 //! message on the fabric (timed by the engine; an Assert_INTx takes the MSI write's upstream
 //! path), the notification store through the NTB (timed by the engine), and the software costs
 //! of `[vm]` in params/hardware.toml. The guest is taken to be idle waiting for the interrupt, its
@@ -97,11 +97,11 @@ pub struct Route {
     pub src: Src,
     pub guest_vector: u8,
     /// Where the device's interrupt is taken first: (host, MSI vector), or the INTx line.
-    first: (HostId, Option<u8>),
-    seen: u64,
+    pub(crate) first: (HostId, Option<u8>),
+    pub(crate) seen: u64,
     /// Mediated path: (VM host, relay vector, lender-side address of its MSI page).
-    relay: Option<(HostId, u8, u64)>,
-    relay_seen: u64,
+    pub(crate) relay: Option<(HostId, u8, u64)>,
+    pub(crate) relay_seen: u64,
     pieces: Vec<Piece>,
     /// Device-to-guest latency, step by step (ps); empty until the first interrupt arrives.
     pub steps: Vec<(String, u64)>,
@@ -309,6 +309,9 @@ impl Vmm {
     /// Run the hypervisor's handlers: take what every route's first handler received, forward it
     /// (mediated path) and inject it into the guest. Returns how many interrupts were injected.
     pub fn run_irqs(&mut self, c: &mut Cluster) -> usize {
+        if self.clocked {
+            return 0;
+        }
         let mut injected = 0;
         for i in 0..self.routes.len() {
             let r = &self.routes[i];
@@ -348,6 +351,23 @@ impl Vmm {
             injected += arrived as usize;
         }
         injected
+    }
+
+    /// The vCPU injected an interrupt of route (`vm`, `key`) (`irq_clock`), `latency` after it
+    /// reached its first host, by `steps`.
+    pub(crate) fn inject(&mut self, vm: VmId, key: (DevId, Src), latency: u64, steps: Vec<(String, u64)>) {
+        let Some(r) = self.routes.iter_mut().find(|r| r.vm == vm && (r.dev, r.src) == key) else { return };
+        r.steps = steps;
+        let gv = r.guest_vector;
+        if let Some(v) = self.vms.get_mut(&vm) {
+            match v.irqs.descs.get_mut(&gv) {
+                Some(d) => {
+                    d.count += 1;
+                    d.last_latency_ps = Some(latency);
+                }
+                None => v.irqs.spurious += 1,
+            }
+        }
     }
 
     /// The live route of a guest device's source, with its latency steps.
