@@ -14,6 +14,7 @@
 //! Guest CPU accesses cost what the host CPU's do (no EPT-walk or VM-exit cost is modelled).
 
 use crate::irq::Src;
+use crate::irq_clock::{Raiser, RAISE};
 use crate::timed::{on_machine, Actor};
 use crate::vm::VmId;
 use crate::vmm::Vmm;
@@ -153,20 +154,37 @@ pub fn ram_bounce_path(json: &str, sc: Scenario) -> Result<(usize, usize, usize)
     Ok((w.hop_count() + back.hop_count(), w.roots() + back.roots(), w.ntb_crossings() + back.ntb_crossings()))
 }
 
-/// One interrupt of gpu0 in the D4 testbed's VM (MSI-X entry 0 or INTx), raised by the device
-/// and taken by the guest's handler: the modelled latency, step by step (ps).
+/// One interrupt of gpu0 in the D4 testbed's VM (MSI-X entry `e` or INTx), raised by the device
+/// and taken by the guest's handler: the latency, step by step (ps). MSI-X runs on the machine
+/// (the device's message and the chain of `irq_clock`, on an idle machine); INTx, which the
+/// engine does not carry, through `Vmm::run_irqs` with its steps timed alone.
 pub fn irq_latency(json: &str, sc: Scenario, src: Src) -> Result<Vec<(String, u64)>, String> {
+    let Src::Msix(entry) = src else { return irq_latency_intx(json, sc) };
+    let Testbed { mut c, mut vmm, vm, a, .. } = testbed(json, sc)?;
+    let mut os = vmm.guest(&mut c, vm).map_err(s)?;
+    let gv = os.request_irq(a.dev, entry, 1).map_err(s)?;
+    let bar0 = os.pci_iomap(a.dev, 0).map_err(s)?;
+    let raiser = Rc::new(RefCell::new(Raiser { entry, sent: Vec::new() }));
+    let func = a.gpu.func;
+    let (_m, vmm, _) = on_machine(c, vmm, vm, vec![(func, raiser.clone())], move |os| {
+        os.write(bar0 + RAISE, &1u32.to_le_bytes()).map_err(s)?;
+        os.wait_irq(gv, 0).map(|_| ()).map_err(s)
+    })?;
+    let vmm = vmm.borrow();
+    let r = vmm.irq_route(vm, a.dev, src).ok_or("no route")?;
+    let (sent, landed) = (raiser.borrow().sent[0], r.landed_ps.ok_or("the interrupt did not reach the guest")?);
+    let mut steps = vec![("MSI-X message, device to root".to_string(), landed - sent)];
+    steps.extend(r.steps.iter().cloned());
+    Ok(steps)
+}
+
+fn irq_latency_intx(json: &str, sc: Scenario) -> Result<Vec<(String, u64)>, String> {
     let mut t = testbed(json, sc)?;
     let dev = t.a.dev;
-    let mut os = t.vmm.guest(&mut t.c, t.vm).map_err(|e| e.to_string())?;
-    let gv = match src {
-        Src::Msix(e) => os.request_irq(dev, e, 1),
-        Src::Intx => os.request_intx(dev, 1),
-    }
-    .map_err(|e| e.to_string())?;
-    crate::irq::device_interrupt(&mut t.c, "gpu0", if let Src::Msix(e) = src { e } else { 0 }).map_err(|e| e.to_string())?;
-    if t.vmm.guest(&mut t.c, t.vm).map_err(|e| e.to_string())?.irq_count(gv) != 1 {
+    let gv = t.vmm.guest(&mut t.c, t.vm).map_err(s)?.request_intx(dev, 1).map_err(s)?;
+    crate::irq::device_interrupt(&mut t.c, "gpu0", 0).map_err(s)?;
+    if t.vmm.guest(&mut t.c, t.vm).map_err(s)?.irq_count(gv) != 1 {
         return Err("the interrupt did not reach the guest".into());
     }
-    t.vmm.irq_route(t.vm, dev, src).map(|r| r.steps.clone()).ok_or_else(|| "no route".into())
+    t.vmm.irq_route(t.vm, dev, Src::Intx).map(|r| r.steps.clone()).ok_or_else(|| "no route".into())
 }

@@ -194,6 +194,32 @@ fn vcpu(t: &mut Thread<'_, Cluster>, sh: &Rc<Shared>) -> Result<(), ThreadError>
         let mut ch = sh.q.borrow_mut().inject.pop_front().expect("an interrupt is signalled");
         queued(&mut ch, t.now(), "the vCPU");
         step(t, &mut ch, "VM entry with the interrupt, guest handler entry", p.guest_irq_entry_ps);
-        sh.vmm.borrow_mut().inject(sh.vm, ch.key, t.now() - ch.t0, ch.steps);
+        sh.vmm.borrow_mut().inject(sh.vm, ch.key, (ch.t0, t.now()), ch.steps);
+    }
+}
+
+/// Where a [`Raiser`] is told to interrupt: a write to BAR 0 at this offset (a register the
+/// profiles leave unused; devlend's own, as the GPU's register map is).
+pub const RAISE: u64 = 0x800;
+
+/// A device model that only interrupts, on the machine: a write to [`RAISE`] in its BAR 0 makes
+/// it send MSI-X entry `entry`'s message as itself at that moment (a DMA write on the links),
+/// unless masked. It records when it sent each. INTx is not on the clock.
+pub struct Raiser {
+    pub entry: u16,
+    pub sent: Vec<Ps>,
+}
+
+impl devlend_engine::machine::Device<Cluster> for Raiser {
+    fn mmio_write(&mut self, cx: &mut devlend_engine::machine::Cx<Cluster>, bar: u8, offset: u64, _tlp: &devlend_wire::Tlp) {
+        if (bar, offset) != (0, RAISE) {
+            return;
+        }
+        let func = cx.func();
+        if let Ok(crate::irq::Message::Msi { addr, data }) = crate::irq::message(cx.world(), func, self.entry) {
+            if cx.dma_write(addr, data.to_le_bytes().to_vec(), 0).is_ok() {
+                self.sent.push(cx.now());
+            }
+        }
     }
 }
