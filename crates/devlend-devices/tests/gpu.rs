@@ -50,10 +50,12 @@ fn crossings(c: &mut Cluster, gpu: &str, dma: u64, ntb: &str) -> (usize, bool) {
     (r.ntb_crossings(), r.hops.iter().any(|h| h.kind == HopKind::Ntb && h.node == node))
 }
 
-/// GPU `src` bound by `runner` (and `dst`, when named, for peer copies), with `prep` run on the
-/// cluster, then `body` on a thread of `runner` on one machine with the GPUs as actors: the
-/// machine after the run (its world and the GPUs' records), or the run's error.
-fn run_with(json: &str, runner: &str, gpus: &[&str], prep: impl FnOnce(&mut Cluster, &mut [Bound]) -> u64, body: impl FnOnce(&mut ThreadOs, &mut Driver, u64, &[devlend_host::DevId]) -> Result<(), GpuError> + 'static) -> Result<(devlend_engine::machine::Machine<Cluster>, Vec<std::rc::Rc<std::cell::RefCell<Gpu>>>), String> {
+type Ran = (devlend_engine::machine::Machine<Cluster>, Vec<std::rc::Rc<std::cell::RefCell<Gpu>>>);
+
+/// The GPUs `gpus` bound by `runner`, `prep` run on the cluster (its answer goes to `body`), then
+/// `body` with the first GPU's driver on a thread of `runner` on one machine with the GPUs as
+/// actors: the machine after the run (its world) and the GPU models, or the run's error.
+fn run_with(json: &str, runner: &str, gpus: &[&str], prep: impl FnOnce(&mut Cluster, &mut [Bound]) -> u64, body: impl FnOnce(&mut ThreadOs, &mut Driver, u64, &[devlend_host::DevId]) -> Result<(), GpuError> + 'static) -> Result<Ran, String> {
     let mut c = Cluster::from_json(json).unwrap();
     let mut bound: Vec<Bound> = gpus.iter().map(|g| bind(&mut c, runner, g).unwrap()).collect();
     let arg = prep(&mut c, &mut bound);
@@ -261,7 +263,7 @@ fn the_copy_engine_reports_bad_commands_in_its_status_register() {
     let gpu = shared(g.gpu);
     let got = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
     let out = got.clone();
-    let (m, _) = on_machine(c, &[gpu.clone()], host, move |os| {
+    let (m, _) = on_machine(c, std::slice::from_ref(&gpu), host, move |os| {
         let w = |os: &mut ThreadOs, reg: u64, v: &[u8]| os.write(regs + reg, v).map_err(|e| e.to_string());
         w(os, CE_NOTIFY_ADDR, &note_dma.to_le_bytes())?;
         let cmds = [(0x0fff_f000, 0x1000, 0x2000, DIR_DEV_TO_BUS, 1u32), (0, 0x1000, 0x100, 7, 2), (0, 0x1000, 0, DIR_DEV_TO_BUS, 3), (0, unmapped, 4096, DIR_DEV_TO_BUS, 4), (0, unmapped, 4096, DIR_DEV_TO_BUS, 4)];

@@ -172,10 +172,13 @@ impl Os for GuestThreadOs<'_, '_> {
 /// A device model for [`on_machine`]: its function and the actor.
 pub type Actor = (devlend_fabric::model::FuncId, Rc<RefCell<dyn devlend_engine::machine::Device<Cluster>>>);
 
+/// A machine that has run, the hypervisor beside it, and the time the guest's body ran (ps).
+pub type Ran = (devlend_engine::machine::Machine<Cluster>, Rc<RefCell<Vmm>>, u64);
+
 /// VM `vm`'s guest kernel on one machine: `devices` as actors, the VM's interrupt path
 /// (`irq_clock`), and a thread of the guest kernel running `body`. Returns the machine, the
 /// hypervisor, and the time `body` ran.
-pub fn on_machine(c: Cluster, vmm: Vmm, vm: VmId, devices: Vec<Actor>, body: impl FnOnce(&mut GuestThreadOs) -> Result<(), String> + 'static) -> Result<(devlend_engine::machine::Machine<Cluster>, Rc<RefCell<Vmm>>, u64), String> {
+pub fn on_machine(c: Cluster, vmm: Vmm, vm: VmId, devices: Vec<Actor>, body: impl FnOnce(&mut GuestThreadOs) -> Result<(), String> + 'static) -> Result<Ran, String> {
     let mut m = devlend_engine::machine::Machine::new(c);
     for (func, d) in devices {
         m.add_device(func, d);
