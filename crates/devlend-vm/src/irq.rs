@@ -20,11 +20,12 @@
 //!   forwards it. INTx's EOI/unmask handshake (vfio's resample irqfd) is not modelled.
 //!
 //! Without a clock, handlers run when the hypervisor runs (`Vmm::run_irqs`, called by the guest
-//! kernel whenever it looks at its interrupts); on the machine they are threads (`irq_clock`). Each delivery carries its latency from the model: the device's
-//! message on the fabric (timed by the engine; an Assert_INTx takes the MSI write's upstream
-//! path), the notification store through the NTB (timed by the engine), and the software costs
-//! of `[vm]` in params/hardware.toml. The guest is taken to be idle waiting for the interrupt, its
-//! vCPU halt-polling in KVM: no VM exit lies on the path, only the entry that delivers it.
+//! kernel whenever it looks at its interrupts); on the machine they are threads (`irq_clock`).
+//! Each delivery carries its latency from the model: the device's message on the fabric (timed
+//! by the engine; an Assert_INTx takes the MSI write's upstream path), the notification store
+//! through the NTB (timed by the engine), and the software costs of `[vm]` in
+//! params/hardware.toml. The guest is taken to be idle waiting for the interrupt, its vCPU
+//! halt-polling in KVM: no VM exit lies on the path, only the entry that delivers it.
 
 use crate::config::GUEST_MSI;
 use crate::vm::{Path, VmId};
