@@ -47,16 +47,10 @@
 //! memory, DMA fault) sets `CE_STATUS` (and `CE_FAULT_ADDR`), releases nothing, and DMA-writes its
 //! status to `CE_NOTIFY_ADDR` (CUDA's error notifier) so a waiting driver wakes; a DMA fault stops
 //! only that engine's flow, bytes before it have moved. Engines work at once, sharing the links.
-//!
-//! Without a clock (a VM's guest kernel, the functional tests) [`Gpu::process`] serves the
-//! doorbells at once through the fabric and logs every DMA as an [`Op`] for `time_ops`.
 
-use crate::Op;
 use devlend_fabric::model::FuncId;
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
-use devlend_wire::Access;
-use std::sync::Arc;
 
 pub const ID: u64 = 0x000;
 pub const MEM_SIZE: u64 = 0x008;
@@ -115,18 +109,12 @@ pub struct Cmd {
     pub value: u32,
 }
 
-/// The copy engine moves bytes page by page (TLPs never cross 4 KiB), so a fault names its page;
-/// timing sees one stream per copy.
-const PAGE: u64 = 4096;
-
 pub struct Gpu {
     pub func: FuncId,
     /// Device memory size: BAR 1.
     pub mem_size: u64,
     /// The doorbell value last served, per copy engine.
     pub(crate) served: [u32; NUM_CE],
-    /// Every DMA this GPU made, in order (taken by the driver or cleared by the caller).
-    pub ops: Vec<Op>,
     pub copies: u64,
     /// The command each copy engine is running (on the clock).
     pub(crate) busy: [Option<Cmd>; NUM_CE],
@@ -143,7 +131,7 @@ impl Gpu {
     pub fn new(f: &mut Fabric, func: FuncId) -> Result<Gpu, String> {
         let fun = f.funcs.get(func as usize).ok_or(format!("no function #{func}"))?;
         let bar1 = fun.bars.iter().find(|b| b.index == 1).ok_or(format!("{} has no BAR 1 to hold device memory", fun.name))?;
-        let g = Gpu { func, mem_size: bar1.size, served: [0; NUM_CE], ops: Vec::new(), copies: 0, busy: [None; NUM_CE], kernel: Default::default() };
+        let g = Gpu { func, mem_size: bar1.size, served: [0; NUM_CE], copies: 0, busy: [None; NUM_CE], kernel: Default::default() };
         let id = fun.vendor as u32 | (fun.device_id as u32) << 16;
         g.reg_write(f, ID, &id.to_le_bytes());
         g.reg_write(f, MEM_SIZE, &g.mem_size.to_le_bytes());
@@ -191,29 +179,23 @@ impl Gpu {
         Ok(())
     }
 
-    fn log(&mut self, f: &mut Fabric, addr: u64, len: u64, access: Access, what: &'static str) {
-        let plan = devlend_engine::plan(f, self.me(), addr, access).ok().map(Arc::new);
-        self.ops.push(Op { who: self.me(), addr, len, access, what, plan });
-    }
-
     /// The fabric's message for a failed access by this GPU.
     fn fail_msg(f: &Fabric, e: &devlend_fabric::route::Failure, addr: u64) -> String {
         let m = f.failure_json(e);
         format!("DMA at {addr:#x} failed: {}", m["message"].as_str().unwrap_or("access failed"))
     }
 
-    /// Kernel primitive: a store by the GPU's SMs to a DMA address (a peer's BAR 1, host RAM).
+    /// A store by the GPU's SMs to a DMA address (a peer's BAR 1, host RAM), at once and without
+    /// time: for the functional checks of what the fabric lets through (`devlend-vm`'s attacks).
     pub fn store(&mut self, f: &mut Fabric, addr: u64, data: &[u8]) -> Result<(), String> {
-        self.log(f, addr, data.len() as u64, Access::Write, "kernel store");
         match f.write(self.me(), addr, data).1 {
             None => Ok(()),
             Some(e) => Err(Self::fail_msg(f, &e, addr)),
         }
     }
 
-    /// Kernel primitive: a load by the GPU's SMs from a DMA address.
+    /// A load by the GPU's SMs from a DMA address, at once and without time (as [`Gpu::store`]).
     pub fn load(&mut self, f: &mut Fabric, addr: u64, len: usize) -> Result<Vec<u8>, String> {
-        self.log(f, addr, len as u64, Access::Read, "kernel load");
         match f.read(self.me(), addr, len) {
             (data, None) => Ok(data),
             (_, Some(e)) => Err(Self::fail_msg(f, &e, addr)),
@@ -256,56 +238,5 @@ impl Gpu {
     pub(crate) fn set_fault(&self, f: &mut Fabric, ce: usize, addr: u64) -> u32 {
         self.reg_write(f, ce_reg(ce, CE_FAULT_ADDR), &addr.to_le_bytes());
         STATUS_DMA_FAULT
-    }
-
-    /// Without a clock: serve every engine's doorbell now, run its copy, release its semaphore.
-    pub fn process(&mut self, f: &mut Fabric) {
-        for ce in 0..NUM_CE {
-            if self.ring(f, ce).is_some() {
-                self.serve(f, ce);
-            }
-        }
-    }
-
-    fn serve(&mut self, f: &mut Fabric, ce: usize) {
-        let mut status = match self.command(f, ce) {
-            Ok(cmd) => self.copy(f, ce, cmd),
-            Err(s) => s,
-        };
-        if status == STATUS_DONE {
-            let (sem, value) = (self.reg(f, ce_reg(ce, CE_SEM_ADDR), 8), self.reg(f, ce_reg(ce, CE_SEM_VALUE), 4) as u32);
-            self.log(f, sem, 4, Access::Write, "semaphore release");
-            if f.write(self.me(), sem, &value.to_le_bytes()).1.is_some() {
-                status = self.set_fault(f, ce, sem);
-            }
-        }
-        self.set_status(f, ce, status);
-        let notify = self.reg(f, ce_reg(ce, CE_NOTIFY_ADDR), 8);
-        if status != STATUS_DONE && notify != 0 {
-            f.write(self.me(), notify, &status.to_le_bytes());
-        }
-    }
-
-    fn copy(&mut self, f: &mut Fabric, ce: usize, c: Cmd) -> u32 {
-        let Cmd { dir, dev, bus, len, .. } = c;
-        let access = if dir == DIR_DEV_TO_BUS { Access::Write } else { Access::Read };
-        let what = if dir == DIR_DEV_TO_BUS { "copy engine DMA write" } else { "copy engine DMA read" };
-        self.log(f, bus, len, access, what);
-        let mut done = 0;
-        while done < len {
-            let n = (PAGE - (bus + done) % PAGE).min(len - done);
-            let ok = if dir == DIR_DEV_TO_BUS {
-                let data = self.mem_read(f, dev + done, n as usize).unwrap_or_default();
-                f.write(self.me(), bus + done, &data).1.is_none()
-            } else {
-                let (data, fail) = f.read(self.me(), bus + done, n as usize);
-                fail.is_none() && self.mem_write(f, dev + done, &data).is_ok()
-            };
-            if !ok {
-                return self.set_fault(f, ce, bus + done);
-            }
-            done += n;
-        }
-        STATUS_DONE
     }
 }

@@ -20,14 +20,12 @@
 //!   IOTLB walks (one per direction where an IOMMU translates) weigh nothing; timed from the
 //!   first store, 8 rounds would carry them (+80 ns a round for 1L-P2P-IOMMU).
 //!
-//! [`transfer`] and [`half`] are the functional path (`gpu_functional`, `time_ops`) that the
-//! VM experiments of `devlend-vm` still use: their guest kernel has no clock yet.
+//! The same workloads run in a VM's guest kernel on the machine in `devlend-vm` (d4, d6), with
+//! [`staged`], [`launch`] and [`kernel_round_trip`] from here.
 
 use crate::gpu::Gpu;
 use crate::gpu_driver::{Driver, GpuError};
-use crate::gpu_functional as functional;
 use crate::gpu_kernel::*;
-use crate::{time_ops, Op};
 use devlend_engine::machine::{Machine, ThreadError};
 use devlend_engine::queue::Ps;
 use devlend_fabric::model::HostId;
@@ -62,7 +60,7 @@ pub struct CopyTiming {
     pub bytes: u64,
     /// From the first register store to the driver seeing the semaphore, ps.
     pub total_ps: u64,
-    /// Each access timed alone, in program order.
+    /// The steps timed (one: the whole copy, on the machine).
     pub steps: Vec<(&'static str, u64)>,
 }
 
@@ -93,7 +91,8 @@ fn s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 
-fn pattern(seed: u8, len: u64) -> Vec<u8> {
+/// The bytes a workload copies: a pattern that differs from page to page.
+pub fn pattern(seed: u8, len: u64) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed).wrapping_add((i >> 12) as u8)).collect()
 }
 
@@ -124,21 +123,12 @@ pub fn bind(c: &mut Cluster, runner: &str, device: &str) -> Result<Bound, String
     Ok(Bound { dev, gpu, drv })
 }
 
-fn fits(len: u64, g: &Bound) -> Result<(), String> {
+pub fn fits(len: u64, g: &Bound) -> Result<(), String> {
     match len {
         0 => Err("a copy of zero bytes".into()),
         n if n > g.drv.mem_size => Err(format!("{n} bytes do not fit the GPU's {} bytes of memory", g.drv.mem_size)),
         _ => Ok(()),
     }
-}
-
-/// Time a program-ordered list of accesses: the whole, and each step alone.
-pub fn time_steps(c: &mut Cluster, ops: &[Op], bytes: u64) -> Result<CopyTiming, String> {
-    let mut steps = Vec::with_capacity(ops.len());
-    for op in ops {
-        steps.push((op.what, time_ops(&mut c.fabric, std::slice::from_ref(op))?));
-    }
-    Ok(CopyTiming { bytes, total_ps: time_ops(&mut c.fabric, ops)?, steps })
 }
 
 fn gerr(e: impl std::fmt::Display) -> ThreadError {
@@ -165,7 +155,7 @@ pub fn on_machine(c: Cluster, gpus: &[Rc<RefCell<Gpu>>], host: HostId, body: imp
     Ok((m, span.get()))
 }
 
-fn timing(bytes: u64, total_ps: u64) -> CopyTiming {
+pub fn timing(bytes: u64, total_ps: u64) -> CopyTiming {
     CopyTiming { bytes, total_ps, steps: vec![("cudaMemcpy", total_ps)] }
 }
 
@@ -260,43 +250,8 @@ pub fn staged(os: &mut impl Os, a: &mut Driver, b: &mut Driver, stage: u64, chun
     b.unmap(os, mb)
 }
 
-/// Copy `len` bytes from `a`'s memory to `b`'s (peer-to-peer, or through a kernel buffer), under
-/// any kernel (a host's or a guest's), check they arrived, and return every access made.
-pub fn transfer(os: &mut impl Os, a: &mut Bound, b: &mut Bound, via: Via, len: u64) -> Result<Vec<Op>, String> {
-    let want = pattern(3, len);
-    os.run_hardware(|f| a.gpu.mem_write(f, 0, &want))?;
-    a.drv.ops.clear();
-    b.drv.ops.clear();
-    match via {
-        Via::Peer => functional::memcpy_peer(&mut a.drv, os, &mut a.gpu, 0, b.dev, 0, len).map_err(s)?,
-        Via::Ram => {
-            let buf = os.kmalloc(len).map_err(s)?;
-            functional::memcpy_dtoh(&mut a.drv, os, &mut a.gpu, 0, buf, len).map_err(s)?;
-            functional::memcpy_htod(&mut b.drv, os, &mut b.gpu, 0, buf, len).map_err(s)?;
-        }
-    }
-    if os.run_hardware(|f| b.gpu.mem_read(f, 0, len as usize))? != want {
-        return Err("the target's memory differs from what the source sent".into());
-    }
-    Ok(a.drv.ops.iter().chain(&b.drv.ops).cloned().collect())
-}
-
-/// One half of a ping-pong: `from` stores `value` at `store_at`; `to` sees it in its own memory
-/// (peer-to-peer) or by loading it from `poll_at` (RAM). Returns the accesses.
-pub fn half(os: &mut impl Os, from: &mut Bound, to: &mut Bound, store_at: u64, poll_at: Option<u64>, value: u32) -> Result<Vec<Op>, String> {
-    os.run_hardware(|f| from.gpu.store(f, store_at, &value.to_le_bytes()))?;
-    let seen = match poll_at {
-        None => os.run_hardware(|f| to.gpu.mem_read(f, 0, 4))?,
-        Some(at) => os.run_hardware(|f| to.gpu.load(f, at, 4))?,
-    };
-    if seen != value.to_le_bytes() {
-        return Err(format!("ping-pong: counter {value} did not arrive (read {seen:?})"));
-    }
-    Ok(from.gpu.ops.drain(..).chain(to.gpu.ops.drain(..)).collect())
-}
-
 /// Program GPU `gpu`'s ping-pong kernel through its BAR 0 at `bar0` and launch it.
-fn launch(os: &mut impl Os, bar0: u64, store_at: u64, poll_at: u64, first: bool) -> Result<(), String> {
+pub fn launch(os: &mut impl Os, bar0: u64, store_at: u64, poll_at: u64, first: bool) -> Result<(), String> {
     let w = |os: &mut _, reg, v: &[u8]| Os::write(os, bar0 + reg, v).map_err(s);
     w(os, K_STORE_AT, &store_at.to_le_bytes())?;
     w(os, K_POLL_AT, &poll_at.to_le_bytes())?;
@@ -331,6 +286,12 @@ pub fn pingpong(json: &str, runner: &str, a: &str, b: &str, via: Via) -> Result<
         launch(os, bar_b, at_b.dma, poll_b, false)?;
         launch(os, bar_a, at_a.dma, poll_a, true)
     })?;
+    kernel_round_trip((a, &pa), (b, &pb))
+}
+
+/// What the ping-pong kernels of `a` (which began) and `b` measured: ping's mean round trip
+/// over [`PING_ROUNDS`] after [`WARMUP_ROUNDS`], or why they did not finish.
+pub fn kernel_round_trip((a, pa): (&str, &Rc<RefCell<Gpu>>), (b, pb): (&str, &Rc<RefCell<Gpu>>)) -> Result<u64, String> {
     let (ka, kb) = (pa.borrow().kernel.clone(), pb.borrow().kernel.clone());
     for (name, k) in [(a, &ka), (b, &kb)] {
         if let Some(at) = k.fault {

@@ -14,25 +14,14 @@
 //! copy wakes the poll through the engine's error notifier (the slot's second word). Each copy
 //! engine has its own slot: [`Driver::memcpy_dtoh_async`]/[`Driver::memcpy_htod_async`] start a
 //! copy on one engine (a CUDA stream) and [`Driver::sync`] waits for it.
-//!
-//! Without a clock (a VM's guest kernel) nothing runs the GPU between the doorbell and the poll:
-//! [`crate::gpu_functional`] passes in the step that runs it. The driver's own accesses (MMIO
-//! stores, the semaphore poll, status reads) are logged as [`Op`]s in program order, with the
-//! GPU's accesses taken in after the hardware ran, for `time_ops` on that path.
 
 use crate::gpu::*;
-use crate::Op;
-use devlend_fabric::route::Requester;
 use devlend_host::{DevId, DmaDir, Os};
-use devlend_wire::Access;
 
 /// Bytes of the coherent page holding the semaphores.
 const SEM_BYTES: u64 = 4096;
 /// Bytes per copy engine's slot in it: the semaphore word, then the error notifier word.
 const SLOT: u64 = 16;
-
-/// What runs the hardware between the doorbell and the semaphore poll (nothing, on the clock).
-pub type Hw<'a, O> = &'a mut dyn FnMut(&mut O, &mut Vec<Op>);
 
 /// A copy started on a copy engine; wait for it with [`Driver::sync`].
 #[derive(Debug)]
@@ -57,9 +46,6 @@ pub struct Driver {
     /// The sequence number of the copy each engine runs and nobody has waited for yet: an engine
     /// takes one copy at a time, and the next copy's register stores would reprogram it.
     running: [Option<u32>; NUM_CE],
-    cpu: Requester,
-    /// Every access of the copies so far, the GPU's included, in program order (clear it between copies).
-    pub ops: Vec<Op>,
 }
 
 #[derive(Debug)]
@@ -91,7 +77,6 @@ impl Driver {
     pub fn probe(os: &mut impl Os, dev: DevId) -> GResult<Driver> {
         let bar0 = os.pci_iomap(dev, 0).map_err(err("pci_iomap"))?;
         os.pci_set_master(dev).map_err(err("pci_set_master"))?;
-        let cpu = Requester::Cpu(os.host());
         let ids = os.pci_read_config(dev, 0, 4).map_err(err("pci_read_config"))?;
         let id = os.read(bar0 + ID, 4).map_err(err("read ID"))?;
         if u32::from_le_bytes(id[..4].try_into().unwrap()) != ids {
@@ -100,7 +85,7 @@ impl Driver {
         let m = os.read(bar0 + MEM_SIZE, 8).map_err(err("read MEM_SIZE"))?;
         let sem = os.dma_alloc_coherent(dev, SEM_BYTES).map_err(err("dma_alloc_coherent"))?;
         os.write(sem.0, &[0; 4]).map_err(err("clear semaphore"))?;
-        let mut d = Driver { dev, bar0, mem_size: u64::from_le_bytes(m[..8].try_into().unwrap()), sem, seq: 0, running: [None; NUM_CE], cpu, ops: Vec::new() };
+        let mut d = Driver { dev, bar0, mem_size: u64::from_le_bytes(m[..8].try_into().unwrap()), sem, seq: 0, running: [None; NUM_CE] };
         for ce in 0..NUM_CE {
             let slot = sem.1 + ce as u64 * SLOT;
             d.mmio_write(os, ce_reg(ce, CE_SEM_ADDR), &slot.to_le_bytes())?;
@@ -110,12 +95,10 @@ impl Driver {
     }
 
     fn mmio_write(&mut self, os: &mut impl Os, reg: u64, data: &[u8]) -> GResult<()> {
-        self.ops.push(Op { who: self.cpu, addr: self.bar0 + reg, len: data.len() as u64, access: Access::Write, what: "MMIO register write", plan: None });
         os.write(self.bar0 + reg, data).map_err(err("MMIO write"))
     }
 
     fn mmio_read(&mut self, os: &mut impl Os, reg: u64, n: usize) -> GResult<u64> {
-        self.ops.push(Op { who: self.cpu, addr: self.bar0 + reg, len: n as u64, access: Access::Read, what: "MMIO register read", plan: None });
         let b = os.read(self.bar0 + reg, n).map_err(err("MMIO read"))?;
         Ok(b.iter().rev().fold(0, |a, x| a << 8 | *x as u64))
     }
@@ -132,45 +115,29 @@ impl Driver {
 
     /// cudaMemcpy device to host: `len` bytes of device memory at `dev_off` into the kernel buffer
     /// at CPU address `host_buf`.
-    pub fn memcpy_dtoh<O: Os>(&mut self, os: &mut O, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
-        self.memcpy_dtoh_with(os, &mut |_, _| {}, dev_off, host_buf, len)
-    }
-
-    /// cudaMemcpy host to device: `len` bytes of the kernel buffer at `host_buf` into device memory at `dev_off`.
-    pub fn memcpy_htod<O: Os>(&mut self, os: &mut O, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
-        self.memcpy_htod_with(os, &mut |_, _| {}, dev_off, host_buf, len)
-    }
-
-    /// cudaMemcpyPeer: this GPU's copy engine writes `len` bytes from its memory at `src_off` into
-    /// the memory (BAR 1) of GPU `dst` at `dst_off`, peer-to-peer.
-    pub fn memcpy_peer<O: Os>(&mut self, os: &mut O, src_off: u64, dst: DevId, dst_off: u64, len: u64) -> GResult<()> {
-        self.memcpy_peer_with(os, &mut |_, _| {}, src_off, dst, dst_off, len)
-    }
-
-    /// [`Driver::memcpy_dtoh`], with `hw` run between the doorbell and the poll.
-    pub fn memcpy_dtoh_with<O: Os>(&mut self, os: &mut O, hw: Hw<O>, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
+    pub fn memcpy_dtoh(&mut self, os: &mut impl Os, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
         self.check_dev(dev_off, len)?;
         let dma = os.dma_map_single(self.dev, host_buf, len, DmaDir::FromDevice).map_err(err("mapping the host buffer"))?;
-        let r = self.copy(os, hw, DIR_DEV_TO_BUS, dev_off, dma, len);
+        let r = self.copy(os, DIR_DEV_TO_BUS, dev_off, dma, len);
         os.dma_unmap_single(self.dev, dma, len, DmaDir::FromDevice).map_err(err("dma_unmap_single"))?;
         r
     }
 
-    /// [`Driver::memcpy_htod`], with `hw` run between the doorbell and the poll.
-    pub fn memcpy_htod_with<O: Os>(&mut self, os: &mut O, hw: Hw<O>, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
+    /// cudaMemcpy host to device: `len` bytes of the kernel buffer at `host_buf` into device memory at `dev_off`.
+    pub fn memcpy_htod(&mut self, os: &mut impl Os, dev_off: u64, host_buf: u64, len: u64) -> GResult<()> {
         self.check_dev(dev_off, len)?;
         let dma = os.dma_map_single(self.dev, host_buf, len, DmaDir::ToDevice).map_err(err("mapping the host buffer"))?;
-        let r = self.copy(os, hw, DIR_BUS_TO_DEV, dma, dev_off, len);
+        let r = self.copy(os, DIR_BUS_TO_DEV, dma, dev_off, len);
         os.dma_unmap_single(self.dev, dma, len, DmaDir::ToDevice).map_err(err("dma_unmap_single"))?;
         r
     }
 
-    /// [`Driver::memcpy_peer`], with `hw` run between the doorbell and the poll.
-    #[allow(clippy::too_many_arguments)]
-    pub fn memcpy_peer_with<O: Os>(&mut self, os: &mut O, hw: Hw<O>, src_off: u64, dst: DevId, dst_off: u64, len: u64) -> GResult<()> {
+    /// cudaMemcpyPeer: this GPU's copy engine writes `len` bytes from its memory at `src_off` into
+    /// the memory (BAR 1) of GPU `dst` at `dst_off`, peer-to-peer.
+    pub fn memcpy_peer(&mut self, os: &mut impl Os, src_off: u64, dst: DevId, dst_off: u64, len: u64) -> GResult<()> {
         self.check_dev(src_off, len)?;
         let m = self.map_peer(os, dst, dst_off, len)?;
-        let r = self.copy(os, hw, DIR_DEV_TO_BUS, src_off, m.dma, len);
+        let r = self.copy(os, DIR_DEV_TO_BUS, src_off, m.dma, len);
         self.unmap(os, m)?;
         r
     }
@@ -214,11 +181,9 @@ impl Driver {
         }
     }
 
-    /// Program copy engine 0, ring its doorbell, let `hw` run, wait for the semaphore.
-    #[allow(clippy::too_many_arguments)]
-    fn copy<O: Os>(&mut self, os: &mut O, hw: Hw<O>, dir: u32, src: u64, dst: u64, len: u64) -> GResult<()> {
+    /// Program copy engine 0, ring its doorbell, wait for the semaphore.
+    fn copy(&mut self, os: &mut impl Os, dir: u32, src: u64, dst: u64, len: u64) -> GResult<()> {
         let p = self.submit(os, 0, dir, src, dst, len)?;
-        hw(os, &mut self.ops);
         self.sync(os, p)
     }
 
@@ -248,7 +213,6 @@ impl Driver {
             self.running[p.ce] = None;
         }
         let slot = self.sem.0 + p.ce as u64 * SLOT;
-        self.ops.push(Op { who: self.cpu, addr: slot, len: 4, access: Access::Read, what: "semaphore poll", plan: None });
         let what = format!("copy engine {} semaphore", p.ce);
         let v = os.poll(slot, 8, &what, released).map_err(err("read semaphore"))?;
         if u32::from_le_bytes(v[..4].try_into().unwrap()) == p.seq {

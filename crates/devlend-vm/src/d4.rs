@@ -3,7 +3,9 @@
 //! GPUs are passed through with VFIO. VMRem: the VM runs on the remote host, the GPUs come
 //! through the mediated path (borrowed when the guest enables bus mastering). A transfer is
 //! peer-to-peer (the source's copy engine writes the target's BAR 1 at its guest-physical
-//! address) or bounced through a buffer in guest RAM; the ping-pong is gpu_bench's, in the VM.
+//! address) or bounced through a buffer in guest RAM, staged in chunks as D2 is (`gpu_bench::staged`);
+//! the ping-pong is gpu_bench's kernels, launched by the guest. Each runs on one machine: the GPUs
+//! as actors, the guest kernel as a thread (`timed::GuestThreadOs`), as D1-D3 run natively.
 //!
 //! Stated assumptions: the guest has 256 MiB of RAM (the paper does not say; the assumed PXH830
 //! windows are 512 MiB, which bounds what a remote VM can map, see `Vmm`), and the K40c's BAR 1
@@ -11,15 +13,18 @@
 //! mapped through a 512 MiB NTB window, so neither NatRem nor VMRem could borrow it).
 //! Guest CPU accesses cost what the host CPU's do (no EPT-walk or VM-exit cost is modelled).
 
-use crate::vm::{Vm, VmId};
 use crate::irq::Src;
+use crate::irq_clock::{Raiser, RAISE};
+use crate::timed::{on_machine, Actor};
+use crate::vm::VmId;
 use crate::vmm::Vmm;
 use devlend_devices::gpu::Gpu;
-use devlend_devices::gpu_bench::{half, time_steps, transfer, CopyTiming, Via};
+use devlend_devices::gpu_bench::{fits, kernel_round_trip, launch, pattern, shared, staged, staging_chunk, timing, CopyTiming, Via};
 use devlend_devices::gpu_driver::Driver;
-use devlend_devices::{time_ops, Op};
 use devlend_fabric::Requester;
 use devlend_host::{Cluster, Os};
+use std::cell::RefCell;
+use std::rc::Rc;
 use devlend_wire::Access;
 
 pub const GUEST_RAM: u64 = 256 << 20;
@@ -80,38 +85,42 @@ pub fn testbed(json: &str, sc: Scenario) -> Result<Testbed, String> {
     Ok(Testbed { c, vmm, vm, a, b })
 }
 
-/// The guest CPU's accesses as the host CPU makes them: guest-physical addresses through the EPT.
-pub fn host_ops(vm: &Vm, ops: &[Op]) -> Result<Vec<Op>, String> {
-    let cpu = Requester::Cpu(vm.host);
-    ops.iter().map(|o| {
-        let mut o = o.clone();
-        if o.who == cpu && o.plan.is_none() {
-            o.addr = vm.translate(o.addr, o.len as usize)?[0].0;
-        }
-        Ok(o)
-    }).collect()
+fn actors(gpus: &[&Rc<RefCell<Gpu>>]) -> Vec<Actor> {
+    gpus.iter().map(|g| (g.borrow().func, (*g).clone() as Rc<RefCell<dyn devlend_engine::machine::Device<Cluster>>>)).collect()
 }
 
-
-/// One GPU-to-GPU transfer of `len` bytes in the VM, checked at the target and timed.
+/// One GPU-to-GPU transfer of `len` bytes in the VM, checked at the target: the time the guest's
+/// program took, from its first register store to seeing the last semaphore.
 pub fn gpu_to_gpu(json: &str, sc: Scenario, via: Via, len: u64) -> Result<CopyTiming, String> {
-    let mut t = testbed(json, sc)?;
-    if len == 0 || len > t.a.drv.mem_size {
-        return Err(format!("{len} bytes do not fit the GPU's memory"));
+    let Testbed { mut c, mut vmm, vm, a, b } = testbed(json, sc)?;
+    fits(len, &a)?;
+    fits(len, &b)?;
+    let chunk = staging_chunk()?.min(len);
+    let want = pattern(3, len);
+    a.gpu.mem_write(&mut c.fabric, 0, &want)?;
+    let stage = match via {
+        Via::Peer => 0,
+        Via::Ram => vmm.guest(&mut c, vm).map_err(s)?.kmalloc(2 * chunk).map_err(s)?,
+    };
+    let (ga, gb) = (shared(a.gpu), shared(b.gpu));
+    let (mut da, mut db, bdev) = (a.drv, b.drv, b.dev);
+    let (m, _, ps) = on_machine(c, vmm, vm, actors(&[&ga, &gb]), move |os| match via {
+        Via::Peer => da.memcpy_peer(os, 0, bdev, 0, len).map_err(s),
+        Via::Ram => staged(os, &mut da, &mut db, stage, chunk, len).map_err(s),
+    })
+    .map_err(|e| format!("VM {sc:?} ({via:?}): {e}"))?;
+    if gb.borrow().mem_read(&m.world().fabric, 0, len as usize)? != want {
+        return Err(format!("VM {sc:?} ({via:?}): the target's memory differs from what the source sent"));
     }
-    let Testbed { c, vmm, vm, a, b } = &mut t;
-    let mut os = vmm.guest(c, *vm).map_err(s)?;
-    let ops = transfer(&mut os, a, b, via, len).map_err(|e| format!("VM {sc:?} ({via:?}): {e}"))?;
-    let ops = host_ops(vmm.vm(*vm).map_err(s)?, &ops)?;
-    time_steps(c, &ops, len)
+    Ok(timing(len, ps))
 }
 
-
-/// One ping-pong round trip in the VM, in ps (gpu_bench::pingpong's accounting).
+/// One ping-pong round trip in the VM, in ps: gpu_bench's kernels, launched by the guest's driver
+/// through the GPUs' BAR 0 at its guest-physical addresses, counters at the addresses the guest
+/// mapped for them (the peer's BAR 1, or one guest buffer).
 pub fn pingpong(json: &str, sc: Scenario, via: Via) -> Result<u64, String> {
-    let mut t = testbed(json, sc)?;
-    let Testbed { c, vmm, vm, a, b } = &mut t;
-    let mut os = vmm.guest(c, *vm).map_err(s)?;
+    let Testbed { mut c, mut vmm, vm, mut a, mut b } = testbed(json, sc)?;
+    let mut os = vmm.guest(&mut c, vm).map_err(s)?;
     let (at_a, at_b) = match via {
         Via::Peer => (a.drv.map_peer(&mut os, b.dev, 0, 4).map_err(s)?, b.drv.map_peer(&mut os, a.dev, 0, 4).map_err(s)?),
         Via::Ram => {
@@ -119,15 +128,15 @@ pub fn pingpong(json: &str, sc: Scenario, via: Via) -> Result<u64, String> {
             (a.drv.map_host(&mut os, buf, 4).map_err(s)?, b.drv.map_host(&mut os, buf, 4).map_err(s)?)
         }
     };
-    let ram = via == Via::Ram;
-    let mut ops = half(&mut os, a, b, at_a.dma, ram.then_some(at_b.dma), 1)?;
-    ops.extend(half(&mut os, b, a, at_b.dma, ram.then_some(at_a.dma), 2)?);
-    let mut total = 0;
-    for op in &ops {
-        total += time_ops(&mut c.fabric, std::slice::from_ref(op))?;
-    }
-    let notice = devlend_engine::params::timing().endpoint_latency_ps;
-    Ok(total + if ram { 0 } else { 2 * notice })
+    let (bar_a, bar_b) = (os.pci_iomap(a.dev, 0).map_err(s)?, os.pci_iomap(b.dev, 0).map_err(s)?);
+    let (poll_a, poll_b) = if via == Via::Ram { (at_a.dma, at_b.dma) } else { (0, 0) };
+    let (pa, pb) = (shared(a.gpu), shared(b.gpu));
+    on_machine(c, vmm, vm, actors(&[&pa, &pb]), move |os| {
+        launch(os, bar_b, at_b.dma, poll_b, false)?;
+        launch(os, bar_a, at_a.dma, poll_a, true)
+    })
+    .map_err(|e| format!("VM {sc:?} ping-pong ({via:?}): {e}"))?;
+    kernel_round_trip(("gpu0", &pa), ("gpu1", &pb))
 }
 
 /// The RAM-bounce data path in the VM as the fabric routes it: gpu0's write into a guest buffer
@@ -145,20 +154,37 @@ pub fn ram_bounce_path(json: &str, sc: Scenario) -> Result<(usize, usize, usize)
     Ok((w.hop_count() + back.hop_count(), w.roots() + back.roots(), w.ntb_crossings() + back.ntb_crossings()))
 }
 
-/// One interrupt of gpu0 in the D4 testbed's VM (MSI-X entry 0 or INTx), raised by the device
-/// and taken by the guest's handler: the modelled latency, step by step (ps).
+/// One interrupt of gpu0 in the D4 testbed's VM (MSI-X entry `e` or INTx), raised by the device
+/// and taken by the guest's handler: the latency, step by step (ps). MSI-X runs on the machine
+/// (the device's message and the chain of `irq_clock`, on an idle machine); INTx, which the
+/// engine does not carry, through `Vmm::run_irqs` with its steps timed alone.
 pub fn irq_latency(json: &str, sc: Scenario, src: Src) -> Result<Vec<(String, u64)>, String> {
+    let Src::Msix(entry) = src else { return irq_latency_intx(json, sc) };
+    let Testbed { mut c, mut vmm, vm, a, .. } = testbed(json, sc)?;
+    let mut os = vmm.guest(&mut c, vm).map_err(s)?;
+    let gv = os.request_irq(a.dev, entry, 1).map_err(s)?;
+    let bar0 = os.pci_iomap(a.dev, 0).map_err(s)?;
+    let raiser = Rc::new(RefCell::new(Raiser { entry, sent: Vec::new() }));
+    let func = a.gpu.func;
+    let (_m, vmm, _) = on_machine(c, vmm, vm, vec![(func, raiser.clone())], move |os| {
+        os.write(bar0 + RAISE, &1u32.to_le_bytes()).map_err(s)?;
+        os.wait_irq(gv, 0).map(|_| ()).map_err(s)
+    })?;
+    let vmm = vmm.borrow();
+    let r = vmm.irq_route(vm, a.dev, src).ok_or("no route")?;
+    let (sent, landed) = (raiser.borrow().sent[0], r.landed_ps.ok_or("the interrupt did not reach the guest")?);
+    let mut steps = vec![("MSI-X message, device to root".to_string(), landed - sent)];
+    steps.extend(r.steps.iter().cloned());
+    Ok(steps)
+}
+
+fn irq_latency_intx(json: &str, sc: Scenario) -> Result<Vec<(String, u64)>, String> {
     let mut t = testbed(json, sc)?;
     let dev = t.a.dev;
-    let mut os = t.vmm.guest(&mut t.c, t.vm).map_err(|e| e.to_string())?;
-    let gv = match src {
-        Src::Msix(e) => os.request_irq(dev, e, 1),
-        Src::Intx => os.request_intx(dev, 1),
-    }
-    .map_err(|e| e.to_string())?;
-    crate::irq::device_interrupt(&mut t.c, "gpu0", if let Src::Msix(e) = src { e } else { 0 }).map_err(|e| e.to_string())?;
-    if t.vmm.guest(&mut t.c, t.vm).map_err(|e| e.to_string())?.irq_count(gv) != 1 {
+    let gv = t.vmm.guest(&mut t.c, t.vm).map_err(s)?.request_intx(dev, 1).map_err(s)?;
+    crate::irq::device_interrupt(&mut t.c, "gpu0", 0).map_err(s)?;
+    if t.vmm.guest(&mut t.c, t.vm).map_err(s)?.irq_count(gv) != 1 {
         return Err("the interrupt did not reach the guest".into());
     }
-    t.vmm.irq_route(t.vm, dev, src).map(|r| r.steps.clone()).ok_or_else(|| "no route".into())
+    t.vmm.irq_route(t.vm, dev, Src::Intx).map(|r| r.steps.clone()).ok_or_else(|| "no route".into())
 }

@@ -1,24 +1,24 @@
-//! D5's VM rows (000 §7.4, Fig 19; 001 §7.2, Fig 7): the NVMe drive passed to a VM on the
-//! borrower through the mediated path (VMRem), read by the unmodified NVMe driver of
-//! devlend-devices running in the guest kernel. The reads are checked like the bare-metal ones
-//! and timed by replaying their accesses (`devlend_devices::nvme_oplog::time_read`: this guest kernel does not run on the machine yet, the guest's CPU accesses
-//! translated to host-physical addresses); the interrupt that completes each read takes the
-//! VM's path (lender-side handler, notification through the NTB, eventfd/irqfd, VM entry and the
-//! guest's handler entry), counted from when the device's MSI lands at the lender; its steps
-//! beyond a bare-metal host's interrupt entry are added (params `[vm]`).
+//! D5's VM rows (000 §7.4, Fig 19; 001 §7.2, Fig 7): the NVMe drive passed to a VM (VFIO when
+//! the drive is in the VM's host, else the mediated path), read by the unmodified NVMe driver of
+//! devlend-devices running in the guest kernel on the machine: the controller acts on the same
+//! clock, and the interrupt that completes each read takes the VM's path as events on the
+//! hypervisor's threads (`irq_clock`: lender-side handler, notification through the NTB,
+//! eventfd/irqfd, VM entry and the guest handler's entry). Every read is checked; the time of the
+//! last one is when the guest's read returned less when it began.
 //!
 //! The mediated path maps guest-physical addresses in the lender's IOMMU (000 §5), so the lender
 //! runs with its IOMMU on here; the guest has [`crate::d4::GUEST_RAM`] of memory.
 
-use crate::d4::{host_ops, GUEST_RAM};
+use crate::d4::GUEST_RAM;
 use crate::irq::Src;
+use crate::timed::on_machine;
 use crate::vmm::Vmm;
 use devlend_devices::bench::ReadTiming;
-use devlend_devices::nvme_oplog::controller::Controller;
-use devlend_devices::nvme_oplog::driver::Driver;
-use devlend_devices::nvme_oplog::{read_checked, time_read};
-use devlend_devices::{landings, Op};
-use devlend_host::Cluster;
+use devlend_devices::nvme::{Controller, Media, BLOCK};
+use devlend_devices::nvme_driver::Driver;
+use devlend_host::{Cluster, Os};
+use std::cell::RefCell;
+use std::rc::Rc;
 
 fn s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
@@ -26,8 +26,6 @@ fn s<E: std::fmt::Display>(e: E) -> String {
 
 /// NVMe MSI-X entry of the I/O queue (the driver's choice, as in Linux: entry 1).
 const IO_ENTRY: u16 = 1;
-/// What the controller model calls its interrupt write (`devlend_devices::nvme`).
-const MSI_OP: &str = "MSI-X interrupt";
 
 /// Read `blocks` at each of `lbas` from `device` in a VM on host `runner` (VFIO when the drive
 /// is local to it, else the mediated path), check the data, and time the last read.
@@ -43,31 +41,35 @@ pub fn read_blocks(json: &str, runner: &str, device: &str, lbas: &[u64], blocks:
         vmm.register_mdev(&c, device).map_err(s)?;
         vmm.assign_mdev(&mut c, vm, device).map_err(s)?
     };
-    let mut ctrl = Controller::new(&mut c.fabric, func, 1 << 24);
-    let mut os = vmm.guest(&mut c, vm).map_err(s)?;
-    let mut drv = Driver::probe(&mut os, dev, &mut ctrl).map_err(s)?;
-    let (drv_ops, ctrl_ops) = read_checked(&mut os, &mut drv, &mut ctrl, lbas, blocks)?;
-    drop(os);
-    let drv_ops = host_ops(vmm.vm(vm).map_err(s)?, &drv_ops)?;
-    let mut t = time_read(&mut c.fabric, device, &drv_ops, &ctrl_ops, blocks)?;
+    let media = Media::of_device(&c.fabric, device)?;
+    let ctrl = Rc::new(RefCell::new(Controller::new(&mut c.fabric, func, 1 << 24, media)));
+    let last = Rc::new(RefCell::new((0u64, 0u64)));
+    let (cx, out, lbas) = (ctrl.clone(), last.clone(), lbas.to_vec());
+    let (_m, vmm, _) = on_machine(c, vmm, vm, vec![(func, ctrl.clone())], move |os| {
+        let mut drv = Driver::probe(os, dev).map_err(s)?;
+        let len = blocks as u64 * BLOCK;
+        let buf = os.kmalloc(len).map_err(s)?;
+        for &lba in &lbas {
+            let pattern: Vec<u8> = (0..len).map(|i| (lba as u8).wrapping_mul(31).wrapping_add(i as u8)).collect();
+            cx.borrow_mut().preload(lba, &pattern);
+            cx.borrow_mut().trace = Some(Vec::new());
+            let start = os.now();
+            drv.read(os, lba, blocks, buf).map_err(s)?;
+            *out.borrow_mut() = (start, os.now());
+            if os.read(buf, len as usize).map_err(s)? != pattern {
+                return Err(format!("data read from LBA {lba} in the VM differs from what the drive holds"));
+            }
+        }
+        os.kfree(buf).map_err(s)
+    })?;
+    let (start, end) = *last.borrow();
+    let trace = ctrl.borrow_mut().trace.take().unwrap_or_default();
+    let mut steps: Vec<(&'static str, u64)> = trace.iter().filter(|s| s.start >= start).map(|s| (s.what, s.end.unwrap_or(end) - s.start)).collect();
+    let media: u64 = steps.iter().filter(|s| s.0 == "media latency").map(|s| s.1).sum();
+    let vmm = vmm.borrow();
     let route = vmm.irq_route(vm, dev, Src::Msix(IO_ENTRY)).ok_or("the I/O queue's interrupt has no route to the guest")?;
-    // The forwarding starts when the MSI lands at the lender, which is before the completion entry
-    // has crossed the NTB to the guest's memory (the end of the fabric's share). A bare-metal
-    // host's interrupt entry is not counted in the bare-metal rows, so the borrower's entry is
-    // not counted here either: what the VM adds is the rest of its path (`irq::Vmm::steps`).
-    let msi_landed = msi_landed(&mut c.fabric, &drv_ops, &ctrl_ops)?;
-    let host_entry = crate::params::params().host_irq_entry_ps;
-    let path: u64 = route.steps.iter().skip(1).map(|(_, ps)| ps).sum::<u64>().saturating_sub(host_entry);
-    let extra = (msi_landed + path).saturating_sub(t.fabric_ps);
-    t.total_ps += extra;
-    t.steps.push(("VM interrupt path beyond a host's entry", extra));
-    Ok(t)
-}
-
-/// When the completion's MSI lands (at the lender), on the timed path of `time_read`: the driver's
-/// SQE store and doorbell, then everything the controller did.
-fn msi_landed(f: &mut devlend_fabric::Fabric, drv_ops: &[Op], ctrl_ops: &[Op]) -> Result<u64, String> {
-    let path: Vec<Op> = drv_ops.iter().take(2).chain(ctrl_ops).cloned().collect();
-    let at = path.iter().rposition(|o| o.what == MSI_OP).ok_or("the read raised no MSI-X interrupt")?;
-    Ok(landings(f, &path)?[at])
+    let path = route.latency_ps();
+    steps.push(("VM interrupt path, first host's handler to the guest's", path));
+    let total_ps = end - start;
+    Ok(ReadTiming { total_ps, fabric_ps: total_ps.saturating_sub(media + path), steps })
 }

@@ -19,12 +19,13 @@
 //!   bare-metal borrower cannot (000 §5, §8): the line ends at the lender, whose software
 //!   forwards it. INTx's EOI/unmask handshake (vfio's resample irqfd) is not modelled.
 //!
-//! Handlers run when the hypervisor runs (`Vmm::run_irqs`, called by the guest kernel whenever
-//! it looks at its interrupts). Each delivery carries its latency from the model: the device's
-//! message on the fabric (timed by the engine; an Assert_INTx takes the MSI write's upstream
-//! path), the notification store through the NTB (timed by the engine), and the software costs
-//! of `[vm]` in params/hardware.toml. The guest is taken to be idle waiting for the interrupt, its
-//! vCPU halt-polling in KVM: no VM exit lies on the path, only the entry that delivers it.
+//! Without a clock, handlers run when the hypervisor runs (`Vmm::run_irqs`, called by the guest
+//! kernel whenever it looks at its interrupts); on the machine they are threads (`irq_clock`).
+//! Each delivery carries its latency from the model: the device's message on the fabric (timed
+//! by the engine; an Assert_INTx takes the MSI write's upstream path), the notification store
+//! through the NTB (timed by the engine), and the software costs of `[vm]` in
+//! params/hardware.toml. The guest is taken to be idle waiting for the interrupt, its vCPU
+//! halt-polling in KVM: no VM exit lies on the path, only the entry that delivers it.
 
 use crate::config::GUEST_MSI;
 use crate::vm::{Path, VmId};
@@ -97,14 +98,16 @@ pub struct Route {
     pub src: Src,
     pub guest_vector: u8,
     /// Where the device's interrupt is taken first: (host, MSI vector), or the INTx line.
-    first: (HostId, Option<u8>),
-    seen: u64,
+    pub(crate) first: (HostId, Option<u8>),
+    pub(crate) seen: u64,
     /// Mediated path: (VM host, relay vector, lender-side address of its MSI page).
-    relay: Option<(HostId, u8, u64)>,
-    relay_seen: u64,
+    pub(crate) relay: Option<(HostId, u8, u64)>,
+    pub(crate) relay_seen: u64,
     pieces: Vec<Piece>,
     /// Device-to-guest latency, step by step (ps); empty until the first interrupt arrives.
     pub steps: Vec<(String, u64)>,
+    /// On the machine: when the last interrupt delivered reached its first host (ps).
+    pub landed_ps: Option<u64>,
 }
 
 impl Route {
@@ -136,28 +139,51 @@ fn timed(c: &mut Cluster, who: Requester, addr: u64) -> HResult<u64> {
     devlend_engine::dma(&mut c.fabric, who, addr, 4, Access::Write, true).map(|t| t.time_ps).map_err(|f| HostError::Fault(c.fabric.failure_json(&f)["message"].as_str().unwrap_or("unroutable").to_string()))
 }
 
-/// What a function does to interrupt (PCIe Base 3.0 §6.1.4; PCI Local Bus 3.0 §6.8.1): with
-/// MSI-X on, write entry `entry`'s message as itself unless the entry or the function is
-/// masked; with MSI-X off, assert INTx. Returns whether something was sent.
-pub fn device_interrupt(c: &mut Cluster, device: &str, entry: u16) -> HResult<bool> {
-    let func = c.fabric.func_id(device).map_err(|e| HostError::NoDevice(e.to_string()))?;
-    let host = c.fabric.func_host(func);
+/// What a function's interrupt is now (PCIe Base 3.0 §6.1.4; PCI Local Bus 3.0 §6.8.1).
+pub enum Message {
+    /// MSI-X is off: the function asserts INTx.
+    Intx,
+    /// MSI-X entry's message: write `data` at `addr` as the function.
+    Msi { addr: u64, data: u32 },
+    /// The entry or the function is masked (or the entry has no address): nothing is sent.
+    Masked,
+}
+
+/// The message `func` sends for MSI-X entry `entry`, read from its table and control.
+pub fn message(c: &Cluster, func: FuncId, entry: u16) -> HResult<Message> {
     let control = msix_cap(&c.fabric, func).and_then(|cap| msix_control(&c.fabric, func, &cap)).unwrap_or(0);
     if control & MSIX_ENABLE == 0 {
-        c.assert_intx(func);
-        return Ok(true);
+        return Ok(Message::Intx);
     }
     let at = slot(c, func, entry)?;
-    let (e, fail) = c.fabric.read(Requester::Cpu(host), at, 16);
-    if fail.is_some() {
-        return Err(HostError::Invalid(format!("{device}: MSI-X entry {entry} cannot be read")));
+    let bar = c.fabric.funcs[func as usize].bars.iter().find(|b| at >= b.addr && at + 16 <= b.addr + b.size).map(|b| (b.index, at - b.addr));
+    let mut e = [0u8; 16];
+    match bar.and_then(|(i, off)| c.fabric.bar_mem.get(&(func, i)).map(|m| (m, off))) {
+        Some((m, off)) => m.read(off, &mut e),
+        None => return Err(HostError::Invalid(format!("{}: MSI-X entry {entry} cannot be read", c.fabric.funcs[func as usize].name))),
     }
     let w = |i: usize| u32::from_le_bytes([e[i], e[i + 1], e[i + 2], e[i + 3]]);
     let addr = w(0) as u64 | (w(4) as u64) << 32;
     if control & MSIX_MASKALL != 0 || w(12) & 1 != 0 || addr == 0 {
-        return Ok(false);
+        return Ok(Message::Masked);
     }
-    c.fabric.write(Requester::Func(func), addr, &w(8).to_le_bytes());
+    Ok(Message::Msi { addr, data: w(8) })
+}
+
+/// What a function does to interrupt, at once (without a clock): with MSI-X on, write entry
+/// `entry`'s message as itself unless the entry or the function is masked; with MSI-X off, assert
+/// INTx. Returns whether something was sent. On the machine, [`crate::irq_clock::Raiser`].
+pub fn device_interrupt(c: &mut Cluster, device: &str, entry: u16) -> HResult<bool> {
+    let func = c.fabric.func_id(device).map_err(|e| HostError::NoDevice(e.to_string()))?;
+    match message(c, func, entry)? {
+        Message::Intx => {
+            c.assert_intx(func);
+        }
+        Message::Msi { addr, data } => {
+            c.fabric.write(Requester::Func(func), addr, &data.to_le_bytes());
+        }
+        Message::Masked => return Ok(false),
+    }
     Ok(true)
 }
 
@@ -215,7 +241,7 @@ impl Vmm {
         let (func, path, hdev) = (d.func, d.path, d.host_dev.ok_or_else(|| HostError::Invalid(format!("{} is not attached", d.name)))?);
         let vhost = self.vm(vm)?.host;
         let first_host = c.fabric.func_host(func);
-        let mut r = Route { vm, dev, func, src, guest_vector: gv, first: (first_host, None), seen: 0, relay: None, relay_seen: 0, pieces: Vec::new(), steps: Vec::new() };
+        let mut r = Route { vm, dev, func, src, guest_vector: gv, first: (first_host, None), seen: 0, relay: None, relay_seen: 0, pieces: Vec::new(), steps: Vec::new(), landed_ps: None };
         match self.setup_steps(c, &mut r, path, hdev, vhost) {
             Ok(()) => Ok(r),
             Err(e) => {
@@ -309,6 +335,9 @@ impl Vmm {
     /// Run the hypervisor's handlers: take what every route's first handler received, forward it
     /// (mediated path) and inject it into the guest. Returns how many interrupts were injected.
     pub fn run_irqs(&mut self, c: &mut Cluster) -> usize {
+        if self.clocked {
+            return 0;
+        }
         let mut injected = 0;
         for i in 0..self.routes.len() {
             let r = &self.routes[i];
@@ -348,6 +377,25 @@ impl Vmm {
             injected += arrived as usize;
         }
         injected
+    }
+
+    /// The vCPU injected an interrupt of route (`vm`, `key`) (`irq_clock`) at `now`; it reached
+    /// its first host at `landed` and went through `steps`.
+    pub(crate) fn inject(&mut self, vm: VmId, key: (DevId, Src), (landed, now): (u64, u64), steps: Vec<(String, u64)>) {
+        let latency = now - landed;
+        let Some(r) = self.routes.iter_mut().find(|r| r.vm == vm && (r.dev, r.src) == key) else { return };
+        r.steps = steps;
+        r.landed_ps = Some(landed);
+        let gv = r.guest_vector;
+        if let Some(v) = self.vms.get_mut(&vm) {
+            match v.irqs.descs.get_mut(&gv) {
+                Some(d) => {
+                    d.count += 1;
+                    d.last_latency_ps = Some(latency);
+                }
+                None => v.irqs.spurious += 1,
+            }
+        }
     }
 
     /// The live route of a guest device's source, with its latency steps.

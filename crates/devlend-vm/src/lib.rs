@@ -7,6 +7,9 @@
 //!   allocator, its devices and their guest-physical BARs, and the §5 memory probe;
 //! - [`guest`]: [`GuestOs`], the guest kernel: the same `devlend_host::Os` interface drivers are
 //!   written against, so devlend-devices' GPU driver runs in the guest unmodified;
+//! - [`timed`]: [`GuestThreadOs`], that kernel on a thread of the one clock (its CPU accesses
+//!   through the EPT, timed as the host CPU's), and [`timed::on_machine`];
+//! - [`irq_clock`]: the VM interrupt path as a chain of events on the hypervisor's threads;
 //! - [`vmm`] and `attach`: [`Vmm`], VFIO pass-through of local devices (VMLoc) and the mediated
 //!   path for remote devices (VMRem, borrow on bus-master enable, lender-side IOMMU mapping the
 //!   guest-physical addresses onto the NTB window), peer-to-peer at guest addresses (§6), hot-add,
@@ -16,7 +19,8 @@
 //!   hypervisor refuses and records);
 //! - [`irq`]: interrupts (000 §5, §8): VFIO's eventfd path, the mediated path's lender-side
 //!   handler forwarding through the NTB to the borrower's eventfd, legacy INTx for VMs, each
-//!   delivery with its modelled latency ([`params`]: the `[vm]` software costs);
+//!   delivery with its modelled latency ([`params`]: the `[vm]` software costs); on the machine
+//!   the delivery is [`irq_clock`]'s;
 //! - `migrate`: cold migration of a VM with its devices (000 §8, `Vmm::migrate`);
 //! - [`attacks`]: the named attack suite (DMA outside the guest, into another VM, stale after
 //!   hot-remove; BAR relocation, MSI-X table redirection, Bus Master of another function).
@@ -34,12 +38,15 @@ pub mod guest;
 mod held;
 mod migrate;
 pub mod irq;
+pub mod irq_clock;
 pub mod layout;
 pub mod params;
+pub mod timed;
 pub mod vm;
 pub mod vmm;
 
 pub use guest::GuestOs;
+pub use timed::GuestThreadOs;
 pub use layout::Layout;
 pub use vm::{GuestDev, Path, Vm, VmId};
 pub use vmm::Vmm;

@@ -55,6 +55,8 @@ pub struct Vmm {
     pub(crate) routes: Vec<crate::irq::Route>,
     /// Guest accesses the hypervisor refused (`config`).
     pub blocked: Vec<crate::config::Blocked>,
+    /// Interrupts are delivered by threads on a machine (`irq_clock`), not by `run_irqs`.
+    pub(crate) clocked: bool,
 }
 
 fn inv<T>(m: String) -> HResult<T> {

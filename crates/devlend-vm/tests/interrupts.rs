@@ -4,7 +4,12 @@
 
 use devlend_host::Cluster;
 use devlend_vm::d4::{self, Scenario};
+use devlend_host::Os;
 use devlend_vm::irq::{device_interrupt, Src};
+use devlend_vm::irq_clock::{Raiser, RAISE};
+use devlend_vm::timed::on_machine;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 const JSON: &str = include_str!("expansion-chassis-vm.json");
 const H: u32 = 0xabc;
@@ -134,4 +139,47 @@ fn interrupt_and_config_misuse_gives_errors_and_leaves_nothing() {
     t.vmm.shutdown(&mut t.c, t.vm).unwrap();
     assert!(t.vmm.idle() && t.c.lending_idle() && t.vmm.anomalies.is_empty() && t.c.anomalies().is_empty());
     assert_eq!(host_irqs(&t.c, "lender") + host_irqs(&t.c, "remote"), 0);
+}
+
+#[test]
+fn on_an_idle_machine_the_msix_path_takes_what_the_timeless_one_computes() {
+    for sc in [Scenario::VmLoc, Scenario::VmRem] {
+        let clock = d4::irq_latency(JSON, sc, Src::Msix(0)).unwrap();
+        let mut t = d4::testbed(JSON, sc).unwrap();
+        let gv = t.vmm.guest(&mut t.c, t.vm).unwrap().request_irq(t.a.dev, 0, H).unwrap();
+        assert!(device_interrupt(&mut t.c, "gpu0", 0).unwrap());
+        assert_eq!(t.vmm.guest(&mut t.c, t.vm).unwrap().irq_count(gv), 1);
+        let timeless = t.vmm.irq_route(t.vm, t.a.dev, Src::Msix(0)).unwrap().steps.clone();
+        assert_eq!(clock, timeless, "{sc:?}: the same steps, each as long");
+    }
+}
+
+#[test]
+fn two_interrupts_back_to_back_the_second_waits_for_the_first() {
+    let d4::Testbed { mut c, mut vmm, vm, a, .. } = d4::testbed(JSON, Scenario::VmRem).unwrap();
+    let mut os = vmm.guest(&mut c, vm).unwrap();
+    let gv = os.request_irq(a.dev, 0, H).unwrap();
+    let bar0 = os.pci_iomap(a.dev, 0).unwrap();
+    let raiser = Rc::new(RefCell::new(Raiser { entry: 0, sent: Vec::new() }));
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let out = seen.clone();
+    let (_m, vmm, _) = on_machine(c, vmm, vm, vec![(a.gpu.func, raiser.clone())], move |os| {
+        for _ in 0..2 {
+            os.write(bar0 + RAISE, &1u32.to_le_bytes()).map_err(|e| e.to_string())?;
+        }
+        for n in 0..2 {
+            os.wait_irq(gv, n).map_err(|e| e.to_string())?;
+            out.borrow_mut().push(os.now());
+        }
+        Ok(())
+    })
+    .unwrap();
+    let sent = raiser.borrow().sent.clone();
+    assert_eq!(sent.len(), 2);
+    let (first, second) = (seen.borrow()[0] - sent[0], seen.borrow()[1] - sent[1]);
+    let steps = vmm.borrow().irq_route(vm, a.dev, Src::Msix(0)).unwrap().steps.clone();
+    let waited: u64 = steps.iter().filter(|s| s.0.starts_with("waiting for")).map(|s| s.1).sum();
+    let names: Vec<&str> = steps.iter().map(|s| s.0.as_str()).collect();
+    assert!(names.contains(&"waiting for lender's CPU"), "the second queues behind the first at the lender: {names:?}");
+    assert!(waited > 0 && second >= first + waited / 2, "first {first} ps, second {second} ps, waited {waited} ps");
 }

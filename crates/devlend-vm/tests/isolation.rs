@@ -5,6 +5,7 @@
 //! get clear errors and leave nothing mapped.
 
 use devlend_devices::gpu::Gpu;
+use devlend_devices::gpu_bench::{on_machine, shared};
 use devlend_devices::gpu_driver::Driver;
 use devlend_fabric::fabric::Event;
 use devlend_host::{Cluster, HostError, Os};
@@ -78,7 +79,10 @@ fn stale_addresses_after_hot_remove_are_blocked_and_everything_is_returned() {
     let g = os.find("gpu0").unwrap();
     let mut drv = Driver::probe(&mut os, g).unwrap();
     let buf = os.kmalloc(4096).unwrap();
-    devlend_devices::gpu_functional::memcpy_dtoh(&mut drv, &mut os, &mut t.a.gpu, 0, buf, 4096).unwrap();
+    t.a.gpu.mem_write(&mut t.c.fabric, 0, &[0x5a; 4096]).unwrap();
+    let lender = t.c.fabric.host_id("lender").unwrap();
+    let (m, _) = on_machine(t.c, &[shared(t.a.gpu)], lender, move |os| drv.memcpy_dtoh(os, 0, buf, 4096).map_err(|e| e.to_string())).unwrap();
+    assert_eq!(m.world().os("lender").unwrap().read(buf, 4096).unwrap(), [0x5a; 4096]);
 }
 
 #[test]

@@ -5,10 +5,12 @@
 
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_driver::Driver;
-use devlend_devices::gpu_functional;
 use devlend_host::{Cluster, HostError, Os};
 use devlend_vm::irq::device_interrupt;
-use devlend_vm::{Path, Vmm};
+use devlend_vm::timed::{back, on_machine};
+use devlend_vm::{GuestThreadOs, Path, Vmm};
+use std::cell::RefCell;
+use std::rc::Rc;
 
 /// VM host `a`; target `b` reaches both lenders; `island` reaches only `l1` (gpu0), not `l2` (gpu1).
 fn cluster() -> Cluster {
@@ -60,6 +62,23 @@ fn bed() -> Bed {
     Bed { c, vmm, vm, gpus }
 }
 
+fn owned<T>(r: Rc<RefCell<T>>) -> T {
+    Rc::try_unwrap(r).ok().expect("the machine let go of it").into_inner()
+}
+
+/// Run `body` in the guest kernel on a machine with GPU `i` as an actor, then take the cluster,
+/// the hypervisor, the GPU and its driver back.
+fn on_clock(t: Bed, i: usize, body: impl FnOnce(&mut GuestThreadOs, &mut Driver) -> Result<(), String> + 'static) -> Bed {
+    let Bed { c, vmm, vm, mut gpus } = t;
+    let (dev, gpu, drv) = gpus.remove(i);
+    let (gpu, drv) = (Rc::new(RefCell::new(gpu)), Rc::new(RefCell::new(drv)));
+    let (func, d) = (gpu.borrow().func, drv.clone());
+    let (m, vmm, _) = on_machine(c, vmm, vm, vec![(func, gpu.clone())], move |os| body(os, &mut d.borrow_mut())).unwrap();
+    let (c, vmm) = back(m, vmm).unwrap();
+    gpus.insert(i, (dev, owned(gpu), owned(drv)));
+    Bed { c, vmm, vm, gpus }
+}
+
 fn pattern(seed: u8, n: usize) -> Vec<u8> {
     (0..n).map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed)).collect()
 }
@@ -71,9 +90,9 @@ fn a_migrated_vm_keeps_its_devices_driver_state_memory_and_interrupts() {
     let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
     let buf = os.kmalloc(8192).unwrap();
     os.write(buf, &data).unwrap();
-    let (dev0, gpu0, drv0) = &mut t.gpus[0];
-    gpu_functional::memcpy_htod(drv0, &mut os, gpu0, 0, buf, 8192).unwrap();
-    let gv = os.request_irq(*dev0, 0, 1).unwrap();
+    let dev0 = t.gpus[0].0;
+    let gv = os.request_irq(dev0, 0, 1).unwrap();
+    t = on_clock(t, 0, move |os, drv| drv.memcpy_htod(os, 0, buf, 8192).map_err(|e| e.to_string()));
     for target in ["b", "l1"] {
         t.vmm.migrate(&mut t.c, t.vm, target).unwrap();
         let v = t.vmm.vm(t.vm).unwrap();
@@ -85,8 +104,8 @@ fn a_migrated_vm_keeps_its_devices_driver_state_memory_and_interrupts() {
         let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
         assert_eq!(os.read(buf, 8192).unwrap(), data, "guest RAM moved with the VM");
         let back = os.kmalloc(8192).unwrap();
-        let (_, gpu0, drv0) = &mut t.gpus[0];
-        gpu_functional::memcpy_dtoh(drv0, &mut os, gpu0, 0, back, 8192).unwrap();
+        t = on_clock(t, 0, move |os, drv| drv.memcpy_dtoh(os, 0, back, 8192).map_err(|e| e.to_string()));
+        let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
         assert_eq!(os.read(back, 8192).unwrap(), data, "{target}: device memory written before the move, read by DMA after it");
         os.kfree(back).unwrap();
         let n = os.irq_count(gv);
@@ -109,9 +128,9 @@ fn a_target_without_a_path_to_a_lender_is_refused_and_nothing_is_left_half_mappe
     let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
     let buf = os.kmalloc(4096).unwrap();
     os.write(buf, &data).unwrap();
-    let (dev1, gpu1, drv1) = &mut t.gpus[1];
-    gpu_functional::memcpy_htod(drv1, &mut os, gpu1, 0, buf, 4096).unwrap();
-    os.request_irq(*dev1, 0, 2).unwrap();
+    let dev1 = t.gpus[1].0;
+    os.request_irq(dev1, 0, 2).unwrap();
+    t = on_clock(t, 1, move |os, drv| drv.memcpy_htod(os, 0, buf, 4096).map_err(|e| e.to_string()));
     let before = t.c.fabric.programmed();
     let digest = t.c.fabric.memory_digest();
     let lends = t.c.lends();
@@ -131,11 +150,9 @@ fn a_target_without_a_path_to_a_lender_is_refused_and_nothing_is_left_half_mappe
     assert_eq!(t.c.kernel("island").unwrap().allocation(0x4000_0000), island_free, "the target's chunks were freed");
     assert!(t.vmm.anomalies.is_empty() && t.c.anomalies().is_empty());
     // The VM still runs on a with both devices.
-    let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
-    let back = os.kmalloc(4096).unwrap();
-    let (_, gpu1, drv1) = &mut t.gpus[1];
-    gpu_functional::memcpy_dtoh(drv1, &mut os, gpu1, 0, back, 4096).unwrap();
-    assert_eq!(os.read(back, 4096).unwrap(), data);
+    let back = t.vmm.guest(&mut t.c, t.vm).unwrap().kmalloc(4096).unwrap();
+    t = on_clock(t, 1, move |os, drv| drv.memcpy_dtoh(os, 0, back, 4096).map_err(|e| e.to_string()));
+    assert_eq!(t.vmm.guest(&mut t.c, t.vm).unwrap().read(back, 4096).unwrap(), data);
     // Bad targets named clearly.
     assert!(t.vmm.migrate(&mut t.c, t.vm, "a").unwrap_err().to_string().contains("already runs on a"));
     assert!(t.vmm.migrate(&mut t.c, t.vm, "nowhere").is_err());

@@ -17,7 +17,9 @@ movement in it runs on the fabric model with the unmodified drivers:
 Constants: params `[workload.d6]` (dataset, model, GPU and CPU costs, cores per set-up, the VM
 overhead), each with its source or marked assumed. The order of the five runtimes is the result.
 The VM set-ups read the drive with the NVMe driver in the guest (VFIO for VMLoc, the mediated path
-for VMRem, as D5's VM row); the native ones read a local drive, as 000 §7.5 did.
+for VMRem, as D5's VM row); the native ones read a local drive, as 000 §7.5 did. Each movement
+runs alone on one machine (its drivers as threads, its devices as actors); the epoch adds them,
+so no overlap between them is modelled yet.
 """
 
 from __future__ import annotations

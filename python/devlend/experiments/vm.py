@@ -1,7 +1,8 @@
 """D4: GPU-to-GPU bandwidth and ping-pong latency in a VM on the expansion-chassis testbed
 (000 §7.3, Table 2, Figs 15-18).
 
-Every VM scenario runs devlend-devices' unmodified GPU driver in a guest kernel (devlend-vm):
+Every VM scenario runs devlend-devices' unmodified GPU driver in a guest kernel (devlend-vm) on a
+thread of one machine, the GPUs as actors on the same clock (as D1-D3 natively):
 - VMLoc: the VM runs on the lender; both GPUs are passed through with VFIO (a per-VM IOMMU
   domain on the lender, guest-physical = IOVA).
 - VMRem: the VM runs on the remote host; both GPUs come through Device Lending's mediated path:
@@ -12,7 +13,7 @@ Every VM scenario runs devlend-devices' unmodified GPU driver in a guest kernel 
 
 A transfer is peer-to-peer (gpu0's copy engine writes gpu1's BAR 1 at the address the guest sees,
 which the lender's IOMMU maps, 000 §6 last paragraph) or bounced through a buffer in the guest's
-(or the native host's) RAM. The hop counts come from routing the RAM-bounce path as the
+(or the native host's) RAM, staged in chunks as D2 does (`gpu_bench::staged`). The hop counts come from routing the RAM-bounce path as the
 hypervisor programmed it. Assumptions (devlend-vm's d4): a 256 MiB guest and the K40c's default
 256 MiB BAR 1, since the shipped profile's 16 GiB BAR 1 does not fit the assumed 512 MiB NTB windows.
 """
@@ -113,8 +114,10 @@ def plot(res: ExperimentResult, path: str) -> None:
 def run_irq(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     """One interrupt of gpu0, raised by the device and taken by the guest's handler (devlend-vm's
     irq): VMLoc through vfio's eventfd, VMRem through the lender-side handler, a notification
-    store through the NTB and the borrower's eventfd. The message and the notification are timed
-    on the fabric; the software steps are the assumed [vm] constants of params/hardware.toml."""
+    store through the NTB and the borrower's eventfd. MSI-X runs on one idle machine as a chain of
+    events on the hypervisor's threads (irq_clock); INTx, which the engine does not carry, is timed
+    step by step on the idle fabric. The software steps are the assumed [vm] constants of
+    params/hardware.toml."""
     rows = []
     for where in ("VMLoc", "VMRem"):
         for intx in (False, True):
@@ -125,7 +128,8 @@ def run_irq(quick: bool = False, progress: Optional[Callable[[str], None]] = Non
                 progress(f"{where} {'INTx' if intx else 'MSI-X'}")
     notes = ["paper: forwarding through the lender 'is not ideal, as the latency of triggering an interrupt is increased' "
              "(000 §5) and 'introduces additional latency' (§8); no figure is given",
-             "software steps are assumed ([vm] in params/hardware.toml); the message and the NTB notification are timed by the engine",
+             "software steps are assumed ([vm] in params/hardware.toml); the message and the NTB notification are timed by the engine "
+             "(MSI-X: on one machine, where an interrupt can queue behind another)",
              "bare-metal borrowers cannot take INTx (refused, 000 §4 footnote 2); a VM gets it through the lender-side handler"]
     return ExperimentResult(name="vmirq", title="Device-to-guest interrupt latency (us)", source="000 §5, §8",
                             columns=["scenario", "interrupt", "latency_us", "steps"], rows=rows, notes=notes, plot=None)

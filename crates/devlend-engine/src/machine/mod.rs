@@ -64,6 +64,8 @@ struct Slot<W: World> {
     co: Option<Co<W>>,
     waiting: Waiting<W>,
     start: Ps,
+    /// A service (a kernel's handler thread) may still wait when nothing is left to happen.
+    service: bool,
 }
 
 /// A timing-only stream and what became of it.
@@ -149,6 +151,16 @@ impl<W: World> Machine<W> {
 
     /// Start a software thread at time `at`. Returns its index.
     pub fn spawn(&mut self, name: &str, at: Ps, body: impl FnOnce(&mut Thread<'_, W>) -> Result<(), ThreadError> + 'static) -> usize {
+        self.spawn_thread(name, at, false, body)
+    }
+
+    /// Start a service thread at `at`: one that serves others (an interrupt handler waiting for
+    /// the next interrupt) and may still be waiting when the run ends, which is then no error.
+    pub fn spawn_service(&mut self, name: &str, at: Ps, body: impl FnOnce(&mut Thread<'_, W>) -> Result<(), ThreadError> + 'static) -> usize {
+        self.spawn_thread(name, at, true, body)
+    }
+
+    fn spawn_thread(&mut self, name: &str, at: Ps, service: bool, body: impl FnOnce(&mut Thread<'_, W>) -> Result<(), ThreadError> + 'static) -> usize {
         let id = self.threads.len();
         let name: Rc<str> = Rc::from(name);
         let (world, core, n) = (self.world.clone(), self.core.clone(), name.clone());
@@ -156,7 +168,7 @@ impl<W: World> Machine<W> {
             let mut t = Thread { y, world, core, id, name: n };
             body(&mut t)
         });
-        self.threads.push(Slot { name, co: Some(co), waiting: Waiting::Start, start: at });
+        self.threads.push(Slot { name, co: Some(co), waiting: Waiting::Start, start: at, service });
         self.core.borrow_mut().set_timer(at, Owner::Thread(id), 0);
         id
     }
@@ -241,7 +253,7 @@ impl<W: World> Machine<W> {
             }
         }
         let now = self.now();
-        for t in &self.threads {
+        for t in self.threads.iter().filter(|t| !t.service) {
             let waiting_for = match &t.waiting {
                 Waiting::Done(_) => continue,
                 Waiting::Flow { what, .. } => what.clone(),

@@ -188,6 +188,23 @@ fn a_thread_that_waits_for_what_never_comes_is_an_error_not_a_hang() {
 }
 
 #[test]
+fn a_service_left_waiting_is_no_error_but_a_thread_waiting_on_it_is() {
+    let mut m = Machine::new(testbed());
+    m.spawn_service("handler", 0, |t| {
+        t.wait_until("the next interrupt", |_: &mut Fabric| false);
+        Ok(())
+    });
+    m.run().unwrap();
+    assert_eq!(m.thread_end(0), None, "the service still waits");
+    m.spawn("waiter", 0, |t| {
+        t.wait_until("the handler's answer", |_: &mut Fabric| false);
+        Ok(())
+    });
+    let e = m.run().unwrap_err();
+    assert!(matches!(&e, MachineError::Stuck { thread, .. } if thread == "waiter"), "{e}");
+}
+
+#[test]
 fn a_register_read_blocks_for_its_round_trip() {
     let f = testbed();
     let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();

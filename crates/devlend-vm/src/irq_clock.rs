@@ -1,0 +1,225 @@
+//! The VM interrupt path on the one clock (000 §5, §8; `irq` for the routes): a chain of events
+//! on the hypervisor's threads, so an interrupt can queue behind another, and the NTB
+//! notification is a store that shares the links with the data around it.
+//!
+//! For a VM, on every host its devices' interrupts reach (the lender, the VM's own host):
+//! - `apic/<host>` notices each MSI landing on a vector of one of the VM's routes (a device's
+//!   message, or the lender's notification arriving at the borrower's relay vector) and queues it
+//!   for that host's handler, in arrival order. It takes no time.
+//! - `irq/<host>` is the host CPU taking them one at a time: the interrupt entry (`[vm]
+//!   host_irq_entry_ps`); then, for a route's first handler on the lender of a mediated device, the
+//!   lender-side handler (`lender_forward_ps`) and the notification, a 4-byte posted store by the
+//!   lender's CPU onto the borrower's MSI page through the NTB; for VFIO's handler or the
+//!   borrower's relay handler, eventfd and KVM's irqfd (`eventfd_irqfd_ps`), which hand the
+//!   interrupt to the VM.
+//! - `vcpu/<vm>` injects them one at a time: VM entry with the interrupt and the guest handler's
+//!   entry (`guest_irq_entry_ps`); then the guest vector's count goes up and a waiting driver
+//!   wakes. The guest is taken to be idle, halt-polling in KVM (as in `irq`): no VM exit is on
+//!   the path.
+//!
+//! A stage busy with one interrupt makes the next wait; the wait is a step of its own ("waiting for
+//! ..."), absent on an idle machine, where the steps are `irq`'s. Each route keeps the steps of
+//! its last interrupt (from its landing at the first host to the guest's handler) and the guest
+//! vector its latency. Only MSI-X is on the clock: INTx stays with `Vmm::run_irqs`, which is off
+//! once these threads deliver.
+
+use crate::irq::Src;
+use crate::vm::VmId;
+use crate::vmm::Vmm;
+use devlend_engine::machine::{Machine, Thread, ThreadError, Watch};
+use devlend_engine::queue::Ps;
+use devlend_fabric::model::HostId;
+use devlend_host::{Cluster, DevId, HResult};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
+
+type Key = (DevId, Src);
+
+/// One interrupt on its way: where it came from, when it arrived first and at the current stage,
+/// and the steps so far.
+struct Chain {
+    key: Key,
+    t0: Ps,
+    at: Ps,
+    steps: Vec<(String, u64)>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// The device's own message, at the route's first host.
+    First,
+    /// The lender's notification, at the borrower's relay vector.
+    Relay,
+}
+
+#[derive(Default)]
+struct Queues {
+    arrived: BTreeMap<HostId, VecDeque<(Chain, Stage)>>,
+    /// Notifications issued through the NTB, per route, not yet landed: (issued at, chain).
+    sent: BTreeMap<Key, VecDeque<(Ps, Chain)>>,
+    inject: VecDeque<Chain>,
+}
+
+struct Shared {
+    vmm: Rc<RefCell<Vmm>>,
+    vm: VmId,
+    q: RefCell<Queues>,
+}
+
+/// Put VM `vm`'s interrupt path on machine `m`: the threads above, as services. From now on they,
+/// not `Vmm::run_irqs`, deliver the VM's MSI-X interrupts.
+pub fn spawn(m: &mut Machine<Cluster>, vmm: &Rc<RefCell<Vmm>>, vm: VmId) -> HResult<()> {
+    let mut hosts = BTreeSet::new();
+    {
+        let mut v = vmm.borrow_mut();
+        v.clocked = true;
+        let w = m.world();
+        let guest = v.vm(vm)?;
+        hosts.insert(guest.host);
+        hosts.extend(guest.devices.values().map(|d| w.fabric.func_host(d.func)));
+    }
+    let sh = Rc::new(Shared { vmm: vmm.clone(), vm, q: RefCell::default() });
+    for h in hosts {
+        let name = m.world().fabric.hosts[h as usize].name.clone();
+        let s = sh.clone();
+        m.spawn_service(&format!("apic/{name}"), 0, move |t| apic(t, &s, h));
+        let s = sh.clone();
+        m.spawn_service(&format!("irq/{name}"), 0, move |t| handler(t, &s, h));
+    }
+    let s = sh.clone();
+    m.spawn_service(&format!("vcpu/{}", vm.0), 0, move |t| vcpu(t, &s));
+    Ok(())
+}
+
+/// New MSIs at `host` on the VM's routes: (route, stage, how many).
+fn arrivals(sh: &Shared, c: &mut Cluster, host: HostId) -> Vec<(usize, Stage, u64)> {
+    let vmm = sh.vmm.borrow();
+    let mut out = Vec::new();
+    for (i, r) in vmm.routes.iter().enumerate().filter(|(_, r)| r.vm == sh.vm) {
+        let count = |c: &mut Cluster, v: u8| c.os(host).map_or(0, |mut os| os.irq_count(v));
+        if let (h, Some(v)) = r.first {
+            if h == host {
+                out.push((i, Stage::First, count(c, v).saturating_sub(r.seen)));
+            }
+        }
+        if let Some((vh, rv, _)) = r.relay {
+            if vh == host {
+                out.push((i, Stage::Relay, count(c, rv).saturating_sub(r.relay_seen)));
+            }
+        }
+    }
+    out.retain(|a| a.2 > 0);
+    out
+}
+
+fn apic(t: &mut Thread<'_, Cluster>, sh: &Rc<Shared>, host: HostId) -> Result<(), ThreadError> {
+    loop {
+        let s = sh.clone();
+        t.wait_for("an interrupt", Watch::Msi { host }, move |c: &mut Cluster| !arrivals(&s, c, host).is_empty());
+        let new = arrivals(sh, &mut t.world(), host);
+        let now = t.now();
+        let mut vmm = sh.vmm.borrow_mut();
+        let mut q = sh.q.borrow_mut();
+        for (i, stage, n) in new {
+            let r = &mut vmm.routes[i];
+            let key = (r.dev, r.src);
+            for _ in 0..n {
+                let chain = match stage {
+                    Stage::First => Some(Chain { key, t0: now, at: now, steps: Vec::new() }),
+                    Stage::Relay => q.sent.get_mut(&key).and_then(|s| s.pop_front()).map(|(issued, mut ch)| {
+                        ch.steps.push(("notification through the NTB".into(), now - issued));
+                        ch.at = now;
+                        ch
+                    }),
+                };
+                if let Some(ch) = chain {
+                    q.arrived.entry(host).or_default().push_back((ch, stage));
+                }
+            }
+            match stage {
+                Stage::First => r.seen += n,
+                Stage::Relay => r.relay_seen += n,
+            }
+        }
+    }
+}
+
+/// The time a chain waited for a stage that was busy, as a step.
+fn queued(ch: &mut Chain, now: Ps, what: &str) {
+    if now > ch.at {
+        ch.steps.push((format!("waiting for {what}"), now - ch.at));
+    }
+}
+
+fn step(t: &Thread<'_, Cluster>, ch: &mut Chain, what: &str, ps: u64) {
+    t.sleep(ps);
+    ch.steps.push((what.into(), ps));
+}
+
+fn handler(t: &mut Thread<'_, Cluster>, sh: &Rc<Shared>, host: HostId) -> Result<(), ThreadError> {
+    let p = crate::params::params();
+    let name = t.world().fabric.hosts[host as usize].name.clone();
+    loop {
+        let s = sh.clone();
+        t.wait_for("an interrupt to handle", Watch::Msi { host }, move |_: &mut Cluster| s.q.borrow().arrived.get(&host).is_some_and(|a| !a.is_empty()));
+        let (mut ch, stage) = sh.q.borrow_mut().arrived.get_mut(&host).and_then(|a| a.pop_front()).expect("an arrival is queued");
+        queued(&mut ch, t.now(), &format!("{name}'s CPU"));
+        let relay = sh.vmm.borrow().irq_route(sh.vm, ch.key.0, ch.key.1).map(|r| r.relay);
+        let Some(relay) = relay else { continue };
+        match (stage, relay) {
+            (Stage::First, Some((_, rv, addr))) => {
+                step(t, &mut ch, "lender interrupt entry", p.host_irq_entry_ps);
+                step(t, &mut ch, "lender-side handler", p.lender_forward_ps);
+                let issued = t.now();
+                t.cpu_write(host, addr, &(rv as u32).to_le_bytes())?;
+                sh.q.borrow_mut().sent.entry(ch.key).or_default().push_back((issued, ch));
+                continue;
+            }
+            (Stage::First, None) => step(t, &mut ch, "host interrupt entry", p.host_irq_entry_ps),
+            (Stage::Relay, _) => step(t, &mut ch, "borrower interrupt entry", p.host_irq_entry_ps),
+        }
+        step(t, &mut ch, "eventfd and KVM irqfd", p.eventfd_irqfd_ps);
+        ch.at = t.now();
+        sh.q.borrow_mut().inject.push_back(ch);
+    }
+}
+
+fn vcpu(t: &mut Thread<'_, Cluster>, sh: &Rc<Shared>) -> Result<(), ThreadError> {
+    let p = crate::params::params();
+    let host = sh.vmm.borrow().vm(sh.vm).map(|v| v.host).map_err(ThreadError::other)?;
+    loop {
+        let s = sh.clone();
+        t.wait_for("an interrupt to inject", Watch::Msi { host }, move |_: &mut Cluster| !s.q.borrow().inject.is_empty());
+        let mut ch = sh.q.borrow_mut().inject.pop_front().expect("an interrupt is signalled");
+        queued(&mut ch, t.now(), "the vCPU");
+        step(t, &mut ch, "VM entry with the interrupt, guest handler entry", p.guest_irq_entry_ps);
+        sh.vmm.borrow_mut().inject(sh.vm, ch.key, (ch.t0, t.now()), ch.steps);
+    }
+}
+
+/// Where a [`Raiser`] is told to interrupt: a write to BAR 0 at this offset (a register the
+/// profiles leave unused; devlend's own, as the GPU's register map is).
+pub const RAISE: u64 = 0x800;
+
+/// A device model that only interrupts, on the machine: a write to [`RAISE`] in its BAR 0 makes
+/// it send MSI-X entry `entry`'s message as itself at that moment (a DMA write on the links),
+/// unless masked. It records when it sent each. INTx is not on the clock.
+pub struct Raiser {
+    pub entry: u16,
+    pub sent: Vec<Ps>,
+}
+
+impl devlend_engine::machine::Device<Cluster> for Raiser {
+    fn mmio_write(&mut self, cx: &mut devlend_engine::machine::Cx<Cluster>, bar: u8, offset: u64, _tlp: &devlend_wire::Tlp) {
+        if (bar, offset) != (0, RAISE) {
+            return;
+        }
+        let func = cx.func();
+        if let Ok(crate::irq::Message::Msi { addr, data }) = crate::irq::message(cx.world(), func, self.entry) {
+            if cx.dma_write(addr, data.to_le_bytes().to_vec(), 0).is_ok() {
+                self.sent.push(cx.now());
+            }
+        }
+    }
+}
