@@ -164,10 +164,11 @@ def test_d5_vm_borrower_bandwidth_alike_and_latency_higher(d5):
     assert d5["VMRem"]["latency_8x512B_us"] > d5["NatRem"]["latency_8x512B_us"]
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the VM's interrupt path adds ~6.1 us (lender entry 2 + lender handler "
-                                       "0.5 + eventfd/irqfd 1.5 + VM entry and guest entry 2, all assumed in params [vm] "
-                                       "for want of a published figure, + ~0.1 us of NTB notification beyond the completion's "
-                                       "own crossing) where the paper saw the VM 'only slightly' slower than the physical borrower")
+@pytest.mark.xfail(strict=True, reason="known gap: on the clock the VM's interrupt path adds ~8 us (lender entry 2 + lender "
+                                       "handler 0.5 + borrower relay entry 2 + eventfd/irqfd 1.5 + VM and guest entry 2, all "
+                                       "assumed in params [vm] for want of a published figure) while the bare-metal borrower's "
+                                       "driver wakes when its MSI lands with no interrupt entry charged (ThreadOs::wait_irq); "
+                                       "the paper saw the VM 'only slightly' slower than the physical borrower")
 def test_d5_vm_borrower_only_slightly_slower(d5):
     assert d5["VMRem - NatRem latency"]["devlend_added_ns"] < 2000
 

@@ -7,7 +7,7 @@
 //! when it has returned. Then the engine releases its semaphore with a 4-byte DMA write. The two
 //! engines work at once. A fault sets the engine's `CE_STATUS`/`CE_FAULT_ADDR` and DMA-writes the
 //! status to `CE_NOTIFY_ADDR`; the other engine goes on. No time is modelled for the engine
-//! between a doorbell and its first TLP (nothing published gives it), as `time_ops` before it.
+//! between a doorbell and its first TLP (nothing published gives it), as the replayed timing before the one clock did.
 //! Stores landing in BAR 1 go to the ping-pong kernel ([`crate::gpu_kernel`]).
 
 use crate::gpu::*;

@@ -28,6 +28,7 @@ import math
 import random
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from .. import _core
 from . import ExperimentResult, hardware_params, register
 from ._gpu import topology_json
@@ -118,21 +119,14 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 
 def plot(res: ExperimentResult, path: str) -> None:
     """Fig 21's layout: one bar per set-up, stacked by part."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     parts = ["compute_s", "cpu_s", "exchange_s", "input_s", "nvme_s"]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    names = [r["scenario"] for r in res.rows]
-    bottom = [0.0] * len(names)
-    for part in parts:
-        vals = [r[part] for r in res.rows]
-        ax.bar(names, vals, bottom=bottom, label=part.removesuffix("_s"))
-        bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_ylabel("epoch runtime (s)")
-    ax.set_title("devlend: one training epoch by set-up (cf. 000 Fig 21)")
-    ax.legend(fontsize=8)
-    ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with Figure(path, size=(8, 4.5), dpi=110) as f:
+        ax = f.axes[0]
+        names = [r["scenario"] for r in res.rows]
+        bottom = [0.0] * len(names)
+        for part in parts:
+            vals = [r[part] for r in res.rows]
+            ax.bar(names, vals, bottom=bottom, label=part.removesuffix("_s"), color=f.colour(part))
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        axes(ax, ylabel="epoch runtime (s)", title="devlend: one training epoch by set-up (cf. 000 Fig 21)", grid=False)
+        ax.grid(True, axis="y", alpha=0.3)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ._plot import Figure, axes, points
 from .. import _core
 from . import ExperimentResult, register
 from ._gpu import topology_json
@@ -84,30 +85,18 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 
 
 def plot(res: ExperimentResult, path: str) -> None:
-    """Fig 16's layout (P2P above, RAM below) with Fig 18's bars beside."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(2, 2, figsize=(12, 7))
-    for i, kind in enumerate(("P2P", "RAM")):
-        ax = axes[i][0]
-        for name in [s for s in SCENARIOS if f"-{kind}" in s]:
-            pts = [(r["size"], r["GBps"]) for r in res.rows if r["scenario"] == name]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_ylabel("bandwidth (GB/s)")
-        ax.set_title(f"GPU-to-GPU, {kind}")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-        lat = {r["scenario"]: r["pingpong_ns"] for r in res.rows if f"-{kind}" in r["scenario"]}
-        axes[i][1].bar(list(lat), list(lat.values()))
-        axes[i][1].set_ylabel("round trip (ns)")
-        axes[i][1].tick_params(axis="x", labelsize=7)
-    axes[1][0].set_xlabel("transfer size (bytes)")
-    fig.suptitle("devlend: GPUs passed through to a VM (cf. 000 Figs 16, 18)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    """Fig 16's layout (P2P above, RAM below) with Fig 18's bars beside; a scenario keeps its colour."""
+    with Figure(path, nrows=2, ncols=2, size=(12, 7), dpi=110, title="devlend: GPUs passed through to a VM (cf. 000 Figs 16, 18)") as f:
+        for i, kind in enumerate(("P2P", "RAM")):
+            ax, bars = f.axes[2 * i], f.axes[2 * i + 1]
+            for name in [s for s in SCENARIOS if f"-{kind}" in s]:
+                f.line(ax, *points(res.rows, "size", "GBps", scenario=name), name, "-o", markersize=3)
+            axes(ax, xlabel="transfer size (bytes)" if i == 1 else None, ylabel="bandwidth (GB/s)",
+                 title=f"GPU-to-GPU, {kind}", logx=True, legend=7)
+            lat = {r["scenario"]: r["pingpong_ns"] for r in res.rows if f"-{kind}" in r["scenario"]}
+            f.bars(bars, list(lat), list(lat.values()))
+            bars.tick_params(axis="x", labelsize=7)
+            axes(bars, ylabel="round trip (ns)", grid=False)
 
 
 @register("vmirq", "Interrupt latency of a device passed through to a VM: VFIO vs forwarded through the lender (000 §5, §8)")
