@@ -59,7 +59,7 @@ pub fn landings(f: &mut Fabric, ops: &[Op]) -> Result<Vec<u64>, String> {
             Ok(match &op.plan {
                 Some(p) => devlend_engine::time_plan(f, p, len, op.access, true).time_ps,
                 None => devlend_engine::dma(f, op.who, op.addr, len, op.access, true)
-                    .map_err(|e| format!("{}: {}", op.what, f.failure_json(&e)["message"]))?
+                    .map_err(|e| format!("{}: {}", op.what, f.failure_json(&e.failure)["message"]))?
                     .time_ps,
             })
         };
