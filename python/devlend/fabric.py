@@ -161,13 +161,16 @@ class Fabric:
     def dma(self, requester: str, addr: Addr, nbytes: int, *, write: bool = True, warm: bool = False) -> "Transfer":
         """Time a DMA stream (posted writes of max payload, or reads of max read request size) on
         an idle fabric with the discrete-event engine; `warm` runs it once untimed first (steady
-        state: warm IOTLB). Raises DmaFault if the route fails."""
+        state: warm IOTLB). Every page of the transfer must route (checked per IOMMU page, NTB
+        window or segment, and target); otherwise raises DmaFault at the first that does not, with
+        ``failure["transfer_addr"]`` the address there and ``delivered`` the bytes before it."""
         try:
             ps, hops, events, misses, resplit = self._core.dma(requester, addr, nbytes, write, warm)
         except _core.FabricError as e:
             msg = str(e)
             if msg.startswith("{"):
-                raise DmaFault(json.loads(msg)) from None
+                failure = json.loads(msg)
+                raise DmaFault(failure, failure["delivered"]) from None
             raise FabricError(msg) from None
         return Transfer(nbytes, ps, hops, events, misses, resplit)
 
@@ -178,7 +181,13 @@ class Fabric:
         return Run(self)
 
     def events(self) -> list[dict]:
+        """The most recent events (a ring of ``event_counts()["cap"]`` entries), oldest first."""
         return json.loads(self._core.events())
+
+    def event_counts(self) -> dict:
+        """Every event ever recorded, counted: ``total``, ``by_kind``, and how many the ring
+        keeps (``kept``, at most ``cap``)."""
+        return json.loads(self._core.event_counts())
 
     def memory_digest(self) -> int:
         """A digest of every byte in every RAM and BAR: equal digests mean no memory changed."""

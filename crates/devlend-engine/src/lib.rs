@@ -15,6 +15,7 @@ pub mod queue;
 pub mod machine;
 pub mod sim;
 
+use devlend_fabric::error::DmaFault;
 use devlend_fabric::route::{Failure, Outcome, Requester};
 use devlend_fabric::Fabric;
 use devlend_wire::Access;
@@ -103,8 +104,13 @@ pub(crate) fn load(sim: &mut Sim, plan: &Plan) -> (u32, Option<u32>) {
 /// Time a DMA stream: `bytes` written to (or read from) `addr` by `req`, in max-payload writes or
 /// max-read-request reads, on an idle fabric. With `warm`, the same stream runs once before the
 /// timed one (caches such as the IOTLB are then warm, as in a benchmark's steady state).
-pub fn dma(f: &mut Fabric, req: Requester, addr: u64, bytes: u64, access: Access, warm: bool) -> Result<Transfer, Failure> {
-    let plan = plan(f, req, addr, access)?;
+///
+/// Every part of the transfer must route (`Fabric::check_transfer`: per IOMMU page, NTB window or
+/// segment, and target); the first that does not is the error, with the transfer's address there.
+/// The stream is timed along the route of its first address.
+pub fn dma(f: &mut Fabric, req: Requester, addr: u64, bytes: u64, access: Access, warm: bool) -> Result<Transfer, DmaFault> {
+    f.check_transfer(req, addr, bytes, access)?;
+    let plan = plan(f, req, addr, access).map_err(|failure| DmaFault { addr, delivered: 0, failure })?;
     Ok(time_plan(f, &plan, bytes, access, warm))
 }
 
@@ -132,5 +138,5 @@ pub fn time_plan(f: &Fabric, plan: &Plan, bytes: u64, access: Access, warm: bool
 /// One small access on an otherwise idle fabric, caches warm: a 4-byte posted write's one-way
 /// time, or a 4-byte read's round trip.
 pub fn latency(f: &mut Fabric, req: Requester, addr: u64, access: Access) -> Result<Ps, Failure> {
-    Ok(dma(f, req, addr, 4, access, true)?.time_ps)
+    Ok(dma(f, req, addr, 4, access, true).map_err(|e| e.failure)?.time_ps)
 }

@@ -3,6 +3,7 @@
 //! file, line and field. A `FabricError` is a failed request to the live model (bad name, bad
 //! programming); faults on the data path are not errors but recorded events (see `route`).
 
+use crate::route::Failure;
 use std::fmt;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,14 +38,32 @@ pub enum FabricError {
     UnknownName(String),
     /// An argument out of range or inconsistent with the hardware (window index, size, alignment).
     Invalid(String),
+    /// A config write that would make a BAR decode where RAM or the MSI range already is: refused,
+    /// as Linux refuses overlapping resources (kernel/resource.c `request_resource` returns the
+    /// conflict; drivers/pci/setup-res.c `pci_claim_resource`). `function` and `bar` name the BAR,
+    /// [addr, addr+size) where it would have decoded, `with` what is there already.
+    ResourceConflict { function: String, bar: u8, addr: u64, size: u64, with: String },
 }
 
 impl fmt::Display for FabricError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FabricError::UnknownName(m) | FabricError::Invalid(m) => write!(f, "{m}"),
+            FabricError::ResourceConflict { function, bar, addr, size, with } => {
+                write!(f, "{function} BAR {bar} at {addr:#x} ({}) would overlap {with} while decoding; refused, the BAR stays where it was", fmt_size(*size))
+            }
         }
     }
+}
+
+/// A transfer stopped by the first of its TLPs that could not be delivered. `addr` is the
+/// transfer's own address there (as the requester issued it), `delivered` the bytes before it,
+/// and `failure` what refused it, naming the component (`Fabric::describe_failure`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaFault {
+    pub addr: u64,
+    pub delivered: u64,
+    pub failure: Failure,
 }
 
 impl std::error::Error for FabricError {}

@@ -31,12 +31,7 @@ pub struct DeviceInfo {
     pub spec_path: String,
 }
 
-/// Something that happened on the data path and that tests and experiments can inspect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Event {
-    Failed(Failure),
-    Msi { host: HostId, addr: u64, data: u32 },
-}
+pub use crate::events::{Event, EventLog};
 
 const PAGE: u64 = 0x1000;
 
@@ -54,7 +49,7 @@ pub struct Fabric {
     pub config: Vec<ConfigState>,
     pub ram: Vec<SparseMem>,
     pub bar_mem: FxHashMap<(FuncId, u8), SparseMem>,
-    pub events: Vec<Event>,
+    pub events: EventLog,
     func_names: FxHashMap<String, FuncId>,
     cache: FxHashMap<(u32, u64, bool), Arc<Route>>,
     pub cache_hits: u64,
@@ -65,7 +60,7 @@ impl Fabric {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn assemble(name: String, hosts: Vec<Host>, nodes: Vec<Node>, funcs: Vec<Function>, links: Vec<Link>, ntbs: Vec<NtbState>, switches: Vec<SwitchInfo>, devices: Vec<DeviceInfo>, iommus: Vec<Iommu>, config: Vec<ConfigState>, ram: Vec<SparseMem>) -> Fabric {
         let func_names = funcs.iter().enumerate().map(|(i, f)| (f.name.clone(), i as FuncId)).collect();
-        Fabric { name, hosts, nodes, funcs, links, ntbs, switches, devices, iommus, config, ram, bar_mem: FxHashMap::default(), events: Vec::new(), func_names, cache: FxHashMap::default(), cache_hits: 0, cache_misses: 0 }
+        Fabric { name, hosts, nodes, funcs, links, ntbs, switches, devices, iommus, config, ram, bar_mem: FxHashMap::default(), events: EventLog::default(), func_names, cache: FxHashMap::default(), cache_hits: 0, cache_misses: 0 }
     }
 
     // ----- names ---------------------------------------------------------------------------
@@ -591,18 +586,59 @@ impl Fabric {
         let old = config::read_dword(&self.funcs[f as usize], &self.config[f as usize], off);
         let m = mask(len) << shift;
         let dword = if len == 4 { value } else { (old & !m) | ((value << shift) & m) };
+        let before = self.config[f as usize].clone();
         let effect = config::write_dword(&self.funcs[f as usize], &mut self.config[f as usize], off, dword);
-        match effect {
-            WriteEffect::None => {}
-            WriteEffect::Command => self.invalidate_routes(),
-            WriteEffect::Relocate { index, addr } => {
-                if let Some(b) = self.funcs[f as usize].bars.iter_mut().find(|b| b.index == index) {
-                    b.addr = addr;
-                }
-                self.invalidate_routes();
+        let checked = match effect {
+            WriteEffect::None => Ok(()),
+            WriteEffect::Command => self.check_decoding_bars(f),
+            WriteEffect::Relocate { index, addr } => self.relocate_bar(f, index, addr),
+        };
+        if checked.is_err() {
+            self.config[f as usize] = before;
+        }
+        self.invalidate_routes();
+        checked
+    }
+
+    /// Move BAR `index` of `f` to `addr`, unless it decodes and would overlap RAM or the MSI range.
+    fn relocate_bar(&mut self, f: FuncId, index: u8, addr: u64) -> FResult<()> {
+        let Some(b) = self.funcs[f as usize].bars.iter().find(|b| b.index == index) else { return Ok(()) };
+        if addr.checked_add(b.size).is_none() {
+            return invalid(format!("{} BAR {index}: {addr:#x} + {} runs past the 64-bit address space", self.funcs[f as usize].name, crate::error::fmt_size(b.size)));
+        }
+        if self.decodes(f) {
+            self.check_bar_range(f, index, Range::new(addr, b.size))?;
+        }
+        if let Some(b) = self.funcs[f as usize].bars.iter_mut().find(|b| b.index == index) {
+            b.addr = addr;
+        }
+        Ok(())
+    }
+
+    /// Every BAR of `f` and of its VFs, now decoding, must stay clear of RAM and the MSI range.
+    fn check_decoding_bars(&self, f: FuncId) -> FResult<()> {
+        let vfs = (0..self.funcs.len() as FuncId).filter(|v| self.funcs[*v as usize].vf.is_some_and(|(_, pf)| pf == f));
+        for g in std::iter::once(f).chain(vfs).filter(|g| self.decodes(*g)) {
+            for b in &self.funcs[g as usize].bars {
+                self.check_bar_range(g, b.index, b.range())?;
             }
         }
         Ok(())
+    }
+
+    /// Linux refuses a resource that overlaps another (kernel/resource.c); devlend refuses a
+    /// decoding BAR over RAM or the MSI range of its host, the two places where the root complex
+    /// would otherwise have to choose between memory and the device.
+    fn check_bar_range(&self, f: FuncId, index: u8, r: Range) -> FResult<()> {
+        let h = &self.hosts[self.func_host(f) as usize];
+        let with = if h.ram_regions.iter().any(|m| m.overlaps(&r)) {
+            format!("RAM of host {}", h.name)
+        } else if h.msi.overlaps(&r) {
+            format!("the MSI range of host {}", h.name)
+        } else {
+            return Ok(());
+        };
+        Err(FabricError::ResourceConflict { function: self.funcs[f as usize].name.clone(), bar: index, addr: r.start, size: r.size(), with })
     }
 
     /// pci_set_master / pci_clear_master.

@@ -15,6 +15,7 @@ pub mod build;
 pub mod config;
 pub mod enumerate;
 pub mod error;
+pub mod events;
 pub mod fabric;
 pub mod iommu;
 pub mod memory;
@@ -25,6 +26,7 @@ pub mod programmed;
 pub mod route;
 pub mod show;
 pub mod spec;
+pub mod transfer;
 
 pub use error::{FabricError, SpecError};
 pub use fabric::Fabric;

@@ -94,12 +94,19 @@ pub struct Iommu {
     pub fault_log_entries: usize,
 }
 
+/// Bounds of devlend's own logs (not hardware).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Log {
+    pub events: usize,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct Params {
     pub cpu: BTreeMap<String, CpuProfile>,
     pub x86: X86,
     pub pci: Pci,
     pub iommu: Iommu,
+    pub log: Log,
     pub device: BTreeMap<String, DeviceProfile>,
     pub ntb: BTreeMap<String, NtbProfile>,
     pub switch: BTreeMap<String, SwitchProfile>,

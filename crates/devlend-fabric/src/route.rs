@@ -96,6 +96,29 @@ pub enum Failure {
     RidLutMiss { ntb: u32, rid: Bdf },
     NtbUnmapped { ntb: u32, window: u8, offset: u64 },
     NtbLinkDown { ntb: u32 },
+    /// The TLP reached an NTB it had already crossed (the same adapter and window, or for a
+    /// completion the same adapter): the translations lead back into each other. Nothing is
+    /// delivered; `host` and `addr` are where the TLP was when it came back.
+    RoutingLoop { ntb: u32, window: u8, host: HostId, addr: u64 },
+    /// RAM and a decoding BAR both claim the address (a BAR relocated over RAM): the TLP is
+    /// delivered to neither.
+    BarOverRam { host: HostId, addr: u64, func: FuncId, bar: u8 },
+}
+
+impl Failure {
+    /// The short name of the failure, as events and JSON report it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Failure::Iommu { .. } => "iommu-fault",
+            Failure::Unsupported { .. } => "unsupported-request",
+            Failure::BusMasterOff { .. } => "bus-master-disabled",
+            Failure::RidLutMiss { .. } => "rid-lut-miss",
+            Failure::NtbUnmapped { .. } => "ntb-unmapped",
+            Failure::NtbLinkDown { .. } => "ntb-link-down",
+            Failure::RoutingLoop { .. } => "routing-loop",
+            Failure::BarOverRam { .. } => "bar-over-ram",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,10 +155,6 @@ impl Route {
     }
 }
 
-/// No real route is this long; a longer one is a loop through NTB translations that point back
-/// into each other, reported as an unsupported request instead of running forever.
-const MAX_HOPS: usize = 1024;
-
 enum Step {
     Up(NodeId),
     Down(NodeId),
@@ -149,14 +168,32 @@ enum IdStep {
     Rc { host: HostId, from_port: bool },
 }
 
+/// Loops: a tree walk always ends (up towards the root, or down towards the leaves), so a route
+/// can only come back to where it was through NTB translations. A walk keeps the NTB windows it
+/// crossed; reaching one a second time is a loop, reported before anything is delivered. This
+/// bounds every walk by the number of NTB windows.
 struct Walk {
     hops: Vec<Hop>,
     addr: u64,
     rid: Bdf,
     host: HostId,
+    crossed: Vec<(u32, u8)>,
 }
 
 impl Walk {
+    fn new(addr: u64, rid: Bdf, host: HostId) -> Walk {
+        Walk { hops: Vec::with_capacity(16), addr, rid, host, crossed: Vec::new() }
+    }
+
+    /// Note a crossing of `ntb` through `window`; a loop when it was crossed before.
+    fn cross(&mut self, ntb: u32, window: u8) -> Result<(), Failure> {
+        if self.crossed.contains(&(ntb, window)) {
+            return Err(Failure::RoutingLoop { ntb, window, host: self.host, addr: self.addr });
+        }
+        self.crossed.push((ntb, window));
+        Ok(())
+    }
+
     fn push(&mut self, kind: HopKind, node: NodeId, aux: u64) {
         self.hops.push(Hop { kind, node, host: self.host, addr: self.addr, rid: self.rid, aux });
     }
@@ -180,7 +217,7 @@ impl Fabric {
     /// Route a request without side effects (faults are reported in the outcome, not recorded).
     pub fn route_uncached(&self, req: Requester, addr: u64, access: Access) -> Route {
         let host = self.requester_host(req);
-        let mut w = Walk { hops: Vec::with_capacity(16), addr, rid: self.requester_rid(req), host };
+        let mut w = Walk::new(addr, self.requester_rid(req), host);
         let outcome = self.walk_request(&mut w, req, access);
         let mut route = Route { access, hops: w.hops, outcome, completion: None };
         if access == Access::Read {
@@ -209,9 +246,6 @@ impl Fabric {
         };
         let ur = |w: &Walk, node: NodeId, why: &'static str| Outcome::Failed(Failure::Unsupported { node, host: w.host, addr: w.addr, why });
         loop {
-            if w.hops.len() > MAX_HOPS {
-                return ur(w, w.hops.last().unwrap().node, "routing loop (NTB translations lead back into each other)");
-            }
             step = match step {
                 Step::Up(n) => {
                     let node = &self.nodes[n as usize];
@@ -295,6 +329,9 @@ impl Fabric {
                         }
                     }
                     if h.in_ram(w.addr) {
+                        if let Some((func, bar, _)) = self.decoding_bar(host, w.addr) {
+                            return Outcome::Failed(Failure::BarOverRam { host, addr: w.addr, func, bar });
+                        }
                         w.push(HopKind::Deliver, h.rc, 0);
                         return Outcome::Delivered(Target::Ram { host, addr: w.addr });
                     }
@@ -310,6 +347,9 @@ impl Fabric {
                 Step::NtbOut { ntb, window, offset } => {
                     let s = &self.ntbs[ntb as usize];
                     let Some(peer) = s.peer else { return Outcome::Failed(Failure::NtbLinkDown { ntb }) };
+                    if let Err(f) = w.cross(ntb, window) {
+                        return Outcome::Failed(f);
+                    }
                     let Some(idx) = s.rid_lut_index(w.rid) else { return Outcome::Failed(Failure::RidLutMiss { ntb, rid: w.rid }) };
                     let p = &self.ntbs[peer as usize];
                     let Some(addr) = p.inbound_translate(window as usize, offset, &s.windows[window as usize]) else {
@@ -339,19 +379,28 @@ impl Fabric {
     pub fn endpoint_decode(&self, n: NodeId, addr: u64) -> Option<(FuncId, u8, u64)> {
         for f in &self.nodes[n as usize].functions {
             if let Some(b) = self.funcs[*f as usize].bar_at(addr) {
-                let enabled = match self.funcs[*f as usize].vf {
-                    Some((_, pf)) => self.config[pf as usize].memory_enabled(),
-                    None => self.config[*f as usize].memory_enabled(),
-                };
-                return enabled.then_some((*f, b.index, addr - b.addr));
+                return self.decodes(*f).then_some((*f, b.index, addr - b.addr));
             }
         }
         None
     }
 
+    /// Whether function `f` decodes memory (a VF follows its PF's Memory Space Enable).
+    pub fn decodes(&self, f: FuncId) -> bool {
+        match self.funcs[f as usize].vf {
+            Some((_, pf)) => self.config[pf as usize].memory_enabled(),
+            None => self.config[f as usize].memory_enabled(),
+        }
+    }
+
+    /// A decoding BAR of any function in `host` that claims `addr`, wherever it sits in the tree.
+    pub fn decoding_bar(&self, host: HostId, addr: u64) -> Option<(FuncId, u8, u64)> {
+        (0..self.funcs.len() as FuncId).filter(|f| self.func_host(*f) == host && self.decodes(*f)).find_map(|f| self.funcs[f as usize].bar_at(addr).map(|b| (f, b.index, addr - b.addr)))
+    }
+
     /// ID-route a completion from the target of a request back to requester `rid` in `host`.
     fn route_completion(&self, from: Target, rid: Bdf, host: HostId) -> Route {
-        let mut w = Walk { hops: Vec::with_capacity(16), addr: 0, rid, host };
+        let mut w = Walk::new(0, rid, host);
         let outcome = self.walk_completion(&mut w, from);
         Route { access: Access::Read, hops: w.hops, outcome, completion: None }
     }
@@ -372,9 +421,6 @@ impl Fabric {
             _ => return ur(w, 0, "no completion for this target"),
         };
         loop {
-            if w.hops.len() > MAX_HOPS {
-                return ur(w, w.hops.last().unwrap().node, "routing loop");
-            }
             step = match step {
                 IdStep::Up(n) => {
                     let node = &self.nodes[n as usize];
@@ -420,6 +466,9 @@ impl Fabric {
                             let s = &self.ntbs[ntb as usize];
                             let own = self.funcs[s.func as usize].bdf;
                             let Some(peer) = s.peer else { return Outcome::Failed(Failure::NtbLinkDown { ntb }) };
+                            if let Err(f) = w.cross(ntb, u8::MAX) {
+                                return Outcome::Failed(f);
+                            }
                             let idx = (w.rid.devfn() as usize).wrapping_sub(1);
                             let p = &self.ntbs[peer as usize];
                             let Some(orig) = (w.rid.bus() == own.bus()).then(|| p.rid_lut.get(idx).copied().flatten()).flatten() else {

@@ -1,6 +1,7 @@
 //! Structured views of the fabric and of routes, as JSON values, for the command line, plots and
 //! exports (the Python layer renders them as trees, tables, DOT and SVG).
 
+use crate::error::DmaFault;
 use crate::fabric::{Event, Fabric};
 use crate::model::*;
 use crate::ntb::Inbound;
@@ -141,6 +142,8 @@ impl Fabric {
             Failure::RidLutMiss { ntb, rid } => format!("{} rejected a TLP from {rid}: no requester-ID LUT entry", self.ntbs[ntb as usize].name),
             Failure::NtbUnmapped { ntb, window, offset } => format!("{} window {window} offset {offset:#x} has no translation on the peer", self.ntbs[ntb as usize].name),
             Failure::NtbLinkDown { ntb } => format!("{}: NTB link is down", self.ntbs[ntb as usize].name),
+            Failure::RoutingLoop { ntb, window, host, addr } => format!("routing loop: the TLP for {addr:#x} in host {} came back to {} window {window}, which it had already crossed (NTB translations lead back into each other)", self.hosts[host as usize].name, self.ntbs[ntb as usize].name),
+            Failure::BarOverRam { host, addr, func, bar } => format!("{addr:#x} in host {} is claimed by both RAM and {} BAR {bar}: delivered to neither", self.hosts[host as usize].name, self.funcs[func as usize].name),
         }
     }
 
@@ -156,9 +159,28 @@ impl Fabric {
             Failure::RidLutMiss { ntb, rid } => json!({"kind": "rid-lut-miss", "ntb": self.ntbs[ntb as usize].name, "requester": rid.to_string(), "message": message}),
             Failure::NtbUnmapped { ntb, window, offset } => json!({"kind": "ntb-unmapped", "ntb": self.ntbs[ntb as usize].name, "window": window, "offset": offset, "message": message}),
             Failure::NtbLinkDown { ntb } => json!({"kind": "ntb-link-down", "ntb": self.ntbs[ntb as usize].name, "message": message}),
+            Failure::RoutingLoop { ntb, window, host, addr } => json!({"kind": f.kind(), "ntb": self.ntbs[ntb as usize].name, "window": window, "host": self.hosts[host as usize].name, "addr": addr, "message": message}),
+            Failure::BarOverRam { host, addr, func, bar } => json!({"kind": f.kind(), "host": self.hosts[host as usize].name, "addr": addr, "function": self.funcs[func as usize].name, "bar": bar, "message": message}),
         }
     }
 
+    /// A stopped transfer: the failure's record, with the transfer's address where it stopped
+    /// (`transfer_addr`) and the bytes before it (`delivered`).
+    pub fn dma_fault_json(&self, e: &DmaFault) -> Value {
+        let mut v = self.failure_json(&e.failure);
+        let message = format!("transfer stopped at {:#x} after {} bytes: {}", e.addr, e.delivered, self.describe_failure(&e.failure));
+        v["transfer_addr"] = json!(e.addr);
+        v["delivered"] = json!(e.delivered);
+        v["message"] = json!(message);
+        v
+    }
+
+    /// Events ever recorded by kind, and how many the ring keeps.
+    pub fn event_counts_json(&self) -> Value {
+        json!({"total": self.events.total(), "by_kind": self.events.counts(), "kept": self.events.len(), "cap": self.events.cap()})
+    }
+
+    /// The events still in the log's ring (the most recent, oldest first).
     pub fn events_json(&self) -> Value {
         self.events.iter().map(|e| match e {
             Event::Failed(f) => self.failure_json(f),

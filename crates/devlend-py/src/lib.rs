@@ -146,12 +146,16 @@ impl Fabric {
         let res = py.detach(|| devlend_engine::dma(inner, r, a, bytes, access, warm));
         match res {
             Ok(t) => Ok((t.time_ps, t.stats.tlp_hops, t.stats.events, t.stats.iotlb_misses, t.stats.resplit_requests)),
-            Err(f) => Err(FabricError::new_err(self.inner.failure_json(&f).to_string())),
+            Err(e) => Err(FabricError::new_err(self.inner.dma_fault_json(&e).to_string())),
         }
     }
 
     fn events(&self) -> String {
         self.inner.events_json().to_string()
+    }
+
+    fn event_counts(&self) -> String {
+        self.inner.event_counts_json().to_string()
     }
 
     fn memory_digest(&self) -> u64 {

@@ -108,13 +108,13 @@ pub(crate) fn dma_call(t: &mut Thread<'_, Fabric>, r: Regs, descs: &[Desc], sg: 
         let table: Vec<u8> = descs.iter().flat_map(|d| d.encode()).collect();
         t.world().write(Requester::Cpu(r.host), r.ring, &table);
     }
-    let events = t.world().events.len();
+    let events = t.world().events.total();
     for (off, v) in register_stores(descs, sg, r.ring) {
         uc_store(t, r.host, r.base + off, v)?;
     }
     lap(t, &mut timing, "register stores (UC)");
     let data = r.msi_data;
-    t.wait_until(format!("the completion interrupt (MSI data {data:#x})"), move |f: &mut Fabric| f.events[events..].iter().any(|e| matches!(e, Event::Msi { data: d, .. } if *d == data)));
+    t.wait_until(format!("the completion interrupt (MSI data {data:#x})"), move |f: &mut Fabric| f.events.since(events).any(|e| matches!(e, Event::Msi { data: d, .. } if *d == data)));
     lap(t, &mut timing, "engine: descriptors, data, MSI");
     for _ in before..reads {
         t.cpu_read(r.host, r.base + dma::STATUS, 4)?;

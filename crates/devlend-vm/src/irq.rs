@@ -136,7 +136,7 @@ fn cpu_write(c: &mut Cluster, host: HostId, addr: u64, v: u32) -> HResult<()> {
 
 /// Time one 4-byte posted write on the fabric.
 fn timed(c: &mut Cluster, who: Requester, addr: u64) -> HResult<u64> {
-    devlend_engine::dma(&mut c.fabric, who, addr, 4, Access::Write, true).map(|t| t.time_ps).map_err(|f| HostError::Fault(c.fabric.failure_json(&f)["message"].as_str().unwrap_or("unroutable").to_string()))
+    devlend_engine::dma(&mut c.fabric, who, addr, 4, Access::Write, true).map(|t| t.time_ps).map_err(|e| HostError::Fault(c.fabric.failure_json(&e.failure)["message"].as_str().unwrap_or("unroutable").to_string()))
 }
 
 /// What a function's interrupt is now (PCIe Base 3.0 §6.1.4; PCI Local Bus 3.0 §6.8.1).

@@ -60,8 +60,8 @@ pub fn route_costs(f: &mut Fabric, cpu: Requester, dev: Requester, uar: u64, mem
     // marginal rate of a long stream: the difference between two lengths, so latency drops out
     let (short, long) = (256u64 << 10, 512u64 << 10);
     let mut rate = |acc, what: &str| -> Result<u64, String> {
-        let a = devlend_engine::dma(f, dev, mem, short, acc, true).map_err(|e| fail(what, e))?.time_ps;
-        let b = devlend_engine::dma(f, dev, mem, long, acc, true).map_err(|e| fail(what, e))?.time_ps;
+        let a = devlend_engine::dma(f, dev, mem, short, acc, true).map_err(|e| fail(what, e.failure))?.time_ps;
+        let b = devlend_engine::dma(f, dev, mem, long, acc, true).map_err(|e| fail(what, e.failure))?.time_ps;
         Ok(b.saturating_sub(a) * 1000 / (long - short))
     };
     let read_fs_per_byte = rate(Access::Read, "HCA read stream")?;
