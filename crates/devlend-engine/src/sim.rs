@@ -375,10 +375,11 @@ impl Sim {
         alloc(&mut self.reqs, &mut self.free_reqs, r)
     }
 
-    /// Make sure the port looks again at time `at` (one event per earliest wake-up).
+    /// Make sure the port looks again at time `at` (one event per earliest wake-up), or when the
+    /// link is free if that is later: a look while it is busy would only schedule that one.
     fn kick(&mut self, p: PortId, at: Ps) {
-        let at = at.max(self.now);
         let port = &mut self.ports[p as usize];
+        let at = at.max(self.now).max(port.busy_until);
         if port.wake.is_none_or(|w| at < w) {
             port.wake = Some(at);
             self.q.push(at, Ev::TryTx(p));
