@@ -27,15 +27,15 @@ struct Node<E> {
     next: u32,
 }
 
-/// log2 of a bucket's width in ps (about a nanosecond).
-const SHIFT: u32 = 10;
+/// log2 of a bucket's width in ps (256 ps: a few events per bucket even with 512 streams).
+const SHIFT: u32 = 8;
 /// Buckets in the ring: events up to about a microsecond ahead of the current bucket; later ones
 /// wait in the far heap.
-const SLOTS: usize = 1024;
+const SLOTS: usize = 4096;
 const WORDS: usize = SLOTS / 64;
 const NIL: u32 = u32::MAX;
 
-/// A calendar queue (timing wheel) of ~1 ns buckets. The engine schedules nearly every event
+/// A calendar queue (timing wheel) of 256 ps buckets. The engine schedules nearly every event
 /// within a microsecond of now (a TLP's serialisation, a component's latency, an UpdateFC), so
 /// scheduling one is an append to its bucket's list, and popping is taking the last entry of the
 /// current bucket, which is sorted by (time, seq) when it becomes current. A bitmap of the ring's
@@ -79,15 +79,20 @@ impl<E: Copy> EventQueue<E> {
         self.len += 1;
         let ahead = (time >> SHIFT) - self.cur;
         if ahead == 0 {
-            // After every entry due later; before those due at the same time or earlier (their
-            // seq is smaller).
-            let at = self.now.partition_point(|x| x.time > time);
-            self.now.insert(at, e);
+            self.insert_now(e);
         } else if ahead < SLOTS as u64 {
             self.file(e);
         } else {
             self.far_push(e);
         }
+    }
+
+    /// Into the current bucket: after every entry due later, before those due at the same time
+    /// or earlier (their seq is smaller).
+    #[inline(never)]
+    fn insert_now(&mut self, e: Entry<E>) {
+        let at = self.now.partition_point(|x| x.time > e.time);
+        self.now.insert(at, e);
     }
 
     #[inline]

@@ -424,11 +424,12 @@ impl Sim {
         let mut best: Option<(Ps, usize)> = None;
         let mut wake: Option<Ps> = None;
         for c in 0..3 {
+            let Some(&(t, _)) = port.queues[c].front() else { continue };
+            // Slots come back as timestamps, counted only when a TLP of the class waits for one.
             while port.returns[c].front().is_some_and(|t| *t <= now) {
                 port.returns[c].pop_front();
                 port.credits[c] += 1;
             }
-            let Some(&(t, _)) = port.queues[c].front() else { continue };
             let next = if t > now {
                 Some(t)
             } else if port.credits[c] == 0 {
