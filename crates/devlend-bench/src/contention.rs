@@ -10,14 +10,14 @@ use devlend_fabric::{build, Fabric, Requester};
 use devlend_wire::Access;
 use std::time::Instant;
 
-const NEAR_IOVA: u64 = 0x20_0000_0000;
+pub const NEAR_IOVA: u64 = 0x20_0000_0000;
 const FAR_IOVA: u64 = 0x1_0000_0000;
 /// Each device's region of its target host's lent buffer.
-const REGION: u64 = 8 * MIB;
+pub const REGION: u64 = 8 * MIB;
 
 /// Every host's devices d0..d7 (below switch 0, beside the "next" adapter) may DMA at
 /// `NEAR_IOVA + k * REGION` into 64 MiB of host h+1's RAM. Returns the requesters, host by host.
-fn program(f: &mut Fabric) -> Vec<Requester> {
+pub fn program(f: &mut Fabric) -> Vec<Requester> {
     let span = REGION * DEVICES_PER_SWITCH as u64;
     let mut reqs = Vec::new();
     for h in 0..HOSTS {
@@ -55,6 +55,9 @@ pub struct Sample {
     /// Simulated: the slowest stream's bandwidth, and the aggregate over the run.
     pub min_stream_bw: f64,
     pub total_bw: f64,
+    /// FNV-1a over every stream's end time and every port's statistics: equal digests mean the
+    /// same simulated run (for checking that an engine change leaves results bit-identical).
+    pub digest: u64,
 }
 
 /// Build and program the cluster (untimed), then time one Machine running `streams` streams of
@@ -74,5 +77,13 @@ pub fn run(streams: usize, bytes: u64) -> Sample {
     let s = m.stats();
     let min_stream_bw = m.streams().iter().filter_map(|s| s.bandwidth()).fold(f64::INFINITY, f64::min);
     let total_bw = (n as u64 * bytes) as f64 / (m.now() as f64 * 1e-12);
-    Sample { seconds, tlp_hops: s.tlp_hops, events: s.events, peak_tlps: s.peak_tlps, min_stream_bw, total_bw }
+    let ends = m.streams().iter().map(|s| s.end.unwrap_or(u64::MAX));
+    let ports = m.port_stats().into_iter().flat_map(|p| [p.tlps, p.wire_bytes, p.payload_bytes, p.busy_ps, p.queue_ps, p.credit_stall_ps]);
+    let digest = fnv(ends.chain(ports).chain([m.now(), s.iotlb_hits, s.iotlb_misses]));
+    Sample { seconds, tlp_hops: s.tlp_hops, events: s.events, peak_tlps: s.peak_tlps, min_stream_bw, total_bw, digest }
+}
+
+/// FNV-1a over the bytes of `words`.
+pub fn fnv(words: impl Iterator<Item = u64>) -> u64 {
+    words.flat_map(u64::to_le_bytes).fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }

@@ -29,6 +29,9 @@ pub struct EngineResult {
     pub tlp_hops: u64,
     pub events: u64,
     pub simulated_bandwidth: f64,
+    pub peak_tlps: usize,
+    /// Simulated time and statistics (see `contention::Sample::digest`).
+    pub digest: u64,
 }
 
 /// Simulate one device-to-device copy of `bytes` (posted writes) and time the simulation itself.
@@ -36,5 +39,8 @@ pub fn copy(bytes: u64) -> EngineResult {
     let (mut f, req, addr) = two_lender_path();
     let t = Instant::now();
     let tr = devlend_engine::dma(&mut f, req, addr, bytes, Access::Write, false).expect("2L path delivers");
-    EngineResult { seconds: t.elapsed().as_secs_f64(), tlp_hops: tr.stats.tlp_hops, events: tr.stats.events, simulated_bandwidth: tr.bandwidth() }
+    let seconds = t.elapsed().as_secs_f64();
+    let st = &tr.stats;
+    let digest = crate::contention::fnv([tr.time_ps, st.tlp_hops, st.iotlb_hits, st.iotlb_misses, st.resplit_requests, st.peak_tlps as u64].into_iter());
+    EngineResult { seconds, tlp_hops: st.tlp_hops, events: st.events, simulated_bandwidth: tr.bandwidth(), peak_tlps: st.peak_tlps, digest }
 }

@@ -14,6 +14,11 @@
 //! Many DMA streams at once on one Machine (`contention`): see `src/contention.rs`.
 //!
 //! Usage: devlend-bench [--json] [--reps N] [--quick] [--contention]
+//!        devlend-bench --one copy BYTES | --one contention STREAMS BYTES | --one mix SEED STREAMS
+//!
+//! `--one` runs a single engine sample (no repetitions, nothing else) and prints it as one JSON
+//! line with a digest of the simulated results: for profiling (cachegrind on two sizes) and for
+//! checking that an engine change leaves the simulated run bit-identical.
 
 use devlend_fabric::spec::*;
 use devlend_fabric::{build, Fabric, Outcome, Requester, Target};
@@ -24,6 +29,7 @@ use std::time::Instant;
 
 mod contention;
 mod engine;
+mod mix;
 
 const HOSTS: usize = 64;
 const SWITCHES_PER_HOST: usize = 2;
@@ -42,15 +48,18 @@ struct Opts {
     scale: f64,
     /// Only the contention rows.
     contention_only: bool,
+    /// `--one`: the sample's arguments.
+    one: Option<Vec<String>>,
 }
 
 fn parse_args() -> Opts {
-    let mut o = Opts { json: false, reps: 7, scale: 1.0, contention_only: false };
+    let mut o = Opts { json: false, reps: 7, scale: 1.0, contention_only: false, one: None };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--json" => o.json = true,
             "--contention" => o.contention_only = true,
+            "--one" => o.one = Some(args.by_ref().collect()),
             "--quick" => {
                 o.scale = 0.1;
                 o.reps = o.reps.min(3);
@@ -68,6 +77,7 @@ fn usage(msg: &str) -> ! {
         eprintln!("devlend-bench: {msg}");
     }
     eprintln!("usage: devlend-bench [--json] [--reps N] [--quick] [--contention]");
+    eprintln!("       devlend-bench --one copy BYTES | --one contention STREAMS BYTES | --one mix SEED STREAMS");
     std::process::exit(if msg.is_empty() { 0 } else { 2 });
 }
 
@@ -233,8 +243,35 @@ fn print_rows(rows: &[Row]) {
     }
 }
 
+/// One engine sample, as one JSON line (see the module's usage).
+fn one(args: &[String]) {
+    let num = |i: usize| args.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| usage("--one: copy BYTES | contention STREAMS BYTES | mix SEED STREAMS"));
+    let mut v = match args.first().map(String::as_str) {
+        Some("copy") => {
+            let r = engine::copy(num(1));
+            json!({"seconds": r.seconds, "tlp_hops": r.tlp_hops, "events": r.events, "peak_tlps": r.peak_tlps, "sim_bw": r.simulated_bandwidth, "digest": format!("{:016x}", r.digest)})
+        }
+        Some("contention") => {
+            let r = contention::run(num(1) as usize, num(2));
+            json!({"seconds": r.seconds, "tlp_hops": r.tlp_hops, "events": r.events, "peak_tlps": r.peak_tlps, "sim_total_bw": r.total_bw, "sim_min_stream_bw": r.min_stream_bw, "digest": format!("{:016x}", r.digest)})
+        }
+        Some("mix") => {
+            let r = mix::run(num(1), num(2) as usize);
+            json!({"seconds": r.seconds, "tlp_hops": r.tlp_hops, "events": r.events, "digest": format!("{:016x}", r.digest)})
+        }
+        _ => usage("--one: copy BYTES | contention STREAMS BYTES | mix SEED STREAMS"),
+    };
+    v["mhops_per_s"] = json!(v["tlp_hops"].as_f64().unwrap() / v["seconds"].as_f64().unwrap() / 1e6);
+    v["peak_rss_kib"] = json!(peak_rss_kib());
+    println!("{v}");
+}
+
 fn main() {
     let o = parse_args();
+    if let Some(args) = &o.one {
+        one(args);
+        return;
+    }
     let spec = cluster_spec();
     let mut rows: Vec<Row> = Vec::new();
     if o.contention_only {

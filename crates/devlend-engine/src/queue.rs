@@ -12,32 +12,51 @@ struct Entry<E> {
     ev: E,
 }
 
-/// Above this many pending events the queue files them in a radix heap, below `TO_HEAP` again in
-/// a binary heap (hysteresis, so a run near a threshold does not convert back and forth).
-const TO_RADIX: usize = 256;
-const TO_HEAP: usize = 64;
+impl<E> Entry<E> {
+    #[inline]
+    fn key(&self) -> (Ps, u64) {
+        (self.time, self.seq)
+    }
+}
 
-/// Two exact priority queues on (time, seq), the one that is faster for the number of events
-/// pending. A binary heap while few are pending (a handful of streams: a few levels, in cache).
-/// With many (the 512-stream contention run: thousands of events pending, 43,000 TLPs in flight)
-/// a binary heap sifts through a dozen levels at random; there a radix heap (a monotone priority
-/// queue) is used: the engine never schedules an event before the time of the last one popped,
-/// so an entry can be filed by the highest bit in which its time differs from that time
-/// (`last`). Bucket 0 holds the entries due exactly at `last`, in schedule order; when it runs
-/// dry, the lowest non-empty bucket is scanned for its earliest time, which becomes `last`, and
-/// its entries are filed again into lower buckets. Each entry moves a few times (once per bit of
-/// distance to `last` it loses), sequentially in memory. The pop order is exactly (time, seq)
-/// either way: the entries that join bucket 0 when `last` advances are put in seq order, and an
-/// entry scheduled later at `last` itself has a larger seq than all of them.
+/// An entry of the ring, in a slot's singly linked list (nodes are recycled, so the ones in use
+/// stay few and warm in cache).
+#[derive(Clone, Copy)]
+struct Node<E> {
+    e: Entry<E>,
+    next: u32,
+}
+
+/// log2 of a bucket's width in ps (256 ps: a few events per bucket even with 512 streams).
+const SHIFT: u32 = 8;
+/// Buckets in the ring: events up to about a microsecond ahead of the current bucket; later ones
+/// wait in the far heap.
+const SLOTS: usize = 4096;
+const WORDS: usize = SLOTS / 64;
+const NIL: u32 = u32::MAX;
+
+/// A calendar queue (timing wheel) of 256 ps buckets. The engine schedules nearly every event
+/// within a microsecond of now (a TLP's serialisation, a component's latency, an UpdateFC), so
+/// scheduling one is an append to its bucket's list, and popping is taking the last entry of the
+/// current bucket, which is sorted by (time, seq) when it becomes current. A bitmap of the ring's
+/// non-empty buckets finds the next one. An event scheduled into the current bucket is inserted
+/// in order; one beyond the ring's reach waits in a binary heap (`far`) until its bucket comes up.
+/// Buckets are disjoint time ranges taken in order and each is taken in (time, seq) order, so the
+/// pop order is exactly (time, seq): the engine never schedules before the last popped time.
 pub struct EventQueue<E> {
-    radix: bool,
-    heap: Vec<Entry<E>>,
-    /// `buckets[0]` is read from `head`; `buckets[i]`, i >= 1, holds times whose highest bit
-    /// differing from `last` is bit i - 1.
-    buckets: [Vec<Entry<E>>; 65],
-    head: usize,
-    /// Bit i set: `buckets[i]` may not be empty.
-    nonempty: u128,
+    /// The current bucket's entries, sorted by (time, seq) *descending*: the next one is last.
+    now: Vec<Entry<E>>,
+    /// The current bucket's number (time >> SHIFT).
+    cur: u64,
+    /// Slot `b % SLOTS` heads the list of bucket `b`, for `cur < b < cur + SLOTS`.
+    heads: Vec<u32>,
+    nodes: Vec<Node<E>>,
+    free: Vec<u32>,
+    /// Bit `s` of word `s / 64`: slot `s` is non-empty; bit `w` of `summary`: word `w` is non-zero.
+    bits: [u64; WORDS],
+    summary: u64,
+    /// Entries at or beyond `cur + SLOTS` when scheduled: a binary heap, smallest (time, seq) first.
+    far: Vec<Entry<E>>,
     /// The time of the last event popped: nothing may be scheduled before it.
     last: Ps,
     len: usize,
@@ -46,21 +65,11 @@ pub struct EventQueue<E> {
 
 impl<E: Copy> Default for EventQueue<E> {
     fn default() -> Self {
-        EventQueue { radix: false, heap: Vec::new(), buckets: std::array::from_fn(|_| Vec::new()), head: 0, nonempty: 0, last: 0, len: 0, seq: 0 }
+        EventQueue { now: Vec::new(), cur: 0, heads: vec![NIL; SLOTS], nodes: Vec::new(), free: Vec::new(), bits: [0; WORDS], summary: 0, far: Vec::new(), last: 0, len: 0, seq: 0 }
     }
 }
 
 impl<E: Copy> EventQueue<E> {
-    #[inline]
-    fn less(a: &Entry<E>, b: &Entry<E>) -> bool {
-        (a.time, a.seq) < (b.time, b.seq)
-    }
-
-    #[inline]
-    fn bucket(last: Ps, time: Ps) -> usize {
-        (64 - (time ^ last).leading_zeros()) as usize
-    }
-
     /// Schedule `ev` at `time`, which must not be before the time of the last event popped.
     #[inline]
     pub fn push(&mut self, time: Ps, ev: E) {
@@ -68,166 +77,38 @@ impl<E: Copy> EventQueue<E> {
         let e = Entry { time, seq: self.seq, ev };
         self.seq += 1;
         self.len += 1;
-        if self.radix {
+        let ahead = (time >> SHIFT) - self.cur;
+        if ahead == 0 {
+            self.insert_now(e);
+        } else if ahead < SLOTS as u64 {
             self.file(e);
         } else {
-            self.heap_push(e);
-            if self.len > TO_RADIX {
-                self.to_radix();
-            }
+            self.far_push(e);
         }
+    }
+
+    /// Into the current bucket: after every entry due later, before those due at the same time
+    /// or earlier (their seq is smaller).
+    #[inline(never)]
+    fn insert_now(&mut self, e: Entry<E>) {
+        let at = self.now.partition_point(|x| x.time > e.time);
+        self.now.insert(at, e);
     }
 
     #[inline]
     pub fn pop(&mut self) -> Option<(Ps, E)> {
-        let e = if self.radix {
-            if self.head == self.buckets[0].len() && !self.refill() {
-                return None;
+        let e = match self.now.pop() {
+            Some(e) => e,
+            None => {
+                if !self.advance() {
+                    return None;
+                }
+                self.now.pop().expect("a bucket taken holds an entry")
             }
-            let e = self.buckets[0][self.head];
-            self.head += 1;
-            if self.len <= TO_HEAP {
-                self.len -= 1;
-                self.to_heap();
-                return Some((e.time, e.ev));
-            }
-            e
-        } else {
-            let e = self.heap_pop()?;
-            self.last = e.time;
-            e
         };
+        self.last = e.time;
         self.len -= 1;
         Some((e.time, e.ev))
-    }
-
-    #[inline]
-    fn file(&mut self, e: Entry<E>) {
-        let b = Self::bucket(self.last, e.time);
-        self.nonempty |= 1 << b;
-        self.buckets[b].push(e);
-    }
-
-    fn heap_push(&mut self, e: Entry<E>) {
-        self.heap.push(e);
-        let mut i = self.heap.len() - 1;
-        while i > 0 {
-            let p = (i - 1) / 2;
-            if Self::less(&self.heap[i], &self.heap[p]) {
-                self.heap.swap(i, p);
-                i = p;
-            } else {
-                break;
-            }
-        }
-    }
-
-    /// Bottom-up deletion: move the hole at the root down along the smaller children to a leaf
-    /// (one comparison per level), put the last entry there and sift it up (usually a step or
-    /// two). The order popped is the same as with any heap: (time, seq) is a total order.
-    fn heap_pop(&mut self) -> Option<Entry<E>> {
-        let last = self.heap.pop()?;
-        let n = self.heap.len();
-        if n == 0 {
-            return Some(last);
-        }
-        let top = self.heap[0];
-        let mut i = 0;
-        loop {
-            let l = 2 * i + 1;
-            if l >= n {
-                break;
-            }
-            let r = l + 1;
-            let c = if r < n && Self::less(&self.heap[r], &self.heap[l]) { r } else { l };
-            self.heap[i] = self.heap[c];
-            i = c;
-        }
-        while i > 0 {
-            let p = (i - 1) / 2;
-            if Self::less(&last, &self.heap[p]) {
-                self.heap[i] = self.heap[p];
-                i = p;
-            } else {
-                break;
-            }
-        }
-        self.heap[i] = last;
-        Some(top)
-    }
-
-    /// Many events pending: file the heap's entries in the radix heap.
-    #[cold]
-    fn to_radix(&mut self) {
-        self.radix = true;
-        self.head = 0;
-        let mut heap = std::mem::take(&mut self.heap);
-        for e in heap.drain(..) {
-            self.file(e);
-        }
-        self.heap = heap;
-        self.sort_bucket0();
-    }
-
-    /// Few events pending: back to the binary heap (a sorted array is a heap).
-    #[cold]
-    fn to_heap(&mut self) {
-        self.radix = false;
-        let head = self.head;
-        self.heap.extend_from_slice(&self.buckets[0][head..]);
-        self.buckets[0].clear();
-        for b in self.buckets[1..].iter_mut() {
-            self.heap.extend_from_slice(&b[..]);
-            b.clear();
-        }
-        self.head = 0;
-        self.nonempty = 0;
-        self.heap.sort_unstable_by_key(|e| (e.time, e.seq));
-    }
-
-    fn sort_bucket0(&mut self) {
-        // Entries from a higher bucket arrive in the order they were filed there, not necessarily seq order.
-        let z = &mut self.buckets[0][self.head..];
-        if z.len() > 1 && z.windows(2).any(|w| w[0].seq > w[1].seq) {
-            z.sort_unstable_by_key(|e| e.seq);
-        }
-    }
-
-    /// Bucket 0 is used up: advance `last` to the earliest time pending and file that bucket's
-    /// entries again. False when nothing is pending.
-    #[cold]
-    fn refill(&mut self) -> bool {
-        self.buckets[0].clear();
-        self.head = 0;
-        self.nonempty &= !1;
-        if self.nonempty == 0 {
-            return false;
-        }
-        let i = self.nonempty.trailing_zeros() as usize;
-        self.nonempty &= !(1 << i);
-        let (low, high) = self.buckets.split_at_mut(i);
-        let b = &mut high[0];
-        if b.len() == 1 {
-            self.last = b[0].time;
-            low[0].push(b[0]);
-            b.clear();
-            self.nonempty |= 1;
-            return true;
-        }
-        let mut last = Ps::MAX;
-        for e in b.iter() {
-            last = last.min(e.time);
-        }
-        self.last = last;
-        for e in b.iter() {
-            // Every entry of bucket i is closer to the new `last` than bit i - 1: j < i.
-            let j = Self::bucket(last, e.time);
-            self.nonempty |= 1 << j;
-            low[j].push(*e);
-        }
-        b.clear();
-        self.sort_bucket0();
-        true
     }
 
     pub fn len(&self) -> usize {
@@ -236,6 +117,117 @@ impl<E: Copy> EventQueue<E> {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Append `e` to its bucket's list in the ring.
+    #[inline]
+    fn file(&mut self, e: Entry<E>) {
+        let slot = ((e.time >> SHIFT) as usize) & (SLOTS - 1);
+        let node = Node { e, next: self.heads[slot] };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.nodes[i as usize] = node;
+                i
+            }
+            None => {
+                self.nodes.push(node);
+                self.nodes.len() as u32 - 1
+            }
+        };
+        self.heads[slot] = i;
+        self.bits[slot / 64] |= 1 << (slot % 64);
+        self.summary |= 1 << (slot / 64);
+    }
+
+    /// The current bucket is used up: make the next non-empty one current (its ring list and its
+    /// entries in the far heap, sorted). False when nothing is pending.
+    fn advance(&mut self) -> bool {
+        let from = ((self.cur + 1) as usize) & (SLOTS - 1);
+        let ring = self.next_slot(from).map(|s| self.cur + 1 + ((s + SLOTS - from) & (SLOTS - 1)) as u64);
+        let far = self.far.first().map(|e| e.time >> SHIFT);
+        let b = match (ring, far) {
+            (Some(r), Some(f)) => r.min(f),
+            (Some(r), None) => r,
+            (None, Some(f)) => f,
+            (None, None) => return false,
+        };
+        self.cur = b;
+        if ring == Some(b) {
+            self.take_slot((b as usize) & (SLOTS - 1));
+        }
+        while self.far.first().is_some_and(|e| e.time >> SHIFT == b) {
+            let e = self.far_pop();
+            self.now.push(e);
+        }
+        if self.now.len() > 1 {
+            self.now.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
+        }
+        true
+    }
+
+    /// Move slot `slot`'s list into `now` (unsorted) and free its nodes.
+    fn take_slot(&mut self, slot: usize) {
+        let mut i = std::mem::replace(&mut self.heads[slot], NIL);
+        while i != NIL {
+            let n = self.nodes[i as usize];
+            self.now.push(n.e);
+            self.free.push(i);
+            i = n.next;
+        }
+        let w = slot / 64;
+        self.bits[w] &= !(1 << (slot % 64));
+        if self.bits[w] == 0 {
+            self.summary &= !(1 << w);
+        }
+    }
+
+    /// The first non-empty slot at or after `from`, or else the first one from slot 0 (the ring
+    /// wraps: those are later buckets).
+    fn next_slot(&self, from: usize) -> Option<usize> {
+        let w = from / 64;
+        let m = self.bits[w] & (!0u64 << (from % 64));
+        if m != 0 {
+            return Some(w * 64 + m.trailing_zeros() as usize);
+        }
+        let above = if w + 1 < WORDS { self.summary & (!0u64 << (w + 1)) } else { 0 };
+        let word = if above != 0 { above } else { self.summary };
+        if word == 0 {
+            return None;
+        }
+        let w = word.trailing_zeros() as usize;
+        Some(w * 64 + self.bits[w].trailing_zeros() as usize)
+    }
+
+    fn far_push(&mut self, e: Entry<E>) {
+        self.far.push(e);
+        let mut i = self.far.len() - 1;
+        while i > 0 {
+            let p = (i - 1) / 2;
+            if self.far[i].key() >= self.far[p].key() {
+                break;
+            }
+            self.far.swap(i, p);
+            i = p;
+        }
+    }
+
+    fn far_pop(&mut self) -> Entry<E> {
+        let top = self.far.swap_remove(0);
+        let n = self.far.len();
+        let mut i = 0;
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let c = if l + 1 < n && self.far[l + 1].key() < self.far[l].key() { l + 1 } else { l };
+            if self.far[i].key() <= self.far[c].key() {
+                break;
+            }
+            self.far.swap(i, c);
+            i = c;
+        }
+        top
     }
 }
 
@@ -256,15 +248,23 @@ mod tests {
     #[test]
     fn interleaved_pushes_and_pops_come_out_as_a_sort_would() {
         // A model: every entry with its sequence number, popped in (time, seq) order.
-        // Times are never before the last one popped (the queue is monotone); ties are frequent.
+        // Times are never before the last one popped (the queue is monotone); ties are frequent,
+        // and some times land in the current bucket, some in the ring, some beyond it (far).
         let (mut q, mut model, mut seq, mut x, mut floor) = (EventQueue::default(), Vec::new(), 0u64, 12345u64, 0u64);
-        let mut switched = (false, false);
-        for round in 0..2000u64 {
+        let span = (SLOTS as u64) << SHIFT;
+        let mut reached = [false; 3];
+        for round in 0..3000u64 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            // Now and then a burst past the radix threshold, drained later past the heap one.
-            let n = if round % 500 == 3 { TO_RADIX as u64 + 700 } else { (x >> 61) + 1 };
+            let n = if round % 500 == 3 { 2000 } else { (x >> 61) + 1 };
             for _ in 0..n {
-                let t = floor + (x >> 20) % 97 + if round % 7 == 0 { (x >> 11) % 100_000 } else { 0 };
+                let t = match (x >> 40) % 8 {
+                    0 => floor,
+                    1..=3 => floor + (x >> 20) % 97,
+                    4..=6 => floor + (x >> 11) % span,
+                    _ => floor + (x >> 11) % (span * 5),
+                };
+                let ahead = (t >> SHIFT) - q.cur;
+                reached[if ahead == 0 { 0 } else if ahead < SLOTS as u64 { 1 } else { 2 }] = true;
                 q.push(t, seq);
                 model.push((t, seq));
                 seq += 1;
@@ -278,13 +278,13 @@ mod tests {
                 if let Some((t, _)) = want {
                     floor = t;
                 }
-                switched.0 |= q.radix;
-                switched.1 |= switched.0 && !q.radix;
             }
+            assert_eq!(q.len(), model.len());
         }
-        assert_eq!(switched, (true, true), "the test crosses both thresholds");
+        assert_eq!(reached, [true; 3], "the test schedules into the current bucket, the ring and the far heap");
         model.sort_unstable();
         let rest: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(rest, model);
+        assert!(q.is_empty());
     }
 }

@@ -375,10 +375,11 @@ impl Sim {
         alloc(&mut self.reqs, &mut self.free_reqs, r)
     }
 
-    /// Make sure the port looks again at time `at` (one event per earliest wake-up).
+    /// Make sure the port looks again at time `at` (one event per earliest wake-up), or when the
+    /// link is free if that is later: a look while it is busy would only schedule that one.
     fn kick(&mut self, p: PortId, at: Ps) {
-        let at = at.max(self.now);
         let port = &mut self.ports[p as usize];
+        let at = at.max(self.now).max(port.busy_until);
         if port.wake.is_none_or(|w| at < w) {
             port.wake = Some(at);
             self.q.push(at, Ev::TryTx(p));
@@ -423,11 +424,12 @@ impl Sim {
         let mut best: Option<(Ps, usize)> = None;
         let mut wake: Option<Ps> = None;
         for c in 0..3 {
+            let Some(&(t, _)) = port.queues[c].front() else { continue };
+            // Slots come back as timestamps, counted only when a TLP of the class waits for one.
             while port.returns[c].front().is_some_and(|t| *t <= now) {
                 port.returns[c].pop_front();
                 port.credits[c] += 1;
             }
-            let Some(&(t, _)) = port.queues[c].front() else { continue };
             let next = if t > now {
                 Some(t)
             } else if port.credits[c] == 0 {
