@@ -229,10 +229,10 @@ class ScenarioFile:
         if entry["state"] in ("not added", "unavailable"):
             pool.available(op.device)
         name = entry["device"]
+        pool.borrow(op.borrower, op.device)
         if served.get(name, op.borrower) != op.borrower:
             raise where.error("borrower", f"{name} served {served[name]} earlier in this scenario: devlend.Scenario keeps a device with "
                               "the first host that drives it for the whole run, so a device serves one borrower per scenario")
-        pool.borrow(op.borrower, op.device)
         holder[name] = served[name] = op.borrower
 
     def _workload(self, sc: Any, pool: Pool, w: Any, where: _Where, holder: dict, uses: dict) -> None:
