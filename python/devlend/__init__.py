@@ -12,8 +12,9 @@ Quick start::
 
 from .errors import DevlendError, DmaFault, FabricError, NvmeStatusError, TopologyError, WorkloadError
 from .machine import Run
+from .pool import Pool, PoolError
 from .scenario import Scenario
 from .topology import Topology, load, loads
 
-__all__ = ["DevlendError", "DmaFault", "FabricError", "NvmeStatusError", "TopologyError", "WorkloadError", "Run", "Scenario", "Topology", "load", "loads"]
+__all__ = ["DevlendError", "DmaFault", "FabricError", "NvmeStatusError", "TopologyError", "WorkloadError", "Pool", "PoolError", "Run", "Scenario", "Topology", "load", "loads"]
 __version__ = "0.1.0"

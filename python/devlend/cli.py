@@ -226,6 +226,11 @@ app.command("run-streams")(_run_streams)
 from .cli_workloads import run_workloads as _run_workloads  # noqa: E402  (`devlend run-workloads`)
 app.command("run-workloads")(_run_workloads)
 
+from .cli_pool import pool_cmd as _pool  # noqa: E402  (`devlend pool`)
+app.command("pool")(_pool)
+from .cli_scenario import run_scenario as _run_scenario  # noqa: E402  (`devlend run`)
+app.command("run")(_run_scenario)
+
 from .cli_trace import app as _trace_app  # noqa: E402  (the `devlend trace` commands)
 app.add_typer(_trace_app, name="trace")
 

@@ -168,13 +168,34 @@ class BusMaster(_Model):
     enable: bool = True
 
 
-SetupOp = Annotated[Union[NtbMwSetTrans, NtbLutSetTrans, NtbRidLutAdd, IommuDomain, IommuAttach, IommuMap, BusMaster],
+class Borrow(_Model):
+    """Device Lending: `borrower` borrows `device` from the host it sits in (the lender connects to
+    the borrower, adds the device to the pool and makes it available first, as needed)."""
+    op: Literal["borrow"]
+    borrower: str
+    device: str
+    dma_window: Optional[Size] = Field(default=None, description="size of the DMA window the lender opens (default: a whole NTB memory window)")
+
+
+class Return(_Model):
+    """Device Lending: the borrower returns `device` to its lender; every mapping is undone."""
+    op: Literal["return"]
+    device: str
+    borrower: Optional[str] = Field(default=None, description="the host that borrowed it (checked when given)")
+
+
+SetupOp = Annotated[Union[NtbMwSetTrans, NtbLutSetTrans, NtbRidLutAdd, IommuDomain, IommuAttach, IommuMap, BusMaster, Borrow, Return],
                     Field(discriminator="op")]
+LENDING_OPS = (Borrow, Return)
+_OP_MODELS = {"ntb_mw_set_trans": NtbMwSetTrans, "ntb_lut_set_trans": NtbLutSetTrans, "ntb_rid_lut_add": NtbRidLutAdd,
+              "iommu_domain": IommuDomain, "iommu_attach": IommuAttach, "iommu_map": IommuMap, "bus_master": BusMaster,
+              "borrow": Borrow, "return": Return}
 
 
 class Topology(_Model):
     """A PCIe cluster: hosts, switches, devices, NTB adapters, the links between them, and
-    optional programming (NTB translations, IOMMU mappings) applied after enumeration."""
+    optional programming (NTB translations, IOMMU mappings) applied after enumeration, then
+    Device Lending's borrow and return operations (applied by devlend.Pool, in order)."""
     name: Name
     description: Optional[str] = None
     source: Optional[str] = Field(default=None, description="where this setup comes from, e.g. '000 Fig 9'")
@@ -192,10 +213,33 @@ class Topology(_Model):
     def to_json(self) -> str:
         return self.model_dump_json(exclude_none=True)
 
+    def lending_ops(self) -> list[tuple[int, Union[Borrow, Return]]]:
+        """The borrow and return operations with their index in ``setup``. They must follow every
+        NTB and IOMMU operation: the fabric applies those when it is built, before any borrow."""
+        ops = [(i, op) for i, op in enumerate(self.setup) if isinstance(op, LENDING_OPS)]
+        if ops:
+            late = next((i for i, op in enumerate(self.setup) if i > ops[0][0] and not isinstance(op, LENDING_OPS)), None)
+            if late is not None:
+                raise self._error(("setup", late, "op"), f"'{self.setup[late].op}' after a borrow or return operation: the fabric applies "
+                                  "NTB and IOMMU operations when it is built, before any borrow, so they come first")
+        return ops
+
+    def fabric_json(self) -> str:
+        """The description without its borrow and return operations (what the fabric builds)."""
+        lending = {i for i, _ in self.lending_ops()}
+        data = self.model_dump(mode="json", exclude_none=True)
+        data["setup"] = [op for i, op in enumerate(data["setup"]) if i not in lending]
+        return json.dumps(data)
+
     def build(self) -> "Fabric":
-        """Build, enumerate and program the fabric; raise TopologyError with file and line on failure."""
+        """Build, enumerate and program the fabric; raise TopologyError with file and line on failure.
+        A topology with borrow or return operations needs the Device Lending agents: use devlend.Pool."""
         from . import _core
         from .fabric import Fabric
+        ops = self.lending_ops()
+        if ops:
+            raise self._error(("setup", ops[0][0], "op"), f"a '{ops[0][1].op}' operation needs the hosts' Device Lending agents: "
+                              "open this topology with devlend.Pool (or `devlend pool`), or name it in a scenario file")
         try:
             core = _core.Fabric.from_json(self.to_json())
         except _core.SpecError as e:
@@ -208,19 +252,18 @@ class Topology(_Model):
         return TopologyError(message, file=self._file, line=line, column=col, field=dotted(path) or None)
 
 
-def _pydantic_error(e: ValidationError, file: str | None, marks: dict) -> TopologyError:
+def _pydantic_error(e: ValidationError, file: str | None, marks: dict, data: Any = None) -> TopologyError:
     errors = e.errors(include_url=False)
     # An unknown key explains a "missing" one next to it (a typo), so report it first.
     err = sorted(errors, key=lambda x: x["type"] != "extra_forbidden")[0]
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "tagged-union"))))
     # Discriminated unions put the tag name in loc; drop it so the path matches the document.
-    loc = tuple(p for p in loc if p not in {"ntb_mw_set_trans", "ntb_lut_set_trans", "ntb_rid_lut_add", "iommu_domain",
-                                             "iommu_attach", "iommu_map", "bus_master"})
+    loc = tuple(p for p in loc if p not in _OP_MODELS)
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         msg = f"unknown key '{loc[-1]}'"
         parent = loc[:-1]
-        model = _model_at(parent)
+        model = _model_at(parent, data)
         if model is not None:
             msg += f": expected one of {', '.join(model.model_fields)}"
     elif err["type"] == "missing":
@@ -233,7 +276,12 @@ def _pydantic_error(e: ValidationError, file: str | None, marks: dict) -> Topolo
     return TopologyError(msg, file=file, line=line, column=col, field=dotted(loc) or None)
 
 
-def _model_at(path: tuple) -> Any:
+def _model_at(path: tuple, data: Any = None) -> Any:
+    if len(path) == 2 and path[0] == "setup" and isinstance(data, dict):
+        try:
+            return _OP_MODELS.get(data["setup"][path[1]]["op"])
+        except (KeyError, IndexError, TypeError):
+            return None
     model: Any = Topology
     fields = {"hosts": Host, "switches": Switch, "devices": Device, "ntbs": Ntb, "links": Link, "memory_map": MemoryMap,
               "functions": Function, "bars": Bar, "sriov": Sriov, "vf_bars": Bar, "windows": Window}
@@ -252,9 +300,10 @@ def from_dict(data: Any, *, file: str | None = None, marks: dict | None = None) 
     try:
         topo = Topology.model_validate(data)
     except ValidationError as e:
-        raise _pydantic_error(e, file, marks or {}) from None
+        raise _pydantic_error(e, file, marks or {}, data) from None
     topo._file = file
     topo._marks = marks or {}
+    topo.lending_ops()
     return topo
 
 

@@ -18,6 +18,8 @@
 //! - [`cluster`]: [`Cluster`], which owns the fabric, the kernels and the agents: `borrow`,
 //!   `return_device` (refused while the driver holds DMA mappings or vectors),
 //!   `return_device_force` (surprise removal), inspection.
+//! - [`pool`]: [`Pool`], the device pool with `smartio_tool`'s verbs (connect, add, available,
+//!   unavailable, remove, borrow with a DMA window size, return, list, show) and fabric device IDs.
 //!
 //! All programming goes through the fabric's Linux-named interfaces (NTB API, IOMMU API, PCI
 //! config space); every error is a [`HostError`] value with a clear message.
@@ -32,6 +34,7 @@ pub mod kernel;
 mod lending;
 pub mod localdma;
 pub mod os;
+pub mod pool;
 pub mod timed;
 
 pub use api::Os;
@@ -40,4 +43,5 @@ pub use error::{HResult, HostError};
 pub use irq::{IntxLine, IrqDesc, IrqTable};
 pub use kernel::{BarView, DevId, Kernel, Origin, PciDevice};
 pub use os::{DmaDir, HostOs};
+pub use pool::{Pool, PoolEntry, PoolError};
 pub use timed::ThreadOs;

@@ -15,6 +15,7 @@ mod fio;
 mod hypertrio;
 mod lending;
 mod machine;
+mod pool;
 mod workloads;
 mod rdma;
 mod vm;
@@ -336,6 +337,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     hypertrio::register(m)?;
     machine::register(m)?;
     workloads::register(m)?;
+    pool::register(m)?;
     m.add("SpecError", m.py().get_type::<SpecError>())?;
     m.add("FabricError", m.py().get_type::<FabricError>())?;
     m.add("NvmeStatusError", m.py().get_type::<NvmeStatusError>())?;

@@ -1,0 +1,118 @@
+use super::*;
+use crate::os::DmaDir;
+use devlend_fabric::ntb::Inbound;
+
+const GIB: u64 = 1 << 30;
+
+/// pxh830-two-host.yaml without its setup, and a third host `far` that no NTB reaches.
+fn cluster() -> Cluster {
+    let json = r#"{"name":"t","hosts":[
+      {"name":"borrower","cpu":"intel-xeon-e5","ram":34359738368,"iommu":true,"root_ports":3},
+      {"name":"lender","cpu":"intel-xeon-e5","ram":34359738368,"iommu":false,"root_ports":3},
+      {"name":"far","cpu":"intel-xeon-e5","ram":4294967296,"iommu":true,"root_ports":1}],
+     "switches":[{"name":"lender-sw","profile":"pex8796","downstream_ports":4}],
+     "devices":[{"name":"gpu0","profile":"quadro-k420"},{"name":"gpu1","profile":"quadro-k420"}],
+     "ntbs":[{"name":"ntb-b","profile":"pxh830"},{"name":"ntb-l","profile":"pxh830"}],
+     "links":[{"a":"borrower.rp0","b":"ntb-b","gen":3,"width":8},{"a":"lender.rp0","b":"lender-sw","gen":3,"width":16},
+      {"a":"lender-sw.d0","b":"ntb-l","gen":3,"width":8},{"a":"lender-sw.d1","b":"gpu0","gen":2,"width":16},
+      {"a":"lender-sw.d2","b":"gpu1","gen":2,"width":16},
+      {"a":"ntb-b.cable","b":"ntb-l.cable","gen":3,"width":8,"kind":"cable"}]}"#;
+    Cluster::from_json(json).unwrap()
+}
+
+/// Nothing of Device Lending left in the fabric: no NTB translation, no LUT entry past the
+/// root complex's, no IOMMU mapping.
+fn fabric_clean(p: &Pool) -> bool {
+    let f = &p.cluster().fabric;
+    let ntbs = f.ntbs.iter().all(|n| n.inbound.iter().all(|i| *i == Inbound::Unset) && n.rid_lut.iter().skip(1).all(|e| e.is_none()));
+    let iommu = f.iommus.iter().all(|i| i.domains.iter().all(|d| d.mapped_bytes == 0));
+    p.idle() && ntbs && iommu
+}
+
+fn offered(p: &mut Pool, dev: &str) {
+    p.connect("lender", "borrower").unwrap();
+    p.add(dev).unwrap();
+    p.available(dev).unwrap();
+}
+
+#[test]
+fn fabric_device_ids_follow_node_and_place() {
+    let p = Pool::new(cluster());
+    let ids: Vec<(Fdid, String)> = p.entries().into_iter().map(|e| (e.fdid, e.device)).collect();
+    assert_eq!(ids, vec![(0x80000, "gpu0".to_string()), (0x80001, "gpu1".to_string())], "lender is host 1: node 8; NTBs get none");
+    assert_eq!(p.resolve("80001").unwrap(), p.resolve("gpu1").unwrap());
+    assert_eq!(p.resolve("0x80000").unwrap(), p.resolve("gpu0").unwrap());
+    assert_eq!(p.resolve("ntb-l").unwrap_err().kind(), "not-lendable");
+    assert_eq!(p.resolve("90000").unwrap_err().kind(), "no-such-device");
+}
+
+#[test]
+fn borrow_needs_add_available_and_connect_then_return_undoes_everything() {
+    let mut p = Pool::new(cluster());
+    assert_eq!(p.borrow("borrower", "gpu0", None).unwrap_err().kind(), "not-in-pool");
+    p.add("gpu0").unwrap();
+    assert_eq!(p.add("gpu0").unwrap_err().kind(), "already-in-pool");
+    assert_eq!(p.borrow("borrower", "gpu0", None).unwrap_err().kind(), "unavailable");
+    p.available("gpu0").unwrap();
+    assert_eq!(p.borrow("borrower", "gpu0", None).unwrap_err().kind(), "not-connected");
+    p.connect("lender", "borrower").unwrap();
+    let dev = p.borrow("borrower", "80000", Some(64 << 20)).unwrap();
+    let e = p.entry("gpu0").unwrap();
+    assert_eq!((e.state, e.borrower.as_deref(), e.visible_to.clone()), (State::Borrowed, Some("borrower"), vec!["borrower".to_string()]));
+    let lend = p.lend("gpu0").unwrap().unwrap();
+    assert_eq!(lend.window_size, 64 << 20);
+    assert_eq!(p.cluster().kernel("borrower").unwrap().device(dev).unwrap().name, "gpu0", "hot-added on the borrower");
+    assert!(!fabric_clean(&p));
+    for verb in [Pool::unavailable, Pool::remove] {
+        assert_eq!(verb(&mut p, "gpu0").unwrap_err().kind(), "borrowed");
+    }
+    assert_eq!(p.borrow("borrower", "gpu0", None).unwrap_err().kind(), "borrowed");
+    assert_eq!(p.return_device("gpu0", Some("lender")).unwrap_err().kind(), "not-borrowed");
+    p.return_device("gpu0", Some("borrower")).unwrap();
+    assert!(fabric_clean(&p), "return undoes every window, LUT entry and mapping");
+    assert_eq!(p.entry("gpu0").unwrap().state, State::Available);
+    assert_eq!(p.return_device("gpu0", None).unwrap_err().kind(), "not-borrowed");
+}
+
+#[test]
+fn failed_borrows_leave_nothing_mapped() {
+    let mut p = Pool::new(cluster());
+    offered(&mut p, "gpu0");
+    let e = p.borrow("borrower", "gpu0", Some(16 * GIB)).unwrap_err();
+    assert_eq!(e.kind(), "window-too-large", "{e}");
+    assert!(e.to_string().contains("larger than the NTB can map"), "{e}");
+    assert!(fabric_clean(&p));
+    assert_eq!(p.entry("gpu0").unwrap().state, State::Available);
+    assert_eq!(p.connect("lender", "far").unwrap_err().kind(), "unreachable");
+    assert_eq!(p.borrow("nobody", "gpu0", None).unwrap_err().kind(), "no-such-host");
+}
+
+#[test]
+fn return_is_refused_while_the_borrowers_driver_holds_the_device() {
+    let mut p = Pool::new(cluster());
+    offered(&mut p, "gpu0");
+    let dev = p.borrow("borrower", "gpu0", None).unwrap();
+    let mut os = p.cluster_mut().os("borrower").unwrap();
+    let buf = os.kmalloc(1 << 16).unwrap();
+    let dma = os.dma_map_single(dev, buf, 1 << 16, DmaDir::FromDevice).unwrap();
+    let e = p.return_device("gpu0", None).unwrap_err();
+    assert_eq!(e.kind(), "in-use", "{e}");
+    assert_eq!(p.entry("gpu0").unwrap().state, State::Borrowed);
+    p.cluster_mut().os("borrower").unwrap().dma_unmap_single(dev, dma, 1 << 16, DmaDir::FromDevice).unwrap();
+    p.return_device("gpu0", None).unwrap();
+    assert!(fabric_clean(&p));
+}
+
+#[test]
+fn a_topology_borrow_offers_the_device_and_undoes_that_when_it_fails() {
+    let mut p = Pool::new(cluster());
+    assert_eq!(p.offer_and_borrow("borrower", "gpu0", Some(16 * GIB)).unwrap_err().kind(), "window-too-large");
+    assert_eq!((p.entry("gpu0").unwrap().state, p.entry("gpu0").unwrap().visible_to.len()), (State::NotAdded, 0));
+    p.offer_and_borrow("borrower", "gpu0", None).unwrap();
+    p.offer_and_borrow("borrower", "gpu1", None).unwrap();
+    assert_eq!(p.offer_and_borrow("borrower", "gpu1", None).unwrap_err().kind(), "borrowed");
+    assert_eq!(p.entry("gpu1").unwrap().state, State::Borrowed, "a refused second borrow leaves the first alone");
+    p.return_device("gpu1", None).unwrap();
+    p.return_device("gpu0", None).unwrap();
+    assert!(fabric_clean(&p));
+}

@@ -1,0 +1,102 @@
+//! `devlend._core.Pool`: the device pool over one booted cluster (devlend-host's `Pool`), kept
+//! between calls. Errors become `PoolError(kind, message)`.
+
+use crate::SpecError;
+use devlend_host::pool::{Pool as Core, PoolEntry, PoolError as CoreError};
+use devlend_host::Cluster;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+create_exception!(_core, PoolError, PyException, "A pool verb that cannot be carried out: args (kind, message).");
+
+fn perr(e: CoreError) -> PyErr {
+    PoolError::new_err((e.kind(), e.to_string()))
+}
+
+/// (fdid, device, lender, bdf, profile, state, borrower, visible_to).
+type Entry = (u32, String, String, String, Option<String>, String, Option<String>, Vec<String>);
+/// (lender NTB, borrower NTB, window lender address, window size, window IOVA, [(bar, size, borrower CPU address)], DMA maps, IRQ vectors).
+type Lend = (String, String, u64, u64, u64, Vec<(u8, u64, u64)>, usize, usize);
+
+fn entry(e: PoolEntry) -> Entry {
+    (e.fdid, e.device, e.lender, e.bdf, e.profile, e.state.name().to_string(), e.borrower, e.visible_to)
+}
+
+#[pyclass(module = "devlend._core", unsendable)]
+struct Pool {
+    inner: Core,
+}
+
+#[pymethods]
+impl Pool {
+    /// An empty pool on the topology (JSON, without borrow/return operations).
+    #[new]
+    fn new(topology_json: &str) -> PyResult<Pool> {
+        let f = devlend_fabric::build_json(topology_json).map_err(|e| SpecError::new_err((e.path, e.message)))?;
+        let c = Cluster::new(f).map_err(|e| PoolError::new_err(("boot", e.to_string())))?;
+        Ok(Pool { inner: Core::new(c) })
+    }
+
+    fn connect(&mut self, lender: &str, borrower: &str) -> PyResult<()> {
+        self.inner.connect(lender, borrower).map_err(perr)
+    }
+    fn add(&mut self, device: &str) -> PyResult<()> {
+        self.inner.add(device).map_err(perr)
+    }
+    fn remove(&mut self, device: &str) -> PyResult<()> {
+        self.inner.remove(device).map_err(perr)
+    }
+    fn available(&mut self, device: &str) -> PyResult<()> {
+        self.inner.available(device).map_err(perr)
+    }
+    fn unavailable(&mut self, device: &str) -> PyResult<()> {
+        self.inner.unavailable(device).map_err(perr)
+    }
+
+    #[pyo3(signature = (borrower, device, dma_window=None))]
+    fn borrow(&mut self, borrower: &str, device: &str, dma_window: Option<u64>) -> PyResult<()> {
+        self.inner.borrow(borrower, device, dma_window).map(|_| ()).map_err(perr)
+    }
+
+    /// A topology's borrow operation: the lender's connect, add and available as needed, then borrow.
+    #[pyo3(signature = (borrower, device, dma_window=None))]
+    fn offer_and_borrow(&mut self, borrower: &str, device: &str, dma_window: Option<u64>) -> PyResult<()> {
+        self.inner.offer_and_borrow(borrower, device, dma_window).map(|_| ()).map_err(perr)
+    }
+
+    #[pyo3(signature = (device, borrower=None))]
+    fn return_device(&mut self, device: &str, borrower: Option<&str>) -> PyResult<()> {
+        self.inner.return_device(device, borrower).map_err(perr)
+    }
+
+    fn entries(&self) -> Vec<Entry> {
+        self.inner.entries().into_iter().map(entry).collect()
+    }
+
+    fn entry(&self, device: &str) -> PyResult<Entry> {
+        self.inner.entry(device).map(entry).map_err(perr)
+    }
+
+    fn lend(&self, device: &str) -> PyResult<Option<Lend>> {
+        let l = self.inner.lend(device).map_err(perr)?;
+        Ok(l.map(|l| (l.lender_ntb, l.borrower_ntb, l.window_addr, l.window_size, l.window_iova, l.bars.iter().map(|b| (b.index, b.size, b.cpu_addr)).collect(), l.live_dma_maps, l.irq_vectors)))
+    }
+
+    fn idle(&self) -> bool {
+        self.inner.idle()
+    }
+
+    fn anomalies(&self) -> Vec<String> {
+        self.inner.cluster().anomalies().to_vec()
+    }
+
+    fn inventory(&self) -> String {
+        self.inner.cluster().fabric.inventory().to_string()
+    }
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Pool>()?;
+    m.add("PoolError", m.py().get_type::<PoolError>())
+}

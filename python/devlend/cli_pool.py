@@ -1,0 +1,89 @@
+"""``devlend pool TOPOLOGY VERB ...``: the device pool from the command line, with smartio_tool's
+verbs. One call is one process: the topology's borrow/return operations are applied, then the
+verbs in the order given, then the pool's table is printed.
+
+Verbs: ``connect LENDER BORROWER``, ``add DEVICE``, ``remove DEVICE``, ``available DEVICE``,
+``unavailable DEVICE``, ``borrow BORROWER DEVICE [DMA_WINDOW_SIZE]``, ``return DEVICE``,
+``list``, ``show DEVICE``. DEVICE is a function name or a fabric device ID (hex, as listed).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from .errors import DevlendError
+from .sizes import parse_size
+
+VERBS = {"connect": 2, "add": 1, "remove": 1, "available": 1, "unavailable": 1, "borrow": 2, "return": 1, "list": 0, "show": 1}
+
+
+def parse_verbs(words: list[str]) -> list[list[str]]:
+    """Split the words into verbs with their arguments (borrow takes an optional size after its two)."""
+    out, i = [], 0
+    while i < len(words):
+        verb = words[i]
+        if verb not in VERBS:
+            raise DevlendError(f"pool: unknown verb {verb!r}: expected one of {', '.join(VERBS)}")
+        n = VERBS[verb]
+        args = words[i + 1:i + 1 + n]
+        if len(args) < n:
+            raise DevlendError(f"pool {verb}: expected {n} argument{'s' if n > 1 else ''}, got {len(args)}")
+        i += 1 + n
+        if verb == "borrow" and i < len(words) and words[i] not in VERBS:
+            try:
+                parse_size(words[i])
+            except ValueError as e:
+                raise DevlendError(f"pool borrow {' '.join(args)} {words[i]}: the DMA window size: {e}") from None
+            args.append(words[i])
+            i += 1
+        out.append([verb, *args])
+    return out
+
+
+def apply(pool, verb: list[str]) -> Optional[dict]:
+    """Carry out one verb; `show` returns the device's details."""
+    name, args = verb[0], verb[1:]
+    if name == "borrow":
+        pool.borrow(args[0], args[1], args[2] if len(args) > 2 else None)
+    elif name == "return":
+        pool.return_device(args[0])
+    elif name == "show":
+        return pool.show(args[0])
+    elif name != "list":
+        getattr(pool, name)(*args)
+    return None
+
+
+def _hex(v, key: str = ""):
+    """Addresses as hex in `show`'s output."""
+    if isinstance(v, dict):
+        return {k: _hex(x, k) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_hex(x, key) for x in v]
+    return hex(v) if isinstance(v, int) and not isinstance(v, bool) and key.endswith(("addr", "iova")) else v
+
+
+def pool_cmd(file: str = typer.Argument(..., help="topology file (YAML or JSON)"),
+             verbs: Optional[list[str]] = typer.Argument(None, help="verbs with their arguments, e.g. connect lender borrower add gpu0 "
+                                                                    "available gpu0 borrow borrower gpu0 64MiB show gpu0")) -> None:
+    """Device Lending's pool (smartio_tool's verbs) on any topology: connect, add, remove, available,
+    unavailable, borrow [DMA window size], return, list, show; prints the pool's table."""
+    from .cli import _fail, out
+    from .cli_run import _table
+    from .pool import Pool
+    try:
+        steps = parse_verbs(verbs or [])
+        pool = Pool(file)
+        for v in steps:
+            try:
+                shown = apply(pool, v)
+            except DevlendError as e:
+                raise DevlendError(f"pool {' '.join(v)}: {e}") from None
+            if shown is not None:
+                out.print(json.dumps(_hex(shown), indent=2), markup=False)
+    except (DevlendError, OSError) as e:
+        _fail(e)
+    out.print(_table(pool.list().fillna(""), f"device pool of {pool.topology.name} (fabric device IDs in hex)"))

@@ -1,0 +1,160 @@
+"""The device pool: Device Lending as Dolphin's ``smartio_tool`` presents it, on any topology.
+
+    pool = devlend.Pool("topologies/three-host-cluster.yaml")
+    pool.connect("lender-a", "borrower")         # lender-a lets borrower see its devices
+    pool.add("gpu0"); pool.available("gpu0")     # into the pool, then available for borrowing
+    pool.borrow("borrower", "gpu0", dma_window="64 MiB")   # by name or fabric device ID ("80000")
+    pool.list(); pool.show("gpu0")               # the pool; one device's lend (NTBs, window, BARs)
+    pool.return_device("gpu0")
+
+The pool keeps its state between calls: one fabric, one kernel per host, the lending agents
+(devlend-host's ``Pool`` over a ``Cluster``). ``borrow`` is Device Lending's borrow (000 §4): the
+device is hot-added on the borrower, its BARs mapped through the borrower's NTB, a DMA window
+opened through the lender's NTB onto the borrower's IOMMU, MSI-X through the NTB when its driver
+asks; ``return_device`` undoes all of it. A failed borrow leaves nothing mapped (``idle``).
+
+Fabric device IDs are ``NODE << 16 | k`` in hex: NODE = 4 x (host index + 1) and k the device's place
+among its host's lendable functions in the topology (NTB adapters have none).
+
+A topology's ``setup`` may end with ``{op: borrow, borrower: HOST, device: NAME, dma_window: SIZE}``
+and ``{op: return, device: NAME}`` operations: the pool applies them in order when it opens the
+topology (a borrow does the lender's connect, add and available first where needed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Optional, Union
+
+from . import _core
+from .errors import DevlendError, TopologyError
+from .sizes import parse_size
+from .topology import Borrow, Topology, load
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+LIST_COLUMNS = ["fdid", "device", "lender", "bdf", "profile", "state", "borrower", "visible_to"]
+
+# The field of a borrow/return operation each kind of refusal concerns.
+_FIELD = {"no-such-host": "borrower", "not-connected": "borrower", "unreachable": "borrower", "window-too-large": "dma_window",
+          "not-borrowed": "device"}
+
+
+class PoolError(DevlendError):
+    """A pool verb that cannot be carried out. ``kind``: no-such-host, no-such-device, not-lendable,
+    already-in-pool, not-in-pool, unavailable, not-connected, unreachable, borrowed, not-borrowed,
+    window-too-large, in-use, ..."""
+
+    def __init__(self, message: str, kind: str):
+        self.kind = kind
+        super().__init__(message)
+
+
+def _call(fn, *a):
+    try:
+        return fn(*a)
+    except _core.PoolError as e:
+        kind, message = e.args
+        raise PoolError(message, kind) from None
+
+
+def fdid_hex(fdid: int) -> str:
+    return f"{fdid:x}"
+
+
+class Pool:
+    """Lenders, borrowers and a pool of devices on one topology, kept between calls."""
+
+    def __init__(self, topology: "Union[str, os.PathLike, Topology]"):
+        topo = topology if isinstance(topology, Topology) else load(topology)
+        self.topology = topo
+        try:
+            self._p = _call(_core.Pool, topo.fabric_json())
+        except _core.SpecError as e:
+            pointer, message = e.args
+            from .yamlpos import pointer_to_path
+            raise topo._error(pointer_to_path(pointer), message) from None
+        for i, op in topo.lending_ops():
+            try:
+                if isinstance(op, Borrow):
+                    _call(self._p.offer_and_borrow, op.borrower, op.device, op.dma_window)
+                else:
+                    _call(self._p.return_device, op.device, op.borrower)
+            except PoolError as e:
+                field = _FIELD.get(e.kind, "device")
+                if field == "dma_window" and getattr(op, "dma_window", None) is None:
+                    field = "device"
+                raise topo._error(("setup", i, field), str(e)) from None
+
+    # ----- lending side -----
+    def connect(self, lender: str, borrower: str) -> "Pool":
+        """Let `borrower` see and borrow `lender`'s devices (an NTB must join the two hosts)."""
+        _call(self._p.connect, lender, borrower)
+        return self
+
+    def add(self, device: str) -> "Pool":
+        """Add a device to the pool (unavailable until `available`)."""
+        _call(self._p.add, device)
+        return self
+
+    def remove(self, device: str) -> "Pool":
+        _call(self._p.remove, device)
+        return self
+
+    def available(self, device: str) -> "Pool":
+        _call(self._p.available, device)
+        return self
+
+    def unavailable(self, device: str) -> "Pool":
+        _call(self._p.unavailable, device)
+        return self
+
+    # ----- borrow side -----
+    def borrow(self, borrower: str, device: str, dma_window: "Union[int, str, None]" = None) -> "Pool":
+        """Borrow an available device (name or fabric device ID) onto `borrower`; `dma_window`: the
+        size of the DMA window the lender opens (default: a whole NTB memory window)."""
+        win = None if dma_window is None else parse_size(dma_window)
+        _call(self._p.borrow, borrower, device, win)
+        return self
+
+    def return_device(self, device: str, borrower: Optional[str] = None) -> "Pool":
+        """Return a borrowed device; refused while the borrower's driver still holds it."""
+        _call(self._p.return_device, device, borrower)
+        return self
+
+    # ----- inspection -----
+    def list(self) -> "pd.DataFrame":
+        """Every lendable device: fabric device ID, lender, state, borrower, hosts it is visible to."""
+        import pandas as pd
+        rows = [dict(zip(LIST_COLUMNS, (fdid_hex(e[0]), *e[1:7], ", ".join(e[7])))) for e in self._p.entries()]
+        return pd.DataFrame(rows, columns=LIST_COLUMNS)
+
+    def show(self, device: str) -> dict:
+        """One device: its pool entry and, when borrowed, its lend (NTBs, DMA window, BARs as the
+        borrower sees them, the driver's DMA mappings and interrupt vectors)."""
+        e = _call(self._p.entry, device)
+        out = dict(zip(LIST_COLUMNS, (fdid_hex(e[0]), *e[1:8])))
+        lend = _call(self._p.lend, device)
+        if lend:
+            ln, bn, waddr, wsize, wiova, bars, maps, irqs = lend
+            out["lend"] = {"lender_ntb": ln, "borrower_ntb": bn, "dma_window": {"lender_addr": waddr, "size": wsize, "borrower_iova": wiova},
+                           "bars": [{"index": i, "size": s, "cpu_addr": a} for i, s, a in bars], "dma_maps": maps, "irq_vectors": irqs}
+        return out
+
+    @property
+    def idle(self) -> bool:
+        """Whether Device Lending holds nothing: no lend, window, LUT entry or IOMMU mapping."""
+        return self._p.idle()
+
+    def anomalies(self) -> list[str]:
+        """Undo steps the fabric refused (empty unless devlend has a bug)."""
+        return self._p.anomalies()
+
+    def inventory(self) -> dict:
+        """The fabric as it is programmed now (NTB translations, LUTs, IOMMU domains)."""
+        return json.loads(self._p.inventory())
+
+
+__all__ = ["Pool", "PoolError", "TopologyError"]

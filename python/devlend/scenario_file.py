@@ -1,0 +1,356 @@
+"""Scenario files: a topology and a timeline of Device Lending actions and workloads, run on one
+clock (``devlend run SCENARIO.yaml``, or ``devlend.scenario_file.load(path).run()``).
+
+    name: gpu-and-nvme
+    topology: ../topologies/four-server-cluster.yaml      # relative to this file
+    timeline:
+      - {at: 0, action: borrow, borrower: server1, device: gpu2}
+      - {at: 1 us, action: gpu_copy, name: copy, runner: server1, gpu: gpu2, direction: htod, bytes: 64 MiB}
+      - {at: 1 us, action: fio, name: reads, runner: server3, drive: nvme1, rw: randread, iodepth: 8, ios: 2000}
+      - {at: 50 ms, action: return, device: gpu2}
+
+Times take ns, us, ms or s (a bare number is ns); actions must not go back in time. Actions:
+``borrow`` (borrower, device) and ``return`` (device, optional borrower); workloads, each with a
+``name``: ``stream`` (requester, addr, bytes, write), ``gpu_copy`` (runner, gpu, direction htod|dtoh,
+bytes) and ``fio`` (runner, drive, rw randread|randwrite, iodepth, numjobs, ios, bs).
+
+How it runs: the borrows and returns are replayed in order on a ``devlend.Pool`` of the topology, so
+a device not in the topology, already borrowed, or unreachable, is an error at its line. The
+workloads run together on ``devlend.Scenario`` (one machine, one clock). A workload that drives a
+device of another host needs that host to hold it borrowed at its start; a ``return`` at t' needs
+every workload on the device to have ended by t' (checked after the run). devlend.Scenario borrows a
+device when its first workload is added and keeps it for the whole run, with a whole NTB memory
+window as DMA window: so a device serves one borrower per scenario, and ``dma_window`` is refused
+here (give it to ``devlend.Pool`` or a topology's borrow operation instead).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from .errors import TopologyError, WorkloadError
+from .pool import Pool, PoolError
+from .topology import LENDING_OPS, Size, Topology
+from .topology import load as load_topology
+from .yamlpos import dotted, load_with_marks, locate
+
+_TIME = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)\s*(ps|ns|us|ms|s)?\s*$")
+_NS = {"ps": 1e-3, "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9, None: 1.0}
+
+
+def parse_time(value: Any) -> float:
+    """A time in ns: a number (ns) or a string with a unit ('10 us', '1.5 ms')."""
+    if isinstance(value, bool):
+        raise ValueError("expected a time such as 0, 500 or '10 us', not a boolean")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(f"time {value} is negative")
+        return float(value)
+    m = _TIME.match(value) if isinstance(value, str) else None
+    if not m:
+        raise ValueError(f"{value!r} is not a time: expected a number of ns or a number with a unit (ps, ns, us, ms, s)")
+    return float(m.group(1)) * _NS[m.group(2)]
+
+
+Time = Annotated[float, BeforeValidator(parse_time)]
+
+
+class ScenarioFileError(TopologyError):
+    """A scenario file that cannot be run: file, line and field of the offending entry."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BorrowAction(_Model):
+    at: Time
+    action: Literal["borrow"]
+    borrower: str
+    device: str
+    dma_window: Optional[Size] = None
+
+
+class ReturnAction(_Model):
+    at: Time
+    action: Literal["return"]
+    device: str
+    borrower: Optional[str] = None
+
+
+class StreamWork(_Model):
+    at: Time
+    action: Literal["stream"]
+    name: str
+    requester: str = Field(description="HOST:cpu or a function name")
+    addr: Union[int, str]
+    bytes: Size
+    write: bool = True
+
+
+class GpuCopyWork(_Model):
+    at: Time
+    action: Literal["gpu_copy"]
+    name: str
+    runner: str
+    gpu: str
+    direction: Literal["htod", "dtoh"]
+    bytes: Size
+
+
+class FioWork(_Model):
+    at: Time
+    action: Literal["fio"]
+    name: str
+    runner: str
+    drive: str
+    rw: Literal["randread", "randwrite"]
+    iodepth: int = Field(default=1, ge=1)
+    numjobs: int = Field(default=1, ge=1)
+    ios: int = Field(default=1000, ge=1)
+    bs: Size = 4096
+
+
+Entry = Annotated[Union[BorrowAction, ReturnAction, StreamWork, GpuCopyWork, FioWork], Field(discriminator="action")]
+_ACTIONS = {"borrow": BorrowAction, "return": ReturnAction, "stream": StreamWork, "gpu_copy": GpuCopyWork, "fio": FioWork}
+
+
+class ScenarioSpec(_Model):
+    name: str
+    description: Optional[str] = None
+    topology: str = Field(description="topology file, relative to the scenario file")
+    timeline: list[Entry] = Field(min_length=1)
+
+
+@dataclass
+class _Where:
+    """Where an entry came from, for errors."""
+    file: Optional[str]
+    marks: dict
+    path: tuple
+
+    def error(self, field: Optional[str], message: str) -> ScenarioFileError:
+        path = self.path + ((field,) if field else ())
+        line, col = locate(self.marks, path) if self.marks else (None, None)
+        return ScenarioFileError(message, file=self.file, line=line, column=col, field=dotted(path) or None)
+
+
+def _validation_error(e: ValidationError, file: str, marks: dict, data: Any) -> ScenarioFileError:
+    err = sorted(e.errors(include_url=False), key=lambda x: x["type"] != "extra_forbidden")[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and (p.startswith(("function-", "tagged-union")) or p in _ACTIONS)))
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        model: Any = ScenarioSpec
+        if len(loc) == 3 and loc[0] == "timeline":
+            try:
+                model = _ACTIONS.get(data["timeline"][loc[1]]["action"])
+            except (KeyError, IndexError, TypeError):
+                model = None
+        msg = f"unknown key '{loc[-1]}'" + (f": expected one of {', '.join(model.model_fields)}" if model else "")
+    elif err["type"] == "missing":
+        msg = f"required field '{loc[-1]}' is missing"
+    elif not isinstance(err.get("input"), (dict, list)):
+        msg += f" (got {err.get('input')!r})"
+    line, col = locate(marks, loc) if marks else (None, None)
+    return ScenarioFileError(msg, file=file, line=line, column=col, field=dotted(loc) or None)
+
+
+class ScenarioFile:
+    """A validated scenario file: its topology and its timeline, ready to run."""
+
+    def __init__(self, spec: ScenarioSpec, topology: Topology, file: Optional[str], marks: dict):
+        self.spec, self.topology, self.file, self.marks = spec, topology, file, marks
+        self._check_order()
+
+    def _where(self, i: int) -> _Where:
+        return _Where(self.file, self.marks, ("timeline", i))
+
+    def _check_order(self) -> None:
+        for i in range(1, len(self.spec.timeline)):
+            prev, cur = self.spec.timeline[i - 1].at, self.spec.timeline[i].at
+            if cur < prev:
+                raise self._where(i).error("at", f"{cur:g} ns is before the previous action's {prev:g} ns: the timeline runs forwards")
+
+    def _steps(self) -> list[tuple[Any, _Where]]:
+        """The topology's own borrow/return operations (at 0) and the timeline, in order."""
+        topo = [(op, _Where(self.topology._file, self.topology._marks, ("setup", i))) for i, op in self.topology.lending_ops()]
+        return topo + [(e, self._where(i)) for i, e in enumerate(self.spec.timeline)]
+
+    def run(self) -> "ScenarioRun":
+        """Replay the lending on a pool, run the workloads on one machine, check the returns."""
+        from .scenario import Scenario
+        fabric_only = self.topology.model_copy(update={"setup": [op for op in self.topology.setup if not isinstance(op, LENDING_OPS)]})
+        fabric_only._file, fabric_only._marks = self.topology._file, self.topology._marks
+        pool = Pool(fabric_only)
+        sc = Scenario(fabric_only)
+        holder: dict[str, str] = {}      # device -> borrower now
+        served: dict[str, str] = {}      # device -> the borrower devlend.Scenario keeps it with
+        uses: dict[str, list[str]] = {}  # device -> workloads driving it
+        returns: list[tuple[str, float, _Where]] = []
+        for op, where in self._steps():
+            kind = getattr(op, "action", getattr(op, "op", None))
+            try:
+                if kind == "borrow":
+                    self._borrow(pool, op, where, holder, served)
+                elif kind == "return":
+                    pool.return_device(op.device, op.borrower)
+                    holder.pop(self._name(pool, op.device), None)
+                    returns.append((self._name(pool, op.device), getattr(op, "at", 0.0), where))
+                else:
+                    self._workload(sc, pool, op, where, holder, uses)
+            except PoolError as e:
+                raise where.error("borrower" if e.kind in ("no-such-host", "unreachable") else "device", str(e)) from None
+            except WorkloadError as e:
+                raise where.error(None, str(e)) from None
+        sc.run()
+        run = ScenarioRun(self, sc, pool, uses)
+        for device, at, where in returns:
+            run.check_return(device, at, where)
+        return run
+
+    @staticmethod
+    def _name(pool: Pool, device: str) -> str:
+        return pool.show(device)["device"]
+
+    def _borrow(self, pool: Pool, op: Any, where: _Where, holder: dict, served: dict) -> None:
+        if op.dma_window is not None:
+            raise where.error("dma_window", "a scenario's workloads run on devlend.Scenario, which borrows with a whole NTB memory "
+                              "window: give the DMA window size to devlend.Pool or `devlend pool` instead")
+        entry = pool.show(op.device)
+        if op.borrower not in entry["visible_to"]:
+            pool.connect(entry["lender"], op.borrower)
+        if entry["state"] == "not added":
+            pool.add(op.device)
+        if entry["state"] in ("not added", "unavailable"):
+            pool.available(op.device)
+        name = entry["device"]
+        pool.borrow(op.borrower, op.device)
+        if served.get(name, op.borrower) != op.borrower:
+            raise where.error("borrower", f"{name} served {served[name]} earlier in this scenario: devlend.Scenario keeps a device with "
+                              "the first host that drives it for the whole run, so a device serves one borrower per scenario")
+        holder[name] = served[name] = op.borrower
+
+    def _workload(self, sc: Any, pool: Pool, w: Any, where: _Where, holder: dict, uses: dict) -> None:
+        if isinstance(w, StreamWork):
+            sc.stream(w.name, w.requester, w.addr, w.bytes, write=w.write, at_ns=w.at)
+            return
+        field, device = ("gpu", w.gpu) if isinstance(w, GpuCopyWork) else ("drive", w.drive)
+        try:
+            e = pool.show(device)
+        except PoolError as err:
+            raise where.error(field, str(err)) from None
+        lender, by = e["lender"], holder.get(e["device"])
+        if lender != w.runner and by != w.runner:
+            raise where.error(field, f"{w.runner} has not borrowed {device} at {w.at:g} ns: add a borrow action before this workload")
+        if lender == w.runner and by is not None:
+            raise where.error(field, f"{device} is lent to {by} at {w.at:g} ns: {lender} cannot drive it")
+        if isinstance(w, GpuCopyWork):
+            sc.gpu_copy(w.name, w.runner, w.gpu, w.direction, w.bytes, at_ns=w.at)
+        else:
+            sc.fio(w.name, w.runner, w.drive, w.rw, iodepth=w.iodepth, numjobs=w.numjobs, ios=w.ios, bs=w.bs, at_ns=w.at)
+        uses.setdefault(e["device"], []).append(w.name)
+
+
+class ScenarioRun:
+    """A scenario file's results: the workloads, the links, the parameters."""
+
+    def __init__(self, file: ScenarioFile, scenario: Any, pool: Pool, uses: dict):
+        self.file, self.scenario, self.pool, self.uses = file, scenario, pool, uses
+
+    def check_return(self, device: str, at: float, where: _Where) -> None:
+        res = self.scenario.results().set_index("name")
+        for w in self.uses.get(device, []):
+            end = res.loc[w, "end_ns"]
+            if end is not None and end > at:
+                raise where.error("at", f"cannot return {device} at {at:g} ns: workload {w} drives it until {end:.0f} ns "
+                                  "(a device in use cannot be returned: return it after its workloads end)")
+
+    def results(self):
+        """One row per workload (Scenario.results() with the device it drives and its runner)."""
+        df = self.scenario.results()
+        who = {}
+        for e in self.file.spec.timeline:
+            if isinstance(e, GpuCopyWork):
+                who[e.name] = (e.runner, e.gpu)
+            elif isinstance(e, FioWork):
+                who[e.name] = (e.runner, e.drive)
+            elif isinstance(e, StreamWork):
+                who[e.name] = (e.requester, str(e.addr))
+        df.insert(2, "runner", [who.get(n, ("", ""))[0] for n in df.name])
+        df.insert(3, "device", [who.get(n, ("", ""))[1] for n in df.name])
+        return df
+
+    def link_stats(self):
+        return self.scenario.link_stats()
+
+    def header(self) -> str:
+        return self.scenario.header() + f"; scenario={self.file.spec.name}"
+
+    def to_csv(self, path: "Union[str, os.PathLike]", links_path: "Union[str, os.PathLike, None]" = None) -> None:
+        for p, df in ((path, self.results()), (links_path, self.link_stats())):
+            if p is not None:
+                with open(p, "w", encoding="utf-8", newline="") as fh:
+                    fh.write(self.header() + "\n")
+                    df.to_csv(fh, index=False)
+
+    def plot(self, path: "Union[str, os.PathLike]", busiest: int = 8) -> None:
+        """Per-workload bandwidth and latency, and the utilisation of the busiest link directions."""
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        res, links = self.results(), self.link_stats().nlargest(busiest, "utilisation")
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+        axes[0].barh(res.name, res.GBps.fillna(0))
+        axes[0].set_xlabel("bandwidth (GB/s)")
+        lat = [(r.name, r.lat_mean_us if r.kind == "fio" else (r.end_ns - r.start_ns) / 1000) for r in res.itertuples() if r.end_ns == r.end_ns]
+        axes[1].barh([n for n, _ in lat], [v for _, v in lat])
+        axes[1].set_xscale("log")
+        axes[1].set_xlabel("latency (us, log): fio mean per I/O, else start to end")
+        axes[2].barh(links.link, links.utilisation * 100)
+        axes[2].set_xlabel(f"utilisation (%), {len(links)} busiest link directions")
+        for ax in axes:
+            ax.invert_yaxis()
+            ax.grid(True, axis="x", alpha=0.3)
+        fig.suptitle(f"devlend: scenario {self.file.spec.name} on {self.file.topology.name}")
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+
+
+def loads(text: str, file: str = "<string>") -> ScenarioFile:
+    data, marks = load_with_marks(text, file)
+    if not isinstance(data, dict):
+        raise ScenarioFileError(f"expected a mapping with 'name', 'topology' and 'timeline', got {type(data).__name__}", file=file, line=1)
+    try:
+        spec = ScenarioSpec.model_validate(data)
+    except ValidationError as e:
+        raise _validation_error(e, file, marks, data) from None
+    base = os.path.dirname(file) if file and not file.startswith("<") else "."
+    topo_path = os.path.join(base, spec.topology)
+    try:
+        topo = load_topology(topo_path)
+    except TopologyError as e:
+        if e.message in ("no such file",) or e.line is None:
+            where = _Where(file, marks, ())
+            raise where.error("topology", f"{e.message}: {topo_path}") from None
+        raise
+    return ScenarioFile(spec, topo, file, marks)
+
+
+def load(path: "Union[str, os.PathLike]") -> ScenarioFile:
+    """Load and validate a scenario file (YAML)."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as e:
+        raise ScenarioFileError(f"cannot read: {e.strerror}", file=path) from None
+    return loads(text, path)
+
+
+__all__ = ["ScenarioFile", "ScenarioRun", "ScenarioFileError", "load", "loads", "parse_time"]

@@ -1,0 +1,110 @@
+"""Scenario files: a topology and a timeline of borrows, workloads and returns (`devlend run`)."""
+
+import os
+
+import pytest
+
+from devlend import scenario_file
+from devlend.scenario_file import ScenarioFileError
+
+from test_cli import cli
+from conftest import ROOT
+
+SCENARIOS = os.path.join(ROOT, "python", "devlend", "scenarios")
+SHIPPED = sorted(f for f in os.listdir(SCENARIOS) if f.endswith(".yaml"))
+TOPO = "../python/devlend/topologies/four-server-cluster.yaml"
+
+
+def scenario(tmp_path, timeline: str, topology: str = TOPO, name: str = "t") -> str:
+    d = tmp_path / "sc"
+    d.mkdir(exist_ok=True)
+    p = d / f"{name}.yaml"
+    p.write_text(f"name: {name}\ntopology: {os.path.relpath(os.path.join(ROOT, 'x', topology), d) if topology.startswith('..') else topology}\n"
+                 f"timeline:\n{timeline}")
+    return str(p)
+
+
+BORROW = "  - {at: 0, action: borrow, borrower: server1, device: gpu2}\n"
+COPY = "  - {at: 1 us, action: gpu_copy, name: copy, runner: server1, gpu: gpu2, direction: htod, bytes: 1 MiB}\n"
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_scenarios_validate(name):
+    sf = scenario_file.load(os.path.join(SCENARIOS, name))
+    assert sf.topology.hosts and sf.spec.timeline
+
+
+def test_four_server_question_bandwidth_and_latency_of_each(tmp_path):
+    run = scenario_file.load(os.path.join(SCENARIOS, "four-server-gpu-and-nvme.yaml")).run()
+    res = run.results().set_index("name")
+    copy, fio = res.loc["gpu-htod"], res.loc["nvme-randread"]
+    assert (copy.runner, copy.device, fio.runner, fio.device) == ("server1", "gpu2", "server3", "nvme1")
+    assert copy.GBps > 0 and fio.GBps > 0 and fio.iops > 0
+    media_us = float(run.scenario.params()["nvme1.media_read_latency_ns"]) / 1000
+    assert fio.lat_mean_us > media_us, "a borrowed read costs the media latency and the fabric"
+    assert run.pool.idle, "both devices were returned in the pool's replay"
+    run.to_csv(tmp_path / "r.csv", tmp_path / "l.csv")
+    head = (tmp_path / "r.csv").read_text().splitlines()[0]
+    assert head.startswith("# devlend_version=") and "scenario=four-server-gpu-and-nvme" in head and "max_payload_bytes=" in head
+
+
+def test_a_borrowed_gpu_copy_is_slower_than_the_same_copy_local(tmp_path):
+    local = scenario(tmp_path, "  - {at: 0, action: gpu_copy, name: copy, runner: server2, gpu: gpu2, direction: htod, bytes: 1 MiB}\n", name="loc")
+    remote = scenario(tmp_path, BORROW + COPY, name="rem")
+    bw = {p: scenario_file.load(p).run().results().GBps[0] for p in (local, remote)}
+    assert bw[remote] < bw[local]
+
+
+def bad(tmp_path, timeline, **kw):
+    with pytest.raises(ScenarioFileError) as e:
+        scenario_file.load(scenario(tmp_path, timeline, **kw)).run()
+    return e.value
+
+
+@pytest.mark.parametrize("timeline, line, field, match", [
+    (BORROW + "  - {at: 0, action: borrow, borrower: server3, device: gpu2}\n", 5, "timeline[1].device", "borrowed by server1"),
+    ("  - {at: 0, action: borrow, borrower: server1, device: gpu42}\n", 4, "timeline[0].device", "no device"),
+    ("  - {at: 5 us, action: borrow, borrower: server1, device: gpu2}\n  - {at: 1 us, action: return, device: gpu2}\n", 5,
+     "timeline[1].at", "before the previous action"),
+    ("  - {at: 0, action: return, device: gpu2}\n", 4, "timeline[0].device", "not borrowed"),
+    (COPY, 4, "timeline[0].gpu", "server1 has not borrowed gpu2"),
+    (BORROW + COPY + "  - {at: 2 us, action: return, device: gpu2}\n", 6, "timeline[2].at", "workload copy drives it until"),
+    ("  - {at: 0, action: borrow, borrower: server1, device: gpu2, dma_window: 64 MiB}\n", 4, "timeline[0].dma_window", "whole NTB memory window"),
+    (BORROW + "  - {at: 0, action: gpu_copy, name: c, runner: server1, gpu: gpu2, direction: htod, byts: 1}\n", 5, "timeline[1].byts",
+     "unknown key 'byts': expected one of at, action, name, runner, gpu, direction, bytes"),
+    ("  - {at: soon, action: borrow, borrower: server1, device: gpu2}\n", 4, "timeline[0].at", "is not a time"),
+    (BORROW + "  - {at: 0, action: return, device: gpu2}\n  - {at: 0, action: borrow, borrower: server4, device: gpu2}\n", 6,
+     "timeline[2].borrower", "one borrower per scenario"),
+])
+def test_bad_scenarios_name_file_line_and_field(tmp_path, timeline, line, field, match):
+    err = bad(tmp_path, timeline)
+    assert (err.line, err.field) == (line, field), str(err)
+    assert match in err.message and err.file.endswith("t.yaml"), str(err)
+
+
+def test_unreachable_borrow_names_the_borrower(tmp_path):
+    topo = tmp_path / "cut.yaml"
+    text = open(os.path.join(ROOT, "python", "devlend", "topologies", "four-server-cluster.yaml")).read()
+    topo.write_text(text.replace("  - {a: ntb-1-2.cable, b: ntb-2-1.cable, gen: 3, width: 8, kind: cable}\n", ""))
+    err = bad(tmp_path, BORROW, topology=str(topo))
+    assert (err.line, err.field) == (4, "timeline[0].borrower") and "no NTB joins" in err.message, str(err)
+
+
+def test_missing_topology_names_the_field(tmp_path):
+    err = bad(tmp_path, BORROW, topology="nowhere.yaml")
+    assert (err.line, err.field) == (2, "topology") and "no such file" in err.message, str(err)
+
+
+def test_cli_run_prints_the_tables_and_writes_csv_and_plot(tmp_path):
+    path = scenario(tmp_path, BORROW + COPY + "  - {at: 10 ms, action: return, device: gpu2}\n")
+    res = cli("run", path, "--out", str(tmp_path / "out"))
+    assert "scenario t: workloads" in res.stdout and "busiest link directions" in res.stdout
+    for f in ("t.csv", "t-links.csv", "t.png"):
+        assert (tmp_path / "out" / f).stat().st_size > 0
+
+
+def test_cli_run_bad_scenario_is_one_clear_error(tmp_path):
+    path = scenario(tmp_path, COPY)
+    res = cli("run", path, "--out", str(tmp_path), check=False)
+    assert res.returncode == 2 and f"{path}:4:" in res.stderr and "has not borrowed" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
