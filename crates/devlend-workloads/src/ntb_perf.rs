@@ -161,8 +161,25 @@ fn ends(c: &mut Cluster, w: &str, runner: &str, peer: &str, s: &NtbPerfSpec, dma
     if let Some(name) = dma {
         let reads = devlend_rdma::params::params().ntb_dma.outstanding_reads;
         pe.attach_dma_with(f, name, s.threads, reads).map_err(|e| invalid(w, format!("threads: {e}")))?;
+        let first = request_irqs(c, w, hr, name, s.threads)?;
+        if let Some(ch) = pe.dma.as_mut() {
+            ch.msi.1 = first;
+        }
     }
     Ok(pe)
+}
+
+/// One interrupt vector of the runner's kernel per channel (`request_irq`, which programs the
+/// engine's MSI-X entries), so the completions are the kernel's, not another device's vectors.
+/// The driver numbers its channels' vectors from the first: they must follow one another.
+fn request_irqs(c: &mut Cluster, w: &str, host: HostId, dma: &str, channels: u32) -> WResult<u32> {
+    let mut os = c.os(host).map_err(|e| setup(w, e))?;
+    let dev = os.find(dma).map_err(|e| setup(w, e))?;
+    let vectors = (0..channels as u16).map(|e| os.request_irq(dev, e, 0)).collect::<Result<Vec<u8>, _>>().map_err(|e| setup(w, e))?;
+    if vectors.windows(2).any(|v| v[1] != v[0] + 1) {
+        return Err(setup(w, format!("the kernel gave {dma}'s channels the vectors {vectors:?}, not consecutive ones")));
+    }
+    Ok(vectors[0] as u32)
 }
 
 /// The DMA engine ntb_perf drives with `use_dma`: the one named, or the function of the
