@@ -190,8 +190,11 @@ def test_ntb_perf_with_dma_on_the_003_testbed():
     assert e.value.kind == "invalid" and "threads" in str(e.value)
 
 
-def test_cli_runs_a_pingpong_and_ntb_perf():
+def test_cli_runs_a_pingpong_and_ntb_perf(tmp_path):
     r = cli("run-workloads", topo_path("three-host-cluster.yaml"), "--gpu-pingpong", "p:borrower:gpu0:gpu1:peer:20",
-            "--ntb-perf", "n:borrower:lender-b:cpu:1:16:20@500")
+            "--ntb-perf", "n:borrower:lender-b:cpu:1:16:20@500", "--csv", str(tmp_path / "w.csv"))
     assert r.returncode == 0, r.stderr
-    assert "gpu-pingpong" in r.stdout and "ntb-perf" in r.stdout
+    import pandas as pd
+    df = pd.read_csv(tmp_path / "w.csv", comment="#").set_index("name")
+    assert df.loc["p", "kind"] == "gpu-pingpong" and df.loc["p", "rounds"] == 20 and df.loc["p", "rtt_mean_ns"] > 0
+    assert df.loc["n", "kind"] == "ntb-perf" and df.loc["n", "start_ns"] == 500 and df.loc["n", "bytes"] == 1 << 20
