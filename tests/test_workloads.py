@@ -1,7 +1,9 @@
-"""devlend.Scenario and `devlend run-workloads` (issue 13): streams, GPU copies and fio jobs on one
-clock. Relations the model must keep, never the simulator's speed:
+"""devlend.Scenario and `devlend run-workloads` (issue 13): streams, GPU copies and ping-pongs,
+fio jobs and ntb_perf on one clock. Relations the model must keep, never the simulator's speed:
 
 - a GPU copy and a stream sharing the NTB both slow down against running alone;
+- a GPU ping-pong's round trips grow beside a stream through its NTB; ntb_perf slows beside a
+  stream through its cable, and runs on the 003 testbed with its DMA engine;
 - an fio job beside a heavy stream through its NTB has a higher latency than alone;
 - a rerun is bit-identical;
 - bad input is one clear WorkloadError (or one CLI error line naming the argument);
@@ -77,6 +79,15 @@ def test_rerun_is_bit_identical():
     (lambda s: s.stream("s", "borrower:cpu", 0x7000000000000000, MiB), "unreachable"),
     (lambda s: (s.gpu_copy("c", "borrower", "gpu0", "htod", MiB), s.gpu_copy("c", "borrower", "gpu1", "htod", MiB)), "duplicate-name"),
     (lambda s: (s.gpu_copy("c", "borrower", "gpu0", "htod", MiB), s.gpu_copy("d", "borrower", "gpu0", "dtoh", MiB)), "in-use"),
+    (lambda s: s.gpu_pingpong("p", "borrower", "gpu0", "gpu9"), "no-such"),
+    (lambda s: s.gpu_pingpong("p", "borrower", "gpu0", "gpu1", rounds=0), "invalid"),
+    (lambda s: s.gpu_pingpong("p", "borrower", "gpu0", "gpu1", via="pigeon"), "invalid"),
+    (lambda s: (s.gpu_copy("c", "borrower", "gpu0", "htod", MiB), s.gpu_pingpong("p", "borrower", "gpu0", "gpu1")), "in-use"),
+    (lambda s: s.ntb_perf("n", "borrower", "lender-a", use_dma=True), "no-such"),
+    (lambda s: s.ntb_perf("n", "borrower", "mars"), "no-such"),
+    (lambda s: s.ntb_perf("n", "borrower", "borrower"), "no-ntb"),
+    (lambda s: s.ntb_perf("n", "borrower", "lender-a", threads=0), "invalid"),
+    (lambda s: s.ntb_perf("n", "borrower", "lender-a", chunk_order=30), "invalid"),
 ])
 def test_bad_input_is_one_clear_error(add, kind):
     s = devlend.Scenario(topo_path("three-host-cluster.yaml"))
@@ -123,9 +134,67 @@ def test_cli_runs_workloads_and_writes_csv(tmp_path):
     (["--gpu-copy", "c:borrower:gpu0:up:1MiB"], "--gpu-copy"),
     (["--fio", "f:borrower:nvme0:randread:x:1:10"], "--fio"),
     (["--gpu-copy", "c:borrower:gpu0:htod:1MiB@soon"], "start time"),
+    (["--gpu-pingpong", "p:borrower:gpu0:gpu1:smoke:10"], "--gpu-pingpong"),
+    (["--ntb-perf", "n:borrower:lender-a:cpu:one:16:20"], "--ntb-perf"),
 ])
 def test_cli_bad_argument_is_one_clear_error(arg, expect):
     r = cli("run-workloads", topo_path("three-host-cluster.yaml"), *arg)
     assert r.returncode == 2
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and expect in lines[0], r.stderr
+
+
+def pingpong_scenario(load: bool) -> devlend.Scenario:
+    s = devlend.Scenario(topo_path("three-host-cluster.yaml"))
+    s.gpu_pingpong("pp", "borrower", "gpu0", "gpu1", via="ram", rounds=40)
+    if load:
+        bar1 = [le for le in s.lends() if le["device"] == "gpu0"][0]["bars"][1]["cpu_addr"]
+        s.stream("load", "borrower:cpu", bar1 + 128 * MiB, 32 * MiB, write=False)
+    return s.run()
+
+
+def test_a_gpu_pingpong_reports_round_trips_that_grow_beside_a_stream():
+    alone, loaded = (pingpong_scenario(x).results().set_index("name").loc["pp"] for x in (False, True))
+    assert alone.kind == "gpu-pingpong" and alone.rounds == 40
+    assert 0 < alone.rtt_p50_ns <= alone.rtt_p99_ns <= alone.rtt_max_ns
+    assert loaded.rtt_mean_ns > 1.05 * alone.rtt_mean_ns
+
+
+def perf_scenario(load: bool) -> devlend.Scenario:
+    s = devlend.Scenario(topo_path("three-host-cluster.yaml"))
+    s.ntb_perf("perf", "borrower", "lender-a", threads=4, chunk_order=16, total_order=22)
+    if load:
+        s.gpu_copy("other", "borrower", "gpu0", "htod", 4096, at_ns=1e9)  # borrows gpu0, runs long after
+        bar1 = s.lends()[0]["bars"][1]["cpu_addr"]
+        s.stream("load", "borrower:cpu", bar1, 64 * MiB)
+    return s.run()
+
+
+def test_ntb_perf_slows_beside_a_stream_through_its_cable():
+    alone, loaded = perf_scenario(False), perf_scenario(True)
+    a = alone.results().set_index("name").loc["perf"]
+    assert a.kind == "ntb-perf" and a.threads == 4 and a.bytes == 4 * (4 * MiB)
+    assert 0 < a.thread_min_MBps <= a.thread_max_MBps
+    assert gbps(loaded, "perf") < 0.95 * gbps(alone, "perf")
+
+
+def test_ntb_perf_with_dma_on_the_003_testbed():
+    topo = devlend.load(topo_path("pex8749-rdma.yaml"))
+    topo.setup = []
+    s = devlend.Scenario(topo)
+    s.ntb_perf("n", "host-b", "host-a", use_dma=True, threads=2, chunk_order=16, total_order=20).run()
+    r = s.results().set_index("name").loc["n"]
+    assert r.threads == 2 and r.bytes == 2 * MiB and r.GBps > 0
+    with pytest.raises(WorkloadError) as e:
+        devlend.Scenario(topo).ntb_perf("n", "host-b", "host-a", use_dma=True, threads=5)
+    assert e.value.kind == "invalid" and "threads" in str(e.value)
+
+
+def test_cli_runs_a_pingpong_and_ntb_perf(tmp_path):
+    r = cli("run-workloads", topo_path("three-host-cluster.yaml"), "--gpu-pingpong", "p:borrower:gpu0:gpu1:peer:20",
+            "--ntb-perf", "n:borrower:lender-b:cpu:1:16:20@500", "--csv", str(tmp_path / "w.csv"))
+    assert r.returncode == 0, r.stderr
+    import pandas as pd
+    df = pd.read_csv(tmp_path / "w.csv", comment="#").set_index("name")
+    assert df.loc["p", "kind"] == "gpu-pingpong" and df.loc["p", "rounds"] == 20 and df.loc["p", "rtt_mean_ns"] > 0
+    assert df.loc["n", "kind"] == "ntb-perf" and df.loc["n", "start_ns"] == 500 and df.loc["n", "bytes"] == 1 << 20

@@ -193,7 +193,7 @@ def test_rust_json_copies_match_the_shipped_yaml(name):
     import devlend
     from devlend.experiments import topology_path
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "crates/devlend-xenib/tests", f"{name}.json")) as fh:
+    with open(os.path.join(root, "crates/devlend-experiments/tests", f"{name}.json")) as fh:
         assert json.load(fh) == json.loads(devlend.load(topology_path(f"{name}.yaml")).to_json()), f"regenerate the JSON copy of {name}"
 
 

@@ -1,4 +1,4 @@
-"""``devlend run-workloads``: DMA streams, GPU copies and fio jobs at once on one topology
+"""``devlend run-workloads``: DMA streams, GPU copies and ping-pongs, fio jobs and ntb_perf runs at once on one topology
 (devlend.Scenario), printed as a table of workloads and a table of loaded links; CSV on request,
 each file under a commented line of the effective parameters."""
 
@@ -16,6 +16,11 @@ GPU_HELP = ("a GPU copy NAME:HOST:DEVICE:htod|dtoh:BYTES[@START_NS], e.g. c:borr
             "HOST runs the driver and borrows DEVICE if it sits elsewhere")
 FIO_HELP = ("an fio job NAME:HOST:DEVICE:randread|randwrite:QD:JOBS:IOS[@START_NS], e.g. f:borrower:nvme0:randread:8:1:1000 "
             "(4 KiB commands; QD per job)")
+
+PINGPONG_HELP = ("a GPU ping-pong NAME:HOST:GPU_A:GPU_B:peer|ram:ROUNDS[@START_NS], e.g. p:borrower:gpu0:gpu1:peer:100; "
+                 "HOST launches the kernels and borrows GPUs that sit elsewhere")
+NTB_PERF_HELP = ("an ntb_perf run NAME:HOST:PEER:cpu|dma:THREADS:CHUNK_ORDER:TOTAL_ORDER[@START_NS], e.g. n:host-b:host-a:dma:1:16:20 "
+                 "(HOST copies into PEER's memory through the NTB joining them)")
 
 
 def _at(opt: str, spec: str) -> tuple[str, float]:
@@ -58,21 +63,61 @@ def parse_fio(spec: str) -> dict:
     return {"name": name, "runner": host, "drive": dev, "rw": rw, "iodepth": qd_, "numjobs": jobs_, "ios": ios_, "at_ns": at}
 
 
+def _ints(opt: str, spec: str, names: list[str], values: list[str]) -> list[int]:
+    try:
+        return [int(v) for v in values]
+    except ValueError:
+        raise DevlendError(f"{opt} {spec!r}: {', '.join(names)} must be whole numbers") from None
+
+
+def parse_gpu_pingpong(spec: str) -> dict:
+    body, at = _at("--gpu-pingpong", spec)
+    parts = body.split(":")
+    if len(parts) != 6:
+        raise DevlendError(f"--gpu-pingpong {spec!r}: expected NAME:HOST:GPU_A:GPU_B:peer|ram:ROUNDS[@START_NS]")
+    name, host, a, b, via, rounds = parts
+    if via.lower() not in ("peer", "ram"):
+        raise DevlendError(f"--gpu-pingpong {spec!r}: via {via!r} must be peer or ram")
+    (rounds_,) = _ints("--gpu-pingpong", spec, ["ROUNDS"], [rounds])
+    return {"name": name, "runner": host, "gpu_a": a, "gpu_b": b, "via": via.lower(), "rounds": rounds_, "at_ns": at}
+
+
+def parse_ntb_perf(spec: str) -> dict:
+    body, at = _at("--ntb-perf", spec)
+    parts = body.split(":")
+    if len(parts) != 7:
+        raise DevlendError(f"--ntb-perf {spec!r}: expected NAME:HOST:PEER:cpu|dma:THREADS:CHUNK_ORDER:TOTAL_ORDER[@START_NS]")
+    name, host, peer, how, threads, chunk, total = parts
+    if how.lower() not in ("cpu", "dma"):
+        raise DevlendError(f"--ntb-perf {spec!r}: copy {how!r} must be cpu or dma")
+    t, c, o = _ints("--ntb-perf", spec, ["THREADS", "CHUNK_ORDER", "TOTAL_ORDER"], [threads, chunk, total])
+    return {"name": name, "runner": host, "peer": peer, "use_dma": how.lower() == "dma", "threads": t, "chunk_order": c,
+            "total_order": o, "at_ns": at}
+
+
 def run_workloads(file: str = typer.Argument(..., help="topology file (YAML or JSON), without a setup section"),
                   stream: list[str] = typer.Option([], "--stream", "-s", help=STREAM_HELP),
                   gpu_copy: list[str] = typer.Option([], "--gpu-copy", "-g", help=GPU_HELP),
                   fio: list[str] = typer.Option([], "--fio", "-f", help=FIO_HELP),
+                  gpu_pingpong: list[str] = typer.Option([], "--gpu-pingpong", "-p", help=PINGPONG_HELP),
+                  ntb_perf: list[str] = typer.Option([], "--ntb-perf", "-n", help=NTB_PERF_HELP),
                   csv_out: Optional[str] = typer.Option(None, "--csv", help="write the workloads' table as CSV to this file"),
                   links_csv: Optional[str] = typer.Option(None, "--links-csv", help="write the links' table as CSV to this file")) -> None:
-    """Run streams, GPU copies and fio jobs at once on one clock and print each workload's start,
-    end, bandwidth (IOPS and latency for fio) and each loaded link direction's statistics."""
+    """Run streams, GPU copies and ping-pongs, fio jobs and ntb_perf at once on one clock and print
+    each workload's start, end, bandwidth (IOPS and latency for fio, round trips for a ping-pong)
+    and each loaded link direction's statistics."""
     from .cli import _fail, out
     from .scenario import Scenario
     try:
-        if not (stream or gpu_copy or fio):
-            raise DevlendError("give at least one --stream, --gpu-copy or --fio")
+        if not (stream or gpu_copy or fio or gpu_pingpong or ntb_perf):
+            raise DevlendError("give at least one --stream, --gpu-copy, --gpu-pingpong, --fio or --ntb-perf")
         streams, copies, jobs = [parse_stream(s) for s in stream], [parse_gpu_copy(g) for g in gpu_copy], [parse_fio(f) for f in fio]
+        pongs, perfs = [parse_gpu_pingpong(p) for p in gpu_pingpong], [parse_ntb_perf(n) for n in ntb_perf]
         sc = Scenario(file)
+        for p in pongs:
+            sc.gpu_pingpong(p.pop("name"), p.pop("runner"), p.pop("gpu_a"), p.pop("gpu_b"), **p)
+        for n in perfs:
+            sc.ntb_perf(n.pop("name"), n.pop("runner"), n.pop("peer"), **n)
         for c in copies:
             sc.gpu_copy(c["name"], c["runner"], c["gpu"], c["direction"], c["nbytes"], at_ns=c["at_ns"])
         for j in jobs:

@@ -1,6 +1,7 @@
 """Several workloads at once on any topology, on one clock (devlend-workloads' Scenario):
-timing-only DMA streams, bandwidthTest-style GPU copies and fio-style NVMe jobs, each driven by
-its real driver, started at given times and run together.
+timing-only DMA streams, bandwidthTest-style GPU copies, GPU ping-pongs (the ping-pong kernel on
+two GPUs), fio-style NVMe jobs and Linux's ntb_perf between two hosts joined by an NTB, each
+driven by its real driver, started at given times and run together.
 
     s = devlend.Scenario("topologies/three-host-cluster.yaml")
     s.gpu_copy("copy", "borrower", "gpu0", "dtoh", 8 << 20)          # borrows gpu0 from lender-a
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
 
 Addr = Union[int, str]
 
-RESULT_COLUMNS = ["name", "kind", "at_ns", "start_ns", "end_ns", "bytes", "GBps", "ios", "iops", "lat_mean_us", "lat_p50_us", "lat_p99_us"]
+RESULT_COLUMNS = ["name", "kind", "at_ns", "start_ns", "end_ns", "bytes", "GBps", "ios", "iops", "lat_mean_us", "lat_p50_us", "lat_p99_us",
+                  "rounds", "rtt_mean_ns", "rtt_p50_ns", "rtt_p99_ns", "rtt_max_ns", "threads", "thread_min_MBps", "thread_max_MBps"]
 LINK_COLUMNS = ["link", "link_index", "towards_down", "tlps", "bytes", "payload", "utilisation", "busy_ns", "credit_stall_ns", "mean_queue_ns"]
 
 
@@ -71,6 +73,30 @@ class Scenario:
         _call(self._s.fio, name, runner, drive, rw, iodepth, numjobs, ios, bs, _ps(name, at_ns))
         return self
 
+    def gpu_pingpong(self, name: str, runner: str, gpu_a: str, gpu_b: str, *, via: str = "peer", rounds: int = 100,
+                     at_ns: float = 0) -> "Scenario":
+        """`rounds` round trips of the ping-pong kernel between `gpu_a` (it stores first) and `gpu_b`,
+        launched by `runner` (which borrows GPUs that sit elsewhere); the counters meet in each
+        other's memory (via "peer") or in a buffer in `runner`'s RAM (via "ram")."""
+        if rounds < 0:
+            raise WorkloadError(f"workload {name}: rounds must not be negative", "invalid", None)
+        _call(self._s.gpu_pingpong, name, runner, gpu_a, gpu_b, via, int(rounds), _ps(name, at_ns))
+        return self
+
+    def ntb_perf(self, name: str, runner: str, peer: str, *, use_dma: bool = False, threads: int = 1, chunk_order: int = 19,
+                 total_order: int = 20, max_mw_size: "int | None" = None, dma: "str | None" = None, at_ns: float = 0) -> "Scenario":
+        """Linux's ntb_perf from `runner` into `peer`'s memory through the NTB joining them: each of
+        `threads` threads copies 2**total_order bytes in chunks of 2**chunk_order with CPU stores
+        (write-combining) or, `use_dma`, on a DMA channel of its own (the engine `dma`, or the
+        runner's function with the pex8749-dma profile). Linux's default total_order is 30; 20
+        here because every byte is simulated."""
+        for k, v in (("threads", threads), ("chunk_order", chunk_order), ("total_order", total_order), ("max_mw_size", max_mw_size or 0)):
+            if v < 0:
+                raise WorkloadError(f"workload {name}: {k} must not be negative", "invalid", None)
+        _call(self._s.ntb_perf, name, runner, peer, bool(use_dma), int(threads), int(chunk_order), int(total_order),
+              max_mw_size, dma, _ps(name, at_ns))
+        return self
+
     def lends(self) -> list[dict]:
         """Devices borrowed so far, with their BARs as the borrower sees them (for stream addresses)."""
         return [{"device": d, "lender": le, "borrower": b, "bars": [{"index": i, "size": s, "cpu_addr": a} for i, s, a in bars]}
@@ -86,10 +112,11 @@ class Scenario:
         return self._s.now_ps() / 1000
 
     def results(self) -> "pd.DataFrame":
-        """One row per workload: start/end (ns), bytes, GB/s; IOPS and latencies (us) for fio."""
+        """One row per workload: start/end (ns), bytes, GB/s; IOPS and latencies (us) for fio;
+        round trips (ns) for a ping-pong; threads and their MB/s (bytes per us) for ntb_perf."""
         import pandas as pd
         rows = []
-        for name, kind, at, start, end, nbytes, fio in self._s.results():
+        for name, kind, at, start, end, nbytes, fio, trips, perf in self._s.results():
             t = None if end is None else end - start
             row = {"name": name, "kind": kind, "at_ns": at / 1000, "start_ns": start / 1000,
                    "end_ns": None if end is None else end / 1000, "bytes": nbytes,
@@ -97,6 +124,12 @@ class Scenario:
             if fio:
                 ios, iops, mean, p50, p99 = fio
                 row.update(ios=ios, iops=iops, lat_mean_us=mean / 1e6, lat_p50_us=p50 / 1e6, lat_p99_us=p99 / 1e6)
+            if trips:
+                rounds, mean, p50, p99, worst = trips
+                row.update(rounds=rounds, rtt_mean_ns=mean / 1e3, rtt_p50_ns=p50 / 1e3, rtt_p99_ns=p99 / 1e3, rtt_max_ns=worst / 1e3)
+            if perf:
+                mbps = [b / (ps * 1e-6) for b, ps in perf if ps]
+                row.update(threads=len(perf), thread_min_MBps=min(mbps, default=None), thread_max_MBps=max(mbps, default=None))
             rows.append(row)
         return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 

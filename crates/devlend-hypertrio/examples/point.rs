@@ -1,6 +1,6 @@
 //! One configuration over tenant counts, quick-mode lengths:
 //! `cargo run --release -p devlend-hypertrio --example point -- base '{"ptb_entries": 8}' iperf3 RR1 4,16,64,1024`
-use devlend_hypertrio::experiments::run_point;
+use devlend_hypertrio::run_point;
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     let ov = Some(a[2].as_str()).filter(|s| !s.is_empty());

@@ -11,8 +11,8 @@
 //!   prefetch unit of §III; latencies of Table II.
 //! - `workload`: the tenant generator of §IV-D with Table III / §V-C profiles and the RR/RAND
 //!   interleavings of §IV-B / §V-A, streamed.
-//! - `experiments`: H1 (Fig 9) and H2 (Fig 10) grids, and `grid` for any other set of points
-//!   (H3 / Fig 11 and H4 / Fig 12 are such grids, built in python/devlend/experiments/h3.py, h4.py).
+//! - `point`: one simulation point from names (a Table IV column with overrides, a workload). The
+//!   paper's grids (H1-H4) are procedures of the experiments, in devlend-experiments.
 //! - `qemu`: QEMU intel-iommu trace-log parser (workload (b), §IV-A); `construct`: the Trace
 //!   Constructor of §IV-B (logs of up to 24 tenants each into one hyper-trace, RR/RAND with a
 //!   burst); `trace`: the streamed binary `.dlt` format; `replay`: `sim` on a `.dlt` trace or on
@@ -24,8 +24,8 @@
 pub mod cache;
 pub mod construct;
 mod divisor;
-pub mod experiments;
 pub mod params;
+pub mod point;
 pub mod qemu;
 pub mod replay;
 pub mod sim;
@@ -35,5 +35,6 @@ pub mod workload;
 
 pub use cache::Policy;
 pub use params::{params, Config, Profile};
+pub use point::run_point;
 pub use sim::{simulate, Stats};
 pub use workload::{Order, WorkloadSpec};

@@ -730,7 +730,7 @@ pub fn simulate(cfg: &Config, spec: &WorkloadSpec) -> Result<Stats, String> {
 mod tests {
     use super::{Lat, Wheel};
     use crate::divisor::Divisor;
-    use crate::experiments::run_point;
+    use crate::point::run_point;
 
     #[test]
     fn wheel_drains_fills_by_boundary_in_time_then_key_order() {

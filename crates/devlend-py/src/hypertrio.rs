@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 #[pyfunction]
 #[pyo3(signature = (config, workload, tenants, order, packets_per_tenant=None, overrides=None, seed=1))]
 fn hypertrio_simulate(py: Python<'_>, config: &str, workload: &str, tenants: u32, order: &str, packets_per_tenant: Option<u64>, overrides: Option<&str>, seed: u64) -> PyResult<String> {
-    let r = py.detach(|| devlend_hypertrio::experiments::run_point(config, overrides, workload, tenants, order, packets_per_tenant, seed));
+    let r = py.detach(|| devlend_hypertrio::run_point(config, overrides, workload, tenants, order, packets_per_tenant, seed));
     let st = r.map_err(FabricError::new_err)?;
     serde_json::to_string(&st).map_err(|e| FabricError::new_err(e.to_string()))
 }
@@ -18,8 +18,8 @@ fn hypertrio_simulate(py: Python<'_>, config: &str, workload: &str, tenants: u32
 #[pyfunction]
 #[pyo3(signature = (connections, packets_per_tenant=None, threads=None))]
 fn hypertrio_h1(py: Python<'_>, connections: Vec<u32>, packets_per_tenant: Option<u64>, threads: Option<usize>) -> PyResult<String> {
-    let th = threads.unwrap_or_else(devlend_hypertrio::experiments::default_threads);
-    let r = py.detach(|| devlend_hypertrio::experiments::h1(&connections, packets_per_tenant, th)).map_err(FabricError::new_err)?;
+    let th = threads.unwrap_or_else(devlend_experiments::hypertrio::default_threads);
+    let r = py.detach(|| devlend_experiments::hypertrio::h1(&connections, packets_per_tenant, th)).map_err(FabricError::new_err)?;
     serde_json::to_string(&r).map_err(|e| FabricError::new_err(e.to_string()))
 }
 
@@ -27,8 +27,8 @@ fn hypertrio_h1(py: Python<'_>, connections: Vec<u32>, packets_per_tenant: Optio
 #[pyfunction]
 #[pyo3(signature = (tenants, orders, workloads, configs, packets_per_tenant=None, threads=None))]
 fn hypertrio_h2(py: Python<'_>, tenants: Vec<u32>, orders: Vec<String>, workloads: Vec<String>, configs: Vec<String>, packets_per_tenant: Option<u64>, threads: Option<usize>) -> PyResult<String> {
-    let th = threads.unwrap_or_else(devlend_hypertrio::experiments::default_threads);
-    let r = py.detach(|| devlend_hypertrio::experiments::h2(&tenants, &orders, &workloads, &configs, packets_per_tenant, th)).map_err(FabricError::new_err)?;
+    let th = threads.unwrap_or_else(devlend_experiments::hypertrio::default_threads);
+    let r = py.detach(|| devlend_experiments::hypertrio::h2(&tenants, &orders, &workloads, &configs, packets_per_tenant, th)).map_err(FabricError::new_err)?;
     serde_json::to_string(&r).map_err(|e| FabricError::new_err(e.to_string()))
 }
 
@@ -37,8 +37,8 @@ fn hypertrio_h2(py: Python<'_>, tenants: Vec<u32>, orders: Vec<String>, workload
 #[pyfunction]
 #[pyo3(signature = (points_json, threads=None))]
 fn hypertrio_grid(py: Python<'_>, points_json: &str, threads: Option<usize>) -> PyResult<String> {
-    let th = threads.unwrap_or_else(devlend_hypertrio::experiments::default_threads);
-    let r = py.detach(|| devlend_hypertrio::experiments::grid(points_json, th)).map_err(FabricError::new_err)?;
+    let th = threads.unwrap_or_else(devlend_experiments::hypertrio::default_threads);
+    let r = py.detach(|| devlend_experiments::hypertrio::grid(points_json, th)).map_err(FabricError::new_err)?;
     serde_json::to_string(&r).map_err(|e| FabricError::new_err(e.to_string()))
 }
 

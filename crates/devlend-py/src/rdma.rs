@@ -17,14 +17,14 @@ fn rdma_sweep(py: Python<'_>, topology_json: &str, methods: Vec<String>, sizes: 
         Some(m) => return Err(FabricError::new_err(format!("mapping '{m}': expected 'uc' or 'wc'"))),
     };
     let m: Vec<&str> = methods.iter().map(|s| s.as_str()).collect();
-    let r = py.detach(|| devlend_rdma::bench::sweep(topology_json, &m, &sizes, mapping));
+    let r = py.detach(|| devlend_experiments::rdma::sweep(topology_json, &m, &sizes, mapping));
     r.map(|rows| rows.into_iter().map(|(m, s, t)| (m, s, t.total_ps, steps(t.steps))).collect()).map_err(|e| FabricError::new_err(e.to_string()))
 }
 
 /// The analytic limit (bytes/s) of posted writes along the RDMA testbed's DMA path into host A.
 #[pyfunction]
 fn rdma_link_limit(topology_json: &str) -> PyResult<f64> {
-    devlend_rdma::bench::link_limit(topology_json).map_err(|e| FabricError::new_err(e.to_string()))
+    devlend_experiments::rdma::link_limit(topology_json).map_err(|e| FabricError::new_err(e.to_string()))
 }
 
 /// ntb_perf (Linux drivers/ntb/test semantics) from host B into host A's window: `threads`
@@ -35,7 +35,7 @@ fn rdma_link_limit(topology_json: &str) -> PyResult<f64> {
 #[pyo3(signature = (topology_json, chunk, total, use_dma, threads=1, channels=None, outstanding_reads=None))]
 #[allow(clippy::too_many_arguments)]
 fn rdma_ntb_perf(py: Python<'_>, topology_json: &str, chunk: u64, total: u64, use_dma: bool, threads: u32, channels: Option<u32>, outstanding_reads: Option<u64>) -> PyResult<(u64, u64, u64, Vec<(u64, u64)>)> {
-    let r = py.detach(|| devlend_rdma::bench::ntb_perf(topology_json, chunk, total, use_dma, threads, channels, outstanding_reads));
+    let r = py.detach(|| devlend_experiments::rdma::ntb_perf(topology_json, chunk, total, use_dma, threads, channels, outstanding_reads));
     r.map(|p| (p.copied, p.total_ps, p.link_ps, p.threads)).map_err(|e| FabricError::new_err(e.to_string()))
 }
 
@@ -45,7 +45,7 @@ fn rdma_ntb_perf(py: Python<'_>, topology_json: &str, chunk: u64, total: u64, us
 #[pyfunction]
 #[pyo3(signature = (topology_json, pings, init_db=1, delay_ns=0))]
 fn rdma_ntb_pingpong(py: Python<'_>, topology_json: &str, pings: u32, init_db: u64, delay_ns: u64) -> PyResult<(u32, Vec<u64>, u64, u64, Vec<(String, u64)>)> {
-    let r = py.detach(|| devlend_rdma::bench::ntb_pingpong(topology_json, pings, init_db, delay_ns.saturating_mul(1000)));
+    let r = py.detach(|| devlend_experiments::rdma::ntb_pingpong(topology_json, pings, init_db, delay_ns.saturating_mul(1000)));
     r.map(|p| (p.counter, p.bits, p.round_trip_ps, p.total_ps, steps(p.steps))).map_err(|e| FabricError::new_err(e.to_string()))
 }
 

@@ -1,10 +1,10 @@
-//! `devlend._core.Scenario`: devlend-workloads' runner (streams, GPU copies, fio jobs on one
-//! `Machine<Cluster>`). Errors become `MachineError(kind, message, None)`.
+//! `devlend._core.Scenario`: devlend-workloads' runner (streams, GPU copies and ping-pongs, fio
+//! jobs, ntb_perf on one `Machine<Cluster>`). Errors become `MachineError(kind, message, None)`.
 
 use crate::machine::MachineError;
 use crate::PyAddr;
 use devlend_host::Cluster;
-use devlend_workloads::{Access, Dir, FioSpec, Rw, Scenario as Core, WorkloadError};
+use devlend_workloads::{Access, Dir, FioSpec, NtbPerfSpec, Rw, Scenario as Core, Via, WorkloadError};
 use pyo3::prelude::*;
 
 fn werr(e: WorkloadError) -> PyErr {
@@ -15,8 +15,13 @@ fn invalid(workload: &str, why: String) -> PyErr {
     werr(WorkloadError::Invalid { workload: workload.into(), why })
 }
 
-/// One workload: (name, kind, at ps, start ps, end ps or None, bytes, fio: (ios, iops, mean, p50, p99 ps) or None).
-type Row = (String, String, u64, u64, Option<u64>, u64, Option<(u64, f64, f64, u64, u64)>);
+/// A fio job's (ios, iops, mean, p50, p99 ps).
+type Fio = (u64, f64, f64, u64, u64);
+/// A ping-pong's (rounds, mean, p50, p99, max ps).
+type Trips = (u32, f64, u64, u64, u64);
+/// One workload: (name, kind, at ps, start ps, end ps or None, bytes, fio, round trips, ntb_perf's
+/// (bytes, ps) per thread), the last three None where they do not apply.
+type Row = (String, String, u64, u64, Option<u64>, u64, Option<Fio>, Option<Trips>, Option<Vec<(u64, u64)>>);
 /// One link direction: (link, towards_down, from, to, tlps, wire bytes, payload bytes, busy ps, queue ps, credit stall ps).
 type LinkRow = (u32, bool, String, String, u64, u64, u64, u64, u64, u64);
 
@@ -66,13 +71,29 @@ impl Scenario {
         self.inner.add_fio(name, runner, drive, FioSpec { rw, bs, iodepth, numjobs, ios }, at_ps).map_err(werr)
     }
 
+    #[pyo3(signature = (name, runner, gpu_a, gpu_b, via="peer", rounds=100, at_ps=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn gpu_pingpong(&mut self, name: &str, runner: &str, gpu_a: &str, gpu_b: &str, via: &str, rounds: u32, at_ps: u64) -> PyResult<()> {
+        let v = Via::parse(via).ok_or_else(|| invalid(name, format!("via {via:?}: expected peer or ram")))?;
+        self.inner.add_gpu_pingpong(name, runner, [gpu_a, gpu_b], v, rounds, at_ps).map_err(werr)
+    }
+
+    #[pyo3(signature = (name, runner, peer, use_dma=false, threads=1, chunk_order=19, total_order=20, max_mw_size=None, dma=None, at_ps=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn ntb_perf(&mut self, name: &str, runner: &str, peer: &str, use_dma: bool, threads: u32, chunk_order: u32, total_order: u32, max_mw_size: Option<u64>, dma: Option<String>, at_ps: u64) -> PyResult<()> {
+        let spec = NtbPerfSpec { use_dma, threads, chunk_order, total_order, max_mw_size, dma };
+        self.inner.add_ntb_perf(name, runner, peer, &spec, at_ps).map_err(werr)
+    }
+
     /// Run until nothing is left to happen.
     fn run(&mut self, py: Python<'_>) -> PyResult<()> {
         let _ = py;
         let r = self.inner.run().map_err(werr)?;
         self.rows = r.workloads.iter().map(|w| {
             let fio = w.fio.as_ref().map(|f| (f.ios, f.iops, f.lat_mean_ps, f.lat_p50_ps, f.lat_p99_ps));
-            (w.name.clone(), w.kind.name().to_string(), w.at, w.start, w.end, w.bytes, fio)
+            let trips = w.round_trips.as_ref().map(|r| (r.rounds, r.mean_ps, r.p50_ps, r.p99_ps, r.max_ps));
+            let perf = w.ntb_perf.as_ref().map(|p| p.threads.clone());
+            (w.name.clone(), w.kind.name().to_string(), w.at, w.start, w.end, w.bytes, fio, trips, perf)
         }).collect();
         self.links = r.links.iter().map(|l| (l.link, l.towards_down, l.from.clone(), l.to.clone(), l.stats.tlps, l.stats.wire_bytes, l.stats.payload_bytes, l.stats.busy_ps, l.stats.queue_ps, l.stats.credit_stall_ps)).collect();
         Ok(())

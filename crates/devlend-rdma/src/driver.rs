@@ -1,6 +1,7 @@
 //! The DMA driver's call, as a thread on a machine, and one machine per operation.
 //!
-//! An operation (a put, a get, one pass of ntb_perf) runs on a machine of its own: the fabric
+//! The driver's call works on any machine (a fabric alone, or a cluster shared with other
+//! workloads). An operation of the library (a put, a get) runs on a machine of its own: the fabric
 //! moves into it, the DMA engine is added as a device, the driver's calls run as threads, and the
 //! fabric comes back when nothing is left to happen. A DMA call is what the PLX driver's ioctl
 //! does (003 §3): enter the driver, read the channel's status register over PCIe where block mode
@@ -12,7 +13,7 @@ use crate::dma::{self, Desc, DmaEngine};
 use crate::error::{RResult, RdmaError};
 use crate::params::params;
 use crate::shmem::Timing;
-use devlend_engine::machine::{Machine, MachineError, Thread, ThreadError};
+use devlend_engine::machine::{Machine, MachineError, Thread, ThreadError, World};
 use devlend_engine::queue::Ps;
 use devlend_fabric::fabric::Event;
 use devlend_fabric::route::Requester;
@@ -39,7 +40,7 @@ fn placeholder() -> Fabric {
 }
 
 /// Run `go` on a machine made of `f` (with `engine` on it, if given); `f` is back afterwards.
-pub(crate) fn on_machine<T>(f: &mut Fabric, engine: Option<&Rc<RefCell<DmaEngine>>>, go: impl FnOnce(&mut Machine<Fabric>) -> RResult<T>) -> RResult<T> {
+pub fn on_machine<T>(f: &mut Fabric, engine: Option<&Rc<RefCell<DmaEngine>>>, go: impl FnOnce(&mut Machine<Fabric>) -> RResult<T>) -> RResult<T> {
     let mut m = Machine::new(std::mem::replace(f, placeholder()));
     if let Some(e) = engine {
         let func = e.borrow().func;
@@ -51,7 +52,7 @@ pub(crate) fn on_machine<T>(f: &mut Fabric, engine: Option<&Rc<RefCell<DmaEngine
 }
 
 /// A machine's error as the library's: a DMA error from a driver thread stays one.
-pub(crate) fn machine_error(e: MachineError) -> RdmaError {
+pub fn machine_error(e: MachineError) -> RdmaError {
     match e {
         MachineError::Thread { error, .. } => match *error {
             ThreadError::Other(inner) => match inner.downcast::<RdmaError>() {
@@ -86,12 +87,12 @@ fn register_stores(descs: &[Desc], sg: bool, ring_at: u64) -> Vec<(u64, u32)> {
 /// One DMA call on a channel, from the ioctl to the woken caller: its time by part, or the
 /// channel's error status (the call returns normally then, as the ioctl does, so other channels'
 /// threads go on).
-pub(crate) fn dma_call(t: &mut Thread<'_, Fabric>, r: Regs, descs: &[Desc], sg: bool) -> Result<RResult<Timing>, ThreadError> {
+pub(crate) fn dma_call<W: World>(t: &mut Thread<'_, W>, r: Regs, descs: &[Desc], sg: bool) -> Result<RResult<Timing>, ThreadError> {
     let p = &params().ntb_dma;
     let sw = &params().rdma_sw;
     let mut timing = Timing::default();
     let mut mark = t.now();
-    let mut lap = |t: &Thread<'_, Fabric>, timing: &mut Timing, what: &'static str| {
+    let mut lap = |t: &Thread<'_, W>, timing: &mut Timing, what: &'static str| {
         let now = t.now();
         timing.add(what, now - mark);
         mark = now;
@@ -106,15 +107,15 @@ pub(crate) fn dma_call(t: &mut Thread<'_, Fabric>, r: Regs, descs: &[Desc], sg: 
     lap(t, &mut timing, "status register reads");
     if sg {
         let table: Vec<u8> = descs.iter().flat_map(|d| d.encode()).collect();
-        t.world().write(Requester::Cpu(r.host), r.ring, &table);
+        t.world().fabric().write(Requester::Cpu(r.host), r.ring, &table);
     }
-    let events = t.world().events.total();
+    let events = t.world().fabric().events.total();
     for (off, v) in register_stores(descs, sg, r.ring) {
         uc_store(t, r.host, r.base + off, v)?;
     }
     lap(t, &mut timing, "register stores (UC)");
     let data = r.msi_data;
-    t.wait_until(format!("the completion interrupt (MSI data {data:#x})"), move |f: &mut Fabric| f.events.since(events).any(|e| matches!(e, Event::Msi { data: d, .. } if *d == data)));
+    t.wait_until(format!("the completion interrupt (MSI data {data:#x})"), move |w: &mut W| w.fabric().events.since(events).any(|e| matches!(e, Event::Msi { data: d, .. } if *d == data)));
     lap(t, &mut timing, "engine: descriptors, data, MSI");
     for _ in before..reads {
         t.cpu_read(r.host, r.base + dma::STATUS, 4)?;
@@ -126,7 +127,7 @@ pub(crate) fn dma_call(t: &mut Thread<'_, Fabric>, r: Regs, descs: &[Desc], sg: 
 }
 
 /// One uncached store: the core issues the next only `uc_store_ps` after this one.
-fn uc_store(t: &mut Thread<'_, Fabric>, host: u16, addr: u64, v: u32) -> Result<(), ThreadError> {
+fn uc_store<W: World>(t: &mut Thread<'_, W>, host: u16, addr: u64, v: u32) -> Result<(), ThreadError> {
     let start: Ps = t.now();
     t.cpu_write(host, addr, &v.to_le_bytes())?;
     let spent = t.now() - start;
@@ -135,8 +136,9 @@ fn uc_store(t: &mut Thread<'_, Fabric>, host: u16, addr: u64, v: u32) -> Result<
 }
 
 /// The channel's status after its interrupt: an error names the descriptor and what landed.
-fn check_status(t: &mut Thread<'_, Fabric>, r: Regs) -> RResult<()> {
-    let f = &mut *t.world();
+fn check_status<W: World>(t: &mut Thread<'_, W>, r: Regs) -> RResult<()> {
+    let mut w = t.world();
+    let f = w.fabric();
     let status = dma::reg_read(f, r.func, r.offset + dma::STATUS, 4) as u32;
     if status & dma::STATUS_ERROR == 0 {
         return Ok(());
@@ -146,12 +148,12 @@ fn check_status(t: &mut Thread<'_, Fabric>, r: Regs) -> RResult<()> {
 }
 
 /// The busiest link direction's time spent serialising TLPs during the run, in ps.
-pub(crate) fn busiest_ps(m: &Machine<Fabric>) -> u64 {
+pub fn busiest_ps<W: World>(m: &Machine<W>) -> u64 {
     m.port_stats().iter().map(|p| p.busy_ps).max().unwrap_or(0)
 }
 
 /// Each thread's time from its start to its end (0 for one that did not end), in ps.
-pub(crate) fn thread_ps(m: &Machine<Fabric>, ids: &[usize]) -> Vec<u64> {
+pub fn thread_ps<W: World>(m: &Machine<W>, ids: &[usize]) -> Vec<u64> {
     ids.iter().map(|&i| m.thread_end(i).map_or(0, |e| e - m.thread_start(i))).collect()
 }
 

@@ -2,15 +2,22 @@
 //! together, and together move no more than the link carries); a fault in one channel leaves
 //! another's transfer complete and correct; the bytes DMA moves are the source's.
 
-use crate::bench::{link_limit, testbed_with};
 use crate::dma::{Desc, DESC_DONE, DESC_ERROR};
-use crate::error::RdmaError;
-use crate::shmem::Pair;
+use crate::error::{RResult, RdmaError};
+use crate::shmem::{handshake, Pair};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
 
 const J: &str = include_str!("../tests/pex8749-rdma.json");
 const HALF: u64 = 512 << 10;
+
+/// The 003 testbed after the handshake, host B's DMA engine with `channels` channels of `reads`.
+fn testbed_with(json: &str, channels: Option<u32>, reads: Option<u64>) -> RResult<(Fabric, Pair)> {
+    let mut f = devlend_fabric::build_json(json).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+    let mut pair = handshake(&mut f, "nt-virtual", "nt-link", 0x1000_0000, 1 << 20, None)?;
+    pair.b.attach_dma_with(&mut f, "plx-dma", channels.unwrap_or(1), reads.unwrap_or(1))?;
+    Ok((f, pair))
+}
 
 /// The testbed with the NT cable (host B to host A; only the writes cross it) at Gen1 x1: with
 /// deep read pipelines, the link is what limits the channels.
@@ -55,7 +62,7 @@ fn two_channels_on_one_link_finish_together_within_its_capacity() {
     let ratio = a.max(b) as f64 / one as f64;
     assert!((1.8..2.1).contains(&ratio), "two channels take {ratio:.2}x one alone: the link is shared, not doubled or lost");
     let rate = (2 * HALF) as f64 / (a.max(b) as f64 * 1e-12);
-    let cap = link_limit(&json).unwrap();
+    let cap = p.b.dma_write_limit(&mut f).unwrap();
     assert!(rate <= cap, "{rate:.3e} B/s moved by both channels is more than the link's {cap:.3e}");
     assert!(both.link_ps <= a.max(b));
     assert_eq!(host_a(&mut f, &p, 0, 2 * HALF), data);

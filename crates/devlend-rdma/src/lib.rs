@@ -11,20 +11,20 @@
 //! - [`pio`]: CPU stores through the NTB BAR, uncached or write-combined, as a mechanism (Fig 8);
 //! - [`shmem`]: an OpenSHMEM-style put/get library (bytes, int, double; blocking and `*_nbi` with
 //!   `quiet`) choosing PIO, block DMA or SG DMA (003 §3, Fig 5-6);
-//! - [`bench`]: the measurements of Figs 8-9 and the Gen3/Gen4 extension of issue 6.
+//!
+//! Tools and figures are not here: `ntb_perf` as a workload on a shared machine is
+//! devlend-workloads'; the measurements of Figs 8-9, the Gen3/Gen4 extension and the ntb_perf and
+//! ntb_pingpong figures of issue 6 on the 003 testbed are devlend-experiments' `rdma`.
 //!
 //! Constants: `params/hardware.toml` tables `[cpu_store]`, `[ntb_dma]`, `[rdma_sw]` and the
 //! `pex8749-dma` device profile, each with its source or marked assumed.
 
-pub mod bench;
 pub(crate) mod channel;
 pub mod dma;
-pub(crate) mod driver;
+pub mod driver;
 pub mod error;
 pub mod node;
 pub mod params;
-pub mod perf;
-pub mod pingpong;
 pub mod pio;
 pub mod shmem;
 

@@ -67,11 +67,18 @@ impl Node {
         if !h.in_ram(phys + size - 1) || !h.in_ram(ring_phys + 0x2000 - 1) {
             return Err(RdmaError::Invalid(format!("buffer of {size} bytes at RAM offset {ram_offset:#x} is not contiguous in host {}", h.name)));
         }
+        Node::open_at(f, ntb, 0, Pinned { phys, size }, Pinned { phys: ring_phys, size: 0x2000 })
+    }
+
+    /// As [`Node::open`] with the buffer and ring already pinned by the caller (the host's
+    /// allocator), through memory window `widx` of NT adapter `ntb`.
+    pub fn open_at(f: &mut Fabric, ntb: u32, widx: usize, buf: Pinned, ring: Pinned) -> RResult<Node> {
+        let host = f.ntbs[ntb as usize].host;
         let func = f.ntbs[ntb as usize].func;
         f.set_bus_master(func, true);
-        f.mw_set_trans(ntb, 0, phys, size).map_err(ferr)?;
-        let window = f.peer_mw_get_addr(ntb, 0).map_err(ferr)?;
-        Ok(Node { host, ntb, buf: Pinned { phys, size }, ring: Pinned { phys: ring_phys, size: 0x2000 }, peer: None, window })
+        f.mw_set_trans(ntb, widx, buf.phys, buf.size).map_err(ferr)?;
+        let window = f.peer_mw_get_addr(ntb, widx).map_err(ferr)?;
+        Ok(Node { host, ntb, buf, ring, peer: None, window })
     }
 
     /// Publish this host's buffer in the peer's scratchpads and ring its READY doorbell.
@@ -133,7 +140,8 @@ impl Node {
         Ok(())
     }
 
-    pub(crate) fn doorbell_reg(&self, f: &Fabric) -> Option<u64> {
+    /// The bus address of this side's doorbell register in its NT port's BAR 0, if it has one.
+    pub fn doorbell_reg(&self, f: &Fabric) -> Option<u64> {
         let func = f.ntbs[self.ntb as usize].func;
         let bar0 = f.funcs[func as usize].bars.iter().find(|b| b.index == 0)?;
         let off = if f.ntbs[self.ntb as usize].name.contains("virtual") { DB_REG_VIRTUAL } else { DB_REG_LINK };

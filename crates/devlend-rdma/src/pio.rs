@@ -13,7 +13,8 @@
 use crate::params::params;
 use crate::driver;
 use crate::error::RResult;
-use devlend_engine::machine::Machine;
+use devlend_engine::machine::{Machine, World};
+use devlend_engine::queue::Ps;
 use devlend_fabric::Fabric;
 use std::rc::Rc;
 
@@ -43,26 +44,29 @@ impl Mapping {
 /// the time until the last store has landed, in ps.
 pub fn put(f: &mut Fabric, host: u16, addr: u64, data: &[u8], mapping: Mapping) -> RResult<u64> {
     driver::on_machine(f, None, |m| {
-        spawn_copy(m, "memcpy into the BAR", host, addr, data, 1, mapping);
+        spawn_copy(m, "memcpy into the BAR", host, addr, data, 1, 1, mapping, 0);
         m.run().map_err(driver::machine_error)?;
         Ok(m.now())
     })
 }
 
-/// Spawn CPU `host`'s copies of `data` to `addr`, `times` chunks one after another (chunk `j` at
-/// `addr + j * data.len()`), each after a call's entry. One thread per store slot (one for UC, a
-/// fill buffer each for WC, lines dealt round-robin): a slot's next store goes out once its last
-/// has left the CPU and its holding time has passed. Returns the threads.
-pub fn spawn_copy(m: &mut Machine<Fabric>, name: &str, host: u16, addr: u64, data: &[u8], times: u64, mapping: Mapping) -> Vec<usize> {
+/// Spawn CPU `host`'s copies of `data` to `addr` from time `at`, `times` chunks one after another
+/// (chunk `j` at `addr + (j % wrap) * data.len()`: `wrap` chunks fill the target, then it starts
+/// again), each after a call's entry. One thread per store slot (one for UC, a fill buffer each
+/// for WC, lines dealt round-robin): a slot's next store goes out once its last has left the CPU
+/// and its holding time has passed. Returns the threads.
+#[allow(clippy::too_many_arguments)]
+pub fn spawn_copy<W: World>(m: &mut Machine<W>, name: &str, host: u16, addr: u64, data: &[u8], times: u64, wrap: u64, mapping: Mapping, at: Ps) -> Vec<usize> {
+    let wrap = wrap.max(1);
     let (unit, lanes, hold) = mapping.lanes();
     let data: Rc<[u8]> = Rc::from(data);
     (0..lanes)
         .map(|lane| {
             let data = data.clone();
-            m.spawn(&format!("{name}, store slot {lane}"), 0, move |t| {
+            m.spawn(&format!("{name}, store slot {lane}"), at, move |t| {
                 for j in 0..times {
                     t.sleep(params().cpu_store.call_ps);
-                    let at = addr + j * data.len() as u64;
+                    let at = addr + (j % wrap) * data.len() as u64;
                     for (i, piece) in data.chunks(unit as usize).enumerate().skip(lane as usize).step_by(lanes as usize) {
                         let start = t.now();
                         t.cpu_write(host, at + i as u64 * unit, piece)?;

@@ -23,6 +23,9 @@ use crate::error::{RResult, RdmaError};
 use crate::node::{Node, Pinned};
 use crate::params::params;
 use crate::pio::{self, Mapping};
+use devlend_engine::machine::{Machine, World};
+use devlend_engine::path::{port_id, propagation, ps_per_byte_fp};
+use devlend_engine::queue::Ps;
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
 use devlend_wire::Access;
@@ -69,6 +72,19 @@ pub struct Concurrent {
     pub timings: Vec<Vec<Timing>>,
     /// The busiest link direction's time spent serialising TLPs during the run, in ps.
     pub link_ps: u64,
+}
+
+/// One channel's driver thread started by [`Pe::spawn_queues`], and each call's outcome.
+pub struct DmaRun {
+    pub thread: usize,
+    pub results: Rc<RefCell<Vec<RResult<Timing>>>>,
+}
+
+impl DmaRun {
+    /// The first call that ended with the channel's error status, if any.
+    pub fn check(&self) -> RResult<()> {
+        self.results.borrow().iter().find_map(|r| r.as_ref().err().cloned()).map_or(Ok(()), Err)
+    }
 }
 
 /// One processing element: a host with its node and, if it has one, a DMA channel.
@@ -304,46 +320,75 @@ impl Pe {
 
     /// One machine: a driver thread per channel runs its queue's calls one after another.
     pub(crate) fn run_queues(&mut self, f: &mut Fabric, queues: &[Vec<Vec<Desc>>], sg: bool) -> RResult<Concurrent> {
-        let regs: Vec<Regs> = (0..queues.len()).map(|c| self.regs(c)).collect::<RResult<_>>()?;
-        for (r, q) in regs.iter().zip(queues) {
-            check_shape(q, sg, r.ring_bytes)?;
-        }
         let engine = self.channel()?.engine.clone();
-        let timings: Vec<Rc<RefCell<Vec<RResult<Timing>>>>> = queues.iter().map(|_| Rc::default()).collect();
         let run = driver::on_machine(f, Some(&engine), |m| {
-            let ids: Vec<usize> = queues
-                .iter()
-                .zip(&regs)
-                .zip(&timings)
-                .enumerate()
-                .map(|(c, ((q, r), out))| {
-                    let (q, r, out) = (q.clone(), *r, out.clone());
-                    m.spawn(&format!("dma driver, channel {c}"), 0, move |t| {
-                        for descs in &q {
-                            let timing = driver::dma_call(t, r, descs, sg)?;
-                            let failed = timing.is_err();
-                            out.borrow_mut().push(timing);
-                            if failed {
-                                break;
-                            }
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
+            let runs = self.spawn_queues(m, "dma driver", queues, sg, 0)?;
             m.run().map_err(driver::machine_error)?;
-            Ok((driver::thread_ps(m, &ids), driver::busiest_ps(m)))
+            let ids: Vec<usize> = runs.iter().map(|r| r.thread).collect();
+            Ok((runs, driver::thread_ps(m, &ids), driver::busiest_ps(m)))
         });
-        let (channel_ps, link_ps) = run?;
+        let (runs, channel_ps, link_ps) = run?;
         let mut done = Vec::new();
-        for t in timings {
-            done.push(t.take().into_iter().collect::<RResult<Vec<Timing>>>().map_err(|e| self.describe_fault(f, e))?);
+        for r in runs {
+            done.push(r.results.take().into_iter().collect::<RResult<Vec<Timing>>>().map_err(|e| self.describe_fault(f, e))?);
         }
         let timings = done;
         Ok(Concurrent { total_ps: channel_ps.iter().copied().max().unwrap_or(0), channel_ps, timings, link_ps })
     }
 
-    /// A channel error's message: what the fabric recorded for its fault.
+    /// Start queue `c` of `queues` on channel `c` as a driver thread ("NAME, channel c") on `m`
+    /// from `at`, each job one DMA call after the last, a failing call ending the queue. The
+    /// engine must be a device of `m` already, or be added by the caller.
+    pub fn spawn_queues<W: World>(&self, m: &mut Machine<W>, name: &str, queues: &[Vec<Vec<Desc>>], sg: bool, at: Ps) -> RResult<Vec<DmaRun>> {
+        let regs: Vec<Regs> = (0..queues.len()).map(|c| self.regs(c)).collect::<RResult<_>>()?;
+        for (r, q) in regs.iter().zip(queues) {
+            check_shape(q, sg, r.ring_bytes)?;
+        }
+        let runs = queues
+            .iter()
+            .zip(&regs)
+            .enumerate()
+            .map(|(c, (q, r))| {
+                let (q, r, out) = (q.clone(), *r, Rc::new(RefCell::new(Vec::new())));
+                let results = out.clone();
+                let thread = m.spawn(&format!("{name}, channel {c}"), at, move |t| {
+                    for descs in &q {
+                        let timing = driver::dma_call(t, r, descs, sg)?;
+                        let failed = timing.is_err();
+                        out.borrow_mut().push(timing);
+                        if failed {
+                            break;
+                        }
+                    }
+                    Ok(())
+                });
+                DmaRun { thread, results }
+            })
+            .collect();
+        Ok(runs)
+    }
+
+    /// The DMA engine as a device for a machine the caller runs (see [`Pe::spawn_queues`]).
+    pub fn dma_device(&self) -> RResult<(devlend_fabric::model::FuncId, Rc<RefCell<DmaEngine>>)> {
+        let e = self.channel()?.engine.clone();
+        let func = e.borrow().func;
+        Ok((func, e))
+    }
+
+    /// The analytic limit (devlend_engine::analytic) of posted writes along the DMA engine's path
+    /// into the peer's window: what the links allow, in bytes/s.
+    pub fn dma_write_limit(&self, f: &mut Fabric) -> RResult<f64> {
+        let func = self.channel()?.engine.borrow().func;
+        let plan = devlend_engine::plan(f, Requester::Func(func), self.node.window.0, Access::Write).map_err(|e| RdmaError::Fabric(format!("{e:?}")))?;
+        let mut ports = vec![(0u64, 0u64); f.links.len() * 2];
+        for (i, l) in f.links.iter().enumerate() {
+            for down in [true, false] {
+                ports[port_id(i as u32, down) as usize] = (ps_per_byte_fp(l.gen, l.width), propagation(l.kind));
+            }
+        }
+        Ok(devlend_engine::analytic::write_bandwidth(&plan, &ports))
+    }
+
     fn describe_fault(&self, f: &Fabric, e: RdmaError) -> RdmaError {
         let RdmaError::Dma { descriptor, bytes_done, .. } = e else { return e };
         let Ok(ch) = self.channel() else { return e };

@@ -3,12 +3,26 @@
 
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
-use devlend_rdma::bench::{self, testbed};
 use devlend_rdma::dma::Desc;
 use devlend_rdma::node::link_down;
-use devlend_rdma::{Method, Pair, RdmaError};
+use devlend_rdma::{handshake, Method, Pair, RResult, RdmaError};
 
 const J: &str = include_str!("pex8749-rdma.json");
+const BUF_SIZE: u64 = 1 << 20;
+
+/// The 003 testbed after the scratchpad handshake (1 MiB buffers at 256 MiB into each host's RAM).
+fn testbed(json: &str) -> RResult<(Fabric, Pair)> {
+    testbed_with(json, None, None)
+}
+
+/// The testbed with host B's DMA engine of `channels` channels of `reads` reads each (None: params').
+fn testbed_with(json: &str, channels: Option<u32>, reads: Option<u64>) -> RResult<(Fabric, Pair)> {
+    let p = &devlend_rdma::params::params().ntb_dma;
+    let mut f = devlend_fabric::build_json(json).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+    let mut pair = handshake(&mut f, "nt-virtual", "nt-link", 0x1000_0000, BUF_SIZE, None)?;
+    pair.b.attach_dma_with(&mut f, "plx-dma", channels.unwrap_or(p.channels), reads.unwrap_or(p.outstanding_reads))?;
+    Ok((f, pair))
+}
 const ALL: [Method; 4] = [Method::Pio, Method::BlockDma, Method::SgDma(8), Method::SgDma(256)];
 
 fn peer_a(p: &Pair) -> u64 {
@@ -24,7 +38,7 @@ fn handshake_publishes_buffers_and_programs_windows() {
     let (_f, p) = testbed(J).unwrap();
     assert_eq!(p.b.node.peer.unwrap(), p.a.node.buf);
     assert_eq!(p.a.node.peer.unwrap(), p.b.node.buf);
-    assert_eq!(p.b.node.window_size(), bench::BUF_SIZE);
+    assert_eq!(p.b.node.window_size(), BUF_SIZE);
     assert!(p.b.dma.is_some() && p.a.dma.is_none());
 }
 
@@ -143,7 +157,7 @@ fn typed_put_get_blocking_and_nonblocking_with_every_method() {
 
 #[test]
 fn concurrent_descriptors_outside_registered_memory_move_nothing() {
-    let (mut f, mut p) = bench::testbed_with(J, Some(2), None).unwrap();
+    let (mut f, mut p) = testbed_with(J, Some(2), None).unwrap();
     let base = peer_a(&p);
     let (win, local) = (p.b.node.window.0, p.b.node.buf.phys);
     let before = ram(&mut f, p.a.node.host, base, 1 << 20);
@@ -183,18 +197,6 @@ fn descriptors_outside_registered_memory() {
     assert!(p.b.dma_raw(&mut f, &[bad_src, bad_src], false).is_err(), "block mode takes one descriptor");
 }
 
-#[test]
-fn r1_r2_relations_hold_in_the_rust_model() {
-    let sizes = [1024, 2048, 4096, 1 << 20];
-    let rows = bench::sweep(J, &["memcpy", "block", "sg8", "sg256"], &sizes, None).unwrap();
-    let mbps = |m: &str, s: u64| rows.iter().find(|r| r.0 == m && r.1 == s).map(|r| s as f64 / (r.2.total_ps as f64 * 1e-12) / 1e6).unwrap();
-    assert!(mbps("memcpy", 1024) > mbps("block", 1024));
-    assert!(mbps("block", 4096) > mbps("memcpy", 4096));
-    assert!((130.0..=175.0).contains(&mbps("memcpy", 1 << 20)));
-    assert!((430.0..=560.0).contains(&mbps("block", 1 << 20)));
-    assert!(mbps("sg256", 4096) < mbps("sg8", 4096));
-}
-
 /// The testbed with the NT link (host B to host A, only the writes cross it) re-rated.
 fn slow_nt_link(gen: u8, width: u8) -> String {
     let mut v: serde_json::Value = serde_json::from_str(J).unwrap();
@@ -209,7 +211,7 @@ fn slow_nt_link(gen: u8, width: u8) -> String {
 
 /// Two 512 KiB block transfers into host A's window, on `channels` channels at once.
 fn two_transfers(json: &str, channels: u32, reads: u64) -> (u64, u64) {
-    let (mut f, mut p) = bench::testbed_with(json, Some(channels), Some(reads)).unwrap();
+    let (mut f, mut p) = testbed_with(json, Some(channels), Some(reads)).unwrap();
     let (win, local, half) = (p.b.node.window.0, p.b.node.buf.phys, 512 << 10);
     let data: Vec<u8> = (0..2 * half).map(|i| (i % 251) as u8).collect();
     f.write(Requester::Cpu(p.b.node.host), local, &data);
@@ -240,57 +242,7 @@ fn two_channels_beat_one_unless_the_link_is_the_limit() {
 #[test]
 fn channel_count_is_checked() {
     for (c, r) in [(0, 1), (5, 1), (1, 0)] {
-        assert!(matches!(bench::testbed_with(J, Some(c), Some(r)), Err(RdmaError::Invalid(_))));
+        assert!(matches!(testbed_with(J, Some(c), Some(r)), Err(RdmaError::Invalid(_))));
     }
 }
 
-#[test]
-fn ntb_perf_cpu_and_dma_land_in_the_peer_and_report_mbps() {
-    let kib = 1u64 << 10;
-    let cpu = bench::ntb_perf(J, 64 * kib, 4 << 20, false, 1, None, None).unwrap();
-    let dma = bench::ntb_perf(J, 64 * kib, 4 << 20, true, 1, None, None).unwrap();
-    for r in [&cpu, &dma] {
-        assert_eq!(r.copied, 4 << 20);
-        assert!(r.total_ps >= r.link_ps && r.mbytes_per_s() > 0.0);
-    }
-    // Four passes over the 1 MiB window take four times one pass.
-    let one = bench::ntb_perf(J, 64 * kib, 1 << 20, true, 1, None, None).unwrap();
-    assert_eq!(dma.total_ps, 4 * one.total_ps);
-    // Two threads on two channels: each copies `total`, together faster than one thread alone.
-    let two = bench::ntb_perf(J, 64 * kib, 1 << 20, true, 2, Some(2), None).unwrap();
-    assert_eq!(two.copied, 2 << 20);
-    assert!(two.mbytes_per_s() > 1.5 * one.mbytes_per_s());
-}
-
-#[test]
-fn ntb_perf_bad_parameters_are_clear_errors() {
-    let bad = [(0, 1 << 20, false, 1), (2 << 20, 4 << 20, false, 1), (4096, 1024, false, 1), (4096, 1 << 20, false, 0), (4096, 1 << 20, false, 33), (1 << 20, 1 << 20, false, 2)];
-    for (chunk, total, dma, threads) in bad {
-        let e = bench::ntb_perf(J, chunk, total, dma, threads, None, None).unwrap_err();
-        assert!(matches!(e, RdmaError::Invalid(_)), "{e}");
-    }
-    let e = bench::ntb_perf(J, 4096, 1 << 20, true, 2, None, None).unwrap_err();
-    assert!(matches!(e, RdmaError::NoDmaEngine(_)) && e.to_string().contains("DMA channel"), "{e}");
-}
-
-#[test]
-fn ntb_pingpong_bounces_the_counter_and_shifts_the_doorbell() {
-    let r = bench::ntb_pingpong(J, 40, 1, 0).unwrap();
-    assert_eq!(r.counter, 40);
-    assert_eq!(&r.bits[..3], &[1, 2, 4]);
-    assert_eq!(r.bits[16], 1, "starts again after the 16 valid bits");
-    assert!(r.round_trip_ps > 0 && r.total_ps == 20 * r.round_trip_ps);
-    let slow = bench::ntb_pingpong(J, 2, 1, 1_000_000).unwrap();
-    assert_eq!(slow.round_trip_ps, r.round_trip_ps + 2_000_000);
-    for (pings, init) in [(0, 1), (4, 0), (4, 1 << 16)] {
-        assert!(matches!(bench::ntb_pingpong(J, pings, init, 0), Err(RdmaError::Invalid(_))));
-    }
-}
-
-#[test]
-fn ntb_pingpong_over_a_link_that_is_down_fails_cleanly() {
-    let (mut f, p) = testbed(J).unwrap();
-    link_down(&mut f, "nt-link").unwrap();
-    let e = devlend_rdma::pingpong::run(&mut f, &p.a.node, &p.b.node, 4, 1, 0).unwrap_err();
-    assert!(matches!(e, RdmaError::LinkDown(_)), "{e}");
-}

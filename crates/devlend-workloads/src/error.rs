@@ -17,6 +17,8 @@ pub enum WorkloadError {
     AlreadyBorrowed { workload: String, device: String, message: String },
     /// Another workload of this scenario drives the device.
     InUse { workload: String, device: String, by: String },
+    /// No NT adapter of `runner` has its peer in host `peer`.
+    NoNtb { workload: String, runner: String, peer: String },
     /// The device, or the stream's address, cannot be reached from the runner.
     Unreachable { workload: String, what: String, message: String },
     /// A description the runner cannot run (zero bytes, zero depth, too large for the device).
@@ -39,6 +41,7 @@ impl WorkloadError {
             WorkloadError::WrongKind { .. } => "wrong-kind",
             WorkloadError::AlreadyBorrowed { .. } => "already-borrowed",
             WorkloadError::InUse { .. } => "in-use",
+            WorkloadError::NoNtb { .. } => "no-ntb",
             WorkloadError::Unreachable { .. } => "unreachable",
             WorkloadError::Invalid { .. } => "invalid",
             WorkloadError::Setup { .. } => "setup",
@@ -59,6 +62,7 @@ impl fmt::Display for WorkloadError {
             WorkloadError::WrongKind { workload, device, expected, found } => write!(f, "workload {workload}: {device} is not a {expected} device ({found})"),
             WorkloadError::AlreadyBorrowed { workload, device, message } => write!(f, "workload {workload}: {device} is already borrowed: {message}"),
             WorkloadError::InUse { workload, device, by } => write!(f, "workload {workload}: {device} is already driven by workload {by}"),
+            WorkloadError::NoNtb { workload, runner, peer } => write!(f, "workload {workload}: no NTB joins host {runner} to host {peer}"),
             WorkloadError::Unreachable { workload, what, message } => write!(f, "workload {workload}: {what} cannot be reached: {message}"),
             WorkloadError::Invalid { workload, why } => write!(f, "workload {workload}: {why}"),
             WorkloadError::Setup { workload, message } => write!(f, "workload {workload}: set-up failed: {message}"),

@@ -3,11 +3,18 @@
 //! Layer 5 of devlend, above the devices (`devlend-devices`), RDMA (`devlend-rdma`) and host
 //! software (`devlend-host`): a [`Scenario`] is one `Machine<Cluster>` on which workloads start
 //! at given times — timing-only DMA streams, bandwidthTest-style GPU copies driven by the real GPU
-//! driver on the GPU actor, fio-style NVMe jobs driven by the real NVMe driver on the controller —
-//! and run together, sharing links, credits and tags. A run gives each workload's result (start,
-//! end, bytes, bandwidth; IOPS and latency percentiles for fio) and each loaded link direction's
-//! bytes, busy time, queueing and credit stalls. Devices in another host are borrowed through
-//! Device Lending, as the paper workloads do.
+//! driver on the GPU actor, GPU ping-pongs of the ping-pong kernel (`gpu_kernel`), fio-style NVMe
+//! jobs driven by the real NVMe driver on the controller, and Linux's `ntb_perf` between two
+//! hosts joined by an NTB (CPU stores or the DMA engine's channels) — and run together, sharing
+//! links, credits and tags. A run gives each workload's result (start, end, bytes, bandwidth;
+//! IOPS and latency percentiles for fio; round-trip percentiles for a ping-pong; per-thread
+//! throughput for ntb_perf) and each loaded link direction's bytes, busy time, queueing and
+//! credit stalls. Devices in another host are borrowed through Device Lending.
+//!
+//! What lives here: workloads and tools a user runs on any topology, on a machine shared with
+//! other workloads. A paper figure's procedure (its named testbed, its sizes, a shortcut valid
+//! only on an idle fabric) lives in devlend-experiments, which may use this crate, never the
+//! reverse.
 //!
 //! ```no_run
 //! # use devlend_workloads::*;
@@ -20,14 +27,13 @@
 //! for w in &report.workloads { println!("{} {:?}", w.name, w.bandwidth()); }
 //! # Ok(()) }
 //! ```
-//!
-//! `ntb_perf` is not offered yet: the RDMA driver (`devlend-rdma`) runs on a `Machine<Fabric>`
-//! of its own per operation, not on a shared `Machine<Cluster>`.
 
 mod attach;
 mod error;
 mod fio;
 mod gpu;
+mod ntb_perf;
+mod pingpong;
 mod scenario;
 mod stats;
 
@@ -36,6 +42,8 @@ pub use devlend_devices::gpu_bench::Dir;
 pub use devlend_wire::Access;
 pub use error::{WResult, WorkloadError};
 pub use fio::{FioSpec, FIO_BS};
+pub use ntb_perf::{NtbPerfResult, NtbPerfSpec, DMA_PROFILE, MAX_THREADS};
+pub use pingpong::{RoundTrips, Via};
 pub use scenario::{Kind, Report, Scenario, WorkloadResult};
 pub use devlend_engine::machine::LinkStat;
 pub use stats::engine_params;

@@ -2,6 +2,8 @@
 
 use crate::error::{WResult, WorkloadError};
 use crate::fio::FioSpec;
+use crate::ntb_perf::{NtbPerf, NtbPerfResult, NtbPerfSpec};
+use crate::pingpong::{PingPong, RoundTrips, Via};
 use crate::stats::engine_params;
 use devlend_engine::machine::LinkStat;
 use devlend_devices::fio::{FioResult, FioRun};
@@ -16,7 +18,9 @@ use std::collections::HashMap;
 pub enum Kind {
     Stream,
     GpuCopy,
+    GpuPingPong,
     Fio,
+    NtbPerf,
 }
 
 impl Kind {
@@ -24,7 +28,9 @@ impl Kind {
         match self {
             Kind::Stream => "stream",
             Kind::GpuCopy => "gpu-copy",
+            Kind::GpuPingPong => "gpu-pingpong",
             Kind::Fio => "fio",
+            Kind::NtbPerf => "ntb-perf",
         }
     }
 }
@@ -32,7 +38,9 @@ impl Kind {
 enum Track {
     Stream(usize),
     Gpu(crate::gpu::GpuCopy),
+    PingPong(PingPong),
     Fio(FioRun),
+    NtbPerf(NtbPerf),
 }
 
 struct Entry {
@@ -56,6 +64,10 @@ pub struct WorkloadResult {
     pub bytes: u64,
     /// IOPS and latencies, for a fio job.
     pub fio: Option<FioResult>,
+    /// Round trips, for a GPU ping-pong.
+    pub round_trips: Option<RoundTrips>,
+    /// Each thread's bytes and time, for ntb_perf.
+    pub ntb_perf: Option<NtbPerfResult>,
 }
 
 impl WorkloadResult {
@@ -141,6 +153,39 @@ impl Scenario {
         Ok(())
     }
 
+    /// A ping-pong of `rounds` round trips between `gpus[0]` (it stores first) and `gpus[1]`,
+    /// launched by `runner` (which borrows the GPUs that sit elsewhere) at `at`; the counters
+    /// meet in each other's memory or in a buffer in the runner's RAM (`via`).
+    pub fn add_gpu_pingpong(&mut self, name: &str, runner: &str, gpus: [&str; 2], via: Via, rounds: u32, at: Ps) -> WResult<()> {
+        self.admit(name, at)?;
+        self.claim(name, gpus[0])?;
+        if let Err(e) = self.claim(name, gpus[1]) {
+            self.users.remove(gpus[0]);
+            return Err(e);
+        }
+        let run = crate::pingpong::start(&mut self.m, name, runner, gpus, via, rounds, at).inspect_err(|_| {
+            self.users.retain(|_, w| w != name);
+        })?;
+        self.entries.push(Entry { name: name.into(), kind: Kind::GpuPingPong, at, bytes: 4 * 2 * rounds as u64, track: Track::PingPong(run) });
+        Ok(())
+    }
+
+    /// ntb_perf from host `runner` into host `peer`'s memory through the NTB joining them, from
+    /// `at`, with the tool's knobs (`spec`).
+    pub fn add_ntb_perf(&mut self, name: &str, runner: &str, peer: &str, spec: &NtbPerfSpec, at: Ps) -> WResult<()> {
+        self.admit(name, at)?;
+        let dma = crate::ntb_perf::dma_name(&self.m.world().fabric, name, runner, spec)?;
+        if let Some(d) = &dma {
+            self.claim(name, d)?;
+        }
+        let run = crate::ntb_perf::start(&mut self.m, name, runner, peer, spec, dma.as_deref(), at).inspect_err(|_| {
+            self.users.retain(|_, w| w != name);
+        })?;
+        let bytes = (1u64 << spec.total_order) / (1u64 << spec.chunk_order) * (1u64 << spec.chunk_order) * spec.threads as u64;
+        self.entries.push(Entry { name: name.into(), kind: Kind::NtbPerf, at, bytes, track: Track::NtbPerf(run) });
+        Ok(())
+    }
+
     /// An fio job on `drive` by `runner` from `at` (the driver's probe first, then the jobs).
     pub fn add_fio(&mut self, name: &str, runner: &str, drive: &str, spec: FioSpec, at: Ps) -> WResult<()> {
         self.admit(name, at)?;
@@ -162,7 +207,7 @@ impl Scenario {
     }
 
     fn result(&self, e: &Entry) -> WResult<WorkloadResult> {
-        let mut r = WorkloadResult { name: e.name.clone(), kind: e.kind, at: e.at, start: e.at, end: None, bytes: e.bytes, fio: None };
+        let mut r = WorkloadResult { name: e.name.clone(), kind: e.kind, at: e.at, start: e.at, end: None, bytes: e.bytes, fio: None, round_trips: None, ntb_perf: None };
         match &e.track {
             Track::Stream(i) => {
                 let s = &self.m.streams()[*i];
@@ -171,6 +216,14 @@ impl Scenario {
             Track::Gpu(copy) => {
                 copy.check(&self.m, &e.name)?;
                 (r.start, r.end) = (self.m.thread_start(copy.thread), self.m.thread_end(copy.thread));
+            }
+            Track::PingPong(p) => {
+                let (trips, start, end) = p.result(&e.name)?;
+                (r.start, r.end, r.round_trips) = (start, Some(end), Some(trips));
+            }
+            Track::NtbPerf(p) => {
+                let (perf, start, end) = p.result(&self.m, &e.name)?;
+                (r.start, r.end, r.ntb_perf) = (start, end, Some(perf));
             }
             Track::Fio(run) => {
                 let f = run.result().map_err(|err| WorkloadError::Failed { workload: e.name.clone(), message: err.to_string() })?;

@@ -92,3 +92,91 @@ fn params_name_the_version_and_the_drive() {
         assert!(p.iter().any(|(n, _)| n == k), "{k} missing from {p:?}");
     }
 }
+
+const PEX: &str = include_str!("../../devlend-rdma/tests/pex8749-rdma.json");
+
+fn perf_spec(use_dma: bool, threads: u32) -> NtbPerfSpec {
+    NtbPerfSpec { use_dma, threads, chunk_order: 16, total_order: 20, max_mw_size: None, dma: None }
+}
+
+/// A ping-pong between gpu0 and gpu1 (lender-a), launched by the borrower, the counters in the
+/// borrower's RAM: every store and load crosses the NTB cable. With `load`, the borrower's CPU
+/// reads gpu0's BAR 1 (far from the counter) through the same cable: its completions share the
+/// direction of the kernels' stores and loads.
+fn pingpong(load: bool) -> Report {
+    let mut s = Scenario::new(Cluster::from_json(THREE).unwrap());
+    s.add_gpu_pingpong("pp", "borrower", ["gpu0", "gpu1"], Via::Ram, 50, 0).unwrap();
+    if load {
+        let bar1 = s.cluster().lends().iter().find(|l| l.device == "gpu0").unwrap().bars[1].cpu_addr;
+        s.add_stream("load", "borrower:cpu", bar1 + 128 * MIB, 32 * MIB, Access::Read, 0).unwrap();
+    }
+    s.run().unwrap()
+}
+
+#[test]
+fn a_gpu_pingpong_reports_its_round_trips_and_waits_behind_a_stream() {
+    let (alone, loaded) = (pingpong(false), pingpong(true));
+    let trips = |r: &Report| r.workloads[0].round_trips.clone().unwrap();
+    let (a, b) = (trips(&alone), trips(&loaded));
+    assert_eq!((a.rounds, a.each_ps.len()), (50, 50));
+    assert!(a.p50_ps as f64 <= a.p99_ps as f64 && a.p99_ps <= a.max_ps && a.mean_ps > 0.0);
+    assert!(b.mean_ps > 1.05 * a.mean_ps, "beside the stream {} ps, alone {} ps", b.mean_ps, a.mean_ps);
+}
+
+#[test]
+fn ntb_perf_runs_on_any_topology_with_an_ntb_and_its_bytes_land() {
+    // The 003 testbed: host B's DMA engine found by its profile.
+    let mut s = Scenario::new(Cluster::from_json(PEX).unwrap());
+    s.add_ntb_perf("dma", "host-b", "host-a", &perf_spec(true, 2), 0).unwrap();
+    let r = s.run().unwrap();
+    let p = r.workloads[0].ntb_perf.clone().unwrap();
+    assert_eq!(p.threads.len(), 2);
+    assert!(p.threads.iter().all(|t| t.0 == 1 << 20 && t.1 > 0) && p.mbytes_per_s() > 0.0);
+    // Three hosts joined by PXH830s (no DMA engine): CPU copies from the borrower into lender-a.
+    let mut s = Scenario::new(Cluster::from_json(THREE).unwrap());
+    s.add_ntb_perf("cpu", "borrower", "lender-a", &perf_spec(false, 1), 0).unwrap();
+    let r = s.run().unwrap();
+    assert!(r.workloads[0].bandwidth().unwrap() > 0.0);
+}
+
+/// ntb_perf's CPU copies from the borrower into lender-a, with a stream of the borrower's CPU
+/// writing into lender-a's gpu0 through the same cable at the same time, or not.
+fn perf_beside(load: bool) -> Report {
+    let mut s = Scenario::new(Cluster::from_json(THREE).unwrap());
+    let spec = NtbPerfSpec { total_order: 22, ..perf_spec(false, 4) };
+    s.add_ntb_perf("perf", "borrower", "lender-a", &spec, 0).unwrap();
+    if load {
+        s.cluster().borrow("borrower", "gpu0").unwrap();
+        let bar1 = s.cluster().lends()[0].bars[1].cpu_addr;
+        s.add_stream("load", "borrower:cpu", bar1, 64 * MIB, Access::Write, 0).unwrap();
+    }
+    s.run().unwrap()
+}
+
+#[test]
+fn ntb_perf_shares_the_cable_with_other_traffic() {
+    let (alone, loaded) = (perf_beside(false), perf_beside(true));
+    assert!(bw(&loaded, "perf") < 0.95 * bw(&alone, "perf"), "{} vs {}", bw(&loaded, "perf"), bw(&alone, "perf"));
+}
+
+#[test]
+fn bad_pingpong_and_ntb_perf_input_are_typed_errors_naming_the_field() {
+    let three = || Scenario::new(Cluster::from_json(THREE).unwrap());
+    let e = three().add_gpu_pingpong("p", "borrower", ["gpu0", "gpu9"], Via::Peer, 10, 0).unwrap_err();
+    assert!(matches!(&e, WorkloadError::NoSuch { what, .. } if what == "device"), "{e}");
+    let e = three().add_gpu_pingpong("p", "borrower", ["gpu0", "gpu1"], Via::Peer, 0, 0).unwrap_err();
+    assert!(matches!(&e, WorkloadError::Invalid { why, .. } if why.starts_with("rounds")), "{e}");
+    let e = three().add_ntb_perf("n", "borrower", "lender-a", &perf_spec(true, 1), 0).unwrap_err();
+    assert!(matches!(&e, WorkloadError::NoSuch { what, .. } if what == "DMA engine"), "{e}");
+    let e = three().add_ntb_perf("n", "borrower", "nowhere", &perf_spec(false, 1), 0).unwrap_err();
+    assert!(matches!(&e, WorkloadError::NoSuch { what, .. } if what == "host"), "{e}");
+    let pex = || Scenario::new(Cluster::from_json(PEX).unwrap());
+    let e = pex().add_ntb_perf("n", "host-b", "host-b", &perf_spec(false, 1), 0).unwrap_err();
+    assert!(matches!(e, WorkloadError::NoNtb { .. }) && e.to_string().contains("no NTB joins host host-b to host host-b"), "{e}");
+    let e = pex().add_ntb_perf("n", "host-b", "host-a", &NtbPerfSpec { chunk_order: 21, ..perf_spec(false, 1) }, 0).unwrap_err();
+    assert!(matches!(&e, WorkloadError::Invalid { why, .. } if why.starts_with("chunk_order")), "{e}");
+    let e = pex().add_ntb_perf("n", "host-b", "host-a", &perf_spec(true, 5), 0).unwrap_err();
+    assert!(matches!(&e, WorkloadError::Invalid { why, .. } if why.starts_with("threads")), "{e}");
+    let e = pex().add_ntb_perf("n", "host-b", "host-a", &perf_spec(false, 0), 0).unwrap_err();
+    assert!(matches!(&e, WorkloadError::Invalid { why, .. } if why.starts_with("threads")), "{e}");
+}

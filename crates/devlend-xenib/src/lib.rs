@@ -12,19 +12,13 @@
 //! - [`verbs`]: the Gen2-style verbs API and its three drivers: native, basic split (§3.1-3.2, with
 //!   CQE buffering) and device-domain bypass (§3.3: UAR mapped into the guest, two-stage QP/CQ
 //!   creation, registration validated by the back-end).
-//! - [`bench`]: the micro-benchmarks of §4: kernel RDMA-write latency and throughput (X1, Figs 7-8),
-//!   user-level latency and throughput for RDMA and send/receive (X2, Figs 10-11), blocking verbs
-//!   (X3, Fig 12), registration time against pages (X4, Fig 13).
-//! - [`cmp`]: beyond 004 (issue 7), the same RDMA-write benchmark with server A's HCA reached
-//!   through the basic split driver, bypass, VFIO pass-through (devlend-vm) and Device Lending
-//!   (devlend-host), the host interface timed by devlend-engine along each set-up's routes.
+//!
+//! The micro-benchmarks of §4 (X1-X4) and the comparison beyond 004 (xcmp) are procedures of the
+//! experiments: devlend-experiments' `xenib` and `xcmp`.
 //!
 //! Constants: `params/hardware.toml` `[xenib]` and the `mhxl-cf128-t` device profile. The
-//! testbed: `python/devlend/topologies/xenib-back-to-back.yaml` ([`hca::TESTBED_JSON`]); for
-//! [`cmp`] also `xenib-vfio.yaml` and `xenib-lending.yaml` (JSON copies in `tests/`).
+//! testbed: `python/devlend/topologies/xenib-back-to-back.yaml` ([`hca::TESTBED_JSON`]).
 
-pub mod bench;
-pub mod cmp;
 pub mod hca;
 pub mod ops;
 pub mod params;

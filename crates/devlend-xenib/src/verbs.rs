@@ -12,7 +12,7 @@
 //!   (which checks the pages) and the QP/CQ are then created with the returned keys (two-stage
 //!   creation); post, poll and arming then go straight to the HCA from the guest.
 //!
-//! The same application code ([`crate::bench`]) runs on any of them through `&mut dyn Verbs`.
+//! The same application code (devlend-experiments' `xenib`) runs on any of them through `&mut dyn Verbs`.
 //! Completion events: native Linux takes the HCA interrupt; under Xen the hypervisor takes it and
 //! passes it to domain 0 as an event; for a guest the back-end's handler forwards it through the
 //! channel's second event channel to the front-end's dispatcher (004 §3.2 "Event Handling").

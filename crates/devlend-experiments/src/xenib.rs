@@ -12,10 +12,10 @@
 //! buffer of N pages repeatedly. Nothing here is a result: every time is the sum of what the
 //! drivers, the channel, the PCI-X buses, the HCAs and the link do.
 
-use crate::hca::{World, SERVER_B};
-use crate::params::params;
-use crate::types::*;
-use crate::verbs::{Basic, Bypass, Native, Verbs};
+use devlend_xenib::hca::{World, SERVER_B};
+use devlend_xenib::params::params;
+use devlend_xenib::types::*;
+use devlend_xenib::verbs::{Basic, Bypass, Native, Verbs};
 
 pub const CONFIGS: [&str; 4] = ["gen2-native", "gen2-idd", "xenib-basic", "xenib-bypass"];
 

@@ -1,6 +1,7 @@
-//! `ntb_pingpong` as a built-in benchmark: the doorbell and scratchpad bounce of Linux's
-//! drivers/ntb/test/ntb_pingpong, timed on the fabric (issue 6; 003 §2.2 doorbells and
-//! scratchpads, Fig 6).
+//! The ntb_pingpong figure of issue 6: the doorbell and scratchpad bounce of Linux's
+//! drivers/ntb/test/ntb_pingpong, timed on the idle fabric (003 §2.2 doorbells and scratchpads,
+//! Fig 6). Each ping's time is a sum of idle-fabric latencies, not a run on the machine, so it is
+//! a procedure of this figure and not a workload that could share a machine.
 //!
 //! Semantics taken from the Linux tool (Documentation/driver-api/ntb.rst): the two peers interrupt
 //! each other with a doorbell bit mask that is shifted by one each round, starting again from
@@ -16,9 +17,9 @@
 //! handler reads and clears its doorbell register (a read round trip and a UC store) and waits
 //! `delay`. A round trip is two pings. The Linux tool counts pings; devlend also reports the time.
 
-use crate::error::{RResult, RdmaError};
-use crate::node::Node;
-use crate::params::params;
+use devlend_rdma::node::Node;
+use devlend_rdma::params::params;
+use devlend_rdma::{RResult, RdmaError};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
 use devlend_wire::Access;

@@ -1,8 +1,8 @@
 use super::*;
-use crate::hca::SERVER_B;
-use crate::xen::{Request, Response};
-use crate::verbs::{Basic, Bypass};
-use crate::hca::TESTBED_JSON as J;
+use devlend_xenib::hca::SERVER_B;
+use devlend_xenib::xen::{Request, Response};
+use devlend_xenib::verbs::{Basic, Bypass};
+use devlend_xenib::hca::TESTBED_JSON as J;
 
 fn end_pair(config: &str) -> (World, Box<dyn Verbs>, Native, End, End) {
     let (mut w, mut a, mut b) = testbed(J, config).unwrap();

@@ -1,5 +1,6 @@
-//! Explore: `cargo run --release -p devlend-hypertrio --example hypertrio_grid -- [packets]`
-use devlend_hypertrio::{experiments, params};
+//! Explore: `cargo run --release -p devlend-experiments --example hypertrio_grid -- [packets]`
+use devlend_experiments::hypertrio as experiments;
+use devlend_hypertrio::params;
 fn main() {
     let ppt: Option<u64> = std::env::args().nth(1).and_then(|s| s.parse().ok());
     let t0 = std::time::Instant::now();

@@ -1,9 +1,8 @@
 //! H1 (002 §IV-D, Fig 9) and H2 (002 §V-B, Fig 10) as grids of `simulate` runs, run in parallel
-//! on the machine's cores (each point on one core).
+//! on the machine's cores (each point on one core); `grid` for any other set of points (H3 / Fig
+//! 11 and H4 / Fig 12 are such grids, built in python/devlend/experiments/h3.py, h4.py).
 
-use crate::params::{params, Config};
-use crate::sim::{simulate, Stats};
-use crate::workload::WorkloadSpec;
+use devlend_hypertrio::{params, simulate, Config, Stats, WorkloadSpec};
 use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]
@@ -116,96 +115,6 @@ pub fn h2(
     let mut r = par_run(jobs, threads)?;
     r.iter_mut().for_each(|p| p.figure = "H2".into());
     Ok(r)
-}
-
-/// One point: `config` (a Table IV column name) with JSON `overrides`, on a workload.
-pub fn run_point(
-    config: &str,
-    overrides_json: Option<&str>,
-    profile: &str,
-    tenants: u32,
-    order: &str,
-    packets_per_tenant: Option<u64>,
-    seed: u64,
-) -> Result<Stats, String> {
-    let cfg = params().config_with(config, overrides_json)?;
-    let mut spec = WorkloadSpec::new(profile, tenants, order)?;
-    spec.packets_per_tenant = packets_per_tenant;
-    spec.seed = seed;
-    simulate(&cfg, &spec)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn overrides_and_bad_input_are_clear_errors() {
-        let c = params()
-            .config_with(
-                "base",
-                Some(r#"{"devtlb_policy": "oracle", "devtlb_ways": 64}"#),
-            )
-            .unwrap();
-        assert_eq!(
-            (c.devtlb_policy, c.devtlb_ways),
-            (crate::Policy::Oracle, 64)
-        );
-        assert!(params()
-            .config_with("base", Some(r#"{"bogus": 1}"#))
-            .unwrap_err()
-            .contains("bogus"));
-        assert!(params().config("nope").unwrap_err().contains("base"));
-        assert!(run_point("base", None, "iperf3", 0, "RR1", Some(10), 1)
-            .unwrap_err()
-            .contains("0 tenants"));
-        let e = run_point(
-            "hypertrio",
-            Some(r#"{"l3_partitions": 128}"#),
-            "iperf3",
-            4,
-            "RR1",
-            Some(10),
-            1,
-        )
-        .unwrap_err();
-        assert!(e.contains("L3TLB") && e.contains("partitions"), "{e}");
-    }
-
-    #[test]
-    fn small_points_behave() {
-        // one tenant: everything fits, the link is the limit (after the cold misses)
-        let s = run_point("hypertrio", None, "iperf3", 1, "RR1", Some(3000), 1).unwrap();
-        assert!(s.gbps > 190.0, "{s:?}");
-        assert_eq!(s.translations, 9000);
-        // oracle never does worse than LRU on the same DevTLB
-        let lru = run_point(
-            "base",
-            Some(r#"{"devtlb_policy": "lru"}"#),
-            "iperf3",
-            8,
-            "RR1",
-            Some(1500),
-            1,
-        )
-        .unwrap();
-        let opt = run_point(
-            "base",
-            Some(r#"{"devtlb_policy": "oracle"}"#),
-            "iperf3",
-            8,
-            "RR1",
-            Some(1500),
-            1,
-        )
-        .unwrap();
-        assert!(
-            opt.devtlb_hit_rate >= lru.devtlb_hit_rate,
-            "oracle {} < lru {}",
-            opt.devtlb_hit_rate,
-            lru.devtlb_hit_rate
-        );
-    }
 }
 
 /// One point of an arbitrary grid (H3, H4, sweeps): a Table IV column with JSON overrides.

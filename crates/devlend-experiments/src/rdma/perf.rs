@@ -1,5 +1,7 @@
-//! `ntb_perf` as a built-in benchmark: throughput of writes into the peer's memory window with
-//! CPU copies or DMA, with the semantics of Linux's drivers/ntb/test/ntb_perf (issue 6).
+//! The ntb_perf figure of issue 6 on the 003 testbed: throughput of writes into the peer's memory
+//! window with CPU copies or DMA, with the semantics of Linux's drivers/ntb/test/ntb_perf. (The
+//! tool on any topology, every chunk on a machine shared with other workloads, is
+//! devlend-workloads' `ntb_perf`; this procedure times one pass on an otherwise idle fabric.)
 //!
 //! What the Linux tool does, and devlend with it: each of `threads` workers owns an equal part of
 //! the peer's memory window and copies `chunk` bytes at a time from one local source buffer into
@@ -18,12 +20,12 @@
 //! Workers run at the same time, as threads (CPU copies) or DMA channels on one machine per pass,
 //! and share the links as their TLPs do.
 
-use crate::dma::Desc;
-use crate::error::{RResult, RdmaError};
-use crate::params::params;
-use crate::driver;
-use crate::pio::{spawn_copy, Mapping};
-use crate::shmem::{ring_slice, Pe};
+use devlend_rdma::dma::Desc;
+use devlend_rdma::driver;
+use devlend_rdma::params::params;
+use devlend_rdma::pio::{spawn_copy, Mapping};
+use devlend_rdma::shmem::{ring_slice, Pe};
+use devlend_rdma::{RResult, RdmaError};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
 
@@ -123,7 +125,7 @@ fn cpu_pass(f: &mut Fabric, pe: &Pe, src: &[u8], part: u64, threads: u32, k: u64
     }
     let (host, window) = (pe.node.host, pe.node.window.0);
     driver::on_machine(f, None, |m| {
-        let ids: Vec<Vec<usize>> = (0..threads as u64).map(|t| spawn_copy(m, &format!("ntb_perf worker {t}"), host, window + t * part, src, k, Mapping::WriteCombining)).collect();
+        let ids: Vec<Vec<usize>> = (0..threads as u64).map(|t| spawn_copy(m, &format!("ntb_perf worker {t}"), host, window + t * part, src, k, k, Mapping::WriteCombining, 0)).collect();
         m.run().map_err(driver::machine_error)?;
         let workers = ids.iter().map(|lanes| driver::thread_ps(m, lanes).into_iter().max().unwrap_or(0)).collect();
         Ok(Pass { workers, end_ps: m.now(), link_ps: driver::busiest_ps(m) })

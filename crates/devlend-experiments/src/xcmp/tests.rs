@@ -1,6 +1,6 @@
 use super::*;
 
-const LOCAL: &str = crate::hca::TESTBED_JSON;
+const LOCAL: &str = devlend_xenib::hca::TESTBED_JSON;
 const VFIO: &str = include_str!("../../tests/xenib-vfio.json");
 const LENDING: &str = include_str!("../../tests/xenib-lending.json");
 const T: Topologies = Topologies { local: LOCAL, vfio: VFIO, lending: LENDING };
@@ -15,14 +15,14 @@ fn every_access_path_builds_and_moves_data() {
         let msg: Vec<u8> = (0..200u8).collect();
         let da = a.ctx().dom;
         w.dom_write(da, ea.buf, &msg);
-        let wr = crate::types::SendWr { wr_id: 1, sge: crate::types::Sge { addr: ea.buf, length: 200, lkey: ea.mr.lkey }, op: crate::types::SendOp::RdmaWrite { remote_addr: eb.buf + eb.half, rkey: eb.mr.rkey }, signaled: true };
+        let wr = devlend_xenib::types::SendWr { wr_id: 1, sge: devlend_xenib::types::Sge { addr: ea.buf, length: 200, lkey: ea.mr.lkey }, op: devlend_xenib::types::SendOp::RdmaWrite { remote_addr: eb.buf + eb.half, rkey: eb.mr.rkey }, signaled: true };
         a.post_send(&mut w, ea.qp, wr).unwrap();
         b.wait_for_data(&mut w, eb.buf + eb.half).unwrap();
         assert_eq!(w.cpu_read(SERVER_B, eb.buf + eb.half, 200), msg, "{acc}");
         // and back into server A's memory, through its IOMMU / the NTB where there is one
         let back: Vec<u8> = (0..200u8).rev().collect();
         w.cpu_write(SERVER_B, eb.buf, &back);
-        let wr = crate::types::SendWr { wr_id: 2, sge: crate::types::Sge { addr: eb.buf, length: 200, lkey: eb.mr.lkey }, op: crate::types::SendOp::RdmaWrite { remote_addr: ea.buf + ea.half, rkey: ea.mr.rkey }, signaled: true };
+        let wr = devlend_xenib::types::SendWr { wr_id: 2, sge: devlend_xenib::types::Sge { addr: eb.buf, length: 200, lkey: eb.mr.lkey }, op: devlend_xenib::types::SendOp::RdmaWrite { remote_addr: ea.buf + ea.half, rkey: ea.mr.rkey }, signaled: true };
         b.post_send(&mut w, eb.qp, wr).unwrap();
         a.wait_for_data(&mut w, ea.buf + ea.half).unwrap();
         assert_eq!(w.dom_read(da, ea.buf + ea.half, 200), back, "{acc}");
@@ -81,7 +81,7 @@ fn bad_access_path_is_a_clear_error() {
 
 #[test]
 fn vfio_guest_and_borrower_cannot_register_memory_outside_their_own() {
-    use crate::types::*;
+    use devlend_xenib::types::*;
     for acc in ["vfio", "lending"] {
         let (mut w, mut a, _b) = testbed(&T, acc).unwrap();
         a.open_device(&mut w).unwrap();

@@ -1,5 +1,5 @@
 //! The comparison no paper made (issue 7): 004's kernel RDMA-write benchmark (round trip and
-//! throughput, [`crate::bench`]) with server A's HCA reached four ways, beside native Linux:
+//! throughput, [`crate::xenib`]) with server A's HCA reached four ways, beside native Linux:
 //!
 //! - `basic`: Xen's basic split driver in a guest (004 §3.1-3.2): every verb through the device
 //!   channel to the back-end in domain 0;
@@ -14,7 +14,7 @@
 //!   through server A's IOMMU (the borrower's DMA API maps the buffers into the lender's window).
 //!
 //! The host software (Vmm, Cluster and their kernels' DMA API) programs the fabric; then the HCA
-//! model of [`crate::hca`] runs on it. For every configuration alike, the HCA's host interface is
+//! model of [`devlend_xenib::hca`] runs on it. For every configuration alike, the HCA's host interface is
 //! timed from the routes it really uses ([`RouteCosts`], measured by devlend-engine: the CPU's
 //! doorbell store to the UAR, a small DMA read's round trip and a write's one-way time into the
 //! benchmark's memory, and the streaming rates), so the comparison is of access paths on one
@@ -22,9 +22,9 @@
 //! Server B is native Linux in every case. The topologies: `xenib-back-to-back` (native, basic,
 //! bypass), `xenib-vfio`, `xenib-lending` (python/devlend/topologies).
 
-use crate::bench::{self, Mode};
-use crate::hca::{DomKind, DomMap, HostIf, RouteCosts, World, SERVER_A, SERVER_B};
-use crate::verbs::{Basic, Bypass, Native, Verbs};
+use crate::xenib::{self as bench, Mode};
+use devlend_xenib::hca::{DomKind, DomMap, HostIf, RouteCosts, World, SERVER_A, SERVER_B};
+use devlend_xenib::verbs::{Basic, Bypass, Native, Verbs};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
 use devlend_host::{Cluster, DmaDir, Os};

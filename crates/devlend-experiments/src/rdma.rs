@@ -3,14 +3,15 @@
 //! the windows). Host B (NT link side, where the DMA function sits) puts into host A's buffer, as
 //! in 003 ("we transfer the data to Host A from Host B by using one DMA channel"); a transfer ends
 //! when host A's doorbell handler runs ("an interrupt occurs at the end of each transfer").
+//! [`perf`] and [`pingpong`]: the ntb_perf and ntb_pingpong figures of issue 6 on this testbed.
 
-use crate::error::{RResult, RdmaError};
-use crate::pio::Mapping;
-use crate::shmem::{handshake, Method, Pair, Timing};
-use devlend_engine::path::{port_id, propagation, ps_per_byte_fp};
+pub mod perf;
+pub mod pingpong;
+
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
-use devlend_wire::Access;
+use devlend_rdma::pio::Mapping;
+use devlend_rdma::{handshake, Method, Pair, RResult, RdmaError, Timing};
 
 pub const BUF_RAM_OFFSET: u64 = 0x1000_0000;
 /// 003 §3: "Since the BAR memory size is 1 MB, we limit the buffer size to a maximum of 1 MB."
@@ -28,7 +29,7 @@ pub fn testbed(json: &str) -> RResult<(Fabric, Pair)> {
 /// The testbed with host B's DMA engine given `channels` channels of `outstanding_reads` reads
 /// in flight each (None: `[ntb_dma]`'s).
 pub fn testbed_with(json: &str, channels: Option<u32>, outstanding_reads: Option<u64>) -> RResult<(Fabric, Pair)> {
-    let p = &crate::params::params().ntb_dma;
+    let p = &devlend_rdma::params::params().ntb_dma;
     let mut f = devlend_fabric::build_json(json).map_err(|e| RdmaError::Invalid(e.to_string()))?;
     let mut pair = handshake(&mut f, NTB_A, NTB_B, BUF_RAM_OFFSET, BUF_SIZE, None)?;
     pair.b.attach_dma_with(&mut f, DMA, channels.unwrap_or(p.channels), outstanding_reads.unwrap_or(p.outstanding_reads))?;
@@ -75,26 +76,18 @@ pub fn sweep(json: &str, methods: &[&str], sizes: &[u64], mapping: Option<Mappin
 /// A: what the link allows, in bytes/s.
 pub fn link_limit(json: &str) -> RResult<f64> {
     let (mut f, pair) = testbed(json)?;
-    let func = pair.b.dma.as_ref().expect("dma attached").engine.borrow().func;
-    let plan = devlend_engine::plan(&mut f, Requester::Func(func), pair.b.node.window.0, Access::Write).map_err(|e| RdmaError::Fabric(format!("{e:?}")))?;
-    let mut ports = vec![(0u64, 0u64); f.links.len() * 2];
-    for (i, l) in f.links.iter().enumerate() {
-        for down in [true, false] {
-            ports[port_id(i as u32, down) as usize] = (ps_per_byte_fp(l.gen, l.width), propagation(l.kind));
-        }
-    }
-    Ok(devlend_engine::analytic::write_bandwidth(&plan, &ports))
+    pair.b.dma_write_limit(&mut f)
 }
 
 /// ntb_perf from host B (where the DMA engine sits) into host A's window on the 003 testbed, with
 /// `channels` DMA channels (None: `[ntb_dma]`'s) of `outstanding_reads` reads each.
-pub fn ntb_perf(json: &str, chunk: u64, total: u64, use_dma: bool, threads: u32, channels: Option<u32>, outstanding_reads: Option<u64>) -> RResult<crate::perf::Perf> {
+pub fn ntb_perf(json: &str, chunk: u64, total: u64, use_dma: bool, threads: u32, channels: Option<u32>, outstanding_reads: Option<u64>) -> RResult<perf::Perf> {
     let (mut f, mut pair) = testbed_with(json, channels, outstanding_reads)?;
-    crate::perf::run(&mut f, &mut pair.b, chunk, total, use_dma, threads)
+    perf::run(&mut f, &mut pair.b, chunk, total, use_dma, threads)
 }
 
 /// ntb_pingpong between host A and host B on the 003 testbed (host A rings first).
-pub fn ntb_pingpong(json: &str, pings: u32, init_db: u64, delay_ps: u64) -> RResult<crate::pingpong::PingPong> {
+pub fn ntb_pingpong(json: &str, pings: u32, init_db: u64, delay_ps: u64) -> RResult<pingpong::PingPong> {
     let (mut f, pair) = testbed(json)?;
-    crate::pingpong::run(&mut f, &pair.a.node, &pair.b.node, pings, init_db, delay_ps)
+    pingpong::run(&mut f, &pair.a.node, &pair.b.node, pings, init_db, delay_ps)
 }

@@ -1,0 +1,22 @@
+//! # devlend-experiments: the paper experiments' Rust side
+//!
+//! The outermost Rust layer: each figure's testbed construction and measurement procedure,
+//! called by the Python experiments (`python/devlend/experiments/`) through devlend-py.
+//! - [`rdma`]: 003 Figs 8-9 (R1, R2), the Gen3/Gen4 extension (RX) and issue 6's ntb_perf and
+//!   ntb_pingpong figures on the PEX8749 testbed;
+//! - [`xenib`]: 004 §4's micro-benchmarks (X1-X4); [`xcmp`]: the comparison beyond 004;
+//! - [`hypertrio`]: 002's H1 and H2 grids and `grid` for H3, H4 and sweeps.
+//!
+//! Where a piece of code lives: a *mechanism* (a device, a driver, a library such as put/get, a
+//! hypervisor's path) lives in its mechanism crate; a *workload* (something a user runs on any
+//! topology, on the one machine shared with other workloads: a DMA stream, a GPU copy or
+//! ping-pong, an fio job, the ntb_perf tool) lives in devlend-workloads; a *paper figure's
+//! procedure* (a named testbed, the sizes and repetitions of a figure, a shortcut that is valid
+//! only on an otherwise idle fabric, such as ntb_perf's one timed pass or ntb_pingpong's sum of
+//! latencies) lives here. Nothing in a mechanism crate or in devlend-workloads depends on this
+//! crate.
+
+pub mod hypertrio;
+pub mod rdma;
+pub mod xcmp;
+pub mod xenib;
