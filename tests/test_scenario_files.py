@@ -108,3 +108,24 @@ def test_cli_run_bad_scenario_is_one_clear_error(tmp_path):
     res = cli("run", path, "--out", str(tmp_path), check=False)
     assert res.returncode == 2 and f"{path}:4:" in res.stderr and "has not borrowed" in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_pingpong_and_ntb_perf_in_a_scenario_file(tmp_path):
+    """The two workload kinds devlend.Scenario gained: a GPU ping-pong between two borrowed GPUs, and
+    ntb_perf between two hosts joined by an NTB, in one run; ntb_perf into a peer whose IOMMU is on
+    is refused (its inbound buffer is mapped by physical address)."""
+    topo = "../python/devlend/topologies/three-host-cluster.yaml"
+    timeline = ("  - {at: 0, action: borrow, borrower: borrower, device: gpu0}\n"
+                "  - {at: 0, action: borrow, borrower: borrower, device: gpu1}\n"
+                "  - {at: 1 us, action: pingpong, name: pp, runner: borrower, gpu_a: gpu0, gpu_b: gpu1, rounds: 5}\n"
+                "  - {at: 1 us, action: ntb_perf, name: perf, runner: borrower, peer: lender-b, chunk_order: 12, total_order: 16}\n")
+    res = scenario_file.load(scenario(tmp_path, timeline, topo)).run().results().set_index("name")
+    assert res.loc["pp", "rtt_mean_ns"] > 0 and res.loc["pp", "device"] == "gpu0,gpu1" and res.loc["perf", "bytes"] == 1 << 16 and res.loc["perf", "GBps"] > 0
+    run = scenario_file.load(scenario(tmp_path, timeline, topo)).run()
+    run.plot(str(tmp_path / "p.png"))
+    assert (tmp_path / "p.png").stat().st_size > 10_000
+    with pytest.raises(ScenarioFileError, match="has not borrowed gpu1") as e:
+        scenario_file.load(scenario(tmp_path, timeline.replace("device: gpu1", "device: gpu0").replace("  - {at: 0, action: borrow, borrower: borrower, device: gpu0}\n", "", 1), topo)).run()
+    assert e.value.field.endswith("gpu_b")
+    with pytest.raises(Exception, match="has its IOMMU on"):
+        scenario_file.load(scenario(tmp_path, timeline.replace("runner: borrower, peer: lender-b", "runner: lender-b, peer: borrower"), topo)).run()

@@ -12,7 +12,9 @@ clock (``devlend run SCENARIO.yaml``, or ``devlend.scenario_file.load(path).run(
 Times take ns, us, ms or s (a bare number is ns); actions must not go back in time. Actions:
 ``borrow`` (borrower, device) and ``return`` (device, optional borrower); workloads, each with a
 ``name``: ``stream`` (requester, addr, bytes, write), ``gpu_copy`` (runner, gpu, direction htod|dtoh,
-bytes) and ``fio`` (runner, drive, rw randread|randwrite, iodepth, numjobs, ios, bs).
+bytes), ``fio`` (runner, drive, rw randread|randwrite, iodepth, numjobs, ios, bs), ``pingpong`` (runner,
+gpu_a, gpu_b, via peer|ram, rounds) and ``ntb_perf`` (runner, peer, use_dma, threads, chunk_order,
+total_order).
 
 How it runs: the borrows and returns are replayed in order on a ``devlend.Pool`` of the topology, so
 a device not in the topology, already borrowed, or unreachable, is an error at its line. The
@@ -116,8 +118,33 @@ class FioWork(_Model):
     bs: Size = 4096
 
 
-Entry = Annotated[Union[BorrowAction, ReturnAction, StreamWork, GpuCopyWork, FioWork], Field(discriminator="action")]
-_ACTIONS = {"borrow": BorrowAction, "return": ReturnAction, "stream": StreamWork, "gpu_copy": GpuCopyWork, "fio": FioWork}
+class PingPongWork(_Model):
+    at: Time
+    action: Literal["pingpong"]
+    name: str
+    runner: str
+    gpu_a: str
+    gpu_b: str
+    via: Literal["peer", "ram"] = "peer"
+    rounds: int = Field(default=100, ge=1)
+
+
+class NtbPerfWork(_Model):
+    at: Time
+    action: Literal["ntb_perf"]
+    name: str
+    runner: str
+    peer: str = Field(description="the host whose memory the runner writes through the NTB joining them")
+    use_dma: bool = False
+    threads: int = Field(default=1, ge=1)
+    chunk_order: int = Field(default=19, ge=0, le=30)
+    total_order: int = Field(default=20, ge=0, le=30)
+
+
+Entry = Annotated[Union[BorrowAction, ReturnAction, StreamWork, GpuCopyWork, FioWork, PingPongWork, NtbPerfWork],
+                  Field(discriminator="action")]
+_ACTIONS = {"borrow": BorrowAction, "return": ReturnAction, "stream": StreamWork, "gpu_copy": GpuCopyWork, "fio": FioWork,
+            "pingpong": PingPongWork, "ntb_perf": NtbPerfWork}
 
 
 class ScenarioSpec(_Model):
@@ -239,7 +266,25 @@ class ScenarioFile:
         if isinstance(w, StreamWork):
             sc.stream(w.name, w.requester, w.addr, w.bytes, write=w.write, at_ns=w.at)
             return
-        field, device = ("gpu", w.gpu) if isinstance(w, GpuCopyWork) else ("drive", w.drive)
+        if isinstance(w, NtbPerfWork):
+            sc.ntb_perf(w.name, w.runner, w.peer, use_dma=w.use_dma, threads=w.threads, chunk_order=w.chunk_order,
+                        total_order=w.total_order, at_ns=w.at)
+            return
+        devices = {GpuCopyWork: [("gpu", "gpu")], FioWork: [("drive", "drive")],
+                   PingPongWork: [("gpu_a", "gpu_a"), ("gpu_b", "gpu_b")]}[type(w)]
+        used = [self._driven_by(pool, w, field, getattr(w, attr), where, holder) for field, attr in devices]
+        if isinstance(w, GpuCopyWork):
+            sc.gpu_copy(w.name, w.runner, w.gpu, w.direction, w.bytes, at_ns=w.at)
+        elif isinstance(w, PingPongWork):
+            sc.gpu_pingpong(w.name, w.runner, w.gpu_a, w.gpu_b, via=w.via, rounds=w.rounds, at_ns=w.at)
+        else:
+            sc.fio(w.name, w.runner, w.drive, w.rw, iodepth=w.iodepth, numjobs=w.numjobs, ios=w.ios, bs=w.bs, at_ns=w.at)
+        for device in used:
+            uses.setdefault(device, []).append(w.name)
+
+    @staticmethod
+    def _driven_by(pool: Pool, w: Any, field: str, device: str, where: _Where, holder: dict) -> str:
+        """The pool's name of `device`, after checking the workload's runner may drive it at its time."""
         try:
             e = pool.show(device)
         except PoolError as err:
@@ -249,11 +294,7 @@ class ScenarioFile:
             raise where.error(field, f"{w.runner} has not borrowed {device} at {w.at:g} ns: add a borrow action before this workload")
         if lender == w.runner and by is not None:
             raise where.error(field, f"{device} is lent to {by} at {w.at:g} ns: {lender} cannot drive it")
-        if isinstance(w, GpuCopyWork):
-            sc.gpu_copy(w.name, w.runner, w.gpu, w.direction, w.bytes, at_ns=w.at)
-        else:
-            sc.fio(w.name, w.runner, w.drive, w.rw, iodepth=w.iodepth, numjobs=w.numjobs, ios=w.ios, bs=w.bs, at_ns=w.at)
-        uses.setdefault(e["device"], []).append(w.name)
+        return e["device"]
 
 
 class ScenarioRun:
@@ -281,6 +322,10 @@ class ScenarioRun:
                 who[e.name] = (e.runner, e.drive)
             elif isinstance(e, StreamWork):
                 who[e.name] = (e.requester, str(e.addr))
+            elif isinstance(e, PingPongWork):
+                who[e.name] = (e.runner, f"{e.gpu_a},{e.gpu_b}")
+            elif isinstance(e, NtbPerfWork):
+                who[e.name] = (e.runner, e.peer)
         df.insert(2, "runner", [who.get(n, ("", ""))[0] for n in df.name])
         df.insert(3, "device", [who.get(n, ("", ""))[1] for n in df.name])
         return df
@@ -307,10 +352,16 @@ class ScenarioRun:
         fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
         axes[0].barh(res.name, res.GBps.fillna(0))
         axes[0].set_xlabel("bandwidth (GB/s)")
-        lat = [(r.name, r.lat_mean_us if r.kind == "fio" else (r.end_ns - r.start_ns) / 1000) for r in res.itertuples() if r.end_ns == r.end_ns]
+        def latency_us(r) -> float:
+            if r.kind == "fio":
+                return r.lat_mean_us
+            if r.rtt_mean_ns == r.rtt_mean_ns:  # a ping-pong: its mean round trip
+                return r.rtt_mean_ns / 1000
+            return (r.end_ns - r.start_ns) / 1000
+        lat = [(r.name, latency_us(r)) for r in res.itertuples() if r.end_ns == r.end_ns]
         axes[1].barh([n for n, _ in lat], [v for _, v in lat])
         axes[1].set_xscale("log")
-        axes[1].set_xlabel("latency (us, log): fio mean per I/O, else start to end")
+        axes[1].set_xlabel("latency (us, log): fio mean per I/O, ping-pong mean round trip, else start to end")
         axes[2].barh(links.link, links.utilisation * 100)
         axes[2].set_xlabel(f"utilisation (%), {len(links)} busiest link directions")
         for ax in axes:

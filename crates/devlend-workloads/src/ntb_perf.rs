@@ -144,6 +144,12 @@ fn ends(c: &mut Cluster, w: &str, runner: &str, peer: &str, s: &NtbPerfSpec, dma
     let no = |what: &str, e: devlend_fabric::FabricError| WorkloadError::NoSuch { workload: w.into(), what: what.into(), message: e.to_string() };
     let (hr, hp) = (c.fabric.host_id(runner).map_err(|e| no("host", e))?, c.fabric.host_id(peer).map_err(|e| no("host", e))?);
     let (nr, np) = ntb_between(&c.fabric, hr, hp).ok_or_else(|| WorkloadError::NoNtb { workload: w.into(), runner: runner.into(), peer: peer.into() })?;
+    if c.fabric.hosts[hp as usize].iommu {
+        // Linux's ntb_perf maps its inbound buffer for the adapter with the DMA API; here the host
+        // kernel keeps an adapter's DMA for Device Lending, so the window lands on a physical address
+        // that the peer's IOMMU would fault.
+        return Err(invalid(w, format!("peer: {peer} has its IOMMU on; ntb_perf here maps its inbound buffer by physical address, so it needs a peer with the IOMMU off")));
+    }
     let widx = free_window(&c.fabric, nr, np).ok_or_else(|| setup(w, format!("no direct memory window of {} is free", c.fabric.ntbs[nr as usize].name)))?;
     let (window, size) = c.fabric.peer_mw_get_addr(nr, widx).map_err(|e| setup(w, e))?;
     let mw = size.min(s.max_mw_size.unwrap_or(u64::MAX));
