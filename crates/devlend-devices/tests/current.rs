@@ -48,3 +48,34 @@ fn a_p5800x_answers_sooner_and_serves_more_iops_than_the_900p() {
     assert!(new32.iops > 1.5 * old32.iops, "QD32 P5800X {:.0} IOPS vs 900P {:.0}", new32.iops, old32.iops);
     eprintln!("P5800X QD1 {} ns, QD32 {:.0} IOPS; 900P QD1 {} ns, QD32 {:.0} IOPS", new1.lat_p50_ps / 1000, new32.iops, old1.lat_p50_ps / 1000, old32.iops);
 }
+
+/// The two-host fixture with its NTB pair of profile `profile` on links of `gen` x`width`.
+fn with_adapters(json: &str, profile: &str, gen: u8, width: u8) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(json).unwrap();
+    for n in v["ntbs"].as_array_mut().unwrap() {
+        n["profile"] = profile.into();
+    }
+    for l in v["links"].as_array_mut().unwrap() {
+        let ntb_end = |e: &serde_json::Value| e.as_str().is_some_and(|s| s.starts_with("ntb-"));
+        if ntb_end(&l["a"]) || ntb_end(&l["b"]) || l["b"] == "lender-sw" {
+            (l["gen"], l["width"]) = (gen.into(), width.into());
+        }
+    }
+    v.to_string()
+}
+
+#[test]
+fn a_borrowed_k40c_writes_faster_across_an_mxh930_pair_than_a_pxh830_pair() {
+    // The K40c's Gen3 x16 is twice the PXH830's Gen3 x8; the MXH930's Gen4 x16 no longer limits it.
+    let k40 = with_device(TWO, "gpu0", "tesla-k40c", 3, &["lender-sw", "gpu0"]);
+    let bw = |json: &str| memcpy(json, "borrower", "gpu0", Dir::DtoH, 4 * MIB).unwrap().bandwidth();
+    let (mxh, pxh) = (bw(&with_adapters(&k40, "mxh930", 4, 16)), bw(&k40));
+    assert!(mxh > 1.5 * pxh, "MXH930 Gen4 x16 {mxh:.3e} B/s vs PXH830 Gen3 x8 {pxh:.3e} B/s");
+}
+
+#[test]
+fn an_a100s_64_gib_bar1_is_too_large_to_lend_through_512_mib_windows() {
+    let a100 = with_adapters(&with_device(TWO, "gpu0", "a100-pcie-40gb", 4, &["lender-sw", "gpu0"]), "mxh930", 4, 16);
+    let e = memcpy(&a100, "borrower", "gpu0", Dir::DtoH, 4 * MIB).unwrap_err();
+    assert!(e.contains("BAR1 of 64 GiB is larger than the NTB can map"), "{e}");
+}
