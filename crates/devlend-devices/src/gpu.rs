@@ -10,9 +10,17 @@
 //!   memory pointer" or to RAM and waiting for it: [`Gpu::store`], [`Gpu::load`], and the
 //!   device's own view of its memory ([`Gpu::mem_read`]).
 //!
-//! Device memory is BAR 1: the bytes of the fabric's BAR store `bar_mem[(func, 1)]`, which are the
-//! same bytes a peer's P2P writes land in and a CPU reads through the BAR. (A real card maps only
-//! part of its memory through the BAR 1 aperture; the model has no memory behind the aperture.)
+//! Device memory is not BAR 1. A card has its frame buffer (the profile's `memory`: 12 GB on the
+//! K40c, 1 GB on the K420) and a BAR 1 aperture (256 MiB by default) that windows onto part of
+//! it; the copy engines reach all of device memory, CPUs and peers only what BAR 1 shows. The
+//! bytes live in the fabric's sparse BAR store `bar_mem[(func, 1)]`, device-memory offset =
+//! store offset, so a peer's P2P write to BAR 1 offset `o` is device memory at `o` and only pages
+//! that were written take memory. BAR 1 windows onto device memory `[0, BAR 1 size)` (assumed:
+//! NVIDIA's driver maps BAR 1 pages onto frame-buffer pages on demand, e.g. for
+//! `nvidia_p2p_get_pages`; a fixed mapping of the first pages is what the paper's programs need).
+//! A store to BAR 1 beyond device memory (the 16 GiB large-BAR1 K40c has 12 GB behind it) lands
+//! where no copy engine reads. A GPU described by `functions` rather than a profile has no
+//! `memory`: its device memory is its BAR 1, as before.
 //!
 //! NVIDIA's channel interface (push buffers, GPFIFO, class methods) is not publicly specified in
 //! full, so BAR 0 holds a small register map of devlend's own with the same ingredients, little-
@@ -23,7 +31,7 @@
 //! | offset  | register        | size | access | meaning                                             |
 //! |---------|-----------------|------|--------|-----------------------------------------------------|
 //! | 0x000   | `ID`            | 4    | RO     | PCI vendor ID, device ID << 16                      |
-//! | 0x008   | `MEM_SIZE`      | 8    | RO     | device memory in bytes (= BAR 1 size)               |
+//! | 0x008   | `MEM_SIZE`      | 8    | RO     | device memory in bytes (the profile's `memory`)     |
 //! | 0x010   | `CE_COUNT`      | 4    | RO     | copy engines ([`NUM_CE`])                           |
 //! | 0x100   | `CE_SRC`        | 8    | RW     | source: device-memory offset or DMA address         |
 //! | 0x108   | `CE_DST`        | 8    | RW     | destination: DMA address or device-memory offset    |
@@ -111,8 +119,10 @@ pub struct Cmd {
 
 pub struct Gpu {
     pub func: FuncId,
-    /// Device memory size: BAR 1.
+    /// Device memory size (the profile's `memory`; BAR 1 size without a profile).
     pub mem_size: u64,
+    /// BAR 1 size: how much of device memory CPUs and peers reach.
+    pub bar1_size: u64,
     /// The doorbell value last served, per copy engine.
     pub(crate) served: [u32; NUM_CE],
     pub copies: u64,
@@ -127,16 +137,25 @@ fn le(b: &[u8]) -> u64 {
 }
 
 impl Gpu {
-    /// The model of function `func`, whose BAR 1 is its memory. Sets the read-only registers.
+    /// The model of function `func`: device memory of its profile's `memory` size (or its BAR 1
+    /// size), BAR 1 windowing onto it. Sets the read-only registers.
     pub fn new(f: &mut Fabric, func: FuncId) -> Result<Gpu, String> {
         let fun = f.funcs.get(func as usize).ok_or(format!("no function #{func}"))?;
-        let bar1 = fun.bars.iter().find(|b| b.index == 1).ok_or(format!("{} has no BAR 1 to hold device memory", fun.name))?;
-        let g = Gpu { func, mem_size: bar1.size, served: [0; NUM_CE], copies: 0, busy: [None; NUM_CE], kernel: Default::default() };
+        let bar1 = fun.bars.iter().find(|b| b.index == 1).ok_or(format!("{} has no BAR 1 to window onto device memory", fun.name))?;
+        let mem_size = Self::memory_of(f, func).unwrap_or(bar1.size);
+        let g = Gpu { func, mem_size, bar1_size: bar1.size, served: [0; NUM_CE], copies: 0, busy: [None; NUM_CE], kernel: Default::default() };
         let id = fun.vendor as u32 | (fun.device_id as u32) << 16;
         g.reg_write(f, ID, &id.to_le_bytes());
         g.reg_write(f, MEM_SIZE, &g.mem_size.to_le_bytes());
         g.reg_write(f, CE_COUNT, &(NUM_CE as u32).to_le_bytes());
         Ok(g)
+    }
+
+    /// Device memory of `func`'s profile (params `device.<profile>.memory`), if it names one.
+    fn memory_of(f: &Fabric, func: FuncId) -> Option<u64> {
+        let node = f.funcs[func as usize].node;
+        let profile = f.devices.iter().find(|d| d.node == node)?.profile.as_ref()?;
+        devlend_fabric::params::params().device.get(profile)?.memory
     }
 
     fn me(&self) -> Requester {
@@ -158,7 +177,7 @@ impl Gpu {
     fn check(&self, off: u64, len: u64) -> Result<(), String> {
         match off.checked_add(len) {
             Some(end) if end <= self.mem_size => Ok(()),
-            _ => Err(format!("device memory {off:#x}+{len:#x} is outside the {:#x} bytes of BAR 1", self.mem_size)),
+            _ => Err(format!("device memory {off:#x}+{len:#x} is outside the GPU's {:#x} bytes of memory", self.mem_size)),
         }
     }
 

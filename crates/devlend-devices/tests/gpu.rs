@@ -213,9 +213,10 @@ fn buffer(c: &mut Cluster, _: &mut [Bound]) -> u64 {
 
 #[test]
 fn mistakes_give_clear_errors() {
-    let end = 256 * MIB;
+    // The K420's 1 GB of device memory (its BAR 1 shows only the first 256 MiB).
+    let end = 1 << 30;
     let e = borrower_copy(buffer, move |os, drv, buf, _| drv.memcpy_dtoh(os, end - 4096, buf, 8192)).unwrap_err();
-    assert!(e.contains("past the end of the GPU's 0x10000000 bytes"), "{e}");
+    assert!(e.contains("past the end of the GPU's 0x40000000 bytes"), "{e}");
     let e = borrower_copy(buffer, |os, drv, _, _| drv.memcpy_htod(os, 0, 0xf000_0000, 4096)).unwrap_err();
     assert!(e.contains("mapping the host buffer") && e.contains("is not RAM of host borrower"), "{e}");
     assert!(borrower_copy(buffer, |os, drv, buf, _| drv.memcpy_dtoh(os, 0, buf, 0)).is_err());
@@ -234,8 +235,8 @@ fn mistakes_give_clear_errors() {
         drv.memcpy_dtoh(os, 0, buf, 4096)
     })
     .unwrap();
-    let e = memcpy(TWO, "borrower", "gpu0", Dir::DtoH, 1 << 30).unwrap_err();
-    assert!(e.contains("do not fit the GPU's 268435456 bytes"), "{e}");
+    let e = memcpy(TWO, "borrower", "gpu0", Dir::DtoH, 1 << 31).unwrap_err();
+    assert!(e.contains("do not fit the GPU's 1073741824 bytes"), "{e}");
     // Peer-to-peer past the end of the target's memory.
     let e = run_with(THREE, "borrower", &["gpu0", "gpu1"], |_, _| 0, |os, drv, _, devs| drv.memcpy_peer(os, 0, devs[1], 0x0fff_f000, 0x2000)).err().unwrap();
     assert!(e.contains("not inside the peer's 0x10000000-byte BAR 1"), "{e}");
@@ -266,7 +267,7 @@ fn the_copy_engine_reports_bad_commands_in_its_status_register() {
     let (m, _) = on_machine(c, std::slice::from_ref(&gpu), host, move |os| {
         let w = |os: &mut ThreadOs, reg: u64, v: &[u8]| os.write(regs + reg, v).map_err(|e| e.to_string());
         w(os, CE_NOTIFY_ADDR, &note_dma.to_le_bytes())?;
-        let cmds = [(0x0fff_f000, 0x1000, 0x2000, DIR_DEV_TO_BUS, 1u32), (0, 0x1000, 0x100, 7, 2), (0, 0x1000, 0, DIR_DEV_TO_BUS, 3), (0, unmapped, 4096, DIR_DEV_TO_BUS, 4), (0, unmapped, 4096, DIR_DEV_TO_BUS, 4)];
+        let cmds = [(0x3fff_f000, 0x1000, 0x2000, DIR_DEV_TO_BUS, 1u32), (0, 0x1000, 0x100, 7, 2), (0, 0x1000, 0, DIR_DEV_TO_BUS, 3), (0, unmapped, 4096, DIR_DEV_TO_BUS, 4), (0, unmapped, 4096, DIR_DEV_TO_BUS, 4)];
         for (k, (src, dst, len, dir, bell)) in cmds.into_iter().enumerate() {
             os.write(note, &[0; 4]).map_err(|e| e.to_string())?;
             for (reg, v) in [(CE_SRC, src), (CE_DST, dst), (CE_LEN, len)] {
@@ -291,6 +292,43 @@ fn the_copy_engine_reports_bad_commands_in_its_status_register() {
     let w = m.world();
     let fault = w.fabric.iommus[w.fabric.host_id("borrower").unwrap() as usize].faults.last().copied();
     assert!(fault.is_some(), "the borrower's IOMMU logged the fault");
+}
+
+/// The fixture with every GPU of profile `profile`.
+fn with_profile(json: &str, profile: &str) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(json).unwrap();
+    for d in v["devices"].as_array_mut().unwrap() {
+        d["profile"] = profile.into();
+    }
+    v.to_string()
+}
+
+#[test]
+fn a_k40c_copies_into_its_12_gb_beyond_the_256_mib_bar1_that_peers_reach() {
+    let json = with_profile(TWO, "tesla-k40c");
+    let mut c = Cluster::from_json(&json).unwrap();
+    let g = bind(&mut c, "lender", "gpu0").unwrap();
+    assert_eq!((g.drv.mem_size, g.gpu.bar1_size), (12 << 30, 256 * MIB));
+    fits(1 << 30, &g).unwrap();
+    // Host to device at 11 GiB, where no BAR 1 reaches: the copy engine gets there.
+    let at = 11 << 30;
+    let prep = |c: &mut Cluster, _: &mut [Bound]| {
+        let buf = c.os("borrower").unwrap().kmalloc(64 * KIB).unwrap();
+        c.os("borrower").unwrap().write(buf, &pattern(5, 64 * KIB)).unwrap();
+        buf
+    };
+    let (m, gpus) = run_with(&json, "borrower", &["gpu0"], prep, move |os, drv, buf, _| drv.memcpy_htod(os, at, buf, 64 * KIB)).unwrap();
+    assert_eq!(gpus[0].borrow().mem_read(&m.world().fabric, at, 64 * KIB as usize).unwrap(), pattern(5, 64 * KIB));
+    // A peer's store just past BAR 1 does not reach device memory (the driver refuses to map it,
+    // and the address is not BAR 1 of the target).
+    let json3 = with_profile(THREE, "tesla-k40c");
+    let e = run_with(&json3, "borrower", &["gpu0", "gpu1"], |_, _| 0, |os, drv, _, devs| drv.memcpy_peer(os, 0, devs[1], 256 * MIB, 4096)).err().unwrap();
+    assert!(e.contains("not inside the peer's 0x10000000-byte BAR 1"), "{e}");
+    let mut c = Cluster::from_json(&json3).unwrap();
+    let (src, dst) = (c.fabric.func_id("gpu0").unwrap(), c.fabric.func_id("gpu1").unwrap());
+    let end = c.fabric.resolve_expr("gpu1.bar1").unwrap() + 256 * MIB;
+    let r = c.fabric.route(Requester::Func(src), end, Access::Write);
+    assert!(!matches!(r.delivered(), Some(devlend_fabric::route::Target::Bar { func, bar: 1, .. }) if func == dst), "{:?}", r.delivered());
 }
 
 #[test]

@@ -40,6 +40,9 @@ pub struct DeviceProfile {
     #[serde(default)]
     pub total_vfs: u16,
     pub msix_vectors: u16,
+    /// Device memory behind the BARs (a GPU's frame buffer), when it differs from what a BAR shows.
+    #[serde(default)]
+    pub memory: Option<u64>,
     pub source: String,
 }
 
@@ -127,5 +130,16 @@ mod tests {
         assert!(p.device.values().all(|d| !d.source.is_empty()));
         assert!(p.ntb.values().all(|n| !n.source.is_empty()));
         assert_eq!(p.cpu["intel-xeon-e5"].read_split_bytes, 64);
+    }
+
+    #[test]
+    fn every_gpu_profile_has_its_memory_beside_its_bar1() {
+        let p = super::params();
+        for (name, d) in p.device.iter().filter(|(_, d)| d.kind == "gpu") {
+            let bar1 = d.bars.iter().find(|b| b.index == 1).map(|b| b.size);
+            assert!(d.memory.is_some() && bar1.is_some(), "{name}: a GPU profile names its memory and a BAR 1");
+        }
+        let k40 = &p.device["tesla-k40c"];
+        assert_eq!((k40.memory, k40.bars[1].size), (Some(12 << 30), 256 << 20));
     }
 }

@@ -1,0 +1,52 @@
+"""Hardware to describe (issue 15): GPU memory is not BAR 1, and the current devices and the
+MXH930 adapter are usable profiles, each constant with its source in params/hardware.toml."""
+
+import tomllib
+
+import pytest
+
+import devlend
+from devlend import _core
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+ONE_HOST = """
+name: one-k40c
+hosts:
+  - {{name: h, cpu: intel-xeon-e5, ram: 4 GiB, root_ports: 2}}
+devices:
+  - {{name: gpu0, profile: {gpu}}}
+links:
+  - {{a: h.rp0, b: gpu0, gen: {gen}, width: 16}}
+"""
+
+
+def profiles() -> dict:
+    return tomllib.loads(_core.params_toml())["device"]
+
+
+def test_gpu_profiles_name_their_memory_apart_from_bar1():
+    p = profiles()
+    k40, k420, a100 = p["tesla-k40c"], p["quadro-k420"], p["a100-pcie-40gb"]
+    bar1 = lambda prof: next(b["size"] for b in prof["bars"] if b["index"] == 1)
+    assert (k40["memory"], bar1(k40)) == (12 * GiB, 256 * MiB)
+    assert (k420["memory"], bar1(k420)) == (1 * GiB, 256 * MiB)
+    assert (a100["memory"], bar1(a100)) == (40 * GiB, 64 * GiB)
+
+
+def test_a_1_gib_copy_into_a_k40c_goes_beyond_its_bar1():
+    topo = devlend.loads(ONE_HOST.format(gpu="tesla-k40c", gen=3))
+    s = devlend.Scenario(topo).gpu_copy("copy", "h", "gpu0", "htod", GiB).run()
+    row = s.results().iloc[0]
+    assert row["bytes"] == GiB and 5 < row["GBps"] < 16, row
+    # The same copy into the K420 (1 GB) fits; one byte more than its memory does not.
+    topo = devlend.loads(ONE_HOST.format(gpu="quadro-k420", gen=2))
+    with pytest.raises(devlend.WorkloadError, match="1073741824"):
+        devlend.Scenario(topo).gpu_copy("copy", "h", "gpu0", "htod", GiB + 4096).run()
+
+
+@pytest.mark.parametrize("kind,name", [("device", "a100-pcie-40gb"), ("device", "optane-p5800x"), ("ntb", "mxh930")])
+def test_current_profiles_are_gen4_and_sourced(kind, name):
+    prof = tomllib.loads(_core.params_toml())[kind][name]
+    assert prof["max_gen"] == 4 and prof["source"]
