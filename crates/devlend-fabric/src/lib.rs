@@ -18,6 +18,7 @@ pub mod error;
 pub mod events;
 pub mod fabric;
 pub mod iommu;
+pub mod link;
 pub mod memory;
 pub mod model;
 pub mod ntb;

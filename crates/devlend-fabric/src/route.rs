@@ -346,7 +346,7 @@ impl Fabric {
                 }
                 Step::NtbOut { ntb, window, offset } => {
                     let s = &self.ntbs[ntb as usize];
-                    let Some(peer) = s.peer else { return Outcome::Failed(Failure::NtbLinkDown { ntb }) };
+                    let Some(peer) = s.peer.filter(|_| self.ntb_link_is_up(ntb)) else { return Outcome::Failed(Failure::NtbLinkDown { ntb }) };
                     if let Err(f) = w.cross(ntb, window) {
                         return Outcome::Failed(f);
                     }
@@ -465,7 +465,7 @@ impl Fabric {
                             let NodeKind::Ntb { ntb } = kind else { return ur(w, c, "completion for an unknown function") };
                             let s = &self.ntbs[ntb as usize];
                             let own = self.funcs[s.func as usize].bdf;
-                            let Some(peer) = s.peer else { return Outcome::Failed(Failure::NtbLinkDown { ntb }) };
+                            let Some(peer) = s.peer.filter(|_| self.ntb_link_is_up(ntb)) else { return Outcome::Failed(Failure::NtbLinkDown { ntb }) };
                             if let Err(f) = w.cross(ntb, u8::MAX) {
                                 return Outcome::Failed(f);
                             }

@@ -72,6 +72,28 @@ pub struct LendInfo {
     pub irq_vectors: usize,
 }
 
+/// What ending a lend could not do across the NTB. Each side's half of a lend is programmed in
+/// its own host (translations and LUT entries of its adapter, its IOMMU, its device tree), so a
+/// return completes locally on both sides whatever the link does (see `devlend_fabric::link`);
+/// what a down link stops is the agents' exchange (000 §4: the borrower returns the device to
+/// the lender's agent). Empty when the link was up.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Teardown {
+    pub unreached: Vec<Unreached>,
+}
+
+/// A lend whose link was down when it ended: the borrower's return message did not reach the
+/// lender; the lender undid its half on its own (as its agent does when it sees the link go
+/// down), the borrower its half.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unreached {
+    pub device: String,
+    pub lender: String,
+    pub borrower: String,
+    /// The lender's adapter, whose link was down.
+    pub ntb: String,
+}
+
 /// One stored P2P address pair of a borrowed source (000 §6).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct P2pInfo {
@@ -163,7 +185,7 @@ impl Cluster {
     /// Return a borrowed device to its lender: every mapping, LUT entry and window the lend made
     /// is undone, the device stops bus mastering, and the borrower's tree loses it. Refused with
     /// `Busy` while the borrower's driver holds DMA mappings or interrupt vectors of it.
-    pub fn return_device(&mut self, borrower: impl HostRef, dev: DevId) -> HResult<()> {
+    pub fn return_device(&mut self, borrower: impl HostRef, dev: DevId) -> HResult<Teardown> {
         let b = borrower.resolve(self)?;
         let (_, func) = self.borrowed(b, dev)?;
         let maps = self.lending.lends.get(&func).map_or(0, |l| l.maps.len() + l.resource_maps.len());
@@ -183,10 +205,17 @@ impl Cluster {
     /// DMA mappings, P2P entries, MSI mapping and interrupt vectors go with the lend; the lender
     /// disables bus mastering and MSI-X (every table entry masked). DMA the device still issues
     /// towards the former borrower is refused on the data path and recorded as a fault.
-    pub fn return_device_force(&mut self, borrower: impl HostRef, dev: DevId) -> HResult<()> {
+    /// A link that is down does not stop it: see [`Teardown`].
+    pub fn return_device_force(&mut self, borrower: impl HostRef, dev: DevId) -> HResult<Teardown> {
         let b = borrower.resolve(self)?;
         let (lender, func) = self.borrowed(b, dev)?;
-        self.lending.reclaim(&mut self.fabric, func)?;
+        let lend = self.lending.reclaim(&mut self.fabric, func)?;
+        let f = &self.fabric;
+        let mut report = Teardown::default();
+        if !f.ntb_link_is_up(lend.la) {
+            let host = |h: HostId| f.hosts[h as usize].name.clone();
+            report.unreached.push(Unreached { device: f.funcs[func as usize].name.clone(), lender: host(lender), borrower: host(b), ntb: f.ntbs[lend.la as usize].name.clone() });
+        }
         self.fabric.set_bus_master(func, false);
         for e in crate::irq::quiesce_msix(&mut self.fabric, func) {
             self.lending.anomalies.push(format!("masking the MSI-X table of {}: {e}", self.fabric.funcs[func as usize].name));
@@ -196,7 +225,7 @@ impl Cluster {
         if let Some(id) = k.by_func(func) {
             k.device_mut(id)?.lent_to = None;
         }
-        Ok(())
+        Ok(report)
     }
 
     /// (lender, function) of a device borrowed by `b`.

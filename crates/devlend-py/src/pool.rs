@@ -67,7 +67,7 @@ impl Pool {
 
     #[pyo3(signature = (device, borrower=None))]
     fn return_device(&mut self, device: &str, borrower: Option<&str>) -> PyResult<()> {
-        self.inner.return_device(device, borrower).map_err(perr)
+        self.inner.return_device(device, borrower).map(|_| ()).map_err(perr)
     }
 
     fn entries(&self) -> Vec<Entry> {

@@ -28,11 +28,15 @@ pub(crate) fn link(f: &Fabric, from: HostId, to: HostId) -> Option<(u32, u32)> {
     })
 }
 
+/// The NTB pair joining two hosts, with its link up (a lend's programming needs the two agents
+/// to talk, 000 §4).
 pub(crate) fn need_link(f: &Fabric, from: HostId, to: HostId, why: &str) -> HResult<(u32, u32)> {
-    link(f, from, to).ok_or_else(|| {
-        let (a, b) = (&f.hosts[from as usize].name, &f.hosts[to as usize].name);
-        HostError::Unreachable(format!("{why}: no NTB joins {a} and {b} (Device Lending maps through one NTB between the two hosts)"))
-    })
+    let (a, b) = (&f.hosts[from as usize].name, &f.hosts[to as usize].name);
+    let (la, bb) = link(f, from, to).ok_or_else(|| HostError::Unreachable(format!("{why}: no NTB joins {a} and {b} (Device Lending maps through one NTB between the two hosts)")))?;
+    if !f.ntb_link_is_up(la) {
+        return Err(HostError::Unreachable(format!("{why}: the link of {} to {b} is down", f.ntbs[la as usize].name)));
+    }
+    Ok((la, bb))
 }
 
 impl LendState {
