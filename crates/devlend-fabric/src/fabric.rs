@@ -563,6 +563,18 @@ impl Fabric {
         Ok(())
     }
 
+    /// Point the context entry of one requester ID at `domain` (one DMA alias of a function,
+    /// e.g. the far-side ID of one NTB LUT entry, given its own domain).
+    pub fn iommu_attach_rid(&mut self, host: HostId, domain: DomainId, rid: Bdf) -> FResult<()> {
+        self.iommu_on(host)?;
+        if domain as usize >= self.iommus[host as usize].domains.len() {
+            return Err(FabricError::UnknownName(format!("IOMMU domain #{domain}")));
+        }
+        self.iommus[host as usize].attach(domain, &[rid]);
+        self.invalidate_routes();
+        Ok(())
+    }
+
     pub fn iommu_detach(&mut self, host: HostId, f: FuncId) -> FResult<()> {
         let rids = self.dma_rids(f);
         self.iommus[host as usize].detach(&rids);

@@ -48,6 +48,16 @@ pub struct BorrowOptions {
     /// Size of the DMA window the lender opens (default: a whole NTB memory window). Only the
     /// first device lent over an NTB pair opens the window; later ones share it.
     pub dma_window: Option<u64>,
+    /// Give the device its own IOMMU domain on the borrower. By default every device lent over
+    /// one NTB pair shares the DMA window and the borrower adapter's domain (000 §4-§5: "a
+    /// single DMA window", "all devices borrowed by the same physical host would be placed in
+    /// the same IOMMU domain"), so with the lender's IOMMU off one lent device can reach the
+    /// buffers another one's driver mapped (a stated limitation). With this option the
+    /// device's far-side requester ID (its LUT entry's alias) is attached to a domain of its
+    /// own, `dl:ADAPTER:DEVICE`, which holds only its driver's mappings: the window stays
+    /// shared, but another device's write into this device's part of it faults in the
+    /// borrower's IOMMU, and is recorded.
+    pub device_domain: bool,
 }
 
 /// One active lend, for inspection.
@@ -140,7 +150,7 @@ impl Cluster {
         let func = self.fabric.func_id(device).map_err(|e| HostError::NoDevice(e.to_string()))?;
         let (lender, lender_dev) = self.check_borrow(b, func)?;
         let dev_domain = self.kernels[lender as usize].dma.get(&lender_dev).and_then(|d| d.domain).map(|d| (lender, d));
-        let mut lend = self.lending.lend(&mut self.fabric, func, b, dev_domain, opts.dma_window)?;
+        let mut lend = self.lending.lend(&mut self.fabric, func, b, dev_domain, opts)?;
         let f = &self.fabric.funcs[func as usize];
         let view = PciDevice { id: DevId(0), name: f.name.clone(), func, bdf: f.bdf, is_ntb: false, origin: Origin::Borrowed { lender }, lent_to: None, bars: lend.bars.clone() };
         let dev = self.kernels[b as usize].hot_add(view);

@@ -200,7 +200,7 @@ impl Pool {
         if !self.connected.contains(&(lender, b)) {
             return Err(PoolError::NotConnected { device: name, lender: self.host_name(lender), borrower: borrower.into() });
         }
-        let dev = self.cluster.borrow_with(b, &name, BorrowOptions { dma_window }).map_err(|error| PoolError::Lending { device: name, error })?;
+        let dev = self.cluster.borrow_with(b, &name, BorrowOptions { dma_window, ..Default::default() }).map_err(|error| PoolError::Lending { device: name, error })?;
         self.borrowed.insert(func, (b, dev));
         Ok(dev)
     }
