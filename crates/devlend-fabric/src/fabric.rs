@@ -210,7 +210,9 @@ impl Fabric {
         }
         self.cache_misses += 1;
         let base = self.route_uncached(req, addr & !(PAGE - 1), access);
-        if base.delivered().is_some() && base.completion.as_ref().is_none_or(|c| c.delivered().is_some()) {
+        // MSI routes are not cached: with interrupt remapping the handle lies in address bits
+        // inside the page (bits 11:5), so the page does not decide the outcome.
+        if base.delivered().is_some() && !matches!(base.outcome, Outcome::Delivered(Target::Msi { .. })) && base.completion.as_ref().is_none_or(|c| c.delivered().is_some()) {
             let base = Arc::new(base);
             self.cache.insert(key, base.clone());
             if off == 0 {
@@ -329,7 +331,10 @@ impl Fabric {
                 let mut d = [0u8; 4];
                 let n = data.len().min(4);
                 d[..n].copy_from_slice(&data[..n]);
-                self.events.push(Event::Msi { host, addr, data: u32::from_le_bytes(d) });
+                // With remapping the route checked the entry; the vector raised is the entry's.
+                let irte = self.iommus[host as usize].irt.as_ref().and_then(|t| t.entry_at(addr));
+                let data = irte.map_or(u32::from_le_bytes(d), |e| e.vector as u32);
+                self.events.push(Event::Msi { host, addr, data });
             }
             Target::Cpu { .. } | Target::Func { .. } => {}
         }

@@ -103,6 +103,8 @@ pub enum Failure {
     /// RAM and a decoding BAR both claim the address (a BAR relocated over RAM): the TLP is
     /// delivered to neither.
     BarOverRam { host: HostId, addr: u64, func: FuncId, bar: u8 },
+    /// An MSI write blocked by the host's interrupt remapping (`intremap`).
+    Interrupt { host: HostId, rid: Bdf, addr: u64, fault: crate::intremap::IntrFault },
 }
 
 impl Failure {
@@ -117,6 +119,7 @@ impl Failure {
             Failure::NtbLinkDown { .. } => "ntb-link-down",
             Failure::RoutingLoop { .. } => "routing-loop",
             Failure::BarOverRam { .. } => "bar-over-ram",
+            Failure::Interrupt { .. } => "interrupt-remapping-fault",
         }
     }
 }
@@ -311,6 +314,9 @@ impl Fabric {
                         w.push(HopKind::Root, h.rc, 0);
                         if h.msi.contains(w.addr) {
                             if access.is_write() {
+                                if let Some(Err(fault)) = self.iommus[host as usize].irt.as_ref().map(|t| t.lookup(w.addr, w.rid)) {
+                                    return Outcome::Failed(Failure::Interrupt { host, rid: w.rid, addr: w.addr, fault });
+                                }
                                 w.push(HopKind::Deliver, h.rc, 0);
                                 return Outcome::Delivered(Target::Msi { host, addr: w.addr });
                             }
