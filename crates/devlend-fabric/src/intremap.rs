@@ -24,9 +24,10 @@ use crate::fabric::Fabric;
 use crate::model::HostId;
 use devlend_wire::Bdf;
 
-/// IRT entries per host (a table of 256 entries, one 4 KiB page: handles 0-127 fit in the
-/// address bits inside the MSI page; devlend hands out the lowest free handle). Assumed size.
-pub const IRT_ENTRIES: usize = 256;
+/// IRT entries per host: 128, the handles whose address bits (11:5) stay inside the MSI page, so
+/// a borrower's one mapped MSI page reaches every entry (`lending::msi`). Assumed: real tables
+/// hold up to 64 Ki entries; devlend hands out the lowest free handle.
+pub const IRT_ENTRIES: usize = 128;
 const FORMAT_REMAPPABLE: u64 = 1 << 4;
 const SHV: u64 = 1 << 3;
 
@@ -182,7 +183,7 @@ mod tests {
         assert_eq!(t.lookup(0xfee0_0000, dev), Err(IntrFault::CompatibilityBlocked));
         assert_eq!(t.lookup(a | SHV, dev), Err(IntrFault::SubhandleUnsupported));
         assert_eq!(t.lookup(remappable_addr(0xfee0_0000, 7), dev), Err(IntrFault::NotPresent { handle: 7 }));
-        assert_eq!(t.lookup(remappable_addr(0xfee0_0000, 0x8001), dev), Err(IntrFault::HandleOutOfRange { handle: 0x8001 }));
+        assert_eq!(t.lookup(remappable_addr(0xfee0_0000, 0x81), dev), Err(IntrFault::HandleOutOfRange { handle: 0x81 }));
         assert!(t.lookup(remappable_addr(0xfee0_0000, 6), Bdf::new(8, 1, 2)).is_ok());
         assert!(t.lookup(remappable_addr(0xfee0_0000, 6), Bdf::new(9, 0, 0)).is_err());
     }

@@ -230,6 +230,10 @@ impl Cluster {
         for e in crate::irq::quiesce_msix(&mut self.fabric, func) {
             self.lending.anomalies.push(format!("masking the MSI-X table of {}: {e}", self.fabric.funcs[func as usize].name));
         }
+        let irtes: Vec<u32> = self.kernels[b as usize].irqs.iter().filter(|d| d.dev == dev).filter_map(|d| d.irte).collect();
+        for h in irtes {
+            self.fabric.irte_free(b, h);
+        }
         self.kernels[b as usize].hot_remove(dev)?;
         let k = &mut self.kernels[lender as usize];
         if let Some(id) = k.by_func(func) {
@@ -273,6 +277,21 @@ impl Cluster {
         let Ok(func) = self.fabric.func_id(device) else { return Vec::new() };
         let Some(l) = self.lending.lends.get(&func) else { return Vec::new() };
         l.p2p.iter().map(|(&(t, bar), e)| P2pInfo { target: self.fabric.funcs[t as usize].name.clone(), bar, borrower_addr: e.borrower_addr, lender_addr: e.lender_addr, size: e.size }).collect()
+    }
+
+    /// Turn on interrupt remapping in `host` (`devlend_fabric::intremap`): from then on every
+    /// vector `request_irq` hands out gets a remapping entry that validates the device's
+    /// requester ID (for a borrowed device, its far-side ID through the NTB), and its table
+    /// entry a remappable-format address; a device's write to another vector's entry, or in
+    /// compatibility format, is blocked and recorded. Refused while the host holds vectors
+    /// (they were programmed in compatibility format).
+    pub fn enable_interrupt_remapping(&mut self, host: impl HostRef) -> HResult<()> {
+        let h = host.resolve(self)?;
+        let k = &self.kernels[h as usize];
+        if k.irqs.iter().next().is_some() {
+            return Err(HostError::Busy(format!("host {}: interrupt vectors are in use; enable remapping before drivers request them", k.name)));
+        }
+        Ok(self.fabric.intr_remap_enable(h)?)
     }
 
     /// Whether Device Lending holds nothing (no lend, window, LUT entry or mapping).
