@@ -152,6 +152,31 @@ class Pool:
         """Undo steps the fabric refused (empty unless devlend has a bug)."""
         return self._p.anomalies()
 
+    # ----- faults and drivers (for tests and fault studies) -----
+    def link_down(self, ntb: str) -> "Pool":
+        """Take an NTB's link (both ends) down: nothing crosses; returns still complete locally."""
+        _call(self._p.link, ntb, False)
+        return self
+
+    def link_up(self, ntb: str) -> "Pool":
+        _call(self._p.link, ntb, True)
+        return self
+
+    def dma_map(self, device: str, size: int) -> int:
+        """The borrower's driver maps a new buffer of `size` bytes for a borrowed device; the bus address."""
+        return _call(self._p.dma_map, device, size)
+
+    def dma_unmap(self, device: str, dma: int, size: int) -> "Pool":
+        _call(self._p.dma_unmap, device, dma, size)
+        return self
+
+    def programmed(self) -> dict:
+        """What is programmed: per NTB the translations set and LUT entries, per host the IOMMU
+        context entries and bytes mapped per domain."""
+        ntbs, hosts = self._p.programmed()
+        return {"ntbs": {n: {"translations": t, "lut": l} for n, t, l in ntbs},
+                "iommus": [{"contexts": c, "mapped": dict(m)} for c, m in hosts]}
+
     def inventory(self) -> dict:
         """The fabric as it is programmed now (NTB translations, LUTs, IOMMU domains)."""
         return json.loads(self._p.inventory())

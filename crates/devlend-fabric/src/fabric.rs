@@ -50,6 +50,8 @@ pub struct Fabric {
     pub ram: Vec<SparseMem>,
     pub bar_mem: FxHashMap<(FuncId, u8), SparseMem>,
     pub events: EventLog,
+    /// NTB adapters whose link is down (both of a pair); see `link`.
+    pub(crate) links_down: std::collections::BTreeSet<u32>,
     func_names: FxHashMap<String, FuncId>,
     cache: FxHashMap<(u32, u64, bool), Arc<Route>>,
     pub cache_hits: u64,
@@ -60,7 +62,7 @@ impl Fabric {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn assemble(name: String, hosts: Vec<Host>, nodes: Vec<Node>, funcs: Vec<Function>, links: Vec<Link>, ntbs: Vec<NtbState>, switches: Vec<SwitchInfo>, devices: Vec<DeviceInfo>, iommus: Vec<Iommu>, config: Vec<ConfigState>, ram: Vec<SparseMem>) -> Fabric {
         let func_names = funcs.iter().enumerate().map(|(i, f)| (f.name.clone(), i as FuncId)).collect();
-        Fabric { name, hosts, nodes, funcs, links, ntbs, switches, devices, iommus, config, ram, bar_mem: FxHashMap::default(), events: EventLog::default(), func_names, cache: FxHashMap::default(), cache_hits: 0, cache_misses: 0 }
+        Fabric { name, hosts, nodes, funcs, links, ntbs, switches, devices, iommus, config, ram, bar_mem: FxHashMap::default(), events: EventLog::default(), links_down: Default::default(), func_names, cache: FxHashMap::default(), cache_hits: 0, cache_misses: 0 }
     }
 
     // ----- names ---------------------------------------------------------------------------
@@ -208,7 +210,9 @@ impl Fabric {
         }
         self.cache_misses += 1;
         let base = self.route_uncached(req, addr & !(PAGE - 1), access);
-        if base.delivered().is_some() && base.completion.as_ref().is_none_or(|c| c.delivered().is_some()) {
+        // MSI routes are not cached: with interrupt remapping the handle lies in address bits
+        // inside the page (bits 11:5), so the page does not decide the outcome.
+        if base.delivered().is_some() && !matches!(base.outcome, Outcome::Delivered(Target::Msi { .. })) && base.completion.as_ref().is_none_or(|c| c.delivered().is_some()) {
             let base = Arc::new(base);
             self.cache.insert(key, base.clone());
             if off == 0 {
@@ -327,7 +331,10 @@ impl Fabric {
                 let mut d = [0u8; 4];
                 let n = data.len().min(4);
                 d[..n].copy_from_slice(&data[..n]);
-                self.events.push(Event::Msi { host, addr, data: u32::from_le_bytes(d) });
+                // With remapping the route checked the entry; the vector raised is the entry's.
+                let irte = self.iommus[host as usize].irt.as_ref().and_then(|t| t.entry_at(addr));
+                let data = irte.map_or(u32::from_le_bytes(d), |e| e.vector as u32);
+                self.events.push(Event::Msi { host, addr, data });
             }
             Target::Cpu { .. } | Target::Func { .. } => {}
         }
@@ -346,13 +353,26 @@ impl Fabric {
 
     // ----- Linux NTB API ---------------------------------------------------------------------
 
-    fn peer(&self, ntb: u32) -> FResult<u32> {
+    /// The adapter cabled to `ntb`, link up or not: programming an adapter's own translation
+    /// and LUT registers is local (its host's CPU writes its BAR 0), so it works with the link
+    /// down, and teardown can complete on each side.
+    fn paired(&self, ntb: u32) -> FResult<u32> {
         self.ntbs[ntb as usize].peer.ok_or_else(|| FabricError::Invalid(format!("{}: NTB link is down (no cable to a peer)", self.ntbs[ntb as usize].name)))
+    }
+
+    /// The peer of `ntb` for an access that crosses the link (doorbells, scratchpads and
+    /// messages of the peer): refused while the link is down.
+    fn peer(&self, ntb: u32) -> FResult<u32> {
+        let p = self.paired(ntb)?;
+        if !self.ntb_link_is_up(ntb) {
+            return invalid(format!("{}: NTB link is down (ntb_link_disable)", self.ntbs[ntb as usize].name));
+        }
+        Ok(p)
     }
 
     /// ntb_mw_count: inbound windows (the peer's BARs that lead into this host).
     pub fn mw_count(&self, ntb: u32) -> FResult<usize> {
-        Ok(self.ntbs[self.peer(ntb)? as usize].windows.len())
+        Ok(self.ntbs[self.paired(ntb)? as usize].windows.len())
     }
 
     /// ntb_peer_mw_count: this adapter's own window BARs, which lead into the peer.
@@ -362,7 +382,7 @@ impl Fabric {
 
     /// ntb_mw_get_align: (address alignment, size alignment, maximum size) of inbound window `widx`.
     pub fn mw_get_align(&self, ntb: u32, widx: usize) -> FResult<(u64, u64, u64)> {
-        let p = self.peer(ntb)?;
+        let p = self.paired(ntb)?;
         let w = self.ntbs[p as usize].windows.get(widx).ok_or_else(|| FabricError::Invalid(format!("{}: no memory window {widx}", self.ntbs[ntb as usize].name)))?;
         Ok((crate::ntb::TRANS_ALIGN, crate::ntb::TRANS_ALIGN, w.size))
     }
@@ -377,7 +397,7 @@ impl Fabric {
             return invalid(format!("{}: translation of {} exceeds memory window {widx} ({})", s.name, crate::error::fmt_size(size), crate::error::fmt_size(max)));
         }
         check_trans(&s.name, addr, size, host.phys_limit(), &host.name)?;
-        let w = self.ntbs[self.peer(ntb)? as usize].windows[widx];
+        let w = self.ntbs[self.paired(ntb)? as usize].windows[widx];
         let inbound = if w.lut_segments == 0 {
             Inbound::Direct { addr, size }
         } else {
@@ -392,7 +412,7 @@ impl Fabric {
     /// Program one LUT segment of inbound window `widx`.
     pub fn lut_set_trans(&mut self, ntb: u32, widx: usize, segment: usize, addr: u64) -> FResult<()> {
         self.mw_get_align(ntb, widx)?;
-        let w = self.ntbs[self.peer(ntb)? as usize].windows[widx];
+        let w = self.ntbs[self.paired(ntb)? as usize].windows[widx];
         let s = &self.ntbs[ntb as usize];
         if w.lut_segments == 0 {
             return invalid(format!("{}: memory window {widx} has no LUT segments; use mw_set_trans", s.name));
@@ -544,6 +564,18 @@ impl Fabric {
         }
         let rids = self.dma_rids(f);
         self.iommus[host as usize].attach(domain, &rids);
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    /// Point the context entry of one requester ID at `domain` (one DMA alias of a function,
+    /// e.g. the far-side ID of one NTB LUT entry, given its own domain).
+    pub fn iommu_attach_rid(&mut self, host: HostId, domain: DomainId, rid: Bdf) -> FResult<()> {
+        self.iommu_on(host)?;
+        if domain as usize >= self.iommus[host as usize].domains.len() {
+            return Err(FabricError::UnknownName(format!("IOMMU domain #{domain}")));
+        }
+        self.iommus[host as usize].attach(domain, &[rid]);
         self.invalidate_routes();
         Ok(())
     }

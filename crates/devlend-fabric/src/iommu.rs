@@ -216,6 +216,8 @@ pub struct Iommu {
     pub domains: Vec<Domain>,
     pub faults: Vec<Fault>,
     pub faults_dropped: u64,
+    /// The interrupt remapping table, when remapping is on (`intremap`).
+    pub irt: Option<crate::intremap::Irt>,
 }
 
 impl Iommu {
@@ -227,6 +229,7 @@ impl Iommu {
             domains: Vec::new(),
             faults: Vec::new(),
             faults_dropped: 0,
+            irt: None,
         }
     }
 

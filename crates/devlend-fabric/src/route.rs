@@ -103,6 +103,8 @@ pub enum Failure {
     /// RAM and a decoding BAR both claim the address (a BAR relocated over RAM): the TLP is
     /// delivered to neither.
     BarOverRam { host: HostId, addr: u64, func: FuncId, bar: u8 },
+    /// An MSI write blocked by the host's interrupt remapping (`intremap`).
+    Interrupt { host: HostId, rid: Bdf, addr: u64, fault: crate::intremap::IntrFault },
 }
 
 impl Failure {
@@ -117,6 +119,7 @@ impl Failure {
             Failure::NtbLinkDown { .. } => "ntb-link-down",
             Failure::RoutingLoop { .. } => "routing-loop",
             Failure::BarOverRam { .. } => "bar-over-ram",
+            Failure::Interrupt { .. } => "interrupt-remapping-fault",
         }
     }
 }
@@ -311,6 +314,9 @@ impl Fabric {
                         w.push(HopKind::Root, h.rc, 0);
                         if h.msi.contains(w.addr) {
                             if access.is_write() {
+                                if let Some(Err(fault)) = self.iommus[host as usize].irt.as_ref().map(|t| t.lookup(w.addr, w.rid)) {
+                                    return Outcome::Failed(Failure::Interrupt { host, rid: w.rid, addr: w.addr, fault });
+                                }
                                 w.push(HopKind::Deliver, h.rc, 0);
                                 return Outcome::Delivered(Target::Msi { host, addr: w.addr });
                             }
@@ -346,7 +352,7 @@ impl Fabric {
                 }
                 Step::NtbOut { ntb, window, offset } => {
                     let s = &self.ntbs[ntb as usize];
-                    let Some(peer) = s.peer else { return Outcome::Failed(Failure::NtbLinkDown { ntb }) };
+                    let Some(peer) = s.peer.filter(|_| self.ntb_link_is_up(ntb)) else { return Outcome::Failed(Failure::NtbLinkDown { ntb }) };
                     if let Err(f) = w.cross(ntb, window) {
                         return Outcome::Failed(f);
                     }
@@ -465,7 +471,7 @@ impl Fabric {
                             let NodeKind::Ntb { ntb } = kind else { return ur(w, c, "completion for an unknown function") };
                             let s = &self.ntbs[ntb as usize];
                             let own = self.funcs[s.func as usize].bdf;
-                            let Some(peer) = s.peer else { return Outcome::Failed(Failure::NtbLinkDown { ntb }) };
+                            let Some(peer) = s.peer.filter(|_| self.ntb_link_is_up(ntb)) else { return Outcome::Failed(Failure::NtbLinkDown { ntb }) };
                             if let Err(f) = w.cross(ntb, u8::MAX) {
                                 return Outcome::Failed(f);
                             }

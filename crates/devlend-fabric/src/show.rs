@@ -144,6 +144,7 @@ impl Fabric {
             Failure::NtbLinkDown { ntb } => format!("{}: NTB link is down", self.ntbs[ntb as usize].name),
             Failure::RoutingLoop { ntb, window, host, addr } => format!("routing loop: the TLP for {addr:#x} in host {} came back to {} window {window}, which it had already crossed (NTB translations lead back into each other)", self.hosts[host as usize].name, self.ntbs[ntb as usize].name),
             Failure::BarOverRam { host, addr, func, bar } => format!("{addr:#x} in host {} is claimed by both RAM and {} BAR {bar}: delivered to neither", self.hosts[host as usize].name, self.funcs[func as usize].name),
+            Failure::Interrupt { host, rid, addr, fault } => format!("interrupt remapping fault in host {}: {} (MSI write to {addr:#x} by {rid})", self.hosts[host as usize].name, fault.describe()),
         }
     }
 
@@ -161,6 +162,7 @@ impl Fabric {
             Failure::NtbLinkDown { ntb } => json!({"kind": "ntb-link-down", "ntb": self.ntbs[ntb as usize].name, "message": message}),
             Failure::RoutingLoop { ntb, window, host, addr } => json!({"kind": f.kind(), "ntb": self.ntbs[ntb as usize].name, "window": window, "host": self.hosts[host as usize].name, "addr": addr, "message": message}),
             Failure::BarOverRam { host, addr, func, bar } => json!({"kind": f.kind(), "host": self.hosts[host as usize].name, "addr": addr, "function": self.funcs[func as usize].name, "bar": bar, "message": message}),
+            Failure::Interrupt { host, rid, addr, fault } => json!({"kind": f.kind(), "host": self.hosts[host as usize].name, "requester": rid.to_string(), "addr": addr, "reason": fault.code(), "message": message}),
         }
     }
 

@@ -48,6 +48,16 @@ pub struct BorrowOptions {
     /// Size of the DMA window the lender opens (default: a whole NTB memory window). Only the
     /// first device lent over an NTB pair opens the window; later ones share it.
     pub dma_window: Option<u64>,
+    /// Give the device its own IOMMU domain on the borrower. By default every device lent over
+    /// one NTB pair shares the DMA window and the borrower adapter's domain (000 §4-§5: "a
+    /// single DMA window", "all devices borrowed by the same physical host would be placed in
+    /// the same IOMMU domain"), so with the lender's IOMMU off one lent device can reach the
+    /// buffers another one's driver mapped (a stated limitation). With this option the
+    /// device's far-side requester ID (its LUT entry's alias) is attached to a domain of its
+    /// own, `dl:ADAPTER:DEVICE`, which holds only its driver's mappings: the window stays
+    /// shared, but another device's write into this device's part of it faults in the
+    /// borrower's IOMMU, and is recorded.
+    pub device_domain: bool,
 }
 
 /// One active lend, for inspection.
@@ -70,6 +80,28 @@ pub struct LendInfo {
     pub live_dma_maps: usize,
     /// Interrupt vectors the borrower's driver holds for the device.
     pub irq_vectors: usize,
+}
+
+/// What ending a lend could not do across the NTB. Each side's half of a lend is programmed in
+/// its own host (translations and LUT entries of its adapter, its IOMMU, its device tree), so a
+/// return completes locally on both sides whatever the link does (see `devlend_fabric::link`);
+/// what a down link stops is the agents' exchange (000 §4: the borrower returns the device to
+/// the lender's agent). Empty when the link was up.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Teardown {
+    pub unreached: Vec<Unreached>,
+}
+
+/// A lend whose link was down when it ended: the borrower's return message did not reach the
+/// lender; the lender undid its half on its own (as its agent does when it sees the link go
+/// down), the borrower its half.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unreached {
+    pub device: String,
+    pub lender: String,
+    pub borrower: String,
+    /// The lender's adapter, whose link was down.
+    pub ntb: String,
 }
 
 /// One stored P2P address pair of a borrowed source (000 §6).
@@ -118,7 +150,7 @@ impl Cluster {
         let func = self.fabric.func_id(device).map_err(|e| HostError::NoDevice(e.to_string()))?;
         let (lender, lender_dev) = self.check_borrow(b, func)?;
         let dev_domain = self.kernels[lender as usize].dma.get(&lender_dev).and_then(|d| d.domain).map(|d| (lender, d));
-        let mut lend = self.lending.lend(&mut self.fabric, func, b, dev_domain, opts.dma_window)?;
+        let mut lend = self.lending.lend(&mut self.fabric, func, b, dev_domain, opts)?;
         let f = &self.fabric.funcs[func as usize];
         let view = PciDevice { id: DevId(0), name: f.name.clone(), func, bdf: f.bdf, is_ntb: false, origin: Origin::Borrowed { lender }, lent_to: None, bars: lend.bars.clone() };
         let dev = self.kernels[b as usize].hot_add(view);
@@ -163,7 +195,7 @@ impl Cluster {
     /// Return a borrowed device to its lender: every mapping, LUT entry and window the lend made
     /// is undone, the device stops bus mastering, and the borrower's tree loses it. Refused with
     /// `Busy` while the borrower's driver holds DMA mappings or interrupt vectors of it.
-    pub fn return_device(&mut self, borrower: impl HostRef, dev: DevId) -> HResult<()> {
+    pub fn return_device(&mut self, borrower: impl HostRef, dev: DevId) -> HResult<Teardown> {
         let b = borrower.resolve(self)?;
         let (_, func) = self.borrowed(b, dev)?;
         let maps = self.lending.lends.get(&func).map_or(0, |l| l.maps.len() + l.resource_maps.len());
@@ -183,20 +215,31 @@ impl Cluster {
     /// DMA mappings, P2P entries, MSI mapping and interrupt vectors go with the lend; the lender
     /// disables bus mastering and MSI-X (every table entry masked). DMA the device still issues
     /// towards the former borrower is refused on the data path and recorded as a fault.
-    pub fn return_device_force(&mut self, borrower: impl HostRef, dev: DevId) -> HResult<()> {
+    /// A link that is down does not stop it: see [`Teardown`].
+    pub fn return_device_force(&mut self, borrower: impl HostRef, dev: DevId) -> HResult<Teardown> {
         let b = borrower.resolve(self)?;
         let (lender, func) = self.borrowed(b, dev)?;
-        self.lending.reclaim(&mut self.fabric, func)?;
+        let lend = self.lending.reclaim(&mut self.fabric, func)?;
+        let f = &self.fabric;
+        let mut report = Teardown::default();
+        if !f.ntb_link_is_up(lend.la) {
+            let host = |h: HostId| f.hosts[h as usize].name.clone();
+            report.unreached.push(Unreached { device: f.funcs[func as usize].name.clone(), lender: host(lender), borrower: host(b), ntb: f.ntbs[lend.la as usize].name.clone() });
+        }
         self.fabric.set_bus_master(func, false);
         for e in crate::irq::quiesce_msix(&mut self.fabric, func) {
             self.lending.anomalies.push(format!("masking the MSI-X table of {}: {e}", self.fabric.funcs[func as usize].name));
+        }
+        let irtes: Vec<u32> = self.kernels[b as usize].irqs.iter().filter(|d| d.dev == dev).filter_map(|d| d.irte).collect();
+        for h in irtes {
+            self.fabric.irte_free(b, h);
         }
         self.kernels[b as usize].hot_remove(dev)?;
         let k = &mut self.kernels[lender as usize];
         if let Some(id) = k.by_func(func) {
             k.device_mut(id)?.lent_to = None;
         }
-        Ok(())
+        Ok(report)
     }
 
     /// (lender, function) of a device borrowed by `b`.
@@ -234,6 +277,21 @@ impl Cluster {
         let Ok(func) = self.fabric.func_id(device) else { return Vec::new() };
         let Some(l) = self.lending.lends.get(&func) else { return Vec::new() };
         l.p2p.iter().map(|(&(t, bar), e)| P2pInfo { target: self.fabric.funcs[t as usize].name.clone(), bar, borrower_addr: e.borrower_addr, lender_addr: e.lender_addr, size: e.size }).collect()
+    }
+
+    /// Turn on interrupt remapping in `host` (`devlend_fabric::intremap`): from then on every
+    /// vector `request_irq` hands out gets a remapping entry that validates the device's
+    /// requester ID (for a borrowed device, its far-side ID through the NTB), and its table
+    /// entry a remappable-format address; a device's write to another vector's entry, or in
+    /// compatibility format, is blocked and recorded. Refused while the host holds vectors
+    /// (they were programmed in compatibility format).
+    pub fn enable_interrupt_remapping(&mut self, host: impl HostRef) -> HResult<()> {
+        let h = host.resolve(self)?;
+        let k = &self.kernels[h as usize];
+        if k.irqs.iter().next().is_some() {
+            return Err(HostError::Busy(format!("host {}: interrupt vectors are in use; enable remapping before drivers request them", k.name)));
+        }
+        Ok(self.fabric.intr_remap_enable(h)?)
     }
 
     /// Whether Device Lending holds nothing (no lend, window, LUT entry or mapping).

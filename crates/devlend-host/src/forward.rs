@@ -32,7 +32,7 @@ impl Cluster {
         let Some(vector) = k.irqs.alloc() else {
             return Err(HostError::NoMemory(format!("host {}: no free interrupt vector (all of {FIRST_DEVICE_VECTOR:#x}-{:#x} are requested)", k.name, FIRST_SYSTEM_VECTOR - 1)));
         };
-        k.irqs.insert(IrqDesc { vector, dev, entry, handler, msg_addr, count: 0 });
+        k.irqs.insert(IrqDesc { vector, dev, entry, handler, msg_addr, count: 0, irte: None });
         Ok(vector)
     }
 

@@ -65,6 +65,8 @@ pub struct IrqDesc {
     pub msg_addr: u64,
     /// Interrupts delivered so far.
     pub count: u64,
+    /// The interrupt remapping entry of this vector, when the host remaps interrupts.
+    pub irte: Option<u32>,
 }
 
 /// A host's interrupt vectors.
@@ -235,7 +237,7 @@ mod tests {
           "devices":[{"name":"nvme0","profile":"optane-900p"}],"links":[{"a":"h.rp0","b":"nvme0","gen":3,"width":4}]}"#).unwrap();
         let mut t = IrqTable::default();
         assert_eq!(t.alloc(), Some(FIRST_DEVICE_VECTOR));
-        t.insert(IrqDesc { vector: 0x20, dev: DevId(0), entry: 0, handler: 7, msg_addr: 0xfee0_0000, count: 0 });
+        t.insert(IrqDesc { vector: 0x20, dev: DevId(0), entry: 0, handler: 7, msg_addr: 0xfee0_0000, count: 0, irte: None });
         assert_eq!(t.alloc(), Some(0x21));
         assert_eq!((t.find(DevId(0), 0), t.find(DevId(0), 1), t.of(DevId(0))), (Some(0x20), None, 1));
         f.events.push(Event::Msi { host: 0, addr: 0xfee0_0000, data: 0x20 });
@@ -250,7 +252,7 @@ mod tests {
         t.drop_device(DevId(0));
         assert_eq!(t.alloc(), Some(0x20));
         for v in FIRST_DEVICE_VECTOR..FIRST_SYSTEM_VECTOR {
-            t.insert(IrqDesc { vector: v, dev: DevId(1), entry: v as u16, handler: 0, msg_addr: 0xfee0_0000, count: 0 });
+            t.insert(IrqDesc { vector: v, dev: DevId(1), entry: v as u16, handler: 0, msg_addr: 0xfee0_0000, count: 0, irte: None });
         }
         assert_eq!((t.alloc(), t.of(DevId(1))), (None, 204), "0x20-0xeb: 204 device vectors, then none");
     }

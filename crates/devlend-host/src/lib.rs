@@ -38,7 +38,7 @@ pub mod pool;
 pub mod timed;
 
 pub use api::Os;
-pub use cluster::{BorrowOptions, Cluster, HostRef, LendInfo, P2pInfo};
+pub use cluster::{BorrowOptions, Cluster, HostRef, LendInfo, P2pInfo, Teardown, Unreached};
 pub use error::{HResult, HostError};
 pub use irq::{IntxLine, IrqDesc, IrqTable};
 pub use kernel::{BarView, DevId, Kernel, Origin, PciDevice};

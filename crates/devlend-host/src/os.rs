@@ -179,7 +179,21 @@ impl HostOs<'_> {
         } else {
             self.msi_address()
         };
+        let (msg_addr, irte) = match self.remap_entry(func, vector) {
+            Ok(Some(h)) => (devlend_fabric::intremap::remappable_addr(msg_addr, h), Some(h)),
+            Ok(None) => (msg_addr, None),
+            Err(e) => {
+                if borrowed {
+                    let Cluster { fabric, lending, .. } = &mut *self.c;
+                    lending.msi_release(fabric, func);
+                }
+                return Err(e);
+            }
+        };
         if let Err(e) = self.program_msix_entry(func, &cap, slot, msg_addr, vector as u32) {
+            if let Some(h) = irte {
+                self.c.fabric.irte_free(self.host, h);
+            }
             if borrowed {
                 let Cluster { fabric, lending, .. } = &mut *self.c;
                 lending.msi_release(fabric, func);
@@ -189,8 +203,29 @@ impl HostOs<'_> {
             }
             return Err(e);
         }
-        self.kernel_mut().irqs.insert(IrqDesc { vector, dev, entry, handler, msg_addr, count: 0 });
+        self.kernel_mut().irqs.insert(IrqDesc { vector, dev, entry, handler, msg_addr, count: 0, irte });
         Ok(vector)
+    }
+
+    /// With interrupt remapping on in this host, an entry raising `vector` that validates the
+    /// requester ID under which `func`'s messages arrive here: its own, or for a borrowed device
+    /// the far-side ID of its LUT entry on the lender's adapter (what the borrower's root sees
+    /// after the NTB rewrote it). Returns its handle; None with remapping off.
+    fn remap_entry(&mut self, func: FuncId, vector: u8) -> HResult<Option<u32>> {
+        let f = &self.c.fabric;
+        if !f.intr_remap_on(self.host) {
+            return Ok(None);
+        }
+        let bdf = f.funcs[func as usize].bdf;
+        let rid = match self.c.lending.lends.get(&func) {
+            Some(l) => {
+                let idx = f.ntbs[l.la as usize].rid_lut_index(bdf).ok_or_else(|| HostError::Invalid(format!("{} has no LUT entry on its lender's adapter", f.funcs[func as usize].name)))?;
+                f.ntb_alias(l.bb, idx)
+            }
+            None => bdf,
+        };
+        let irte = devlend_fabric::intremap::Irte { vector, source: devlend_fabric::intremap::Source::Rid(rid) };
+        Ok(Some(self.c.fabric.irte_alloc(self.host, irte)?))
     }
 
     fn program_msix_entry(&mut self, func: FuncId, cap: &MsixCap, slot: u64, addr: u64, data: u32) -> HResult<()> {
@@ -223,7 +258,9 @@ impl HostOs<'_> {
         self.handle_irqs();
         let cap = irq::msix_cap(&self.c.fabric, func)?;
         let masked = self.msix_entry(dev, &cap, entry).and_then(|slot| self.write(slot + MSIX_ENTRY_CTRL, &MSIX_ENTRY_MASKED.to_le_bytes()));
-        self.kernel_mut().irqs.remove(vector);
+        if let Some(h) = self.kernel_mut().irqs.remove(vector).and_then(|d| d.irte) {
+            self.c.fabric.irte_free(self.host, h);
+        }
         if let Origin::Borrowed { .. } = origin {
             let Cluster { fabric, lending, .. } = &mut *self.c;
             lending.msi_release(fabric, func);

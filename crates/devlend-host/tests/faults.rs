@@ -108,3 +108,42 @@ fn returning_a_device_with_dma_in_flight_is_refused_or_forced() {
         assert_eq!(c.fabric.programmed(), clean);
     }
 }
+
+#[test]
+fn a_link_down_mid_lend_is_torn_down_on_both_sides_and_the_device_can_be_borrowed_again() {
+    for (lender_iommu, forced) in [(false, false), (true, false), (false, true), (true, true)] {
+        let mut c = two_host(lender_iommu);
+        let clean = c.fabric.programmed();
+        let ntb = c.fabric.ntb_id("ntb-l").unwrap();
+        let gpu = c.borrow("borrower", "gpu0").unwrap();
+        let mut os = c.os("borrower").unwrap();
+        let (buf, dma) = driver_probe(&mut os, gpu, 0x2000).unwrap();
+        assert_eq!(device_write(&mut c, "gpu0", dma, b"before"), None);
+        c.fabric.ntb_link_disable(ntb).unwrap();
+        let (digest, n) = (c.fabric.memory_digest(), failures(&c));
+        assert!(matches!(device_write(&mut c, "gpu0", dma, b"after"), Some(Failure::NtbLinkDown { .. })));
+        assert_eq!((failures(&c), c.fabric.memory_digest()), (n + 1, digest), "recorded, nothing landed");
+        let report = if forced {
+            c.return_device_force("borrower", gpu).unwrap()
+        } else {
+            let mut os = c.os("borrower").unwrap();
+            os.dma_unmap_single(gpu, dma, 0x2000, DmaDir::FromDevice).unwrap();
+            c.return_device("borrower", gpu).unwrap()
+        };
+        assert_eq!(report.unreached.len(), 1, "{report:?}");
+        assert_eq!((report.unreached[0].device.as_str(), report.unreached[0].ntb.as_str()), ("gpu0", "ntb-l"));
+        assert_eq!(c.fabric.programmed(), clean, "no translation, LUT entry, context entry or IOMMU mapping left (lender IOMMU {lender_iommu}, forced {forced})");
+        assert!(c.lending_idle() && c.anomalies().is_empty(), "{:?}", c.anomalies());
+        assert!(c.lends().is_empty() && c.kernel("borrower").unwrap().devices().all(|d| d.name != "gpu0"));
+        let e = c.borrow("borrower", "gpu0").unwrap_err();
+        assert!(matches!(e, HostError::Unreachable(_)) && e.to_string().contains("link of ntb-l to borrower is down"), "{e}");
+        assert_eq!(c.fabric.programmed(), clean, "a refused borrow programs nothing");
+        c.fabric.ntb_link_enable(ntb).unwrap();
+        let gpu = c.borrow("borrower", "gpu0").unwrap();
+        let mut os = c.os("borrower").unwrap();
+        let (buf2, dma) = driver_probe(&mut os, gpu, 0x1000).unwrap();
+        assert_eq!(device_write(&mut c, "gpu0", dma, b"again"), None);
+        assert_eq!(c.os("borrower").unwrap().read(buf2, 5).unwrap(), b"again");
+        assert_ne!(buf, 0);
+    }
+}

@@ -230,3 +230,48 @@ fn interrupt_misuse_gives_errors_not_panics() {
     assert_eq!(c.fabric.write(Requester::Func(f), borrower_msi, &[0x20, 0, 0, 0]).1, None, "that is the lender's own MSI range");
     assert_eq!(c.os("borrower").unwrap().irq_spurious(), 0);
 }
+
+/// A device's MSI write is checked by the receiving host's interrupt remapping: a vector of
+/// another device (its remappable address, or its vector in compatibility format) is blocked and
+/// recorded, nothing delivered; a borrowed device's message through the NTB is delivered because
+/// its entry validates the far-side requester ID of its LUT entry.
+#[test]
+fn interrupt_remapping_blocks_forged_messages_and_passes_the_borrowed_devices() {
+    use devlend_fabric::route::Failure;
+    for lender_iommu in [false, true] {
+        let mut c = three_host(lender_iommu, false);
+        c.enable_interrupt_remapping("borrower").unwrap();
+        let b = c.host_id("borrower").unwrap();
+        let g0 = c.borrow("borrower", "gpu0").unwrap();
+        let mut os = c.os("borrower").unwrap();
+        os.pci_set_master(g0).unwrap();
+        let v0 = os.request_irq(g0, 0, HANDLER).unwrap();
+        let local = os.find("gpu4").unwrap();
+        os.pci_set_master(local).unwrap();
+        let v4 = os.request_irq(local, 0, HANDLER).unwrap();
+        for n in 1..=2 {
+            assert_eq!(device_msi(&mut c, "gpu0", 0), (true, None), "lender IOMMU {lender_iommu}");
+            assert_eq!(device_msi(&mut c, "gpu4", 0), (true, None));
+            let mut os = c.os("borrower").unwrap();
+            assert_eq!((os.irq_count(v0), os.irq_count(v4)), (n, n));
+        }
+        let msi = c.fabric.hosts[b as usize].msi.start;
+        let v4_addr = c.kernel("borrower").unwrap().irqs().get(v4).unwrap().msg_addr;
+        let v0_lender_addr = c.kernel("borrower").unwrap().irqs().get(v0).unwrap().msg_addr;
+        // gpu4 (local) forges: gpu0's vector in compatibility format, and gpu0's entry through
+        // its own root. gpu0 (borrowed) forges gpu4's entry through the NTB's MSI mapping.
+        let forged = [("gpu4", msi, v0 as u32), ("gpu4", msi | (v0_lender_addr & 0xfff), v0 as u32), ("gpu0", v0_lender_addr - (v0_lender_addr & 0xfff) + (v4_addr & 0xfff), v4 as u32)];
+        for (dev, addr, data) in forged {
+            let (digest, before) = (c.fabric.memory_digest(), c.fabric.events.total());
+            let fail = device_write(&mut c, dev, addr, &data.to_le_bytes());
+            assert!(matches!(fail, Some(Failure::Interrupt { host, .. }) if host == b), "{dev} at {addr:#x}: {fail:?}");
+            assert_eq!((c.fabric.events.total(), c.fabric.memory_digest()), (before + 1, digest), "recorded once, nothing changed");
+            let mut os = c.os("borrower").unwrap();
+            assert_eq!((os.irq_count(v0), os.irq_count(v4), os.irq_spurious()), (2, 2, 0), "{dev}: no interrupt raised");
+        }
+        let mut os = c.os("borrower").unwrap();
+        os.free_irq(g0, 0).unwrap();
+        os.free_irq(local, 0).unwrap();
+        assert!(c.fabric.iommus[b as usize].irt.as_ref().unwrap().entries.iter().all(|e| e.is_none()), "free_irq clears the entries");
+    }
+}

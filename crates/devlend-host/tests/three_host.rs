@@ -211,3 +211,43 @@ fn two_hosts_can_lend_to_each_other_over_one_ntb_pair() {
     assert_eq!(c.fabric.programmed(), clean);
     assert!(c.lending_idle() && c.anomalies().is_empty());
 }
+
+/// Two GPUs of lender-a (IOMMU off) lent to the same borrower: gpu0 writes the buffer gpu1's
+/// driver mapped. By default they share the DMA window and the borrower adapter's domain, so it
+/// lands, unrecorded (the stated limitation, 000 §4-§5); with `BorrowOptions::device_domain`
+/// it is blocked by the borrower's IOMMU and recorded.
+#[test]
+fn devices_lent_to_one_borrower_share_a_domain_unless_each_gets_its_own() {
+    use devlend_fabric::fabric::Event;
+    use devlend_host::BorrowOptions;
+    for own in [false, true] {
+        let mut c = three_host(false, false);
+        let clean = c.fabric.programmed();
+        let opts = BorrowOptions { device_domain: own, ..Default::default() };
+        let g0 = c.borrow_with("borrower", "gpu0", opts).unwrap();
+        let g1 = c.borrow_with("borrower", "gpu1", opts).unwrap();
+        let mut os = c.os("borrower").unwrap();
+        let (_, dma0) = driver_probe(&mut os, g0, 0x1000).unwrap();
+        let (buf1, dma1) = driver_probe(&mut os, g1, 0x1000).unwrap();
+        assert_eq!(c.lends()[0].window_addr, c.lends()[1].window_addr, "one DMA window either way");
+        assert_eq!(device_write(&mut c, "gpu0", dma0, b"mine"), None, "a device reaches its own buffer");
+        assert_eq!(device_write(&mut c, "gpu1", dma1, b"ones"), None);
+        let (digest, n) = (c.fabric.memory_digest(), c.fabric.events.iter().filter(|e| matches!(e, Event::Failed(_))).count());
+        let fail = device_write(&mut c, "gpu0", dma1, b"theirs");
+        let now = c.fabric.events.iter().filter(|e| matches!(e, Event::Failed(_))).count();
+        if own {
+            assert!(matches!(fail, Some(Failure::Iommu { host: 0, .. })), "{fail:?}");
+            assert_eq!((now, c.fabric.memory_digest()), (n + 1, digest), "blocked, recorded, nothing written");
+            assert_eq!(c.os("borrower").unwrap().read(buf1, 4).unwrap(), b"ones");
+        } else {
+            assert_eq!((fail, now), (None, n), "the limitation: delivered and not recorded");
+            assert_eq!(c.os("borrower").unwrap().read(buf1, 6).unwrap(), b"theirs");
+        }
+        for (g, dma) in [(g0, dma0), (g1, dma1)] {
+            c.os("borrower").unwrap().dma_unmap_single(g, dma, 0x1000, DmaDir::FromDevice).unwrap();
+            c.return_device("borrower", g).unwrap();
+        }
+        assert_eq!(c.fabric.programmed(), clean, "own domains {own}: nothing left");
+        assert!(c.lending_idle() && c.anomalies().is_empty(), "{:?}", c.anomalies());
+    }
+}

@@ -171,7 +171,7 @@ fn borrow_errors_are_clear_and_change_nothing() {
     let e = c.borrow("borrower", "ntb-l").unwrap_err();
     assert!(e.to_string().contains("NTB adapter"), "{e}");
     assert!(matches!(c.borrow("nobody", "gpu0"), Err(HostError::NoDevice(_))));
-    let e = c.borrow_with("borrower", "gpu0", BorrowOptions { dma_window: Some(1 << 30) }).unwrap_err();
+    let e = c.borrow_with("borrower", "gpu0", BorrowOptions { dma_window: Some(1 << 30), ..Default::default() }).unwrap_err();
     assert!(matches!(e, HostError::WindowTooSmall(_)) && e.to_string().contains("a DMA window of 1 GiB is larger than the NTB can map"), "{e}");
     // The lender's own driver is using the device.
     let mut os = c.os("lender").unwrap();
@@ -217,7 +217,7 @@ fn driver_misuse_gives_errors_not_panics() {
 fn a_dma_window_too_small_for_a_mapping_is_an_error_and_leaves_nothing_behind() {
     for lender_iommu in [false, true] {
         let mut c = two_host(lender_iommu);
-        let gpu = c.borrow_with("borrower", "gpu0", BorrowOptions { dma_window: Some(64 << 10) }).unwrap();
+        let gpu = c.borrow_with("borrower", "gpu0", BorrowOptions { dma_window: Some(64 << 10), ..Default::default() }).unwrap();
         assert_eq!(c.lends()[0].window_size, 64 << 10);
         let mut os = c.os("borrower").unwrap();
         let big = os.kmalloc(48 << 10).unwrap();

@@ -67,7 +67,7 @@ impl Pool {
 
     #[pyo3(signature = (device, borrower=None))]
     fn return_device(&mut self, device: &str, borrower: Option<&str>) -> PyResult<()> {
-        self.inner.return_device(device, borrower).map_err(perr)
+        self.inner.return_device(device, borrower).map(|_| ()).map_err(perr)
     }
 
     fn entries(&self) -> Vec<Entry> {
@@ -89,6 +89,41 @@ impl Pool {
 
     fn anomalies(&self) -> Vec<String> {
         self.inner.cluster().anomalies().to_vec()
+    }
+
+    /// Take the link of an NTB (and its peer) down, or bring it back up.
+    fn link(&mut self, ntb: &str, up: bool) -> PyResult<()> {
+        let f = &mut self.inner.cluster_mut().fabric;
+        let n = f.ntb_id(ntb).map_err(|e| PoolError::new_err(("unknown", e.to_string())))?;
+        let r = if up { f.ntb_link_enable(n) } else { f.ntb_link_disable(n) };
+        r.map_err(|e| PoolError::new_err(("link", e.to_string())))
+    }
+
+    /// The borrower's driver maps `size` bytes of a new buffer for a borrowed device; returns the bus address.
+    fn dma_map(&mut self, device: &str, size: u64) -> PyResult<u64> {
+        let l = self.inner.lend(device).map_err(perr)?.ok_or_else(|| PoolError::new_err(("not-borrowed", format!("{device} is not borrowed"))))?;
+        let le = |e: devlend_host::HostError| PoolError::new_err(("lending", e.to_string()));
+        let mut os = self.inner.cluster_mut().os(l.borrower.as_str()).map_err(le)?;
+        let buf = os.kmalloc(size).map_err(le)?;
+        os.dma_map_single(l.dev, buf, size, devlend_host::DmaDir::Bidirectional).map_err(le)
+    }
+
+    fn dma_unmap(&mut self, device: &str, dma: u64, size: u64) -> PyResult<()> {
+        let l = self.inner.lend(device).map_err(perr)?.ok_or_else(|| PoolError::new_err(("not-borrowed", format!("{device} is not borrowed"))))?;
+        let le = |e: devlend_host::HostError| PoolError::new_err(("lending", e.to_string()));
+        let mut os = self.inner.cluster_mut().os(l.borrower.as_str()).map_err(le)?;
+        os.dma_unmap_single(l.dev, dma, size, devlend_host::DmaDir::Bidirectional).map_err(le)
+    }
+
+    /// What is programmed: per NTB (name, translations set, LUT entries), per host the IOMMU
+    /// context entries and the bytes mapped per domain name.
+    fn programmed(&self) -> (Vec<(String, usize, usize)>, Vec<(usize, Vec<(String, u64)>)>) {
+        let f = &self.inner.cluster().fabric;
+        let p = f.programmed();
+        let ntbs = f.ntbs.iter().zip(p.inbound.iter().zip(&p.rid_luts)).map(|(n, (i, l))| {
+            (n.name.clone(), i.iter().filter(|x| **x != devlend_fabric::ntb::Inbound::Unset).count(), l.iter().filter(|x| x.is_some()).count())
+        }).collect();
+        (ntbs, p.contexts.iter().zip(p.mapped).map(|(c, m)| (c.len(), m)).collect())
     }
 
     fn inventory(&self) -> String {

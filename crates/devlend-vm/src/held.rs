@@ -25,7 +25,7 @@ pub(crate) enum Held {
 /// Undo one piece; returns what went wrong, if anything (recorded as an anomaly).
 pub(crate) fn release(c: &mut Cluster, h: Held) -> Option<String> {
     let r: Result<(), String> = match h {
-        Held::Borrowed { host, dev } => c.return_device(host, dev).map_err(|e| e.to_string()),
+        Held::Borrowed { host, dev } => c.return_device(host, dev).map(|_| ()).map_err(|e| e.to_string()),
         Held::HostDma { host, dev, dma, len } => c.os(host).and_then(|mut os| os.dma_unmap_single(dev, dma, len, DmaDir::Bidirectional)).map_err(|e| e.to_string()),
         Held::Iommu { host, domain, iova, len } => c.fabric.iommu_unmap(host, domain, iova, len).map(|_| ()).map_err(|e| e.to_string()),
         Held::Attached { host, func } => reattach_default(c, host, func),

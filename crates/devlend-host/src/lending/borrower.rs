@@ -12,6 +12,7 @@
 use super::{atomically, map_held, BorrowedMap, DevDomain, Held, LendState};
 use crate::error::{invalid, size, HResult, HostError};
 use crate::localdma::{iova_align, pages};
+use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::FuncId;
 use devlend_fabric::Fabric;
 
@@ -19,8 +20,9 @@ impl LendState {
     /// dma_map_single/dma_map_sg/dma_alloc_coherent for a borrowed device.
     pub fn borrowed_map(&mut self, f: &mut Fabric, func: FuncId, phys: u64, len: u64, write: bool) -> HResult<u64> {
         let (la, bb, dev_domain) = self.lend_of(f, func)?;
+        let own = self.lends.get(&func).and_then(|l| l.own_domain);
         let (start, end) = pages(phys, len)?;
-        let (lender_page, held) = atomically!(self, f, held, self.map_into_window(f, la, bb, start, end - start, write, dev_domain, &mut held))?;
+        let (lender_page, held) = atomically!(self, f, held, self.map_into_window(f, la, bb, start, end - start, write, dev_domain, own, &mut held))?;
         let dma = lender_page + (phys - start);
         if let Some(l) = self.lends.get_mut(&func) {
             l.maps.push(BorrowedMap { dma, size: len, held });
@@ -49,9 +51,10 @@ impl LendState {
 
     /// Map `len` bytes of borrower address `target` (page aligned) into the DMA window of the
     /// pair (la, bb); returns the lender-side address. Under Rem-IOMMU, `dev_domain` also gets
-    /// the one-to-one mapping of that address.
+    /// the one-to-one mapping of that address. `own`: the device's own borrower domain, which
+    /// takes the mapping instead of the window's.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn map_into_window(&mut self, f: &mut Fabric, la: u32, bb: u32, target: u64, len: u64, write: bool, dev_domain: DevDomain, held: &mut Vec<Held>) -> HResult<u64> {
+    pub(crate) fn map_into_window(&mut self, f: &mut Fabric, la: u32, bb: u32, target: u64, len: u64, write: bool, dev_domain: DevDomain, own: Option<DomainId>, held: &mut Vec<Held>) -> HResult<u64> {
         let w = self.dma_windows.get_mut(&(la, bb)).ok_or_else(|| HostError::Invalid("no DMA window is open".into()))?;
         let Some(iova) = w.iova.alloc(len, iova_align(len)) else {
             let (used, total) = (w.iova.in_use(), w.size);
@@ -61,7 +64,7 @@ impl LendState {
             )));
         };
         held.push(Held::WindowIova { la, bb, iova });
-        let (domain, lender_addr) = (w.domain, w.lender_addr + (iova - w.iova_base));
+        let (domain, lender_addr) = (own.unwrap_or(w.domain), w.lender_addr + (iova - w.iova_base));
         held.push(map_held(f, f.ntbs[bb as usize].host, domain, iova, target, len, write)?);
         if let Some((host, d)) = dev_domain {
             held.push(map_held(f, host, d, lender_addr, lender_addr, len, write)?);

@@ -12,6 +12,8 @@
 //! and keeps the device until the borrower returns it, when all of it is undone (`reclaim`).
 
 use super::{atomically, DevDomain, DmaWindow, Held, Lend, LendState};
+use crate::cluster::BorrowOptions;
+use devlend_fabric::iommu::DomainId;
 use crate::alloc::{align_up, RangeAlloc};
 use crate::error::{size, HResult, HostError};
 use crate::kernel::{BarView, DevId, PAGE};
@@ -28,33 +30,58 @@ pub(crate) fn link(f: &Fabric, from: HostId, to: HostId) -> Option<(u32, u32)> {
     })
 }
 
+/// The NTB pair joining two hosts, with its link up (a lend's programming needs the two agents
+/// to talk, 000 §4).
 pub(crate) fn need_link(f: &Fabric, from: HostId, to: HostId, why: &str) -> HResult<(u32, u32)> {
-    link(f, from, to).ok_or_else(|| {
-        let (a, b) = (&f.hosts[from as usize].name, &f.hosts[to as usize].name);
-        HostError::Unreachable(format!("{why}: no NTB joins {a} and {b} (Device Lending maps through one NTB between the two hosts)"))
-    })
+    let (a, b) = (&f.hosts[from as usize].name, &f.hosts[to as usize].name);
+    let (la, bb) = link(f, from, to).ok_or_else(|| HostError::Unreachable(format!("{why}: no NTB joins {a} and {b} (Device Lending maps through one NTB between the two hosts)")))?;
+    if !f.ntb_link_is_up(la) {
+        return Err(HostError::Unreachable(format!("{why}: the link of {} to {b} is down", f.ntbs[la as usize].name)));
+    }
+    Ok((la, bb))
 }
 
 impl LendState {
     /// Lend `func` (in its host) to `borrower`; everything is undone if a step fails.
-    pub fn lend(&mut self, f: &mut Fabric, func: FuncId, borrower: HostId, dev_domain: DevDomain, dma_window: Option<u64>) -> HResult<Lend> {
+    pub fn lend(&mut self, f: &mut Fabric, func: FuncId, borrower: HostId, dev_domain: DevDomain, opts: BorrowOptions) -> HResult<Lend> {
         let lender = f.func_host(func);
         let why = format!("cannot lend {} to {}", f.funcs[func as usize].name, f.hosts[borrower as usize].name);
         let (la, bb) = need_link(f, lender, borrower, &why)?;
-        let (bars, held) = atomically!(self, f, held, self.open_lend(f, func, la, bb, dma_window, &mut held))?;
-        Ok(Lend { lender, borrower, la, bb, dev: DevId(u32::MAX), dev_domain, bars, held, maps: Vec::new(), p2p: BTreeMap::new(), resource_maps: Vec::new(), msi: None })
+        let ((bars, own_domain), held) = atomically!(self, f, held, self.open_lend(f, func, la, bb, opts, &mut held))?;
+        Ok(Lend { lender, borrower, la, bb, dev: DevId(u32::MAX), dev_domain, own_domain, bars, held, maps: Vec::new(), p2p: BTreeMap::new(), resource_maps: Vec::new(), msi: None })
     }
 
-    fn open_lend(&mut self, f: &mut Fabric, func: FuncId, la: u32, bb: u32, dma_window: Option<u64>, held: &mut Vec<Held>) -> HResult<Vec<BarView>> {
-        held.push(self.acquire_dma_window(f, la, bb, dma_window)?);
+    fn open_lend(&mut self, f: &mut Fabric, func: FuncId, la: u32, bb: u32, opts: BorrowOptions, held: &mut Vec<Held>) -> HResult<(Vec<BarView>, Option<DomainId>)> {
+        held.push(self.acquire_dma_window(f, la, bb, opts.dma_window)?);
         held.push(self.acquire_rid(f, la, f.funcs[func as usize].bdf)?);
+        let own_domain = match opts.device_domain {
+            true => {
+                let (h, d) = self.acquire_device_domain(f, la, bb, func)?;
+                held.push(h);
+                Some(d)
+            }
+            false => None,
+        };
         let mut views = Vec::new();
         for b in f.funcs[func as usize].bars.clone() {
             held.push(self.acquire_bar_win(f, bb, func, b.index)?);
             let cpu_addr = self.bar_win_addr(bb, func, b.index).ok_or_else(|| HostError::Invalid(format!("BAR {} of {} has no window address", b.index, f.funcs[func as usize].name)))?;
             views.push(BarView { index: b.index, size: b.size, cpu_addr });
         }
-        Ok(views)
+        Ok((views, own_domain))
+    }
+
+    /// Attach the far-side requester ID of `func` (its LUT entry on `la`, seen through `bb`) to
+    /// a borrower domain of its own (`BorrowOptions::device_domain`); released by pointing it
+    /// back at the adapter's domain.
+    fn acquire_device_domain(&mut self, f: &mut Fabric, la: u32, bb: u32, func: FuncId) -> HResult<(Held, DomainId)> {
+        let idx = f.ntbs[la as usize].rid_lut_index(f.funcs[func as usize].bdf).ok_or_else(|| HostError::Invalid(format!("{} has no LUT entry", f.funcs[func as usize].name)))?;
+        let (rid, host) = (f.ntb_alias(bb, idx), f.ntbs[bb as usize].host);
+        let shared = self.domains.get(&bb).map(|d| d.domain).ok_or_else(|| HostError::Invalid("adapter domain vanished".into()))?;
+        let name = format!("dl:{}:{}", f.ntbs[bb as usize].name, f.funcs[func as usize].name);
+        let d = crate::localdma::domain(f, host, &name)?;
+        f.iommu_attach_rid(host, d, rid)?;
+        Ok((Held::DeviceDomain { host, rid, shared }, d))
     }
 
     /// Take a reference to the DMA window from `la` (lender) into `bb` (borrower), opening it

@@ -14,6 +14,10 @@
 //!   DMA window lands on (000 §5: "all devices borrowed by the same physical host would be placed
 //!   in the same IOMMU domain"); on a lender it holds one-to-one mappings of the lent BARs, so the
 //!   borrower's CPU accesses, which the lender's switches redirect to the root, reach them.
+//!   A limitation that follows: devices lent to one borrower over one NTB pair share the DMA
+//!   window and that borrower domain, so with the lender's IOMMU off one can write into buffers
+//!   mapped for another, unrecorded. `BorrowOptions::device_domain` closes it: the device's
+//!   far-side requester ID gets a borrower domain of its own (`Held::DeviceDomain`).
 //! - *Borrower IOMMU.* Required: without it the window would have to map all of the borrower's
 //!   RAM, "not practical" (000 §8.1); borrowing onto a host with its IOMMU off is refused.
 //! - *Rem-IOMMU* (000 §7.1): when the lender's IOMMU is on, the addresses handed to the driver
@@ -66,6 +70,9 @@ pub(crate) enum Held {
     MsiWin(u32, u32),
     /// A window mapping.
     Win(WinMap),
+    /// A far-side requester ID attached to a device's own borrower domain; released by pointing
+    /// it back at the adapter domain `shared`.
+    DeviceDomain { host: HostId, rid: Bdf, shared: DomainId },
     /// An IOMMU mapping.
     IommuMap { host: HostId, domain: DomainId, iova: u64, size: u64 },
 }
@@ -141,6 +148,9 @@ pub(crate) struct Lend {
     pub dev: DevId,
     /// The device's own domain in the lender, when the lender's IOMMU is on.
     pub dev_domain: DevDomain,
+    /// The device's own domain on the borrower (`BorrowOptions::device_domain`), else its
+    /// driver's mappings go to the borrower adapter's domain.
+    pub own_domain: Option<DomainId>,
     pub bars: Vec<BarView>,
     held: Vec<Held>,
     pub maps: Vec<BorrowedMap>,

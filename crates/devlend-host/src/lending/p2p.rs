@@ -68,7 +68,7 @@ impl LendState {
         let b = *f.funcs[t.func as usize].bars.iter().find(|b| b.index == t.bar).ok_or_else(|| HostError::Invalid("no such BAR".into()))?;
         let len = align_up(b.size, PAGE).unwrap_or(b.size);
         let addr = match t.origin {
-            Origin::Local => self.map_into_window(f, la, bb, b.addr, len, true, None, held)?,
+            Origin::Local => self.map_into_window(f, la, bb, b.addr, len, true, None, None, held)?,
             Origin::Borrowed { lender: m } if m == lender => b.addr,
             Origin::Borrowed { lender: m } => {
                 let why = format!("cannot map {} for {}", f.funcs[t.func as usize].name, f.funcs[src as usize].name);

@@ -123,6 +123,10 @@ impl LendState {
                 let r = self.windows.unmap(f, &m);
                 self.note("unmap window", r);
             }
+            Held::DeviceDomain { host, rid, shared } => {
+                let r = f.iommu_attach_rid(host, shared, rid);
+                self.note("iommu_attach (back to the adapter domain)", r);
+            }
             Held::IommuMap { host, domain, iova, size } => {
                 let r = f.iommu_unmap(host, domain, iova, size).map_err(|e| e.to_string()).and_then(|n| if n == size { Ok(()) } else { Err(format!("{n:#x} of {size:#x} bytes at {iova:#x}")) });
                 self.note("iommu_unmap", r);

@@ -19,7 +19,7 @@ mod tests;
 
 pub use error::{PResult, PoolError};
 
-use crate::cluster::{BorrowOptions, Cluster, LendInfo};
+use crate::cluster::{BorrowOptions, Cluster, LendInfo, Teardown};
 use crate::kernel::DevId;
 use devlend_fabric::model::{FuncId, HostId, NodeKind};
 use std::collections::{BTreeMap, BTreeSet};
@@ -200,7 +200,7 @@ impl Pool {
         if !self.connected.contains(&(lender, b)) {
             return Err(PoolError::NotConnected { device: name, lender: self.host_name(lender), borrower: borrower.into() });
         }
-        let dev = self.cluster.borrow_with(b, &name, BorrowOptions { dma_window }).map_err(|error| PoolError::Lending { device: name, error })?;
+        let dev = self.cluster.borrow_with(b, &name, BorrowOptions { dma_window, ..Default::default() }).map_err(|error| PoolError::Lending { device: name, error })?;
         self.borrowed.insert(func, (b, dev));
         Ok(dev)
     }
@@ -232,7 +232,7 @@ impl Pool {
     /// Return a borrowed device to its lender (it stays in the pool, available). Refused while the
     /// borrower's driver holds DMA mappings or interrupt vectors of it; `borrower`, when given, must
     /// be the host that borrowed it.
-    pub fn return_device(&mut self, device: &str, borrower: Option<&str>) -> PResult<()> {
+    pub fn return_device(&mut self, device: &str, borrower: Option<&str>) -> PResult<Teardown> {
         let func = self.resolve(device)?;
         let name = self.name(func);
         let Some(&(b, dev)) = self.borrowed.get(&func) else {
@@ -243,9 +243,9 @@ impl Pool {
                 return Err(PoolError::NotBorrowed { device: name, by: Some(asked.into()) });
             }
         }
-        self.cluster.return_device(b, dev).map_err(|error| PoolError::Lending { device: name, error })?;
+        let report = self.cluster.return_device(b, dev).map_err(|error| PoolError::Lending { device: name, error })?;
         self.borrowed.remove(&func);
-        Ok(())
+        Ok(report)
     }
 
     pub fn entry(&self, device: &str) -> PResult<PoolEntry> {
