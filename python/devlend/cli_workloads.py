@@ -14,6 +14,8 @@ from .sizes import parse_size
 
 GPU_HELP = ("a GPU copy NAME:HOST:DEVICE:htod|dtoh:BYTES[@START_NS], e.g. c:borrower:gpu0:dtoh:8MiB@1000; "
             "HOST runs the driver and borrows DEVICE if it sits elsewhere")
+SET_HELP = ("override a hardware constant without editing the file: timing.KEY=VALUE, hosts.NAME.KEY=VALUE, "
+            "devices.NAME.KEY=VALUE or links.END.KEY=VALUE, e.g. timing.max_payload=128 or 'timing.ntb_latency_ps=400 ns'; repeatable")
 FIO_HELP = ("an fio job NAME:HOST:DEVICE:randread|randwrite:QD:JOBS:IOS[@START_NS], e.g. f:borrower:nvme0:randread:8:1:1000 "
             "(4 KiB commands; QD per job)")
 
@@ -63,16 +65,18 @@ def run_workloads(file: str = typer.Argument(..., help="topology file (YAML or J
                   gpu_copy: list[str] = typer.Option([], "--gpu-copy", "-g", help=GPU_HELP),
                   fio: list[str] = typer.Option([], "--fio", "-f", help=FIO_HELP),
                   csv_out: Optional[str] = typer.Option(None, "--csv", help="write the workloads' table as CSV to this file"),
-                  links_csv: Optional[str] = typer.Option(None, "--links-csv", help="write the links' table as CSV to this file")) -> None:
+                  links_csv: Optional[str] = typer.Option(None, "--links-csv", help="write the links' table as CSV to this file"),
+                  set_: list[str] = typer.Option([], "--set", help=SET_HELP)) -> None:
     """Run streams, GPU copies and fio jobs at once on one clock and print each workload's start,
     end, bandwidth (IOPS and latency for fio) and each loaded link direction's statistics."""
     from .cli import _fail, out
     from .scenario import Scenario
+    from .topology import load, parse_sets
     try:
         if not (stream or gpu_copy or fio):
             raise DevlendError("give at least one --stream, --gpu-copy or --fio")
         streams, copies, jobs = [parse_stream(s) for s in stream], [parse_gpu_copy(g) for g in gpu_copy], [parse_fio(f) for f in fio]
-        sc = Scenario(file)
+        sc = Scenario(load(file).with_params(parse_sets(set_)) if set_ else file)
         for c in copies:
             sc.gpu_copy(c["name"], c["runner"], c["gpu"], c["direction"], c["nbytes"], at_ns=c["at_ns"])
         for j in jobs:

@@ -45,6 +45,8 @@ class Scenario:
     def __init__(self, topology: "Union[str, os.PathLike, Topology]"):
         from .topology import Topology, load
         topo = topology if isinstance(topology, Topology) else load(topology)
+        if topo.params:
+            topo.build()  # an override the core refuses is a file:line:field error, as for any topology
         self._s = _call(_core.Scenario, topo.to_json())
         self._ran = False
 
@@ -98,7 +100,9 @@ class Scenario:
                 ios, iops, mean, p50, p99 = fio
                 row.update(ios=ios, iops=iops, lat_mean_us=mean / 1e6, lat_p50_us=p50 / 1e6, lat_p99_us=p99 / 1e6)
             rows.append(row)
-        return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+        df = pd.DataFrame(rows, columns=RESULT_COLUMNS)
+        df.attrs["params"] = self.params()
+        return df
 
     def link_stats(self) -> "pd.DataFrame":
         """One row per link direction that carried TLPs: bytes, utilisation (busy / elapsed),
