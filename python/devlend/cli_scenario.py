@@ -9,18 +9,22 @@ import os
 
 import typer
 
+from .cli_workloads import SET_HELP
 from .errors import DevlendError
 
 
 def run_scenario(file: str = typer.Argument(..., help="scenario file (YAML)"),
                  out_dir: str = typer.Option(".", "--out", "-o", help="directory for NAME.csv, NAME-links.csv and NAME.png"),
-                 busiest: int = typer.Option(8, "--busiest", help="link directions to show and plot, busiest first")) -> None:
+                 busiest: int = typer.Option(8, "--busiest", help="link directions to show and plot, busiest first"),
+                 set_: list[str] = typer.Option([], "--set", help=SET_HELP)) -> None:
     """Run a scenario file: borrow at t, workloads (stream, gpu_copy, fio), return at t'."""
     from .cli import _fail, out
     from .cli_run import _table
     from .scenario_file import load
+    from .topology import parse_sets
     try:
-        run = load(file).run()
+        sf = load(file)
+        run = (sf.with_params(parse_sets(set_)) if set_ else sf).run()
         res, links = run.results(), run.link_stats().nlargest(busiest, "utilisation")
         os.makedirs(out_dir, exist_ok=True)
         base = os.path.join(out_dir, run.file.spec.name)

@@ -14,6 +14,8 @@ from .sizes import parse_size
 
 GPU_HELP = ("a GPU copy NAME:HOST:DEVICE:htod|dtoh:BYTES[@START_NS], e.g. c:borrower:gpu0:dtoh:8MiB@1000; "
             "HOST runs the driver and borrows DEVICE if it sits elsewhere")
+SET_HELP = ("override a hardware constant without editing the file: timing.KEY=VALUE, hosts.NAME.KEY=VALUE, "
+            "devices.NAME.KEY=VALUE or links.END.KEY=VALUE, e.g. timing.max_payload=128 or 'timing.ntb_latency_ps=400 ns'; repeatable")
 FIO_HELP = ("an fio job NAME:HOST:DEVICE:randread|randwrite:QD:JOBS:IOS[@START_NS], e.g. f:borrower:nvme0:randread:8:1:1000 "
             "(4 KiB commands; QD per job)")
 
@@ -102,18 +104,20 @@ def run_workloads(file: str = typer.Argument(..., help="topology file (YAML or J
                   gpu_pingpong: list[str] = typer.Option([], "--gpu-pingpong", "-p", help=PINGPONG_HELP),
                   ntb_perf: list[str] = typer.Option([], "--ntb-perf", "-n", help=NTB_PERF_HELP),
                   csv_out: Optional[str] = typer.Option(None, "--csv", help="write the workloads' table as CSV to this file"),
-                  links_csv: Optional[str] = typer.Option(None, "--links-csv", help="write the links' table as CSV to this file")) -> None:
+                  links_csv: Optional[str] = typer.Option(None, "--links-csv", help="write the links' table as CSV to this file"),
+                  set_: list[str] = typer.Option([], "--set", help=SET_HELP)) -> None:
     """Run streams, GPU copies and ping-pongs, fio jobs and ntb_perf at once on one clock and print
     each workload's start, end, bandwidth (IOPS and latency for fio, round trips for a ping-pong)
-    and each loaded link direction's statistics."""
+    and each loaded link direction's statistics; --set overrides hardware constants (no rebuild)."""
     from .cli import _fail, out
     from .scenario import Scenario
+    from .topology import load, parse_sets
     try:
         if not (stream or gpu_copy or fio or gpu_pingpong or ntb_perf):
             raise DevlendError("give at least one --stream, --gpu-copy, --gpu-pingpong, --fio or --ntb-perf")
         streams, copies, jobs = [parse_stream(s) for s in stream], [parse_gpu_copy(g) for g in gpu_copy], [parse_fio(f) for f in fio]
         pongs, perfs = [parse_gpu_pingpong(p) for p in gpu_pingpong], [parse_ntb_perf(n) for n in ntb_perf]
-        sc = Scenario(file)
+        sc = Scenario(load(file).with_params(parse_sets(set_)) if set_ else file)
         for p in pongs:
             sc.gpu_pingpong(p.pop("name"), p.pop("runner"), p.pop("gpu_a"), p.pop("gpu_b"), **p)
         for n in perfs:

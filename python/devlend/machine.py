@@ -63,6 +63,11 @@ class Run:
     def now_ns(self) -> float:
         return self._m.now_ps() / 1000
 
+    def params(self) -> dict:
+        """The effective parameters (the topology's overrides merged in) and devlend's version;
+        ``results()`` carries them as ``DataFrame.attrs["params"]``."""
+        return dict(self._m.params())
+
     def results(self) -> "pd.DataFrame":
         """One row per stream: name, requester, addr, bytes, write, start_ns, end_ns, time_ns, GBps."""
         import pandas as pd
@@ -73,7 +78,9 @@ class Run:
                          "start_ns": start / 1000, "end_ns": None if end is None else end / 1000,
                          "time_ns": None if t is None else t / 1000,
                          "GBps": None if not t else nbytes / (t * 1e-12) / 1e9})
-        return pd.DataFrame(rows, columns=["name", "requester", "addr", "bytes", "write", "start_ns", "end_ns", "time_ns", "GBps"])
+        df = pd.DataFrame(rows, columns=["name", "requester", "addr", "bytes", "write", "start_ns", "end_ns", "time_ns", "GBps"])
+        df.attrs["params"] = self.params()
+        return df
 
     def link_stats(self) -> "pd.DataFrame":
         """One row per link direction that carried TLPs: link ("comp.port -> comp.port"), TLPs,

@@ -47,6 +47,8 @@ class Scenario:
     def __init__(self, topology: "Union[str, os.PathLike, Topology]"):
         from .topology import Topology, load
         topo = topology if isinstance(topology, Topology) else load(topology)
+        if topo.params:
+            topo.build()  # an override the core refuses is a file:line:field error, as for any topology
         self._s = _call(_core.Scenario, topo.to_json())
         self._ran = False
 
@@ -131,7 +133,9 @@ class Scenario:
                 mbps = [b / (ps * 1e-6) for b, ps in perf if ps]
                 row.update(threads=len(perf), thread_min_MBps=min(mbps, default=None), thread_max_MBps=max(mbps, default=None))
             rows.append(row)
-        return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+        df = pd.DataFrame(rows, columns=RESULT_COLUMNS)
+        df.attrs["params"] = self.params()
+        return df
 
     def link_stats(self) -> "pd.DataFrame":
         """One row per link direction that carried TLPs: bytes, utilisation (busy / elapsed),

@@ -9,6 +9,7 @@ clock (``devlend run SCENARIO.yaml``, or ``devlend.scenario_file.load(path).run(
       - {at: 1 us, action: fio, name: reads, runner: server3, drive: nvme1, rw: randread, iodepth: 8, ios: 2000}
       - {at: 50 ms, action: return, device: gpu2}
 
+A ``params`` section (as a topology's) overrides hardware constants for this scenario only.
 Times take ns, us, ms or s (a bare number is ns); actions must not go back in time. Actions:
 ``borrow`` (borrower, device) and ``return`` (device, optional borrower); workloads, each with a
 ``name``: ``stream`` (requester, addr, bytes, write), ``gpu_copy`` (runner, gpu, direction htod|dtoh,
@@ -37,7 +38,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from .errors import TopologyError, WorkloadError
 from .pool import Pool, PoolError
-from .topology import LENDING_OPS, Size, Topology
+from .topology import LENDING_OPS, Params, Size, Topology
 from .topology import load as load_topology
 from .yamlpos import dotted, load_with_marks, locate
 
@@ -152,6 +153,7 @@ class ScenarioSpec(_Model):
     description: Optional[str] = None
     topology: str = Field(description="topology file, relative to the scenario file")
     timeline: list[Entry] = Field(min_length=1)
+    params: Optional[Params] = Field(default=None, description="overrides merged into the topology's params section")
 
 
 @dataclass
@@ -193,6 +195,10 @@ class ScenarioFile:
     def __init__(self, spec: ScenarioSpec, topology: Topology, file: Optional[str], marks: dict):
         self.spec, self.topology, self.file, self.marks = spec, topology, file, marks
         self._check_order()
+
+    def with_params(self, overrides: dict) -> "ScenarioFile":
+        """The same scenario on its topology with `overrides` merged in (see Topology.with_params)."""
+        return ScenarioFile(self.spec, self.topology.with_params(overrides), self.file, self.marks)
 
     def _where(self, i: int) -> _Where:
         return _Where(self.file, self.marks, ("timeline", i))
@@ -390,6 +396,8 @@ def loads(text: str, file: str = "<string>") -> ScenarioFile:
             where = _Where(file, marks, ())
             raise where.error("topology", f"{e.message}: {topo_path}") from None
         raise
+    if spec.params:
+        topo = topo.with_params(spec.params.model_dump())
     return ScenarioFile(spec, topo, file, marks)
 
 

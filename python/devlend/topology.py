@@ -184,6 +184,42 @@ class Return(_Model):
     borrower: Optional[str] = Field(default=None, description="the host that borrowed it (checked when given)")
 
 
+ParamValue = Union[bool, int, float, str]
+
+
+class Params(_Model):
+    """Overrides of hardware constants (``[timing]`` of params/hardware.toml), checked by the core:
+    ``timing`` for every component, ``hosts``/``devices`` by name, ``links`` by either end exactly as
+    ``links`` writes it (``HOST.rp0``, ``gpu0``, ``ntb-a.cable``). Values are integers in the
+    constant's unit (ps, bytes, metres) or strings with a unit ('350 ns', '4 KiB'). The MPS a path
+    uses is the smallest of every link on it and the devices at their ends (PCIe Base 3.0 §2.2.2)."""
+    timing: dict[str, ParamValue] = Field(default={}, description="every component: max_payload, max_read_request, ntb_latency_ps, ...")
+    hosts: dict[str, dict[str, ParamValue]] = Field(default={}, description="per host: root_latency_ps, ram_completion_bytes, read_split_bytes, read_tags, max_read_request")
+    devices: dict[str, dict[str, ParamValue]] = Field(default={}, description="per device: endpoint_latency_ps, max_payload, max_read_request, read_tags")
+    links: dict[str, dict[str, ParamValue]] = Field(default={}, description="per link: max_payload, rx_buffer_tlps, cable_length_m")
+
+
+def parse_sets(items: list[str]) -> dict:
+    """``--set`` values (``timing.max_payload=128``, ``links.ntb-a.cable.cable_length_m=5``) as a
+    dict for Topology.with_params; a value that reads as a number or a boolean becomes one."""
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise TopologyError(f"--set {item!r}: expected SCOPE.KEY=VALUE, e.g. timing.max_payload=128")
+        v: Any = value.strip()
+        low = v.lower()
+        if low in ("true", "false"):
+            v = low == "true"
+        else:
+            try:
+                v = int(v, 0)
+            except ValueError:
+                pass
+        out[key.strip()] = v
+    return out
+
+
 SetupOp = Annotated[Union[NtbMwSetTrans, NtbLutSetTrans, NtbRidLutAdd, IommuDomain, IommuAttach, IommuMap, BusMaster, Borrow, Return],
                     Field(discriminator="op")]
 LENDING_OPS = (Borrow, Return)
@@ -205,6 +241,7 @@ class Topology(_Model):
     ntbs: list[Ntb] = []
     links: list[Link] = []
     setup: list[SetupOp] = []
+    params: Optional[Params] = None
 
     # Where the description came from, for error messages (not part of the schema).
     _file: Optional[str] = None
@@ -212,6 +249,38 @@ class Topology(_Model):
 
     def to_json(self) -> str:
         return self.model_dump_json(exclude_none=True)
+
+    def with_params(self, overrides: dict) -> "Topology":
+        """A copy with `overrides` merged into its ``params`` section, without editing the file:
+        nested (``{"timing": {"max_payload": 128}}``) or dotted keys (``{"timing.max_payload": 128,
+        "links.gpu0.max_payload": 128, "hosts.lender.root_latency_ps": "200 ns"}``). Checked when
+        the fabric is built, as the file's own section is."""
+        merged = self.params.model_dump() if self.params else {}
+
+        def flatten(prefix: str, value: Any) -> None:
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    flatten(f"{prefix}.{k}" if prefix else str(k), v)
+            else:
+                self._merge(merged, prefix, value)
+        flatten("", overrides)
+        try:
+            params = Params.model_validate(merged)
+        except ValidationError as e:
+            raise _pydantic_error(e, self._file, {}, merged) from None
+        topo = self.model_copy(update={"params": params})
+        topo._file, topo._marks = self._file, self._marks
+        return topo
+
+    def _merge(self, merged: dict, key: str, value: Any) -> None:
+        scope, _, rest = key.partition(".")
+        if scope == "timing" and rest and "." not in rest:
+            merged.setdefault("timing", {})[rest] = value
+            return
+        name, _, const = rest.rpartition(".")
+        if scope not in ("hosts", "devices", "links") or not name:
+            raise self._error(("params",), f"override {key!r}: expected timing.KEY, hosts.NAME.KEY, devices.NAME.KEY or links.END.KEY")
+        merged.setdefault(scope, {}).setdefault(name, {})[const] = value
 
     def lending_ops(self) -> list[tuple[int, Union[Borrow, Return]]]:
         """The borrow and return operations with their index in ``setup``. They must follow every
@@ -284,7 +353,7 @@ def _model_at(path: tuple, data: Any = None) -> Any:
             return None
     model: Any = Topology
     fields = {"hosts": Host, "switches": Switch, "devices": Device, "ntbs": Ntb, "links": Link, "memory_map": MemoryMap,
-              "functions": Function, "bars": Bar, "sriov": Sriov, "vf_bars": Bar, "windows": Window}
+              "functions": Function, "bars": Bar, "sriov": Sriov, "vf_bars": Bar, "windows": Window, "params": Params}
     for p in path:
         if isinstance(p, int):
             continue

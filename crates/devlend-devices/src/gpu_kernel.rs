@@ -116,7 +116,8 @@ impl Gpu {
     /// A store landed in BAR 1 at `offset`: the kernel notices it one device-memory access later.
     pub(crate) fn kernel_sees(&mut self, cx: &mut Cx<Cluster>, offset: u64) {
         if !self.kernel.done && self.kernel.poll_at == 0 && offset == self.kernel.own {
-            cx.set_timer(devlend_engine::params::timing().endpoint_latency_ps, Token::Kernel(NOTICE).encode());
+            let latency = devlend_fabric::tuning::endpoint_latency_ps(cx.fabric(), self.func);
+            cx.set_timer(latency, Token::Kernel(NOTICE).encode());
         }
     }
 

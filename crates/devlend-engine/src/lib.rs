@@ -19,7 +19,7 @@ use devlend_fabric::error::DmaFault;
 use devlend_fabric::route::{Failure, Outcome, Requester};
 use devlend_fabric::Fabric;
 use devlend_wire::Access;
-use path::{build_path, port_id, ps_per_byte_fp, propagation, Path};
+use path::{build_path, port_id, ps_per_byte_fp, Path};
 use queue::Ps;
 use sim::{FlowKind, Sim, Stats};
 
@@ -71,13 +71,27 @@ pub fn port_table(f: &Fabric) -> Vec<(u64, Ps)> {
 }
 
 pub(crate) fn ports(f: &Fabric) -> Vec<(u64, Ps)> {
+    let t = &f.tuning;
     let mut v = vec![(0, 0); f.links.len() * 2];
     for (i, l) in f.links.iter().enumerate() {
+        let prop = path::link_propagation(&t.timing, l.kind, t.link(i as u32).cable_length_m);
         for down in [true, false] {
-            v[port_id(i as u32, down) as usize] = (ps_per_byte_fp(l.gen, l.width), propagation(l.kind));
+            v[port_id(i as u32, down) as usize] = (ps_per_byte_fp(l.gen, l.width), prop);
         }
     }
     v
+}
+
+/// A simulation of `f`'s links with the fabric's own parameters (`Fabric::tuning`).
+pub(crate) fn sim_for(f: &Fabric) -> Sim {
+    let t = &f.tuning;
+    let mut credits = vec![0; f.links.len() * 2];
+    for i in 0..f.links.len() {
+        for down in [true, false] {
+            credits[port_id(i as u32, down) as usize] = t.link(i as u32).rx_buffer_tlps;
+        }
+    }
+    Sim::tuned(ports(f), credits, t.timing.clone())
 }
 
 pub(crate) fn load(sim: &mut Sim, plan: &Plan) -> (u32, Option<u32>) {
@@ -121,7 +135,7 @@ pub fn time_plan(f: &Fabric, plan: &Plan, bytes: u64, access: Access, warm: bool
         let mem = if access == Access::Read { plan.request.target_latency } else { 0 };
         return Transfer { bytes, time_ps: plan.request.origin_latency + mem, stats: Stats::default() };
     }
-    let mut sim = Sim::new(ports(f));
+    let mut sim = sim_for(f);
     let (p, c) = load(&mut sim, plan);
     let kind = if access == Access::Read { FlowKind::Read } else { FlowKind::Write };
     if warm {

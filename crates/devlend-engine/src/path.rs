@@ -2,12 +2,12 @@
 //! crossed, with the latency of the component at its far end (switch, root complex, NTB) and what
 //! happens there (IOMMU translation, re-splitting of reads at the root, delivery).
 
-use crate::params::timing;
+use crate::params::{timing, Timing};
 use crate::queue::Ps;
 use devlend_fabric::model::{LinkId, NodeKind};
 use devlend_fabric::route::{HopKind, Route};
 use devlend_fabric::spec::LinkKind;
-use devlend_fabric::Fabric;
+use devlend_fabric::{Fabric, Target};
 use devlend_wire::Generation;
 
 /// A link direction: `link * 2 + 0` downstream (towards the link's `down` end), `+ 1` upstream.
@@ -40,6 +40,24 @@ pub struct Path {
     /// The target's own latency (DRAM, device memory), for requests.
     pub target_latency: Ps,
     pub target_is_ram: bool,
+    pub limits: Limits,
+}
+
+/// What one path may carry, from the fabric's effective parameters (`Fabric::tuning`), read once
+/// per path so that the engine does no lookup per TLP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Limits {
+    /// The smallest Max_Payload_Size of the links crossed (PCIe Base 3.0 §2.2.2).
+    pub max_payload: u32,
+    /// The requester's Max_Read_Request_Size and tags.
+    pub max_read_request: u32,
+    pub read_tags: u32,
+    /// Completions of a read are split into pieces of this size: the RAM's host's read completion
+    /// size, or for device memory the path's max payload.
+    pub completion_bytes: u32,
+    /// The tag pool of the root complex that re-splits reads on this path, if one does.
+    pub root_tags: u32,
+    pub iotlb_hit_ps: Ps,
 }
 
 /// Serialisation time of one byte on a port, in 1/65536 ps.
@@ -48,28 +66,44 @@ pub fn ps_per_byte_fp(gen: u8, width: u8) -> u64 {
     (1e12 / bytes_per_s * 65536.0).round() as u64
 }
 
+/// Propagation on a link of the default parameters.
 pub fn propagation(kind: LinkKind) -> Ps {
-    let t = timing();
+    link_propagation(timing(), kind, timing().cable_length_m)
+}
+
+pub fn link_propagation(t: &Timing, kind: LinkKind, cable_length_m: u64) -> Ps {
     match kind {
         LinkKind::Slot => t.slot_prop_ps,
-        LinkKind::Cable => t.cable_prop_ps_per_m * t.cable_length_m,
+        LinkKind::Cable => t.cable_prop_ps_per_m * cable_length_m,
     }
 }
 
 pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
-    let t = timing();
+    let tu = &f.tuning;
+    let t = &*tu.timing;
     let mut stages: Vec<Stage> = Vec::new();
     let mut origin_latency = 0;
+    let mut limits = Limits { max_payload: u32::MAX, max_read_request: t.max_read_request, read_tags: t.read_tags, completion_bytes: 0, root_tags: 0, iotlb_hit_ps: t.iotlb_hit_ps };
     let hops = &r.hops;
     for (i, h) in hops.iter().enumerate() {
         match h.kind {
-            HopKind::Start => {
-                if matches!(f.nodes[h.node as usize].kind, NodeKind::RootComplex) && i + 1 < hops.len() {
-                    origin_latency = t.root_latency_ps;
+            HopKind::Start => match f.nodes[h.node as usize].kind {
+                NodeKind::RootComplex => {
+                    let host = tu.host(h.host);
+                    (limits.max_read_request, limits.read_tags) = (host.max_read_request, host.read_tags);
+                    if i + 1 < hops.len() {
+                        origin_latency = host.root_latency_ps;
+                    }
                 }
-            }
+                NodeKind::Endpoint { device } => {
+                    let d = tu.device(device);
+                    (limits.max_read_request, limits.read_tags) = (d.max_read_request, d.read_tags);
+                }
+                _ => {}
+            },
             HopKind::Link => {
                 let link = h.aux as LinkId;
+                limits.max_payload = limits.max_payload.min(tu.link(link).max_payload);
                 let towards_down = f.links[link as usize].down == h.node;
                 stages.push(Stage { port: port_id(link, towards_down), latency: 0, cut_through: false, iommu: None, resplit: None, root: None });
             }
@@ -85,11 +119,13 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
                 let host = h.host;
                 let continues = hops[i + 1..].iter().any(|x| x.kind == HopKind::Link);
                 if let Some(s) = stages.last_mut() {
-                    s.latency += t.root_latency_ps;
+                    let root = tu.host(host);
+                    s.latency += root.root_latency_ps;
                     s.root = Some(host);
                     let split = f.hosts[host as usize].cpu.read_split_bytes;
-                    if is_read && continues && split < t.max_read_request {
+                    if is_read && continues && split < limits.max_read_request {
                         s.resplit = Some(split);
+                        limits.root_tags = root.read_tags;
                     }
                 }
             }
@@ -107,7 +143,22 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
             HopKind::Deliver => {}
         }
     }
-    let target_is_ram = matches!(r.outcome, devlend_fabric::Outcome::Delivered(devlend_fabric::Target::Ram { .. }));
-    let target_latency = if target_is_ram { t.dram_latency_ps } else { t.endpoint_latency_ps };
-    Path { stages, origin_latency, target_latency, target_is_ram }
+    if limits.max_payload == u32::MAX {
+        limits.max_payload = t.max_payload; // no link crossed
+    }
+    let (target_latency, target_is_ram) = match r.outcome {
+        devlend_fabric::Outcome::Delivered(Target::Ram { host, .. }) => {
+            limits.completion_bytes = tu.host(host).ram_completion_bytes;
+            (t.dram_latency_ps, true)
+        }
+        devlend_fabric::Outcome::Delivered(Target::Bar { func, .. }) => {
+            limits.completion_bytes = limits.max_payload;
+            (devlend_fabric::tuning::endpoint_latency_ps(f, func), false)
+        }
+        _ => {
+            limits.completion_bytes = limits.max_payload;
+            (t.endpoint_latency_ps, false)
+        }
+    };
+    Path { stages, origin_latency, target_latency, target_is_ram, limits }
 }

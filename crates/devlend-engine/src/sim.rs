@@ -20,6 +20,7 @@ use crate::path::{Path, PortId};
 use crate::queue::{EventQueue, Ps};
 use devlend_wire::{Overheads, TlpKind};
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Class {
@@ -170,7 +171,8 @@ pub struct Stats {
 }
 
 pub struct Sim {
-    t: &'static Timing,
+    /// The fabric's parameters; what varies per path (payload, requests, tags) is in `Path::limits`.
+    t: Arc<Timing>,
     overheads: Overheads,
     q: EventQueue<Ev>,
     now: Ps,
@@ -218,13 +220,20 @@ const IOTLB_ENTRIES: usize = 64; // IOTLB entries (assumed); 4 KiB and 2 MiB pag
 const SOURCE_QUEUE: u32 = 2;
 
 impl Sim {
-    /// `ports`: (fixed-point ps per byte, propagation) for every PortId the paths use.
+    /// `ports`: (fixed-point ps per byte, propagation) for every PortId the paths use; the
+    /// default parameters.
     pub fn new(ports: Vec<(u64, Ps)>) -> Sim {
-        let t = timing();
-        let ports = ports.into_iter().map(|(fp, prop)| Port {
+        let credits = vec![timing().rx_buffer_tlps; ports.len()];
+        Sim::tuned(ports, credits, devlend_fabric::tuning::default_timing().clone())
+    }
+
+    /// As [`Sim::new`], with each port's receive buffers per traffic class (`credits`, by PortId)
+    /// and the fabric's parameters `t`.
+    pub fn tuned(ports: Vec<(u64, Ps)>, credits: Vec<u32>, t: Arc<Timing>) -> Sim {
+        let ports = ports.into_iter().zip(credits).map(|((fp, prop), credits)| Port {
             busy_until: 0,
             queues: Default::default(),
-            credits: [t.rx_buffer_tlps; 3],
+            credits: [credits; 3],
             returns: Default::default(),
             fp_ps_per_byte: fp,
             prop,
@@ -233,7 +242,7 @@ impl Sim {
             last_posted: 0,
             stats: PortStats::default(),
         }).collect();
-        Sim { t, overheads: t.overheads(), q: EventQueue::default(), now: 0, ports, paths: Vec::new(), tlps: Vec::new(), free_tlps: Vec::new(), flows: Vec::new(), free_flows: Vec::new(), reqs: Vec::new(), free_reqs: Vec::new(), root_tags: HashMap::new(), iotlb: Vec::new(), stats: Stats::default(), sub_cpl: HashMap::new(), sub_key: HashMap::new(), timers: Vec::new(), free_timers: Vec::new() }
+        Sim { overheads: t.overheads(), t, q: EventQueue::default(), now: 0, ports, paths: Vec::new(), tlps: Vec::new(), free_tlps: Vec::new(), flows: Vec::new(), free_flows: Vec::new(), reqs: Vec::new(), free_reqs: Vec::new(), root_tags: HashMap::new(), iotlb: Vec::new(), stats: Stats::default(), sub_cpl: HashMap::new(), sub_key: HashMap::new(), timers: Vec::new(), free_timers: Vec::new() }
     }
 
     pub fn now(&self) -> Ps {
@@ -262,7 +271,7 @@ impl Sim {
     /// [`Sim::release_flow`].
     pub fn add_flow_with(&mut self, kind: FlowKind, path: u32, cpl: Option<u32>, bytes: u64, at: Ps, opts: FlowOpts) -> u32 {
         assert!(bytes > 0, "a flow moves at least one byte");
-        let flow = Flow { kind, path, cpl: cpl.unwrap_or(u32::MAX), total: bytes, issued: 0, done: 0, tags: self.t.read_tags, queued: 0, start: at, end: None, notify: opts.notify, data: opts.data };
+        let flow = Flow { kind, path, cpl: cpl.unwrap_or(u32::MAX), total: bytes, issued: 0, done: 0, tags: self.paths[path as usize].limits.read_tags, queued: 0, start: at, end: None, notify: opts.notify, data: opts.data };
         let id = alloc(&mut self.flows, &mut self.free_flows, flow);
         self.q.push(at.max(self.now), Ev::FlowIssue(id));
         id
@@ -508,8 +517,8 @@ impl Sim {
     }
 
     fn issue(&mut self, fid: u32) {
-        let mps = self.t.max_payload as u64;
-        let mrrs = self.t.max_read_request as u64;
+        let limits = self.paths[self.flows[fid as usize].path as usize].limits;
+        let (mps, mrrs) = (limits.max_payload as u64, limits.max_read_request as u64);
         loop {
             let f = &self.flows[fid as usize];
             if f.issued >= f.total || f.queued >= SOURCE_QUEUE {
@@ -628,7 +637,7 @@ impl Sim {
                 }
                 let path = &self.paths[tlp.path as usize];
                 let at = self.now + delay + path.target_latency;
-                let chunk = if path.target_is_ram { self.t.ram_completion_bytes } else { self.t.max_payload };
+                let chunk = path.limits.completion_bytes;
                 let r = self.reqs[tlp.req as usize];
                 let mut left = tlp.req_len;
                 let mut off = tlp.offset;
@@ -675,7 +684,7 @@ impl Sim {
         self.stats.resplit_requests += 1;
         let key = (tlp.path, tlp.stage);
         let root = self.root_of(key);
-        let tags = self.t.read_tags;
+        let tags = self.paths[tlp.path as usize].limits.root_tags;
         let mut off = 0;
         while off < tlp.req_len {
             let n = split.min(tlp.req_len - off);

@@ -50,6 +50,9 @@ pub fn build(spec: &TopologySpec) -> SResult<Fabric> {
     b.assign_hosts()?;
     let mut f = b.finish(spec.name.clone());
     crate::enumerate::enumerate(&mut f)?;
+    if let Some(p) = &spec.params {
+        f.tuning = std::sync::Arc::new(crate::tuning::resolve(p, &spec.links, &mut f)?);
+    }
     Ok(f)
 }
 

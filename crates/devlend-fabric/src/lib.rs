@@ -29,6 +29,7 @@ pub mod route;
 pub mod show;
 pub mod spec;
 pub mod transfer;
+pub mod tuning;
 
 pub use error::{FabricError, SpecError};
 pub use fabric::Fabric;

@@ -24,6 +24,9 @@ pub struct TopologySpec {
     pub links: Vec<LinkSpec>,
     #[serde(default)]
     pub setup: Vec<SetupOp>,
+    /// Overrides of hardware constants (see `tuning`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<crate::tuning::ParamsSpec>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -65,6 +65,12 @@ impl Machine {
         self.inner.now()
     }
 
+    /// The fabric's effective parameters (defaults merged with the topology's overrides) and
+    /// devlend's version, as (name, value) pairs.
+    fn params(&self) -> Vec<(String, String)> {
+        devlend_workloads::engine_params(&self.inner.world())
+    }
+
     fn streams(&self) -> Vec<StreamRow> {
         self.inner.streams().iter().map(|s| (s.name.clone(), s.addr, s.bytes, s.access == Access::Write, s.start, s.end)).collect()
     }

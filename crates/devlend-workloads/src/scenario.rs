@@ -236,7 +236,7 @@ impl Scenario {
 
     /// The effective parameters: the engine's, devlend's version, and each drive's media.
     pub fn params(&self) -> Vec<(String, String)> {
-        let mut p = engine_params();
+        let mut p = engine_params(&self.m.world().fabric);
         p.push(("topology".into(), self.m.world().fabric.name.clone()));
         for (d, m) in &self.media {
             p.push((format!("{d}.media_read_latency_ns"), (m.media_read_latency_ps as f64 / 1e3).to_string()));

@@ -1,8 +1,9 @@
 //! The parameters a run used (what the links carried is the engine's `Machine::link_stats`).
 
-/// The engine's effective parameters and devlend's version, as (name, value) pairs.
-pub fn engine_params() -> Vec<(String, String)> {
-    let t = devlend_engine::params::timing();
+/// `f`'s effective parameters (`Fabric::tuning`): the global values, then every per-host,
+/// per-device and per-link override as `scope.name.key`.
+pub fn engine_params(f: &devlend_fabric::Fabric) -> Vec<(String, String)> {
+    let t = &*f.tuning.timing;
     let ns = |ps: u64| format!("{}", ps as f64 / 1e3);
     vec![
         ("devlend_version".into(), env!("CARGO_PKG_VERSION").into()),
@@ -16,5 +17,12 @@ pub fn engine_params() -> Vec<(String, String)> {
         ("dram_latency_ns".into(), ns(t.dram_latency_ps)),
         ("ntb_latency_ns".into(), ns(t.ntb_latency_ps)),
         ("iotlb_hit_ns".into(), ns(t.iotlb_hit_ps)),
+        ("switch_cut_through".into(), t.switch_cut_through.to_string()),
+        ("endpoint_latency_ns".into(), ns(t.endpoint_latency_ps)),
+        ("updatefc_ns".into(), ns(t.updatefc_ps)),
+        ("cable_length_m".into(), t.cable_length_m.to_string()),
     ]
+    .into_iter()
+    .chain(f.tuning.overrides.iter().filter(|(k, _)| !k.starts_with("timing.")).cloned())
+    .collect()
 }

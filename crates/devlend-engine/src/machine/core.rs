@@ -60,7 +60,7 @@ pub(crate) struct Local {
 
 impl Core {
     pub fn new(f: &Fabric) -> Core {
-        Core { sim: Sim::new(crate::ports(f)), plans: HashMap::new(), flows: Vec::new(), timers: Vec::new(), free_timers: Vec::new() }
+        Core { sim: crate::sim_for(f), plans: HashMap::new(), flows: Vec::new(), timers: Vec::new(), free_timers: Vec::new() }
     }
 
     pub fn now(&self) -> Ps {

@@ -1,0 +1,261 @@
+//! Parameters as data: the `[timing]` constants of `params/hardware.toml` (compiled in, the
+//! defaults) and a topology's `params` section overriding them globally, per host, per device or
+//! per link, without a rebuild. `build` resolves the section into the fabric's [`Tuning`], the
+//! effective parameters the engine reads (`Fabric::tuning`); no global is consulted on the way.
+//!
+//! Linux's rule where it applies: the payload size a path can use is the smallest Max_Payload_Size
+//! of every link on it (a receiver treats a TLP larger than its MPS as malformed, PCIe Base 3.0
+//! §2.2.2; Linux's `pcie_bus_config` modes only choose which common value each hierarchy gets).
+
+use crate::error::SpecError;
+use crate::fabric::Fabric;
+use crate::model::{FuncId, LinkId, NodeKind};
+use crate::params::HARDWARE_TOML;
+use crate::spec::LinkSpec;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+mod value;
+use value::{parse, Kind};
+
+/// What the discrete-event engine charges (the `[timing]` table). Integer picoseconds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Timing {
+    pub request_overhead_bytes: u32,
+    pub completion_overhead_bytes: u32,
+    pub dllp_overhead_bytes_per_tlp: u32,
+    pub max_payload: u32,
+    pub max_read_request: u32,
+    pub ram_completion_bytes: u32,
+    pub read_tags: u32,
+    pub rx_buffer_tlps: u32,
+    pub updatefc_ps: u64,
+    pub switch_latency_ps: u64,
+    pub switch_cut_through: bool,
+    pub root_latency_ps: u64,
+    pub dram_latency_ps: u64,
+    pub iotlb_hit_ps: u64,
+    pub ntb_latency_ps: u64,
+    pub cable_prop_ps_per_m: u64,
+    pub cable_length_m: u64,
+    pub slot_prop_ps: u64,
+    pub endpoint_latency_ps: u64,
+}
+
+impl Timing {
+    /// The per-TLP wire overheads, for `devlend_wire::Overheads::wire_bytes` (the one place TLP
+    /// sizes are computed).
+    pub fn overheads(&self) -> devlend_wire::Overheads {
+        devlend_wire::Overheads { request: self.request_overhead_bytes, completion: self.completion_overhead_bytes, dllp_per_tlp: self.dllp_overhead_bytes_per_tlp }
+    }
+}
+
+/// The compiled-in `[timing]` table: the defaults every fabric starts from.
+pub fn default_timing() -> &'static Arc<Timing> {
+    #[derive(Deserialize)]
+    struct File {
+        timing: Timing,
+    }
+    static T: OnceLock<Arc<Timing>> = OnceLock::new();
+    T.get_or_init(|| Arc::new(toml::from_str::<File>(HARDWARE_TOML).expect("[timing] in params/hardware.toml is malformed").timing))
+}
+
+/// The `params` section of a topology description. Keys are constants; values are integers in
+/// the constant's unit (ps, bytes, metres, TLPs) or strings with a unit ("350 ns", "4 KiB").
+/// `links` is keyed by either end of a link as `links` writes it (`HOST.rp0`, `gpu0`, `ntb-a.cable`).
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ParamsSpec {
+    #[serde(default)]
+    pub timing: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub hosts: BTreeMap<String, BTreeMap<String, Value>>,
+    #[serde(default)]
+    pub devices: BTreeMap<String, BTreeMap<String, Value>>,
+    #[serde(default)]
+    pub links: BTreeMap<String, BTreeMap<String, Value>>,
+}
+
+/// A host's root complex and CPU as requester.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostTuning {
+    pub root_latency_ps: u64,
+    pub ram_completion_bytes: u32,
+    pub read_tags: u32,
+    pub max_read_request: u32,
+}
+
+/// A device as completer (its BAR memory's latency) and as requester.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceTuning {
+    pub endpoint_latency_ps: u64,
+    pub max_payload: u32,
+    pub max_read_request: u32,
+    pub read_tags: u32,
+}
+
+/// A link: its MPS (already the smaller of the link's and its devices'), buffers and length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkTuning {
+    pub max_payload: u32,
+    pub rx_buffer_tlps: u32,
+    pub cable_length_m: u64,
+}
+
+/// The effective parameters of one fabric. Lookups fall back to the global values, so a fabric
+/// without overrides carries empty tables.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tuning {
+    pub timing: Arc<Timing>,
+    hosts: Vec<HostTuning>,
+    devices: Vec<DeviceTuning>,
+    links: Vec<LinkTuning>,
+    /// Every override as given, `scope.name.key` = value in the constant's unit, for reports.
+    pub overrides: Vec<(String, String)>,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning { timing: default_timing().clone(), hosts: Vec::new(), devices: Vec::new(), links: Vec::new(), overrides: Vec::new() }
+    }
+}
+
+const GLOBAL: &[&str] = &["max_payload", "max_read_request", "ram_completion_bytes", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps"];
+const HOST: &[&str] = &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request"];
+const DEVICE: &[&str] = &["endpoint_latency_ps", "max_payload", "max_read_request", "read_tags"];
+const LINK: &[&str] = &["max_payload", "rx_buffer_tlps", "cable_length_m"];
+
+impl Tuning {
+    pub fn host(&self, h: u16) -> HostTuning {
+        self.hosts.get(h as usize).copied().unwrap_or_else(|| {
+            let t = &self.timing;
+            HostTuning { root_latency_ps: t.root_latency_ps, ram_completion_bytes: t.ram_completion_bytes, read_tags: t.read_tags, max_read_request: t.max_read_request }
+        })
+    }
+
+    pub fn device(&self, d: u32) -> DeviceTuning {
+        self.devices.get(d as usize).copied().unwrap_or_else(|| {
+            let t = &self.timing;
+            DeviceTuning { endpoint_latency_ps: t.endpoint_latency_ps, max_payload: t.max_payload, max_read_request: t.max_read_request, read_tags: t.read_tags }
+        })
+    }
+
+    pub fn link(&self, l: LinkId) -> LinkTuning {
+        self.links.get(l as usize).copied().unwrap_or(LinkTuning { max_payload: self.timing.max_payload, rx_buffer_tlps: self.timing.rx_buffer_tlps, cable_length_m: self.timing.cable_length_m })
+    }
+}
+
+/// How long function `func`'s BAR memory takes to answer: its device's latency.
+pub fn endpoint_latency_ps(f: &Fabric, func: FuncId) -> u64 {
+    match f.nodes[f.funcs[func as usize].node as usize].kind {
+        NodeKind::Endpoint { device } => f.tuning.device(device).endpoint_latency_ps,
+        _ => f.tuning.timing.endpoint_latency_ps,
+    }
+}
+
+type SResult<T> = Result<T, SpecError>;
+
+/// The fabric's effective parameters from the compiled defaults and `spec`; per-host
+/// `read_split_bytes` goes into that host's CPU profile.
+pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult<Tuning> {
+    let mut overrides = Vec::new();
+    let mut json = serde_json::to_value(&**default_timing()).expect("Timing serialises");
+    for (k, v) in &spec.timing {
+        let n = setting(GLOBAL, "timing", k, v, "/params/timing", &mut overrides)?;
+        json[k.as_str()] = n;
+    }
+    let timing: Timing = serde_json::from_value(json).expect("parsed values fit their fields");
+    let mut t = Tuning { timing: Arc::new(timing), ..Tuning::default() };
+    t.hosts = (0..f.hosts.len()).map(|h| t.host(h as u16)).collect();
+    t.devices = (0..f.devices.len()).map(|d| t.device(d as u32)).collect();
+    for (name, kv) in &spec.hosts {
+        let path = format!("/params/hosts/{name}");
+        let h = f.hosts.iter().position(|h| &h.name == name).ok_or_else(|| unknown("host", name, &path, f.hosts.iter().map(|h| h.name.clone())))?;
+        for (k, v) in kv {
+            let n = num(setting(HOST, &format!("hosts.{name}"), k, v, &path, &mut overrides)?);
+            let ht = &mut t.hosts[h];
+            match k.as_str() {
+                "root_latency_ps" => ht.root_latency_ps = n,
+                "ram_completion_bytes" => ht.ram_completion_bytes = n as u32,
+                "read_tags" => ht.read_tags = n as u32,
+                "max_read_request" => ht.max_read_request = n as u32,
+                _ => f.hosts[h].cpu.read_split_bytes = n as u32,
+            }
+        }
+    }
+    for (name, kv) in &spec.devices {
+        let path = format!("/params/devices/{name}");
+        let d = f.devices.iter().position(|d| &d.name == name).ok_or_else(|| unknown("device", name, &path, f.devices.iter().map(|d| d.name.clone())))?;
+        for (k, v) in kv {
+            let n = num(setting(DEVICE, &format!("devices.{name}"), k, v, &path, &mut overrides)?);
+            let dt = &mut t.devices[d];
+            match k.as_str() {
+                "endpoint_latency_ps" => dt.endpoint_latency_ps = n,
+                "max_payload" => dt.max_payload = n as u32,
+                "max_read_request" => dt.max_read_request = n as u32,
+                _ => dt.read_tags = n as u32,
+            }
+        }
+    }
+    t.links = link_table(spec, links, f, &t, &mut overrides)?;
+    t.overrides = overrides;
+    Ok(t)
+}
+
+/// Per link: the link's own settings, its MPS lowered to that of any device at either end.
+fn link_table(spec: &ParamsSpec, ends: &[LinkSpec], f: &Fabric, t: &Tuning, overrides: &mut Vec<(String, String)>) -> SResult<Vec<LinkTuning>> {
+    let mut links: Vec<LinkTuning> = (0..f.links.len()).map(|l| t.link(l as LinkId)).collect();
+    for (end, kv) in &spec.links {
+        let path = format!("/params/links/{end}");
+        let l = link_of(f, ends, end).ok_or_else(|| SpecError::new(path.clone(), format!("no link has an end '{end}': name a link by either end exactly as `links` writes it (HOST.rpN, SWITCH.dN, SWITCH, DEVICE, NTB, NTB.cable)")))?;
+        for (k, v) in kv {
+            let n = num(setting(LINK, &format!("links.{end}"), k, v, &path, overrides)?);
+            let lt = &mut links[l];
+            match k.as_str() {
+                "max_payload" => lt.max_payload = n as u32,
+                "rx_buffer_tlps" => lt.rx_buffer_tlps = n as u32,
+                _ => lt.cable_length_m = n,
+            }
+        }
+    }
+    for (i, l) in f.links.iter().enumerate() {
+        for node in [l.up, l.down] {
+            if let NodeKind::Endpoint { device } = f.nodes[node as usize].kind {
+                links[i].max_payload = links[i].max_payload.min(t.devices[device as usize].max_payload);
+            }
+        }
+    }
+    Ok(links)
+}
+
+/// The link with `end` as one of its ends, written as the description's `links` writes it.
+fn link_of(f: &Fabric, links: &[LinkSpec], end: &str) -> Option<usize> {
+    let j = links.iter().position(|l| l.a == end || l.b == end)?;
+    let at = format!("/links/{j}");
+    f.links.iter().position(|l| l.spec_path == at)
+}
+
+fn unknown(what: &str, name: &str, path: &str, known: impl Iterator<Item = String>) -> SpecError {
+    SpecError::new(path, format!("no {what} named '{name}' (known: {})", known.collect::<Vec<_>>().join(", ")))
+}
+
+fn num(v: Value) -> u64 {
+    v.as_u64().expect("per-scope settings are numbers")
+}
+
+/// Check one `key: value` against the constants `allowed` in this scope; record and return it.
+fn setting(allowed: &[&str], scope: &str, key: &str, v: &Value, path: &str, overrides: &mut Vec<(String, String)>) -> SResult<Value> {
+    let at = format!("{path}/{key}");
+    if !allowed.contains(&key) {
+        let why = match key {
+            "request_overhead_bytes" | "completion_overhead_bytes" | "dllp_overhead_bytes_per_tlp" => " (TLP framing is fixed by the PCIe specification, not a setting)".to_string(),
+            _ => String::new(),
+        };
+        return Err(SpecError::new(at, format!("unknown constant '{key}'{why}: {scope} may set {}", allowed.join(", "))));
+    }
+    let n = parse(Kind::of(key), v).map_err(|m| SpecError::new(at, format!("{key}: {m}")))?;
+    overrides.push((format!("{scope}.{key}"), n.to_string()));
+    Ok(n)
+}

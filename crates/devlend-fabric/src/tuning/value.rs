@@ -1,0 +1,139 @@
+//! One override's value: its unit and its physical bounds, by the constant it sets.
+
+use serde_json::Value;
+
+/// What a constant measures, and so which values and units it takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Max_Payload_Size or Max_Read_Request_Size: 128 to 4096 bytes, a power of two (PCIe Base
+    /// 4.0 §7.5.3.4, Device Control register encodings 000b-101b).
+    SizeField,
+    /// Read Completion Boundary: 64 or 128 bytes (PCIe Base 3.0 §2.3.1.1).
+    Rcb,
+    /// A root complex's re-split request size: a power of two from one cache line to 4096 bytes
+    /// (assumed bounds: no request is larger than the largest MRRS).
+    Split,
+    /// Outstanding non-posted requests: 1 to 768 (10-bit tags, PCIe Base 4.0 §2.2.6.2).
+    Tags,
+    /// Receive buffers in TLPs: at least one (with none, nothing is ever sent).
+    Buffers,
+    Picoseconds,
+    Metres,
+    Flag,
+}
+
+impl Kind {
+    pub fn of(key: &str) -> Kind {
+        match key {
+            "max_payload" | "max_read_request" => Kind::SizeField,
+            "ram_completion_bytes" => Kind::Rcb,
+            "read_split_bytes" => Kind::Split,
+            "read_tags" => Kind::Tags,
+            "rx_buffer_tlps" => Kind::Buffers,
+            "cable_length_m" => Kind::Metres,
+            "switch_cut_through" => Kind::Flag,
+            _ => Kind::Picoseconds,
+        }
+    }
+
+    fn units(self) -> &'static [(&'static str, f64)] {
+        match self {
+            Kind::SizeField | Kind::Rcb | Kind::Split => &[("B", 1.0), ("KiB", 1024.0)],
+            Kind::Picoseconds => &[("ps", 1.0), ("ns", 1e3), ("us", 1e6), ("ms", 1e9), ("s", 1e12)],
+            Kind::Metres => &[("m", 1.0)],
+            Kind::Tags | Kind::Buffers | Kind::Flag => &[],
+        }
+    }
+
+    fn expected(self) -> String {
+        let units: Vec<&str> = self.units().iter().map(|u| u.0).collect();
+        match self {
+            Kind::Flag => "true or false".into(),
+            Kind::Tags | Kind::Buffers => "a whole number".into(),
+            _ => format!("a whole number of {} or a string with a unit ({})", units[0], units.join(", ")),
+        }
+    }
+
+    fn check(self, n: u64) -> Result<(), String> {
+        let pow2 = |lo: u64, hi: u64| n.is_power_of_two() && (lo..=hi).contains(&n);
+        let ok = match self {
+            Kind::SizeField => pow2(128, 4096),
+            Kind::Rcb => n == 64 || n == 128,
+            Kind::Split => pow2(64, 4096),
+            Kind::Tags => (1..=768).contains(&n),
+            Kind::Buffers => (1..=u32::MAX as u64).contains(&n),
+            Kind::Picoseconds | Kind::Metres | Kind::Flag => true,
+        };
+        if ok {
+            return Ok(());
+        }
+        Err(match self {
+            Kind::SizeField => format!("{n} is not a size the Device Control register can hold: 128, 256, 512, 1024, 2048 or 4096 bytes (PCIe Base 4.0 §7.5.3.4)"),
+            Kind::Rcb => format!("{n} is not a read completion boundary: 64 or 128 bytes (PCIe Base 3.0 §2.3.1.1)"),
+            Kind::Split => format!("{n} is not a power of two from 64 to 4096 bytes"),
+            Kind::Tags => format!("{n} outstanding requests: a requester has 1 to 768 tags (10-bit tags, PCIe Base 4.0 §2.2.6.2)"),
+            _ => format!("{n} receive buffers: at least one is needed to send anything"),
+        })
+    }
+}
+
+/// The value in the constant's base unit (a JSON number, or a boolean for a flag).
+pub fn parse(kind: Kind, v: &Value) -> Result<Value, String> {
+    if kind == Kind::Flag {
+        return v.as_bool().map(Value::Bool).ok_or_else(|| format!("expected {}, got {v}", kind.expected()));
+    }
+    let n = match v {
+        Value::Number(x) => x.as_u64().ok_or_else(|| format!("expected {}, got {v}", kind.expected()))?,
+        Value::String(s) => with_unit(kind, s)?,
+        _ => return Err(format!("expected {}, got {v}", kind.expected())),
+    };
+    kind.check(n)?;
+    Ok(Value::from(n))
+}
+
+fn with_unit(kind: Kind, s: &str) -> Result<u64, String> {
+    let bad = || format!("'{s}' is not {}", kind.expected());
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = (s[..split].trim(), s[split..].trim());
+    let x: f64 = num.parse().map_err(|_| bad())?;
+    let scale = match kind.units().iter().find(|u| u.0 == unit) {
+        Some(u) => u.1,
+        None if unit.is_empty() && !kind.units().is_empty() => 1.0,
+        None if kind.units().is_empty() && unit.is_empty() => 1.0,
+        None => return Err(format!("unit '{unit}' does not fit: {}", kind.expected())),
+    };
+    let base = x * scale;
+    if base.fract() != 0.0 || base < 0.0 || base > u64::MAX as f64 {
+        return Err(format!("'{s}' is not a whole number of {}", kind.units().first().map_or("units", |u| u.0)));
+    }
+    Ok(base as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn units_convert_to_the_base_unit() {
+        assert_eq!(parse(Kind::Picoseconds, &json!("350 ns")), Ok(json!(350_000)));
+        assert_eq!(parse(Kind::Picoseconds, &json!("0.5 us")), Ok(json!(500_000)));
+        assert_eq!(parse(Kind::SizeField, &json!("1 KiB")), Ok(json!(1024)));
+        assert_eq!(parse(Kind::SizeField, &json!(128)), Ok(json!(128)));
+        assert_eq!(parse(Kind::Flag, &json!(false)), Ok(json!(false)));
+    }
+
+    #[test]
+    fn wrong_units_types_and_bounds_are_refused() {
+        assert!(parse(Kind::SizeField, &json!("128 ns")).unwrap_err().contains("unit 'ns' does not fit"));
+        assert!(parse(Kind::SizeField, &json!(100)).unwrap_err().contains("§7.5.3.4"));
+        assert!(parse(Kind::SizeField, &json!(8192)).is_err());
+        assert!(parse(Kind::Picoseconds, &json!(-1)).is_err());
+        assert!(parse(Kind::Picoseconds, &json!("0.5 ps")).unwrap_err().contains("whole number"));
+        assert!(parse(Kind::Tags, &json!(0)).is_err());
+        assert!(parse(Kind::Tags, &json!("32 B")).is_err());
+        assert!(parse(Kind::Flag, &json!(1)).is_err());
+        assert!(parse(Kind::Rcb, &json!(256)).is_err());
+    }
+}

@@ -1,0 +1,118 @@
+"""Parameters as data (issue 15): a topology's ``params`` section, ``Topology.with_params`` and
+``--set`` override hardware constants with no rebuild. Relations the model must keep:
+
+- MPS 128 gives a lower write bandwidth than 256, by the ratio of payload to payload plus framing;
+- a per-link MPS limits the whole path (the path minimum), a link off the path changes nothing;
+- restating the defaults gives a bit-identical run;
+- bad overrides are one file:line:field error;
+- results carry the effective parameters.
+"""
+
+import subprocess
+import sys
+
+import pytest
+from conftest import topo_path
+
+import devlend
+from devlend.errors import TopologyError
+from devlend.experiments import hardware_params
+
+MiB = 1 << 20
+TOPO = "pxh830-two-host.yaml"
+
+
+def gpu_writes(overrides=None, nbytes=8 * MiB, write=True):
+    """gpu0's stream into the borrower's RAM through the NTB pair: (GB/s, analytic GB/s, the run)."""
+    topo = devlend.load(topo_path(TOPO))
+    fab = (topo.with_params(overrides) if overrides else topo).build()
+    base = fab.resolve("ntb-l.mw1")
+    run = fab.machine()
+    run.stream("w", "gpu0", base, nbytes, write=write)
+    run.run()
+    return float(run.results().GBps[0]), run.analytic("gpu0", base, write=write)["stream_Bps"] / 1e9, run
+
+
+def framing_efficiency(mps: int) -> float:
+    t = hardware_params()["timing"]
+    return mps / (mps + t["request_overhead_bytes"] + t["dllp_overhead_bytes_per_tlp"])
+
+
+def test_mps_128_lowers_write_bandwidth_by_the_framing_ratio():
+    bw256, an256, _ = gpu_writes()
+    bw128, an128, run = gpu_writes({"timing.max_payload": 128})
+    assert bw128 < bw256
+    expected = framing_efficiency(128) / framing_efficiency(256)
+    assert bw128 / bw256 == pytest.approx(expected, rel=0.01)
+    assert an128 / an256 == pytest.approx(expected, rel=1e-9)
+    assert run.params()["max_payload_bytes"] == "128"
+
+
+def test_a_per_link_mps_is_the_path_minimum():
+    global128 = gpu_writes({"timing": {"max_payload": 128}})[0]
+    on_path = gpu_writes({"links": {"borrower.rp0": {"max_payload": 128}}})
+    assert on_path[0] == global128
+    assert on_path[2].params()["links.borrower.rp0.max_payload"] == "128"
+    assert gpu_writes({"devices.gpu0.max_payload": 128})[0] == global128
+    # gpu0's writes turn at lender-sw: the lender's root port is off their path.
+    assert gpu_writes({"links.lender.rp0.max_payload": 128})[0] == gpu_writes()[0]
+
+
+def test_restated_defaults_are_bit_identical():
+    _, _, r0 = gpu_writes()
+    _, _, r1 = gpu_writes({"timing.max_payload": 256, "timing.ntb_latency_ps": "350 ns", "hosts.borrower.read_tags": 32})
+    assert r0.results().equals(r1.results()) and r0.link_stats().equals(r1.link_stats())
+
+
+def test_the_ntb_latency_moves_a_small_write():
+    def one_write(ntb):
+        run = gpu_writes({"timing.ntb_latency_ps": ntb}, nbytes=4)[2]
+        return float(run.results().time_ns[0])
+    # The write crosses the NTB pair once; timing.ntb_latency_ps is what the pair adds (000 §7.2).
+    assert one_write("1 us") - one_write("350 ns") == pytest.approx(650, rel=1e-6)
+
+
+BAD = [
+    ("timing: {max_payload_size: 128}", "params.timing.max_payload_size", "unknown constant 'max_payload_size'"),
+    ("timing: {max_payload: 100}", "params.timing.max_payload", "128, 256, 512"),
+    ("timing: {ntb_latency_ps: 350 KiB}", "params.timing.ntb_latency_ps", "unit 'KiB' does not fit"),
+    ("hosts: {nobody: {read_tags: 8}}", "params.hosts.nobody", "no host named 'nobody'"),
+    ("links: {gpu9: {max_payload: 128}}", "params.links.gpu9", "no link has an end 'gpu9'"),
+    ("links: {borrower.rp0: {max_payload: true}}", "params.links.borrower.rp0.max_payload", "expected a whole number"),
+    ("devices: {gpu0: {ntb_latency_ps: 1}}", "params.devices.gpu0.ntb_latency_ps", "devices.gpu0 may set endpoint_latency_ps"),
+]
+
+
+@pytest.mark.parametrize("section, field, message", BAD)
+def test_bad_overrides_are_file_line_field_errors(tmp_path, section, field, message):
+    text = open(topo_path(TOPO)).read() + f"params:\n  {section}\n"
+    last = len(text.splitlines())
+    p = tmp_path / "t.yaml"
+    p.write_text(text)
+    with pytest.raises(TopologyError) as e:
+        devlend.load(p).build()
+    assert (e.value.file, e.value.line, e.value.field) == (str(p), last, field)
+    assert message in e.value.message
+
+
+def test_results_carry_the_effective_parameters():
+    run = gpu_writes({"timing.max_payload": 128, "devices.gpu0.endpoint_latency_ps": "200 ns"})[2]
+    params = run.results().attrs["params"]
+    assert params["max_payload_bytes"] == "128" and params["devices.gpu0.endpoint_latency_ps"] == "200000"
+    s = devlend.Scenario(devlend.load(topo_path("three-host-cluster.yaml")).with_params({"timing.max_payload": 512}))
+    s.gpu_copy("c", "borrower", "gpu0", "dtoh", MiB).run()
+    assert s.params()["max_payload_bytes"] == "512" and "max_payload_bytes=512" in s.header()
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True)
+
+
+def test_cli_set_overrides_without_editing_the_file(tmp_path):
+    r = cli("run-workloads", topo_path("three-host-cluster.yaml"), "--gpu-copy", "c:borrower:gpu0:dtoh:1MiB", "--set", "timing.max_payload=128",
+            "--set", "links.borrower.rp0.rx_buffer_tlps=8", "--csv", str(tmp_path / "w.csv"))
+    assert r.returncode == 0, r.stderr
+    head = (tmp_path / "w.csv").read_text().splitlines()[0]
+    assert "max_payload_bytes=128" in head and "links.borrower.rp0.rx_buffer_tlps=8" in head
+    bad = cli("run-workloads", topo_path("three-host-cluster.yaml"), "--gpu-copy", "c:borrower:gpu0:dtoh:1MiB", "--set", "timing.max_payload=100")
+    assert bad.returncode == 2 and "params.timing.max_payload" in bad.stderr and "Traceback" not in bad.stderr
