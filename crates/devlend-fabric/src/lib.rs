@@ -17,6 +17,7 @@ pub mod enumerate;
 pub mod error;
 pub mod events;
 pub mod fabric;
+pub mod fixtures;
 pub mod intremap;
 pub mod iommu;
 pub mod link;

@@ -49,16 +49,10 @@ mod tests {
     use crate::route::{Failure, Outcome, Requester};
     use devlend_wire::Access;
 
-    const TWO: &str = r#"{"name":"t","hosts":[
-        {"name":"a","cpu":"intel-xeon-e5","ram":4294967296,"iommu":false,"root_ports":1},
-        {"name":"b","cpu":"intel-xeon-e5","ram":4294967296,"iommu":false,"root_ports":1}],
-      "ntbs":[{"name":"na","profile":"pxh830"},{"name":"nb","profile":"pxh830"}],
-      "links":[{"a":"a.rp0","b":"na","gen":3,"width":8},{"a":"b.rp0","b":"nb","gen":3,"width":8},
-               {"a":"na.cable","b":"nb.cable","gen":3,"width":8,"kind":"cable"}]}"#;
 
     #[test]
     fn a_link_down_stops_crossings_and_peer_registers_but_not_local_programming() {
-        let mut f = crate::build_json(TWO).unwrap();
+        let mut f = crate::build_json(&crate::fixtures::two_hosts_pxh830("intel-xeon-e5", 4294967296, false, false)).unwrap();
         let (na, nb) = (f.ntb_id("na").unwrap(), f.ntb_id("nb").unwrap());
         f.mw_set_trans(nb, 1, 0x1000_0000, 0x10_0000).unwrap();
         let mw = f.resolve_expr("na.mw1").unwrap();

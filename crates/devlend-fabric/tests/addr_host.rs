@@ -10,12 +10,7 @@ fn two_hosts() -> Fabric {
 }
 
 fn two_hosts_json() -> String {
-    r#"{"name":"t",
-      "hosts":[{"name":"a","cpu":"amd-epyc","ram":1073741824,"root_ports":1},{"name":"b","cpu":"amd-epyc","ram":1073741824,"root_ports":1}],
-      "ntbs":[{"name":"na","profile":"pxh830"},{"name":"nb","profile":"pxh830"}],
-      "links":[{"a":"a.rp0","b":"na","gen":3,"width":8},{"a":"b.rp0","b":"nb","gen":3,"width":8},
-               {"a":"na.cable","b":"nb.cable","gen":3,"width":8,"kind":"cable"}]}"#
-        .to_string()
+    devlend_fabric::fixtures::two_hosts_pxh830("amd-epyc", 1 << 30, false, false)
 }
 
 fn expr(s: &str) -> Addr {
@@ -47,7 +42,7 @@ fn setup_ops_resolve_in_the_host_of_their_ntb_or_iommu() {
     let ok = SetupOp::NtbMwSetTrans { ntb: "na".into(), window: 1, addr: expr("a.ram+0x100000"), size: 1 << 20 };
     f.apply_op(&ok).unwrap();
     let map = SetupOp::IommuMap { host: "a".into(), domain: "d".into(), iova: Addr::Num(1 << 32), addr: expr("b.ram"), size: 4096, write: true };
-    let mut g = devlend_fabric::build_json(&two_hosts_json().replace(r#""root_ports":1},{"name":"b""#, r#""root_ports":1,"iommu":true},{"name":"b""#)).unwrap();
+    let mut g = devlend_fabric::build_json(&devlend_fabric::fixtures::two_hosts_pxh830("amd-epyc", 1 << 30, true, false)).unwrap();
     g.apply_op(&SetupOp::IommuDomain { host: "a".into(), domain: "d".into() }).unwrap();
     assert!(g.apply_op(&map).unwrap_err().to_string().contains("is in host b"));
 }

@@ -184,16 +184,10 @@ mod tests {
     use super::*;
     use crate::lending::LendState;
 
-    const TWO: &str = r#"{"name":"t","hosts":[
-        {"name":"a","cpu":"intel-xeon-e5","ram":4294967296,"iommu":true,"root_ports":1},
-        {"name":"b","cpu":"intel-xeon-e5","ram":4294967296,"iommu":true,"root_ports":1}],
-      "ntbs":[{"name":"na","profile":"pxh830"},{"name":"nb","profile":"pxh830"}],
-      "links":[{"a":"a.rp0","b":"na","gen":3,"width":8},{"a":"b.rp0","b":"nb","gen":3,"width":8},
-               {"a":"na.cable","b":"nb.cable","gen":3,"width":8,"kind":"cable"}]}"#;
 
     #[test]
     fn shared_resources_are_counted_and_preexisting_lut_entries_are_kept() {
-        let mut f = devlend_fabric::build_json(TWO).unwrap();
+        let mut f = devlend_fabric::build_json(&devlend_fabric::fixtures::two_hosts_pxh830("intel-xeon-e5", 4294967296, true, true)).unwrap();
         let na = f.ntb_id("na").unwrap();
         let mut st = LendState::default();
         let root = st.acquire_rid(&mut f, na, Bdf(0)).unwrap();
@@ -215,7 +209,7 @@ mod tests {
 
     #[test]
     fn a_dma_window_is_opened_once_and_closed_with_its_last_user() {
-        let mut f = devlend_fabric::build_json(TWO).unwrap();
+        let mut f = devlend_fabric::build_json(&devlend_fabric::fixtures::two_hosts_pxh830("intel-xeon-e5", 4294967296, true, true)).unwrap();
         let (na, nb) = (f.ntb_id("na").unwrap(), f.ntb_id("nb").unwrap());
         let mut st = LendState::default();
         let w1 = st.acquire_dma_window(&mut f, na, nb, Some(1 << 20)).unwrap();

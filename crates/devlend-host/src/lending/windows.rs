@@ -179,16 +179,10 @@ impl Windows {
 mod tests {
     use super::*;
 
-    const TWO: &str = r#"{"name":"t","hosts":[
-        {"name":"a","cpu":"intel-xeon-e5","ram":4294967296,"iommu":true,"root_ports":1},
-        {"name":"b","cpu":"intel-xeon-e5","ram":4294967296,"iommu":false,"root_ports":1}],
-      "ntbs":[{"name":"na","profile":"pxh830"},{"name":"nb","profile":"pxh830"}],
-      "links":[{"a":"a.rp0","b":"na","gen":3,"width":8},{"a":"b.rp0","b":"nb","gen":3,"width":8},
-               {"a":"na.cable","b":"nb.cable","gen":3,"width":8,"kind":"cable"}]}"#;
 
     #[test]
     fn segments_are_aligned_reused_and_reprogrammed_on_free() {
-        let mut f = devlend_fabric::build_json(TWO).unwrap();
+        let mut f = devlend_fabric::build_json(&devlend_fabric::fixtures::two_hosts_pxh830("intel-xeon-e5", 4294967296, true, false)).unwrap();
         let (na, nb) = (f.ntb_id("na").unwrap(), f.ntb_id("nb").unwrap());
         let mut w = Windows::default();
         let seg = 8 << 20;
@@ -214,7 +208,7 @@ mod tests {
 
     #[test]
     fn whole_windows_prefer_direct_and_report_what_does_not_fit() {
-        let mut f = devlend_fabric::build_json(TWO).unwrap();
+        let mut f = devlend_fabric::build_json(&devlend_fabric::fixtures::two_hosts_pxh830("intel-xeon-e5", 4294967296, true, false)).unwrap();
         let na = f.ntb_id("na").unwrap();
         let mut w = Windows::default();
         assert_eq!(w.pick_whole(&f, na, 1 << 20, "a DMA window").unwrap(), 1);
