@@ -43,12 +43,17 @@ pub enum FabricError {
     /// conflict; drivers/pci/setup-res.c `pci_claim_resource`). `function` and `bar` name the BAR,
     /// [addr, addr+size) where it would have decoded, `with` what is there already.
     ResourceConflict { function: String, bar: u8, addr: u64, size: u64, with: String },
+    /// An access to the peer through NTB adapter `ntb` while its link is down: no cable to a peer
+    /// (`cabled` false) or the link disabled (`ntb_link_disable`).
+    LinkDown { ntb: String, cabled: bool },
 }
 
 impl fmt::Display for FabricError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FabricError::UnknownName(m) | FabricError::Invalid(m) => write!(f, "{m}"),
+            FabricError::LinkDown { ntb, cabled: false } => write!(f, "{ntb}: NTB link is down (no cable to a peer)"),
+            FabricError::LinkDown { ntb, cabled: true } => write!(f, "{ntb}: NTB link is down (ntb_link_disable)"),
             FabricError::ResourceConflict { function, bar, addr, size, with } => {
                 write!(f, "{function} BAR {bar} at {addr:#x} ({}) would overlap {with} while decoding; refused, the BAR stays where it was", fmt_size(*size))
             }

@@ -359,7 +359,7 @@ impl Fabric {
     /// and LUT registers is local (its host's CPU writes its BAR 0), so it works with the link
     /// down, and teardown can complete on each side.
     fn paired(&self, ntb: u32) -> FResult<u32> {
-        self.ntbs[ntb as usize].peer.ok_or_else(|| FabricError::Invalid(format!("{}: NTB link is down (no cable to a peer)", self.ntbs[ntb as usize].name)))
+        self.ntbs[ntb as usize].peer.ok_or_else(|| FabricError::LinkDown { ntb: self.ntbs[ntb as usize].name.clone(), cabled: false })
     }
 
     /// The peer of `ntb` for an access that crosses the link (doorbells, scratchpads and
@@ -367,7 +367,7 @@ impl Fabric {
     fn peer(&self, ntb: u32) -> FResult<u32> {
         let p = self.paired(ntb)?;
         if !self.ntb_link_is_up(ntb) {
-            return invalid(format!("{}: NTB link is down (ntb_link_disable)", self.ntbs[ntb as usize].name));
+            return Err(FabricError::LinkDown { ntb: self.ntbs[ntb as usize].name.clone(), cabled: true });
         }
         Ok(p)
     }

@@ -55,7 +55,7 @@ impl From<FabricError> for HostError {
         match e {
             FabricError::UnknownName(m) => HostError::NoDevice(m),
             FabricError::Invalid(m) => HostError::Fabric(m),
-            e @ FabricError::ResourceConflict { .. } => HostError::Fabric(e.to_string()),
+            e @ (FabricError::ResourceConflict { .. } | FabricError::LinkDown { .. }) => HostError::Fabric(e.to_string()),
         }
     }
 }

@@ -51,8 +51,10 @@ pub struct Node {
 }
 
 fn ferr(e: devlend_fabric::FabricError) -> RdmaError {
-    let m = e.to_string();
-    if m.contains("link is down") { RdmaError::LinkDown(m) } else { RdmaError::Invalid(m) }
+    match e {
+        devlend_fabric::FabricError::LinkDown { .. } => RdmaError::LinkDown(e.to_string()),
+        e => RdmaError::Invalid(e.to_string()),
+    }
 }
 
 impl Node {

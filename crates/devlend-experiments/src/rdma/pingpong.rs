@@ -41,8 +41,10 @@ pub struct PingPong {
 }
 
 fn ferr(e: devlend_fabric::FabricError) -> RdmaError {
-    let m = e.to_string();
-    if m.contains("no peer") || m.contains("link is down") { RdmaError::LinkDown(m) } else { RdmaError::Invalid(m) }
+    match e {
+        devlend_fabric::FabricError::LinkDown { .. } => RdmaError::LinkDown(e.to_string()),
+        e => RdmaError::Invalid(e.to_string()),
+    }
 }
 
 /// Time of one ping from `from` to `to`, by part.
