@@ -146,3 +146,15 @@ def test_cli_pool_bad_input_is_one_clear_error(args, expect):
     res = cli("pool", FOUR, *args, check=False)
     assert res.returncode == 2 and expect in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_return_across_a_down_link_completes_and_reports_what_it_could_not_reach():
+    pool = offered("gpu2", "server2", "server1")
+    before = lending_programming(pool)
+    pool.borrow("server1", "gpu2").return_device("gpu2")
+    assert pool.unreached == []
+    pool.borrow("server1", "gpu2").link_down("ntb-2-1").return_device("gpu2")
+    assert pool.unreached == [{"device": "gpu2", "lender": "server2", "borrower": "server1", "ntb": "ntb-2-1"}]
+    assert pool.idle and lending_programming(pool)["ntbs"] == before["ntbs"] and pool.anomalies() == []
+    pool.link_up("ntb-2-1").borrow("server1", "gpu2")
+    assert pool.show("gpu2")["state"] == "borrowed"

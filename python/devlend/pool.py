@@ -70,6 +70,7 @@ class Pool:
     def __init__(self, topology: "Union[str, os.PathLike, Topology]"):
         topo = topology if isinstance(topology, Topology) else load(topology)
         self.topology = topo
+        self.unreached: list[dict] = []
         try:
             self._p = _call(_core.Pool, topo.fabric_json())
         except _core.SpecError as e:
@@ -120,8 +121,10 @@ class Pool:
         return self
 
     def return_device(self, device: str, borrower: Optional[str] = None) -> "Pool":
-        """Return a borrowed device; refused while the borrower's driver still holds it."""
-        _call(self._p.return_device, device, borrower)
+        """Return a borrowed device; refused while the borrower's driver still holds it. The return
+        completes on each side whatever the NTB link does; ``unreached`` then lists the lends whose
+        link was down (dicts: device, lender, borrower, ntb), empty after an orderly return."""
+        self.unreached = [dict(zip(("device", "lender", "borrower", "ntb"), u)) for u in _call(self._p.return_device, device, borrower)]
         return self
 
     # ----- inspection -----

@@ -66,8 +66,11 @@ impl Pool {
     }
 
     #[pyo3(signature = (device, borrower=None))]
-    fn return_device(&mut self, device: &str, borrower: Option<&str>) -> PyResult<()> {
-        self.inner.return_device(device, borrower).map(|_| ()).map_err(perr)
+    /// Returns the lends whose link was down when they ended, as (device, lender, borrower, lender's
+    /// NTB): each side undid its own half; only the borrower's message to the lender did not arrive.
+    fn return_device(&mut self, device: &str, borrower: Option<&str>) -> PyResult<Vec<(String, String, String, String)>> {
+        let t = self.inner.return_device(device, borrower).map_err(perr)?;
+        Ok(t.unreached.into_iter().map(|u| (u.device, u.lender, u.borrower, u.ntb)).collect())
     }
 
     fn entries(&self) -> Vec<Entry> {
