@@ -58,10 +58,7 @@ def parse_fio(spec: str) -> dict:
     name, host, dev, rw, qd, jobs, ios = parts
     if rw not in ("randread", "randwrite"):
         raise DevlendError(f"--fio {spec!r}: rw {rw!r} must be randread or randwrite")
-    try:
-        qd_, jobs_, ios_ = int(qd), int(jobs), int(ios)
-    except ValueError:
-        raise DevlendError(f"--fio {spec!r}: QD, JOBS and IOS must be whole numbers") from None
+    qd_, jobs_, ios_ = _ints("--fio", spec, ["QD", "JOBS", "IOS"], [qd, jobs, ios])
     return {"name": name, "runner": host, "drive": dev, "rw": rw, "iodepth": qd_, "numjobs": jobs_, "ios": ios_, "at_ns": at}
 
 

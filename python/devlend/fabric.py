@@ -164,15 +164,11 @@ class Fabric:
         state: warm IOTLB). Every page of the transfer must route (checked per IOMMU page, NTB
         window or segment, and target); otherwise raises DmaFault at the first that does not, with
         ``failure["transfer_addr"]`` the address there and ``delivered`` the bytes before it."""
-        try:
-            ps, hops, events, misses, resplit = self._core.dma(requester, addr, nbytes, write, warm)
-        except _core.FabricError as e:
-            msg = str(e)
-            if msg.startswith("{"):
-                failure = json.loads(msg)
-                raise DmaFault(failure, failure["delivered"]) from None
-            raise FabricError(msg) from None
-        return Transfer(nbytes, ps, hops, events, misses, resplit)
+        timing, fail = self._core.dma(requester, addr, nbytes, write, warm)
+        if fail is not None:
+            failure = json.loads(fail)
+            raise DmaFault(failure, failure["delivered"])
+        return Transfer(nbytes, *timing)
 
     def machine(self) -> "Run":
         """A run of several workloads at once on one clock (see devlend.machine.Run), on a copy

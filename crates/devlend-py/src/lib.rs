@@ -136,7 +136,7 @@ impl Fabric {
     /// with `warm`, after one untimed run of the same stream (warm IOTLB).
     /// Returns (picoseconds, TLP-hops simulated, events, IOTLB misses, reads re-split at a root).
     #[pyo3(signature = (requester, addr, bytes, write=true, warm=false))]
-    fn dma(&mut self, py: Python<'_>, requester: &str, addr: PyAddr, bytes: u64, write: bool, warm: bool) -> PyResult<(u64, u64, u64, u64, u64)> {
+    fn dma(&mut self, py: Python<'_>, requester: &str, addr: PyAddr, bytes: u64, write: bool, warm: bool) -> PyResult<(Option<(u64, u64, u64, u64, u64)>, Option<String>)> {
         if bytes == 0 || bytes > MAX_DMA {
             return Err(FabricError::new_err(format!("DMA of {bytes} bytes: expected 1 byte to {MAX_DMA} bytes")));
         }
@@ -146,8 +146,8 @@ impl Fabric {
         let inner = &mut self.inner;
         let res = py.detach(|| devlend_engine::dma(inner, r, a, bytes, access, warm));
         match res {
-            Ok(t) => Ok((t.time_ps, t.stats.tlp_hops, t.stats.events, t.stats.iotlb_misses, t.stats.resplit_requests)),
-            Err(e) => Err(FabricError::new_err(self.inner.dma_fault_json(&e).to_string())),
+            Ok(t) => Ok((Some((t.time_ps, t.stats.tlp_hops, t.stats.events, t.stats.iotlb_misses, t.stats.resplit_requests)), None)),
+            Err(e) => Ok((None, Some(self.inner.dma_fault_json(&e).to_string()))),
         }
     }
 
