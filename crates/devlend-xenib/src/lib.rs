@@ -19,6 +19,7 @@
 //! Constants: `params/hardware.toml` `[xenib]` and the `mhxl-cf128-t` device profile. The
 //! testbed: `python/devlend/topologies/xenib-back-to-back.yaml` ([`hca::TESTBED_JSON`]).
 
+pub mod error;
 pub mod hca;
 pub mod ops;
 pub mod params;
@@ -26,6 +27,7 @@ pub mod types;
 pub mod verbs;
 pub mod xen;
 
+pub use error::{XResult, XenIbError};
 pub use hca::World;
 pub use types::*;
 pub use verbs::{Basic, Bypass, Native, Verbs};
