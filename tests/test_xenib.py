@@ -218,7 +218,7 @@ def test_x4_device_domain_overhead_for_small_regions():
 
 
 @pytest.mark.xfail(strict=True, reason="known gap: the basic driver gives 681.8 MB/s at 128 KB with one write outstanding, "
-                                       "817.9 (link-bound) with two or more; 004's 770 is 170.2 us a message against 160.3 us of "
+                                       "807.1 with two and 817.9 (link-bound) with four or more (10 messages, as X1 quick runs); 004's 770 is 170.2 us a message against 160.3 us of "
                                        "wire time, 10.0 us of slack, but one outstanding adds at least two channel crossings "
                                        "(2 x 10.1 us, Fig 9) the data cannot overlap (at most 726.3 MB/s) and two or more overlap "
                                        "them: 770 fits no window and 004 states none (x1.window_arithmetic)")
