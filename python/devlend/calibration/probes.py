@@ -72,3 +72,17 @@ def rdma_MBps(method: str, size: int) -> float:
     """R1/R2: host B's transfer into host A's buffer through the PEX8749 NT port, MB/s."""
     from ..experiments._rdma import sweep
     return sweep([method], [size])[method, size]
+
+
+@probe
+def vm_pingpong_pair_ns(a: str, b: str) -> tuple[float, float]:
+    """D4's ping-pong round trips of two expansion-chassis scenarios (000 §7.3, Fig 18)."""
+    from ..experiments import vm
+    return vm.round_trip_ns(a), vm.round_trip_ns(b)
+
+
+@probe
+def vm_transfer_pair_GBps(a: str, b: str, size: int) -> tuple[float, float]:
+    """D4's GPU-to-GPU bandwidth of two expansion-chassis scenarios at `size` (000 §7.3, Fig 16)."""
+    from ..experiments import vm
+    return tuple(size / (vm.transfer_ps(n, size) * 1e-12) / 1e9 for n in (a, b))
