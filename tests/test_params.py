@@ -108,6 +108,18 @@ def test_results_carry_the_effective_parameters():
     assert s.params()["max_payload_bytes"] == "512" and "max_payload_bytes=512" in s.header()
 
 
+def test_a_cpu_profile_setting_reaches_every_host_of_that_profile():
+    # the Xeon E5 profile's own (fitted) root latency, reported with the results, and varied per run
+    topo = devlend.load(topo_path("three-host-cluster.yaml"))
+    own = hardware_params()["cpu"]["intel-xeon-e5"]["root_latency_ps"]
+    for overrides, expected in (({}, own), ({"cpus.intel-xeon-e5.root_latency_ps": "150 ns"}, 150_000)):
+        s = devlend.Scenario(topo.with_params(overrides) if overrides else topo)
+        s.gpu_copy("c", "borrower", "gpu0", "dtoh", MiB).run()
+        assert s.params()["cpus.intel-xeon-e5.root_latency_ps"] == str(expected)
+    with pytest.raises(TopologyError, match="no CPU profile named 'pentium'"):
+        topo.with_params({"cpus.pentium.root_latency_ps": 1}).build()
+
+
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True)
 
