@@ -20,7 +20,7 @@
 //!   long and sampling memory half-way (when it reaches L2). A store arriving in BAR 1 is in
 //!   memory one BAR access (`endpoint_latency_ps`) after it landed; the first load sampling after
 //!   that sees it, when it returns: half a period later on average over the loop's phase, plus
-//!   the half a load takes to return, so one period after it is in memory ([`poll_sees`]). The
+//!   the half a load takes to return, so one period after it is in memory. The
 //!   mean, as 000 reports means of 100,000 round trips: a single round trip's phase would make
 //!   the result jump by whole periods with the path, which a fit of `sm_poll_ps` could not use;
 //! - a kernel polling RAM keeps one 4-byte DMA read in flight at a time, each issued
@@ -138,12 +138,13 @@ impl Gpu {
     }
 
     /// A store landed in BAR 1 at `offset`: in memory one BAR access later, and seen by the
-    /// polling loop's first load that samples after that, when that load returns.
+    /// polling loop one load period after that (half a period to the next load's sample, on
+    /// average over the loop's phase, and half for that load to return).
     pub(crate) fn kernel_sees(&mut self, cx: &mut Cx<Cluster>, offset: u64) {
         if !self.kernel.done && self.kernel.poll_at == 0 && offset == self.kernel.own {
-            let in_memory = cx.now() + devlend_fabric::tuning::endpoint_latency_ps(cx.fabric(), self.func);
-            let seen = poll_sees(self.sm_ps(cx).1, in_memory);
-            cx.set_timer(seen - cx.now(), Token::Kernel(NOTICE).encode());
+            let memory = devlend_fabric::tuning::endpoint_latency_ps(cx.fabric(), self.func);
+            let period = self.sm_ps(cx).1;
+            cx.set_timer(memory + period, Token::Kernel(NOTICE).encode());
         }
     }
 
@@ -212,21 +213,3 @@ impl Gpu {
     }
 }
 
-/// When a polling loop of one load every `period`, each sampling memory half-way through it, sees
-/// a value that is in memory from `at`, on average over the loop's phase: the next sample comes
-/// half a period later, and that load returns half a period after its sample.
-pub fn poll_sees(period: Ps, at: Ps) -> Ps {
-    at + period / 2 + (period - period / 2)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::poll_sees;
-
-    #[test]
-    fn a_polling_loop_sees_a_value_one_load_period_after_it_is_in_memory() {
-        assert_eq!(poll_sees(250, 1000), 1250);
-        assert_eq!(poll_sees(251, 1000), 1251);
-        assert_eq!(poll_sees(0, 99), 99, "without a loop period the value is seen as it lands");
-    }
-}
