@@ -55,7 +55,7 @@ pub struct Driver {
     fifo: (u64, u64),
     seq: u32,
     /// The sequence number of the copy each engine runs and nobody has waited for yet: an engine
-    /// takes one copy at a time, and the next copy's register stores would reprogram it.
+    /// takes one copy at a time.
     running: [Option<u32>; NUM_CE],
 }
 
