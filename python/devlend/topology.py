@@ -195,8 +195,8 @@ class Params(_Model):
     uses is the smallest of every link on it and the devices at their ends (PCIe Base 3.0 §2.2.2)."""
     timing: dict[str, ParamValue] = Field(default={}, description="every component: max_payload, max_read_request, ntb_latency_ps, ...")
     cpus: dict[str, dict[str, ParamValue]] = Field(default={}, description="per CPU profile (every host of it): root_latency_ps")
-    hosts: dict[str, dict[str, ParamValue]] = Field(default={}, description="per host: root_latency_ps, ram_completion_bytes, read_split_bytes, read_tags, max_read_request")
-    devices: dict[str, dict[str, ParamValue]] = Field(default={}, description="per device: endpoint_latency_ps, max_payload, max_read_request, read_tags")
+    hosts: dict[str, dict[str, ParamValue]] = Field(default={}, description="per host: root_latency_ps, ram_completion_bytes, read_split_bytes, read_tags, max_read_request, irq_entry_ps, cuda_call_ps")
+    devices: dict[str, dict[str, ParamValue]] = Field(default={}, description="per device: endpoint_latency_ps, max_payload, max_read_request, read_tags, dma_issue_ps, dma_completion_ps, sm_to_pcie_ps, sm_poll_ps")
     links: dict[str, dict[str, ParamValue]] = Field(default={}, description="per link: max_payload, rx_buffer_tlps, cable_length_m")
 
 

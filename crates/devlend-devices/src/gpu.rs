@@ -43,8 +43,25 @@
 //! | 0x130   | `CE_STATUS`     | 4    | RO     | `STATUS_*` of the last copy                         |
 //! | 0x138   | `CE_FAULT_ADDR` | 8    | RO     | the DMA address that faulted (`STATUS_DMA_FAULT`)   |
 //! | 0x140   | `CE_NOTIFY_ADDR`| 8    | RW     | DMA address the status goes to when a copy fails (0: none) |
+//! | 0x148   | `CE_GPFIFO_ADDR`| 8    | RW     | DMA address of the engine's GPFIFO ring (0: methods in the registers above) |
+//! | 0x150   | `CE_GPFIFO_ENTRIES`| 4 | RW     | entries in the GPFIFO ring                          |
 //! | 0x200.. | CE1's block     |      |        | the same registers, `CE_STRIDE` (0x100) above CE0's |
 //! | 0x1000  | `K_*`           |      |        | the ping-pong kernel's launch block ([`crate::gpu_kernel`]) |
+//!
+//! How a copy reaches the engine. As on a real Kepler channel (nouveau's and envytools' account of
+//! the GPFIFO), a driver does not write a copy's parameters into the GPU: it writes them as methods
+//! into a push buffer in host memory, a GPFIFO entry pointing at them into a ring in host memory,
+//! and only the ring's put pointer into the GPU (`CE_DOORBELL`). The GPU then fetches the entry and
+//! the methods with two dependent DMA reads, so a driver far from its GPU (a borrowed one, 000
+//! §7.1-7.2) pays two round trips to its host's RAM per copy, on the links, before the copy starts:
+//! the "reading and writing over the NTB" 000 §7.2 suspects behind the small-transfer gap. A
+//! GPFIFO entry ([`GP_ENTRY_BYTES`]) is the methods' DMA address and their length; the methods
+//! ([`METHODS_BYTES`]) are `CE_SRC`, `CE_DST`, `CE_LEN`, `CE_DIR`, `CE_SEM_VALUE` in that order,
+//! written into the registers when fetched. With `CE_GPFIFO_ADDR` 0 the doorbell starts the copy
+//! the registers hold (devlend's shortcut for tests that program the engine directly).
+//!
+//! The engine's own time (`dma_issue_ps` before each request it starts, `dma_completion_ps`
+//! after read data it waits for) is the device's effective parameter (`devlend_fabric::tuning`).
 //!
 //! The MSI-X table sits at `config::MSIX_TABLE_OFFSET` (0x2000) above these. On the machine's
 //! clock the GPU is an actor ([`crate::gpu_actor`]): a doorbell store landing in BAR 0 starts
@@ -72,6 +89,12 @@ pub const CE_DOORBELL: u64 = 0x12c;
 pub const CE_STATUS: u64 = 0x130;
 pub const CE_FAULT_ADDR: u64 = 0x138;
 pub const CE_NOTIFY_ADDR: u64 = 0x140;
+pub const CE_GPFIFO_ADDR: u64 = 0x148;
+pub const CE_GPFIFO_ENTRIES: u64 = 0x150;
+/// A GPFIFO entry: the methods' DMA address (8 bytes), their length (4), reserved (4).
+pub const GP_ENTRY_BYTES: u64 = 16;
+/// A copy's methods: source, destination, length (8 bytes each), direction, semaphore value (4 each).
+pub const METHODS_BYTES: u64 = 32;
 pub const CE_COUNT: u64 = 0x010;
 /// Copy engines per GPU: Kepler's two async copy engines.
 pub const NUM_CE: usize = 2;
@@ -128,6 +151,8 @@ pub struct Gpu {
     pub copies: u64,
     /// The command each copy engine is running (on the clock).
     pub(crate) busy: [Option<Cmd>; NUM_CE],
+    /// Engines fetching their next copy's GPFIFO entry and methods.
+    pub(crate) fetching: [bool; NUM_CE],
     /// The ping-pong kernel, when launched (on the clock).
     pub kernel: crate::gpu_kernel::Kernel,
 }
@@ -143,7 +168,7 @@ impl Gpu {
         let fun = f.funcs.get(func as usize).ok_or(format!("no function #{func}"))?;
         let bar1 = fun.bars.iter().find(|b| b.index == 1).ok_or(format!("{} has no BAR 1 to window onto device memory", fun.name))?;
         let mem_size = Self::memory_of(f, func).unwrap_or(bar1.size);
-        let g = Gpu { func, mem_size, bar1_size: bar1.size, served: [0; NUM_CE], copies: 0, busy: [None; NUM_CE], kernel: Default::default() };
+        let g = Gpu { func, mem_size, bar1_size: bar1.size, served: [0; NUM_CE], copies: 0, busy: [None; NUM_CE], fetching: [false; NUM_CE], kernel: Default::default() };
         let id = fun.vendor as u32 | (fun.device_id as u32) << 16;
         g.reg_write(f, ID, &id.to_le_bytes());
         g.reg_write(f, MEM_SIZE, &g.mem_size.to_le_bytes());

@@ -1,18 +1,22 @@
 //! The GPU on the machine's clock: a [`Device`] whose copy engines act when their doorbell lands.
 //!
-//! A doorbell store reaching BAR 0 starts that engine's copy as one DMA flow on the machine (the
+//! A doorbell store reaching BAR 0 makes that engine fetch its copy's GPFIFO entry and methods
+//! from host memory ([`crate::gpu_fifo`]; or take the registers, without a GPFIFO), then start the
+//! copy as one DMA flow on the machine (the
 //! machine splits it into max-payload writes or max-read-request reads, which contend with every
 //! other flow on the links): device to bus, a DMA write of the device-memory bytes as they are
 //! when the doorbell lands; bus to device, a DMA read whose data is written into device memory
 //! when it has returned. Then the engine releases its semaphore with a 4-byte DMA write. The two
 //! engines work at once. A fault sets the engine's `CE_STATUS`/`CE_FAULT_ADDR` and DMA-writes the
-//! status to `CE_NOTIFY_ADDR`; the other engine goes on. No time is modelled for the engine
-//! between a doorbell and its first TLP (nothing published gives it), as the replayed timing before the one clock did.
-//! Stores landing in BAR 1 go to the ping-pong kernel ([`crate::gpu_kernel`]).
+//! status to `CE_NOTIFY_ADDR`; the other engine goes on. Every request the engine starts leaves it
+//! `dma_issue_ps` after the engine decided on it, and read data is acted on `dma_completion_ps`
+//! after it has all arrived (the device's effective parameters). Stores landing in BAR 1 go to the
+//! ping-pong kernel ([`crate::gpu_kernel`]).
 
 use crate::gpu::*;
 use crate::gpu_kernel::K_LAUNCH;
 use devlend_engine::machine::{Cx, Device, FlowDone};
+use devlend_engine::queue::Ps;
 use devlend_host::Cluster;
 use devlend_wire::Tlp;
 
@@ -23,6 +27,10 @@ pub(crate) enum Token {
     Sem(usize),
     Notify(usize),
     Kernel(u8),
+    /// The GPFIFO entry of engine `.0`'s next copy.
+    Entry(usize),
+    /// The methods of engine `.0`'s next copy.
+    Methods(usize),
 }
 
 impl Token {
@@ -32,6 +40,8 @@ impl Token {
             Token::Sem(ce) => 1 << 8 | ce as u64,
             Token::Notify(ce) => 2 << 8 | ce as u64,
             Token::Kernel(step) => 3 << 8 | step as u64,
+            Token::Entry(ce) => 4 << 8 | ce as u64,
+            Token::Methods(ce) => 5 << 8 | ce as u64,
         }
     }
 
@@ -41,6 +51,8 @@ impl Token {
             0 => Token::Data(low),
             1 => Token::Sem(low),
             2 => Token::Notify(low),
+            4 => Token::Entry(low),
+            5 => Token::Methods(low),
             _ => Token::Kernel(low as u8),
         }
     }
@@ -51,8 +63,8 @@ impl Device<Cluster> for Gpu {
         match bar {
             0 => {
                 if let Some(ce) = doorbell_of(offset) {
-                    if self.ring(cx.fabric(), ce).is_some() {
-                        self.start(cx, ce);
+                    if let Some(put) = self.ring(cx.fabric(), ce) {
+                        self.rung(cx, ce, put);
                     }
                 } else if offset == K_LAUNCH {
                     self.kernel_launch(cx);
@@ -75,6 +87,8 @@ impl Device<Cluster> for Gpu {
             },
             Token::Notify(ce) => self.busy[ce] = None,
             Token::Kernel(step) => self.kernel_dma_done(cx, step, done),
+            Token::Entry(ce) => self.entry_fetched(cx, ce, done),
+            Token::Methods(ce) => self.methods_fetched(cx, ce, done),
         }
     }
 
@@ -86,8 +100,25 @@ impl Device<Cluster> for Gpu {
 }
 
 impl Gpu {
-    /// Engine `ce`'s doorbell rang: start its copy's DMA.
-    fn start(&mut self, cx: &mut Cx<Cluster>, ce: usize) {
+    /// The engine's own times: (issue, completion), the device's effective parameters.
+    pub(crate) fn engine_ps(&self, cx: &mut Cx<Cluster>) -> (Ps, Ps) {
+        let t = devlend_fabric::tuning::of_func(cx.fabric(), self.func);
+        (t.dma_issue_ps, t.dma_completion_ps)
+    }
+
+    /// Engine `ce`'s doorbell rang with put pointer `put`: fetch the copy, or take the registers.
+    fn rung(&mut self, cx: &mut Cx<Cluster>, ce: usize, put: u32) {
+        if self.busy[ce].is_some() || self.fetching[ce] {
+            return self.end(cx, ce, STATUS_BUSY);
+        }
+        if self.reg(cx.fabric(), ce_reg(ce, CE_GPFIFO_ADDR), 8) != 0 {
+            return self.fetch_entry(cx, ce, put);
+        }
+        self.start(cx, ce, 0);
+    }
+
+    /// Start engine `ce`'s copy as its registers hold it, `wait` after now plus the engine's issue time.
+    pub(crate) fn start(&mut self, cx: &mut Cx<Cluster>, ce: usize, wait: Ps) {
         if self.busy[ce].is_some() {
             return self.end(cx, ce, STATUS_BUSY);
         }
@@ -97,11 +128,12 @@ impl Gpu {
         };
         self.busy[ce] = Some(cmd);
         let token = Token::Data(ce).encode();
+        let delay = wait + self.engine_ps(cx).0;
         let started = if cmd.dir == DIR_DEV_TO_BUS {
             let data = self.mem_read(cx.fabric(), cmd.dev, cmd.len as usize).unwrap_or_default();
-            cx.dma_write(cmd.bus, data, token)
+            cx.dma_write_after(delay, cmd.bus, data, token)
         } else {
-            cx.dma_read(cmd.bus, cmd.len, token)
+            cx.dma_read_after(delay, cmd.bus, cmd.len, token)
         };
         if started.is_err() {
             let s = self.set_fault(cx.fabric(), ce, cmd.bus);
@@ -120,14 +152,17 @@ impl Gpu {
             let s = self.set_fault(cx.fabric(), ce, a);
             return self.end(cx, ce, s);
         }
-        if cx.dma_write(cmd.sem, cmd.value.to_le_bytes().to_vec(), Token::Sem(ce).encode()).is_err() {
+        // Read data is taken in before the release; written data needs nothing more.
+        let (issue, completion) = self.engine_ps(cx);
+        let delay = issue + if cmd.dir == DIR_BUS_TO_DEV { completion } else { 0 };
+        if cx.dma_write_after(delay, cmd.sem, cmd.value.to_le_bytes().to_vec(), Token::Sem(ce).encode()).is_err() {
             let s = self.set_fault(cx.fabric(), ce, cmd.sem);
             self.end(cx, ce, s);
         }
     }
 
     /// Engine `ce` is done with `status`: set it, and on failure tell the error notifier.
-    fn end(&mut self, cx: &mut Cx<Cluster>, ce: usize, status: u32) {
+    pub(crate) fn end(&mut self, cx: &mut Cx<Cluster>, ce: usize, status: u32) {
         self.set_status(cx.fabric(), ce, status);
         let notify = self.reg(cx.fabric(), ce_reg(ce, CE_NOTIFY_ADDR), 8);
         if status == STATUS_DONE || notify == 0 || status == STATUS_BUSY {
@@ -136,7 +171,8 @@ impl Gpu {
             }
             return;
         }
-        if cx.dma_write(notify, status.to_le_bytes().to_vec(), Token::Notify(ce).encode()).is_err() {
+        let issue = self.engine_ps(cx).0;
+        if cx.dma_write_after(issue, notify, status.to_le_bytes().to_vec(), Token::Notify(ce).encode()).is_err() {
             self.busy[ce] = None;
         }
     }

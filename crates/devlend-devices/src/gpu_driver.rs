@@ -3,10 +3,14 @@
 //! the same code drives a local GPU, a borrowed one and one passed through to a VM (000 §4:
 //! Device Lending works "without requiring changes to application or driver software", §7.1).
 //! Probe maps BAR 0 with `pci_iomap`, enables bus mastering and allocates a coherent
-//! semaphore; each copy (cudaMemcpy) maps the host buffer with `dma_map_single` — or the peer's
-//! BAR 1 with `dma_map_resource`, which Device Lending resolves into the three peer cases of 000
-//! §6 — programs the copy-engine registers with CPU stores, rings the doorbell, lets the hardware
-//! run and polls the semaphore; on no release it reads `CE_STATUS` and reports why.
+//! semaphore, and a coherent page for each engine's GPFIFO ring and push buffer; each copy
+//! (cudaMemcpy) costs the runtime's CPU time (the host's `cuda_call_ps`), maps the host buffer with
+//! `dma_map_single` — or the peer's BAR 1 with `dma_map_resource`, which Device Lending resolves
+//! into the three peer cases of 000 §6 — writes the copy's methods into the push buffer and a
+//! GPFIFO entry pointing at them (host RAM), rings the engine's doorbell with the new put pointer
+//! (one store into BAR 0), lets the hardware fetch and run it and polls the semaphore; on no
+//! release it reads `CE_STATUS` and reports why. A borrowed GPU's fetches cross the NTB twice
+//! there and back, which is what makes a far driver slower per copy (000 §7.1-7.2).
 //!
 //! On the machine's clock (a thread's `ThreadOs`) the stores are TLPs, the doorbell's landing
 //! starts the GPU's copy engine ([`crate::gpu_actor`]) and the driver spins on the semaphore with
@@ -22,6 +26,11 @@ use devlend_host::{DevId, DmaDir, Os};
 const SEM_BYTES: u64 = 4096;
 /// Bytes per copy engine's slot in it: the semaphore word, then the error notifier word.
 const SLOT: u64 = 16;
+/// Entries in each engine's GPFIFO ring; each has its own methods slot in the push buffer.
+const GPFIFO_ENTRIES: u64 = 64;
+/// Bytes of the coherent pages holding the rings and push buffers: per engine, the ring, then
+/// one methods slot per entry.
+const FIFO_BYTES: u64 = NUM_CE as u64 * GPFIFO_ENTRIES * (GP_ENTRY_BYTES + METHODS_BYTES);
 
 /// A copy started on a copy engine; wait for it with [`Driver::sync`].
 #[derive(Debug)]
@@ -42,9 +51,11 @@ pub struct Driver {
     pub mem_size: u64,
     /// The semaphore: (CPU address, DMA address).
     sem: (u64, u64),
+    /// The GPFIFO rings and push buffers: (CPU address, DMA address).
+    fifo: (u64, u64),
     seq: u32,
     /// The sequence number of the copy each engine runs and nobody has waited for yet: an engine
-    /// takes one copy at a time, and the next copy's register stores would reprogram it.
+    /// takes one copy at a time.
     running: [Option<u32>; NUM_CE],
 }
 
@@ -85,13 +96,21 @@ impl Driver {
         let m = os.read(bar0 + MEM_SIZE, 8).map_err(err("read MEM_SIZE"))?;
         let sem = os.dma_alloc_coherent(dev, SEM_BYTES).map_err(err("dma_alloc_coherent"))?;
         os.write(sem.0, &[0; 4]).map_err(err("clear semaphore"))?;
-        let mut d = Driver { dev, bar0, mem_size: u64::from_le_bytes(m[..8].try_into().unwrap()), sem, seq: 0, running: [None; NUM_CE] };
+        let fifo = os.dma_alloc_coherent(dev, FIFO_BYTES).map_err(err("dma_alloc_coherent"))?;
+        let mut d = Driver { dev, bar0, mem_size: u64::from_le_bytes(m[..8].try_into().unwrap()), sem, fifo, seq: 0, running: [None; NUM_CE] };
         for ce in 0..NUM_CE {
             let slot = sem.1 + ce as u64 * SLOT;
             d.mmio_write(os, ce_reg(ce, CE_SEM_ADDR), &slot.to_le_bytes())?;
             d.mmio_write(os, ce_reg(ce, CE_NOTIFY_ADDR), &(slot + 4).to_le_bytes())?;
+            d.mmio_write(os, ce_reg(ce, CE_GPFIFO_ADDR), &(fifo.1 + Self::ring(ce)).to_le_bytes())?;
+            d.mmio_write(os, ce_reg(ce, CE_GPFIFO_ENTRIES), &(GPFIFO_ENTRIES as u32).to_le_bytes())?;
         }
         Ok(d)
+    }
+
+    /// Offset of engine `ce`'s GPFIFO ring in the fifo pages; its methods slots follow it.
+    fn ring(ce: usize) -> u64 {
+        ce as u64 * GPFIFO_ENTRIES * (GP_ENTRY_BYTES + METHODS_BYTES)
     }
 
     fn mmio_write(&mut self, os: &mut impl Os, reg: u64, data: &[u8]) -> GResult<()> {
@@ -195,13 +214,27 @@ impl Driver {
         if let Some(seq) = self.running[ce] {
             return Err(GpuError(format!("copy engine {ce} still runs copy {seq}: sync it before starting another on that engine")));
         }
+        let host = os.host();
+        let call = os.run_hardware(|f| f.tuning.host(host).cuda_call_ps);
+        os.spend(call);
         self.seq = self.seq.wrapping_add(1).max(1);
         os.write(self.sem.0 + ce as u64 * SLOT, &[0; 8]).map_err(err("clear semaphore"))?;
-        self.mmio_write(os, ce_reg(ce, CE_SRC), &src.to_le_bytes())?;
-        self.mmio_write(os, ce_reg(ce, CE_DST), &dst.to_le_bytes())?;
-        self.mmio_write(os, ce_reg(ce, CE_LEN), &len.to_le_bytes())?;
-        self.mmio_write(os, ce_reg(ce, CE_DIR), &dir.to_le_bytes())?;
-        self.mmio_write(os, ce_reg(ce, CE_SEM_VALUE), &self.seq.to_le_bytes())?;
+        // The methods into the push buffer, the entry pointing at them into the ring, then the
+        // put pointer into the GPU (the doorbell counts copies, as the put pointer advances).
+        let index = (self.seq.wrapping_sub(1) as u64) % GPFIFO_ENTRIES;
+        let ring = Self::ring(ce);
+        let methods = ring + GPFIFO_ENTRIES * GP_ENTRY_BYTES + index * METHODS_BYTES;
+        let mut m = Vec::with_capacity(METHODS_BYTES as usize);
+        for v in [src, dst, len] {
+            m.extend_from_slice(&v.to_le_bytes());
+        }
+        m.extend_from_slice(&dir.to_le_bytes());
+        m.extend_from_slice(&self.seq.to_le_bytes());
+        os.write(self.fifo.0 + methods, &m).map_err(err("write push buffer"))?;
+        let mut entry = (self.fifo.1 + methods).to_le_bytes().to_vec();
+        entry.extend_from_slice(&(METHODS_BYTES as u32).to_le_bytes());
+        entry.extend_from_slice(&[0; 4]);
+        os.write(self.fifo.0 + ring + index * GP_ENTRY_BYTES, &entry).map_err(err("write GPFIFO entry"))?;
         self.mmio_write(os, ce_reg(ce, CE_DOORBELL), &self.seq.to_le_bytes())?;
         self.running[ce] = Some(self.seq);
         Ok(Pending { ce, seq: self.seq })

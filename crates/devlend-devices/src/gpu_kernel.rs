@@ -12,10 +12,22 @@
 //! | 0x1020 | `K_LAUNCH`   | 4    | any store launches the kernel                                 |
 //!
 //! The counter goes 1, 2, 3...: ping stores odd values and waits for the next even one, pong the
-//! reverse. A store is a 4-byte DMA write by the GPU; a kernel polling its own memory notices a
-//! store one device-memory access (`timing.endpoint_latency_ps`) after it lands in BAR 1; one
-//! polling RAM keeps one 4-byte DMA read in flight at a time and notices the value with the first
-//! load served after it landed. The kernel records when it stored and when it saw each answer.
+//! reverse. The kernel's accesses go through the GPU's memory system, the device's effective
+//! parameters (`devlend_fabric::tuning`):
+//! - a store leaves the SM through L1/L2 and the crossbar before it is a 4-byte DMA write on PCIe,
+//!   `sm_to_pcie_ps` after the kernel executed it;
+//! - a kernel polling its own memory spins on volatile loads, one at a time, each `sm_poll_ps`
+//!   long and sampling memory half-way (when it reaches L2). A store arriving in BAR 1 is in
+//!   memory one BAR access (`endpoint_latency_ps`) after it landed; the first load sampling after
+//!   that sees it, when it returns: half a period later on average over the loop's phase, plus
+//!   the half a load takes to return, so one period after it is in memory. The
+//!   mean, as 000 reports means of 100,000 round trips: a single round trip's phase would make
+//!   the result jump by whole periods with the path, which a fit of `sm_poll_ps` could not use;
+//! - a kernel polling RAM keeps one 4-byte DMA read in flight at a time, each issued
+//!   `sm_to_pcie_ps` after the kernel's load and its data reaching the SM `sm_to_pcie_ps` after
+//!   it returned; it notices the value with the first load served after it landed.
+//!
+//! The kernel records when it stored and when it saw each answer.
 //!
 //! A kernel polling RAM gives up after [`SPIN_LIMIT`] loads in a row that did not bring the value
 //! it waits for, and records what it last read ([`Kernel::gave_up`]): a GPU kernel spins without
@@ -40,6 +52,8 @@ pub const K_LAUNCH: u64 = 0x1020;
 const STORE: u8 = 0;
 const LOAD: u8 = 1;
 const NOTICE: u8 = 2;
+/// A RAM load's data has come back to the SM.
+const LOADED: u8 = 3;
 
 /// Loads in a row without the awaited value after which a kernel polling RAM gives up.
 pub const SPIN_LIMIT: u32 = 1 << 16;
@@ -64,6 +78,8 @@ pub struct Kernel {
     loading: bool,
     /// Loads since the last value it waited for.
     spins: u32,
+    /// The data of its last RAM load, on its way back to the SM.
+    loaded: Vec<u8>,
     pub done: bool,
     /// When each of its stores was issued.
     pub stores: Vec<Ps>,
@@ -92,9 +108,16 @@ impl Gpu {
         self.kernel_poll(cx);
     }
 
+    /// The SM's side of the GPU's memory system: (to or from PCIe one way, a load from its own memory).
+    fn sm_ps(&self, cx: &mut Cx<Cluster>) -> (Ps, Ps) {
+        let t = devlend_fabric::tuning::of_func(cx.fabric(), self.func);
+        (t.sm_to_pcie_ps, t.sm_poll_ps)
+    }
+
     fn kernel_store(&mut self, cx: &mut Cx<Cluster>, v: u32) {
         self.kernel.stores.push(cx.now());
-        if cx.dma_write(self.kernel.store_at, v.to_le_bytes().to_vec(), Token::Kernel(STORE).encode()).is_err() {
+        let out = self.sm_ps(cx).0;
+        if cx.dma_write_after(out, self.kernel.store_at, v.to_le_bytes().to_vec(), Token::Kernel(STORE).encode()).is_err() {
             self.kernel.fault = Some(self.kernel.store_at);
             self.kernel.done = true;
         }
@@ -102,22 +125,26 @@ impl Gpu {
 
     /// Spin: with a load in flight (RAM), or waiting for a store into its memory.
     fn kernel_poll(&mut self, cx: &mut Cx<Cluster>) {
+        let out = self.sm_ps(cx).0;
         let k = &mut self.kernel;
         if k.done || k.poll_at == 0 || k.loading {
             return;
         }
         k.loading = true;
-        if cx.dma_read(k.poll_at, 4, Token::Kernel(LOAD).encode()).is_err() {
+        if cx.dma_read_after(out, k.poll_at, 4, Token::Kernel(LOAD).encode()).is_err() {
             k.fault = Some(k.poll_at);
             k.done = true;
         }
     }
 
-    /// A store landed in BAR 1 at `offset`: the kernel notices it one device-memory access later.
+    /// A store landed in BAR 1 at `offset`: in memory one BAR access later, and seen by the
+    /// polling loop one load period after that (half a period to the next load's sample, on
+    /// average over the loop's phase, and half for that load to return).
     pub(crate) fn kernel_sees(&mut self, cx: &mut Cx<Cluster>, offset: u64) {
         if !self.kernel.done && self.kernel.poll_at == 0 && offset == self.kernel.own {
-            let latency = devlend_fabric::tuning::endpoint_latency_ps(cx.fabric(), self.func);
-            cx.set_timer(latency, Token::Kernel(NOTICE).encode());
+            let memory = devlend_fabric::tuning::endpoint_latency_ps(cx.fabric(), self.func);
+            let period = self.sm_ps(cx).1;
+            cx.set_timer(memory + period, Token::Kernel(NOTICE).encode());
         }
     }
 
@@ -125,6 +152,13 @@ impl Gpu {
         if step == NOTICE {
             let v = self.mem_read(cx.fabric(), self.kernel.own, 4).unwrap_or_default();
             self.kernel_check(cx, &v);
+        } else if step == LOADED {
+            self.kernel.loading = false;
+            let v = std::mem::take(&mut self.kernel.loaded);
+            if !self.kernel_check(cx, &v) {
+                self.kernel_spun(cx.now(), &v);
+            }
+            self.kernel_poll(cx);
         }
     }
 
@@ -135,11 +169,9 @@ impl Gpu {
             return;
         }
         if step == LOAD {
-            self.kernel.loading = false;
-            if !self.kernel_check(cx, &done.data) {
-                self.kernel_spun(cx.now(), &done.data);
-            }
-            self.kernel_poll(cx);
+            self.kernel.loaded = done.data;
+            let back = self.sm_ps(cx).0;
+            cx.set_timer(back, Token::Kernel(LOADED).encode());
         }
     }
 
@@ -180,3 +212,4 @@ impl Gpu {
         true
     }
 }
+

@@ -19,6 +19,7 @@ pub mod fio;
 pub mod bench;
 pub mod gpu;
 pub mod gpu_actor;
+pub mod gpu_fifo;
 pub mod gpu_kernel;
 pub mod gpu_bench;
 pub mod gpu_driver;

@@ -14,6 +14,10 @@
 //! and PCIe ordering keeps the completion behind the data). A DMA fault completes the command with Data Transfer
 //! Error. Every DMA is this function's own requester, so IOMMU, NTB and requester-ID rules apply.
 //!
+//! The controller's DMA engine takes `dma_issue_ps` to put each request on the link and
+//! `dma_completion_ps` to act on read data once it has all arrived (a fetched command, a PRP
+//! list, a write's data): the device's effective parameters (`devlend_fabric::tuning`).
+//!
 //! The media model: up to `media_parallelism` commands are in the media at once, each for the
 //! read (or write) latency; data then streams through one shared pipe at `media_bandwidth`, a
 //! 4 KiB page at a time, and a read's page is DMA'd to the host as soon as it has streamed, so the
@@ -26,7 +30,7 @@ use devlend_fabric::memory::SparseMem;
 use devlend_fabric::model::FuncId;
 use devlend_fabric::Fabric;
 use serde::Deserialize;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use devlend_wire::Tlp;
 
 pub const CAP: u64 = 0x00;
@@ -130,8 +134,11 @@ fn token(generation: u32, slot: usize, page: usize, stage: Stage) -> u64 {
     (generation as u64) << 48 | (slot as u64 & 0xff_ffff) << 24 | (page as u64 & 0xffff) << 8 | stage as u64
 }
 
+/// A token's flag for read data the controller is taking in (`dma_completion_ps`).
+const TAKING_IN: u64 = 0x80;
+
 fn untoken(t: u64) -> (u32, usize, usize, Option<Stage>) {
-    let stage = STAGES.iter().copied().find(|s| *s as u64 == t & 0xff);
+    let stage = STAGES.iter().copied().find(|s| *s as u64 == t & 0x7f);
     ((t >> 48) as u32, (t >> 24 & 0xff_ffff) as usize, (t >> 8 & 0xffff) as usize, stage)
 }
 
@@ -161,6 +168,8 @@ pub struct Controller {
     pub commands: u64,
     /// Steps of the commands while tracing (`Some`): for breakdowns of a single command.
     pub trace: Option<Vec<Step>>,
+    /// Read data arrived and being taken in, by its DMA's token.
+    taking_in: HashMap<u64, FlowDone>,
 }
 
 pub(crate) fn le(b: &[u8], off: usize, n: usize) -> u64 {
@@ -175,6 +184,7 @@ impl Controller {
         let c = Controller {
             func, blocks, timing, media: SparseMem::default(), sqs: vec![None; MAX_QUEUES], cqs: vec![None; MAX_QUEUES], ready: false, generation: 0,
             cmds: Vec::new(), free: Vec::new(), in_media: 0, media_wait: VecDeque::new(), pipe_free: 0, commands: 0, trace: None,
+            taking_in: HashMap::new(),
         };
         // CAP: MQES = entries - 1, CQR = 1, DSTRD = 0, TO = 10 x 500 ms, CSS = NVM.
         let cap: u64 = (MAX_QUEUE_ENTRIES as u64 - 1) | 1 << 16 | 10 << 24 | 1 << 37;
@@ -235,17 +245,14 @@ impl<W: World> Device<W> for Controller {
         if self.cmds.get(slot).is_none_or(|c| c.is_none()) {
             return;
         }
-        match stage {
-            Stage::Fetch => self.fetched(cx, slot, done),
-            Stage::PrpList => self.prp_list(cx, slot, done),
-            Stage::Identify => {
-                let status = if done.fault.is_some() { SC_DATA_TRANSFER_ERROR } else { SC_SUCCESS };
-                self.cmd(slot).status = status;
-                self.complete(cx, slot);
-            }
-            Stage::Data => self.data_done(cx, slot, done),
-            _ => {}
+        let read = matches!(stage, Stage::Fetch | Stage::PrpList) || (stage == Stage::Data && self.cmd(slot).sqe[0] == OP_WRITE);
+        let taking = devlend_fabric::tuning::of_func(cx.fabric(), self.func).dma_completion_ps;
+        if read && done.fault.is_none() && taking > 0 {
+            cx.set_timer(taking, done.token | TAKING_IN);
+            self.taking_in.insert(done.token, done);
+            return;
         }
+        self.took_in(cx, slot, stage, done);
     }
 
     fn dma_sent(&mut self, cx: &mut Cx<W>, token: u64) {
@@ -257,13 +264,32 @@ impl<W: World> Device<W> for Controller {
 
     fn timer(&mut self, cx: &mut Cx<W>, token: u64) {
         let (generation, slot, page, stage) = untoken(token);
+        let taken = if token & TAKING_IN != 0 { self.taking_in.remove(&(token & !TAKING_IN)) } else { None };
         if generation != self.generation || self.cmds.get(slot).is_none_or(|c| c.is_none()) {
             return;
         }
+        match (stage, taken) {
+            (Some(stage), Some(done)) => self.took_in(cx, slot, stage, done),
+            (Some(Stage::MediaDone), None) => self.media_done(cx, slot),
+            (Some(Stage::PageStreamed), None) => self.page_streamed(cx, slot, page),
+            (Some(Stage::WriteStreamed), None) => self.complete(cx, slot),
+            _ => {}
+        }
+    }
+}
+
+impl Controller {
+    /// A DMA's end, once its read data (if any) has been taken in.
+    fn took_in<W: World>(&mut self, cx: &mut Cx<W>, slot: usize, stage: Stage, done: FlowDone) {
         match stage {
-            Some(Stage::MediaDone) => self.media_done(cx, slot),
-            Some(Stage::PageStreamed) => self.page_streamed(cx, slot, page),
-            Some(Stage::WriteStreamed) => self.complete(cx, slot),
+            Stage::Fetch => self.fetched(cx, slot, done),
+            Stage::PrpList => self.prp_list(cx, slot, done),
+            Stage::Identify => {
+                let status = if done.fault.is_some() { SC_DATA_TRANSFER_ERROR } else { SC_SUCCESS };
+                self.cmd(slot).status = status;
+                self.complete(cx, slot);
+            }
+            Stage::Data => self.data_done(cx, slot, done),
             _ => {}
         }
     }

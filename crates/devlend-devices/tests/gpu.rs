@@ -107,14 +107,15 @@ fn a_borrowed_gpus_dma_goes_through_the_ntb() {
         let m = g.drv.map_host(&mut os, buf, 4096).unwrap();
         assert_eq!(crossings(&mut c, "gpu0", m.dma, "ntb-l"), (ntbs, ntbs == 1), "{runner}");
     }
-    // On the machine: the copy engine's stream and the semaphore cross the cable towards the
-    // borrower, the driver's register stores the other way.
+    // On the machine: the copy engine's stream, the semaphore and the completions of its fetches
+    // of the GPFIFO entry (16 bytes) and the methods (32) cross the cable towards the borrower,
+    // the driver's doorbell the other way; the methods themselves stay in the borrower's RAM.
     let prep = |c: &mut Cluster, _: &mut [Bound]| c.os("borrower").unwrap().kmalloc(8192).unwrap();
     let (m, gpus) = run_with(TWO, "borrower", &["gpu0"], prep, |os, drv, buf, _| drv.memcpy_dtoh(os, 0, buf, 8192)).unwrap();
     let cable = m.world().fabric.links.iter().position(|l| l.kind == LinkKind::Cable).unwrap() as u32;
     let over: Vec<_> = m.link_stats().into_iter().filter(|l| l.link == cable).collect();
     assert_eq!(over.len(), 2, "both directions of the cable carried TLPs: {over:?}");
-    assert_eq!(over.iter().map(|l| l.stats.payload_bytes).sum::<u64>(), 8192 + 4 + 3 * 8 + 3 * 4, "the copy, the semaphore and the six register stores");
+    assert_eq!(over.iter().map(|l| l.stats.payload_bytes).sum::<u64>(), 8192 + 4 + 16 + 32 + 4, "the copy, the semaphore, the fetched entry and methods, the doorbell");
     let mut w = m.world();
     let dev = w.lends()[0].dev;
     let bar0 = w.os("borrower").unwrap().pci_iomap(dev, 0).unwrap();
@@ -250,8 +251,9 @@ fn mistakes_give_clear_errors() {
 
 #[test]
 fn the_copy_engine_reports_bad_commands_in_its_status_register() {
-    // Registers programmed by hand (a buggy driver), on a borrowed GPU, on the machine: each
-    // refused command writes its status to the error notifier, which the thread polls.
+    // Registers programmed by hand (a buggy driver, with no GPFIFO: the doorbell takes the
+    // registers), on a borrowed GPU, on the machine: each refused command writes its status to
+    // the error notifier, which the thread polls.
     let mut c = Cluster::from_json(TWO).unwrap();
     let g = bind(&mut c, "borrower", "gpu0").unwrap();
     // The last page of the DMA window the lender opened: the borrower's IOMMU maps nothing there.
@@ -267,6 +269,7 @@ fn the_copy_engine_reports_bad_commands_in_its_status_register() {
     let (m, _) = on_machine(c, std::slice::from_ref(&gpu), host, move |os| {
         let w = |os: &mut ThreadOs, reg: u64, v: &[u8]| os.write(regs + reg, v).map_err(|e| e.to_string());
         w(os, CE_NOTIFY_ADDR, &note_dma.to_le_bytes())?;
+        w(os, CE_GPFIFO_ADDR, &0u64.to_le_bytes())?;
         let cmds = [(0x3fff_f000, 0x1000, 0x2000, DIR_DEV_TO_BUS, 1u32), (0, 0x1000, 0x100, 7, 2), (0, 0x1000, 0, DIR_DEV_TO_BUS, 3), (0, unmapped, 4096, DIR_DEV_TO_BUS, 4), (0, unmapped, 4096, DIR_DEV_TO_BUS, 4)];
         for (k, (src, dst, len, dir, bell)) in cmds.into_iter().enumerate() {
             os.write(note, &[0; 4]).map_err(|e| e.to_string())?;

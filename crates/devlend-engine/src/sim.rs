@@ -517,6 +517,11 @@ impl Sim {
     }
 
     fn issue(&mut self, fid: u32) {
+        // Not before its start: an issue event left by the flow that had this id before (a
+        // returned tag's) must not start a flow that begins later.
+        if self.now < self.flows[fid as usize].start {
+            return;
+        }
         let limits = self.paths[self.flows[fid as usize].path as usize].limits;
         let (mps, mrrs) = (limits.max_payload as u64, limits.max_read_request as u64);
         loop {

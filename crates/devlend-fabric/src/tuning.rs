@@ -42,6 +42,12 @@ pub struct Timing {
     pub cable_length_m: u64,
     pub slot_prop_ps: u64,
     pub endpoint_latency_ps: u64,
+    pub dma_issue_ps: u64,
+    pub dma_completion_ps: u64,
+    pub sm_to_pcie_ps: u64,
+    pub sm_poll_ps: u64,
+    pub irq_entry_ps: u64,
+    pub cuda_call_ps: u64,
 }
 
 impl Timing {
@@ -89,6 +95,11 @@ pub struct HostTuning {
     pub ram_completion_bytes: u32,
     pub read_tags: u32,
     pub max_read_request: u32,
+    /// An interrupt's entry on this host's CPU until the waiting driver runs (every path: bare
+    /// metal, a lender forwarding to a VM, a borrower relaying to one).
+    pub irq_entry_ps: u64,
+    /// The CUDA-like runtime's CPU time per copy call on this host.
+    pub cuda_call_ps: u64,
 }
 
 /// A device as completer (its BAR memory's latency) and as requester.
@@ -98,6 +109,14 @@ pub struct DeviceTuning {
     pub max_payload: u32,
     pub max_read_request: u32,
     pub read_tags: u32,
+    /// Its DMA engine: from deciding to move data to its first request on the link.
+    pub dma_issue_ps: u64,
+    /// Its DMA engine: from a read's last completion arriving to the engine acting on the data.
+    pub dma_completion_ps: u64,
+    /// A GPU's SM access through its memory system to or from the PCIe interface, one way.
+    pub sm_to_pcie_ps: u64,
+    /// A GPU kernel's load from its own memory: the period of a polling loop.
+    pub sm_poll_ps: u64,
 }
 
 /// A link: its MPS (already the smaller of the link's and its devices'), buffers and length.
@@ -126,24 +145,33 @@ impl Default for Tuning {
     }
 }
 
-const GLOBAL: &[&str] = &["max_payload", "max_read_request", "ram_completion_bytes", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps"];
+const GLOBAL: &[&str] = &["max_payload", "max_read_request", "ram_completion_bytes", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps", "dma_issue_ps", "dma_completion_ps", "sm_to_pcie_ps", "sm_poll_ps", "irq_entry_ps", "cuda_call_ps"];
 const CPU: &[&str] = &["root_latency_ps"];
-const HOST: &[&str] = &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request"];
-const DEVICE: &[&str] = &["endpoint_latency_ps", "max_payload", "max_read_request", "read_tags"];
+const HOST: &[&str] = &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request", "irq_entry_ps", "cuda_call_ps"];
+const DEVICE: &[&str] = &["endpoint_latency_ps", "max_payload", "max_read_request", "read_tags", "dma_issue_ps", "dma_completion_ps", "sm_to_pcie_ps", "sm_poll_ps"];
 const LINK: &[&str] = &["max_payload", "rx_buffer_tlps", "cable_length_m"];
 
 impl Tuning {
     pub fn host(&self, h: u16) -> HostTuning {
         self.hosts.get(h as usize).copied().unwrap_or_else(|| {
             let t = &self.timing;
-            HostTuning { root_latency_ps: t.root_latency_ps, ram_completion_bytes: t.ram_completion_bytes, read_tags: t.read_tags, max_read_request: t.max_read_request }
+            HostTuning { root_latency_ps: t.root_latency_ps, ram_completion_bytes: t.ram_completion_bytes, read_tags: t.read_tags, max_read_request: t.max_read_request, irq_entry_ps: t.irq_entry_ps, cuda_call_ps: t.cuda_call_ps }
         })
     }
 
     pub fn device(&self, d: u32) -> DeviceTuning {
         self.devices.get(d as usize).copied().unwrap_or_else(|| {
             let t = &self.timing;
-            DeviceTuning { endpoint_latency_ps: t.endpoint_latency_ps, max_payload: t.max_payload, max_read_request: t.max_read_request, read_tags: t.read_tags }
+            DeviceTuning {
+                endpoint_latency_ps: t.endpoint_latency_ps,
+                max_payload: t.max_payload,
+                max_read_request: t.max_read_request,
+                read_tags: t.read_tags,
+                dma_issue_ps: t.dma_issue_ps,
+                dma_completion_ps: t.dma_completion_ps,
+                sm_to_pcie_ps: t.sm_to_pcie_ps,
+                sm_poll_ps: t.sm_poll_ps,
+            }
         })
     }
 
@@ -154,9 +182,15 @@ impl Tuning {
 
 /// How long function `func`'s BAR memory takes to answer: its device's latency.
 pub fn endpoint_latency_ps(f: &Fabric, func: FuncId) -> u64 {
+    of_func(f, func).endpoint_latency_ps
+}
+
+/// The effective parameters of the device function `func` belongs to (the global ones for a
+/// function that is not an endpoint device).
+pub fn of_func(f: &Fabric, func: FuncId) -> DeviceTuning {
     match f.nodes[f.funcs[func as usize].node as usize].kind {
-        NodeKind::Endpoint { device } => f.tuning.device(device).endpoint_latency_ps,
-        _ => f.tuning.timing.endpoint_latency_ps,
+        NodeKind::Endpoint { device } => f.tuning.device(device),
+        _ => f.tuning.device(u32::MAX),
     }
 }
 
@@ -187,6 +221,8 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
                 "ram_completion_bytes" => ht.ram_completion_bytes = n as u32,
                 "read_tags" => ht.read_tags = n as u32,
                 "max_read_request" => ht.max_read_request = n as u32,
+                "irq_entry_ps" => ht.irq_entry_ps = n,
+                "cuda_call_ps" => ht.cuda_call_ps = n,
                 _ => f.hosts[h].cpu.read_split_bytes = n as u32,
             }
         }
@@ -201,6 +237,10 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
                 "endpoint_latency_ps" => dt.endpoint_latency_ps = n,
                 "max_payload" => dt.max_payload = n as u32,
                 "max_read_request" => dt.max_read_request = n as u32,
+                "dma_issue_ps" => dt.dma_issue_ps = n,
+                "dma_completion_ps" => dt.dma_completion_ps = n,
+                "sm_to_pcie_ps" => dt.sm_to_pcie_ps = n,
+                "sm_poll_ps" => dt.sm_poll_ps = n,
                 _ => dt.read_tags = n as u32,
             }
         }

@@ -46,6 +46,11 @@ pub trait Os {
         let _ = seen;
         Ok(self.irq_count(vector))
     }
+    /// Spend `ps` of this CPU's time in software whose cost is a constant rather than its accesses
+    /// (a user-space runtime's work per call). Without a clock, nothing.
+    fn spend(&mut self, ps: u64) {
+        let _ = ps;
+    }
     /// Poll `len` bytes at `addr` (this host's RAM) until `done` holds for them (a driver
     /// spinning on a semaphore or a completion entry); returns them. Without a clock, one read.
     fn poll(&mut self, addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool) -> HResult<Vec<u8>> {

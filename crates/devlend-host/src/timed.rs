@@ -6,6 +6,10 @@
 //! the thread for its round trip and a store for its issue; waiting for an interrupt or polling
 //! memory suspends the thread until the landing that satisfies it. Drivers written against `Os`
 //! run here unchanged.
+//!
+//! An interrupt a driver sleeps for wakes it only after the host's interrupt entry (its
+//! `irq_entry_ps`, the same cost the VM interrupt path charges at every host it crosses): the
+//! MSI's landing starts the entry, the driver runs when it is over.
 
 use crate::api::Os;
 use crate::cluster::Cluster;
@@ -117,8 +121,19 @@ impl Os for ThreadOs<'_, '_> {
     fn wait_irq(&mut self, vector: u8, seen: u64) -> HResult<u64> {
         let host = self.host;
         let what = format!("interrupt vector {vector} of host {} (seen {seen})", self.with(|os| os.c.fabric.hosts[host as usize].name.clone()));
-        self.t.wait_for(what, Watch::Msi { host }, move |c: &mut Cluster| HostOs { c, host }.irq_count(vector) > seen);
+        let arrived = move |c: &mut Cluster| HostOs { c, host }.irq_count(vector) > seen;
+        let pending = arrived(&mut self.t.world());
+        if !pending {
+            self.t.wait_for(what, Watch::Msi { host }, arrived);
+            // Asleep when it came: the interrupt entry runs before the driver does. One that came
+            // while the driver ran was entered then, off the driver's path.
+            let entry = self.t.world().fabric.tuning.host(host).irq_entry_ps;
+            self.t.sleep(entry);
+        }
         Ok(self.irq_count(vector))
+    }
+    fn spend(&mut self, ps: u64) {
+        self.t.sleep(ps);
     }
     fn poll(&mut self, addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool) -> HResult<Vec<u8>> {
         check_cpu_range(addr, len)?;

@@ -296,12 +296,12 @@ impl Vmm {
         let message = timed(c, Requester::Func(r.func), msi_page(c, host)).unwrap_or(0);
         let what = if r.src == Src::Intx { "Assert_INTx, device to root" } else { "MSI-X message, device to root" };
         let who = if r.relay.is_some() { "lender" } else { "host" };
-        let mut steps = vec![(what.to_string(), message), (format!("{who} interrupt entry"), p.host_irq_entry_ps)];
-        if let Some((_, _, addr)) = r.relay {
+        let mut steps = vec![(what.to_string(), message), (format!("{who} interrupt entry"), c.fabric.tuning.host(host).irq_entry_ps)];
+        if let Some((vhost, _, addr)) = r.relay {
             let notify = timed(c, Requester::Cpu(host), addr).unwrap_or(0);
             steps.push(("lender-side handler".into(), p.lender_forward_ps));
             steps.push(("notification through the NTB".into(), notify));
-            steps.push(("borrower interrupt entry".into(), p.host_irq_entry_ps));
+            steps.push(("borrower interrupt entry".into(), c.fabric.tuning.host(vhost).irq_entry_ps));
         }
         steps.push(("eventfd and KVM irqfd".into(), p.eventfd_irqfd_ps));
         steps.push(("VM entry with the interrupt, guest handler entry".into(), p.guest_irq_entry_ps));

@@ -6,8 +6,8 @@
 //! - `apic/<host>` notices each MSI landing on a vector of one of the VM's routes (a device's
 //!   message, or the lender's notification arriving at the borrower's relay vector) and queues it
 //!   for that host's handler, in arrival order. It takes no time.
-//! - `irq/<host>` is the host CPU taking them one at a time: the interrupt entry (`[vm]
-//!   host_irq_entry_ps`); then, for a route's first handler on the lender of a mediated device, the
+//! - `irq/<host>` is the host CPU taking them one at a time: the interrupt entry (the host's
+//!   `irq_entry_ps`, the same one a bare-metal driver's `ThreadOs::wait_irq` pays); then, for a route's first handler on the lender of a mediated device, the
 //!   lender-side handler (`lender_forward_ps`) and the notification, a 4-byte posted store by the
 //!   lender's CPU onto the borrower's MSI page through the NTB; for VFIO's handler or the
 //!   borrower's relay handler, eventfd and KVM's irqfd (`eventfd_irqfd_ps`), which hand the
@@ -160,6 +160,7 @@ fn step(t: &Thread<'_, Cluster>, ch: &mut Chain, what: &str, ps: u64) {
 fn handler(t: &mut Thread<'_, Cluster>, sh: &Rc<Shared>, host: HostId) -> Result<(), ThreadError> {
     let p = crate::params::params();
     let name = t.world().fabric.hosts[host as usize].name.clone();
+    let entry = t.world().fabric.tuning.host(host).irq_entry_ps;
     loop {
         let s = sh.clone();
         t.wait_for("an interrupt to handle", Watch::Msi { host }, move |_: &mut Cluster| s.q.borrow().arrived.get(&host).is_some_and(|a| !a.is_empty()));
@@ -169,15 +170,15 @@ fn handler(t: &mut Thread<'_, Cluster>, sh: &Rc<Shared>, host: HostId) -> Result
         let Some(relay) = relay else { continue };
         match (stage, relay) {
             (Stage::First, Some((_, rv, addr))) => {
-                step(t, &mut ch, "lender interrupt entry", p.host_irq_entry_ps);
+                step(t, &mut ch, "lender interrupt entry", entry);
                 step(t, &mut ch, "lender-side handler", p.lender_forward_ps);
                 let issued = t.now();
                 t.cpu_write(host, addr, &(rv as u32).to_le_bytes())?;
                 sh.q.borrow_mut().sent.entry(ch.key).or_default().push_back((issued, ch));
                 continue;
             }
-            (Stage::First, None) => step(t, &mut ch, "host interrupt entry", p.host_irq_entry_ps),
-            (Stage::Relay, _) => step(t, &mut ch, "borrower interrupt entry", p.host_irq_entry_ps),
+            (Stage::First, None) => step(t, &mut ch, "host interrupt entry", entry),
+            (Stage::Relay, _) => step(t, &mut ch, "borrower interrupt entry", entry),
         }
         step(t, &mut ch, "eventfd and KVM irqfd", p.eventfd_irqfd_ps);
         ch.at = t.now();

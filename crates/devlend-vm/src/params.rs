@@ -6,7 +6,6 @@ use std::sync::OnceLock;
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct VmParams {
-    pub host_irq_entry_ps: u64,
     pub lender_forward_ps: u64,
     pub eventfd_irqfd_ps: u64,
     pub guest_irq_entry_ps: u64,
@@ -28,6 +27,6 @@ mod tests {
     #[test]
     fn table_parses() {
         let p = super::params();
-        assert!(p.host_irq_entry_ps > 0 && p.eventfd_irqfd_ps > 0 && p.source.contains("000 §5"));
+        assert!(p.eventfd_irqfd_ps > 0 && p.source.contains("000 §5"));
     }
 }

@@ -150,6 +150,9 @@ impl Os for GuestThreadOs<'_, '_> {
     fn irq_count(&mut self, vector: u8) -> u64 {
         injected(&self.vmm.borrow(), self.vm, vector)
     }
+    fn spend(&mut self, ps: u64) {
+        self.t.sleep(ps);
+    }
     fn wait_irq(&mut self, vector: u8, seen: u64) -> HResult<u64> {
         let (vmm, vm) = (self.vmm.clone(), self.vm);
         let what = format!("guest interrupt vector {vector:#x} of VM #{} (seen {seen})", vm.0);

@@ -82,8 +82,9 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
              "understates the VM's extra cost by about 2 us until the guest runs on the machine",
              "VMRem: each completion interrupt goes to the lender, whose handler notifies the borrower through the NTB; "
              "the borrower's handler signals the eventfd, KVM's irqfd hands it to the halt-polling vCPU, which enters "
-             "the guest's handler. Counted from the MSI's landing at the lender, the lender's entry and handler, "
-             "eventfd/irqfd and the guest's entry (assumed software costs, params [vm]: no published figure found) add "
+             "the guest's handler. Every host an interrupt reaches pays the same entry (params timing.irq_entry_ps), the "
+             "bare-metal driver's host too; counted from the MSI's landing at the lender, the lender's entry and handler, "
+             "eventfd/irqfd and the guest's entry (assumed software costs: no published figure found) add "
              f"{(lat['VMRem'] - lat['NatRem']) / 1000:.1f} us where the paper saw the VM only slightly slower than the "
              "physical borrower"]
     return ExperimentResult(name="d5", title="NVMe reads, Optane 900P, back-to-back hosts", source="000 §7.4, Fig 19; 001 §7.2",

@@ -7,8 +7,10 @@ trip is timed in steady state (each access timed after an untimed first one, so 
 as after the paper's first round trips):
 - peer-to-peer: write(A->B) + B notices in its own memory + write(B->A) + A notices;
 - via RAM: write(A->RAM) + B notices by polling RAM + write(B->RAM) + A notices likewise.
-A GPU polling its own memory notices after one device-memory access (`endpoint_latency_ps`). A GPU
-polling host RAM issues back-to-back reads; a store lands at a uniformly random phase of the read
+Each kernel access goes through the GPU's memory system (devlend-devices gpu_kernel: a store leaves
+the SM `sm_to_pcie_ps` before it is on PCIe; a GPU polling its own memory sees a store one BAR access
+and one polling-load period, `sm_poll_ps`, after it lands). A GPU polling host RAM issues back-to-back
+reads, each `sm_to_pcie_ps` each way between the SM and PCIe; a store lands at a uniformly random phase of the read
 in flight, so on average it is seen one full read round trip later (half a round trip of phase,
 then the completion's way back). The model is deterministic, so the paper's 100,000 round trips
 have no spread here (000 reports < 25 ns between runs).

@@ -29,9 +29,10 @@ impl Controller {
     fn dma<W: World>(&mut self, cx: &mut Cx<W>, slot: usize, page: usize, stage: Stage, addr: u64, write: Option<Vec<u8>>, len: u64) -> bool {
         let t = self.tok(slot, page, stage);
         self.trace_start(stage_name(stage), cx.now());
+        let issue = devlend_fabric::tuning::of_func(cx.fabric(), self.func).dma_issue_ps;
         let r = match write {
-            Some(data) => cx.dma_write(addr, data, t),
-            None => cx.dma_read(addr, len, t),
+            Some(data) => cx.dma_write_after(issue, addr, data, t),
+            None => cx.dma_read_after(issue, addr, len, t),
         };
         if r.is_err() {
             self.trace_end(stage, cx.now());

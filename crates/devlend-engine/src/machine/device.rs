@@ -70,20 +70,32 @@ impl<W: World> Cx<'_, W> {
     /// DMA-write `data` to bus address `addr` as this function; [`Device::dma_done`] gets `token`.
     /// An address that cannot be reached at all is refused at once (and recorded by the fabric).
     pub fn dma_write(&mut self, addr: u64, data: Vec<u8>, token: u64) -> Result<(), Failure> {
-        let len = data.len() as u64;
-        self.dma(addr, Access::Write, len, data, token)
+        self.dma_write_after(0, addr, data, token)
     }
 
     /// DMA-read `len` bytes at bus address `addr`; the data comes with [`Device::dma_done`].
     pub fn dma_read(&mut self, addr: u64, len: u64, token: u64) -> Result<(), Failure> {
-        self.dma(addr, Access::Read, len, vec![0; len as usize], token)
+        self.dma_read_after(0, addr, len, token)
     }
 
-    fn dma(&mut self, addr: u64, access: Access, len: u64, data: Vec<u8>, token: u64) -> Result<(), Failure> {
+    /// As [`Cx::dma_write`], the first TLP leaving the device `delay` from now (the device's own
+    /// time to issue it); the route is decided now.
+    pub fn dma_write_after(&mut self, delay: Ps, addr: u64, data: Vec<u8>, token: u64) -> Result<(), Failure> {
+        let len = data.len() as u64;
+        self.dma(delay, addr, Access::Write, len, data, token)
+    }
+
+    /// As [`Cx::dma_read`], the first request leaving the device `delay` from now.
+    pub fn dma_read_after(&mut self, delay: Ps, addr: u64, len: u64, token: u64) -> Result<(), Failure> {
+        self.dma(delay, addr, Access::Read, len, vec![0; len as usize], token)
+    }
+
+    fn dma(&mut self, delay: Ps, addr: u64, access: Access, len: u64, data: Vec<u8>, token: u64) -> Result<(), Failure> {
         let who = Requester::Func(self.func);
         let owner = Owner::Device(self.dev);
+        let at = self.core.now() + delay;
         let f = self.world.fabric();
-        match self.core.start(f, owner, who, addr, access, len, data, true, token, 0) {
+        match self.core.start(f, owner, who, addr, access, len, data, true, token, at) {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(_)) => {
                 // A device addressing itself crosses no link: peer-to-peer inside one function is not modelled.

@@ -366,3 +366,41 @@ fn a_cpu_access_too_large_for_one_call_is_a_typed_error() {
     });
     m.run().unwrap();
 }
+
+/// A device that, rung, reads 64 bytes at `addr`, then, that read done, reads them again
+/// `delay` later (its own issue time), recording when each read ended.
+struct Twice {
+    addr: u64,
+    delay: Ps,
+    ends: Vec<Ps>,
+}
+
+impl Device<Fabric> for Twice {
+    fn mmio_write(&mut self, cx: &mut Cx<Fabric>, _bar: u8, _offset: u64, _tlp: &Tlp) {
+        cx.dma_read(self.addr, 64, 0).unwrap();
+    }
+    fn dma_done(&mut self, cx: &mut Cx<Fabric>, done: FlowDone) {
+        self.ends.push(done.end);
+        if self.ends.len() == 1 {
+            cx.dma_read_after(self.delay, self.addr, 64, 1).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_dma_issued_after_a_delay_starts_no_earlier_even_on_a_reused_flow_id() {
+    // The second read gets the first one's flow id, whose returned tag left an issue event at the
+    // moment the first ended: the second must still wait for its own start.
+    let f = testbed();
+    let gpu = f.func_id("gpu0").unwrap();
+    let (l, addr) = (f.host_id("lender").unwrap(), window(&f));
+    let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();
+    let mut m = Machine::new(f);
+    let dev = Rc::new(RefCell::new(Twice { addr, delay: 10_000_000, ends: Vec::new() }));
+    m.add_device(gpu, dev.clone());
+    m.spawn("ring", 0, move |t| t.cpu_write(l, bar0 + 8, &[1]).map(|_| ()));
+    m.run().unwrap();
+    let ends = dev.borrow().ends.clone();
+    assert_eq!(ends.len(), 2);
+    assert!(ends[1] - ends[0] > 10_000_000, "the second read ended {} ps after the first", ends[1] - ends[0]);
+}
