@@ -23,7 +23,8 @@
 //!   the delivery is [`irq_clock`]'s;
 //! - `migrate`: cold migration of a VM with its devices (000 §8, `Vmm::migrate`);
 //! - [`attacks`]: the named attack suite (DMA outside the guest, into another VM, stale after
-//!   hot-remove; BAR relocation, MSI-X table redirection, Bus Master of another function).
+//!   hot-remove; BAR relocation, MSI-X table redirection, Bus Master of another function;
+//!   a device's MSI write into another VM's interrupt, blocked by interrupt remapping).
 //!
 //! D5's VM rows and the D6 epoch have their own modules. Not modelled: guest-side
 //! BAR moves, plain MSI, INTx's EOI handshake, live migration.
@@ -37,6 +38,7 @@ pub mod d6;
 pub mod guest;
 mod held;
 mod migrate;
+mod msi_attacks;
 pub mod irq;
 pub mod irq_clock;
 pub mod layout;
