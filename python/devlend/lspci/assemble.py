@@ -201,17 +201,14 @@ class _Assembler:
         return fn.express is None and bool(self.kids(fn.key))
 
     def integrated(self, roots: list[_Fn]) -> list[list[_Fn]]:
-        """Endpoints of a kind devlend models (GPU, NVMe, NIC) on a root bus: a VM's flat bus, or a
-        server's integrated devices. Each device (its functions, grouped by device number) gets a
-        root port of its own."""
+        """Devices on a root bus whose first function is of a kind devlend models (GPU, NVMe, NIC):
+        a VM's flat bus, or a server's integrated devices. Each (its functions, grouped by device
+        number) gets a root port of its own."""
         groups: dict[tuple, list[_Fn]] = {}
         for f in roots:
-            if not f.is_bridge and f.key not in self.vf_of and f.key not in self.orphan_vfs and _kind(f) in ("gpu", "nvme", "nic"):
+            if not f.is_bridge and f.key not in self.vf_of and f.key not in self.orphan_vfs:
                 groups.setdefault(f.key[:3], []).append(f)
-        for g in groups.values():
-            for extra in [f for f in g[1:] if _kind(f) not in ("gpu", "nvme", "nic")]:
-                g.remove(extra)
-        return list(groups.values())
+        return [g for g in groups.values() if _kind(g[0]) in ("gpu", "nvme", "nic")]
 
     def run(self) -> ImportResult:
         self.find_vfs()
