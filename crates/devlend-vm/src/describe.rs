@@ -75,7 +75,9 @@ fn start_one(c: &mut Cluster, vmm: &mut Vmm, i: usize, spec: &VmSpec) -> Result<
     for (j, d) in spec.devices.iter().enumerate() {
         if let Err(e) = add_device(c, vmm, vm, d.device.as_str(), d.path) {
             let field = if e.1 { "path" } else { "device" };
-            let _ = vmm.shutdown(c, vm);
+            if let Err(x) = vmm.shutdown(c, vm) {
+                vmm.anomalies.push(format!("shutting down after a bad description: {x}"));
+            }
             return Err(SpecError::new(format!("/vms/{i}/devices/{j}/{field}"), e.0));
         }
     }
