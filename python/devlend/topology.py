@@ -272,7 +272,7 @@ class Topology(_Model):
     _marks: dict = {}
 
     def to_json(self) -> str:
-        return self.model_dump_json(exclude_none=True)
+        return self.model_dump_json(exclude_none=True, exclude=None if self.vms else {"vms"})
 
     def with_params(self, overrides: dict) -> "Topology":
         """A copy with `overrides` merged into its ``params`` section, without editing the file:
@@ -320,7 +320,7 @@ class Topology(_Model):
     def fabric_json(self) -> str:
         """The description without its borrow and return operations (what the fabric builds)."""
         lending = {i for i, _ in self.lending_ops()}
-        data = self.model_dump(mode="json", exclude_none=True)
+        data = self.model_dump(mode="json", exclude_none=True, exclude=None if self.vms else {"vms"})
         data["setup"] = [op for i, op in enumerate(data["setup"]) if i not in lending]
         return json.dumps(data)
 
