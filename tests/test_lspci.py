@@ -81,7 +81,7 @@ def test_fixture_facts(result):
     assert host == {"name": "imported", "cpu": "intel-xeon-e5", "ram": 64 << 30, "iommu": True, "root_ports": 2}
     assert d["switches"] == [{"name": "sw-02-00", "downstream_ports": 4}]
     assert [x["name"] for x in d["devices"]] == ["gpu-04-00", "nvme-05-00", "nic-06-00"]
-    assert [x["kind"] for x in d["devices"]] == ["gpu", "nvme", "nic"]
+    assert [x.get("kind", x.get("profile")) for x in d["devices"]] == ["gpu", "optane-900p", "nic"]
 
     gpu = by_name(d["devices"], "gpu-04-00")
     assert len(gpu["functions"]) == 2
@@ -93,9 +93,8 @@ def test_fixture_facts(result):
     assert gpu["functions"][1]["bars"] == [{"index": 0, "size": 16 * KiB, "bits": 32, "pref": False}]
     assert "msix_vectors" not in gpu["functions"][0]  # NVIDIA GPUs use MSI, not MSI-X
 
-    nvme = by_name(d["devices"], "nvme-05-00")
-    assert nvme["functions"] == [{"bars": [{"index": 0, "size": 16 * KiB, "bits": 64, "pref": False}],
-                                  "msix_vectors": 32}]
+    # A known vendor/device ID ([8086:2700]) imports as its profile, which the NVMe driver's model needs.
+    assert by_name(d["devices"], "nvme-05-00") == {"name": "nvme-05-00", "profile": "optane-900p"}
 
     nic = by_name(d["devices"], "nic-06-00")
     pf0, pf1 = nic["functions"]
@@ -368,7 +367,7 @@ def test_sysfs_fixture_imports_and_builds():
     gpu, nvme, nic = d["devices"]
     assert gpu["name"] == "gpu-04-00" and [b["size"] for b in gpu["functions"][0]["bars"]] == [16 * MiB, 256 * MiB, 32 * MiB]
     assert len(gpu["functions"]) == 2
-    assert nvme["functions"][0]["msix_vectors"] == 32  # from the MSI-X capability in config
+    assert nvme == {"name": "nvme-05-00", "profile": "optane-900p"}  # [8086:2700]: its profile
     assert nic["functions"][0]["sriov"] == {"num_vfs": 2, "total_vfs": 64,
                                             "vf_bars": [{"index": 0, "size": 64 * KiB, "bits": 64, "pref": True},
                                                         {"index": 3, "size": 16 * KiB, "bits": 64, "pref": True}]}
@@ -386,9 +385,19 @@ def test_sysfs_parents_from_a_tree_capture(tmp_path):
             (entry / "parent").unlink()
     with_parents = parse_sysfs(SYSFS).description
     assert parse_sysfs(str(root), tree_text=TREE).description == with_parents
-    # without parent files or a tree everything sits on a root bus: nothing below a root port
-    with pytest.raises(TopologyError, match="no root port found"):
-        parse_sysfs(str(root))
+    # without parent files or a tree everything sits on a root bus, as in a VM: the GPU (with its
+    # audio function), the drive and the NIC get a root port each
+    flat = parse_sysfs(str(root))
+    assert [(x["name"], len(x.get("functions", [0]))) for x in flat.description["devices"]] == [
+        ("gpu-04-00", 2), ("nvme-05-00", 1), ("nic-06-00", 1)]
+    flat.build()
+
+
+def test_sysfs_msix_from_config_of_a_drive_without_a_profile(tmp_path):
+    root = _sysfs_copy(tmp_path)
+    (root / "0000:05:00.0" / "device").write_text("0x0953\n")  # an ID devlend has no profile for
+    nvme = parse_sysfs(str(root)).description["devices"][1]
+    assert nvme["kind"] == "nvme" and nvme["functions"][0]["msix_vectors"] == 32  # from the MSI-X capability in config
 
 
 def test_sysfs_vf_bar_sizes_from_the_pf_alone(tmp_path):

@@ -58,7 +58,7 @@ def test_the_attack_suite_names_every_case_of_the_issue():
 def test_attack_is_blocked_recorded_and_changes_no_memory(name):
     out = _core.vm_attack(vm._base(), name)   # raises if not blocked, not recorded, or memory changed
     assert out["case"] == name
-    assert out["blocked_by"] == ("IOMMU" if name.startswith("dma_") else "mediated parent")
+    assert out["blocked_by"] == ("IOMMU" if name.startswith("dma_") else "interrupt remapping" if name.startswith("msi_") else "mediated parent")
     assert out["record"]
 
 

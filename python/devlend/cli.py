@@ -140,6 +140,23 @@ def import_lspci(tree: Optional[str] = typer.Option(None, "--tree", help="saved 
         err.print(f"wrote {output}", markup=False)
 
 
+@app.command("import-merge")
+def import_merge(files: list[str] = typer.Argument(..., help="imported host descriptions (import-lspci's output), two or more"),
+                 name: str = typer.Option("cluster", "--name", help="the cluster's name"),
+                 ntb: str = typer.Option("pxh830", "--ntb", help="NTB adapter profile for the links added between hosts"),
+                 output: Optional[str] = typer.Option(None, "-o", "--output", help="write YAML here instead of stdout")) -> None:
+    """Merge imported hosts into one cluster file, adding NTB links between every pair of hosts."""
+    from .lspci.merge import main_merge
+    try:
+        text = main_merge(files, name, ntb, output)
+    except (DevlendError, OSError) as e:
+        _fail(e)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        err.print(f"wrote {output}", markup=False)
+
+
 @app.command()
 def experiment(name: Optional[str] = typer.Argument(None, help="experiment name; omit with --list"),
                list_: bool = typer.Option(False, "--list", help="list the experiments"),

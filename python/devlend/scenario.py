@@ -11,7 +11,10 @@ driven by its real driver, started at given times and run together.
     s.results(); s.link_stats(); s.params(); s.to_csv("out.csv")
 
 Times are in nanoseconds. The topology should have no Device Lending ``setup`` section: the
-scenario borrows devices itself.
+scenario borrows devices itself. The topology's ``vms`` start with the scenario; a workload's runner
+may name a VM as it names a host, and drives the devices the VM's description gives it:
+
+    s.fio("reads", "vm1", "nvme1", "randread", iodepth=8)             # vm1: {host: server1, devices: [nvme1]}
 """
 
 from __future__ import annotations
@@ -47,8 +50,8 @@ class Scenario:
     def __init__(self, topology: "Union[str, os.PathLike, Topology]"):
         from .topology import Topology, load
         topo = topology if isinstance(topology, Topology) else load(topology)
-        if topo.params:
-            topo.build()  # an override the core refuses is a file:line:field error, as for any topology
+        if topo.params or topo.vms:
+            topo.build()  # an override or a VM the core refuses is a file:line:field error, as for any topology
         self._s = _call(_core.Scenario, topo.to_json())
         self._ran = False
 
@@ -98,6 +101,10 @@ class Scenario:
         _call(self._s.ntb_perf, name, runner, peer, bool(use_dma), int(threads), int(chunk_order), int(total_order),
               max_mw_size, dma, _ps(name, at_ns))
         return self
+
+    def vms(self) -> list[dict]:
+        """The topology's VMs, started with the scenario: runners as hosts are."""
+        return [{"vm": n, "host": h} for n, h in self._s.vms()]
 
     def lends(self) -> list[dict]:
         """Devices borrowed so far, with their BARs as the borrower sees them (for stream addresses)."""

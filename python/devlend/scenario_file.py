@@ -288,9 +288,14 @@ class ScenarioFile:
         for device in used:
             uses.setdefault(device, []).append(w.name)
 
-    @staticmethod
-    def _driven_by(pool: Pool, w: Any, field: str, device: str, where: _Where, holder: dict) -> str:
-        """The pool's name of `device`, after checking the workload's runner may drive it at its time."""
+    def _driven_by(self, pool: Pool, w: Any, field: str, device: str, where: _Where, holder: dict) -> str:
+        """The pool's name of `device`, after checking the workload's runner may drive it at its time
+        (a VM drives the devices its description gives it)."""
+        vm = next((v for v in self.topology.vms if v.name == w.runner), None)
+        if vm is not None:
+            if device not in [d.device for d in vm.devices]:
+                raise where.error(field, f"VM {vm.name} has no device {device}: a VM's devices come from its description (vms: devices)")
+            return device
         try:
             e = pool.show(device)
         except PoolError as err:

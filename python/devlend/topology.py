@@ -184,6 +184,28 @@ class Return(_Model):
     borrower: Optional[str] = Field(default=None, description="the host that borrowed it (checked when given)")
 
 
+class VmDevice(_Model):
+    """A device of a VM: passed through with VFIO when it sits in the VM's host, lent through the
+    mediated path (000 §5: borrowed when the guest's driver enables bus mastering) when it sits in
+    another; ``path`` states which, or is left out for the one its place implies."""
+    device: str
+    path: Optional[Literal["vfio", "mediated"]] = None
+
+
+def _vm_device(v: Any) -> Any:
+    return {"device": v} if isinstance(v, str) else v
+
+
+class Vm(_Model):
+    """A virtual machine: its RAM, the host it runs on and its devices. Workloads name it as their
+    runner as they name a host; its guest kernel drives the devices it gets here."""
+    name: Name
+    host: str
+    memory: Size = Field(description="guest RAM: a multiple of 2 MiB, more than the guest kernel's 16 MiB")
+    devices: list[Annotated[VmDevice, BeforeValidator(_vm_device)]] = Field(
+        default=[], description="device names, or {device, path: vfio|mediated}")
+
+
 ParamValue = Union[bool, int, float, str]
 
 
@@ -232,7 +254,8 @@ _OP_MODELS = {"ntb_mw_set_trans": NtbMwSetTrans, "ntb_lut_set_trans": NtbLutSetT
 class Topology(_Model):
     """A PCIe cluster: hosts, switches, devices, NTB adapters, the links between them, and
     optional programming (NTB translations, IOMMU mappings) applied after enumeration, then
-    Device Lending's borrow and return operations (applied by devlend.Pool, in order)."""
+    Device Lending's borrow and return operations (applied by devlend.Pool, in order), and
+    virtual machines on the hosts (started by a Scenario, checked by ``build``)."""
     name: Name
     description: Optional[str] = None
     source: Optional[str] = Field(default=None, description="where this setup comes from, e.g. '000 Fig 9'")
@@ -243,13 +266,14 @@ class Topology(_Model):
     links: list[Link] = []
     setup: list[SetupOp] = []
     params: Optional[Params] = None
+    vms: list[Vm] = []
 
     # Where the description came from, for error messages (not part of the schema).
     _file: Optional[str] = None
     _marks: dict = {}
 
     def to_json(self) -> str:
-        return self.model_dump_json(exclude_none=True)
+        return self.model_dump_json(exclude_none=True, exclude=None if self.vms else {"vms"})
 
     def with_params(self, overrides: dict) -> "Topology":
         """A copy with `overrides` merged into its ``params`` section, without editing the file:
@@ -298,7 +322,7 @@ class Topology(_Model):
     def fabric_json(self) -> str:
         """The description without its borrow and return operations (what the fabric builds)."""
         lending = {i for i, _ in self.lending_ops()}
-        data = self.model_dump(mode="json", exclude_none=True)
+        data = self.model_dump(mode="json", exclude_none=True, exclude=None if self.vms else {"vms"})
         data["setup"] = [op for i, op in enumerate(data["setup"]) if i not in lending]
         return json.dumps(data)
 
@@ -313,6 +337,8 @@ class Topology(_Model):
                               "open this topology with devlend.Pool (or `devlend pool`), or name it in a scenario file")
         try:
             core = _core.Fabric.from_json(self.to_json())
+            if self.vms:
+                _core.vms_check(self.to_json())
         except _core.SpecError as e:
             pointer, message = e.args
             raise self._error(pointer_to_path(pointer), message) from None
@@ -353,6 +379,9 @@ def _model_at(path: tuple, data: Any = None) -> Any:
             return _OP_MODELS.get(data["setup"][path[1]]["op"])
         except (KeyError, IndexError, TypeError):
             return None
+    names = [p for p in path if not isinstance(p, int)]
+    if names[:1] == ["vms"]:
+        return {1: Vm, 2: VmDevice}.get(len(names))
     model: Any = Topology
     fields = {"hosts": Host, "switches": Switch, "devices": Device, "ntbs": Ntb, "links": Link, "memory_map": MemoryMap,
               "functions": Function, "bars": Bar, "sriov": Sriov, "vf_bars": Bar, "windows": Window, "params": Params}

@@ -16,7 +16,7 @@ use crate::nvme::{BLOCK, OP_READ, OP_WRITE};
 use crate::nvme_driver::{Driver, NvmeError, NvmeQueue};
 use devlend_engine::machine::{Machine, Thread};
 use devlend_engine::queue::Ps;
-use devlend_host::{Cluster, DevId, Os, ThreadOs};
+use devlend_host::{Cluster, DevId, HostError, Os, ThreadKernel};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -119,9 +119,9 @@ pub fn fio(json: &str, runner: &str, device: &str, job: Job) -> Result<FioResult
 
 /// A fio workload on a machine that may run other workloads too: its probe thread, its job
 /// threads (each waits until the probe has given it a queue pair), and what they measured.
-pub struct FioRun {
+pub struct FioRun<K: ThreadKernel = u16> {
     name: String,
-    host: u16,
+    host: K,
     job: Job,
     drv: Rc<RefCell<Option<Driver>>>,
     /// The probe has ended (with a driver, or with a failure).
@@ -130,15 +130,18 @@ pub struct FioRun {
     failed: Rc<RefCell<Option<FioError>>>,
 }
 
-impl FioRun {
-    /// Start the driver's probe of `dev` (the controller already on `m`) on host `host` at `at`.
-    pub fn probe(m: &mut Machine<Cluster>, name: &str, host: u16, dev: DevId, job: Job, at: Ps) -> FioRun {
-        let run = FioRun { name: name.into(), host, job, drv: Rc::default(), probed: Rc::default(), outs: Rc::default(), failed: Rc::default() };
+impl<K: ThreadKernel> FioRun<K> {
+    /// Start the driver's probe of `dev` (the controller already on `m`) in kernel `host` (a
+    /// host's, or a VM's) at `at`.
+    pub fn probe(m: &mut Machine<Cluster>, name: &str, host: K, dev: DevId, job: Job, at: Ps) -> FioRun<K> {
+        let run = FioRun { name: name.into(), host: host.clone(), job, drv: Rc::default(), probed: Rc::default(), outs: Rc::default(), failed: Rc::default() };
         let (d, fail, probed) = (run.drv.clone(), run.failed.clone(), run.probed.clone());
         m.spawn(&format!("{name}/nvme-probe"), at, move |t| {
-            let mut os = ThreadOs::new(t, host);
-            let depth = (job.iodepth + 1).max(2);
-            match Driver::probe_queues(&mut os, dev, job.numjobs, depth) {
+            let probe = host.on(t).map_err(|error| NvmeError::Os { what: "kernel", error }).and_then(|mut os| {
+                let depth = (job.iodepth + 1).max(2);
+                Driver::probe_queues(&mut os, dev, job.numjobs, depth)
+            });
+            match probe {
                 Ok(drv) => *d.borrow_mut() = Some(drv),
                 Err(error) => *fail.borrow_mut() = Some(FioError::Probe(error)),
             }
@@ -150,8 +153,9 @@ impl FioRun {
 
     /// Start the job threads at `at`; each begins once the probe has ended.
     pub fn jobs(&self, m: &mut Machine<Cluster>, at: Ps) {
-        let (host, job) = (self.host, self.job);
+        let job = self.job;
         for j in 0..job.numjobs {
+            let host = self.host.clone();
             let (drv, probed, outs, fail) = (self.drv.clone(), self.probed.clone(), self.outs.clone(), self.failed.clone());
             m.spawn(&format!("{}/fio-job{j}", self.name), at, move |t| {
                 t.wait_until("the NVMe driver's probe", move |_: &mut Cluster| probed.get());
@@ -159,7 +163,7 @@ impl FioRun {
                     fail.borrow_mut().get_or_insert(FioError::Invalid("the driver has too few I/O queues".into()));
                     return Ok(());
                 };
-                match run_job(t, host, q, job, j) {
+                match run_job(t, &host, q, job, j) {
                     Ok(out) => outs.borrow_mut().push(out),
                     Err(error) => {
                         fail.borrow_mut().get_or_insert(FioError::Job { job: j, error });
@@ -211,9 +215,9 @@ fn pattern(lba: u64, pass: u64) -> Vec<u8> {
     (0..BS / 8).flat_map(|_| next(&mut s).to_le_bytes()).collect()
 }
 
-fn run_job(t: &Thread<'_, Cluster>, host: u16, mut q: NvmeQueue, job: Job, j: u16) -> Result<JobOut, NvmeError> {
-    let mut os = ThreadOs::new(t, host);
-    let oserr = |what: &'static str| move |e: devlend_host::HostError| NvmeError::Os { what, error: e };
+fn run_job<K: ThreadKernel>(t: &Thread<'_, Cluster>, host: &K, mut q: NvmeQueue, job: Job, j: u16) -> Result<JobOut, NvmeError> {
+    let oserr = |what: &'static str| move |e: HostError| NvmeError::Os { what, error: e };
+    let mut os = host.on(t).map_err(oserr("kernel"))?;
     // Each job has its own region of the drive, so verified writes are its own.
     let region = job.size_blocks.unwrap_or(DRIVE_BLOCKS) / job.numjobs as u64;
     let slots = region / (BS / BLOCK);
@@ -226,7 +230,7 @@ fn run_job(t: &Thread<'_, Cluster>, host: u16, mut q: NvmeQueue, job: Job, j: u1
     let mut out = JobOut { start: t.now(), ..Default::default() };
     let (mut submitted, mut pass) = (0u32, 0u64);
     // A command's latency runs from before its submission (fio's `lat`, not `clat`).
-    let mut submit = |os: &mut ThreadOs, q: &mut NvmeQueue, b: usize, inflight: &mut HashMap<u16, (usize, u64, u64)>| -> Result<(), NvmeError> {
+    let mut submit = |os: &mut K::Os<'_, '_>, q: &mut NvmeQueue, b: usize, inflight: &mut HashMap<u16, (usize, u64, u64)>| -> Result<(), NvmeError> {
         let lba = lba_of(next(&mut rng));
         if job.verify && opcode == OP_WRITE {
             pass += 1;

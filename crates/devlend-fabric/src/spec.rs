@@ -27,6 +27,40 @@ pub struct TopologySpec {
     /// Overrides of hardware constants (see `tuning`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<crate::tuning::ParamsSpec>,
+    /// Virtual machines on the hosts (started by the hypervisor layer, devlend-vm; the fabric
+    /// only carries their description).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vms: Vec<VmSpec>,
+}
+
+/// A VM: its RAM, the host it runs on, and the devices it gets.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmSpec {
+    pub name: String,
+    pub host: String,
+    /// Bytes of guest RAM (a multiple of 2 MiB).
+    pub memory: u64,
+    #[serde(default)]
+    pub devices: Vec<VmDeviceSpec>,
+}
+
+/// A device of a VM and how it reaches the VM; the path defaults to the one its place implies.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmDeviceSpec {
+    pub device: String,
+    #[serde(default)]
+    pub path: Option<VmPathSpec>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum VmPathSpec {
+    /// VFIO pass-through of a device in the VM's own host.
+    Vfio,
+    /// Device Lending's mediated device: a device in another host.
+    Mediated,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -20,28 +20,43 @@ use crate::error::{invalid, HResult, HostError};
 use crate::irq::{IntxLine, IrqDesc, FIRST_DEVICE_VECTOR, FIRST_SYSTEM_VECTOR};
 use crate::kernel::{DevId, Origin};
 use crate::os::HostOs;
+use devlend_fabric::intremap::{remappable_addr, Irte, Source};
 use devlend_fabric::model::FuncId;
 
 impl Cluster {
     /// A vector of `host` for the handler `handler` of interrupts from `dev` (MSI-X entry
-    /// `entry`) whose messages arrive at `msg_addr`; the device's table is the caller's business.
-    pub fn alloc_vector(&mut self, host: impl HostRef, dev: DevId, entry: u16, handler: u32, msg_addr: u64) -> HResult<u8> {
+    /// `entry`) whose messages arrive at `msg_addr` as requester `source`; the device's table
+    /// (or the CPU that notifies) is the caller's business. Returns the vector and the address
+    /// its messages must be written to: with interrupt remapping on in `host`, the
+    /// remappable-format address of an entry raising the vector that validates `source` (VT-d
+    /// §5.1.4, SVT 01); `msg_addr` itself otherwise.
+    pub fn alloc_vector(&mut self, host: impl HostRef, dev: DevId, entry: u16, handler: u32, (msg_addr, source): (u64, devlend_wire::Bdf)) -> HResult<(u8, u64)> {
         let h = host.resolve(self)?;
         let k = &mut self.kernels[h as usize];
         k.device(dev)?;
         let Some(vector) = k.irqs.alloc() else {
             return Err(HostError::NoMemory(format!("host {}: no free interrupt vector (all of {FIRST_DEVICE_VECTOR:#x}-{:#x} are requested)", k.name, FIRST_SYSTEM_VECTOR - 1)));
         };
-        k.irqs.insert(IrqDesc { vector, dev, entry, handler, msg_addr, count: 0, irte: None });
-        Ok(vector)
+        let irte = match self.fabric.intr_remap_on(h) {
+            true => Some(self.fabric.irte_alloc(h, Irte { vector, source: Source::Rid(source) })?),
+            false => None,
+        };
+        let addr = irte.map_or(msg_addr, |handle| remappable_addr(msg_addr, handle));
+        self.kernels[h as usize].irqs.insert(IrqDesc { vector, dev, entry, handler, msg_addr: addr, count: 0, irte });
+        Ok((vector, addr))
     }
 
-    /// Release a vector from `alloc_vector`, after taking what is pending for it.
+    /// Release a vector from `alloc_vector` (and its remapping entry), after taking what is
+    /// pending for it.
     pub fn free_vector(&mut self, host: impl HostRef, vector: u8) -> HResult<()> {
         let h = host.resolve(self)?;
         self.os(h)?.handle_irqs();
         let k = &mut self.kernels[h as usize];
-        k.irqs.remove(vector).map(|_| ()).ok_or_else(|| HostError::Invalid(format!("host {}: vector {vector:#x} is not allocated", k.name)))
+        let d = k.irqs.remove(vector).ok_or_else(|| HostError::Invalid(format!("host {}: vector {vector:#x} is not allocated", k.name)))?;
+        if let Some(handle) = d.irte {
+            self.fabric.irte_free(h, handle);
+        }
+        Ok(())
     }
 
     /// The address at which the lender's CPUs reach the MSI page of the host that borrowed

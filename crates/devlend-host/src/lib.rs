@@ -44,4 +44,4 @@ pub use irq::{IntxLine, IrqDesc, IrqTable};
 pub use kernel::{BarView, DevId, Kernel, Origin, PciDevice};
 pub use os::{DmaDir, HostOs};
 pub use pool::{Pool, PoolEntry, PoolError};
-pub use timed::ThreadOs;
+pub use timed::{ThreadKernel, ThreadOs};

@@ -26,6 +26,22 @@ impl World for Cluster {
     }
 }
 
+/// Whose kernel a machine thread runs: a host's ([`ThreadOs`], for a `HostId`), or another
+/// kernel with the same interface (a VM's guest kernel, devlend-vm). Workloads written against
+/// it (fio's threads) run in either.
+pub trait ThreadKernel: Clone + 'static {
+    type Os<'t, 'y: 't>: Os;
+    /// The kernel's `Os` for thread `t`.
+    fn on<'t, 'y: 't>(&self, t: &'t Thread<'y, Cluster>) -> HResult<Self::Os<'t, 'y>>;
+}
+
+impl ThreadKernel for HostId {
+    type Os<'t, 'y: 't> = ThreadOs<'t, 'y>;
+    fn on<'t, 'y: 't>(&self, t: &'t Thread<'y, Cluster>) -> HResult<ThreadOs<'t, 'y>> {
+        Ok(ThreadOs::new(t, *self))
+    }
+}
+
 /// `Os` for host `host`, acting through machine thread `t`.
 pub struct ThreadOs<'t, 'y> {
     t: &'t Thread<'y, Cluster>,

@@ -55,7 +55,28 @@ fn vm_irq_latency(py: Python<'_>, topology_json: &str, scenario: &str, intx: boo
     Ok((steps.iter().map(|s| s.1).sum(), steps))
 }
 
+/// The `vms` section of a topology's JSON.
+pub(crate) fn vm_specs(topology_json: &str) -> PyResult<Vec<devlend_fabric::spec::VmSpec>> {
+    let spec: devlend_fabric::spec::TopologySpec = serde_json::from_str(topology_json).map_err(|e| crate::SpecError::new_err(("", e.to_string())))?;
+    Ok(spec.vms)
+}
+
+/// Start a topology's VMs on a fresh cluster, as a scenario would, and shut them down: a VM the
+/// hypervisor refuses is a `SpecError` (pointer into `vms`, message).
+#[pyfunction]
+fn vms_check(topology_json: &str) -> PyResult<Vec<(String, String)>> {
+    let mut c = devlend_host::Cluster::from_json(topology_json).map_err(|e| FabricError::new_err(e.to_string()))?;
+    let mut vmm = devlend_vm::Vmm::default();
+    let vms = devlend_vm::describe::start(&mut c, &mut vmm, &vm_specs(topology_json)?).map_err(|e| crate::SpecError::new_err((e.path, e.message)))?;
+    let out = vms.iter().map(|(n, id)| (n.clone(), vmm.vm(*id).map(|v| c.fabric.hosts[v.host as usize].name.clone()).unwrap_or_default())).collect();
+    for (_, id) in vms {
+        vmm.shutdown(&mut c, id).map_err(|e| FabricError::new_err(e.to_string()))?;
+    }
+    Ok(out)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(vms_check, m)?)?;
     m.add_function(wrap_pyfunction!(vm_gpu_to_gpu, m)?)?;
     m.add_function(wrap_pyfunction!(vm_pingpong, m)?)?;
     m.add_function(wrap_pyfunction!(vm_ram_bounce_path, m)?)?;

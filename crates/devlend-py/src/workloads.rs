@@ -35,10 +35,18 @@ struct Scenario {
 #[pymethods]
 impl Scenario {
     /// A scenario on the topology (JSON, without a `setup` section: borrowing is done here).
+    /// Its `vms` are started; a VM the hypervisor refuses is a `SpecError` (pointer, message).
     #[new]
     fn new(topology_json: &str) -> PyResult<Scenario> {
         let c = Cluster::from_json(topology_json).map_err(|e| werr(WorkloadError::Machine { message: e.to_string() }))?;
-        Ok(Scenario { inner: Core::new(c), rows: Vec::new(), links: Vec::new() })
+        let vms = crate::vm::vm_specs(topology_json)?;
+        let inner = Core::with_vms(c, &vms).map_err(|e| crate::SpecError::new_err((e.path, e.message)))?;
+        Ok(Scenario { inner, rows: Vec::new(), links: Vec::new() })
+    }
+
+    /// The VMs: (name, host).
+    fn vms(&self) -> Vec<(String, String)> {
+        self.inner.vms()
     }
 
     #[pyo3(signature = (name, requester, addr, bytes, write=true, at_ps=0))]

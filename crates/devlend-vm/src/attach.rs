@@ -64,6 +64,8 @@ impl Vmm {
                 d
             }
         };
+        require_remapping(c, lender)?;
+        require_remapping(c, vhost)?;
         let domain = self.ensure_domain(c, vm, lender, func, (path, hdev))?;
         c.fabric.iommu_detach(lender, func)?;
         held.push(Held::Attached { host: lender, func });
@@ -152,6 +154,22 @@ impl Vmm {
         }
         Ok(())
     }
+}
+
+/// Interrupt remapping on in `host` (`Cluster::enable_interrupt_remapping`), as VFIO requires of
+/// a platform before it passes a device through (vfio_iommu_type1 refuses without it unless
+/// `allow_unsafe_interrupts` is set): the device's vectors, and on the mediated path the
+/// borrower's relay vectors, get remappable-format entries validating their source ID (`irq`),
+/// so a device cannot raise another VM's interrupt. A host without an IOMMU has no remapping to
+/// turn on; its vectors stay in compatibility format.
+fn require_remapping(c: &mut Cluster, host: HostId) -> HResult<()> {
+    if !c.fabric.hosts[host as usize].iommu || c.fabric.intr_remap_on(host) {
+        return Ok(());
+    }
+    c.enable_interrupt_remapping(host).map_err(|e| match e {
+        HostError::Busy(m) => HostError::Busy(format!("{m}: a VM's device needs interrupt remapping, which must be on before any driver in the host requests a vector")),
+        e => e,
+    })
 }
 
 /// Map the guest's RAM chunks in a VM domain: onto the host chunks (VFIO), or onto the DMA

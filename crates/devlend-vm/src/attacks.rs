@@ -5,8 +5,9 @@
 //! memory outside the device memory regions of assigned devices").
 //!
 //! Each case builds the expansion-chassis testbed (000 Fig 15), lets a rogue guest driver try
-//! one thing, and checks that it was blocked (by the IOMMU on the data path, or by the
-//! hypervisor's config-space virtualization, `config`), recorded (a fault in the fabric's event
+//! one thing, and checks that it was blocked (by the IOMMU on the data path, by interrupt
+//! remapping for a device's MSI write, `msi_attacks`, or by the hypervisor's config-space
+//! virtualization, `config`), recorded (a fault in the fabric's event
 //! log, or an entry in `Vmm::blocked`), and changed no memory (the fabric's memory digest before
 //! and after the attempt). A case returns `Err` when any of the three does not hold.
 
@@ -24,7 +25,7 @@ use devlend_host::{Cluster, Os};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
     pub case: &'static str,
-    /// "IOMMU" or "mediated parent".
+    /// "IOMMU", "mediated parent" or "interrupt remapping" (`msi_attacks`).
     pub blocked_by: &'static str,
     /// The record: the fabric's fault message or the hypervisor's refusal.
     pub record: String,
@@ -43,6 +44,8 @@ pub const CASES: &[(&str, &str, Case)] = &[
     ("config_msix_table_redirection", "the guest points an MSI-X entry at its own RAM", msix_redirection),
     ("config_msix_table_move", "the guest rewrites the MSI-X capability's table offset", msix_table_move),
     ("config_bus_master_of_another_function", "the guest sets Bus Master on a function not passed through to it", bus_master_other),
+    ("msi_from_passthrough_gpu_into_another_vm", "a GPU passed through to VM a writes the MSI of VM b's GPU", crate::msi_attacks::into_another_vm),
+    ("msi_from_mediated_gpu_into_a_vm_on_the_lender", "a remote VM's mediated GPU writes the MSI of a VM's GPU on the lender", crate::msi_attacks::from_mediated_into_lender_vm),
 ];
 
 pub fn names() -> Vec<&'static str> {
@@ -57,11 +60,11 @@ pub fn run(name: &str, json: &str) -> Result<Outcome, String> {
     }
 }
 
-fn s<E: std::fmt::Display>(e: E) -> String {
+pub(crate) fn s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 
-fn failures(c: &Cluster) -> Vec<String> {
+pub(crate) fn failures(c: &Cluster) -> Vec<String> {
     c.fabric.events.iter().filter_map(|e| match e {
         Event::Failed(f) => Some(c.fabric.failure_json(f)["message"].as_str().unwrap_or("").to_string()),
         _ => None,

@@ -99,6 +99,9 @@ pub struct Route {
     pub guest_vector: u8,
     /// Where the device's interrupt is taken first: (host, MSI vector), or the INTx line.
     pub(crate) first: (HostId, Option<u8>),
+    /// The address of the device's message there: its MSI-X entry's (remappable format when
+    /// the host remaps), or for INTx the host's MSI page, the end of the same upstream path.
+    msg: u64,
     pub(crate) seen: u64,
     /// Mediated path: (VM host, relay vector, lender-side address of its MSI page).
     pub(crate) relay: Option<(HostId, u8, u64)>,
@@ -132,6 +135,31 @@ fn cpu_write(c: &mut Cluster, host: HostId, addr: u64, v: u32) -> HResult<()> {
         None => Ok(()),
         Some(f) => Err(HostError::Fault(c.fabric.failure_json(&f)["message"].as_str().unwrap_or("store failed").to_string())),
     }
+}
+
+/// The requester ID under which a store by `host`'s CPU at `addr` reaches the MSI page at the
+/// far end (through the NTB, the alias its LUT gives the CPU's ID): what the relay vector's
+/// remapping entry validates.
+fn arriving_rid(c: &Cluster, host: HostId, addr: u64) -> HResult<devlend_wire::Bdf> {
+    let route = c.fabric.route_uncached(Requester::Cpu(host), addr, Access::Write);
+    route.hops.last().map(|h| h.rid).ok_or_else(|| HostError::Unreachable(format!("the notification store at {addr:#x} has no route")))
+}
+
+/// Time a device's 4-byte message from it to its host's root at `addr` (in the MSI range), on an
+/// idle fabric: an MSI-X write, or the Assert_INTx message that takes the same upstream path and
+/// that no remapping entry validates (an INTx is remapped at the IOAPIC, not by the device's
+/// ID), so a compatibility-format address blocked at the root still times its path.
+fn upstream(c: &Cluster, func: FuncId, addr: u64) -> HResult<u64> {
+    use devlend_fabric::route::Failure;
+    use devlend_fabric::Outcome;
+    let route = c.fabric.route_uncached(Requester::Func(func), addr, Access::Write);
+    if let Outcome::Failed(f) = route.outcome {
+        if !matches!(f, Failure::Interrupt { .. }) {
+            return Err(HostError::Fault(c.fabric.failure_json(&f)["message"].as_str().unwrap_or("unroutable").to_string()));
+        }
+    }
+    let plan = devlend_engine::Plan { request: devlend_engine::path::build_path(&c.fabric, &route, false), completion: None };
+    Ok(devlend_engine::time_plan(&c.fabric, &plan, 4, Access::Write, true).time_ps)
 }
 
 /// Time one 4-byte posted write on the fabric.
@@ -241,7 +269,8 @@ impl Vmm {
         let (func, path, hdev) = (d.func, d.path, d.host_dev.ok_or_else(|| HostError::Invalid(format!("{} is not attached", d.name)))?);
         let vhost = self.vm(vm)?.host;
         let first_host = c.fabric.func_host(func);
-        let mut r = Route { vm, dev, func, src, guest_vector: gv, first: (first_host, None), seen: 0, relay: None, relay_seen: 0, pieces: Vec::new(), steps: Vec::new(), landed_ps: None };
+        let msg = msi_page(c, first_host);
+        let mut r = Route { vm, dev, func, src, guest_vector: gv, first: (first_host, None), msg, seen: 0, relay: None, relay_seen: 0, pieces: Vec::new(), steps: Vec::new(), landed_ps: None };
         match self.setup_steps(c, &mut r, path, hdev, vhost) {
             Ok(()) => Ok(r),
             Err(e) => {
@@ -258,19 +287,21 @@ impl Vmm {
         match r.src {
             Src::Msix(entry) => {
                 let owner = c.kernel(host)?.by_func(func).ok_or_else(|| HostError::NoDevice(format!("{} is not in its host's tree", c.fabric.funcs[func as usize].name)))?;
-                let v = c.alloc_vector(host, owner, entry, handler, page)?;
+                // The device sits in `host` in both paths: its messages arrive with its own ID.
+                let rid = c.fabric.funcs[func as usize].bdf;
+                let (v, addr) = c.alloc_vector(host, owner, entry, handler, (page, rid))?;
                 r.pieces.push(Piece::Vector(host, v));
                 let at = slot(c, func, entry)?;
                 r.pieces.push(Piece::Entry(host, at));
                 cpu_write(c, host, at + MSIX_ENTRY_CTRL, MSIX_ENTRY_MASKED)?;
-                cpu_write(c, host, at, page as u32)?;
-                cpu_write(c, host, at + 4, (page >> 32) as u32)?;
+                cpu_write(c, host, at, addr as u32)?;
+                cpu_write(c, host, at + 4, (addr >> 32) as u32)?;
                 cpu_write(c, host, at + MSIX_ENTRY_DATA, v as u32)?;
                 let cap = msix_cap(&c.fabric, func)?;
                 let control = msix_control(&c.fabric, func, &cap)?;
                 set_msix_control(&mut c.fabric, func, &cap, (control | MSIX_ENABLE) & !MSIX_MASKALL)?;
                 cpu_write(c, host, at + MSIX_ENTRY_CTRL, 0)?;
-                r.first.1 = Some(v);
+                (r.first.1, r.msg) = (Some(v), addr);
             }
             Src::Intx => {
                 c.request_intx_line(func, handler)?;
@@ -281,7 +312,8 @@ impl Vmm {
             let addr = c.msi_forward_acquire(func)?;
             r.pieces.push(Piece::Forward(func));
             let entry = if let Src::Msix(e) = r.src { e } else { 0 };
-            let rv = c.alloc_vector(vhost, hdev, entry, RELAY_HANDLER, addr)?;
+            let rid = arriving_rid(c, host, addr)?;
+            let (rv, addr) = c.alloc_vector(vhost, hdev, entry, RELAY_HANDLER, (addr, rid))?;
             r.pieces.push(Piece::Vector(vhost, rv));
             r.relay = Some((vhost, rv, addr));
         }
@@ -293,7 +325,7 @@ impl Vmm {
     fn steps(c: &mut Cluster, r: &Route) -> Vec<(String, u64)> {
         let p = crate::params::params();
         let host = r.first.0;
-        let message = timed(c, Requester::Func(r.func), msi_page(c, host)).unwrap_or(0);
+        let message = upstream(c, r.func, r.msg).unwrap_or(0);
         let what = if r.src == Src::Intx { "Assert_INTx, device to root" } else { "MSI-X message, device to root" };
         let who = if r.relay.is_some() { "lender" } else { "host" };
         let mut steps = vec![(what.to_string(), message), (format!("{who} interrupt entry"), c.fabric.tuning.host(host).irq_entry_ps)];

@@ -21,9 +21,12 @@
 //!   handler forwarding through the NTB to the borrower's eventfd, legacy INTx for VMs, each
 //!   delivery with its modelled latency ([`params`]: the `[vm]` software costs); on the machine
 //!   the delivery is [`irq_clock`]'s;
+//! - [`describe`]: VMs from a topology's `vms` section, on any topology, and [`describe::GuestKernel`]
+//!   for workloads' threads in a guest;
 //! - `migrate`: cold migration of a VM with its devices (000 §8, `Vmm::migrate`);
 //! - [`attacks`]: the named attack suite (DMA outside the guest, into another VM, stale after
-//!   hot-remove; BAR relocation, MSI-X table redirection, Bus Master of another function).
+//!   hot-remove; BAR relocation, MSI-X table redirection, Bus Master of another function;
+//!   a device's MSI write into another VM's interrupt, blocked by interrupt remapping).
 //!
 //! D5's VM rows and the D6 epoch have their own modules. Not modelled: guest-side
 //! BAR moves, plain MSI, INTx's EOI handshake, live migration.
@@ -34,9 +37,11 @@ pub mod config;
 pub mod d4;
 pub mod d5;
 pub mod d6;
+pub mod describe;
 pub mod guest;
 mod held;
 mod migrate;
+mod msi_attacks;
 pub mod irq;
 pub mod irq_clock;
 pub mod layout;

@@ -126,6 +126,9 @@ impl Vmm {
     fn check_assign(&self, c: &Cluster, vm: VmId, device: &str, path: Path) -> HResult<FuncId> {
         let v = self.vm(vm)?;
         let func = c.fabric.func_id(device).map_err(|e| HostError::NoDevice(e.to_string()))?;
+        if matches!(c.fabric.nodes[c.fabric.funcs[func as usize].node as usize].kind, NodeKind::Ntb { .. }) {
+            return inv(format!("{device} is an NTB adapter and cannot be passed through (the hosts' Device Lending uses it)"));
+        }
         if let Some((other, _)) = self.assigned.get(&func) {
             let o = self.vm(*other).map(|x| x.name.clone()).unwrap_or_default();
             return Err(HostError::Busy(format!("{device} is already passed through to VM {o}; it must be removed there before VM {} can have it", v.name)));

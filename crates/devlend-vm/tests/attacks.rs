@@ -55,3 +55,11 @@ fn every_case_has_a_test_and_unknown_names_are_errors() {
     }
     assert!(attacks::run("nope", JSON).unwrap_err().contains("dma_into_another_vm"));
 }
+#[test]
+fn msi_from_passthrough_gpu_into_another_vm() {
+    case("msi_from_passthrough_gpu_into_another_vm", "interrupt remapping", "interrupt remapping fault in host lender");
+}
+#[test]
+fn msi_from_mediated_gpu_into_a_vm_on_the_lender() {
+    case("msi_from_mediated_gpu_into_a_vm_on_the_lender", "interrupt remapping", "interrupt remapping fault in host lender");
+}

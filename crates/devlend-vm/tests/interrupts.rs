@@ -27,10 +27,12 @@ fn msix_reaches_the_guest_handler_vfio_directly_mdev_through_the_lender() {
         let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
         assert_eq!(os.pci_msix_vec_count(dev).unwrap(), 1);
         let gv = os.request_irq(dev, 0, H).unwrap();
-        // The physical table holds the first host's MSI page and a host vector, never the guest's.
+        // The physical table holds the first host's MSI page and a host vector, never the guest's,
+        // in remappable format: an entry validating gpu0's ID (the hosts remap interrupts).
         // (gpu0 sits in the lender in both scenarios: VMLoc's VM runs there.)
         let desc = t.c.kernel("lender").unwrap().irqs().iter().next().unwrap().clone();
-        assert_eq!(desc.msg_addr, t.c.fabric.hosts[0].msi.start);
+        let handle = desc.irte.expect("a remapping entry");
+        assert_eq!(desc.msg_addr, devlend_fabric::intremap::remappable_addr(t.c.fabric.hosts[0].msi.start, handle));
         assert_eq!((desc.handler, desc.count), (if sc == Scenario::VmLoc { devlend_vm::irq::VFIO_HANDLER } else { devlend_vm::irq::LENDER_HANDLER }, 0));
         for n in 1..=3 {
             assert!(device_interrupt(&mut t.c, "gpu0", 0).unwrap());

@@ -1,13 +1,59 @@
-//! A workload's device made ready for its runner: its own, or borrowed through Device Lending
-//! (as the paper workloads do, `gpu_bench::attach`), with the host layer's errors made typed.
+//! A workload's device made ready for its runner: a host's own device, one borrowed through
+//! Device Lending (as the paper workloads do, `gpu_bench::attach`), or a device of a VM's
+//! description (passed through or mediated, `devlend_vm::describe`), with the host layer's
+//! errors made typed. A runner is a host or a VM: [`Runner`], with [`with_os!`] for its kernel.
 
 use crate::error::{WResult, WorkloadError};
-use devlend_fabric::model::{FuncId, HostId};
+use devlend_fabric::model::FuncId;
 use devlend_host::{Cluster, DevId, HostError};
+use devlend_vm::describe::GuestKernel;
+use devlend_vm::{Vmm, VmId};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// The scenario's VMs (from the topology's `vms` section) and their hypervisor.
+#[derive(Clone, Default)]
+pub(crate) struct Guests {
+    pub vmm: Rc<RefCell<Vmm>>,
+    pub names: Vec<(String, VmId)>,
+}
+
+impl Guests {
+    fn find(&self, name: &str) -> Option<GuestKernel> {
+        self.names.iter().find(|(n, _)| n == name).map(|&(_, vm)| GuestKernel { vmm: self.vmm.clone(), vm })
+    }
+}
+
+/// Whose kernel runs a workload.
+#[derive(Clone)]
+pub(crate) enum Runner {
+    Host(u16),
+    Vm(GuestKernel),
+}
+
+/// `$body` with `$os` the runner's kernel (`HostOs` or `GuestOs`), timeless; an `HResult`.
+macro_rules! with_os {
+    ($runner:expr, $c:expr, |$os:ident| $body:expr) => {
+        match $runner {
+            $crate::attach::Runner::Host(h) => $c.os(*h).and_then(|mut o| {
+                let $os = &mut o;
+                $body
+            }),
+            $crate::attach::Runner::Vm(g) => {
+                let mut v = g.vmm.borrow_mut();
+                v.guest(&mut $c, g.vm).and_then(|mut o| {
+                    let $os = &mut o;
+                    $body
+                })
+            }
+        }
+    };
+}
+pub(crate) use with_os;
 
 /// What `attach` found: the runner, the device's function and the runner's handle of it.
 pub(crate) struct Attached {
-    pub host: HostId,
+    pub runner: Runner,
     pub func: FuncId,
     pub dev: DevId,
 }
@@ -30,21 +76,38 @@ fn host_error(w: &str, device: &str, e: HostError) -> WorkloadError {
     }
 }
 
-/// Make `device` (of kind `expected`) ready for host `runner`, borrowing it when it sits elsewhere.
-pub(crate) fn attach(c: &mut Cluster, w: &str, runner: &str, device: &str, expected: &'static str) -> WResult<Attached> {
-    let host = c.fabric.host_id(runner).map_err(|e| WorkloadError::NoSuch { workload: w.into(), what: "host".into(), message: e.to_string() })?;
+/// Host or VM `runner`.
+pub(crate) fn runner(c: &Cluster, guests: &Guests, w: &str, runner: &str) -> WResult<Runner> {
+    if let Some(g) = guests.find(runner) {
+        return Ok(Runner::Vm(g));
+    }
+    c.fabric.host_id(runner).map(Runner::Host).map_err(|e| {
+        let vms: Vec<&str> = guests.names.iter().map(|n| n.0.as_str()).collect();
+        let message = if vms.is_empty() { e.to_string() } else { format!("{e} (nor a VM: {})", vms.join(", ")) };
+        WorkloadError::NoSuch { workload: w.into(), what: "host".into(), message }
+    })
+}
+
+/// Make `device` (of kind `expected`) ready for `runner`: a host borrows it when it sits
+/// elsewhere; a VM has it from its description.
+pub(crate) fn attach(c: &mut Cluster, guests: &Guests, w: &str, runner_name: &str, device: &str, expected: &'static str) -> WResult<Attached> {
+    let runner = runner(c, guests, w, runner_name)?;
     let func = c.fabric.func_id(device).map_err(|e| WorkloadError::NoSuch { workload: w.into(), what: "device".into(), message: e.to_string() })?;
     let kind = kind_of(c, device);
     if kind.as_deref() != Some(expected) {
         let found = kind.map_or_else(|| "an NTB adapter, or a device without a profile".into(), |k| format!("its kind is {k}"));
         return Err(WorkloadError::WrongKind { workload: w.into(), device: device.into(), expected, found });
     }
-    let owner = c.fabric.func_host(func);
-    let dev = if owner == host {
-        c.os(host).and_then(|os| os.find(device))
-    } else {
-        c.borrow(host, device)
+    let dev = match &runner {
+        Runner::Host(host) if c.fabric.func_host(func) == *host => c.os(*host).and_then(|os| os.find(device)),
+        Runner::Host(host) => c.borrow(*host, device),
+        Runner::Vm(g) => {
+            let vmm = g.vmm.borrow();
+            let v = vmm.vm(g.vm).map_err(|e| host_error(w, device, e))?;
+            let mine = v.devices.values().find(|d| d.name == device).map(|d| d.id);
+            mine.ok_or_else(|| HostError::NoDevice(format!("VM {runner_name} has no device {device}: a VM's devices come from its description (vms: devices)")))
+        }
     };
     let dev = dev.map_err(|e| host_error(w, device, e))?;
-    Ok(Attached { host, func, dev })
+    Ok(Attached { runner, func, dev })
 }

@@ -2,7 +2,7 @@
 //! attached (borrowed when it sits elsewhere), its controller put on the machine, and the
 //! driver's probe and the job threads start at the workload's time.
 
-use crate::attach::attach;
+use crate::attach::{attach, Guests, Runner};
 use crate::error::{WResult, WorkloadError};
 use devlend_devices::fio::{check, FioRun, Job, Rw, DRIVE_BLOCKS};
 use devlend_devices::nvme::{Controller, Media};
@@ -25,7 +25,22 @@ pub struct FioSpec {
     pub ios: u32,
 }
 
-pub(crate) fn start(m: &mut Machine<Cluster>, w: &str, runner: &str, device: &str, spec: FioSpec, at: Ps) -> WResult<(FioRun, Media)> {
+/// A job's threads in a host's kernel or a VM's.
+pub(crate) enum Fio {
+    Host(FioRun),
+    Vm(FioRun<devlend_vm::describe::GuestKernel>),
+}
+
+impl Fio {
+    pub(crate) fn result(&self) -> Result<devlend_devices::fio::FioResult, devlend_devices::fio::FioError> {
+        match self {
+            Fio::Host(r) => r.result(),
+            Fio::Vm(r) => r.result(),
+        }
+    }
+}
+
+pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, device): (&str, &str), spec: FioSpec, at: Ps) -> WResult<(Fio, Media)> {
     let invalid = |why: String| WorkloadError::Invalid { workload: w.into(), why };
     if spec.bs != FIO_BS {
         return Err(invalid(format!("bs {} is not modelled: the fio job issues 4 KiB commands (bs 4096)", spec.bs)));
@@ -39,12 +54,22 @@ pub(crate) fn start(m: &mut Machine<Cluster>, w: &str, runner: &str, device: &st
         return Err(invalid(format!("iodepth {}: a queue holds at most {} commands", spec.iodepth, devlend_devices::nvme::MAX_QUEUE_ENTRIES - 1)));
     }
     let mut c = m.world();
-    let a = attach(&mut c, w, runner, device, "nvme")?;
+    let a = attach(&mut c, guests, w, runner, device, "nvme")?;
     let media = Media::of_device(&c.fabric, device).map_err(|message| WorkloadError::Setup { workload: w.into(), message })?;
     let ctrl = Controller::new(&mut c.fabric, a.func, DRIVE_BLOCKS, media);
     drop(c);
     m.add_device(a.func, Rc::new(RefCell::new(ctrl)));
-    let run = FioRun::probe(m, w, a.host, a.dev, job, at);
-    run.jobs(m, at);
+    let run = match a.runner {
+        Runner::Host(h) => {
+            let run = FioRun::probe(m, w, h, a.dev, job, at);
+            run.jobs(m, at);
+            Fio::Host(run)
+        }
+        Runner::Vm(g) => {
+            let run = FioRun::probe(m, w, g, a.dev, job, at);
+            run.jobs(m, at);
+            Fio::Vm(run)
+        }
+    };
     Ok((run, media))
 }

@@ -2,14 +2,14 @@
 //! the real driver (`gpu_driver`) on the GPU actor (`gpu_actor`), its GPU borrowed when it sits
 //! in another host. The bytes are checked after the run.
 
-use crate::attach::attach;
+use crate::attach::{attach, with_os, Guests, Runner};
 use crate::error::{WResult, WorkloadError};
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_bench::Dir;
 use devlend_devices::gpu_driver::Driver;
 use devlend_engine::machine::{Machine, ThreadError};
 use devlend_engine::queue::Ps;
-use devlend_host::{Cluster, ThreadOs};
+use devlend_host::{Cluster, Os, ThreadKernel};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -17,7 +17,7 @@ use std::rc::Rc;
 pub(crate) struct GpuCopy {
     pub thread: usize,
     gpu: Rc<RefCell<Gpu>>,
-    host: u16,
+    runner: Runner,
     buf: u64,
     dir: Dir,
     want: Vec<u8>,
@@ -31,36 +31,51 @@ fn setup(w: &str) -> impl Fn(String) -> WorkloadError + '_ {
     move |message| WorkloadError::Setup { workload: w.into(), message }
 }
 
-/// Attach and probe `device` for `runner`, fill the source, and start the copy's thread at `at`.
-pub(crate) fn start(m: &mut Machine<Cluster>, w: &str, runner: &str, device: &str, dir: Dir, len: u64, at: Ps) -> WResult<GpuCopy> {
-    let mut c = m.world();
-    let a = attach(&mut c, w, runner, device, "gpu")?;
-    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(setup(w))?;
-    let mut os = c.os(a.host).map_err(|e| setup(w)(e.to_string()))?;
-    let mut drv = Driver::probe(&mut os, a.dev).map_err(|e| setup(w)(e.to_string()))?;
+/// The driver's probe, and the runner's buffer (holding the source for a host-to-device copy).
+fn prepare<O: Os>(os: &mut O, w: &str, dev: devlend_host::DevId, (dir, len, want): (Dir, u64, &[u8])) -> WResult<(Driver, u64)> {
+    let drv = Driver::probe(os, dev).map_err(|e| setup(w)(e.to_string()))?;
     if len == 0 || len > drv.mem_size {
         let why = format!("a copy of {len} bytes (the GPU holds 1 to {} bytes)", drv.mem_size);
         return Err(WorkloadError::Invalid { workload: w.into(), why });
     }
     let buf = os.kmalloc(len).map_err(|e| setup(w)(e.to_string()))?;
+    if dir == Dir::HtoD {
+        os.write(buf, want).map_err(|e| setup(w)(e.to_string()))?;
+    }
+    Ok((drv, buf))
+}
+
+/// Attach and probe `device` for `runner` (a host or a VM), fill the source, and start the
+/// copy's thread at `at`.
+pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, device): (&str, &str), dir: Dir, len: u64, at: Ps) -> WResult<GpuCopy> {
+    let mut c = m.world();
+    let a = attach(&mut c, guests, w, runner, device, "gpu")?;
+    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(setup(w))?;
     let want = pattern(len);
-    match dir {
-        Dir::HtoD => os.write(buf, &want).map_err(|e| setup(w)(e.to_string()))?,
-        Dir::DtoH => gpu.mem_write(&mut c.fabric, 0, &want).map_err(setup(w))?,
+    let prepared = with_os!(&a.runner, c, |os| Ok(prepare(os, w, a.dev, (dir, len, &want))));
+    let (drv, buf) = prepared.map_err(|e| setup(w)(e.to_string()))??;
+    if dir == Dir::DtoH {
+        gpu.mem_write(&mut c.fabric, 0, &want).map_err(setup(w))?;
     }
     drop(c);
     let gpu = Rc::new(RefCell::new(gpu));
     m.add_device(a.func, gpu.clone());
-    let host = a.host;
-    let thread = m.spawn(w, at, move |t| {
-        let mut os = ThreadOs::new(t, host);
+    let thread = match &a.runner {
+        Runner::Host(h) => spawn(m, w, at, *h, drv, (dir, buf, len)),
+        Runner::Vm(g) => spawn(m, w, at, g.clone(), drv, (dir, buf, len)),
+    };
+    Ok(GpuCopy { thread, gpu, runner: a.runner, buf, dir, want })
+}
+
+fn spawn<K: ThreadKernel>(m: &mut Machine<Cluster>, w: &str, at: Ps, k: K, mut drv: Driver, (dir, buf, len): (Dir, u64, u64)) -> usize {
+    m.spawn(w, at, move |t| {
+        let mut os = k.on(t).map_err(ThreadError::other)?;
         let r = match dir {
             Dir::DtoH => drv.memcpy_dtoh(&mut os, 0, buf, len),
             Dir::HtoD => drv.memcpy_htod(&mut os, 0, buf, len),
         };
         r.map_err(ThreadError::other)
-    });
-    Ok(GpuCopy { thread, gpu, host, buf, dir, want })
+    })
 }
 
 impl GpuCopy {
@@ -69,7 +84,7 @@ impl GpuCopy {
         let mut c = m.world();
         let len = self.want.len();
         let got = match self.dir {
-            Dir::DtoH => c.os(self.host).and_then(|mut os| os.read(self.buf, len)).map_err(|e| e.to_string()),
+            Dir::DtoH => with_os!(&self.runner, c, |os| os.read(self.buf, len)).map_err(|e| e.to_string()),
             Dir::HtoD => self.gpu.borrow().mem_read(&c.fabric, 0, len),
         };
         match got {

@@ -9,7 +9,10 @@
 //! links, credits and tags. A run gives each workload's result (start, end, bytes, bandwidth;
 //! IOPS and latency percentiles for fio; round-trip percentiles for a ping-pong; per-thread
 //! throughput for ntb_perf) and each loaded link direction's bytes, busy time, queueing and
-//! credit stalls. Devices in another host are borrowed through Device Lending.
+//! credit stalls. Devices in another host are borrowed through Device Lending. A runner may
+//! also be a VM of the topology's `vms` section ([`Scenario::with_vms`]): its guest kernel drives
+//! the devices its description gives it (VFIO or the mediated path, `devlend_vm::describe`), its
+//! interrupts on the VM path of `devlend_vm::irq_clock`.
 //!
 //! What lives here: workloads and tools a user runs on any topology, on a machine shared with
 //! other workloads. A paper figure's procedure (its named testbed, its sizes, a shortcut valid

@@ -6,14 +6,14 @@
 //! the machine's clock alone, so their stores and loads contend with every other workload.
 //! A round trip is the time from one of the first GPU's ("ping") stores to its seeing the answer.
 
-use crate::attach::attach;
+use crate::attach::{attach, with_os, Guests, Runner};
 use crate::error::{WResult, WorkloadError};
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_driver::{Driver, Mapping};
 use devlend_devices::gpu_kernel::{Kernel, K_FIRST, K_LAUNCH, K_OWN_OFF, K_POLL_AT, K_ROUNDS, K_STORE_AT};
 use devlend_engine::machine::{Machine, ThreadError};
 use devlend_engine::queue::Ps;
-use devlend_host::{Cluster, Os, ThreadOs};
+use devlend_host::{Cluster, Os, ThreadKernel};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -76,12 +76,27 @@ fn setup(w: &str) -> impl Fn(String) -> WorkloadError + '_ {
     move |message| WorkloadError::Setup { workload: w.into(), message }
 }
 
-fn side(c: &mut Cluster, w: &str, runner: &str, device: &str) -> WResult<Side> {
-    let a = attach(c, w, runner, device, "gpu")?;
+fn side(c: &mut Cluster, guests: &Guests, w: &str, runner: &str, device: &str) -> WResult<(Side, Runner)> {
+    let a = attach(c, guests, w, runner, device, "gpu")?;
     let gpu = Gpu::new(&mut c.fabric, a.func).map_err(setup(w))?;
-    let mut os = c.os(a.host).map_err(|e| setup(w)(e.to_string()))?;
-    let drv = Driver::probe(&mut os, a.dev).map_err(|e| setup(w)(e.to_string()))?;
-    Ok(Side { gpu, func: a.func, dev: a.dev, drv })
+    let drv = with_os!(&a.runner, *c, |os| Driver::probe(os, a.dev).map_err(|e| devlend_host::HostError::Invalid(e.to_string()))).map_err(|e| setup(w)(e.to_string()))?;
+    Ok((Side { gpu, func: a.func, dev: a.dev, drv }, a.runner))
+}
+
+/// Map each GPU's store target (the other's BAR 1, or one buffer in the runner's RAM) and find
+/// both BAR 0s, in the runner's kernel: ((to_b, to_a), (bar_a, bar_b)).
+fn map<O: Os>(os: &mut O, via: Via, (a, b): (&mut Side, &mut Side)) -> Result<((Mapping, Mapping), (u64, u64)), String> {
+    let e = |e: devlend_devices::gpu_driver::GpuError| e.0;
+    let h = |e: devlend_host::HostError| e.to_string();
+    let maps = match via {
+        Via::Peer => (a.drv.map_peer(os, b.dev, 0, 4).map_err(e)?, b.drv.map_peer(os, a.dev, 0, 4).map_err(e)?),
+        Via::Ram => {
+            let buf = os.kmalloc(4).map_err(h)?;
+            os.write(buf, &[0; 4]).map_err(h)?;
+            (a.drv.map_host(os, buf, 4).map_err(e)?, b.drv.map_host(os, buf, 4).map_err(e)?)
+        }
+    };
+    Ok((maps, (os.pci_iomap(a.dev, 0).map_err(h)?, os.pci_iomap(b.dev, 0).map_err(h)?)))
 }
 
 /// The kernel's registers: (offset, value) stores, launch last.
@@ -97,7 +112,7 @@ fn program(store_at: u64, poll_at: u64, rounds: u32, first: bool) -> Vec<(u64, V
 }
 
 /// Attach both GPUs for `runner`, map each one's store target, and start the launching thread.
-pub(crate) fn start(m: &mut Machine<Cluster>, w: &str, runner: &str, gpus: [&str; 2], via: Via, rounds: u32, at: Ps) -> WResult<PingPong> {
+pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, runner: &str, gpus: [&str; 2], via: Via, rounds: u32, at: Ps) -> WResult<PingPong> {
     if rounds == 0 {
         return Err(WorkloadError::Invalid { workload: w.into(), why: "rounds: expected at least one round trip".into() });
     }
@@ -105,36 +120,33 @@ pub(crate) fn start(m: &mut Machine<Cluster>, w: &str, runner: &str, gpus: [&str
         return Err(WorkloadError::Invalid { workload: w.into(), why: format!("gpus: {} plays both ends; a ping-pong takes two GPUs", gpus[0]) });
     }
     let mut c = m.world();
-    let Side { gpu: gpu_a, func: func_a, dev: dev_a, drv: mut drv_a } = side(&mut c, w, runner, gpus[0])?;
-    let Side { gpu: gpu_b, func: func_b, dev: dev_b, drv: mut drv_b } = side(&mut c, w, runner, gpus[1])?;
-    let host = c.fabric.host_id(runner).map_err(|e| setup(w)(e.to_string()))?;
-    let mut os = c.os(host).map_err(|e| setup(w)(e.to_string()))?;
-    let map_err = |e: devlend_devices::gpu_driver::GpuError| setup(w)(e.0);
-    let (to_b, to_a): (Mapping, Mapping) = match via {
-        Via::Peer => (drv_a.map_peer(&mut os, dev_b, 0, 4).map_err(map_err)?, drv_b.map_peer(&mut os, dev_a, 0, 4).map_err(map_err)?),
-        Via::Ram => {
-            let buf = os.kmalloc(4).map_err(|e| setup(w)(e.to_string()))?;
-            os.write(buf, &[0; 4]).map_err(|e| setup(w)(e.to_string()))?;
-            (drv_a.map_host(&mut os, buf, 4).map_err(map_err)?, drv_b.map_host(&mut os, buf, 4).map_err(map_err)?)
-        }
-    };
-    let bar = |os: &mut devlend_host::HostOs<'_>, dev| os.pci_iomap(dev, 0).map_err(|e| setup(w)(e.to_string()));
-    let (bar_a, bar_b) = (bar(&mut os, dev_a)?, bar(&mut os, dev_b)?);
-    drop(os);
+    let (mut a, runner_k) = side(&mut c, guests, w, runner, gpus[0])?;
+    let (mut b, _) = side(&mut c, guests, w, runner, gpus[1])?;
+    let mapped = with_os!(&runner_k, c, |os| Ok(map(os, via, (&mut a, &mut b))));
+    let ((to_b, to_a), (bar_a, bar_b)) = mapped.map_err(|e| setup(w)(e.to_string()))?.map_err(setup(w))?;
     drop(c);
+    let (Side { gpu: gpu_a, func: func_a, .. }, Side { gpu: gpu_b, func: func_b, .. }) = (a, b);
     let (poll_a, poll_b) = if via == Via::Ram { (to_b.dma, to_a.dma) } else { (0, 0) };
     let stores: Vec<(u64, Vec<u8>)> = program(to_a.dma, poll_b, rounds, false).into_iter().map(|(o, v)| (bar_b + o, v)).chain(program(to_b.dma, poll_a, rounds, true).into_iter().map(|(o, v)| (bar_a + o, v))).collect();
     let (ga, gb) = (Rc::new(RefCell::new(gpu_a)), Rc::new(RefCell::new(gpu_b)));
     m.add_device(func_a, ga.clone());
     m.add_device(func_b, gb.clone());
+    match runner_k {
+        Runner::Host(h) => launch(m, w, at, h, stores),
+        Runner::Vm(g) => launch(m, w, at, g, stores),
+    }
+    Ok(PingPong { ping: (gpus[0].into(), ga), pong: (gpus[1].into(), gb), rounds })
+}
+
+/// The runner's thread that programs both kernels with CPU stores, at `at`.
+fn launch<K: ThreadKernel>(m: &mut Machine<Cluster>, w: &str, at: Ps, k: K, stores: Vec<(u64, Vec<u8>)>) {
     m.spawn(&format!("{w}/launch"), at, move |t| {
-        let mut os = ThreadOs::new(t, host);
+        let mut os = k.on(t).map_err(ThreadError::other)?;
         for (addr, v) in &stores {
             Os::write(&mut os, *addr, v).map_err(ThreadError::other)?;
         }
         Ok(())
     });
-    Ok(PingPong { ping: (gpus[0].into(), ga), pong: (gpus[1].into(), gb), rounds })
 }
 
 impl PingPong {

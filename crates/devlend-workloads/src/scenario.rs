@@ -6,13 +6,19 @@ use crate::ntb_perf::{NtbPerf, NtbPerfResult, NtbPerfSpec};
 use crate::pingpong::{PingPong, RoundTrips, Via};
 use crate::stats::engine_params;
 use devlend_engine::machine::LinkStat;
-use devlend_devices::fio::{FioResult, FioRun};
+use devlend_devices::fio::FioResult;
 use devlend_devices::gpu_bench::Dir;
 use devlend_engine::machine::{Machine, MachineError};
 use devlend_engine::queue::Ps;
 use devlend_host::Cluster;
 use devlend_wire::Access;
+use crate::attach::Guests;
+use devlend_fabric::spec::VmSpec;
+use devlend_fabric::SpecError;
+use devlend_vm::Vmm;
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -39,7 +45,7 @@ enum Track {
     Stream(usize),
     Gpu(crate::gpu::GpuCopy),
     PingPong(PingPong),
-    Fio(FioRun),
+    Fio(crate::fio::Fio),
     NtbPerf(NtbPerf),
 }
 
@@ -92,12 +98,35 @@ pub struct Scenario {
     users: HashMap<String, String>,
     /// Per NVMe drive in use: its media parameters.
     media: Vec<(String, devlend_devices::nvme::Media)>,
+    /// The topology's VMs, runners as hosts are.
+    guests: Guests,
 }
 
 impl Scenario {
     /// A scenario on `cluster` (built without a Device Lending `setup` section: borrowing is done here).
     pub fn new(cluster: Cluster) -> Scenario {
-        Scenario { m: Machine::new(cluster), entries: Vec::new(), users: HashMap::new(), media: Vec::new() }
+        Scenario { m: Machine::new(cluster), entries: Vec::new(), users: HashMap::new(), media: Vec::new(), guests: Guests::default() }
+    }
+
+    /// A scenario on `cluster` with the VMs of a topology's `vms` section started (their
+    /// interrupt paths on the machine, `devlend_vm::irq_clock`); a workload's runner may name
+    /// one, and it drives the devices its description gives it.
+    pub fn with_vms(mut cluster: Cluster, vms: &[VmSpec]) -> Result<Scenario, SpecError> {
+        let mut vmm = Vmm::default();
+        let names = devlend_vm::describe::start(&mut cluster, &mut vmm, vms)?;
+        let mut s = Scenario::new(cluster);
+        s.guests = Guests { vmm: Rc::new(RefCell::new(vmm)), names };
+        for &(_, vm) in &s.guests.names {
+            devlend_vm::irq_clock::spawn(&mut s.m, &s.guests.vmm, vm).map_err(|e| SpecError::new("/vms", e.to_string()))?;
+        }
+        Ok(s)
+    }
+
+    /// The VMs: (name, host), in the description's order.
+    pub fn vms(&self) -> Vec<(String, String)> {
+        let vmm = self.guests.vmm.borrow();
+        let c = self.m.world();
+        self.guests.names.iter().filter_map(|(n, id)| vmm.vm(*id).ok().map(|v| (n.clone(), c.fabric.hosts[v.host as usize].name.clone()))).collect()
     }
 
     pub fn now(&self) -> Ps {
@@ -146,7 +175,7 @@ impl Scenario {
     pub fn add_gpu_copy(&mut self, name: &str, runner: &str, gpu: &str, dir: Dir, bytes: u64, at: Ps) -> WResult<()> {
         self.admit(name, at)?;
         self.claim(name, gpu)?;
-        let copy = crate::gpu::start(&mut self.m, name, runner, gpu, dir, bytes, at).inspect_err(|_| {
+        let copy = crate::gpu::start(&mut self.m, &self.guests, name, (runner, gpu), dir, bytes, at).inspect_err(|_| {
             self.users.remove(gpu);
         })?;
         self.entries.push(Entry { name: name.into(), kind: Kind::GpuCopy, at, bytes, track: Track::Gpu(copy) });
@@ -163,7 +192,7 @@ impl Scenario {
             self.users.remove(gpus[0]);
             return Err(e);
         }
-        let run = crate::pingpong::start(&mut self.m, name, runner, gpus, via, rounds, at).inspect_err(|_| {
+        let run = crate::pingpong::start(&mut self.m, &self.guests, name, runner, gpus, via, rounds, at).inspect_err(|_| {
             self.users.retain(|_, w| w != name);
         })?;
         self.entries.push(Entry { name: name.into(), kind: Kind::GpuPingPong, at, bytes: 4 * 2 * rounds as u64, track: Track::PingPong(run) });
@@ -190,7 +219,7 @@ impl Scenario {
     pub fn add_fio(&mut self, name: &str, runner: &str, drive: &str, spec: FioSpec, at: Ps) -> WResult<()> {
         self.admit(name, at)?;
         self.claim(name, drive)?;
-        let (run, media) = crate::fio::start(&mut self.m, name, runner, drive, spec, at).inspect_err(|_| {
+        let (run, media) = crate::fio::start(&mut self.m, &self.guests, name, (runner, drive), spec, at).inspect_err(|_| {
             self.users.remove(drive);
         })?;
         self.media.push((drive.into(), media));

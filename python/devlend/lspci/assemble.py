@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 from ..errors import TopologyError
 from ..sizes import fmt_size
+from .profiles import profile_of
 from .common import ImportResult, Key, Loc, Skipped, _DEFAULT_LINK, _DEFAULT_RAM, _Fn, _GEN_OF_SPEED, _NAME_RE, _WIDTHS, _bdf, _check_size
 
 
@@ -199,13 +200,25 @@ class _Assembler:
             return True
         return fn.express is None and bool(self.kids(fn.key))
 
+    def integrated(self, roots: list[_Fn]) -> list[list[_Fn]]:
+        """Devices on a root bus whose first function is of a kind devlend models (GPU, NVMe, NIC):
+        a VM's flat bus, or a server's integrated devices. Each (its functions, grouped by device
+        number) gets a root port of its own."""
+        groups: dict[tuple, list[_Fn]] = {}
+        for f in roots:
+            if not f.is_bridge and f.key not in self.vf_of and f.key not in self.orphan_vfs:
+                groups.setdefault(f.key[:3], []).append(f)
+        return [g for g in groups.values() if _kind(g[0]) in ("gpu", "nvme", "nic")]
+
     def run(self) -> ImportResult:
         self.find_vfs()
         roots = [f for f in self.kids(None)]
         rps = [f for f in roots if self.is_root_port(f)]
-        if not rps:
+        flat = self.integrated(roots)
+        if not rps and not flat:
             raise self.first.error("no root port found: no bridge on a root bus has devices behind it or a PCIe Root "
-                                   "Port capability, so there is nothing devlend can attach")
+                                   "Port capability, and no GPU, NVMe drive or NIC sits on a root bus, so there is "
+                                   "nothing devlend can attach")
         if len(rps) > 31:
             empty = [f for f in rps if not self.kids(f.key)]
             for f in empty[:len(rps) - 31]:
@@ -213,8 +226,10 @@ class _Assembler:
             rps = [f for f in rps if f.key not in self.skipped]
             if len(rps) > 31:
                 raise rps[31].loc.error("more than 31 root ports with devices behind them: devlend models at most 31")
+        if len(rps) + len(flat) > 31:
+            raise flat[31 - len(rps)][0].loc.error("more than 31 root ports and devices on root buses: devlend models at most 31 root ports")
         self.placed.update(f.key for f in rps)
-        self.root_ports = len(rps)
+        self.root_ports = len(rps) + len(flat)
         work = [(f"{self.host}.rp{i}", rp) for i, rp in enumerate(rps)]
         for i, rp in enumerate(rps):
             self.result.components[f"{self.host}.rp{i}"] = [f"{rp.bdf}  {rp.what}"]
@@ -222,6 +237,12 @@ class _Assembler:
         while work:
             port_ref, port = work.pop()
             work.extend(reversed(self.attach(port_ref, port)))
+        for i, group in enumerate(flat, start=len(rps)):
+            port_ref = f"{self.host}.rp{i}"
+            self.result.components[port_ref] = [f"(root port modelled for {group[0].bdf}, which sits on the root bus)"]
+            self.note(f"{group[0].bdf} sits on root bus {group[0].key[1]:02x} (a VM's flat bus, or an integrated "
+                      f"device): devlend attaches endpoints below root ports, so it gets {port_ref} of its own")
+            self.endpoint(port_ref, group[0], group)
         self.leftovers()
         return self.finish()
 
@@ -292,6 +313,10 @@ class _Assembler:
         name = self.name(kind, f0.key)
         idx = len(self.devices)
         path = f"devices[{idx}]"
+        profile = profile_of(f0)
+        if profile is not None:
+            self.profiled(port_ref, port, group, name, profile)
+            return
         funcs = []
         for i, fn in enumerate(group):
             funcs.append(self.function(fn, f"{path}.functions[{i}]", name, i, group))
@@ -304,6 +329,21 @@ class _Assembler:
         if numbers != list(range(len(group))):
             self.note(f"{name}: PCI functions {', '.join(f.bdf for f in group)} imported as functions "
                       f"0-{len(group) - 1}")
+        self.link(port_ref, name, f0, port, name)
+
+    def profiled(self, port_ref: str, port: _Fn, group: list[_Fn], name: str, profile: str) -> None:
+        """A device whose vendor and device ID devlend knows: its profile (BARs, MSI-X, kind and
+        the device model's parameters: an imported drive is driven by the NVMe driver)."""
+        f0 = group[0]
+        path = f"devices[{len(self.devices)}]"
+        self.devices.append({"name": name, "profile": profile})
+        self.result.origins[path] = f0.loc
+        self.placed.update(f.key for f in group)
+        self.result.components[name] = [f"{f.bdf}  {f.what}" for f in group]
+        vendor, device = f0.ids or (0, 0)
+        others = f" (function{'s' if len(group) > 2 else ''} {', '.join(f.bdf for f in group[1:])} of the same card not modelled)" if len(group) > 1 else ""
+        self.note(f"{name}: [{vendor:04x}:{device:04x}] is profile {profile}: its BARs, MSI-X and device model come "
+                  f"from params/hardware.toml, not from the capture{others}")
         self.link(port_ref, name, f0, port, name)
 
     def function(self, fn: _Fn, path: str, name: str, index: int, group: list[_Fn]) -> dict:
