@@ -25,6 +25,7 @@ const SHIFT: u32 = 8;
 /// wait in the far heap.
 const SLOTS: usize = 4096;
 const WORDS: usize = SLOTS / 64;
+const NONE: u32 = u32::MAX;
 
 /// A calendar queue (timing wheel) of 256 ps buckets. The engine schedules nearly every event
 /// within a microsecond of now (a TLP's serialisation, a component's latency, an UpdateFC), so
@@ -40,9 +41,14 @@ pub struct EventQueue<E> {
     now: Vec<Entry<E>>,
     /// The current bucket's number (time >> SHIFT).
     cur: u64,
-    /// Slot `b % SLOTS` holds the entries of bucket `b`, for `cur < b < cur + SLOTS`, unsorted
-    /// (empty vectors keep their capacity: they circulate through `now`).
-    slots: Vec<Vec<Entry<E>>>,
+    /// Slot `b % SLOTS` names the buffer (in `bufs`) holding the entries of bucket `b`, unsorted,
+    /// for `cur < b < cur + SLOTS`; `NONE` when the bucket is empty. Four bytes a slot, so the
+    /// ring's index stays small in cache.
+    slots: Vec<u32>,
+    bufs: Vec<Vec<Entry<E>>>,
+    /// Buffers not in a slot (empty, with capacity), last freed first: the buffers in use stay as
+    /// few as the non-empty buckets, and warm in cache.
+    spare: Vec<u32>,
     /// Bit `s` of word `s / 64`: slot `s` is non-empty; bit `w` of `summary`: word `w` is non-zero.
     bits: [u64; WORDS],
     summary: u64,
@@ -56,7 +62,7 @@ pub struct EventQueue<E> {
 
 impl<E: Copy> Default for EventQueue<E> {
     fn default() -> Self {
-        EventQueue { now: Vec::new(), cur: 0, slots: (0..SLOTS).map(|_| Vec::new()).collect(), bits: [0; WORDS], summary: 0, far: Vec::new(), last: 0, len: 0, seq: 0 }
+        EventQueue { now: Vec::new(), cur: 0, slots: vec![NONE; SLOTS], bufs: Vec::new(), spare: Vec::new(), bits: [0; WORDS], summary: 0, far: Vec::new(), last: 0, len: 0, seq: 0 }
     }
 }
 
@@ -114,7 +120,15 @@ impl<E: Copy> EventQueue<E> {
     #[inline]
     fn file(&mut self, e: Entry<E>) {
         let slot = ((e.time >> SHIFT) as usize) & (SLOTS - 1);
-        self.slots[slot].push(e);
+        let mut b = self.slots[slot];
+        if b == NONE {
+            b = self.spare.pop().unwrap_or_else(|| {
+                self.bufs.push(Vec::new());
+                self.bufs.len() as u32 - 1
+            });
+            self.slots[slot] = b;
+        }
+        self.bufs[b as usize].push(e);
         self.bits[slot / 64] |= 1 << (slot % 64);
         self.summary |= 1 << (slot / 64);
     }
@@ -146,10 +160,13 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// Make slot `slot`'s entries the current bucket (unsorted); `now` is empty, and its vector
-    /// becomes the slot's.
+    /// becomes a spare.
+    #[inline]
     fn take_slot(&mut self, slot: usize) {
         debug_assert!(self.now.is_empty());
-        std::mem::swap(&mut self.now, &mut self.slots[slot]);
+        let b = std::mem::replace(&mut self.slots[slot], NONE);
+        std::mem::swap(&mut self.now, &mut self.bufs[b as usize]);
+        self.spare.push(b);
         let w = slot / 64;
         self.bits[w] &= !(1 << (slot % 64));
         if self.bits[w] == 0 {
