@@ -20,7 +20,7 @@
 //!   IOTLB walks (one per direction where an IOMMU translates) weigh nothing; timed from the
 //!   first store, 8 rounds would carry them (+80 ns a round for 1L-P2P-IOMMU).
 //!
-//! The same workloads run in a VM's guest kernel on the machine in `devlend-vm` (d4, d6), with
+//! The same workloads run in a VM's guest kernel on the machine (devlend-experiments' `vm::d4`, `vm::d6`), with
 //! [`staged`], [`launch`] and [`kernel_round_trip`] from here.
 
 use crate::gpu::Gpu;

@@ -19,26 +19,19 @@ impl<E> Entry<E> {
     }
 }
 
-/// An entry of the ring, in a slot's singly linked list (nodes are recycled, so the ones in use
-/// stay few and warm in cache).
-#[derive(Clone, Copy)]
-struct Node<E> {
-    e: Entry<E>,
-    next: u32,
-}
-
 /// log2 of a bucket's width in ps (256 ps: a few events per bucket even with 512 streams).
 const SHIFT: u32 = 8;
 /// Buckets in the ring: events up to about a microsecond ahead of the current bucket; later ones
 /// wait in the far heap.
 const SLOTS: usize = 4096;
 const WORDS: usize = SLOTS / 64;
-const NIL: u32 = u32::MAX;
+const NONE: u32 = u32::MAX;
 
 /// A calendar queue (timing wheel) of 256 ps buckets. The engine schedules nearly every event
 /// within a microsecond of now (a TLP's serialisation, a component's latency, an UpdateFC), so
-/// scheduling one is an append to its bucket's list, and popping is taking the last entry of the
-/// current bucket, which is sorted by (time, seq) when it becomes current. A bitmap of the ring's
+/// scheduling one is an append to its bucket's vector, and popping is taking the last entry of the
+/// current bucket, which is sorted by (time, seq) when it becomes current (the bucket's vector is
+/// swapped in whole: no per-entry copy, no list to chase through memory). A bitmap of the ring's
 /// non-empty buckets finds the next one. An event scheduled into the current bucket is inserted
 /// in order; one beyond the ring's reach waits in a binary heap (`far`) until its bucket comes up.
 /// Buckets are disjoint time ranges taken in order and each is taken in (time, seq) order, so the
@@ -48,10 +41,14 @@ pub struct EventQueue<E> {
     now: Vec<Entry<E>>,
     /// The current bucket's number (time >> SHIFT).
     cur: u64,
-    /// Slot `b % SLOTS` heads the list of bucket `b`, for `cur < b < cur + SLOTS`.
-    heads: Vec<u32>,
-    nodes: Vec<Node<E>>,
-    free: Vec<u32>,
+    /// Slot `b % SLOTS` names the buffer (in `bufs`) holding the entries of bucket `b`, unsorted,
+    /// for `cur < b < cur + SLOTS`; `NONE` when the bucket is empty. Four bytes a slot, so the
+    /// ring's index stays small in cache.
+    slots: Vec<u32>,
+    bufs: Vec<Vec<Entry<E>>>,
+    /// Buffers not in a slot (empty, with capacity), last freed first: the buffers in use stay as
+    /// few as the non-empty buckets, and warm in cache.
+    spare: Vec<u32>,
     /// Bit `s` of word `s / 64`: slot `s` is non-empty; bit `w` of `summary`: word `w` is non-zero.
     bits: [u64; WORDS],
     summary: u64,
@@ -65,7 +62,7 @@ pub struct EventQueue<E> {
 
 impl<E: Copy> Default for EventQueue<E> {
     fn default() -> Self {
-        EventQueue { now: Vec::new(), cur: 0, heads: vec![NIL; SLOTS], nodes: Vec::new(), free: Vec::new(), bits: [0; WORDS], summary: 0, far: Vec::new(), last: 0, len: 0, seq: 0 }
+        EventQueue { now: Vec::new(), cur: 0, slots: vec![NONE; SLOTS], bufs: Vec::new(), spare: Vec::new(), bits: [0; WORDS], summary: 0, far: Vec::new(), last: 0, len: 0, seq: 0 }
     }
 }
 
@@ -119,22 +116,19 @@ impl<E: Copy> EventQueue<E> {
         self.len == 0
     }
 
-    /// Append `e` to its bucket's list in the ring.
+    /// Append `e` to its bucket in the ring.
     #[inline]
     fn file(&mut self, e: Entry<E>) {
         let slot = ((e.time >> SHIFT) as usize) & (SLOTS - 1);
-        let node = Node { e, next: self.heads[slot] };
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.nodes[i as usize] = node;
-                i
-            }
-            None => {
-                self.nodes.push(node);
-                self.nodes.len() as u32 - 1
-            }
-        };
-        self.heads[slot] = i;
+        let mut b = self.slots[slot];
+        if b == NONE {
+            b = self.spare.pop().unwrap_or_else(|| {
+                self.bufs.push(Vec::new());
+                self.bufs.len() as u32 - 1
+            });
+            self.slots[slot] = b;
+        }
+        self.bufs[b as usize].push(e);
         self.bits[slot / 64] |= 1 << (slot % 64);
         self.summary |= 1 << (slot / 64);
     }
@@ -165,15 +159,14 @@ impl<E: Copy> EventQueue<E> {
         true
     }
 
-    /// Move slot `slot`'s list into `now` (unsorted) and free its nodes.
+    /// Make slot `slot`'s entries the current bucket (unsorted); `now` is empty, and its vector
+    /// becomes a spare.
+    #[inline]
     fn take_slot(&mut self, slot: usize) {
-        let mut i = std::mem::replace(&mut self.heads[slot], NIL);
-        while i != NIL {
-            let n = self.nodes[i as usize];
-            self.now.push(n.e);
-            self.free.push(i);
-            i = n.next;
-        }
+        debug_assert!(self.now.is_empty());
+        let b = std::mem::replace(&mut self.slots[slot], NONE);
+        std::mem::swap(&mut self.now, &mut self.bufs[b as usize]);
+        self.spare.push(b);
         let w = slot / 64;
         self.bits[w] &= !(1 << (slot % 64));
         if self.bits[w] == 0 {

@@ -114,6 +114,20 @@ struct Port {
     stats: PortStats,
 }
 
+/// What the hot path reads of a path's stage, 16 bytes, all stages of all paths in one table
+/// (`Sim::hops`): one load, no per-path indirection, a small working set. What is rarer (the
+/// IOMMU's address, the re-split size, the root) stays in `Path::stages`, read when a flag says so.
+#[derive(Clone, Copy, Debug)]
+struct Hop {
+    latency: Ps,
+    port: PortId,
+    cut_through: bool,
+    iommu: bool,
+    resplit: bool,
+    /// The path's last stage.
+    last: bool,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlowKind {
     Write,
@@ -178,6 +192,9 @@ pub struct Sim {
     now: Ps,
     ports: Vec<Port>,
     paths: Vec<Path>,
+    /// Every path's stages, flat: path `p`'s stage `s` is `hops[first_hop[p] + s]`.
+    hops: Vec<Hop>,
+    first_hop: Vec<u32>,
     tlps: Vec<Tlp>,
     free_tlps: Vec<u32>,
     flows: Vec<Flow>,
@@ -242,7 +259,7 @@ impl Sim {
             last_posted: 0,
             stats: PortStats::default(),
         }).collect();
-        Sim { overheads: t.overheads(), t, q: EventQueue::default(), now: 0, ports, paths: Vec::new(), tlps: Vec::new(), free_tlps: Vec::new(), flows: Vec::new(), free_flows: Vec::new(), reqs: Vec::new(), free_reqs: Vec::new(), root_tags: HashMap::new(), iotlb: Vec::new(), stats: Stats::default(), sub_cpl: HashMap::new(), sub_key: HashMap::new(), timers: Vec::new(), free_timers: Vec::new() }
+        Sim { overheads: t.overheads(), t, q: EventQueue::default(), now: 0, ports, paths: Vec::new(), hops: Vec::new(), first_hop: Vec::new(), tlps: Vec::new(), free_tlps: Vec::new(), flows: Vec::new(), free_flows: Vec::new(), reqs: Vec::new(), free_reqs: Vec::new(), root_tags: HashMap::new(), iotlb: Vec::new(), stats: Stats::default(), sub_cpl: HashMap::new(), sub_key: HashMap::new(), timers: Vec::new(), free_timers: Vec::new() }
     }
 
     pub fn now(&self) -> Ps {
@@ -250,6 +267,9 @@ impl Sim {
     }
 
     pub fn add_path(&mut self, p: Path) -> u32 {
+        self.first_hop.push(self.hops.len() as u32);
+        let n = p.stages.len();
+        self.hops.extend(p.stages.iter().enumerate().map(|(i, s)| Hop { latency: s.latency, port: s.port, cut_through: s.cut_through, iommu: s.iommu.is_some(), resplit: s.resplit.is_some(), last: i + 1 == n }));
         self.paths.push(p);
         self.paths.len() as u32 - 1
     }
@@ -395,10 +415,16 @@ impl Sim {
         }
     }
 
+    /// Stage `stage` of path `path`, as the hot path reads it.
+    #[inline]
+    fn hop(&self, path: u32, stage: u32) -> Hop {
+        self.hops[(self.first_hop[path as usize] + stage) as usize]
+    }
+
     /// Put a TLP in the queue of the port of its current stage, ready at time `at`.
     fn enqueue(&mut self, id: u32, at: Ps) {
         let tlp = self.tlps[id as usize];
-        let port = self.paths[tlp.path as usize].stages[tlp.stage as usize].port;
+        let port = self.hop(tlp.path, tlp.stage).port;
         self.ports[port as usize].queues[tlp.class as usize].push_back((at, id));
         self.kick(port, at);
     }
@@ -487,12 +513,12 @@ impl Sim {
         if tlp.fresh {
             self.tlps[id as usize].fresh = false;
         } else if tlp.stage > 0 {
-            let prev = self.paths[tlp.path as usize].stages[tlp.stage as usize - 1].port;
+            let prev = self.hop(tlp.path, tlp.stage - 1).port;
             self.return_credit(prev, tlp.class, start + self.t.updatefc_ps);
         } else {
             self.source_left(tlp.flow, tlp.class);
         }
-        let stage = &self.paths[tlp.path as usize].stages[tlp.stage as usize];
+        let stage = self.hop(tlp.path, tlp.stage);
         let header = (self.overheads.header_bytes() * self.ports[p as usize].fp_ps_per_byte) >> 16;
         self.tlps[id as usize].full_arrival = arrival;
         let ready = if stage.cut_through { start + header + self.ports[p as usize].prop } else { arrival };
@@ -580,11 +606,11 @@ impl Sim {
 
     fn arrive(&mut self, id: u32) {
         let tlp = self.tlps[id as usize];
-        let path = &self.paths[tlp.path as usize];
-        let stage = path.stages[tlp.stage as usize];
-        let last = tlp.stage as usize + 1 == path.stages.len();
+        let stage = self.hop(tlp.path, tlp.stage);
+        let last = stage.last;
         let mut delay = stage.latency;
-        if let Some((host, iova, shift)) = stage.iommu {
+        if stage.iommu {
+            let (host, iova, shift) = self.paths[tlp.path as usize].stages[tlp.stage as usize].iommu.expect("flagged");
             delay += self.iommu_delay(host, iova + tlp.offset, shift);
         }
         // A completion of a root's sub-request has reached that root: forward it on the rest of the path.
@@ -595,8 +621,8 @@ impl Sim {
                 return;
             }
         }
-        if tlp.class == Class::NonPosted && !last {
-            if let Some(split) = stage.resplit {
+        if tlp.class == Class::NonPosted && !last && stage.resplit {
+            if let Some(split) = self.paths[tlp.path as usize].stages[tlp.stage as usize].resplit {
                 self.resplit(id, tlp, split, delay);
                 return;
             }
@@ -611,7 +637,7 @@ impl Sim {
 
     /// Delivered at the end of its path: a write lands, a read is answered, a completion is received.
     fn terminal(&mut self, id: u32, tlp: Tlp, delay: Ps) {
-        let port = self.paths[tlp.path as usize].stages[tlp.stage as usize].port;
+        let port = self.hop(tlp.path, tlp.stage).port;
         self.return_credit(port, tlp.class, self.now + self.t.updatefc_ps);
         // A data flow's TLP is kept until it lands or is served, when its bytes move. A root's
         // sub-request belongs to the flow of the request it was split from.

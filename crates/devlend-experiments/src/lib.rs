@@ -5,7 +5,10 @@
 //! - [`rdma`]: 003 Figs 8-9 (R1, R2), the Gen3/Gen4 extension (RX) and issue 6's ntb_perf and
 //!   ntb_pingpong figures on the PEX8749 testbed;
 //! - [`xenib`]: 004 §4's micro-benchmarks (X1-X4); [`xcmp`]: the comparison beyond 004;
-//! - [`hypertrio`]: 002's H1 and H2 grids and `grid` for H3, H4 and sweeps.
+//! - [`hypertrio`]: 002's H1 and H2 grids and `grid` for H3, H4 and sweeps;
+//! - [`vm`]: 000 §7.3-7.5 in a VM on the expansion-chassis testbed (`devlend_vm::fixtures`): D4's
+//!   GPU-to-GPU bandwidth, ping-pong, RAM-bounce path and interrupt latency, D5's NVMe reads, D6's
+//!   epoch copy.
 //!
 //! Where a piece of code lives: a *mechanism* (a device, a driver, a library such as put/get, a
 //! hypervisor's path) lives in its mechanism crate; a *workload* (something a user runs on any
@@ -18,5 +21,6 @@
 
 pub mod hypertrio;
 pub mod rdma;
+pub mod vm;
 pub mod xcmp;
 pub mod xenib;

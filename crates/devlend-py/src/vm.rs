@@ -9,8 +9,8 @@ use pyo3::prelude::*;
 fn vm_gpu_to_gpu(py: Python<'_>, topology_json: &str, scenario: &str, peer: bool, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
     use devlend_devices::gpu_bench::Via;
     let via = if peer { Via::Peer } else { Via::Ram };
-    let sc = devlend_vm::d4::Scenario::parse(scenario).map_err(FabricError::new_err)?;
-    let r = py.detach(|| devlend_vm::d4::gpu_to_gpu(topology_json, sc, via, len));
+    let sc = devlend_vm::fixtures::Scenario::parse(scenario).map_err(FabricError::new_err)?;
+    let r = py.detach(|| devlend_experiments::vm::d4::gpu_to_gpu(topology_json, sc, via, len));
     r.map(|t| (t.total_ps, steps(t.steps))).map_err(FabricError::new_err)
 }
 
@@ -19,15 +19,15 @@ fn vm_gpu_to_gpu(py: Python<'_>, topology_json: &str, scenario: &str, peer: bool
 fn vm_pingpong(py: Python<'_>, topology_json: &str, scenario: &str, peer: bool) -> PyResult<u64> {
     use devlend_devices::gpu_bench::Via;
     let via = if peer { Via::Peer } else { Via::Ram };
-    let sc = devlend_vm::d4::Scenario::parse(scenario).map_err(FabricError::new_err)?;
-    py.detach(|| devlend_vm::d4::pingpong(topology_json, sc, via)).map_err(FabricError::new_err)
+    let sc = devlend_vm::fixtures::Scenario::parse(scenario).map_err(FabricError::new_err)?;
+    py.detach(|| devlend_experiments::vm::d4::pingpong(topology_json, sc, via)).map_err(FabricError::new_err)
 }
 
 /// D4: the RAM-bounce data path in a VM as programmed by the hypervisor: (hops, roots, NTB crossings).
 #[pyfunction]
 fn vm_ram_bounce_path(topology_json: &str, scenario: &str) -> PyResult<(usize, usize, usize)> {
-    let sc = devlend_vm::d4::Scenario::parse(scenario).map_err(FabricError::new_err)?;
-    devlend_vm::d4::ram_bounce_path(topology_json, sc).map_err(FabricError::new_err)
+    let sc = devlend_vm::fixtures::Scenario::parse(scenario).map_err(FabricError::new_err)?;
+    devlend_experiments::vm::d4::ram_bounce_path(topology_json, sc).map_err(FabricError::new_err)
 }
 
 /// The VM attack suite's case names (`devlend_vm::attacks`).
@@ -49,9 +49,9 @@ fn vm_attack(py: Python<'_>, topology_json: &str, name: &str) -> PyResult<std::c
 #[pyfunction]
 fn vm_irq_latency(py: Python<'_>, topology_json: &str, scenario: &str, intx: bool) -> PyResult<(u64, Vec<(String, u64)>)> {
     use devlend_vm::irq::Src;
-    let sc = devlend_vm::d4::Scenario::parse(scenario).map_err(FabricError::new_err)?;
+    let sc = devlend_vm::fixtures::Scenario::parse(scenario).map_err(FabricError::new_err)?;
     let src = if intx { Src::Intx } else { Src::Msix(0) };
-    let steps = py.detach(|| devlend_vm::d4::irq_latency(topology_json, sc, src)).map_err(FabricError::new_err)?;
+    let steps = py.detach(|| devlend_experiments::vm::d4::irq_latency(topology_json, sc, src)).map_err(FabricError::new_err)?;
     Ok((steps.iter().map(|s| s.1).sum(), steps))
 }
 

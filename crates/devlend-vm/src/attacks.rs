@@ -12,7 +12,7 @@
 //! and after the attempt). A case returns `Err` when any of the three does not hold.
 
 use crate::config::{guest_bdf, GUEST_MSI};
-use crate::d4::{self, Scenario, Testbed};
+use crate::fixtures::{self, Scenario, Testbed};
 use crate::vm::VmId;
 use crate::vmm::Vmm;
 use devlend_devices::gpu::Gpu;
@@ -105,12 +105,12 @@ fn by_parent(case: &'static str, vmm: &mut Vmm, c: &mut Cluster, attempt: impl F
 }
 
 fn remote(json: &str) -> Result<Testbed, String> {
-    d4::testbed(json, Scenario::VmRem)
+    fixtures::testbed(json, Scenario::VmRem)
 }
 
 fn dma_write_outside(json: &str) -> Result<Outcome, String> {
     let mut t = remote(json)?;
-    let past = d4::GUEST_RAM + (64 << 20);
+    let past = fixtures::GUEST_RAM + (64 << 20);
     by_iommu("dma_write_outside_guest_memory", &mut t.c, |c| t.a.gpu.store(&mut c.fabric, past, &[0xee; 64]).map(|_| vec![0; 64]))
 }
 
@@ -132,8 +132,8 @@ fn dma_into_window(json: &str) -> Result<Outcome, String> {
 fn dma_into_other_vm(json: &str) -> Result<Outcome, String> {
     let mut c = Cluster::from_json(json).map_err(s)?;
     let mut vmm = Vmm::default();
-    let a = vmm.create_vm(&mut c, "lender", "a", d4::GUEST_RAM).map_err(s)?;
-    let b = vmm.create_vm(&mut c, "lender", "b", d4::GUEST_RAM).map_err(s)?;
+    let a = vmm.create_vm(&mut c, "lender", "a", fixtures::GUEST_RAM).map_err(s)?;
+    let b = vmm.create_vm(&mut c, "lender", "b", fixtures::GUEST_RAM).map_err(s)?;
     let da = vmm.assign_vfio(&mut c, a, "gpu0").map_err(s)?;
     let func = c.fabric.func_id("gpu0").map_err(s)?;
     let mut gpu = Gpu::new(&mut c.fabric, func)?;
@@ -190,7 +190,7 @@ fn msix_table_move(json: &str) -> Result<Outcome, String> {
 fn bus_master_other(json: &str) -> Result<Outcome, String> {
     let mut c = Cluster::from_json(json).map_err(s)?;
     let mut vmm = Vmm::default();
-    let vm: VmId = vmm.create_vm(&mut c, "remote", "g", d4::GUEST_RAM).map_err(s)?;
+    let vm: VmId = vmm.create_vm(&mut c, "remote", "g", fixtures::GUEST_RAM).map_err(s)?;
     vmm.register_mdev(&c, "gpu0").map_err(s)?;
     let dev = vmm.assign_mdev(&mut c, vm, "gpu0").map_err(s)?;
     vmm.config_write(&mut c, vm, dev, COMMAND, 2, CMD_BUS_MASTER as u32).map_err(s)?;

@@ -14,7 +14,8 @@
 //!   path for remote devices (VMRem, borrow on bus-master enable, lender-side IOMMU mapping the
 //!   guest-physical addresses onto the NTB window), peer-to-peer at guest addresses (§6), hot-add,
 //!   hot-remove and shutdown with everything undone;
-//! - [`d4`]: the D4 workloads of 000 §7.3 (GPU-to-GPU bandwidth and ping-pong in a VM);
+//! - [`fixtures`]: the expansion-chassis VM testbed (two GPUs passed through, VMLoc or VMRem)
+//!   that D4-D6 (`devlend-experiments`), the attack suite and the interrupt tests build on;
 //! - [`config`]: config-space and MSI-X table virtualization (what a guest may write, what the
 //!   hypervisor refuses and records);
 //! - [`irq`]: interrupts (000 §5, §8): VFIO's eventfd path, the mediated path's lender-side
@@ -28,16 +29,14 @@
 //!   hot-remove; BAR relocation, MSI-X table redirection, Bus Master of another function;
 //!   a device's MSI write into another VM's interrupt, blocked by interrupt remapping).
 //!
-//! D5's VM rows and the D6 epoch have their own modules. Not modelled: guest-side
+//! The paper figures' procedures on VMs (D4-D6) live in `devlend-experiments`. Not modelled: guest-side
 //! BAR moves, plain MSI, INTx's EOI handshake, live migration.
 
 mod attach;
 pub mod attacks;
 pub mod config;
-pub mod d4;
-pub mod d5;
-pub mod d6;
 pub mod describe;
+pub mod fixtures;
 pub mod guest;
 mod held;
 mod migrate;

@@ -7,7 +7,7 @@
 //! remapping fault and raises nothing; the victim's own device still interrupts its VM.
 
 use crate::attacks::{failures, s, Outcome};
-use crate::d4::GUEST_RAM;
+use crate::fixtures::GUEST_RAM;
 use crate::irq::{device_interrupt, message, Message};
 use crate::vm::{Path, VmId};
 use crate::vmm::Vmm;

@@ -3,7 +3,7 @@
 //! a bare-metal borrower cannot take INTx.
 
 use devlend_host::Cluster;
-use devlend_vm::d4::{self, Scenario};
+use devlend_vm::fixtures::{self, Scenario};
 use devlend_host::Os;
 use devlend_vm::irq::{device_interrupt, Src};
 use devlend_vm::irq_clock::{Raiser, RAISE};
@@ -22,7 +22,7 @@ fn host_irqs(c: &Cluster, host: &str) -> usize {
 fn msix_reaches_the_guest_handler_vfio_directly_mdev_through_the_lender() {
     let mut lat = Vec::new();
     for sc in [Scenario::VmLoc, Scenario::VmRem] {
-        let mut t = d4::testbed(JSON, sc).unwrap();
+        let mut t = fixtures::testbed(JSON, sc).unwrap();
         let dev = t.a.dev;
         let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
         assert_eq!(os.pci_msix_vec_count(dev).unwrap(), 1);
@@ -72,7 +72,7 @@ fn intx_is_refused_to_a_bare_metal_borrower_and_delivered_to_a_vm() {
     c.return_device("remote", d).unwrap();
     // A VM gets it, through the lender-side handler (VMRem) or vfio's (VMLoc).
     for sc in [Scenario::VmLoc, Scenario::VmRem] {
-        let mut t = d4::testbed(JSON, sc).unwrap();
+        let mut t = fixtures::testbed(JSON, sc).unwrap();
         let dev = t.b.dev;
         let gv = t.vmm.guest(&mut t.c, t.vm).unwrap().request_intx(dev, H).unwrap();
         for n in 1..=2 {
@@ -102,7 +102,7 @@ fn intx_is_refused_to_a_bare_metal_borrower_and_delivered_to_a_vm() {
 
 #[test]
 fn hot_remove_with_interrupts_live_takes_every_route_down() {
-    let mut t = d4::testbed(JSON, Scenario::VmRem).unwrap();
+    let mut t = fixtures::testbed(JSON, Scenario::VmRem).unwrap();
     let (a, b) = (t.a.dev, t.b.dev);
     let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
     os.request_irq(a, 0, H).unwrap();
@@ -121,7 +121,7 @@ fn hot_remove_with_interrupts_live_takes_every_route_down() {
 
 #[test]
 fn interrupt_and_config_misuse_gives_errors_and_leaves_nothing() {
-    let mut t = d4::testbed(JSON, Scenario::VmRem).unwrap();
+    let mut t = fixtures::testbed(JSON, Scenario::VmRem).unwrap();
     let dev = t.a.dev;
     let mut os = t.vmm.guest(&mut t.c, t.vm).unwrap();
     assert!(os.request_irq(dev, 5, H).unwrap_err().to_string().contains("has 1 MSI-X entries; there is no entry 5"));
@@ -144,21 +144,8 @@ fn interrupt_and_config_misuse_gives_errors_and_leaves_nothing() {
 }
 
 #[test]
-fn on_an_idle_machine_the_msix_path_takes_what_the_timeless_one_computes() {
-    for sc in [Scenario::VmLoc, Scenario::VmRem] {
-        let clock = d4::irq_latency(JSON, sc, Src::Msix(0)).unwrap();
-        let mut t = d4::testbed(JSON, sc).unwrap();
-        let gv = t.vmm.guest(&mut t.c, t.vm).unwrap().request_irq(t.a.dev, 0, H).unwrap();
-        assert!(device_interrupt(&mut t.c, "gpu0", 0).unwrap());
-        assert_eq!(t.vmm.guest(&mut t.c, t.vm).unwrap().irq_count(gv), 1);
-        let timeless = t.vmm.irq_route(t.vm, t.a.dev, Src::Msix(0)).unwrap().steps.clone();
-        assert_eq!(clock, timeless, "{sc:?}: the same steps, each as long");
-    }
-}
-
-#[test]
 fn two_interrupts_back_to_back_the_second_waits_for_the_first() {
-    let d4::Testbed { mut c, mut vmm, vm, a, .. } = d4::testbed(JSON, Scenario::VmRem).unwrap();
+    let fixtures::Testbed { mut c, mut vmm, vm, a, .. } = fixtures::testbed(JSON, Scenario::VmRem).unwrap();
     let mut os = vmm.guest(&mut c, vm).unwrap();
     let gv = os.request_irq(a.dev, 0, H).unwrap();
     let bar0 = os.pci_iomap(a.dev, 0).unwrap();

@@ -9,7 +9,7 @@ use devlend_devices::gpu_bench::{on_machine, shared};
 use devlend_devices::gpu_driver::Driver;
 use devlend_fabric::fabric::Event;
 use devlend_host::{Cluster, HostError, Os};
-use devlend_vm::d4::{self, Scenario, Testbed};
+use devlend_vm::fixtures::{self, Scenario, Testbed};
 use devlend_vm::{Vmm, GuestDev};
 
 
@@ -35,7 +35,7 @@ fn dev<'a>(t: &'a Testbed, name: &str) -> &'a GuestDev {
 #[test]
 fn guest_dma_outside_its_memory_or_to_the_window_itself_is_blocked() {
     for sc in [Scenario::VmLoc, Scenario::VmRem] {
-        let mut t = d4::testbed(JSON, sc).unwrap();
+        let mut t = fixtures::testbed(JSON, sc).unwrap();
         assert_blocked(&mut t.c, &mut t.a.gpu, 0x3000_0000);
         if sc == Scenario::VmRem {
             let window = t.c.lends()[0].window_addr;
@@ -48,21 +48,21 @@ fn guest_dma_outside_its_memory_or_to_the_window_itself_is_blocked() {
 fn another_vms_memory_is_out_of_reach() {
     let mut c = Cluster::from_json(JSON).unwrap();
     let mut vmm = Vmm::default();
-    let a = vmm.create_vm(&mut c, "lender", "a", d4::GUEST_RAM).unwrap();
-    let b = vmm.create_vm(&mut c, "lender", "b", d4::GUEST_RAM).unwrap();
+    let a = vmm.create_vm(&mut c, "lender", "a", fixtures::GUEST_RAM).unwrap();
+    let b = vmm.create_vm(&mut c, "lender", "b", fixtures::GUEST_RAM).unwrap();
     let da = vmm.assign_vfio(&mut c, a, "gpu0").unwrap();
     vmm.assign_vfio(&mut c, b, "gpu1").unwrap();
     let g0 = c.fabric.func_id("gpu0").unwrap();
     let mut gpu = Gpu::new(&mut c.fabric, g0).unwrap();
     Driver::probe(&mut vmm.guest(&mut c, a).unwrap(), da).unwrap();
     let theirs = vmm.vm(b).unwrap().pin(32 << 20).unwrap();
-    assert!(theirs >= d4::GUEST_RAM, "b's host page is not also a guest-physical address of a");
+    assert!(theirs >= fixtures::GUEST_RAM, "b's host page is not also a guest-physical address of a");
     assert_blocked(&mut c, &mut gpu, theirs);
 }
 
 #[test]
 fn stale_addresses_after_hot_remove_are_blocked_and_everything_is_returned() {
-    let mut t = d4::testbed(JSON, Scenario::VmRem).unwrap();
+    let mut t = fixtures::testbed(JSON, Scenario::VmRem).unwrap();
     let bar1 = dev(&t, "gpu1").bars.iter().find(|b| b.index == 1).unwrap().gpa;
     let (d0, d1) = (t.a.dev, t.b.dev);
     let e = t.vmm.hot_remove(&mut t.c, t.vm, d0).unwrap_err();
@@ -89,7 +89,7 @@ fn stale_addresses_after_hot_remove_are_blocked_and_everything_is_returned() {
 fn a_guest_that_never_enables_bus_mastering_never_borrows() {
     let mut c = Cluster::from_json(JSON).unwrap();
     let mut vmm = Vmm::default();
-    let vm = vmm.create_vm(&mut c, "remote", "g", d4::GUEST_RAM).unwrap();
+    let vm = vmm.create_vm(&mut c, "remote", "g", fixtures::GUEST_RAM).unwrap();
     vmm.register_mdev(&c, "gpu0").unwrap();
     let d = vmm.assign_mdev(&mut c, vm, "gpu0").unwrap();
     let mut os = vmm.guest(&mut c, vm).unwrap();
@@ -105,9 +105,9 @@ fn a_guest_that_never_enables_bus_mastering_never_borrows() {
 fn two_vms_cannot_have_one_device() {
     let mut c = Cluster::from_json(JSON).unwrap();
     let mut vmm = Vmm::default();
-    let a = vmm.create_vm(&mut c, "remote", "a", d4::GUEST_RAM).unwrap();
-    let b = vmm.create_vm(&mut c, "remote", "b", d4::GUEST_RAM).unwrap();
-    let l = vmm.create_vm(&mut c, "lender", "l", d4::GUEST_RAM).unwrap();
+    let a = vmm.create_vm(&mut c, "remote", "a", fixtures::GUEST_RAM).unwrap();
+    let b = vmm.create_vm(&mut c, "remote", "b", fixtures::GUEST_RAM).unwrap();
+    let l = vmm.create_vm(&mut c, "lender", "l", fixtures::GUEST_RAM).unwrap();
     vmm.register_mdev(&c, "gpu0").unwrap();
     let d = vmm.assign_mdev(&mut c, a, "gpu0").unwrap();
     let before = c.fabric.programmed();

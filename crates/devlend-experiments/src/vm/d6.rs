@@ -1,13 +1,13 @@
 //! D6 (000 §7.5, Figs 20-21): the data movements of one training step, in a VM. The training
 //! epoch itself is a workload model composed in Python (`experiments/d6.py`): per batch, images
 //! read from NVMe, the input batch copied from RAM to each GPU, compute, and the gradient exchange
-//! between the GPUs peer-to-peer. The GPU-to-GPU transfer in a VM is [`crate::d4::gpu_to_gpu`];
+//! between the GPUs peer-to-peer. The GPU-to-GPU transfer in a VM is [`super::d4::gpu_to_gpu`];
 //! this module adds the host-to-device copy of the input batch by the guest's GPU driver on the
 //! machine (the copy engine reads the guest buffer through whatever the VM's path maps: VFIO's
 //! per-VM domain on the lender, or the mediated path's two IOMMUs and the NTB).
 
-use crate::d4::{testbed, Scenario, Testbed};
-use crate::timed::on_machine;
+use devlend_vm::fixtures::{testbed, Scenario, Testbed, GUEST_RAM};
+use devlend_vm::timed::on_machine;
 use devlend_devices::gpu_bench::{pattern, shared, timing, CopyTiming};
 use devlend_host::Os;
 
@@ -19,8 +19,8 @@ fn s<E: std::fmt::Display>(e: E) -> String {
 /// driver on the machine; the data is checked in the GPU's memory.
 pub fn memcpy_htod(json: &str, sc: Scenario, len: u64) -> Result<CopyTiming, String> {
     let Testbed { mut c, mut vmm, vm, a, .. } = testbed(json, sc)?;
-    if len == 0 || len > a.drv.mem_size || len > crate::d4::GUEST_RAM / 2 {
-        return Err(format!("{len} bytes: expected 1 byte to half the guest's {} bytes of RAM", crate::d4::GUEST_RAM));
+    if len == 0 || len > a.drv.mem_size || len > GUEST_RAM / 2 {
+        return Err(format!("{len} bytes: expected 1 byte to half the guest's {} bytes of RAM", GUEST_RAM));
     }
     let want = pattern(17, len);
     let mut os = vmm.guest(&mut c, vm).map_err(s)?;

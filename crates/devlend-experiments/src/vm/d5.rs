@@ -7,12 +7,12 @@
 //! last one is when the guest's read returned less when it began.
 //!
 //! The mediated path maps guest-physical addresses in the lender's IOMMU (000 §5), so the lender
-//! runs with its IOMMU on here; the guest has [`crate::d4::GUEST_RAM`] of memory.
+//! runs with its IOMMU on here; the guest has [`devlend_vm::fixtures::GUEST_RAM`] of memory.
 
-use crate::d4::GUEST_RAM;
-use crate::irq::Src;
-use crate::timed::on_machine;
-use crate::vmm::Vmm;
+use devlend_vm::fixtures::GUEST_RAM;
+use devlend_vm::irq::Src;
+use devlend_vm::timed::on_machine;
+use devlend_vm::vmm::Vmm;
 use devlend_devices::bench::ReadTiming;
 use devlend_devices::nvme::{Controller, Media, BLOCK};
 use devlend_devices::nvme_driver::Driver;

@@ -3,9 +3,12 @@
 //! (what `devlend.experiments._gpu.topology_json` produces).
 
 use devlend_devices::gpu_bench::{gpu_to_gpu, pingpong, Via};
-use devlend_vm::d4::{self, Scenario};
+use devlend_experiments::vm::d4;
+use devlend_vm::fixtures::{self, Scenario};
+use devlend_vm::irq::{device_interrupt, Src};
 
-const JSON: &str = include_str!("expansion-chassis-vm.json");
+const JSON: &str = include_str!("../../devlend-vm/tests/expansion-chassis-vm.json");
+const H: u32 = 0xabc;
 const MIB: u64 = 1 << 20;
 
 fn gbps(t: &devlend_devices::gpu_bench::CopyTiming) -> f64 {
@@ -44,3 +47,17 @@ fn vm_pingpong_p2p_remote_is_local() {
     assert_eq!(nat, rem);
     assert!(rem_ram > loc_ram);
 }
+
+#[test]
+fn on_an_idle_machine_the_msix_path_takes_what_the_timeless_one_computes() {
+    for sc in [Scenario::VmLoc, Scenario::VmRem] {
+        let clock = d4::irq_latency(JSON, sc, Src::Msix(0)).unwrap();
+        let mut t = fixtures::testbed(JSON, sc).unwrap();
+        let gv = t.vmm.guest(&mut t.c, t.vm).unwrap().request_irq(t.a.dev, 0, H).unwrap();
+        assert!(device_interrupt(&mut t.c, "gpu0", 0).unwrap());
+        assert_eq!(t.vmm.guest(&mut t.c, t.vm).unwrap().irq_count(gv), 1);
+        let timeless = t.vmm.irq_route(t.vm, t.a.dev, Src::Msix(0)).unwrap().steps.clone();
+        assert_eq!(clock, timeless, "{sc:?}: the same steps, each as long");
+    }
+}
+

@@ -1,9 +1,9 @@
 //! D6's VM data movements on the expansion-chassis testbed (000 §7.5).
 
-use devlend_vm::d4::Scenario;
-use devlend_vm::d6::memcpy_htod;
+use devlend_experiments::vm::d6::memcpy_htod;
+use devlend_vm::fixtures::Scenario;
 
-const JSON: &str = include_str!("expansion-chassis-vm.json");
+const JSON: &str = include_str!("../../devlend-vm/tests/expansion-chassis-vm.json");
 
 #[test]
 fn both_vm_paths_copy_the_batch_and_the_remote_one_is_slower() {
