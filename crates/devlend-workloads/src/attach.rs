@@ -20,7 +20,7 @@ fn kind_of(c: &Cluster, device: &str) -> Option<String> {
     kind
 }
 
-fn host_error(w: &str, device: &str, e: HostError) -> WorkloadError {
+pub(crate) fn host_error(w: &str, device: &str, e: HostError) -> WorkloadError {
     let (workload, message) = (w.to_string(), e.to_string());
     match e {
         HostError::AlreadyLent(_) | HostError::Busy(_) => WorkloadError::AlreadyBorrowed { workload, device: device.into(), message },
@@ -30,7 +30,8 @@ fn host_error(w: &str, device: &str, e: HostError) -> WorkloadError {
     }
 }
 
-/// Make `device` (of kind `expected`) ready for host `runner`, borrowing it when it sits elsewhere.
+/// Make `device` (of kind `expected`) ready for host `runner`, borrowing it when it sits elsewhere
+/// (or taking the runner's handle when it holds it borrowed already, `Scenario::borrow`).
 pub(crate) fn attach(c: &mut Cluster, w: &str, runner: &str, device: &str, expected: &'static str) -> WResult<Attached> {
     let host = c.fabric.host_id(runner).map_err(|e| WorkloadError::NoSuch { workload: w.into(), what: "host".into(), message: e.to_string() })?;
     let func = c.fabric.func_id(device).map_err(|e| WorkloadError::NoSuch { workload: w.into(), what: "device".into(), message: e.to_string() })?;
@@ -43,7 +44,7 @@ pub(crate) fn attach(c: &mut Cluster, w: &str, runner: &str, device: &str, expec
     let dev = if owner == host {
         c.os(host).and_then(|os| os.find(device))
     } else {
-        c.borrow(host, device)
+        c.kernel(host).and_then(|k| k.find(device)).or_else(|_| c.borrow(host, device))
     };
     let dev = dev.map_err(|e| host_error(w, device, e))?;
     Ok(Attached { host, func, dev })
