@@ -78,6 +78,8 @@ def test_done_when_gpu_and_nvme_of_server2_behind_the_switch_through_the_cli(tmp
     assert bw(fio) < bw(alone_fio[FIO]) and float(fio["lat_mean_us"]) > float(alone_fio[FIO]["lat_mean_us"]), "the reads wait behind the copy"
     assert bw(copy) + bw(fio) < GEN3_X8_GBPS, "together within the one Gen3 x8 link"
     # Both leave server 2 through ntb2's cable towards the switch: the busiest direction there.
+    header = open(tmp_path / "both" / "four-servers-mxs824-gpu-and-nvme.csv", encoding="utf-8").readline()
+    assert "cluster_switch_latency_ns=150" in header, "the switch's latency is among the effective parameters"
     out_of_ntb2 = [l for l in links if l["link"].startswith("ntb2.") and "mxs824" in l["link"]]
     assert out_of_ntb2 and max(float(l["utilisation"]) for l in out_of_ntb2) <= 1.0
 

@@ -42,7 +42,13 @@ pub(crate) fn attach(c: &mut Cluster, w: &str, runner: &str, device: &str, expec
     }
     let owner = c.fabric.func_host(func);
     let dev = if owner == host {
-        c.os(host).and_then(|os| os.find(device))
+        c.kernel(host).and_then(|k| {
+            let d = k.find(device)?;
+            match k.device(d)?.lent_to {
+                Some(to) => Err(HostError::Busy(format!("{device} is lent to host {}", c.fabric.hosts[to as usize].name))),
+                None => Ok(d),
+            }
+        })
     } else {
         c.kernel(host).and_then(|k| k.find(device)).or_else(|_| c.borrow(host, device))
     };

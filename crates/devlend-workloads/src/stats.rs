@@ -23,6 +23,8 @@ pub fn engine_params(f: &devlend_fabric::Fabric) -> Vec<(String, String)> {
         ("cable_length_m".into(), t.cable_length_m.to_string()),
     ]
     .into_iter()
+    // Only where it applies, so that results of fabrics without a cluster switch read as before.
+    .chain((!f.cluster_switches.is_empty()).then(|| ("cluster_switch_latency_ns".to_string(), ns(t.cluster_switch_latency_ps))))
     .chain(f.tuning.overrides.iter().filter(|(k, _)| !k.starts_with("timing.")).cloned())
     .collect()
 }
