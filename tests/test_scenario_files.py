@@ -5,6 +5,7 @@ import os
 import pytest
 
 from devlend import scenario_file
+from devlend.errors import WorkloadError
 from devlend.scenario_file import ScenarioFileError
 
 from test_cli import cli
@@ -69,7 +70,7 @@ def bad(tmp_path, timeline, **kw):
     ("  - {at: 0, action: return, device: gpu2}\n", 4, "timeline[0].device", "not borrowed"),
     (COPY, 4, "timeline[0].gpu", "server1 has not borrowed gpu2"),
     (BORROW + COPY + "  - {at: 2 us, action: return, device: gpu2}\n", 6, "timeline[2].at", "workload copy drives it until"),
-    ("  - {at: 0, action: borrow, borrower: server1, device: gpu2, dma_window: 64 MiB}\n", 4, "timeline[0].dma_window", "whole NTB memory window"),
+    ("  - {at: 0, action: borrow, borrower: server1, device: gpu2, dma_window: 1 GiB}\n", 4, "timeline[0].dma_window", "larger than the NTB can map"),
     (BORROW + "  - {at: 0, action: gpu_copy, name: c, runner: server1, gpu: gpu2, direction: htod, byts: 1}\n", 5, "timeline[1].byts",
      "unknown key 'byts': expected one of at, action, name, runner, gpu, direction, bytes"),
     ("  - {at: soon, action: borrow, borrower: server1, device: gpu2}\n", 4, "timeline[0].at", "is not a time"),
@@ -129,3 +130,13 @@ def test_pingpong_and_ntb_perf_in_a_scenario_file(tmp_path):
     assert e.value.field.endswith("gpu_b")
     with pytest.raises(Exception, match="has its IOMMU on"):
         scenario_file.load(scenario(tmp_path, timeline.replace("runner: borrower, peer: lender-b", "runner: lender-b, peer: borrower"), topo)).run()
+
+
+def test_a_borrow_with_a_dma_window_is_the_lend_the_workload_uses(tmp_path):
+    """devlend.Scenario borrows at the action with the window asked, and the copy's buffer is
+    mapped through that window: 4 MiB holds the 1 MiB buffer, 64 KiB does not."""
+    borrow = "  - {at: 0, action: borrow, borrower: server1, device: gpu2, dma_window: %s}\n"
+    run = scenario_file.load(scenario(tmp_path, borrow % "4 MiB" + COPY, name="fits")).run()
+    assert run.results().GBps[0] > 0 and [(l["device"], l["borrower"]) for l in run.scenario.lends()] == [("gpu2", "server1")]
+    with pytest.raises(WorkloadError, match="the DMA window of ntb-2-1 into ntb-1-2 cannot map 1 MiB more: 4 KiB of its 64 KiB"):
+        scenario_file.load(scenario(tmp_path, borrow % "64 KiB" + COPY, name="small")).run()

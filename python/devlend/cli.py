@@ -42,7 +42,8 @@ def topo(file: str = typer.Argument(..., help="topology file (YAML or JSON)"),
     """Print each host's PCIe tree like `lspci -tv`, with bus numbers, BARs, bridge windows and NTB windows."""
     from .show import tree_lines
     try:
-        inv = _build(file).inventory()
+        fabric = _build(file)
+        inv = fabric.inventory()
     except (DevlendError, OSError) as e:
         _fail(e)
     if as_json:
@@ -50,6 +51,8 @@ def topo(file: str = typer.Argument(..., help="topology file (YAML or JSON)"),
         return
     for line in tree_lines(inv):
         out.print(line, markup=False)
+    for t in fabric.trained_down:
+        err.print(f"devlend: warning: link {t['link']}: {t['message']}", markup=False)
 
 
 @app.command()

@@ -193,13 +193,25 @@ class Fabric:
         hits, misses, size = self._core.cache_stats()
         return {"hits": hits, "misses": misses, "cached_routes": size}
 
-    # ----- Linux NTB API -----
-    mw_count = _wrap(lambda self, ntb: self._core.mw_count(ntb))
+    @property
+    def trained_down(self) -> list[dict]:
+        """Links the description asks faster than both ends support, trained down to what they
+        do (the engine uses the trained speed): link, asked and trained (gen, width), message."""
+        return [{"link": self._link_name(p), "asked": a, "trained": t, "message": m} for p, a, t, m in self._core.trained_down()]
+
+    def _link_name(self, pointer: str) -> str:
+        i = int(pointer.rsplit("/", 1)[1])
+        link = self.topology.links[i] if self.topology is not None else None
+        return f"{link.a} - {link.b}" if link is not None else pointer
+
+    # ----- Linux NTB API (pidx: the peer index of an adapter with several peers, see peers()) -----
+    peers = _wrap(lambda self, ntb: self._core.peers(ntb))
+    mw_count = _wrap(lambda self, ntb, pidx=0: self._core.mw_count(ntb, pidx))
     peer_mw_count = _wrap(lambda self, ntb: self._core.peer_mw_count(ntb))
-    mw_get_align = _wrap(lambda self, ntb, widx: self._core.mw_get_align(ntb, widx))
-    mw_set_trans = _wrap(lambda self, ntb, widx, addr, size: self._core.mw_set_trans(ntb, widx, addr, size))
-    lut_set_trans = _wrap(lambda self, ntb, widx, segment, addr: self._core.lut_set_trans(ntb, widx, segment, addr))
-    mw_clear_trans = _wrap(lambda self, ntb, widx: self._core.mw_clear_trans(ntb, widx))
+    mw_get_align = _wrap(lambda self, ntb, widx, pidx=0: self._core.mw_get_align(ntb, widx, pidx))
+    mw_set_trans = _wrap(lambda self, ntb, widx, addr, size, pidx=0: self._core.mw_set_trans(ntb, widx, addr, size, pidx))
+    lut_set_trans = _wrap(lambda self, ntb, widx, segment, addr, pidx=0: self._core.lut_set_trans(ntb, widx, segment, addr, pidx))
+    mw_clear_trans = _wrap(lambda self, ntb, widx, pidx=0: self._core.mw_clear_trans(ntb, widx, pidx))
     peer_mw_get_addr = _wrap(lambda self, ntb, widx: self._core.peer_mw_get_addr(ntb, widx))
     rid_lut_add = _wrap(lambda self, ntb, requester: self._core.rid_lut_add(ntb, requester))
     peer_db_set = _wrap(lambda self, ntb, bits: self._core.peer_db_set(ntb, bits))

@@ -55,6 +55,12 @@ class Scenario:
         self._s = _call(_core.Scenario, topo.to_json())
         self._ran = False
 
+    def borrow(self, borrower: str, device: str, *, dma_window: "Union[int, None]" = None) -> "Scenario":
+        """Borrow `device` for `borrower` now, with a DMA window of `dma_window` bytes (default: a
+        whole NTB memory window); workloads of `borrower` on it then use this lend."""
+        _call(self._s.borrow, borrower, device, None if dma_window is None else int(dma_window))
+        return self
+
     def stream(self, name: str, requester: str, addr: Addr, nbytes: int, *, write: bool = True, at_ns: float = 0) -> "Scenario":
         """`nbytes` of max-payload writes (or max-read-request reads) by `requester` at `addr`."""
         if nbytes < 0:

@@ -22,9 +22,9 @@ a device not in the topology, already borrowed, or unreachable, is an error at i
 workloads run together on ``devlend.Scenario`` (one machine, one clock). A workload that drives a
 device of another host needs that host to hold it borrowed at its start; a ``return`` at t' needs
 every workload on the device to have ended by t' (checked after the run). devlend.Scenario borrows a
-device when its first workload is added and keeps it for the whole run, with a whole NTB memory
-window as DMA window: so a device serves one borrower per scenario, and ``dma_window`` is refused
-here (give it to ``devlend.Pool`` or a topology's borrow operation instead).
+device when its first workload is added (or at a ``borrow`` with ``dma_window``, with a DMA window of
+that size; else a whole NTB memory window) and keeps it for the whole run: so a device serves one
+borrower per scenario.
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ class ScenarioFile:
             kind = getattr(op, "action", getattr(op, "op", None))
             try:
                 if kind == "borrow":
-                    self._borrow(pool, op, where, holder, served)
+                    self._borrow(pool, sc, op, where, holder, served)
                 elif kind == "return":
                     pool.return_device(op.device, op.borrower)
                     holder.pop(self._name(pool, op.device), None)
@@ -237,7 +237,8 @@ class ScenarioFile:
                 else:
                     self._workload(sc, pool, op, where, holder, uses)
             except PoolError as e:
-                raise where.error("borrower" if e.kind in ("no-such-host", "unreachable") else "device", str(e)) from None
+                field = {"no-such-host": "borrower", "unreachable": "borrower", "window-too-large": "dma_window"}.get(e.kind, "device")
+                raise where.error(field, str(e)) from None
             except WorkloadError as e:
                 raise where.error(None, str(e)) from None
         sc.run()
@@ -250,10 +251,7 @@ class ScenarioFile:
     def _name(pool: Pool, device: str) -> str:
         return pool.show(device)["device"]
 
-    def _borrow(self, pool: Pool, op: Any, where: _Where, holder: dict, served: dict) -> None:
-        if op.dma_window is not None:
-            raise where.error("dma_window", "a scenario's workloads run on devlend.Scenario, which borrows with a whole NTB memory "
-                              "window: give the DMA window size to devlend.Pool or `devlend pool` instead")
+    def _borrow(self, pool: Pool, sc: Any, op: Any, where: _Where, holder: dict, served: dict) -> None:
         entry = pool.show(op.device)
         if op.borrower not in entry["visible_to"]:
             pool.connect(entry["lender"], op.borrower)
@@ -262,10 +260,15 @@ class ScenarioFile:
         if entry["state"] in ("not added", "unavailable"):
             pool.available(op.device)
         name = entry["device"]
-        pool.borrow(op.borrower, op.device)
+        pool.borrow(op.borrower, op.device, dma_window=op.dma_window)
         if served.get(name, op.borrower) != op.borrower:
             raise where.error("borrower", f"{name} served {served[name]} earlier in this scenario: devlend.Scenario keeps a device with "
                               "the first host that drives it for the whole run, so a device serves one borrower per scenario")
+        if op.dma_window is not None and name not in served:
+            try:
+                sc.borrow(op.borrower, name, dma_window=op.dma_window)
+            except WorkloadError as e:
+                raise where.error("dma_window", str(e)) from None
         holder[name] = served[name] = op.borrower
 
     def _workload(self, sc: Any, pool: Pool, w: Any, where: _Where, holder: dict, uses: dict) -> None:

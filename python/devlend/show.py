@@ -41,7 +41,10 @@ def _node(n: dict, indent: str, last: bool, out: list[str], top: bool = False) -
         desc = n.get("device_kind", "ntb") if kind == "endpoint" else "ntb adapter"
         prof = n.get("profile")
         label = f"{n['component']} ({desc}{', ' + prof if prof else ''})"
-        if kind == "ntb":
+        peers = n.get("peers", [])
+        if kind == "ntb" and len(peers) > 1:
+            label += "  peers " + ", ".join(f"{p['ntb']} in {p['host']}" + (f" via {p['via']}" if p.get("via") else "") for p in peers)
+        elif kind == "ntb":
             label += f"  cable to {n['peer']} in {n['peer_host']}" if n.get("peer") else "  cable unconnected"
     if n.get("link"):
         l = n["link"]
@@ -56,16 +59,18 @@ def _node(n: dict, indent: str, last: bool, out: list[str], top: bool = False) -
             out.append(f"{detail}   {_bar(b)}")
     for w in n.get("windows", []):
         seg = f", {w['lut_segments']} LUT segments" if w["lut_segments"] else ""
-        out.append(f"{detail}   window {w['index']} = BAR{w['bar']} {w['addr']:#x} [size={fmt_size(w['size'])}{seg}] -> {n.get('peer') or 'nowhere'}")
-    for i, t in enumerate(n.get("inbound", [])):
-        if t is None:
-            continue
-        if "segments" in t:
-            used = [s for s in t["segments"] if s is not None]
-            desc = f"{len(used)} of {len(t['segments'])} segments programmed" + (f", first at {used[0]:#x}" if used else "")
-        else:
-            desc = f"{t['addr']:#x} [size={fmt_size(t['size'])}]"
-        out.append(f"{detail}   inbound window {i} from {n.get('peer')} lands at {desc}")
+        out.append(f"{detail}   window {w['index']} = BAR{w['bar']} {w['addr']:#x} [size={fmt_size(w['size'])}{seg}] -> {'its peers' if len(n.get('peers', [])) > 1 else n.get('peer') or 'nowhere'}")
+    tables = [(p["ntb"], p["inbound"]) for p in n.get("peers", [])] or [(n.get("peer"), n.get("inbound", []))]
+    for peer, inbound in tables:
+        for i, t in enumerate(inbound):
+            if t is None:
+                continue
+            if "segments" in t:
+                used = [s for s in t["segments"] if s is not None]
+                desc = f"{len(used)} of {len(t['segments'])} segments programmed" + (f", first at {used[0]:#x}" if used else "")
+            else:
+                desc = f"{t['addr']:#x} [size={fmt_size(t['size'])}]"
+            out.append(f"{detail}   inbound window {i} from {peer} lands at {desc}")
     kids = n["children"]
     for i, c in enumerate(kids):
         _node(c, child_indent, i == len(kids) - 1, out)

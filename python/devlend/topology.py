@@ -11,7 +11,10 @@ file, line and field here.
 
 Ports in ``links``: the upstream end ``a`` is ``HOST.rpN`` or ``SWITCH.dN``; the downstream end
 ``b`` is ``SWITCH`` (its upstream port), ``DEVICE`` or ``NTB`` (its slot side). An NTB cable joins
-``NTB1.cable`` to ``NTB2.cable`` in two different hosts.
+``NTB1.cable`` to ``NTB2.cable`` in two different hosts, or an adapter's cable to a port
+``CLUSTERSWITCH.pN`` of an NTB cluster switch (``cluster_switches``: every adapter cabled to it
+reaches every other). An adapter with several cable ports (``cable_ports``, the PXH830 has two)
+names them ``NTB.cable0``, ``NTB.cable1``.
 """
 
 from __future__ import annotations
@@ -107,11 +110,20 @@ class Ntb(_Model):
     doorbells: Optional[int] = Field(default=None, ge=0, le=64)
     scratchpads: Optional[int] = Field(default=None, ge=0, le=255)
     message_registers: Optional[int] = Field(default=None, ge=0, le=255)
+    cable_ports: Optional[int] = Field(default=None, ge=1, le=4, description="cable ports NTB.cable0.. (default: the profile's)")
+
+
+class ClusterSwitch(_Model):
+    """An NTB cluster switch (Dolphin MXS824 class): hosts' adapters cabled to its ports
+    (``SWITCH.p0``, ...) reach each other through it."""
+    name: Name
+    profile: Optional[str] = Field(default=None, description="a cluster_switch profile of params/hardware.toml (default mxs824)")
+    ports: Optional[int] = Field(default=None, ge=1, le=255)
 
 
 class Link(_Model):
-    a: str = Field(description="upstream end: HOST.rpN, SWITCH.dN or NTB.cable")
-    b: str = Field(description="downstream end: SWITCH, DEVICE, NTB or NTB.cable")
+    a: str = Field(description="upstream end: HOST.rpN, SWITCH.dN, NTB.cable[K] or CLUSTERSWITCH.pN")
+    b: str = Field(description="downstream end: SWITCH, DEVICE, NTB, NTB.cable[K] or CLUSTERSWITCH.pN")
     gen: int = Field(ge=1, le=5)
     width: Literal[1, 2, 4, 8, 12, 16]
     kind: Literal["slot", "cable"] = "slot"
@@ -263,6 +275,7 @@ class Topology(_Model):
     switches: list[Switch] = []
     devices: list[Device] = []
     ntbs: list[Ntb] = []
+    cluster_switches: Optional[list[ClusterSwitch]] = None
     links: list[Link] = []
     setup: list[SetupOp] = []
     params: Optional[Params] = None
@@ -383,7 +396,7 @@ def _model_at(path: tuple, data: Any = None) -> Any:
     if names[:1] == ["vms"]:
         return {1: Vm, 2: VmDevice}.get(len(names))
     model: Any = Topology
-    fields = {"hosts": Host, "switches": Switch, "devices": Device, "ntbs": Ntb, "links": Link, "memory_map": MemoryMap,
+    fields = {"hosts": Host, "switches": Switch, "devices": Device, "ntbs": Ntb, "cluster_switches": ClusterSwitch, "links": Link, "memory_map": MemoryMap,
               "functions": Function, "bars": Bar, "sriov": Sriov, "vf_bars": Bar, "windows": Window, "params": Params}
     for p in path:
         if isinstance(p, int):

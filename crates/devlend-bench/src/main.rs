@@ -101,7 +101,7 @@ fn cluster_spec() -> TopologySpec {
                 s.links.push(link(format!("{swn}.d{d}"), dev, 8, LinkKind::Slot));
             }
             let ntb = format!("h{h}-{}", if sw == 0 { "next" } else { "prev" });
-            s.ntbs.push(NtbSpec { name: ntb.clone(), profile: Some("pxh830".into()), windows: None, rid_lut_entries: None, doorbells: None, scratchpads: None, message_registers: None });
+            s.ntbs.push(NtbSpec { name: ntb.clone(), profile: Some("pxh830".into()), windows: None, rid_lut_entries: None, doorbells: None, scratchpads: None, message_registers: None, cable_ports: None });
             s.links.push(link(format!("{swn}.d{DEVICES_PER_SWITCH}"), ntb, 8, LinkKind::Slot));
         }
     }

@@ -26,8 +26,12 @@ fn with_device(json: &str, dev: &str, profile: &str, gen: u8, path: &[&str]) -> 
 
 #[test]
 fn an_a100_shows_all_its_40_gb_through_bar1_and_copies_faster_on_gen4() {
-    // The GPU sits below the lender's switch: both links of its path at the card's generation.
-    let a100 = with_device(TWO, "gpu0", "a100-pcie-40gb", 4, &["lender-sw", "gpu0"]);
+    // The GPU sits below the lender's switch: both links of its path at the card's generation. The
+    // fixture's PEX8796 is a Gen3 switch, below which Gen4 links train down to Gen3
+    // (`Fabric::trained_down`): here the switch has no profile, as a Gen4 switch of its place.
+    let gen4_switch = TWO.replace(r#""profile":"pex8796","#, "");
+    assert_ne!(gen4_switch, TWO);
+    let a100 = with_device(&gen4_switch, "gpu0", "a100-pcie-40gb", 4, &["lender-sw", "gpu0"]);
     let k40 = with_device(TWO, "gpu0", "tesla-k40c", 3, &["lender-sw", "gpu0"]);
     let mut c = Cluster::from_json(&a100).unwrap();
     let g = bind(&mut c, "lender", "gpu0").unwrap();

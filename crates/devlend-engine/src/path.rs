@@ -108,11 +108,14 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
                 stages.push(Stage { port: port_id(link, towards_down), latency: 0, cut_through: false, iommu: None, resplit: None, root: None });
             }
             HopKind::Forward => {
-                if matches!(f.nodes[h.node as usize].kind, NodeKind::SwitchUp { .. } | NodeKind::SwitchDown { .. }) {
-                    if let Some(s) = stages.last_mut() {
-                        s.latency += t.switch_latency_ps;
-                        s.cut_through = t.switch_cut_through;
-                    }
+                let latency = match f.nodes[h.node as usize].kind {
+                    NodeKind::SwitchUp { .. } | NodeKind::SwitchDown { .. } => Some(t.switch_latency_ps),
+                    NodeKind::ClusterPort { .. } => Some(t.cluster_switch_latency_ps),
+                    _ => None,
+                };
+                if let (Some(l), Some(s)) = (latency, stages.last_mut()) {
+                    s.latency += l;
+                    s.cut_through = t.switch_cut_through;
                 }
             }
             HopKind::Root => {

@@ -8,11 +8,13 @@ use crate::fabric::{DeviceInfo, Fabric, SwitchInfo};
 use crate::iommu::Iommu;
 use crate::memory::SparseMem;
 use crate::model::*;
-use crate::ntb::{Inbound, NtbState};
+use crate::ntb::NtbState;
 use crate::params::{params, BarParam, WindowParam};
 use crate::spec::*;
 use devlend_wire::{Bdf, VALID_WIDTHS};
 use rustc_hash::FxHashMap;
+
+mod cabling;
 
 type SResult<T> = Result<T, SpecError>;
 
@@ -26,6 +28,7 @@ enum Comp {
     Switch(u32),
     Device(u32),
     Ntb(u32),
+    Cluster(u32),
 }
 
 pub fn build(spec: &TopologySpec) -> SResult<Fabric> {
@@ -43,12 +46,19 @@ pub fn build(spec: &TopologySpec) -> SResult<Fabric> {
     for (i, n) in spec.ntbs.iter().enumerate() {
         b.ntb(n, &format!("/ntbs/{i}"))?;
     }
+    for (i, s) in spec.cluster_switches.iter().enumerate() {
+        b.cluster_switch(s, &format!("/cluster_switches/{i}"))?;
+    }
     for (i, l) in spec.links.iter().enumerate() {
         b.link(l, &format!("/links/{i}"))?;
     }
+    b.join_clusters();
     b.check_cycles()?;
     b.assign_hosts()?;
+    b.check_peers()?;
+    let trained = b.train();
     let mut f = b.finish(spec.name.clone());
+    f.trained_down = trained;
     crate::enumerate::enumerate(&mut f)?;
     // Always resolved: a host's root latency comes from its CPU profile even with no overrides.
     let none = crate::tuning::ParamsSpec::default();
@@ -68,7 +78,15 @@ struct Builder {
     devices: Vec<DeviceInfo>,
     /// For each port node: the link that uses it (as upstream or downstream end).
     port_link: FxHashMap<NodeId, LinkId>,
-    ntb_cable_used: FxHashMap<u32, LinkId>,
+    /// For each cable port (of an adapter or a cluster switch): the link that uses it.
+    cable_used: FxHashMap<cabling::CableEnd, LinkId>,
+    /// Cable ports of each adapter.
+    cable_ports: Vec<u8>,
+    clusters: Vec<crate::cluster::ClusterSwitchInfo>,
+    /// Adapters cabled to cluster switches: (switch, its port node, adapter, cable).
+    attached: Vec<(u32, NodeId, u32, LinkId)>,
+    /// What each port supports, where a profile says (link training).
+    limits: FxHashMap<NodeId, cabling::Limit>,
 }
 
 fn check_name(name: &str, path: &str) -> SResult<()> {
@@ -93,7 +111,8 @@ impl Builder {
         let all = spec.hosts.iter().enumerate().map(|(i, h)| (h.name.as_str(), format!("/hosts/{i}")))
             .chain(spec.switches.iter().enumerate().map(|(i, s)| (s.name.as_str(), format!("/switches/{i}"))))
             .chain(spec.devices.iter().enumerate().map(|(i, d)| (d.name.as_str(), format!("/devices/{i}"))))
-            .chain(spec.ntbs.iter().enumerate().map(|(i, n)| (n.name.as_str(), format!("/ntbs/{i}"))));
+            .chain(spec.ntbs.iter().enumerate().map(|(i, n)| (n.name.as_str(), format!("/ntbs/{i}"))))
+            .chain(spec.cluster_switches.iter().enumerate().map(|(i, c)| (c.name.as_str(), format!("/cluster_switches/{i}"))));
         for (name, path) in all {
             check_name(name, &path)?;
             if let Some(first) = seen.insert(name, path.clone()) {
@@ -220,6 +239,11 @@ impl Builder {
             self.nodes[up as usize].children.push(d);
             downs.push(d);
         }
+        if let Some(sp) = s.profile.as_ref().and_then(|n| p.switch.get(n)) {
+            for n in downs.iter().chain([&up]) {
+                self.limits.insert(*n, (format!("{} ({})", s.name, s.profile.as_deref().unwrap_or_default()), Some(sp.max_gen), None));
+            }
+        }
         self.names.insert(s.name.clone(), (Comp::Switch(idx), path.to_string()));
         self.switches.push(SwitchInfo { name: s.name.clone(), up, downs, spec_path: path.to_string() });
         Ok(())
@@ -264,6 +288,9 @@ impl Builder {
         }
         let idx = self.devices.len() as u32;
         let node = self.node(NodeKind::Endpoint { device: idx }, &d.name, "up");
+        if let (Some(pr), Some(name)) = (prof, &d.profile) {
+            self.limits.insert(node, (format!("{} ({name})", d.name), Some(pr.max_gen), Some(pr.max_width)));
+        }
         let (vendor, device_id) = prof.map(|p| (p.vendor, p.device)).unwrap_or((0x1af4, 0x10ff));
         for (fi, fs) in functions.iter().enumerate() {
             let fpath = if d.functions.is_some() { format!("{fn_path}/{fi}") } else { fn_path.clone() };
@@ -344,6 +371,14 @@ impl Builder {
         let control = prof.map(|p| p.control_bar_size).unwrap_or(0x10000);
         let idx = self.ntbs.len() as u32;
         let node = self.node(NodeKind::Ntb { ntb: idx }, &n.name, "up");
+        if let (Some(pr), Some(name)) = (prof, &n.profile) {
+            self.limits.insert(node, (format!("{} ({name})", n.name), Some(pr.max_gen), Some(pr.max_width)));
+        }
+        let cable_ports = n.cable_ports.or(prof.map(|p| p.cable_ports)).unwrap_or(1);
+        if cable_ports == 0 || cable_ports > 4 {
+            return err(format!("{path}/cable_ports"), format!("{cable_ports} cable ports: expected 1 to 4"));
+        }
+        self.cable_ports.push(cable_ports);
         let mut bars = vec![Bar { index: 0, size: control, bits: 32, pref: false, addr: 0 }];
         let mut window_bars = Vec::new();
         for (i, w) in windows.iter().enumerate() {
@@ -362,6 +397,9 @@ impl Builder {
             host: HostId::MAX,
             peer: None,
             cable: None,
+            peers: Vec::new(),
+            out_peer: Vec::new(),
+            alias_base: Vec::new(),
             windows,
             window_bars,
             inbound: Vec::new(),
@@ -409,8 +447,8 @@ impl Builder {
             (Comp::Device(_), _, true) => bad(&format!("device '{name}' only as the downstream end ('b') of a link")),
             (Comp::Device(_), Some(_), false) => bad(&format!("'{name}' (a device has one upstream port)")),
             (Comp::Ntb(i), None | Some("up"), false) => Ok(self.ntbs[i as usize].node),
-            (Comp::Ntb(i), Some("cable"), _) => Ok(self.ntbs[i as usize].node),
             (Comp::Ntb(_), _, _) => bad(&format!("'{name}' (its slot side, as 'b') or '{name}.cable' (both ends of an NTB cable)")),
+            (Comp::Cluster(_), _, _) => bad(&format!("'{name}.pN' in a cable link to an NTB's cable port")),
         }
     }
 
@@ -421,29 +459,17 @@ impl Builder {
         if !VALID_WIDTHS.contains(&l.width) {
             return err(format!("{path}/width"), format!("width x{}: expected one of x1, x2, x4, x8, x12, x16", l.width));
         }
-        let a_cable = l.a.ends_with(".cable");
-        let b_cable = l.b.ends_with(".cable");
-        if a_cable != b_cable {
-            return err(path.to_string(), format!("'{}' to '{}': an NTB cable port ('NAME.cable') connects only to another NTB cable port", l.a, l.b));
-        }
-        let a = self.port(&l.a, &format!("{path}/a"), true)?;
-        let b = self.port(&l.b, &format!("{path}/b"), false)?;
+        let ea = self.cable_end(&l.a, &format!("{path}/a"))?;
+        let eb = self.cable_end(&l.b, &format!("{path}/b"))?;
         let id = self.links.len() as LinkId;
-        if a_cable {
-            let (NodeKind::Ntb { ntb: na }, NodeKind::Ntb { ntb: nb }) = (self.nodes[a as usize].kind, self.nodes[b as usize].kind) else { unreachable!() };
-            if na == nb {
-                return err(path.to_string(), "an NTB cable cannot loop back to the same adapter");
-            }
-            for (n, end) in [(na, "a"), (nb, "b")] {
-                if let Some(prev) = self.ntb_cable_used.insert(n, id) {
-                    return err(format!("{path}/{end}"), format!("the cable port of '{}' is already used by link {prev}", self.ntbs[n as usize].name));
-                }
-            }
-            self.ntbs[na as usize].peer = Some(nb);
-            self.ntbs[nb as usize].peer = Some(na);
-            self.ntbs[na as usize].cable = Some(id);
-            self.ntbs[nb as usize].cable = Some(id);
+        let (a, b) = if let (Some(ea), Some(eb)) = (ea, eb) {
+            self.cable(ea, eb, l, path)?
+        } else if ea.is_some() || eb.is_some() {
+            return err(path.to_string(), format!("'{}' to '{}': an NTB cable port ('NAME.cable') connects only to another NTB cable port or a cluster switch port ('SWITCH.pN')", l.a, l.b));
         } else {
+            (self.port(&l.a, &format!("{path}/a"), true)?, self.port(&l.b, &format!("{path}/b"), false)?)
+        };
+        if ea.is_none() {
             for (n, end) in [(a, "a"), (b, "b")] {
                 if let Some(prev) = self.port_link.insert(n, id) {
                     let node = &self.nodes[n as usize];
@@ -484,7 +510,7 @@ impl Builder {
                 stack.extend(self.nodes[n as usize].children.iter().copied());
             }
         }
-        for n in &self.nodes {
+        for n in self.nodes.iter().filter(|n| !matches!(n.kind, NodeKind::ClusterPort { .. })) {
             if n.host == HostId::MAX {
                 let (_, path) = &self.names[&n.component];
                 return err(path.clone(), format!("'{}' is not connected to any host: no chain of links leads from a root port to it", n.component));
@@ -492,16 +518,6 @@ impl Builder {
         }
         for s in &mut self.ntbs {
             s.host = self.nodes[s.node as usize].host;
-        }
-        for i in 0..self.ntbs.len() {
-            if let Some(peer) = self.ntbs[i].peer {
-                if self.ntbs[peer as usize].host == self.ntbs[i].host {
-                    let link = self.ntbs[i].cable.unwrap();
-                    return err(format!("/links/{link}"), format!("NTB cable joins '{}' and '{}' in the same host; an NTB joins two hosts", self.ntbs[i].name, self.ntbs[peer as usize].name));
-                }
-                let n = self.ntbs[peer as usize].windows.len();
-                self.ntbs[i].inbound = vec![Inbound::Unset; n];
-            }
         }
         Ok(())
     }
@@ -514,7 +530,10 @@ impl Builder {
         }
         let iommus = self.hosts.iter().map(|h| Iommu::new(h.iommu)).collect();
         let ram = self.hosts.iter().map(|_| SparseMem::default()).collect();
-        Fabric::assemble(name, self.hosts, self.nodes, self.funcs, self.links, self.ntbs, self.switches, self.devices, iommus, config, ram)
+        let mut f = Fabric::assemble(name, self.hosts, self.nodes, self.funcs, self.links, self.ntbs, self.switches, self.devices, iommus, config, ram);
+        f.cluster_switches = self.clusters;
+        f
+
     }
 }
 

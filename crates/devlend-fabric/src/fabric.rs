@@ -7,7 +7,7 @@ use crate::error::{invalid, FResult, FabricError, SpecError};
 use crate::iommu::{DomainId, Iommu};
 use crate::memory::SparseMem;
 use crate::model::*;
-use crate::ntb::{check_trans, Inbound, NtbState};
+use crate::ntb::NtbState;
 use crate::route::{Failure, Outcome, Requester, Route, Target};
 use crate::spec::{Addr, DeviceKind, SetupOp};
 use devlend_wire::{Access, Bdf};
@@ -54,6 +54,9 @@ pub struct Fabric {
     pub(crate) links_down: std::collections::BTreeSet<u32>,
     /// The effective parameters: the compiled defaults and the description's overrides.
     pub tuning: Arc<crate::tuning::Tuning>,
+    pub cluster_switches: Vec<crate::cluster::ClusterSwitchInfo>,
+    /// Links that trained down to what their ends support (a warning for the description's author).
+    pub trained_down: Vec<crate::cluster::TrainedDown>,
     func_names: FxHashMap<String, FuncId>,
     cache: FxHashMap<(u32, u64, bool), Arc<Route>>,
     pub cache_hits: u64,
@@ -64,7 +67,7 @@ impl Fabric {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn assemble(name: String, hosts: Vec<Host>, nodes: Vec<Node>, funcs: Vec<Function>, links: Vec<Link>, ntbs: Vec<NtbState>, switches: Vec<SwitchInfo>, devices: Vec<DeviceInfo>, iommus: Vec<Iommu>, config: Vec<ConfigState>, ram: Vec<SparseMem>) -> Fabric {
         let func_names = funcs.iter().enumerate().map(|(i, f)| (f.name.clone(), i as FuncId)).collect();
-        Fabric { name, hosts, nodes, funcs, links, ntbs, switches, devices, iommus, config, ram, bar_mem: FxHashMap::default(), events: EventLog::default(), links_down: Default::default(), tuning: Arc::default(), func_names, cache: FxHashMap::default(), cache_hits: 0, cache_misses: 0 }
+        Fabric { name, hosts, nodes, funcs, links, ntbs, switches, devices, iommus, config, ram, bar_mem: FxHashMap::default(), events: EventLog::default(), links_down: Default::default(), tuning: Arc::default(), cluster_switches: Vec::new(), trained_down: Vec::new(), func_names, cache: FxHashMap::default(), cache_hits: 0, cache_misses: 0 }
     }
 
     // ----- names ---------------------------------------------------------------------------
@@ -351,184 +354,6 @@ impl Fabric {
             },
             _ => out.fill(0xff),
         }
-    }
-
-    // ----- Linux NTB API ---------------------------------------------------------------------
-
-    /// The adapter cabled to `ntb`, link up or not: programming an adapter's own translation
-    /// and LUT registers is local (its host's CPU writes its BAR 0), so it works with the link
-    /// down, and teardown can complete on each side.
-    fn paired(&self, ntb: u32) -> FResult<u32> {
-        self.ntbs[ntb as usize].peer.ok_or_else(|| FabricError::LinkDown { ntb: self.ntbs[ntb as usize].name.clone(), cabled: false })
-    }
-
-    /// The peer of `ntb` for an access that crosses the link (doorbells, scratchpads and
-    /// messages of the peer): refused while the link is down.
-    fn peer(&self, ntb: u32) -> FResult<u32> {
-        let p = self.paired(ntb)?;
-        if !self.ntb_link_is_up(ntb) {
-            return Err(FabricError::LinkDown { ntb: self.ntbs[ntb as usize].name.clone(), cabled: true });
-        }
-        Ok(p)
-    }
-
-    /// ntb_mw_count: inbound windows (the peer's BARs that lead into this host).
-    pub fn mw_count(&self, ntb: u32) -> FResult<usize> {
-        Ok(self.ntbs[self.paired(ntb)? as usize].windows.len())
-    }
-
-    /// ntb_peer_mw_count: this adapter's own window BARs, which lead into the peer.
-    pub fn peer_mw_count(&self, ntb: u32) -> usize {
-        self.ntbs[ntb as usize].windows.len()
-    }
-
-    /// ntb_mw_get_align: (address alignment, size alignment, maximum size) of inbound window `widx`.
-    pub fn mw_get_align(&self, ntb: u32, widx: usize) -> FResult<(u64, u64, u64)> {
-        let p = self.paired(ntb)?;
-        let w = self.ntbs[p as usize].windows.get(widx).ok_or_else(|| FabricError::Invalid(format!("{}: no memory window {widx}", self.ntbs[ntb as usize].name)))?;
-        Ok((crate::ntb::TRANS_ALIGN, crate::ntb::TRANS_ALIGN, w.size))
-    }
-
-    /// ntb_mw_set_trans: accesses through inbound window `widx` land at [addr, addr+size) of this host.
-    /// For a window split in LUT segments, consecutive segments are programmed to cover the range.
-    pub fn mw_set_trans(&mut self, ntb: u32, widx: usize, addr: u64, size: u64) -> FResult<()> {
-        let (_, _, max) = self.mw_get_align(ntb, widx)?;
-        let s = &self.ntbs[ntb as usize];
-        let host = &self.hosts[s.host as usize];
-        if size > max {
-            return invalid(format!("{}: translation of {} exceeds memory window {widx} ({})", s.name, crate::error::fmt_size(size), crate::error::fmt_size(max)));
-        }
-        check_trans(&s.name, addr, size, host.phys_limit(), &host.name)?;
-        let w = self.ntbs[self.paired(ntb)? as usize].windows[widx];
-        let inbound = if w.lut_segments == 0 {
-            Inbound::Direct { addr, size }
-        } else {
-            let seg = w.size / w.lut_segments as u64;
-            Inbound::Lut((0..w.lut_segments as u64).map(|i| (i * seg < size).then_some(addr + i * seg)).collect())
-        };
-        self.ntbs[ntb as usize].inbound[widx] = inbound;
-        self.invalidate_routes();
-        Ok(())
-    }
-
-    /// Program one LUT segment of inbound window `widx`.
-    pub fn lut_set_trans(&mut self, ntb: u32, widx: usize, segment: usize, addr: u64) -> FResult<()> {
-        self.mw_get_align(ntb, widx)?;
-        let w = self.ntbs[self.paired(ntb)? as usize].windows[widx];
-        let s = &self.ntbs[ntb as usize];
-        if w.lut_segments == 0 {
-            return invalid(format!("{}: memory window {widx} has no LUT segments; use mw_set_trans", s.name));
-        }
-        if segment >= w.lut_segments as usize {
-            return invalid(format!("{}: segment {segment} out of range (window {widx} has {})", s.name, w.lut_segments));
-        }
-        let seg = w.size / w.lut_segments as u64;
-        let host = &self.hosts[s.host as usize];
-        check_trans(&s.name, addr, seg, host.phys_limit(), &host.name)?;
-        let n = w.lut_segments as usize;
-        let st = &mut self.ntbs[ntb as usize].inbound[widx];
-        if !matches!(st, Inbound::Lut(_)) {
-            *st = Inbound::Lut(vec![None; n]);
-        }
-        if let Inbound::Lut(v) = st {
-            v[segment] = Some(addr);
-        }
-        self.invalidate_routes();
-        Ok(())
-    }
-
-    /// ntb_mw_clear_trans.
-    pub fn mw_clear_trans(&mut self, ntb: u32, widx: usize) -> FResult<()> {
-        self.mw_get_align(ntb, widx)?;
-        self.ntbs[ntb as usize].inbound[widx] = Inbound::Unset;
-        self.invalidate_routes();
-        Ok(())
-    }
-
-    /// ntb_peer_mw_get_addr: (physical address in this host, size) of outbound window `widx`.
-    pub fn peer_mw_get_addr(&self, ntb: u32, widx: usize) -> FResult<(u64, u64)> {
-        let s = &self.ntbs[ntb as usize];
-        let bar = *s.window_bars.get(widx).ok_or_else(|| FabricError::Invalid(format!("{}: no memory window {widx} (has {})", s.name, s.window_bars.len())))?;
-        let b = self.funcs[s.func as usize].bars.iter().find(|b| b.index == bar).unwrap();
-        Ok((b.addr, b.size))
-    }
-
-    /// Add a requester of this adapter's host to its requester-ID LUT; returns the entry index.
-    pub fn rid_lut_add(&mut self, ntb: u32, rid: Bdf) -> FResult<usize> {
-        let r = self.ntbs[ntb as usize].rid_lut_add(rid);
-        self.invalidate_routes();
-        r
-    }
-
-    pub fn rid_lut_remove(&mut self, ntb: u32, rid: Bdf) -> bool {
-        let s = &mut self.ntbs[ntb as usize];
-        let found = s.rid_lut_index(rid).map(|i| s.rid_lut[i] = None).is_some();
-        self.invalidate_routes();
-        found
-    }
-
-    /// The requester IDs under which this adapter forwards inbound TLPs (its DMA aliases).
-    pub fn ntb_dma_aliases(&self, ntb: u32) -> Vec<Bdf> {
-        let Some(p) = self.ntbs[ntb as usize].peer else { return Vec::new() };
-        (0..self.ntbs[p as usize].rid_lut.len()).map(|i| self.ntb_alias(ntb, i)).collect()
-    }
-
-    /// ntb_peer_db_set: ring doorbell bits on the peer; returns whether its interrupt fired.
-    pub fn peer_db_set(&mut self, ntb: u32, bits: u64) -> FResult<bool> {
-        let p = self.peer(ntb)?;
-        self.ntbs[p as usize].ring(bits)
-    }
-
-    pub fn db_read(&self, ntb: u32) -> u64 {
-        self.ntbs[ntb as usize].doorbell
-    }
-
-    pub fn db_clear(&mut self, ntb: u32, bits: u64) {
-        self.ntbs[ntb as usize].doorbell &= !bits;
-    }
-
-    pub fn db_set_mask(&mut self, ntb: u32, mask: u64) {
-        self.ntbs[ntb as usize].doorbell_mask = mask;
-    }
-
-    pub fn spad_read(&self, ntb: u32, idx: usize) -> FResult<u32> {
-        self.ntbs[ntb as usize].check_spad(idx)?;
-        Ok(self.ntbs[ntb as usize].spads[idx])
-    }
-
-    pub fn spad_write(&mut self, ntb: u32, idx: usize, val: u32) -> FResult<()> {
-        self.ntbs[ntb as usize].check_spad(idx)?;
-        self.ntbs[ntb as usize].spads[idx] = val;
-        Ok(())
-    }
-
-    pub fn peer_spad_write(&mut self, ntb: u32, idx: usize, val: u32) -> FResult<()> {
-        let p = self.peer(ntb)?;
-        self.spad_write(p, idx, val)
-    }
-
-    pub fn peer_spad_read(&self, ntb: u32, idx: usize) -> FResult<u32> {
-        let p = self.peer(ntb)?;
-        self.spad_read(p, idx)
-    }
-
-    /// ntb_peer_msg_write: post a message to the peer's inbound message register `idx`.
-    pub fn peer_msg_write(&mut self, ntb: u32, idx: usize, msg: u32) -> FResult<()> {
-        let p = self.peer(ntb)?;
-        let s = &mut self.ntbs[p as usize];
-        s.check_msg(idx)?;
-        if s.msgs[idx].is_some() {
-            return invalid(format!("{}: message register {idx} still holds an unread message", s.name));
-        }
-        s.msgs[idx] = Some(msg);
-        Ok(())
-    }
-
-    /// ntb_msg_read: take the message in inbound register `idx`, if any.
-    pub fn msg_read(&mut self, ntb: u32, idx: usize) -> FResult<Option<u32>> {
-        let s = &mut self.ntbs[ntb as usize];
-        s.check_msg(idx)?;
-        Ok(s.msgs[idx].take())
     }
 
     // ----- IOMMU API -------------------------------------------------------------------------

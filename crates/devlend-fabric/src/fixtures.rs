@@ -12,3 +12,20 @@ pub fn two_hosts_pxh830(cpu: &str, ram: u64, iommu_a: bool, iommu_b: bool) -> St
                {{"a":"na.cable","b":"nb.cable","gen":3,"width":8,"kind":"cable"}}]}}"#
     )
 }
+
+/// Hosts `h0`..`h{n-1}` (Intel Xeon E5, 4 GiB, IOMMU off), each with one root port and a PXH830
+/// adapter `n0`..`n{n-1}` whose cable goes to port `pI` of one MXS824 cluster switch `sw`
+/// (Gen3 x8 everywhere).
+pub fn hosts_on_mxs824(n: usize) -> String {
+    let hosts: Vec<String> = (0..n).map(|i| format!(r#"{{"name":"h{i}","cpu":"intel-xeon-e5","ram":4294967296,"root_ports":1}}"#)).collect();
+    let ntbs: Vec<String> = (0..n).map(|i| format!(r#"{{"name":"n{i}","profile":"pxh830"}}"#)).collect();
+    let links: Vec<String> = (0..n)
+        .flat_map(|i| [format!(r#"{{"a":"h{i}.rp0","b":"n{i}","gen":3,"width":8}}"#), format!(r#"{{"a":"sw.p{i}","b":"n{i}.cable","gen":3,"width":8,"kind":"cable"}}"#)])
+        .collect();
+    format!(
+        r#"{{"name":"cluster","hosts":[{}],"ntbs":[{}],"cluster_switches":[{{"name":"sw","profile":"mxs824"}}],"links":[{}]}}"#,
+        hosts.join(","),
+        ntbs.join(","),
+        links.join(",")
+    )
+}

@@ -12,6 +12,7 @@
 //! what it takes from them.
 
 pub mod build;
+pub mod cluster;
 pub mod config;
 pub mod enumerate;
 pub mod error;
@@ -24,6 +25,7 @@ pub mod link;
 pub mod memory;
 pub mod model;
 pub mod ntb;
+pub mod ntb_api;
 pub mod params;
 pub mod programmed;
 pub mod route;

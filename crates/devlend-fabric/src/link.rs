@@ -2,7 +2,8 @@
 //! (include/linux/ntb.h: `ntb_link_disable`, `ntb_link_enable`, `ntb_link_is_up`).
 //!
 //! The link of a pair is one state: disabling either adapter takes it down for both, as pulling
-//! the cable does. While it is down nothing crosses: requests and completions through either
+//! the cable does. An adapter on a cluster switch has its own cable to the switch: disabling it
+//! cuts it off from every peer, while the others still reach each other. While it is down nothing crosses: requests and completions through either
 //! adapter fail with `Failure::NtbLinkDown` (recorded by the data path, nothing delivered), and
 //! the peer's doorbells, scratchpads and message registers are refused. What stays possible is
 //! what each host does with its own adapter: programming its translations and requester-ID LUT
@@ -29,10 +30,16 @@ impl Fabric {
         self.set_link(ntb, true)
     }
 
+    /// The adapter's own link, and a directly cabled peer's whose only peer it is (the two ends
+    /// of one cable); an adapter on a cluster switch takes down only its own cable.
     fn set_link(&mut self, ntb: u32, up: bool) -> FResult<()> {
         let s = self.ntbs.get(ntb as usize).ok_or_else(|| crate::FabricError::UnknownName(format!("NTB #{ntb}")))?;
-        let Some(p) = s.peer else { return invalid(format!("{}: no cable to a peer; there is no link to change", s.name)) };
-        for n in [ntb, p] {
+        if s.peers.is_empty() {
+            return invalid(format!("{}: no cable to a peer; there is no link to change", s.name));
+        }
+        let partners = s.peers.iter().filter(|p| p.via.is_none() && self.ntbs[p.ntb as usize].peers.len() == 1).map(|p| p.ntb);
+        let ends: Vec<u32> = std::iter::once(ntb).chain(partners).collect();
+        for n in ends {
             if up {
                 self.links_down.remove(&n);
             } else {

@@ -74,6 +74,8 @@ pub enum NodeKind {
     SwitchDown { switch: u32, index: u8 },
     Endpoint { device: u32 },
     Ntb { ntb: u32 },
+    /// A port of an NTB cluster switch (in no host's domain).
+    ClusterPort { switch: u32, index: u8 },
 }
 
 impl NodeKind {

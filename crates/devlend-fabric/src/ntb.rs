@@ -17,6 +17,17 @@
 //! DMA aliases, which the far host's IOMMU must attach (Linux `pci_add_dma_alias`). Entry 0 holds
 //! the host's root complex (00:00.0) from probe on, as Linux NTB drivers do
 //! (ntb_hw_switchtec: `switchtec_ntb_init_req_id_table`).
+//!
+//! Several peers (Linux's multi-port API since 4.13: `ntb_peer_port_count`, and a peer index
+//! `pidx` in `ntb_mw_set_trans(ntb, pidx, widx, ...)` and the peer register calls): an adapter
+//! behind a cluster switch (`cluster`), or one with several cable ports, has one peer per adapter
+//! it reaches. Its windows are shared between them: each LUT segment (and a direct window as a
+//! whole) leads to one peer at a time (`out_peer`), set when that peer programs the translation
+//! for it; the receiving adapter keeps one inbound translation per (source adapter, window)
+//! (`inbound[pidx][widx]`). The requester-ID LUT is the source host's and serves every peer; on
+//! the far side entry `i` from peer `pidx` appears as devfn `alias_base[pidx] + i + 1`, so that
+//! completions find their way back to the right peer. An adapter with one peer is exactly the
+//! single-peer model: peer index 0, `alias_base` 0.
 
 use crate::error::{invalid, FResult};
 use crate::model::{FuncId, HostId, LinkId, NodeId};
@@ -34,19 +45,44 @@ pub enum Inbound {
 
 pub const TRANS_ALIGN: u64 = 0x1000;
 
+/// One adapter this adapter reaches, and how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NtbPeer {
+    pub ntb: u32,
+    /// The cable leaving this adapter towards it (to the peer itself, or to a cluster switch).
+    pub cable: LinkId,
+    /// Through a cluster switch: the switch port this adapter is cabled to, the port the peer is
+    /// cabled to, and the peer's cable.
+    pub via: Option<Via>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Via {
+    pub ingress: NodeId,
+    pub egress: NodeId,
+    pub far_cable: LinkId,
+}
+
 #[derive(Clone)]
 pub struct NtbState {
     pub name: String,
     pub node: NodeId,
     pub func: FuncId,
     pub host: HostId,
+    /// Peer index 0 and its cable: the single-peer view most code uses.
     pub peer: Option<u32>,
     pub cable: Option<LinkId>,
+    /// Every peer, by peer index (Linux `pidx`).
+    pub peers: Vec<NtbPeer>,
+    /// Per own window, per segment (one entry for a direct window): the peer index it leads to.
+    pub out_peer: Vec<Vec<Option<u8>>>,
+    /// Per peer index: the first far-side alias of that peer's requester-ID LUT entries.
+    pub alias_base: Vec<u16>,
     /// This adapter's outbound windows (its BARs 2, 4, ...): accesses there go to the peer.
     pub windows: Vec<WindowParam>,
     pub window_bars: Vec<u8>,
-    /// Translations for the peer's windows, indexed like the peer's `windows`.
-    pub inbound: Vec<Inbound>,
+    /// Translations for each peer's windows: `inbound[pidx][widx]`.
+    pub inbound: Vec<Vec<Inbound>>,
     pub rid_lut: Vec<Option<Bdf>>,
     pub doorbell: u64,
     pub doorbell_mask: u64,
@@ -57,9 +93,14 @@ pub struct NtbState {
 }
 
 impl NtbState {
-    /// Translate an offset into window `widx` (as the peer's BAR sees it) into this host's address.
+    /// Translate an offset into window `widx` of peer 0 (as its BAR sees it) into this host's address.
     pub fn inbound_translate(&self, widx: usize, offset: u64, window: &WindowParam) -> Option<u64> {
-        match self.inbound.get(widx)? {
+        self.inbound_translate_from(0, widx, offset, window)
+    }
+
+    /// Translate an offset into window `widx` of peer `pidx` into this host's address.
+    pub fn inbound_translate_from(&self, pidx: usize, widx: usize, offset: u64, window: &WindowParam) -> Option<u64> {
+        match self.inbound.get(pidx)?.get(widx)? {
             Inbound::Unset => None,
             Inbound::Direct { addr, size } => (offset < *size).then(|| addr + offset),
             Inbound::Lut(segs) => {
@@ -68,6 +109,36 @@ impl NtbState {
                 segs.get(seg).copied().flatten().map(|base| base + offset % seg_size)
             }
         }
+    }
+
+    /// The peer index of adapter `ntb`, if this adapter reaches it.
+    pub fn peer_idx(&self, ntb: u32) -> Option<usize> {
+        self.peers.iter().position(|p| p.ntb == ntb)
+    }
+
+    /// The segment of own window `widx` that `offset` falls in (0 for a direct window).
+    pub fn segment_of(&self, widx: usize, offset: u64) -> usize {
+        let w = &self.windows[widx];
+        if w.lut_segments == 0 { 0 } else { (offset / (w.size / w.lut_segments as u64)) as usize }
+    }
+
+    /// The peer index an access at `offset` of own window `widx` goes to: the one its segment
+    /// leads to, or with a single peer that peer.
+    pub fn out_pidx(&self, widx: usize, offset: u64) -> Option<usize> {
+        let seg = self.segment_of(widx, offset);
+        match self.out_peer.get(widx).and_then(|v| v.get(seg)).copied().flatten() {
+            Some(p) => Some(p as usize),
+            None => (self.peers.len() == 1).then_some(0),
+        }
+    }
+
+    /// (peer index, LUT entry) of far-side alias devfn `devfn` on this adapter's bus.
+    pub fn alias_entry(&self, devfn: u8, peer_lut_len: impl Fn(usize) -> usize) -> Option<(usize, usize)> {
+        let k = (devfn as usize).checked_sub(1)?;
+        (0..self.peers.len()).find_map(|p| {
+            let base = self.alias_base[p] as usize;
+            (k >= base && k < base + peer_lut_len(p)).then(|| (p, k - base))
+        })
     }
 
     pub fn rid_lut_index(&self, rid: Bdf) -> Option<usize> {

@@ -67,6 +67,23 @@ pub struct NtbProfile {
     pub doorbells: u8,
     pub scratchpads: u8,
     pub message_registers: u8,
+    /// Cable ports that can each go to another peer (or cluster switch).
+    #[serde(default = "one")]
+    pub cable_ports: u8,
+    pub source: String,
+}
+
+fn one() -> u8 {
+    1
+}
+
+/// An NTB cluster switch (see `cluster`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClusterSwitchProfile {
+    pub description: String,
+    pub max_gen: u8,
+    pub max_width: u8,
+    pub ports: u8,
     pub source: String,
 }
 
@@ -117,6 +134,8 @@ pub struct Params {
     pub device: BTreeMap<String, DeviceProfile>,
     pub ntb: BTreeMap<String, NtbProfile>,
     pub switch: BTreeMap<String, SwitchProfile>,
+    #[serde(default)]
+    pub cluster_switch: BTreeMap<String, ClusterSwitchProfile>,
 }
 
 /// The parsed parameter file. Parsing is checked by a unit test, so a bad edit fails CI.

@@ -6,12 +6,14 @@ use crate::fabric::Fabric;
 use crate::ntb::Inbound;
 use devlend_wire::Bdf;
 
-/// NTB inbound translations and requester-ID LUTs, IOMMU context entries and bytes mapped per
+/// NTB inbound translations (each adapter's tables for all its peers, one after another), the peer
+/// each outbound segment leads to, requester-ID LUTs, IOMMU context entries and bytes mapped per
 /// domain (domains without mappings left out: the IOMMU API cannot free a domain), and Bus Master
 /// Enable and MSI-X Message Control of every function.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Programmed {
     pub inbound: Vec<Vec<Inbound>>,
+    pub out_peers: Vec<Vec<Vec<Option<u8>>>>,
     pub rid_luts: Vec<Vec<Option<Bdf>>>,
     pub contexts: Vec<Vec<(Bdf, String)>>,
     pub mapped: Vec<Vec<(String, u64)>>,
@@ -37,7 +39,8 @@ impl Fabric {
             .map(|m| m.domains.iter().filter(|d| d.mapped_bytes > 0).map(|d| (d.name.clone(), d.mapped_bytes)).collect())
             .collect();
         Programmed {
-            inbound: self.ntbs.iter().map(|n| n.inbound.clone()).collect(),
+            inbound: self.ntbs.iter().map(|n| n.inbound.concat()).collect(),
+            out_peers: self.ntbs.iter().map(|n| n.out_peer.clone()).collect(),
             rid_luts: self.ntbs.iter().map(|n| n.rid_lut.clone()).collect(),
             contexts,
             mapped,

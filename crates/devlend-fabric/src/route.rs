@@ -13,6 +13,8 @@
 //!   through the root, else they are Unsupported Requests.
 //! - An NTB memory window forwards into the peer's domain through the peer's inbound translation;
 //!   the requester ID is rewritten through the adapter's requester-ID LUT (no entry: rejected).
+//!   With several peers (`cluster`), the segment the address falls in names the peer; through a
+//!   cluster switch the TLP crosses the adapter's cable, the switch and the peer's cable.
 //! - Completions are ID-routed back by bus number, through the NTB's reverse LUT.
 //!
 //! Hop counting (the one rule devlend applies to every route): a hop is a link traversal, entry
@@ -352,20 +354,30 @@ impl Fabric {
                 }
                 Step::NtbOut { ntb, window, offset } => {
                     let s = &self.ntbs[ntb as usize];
-                    let Some(peer) = s.peer.filter(|_| self.ntb_link_is_up(ntb)) else { return Outcome::Failed(Failure::NtbLinkDown { ntb }) };
+                    if !self.ntb_link_is_up(ntb) {
+                        return Outcome::Failed(Failure::NtbLinkDown { ntb });
+                    }
+                    let pidx = s.out_pidx(window as usize, offset);
+                    let link = pidx.map(|i| s.peers[i]);
+                    if link.is_some_and(|l| !self.ntb_link_is_up(l.ntb)) {
+                        return Outcome::Failed(Failure::NtbLinkDown { ntb });
+                    }
                     if let Err(f) = w.cross(ntb, window) {
                         return Outcome::Failed(f);
                     }
                     let Some(idx) = s.rid_lut_index(w.rid) else { return Outcome::Failed(Failure::RidLutMiss { ntb, rid: w.rid }) };
-                    let p = &self.ntbs[peer as usize];
-                    let Some(addr) = p.inbound_translate(window as usize, offset, &s.windows[window as usize]) else {
-                        return Outcome::Failed(Failure::NtbUnmapped { ntb, window, offset });
-                    };
+                    let found = link.and_then(|l| {
+                        let p = &self.ntbs[l.ntb as usize];
+                        let from = p.peer_idx(ntb)?;
+                        Some((l, from, p.inbound_translate_from(from, window as usize, offset, &s.windows[window as usize])?))
+                    });
+                    let Some((l, from, addr)) = found else { return Outcome::Failed(Failure::NtbUnmapped { ntb, window, offset }) };
+                    let p = &self.ntbs[l.ntb as usize];
                     w.push(HopKind::Ntb, s.node, window as u64);
-                    w.host = p.host;
+                    self.cross_cable(w, l, p.host);
                     w.addr = addr;
-                    w.rid = self.ntb_alias(peer, idx);
-                    w.push(HopKind::Link, p.node, s.cable.unwrap_or(0) as u64);
+                    w.rid = self.ntb_alias_from(l.ntb, from, idx);
+                    w.push(HopKind::Link, p.node, l.via.map_or(l.cable, |v| v.far_cable) as u64);
                     if !self.config[p.func as usize].bus_master() {
                         return Outcome::Failed(Failure::BusMasterOff { func: p.func });
                     }
@@ -375,10 +387,14 @@ impl Fabric {
         }
     }
 
-    /// The far-side requester ID of LUT entry `idx` of the adapter paired with `far`.
-    pub fn ntb_alias(&self, far: u32, idx: usize) -> Bdf {
-        let bdf = self.funcs[self.ntbs[far as usize].func as usize].bdf;
-        Bdf::from_bus_devfn(bdf.bus(), idx as u8 + 1)
+    /// From an adapter to its peer `l` in `host`: through a cluster switch, the cable to the
+    /// switch and the switch's forwarding; then the walk is in the peer's host.
+    fn cross_cable(&self, w: &mut Walk, l: crate::ntb::NtbPeer, host: HostId) {
+        if let Some(v) = l.via {
+            w.push(HopKind::Link, v.ingress, l.cable as u64);
+            w.push(HopKind::Forward, v.egress, 0);
+        }
+        w.host = host;
     }
 
     /// Which function and BAR of endpoint node `n` decode `addr` (memory decoding enabled).
@@ -471,19 +487,24 @@ impl Fabric {
                             let NodeKind::Ntb { ntb } = kind else { return ur(w, c, "completion for an unknown function") };
                             let s = &self.ntbs[ntb as usize];
                             let own = self.funcs[s.func as usize].bdf;
-                            let Some(peer) = s.peer.filter(|_| self.ntb_link_is_up(ntb)) else { return Outcome::Failed(Failure::NtbLinkDown { ntb }) };
+                            if !self.ntb_link_is_up(ntb) {
+                                return Outcome::Failed(Failure::NtbLinkDown { ntb });
+                            }
                             if let Err(f) = w.cross(ntb, u8::MAX) {
                                 return Outcome::Failed(f);
                             }
-                            let idx = (w.rid.devfn() as usize).wrapping_sub(1);
-                            let p = &self.ntbs[peer as usize];
-                            let Some(orig) = (w.rid.bus() == own.bus()).then(|| p.rid_lut.get(idx).copied().flatten()).flatten() else {
-                                return Outcome::Failed(Failure::RidLutMiss { ntb, rid: w.rid });
-                            };
+                            let entry = (w.rid.bus() == own.bus()).then(|| s.alias_entry(w.rid.devfn(), |p| self.ntbs[s.peers[p].ntb as usize].rid_lut.len())).flatten();
+                            let Some((pidx, idx)) = entry else { return Outcome::Failed(Failure::RidLutMiss { ntb, rid: w.rid }) };
+                            let l = s.peers[pidx];
+                            if !self.ntb_link_is_up(l.ntb) {
+                                return Outcome::Failed(Failure::NtbLinkDown { ntb });
+                            }
+                            let p = &self.ntbs[l.ntb as usize];
+                            let Some(orig) = p.rid_lut[idx] else { return Outcome::Failed(Failure::RidLutMiss { ntb, rid: w.rid }) };
                             w.push(HopKind::Ntb, s.node, 0);
-                            w.host = p.host;
+                            self.cross_cable(w, l, p.host);
                             w.rid = orig;
-                            w.push(HopKind::Link, p.node, s.cable.unwrap_or(0) as u64);
+                            w.push(HopKind::Link, p.node, l.via.map_or(l.cable, |v| v.far_cable) as u64);
                             IdStep::Up(p.node)
                         }
                     }

@@ -44,6 +44,7 @@ impl Fabric {
             NodeKind::SwitchDown { .. } => "switch_down",
             NodeKind::Endpoint { .. } => "endpoint",
             NodeKind::Ntb { .. } => "ntb",
+            NodeKind::ClusterPort { .. } => "cluster_port",
         };
         let mut v = json!({"component": node.component, "port": node.port, "kind": kind,
             "children": node.children.iter().map(|c| self.node_json(*c)).collect::<Vec<_>>()});
@@ -75,11 +76,15 @@ impl Fabric {
                 let (addr, _) = self.peer_mw_get_addr(ntb, i).unwrap_or((0, 0));
                 json!({"index": i, "bar": s.window_bars[i], "addr": addr, "size": w.size, "lut_segments": w.lut_segments})
             }).collect();
-            v["inbound"] = s.inbound.iter().map(|t| match t {
+            let inbound = |tables: &[Inbound]| -> Value { tables.iter().map(|t| match t {
                 Inbound::Unset => json!(null),
                 Inbound::Direct { addr, size } => json!({"addr": addr, "size": size}),
                 Inbound::Lut(segs) => json!({"segments": segs}),
-            }).collect();
+            }).collect() };
+            v["inbound"] = s.inbound.first().map_or(json!([]), |t| inbound(t));
+            v["peers"] = s.peers.iter().zip(&s.inbound).map(|(p, t)| json!({
+                "ntb": self.ntbs[p.ntb as usize].name, "host": self.hosts[self.ntbs[p.ntb as usize].host as usize].name,
+                "via": p.via.map(|v| self.nodes[v.ingress as usize].component.clone()), "inbound": inbound(t)})).collect();
             v["rid_lut"] = s.rid_lut.iter().map(|e| e.map(|b| b.to_string())).collect();
             v["doorbells"] = json!(s.doorbell_bits);
             v["scratchpads"] = json!(s.spads.len());
@@ -99,7 +104,7 @@ impl Fabric {
         let n = &self.nodes[h.node as usize];
         let via_cable = h.kind == crate::route::HopKind::Ntb
             || (h.kind == crate::route::HopKind::Link && matches!(n.kind, NodeKind::Ntb { .. })
-                && self.links.get(h.aux as usize).is_some_and(|l| matches!(self.nodes[l.up as usize].kind, NodeKind::Ntb { .. })));
+                && self.links.get(h.aux as usize).is_some_and(|l| matches!(self.nodes[l.up as usize].kind, NodeKind::Ntb { .. } | NodeKind::ClusterPort { .. })));
         let port = if via_cable { "cable" } else { n.port.as_str() };
         json!({"kind": h.kind.name(), "component": n.component, "port": port, "host": self.hosts[h.host as usize].name,
                "addr": h.addr, "rid": h.rid.to_string(), "counts": h.kind.counts(), "aux": h.aux})

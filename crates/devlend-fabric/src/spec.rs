@@ -20,6 +20,9 @@ pub struct TopologySpec {
     pub devices: Vec<DeviceSpec>,
     #[serde(default)]
     pub ntbs: Vec<NtbSpec>,
+    /// NTB cluster switches (see `cluster`): hosts' adapters cabled to their ports reach each other.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_switches: Vec<ClusterSwitchSpec>,
     #[serde(default)]
     pub links: Vec<LinkSpec>,
     #[serde(default)]
@@ -180,6 +183,23 @@ pub struct NtbSpec {
     pub scratchpads: Option<u8>,
     #[serde(default)]
     pub message_registers: Option<u8>,
+    /// Cable ports (`NAME.cable0`, `NAME.cable1`, ...; `NAME.cable` is port 0), each to its own
+    /// peer or cluster switch. Default: the profile's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cable_ports: Option<u8>,
+}
+
+/// An NTB cluster switch (Dolphin MXS824 class): ports `NAME.p0` ... joined by cables to NTB
+/// adapters' cable ports.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSwitchSpec {
+    pub name: String,
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// Ports in use; default and maximum: the profile's.
+    #[serde(default)]
+    pub ports: Option<u8>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -193,9 +213,10 @@ pub enum LinkKind {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkSpec {
-    /// Upstream end: `HOST.rpN`, `SWITCH.dN`, or for an NTB cable `NTB.cable`.
+    /// Upstream end: `HOST.rpN`, `SWITCH.dN`, or for a cable `NTB.cable[K]` or `CLUSTERSWITCH.pN`.
     pub a: String,
-    /// Downstream end: `SWITCH.up` (or `SWITCH`), `DEVICE`, `NTB` (its slot side) or `NTB.cable`.
+    /// Downstream end: `SWITCH.up` (or `SWITCH`), `DEVICE`, `NTB` (its slot side), or for a cable
+    /// `NTB.cable[K]` or `CLUSTERSWITCH.pN`.
     pub b: String,
     pub gen: u8,
     pub width: u8,

@@ -36,7 +36,9 @@ impl Fabric {
         let Ok((base, size)) = self.peer_mw_get_addr(ntb, widx) else { return 1 };
         let off = addr - base;
         let s = &self.ntbs[ntb as usize];
-        let trans = match s.peer.map(|p| &self.ntbs[p as usize].inbound[widx]) {
+        let far = s.out_pidx(widx, off).map(|p| s.peers[p].ntb);
+        let from = far.and_then(|p| self.ntbs[p as usize].peer_idx(ntb));
+        let trans = match far.zip(from).map(|(p, q)| &self.ntbs[p as usize].inbound[q][widx]) {
             Some(Inbound::Direct { size: t, .. }) => t.saturating_sub(off),
             Some(Inbound::Lut(_)) => {
                 let seg = s.windows[widx].size / s.windows[widx].lut_segments as u64;

@@ -302,7 +302,7 @@ impl SpecBuilder {
             Tree::Ntb(g) => {
                 let name = format!("ntb{}", self.spec.ntbs.len());
                 let spec = if g.profile {
-                    NtbSpec { name: name.clone(), profile: Some("pxh830".into()), windows: None, rid_lut_entries: None, doorbells: None, scratchpads: None, message_registers: None }
+                    NtbSpec { name: name.clone(), profile: Some("pxh830".into()), windows: None, rid_lut_entries: None, doorbells: None, scratchpads: None, message_registers: None, cable_ports: None }
                 } else {
                     NtbSpec {
                         name: name.clone(),
@@ -312,6 +312,7 @@ impl SpecBuilder {
                         doorbells: Some(16),
                         scratchpads: Some(4),
                         message_registers: Some(2),
+                        cable_ports: None,
                     }
                 };
                 self.spec.ntbs.push(spec);
@@ -877,11 +878,11 @@ fn check_cache(f: &mut Fabric, ops: &[Op4]) -> Result<usize, TestCaseError> {
                     .filter(|n| f.ntbs[*n as usize].peer.is_some())
                     .flat_map(|n| (0..f.peer_mw_count(n)).map(move |w| (n, w)))
                     .collect();
-                let set: Vec<(u32, usize)> = cands.iter().copied().filter(|(n, w)| f.ntbs[f.ntbs[*n as usize].peer.unwrap() as usize].inbound[*w] != Inbound::Unset).collect();
+                let set: Vec<(u32, usize)> = cands.iter().copied().filter(|(n, w)| f.ntbs[f.ntbs[*n as usize].peer.unwrap() as usize].inbound[0][*w] != Inbound::Unset).collect();
                 let Some((near, w)) = pick(if set.is_empty() { &cands } else { &set }, window) else { continue };
                 let far = f.ntbs[near as usize].peer.unwrap();
                 let (win, wsize) = f.peer_mw_get_addr(near, w).unwrap();
-                let end = match &f.ntbs[far as usize].inbound[w] {
+                let end = match &f.ntbs[far as usize].inbound[0][w] {
                     Inbound::Unset => 0,
                     Inbound::Direct { size, .. } => *size,
                     Inbound::Lut(segs) => segs.iter().filter(|s| s.is_some()).count() as u64 * (wsize / segs.len() as u64),

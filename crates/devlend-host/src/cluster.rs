@@ -222,7 +222,7 @@ impl Cluster {
         let lend = self.lending.reclaim(&mut self.fabric, func)?;
         let f = &self.fabric;
         let mut report = Teardown::default();
-        if !f.ntb_link_is_up(lend.la) {
+        if !f.ntb_link_is_up(lend.la) || !f.ntb_link_is_up(lend.bb) {
             let host = |h: HostId| f.hosts[h as usize].name.clone();
             report.unreached.push(Unreached { device: f.funcs[func as usize].name.clone(), lender: host(lender), borrower: host(b), ntb: f.ntbs[lend.la as usize].name.clone() });
         }

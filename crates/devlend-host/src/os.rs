@@ -220,7 +220,7 @@ impl HostOs<'_> {
         let rid = match self.c.lending.lends.get(&func) {
             Some(l) => {
                 let idx = f.ntbs[l.la as usize].rid_lut_index(bdf).ok_or_else(|| HostError::Invalid(format!("{} has no LUT entry on its lender's adapter", f.funcs[func as usize].name)))?;
-                f.ntb_alias(l.bb, idx)
+                f.ntb_alias_of(l.bb, l.la, idx)
             }
             None => bdf,
         };

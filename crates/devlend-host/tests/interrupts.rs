@@ -140,7 +140,7 @@ fn devices_from_one_lender_share_the_mapping_of_the_borrowers_msi_page() {
         let a: Vec<u64> = ["gpu0", "gpu1", "gpu3"].iter().map(|n| msix_entry(&mut c, n, 0).0).collect();
         assert_eq!(a[0], a[1], "gpu0 and gpu1 come from lender-a over one NTB pair");
         let msi = c.fabric.hosts[0].msi.start;
-        let onto_msi = |c: &Cluster, ntb: &str| match &c.fabric.ntbs[c.fabric.ntb_id(ntb).unwrap() as usize].inbound[0] {
+        let onto_msi = |c: &Cluster, ntb: &str| match &c.fabric.ntbs[c.fabric.ntb_id(ntb).unwrap() as usize].inbound[0][0] {
             devlend_fabric::ntb::Inbound::Lut(segs) => segs.iter().filter(|s| **s == Some(msi)).count(),
             other => panic!("{other:?}"),
         };

@@ -184,28 +184,42 @@ impl Fabric {
     }
 
     // ----- NTB -----
-    fn mw_count(&self, ntb: &str) -> PyResult<usize> {
-        self.inner.mw_count(self.ntb(ntb)?).map_err(ferr)
+    #[pyo3(signature = (ntb, pidx=0))]
+    fn mw_count(&self, ntb: &str, pidx: usize) -> PyResult<usize> {
+        self.inner.ntb_mw_count(self.ntb(ntb)?, pidx).map_err(ferr)
+    }
+    /// ntb_peer_port_number for every peer index: the adapters `ntb` reaches, by peer index.
+    fn peers(&self, ntb: &str) -> PyResult<Vec<String>> {
+        let n = self.ntb(ntb)?;
+        Ok(self.inner.ntbs[n as usize].peers.iter().map(|p| self.inner.ntbs[p.ntb as usize].name.clone()).collect())
+    }
+    /// Links that trained down: (link end a, end b, asked (gen, width), trained (gen, width), message).
+    fn trained_down(&self) -> Vec<(String, (u8, u8), (u8, u8), String)> {
+        self.inner.trained_down.iter().map(|t| (t.spec_path.clone(), t.asked, t.trained, t.message())).collect()
     }
     fn peer_mw_count(&self, ntb: &str) -> PyResult<usize> {
         Ok(self.inner.peer_mw_count(self.ntb(ntb)?))
     }
-    fn mw_get_align(&self, ntb: &str, widx: usize) -> PyResult<(u64, u64, u64)> {
-        self.inner.mw_get_align(self.ntb(ntb)?, widx).map_err(ferr)
+    #[pyo3(signature = (ntb, widx, pidx=0))]
+    fn mw_get_align(&self, ntb: &str, widx: usize, pidx: usize) -> PyResult<(u64, u64, u64)> {
+        self.inner.ntb_mw_get_align(self.ntb(ntb)?, pidx, widx).map_err(ferr)
     }
-    fn mw_set_trans(&mut self, ntb: &str, widx: usize, addr: PyAddr, size: u64) -> PyResult<()> {
+    #[pyo3(signature = (ntb, widx, addr, size, pidx=0))]
+    fn mw_set_trans(&mut self, ntb: &str, widx: usize, addr: PyAddr, size: u64, pidx: usize) -> PyResult<()> {
         let n = self.ntb(ntb)?;
         let a = self.addr_for(Requester::Cpu(self.inner.ntbs[n as usize].host), addr)?;
-        self.inner.mw_set_trans(n, widx, a, size).map_err(ferr)
+        self.inner.ntb_mw_set_trans(n, pidx, widx, a, size).map_err(ferr)
     }
-    fn lut_set_trans(&mut self, ntb: &str, widx: usize, segment: usize, addr: PyAddr) -> PyResult<()> {
+    #[pyo3(signature = (ntb, widx, segment, addr, pidx=0))]
+    fn lut_set_trans(&mut self, ntb: &str, widx: usize, segment: usize, addr: PyAddr, pidx: usize) -> PyResult<()> {
         let n = self.ntb(ntb)?;
         let a = self.addr_for(Requester::Cpu(self.inner.ntbs[n as usize].host), addr)?;
-        self.inner.lut_set_trans(n, widx, segment, a).map_err(ferr)
+        self.inner.ntb_lut_set_trans(n, pidx, widx, segment, a).map_err(ferr)
     }
-    fn mw_clear_trans(&mut self, ntb: &str, widx: usize) -> PyResult<()> {
+    #[pyo3(signature = (ntb, widx, pidx=0))]
+    fn mw_clear_trans(&mut self, ntb: &str, widx: usize, pidx: usize) -> PyResult<()> {
         let n = self.ntb(ntb)?;
-        self.inner.mw_clear_trans(n, widx).map_err(ferr)
+        self.inner.ntb_mw_clear_trans(n, pidx, widx).map_err(ferr)
     }
     fn peer_mw_get_addr(&self, ntb: &str, widx: usize) -> PyResult<(u64, u64)> {
         self.inner.peer_mw_get_addr(self.ntb(ntb)?, widx).map_err(ferr)

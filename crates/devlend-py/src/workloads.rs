@@ -49,6 +49,11 @@ impl Scenario {
         self.inner.vms()
     }
 
+    #[pyo3(signature = (borrower, device, dma_window=None))]
+    fn borrow(&mut self, borrower: &str, device: &str, dma_window: Option<u64>) -> PyResult<()> {
+        self.inner.borrow(borrower, device, dma_window).map_err(werr)
+    }
+
     #[pyo3(signature = (name, requester, addr, bytes, write=true, at_ps=0))]
     fn stream(&mut self, name: &str, requester: &str, addr: PyAddr, bytes: u64, write: bool, at_ps: u64) -> PyResult<()> {
         let a = {

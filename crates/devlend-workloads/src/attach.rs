@@ -66,7 +66,7 @@ fn kind_of(c: &Cluster, device: &str) -> Option<String> {
     kind
 }
 
-fn host_error(w: &str, device: &str, e: HostError) -> WorkloadError {
+pub(crate) fn host_error(w: &str, device: &str, e: HostError) -> WorkloadError {
     let (workload, message) = (w.to_string(), e.to_string());
     match e {
         HostError::AlreadyLent(_) | HostError::Busy(_) => WorkloadError::AlreadyBorrowed { workload, device: device.into(), message },
@@ -89,7 +89,8 @@ pub(crate) fn runner(c: &Cluster, guests: &Guests, w: &str, runner: &str) -> WRe
 }
 
 /// Make `device` (of kind `expected`) ready for `runner`: a host borrows it when it sits
-/// elsewhere; a VM has it from its description.
+/// elsewhere (or takes its handle when it holds it borrowed already, `Scenario::borrow`); a VM
+/// has it from its description.
 pub(crate) fn attach(c: &mut Cluster, guests: &Guests, w: &str, runner_name: &str, device: &str, expected: &'static str) -> WResult<Attached> {
     let runner = runner(c, guests, w, runner_name)?;
     let func = c.fabric.func_id(device).map_err(|e| WorkloadError::NoSuch { workload: w.into(), what: "device".into(), message: e.to_string() })?;
@@ -99,8 +100,14 @@ pub(crate) fn attach(c: &mut Cluster, guests: &Guests, w: &str, runner_name: &st
         return Err(WorkloadError::WrongKind { workload: w.into(), device: device.into(), expected, found });
     }
     let dev = match &runner {
-        Runner::Host(host) if c.fabric.func_host(func) == *host => c.os(*host).and_then(|os| os.find(device)),
-        Runner::Host(host) => c.borrow(*host, device),
+        Runner::Host(host) if c.fabric.func_host(func) == *host => c.kernel(*host).and_then(|k| {
+            let d = k.find(device)?;
+            match k.device(d)?.lent_to {
+                Some(to) => Err(HostError::Busy(format!("{device} is lent to host {}", c.fabric.hosts[to as usize].name))),
+                None => Ok(d),
+            }
+        }),
+        Runner::Host(host) => c.kernel(*host).and_then(|k| k.find(device)).or_else(|_| c.borrow(*host, device)),
         Runner::Vm(g) => {
             let vmm = g.vmm.borrow();
             let v = vmm.vm(g.vm).map_err(|e| host_error(w, device, e))?;

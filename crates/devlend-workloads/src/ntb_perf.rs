@@ -125,7 +125,10 @@ fn ntb_between(f: &Fabric, runner: HostId, peer: HostId) -> Option<(u32, u32)> {
 /// is unset: the last one, as Device Lending takes the first free window for itself.
 fn free_window(f: &Fabric, out: u32, inbound: u32) -> Option<usize> {
     let windows = &f.ntbs[out as usize].windows;
-    (0..windows.len()).rev().find(|&i| windows[i].lut_segments == 0 && matches!(f.ntbs[inbound as usize].inbound.get(i), Some(Inbound::Unset)))
+    (0..windows.len()).rev().find(|&i| windows[i].lut_segments == 0 && {
+        let t = &f.ntbs[inbound as usize];
+        matches!(t.peer_idx(out).and_then(|q| t.inbound[q].get(i)), Some(Inbound::Unset))
+    })
 }
 
 fn rdma(w: &str) -> impl Fn(RdmaError) -> WorkloadError + '_ {

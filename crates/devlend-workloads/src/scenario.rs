@@ -156,6 +156,16 @@ impl Scenario {
         Ok(())
     }
 
+    /// Borrow `device` for host `borrower` now, with a DMA window of `dma_window` bytes (default:
+    /// a whole NTB memory window); its workloads then use this lend.
+    pub fn borrow(&mut self, borrower: &str, device: &str, dma_window: Option<u64>) -> WResult<()> {
+        let w = format!("borrow of {device}");
+        let opts = devlend_host::BorrowOptions { dma_window, ..Default::default() };
+        let mut c = self.m.world();
+        let host = c.fabric.host_id(borrower).map_err(|e| WorkloadError::NoSuch { workload: w.clone(), what: "host".into(), message: e.to_string() })?;
+        c.borrow_with(host, device, opts).map(|_| ()).map_err(|e| crate::attach::host_error(&w, device, e))
+    }
+
     /// A timing-only stream: `bytes` written or read at `addr` by `requester` ("HOST:cpu" or a
     /// function name), from `at`.
     pub fn add_stream(&mut self, name: &str, requester: &str, addr: u64, bytes: u64, access: Access, at: Ps) -> WResult<()> {

@@ -25,6 +25,8 @@ pub fn engine_params(f: &devlend_fabric::Fabric) -> Vec<(String, String)> {
     ]
     .into_iter()
     .chain(cpu_root_latencies(f))
+    // Only where it applies, so that results of fabrics without a cluster switch read as before.
+    .chain((!f.cluster_switches.is_empty()).then(|| ("cluster_switch_latency_ns".to_string(), ns(t.cluster_switch_latency_ps))))
     .chain(f.tuning.overrides.iter().filter(|(k, _)| !k.starts_with("timing.") && !k.starts_with("cpus.")).cloned())
     .collect()
 }

@@ -71,7 +71,11 @@ fn bad_input_is_one_typed_error() {
     assert!(matches!(e(s.add_gpu_copy("a", "borrower", "gpu2", Dir::HtoD, MIB, 0)), WorkloadError::DuplicateName { .. }));
     assert!(matches!(e(s.add_gpu_copy("b", "borrower", "gpu1", Dir::DtoH, MIB, 0)), WorkloadError::InUse { .. }));
     s.cluster().borrow("borrower", "gpu3").unwrap();
-    assert!(matches!(e(s.add_gpu_copy("d", "borrower", "gpu3", Dir::HtoD, MIB, 0)), WorkloadError::AlreadyBorrowed { .. }));
+    let lent = e(s.add_gpu_copy("d", "lender-b", "gpu3", Dir::HtoD, MIB, 0));
+    assert!(matches!(lent, WorkloadError::AlreadyBorrowed { .. }), "its owner cannot drive it while it is lent: {lent:?}");
+    s.add_gpu_copy("d", "borrower", "gpu3", Dir::HtoD, MIB, 0).unwrap();
+    let big = e(s.borrow("borrower", "gpu2", Some(1 << 40)));
+    assert!(matches!(big, WorkloadError::Unreachable { .. }), "a DMA window larger than the open one: {big:?}");
     assert!(matches!(e(s.add_stream("s", "borrower:cpu", 0x7000_0000_0000_0000, MIB, Access::Write, 0)), WorkloadError::Unreachable { .. }));
     s.run().unwrap();
     let late = s.add_stream("late", "borrower:cpu", 0x3800_0000_0000, MIB, Access::Write, 0).unwrap_err();

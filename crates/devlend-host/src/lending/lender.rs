@@ -10,6 +10,13 @@
 //!    mapped through the NTB"), one-to-one through its adapter's domain when its IOMMU is on;
 //!
 //! and keeps the device until the borrower returns it, when all of it is undone (`reclaim`).
+//!
+//! A lender adapter with several peers (a cluster switch) serves several borrowers from one set of
+//! windows, so a DMA window there is made of LUT segments, not a whole window: by default a
+//! peer's share of the segmented window (its size divided by the peers, down to a power of two),
+//! or the size asked; a direct window only when no segments are left. (Assumed policy: Dolphin's
+//! adapters map remote segments out of one shared prefetch space, `devlend_fabric::cluster`; with
+//! one peer nothing changes.)
 
 use super::{atomically, DevDomain, DmaWindow, Held, Lend, LendState};
 use crate::cluster::BorrowOptions;
@@ -22,11 +29,11 @@ use devlend_fabric::Fabric;
 use std::collections::BTreeMap;
 use super::windows::Windows;
 
-/// The NTB pair that joins two hosts directly: (adapter in `from`, its peer in `to`).
+/// The NTB pair that joins two hosts: (adapter in `from`, its peer in `to`), cabled directly or
+/// through a cluster switch.
 pub(crate) fn link(f: &Fabric, from: HostId, to: HostId) -> Option<(u32, u32)> {
-    f.ntbs.iter().enumerate().find_map(|(i, n)| {
-        let p = n.peer?;
-        (n.host == from && f.ntbs[p as usize].host == to).then_some((i as u32, p))
+    f.ntbs.iter().enumerate().filter(|(_, n)| n.host == from).find_map(|(i, n)| {
+        n.peers.iter().find(|p| f.ntbs[p.ntb as usize].host == to).map(|p| (i as u32, p.ntb))
     })
 }
 
@@ -35,10 +42,23 @@ pub(crate) fn link(f: &Fabric, from: HostId, to: HostId) -> Option<(u32, u32)> {
 pub(crate) fn need_link(f: &Fabric, from: HostId, to: HostId, why: &str) -> HResult<(u32, u32)> {
     let (a, b) = (&f.hosts[from as usize].name, &f.hosts[to as usize].name);
     let (la, bb) = link(f, from, to).ok_or_else(|| HostError::Unreachable(format!("{why}: no NTB joins {a} and {b} (Device Lending maps through one NTB between the two hosts)")))?;
-    if !f.ntb_link_is_up(la) {
+    if !f.ntb_link_is_up(la) || !f.ntb_link_is_up(bb) {
         return Err(HostError::Unreachable(format!("{why}: the link of {} to {b} is down", f.ntbs[la as usize].name)));
     }
     Ok((la, bb))
+}
+
+/// The default DMA window of an adapter shared by several peers: the segmented window's size over
+/// the peers, down to a power of two (its largest window when none is segmented).
+fn peer_share(f: &Fabric, la: u32) -> u64 {
+    let s = &f.ntbs[la as usize];
+    match s.windows.iter().filter(|w| w.lut_segments > 0).map(|w| (w.size, w.size / w.lut_segments as u64)).max() {
+        Some((size, seg)) => {
+            let share = size / s.peers.len() as u64;
+            (1u64 << (63 - share.leading_zeros())).max(seg)
+        }
+        None => s.windows.iter().map(|w| w.size).max().unwrap_or(PAGE),
+    }
 }
 
 impl LendState {
@@ -76,7 +96,7 @@ impl LendState {
     /// back at the adapter's domain.
     fn acquire_device_domain(&mut self, f: &mut Fabric, la: u32, bb: u32, func: FuncId) -> HResult<(Held, DomainId)> {
         let idx = f.ntbs[la as usize].rid_lut_index(f.funcs[func as usize].bdf).ok_or_else(|| HostError::Invalid(format!("{} has no LUT entry", f.funcs[func as usize].name)))?;
-        let (rid, host) = (f.ntb_alias(bb, idx), f.ntbs[bb as usize].host);
+        let (rid, host) = (f.ntb_alias_of(bb, la, idx), f.ntbs[bb as usize].host);
         let shared = self.domains.get(&bb).map(|d| d.domain).ok_or_else(|| HostError::Invalid("adapter domain vanished".into()))?;
         let name = format!("dl:{}:{}", f.ntbs[bb as usize].name, f.funcs[func as usize].name);
         let d = crate::localdma::domain(f, host, &name)?;
@@ -103,14 +123,23 @@ impl LendState {
     }
 
     fn open_dma_window(&mut self, f: &mut Fabric, la: u32, bb: u32, want: Option<u64>, held: &mut Vec<Held>) -> HResult<DmaWindow> {
-        let widx = self.windows.pick_whole(f, la, want.unwrap_or(PAGE), "a DMA window")?;
-        let len = want.unwrap_or(f.ntbs[la as usize].windows[widx].size);
+        let shared = f.peer_port_count(la) > 1;
+        let len = match (want, shared) {
+            (Some(n), _) => n,
+            (None, true) => peer_share(f, la),
+            (None, false) => f.ntbs[la as usize].windows[self.windows.pick_whole(f, la, PAGE, "a DMA window")?].size,
+        };
         held.push(self.acquire_domain(f, bb)?);
         let d = self.domains.get_mut(&bb).ok_or_else(|| HostError::Invalid("adapter domain vanished".into()))?;
         let domain = d.domain;
         let iova_base = d.iova.alloc(len, len.next_power_of_two().min(1 << 30)).ok_or_else(|| HostError::NoMemory(format!("no IOVA space left for a DMA window of {}", size(len))))?;
         held.push(Held::DomainIova { ntb: bb, iova: iova_base });
-        let m = self.windows.set_whole(f, la, widx, iova_base, len)?;
+        let m = if shared {
+            self.windows.map_range(f, la, bb, iova_base, len, "a DMA window")?
+        } else {
+            let widx = self.windows.pick_whole(f, la, len, "a DMA window")?;
+            self.windows.set_whole(f, la, bb, widx, iova_base, len)?
+        };
         held.push(Held::Win(m));
         let lender_addr = Windows::addr(f, &m)?;
         let iova = RangeAlloc::new(&[(iova_base, iova_base + len)]);

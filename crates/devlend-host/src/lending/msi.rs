@@ -80,7 +80,7 @@ impl LendState {
         let borrower = f.ntbs[bb as usize].host;
         let page = f.hosts[borrower as usize].msi.start & !(PAGE - 1);
         let what = format!("the MSI page of {}", f.hosts[borrower as usize].name);
-        let m = self.windows.map_range(f, la, page, PAGE, &what)?;
+        let m = self.windows.map_range(f, la, bb, page, PAGE, &what)?;
         let addr = match Windows::addr(f, &m) {
             Ok(a) => a,
             Err(e) => {

@@ -65,7 +65,7 @@ impl LendState {
     }
 
     fn open_bar_win(&mut self, f: &mut Fabric, out: u32, func: FuncId, bar: u8, held: &mut Vec<Held>) -> HResult<u64> {
-        let peer = windows::peer(f, out)?;
+        let peer = windows::peer_in(f, out, f.func_host(func))?;
         let in_host = f.ntbs[peer as usize].host;
         let b = *f.funcs[func as usize].bars.iter().find(|b| b.index == bar).ok_or_else(|| HostError::Invalid(format!("{} has no BAR {bar}", f.funcs[func as usize].name)))?;
         let len = crate::alloc::align_up(b.size, crate::kernel::PAGE).unwrap_or(b.size);
@@ -75,7 +75,7 @@ impl LendState {
             held.push(map_held(f, in_host, d, b.addr, b.addr, len, true)?);
         }
         let what = format!("{} BAR{bar}", f.funcs[func as usize].name);
-        let m = self.windows.map_range(f, out, b.addr, b.size, &what)?;
+        let m = self.windows.map_range(f, out, peer, b.addr, b.size, &what)?;
         held.push(Held::Win(m));
         Windows::addr(f, &m)
     }
@@ -222,6 +222,6 @@ mod tests {
         assert!(!st.dma_windows.is_empty());
         st.release_all(&mut f, vec![w2]);
         assert!(st.idle() && st.anomalies.is_empty());
-        assert!(f.ntbs[nb as usize].inbound.iter().all(|i| *i == devlend_fabric::ntb::Inbound::Unset));
+        assert!(f.ntbs[nb as usize].inbound.iter().flatten().all(|i| *i == devlend_fabric::ntb::Inbound::Unset));
     }
 }

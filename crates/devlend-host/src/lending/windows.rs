@@ -12,10 +12,17 @@
 //!
 //! The NTB API clears only whole windows (`mw_clear_trans`), so freeing some segments clears the
 //! window and reprograms the segments still in use.
+//!
+//! An adapter with several peers (a cluster switch, several cable ports) shares its windows
+//! between them, as the real adapter's prefetch space is "a shared resource for all concurrent
+//! use" (`devlend_fabric::cluster`): each mapping names the peer `far` it leads to, segments of
+//! one window may lead to different peers, and the translation is programmed on that peer under
+//! the peer index it knows `out` by.
 
 use crate::alloc::{align_up, RangeAlloc};
 use crate::error::{size, HResult, HostError};
 use crate::kernel::PAGE;
+use devlend_fabric::model::HostId;
 use devlend_fabric::Fabric;
 use std::collections::BTreeMap;
 
@@ -23,6 +30,8 @@ use std::collections::BTreeMap;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WinMap {
     pub out: u32,
+    /// The peer adapter the mapping leads to (where its translation is programmed).
+    pub far: u32,
     pub widx: usize,
     /// Offset of the mapping inside the window.
     pub offset: u64,
@@ -34,7 +43,8 @@ pub struct WinMap {
 enum Win {
     Free,
     Whole,
-    Lut { segs: RangeAlloc, targets: Vec<Option<u64>> },
+    /// Per segment: the peer it leads to and where.
+    Lut { segs: RangeAlloc, targets: Vec<Option<(u32, u64)>> },
 }
 
 #[derive(Default)]
@@ -42,8 +52,17 @@ pub(crate) struct Windows {
     by_ntb: BTreeMap<u32, Vec<Win>>,
 }
 
-pub(crate) fn peer(f: &Fabric, out: u32) -> HResult<u32> {
-    f.ntbs[out as usize].peer.ok_or_else(|| HostError::Unreachable(format!("{}: NTB link is down (no cable to a peer)", f.ntbs[out as usize].name)))
+/// The peer of adapter `out` in `host`.
+pub(crate) fn peer_in(f: &Fabric, out: u32, host: HostId) -> HResult<u32> {
+    let s = &f.ntbs[out as usize];
+    s.peers.iter().map(|p| p.ntb).find(|p| f.ntbs[*p as usize].host == host).ok_or_else(|| {
+        HostError::Unreachable(format!("{}: no peer in {} (NTB link is down or not cabled there)", s.name, f.hosts[host as usize].name))
+    })
+}
+
+/// The peer index under which `far` knows `out`.
+fn pidx(f: &Fabric, far: u32, out: u32) -> HResult<usize> {
+    Ok(f.peer_port_idx(far, out)?)
 }
 
 impl Windows {
@@ -74,20 +93,20 @@ impl Windows {
         }))
     }
 
-    /// Program window `widx` as one translation onto [target, target+len).
-    pub fn set_whole(&mut self, f: &mut Fabric, out: u32, widx: usize, target: u64, len: u64) -> HResult<WinMap> {
-        let p = peer(f, out)?;
-        f.mw_set_trans(p, widx, target, len)?;
+    /// Program window `widx` as one translation onto [target, target+len) of peer `far`.
+    pub fn set_whole(&mut self, f: &mut Fabric, out: u32, far: u32, widx: usize, target: u64, len: u64) -> HResult<WinMap> {
+        let p = pidx(f, far, out)?;
+        f.ntb_mw_set_trans(far, p, widx, target, len)?;
         self.wins(f, out)[widx] = Win::Whole;
-        Ok(WinMap { out, widx, offset: 0, size: len, segs: None })
+        Ok(WinMap { out, far, widx, offset: 0, size: len, segs: None })
     }
 
-    /// Map a contiguous range of the peer host (a BAR): LUT segments first, else a whole window.
-    pub fn map_range(&mut self, f: &mut Fabric, out: u32, target: u64, len: u64, what: &str) -> HResult<WinMap> {
-        let p = peer(f, out)?;
-        if let Some((widx, first, n, seg)) = self.alloc_segments(f, out, target, len) {
-            let programmed = (0..n).try_for_each(|i| f.lut_set_trans(p, widx, (first + i) as usize, target + i * seg));
-            let m = WinMap { out, widx, offset: first * seg, size: n * seg, segs: Some((first, n)) };
+    /// Map a contiguous range of peer `far`'s host (a BAR): LUT segments first, else a whole window.
+    pub fn map_range(&mut self, f: &mut Fabric, out: u32, far: u32, target: u64, len: u64, what: &str) -> HResult<WinMap> {
+        let p = pidx(f, far, out)?;
+        if let Some((widx, first, n, seg)) = self.alloc_segments(f, out, far, target, len) {
+            let programmed = (0..n).try_for_each(|i| f.ntb_lut_set_trans(far, p, widx, (first + i) as usize, target + i * seg));
+            let m = WinMap { out, far, widx, offset: first * seg, size: n * seg, segs: Some((first, n)) };
             if let Err(e) = programmed {
                 self.unmap(f, &m)?;
                 return Err(e.into());
@@ -96,11 +115,11 @@ impl Windows {
         }
         let need = align_up(len, PAGE).unwrap_or(u64::MAX);
         let widx = self.pick_whole(f, out, need, what)?;
-        self.set_whole(f, out, widx, target, need)
+        self.set_whole(f, out, far, widx, target, need)
     }
 
     /// Reserve naturally aligned consecutive segments in the first segmented window with room.
-    fn alloc_segments(&mut self, f: &Fabric, out: u32, target: u64, len: u64) -> Option<(usize, u64, u64, u64)> {
+    fn alloc_segments(&mut self, f: &Fabric, out: u32, far: u32, target: u64, len: u64) -> Option<(usize, u64, u64, u64)> {
         let params = f.ntbs[out as usize].windows.clone();
         let wins = self.wins(f, out);
         for (widx, w) in params.iter().enumerate().filter(|(_, w)| w.lut_segments > 0) {
@@ -116,7 +135,7 @@ impl Windows {
             let Win::Lut { segs, targets } = &mut wins[widx] else { continue };
             if let Some(first) = segs.alloc(n, n.next_power_of_two()) {
                 for i in 0..n {
-                    targets[(first + i) as usize] = Some(target + i * seg);
+                    targets[(first + i) as usize] = Some((far, target + i * seg));
                 }
                 return Some((widx, first, n, seg));
             }
@@ -128,27 +147,29 @@ impl Windows {
     }
 
     /// Undo a mapping: clear a whole window, or free segments and reprogram the rest.
+    /// Only `m.far`'s translation of the window is cleared: segments leading to other peers stay.
     pub fn unmap(&mut self, f: &mut Fabric, m: &WinMap) -> HResult<()> {
-        let p = peer(f, m.out)?;
+        let p = pidx(f, m.far, m.out)?;
         let wins = self.wins(f, m.out);
-        let keep: Vec<(usize, u64)> = match (&mut wins[m.widx], m.segs) {
+        let (keep, others): (Vec<(usize, u64)>, bool) = match (&mut wins[m.widx], m.segs) {
             (Win::Lut { segs, targets }, Some((first, n))) => {
                 segs.free(first).ok_or_else(|| HostError::Invalid(format!("window {} segment {first} was not allocated", m.widx)))?;
                 targets[first as usize..(first + n) as usize].fill(None);
-                targets.iter().enumerate().filter_map(|(i, t)| t.map(|t| (i, t))).collect()
+                let others = targets.iter().flatten().any(|(far, _)| *far != m.far);
+                (targets.iter().enumerate().filter_map(|(i, t)| t.filter(|(far, _)| *far == m.far).map(|(_, t)| (i, t))).collect(), others)
             }
             (w @ Win::Whole, None) => {
                 *w = Win::Free;
-                Vec::new()
+                (Vec::new(), false)
             }
             _ => return Err(HostError::Invalid(format!("window {} of {} is not mapped that way", m.widx, f.ntbs[m.out as usize].name))),
         };
-        if keep.is_empty() {
+        if keep.is_empty() && !others {
             wins[m.widx] = Win::Free;
         }
-        f.mw_clear_trans(p, m.widx)?;
+        f.ntb_mw_clear_trans(m.far, p, m.widx)?;
         for (seg, t) in keep {
-            f.lut_set_trans(p, m.widx, seg, t)?;
+            f.ntb_lut_set_trans(m.far, p, m.widx, seg, t)?;
         }
         Ok(())
     }
@@ -186,13 +207,13 @@ mod tests {
         let (na, nb) = (f.ntb_id("na").unwrap(), f.ntb_id("nb").unwrap());
         let mut w = Windows::default();
         let seg = 8 << 20;
-        let small = w.map_range(&mut f, na, 0x1000_0000, 0x4000, "x").unwrap();
+        let small = w.map_range(&mut f, na, nb, 0x1000_0000, 0x4000, "x").unwrap();
         assert_eq!((small.widx, small.offset, small.size), (0, 0, seg));
-        let big = w.map_range(&mut f, na, 0x2000_0000, 256 << 20, "y").unwrap();
+        let big = w.map_range(&mut f, na, nb, 0x2000_0000, 256 << 20, "y").unwrap();
         assert_eq!(big.offset, 32 * seg, "a 256 MiB range takes 32 segments aligned to 32");
-        let mid = w.map_range(&mut f, na, 0x4000_0000, 16 << 20, "z").unwrap();
+        let mid = w.map_range(&mut f, na, nb, 0x4000_0000, 16 << 20, "z").unwrap();
         assert_eq!(mid.offset, 2 * seg);
-        let spill = w.map_range(&mut f, na, 0x8000_0000, 256 << 20, "w").unwrap();
+        let spill = w.map_range(&mut f, na, nb, 0x8000_0000, 256 << 20, "w").unwrap();
         assert_eq!((spill.widx, spill.segs), (1, None), "no 32 aligned segments left: the direct window takes it");
         w.unmap(&mut f, &small).unwrap();
         let base = Windows::addr(&f, &mid).unwrap();
@@ -203,18 +224,18 @@ mod tests {
             w.unmap(&mut f, &m).unwrap();
         }
         assert!(w.idle());
-        assert!(f.ntbs[nb as usize].inbound.iter().all(|i| *i == devlend_fabric::ntb::Inbound::Unset));
+        assert!(f.ntbs[nb as usize].inbound.iter().flatten().all(|i| *i == devlend_fabric::ntb::Inbound::Unset));
     }
 
     #[test]
     fn whole_windows_prefer_direct_and_report_what_does_not_fit() {
         let mut f = devlend_fabric::build_json(&devlend_fabric::fixtures::two_hosts_pxh830("intel-xeon-e5", 4294967296, true, false)).unwrap();
-        let na = f.ntb_id("na").unwrap();
+        let (na, nb) = (f.ntb_id("na").unwrap(), f.ntb_id("nb").unwrap());
         let mut w = Windows::default();
         assert_eq!(w.pick_whole(&f, na, 1 << 20, "a DMA window").unwrap(), 1);
         let e = w.pick_whole(&f, na, 1 << 30, "a DMA window").unwrap_err();
         assert!(e.to_string().contains("a DMA window of 1 GiB is larger than the NTB can map"), "{e}");
-        let m = w.map_range(&mut f, na, 0x1000_0000, 1 << 30, "gpu BAR1").unwrap_err();
+        let m = w.map_range(&mut f, na, nb, 0x1000_0000, 1 << 30, "gpu BAR1").unwrap_err();
         assert!(matches!(m, HostError::WindowTooSmall(_)), "{m}");
     }
 }
