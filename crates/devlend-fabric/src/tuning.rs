@@ -42,6 +42,8 @@ pub struct Timing {
     pub cable_length_m: u64,
     pub slot_prop_ps: u64,
     pub endpoint_latency_ps: u64,
+    /// How long a requester waits for a completion that never comes (a hung completer).
+    pub completion_timeout_ps: u64,
 }
 
 impl Timing {
@@ -122,7 +124,7 @@ impl Default for Tuning {
     }
 }
 
-const GLOBAL: &[&str] = &["max_payload", "max_read_request", "ram_completion_bytes", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps"];
+const GLOBAL: &[&str] = &["max_payload", "max_read_request", "ram_completion_bytes", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps", "completion_timeout_ps"];
 const HOST: &[&str] = &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request"];
 const DEVICE: &[&str] = &["endpoint_latency_ps", "max_payload", "max_read_request", "read_tags"];
 const LINK: &[&str] = &["max_payload", "rx_buffer_tlps", "cable_length_m"];
