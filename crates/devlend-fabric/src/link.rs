@@ -138,6 +138,15 @@ impl Fabric {
         Ok(())
     }
 
+    /// A conventional reset of `func` (its host rebooted, its slot powered again): hung and
+    /// poisoned states are gone, bus mastering is off until a driver enables it.
+    pub fn power_on_reset(&mut self, func: FuncId) {
+        self.faults.hung.remove(&func);
+        self.faults.poisoned.remove(&func);
+        self.set_bus_master(func, false);
+        self.invalidate_routes();
+    }
+
     /// The first node, from `node` up to its root port, whose upstream link is down.
     fn path_down(&self, mut node: NodeId) -> Option<NodeId> {
         loop {

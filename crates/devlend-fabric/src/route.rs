@@ -72,7 +72,7 @@ pub struct Hop {
     pub aux: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Requester {
     Cpu(HostId),
     Func(FuncId),

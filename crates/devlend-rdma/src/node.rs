@@ -172,11 +172,8 @@ impl Node {
 }
 
 /// Take an NTB link down on both sides (cable pulled): routes, doorbells and scratchpads fail.
+/// The pairing stays (`ntb_link_disable`), so `ntb_link_enable` brings the same pair back.
 pub fn link_down(f: &mut Fabric, ntb: &str) -> RResult<()> {
     let n = f.ntb_id(ntb).map_err(ferr)?;
-    if let Some(p) = f.ntbs[n as usize].peer.take() {
-        f.ntbs[p as usize].peer = None;
-    }
-    f.invalidate_routes();
-    Ok(())
+    f.ntb_link_disable(n).map_err(ferr)
 }
