@@ -142,6 +142,28 @@ impl Cluster {
         Ok(r)
     }
 
+    /// Whether `inject(kind, target)` can name its target, without injecting anything.
+    pub fn fault_target(&self, kind: FaultKind, target: &str) -> HResult<()> {
+        match kind {
+            FaultKind::LinkDown | FaultKind::LinkUp => {
+                let n = self.fabric.ntb_id(target)?;
+                if self.fabric.ntbs[n as usize].peer.is_none() {
+                    return Err(HostError::Invalid(format!("{target} has no cable to a peer: there is no link to change")));
+                }
+            }
+            FaultKind::HostCrash | FaultKind::HostReboot => {
+                self.fabric.host_id(target)?;
+            }
+            FaultKind::PortDown | FaultKind::PortUp => {
+                self.fault_port(target)?;
+            }
+            FaultKind::SurpriseRemoval | FaultKind::CompletionTimeout | FaultKind::Poisoned => {
+                self.fault_device(target)?;
+            }
+        }
+        Ok(())
+    }
+
     /// A device that can be faulted: a function of the fabric that is not an NTB adapter.
     fn fault_device(&self, name: &str) -> HResult<FuncId> {
         let func = self.fabric.func_id(name)?;

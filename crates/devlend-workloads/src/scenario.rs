@@ -86,18 +86,20 @@ pub struct Report {
 }
 
 pub struct Scenario {
-    m: Machine<Cluster>,
+    pub(crate) m: Machine<Cluster>,
     entries: Vec<Entry>,
     /// Device name -> the workload that drives it.
     users: HashMap<String, String>,
     /// Per NVMe drive in use: its media parameters.
     media: Vec<(String, devlend_devices::nvme::Media)>,
+    /// Faults injected (`fault`).
+    pub(crate) faults: Vec<crate::fault::FaultEntry>,
 }
 
 impl Scenario {
     /// A scenario on `cluster` (built without a Device Lending `setup` section: borrowing is done here).
     pub fn new(cluster: Cluster) -> Scenario {
-        Scenario { m: Machine::new(cluster), entries: Vec::new(), users: HashMap::new(), media: Vec::new() }
+        Scenario { m: Machine::new(cluster), entries: Vec::new(), users: HashMap::new(), media: Vec::new(), faults: Vec::new() }
     }
 
     pub fn now(&self) -> Ps {

@@ -39,6 +39,11 @@ impl<W: World> Machine<W> {
         self.moved.get(&who).copied().unwrap_or(0)
     }
 
+    /// The faults that have struck so far: when, and the bytes `who` had moved by then.
+    pub fn struck(&self, who: Requester) -> Vec<(Ps, u64)> {
+        self.struck.iter().map(|(t, m)| (*t, m.get(&who).copied().unwrap_or(0))).collect()
+    }
+
     /// Whether function `func` was stopped by a fault.
     pub fn halted(&self, func: FuncId) -> bool {
         self.halted.contains(&func)
@@ -52,6 +57,8 @@ impl<W: World> Machine<W> {
     pub(super) fn run_pending(&mut self, i: usize) {
         match self.pending[i].take() {
             Some(Pending::Action(act)) => {
+                let now = self.now();
+                self.struck.push((now, self.moved.clone()));
                 let halted = act(&mut self.world.borrow_mut());
                 for (func, why) in halted {
                     self.halt(func, why);

@@ -129,12 +129,14 @@ pub struct Machine<W: World> {
     timeouts: HashMap<u32, Ps>,
     /// Bytes landed or served per requester.
     moved: HashMap<Requester, u64>,
+    /// Per fault action that has run: its time, and `moved` then.
+    struck: Vec<(Ps, HashMap<Requester, u64>)>,
 }
 
 impl<W: World> Machine<W> {
     pub fn new(mut world: W) -> Machine<W> {
         let core = Core::new(world.fabric());
-        Machine { world: Rc::new(RefCell::new(world)), core: Rc::new(RefCell::new(core)), devices: Vec::new(), by_func: HashMap::new(), threads: Vec::new(), streams: Vec::new(), error: None, conds: 0, pending: Vec::new(), halted: HashSet::new(), timeouts: HashMap::new(), moved: HashMap::new() }
+        Machine { world: Rc::new(RefCell::new(world)), core: Rc::new(RefCell::new(core)), devices: Vec::new(), by_func: HashMap::new(), threads: Vec::new(), streams: Vec::new(), error: None, conds: 0, pending: Vec::new(), halted: HashSet::new(), timeouts: HashMap::new(), moved: HashMap::new(), struck: Vec::new() }
     }
 
     pub fn now(&self) -> Ps {
