@@ -173,15 +173,20 @@ impl Cluster {
         Ok(func)
     }
 
-    /// A device's slot, or a port named COMPONENT.PORT with a link above it.
+    /// The node below the link a port fault takes down: a device's slot, or the link below a
+    /// switch downstream port named COMPONENT.PORT (or the link above any other port so named).
     fn fault_port(&self, name: &str) -> HResult<NodeId> {
         if let Ok(func) = self.fabric.func_id(name) {
             return Ok(self.fabric.slot_of(func));
         }
         let f = &self.fabric;
-        f.nodes.iter().position(|n| n.parent.is_some() && format!("{}.{}", n.component, n.port) == name).map(|i| i as NodeId).ok_or_else(|| {
-            HostError::NoDevice(format!("no device and no port '{name}' with a link above it: name a device (its slot) or a switch port as COMPONENT.PORT"))
-        })
+        let node = f.nodes.iter().position(|n| n.parent.is_some() && format!("{}.{}", n.component, n.port) == name).ok_or_else(|| {
+            HostError::NoDevice(format!("no device and no port '{name}' with a link: name a device (its slot) or a switch port as COMPONENT.PORT"))
+        })?;
+        match f.nodes[node].kind {
+            NodeKind::SwitchDown { .. } => f.nodes[node].children.first().copied().ok_or_else(|| HostError::Invalid(format!("{name}: nothing is linked below this switch port"))),
+            _ => Ok(node as NodeId),
+        }
     }
 
     /// Every function at or below `node`.

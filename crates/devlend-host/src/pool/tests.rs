@@ -1,4 +1,5 @@
 use super::*;
+use crate::error::HostError;
 use crate::os::DmaDir;
 use devlend_fabric::ntb::Inbound;
 
@@ -156,6 +157,21 @@ fn a_removed_device_is_refused_until_its_slot_is_back_and_a_hung_one_cannot_be_r
     assert!(fabric_clean(&p));
     assert_eq!(p.inject("meteor", "gpu0").unwrap_err().kind(), "fault");
     assert_eq!(p.inject("completion-timeout", "ntb-l").unwrap_err().kind(), "fault");
+}
+
+#[test]
+fn a_switch_port_down_cuts_what_is_below_it_until_it_is_back() {
+    let mut p = Pool::new(cluster());
+    offered(&mut p, "gpu0");
+    let dev = p.borrow("borrower", "gpu0", None).unwrap();
+    let bar = p.lend("gpu0").unwrap().unwrap().bars[0].cpu_addr;
+    p.inject("port-down", "lender-sw.d1").unwrap();
+    let mut os = p.cluster_mut().os("borrower").unwrap();
+    assert!(matches!(os.read(bar, 4), Err(HostError::Fault(m)) if m.contains("gpu0.up") || m.contains("link above")));
+    p.inject("port-up", "lender-sw.d1").unwrap();
+    assert!(p.cluster_mut().os("borrower").unwrap().read(bar, 4).is_ok());
+    assert!(p.inject("port-down", "lender-sw.d3").is_err(), "nothing below d3");
+    let _ = dev;
 }
 
 fn offered_again(p: &mut Pool, dev: &str) {
