@@ -3,19 +3,22 @@
 //!
 //! - `link-down`/`link-up` (an NTB cable pulled and put back): nothing crosses; the borrower's
 //!   loads through the lent BARs read all ones and fail, the device's DMA towards the borrower
-//!   stops at the adapter (`devlend_fabric::link`). The lend stays (SmartIO keeps it and resumes
-//!   when the link returns); a return while down completes locally on each side (`Teardown`).
+//!   stops at the adapter (`devlend_fabric::link`). The lend stays, and works again when the link
+//!   returns (assumed: the SmartIO documentation found (docs.dolphinics.com, SmartIO glossary and
+//!   concepts) does not say what a lend does while its cable is out); a return while down
+//!   completes locally on each side (`Teardown`).
 //! - `host-crash` (a lender or a borrower going down): every NTB link of the host goes down
 //!   (its adapters lose their host) and its devices stop. A lend whose borrower crashed is
 //!   reclaimed by the lender's agent: its half undone locally, the device to be reset before
 //!   anyone borrows it again. A lend whose lender crashed is lost to the borrower: the borrower
 //!   hot-removes the device as after a surprise removal (Linux pciehp: the driver's `remove` runs
 //!   and later accesses fail) and must borrow it again once the lender is back (000 §4: a lend
-//!   is an agreement between the two agents; nothing of it survives the lender's reboot).
+//!   is an agreement between the two agents, so nothing of it survives the lender's reboot;
+//!   that the borrower's agent ends it at the crash rather than at the reboot is assumed).
 //! - `host-reboot`: the host's links come back and its devices are reset by the boot (a
 //!   conventional reset clears a hung or poisoned function); no lend of it survives.
-//! - `surprise-removal` of a device: the link of its slot goes down (PCIe Base 4.0 §6.7.3.4,
-//!   surprise down), the device stops, and its lend ends (the lender's pciehp removes it, its
+//! - `surprise-removal` of a device: the link of its slot goes down (PCIe Base 4.0 §6.2: a Surprise
+//!   Down error; §6.7: hot-plug), the device stops, and its lend ends (the lender's pciehp removes it, its
 //!   agent tells the borrower, which hot-removes it). It stays gone until `port-up` of its slot.
 //! - `port-down`/`port-up` of a switch port or slot: what is below is unreachable both ways
 //!   (§2.9.1); the lend stays, as for a cable.
