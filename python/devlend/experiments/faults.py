@@ -79,7 +79,8 @@ def measure(quick: bool, progress: Optional[Callable[[str], None]] = None) -> tu
         r = s.results().iloc[0]
         clean[workload] = {"end_ns": float(r.end_ns), "bytes": s.moved(device)["total"]}
         for label, kind, target in FAULTS:
-            rows.append(strike(workload, label, kind, target, clean[workload]["end_ns"] / 2, quick))
+            row = strike(workload, label, kind, target, clean[workload]["end_ns"] / 2, quick)
+            rows.append({**row, "bytes_without_fault": clean[workload]["bytes"]})
             if progress:
                 progress(f"{workload}: {label}")
     return rows, clean
@@ -95,18 +96,19 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
               "a hang: the driver waits for a completion that never comes (a GPU semaphore); devlend does not model the driver's "
               "own watchdog, so it is reported as the wait it is",
               "mappings_left: NTB translations, LUT entries and Device Lending IOMMU entries left after every lend is ended (must be 0)"]
-    cols = ["fault", "kind", "target", "workload", "outcome", "fault_us", "bytes_before", "bytes_after", "noticed_after_us", "lends_ended",
+    cols = ["fault", "kind", "target", "workload", "outcome", "fault_us", "bytes_before", "bytes_after", "bytes_without_fault", "noticed_after_us", "lends_ended",
             "mappings_left", "application_saw"]
     return ExperimentResult(name="faults", title="Faults mid-transfer on a borrowed GPU and NVMe drive", source="beyond the papers (issue 17)",
                             columns=cols, rows=rows, notes=notes, plot=plot)
 
 
 def plot(res: ExperimentResult, path: str) -> None:
-    """Per workload: the bytes moved before and after each fault (log), the outcome in the label."""
+    """Per workload: the bytes moved before and after each fault beside the run without one; the outcome in the label."""
     with Figure(path, ncols=2, size=(13, 4.8), title="devlend: faults mid-transfer (four-server cluster, borrowed from server2)") as f:
         for ax, workload in zip(f.axes, DEVICES):
             rows = [r for r in res.rows if r["workload"] == workload]
             names = [f"{r['fault']}\n({r['outcome']})" for r in rows]
+            ax.barh(names, [r["bytes_without_fault"] for r in rows], color=f.colour("whole"), alpha=0.25, label="the run without a fault")
             ax.barh(names, [r["bytes_before"] or 0 for r in rows], color=f.colour("before"), label="before the fault")
             ax.barh(names, [r["bytes_after"] or 0 for r in rows], left=[r["bytes_before"] or 0 for r in rows],
                     color=f.colour("after"), label="after the fault")
