@@ -50,9 +50,9 @@ pub fn build(spec: &TopologySpec) -> SResult<Fabric> {
     b.assign_hosts()?;
     let mut f = b.finish(spec.name.clone());
     crate::enumerate::enumerate(&mut f)?;
-    if let Some(p) = &spec.params {
-        f.tuning = std::sync::Arc::new(crate::tuning::resolve(p, &spec.links, &mut f)?);
-    }
+    // Always resolved: a host's root latency comes from its CPU profile even with no overrides.
+    let none = crate::tuning::ParamsSpec::default();
+    f.tuning = std::sync::Arc::new(crate::tuning::resolve(spec.params.as_ref().unwrap_or(&none), &spec.links, &mut f)?);
     Ok(f)
 }
 
