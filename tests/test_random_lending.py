@@ -1,5 +1,6 @@
-"""A random API sequence (issue 17): borrow, return, DMA map and unmap, NTB link down and up in
-any order on a small part of the four-server cluster. After every step nothing is programmed that
+"""A random API sequence (issue 17): borrow, return, DMA map and unmap, NTB link down and up, and
+the injected faults (host crash and reboot, surprise removal and the slot back, port down and up, a
+hung device, poisoned completions) in any order on a small part of the four-server cluster. After every step nothing is programmed that
 no lend owns: an NTB adapter has translations or extra LUT entries, and an IOMMU domain of Device
 Lending has bytes mapped, only while a lend over that adapter lives; with nothing borrowed the
 fabric is programmed exactly as it was at the start. Examples are bounded so CI stays fast."""
@@ -21,6 +22,9 @@ step = st.one_of(
     st.tuples(st.just("unmap"), st.sampled_from(DEVICES)),
     st.tuples(st.just("down"), st.sampled_from(NTBS)),
     st.tuples(st.just("up"), st.sampled_from(NTBS)),
+    st.tuples(st.just("fault"), st.sampled_from(["host-crash", "host-reboot"]), st.sampled_from(["server1", "server2", "server3"])),
+    st.tuples(st.just("fault"), st.sampled_from(["surprise-removal", "port-down", "port-up", "completion-timeout", "poisoned"]),
+              st.sampled_from(DEVICES)),
 )
 
 
@@ -74,6 +78,9 @@ def test_random_sequences_leave_nothing_mapped_that_no_lend_owns(steps):
                 if maps.get(s[1]):
                     dma, size = maps[s[1]].pop()
                     p.dma_unmap(s[1], dma, size)
+            elif kind == "fault":
+                for lend in p.fault(s[1], s[2]):
+                    maps.pop(lend["device"], None)  # the lend ended, and its mappings with it
             elif kind == "down":
                 p.link_down(s[1])
             else:

@@ -4,7 +4,8 @@ verbs in the order given, then the pool's table is printed.
 
 Verbs: ``connect LENDER BORROWER``, ``add DEVICE``, ``remove DEVICE``, ``available DEVICE``,
 ``unavailable DEVICE``, ``borrow BORROWER DEVICE [DMA_WINDOW_SIZE]``, ``return DEVICE``,
-``list``, ``show DEVICE``. DEVICE is a function name or a fabric device ID (hex, as listed).
+``list``, ``show DEVICE``, ``fault KIND TARGET`` (a fault now: ``devlend.pool.FAULT_KINDS``). DEVICE
+is a function name or a fabric device ID (hex, as listed).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import typer
 from .errors import DevlendError
 from .sizes import parse_size
 
-VERBS = {"connect": 2, "add": 1, "remove": 1, "available": 1, "unavailable": 1, "borrow": 2, "return": 1, "list": 0, "show": 1}
+VERBS = {"connect": 2, "add": 1, "remove": 1, "available": 1, "unavailable": 1, "borrow": 2, "return": 1, "list": 0, "show": 1, "fault": 2}
 
 
 def parse_verbs(words: list[str]) -> list[list[str]]:
@@ -52,6 +53,8 @@ def apply(pool, verb: list[str]) -> Optional[dict]:
         pool.return_device(args[0])
     elif name == "show":
         return pool.show(args[0])
+    elif name == "fault":
+        return {"fault": args[0], "target": args[1], "ended": pool.fault(args[0], args[1]), "needs_reset": pool.needs_reset()}
     elif name != "list":
         getattr(pool, name)(*args)
     return None

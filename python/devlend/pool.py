@@ -35,6 +35,9 @@ from .topology import Borrow, Topology, load
 if TYPE_CHECKING:
     import pandas as pd
 
+# Fault kinds and what each names as its target (devlend-host's `fault` module).
+FAULT_KINDS: dict[str, str] = dict(_core.fault_kinds())
+
 LIST_COLUMNS = ["fdid", "device", "lender", "bdf", "profile", "state", "borrower", "visible_to"]
 
 # The field of a borrow/return operation each kind of refusal concerns.
@@ -156,6 +159,17 @@ class Pool:
         return self._p.anomalies()
 
     # ----- faults and drivers (for tests and fault studies) -----
+    def fault(self, kind: str, target: str) -> list[dict]:
+        """Inject a fault now (kinds: ``FAULT_KINDS``): a cable pulled, a host crashed or rebooted,
+        a device surprise-removed, a port down, a hung or poisoned device. Returns the lends it
+        ended (dicts: device, lender, borrower, why); a device it touched is reset (FLR) before its
+        next borrower, and refused with the reason if it cannot be."""
+        return [dict(zip(("device", "lender", "borrower", "why"), e)) for e in _call(self._p.inject, kind, target)]
+
+    def needs_reset(self) -> list[str]:
+        """Devices a fault touched that have not been reset yet (they will be before their next borrow)."""
+        return self._p.needs_reset()
+
     def link_down(self, ntb: str) -> "Pool":
         """Take an NTB's link (both ends) down: nothing crosses; returns still complete locally."""
         _call(self._p.link, ntb, False)
@@ -185,4 +199,4 @@ class Pool:
         return json.loads(self._p.inventory())
 
 
-__all__ = ["Pool", "PoolError", "TopologyError"]
+__all__ = ["FAULT_KINDS", "Pool", "PoolError", "TopologyError"]

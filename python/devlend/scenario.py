@@ -112,6 +112,28 @@ class Scenario:
         """The topology's VMs, started with the scenario: runners as hosts are."""
         return [{"vm": n, "host": h} for n, h in self._s.vms()]
 
+    def fault(self, kind: str, target: str, *, at_ns: float = 0) -> "Scenario":
+        """Inject fault `kind` (``devlend.pool.FAULT_KINDS``) at `target` at time `at_ns`, on the
+        same clock as the workloads: flows in flight stop where the fault cuts them."""
+        _call(self._s.fault, _ps(f"fault {kind}", at_ns), kind, target)
+        return self
+
+    def faults(self) -> list[dict]:
+        """Each fault: time (ns), kind, target, whether it struck, its error, the lends it ended."""
+        keys = ("at_ns", "kind", "target", "struck", "error", "ended")
+        return [dict(zip(keys, (at / 1000, k, t, s, e, [dict(zip(("device", "lender", "borrower", "why"), x)) for x in ended])))
+                for at, k, t, s, e, ended in self._s.faults()]
+
+    def moved(self, device: str) -> dict:
+        """Bytes `device` moved as a requester: ``total``, and ``at_faults``: [(ns, bytes)] when each fault struck."""
+        total, at = _call(self._s.moved, device)
+        return {"total": total, "at_faults": [(t / 1000, b) for t, b in at]}
+
+    def end_lends_and_count_leftovers(self) -> int:
+        """End every lend still held; the number of NTB translations, LUT entries and IOMMU
+        entries of Device Lending left programmed (0 unless a teardown leaks)."""
+        return _call(self._s.end_lends_and_count_leftovers)
+
     def lends(self) -> list[dict]:
         """Devices borrowed so far, with their BARs as the borrower sees them (for stream addresses)."""
         return [{"device": d, "lender": le, "borrower": b, "bars": [{"index": i, "size": s, "cpu_addr": a} for i, s, a in bars]}

@@ -15,7 +15,13 @@ Times take ns, us, ms or s (a bare number is ns); actions must not go back in ti
 ``name``: ``stream`` (requester, addr, bytes, write), ``gpu_copy`` (runner, gpu, direction htod|dtoh,
 bytes), ``fio`` (runner, drive, rw randread|randwrite, iodepth, numjobs, ios, bs), ``pingpong`` (runner,
 gpu_a, gpu_b, via peer|ram, rounds) and ``ntb_perf`` (runner, peer, use_dma, threads, chunk_order,
-total_order).
+total_order); ``fault`` (kind, target): a fault at that time (kinds in ``devlend.pool.FAULT_KINDS``:
+link-down/link-up of an NTB, host-crash/host-reboot, surprise-removal, port-down/port-up of a
+device's slot or a switch port COMPONENT.PORT, completion-timeout, poisoned).
+
+A fault strikes the pool (lends it ends are over: a later ``return`` of such a device is skipped)
+and the machine at its time: flows in flight stop where it cuts them, and a workload the fault
+breaks fails with what its driver saw (an error, or a wait that never ends).
 
 How it runs: the borrows and returns are replayed in order on a ``devlend.Pool`` of the topology, so
 a device not in the topology, already borrowed, or unreachable, is an error at its line. The
@@ -37,7 +43,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from .errors import TopologyError, WorkloadError
-from .pool import Pool, PoolError
+from .pool import FAULT_KINDS, Pool, PoolError
 from .topology import LENDING_OPS, Params, Size, Topology
 from .topology import load as load_topology
 from .yamlpos import dotted, load_with_marks, locate
@@ -142,10 +148,17 @@ class NtbPerfWork(_Model):
     total_order: int = Field(default=20, ge=0, le=30)
 
 
-Entry = Annotated[Union[BorrowAction, ReturnAction, StreamWork, GpuCopyWork, FioWork, PingPongWork, NtbPerfWork],
+class FaultAction(_Model):
+    at: Time
+    action: Literal["fault"]
+    kind: Literal[tuple(FAULT_KINDS)]  # type: ignore[valid-type]
+    target: str = Field(description="what the kind names: an NTB, a host, a device, or a switch port COMPONENT.PORT")
+
+
+Entry = Annotated[Union[BorrowAction, ReturnAction, StreamWork, GpuCopyWork, FioWork, PingPongWork, NtbPerfWork, FaultAction],
                   Field(discriminator="action")]
 _ACTIONS = {"borrow": BorrowAction, "return": ReturnAction, "stream": StreamWork, "gpu_copy": GpuCopyWork, "fio": FioWork,
-            "pingpong": PingPongWork, "ntb_perf": NtbPerfWork}
+            "pingpong": PingPongWork, "ntb_perf": NtbPerfWork, "fault": FaultAction}
 
 
 class ScenarioSpec(_Model):
@@ -225,11 +238,16 @@ class ScenarioFile:
         served: dict[str, str] = {}      # device -> the borrower devlend.Scenario keeps it with
         uses: dict[str, list[str]] = {}  # device -> workloads driving it
         returns: list[tuple[str, float, _Where]] = []
+        ended: set[str] = set()          # devices whose lend a fault ended
         for op, where in self._steps():
             kind = getattr(op, "action", getattr(op, "op", None))
             try:
                 if kind == "borrow":
                     self._borrow(pool, sc, op, where, holder, served)
+                elif kind == "fault":
+                    self._fault(sc, pool, op, where, holder, ended)
+                elif kind == "return" and self._name(pool, op.device) in ended:
+                    ended.discard(self._name(pool, op.device))
                 elif kind == "return":
                     pool.return_device(op.device, op.borrower)
                     holder.pop(self._name(pool, op.device), None)
@@ -246,6 +264,17 @@ class ScenarioFile:
         for device, at, where in returns:
             run.check_return(device, at, where)
         return run
+
+    @staticmethod
+    def _fault(sc: Any, pool: Pool, op: "FaultAction", where: _Where, holder: dict, ended: set) -> None:
+        try:
+            lost = pool.fault(op.kind, op.target)
+            sc.fault(op.kind, op.target, at_ns=op.at)
+        except (PoolError, WorkloadError) as e:
+            raise where.error("target", str(e)) from None
+        for lend in lost:
+            holder.pop(lend["device"], None)
+            ended.add(lend["device"])
 
     @staticmethod
     def _name(pool: Pool, device: str) -> str:

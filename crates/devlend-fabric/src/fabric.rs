@@ -52,6 +52,8 @@ pub struct Fabric {
     pub events: EventLog,
     /// NTB adapters whose link is down (both of a pair); see `link`.
     pub(crate) links_down: std::collections::BTreeSet<u32>,
+    /// PCIe links down, functions hung or poisoned (injected faults); see `link`.
+    pub(crate) faults: crate::link::Faults,
     /// The effective parameters: the compiled defaults and the description's overrides.
     pub tuning: Arc<crate::tuning::Tuning>,
     pub cluster_switches: Vec<crate::cluster::ClusterSwitchInfo>,
@@ -67,7 +69,7 @@ impl Fabric {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn assemble(name: String, hosts: Vec<Host>, nodes: Vec<Node>, funcs: Vec<Function>, links: Vec<Link>, ntbs: Vec<NtbState>, switches: Vec<SwitchInfo>, devices: Vec<DeviceInfo>, iommus: Vec<Iommu>, config: Vec<ConfigState>, ram: Vec<SparseMem>) -> Fabric {
         let func_names = funcs.iter().enumerate().map(|(i, f)| (f.name.clone(), i as FuncId)).collect();
-        Fabric { name, hosts, nodes, funcs, links, ntbs, switches, devices, iommus, config, ram, bar_mem: FxHashMap::default(), events: EventLog::default(), links_down: Default::default(), tuning: Arc::default(), cluster_switches: Vec::new(), trained_down: Vec::new(), func_names, cache: FxHashMap::default(), cache_hits: 0, cache_misses: 0 }
+        Fabric { name, hosts, nodes, funcs, links, ntbs, switches, devices, iommus, config, ram, bar_mem: FxHashMap::default(), events: EventLog::default(), links_down: Default::default(), faults: Default::default(), tuning: Arc::default(), cluster_switches: Vec::new(), trained_down: Vec::new(), func_names, cache: FxHashMap::default(), cache_hits: 0, cache_misses: 0 }
     }
 
     // ----- names ---------------------------------------------------------------------------

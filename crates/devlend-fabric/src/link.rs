@@ -10,9 +10,19 @@
 //! (its CPU writes the adapter's registers in its own domain), so each side can tear down its
 //! half of a lend whatever the link does. The pairing (the cable's two ends) is kept, so
 //! `ntb_link_enable` brings back the same pair with whatever translations are programmed then.
+//!
+//! Below the NTBs, injected faults (`Faults`): a PCIe link down (a switch port, a device's slot
+//! after a surprise removal), a function that stops answering (completion timeouts), and a
+//! function whose completions are poisoned. Each is a `Failure` on the data path, recorded like
+//! any other; a Function Level Reset (`flr`) clears poisoning and is refused for a function that
+//! cannot take it.
 
 use crate::error::{invalid, FResult};
 use crate::fabric::Fabric;
+use crate::model::{FuncId, NodeId};
+use crate::route::{Failure, Outcome, Requester, Target};
+use devlend_wire::Access;
+use std::collections::BTreeSet;
 
 impl Fabric {
     /// Whether the link of `ntb` is up (false also for an adapter with no cable).
@@ -51,6 +61,140 @@ impl Fabric {
     }
 }
 
+/// Faults injected below the NTB layer: PCIe links down, functions that stopped answering, and
+/// functions whose completions are poisoned. Empty unless a fault was injected.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Nodes whose upstream link is down.
+    pub(crate) ports_down: BTreeSet<NodeId>,
+    pub(crate) hung: BTreeSet<FuncId>,
+    pub(crate) poisoned: BTreeSet<FuncId>,
+}
+
+impl Fabric {
+    /// Take the PCIe link above `node` down (a switch downstream port, a slot): nothing crosses
+    /// it either way until `port_enable` (PCIe Base 4.0 §2.9.1: in DL_Down a port terminates
+    /// non-posted requests as Unsupported Requests and discards posted ones).
+    pub fn port_disable(&mut self, node: NodeId) -> FResult<()> {
+        self.set_port(node, false)
+    }
+
+    pub fn port_enable(&mut self, node: NodeId) -> FResult<()> {
+        self.set_port(node, true)
+    }
+
+    pub fn port_is_up(&self, node: NodeId) -> bool {
+        !self.faults.ports_down.contains(&node)
+    }
+
+    fn set_port(&mut self, node: NodeId, up: bool) -> FResult<()> {
+        let n = self.nodes.get(node as usize).ok_or_else(|| crate::FabricError::UnknownName(format!("node #{node}")))?;
+        if n.parent.is_none() {
+            return invalid(format!("{}.{} has no upstream link to take down", n.component, n.port));
+        }
+        if up {
+            self.faults.ports_down.remove(&node);
+        } else {
+            self.faults.ports_down.insert(node);
+        }
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    /// The node whose upstream link is the slot of function `func` (the link a surprise removal takes down).
+    pub fn slot_of(&self, func: FuncId) -> NodeId {
+        self.funcs[func as usize].node
+    }
+
+    /// Function `func` stops answering (a hung device): reads of its BARs and configuration
+    /// space end in a completion timeout, posted writes to it are lost, and it issues nothing.
+    pub fn func_hang(&mut self, func: FuncId) {
+        self.faults.hung.insert(func);
+        self.invalidate_routes();
+    }
+
+    /// Every completion to or from `func` carries poisoned data until the function is reset.
+    pub fn func_poison(&mut self, func: FuncId) {
+        self.faults.poisoned.insert(func);
+        self.invalidate_routes();
+    }
+
+    pub fn func_is_hung(&self, func: FuncId) -> bool {
+        self.faults.hung.contains(&func)
+    }
+
+    /// A Function Level Reset of `func` (PCIe Base 4.0 §6.6.2, issued as a configuration write
+    /// to Device Control's Initiate FLR bit; Linux's `pcie_flr` then waits 100 ms): its
+    /// poisoned state is cleared and it stops bus mastering (Linux restores the rest of its
+    /// configuration around the reset). A function that does not answer cannot take the
+    /// configuration write, nor can one behind a link that is down: the error says which.
+    pub fn flr(&mut self, func: FuncId) -> Result<(), Failure> {
+        let slot = self.slot_of(func);
+        let failure = if self.faults.hung.contains(&func) {
+            Some(Failure::Unresponsive { func })
+        } else {
+            self.path_down(slot).map(|node| Failure::PortDown { node })
+        };
+        if let Some(f) = failure {
+            self.record(f);
+            return Err(f);
+        }
+        self.faults.poisoned.remove(&func);
+        self.set_bus_master(func, false);
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    /// A conventional reset of `func` (its host rebooted, its slot powered again): hung and
+    /// poisoned states are gone, bus mastering is off until a driver enables it.
+    pub fn power_on_reset(&mut self, func: FuncId) {
+        self.faults.hung.remove(&func);
+        self.faults.poisoned.remove(&func);
+        self.set_bus_master(func, false);
+        self.invalidate_routes();
+    }
+
+    /// The first node, from `node` up to its root port, whose upstream link is down.
+    fn path_down(&self, mut node: NodeId) -> Option<NodeId> {
+        loop {
+            if self.faults.ports_down.contains(&node) {
+                return Some(node);
+            }
+            node = self.nodes[node as usize].parent?;
+        }
+    }
+
+    /// What injected faults make of a routed request: a hung requester issues nothing; a hung
+    /// completer never answers; a read's completion to or from a poisoned function is poisoned.
+    pub(crate) fn fault_outcome(&self, req: Requester, access: Access, outcome: Outcome) -> Outcome {
+        let f = &self.faults;
+        if f.hung.is_empty() && f.poisoned.is_empty() {
+            return outcome;
+        }
+        let from = match req {
+            Requester::Func(func) => Some(func),
+            Requester::Cpu(_) => None,
+        };
+        if let Some(func) = from.filter(|x| f.hung.contains(x)) {
+            return Outcome::Failed(Failure::Unresponsive { func });
+        }
+        let to = match outcome {
+            Outcome::Delivered(Target::Bar { func, .. }) => Some(func),
+            Outcome::Delivered(_) => None,
+            Outcome::Failed(_) => return outcome,
+        };
+        if let Some(func) = to.filter(|x| f.hung.contains(x)) {
+            return Outcome::Failed(Failure::Unresponsive { func });
+        }
+        if access == Access::Read {
+            if let Some(func) = from.into_iter().chain(to).find(|x| f.poisoned.contains(x)) {
+                return Outcome::Failed(Failure::Poisoned { func });
+            }
+        }
+        outcome
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::route::{Failure, Outcome, Requester};
@@ -75,5 +219,51 @@ mod tests {
         assert!(f.ntb_link_is_up(nb));
         assert_eq!(f.lookup(cpu, mw, Access::Write), Outcome::Delivered(crate::Target::Ram { host: 1, addr: 0x2000_0000 }));
         assert!(f.peer_spad_write(na, 0, 1).is_ok());
+    }
+
+    /// One host with a GPU on its second root port.
+    fn fabric() -> crate::Fabric {
+        crate::build_json(r#"{"name":"t","hosts":[{"name":"a","cpu":"intel-xeon-e5","ram":4294967296,"iommu":false,"root_ports":1}],
+          "devices":[{"name":"gpu0","profile":"quadro-k420"}],"links":[{"a":"a.rp0","b":"gpu0","gen":2,"width":16}]}"#).unwrap()
+    }
+
+    /// The GPU, with its first BAR's address.
+    fn endpoint(f: &crate::Fabric) -> (u32, u64) {
+        let func = f.func_id("gpu0").unwrap();
+        (func, f.funcs[func as usize].bars[0].addr)
+    }
+
+    #[test]
+    fn a_port_down_stops_requests_both_ways_and_comes_back() {
+        let mut f = fabric();
+        let (func, bar) = endpoint(&f);
+        let cpu = Requester::Cpu(f.func_host(func));
+        let node = f.slot_of(func);
+        let digest = f.memory_digest();
+        f.port_disable(node).unwrap();
+        assert_eq!(f.lookup(cpu, bar, Access::Write), Outcome::Failed(Failure::PortDown { node }));
+        let (data, fail) = f.read(cpu, bar, 8);
+        assert_eq!((data, fail), (vec![0xff; 8], Some(Failure::PortDown { node })), "a read through a down link is all ones");
+        assert_eq!(f.write(cpu, bar, b"lost").0, 0);
+        assert_eq!(f.memory_digest(), digest, "the posted write was dropped");
+        assert!(f.flr(func).is_err(), "no FLR through a down link");
+        f.port_enable(node).unwrap();
+        assert!(matches!(f.lookup(cpu, bar, Access::Write), Outcome::Delivered(_)));
+    }
+
+    #[test]
+    fn a_hung_function_times_out_and_cannot_be_reset_a_poisoned_one_is_cleared_by_flr() {
+        let mut f = fabric();
+        let (func, bar) = endpoint(&f);
+        let cpu = Requester::Cpu(f.func_host(func));
+        f.func_poison(func);
+        assert_eq!(f.lookup(cpu, bar, Access::Read), Outcome::Failed(Failure::Poisoned { func }));
+        assert!(matches!(f.lookup(cpu, bar, Access::Write), Outcome::Delivered(_)), "a posted write carries no completion");
+        f.flr(func).unwrap();
+        assert!(matches!(f.lookup(cpu, bar, Access::Read), Outcome::Delivered(_)), "FLR cleared the poison");
+        f.func_hang(func);
+        assert_eq!(f.lookup(cpu, bar, Access::Read), Outcome::Failed(Failure::Unresponsive { func }));
+        assert_eq!(f.lookup(Requester::Func(func), 0x1000, Access::Write), Outcome::Failed(Failure::Unresponsive { func }), "a hung device issues nothing");
+        assert_eq!(f.flr(func), Err(Failure::Unresponsive { func }));
     }
 }

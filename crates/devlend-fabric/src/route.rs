@@ -74,7 +74,7 @@ pub struct Hop {
     pub aux: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Requester {
     Cpu(HostId),
     Func(FuncId),
@@ -107,6 +107,16 @@ pub enum Failure {
     BarOverRam { host: HostId, addr: u64, func: FuncId, bar: u8 },
     /// An MSI write blocked by the host's interrupt remapping (`intremap`).
     Interrupt { host: HostId, rid: Bdf, addr: u64, fault: crate::intremap::IntrFault },
+    /// The PCIe link above `node` is down (a switch port down, a device surprise-removed): the
+    /// port above it terminates requests as Unsupported Requests and drops posted writes
+    /// (PCIe Base 4.0 §2.9.1, DL_Down).
+    PortDown { node: NodeId },
+    /// The function never answers (a hung completer): a read's completion timeout expires
+    /// (PCIe Base 4.0 §2.8), a posted write is swallowed, and it issues nothing.
+    Unresponsive { func: FuncId },
+    /// The completion carried poisoned data (EP set, PCIe Base 4.0 §2.7.2): the receiver must
+    /// not use it; Linux reports it through AER (§6.2) and the driver gets an error.
+    Poisoned { func: FuncId },
 }
 
 impl Failure {
@@ -122,6 +132,9 @@ impl Failure {
             Failure::RoutingLoop { .. } => "routing-loop",
             Failure::BarOverRam { .. } => "bar-over-ram",
             Failure::Interrupt { .. } => "interrupt-remapping-fault",
+            Failure::PortDown { .. } => "port-down",
+            Failure::Unresponsive { .. } => "completion-timeout",
+            Failure::Poisoned { .. } => "poisoned-completion",
         }
     }
 }
@@ -223,7 +236,7 @@ impl Fabric {
     pub fn route_uncached(&self, req: Requester, addr: u64, access: Access) -> Route {
         let host = self.requester_host(req);
         let mut w = Walk::new(addr, self.requester_rid(req), host);
-        let outcome = self.walk_request(&mut w, req, access);
+        let outcome = self.fault_outcome(req, access, self.walk_request(&mut w, req, access));
         let mut route = Route { access, hops: w.hops, outcome, completion: None };
         if access == Access::Read {
             if let Outcome::Delivered(t) = outcome {
@@ -255,6 +268,9 @@ impl Fabric {
                 Step::Up(n) => {
                     let node = &self.nodes[n as usize];
                     let Some(p) = node.parent else { return ur(w, n, "no upstream link") };
+                    if self.faults.ports_down.contains(&n) {
+                        return Outcome::Failed(Failure::PortDown { node: n });
+                    }
                     w.push(HopKind::Link, p, node.uplink.unwrap_or(0) as u64);
                     match self.nodes[p as usize].kind {
                         NodeKind::RootPort { .. } => Step::Rc { host: w.host, from_port: true },
@@ -280,6 +296,9 @@ impl Fabric {
                 }
                 Step::Down(b) => {
                     let Some(&c) = self.nodes[b as usize].children.first() else { return ur(w, b, "no device below this port") };
+                    if self.faults.ports_down.contains(&c) {
+                        return Outcome::Failed(Failure::PortDown { node: c });
+                    }
                     w.push(HopKind::Link, c, self.nodes[c as usize].uplink.unwrap_or(0) as u64);
                     match self.nodes[c as usize].kind {
                         NodeKind::SwitchUp { .. } => {
@@ -447,6 +466,9 @@ impl Fabric {
                 IdStep::Up(n) => {
                     let node = &self.nodes[n as usize];
                     let Some(p) = node.parent else { return ur(w, n, "no upstream link") };
+                    if self.faults.ports_down.contains(&n) {
+                        return Outcome::Failed(Failure::PortDown { node: n });
+                    }
                     w.push(HopKind::Link, p, node.uplink.unwrap_or(0) as u64);
                     match self.nodes[p as usize].kind {
                         NodeKind::RootPort { .. } => IdStep::Rc { host: w.host, from_port: true },
@@ -468,6 +490,9 @@ impl Fabric {
                 }
                 IdStep::Down(b) => {
                     let Some(&c) = self.nodes[b as usize].children.first() else { return ur(w, b, "no device below this port") };
+                    if self.faults.ports_down.contains(&c) {
+                        return Outcome::Failed(Failure::PortDown { node: c });
+                    }
                     w.push(HopKind::Link, c, self.nodes[c as usize].uplink.unwrap_or(0) as u64);
                     match self.nodes[c as usize].kind {
                         NodeKind::SwitchUp { .. } => {

@@ -150,6 +150,12 @@ impl Fabric {
             Failure::RoutingLoop { ntb, window, host, addr } => format!("routing loop: the TLP for {addr:#x} in host {} came back to {} window {window}, which it had already crossed (NTB translations lead back into each other)", self.hosts[host as usize].name, self.ntbs[ntb as usize].name),
             Failure::BarOverRam { host, addr, func, bar } => format!("{addr:#x} in host {} is claimed by both RAM and {} BAR {bar}: delivered to neither", self.hosts[host as usize].name, self.funcs[func as usize].name),
             Failure::Interrupt { host, rid, addr, fault } => format!("interrupt remapping fault in host {}: {} (MSI write to {addr:#x} by {rid})", self.hosts[host as usize].name, fault.describe()),
+            Failure::PortDown { node } => {
+                let n = &self.nodes[node as usize];
+                format!("the link above {}.{} is down: requests through it end as Unsupported Requests, posted writes are dropped", n.component, n.port)
+            }
+            Failure::Unresponsive { func } => format!("{} does not answer: the completion timeout expired (posted writes to it are lost)", self.funcs[func as usize].name),
+            Failure::Poisoned { func } => format!("poisoned completion (EP) to or from {}: the data was discarded and reported through AER", self.funcs[func as usize].name),
         }
     }
 
@@ -168,6 +174,8 @@ impl Fabric {
             Failure::RoutingLoop { ntb, window, host, addr } => json!({"kind": f.kind(), "ntb": self.ntbs[ntb as usize].name, "window": window, "host": self.hosts[host as usize].name, "addr": addr, "message": message}),
             Failure::BarOverRam { host, addr, func, bar } => json!({"kind": f.kind(), "host": self.hosts[host as usize].name, "addr": addr, "function": self.funcs[func as usize].name, "bar": bar, "message": message}),
             Failure::Interrupt { host, rid, addr, fault } => json!({"kind": f.kind(), "host": self.hosts[host as usize].name, "requester": rid.to_string(), "addr": addr, "reason": fault.code(), "message": message}),
+            Failure::PortDown { node } => json!({"kind": f.kind(), "component": self.nodes[node as usize].component, "port": self.nodes[node as usize].port, "message": message}),
+            Failure::Unresponsive { func } | Failure::Poisoned { func } => json!({"kind": f.kind(), "function": self.funcs[func as usize].name, "message": message}),
         }
     }
 

@@ -94,6 +94,17 @@ impl Pool {
         self.inner.cluster().anomalies().to_vec()
     }
 
+    /// Inject a fault (devlend-host's kinds); returns the lends it ended as (device, lender, borrower, why).
+    fn inject(&mut self, kind: &str, target: &str) -> PyResult<Vec<(String, String, String, String)>> {
+        let r = self.inner.inject(kind, target).map_err(perr)?;
+        Ok(r.ended.into_iter().map(|e| (e.device, e.lender, e.borrower, e.why)).collect())
+    }
+
+    /// Devices a fault touched that will be reset before their next borrower.
+    fn needs_reset(&self) -> Vec<String> {
+        self.inner.needs_reset()
+    }
+
     /// Take the link of an NTB (and its peer) down, or bring it back up.
     fn link(&mut self, ntb: &str, up: bool) -> PyResult<()> {
         let f = &mut self.inner.cluster_mut().fabric;
@@ -134,7 +145,14 @@ impl Pool {
     }
 }
 
+/// The fault kinds, with what each names as target: [(kind, target)].
+#[pyfunction]
+fn fault_kinds() -> Vec<(&'static str, &'static str)> {
+    devlend_host::fault::FAULT_KINDS.iter().map(|(n, _, t)| (*n, *t)).collect()
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Pool>()?;
+    m.add_function(wrap_pyfunction!(fault_kinds, m)?)?;
     m.add("PoolError", m.py().get_type::<PoolError>())
 }

@@ -98,6 +98,35 @@ impl Scenario {
         self.inner.add_ntb_perf(name, runner, peer, &spec, at_ps).map_err(werr)
     }
 
+    /// Inject fault `kind` at `target` at `at_ps` (devlend-host's fault kinds).
+    fn fault(&mut self, at_ps: u64, kind: &str, target: &str) -> PyResult<()> {
+        self.inner.add_fault(at_ps, kind, target).map_err(werr)
+    }
+
+    /// Per fault: (at ps, kind, target, struck, error or None, [(device, lender, borrower, why)] lends it ended).
+    #[allow(clippy::type_complexity)]
+    fn faults(&self) -> Vec<(u64, String, String, bool, Option<String>, Vec<(String, String, String, String)>)> {
+        self.inner.faults().iter().map(|f| {
+            let r = f.report.borrow();
+            let (struck, err, ended) = match &*r {
+                None => (false, None, Vec::new()),
+                Some(Err(e)) => (true, Some(e.clone()), Vec::new()),
+                Some(Ok(rep)) => (true, None, rep.ended.iter().map(|e| (e.device.clone(), e.lender.clone(), e.borrower.clone(), e.why.clone())).collect()),
+            };
+            (f.at, f.kind.name().to_string(), f.target.clone(), struck, err, ended)
+        }).collect()
+    }
+
+    /// Bytes `device` moved as a requester: in all, and (time ps, bytes) when each fault struck.
+    fn moved(&self, device: &str) -> PyResult<(u64, Vec<(u64, u64)>)> {
+        self.inner.moved(device).map_err(werr)
+    }
+
+    /// End every lend still held; what Device Lending left programmed (must be 0).
+    fn end_lends_and_count_leftovers(&mut self) -> PyResult<usize> {
+        self.inner.end_lends_and_count_leftovers().map_err(werr)
+    }
+
     /// Run until nothing is left to happen.
     fn run(&mut self, py: Python<'_>) -> PyResult<()> {
         let _ = py;

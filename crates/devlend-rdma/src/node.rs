@@ -123,11 +123,14 @@ impl Node {
         Ok(self.window.0 + off)
     }
 
-    /// Refuse to touch the peer when the NTB link is down (no peer port on the other side).
+    /// Refuse to touch the peer when the NTB link is down (no cable, or `ntb_link_disable`).
     pub fn check_link(&self, f: &Fabric) -> RResult<()> {
         let n = &f.ntbs[self.ntb as usize];
         if n.peer.is_none() {
             return Err(RdmaError::LinkDown(format!("{} has no peer: nothing reaches the other host", n.name)));
+        }
+        if !f.ntb_link_is_up(self.ntb) {
+            return Err(RdmaError::LinkDown(format!("{}: NTB link is down: nothing reaches the other host", n.name)));
         }
         Ok(())
     }
@@ -172,11 +175,8 @@ impl Node {
 }
 
 /// Take an NTB link down on both sides (cable pulled): routes, doorbells and scratchpads fail.
+/// The pairing stays (`ntb_link_disable`), so `ntb_link_enable` brings the same pair back.
 pub fn link_down(f: &mut Fabric, ntb: &str) -> RResult<()> {
     let n = f.ntb_id(ntb).map_err(ferr)?;
-    if let Some(p) = f.ntbs[n as usize].peer.take() {
-        f.ntbs[p as usize].peer = None;
-    }
-    f.invalidate_routes();
-    Ok(())
+    f.ntb_link_disable(n).map_err(ferr)
 }

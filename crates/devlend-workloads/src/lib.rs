@@ -33,6 +33,7 @@
 
 mod attach;
 mod error;
+mod fault;
 mod fio;
 mod gpu;
 mod ntb_perf;
@@ -44,6 +45,7 @@ pub use devlend_devices::fio::{FioResult, Rw};
 pub use devlend_devices::gpu_bench::Dir;
 pub use devlend_wire::Access;
 pub use error::{WResult, WorkloadError};
+pub use fault::FaultEntry;
 pub use fio::{FioSpec, FIO_BS};
 pub use ntb_perf::{NtbPerfResult, NtbPerfSpec, DMA_PROFILE, MAX_THREADS};
 pub use pingpong::{RoundTrips, Via};

@@ -92,7 +92,7 @@ pub struct Report {
 }
 
 pub struct Scenario {
-    m: Machine<Cluster>,
+    pub(crate) m: Machine<Cluster>,
     entries: Vec<Entry>,
     /// Device name -> the workload that drives it.
     users: HashMap<String, String>,
@@ -100,12 +100,14 @@ pub struct Scenario {
     media: Vec<(String, devlend_devices::nvme::Media)>,
     /// The topology's VMs, runners as hosts are.
     guests: Guests,
+    /// Faults injected (`fault`).
+    pub(crate) faults: Vec<crate::fault::FaultEntry>,
 }
 
 impl Scenario {
     /// A scenario on `cluster` (built without a Device Lending `setup` section: borrowing is done here).
     pub fn new(cluster: Cluster) -> Scenario {
-        Scenario { m: Machine::new(cluster), entries: Vec::new(), users: HashMap::new(), media: Vec::new(), guests: Guests::default() }
+        Scenario { m: Machine::new(cluster), entries: Vec::new(), users: HashMap::new(), media: Vec::new(), guests: Guests::default(), faults: Vec::new() }
     }
 
     /// A scenario on `cluster` with the VMs of a topology's `vms` section started (their

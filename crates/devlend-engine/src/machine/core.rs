@@ -16,6 +16,8 @@ pub enum Owner {
     Thread(usize),
     Device(usize),
     Stream(usize),
+    /// The machine itself: a fault action or a timed-out read (`fault`).
+    Machine(usize),
 }
 
 /// One DMA or CPU access in flight: whose, where, and its bytes (written from `data` as each

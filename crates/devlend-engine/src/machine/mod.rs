@@ -17,11 +17,13 @@
 mod core;
 mod device;
 mod error;
+mod fault;
 mod thread;
 
 pub use self::core::{FlowDone, Owner};
 pub use device::{Cx, Device};
 pub use error::{MachineError, ThreadError};
+pub use fault::Halted;
 pub use thread::{Body, Thread, Watch};
 
 use self::core::Core;
@@ -33,7 +35,7 @@ use devlend_fabric::route::{Outcome, Requester, Target};
 use devlend_fabric::Fabric;
 use devlend_wire::{Access, Tlp};
 use std::cell::{RefCell, RefMut};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use thread::{Block, Wake};
 
@@ -119,12 +121,22 @@ pub struct Machine<W: World> {
     error: Option<MachineError>,
     /// Some thread waits on a condition: check conditions after memory changes.
     conds: usize,
+    /// Fault actions and timed-out reads waiting for their time (`fault`).
+    pending: Vec<Option<fault::Pending<W>>>,
+    /// Functions a fault stopped.
+    halted: HashSet<FuncId>,
+    /// Reads whose completer never answers: when their completion timeout expires.
+    timeouts: HashMap<u32, Ps>,
+    /// Bytes landed or served per requester.
+    moved: HashMap<Requester, u64>,
+    /// Per fault action that has run: its time, and `moved` then.
+    struck: Vec<(Ps, HashMap<Requester, u64>)>,
 }
 
 impl<W: World> Machine<W> {
     pub fn new(mut world: W) -> Machine<W> {
         let core = Core::new(world.fabric());
-        Machine { world: Rc::new(RefCell::new(world)), core: Rc::new(RefCell::new(core)), devices: Vec::new(), by_func: HashMap::new(), threads: Vec::new(), streams: Vec::new(), error: None, conds: 0 }
+        Machine { world: Rc::new(RefCell::new(world)), core: Rc::new(RefCell::new(core)), devices: Vec::new(), by_func: HashMap::new(), threads: Vec::new(), streams: Vec::new(), error: None, conds: 0, pending: Vec::new(), halted: HashSet::new(), timeouts: HashMap::new(), moved: HashMap::new(), struck: Vec::new() }
     }
 
     pub fn now(&self) -> Ps {
@@ -283,28 +295,37 @@ impl<W: World> Machine<W> {
                 }
             }
             Notice::FlowEnd(flow) => {
-                let (owner, done) = self.core.borrow_mut().finish(flow);
-                match owner {
-                    Owner::Thread(t) => {
-                        if matches!(self.threads[t].waiting, Waiting::Flow { flow: f, .. } if f == flow) {
-                            self.resume(t, Wake::Flow(Box::new(done)));
-                        }
-                    }
-                    Owner::Device(d) => self.call_device(d, |dev, cx| dev.dma_done(cx, done)),
-                    Owner::Stream(s) => self.streams[s].end = Some(done.end),
+                if !self.timeouts.is_empty() && self.defer_end(flow) {
+                    return;
                 }
-                self.check_conds();
+                self.flow_end(flow);
             }
             Notice::Timer(id) => {
                 let (owner, token) = self.core.borrow_mut().take_timer(id);
                 match owner {
                     Owner::Thread(t) => self.resume(t, Wake::Go),
                     Owner::Device(d) => self.call_device(d, |dev, cx| dev.timer(cx, token)),
+                    Owner::Machine(i) => return self.run_pending(i),
                     Owner::Stream(_) => {}
                 }
                 self.check_conds();
             }
         }
+    }
+
+    fn flow_end(&mut self, flow: u32) {
+        let (owner, done) = self.core.borrow_mut().finish(flow);
+        match owner {
+            Owner::Thread(t) => {
+                if matches!(self.threads[t].waiting, Waiting::Flow { flow: f, .. } if f == flow) {
+                    self.resume(t, Wake::Flow(Box::new(done)));
+                }
+            }
+            Owner::Device(d) => self.call_device(d, |dev, cx| dev.dma_done(cx, done)),
+            Owner::Stream(s) => self.streams[s].end = Some(done.end),
+            Owner::Machine(_) => {}
+        }
+        self.check_conds();
     }
 
     /// A data flow's TLP lands: write its bytes, hand a BAR write to its device, wake waiters.
@@ -328,6 +349,7 @@ impl<W: World> Machine<W> {
             self.fault(flow, addr, e);
             return;
         }
+        *self.moved.entry(who).or_default() += len as u64;
         let Outcome::Delivered(target) = target else { return };
         if let Target::Bar { func, bar, offset } = target {
             if let Some(&d) = self.by_func.get(&func) {
@@ -363,9 +385,11 @@ impl<W: World> Machine<W> {
         };
         let (data, fail) = self.world.borrow_mut().fabric().read(who, addr, len as usize);
         if let Some(e) = fail {
+            self.arm_timeout(flow, &e);
             self.fault(flow, addr, e);
             return;
         }
+        *self.moved.entry(who).or_default() += len as u64;
         let mut core = self.core.borrow_mut();
         if let Some(f) = core.flows[flow as usize].as_mut() {
             let o = offset as usize;
@@ -383,6 +407,9 @@ impl<W: World> Machine<W> {
 
     fn call_device(&mut self, d: usize, act: impl FnOnce(&mut dyn Device<W>, &mut Cx<'_, W>)) {
         let (func, dev) = (self.devices[d].0, self.devices[d].1.clone());
+        if !self.halted.is_empty() && self.halted.contains(&func) {
+            return;
+        }
         let mut w = self.world.borrow_mut();
         let mut core = self.core.borrow_mut();
         let mut cx = Cx { world: &mut *w, core: &mut *core, dev: d, func };

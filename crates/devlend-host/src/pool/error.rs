@@ -29,6 +29,12 @@ pub enum PoolError {
     /// The lending agents refused (no NTB between the hosts, a DMA window the NTB cannot map,
     /// a driver still holding the device, ...); nothing of the attempt is left programmed.
     Lending { device: String, error: HostError },
+    /// A fault that cannot be injected (unknown kind or target).
+    Fault { kind: String, target: String, error: HostError },
+    /// The device was surprise-removed: it is gone until its slot comes back.
+    Removed { device: String },
+    /// A fault touched the device and its reset (FLR) before the next borrow failed.
+    ResetFailed { device: String, why: String },
 }
 
 impl PoolError {
@@ -45,6 +51,9 @@ impl PoolError {
             PoolError::NotConnected { .. } => "not-connected",
             PoolError::Borrowed { .. } => "borrowed",
             PoolError::NotBorrowed { .. } => "not-borrowed",
+            PoolError::Fault { .. } => "fault",
+            PoolError::Removed { .. } => "removed",
+            PoolError::ResetFailed { .. } => "reset-failed",
             PoolError::Lending { error, .. } => match error {
                 HostError::Unreachable(_) => "unreachable",
                 HostError::WindowTooSmall(_) => "window-too-large",
@@ -75,6 +84,11 @@ impl fmt::Display for PoolError {
             PoolError::NotBorrowed { device, by: None } => write!(f, "{device} is not borrowed"),
             PoolError::NotBorrowed { device, by: Some(h) } => write!(f, "{device} is not borrowed by {h}"),
             PoolError::Lending { device, error } => write!(f, "{device}: {error}"),
+            PoolError::Fault { kind, target, error } => write!(f, "cannot inject {kind} at {target}: {error}"),
+            PoolError::Removed { device } => write!(f, "{device} was surprise-removed: it cannot be borrowed until its slot is back (port-up)"),
+            PoolError::ResetFailed { device, why } => {
+                write!(f, "{device} cannot be lent again: a fault touched it and its Function Level Reset failed ({why}); a device that cannot be reset is not given to the next borrower")
+            }
         }
     }
 }

@@ -14,6 +14,7 @@
 //! NTB adapters carry the lending and get no fdid.
 
 mod error;
+mod fault;
 #[cfg(test)]
 mod tests;
 
@@ -74,6 +75,10 @@ pub struct Pool {
     connected: BTreeSet<(HostId, HostId)>,
     /// Borrowed devices: (borrower, its handle of the device).
     borrowed: BTreeMap<FuncId, (HostId, DevId)>,
+    /// Devices a fault touched: reset before their next borrow (`fault`).
+    dirty: BTreeSet<FuncId>,
+    /// Devices surprise-removed, until their slot comes back.
+    removed: BTreeSet<FuncId>,
 }
 
 impl Pool {
@@ -91,7 +96,7 @@ impl Pool {
             per_host[h] += 1;
         }
         ids.sort();
-        Pool { cluster, ids, added: BTreeMap::new(), connected: BTreeSet::new(), borrowed: BTreeMap::new() }
+        Pool { cluster, ids, added: BTreeMap::new(), connected: BTreeSet::new(), borrowed: BTreeMap::new(), dirty: BTreeSet::new(), removed: BTreeSet::new() }
     }
 
     pub fn cluster(&self) -> &Cluster {
@@ -200,6 +205,7 @@ impl Pool {
         if !self.connected.contains(&(lender, b)) {
             return Err(PoolError::NotConnected { device: name, lender: self.host_name(lender), borrower: borrower.into() });
         }
+        self.ready_for_borrow(func)?;
         let dev = self.cluster.borrow_with(b, &name, BorrowOptions { dma_window, ..Default::default() }).map_err(|error| PoolError::Lending { device: name, error })?;
         self.borrowed.insert(func, (b, dev));
         Ok(dev)

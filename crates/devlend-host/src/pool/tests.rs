@@ -1,4 +1,5 @@
 use super::*;
+use crate::error::HostError;
 use crate::os::DmaDir;
 use devlend_fabric::ntb::Inbound;
 
@@ -115,4 +116,65 @@ fn a_topology_borrow_offers_the_device_and_undoes_that_when_it_fails() {
     p.return_device("gpu1", None).unwrap();
     p.return_device("gpu0", None).unwrap();
     assert!(fabric_clean(&p));
+}
+
+#[test]
+fn a_crash_on_either_side_ends_the_lend_and_leaves_nothing_mapped() {
+    for (crashed, why) in [("lender", "lender lender crashed"), ("borrower", "borrower borrower crashed")] {
+        let mut p = Pool::new(cluster());
+        offered(&mut p, "gpu0");
+        p.borrow("borrower", "gpu0", None).unwrap();
+        let r = p.inject("host-crash", crashed).unwrap();
+        assert_eq!(r.ended.len(), 1, "{crashed}");
+        assert!(r.ended[0].why.contains(why), "{}", r.ended[0].why);
+        assert!(fabric_clean(&p), "{crashed}: nothing of the lend is left");
+        assert_eq!(p.entry("gpu0").unwrap().state, State::Available);
+        p.inject("host-reboot", crashed).unwrap();
+        p.borrow("borrower", "gpu0", None).unwrap();
+        assert!(!p.needs_reset().contains(&"gpu0".to_string()), "reset before the next borrower");
+    }
+}
+
+#[test]
+fn a_removed_device_is_refused_until_its_slot_is_back_and_a_hung_one_cannot_be_reset() {
+    let mut p = Pool::new(cluster());
+    offered(&mut p, "gpu0");
+    offered_again(&mut p, "gpu1");
+    p.borrow("borrower", "gpu0", None).unwrap();
+    let r = p.inject("surprise-removal", "gpu0").unwrap();
+    assert_eq!((r.ended.len(), r.halted.len()), (1, 1));
+    assert!(fabric_clean(&p));
+    assert_eq!(p.borrow("borrower", "gpu0", None).unwrap_err().kind(), "removed");
+    p.inject("port-up", "gpu0").unwrap();
+    p.borrow("borrower", "gpu0", None).unwrap();
+    p.borrow("borrower", "gpu1", None).unwrap();
+    p.inject("completion-timeout", "gpu1").unwrap();
+    p.return_device("gpu1", None).unwrap();
+    let e = p.borrow("borrower", "gpu1", None).unwrap_err();
+    assert_eq!(e.kind(), "reset-failed", "{e}");
+    assert!(e.to_string().contains("does not answer"), "{e}");
+    p.return_device("gpu0", None).unwrap();
+    assert!(fabric_clean(&p));
+    assert_eq!(p.inject("meteor", "gpu0").unwrap_err().kind(), "fault");
+    assert_eq!(p.inject("completion-timeout", "ntb-l").unwrap_err().kind(), "fault");
+}
+
+#[test]
+fn a_switch_port_down_cuts_what_is_below_it_until_it_is_back() {
+    let mut p = Pool::new(cluster());
+    offered(&mut p, "gpu0");
+    let dev = p.borrow("borrower", "gpu0", None).unwrap();
+    let bar = p.lend("gpu0").unwrap().unwrap().bars[0].cpu_addr;
+    p.inject("port-down", "lender-sw.d1").unwrap();
+    let mut os = p.cluster_mut().os("borrower").unwrap();
+    assert!(matches!(os.read(bar, 4), Err(HostError::Fault(m)) if m.contains("gpu0.up") || m.contains("link above")));
+    p.inject("port-up", "lender-sw.d1").unwrap();
+    assert!(p.cluster_mut().os("borrower").unwrap().read(bar, 4).is_ok());
+    assert!(p.inject("port-down", "lender-sw.d3").is_err(), "nothing below d3");
+    let _ = dev;
+}
+
+fn offered_again(p: &mut Pool, dev: &str) {
+    p.add(dev).unwrap();
+    p.available(dev).unwrap();
 }

@@ -1,0 +1,268 @@
+//! Faults injected into a cluster, and what the hosts and Device Lending do about each (the
+//! behaviour, with its source; the timing is the machine's, `devlend_engine::machine::fault`):
+//!
+//! - `link-down`/`link-up` (an NTB cable pulled and put back): nothing crosses; the borrower's
+//!   loads through the lent BARs read all ones and fail, the device's DMA towards the borrower
+//!   stops at the adapter (`devlend_fabric::link`). The lend stays, and works again when the link
+//!   returns (assumed: the SmartIO documentation found (docs.dolphinics.com, SmartIO glossary and
+//!   concepts) does not say what a lend does while its cable is out); a return while down
+//!   completes locally on each side (`Teardown`).
+//! - `host-crash` (a lender or a borrower going down): every NTB link of the host goes down
+//!   (its adapters lose their host) and its devices stop. A lend whose borrower crashed is
+//!   reclaimed by the lender's agent: its half undone locally, the device to be reset before
+//!   anyone borrows it again. A lend whose lender crashed is lost to the borrower: the borrower
+//!   hot-removes the device as after a surprise removal (Linux pciehp: the driver's `remove` runs
+//!   and later accesses fail) and must borrow it again once the lender is back (000 §4: a lend
+//!   is an agreement between the two agents, so nothing of it survives the lender's reboot;
+//!   that the borrower's agent ends it at the crash rather than at the reboot is assumed).
+//! - `host-reboot`: the host's links come back and its devices are reset by the boot (a
+//!   conventional reset clears a hung or poisoned function); no lend of it survives.
+//! - `surprise-removal` of a device: the link of its slot goes down (PCIe Base 4.0 §6.2: a Surprise
+//!   Down error; §6.7: hot-plug), the device stops, and its lend ends (the lender's pciehp removes it, its
+//!   agent tells the borrower, which hot-removes it). It stays gone until `port-up` of its slot.
+//! - `port-down`/`port-up` of a switch port or slot: what is below is unreachable both ways
+//!   (§2.9.1); the lend stays, as for a cable.
+//! - `completion-timeout` of a device (a completer that never answers): loads of its BARs fail
+//!   when the requester's completion timeout expires (§2.8; Linux returns all ones), posted
+//!   writes to it are lost, and it issues nothing. An FLR cannot reach it, so it is refused to
+//!   the next borrower (`Pool`).
+//! - `poisoned` (a device whose completions, to it and from it, carry poisoned data, §2.7.2):
+//!   the receiver discards the data and the error is reported through AER (§6.2); the driver
+//!   gets an error, never the data. An FLR clears it.
+//!
+//! Every lend a fault touches is marked: its device is reset (FLR) before its next borrower gets it.
+
+use crate::cluster::Cluster;
+use crate::error::{HResult, HostError};
+use devlend_fabric::model::{FuncId, HostId, NodeId, NodeKind};
+use devlend_fabric::route::Failure;
+
+/// The kinds of fault, by the names the CLI, Python and scenario files use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    LinkDown,
+    LinkUp,
+    HostCrash,
+    HostReboot,
+    SurpriseRemoval,
+    PortDown,
+    PortUp,
+    CompletionTimeout,
+    Poisoned,
+}
+
+pub const FAULT_KINDS: [(&str, FaultKind, &str); 9] = [
+    ("link-down", FaultKind::LinkDown, "an NTB adapter"),
+    ("link-up", FaultKind::LinkUp, "an NTB adapter"),
+    ("host-crash", FaultKind::HostCrash, "a host"),
+    ("host-reboot", FaultKind::HostReboot, "a host"),
+    ("surprise-removal", FaultKind::SurpriseRemoval, "a device"),
+    ("port-down", FaultKind::PortDown, "a device (its slot) or a switch port COMPONENT.PORT"),
+    ("port-up", FaultKind::PortUp, "a device (its slot) or a switch port COMPONENT.PORT"),
+    ("completion-timeout", FaultKind::CompletionTimeout, "a device"),
+    ("poisoned", FaultKind::Poisoned, "a device"),
+];
+
+impl FaultKind {
+    pub fn parse(name: &str) -> HResult<FaultKind> {
+        FAULT_KINDS.iter().find(|(n, _, _)| *n == name).map(|(_, k, _)| *k).ok_or_else(|| {
+            HostError::Invalid(format!("no fault kind '{name}': expected one of {}", FAULT_KINDS.map(|(n, _, _)| n).join(", ")))
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        FAULT_KINDS.iter().find(|(_, k, _)| *k == self).map_or("", |(n, _, _)| n)
+    }
+}
+
+/// A lend a fault ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndedLend {
+    pub device: String,
+    pub lender: String,
+    pub borrower: String,
+    pub why: String,
+}
+
+/// What a fault did: the functions that stopped (for the machine), the lends it ended, and the
+/// devices it touched (to be reset before their next borrower).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FaultReport {
+    pub halted: Vec<(FuncId, Failure)>,
+    pub ended: Vec<EndedLend>,
+    pub touched: Vec<FuncId>,
+    /// Devices made unreachable until their slot comes back (surprise removal).
+    pub removed: Vec<FuncId>,
+}
+
+impl Cluster {
+    /// Inject fault `kind` at `target` (see the module docs for what each does).
+    pub fn inject(&mut self, kind: FaultKind, target: &str) -> HResult<FaultReport> {
+        let mut r = FaultReport::default();
+        match kind {
+            FaultKind::LinkDown | FaultKind::LinkUp => {
+                let n = self.fabric.ntb_id(target)?;
+                if kind == FaultKind::LinkDown {
+                    self.fabric.ntb_link_disable(n)?;
+                    r.touched = self.lends_where(|l| l.la == n || l.bb == n);
+                } else {
+                    self.fabric.ntb_link_enable(n)?;
+                }
+            }
+            FaultKind::HostCrash => self.crash(self.fabric.host_id(target)?, &mut r)?,
+            FaultKind::HostReboot => self.reboot(self.fabric.host_id(target)?)?,
+            FaultKind::SurpriseRemoval => {
+                let func = self.fault_device(target)?;
+                let slot = self.fabric.slot_of(func);
+                self.fabric.port_disable(slot)?;
+                r.halted.push((func, Failure::PortDown { node: slot }));
+                r.removed.push(func);
+                r.touched.push(func);
+                self.end_lends(&[func], "the device was surprise-removed (pciehp on the lender)", &mut r)?;
+            }
+            FaultKind::PortDown | FaultKind::PortUp => {
+                let node = self.fault_port(target)?;
+                if kind == FaultKind::PortDown {
+                    self.fabric.port_disable(node)?;
+                    let below = self.funcs_below(node);
+                    r.touched = self.lends_where(|l| below.contains(&l.func));
+                } else {
+                    self.fabric.port_enable(node)?;
+                }
+            }
+            FaultKind::CompletionTimeout => {
+                let func = self.fault_device(target)?;
+                self.fabric.func_hang(func);
+                r.halted.push((func, Failure::Unresponsive { func }));
+                r.touched.push(func);
+            }
+            FaultKind::Poisoned => {
+                let func = self.fault_device(target)?;
+                self.fabric.func_poison(func);
+                r.touched.push(func);
+            }
+        }
+        Ok(r)
+    }
+
+    /// Whether `inject(kind, target)` can name its target, without injecting anything.
+    pub fn fault_target(&self, kind: FaultKind, target: &str) -> HResult<()> {
+        match kind {
+            FaultKind::LinkDown | FaultKind::LinkUp => {
+                let n = self.fabric.ntb_id(target)?;
+                if self.fabric.ntbs[n as usize].peer.is_none() {
+                    return Err(HostError::Invalid(format!("{target} has no cable to a peer: there is no link to change")));
+                }
+            }
+            FaultKind::HostCrash | FaultKind::HostReboot => {
+                self.fabric.host_id(target)?;
+            }
+            FaultKind::PortDown | FaultKind::PortUp => {
+                self.fault_port(target)?;
+            }
+            FaultKind::SurpriseRemoval | FaultKind::CompletionTimeout | FaultKind::Poisoned => {
+                self.fault_device(target)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A device that can be faulted: a function of the fabric that is not an NTB adapter.
+    fn fault_device(&self, name: &str) -> HResult<FuncId> {
+        let func = self.fabric.func_id(name)?;
+        if matches!(self.fabric.nodes[self.fabric.funcs[func as usize].node as usize].kind, NodeKind::Ntb { .. }) {
+            return Err(HostError::Invalid(format!("{name} is an NTB adapter: pull its cable with link-down instead")));
+        }
+        Ok(func)
+    }
+
+    /// The node below the link a port fault takes down: a device's slot, or the link below a
+    /// switch downstream port named COMPONENT.PORT (or the link above any other port so named).
+    fn fault_port(&self, name: &str) -> HResult<NodeId> {
+        if let Ok(func) = self.fabric.func_id(name) {
+            return Ok(self.fabric.slot_of(func));
+        }
+        let f = &self.fabric;
+        let node = f.nodes.iter().position(|n| n.parent.is_some() && format!("{}.{}", n.component, n.port) == name).ok_or_else(|| {
+            HostError::NoDevice(format!("no device and no port '{name}' with a link: name a device (its slot) or a switch port as COMPONENT.PORT"))
+        })?;
+        match f.nodes[node].kind {
+            NodeKind::SwitchDown { .. } => f.nodes[node].children.first().copied().ok_or_else(|| HostError::Invalid(format!("{name}: nothing is linked below this switch port"))),
+            _ => Ok(node as NodeId),
+        }
+    }
+
+    /// Every function at or below `node`.
+    fn funcs_below(&self, node: NodeId) -> Vec<FuncId> {
+        let f = &self.fabric;
+        let mut out = Vec::new();
+        let mut stack = vec![node];
+        while let Some(n) = stack.pop() {
+            out.extend(f.nodes[n as usize].functions.iter().copied());
+            stack.extend(f.nodes[n as usize].children.iter().copied());
+        }
+        out
+    }
+
+    fn lends_where(&self, pred: impl Fn(&LendView) -> bool) -> Vec<FuncId> {
+        self.lending.lends.iter().map(|(&func, l)| LendView { func, lender: l.lender, borrower: l.borrower, la: l.la, bb: l.bb }).filter(|v| pred(v)).map(|v| v.func).collect()
+    }
+
+    /// End the lends of `funcs` on both sides, whatever the links do (`return_device_force`).
+    fn end_lends(&mut self, funcs: &[FuncId], why: &str, r: &mut FaultReport) -> HResult<()> {
+        for &func in funcs {
+            let Some((b, dev)) = self.lending.lends.get(&func).map(|l| (l.borrower, l.dev)) else { continue };
+            let lend = self.lending.lends.get(&func).map(|l| l.lender).unwrap_or(b);
+            self.return_device_force(b, dev)?;
+            let name = |h: HostId| self.fabric.hosts[h as usize].name.clone();
+            r.ended.push(EndedLend { device: self.fabric.funcs[func as usize].name.clone(), lender: name(lend), borrower: name(b), why: why.into() });
+            if !r.touched.contains(&func) {
+                r.touched.push(func);
+            }
+        }
+        Ok(())
+    }
+
+    fn crash(&mut self, h: HostId, r: &mut FaultReport) -> HResult<()> {
+        let ntbs: Vec<u32> = (0..self.fabric.ntbs.len() as u32).filter(|&n| self.fabric.ntbs[n as usize].host == h && self.fabric.ntbs[n as usize].peer.is_some()).collect();
+        for n in ntbs {
+            self.fabric.ntb_link_disable(n)?;
+        }
+        let own: Vec<FuncId> = (0..self.fabric.funcs.len() as FuncId).filter(|&f| self.fabric.func_host(f) == h).collect();
+        for &func in &own {
+            let slot = self.fabric.slot_of(func);
+            if self.fabric.nodes[slot as usize].parent.is_some() && !matches!(self.fabric.nodes[slot as usize].kind, NodeKind::Ntb { .. }) {
+                r.halted.push((func, Failure::PortDown { node: slot }));
+            }
+        }
+        let host = self.fabric.hosts[h as usize].name.clone();
+        let borrowed = self.lends_where(|l| l.borrower == h);
+        self.end_lends(&borrowed, &format!("its borrower {host} crashed: the lender's agent reclaimed it"), r)?;
+        let lent = self.lends_where(|l| l.lender == h);
+        self.end_lends(&lent, &format!("its lender {host} crashed: the borrower hot-removed it"), r)?;
+        let devices: Vec<FuncId> = r.halted.iter().map(|(f, _)| *f).filter(|f| !r.touched.contains(f)).collect();
+        r.touched.extend(devices);
+        Ok(())
+    }
+
+    fn reboot(&mut self, h: HostId) -> HResult<()> {
+        let ntbs: Vec<u32> = (0..self.fabric.ntbs.len() as u32).filter(|&n| self.fabric.ntbs[n as usize].host == h && self.fabric.ntbs[n as usize].peer.is_some()).collect();
+        for n in ntbs {
+            self.fabric.ntb_link_enable(n)?;
+        }
+        let f = &self.fabric;
+        let devices: Vec<FuncId> = (0..f.funcs.len() as FuncId).filter(|&x| f.func_host(x) == h && !matches!(f.nodes[f.slot_of(x) as usize].kind, NodeKind::Ntb { .. })).collect();
+        for func in devices {
+            self.fabric.power_on_reset(func);
+        }
+        Ok(())
+    }
+}
+
+struct LendView {
+    func: FuncId,
+    lender: HostId,
+    borrower: HostId,
+    la: u32,
+    bb: u32,
+}

@@ -1,0 +1,52 @@
+//! Faults on the pool: what a fault ended leaves the pool's books, and the reset a touched
+//! device gets before its next borrower (a Function Level Reset, PCIe Base 4.0 §6.6.2; Linux's
+//! `pcie_flr`). A device the reset cannot reach (hung, or behind a link that is down) is refused
+//! with the reason, and so is a surprise-removed device until its slot comes back.
+
+use super::{PResult, Pool, PoolError};
+use crate::fault::{FaultKind, FaultReport};
+use devlend_fabric::model::FuncId;
+
+impl Pool {
+    /// Inject fault `kind` at `target` (a name, see `crate::fault`) and bring the pool's books in
+    /// line: lends it ended are no longer borrowed; devices it touched are reset before their
+    /// next borrow; removed devices cannot be borrowed.
+    pub fn inject(&mut self, kind: &str, target: &str) -> PResult<FaultReport> {
+        let k = FaultKind::parse(kind).map_err(|error| PoolError::Fault { kind: kind.into(), target: target.into(), error })?;
+        let report = self.cluster.inject(k, target).map_err(|error| PoolError::Fault { kind: kind.into(), target: target.into(), error })?;
+        for e in &report.ended {
+            if let Ok(func) = self.cluster.fabric.func_id(&e.device) {
+                self.borrowed.remove(&func);
+            }
+        }
+        self.dirty.extend(report.touched.iter().copied());
+        self.removed.extend(report.removed.iter().copied());
+        if k == FaultKind::PortUp {
+            let f = &self.cluster.fabric;
+            let back: Vec<FuncId> = self.removed.iter().copied().filter(|&func| f.port_is_up(f.slot_of(func))).collect();
+            for func in back {
+                self.removed.remove(&func);
+            }
+        }
+        Ok(report)
+    }
+
+    /// Before `func` is lent again: refuse it if removed; reset it if a fault touched it.
+    pub(super) fn ready_for_borrow(&mut self, func: FuncId) -> PResult<()> {
+        let device = self.name(func);
+        if self.removed.contains(&func) {
+            return Err(PoolError::Removed { device });
+        }
+        if self.dirty.contains(&func) {
+            let f = &mut self.cluster.fabric;
+            f.flr(func).map_err(|failure| PoolError::ResetFailed { device, why: f.describe_failure(&failure) })?;
+            self.dirty.remove(&func);
+        }
+        Ok(())
+    }
+
+    /// Devices a fault touched that have not been reset yet.
+    pub fn needs_reset(&self) -> Vec<String> {
+        self.dirty.iter().map(|&f| self.name(f)).collect()
+    }
+}

@@ -1,0 +1,68 @@
+"""Coverage-guided fuzzing of scenario files (YAML parse with line marks, validation of the
+timeline's actions, fault actions included, the topology they name, time order) with atheris.
+
+    pip install atheris
+    python fuzz/fuzz_scenario.py -max_total_time=60        # seeds itself from the shipped scenarios
+    python fuzz/fuzz_scenario.py crash-1234abcd            # replay one input (works without atheris)
+
+The input is read as a scenario file that sits beside the shipped ones (so their relative topology
+paths resolve). The property: `scenario_file.loads(text, path)` returns a validated scenario, or
+raises a TopologyError (ScenarioFileError is one) whose message starts with a file name. Anything
+else (another exception, a Rust panic) is a crash. Running the scenario is not fuzzed: one run
+takes milliseconds to seconds, and what it can refuse is checked by tests/test_scenario_files.py.
+"""
+
+import glob
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCENARIOS = os.path.join(HERE, "..", "python", "devlend", "scenarios")
+SEEDS = sorted(glob.glob(os.path.join(SCENARIOS, "*.yaml")))
+FILE = os.path.join(SCENARIOS, "fuzz.yaml")
+
+
+def test_one_input(data: bytes) -> None:
+    from devlend import scenario_file
+    from devlend.errors import TopologyError
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return
+    try:
+        scenario_file.loads(text, FILE)
+    except TopologyError as e:
+        if not str(e).startswith(os.path.dirname(FILE)) and not str(e).startswith(FILE):
+            raise AssertionError(f"error does not name a file: {e}") from None
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    replay = [a for a in args if not a.startswith("-") and os.path.isfile(a)]
+    if replay:
+        for path in replay:
+            with open(path, "rb") as fh:
+                test_one_input(fh.read())
+        print(f"replayed {len(replay)} input(s) without a crash")
+        return
+    try:
+        import atheris
+    except ImportError:
+        sys.exit("fuzz_scenario.py needs atheris: pip install atheris (replaying an input does not)")
+    with atheris.instrument_imports():
+        import devlend  # noqa: F401
+        import devlend.scenario_file  # noqa: F401
+    corpus = [a for a in args if not a.startswith("-") and os.path.isdir(a)]
+    if not corpus:
+        import tempfile
+        seed_dir = tempfile.mkdtemp(prefix="devlend-scenario-seeds-")
+        for i, s in enumerate(SEEDS):
+            with open(s, "rb") as src, open(os.path.join(seed_dir, f"seed{i}"), "wb") as dst:
+                dst.write(src.read())
+        args = args + [seed_dir]
+    atheris.Setup([sys.argv[0]] + args, test_one_input)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()

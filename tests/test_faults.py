@@ -1,0 +1,147 @@
+"""Fault injection (issue 17): faults at a simulated time from Python, scenario files and the CLI;
+the guarantees under fire (an error or a hang, never silent wrong data; nothing lands after a fault
+that cuts the path; nothing left mapped; a touched device reset before its next borrower, or
+refused); and the `faults` experiment."""
+
+import os
+
+import pytest
+
+from devlend import Pool, PoolError, Scenario, scenario_file
+from devlend.errors import WorkloadError
+from devlend.experiments import get
+from devlend.pool import FAULT_KINDS
+from devlend.scenario_file import ScenarioFileError
+
+from conftest import ROOT, topo_path
+from test_cli import cli
+from test_scenario_files import BORROW, COPY, bad, scenario
+
+FOUR = topo_path("four-server-cluster.yaml")
+
+
+@pytest.fixture(scope="module")
+def experiment():
+    return get("faults").run(quick=True)
+
+
+def test_every_fault_gives_the_application_an_error_or_a_wait_and_leaves_nothing_mapped(experiment):
+    assert {r["kind"] for r in experiment.rows} == set(FAULT_KINDS) - {"link-up", "host-reboot", "port-up"}
+    for r in experiment.rows:
+        what = f"{r['workload']} / {r['fault']}: {r['application_saw']}"
+        assert r["outcome"] in ("error", "hang"), what
+        assert "differs" not in r["application_saw"], "silent wrong data: " + what
+        assert r["mappings_left"] == 0, what
+        assert 0 < r["bytes_before"] < r["bytes_without_fault"], "the fault struck mid-transfer: " + what
+        if r["outcome"] == "error":
+            assert r["noticed_after_us"] >= 0, what
+
+
+def test_a_fault_that_cuts_the_path_lets_no_byte_land_after_it(experiment):
+    for r in experiment.rows:
+        if r["kind"] != "poisoned":  # poisoning spoils completions; the device's posted writes still land
+            assert r["bytes_after"] == 0, f"{r['workload']} / {r['fault']}: {r['bytes_after']} bytes after the fault"
+
+
+def test_crashes_and_removals_end_the_lend_cables_and_ports_do_not(experiment):
+    for r in experiment.rows:
+        ends = r["kind"] in ("host-crash", "surprise-removal")
+        assert (r["lends_ended"] == 1) == ends, r
+
+
+def test_the_experiment_writes_csv_and_plot(experiment, tmp_path):
+    assert experiment.to_csv().splitlines()[0].startswith("fault,kind,target")
+    experiment.plot(experiment, str(tmp_path / "f.png"))
+    assert (tmp_path / "f.png").stat().st_size > 10_000
+
+
+def test_a_poisoned_completion_is_an_error_for_the_driver_never_its_data():
+    s = Scenario(FOUR)
+    s.gpu_copy("copy", "server1", "gpu2", "htod", 1 << 20, at_ns=0)
+    s.fault("poisoned", "gpu2", at_ns=0)
+    with pytest.raises(WorkloadError, match="poisoned completion"):
+        s.run()
+    assert s.end_lends_and_count_leftovers() == 0
+
+
+def test_a_fault_in_the_past_or_at_nothing_is_refused():
+    s = Scenario(FOUR)
+    with pytest.raises(WorkloadError, match="no fault kind 'meteor'"):
+        s.fault("meteor", "gpu2")
+    with pytest.raises(WorkloadError, match="no function|no device"):
+        s.fault("surprise-removal", "gpu99")
+    with pytest.raises(WorkloadError, match="NTB adapter"):
+        s.fault("poisoned", "ntb-1-2")
+
+
+def pool() -> Pool:
+    p = Pool(FOUR)
+    p.connect("server2", "server1")
+    for d in ("gpu2", "gpu3"):
+        p.add(d).available(d)
+    return p
+
+
+def test_a_device_that_cannot_be_reset_is_refused_with_the_reason_and_a_removed_one_until_it_is_back():
+    p = pool()
+    p.borrow("server1", "gpu2").borrow("server1", "gpu3")
+    assert p.fault("completion-timeout", "gpu2") == []
+    p.return_device("gpu2")
+    with pytest.raises(PoolError, match="Function Level Reset failed") as e:
+        p.borrow("server1", "gpu2")
+    assert e.value.kind == "reset-failed"
+    ended = p.fault("surprise-removal", "gpu3")
+    assert [x["device"] for x in ended] == ["gpu3"] and "surprise-removed" in ended[0]["why"]
+    with pytest.raises(PoolError) as e:
+        p.borrow("server1", "gpu3")
+    assert e.value.kind == "removed"
+    p.fault("port-up", "gpu3")
+    p.borrow("server1", "gpu3")
+    assert "gpu3" not in p.needs_reset(), "reset (FLR) before the next borrower"
+    p.return_device("gpu3")
+    assert p.idle
+
+
+def test_a_lender_reboot_ends_its_lends_and_the_device_can_be_borrowed_again():
+    p = pool()
+    p.borrow("server1", "gpu2")
+    ended = p.fault("host-crash", "server2")
+    assert ended[0]["device"] == "gpu2" and "lender server2 crashed" in ended[0]["why"] and p.idle
+    p.fault("host-reboot", "server2")
+    p.borrow("server1", "gpu2").return_device("gpu2")
+    assert p.idle
+
+
+def test_a_scenario_file_injects_faults_on_the_clock_and_the_other_lend_goes_on():
+    sf = scenario_file.load(os.path.join(ROOT, "python", "devlend", "scenarios", "four-server-borrower-crash.yaml"))
+    run = sf.run()
+    assert run.results().end_ns.notna().all()
+    assert [f["kind"] for f in run.scenario.faults()] == ["host-crash", "link-down", "link-up"]
+    assert all(f["struck"] and f["error"] is None for f in run.scenario.faults())
+    assert run.pool.show("gpu3")["state"] == "available" and "gpu3" in run.pool.needs_reset()
+
+
+@pytest.mark.parametrize("entry, field, match", [
+    ("  - {at: 1 us, action: fault, kind: meteor, target: gpu2}\n", "timeline[1].kind", "Input should be"),
+    ("  - {at: 1 us, action: fault, kind: surprise-removal, target: gpu99}\n", "timeline[1].target", "gpu99"),
+    ("  - {at: 1 us, action: fault, kind: link-down, target: server1}\n", "timeline[1].target", "server1"),
+    ("  - {at: 1 us, action: fault, kind: poisoned}\n", "timeline[1].target", "required field 'target'"),
+])
+def test_bad_fault_actions_name_file_line_and_field(tmp_path, entry, field, match):
+    err = bad(tmp_path, BORROW + entry)
+    assert (err.line, err.field) == (5, field), str(err)
+    assert match in err.message, str(err)
+
+
+def test_a_fault_that_breaks_a_scenario_file_workload_is_its_error(tmp_path):
+    path = scenario(tmp_path, BORROW + COPY + "  - {at: 100 us, action: fault, kind: link-down, target: ntb-1-2}\n")
+    with pytest.raises(WorkloadError, match="workload copy failed"):
+        scenario_file.load(path).run()
+
+
+def test_cli_pool_fault_verb():
+    res = cli("pool", FOUR, "connect", "server2", "server1", "add", "gpu2", "available", "gpu2", "borrow", "server1", "gpu2",
+              "fault", "host-crash", "server1")
+    assert '"fault": "host-crash"' in res.stdout and "reclaimed" in res.stdout
+    bad_ = cli("pool", FOUR, "fault", "meteor", "gpu2", check=False)
+    assert bad_.returncode != 0 and "no fault kind 'meteor'" in bad_.stderr
