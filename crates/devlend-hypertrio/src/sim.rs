@@ -796,6 +796,18 @@ mod tests {
     }
 
     #[test]
+    fn each_base_packet_waits_one_round_trip_longer_when_the_round_trip_grows() {
+        // Base, cold: one packet at a time, its translations all answered by the IOMMU, so a
+        // longer PCIe round trip (whole packet slots, as the pipeline counts) adds to every packet.
+        let slot = crate::params().packet_slot_ps();
+        let rtt = 2 * crate::params().pcie_one_way_ps;
+        let o = |t: u64| format!(r#"{{"pcie_round_trip_ps": {t}}}"#);
+        let (near, far) = (cold("base", Some(&o(rtt))), cold("base", Some(&o(rtt + 10 * slot))));
+        assert_eq!(near.time_ps, cold("base", None).time_ps, "the default is Table II's, twice");
+        assert_eq!(far.time_ps - near.time_ps, far.packets * 10 * slot);
+    }
+
+    #[test]
     fn logged_walks_are_one_dimensional_and_nested_walks_take_24_accesses() {
         let logged = cold("base", None);
         let nested = cold("base", Some(r#"{"nested_walk": true}"#));
