@@ -29,7 +29,7 @@ from __future__ import annotations
 import pytest
 
 from devlend import _core
-from devlend.experiments import _hypertrio, h1, h2
+from devlend.experiments import _hypertrio, h1, h2, hardware_params
 
 LINK = 200.0
 
@@ -282,7 +282,6 @@ def test_round_trip_override_moves_the_pipeline():
     fast, slow = (simulate("base", "iperf3", 64, "RR1", 200, {"pcie_round_trip_ps": t}) for t in (200_000, 2_000_000))
     assert slow["gbps"] < fast["gbps"]
     # Without a measured round trip the pipeline runs on 002 Table II's one way, twice.
-    from devlend.experiments import hardware_params
     table2 = 2 * hardware_params()["hypertrio"]["pcie_one_way_ps"]
     assert simulate("base", "iperf3", 64, "RR1", 200) == simulate("base", "iperf3", 64, "RR1", 200,
                                                                   {"pcie_round_trip_ps": table2})
