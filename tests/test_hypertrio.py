@@ -252,15 +252,23 @@ def test_qemu_log_reader(tmp_path):
 
 
 # ---- hnic: the NIC lent through an NTB (issue 5, beyond 002) ------------------------------------
-def test_lent_nic_translation_latency_comes_from_the_fabric_and_costs_bandwidth():
+def test_lent_nic_round_trip_is_the_engines_path_and_costs_bandwidth():
     from devlend.experiments import hnic
     costs = hnic.path_costs()
-    # The NTB pair's latency (fitted, params timing.ntb_latency_ps) plus the extra root and links, one way.
-    ntb = hardware_params()["timing"]["ntb_latency_ps"]
-    assert ntb < costs["extra_one_way_ps"] < ntb + 350_000
+    rtt = costs["round_trip_ps"]
+    # The NTB's latency, as the run's parameters set it, is crossed by the request and by the
+    # completion: a slower NTB adds exactly twice its extra to the lent NIC's round trip and
+    # nothing to the local one.
+    ntb = hnic._fabric().machine().params()["ntb_latency_ns"]
+    slower = hnic.path_costs({"timing.ntb_latency_ps": round(float(ntb) * 1000) + 100_000})["round_trip_ps"]
+    assert slower["local"] == rtt["local"]
+    assert slower["lent"] - rtt["lent"] == 2 * 100_000
+    assert rtt["lent"] - rtt["local"] > 2 * float(ntb) * 1000
     assert costs["ntb_gbps"] > 200        # a Gen4 x16 NTB carries the 200 Gb/s link
     res = hnic.run(quick=True)
     g = {(r["config"], r["nic"], r["tenants"]): r["gbps"] for r in res.rows}
+    trip = {r["nic"]: r["round_trip_ns"] for r in res.rows}
+    assert trip == {w: rtt[w] / 1000 for w in ("local", "lent")}
     for config in ("base", "hypertrio"):
         for n in hnic.QUICK_TENANTS:
             assert g[config, "lent", n] <= g[config, "local", n]
@@ -269,8 +277,34 @@ def test_lent_nic_translation_latency_comes_from_the_fabric_and_costs_bandwidth(
     assert g["hypertrio", "lent", 1024] > 5 * g["base", "lent", 1024]
 
 
-def test_one_way_latency_override_is_validated():
+def test_round_trip_override_moves_the_pipeline():
+    from devlend.experiments._hypertrio import simulate
+    fast, slow = (simulate("base", "iperf3", 64, "RR1", 200, {"pcie_round_trip_ps": t}) for t in (200_000, 2_000_000))
+    assert slow["gbps"] < fast["gbps"]
+    # Without a measured round trip the pipeline runs on 002 Table II's one way, twice.
+    table2 = 2 * hardware_params()["hypertrio"]["pcie_one_way_ps"]
+    assert simulate("base", "iperf3", 64, "RR1", 200) == simulate("base", "iperf3", 64, "RR1", 200,
+                                                                  {"pcie_round_trip_ps": table2})
+
+
+def test_lent_nic_and_gpu_copy_share_the_ntb():
+    from devlend.experiments import hnic
+    from devlend.experiments._hypertrio import simulate
+    rtt = hnic.path_costs()["round_trip_ps"]["lent"]
+    stats = simulate("hypertrio", "iperf3", 1024, "RR1", 40, {"pcie_round_trip_ps": rtt})
+    share = hnic.shared_links(stats, 1542)
+    nic, gpu, both = share["nic"], share["gpu"], share["together"]
+    assert both["nic_gbps"] < nic["nic_gbps"]
+    assert both["gpu_gbps"] < gpu["gpu_gbps"]
+    assert both["round_trip_ns"] > nic["round_trip_ns"]
+    # The busiest link is the one they share, and it carries no more than it can.
+    assert nic["link"] == gpu["link"] == both["link"]
+    assert both["link_gbps"] <= share["link_capacity_gbps"]
+    assert both["link_utilisation"] <= 1
+
+
+def test_round_trip_override_is_validated():
     from devlend import _core
     import json
-    with pytest.raises(_core.FabricError, match="pcie_one_way_ps"):
-        _core.hypertrio_simulate("base", "iperf3", 4, "RR1", 100, json.dumps({"pcie_one_way_ps": -5}))
+    with pytest.raises(_core.FabricError, match="pcie_round_trip_ps"):
+        _core.hypertrio_simulate("base", "iperf3", 4, "RR1", 100, json.dumps({"pcie_round_trip_ps": -5}))

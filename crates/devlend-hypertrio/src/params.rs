@@ -63,10 +63,11 @@ pub struct Config {
     /// Walk length: true, the two-dimensional walk of 002 Table II (24 accesses cold); false,
     /// the one-dimensional walk 002's logs record (§IV-A; see `sim`).
     pub nested_walk: bool,
-    /// One-way PCIe latency between the device and the IOMMU's chipset for this run (ps); None:
-    /// 002 Table II's `pcie_one_way_ps`. A lent device (issue 5's `hnic`) sets it from the fabric.
+    /// PCIe round trip of a translation request between the device and the IOMMU's chipset for
+    /// this run, the IOMMU's own work excluded (ps); None: twice 002 Table II's `pcie_one_way_ps`.
+    /// A device on a topology (`hnic`) sets it from an engine run of the request on its route.
     #[serde(default)]
-    pub pcie_one_way_ps: Option<u64>,
+    pub pcie_round_trip_ps: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

@@ -17,12 +17,22 @@
 //! behind a miss, §V-D), not merging of misses.
 //!
 //! A request: DevTLB (partitioned by SID, §III) and, with HyperTRIO, the prefetch buffer probed
-//! together (hit: done after `devtlb_hit_ps`); otherwise it crosses PCIe (450 ns) to the IOMMU:
+//! together (hit: done after `devtlb_hit_ps`); otherwise it crosses PCIe (Table II: 450 ns; see below) to the IOMMU:
 //! context cache (miss: root + context entry reads), IOTLB (2 ns), L2/L3 page-structure caches
 //! (partitioned by DID) and the walk with 50 ns per memory access (`tables`), then back over
-//! PCIe (450 ns); the DevTLB is filled when the answer arrives. The IOMMU's caches change in the
+//! PCIe; the DevTLB is filled when the answer arrives. The IOMMU's caches change in the
 //! order requests reach it, which is the order they were sent (the PCIe latency is constant);
 //! walks are not limited in number (002 gives no walker count; assumed).
+//!
+//! The PCIe round trip (`Config::pcie_round_trip_ps`): what is measured and what stays Table II.
+//! On 002's own system (H1-H4, no topology) it is twice Table II's 450 ns. For a NIC placed on a
+//! topology (`hnic`, python/devlend/experiments/hnic.py) it is measured once per run on the
+//! engine (devlend-engine's Machine): an 8-byte read, the size of an ATS translation request
+//! and its one-translation completion, from the NIC to the IOMMU's root complex over the actual
+//! route (the borrower's own slot, or the lender's slot through the NTB), with the engine's own
+//! charge at the completer (its IOTLB probe and memory read) taken out, since the pipeline
+//! charges the IOMMU's work itself from Table II (IOTLB hit, 50 ns per walk access). The
+//! pipeline never calls the engine per translation: it takes that one number.
 //!
 //! Walk length (`Config::nested_walk`): nested, every guest level read plus a host walk of its
 //! gPA (24 accesses for a 4 KiB page with nothing cached, Table II); or, as the performance model
@@ -278,7 +288,7 @@ impl Pb {
 pub struct Sim<'a> {
     p: &'a HyperTrioParams,
     cfg: Config,
-    /// Device-to-chipset one-way latency (the configuration's, or 002 Table II's).
+    /// Device-to-chipset one-way latency: half the configuration's round trip, or 002 Table II's.
     one_way_ps: u64,
     iovas: Vec<u64>,
     region_1g: Vec<u16>,
@@ -339,13 +349,14 @@ impl<'a> Sim<'a> {
         }
         let npages = iovas.len().next_power_of_two();
         let n = tenants as usize * npages;
-        let one_way_ps = cfg.pcie_one_way_ps.unwrap_or(p.pcie_one_way_ps);
+        let round_trip_ps = cfg.pcie_round_trip_ps.unwrap_or(2 * p.pcie_one_way_ps);
+        let one_way_ps = round_trip_ps / 2;
         let slot = Divisor::new(p.packet_slot_ps());
         // a request answered after m memory accesses: a context-cache miss plus a whole nested
         // walk, and one more for a prefetch's history read
         let iommu_lat: Vec<Lat> = (0..=p.nested_walk_accesses + p.context_miss_accesses + 1)
             .map(|m| {
-                let ps = 2 * one_way_ps + p.iotlb_hit_ps + m as u64 * p.dram_access_ps;
+                let ps = round_trip_ps + p.iotlb_hit_ps + m as u64 * p.dram_access_ps;
                 Lat::new(ps, slot)
             })
             .collect();
@@ -782,6 +793,18 @@ mod tests {
         // about 32 translations in flight, ~11 packets: ~11x Base's rate, not 32x
         let r = ht.gbps / base.gbps;
         assert!((8.0..14.0).contains(&r), "{r}");
+    }
+
+    #[test]
+    fn each_base_packet_waits_one_round_trip_longer_when_the_round_trip_grows() {
+        // Base, cold: one packet at a time, its translations all answered by the IOMMU, so a
+        // longer PCIe round trip (whole packet slots, as the pipeline counts) adds to every packet.
+        let slot = crate::params().packet_slot_ps();
+        let rtt = 2 * crate::params().pcie_one_way_ps;
+        let o = |t: u64| format!(r#"{{"pcie_round_trip_ps": {t}}}"#);
+        let (near, far) = (cold("base", Some(&o(rtt))), cold("base", Some(&o(rtt + 10 * slot))));
+        assert_eq!(near.time_ps, cold("base", None).time_ps, "the default is Table II's, twice");
+        assert_eq!(far.time_ps - near.time_ps, far.packets * 10 * slot);
     }
 
     #[test]

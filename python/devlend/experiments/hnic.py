@@ -2,16 +2,17 @@
 another host and is lent to the tenants' host through an NTB with Device Lending.
 
 The tenants' IOMMU (the one that walks their nested tables) is in the borrower's root complex, so
-every address-translation request the NIC sends, and every completion, now crosses the NTB. The
-extra one-way latency is not typed in: it comes from the fabric model (topology
-`nic-lending.yaml`), as half the difference between the NIC's read round trip to the borrower's
-RAM from the lender (through the NTB) and from the borrower's own slot (nic0). 002's one-way
-latency between device and chipset (Table II, 450 ns) is the local baseline; the lent NIC sees
-450 ns plus that difference. The data the NIC writes to the tenants' memory crosses the NTB too:
-its capacity comes from a timed DMA stream on the same path, and caps the bandwidth.
+every address-translation request the NIC sends, and every completion, crosses the NTB. The PCIe
+round trip of a translation is not typed in: it is measured on the engine (one Machine run per
+placement, topology `nic-lending.yaml`) as an 8-byte read (an ATS translation request and its
+one-translation completion) from the NIC to the borrower's root complex, from the borrower's own
+slot (nic0, 002's set-up) or from the lender's slot through the NTB (nic1), less the engine's
+charge at the completer (its IOTLB probe and memory read: the pipeline charges the IOMMU's work
+from 002 Table II). The data the NIC writes to the tenants' memory crosses the NTB too: its
+capacity comes from a stream on the same path, and caps the bandwidth.
 
-Each point is the HyperTRIO simulator (crates/devlend-hypertrio) with the one-way latency
-overridden, Base and HyperTRIO configurations (002 Table IV), iperf3 tenants, RR1 order.
+Each point is the HyperTRIO simulator (crates/devlend-hypertrio) with that round trip, Base and
+HyperTRIO configurations (002 Table IV), iperf3 tenants, RR1 order.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ QUICK_TENANTS = [4, 64, 1024]
 IOVA = 0x4000_0000
 
 
-def _fabric():
-    f = load(topology_path("nic-lending.yaml")).build()
+def _fabric(params: Optional[dict] = None):
+    topo = load(topology_path("nic-lending.yaml"))
+    f = (topo.with_params(params) if params else topo).build()
     # What Device Lending sets up for a lent device's DMA (000 §4): the lender's NTB window into
     # the borrower, the borrower's IOMMU mapping the window's landing addresses onto its RAM, the
     # lender's requester-ID LUT entry for the NIC. nic0 (the local comparison) shares the domain.
@@ -39,51 +41,159 @@ def _fabric():
     f.iommu_map("borrower", "tenants", IOVA, f"borrower.ram+{IOVA:#x}", 64 << 20)
     f.mw_set_trans("ntb-b", 1, IOVA, 64 << 20)
     f.rid_lut_add("ntb-l", "nic1")
-    f.set_bus_master("nic0", True)
-    f.set_bus_master("nic1", True)
+    f.rid_lut_add("ntb-l", "gpu0")
+    for dev in ("nic0", "nic1", "gpu0"):
+        f.set_bus_master(dev, True)
     return f
 
 
-def path_costs() -> dict:
-    """From the fabric model: the lent NIC's extra one-way latency to the borrower's root complex
-    (ps) and the data path's capacity for the NIC's writes through the NTB (Gb/s)."""
-    f = _fabric()
-    local = f.dma("nic0", IOVA, 64, write=False, warm=True).time_ps
-    lent = f.dma("nic1", "ntb-l.mw1", 64, write=False, warm=True).time_ps
-    stream = f.dma("nic1", "ntb-l.mw1", 16 << 20, write=True, warm=True)
-    return {"extra_one_way_ps": (lent - local) // 2, "ntb_gbps": stream.nbytes * 8 / (stream.time_ps * 1e-12) / 1e9}
+# Where each NIC's translation requests and packet data go: the borrower's RAM, directly (nic0)
+# or through the lender's NTB window (nic1).
+ROUTES = {"local": ("nic0", IOVA), "lent": ("nic1", "ntb-l.mw1")}
+TRANSLATION_BYTES = 8   # PCIe ATS: a translation request reads 2 DW, one translation's completion
+
+
+def _completer_ps(run) -> int:
+    """What the engine charges at the root complex for a read of RAM behind the IOMMU (its IOTLB
+    hit and memory read): the IOMMU's work, which the HyperTRIO pipeline charges itself."""
+    p = run.params()
+    return sum(round(float(p[k]) * 1000) for k in ("dram_latency_ns", "iotlb_hit_ns"))
+
+
+def round_trip_ps(where: str, params: Optional[dict] = None) -> int:
+    """The PCIe round trip of one translation request from the NIC at `where` ("local" or
+    "lent") to the borrower's root complex, measured on the engine: the second of two 8-byte
+    reads (the first warms the engine's IOTLB), less the engine's IOTLB hit and memory read at
+    the completer, which the HyperTRIO pipeline charges itself (002 Table II)."""
+    who, addr = ROUTES[where]
+    run = _fabric(params).machine()
+    run.stream("warm-up", who, addr, TRANSLATION_BYTES, write=False)
+    run.stream("translation", who, addr, TRANSLATION_BYTES, write=False, at_ns=10_000)
+    res = run.run().results()
+    timed = round(float(res.loc[res["name"] == "translation", "time_ns"].iloc[0]) * 1000)
+    return timed - _completer_ps(run)
+
+
+def path_costs(params: Optional[dict] = None) -> dict:
+    """From the engine: each placement's translation round trip (ps) and the capacity of the lent
+    NIC's data path through the NTB for its writes (Gb/s, one stream alone)."""
+    run = _fabric(params).machine()
+    who, addr = ROUTES["lent"]
+    run.stream("data", who, addr, 16 << 20)
+    row = run.run().results().iloc[0]
+    return {"round_trip_ps": {w: round_trip_ps(w, params) for w in ROUTES},
+            "ntb_gbps": row["bytes"] * 8 / (row["time_ns"] * 1e-9) / 1e9}
+
+
+# Shared links (issue 14): the lent NIC's traffic next to a GPU copy over the same NTB.
+SHARE_WINDOW_NS = 20_000        # how long the NIC's traffic is driven
+NIC_DATA = 0                    # window offsets: the NIC's packet buffers (16 MiB, reused) ...
+GPU_DATA = 32 << 20             # ... and the GPU copy's destination
+GPU_BYTES = 512 << 10           # about as long as the window at the NTB's rate
+
+
+def _nic_flows(run, stats: dict, packet_bytes: int) -> list[str]:
+    """Drive the lent NIC's traffic as flows, at the rates of a HyperTRIO point (`stats`): its
+    packets written to the tenants' memory through the NTB at the achieved bandwidth, and its
+    translation requests (demand requests reaching the IOMMU and prefetched translations) as
+    8-byte reads at theirs. Returns the names of the translation flows."""
+    who, _ = ROUTES["lent"]
+    packet_ns = packet_bytes * 8 / stats["gbps"]
+    for i in range(int(SHARE_WINDOW_NS / packet_ns)):
+        offset = NIC_DATA + (i * packet_bytes) % (16 << 20)
+        run.stream(f"packet{i}", who, f"ntb-l.mw1+{offset:#x}", packet_bytes, at_ns=i * packet_ns)
+    reads = stats["iommu_requests"] + stats["prefetch_requests"]
+    names = []
+    if reads:
+        gap_ns = stats["time_ps"] / 1000 / reads
+        for j in range(int(SHARE_WINDOW_NS / gap_ns)):
+            names.append(f"translation{j}")
+            run.stream(names[-1], who, "ntb-l.mw1", TRANSLATION_BYTES, write=False, at_ns=j * gap_ns)
+    return names
+
+
+def _gbps(rows) -> float:
+    return rows["bytes"].sum() * 8 / (rows["end_ns"].max() - rows["start_ns"].min())
+
+
+def _share_run(case: str, stats: dict, packet_bytes: int, params: Optional[dict]) -> dict:
+    """One machine: the NIC ("nic"), the GPU copy ("gpu") or both ("together")."""
+    run = _fabric(params).machine()
+    reads = _nic_flows(run, stats, packet_bytes) if case != "gpu" else []
+    if case != "nic":
+        run.stream("gpu-copy", "gpu0", f"ntb-l.mw1+{GPU_DATA:#x}", GPU_BYTES)
+    res = run.run().results()
+    row = {}
+    if case != "gpu":
+        row["nic_gbps"] = _gbps(res[res["name"].str.startswith("packet")])
+        row["round_trip_ns"] = res[res["name"].isin(reads)]["time_ns"].mean() - _completer_ps(run) / 1000
+    if case != "nic":
+        row["gpu_gbps"] = _gbps(res[res["name"] == "gpu-copy"])
+    links = run.link_stats()
+    top = links.loc[links["payload"].idxmax()]
+    row.update(link=top["link"], link_gbps=top["payload"] * 8 / run.now_ns, link_utilisation=top["utilisation"])
+    return row
+
+
+def shared_links(stats: dict, packet_bytes: int, params: Optional[dict] = None) -> dict:
+    """The lent NIC (driven at `stats`' rates) and a GPU copy into the borrower through the same
+    NTB, alone and together, each case on one machine: each one's throughput (Gb/s), the
+    translations' mean round trip (ns, counted as `round_trip_ps` counts it), the busiest link
+    direction and its data rate over the run (Gb/s); and that link's capacity for the NIC's
+    writes (Gb/s, the engine's analytic model)."""
+    out = {case: _share_run(case, stats, packet_bytes, params) for case in ("nic", "gpu", "together")}
+    who, _ = ROUTES["lent"]
+    out["link_capacity_gbps"] = _fabric(params).machine().analytic(who, f"ntb-l.mw1+{NIC_DATA:#x}")["link_Bps"] * 8 / 1e9
+    return out
 
 
 @register("hnic", "HyperTRIO on a NIC lent through an NTB: 1-1024 tenants, Base vs HyperTRIO (issue 5)")
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     costs = path_costs()
-    base = hardware_params()["hypertrio"]["pcie_one_way_ps"]
-    one_way = {"local": base, "lent": base + costs["extra_one_way_ps"]}
+    rtt = costs["round_trip_ps"]
     tenants = QUICK_TENANTS if quick else TENANTS
-    points = [{"label": f"{config}|{where}", "config": config, "overrides": {"pcie_one_way_ps": one_way[where]},
+    points = [{"label": f"{config}|{where}", "config": config, "overrides": {"pcie_round_trip_ps": rtt[where]},
                "workload": "iperf3", "tenants": n, "order": "RR1",
                "packets_per_tenant": quick_packets(n) if quick else None}
-              for config in ("base", "hypertrio") for where in ("local", "lent") for n in tenants]
+              for config in ("base", "hypertrio") for where in ROUTES for n in tenants]
     if progress:
         progress(f"{len(points)} simulation points")
     done = grid(points)
-    rows = []
+    rows, lent = [], {}
     for p in done:
         config, where = p["config"].split("|")
         gbps = p["stats"]["gbps"]
         if where == "lent":
             gbps = min(gbps, costs["ntb_gbps"])
-        rows.append({"config": config, "nic": where, "tenants": p["tenants"], "one_way_ns": one_way[where] / 1000,
+            lent[config, p["tenants"]] = p["stats"]
+        rows.append({"config": config, "nic": where, "tenants": p["tenants"], "round_trip_ns": rtt[where] / 1000,
                      "gbps": round(gbps, 1)})
     rows.sort(key=lambda r: (r["config"], r["nic"], r["tenants"]))
-    notes = [f"the NTB path adds {costs['extra_one_way_ps'] / 1000:.0f} ns one way to each translation request "
-             f"(fabric model, nic-lending.yaml); 002's local one-way latency is {base / 1000:.0f} ns",
+    table2 = hardware_params()["hypertrio"]["pcie_one_way_ps"] * 2
+    notes = [f"a translation's PCIe round trip, measured on the engine (nic-lending.yaml): {rtt['local'] / 1000:.0f} ns "
+             f"from the borrower's slot, {rtt['lent'] / 1000:.0f} ns through the NTB (002 Table II: {table2 / 1000:.0f} ns); "
+             "the IOMMU's own latencies are Table II's",
              f"the lent NIC's data path through the Gen4 x16 NTB carries {costs['ntb_gbps']:.0f} Gb/s "
-             f"(timed DMA stream), above the {LINK_GBPS:.0f} Gb/s link: translation, not the NTB's bandwidth, limits",
+             f"(engine stream), above the {LINK_GBPS:.0f} Gb/s link: translation, not the NTB's bandwidth, limits",
+             *_shared_notes(lent["hypertrio", max(tenants)], max(tenants)),
              "no paper value: 002 did not lend the NIC"]
     return ExperimentResult(name="hnic", title="I/O link bandwidth (Gb/s), local vs lent NIC, iperf3, RR1",
                             source="002 Table II, Table IV; 000 §4; issue 5",
-                            columns=["config", "nic", "tenants", "one_way_ns", "gbps"], rows=rows, notes=notes, plot=plot)
+                            columns=["config", "nic", "tenants", "round_trip_ns", "gbps"], rows=rows, notes=notes,
+                            plot=plot)
+
+
+def _shared_notes(stats: dict, tenants: int) -> list[str]:
+    share = shared_links(stats, hardware_params()["hypertrio"]["packet_bytes"])
+    nic, gpu, both = share["nic"], share["gpu"], share["together"]
+    return [f"sharing the NTB (one machine): the lent HyperTRIO NIC at {tenants} tenants (its packets and translation "
+            f"requests at the simulated rates) moves {nic['nic_gbps']:.0f} Gb/s alone and {both['nic_gbps']:.0f} next to "
+            f"a GPU copy; the GPU copy {gpu['gpu_gbps']:.0f} Gb/s alone, {both['gpu_gbps']:.0f} together; a translation's "
+            f"round trip grows from {nic['round_trip_ns']:.0f} to {both['round_trip_ns']:.0f} ns (even alone the "
+            "requests wait for the NIC's read tags, [timing] read_tags: the simulated rate keeps more in flight over "
+            f"the NTB's round trip); busiest link {both['link']} carries {both['link_gbps']:.0f} of "
+            f"{share['link_capacity_gbps']:.0f} Gb/s",
+            "the pipeline does not see that contention: it runs with the unloaded round trip"]
 
 
 def plot(res: ExperimentResult, path: str) -> None:
