@@ -66,6 +66,15 @@ pub fn ps_per_byte_fp(gen: u8, width: u8) -> u64 {
     (1e12 / bytes_per_s * 65536.0).round() as u64
 }
 
+/// How often the receiver of a link sends an Ack (and an UpdateFC per credit type) while it is
+/// busy: the AckNak latency limit of PCIe Base 3.0 §3.5.3.1 for the link's rate, width and
+/// Max_Payload_Size, scaled by `dllp_timer_pct`, in ps.
+pub fn dllp_period_ps(t: &Timing, gen: u8, width: u8, mps: u32) -> Ps {
+    let symbols = devlend_wire::dllp::ack_latency_symbols(Generation(gen), width, mps) as f64;
+    let symbol_ps = 1e12 / Generation(gen).lane_bytes_per_s();
+    (symbols * symbol_ps * t.dllp_timer_pct as f64 / 100.0).round() as Ps
+}
+
 /// Propagation on a link of the default parameters.
 pub fn propagation(kind: LinkKind) -> Ps {
     link_propagation(timing(), kind, timing().cable_length_m)

@@ -25,7 +25,8 @@ use value::{parse, Kind};
 pub struct Timing {
     pub request_overhead_bytes: u32,
     pub completion_overhead_bytes: u32,
-    pub dllp_overhead_bytes_per_tlp: u32,
+    pub dllp_bytes: u32,
+    pub dllp_timer_pct: u32,
     pub max_payload: u32,
     pub max_read_request: u32,
     pub ram_completion_bytes: u32,
@@ -48,7 +49,7 @@ impl Timing {
     /// The per-TLP wire overheads, for `devlend_wire::Overheads::wire_bytes` (the one place TLP
     /// sizes are computed).
     pub fn overheads(&self) -> devlend_wire::Overheads {
-        devlend_wire::Overheads { request: self.request_overhead_bytes, completion: self.completion_overhead_bytes, dllp_per_tlp: self.dllp_overhead_bytes_per_tlp }
+        devlend_wire::Overheads { request: self.request_overhead_bytes, completion: self.completion_overhead_bytes, dllp: self.dllp_bytes }
     }
 }
 
@@ -122,7 +123,7 @@ impl Default for Tuning {
     }
 }
 
-const GLOBAL: &[&str] = &["max_payload", "max_read_request", "ram_completion_bytes", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps"];
+const GLOBAL: &[&str] = &["dllp_timer_pct", "max_payload", "max_read_request", "ram_completion_bytes", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps"];
 const HOST: &[&str] = &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request"];
 const DEVICE: &[&str] = &["endpoint_latency_ps", "max_payload", "max_read_request", "read_tags"];
 const LINK: &[&str] = &["max_payload", "rx_buffer_tlps", "cable_length_m"];
@@ -250,7 +251,7 @@ fn setting(allowed: &[&str], scope: &str, key: &str, v: &Value, path: &str, over
     let at = format!("{path}/{key}");
     if !allowed.contains(&key) {
         let why = match key {
-            "request_overhead_bytes" | "completion_overhead_bytes" | "dllp_overhead_bytes_per_tlp" => " (TLP framing is fixed by the PCIe specification, not a setting)".to_string(),
+            "request_overhead_bytes" | "completion_overhead_bytes" | "dllp_bytes" => " (TLP and DLLP framing is fixed by the PCIe specification, not a setting)".to_string(),
             _ => String::new(),
         };
         return Err(SpecError::new(at, format!("unknown constant '{key}'{why}: {scope} may set {}", allowed.join(", "))));

@@ -17,6 +17,8 @@ pub enum Kind {
     Tags,
     /// Receive buffers in TLPs: at least one (with none, nothing is ever sent).
     Buffers,
+    /// A share of a specification limit, 1 to 100 percent (a timer may run shorter, not longer).
+    Percent,
     Picoseconds,
     Metres,
     Flag,
@@ -30,6 +32,7 @@ impl Kind {
             "read_split_bytes" => Kind::Split,
             "read_tags" => Kind::Tags,
             "rx_buffer_tlps" => Kind::Buffers,
+            "dllp_timer_pct" => Kind::Percent,
             "cable_length_m" => Kind::Metres,
             "switch_cut_through" => Kind::Flag,
             _ => Kind::Picoseconds,
@@ -41,7 +44,7 @@ impl Kind {
             Kind::SizeField | Kind::Rcb | Kind::Split => &[("B", 1.0), ("KiB", 1024.0)],
             Kind::Picoseconds => &[("ps", 1.0), ("ns", 1e3), ("us", 1e6), ("ms", 1e9), ("s", 1e12)],
             Kind::Metres => &[("m", 1.0)],
-            Kind::Tags | Kind::Buffers | Kind::Flag => &[],
+            Kind::Tags | Kind::Buffers | Kind::Percent | Kind::Flag => &[],
         }
     }
 
@@ -49,7 +52,7 @@ impl Kind {
         let units: Vec<&str> = self.units().iter().map(|u| u.0).collect();
         match self {
             Kind::Flag => "true or false".into(),
-            Kind::Tags | Kind::Buffers => "a whole number".into(),
+            Kind::Tags | Kind::Buffers | Kind::Percent => "a whole number".into(),
             _ => format!("a whole number of {} or a string with a unit ({})", units[0], units.join(", ")),
         }
     }
@@ -62,6 +65,7 @@ impl Kind {
             Kind::Split => pow2(64, 4096),
             Kind::Tags => (1..=768).contains(&n),
             Kind::Buffers => (1..=u32::MAX as u64).contains(&n),
+            Kind::Percent => (1..=100).contains(&n),
             Kind::Picoseconds | Kind::Metres | Kind::Flag => true,
         };
         if ok {
@@ -72,6 +76,7 @@ impl Kind {
             Kind::Rcb => format!("{n} is not a read completion boundary: 64 or 128 bytes (PCIe Base 3.0 §2.3.1.1)"),
             Kind::Split => format!("{n} is not a power of two from 64 to 4096 bytes"),
             Kind::Tags => format!("{n} outstanding requests: a requester has 1 to 768 tags (10-bit tags, PCIe Base 4.0 §2.2.6.2)"),
+            Kind::Percent => format!("{n}%: a share of the specification's limit is 1 to 100 percent (the AckNak and UpdateFC timers may fire sooner than their limit, never later: PCIe Base 3.0 §3.5.3.1, §2.6.1.2)"),
             _ => format!("{n} receive buffers: at least one is needed to send anything"),
         })
     }
@@ -135,5 +140,7 @@ mod tests {
         assert!(parse(Kind::Tags, &json!("32 B")).is_err());
         assert!(parse(Kind::Flag, &json!(1)).is_err());
         assert!(parse(Kind::Rcb, &json!(256)).is_err());
+        assert!(parse(Kind::Percent, &json!(101)).unwrap_err().contains("§3.5.3.1"));
+        assert_eq!(parse(Kind::Percent, &json!(50)), Ok(json!(50)));
     }
 }
