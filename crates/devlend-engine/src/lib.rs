@@ -9,6 +9,7 @@
 //! a CPU), [`latency`] the one-way (write) or round-trip (read) time of a single small access.
 
 pub mod analytic;
+pub mod iotlb;
 pub mod params;
 pub mod path;
 pub mod queue;

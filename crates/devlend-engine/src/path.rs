@@ -24,8 +24,9 @@ pub struct Stage {
     pub latency: Ps,
     pub cut_through: bool,
     /// The IOMMU of this host translates here: (host, address the TLP carries at this stage, log2
-    /// of the mapping's page size), so the engine's IOTLB caches whole 4 KiB or 2 MiB pages.
-    pub iommu: Option<(u16, u64, u32)>,
+    /// of the mapping's page size, table entries a cold walk reads), so the engine's IOTLB caches
+    /// whole 4 KiB or 2 MiB pages and a walk reads the levels the host's table has.
+    pub iommu: Option<(u16, u64, u32, u32)>,
     /// The root complex re-splits reads here into requests of this many bytes (000 §7.1).
     pub resplit: Option<u32>,
     /// The root complex (of this host) reached here, for splitting completion paths.
@@ -141,7 +142,8 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
             HopKind::Iommu => {
                 let iova = hops[i - 1].addr;
                 if let Some(s) = stages.last_mut() {
-                    s.iommu = Some((h.host, iova, h.aux.trailing_zeros()));
+                    let levels = f.iommus[h.host as usize].walk_levels(h.aux);
+                    s.iommu = Some((h.host, iova, h.aux.trailing_zeros(), levels));
                 }
             }
             HopKind::Ntb => {

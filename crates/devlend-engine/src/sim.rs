@@ -16,10 +16,11 @@
 //!   with completions split at the RCB (RAM) or max payload (device memory).
 //! - A root complex whose CPU profile re-splits reads turns each read passing through it into
 //!   requests of `read_split_bytes`, issued with its own tag pool, and forwards their completions.
-//! - An IOMMU stage costs an IOTLB hit, or a page walk (one DRAM access per level) that fills the
-//!   IOTLB; walks are serialised per IOMMU.
+//! - An IOMMU stage costs an IOTLB hit, or a page walk that fills the IOTLB: one DRAM access per
+//!   table level below the deepest page-walk-cache hit (`iotlb`); walks are serialised per IOMMU.
 //! Memory stays flat as transfers grow: a DMA engine keeps only a few TLPs queued at its port.
 
+use crate::iotlb::HostIommu;
 use crate::params::{timing, Timing};
 use crate::path::{Path, PortId};
 use crate::queue::{EventQueue, Ps};
@@ -194,6 +195,8 @@ pub struct Stats {
     pub events: u64,
     pub iotlb_hits: u64,
     pub iotlb_misses: u64,
+    /// Page-table entries read from DRAM by IOTLB misses.
+    pub walk_reads: u64,
     pub resplit_requests: u64,
     /// Most TLP records alive at once (memory use).
     pub peak_tlps: usize,
@@ -217,9 +220,8 @@ pub struct Sim {
     /// the sub-requests waiting for one, in arrival order: (re-split point (path, stage), parent
     /// request, bytes, offset).
     root_tags: HashMap<u16, (u32, VecDeque<((u32, u32), u32, u32, u64)>)>,
-    /// Per host IOTLB (page numbers, FIFO of capacity `IOTLB_ENTRIES`) and walker availability.
-    /// Indexed by host (grown on first use): no hashing on the hot path.
-    iotlb: Vec<(VecDeque<u64>, Ps)>,
+    /// Per host IOTLB, page-walk cache and walker, indexed by host (grown on first use).
+    iotlb: Vec<HostIommu>,
     pub stats: Stats,
     /// Per re-split point (request path, root stage): the completion path of the root's own
     /// sub-requests (ending at the root) and the stage of the full completion path to resume at.
@@ -245,7 +247,6 @@ fn alloc<T>(slab: &mut Vec<T>, free: &mut Vec<u32>, item: T) -> u32 {
     }
 }
 
-const IOTLB_ENTRIES: usize = 64; // IOTLB entries (assumed); 4 KiB and 2 MiB pages share it, FIFO replacement
 const SOURCE_QUEUE: u32 = 2;
 
 impl Sim {
@@ -638,25 +639,18 @@ impl Sim {
         }
     }
 
-    fn iommu_delay(&mut self, host: u16, iova: u64, shift: u32) -> Ps {
-        let page = (iova >> shift) << 8 | shift as u64;
-        if self.iotlb.len() <= host as usize {
-            self.iotlb.resize_with(host as usize + 1, || (VecDeque::new(), 0));
+    fn iommu_delay(&mut self, host: u16, iova: u64, shift: u32, levels: u32) -> Ps {
+        while self.iotlb.len() <= host as usize {
+            self.iotlb.push(HostIommu::new(&self.t));
         }
-        let (tlb, walker) = &mut self.iotlb[host as usize];
-        if tlb.contains(&page) {
+        let l = self.iotlb[host as usize].lookup(&self.t, self.now, iova, shift, levels);
+        if l.hit {
             self.stats.iotlb_hits += 1;
-            return self.t.iotlb_hit_ps;
+        } else {
+            self.stats.iotlb_misses += 1;
+            self.stats.walk_reads += l.reads as u64;
         }
-        self.stats.iotlb_misses += 1;
-        if tlb.len() == IOTLB_ENTRIES {
-            tlb.pop_front();
-        }
-        tlb.push_back(page);
-        let levels = devlend_fabric::params::params().iommu.levels as u64;
-        let start = (*walker).max(self.now);
-        *walker = start + levels * self.t.dram_latency_ps;
-        *walker - self.now + self.t.iotlb_hit_ps
+        l.delay
     }
 
     fn arrive(&mut self, id: u32) {
@@ -665,8 +659,8 @@ impl Sim {
         let stage = path.stages[tlp.stage as usize];
         let last = tlp.stage as usize + 1 == path.stages.len();
         let mut delay = stage.latency;
-        if let Some((host, iova, shift)) = stage.iommu {
-            delay += self.iommu_delay(host, iova + tlp.offset, shift);
+        if let Some((host, iova, shift, levels)) = stage.iommu {
+            delay += self.iommu_delay(host, iova + tlp.offset, shift, levels);
         }
         // A completion of a root's sub-request has reached that root: forward it on the rest of the path.
         if tlp.class == Class::Completion && tlp.req != u32::MAX {

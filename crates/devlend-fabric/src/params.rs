@@ -90,7 +90,6 @@ pub struct Pci {
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct Iommu {
-    pub levels: u32,
     pub address_bits: u32,
     pub page_4k: u64,
     pub page_2m: u64,

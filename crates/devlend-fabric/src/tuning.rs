@@ -38,6 +38,9 @@ pub struct Timing {
     pub root_latency_ps: u64,
     pub dram_latency_ps: u64,
     pub iotlb_hit_ps: u64,
+    pub iotlb_entries: u32,
+    pub iotlb_lru: bool,
+    pub pwc_entries: u32,
     pub ntb_latency_ps: u64,
     pub cable_prop_ps_per_m: u64,
     pub cable_length_m: u64,
@@ -123,7 +126,7 @@ impl Default for Tuning {
     }
 }
 
-const GLOBAL: &[&str] = &["dllp_timer_pct", "max_payload", "max_read_request", "ram_completion_bytes", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps"];
+const GLOBAL: &[&str] = &["dllp_timer_pct", "max_payload", "max_read_request", "ram_completion_bytes", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "iotlb_entries", "iotlb_lru", "pwc_entries", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps"];
 const HOST: &[&str] = &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request"];
 const DEVICE: &[&str] = &["endpoint_latency_ps", "max_payload", "max_read_request", "read_tags"];
 const LINK: &[&str] = &["max_payload", "rx_buffer_tlps", "cable_length_m"];

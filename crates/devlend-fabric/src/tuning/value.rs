@@ -17,6 +17,8 @@ pub enum Kind {
     Tags,
     /// Receive buffers in TLPs: at least one (with none, nothing is ever sent).
     Buffers,
+    /// Entries of a cache: 0 (none) to 65536 (assumed bound: far above any published IOTLB).
+    Entries,
     /// A share of a specification limit, 1 to 100 percent (a timer may run shorter, not longer).
     Percent,
     Picoseconds,
@@ -33,8 +35,9 @@ impl Kind {
             "read_tags" => Kind::Tags,
             "rx_buffer_tlps" => Kind::Buffers,
             "dllp_timer_pct" => Kind::Percent,
+            "iotlb_entries" | "pwc_entries" => Kind::Entries,
             "cable_length_m" => Kind::Metres,
-            "switch_cut_through" => Kind::Flag,
+            "switch_cut_through" | "iotlb_lru" => Kind::Flag,
             _ => Kind::Picoseconds,
         }
     }
@@ -44,7 +47,7 @@ impl Kind {
             Kind::SizeField | Kind::Rcb | Kind::Split => &[("B", 1.0), ("KiB", 1024.0)],
             Kind::Picoseconds => &[("ps", 1.0), ("ns", 1e3), ("us", 1e6), ("ms", 1e9), ("s", 1e12)],
             Kind::Metres => &[("m", 1.0)],
-            Kind::Tags | Kind::Buffers | Kind::Percent | Kind::Flag => &[],
+            Kind::Tags | Kind::Buffers | Kind::Percent | Kind::Entries | Kind::Flag => &[],
         }
     }
 
@@ -52,7 +55,7 @@ impl Kind {
         let units: Vec<&str> = self.units().iter().map(|u| u.0).collect();
         match self {
             Kind::Flag => "true or false".into(),
-            Kind::Tags | Kind::Buffers | Kind::Percent => "a whole number".into(),
+            Kind::Tags | Kind::Buffers | Kind::Percent | Kind::Entries => "a whole number".into(),
             _ => format!("a whole number of {} or a string with a unit ({})", units[0], units.join(", ")),
         }
     }
@@ -66,6 +69,7 @@ impl Kind {
             Kind::Tags => (1..=768).contains(&n),
             Kind::Buffers => (1..=u32::MAX as u64).contains(&n),
             Kind::Percent => (1..=100).contains(&n),
+            Kind::Entries => n <= 65536,
             Kind::Picoseconds | Kind::Metres | Kind::Flag => true,
         };
         if ok {
@@ -76,6 +80,7 @@ impl Kind {
             Kind::Rcb => format!("{n} is not a read completion boundary: 64 or 128 bytes (PCIe Base 3.0 §2.3.1.1)"),
             Kind::Split => format!("{n} is not a power of two from 64 to 4096 bytes"),
             Kind::Tags => format!("{n} outstanding requests: a requester has 1 to 768 tags (10-bit tags, PCIe Base 4.0 §2.2.6.2)"),
+            Kind::Entries => format!("{n} entries: a cache here holds 0 to 65536"),
             Kind::Percent => format!("{n}%: a share of the specification's limit is 1 to 100 percent (the AckNak and UpdateFC timers may fire sooner than their limit, never later: PCIe Base 3.0 §3.5.3.1, §2.6.1.2)"),
             _ => format!("{n} receive buffers: at least one is needed to send anything"),
         })
