@@ -159,7 +159,8 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
     }
     let (target_latency, target_is_ram) = match r.outcome {
         devlend_fabric::Outcome::Delivered(Target::Ram { host, .. }) => {
-            limits.completion_bytes = tu.host(host).ram_completion_bytes;
+            // The root complex's completion size, within the payload the path carries.
+            limits.completion_bytes = tu.host(host).ram_completion_bytes.min(limits.max_payload);
             (t.dram_latency_ps, true)
         }
         devlend_fabric::Outcome::Delivered(Target::Bar { func, .. }) => {

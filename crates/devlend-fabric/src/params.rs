@@ -12,6 +12,8 @@ pub struct CpuProfile {
     pub description: String,
     pub p2p_through_root: bool,
     pub read_split_bytes: u32,
+    /// Largest completion the root complex returns for a DMA read of RAM (the path's MPS caps it).
+    pub ram_completion_bytes: u32,
     pub low_ram_top: u64,
     pub mmio32_end: u64,
     pub mmio64_base: u64,

@@ -29,7 +29,6 @@ pub struct Timing {
     pub dllp_timer_pct: u32,
     pub max_payload: u32,
     pub max_read_request: u32,
-    pub ram_completion_bytes: u32,
     pub read_tags: u32,
     pub rx_buffer_tlps: u32,
     pub updatefc_ps: u64,
@@ -126,7 +125,7 @@ impl Default for Tuning {
     }
 }
 
-const GLOBAL: &[&str] = &["dllp_timer_pct", "max_payload", "max_read_request", "ram_completion_bytes", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "iotlb_entries", "iotlb_lru", "pwc_entries", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps"];
+const GLOBAL: &[&str] = &["dllp_timer_pct", "max_payload", "max_read_request", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "iotlb_entries", "iotlb_lru", "pwc_entries", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps"];
 const HOST: &[&str] = &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request"];
 const DEVICE: &[&str] = &["endpoint_latency_ps", "max_payload", "max_read_request", "read_tags"];
 const LINK: &[&str] = &["max_payload", "rx_buffer_tlps", "cable_length_m"];
@@ -135,7 +134,8 @@ impl Tuning {
     pub fn host(&self, h: u16) -> HostTuning {
         self.hosts.get(h as usize).copied().unwrap_or_else(|| {
             let t = &self.timing;
-            HostTuning { root_latency_ps: t.root_latency_ps, ram_completion_bytes: t.ram_completion_bytes, read_tags: t.read_tags, max_read_request: t.max_read_request }
+            // Without a fabric's hosts: completions as large as the payload allows.
+            HostTuning { root_latency_ps: t.root_latency_ps, ram_completion_bytes: t.max_payload, read_tags: t.read_tags, max_read_request: t.max_read_request }
         })
     }
 
@@ -172,7 +172,7 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
     }
     let timing: Timing = serde_json::from_value(json).expect("parsed values fit their fields");
     let mut t = Tuning { timing: Arc::new(timing), ..Tuning::default() };
-    t.hosts = (0..f.hosts.len()).map(|h| t.host(h as u16)).collect();
+    t.hosts = (0..f.hosts.len()).map(|h| HostTuning { ram_completion_bytes: f.hosts[h].cpu.ram_completion_bytes, ..t.host(h as u16) }).collect();
     t.devices = (0..f.devices.len()).map(|d| t.device(d as u32)).collect();
     for (name, kv) in &spec.hosts {
         let path = format!("/params/hosts/{name}");
