@@ -17,6 +17,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
+pub mod negotiate;
 mod value;
 use value::{parse, Kind};
 
@@ -173,7 +174,10 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
     let timing: Timing = serde_json::from_value(json).expect("parsed values fit their fields");
     let mut t = Tuning { timing: Arc::new(timing), ..Tuning::default() };
     t.hosts = (0..f.hosts.len()).map(|h| HostTuning { ram_completion_bytes: f.hosts[h].cpu.ram_completion_bytes, ..t.host(h as u16) }).collect();
-    t.devices = (0..f.devices.len()).map(|d| t.device(d as u32)).collect();
+    t.devices = f.devices.iter().map(|d| {
+        let profile = d.profile.as_ref().and_then(|p| crate::params::params().device.get(p));
+        negotiate::device(&t.timing, profile, &f.hosts[f.nodes[d.node as usize].host as usize].cpu)
+    }).collect();
     for (name, kv) in &spec.hosts {
         let path = format!("/params/hosts/{name}");
         let h = f.hosts.iter().position(|h| &h.name == name).ok_or_else(|| unknown("host", name, &path, f.hosts.iter().map(|h| h.name.clone())))?;
