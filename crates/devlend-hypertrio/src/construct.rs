@@ -124,6 +124,8 @@ pub struct Sources {
     pub pages: Vec<PageInfo>,
     pub sources: Vec<Source>,
     pub inputs: Vec<InputSummary>,
+    /// The deepest page-table level the logs' walks read (`vtd_slpte_fetch`), if they record any.
+    pub walk_levels: Option<u32>,
 }
 
 /// Appends per-source requests to the spool in chunks.
@@ -210,6 +212,7 @@ impl Sources {
         let mut sources: Vec<Source> = Vec::new();
         let mut inputs = Vec::new();
         let mut done = 0u64;
+        let mut walk_levels = None;
         for path in paths {
             let first = sources.len();
             let mut slot_of: FxHashMap<u32, usize> = FxHashMap::default();
@@ -265,6 +268,9 @@ impl Sources {
                         if n & 0xF_FFFF == 0 {
                             progress(done + n);
                         }
+                        if let qemu::Event::SlpteFetch { level, .. } = ev {
+                            walk_levels = walk_levels.max(Some(*level as u32));
+                        }
                         let Some((sid, base, size)) = ev.page() else {
                             return Ok(());
                         };
@@ -306,6 +312,7 @@ impl Sources {
             pages: dict.pages,
             sources,
             inputs,
+            walk_levels,
         })
     }
 
