@@ -131,11 +131,12 @@ def test_d3_ram_to_ram_one_way_is_about_700ns(d3):
     assert abs(one_way - 700) / 700 <= 0.10
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the model adds ~1050 ns for the second lender (NTB 350 ns plus one more "
-                                       "switch each way at the PEX8796's 150 ns maximum), the paper a little over 700 ns")
 def test_d3_second_lender_adds_a_little_more_than_700ns(d3):
+    # A calibration statement (params/measurements.yaml, d3-second-lender-round-trip): the NTB pair's
+    # internal latency, the switch's and the Xeon root's are fitted to it and to the two RAM-to-RAM
+    # statements together, so this checks that the committed fit is the one the model runs on.
     rt = {k: v["round_trip_ns"] for k, v in d3.items()}
-    assert abs((rt["2L-P2P-SW"] - rt["1L-P2P-SW"]) - 750) / 750 <= 0.15
+    assert 700 < rt["2L-P2P-SW"] - rt["1L-P2P-SW"] <= 750
 
 
 # D5 (000 §7.4, Fig 19; 001 §7.2). Bandwidth "very little difference": within 2%; RAM-to-RAM
@@ -177,8 +178,9 @@ def test_d5_borrower_adds_at_least_the_expected_ntb_crossings(d5):
     assert d5["NatRem - NatLoc latency"]["devlend_added_ns"] >= 700
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: four NTB crossings per command in the model (~1.6-1.9 us) against the "
-                                       "paper's measured 'a little under 1 us'")
+@pytest.mark.xfail(strict=True, reason="known gap: four NTB crossings per command in the model (~1.7 us with the calibrated "
+                                       "NTB, switch and root latencies; 2.0 us before) against the paper's measured 'a little "
+                                       "under 1 us' (validation measurement d5-borrower-adds-a-little-under-1us, residual +88%)")
 def test_d5_borrower_adds_a_little_under_a_microsecond(d5):
     assert 800 <= d5["NatRem - NatLoc latency"]["devlend_added_ns"] < 1000
 

@@ -5,7 +5,10 @@
 - a per-link MPS limits the whole path (the path minimum), a link off the path changes nothing;
 - restating the defaults gives a bit-identical run;
 - bad overrides are one file:line:field error;
-- results carry the effective parameters.
+- results carry the effective parameters;
+- every constant of params/hardware.toml says where it comes from (sourced, assumed, or fitted to a
+  named calibration set on a date), the fitted ones are exactly those params/measurements.yaml
+  fits, and the core runs on the file as it is written (rebuilt after `devlend calibrate --write`).
 """
 
 import subprocess
@@ -61,7 +64,8 @@ def test_a_per_link_mps_is_the_path_minimum():
 
 def test_restated_defaults_are_bit_identical():
     _, _, r0 = gpu_writes()
-    _, _, r1 = gpu_writes({"timing.max_payload": 256, "timing.ntb_latency_ps": "350 ns", "hosts.borrower.read_tags": 32})
+    ntb_ns = hardware_params()["timing"]["ntb_latency_ps"] / 1000
+    _, _, r1 = gpu_writes({"timing.max_payload": 256, "timing.ntb_latency_ps": f"{ntb_ns:g} ns", "hosts.borrower.read_tags": 32})
     assert r0.results().equals(r1.results()) and r0.link_stats().equals(r1.link_stats())
 
 
@@ -105,6 +109,18 @@ def test_results_carry_the_effective_parameters():
     assert s.params()["max_payload_bytes"] == "512" and "max_payload_bytes=512" in s.header()
 
 
+def test_a_cpu_profile_setting_reaches_every_host_of_that_profile():
+    # the Xeon E5 profile's own (fitted) root latency, reported with the results, and varied per run
+    topo = devlend.load(topo_path("three-host-cluster.yaml"))
+    own = hardware_params()["cpu"]["intel-xeon-e5"]["root_latency_ps"]
+    for overrides, expected in (({}, own), ({"cpus.intel-xeon-e5.root_latency_ps": "150 ns"}, 150_000)):
+        s = devlend.Scenario(topo.with_params(overrides) if overrides else topo)
+        s.gpu_copy("c", "borrower", "gpu0", "dtoh", MiB).run()
+        assert s.params()["cpus.intel-xeon-e5.root_latency_ps"] == str(expected)
+    with pytest.raises(TopologyError, match="no CPU profile named 'pentium'"):
+        topo.with_params({"cpus.pentium.root_latency_ps": 1}).build()
+
+
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True)
 
@@ -117,3 +133,46 @@ def test_cli_set_overrides_without_editing_the_file(tmp_path):
     assert "max_payload_bytes=128" in head and "links.borrower.rp0.rx_buffer_tlps=8" in head
     bad = cli("run-workloads", topo_path("three-host-cluster.yaml"), "--gpu-copy", "c:borrower:gpu0:dtoh:1MiB", "--set", "timing.max_payload=100")
     assert bad.returncode == 2 and "params.timing.max_payload" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# ---- provenance (issue 16) -----------------------------------------------------------------------
+from devlend import _core, calibration  # noqa: E402
+from devlend.calibration.provenance import constants, fitted_keys, problems  # noqa: E402
+
+
+def hardware_text() -> str:
+    with open(calibration.HARDWARE, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def test_every_constant_says_where_it_comes_from():
+    text = hardware_text()
+    assert len(constants(text)) > 300
+    assert problems(text) == []
+
+
+def test_the_fitted_constants_are_exactly_those_the_calibration_fits():
+    assert fitted_keys(hardware_text()) == {c.key for c in calibration.load().fitted}
+
+
+def test_the_core_runs_on_the_file_as_written():
+    assert _core.params_toml() == hardware_text(), "params/hardware.toml changed since the core was built: rebuild it"
+
+
+def test_the_provenance_check_finds_what_is_missing():
+    text = """[t]
+a = 1                 # sourced: PCIe Base 3.0 §2.2
+b = 2                 # the 2 of somewhere
+c = 3
+d = 4                 # fitted: calibration
+e = 5                 # fitted: calibration (2026-11-24); a note
+source = "the table's sources"
+bars = [
+  { index = 0 },      # assumed: no lspci
+  { index = 1 },
+]
+s = "x # y"           # assumed: the quoted '#' is not the comment
+"""
+    found = problems(text)
+    assert [p.split(":")[0] + ":" + p.split(":")[1] for p in found] == ["line 3: t.b", "line 4: t.c", "line 5: t.d", "line 10: t.bars[1]"]
+    assert fitted_keys(text) == {"t.d", "t.e"}

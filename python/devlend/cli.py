@@ -145,7 +145,10 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
                list_: bool = typer.Option(False, "--list", help="list the experiments"),
                quick: bool = typer.Option(False, "--quick", help="fewer sizes/repetitions (for tests)"),
                out_dir: Optional[str] = typer.Option(None, "--out", help="write NAME.csv (and NAME.png where the paper has a figure) here"),
-               csv_out: Optional[str] = typer.Option(None, "--csv", help="write the table as CSV to this file")) -> None:
+               csv_out: Optional[str] = typer.Option(None, "--csv", help="write the table as CSV to this file"),
+               sets: Optional[list[str]] = typer.Option(None, "--set", help="override a hardware constant for this run: "
+                                                        "timing.KEY=VALUE, hosts.NAME.KEY=VALUE, devices.NAME.KEY=VALUE or "
+                                                        "links.END.KEY=VALUE, e.g. 'timing.ntb_latency_ps=300 ns'; repeatable")) -> None:
     """Rebuild a paper's setup, run it on the model, and print our numbers beside the paper's."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from . import experiments
@@ -154,11 +157,13 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
             out.print(f"{e.name:<12} {e.title}", markup=False)
         return
     try:
+        from .topology import parse_sets
         exp = experiments.get(name)
+        params = parse_sets(sets) if sets else None
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                       transient=True, disable=not err.is_terminal) as bar:
             task = bar.add_task(f"{name}: starting", total=None)
-            res = exp.run(quick=quick, progress=lambda msg: bar.update(task, description=f"{name}: {msg}"))
+            res = exp.run(quick=quick, progress=lambda msg: bar.update(task, description=f"{name}: {msg}"), params=params)
     except (DevlendError, OSError) as e:
         _fail(e)
     out.print(_table(res))
@@ -231,6 +236,9 @@ app.command("pool")(_pool)
 from .cli_scenario import run_scenario as _run_scenario  # noqa: E402  (`devlend run`)
 app.command("run")(_run_scenario)
 
+from .cli_calib import calibrate as _calibrate, validate as _validate  # noqa: E402  (`devlend calibrate`, `devlend validate`)
+app.command("calibrate")(_calibrate)
+app.command("validate")(_validate)
 from .cli_trace import app as _trace_app  # noqa: E402  (the `devlend trace` commands)
 app.add_typer(_trace_app, name="trace")
 

@@ -61,6 +61,17 @@ class NvmeStatusError(DevlendError):
         super().__init__(message)
 
 
+class XenIbError(DevlendError):
+    """A Xen-IB testbed or benchmark (004) that cannot be built or run. ``kind`` names the case
+    ("unknown_name": a configuration, mode or access path; "bad_size", "zero_count": a benchmark
+    argument; "verb": a verb failed, ``status`` its errno name such as "EINVAL"; "completion": a
+    work request completed in error; "topology", "fabric", "host", "route": the testbed)."""
+
+    def __init__(self, message: str, kind: str, status: str | None = None):
+        self.kind, self.status = kind, status
+        super().__init__(message)
+
+
 U64_END = 1 << 64
 
 

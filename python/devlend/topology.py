@@ -194,6 +194,7 @@ class Params(_Model):
     constant's unit (ps, bytes, metres) or strings with a unit ('350 ns', '4 KiB'). The MPS a path
     uses is the smallest of every link on it and the devices at their ends (PCIe Base 3.0 §2.2.2)."""
     timing: dict[str, ParamValue] = Field(default={}, description="every component: max_payload, max_read_request, ntb_latency_ps, ...")
+    cpus: dict[str, dict[str, ParamValue]] = Field(default={}, description="per CPU profile (every host of it): root_latency_ps")
     hosts: dict[str, dict[str, ParamValue]] = Field(default={}, description="per host: root_latency_ps, ram_completion_bytes, read_split_bytes, read_tags, max_read_request")
     devices: dict[str, dict[str, ParamValue]] = Field(default={}, description="per device: endpoint_latency_ps, max_payload, max_read_request, read_tags")
     links: dict[str, dict[str, ParamValue]] = Field(default={}, description="per link: max_payload, rx_buffer_tlps, cable_length_m")
@@ -278,8 +279,9 @@ class Topology(_Model):
             merged.setdefault("timing", {})[rest] = value
             return
         name, _, const = rest.rpartition(".")
-        if scope not in ("hosts", "devices", "links") or not name:
-            raise self._error(("params",), f"override {key!r}: expected timing.KEY, hosts.NAME.KEY, devices.NAME.KEY or links.END.KEY")
+        if scope not in ("cpus", "hosts", "devices", "links") or not name:
+            raise self._error(("params",), f"override {key!r}: expected timing.KEY, cpus.PROFILE.KEY, hosts.NAME.KEY, "
+                              "devices.NAME.KEY or links.END.KEY")
         merged.setdefault(scope, {}).setdefault(name, {})[const] = value
 
     def lending_ops(self) -> list[tuple[int, Union[Borrow, Return]]]:

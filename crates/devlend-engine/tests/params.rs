@@ -77,10 +77,33 @@ fn a_per_link_or_per_device_mps_limits_the_whole_path() {
 #[test]
 fn defaults_restated_give_the_same_run() {
     let base = gpu_writes(json!({}));
-    let restated = gpu_writes(json!({"timing": {"max_payload": 256, "ntb_latency_ps": "350 ns"}, "hosts": {"lender": {"root_latency_ps": 100000}}}));
+    let t = devlend_fabric::tuning::default_timing();
+    let ntb = format!("{} ns", t.ntb_latency_ps as f64 / 1000.0);
+    let root = xeon_root_ps();
+    let restated = gpu_writes(json!({"timing": {"max_payload": 256, "ntb_latency_ps": ntb}, "hosts": {"lender": {"root_latency_ps": root}}}));
     assert_eq!(base, restated);
     let slower = gpu_writes(json!({"timing": {"ntb_latency_ps": "5 us"}, "links": {"ntb-b.cable": {"rx_buffer_tlps": 4}}}));
     assert!(slower.0 < base.0);
+}
+
+/// The Xeon E5 profile's root-complex latency (its own, else `[timing]`'s).
+fn xeon_root_ps() -> u64 {
+    let own = devlend_fabric::params::params().cpu["intel-xeon-e5"].root_latency_ps;
+    own.unwrap_or(devlend_fabric::tuning::default_timing().root_latency_ps)
+}
+
+#[test]
+fn a_cpu_profile_sets_its_hosts_root_latency_and_a_host_setting_wins() {
+    let root = |f: &Fabric, h: &str| f.tuning.host(f.host_id(h).unwrap()).root_latency_ps;
+    let f = testbed(json!({}));
+    assert_eq!((root(&f, "borrower"), root(&f, "lender")), (xeon_root_ps(), xeon_root_ps()));
+    let f = testbed(json!({"cpus": {"intel-xeon-e5": {"root_latency_ps": "1 us"}}, "hosts": {"lender": {"root_latency_ps": 5000}}}));
+    assert_eq!((root(&f, "borrower"), root(&f, "lender")), (1_000_000, 5000));
+    assert!(f.tuning.overrides.contains(&("cpus.intel-xeon-e5.root_latency_ps".to_string(), "1000000".to_string())));
+    let e = error(json!({"cpus": {"pentium": {"root_latency_ps": 1}}}));
+    assert_eq!((e.path.as_str(), e.message.contains("intel-xeon-e5")), ("/params/cpus/pentium", true), "{e}");
+    let e = error(json!({"cpus": {"intel-xeon-e5": {"read_tags": 1}}}));
+    assert!(e.message.contains("cpus.intel-xeon-e5 may set root_latency_ps"), "{e}");
 }
 
 fn error(params: serde_json::Value) -> SpecError {

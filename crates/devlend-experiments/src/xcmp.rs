@@ -23,6 +23,7 @@
 //! bypass), `xenib-vfio`, `xenib-lending` (python/devlend/topologies).
 
 use crate::xenib::{self as bench, Mode};
+use devlend_xenib::error::{XResult, XenIbError};
 use devlend_xenib::hca::{DomKind, DomMap, HostIf, RouteCosts, World, SERVER_A, SERVER_B};
 use devlend_xenib::verbs::{Basic, Bypass, Native, Verbs};
 use devlend_fabric::route::Requester;
@@ -45,23 +46,24 @@ pub struct Topologies<'a> {
     pub lending: &'a str,
 }
 
-fn herr(e: impl std::fmt::Display) -> String {
-    e.to_string()
+/// The host layer's refusal of step `what` of a set-up.
+fn herr(what: &'static str) -> impl Fn(devlend_host::HostError) -> XenIbError {
+    move |error| XenIbError::Host { what, error }
 }
 
 /// What devlend-engine measures along one HCA's routes: `mem` is the address the HCA uses for the
 /// benchmarking domain's memory, `uar` the one the CPU uses for the UAR BAR.
-pub fn route_costs(f: &mut Fabric, cpu: Requester, dev: Requester, uar: u64, mem: u64) -> Result<RouteCosts, String> {
-    let fail = |what: &str, e: devlend_fabric::route::Failure| format!("{what}: {e:?}");
-    let lat = |f: &mut Fabric, r, a, acc, what: &str| devlend_engine::latency(f, r, a, acc).map_err(|e| fail(what, e));
+pub fn route_costs(f: &mut Fabric, cpu: Requester, dev: Requester, uar: u64, mem: u64) -> XResult<RouteCosts> {
+    let fail = |f: &Fabric, what: &'static str, addr: u64, failure| XenIbError::Route { what, addr, failure, message: f.describe_failure(&failure) };
+    let lat = |f: &mut Fabric, r, a, acc, what: &'static str| devlend_engine::latency(f, r, a, acc).map_err(|e| fail(f, what, a, e));
     let doorbell_ps = lat(f, cpu, uar, Access::Write, "doorbell store to the UAR")?;
     let read_rtt_ps = lat(f, dev, mem, Access::Read, "HCA read of host memory")?;
     let write_ps = lat(f, dev, mem, Access::Write, "HCA write to host memory")?;
     // marginal rate of a long stream: the difference between two lengths, so latency drops out
     let (short, long) = (256u64 << 10, 512u64 << 10);
-    let mut rate = |acc, what: &str| -> Result<u64, String> {
-        let a = devlend_engine::dma(f, dev, mem, short, acc, true).map_err(|e| fail(what, e.failure))?.time_ps;
-        let b = devlend_engine::dma(f, dev, mem, long, acc, true).map_err(|e| fail(what, e.failure))?.time_ps;
+    let mut rate = |acc, what: &'static str| -> XResult<u64> {
+        let a = devlend_engine::dma(f, dev, mem, short, acc, true).map_err(|e| fail(f, what, e.addr, e.failure))?.time_ps;
+        let b = devlend_engine::dma(f, dev, mem, long, acc, true).map_err(|e| fail(f, what, e.addr, e.failure))?.time_ps;
         Ok(b.saturating_sub(a) * 1000 / (long - short))
     };
     let read_fs_per_byte = rate(Access::Read, "HCA read stream")?;
@@ -69,37 +71,39 @@ pub fn route_costs(f: &mut Fabric, cpu: Requester, dev: Requester, uar: u64, mem
     Ok(RouteCosts { doorbell_ps, read_rtt_ps, write_ps, read_fs_per_byte, write_fs_per_byte })
 }
 
-/// Time both HCAs' host interfaces from their routes (to the first domain on each server).
-fn route_world(w: &mut World, a_dom: &str) -> Result<(), String> {
-    let b_dom = w.dom("linux-b").ok_or("no domain on server B")?;
-    let a_dom = w.dom(a_dom).ok_or_else(|| format!("no domain {a_dom} on server A"))?;
+/// Time both HCAs' host interfaces from their routes; returns server A's.
+fn route_world(w: &mut World, a_dom: &str) -> XResult<RouteCosts> {
+    let b_dom = dom(w, "linux-b")?;
+    let a_dom = dom(w, a_dom)?;
+    let mut costs = Vec::new();
     for (node, dom) in [(SERVER_A, a_dom), (SERVER_B, b_dom)] {
         let mem = w.dma_addr(dom, w.domains[dom as usize].base);
         let (cpu, dev, uar) = (w.nodes[node].cpu, w.nodes[node].dev, w.nodes[node].uar_base);
         let c = route_costs(&mut w.fab, cpu, dev, uar, mem)?;
         w.nodes[node].host_if = HostIf::Routed(c);
+        costs.push(c);
     }
-    Ok(())
+    Ok(costs[0])
 }
 
 /// The world of the VFIO set-up: a VM on server A with hca-a passed through; the benchmarking
 /// domain is guest memory (guest-physical addresses, EPT chunks recorded for the CPU).
-fn vfio_world(json: &str) -> Result<World, String> {
-    let mut c = Cluster::from_json(json).map_err(herr)?;
+fn vfio_world(json: &str) -> XResult<World> {
+    let mut c = Cluster::from_json(json).map_err(herr("the VFIO testbed"))?;
     let mut vmm = devlend_vm::Vmm::default();
-    let vm = vmm.create_vm(&mut c, "server-a", "vm1", VM_RAM).map_err(herr)?;
-    let dev = vmm.assign_vfio(&mut c, vm, "hca-a").map_err(herr)?;
+    let vm = vmm.create_vm(&mut c, "server-a", "vm1", VM_RAM).map_err(herr("create the VM"))?;
+    let dev = vmm.assign_vfio(&mut c, vm, "hca-a").map_err(herr("assign hca-a by VFIO"))?;
     let gpa = {
-        let mut g = vmm.guest(&mut c, vm).map_err(herr)?;
-        g.pci_set_master(dev).map_err(herr)?;
-        g.kmalloc(DOMAIN_BYTES).map_err(herr)?
+        let mut g = vmm.guest(&mut c, vm).map_err(herr("the guest's kernel"))?;
+        g.pci_set_master(dev).map_err(herr("bus mastering in the guest"))?;
+        g.kmalloc(DOMAIN_BYTES).map_err(herr("the guest's buffer"))?
     };
     let chunk = devlend_vm::layout::CHUNK;
-    let v = vmm.vm(vm).map_err(herr)?;
+    let v = vmm.vm(vm).map_err(herr("the VM"))?;
     let mut hpa = std::collections::BTreeMap::new();
     let mut g = gpa / chunk * chunk;
     while g < gpa + DOMAIN_BYTES {
-        hpa.insert(g, v.pin(g).ok_or_else(|| format!("guest-physical {g:#x} has no backing"))?);
+        hpa.insert(g, v.pin(g).ok_or(XenIbError::Unbacked { gpa: g })?);
         g += chunk;
     }
     let Cluster { fabric, .. } = c;
@@ -111,15 +115,15 @@ fn vfio_world(json: &str) -> Result<World, String> {
 
 /// The world of the lending set-up: server A borrows hca-a from the lender; its driver's buffers
 /// are mapped for the device by server A's DMA API (into the lender's NTB window).
-fn lending_world(json: &str) -> Result<World, String> {
-    let mut c = Cluster::from_json(json).map_err(herr)?;
-    let dev = c.borrow("server-a", "hca-a").map_err(herr)?;
-    let uar = c.lends().iter().find(|l| l.dev == dev).and_then(|l| l.bars.iter().find(|b| b.index == 2).map(|b| b.cpu_addr)).ok_or("the lend has no UAR BAR (BAR 2)")?;
+fn lending_world(json: &str) -> XResult<World> {
+    let mut c = Cluster::from_json(json).map_err(herr("the lending testbed"))?;
+    let dev = c.borrow("server-a", "hca-a").map_err(herr("borrow hca-a"))?;
+    let uar = c.lends().iter().find(|l| l.dev == dev).and_then(|l| l.bars.iter().find(|b| b.index == 2).map(|b| b.cpu_addr)).ok_or_else(|| XenIbError::NoUarBar { device: "hca-a".into() })?;
     let (phys, dma) = {
-        let mut os = c.os("server-a").map_err(herr)?;
-        os.pci_set_master(dev).map_err(herr)?;
-        let phys = os.kmalloc(DOMAIN_BYTES).map_err(herr)?;
-        (phys, os.dma_map_single(dev, phys, DOMAIN_BYTES, DmaDir::Bidirectional).map_err(herr)?)
+        let mut os = c.os("server-a").map_err(herr("server A's kernel"))?;
+        os.pci_set_master(dev).map_err(herr("bus mastering"))?;
+        let phys = os.kmalloc(DOMAIN_BYTES).map_err(herr("the borrower's buffer"))?;
+        (phys, os.dma_map_single(dev, phys, DOMAIN_BYTES, DmaDir::Bidirectional).map_err(herr("map the buffer for the HCA"))?)
     };
     let Cluster { fabric, .. } = c;
     let mut w = World::on_fabric(fabric, false, Some(uar))?;
@@ -130,42 +134,48 @@ fn lending_world(json: &str) -> Result<World, String> {
 
 /// The world and server A's verbs for one access path, server B's native verbs; host interfaces
 /// timed from the routes.
-pub fn testbed(t: &Topologies, access: &str) -> Result<(World, Box<dyn Verbs>, Native), String> {
+pub fn testbed(t: &Topologies, access: &str) -> XResult<(World, Box<dyn Verbs>, Native)> {
+    build(t, access).map(|(w, a, b, _)| (w, a, b))
+}
+
+/// [`testbed`], with server A's route costs.
+fn build(t: &Topologies, access: &str) -> XResult<(World, Box<dyn Verbs>, Native, RouteCosts)> {
     let (mut w, a_dom) = match access {
         "native" => (World::new(t.local, false, 0)?, "linux-a"),
         "basic" | "bypass" => (World::new(t.local, true, 1)?, "guest1"),
         "vfio" => (vfio_world(t.vfio)?, "vm1"),
         "lending" => (lending_world(t.lending)?, "linux-a"),
-        _ => return Err(format!("access path '{access}': expected one of {}", ACCESSES.join(", "))),
+        _ => return Err(XenIbError::unknown("access path", access, &ACCESSES)),
     };
-    route_world(&mut w, a_dom)?;
-    let d = w.dom(a_dom).ok_or("no benchmarking domain")?;
+    let costs = route_world(&mut w, a_dom)?;
+    let d = dom(&w, a_dom)?;
     let a: Box<dyn Verbs> = match access {
         "basic" => Box::new(Basic::new(&w, d)),
         "bypass" => Box::new(Bypass::new(&w, d)),
         _ => Box::new(Native::new(&w, d)),
     };
-    let b = Native::new(&w, w.dom("linux-b").ok_or("no domain on server B")?);
-    Ok((w, a, b))
+    let b = Native::new(&w, dom(&w, "linux-b")?);
+    Ok((w, a, b, costs))
 }
 
 /// Server A's route costs for one access path (what the table reports beside the results).
-pub fn costs(t: &Topologies, access: &str) -> Result<RouteCosts, String> {
-    match testbed(t, access)?.0.nodes[SERVER_A].host_if {
-        HostIf::Routed(c) => Ok(c),
-        HostIf::PciX => Err("server A's host interface is not routed".into()),
-    }
+pub fn costs(t: &Topologies, access: &str) -> XResult<RouteCosts> {
+    build(t, access).map(|b| b.3)
+}
+
+fn dom(w: &World, name: &str) -> XResult<devlend_xenib::DomId> {
+    w.dom(name).ok_or_else(|| XenIbError::NoDomain { name: name.into() })
 }
 
 /// RDMA-write round trip (ps) per size.
-pub fn latency(t: &Topologies, access: &str, sizes: &[u64], iters: u64) -> Result<Vec<(u64, u64)>, String> {
+pub fn latency(t: &Topologies, access: &str, sizes: &[u64], iters: u64) -> XResult<Vec<(u64, u64)>> {
     bench::check_args(sizes, &[("iterations", iters)])?;
     let (w, a, b) = testbed(t, access)?;
     bench::latency_on(access, w, a, b, Mode::Rdma, sizes, iters, false)
 }
 
 /// RDMA-write throughput A to B (bytes/s) per size, at most `depth` outstanding.
-pub fn bandwidth(t: &Topologies, access: &str, sizes: &[u64], iters: u64, depth: u64) -> Result<Vec<(u64, f64)>, String> {
+pub fn bandwidth(t: &Topologies, access: &str, sizes: &[u64], iters: u64, depth: u64) -> XResult<Vec<(u64, f64)>> {
     bench::check_args(sizes, &[("iterations", iters), ("depth", depth)])?;
     let (w, a, b) = testbed(t, access)?;
     bench::bandwidth_on(access, w, a, b, Mode::Rdma, sizes, iters, depth)

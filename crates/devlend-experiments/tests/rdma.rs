@@ -15,7 +15,9 @@ fn r1_r2_relations_hold_in_the_rust_model() {
     assert!(mbps("memcpy", 1024) > mbps("block", 1024));
     assert!(mbps("block", 4096) > mbps("memcpy", 4096));
     assert!((130.0..=175.0).contains(&mbps("memcpy", 1 << 20)));
-    assert!((430.0..=560.0).contains(&mbps("block", 1 << 20)));
+    // 003's "~500 MB/s" within 15%, the tolerance tests/test_rdma.py states (561.6 MB/s since the
+    // NTB latency is fitted to the PXH830 paths, 201 ns: params/measurements.yaml)
+    assert!((425.0..=575.0).contains(&mbps("block", 1 << 20)));
     assert!(mbps("sg256", 4096) < mbps("sg8", 4096));
 }
 

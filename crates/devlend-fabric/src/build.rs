@@ -50,10 +50,10 @@ pub fn build(spec: &TopologySpec) -> SResult<Fabric> {
     b.assign_hosts()?;
     let mut f = b.finish(spec.name.clone());
     crate::enumerate::enumerate(&mut f)?;
-    // Always resolved: the CPU and device profiles give per-host and per-device values even
-    // without a `params` section.
-    let p = spec.params.clone().unwrap_or_default();
-    f.tuning = std::sync::Arc::new(crate::tuning::resolve(&p, &spec.links, &mut f)?);
+    // Always resolved: a host's root latency and completion size come from its CPU profile, a
+    // device's requester settings from its profile, even with no overrides.
+    let none = crate::tuning::ParamsSpec::default();
+    f.tuning = std::sync::Arc::new(crate::tuning::resolve(spec.params.as_ref().unwrap_or(&none), &spec.links, &mut f)?);
     Ok(f)
 }
 

@@ -21,6 +21,10 @@ pub struct CpuProfile {
     pub mmio32_end: u64,
     pub mmio64_base: u64,
     pub phys_addr_bits: u32,
+    /// This CPU's root-complex crossing, where the profile has its own (fitted to its hosts'
+    /// measured paths); otherwise `[timing] root_latency_ps`.
+    #[serde(default)]
+    pub root_latency_ps: Option<u64>,
     pub source: String,
 }
 

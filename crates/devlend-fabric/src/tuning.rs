@@ -68,12 +68,16 @@ pub fn default_timing() -> &'static Arc<Timing> {
 
 /// The `params` section of a topology description. Keys are constants; values are integers in
 /// the constant's unit (ps, bytes, metres, TLPs) or strings with a unit ("350 ns", "4 KiB").
-/// `links` is keyed by either end of a link as `links` writes it (`HOST.rp0`, `gpu0`, `ntb-a.cable`).
+/// `cpus` is keyed by CPU profile (every host of that profile), `links` by either end of a link
+/// as `links` writes it (`HOST.rp0`, `gpu0`, `ntb-a.cable`). A host's own setting wins over its
+/// CPU profile's, which wins over `timing`.
 #[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ParamsSpec {
     #[serde(default)]
     pub timing: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub cpus: BTreeMap<String, BTreeMap<String, Value>>,
     #[serde(default)]
     pub hosts: BTreeMap<String, BTreeMap<String, Value>>,
     #[serde(default)]
@@ -127,6 +131,7 @@ impl Default for Tuning {
 }
 
 const GLOBAL: &[&str] = &["dllp_timer_pct", "max_payload", "max_read_request", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "iotlb_entries", "iotlb_lru", "pwc_entries", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps"];
+const CPU: &[&str] = &["root_latency_ps"];
 const HOST: &[&str] = &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request"];
 const DEVICE: &[&str] = &["endpoint_latency_ps", "max_payload", "max_read_request", "read_tags"];
 const LINK: &[&str] = &["max_payload", "rx_buffer_tlps", "cable_length_m"];
@@ -173,11 +178,15 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
     }
     let timing: Timing = serde_json::from_value(json).expect("parsed values fit their fields");
     let mut t = Tuning { timing: Arc::new(timing), ..Tuning::default() };
-    t.hosts = (0..f.hosts.len()).map(|h| HostTuning { ram_completion_bytes: f.hosts[h].cpu.ram_completion_bytes, ..t.host(h as u16) }).collect();
+    t.hosts = (0..f.hosts.len()).map(|h| {
+        let cpu = &f.hosts[h].cpu;
+        HostTuning { root_latency_ps: cpu.root_latency_ps.unwrap_or(t.timing.root_latency_ps), ram_completion_bytes: cpu.ram_completion_bytes, ..t.host(h as u16) }
+    }).collect();
     t.devices = f.devices.iter().map(|d| {
         let profile = d.profile.as_ref().and_then(|p| crate::params::params().device.get(p));
         negotiate::device(&t.timing, profile, &f.hosts[f.nodes[d.node as usize].host as usize].cpu)
     }).collect();
+    cpu_settings(spec, f, &mut t, &mut overrides)?;
     for (name, kv) in &spec.hosts {
         let path = format!("/params/hosts/{name}");
         let h = f.hosts.iter().position(|h| &h.name == name).ok_or_else(|| unknown("host", name, &path, f.hosts.iter().map(|h| h.name.clone())))?;
@@ -210,6 +219,24 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
     t.links = link_table(spec, links, f, &t, &mut overrides)?;
     t.overrides = overrides;
     Ok(t)
+}
+
+/// `cpus.PROFILE.root_latency_ps`: every host of that CPU profile (the profile's own value, varied per run).
+fn cpu_settings(spec: &ParamsSpec, f: &mut Fabric, t: &mut Tuning, overrides: &mut Vec<(String, String)>) -> SResult<()> {
+    for (name, kv) in &spec.cpus {
+        let path = format!("/params/cpus/{name}");
+        if !crate::params::params().cpu.contains_key(name) {
+            return Err(unknown("CPU profile", name, &path, crate::params::params().cpu.keys().cloned()));
+        }
+        for (k, v) in kv {
+            let n = num(setting(CPU, &format!("cpus.{name}"), k, v, &path, overrides)?);
+            for (h, host) in f.hosts.iter_mut().enumerate().filter(|(_, host)| &host.cpu_name == name) {
+                host.cpu.root_latency_ps = Some(n);
+                t.hosts[h].root_latency_ps = n;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Per link: the link's own settings, its MPS lowered to that of any device at either end.

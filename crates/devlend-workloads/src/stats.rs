@@ -1,7 +1,8 @@
 //! The parameters a run used (what the links carried is the engine's `Machine::link_stats`).
 
-/// `f`'s effective parameters (`Fabric::tuning`): the global values, then every per-host,
-/// per-device and per-link override as `scope.name.key`.
+/// `f`'s effective parameters (`Fabric::tuning`): the global values, the root latency of every
+/// CPU profile on the fabric that has its own, then every per-CPU, per-host, per-device and
+/// per-link override as `scope.name.key`.
 pub fn engine_params(f: &devlend_fabric::Fabric) -> Vec<(String, String)> {
     let t = &*f.tuning.timing;
     let ns = |ps: u64| format!("{}", ps as f64 / 1e3);
@@ -22,6 +23,19 @@ pub fn engine_params(f: &devlend_fabric::Fabric) -> Vec<(String, String)> {
         ("cable_length_m".into(), t.cable_length_m.to_string()),
     ]
     .into_iter()
-    .chain(f.tuning.overrides.iter().filter(|(k, _)| !k.starts_with("timing.")).cloned())
+    .chain(cpu_root_latencies(f))
+    .chain(f.tuning.overrides.iter().filter(|(k, _)| !k.starts_with("timing.") && !k.starts_with("cpus.")).cloned())
     .collect()
+}
+
+/// `cpus.PROFILE.root_latency_ps` for each CPU profile of `f`'s hosts that has its own (its
+/// profile's value, or the run's override of it).
+fn cpu_root_latencies(f: &devlend_fabric::Fabric) -> Vec<(String, String)> {
+    let mut seen = std::collections::BTreeMap::new();
+    for h in &f.hosts {
+        if let Some(ps) = h.cpu.root_latency_ps {
+            seen.insert(format!("cpus.{}.root_latency_ps", h.cpu_name), ps.to_string());
+        }
+    }
+    seen.into_iter().collect()
 }

@@ -21,6 +21,7 @@
 //! [`HostIf::Routed`]: the doorbell, read round trip, write and streaming rates are what the timing
 //! engine measured along the HCA's real routes (IOMMU, NTB), full duplex, instead of the PCI-X bus.
 
+use crate::error::{XResult, XenIbError};
 use crate::params::params;
 use crate::types::*;
 use devlend_fabric::route::Requester;
@@ -275,15 +276,15 @@ impl World {
     /// Build the testbed. `xen_on_a`: server A runs Xen (domain 0 is the device domain) or native
     /// Linux. Domains: server A gets domain 0 (device domain, or native) and `guests` guest
     /// domains; server B one native domain.
-    pub fn new(topology_json: &str, xen_on_a: bool, guests: usize) -> Result<World, String> {
-        let fab = devlend_fabric::build_json(topology_json).map_err(|e| e.to_string())?;
+    pub fn new(topology_json: &str, xen_on_a: bool, guests: usize) -> XResult<World> {
+        if guests > 0 && !xen_on_a {
+            return Err(XenIbError::GuestsNeedXen { guests });
+        }
+        let fab = devlend_fabric::build_json(topology_json).map_err(XenIbError::Topology)?;
         let mut w = World::on_fabric(fab, xen_on_a, None)?;
         let a_kind = if xen_on_a { DomKind::Device } else { DomKind::Native };
         w.add_domain(SERVER_A, if xen_on_a { "dom0" } else { "linux-a" }, a_kind)?;
         for g in 0..guests {
-            if !xen_on_a {
-                return Err("guest domains need Xen on server A".into());
-            }
             w.add_domain(SERVER_A, &format!("guest{}", g + 1), DomKind::Guest)?;
         }
         w.add_domain(SERVER_B, "linux-b", DomKind::Native)?;
@@ -293,12 +294,13 @@ impl World {
     /// The two HCAs on a fabric already built (and programmed), no domains yet. Node `i` is the HCA
     /// `HCA_NAMES[i]` (wherever it is installed) driven by the CPU of `HOST_NAMES[i]`; `uar_a`: the
     /// address server A's CPU uses for hca-a's UAR BAR when it is not the BAR's own (a borrowed HCA).
-    pub fn on_fabric(fab: Fabric, xen_on_a: bool, uar_a: Option<u64>) -> Result<World, String> {
+    pub fn on_fabric(fab: Fabric, xen_on_a: bool, uar_a: Option<u64>) -> XResult<World> {
         let mut nodes = Vec::new();
+        let named = |what: String| move |error| XenIbError::Fabric { what, error };
         for (i, hca) in HCA_NAMES.iter().enumerate() {
-            let dev = fab.requester(hca).map_err(|e| e.to_string())?;
-            let cpu = fab.requester(&format!("{}:cpu", HOST_NAMES[i])).map_err(|e| e.to_string())?;
-            let own = fab.resolve_expr(&format!("{hca}.bar2")).map_err(|e| e.to_string())?;
+            let dev = fab.requester(hca).map_err(named(format!("the HCA {hca}")))?;
+            let cpu = fab.requester(&format!("{}:cpu", HOST_NAMES[i])).map_err(named(format!("the CPU of {}", HOST_NAMES[i])))?;
+            let own = fab.resolve_expr(&format!("{hca}.bar2")).map_err(named(format!("the UAR BAR (BAR 2) of {hca}")))?;
             let uar_base = if i == SERVER_A { uar_a.unwrap_or(own) } else { own };
             // one 4 KiB UAR page per BAR 2 page (the profile's UAR BAR)
             let uar_bar = devlend_fabric::params::params().device.get(HCA_PROFILE).and_then(|d| d.bars.iter().find(|b| b.index == 2)).map_or(0x80_0000, |b| b.size);
@@ -311,10 +313,12 @@ impl World {
 
     /// A domain on `node` with its memory at the next fixed slot of that server's RAM, reached
     /// by CPU and HCA at the same addresses.
-    pub fn add_domain(&mut self, node: usize, name: &str, kind: DomKind) -> Result<DomId, String> {
+    pub fn add_domain(&mut self, node: usize, name: &str, kind: DomKind) -> XResult<DomId> {
         let n = self.domains.iter().filter(|d| d.node == node).count() as u64;
-        let host = &self.fab.hosts[self.fab.host_id(HOST_NAMES[node]).map_err(|e| e.to_string())? as usize];
-        let base = self.fab.ram_offset_to_phys(host, DOMAIN_RAM_OFFSET + n * DOMAIN_RAM_SIZE).ok_or("server RAM too small for the domains")?;
+        let id = self.fab.host_id(HOST_NAMES[node]).map_err(|error| XenIbError::Fabric { what: format!("the host {}", HOST_NAMES[node]), error })?;
+        let host = &self.fab.hosts[id as usize];
+        let too_small = || XenIbError::RamTooSmall { host: HOST_NAMES[node].into(), domain: name.into() };
+        let base = self.fab.ram_offset_to_phys(host, DOMAIN_RAM_OFFSET + n * DOMAIN_RAM_SIZE).ok_or_else(too_small)?;
         Ok(self.add_domain_at(node, name, kind, base, DOMAIN_RAM_SIZE, DomMap::Identity))
     }
 
@@ -450,6 +454,15 @@ impl World {
 
     fn ib_ser(&self, bytes: u64) -> u64 {
         (bytes as f64 * params().ib_ps_per_byte()).round() as u64
+    }
+
+    /// The HCA's side of one firmware command through the HCR: it reads the `bytes` of the
+    /// mailbox by DMA and executes the command; returns when it raises the command's completion
+    /// interrupt. Who takes that interrupt, and what it costs them, is the driver's and the
+    /// hypervisor's part ([`World::kernel_irq_ps`]).
+    pub fn firmware_cmd(&mut self, node: usize, t: u64, bytes: u64) -> u64 {
+        self.nodes[node].hca.stats.commands += 1;
+        self.dma_read(node, t, bytes.max(8), true) + params().hca_cmd_ps
     }
 
     // ----- TPT -------------------------------------------------------------------------------

@@ -9,6 +9,8 @@
 //!   back-to-back 4X link of §4.1, completion events; on the PCI-X bus of the MHXL-CF128-T.
 //! - [`ops`]: the native driver's operations (Gen2 mthca), run by native Linux, the device domain,
 //!   or the back-end for a guest.
+//! - [`error`]: [`XenIbError`], what a testbed or benchmark that cannot be built or run reports
+//!   (a verb's own return code stays the errno-style [`Status`]).
 //! - [`verbs`]: the Gen2-style verbs API and its three drivers: native, basic split (§3.1-3.2, with
 //!   CQE buffering) and device-domain bypass (§3.3: UAR mapped into the guest, two-stage QP/CQ
 //!   creation, registration validated by the back-end).
@@ -19,6 +21,7 @@
 //! Constants: `params/hardware.toml` `[xenib]` and the `mhxl-cf128-t` device profile. The
 //! testbed: `python/devlend/topologies/xenib-back-to-back.yaml` ([`hca::TESTBED_JSON`]).
 
+pub mod error;
 pub mod hca;
 pub mod ops;
 pub mod params;
@@ -26,6 +29,7 @@ pub mod types;
 pub mod verbs;
 pub mod xen;
 
+pub use error::{XResult, XenIbError};
 pub use hca::World;
 pub use types::*;
 pub use verbs::{Basic, Bypass, Native, Verbs};

@@ -27,16 +27,13 @@ impl World {
             _ => Err(Status::Inval),
         }
     }
-    /// One firmware command through the HCR: `bytes` of mailbox DMA, the firmware's time, and the
-    /// completion event that wakes the issuing thread (mthca issues commands in event mode). Under
-    /// Xen that interrupt first goes through the hypervisor to domain 0 (004 §4.4), which is where
-    /// the device domain's and the back-end's commands run.
+    /// One firmware command issued by the driver in event mode (as mthca does): the HCA executes it
+    /// ([`World::firmware_cmd`]) and raises the command-completion interrupt, which wakes the
+    /// issuing kernel thread through that kernel's interrupt path ([`World::kernel_irq_ps`]: under
+    /// Xen, through the hypervisor to domain 0, 004 §4.4, where the device domain's and the
+    /// back-end's commands run).
     fn hca_cmd(&mut self, node: usize, t: u64, bytes: u64) -> u64 {
-        let p = params();
-        self.nodes[node].hca.stats.commands += 1;
-        let t = self.dma_read(node, t, bytes.max(8), true);
-        let xen = if node == crate::hca::SERVER_A && self.xen_on_a { p.dom0_pirq_ps() } else { 0 };
-        t + p.hca_cmd_ps + p.irq_to_handler_ps + xen
+        self.firmware_cmd(node, t, bytes) + self.kernel_irq_ps(node)
     }
 
     pub fn op_alloc_uar(&mut self, node: usize, owner: DomId, t: u64) -> Timed<(usize, u64)> {

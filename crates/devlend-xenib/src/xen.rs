@@ -132,6 +132,16 @@ pub struct Xen {
 }
 
 impl World {
+    /// From an HCA interrupt to the handler of the kernel that drives the HCA on `node`: native
+    /// Linux takes it directly; under Xen the hypervisor takes it and passes it to domain 0 as a
+    /// pirq event, and dom0's `end_pirq` unmasks the level-triggered line with a hypercall
+    /// ([`XenIbParams::dom0_pirq_ps`](crate::params::XenIbParams::dom0_pirq_ps)).
+    pub fn kernel_irq_ps(&self, node: usize) -> u64 {
+        let p = params();
+        let xen = if node == SERVER_A && self.xen_on_a { p.dom0_pirq_ps() } else { 0 };
+        p.irq_to_handler_ps + xen
+    }
+
     fn dom0(&self) -> DomId {
         self.domains.iter().find(|d| d.kind == DomKind::Device).map(|d| d.id).expect("Xen runs on server A")
     }

@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import functools
 
-from .. import _core, load
-from . import topology_path
+from .. import _core
+from . import overrides_key, shipped
 
 
-@functools.lru_cache(maxsize=None)
 def topology_json(name: str, iommu: tuple[tuple[str, bool], ...] = ()) -> str:
-    """The shipped topology `name` as JSON, its setup dropped, with `iommu` overrides per host."""
-    topo = load(topology_path(name))
+    """The shipped topology `name` as JSON, its setup dropped, with `iommu` overrides per host and
+    the current hardware-constant overrides (experiments.overrides)."""
+    return _topology_json(name, iommu, overrides_key())
+
+
+@functools.lru_cache(maxsize=256)
+def _topology_json(name: str, iommu: tuple[tuple[str, bool], ...], _params: str) -> str:
+    topo = shipped(name)
     topo.setup = []
     for host in topo.hosts:
         for h, on in iommu:

@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import functools
 
-from .. import _core, load
-from . import topology_path
+from .. import _core
+from . import overrides_key, shipped
 
 KiB, MiB = 1 << 10, 1 << 20
 SIZES = [64 << i for i in range(15)]            # 64 B .. 1 MiB (003 §3: buffers up to the 1 MB BAR)
 QUICK_SIZES = [512, 1 * KiB, 2 * KiB, 4 * KiB, 64 * KiB, 1 * MiB]
 
 
-@functools.lru_cache(maxsize=None)
 def testbed_json(gen: int = 2, width: int = 8) -> str:
-    topo = load(topology_path("pex8749-rdma.yaml"))
+    """The 003 testbed with its links at Gen `gen` x`width`, with the current hardware-constant
+    overrides (experiments.overrides)."""
+    return _testbed_json(gen, width, overrides_key())
+
+
+@functools.lru_cache(maxsize=64)
+def _testbed_json(gen: int, width: int, _params: str) -> str:
+    topo = shipped("pex8749-rdma.yaml")
     topo.setup = []
     for link in topo.links:
         link.gen, link.width = gen, width

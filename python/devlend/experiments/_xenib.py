@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 
 from .. import _core, load
+from ..errors import XenIbError
 from . import topology_path
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -22,6 +23,15 @@ def testbed_json() -> str:
     return load(topology_path("xenib-back-to-back.yaml")).to_json()
 
 
+def call(fn, *args):
+    """A Rust measurement, its failure raised as devlend's XenIbError (kind, message, errno name)."""
+    try:
+        return fn(*args)
+    except _core.XenIbError as e:
+        kind, message, status = e.args
+        raise XenIbError(message, kind, status) from None
+
+
 def us(ps: int) -> float:
     return round(ps / 1e6, 2)
 
@@ -31,19 +41,19 @@ def mbps(bytes_per_s: float) -> float:
 
 
 def rtt_us(config: str, mode: str, sizes: list[int], iters: int = 20, blocking: bool = False) -> dict[int, float]:
-    return {s: us(t) for s, t in _core.xenib_latency(testbed_json(), config, mode, sizes, iters, blocking)}
+    return {s: us(t) for s, t in call(_core.xenib_latency, testbed_json(), config, mode, sizes, iters, blocking)}
 
 
 def bw_mbps(config: str, mode: str, sizes: list[int], iters: int = 20, depth: int = 100) -> dict[int, float]:
-    return {s: mbps(b) for s, b in _core.xenib_bandwidth(testbed_json(), config, mode, sizes, iters, depth)}
+    return {s: mbps(b) for s, b in call(_core.xenib_bandwidth, testbed_json(), config, mode, sizes, iters, depth)}
 
 
 def reg_us(config: str, pages: list[int], reps: int = 3) -> dict[int, float]:
-    return {n: us(t) for n, t in _core.xenib_registration(testbed_json(), config, pages, reps)}
+    return {n: us(t) for n, t in call(_core.xenib_registration, testbed_json(), config, pages, reps)}
 
 
 def channel_one_way_us() -> float:
-    return us(_core.xenib_channel_one_way(testbed_json()))
+    return us(call(_core.xenib_channel_one_way, testbed_json()))
 
 
 def size_label(s: int) -> str:
@@ -70,12 +80,12 @@ def cmp_jsons() -> tuple[str, str, str]:
 
 
 def cmp_rtt_us(access: str, sizes: list[int], iters: int = 10) -> dict[int, float]:
-    return {s: us(t) for s, t in _core.xenib_cmp_latency(*cmp_jsons(), access, sizes, iters)}
+    return {s: us(t) for s, t in call(_core.xenib_cmp_latency, *cmp_jsons(), access, sizes, iters)}
 
 
 def cmp_bw_mbps(access: str, sizes: list[int], iters: int = 20, depth: int = 100) -> dict[int, float]:
-    return {s: mbps(b) for s, b in _core.xenib_cmp_bandwidth(*cmp_jsons(), access, sizes, iters, depth)}
+    return {s: mbps(b) for s, b in call(_core.xenib_cmp_bandwidth, *cmp_jsons(), access, sizes, iters, depth)}
 
 
 def cmp_costs(access: str) -> dict[str, int]:
-    return dict(_core.xenib_cmp_costs(*cmp_jsons(), access))
+    return dict(call(_core.xenib_cmp_costs, *cmp_jsons(), access))

@@ -43,7 +43,7 @@ def measure(sizes: list[int], progress: Optional[Callable[[str], None]] = None) 
     return rows
 
 
-@register("d1", "bandwidthTest to a remote K420: Loc vs Rem-SW vs Rem-IOMMU (000 §7.1, Fig 10)")
+@register("d1", "bandwidthTest to a remote K420: Loc vs Rem-SW vs Rem-IOMMU (000 §7.1, Fig 10)", params=True)
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     sizes = QUICK_SIZES if quick else SIZES
     rows = measure(sizes, progress)

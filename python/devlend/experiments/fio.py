@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ._plot import Figure, axes, points
-from .. import _core, load
+from .. import _core
 from ..errors import FabricError, NvmeStatusError
-from . import ExperimentResult, hardware_params, register, topology_path
+from . import ExperimentResult, hardware_params, register, shipped
 
 QDS = [1, 2, 4, 8, 16, 32, 64, 128]
 JOBS = [1, 2, 4]
@@ -29,7 +29,7 @@ BS = 4096
 
 
 def topology_json() -> str:
-    return load(topology_path("nvme-back-to-back.yaml")).to_json()
+    return shipped("nvme-back-to-back.yaml").to_json()
 
 
 def run_fio(js: str, runner: str, rw: str, iodepth: int, numjobs: int, ios: int, verify: bool = False,
@@ -90,7 +90,7 @@ def summary_notes(rows: list[dict]) -> list[str]:
     return notes
 
 
-@register("fio", "fio 4 KiB random read/write vs queue depth and jobs, local vs borrowed Optane 900P")
+@register("fio", "fio 4 KiB random read/write vs queue depth and jobs, local vs borrowed Optane 900P", params=True)
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     rows = measure(QUICK_QDS if quick else QDS, QUICK_JOBS if quick else JOBS, quick, progress)
     notes = summary_notes(rows) + [

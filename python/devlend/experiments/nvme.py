@@ -24,20 +24,20 @@ import random
 from typing import Callable, Optional
 
 from ._plot import Figure, axes, points
-from .. import _core, load
-from . import ExperimentResult, register, topology_path
+from .. import _core
+from . import ExperimentResult, register, shipped
 from ._latency import ram_to_ram_ns
 
 KiB = 1 << 10
 
 
 def _json() -> str:
-    topo = load(topology_path("nvme-back-to-back.yaml"))
+    topo = shipped("nvme-back-to-back.yaml")
     return topo.to_json()
 
 
 def _vm_json() -> str:
-    topo = load(topology_path("nvme-back-to-back.yaml"))
+    topo = shipped("nvme-back-to-back.yaml")
     for h in topo.hosts:
         if h.name == "lender":
             h.iommu = True
@@ -52,7 +52,7 @@ def read(scenario: str, runner: str, lbas: list[int], blocks: int) -> tuple[floa
     return total / 1000, fabric / 1000
 
 
-@register("d5", "NVMe bandwidth and latency, local vs borrowed Optane 900P (000 §7.4, Fig 19)")
+@register("d5", "NVMe bandwidth and latency, local vs borrowed Optane 900P (000 §7.4, Fig 19)", params=True)
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     rng = random.Random(5)
     lbas = [rng.randrange(0, (1 << 24) - 8) for _ in range(3 if quick else 10_000)]   # 000 §7.4: 10,000 random offsets

@@ -43,7 +43,7 @@ def scenario(name: str) -> tuple[str, str, str, str, bool]:
     return js, "borrower", src, dst, peer
 
 
-@register("d2", "GPU-to-GPU bandwidth, eleven scenarios of 000 Table 1 (000 §7.2, Figs 11-12)")
+@register("d2", "GPU-to-GPU bandwidth, eleven scenarios of 000 Table 1 (000 §7.2, Figs 11-12)", params=True)
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     sizes = QUICK_SIZES if quick else SIZES
     rows = []

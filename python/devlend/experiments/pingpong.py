@@ -36,7 +36,7 @@ def round_trip_ns(name: str) -> float:
     return pingpong_ps(js, runner, a, b, peer) / 1000
 
 
-@register("d3", "GPU ping-pong latency, GPU-initiated stores (000 §7.2, Fig 14)")
+@register("d3", "GPU ping-pong latency, GPU-initiated stores (000 §7.2, Fig 14)", params=True)
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     rows = []
     for name in SCENARIOS:
@@ -48,7 +48,9 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
                  "devlend_one_way_ns": round(r2r, 1), "paper_one_way_ns": "~700"})
     notes = ["paper: 1L-P2P-SW = Loc-P2P-SW; 1L-P2P-IOMMU = Loc-P2P-Root; 2L-P2P-SW ~ 1L-P2P-SW + 700 ns; "
              "counters in RAM much slower (the second GPU must read)",
-             "the NTB's own 350 ns is a hardware input (params: ntb_latency_ps, from 000 §7.2/§7.4)"]
+             "the NTB pair's internal latency, the switch's and the root's are fitted (params timing.ntb_latency_ps, "
+             "switch_latency_ps, root_latency_ps) to 000's path statements, this 2L - 1L difference among them "
+             "(params/measurements.yaml; `devlend validate`)"]
     return ExperimentResult(name="d3", title="Ping-pong round trip, ns", source="000 §7.2, Fig 14; 001 §7.3.2",
                             columns=["scenario", "round_trip_ns", "devlend_one_way_ns", "paper_one_way_ns"], rows=rows, notes=notes,
                             plot=plot)

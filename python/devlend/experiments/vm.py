@@ -59,7 +59,7 @@ def ram_hops(name: str) -> Optional[int]:
     return _core.vm_ram_bounce_path(_base(), where)[0] if name.startswith("VM") and "RAM" in name else None
 
 
-@register("d4", "GPU-to-GPU bandwidth and ping-pong in a VM, expansion chassis (000 §7.3, Figs 16-18)")
+@register("d4", "GPU-to-GPU bandwidth and ping-pong in a VM, expansion chassis (000 §7.3, Figs 16-18)", params=True)
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     sizes = QUICK_SIZES if quick else SIZES
     rows = []

@@ -309,3 +309,23 @@ fn out_of_range_resources_and_stale_handles_are_einval() {
         assert_eq!(a.wait_cq_event(&mut w, cq), Err(Status::TimedOut), "{c}");
     }
 }
+
+#[test]
+fn benchmark_errors_are_typed_with_their_context() {
+    use devlend_xenib::XenIbError;
+    assert!(matches!(testbed(J, "xen-nope").err(), Some(XenIbError::UnknownName { kind: "configuration", .. })));
+    assert_eq!(Mode::parse("x").err().map(|e| e.kind()), Some("unknown_name"));
+    assert_eq!(registration(J, "gen2-native", &[1], 0).err(), Some(XenIbError::ZeroCount { what: "repetitions" }));
+    assert_eq!(World::new(J, false, 1).err(), Some(XenIbError::GuestsNeedXen { guests: 1 }));
+    assert!(matches!(World::new("{}", true, 0).err(), Some(XenIbError::Topology(_))));
+    // a write whose lkey does not translate completes in error: the benchmark names the request
+    let (mut w, mut a, _b, ea, eb) = end_pair("xenib-bypass");
+    let mut bad = wr(5, &ea, 64, Mode::Rdma, &eb);
+    bad.sge.lkey = 0xdead;
+    a.post_send(&mut w, ea.qp, bad).unwrap();
+    let e = poll_until(&mut w, a.as_mut(), ea.scq, 1).unwrap_err();
+    assert!(matches!(&e, XenIbError::Completion { config, wc } if config == "xenib-bypass" && wc.wr_id == 5 && wc.status == WcStatus::LocProtErr), "{e}");
+    // the QP is in the error state now: the next post is refused, and the step and errno are named
+    let e = a.post_send(&mut w, ea.qp, wr(6, &ea, 64, Mode::Rdma, &eb)).map_err(XenIbError::verb("xenib-bypass", "post send")).unwrap_err();
+    assert_eq!((e.kind(), e.status(), e.to_string().as_str()), ("verb", Some(Status::Inval), "xenib-bypass: post send failed: EINVAL (22)"));
+}

@@ -1,0 +1,93 @@
+"""`devlend calibrate`: fit the fitted constants to the calibration set within their bounds with
+scipy.optimize.least_squares (trust-region reflective, which keeps every trial inside the
+bounds), on relative residuals (ours - theirs) / theirs. Variables are scaled to their bound
+ranges so that one step size suits them all; the model's constants are integer picoseconds, so
+finite-difference steps are large enough (1% of the range) not to drown in rounding."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from . import Catalogue, CalibrationError, Fitted, Measurement, evaluate
+
+ROUND_TO = 1000   # fitted picosecond constants are written to the nearest ns: the statements are good to ~10 ns
+
+
+@dataclass
+class FitResult:
+    constants: list[Fitted]
+    start: list[float]
+    values: list[float]                 # rounded, in each constant's unit
+    measurements: list[Measurement]
+    ours: list[float]                   # each calibration measurement at the fitted values
+    residuals: list[float]              # relative
+    cost: float                         # 0.5 * sum of squared relative residuals, at the rounded values
+    evaluations: int
+    at_bound: list[str]                 # constants the fit left on a bound
+    message: str
+
+    def overrides(self) -> dict:
+        return overrides_of(self.constants, self.values)
+
+
+def overrides_of(constants: list[Fitted], values) -> dict:
+    return {c.override: int(round(v)) for c, v in zip(constants, values)}
+
+
+def current_values(constants: list[Fitted]) -> list[float]:
+    """Each constant's value as compiled into the core (params/hardware.toml)."""
+    from ..experiments import hardware_params
+    hw = hardware_params()
+    out = []
+    for c in constants:
+        table = hw
+        for part in c.table.split("."):
+            table = table.get(part, {})
+        if c.name not in table:
+            raise CalibrationError(f"fitted constant {c.key} is not in params/hardware.toml (as compiled in)")
+        out.append(float(table[c.name]))
+    return out
+
+
+def calibrate(cat: Catalogue, only: Optional[list[str]] = None, fit_ids: Optional[list[str]] = None,
+              progress: Optional[Callable[[int, list[float], float], None]] = None, max_nfev: int = 60,
+              start: Optional[dict] = None) -> FitResult:
+    """Fit `cat.fitted` (or those named in `only`) to the calibration set (or the measurements
+    named in `fit_ids`), from their compiled values (or `start`, by key); the others keep their
+    compiled values."""
+    from scipy.optimize import least_squares
+    constants = [c for c in cat.fitted if only is None or c.key in only]
+    if only is not None and len(constants) != len(set(only)):
+        unknown = sorted(set(only) - {c.key for c in cat.fitted})
+        raise CalibrationError(f"not fitted constants: {', '.join(unknown)}; params/measurements.yaml fits "
+                               f"{', '.join(c.key for c in cat.fitted)}")
+    ms = [m for m in cat.of("calibration") if fit_ids is None or m.id in fit_ids]
+    if not constants or not ms:
+        raise CalibrationError("nothing to fit: no fitted constants or no calibration measurements selected")
+    lo = np.array([c.lower for c in constants])
+    span = np.array([c.upper - c.lower for c in constants])
+    start = [float((start or {}).get(c.key, v)) for c, v in zip(constants, current_values(constants))]
+    calls = [0]
+
+    def values_of(u):
+        return lo + np.clip(u, 0.0, 1.0) * span
+
+    def residuals(u):
+        vals = values_of(u)
+        ours = [evaluate(m, overrides_of(constants, vals)) for m in ms]
+        res = np.array([(o - m.value) / m.value for o, m in zip(ours, ms)])
+        calls[0] += 1
+        if progress:
+            progress(calls[0], list(vals), 0.5 * float(res @ res))
+        return res
+
+    u0 = np.clip((np.array(start) - lo) / span, 0.0, 1.0)
+    sol = least_squares(residuals, u0, bounds=(0.0, 1.0), method="trf", diff_step=0.01, x_scale=1.0, max_nfev=max_nfev)
+    values = [float(round(v / ROUND_TO) * ROUND_TO) if c.unit == "ps" else float(v) for c, v in zip(constants, values_of(sol.x))]
+    ours = [evaluate(m, overrides_of(constants, values)) for m in ms]
+    res = [(o - m.value) / m.value for o, m in zip(ours, ms)]
+    at_bound = [c.key for c, v in zip(constants, values) if abs(v - c.lower) < ROUND_TO or abs(v - c.upper) < ROUND_TO]
+    return FitResult(constants, start, values, ms, ours, res, 0.5 * sum(r * r for r in res), calls[0], at_bound, sol.message)

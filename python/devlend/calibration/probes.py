@@ -1,0 +1,88 @@
+"""Probes: each computes one published measurement's quantity on the model, by calling the
+experiments' own functions (so a probe measures the path the experiment measures). They run
+inside experiments.overrides, so every shipped topology they load carries the overrides under
+test. Each returns a number in its measurement's unit, or for an ordering the two quantities."""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+from ..experiments import overrides_key
+
+PROBES: dict[str, Callable] = {}
+
+
+def probe(fn: Callable) -> Callable:
+    PROBES[fn.__name__] = fn
+    return fn
+
+
+@functools.lru_cache(maxsize=512)
+def _round_trip_ns(scenario: str, _params: str) -> float:
+    from ..experiments import pingpong
+    return pingpong.round_trip_ns(scenario)
+
+
+def round_trip_ns(scenario: str) -> float:
+    """D3's ping-pong round trip of `scenario` (000 Table 1), cached per set of overrides."""
+    return _round_trip_ns(scenario, overrides_key())
+
+
+@probe
+def ram_to_ram_ns(topology: str, near_ntb: str, far_ntb: str, far_ram: str, cpu: str) -> float:
+    """One-way latency of a CPU store into the other host's RAM through an NTB pair (000 §7.2, §7.4)."""
+    from ..experiments._latency import ram_to_ram_ns as r2r
+    return r2r(topology, near_ntb, far_ntb, far_ram, cpu)
+
+
+@probe
+def pingpong_difference_ns(scenario: str, baseline: str) -> float:
+    """How much longer `scenario`'s ping-pong round trip is than `baseline`'s."""
+    return round_trip_ns(scenario) - round_trip_ns(baseline)
+
+
+@probe
+def pingpong_pair_ns(a: str, b: str) -> tuple[float, float]:
+    """Two scenarios' round trips, for an ordering."""
+    return round_trip_ns(a), round_trip_ns(b)
+
+
+@probe
+def gpu_read_GBps(scenario: str, size: int) -> float:
+    """D1's bandwidthTest host-to-device copy (the GPU's DMA reads of host RAM) in `scenario`."""
+    from ..experiments._gpu import memcpy_ps, topology_json
+    from ..experiments.bandwidth import SCENARIOS
+    runner, lender_iommu = SCENARIOS[scenario]
+    js = topology_json("pxh830-two-host.yaml", (("lender", lender_iommu),))
+    return size / (memcpy_ps(js, runner, "gpu0", False, size) * 1e-12) / 1e9
+
+
+@probe
+def nvme_added_latency_ns(blocks: int) -> float:
+    """D5: how much longer a `blocks`-block read takes on the borrower than on the lender, in steady
+    state (the time of the last of three reads, as the experiment times its reads)."""
+    from ..experiments import nvme
+    lbas = [4096, 8192, 12288]
+    return (nvme.read("NatRem", "borrower", lbas, blocks)[0] - nvme.read("NatLoc", "lender", lbas, blocks)[0])
+
+
+@probe
+def rdma_MBps(method: str, size: int) -> float:
+    """R1/R2: host B's transfer into host A's buffer through the PEX8749 NT port, MB/s."""
+    from ..experiments._rdma import sweep
+    return sweep([method], [size])[method, size]
+
+
+@probe
+def vm_pingpong_pair_ns(a: str, b: str) -> tuple[float, float]:
+    """D4's ping-pong round trips of two expansion-chassis scenarios (000 §7.3, Fig 18)."""
+    from ..experiments import vm
+    return vm.round_trip_ns(a), vm.round_trip_ns(b)
+
+
+@probe
+def vm_transfer_pair_GBps(a: str, b: str, size: int) -> tuple[float, float]:
+    """D4's GPU-to-GPU bandwidth of two expansion-chassis scenarios at `size` (000 §7.3, Fig 16)."""
+    from ..experiments import vm
+    return tuple(size / (vm.transfer_ps(n, size) * 1e-12) / 1e9 for n in (a, b))
