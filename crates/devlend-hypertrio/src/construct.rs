@@ -230,6 +230,7 @@ impl Sources {
             };
             let summary = if is_trace(path)? {
                 let mut r = trace::Reader::open(path)?;
+                walk_levels = walk_levels.max(trace::walk_levels(&r.header));
                 let mut local = Vec::with_capacity(r.header.pages.len());
                 for p in &r.header.pages {
                     local.push(
@@ -450,6 +451,7 @@ pub fn build_file(
         "tenants": n,
         "sources": src.sources.len(),
         "source_of_tenant": "i mod sources (002 §IV-B: logs of several runs; fewer logs are reused)",
+        "walk_levels": src.walk_levels,
     });
     let h = Header {
         tenants: n,

@@ -118,7 +118,8 @@ pub fn replay_trace(
     let r = Reader::open(path)?;
     let (tenants, pages) = (r.header.tenants, r.header.pages.clone());
     let total = r.expected_packets.unwrap_or(0);
-    run(cfg, tenants, &pages, r, total, None, progress)
+    let levels = crate::trace::walk_levels(&r.header);
+    run(cfg, tenants, &pages, r, total, levels, progress)
 }
 
 /// Replay inputs: one `.dlt` trace as it is (when `tenants` and `order` are None), or logs and
