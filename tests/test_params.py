@@ -38,7 +38,8 @@ def gpu_writes(overrides=None, nbytes=8 * MiB, write=True):
 
 def framing_efficiency(mps: int) -> float:
     t = hardware_params()["timing"]
-    return mps / (mps + t["request_overhead_bytes"] + t["dllp_overhead_bytes_per_tlp"])
+    # Ack and UpdateFC DLLPs ride the reverse direction: a one-way stream's TLPs carry only framing.
+    return mps / (mps + t["request_overhead_bytes"])
 
 
 def test_mps_128_lowers_write_bandwidth_by_the_framing_ratio():

@@ -138,5 +138,5 @@ def test_a_borrow_with_a_dma_window_is_the_lend_the_workload_uses(tmp_path):
     borrow = "  - {at: 0, action: borrow, borrower: server1, device: gpu2, dma_window: %s}\n"
     run = scenario_file.load(scenario(tmp_path, borrow % "4 MiB" + COPY, name="fits")).run()
     assert run.results().GBps[0] > 0 and [(l["device"], l["borrower"]) for l in run.scenario.lends()] == [("gpu2", "server1")]
-    with pytest.raises(WorkloadError, match="the DMA window of ntb-2-1 into ntb-1-2 cannot map 1 MiB more: 4 KiB of its 64 KiB"):
+    with pytest.raises(WorkloadError, match="the DMA window of ntb-2-1 into ntb-1-2 cannot map 1 MiB more: 12 KiB of its 64 KiB"):
         scenario_file.load(scenario(tmp_path, borrow % "64 KiB" + COPY, name="small")).run()

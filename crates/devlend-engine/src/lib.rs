@@ -9,6 +9,7 @@
 //! a CPU), [`latency`] the one-way (write) or round-trip (read) time of a single small access.
 
 pub mod analytic;
+pub mod iotlb;
 pub mod params;
 pub mod path;
 pub mod queue;
@@ -86,12 +87,17 @@ pub(crate) fn ports(f: &Fabric) -> Vec<(u64, Ps)> {
 pub(crate) fn sim_for(f: &Fabric) -> Sim {
     let t = &f.tuning;
     let mut credits = vec![0; f.links.len() * 2];
-    for i in 0..f.links.len() {
+    let mut periods = vec![0; f.links.len() * 2];
+    for (i, l) in f.links.iter().enumerate() {
+        let lt = t.link(i as u32);
         for down in [true, false] {
-            credits[port_id(i as u32, down) as usize] = t.link(i as u32).rx_buffer_tlps;
+            credits[port_id(i as u32, down) as usize] = lt.rx_buffer_tlps;
+            periods[port_id(i as u32, down) as usize] = path::dllp_period_ps(&t.timing, l.gen, l.width, lt.max_payload);
         }
     }
-    Sim::tuned(ports(f), credits, t.timing.clone())
+    let mut sim = Sim::tuned(ports(f), credits, t.timing.clone());
+    sim.set_dllp_periods(&periods);
+    sim
 }
 
 pub(crate) fn load(sim: &mut Sim, plan: &Plan) -> (u32, Option<u32>) {

@@ -24,8 +24,9 @@ pub struct Stage {
     pub latency: Ps,
     pub cut_through: bool,
     /// The IOMMU of this host translates here: (host, address the TLP carries at this stage, log2
-    /// of the mapping's page size), so the engine's IOTLB caches whole 4 KiB or 2 MiB pages.
-    pub iommu: Option<(u16, u64, u32)>,
+    /// of the mapping's page size, table entries a cold walk reads), so the engine's IOTLB caches
+    /// whole 4 KiB or 2 MiB pages and a walk reads the levels the host's table has.
+    pub iommu: Option<(u16, u64, u32, u32)>,
     /// The root complex re-splits reads here into requests of this many bytes (000 §7.1).
     pub resplit: Option<u32>,
     /// The root complex (of this host) reached here, for splitting completion paths.
@@ -64,6 +65,15 @@ pub struct Limits {
 pub fn ps_per_byte_fp(gen: u8, width: u8) -> u64 {
     let bytes_per_s = Generation(gen).lane_bytes_per_s() * width as f64;
     (1e12 / bytes_per_s * 65536.0).round() as u64
+}
+
+/// How often the receiver of a link sends an Ack (and an UpdateFC per credit type) while it is
+/// busy: the AckNak latency limit of PCIe Base 3.0 §3.5.3.1 for the link's rate, width and
+/// Max_Payload_Size, scaled by `dllp_timer_pct`, in ps.
+pub fn dllp_period_ps(t: &Timing, gen: u8, width: u8, mps: u32) -> Ps {
+    let symbols = devlend_wire::dllp::ack_latency_symbols(Generation(gen), width, mps) as f64;
+    let symbol_ps = 1e12 / Generation(gen).lane_bytes_per_s();
+    (symbols * symbol_ps * t.dllp_timer_pct as f64 / 100.0).round() as Ps
 }
 
 /// Propagation on a link of the default parameters.
@@ -135,7 +145,8 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
             HopKind::Iommu => {
                 let iova = hops[i - 1].addr;
                 if let Some(s) = stages.last_mut() {
-                    s.iommu = Some((h.host, iova, h.aux.trailing_zeros()));
+                    let levels = f.iommus[h.host as usize].walk_levels(h.aux);
+                    s.iommu = Some((h.host, iova, h.aux.trailing_zeros(), levels));
                 }
             }
             HopKind::Ntb => {
@@ -151,7 +162,8 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
     }
     let (target_latency, target_is_ram) = match r.outcome {
         devlend_fabric::Outcome::Delivered(Target::Ram { host, .. }) => {
-            limits.completion_bytes = tu.host(host).ram_completion_bytes;
+            // The root complex's completion size, within the payload the path carries.
+            limits.completion_bytes = tu.host(host).ram_completion_bytes.min(limits.max_payload);
             (t.dram_latency_ps, true)
         }
         devlend_fabric::Outcome::Delivered(Target::Bar { func, .. }) => {

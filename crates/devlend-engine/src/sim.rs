@@ -2,7 +2,12 @@
 //!
 //! Mechanisms (PCIe Base 3.0 §2.2, §2.6, §3.5; 000 §7.1):
 //! - Each link direction is a port that serialises one TLP at a time: header/framing overhead per
-//!   TLP kind plus amortised DLLP overhead, at the link's rate after 8b/10b or 128b/130b encoding.
+//!   TLP kind, at the link's rate after 8b/10b or 128b/130b encoding.
+//! - The receiver of a port acknowledges TLPs and returns credits with DLLPs on the other direction
+//!   of the link: one Ack per AckNak latency period while TLPs arrive, one UpdateFC per credit type
+//!   per period while credits are freed (§3.5.3.1, §2.6.1.2). A DLLP occupies the reverse port's
+//!   serialiser: due while that port sends a TLP, it goes after it and delays the next one; due
+//!   while the port is idle, it costs only its own bytes. Kept as timestamps, not events.
 //! - The receiver of each port has finite buffers per traffic class (posted, non-posted,
 //!   completion); a TLP starts only when the receiver has room, and the room comes back one
 //!   UpdateFC later, after the TLP has left that receiver: back-pressure.
@@ -11,10 +16,11 @@
 //!   with completions split at the RCB (RAM) or max payload (device memory).
 //! - A root complex whose CPU profile re-splits reads turns each read passing through it into
 //!   requests of `read_split_bytes`, issued with its own tag pool, and forwards their completions.
-//! - An IOMMU stage costs an IOTLB hit, or a page walk (one DRAM access per level) that fills the
-//!   IOTLB; walks are serialised per IOMMU.
+//! - An IOMMU stage costs an IOTLB hit, or a page walk that fills the IOTLB: one DRAM access per
+//!   table level below the deepest page-walk-cache hit (`iotlb`); walks are serialised per IOMMU.
 //! Memory stays flat as transfers grow: a DMA engine keeps only a few TLPs queued at its port.
 
+use crate::iotlb::HostIommu;
 use crate::params::{timing, Timing};
 use crate::path::{Path, PortId};
 use crate::queue::{EventQueue, Ps};
@@ -93,6 +99,29 @@ pub struct PortStats {
     pub queue_ps: u64,
     /// Time with a TLP ready to go and no receiver buffer free for it (flow-control credits).
     pub credit_stall_ps: u64,
+    /// Ack and UpdateFC DLLPs sent on this direction for the other one (their bytes are in
+    /// `wire_bytes`, their time in `busy_ps`).
+    pub dllps: u64,
+}
+
+/// No DLLP pending.
+const NONE: Ps = Ps::MAX;
+/// DLLP timers of a port: the Ack, then an UpdateFC per traffic class.
+const ACK: usize = 3;
+
+/// The DLLPs a port sends for the other direction of its link: when each pending one is due, and
+/// when those already owed are done being sent.
+#[derive(Clone, Copy)]
+struct Dllps {
+    /// AckNak / UpdateFC latency period of this link (0: no link layer modelled).
+    period: Ps,
+    /// Serialisation time and wire bytes of one DLLP on this port.
+    ser: Ps,
+    bytes: u64,
+    /// Per UpdateFC class (0-2) and the Ack (3): when the pending DLLP is due, or NONE.
+    due: [Ps; 4],
+    /// When the DLLPs sent so far have left the port.
+    free: Ps,
 }
 
 /// A link direction. TLPs wait in per-class FIFOs with the time they become ready; receiver
@@ -111,6 +140,7 @@ struct Port {
     stalled_since: Option<Ps>,
     /// When the last posted TLP delivered through this port landed (they land in order).
     last_posted: Ps,
+    dllp: Dllps,
     stats: PortStats,
 }
 
@@ -179,6 +209,8 @@ pub struct Stats {
     pub events: u64,
     pub iotlb_hits: u64,
     pub iotlb_misses: u64,
+    /// Page-table entries read from DRAM by IOTLB misses.
+    pub walk_reads: u64,
     pub resplit_requests: u64,
     /// Most TLP records alive at once (memory use).
     pub peak_tlps: usize,
@@ -205,9 +237,8 @@ pub struct Sim {
     /// the sub-requests waiting for one, in arrival order: (re-split point (path, stage), parent
     /// request, bytes, offset).
     root_tags: HashMap<u16, (u32, VecDeque<((u32, u32), u32, u32, u64)>)>,
-    /// Per host IOTLB (page numbers, FIFO of capacity `IOTLB_ENTRIES`) and walker availability.
-    /// Indexed by host (grown on first use): no hashing on the hot path.
-    iotlb: Vec<(VecDeque<u64>, Ps)>,
+    /// Per host IOTLB, page-walk cache and walker, indexed by host (grown on first use).
+    iotlb: Vec<HostIommu>,
     pub stats: Stats,
     /// Per re-split point (request path, root stage): the completion path of the root's own
     /// sub-requests (ending at the root) and the stage of the full completion path to resume at.
@@ -233,7 +264,6 @@ fn alloc<T>(slab: &mut Vec<T>, free: &mut Vec<u32>, item: T) -> u32 {
     }
 }
 
-const IOTLB_ENTRIES: usize = 64; // IOTLB entries (assumed); 4 KiB and 2 MiB pages share it, FIFO replacement
 const SOURCE_QUEUE: u32 = 2;
 
 impl Sim {
@@ -257,6 +287,7 @@ impl Sim {
             wake: None,
             stalled_since: None,
             last_posted: 0,
+            dllp: Dllps { period: 0, ser: 0, bytes: 0, due: [NONE; 4], free: 0 },
             stats: PortStats::default(),
         }).collect();
         Sim { overheads: t.overheads(), t, q: EventQueue::default(), now: 0, ports, paths: Vec::new(), hops: Vec::new(), first_hop: Vec::new(), tlps: Vec::new(), free_tlps: Vec::new(), flows: Vec::new(), free_flows: Vec::new(), reqs: Vec::new(), free_reqs: Vec::new(), root_tags: HashMap::new(), iotlb: Vec::new(), stats: Stats::default(), sub_cpl: HashMap::new(), sub_key: HashMap::new(), timers: Vec::new(), free_timers: Vec::new() }
@@ -264,6 +295,58 @@ impl Sim {
 
     pub fn now(&self) -> Ps {
         self.now
+    }
+
+    /// Model the data link layer: per port (by PortId), the AckNak / UpdateFC latency period of
+    /// its link (`devlend_wire::dllp`); DLLPs of `t.dllp_bytes` are then sent on each port for
+    /// the TLPs received on the other direction. Without this call, no DLLP is modelled.
+    pub fn set_dllp_periods(&mut self, periods: &[Ps]) {
+        let bytes = self.t.dllp_bytes as u64;
+        for (port, &period) in self.ports.iter_mut().zip(periods) {
+            port.dllp.period = period;
+            port.dllp.ser = (bytes * port.fp_ps_per_byte) >> 16;
+            port.dllp.bytes = bytes;
+        }
+    }
+
+    /// Something at the far end of port `p^1` (a TLP coming in, or a credit of class `kind`
+    /// freed) needs a DLLP on port `p`: covered by the one pending if that is not yet due,
+    /// otherwise that one has been sent and a new one is due one period from now. (The timer
+    /// starts as the TLP starts out rather than when its last byte is in: the same period, shifted
+    /// by one TLP time; what is due is then never later than now.)
+    fn dllp_event(&mut self, p: PortId, kind: usize) {
+        let at = self.now;
+        let Some(port) = self.ports.get_mut(p as usize) else { return };
+        let due = port.dllp.due[kind];
+        if port.dllp.period == 0 || (due != NONE && at <= due) {
+            return;
+        }
+        if due != NONE {
+            Self::send_dllp(port, due);
+        }
+        port.dllp.due[kind] = at + port.dllp.period;
+    }
+
+    /// The DLLP due at `due` leaves port `port`: after the TLP being sent then, if any.
+    fn send_dllp(port: &mut Port, due: Ps) {
+        let d = &mut port.dllp;
+        d.free = d.free.max(due.max(port.busy_until)) + d.ser;
+        port.stats.dllps += 1;
+        port.stats.busy_ps += d.ser;
+        port.stats.wire_bytes += d.bytes;
+    }
+
+    /// Send the DLLPs of port `p` due by `now`; returns when the port is free of them.
+    fn dllps_before(&mut self, p: PortId, now: Ps) -> Ps {
+        let port = &mut self.ports[p as usize];
+        for k in 0..4 {
+            let due = port.dllp.due[k];
+            if due <= now {
+                Self::send_dllp(port, due);
+                port.dllp.due[k] = NONE;
+            }
+        }
+        port.dllp.free
     }
 
     pub fn add_path(&mut self, p: Path) -> u32 {
@@ -431,6 +514,7 @@ impl Sim {
 
     /// A receiver buffer slot of `class` behind port `p` is free again at `at` (one UpdateFC later).
     fn return_credit(&mut self, p: PortId, class: Class, at: Ps) {
+        self.dllp_event(p ^ 1, class as usize);
         self.ports[p as usize].returns[class as usize].push_back(at);
         if !self.ports[p as usize].queues[class as usize].is_empty() {
             self.kick(p, at);
@@ -497,6 +581,8 @@ impl Sim {
         let ser = (wire * self.ports[p as usize].fp_ps_per_byte) >> 16;
         // A cut-through component cannot finish sending before the TLP has fully arrived.
         let start = if tlp.stage > 0 { now.max(tlp.full_arrival.saturating_sub(ser)) } else { now };
+        // DLLPs that came due while the previous TLP was being sent go first.
+        let start = start.max(self.dllps_before(p, start));
         let port = &mut self.ports[p as usize];
         if let Some(since) = port.stalled_since.take() {
             port.stats.credit_stall_ps += now - since;
@@ -509,6 +595,7 @@ impl Sim {
         port.busy_until = start + ser;
         let arrival = start + ser + port.prop;
         self.stats.tlp_hops += 1;
+        self.dllp_event(p ^ 1, ACK);
         // Leaving the previous receiver frees its buffer slot.
         if tlp.fresh {
             self.tlps[id as usize].fresh = false;
@@ -583,25 +670,18 @@ impl Sim {
         }
     }
 
-    fn iommu_delay(&mut self, host: u16, iova: u64, shift: u32) -> Ps {
-        let page = (iova >> shift) << 8 | shift as u64;
-        if self.iotlb.len() <= host as usize {
-            self.iotlb.resize_with(host as usize + 1, || (VecDeque::new(), 0));
+    fn iommu_delay(&mut self, host: u16, iova: u64, shift: u32, levels: u32) -> Ps {
+        while self.iotlb.len() <= host as usize {
+            self.iotlb.push(HostIommu::new(&self.t));
         }
-        let (tlb, walker) = &mut self.iotlb[host as usize];
-        if tlb.contains(&page) {
+        let l = self.iotlb[host as usize].lookup(&self.t, self.now, iova, shift, levels);
+        if l.hit {
             self.stats.iotlb_hits += 1;
-            return self.t.iotlb_hit_ps;
+        } else {
+            self.stats.iotlb_misses += 1;
+            self.stats.walk_reads += l.reads as u64;
         }
-        self.stats.iotlb_misses += 1;
-        if tlb.len() == IOTLB_ENTRIES {
-            tlb.pop_front();
-        }
-        tlb.push_back(page);
-        let levels = devlend_fabric::params::params().iommu.levels as u64;
-        let start = (*walker).max(self.now);
-        *walker = start + levels * self.t.dram_latency_ps;
-        *walker - self.now + self.t.iotlb_hit_ps
+        l.delay
     }
 
     fn arrive(&mut self, id: u32) {
@@ -610,8 +690,8 @@ impl Sim {
         let last = stage.last;
         let mut delay = stage.latency;
         if stage.iommu {
-            let (host, iova, shift) = self.paths[tlp.path as usize].stages[tlp.stage as usize].iommu.expect("flagged");
-            delay += self.iommu_delay(host, iova + tlp.offset, shift);
+            let (host, iova, shift, levels) = self.paths[tlp.path as usize].stages[tlp.stage as usize].iommu.expect("flagged");
+            delay += self.iommu_delay(host, iova + tlp.offset, shift, levels);
         }
         // A completion of a root's sub-request has reached that root: forward it on the rest of the path.
         if tlp.class == Class::Completion && tlp.req != u32::MAX {

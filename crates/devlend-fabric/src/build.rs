@@ -60,7 +60,8 @@ pub fn build(spec: &TopologySpec) -> SResult<Fabric> {
     let mut f = b.finish(spec.name.clone());
     f.trained_down = trained;
     crate::enumerate::enumerate(&mut f)?;
-    // Always resolved: a host's root latency comes from its CPU profile even with no overrides.
+    // Always resolved: a host's root latency and completion size come from its CPU profile, a
+    // device's requester settings from its profile, even with no overrides.
     let none = crate::tuning::ParamsSpec::default();
     f.tuning = std::sync::Arc::new(crate::tuning::resolve(spec.params.as_ref().unwrap_or(&none), &spec.links, &mut f)?);
     Ok(f)

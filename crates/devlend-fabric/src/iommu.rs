@@ -55,7 +55,8 @@ pub struct Fault {
 pub struct Translation {
     pub addr: u64,
     pub page_size: u64,
-    /// Page-table levels read by the walk (4 for a 4 KiB leaf, 3 for a 2 MiB leaf).
+    /// Page-table levels a walk reads: the address width's table levels down to the leaf (48 bits:
+    /// 4 for a 4 KiB leaf, 3 for 2 MiB; 39 bits: 3 and 2).
     pub levels: u32,
 }
 
@@ -324,13 +325,26 @@ impl Iommu {
         self.domains.get(domain as usize).map(|d| d.table.table_count())
     }
 
+    /// Levels of second-level table this IOMMU's address width needs: 3 for 39 bits, 4 for 48,
+    /// 5 for 57 (VT-d 3.0 §3.6: 9 bits per level above the 12-bit page offset).
+    pub fn table_levels(&self) -> u32 {
+        (self.address_bits - 12).div_ceil(9)
+    }
+
+    /// Entries a walk with nothing cached reads to reach a leaf of `page_size` bytes.
+    pub fn walk_levels(&self, page_size: u64) -> u32 {
+        let leaf_level = (page_size.trailing_zeros() - 12) / 9 + 1;
+        self.table_levels() + 1 - leaf_level
+    }
+
     /// Translate a DMA address for a requester. Pure: the caller records faults.
     pub fn translate(&self, rid: Bdf, iova: u64, write: bool) -> Result<Translation, FaultReason> {
         if iova >> self.address_bits != 0 {
             return Err(FaultReason::AddressWidth);
         }
         let d = self.context.get(&rid).ok_or(FaultReason::NoContext)?;
-        self.domains[*d as usize].table.walk(iova, write)
+        let t = self.domains[*d as usize].table.walk(iova, write)?;
+        Ok(Translation { levels: self.walk_levels(t.page_size), ..t })
     }
 
     pub fn record(&mut self, fault: Fault) {
@@ -358,6 +372,10 @@ mod tests {
         let t = m.translate(rid, 0x4040_0fff, false).unwrap();
         assert_eq!((t.addr, t.page_size, t.levels), (0x1_0040_0fff, 0x1000, 4));
         assert_eq!(m.translate(rid, 0x4040_1000, false), Err(FaultReason::NotPresent));
+        // QEMU's default 39-bit (3-level) tables: one level fewer for both page sizes.
+        m.address_bits = 39;
+        assert_eq!(m.translate(rid, 0x4000_0123, true).unwrap().levels, 2);
+        assert_eq!(m.translate(rid, 0x4040_0fff, false).unwrap().levels, 3);
         assert_eq!(m.translate(Bdf::new(4, 0, 0), 0x4000_0000, false), Err(FaultReason::NoContext));
         assert_eq!(m.unmap(d, 0x4000_0000, 0x40_1000).unwrap(), 0x40_1000);
         assert_eq!(m.translate(rid, 0x4000_0000, false), Err(FaultReason::NotPresent));

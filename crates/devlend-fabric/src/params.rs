@@ -12,6 +12,11 @@ pub struct CpuProfile {
     pub description: String,
     pub p2p_through_root: bool,
     pub read_split_bytes: u32,
+    /// Whether the root ports complete 10-bit tags (PCIe Base 4.0 §2.2.6.2, 10-Bit Tag Completer).
+    #[serde(default)]
+    pub tag10_completer: bool,
+    /// Largest completion the root complex returns for a DMA read of RAM (the path's MPS caps it).
+    pub ram_completion_bytes: u32,
     pub low_ram_top: u64,
     pub mmio32_end: u64,
     pub mmio64_base: u64,
@@ -47,6 +52,17 @@ pub struct DeviceProfile {
     /// Device memory behind the BARs (a GPU's frame buffer), when it differs from what a BAR shows.
     #[serde(default)]
     pub memory: Option<u64>,
+    /// Requester capabilities and settings (`tuning::negotiate`); unstated: the `[timing]` values.
+    #[serde(default)]
+    pub max_payload_supported: Option<u32>,
+    #[serde(default)]
+    pub max_read_request: Option<u32>,
+    /// Tag width the device can request with: 5, 8 (Extended Tag Field) or 10 bits.
+    #[serde(default)]
+    pub tag_bits: Option<u32>,
+    /// Reads the device's DMA engine keeps open at most, below what its tags allow.
+    #[serde(default)]
+    pub dma_outstanding_reads: Option<u32>,
     pub source: String,
 }
 
@@ -111,7 +127,6 @@ pub struct Pci {
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct Iommu {
-    pub levels: u32,
     pub address_bits: u32,
     pub page_4k: u64,
     pub page_2m: u64,

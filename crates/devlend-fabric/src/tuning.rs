@@ -17,6 +17,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
+pub mod negotiate;
 mod value;
 use value::{parse, Kind};
 
@@ -25,10 +26,10 @@ use value::{parse, Kind};
 pub struct Timing {
     pub request_overhead_bytes: u32,
     pub completion_overhead_bytes: u32,
-    pub dllp_overhead_bytes_per_tlp: u32,
+    pub dllp_bytes: u32,
+    pub dllp_timer_pct: u32,
     pub max_payload: u32,
     pub max_read_request: u32,
-    pub ram_completion_bytes: u32,
     pub read_tags: u32,
     pub rx_buffer_tlps: u32,
     pub updatefc_ps: u64,
@@ -37,6 +38,9 @@ pub struct Timing {
     pub root_latency_ps: u64,
     pub dram_latency_ps: u64,
     pub iotlb_hit_ps: u64,
+    pub iotlb_entries: u32,
+    pub iotlb_lru: bool,
+    pub pwc_entries: u32,
     pub ntb_latency_ps: u64,
     pub cable_prop_ps_per_m: u64,
     pub cable_length_m: u64,
@@ -57,7 +61,7 @@ impl Timing {
     /// The per-TLP wire overheads, for `devlend_wire::Overheads::wire_bytes` (the one place TLP
     /// sizes are computed).
     pub fn overheads(&self) -> devlend_wire::Overheads {
-        devlend_wire::Overheads { request: self.request_overhead_bytes, completion: self.completion_overhead_bytes, dllp_per_tlp: self.dllp_overhead_bytes_per_tlp }
+        devlend_wire::Overheads { request: self.request_overhead_bytes, completion: self.completion_overhead_bytes, dllp: self.dllp_bytes }
     }
 }
 
@@ -148,7 +152,7 @@ impl Default for Tuning {
     }
 }
 
-const GLOBAL: &[&str] = &["max_payload", "max_read_request", "ram_completion_bytes", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps", "dma_issue_ps", "dma_completion_ps", "sm_to_pcie_ps", "sm_poll_ps", "irq_entry_ps", "cuda_call_ps", "cluster_switch_latency_ps", "completion_timeout_ps"];
+const GLOBAL: &[&str] = &["dllp_timer_pct", "max_payload", "max_read_request", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "iotlb_entries", "iotlb_lru", "pwc_entries", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps", "dma_issue_ps", "dma_completion_ps", "sm_to_pcie_ps", "sm_poll_ps", "irq_entry_ps", "cuda_call_ps", "cluster_switch_latency_ps", "completion_timeout_ps"];
 const CPU: &[&str] = &["root_latency_ps"];
 const HOST: &[&str] = &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request", "irq_entry_ps", "cuda_call_ps"];
 const DEVICE: &[&str] = &["endpoint_latency_ps", "max_payload", "max_read_request", "read_tags", "dma_issue_ps", "dma_completion_ps", "sm_to_pcie_ps", "sm_poll_ps"];
@@ -158,7 +162,8 @@ impl Tuning {
     pub fn host(&self, h: u16) -> HostTuning {
         self.hosts.get(h as usize).copied().unwrap_or_else(|| {
             let t = &self.timing;
-            HostTuning { root_latency_ps: t.root_latency_ps, ram_completion_bytes: t.ram_completion_bytes, read_tags: t.read_tags, max_read_request: t.max_read_request, irq_entry_ps: t.irq_entry_ps, cuda_call_ps: t.cuda_call_ps }
+            // Without a fabric's hosts: completions as large as the payload allows.
+            HostTuning { root_latency_ps: t.root_latency_ps, ram_completion_bytes: t.max_payload, read_tags: t.read_tags, max_read_request: t.max_read_request, irq_entry_ps: t.irq_entry_ps, cuda_call_ps: t.cuda_call_ps }
         })
     }
 
@@ -210,8 +215,14 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
     }
     let timing: Timing = serde_json::from_value(json).expect("parsed values fit their fields");
     let mut t = Tuning { timing: Arc::new(timing), ..Tuning::default() };
-    t.hosts = (0..f.hosts.len()).map(|h| HostTuning { root_latency_ps: f.hosts[h].cpu.root_latency_ps.unwrap_or(t.timing.root_latency_ps), ..t.host(h as u16) }).collect();
-    t.devices = (0..f.devices.len()).map(|d| t.device(d as u32)).collect();
+    t.hosts = (0..f.hosts.len()).map(|h| {
+        let cpu = &f.hosts[h].cpu;
+        HostTuning { root_latency_ps: cpu.root_latency_ps.unwrap_or(t.timing.root_latency_ps), ram_completion_bytes: cpu.ram_completion_bytes, ..t.host(h as u16) }
+    }).collect();
+    t.devices = f.devices.iter().map(|d| {
+        let profile = d.profile.as_ref().and_then(|p| crate::params::params().device.get(p));
+        negotiate::device(&t.timing, profile, &f.hosts[f.nodes[d.node as usize].host as usize].cpu)
+    }).collect();
     cpu_settings(spec, f, &mut t, &mut overrides)?;
     for (name, kv) in &spec.hosts {
         let path = format!("/params/hosts/{name}");
@@ -317,7 +328,7 @@ fn setting(allowed: &[&str], scope: &str, key: &str, v: &Value, path: &str, over
     let at = format!("{path}/{key}");
     if !allowed.contains(&key) {
         let why = match key {
-            "request_overhead_bytes" | "completion_overhead_bytes" | "dllp_overhead_bytes_per_tlp" => " (TLP framing is fixed by the PCIe specification, not a setting)".to_string(),
+            "request_overhead_bytes" | "completion_overhead_bytes" | "dllp_bytes" => " (TLP and DLLP framing is fixed by the PCIe specification, not a setting)".to_string(),
             _ => String::new(),
         };
         return Err(SpecError::new(at, format!("unknown constant '{key}'{why}: {scope} may set {}", allowed.join(", "))));

@@ -124,6 +124,8 @@ pub struct Sources {
     pub pages: Vec<PageInfo>,
     pub sources: Vec<Source>,
     pub inputs: Vec<InputSummary>,
+    /// The deepest page-table level the logs' walks read (`vtd_slpte_fetch`), if they record any.
+    pub walk_levels: Option<u32>,
 }
 
 /// Appends per-source requests to the spool in chunks.
@@ -210,6 +212,7 @@ impl Sources {
         let mut sources: Vec<Source> = Vec::new();
         let mut inputs = Vec::new();
         let mut done = 0u64;
+        let mut walk_levels = None;
         for path in paths {
             let first = sources.len();
             let mut slot_of: FxHashMap<u32, usize> = FxHashMap::default();
@@ -227,6 +230,7 @@ impl Sources {
             };
             let summary = if is_trace(path)? {
                 let mut r = trace::Reader::open(path)?;
+                walk_levels = walk_levels.max(trace::walk_levels(&r.header));
                 let mut local = Vec::with_capacity(r.header.pages.len());
                 for p in &r.header.pages {
                     local.push(
@@ -264,6 +268,9 @@ impl Sources {
                         n += 1;
                         if n & 0xF_FFFF == 0 {
                             progress(done + n);
+                        }
+                        if let qemu::Event::SlpteFetch { level, .. } = ev {
+                            walk_levels = walk_levels.max(Some(*level as u32));
                         }
                         let Some((sid, base, size)) = ev.page() else {
                             return Ok(());
@@ -306,6 +313,7 @@ impl Sources {
             pages: dict.pages,
             sources,
             inputs,
+            walk_levels,
         })
     }
 
@@ -443,6 +451,7 @@ pub fn build_file(
         "tenants": n,
         "sources": src.sources.len(),
         "source_of_tenant": "i mod sources (002 §IV-B: logs of several runs; fewer logs are reused)",
+        "walk_levels": src.walk_levels,
     });
     let h = Header {
         tenants: n,

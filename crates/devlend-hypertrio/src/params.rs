@@ -13,6 +13,7 @@ pub struct HyperTrioParams {
     pub dram_access_ps: u64,
     pub iotlb_hit_ps: u64,
     pub devtlb_hit_ps: u64,
+    pub qemu_walk_levels: u32,
     pub nested_walk_accesses: u32,
     pub packet_bytes: u64,
     pub link_gbps: u64,

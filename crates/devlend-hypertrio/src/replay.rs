@@ -79,12 +79,16 @@ pub fn run(
     pages: &[PageInfo],
     packets: impl Iterator<Item = Result<Packet, String>>,
     total: u64,
+    walk_levels: Option<u32>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Stats, String> {
     let layout = layout_of(pages)?;
     let tables = Tables::build(&layout, tenants).map_err(|e| format!("trace page layout: {e}"))?;
     let iovas: Vec<u64> = layout.pages.iter().map(|p| p.iova).collect();
-    let sim = Sim::new(cfg, &tables, tenants, iovas)?;
+    let mut sim = Sim::new(cfg, &tables, tenants, iovas)?;
+    if let Some(levels) = walk_levels {
+        sim = sim.with_walk_levels(levels);
+    }
     drop(tables);
     let mut err = None;
     let it = Checked {
@@ -114,7 +118,8 @@ pub fn replay_trace(
     let r = Reader::open(path)?;
     let (tenants, pages) = (r.header.tenants, r.header.pages.clone());
     let total = r.expected_packets.unwrap_or(0);
-    run(cfg, tenants, &pages, r, total, progress)
+    let levels = crate::trace::walk_levels(&r.header);
+    run(cfg, tenants, &pages, r, total, levels, progress)
 }
 
 /// Replay inputs: one `.dlt` trace as it is (when `tenants` and `order` are None), or logs and
@@ -135,7 +140,7 @@ pub fn replay(
     let src = Sources::read(inputs, &mut |n| progress(n, 0))?;
     let b = src.build(tenants, order.unwrap_or("RR1"), seed)?;
     let (n, bound) = (b.tenants(), b.packets_bound());
-    run(cfg, n, &src.pages, b, bound, progress)
+    run(cfg, n, &src.pages, b, bound, src.walk_levels, progress)
 }
 
 #[cfg(test)]
@@ -238,5 +243,29 @@ mod tests {
         assert_eq!(sids("RAND1", 3), sids("RAND1", 3));
         assert_ne!(sids("RAND1", 3), sids("RAND1", 4));
         std::fs::remove_dir_all(std::path::Path::new(&out).parent().unwrap()).ok();
+    }
+
+    #[test]
+    fn log_replay_walks_the_levels_the_log_recorded() {
+        let (plain, deep) = (tmp("levels", "plain.log"), tmp("levels", "deep.log"));
+        log(&plain, 2, 600, 0);
+        log(&deep, 2, 600, 0);
+        // The same requests, with one walk the log recorded reading a level-4 (48-bit) table.
+        let mut text = std::fs::read_to_string(&deep).unwrap();
+        text += "vtd_slpte_fetch slpte fetch high 0x102 low 0x7f0001 iova 0x34800000 level 0x4 addr 0x7f0000 slpte 0x7f1003\n";
+        std::fs::write(&deep, text).unwrap();
+        let c = params().config("base").unwrap();
+        let per_walk = |p: &str| {
+            let st = replay(&[p.to_string()], None, None, 0, &c, &mut |_, _| {}).unwrap();
+            assert!(st.walks > 0);
+            st.walk_accesses as f64 / st.walks as f64
+        };
+        let (three, four) = (per_walk(&plain), per_walk(&deep));
+        // Without a recorded depth: QEMU's default 3-level table; with it: one access more per
+        // walk that found nothing cached.
+        assert!(four > three, "{four} vs {three}");
+        assert!(Sources::read(&[deep.clone()], &mut |_| {}).unwrap().walk_levels == Some(4));
+        assert!(Sources::read(&[plain.clone()], &mut |_| {}).unwrap().walk_levels.is_none());
+        std::fs::remove_dir_all(std::path::Path::new(&plain).parent().unwrap()).ok();
     }
 }

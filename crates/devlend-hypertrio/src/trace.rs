@@ -73,6 +73,12 @@ pub struct Header {
     pub meta: String,
 }
 
+/// The page-table depth the logs a trace was built from recorded (`walk_levels` in its meta).
+pub fn walk_levels(h: &Header) -> Option<u32> {
+    let meta: serde_json::Value = serde_json::from_str(&h.meta).ok()?;
+    meta.get("walk_levels")?.as_u64().map(|l| l as u32)
+}
+
 impl Header {
     pub fn check(&self) -> Result<(), String> {
         if self.tenants == 0 || self.tenants > MAX_TENANTS {

@@ -11,6 +11,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+pub mod dllp;
 pub mod tlp;
 pub use tlp::{Overheads, Tlp, TlpKind};
 

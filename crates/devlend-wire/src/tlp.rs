@@ -6,8 +6,9 @@
 //! engine times it, and a device is handed one when it reaches one of its BARs.
 //!
 //! [`Overheads`] and [`Tlp::wire_bytes`] are the only place where the bytes a TLP occupies on a
-//! link are computed: header, sequence number, LCRC and framing per TLP kind, plus the share of
-//! ACK/UpdateFC DLLPs charged to each TLP. The numbers themselves are hardware constants and come
+//! link are computed: header, sequence number, LCRC and framing per TLP kind; and [`Overheads::dllp`]
+//! the bytes of one DLLP, which the receiver sends on the other direction of the link at the
+//! rate of `dllp::ack_latency_symbols` (not charged to the TLP's own direction). The numbers themselves are hardware constants and come
 //! from `params/hardware.toml` (`[timing]`), so the engine, the analytic model and every crate
 //! that estimates link time use the same arithmetic.
 
@@ -40,8 +41,8 @@ pub struct Overheads {
     pub request: u32,
     /// A completion: 3 DW header + sequence number + LCRC + framing.
     pub completion: u32,
-    /// The share of ACK and UpdateFC DLLPs charged to each TLP.
-    pub dllp_per_tlp: u32,
+    /// One DLLP (Ack, UpdateFC): 6 bytes + framing, sent on the reverse direction.
+    pub dllp: u32,
 }
 
 impl Overheads {
@@ -51,7 +52,7 @@ impl Overheads {
             TlpKind::Completion => self.completion,
             TlpKind::MemWrite | TlpKind::MemRead | TlpKind::Message => self.request,
         };
-        payload + (header + self.dllp_per_tlp) as u64
+        payload + header as u64
     }
 
     /// Bytes a cut-through switch must have received before it forwards a TLP: the request
@@ -100,15 +101,15 @@ impl Tlp {
 mod tests {
     use super::*;
 
-    const O: Overheads = Overheads { request: 24, completion: 20, dllp_per_tlp: 4 };
+    const O: Overheads = Overheads { request: 24, completion: 20, dllp: 8 };
 
     #[test]
     fn wire_bytes_per_kind() {
         let w = Tlp::write(Bdf::new(1, 0, 0), 0x1000, vec![0; 256]);
-        assert_eq!(w.wire_bytes(&O), 256 + 28);
+        assert_eq!(w.wire_bytes(&O), 256 + 24, "DLLPs are not charged to the TLP's direction");
         let r = Tlp::read(Bdf::new(1, 0, 0), 0x1000, 512, 3);
-        assert_eq!(r.wire_bytes(&O), 28, "a read request carries no data");
-        assert_eq!(O.wire_bytes(TlpKind::Completion, 64), 64 + 24);
+        assert_eq!(r.wire_bytes(&O), 24, "a read request carries no data");
+        assert_eq!(O.wire_bytes(TlpKind::Completion, 64), 64 + 20);
         assert!(TlpKind::MemWrite.is_posted() && !TlpKind::MemRead.is_posted());
     }
 }

@@ -11,7 +11,6 @@ pub fn engine_params(f: &devlend_fabric::Fabric) -> Vec<(String, String)> {
         ("max_payload_bytes".into(), t.max_payload.to_string()),
         ("max_read_request_bytes".into(), t.max_read_request.to_string()),
         ("read_tags".into(), t.read_tags.to_string()),
-        ("ram_completion_bytes".into(), t.ram_completion_bytes.to_string()),
         ("rx_buffer_tlps".into(), t.rx_buffer_tlps.to_string()),
         ("switch_latency_ns".into(), ns(t.switch_latency_ps)),
         ("root_latency_ns".into(), ns(t.root_latency_ps)),

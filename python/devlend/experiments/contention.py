@@ -97,8 +97,9 @@ def _effective(params: dict) -> list[str]:
     t = hardware_params()["timing"]
     topo = load(topology_path(TOPOLOGY))
     links = ", ".join(f"{ln.a}<->{ln.b} Gen{ln.gen} x{ln.width}" for ln in topo.links)
+    cpl = sorted({min(hardware_params()["cpu"][h.cpu]["ram_completion_bytes"], t["max_payload"]) for h in topo.hosts})
     notes = [f"effective: MPS {t['max_payload']} B, MRRS {t['max_read_request']} B, {t['read_tags']} read tags per stream and per re-splitting root, "
-             f"RAM completions of {t['ram_completion_bytes']} B, {t['rx_buffer_tlps']} receive-buffer TLPs per class; links: {links}"]
+             f"RAM completions of {'/'.join(map(str, cpl))} B, {t['rx_buffer_tlps']} receive-buffer TLPs per class; links: {links}"]
     for (scenario, access), a in params.items():
         notes.append(f"{scenario} {access}: bottleneck link capacity {a['link_Bps'] / 1e9:.3f} GB/s, "
                      f"one stream alone (analytic) {a['stream_Bps'] / 1e9:.3f} GB/s")

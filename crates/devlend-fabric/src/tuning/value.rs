@@ -8,8 +8,9 @@ pub enum Kind {
     /// Max_Payload_Size or Max_Read_Request_Size: 128 to 4096 bytes, a power of two (PCIe Base
     /// 4.0 §7.5.3.4, Device Control register encodings 000b-101b).
     SizeField,
-    /// Read Completion Boundary: 64 or 128 bytes (PCIe Base 3.0 §2.3.1.1).
-    Rcb,
+    /// A completion's size: a multiple of the Read Completion Boundary (64 or 128 bytes, PCIe
+    /// Base 3.0 §2.3.1.1), a power of two up to the largest Max_Payload_Size.
+    Completion,
     /// A root complex's re-split request size: a power of two from one cache line to 4096 bytes
     /// (assumed bounds: no request is larger than the largest MRRS).
     Split,
@@ -17,6 +18,10 @@ pub enum Kind {
     Tags,
     /// Receive buffers in TLPs: at least one (with none, nothing is ever sent).
     Buffers,
+    /// Entries of a cache: 0 (none) to 65536 (assumed bound: far above any published IOTLB).
+    Entries,
+    /// A share of a specification limit, 1 to 100 percent (a timer may run shorter, not longer).
+    Percent,
     Picoseconds,
     Metres,
     Flag,
@@ -26,22 +31,24 @@ impl Kind {
     pub fn of(key: &str) -> Kind {
         match key {
             "max_payload" | "max_read_request" => Kind::SizeField,
-            "ram_completion_bytes" => Kind::Rcb,
+            "ram_completion_bytes" => Kind::Completion,
             "read_split_bytes" => Kind::Split,
             "read_tags" => Kind::Tags,
             "rx_buffer_tlps" => Kind::Buffers,
+            "dllp_timer_pct" => Kind::Percent,
+            "iotlb_entries" | "pwc_entries" => Kind::Entries,
             "cable_length_m" => Kind::Metres,
-            "switch_cut_through" => Kind::Flag,
+            "switch_cut_through" | "iotlb_lru" => Kind::Flag,
             _ => Kind::Picoseconds,
         }
     }
 
     fn units(self) -> &'static [(&'static str, f64)] {
         match self {
-            Kind::SizeField | Kind::Rcb | Kind::Split => &[("B", 1.0), ("KiB", 1024.0)],
+            Kind::SizeField | Kind::Completion | Kind::Split => &[("B", 1.0), ("KiB", 1024.0)],
             Kind::Picoseconds => &[("ps", 1.0), ("ns", 1e3), ("us", 1e6), ("ms", 1e9), ("s", 1e12)],
             Kind::Metres => &[("m", 1.0)],
-            Kind::Tags | Kind::Buffers | Kind::Flag => &[],
+            Kind::Tags | Kind::Buffers | Kind::Percent | Kind::Entries | Kind::Flag => &[],
         }
     }
 
@@ -49,7 +56,7 @@ impl Kind {
         let units: Vec<&str> = self.units().iter().map(|u| u.0).collect();
         match self {
             Kind::Flag => "true or false".into(),
-            Kind::Tags | Kind::Buffers => "a whole number".into(),
+            Kind::Tags | Kind::Buffers | Kind::Percent | Kind::Entries => "a whole number".into(),
             _ => format!("a whole number of {} or a string with a unit ({})", units[0], units.join(", ")),
         }
     }
@@ -58,10 +65,12 @@ impl Kind {
         let pow2 = |lo: u64, hi: u64| n.is_power_of_two() && (lo..=hi).contains(&n);
         let ok = match self {
             Kind::SizeField => pow2(128, 4096),
-            Kind::Rcb => n == 64 || n == 128,
+            Kind::Completion => pow2(64, 4096),
             Kind::Split => pow2(64, 4096),
             Kind::Tags => (1..=768).contains(&n),
             Kind::Buffers => (1..=u32::MAX as u64).contains(&n),
+            Kind::Percent => (1..=100).contains(&n),
+            Kind::Entries => n <= 65536,
             Kind::Picoseconds | Kind::Metres | Kind::Flag => true,
         };
         if ok {
@@ -69,9 +78,11 @@ impl Kind {
         }
         Err(match self {
             Kind::SizeField => format!("{n} is not a size the Device Control register can hold: 128, 256, 512, 1024, 2048 or 4096 bytes (PCIe Base 4.0 §7.5.3.4)"),
-            Kind::Rcb => format!("{n} is not a read completion boundary: 64 or 128 bytes (PCIe Base 3.0 §2.3.1.1)"),
+            Kind::Completion => format!("{n} is not a completion size a root complex returns: a power of two from the 64-byte read completion boundary to 4096 bytes (PCIe Base 3.0 §2.3.1.1)"),
             Kind::Split => format!("{n} is not a power of two from 64 to 4096 bytes"),
             Kind::Tags => format!("{n} outstanding requests: a requester has 1 to 768 tags (10-bit tags, PCIe Base 4.0 §2.2.6.2)"),
+            Kind::Entries => format!("{n} entries: a cache here holds 0 to 65536"),
+            Kind::Percent => format!("{n}%: a share of the specification's limit is 1 to 100 percent (the AckNak and UpdateFC timers may fire sooner than their limit, never later: PCIe Base 3.0 §3.5.3.1, §2.6.1.2)"),
             _ => format!("{n} receive buffers: at least one is needed to send anything"),
         })
     }
@@ -134,6 +145,9 @@ mod tests {
         assert!(parse(Kind::Tags, &json!(0)).is_err());
         assert!(parse(Kind::Tags, &json!("32 B")).is_err());
         assert!(parse(Kind::Flag, &json!(1)).is_err());
-        assert!(parse(Kind::Rcb, &json!(256)).is_err());
+        assert!(parse(Kind::Completion, &json!(96)).unwrap_err().contains("§2.3.1.1"));
+        assert_eq!(parse(Kind::Completion, &json!(256)), Ok(json!(256)));
+        assert!(parse(Kind::Percent, &json!(101)).unwrap_err().contains("§3.5.3.1"));
+        assert_eq!(parse(Kind::Percent, &json!(50)), Ok(json!(50)));
     }
 }
