@@ -132,7 +132,39 @@ def test_cli_set_overrides_without_editing_the_file(tmp_path):
     head = (tmp_path / "w.csv").read_text().splitlines()[0]
     assert "max_payload_bytes=128" in head and "links.borrower.rp0.rx_buffer_tlps=8" in head
     bad = cli("run-workloads", topo_path("three-host-cluster.yaml"), "--gpu-copy", "c:borrower:gpu0:dtoh:1MiB", "--set", "timing.max_payload=100")
-    assert bad.returncode == 2 and "params.timing.max_payload" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "command line: --set timing.max_payload=100:" in bad.stderr and "128, 256, 512" in bad.stderr, bad.stderr
+
+
+def test_an_experiment_override_error_names_its_origin(tmp_path):
+    """--set: the command-line argument; the topology file's own params section: file:line:field."""
+    bad = cli("experiment", "d1", "--quick", "--set", "timing.max_payload=100")
+    assert bad.returncode == 2 and "command line: --set timing.max_payload=100:" in bad.stderr, bad.stderr
+    text = open(topo_path(TOPO)).read() + "params:\n  timing: {ntb_latency_ps: 350 KiB}\n"
+    p = tmp_path / "t.yaml"
+    p.write_text(text)
+    bad = cli("experiment", "d1", "--quick", "--topology", str(p), "--set", "timing.max_payload=128")
+    want = f"{p}:{len(text.splitlines())}:"
+    assert bad.returncode == 2 and want in bad.stderr and "params.timing.ntb_latency_ps" in bad.stderr and "--set" not in bad.stderr, bad.stderr
+
+
+def test_experiments_on_another_topology_or_refusing_it(tmp_path):
+    from devlend import experiments
+    from devlend.errors import DevlendError
+    # the contention experiment on a copy of its testbed with a longer NTB latency: the same names, a slower probe
+    text = open(topo_path(TOPO)).read()
+    p = tmp_path / "mine.yaml"
+    p.write_text(text + "params:\n  timing: {ntb_latency_ps: 2 us}\n")
+    exp = experiments.get("contention")
+    ours, base = exp.run(quick=True, topology=p), exp.run(quick=True)
+    lat = lambda r: [row["probe_idle_ns"] for row in r.rows]
+    assert lat(ours) and all(a > b for a, b in zip(lat(ours), lat(base))), (lat(ours), lat(base))
+    p.write_text(text.replace("gpu0", "gpuX"))
+    with pytest.raises(DevlendError, match="lacks gpu0"):
+        experiments.get("d1").run(quick=True, topology=p)
+    with pytest.raises(DevlendError, match="cannot stand in.*these take --topology: contention, d1, fio"):
+        experiments.get("d2").run(quick=True, topology=topo_path(TOPO))
+    assert all(experiments.get(n).takes_params for n in ("d6", "vmirq", "hnic", "contention"))
 
 
 # ---- provenance (issue 16) -----------------------------------------------------------------------

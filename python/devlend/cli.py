@@ -168,7 +168,9 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
                csv_out: Optional[str] = typer.Option(None, "--csv", help="write the table as CSV to this file"),
                sets: Optional[list[str]] = typer.Option(None, "--set", help="override a hardware constant for this run: "
                                                         "timing.KEY=VALUE, hosts.NAME.KEY=VALUE, devices.NAME.KEY=VALUE or "
-                                                        "links.END.KEY=VALUE, e.g. 'timing.ntb_latency_ps=300 ns'; repeatable")) -> None:
+                                                        "links.END.KEY=VALUE, e.g. 'timing.ntb_latency_ps=300 ns'; repeatable"),
+               topology: Optional[str] = typer.Option(None, "--topology", help="a topology file to run on instead of the experiment's "
+                                                      "testbed, with the names the experiment uses (d1, fio, contention)")) -> None:
     """Rebuild a paper's setup, run it on the model, and print our numbers beside the paper's."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from . import experiments
@@ -183,7 +185,8 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                       transient=True, disable=not err.is_terminal) as bar:
             task = bar.add_task(f"{name}: starting", total=None)
-            res = exp.run(quick=quick, progress=lambda msg: bar.update(task, description=f"{name}: {msg}"), params=params)
+            res = exp.run(quick=quick, progress=lambda msg: bar.update(task, description=f"{name}: {msg}"), params=params,
+                          topology=topology, origin="--set")
     except (DevlendError, OSError) as e:
         _fail(e)
     out.print(_table(res))

@@ -24,7 +24,7 @@ def run_scenario(file: str = typer.Argument(..., help="scenario file (YAML)"),
     from .topology import parse_sets
     try:
         sf = load(file)
-        run = (sf.with_params(parse_sets(set_)) if set_ else sf).run()
+        run = (sf.with_params(parse_sets(set_), "--set") if set_ else sf).run()
         res, links = run.results(), run.link_stats().nlargest(busiest, "utilisation")
         os.makedirs(out_dir, exist_ok=True)
         base = os.path.join(out_dir, run.file.spec.name)

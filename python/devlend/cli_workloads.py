@@ -114,7 +114,7 @@ def run_workloads(file: str = typer.Argument(..., help="topology file (YAML or J
             raise DevlendError("give at least one --stream, --gpu-copy, --gpu-pingpong, --fio or --ntb-perf")
         streams, copies, jobs = [parse_stream(s) for s in stream], [parse_gpu_copy(g) for g in gpu_copy], [parse_fio(f) for f in fio]
         pongs, perfs = [parse_gpu_pingpong(p) for p in gpu_pingpong], [parse_ntb_perf(n) for n in ntb_perf]
-        sc = Scenario(load(file).with_params(parse_sets(set_)) if set_ else file)
+        sc = Scenario(load(file).with_params(parse_sets(set_), "--set") if set_ else file)
         for p in pongs:
             sc.gpu_pingpong(p.pop("name"), p.pop("runner"), p.pop("gpu_a"), p.pop("gpu_b"), **p)
         for n in perfs:

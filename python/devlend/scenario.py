@@ -7,6 +7,7 @@ driven by its real driver, started at given times and run together.
     s.gpu_copy("copy", "borrower", "gpu0", "dtoh", 8 << 20)          # borrows gpu0 from lender-a
     bar1 = s.lends()[0]["bars"][1]["cpu_addr"]                        # gpu0's BAR 1 as the borrower sees it
     s.stream("load", "borrower:cpu", bar1 + (128 << 20), 8 << 20, write=False, at_ns=1000)
+    s.return_device("gpu0", at_ns=5e6)     # at 5 ms, once both have ended; another host may borrow it next
     s.run()
     s.results(); s.link_stats(); s.params(); s.to_csv("out.csv")
 
@@ -55,10 +56,20 @@ class Scenario:
         self._s = _call(_core.Scenario, topo.to_json())
         self._ran = False
 
-    def borrow(self, borrower: str, device: str, *, dma_window: "Union[int, None]" = None) -> "Scenario":
-        """Borrow `device` for `borrower` now, with a DMA window of `dma_window` bytes (default: a
-        whole NTB memory window); workloads of `borrower` on it then use this lend."""
-        _call(self._s.borrow, borrower, device, None if dma_window is None else int(dma_window))
+    def borrow(self, borrower: str, device: str, *, dma_window: "Union[int, None]" = None,
+               at_ns: "Union[float, None]" = None) -> "Scenario":
+        """Borrow `device` for `borrower` now, or at simulated time `at_ns` (the machine runs up to
+        it first), with a DMA window of `dma_window` bytes (default: a whole NTB memory window);
+        workloads of `borrower` on it then use this lend."""
+        at = None if at_ns is None else _ps(f"borrow of {device}", at_ns)
+        _call(self._s.borrow, borrower, device, None if dma_window is None else int(dma_window), at)
+        return self
+
+    def return_device(self, device: str, *, at_ns: float, borrower: "Union[str, None]" = None) -> "Scenario":
+        """Return `device` to its lender at simulated time `at_ns` (the machine runs up to it first):
+        every workload on it must have ended by then (else an error naming the one still running);
+        every mapping of the lend is undone, and another host may borrow it afterwards."""
+        _call(self._s.return_device, device, _ps(f"return of {device}", at_ns), borrower)
         return self
 
     def stream(self, name: str, requester: str, addr: Addr, nbytes: int, *, write: bool = True, at_ns: float = 0) -> "Scenario":

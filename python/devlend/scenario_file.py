@@ -23,14 +23,14 @@ A fault strikes the pool (lends it ends are over: a later ``return`` of such a d
 and the machine at its time: flows in flight stop where it cuts them, and a workload the fault
 breaks fails with what its driver saw (an error, or a wait that never ends).
 
-How it runs: the borrows and returns are replayed in order on a ``devlend.Pool`` of the topology, so
+How it runs: the borrows and returns are checked in order on a ``devlend.Pool`` of the topology, so
 a device not in the topology, already borrowed, or unreachable, is an error at its line. The
-workloads run together on ``devlend.Scenario`` (one machine, one clock). A workload that drives a
-device of another host needs that host to hold it borrowed at its start; a ``return`` at t' needs
-every workload on the device to have ended by t' (checked after the run). devlend.Scenario borrows a
-device when its first workload is added (or at a ``borrow`` with ``dma_window``, with a DMA window of
-that size; else a whole NTB memory window) and keeps it for the whole run: so a device serves one
-borrower per scenario.
+workloads run together on ``devlend.Scenario`` (one machine, one clock), and the borrows and returns
+happen on that machine at their times (``Scenario.borrow(at_ns=)``, ``Scenario.return_device``): a
+workload that drives a device of another host needs that host to hold it borrowed at its start; a
+``return`` at t' needs every workload on the device to have ended by t' (else an error at its line
+naming the workload), undoes every mapping of the lend, and another host may borrow the device
+afterwards (python/devlend/scenarios/four-server-gpu-handed-over.yaml).
 """
 
 from __future__ import annotations
@@ -209,9 +209,9 @@ class ScenarioFile:
         self.spec, self.topology, self.file, self.marks = spec, topology, file, marks
         self._check_order()
 
-    def with_params(self, overrides: dict) -> "ScenarioFile":
+    def with_params(self, overrides: dict, origin: str = "override") -> "ScenarioFile":
         """The same scenario on its topology with `overrides` merged in (see Topology.with_params)."""
-        return ScenarioFile(self.spec, self.topology.with_params(overrides), self.file, self.marks)
+        return ScenarioFile(self.spec, self.topology.with_params(overrides, origin), self.file, self.marks)
 
     def _where(self, i: int) -> _Where:
         return _Where(self.file, self.marks, ("timeline", i))
@@ -235,23 +235,19 @@ class ScenarioFile:
         pool = Pool(fabric_only)
         sc = Scenario(fabric_only)
         holder: dict[str, str] = {}      # device -> borrower now
-        served: dict[str, str] = {}      # device -> the borrower devlend.Scenario keeps it with
         uses: dict[str, list[str]] = {}  # device -> workloads driving it
-        returns: list[tuple[str, float, _Where]] = []
         ended: set[str] = set()          # devices whose lend a fault ended
         for op, where in self._steps():
             kind = getattr(op, "action", getattr(op, "op", None))
             try:
                 if kind == "borrow":
-                    self._borrow(pool, sc, op, where, holder, served)
+                    self._borrow(pool, sc, op, where, holder)
                 elif kind == "fault":
                     self._fault(sc, pool, op, where, holder, ended)
                 elif kind == "return" and self._name(pool, op.device) in ended:
                     ended.discard(self._name(pool, op.device))
                 elif kind == "return":
-                    pool.return_device(op.device, op.borrower)
-                    holder.pop(self._name(pool, op.device), None)
-                    returns.append((self._name(pool, op.device), getattr(op, "at", 0.0), where))
+                    self._return(pool, sc, op, where, holder)
                 else:
                     self._workload(sc, pool, op, where, holder, uses)
             except PoolError as e:
@@ -260,10 +256,18 @@ class ScenarioFile:
             except WorkloadError as e:
                 raise where.error(None, str(e)) from None
         sc.run()
-        run = ScenarioRun(self, sc, pool, uses)
-        for device, at, where in returns:
-            run.check_return(device, at, where)
-        return run
+        return ScenarioRun(self, sc, pool, uses)
+
+    def _return(self, pool: Pool, sc: Any, op: Any, where: _Where, holder: dict) -> None:
+        """The pool's return (its checks), then the machine's at the action's time: the device's
+        workloads must have ended by then; every mapping of the lend is undone."""
+        name = self._name(pool, op.device)
+        pool.return_device(op.device, op.borrower)
+        try:
+            sc.return_device(name, at_ns=getattr(op, "at", 0.0), borrower=op.borrower)
+        except WorkloadError as e:
+            raise where.error("at", str(e)) from None
+        holder.pop(name, None)
 
     @staticmethod
     def _fault(sc: Any, pool: Pool, op: "FaultAction", where: _Where, holder: dict, ended: set) -> None:
@@ -280,7 +284,7 @@ class ScenarioFile:
     def _name(pool: Pool, device: str) -> str:
         return pool.show(device)["device"]
 
-    def _borrow(self, pool: Pool, sc: Any, op: Any, where: _Where, holder: dict, served: dict) -> None:
+    def _borrow(self, pool: Pool, sc: Any, op: Any, where: _Where, holder: dict) -> None:
         entry = pool.show(op.device)
         if op.borrower not in entry["visible_to"]:
             pool.connect(entry["lender"], op.borrower)
@@ -290,15 +294,11 @@ class ScenarioFile:
             pool.available(op.device)
         name = entry["device"]
         pool.borrow(op.borrower, op.device, dma_window=op.dma_window)
-        if served.get(name, op.borrower) != op.borrower:
-            raise where.error("borrower", f"{name} served {served[name]} earlier in this scenario: devlend.Scenario keeps a device with "
-                              "the first host that drives it for the whole run, so a device serves one borrower per scenario")
-        if op.dma_window is not None and name not in served:
-            try:
-                sc.borrow(op.borrower, name, dma_window=op.dma_window)
-            except WorkloadError as e:
-                raise where.error("dma_window", str(e)) from None
-        holder[name] = served[name] = op.borrower
+        try:
+            sc.borrow(op.borrower, name, dma_window=op.dma_window, at_ns=getattr(op, "at", 0.0))
+        except WorkloadError as e:
+            raise where.error("dma_window" if op.dma_window is not None else "borrower", str(e)) from None
+        holder[name] = op.borrower
 
     def _workload(self, sc: Any, pool: Pool, w: Any, where: _Where, holder: dict, uses: dict) -> None:
         if isinstance(w, StreamWork):
@@ -345,14 +345,6 @@ class ScenarioRun:
 
     def __init__(self, file: ScenarioFile, scenario: Any, pool: Pool, uses: dict):
         self.file, self.scenario, self.pool, self.uses = file, scenario, pool, uses
-
-    def check_return(self, device: str, at: float, where: _Where) -> None:
-        res = self.scenario.results().set_index("name")
-        for w in self.uses.get(device, []):
-            end = res.loc[w, "end_ns"]
-            if end is not None and end > at:
-                raise where.error("at", f"cannot return {device} at {at:g} ns: workload {w} drives it until {end:.0f} ns "
-                                  "(a device in use cannot be returned: return it after its workloads end)")
 
     def results(self):
         """One row per workload (Scenario.results() with the device it drives and its runner)."""

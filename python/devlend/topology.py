@@ -284,42 +284,51 @@ class Topology(_Model):
     # Where the description came from, for error messages (not part of the schema).
     _file: Optional[str] = None
     _marks: dict = {}
+    # Overrides given by with_params: their path under params -> where they came from, for errors.
+    _sets: dict = {}
 
     def to_json(self) -> str:
         return self.model_dump_json(exclude_none=True, exclude=None if self.vms else {"vms"})
 
-    def with_params(self, overrides: dict) -> "Topology":
+    def with_params(self, overrides: dict, origin: str = "override") -> "Topology":
         """A copy with `overrides` merged into its ``params`` section, without editing the file:
         nested (``{"timing": {"max_payload": 128}}``) or dotted keys (``{"timing.max_payload": 128,
         "links.gpu0.max_payload": 128, "hosts.lender.root_latency_ps": "200 ns"}``). Checked when
-        the fabric is built, as the file's own section is."""
+        the fabric is built, as the file's own section is. An error in an override names it as
+        `origin` gave it (``--set timing.max_payload=100``); one in the file's own section names
+        file, line and field."""
         merged = self.params.model_dump() if self.params else {}
+        sets = dict(self._sets)
 
         def flatten(prefix: str, value: Any) -> None:
             if isinstance(value, dict):
                 for k, v in value.items():
                     flatten(f"{prefix}.{k}" if prefix else str(k), v)
             else:
-                self._merge(merged, prefix, value)
+                sets[self._merge(merged, prefix, value, origin)] = f"{origin} {prefix}={value}"
         flatten("", overrides)
         try:
             params = Params.model_validate(merged)
         except ValidationError as e:
-            raise _pydantic_error(e, self._file, {}, merged) from None
+            err = _pydantic_error(e, None, {}, merged)
+            path = ("params",) + tuple(int(p) if p.isdigit() else p for p in (err.field or "").replace("[", ".").replace("]", "").split(".") if p)
+            raise self._error(path, err.message, sets) from None
         topo = self.model_copy(update={"params": params})
-        topo._file, topo._marks = self._file, self._marks
+        topo._file, topo._marks, topo._sets = self._file, self._marks, sets
         return topo
 
-    def _merge(self, merged: dict, key: str, value: Any) -> None:
+    def _merge(self, merged: dict, key: str, value: Any, origin: str) -> tuple:
+        """Merge override `key` into `merged`; its path under the topology."""
         scope, _, rest = key.partition(".")
         if scope == "timing" and rest and "." not in rest:
             merged.setdefault("timing", {})[rest] = value
-            return
+            return ("params", "timing", rest)
         name, _, const = rest.rpartition(".")
         if scope not in ("cpus", "hosts", "devices", "links") or not name:
-            raise self._error(("params",), f"override {key!r}: expected timing.KEY, cpus.PROFILE.KEY, hosts.NAME.KEY, "
-                              "devices.NAME.KEY or links.END.KEY")
+            raise TopologyError(f"override {key!r}: expected timing.KEY, cpus.PROFILE.KEY, hosts.NAME.KEY, devices.NAME.KEY or links.END.KEY",
+                                file=_origin_file(origin), field=f"{origin} {key}={value}")
         merged.setdefault(scope, {}).setdefault(name, {})[const] = value
+        return ("params", scope, name, const)
 
     def lending_ops(self) -> list[tuple[int, Union[Borrow, Return]]]:
         """The borrow and return operations with their index in ``setup``. They must follow every
@@ -357,9 +366,19 @@ class Topology(_Model):
             raise self._error(pointer_to_path(pointer), message) from None
         return Fabric(core, self)
 
-    def _error(self, path: tuple, message: str) -> TopologyError:
+    def _error(self, path: tuple, message: str, sets: Optional[dict] = None) -> TopologyError:
+        """An error at `path`: named as its override was given when one was (``--set K=V``), else
+        by file, line and field."""
+        for p, origin in (self._sets if sets is None else sets).items():
+            if path[:len(p)] == p or (len(path) >= 3 and p[:len(path)] == path):
+                return TopologyError(message, file=_origin_file(origin), field=origin)
         line, col = locate(self._marks, path) if self._marks else (None, None)
         return TopologyError(message, file=self._file, line=line, column=col, field=dotted(path) or None)
+
+
+def _origin_file(origin: str) -> str:
+    """Where an override came from, in an error's place of a file name."""
+    return "command line" if origin.startswith("--set") else f"<{origin}>"
 
 
 def _pydantic_error(e: ValidationError, file: str | None, marks: dict, data: Any = None) -> TopologyError:

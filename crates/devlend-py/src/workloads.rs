@@ -49,9 +49,19 @@ impl Scenario {
         self.inner.vms()
     }
 
-    #[pyo3(signature = (borrower, device, dma_window=None))]
-    fn borrow(&mut self, borrower: &str, device: &str, dma_window: Option<u64>) -> PyResult<()> {
-        self.inner.borrow(borrower, device, dma_window).map_err(werr)
+    #[pyo3(signature = (borrower, device, dma_window=None, at_ps=None))]
+    fn borrow(&mut self, borrower: &str, device: &str, dma_window: Option<u64>, at_ps: Option<u64>) -> PyResult<()> {
+        match at_ps {
+            Some(at) => self.inner.borrow_at(borrower, device, dma_window, at),
+            None => self.inner.borrow(borrower, device, dma_window),
+        }
+        .map_err(werr)
+    }
+
+    /// Return `device` at `at_ps` (its workloads must have ended by then).
+    #[pyo3(signature = (device, at_ps, borrower=None))]
+    fn return_device(&mut self, device: &str, at_ps: u64, borrower: Option<&str>) -> PyResult<()> {
+        self.inner.return_at(device, borrower, at_ps).map_err(werr)
     }
 
     #[pyo3(signature = (name, requester, addr, bytes, write=true, at_ps=0))]

@@ -29,6 +29,8 @@ pub enum WorkloadError {
     Failed { workload: String, message: String },
     /// The machine could not run (a thread stuck with nothing left to happen).
     Machine { message: String },
+    /// A return at `at` while workload `workload` still drives the device.
+    ReturnInUse { device: String, workload: String, at: Ps },
 }
 
 impl WorkloadError {
@@ -47,6 +49,7 @@ impl WorkloadError {
             WorkloadError::Setup { .. } => "setup",
             WorkloadError::Failed { .. } => "failed",
             WorkloadError::Machine { .. } => "machine",
+            WorkloadError::ReturnInUse { .. } => "return-in-use",
         }
     }
 }
@@ -68,6 +71,11 @@ impl fmt::Display for WorkloadError {
             WorkloadError::Setup { workload, message } => write!(f, "workload {workload}: set-up failed: {message}"),
             WorkloadError::Failed { workload, message } => write!(f, "workload {workload} failed: {message}"),
             WorkloadError::Machine { message } => write!(f, "the scenario could not run: {message}"),
+            WorkloadError::ReturnInUse { device, workload, at } => write!(
+                f,
+                "cannot return {device} at {:.3} ns: workload {workload} still drives it (a device in use cannot be returned: return it after its workloads end)",
+                *at as f64 / 1e3
+            ),
         }
     }
 }

@@ -36,6 +36,7 @@ mod error;
 mod fault;
 mod fio;
 mod gpu;
+mod lend_at;
 mod ntb_perf;
 mod pingpong;
 mod scenario;

@@ -49,8 +49,8 @@ enum Track {
     NtbPerf(NtbPerf),
 }
 
-struct Entry {
-    name: String,
+pub(crate) struct Entry {
+    pub(crate) name: String,
     kind: Kind,
     at: Ps,
     bytes: u64,
@@ -93,9 +93,11 @@ pub struct Report {
 
 pub struct Scenario {
     pub(crate) m: Machine<Cluster>,
-    entries: Vec<Entry>,
-    /// Device name -> the workload that drives it.
-    users: HashMap<String, String>,
+    pub(crate) entries: Vec<Entry>,
+    /// Device name -> the workload that drives it (until the device is returned, `lend_at`).
+    pub(crate) users: HashMap<String, String>,
+    /// Results of the workloads whose device was returned, taken at the return.
+    pub(crate) done: HashMap<String, WorkloadResult>,
     /// Per NVMe drive in use: its media parameters.
     media: Vec<(String, devlend_devices::nvme::Media)>,
     /// The topology's VMs, runners as hosts are.
@@ -107,7 +109,7 @@ pub struct Scenario {
 impl Scenario {
     /// A scenario on `cluster` (built without a Device Lending `setup` section: borrowing is done here).
     pub fn new(cluster: Cluster) -> Scenario {
-        Scenario { m: Machine::new(cluster), entries: Vec::new(), users: HashMap::new(), media: Vec::new(), guests: Guests::default(), faults: Vec::new() }
+        Scenario { m: Machine::new(cluster), entries: Vec::new(), users: HashMap::new(), done: HashMap::new(), media: Vec::new(), guests: Guests::default(), faults: Vec::new() }
     }
 
     /// A scenario on `cluster` with the VMs of a topology's `vms` section started (their
@@ -243,11 +245,11 @@ impl Scenario {
     /// Run until nothing is left to happen; every workload's result and the links' statistics.
     pub fn run(&mut self) -> WResult<Report> {
         self.m.run().map_err(machine_error)?;
-        let workloads = self.entries.iter().map(|e| self.result(e)).collect::<WResult<Vec<_>>>()?;
+        let workloads = self.entries.iter().map(|e| self.done.get(&e.name).cloned().map_or_else(|| self.result(e), Ok)).collect::<WResult<Vec<_>>>()?;
         Ok(Report { workloads, links: self.m.link_stats(), elapsed: self.now() })
     }
 
-    fn result(&self, e: &Entry) -> WResult<WorkloadResult> {
+    pub(crate) fn result(&self, e: &Entry) -> WResult<WorkloadResult> {
         let mut r = WorkloadResult { name: e.name.clone(), kind: e.kind, at: e.at, start: e.at, end: None, bytes: e.bytes, fio: None, round_trips: None, ntb_perf: None };
         match &e.track {
             Track::Stream(i) => {
@@ -291,7 +293,7 @@ impl Scenario {
 
 /// A machine error as the runner's: a thread's failure names its workload (threads are named
 /// "WORKLOAD" or "WORKLOAD/part").
-fn machine_error(e: MachineError) -> WorkloadError {
+pub(crate) fn machine_error(e: MachineError) -> WorkloadError {
     let of = |t: &str| t.split('/').next().unwrap_or(t).to_string();
     match &e {
         MachineError::Thread { thread, .. } | MachineError::Stuck { thread, .. } => WorkloadError::Failed { workload: of(thread), message: e.to_string() },

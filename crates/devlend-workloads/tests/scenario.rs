@@ -184,3 +184,33 @@ fn bad_pingpong_and_ntb_perf_input_are_typed_errors_naming_the_field() {
     let e = pex().add_ntb_perf("n", "host-b", "host-a", &perf_spec(false, 0), 0).unwrap_err();
     assert!(matches!(&e, WorkloadError::Invalid { why, .. } if why.starts_with("threads")), "{e}");
 }
+
+/// gpu0 lent to `borrower` at 0, returned at 5 ms after its copy, then borrowed by `lender-b`
+/// at 6 ms for a copy of its own: both copies run, the second after the return, nothing left mapped.
+#[test]
+fn a_device_returned_mid_run_serves_a_second_borrower() {
+    // lender-b borrows too: it needs its IOMMU (000 §4).
+    let three = THREE.replace(r#""lender-b","cpu":"intel-xeon-e5","ram":34359738368,"iommu":false"#, r#""lender-b","cpu":"intel-xeon-e5","ram":34359738368,"iommu":true"#);
+    assert_ne!(three, THREE);
+    let mut s = Scenario::new(Cluster::from_json(&three).unwrap());
+    s.borrow_at("borrower", "gpu0", None, 0).unwrap();
+    s.add_gpu_copy("first", "borrower", "gpu0", Dir::HtoD, MIB, 1_000_000).unwrap();
+    s.return_at("gpu0", Some("borrower"), 5_000_000_000).unwrap();
+    assert!(s.cluster().lends().is_empty(), "the return undid the lend");
+    s.borrow_at("lender-b", "gpu0", None, 6_000_000_000).unwrap();
+    s.add_gpu_copy("second", "lender-b", "gpu0", Dir::DtoH, MIB, 6_000_000_000).unwrap();
+    let r = s.run().unwrap();
+    let w = |n: &str| r.workloads.iter().find(|w| w.name == n).unwrap().clone();
+    assert!(w("first").end.unwrap() <= 5_000_000_000 && w("second").start >= 6_000_000_000, "{:?} {:?}", w("first"), w("second"));
+    assert_eq!(s.end_lends_and_count_leftovers().unwrap(), 0);
+}
+
+#[test]
+fn a_return_while_a_workload_drives_the_device_names_it() {
+    let mut s = Scenario::new(Cluster::from_json(THREE).unwrap());
+    s.add_gpu_copy("copy", "borrower", "gpu0", Dir::HtoD, 64 * MIB, 0).unwrap();
+    let e = s.return_at("gpu0", None, 1_000_000).unwrap_err();
+    assert!(matches!(&e, WorkloadError::ReturnInUse { workload, .. } if workload == "copy"), "{e}");
+    assert!(matches!(s.borrow_at("lender-b", "gpu0", None, 0), Err(WorkloadError::StartInPast { .. })));
+    assert!(matches!(s.return_at("gpu1", None, 2_000_000), Err(WorkloadError::NoSuch { .. })));
+}

@@ -41,39 +41,50 @@ def topology_path(name: str) -> str:
 # Hardware-constant overrides for the experiment running now (a Topology.with_params dict), as
 # JSON so that cached topologies can key on it; "" when none. Set by `overrides`, read by `shipped`.
 _OVERRIDES: contextvars.ContextVar[str] = contextvars.ContextVar("devlend_experiment_params", default="")
+# The user's topology standing in for one shipped testbed ("TESTBED\0PATH"), "" when none. Set by
+# `overrides`, read by `shipped`.
+_STAND_IN: contextvars.ContextVar[str] = contextvars.ContextVar("devlend_experiment_topology", default="")
 
 
 @contextlib.contextmanager
-def overrides(params: Optional[dict]) -> Iterator[None]:
+def overrides(params: Optional[dict], stand_in: "Optional[tuple[str, str]]" = None, origin: str = "override") -> Iterator[None]:
     """Within this block every shipped topology an experiment loads carries `params` (nested or
-    dotted keys, as Topology.with_params takes them), so its figures are computed with them."""
-    token = _OVERRIDES.set(json.dumps(params, sort_keys=True) if params else "")
+    dotted keys, as Topology.with_params takes them), so its figures are computed with them; with
+    `stand_in` (testbed, path), the topology file at path is loaded in place of that testbed. An
+    error in an override names it as `origin` gave it ("--set" for the command line)."""
+    token = _OVERRIDES.set(json.dumps({"origin": origin, "params": params}, sort_keys=True) if params else "")
+    stand = _STAND_IN.set("\0".join(stand_in) if stand_in else "")
     try:
         yield
     finally:
         _OVERRIDES.reset(token)
+        _STAND_IN.reset(stand)
 
 
 def overrides_key() -> str:
-    """The current overrides as a string, for caches of anything built from shipped topologies."""
-    return _OVERRIDES.get()
+    """The current overrides (and stand-in topology) as a string, for caches of anything built from
+    shipped topologies."""
+    return _OVERRIDES.get() + ("\0" + _STAND_IN.get() if _STAND_IN.get() else "")
 
 
 def shipped(name: str):
-    """The shipped topology `name` with the current overrides applied and checked (an unknown
-    constant or a name the topology lacks is a TopologyError naming it)."""
-    return _shipped(name, _OVERRIDES.get()).model_copy(deep=True)
+    """The shipped topology `name` (or the user's topology standing in for it) with the current
+    overrides applied and checked (an unknown constant or a name the topology lacks is a
+    TopologyError naming it)."""
+    testbed, _, path = _STAND_IN.get().partition("\0")
+    return _shipped(path if testbed == name else topology_path(name), _OVERRIDES.get()).model_copy(deep=True)
 
 
 @functools.lru_cache(maxsize=256)
-def _shipped(name: str, params: str):
+def _shipped(path: str, params: str):
     from .. import load
-    topo = load(topology_path(name))
+    topo = load(path)
     if not params:
         return topo
-    topo = topo.with_params(json.loads(params))
+    given = json.loads(params)
+    topo = topo.with_params(given["params"], given["origin"])
     bare = topo.model_copy(update={"setup": []})
-    bare._file, bare._marks = topo._file, topo._marks
+    bare._file, bare._marks, bare._sets = topo._file, topo._marks, topo._sets
     bare.build()   # checks every override against this topology before any experiment runs on it
     return topo
 
@@ -98,6 +109,15 @@ class ExperimentResult:
         return buf.getvalue()
 
 
+@dataclass(frozen=True)
+class Stand:
+    """The one testbed an experiment runs on, which another topology may stand in for
+    (`--topology`), and the names the experiment uses in it (hosts, devices, NTBs): the other
+    topology must have them, in the same roles."""
+    testbed: str
+    names: tuple[str, ...]
+
+
 @dataclass
 class Experiment:
     name: str
@@ -106,26 +126,51 @@ class Experiment:
     # True when every topology the experiment runs on is loaded through `shipped`, so that
     # hardware-constant overrides reach all of its figures.
     takes_params: bool = False
+    # Set when the experiment runs on one testbed only, by the names in it (`--topology`).
+    stand: Optional[Stand] = None
 
     def run(self, quick: bool = False, progress: Optional[Callable[[str], None]] = None,
-            params: Optional[dict] = None) -> ExperimentResult:
-        """Run the experiment; `params` overrides hardware constants for this run only."""
+            params: Optional[dict] = None, topology: "Optional[str | os.PathLike]" = None,
+            origin: str = "override") -> ExperimentResult:
+        """Run the experiment; `params` overrides hardware constants for this run only; `topology`
+        (a file) stands in for the experiment's testbed; `origin` names where `params` came from
+        in errors ("--set": the command line)."""
+        from ..errors import DevlendError
         if params and not self.takes_params:
-            from ..errors import DevlendError
             takers = ", ".join(e.name for e in all_experiments() if e.takes_params)
             raise DevlendError(f"experiment '{self.name}' does not take hardware-constant overrides "
                                f"(its model reads its own parameter tables); these do: {takers}")
-        with overrides(params):
+        stand_in = None
+        if topology is not None:
+            stand_in = (self._stand_in(os.fspath(topology)), os.path.abspath(os.fspath(topology)))
+        with overrides(params, stand_in, origin):
             return self.fn(quick=quick, progress=progress)
+
+    def _stand_in(self, path: str) -> str:
+        """The testbed `path` stands in for, after checking it has the names the experiment uses."""
+        from .. import load
+        from ..errors import DevlendError
+        if self.stand is None:
+            takers = ", ".join(e.name for e in all_experiments() if e.stand)
+            raise DevlendError(f"experiment '{self.name}' runs on the paper's own testbeds (several, or named placements "
+                               f"the paper measured), so another topology cannot stand in for them; these take --topology: {takers}")
+        topo = load(path)
+        have = {x.name for x in (*topo.hosts, *topo.devices, *topo.ntbs, *topo.switches)}
+        missing = [n for n in self.stand.names if n not in have]
+        if missing:
+            raise DevlendError(f"{path}: experiment '{self.name}' runs on a topology like {self.stand.testbed} and uses its "
+                               f"names {', '.join(self.stand.names)} in the same roles; this topology lacks {', '.join(missing)}")
+        return self.stand.testbed
 
 
 REGISTRY: dict[str, Experiment] = {}
 
 
-def register(name: str, title: str, params: bool = False):
-    """Register an experiment; `params=True` when it loads its topologies through `shipped`."""
+def register(name: str, title: str, params: bool = False, stand: Optional[Stand] = None):
+    """Register an experiment; `params=True` when it loads its topologies through `shipped`;
+    `stand` when it runs on that one testbed only, so that another topology may stand in for it."""
     def deco(fn):
-        REGISTRY[name] = Experiment(name, title, fn, params)
+        REGISTRY[name] = Experiment(name, title, fn, params, stand)
         return fn
     return deco
 

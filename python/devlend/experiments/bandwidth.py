@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ._plot import Figure, axes, points
-from . import ExperimentResult, register
+from . import ExperimentResult, Stand, register
 from ._gpu import memcpy_ps, topology_json
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -43,7 +43,8 @@ def measure(sizes: list[int], progress: Optional[Callable[[str], None]] = None) 
     return rows
 
 
-@register("d1", "bandwidthTest to a remote K420: Loc vs Rem-SW vs Rem-IOMMU (000 §7.1, Fig 10)", params=True)
+@register("d1", "bandwidthTest to a remote K420: Loc vs Rem-SW vs Rem-IOMMU (000 §7.1, Fig 10)", params=True,
+          stand=Stand("pxh830-two-host.yaml", ("lender", "borrower", "gpu0")))
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     sizes = QUICK_SIZES if quick else SIZES
     rows = measure(sizes, progress)

@@ -23,9 +23,8 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ._plot import Figure, axes, points
-from .. import load
 from ..fabric import Fabric
-from . import ExperimentResult, hardware_params, register, topology_path
+from . import ExperimentResult, Stand, hardware_params, register, shipped
 
 MiB = 1 << 20
 TOPOLOGY = "pxh830-two-host.yaml"
@@ -38,7 +37,7 @@ LENDER_IOVA = 0x1000_0000
 
 def testbed(lender_iommu: bool) -> tuple[Fabric, int]:
     """The two-host testbed and the address gpu0 uses for the lent buffer."""
-    topo = load(topology_path(TOPOLOGY))
+    topo = shipped(TOPOLOGY)
     for h in topo.hosts:
         if h.name == "lender":
             h.iommu = lender_iommu
@@ -95,7 +94,7 @@ def measure(nbytes: int, ns: list[int], progress: Optional[Callable[[str], None]
 
 def _effective(params: dict) -> list[str]:
     t = hardware_params()["timing"]
-    topo = load(topology_path(TOPOLOGY))
+    topo = shipped(TOPOLOGY)
     links = ", ".join(f"{ln.a}<->{ln.b} Gen{ln.gen} x{ln.width}" for ln in topo.links)
     cpl = sorted({min(hardware_params()["cpu"][h.cpu]["ram_completion_bytes"], t["max_payload"]) for h in topo.hosts})
     notes = [f"effective: MPS {t['max_payload']} B, MRRS {t['max_read_request']} B, {t['read_tags']} read tags per stream and per re-splitting root, "
@@ -106,7 +105,8 @@ def _effective(params: dict) -> list[str]:
     return notes
 
 
-@register("contention", "N DMA streams sharing one lender's NTB link: bandwidth and latency under load (beyond the papers)")
+@register("contention", "N DMA streams sharing one lender's NTB link: bandwidth and latency under load (beyond the papers)",
+          params=True, stand=Stand(TOPOLOGY, ("lender", "borrower", "gpu0", "ntb-l")))
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     nbytes = 1 * MiB if quick else 4 * MiB
     ns = [1, 2, 4, 8] if quick else NS

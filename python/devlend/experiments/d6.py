@@ -92,7 +92,7 @@ def step_seconds(scenario: str, p: dict, reads: int = 3) -> dict[str, float]:
     }
 
 
-@register("d6", "One training epoch on two GPUs and an NVMe drive, local, borrowed and in VMs (000 §7.5, Fig 21)")
+@register("d6", "One training epoch on two GPUs and an NVMe drive, local, borrowed and in VMs (000 §7.5, Fig 21)", params=True)
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     p = params()
     steps = math.ceil(p["images"] / p["batch_size"])

@@ -17,7 +17,7 @@ from typing import Callable, Optional
 from ._plot import Figure, axes, points
 from .. import _core
 from ..errors import FabricError, NvmeStatusError
-from . import ExperimentResult, hardware_params, register, shipped
+from . import ExperimentResult, Stand, hardware_params, register, shipped
 
 QDS = [1, 2, 4, 8, 16, 32, 64, 128]
 JOBS = [1, 2, 4]
@@ -90,7 +90,8 @@ def summary_notes(rows: list[dict]) -> list[str]:
     return notes
 
 
-@register("fio", "fio 4 KiB random read/write vs queue depth and jobs, local vs borrowed Optane 900P", params=True)
+@register("fio", "fio 4 KiB random read/write vs queue depth and jobs, local vs borrowed Optane 900P", params=True,
+          stand=Stand("nvme-back-to-back.yaml", ("lender", "borrower", "nvme0")))
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     rows = measure(QUICK_QDS if quick else QDS, QUICK_JOBS if quick else JOBS, quick, progress)
     notes = summary_notes(rows) + [

@@ -20,8 +20,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ._plot import Figure, axes, points
-from .. import load
-from . import ExperimentResult, hardware_params, register, topology_path
+from . import ExperimentResult, hardware_params, register, shipped
 from ._hypertrio import LINK_GBPS, grid, quick_packets
 
 TENANTS = [1, 4, 16, 64, 256, 1024]
@@ -30,7 +29,7 @@ IOVA = 0x4000_0000
 
 
 def _fabric(params: Optional[dict] = None):
-    topo = load(topology_path("nic-lending.yaml"))
+    topo = shipped("nic-lending.yaml")
     f = (topo.with_params(params) if params else topo).build()
     # What Device Lending sets up for a lent device's DMA (000 §4): the lender's NTB window into
     # the borrower, the borrower's IOMMU mapping the window's landing addresses onto its RAM, the
@@ -147,7 +146,7 @@ def shared_links(stats: dict, packet_bytes: int, params: Optional[dict] = None) 
     return out
 
 
-@register("hnic", "HyperTRIO on a NIC lent through an NTB: 1-1024 tenants, Base vs HyperTRIO (issue 5)")
+@register("hnic", "HyperTRIO on a NIC lent through an NTB: 1-1024 tenants, Base vs HyperTRIO (issue 5)", params=True)
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     costs = path_costs()
     rtt = costs["round_trip_ps"]

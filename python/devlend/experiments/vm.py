@@ -99,7 +99,7 @@ def plot(res: ExperimentResult, path: str) -> None:
             axes(bars, ylabel="round trip (ns)", grid=False)
 
 
-@register("vmirq", "Interrupt latency of a device passed through to a VM: VFIO vs forwarded through the lender (000 §5, §8)")
+@register("vmirq", "Interrupt latency of a device passed through to a VM: VFIO vs forwarded through the lender (000 §5, §8)", params=True)
 def run_irq(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     """One interrupt of gpu0, raised by the device and taken by the guest's handler (devlend-vm's
     irq): VMLoc through vfio's eventfd, VMRem through the lender-side handler, a notification

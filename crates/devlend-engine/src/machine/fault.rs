@@ -24,6 +24,8 @@ pub(super) enum Pending<W> {
     Action(Box<dyn FnOnce(&mut W) -> Halted>),
     /// Deliver the end of a flow whose read timed out.
     Expire(u32),
+    /// Where `Machine::run_until` stops.
+    Stop,
 }
 
 impl<W: World> Machine<W> {
@@ -49,7 +51,7 @@ impl<W: World> Machine<W> {
         self.halted.contains(&func)
     }
 
-    fn push_pending(&mut self, p: Pending<W>) -> usize {
+    pub(super) fn push_pending(&mut self, p: Pending<W>) -> usize {
         self.pending.push(Some(p));
         self.pending.len() - 1
     }
@@ -66,7 +68,7 @@ impl<W: World> Machine<W> {
                 self.check_conds();
             }
             Some(Pending::Expire(flow)) => self.flow_end(flow),
-            None => {}
+            Some(Pending::Stop) | None => {}
         }
     }
 

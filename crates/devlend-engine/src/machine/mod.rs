@@ -278,6 +278,27 @@ impl<W: World> Machine<W> {
         Ok(())
     }
 
+    /// Run up to time `at` (not before now): everything due before it, and what was due at it
+    /// when this was called; then the clock reads `at` and the world can be changed timelessly
+    /// (a borrow or a return at a simulated time) before the run goes on. Threads still waiting
+    /// are no error here.
+    pub fn run_until(&mut self, at: Ps) -> Result<(), MachineError> {
+        let i = self.push_pending(fault::Pending::Stop);
+        let at = at.max(self.now());
+        self.core.borrow_mut().set_timer(at, Owner::Machine(i), 0);
+        while self.pending[i].is_some() {
+            if let Some(e) = self.error.take() {
+                return Err(e);
+            }
+            let notice = self.core.borrow_mut().sim.step();
+            match notice {
+                Some(n) => self.handle(n),
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
     fn handle(&mut self, n: Notice) {
         match n {
             Notice::Landed { flow, offset, len } => self.landed(flow, offset, len),
