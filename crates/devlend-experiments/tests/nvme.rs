@@ -3,7 +3,8 @@
 //! codes, every completed command raises one MSI-X interrupt, and many commands on several queue
 //! pairs proceed at once.
 
-use devlend_devices::bench::{machine, read_blocks};
+use devlend_devices::nvme_run::machine;
+use devlend_experiments::nvme::read_blocks;
 use devlend_devices::fio::{fio, Job, Rw};
 use devlend_devices::nvme::{SC_LBA_OUT_OF_RANGE};
 use devlend_devices::nvme_driver::{Driver, NvmeError};
