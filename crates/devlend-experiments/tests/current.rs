@@ -9,7 +9,7 @@ use devlend_experiments::gpu::memcpy;
 use devlend_host::Cluster;
 
 const TWO: &str = include_str!("../../devlend-devices/tests/pxh830-two-host.json");
-const B2B: &str = include_str!("b2b.json");
+const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
 const MIB: u64 = 1 << 20;
 
 /// The fixture with device `dev` of profile `profile`, the links down to it (ends named in

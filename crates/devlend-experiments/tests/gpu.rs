@@ -13,7 +13,7 @@ use devlend_host::{Cluster, Os, ThreadOs};
 use devlend_wire::Access;
 
 const TWO: &str = include_str!("../../devlend-devices/tests/pxh830-two-host.json");
-const THREE: &str = include_str!("three-host-cluster.json");
+const THREE: &str = include_str!("../../devlend-devices/tests/three-host-cluster.json");
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 

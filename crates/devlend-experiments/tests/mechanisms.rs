@@ -10,8 +10,8 @@ use devlend_experiments::gpu::*;
 use serde_json::{json, Value};
 
 const TWO: &str = include_str!("../../devlend-devices/tests/pxh830-two-host.json");
-const THREE: &str = include_str!("three-host-cluster.json");
-const B2B: &str = include_str!("b2b.json");
+const THREE: &str = include_str!("../../devlend-devices/tests/three-host-cluster.json");
+const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
 const NS: u64 = 1000;
 
 /// `json` with `params.<scope>[.<name>].<key>` set to `v` ps.

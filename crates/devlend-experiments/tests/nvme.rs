@@ -11,7 +11,7 @@ use devlend_devices::nvme_driver::{Driver, NvmeError};
 use devlend_engine::machine::ThreadError;
 use devlend_host::{Os, ThreadOs};
 
-const B2B: &str = include_str!("b2b.json");
+const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
 
 #[test]
 fn local_and_borrowed_reads_return_the_drives_data() {
