@@ -11,7 +11,7 @@ mod error;
 
 pub use error::FioError;
 
-use crate::bench::machine;
+use crate::nvme_run::machine;
 use crate::nvme::{BLOCK, OP_READ, OP_WRITE};
 use crate::nvme_driver::{Driver, NvmeError, NvmeQueue};
 use devlend_engine::machine::{Machine, Thread};

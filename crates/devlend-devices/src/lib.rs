@@ -11,15 +11,16 @@
 //! engine, semaphores and device-initiated stores and loads, enough for 000 §7.1-7.2. Drivers see
 //! the host only through `devlend_host::HostOs`: the same driver code runs against a local device
 //! and a borrowed one (000 §4: the driver does not know the DMA addresses it hands out are
-//! far-side). [`bench`] and [`gpu_bench`] run the papers' workloads on them.
+//! far-side). [`gpu_run`] and [`nvme_run`] put the devices and a host's thread on one machine;
+//! the papers' procedures that use them live in devlend-experiments.
 
 pub mod nvme;
 pub mod nvme_driver;
 pub mod fio;
-pub mod bench;
+pub mod nvme_run;
 pub mod gpu;
 pub mod gpu_actor;
 pub mod gpu_fifo;
 pub mod gpu_kernel;
-pub mod gpu_bench;
+pub mod gpu_run;
 pub mod gpu_driver;

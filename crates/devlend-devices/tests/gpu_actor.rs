@@ -3,7 +3,7 @@
 //! sets its status and fault address while the other engine's copy completes; bytes are checked.
 
 use devlend_devices::gpu::*;
-use devlend_devices::gpu_bench::*;
+use devlend_devices::gpu_run::*;
 use devlend_host::{Cluster, Os};
 use std::cell::Cell;
 use std::rc::Rc;

@@ -2,6 +2,8 @@
 //!
 //! The outermost Rust layer: each figure's testbed construction and measurement procedure,
 //! called by the Python experiments (`python/devlend/experiments/`) through devlend-py.
+//! - [`gpu`]: 000 §7.1-7.2 natively (D1's cudaMemcpy, D2's GPU-to-GPU copy, D3's ping-pong);
+//!   [`nvme`]: 000 §7.4's block reads natively (D5's native rows);
 //! - [`rdma`]: 003 Figs 8-9 (R1, R2), the Gen3/Gen4 extension (RX) and issue 6's ntb_perf and
 //!   ntb_pingpong figures on the PEX8749 testbed;
 //! - [`xenib`]: 004 §4's micro-benchmarks (X1-X4); [`xcmp`]: the comparison beyond 004;
@@ -19,7 +21,9 @@
 //! latencies) lives here. Nothing in a mechanism crate or in devlend-workloads depends on this
 //! crate.
 
+pub mod gpu;
 pub mod hypertrio;
+pub mod nvme;
 pub mod rdma;
 pub mod vm;
 pub mod xcmp;

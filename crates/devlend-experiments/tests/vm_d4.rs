@@ -2,7 +2,8 @@
 //! python/devlend/topologies/expansion-chassis-vm.yaml as JSON without its setup section
 //! (what `devlend.experiments._gpu.topology_json` produces).
 
-use devlend_devices::gpu_bench::{gpu_to_gpu, pingpong, Via};
+use devlend_devices::gpu_run::Via;
+use devlend_experiments::gpu::{gpu_to_gpu, pingpong};
 use devlend_experiments::vm::d4;
 use devlend_vm::fixtures::{self, Scenario};
 use devlend_vm::irq::{device_interrupt, Src};
@@ -11,7 +12,7 @@ const JSON: &str = include_str!("../../devlend-vm/tests/expansion-chassis-vm.jso
 const H: u32 = 0xabc;
 const MIB: u64 = 1 << 20;
 
-fn gbps(t: &devlend_devices::gpu_bench::CopyTiming) -> f64 {
+fn gbps(t: &devlend_devices::gpu_run::CopyTiming) -> f64 {
     t.bandwidth() / 1e9
 }
 

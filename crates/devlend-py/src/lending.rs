@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 /// the last read: (total ps, fabric ps, [(step, ps)]).
 #[pyfunction]
 fn nvme_read(py: Python<'_>, topology_json: &str, runner: &str, device: &str, lbas: Vec<u64>, blocks: u16) -> PyResult<(u64, u64, Vec<(String, u64)>)> {
-    let r = py.detach(|| devlend_devices::bench::read_blocks(topology_json, runner, device, &lbas, blocks));
+    let r = py.detach(|| devlend_experiments::nvme::read_blocks(topology_json, runner, device, &lbas, blocks));
     match r {
         Ok(t) => Ok((t.total_ps, t.fabric_ps, t.steps.into_iter().map(|(w, p)| (w.to_string(), p)).collect())),
         Err(e) => Err(FabricError::new_err(e)),
@@ -19,7 +19,8 @@ fn nvme_read(py: Python<'_>, topology_json: &str, runner: &str, device: &str, lb
 /// (borrowing the GPU when it sits elsewhere): (total ps, [(step, ps)]). `dtoh`: device to host.
 #[pyfunction]
 fn gpu_memcpy(py: Python<'_>, topology_json: &str, runner: &str, device: &str, dtoh: bool, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
-    use devlend_devices::gpu_bench::{memcpy, Dir};
+    use devlend_devices::gpu_run::Dir;
+    use devlend_experiments::gpu::memcpy;
     let dir = if dtoh { Dir::DtoH } else { Dir::HtoD };
     let r = py.detach(|| memcpy(topology_json, runner, device, dir, len));
     r.map(|t| (t.total_ps, steps(t.steps))).map_err(FabricError::new_err)
@@ -28,7 +29,8 @@ fn gpu_memcpy(py: Python<'_>, topology_json: &str, runner: &str, device: &str, d
 /// One GPU-to-GPU transfer, peer-to-peer or bounced through the runner's RAM: (total ps, steps).
 #[pyfunction]
 fn gpu_to_gpu(py: Python<'_>, topology_json: &str, runner: &str, src: &str, dst: &str, peer: bool, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
-    use devlend_devices::gpu_bench::{gpu_to_gpu as g2g, Via};
+    use devlend_devices::gpu_run::Via;
+    use devlend_experiments::gpu::gpu_to_gpu as g2g;
     let via = if peer { Via::Peer } else { Via::Ram };
     let r = py.detach(|| g2g(topology_json, runner, src, dst, via, len));
     r.map(|t| (t.total_ps, steps(t.steps))).map_err(FabricError::new_err)
@@ -37,7 +39,8 @@ fn gpu_to_gpu(py: Python<'_>, topology_json: &str, runner: &str, src: &str, dst:
 /// The ping-pong kernel's round trip between GPUs `a` and `b`, counters in GPU memory or RAM (ps).
 #[pyfunction]
 fn gpu_pingpong(py: Python<'_>, topology_json: &str, runner: &str, a: &str, b: &str, peer: bool) -> PyResult<u64> {
-    use devlend_devices::gpu_bench::{pingpong, Via};
+    use devlend_devices::gpu_run::Via;
+    use devlend_experiments::gpu::pingpong;
     let via = if peer { Via::Peer } else { Via::Ram };
     py.detach(|| pingpong(topology_json, runner, a, b, via)).map_err(FabricError::new_err)
 }

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 /// lender; "VMRem": mediated pass-through on the remote host): (total ps, steps).
 #[pyfunction]
 fn vm_gpu_to_gpu(py: Python<'_>, topology_json: &str, scenario: &str, peer: bool, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
-    use devlend_devices::gpu_bench::Via;
+    use devlend_devices::gpu_run::Via;
     let via = if peer { Via::Peer } else { Via::Ram };
     let sc = devlend_vm::fixtures::Scenario::parse(scenario).map_err(FabricError::new_err)?;
     let r = py.detach(|| devlend_experiments::vm::d4::gpu_to_gpu(topology_json, sc, via, len));
@@ -17,7 +17,7 @@ fn vm_gpu_to_gpu(py: Python<'_>, topology_json: &str, scenario: &str, peer: bool
 /// D4: the ping-pong round trip in a VM (ps).
 #[pyfunction]
 fn vm_pingpong(py: Python<'_>, topology_json: &str, scenario: &str, peer: bool) -> PyResult<u64> {
-    use devlend_devices::gpu_bench::Via;
+    use devlend_devices::gpu_run::Via;
     let via = if peer { Via::Peer } else { Via::Ram };
     let sc = devlend_vm::fixtures::Scenario::parse(scenario).map_err(FabricError::new_err)?;
     py.detach(|| devlend_experiments::vm::d4::pingpong(topology_json, sc, via)).map_err(FabricError::new_err)

@@ -39,7 +39,7 @@ fn s<E: std::fmt::Display>(e: E) -> String {
 }
 
 /// The testbed with the GPUs' BAR 1 at the K40c's default size (see the module docs).
-pub use devlend_devices::gpu_bench::Bound as GBound;
+pub use devlend_devices::gpu_run::Bound as GBound;
 
 /// A VM with gpu0 and gpu1 passed through and probed by the guest's driver.
 pub struct Testbed {

@@ -5,7 +5,7 @@
 //! get clear errors and leave nothing mapped.
 
 use devlend_devices::gpu::Gpu;
-use devlend_devices::gpu_bench::{on_machine, shared};
+use devlend_devices::gpu_run::{on_machine, shared};
 use devlend_devices::gpu_driver::Driver;
 use devlend_fabric::fabric::Event;
 use devlend_host::{Cluster, HostError, Os};

@@ -1,5 +1,5 @@
 //! A workload's device made ready for its runner: a host's own device, one borrowed through
-//! Device Lending (as the paper workloads do, `gpu_bench::attach`), or a device of a VM's
+//! Device Lending (as the paper workloads do, `gpu_run::attach`), or a device of a VM's
 //! description (passed through or mediated, `devlend_vm::describe`), with the host layer's
 //! errors made typed. A runner is a host or a VM: [`Runner`], with [`with_os!`] for its kernel.
 

@@ -5,7 +5,7 @@
 use crate::attach::{attach, with_os, Guests, Runner};
 use crate::error::{WResult, WorkloadError};
 use devlend_devices::gpu::Gpu;
-use devlend_devices::gpu_bench::Dir;
+use devlend_devices::gpu_run::Dir;
 use devlend_devices::gpu_driver::Driver;
 use devlend_engine::machine::{Machine, ThreadError};
 use devlend_engine::queue::Ps;

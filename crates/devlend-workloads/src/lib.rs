@@ -43,7 +43,7 @@ mod scenario;
 mod stats;
 
 pub use devlend_devices::fio::{FioResult, Rw};
-pub use devlend_devices::gpu_bench::Dir;
+pub use devlend_devices::gpu_run::Dir;
 pub use devlend_wire::Access;
 pub use error::{WResult, WorkloadError};
 pub use fault::FaultEntry;

@@ -7,7 +7,7 @@ use crate::pingpong::{PingPong, RoundTrips, Via};
 use crate::stats::engine_params;
 use devlend_engine::machine::LinkStat;
 use devlend_devices::fio::FioResult;
-use devlend_devices::gpu_bench::Dir;
+use devlend_devices::gpu_run::Dir;
 use devlend_engine::machine::{Machine, MachineError};
 use devlend_engine::queue::Ps;
 use devlend_host::Cluster;

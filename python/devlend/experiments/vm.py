@@ -13,7 +13,7 @@ thread of one machine, the GPUs as actors on the same clock (as D1-D3 natively):
 
 A transfer is peer-to-peer (gpu0's copy engine writes gpu1's BAR 1 at the address the guest sees,
 which the lender's IOMMU maps, 000 §6 last paragraph) or bounced through a buffer in the guest's
-(or the native host's) RAM, staged in chunks as D2 does (`gpu_bench::staged`). The hop counts come from routing the RAM-bounce path as the
+(or the native host's) RAM, staged in chunks as D2 does (`gpu_run::staged`). The hop counts come from routing the RAM-bounce path as the
 hypervisor programmed it. Assumptions (devlend-vm's fixtures): a 256 MiB guest and the K40c's default
 256 MiB BAR 1, since the shipped profile's 16 GiB BAR 1 does not fit the assumed 512 MiB NTB windows.
 """

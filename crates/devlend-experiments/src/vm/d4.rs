@@ -2,8 +2,8 @@
 //! run by the unmodified GPU driver in the guest kernel, on `devlend_vm::fixtures`' testbed
 //! (VMLoc: VFIO on the lender; VMRem: the mediated path on the remote host). A transfer is
 //! peer-to-peer (the source's copy engine writes the target's BAR 1 at its guest-physical
-//! address) or bounced through a buffer in guest RAM, staged in chunks as D2 is (`gpu_bench::staged`);
-//! the ping-pong is gpu_bench's kernels, launched by the guest. Each runs on one machine: the GPUs
+//! address) or bounced through a buffer in guest RAM, staged in chunks as D2 is (`gpu_run::staged`);
+//! the ping-pong is gpu_run's kernels, launched by the guest. Each runs on one machine: the GPUs
 //! as actors, the guest kernel as a thread (`timed::GuestThreadOs`), as D1-D3 run natively.
 //! The testbed's stated assumptions are in `devlend_vm::fixtures`. Guest CPU accesses cost what the host CPU's do (no EPT-walk or VM-exit cost is modelled).
 
@@ -12,7 +12,7 @@ use devlend_vm::irq::Src;
 use devlend_vm::irq_clock::{Raiser, RAISE};
 use devlend_vm::timed::{on_machine, Actor};
 use devlend_devices::gpu::Gpu;
-use devlend_devices::gpu_bench::{fits, kernel_round_trip, launch, pattern, shared, staged, staging_chunk, timing, CopyTiming, Via};
+use devlend_devices::gpu_run::{fits, kernel_round_trip, launch, pattern, shared, staged, staging_chunk, timing, CopyTiming, Via};
 use devlend_fabric::Requester;
 use devlend_host::{Cluster, Os};
 use std::cell::RefCell;
@@ -53,7 +53,7 @@ pub fn gpu_to_gpu(json: &str, sc: Scenario, via: Via, len: u64) -> Result<CopyTi
     Ok(timing(len, ps))
 }
 
-/// One ping-pong round trip in the VM, in ps: gpu_bench's kernels, launched by the guest's driver
+/// One ping-pong round trip in the VM, in ps: gpu_run's kernels, launched by the guest's driver
 /// through the GPUs' BAR 0 at its guest-physical addresses, counters at the addresses the guest
 /// mapped for them (the peer's BAR 1, or one guest buffer).
 pub fn pingpong(json: &str, sc: Scenario, via: Via) -> Result<u64, String> {

@@ -13,7 +13,7 @@ use devlend_vm::fixtures::GUEST_RAM;
 use devlend_vm::irq::Src;
 use devlend_vm::timed::on_machine;
 use devlend_vm::vmm::Vmm;
-use devlend_devices::bench::ReadTiming;
+use crate::nvme::ReadTiming;
 use devlend_devices::nvme::{Controller, Media, BLOCK};
 use devlend_devices::nvme_driver::Driver;
 use devlend_host::{Cluster, Os};

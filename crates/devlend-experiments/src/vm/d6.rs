@@ -8,7 +8,7 @@
 
 use devlend_vm::fixtures::{testbed, Scenario, Testbed, GUEST_RAM};
 use devlend_vm::timed::on_machine;
-use devlend_devices::gpu_bench::{pattern, shared, timing, CopyTiming};
+use devlend_devices::gpu_run::{pattern, shared, timing, CopyTiming};
 use devlend_host::Os;
 
 fn s<E: std::fmt::Display>(e: E) -> String {

@@ -4,11 +4,12 @@
 //! bounded by the copy engine's read tags and the round trip ([timing] read_tags), which Gen4 does not change.
 
 use devlend_devices::fio::{fio, Job, Rw};
-use devlend_devices::gpu_bench::{bind, memcpy, Dir};
+use devlend_devices::gpu_run::{bind, Dir};
+use devlend_experiments::gpu::memcpy;
 use devlend_host::Cluster;
 
-const TWO: &str = include_str!("pxh830-two-host.json");
-const B2B: &str = include_str!("b2b.json");
+const TWO: &str = include_str!("../../devlend-devices/tests/pxh830-two-host.json");
+const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
 const MIB: u64 = 1 << 20;
 
 /// The fixture with device `dev` of profile `profile`, the links down to it (ends named in

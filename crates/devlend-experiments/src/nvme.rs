@@ -1,13 +1,14 @@
-//! NVMe block reads as 000 §7.4 measured them, on one machine: a host (the drive's own, or a
-//! borrower) probes the drive and reads blocks through the unmodified driver as a thread; the
+//! D5 natively: NVMe block reads as 000 §7.4 measured them, on one machine
+//! (`devlend_devices::nvme_run`): a host (the drive's own, or a borrower) probes the drive and reads blocks through the unmodified driver as a thread; the
 //! controller acts on the same clock (doorbell, command fetch, media, data DMA, completion entry,
 //! MSI-X), so a read's time is when the thread's read returned less when it began. The data of
 //! every read is checked.
 
-use crate::nvme::{Controller, Media, BLOCK};
-use crate::nvme_driver::Driver;
-use devlend_engine::machine::{Machine, ThreadError};
-use devlend_host::{Cluster, DevId, Os, ThreadOs};
+use devlend_devices::nvme::BLOCK;
+use devlend_devices::nvme_driver::Driver;
+use devlend_devices::nvme_run::machine;
+use devlend_engine::machine::ThreadError;
+use devlend_host::{Os, ThreadOs};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -19,25 +20,6 @@ pub struct ReadTiming {
     pub fabric_ps: u64,
     /// The controller's steps of the last read, each from its start to its end.
     pub steps: Vec<(&'static str, u64)>,
-}
-
-/// A cluster with drive `device` ready for host `runner` (borrowed when it sits elsewhere), a
-/// machine on it with the controller, and the runner's host id and device handle.
-pub fn machine(json: &str, runner: &str, device: &str, blocks: u64) -> Result<(Machine<Cluster>, Rc<RefCell<Controller>>, u16, DevId), String> {
-    let mut c = Cluster::from_json(json).map_err(|e| e.to_string())?;
-    let func = c.fabric.func_id(device).map_err(|e| e.to_string())?;
-    let owner = c.fabric.hosts[c.fabric.func_host(func) as usize].name.clone();
-    let dev = if owner == runner {
-        c.os(runner).map_err(|e| e.to_string())?.find(device).map_err(|e| e.to_string())?
-    } else {
-        c.borrow(runner, device).map_err(|e| e.to_string())?
-    };
-    let media = Media::of_device(&c.fabric, device)?;
-    let ctrl = Rc::new(RefCell::new(Controller::new(&mut c.fabric, func, blocks, media)));
-    let host = c.fabric.host_id(runner).map_err(|e| e.to_string())?;
-    let mut m = Machine::new(c);
-    m.add_device(func, ctrl.clone());
-    Ok((m, ctrl, host, dev))
 }
 
 /// Probe the drive from `runner`, read `blocks` at each of `lbas` (each read checked against

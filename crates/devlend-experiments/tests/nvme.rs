@@ -3,14 +3,15 @@
 //! codes, every completed command raises one MSI-X interrupt, and many commands on several queue
 //! pairs proceed at once.
 
-use devlend_devices::bench::{machine, read_blocks};
+use devlend_devices::nvme_run::machine;
+use devlend_experiments::nvme::read_blocks;
 use devlend_devices::fio::{fio, Job, Rw};
 use devlend_devices::nvme::{SC_LBA_OUT_OF_RANGE};
 use devlend_devices::nvme_driver::{Driver, NvmeError};
 use devlend_engine::machine::ThreadError;
 use devlend_host::{Os, ThreadOs};
 
-const B2B: &str = include_str!("b2b.json");
+const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
 
 #[test]
 fn local_and_borrowed_reads_return_the_drives_data() {
