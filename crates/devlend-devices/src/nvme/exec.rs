@@ -110,8 +110,15 @@ impl Controller {
 
     pub(super) fn fetched<W: World>(&mut self, cx: &mut Cx<W>, slot: usize, done: FlowDone) {
         if done.fault.is_some() {
-            self.cmd(slot).status = SC_DATA_TRANSFER_ERROR;
-            return self.complete(cx, slot);
+            // The command never arrived intact: its identifier is in the lost bytes, so no
+            // completion can name it. NVMe Base 1.4 §3.1.6 (CSTS.CFS): "set to '1' when a
+            // fatal controller error occurred that could not be communicated in the
+            // appropriate Completion Queue". Nothing is executed; the host's timeout sees CFS.
+            let csts = u32::from(self.ready) | 2;
+            reg_write(cx.fabric(), self.func, CSTS, &csts.to_le_bytes());
+            self.cmds[slot] = None;
+            self.free.push(slot);
+            return;
         }
         self.commands += 1;
         let c = self.cmd(slot);
