@@ -138,8 +138,9 @@ impl Driver {
         self.check_dev(dev_off, len)?;
         let dma = os.dma_map_single(self.dev, host_buf, len, DmaDir::FromDevice).map_err(err("mapping the host buffer"))?;
         let r = self.copy(os, DIR_DEV_TO_BUS, dev_off, dma, len);
-        os.dma_unmap_single(self.dev, dma, len, DmaDir::FromDevice).map_err(err("dma_unmap_single"))?;
-        r
+        // The copy's own error first: after a device is lost, it is what names the loss.
+        let u = os.dma_unmap_single(self.dev, dma, len, DmaDir::FromDevice).map_err(err("dma_unmap_single"));
+        r.and(u)
     }
 
     /// cudaMemcpy host to device: `len` bytes of the kernel buffer at `host_buf` into device memory at `dev_off`.
@@ -147,8 +148,9 @@ impl Driver {
         self.check_dev(dev_off, len)?;
         let dma = os.dma_map_single(self.dev, host_buf, len, DmaDir::ToDevice).map_err(err("mapping the host buffer"))?;
         let r = self.copy(os, DIR_BUS_TO_DEV, dma, dev_off, len);
-        os.dma_unmap_single(self.dev, dma, len, DmaDir::ToDevice).map_err(err("dma_unmap_single"))?;
-        r
+        // The copy's own error first: after a device is lost, it is what names the loss.
+        let u = os.dma_unmap_single(self.dev, dma, len, DmaDir::ToDevice).map_err(err("dma_unmap_single"));
+        r.and(u)
     }
 
     /// cudaMemcpyPeer: this GPU's copy engine writes `len` bytes from its memory at `src_off` into

@@ -189,9 +189,12 @@ impl NvmeQueue {
                 Some(n) => self.interrupts = n,
                 None => return Err(self.timed_out(os, timeout)),
             }
-            // The completion entry is posted before the MSI-X message; make sure it is here.
+            // The completion entry is posted before the MSI-X message; make sure it is here
+            // (within the same timeout: an interrupt whose entry never lands fails the request).
             let poll = if self.phase { phase_set } else { phase_clear };
-            os.poll(self.cq.0 + self.cq_head as u64 * 16, 16, "the completion entry's phase tag", poll).map_err(os_err("poll CQE"))?;
+            if os.poll_for(self.cq.0 + self.cq_head as u64 * 16, 16, "the completion entry's phase tag", poll, timeout).map_err(os_err("poll CQE"))?.is_none() {
+                return Err(self.timed_out(os, timeout));
+            }
         }
         Ok(std::mem::take(&mut self.done))
     }
