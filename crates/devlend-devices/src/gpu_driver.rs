@@ -138,8 +138,9 @@ impl Driver {
         self.check_dev(dev_off, len)?;
         let dma = os.dma_map_single(self.dev, host_buf, len, DmaDir::FromDevice).map_err(err("mapping the host buffer"))?;
         let r = self.copy(os, DIR_DEV_TO_BUS, dev_off, dma, len);
-        os.dma_unmap_single(self.dev, dma, len, DmaDir::FromDevice).map_err(err("dma_unmap_single"))?;
-        r
+        // The copy's own error first: after a device is lost, it is what names the loss.
+        let u = os.dma_unmap_single(self.dev, dma, len, DmaDir::FromDevice).map_err(err("dma_unmap_single"));
+        r.and(u)
     }
 
     /// cudaMemcpy host to device: `len` bytes of the kernel buffer at `host_buf` into device memory at `dev_off`.
@@ -147,8 +148,9 @@ impl Driver {
         self.check_dev(dev_off, len)?;
         let dma = os.dma_map_single(self.dev, host_buf, len, DmaDir::ToDevice).map_err(err("mapping the host buffer"))?;
         let r = self.copy(os, DIR_BUS_TO_DEV, dma, dev_off, len);
-        os.dma_unmap_single(self.dev, dma, len, DmaDir::ToDevice).map_err(err("dma_unmap_single"))?;
-        r
+        // The copy's own error first: after a device is lost, it is what names the loss.
+        let u = os.dma_unmap_single(self.dev, dma, len, DmaDir::ToDevice).map_err(err("dma_unmap_single"));
+        r.and(u)
     }
 
     /// cudaMemcpyPeer: this GPU's copy engine writes `len` bytes from its memory at `src_off` into
@@ -240,6 +242,27 @@ impl Driver {
         Ok(Pending { ce, seq: self.seq })
     }
 
+    /// Poll the semaphore for the watchdog period at a time; after each, read BAR 0's ID
+    /// register: all ones (or a failed read) means the GPU is gone, as NVIDIA's driver reports
+    /// with Xid 79 "GPU has fallen off the bus"; an engine no longer busy that released nothing
+    /// will not; one still busy is waited for again.
+    fn wait_released(&mut self, os: &mut impl Os, ce: usize, slot: u64, what: &str) -> GResult<Vec<u8>> {
+        let watchdog = os.run_hardware(|f| f.tuning.timing.gpu_watchdog_ps);
+        loop {
+            if let Some(v) = os.poll_for(slot, 8, what, released, watchdog).map_err(err("read semaphore"))? {
+                return Ok(v);
+            }
+            let id = os.read(self.bar0 + ID, 4);
+            if id.as_ref().map_or(true, |b| b.iter().all(|x| *x == 0xff)) {
+                let why = id.map_or_else(|e| e.to_string(), |_| "it reads all ones".into());
+                return Err(GpuError(format!("GPU has fallen off the bus (Xid 79): copy engine {ce}'s copy did not complete within {:.3} s and BAR 0's ID register cannot be read: {why}", watchdog as f64 / 1e12)));
+            }
+            if self.mmio_read(os, ce_reg(ce, CE_STATUS), 4)? as u32 != STATUS_BUSY {
+                return os.read(slot, 8).map_err(err("read semaphore"));
+            }
+        }
+    }
+
     /// Spin on the copy's semaphore slot until it is released (or its error notifier is written).
     pub fn sync(&mut self, os: &mut impl Os, p: Pending) -> GResult<()> {
         if self.running[p.ce] == Some(p.seq) {
@@ -247,7 +270,7 @@ impl Driver {
         }
         let slot = self.sem.0 + p.ce as u64 * SLOT;
         let what = format!("copy engine {} semaphore", p.ce);
-        let v = os.poll(slot, 8, &what, released).map_err(err("read semaphore"))?;
+        let v = self.wait_released(os, p.ce, slot, &what)?;
         if u32::from_le_bytes(v[..4].try_into().unwrap()) == p.seq {
             return Ok(());
         }

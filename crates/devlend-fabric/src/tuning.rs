@@ -55,6 +55,10 @@ pub struct Timing {
     pub cluster_switch_latency_ps: u64,
     /// How long a requester waits for a completion that never comes (a hung completer).
     pub completion_timeout_ps: u64,
+    /// How long the NVMe driver waits for a command before its timeout handler runs (Linux `nvme_core.io_timeout`).
+    pub nvme_io_timeout_ps: u64,
+    /// How long the GPU driver waits on a copy's semaphore before it checks whether the GPU still answers.
+    pub gpu_watchdog_ps: u64,
 }
 
 impl Timing {
@@ -152,7 +156,7 @@ impl Default for Tuning {
     }
 }
 
-const GLOBAL: &[&str] = &["dllp_timer_pct", "max_payload", "max_read_request", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "iotlb_entries", "iotlb_lru", "pwc_entries", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps", "dma_issue_ps", "dma_completion_ps", "sm_to_pcie_ps", "sm_poll_ps", "irq_entry_ps", "cuda_call_ps", "cluster_switch_latency_ps", "completion_timeout_ps"];
+const GLOBAL: &[&str] = &["dllp_timer_pct", "max_payload", "max_read_request", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "iotlb_entries", "iotlb_lru", "pwc_entries", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps", "dma_issue_ps", "dma_completion_ps", "sm_to_pcie_ps", "sm_poll_ps", "irq_entry_ps", "cuda_call_ps", "cluster_switch_latency_ps", "completion_timeout_ps", "nvme_io_timeout_ps", "gpu_watchdog_ps"];
 const CPU: &[&str] = &["root_latency_ps"];
 const HOST: &[&str] = &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request", "irq_entry_ps", "cuda_call_ps"];
 const DEVICE: &[&str] = &["endpoint_latency_ps", "max_payload", "max_read_request", "read_tags", "dma_issue_ps", "dma_completion_ps", "sm_to_pcie_ps", "sm_poll_ps"];

@@ -57,6 +57,18 @@ pub trait Os {
         let _ = (what, done);
         self.read(addr, len)
     }
+    /// As `wait_irq`, for at most `timeout_ps` (a driver's timeout): `None` if it timed out.
+    /// Without a clock, `wait_irq`.
+    fn wait_irq_for(&mut self, vector: u8, seen: u64, timeout_ps: u64) -> HResult<Option<u64>> {
+        let _ = timeout_ps;
+        self.wait_irq(vector, seen).map(Some)
+    }
+    /// As `poll`, for at most `timeout_ps`: `None` if `done` did not hold by then. Without a
+    /// clock, `poll`.
+    fn poll_for(&mut self, addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool, timeout_ps: u64) -> HResult<Option<Vec<u8>>> {
+        let _ = timeout_ps;
+        self.poll(addr, len, what, done).map(Some)
+    }
 }
 
 impl Os for HostOs<'_> {

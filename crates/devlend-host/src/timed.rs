@@ -18,6 +18,7 @@ use crate::kernel::DevId;
 use crate::os::{check_cpu_range, DmaDir, HostOs};
 use devlend_engine::machine::{Thread, ThreadError, Watch, World};
 use devlend_fabric::model::HostId;
+use devlend_fabric::route::Failure;
 use devlend_fabric::Fabric;
 
 impl World for Cluster {
@@ -61,6 +62,11 @@ impl<'t, 'y> ThreadOs<'t, 'y> {
     }
 }
 
+/// Failures a posted write meets without anyone telling the CPU.
+fn dropped_posted(f: &Failure) -> bool {
+    matches!(f, Failure::NtbLinkDown { .. } | Failure::PortDown { .. } | Failure::Unresponsive { .. } | Failure::Unsupported { .. } | Failure::NtbUnmapped { .. })
+}
+
 fn fault(e: ThreadError) -> HostError {
     match e {
         ThreadError::Access { message, .. } => HostError::Fault(message),
@@ -101,7 +107,15 @@ impl Os for ThreadOs<'_, '_> {
     }
     fn write(&mut self, addr: u64, data: &[u8]) -> HResult<()> {
         check_cpu_range(addr, data.len())?;
-        self.t.cpu_write(self.host, addr, data).map_err(fault)
+        match self.t.cpu_write(self.host, addr, data) {
+            // A posted write to a target that is gone is dropped on the way (PCIe Base 4.0
+            // §2.9.1: a port whose link is down, or the NTB whose link is, discards it; §2.8: a
+            // hung completer swallows it; an Unsupported Request for a posted write gets no
+            // completion, §2.3.1): the store returns, the fabric has recorded the failure, and
+            // the driver learns of it from a later read (all ones) or its own timeout.
+            Err(ThreadError::Access { failure, .. }) if dropped_posted(&failure) => Ok(()),
+            r => r.map_err(fault),
+        }
     }
     fn read(&mut self, addr: u64, len: usize) -> HResult<Vec<u8>> {
         check_cpu_range(addr, len)?;
@@ -147,6 +161,31 @@ impl Os for ThreadOs<'_, '_> {
             self.t.sleep(entry);
         }
         Ok(self.irq_count(vector))
+    }
+    fn wait_irq_for(&mut self, vector: u8, seen: u64, timeout_ps: u64) -> HResult<Option<u64>> {
+        let host = self.host;
+        let arrived = move |c: &mut Cluster| HostOs { c, host }.irq_count(vector) > seen;
+        if !arrived(&mut self.t.world()) {
+            let what = format!("interrupt vector {vector} of host {host} (seen {seen}, timeout {timeout_ps} ps)");
+            let deadline = self.t.now().saturating_add(timeout_ps);
+            if !self.t.wait_for_until(what, Watch::Msi { host }, deadline, arrived) {
+                return Ok(None);
+            }
+            let entry = self.t.world().fabric.tuning.host(host).irq_entry_ps;
+            self.t.sleep(entry);
+        }
+        Ok(Some(self.irq_count(vector)))
+    }
+    fn poll_for(&mut self, addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool, timeout_ps: u64) -> HResult<Option<Vec<u8>>> {
+        check_cpu_range(addr, len)?;
+        let host = self.host;
+        let watch = Watch::Ram { host, addr, len: len as u64 };
+        let deadline = self.t.now().saturating_add(timeout_ps);
+        let holds = move |c: &mut Cluster| done(&c.fabric.read(devlend_fabric::Requester::Cpu(host), addr, len).0);
+        if !self.t.wait_for_until(format!("{what} at {addr:#x}"), watch, deadline, holds) {
+            return Ok(None);
+        }
+        self.read(addr, len).map(Some)
     }
     fn spend(&mut self, ps: u64) {
         self.t.sleep(ps);

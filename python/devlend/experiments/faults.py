@@ -12,9 +12,11 @@ Faults (devlend-host's `fault` module states each behaviour and its source): the
 (port-down; the cluster has no switch, so the port is the root port's), a completion timeout (the
 device stops answering) and poisoned completions to and from the device.
 
-Per fault and workload: what the application saw (it completed with its data checked, its driver
-got an error, or it waited for something that never came: a hang, which a real driver's own
-timeout would turn into an error later), the bytes the device had moved when the fault struck and
+Per fault and workload: what the application saw (it completed with its data checked, or its driver
+got an error: a failed access, a poisoned completion, or its own timeout: the NVMe driver's
+per-request I/O timeout, `timing.nvme_io_timeout_ps`, Linux's 30 s, after which it reads CSTS; the
+GPU driver's copy watchdog, `timing.gpu_watchdog_ps`, after which it reads BAR 0 and reports a GPU
+fallen off the bus on all ones; a hang would be reported as one), the bytes the device had moved when the fault struck and
 after it, the time from the fault to the error the application got, the lends the fault ended,
 and what Device Lending left programmed once every lend is ended (must be 0).
 """
@@ -93,8 +95,9 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
              for w, c in clean.items()]
     notes += ["bytes_before/after: bytes the device moved as requester (writes landed, reads served) before and after the fault struck",
               "noticed_after_us: from the fault to the error the application got (empty for a hang or a completed run)",
-              "a hang: the driver waits for a completion that never comes (a GPU semaphore); devlend does not model the driver's "
-              "own watchdog, so it is reported as the wait it is",
+              "the drivers notice by their own timeouts where nothing tells them sooner: NVMe's I/O timeout (Linux nvme_core.io_timeout, 30 s) "
+              "reads CSTS (all ones: the controller is gone), the GPU's copy watchdog (1 s, assumed) reads BAR 0 (all ones: Xid 79); "
+              "CPU stores to a target that is gone are dropped silently, as PCIe posts them",
               "mappings_left: NTB translations, LUT entries and Device Lending IOMMU entries left after every lend is ended (must be 0)"]
     cols = ["fault", "kind", "target", "workload", "outcome", "fault_us", "bytes_before", "bytes_after", "bytes_without_fault", "noticed_after_us", "lends_ended",
             "mappings_left", "application_saw"]

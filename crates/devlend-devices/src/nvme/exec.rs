@@ -88,8 +88,7 @@ impl Controller {
             let slot = self.alloc(Cmd { sqid: qid as u16, cid: 0, sqe: [0; 64], pages: Vec::new(), pos: 0, pending: 0, unsent: Vec::new(), posted: false, status: SC_SUCCESS });
             self.sqs[qid] = Some(sq);
             if !self.dma(cx, slot, 0, Stage::Fetch, addr, None, 64) {
-                self.cmd(slot).status = SC_DATA_TRANSFER_ERROR;
-                self.complete(cx, slot);
+                self.fetch_failed(cx, slot);
             }
         }
         self.sqs[qid] = Some(sq);
@@ -110,8 +109,7 @@ impl Controller {
 
     pub(super) fn fetched<W: World>(&mut self, cx: &mut Cx<W>, slot: usize, done: FlowDone) {
         if done.fault.is_some() {
-            self.cmd(slot).status = SC_DATA_TRANSFER_ERROR;
-            return self.complete(cx, slot);
+            return self.fetch_failed(cx, slot);
         }
         self.commands += 1;
         let c = self.cmd(slot);
@@ -122,6 +120,18 @@ impl Controller {
         } else {
             self.io(cx, slot)
         }
+    }
+
+    /// A command that never arrived intact (its fetch refused, or its completion poisoned): its
+    /// identifier is in the lost bytes, so no completion can name it. NVMe Base 1.4 §3.1.6
+    /// (CSTS.CFS): "set to '1' when a fatal controller error occurred that could not be
+    /// communicated in the appropriate Completion Queue". Nothing is executed; the host's
+    /// timeout reads CSTS.
+    fn fetch_failed<W: World>(&mut self, cx: &mut Cx<W>, slot: usize) {
+        let csts = u32::from(self.ready) | 2;
+        reg_write(cx.fabric(), self.func, CSTS, &csts.to_le_bytes());
+        self.cmds[slot] = None;
+        self.free.push(slot);
     }
 
     fn admin<W: World>(&mut self, cx: &mut Cx<W>, slot: usize) {

@@ -17,6 +17,9 @@ pub enum NvmeError {
     QueueFull { qid: u16 },
     /// A completion entry names a command the queue did not have in flight.
     UnknownCommand { qid: u16, cid: u16 },
+    /// A command outlived the I/O timeout (`nvme_timeout`); `csts` is what CSTS read then
+    /// (all ones: the controller is gone; bit 1, CFS: it failed fatally).
+    Timeout { qid: u16, cid: u16, after_ps: u64, csts: u32 },
     /// What the caller asked cannot be done (zero blocks, a queue that is handed out...).
     Invalid(String),
 }
@@ -30,6 +33,14 @@ impl fmt::Display for NvmeError {
             NvmeError::Status { opcode, lba, status } => write!(f, "nvme: I/O command {opcode:#x} at LBA {lba} failed with status {status:#x}"),
             NvmeError::QueueFull { qid } => write!(f, "nvme: submission queue {qid} is full"),
             NvmeError::UnknownCommand { qid, cid } => write!(f, "nvme: completion on queue {qid} for command {cid}, which is not in flight"),
+            NvmeError::Timeout { qid, cid, after_ps, csts } => {
+                let state = match *csts {
+                    u32::MAX => "CSTS reads all ones: the controller is gone (removed or unreachable)",
+                    c if c & 2 != 0 => "CSTS.CFS is set: controller fatal status",
+                    _ => "the controller still answers: the command is aborted",
+                };
+                write!(f, "nvme: I/O timeout: command {cid} on queue {qid} not completed after {:.3} s; {state} (CSTS {csts:#x})", *after_ps as f64 / 1e12)
+            }
             NvmeError::Invalid(m) => write!(f, "nvme: {m}"),
         }
     }

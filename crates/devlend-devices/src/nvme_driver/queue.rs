@@ -4,7 +4,7 @@
 //! (`nvme_queue_rq`, `nvme_setup_prps`).
 
 use super::{os_err, NResult, NvmeError};
-use crate::nvme::{BLOCK, DOORBELL, OP_READ, OP_WRITE};
+use crate::nvme::{BLOCK, CSTS, DOORBELL, OP_READ, OP_WRITE};
 use devlend_host::{DevId, DmaDir, Os};
 use std::collections::HashMap;
 
@@ -184,12 +184,29 @@ impl NvmeQueue {
                 break;
             }
             let seen = self.interrupts;
-            self.interrupts = os.wait_irq(self.vector, seen).map_err(os_err("wait_irq"))?;
-            // The completion entry is posted before the MSI-X message; make sure it is here.
+            let timeout = os.run_hardware(|f| f.tuning.timing.nvme_io_timeout_ps);
+            match os.wait_irq_for(self.vector, seen, timeout).map_err(os_err("wait_irq"))? {
+                Some(n) => self.interrupts = n,
+                None => return Err(self.timed_out(os, timeout)),
+            }
+            // The completion entry is posted before the MSI-X message; make sure it is here
+            // (within the same timeout: an interrupt whose entry never lands fails the request).
             let poll = if self.phase { phase_set } else { phase_clear };
-            os.poll(self.cq.0 + self.cq_head as u64 * 16, 16, "the completion entry's phase tag", poll).map_err(os_err("poll CQE"))?;
+            if os.poll_for(self.cq.0 + self.cq_head as u64 * 16, 16, "the completion entry's phase tag", poll, timeout).map_err(os_err("poll CQE"))?.is_none() {
+                return Err(self.timed_out(os, timeout));
+            }
         }
         Ok(std::mem::take(&mut self.done))
+    }
+
+    /// Linux `nvme_timeout` (drivers/nvme/host/pci.c): a request outlived the I/O timeout. Read
+    /// CSTS: all ones (the read failed, or the device is gone) or CFS set means the controller
+    /// is dead, and the request fails; Linux then resets or removes the controller. A live
+    /// controller's timed-out request fails too (Linux aborts it, then resets the controller).
+    fn timed_out(&mut self, os: &mut impl Os, after_ps: u64) -> NvmeError {
+        let cid = self.inflight.keys().min().copied().unwrap_or(0);
+        let csts = os.read(self.bar0 + CSTS, 4).ok().map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        NvmeError::Timeout { qid: self.qid, cid, after_ps, csts: csts.unwrap_or(u32::MAX) }
     }
 
     /// Wait for command `cid` to complete (other completions stay for a later `reap`).

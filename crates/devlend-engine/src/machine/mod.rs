@@ -57,7 +57,7 @@ enum Waiting<W> {
     Running,
     Flow { flow: u32, sent: bool, what: String },
     Until(Ps),
-    Cond { what: String, watch: Watch, pred: Box<dyn FnMut(&mut W) -> bool> },
+    Cond { what: String, watch: Watch, pred: Box<dyn FnMut(&mut W) -> bool>, deadline: Option<Ps> },
     Done(Ps),
 }
 
@@ -324,6 +324,13 @@ impl<W: World> Machine<W> {
             Notice::Timer(id) => {
                 let (owner, token) = self.core.borrow_mut().take_timer(id);
                 match owner {
+                    // A wait's deadline wakes it only if it still waits for that deadline.
+                    Owner::Thread(t) if token == thread::DEADLINE => {
+                        let now = self.now();
+                        if matches!(self.threads[t].waiting, Waiting::Cond { deadline: Some(d), .. } if d == now) {
+                            self.resume(t, Wake::Go);
+                        }
+                    }
                     Owner::Thread(t) => self.resume(t, Wake::Go),
                     Owner::Device(d) => self.call_device(d, |dev, cx| dev.timer(cx, token)),
                     Owner::Machine(i) => return self.run_pending(i),
@@ -451,9 +458,12 @@ impl<W: World> Machine<W> {
                         Waiting::Until(at)
                     }
                     Block::Flow { flow, sent, what } => Waiting::Flow { flow, sent, what },
-                    Block::Cond { what, watch, pred } => {
+                    Block::Cond { what, watch, pred, deadline } => {
                         self.conds += 1;
-                        Waiting::Cond { what, watch, pred }
+                        if let Some(d) = deadline {
+                            self.core.borrow_mut().set_timer(d, Owner::Thread(t), thread::DEADLINE);
+                        }
+                        Waiting::Cond { what, watch, pred, deadline }
                     }
                 };
             }

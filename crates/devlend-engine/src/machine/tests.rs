@@ -189,6 +189,33 @@ fn a_thread_that_waits_for_what_never_comes_is_an_error_not_a_hang() {
 }
 
 #[test]
+fn a_wait_with_a_deadline_ends_at_what_comes_or_at_the_deadline_and_a_stale_deadline_wakes_nothing() {
+    use std::cell::{Cell, RefCell};
+    use std::rc::Rc;
+    let mut m = Machine::new(testbed());
+    let flag = Rc::new(Cell::new(false));
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let (f, s) = (flag.clone(), seen.clone());
+    m.spawn("waiter", 0, move |t| {
+        let g = f.clone();
+        let came = t.wait_for_until("the flag", Watch::Any, 5000, move |_: &mut Fabric| g.get());
+        s.borrow_mut().push((came, t.now()));
+        let never = t.wait_for_until("what never comes", Watch::Any, 3000, |_: &mut Fabric| false);
+        s.borrow_mut().push((never, t.now()));
+        t.sleep(7000);
+        s.borrow_mut().push((true, t.now()));
+        Ok(())
+    });
+    m.spawn("setter", 0, move |t| {
+        t.sleep(1000);
+        flag.set(true);
+        Ok(())
+    });
+    m.run().unwrap();
+    assert_eq!(*seen.borrow(), vec![(true, 1000), (false, 3000), (true, 10000)]);
+}
+
+#[test]
 fn a_service_left_waiting_is_no_error_but_a_thread_waiting_on_it_is() {
     let mut m = Machine::new(testbed());
     m.spawn_service("handler", 0, |t| {

@@ -25,8 +25,12 @@ pub(crate) enum Block<W> {
     Flow { flow: u32, sent: bool, what: String },
     Until(Ps),
     /// Until the predicate holds; evaluated after the landings it watches and every flow's end.
-    Cond { what: String, watch: Watch, pred: Box<dyn FnMut(&mut W) -> bool> },
+    /// With a deadline, also until then (a driver's timeout).
+    Cond { what: String, watch: Watch, pred: Box<dyn FnMut(&mut W) -> bool>, deadline: Option<Ps> },
 }
+
+/// The token of a thread's timer that is a wait's deadline (its other timers use 0).
+pub(crate) const DEADLINE: u64 = 1;
 
 /// Which landings may make a waiting thread's condition true.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,7 +109,23 @@ impl<W: World> Thread<'_, W> {
         if pred(&mut self.world.borrow_mut()) {
             return;
         }
-        self.y.suspend(Block::Cond { what: what.into(), watch, pred: Box::new(pred) });
+        self.y.suspend(Block::Cond { what: what.into(), watch, pred: Box::new(pred), deadline: None });
+    }
+
+    /// As [`Thread::wait_for`], but no later than `deadline` (a driver's timeout): whether
+    /// `pred` held when the thread woke.
+    pub fn wait_for_until(&self, what: impl Into<String>, watch: Watch, deadline: Ps, mut pred: impl FnMut(&mut W) -> bool + 'static) -> bool {
+        if pred(&mut self.world.borrow_mut()) {
+            return true;
+        }
+        if deadline <= self.now() {
+            return false;
+        }
+        let pred = Rc::new(RefCell::new(pred));
+        let p = pred.clone();
+        self.y.suspend(Block::Cond { what: what.into(), watch, pred: Box::new(move |w: &mut W| (p.borrow_mut())(w)), deadline: Some(deadline) });
+        let held = (pred.borrow_mut())(&mut self.world.borrow_mut());
+        held
     }
 
     /// A CPU store of `data` at `addr` by a CPU of `host`: posted, so the thread goes on once
