@@ -162,3 +162,16 @@ def test_a_borrow_with_a_dma_window_is_the_lend_the_workload_uses(tmp_path):
     assert run.results().GBps[0] > 0 and [(l["device"], l["borrower"]) for l in run.scenario.lends()] == [("gpu2", "server1")]
     with pytest.raises(WorkloadError, match="the DMA window of ntb-2-1 into ntb-1-2 cannot map 1 MiB more: 12 KiB of its 64 KiB"):
         scenario_file.load(scenario(tmp_path, borrow % "64 KiB" + COPY, name="small")).run()
+
+
+def test_an_error_in_the_scenarios_own_params_names_its_file_line_and_field(tmp_path):
+    """issue 15, bad input: an override in the scenario file's own params section is reported where it
+    sits (file, line, field), as one in a topology's params section is."""
+    path = scenario(tmp_path, BORROW)
+    text = open(path).read().replace("timeline:\n", "params:\n  timing:\n    max_payload: 100\ntimeline:\n")
+    open(path, "w").write(text)
+    from devlend.errors import TopologyError
+    with pytest.raises(TopologyError) as e:
+        scenario_file.load(path).run()
+    assert (e.value.file, e.value.line, e.value.field) == (path, 5, "params.timing.max_payload")
+    assert "not a size the Device Control register can hold" in str(e.value)

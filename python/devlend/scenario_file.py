@@ -426,8 +426,23 @@ def loads(text: str, file: str = "<string>") -> ScenarioFile:
             raise where.error("topology", f"{e.message}: {topo_path}") from None
         raise
     if spec.params:
-        topo = topo.with_params(spec.params.model_dump())
+        topo = _with_own_params(topo, spec.params.model_dump(), file, marks)
     return ScenarioFile(spec, topo, file, marks)
+
+
+def _with_own_params(topo: Any, params: dict, file: str, marks: dict) -> Any:
+    """`topo` with the scenario's own ``params`` merged in, each override named by the file and line
+    it sits on (so an error in one points there, as in a topology's own section)."""
+    def leaves(path: tuple, value: Any):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                yield from leaves(path + (k,), v)
+        else:
+            yield path, value
+    for path, value in leaves(("params",), params):
+        line = marks.get(path, marks.get(path[:2], (None,)))[0]
+        topo = topo.with_params({".".join(path[1:]): value}, (file, line))
+    return topo
 
 
 def load(path: "Union[str, os.PathLike]") -> ScenarioFile:

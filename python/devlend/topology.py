@@ -290,7 +290,7 @@ class Topology(_Model):
     def to_json(self) -> str:
         return self.model_dump_json(exclude_none=True, exclude=None if self.vms else {"vms"})
 
-    def with_params(self, overrides: dict, origin: str = "override") -> "Topology":
+    def with_params(self, overrides: dict, origin: Union[str, tuple] = "override") -> "Topology":
         """A copy with `overrides` merged into its ``params`` section, without editing the file:
         nested (``{"timing": {"max_payload": 128}}``) or dotted keys (``{"timing.max_payload": 128,
         "links.gpu0.max_payload": 128, "hosts.lender.root_latency_ps": "200 ns"}``). Checked when
@@ -305,7 +305,7 @@ class Topology(_Model):
                 for k, v in value.items():
                     flatten(f"{prefix}.{k}" if prefix else str(k), v)
             else:
-                sets[self._merge(merged, prefix, value, origin)] = f"{origin} {prefix}={value}"
+                sets[self._merge(merged, prefix, value, origin)] = (origin, prefix, value)
         flatten("", overrides)
         try:
             params = Params.model_validate(merged)
@@ -325,8 +325,8 @@ class Topology(_Model):
             return ("params", "timing", rest)
         name, _, const = rest.rpartition(".")
         if scope not in ("cpus", "hosts", "devices", "links") or not name:
-            raise TopologyError(f"override {key!r}: expected timing.KEY, cpus.PROFILE.KEY, hosts.NAME.KEY, devices.NAME.KEY or links.END.KEY",
-                                file=_origin_file(origin), field=f"{origin} {key}={value}")
+            raise _override_error(f"override {key!r}: expected timing.KEY, cpus.PROFILE.KEY, hosts.NAME.KEY, devices.NAME.KEY or links.END.KEY",
+                                  (origin, key, value))
         merged.setdefault(scope, {}).setdefault(name, {})[const] = value
         return ("params", scope, name, const)
 
@@ -369,16 +369,21 @@ class Topology(_Model):
     def _error(self, path: tuple, message: str, sets: Optional[dict] = None) -> TopologyError:
         """An error at `path`: named as its override was given when one was (``--set K=V``), else
         by file, line and field."""
-        for p, origin in (self._sets if sets is None else sets).items():
+        for p, given in (self._sets if sets is None else sets).items():
             if path[:len(p)] == p or (len(path) >= 3 and p[:len(path)] == path):
-                return TopologyError(message, file=_origin_file(origin), field=origin)
+                return _override_error(message, given)
         line, col = locate(self._marks, path) if self._marks else (None, None)
         return TopologyError(message, file=self._file, line=line, column=col, field=dotted(path) or None)
 
 
-def _origin_file(origin: str) -> str:
-    """Where an override came from, in an error's place of a file name."""
-    return "command line" if origin.startswith("--set") else f"<{origin}>"
+def _override_error(message: str, given: tuple) -> TopologyError:
+    """An error in override (origin, key, value): at its file and line when `origin` is a (file,
+    line) pair (a scenario file's own ``params``), else named as it was given (``--set K=V``)."""
+    origin, key, value = given
+    if isinstance(origin, tuple):
+        return TopologyError(message, file=origin[0], line=origin[1], field=f"params.{key}")
+    where = "command line" if origin.startswith("--set") else f"<{origin}>"
+    return TopologyError(message, file=where, field=f"{origin} {key}={value}")
 
 
 def _pydantic_error(e: ValidationError, file: str | None, marks: dict, data: Any = None) -> TopologyError:

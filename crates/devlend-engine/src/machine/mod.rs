@@ -254,16 +254,7 @@ impl<W: World> Machine<W> {
     /// Run until nothing is left to happen. A thread still waiting then is an error naming it and
     /// what it waits for; so is a thread whose body failed.
     pub fn run(&mut self) -> Result<(), MachineError> {
-        loop {
-            if let Some(e) = self.error.take() {
-                return Err(e);
-            }
-            let notice = self.core.borrow_mut().sim.step();
-            match notice {
-                Some(n) => self.handle(n),
-                None => break,
-            }
-        }
+        while self.step()? {}
         let now = self.now();
         for t in self.threads.iter().filter(|t| !t.service) {
             let waiting_for = match &t.waiting {
@@ -286,17 +277,21 @@ impl<W: World> Machine<W> {
         let i = self.push_pending(fault::Pending::Stop);
         let at = at.max(self.now());
         self.core.borrow_mut().set_timer(at, Owner::Machine(i), 0);
-        while self.pending[i].is_some() {
-            if let Some(e) = self.error.take() {
-                return Err(e);
-            }
-            let notice = self.core.borrow_mut().sim.step();
-            match notice {
-                Some(n) => self.handle(n),
-                None => break,
-            }
-        }
+        while self.pending[i].is_some() && self.step()? {}
         Ok(())
+    }
+
+    /// One event: a failure recorded so far ends the run; false once nothing is left to happen.
+    fn step(&mut self) -> Result<bool, MachineError> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        let notice = self.core.borrow_mut().sim.step();
+        match notice {
+            Some(n) => self.handle(n),
+            None => return Ok(false),
+        }
+        Ok(true)
     }
 
     fn handle(&mut self, n: Notice) {
