@@ -19,15 +19,7 @@ fn testbed(cpu: &str, params: serde_json::Value) -> Fabric {
         h.cpu = cpu.into();
     }
     let mut f = devlend_fabric::build(&spec).unwrap();
-    let gpu = f.func_id("gpu0").unwrap();
-    f.set_bus_master(gpu, true);
-    let (nb, nl) = (f.ntb_id("ntb-b").unwrap(), f.ntb_id("ntb-l").unwrap());
-    f.mw_set_trans(nb, 1, 0x4000_0000, 256 * MIB).unwrap();
-    let b = f.host_id("borrower").unwrap();
-    let d = f.iommu_domain_alloc(b, "dl").unwrap();
-    f.iommu_attach(b, d, f.ntbs[nb as usize].func).unwrap();
-    f.iommu_map(b, d, 0x4000_0000, 0x4000_0000, 256 * MIB, true).unwrap();
-    f.rid_lut_add(nl, f.funcs[gpu as usize].bdf).unwrap();
+    devlend_fabric::fixtures::lend_gpu0_dma(&mut f);
     f
 }
 

@@ -15,23 +15,12 @@ fn testbed(lender_iommu: bool) -> Fabric {
     let mut spec: TopologySpec = serde_json::from_str(include_str!("pxh830.json")).unwrap();
     spec.hosts[1].iommu = lender_iommu;
     let mut f = devlend_fabric::build(&spec).unwrap();
-    let gpu = f.func_id("gpu0").unwrap();
-    f.set_bus_master(gpu, true);
-    let (nb, nl) = (f.ntb_id("ntb-b").unwrap(), f.ntb_id("ntb-l").unwrap());
-    // The lender's window 1 lands on borrower RAM at 1 GiB (IOVA = physical through an identity map).
-    f.mw_set_trans(nb, 1, 0x4000_0000, 256 * MIB).unwrap();
-    let b = f.host_id("borrower").unwrap();
-    let d = f.iommu_domain_alloc(b, "dl").unwrap();
-    let nbf = f.ntbs[nb as usize].func;
-    f.iommu_attach(b, d, nbf).unwrap();
-    f.iommu_map(b, d, 0x4000_0000, 0x4000_0000, 256 * MIB, true).unwrap();
-    let rid = f.funcs[gpu as usize].bdf;
-    f.rid_lut_add(nl, rid).unwrap();
+    devlend_fabric::fixtures::lend_gpu0_dma(&mut f);
     if lender_iommu {
         let l = f.host_id("lender").unwrap();
         let d = f.iommu_domain_alloc(l, "lend").unwrap();
-        f.iommu_attach(l, d, gpu).unwrap();
-        let (w, _) = f.peer_mw_get_addr(nl, 1).unwrap();
+        f.iommu_attach(l, d, f.func_id("gpu0").unwrap()).unwrap();
+        let (w, _) = f.peer_mw_get_addr(f.ntb_id("ntb-l").unwrap(), 1).unwrap();
         f.iommu_map(l, d, 0x1000_0000, w, 256 * MIB, true).unwrap();
     }
     f

@@ -29,3 +29,23 @@ pub fn hosts_on_mxs824(n: usize) -> String {
         links.join(",")
     )
 }
+
+/// On the PXH830 two-host testbed (crates/devlend-engine/tests/pxh830.json: `borrower`, `lender`,
+/// `gpu0` in the lender, adapters `ntb-b`/`ntb-l`): gpu0's DMA reaches the borrower's RAM as Device
+/// Lending sets it up. The borrower's window 1 is translated onto its RAM at 1 GiB (256 MiB), its
+/// IOMMU maps that identity in a `dl` domain attached to its adapter, and gpu0's requester ID is in
+/// the lender adapter's LUT. gpu0 is made a bus master.
+pub fn lend_gpu0_dma(f: &mut crate::Fabric) {
+    const MIB: u64 = 1 << 20;
+    let gpu = f.func_id("gpu0").unwrap();
+    f.set_bus_master(gpu, true);
+    let (nb, nl) = (f.ntb_id("ntb-b").unwrap(), f.ntb_id("ntb-l").unwrap());
+    f.mw_set_trans(nb, 1, 0x4000_0000, 256 * MIB).unwrap();
+    let b = f.host_id("borrower").unwrap();
+    let d = f.iommu_domain_alloc(b, "dl").unwrap();
+    let nbf = f.ntbs[nb as usize].func;
+    f.iommu_attach(b, d, nbf).unwrap();
+    f.iommu_map(b, d, 0x4000_0000, 0x4000_0000, 256 * MIB, true).unwrap();
+    let rid = f.funcs[gpu as usize].bdf;
+    f.rid_lut_add(nl, rid).unwrap();
+}

@@ -155,7 +155,11 @@ def main_import(tree: Optional[str], verbose: Optional[str], sysfs: Optional[str
             raise TopologyError("need the 'lspci -vvv' output beside the tree (or a saved sysfs directory)", file=tree)
         res = parse_lspci(_read_text(tree), _read_text(verbose), host_name=host, cpu=cpu, ram=ram_bytes,
                           tree_file=tree, verbose_file=verbose)
-    text = res.to_yaml()
+    return write_output(res.to_yaml(), output)
+
+
+def write_output(text: str, output: Optional[str]) -> str:
+    """`text`, written to `output` first when one is given (a TopologyError naming it if it cannot be)."""
     if output:
         try:
             with open(output, "w", encoding="utf-8") as fh:

@@ -101,11 +101,5 @@ def main_merge(files: list[str], name: str, ntb: str, output: Optional[str]) -> 
     from_dict(merged).build()
     header = "".join(f"# {line}\n" for line in [f"devlend import-merge of {', '.join(files)}",
                                                  f"NTB links added: a full mesh of {ntb} adapters (ntb-HOST-PEER in HOST)"])
-    text = header + yaml.safe_dump(merged, sort_keys=False)
-    if output:
-        try:
-            with open(output, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as e:
-            raise TopologyError(f"cannot write: {e.strerror}", file=output) from None
-    return text
+    from . import write_output
+    return write_output(header + yaml.safe_dump(merged, sort_keys=False), output)

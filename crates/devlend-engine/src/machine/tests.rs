@@ -17,17 +17,7 @@ fn testbed_with(lender_iommu: bool) -> Fabric {
     let mut spec: TopologySpec = serde_json::from_str(include_str!("../../tests/pxh830.json")).unwrap();
     spec.hosts[1].iommu = lender_iommu;
     let mut f = devlend_fabric::build(&spec).unwrap();
-    let gpu = f.func_id("gpu0").unwrap();
-    f.set_bus_master(gpu, true);
-    let (nb, nl) = (f.ntb_id("ntb-b").unwrap(), f.ntb_id("ntb-l").unwrap());
-    f.mw_set_trans(nb, 1, 0x4000_0000, 256 * MIB).unwrap();
-    let b = f.host_id("borrower").unwrap();
-    let d = f.iommu_domain_alloc(b, "dl").unwrap();
-    let nbf = f.ntbs[nb as usize].func;
-    f.iommu_attach(b, d, nbf).unwrap();
-    f.iommu_map(b, d, 0x4000_0000, 0x4000_0000, 256 * MIB, true).unwrap();
-    let rid = f.funcs[gpu as usize].bdf;
-    f.rid_lut_add(nl, rid).unwrap();
+    devlend_fabric::fixtures::lend_gpu0_dma(&mut f);
     f
 }
 
