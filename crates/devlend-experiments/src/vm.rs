@@ -3,3 +3,6 @@
 pub mod d4;
 pub mod d5;
 pub mod d6;
+pub mod error;
+
+pub use error::VmRunError;
