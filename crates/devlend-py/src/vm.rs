@@ -55,6 +55,17 @@ fn vm_irq_latency(py: Python<'_>, topology_json: &str, scenario: &str, intx: boo
     Ok((steps.iter().map(|s| s.1).sum(), steps))
 }
 
+/// D6's training epoch on one machine (`devlend_experiments::vm::epoch`): the first `steps` steps
+/// of set-up `scenario`: (step end times, busy ps of nvme, cpu, input, compute, exchange).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn d6_epoch(py: Python<'_>, topology_json: &str, scenario: &str, steps: u32, reads: u32, read_blocks: u16, decode_ps: u64, input_bytes: u64, compute_ps: u64, exchange_bytes: u64, max_queue: u32) -> PyResult<(Vec<u64>, [u64; 5])> {
+    use devlend_experiments::vm::epoch::{epoch, EpochSpec};
+    let spec = EpochSpec { steps, reads, read_blocks, decode_ps, input_bytes, compute_ps, exchange_bytes, max_queue };
+    let r = py.detach(|| epoch(topology_json, scenario, spec)).map_err(|e| FabricError::new_err(e.to_string()))?;
+    Ok((r.step_end_ps, [r.nvme_ps, r.cpu_ps, r.input_ps, r.compute_ps, r.exchange_ps]))
+}
+
 /// The `vms` section of a topology's JSON.
 pub(crate) fn vm_specs(topology_json: &str) -> PyResult<Vec<devlend_fabric::spec::VmSpec>> {
     let spec: devlend_fabric::spec::TopologySpec = serde_json::from_str(topology_json).map_err(|e| crate::SpecError::new_err(("", e.to_string())))?;
@@ -83,5 +94,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vm_attack_cases, m)?)?;
     m.add_function(wrap_pyfunction!(vm_attack, m)?)?;
     m.add_function(wrap_pyfunction!(vm_irq_latency, m)?)?;
+    m.add_function(wrap_pyfunction!(d6_epoch, m)?)?;
     Ok(())
 }
