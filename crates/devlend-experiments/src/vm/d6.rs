@@ -1,10 +1,7 @@
-//! D6 (000 §7.5, Figs 20-21): the data movements of one training step, in a VM. The training
-//! epoch itself is a workload model composed in Python (`experiments/d6.py`): per batch, images
-//! read from NVMe, the input batch copied from RAM to each GPU, compute, and the gradient exchange
-//! between the GPUs peer-to-peer. The GPU-to-GPU transfer in a VM is [`super::d4::gpu_to_gpu`];
-//! this module adds the host-to-device copy of the input batch by the guest's GPU driver on the
-//! machine (the copy engine reads the guest buffer through whatever the VM's path maps: VFIO's
-//! per-VM domain on the lender, or the mediated path's two IOMMUs and the NTB).
+//! D6 (000 §7.5, Figs 20-21) in a VM: the host-to-device copy of one input batch by the guest's
+//! GPU driver on the machine (the copy engine reads the guest buffer through whatever the VM's
+//! path maps: VFIO's per-VM domain on the lender, or the mediated path's two IOMMUs and the NTB).
+//! The training epoch itself, every set-up on one machine, is [`super::epoch`].
 
 use super::error::{guest, setup, VResult, VmRunError};
 use devlend_vm::fixtures::{testbed, Scenario, Testbed, GUEST_RAM};
