@@ -70,8 +70,9 @@ def run_vm_fio(placement: str, rw: str, iodepth: int, ios: int) -> dict:
     s = Scenario(vm_topology(placement))
     s.fio("fio", "vm", "nvme0", rw, iodepth=iodepth, numjobs=1, ios=ios)
     r = s.run().results().set_index("name").loc["fio"]
-    return {"iops": r["iops"], "bandwidth_Bps": r["iops"] * BS, "lat_mean_ps": r["lat_mean_us"] * 1e6,
-            "lat_p50_ps": r["lat_p50_us"] * 1e6, "lat_p99_ps": r["lat_p99_us"] * 1e6}
+    iops = float(r["iops"])
+    return {"iops": iops, "bandwidth_Bps": iops * BS, "lat_mean_ps": float(r["lat_mean_us"]) * 1e6,
+            "lat_p50_ps": float(r["lat_p50_us"]) * 1e6, "lat_p99_ps": float(r["lat_p99_us"]) * 1e6}
 
 
 def ios_per_job(iodepth: int, quick: bool) -> int:
