@@ -98,9 +98,6 @@ pub struct Route {
     pub guest_vector: u8,
     /// Where the device's interrupt is taken first: (host, MSI vector), or the INTx line.
     pub(crate) first: (HostId, Option<u8>),
-    /// The address of the device's message there: its MSI-X entry's (remappable format when
-    /// the host remaps), or for INTx the host's MSI page, the end of the same upstream path.
-    msg: u64,
     pub(crate) seen: u64,
     /// Mediated path: (VM host, relay vector, lender-side address of its MSI page).
     pub(crate) relay: Option<(HostId, u8, u64)>,
@@ -269,8 +266,7 @@ impl Vmm {
         let (func, path, hdev) = (d.func, d.path, d.host_dev.ok_or_else(|| HostError::Invalid(format!("{} is not attached", d.name)))?);
         let vhost = self.vm(vm)?.host;
         let first_host = c.fabric.func_host(func);
-        let msg = msi_page(c, first_host);
-        let mut r = Route { vm, dev, func, src, guest_vector: gv, first: (first_host, None), msg, seen: 0, relay: None, relay_seen: 0, pieces: Vec::new(), steps: Vec::new(), landed_ps: None, intx_masked: false, intx_pending: false };
+        let mut r = Route { vm, dev, func, src, guest_vector: gv, first: (first_host, None), seen: 0, relay: None, relay_seen: 0, pieces: Vec::new(), steps: Vec::new(), landed_ps: None, intx_masked: false, intx_pending: false };
         match self.setup_steps(c, &mut r, path, hdev, vhost) {
             Ok(()) => Ok(r),
             Err(e) => {
@@ -301,7 +297,7 @@ impl Vmm {
                 let control = msix_control(&c.fabric, func, &cap)?;
                 set_msix_control(&mut c.fabric, func, &cap, (control | MSIX_ENABLE) & !MSIX_MASKALL)?;
                 cpu_write(c, host, at + MSIX_ENTRY_CTRL, 0)?;
-                (r.first.1, r.msg) = (Some(v), addr);
+                r.first.1 = Some(v);
             }
             Src::Intx => {
                 c.request_intx_line(func, handler)?;
