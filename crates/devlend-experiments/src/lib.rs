@@ -10,7 +10,7 @@
 //! - [`hypertrio`]: 002's H1 and H2 grids and `grid` for H3, H4 and sweeps;
 //! - [`vm`]: 000 §7.3-7.5 in a VM on the expansion-chassis testbed (`devlend_vm::fixtures`): D4's
 //!   GPU-to-GPU bandwidth, ping-pong, RAM-bounce path and interrupt latency, D5's NVMe reads, D6's
-//!   epoch copy.
+//!   input copy, and D6's whole epoch on one machine in all five set-ups (`vm::epoch`).
 //!
 //! Where a piece of code lives: a *mechanism* (a device, a driver, a library such as put/get, a
 //! hypervisor's path) lives in its mechanism crate; a *workload* (something a user runs on any

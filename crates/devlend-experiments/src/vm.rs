@@ -3,3 +3,7 @@
 pub mod d4;
 pub mod d5;
 pub mod d6;
+pub mod epoch;
+pub mod error;
+
+pub use error::VmRunError;

@@ -51,7 +51,7 @@ fn gpu_pingpong(py: Python<'_>, topology_json: &str, runner: &str, a: &str, b: &
 fn vm_gpu_memcpy_htod(py: Python<'_>, topology_json: &str, scenario: &str, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
     let sc = devlend_vm::fixtures::Scenario::parse(scenario).map_err(FabricError::new_err)?;
     let r = py.detach(|| devlend_experiments::vm::d6::memcpy_htod(topology_json, sc, len));
-    r.map(|t| (t.total_ps, steps(t.steps))).map_err(FabricError::new_err)
+    r.map(|t| (t.total_ps, steps(t.steps))).map_err(|e| FabricError::new_err(e.to_string()))
 }
 
 /// D5's VM rows: `nvme_read` with the driver in a VM on `runner` (VFIO when the drive is local to
@@ -59,7 +59,7 @@ fn vm_gpu_memcpy_htod(py: Python<'_>, topology_json: &str, scenario: &str, len: 
 #[pyfunction]
 fn vm_nvme_read(py: Python<'_>, topology_json: &str, runner: &str, device: &str, lbas: Vec<u64>, blocks: u16) -> PyResult<(u64, u64, Vec<(String, u64)>)> {
     let r = py.detach(|| devlend_experiments::vm::d5::read_blocks(topology_json, runner, device, &lbas, blocks));
-    r.map(|t| (t.total_ps, t.fabric_ps, steps(t.steps))).map_err(FabricError::new_err)
+    r.map(|t| (t.total_ps, t.fabric_ps, steps(t.steps))).map_err(|e| FabricError::new_err(e.to_string()))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -11,7 +11,7 @@ fn vm_gpu_to_gpu(py: Python<'_>, topology_json: &str, scenario: &str, peer: bool
     let via = if peer { Via::Peer } else { Via::Ram };
     let sc = devlend_vm::fixtures::Scenario::parse(scenario).map_err(FabricError::new_err)?;
     let r = py.detach(|| devlend_experiments::vm::d4::gpu_to_gpu(topology_json, sc, via, len));
-    r.map(|t| (t.total_ps, steps(t.steps))).map_err(FabricError::new_err)
+    r.map(|t| (t.total_ps, steps(t.steps))).map_err(|e| FabricError::new_err(e.to_string()))
 }
 
 /// D4: the ping-pong round trip in a VM (ps).
@@ -20,14 +20,14 @@ fn vm_pingpong(py: Python<'_>, topology_json: &str, scenario: &str, peer: bool) 
     use devlend_devices::gpu_run::Via;
     let via = if peer { Via::Peer } else { Via::Ram };
     let sc = devlend_vm::fixtures::Scenario::parse(scenario).map_err(FabricError::new_err)?;
-    py.detach(|| devlend_experiments::vm::d4::pingpong(topology_json, sc, via)).map_err(FabricError::new_err)
+    py.detach(|| devlend_experiments::vm::d4::pingpong(topology_json, sc, via)).map_err(|e| FabricError::new_err(e.to_string()))
 }
 
 /// D4: the RAM-bounce data path in a VM as programmed by the hypervisor: (hops, roots, NTB crossings).
 #[pyfunction]
 fn vm_ram_bounce_path(topology_json: &str, scenario: &str) -> PyResult<(usize, usize, usize)> {
     let sc = devlend_vm::fixtures::Scenario::parse(scenario).map_err(FabricError::new_err)?;
-    devlend_experiments::vm::d4::ram_bounce_path(topology_json, sc).map_err(FabricError::new_err)
+    devlend_experiments::vm::d4::ram_bounce_path(topology_json, sc).map_err(|e| FabricError::new_err(e.to_string()))
 }
 
 /// The VM attack suite's case names (`devlend_vm::attacks`).
@@ -51,8 +51,19 @@ fn vm_irq_latency(py: Python<'_>, topology_json: &str, scenario: &str, intx: boo
     use devlend_vm::irq::Src;
     let sc = devlend_vm::fixtures::Scenario::parse(scenario).map_err(FabricError::new_err)?;
     let src = if intx { Src::Intx } else { Src::Msix(0) };
-    let steps = py.detach(|| devlend_experiments::vm::d4::irq_latency(topology_json, sc, src)).map_err(FabricError::new_err)?;
+    let steps = py.detach(|| devlend_experiments::vm::d4::irq_latency(topology_json, sc, src)).map_err(|e| FabricError::new_err(e.to_string()))?;
     Ok((steps.iter().map(|s| s.1).sum(), steps))
+}
+
+/// D6's training epoch on one machine (`devlend_experiments::vm::epoch`): the first `steps` steps
+/// of set-up `scenario`: (step end times, busy ps of nvme, cpu, input, compute, exchange).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn d6_epoch(py: Python<'_>, topology_json: &str, scenario: &str, steps: u32, reads: u32, read_blocks: u16, decode_ps: u64, input_bytes: u64, compute_ps: u64, exchange_bytes: u64, max_queue: u32) -> PyResult<(Vec<u64>, [u64; 5])> {
+    use devlend_experiments::vm::epoch::{epoch, EpochSpec};
+    let spec = EpochSpec { steps, reads, read_blocks, decode_ps, input_bytes, compute_ps, exchange_bytes, max_queue };
+    let r = py.detach(|| epoch(topology_json, scenario, spec)).map_err(|e| FabricError::new_err(e.to_string()))?;
+    Ok((r.step_end_ps, [r.nvme_ps, r.cpu_ps, r.input_ps, r.compute_ps, r.exchange_ps]))
 }
 
 /// The `vms` section of a topology's JSON.
@@ -83,5 +94,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vm_attack_cases, m)?)?;
     m.add_function(wrap_pyfunction!(vm_attack, m)?)?;
     m.add_function(wrap_pyfunction!(vm_irq_latency, m)?)?;
+    m.add_function(wrap_pyfunction!(d6_epoch, m)?)?;
     Ok(())
 }

@@ -17,15 +17,14 @@
 //! - INTx: the same two paths, with the handler on the function's INTx line in its own host
 //!   (`Cluster::request_intx_line`). This is why a VM gets legacy interrupts although a
 //!   bare-metal borrower cannot (000 §5, §8): the line ends at the lender, whose software
-//!   forwards it. INTx's EOI/unmask handshake (vfio's resample irqfd) is not modelled.
+//!   forwards it. The line is level-triggered: vfio's handler masks it and it is unmasked when
+//!   the guest has taken the interrupt (its EOI, through KVM's resample irqfd), on the clock
+//!   (`irq_clock`).
 //!
-//! Without a clock, handlers run when the hypervisor runs (`Vmm::run_irqs`, called by the guest
-//! kernel whenever it looks at its interrupts); on the machine they are threads (`irq_clock`).
-//! Each delivery carries its latency from the model: the device's message on the fabric (timed
-//! by the engine; an Assert_INTx takes the MSI write's upstream path), the notification store
-//! through the NTB (timed by the engine), and the software costs of `[vm]` in
-//! params/hardware.toml. The guest is taken to be idle waiting for the interrupt, its vCPU
-//! halt-polling in KVM: no VM exit lies on the path, only the entry that delivers it.
+//! Timing lives on the machine only (`irq_clock`: the device's message on the links, the
+//! hypervisor's handlers as threads). Off the machine, [`Vmm::run_irqs`] delivers what the
+//! timeless guest kernel (`GuestOs`: set-up, the attack suite, hot-plug, migration) asks for,
+//! counting interrupts and timing nothing.
 
 use crate::config::GUEST_MSI;
 use crate::vm::{Path, VmId};
@@ -99,9 +98,6 @@ pub struct Route {
     pub guest_vector: u8,
     /// Where the device's interrupt is taken first: (host, MSI vector), or the INTx line.
     pub(crate) first: (HostId, Option<u8>),
-    /// The address of the device's message there: its MSI-X entry's (remappable format when
-    /// the host remaps), or for INTx the host's MSI page, the end of the same upstream path.
-    msg: u64,
     pub(crate) seen: u64,
     /// Mediated path: (VM host, relay vector, lender-side address of its MSI page).
     pub(crate) relay: Option<(HostId, u8, u64)>,
@@ -111,6 +107,11 @@ pub struct Route {
     pub steps: Vec<(String, u64)>,
     /// On the machine: when the last interrupt delivered reached its first host (ps).
     pub landed_ps: Option<u64>,
+    /// INTx on the machine: the first host's handler masked the line (vfio_pci_intrs.c
+    /// `vfio_intx_handler`) and the guest has not yet taken the interrupt; `pending`: the device
+    /// asserted again meanwhile (the level stays high until unmasked).
+    pub(crate) intx_masked: bool,
+    pub(crate) intx_pending: bool,
 }
 
 impl Route {
@@ -145,11 +146,12 @@ fn arriving_rid(c: &Cluster, host: HostId, addr: u64) -> HResult<devlend_wire::B
     route.hops.last().map(|h| h.rid).ok_or_else(|| HostError::Unreachable(format!("the notification store at {addr:#x} has no route")))
 }
 
-/// Time a device's 4-byte message from it to its host's root at `addr` (in the MSI range), on an
-/// idle fabric: an MSI-X write, or the Assert_INTx message that takes the same upstream path and
-/// that no remapping entry validates (an INTx is remapped at the IOAPIC, not by the device's
-/// ID), so a compatibility-format address blocked at the root still times its path.
-fn upstream(c: &Cluster, func: FuncId, addr: u64) -> HResult<u64> {
+/// Time the Assert_INTx message of `func` from it to its host's root, on an idle fabric: a 4-byte
+/// message upstream, the path an MSI write to the host's MSI page takes, which no remapping
+/// entry validates (an INTx is remapped at the IOAPIC, not by the device's ID), so a
+/// compatibility-format address blocked at the root still times its path.
+pub(crate) fn intx_message_ps(c: &Cluster, func: FuncId) -> HResult<u64> {
+    let addr = msi_page(c, c.fabric.func_host(func));
     use devlend_fabric::route::Failure;
     use devlend_fabric::Outcome;
     let route = c.fabric.route_uncached(Requester::Func(func), addr, Access::Write);
@@ -160,11 +162,6 @@ fn upstream(c: &Cluster, func: FuncId, addr: u64) -> HResult<u64> {
     }
     let plan = devlend_engine::Plan { request: devlend_engine::path::build_path(&c.fabric, &route, false), completion: None };
     Ok(devlend_engine::time_plan(&c.fabric, &plan, 4, Access::Write, true).time_ps)
-}
-
-/// Time one 4-byte posted write on the fabric.
-fn timed(c: &mut Cluster, who: Requester, addr: u64) -> HResult<u64> {
-    devlend_engine::dma(&mut c.fabric, who, addr, 4, Access::Write, true).map(|t| t.time_ps).map_err(|e| HostError::Fault(c.fabric.failure_json(&e.failure)["message"].as_str().unwrap_or("unroutable").to_string()))
 }
 
 /// What a function's interrupt is now (PCIe Base 3.0 §6.1.4; PCI Local Bus 3.0 §6.8.1).
@@ -269,8 +266,7 @@ impl Vmm {
         let (func, path, hdev) = (d.func, d.path, d.host_dev.ok_or_else(|| HostError::Invalid(format!("{} is not attached", d.name)))?);
         let vhost = self.vm(vm)?.host;
         let first_host = c.fabric.func_host(func);
-        let msg = msi_page(c, first_host);
-        let mut r = Route { vm, dev, func, src, guest_vector: gv, first: (first_host, None), msg, seen: 0, relay: None, relay_seen: 0, pieces: Vec::new(), steps: Vec::new(), landed_ps: None };
+        let mut r = Route { vm, dev, func, src, guest_vector: gv, first: (first_host, None), seen: 0, relay: None, relay_seen: 0, pieces: Vec::new(), steps: Vec::new(), landed_ps: None, intx_masked: false, intx_pending: false };
         match self.setup_steps(c, &mut r, path, hdev, vhost) {
             Ok(()) => Ok(r),
             Err(e) => {
@@ -301,7 +297,7 @@ impl Vmm {
                 let control = msix_control(&c.fabric, func, &cap)?;
                 set_msix_control(&mut c.fabric, func, &cap, (control | MSIX_ENABLE) & !MSIX_MASKALL)?;
                 cpu_write(c, host, at + MSIX_ENTRY_CTRL, 0)?;
-                (r.first.1, r.msg) = (Some(v), addr);
+                r.first.1 = Some(v);
             }
             Src::Intx => {
                 c.request_intx_line(func, handler)?;
@@ -318,26 +314,6 @@ impl Vmm {
             r.relay = Some((vhost, rv, addr));
         }
         Ok(())
-    }
-
-    /// The route's latency, step by step: computed when its first interrupt is delivered (the
-    /// device may only send once it is bus mastering).
-    fn steps(c: &mut Cluster, r: &Route) -> Vec<(String, u64)> {
-        let p = crate::params::params();
-        let host = r.first.0;
-        let message = upstream(c, r.func, r.msg).unwrap_or(0);
-        let what = if r.src == Src::Intx { "Assert_INTx, device to root" } else { "MSI-X message, device to root" };
-        let who = if r.relay.is_some() { "lender" } else { "host" };
-        let mut steps = vec![(what.to_string(), message), (format!("{who} interrupt entry"), c.fabric.tuning.host(host).irq_entry_ps)];
-        if let Some((vhost, _, addr)) = r.relay {
-            let notify = timed(c, Requester::Cpu(host), addr).unwrap_or(0);
-            steps.push(("lender-side handler".into(), p.lender_forward_ps));
-            steps.push(("notification through the NTB".into(), notify));
-            steps.push(("borrower interrupt entry".into(), c.fabric.tuning.host(vhost).irq_entry_ps));
-        }
-        steps.push(("eventfd and KVM irqfd".into(), p.eventfd_irqfd_ps));
-        steps.push(("VM entry with the interrupt, guest handler entry".into(), p.guest_irq_entry_ps));
-        steps
     }
 
     fn teardown(&mut self, c: &mut Cluster, r: Route) {
@@ -364,8 +340,10 @@ impl Vmm {
         }
     }
 
-    /// Run the hypervisor's handlers: take what every route's first handler received, forward it
-    /// (mediated path) and inject it into the guest. Returns how many interrupts were injected.
+    /// Off the machine: run the hypervisor's handlers at once, taking what every route's first
+    /// handler received, forwarding it (mediated path) and injecting it into the guest. Counts
+    /// only, for the timeless guest kernel; it times nothing (on the machine, `irq_clock`).
+    /// Returns how many interrupts were injected.
     pub fn run_irqs(&mut self, c: &mut Cluster) -> usize {
         if self.clocked {
             return 0;
@@ -391,19 +369,11 @@ impl Vmm {
                 arrived = got.saturating_sub(self.routes[i].relay_seen);
                 self.routes[i].relay_seen = got;
             }
-            if arrived > 0 && self.routes[i].steps.is_empty() {
-                self.routes[i].steps = Self::steps(c, &self.routes[i]);
-            }
-            let (vm, gv, lat) = (self.routes[i].vm, self.routes[i].guest_vector, self.routes[i].latency_ps());
+            let (vm, gv) = (self.routes[i].vm, self.routes[i].guest_vector);
             if let Some(v) = self.vms.get_mut(&vm) {
-                for _ in 0..arrived {
-                    match v.irqs.descs.get_mut(&gv) {
-                        Some(d) => {
-                            d.count += 1;
-                            d.last_latency_ps = Some(lat);
-                        }
-                        None => v.irqs.spurious += 1,
-                    }
+                match v.irqs.descs.get_mut(&gv) {
+                    Some(d) => d.count += arrived,
+                    None => v.irqs.spurious += arrived,
                 }
             }
             injected += arrived as usize;

@@ -4,8 +4,16 @@
 //!
 //! For a VM, on every host its devices' interrupts reach (the lender, the VM's own host):
 //! - `apic/<host>` notices each MSI landing on a vector of one of the VM's routes (a device's
-//!   message, or the lender's notification arriving at the borrower's relay vector) and queues it
-//!   for that host's handler, in arrival order. It takes no time.
+//!   message, or the lender's notification arriving at the borrower's relay vector), and each
+//!   assertion of an INTx line with one of the VM's routes, and queues it for that host's
+//!   handler, in arrival order. It takes no time. An INTx line is level-triggered and masked
+//!   from its handler's run until the guest has taken the interrupt (Linux
+//!   drivers/vfio/pci/vfio_pci_intrs.c: `vfio_intx_handler` masks the line, with
+//!   `disable_irq_nosync` or the function's Interrupt Disable, before signalling the eventfd;
+//!   the guest's EOI signals KVM's resample irqfd, `KVM_IRQFD_FLAG_RESAMPLE`, and vfio unmasks):
+//!   an assertion while masked waits, and the unmask makes the still-high line interrupt the
+//!   host again. The EOI's way back (the resample eventfd, vfio's unmask; for the mediated path,
+//!   the borrower telling the lender, which 000 §5 does not describe) is taken to cost nothing.
 //! - `irq/<host>` is the host CPU taking them one at a time: the interrupt entry (the host's
 //!   `irq_entry_ps`, the same one a bare-metal driver's `ThreadOs::wait_irq` pays); then, for a route's first handler on the lender of a mediated device, the
 //!   lender-side handler (`lender_forward_ps`) and the notification, a 4-byte posted store by the
@@ -20,8 +28,12 @@
 //! A stage busy with one interrupt makes the next wait; the wait is a step of its own ("waiting for
 //! ..."), absent on an idle machine, where the steps are `irq`'s. Each route keeps the steps of
 //! its last interrupt (from its landing at the first host to the guest's handler) and the guest
-//! vector its latency. Only MSI-X is on the clock: INTx stays with `Vmm::run_irqs`, which is off
-//! once these threads deliver.
+//! vector its latency. Once these threads deliver, `Vmm::run_irqs` (the timeless delivery) is off.
+//!
+//! The device's message: an MSI-X write is a DMA write on the links ([`Raiser`]); an
+//! Assert_INTx message (a 4-byte message TLP upstream to the device's root) is timed on the idle
+//! upstream path and asserts the line when it arrives: the engine's flows carry memory requests,
+//! so this one message does not wait behind data on the links; every stage after it does.
 
 use crate::irq::Src;
 use crate::vm::VmId;
@@ -98,10 +110,13 @@ fn arrivals(sh: &Shared, c: &mut Cluster, host: HostId) -> Vec<(usize, Stage, u6
     let mut out = Vec::new();
     for (i, r) in vmm.routes.iter().enumerate().filter(|(_, r)| r.vm == sh.vm) {
         let count = |c: &mut Cluster, v: u8| c.os(host).map_or(0, |mut os| os.irq_count(v));
-        if let (h, Some(v)) = r.first {
-            if h == host {
-                out.push((i, Stage::First, count(c, v).saturating_sub(r.seen)));
+        match r.first {
+            (h, Some(v)) if h == host => out.push((i, Stage::First, count(c, v).saturating_sub(r.seen))),
+            (h, None) if h == host => {
+                let asserted = c.kernel(host).ok().and_then(|k| k.irqs().intx(r.func).map(|l| l.count)).unwrap_or(0);
+                out.push((i, Stage::First, asserted.saturating_sub(r.seen)));
             }
+            _ => {}
         }
         if let Some((vh, rv, _)) = r.relay {
             if vh == host {
@@ -124,7 +139,13 @@ fn apic(t: &mut Thread<'_, Cluster>, sh: &Rc<Shared>, host: HostId) -> Result<()
         for (i, stage, n) in new {
             let r = &mut vmm.routes[i];
             let key = (r.dev, r.src);
+            let intx = r.src == Src::Intx && stage == Stage::First;
             for _ in 0..n {
+                if intx && r.intx_masked {
+                    r.intx_pending = true;
+                    continue;
+                }
+                r.intx_masked |= intx;
                 let chain = match stage {
                     Stage::First => Some(Chain { key, t0: now, at: now, steps: Vec::new() }),
                     Stage::Relay => q.sent.get_mut(&key).and_then(|s| s.pop_front()).map(|(issued, mut ch)| {
@@ -195,7 +216,22 @@ fn vcpu(t: &mut Thread<'_, Cluster>, sh: &Rc<Shared>) -> Result<(), ThreadError>
         let mut ch = sh.q.borrow_mut().inject.pop_front().expect("an interrupt is signalled");
         queued(&mut ch, t.now(), "the vCPU");
         step(t, &mut ch, "VM entry with the interrupt, guest handler entry", p.guest_irq_entry_ps);
-        sh.vmm.borrow_mut().inject(sh.vm, ch.key, (ch.t0, t.now()), ch.steps);
+        let key = ch.key;
+        sh.vmm.borrow_mut().inject(sh.vm, key, (ch.t0, t.now()), ch.steps);
+        if key.1 == Src::Intx {
+            unmask(sh, key, t.now());
+        }
+    }
+}
+
+/// The guest took an INTx (its EOI): the line is unmasked; if the device kept it asserted, the
+/// first host takes it again at once.
+fn unmask(sh: &Shared, key: Key, now: Ps) {
+    let mut vmm = sh.vmm.borrow_mut();
+    let Some(r) = vmm.routes.iter_mut().find(|r| r.vm == sh.vm && (r.dev, r.src) == key) else { return };
+    r.intx_masked = std::mem::take(&mut r.intx_pending);
+    if r.intx_masked {
+        sh.q.borrow_mut().arrived.entry(r.first.0).or_default().push_back((Chain { key, t0: now, at: now, steps: Vec::new() }, Stage::First));
     }
 }
 
@@ -204,8 +240,9 @@ fn vcpu(t: &mut Thread<'_, Cluster>, sh: &Rc<Shared>) -> Result<(), ThreadError>
 pub const RAISE: u64 = 0x800;
 
 /// A device model that only interrupts, on the machine: a write to [`RAISE`] in its BAR 0 makes
-/// it send MSI-X entry `entry`'s message as itself at that moment (a DMA write on the links),
-/// unless masked. It records when it sent each. INTx is not on the clock.
+/// it interrupt as itself at that moment, unless masked: with MSI-X on, entry `entry`'s message
+/// (a DMA write on the links); with MSI-X off, an Assert_INTx message, which asserts its line at
+/// its host's root when it arrives. It records when it sent each.
 pub struct Raiser {
     pub entry: u16,
     pub sent: Vec<Ps>,
@@ -217,10 +254,19 @@ impl devlend_engine::machine::Device<Cluster> for Raiser {
             return;
         }
         let func = cx.func();
-        if let Ok(crate::irq::Message::Msi { addr, data }) = crate::irq::message(cx.world(), func, self.entry) {
-            if cx.dma_write(addr, data.to_le_bytes().to_vec(), 0).is_ok() {
-                self.sent.push(cx.now());
-            }
+        let sent = match crate::irq::message(cx.world(), func, self.entry) {
+            Ok(crate::irq::Message::Msi { addr, data }) => cx.dma_write(addr, data.to_le_bytes().to_vec(), 0).is_ok(),
+            Ok(crate::irq::Message::Intx) => crate::irq::intx_message_ps(cx.world(), func).map(|ps| cx.set_timer(ps, 0)).is_ok(),
+            _ => false,
+        };
+        if sent {
+            self.sent.push(cx.now());
         }
+    }
+
+    /// The Assert_INTx message has reached the root: the line is asserted.
+    fn timer(&mut self, cx: &mut devlend_engine::machine::Cx<Cluster>, _token: u64) {
+        let func = cx.func();
+        cx.world().assert_intx(func);
     }
 }

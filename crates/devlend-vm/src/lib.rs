@@ -20,8 +20,7 @@
 //!   hypervisor refuses and records);
 //! - [`irq`]: interrupts (000 §5, §8): VFIO's eventfd path, the mediated path's lender-side
 //!   handler forwarding through the NTB to the borrower's eventfd, legacy INTx for VMs, each
-//!   delivery with its modelled latency ([`params`]: the `[vm]` software costs); on the machine
-//!   the delivery is [`irq_clock`]'s;
+//!   timed on the machine only, by [`irq_clock`] ([`params`]: the `[vm]` software costs);
 //! - [`describe`]: VMs from a topology's `vms` section, on any topology, and [`describe::GuestKernel`]
 //!   for workloads' threads in a guest;
 //! - `migrate`: cold migration of a VM with its devices (000 §8, `Vmm::migrate`);
@@ -30,7 +29,7 @@
 //!   a device's MSI write into another VM's interrupt, blocked by interrupt remapping).
 //!
 //! The paper figures' procedures on VMs (D4-D6) live in `devlend-experiments`. Not modelled: guest-side
-//! BAR moves, plain MSI, INTx's EOI handshake, live migration.
+//! BAR moves, plain MSI, the time of INTx's EOI handshake (its masking is modelled), live migration.
 
 mod attach;
 pub mod attacks;

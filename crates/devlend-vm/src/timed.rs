@@ -160,15 +160,39 @@ impl Os for GuestThreadOs<'_, '_> {
         self.t.wait_for(what, Watch::Msi { host: self.host }, move |_: &mut Cluster| injected(&vmm.borrow(), vm, vector) > seen);
         Ok(self.irq_count(vector))
     }
+    fn wait_irq_for(&mut self, vector: u8, seen: u64, timeout_ps: u64) -> HResult<Option<u64>> {
+        let (vmm, vm) = (self.vmm.clone(), self.vm);
+        let what = format!("guest interrupt vector {vector:#x} of VM #{} (seen {seen}, timeout {timeout_ps} ps)", vm.0);
+        let deadline = self.t.now().saturating_add(timeout_ps);
+        let came = self.t.wait_for_until(what, Watch::Msi { host: self.host }, deadline, move |_: &mut Cluster| injected(&vmm.borrow(), vm, vector) > seen);
+        Ok(came.then(|| self.irq_count(vector)))
+    }
     fn poll(&mut self, addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool) -> HResult<Vec<u8>> {
+        let (host, hpa, n) = self.ram_word(addr, len)?;
+        let watch = Watch::Ram { host, addr: hpa, len: n as u64 };
+        self.t.wait_for(format!("{what} at guest-physical {addr:#x}"), watch, move |c: &mut Cluster| done(&c.fabric.read(Requester::Cpu(host), hpa, n).0));
+        self.read(addr, len)
+    }
+    fn poll_for(&mut self, addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool, timeout_ps: u64) -> HResult<Option<Vec<u8>>> {
+        let (host, hpa, n) = self.ram_word(addr, len)?;
+        let watch = Watch::Ram { host, addr: hpa, len: n as u64 };
+        let deadline = self.t.now().saturating_add(timeout_ps);
+        let what = format!("{what} at guest-physical {addr:#x} (timeout {timeout_ps} ps)");
+        if !self.t.wait_for_until(what, watch, deadline, move |c: &mut Cluster| done(&c.fabric.read(Requester::Cpu(host), hpa, n).0)) {
+            return Ok(None);
+        }
+        self.read(addr, len).map(Some)
+    }
+}
+
+impl GuestThreadOs<'_, '_> {
+    /// The host RAM behind `len` bytes of guest RAM at `addr` that a driver polls: (host, address, length).
+    fn ram_word(&self, addr: u64, len: usize) -> HResult<(HostId, u64, usize)> {
         let pieces = self.ept(addr, len)?.unwrap_or_default();
         let [(hpa, n)] = pieces[..] else {
             return Err(HostError::Invalid(format!("poll of {len} bytes at guest-physical {addr:#x}: not one piece of guest RAM")));
         };
-        let host = self.host;
-        let watch = Watch::Ram { host, addr: hpa, len: n as u64 };
-        self.t.wait_for(format!("{what} at guest-physical {addr:#x}"), watch, move |c: &mut Cluster| done(&c.fabric.read(Requester::Cpu(host), hpa, n).0));
-        self.read(addr, len)
+        Ok((self.host, hpa, n))
     }
 }
 
@@ -181,7 +205,7 @@ pub type Ran = (devlend_engine::machine::Machine<Cluster>, Rc<RefCell<Vmm>>, u64
 /// VM `vm`'s guest kernel on one machine: `devices` as actors, the VM's interrupt path
 /// (`irq_clock`), and a thread of the guest kernel running `body`. Returns the machine, the
 /// hypervisor, and the time `body` ran.
-pub fn on_machine(c: Cluster, vmm: Vmm, vm: VmId, devices: Vec<Actor>, body: impl FnOnce(&mut GuestThreadOs) -> Result<(), String> + 'static) -> Result<Ran, String> {
+pub fn on_machine<E: Into<Box<dyn std::error::Error>>>(c: Cluster, vmm: Vmm, vm: VmId, devices: Vec<Actor>, body: impl FnOnce(&mut GuestThreadOs) -> Result<(), E> + 'static) -> Result<Ran, String> {
     let mut m = devlend_engine::machine::Machine::new(c);
     for (func, d) in devices {
         m.add_device(func, d);

@@ -8,6 +8,13 @@ before its submission (SQE store and doorbell) to the job reaping its completion
 queue's interrupt. "local": the driver on the lender, whose drive it is; "borrowed": the driver on
 the other host after Device Lending has lent it the drive, so doorbells, command fetches, data and
 completions cross the NTB.
+
+The VM borrower (000 §5): the same driver in a guest kernel, one job, its interrupts on the VM path
+on the clock (devlend-vm's irq_clock): "VMLoc", a VM on the lender with the drive passed through by
+VFIO; "VMRem", a VM on the other host with the drive on Device Lending's mediated path (the lender's
+handler forwards each interrupt through the NTB to the borrower's eventfd). Both need the lender's
+IOMMU on (VFIO's domain; the mediated path maps guest-physical addresses there), so the VM rows run
+on the testbed with it on, where the native rows keep the shipped testbed's.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ JOBS = [1, 2, 4]
 QUICK_QDS = [1, 4, 16, 64]
 QUICK_JOBS = [1, 2]
 PLACEMENTS = {"local": "lender", "borrowed": "borrower"}
+VM_PLACEMENTS = {"VMLoc": "lender", "VMRem": "borrower"}
+VM_MEMORY = "256 MiB"
 RWS = ("randread", "randwrite")
 BS = 4096
 
@@ -44,9 +53,38 @@ def run_fio(js: str, runner: str, rw: str, iodepth: int, numjobs: int, ios: int,
         raise FabricError(str(e)) from None
 
 
+def vm_topology(placement: str):
+    """The testbed with the lender's IOMMU on and one VM, `vm`, on `placement`'s host with the drive."""
+    from ..topology import Vm
+    topo = shipped("nvme-back-to-back.yaml")
+    for h in topo.hosts:
+        if h.name == "lender":
+            h.iommu = True
+    topo.vms = [Vm(name="vm", host=VM_PLACEMENTS[placement], memory=VM_MEMORY, devices=["nvme0"])]
+    return topo
+
+
+def run_vm_fio(placement: str, rw: str, iodepth: int, ios: int) -> dict:
+    """One fio job in the VM of `placement` on one machine (devlend.Scenario): the result as `run_fio`'s keys."""
+    from ..scenario import Scenario
+    s = Scenario(vm_topology(placement))
+    s.fio("fio", "vm", "nvme0", rw, iodepth=iodepth, numjobs=1, ios=ios)
+    r = s.run().results().set_index("name").loc["fio"]
+    iops = float(r["iops"])
+    return {"iops": iops, "bandwidth_Bps": iops * BS, "lat_mean_ps": float(r["lat_mean_us"]) * 1e6,
+            "lat_p50_ps": float(r["lat_p50_us"]) * 1e6, "lat_p99_ps": float(r["lat_p99_us"]) * 1e6}
+
+
 def ios_per_job(iodepth: int, quick: bool) -> int:
     """Enough commands that the ramp-up and drain are a small part of the run."""
     return max(32 if quick else 64, (4 if quick else 8) * iodepth)
+
+
+def _row(rw: str, placement: str, nj: int, qd: int, r: dict) -> dict:
+    return {"rw": rw, "placement": placement, "numjobs": nj, "iodepth": qd,
+            "kIOPS": round(r["iops"] / 1e3, 1), "MBps": round(r["bandwidth_Bps"] / 1e6, 1),
+            "lat_mean_us": round(r["lat_mean_ps"] / 1e6, 3), "lat_p50_us": round(r["lat_p50_ps"] / 1e6, 3),
+            "lat_p99_us": round(r["lat_p99_ps"] / 1e6, 3)}
 
 
 def measure(qds: list[int], jobs: list[int], quick: bool, progress: Optional[Callable[[str], None]] = None) -> list[dict]:
@@ -56,13 +94,14 @@ def measure(qds: list[int], jobs: list[int], quick: bool, progress: Optional[Cal
         for placement, runner in PLACEMENTS.items():
             for nj in jobs:
                 for qd in qds:
-                    r = run_fio(js, runner, rw, qd, nj, ios_per_job(qd, quick))
-                    rows.append({"rw": rw, "placement": placement, "numjobs": nj, "iodepth": qd,
-                                 "kIOPS": round(r["iops"] / 1e3, 1), "MBps": round(r["bandwidth_Bps"] / 1e6, 1),
-                                 "lat_mean_us": round(r["lat_mean_ps"] / 1e6, 3), "lat_p50_us": round(r["lat_p50_ps"] / 1e6, 3),
-                                 "lat_p99_us": round(r["lat_p99_ps"] / 1e6, 3)})
+                    rows.append(_row(rw, placement, nj, qd, run_fio(js, runner, rw, qd, nj, ios_per_job(qd, quick))))
                 if progress:
                     progress(f"{rw} {placement} {nj} job(s)")
+        for placement in VM_PLACEMENTS:
+            for qd in qds:
+                rows.append(_row(rw, placement, 1, qd, run_vm_fio(placement, rw, qd, ios_per_job(qd, quick))))
+            if progress:
+                progress(f"{rw} {placement} 1 job")
     return rows
 
 
@@ -87,6 +126,9 @@ def summary_notes(rows: list[dict]) -> list[str]:
         notes.append(f"{rw}: QD1 local {lo['kIOPS']}k IOPS, p50 {lo['lat_p50_us']} us; borrowed {bo['kIOPS']}k IOPS, "
                      f"p50 {bo['lat_p50_us']} us (+{(bo['lat_p50_us'] - lo['lat_p50_us']) * 1e3:.0f} ns); peak {peak}k IOPS; "
                      f"QD{qmax} x {jmax} jobs: local {by[rw, 'local', jmax, qmax]['kIOPS']}k, borrowed {by[rw, 'borrowed', jmax, qmax]['kIOPS']}k")
+        vl, vr = by[rw, "VMLoc", 1, 1], by[rw, "VMRem", 1, 1]
+        notes.append(f"{rw} in a VM, QD1: VMLoc {vl['kIOPS']}k IOPS, p50 {vl['lat_p50_us']} us; VMRem {vr['kIOPS']}k IOPS, "
+                     f"p50 {vr['lat_p50_us']} us; QD{qmax}: VMLoc {by[rw, 'VMLoc', 1, qmax]['kIOPS']}k, VMRem {by[rw, 'VMRem', 1, qmax]['kIOPS']}k")
     return notes
 
 
@@ -109,6 +151,9 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
         "lender's root complex (drive and NTB sit on different root ports), which re-splits every read it forwards into "
         "64 B requests from one pool of read tags (000 §7.1's mechanism; the pool shared by all routes is assumed), so "
         "the root, not the drive or the link, sets the ceiling",
+        "VM rows (one job, the lender's IOMMU on): each completion's interrupt takes the VM path on the clock (host "
+        "interrupt entry, for VMRem the lender-side handler and a notification store through the NTB, eventfd/irqfd, "
+        "VM entry: the assumed [vm] costs of params/hardware.toml), so a VM job's QD1 latency is the native one plus that path",
     ]
     return ExperimentResult(name="fio", title="fio 4 KiB random I/O on an Optane 900P, local vs borrowed",
                             source="000 §7.4 testbed; Intel 900P/P4800X product briefs; AnandTech P4800X review",
@@ -120,11 +165,12 @@ def plot(res: ExperimentResult, path: str) -> None:
     """IOPS against queue depth, local vs borrowed, one panel per direction, one line per job count."""
     jobs = sorted({r["numjobs"] for r in res.rows})
     with Figure(path, ncols=2, size=(10, 4), sharey=True, dpi=110,
-                title="devlend: fio on an Optane 900P, local vs borrowed through the NTB") as f:
+                title="devlend: fio on an Optane 900P, local vs borrowed through the NTB, and from a VM") as f:
         for ax, rw in zip(f.axes, RWS):
-            for placement, style in (("local", "-o"), ("borrowed", "--s")):
+            for placement, style in (("local", "-o"), ("borrowed", "--s"), ("VMLoc", ":^"), ("VMRem", "-.v")):
                 for nj in jobs:
                     xs, ys = points(sorted(res.rows, key=lambda r: r["iodepth"]), "iodepth", "kIOPS", rw=rw, placement=placement, numjobs=nj)
-                    f.line(ax, xs, ys, f"{placement}, {nj} job(s)", style, key=f"{nj} job(s)")
+                    if xs:
+                        f.line(ax, xs, ys, f"{placement}, {nj} job(s)", style, key=f"{nj} job(s)")
             axes(ax, xlabel="queue depth per job", title=f"4 KiB {rw}", logx=True, legend=None)
         axes(f.axes[0], ylabel="kIOPS", grid=False, legend=7)

@@ -103,10 +103,10 @@ def plot(res: ExperimentResult, path: str) -> None:
 def run_irq(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     """One interrupt of gpu0, raised by the device and taken by the guest's handler (devlend-vm's
     irq): VMLoc through vfio's eventfd, VMRem through the lender-side handler, a notification
-    store through the NTB and the borrower's eventfd. MSI-X runs on one idle machine as a chain of
-    events on the hypervisor's threads (irq_clock); INTx, which the engine does not carry, is timed
-    step by step on the idle fabric. The software steps are the assumed [vm] constants of
-    params/hardware.toml."""
+    store through the NTB and the borrower's eventfd. Both kinds run on one idle machine as a chain
+    of events on the hypervisor's threads (irq_clock): the device's MSI-X write on the links, or its
+    Assert_INTx message (timed on the idle upstream path), then the same chain. The software steps
+    are the assumed [vm] constants of params/hardware.toml."""
     rows = []
     for where in ("VMLoc", "VMRem"):
         for intx in (False, True):
@@ -118,7 +118,7 @@ def run_irq(quick: bool = False, progress: Optional[Callable[[str], None]] = Non
     notes = ["paper: forwarding through the lender 'is not ideal, as the latency of triggering an interrupt is increased' "
              "(000 §5) and 'introduces additional latency' (§8); no figure is given",
              "software steps are assumed ([vm] in params/hardware.toml); the message and the NTB notification are timed by the engine "
-             "(MSI-X: on one machine, where an interrupt can queue behind another)",
+             "on one machine, where an interrupt can queue behind another (INTx: the line stays masked until the guest's EOI, as vfio does)",
              "bare-metal borrowers cannot take INTx (refused, 000 §4 footnote 2); a VM gets it through the lender-side handler"]
     return ExperimentResult(name="vmirq", title="Device-to-guest interrupt latency (us)", source="000 §5, §8",
                             columns=["scenario", "interrupt", "latency_us", "steps"], rows=rows, notes=notes, plot=None)
