@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import pytest
 
-from devlend import _core
+from devlend import HyperTrioError, _core
 from devlend.experiments import _hypertrio, h1, h2, hardware_params
 
 LINK = 200.0
@@ -126,14 +126,18 @@ def test_h2_hypertrio_rand1_reaches_80_percent(h2_res):
     (("nosuch", "iperf3", 4, "RR1", 10), "hypertrio"),
 ])
 def test_bad_input_is_one_clear_error(args, needle):
-    with pytest.raises(_core.FabricError, match=needle):
+    with pytest.raises(_core.HyperTrioError, match=needle):
         _core.hypertrio_simulate(*args)
+    with pytest.raises(HyperTrioError, match=needle) as e:
+        _hypertrio.simulate(*args)
+    assert e.value.kind in ("unknown_name", "out_of_range") and not str(e.value).startswith(("'", '"'))
 
 
 def test_partitions_exceeding_rows_are_refused():
-    with pytest.raises(_core.FabricError, match="L3TLB.*partitions"):
+    with pytest.raises(HyperTrioError, match="L3TLB.*partitions") as e:
         _hypertrio.simulate("hypertrio", "iperf3", 4, "RR1", 10, overrides={"l3_partitions": 128})
-    with pytest.raises(_core.FabricError, match="unknown field 'bogus'"):
+    assert e.value.kind == "geometry"
+    with pytest.raises(HyperTrioError, match="unknown field 'bogus'"):
         _hypertrio.simulate("base", "iperf3", 4, "RR1", 10, overrides={"bogus": 1})
 
 
@@ -247,7 +251,7 @@ def test_qemu_log_reader(tmp_path):
     assert (s["requests"], s["sids"], s["skipped"]) == (2, [0x100, 0x101], 1)
     bad = tmp_path / "bad.log"
     bad.write_text("vtd_iotlb_page_hit IOTLB page hit sid 0x1 iova 0x1000 slpte 0x3 domain 0x1\nvtd_iotlb_page_hit sid 0x1 iova\n")
-    with pytest.raises(_core.FabricError, match=r"bad\.log:2: .*iova"):
+    with pytest.raises(_core.HyperTrioError, match=r"bad\.log:2: .*iova"):
         _core.hypertrio_read_qemu_log(str(bad))
 
 
@@ -306,5 +310,5 @@ def test_lent_nic_and_gpu_copy_share_the_ntb():
 def test_round_trip_override_is_validated():
     from devlend import _core
     import json
-    with pytest.raises(_core.FabricError, match="pcie_round_trip_ps"):
+    with pytest.raises(_core.HyperTrioError, match="pcie_round_trip_ps"):
         _core.hypertrio_simulate("base", "iperf3", 4, "RR1", 100, json.dumps({"pcie_round_trip_ps": -5}))
