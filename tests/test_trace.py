@@ -92,7 +92,7 @@ def test_corrupt_traces_and_logs_are_one_line_errors(tmp_path):
     for name, (content, words) in cases.items():
         p = tmp_path / name
         p.write_bytes(content)
-        with pytest.raises(_core.FabricError, match=words) as e:
+        with pytest.raises(_core.HyperTrioError, match=words) as e:
             _core.hypertrio_trace_info(str(p))
         assert str(p) in str(e.value)
         r = cli("replay", str(p))
@@ -146,7 +146,7 @@ def test_truncated_logs_unknown_events_and_bad_header_counts_name_file_and_place
     for name, (content, words) in traces.items():
         p = tmp_path / name
         p.write_bytes(content)
-        with pytest.raises(_core.FabricError, match=words):
+        with pytest.raises(_core.HyperTrioError, match=words):
             _core.hypertrio_trace_info(str(p))
     r = cli("build", str(tmp_path / "pages.dlt"), "-o", str(tmp_path / "o.dlt"), "-q")
     assert r.returncode == 2 and r.stderr.startswith(f"devlend: error: {tmp_path / 'pages.dlt'}: byte 16: corrupt header")

@@ -65,8 +65,9 @@ def _progress(what: str, quiet: bool):
 
 def _core_call(fn, *args, **kw):
     from . import _core
+    from .experiments._hypertrio import call
     try:
-        return fn(_core)(*args, **kw)
+        return call(fn(_core), *args, **kw)
     except (_core.FabricError, DevlendError, OSError, ValueError) as e:
         _fail(e)
 

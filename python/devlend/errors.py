@@ -72,6 +72,19 @@ class XenIbError(DevlendError):
         super().__init__(message)
 
 
+class HyperTrioError(DevlendError):
+    """A HyperTRIO point, grid, QEMU log or .dlt trace (002) that cannot be run or read. The
+    message names the place: a log's file and line, a trace's byte and packet, a configuration's
+    field, a grid's point. ``kind`` names the case: "unknown_name" (a configuration, workload,
+    policy or interleaving), "out_of_range", "geometry" (a cache that does not build),
+    "overrides", "io", "log_line", "unknown_event", "trace", "packet", "page", "no_inputs", "no_requests",
+    "short_source", "tables", "grid"."""
+
+    def __init__(self, message: str, kind: str):
+        self.kind = kind
+        super().__init__(message)
+
+
 U64_END = 1 << 64
 
 

@@ -2,7 +2,7 @@
 //! on the machine's cores (each point on one core); `grid` for any other set of points (H3 / Fig
 //! 11 and H4 / Fig 12 are such grids, built in python/devlend/experiments/h3.py, h4.py).
 
-use devlend_hypertrio::{params, simulate, Config, Stats, WorkloadSpec};
+use devlend_hypertrio::{params, simulate, Config, HtError, HtResult, Stats, WorkloadSpec};
 use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]
@@ -19,12 +19,12 @@ pub struct Point {
 pub fn par_run(
     jobs: Vec<(String, Config, WorkloadSpec, String)>,
     threads: usize,
-) -> Result<Vec<Point>, String> {
+) -> HtResult<Vec<Point>> {
     let n = jobs.len();
     let threads = threads.clamp(1, n.max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut out: Vec<Option<Result<Point, String>>> = (0..n).map(|_| None).collect();
-    let slots: Vec<std::sync::Mutex<&mut Option<Result<Point, String>>>> =
+    let mut out: Vec<Option<HtResult<Point>>> = (0..n).map(|_| None).collect();
+    let slots: Vec<std::sync::Mutex<&mut Option<HtResult<Point>>>> =
         out.iter_mut().map(std::sync::Mutex::new).collect();
     std::thread::scope(|s| {
         for _ in 0..threads {
@@ -76,7 +76,7 @@ pub fn h1(
     connections: &[u32],
     packets_per_tenant: Option<u64>,
     threads: usize,
-) -> Result<Vec<Point>, String> {
+) -> HtResult<Vec<Point>> {
     let mut jobs = Vec::new();
     for (name, cfg) in h1_configs() {
         for &c in connections {
@@ -98,7 +98,7 @@ pub fn h2(
     configs: &[String],
     packets_per_tenant: Option<u64>,
     threads: usize,
-) -> Result<Vec<Point>, String> {
+) -> HtResult<Vec<Point>> {
     let mut jobs = Vec::new();
     for w in workloads {
         for o in orders {
@@ -132,17 +132,20 @@ pub struct GridPoint {
 }
 
 /// Run a grid given as a JSON list of `GridPoint`s, in parallel; `Point.config` is the label.
-pub fn grid(points_json: &str, threads: usize) -> Result<Vec<Point>, String> {
-    let pts: Vec<GridPoint> =
-        serde_json::from_str(points_json).map_err(|e| format!("grid: {e}"))?;
+pub fn grid(points_json: &str, threads: usize) -> HtResult<Vec<Point>> {
+    let pts: Vec<GridPoint> = serde_json::from_str(points_json).map_err(|e| HtError::Grid {
+        problem: e.to_string(),
+    })?;
     let mut jobs = Vec::new();
     for (i, p) in pts.iter().enumerate() {
+        let at = |e: HtError| HtError::InPoint {
+            index: i,
+            label: p.label.clone(),
+            error: Box::new(e),
+        };
         let o = p.overrides.as_ref().map(|v| v.to_string());
-        let cfg = params()
-            .config_with(&p.config, o.as_deref())
-            .map_err(|e| format!("grid point {i} ({}): {e}", p.label))?;
-        let mut spec = WorkloadSpec::new(&p.workload, p.tenants, &p.order)
-            .map_err(|e| format!("grid point {i} ({}): {e}", p.label))?;
+        let cfg = params().config_with(&p.config, o.as_deref()).map_err(at)?;
+        let mut spec = WorkloadSpec::new(&p.workload, p.tenants, &p.order).map_err(at)?;
         spec.packets_per_tenant = p.packets_per_tenant;
         jobs.push((p.label.clone(), cfg, spec, p.order.to_ascii_uppercase()));
     }

@@ -13,6 +13,7 @@
 //! one tag only (the complete SID): a request with another tag misses, and filling re-tags the
 //! row and drops its entries. Within a partition the row is chosen by the address index bits.
 
+use crate::error::{HtError, HtResult};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
@@ -24,14 +25,16 @@ pub enum Policy {
 }
 
 impl Policy {
-    pub fn parse(s: &str) -> Result<Policy, String> {
+    pub fn parse(s: &str) -> HtResult<Policy> {
         match s.to_ascii_lowercase().as_str() {
             "lru" => Ok(Policy::Lru),
             "lfu" => Ok(Policy::Lfu),
             "oracle" | "belady" | "opt" => Ok(Policy::Oracle),
-            _ => Err(format!(
-                "replacement policy '{s}': expected lru, lfu or oracle"
-            )),
+            _ => Err(HtError::UnknownName {
+                kind: "replacement policy",
+                name: s.into(),
+                expected: "lru, lfu or oracle".into(),
+            }),
         }
     }
 }
@@ -315,28 +318,23 @@ impl Cache {
         policy: Policy,
         full_match: bool,
         lfu_bits: u32,
-    ) -> Result<Cache, String> {
+    ) -> HtResult<Cache> {
+        let bad = |problem: String| Err(HtError::Geometry { structure: what.into(), problem });
         if entries == 0 || ways == 0 || !entries.is_multiple_of(ways) {
-            return Err(format!(
-                "{what}: {entries} entries cannot be split into {ways}-way rows"
-            ));
+            return bad(format!("{entries} entries cannot be split into {ways}-way rows"));
         }
         if ways > 64 {
-            return Err(format!("{what}: {ways} ways: at most 64"));
+            return bad(format!("{ways} ways: at most 64"));
         }
         let sets = entries / ways;
         if partitions == 0 || partitions > sets || !sets.is_multiple_of(partitions) {
-            return Err(format!("{what}: {partitions} partitions do not divide its {sets} rows ({entries} entries, {ways} ways); at most one partition per row"));
+            return bad(format!("{partitions} partitions do not divide its {sets} rows ({entries} entries, {ways} ways); at most one partition per row"));
         }
         if !sets.is_power_of_two() || !partitions.is_power_of_two() {
-            return Err(format!(
-                "{what}: {sets} rows and {partitions} partitions must be powers of two"
-            ));
+            return bad(format!("{sets} rows and {partitions} partitions must be powers of two"));
         }
         if !(1..=8).contains(&lfu_bits) {
-            return Err(format!(
-                "{what}: LFU counter width {lfu_bits} bits: expected 1..8"
-            ));
+            return bad(format!("LFU counter width {lfu_bits} bits: expected 1..8"));
         }
         Ok(Cache {
             ways,
@@ -719,6 +717,8 @@ mod tests {
         let e = Cache::new("L3TLB", 1024, 16, 128, Policy::Lfu, false, 4)
             .err()
             .unwrap();
+        assert!(matches!(&e, crate::HtError::Geometry { structure, .. } if structure == "L3TLB"));
+        let e = e.to_string();
         assert!(e.contains("L3TLB") && e.contains("128 partitions"), "{e}");
     }
 }
@@ -739,9 +739,9 @@ pub struct LruSet {
 const NIL: u32 = u32::MAX;
 
 impl LruSet {
-    pub fn new(what: &str, cap: usize, keys: usize) -> Result<LruSet, String> {
+    pub fn new(what: &str, cap: usize, keys: usize) -> HtResult<LruSet> {
         if cap == 0 {
-            return Err(format!("{what}: needs at least one entry"));
+            return Err(HtError::Geometry { structure: what.into(), problem: "needs at least one entry".into() });
         }
         Ok(LruSet {
             cap,

@@ -21,6 +21,7 @@
 //! All tenants share one gIOVA layout in the model (`tables`), so a page seen with two sizes
 //! (a 4 KiB page inside a 2 MiB one) is an error; 1 GiB pages are not modelled.
 
+use crate::error::{HtError, HtResult};
 use crate::qemu;
 use crate::trace::{self, Header, MAX_PAGES, MAX_TENANTS};
 use crate::workload::{Interleave, Order, Packet, PageId, PageInfo, Trace, WorkloadSpec};
@@ -63,14 +64,15 @@ struct PageDict {
 }
 
 impl PageDict {
-    fn id(&mut self, base: u64, size: u64) -> Result<PageId, String> {
+    fn id(&mut self, base: u64, size: u64) -> HtResult<PageId> {
+        let err = |problem: String| Err(HtError::Page { iova: base, problem });
         if let Some(&id) = self.ids.get(&base) {
             let have = self.pages[id as usize].size;
             return if have == size {
                 Ok(id)
             } else {
-                Err(format!(
-                    "gIOVA page {base:#x} seen as {} and as {} (the model gives all tenants one page layout)",
+                err(format!(
+                    "seen as {} and as {} (the model gives all tenants one page layout)",
                     kib(have),
                     kib(size)
                 ))
@@ -85,20 +87,16 @@ impl PageDict {
             self.small_regions.contains(&(base >> 21))
         };
         if size == 0x4000_0000 {
-            return Err(format!(
-                "gIOVA page {base:#x} is a 1 GiB page; the HyperTRIO tables model 4 KiB and 2 MiB pages"
-            ));
+            return err("is a 1 GiB page; the HyperTRIO tables model 4 KiB and 2 MiB pages".into());
         }
         if clash {
-            return Err(format!(
-                "gIOVA page {base:#x} ({}) overlaps a page of the other size seen earlier (the model gives all tenants one page layout)",
+            return err(format!(
+                "({}) overlaps a page of the other size seen earlier (the model gives all tenants one page layout)",
                 kib(size)
             ));
         }
         if self.pages.len() == MAX_PAGES {
-            return Err(format!(
-                "more than {MAX_PAGES} distinct gIOVA pages in the inputs"
-            ));
+            return Err(HtError::range("pages", format_args!("more than {MAX_PAGES} distinct gIOVA pages in the inputs"), format!("at most {MAX_PAGES}")));
         }
         let id = self.pages.len() as PageId;
         self.pages.push(PageInfo { iova: base, size });
@@ -136,7 +134,7 @@ struct Spooler {
 }
 
 impl Spooler {
-    fn push(&mut self, src: &mut Source, slot: usize, page: PageId) -> Result<(), String> {
+    fn push(&mut self, src: &mut Source, slot: usize, page: PageId) -> HtResult<()> {
         let b = &mut self.bufs[slot];
         b.push(page);
         src.requests += 1;
@@ -145,15 +143,13 @@ impl Spooler {
         }
         Ok(())
     }
-    fn flush(&mut self, src: &mut Source, slot: usize) -> Result<(), String> {
+    fn flush(&mut self, src: &mut Source, slot: usize) -> HtResult<()> {
         let b = &mut self.bufs[slot];
         if b.is_empty() {
             return Ok(());
         }
         let bytes: Vec<u8> = b.iter().flat_map(|p| p.to_le_bytes()).collect();
-        self.w
-            .write_all(&bytes)
-            .map_err(|e| format!("spool file: {e}"))?;
+        self.w.write_all(&bytes).map_err(HtError::io(SPOOL, "write"))?;
         src.chunks.push((self.at, b.len() as u32));
         self.at += bytes.len() as u64;
         b.clear();
@@ -161,7 +157,10 @@ impl Spooler {
     }
 }
 
-fn spool_file() -> Result<std::fs::File, String> {
+/// How errors name the constructor's temporary (unlinked) file.
+const SPOOL: &str = "spool file";
+
+fn spool_file() -> HtResult<std::fs::File> {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let p = std::env::temp_dir().join(format!("devlend-spool-{}-{n}", std::process::id()));
@@ -170,21 +169,21 @@ fn spool_file() -> Result<std::fs::File, String> {
         .write(true)
         .create_new(true)
         .open(&p)
-        .map_err(|e| format!("{}: {e}", p.display()))?;
+        .map_err(HtError::io(&p.to_string_lossy(), "create"))?;
     // unlinked at once: the space is freed when the file is closed, whatever happens
-    std::fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    std::fs::remove_file(&p).map_err(HtError::io(&p.to_string_lossy(), "unlink"))?;
     Ok(f)
 }
 
 /// Is this file a binary trace? Its magic says so; a `.dlt` name or a NUL among the first
 /// bytes (never in a text log) also makes it one, so a damaged trace is reported by the trace
 /// reader ("bad magic") rather than as a log line QEMU never prints.
-pub fn is_trace(path: &str) -> Result<bool, String> {
+pub fn is_trace(path: &str) -> HtResult<bool> {
     let mut m = [0u8; 8];
-    let mut f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut f = std::fs::File::open(path).map_err(HtError::io(path, "open"))?;
     let mut n = 0;
     while n < 8 {
-        match f.read(&mut m[n..]).map_err(|e| format!("{path}: {e}"))? {
+        match f.read(&mut m[n..]).map_err(HtError::io(path, "read"))? {
             0 => break,
             k => n += k,
         }
@@ -194,13 +193,13 @@ pub fn is_trace(path: &str) -> Result<bool, String> {
 
 impl Sources {
     /// Read every input once; `progress(lines_or_packets_read)` now and then.
-    pub fn read(paths: &[String], progress: &mut dyn FnMut(u64)) -> Result<Sources, String> {
+    pub fn read(paths: &[String], progress: &mut dyn FnMut(u64)) -> HtResult<Sources> {
         if paths.is_empty() {
-            return Err("inputs: no logs or traces given".into());
+            return Err(HtError::NoInputs);
         }
         let spool = spool_file()?;
         let mut sp = Spooler {
-            w: BufWriter::with_capacity(1 << 16, spool.try_clone().map_err(|e| e.to_string())?),
+            w: BufWriter::with_capacity(1 << 16, spool.try_clone().map_err(HtError::io(SPOOL, "open"))?),
             at: 0,
             bufs: Vec::new(),
         };
@@ -234,8 +233,7 @@ impl Sources {
                 let mut local = Vec::with_capacity(r.header.pages.len());
                 for p in &r.header.pages {
                     local.push(
-                        dict.id(p.iova, p.size)
-                            .map_err(|e| format!("{path}: {e}"))?,
+                        dict.id(p.iova, p.size).map_err(|e| e.in_file(path))?,
                     );
                 }
                 let mut n = 0u64;
@@ -259,7 +257,7 @@ impl Sources {
                     tenants: r.header.tenants as usize,
                 }
             } else {
-                let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+                let f = std::fs::File::open(path).map_err(HtError::io(path, "open"))?;
                 let mut n = 0u64;
                 let s = qemu::read_log_events(
                     path,
@@ -295,18 +293,12 @@ impl Sources {
             sp.bufs.clear();
             inputs.push(summary);
         }
-        sp.w.flush().map_err(|e| format!("spool file: {e}"))?;
+        sp.w.flush().map_err(HtError::io(SPOOL, "write"))?;
         if sources.is_empty() {
-            return Err(format!(
-                "{}: no translation requests (vtd_iotlb_page_hit / vtd_iotlb_page_update lines or trace packets)",
-                paths.join(", ")
-            ));
+            return Err(HtError::NoRequests { inputs: paths.join(", ") });
         }
         if let Some(s) = sources.iter().find(|s| s.packets() == 0) {
-            return Err(format!(
-                "{}: SID {:#x} has {} translation request(s), less than one packet (3): the trace would stop at once",
-                s.input, s.sid, s.requests
-            ));
+            return Err(HtError::ShortSource { input: s.input.clone(), sid: s.sid, requests: s.requests });
         }
         Ok(Sources {
             spool,
@@ -318,11 +310,11 @@ impl Sources {
     }
 
     /// The hyper-trace of `tenants` tenants (None: one per source) interleaved by `order`.
-    pub fn build(&self, tenants: Option<u32>, order: &str, seed: u64) -> Result<Build<'_>, String> {
+    pub fn build(&self, tenants: Option<u32>, order: &str, seed: u64) -> HtResult<Build<'_>> {
         let (order, burst) = WorkloadSpec::parse_order(order)?;
         let n = tenants.unwrap_or(self.sources.len().min(MAX_TENANTS as usize) as u32);
         if n == 0 || n > MAX_TENANTS {
-            return Err(format!("tenants: {n} (expected 1..={MAX_TENANTS})"));
+            return Err(HtError::range("tenants", n, format!("1..={MAX_TENANTS}")));
         }
         let s = self.sources.len();
         Ok(Build {
@@ -341,12 +333,10 @@ impl Sources {
         })
     }
 
-    fn chunk(&self, src: usize, k: usize, out: &mut Vec<PageId>) -> Result<(), String> {
+    fn chunk(&self, src: usize, k: usize, out: &mut Vec<PageId>) -> HtResult<()> {
         let (at, len) = self.sources[src].chunks[k];
         let mut b = vec![0u8; len as usize * 2];
-        self.spool
-            .read_exact_at(&mut b, at)
-            .map_err(|e| format!("spool file: {e}"))?;
+        self.spool.read_exact_at(&mut b, at).map_err(HtError::io(SPOOL, "read"))?;
         out.clear();
         out.extend(b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])));
         Ok(())
@@ -380,7 +370,7 @@ impl Build<'_> {
         min * self.cursors.len() as u64
     }
 
-    fn packet(&mut self, t: u32) -> Result<Packet, String> {
+    fn packet(&mut self, t: u32) -> HtResult<Packet> {
         let c = &mut self.cursors[t as usize];
         c.left -= 1;
         let mut pages = [0; 3];
@@ -398,7 +388,7 @@ impl Build<'_> {
 }
 
 impl Iterator for Build<'_> {
-    type Item = Result<Packet, String>;
+    type Item = HtResult<Packet>;
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
@@ -439,7 +429,7 @@ pub fn build_file(
     seed: u64,
     output: &str,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<BuildSummary, String> {
+) -> HtResult<BuildSummary> {
     let src = Sources::read(inputs, &mut |n| progress(n, 0))?;
     let b = src.build(tenants, order, seed)?;
     let (n, bound) = (b.tenants(), b.packets_bound());
@@ -478,7 +468,7 @@ pub fn write_synthetic(
     spec: &WorkloadSpec,
     output: &str,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<u64, String> {
+) -> HtResult<u64> {
     let tr = Trace::new(spec)?;
     let per = match spec.packets_per_tenant {
         Some(n) => n,
@@ -503,7 +493,7 @@ pub fn write_synthetic(
         pages: tr.layout.pages.clone(),
         meta: meta.to_string(),
     };
-    trace::write_file(output, &h, tr.map(Ok::<_, String>), &mut |k| {
+    trace::write_file(output, &h, tr.map(Ok), &mut |k| {
         progress(k, bound)
     })
 }
@@ -527,7 +517,7 @@ mod tests {
         let s = |p: &std::path::Path| p.to_str().unwrap().to_string();
         assert!(super::is_trace(&s(&dlt)).unwrap() && super::is_trace(&s(&bin)).unwrap());
         assert!(!super::is_trace(&s(&log)).unwrap());
-        let err = super::Sources::read(&[s(&dlt)], &mut |_| {}).err().unwrap();
+        let err = super::Sources::read(&[s(&dlt)], &mut |_| {}).err().unwrap().to_string();
         assert!(err.contains("magic"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

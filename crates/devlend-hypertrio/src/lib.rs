@@ -23,6 +23,7 @@
 
 pub mod cache;
 pub mod construct;
+pub mod error;
 mod divisor;
 pub mod params;
 pub mod point;
@@ -34,6 +35,7 @@ pub mod trace;
 pub mod workload;
 
 pub use cache::Policy;
+pub use error::{HtError, HtResult};
 pub use params::{params, Config, Profile};
 pub use point::run_point;
 pub use sim::{simulate, Stats};

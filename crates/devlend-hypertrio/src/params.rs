@@ -3,6 +3,7 @@
 //! workload profiles of Table III / §IV-D / §V-C.
 
 use crate::cache::Policy;
+use crate::error::{HtError, HtResult};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -101,53 +102,44 @@ impl HyperTrioParams {
     pub fn packet_slot_ps(&self) -> u64 {
         self.packet_bytes * 8 * 1000 / self.link_gbps
     }
-    pub fn config(&self, name: &str) -> Result<Config, String> {
-        self.config.get(name).cloned().ok_or_else(|| {
-            format!(
-                "no HyperTRIO configuration '{name}': expected one of {}",
-                self.config.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
-        })
+    pub fn config(&self, name: &str) -> HtResult<Config> {
+        self.config.get(name).cloned().ok_or_else(|| HtError::unknown("HyperTRIO configuration", name, self.config.keys()))
     }
     /// A Table IV configuration with fields replaced from a JSON object, e.g.
     /// `{"devtlb_policy": "oracle", "devtlb_ways": 64}`; unknown fields are errors.
-    pub fn config_with(&self, name: &str, overrides_json: Option<&str>) -> Result<Config, String> {
+    pub fn config_with(&self, name: &str, overrides_json: Option<&str>) -> HtResult<Config> {
         let c = self.config(name)?;
         let Some(o) = overrides_json.filter(|s| !s.trim().is_empty()) else {
             return Ok(c);
         };
-        let o: serde_json::Value = serde_json::from_str(o)
-            .map_err(|e| format!("configuration overrides: not JSON: {e}"))?;
+        let whole = |problem: String| HtError::Overrides { field: None, problem };
+        let o: serde_json::Value =
+            serde_json::from_str(o).map_err(|e| whole(format!("not JSON: {e}")))?;
         let serde_json::Value::Object(o) = o else {
-            return Err("configuration overrides: expected a JSON object".into());
+            return Err(whole("expected a JSON object".into()));
         };
-        let base = serde_json::to_value(&c).map_err(|e| e.to_string())?;
+        let base = serde_json::to_value(&c).map_err(|e| whole(e.to_string()))?;
         let mut v = base.clone();
         let m = v.as_object_mut().unwrap();
         for (k, x) in o {
             if !m.contains_key(&k) {
-                return Err(format!(
-                    "configuration overrides: unknown field '{k}': expected one of {}",
+                return Err(whole(format!(
+                    "unknown field '{k}': expected one of {}",
                     m.keys().cloned().collect::<Vec<_>>().join(", ")
-                ));
+                )));
             }
             // Each value checked alone, so the error names its field.
             let mut one = base.clone();
             one.as_object_mut().unwrap().insert(k.clone(), x.clone());
             serde_json::from_value::<Config>(one)
-                .map_err(|e| format!("configuration overrides: field '{k}': {e}"))?;
+                .map_err(|e| HtError::Overrides { field: Some(k.clone()), problem: e.to_string() })?;
             m.insert(k, x);
         }
-        serde_json::from_value(v).map_err(|e| format!("configuration overrides: {e}"))
+        serde_json::from_value(v).map_err(|e| whole(e.to_string()))
     }
 
-    pub fn profile(&self, name: &str) -> Result<Profile, String> {
-        self.workload.get(name).cloned().ok_or_else(|| {
-            format!(
-                "no workload profile '{name}': expected one of {}",
-                self.workload.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
-        })
+    pub fn profile(&self, name: &str) -> HtResult<Profile> {
+        self.workload.get(name).cloned().ok_or_else(|| HtError::unknown("workload profile", name, self.workload.keys()))
     }
 }
 

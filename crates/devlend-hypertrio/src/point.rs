@@ -1,6 +1,7 @@
 //! One simulation point from names: a Table IV configuration (002) with JSON overrides, on a
 //! workload profile, tenant count and interleaving.
 
+use crate::error::HtResult;
 use crate::params::params;
 use crate::sim::{simulate, Stats};
 use crate::workload::WorkloadSpec;
@@ -14,7 +15,7 @@ pub fn run_point(
     order: &str,
     packets_per_tenant: Option<u64>,
     seed: u64,
-) -> Result<Stats, String> {
+) -> HtResult<Stats> {
     let cfg = params().config_with(config, overrides_json)?;
     let mut spec = WorkloadSpec::new(profile, tenants, order)?;
     spec.packets_per_tenant = packets_per_tenant;
@@ -41,10 +42,12 @@ mod tests {
         assert!(params()
             .config_with("base", Some(r#"{"bogus": 1}"#))
             .unwrap_err()
+            .to_string()
             .contains("bogus"));
-        assert!(params().config("nope").unwrap_err().contains("base"));
+        assert!(params().config("nope").unwrap_err().to_string().contains("base"));
         assert!(run_point("base", None, "iperf3", 0, "RR1", Some(10), 1)
             .unwrap_err()
+            .to_string()
             .contains("0 tenants"));
         let e = run_point(
             "hypertrio",
@@ -55,7 +58,8 @@ mod tests {
             Some(10),
             1,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("L3TLB") && e.contains("partitions"), "{e}");
     }
 

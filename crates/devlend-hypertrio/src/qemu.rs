@@ -21,6 +21,7 @@
 //! size comes from `pmask` or the PTE's page-size bit (`Event::page`). `trace` turns logs into
 //! hyper-traces (`construct`) and `replay` runs the simulator on them.
 
+use crate::error::{HtError, HtResult};
 use std::io::BufRead;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,7 +90,7 @@ impl Event {
 /// has one (4 KiB, 2 MiB or 1 GiB), else from the second-level PTE's page-size bit (bit 7, VT-d
 /// §9.8: set in a 2 MiB or 1 GiB leaf; QEMU's own events carry no level, so a set bit is read as
 /// 2 MiB), else 4 KiB.
-fn page_size(text: &str, slpte: u64, event: &str) -> Result<u64, String> {
+fn page_size(text: &str, slpte: u64, event: &str) -> HtResult<u64> {
     match field(text, "pmask") {
         Some(m) => {
             // the mask's lowest set bit is the page size (QEMU prints it 32 or 64 bits wide)
@@ -97,9 +98,7 @@ fn page_size(text: &str, slpte: u64, event: &str) -> Result<u64, String> {
             if [0x1000, 0x20_0000, 0x4000_0000].contains(&size) {
                 Ok(size)
             } else {
-                Err(format!(
-                    "{event}: pmask {m:#x} is not a 4 KiB, 2 MiB or 1 GiB page mask"
-                ))
+                Err(line_err(event, Some("pmask"), format!("{m:#x} is not a 4 KiB, 2 MiB or 1 GiB page mask")))
             }
         }
         None if slpte & 0x80 != 0 => Ok(0x20_0000),
@@ -110,12 +109,12 @@ fn page_size(text: &str, slpte: u64, event: &str) -> Result<u64, String> {
 /// A page-table level: 1 (the leaf of a 4 KiB page) to 4. VT-d numbers second-level paging
 /// structures from the leaf up (VT-d §3.7, §9.8), and QEMU's intel-iommu walks 3 or 4 levels
 /// (address widths of 39 or 48 bits: its `aw-bits` property), so 0 and 5 cannot appear in its log.
-fn walk_level(text: &str, event: &str) -> Result<u64, String> {
+fn walk_level(text: &str, event: &str) -> HtResult<u64> {
     let level = need(text, "level", event)?;
     if (1..=4).contains(&level) {
         Ok(level)
     } else {
-        Err(format!("{event}: field 'level' = {level}: expected a page-table level from 1 to 4 (QEMU's VT-d walks at most 4 levels)"))
+        Err(line_err(event, Some("level"), format!("= {level}: expected a page-table level from 1 to 4 (QEMU's VT-d walks at most 4 levels)")))
     }
 }
 
@@ -141,14 +140,17 @@ fn field(text: &str, name: &str) -> Option<u64> {
     None
 }
 
-fn need<T: TryFrom<u64>>(text: &str, name: &str, event: &str) -> Result<T, String> {
-    let v = field(text, name)
-        .ok_or_else(|| format!("{event}: field '{name}' missing or not a number"))?;
-    T::try_from(v).map_err(|_| format!("{event}: field '{name}' = {v:#x} out of range"))
+fn need<T: TryFrom<u64>>(text: &str, name: &str, event: &str) -> HtResult<T> {
+    let v = field(text, name).ok_or_else(|| line_err(event, Some(name), "missing or not a number".into()))?;
+    T::try_from(v).map_err(|_| line_err(event, Some(name), format!("= {v:#x} out of range")))
+}
+
+fn line_err(event: &str, field: Option<&str>, problem: String) -> HtError {
+    HtError::Line { event: Some(event.into()), field: field.map(Into::into), problem }
 }
 
 /// One line: Ok(Some(event)), Ok(None) for a blank line or another QEMU trace event, Err otherwise.
-pub fn parse_line(line: &str) -> Result<Option<Event>, String> {
+pub fn parse_line(line: &str) -> HtResult<Option<Event>> {
     let l = line.trim();
     if l.is_empty() {
         return Ok(None);
@@ -171,10 +173,11 @@ pub fn parse_line(line: &str) -> Result<Option<Event>, String> {
         || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
         || !name.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
     {
-        return Err(format!(
-            "not a QEMU trace line (expected '[PID@TIME:]event_name ...'): {:?}",
-            truncate(line)
-        ));
+        return Err(HtError::Line {
+            event: None,
+            field: None,
+            problem: format!("not a QEMU trace line (expected '[PID@TIME:]event_name ...'): {:?}", truncate(line)),
+        });
     }
     let ev = match name {
         "vtd_iotlb_page_hit" | "vtd_iotlb_page_update" => {
@@ -240,7 +243,7 @@ pub fn parse_line(line: &str) -> Result<Option<Event>, String> {
             return KNOWN_OTHER
                 .contains(&n)
                 .then_some(None)
-                .ok_or_else(|| format!("'{n}' is not an intel-iommu trace event QEMU prints"))
+                .ok_or_else(|| HtError::UnknownEvent { event: n.into() })
         }
         _ => return Ok(None),
     };
@@ -348,7 +351,7 @@ pub fn read_log<R: BufRead>(
     file: &str,
     r: R,
     mut on_request: impl FnMut(u16, u64),
-) -> Result<LogSummary, String> {
+) -> HtResult<LogSummary> {
     read_log_events(file, r, |ev| {
         if let Some((sid, iova)) = ev.request() {
             on_request(sid, iova)
@@ -362,28 +365,26 @@ pub fn read_log<R: BufRead>(
 pub fn read_log_events<R: BufRead>(
     file: &str,
     mut r: R,
-    mut on_event: impl FnMut(&Event) -> Result<(), String>,
-) -> Result<LogSummary, String> {
+    mut on_event: impl FnMut(&Event) -> HtResult<()>,
+) -> HtResult<LogSummary> {
     let mut s = LogSummary::default();
     let mut buf = Vec::new();
     let mut pages = rustc_hash::FxHashSet::default();
     let mut sids = std::collections::BTreeSet::new();
     loop {
         buf.clear();
+        let at = |line: u64| move |e: HtError| HtError::InLog { file: file.into(), line, error: Box::new(e) };
         let n = r
             .read_until(b'\n', &mut buf)
-            .map_err(|e| format!("{file}:{}: {e}", s.lines + 1))?;
+            .map_err(|e| at(s.lines + 1)(HtError::Line { event: None, field: None, problem: format!("read: {e}") }))?;
         if n == 0 {
             break;
         }
         s.lines += 1;
         let line = std::str::from_utf8(&buf).map_err(|_| {
-            format!(
-                "{file}:{}: not UTF-8 text (a binary or corrupt log?)",
-                s.lines
-            )
+            at(s.lines)(HtError::Line { event: None, field: None, problem: "not UTF-8 text (a binary or corrupt log?)".into() })
         })?;
-        match parse_line(line).map_err(|e| format!("{file}:{}: {e}", s.lines))? {
+        match parse_line(line).map_err(at(s.lines))? {
             None => {
                 if !line.trim().is_empty() {
                     s.skipped += 1;
@@ -403,7 +404,7 @@ pub fn read_log_events<R: BufRead>(
                     sids.insert(sid);
                     pages.insert(((sid as u64) << 48) | (base >> 12));
                 }
-                on_event(&ev).map_err(|e| format!("{file}:{}: {e}", s.lines))?;
+                on_event(&ev).map_err(at(s.lines))?;
             }
         }
     }
@@ -413,8 +414,8 @@ pub fn read_log_events<R: BufRead>(
 }
 
 /// `read_log` on a file path.
-pub fn read_log_file(path: &str, on_request: impl FnMut(u16, u64)) -> Result<LogSummary, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+pub fn read_log_file(path: &str, on_request: impl FnMut(u16, u64)) -> HtResult<LogSummary> {
+    let f = std::fs::File::open(path).map_err(HtError::io(path, "open"))?;
     read_log(path, std::io::BufReader::new(f), on_request)
 }
 
@@ -458,9 +459,9 @@ vtd_inv_desc_iotlb_global iotlb invalidate global
             "vtd_iotlb_page_hit IOTLB page hit sid 0x1 iova 0x1000\n".as_bytes(),
             |_, _| {},
         )
-        .unwrap_err();
+        .unwrap_err().to_string();
         assert!(e.starts_with("a.log:1:") && e.contains("slpte"), "{e}");
-        let e = read_log("a.log", "\nvtd_iotlb_page_flop x 1\n".as_bytes(), |_, _| {}).unwrap_err();
+        let e = read_log("a.log", "\nvtd_iotlb_page_flop x 1\n".as_bytes(), |_, _| {}).unwrap_err().to_string();
         assert!(
             e.starts_with("a.log:2:") && e.contains("never") || e.contains("not an intel-iommu"),
             "{e}"
@@ -470,12 +471,12 @@ vtd_inv_desc_iotlb_global iotlb invalidate global
             "vtd_iotlb_cc_update bus 0x1ff devfn 0 high 0 low 0 gen 1\n".as_bytes(),
             |_, _| {},
         )
-        .unwrap_err();
+        .unwrap_err().to_string();
         assert!(e.contains("bus") && e.contains("out of range"), "{e}");
         // a '+' inside a number is corruption, not a sign (u64 parsing would take it)
         for bad in ["sid 0x+100", "sid +256"] {
             let line = format!("vtd_iotlb_page_hit {bad} iova 0x1000 slpte 0x3 domain 0x1\n");
-            let e = read_log("e.log", line.as_bytes(), |_, _| {}).unwrap_err();
+            let e = read_log("e.log", line.as_bytes(), |_, _| {}).unwrap_err().to_string();
             assert!(
                 e.starts_with("e.log:1:") && e.contains("'sid' missing or not a number"),
                 "{e}"
@@ -487,13 +488,13 @@ vtd_inv_desc_iotlb_global iotlb invalidate global
                 format!("vtd_slpte_fetch high 0x1 low 0x2 iova 0x1000 level {level} addr 0x7f0000 slpte 0x3\n"),
                 format!("vtd_iotlb_page_hit sid 0x1 iova 0x1000 slpte 0x3 domain 0x1 level {level}\n"),
             ] {
-                let e = read_log("l.log", line.as_bytes(), |_, _| {}).unwrap_err();
+                let e = read_log("l.log", line.as_bytes(), |_, _| {}).unwrap_err().to_string();
                 assert!(e.starts_with("l.log:1:") && e.contains("'level'") && e.contains("1 to 4"), "{e}");
             }
         }
         let line = "vtd_slpte_fetch high 0x1 low 0x2 iova 0x1000 level 0x1 addr 0x7f0000 slpte 0x3\n";
         assert!(read_log("l.log", line.as_bytes(), |_, _| {}).is_ok());
-        let e = read_log("c.log", "%%% garbage\n".as_bytes(), |_, _| {}).unwrap_err();
+        let e = read_log("c.log", "%%% garbage\n".as_bytes(), |_, _| {}).unwrap_err().to_string();
         assert!(
             e.starts_with("c.log:1:") && e.contains("not a QEMU trace line"),
             "{e}"
@@ -503,10 +504,10 @@ vtd_inv_desc_iotlb_global iotlb invalidate global
             &b"vtd_iotlb_page_hit sid 0x1 \xff\xfe\n"[..],
             |_, _| {},
         )
-        .unwrap_err();
+        .unwrap_err().to_string();
         assert!(e.contains("d.log:1") && e.contains("UTF-8"), "{e}");
         assert!(read_log_file("/nonexistent/x.log", |_, _| {})
-            .unwrap_err()
+            .unwrap_err().to_string()
             .starts_with("/nonexistent/x.log"));
     }
 

@@ -10,6 +10,7 @@
 //! (never requested, so it changes no statistic). Belady's oracle reads the trace through
 //! `sim::Lookahead`, as synthetic runs do.
 
+use crate::error::{HtError, HtResult};
 use crate::construct::{is_trace, Sources};
 use crate::params::Config;
 use crate::sim::{Lookahead, Sim, Stats, ORACLE_WINDOW_PACKETS};
@@ -21,13 +22,13 @@ use crate::Policy;
 /// Yields packets until the source fails, keeping the error; reports progress.
 struct Checked<'e, I> {
     inner: I,
-    err: &'e mut Option<String>,
+    err: &'e mut Option<HtError>,
     n: u64,
     total: u64,
     progress: &'e mut dyn FnMut(u64, u64),
 }
 
-impl<I: Iterator<Item = Result<Packet, String>>> Iterator for Checked<'_, I> {
+impl<I: Iterator<Item = HtResult<Packet>>> Iterator for Checked<'_, I> {
     type Item = Packet;
     #[inline]
     fn next(&mut self) -> Option<Packet> {
@@ -48,14 +49,14 @@ impl<I: Iterator<Item = Result<Packet, String>>> Iterator for Checked<'_, I> {
 }
 
 /// The layout for `tables`: the trace's pages, plus an unused page of a size it lacks.
-fn layout_of(pages: &[PageInfo]) -> Result<Layout, String> {
+fn layout_of(pages: &[PageInfo]) -> HtResult<Layout> {
     let mut pages = pages.to_vec();
     let top = pages.iter().map(|p| p.iova + p.size).max().unwrap_or(0);
     let mut pad = (top + 0x3f_ffff) & !0x1f_ffff;
     for size in [0x1000, 0x20_0000] {
         if !pages.iter().any(|p| p.size == size) {
             if pad + size > 1 << 48 {
-                return Err("trace pages reach the top of the 48-bit gIOVA space".into());
+                return Err(HtError::Page { iova: pad, problem: "(an unused page added to a trace that has no page of its size) is above the 48-bit gIOVA space: the trace's pages reach its top".into() });
             }
             pages.push(PageInfo { iova: pad, size });
             pad += 0x20_0000;
@@ -77,13 +78,13 @@ pub fn run(
     cfg: &Config,
     tenants: u32,
     pages: &[PageInfo],
-    packets: impl Iterator<Item = Result<Packet, String>>,
+    packets: impl Iterator<Item = HtResult<Packet>>,
     total: u64,
     walk_levels: Option<u32>,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<Stats, String> {
+) -> HtResult<Stats> {
     let layout = layout_of(pages)?;
-    let tables = Tables::build(&layout, tenants).map_err(|e| format!("trace page layout: {e}"))?;
+    let tables = Tables::build(&layout, tenants)?;
     let iovas: Vec<u64> = layout.pages.iter().map(|p| p.iova).collect();
     let mut sim = Sim::new(cfg, &tables, tenants, iovas)?;
     if let Some(levels) = walk_levels {
@@ -114,7 +115,7 @@ pub fn replay_trace(
     path: &str,
     cfg: &Config,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<Stats, String> {
+) -> HtResult<Stats> {
     let r = Reader::open(path)?;
     let (tenants, pages) = (r.header.tenants, r.header.pages.clone());
     let total = r.expected_packets.unwrap_or(0);
@@ -131,7 +132,7 @@ pub fn replay(
     seed: u64,
     cfg: &Config,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<Stats, String> {
+) -> HtResult<Stats> {
     if let [one] = inputs {
         if tenants.is_none() && order.is_none() && is_trace(one)? {
             return replay_trace(one, cfg, progress);

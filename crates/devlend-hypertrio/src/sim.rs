@@ -65,6 +65,7 @@ use crate::cache::{
     age_touch, find_in, oldest, padded_rows, Cache, CacheStats, LruSet, Policy, AGE_PAD, NEVER, PAD,
 };
 use crate::divisor::Divisor;
+use crate::error::{HtError, HtResult};
 use crate::params::{params, Config, HyperTrioParams};
 use crate::tables::{Tables, WalkShape};
 use crate::workload::{Packet, PageId, Trace, WorkloadSpec};
@@ -337,25 +338,24 @@ impl<'a> Sim<'a> {
         tables: &Tables,
         tenants: u32,
         iovas: Vec<u64>,
-    ) -> Result<Sim<'static>, String> {
+    ) -> HtResult<Sim<'static>> {
         let p = params();
         let bits = p.lfu_counter_bits;
         if cfg.ptb_entries == 0 {
-            return Err(
-                "ptb_entries: the pending translation buffer needs at least one entry".into(),
-            );
+            return Err(HtError::range("ptb_entries", 0, "at least one entry in the pending translation buffer"));
         }
         if cfg.l2_policy == Policy::Oracle || cfg.l3_policy == Policy::Oracle {
-            return Err("l2_policy/l3_policy: the oracle is available for the DevTLB only".into());
+            return Err(HtError::range("l2_policy/l3_policy", "oracle", "lru or lfu (the oracle is available for the DevTLB only)"));
         }
-        if cfg.prefetch
-            && (!(1..=64).contains(&cfg.pb_entries)
-                || cfg.sid_history == 0
-                || !(1..=4).contains(&cfg.history_pages))
-        {
-            return Err(
-                "prefetch: needs pb_entries 1..64, sid_history >= 1 and history_pages 1..4".into(),
-            );
+        if cfg.prefetch {
+            let (pb, sh, hp) = (cfg.pb_entries, cfg.sid_history, cfg.history_pages);
+            if !(1..=64).contains(&pb) || sh == 0 || !(1..=4).contains(&hp) {
+                return Err(HtError::range(
+                    "prefetch",
+                    format_args!("pb_entries {pb}, sid_history {sh}, history_pages {hp}"),
+                    "pb_entries 1..64, sid_history >= 1 and history_pages 1..4",
+                ));
+            }
         }
         let npages = iovas.len().next_power_of_two();
         let n = tenants as usize * npages;
@@ -735,7 +735,7 @@ impl<I: Iterator<Item = Packet>> Iterator for Lookahead<I> {
 }
 
 /// Simulate `cfg` on the workload: the whole pipeline (tables, streamed trace, model).
-pub fn simulate(cfg: &Config, spec: &WorkloadSpec) -> Result<Stats, String> {
+pub fn simulate(cfg: &Config, spec: &WorkloadSpec) -> HtResult<Stats> {
     let trace = Trace::new(spec)?;
     let tables = Tables::build(&trace.layout, spec.tenants)?;
     let iovas: Vec<u64> = trace.layout.pages.iter().map(|p| p.iova).collect();

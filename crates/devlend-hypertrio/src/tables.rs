@@ -26,6 +26,7 @@
 //! (a test checks they agree), so the hot path does not re-walk; the functional translation
 //! (gIOVA -> hPA through both tables) is `Tables::translate`.
 
+use crate::error::{HtError, HtResult};
 use crate::workload::Layout;
 use devlend_fabric::iommu::{FaultReason, Iommu};
 use devlend_wire::Bdf;
@@ -79,13 +80,10 @@ pub struct Tables {
 }
 
 impl Tables {
-    pub fn build(layout: &Layout, tenants: u32) -> Result<Tables, String> {
+    pub fn build(layout: &Layout, tenants: u32) -> HtResult<Tables> {
         if tenants > 255 * 256 {
-            return Err(format!(
-                "tenants: {tenants} source IDs do not fit the requester-ID space"
-            ));
+            return Err(HtError::range("tenants", format_args!("{tenants} source IDs"), "at most 65280 (the requester-ID space)"));
         }
-        let e = |x: devlend_fabric::error::FabricError| x.to_string();
         let mut host = Iommu::new(true);
         let mut guest = Iommu::new(true);
         // gPA of each small (4 KiB) page, by page id; data pages get DATA_GPA + k * 2 MiB.
@@ -100,6 +98,7 @@ impl Tables {
         let pool_pages = 64u64;
         for t in 0..tenants {
             let hpa = HPA_BASE + t as u64 * HPA_STRIDE;
+            let e = |x: devlend_fabric::error::FabricError| HtError::Tables { tenant: t, iova: None, reason: x.to_string() };
             let hd = host.domain_alloc(&format!("vm{t}")).map_err(e)?;
             host.attach(hd, &[sid_bdf(t)]);
             host.map(
@@ -148,13 +147,13 @@ impl Tables {
     }
 
     /// The walk's shape for tenant `sid` and `iova`, from the fabric's tables.
-    pub fn shape_of(&self, sid: u32, iova: u64) -> Result<WalkShape, String> {
-        let f = |r: FaultReason| format!("tenant {sid}: gIOVA {iova:#x}: {}", r.describe());
-        let g = self
-            .guest
-            .domains
-            .get(sid as usize)
-            .ok_or_else(|| format!("tenant {sid}: no first-level table"))?;
+    pub fn shape_of(&self, sid: u32, iova: u64) -> HtResult<WalkShape> {
+        let f = |r: FaultReason| HtError::Tables { tenant: sid, iova: Some(iova), reason: r.describe().to_string() };
+        let g = self.guest.domains.get(sid as usize).ok_or_else(|| HtError::Tables {
+            tenant: sid,
+            iova: None,
+            reason: "no first-level table".into(),
+        })?;
         let gt = g.table.walk(iova, true).map_err(f)?;
         let table_host_levels = self
             .host

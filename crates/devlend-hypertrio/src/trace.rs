@@ -33,6 +33,7 @@
 //! `DLTEND\0\0`; nothing may follow. A file that stops before it is truncated; a wrong hash or
 //! count is corruption. Readers report the file, the byte offset and the packet number.
 
+use crate::error::{HtError, HtResult};
 use crate::workload::{Packet, PageId, PageInfo};
 use std::io::{Read, Seek, SeekFrom, Write};
 
@@ -80,34 +81,26 @@ pub fn walk_levels(h: &Header) -> Option<u32> {
 }
 
 impl Header {
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> HtResult<()> {
         if self.tenants == 0 || self.tenants > MAX_TENANTS {
-            return Err(format!(
-                "tenants: {} (expected 1..={MAX_TENANTS})",
-                self.tenants
-            ));
+            return Err(HtError::range("tenants", self.tenants, format!("1..={MAX_TENANTS}")));
         }
         if self.pages.is_empty() || self.pages.len() > MAX_PAGES {
-            return Err(format!(
-                "pages: {} (expected 1..={MAX_PAGES})",
-                self.pages.len()
-            ));
+            return Err(HtError::range("pages", self.pages.len(), format!("1..={MAX_PAGES}")));
         }
         if let Some((i, p)) = self.pages.iter().enumerate().find(|(_, p)| {
             !(p.size == 0x1000 || p.size == 0x20_0000)
                 || !p.iova.is_multiple_of(p.size)
                 || p.iova >> 48 != 0
         }) {
-            return Err(format!(
-                "page {i}: gIOVA {:#x} size {:#x} (expected a 4 KiB or 2 MiB page, aligned, below 2^48)",
-                p.iova, p.size
+            return Err(HtError::range(
+                format!("page {i}"),
+                format_args!("gIOVA {:#x} size {:#x}", p.iova, p.size),
+                "a 4 KiB or 2 MiB page, aligned, below 2^48",
             ));
         }
         if self.meta.len() > MAX_META {
-            return Err(format!(
-                "meta: {} bytes (at most {MAX_META})",
-                self.meta.len()
-            ));
+            return Err(HtError::range("meta", format_args!("{} bytes", self.meta.len()), format!("at most {MAX_META}")));
         }
         Ok(())
     }
@@ -126,7 +119,7 @@ pub struct Writer<W: Write> {
 }
 
 impl<W: Write> Writer<W> {
-    pub fn new(mut w: W, h: &Header) -> Result<Writer<W>, String> {
+    pub fn new(mut w: W, h: &Header) -> HtResult<Writer<W>> {
         h.check()?;
         let mut b = Vec::with_capacity(24 + 16 * h.pages.len() + h.meta.len());
         b.extend_from_slice(&MAGIC);
@@ -140,7 +133,7 @@ impl<W: Write> Writer<W> {
             b.extend_from_slice(&p.size.to_le_bytes());
         }
         b.extend_from_slice(h.meta.as_bytes());
-        w.write_all(&b).map_err(|e| e.to_string())?;
+        w.write_all(&b).map_err(HtError::io("trace", "write"))?;
         Ok(Writer {
             w,
             buf: Vec::with_capacity(BUF + 32),
@@ -153,12 +146,15 @@ impl<W: Write> Writer<W> {
         })
     }
 
-    pub fn push(&mut self, p: &Packet) -> Result<(), String> {
+    pub fn push(&mut self, p: &Packet) -> HtResult<()> {
         if p.sid >= self.tenants || p.pages.iter().any(|&g| g as u32 >= self.npages) {
-            return Err(format!(
-                "packet {}: tenant {} / pages {:?} outside the header's {} tenants and {} pages",
-                self.packets, p.sid, p.pages, self.tenants, self.npages
-            ));
+            return Err(HtError::Packet {
+                packet: self.packets,
+                tenant: p.sid,
+                pages: p.pages,
+                tenants: self.tenants,
+                npages: self.npages,
+            });
         }
         let start = self.buf.len();
         self.buf.push(0);
@@ -188,9 +184,9 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
-    fn flush_body(&mut self) -> Result<(), String> {
+    fn flush_body(&mut self) -> HtResult<()> {
         self.hash = fnv(self.hash, &self.buf);
-        self.w.write_all(&self.buf).map_err(|e| e.to_string())?;
+        self.w.write_all(&self.buf).map_err(HtError::io("trace", "write"))?;
         self.buf.clear();
         Ok(())
     }
@@ -200,41 +196,43 @@ impl<W: Write> Writer<W> {
     }
 
     /// Write the end record; returns the inner writer.
-    pub fn finish(mut self) -> Result<W, String> {
+    pub fn finish(mut self) -> HtResult<W> {
         self.flush_body()?;
         let mut b = vec![END_MARK];
         b.extend_from_slice(&self.packets.to_le_bytes());
         b.extend_from_slice(&self.hash.to_le_bytes());
         b.extend_from_slice(&END_MAGIC);
-        self.w.write_all(&b).map_err(|e| e.to_string())?;
-        self.w.flush().map_err(|e| e.to_string())?;
+        self.w.write_all(&b).map_err(HtError::io("trace", "write"))?;
+        self.w.flush().map_err(HtError::io("trace", "write"))?;
         Ok(self.w)
     }
 }
 
 /// Write a whole packet stream to `path` (through `path.part`, renamed at the end, so a failed
 /// write leaves no trace file behind). `progress(packets)` is called every 2^20 packets.
-pub fn write_file<E: std::fmt::Display>(
+pub fn write_file(
     path: &str,
     h: &Header,
-    packets: impl Iterator<Item = Result<Packet, E>>,
+    packets: impl Iterator<Item = HtResult<Packet>>,
     progress: &mut dyn FnMut(u64),
-) -> Result<u64, String> {
+) -> HtResult<u64> {
     let part = format!("{path}.part");
-    let run = || -> Result<u64, String> {
-        let f = std::fs::File::create(&part).map_err(|e| format!("{part}: {e}"))?;
-        let mut w = Writer::new(std::io::BufWriter::with_capacity(BUF, f), h)
-            .map_err(|e| format!("{path}: {e}"))?;
+    let run = || -> HtResult<u64> {
+        let f = std::fs::File::create(&part).map_err(HtError::io(&part, "create"))?;
+        let placed = |e: HtError| match e {
+            HtError::Io { op, message, .. } => HtError::Io { path: path.into(), op, message },
+            e => e.in_file(path),
+        };
+        let mut w = Writer::new(std::io::BufWriter::with_capacity(BUF, f), h).map_err(placed)?;
         for p in packets {
-            w.push(&p.map_err(|e| e.to_string())?)
-                .map_err(|e| format!("{path}: {e}"))?;
+            w.push(&p?).map_err(placed)?;
             if w.packets() & 0xF_FFFF == 0 {
                 progress(w.packets());
             }
         }
         let n = w.packets();
-        w.finish().map_err(|e| format!("{path}: {e}"))?;
-        std::fs::rename(&part, path).map_err(|e| format!("{path}: {e}"))?;
+        w.finish().map_err(placed)?;
+        std::fs::rename(&part, path).map_err(HtError::io(path, "rename"))?;
         Ok(n)
     };
     let r = run();
@@ -267,27 +265,27 @@ pub struct Reader<R: Read> {
 impl Reader<std::fs::File> {
     /// Open a trace file: header read and checked, end record checked first (a truncated file
     /// fails here, not after a long replay).
-    pub fn open(path: &str) -> Result<Reader<std::fs::File>, String> {
-        let mut f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
-        let io = |e: std::io::Error| format!("{path}: {e}");
-        let size = f.seek(SeekFrom::End(0)).map_err(io)?;
+    pub fn open(path: &str) -> HtResult<Reader<std::fs::File>> {
+        let mut f = std::fs::File::open(path).map_err(HtError::io(path, "open"))?;
+        let io = HtError::io(path, "read");
+        let size = f.seek(SeekFrom::End(0)).map_err(&io)?;
         let mut tail = [0u8; FOOTER_LEN as usize];
         let expected = if size >= 24 + FOOTER_LEN {
-            f.seek(SeekFrom::Start(size - FOOTER_LEN)).map_err(io)?;
-            f.read_exact(&mut tail).map_err(io)?;
+            f.seek(SeekFrom::Start(size - FOOTER_LEN)).map_err(&io)?;
+            f.read_exact(&mut tail).map_err(&io)?;
             (tail[0] == END_MARK && tail[17..] == END_MAGIC)
                 .then(|| u64::from_le_bytes(tail[1..9].try_into().unwrap()))
         } else {
             None
         };
-        f.seek(SeekFrom::Start(0)).map_err(io)?;
+        f.seek(SeekFrom::Start(0)).map_err(&io)?;
         let mut r = Reader::new(path, f)?;
         match expected {
             Some(n) => r.expected_packets = Some(n),
             None => {
-                return Err(format!(
-                "{path}: truncated or not finished: the file ({size} bytes) does not end with the end record (0xFF, counts, \"DLTEND\")"
-            ))
+                return Err(r.err_at(size, format!(
+                "truncated or not finished: the file ({size} bytes) does not end with the end record (0xFF, counts, \"DLTEND\")"
+            )))
             }
         }
         Ok(r)
@@ -296,7 +294,7 @@ impl Reader<std::fs::File> {
 
 impl<R: Read> Reader<R> {
     /// Read and check the header; `name` is used in errors.
-    pub fn new(name: &str, r: R) -> Result<Reader<R>, String> {
+    pub fn new(name: &str, r: R) -> HtResult<Reader<R>> {
         let mut rd = Reader {
             name: name.to_string(),
             r,
@@ -371,12 +369,12 @@ impl<R: Read> Reader<R> {
         self.base + self.pos as u64
     }
 
-    fn err_at(&self, off: u64, msg: String) -> String {
-        format!("{}: byte {off}: {msg}", self.name)
+    fn err_at(&self, off: u64, problem: String) -> HtError {
+        HtError::Trace { file: self.name.clone(), byte: off, packet: None, problem }
     }
 
     /// Make at least `n` bytes available unless the input ends first.
-    fn fill(&mut self, n: usize) -> Result<(), String> {
+    fn fill(&mut self, n: usize) -> HtResult<()> {
         if self.len - self.pos >= n || self.eof {
             return Ok(());
         }
@@ -398,7 +396,7 @@ impl<R: Read> Reader<R> {
         Ok(())
     }
 
-    fn read_bytes(&mut self, n: usize, what: &str) -> Result<&[u8], String> {
+    fn read_bytes(&mut self, n: usize, what: &str) -> HtResult<&[u8]> {
         if n > self.buf.len() {
             // only the meta can be this long: grow the buffer once
             let mut b = std::mem::take(&mut self.buf).into_vec();
@@ -417,7 +415,7 @@ impl<R: Read> Reader<R> {
     }
 
     #[inline]
-    fn varint(&mut self, what: &str, limit: u32) -> Result<u32, String> {
+    fn varint(&mut self, what: &str, limit: u32) -> HtResult<u32> {
         // 5 x 7 bits: accumulated in 64 bits, so a value above 2^32 is out of range, not wrapped
         let mut v = 0u64;
         for i in 0..5 {
@@ -437,14 +435,16 @@ impl<R: Read> Reader<R> {
         Err(self.corrupt(format!("{what}: varint longer than 5 bytes")))
     }
 
-    fn corrupt(&self, msg: String) -> String {
-        self.err_at(
-            self.offset(),
-            format!("packet {}: corrupt trace: {msg}", self.packets),
-        )
+    fn corrupt(&self, msg: String) -> HtError {
+        HtError::Trace {
+            file: self.name.clone(),
+            byte: self.offset(),
+            packet: Some(self.packets),
+            problem: format!("corrupt trace: {msg}"),
+        }
     }
 
-    fn end_record(&mut self) -> Result<(), String> {
+    fn end_record(&mut self) -> HtResult<()> {
         self.fill(FOOTER_LEN as usize)?;
         if self.len - self.pos < FOOTER_LEN as usize {
             return Err(self.err_at(
@@ -477,7 +477,7 @@ impl<R: Read> Reader<R> {
         Ok(())
     }
 
-    fn packet(&mut self) -> Result<Option<Packet>, String> {
+    fn packet(&mut self) -> HtResult<Option<Packet>> {
         self.fill(24)?;
         let start = self.pos;
         let Some(&c) = self.buf[..self.len].get(self.pos) else {
@@ -522,7 +522,7 @@ impl<R: Read> Reader<R> {
 }
 
 impl<R: Read> Iterator for Reader<R> {
-    type Item = Result<Packet, String>;
+    type Item = HtResult<Packet>;
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
@@ -560,10 +560,8 @@ pub struct Info {
     pub meta: serde_json::Value,
 }
 
-pub fn info(path: &str) -> Result<Info, String> {
-    let bytes = std::fs::metadata(path)
-        .map_err(|e| format!("{path}: {e}"))?
-        .len();
+pub fn info(path: &str) -> HtResult<Info> {
+    let bytes = std::fs::metadata(path).map_err(HtError::io(path, "stat"))?.len();
     let mut r = Reader::open(path)?;
     let mut per = vec![0u64; r.header.tenants as usize];
     for p in r.by_ref() {
@@ -666,8 +664,8 @@ mod tests {
         let ps = packets(50, 3);
         let good = write(&h, &ps);
         let read_all = |b: &[u8]| -> Result<usize, String> {
-            let r = Reader::new("x.dlt", b)?;
-            r.collect::<Result<Vec<_>, _>>().map(|v| v.len())
+            let r = Reader::new("x.dlt", b).map_err(|e| e.to_string())?;
+            r.collect::<Result<Vec<_>, _>>().map(|v| v.len()).map_err(|e| e.to_string())
         };
         assert_eq!(read_all(&good), Ok(50));
         let e = read_all(b"vtd_iotlb_page_hit sid 0x1 iova 0x2").unwrap_err();
@@ -703,6 +701,7 @@ mod tests {
                 pages: [0; 3]
             })
             .unwrap_err()
+            .to_string()
             .contains("tenant 3"));
         assert!(Writer::new(
             Vec::new(),
@@ -721,16 +720,16 @@ mod tests {
         let p = dir.join("a.dlt").to_string_lossy().to_string();
         let h = header(4);
         let ps = packets(1000, 4);
-        let n = write_file(&p, &h, ps.iter().map(|&x| Ok::<_, String>(x)), &mut |_| {}).unwrap();
+        let n = write_file(&p, &h, ps.iter().map(|&x| Ok(x)), &mut |_| {}).unwrap();
         assert_eq!(n, 1000);
         let i = info(&p).unwrap();
         assert_eq!((i.packets, i.tenants, i.pages), (1000, 4, 300));
         let b = std::fs::read(&p).unwrap();
         std::fs::write(&p, &b[..b.len() - 1]).unwrap();
-        let e = Reader::open(&p).err().unwrap();
+        let e = Reader::open(&p).err().unwrap().to_string();
         assert!(e.contains("truncated") && e.contains("a.dlt"), "{e}");
         let q = dir.join("b.dlt").to_string_lossy().to_string();
-        let bad = [Ok(ps[0]), Err("input broke".to_string())];
+        let bad = [Ok(ps[0]), Err(HtError::NoInputs)];
         assert!(write_file(&q, &h, bad.into_iter(), &mut |_| {}).is_err());
         assert!(
             !std::path::Path::new(&q).exists()
@@ -756,6 +755,8 @@ mod tests {
             .unwrap()
             .collect::<Result<Vec<_>, _>>()
             .unwrap_err();
+        assert!(matches!(e, HtError::Trace { packet: Some(0), .. }), "{e:?}");
+        let e = e.to_string();
         assert!(
             e.contains("packet 0") && e.contains("tenant 4294967296 out of range"),
             "{e}"

@@ -39,6 +39,7 @@
 //! RR4, RAND1).
 
 use crate::divisor::Divisor;
+use crate::error::{HtError, HtResult};
 use crate::params::{params, Profile};
 
 /// A page a tenant touches: index into `Layout::pages`.
@@ -126,27 +127,28 @@ pub struct WorkloadSpec {
 
 impl WorkloadSpec {
     /// "RR1", "RR4", "RAND1", ...
-    pub fn parse_order(s: &str) -> Result<(Order, u32), String> {
+    pub fn parse_order(s: &str) -> HtResult<(Order, u32)> {
         let u = s.to_ascii_uppercase();
         let (o, n) = if let Some(n) = u.strip_prefix("RAND") {
             (Order::Random, n)
         } else if let Some(n) = u.strip_prefix("RR") {
             (Order::RoundRobin, n)
         } else {
-            return Err(format!(
-                "interleaving '{s}': expected RR<n> or RAND<n>, e.g. RR1, RR4, RAND1"
-            ));
+            return Err(HtError::UnknownName {
+                kind: "interleaving",
+                name: s.into(),
+                expected: "RR<n> or RAND<n>, e.g. RR1, RR4, RAND1".into(),
+            });
         };
-        let b: u32 = n
-            .parse()
-            .map_err(|_| format!("interleaving '{s}': burst size must be a positive integer"))?;
+        let burst = |v: &str| HtError::range(format!("interleaving '{s}': burst size"), v, "a positive integer");
+        let b: u32 = n.parse().map_err(|_| burst(n))?;
         if b == 0 {
-            return Err(format!("interleaving '{s}': burst size must be at least 1"));
+            return Err(burst(n));
         }
         Ok((o, b))
     }
 
-    pub fn new(profile: &str, tenants: u32, order: &str) -> Result<WorkloadSpec, String> {
+    pub fn new(profile: &str, tenants: u32, order: &str) -> HtResult<WorkloadSpec> {
         let (order, burst) = Self::parse_order(order)?;
         Ok(WorkloadSpec {
             profile: profile.to_string(),
@@ -256,30 +258,26 @@ impl Interleave {
 }
 
 impl Trace {
-    pub fn new(spec: &WorkloadSpec) -> Result<Trace, String> {
+    pub fn new(spec: &WorkloadSpec) -> HtResult<Trace> {
         let p = params();
         let prof = p.profile(&spec.profile)?;
-        if spec.tenants == 0 {
-            return Err("tenants: 0 tenants: need at least one".into());
-        }
-        if spec.tenants > 65_536 {
-            return Err(format!(
-                "tenants: {} tenants: at most 65536 source IDs",
-                spec.tenants
-            ));
+        if spec.tenants == 0 || spec.tenants > 65_536 {
+            let n = spec.tenants;
+            return Err(HtError::range("tenants", format_args!("{n} tenants"), "1 to 65536 source IDs"));
         }
         if spec.burst == 0 {
-            return Err("burst: must be at least 1".into());
+            return Err(HtError::range("burst", 0, "at least 1"));
         }
         if prof.data_streams == 0 || prof.data_streams > p.data_pages {
-            return Err(format!(
-                "workload '{}': data_streams {}: expected 1 to {} (the data pages)",
-                spec.profile, prof.data_streams, p.data_pages
+            return Err(HtError::range(
+                format!("workload '{}': data_streams", spec.profile),
+                prof.data_streams,
+                format!("1 to {} (the data pages)", p.data_pages),
             ));
         }
         let tpp = p.translations_per_packet as u64;
         let (packets, setup) = match spec.packets_per_tenant {
-            Some(0) => return Err("packets_per_tenant: must be at least 1".into()),
+            Some(0) => return Err(HtError::range("packets_per_tenant", 0, "at least 1")),
             Some(n) => (n, 0),
             None => (
                 prof.translations_min / tpp,
@@ -512,6 +510,6 @@ mod tests {
             WorkloadSpec::parse_order("RR0").is_err() && WorkloadSpec::parse_order("XX1").is_err()
         );
         s.tenants = 0;
-        assert!(Trace::new(&s).err().unwrap().contains("0 tenants"));
+        assert!(Trace::new(&s).err().unwrap().to_string().contains("0 tenants"));
     }
 }

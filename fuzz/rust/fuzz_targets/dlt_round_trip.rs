@@ -73,7 +73,7 @@ fuzz_target!(|data: &[u8]| {
     let bytes = w.finish().unwrap();
     let r = Reader::new("rt.dlt", Trickle(&bytes)).unwrap();
     assert_eq!(r.header, h);
-    let back: Result<Vec<Packet>, String> = r.collect();
+    let back: Result<Vec<Packet>, _> = r.collect();
     assert_eq!(back.as_ref(), Ok(&packets));
     for cut in [
         bytes.len() - 1,
@@ -83,7 +83,7 @@ fuzz_target!(|data: &[u8]| {
         24,
     ] {
         let e = Reader::new("rt.dlt", &bytes[..cut]).and_then(|r| r.collect::<Result<Vec<_>, _>>());
-        let e = e.expect_err("a strict prefix read as a whole trace");
+        let e = e.expect_err("a strict prefix read as a whole trace").to_string();
         assert!(
             e.contains("truncated") || e.contains("corrupt"),
             "cut {cut}: {e}"

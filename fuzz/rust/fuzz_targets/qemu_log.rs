@@ -29,6 +29,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(s.lines as usize == lines && s.requests == requests && s.events <= s.lines)
         }
         Err(e) => {
+            let e = e.to_string();
             let rest = e
                 .strip_prefix("fuzz.log:")
                 .unwrap_or_else(|| panic!("no file: {e}"));

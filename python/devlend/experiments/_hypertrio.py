@@ -7,6 +7,7 @@ import json
 
 from ._plot import Figure, axes, points
 from .. import _core
+from ..errors import HyperTrioError
 
 LINK_GBPS = 200.0
 # Quick mode: each tenant's log cut to this many packets, from the steady state (set-up packets
@@ -19,27 +20,36 @@ def quick_packets(tenants: int) -> int:
     return max(QUICK_MIN_PACKETS, QUICK_TOTAL // max(1, tenants))
 
 
+def call(fn, *args, **kw):
+    """A Rust HyperTRIO call, its failure raised as devlend's HyperTrioError (message, kind)."""
+    try:
+        return fn(*args, **kw)
+    except _core.HyperTrioError as e:
+        kind, message = e.args
+        raise HyperTrioError(message, kind) from None
+
+
 def simulate(config: str, workload: str, tenants: int, order: str, packets_per_tenant: int | None = None,
              overrides: dict | None = None, seed: int = 1) -> dict:
     """One point: the statistics dict (gbps, hit rates per structure, PTB occupancy, drops,
     prefetch accuracy and coverage, ...)."""
-    return json.loads(_core.hypertrio_simulate(config, workload, tenants, order, packets_per_tenant,
-                                               json.dumps(overrides) if overrides else None, seed))
+    return json.loads(call(_core.hypertrio_simulate, config, workload, tenants, order, packets_per_tenant,
+                           json.dumps(overrides) if overrides else None, seed))
 
 
 def h1(connections: list[int], packets_per_tenant: int | None) -> list[dict]:
-    return json.loads(_core.hypertrio_h1(connections, packets_per_tenant))
+    return json.loads(call(_core.hypertrio_h1, connections, packets_per_tenant))
 
 
 def h2(tenants: list[int], orders: list[str], workloads: list[str], configs: list[str],
        packets_per_tenant: int | None) -> list[dict]:
-    return json.loads(_core.hypertrio_h2(tenants, orders, workloads, configs, packets_per_tenant))
+    return json.loads(call(_core.hypertrio_h2, tenants, orders, workloads, configs, packets_per_tenant))
 
 
 def grid(points: list[dict]) -> list[dict]:
     """Run points {label, config, overrides, workload, tenants, order, packets_per_tenant} on all
     cores; returns them with `config` = label and `stats`."""
-    return json.loads(_core.hypertrio_grid(json.dumps(points)))
+    return json.loads(call(_core.hypertrio_grid, json.dumps(points)))
 
 
 def plot_three_panels(rows: list[dict], workloads, path: str, title: str) -> None:
