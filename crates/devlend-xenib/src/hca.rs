@@ -402,7 +402,7 @@ impl World {
     // ----- PCI-X bus -------------------------------------------------------------------------
 
     fn bus(&mut self, node: usize, t: u64, clocks: u64) -> u64 {
-        let clk = params().pcix_clock_ps;
+        let clk = devlend_fabric::tuning::default_timing().pcix_clock_ps;
         self.nodes[node].bus.reserve(t, clocks * clk)
     }
 
@@ -427,11 +427,12 @@ impl World {
     /// transactions on the bus may come between the chunks.
     fn burst(&mut self, node: usize, t: u64, bytes: u64) -> u64 {
         let p = params();
+        let tm = devlend_fabric::tuning::default_timing();
         let mut left = bytes.max(1);
         let mut t = t;
         while left > 0 {
             let n = left.min(p.pcix_adb_bytes);
-            t = self.bus(node, t, p.pcix_overhead_clocks + div_ceil(n, p.pcix_bytes_per_clock));
+            t = self.bus(node, t, tm.pcix_overhead_clocks + div_ceil(n, tm.pcix_bytes_per_clock));
             left -= n;
         }
         t
@@ -447,7 +448,7 @@ impl World {
         }
         let p = params();
         let reqs = div_ceil(bytes.max(1), p.pcix_mmrbc);
-        let req_end = self.bus(node, t, reqs * p.pcix_overhead_clocks);
+        let req_end = self.bus(node, t, reqs * devlend_fabric::tuning::default_timing().pcix_overhead_clocks);
         let data = if first { req_end + p.pcix_read_latency_ps } else { req_end };
         self.burst(node, data, bytes)
     }
