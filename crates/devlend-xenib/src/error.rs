@@ -40,6 +40,9 @@ pub enum XenIbError {
     Verb { config: String, step: &'static str, status: Status },
     /// A work request completed with an error status.
     Completion { config: String, wc: Wc },
+    /// The run on the engine failed: `message` is the engine's account (a thread waiting for
+    /// what never comes, and what it waited for).
+    Run { config: String, message: String },
 }
 
 impl fmt::Display for XenIbError {
@@ -59,6 +62,7 @@ impl fmt::Display for XenIbError {
             XenIbError::ZeroCount { what } => write!(f, "{what} must be at least 1"),
             XenIbError::Verb { config, step, status } => write!(f, "{config}: {step} failed: {status}"),
             XenIbError::Completion { config, wc } => write!(f, "{config}: work request {} completed with {:?}", wc.wr_id, wc.status),
+            XenIbError::Run { config, message } => write!(f, "{config}: {message}"),
         }
     }
 }
@@ -83,6 +87,7 @@ impl XenIbError {
             XenIbError::ZeroCount { .. } => "zero_count",
             XenIbError::Verb { .. } => "verb",
             XenIbError::Completion { .. } => "completion",
+            XenIbError::Run { .. } => "run",
         }
     }
 

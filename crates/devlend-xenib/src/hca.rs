@@ -231,6 +231,12 @@ pub struct Node {
     pub landed: Vec<Landing>,
 }
 
+impl devlend_engine::machine::World for World {
+    fn fabric(&mut self) -> &mut Fabric {
+        &mut self.fab
+    }
+}
+
 pub const SERVER_A: usize = 0;
 pub const SERVER_B: usize = 1;
 
@@ -671,6 +677,11 @@ impl World {
             self.push_cqe(s, q.send_cq, t, Wc { wr_id: wr.wr_id, status: WcStatus::Success, opcode, byte_len: len, qp_num: qpn });
         }
         rd
+    }
+
+    /// Whether a landing covering `addr` on `node` is logged and not yet consumed.
+    pub fn has_landing(&self, node: usize, addr: u64) -> bool {
+        self.nodes[node].landed.iter().any(|x| addr >= x.addr && addr < x.addr + x.len.max(1))
     }
 
     /// The first landing covering `addr` on `node` not yet consumed: its time (the caller's poll

@@ -243,6 +243,18 @@ impl World {
         (Ok(()), t)
     }
 
+    /// Whether a completion event of `cq` is raised and not yet taken (false: none yet, but the
+    /// CQ is armed); ETIMEDOUT when none is raised and the CQ is not armed.
+    pub fn op_event_pending(&self, node: usize, owner: DomId, cq: u32) -> VResult<bool> {
+        self.cq_owned(node, owner, cq)?;
+        let c = self.nodes[node].hca.cqs[cq as usize].as_ref().unwrap();
+        match (c.events.is_empty(), c.armed) {
+            (false, _) => Ok(true),
+            (true, true) => Ok(false),
+            (true, false) => Err(Status::TimedOut),
+        }
+    }
+
     /// The next completion event the HCA raised for `cq` (its time), consumed.
     pub fn op_take_event(&mut self, node: usize, owner: DomId, cq: u32) -> VResult<u64> {
         self.cq_owned(node, owner, cq)?;
