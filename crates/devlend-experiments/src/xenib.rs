@@ -10,7 +10,7 @@
 //! is averaged after warm-up. Throughput (Figs 8, 11): A posts back to back with at most `depth`
 //! outstanding, polling its CQ for completions. Registration (Fig 13): register and deregister a
 //! buffer of N pages repeatedly. Nothing here is a result: every time is the sum of what the
-//! drivers, the channel, the PCI-X buses, the HCAs and the link do.
+//! drivers, the channel, the PCI-X buses, the HCAs and the link do, on the engine's one clock.
 
 use devlend_xenib::error::{XResult, XenIbError};
 use devlend_xenib::hca::{World, SERVER_B};
@@ -189,7 +189,7 @@ pub fn run<R>(config: &str, m: &mut Machine<World>, slots: Vec<Slot<R>>) -> XRes
 
 /// Run `body` as the one thread of a machine on `w`; the world comes back with its result.
 pub fn on_machine<R: 'static>(config: &str, w: World, body: impl FnOnce(&Cpu) -> XResult<R> + 'static) -> XResult<(World, R)> {
-    let mut m = Machine::new(w);
+    let mut m = devlend_xenib::machine(w);
     let slot = spawn(&mut m, config, body);
     let r = run(config, &mut m, vec![slot])?.pop();
     let w = m.into_world().unwrap_or_else(|_| unreachable!("no device model holds the world after the run"));
@@ -232,7 +232,7 @@ pub fn latency(json: &str, config: &str, mode: Mode, sizes: &[u64], iters: u64, 
 #[allow(clippy::too_many_arguments)]
 pub fn latency_on(config: &str, w: World, a: Box<dyn Verbs>, b: Native, mode: Mode, sizes: &[u64], iters: u64, blocking: bool) -> XResult<Vec<(u64, u64)>> {
     let half = sizes.iter().copied().max().unwrap_or(1).max(4096);
-    let mut m = Machine::new(w);
+    let mut m = devlend_xenib::machine(w);
     let (a, b): (Side, Side) = (Rc::new(RefCell::new(a)), Rc::new(RefCell::new(Box::new(b))));
     let (ea, eb) = set_up(config, &mut m, &a, &b, half, 64, mode == Mode::SendRecv)?;
     let (sizes_a, sizes_b, warm) = (sizes.to_vec(), sizes.to_vec(), iters / 10 + 2);
@@ -290,7 +290,7 @@ pub fn bandwidth(json: &str, config: &str, mode: Mode, sizes: &[u64], iters: u64
 pub fn bandwidth_on(config: &str, w: World, a: Box<dyn Verbs>, b: Native, mode: Mode, sizes: &[u64], iters: u64, depth: u64) -> XResult<Vec<(u64, f64)>> {
     let half = sizes.iter().copied().max().unwrap_or(1).max(4096);
     let qdepth = (iters + depth).max(64);
-    let mut m = Machine::new(w);
+    let mut m = devlend_xenib::machine(w);
     let (a, b): (Side, Side) = (Rc::new(RefCell::new(a)), Rc::new(RefCell::new(Box::new(b))));
     let (ea, eb) = set_up(config, &mut m, &a, &b, half, qdepth, false)?;
     let (sizes, cfg) = (sizes.to_vec(), config.to_string());

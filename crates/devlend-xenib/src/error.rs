@@ -26,7 +26,7 @@ pub enum XenIbError {
     RamTooSmall { host: String, domain: String },
     /// Guest-physical memory of a VM that no host memory backs.
     Unbacked { gpa: u64 },
-    /// A lend that gives the borrower no UAR BAR (BAR 2) of the HCA.
+    /// A lend that gives the borrower no HCR BAR (BAR 0) or no UAR BAR (BAR 2) of the HCA.
     NoUarBar { device: String },
     /// A domain the configuration needs does not exist.
     NoDomain { name: String },
@@ -55,7 +55,7 @@ impl fmt::Display for XenIbError {
             XenIbError::GuestsNeedXen { guests } => write!(f, "{guests} guest domain(s) need Xen on server A"),
             XenIbError::RamTooSmall { host, domain } => write!(f, "{host}: RAM too small for domain {domain}"),
             XenIbError::Unbacked { gpa } => write!(f, "guest-physical {gpa:#x} has no backing"),
-            XenIbError::NoUarBar { device } => write!(f, "the lend of {device} has no UAR BAR (BAR 2)"),
+            XenIbError::NoUarBar { device } => write!(f, "the lend of {device} lacks its HCR or UAR BAR (BAR 0, BAR 2)"),
             XenIbError::NoDomain { name } => write!(f, "no domain {name}"),
             XenIbError::UnknownName { kind, name, expected } => write!(f, "{kind} '{name}': expected {expected}"),
             XenIbError::BadSize { size } => write!(f, "message size {size}: expected 1 byte to 16 MiB"),

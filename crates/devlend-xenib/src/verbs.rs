@@ -20,6 +20,7 @@
 use crate::hca::{DomKind, World};
 use crate::params::params;
 use crate::types::*;
+use crate::ops;
 use crate::xen::{Request, Response};
 use devlend_engine::machine::Thread;
 use std::collections::{HashMap, VecDeque};
@@ -122,20 +123,20 @@ mod direct {
     use super::*;
 
     pub fn post_send(c: &mut Ctx, t: &Cpu, qp: Qp, uar: usize, wr: SendWr) -> VResult<()> {
-        let (n, d, now) = (c.node, c.dom, t.now());
-        { let r = t.world().op_post_send(n, d, qp.0, uar, wr, now); timed(t, r) }
+        let (n, d) = (c.node, c.dom);
+        ops::post_send(t, n, d, qp.0, uar, wr)
     }
     pub fn post_recv(c: &mut Ctx, t: &Cpu, qp: Qp, wr: RecvWr) -> VResult<()> {
-        let (n, d, now) = (c.node, c.dom, t.now());
-        { let r = t.world().op_post_recv(n, d, qp.0, wr, now); timed(t, r) }
+        let (n, d) = (c.node, c.dom);
+        ops::post_recv(t, n, d, qp.0, wr)
     }
     pub fn poll_cq(c: &mut Ctx, t: &Cpu, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
-        let (n, d, now) = (c.node, c.dom, t.now());
-        { let r = t.world().op_poll_cq(n, d, cq.0, max, now); timed(t, r) }
+        let (n, d) = (c.node, c.dom);
+        ops::poll_cq(t, n, d, cq.0, max)
     }
     pub fn req_notify_cq(c: &mut Ctx, t: &Cpu, cq: Cq) -> VResult<()> {
-        let (n, d, now) = (c.node, c.dom, t.now());
-        { let r = t.world().op_req_notify(n, d, cq.0, now); timed(t, r) }
+        let (n, d) = (c.node, c.dom);
+        ops::req_notify(t, n, d, cq.0, None)
     }
     pub fn wait_cq_event(c: &mut Ctx, t: &Cpu, cq: Cq) -> VResult<()> {
         wait_event(t, *c, cq)
@@ -164,44 +165,44 @@ impl Verbs for Native {
         "native"
     }
     fn open_device(&mut self, t: &Cpu) -> VResult<()> {
-        let (n, d, now) = (self.c.node, self.c.dom, t.now());
-        let (u, _) = { let r = t.world().op_alloc_uar(n, d, now); timed(t, r) }?;
+        let (n, d) = (self.c.node, self.c.dom);
+        let (u, _) = ops::alloc_uar(t, n, d)?;
         self.uar = Some(u);
         Ok(())
     }
     fn alloc_pd(&mut self, t: &Cpu) -> VResult<Pd> {
-        let (n, d, now) = (self.c.node, self.c.dom, t.now());
-        { let r = t.world().op_alloc_pd(n, d, now); timed(t, r) }.map(Pd)
+        let (n, d) = (self.c.node, self.c.dom);
+        ops::alloc_pd(t, n, d).map(Pd)
     }
     fn reg_mr(&mut self, t: &Cpu, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr> {
-        let (n, d, now) = (self.c.node, self.c.dom, t.now());
+        let (n, d) = (self.c.node, self.c.dom);
         if !t.world().domains[d as usize].owns(addr, len) {
             return Err(Status::Access); // get_user_pages fails outside the caller's memory
         }
         // the MTT holds the addresses the HCA uses (through an IOMMU or an NTB for a VM or a borrower)
         let pages = World::pages_of(addr, len).into_iter().map(|pg| t.world().dma_addr(d, pg)).collect();
-        { let r = t.world().op_reg_mr(n, d, pd.0, addr, len, access, pages, true, now); timed(t, r) }
+        ops::reg_mr(t, n, d, pd.0, addr, len, access, pages, true)
     }
     fn dereg_mr(&mut self, t: &Cpu, mr: Mr) -> VResult<()> {
-        let (n, d, now) = (self.c.node, self.c.dom, t.now());
-        { let r = t.world().op_dereg_mr(n, d, mr.lkey, now); timed(t, r) }
+        let (n, d) = (self.c.node, self.c.dom);
+        ops::dereg_mr(t, n, d, mr.lkey)
     }
     fn create_cq(&mut self, t: &Cpu, depth: u64) -> VResult<Cq> {
-        let (n, d, now) = (self.c.node, self.c.dom, t.now());
-        { let r = t.world().op_create_cq(n, d, depth, None, now); timed(t, r) }.map(Cq)
+        let (n, d) = (self.c.node, self.c.dom);
+        ops::create_cq(t, n, d, depth, None).map(Cq)
     }
     fn destroy_cq(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
-        let (n, d, now) = (self.c.node, self.c.dom, t.now());
-        { let r = t.world().op_destroy_cq(n, d, cq.0, now); timed(t, r) }
+        let (n, d) = (self.c.node, self.c.dom);
+        ops::destroy_cq(t, n, d, cq.0)
     }
     fn create_qp(&mut self, t: &Cpu, pd: Pd, scq: Cq, rcq: Cq, depth: u64) -> VResult<Qp> {
-        let (n, d, now) = (self.c.node, self.c.dom, t.now());
+        let (n, d) = (self.c.node, self.c.dom);
         let uar = self.uar.ok_or(Status::Inval)?;
-        { let r = t.world().op_create_qp(n, d, pd.0, scq.0, rcq.0, depth, uar, None, now); timed(t, r) }.map(Qp)
+        ops::create_qp(t, n, d, pd.0, scq.0, rcq.0, depth, uar, None).map(Qp)
     }
     fn modify_qp(&mut self, t: &Cpu, qp: Qp, attr: QpAttr) -> VResult<()> {
-        let (n, d, now) = (self.c.node, self.c.dom, t.now());
-        { let r = t.world().op_modify_qp(n, d, qp.0, attr, now); timed(t, r) }
+        let (n, d) = (self.c.node, self.c.dom);
+        ops::modify_qp(t, n, d, qp.0, attr)
     }
     fn post_send(&mut self, t: &Cpu, qp: Qp, wr: SendWr) -> VResult<()> {
         let uar = self.uar.ok_or(Status::Inval)?;
@@ -226,9 +227,7 @@ impl Verbs for Native {
 /// Shared by the two front-ends: a call through the device channel.
 fn call(t: &Cpu, ch: Option<usize>, req: Request) -> VResult<Response> {
     let ch = ch.ok_or(Status::Inval)?;
-    let (r, at) = t.world().channel_call(ch, req, t.now());
-    sleep_until(t, at);
-    match r {
+    match crate::xen::channel_call(t, ch, req) {
         Response::Err(e) => Err(e),
         r => Ok(r),
     }
