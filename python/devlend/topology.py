@@ -126,7 +126,7 @@ class Link(_Model):
     b: str = Field(description="downstream end: SWITCH, DEVICE, NTB, NTB.cable[K] or CLUSTERSWITCH.pN")
     gen: int = Field(ge=1, le=5)
     width: Literal[1, 2, 4, 8, 12, 16]
-    kind: Literal["slot", "cable"] = "slot"
+    kind: Literal["slot", "cable", "pcix"] = "slot"
 
 
 class NtbMwSetTrans(_Model):

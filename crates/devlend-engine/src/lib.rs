@@ -18,6 +18,7 @@ pub mod sim;
 
 use devlend_fabric::error::DmaFault;
 use devlend_fabric::route::{Failure, Outcome, Requester};
+use devlend_fabric::spec::LinkKind;
 use devlend_fabric::Fabric;
 use devlend_wire::Access;
 use path::{build_path, port_id, ps_per_byte_fp, Path};
@@ -76,8 +77,9 @@ pub(crate) fn ports(f: &Fabric) -> Vec<(u64, Ps)> {
     let mut v = vec![(0, 0); f.links.len() * 2];
     for (i, l) in f.links.iter().enumerate() {
         let prop = path::link_propagation(&t.timing, l.kind, t.link(i as u32).cable_length_m);
+        let fp = if l.kind == LinkKind::Pcix { path::pcix_ps_per_byte_fp(t.timing.as_ref()) } else { ps_per_byte_fp(l.gen, l.width) };
         for down in [true, false] {
-            v[port_id(i as u32, down) as usize] = (ps_per_byte_fp(l.gen, l.width), prop);
+            v[port_id(i as u32, down) as usize] = (fp, prop);
         }
     }
     v
@@ -92,11 +94,17 @@ pub(crate) fn sim_for(f: &Fabric) -> Sim {
         let lt = t.link(i as u32);
         for down in [true, false] {
             credits[port_id(i as u32, down) as usize] = lt.rx_buffer_tlps;
-            periods[port_id(i as u32, down) as usize] = path::dllp_period_ps(&t.timing, l.gen, l.width, lt.max_payload);
+            // A PCI-X bus has no data link layer: no DLLPs.
+            periods[port_id(i as u32, down) as usize] = if l.kind == LinkKind::Pcix { 0 } else { path::dllp_period_ps(&t.timing, l.gen, l.width, lt.max_payload) };
         }
     }
     let mut sim = Sim::tuned(ports(f), credits, t.timing.clone());
     sim.set_dllp_periods(&periods);
+    for (i, l) in f.links.iter().enumerate() {
+        if l.kind == LinkKind::Pcix {
+            sim.set_half_duplex(port_id(i as u32, true), t.timing.pcix_overhead_clocks * t.timing.pcix_clock_ps);
+        }
+    }
     sim
 }
 

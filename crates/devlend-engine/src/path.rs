@@ -67,6 +67,12 @@ pub fn ps_per_byte_fp(gen: u8, width: u8) -> u64 {
     (1e12 / bytes_per_s * 65536.0).round() as u64
 }
 
+/// A PCI-X bus's rate in the engine's fixed point (ps per byte << 16): one data phase of
+/// `pcix_bytes_per_clock` bytes per clock.
+pub fn pcix_ps_per_byte_fp(t: &Timing) -> u64 {
+    (t.pcix_clock_ps << 16) / t.pcix_bytes_per_clock.max(1)
+}
+
 /// How often the receiver of a link sends an Ack (and an UpdateFC per credit type) while it is
 /// busy: the AckNak latency limit of PCIe Base 3.0 §3.5.3.1 for the link's rate, width and
 /// Max_Payload_Size, scaled by `dllp_timer_pct`, in ps.
@@ -85,6 +91,7 @@ pub fn link_propagation(t: &Timing, kind: LinkKind, cable_length_m: u64) -> Ps {
     match kind {
         LinkKind::Slot => t.slot_prop_ps,
         LinkKind::Cable => t.cable_prop_ps_per_m * cable_length_m,
+        LinkKind::Pcix => t.slot_prop_ps,
     }
 }
 

@@ -142,6 +142,9 @@ struct Port {
     last_posted: Ps,
     dllp: Dllps,
     stats: PortStats,
+    /// A half-duplex bus (PCI-X): the fixed phases of one transaction, ps; its two directions
+    /// share one serialiser (`Sim::set_half_duplex`).
+    bus_txn_ps: Option<Ps>,
 }
 
 /// What the hot path reads of a path's stage, 16 bytes, all stages of all paths in one table
@@ -289,6 +292,7 @@ impl Sim {
             last_posted: 0,
             dllp: Dllps { period: 0, ser: 0, bytes: 0, due: [NONE; 4], free: 0 },
             stats: PortStats::default(),
+            bus_txn_ps: None,
         }).collect();
         Sim { overheads: t.overheads(), t, q: EventQueue::default(), now: 0, ports, paths: Vec::new(), hops: Vec::new(), first_hop: Vec::new(), tlps: Vec::new(), free_tlps: Vec::new(), flows: Vec::new(), free_flows: Vec::new(), reqs: Vec::new(), free_reqs: Vec::new(), root_tags: HashMap::new(), iotlb: Vec::new(), stats: Stats::default(), sub_cpl: HashMap::new(), sub_key: HashMap::new(), timers: Vec::new(), free_timers: Vec::new() }
     }
@@ -306,6 +310,26 @@ impl Sim {
             port.dllp.period = period;
             port.dllp.ser = (bytes * port.fp_ps_per_byte) >> 16;
             port.dllp.bytes = bytes;
+        }
+    }
+
+    /// Make the link of port `p` (ports `p` and `p ^ 1`) a half-duplex bus such as PCI-X: one
+    /// transaction at a time in either direction, each taking `txn_ps` for its address,
+    /// attribute and response phases and turnaround, then its payload at the port's rate (no
+    /// PCIe framing, no DLLPs).
+    pub fn set_half_duplex(&mut self, p: PortId, txn_ps: Ps) {
+        for q in [p, p ^ 1] {
+            self.ports[q as usize].bus_txn_ps = Some(txn_ps);
+        }
+    }
+
+    /// Time to send `tlp` on port `p`: its wire bytes at the link's rate, or on a bus, the
+    /// transaction's phases and its payload.
+    fn ser_ps(&self, p: PortId, tlp: &Tlp) -> Ps {
+        let port = &self.ports[p as usize];
+        match port.bus_txn_ps {
+            Some(txn) => txn + ((tlp.payload as u64 * port.fp_ps_per_byte) >> 16),
+            None => (self.wire_bytes(tlp) * port.fp_ps_per_byte) >> 16,
         }
     }
 
@@ -578,7 +602,7 @@ impl Sim {
         self.ports[p as usize].credits[c] -= 1;
         let tlp = self.tlps[id as usize];
         let wire = self.wire_bytes(&tlp);
-        let ser = (wire * self.ports[p as usize].fp_ps_per_byte) >> 16;
+        let ser = self.ser_ps(p, &tlp);
         // A cut-through component cannot finish sending before the TLP has fully arrived.
         let start = if tlp.stage > 0 { now.max(tlp.full_arrival.saturating_sub(ser)) } else { now };
         // DLLPs that came due while the previous TLP was being sent go first.
@@ -594,6 +618,11 @@ impl Sim {
         port.stats.queue_ps += start.saturating_sub(ready);
         port.busy_until = start + ser;
         let arrival = start + ser + port.prop;
+        if port.bus_txn_ps.is_some() {
+            // A bus: the other direction waits for this transaction.
+            let other = &mut self.ports[(p ^ 1) as usize];
+            other.busy_until = other.busy_until.max(start + ser);
+        }
         self.stats.tlp_hops += 1;
         self.dllp_event(p ^ 1, ACK);
         // Leaving the previous receiver frees its buffer slot.

@@ -14,17 +14,17 @@
 //!   through server A's IOMMU (the borrower's DMA API maps the buffers into the lender's window).
 //!
 //! The host software (Vmm, Cluster and their kernels' DMA API) programs the fabric; then the HCA
-//! model of [`devlend_xenib::hca`] runs on it. For every configuration alike, the HCA's host interface is
-//! timed from the routes it really uses ([`RouteCosts`], measured by devlend-engine: the CPU's
-//! doorbell store to the UAR, a small DMA read's round trip and a write's one-way time into the
-//! benchmark's memory, and the streaming rates), so the comparison is of access paths on one
-//! PCIe-attached HCA (the Gen1 x8 slot the topologies give the card), not of 004's PCI-X bus.
+//! model of [`devlend_xenib::device`] runs on it as a device of the engine's machine: its doorbell
+//! stores, WQE and payload reads and data and CQE writes travel the routes they really use. For
+//! every configuration alike the card sits in a Gen1 x8 PCIe slot (the local testbed's PCI-X buses
+//! are replaced by such slots), so the comparison is of access paths on one PCIe-attached HCA, not
+//! of 004's PCI-X bus. [`RouteCosts`] reports what the engine measures along server A's routes.
 //! Server B is native Linux in every case. The topologies: `xenib-back-to-back` (native, basic,
 //! bypass), `xenib-vfio`, `xenib-lending` (python/devlend/topologies).
 
 use crate::xenib::{self as bench, Mode};
 use devlend_xenib::error::{XResult, XenIbError};
-use devlend_xenib::hca::{DomKind, DomMap, HostIf, RouteCosts, World, SERVER_A, SERVER_B};
+use devlend_xenib::hca::{DomKind, DomMap, World, SERVER_A, SERVER_B};
 use devlend_xenib::verbs::{Basic, Bypass, Native, Verbs};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
@@ -51,6 +51,23 @@ fn herr(what: &'static str) -> impl Fn(devlend_host::HostError) -> XenIbError {
     move |error| XenIbError::Host { what, error }
 }
 
+/// What the engine measured along the routes one HCA really uses: the CPU's doorbell store into
+/// the UAR, and the HCA's reads and writes of the domain's memory (through the IOMMU, an NTB ...,
+/// whatever the fabric's programming puts on the route). A report beside the results: the HCA
+/// model itself runs on those routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RouteCosts {
+    /// One-way time of the CPU's 8-byte store to the UAR page.
+    pub doorbell_ps: u64,
+    /// Round trip of a small DMA read (request out, completion back), caches warm.
+    pub read_rtt_ps: u64,
+    /// One-way time of a small DMA write into memory.
+    pub write_ps: u64,
+    /// Streaming rates: femtoseconds per byte of a long read and a long write stream.
+    pub read_fs_per_byte: u64,
+    pub write_fs_per_byte: u64,
+}
+
 /// What devlend-engine measures along one HCA's routes: `mem` is the address the HCA uses for the
 /// benchmarking domain's memory, `uar` the one the CPU uses for the UAR BAR.
 pub fn route_costs(f: &mut Fabric, cpu: Requester, dev: Requester, uar: u64, mem: u64) -> XResult<RouteCosts> {
@@ -71,19 +88,27 @@ pub fn route_costs(f: &mut Fabric, cpu: Requester, dev: Requester, uar: u64, mem
     Ok(RouteCosts { doorbell_ps, read_rtt_ps, write_ps, read_fs_per_byte, write_fs_per_byte })
 }
 
-/// Time both HCAs' host interfaces from their routes; returns server A's.
-fn route_world(w: &mut World, a_dom: &str) -> XResult<RouteCosts> {
-    let b_dom = dom(w, "linux-b")?;
+/// What the engine measures along the routes of server A's HCA for the benchmarking domain.
+fn route_report(w: &mut World, a_dom: &str) -> XResult<RouteCosts> {
     let a_dom = dom(w, a_dom)?;
-    let mut costs = Vec::new();
-    for (node, dom) in [(SERVER_A, a_dom), (SERVER_B, b_dom)] {
-        let mem = w.dma_addr(dom, w.domains[dom as usize].base);
-        let (cpu, dev, uar) = (w.nodes[node].cpu, w.nodes[node].dev, w.nodes[node].uar_base);
-        let c = route_costs(&mut w.fab, cpu, dev, uar, mem)?;
-        w.nodes[node].host_if = HostIf::Routed(c);
-        costs.push(c);
+    let mem = w.dma_addr(a_dom, w.domains[a_dom as usize].base);
+    let (cpu, dev, uar) = (w.nodes[SERVER_A].cpu, w.nodes[SERVER_A].dev, w.nodes[SERVER_A].uar_base);
+    route_costs(&mut w.fab, cpu, dev, uar, mem)
+}
+
+/// The local testbed on the platform of the other two: its PCI-X buses as Gen1 x8 PCIe slots (the
+/// card's enumeration link), without the xSeries 360 host bridge's own timing (its `params`).
+fn in_pcie_slots(json: &str) -> XResult<String> {
+    let mut v: serde_json::Value = serde_json::from_str(json).map_err(|e| XenIbError::Topology(devlend_fabric::error::SpecError::new("/", e.to_string())))?;
+    if let Some(links) = v.get_mut("links").and_then(|l| l.as_array_mut()) {
+        for l in links {
+            l["kind"] = "slot".into();
+        }
     }
-    Ok(costs[0])
+    if let Some(o) = v.as_object_mut() {
+        o.remove("params");
+    }
+    Ok(v.to_string())
 }
 
 /// The world of the VFIO set-up: a VM on server A with hca-a passed through; the benchmarking
@@ -118,7 +143,8 @@ fn vfio_world(json: &str) -> XResult<World> {
 fn lending_world(json: &str) -> XResult<World> {
     let mut c = Cluster::from_json(json).map_err(herr("the lending testbed"))?;
     let dev = c.borrow("server-a", "hca-a").map_err(herr("borrow hca-a"))?;
-    let uar = c.lends().iter().find(|l| l.dev == dev).and_then(|l| l.bars.iter().find(|b| b.index == 2).map(|b| b.cpu_addr)).ok_or_else(|| XenIbError::NoUarBar { device: "hca-a".into() })?;
+    let bar = |i: u8| c.lends().iter().find(|l| l.dev == dev).and_then(|l| l.bars.iter().find(|b| b.index == i).map(|b| b.cpu_addr));
+    let bars = bar(0).zip(bar(2)).ok_or_else(|| XenIbError::NoUarBar { device: "hca-a".into() })?;
     let (phys, dma) = {
         let mut os = c.os("server-a").map_err(herr("server A's kernel"))?;
         os.pci_set_master(dev).map_err(herr("bus mastering"))?;
@@ -126,7 +152,7 @@ fn lending_world(json: &str) -> XResult<World> {
         (phys, os.dma_map_single(dev, phys, DOMAIN_BYTES, DmaDir::Bidirectional).map_err(herr("map the buffer for the HCA"))?)
     };
     let Cluster { fabric, .. } = c;
-    let mut w = World::on_fabric(fabric, false, Some(uar))?;
+    let mut w = World::on_fabric(fabric, false, Some(bars))?;
     w.add_domain_at(SERVER_A, "linux-a", DomKind::Native, phys, DOMAIN_BYTES, DomMap::Offset { dma_base: dma });
     w.add_domain(SERVER_B, "linux-b", DomKind::Native)?;
     Ok(w)
@@ -141,13 +167,13 @@ pub fn testbed(t: &Topologies, access: &str) -> XResult<(World, Box<dyn Verbs>, 
 /// [`testbed`], with server A's route costs.
 fn build(t: &Topologies, access: &str) -> XResult<(World, Box<dyn Verbs>, Native, RouteCosts)> {
     let (mut w, a_dom) = match access {
-        "native" => (World::new(t.local, false, 0)?, "linux-a"),
-        "basic" | "bypass" => (World::new(t.local, true, 1)?, "guest1"),
+        "native" => (World::new(&in_pcie_slots(t.local)?, false, 0)?, "linux-a"),
+        "basic" | "bypass" => (World::new(&in_pcie_slots(t.local)?, true, 1)?, "guest1"),
         "vfio" => (vfio_world(t.vfio)?, "vm1"),
         "lending" => (lending_world(t.lending)?, "linux-a"),
         _ => return Err(XenIbError::unknown("access path", access, &ACCESSES)),
     };
-    let costs = route_world(&mut w, a_dom)?;
+    let costs = route_report(&mut w, a_dom)?;
     let d = dom(&w, a_dom)?;
     let a: Box<dyn Verbs> = match access {
         "basic" => Box::new(Basic::new(&w, d)),

@@ -208,6 +208,9 @@ pub enum LinkKind {
     #[default]
     Slot,
     Cable,
+    /// A PCI-X bus segment between a host bridge and one card (004's MHXL-CF128-T): half duplex,
+    /// timed by the `pcix_*` constants of `[timing]`; `gen` and `width` only serve enumeration.
+    Pcix,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

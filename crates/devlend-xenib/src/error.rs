@@ -26,7 +26,7 @@ pub enum XenIbError {
     RamTooSmall { host: String, domain: String },
     /// Guest-physical memory of a VM that no host memory backs.
     Unbacked { gpa: u64 },
-    /// A lend that gives the borrower no UAR BAR (BAR 2) of the HCA.
+    /// A lend that gives the borrower no HCR BAR (BAR 0) or no UAR BAR (BAR 2) of the HCA.
     NoUarBar { device: String },
     /// A domain the configuration needs does not exist.
     NoDomain { name: String },
@@ -40,6 +40,9 @@ pub enum XenIbError {
     Verb { config: String, step: &'static str, status: Status },
     /// A work request completed with an error status.
     Completion { config: String, wc: Wc },
+    /// The run on the engine failed: `message` is the engine's account (a thread waiting for
+    /// what never comes, and what it waited for).
+    Run { config: String, message: String },
 }
 
 impl fmt::Display for XenIbError {
@@ -52,13 +55,14 @@ impl fmt::Display for XenIbError {
             XenIbError::GuestsNeedXen { guests } => write!(f, "{guests} guest domain(s) need Xen on server A"),
             XenIbError::RamTooSmall { host, domain } => write!(f, "{host}: RAM too small for domain {domain}"),
             XenIbError::Unbacked { gpa } => write!(f, "guest-physical {gpa:#x} has no backing"),
-            XenIbError::NoUarBar { device } => write!(f, "the lend of {device} has no UAR BAR (BAR 2)"),
+            XenIbError::NoUarBar { device } => write!(f, "the lend of {device} lacks its HCR or UAR BAR (BAR 0, BAR 2)"),
             XenIbError::NoDomain { name } => write!(f, "no domain {name}"),
             XenIbError::UnknownName { kind, name, expected } => write!(f, "{kind} '{name}': expected {expected}"),
             XenIbError::BadSize { size } => write!(f, "message size {size}: expected 1 byte to 16 MiB"),
             XenIbError::ZeroCount { what } => write!(f, "{what} must be at least 1"),
             XenIbError::Verb { config, step, status } => write!(f, "{config}: {step} failed: {status}"),
             XenIbError::Completion { config, wc } => write!(f, "{config}: work request {} completed with {:?}", wc.wr_id, wc.status),
+            XenIbError::Run { config, message } => write!(f, "{config}: {message}"),
         }
     }
 }
@@ -83,6 +87,7 @@ impl XenIbError {
             XenIbError::ZeroCount { .. } => "zero_count",
             XenIbError::Verb { .. } => "verb",
             XenIbError::Completion { .. } => "completion",
+            XenIbError::Run { .. } => "run",
         }
     }
 

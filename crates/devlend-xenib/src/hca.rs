@@ -8,25 +8,21 @@
 //! QP and CQ buffers may be registered memory themselves (the bypass driver's two-stage creation,
 //! 004 §3.3): the HCA then reads WQEs and writes CQEs through the buffer's key.
 //!
-//! Timing is mechanism: a doorbell is a PCI-X write; the HCA fetches the WQE with a PCI-X read
-//! (split transaction, read latency), translates the keys, reads the payload in MTU packets
-//! (requests of at most MMRBC bytes, split completions disconnecting on the 128 B ADB), sends each
-//! packet over the 4X link (8b/10b, IB headers), the responder checks the rkey and writes the data
-//! with PCI-X memory writes, acknowledges, and the requester writes the CQE. Each stage is a
-//! resource (the PCI-X bus of each host, the send engine, the link in each direction, the receive
-//! engine), so messages pipeline packet by packet. Data really moves through the fabric: the HCA
-//! reads and writes host RAM as its own requester, at the addresses its driver put in the MTT
-//! (machine addresses under Xen, guest-physical ones in a VFIO guest, the lender's NTB window for a
-//! borrowed HCA: [`DomMap`]). For the comparison beyond 004 ([`crate::cmp`]) the host interface is
-//! [`HostIf::Routed`]: the doorbell, read round trip, write and streaming rates are what the timing
-//! engine measured along the HCA's real routes (IOMMU, NTB), full duplex, instead of the PCI-X bus.
+//! Timing is mechanism, on the engine's one clock: the HCA is a device model ([`crate::device`])
+//! on the machine, its DMA flows on the shared simulation (on 004's card through the PCI-X bus,
+//! a half-duplex link of the engine). Data really moves through the fabric: the HCA reads and
+//! writes host RAM as its own requester, at the addresses its driver put in the MTT (machine
+//! addresses under Xen, guest-physical ones in a VFIO guest, the lender's NTB window for a
+//! borrowed HCA: [`DomMap`]).
 
 use crate::error::{XResult, XenIbError};
 use crate::params::params;
 use crate::types::*;
+use devlend_fabric::model::{FuncId, HostId};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use crate::device::Packet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DomKind {
@@ -96,7 +92,9 @@ pub struct CqHw {
     pub owner: DomId,
     pub depth: u64,
     pub buf: Option<(u64, u32)>,
-    /// (time the CQE is visible in the CQ buffer, the entry), in visibility order.
+    /// Without `buf`: the DMA address of the CQ buffer the driver allocated in kernel memory.
+    pub ring: u64,
+    /// (time the CQE became visible in the CQ buffer, the entry), in visibility order.
     pub entries: Vec<(u64, Wc)>,
     pub armed: bool,
     /// Times the HCA raised a completion event for this CQ (EQE + interrupt), not yet consumed.
@@ -114,6 +112,8 @@ pub struct QpHw {
     pub uar: usize,
     pub depth: u64,
     pub buf: Option<(u64, u32)>,
+    /// Without `buf`: the DMA address of the QP buffer the driver allocated in kernel memory.
+    pub ring: u64,
     pub sq: VecDeque<SendWr>,
     pub rq: VecDeque<RecvWr>,
     pub remote: Option<(usize, u32)>,
@@ -138,8 +138,9 @@ pub struct Hca {
     pub next_key: u32,
     pub cqs: Vec<Option<CqHw>>,
     pub qps: Vec<Option<QpHw>>,
-    pub sq_engine_free: u64,
-    pub rx_engine_free: u64,
+    /// Firmware commands the HCA has completed (by the id the driver gave each), not yet taken.
+    pub cmds_done: HashSet<u64>,
+    pub next_cmd: u64,
     pub stats: HcaStats,
 }
 
@@ -151,84 +152,29 @@ pub struct Landing {
     pub at: u64,
 }
 
-/// A resource used by one transfer at a time (a PCI-X bus, one direction of the link): busy
-/// intervals in time order. A reservation takes the earliest gap at or after the requested time,
-/// so work reserved later in program order but earlier in simulated time is not held up behind it.
-#[derive(Debug, Default, Clone)]
-pub struct Timeline {
-    busy: Vec<(u64, u64)>,
-}
-
-impl Timeline {
-    /// Reserve `d` ps at or after `t`; returns the end of the reservation.
-    pub fn reserve(&mut self, t: u64, d: u64) -> u64 {
-        let mut i = self.busy.partition_point(|&(_, e)| e <= t);
-        let mut start = t;
-        while i < self.busy.len() {
-            let (s, e) = self.busy[i];
-            if start + d <= s {
-                break;
-            }
-            start = start.max(e);
-            i += 1;
-        }
-        // merge with neighbours that touch
-        self.busy.insert(i, (start, start + d));
-        if i + 1 < self.busy.len() && self.busy[i + 1].0 == start + d {
-            self.busy[i].1 = self.busy[i + 1].1;
-            self.busy.remove(i + 1);
-        }
-        if i > 0 && self.busy[i - 1].1 == start {
-            self.busy[i - 1].1 = self.busy[i].1;
-            self.busy.remove(i);
-        }
-        if self.busy.len() > 65536 {
-            self.busy.drain(..32768);
-        }
-        start + d
-    }
-}
-
-/// How the HCA's host interface is timed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HostIf {
-    /// 004's card: the PCI-X bus of the MHXL-CF128-T (`[xenib]` pcix_*), half duplex.
-    PciX,
-    /// PCIe routes timed by the fabric's engine (see [`RouteCosts`]), full duplex.
-    Routed(RouteCosts),
-}
-
-/// What the timing engine (devlend-engine) measured along the routes one HCA really uses: the
-/// CPU's doorbell store into the UAR, and the HCA's reads and writes of the domain's memory
-/// (through the IOMMU, an NTB ..., whatever the fabric's programming puts on the route).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RouteCosts {
-    /// One-way time of the CPU's 8-byte store to the UAR page.
-    pub doorbell_ps: u64,
-    /// Round trip of a small DMA read (request out, completion back), caches warm.
-    pub read_rtt_ps: u64,
-    /// One-way time of a small DMA write into memory.
-    pub write_ps: u64,
-    /// Streaming rates: femtoseconds per byte of a long read and a long write stream.
-    pub read_fs_per_byte: u64,
-    pub write_fs_per_byte: u64,
-}
-
 pub struct Node {
     pub name: String,
     pub cpu: Requester,
+    pub host: HostId,
     pub dev: Requester,
-    /// Host-physical base of the UAR BAR (BAR 2).
+    pub func: FuncId,
+    /// Host-physical base of the UAR BAR (BAR 2), as this node's CPU reaches it.
     pub uar_base: u64,
+    /// The HCR of the HCA (in BAR 0), as this node's CPU reaches it.
+    pub hcr: u64,
+    /// The command mailbox: one page of the driving kernel's memory (its DMA address), once used.
+    pub mailbox: Option<u64>,
     pub hca: Hca,
-    /// The host's PCI-X bus; with a routed host interface, the direction towards memory.
-    pub bus: Timeline,
-    /// With a routed host interface: the direction towards the HCA (read completions).
-    pub bus_down: Timeline,
-    pub host_if: HostIf,
-    /// The link direction leaving this node's port.
-    pub tx: Timeline,
+    /// Data the HCA has written into this host's memory, not yet seen by a poller.
     pub landed: Vec<Landing>,
+    /// Packets on the link towards this node's HCA, by key.
+    pub inbox: HashMap<u64, Packet>,
+}
+
+impl devlend_engine::machine::World for World {
+    fn fabric(&mut self) -> &mut Fabric {
+        &mut self.fab
+    }
 }
 
 pub const SERVER_A: usize = 0;
@@ -242,6 +188,7 @@ pub struct World {
     /// Whether server A runs Xen (false: native Linux on server A, "gen2-native").
     pub xen_on_a: bool,
     pub xen: crate::xen::Xen,
+    next_packet: u64,
 }
 
 pub const HCA_NAMES: [&str; 2] = ["hca-a", "hca-b"];
@@ -253,7 +200,7 @@ const DOMAIN_RAM_SIZE: u64 = 0x1000_0000;
 
 /// The testbed description as JSON (the same as `python/devlend/topologies/xenib-back-to-back.yaml`),
 /// for Rust callers without the Python front end.
-pub const TESTBED_JSON: &str = r#"{"name":"xenib-back-to-back","source":"004 §4.1","hosts":[{"name":"server-a","cpu":"generic-x86","ram":1073741824,"iommu":false,"root_ports":1},{"name":"server-b","cpu":"generic-x86","ram":1073741824,"iommu":false,"root_ports":1}],"devices":[{"name":"hca-a","profile":"mhxl-cf128-t"},{"name":"hca-b","profile":"mhxl-cf128-t"}],"links":[{"a":"server-a.rp0","b":"hca-a","gen":1,"width":8,"kind":"slot"},{"a":"server-b.rp0","b":"hca-b","gen":1,"width":8,"kind":"slot"}],"setup":[{"op":"bus_master","device":"hca-a","enable":true},{"op":"bus_master","device":"hca-b","enable":true}]}"#;
+pub const TESTBED_JSON: &str = r#"{"name":"xenib-back-to-back","source":"004 \u00a74.1","hosts":[{"name":"server-a","cpu":"generic-x86","ram":1073741824,"iommu":false,"root_ports":1},{"name":"server-b","cpu":"generic-x86","ram":1073741824,"iommu":false,"root_ports":1}],"devices":[{"name":"hca-a","profile":"mhxl-cf128-t"},{"name":"hca-b","profile":"mhxl-cf128-t"}],"links":[{"a":"server-a.rp0","b":"hca-a","gen":1,"width":8,"kind":"pcix"},{"a":"server-b.rp0","b":"hca-b","gen":1,"width":8,"kind":"pcix"}],"setup":[{"op":"bus_master","device":"hca-a","enable":true},{"op":"bus_master","device":"hca-b","enable":true}],"params":{"hosts":{"server-a":{"root_latency_ps":300000,"ram_completion_bytes":128},"server-b":{"root_latency_ps":300000,"ram_completion_bytes":128}},"devices":{"hca-a":{"max_read_request":4096},"hca-b":{"max_read_request":4096}}}}"#;
 
 fn div_ceil(a: u64, b: u64) -> u64 {
     a.div_ceil(b)
@@ -292,23 +239,27 @@ impl World {
     }
 
     /// The two HCAs on a fabric already built (and programmed), no domains yet. Node `i` is the HCA
-    /// `HCA_NAMES[i]` (wherever it is installed) driven by the CPU of `HOST_NAMES[i]`; `uar_a`: the
-    /// address server A's CPU uses for hca-a's UAR BAR when it is not the BAR's own (a borrowed HCA).
-    pub fn on_fabric(fab: Fabric, xen_on_a: bool, uar_a: Option<u64>) -> XResult<World> {
+    /// `HCA_NAMES[i]` (wherever it is installed) driven by the CPU of `HOST_NAMES[i]`; `bars_a`:
+    /// the addresses server A's CPU uses for hca-a's BAR 0 and BAR 2 when they are not the BARs'
+    /// own (a borrowed HCA).
+    pub fn on_fabric(fab: Fabric, xen_on_a: bool, bars_a: Option<(u64, u64)>) -> XResult<World> {
         let mut nodes = Vec::new();
         let named = |what: String| move |error| XenIbError::Fabric { what, error };
         for (i, hca) in HCA_NAMES.iter().enumerate() {
             let dev = fab.requester(hca).map_err(named(format!("the HCA {hca}")))?;
             let cpu = fab.requester(&format!("{}:cpu", HOST_NAMES[i])).map_err(named(format!("the CPU of {}", HOST_NAMES[i])))?;
-            let own = fab.resolve_expr(&format!("{hca}.bar2")).map_err(named(format!("the UAR BAR (BAR 2) of {hca}")))?;
-            let uar_base = if i == SERVER_A { uar_a.unwrap_or(own) } else { own };
+            let host = fab.host_id(HOST_NAMES[i]).map_err(named(format!("the host {}", HOST_NAMES[i])))?;
+            let (Requester::Func(func), Requester::Cpu(_)) = (dev, cpu) else { unreachable!("an HCA is a function, a CPU is a host's") };
+            let bar0 = fab.resolve_expr(&format!("{hca}.bar0")).map_err(named(format!("the HCR BAR (BAR 0) of {hca}")))?;
+            let bar2 = fab.resolve_expr(&format!("{hca}.bar2")).map_err(named(format!("the UAR BAR (BAR 2) of {hca}")))?;
+            let (bar0, uar_base) = if i == SERVER_A { bars_a.unwrap_or((bar0, bar2)) } else { (bar0, bar2) };
             // one 4 KiB UAR page per BAR 2 page (the profile's UAR BAR)
             let uar_bar = devlend_fabric::params::params().device.get(HCA_PROFILE).and_then(|d| d.bars.iter().find(|b| b.index == 2)).map_or(0x80_0000, |b| b.size);
             let uar_pages = (uar_bar / 4096).max(1);
             let hca = Hca { uars: vec![None; uar_pages as usize], next_key: 0x100, ..Default::default() };
-            nodes.push(Node { name: HOST_NAMES[i].into(), cpu, dev, uar_base, hca, bus: Timeline::default(), bus_down: Timeline::default(), host_if: HostIf::PciX, tx: Timeline::default(), landed: Vec::new() });
+            nodes.push(Node { name: HOST_NAMES[i].into(), cpu, host, dev, func, uar_base, hcr: bar0 + crate::device::HCR_OFFSET, mailbox: None, hca, landed: Vec::new(), inbox: HashMap::new() });
         }
-        Ok(World { fab, nodes, domains: Vec::new(), xen_on_a, xen: Default::default() })
+        Ok(World { fab, nodes, domains: Vec::new(), xen_on_a, xen: Default::default(), next_packet: 0 })
     }
 
     /// A domain on `node` with its memory at the next fixed slot of that server's RAM, reached
@@ -399,72 +350,6 @@ impl World {
         self.fab.read(cpu, addr, len).0
     }
 
-    // ----- PCI-X bus -------------------------------------------------------------------------
-
-    fn bus(&mut self, node: usize, t: u64, clocks: u64) -> u64 {
-        let clk = params().pcix_clock_ps;
-        self.nodes[node].bus.reserve(t, clocks * clk)
-    }
-
-    /// A memory write by the HCA into host memory (or, on PCI-X, any write on the bus); returns
-    /// when it is visible.
-    pub fn dma_write(&mut self, node: usize, t: u64, bytes: u64) -> u64 {
-        match self.nodes[node].host_if {
-            HostIf::PciX => self.burst(node, t, bytes),
-            HostIf::Routed(c) => self.nodes[node].bus.reserve(t, bytes.max(1) * c.write_fs_per_byte / 1000) + c.write_ps,
-        }
-    }
-
-    /// The CPU's doorbell store into the UAR page, issued at `t`: when the HCA has it.
-    pub fn doorbell_at(&mut self, node: usize, t: u64) -> u64 {
-        match self.nodes[node].host_if {
-            HostIf::PciX => self.burst(node, t + params().pio_write_ps, 8),
-            HostIf::Routed(c) => t + c.doorbell_ps,
-        }
-    }
-
-    /// Data phases of `bytes`, one disconnectable transaction per ADB-bounded chunk: other
-    /// transactions on the bus may come between the chunks.
-    fn burst(&mut self, node: usize, t: u64, bytes: u64) -> u64 {
-        let p = params();
-        let mut left = bytes.max(1);
-        let mut t = t;
-        while left > 0 {
-            let n = left.min(p.pcix_adb_bytes);
-            t = self.bus(node, t, p.pcix_overhead_clocks + div_ceil(n, p.pcix_bytes_per_clock));
-            left -= n;
-        }
-        t
-    }
-
-    /// A memory read by the HCA. PCI-X: request transactions (at most MMRBC each), the host bridge's read
-    /// latency when `first` (later requests of a stream are issued ahead), split completions. Routed:
-    /// the engine's read round trip when `first`, then the stream's rate on the link towards the HCA.
-    pub fn dma_read(&mut self, node: usize, t: u64, bytes: u64, first: bool) -> u64 {
-        if let HostIf::Routed(c) = self.nodes[node].host_if {
-            let data = if first { t + c.read_rtt_ps } else { t };
-            return self.nodes[node].bus_down.reserve(data, bytes.max(1) * c.read_fs_per_byte / 1000);
-        }
-        let p = params();
-        let reqs = div_ceil(bytes.max(1), p.pcix_mmrbc);
-        let req_end = self.bus(node, t, reqs * p.pcix_overhead_clocks);
-        let data = if first { req_end + p.pcix_read_latency_ps } else { req_end };
-        self.burst(node, data, bytes)
-    }
-
-    fn ib_ser(&self, bytes: u64) -> u64 {
-        (bytes as f64 * params().ib_ps_per_byte()).round() as u64
-    }
-
-    /// The HCA's side of one firmware command through the HCR: it reads the `bytes` of the
-    /// mailbox by DMA and executes the command; returns when it raises the command's completion
-    /// interrupt. Who takes that interrupt, and what it costs them, is the driver's and the
-    /// hypervisor's part ([`World::kernel_irq_ps`]).
-    pub fn firmware_cmd(&mut self, node: usize, t: u64, bytes: u64) -> u64 {
-        self.nodes[node].hca.stats.commands += 1;
-        self.dma_read(node, t, bytes.max(8), true) + params().hca_cmd_ps
-    }
-
     // ----- TPT -------------------------------------------------------------------------------
 
     /// Translate (key, va, len) through the TPT: the entry must exist, belong to `pd` (when given),
@@ -495,181 +380,123 @@ impl World {
         Some(segs)
     }
 
-    // ----- completions -----------------------------------------------------------------------
+    // ----- what the HCA model asks of the world ----------------------------------------------
 
-    fn push_cqe(&mut self, node: usize, cq: u32, at: u64, wc: Wc) {
-        // The HCA writes the CQE into the CQ buffer (through its key when the buffer is registered
-        // memory of a guest: bypass), then raises the completion event if the CQ was armed.
-        let buf = self.nodes[node].hca.cqs.get(cq as usize).and_then(|c| c.as_ref()).map(|c| (c.buf, c.produced, c.depth));
-        let Some((buf, produced, depth)) = buf else { return };
-        let cqe_bytes = params().cqe_bytes;
-        if let Some((va, key)) = buf {
-            let slot = va + (produced % depth) * cqe_bytes;
-            if let Some(segs) = self.translate(node, key, None, slot, cqe_bytes, ACCESS_LOCAL_WRITE) {
-                let dev = self.nodes[node].dev;
-                let mut bytes = vec![0u8; cqe_bytes as usize];
-                bytes[..8].copy_from_slice(&wc.wr_id.to_le_bytes());
-                bytes[8] = wc.status as u8;
-                self.fab.write(dev, segs[0].0, &bytes);
+    /// The kernel that drives the HCA on `node`: its first domain (native Linux, domain 0, the
+    /// VFIO guest, the borrower).
+    pub fn kernel_dom(&self, node: usize) -> Option<DomId> {
+        self.domains.iter().find(|d| d.node == node).map(|d| d.id)
+    }
+
+    /// A buffer of `len` bytes in the driving kernel's memory: its DMA address.
+    pub fn kernel_buffer(&mut self, node: usize, len: u64) -> VResult<u64> {
+        let k = self.kernel_dom(node).ok_or(Status::NoMem)?;
+        let a = self.alloc(k, len)?;
+        Ok(self.dma_addr(k, a))
+    }
+
+    /// The next WQE of QP `qpn`'s send queue, if it is ready to send: the request, its slot and
+    /// the QP's remote end.
+    pub fn take_wqe(&mut self, node: usize, qpn: u32) -> Option<(SendWr, u64, Option<(usize, u32)>)> {
+        let q = self.nodes[node].hca.qps.get_mut(qpn as usize)?.as_mut().filter(|q| q.state == QpState::Rts)?;
+        let wr = q.sq.pop_front()?;
+        let slot = q.posted;
+        q.posted += 1;
+        let remote = q.remote;
+        self.nodes[node].hca.stats.wqes += 1;
+        Some((wr, slot, remote))
+    }
+
+    /// Where the HCA reads send WQE `slot` of QP `qpn` (through its key when the QP buffer is
+    /// registered guest memory: bypass); None when it does not translate.
+    pub fn wqe_addr(&mut self, node: usize, qpn: u32, slot: u64) -> Option<u64> {
+        let q = self.nodes[node].hca.qps.get(qpn as usize)?.as_ref()?;
+        let wqe = params().wqe_bytes;
+        let (buf, ring, depth) = (q.buf, q.ring, q.depth);
+        match buf {
+            Some((va, key)) => self.translate(node, key, None, va + (slot % depth) * wqe, wqe, 0).map(|s| s[0].0),
+            None => Some(ring + (slot % depth) * wqe),
+        }
+    }
+
+    /// Where the HCA reads QP `qpn`'s next receive WQE (the receive queue follows the send queue
+    /// in the QP buffer).
+    pub fn recv_wqe_addr(&mut self, node: usize, qpn: u32) -> Option<u64> {
+        let q = self.nodes[node].hca.qps.get(qpn as usize)?.as_ref()?;
+        let wqe = params().wqe_bytes;
+        let (buf, ring, depth) = (q.buf, q.ring, q.depth);
+        match buf {
+            Some((va, key)) => self.translate(node, key, None, va, wqe, 0).map(|s| s[0].0),
+            None => Some(ring + depth * wqe),
+        }
+    }
+
+    /// A packet leaves `from`'s HCA for the other one: its key in that node's inbox.
+    pub fn send_packet(&mut self, from: usize, p: Packet) -> u64 {
+        self.next_packet += 1;
+        let key = self.next_packet;
+        self.nodes[1 - from].inbox.insert(key, p);
+        key
+    }
+
+    /// The responder's check of a message's first packet for its QP `qpn`: where the data goes
+    /// (the rkey's segments, or a receive WQE's: then its CQ and the WQE), or the NAK's status.
+    #[allow(clippy::type_complexity)]
+    pub fn responder_accepts(&mut self, node: usize, qpn: u32, op: SendOp, len: u64) -> Result<(Vec<(u64, u64)>, Option<(u32, RecvWr)>), WcStatus> {
+        let rq = self.nodes[node].hca.qps.get(qpn as usize).and_then(|x| x.as_ref()).filter(|x| x.state >= QpState::Rtr && x.state != QpState::Err);
+        let Some((pd, rcq)) = rq.map(|q| (q.pd, q.recv_cq)) else { return Err(WcStatus::RemAccessErr) };
+        match op {
+            SendOp::RdmaWrite { remote_addr, rkey } => self.translate(node, rkey, Some(pd), remote_addr, len, ACCESS_REMOTE_WRITE).map(|s| (s, None)).ok_or(WcStatus::RemAccessErr),
+            SendOp::Send => {
+                let rw = self.nodes[node].hca.qps[qpn as usize].as_mut().unwrap().rq.pop_front().ok_or(WcStatus::RnrRetryExcErr)?;
+                let segs = self.translate(node, rw.sge.lkey, Some(pd), rw.sge.addr, len.min(rw.sge.length), ACCESS_LOCAL_WRITE).filter(|_| rw.sge.length >= len);
+                match segs {
+                    Some(s) => Ok((s, Some((rcq, rw)))),
+                    None => {
+                        let now = self.nodes[node].landed.last().map_or(0, |l| l.at);
+                        self.cqe_landed(node, rcq, Wc { wr_id: rw.wr_id, status: WcStatus::LocProtErr, opcode: WcOpcode::Recv, byte_len: 0, qp_num: qpn }, now);
+                        Err(WcStatus::RemAccessErr)
+                    }
+                }
             }
         }
-        let c = self.nodes[node].hca.cqs[cq as usize].as_mut().unwrap();
+    }
+
+    /// A message's data has landed in `node`'s memory at `at`: a poller of it sees it now.
+    pub fn landed(&mut self, node: usize, addr: u64, len: u64, at: u64) {
+        self.nodes[node].landed.push(Landing { addr, len, at });
+    }
+
+    pub fn send_cq(&self, node: usize, qpn: u32) -> Option<u32> {
+        self.nodes[node].hca.qps.get(qpn as usize)?.as_ref().map(|q| q.send_cq)
+    }
+
+    /// Where the HCA writes the next CQE of `cq` (through the CQ buffer's key for bypass).
+    pub fn cqe_slot(&mut self, node: usize, cq: u32) -> Option<u64> {
+        let c = self.nodes[node].hca.cqs.get_mut(cq as usize)?.as_mut()?;
+        let cqe = params().cqe_bytes;
+        let slot = c.produced % c.depth;
         c.produced += 1;
-        let pos = c.entries.partition_point(|(t, _)| *t <= at);
-        c.entries.insert(pos, (at, wc));
+        let (buf, ring) = (c.buf, c.ring);
+        match buf {
+            Some((va, key)) => self.translate(node, key, None, va + slot * cqe, cqe, ACCESS_LOCAL_WRITE).map(|s| s[0].0),
+            None => Some(ring + slot * cqe),
+        }
+    }
+
+    /// A CQE of `cq` is visible from `at`; the completion event is raised then if the CQ was armed.
+    pub fn cqe_landed(&mut self, node: usize, cq: u32, wc: Wc, at: u64) {
+        let Some(c) = self.nodes[node].hca.cqs.get_mut(cq as usize).and_then(|c| c.as_mut()) else { return };
+        c.entries.push((at, wc));
         if c.armed {
             c.armed = false;
             c.events.push_back(at);
         }
     }
 
-    fn flush_qp(&mut self, node: usize, qpn: u32, at: u64) {
-        let (cq, wrs) = {
-            let q = self.nodes[node].hca.qps[qpn as usize].as_mut().unwrap();
-            q.state = QpState::Err;
-            (q.send_cq, q.sq.drain(..).collect::<Vec<_>>())
-        };
-        for wr in wrs {
-            let op = match wr.op { SendOp::RdmaWrite { .. } => WcOpcode::RdmaWrite, SendOp::Send => WcOpcode::Send };
-            self.push_cqe(node, cq, at, Wc { wr_id: wr.wr_id, status: WcStatus::WrFlushErr, opcode: op, byte_len: 0, qp_num: qpn });
-        }
-    }
-
-    // ----- the HCA acting on a doorbell -------------------------------------------------------
-
-    /// A doorbell write for `qpn` through UAR page `uar` reaches the HCA at `t`. A doorbell
-    /// through a UAR that is not the QP's is ignored (UARs isolate users, 004 §2.2).
-    pub fn doorbell(&mut self, node: usize, uar: usize, qpn: u32, t: u64) {
-        let p = params();
-        let hca = &mut self.nodes[node].hca;
-        hca.stats.doorbells += 1;
-        let ok = hca.qps.get(qpn as usize).and_then(|q| q.as_ref()).is_some_and(|q| q.uar == uar && q.state == QpState::Rts);
-        if !ok {
-            hca.stats.ignored_doorbells += 1;
-            return;
-        }
-        let t_engine = t + p.hca_doorbell_ps;
-        loop {
-            let Some(q) = self.nodes[node].hca.qps[qpn as usize].as_mut() else { return };
-            if q.state != QpState::Rts {
-                return;
-            }
-            let Some(wr) = q.sq.pop_front() else { return };
-            let slot = q.posted;
-            q.posted += 1;
-            self.execute(node, qpn, slot, wr, t_engine);
-        }
-    }
-
-    /// Execute one send WQE; returns when the send engine may start the next.
-    fn execute(&mut self, s: usize, qpn: u32, slot: u64, wr: SendWr, t0: u64) -> u64 {
-        let p = params();
-        self.nodes[s].hca.stats.wqes += 1;
-        let q = self.nodes[s].hca.qps[qpn as usize].clone().unwrap();
-        let opcode = match wr.op { SendOp::RdmaWrite { .. } => WcOpcode::RdmaWrite, SendOp::Send => WcOpcode::Send };
-        let fail = |w: &mut World, at: u64, st: WcStatus| {
-            w.push_cqe(s, q.send_cq, at, Wc { wr_id: wr.wr_id, status: st, opcode, byte_len: 0, qp_num: qpn });
-            w.flush_qp(s, qpn, at);
-            w.nodes[s].hca.sq_engine_free = at;
-            at
-        };
-        // 1. WQE fetch from the QP buffer (through its key when it is registered guest memory).
-        if let Some((va, key)) = q.buf {
-            let a = va + (slot % q.depth) * p.wqe_bytes;
-            if self.translate(s, key, None, a, p.wqe_bytes, 0).is_none() {
-                return fail(self, t0, WcStatus::LocQpOpErr);
-            }
-        }
-        let t_wqe = self.dma_read(s, t0, p.wqe_bytes, true);
-        // the send engine parses it once it is done with the previous WQE's payload
-        let t_parse = t_wqe.max(self.nodes[s].hca.sq_engine_free) + p.hca_send_wqe_ps;
-        // 2. local key
-        let Some(src) = self.translate(s, wr.sge.lkey, Some(q.pd), wr.sge.addr, wr.sge.length, 0) else {
-            return fail(self, t_parse, WcStatus::LocProtErr);
-        };
-        let Some((r, rqpn)) = q.remote else { return fail(self, t_parse, WcStatus::RemAccessErr) };
-        let len = wr.sge.length;
-        let mut data = Vec::with_capacity(len as usize);
-        let dev_s = self.nodes[s].dev;
-        for (a, l) in &src {
-            data.extend(self.fab.read(dev_s, *a, *l as usize).0);
-        }
-        // 3. packets through the pipeline: PCI-X read, link, receive engine, PCI-X write.
-        let npk = div_ceil(len.max(1), p.ib_mtu);
-        let (mut rd, mut tx, mut rx, mut wr_end) = (t_parse, 0u64, self.nodes[r].hca.rx_engine_free, 0u64);
-        let mut dst: Option<(Vec<(u64, u64)>, Option<(u32, RecvWr)>)> = None;
-        let mut nak: Option<(u64, WcStatus)> = None;
-        for i in 0..npk {
-            let b = (len - (i * p.ib_mtu).min(len)).min(p.ib_mtu);
-            rd = self.dma_read(s, rd, b, i == 0);
-            let hdr = p.ib_header_bytes + if i == 0 && matches!(wr.op, SendOp::RdmaWrite { .. }) { p.ib_reth_bytes } else { 0 };
-            let ser = self.ib_ser(b + hdr);
-            tx = self.nodes[s].tx.reserve(tx.max(rd), ser);
-            self.nodes[s].hca.stats.packets += 1;
-            let arr = tx + p.ib_wire_latency_ps;
-            rx = rx.max(arr) + p.hca_rx_packet_ps;
-            if i == 0 {
-                // The responder validates: rkey for RDMA write, a receive WQE for a send.
-                let rq = self.nodes[r].hca.qps.get(rqpn as usize).and_then(|x| x.clone()).filter(|x| x.state >= QpState::Rtr && x.state != QpState::Err);
-                match (rq, wr.op) {
-                    (None, _) => nak = Some((rx, WcStatus::RemAccessErr)),
-                    (Some(rq), SendOp::RdmaWrite { remote_addr, rkey }) => match self.translate(r, rkey, Some(rq.pd), remote_addr, len, ACCESS_REMOTE_WRITE) {
-                        Some(segs) => dst = Some((segs, None)),
-                        None => nak = Some((rx, WcStatus::RemAccessErr)),
-                    },
-                    (Some(rq), SendOp::Send) => {
-                        let recv = self.nodes[r].hca.qps[rqpn as usize].as_mut().unwrap().rq.pop_front();
-                        match recv {
-                            None => nak = Some((rx, WcStatus::RnrRetryExcErr)),
-                            Some(rw) => {
-                                rx = self.dma_read(r, rx, p.wqe_bytes, true);
-                                match self.translate(r, rw.sge.lkey, Some(rq.pd), rw.sge.addr, len.min(rw.sge.length), ACCESS_LOCAL_WRITE).filter(|_| rw.sge.length >= len) {
-                                    Some(segs) => dst = Some((segs, Some((rq.recv_cq, rw)))),
-                                    None => {
-                                        let cq = rq.recv_cq;
-                                        self.push_cqe(r, cq, rx, Wc { wr_id: rw.wr_id, status: WcStatus::LocProtErr, opcode: WcOpcode::Recv, byte_len: 0, qp_num: rqpn });
-                                        nak = Some((rx, WcStatus::RemAccessErr));
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-                if nak.is_some() {
-                    break;
-                }
-            }
-            wr_end = self.dma_write(r, rx, b);
-        }
-        self.nodes[r].hca.rx_engine_free = rx;
-        self.nodes[s].hca.sq_engine_free = rd;
-        // 4. acknowledgement (or NAK) back to the requester, then its CQE.
-        let t_resp = match nak { Some((t, _)) => t, None => rx };
-        let ack_ser = self.ib_ser(p.ib_ack_bytes);
-        let ack_done = self.nodes[r].tx.reserve(t_resp, ack_ser);
-        let t_ack = ack_done + p.ib_wire_latency_ps + p.hca_rx_packet_ps;
-        if let Some((_, st)) = nak {
-            fail(self, t_ack, st);
-            return rd;
-        }
-        let (segs, recv) = dst.unwrap();
-        let dev_r = self.nodes[r].dev;
-        let mut off = 0usize;
-        for (a, l) in &segs {
-            self.fab.write(dev_r, *a, &data[off..off + *l as usize]);
-            off += *l as usize;
-        }
-        let land_addr = match wr.op { SendOp::RdmaWrite { remote_addr, .. } => remote_addr, SendOp::Send => recv.map(|(_, rw)| rw.sge.addr).unwrap_or(0) };
-        self.nodes[r].landed.push(Landing { addr: land_addr, len, at: wr_end });
-        if let Some((rcq, rw)) = recv {
-            let t = self.dma_write(r, wr_end, p.cqe_bytes);
-            self.push_cqe(r, rcq, t, Wc { wr_id: rw.wr_id, status: WcStatus::Success, opcode: WcOpcode::Recv, byte_len: len, qp_num: rqpn });
-        }
-        if wr.signaled {
-            let t = self.dma_write(s, t_ack, p.cqe_bytes);
-            self.push_cqe(s, q.send_cq, t, Wc { wr_id: wr.wr_id, status: WcStatus::Success, opcode, byte_len: len, qp_num: qpn });
-        }
-        rd
+    /// Whether a landing covering `addr` on `node` is logged and not yet consumed.
+    pub fn has_landing(&self, node: usize, addr: u64) -> bool {
+        self.nodes[node].landed.iter().any(|x| addr >= x.addr && addr < x.addr + x.len.max(1))
     }
 
     /// The first landing covering `addr` on `node` not yet consumed: its time (the caller's poll

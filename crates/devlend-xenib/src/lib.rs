@@ -4,6 +4,7 @@
 //! - [`xen`]: domains, grant-style shared pages, event channels, the device channel (request ring on
 //!   a shared page + event channel, 004 §2.1, §3.1) whose one-way latency is Fig 9's "at least
 //!   10 us"; the back-end daemon in the device domain and its validation (004 §3.1-3.2).
+//! - [`device`]: the HCA as a device model on the engine's machine ([`machine`]).
 //! - [`hca`]: the HCA of 004 §2.2 (QPs of WQEs, CQs, UAR doorbell pages, the key-indexed TPT,
 //!   registration = pinning + TPT entries, lkey/rkey), RDMA write and send/receive across the
 //!   back-to-back 4X link of §4.1, completion events; on the PCI-X bus of the MHXL-CF128-T.
@@ -21,6 +22,7 @@
 //! Constants: `params/hardware.toml` `[xenib]` and the `mhxl-cf128-t` device profile. The
 //! testbed: `python/devlend/topologies/xenib-back-to-back.yaml` ([`hca::TESTBED_JSON`]).
 
+pub mod device;
 pub mod error;
 pub mod hca;
 pub mod ops;
@@ -32,4 +34,23 @@ pub mod xen;
 pub use error::{XResult, XenIbError};
 pub use hca::World;
 pub use types::*;
-pub use verbs::{Basic, Bypass, Native, Verbs};
+pub use verbs::{Basic, Bypass, Cpu, Native, Verbs};
+
+use devlend_engine::machine::Machine;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// A machine on the world: both HCAs as device models, and, with guests under Xen, the
+/// back-end daemon as a service thread of domain 0.
+pub fn machine(w: World) -> Machine<World> {
+    let funcs = [w.nodes[0].func, w.nodes[1].func];
+    let guests = w.domains.iter().any(|d| d.kind == hca::DomKind::Guest);
+    let mut m = Machine::new(w);
+    for (i, f) in funcs.iter().enumerate() {
+        m.add_device(*f, Rc::new(RefCell::new(device::Hca::new(i, funcs[1 - i]))));
+    }
+    if guests {
+        m.spawn_service("xenib-backend", 0, |t| xen::serve(t));
+    }
+    m
+}

@@ -20,48 +20,52 @@
 use crate::hca::{DomKind, World};
 use crate::params::params;
 use crate::types::*;
+use crate::ops;
 use crate::xen::{Request, Response};
+use devlend_engine::machine::Thread;
 use std::collections::{HashMap, VecDeque};
 
-/// Who is calling and their clock (ps).
+/// Software on the one clock: every caller of the verbs is a thread of the engine's machine,
+/// and what its software costs it spends on that thread.
+pub type Cpu<'y> = Thread<'y, World>;
+
+/// Who is calling: the server whose CPU runs the caller, and its domain.
 #[derive(Debug, Clone, Copy)]
 pub struct Ctx {
     pub node: usize,
     pub dom: DomId,
-    pub now: u64,
 }
 
 pub trait Verbs {
     fn ctx(&self) -> &Ctx;
     fn ctx_mut(&mut self) -> &mut Ctx;
     fn driver(&self) -> &'static str;
-    fn open_device(&mut self, w: &mut World) -> VResult<()>;
-    fn alloc_pd(&mut self, w: &mut World) -> VResult<Pd>;
-    fn reg_mr(&mut self, w: &mut World, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr>;
-    fn dereg_mr(&mut self, w: &mut World, mr: Mr) -> VResult<()>;
-    fn create_cq(&mut self, w: &mut World, depth: u64) -> VResult<Cq>;
-    fn destroy_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()>;
-    fn create_qp(&mut self, w: &mut World, pd: Pd, send_cq: Cq, recv_cq: Cq, depth: u64) -> VResult<Qp>;
-    fn modify_qp(&mut self, w: &mut World, qp: Qp, attr: QpAttr) -> VResult<()>;
-    fn post_send(&mut self, w: &mut World, qp: Qp, wr: SendWr) -> VResult<()>;
-    fn post_recv(&mut self, w: &mut World, qp: Qp, wr: RecvWr) -> VResult<()>;
-    fn poll_cq(&mut self, w: &mut World, cq: Cq, max: usize) -> VResult<Vec<Wc>>;
-    fn req_notify_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()>;
+    fn open_device(&mut self, t: &Cpu) -> VResult<()>;
+    fn alloc_pd(&mut self, t: &Cpu) -> VResult<Pd>;
+    fn reg_mr(&mut self, t: &Cpu, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr>;
+    fn dereg_mr(&mut self, t: &Cpu, mr: Mr) -> VResult<()>;
+    fn create_cq(&mut self, t: &Cpu, depth: u64) -> VResult<Cq>;
+    fn destroy_cq(&mut self, t: &Cpu, cq: Cq) -> VResult<()>;
+    fn create_qp(&mut self, t: &Cpu, pd: Pd, send_cq: Cq, recv_cq: Cq, depth: u64) -> VResult<Qp>;
+    fn modify_qp(&mut self, t: &Cpu, qp: Qp, attr: QpAttr) -> VResult<()>;
+    fn post_send(&mut self, t: &Cpu, qp: Qp, wr: SendWr) -> VResult<()>;
+    fn post_recv(&mut self, t: &Cpu, qp: Qp, wr: RecvWr) -> VResult<()>;
+    fn poll_cq(&mut self, t: &Cpu, cq: Cq, max: usize) -> VResult<Vec<Wc>>;
+    fn req_notify_cq(&mut self, t: &Cpu, cq: Cq) -> VResult<()>;
     /// Block until the CQ's completion event is delivered to this caller.
-    fn wait_cq_event(&mut self, w: &mut World, cq: Cq) -> VResult<()>;
+    fn wait_cq_event(&mut self, t: &Cpu, cq: Cq) -> VResult<()>;
 
-    fn now(&self) -> u64 {
-        self.ctx().now
-    }
     /// Memory of the caller's domain.
-    fn alloc_buf(&mut self, w: &mut World, len: u64) -> VResult<u64> {
-        w.alloc(self.ctx().dom, len)
+    fn alloc_buf(&mut self, t: &Cpu, len: u64) -> VResult<u64> {
+        t.world().alloc(self.ctx().dom, len)
     }
     /// Spin on a word of local memory until the HCA has written it (RDMA-write ping-pong).
-    fn wait_for_data(&mut self, w: &mut World, addr: u64) -> VResult<()> {
-        let c = *self.ctx();
-        let at = w.take_landing(c.node, addr).ok_or(Status::TimedOut)?;
-        self.ctx_mut().now = c.now.max(at) + params().cpu_poll_ps;
+    fn wait_for_data(&mut self, t: &Cpu, addr: u64) -> VResult<()> {
+        let node = self.ctx().node;
+        t.wait_until(format!("data at {addr:#x}"), move |w: &mut World| w.has_landing(node, addr));
+        let at = t.world().take_landing(node, addr).ok_or(Status::TimedOut)?;
+        sleep_until(t, at);
+        t.sleep(params().cpu_poll_ps);
         Ok(())
     }
 }
@@ -81,9 +85,33 @@ fn event_path_ps(w: &World, dom: DomId) -> u64 {
     }
 }
 
-fn timed<T>(c: &mut Ctx, r: (VResult<T>, u64)) -> VResult<T> {
-    c.now = c.now.max(r.1);
+/// Spend the thread's time until `at` (an operation's end), if it is still to come.
+fn sleep_until(t: &Cpu, at: u64) {
+    let now = t.now();
+    if at > now {
+        t.sleep(at - now);
+    }
+}
+
+/// An operation's result, once its end has come on the caller's thread.
+fn timed<T>(t: &Cpu, r: (VResult<T>, u64)) -> VResult<T> {
+    sleep_until(t, r.1);
     r.0
+}
+
+/// Wait for the CQ's next completion event and take it (ETIMEDOUT when none is raised and the CQ
+/// is not armed: nothing will ever arrive), then spend the path from the HCA's event to the
+/// waiter as the domain's kernel and hypervisor take it.
+fn wait_event(t: &Cpu, c: Ctx, cq: Cq) -> VResult<()> {
+    let pending = t.world().op_event_pending(c.node, c.dom, cq.0)?;
+    if !pending {
+        let (node, cqn) = (c.node, cq.0);
+        t.wait_until(format!("a completion event of CQ {cqn}"), move |w: &mut World| w.op_event_pending(node, c.dom, cqn) != Ok(false));
+    }
+    let e = t.world().op_take_event(c.node, c.dom, cq.0)?;
+    let path = event_path_ps(&t.world(), c.dom);
+    sleep_until(t, e + path);
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -94,26 +122,24 @@ fn timed<T>(c: &mut Ctx, r: (VResult<T>, u64)) -> VResult<T> {
 mod direct {
     use super::*;
 
-    pub fn post_send(c: &mut Ctx, w: &mut World, qp: Qp, uar: usize, wr: SendWr) -> VResult<()> {
-        let (n, d, t) = (c.node, c.dom, c.now);
-        timed(c, w.op_post_send(n, d, qp.0, uar, wr, t))
+    pub fn post_send(c: &mut Ctx, t: &Cpu, qp: Qp, uar: usize, wr: SendWr) -> VResult<()> {
+        let (n, d) = (c.node, c.dom);
+        ops::post_send(t, n, d, qp.0, uar, wr)
     }
-    pub fn post_recv(c: &mut Ctx, w: &mut World, qp: Qp, wr: RecvWr) -> VResult<()> {
-        let (n, d, t) = (c.node, c.dom, c.now);
-        timed(c, w.op_post_recv(n, d, qp.0, wr, t))
+    pub fn post_recv(c: &mut Ctx, t: &Cpu, qp: Qp, wr: RecvWr) -> VResult<()> {
+        let (n, d) = (c.node, c.dom);
+        ops::post_recv(t, n, d, qp.0, wr)
     }
-    pub fn poll_cq(c: &mut Ctx, w: &mut World, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
-        let (n, d, t) = (c.node, c.dom, c.now);
-        timed(c, w.op_poll_cq(n, d, cq.0, max, t))
+    pub fn poll_cq(c: &mut Ctx, t: &Cpu, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
+        let (n, d) = (c.node, c.dom);
+        ops::poll_cq(t, n, d, cq.0, max)
     }
-    pub fn req_notify_cq(c: &mut Ctx, w: &mut World, cq: Cq) -> VResult<()> {
-        let (n, d, t) = (c.node, c.dom, c.now);
-        timed(c, w.op_req_notify(n, d, cq.0, t))
+    pub fn req_notify_cq(c: &mut Ctx, t: &Cpu, cq: Cq) -> VResult<()> {
+        let (n, d) = (c.node, c.dom);
+        ops::req_notify(t, n, d, cq.0, None)
     }
-    pub fn wait_cq_event(c: &mut Ctx, w: &mut World, cq: Cq) -> VResult<()> {
-        let e = w.op_take_event(c.node, c.dom, cq.0)?;
-        c.now = c.now.max(e + event_path_ps(w, c.dom));
-        Ok(())
+    pub fn wait_cq_event(c: &mut Ctx, t: &Cpu, cq: Cq) -> VResult<()> {
+        wait_event(t, *c, cq)
     }
 }
 
@@ -124,7 +150,7 @@ pub struct Native {
 
 impl Native {
     pub fn new(w: &World, dom: DomId) -> Native {
-        Native { c: Ctx { node: w.domains[dom as usize].node, dom, now: 0 }, uar: None }
+        Native { c: Ctx { node: w.domains[dom as usize].node, dom }, uar: None }
     }
 }
 
@@ -138,85 +164,84 @@ impl Verbs for Native {
     fn driver(&self) -> &'static str {
         "native"
     }
-    fn open_device(&mut self, w: &mut World) -> VResult<()> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
-        let (u, _) = timed(&mut self.c, w.op_alloc_uar(n, d, t))?;
+    fn open_device(&mut self, t: &Cpu) -> VResult<()> {
+        let (n, d) = (self.c.node, self.c.dom);
+        let (u, _) = ops::alloc_uar(t, n, d)?;
         self.uar = Some(u);
         Ok(())
     }
-    fn alloc_pd(&mut self, w: &mut World) -> VResult<Pd> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
-        timed(&mut self.c, w.op_alloc_pd(n, d, t)).map(Pd)
+    fn alloc_pd(&mut self, t: &Cpu) -> VResult<Pd> {
+        let (n, d) = (self.c.node, self.c.dom);
+        ops::alloc_pd(t, n, d).map(Pd)
     }
-    fn reg_mr(&mut self, w: &mut World, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
-        if !w.domains[d as usize].owns(addr, len) {
+    fn reg_mr(&mut self, t: &Cpu, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr> {
+        let (n, d) = (self.c.node, self.c.dom);
+        if !t.world().domains[d as usize].owns(addr, len) {
             return Err(Status::Access); // get_user_pages fails outside the caller's memory
         }
         // the MTT holds the addresses the HCA uses (through an IOMMU or an NTB for a VM or a borrower)
-        let pages = World::pages_of(addr, len).into_iter().map(|pg| w.dma_addr(d, pg)).collect();
-        timed(&mut self.c, w.op_reg_mr(n, d, pd.0, addr, len, access, pages, true, t))
+        let pages = World::pages_of(addr, len).into_iter().map(|pg| t.world().dma_addr(d, pg)).collect();
+        ops::reg_mr(t, n, d, pd.0, addr, len, access, pages, true)
     }
-    fn dereg_mr(&mut self, w: &mut World, mr: Mr) -> VResult<()> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
-        timed(&mut self.c, w.op_dereg_mr(n, d, mr.lkey, t))
+    fn dereg_mr(&mut self, t: &Cpu, mr: Mr) -> VResult<()> {
+        let (n, d) = (self.c.node, self.c.dom);
+        ops::dereg_mr(t, n, d, mr.lkey)
     }
-    fn create_cq(&mut self, w: &mut World, depth: u64) -> VResult<Cq> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
-        timed(&mut self.c, w.op_create_cq(n, d, depth, None, t)).map(Cq)
+    fn create_cq(&mut self, t: &Cpu, depth: u64) -> VResult<Cq> {
+        let (n, d) = (self.c.node, self.c.dom);
+        ops::create_cq(t, n, d, depth, None).map(Cq)
     }
-    fn destroy_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
-        timed(&mut self.c, w.op_destroy_cq(n, d, cq.0, t))
+    fn destroy_cq(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
+        let (n, d) = (self.c.node, self.c.dom);
+        ops::destroy_cq(t, n, d, cq.0)
     }
-    fn create_qp(&mut self, w: &mut World, pd: Pd, scq: Cq, rcq: Cq, depth: u64) -> VResult<Qp> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
+    fn create_qp(&mut self, t: &Cpu, pd: Pd, scq: Cq, rcq: Cq, depth: u64) -> VResult<Qp> {
+        let (n, d) = (self.c.node, self.c.dom);
         let uar = self.uar.ok_or(Status::Inval)?;
-        timed(&mut self.c, w.op_create_qp(n, d, pd.0, scq.0, rcq.0, depth, uar, None, t)).map(Qp)
+        ops::create_qp(t, n, d, pd.0, scq.0, rcq.0, depth, uar, None).map(Qp)
     }
-    fn modify_qp(&mut self, w: &mut World, qp: Qp, attr: QpAttr) -> VResult<()> {
-        let (n, d, t) = (self.c.node, self.c.dom, self.c.now);
-        timed(&mut self.c, w.op_modify_qp(n, d, qp.0, attr, t))
+    fn modify_qp(&mut self, t: &Cpu, qp: Qp, attr: QpAttr) -> VResult<()> {
+        let (n, d) = (self.c.node, self.c.dom);
+        ops::modify_qp(t, n, d, qp.0, attr)
     }
-    fn post_send(&mut self, w: &mut World, qp: Qp, wr: SendWr) -> VResult<()> {
+    fn post_send(&mut self, t: &Cpu, qp: Qp, wr: SendWr) -> VResult<()> {
         let uar = self.uar.ok_or(Status::Inval)?;
-        direct::post_send(&mut self.c, w, qp, uar, wr)
+        direct::post_send(&mut self.c, t, qp, uar, wr)
     }
-    fn post_recv(&mut self, w: &mut World, qp: Qp, wr: RecvWr) -> VResult<()> {
-        direct::post_recv(&mut self.c, w, qp, wr)
+    fn post_recv(&mut self, t: &Cpu, qp: Qp, wr: RecvWr) -> VResult<()> {
+        direct::post_recv(&mut self.c, t, qp, wr)
     }
-    fn poll_cq(&mut self, w: &mut World, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
-        direct::poll_cq(&mut self.c, w, cq, max)
+    fn poll_cq(&mut self, t: &Cpu, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
+        direct::poll_cq(&mut self.c, t, cq, max)
     }
-    fn req_notify_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
-        direct::req_notify_cq(&mut self.c, w, cq)
+    fn req_notify_cq(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
+        direct::req_notify_cq(&mut self.c, t, cq)
     }
-    fn wait_cq_event(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
-        direct::wait_cq_event(&mut self.c, w, cq)
+    fn wait_cq_event(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
+        direct::wait_cq_event(&mut self.c, t, cq)
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 
 /// Shared by the two front-ends: a call through the device channel.
-fn call(w: &mut World, c: &mut Ctx, ch: Option<usize>, req: Request) -> VResult<Response> {
+fn call(t: &Cpu, ch: Option<usize>, req: Request) -> VResult<Response> {
     let ch = ch.ok_or(Status::Inval)?;
-    let (r, t) = w.channel_call(ch, req, c.now);
-    c.now = c.now.max(t);
-    match r {
+    match crate::xen::channel_call(t, ch, req) {
         Response::Err(e) => Err(e),
         r => Ok(r),
     }
 }
 
 /// The front-end pins the pages in the guest and sends their list (004 §3.2 Memory Registration).
-fn reg_through_backend(w: &mut World, c: &mut Ctx, ch: Option<usize>, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr> {
+fn reg_through_backend(t: &Cpu, c: &mut Ctx, ch: Option<usize>, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr> {
     if len == 0 {
         return Err(Status::Inval);
     }
     let pages = World::pages_of(addr, len);
-    c.now += params().syscall_ps + pages.len() as u64 * w.pin_cost_ps(c.dom);
-    match call(w, c, ch, Request::RegMr { pd: pd.0, addr, len, access, pages })? {
+    let pin = t.world().pin_cost_ps(c.dom);
+    t.sleep(params().syscall_ps + pages.len() as u64 * pin);
+    match call(t, ch, Request::RegMr { pd: pd.0, addr, len, access, pages })? {
         Response::Mr(m) => Ok(m),
         _ => Err(Status::Inval),
     }
@@ -245,11 +270,11 @@ pub struct Basic {
 
 impl Basic {
     pub fn new(w: &World, dom: DomId) -> Basic {
-        Basic { c: Ctx { node: w.domains[dom as usize].node, dom, now: 0 }, ch: None, cqe_buf: HashMap::new(), channel_calls: 0 }
+        Basic { c: Ctx { node: w.domains[dom as usize].node, dom }, ch: None, cqe_buf: HashMap::new(), channel_calls: 0 }
     }
-    fn call(&mut self, w: &mut World, req: Request) -> VResult<Response> {
+    fn call(&mut self, t: &Cpu, req: Request) -> VResult<Response> {
         self.channel_calls += 1;
-        call(w, &mut self.c, self.ch, req)
+        call(t, self.ch, req)
     }
 }
 
@@ -263,67 +288,65 @@ impl Verbs for Basic {
     fn driver(&self) -> &'static str {
         "xenib-basic"
     }
-    fn open_device(&mut self, w: &mut World) -> VResult<()> {
-        let (d, t) = (self.c.dom, self.c.now);
-        self.ch = Some(timed(&mut self.c, w.connect(d, t))?);
+    fn open_device(&mut self, t: &Cpu) -> VResult<()> {
+        let (d, now) = (self.c.dom, t.now());
+        self.ch = Some({ let r = t.world().connect(d, now); timed(t, r) }?);
         Ok(())
     }
-    fn alloc_pd(&mut self, w: &mut World) -> VResult<Pd> {
-        pd_of(self.call(w, Request::AllocPd))
+    fn alloc_pd(&mut self, t: &Cpu) -> VResult<Pd> {
+        pd_of(self.call(t, Request::AllocPd))
     }
-    fn reg_mr(&mut self, w: &mut World, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr> {
+    fn reg_mr(&mut self, t: &Cpu, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr> {
         self.channel_calls += 1;
-        reg_through_backend(w, &mut self.c, self.ch, pd, addr, len, access)
+        reg_through_backend(t, &mut self.c, self.ch, pd, addr, len, access)
     }
-    fn dereg_mr(&mut self, w: &mut World, mr: Mr) -> VResult<()> {
-        unit(self.call(w, Request::DeregMr { lkey: mr.lkey }))
+    fn dereg_mr(&mut self, t: &Cpu, mr: Mr) -> VResult<()> {
+        unit(self.call(t, Request::DeregMr { lkey: mr.lkey }))
     }
-    fn create_cq(&mut self, w: &mut World, depth: u64) -> VResult<Cq> {
-        match self.call(w, Request::CreateCq { depth, buf: None })? {
+    fn create_cq(&mut self, t: &Cpu, depth: u64) -> VResult<Cq> {
+        match self.call(t, Request::CreateCq { depth, buf: None })? {
             Response::Cq(c) => Ok(Cq(c)),
             _ => Err(Status::Inval),
         }
     }
-    fn destroy_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
+    fn destroy_cq(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
         self.cqe_buf.remove(&cq.0);
-        unit(self.call(w, Request::DestroyCq { cq: cq.0 }))
+        unit(self.call(t, Request::DestroyCq { cq: cq.0 }))
     }
-    fn create_qp(&mut self, w: &mut World, pd: Pd, scq: Cq, rcq: Cq, depth: u64) -> VResult<Qp> {
-        match self.call(w, Request::CreateQp { pd: pd.0, scq: scq.0, rcq: rcq.0, depth, buf: None, uar: None })? {
+    fn create_qp(&mut self, t: &Cpu, pd: Pd, scq: Cq, rcq: Cq, depth: u64) -> VResult<Qp> {
+        match self.call(t, Request::CreateQp { pd: pd.0, scq: scq.0, rcq: rcq.0, depth, buf: None, uar: None })? {
             Response::Qp(q) => Ok(Qp(q)),
             _ => Err(Status::Inval),
         }
     }
-    fn modify_qp(&mut self, w: &mut World, qp: Qp, attr: QpAttr) -> VResult<()> {
-        unit(self.call(w, Request::ModifyQp { qp: qp.0, attr }))
+    fn modify_qp(&mut self, t: &Cpu, qp: Qp, attr: QpAttr) -> VResult<()> {
+        unit(self.call(t, Request::ModifyQp { qp: qp.0, attr }))
     }
-    fn post_send(&mut self, w: &mut World, qp: Qp, wr: SendWr) -> VResult<()> {
-        unit(self.call(w, Request::PostSend { qp: qp.0, wr }))
+    fn post_send(&mut self, t: &Cpu, qp: Qp, wr: SendWr) -> VResult<()> {
+        unit(self.call(t, Request::PostSend { qp: qp.0, wr }))
     }
-    fn post_recv(&mut self, w: &mut World, qp: Qp, wr: RecvWr) -> VResult<()> {
-        unit(self.call(w, Request::PostRecv { qp: qp.0, wr }))
+    fn post_recv(&mut self, t: &Cpu, qp: Qp, wr: RecvWr) -> VResult<()> {
+        unit(self.call(t, Request::PostRecv { qp: qp.0, wr }))
     }
-    fn poll_cq(&mut self, w: &mut World, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
+    fn poll_cq(&mut self, t: &Cpu, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
         let buffered = self.cqe_buf.get(&cq.0).map_or(0, |b| b.len());
         if buffered == 0 {
-            match self.call(w, Request::PollCq { cq: cq.0 })? {
+            match self.call(t, Request::PollCq { cq: cq.0 })? {
                 Response::Wcs(all) => self.cqe_buf.entry(cq.0).or_default().extend(all),
                 _ => return Err(Status::Inval),
             }
         } else {
-            self.c.now += params().cpu_poll_ps;
+            t.sleep(params().cpu_poll_ps);
         }
         let b = self.cqe_buf.entry(cq.0).or_default();
         let n = b.len().min(max);
         Ok(b.drain(..n).collect())
     }
-    fn req_notify_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
-        unit(self.call(w, Request::ReqNotify { cq: cq.0 }))
+    fn req_notify_cq(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
+        unit(self.call(t, Request::ReqNotify { cq: cq.0 }))
     }
-    fn wait_cq_event(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
-        let e = w.op_take_event(self.c.node, self.c.dom, cq.0)?;
-        self.c.now = self.c.now.max(e + event_path_ps(w, self.c.dom));
-        Ok(())
+    fn wait_cq_event(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
+        wait_event(t, self.c, cq)
     }
 }
 
@@ -344,25 +367,25 @@ pub struct Bypass {
 
 impl Bypass {
     pub fn new(w: &World, dom: DomId) -> Bypass {
-        Bypass { c: Ctx { node: w.domains[dom as usize].node, dom, now: 0 }, ch: None, uar: None, channel_calls: 0, qp_bufs: HashMap::new(), cq_bufs: HashMap::new(), pd_for_bufs: None }
+        Bypass { c: Ctx { node: w.domains[dom as usize].node, dom }, ch: None, uar: None, channel_calls: 0, qp_bufs: HashMap::new(), cq_bufs: HashMap::new(), pd_for_bufs: None }
     }
-    fn call(&mut self, w: &mut World, req: Request) -> VResult<Response> {
+    fn call(&mut self, t: &Cpu, req: Request) -> VResult<Response> {
         self.channel_calls += 1;
-        call(w, &mut self.c, self.ch, req)
+        call(t, self.ch, req)
     }
     /// Stage one: a buffer in the guest, registered through the back-end.
-    fn guest_buffer(&mut self, w: &mut World, len: u64) -> VResult<Mr> {
+    fn guest_buffer(&mut self, t: &Cpu, len: u64) -> VResult<Mr> {
         let pd = match self.pd_for_bufs {
             Some(p) => p,
             None => {
-                let p = self.alloc_pd(w)?;
+                let p = self.alloc_pd(t)?;
                 self.pd_for_bufs = Some(p);
                 p
             }
         };
-        let addr = self.alloc_buf(w, len)?;
+        let addr = self.alloc_buf(t, len)?;
         self.channel_calls += 1;
-        reg_through_backend(w, &mut self.c, self.ch, pd, addr, len, ACCESS_LOCAL_WRITE)
+        reg_through_backend(t, &mut self.c, self.ch, pd, addr, len, ACCESS_LOCAL_WRITE)
     }
 }
 
@@ -376,33 +399,33 @@ impl Verbs for Bypass {
     fn driver(&self) -> &'static str {
         "xenib-bypass"
     }
-    fn open_device(&mut self, w: &mut World) -> VResult<()> {
-        let (d, t) = (self.c.dom, self.c.now);
-        self.ch = Some(timed(&mut self.c, w.connect(d, t))?);
-        match self.call(w, Request::AllocUar)? {
+    fn open_device(&mut self, t: &Cpu) -> VResult<()> {
+        let (d, now) = (self.c.dom, t.now());
+        self.ch = Some({ let r = t.world().connect(d, now); timed(t, r) }?);
+        match self.call(t, Request::AllocUar)? {
             Response::Uar(i, a) => {
                 // remap the UAR's machine page into the guest (one hypercall)
-                self.c.now += params().grant_map_ps;
-                w.xen.hypercalls += 1;
+                t.sleep(params().grant_map_ps);
+                t.world().xen.hypercalls += 1;
                 self.uar = Some((i, a));
                 Ok(())
             }
             _ => Err(Status::Inval),
         }
     }
-    fn alloc_pd(&mut self, w: &mut World) -> VResult<Pd> {
-        pd_of(self.call(w, Request::AllocPd))
+    fn alloc_pd(&mut self, t: &Cpu) -> VResult<Pd> {
+        pd_of(self.call(t, Request::AllocPd))
     }
-    fn reg_mr(&mut self, w: &mut World, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr> {
+    fn reg_mr(&mut self, t: &Cpu, pd: Pd, addr: u64, len: u64, access: u32) -> VResult<Mr> {
         self.channel_calls += 1;
-        reg_through_backend(w, &mut self.c, self.ch, pd, addr, len, access)
+        reg_through_backend(t, &mut self.c, self.ch, pd, addr, len, access)
     }
-    fn dereg_mr(&mut self, w: &mut World, mr: Mr) -> VResult<()> {
-        unit(self.call(w, Request::DeregMr { lkey: mr.lkey }))
+    fn dereg_mr(&mut self, t: &Cpu, mr: Mr) -> VResult<()> {
+        unit(self.call(t, Request::DeregMr { lkey: mr.lkey }))
     }
-    fn create_cq(&mut self, w: &mut World, depth: u64) -> VResult<Cq> {
-        let mr = self.guest_buffer(w, depth * params().cqe_bytes)?;
-        match self.call(w, Request::CreateCq { depth, buf: Some((mr.addr, mr.lkey)) })? {
+    fn create_cq(&mut self, t: &Cpu, depth: u64) -> VResult<Cq> {
+        let mr = self.guest_buffer(t, depth * params().cqe_bytes)?;
+        match self.call(t, Request::CreateCq { depth, buf: Some((mr.addr, mr.lkey)) })? {
             Response::Cq(c) => {
                 self.cq_bufs.insert(c, mr);
                 Ok(Cq(c))
@@ -410,17 +433,17 @@ impl Verbs for Bypass {
             _ => Err(Status::Inval),
         }
     }
-    fn destroy_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
-        self.call(w, Request::DestroyCq { cq: cq.0 })?;
+    fn destroy_cq(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
+        self.call(t, Request::DestroyCq { cq: cq.0 })?;
         if let Some(mr) = self.cq_bufs.remove(&cq.0) {
-            self.dereg_mr(w, mr)?;
+            self.dereg_mr(t, mr)?;
         }
         Ok(())
     }
-    fn create_qp(&mut self, w: &mut World, pd: Pd, scq: Cq, rcq: Cq, depth: u64) -> VResult<Qp> {
+    fn create_qp(&mut self, t: &Cpu, pd: Pd, scq: Cq, rcq: Cq, depth: u64) -> VResult<Qp> {
         let (uar, _) = self.uar.ok_or(Status::Inval)?;
-        let mr = self.guest_buffer(w, depth * params().wqe_bytes)?;
-        match self.call(w, Request::CreateQp { pd: pd.0, scq: scq.0, rcq: rcq.0, depth, buf: Some((mr.addr, mr.lkey)), uar: Some(uar) })? {
+        let mr = self.guest_buffer(t, depth * params().wqe_bytes)?;
+        match self.call(t, Request::CreateQp { pd: pd.0, scq: scq.0, rcq: rcq.0, depth, buf: Some((mr.addr, mr.lkey)), uar: Some(uar) })? {
             Response::Qp(q) => {
                 self.qp_bufs.insert(q, mr);
                 Ok(Qp(q))
@@ -428,23 +451,23 @@ impl Verbs for Bypass {
             _ => Err(Status::Inval),
         }
     }
-    fn modify_qp(&mut self, w: &mut World, qp: Qp, attr: QpAttr) -> VResult<()> {
-        unit(self.call(w, Request::ModifyQp { qp: qp.0, attr }))
+    fn modify_qp(&mut self, t: &Cpu, qp: Qp, attr: QpAttr) -> VResult<()> {
+        unit(self.call(t, Request::ModifyQp { qp: qp.0, attr }))
     }
-    fn post_send(&mut self, w: &mut World, qp: Qp, wr: SendWr) -> VResult<()> {
+    fn post_send(&mut self, t: &Cpu, qp: Qp, wr: SendWr) -> VResult<()> {
         let (uar, _) = self.uar.ok_or(Status::Inval)?;
-        direct::post_send(&mut self.c, w, qp, uar, wr)
+        direct::post_send(&mut self.c, t, qp, uar, wr)
     }
-    fn post_recv(&mut self, w: &mut World, qp: Qp, wr: RecvWr) -> VResult<()> {
-        direct::post_recv(&mut self.c, w, qp, wr)
+    fn post_recv(&mut self, t: &Cpu, qp: Qp, wr: RecvWr) -> VResult<()> {
+        direct::post_recv(&mut self.c, t, qp, wr)
     }
-    fn poll_cq(&mut self, w: &mut World, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
-        direct::poll_cq(&mut self.c, w, cq, max)
+    fn poll_cq(&mut self, t: &Cpu, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
+        direct::poll_cq(&mut self.c, t, cq, max)
     }
-    fn req_notify_cq(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
-        direct::req_notify_cq(&mut self.c, w, cq)
+    fn req_notify_cq(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
+        direct::req_notify_cq(&mut self.c, t, cq)
     }
-    fn wait_cq_event(&mut self, w: &mut World, cq: Cq) -> VResult<()> {
-        direct::wait_cq_event(&mut self.c, w, cq)
+    fn wait_cq_event(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
+        direct::wait_cq_event(&mut self.c, t, cq)
     }
 }

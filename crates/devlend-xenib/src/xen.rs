@@ -9,12 +9,15 @@
 //!   event channels with the back-end daemon"). A message crosses it in `channel_one_way_ps`
 //!   (004 Fig 9, at least 10 us) plus its body copied through the page. The ring has `ring_slots`
 //!   slots: a slot is held from a request until its response is consumed; a full ring is EAGAIN.
-//! - The back-end serves the rings round-robin, one request per ring in turn, so one guest flooding
+//! - The back-end is a service thread of domain 0 on the machine ([`serve`]); it serves the rings round-robin, one request per ring in turn, so one guest flooding
 //!   its ring delays another by at most one request per round. It validates every request: handles
 //!   must belong to the requesting guest (the HCA objects record their owner) and every page a guest
 //!   registers must be its own (004 §3.2); a refused registration is recorded in `refusals`.
 
 use crate::hca::{DomKind, World, SERVER_A};
+use crate::ops;
+use crate::verbs::Cpu;
+use devlend_engine::machine::ThreadError;
 use crate::params::params;
 use crate::types::*;
 use std::collections::VecDeque;
@@ -124,8 +127,6 @@ pub struct Xen {
     pub grants: Vec<Grant>,
     pub evtchns: Vec<EvtChn>,
     pub channels: Vec<DeviceChannel>,
-    /// The back-end is busy until this time.
-    pub backend_free: u64,
     rr: usize,
     pub refusals: Vec<Refusal>,
     pub hypercalls: u64,
@@ -242,98 +243,120 @@ impl World {
         done.into_iter().map(|(_, _, r)| r).collect()
     }
 
-    /// A synchronous call through the device channel: the request crosses, the back-end serves
-    /// (round-robin with other guests' requests), the response crosses back.
-    pub fn channel_call(&mut self, ch: usize, req: Request, t: u64) -> (Response, u64) {
-        let id = match self.enqueue(ch, req, t) {
-            Ok(id) => id,
-            Err(e) => return (Response::Err(e), t),
-        };
-        loop {
-            let Some((c, pid)) = self.backend_serve_one() else { return (Response::Err(Status::TimedOut), t) };
-            if c == ch && pid == id {
-                let chan = &mut self.xen.channels[ch];
-                let i = chan.responses.iter().position(|(rid, _, _)| *rid == id).unwrap();
-                let (_, at, r) = chan.responses.remove(i);
-                chan.slots_used -= 1;
-                return (r, at);
-            }
-        }
+    /// The response to request `id` of channel `ch`, once the back-end has sent it: when it
+    /// reaches the guest, and the response (its slot freed).
+    fn take_response(&mut self, ch: usize, id: u64) -> Option<(u64, Response)> {
+        let chan = &mut self.xen.channels[ch];
+        let i = chan.responses.iter().position(|(rid, _, _)| *rid == id)?;
+        let (_, at, r) = chan.responses.remove(i);
+        chan.slots_used -= 1;
+        Some((at, r))
     }
 
-    /// Serve all queued requests (e.g. a flood nobody waits for).
-    pub fn backend_drain(&mut self) {
-        while self.backend_serve_one().is_some() {}
-    }
-
-    /// The back-end serves one request: the ring whose turn it is among those with a request that
-    /// has arrived by the time the back-end is free (else the earliest arrival).
-    fn backend_serve_one(&mut self) -> Option<(usize, u64)> {
+    /// The request the back-end serves next, at `now`: the ring whose turn it is among those
+    /// with a request that has arrived; else when the earliest will have arrived.
+    fn next_request(&mut self, now: u64) -> Result<(usize, Pending), Option<u64>> {
         let n = self.xen.channels.len();
         let heads: Vec<Option<u64>> = self.xen.channels.iter().map(|c| c.queue.front().map(|p| p.arrival)).collect();
-        let earliest = heads.iter().flatten().min().copied()?;
-        let now = self.xen.backend_free.max(earliest);
-        let ch = (0..n).map(|i| (self.xen.rr + i) % n).find(|&i| heads[i].is_some_and(|a| a <= now))?;
+        let earliest = heads.iter().flatten().min().copied();
+        let Some(ch) = (0..n).map(|i| (self.xen.rr + i) % n).find(|&i| heads[i].is_some_and(|a| a <= now)) else { return Err(earliest) };
         self.xen.rr = (ch + 1) % n;
-        let pend = self.xen.channels[ch].queue.pop_front().unwrap();
-        let guest = self.xen.channels[ch].guest;
-        let start = now + params().backend_verb_ps;
-        let (resp, done) = self.backend_exec(guest, pend.req, start);
-        self.xen.backend_free = done;
-        let at = done + params().channel_ps(resp.bytes());
-        let c = &mut self.xen.channels[ch];
-        c.served += 1;
-        c.responses.push((pend.id, at, resp));
-        Some((ch, pend.id))
-    }
-
-    /// Execute one request with the native driver on behalf of `guest`, validating it first.
-    fn backend_exec(&mut self, guest: DomId, req: Request, t: u64) -> (Response, u64) {
-        let n = SERVER_A;
-        fn map<T>(r: Timed<T>, f: impl FnOnce(T) -> Response) -> (Response, u64) {
-            match r.0 {
-                Ok(v) => (f(v), r.1),
-                Err(e) => (Response::Err(e), r.1),
-            }
-        }
-        match req {
-            Request::AllocUar => map(self.op_alloc_uar(n, guest, t), |(i, a)| Response::Uar(i, a)),
-            Request::AllocPd => map(self.op_alloc_pd(n, guest, t), Response::Pd),
-            Request::RegMr { pd, addr, len, access, pages } => {
-                // 004 §3.2: every DMA address a guest registers must belong to it.
-                let t = t + pages.len() as u64 * params().backend_page_check_ps;
-                if let Some(bad) = pages.iter().find(|pg| self.owner_of(n, **pg) != Some(guest)) {
-                    let owner = self.owner_of(n, *bad);
-                    self.xen.refusals.push(Refusal { dom: guest, what: "register memory of another domain".into(), addr: *bad, owner });
-                    return (Response::Err(Status::Access), t);
-                }
-                map(self.op_reg_mr(n, guest, pd, addr, len, access, pages, false, t), Response::Mr)
-            }
-            Request::DeregMr { lkey } => map(self.op_dereg_mr(n, guest, lkey, t), |_| Response::Ok),
-            Request::CreateCq { depth, buf } => map(self.op_create_cq(n, guest, depth, buf, t), Response::Cq),
-            Request::DestroyCq { cq } => map(self.op_destroy_cq(n, guest, cq, t), |_| Response::Ok),
-            Request::CreateQp { pd, scq, rcq, depth, buf, uar } => {
-                // basic driver: a UAR page the back-end rings on the guest's behalf, never mapped into the guest
-                let uar = match uar {
-                    Some(u) => u,
-                    None => match self.op_alloc_uar(n, guest, t) {
-                        (Ok((u, _)), _) => u,
-                        (Err(e), t) => return (Response::Err(e), t),
-                    },
-                };
-                map(self.op_create_qp(n, guest, pd, scq, rcq, depth, uar, buf, t), Response::Qp)
-            }
-            Request::ModifyQp { qp, attr } => map(self.op_modify_qp(n, guest, qp, attr, t), |_| Response::Ok),
-            Request::DestroyQp { qp } => map(self.op_destroy_qp(n, guest, qp, t), |_| Response::Ok),
-            Request::PostSend { qp, wr } => {
-                let uar = self.nodes[n].hca.qps.get(qp as usize).and_then(|q| q.as_ref()).map(|q| q.uar).unwrap_or(usize::MAX);
-                map(self.op_post_send(n, guest, qp, uar, wr, t), |_| Response::Ok)
-            }
-            Request::PostRecv { qp, wr } => map(self.op_post_recv(n, guest, qp, wr, t), |_| Response::Ok),
-            Request::PollCq { cq } => map(self.op_poll_cq(n, guest, cq, usize::MAX, t), Response::Wcs),
-            Request::ReqNotify { cq } => map(self.op_req_notify(n, guest, cq, t), |_| Response::Ok),
-        }
+        Ok((ch, self.xen.channels[ch].queue.pop_front().unwrap()))
     }
 }
 
-use crate::ops::Timed;
+/// A synchronous call through the device channel on the guest's thread: the request crosses,
+/// the back-end serves it (round-robin with other guests' requests), the response crosses back.
+pub fn channel_call(t: &Cpu, ch: usize, req: Request) -> Response {
+    let now = t.now();
+    let id = match t.world().enqueue(ch, req, now) {
+        Ok(id) => id,
+        Err(e) => return Response::Err(e),
+    };
+    t.wait_until(format!("the response to request {id} on device channel {ch}"), move |w: &mut World| w.xen.channels[ch].responses.iter().any(|r| r.0 == id));
+    let (at, r) = t.world().take_response(ch, id).expect("the response is there");
+    let now = t.now();
+    if at > now {
+        t.sleep(at - now);
+    }
+    r
+}
+
+/// The back-end daemon in domain 0: a service thread that serves the device channels'
+/// requests one at a time, round-robin, each with the native driver on behalf of its guest.
+pub fn serve(t: &Cpu) -> Result<(), ThreadError> {
+    loop {
+        t.wait_until("a request on a device channel", |w: &mut World| w.xen.channels.iter().any(|c| !c.queue.is_empty()));
+        let next = t.world().next_request(t.now());
+        let (ch, pend) = match next {
+            Ok(x) => x,
+            Err(Some(at)) => {
+                t.sleep(at.saturating_sub(t.now()).max(1));
+                continue;
+            }
+            Err(None) => continue,
+        };
+        let guest = t.world().xen.channels[ch].guest;
+        t.sleep(params().backend_verb_ps);
+        let resp = backend_exec(t, guest, pend.req);
+        let at = t.now() + params().channel_ps(resp.bytes());
+        let mut w = t.world();
+        let c = &mut w.xen.channels[ch];
+        c.served += 1;
+        c.responses.push((pend.id, at, resp));
+    }
+}
+
+/// Execute one request with the native driver on behalf of `guest`, validating it first.
+fn backend_exec(t: &Cpu, guest: DomId, req: Request) -> Response {
+    let n = SERVER_A;
+    fn map<T>(r: VResult<T>, f: impl FnOnce(T) -> Response) -> Response {
+        match r {
+            Ok(v) => f(v),
+            Err(e) => Response::Err(e),
+        }
+    }
+    match req {
+        Request::AllocUar => map(ops::alloc_uar(t, n, guest), |(i, a)| Response::Uar(i, a)),
+        Request::AllocPd => map(ops::alloc_pd(t, n, guest), Response::Pd),
+        Request::RegMr { pd, addr, len, access, pages } => {
+            // 004 §3.2: every DMA address a guest registers must belong to it.
+            t.sleep(pages.len() as u64 * params().backend_page_check_ps);
+            let bad = {
+                let w = t.world();
+                pages.iter().find(|pg| w.owner_of(n, **pg) != Some(guest)).map(|b| (*b, w.owner_of(n, *b)))
+            };
+            if let Some((addr, owner)) = bad {
+                t.world().xen.refusals.push(Refusal { dom: guest, what: "register memory of another domain".into(), addr, owner });
+                return Response::Err(Status::Access);
+            }
+            map(ops::reg_mr(t, n, guest, pd, addr, len, access, pages, false), Response::Mr)
+        }
+        Request::DeregMr { lkey } => map(ops::dereg_mr(t, n, guest, lkey), |_| Response::Ok),
+        Request::CreateCq { depth, buf } => map(ops::create_cq(t, n, guest, depth, buf), Response::Cq),
+        Request::DestroyCq { cq } => map(ops::destroy_cq(t, n, guest, cq), |_| Response::Ok),
+        Request::CreateQp { pd, scq, rcq, depth, buf, uar } => {
+            // basic driver: a UAR page the back-end rings on the guest's behalf, never mapped into the guest
+            let uar = match uar {
+                Some(u) => u,
+                None => match ops::alloc_uar(t, n, guest) {
+                    Ok((u, _)) => u,
+                    Err(e) => return Response::Err(e),
+                },
+            };
+            map(ops::create_qp(t, n, guest, pd, scq, rcq, depth, uar, buf), Response::Qp)
+        }
+        Request::ModifyQp { qp, attr } => map(ops::modify_qp(t, n, guest, qp, attr), |_| Response::Ok),
+        Request::DestroyQp { qp } => map(ops::destroy_qp(t, n, guest, qp), |_| Response::Ok),
+        Request::PostSend { qp, wr } => {
+            let uar = t.world().nodes[n].hca.qps.get(qp as usize).and_then(|q| q.as_ref()).map(|q| q.uar).unwrap_or(usize::MAX);
+            map(ops::post_send(t, n, guest, qp, uar, wr), |_| Response::Ok)
+        }
+        Request::PostRecv { qp, wr } => map(ops::post_recv(t, n, guest, qp, wr), |_| Response::Ok),
+        Request::PollCq { cq } => map(ops::poll_cq(t, n, guest, cq, usize::MAX), Response::Wcs),
+        Request::ReqNotify { cq } => map(ops::req_notify(t, n, guest, cq, None), |_| Response::Ok),
+    }
+}
+
+/// A result with the time its operation ends.
+pub type Timed<T> = (VResult<T>, u64);

@@ -13,7 +13,8 @@ Every verb of the basic driver is a request on the inter-domain device channel (
 10 us one way, the ``[xenib] channel_one_way_ps`` parameter) executed by the back-end with the
 native driver; polls get CQE buffering. Bypass and the device domain ring the doorbell and poll
 the CQ directly. Nothing is typed in: the times are the channel crossings, the back-end's work,
-the PCI-X transactions of the MHXL-CF128-T, the 4X link and the HCAs' processing.
+the PCI-X transactions of the MHXL-CF128-T (a half-duplex bus of the engine), the 4X link and
+the HCAs' processing, all on the engine's one clock.
 """
 
 from __future__ import annotations

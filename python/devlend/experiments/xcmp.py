@@ -9,10 +9,10 @@ the same round-trip and throughput tests (X1's, 004 §4.2) with the HCA reached 
 - Device Lending (000 §4; devlend-host ``Cluster::borrow``): the HCA sits in another host, server A
   borrows it through PXH830 NTBs; doorbells cross the NTB one way, the HCA's reads of WQEs and
   payload cross it twice, its writes once, then server A's IOMMU,
-beside native Linux. Server B is native Linux throughout. The HCA's host interface is timed by
-devlend-engine along the routes each set-up really uses (the table's notes give what it measured),
-the same Gen1 x8 slot for all, so this compares access paths, not 004's PCI-X bus: the absolute
-values differ from X1's. Throughput keeps 100 writes outstanding (perftest's tx depth), plus one
+beside native Linux. Server B is native Linux throughout. The HCA is a device model on the
+engine's machine: its doorbells, reads and writes travel the routes each set-up really uses (the
+table's notes give what the engine measures along them), from the same Gen1 x8 slot for all, so
+this compares access paths, not 004's PCI-X bus: the absolute values differ from X1's. Throughput keeps 100 writes outstanding (perftest's tx depth), plus one
 outstanding for contrast.
 """
 

@@ -17,6 +17,7 @@ use devlend_fabric::model::FuncId;
 use devlend_fabric::route::{Failure, Requester};
 use devlend_fabric::Fabric;
 use devlend_wire::{Access, Tlp};
+use std::collections::HashMap;
 
 /// A device model on the machine. Every method has a do-nothing default.
 pub trait Device<W: World> {
@@ -47,6 +48,8 @@ pub struct Cx<'a, W: World> {
     pub(crate) core: &'a mut Core,
     pub(crate) dev: usize,
     pub(crate) func: FuncId,
+    /// The machine's device models by function, for [`Cx::signal`].
+    pub(crate) peers: &'a HashMap<FuncId, usize>,
 }
 
 impl<W: World> Cx<'_, W> {
@@ -108,6 +111,16 @@ impl<W: World> Cx<'_, W> {
                 Err(e)
             }
         }
+    }
+
+    /// Call the [`Device::timer`] of the device model that is function `func` with `token` after
+    /// `delay`: a signal on a wire between two devices that is not PCIe (an InfiniBand cable
+    /// between two HCAs). False when no model is function `func`.
+    pub fn signal(&mut self, func: FuncId, delay: Ps, token: u64) -> bool {
+        let Some(&d) = self.peers.get(&func) else { return false };
+        let at = self.core.now() + delay;
+        self.core.set_timer(at, Owner::Device(d), token);
+        true
     }
 
     /// Call [`Device::timer`] with `token` after `delay`.

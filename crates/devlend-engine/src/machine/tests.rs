@@ -422,3 +422,43 @@ fn a_dma_issued_after_a_delay_starts_no_earlier_even_on_a_reused_flow_id() {
     assert_eq!(ends.len(), 2);
     assert!(ends[1] - ends[0] > 10_000_000, "the second read ended {} ps after the first", ends[1] - ends[0]);
 }
+
+/// A device that, rung, signals the model of function `peer` (a wire that is not PCIe) and
+/// records when its own timer from the other one comes.
+struct Wired {
+    peer: FuncId,
+    sent: Option<bool>,
+    got: Vec<(u64, Ps)>,
+}
+
+impl Device<Fabric> for Wired {
+    fn mmio_write(&mut self, cx: &mut Cx<Fabric>, _bar: u8, _offset: u64, _tlp: &Tlp) {
+        self.sent = Some(cx.signal(self.peer, 5_000, 7));
+    }
+    fn timer(&mut self, cx: &mut Cx<Fabric>, token: u64) {
+        self.got.push((token, cx.now()));
+    }
+}
+
+#[test]
+fn a_device_signals_another_device_on_the_machine_and_not_a_function_without_a_model() {
+    let f = testbed();
+    let (gpu, ntb) = (f.func_id("gpu0").unwrap(), f.func_id("ntb-l").unwrap());
+    let l = f.host_id("lender").unwrap();
+    let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();
+    let mut m = Machine::new(f);
+    let (a, b) = (Rc::new(RefCell::new(Wired { peer: ntb, sent: None, got: Vec::new() })), Rc::new(RefCell::new(Wired { peer: gpu, sent: None, got: Vec::new() })));
+    m.add_device(gpu, a.clone());
+    m.spawn("ring", 0, move |t| t.cpu_write(l, bar0, &[1]).map(|_| ()));
+    m.run().unwrap();
+    assert_eq!(a.borrow().sent, Some(false), "no model is the NTB's function");
+    m.add_device(ntb, b.clone());
+    m.spawn("ring again", m.now(), move |t| t.cpu_write(l, bar0, &[1]).map(|_| ()));
+    let rung = m.now();
+    m.run().unwrap();
+    assert_eq!(a.borrow().sent, Some(true));
+    let got = b.borrow().got.clone();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0, 7);
+    assert!(got[0].1 > rung + 5_000 && a.borrow().got.is_empty(), "{got:?}");
+}

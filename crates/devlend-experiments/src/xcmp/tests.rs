@@ -9,25 +9,30 @@ const T: Topologies = Topologies { local: LOCAL, vfio: VFIO, lending: LENDING };
 #[test]
 fn every_access_path_builds_and_moves_data() {
     for acc in ACCESSES {
-        let (mut w, mut a, mut b) = testbed(&T, acc).unwrap();
-        let ea = bench::setup_end(&mut w, a.as_mut(), 8192, 16).unwrap();
-        let eb = bench::setup_end(&mut w, &mut b, 8192, 16).unwrap();
-        bench::connect(&mut w, a.as_mut(), &ea, &mut b, &eb).unwrap();
-        let msg: Vec<u8> = (0..200u8).collect();
-        let da = a.ctx().dom;
-        w.dom_write(da, ea.buf, &msg);
-        let wr = devlend_xenib::types::SendWr { wr_id: 1, sge: devlend_xenib::types::Sge { addr: ea.buf, length: 200, lkey: ea.mr.lkey }, op: devlend_xenib::types::SendOp::RdmaWrite { remote_addr: eb.buf + eb.half, rkey: eb.mr.rkey }, signaled: true };
-        a.post_send(&mut w, ea.qp, wr).unwrap();
-        b.wait_for_data(&mut w, eb.buf + eb.half).unwrap();
-        assert_eq!(w.cpu_read(SERVER_B, eb.buf + eb.half, 200), msg, "{acc}");
-        // and back into server A's memory, through its IOMMU / the NTB where there is one
-        let back: Vec<u8> = (0..200u8).rev().collect();
-        w.cpu_write(SERVER_B, eb.buf, &back);
-        let wr = devlend_xenib::types::SendWr { wr_id: 2, sge: devlend_xenib::types::Sge { addr: eb.buf, length: 200, lkey: eb.mr.lkey }, op: devlend_xenib::types::SendOp::RdmaWrite { remote_addr: ea.buf + ea.half, rkey: ea.mr.rkey }, signaled: true };
-        b.post_send(&mut w, eb.qp, wr).unwrap();
-        a.wait_for_data(&mut w, ea.buf + ea.half).unwrap();
-        assert_eq!(w.dom_read(da, ea.buf + ea.half, 200), back, "{acc}");
-        assert!(w.fab.events.is_empty(), "{acc}: {:?}", w.fab.events);
+        let (w, mut a, mut b) = testbed(&T, acc).unwrap();
+        bench::on_machine(acc, w, move |t| {
+            let ea = bench::setup_end(t, a.as_mut(), 8192, 16).unwrap();
+            let eb = bench::setup_end(t, &mut b, 8192, 16).unwrap();
+            bench::connect(t, a.as_mut(), &ea, &mut b, &eb).unwrap();
+            let msg: Vec<u8> = (0..200u8).collect();
+            let da = a.ctx().dom;
+            t.world().dom_write(da, ea.buf, &msg);
+            let wr = devlend_xenib::types::SendWr { wr_id: 1, sge: devlend_xenib::types::Sge { addr: ea.buf, length: 200, lkey: ea.mr.lkey }, op: devlend_xenib::types::SendOp::RdmaWrite { remote_addr: eb.buf + eb.half, rkey: eb.mr.rkey }, signaled: true };
+            a.post_send(t, ea.qp, wr).unwrap();
+            b.wait_for_data(t, eb.buf + eb.half).unwrap();
+            assert_eq!(t.world().cpu_read(SERVER_B, eb.buf + eb.half, 200), msg, "{acc}");
+            // and back into server A's memory, through its IOMMU / the NTB where there is one
+            let back: Vec<u8> = (0..200u8).rev().collect();
+            t.world().cpu_write(SERVER_B, eb.buf, &back);
+            let wr = devlend_xenib::types::SendWr { wr_id: 2, sge: devlend_xenib::types::Sge { addr: eb.buf, length: 200, lkey: eb.mr.lkey }, op: devlend_xenib::types::SendOp::RdmaWrite { remote_addr: ea.buf + ea.half, rkey: ea.mr.rkey }, signaled: true };
+            b.post_send(t, eb.qp, wr).unwrap();
+            a.wait_for_data(t, ea.buf + ea.half).unwrap();
+            assert_eq!(t.world().dom_read(da, ea.buf + ea.half, 200), back, "{acc}");
+            let events = t.world().fab.events.clone();
+            assert!(events.is_empty(), "{acc}: {events:?}");
+            Ok(())
+        })
+        .unwrap();
     }
 }
 
@@ -85,12 +90,19 @@ fn bad_access_path_is_a_clear_error() {
 fn vfio_guest_and_borrower_cannot_register_memory_outside_their_own() {
     use devlend_xenib::types::*;
     for acc in ["vfio", "lending"] {
-        let (mut w, mut a, _b) = testbed(&T, acc).unwrap();
-        a.open_device(&mut w).unwrap();
-        let pd = a.alloc_pd(&mut w).unwrap();
-        let d = &w.domains[a.ctx().dom as usize];
-        let outside = d.base + d.size;
-        assert_eq!(a.reg_mr(&mut w, pd, outside, 4096, ACCESS_LOCAL_WRITE), Err(Status::Access), "{acc}");
-        assert_eq!(a.reg_mr(&mut w, pd, outside - 4096, 8192, ACCESS_LOCAL_WRITE), Err(Status::Access), "{acc}: straddling");
+        let (w, mut a, _b) = testbed(&T, acc).unwrap();
+        bench::on_machine(acc, w, move |t| {
+            a.open_device(t).unwrap();
+            let pd = a.alloc_pd(t).unwrap();
+            let outside = {
+                let w = t.world();
+                let d = &w.domains[a.ctx().dom as usize];
+                d.base + d.size
+            };
+            assert_eq!(a.reg_mr(t, pd, outside, 4096, ACCESS_LOCAL_WRITE), Err(Status::Access), "{acc}");
+            assert_eq!(a.reg_mr(t, pd, outside - 4096, 8192, ACCESS_LOCAL_WRITE), Err(Status::Access), "{acc}: straddling");
+            Ok(())
+        })
+        .unwrap();
     }
 }
