@@ -137,6 +137,16 @@ impl Scenario {
         self.inner.end_lends_and_count_leftovers().map_err(werr)
     }
 
+    /// What is programmed that no live lend owns (devlend-host's leftover checker), as messages.
+    fn leftovers(&self) -> Vec<String> {
+        self.inner.cluster().leftovers().iter().map(|l| l.to_string()).collect()
+    }
+
+    /// The fabric's event log as JSON (failures, interrupts, AER messages, hot-plug steps).
+    fn events(&self) -> String {
+        self.inner.cluster().fabric.events_json().to_string()
+    }
+
     /// Run until nothing is left to happen.
     fn run(&mut self, py: Python<'_>) -> PyResult<()> {
         let _ = py;
