@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 
 import os
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from . import _core
 from .errors import WorkloadError
@@ -151,6 +151,13 @@ class Scenario:
         """What is programmed now that no live lend owns (NTB translations, LUT entries, IOMMU
         context entries and mapped bytes), one message each; [] when all is well."""
         return _call(self._s.leftovers)
+
+    @property
+    def threads_ended_ns(self) -> Optional[float]:
+        """When the last of the scenario's software threads ended (after a fault: when the
+        software had noticed it; ``now_ns`` may be later, moved on by waits' stale deadlines)."""
+        ps = self._s.threads_ended_ps()
+        return None if ps is None else ps / 1000
 
     def events(self) -> list[dict]:
         """The fabric's recent events: failed accesses, interrupts, AER messages (``kind`` "aer":

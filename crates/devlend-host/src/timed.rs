@@ -8,7 +8,8 @@
 //! run here unchanged.
 //!
 //! A thread with a `ThreadOs` runs on that host (`Thread::runs_on`): the host's crash stops it.
-//! The device a thread drives is the one it maps, masters or takes interrupts of; when that
+//! The device a thread drives is the first whose BAR it loads from or stores to (a doorbell, a
+//! register), or that it maps, masters or takes interrupts of; when that
 //! device's removal reaches this host's driver (`Cluster::driver_removed`, the hot-plug steps of
 //! `crate::fault`), a wait of the thread for it ends at once with "no such device" (Linux's
 //! ENODEV from a removed device's driver), whatever its timeout.
@@ -71,6 +72,19 @@ impl<'t, 'y> ThreadOs<'t, 'y> {
             if let Ok(func) = func {
                 self.drives.set(Some((func, self.t.now())));
             }
+        }
+    }
+
+    /// The thread drives the device whose BAR (as this host sees it) holds `addr`, if any and if
+    /// it drives none yet.
+    fn drive_at(&self, addr: u64) {
+        if self.drives.get().is_some() {
+            return;
+        }
+        let c = self.t.world();
+        let hit = c.kernels[self.host as usize].devices().find(|d| !d.is_ntb && d.bars.iter().any(|b| addr >= b.cpu_addr && addr - b.cpu_addr < b.size)).map(|d| d.func);
+        if let Some(func) = hit {
+            self.drives.set(Some((func, self.t.now())));
         }
     }
 
@@ -150,6 +164,7 @@ impl Os for ThreadOs<'_, '_> {
     }
     fn write(&mut self, addr: u64, data: &[u8]) -> HResult<()> {
         check_cpu_range(addr, data.len())?;
+        self.drive_at(addr);
         match self.t.cpu_write(self.host, addr, data) {
             // A posted write to a target that is gone is dropped on the way (PCIe Base 4.0
             // §2.9.1: a port whose link is down, or the NTB whose link is, discards it; §2.8: a
@@ -162,6 +177,7 @@ impl Os for ThreadOs<'_, '_> {
     }
     fn read(&mut self, addr: u64, len: usize) -> HResult<Vec<u8>> {
         check_cpu_range(addr, len)?;
+        self.drive_at(addr);
         self.t.cpu_read(self.host, addr, len).map_err(fault)
     }
     fn dma_map_single(&mut self, dev: DevId, phys: u64, len: u64, dir: DmaDir) -> HResult<u64> {

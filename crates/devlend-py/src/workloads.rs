@@ -142,6 +142,11 @@ impl Scenario {
         self.inner.cluster().leftovers().iter().map(|l| l.to_string()).collect()
     }
 
+    /// When the last of the scenario's threads ended, ps (None before any has).
+    fn threads_ended_ps(&self) -> Option<u64> {
+        self.inner.threads_ended_at()
+    }
+
     /// The fabric's event log as JSON (failures, interrupts, AER messages, hot-plug steps).
     fn events(&self) -> String {
         self.inner.cluster().fabric.events_json().to_string()

@@ -42,6 +42,11 @@ impl Scenario {
         Ok(())
     }
 
+    /// When the last of the scenario's threads ended (`Machine::threads_ended_at`).
+    pub fn threads_ended_at(&self) -> Option<Ps> {
+        self.m.threads_ended_at()
+    }
+
     pub fn faults(&self) -> &[FaultEntry] {
         &self.faults
     }

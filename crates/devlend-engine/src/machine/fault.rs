@@ -108,6 +108,12 @@ impl<W: World> Machine<W> {
         self.halted.contains(&func)
     }
 
+    /// When the last finished thread (not a service) ended: after a fault, when the software had
+    /// noticed it (a wait's stale deadline may move the clock on later).
+    pub fn threads_ended_at(&self) -> Option<Ps> {
+        self.threads.iter().filter(|t| !t.service).filter_map(|t| if let Waiting::Done(at) = t.waiting { Some(at) } else { None }).max()
+    }
+
     /// When and on which host thread `id` was stopped by a crash, if it was.
     pub fn crashed(&self, id: usize) -> Option<(HostId, Ps)> {
         self.faults.crashed.iter().find(|(t, _, _)| *t == id).map(|(_, h, at)| (*h, *at))
