@@ -76,7 +76,7 @@ def test_errors_the_hardware_reports_reach_the_aer_driver_with_their_severity(ex
         assert "fatal surprise-down" in row[(w, "surprise removal")]["aer"].replace("non-fatal", ""), row[(w, "surprise removal")]
         assert "fatal surprise-down" in row[(w, "port down")]["aer"], row[(w, "port down")]
         assert row[(w, "cable pulled")]["aer"] == "", "an NTB link going down is the adapter's own event, not AER"
-    assert "non-fatal completion-timeout" in row[("fio", "completion timeout")]["aer"], row[("fio", "completion timeout")]
+        assert "non-fatal completion-timeout" in row[(w, "completion timeout")]["aer"], row[(w, "completion timeout")]
 
 
 def test_a_poisoned_command_fetch_is_not_executed_the_driver_times_out_on_it(experiment):

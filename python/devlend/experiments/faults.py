@@ -63,6 +63,14 @@ def _outcome(s: Scenario) -> tuple[str, str]:
         return ("hang" if "nothing left to happen" in msg else "error"), msg
 
 
+def _settle(s: Scenario) -> None:
+    """After the application's error, let what is under way happen (AER messages, hot-plug steps)."""
+    try:
+        s.run()
+    except WorkloadError:
+        pass
+
+
 def _aer(events: list[dict]) -> str:
     """AER messages handled, as "N severity error" per kind (with the like errors they stood for)."""
     counts: dict = {}
@@ -95,6 +103,7 @@ def strike(workload: str, label: str, kind: str, target: Optional[str], at_ns: f
     s = _scenario(workload, quick)
     s.fault(kind, target or device, at_ns=at_ns)
     outcome, saw = _outcome(s)
+    _settle(s)
     events = s.events()
     moved = s.moved(device)
     struck = s.faults()[0]
