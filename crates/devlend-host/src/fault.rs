@@ -48,7 +48,10 @@
 //! - a host crash: the host's own threads stop at once ([`FaultReport::crashed`]).
 //!
 //! The lend's programming is undone at the fault itself (what teardown could not reach on the
-//! far side is what the fabric drops anyway); only what the software learns is delayed.
+//! far side is what the fabric drops anyway); only what the software learns is delayed. A
+//! limitation that follows: the borrower's handle of the device goes at the fault too, so a
+//! driver that calls into the kernel for it in between (a `dma_map_single` per request) gets
+//! "no device" at once rather than at its `remove`.
 
 use crate::cluster::Cluster;
 use crate::error::{HResult, HostError};
