@@ -47,6 +47,38 @@ def test_the_drivers_name_what_they_noticed(experiment):
     assert gpu["noticed_after_us"] <= 1e6 + 1e5, gpu  # the copy watchdog (1 s) and an ID read
 
 
+def test_a_removal_reaches_the_driver_by_hot_plug_not_by_its_timeout(experiment):
+    """A surprise removal: the lender's slot interrupt, pciehp, Device Lending's notice, the
+    borrower's hot-remove; a lender crash: the borrower's NTB link-down interrupt, its agent, the
+    hot-remove. The driver gets "no such device" at the last step, long before its own timeout."""
+    row = {(r["workload"], r["fault"]): r for r in experiment.rows}
+    for w in ("fio", "gpu-copy"):
+        removal, crash = row[(w, "surprise removal")], row[(w, "lender crash")]
+        for r in (removal, crash):
+            assert "no such device" in r["application_saw"], r
+            assert 24_000 <= r["noticed_after_us"] < 25_000, r  # 24 ms to the slot interrupt, then the steps
+            assert r["hotplug"].split("; ")[-1].startswith("driver-removed on server1"), r
+        steps = [s.split(" +")[0] for s in removal["hotplug"].split("; ")]
+        assert steps == ["slot-interrupt on server2", "pciehp-removed on server2", "lending-notified on server1", "driver-removed on server1"], removal
+        assert [s.split(" +")[0] for s in crash["hotplug"].split("; ")] == ["slot-interrupt on server1", "lending-notified on server1", "driver-removed on server1"], crash
+
+
+def test_a_crashed_borrower_stops_its_application_at_the_crash(experiment):
+    for r in experiment.rows:
+        if r["fault"] == "borrower crash":
+            assert "host server1 crashed at" in r["application_saw"] and r["noticed_after_us"] == 0.0, r
+
+
+def test_errors_the_hardware_reports_reach_the_aer_driver_with_their_severity(experiment):
+    row = {(r["workload"], r["fault"]): r for r in experiment.rows}
+    for w in ("fio", "gpu-copy"):
+        assert "non-fatal poisoned-tlp" in row[(w, "poisoned completion")]["aer"], row[(w, "poisoned completion")]
+        assert "fatal surprise-down" in row[(w, "surprise removal")]["aer"].replace("non-fatal", ""), row[(w, "surprise removal")]
+        assert "fatal surprise-down" in row[(w, "port down")]["aer"], row[(w, "port down")]
+        assert row[(w, "cable pulled")]["aer"] == "", "an NTB link going down is the adapter's own event, not AER"
+        assert "non-fatal completion-timeout" in row[(w, "completion timeout")]["aer"], row[(w, "completion timeout")]
+
+
 def test_a_poisoned_command_fetch_is_not_executed_the_driver_times_out_on_it(experiment):
     """The controller cannot name a command it fetched poisoned, so it posts no completion (it sets
     CSTS.CFS); the driver's timeout fails the request. Its CSTS read is poisoned too: all ones."""

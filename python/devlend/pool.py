@@ -154,6 +154,11 @@ class Pool:
         """Whether Device Lending holds nothing: no lend, window, LUT entry or IOMMU mapping."""
         return self._p.idle()
 
+    def leftovers(self) -> list[str]:
+        """What is programmed that no live lend owns (devlend-host's leftover checker): NTB
+        translations, LUT entries, IOMMU context entries and mapped bytes, one message each."""
+        return self._p.leftovers()
+
     def anomalies(self) -> list[str]:
         """Undo steps the fabric refused (empty unless devlend has a bug)."""
         return self._p.anomalies()

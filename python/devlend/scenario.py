@@ -20,8 +20,10 @@ may name a VM as it names a host, and drives the devices the VM's description gi
 
 from __future__ import annotations
 
+import json
+
 import os
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from . import _core
 from .errors import WorkloadError
@@ -144,6 +146,23 @@ class Scenario:
         """End every lend still held; the number of NTB translations, LUT entries and IOMMU
         entries of Device Lending left programmed (0 unless a teardown leaks)."""
         return _call(self._s.end_lends_and_count_leftovers)
+
+    def leftovers(self) -> list[str]:
+        """What is programmed now that no live lend owns (NTB translations, LUT entries, IOMMU
+        context entries and mapped bytes), one message each; [] when all is well."""
+        return _call(self._s.leftovers)
+
+    @property
+    def threads_ended_ns(self) -> Optional[float]:
+        """When the last of the scenario's software threads ended (after a fault: when the
+        software had noticed it; ``now_ns`` may be later, moved on by waits' stale deadlines)."""
+        ps = self._s.threads_ended_ps()
+        return None if ps is None else ps / 1000
+
+    def events(self) -> list[dict]:
+        """The fabric's recent events: failed accesses, interrupts, AER messages (``kind`` "aer":
+        time, host, root port, source ID, error, severity) and hot-plug steps (``kind`` "hotplug")."""
+        return json.loads(_call(self._s.events))
 
     def lends(self) -> list[dict]:
         """Devices borrowed so far, with their BARs as the borrower sees them (for stream addresses)."""

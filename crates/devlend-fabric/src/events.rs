@@ -3,7 +3,8 @@
 //! records millions of faults holds a bounded amount of memory. Events carry a sequence number,
 //! so a reader can ask for what happened after a point it noted (`total()`, then `since`).
 
-use crate::model::HostId;
+use crate::aer::{AerDetect, HotplugStep};
+use crate::model::{FuncId, HostId};
 use crate::params::params;
 use crate::route::Failure;
 use std::collections::{BTreeMap, VecDeque};
@@ -13,6 +14,12 @@ use std::collections::{BTreeMap, VecDeque};
 pub enum Event {
     Failed(Failure),
     Msi { host: HostId, addr: u64, data: u32 },
+    /// An AER error message handled by host `host`'s AER driver at `at` ps (`crate::aer`);
+    /// `more` errors of the same kind came while it was pending (the root port's "multiple"
+    /// bits, §7.8.4.10).
+    Aer { at: u64, detect: AerDetect, more: u32 },
+    /// A step of a removal reaching a driver at `at` ps (`crate::aer::HotplugStep`).
+    Hotplug { at: u64, host: HostId, func: FuncId, step: HotplugStep },
 }
 
 impl Event {
@@ -20,6 +27,8 @@ impl Event {
         match self {
             Event::Failed(f) => f.kind(),
             Event::Msi { .. } => "msi",
+            Event::Aer { .. } => "aer",
+            Event::Hotplug { .. } => "hotplug",
         }
     }
 }
@@ -87,6 +96,11 @@ impl EventLog {
     /// The events in the ring recorded at or after sequence number `seq` (see `total`).
     pub fn since(&self, seq: u64) -> impl Iterator<Item = &Event> {
         self.ring.iter().filter(move |(s, _)| *s >= seq).map(|(_, e)| e)
+    }
+
+    /// As `since`, newest first, looking at the ring's tail only.
+    pub fn since_rev(&self, seq: u64) -> impl Iterator<Item = &Event> {
+        self.ring.iter().rev().take_while(move |(s, _)| *s >= seq).map(|(_, e)| e)
     }
 
     /// Drop the events in the ring for which `keep` is false (a consumer taking its messages);

@@ -11,6 +11,7 @@
 //! Read seeds 000 §2 and §4-6 and 003 §2 for the hardware this models; each module's docs say
 //! what it takes from them.
 
+pub mod aer;
 pub mod build;
 pub mod cluster;
 pub mod config;

@@ -200,6 +200,9 @@ impl Fabric {
         self.events.iter().map(|e| match e {
             Event::Failed(f) => self.failure_json(f),
             Event::Msi { host, addr, data } => json!({"kind": "msi", "host": self.hosts[*host as usize].name, "addr": addr, "data": data}),
+            Event::Aer { at, detect: d, more } => json!({"kind": "aer", "at_ps": at, "host": self.hosts[d.host as usize].name, "root_port": format!("{}.{}", self.nodes[d.root_port as usize].component, self.nodes[d.root_port as usize].port),
+                "source": d.source.to_string(), "error": d.error.name(), "severity": d.error.severity().name(), "more": more}),
+            Event::Hotplug { at, host, func, step } => json!({"kind": "hotplug", "at_ps": at, "host": self.hosts[*host as usize].name, "device": self.func_name(*func), "step": step.name()}),
         }).collect()
     }
 

@@ -64,6 +64,14 @@ pub struct Timing {
     pub pcix_clock_ps: u64,
     pub pcix_bytes_per_clock: u64,
     pub pcix_overhead_clocks: u64,
+    /// From a link going down to its port's hot-plug interrupt (or an NTB adapter's link-down one).
+    pub hotplug_detect_ps: u64,
+    /// From a hot-plug interrupt to the device removed and its driver's `remove` run (pciehp).
+    pub hotplug_remove_ps: u64,
+    /// Device Lending's notice of a lend's end from the lender's agent to the borrower's.
+    pub dl_notice_ps: u64,
+    /// From an error's detection to its message handled by the host's AER driver.
+    pub aer_irq_ps: u64,
 }
 
 impl Timing {
@@ -161,7 +169,7 @@ impl Default for Tuning {
     }
 }
 
-const GLOBAL: &[&str] = &["dllp_timer_pct", "max_payload", "max_read_request", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "iotlb_entries", "iotlb_lru", "pwc_entries", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps", "dma_issue_ps", "dma_completion_ps", "sm_to_pcie_ps", "sm_poll_ps", "irq_entry_ps", "cuda_call_ps", "cluster_switch_latency_ps", "completion_timeout_ps", "nvme_io_timeout_ps", "gpu_watchdog_ps", "pcix_clock_ps"];
+const GLOBAL: &[&str] = &["dllp_timer_pct", "max_payload", "max_read_request", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "iotlb_entries", "iotlb_lru", "pwc_entries", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps", "dma_issue_ps", "dma_completion_ps", "sm_to_pcie_ps", "sm_poll_ps", "irq_entry_ps", "cuda_call_ps", "cluster_switch_latency_ps", "completion_timeout_ps", "nvme_io_timeout_ps", "gpu_watchdog_ps", "pcix_clock_ps", "hotplug_detect_ps", "hotplug_remove_ps", "dl_notice_ps", "aer_irq_ps"];
 const CPU: &[&str] = &["root_latency_ps"];
 const HOST: &[&str] = &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request", "irq_entry_ps", "cuda_call_ps"];
 const DEVICE: &[&str] = &["endpoint_latency_ps", "max_payload", "max_read_request", "read_tags", "dma_issue_ps", "dma_completion_ps", "sm_to_pcie_ps", "sm_poll_ps"];

@@ -31,9 +31,31 @@
 //!   gets an error, never the data. An FLR clears it.
 //!
 //! Every lend a fault touches is marked: its device is reset (FLR) before its next borrower gets it.
+//!
+//! What running software learns, and when (each step an event on the machine's clock, built by
+//! the workloads layer from [`FaultReport::notices`]; the costs are `timing.hotplug_*_ps` and
+//! `timing.dl_notice_ps`, stated in params/hardware.toml):
+//! - a surprise removal: the slot's downstream port raises its hot-plug interrupt (Data Link
+//!   Layer State Changed, PCIe Base 4.0 §6.7.3.3, Slot Status §7.8.11) once the link is found
+//!   down; pciehp removes the device (`pci_stop_and_remove_bus_device`), which runs the driver's
+//!   `remove` on the host that owns it. For a lent device that driver is Device Lending's on the
+//!   lender: its agent tells the borrower's (000 §4), which hot-removes the device there and runs
+//!   the borrower driver's `remove`. A driver waiting for the device then gets "no such device"
+//!   (`ThreadOs`), not its own timeout, and the downstream port reports a Surprise Down through
+//!   AER (`devlend_fabric::aer`).
+//! - a lender crash: the borrower's NTB adapter raises its link-down interrupt; its agent ends
+//!   the lends over it and hot-removes their devices (the lender cannot tell it anything).
+//! - a host crash: the host's own threads stop at once ([`FaultReport::crashed`]).
+//!
+//! The lend's programming is undone at the fault itself (what teardown could not reach on the
+//! far side is what the fabric drops anyway); only what the software learns is delayed. A
+//! limitation that follows: the borrower's handle of the device goes at the fault too, so a
+//! driver that calls into the kernel for it in between (a `dma_map_single` per request) gets
+//! "no device" at once rather than at its `remove`.
 
 use crate::cluster::Cluster;
 use crate::error::{HResult, HostError};
+use devlend_fabric::aer::HotplugStep;
 use devlend_fabric::model::{FuncId, HostId, NodeId, NodeKind};
 use devlend_fabric::route::Failure;
 
@@ -93,6 +115,20 @@ pub struct FaultReport {
     pub touched: Vec<FuncId>,
     /// Devices made unreachable until their slot comes back (surprise removal).
     pub removed: Vec<FuncId>,
+    /// Hosts that crashed: their threads stop.
+    pub crashed: Vec<HostId>,
+    /// Nodes whose link went down (their downstream port reports a Surprise Down).
+    pub links_down: Vec<NodeId>,
+    /// How each device's removal reaches its driver, step by step.
+    pub notices: Vec<Notice>,
+}
+
+/// The steps by which a device's removal reaches the driver that uses it: (delay after the
+/// fault in ps, the host the step runs on, the step). The last is the driver's `remove`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub func: FuncId,
+    pub steps: Vec<(u64, HostId, HotplugStep)>,
 }
 
 impl Cluster {
@@ -114,7 +150,9 @@ impl Cluster {
             FaultKind::SurpriseRemoval => {
                 let func = self.fault_device(target)?;
                 let slot = self.fabric.slot_of(func);
+                r.notices.push(self.removal_notice(func));
                 self.fabric.port_disable(slot)?;
+                r.links_down.push(slot);
                 r.halted.push((func, Failure::PortDown { node: slot }));
                 r.removed.push(func);
                 r.touched.push(func);
@@ -124,6 +162,7 @@ impl Cluster {
                 let node = self.fault_port(target)?;
                 if kind == FaultKind::PortDown {
                     self.fabric.port_disable(node)?;
+                    r.links_down.push(node);
                     let below = self.funcs_below(node);
                     r.touched = self.lends_where(|l| below.contains(&l.func));
                 } else {
@@ -236,6 +275,12 @@ impl Cluster {
             }
         }
         let host = self.fabric.hosts[h as usize].name.clone();
+        r.crashed.push(h);
+        let t = self.fabric.tuning.timing.clone();
+        for (func, b) in self.lending.lends.iter().filter(|(_, l)| l.lender == h).map(|(f, l)| (*f, l.borrower)) {
+            let steps = vec![(t.hotplug_detect_ps, b, HotplugStep::Interrupt), (t.hotplug_detect_ps + t.dl_notice_ps, b, HotplugStep::Notified), (t.hotplug_detect_ps + t.dl_notice_ps + t.hotplug_remove_ps, b, HotplugStep::DriverRemoved)];
+            r.notices.push(Notice { func, steps });
+        }
         let borrowed = self.lends_where(|l| l.borrower == h);
         self.end_lends(&borrowed, &format!("its borrower {host} crashed: the lender's agent reclaimed it"), r)?;
         let lent = self.lends_where(|l| l.lender == h);
@@ -243,6 +288,31 @@ impl Cluster {
         let devices: Vec<FuncId> = r.halted.iter().map(|(f, _)| *f).filter(|f| !r.touched.contains(f)).collect();
         r.touched.extend(devices);
         Ok(())
+    }
+
+    /// How a surprise removal of `func` reaches its driver: pciehp on the device's host, and for
+    /// a lent device Device Lending's notice and the borrower's hot-remove.
+    fn removal_notice(&self, func: FuncId) -> Notice {
+        let t = &self.fabric.tuning.timing;
+        let home = self.fabric.func_host(func);
+        let (irq, gone) = (t.hotplug_detect_ps, t.hotplug_detect_ps + t.hotplug_remove_ps);
+        let mut steps = vec![(irq, home, HotplugStep::Interrupt)];
+        match self.lending.lends.get(&func).map(|l| l.borrower) {
+            Some(b) => steps.extend([(gone, home, HotplugStep::Removed), (gone + t.dl_notice_ps, b, HotplugStep::Notified), (gone + t.dl_notice_ps + t.hotplug_remove_ps, b, HotplugStep::DriverRemoved)]),
+            None => steps.push((gone, home, HotplugStep::DriverRemoved)),
+        }
+        Notice { func, steps }
+    }
+
+    /// The driver of `func` on `host` has been told that the device is gone (its `remove` ran
+    /// at `at` ps): its waits end with "no such device" (`ThreadOs`).
+    pub fn driver_removed(&mut self, host: HostId, func: FuncId, at: u64) {
+        self.kernels[host as usize].removals.push((func, at));
+    }
+
+    /// When the driver of `func` on `host` was told that the device is gone, if it was.
+    pub fn removed_at(&self, host: HostId, func: FuncId) -> Option<u64> {
+        self.kernels[host as usize].removals.iter().rev().find(|(f, _)| *f == func).map(|(_, at)| *at)
     }
 
     fn reboot(&mut self, h: HostId) -> HResult<()> {

@@ -88,6 +88,8 @@ pub struct Kernel {
     pages: RangeAlloc,
     pub(crate) dma: BTreeMap<DevId, LocalDma>,
     pub(crate) irqs: IrqTable,
+    /// Devices whose driver has been told they are gone (hot-plug removal): (function, when, ps).
+    pub(crate) removals: Vec<(FuncId, u64)>,
 }
 
 /// The IOVA space handed out by this host's IOVA allocators: from 4 GiB up to the 64-bit MMIO
@@ -99,12 +101,17 @@ pub fn iova_space(h: &Host) -> Vec<(u64, u64)> {
 }
 
 impl Kernel {
+    /// Bytes the local drivers have mapped in IOMMU domain `domain` (`leftover`).
+    pub(crate) fn local_mapped(&self, domain: devlend_fabric::iommu::DomainId) -> u64 {
+        self.dma.values().filter(|d| d.domain == Some(domain)).map(|d| d.iommu_bytes()).sum()
+    }
+
     /// Boot: list the host's functions (BDF order) and give each local non-NTB function its DMA state.
     pub fn boot(f: &mut Fabric, host: HostId) -> HResult<Kernel> {
         let h = &f.hosts[host as usize];
         let ram: Vec<(u64, u64)> = h.ram_regions.iter().map(|r| (r.start, r.end)).collect();
         let free: Vec<(u64, u64)> = ram.iter().map(|&(s, e)| (s.max(KERNEL_RESERVED), e)).collect();
-        let mut k = Kernel { host, name: h.name.clone(), iommu: h.iommu, devices: BTreeMap::new(), next_id: 0, ram, pages: RangeAlloc::new(&free), dma: BTreeMap::new(), irqs: IrqTable::default() };
+        let mut k = Kernel { host, name: h.name.clone(), iommu: h.iommu, devices: BTreeMap::new(), next_id: 0, ram, pages: RangeAlloc::new(&free), dma: BTreeMap::new(), irqs: IrqTable::default(), removals: Vec::new() };
         let mut funcs: Vec<FuncId> = (0..f.funcs.len() as FuncId).filter(|&x| f.func_host(x) == host).collect();
         funcs.sort_by_key(|&x| f.funcs[x as usize].bdf);
         for func in funcs {

@@ -58,6 +58,11 @@ impl LocalDma {
         Ok(LocalDma { domain: Some(d), iova, maps: Vec::new() })
     }
 
+    /// Bytes this device's driver has mapped in its IOMMU domain (whole pages).
+    pub fn iommu_bytes(&self) -> u64 {
+        self.maps.iter().filter_map(|m| m.iova.map(|(_, n)| n)).sum()
+    }
+
     /// Live mappings (a device with live mappings cannot be lent).
     pub fn live(&self) -> usize {
         self.maps.len()

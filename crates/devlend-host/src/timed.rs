@@ -7,6 +7,13 @@
 //! memory suspends the thread until the landing that satisfies it. Drivers written against `Os`
 //! run here unchanged.
 //!
+//! A thread with a `ThreadOs` runs on that host (`Thread::runs_on`): the host's crash stops it.
+//! The device a thread drives is the first whose BAR it loads from or stores to (a doorbell, a
+//! register), or that it maps, masters or takes interrupts of; when that
+//! device's removal reaches this host's driver (`Cluster::driver_removed`, the hot-plug steps of
+//! `crate::fault`), a wait of the thread for it ends at once with "no such device" (Linux's
+//! ENODEV from a removed device's driver), whatever its timeout.
+//!
 //! An interrupt a driver sleeps for wakes it only after the host's interrupt entry (its
 //! `irq_entry_ps`, the same cost the VM interrupt path charges at every host it crosses): the
 //! MSI's landing starts the entry, the driver runs when it is over.
@@ -17,7 +24,8 @@ use crate::error::{HResult, HostError};
 use crate::kernel::DevId;
 use crate::os::{check_cpu_range, DmaDir, HostOs};
 use devlend_engine::machine::{Thread, ThreadError, Watch, World};
-use devlend_fabric::model::HostId;
+use devlend_fabric::model::{FuncId, HostId};
+use std::cell::Cell;
 use devlend_fabric::route::Failure;
 use devlend_fabric::Fabric;
 
@@ -47,11 +55,58 @@ impl ThreadKernel for HostId {
 pub struct ThreadOs<'t, 'y> {
     t: &'t Thread<'y, Cluster>,
     host: HostId,
+    /// The device this thread drives, and since when.
+    drives: Cell<Option<(FuncId, u64)>>,
 }
 
 impl<'t, 'y> ThreadOs<'t, 'y> {
     pub fn new(t: &'t Thread<'y, Cluster>, host: HostId) -> ThreadOs<'t, 'y> {
-        ThreadOs { t, host }
+        t.runs_on(host);
+        ThreadOs { t, host, drives: Cell::new(None) }
+    }
+
+    /// The thread drives `dev` from now on (the first device it touches).
+    fn drive(&self, dev: DevId) {
+        if self.drives.get().is_none() {
+            let func = self.t.world().kernels[self.host as usize].device(dev).map(|d| d.func);
+            if let Ok(func) = func {
+                self.drives.set(Some((func, self.t.now())));
+            }
+        }
+    }
+
+    /// The thread drives the device whose BAR (as this host sees it) holds `addr`, if any and if
+    /// it drives none yet.
+    fn drive_at(&self, addr: u64) {
+        if self.drives.get().is_some() {
+            return;
+        }
+        let c = self.t.world();
+        let hit = c.kernels[self.host as usize].devices().find(|d| !d.is_ntb && d.bars.iter().any(|b| addr >= b.cpu_addr && addr - b.cpu_addr < b.size)).map(|d| d.func);
+        if let Some(func) = hit {
+            self.drives.set(Some((func, self.t.now())));
+        }
+    }
+
+    /// A predicate that also holds once the driven device's removal has reached this host.
+    fn or_removed(&self, mut pred: impl FnMut(&mut Cluster) -> bool + 'static) -> impl FnMut(&mut Cluster) -> bool + 'static {
+        let (host, drives) = (self.host, self.drives.get());
+        move |c: &mut Cluster| pred(c) || drives.is_some_and(|(func, since)| c.removed_at(host, func).is_some_and(|at| at >= since))
+    }
+
+    /// "No such device" if the driven device's removal has reached this host.
+    fn check_removed(&self) -> HResult<()> {
+        let Some((func, since)) = self.drives.get() else { return Ok(()) };
+        let c = self.t.world();
+        match c.removed_at(self.host, func) {
+            Some(at) if at >= since => Err(HostError::NoDevice(format!(
+                "{} was removed (hot-plug) and its driver's remove ran on {} at {:.3} us: no such device (ENODEV); its requests in flight fail",
+                c.fabric.funcs[func as usize].name,
+                c.fabric.hosts[self.host as usize].name,
+                at as f64 / 1e6
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// The host kernel, for a timeless call.
@@ -85,12 +140,14 @@ impl Os for ThreadOs<'_, '_> {
         self.with(|os| os.find(name))
     }
     fn pci_iomap(&self, dev: DevId, bar: u8) -> HResult<u64> {
+        self.drive(dev);
         self.with(|os| os.pci_iomap(dev, bar))
     }
     fn pci_resource_len(&self, dev: DevId, bar: u8) -> HResult<u64> {
         self.with(|os| os.pci_resource_len(dev, bar))
     }
     fn pci_set_master(&mut self, dev: DevId) -> HResult<()> {
+        self.drive(dev);
         self.with(|os| os.pci_set_master(dev))
     }
     fn pci_clear_master(&mut self, dev: DevId) -> HResult<()> {
@@ -107,6 +164,7 @@ impl Os for ThreadOs<'_, '_> {
     }
     fn write(&mut self, addr: u64, data: &[u8]) -> HResult<()> {
         check_cpu_range(addr, data.len())?;
+        self.drive_at(addr);
         match self.t.cpu_write(self.host, addr, data) {
             // A posted write to a target that is gone is dropped on the way (PCIe Base 4.0
             // §2.9.1: a port whose link is down, or the NTB whose link is, discards it; §2.8: a
@@ -119,6 +177,7 @@ impl Os for ThreadOs<'_, '_> {
     }
     fn read(&mut self, addr: u64, len: usize) -> HResult<Vec<u8>> {
         check_cpu_range(addr, len)?;
+        self.drive_at(addr);
         self.t.cpu_read(self.host, addr, len).map_err(fault)
     }
     fn dma_map_single(&mut self, dev: DevId, phys: u64, len: u64, dir: DmaDir) -> HResult<u64> {
@@ -140,6 +199,7 @@ impl Os for ThreadOs<'_, '_> {
         self.with(|os| os.dma_unmap_resource(dev, dma, len, dir))
     }
     fn request_irq(&mut self, dev: DevId, entry: u16, handler: u32) -> HResult<u8> {
+        self.drive(dev);
         self.with(|os| os.request_irq(dev, entry, handler))
     }
     fn free_irq(&mut self, dev: DevId, entry: u16) -> HResult<()> {
@@ -154,7 +214,8 @@ impl Os for ThreadOs<'_, '_> {
         let arrived = move |c: &mut Cluster| HostOs { c, host }.irq_count(vector) > seen;
         let pending = arrived(&mut self.t.world());
         if !pending {
-            self.t.wait_for(what, Watch::Msi { host }, arrived);
+            self.t.wait_for(what, Watch::Msi { host }, self.or_removed(arrived));
+            self.check_removed()?;
             // Asleep when it came: the interrupt entry runs before the driver does. One that came
             // while the driver ran was entered then, off the driver's path.
             let entry = self.t.world().fabric.tuning.host(host).irq_entry_ps;
@@ -168,7 +229,9 @@ impl Os for ThreadOs<'_, '_> {
         if !arrived(&mut self.t.world()) {
             let what = format!("interrupt vector {vector} of host {host} (seen {seen}, timeout {timeout_ps} ps)");
             let deadline = self.t.now().saturating_add(timeout_ps);
-            if !self.t.wait_for_until(what, Watch::Msi { host }, deadline, arrived) {
+            let held = self.t.wait_for_until(what, Watch::Msi { host }, deadline, self.or_removed(arrived));
+            self.check_removed()?;
+            if !held {
                 return Ok(None);
             }
             let entry = self.t.world().fabric.tuning.host(host).irq_entry_ps;
@@ -182,7 +245,9 @@ impl Os for ThreadOs<'_, '_> {
         let watch = Watch::Ram { host, addr, len: len as u64 };
         let deadline = self.t.now().saturating_add(timeout_ps);
         let holds = move |c: &mut Cluster| done(&c.fabric.read(devlend_fabric::Requester::Cpu(host), addr, len).0);
-        if !self.t.wait_for_until(format!("{what} at {addr:#x}"), watch, deadline, holds) {
+        let held = self.t.wait_for_until(format!("{what} at {addr:#x}"), watch, deadline, self.or_removed(holds));
+        self.check_removed()?;
+        if !held {
             return Ok(None);
         }
         self.read(addr, len).map(Some)
@@ -197,7 +262,8 @@ impl Os for ThreadOs<'_, '_> {
         // A word the CPU reads in its own RAM: watch the landings there (with an IOMMU off the
         // bus address is the physical one; `addr` is physical here).
         let watch = Watch::Ram { host, addr, len: len as u64 };
-        self.t.wait_for(what, watch, move |c: &mut Cluster| done(&c.fabric.read(devlend_fabric::Requester::Cpu(host), addr, len).0));
+        self.t.wait_for(what, watch, self.or_removed(move |c: &mut Cluster| done(&c.fabric.read(devlend_fabric::Requester::Cpu(host), addr, len).0)));
+        self.check_removed()?;
         // The poll that sees it: one load.
         self.read(addr, len)
     }

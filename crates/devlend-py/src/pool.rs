@@ -90,6 +90,11 @@ impl Pool {
         self.inner.idle()
     }
 
+    /// What is programmed that no live lend owns (devlend-host's leftover checker), as messages.
+    fn leftovers(&self) -> Vec<String> {
+        self.inner.cluster().leftovers().iter().map(|l| l.to_string()).collect()
+    }
+
     fn anomalies(&self) -> Vec<String> {
         self.inner.cluster().anomalies().to_vec()
     }

@@ -137,6 +137,21 @@ impl Scenario {
         self.inner.end_lends_and_count_leftovers().map_err(werr)
     }
 
+    /// What is programmed that no live lend owns (devlend-host's leftover checker), as messages.
+    fn leftovers(&self) -> Vec<String> {
+        self.inner.cluster().leftovers().iter().map(|l| l.to_string()).collect()
+    }
+
+    /// When the last of the scenario's threads ended, ps (None before any has).
+    fn threads_ended_ps(&self) -> Option<u64> {
+        self.inner.threads_ended_at()
+    }
+
+    /// The fabric's event log as JSON (failures, interrupts, AER messages, hot-plug steps).
+    fn events(&self) -> String {
+        self.inner.cluster().fabric.events_json().to_string()
+    }
+
     /// Run until nothing is left to happen.
     fn run(&mut self, py: Python<'_>) -> PyResult<()> {
         let _ = py;

@@ -4,10 +4,12 @@
 
 use crate::error::{WResult, WorkloadError};
 use crate::scenario::Scenario;
+use devlend_engine::machine::{Effects, Later};
 use devlend_engine::queue::Ps;
-use devlend_fabric::ntb::Inbound;
+use devlend_fabric::aer::HotplugStep;
+use devlend_fabric::events::Event;
 use devlend_fabric::route::Requester;
-use devlend_host::{Cluster, FaultKind, FaultReport};
+use devlend_host::{Cluster, FaultKind, FaultReport, Notice};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -32,12 +34,17 @@ impl Scenario {
         let (r, t) = (report.clone(), target.to_string());
         self.m.inject(at, move |c: &mut Cluster| {
             let out = c.inject(k, &t).map_err(|e| e.to_string());
-            let halted = out.as_ref().map(|rep| rep.halted.clone()).unwrap_or_default();
+            let effects = out.as_ref().map(effects).unwrap_or_default();
             *r.borrow_mut() = Some(out);
-            halted
+            effects
         });
         self.faults.push(FaultEntry { at, kind: k, target: target.into(), report });
         Ok(())
+    }
+
+    /// When the last of the scenario's threads ended (`Machine::threads_ended_at`).
+    pub fn threads_ended_at(&self) -> Option<Ps> {
+        self.m.threads_ended_at()
     }
 
     pub fn faults(&self) -> &[FaultEntry] {
@@ -53,18 +60,39 @@ impl Scenario {
     }
 
     /// End every lend still held (a forced return: after a fault the driver may still hold the
-    /// device), then count what Device Lending left programmed: NTB translations, LUT entries
-    /// past the root complex's, IOMMU context entries and mapped domains of Device Lending
-    /// (`dl` domains). Must be 0.
+    /// device), then count what Device Lending left programmed that no lend owns
+    /// (`Cluster::leftovers`: NTB translations, LUT entries, IOMMU context entries and mapped
+    /// bytes), and one more if its books are not empty. Must be 0.
     pub fn end_lends_and_count_leftovers(&mut self) -> WResult<usize> {
         let mut c = self.cluster();
         for l in c.lends() {
             c.return_device_force(l.borrower.as_str(), l.dev).map_err(|e| WorkloadError::Machine { message: e.to_string() })?;
         }
-        let f = &c.fabric;
-        let ntb: usize = f.ntbs.iter().map(|n| n.inbound.iter().flatten().filter(|i| **i != Inbound::Unset).count() + n.rid_lut.iter().skip(1).filter(|e| e.is_some()).count()).sum();
-        let dl = |name: &str| name.starts_with("dl");
-        let iommu: usize = f.iommus.iter().map(|m| m.context.values().filter(|d| dl(&m.domains[**d as usize].name)).count() + m.domains.iter().filter(|d| dl(&d.name) && d.mapped_bytes > 0).count()).sum();
-        Ok(ntb + iommu + usize::from(!c.lending_idle()))
+        Ok(c.leftovers().len() + usize::from(!c.lending_idle()))
     }
+}
+
+/// What the machine does about a fault's report: stop what it stopped, crash its hosts' threads,
+/// and run each removal's hot-plug steps at their times (each recorded as an `Event::Hotplug`;
+/// the last tells the driver, `Cluster::driver_removed`).
+fn effects(rep: &FaultReport) -> Effects<Cluster> {
+    let later = rep.notices.iter().flat_map(steps).collect();
+    Effects { halted: rep.halted.clone(), crashed: rep.crashed.clone(), links_down: rep.links_down.clone(), later }
+}
+
+fn steps(n: &Notice) -> Vec<(Ps, Later<Cluster>)> {
+    let func = n.func;
+    n.steps
+        .iter()
+        .map(|&(delay, host, step)| {
+            let act: Later<Cluster> = Box::new(move |c: &mut Cluster, at: Ps| {
+                c.fabric.events.push(Event::Hotplug { at, host, func, step });
+                if step == HotplugStep::DriverRemoved {
+                    c.driver_removed(host, func, at);
+                }
+                Effects::default()
+            });
+            (delay, act)
+        })
+        .collect()
 }

@@ -18,7 +18,12 @@ per-request I/O timeout, `timing.nvme_io_timeout_ps`, Linux's 30 s, after which 
 GPU driver's copy watchdog, `timing.gpu_watchdog_ps`, after which it reads BAR 0 and reports a GPU
 fallen off the bus on all ones; a hang would be reported as one), the bytes the device had moved when the fault struck and
 after it, the time from the fault to the error the application got, the lends the fault ended,
-and what Device Lending left programmed once every lend is ended (must be 0).
+the AER errors the hosts' AER drivers handled (devlend-fabric's `aer`: source, severity), the
+hot-plug steps by which a removal reached the driver (the slot's interrupt, pciehp, Device
+Lending's notice, the borrower's hot-remove; `timing.hotplug_detect_ps`, `hotplug_remove_ps`,
+`dl_notice_ps`), and what Device Lending left programmed once every lend is ended (must be 0;
+devlend-host's leftover checker). A driver whose device's removal reaches it gets "no such
+device" then, not after its own timeout; an application on a host that crashes stops with it.
 """
 
 from __future__ import annotations
@@ -58,18 +63,54 @@ def _outcome(s: Scenario) -> tuple[str, str]:
         return ("hang" if "nothing left to happen" in msg else "error"), msg
 
 
+def _settle(s: Scenario) -> None:
+    """After the application's error, let what is under way happen (AER messages, hot-plug steps)."""
+    try:
+        s.run()
+    except WorkloadError:
+        pass
+
+
+def _aer(events: list[dict]) -> str:
+    """AER messages handled, as "N severity error" per kind (with the like errors they stood for)."""
+    counts: dict = {}
+    for e in events:
+        if e["kind"] == "aer":
+            key = f"{e['severity']} {e['error']}"
+            counts[key] = counts.get(key, 0) + 1 + e["more"]
+    return "; ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+
+
+def _hotplug(events: list[dict], at_ns: float) -> str:
+    """The hot-plug steps, each with its time after the fault."""
+    return "; ".join(f"{e['step']} on {e['host']} +{(e['at_ps'] / 1e3 - at_ns) / 1e3:.1f} us" for e in events if e["kind"] == "hotplug")
+
+
+def _noticed(outcome: str, saw: str, s: Scenario, at_ns: float) -> Optional[float]:
+    """From the fault to the application's error (when its last thread ended); 0 when the
+    application's own host crashed (it stopped at the fault, and the run went on until the other
+    hosts' software had seen it)."""
+    if outcome != "error":
+        return None
+    if "crashed at" in saw:
+        return 0.0
+    return round(((s.threads_ended_ns or s.now_ns) - at_ns) / 1e3, 3)
+
+
 def strike(workload: str, label: str, kind: str, target: Optional[str], at_ns: float, quick: bool) -> dict:
     """Run `workload` with fault `kind` at `at_ns`; what the application saw and what was left."""
     device = DEVICES[workload]
     s = _scenario(workload, quick)
     s.fault(kind, target or device, at_ns=at_ns)
     outcome, saw = _outcome(s)
+    _settle(s)
+    events = s.events()
     moved = s.moved(device)
     struck = s.faults()[0]
     before = moved["at_faults"][0][1] if moved["at_faults"] else None
     return {"fault": label, "kind": kind, "target": target or device, "workload": workload, "outcome": outcome, "application_saw": saw,
             "fault_us": round(at_ns / 1e3, 3), "bytes_before": before, "bytes_after": None if before is None else moved["total"] - before,
-            "noticed_after_us": round((s.now_ns - at_ns) / 1e3, 3) if outcome == "error" else None,
+            "noticed_after_us": _noticed(outcome, saw, s, at_ns), "aer": _aer(events), "hotplug": _hotplug(events, at_ns),
             "lends_ended": len(struck["ended"]), "mappings_left": s.end_lends_and_count_leftovers()}
 
 
@@ -94,13 +135,17 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
     notes = [f"{w} without a fault: {c['bytes']} bytes moved by {DEVICES[w]} in {c['end_ns'] / 1e3:.1f} us; each fault strikes at half that"
              for w, c in clean.items()]
     notes += ["bytes_before/after: bytes the device moved as requester (writes landed, reads served) before and after the fault struck",
-              "noticed_after_us: from the fault to the error the application got (empty for a hang or a completed run)",
+              "noticed_after_us: from the fault to the error the application got (empty for a hang or a completed run; 0 when its own host crashed)",
+              "a removal (surprise removal, the lender's crash) reaches the driver through the slot's hot-plug interrupt (24 ms after the link "
+              "goes down: the LTSSM's Recovery timeout), pciehp's removal, Device Lending's notice and the borrower's hot-remove: the driver gets "
+              "'no such device' then (hotplug column: each step after the fault)",
+              "aer: the AER errors the hosts' AER drivers handled, by severity and kind (PCIe Base 4.0 §6.2; default severities)",
               "the drivers notice by their own timeouts where nothing tells them sooner: NVMe's I/O timeout (Linux nvme_core.io_timeout, 30 s) "
               "reads CSTS (all ones: the controller is gone), the GPU's copy watchdog (1 s, assumed) reads BAR 0 (all ones: Xid 79); "
               "CPU stores to a target that is gone are dropped silently, as PCIe posts them",
-              "mappings_left: NTB translations, LUT entries and Device Lending IOMMU entries left after every lend is ended (must be 0)"]
+              "mappings_left: what no live lend owns once every lend is ended (devlend-host's leftover checker: NTB translations, LUT entries, IOMMU context entries and mapped bytes; must be 0)"]
     cols = ["fault", "kind", "target", "workload", "outcome", "fault_us", "bytes_before", "bytes_after", "bytes_without_fault", "noticed_after_us", "lends_ended",
-            "mappings_left", "application_saw"]
+            "mappings_left", "aer", "hotplug", "application_saw"]
     return ExperimentResult(name="faults", title="Faults mid-transfer on a borrowed GPU and NVMe drive", source="beyond the papers (issue 17)",
                             columns=cols, rows=rows, notes=notes, plot=plot)
 

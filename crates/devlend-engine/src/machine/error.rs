@@ -10,6 +10,8 @@ pub enum ThreadError {
     /// A CPU access failed on the fabric (all-ones read, unsupported request, IOMMU fault...).
     Access { thread: String, addr: u64, failure: Failure, message: String },
     TooLarge { thread: String, addr: u64, len: u64 },
+    /// The thread's host crashed at `at`: the thread stopped there, issuing nothing more.
+    HostCrashed { thread: String, host: String, at: Ps },
     /// The body's own error (a driver's, a benchmark's check).
     Other(Box<dyn std::error::Error>),
 }
@@ -19,6 +21,7 @@ impl fmt::Display for ThreadError {
         match self {
             ThreadError::Access { thread, addr, message, .. } => write!(f, "thread {thread}: access at {addr:#x} failed: {message}"),
             ThreadError::TooLarge { thread, addr, len } => write!(f, "thread {thread}: a CPU access of {len} bytes at {addr:#x} is larger than the machine moves in one call"),
+            ThreadError::HostCrashed { thread, host, at } => write!(f, "thread {thread}: host {host} crashed at {:.3} us; the thread stopped there", *at as f64 / 1e6),
             ThreadError::Other(e) => write!(f, "{e}"),
         }
     }

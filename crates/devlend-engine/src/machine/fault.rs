@@ -10,28 +10,85 @@
 //! requester's completion timeout expires (`timing.completion_timeout_ps`, PCIe Base 4.0 §2.8),
 //! counted from the moment the request reached the completer (the request's one-way latency
 //! earlier is not added back).
+//!
+//! An action returns its [`Effects`]: besides the functions it stopped, the hosts that crashed
+//! (every thread that said it runs there, `Thread::runs_on`, stops at once: it issues nothing
+//! more, its in-flight accesses are left to the fabric, and the run ends with
+//! `ThreadError::HostCrashed` for it once nothing else is left to happen, so threads elsewhere
+//! that wait on it meet their own timeouts first), the links that went down (their downstream
+//! port reports a Surprise Down through AER, `aer`), and follow-up actions after a delay each
+//! (a hot-plug event reaching a driver step by step). Every action is followed by a look at the
+//! conditions threads wait on, so a driver waiting for its device learns of its removal at the
+//! step that tells it.
 
 use super::core::Owner;
-use super::{Machine, World};
+use super::{Machine, Waiting, World};
 use crate::queue::Ps;
-use devlend_fabric::model::FuncId;
+use devlend_fabric::aer::AerDetect;
+use devlend_fabric::model::{FuncId, HostId, NodeId};
 use devlend_fabric::route::{Failure, Requester};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 
 /// What a fault action returns: the functions that stopped, and the failure their flows end with.
 pub type Halted = Vec<(FuncId, Failure)>;
 
+/// A follow-up action: run on the world at its time (given).
+pub type Later<W> = Box<dyn FnOnce(&mut W, Ps) -> Effects<W>>;
+
+/// What a fault action did that the machine acts on (see the module docs).
+pub struct Effects<W> {
+    pub halted: Halted,
+    pub crashed: Vec<HostId>,
+    pub links_down: Vec<NodeId>,
+    /// Actions to run this many ps later.
+    pub later: Vec<(Ps, Later<W>)>,
+}
+
+impl<W> Default for Effects<W> {
+    fn default() -> Self {
+        Effects { halted: Vec::new(), crashed: Vec::new(), links_down: Vec::new(), later: Vec::new() }
+    }
+}
+
+impl<W> From<Halted> for Effects<W> {
+    fn from(halted: Halted) -> Self {
+        Effects { halted, ..Effects::default() }
+    }
+}
+
+/// The host each thread runs on (shared with the threads, which say it themselves).
+pub(crate) type ThreadHosts = Rc<RefCell<HashMap<usize, HostId>>>;
+
+#[derive(Default)]
+pub(super) struct Faults {
+    pub hosts: ThreadHosts,
+    /// Threads stopped by their host's crash: (thread, host, when).
+    pub crashed: Vec<(usize, HostId, Ps)>,
+    /// Events of the fabric's log looked at for AER so far (`aer`).
+    pub aer_seen: u64,
+    /// AER messages under way to their host's driver, with the count of like errors since.
+    pub aer_pending: HashMap<(HostId, NodeId, devlend_fabric::aer::AerError), u32>,
+}
+
 pub(super) enum Pending<W> {
-    Action(Box<dyn FnOnce(&mut W) -> Halted>),
+    /// An action; `injected` for one given to `inject` (not a follow-up).
+    Action { act: Later<W>, injected: bool },
     /// Deliver the end of a flow whose read timed out.
     Expire(u32),
+    /// An AER message reaching its host's AER driver.
+    Aer(AerDetect),
     /// Where `Machine::run_until` stops.
     Stop,
 }
 
 impl<W: World> Machine<W> {
-    /// Run `action` on the world at time `at` (not before now), as an event on the queue.
-    pub fn inject(&mut self, at: Ps, action: impl FnOnce(&mut W) -> Halted + 'static) {
-        let i = self.push_pending(Pending::Action(Box::new(action)));
+    /// Run `action` on the world at time `at` (not before now), as an event on the queue; it
+    /// returns what stopped (`Halted`) or all its [`Effects`].
+    pub fn inject<R: Into<Effects<W>>>(&mut self, at: Ps, action: impl FnOnce(&mut W) -> R + 'static) {
+        let act: Later<W> = Box::new(move |w: &mut W, _| action(w).into());
+        let i = self.push_pending(Pending::Action { act, injected: true });
         let at = at.max(self.now());
         self.core.borrow_mut().set_timer(at, Owner::Machine(i), 0);
     }
@@ -51,6 +108,17 @@ impl<W: World> Machine<W> {
         self.halted.contains(&func)
     }
 
+    /// When the last finished thread (not a service) ended: after a fault, when the software had
+    /// noticed it (a wait's stale deadline may move the clock on later).
+    pub fn threads_ended_at(&self) -> Option<Ps> {
+        self.threads.iter().filter(|t| !t.service).filter_map(|t| if let Waiting::Done(at) = t.waiting { Some(at) } else { None }).max()
+    }
+
+    /// When and on which host thread `id` was stopped by a crash, if it was.
+    pub fn crashed(&self, id: usize) -> Option<(HostId, Ps)> {
+        self.faults.crashed.iter().find(|(t, _, _)| *t == id).map(|(_, h, at)| (*h, *at))
+    }
+
     pub(super) fn push_pending(&mut self, p: Pending<W>) -> usize {
         self.pending.push(Some(p));
         self.pending.len() - 1
@@ -58,18 +126,65 @@ impl<W: World> Machine<W> {
 
     pub(super) fn run_pending(&mut self, i: usize) {
         match self.pending[i].take() {
-            Some(Pending::Action(act)) => {
+            Some(Pending::Action { act, injected }) => {
                 let now = self.now();
-                self.struck.push((now, self.moved.clone()));
-                let halted = act(&mut self.world.borrow_mut());
-                for (func, why) in halted {
-                    self.halt(func, why);
+                if injected {
+                    self.struck.push((now, self.moved.clone()));
                 }
-                self.check_conds();
+                let effects = act(&mut self.world.borrow_mut(), now);
+                self.apply(effects);
             }
             Some(Pending::Expire(flow)) => self.flow_end(flow),
+            Some(Pending::Aer(d)) => self.aer_deliver(d),
             Some(Pending::Stop) | None => {}
         }
+    }
+
+    fn apply(&mut self, e: Effects<W>) {
+        for (func, why) in e.halted {
+            self.halt(func, why);
+        }
+        for node in e.links_down {
+            let d = self.world.borrow_mut().fabric().surprise_down(node);
+            if let Some(d) = d {
+                self.aer_detect(d);
+            }
+        }
+        for h in e.crashed {
+            self.crash_threads(h);
+        }
+        let now = self.now();
+        for (delay, act) in e.later {
+            let i = self.push_pending(Pending::Action { act, injected: false });
+            self.core.borrow_mut().set_timer(now + delay, Owner::Machine(i), 0);
+        }
+        self.aer_scan();
+        self.check_conds();
+    }
+
+    /// Stop every unfinished thread that runs on `host`: its body is unwound where it waits.
+    fn crash_threads(&mut self, host: HostId) {
+        let now = self.now();
+        let mut ids: Vec<usize> = self.faults.hosts.borrow().iter().filter(|(_, h)| **h == host).map(|(t, _)| *t).collect();
+        ids.sort_unstable();
+        for t in ids {
+            match self.threads[t].waiting {
+                Waiting::Done(_) => continue,
+                Waiting::Cond { .. } => self.conds -= 1,
+                _ => {}
+            }
+            self.threads[t].waiting = Waiting::Done(now);
+            self.threads[t].co = None;
+            self.faults.crashed.push((t, host, now));
+        }
+    }
+
+    /// The error of the first thread a crash stopped (services stop silently).
+    pub(super) fn crashed_error(&self) -> Option<super::MachineError> {
+        let (t, h, at) = *self.faults.crashed.iter().find(|(t, _, _)| !self.threads[*t].service)?;
+        let host = self.world.borrow_mut().fabric().hosts[h as usize].name.clone();
+        let thread = self.threads[t].name.to_string();
+        Some(super::thread::failed(&thread, super::ThreadError::HostCrashed { thread: thread.clone(), host, at }))
     }
 
     /// Stop function `func`: its flows end with `why`, its device model is not called again.

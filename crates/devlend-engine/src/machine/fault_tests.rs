@@ -1,8 +1,10 @@
 //! Faults on the clock: a cable pulled mid-DMA stops the DMA where it is, a removed device stops
-//! at once, and a read of a hung device ends after the completion timeout with an error.
+//! at once, and a read of a hung device ends after the completion timeout with an error; a
+//! crashed host's threads stop there; follow-up actions; AER messages.
 
 use super::super::tests::{testbed, toy_run, MIB};
 use super::super::*;
+use devlend_fabric::events::Event;
 use devlend_fabric::route::Failure;
 use devlend_fabric::spec::Addr;
 use std::cell::Cell;
@@ -73,4 +75,98 @@ fn a_read_of_a_hung_device_fails_after_the_completion_timeout() {
     assert!(matches!(**error, ThreadError::Access { failure: Failure::Unresponsive { .. }, .. }), "{e}");
     let end = m.thread_end(0).unwrap();
     assert!(end >= 2_000 + cto && end < 2_000 + cto + 10_000_000, "the read failed at {end} ps: the timeout is {cto} ps");
+}
+
+/// AER messages the fabric's log holds: (time, error, severity name, more).
+fn aer(f: &Fabric) -> Vec<(Ps, devlend_fabric::aer::AerError, &'static str, u32)> {
+    f.events.iter().filter_map(|e| if let Event::Aer { at, detect, more } = e { Some((*at, detect.error, detect.error.severity().name(), *more)) } else { None }).collect()
+}
+
+#[test]
+fn a_crashed_host_stops_its_threads_there_and_a_waiter_elsewhere_meets_its_own_timeout() {
+    let f = testbed();
+    let (lender, borrower) = (f.host_id("lender").unwrap(), f.host_id("borrower").unwrap());
+    let flag = 0x4000_0000u64;
+    let mut m = Machine::new(f);
+    let stores = Rc::new(Cell::new(0u32));
+    let n = stores.clone();
+    let writer = m.spawn("writer", 0, move |t| {
+        t.runs_on(borrower);
+        loop {
+            t.sleep(1_000_000);
+            t.cpu_write(borrower, flag + 8, &[1])?;
+            n.set(n.get() + 1);
+        }
+    });
+    let timed_out = Rc::new(Cell::new(false));
+    let seen = timed_out.clone();
+    let waiter = m.spawn("waiter", 0, move |t| {
+        t.runs_on(lender);
+        let ok = t.wait_for_until("the writer's last word", Watch::Any, 50_000_000, |_: &mut Fabric| false);
+        seen.set(!ok);
+        Ok(())
+    });
+    let (at_crash, n) = (Rc::new(Cell::new(0u32)), stores.clone());
+    let c = at_crash.clone();
+    m.inject(10_500_000, move |_: &mut Fabric| {
+        c.set(n.get());
+        Effects { crashed: vec![borrower], ..Effects::default() }
+    });
+    let e = m.run().unwrap_err();
+    assert!(matches!(&e, MachineError::Thread { thread, error } if thread == "writer" && matches!(**error, ThreadError::HostCrashed { at: 10_500_000, .. })), "{e}");
+    assert!(e.to_string().contains("host borrower crashed at 10.500 us"), "{e}");
+    assert!(at_crash.get() > 5 && stores.get() == at_crash.get(), "no store issued after the crash ({} then, {} in all)", at_crash.get(), stores.get());
+    assert_eq!(m.crashed(writer), Some((borrower, 10_500_000)));
+    assert_eq!((m.crashed(waiter), m.thread_end(waiter)), (None, Some(50_000_000)), "the waiter on the lender ran to its own deadline");
+    assert!(timed_out.get());
+}
+
+#[test]
+fn follow_up_actions_run_at_their_delays_and_a_link_down_reports_a_fatal_surprise_down() {
+    let f = testbed();
+    let func = f.func_id("gpu0").unwrap();
+    let aer_ps = f.tuning.timing.aer_irq_ps;
+    let mut m = Machine::new(f);
+    let when = Rc::new(Cell::new(0));
+    let w = when.clone();
+    m.inject(1_000, move |f: &mut Fabric| {
+        let slot = f.slot_of(func);
+        f.port_disable(slot).unwrap();
+        let later: Later<Fabric> = Box::new(move |_: &mut Fabric, at| {
+            w.set(at);
+            Effects::default()
+        });
+        Effects { halted: vec![(func, Failure::PortDown { node: slot })], links_down: vec![slot], later: vec![(5_000, later)], ..Effects::default() }
+    });
+    m.run().unwrap();
+    assert_eq!(when.get(), 6_000);
+    let f = m.into_world().ok().unwrap();
+    assert_eq!(aer(&f), vec![(1_000 + aer_ps, devlend_fabric::aer::AerError::SurpriseDown, "fatal", 0)]);
+}
+
+#[test]
+fn a_completion_timeout_and_a_poisoned_read_are_aer_errors_delivered_to_the_root_port() {
+    let f = testbed();
+    let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();
+    let (lender, func) = (f.host_id("lender").unwrap(), f.func_id("gpu0").unwrap());
+    let (cto, aer_ps) = (f.tuning.timing.completion_timeout_ps, f.tuning.timing.aer_irq_ps);
+    let mut m = Machine::new(f);
+    m.spawn("reader", 0, move |t| {
+        t.world().func_poison(func);
+        assert!(t.cpu_read(lender, bar0, 4).is_err(), "a poisoned completion is an error");
+        assert!(t.cpu_read(lender, bar0, 4).is_err());
+        t.world().flr(func).unwrap();
+        t.world().func_hang(func);
+        assert!(t.cpu_read(lender, bar0, 4).is_err());
+        Ok(())
+    });
+    m.run().unwrap();
+    let f = m.into_world().ok().unwrap();
+    let got = aer(&f);
+    use devlend_fabric::aer::AerError::*;
+    assert_eq!(got.iter().map(|a| (a.1, a.2)).collect::<Vec<_>>(), vec![(PoisonedTlp, "non-fatal"), (CompletionTimeout, "non-fatal")], "{got:?}");
+    assert_eq!(got[0].3, 1, "the second poisoned read came while the first message was under way");
+    let Some(Event::Aer { detect, .. }) = f.events.iter().find(|e| matches!(e, Event::Aer { .. })) else { panic!() };
+    assert!(matches!(f.nodes[detect.root_port as usize].kind, devlend_fabric::model::NodeKind::RootPort { .. }));
+    assert!(got[1].0 >= cto + aer_ps, "detected when the timeout expired");
 }

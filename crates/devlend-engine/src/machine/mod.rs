@@ -15,6 +15,7 @@
 //! read or written by one requester, the load a benchmark or another tenant puts on the links.
 
 mod core;
+mod aer;
 mod device;
 mod error;
 mod fault;
@@ -23,7 +24,7 @@ mod thread;
 pub use self::core::{FlowDone, Owner};
 pub use device::{Cx, Device};
 pub use error::{MachineError, ThreadError};
-pub use fault::Halted;
+pub use fault::{Effects, Halted, Later};
 pub use thread::{Body, Thread, Watch};
 
 use self::core::Core;
@@ -131,12 +132,14 @@ pub struct Machine<W: World> {
     moved: HashMap<Requester, u64>,
     /// Per fault action that has run: its time, and `moved` then.
     struck: Vec<(Ps, HashMap<Requester, u64>)>,
+    /// Threads' hosts, crashed threads and AER messages under way (`fault`, `aer`).
+    faults: fault::Faults,
 }
 
 impl<W: World> Machine<W> {
     pub fn new(mut world: W) -> Machine<W> {
         let core = Core::new(world.fabric());
-        Machine { world: Rc::new(RefCell::new(world)), core: Rc::new(RefCell::new(core)), devices: Vec::new(), by_func: HashMap::new(), threads: Vec::new(), streams: Vec::new(), error: None, conds: 0, pending: Vec::new(), halted: HashSet::new(), timeouts: HashMap::new(), moved: HashMap::new(), struck: Vec::new() }
+        Machine { world: Rc::new(RefCell::new(world)), core: Rc::new(RefCell::new(core)), devices: Vec::new(), by_func: HashMap::new(), threads: Vec::new(), streams: Vec::new(), error: None, conds: 0, pending: Vec::new(), halted: HashSet::new(), timeouts: HashMap::new(), moved: HashMap::new(), struck: Vec::new(), faults: fault::Faults::default() }
     }
 
     pub fn now(&self) -> Ps {
@@ -175,9 +178,9 @@ impl<W: World> Machine<W> {
     fn spawn_thread(&mut self, name: &str, at: Ps, service: bool, body: impl FnOnce(&mut Thread<'_, W>) -> Result<(), ThreadError> + 'static) -> usize {
         let id = self.threads.len();
         let name: Rc<str> = Rc::from(name);
-        let (world, core, n) = (self.world.clone(), self.core.clone(), name.clone());
+        let (world, core, n, hosts) = (self.world.clone(), self.core.clone(), name.clone(), self.faults.hosts.clone());
         let co = Coroutine::new(move |y: &Yielder<Wake, Block<W>>, _: Wake| {
-            let mut t = Thread { y, world, core, id, name: n };
+            let mut t = Thread { y, world, core, id, name: n, hosts };
             body(&mut t)
         });
         self.threads.push(Slot { name, co: Some(co), waiting: Waiting::Start, start: at, service });
@@ -255,6 +258,9 @@ impl<W: World> Machine<W> {
     /// what it waits for; so is a thread whose body failed.
     pub fn run(&mut self) -> Result<(), MachineError> {
         while self.step()? {}
+        if let Some(e) = self.crashed_error() {
+            return Err(e);
+        }
         let now = self.now();
         for t in self.threads.iter().filter(|t| !t.service) {
             let waiting_for = match &t.waiting {
@@ -426,6 +432,8 @@ impl<W: World> Machine<W> {
             f.fault.get_or_insert((addr, e));
         }
         core.sim.stop_flow(flow);
+        drop(core);
+        self.aer_scan();
     }
 
     fn call_device(&mut self, d: usize, act: impl FnOnce(&mut dyn Device<W>, &mut Cx<'_, W>)) {
@@ -433,13 +441,19 @@ impl<W: World> Machine<W> {
         if !self.halted.is_empty() && self.halted.contains(&func) {
             return;
         }
-        let mut w = self.world.borrow_mut();
-        let mut core = self.core.borrow_mut();
-        let mut cx = Cx { world: &mut *w, core: &mut *core, dev: d, func, peers: &self.by_func };
-        act(&mut *dev.borrow_mut(), &mut cx);
+        {
+            let mut w = self.world.borrow_mut();
+            let mut core = self.core.borrow_mut();
+            let mut cx = Cx { world: &mut *w, core: &mut *core, dev: d, func, peers: &self.by_func };
+            act(&mut *dev.borrow_mut(), &mut cx);
+        }
+        self.aer_scan();
     }
 
     fn resume(&mut self, t: usize, wake: Wake) {
+        if self.threads[t].co.is_none() {
+            return; // stopped by its host's crash
+        }
         if matches!(self.threads[t].waiting, Waiting::Cond { .. }) {
             self.conds -= 1;
         }
@@ -471,6 +485,7 @@ impl<W: World> Machine<W> {
                 }
             }
         }
+        self.aer_scan();
     }
 
     /// Wake, in thread order, every thread whose condition now holds.

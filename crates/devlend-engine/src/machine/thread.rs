@@ -67,6 +67,8 @@ pub struct Thread<'y, W: World> {
     pub(crate) core: Rc<RefCell<Core>>,
     pub(crate) id: usize,
     pub(crate) name: Rc<str>,
+    /// The host each thread runs on, where it said (`runs_on`): a crash of that host stops it.
+    pub(crate) hosts: super::fault::ThreadHosts,
 }
 
 /// Reads and writes of more than this go as one flow each; the machine splits them into TLPs.
@@ -75,6 +77,12 @@ const MAX_ACCESS: u64 = 1 << 30;
 impl<W: World> Thread<'_, W> {
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// This thread runs on a CPU of `host`: if the host crashes, the thread stops there
+    /// (`Machine::inject`'s `Effects::crashed`).
+    pub fn runs_on(&self, host: HostId) {
+        self.hosts.borrow_mut().insert(self.id, host);
     }
 
     /// The time now, for this thread.

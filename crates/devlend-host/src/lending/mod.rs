@@ -35,6 +35,7 @@
 pub(crate) mod borrower;
 pub(crate) mod lender;
 pub(crate) mod msi;
+pub(crate) mod owned;
 pub(crate) mod p2p;
 mod resources;
 pub(crate) mod windows;

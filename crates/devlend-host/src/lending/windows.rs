@@ -40,6 +40,13 @@ pub struct WinMap {
     segs: Option<(u64, u64)>,
 }
 
+impl WinMap {
+    /// The segments it takes, (first, count); None for a whole window.
+    pub fn segments(&self) -> Option<(u64, u64)> {
+        self.segs
+    }
+}
+
 enum Win {
     Free,
     Whole,

@@ -125,11 +125,13 @@ fn a_crash_on_either_side_ends_the_lend_and_leaves_nothing_mapped() {
         offered(&mut p, "gpu0");
         p.borrow("borrower", "gpu0", None).unwrap();
         let r = p.inject("host-crash", crashed).unwrap();
+        assert_eq!(p.cluster().leftovers(), vec![], "after the fault");
         assert_eq!(r.ended.len(), 1, "{crashed}");
         assert!(r.ended[0].why.contains(why), "{}", r.ended[0].why);
         assert!(fabric_clean(&p), "{crashed}: nothing of the lend is left");
         assert_eq!(p.entry("gpu0").unwrap().state, State::Available);
         p.inject("host-reboot", crashed).unwrap();
+        assert_eq!(p.cluster().leftovers(), vec![], "after the fault");
         p.borrow("borrower", "gpu0", None).unwrap();
         assert!(!p.needs_reset().contains(&"gpu0".to_string()), "reset before the next borrower");
     }
@@ -142,13 +144,16 @@ fn a_removed_device_is_refused_until_its_slot_is_back_and_a_hung_one_cannot_be_r
     offered_again(&mut p, "gpu1");
     p.borrow("borrower", "gpu0", None).unwrap();
     let r = p.inject("surprise-removal", "gpu0").unwrap();
+    assert_eq!(p.cluster().leftovers(), vec![], "after the fault");
     assert_eq!((r.ended.len(), r.halted.len()), (1, 1));
     assert!(fabric_clean(&p));
     assert_eq!(p.borrow("borrower", "gpu0", None).unwrap_err().kind(), "removed");
     p.inject("port-up", "gpu0").unwrap();
+    assert_eq!(p.cluster().leftovers(), vec![], "after the fault");
     p.borrow("borrower", "gpu0", None).unwrap();
     p.borrow("borrower", "gpu1", None).unwrap();
     p.inject("completion-timeout", "gpu1").unwrap();
+    assert_eq!(p.cluster().leftovers(), vec![], "after the fault");
     p.return_device("gpu1", None).unwrap();
     let e = p.borrow("borrower", "gpu1", None).unwrap_err();
     assert_eq!(e.kind(), "reset-failed", "{e}");
@@ -166,9 +171,11 @@ fn a_switch_port_down_cuts_what_is_below_it_until_it_is_back() {
     let dev = p.borrow("borrower", "gpu0", None).unwrap();
     let bar = p.lend("gpu0").unwrap().unwrap().bars[0].cpu_addr;
     p.inject("port-down", "lender-sw.d1").unwrap();
+    assert_eq!(p.cluster().leftovers(), vec![], "after the fault");
     let mut os = p.cluster_mut().os("borrower").unwrap();
     assert!(matches!(os.read(bar, 4), Err(HostError::Fault(m)) if m.contains("gpu0.up") || m.contains("link above")));
     p.inject("port-up", "lender-sw.d1").unwrap();
+    assert_eq!(p.cluster().leftovers(), vec![], "after the fault");
     assert!(p.cluster_mut().os("borrower").unwrap().read(bar, 4).is_ok());
     assert!(p.inject("port-down", "lender-sw.d3").is_err(), "nothing below d3");
     let _ = dev;
