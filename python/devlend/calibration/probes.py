@@ -125,3 +125,11 @@ def gpu_memcpy_ns(scenario: str, size: int, dtoh: bool) -> float:
     runner, lender_iommu = SCENARIOS[scenario]
     js = topology_json("pxh830-two-host.yaml", (("lender", lender_iommu),))
     return memcpy_ps(js, runner, "gpu0", dtoh, size) / 1000
+
+
+@probe
+def nvme_read_ns(scenario: str, runner: str, blocks: int) -> float:
+    """D5's read of `blocks` 512-byte blocks in `scenario` from the call to the data in hand, in
+    steady state (the last of three reads, as nvme_added_latency_ns times them)."""
+    from ..experiments import nvme
+    return nvme.read(scenario, runner, [4096, 8192, 12288], blocks)[0]
