@@ -184,7 +184,7 @@ def test_d5_borrower_adds_at_least_the_expected_ntb_crossings(d5):
 
 @pytest.mark.xfail(strict=True, reason="known gap: the borrower adds ~1.7 us with the calibrated NTB, switch and root "
                                        "latencies (2.0 us before; validation measurement d5-borrower-adds-a-little-under-1us, "
-                                       "residual +88%): four NTB crossings per command, which is what Linux's driver does "
+                                       "residual +87%): four NTB crossings per command, which is what Linux's driver does "
                                        "(drivers/nvme/host/pci.c): the SQ tail doorbell (posted MMIO), the controller's command "
                                        "fetch from host RAM (there and back), then data, completion entry and MSI-X (posted, in "
                                        "order); it reads no register per command and writes the CQ head doorbell off the path. "

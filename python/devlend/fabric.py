@@ -170,6 +170,12 @@ class Fabric:
             raise DmaFault(failure, failure["delivered"])
         return Transfer(nbytes, *timing)
 
+    @_wrap
+    def engine_ps(self, device: str) -> tuple[int, int]:
+        """`device`'s DMA engine times (issue before a request, completion after a read's data), in
+        ps, as its profile and the topology's params make them: what its actor adds to `dma`'s path."""
+        return tuple(self._core.engine_ps(device))
+
     def machine(self) -> "Run":
         """A run of several workloads at once on one clock (see devlend.machine.Run), on a copy
         of this fabric as it is now."""

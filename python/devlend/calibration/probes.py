@@ -86,3 +86,50 @@ def vm_transfer_pair_GBps(a: str, b: str, size: int) -> tuple[float, float]:
     """D4's GPU-to-GPU bandwidth of two expansion-chassis scenarios at `size` (000 §7.3, Fig 16)."""
     from ..experiments import vm
     return tuple(size / (vm.transfer_ps(n, size) * 1e-12) / 1e9 for n in (a, b))
+
+
+def _engine(topology: str, device: str):
+    """`topology` built with `device` allowed to master the bus (its firmware's DMA, no driver)."""
+    from ..experiments import shipped
+    f = shipped(topology).build()
+    f.set_bus_master(device, True)
+    return f
+
+
+@probe
+def engine_dma_read_ns(topology: str, device: str, ram: str, size: int) -> float:
+    """pcie-bench's LAT_DMA_RD (Neugebauer et al., SIGCOMM 2018, §5): one DMA read of `size` bytes
+    of host RAM by `device`, from its engine deciding on it to the data in hand: the engine's issue
+    time, the read on the path (warm: the IOTLB, where there is one, already holds the page), and
+    the engine's completion time, which is what the GPU and NVMe actors charge around a read."""
+    f = _engine(topology, device)
+    issue, done = f.engine_ps(device)
+    return (issue + f.dma(device, ram, size, write=False, warm=True).time_ps + done) / 1000
+
+
+@probe
+def engine_dma_read_GBps(topology: str, device: str, ram: str, size: int, count: int) -> float:
+    """pcie-bench's BW_DMA_RD: `count` DMA reads of `size` bytes back to back, as many in flight as
+    the device's tags allow (one stream of reads of at most its Max_Read_Request_Size), GB/s."""
+    t = _engine(topology, device).dma(device, ram, size * count, write=False, warm=True)
+    return size * count / (t.time_ps * 1e-12) / 1e9
+
+
+@probe
+def gpu_memcpy_ns(scenario: str, size: int, dtoh: bool) -> float:
+    """One synchronous cudaMemcpy of `size` bytes by D1's driver in `scenario` (bandwidth.SCENARIOS),
+    from the call to its return: the runtime's CPU time, the doorbell, the GPFIFO and methods
+    fetches, the copy and the semaphore the driver polls."""
+    from ..experiments._gpu import memcpy_ps, topology_json
+    from ..experiments.bandwidth import SCENARIOS
+    runner, lender_iommu = SCENARIOS[scenario]
+    js = topology_json("pxh830-two-host.yaml", (("lender", lender_iommu),))
+    return memcpy_ps(js, runner, "gpu0", dtoh, size) / 1000
+
+
+@probe
+def nvme_read_ns(scenario: str, runner: str, blocks: int) -> float:
+    """D5's read of `blocks` 512-byte blocks in `scenario` from the call to the data in hand, in
+    steady state (the last of three reads, as nvme_added_latency_ns times them)."""
+    from ..experiments import nvme
+    return nvme.read(scenario, runner, [4096, 8192, 12288], blocks)[0]
