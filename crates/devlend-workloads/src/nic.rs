@@ -22,8 +22,9 @@
 //! shared link, a long round trip and a low rate), and the next epoch is driven at the new
 //! rates. While the other load is steady, epoch k+1 is iteration k+1 of "pipeline(round trip)
 //! -> run -> measured round trip -> pipeline"; when the load changes (a neighbour ends), the NIC
-//! follows it. [`NicResult`] gives the pipeline runs (`iterations`),
-//! the first epoch at which the change was below 1%, and every epoch's round trip and rate.
+//! follows it. [`NicResult`] gives the pipeline runs (`iterations`), since when the round trip
+//! has held within 1% (None: it never settled: on a link the NIC can fill, the queue it builds
+//! lags its rate and the round trip swings), and every epoch's round trip and rate.
 //!
 //! The path pushes back: a packet that arrives while the previous packet's write has not yet
 //! left the NIC (its link's credits, and so every link behind it, are the limit) is dropped
@@ -99,7 +100,8 @@ pub struct NicResult {
     pub model_gbps: f64,
     /// Pipeline runs (the probe's included).
     pub iterations: u32,
-    /// The end of the first epoch whose round trip changed by less than 1%.
+    /// Since when the pipeline's round trip has held (the end of the first epoch of the final
+    /// run of epochs whose round trip each moved by less than 1%); None: it moved to the end.
     pub converged_at: Option<Ps>,
     pub epochs: Vec<NicEpoch>,
 }
@@ -232,6 +234,7 @@ impl Nic {
             if (m - last as f64).abs() < CONVERGED * last as f64 {
                 self.converged_at.get_or_insert(cx.now());
             } else {
+                self.converged_at = None;
                 match self.rates(((m + last as f64) / 2.0).round() as u64) {
                     Ok(r) => self.rates = Some(r),
                     Err(e) => self.error = Some(e),
