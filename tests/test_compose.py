@@ -77,3 +77,16 @@ def test_the_scenario_file_runs(tmp_path):
     res = run.results().set_index("name")
     assert set(res.index) == {"fio", "gpu", "nic"}
     assert (res["GBps"] > 0).all()
+
+
+def test_hnic_feeds_the_loaded_round_trip_back_until_it_holds():
+    from devlend.experiments import hnic
+    rtt = hnic.path_costs()["round_trip_ps"]["lent"]
+    share = hnic.coupled("hypertrio", 1024, rtt)
+    nic, both = share["nic"], share["together"]
+    assert nic["converged"] and both["converged"]
+    # The pipeline ran with what its requests saw: longer than idle, longest next to the GPU copy.
+    assert rtt / 1000 < nic["model_round_trip_ns"] < both["model_round_trip_ns"]
+    assert both["model_gbps"] < nic["model_gbps"]
+    assert both["nic_gbps"] < nic["nic_gbps"] and both["gpu_gbps"] < share["gpu"]["gpu_gbps"]
+    assert both["link_gbps"] <= share["link_capacity_gbps"]

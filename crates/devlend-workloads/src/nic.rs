@@ -16,15 +16,19 @@
 //! probe read whose round trip seeds the pipeline. It then drives its traffic in epochs
 //! (`NicSpec::epoch`); at the end of each, the mean round trip its reads saw in that epoch (the
 //! loaded round trip, less the engine's charge at the completer, its DRAM read and IOTLB hit,
-//! which the pipeline charges itself) is compared with the one the pipeline last ran with: if
-//! it differs by 1% or more the pipeline runs again, with the mean of the two (a damped, Mann
-//! iteration: the undamped one swings between a short round trip, a high rate that fills the
-//! shared link, a long round trip and a low rate), and the next epoch is driven at the new
-//! rates. While the other load is steady, epoch k+1 is iteration k+1 of "pipeline(round trip)
-//! -> run -> measured round trip -> pipeline"; when the load changes (a neighbour ends), the NIC
-//! follows it. [`NicResult`] gives the pipeline runs (`iterations`), since when the round trip
-//! has held within 1% (None: it never settled: on a link the NIC can fill, the queue it builds
-//! lags its rate and the round trip swings), and every epoch's round trip and rate.
+//! which the pipeline charges itself) is compared with the one the pipeline ran with, r. The
+//! seen round trip falls as r grows (a longer round trip, a lower rate, less queueing), so the
+//! fixed point lies above r if the requests saw more, below it if less: the epochs bisect. A
+//! bracket [lo, hi] keeps the largest r known to be below the fixed point and the smallest
+//! known to be above; the next r is its middle, or the seen round trip while one side is open.
+//! The pipeline runs again only when the next r differs from r by 1% or more. Plain iteration
+//! (r <- seen) and its damped form swing for ever here: the round trip seen is nearly a step
+//! (the NIC's read tags and the shared link's queue fill past a rate), so the fixed point sits
+//! on the step, and bisection finds it. While the other load is steady, epoch k+1 is iteration
+//! k+1 of "pipeline(r) -> run -> seen round trip -> pipeline"; when the load changes (a
+//! neighbour ends) a side of the bracket is contradicted, dropped, and found again.
+//! [`NicResult`] gives the pipeline runs (`iterations`), since when the round trip has held
+//! within 1% (None: it was still moving at the end), and every epoch's round trip and rate.
 //!
 //! The path pushes back: a packet that arrives while the previous packet's write has not yet
 //! left the NIC (its link's credits, and so every link behind it, are the limit) is dropped
@@ -101,7 +105,7 @@ pub struct NicResult {
     /// Pipeline runs (the probe's included).
     pub iterations: u32,
     /// Since when the pipeline's round trip has held (the end of the first epoch of the final
-    /// run of epochs whose round trip each moved by less than 1%); None: it moved to the end.
+    /// run of epochs whose next round trip moved by less than 1%); None: it moved to the end.
     pub converged_at: Option<Ps>,
     pub epochs: Vec<NicEpoch>,
 }
@@ -112,6 +116,30 @@ const READ: u64 = 2 << 60;
 const T_PACKET: u64 = 3 << 60;
 const T_EPOCH: u64 = 5 << 60;
 const KIND: u64 = 0xf << 60;
+
+/// The bisection's bracket of pipeline round trips (ps).
+#[derive(Default)]
+struct Bracket {
+    lo: Option<u64>,
+    hi: Option<u64>,
+}
+
+impl Bracket {
+    /// The pipeline ran with `r` and the requests saw `seen`: the next round trip to run with.
+    fn next(&mut self, r: u64, seen: u64) -> u64 {
+        if seen >= r {
+            self.hi = self.hi.filter(|&h| h > r);
+            self.lo = Some(r);
+        } else {
+            self.lo = self.lo.filter(|&l| l < r);
+            self.hi = Some(r);
+        }
+        match (self.lo, self.hi) {
+            (Some(l), Some(h)) => (l + h) / 2,
+            _ => seen.max(1),
+        }
+    }
+}
 
 struct Rates {
     round_trip: u64,
@@ -130,6 +158,7 @@ pub(crate) struct Nic {
     completer: Ps,
     stop: Option<Ps>,
     rates: Option<Rates>,
+    bracket: Bracket,
     issued: HashMap<u64, Ps>,
     next: u64,
     /// This epoch's round trips (sum, count), and the whole run's.
@@ -231,11 +260,12 @@ impl Nic {
         let measured = (n > 0).then(|| sum / n as f64);
         let last = self.rates.as_ref().map_or(1, |r| r.round_trip);
         if let Some(m) = measured {
-            if (m - last as f64).abs() < CONVERGED * last as f64 {
+            let next = self.bracket.next(last, m.round() as u64);
+            if (next.abs_diff(last) as f64) < CONVERGED * last as f64 {
                 self.converged_at.get_or_insert(cx.now());
             } else {
                 self.converged_at = None;
-                match self.rates(((m + last as f64) / 2.0).round() as u64) {
+                match self.rates(next) {
                     Ok(r) => self.rates = Some(r),
                     Err(e) => self.error = Some(e),
                 }
@@ -353,7 +383,7 @@ pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner,
     let completer = t.dram_latency_ps + if c.fabric.hosts[host as usize].iommu { t.iotlb_hit_ps } else { 0 };
     drop(c);
     let nic = Rc::new(RefCell::new(Nic {
-        spec: spec.clone(), cfg, wl, packet_bytes, buf, completer, stop: None, rates: None, issued: HashMap::new(), next: 0,
+        spec: spec.clone(), cfg, wl, packet_bytes, buf, completer, stop: None, rates: None, bracket: Bracket::default(), issued: HashMap::new(), next: 0,
         epoch_rtt: (0.0, 0), all_rtt: (0.0, 0), first: 0, start: None, end: None, packets: 0, drops: 0, sending: false, owed: 0.0, bytes: 0, iterations: 0,
         converged_at: None, epochs: Vec::new(), error: None,
     }));

@@ -31,8 +31,8 @@ TENANTS = 256
 WORKLOADS = ("fio", "gpu", "nic")
 CONFIGS = ("hypertrio", "base")
 # How much each workload moves: about as long each as the others on the shared link.
-FULL = {"ios": 4000, "gpu_bytes": 4 << 20, "nic_ns": 600_000, "packets_per_tenant": 2000}
-QUICK = {"ios": 800, "gpu_bytes": 1 << 20, "nic_ns": 150_000, "packets_per_tenant": 160}
+FULL = {"ios": 2000, "gpu_bytes": 4 << 20, "nic_ns": 600_000, "packets_per_tenant": 2000}
+QUICK = {"ios": 500, "gpu_bytes": 1 << 20, "nic_ns": 150_000, "packets_per_tenant": 160}
 # Gen 1-5 transfer rates (GT/s) and line codes (PCIe Base 5.0 §4.2: 8b/10b to Gen2, 128b/130b from Gen3).
 GT_PER_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}
 
