@@ -1,7 +1,9 @@
 """Several workloads at once on any topology, on one clock (devlend-workloads' Scenario):
 timing-only DMA streams, bandwidthTest-style GPU copies, GPU ping-pongs (the ping-pong kernel on
-two GPUs), fio-style NVMe jobs and Linux's ntb_perf between two hosts joined by an NTB, each
-driven by its real driver, started at given times and run together.
+two GPUs), fio-style NVMe jobs, Linux's ntb_perf between two hosts joined by an NTB, each
+driven by its real driver, and the hyper-tenant NIC of 002 (``nic``: its traffic at the HyperTRIO
+pipeline's rates, fed back with the round trip it sees on the run), started at given times and
+run together.
 
     s = devlend.Scenario("topologies/three-host-cluster.yaml")
     s.gpu_copy("copy", "borrower", "gpu0", "dtoh", 8 << 20)          # borrows gpu0 from lender-a
@@ -120,6 +122,38 @@ class Scenario:
         _call(self._s.ntb_perf, name, runner, peer, bool(use_dma), int(threads), int(chunk_order), int(total_order),
               max_mw_size, dma, _ps(name, at_ns))
         return self
+
+    def nic(self, name: str, runner: str, nic: str, *, config: str, tenants: int, duration_ns: float,
+            profile: str = "iperf3", order: str = "RR1", packets_per_tenant: "int | None" = None,
+            epoch_ns: float = 5000, at_ns: float = 0) -> "Scenario":
+        """The hyper-tenant NIC `nic` serving `tenants` tenants of `runner` (which borrows it if it
+        sits elsewhere) for `duration_ns`: its packet writes and translation requests (8-byte reads
+        of `runner`'s RAM) at the rates of the HyperTRIO pipeline (002 Table IV column `config`,
+        "base" or "hypertrio"; workload `profile`, interleaving `order`), the pipeline run again
+        each `epoch_ns` with the round trip the requests saw on this run when it moved by 1% or
+        more (see ``nic_results``)."""
+        for k, v in (("tenants", tenants), ("duration_ns", duration_ns), ("epoch_ns", epoch_ns), ("packets_per_tenant", packets_per_tenant or 0)):
+            if v < 0:
+                raise WorkloadError(f"workload {name}: {k} must not be negative", "invalid", None)
+        _call(self._s.nic, name, runner, nic, config, int(tenants), round(duration_ns * 1000), profile, order,
+              None if packets_per_tenant is None else int(packets_per_tenant), round(epoch_ns * 1000), _ps(name, at_ns))
+        return self
+
+    def nic_results(self) -> dict:
+        """Per NIC workload, after the run: packets written, packets dropped (the previous one's write
+        had not left the NIC), translations, the probe's and the mean
+        translation round trip (ns, as the pipeline counts it: the completer's DRAM read and IOTLB
+        hit excluded), the pipeline's last round trip and rate (Gb/s), its runs (``iterations``),
+        when the round trip first moved by less than 1% (ns, or None) and each epoch
+        (end_ns, round_trip_ns or None, gbps)."""
+        out = {}
+        for name, packets, drops, translations, first, rtt, model_rtt, model_gbps, iterations, conv, epochs in self._s.nic_results():
+            out[name] = {"packets": packets, "drops": drops, "translations": translations, "first_round_trip_ns": first / 1000,
+                         "round_trip_ns": rtt / 1000, "model_round_trip_ns": model_rtt / 1000, "model_gbps": model_gbps,
+                         "iterations": iterations, "converged_at_ns": None if conv is None else conv / 1000,
+                         "epochs": [{"end_ns": e / 1000, "round_trip_ns": None if r is None else r / 1000, "gbps": g}
+                                    for e, r, g in epochs]}
+        return out
 
     def vms(self) -> list[dict]:
         """The topology's VMs, started with the scenario: runners as hosts are."""

@@ -14,8 +14,9 @@ Times take ns, us, ms or s (a bare number is ns); actions must not go back in ti
 ``borrow`` (borrower, device) and ``return`` (device, optional borrower); workloads, each with a
 ``name``: ``stream`` (requester, addr, bytes, write), ``gpu_copy`` (runner, gpu, direction htod|dtoh,
 bytes), ``fio`` (runner, drive, rw randread|randwrite, iodepth, numjobs, ios, bs), ``pingpong`` (runner,
-gpu_a, gpu_b, via peer|ram, rounds) and ``ntb_perf`` (runner, peer, use_dma, threads, chunk_order,
-total_order); ``fault`` (kind, target): a fault at that time (kinds in ``devlend.pool.FAULT_KINDS``:
+gpu_a, gpu_b, via peer|ram, rounds), ``ntb_perf`` (runner, peer, use_dma, threads, chunk_order,
+total_order) and ``nic`` (runner, nic, config base|hypertrio, tenants, duration, profile, order,
+packets_per_tenant, epoch: the hyper-tenant NIC of 002, ``Scenario.nic``); ``fault`` (kind, target): a fault at that time (kinds in ``devlend.pool.FAULT_KINDS``:
 link-down/link-up of an NTB, host-crash/host-reboot, surprise-removal, port-down/port-up of a
 device's slot or a switch port COMPONENT.PORT, completion-timeout, poisoned).
 
@@ -148,6 +149,21 @@ class NtbPerfWork(_Model):
     total_order: int = Field(default=20, ge=0, le=30)
 
 
+class NicWork(_Model):
+    at: Time
+    action: Literal["nic"]
+    name: str
+    runner: str = Field(description="the tenants' host (its root complex holds their IOMMU); it borrows the NIC if it sits elsewhere")
+    nic: str
+    config: Literal["base", "hypertrio"]
+    tenants: int = Field(ge=1, le=1024)
+    duration: Time = Field(description="how long packets arrive")
+    profile: str = "iperf3"
+    order: str = "RR1"
+    packets_per_tenant: Optional[int] = Field(default=None, ge=1)
+    epoch: Time = Field(default=5000.0, description="how often the loaded round trip is fed back to the HyperTRIO pipeline")
+
+
 class FaultAction(_Model):
     at: Time
     action: Literal["fault"]
@@ -155,10 +171,10 @@ class FaultAction(_Model):
     target: str = Field(description="what the kind names: an NTB, a host, a device, or a switch port COMPONENT.PORT")
 
 
-Entry = Annotated[Union[BorrowAction, ReturnAction, StreamWork, GpuCopyWork, FioWork, PingPongWork, NtbPerfWork, FaultAction],
+Entry = Annotated[Union[BorrowAction, ReturnAction, StreamWork, GpuCopyWork, FioWork, PingPongWork, NtbPerfWork, NicWork, FaultAction],
                   Field(discriminator="action")]
 _ACTIONS = {"borrow": BorrowAction, "return": ReturnAction, "stream": StreamWork, "gpu_copy": GpuCopyWork, "fio": FioWork,
-            "pingpong": PingPongWork, "ntb_perf": NtbPerfWork, "fault": FaultAction}
+            "pingpong": PingPongWork, "ntb_perf": NtbPerfWork, "nic": NicWork, "fault": FaultAction}
 
 
 class ScenarioSpec(_Model):
@@ -309,10 +325,13 @@ class ScenarioFile:
                         total_order=w.total_order, at_ns=w.at)
             return
         devices = {GpuCopyWork: [("gpu", "gpu")], FioWork: [("drive", "drive")],
-                   PingPongWork: [("gpu_a", "gpu_a"), ("gpu_b", "gpu_b")]}[type(w)]
+                   PingPongWork: [("gpu_a", "gpu_a"), ("gpu_b", "gpu_b")], NicWork: [("nic", "nic")]}[type(w)]
         used = [self._driven_by(pool, w, field, getattr(w, attr), where, holder) for field, attr in devices]
         if isinstance(w, GpuCopyWork):
             sc.gpu_copy(w.name, w.runner, w.gpu, w.direction, w.bytes, at_ns=w.at)
+        elif isinstance(w, NicWork):
+            sc.nic(w.name, w.runner, w.nic, config=w.config, tenants=w.tenants, duration_ns=w.duration, profile=w.profile,
+                   order=w.order, packets_per_tenant=w.packets_per_tenant, epoch_ns=w.epoch, at_ns=w.at)
         elif isinstance(w, PingPongWork):
             sc.gpu_pingpong(w.name, w.runner, w.gpu_a, w.gpu_b, via=w.via, rounds=w.rounds, at_ns=w.at)
         else:
@@ -361,6 +380,8 @@ class ScenarioRun:
                 who[e.name] = (e.runner, f"{e.gpu_a},{e.gpu_b}")
             elif isinstance(e, NtbPerfWork):
                 who[e.name] = (e.runner, e.peer)
+            elif isinstance(e, NicWork):
+                who[e.name] = (e.runner, e.nic)
         df.insert(2, "runner", [who.get(n, ("", ""))[0] for n in df.name])
         df.insert(3, "device", [who.get(n, ("", ""))[1] for n in df.name])
         return df

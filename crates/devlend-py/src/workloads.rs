@@ -1,10 +1,10 @@
 //! `devlend._core.Scenario`: devlend-workloads' runner (streams, GPU copies and ping-pongs, fio
-//! jobs, ntb_perf on one `Machine<Cluster>`). Errors become `MachineError(kind, message, None)`.
+//! jobs, ntb_perf, the hyper-tenant NIC on one `Machine<Cluster>`). Errors become `MachineError(kind, message, None)`.
 
 use crate::machine::MachineError;
 use crate::PyAddr;
 use devlend_host::Cluster;
-use devlend_workloads::{Access, Dir, FioSpec, NtbPerfSpec, Rw, Scenario as Core, Via, WorkloadError};
+use devlend_workloads::{Access, Dir, FioSpec, NicSpec, NtbPerfSpec, Rw, Scenario as Core, Via, WorkloadError};
 use pyo3::prelude::*;
 
 fn werr(e: WorkloadError) -> PyErr {
@@ -24,12 +24,18 @@ type Trips = (u32, f64, u64, u64, u64);
 type Row = (String, String, u64, u64, Option<u64>, u64, Option<Fio>, Option<Trips>, Option<Vec<(u64, u64)>>);
 /// One link direction: (link, towards_down, from, to, tlps, wire bytes, payload bytes, busy ps, queue ps, credit stall ps).
 type LinkRow = (u32, bool, String, String, u64, u64, u64, u64, u64, u64);
+/// One NIC's epoch: (end ps, mean round trip ps or None, the pipeline's Gb/s after it).
+type NicEpochRow = (u64, Option<f64>, f64);
+/// One NIC: (name, packets, drops, translations, first round trip ps, mean round trip ps, the pipeline's
+/// last round trip ps and Gb/s, pipeline runs, converged at ps or None, epochs).
+type NicRow = (String, u64, u64, u64, u64, f64, u64, f64, u32, Option<u64>, Vec<NicEpochRow>);
 
 #[pyclass(module = "devlend._core", unsendable)]
 struct Scenario {
     inner: Core,
     rows: Vec<Row>,
     links: Vec<LinkRow>,
+    nics: Vec<NicRow>,
 }
 
 #[pymethods]
@@ -41,7 +47,7 @@ impl Scenario {
         let c = Cluster::from_json(topology_json).map_err(|e| werr(WorkloadError::Machine { message: e.to_string() }))?;
         let vms = crate::vm::vm_specs(topology_json)?;
         let inner = Core::with_vms(c, &vms).map_err(|e| crate::SpecError::new_err((e.path, e.message)))?;
-        Ok(Scenario { inner, rows: Vec::new(), links: Vec::new() })
+        Ok(Scenario { inner, rows: Vec::new(), links: Vec::new(), nics: Vec::new() })
     }
 
     /// The VMs: (name, host).
@@ -108,6 +114,14 @@ impl Scenario {
         self.inner.add_ntb_perf(name, runner, peer, &spec, at_ps).map_err(werr)
     }
 
+    /// The hyper-tenant NIC `nic` serving `tenants` tenants of `runner` (devlend-workloads' `nic`).
+    #[pyo3(signature = (name, runner, nic, config, tenants, duration_ps, profile="iperf3", order="RR1", packets_per_tenant=None, epoch_ps=5_000_000, at_ps=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn nic(&mut self, name: &str, runner: &str, nic: &str, config: &str, tenants: u32, duration_ps: u64, profile: &str, order: &str, packets_per_tenant: Option<u64>, epoch_ps: u64, at_ps: u64) -> PyResult<()> {
+        let spec = NicSpec { config: config.into(), tenants, profile: profile.into(), order: order.into(), packets_per_tenant, duration: duration_ps, epoch: epoch_ps };
+        self.inner.add_nic(name, runner, nic, &spec, at_ps).map_err(werr)
+    }
+
     /// Inject fault `kind` at `target` at `at_ps` (devlend-host's fault kinds).
     fn fault(&mut self, at_ps: u64, kind: &str, target: &str) -> PyResult<()> {
         self.inner.add_fault(at_ps, kind, target).map_err(werr)
@@ -162,6 +176,11 @@ impl Scenario {
             let perf = w.ntb_perf.as_ref().map(|p| p.threads.clone());
             (w.name.clone(), w.kind.name().to_string(), w.at, w.start, w.end, w.bytes, fio, trips, perf)
         }).collect();
+        self.nics = r.workloads.iter().filter_map(|w| {
+            let n = w.nic.as_ref()?;
+            let epochs = n.epochs.iter().map(|e| (e.end, e.round_trip_ps, e.gbps)).collect();
+            Some((w.name.clone(), n.packets, n.drops, n.translations, n.first_round_trip_ps, n.round_trip_ps, n.model_round_trip_ps, n.model_gbps, n.iterations, n.converged_at, epochs))
+        }).collect();
         self.links = r.links.iter().map(|l| (l.link, l.towards_down, l.from.clone(), l.to.clone(), l.stats.tlps, l.stats.wire_bytes, l.stats.payload_bytes, l.stats.busy_ps, l.stats.queue_ps, l.stats.credit_stall_ps)).collect();
         Ok(())
     }
@@ -172,6 +191,10 @@ impl Scenario {
 
     fn results(&self) -> Vec<Row> {
         self.rows.clone()
+    }
+
+    fn nic_results(&self) -> Vec<NicRow> {
+        self.nics.clone()
     }
 
     fn link_stats(&self) -> Vec<LinkRow> {

@@ -4,8 +4,10 @@
 //! software (`devlend-host`): a [`Scenario`] is one `Machine<Cluster>` on which workloads start
 //! at given times — timing-only DMA streams, bandwidthTest-style GPU copies driven by the real GPU
 //! driver on the GPU actor, GPU ping-pongs of the ping-pong kernel (`gpu_kernel`), fio-style NVMe
-//! jobs driven by the real NVMe driver on the controller, and Linux's `ntb_perf` between two
-//! hosts joined by an NTB (CPU stores or the DMA engine's channels) — and run together, sharing
+//! jobs driven by the real NVMe driver on the controller, Linux's `ntb_perf` between two
+//! hosts joined by an NTB (CPU stores or the DMA engine's channels), and the hyper-tenant NIC
+//! of 002 whose packets and translation requests leave it at the rates of the HyperTRIO
+//! pipeline fed with the round trip they see on this run (`nic`) — and run together, sharing
 //! links, credits and tags. A run gives each workload's result (start, end, bytes, bandwidth;
 //! IOPS and latency percentiles for fio; round-trip percentiles for a ping-pong; per-thread
 //! throughput for ntb_perf) and each loaded link direction's bytes, busy time, queueing and
@@ -37,6 +39,7 @@ mod fault;
 mod fio;
 mod gpu;
 mod lend_at;
+mod nic;
 mod ntb_perf;
 mod pingpong;
 mod scenario;
@@ -48,6 +51,7 @@ pub use devlend_wire::Access;
 pub use error::{WResult, WorkloadError};
 pub use fault::FaultEntry;
 pub use fio::{FioSpec, FIO_BS};
+pub use nic::{NicEpoch, NicResult, NicSpec};
 pub use ntb_perf::{NtbPerfResult, NtbPerfSpec, DMA_PROFILE, MAX_THREADS};
 pub use pingpong::{RoundTrips, Via};
 pub use scenario::{Kind, Report, Scenario, WorkloadResult};

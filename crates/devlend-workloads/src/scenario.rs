@@ -27,6 +27,7 @@ pub enum Kind {
     GpuPingPong,
     Fio,
     NtbPerf,
+    Nic,
 }
 
 impl Kind {
@@ -37,6 +38,7 @@ impl Kind {
             Kind::GpuPingPong => "gpu-pingpong",
             Kind::Fio => "fio",
             Kind::NtbPerf => "ntb-perf",
+            Kind::Nic => "nic",
         }
     }
 }
@@ -47,6 +49,7 @@ enum Track {
     PingPong(PingPong),
     Fio(crate::fio::Fio),
     NtbPerf(NtbPerf),
+    Nic(Rc<RefCell<crate::nic::Nic>>),
 }
 
 pub(crate) struct Entry {
@@ -74,6 +77,8 @@ pub struct WorkloadResult {
     pub round_trips: Option<RoundTrips>,
     /// Each thread's bytes and time, for ntb_perf.
     pub ntb_perf: Option<NtbPerfResult>,
+    /// Packets, translation round trips and the coupling's iterations, for the hyper-tenant NIC.
+    pub nic: Option<crate::nic::NicResult>,
 }
 
 impl WorkloadResult {
@@ -242,6 +247,19 @@ impl Scenario {
         Ok(())
     }
 
+    /// The hyper-tenant NIC `nic` serving `spec.tenants` tenants of `runner` (its root complex
+    /// holds their IOMMU; it borrows the NIC if it sits elsewhere), its driver ringing the NIC
+    /// at `at` (`nic` module: the pipeline's rates, fed back with the loaded round trip).
+    pub fn add_nic(&mut self, name: &str, runner: &str, nic: &str, spec: &crate::nic::NicSpec, at: Ps) -> WResult<()> {
+        self.admit(name, at)?;
+        self.claim(name, nic)?;
+        let run = crate::nic::start(&mut self.m, &self.guests, name, (runner, nic), spec, at).inspect_err(|_| {
+            self.users.remove(nic);
+        })?;
+        self.entries.push(Entry { name: name.into(), kind: Kind::Nic, at, bytes: 0, track: Track::Nic(run) });
+        Ok(())
+    }
+
     /// Run until nothing is left to happen; every workload's result and the links' statistics.
     pub fn run(&mut self) -> WResult<Report> {
         self.m.run().map_err(machine_error)?;
@@ -250,7 +268,7 @@ impl Scenario {
     }
 
     pub(crate) fn result(&self, e: &Entry) -> WResult<WorkloadResult> {
-        let mut r = WorkloadResult { name: e.name.clone(), kind: e.kind, at: e.at, start: e.at, end: None, bytes: e.bytes, fio: None, round_trips: None, ntb_perf: None };
+        let mut r = WorkloadResult { name: e.name.clone(), kind: e.kind, at: e.at, start: e.at, end: None, bytes: e.bytes, fio: None, round_trips: None, ntb_perf: None, nic: None };
         match &e.track {
             Track::Stream(i) => {
                 let s = &self.m.streams()[*i];
@@ -267,6 +285,10 @@ impl Scenario {
             Track::NtbPerf(p) => {
                 let (perf, start, end) = p.result(&self.m, &e.name)?;
                 (r.start, r.end, r.ntb_perf) = (start, end, Some(perf));
+            }
+            Track::Nic(nic) => {
+                let (res, start, end, bytes) = nic.borrow().result(&e.name)?;
+                (r.start, r.end, r.bytes, r.nic) = (start, end, bytes, Some(res));
             }
             Track::Fio(run) => {
                 let f = run.result().map_err(|err| WorkloadError::Failed { workload: e.name.clone(), message: err.to_string() })?;
