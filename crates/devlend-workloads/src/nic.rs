@@ -355,8 +355,8 @@ fn model(w: &str, spec: &NicSpec) -> WResult<(Config, WorkloadSpec, u64)> {
         return Err(invalid("the NIC's duration and epoch must be longer than 0".into()));
     }
     let p = ht_params();
-    let cfg = p.config_with(&spec.config, None).map_err(invalid)?;
-    let mut wl = WorkloadSpec::new(&spec.profile, spec.tenants, &spec.order).map_err(invalid)?;
+    let cfg = p.config_with(&spec.config, None).map_err(|e| invalid(e.to_string()))?;
+    let mut wl = WorkloadSpec::new(&spec.profile, spec.tenants, &spec.order).map_err(|e| invalid(e.to_string()))?;
     wl.packets_per_tenant = spec.packets_per_tenant;
     wl.seed = 1;
     Ok((cfg, wl, p.packet_bytes))
