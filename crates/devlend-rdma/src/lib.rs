@@ -24,6 +24,8 @@ pub mod dma;
 pub mod driver;
 pub mod error;
 pub mod node;
+pub mod ntregs;
+mod ops;
 pub mod params;
 pub mod pio;
 pub mod shmem;

@@ -6,16 +6,14 @@
 //! store only after the previous one was accepted (`uc_store_ps`), so the issue rate, not the
 //! link, limits it. Through a write-combining (WC) mapping, stores fill line-sized WC buffers;
 //! each flush is one posted TLP and up to `wc_buffers` flushes are in flight. The copy runs as
-//! threads on the machine ([`spawn_copy`], one per store slot): each TLP travels the links
-//! (header, framing and credits as the engine charges them) with everything else, so a link slower
-//! than the issue rate holds the stores back; [`put`] ends when the last store has landed. Parameters and sources: `params/hardware.toml [cpu_store]`.
+//! threads on the machine ([`spawn_copy`], one per store slot, for tools whose copies run on
+//! several slots at once) or as one thread ([`copy_in_thread`], the put library's calling CPU):
+//! each TLP travels the links (header, framing and credits as the engine charges them) with
+//! everything else, so a link slower than the issue rate holds the stores back. Parameters and sources: `params/hardware.toml [cpu_store]`.
 
 use crate::params::params;
-use crate::driver;
-use crate::error::RResult;
-use devlend_engine::machine::{Machine, World};
+use devlend_engine::machine::{Machine, Thread, ThreadError, World};
 use devlend_engine::queue::Ps;
-use devlend_fabric::Fabric;
 use std::rc::Rc;
 
 /// How the BAR is mapped into the CPU's address space.
@@ -40,14 +38,31 @@ impl Mapping {
     }
 }
 
-/// CPU `host` copies `data` to `addr` (the NTB BAR) with `mapping`, on a machine of its own:
-/// the time until the last store has landed, in ps.
-pub fn put(f: &mut Fabric, host: u16, addr: u64, data: &[u8], mapping: Mapping) -> RResult<u64> {
-    driver::on_machine(f, None, |m| {
-        spawn_copy(m, "memcpy into the BAR", host, addr, data, 1, 1, mapping, 0);
-        m.run().map_err(driver::machine_error)?;
-        Ok(m.now())
-    })
+/// CPU `host` copies `data` to `addr` (the NTB BAR) with `mapping`, as thread `t` (one core):
+/// line `j` takes store slot `j % slots` once that slot's last store has held it long enough,
+/// and the thread goes on once the store has left the CPU. Done when the last store is out.
+pub fn copy_in_thread<W: World>(t: &mut Thread<'_, W>, host: u16, addr: u64, data: &[u8], mapping: Mapping) -> Result<(), ThreadError> {
+    let (unit, lanes, hold) = mapping.lanes();
+    let mut free: Vec<Ps> = vec![0; lanes as usize];
+    t.sleep(params().cpu_store.call_ps);
+    for (i, piece) in data.chunks(unit as usize).enumerate() {
+        let slot = i % lanes as usize;
+        let wait = free[slot].saturating_sub(t.now());
+        t.sleep(wait);
+        let start = t.now();
+        t.cpu_write(host, addr + i as u64 * unit, piece)?;
+        free[slot] = start + hold.max(t.now() - start);
+    }
+    Ok(())
+}
+
+/// One uncached store: the core issues the next only `uc_store_ps` after this one.
+pub fn uc_store<W: World>(t: &mut Thread<'_, W>, host: u16, addr: u64, v: u32) -> Result<(), ThreadError> {
+    let start: Ps = t.now();
+    t.cpu_write(host, addr, &v.to_le_bytes())?;
+    let spent = t.now() - start;
+    t.sleep(params().cpu_store.uc_store_ps.saturating_sub(spent));
+    Ok(())
 }
 
 /// Spawn CPU `host`'s copies of `data` to `addr` from time `at`, `times` chunks one after another
