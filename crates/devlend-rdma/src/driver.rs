@@ -1,9 +1,9 @@
-//! The DMA driver's call, as a thread on a machine, and one machine per operation.
+//! The DMA driver's call, as a thread on a machine, and the machine a fabric moves into for a run.
 //!
 //! The driver's call works on any machine (a fabric alone, or a cluster shared with other
-//! workloads). An operation of the library (a put, a get) runs on a machine of its own: the fabric
-//! moves into it, the DMA engine is added as a device, the driver's calls run as threads, and the
-//! fabric comes back when nothing is left to happen. A DMA call is what the PLX driver's ioctl
+//! workloads). [`on_machine`] moves a fabric into a machine for one run of the library (a blocking
+//! call, or every queued non-blocking one at `quiet`): the DMA engine is added as a device, the
+//! driver's calls run as threads, and the fabric comes back when nothing is left to happen. A DMA call is what the PLX driver's ioctl
 //! does (003 §3): enter the driver, read the channel's status register over PCIe where block mode
 //! does, write the SG ring into host RAM, program the channel's registers with uncached stores
 //! (START last), sleep until the channel's MSI-X interrupt lands, read the status in the ISR, and

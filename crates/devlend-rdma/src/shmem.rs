@@ -9,11 +9,13 @@
 //! divided evenly, as in 003 §3's Fig 9). Every input is checked before any byte moves, so a
 //! refused call leaves the peer's memory untouched, and a call over a link that is down is refused
 //! as [`RdmaError::LinkDown`] before anything moves. Blocking calls return their [`Timing`];
-//! `*_nbi` calls queue it and `quiet` waits for all (they share one channel: their times add up).
+//! `*_nbi` calls are checked and staged, and `quiet` runs all of them on one machine at the same
+//! time ([`crate::ops`]: PIO on the calling CPU in order, DMA on the channels round-robin, sharing
+//! the links) and waits for the last.
 //! A non-blocking get lands at the same offset of the local buffer (symmetric heap), read with
 //! [`Pe::local_read`] after `quiet`, as OpenSHMEM's `shmem_getmem_nbi` fills its destination.
-//! Each DMA operation runs on a machine of its own ([`crate::driver`]): the driver's call is a
-//! thread, the engine a device, and their accesses flows on the links. With several DMA channels
+//! The driver's call is a thread, the engine and the NT registers devices, and their accesses
+//! flows on the links; a put ends when the peer's doorbell handler runs. With several DMA channels
 //! ([`Pe::attach_dma_with`]), [`Pe::dma_concurrent`] runs transfers on them at the same time, on
 //! one machine, so they share the links as the engine's flows do.
 
