@@ -170,7 +170,7 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
                                                         "timing.KEY=VALUE, hosts.NAME.KEY=VALUE, devices.NAME.KEY=VALUE or "
                                                         "links.END.KEY=VALUE, e.g. 'timing.ntb_latency_ps=300 ns'; repeatable"),
                topology: Optional[str] = typer.Option(None, "--topology", help="a topology file to run on instead of the experiment's "
-                                                      "testbed, with the names the experiment uses (d1, fio, contention)"),
+                                                      "testbed, with the names the experiment uses (d1, fio, contention, ntb-perf, ntb-pingpong)"),
                opts: Optional[list[str]] = typer.Option(None, "--opt", help="one of the experiment's own options, KEY=VALUE, e.g. "
                                                         "ntb-perf's 'use_dma=1' or 'threads_count=4'; repeatable")) -> None:
     """Rebuild a paper's setup, run it on the model, and print our numbers beside the paper's."""
