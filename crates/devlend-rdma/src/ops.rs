@@ -1,9 +1,10 @@
 //! The put/get library's operations on one machine: blocking calls run one, `quiet` runs every
 //! queued non-blocking one together, so they overlap and share the links.
 //!
-//! On the machine: the calling CPU is one thread doing the PIO operations in the order they were
-//! issued (a CPU copies with its own stores: stores through the BAR, WC fill buffers in flight as
-//! slots; loads through the BAR, one round trip each, as UC loads are); each DMA channel is one
+//! On the machine: the calling CPU does the PIO operations one after another in the order they
+//! were issued (a CPU copies with its own stores): a put's stores through the BAR as one thread
+//! per store slot (one UC store, or a WC fill buffer each, in flight), a get's loads through the
+//! BAR as one thread, one round trip each, as UC loads are; each DMA channel is one
 //! driver thread doing its DMA operations in order (the DMA operations dealt to the channels
 //! round-robin); the NT registers and the DMA engine are devices. A put rings the peer's data
 //! doorbell once its data is out (a CPU store to the peer's doorbell register, after the last
@@ -17,7 +18,7 @@ use crate::error::{RResult, RdmaError};
 use crate::node::DB_DATA;
 use crate::ntregs::{doorbell_irq_count, CpuRegs, NtRegs};
 use crate::params::params;
-use crate::pio::{copy_in_thread, Mapping};
+use crate::pio::{copy_slot, Mapping};
 use crate::shmem::Timing;
 use devlend_engine::machine::{Machine, Thread, ThreadError, Watch};
 use devlend_engine::queue::Ps;
@@ -62,6 +63,8 @@ pub(crate) struct Caller {
 struct Board {
     /// Doorbells rung so far.
     rung: Cell<usize>,
+    /// The calling CPU's operations done so far (the next one's turn).
+    turn: Rc<Cell<usize>>,
     /// When the peer's handler ran for each doorbell, in order.
     handled: RefCell<Vec<Ps>>,
     done: RefCell<Vec<Option<Done>>>,
@@ -108,25 +111,9 @@ fn finish(mut d: Done, handled: &[Ps]) -> Done {
 
 fn spawn(m: &mut Machine<Fabric>, c: &Caller, regs: CpuRegs, board: &Rc<Board>, cpu: Vec<(usize, Op)>, dma: Vec<Vec<(usize, Op)>>) {
     let (host, mapping) = (c.host, c.mapping);
-    let b = board.clone();
-    m.spawn("shmem CPU", 0, move |t| {
-        for (i, op) in cpu {
-            let start = t.now();
-            let d = match op {
-                Op::PioPut { win, data } => {
-                    copy_in_thread(t, host, win, &data, mapping)?;
-                    let mut timing = Timing::default();
-                    timing.add("CPU stores through the BAR", t.now() - start);
-                    let k = ring(t, &b, &regs)?;
-                    Done { timing, data: Vec::new(), end: t.now(), ring: Some(k) }
-                }
-                Op::PioGet { win, len, land } => pio_get(t, host, win, len, land)?,
-                Op::Dma { .. } => unreachable!("DMA operations go to the channels"),
-            };
-            b.done.borrow_mut()[i] = Some(d);
-        }
-        Ok(())
-    });
+    for (turn, (i, op)) in cpu.into_iter().enumerate() {
+        spawn_cpu_op(m, host, mapping, regs, board, turn, i, op);
+    }
     for (k, queue) in dma.into_iter().enumerate() {
         let (r, b) = (c.channels[k], board.clone());
         m.spawn(&format!("shmem DMA channel {k}"), 0, move |t| {
@@ -152,6 +139,50 @@ fn spawn(m: &mut Machine<Fabric>, c: &Caller, regs: CpuRegs, board: &Rc<Board>, 
             b.handled.borrow_mut().push(t.now());
         }
     });
+}
+
+/// The calling CPU's `turn`-th operation (operation `i`): it starts once the one before is done.
+/// A put's store slots are threads; the last one to finish rings the doorbell.
+#[allow(clippy::too_many_arguments)]
+fn spawn_cpu_op(m: &mut Machine<Fabric>, host: u16, mapping: Mapping, regs: CpuRegs, board: &Rc<Board>, turn: usize, i: usize, op: Op) {
+    let gate = move |t: &mut Thread<'_, Fabric>, b: &Board| {
+        let turns = b.turn.clone();
+        t.wait_until(format!("the calling CPU's operation {turn}"), move |_: &mut Fabric| turns.get() == turn);
+    };
+    match op {
+        Op::PioGet { win, len, land } => {
+            let b = board.clone();
+            m.spawn(&format!("shmem CPU, operation {i}"), 0, move |t| {
+                gate(t, &b);
+                let d = pio_get(t, host, win, len, land)?;
+                b.done.borrow_mut()[i] = Some(d);
+                b.turn.set(turn + 1);
+                Ok(())
+            });
+        }
+        Op::PioPut { win, data } => {
+            let data: Rc<[u8]> = Rc::from(data);
+            let left = Rc::new(Cell::new(mapping.slots()));
+            for lane in 0..mapping.slots() {
+                let (b, data, left) = (board.clone(), data.clone(), left.clone());
+                m.spawn(&format!("shmem CPU, operation {i}, store slot {lane}"), 0, move |t| {
+                    gate(t, &b);
+                    let start = t.now();
+                    copy_slot(t, host, win, &data, lane, mapping)?;
+                    left.set(left.get() - 1);
+                    if left.get() == 0 {
+                        let mut timing = Timing::default();
+                        timing.add("CPU stores through the BAR", t.now() - start);
+                        let k = ring(t, &b, &regs)?;
+                        b.done.borrow_mut()[i] = Some(Done { timing, data: Vec::new(), end: t.now(), ring: Some(k) });
+                        b.turn.set(turn + 1);
+                    }
+                    Ok(())
+                });
+            }
+        }
+        Op::Dma { .. } => unreachable!("DMA operations go to the channels"),
+    }
 }
 
 /// Ring the peer's data doorbell (a UC store): which doorbell of the run it is.

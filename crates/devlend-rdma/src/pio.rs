@@ -6,9 +6,7 @@
 //! store only after the previous one was accepted (`uc_store_ps`), so the issue rate, not the
 //! link, limits it. Through a write-combining (WC) mapping, stores fill line-sized WC buffers;
 //! each flush is one posted TLP and up to `wc_buffers` flushes are in flight. The copy runs as
-//! threads on the machine ([`spawn_copy`], one per store slot, for tools whose copies run on
-//! several slots at once) or as one thread ([`copy_in_thread`], the put library's calling CPU):
-//! each TLP travels the links (header, framing and credits as the engine charges them) with
+//! threads on the machine, one per store slot ([`spawn_copy`], [`copy_slot`]): each TLP travels the links (header, framing and credits as the engine charges them) with
 //! everything else, so a link slower than the issue rate holds the stores back. Parameters and sources: `params/hardware.toml [cpu_store]`.
 
 use crate::params::params;
@@ -27,6 +25,10 @@ impl Mapping {
     pub fn from_params() -> Mapping {
         if params().cpu_store.mapping == "wc" { Mapping::WriteCombining } else { Mapping::Uncached }
     }
+    /// Stores in flight at once: one for UC, a fill buffer each for WC.
+    pub fn slots(self) -> u64 {
+        self.lanes().1
+    }
     /// (bytes per posted TLP, stores in flight at once, time each holds its slot in ps): a UC
     /// store holds the core; a WC line holds one of the fill buffers until its flush is accepted.
     fn lanes(self) -> (u64, u64, u64) {
@@ -38,20 +40,16 @@ impl Mapping {
     }
 }
 
-/// CPU `host` copies `data` to `addr` (the NTB BAR) with `mapping`, as thread `t` (one core):
-/// line `j` takes store slot `j % slots` once that slot's last store has held it long enough,
-/// and the thread goes on once the store has left the CPU. Done when the last store is out.
-pub fn copy_in_thread<W: World>(t: &mut Thread<'_, W>, host: u16, addr: u64, data: &[u8], mapping: Mapping) -> Result<(), ThreadError> {
+/// Store slot `lane`'s part of one copy of `data` to `addr`, after the call's entry: its lines
+/// (dealt round-robin over the slots), each once the slot's last store has left the CPU and its
+/// holding time has passed.
+pub fn copy_slot<W: World>(t: &mut Thread<'_, W>, host: u16, addr: u64, data: &[u8], lane: u64, mapping: Mapping) -> Result<(), ThreadError> {
     let (unit, lanes, hold) = mapping.lanes();
-    let mut free: Vec<Ps> = vec![0; lanes as usize];
     t.sleep(params().cpu_store.call_ps);
-    for (i, piece) in data.chunks(unit as usize).enumerate() {
-        let slot = i % lanes as usize;
-        let wait = free[slot].saturating_sub(t.now());
-        t.sleep(wait);
+    for (i, piece) in data.chunks(unit as usize).enumerate().skip(lane as usize).step_by(lanes as usize) {
         let start = t.now();
         t.cpu_write(host, addr + i as u64 * unit, piece)?;
-        free[slot] = start + hold.max(t.now() - start);
+        t.sleep(hold.saturating_sub(t.now() - start));
     }
     Ok(())
 }
@@ -73,20 +71,14 @@ pub fn uc_store<W: World>(t: &mut Thread<'_, W>, host: u16, addr: u64, v: u32) -
 #[allow(clippy::too_many_arguments)]
 pub fn spawn_copy<W: World>(m: &mut Machine<W>, name: &str, host: u16, addr: u64, data: &[u8], times: u64, wrap: u64, mapping: Mapping, at: Ps) -> Vec<usize> {
     let wrap = wrap.max(1);
-    let (unit, lanes, hold) = mapping.lanes();
+    let lanes = mapping.slots();
     let data: Rc<[u8]> = Rc::from(data);
     (0..lanes)
         .map(|lane| {
             let data = data.clone();
             m.spawn(&format!("{name}, store slot {lane}"), at, move |t| {
                 for j in 0..times {
-                    t.sleep(params().cpu_store.call_ps);
-                    let at = addr + (j % wrap) * data.len() as u64;
-                    for (i, piece) in data.chunks(unit as usize).enumerate().skip(lane as usize).step_by(lanes as usize) {
-                        let start = t.now();
-                        t.cpu_write(host, at + i as u64 * unit, piece)?;
-                        t.sleep(hold.saturating_sub(t.now() - start));
-                    }
+                    copy_slot(t, host, addr + (j % wrap) * data.len() as u64, &data, lane, mapping)?;
                 }
                 Ok(())
             })
