@@ -110,11 +110,13 @@ def test_ntb_perf_experiment_cpu_dma_and_channels():
 
 def test_ntb_perf_bad_parameters():
     with pytest.raises(_core.FabricError, match="chunk"):
-        _rdma.ntb_perf(2 * MiB, 4 * MiB, False)
+        _rdma.ntb_perf(21, 22, False)                                # 2 MiB chunks: past Linux's 1 MiB and the window
     with pytest.raises(_core.FabricError, match="DMA channel"):
-        _rdma.ntb_perf(4 * KiB, MiB, True, threads=2)               # one channel by default
+        _rdma.ntb_perf(12, 20, True, threads_count=2)               # one channel by default
     with pytest.raises(_core.FabricError, match="DMA channels"):
-        _rdma.ntb_perf(4 * KiB, MiB, True, channels=5)
+        _rdma.ntb_perf(12, 20, True, channels=5)
+    with pytest.raises(_core.FabricError, match="no NTB joins"):
+        _rdma.ntb_perf(12, 20, False, runner="host-b", peer="host-b")
 
 
 def test_ntb_pingpong_experiment_and_bad_input():
@@ -128,3 +130,32 @@ def test_ntb_pingpong_experiment_and_bad_input():
     assert r["bits"][:4] == [0x4000, 0x8000, 0x4000, 0x8000]
     with pytest.raises(_core.FabricError, match="init_db"):
         _rdma.ntb_pingpong(4, init_db=1 << 16)
+
+
+def test_ntb_tools_run_on_another_topology_with_an_ntb():
+    """nvme-back-to-back's hosts are lender and borrower, joined by PXH830 adapters (Gen3 x8), and
+    have no PEX8749 DMA engine: CPU copies only, the hosts named by options."""
+    from devlend.experiments import get
+    from devlend.experiments import topology_path
+    topo = topology_path("nvme-back-to-back.yaml")
+    perf = get("ntb-perf").run(quick=True, topology=topo, options={"runner": "borrower", "peer": "lender", "use_dma": "0",
+                                                                  "chunk_order": "16", "total_order": "20"})
+    row = perf.rows[0]
+    assert list(row) == ["chunk", "cpu_MBps", "link_MBps"] and 0 < row["cpu_MBps"] <= row["link_MBps"]
+    assert "borrower" in perf.title
+    pp = get("ntb-pingpong").run(quick=True, topology=topo, options={"a": "lender", "b": "borrower", "count": "10"})
+    assert [r["link"] for r in pp.rows] == ["as given"] and pp.rows[0]["counter"] == 10
+    dma = get("ntb-perf").run(quick=True, topology=topo, options={"runner": "borrower", "peer": "lender", "chunk_order": "16",
+                                                                 "total_order": "20"})
+    assert dma.rows[0]["dma x1_MBps"] is None and any("no DMA" in n for n in dma.notes)
+
+
+def test_experiment_options_are_checked():
+    from devlend.errors import DevlendError
+    from devlend.experiments import get
+    with pytest.raises(DevlendError, match="no option chunk_size"):
+        get("ntb-perf").run(quick=True, options={"chunk_size": "4096"})
+    with pytest.raises(DevlendError, match="expected int"):
+        get("ntb-pingpong").run(quick=True, options={"count": "many"})
+    with pytest.raises(DevlendError, match="no option"):
+        get("r1").run(quick=True, options={"use_dma": "1"})

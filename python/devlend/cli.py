@@ -170,7 +170,9 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
                                                         "timing.KEY=VALUE, hosts.NAME.KEY=VALUE, devices.NAME.KEY=VALUE or "
                                                         "links.END.KEY=VALUE, e.g. 'timing.ntb_latency_ps=300 ns'; repeatable"),
                topology: Optional[str] = typer.Option(None, "--topology", help="a topology file to run on instead of the experiment's "
-                                                      "testbed, with the names the experiment uses (d1, fio, contention)")) -> None:
+                                                      "testbed, with the names the experiment uses (d1, fio, contention, ntb-perf, ntb-pingpong)"),
+               opts: Optional[list[str]] = typer.Option(None, "--opt", help="one of the experiment's own options, KEY=VALUE, e.g. "
+                                                        "ntb-perf's 'use_dma=1' or 'threads_count=4'; repeatable")) -> None:
     """Rebuild a paper's setup, run it on the model, and print our numbers beside the paper's."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from . import experiments
@@ -182,11 +184,12 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
         from .topology import parse_sets
         exp = experiments.get(name)
         params = parse_sets(sets) if sets else None
+        options = _parse_opts(opts or [])
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                       transient=True, disable=not err.is_terminal) as bar:
             task = bar.add_task(f"{name}: starting", total=None)
             res = exp.run(quick=quick, progress=lambda msg: bar.update(task, description=f"{name}: {msg}"), params=params,
-                          topology=topology, origin="--set")
+                          topology=topology, origin="--set", options=options)
     except (DevlendError, OSError) as e:
         _fail(e)
     out.print(_table(res))
@@ -198,6 +201,17 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
         _fail(e)
     for w in written:
         out.print(f"wrote {w}", markup=False)
+
+
+def _parse_opts(opts: list[str]) -> dict:
+    """--opt KEY=VALUE pairs (values typed by the experiment)."""
+    out = {}
+    for o in opts:
+        key, eq, value = o.partition("=")
+        if not eq or not key.strip():
+            raise DevlendError(f"--opt {o!r}: expected KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def _write_outputs(res, name: str, csv_out: Optional[str], out_dir: Optional[str]) -> list[str]:

@@ -3,7 +3,8 @@
 //! the windows). Host B (NT link side, where the DMA function sits) puts into host A's buffer, as
 //! in 003 ("we transfer the data to Host A from Host B by using one DMA channel"); a transfer ends
 //! when host A's doorbell handler runs ("an interrupt occurs at the end of each transfer").
-//! [`perf`] and [`pingpong`]: the ntb_perf and ntb_pingpong figures of issue 6 on this testbed.
+//! [`perf`] and [`pingpong`]: the ntb_perf and ntb_pingpong figures of issue 6, on this testbed or
+//! between the two ends of any NTB ([`ends`]).
 
 pub mod perf;
 pub mod pingpong;
@@ -11,6 +12,8 @@ pub mod pingpong;
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
 use devlend_rdma::pio::Mapping;
+use devlend_rdma::node::{Node, Pinned};
+use devlend_rdma::shmem::Pe;
 use devlend_rdma::{handshake, Method, Pair, RResult, RdmaError, Timing};
 
 pub const BUF_RAM_OFFSET: u64 = 0x1000_0000;
@@ -23,16 +26,6 @@ pub const DMA: &str = "plx-dma";
 pub fn testbed(json: &str) -> RResult<(Fabric, Pair)> {
     let mut f = devlend_fabric::build_json(json).map_err(|e| RdmaError::Invalid(e.to_string()))?;
     let pair = handshake(&mut f, NTB_A, NTB_B, BUF_RAM_OFFSET, BUF_SIZE, Some(DMA))?;
-    Ok((f, pair))
-}
-
-/// The testbed with host B's DMA engine given `channels` channels of `outstanding_reads` reads
-/// in flight each (None: `[ntb_dma]`'s).
-pub fn testbed_with(json: &str, channels: Option<u32>, outstanding_reads: Option<u64>) -> RResult<(Fabric, Pair)> {
-    let p = &devlend_rdma::params::params().ntb_dma;
-    let mut f = devlend_fabric::build_json(json).map_err(|e| RdmaError::Invalid(e.to_string()))?;
-    let mut pair = handshake(&mut f, NTB_A, NTB_B, BUF_RAM_OFFSET, BUF_SIZE, None)?;
-    pair.b.attach_dma_with(&mut f, DMA, channels.unwrap_or(p.channels), outstanding_reads.unwrap_or(p.outstanding_reads))?;
     Ok((f, pair))
 }
 
@@ -79,15 +72,82 @@ pub fn link_limit(json: &str) -> RResult<f64> {
     pair.b.dma_write_limit(&mut f)
 }
 
-/// ntb_perf from host B (where the DMA engine sits) into host A's window on the 003 testbed, with
-/// `channels` DMA channels (None: `[ntb_dma]`'s) of `outstanding_reads` reads each.
-pub fn ntb_perf(json: &str, chunk: u64, total: u64, use_dma: bool, threads: u32, channels: Option<u32>, outstanding_reads: Option<u64>) -> RResult<perf::Perf> {
-    let (mut f, mut pair) = testbed_with(json, channels, outstanding_reads)?;
-    perf::run(&mut f, &mut pair.b, chunk, total, use_dma, threads)
+/// The DMA engine's profile ntb_perf looks for in the runner's host with `use_dma`.
+pub const DMA_PROFILE: &str = "pex8749-dma";
+
+/// The Linux tool ntb_perf's knobs (module parameters `use_dma`, `chunk_order`, `total_order`,
+/// `max_mw_size`; debugfs `threads_count`), and the DMA engine's channels and read pipeline
+/// (None: `[ntb_dma]`'s, at least one channel per thread).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PerfSpec {
+    pub use_dma: bool,
+    pub threads_count: u32,
+    pub chunk_order: u32,
+    pub total_order: u32,
+    pub max_mw_size: Option<u64>,
+    pub channels: Option<u32>,
+    pub outstanding_reads: Option<u64>,
 }
 
-/// ntb_pingpong between host A and host B on the 003 testbed (host A rings first).
-pub fn ntb_pingpong(json: &str, pings: u32, init_db: u64, delay_ps: u64) -> RResult<pingpong::PingPong> {
-    let (mut f, pair) = testbed(json)?;
+/// Linux's limit on `chunk_order` (MAX_CHUNK_ORDER: no chunk larger than 1 MiB).
+pub const MAX_CHUNK_ORDER: u32 = 20;
+
+/// The NT adapter of host `from` whose peer sits in host `to`.
+fn ntb_between(f: &Fabric, from: &str, to: &str) -> RResult<u32> {
+    let host = |n: &str| f.host_id(n).map_err(|e| RdmaError::Invalid(e.to_string()));
+    let (a, b) = (host(from)?, host(to)?);
+    let found = f.ntbs.iter().enumerate().find(|(_, n)| n.host == a && n.peer.is_some_and(|p| f.ntbs[p as usize].host == b));
+    found.map(|(i, _)| i as u32).ok_or_else(|| RdmaError::Invalid(format!("no NTB joins host {from} to host {to}")))
+}
+
+/// The handshake between the two ends of the NTB joining `runner` to `peer`, on the topology
+/// `json`: each end's buffer (at [`BUF_RAM_OFFSET`] of its RAM, the size of the window or
+/// `max_mw_size`) behind the last direct memory window. Pair `a` is the peer, `b` the runner.
+pub fn ends(json: &str, runner: &str, peer: &str, max_mw_size: Option<u64>) -> RResult<(Fabric, Pair)> {
+    let mut f = devlend_fabric::build_json(json).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+    let (nb, na) = (ntb_between(&f, runner, peer)?, ntb_between(&f, peer, runner)?);
+    if f.hosts[f.ntbs[na as usize].host as usize].iommu {
+        return Err(RdmaError::Invalid(format!("peer: {peer} has its IOMMU on; ntb_perf and ntb_pingpong here map the buffers by physical address, so they need hosts with the IOMMU off")));
+    }
+    let windows = &f.ntbs[nb as usize].windows;
+    let widx = (0..windows.len()).rev().find(|&i| windows[i].lut_segments == 0).ok_or_else(|| RdmaError::Invalid(format!("{} has no direct memory window", f.ntbs[nb as usize].name)))?;
+    let size = windows[widx].size.min(max_mw_size.unwrap_or(u64::MAX));
+    let mut open = |ntb: u32| -> RResult<Node> {
+        let h = &f.hosts[f.ntbs[ntb as usize].host as usize];
+        let at = |off: u64| f.ram_offset_to_phys(h, off).filter(|p| h.in_ram(p + size + 0x2000 - 1));
+        let phys = at(BUF_RAM_OFFSET).ok_or_else(|| RdmaError::Invalid(format!("host {} has no {size} contiguous bytes of RAM at offset {BUF_RAM_OFFSET:#x}", h.name)))?;
+        Node::open_at(&mut f, ntb, widx, Pinned { phys, size }, Pinned { phys: phys + size, size: 0x2000 })
+    };
+    let (mut a, mut b) = (open(na)?, open(nb)?);
+    a.publish(&mut f)?;
+    b.publish(&mut f)?;
+    for n in [&mut a, &mut b] {
+        if n.learn_peer(&mut f)?.is_none() {
+            return Err(RdmaError::NotPublished { addr: 0, len: 0, published: None });
+        }
+    }
+    Ok((f, Pair { a: Pe::new(a), b: Pe::new(b) }))
+}
+
+/// ntb_perf from host `runner` into host `peer`'s window over the NTB joining them, on the
+/// topology `json`.
+pub fn ntb_perf(json: &str, runner: &str, peer: &str, s: &PerfSpec) -> RResult<perf::Perf> {
+    if s.chunk_order > MAX_CHUNK_ORDER || s.total_order < s.chunk_order || s.total_order > 40 {
+        return Err(RdmaError::Invalid(format!("chunk_order {} and total_order {}: expected chunk_order <= {MAX_CHUNK_ORDER} and chunk_order <= total_order <= 40", s.chunk_order, s.total_order)));
+    }
+    let (mut f, mut pair) = ends(json, runner, peer, s.max_mw_size)?;
+    if s.use_dma {
+        let host = pair.b.node.host;
+        let dma = f.devices.iter().find(|d| d.profile.as_deref() == Some(DMA_PROFILE) && f.func_id(&d.name).is_ok_and(|x| f.func_host(x) == host)).map(|d| d.name.clone());
+        let dma = dma.ok_or_else(|| RdmaError::NoDmaEngine(format!("host {runner} has no function with the {DMA_PROFILE} profile: no DMA channel")))?;
+        let p = &devlend_rdma::params::params().ntb_dma;
+        pair.b.attach_dma_with(&mut f, &dma, s.channels.unwrap_or(p.channels), s.outstanding_reads.unwrap_or(p.outstanding_reads))?;
+    }
+    perf::run(&mut f, &mut pair.b, 1 << s.chunk_order, 1 << s.total_order, s.use_dma, s.threads_count)
+}
+
+/// ntb_pingpong between host `a` (it rings first) and host `b` over the NTB joining them.
+pub fn ntb_pingpong(json: &str, a: &str, b: &str, pings: u32, init_db: u64, delay_ps: u64) -> RResult<pingpong::PingPong> {
+    let (mut f, pair) = ends(json, b, a, None)?;
     pingpong::run(&mut f, &pair.a.node, &pair.b.node, pings, init_db, delay_ps)
 }

@@ -1,7 +1,7 @@
 //! The 003 figures' procedures on the testbed (pex8749-rdma.json is the shipped YAML with its
 //! setup dropped): R1/R2's sweep, ntb_perf and ntb_pingpong.
 
-use devlend_experiments::rdma::{self as bench, testbed};
+use devlend_experiments::rdma::{self as bench, testbed, PerfSpec};
 use devlend_rdma::node::link_down;
 use devlend_rdma::RdmaError;
 
@@ -21,51 +21,59 @@ fn r1_r2_relations_hold_in_the_rust_model() {
     assert!(mbps("sg256", 4096) < mbps("sg8", 4096));
 }
 
+/// ntb_perf's knobs from host B into host A: `chunk` and `total` as orders, DMA channels.
+fn perf(chunk_order: u32, total_order: u32, use_dma: bool, threads_count: u32, channels: Option<u32>) -> Result<bench::perf::Perf, RdmaError> {
+    let s = PerfSpec { use_dma, threads_count, chunk_order, total_order, max_mw_size: None, channels, outstanding_reads: None };
+    bench::ntb_perf(J, "host-b", "host-a", &s)
+}
+
 #[test]
 fn ntb_perf_cpu_and_dma_land_in_the_peer_and_report_mbps() {
-    let kib = 1u64 << 10;
-    let cpu = bench::ntb_perf(J, 64 * kib, 4 << 20, false, 1, None, None).unwrap();
-    let dma = bench::ntb_perf(J, 64 * kib, 4 << 20, true, 1, None, None).unwrap();
+    let cpu = perf(16, 22, false, 1, None).unwrap();
+    let dma = perf(16, 22, true, 1, None).unwrap();
     for r in [&cpu, &dma] {
         assert_eq!(r.copied, 4 << 20);
         assert!(r.total_ps >= r.link_ps && r.mbytes_per_s() > 0.0);
     }
-    // Four passes over the 1 MiB window take four times one pass.
-    let one = bench::ntb_perf(J, 64 * kib, 1 << 20, true, 1, None, None).unwrap();
-    assert_eq!(dma.total_ps, 4 * one.total_ps);
+    // Four passes over the 1 MiB window, every chunk on the machine, take four times one pass
+    // (to within the start and the end of the run).
+    let one = perf(16, 20, true, 1, None).unwrap();
+    let ratio = dma.total_ps as f64 / one.total_ps as f64;
+    assert!((3.96..4.04).contains(&ratio), "four passes take {ratio:.3}x one");
     // Two threads on two channels: each copies `total`, together faster than one thread alone.
-    let two = bench::ntb_perf(J, 64 * kib, 1 << 20, true, 2, Some(2), None).unwrap();
+    let two = perf(16, 20, true, 2, Some(2)).unwrap();
     assert_eq!(two.copied, 2 << 20);
     assert!(two.mbytes_per_s() > 1.5 * one.mbytes_per_s());
 }
 
-
 #[test]
 fn ntb_perf_bad_parameters_are_clear_errors() {
-    let bad = [(0, 1 << 20, false, 1), (2 << 20, 4 << 20, false, 1), (4096, 1024, false, 1), (4096, 1 << 20, false, 0), (4096, 1 << 20, false, 33), (1 << 20, 1 << 20, false, 2)];
-    for (chunk, total, dma, threads) in bad {
-        let e = bench::ntb_perf(J, chunk, total, dma, threads, None, None).unwrap_err();
+    // chunk over the 1 MiB window, chunk over Linux's 1 MiB limit, total under a chunk, 0 and 33
+    // threads, two threads' parts smaller than a chunk.
+    let bad = [(20, 22, 2), (21, 22, 1), (12, 10, 1), (12, 20, 0), (12, 20, 33), (20, 20, 2)];
+    for (chunk, total, threads) in bad {
+        let e = perf(chunk, total, false, threads, None).unwrap_err();
         assert!(matches!(e, RdmaError::Invalid(_)), "{e}");
     }
-    let e = bench::ntb_perf(J, 4096, 1 << 20, true, 2, None, None).unwrap_err();
+    let e = perf(12, 20, true, 2, None).unwrap_err();
     assert!(matches!(e, RdmaError::NoDmaEngine(_)) && e.to_string().contains("DMA channel"), "{e}");
+    let e = bench::ntb_perf(J, "host-b", "host-c", &PerfSpec { use_dma: false, threads_count: 1, chunk_order: 12, total_order: 20, max_mw_size: None, channels: None, outstanding_reads: None }).unwrap_err();
+    assert!(matches!(e, RdmaError::Invalid(_)) && e.to_string().contains("host-c"), "{e}");
 }
-
 
 #[test]
 fn ntb_pingpong_bounces_the_counter_and_shifts_the_doorbell() {
-    let r = bench::ntb_pingpong(J, 40, 1, 0).unwrap();
+    let r = bench::ntb_pingpong(J, "host-a", "host-b", 40, 1, 0).unwrap();
     assert_eq!(r.counter, 40);
     assert_eq!(&r.bits[..3], &[1, 2, 4]);
     assert_eq!(r.bits[16], 1, "starts again after the 16 valid bits");
-    assert!(r.round_trip_ps > 0 && r.total_ps == 20 * r.round_trip_ps);
-    let slow = bench::ntb_pingpong(J, 2, 1, 1_000_000).unwrap();
+    assert!(r.round_trip_ps > 0 && r.total_ps == 20 * r.round_trip_ps, "on an idle machine every round trip is the first");
+    let slow = bench::ntb_pingpong(J, "host-a", "host-b", 2, 1, 1_000_000).unwrap();
     assert_eq!(slow.round_trip_ps, r.round_trip_ps + 2_000_000);
     for (pings, init) in [(0, 1), (4, 0), (4, 1 << 16)] {
-        assert!(matches!(bench::ntb_pingpong(J, pings, init, 0), Err(RdmaError::Invalid(_))));
+        assert!(matches!(bench::ntb_pingpong(J, "host-a", "host-b", pings, init, 0), Err(RdmaError::Invalid(_))));
     }
 }
-
 
 #[test]
 fn ntb_pingpong_over_a_link_that_is_down_fails_cleanly() {

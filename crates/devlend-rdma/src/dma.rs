@@ -18,6 +18,7 @@
 //! reported for a transfer that did not fully land.
 
 use crate::channel::Channel;
+use crate::error::{RResult, RdmaError};
 use crate::params::params;
 use devlend_engine::machine::{Cx, Device, FlowDone, World};
 use devlend_fabric::model::FuncId;
@@ -141,13 +142,13 @@ impl DmaEngine {
 
     /// An engine with `channels` channels (1 to `[ntb_dma] max_channels`) that each keep
     /// `outstanding_reads` reads in flight (at least 1).
-    pub fn with(func: FuncId, channels: u32, outstanding_reads: u64) -> Result<DmaEngine, String> {
+    pub fn with(func: FuncId, channels: u32, outstanding_reads: u64) -> RResult<DmaEngine> {
         let max = params().ntb_dma.max_channels;
         if channels == 0 || channels > max {
-            return Err(format!("{channels} DMA channels: the engine has 1 to {max}"));
+            return Err(RdmaError::DmaChannels { channels, max });
         }
         if outstanding_reads == 0 {
-            return Err("outstanding_reads must be at least 1".into());
+            return Err(RdmaError::NoOutstandingReads);
         }
         let channels = (0..channels as u8).map(|c| Channel::new(c, outstanding_reads)).collect();
         Ok(DmaEngine { func, outstanding_reads, channels })

@@ -1,9 +1,9 @@
-//! The DMA driver's call, as a thread on a machine, and one machine per operation.
+//! The DMA driver's call, as a thread on a machine, and the machine a fabric moves into for a run.
 //!
 //! The driver's call works on any machine (a fabric alone, or a cluster shared with other
-//! workloads). An operation of the library (a put, a get) runs on a machine of its own: the fabric
-//! moves into it, the DMA engine is added as a device, the driver's calls run as threads, and the
-//! fabric comes back when nothing is left to happen. A DMA call is what the PLX driver's ioctl
+//! workloads). [`on_machine`] moves a fabric into a machine for one run of the library (a blocking
+//! call, or every queued non-blocking one at `quiet`): the DMA engine is added as a device, the
+//! driver's calls run as threads, and the fabric comes back when nothing is left to happen. A DMA call is what the PLX driver's ioctl
 //! does (003 §3): enter the driver, read the channel's status register over PCIe where block mode
 //! does, write the SG ring into host RAM, program the channel's registers with uncached stores
 //! (START last), sleep until the channel's MSI-X interrupt lands, read the status in the ISR, and
@@ -14,7 +14,6 @@ use crate::error::{RResult, RdmaError};
 use crate::params::params;
 use crate::shmem::Timing;
 use devlend_engine::machine::{Machine, MachineError, Thread, ThreadError, World};
-use devlend_engine::queue::Ps;
 use devlend_fabric::fabric::Event;
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
@@ -111,7 +110,7 @@ pub(crate) fn dma_call<W: World>(t: &mut Thread<'_, W>, r: Regs, descs: &[Desc],
     }
     let events = t.world().fabric().events.total();
     for (off, v) in register_stores(descs, sg, r.ring) {
-        uc_store(t, r.host, r.base + off, v)?;
+        crate::pio::uc_store(t, r.host, r.base + off, v)?;
     }
     lap(t, &mut timing, "register stores (UC)");
     let data = r.msi_data;
@@ -124,15 +123,6 @@ pub(crate) fn dma_call<W: World>(t: &mut Thread<'_, W>, r: Regs, descs: &[Desc],
     t.sleep(sw.irq_wakeup_ps);
     lap(t, &mut timing, "interrupt and wake-up");
     Ok(check_status(t, r).map(|_| timing))
-}
-
-/// One uncached store: the core issues the next only `uc_store_ps` after this one.
-fn uc_store<W: World>(t: &mut Thread<'_, W>, host: u16, addr: u64, v: u32) -> Result<(), ThreadError> {
-    let start: Ps = t.now();
-    t.cpu_write(host, addr, &v.to_le_bytes())?;
-    let spent = t.now() - start;
-    t.sleep(params().cpu_store.uc_store_ps.saturating_sub(spent));
-    Ok(())
 }
 
 /// The channel's status after its interrupt: an error names the descriptor and what landed.

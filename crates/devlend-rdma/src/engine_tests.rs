@@ -1,4 +1,4 @@
-//! The engine's promises on the machine: channels that share a link share it (they finish
+//! The engine's promises on the machine: channels (and non-blocking puts on them) that share a link share it (they finish
 //! together, and together move no more than the link carries); a fault in one channel leaves
 //! another's transfer complete and correct; the bytes DMA moves are the source's.
 
@@ -123,4 +123,26 @@ fn deeper_read_pipelines_are_faster_until_the_link_limits() {
     };
     let (one, four) = (time(1), time(4));
     assert!(four * 10 < one * 7, "4 reads in flight {four} ps, 1 read {one} ps");
+}
+
+#[test]
+fn two_non_blocking_puts_on_two_channels_share_the_link() {
+    let json = slow_link();
+    let (mut f, mut p) = testbed_with(&json, Some(2), Some(16)).unwrap();
+    let peer = p.b.node.peer.unwrap().phys;
+    let data = pattern(2 * HALF, 3);
+    let (lo, hi) = data.split_at(HALF as usize);
+    let alone = p.b.put(&mut f, peer, lo, crate::Method::BlockDma).unwrap().total_ps;
+    p.b.put_nbi(&mut f, peer, lo, crate::Method::BlockDma).unwrap();
+    p.b.put_nbi(&mut f, peer + HALF, hi, crate::Method::BlockDma).unwrap();
+    let both = p.b.quiet(&mut f).unwrap();
+    let ends: Vec<u64> = both.steps.iter().filter(|s| s.0 == "one operation done").map(|s| s.1).collect();
+    assert_eq!(ends.len(), 2);
+    let ratio = both.total_ps as f64 / alone as f64;
+    assert!((1.8..2.1).contains(&ratio), "two puts at once take {ratio:.2}x one alone: they share the link");
+    assert!(ends[0].abs_diff(ends[1]) * 20 < both.total_ps, "both end near the same time: {ends:?}");
+    let rate = (2 * HALF) as f64 / (both.total_ps as f64 * 1e-12);
+    let cap = p.b.dma_write_limit(&mut f).unwrap();
+    assert!(rate <= cap, "{rate:.3e} B/s moved by both puts is more than the link's {cap:.3e}");
+    assert_eq!(host_a(&mut f, &p, 0, 2 * HALF), data);
 }

@@ -17,6 +17,10 @@ pub enum RdmaError {
     /// A CPU access failed on the fabric (recorded there as an event).
     Fabric(String),
     NoDmaEngine(String),
+    /// A DMA engine asked for with `channels` channels, where the engine has 1 to `max`.
+    DmaChannels { channels: u32, max: u32 },
+    /// A DMA channel asked to keep no read in flight.
+    NoOutstandingReads,
     Invalid(String),
 }
 
@@ -31,6 +35,8 @@ impl fmt::Display for RdmaError {
             RdmaError::OutsideRegistered { descriptor, addr, len } => write!(f, "descriptor {descriptor} ({addr:#x}+{len:#x}) points outside registered memory"),
             RdmaError::LinkDown(m) => write!(f, "NTB link is down: {m}"),
             RdmaError::Dma { descriptor, bytes_done, message } => write!(f, "DMA channel error at descriptor {descriptor} after {bytes_done} bytes: {message}"),
+            RdmaError::DmaChannels { channels, max } => write!(f, "{channels} DMA channels: the engine has 1 to {max}"),
+            RdmaError::NoOutstandingReads => write!(f, "outstanding_reads must be at least 1"),
             RdmaError::Fabric(m) | RdmaError::NoDmaEngine(m) | RdmaError::Invalid(m) => write!(f, "{m}"),
         }
     }

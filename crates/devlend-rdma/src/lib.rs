@@ -4,13 +4,14 @@
 //! - [`dma`]: the switch's DMA engine (block and scatter-gather descriptors {src, dst, byte count},
 //!   descriptor fetch over PCIe, one channel by default and more configurable, MSI-X completion per
 //!   channel), an event-driven device on the machine (003 §3-4); [`channel`]: one channel's
-//!   pipeline of reads and writes; [`driver`]: the driver's DMA call as a thread, one machine per
-//!   operation;
+//!   pipeline of reads and writes; [`driver`]: the driver's DMA call as a thread on any machine;
+//! - [`ntregs`]: the NT port's doorbell and scratchpad registers as a device (PLX register map);
 //! - [`node`]: physically contiguous page-locked buffers, the scratchpad handshake, the memory
 //!   window (`mw_set_trans`) and doorbells (003 §2.2, §3, Figs 2-6);
 //! - [`pio`]: CPU stores through the NTB BAR, uncached or write-combined, as a mechanism (Fig 8);
 //! - [`shmem`]: an OpenSHMEM-style put/get library (bytes, int, double; blocking and `*_nbi` with
-//!   `quiet`) choosing PIO, block DMA or SG DMA (003 §3, Fig 5-6);
+//!   `quiet`) choosing PIO, block DMA or SG DMA (003 §3, Fig 5-6), its operations run on one
+//!   machine each call, or all queued ones together at `quiet` (`ops`);
 //!
 //! Tools and figures are not here: `ntb_perf` as a workload on a shared machine is
 //! devlend-workloads'; the measurements of Figs 8-9, the Gen3/Gen4 extension and the ntb_perf and
@@ -24,6 +25,8 @@ pub mod dma;
 pub mod driver;
 pub mod error;
 pub mod node;
+pub mod ntregs;
+mod ops;
 pub mod params;
 pub mod pio;
 pub mod shmem;

@@ -10,9 +10,7 @@
 //! sends through `peer_mw_get_addr`'s BAR. Doorbells (003 §2.2, Fig 6) notify the end of a transfer.
 
 use crate::error::{RResult, RdmaError};
-use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
-use devlend_wire::Access;
 
 pub const SPAD_ADDR_LO: usize = 0;
 pub const SPAD_ADDR_HI: usize = 1;
@@ -21,9 +19,6 @@ pub const SPAD_READY: usize = 3;
 pub const READY: u32 = 0x5244_4d41; // "RDMA"
 pub const DB_READY: u64 = 1;
 pub const DB_DATA: u64 = 2;
-/// 003 §3: the doorbell registers written "on link side" and "on virtual side" of the NT port.
-pub const DB_REG_LINK: u64 = 0x3fc5c;
-pub const DB_REG_VIRTUAL: u64 = 0x3ec4c;
 
 /// A physically contiguous, page-locked region of a host's RAM (never moved, never swapped).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,22 +130,10 @@ impl Node {
         Ok(())
     }
 
-    /// Ring doorbell bits on the peer: a CPU store to the NT port's doorbell register and the
-    /// peer's interrupt. Fails cleanly when the link is down.
+    /// Ring doorbell bits on the peer, timelessly (the handshake): the CPU's store to the peer's
+    /// doorbell register ([`crate::ntregs`]). Fails cleanly when the link is down.
     pub fn ring_peer(&self, f: &mut Fabric, bits: u64) -> RResult<()> {
-        f.peer_db_set(self.ntb, bits).map_err(ferr)?;
-        if let Some(reg) = self.doorbell_reg(f) {
-            f.write(Requester::Cpu(self.host), reg, &(bits as u32).to_le_bytes());
-        }
-        Ok(())
-    }
-
-    /// The bus address of this side's doorbell register in its NT port's BAR 0, if it has one.
-    pub fn doorbell_reg(&self, f: &Fabric) -> Option<u64> {
-        let func = f.ntbs[self.ntb as usize].func;
-        let bar0 = f.funcs[func as usize].bars.iter().find(|b| b.index == 0)?;
-        let off = if f.ntbs[self.ntb as usize].name.contains("virtual") { DB_REG_VIRTUAL } else { DB_REG_LINK };
-        (off < bar0.size).then_some(bar0.addr + off)
+        crate::ntregs::ring_now(f, self.ntb, bits)
     }
 
     /// Take the doorbell bits that have been rung on this side.
@@ -158,19 +141,6 @@ impl Node {
         let bits = f.db_read(self.ntb);
         f.db_clear(self.ntb, bits);
         bits
-    }
-
-    /// Time from the store to the doorbell register until the peer's handler runs: the store,
-    /// the peer NT port's MSI into the peer host, and its interrupt entry.
-    pub fn notify_ps(&self, f: &mut Fabric) -> u64 {
-        let sw = &crate::params::params().rdma_sw;
-        let store = self.doorbell_reg(f).and_then(|r| devlend_engine::latency(f, Requester::Cpu(self.host), r, Access::Write).ok()).unwrap_or(0);
-        let msi = f.ntbs[self.ntb as usize].peer.and_then(|p| {
-            let (pf, ph) = (f.ntbs[p as usize].func, f.ntbs[p as usize].host);
-            let addr = f.hosts[ph as usize].msi.start;
-            devlend_engine::latency(f, Requester::Func(pf), addr, Access::Write).ok()
-        });
-        store + msi.unwrap_or(0) + sw.irq_entry_ps
     }
 }
 

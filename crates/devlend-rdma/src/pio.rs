@@ -6,16 +6,12 @@
 //! store only after the previous one was accepted (`uc_store_ps`), so the issue rate, not the
 //! link, limits it. Through a write-combining (WC) mapping, stores fill line-sized WC buffers;
 //! each flush is one posted TLP and up to `wc_buffers` flushes are in flight. The copy runs as
-//! threads on the machine ([`spawn_copy`], one per store slot): each TLP travels the links
-//! (header, framing and credits as the engine charges them) with everything else, so a link slower
-//! than the issue rate holds the stores back; [`put`] ends when the last store has landed. Parameters and sources: `params/hardware.toml [cpu_store]`.
+//! threads on the machine, one per store slot ([`spawn_copy`], [`copy_slot`]): each TLP travels the links (header, framing and credits as the engine charges them) with
+//! everything else, so a link slower than the issue rate holds the stores back. Parameters and sources: `params/hardware.toml [cpu_store]`.
 
 use crate::params::params;
-use crate::driver;
-use crate::error::RResult;
-use devlend_engine::machine::{Machine, World};
+use devlend_engine::machine::{Machine, Thread, ThreadError, World};
 use devlend_engine::queue::Ps;
-use devlend_fabric::Fabric;
 use std::rc::Rc;
 
 /// How the BAR is mapped into the CPU's address space.
@@ -29,6 +25,10 @@ impl Mapping {
     pub fn from_params() -> Mapping {
         if params().cpu_store.mapping == "wc" { Mapping::WriteCombining } else { Mapping::Uncached }
     }
+    /// Stores in flight at once: one for UC, a fill buffer each for WC.
+    pub fn slots(self) -> u64 {
+        self.lanes().1
+    }
     /// (bytes per posted TLP, stores in flight at once, time each holds its slot in ps): a UC
     /// store holds the core; a WC line holds one of the fill buffers until its flush is accepted.
     fn lanes(self) -> (u64, u64, u64) {
@@ -40,14 +40,27 @@ impl Mapping {
     }
 }
 
-/// CPU `host` copies `data` to `addr` (the NTB BAR) with `mapping`, on a machine of its own:
-/// the time until the last store has landed, in ps.
-pub fn put(f: &mut Fabric, host: u16, addr: u64, data: &[u8], mapping: Mapping) -> RResult<u64> {
-    driver::on_machine(f, None, |m| {
-        spawn_copy(m, "memcpy into the BAR", host, addr, data, 1, 1, mapping, 0);
-        m.run().map_err(driver::machine_error)?;
-        Ok(m.now())
-    })
+/// Store slot `lane`'s part of one copy of `data` to `addr`, after the call's entry: its lines
+/// (dealt round-robin over the slots), each once the slot's last store has left the CPU and its
+/// holding time has passed.
+pub fn copy_slot<W: World>(t: &mut Thread<'_, W>, host: u16, addr: u64, data: &[u8], lane: u64, mapping: Mapping) -> Result<(), ThreadError> {
+    let (unit, lanes, hold) = mapping.lanes();
+    t.sleep(params().cpu_store.call_ps);
+    for (i, piece) in data.chunks(unit as usize).enumerate().skip(lane as usize).step_by(lanes as usize) {
+        let start = t.now();
+        t.cpu_write(host, addr + i as u64 * unit, piece)?;
+        t.sleep(hold.saturating_sub(t.now() - start));
+    }
+    Ok(())
+}
+
+/// One uncached store: the core issues the next only `uc_store_ps` after this one.
+pub fn uc_store<W: World>(t: &mut Thread<'_, W>, host: u16, addr: u64, v: u32) -> Result<(), ThreadError> {
+    let start: Ps = t.now();
+    t.cpu_write(host, addr, &v.to_le_bytes())?;
+    let spent = t.now() - start;
+    t.sleep(params().cpu_store.uc_store_ps.saturating_sub(spent));
+    Ok(())
 }
 
 /// Spawn CPU `host`'s copies of `data` to `addr` from time `at`, `times` chunks one after another
@@ -58,20 +71,14 @@ pub fn put(f: &mut Fabric, host: u16, addr: u64, data: &[u8], mapping: Mapping) 
 #[allow(clippy::too_many_arguments)]
 pub fn spawn_copy<W: World>(m: &mut Machine<W>, name: &str, host: u16, addr: u64, data: &[u8], times: u64, wrap: u64, mapping: Mapping, at: Ps) -> Vec<usize> {
     let wrap = wrap.max(1);
-    let (unit, lanes, hold) = mapping.lanes();
+    let lanes = mapping.slots();
     let data: Rc<[u8]> = Rc::from(data);
     (0..lanes)
         .map(|lane| {
             let data = data.clone();
             m.spawn(&format!("{name}, store slot {lane}"), at, move |t| {
                 for j in 0..times {
-                    t.sleep(params().cpu_store.call_ps);
-                    let at = addr + (j % wrap) * data.len() as u64;
-                    for (i, piece) in data.chunks(unit as usize).enumerate().skip(lane as usize).step_by(lanes as usize) {
-                        let start = t.now();
-                        t.cpu_write(host, at + i as u64 * unit, piece)?;
-                        t.sleep(hold.saturating_sub(t.now() - start));
-                    }
+                    copy_slot(t, host, addr + (j % wrap) * data.len() as u64, &data, lane, mapping)?;
                 }
                 Ok(())
             })

@@ -9,11 +9,13 @@
 //! divided evenly, as in 003 §3's Fig 9). Every input is checked before any byte moves, so a
 //! refused call leaves the peer's memory untouched, and a call over a link that is down is refused
 //! as [`RdmaError::LinkDown`] before anything moves. Blocking calls return their [`Timing`];
-//! `*_nbi` calls queue it and `quiet` waits for all (they share one channel: their times add up).
+//! `*_nbi` calls are checked and staged, and `quiet` runs all of them on one machine at the same
+//! time ([`crate::ops`]: PIO on the calling CPU in order, DMA on the channels round-robin, sharing
+//! the links) and waits for the last.
 //! A non-blocking get lands at the same offset of the local buffer (symmetric heap), read with
 //! [`Pe::local_read`] after `quiet`, as OpenSHMEM's `shmem_getmem_nbi` fills its destination.
-//! Each DMA operation runs on a machine of its own ([`crate::driver`]): the driver's call is a
-//! thread, the engine a device, and their accesses flows on the links. With several DMA channels
+//! The driver's call is a thread, the engine and the NT registers devices, and their accesses
+//! flows on the links; a put ends when the peer's doorbell handler runs. With several DMA channels
 //! ([`Pe::attach_dma_with`]), [`Pe::dma_concurrent`] runs transfers on them at the same time, on
 //! one machine, so they share the links as the engine's flows do.
 
@@ -22,7 +24,8 @@ use crate::driver::{self, Regs};
 use crate::error::{RResult, RdmaError};
 use crate::node::{Node, Pinned};
 use crate::params::params;
-use crate::pio::{self, Mapping};
+use crate::ops::{self, Op};
+use crate::pio::Mapping;
 use devlend_engine::machine::{Machine, World};
 use devlend_engine::path::{port_id, propagation, ps_per_byte_fp};
 use devlend_engine::queue::Ps;
@@ -92,7 +95,7 @@ pub struct Pe {
     pub node: Node,
     pub dma: Option<Channel>,
     pub mapping: Mapping,
-    pending: Vec<Timing>,
+    pending: Vec<Op>,
 }
 
 fn fail(f: &Fabric, e: &devlend_fabric::route::Failure) -> String {
@@ -118,7 +121,7 @@ impl Pe {
         if f.func_host(func) != self.node.host {
             return Err(RdmaError::Invalid(format!("{name} is not in this host")));
         }
-        let engine = DmaEngine::with(func, channels, outstanding_reads).map_err(RdmaError::Invalid)?;
+        let engine = DmaEngine::with(func, channels, outstanding_reads)?;
         f.set_bus_master(func, true);
         let bdf = f.funcs[func as usize].bdf;
         f.rid_lut_add(self.node.ntb, bdf).map_err(|e| RdmaError::Invalid(e.to_string()))?;
@@ -161,20 +164,19 @@ impl Pe {
         Ok((b.chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(), t))
     }
 
-    /// Non-blocking put: the data is on its way when this returns; `quiet` waits for it.
+    /// Non-blocking put: checked and staged now, moved by `quiet` (with every other queued
+    /// operation, at the same time).
     pub fn put_nbi(&mut self, f: &mut Fabric, dst: u64, data: &[u8], how: Method) -> RResult<()> {
-        let t = self.put(f, dst, data, how)?;
-        self.pending.push(t);
+        let op = self.prepare_put(f, dst, data, how)?;
+        self.pending.push(op);
         Ok(())
     }
 
     /// Non-blocking get: the data lands at the same offset of this host's buffer (symmetric heap);
     /// read it with [`Pe::local_read`] after `quiet`.
     pub fn get_nbi(&mut self, f: &mut Fabric, src: u64, len: u64, how: Method) -> RResult<()> {
-        let off = self.node.peer_to_window(src, len)? - self.node.window.0;
-        let (data, t) = self.get(f, src, len, how)?;
-        f.write(self.cpu(), self.node.buf.phys + off, &data);
-        self.pending.push(t);
+        let op = self.prepare_get(f, src, len, how, true)?;
+        self.pending.push(op);
         Ok(())
     }
 
@@ -186,13 +188,20 @@ impl Pe {
         Ok(f.read(self.cpu(), self.node.buf.phys + offset, len as usize).0)
     }
 
-    /// Wait for every outstanding non-blocking operation; returns the time they took together.
-    pub fn quiet(&mut self) -> Timing {
+    /// Run every queued non-blocking operation, all on one machine at the same time (PIO on this
+    /// CPU in issue order, DMA on the channels round-robin), and wait for the last: the time
+    /// until then, and when each was done.
+    pub fn quiet(&mut self, f: &mut Fabric) -> RResult<Timing> {
+        let ops = std::mem::take(&mut self.pending);
         let mut t = Timing::default();
-        for p in self.pending.drain(..) {
-            t.add("non-blocking operation", p.total_ps);
+        if ops.is_empty() {
+            return Ok(t);
         }
-        t
+        let done = self.run_ops(f, ops)?;
+        let last = done.iter().map(|d| d.end).max().unwrap_or(0);
+        t.add("all non-blocking operations done", last);
+        t.steps.extend(done.iter().map(|d| ("one operation done", d.end)));
+        Ok(t)
     }
 
     pub fn pending(&self) -> usize {
@@ -204,59 +213,67 @@ impl Pe {
     /// Put `data` at `dst` (a physical address in the peer's published buffer), then ring the
     /// peer's data doorbell. Time ends when the peer's doorbell handler runs (003 §3).
     pub fn put(&mut self, f: &mut Fabric, dst: u64, data: &[u8], how: Method) -> RResult<Timing> {
-        let len = data.len() as u64;
-        let win = self.node.peer_to_window(dst, len)?;
-        self.node.check_link(f)?;
-        let off = win - self.node.window.0;
-        let mut t = Timing::default();
-        match how {
-            Method::Pio => {
-                let ps = pio::put(f, self.node.host, win, data, self.mapping)?;
-                t.add("CPU stores through the BAR", ps);
-            }
-            Method::BlockDma | Method::SgDma(_) => {
-                let local = self.node.buf.phys + off;
-                if !self.node.buf.contains(local, len) {
-                    return Err(RdmaError::OutsideRegistered { descriptor: 0, addr: local, len });
-                }
-                f.write(self.cpu(), local, data);
-                let descs = split(local, win, len, how);
-                let d = self.run_dma(f, &descs, how)?;
-                t.add("DMA", d.total_ps);
-            }
-        }
-        self.node.ring_peer(f, crate::node::DB_DATA)?;
-        t.add("doorbell to the peer", self.node.notify_ps(f));
-        Ok(t)
+        let op = self.prepare_put(f, dst, data, how)?;
+        Ok(self.run_ops(f, vec![op])?.swap_remove(0).timing)
     }
 
     /// Get `len` bytes from `src` in the peer's published buffer into this host.
     pub fn get(&mut self, f: &mut Fabric, src: u64, len: u64, how: Method) -> RResult<(Vec<u8>, Timing)> {
+        let op = self.prepare_get(f, src, len, how, false)?;
+        let d = self.run_ops(f, vec![op])?.swap_remove(0);
+        if how == Method::Pio {
+            return Ok((d.data, d.timing));
+        }
+        let local = self.node.buf.phys + self.node.peer_to_window(src, len)? - self.node.window.0;
+        Ok((f.read(self.cpu(), local, len as usize).0, d.timing))
+    }
+
+    /// Check a put and stage its data (DMA sends it from the same offset of this host's buffer).
+    fn prepare_put(&mut self, f: &mut Fabric, dst: u64, data: &[u8], how: Method) -> RResult<Op> {
+        let len = data.len() as u64;
+        let win = self.node.peer_to_window(dst, len)?;
+        self.node.check_link(f)?;
+        if how == Method::Pio {
+            return Ok(Op::PioPut { win, data: data.to_vec() });
+        }
+        let local = self.node.buf.phys + win - self.node.window.0;
+        if !self.node.buf.contains(local, len) {
+            return Err(RdmaError::OutsideRegistered { descriptor: 0, addr: local, len });
+        }
+        let (descs, sg) = (split(local, win, len, how), matches!(how, Method::SgDma(_)));
+        self.check_dma(&descs, sg)?;
+        f.write(self.cpu(), local, data);
+        Ok(Op::Dma { descs, sg, ring: true })
+    }
+
+    /// Check a get; with `land`, PIO's data lands at the same offset of this host's buffer.
+    fn prepare_get(&mut self, f: &mut Fabric, src: u64, len: u64, how: Method, land: bool) -> RResult<Op> {
         let win = self.node.peer_to_window(src, len)?;
         self.node.check_link(f)?;
-        let off = win - self.node.window.0;
-        let mut t = Timing::default();
-        let data = match how {
-            Method::Pio => {
-                let (d, e) = f.read(self.cpu(), win, len as usize);
-                if let Some(e) = e {
-                    return Err(RdmaError::Fabric(fail(f, &e)));
-                }
-                // CPU loads are non-posted: one read round trip per load, one at a time (UC).
-                let unit = params().cpu_store.store_bytes;
-                let rtt = devlend_engine::latency(f, self.cpu(), win, Access::Read).map_err(|e| RdmaError::Fabric(fail(f, &e)))?;
-                t.add("CPU loads through the BAR", len.div_ceil(unit) * rtt);
-                d
-            }
-            _ => {
-                let local = self.node.buf.phys + off;
-                let descs = split(win, local, len, how);
-                let d = self.run_dma(f, &descs, how)?;
-                t.add("DMA", d.total_ps);
-                f.read(self.cpu(), local, len as usize).0
-            }
+        let local = self.node.buf.phys + win - self.node.window.0;
+        if how == Method::Pio {
+            return Ok(Op::PioGet { win, len, land: land.then_some(local) });
+        }
+        let (descs, sg) = (split(win, local, len, how), matches!(how, Method::SgDma(_)));
+        self.check_dma(&descs, sg)?;
+        Ok(Op::Dma { descs, sg, ring: false })
+    }
+
+    /// Descriptors must be in registered memory and fit the channel.
+    fn check_dma(&self, descs: &[Desc], sg: bool) -> RResult<()> {
+        self.check_registered(descs)?;
+        check_shape(&[descs.to_vec()], sg, self.regs(0)?.ring_bytes)
+    }
+
+    /// Run operations on one machine ([`crate::ops`]).
+    fn run_ops(&mut self, f: &mut Fabric, ops: Vec<Op>) -> RResult<Vec<ops::Done>> {
+        let channels = match &self.dma {
+            Some(d) => (0..d.engine.borrow().channel_count()).map(|c| self.regs(c)).collect::<RResult<Vec<_>>>()?,
+            None => Vec::new(),
         };
-        Ok((data, t))
+        let caller = ops::Caller { host: self.node.host, ntb: self.node.ntb, mapping: self.mapping, channels };
+        let engine = self.dma.as_ref().map(|d| d.engine.clone());
+        ops::run(f, &caller, engine.as_ref(), ops).map_err(|e| self.describe_fault(f, e))
     }
 
     /// Check descriptors against registered memory (this host's buffer on one side, the peer's

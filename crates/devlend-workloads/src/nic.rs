@@ -184,7 +184,7 @@ impl Nic {
     fn rates(&mut self, round_trip: u64) -> Result<Rates, String> {
         let mut cfg = self.cfg.clone();
         cfg.pcie_round_trip_ps = Some(round_trip);
-        let stats = simulate(&cfg, &self.wl)?;
+        let stats = simulate(&cfg, &self.wl).map_err(|e| e.to_string())?;
         self.iterations += 1;
         if stats.gbps <= 0.0 || stats.time_ps == 0 {
             return Err(format!("the pipeline moved nothing with a {round_trip} ps round trip"));

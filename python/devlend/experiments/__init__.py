@@ -128,10 +128,12 @@ class Experiment:
     takes_params: bool = False
     # Set when the experiment runs on one testbed only, by the names in it (`--topology`).
     stand: Optional[Stand] = None
+    # The experiment's own knobs (`--opt KEY=VALUE`) and their defaults, passed to it by name.
+    options: dict = field(default_factory=dict)
 
     def run(self, quick: bool = False, progress: Optional[Callable[[str], None]] = None,
             params: Optional[dict] = None, topology: "Optional[str | os.PathLike]" = None,
-            origin: str = "override") -> ExperimentResult:
+            origin: str = "override", options: Optional[dict] = None) -> ExperimentResult:
         """Run the experiment; `params` overrides hardware constants for this run only; `topology`
         (a file) stands in for the experiment's testbed; `origin` names where `params` came from
         in errors ("--set": the command line)."""
@@ -143,8 +145,25 @@ class Experiment:
         stand_in = None
         if topology is not None:
             stand_in = (self._stand_in(os.fspath(topology)), os.path.abspath(os.fspath(topology)))
+        opts = self._options(options or {})
         with overrides(params, stand_in, origin):
-            return self.fn(quick=quick, progress=progress)
+            return self.fn(quick=quick, progress=progress, **opts)
+
+    def _options(self, given: dict) -> dict:
+        """The given options, checked against the experiment's and typed as their defaults."""
+        from ..errors import DevlendError
+        unknown = [k for k in given if k not in self.options]
+        if unknown:
+            known = ", ".join(self.options) or "none"
+            raise DevlendError(f"experiment '{self.name}' has no option {', '.join(unknown)} (its options: {known})")
+        out = {}
+        for k, v in given.items():
+            kind = type(self.options[k]) if self.options[k] is not None else str
+            try:
+                out[k] = _typed(kind, v)
+            except ValueError:
+                raise DevlendError(f"option {k}={v!r}: expected {kind.__name__}") from None
+        return out
 
     def _stand_in(self, path: str) -> str:
         """The testbed `path` stands in for, after checking it has the names the experiment uses."""
@@ -163,16 +182,31 @@ class Experiment:
         return self.stand.testbed
 
 
+def _typed(kind: type, v):
+    """An option's value (a string from the command line, or already typed) as `kind`."""
+    if kind is bool and isinstance(v, str):
+        if v.lower() not in ("1", "0", "true", "false", "yes", "no", "y", "n"):
+            raise ValueError(v)
+        return v.lower() in ("1", "true", "yes", "y")
+    return kind(v)
+
+
 REGISTRY: dict[str, Experiment] = {}
 
 
-def register(name: str, title: str, params: bool = False, stand: Optional[Stand] = None):
+def register(name: str, title: str, params: bool = False, stand: Optional[Stand] = None, options: Optional[dict] = None):
     """Register an experiment; `params=True` when it loads its topologies through `shipped`;
-    `stand` when it runs on that one testbed only, so that another topology may stand in for it."""
+    `stand` when it runs on that one testbed only, so that another topology may stand in for it;
+    `options`: its own knobs and their defaults (None: no default), given by name to it."""
     def deco(fn):
-        REGISTRY[name] = Experiment(name, title, fn, params, stand)
+        REGISTRY[name] = Experiment(name, title, fn, params, stand, dict(options or {}))
         return fn
     return deco
+
+
+def stand_in_active() -> bool:
+    """Whether a user's topology stands in for the experiment's testbed now (`--topology`)."""
+    return bool(_STAND_IN.get())
 
 
 def _load_all() -> None:

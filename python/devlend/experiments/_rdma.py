@@ -4,6 +4,7 @@ scratchpad handshake programs the windows), links optionally re-rated, and the R
 from __future__ import annotations
 
 import functools
+from typing import Optional
 
 from .. import _core
 from . import overrides_key, shipped
@@ -42,15 +43,34 @@ def link_limit_mbps(gen: int, width: int) -> float:
     return round(_core.rdma_link_limit(testbed_json(gen, width)) / 1e6, 1)
 
 
-def ntb_perf(chunk: int, total: int, use_dma: bool, threads: int = 1, channels: int | None = None,
-             gen: int = 2, width: int = 8) -> dict:
-    """Linux-style ntb_perf from host B into host A's window: MB/s (bytes per microsecond)."""
-    copied, ps, link_ps, per = _core.rdma_ntb_perf(testbed_json(gen, width), chunk, total, use_dma, threads, channels)
+def ntb_json(gen: Optional[int] = None, width: Optional[int] = None) -> str:
+    """The topology the Linux NTB tools run on: the 003 testbed or the user's topology standing in
+    for it (`--topology`), setup dropped (the tools program the windows they use), its links
+    re-rated to Gen `gen` x`width` when given."""
+    return _ntb_json(gen, width, overrides_key())
+
+
+@functools.lru_cache(maxsize=64)
+def _ntb_json(gen: Optional[int], width: Optional[int], _params: str) -> str:
+    topo = shipped("pex8749-rdma.yaml")
+    topo.setup = []
+    if gen is not None:
+        for link in topo.links:
+            link.gen, link.width = gen, width
+    return topo.to_json()
+
+
+def ntb_perf(chunk_order: int, total_order: int, use_dma: bool, threads_count: int = 1, channels: Optional[int] = None,
+             runner: str = "host-b", peer: str = "host-a", max_mw_size: Optional[int] = None) -> dict:
+    """Linux ntb_perf from host `runner` into host `peer`'s window: MB/s (bytes per microsecond)."""
+    copied, ps, link_ps, per = _core.rdma_ntb_perf(ntb_json(), runner, peer, chunk_order, total_order, use_dma,
+                                                   threads_count, max_mw_size, channels)
     return {"copied": copied, "usecs": ps / 1e6, "MBps": mbps(copied, ps), "link_MBps": mbps(copied, link_ps),
             "threads": [mbps(c, p) for c, p in per]}
 
 
-def ntb_pingpong(pings: int, init_db: int = 1, delay_ns: int = 0, gen: int = 2, width: int = 8) -> dict:
-    """Linux-style ntb_pingpong between host A and host B: counter, doorbell bits, round trip."""
-    counter, bits, rtt, total, steps = _core.rdma_ntb_pingpong(testbed_json(gen, width), pings, init_db, delay_ns)
+def ntb_pingpong(pings: int, init_db: int = 1, delay_ns: int = 0, gen: Optional[int] = None, width: Optional[int] = None,
+                 a: str = "host-a", b: str = "host-b") -> dict:
+    """Linux ntb_pingpong between host `a` (it rings first) and host `b`: counter, doorbell bits, round trip."""
+    counter, bits, rtt, total, steps = _core.rdma_ntb_pingpong(ntb_json(gen, width), a, b, pings, init_db, delay_ns)
     return {"counter": counter, "bits": bits, "round_trip_ns": rtt / 1e3, "total_us": total / 1e6, "steps": steps}

@@ -93,6 +93,17 @@ impl<W: World> Cx<'_, W> {
         self.dma(delay, addr, Access::Read, len, vec![0; len as usize], token)
     }
 
+    /// As [`Cx::dma_write`], sent by `func`, another function of the same chip that this model
+    /// also serves (added to the machine for it too): an NTB's doorbell store lands in one NT
+    /// endpoint and the interrupt leaves from the other.
+    pub fn dma_write_as(&mut self, func: FuncId, addr: u64, data: Vec<u8>, token: u64) -> Result<(), Failure> {
+        let mine = std::mem::replace(&mut self.func, func);
+        let len = data.len() as u64;
+        let out = self.dma(0, addr, Access::Write, len, data, token);
+        self.func = mine;
+        out
+    }
+
     fn dma(&mut self, delay: Ps, addr: u64, access: Access, len: u64, data: Vec<u8>, token: u64) -> Result<(), Failure> {
         let who = Requester::Func(self.func);
         let owner = Owner::Device(self.dev);

@@ -1,7 +1,7 @@
 //! The ntb_perf figure of issue 6 on the 003 testbed: throughput of writes into the peer's memory
-//! window with CPU copies or DMA, with the semantics of Linux's drivers/ntb/test/ntb_perf. (The
-//! tool on any topology, every chunk on a machine shared with other workloads, is
-//! devlend-workloads' `ntb_perf`; this procedure times one pass on an otherwise idle fabric.)
+//! window with CPU copies or DMA, with the semantics of Linux's drivers/ntb/test/ntb_perf, between the two ends of any NTB. (The
+//! tool as a workload on a machine shared with other workloads is devlend-workloads' `ntb_perf`;
+//! this procedure runs it alone.)
 //!
 //! What the Linux tool does, and devlend with it: each of `threads` workers owns an equal part of
 //! the peer's memory window and copies `chunk` bytes at a time from one local source buffer into
@@ -12,13 +12,10 @@
 //! all submitted before waiting for the last completion. The result is bytes copied over elapsed
 //! microseconds, i.e. MB/s, per worker and for all of them.
 //!
-//! devlend's timing: every pass over the window is the same (same routes, same sizes), so one pass
-//! of all workers is run for real on one machine (bytes land in the peer, descriptors go through
-//! the channels) and timed, and the run's time is that pass times the number of passes plus the last, partial
-//! pass; the peer's memory ends exactly as after every pass (each pass writes the same bytes).
-//! DMA descriptors of a pass go to the channel as scatter-gather chains of at most its ring slice.
-//! Workers run at the same time, as threads (CPU copies) or DMA channels on one machine per pass,
-//! and share the links as their TLPs do.
+//! devlend's timing: every chunk of every worker runs on one machine (bytes land in the peer,
+//! descriptors go through the channels), the workers at the same time, as threads (CPU copies)
+//! or DMA channels sharing the links as their TLPs do. DMA descriptors go to the channel as
+//! scatter-gather chains of at most its ring slice.
 
 use devlend_rdma::dma::Desc;
 use devlend_rdma::driver;
@@ -67,15 +64,14 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
     }
     pe.node.check_link(f)?;
     let n = total / chunk;
-    let per_pass = part / chunk;
-    let (passes, rest) = (n / per_pass, n % per_pass);
+    let wrap = part / chunk;
     let cpu = Requester::Cpu(pe.node.host);
     // One source buffer per worker, at the start of its part of the local buffer.
     let src: Vec<u8> = (0..chunk).map(|i| (i * 31 + 7) as u8).collect();
     for t in 0..threads as u64 {
         f.write(cpu, pe.node.buf.phys + t * part, &src);
     }
-    let (pass, last) = if use_dma {
+    let run = if use_dma {
         let channels = pe.dma.as_ref().map_or(0, |d| d.engine.borrow().channel_count());
         if threads as usize > channels {
             return Err(RdmaError::NoDmaEngine(format!("thread {channels} cannot get a DMA channel: host {} has {channels}", pe.node.host)));
@@ -83,69 +79,55 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
         if chunk > u32::MAX as u64 {
             return Err(RdmaError::Invalid(format!("chunk of {chunk} bytes: a DMA descriptor moves at most {} bytes", u32::MAX)));
         }
-        (dma_pass(f, pe, chunk, part, threads, if passes > 0 { per_pass } else { 0 })?, dma_pass(f, pe, chunk, part, threads, rest)?)
+        dma_run(f, pe, chunk, part, threads, n)?
     } else {
-        (cpu_pass(f, pe, &src, part, threads, if passes > 0 { per_pass } else { 0 })?, cpu_pass(f, pe, &src, part, threads, rest)?)
+        cpu_run(f, pe, &src, part, threads, n)?
     };
-    let threads_ps: Vec<u64> = pass.workers.iter().zip(&last.workers).map(|(p, l)| p * passes + l).collect();
-    let link_ps = pass.link_ps * passes + last.link_ps;
-    let total_ps = pass.end_ps * passes + last.end_ps;
     // The peer's memory holds the source in every chunk a worker wrote.
     for t in 0..threads as u64 {
         let peer = pe.node.peer.expect("window_size > 0").phys + t * part;
-        for j in 0..per_pass.min(n) {
+        for j in 0..wrap.min(n) {
             if f.read(Requester::Cpu(pe.node.host), pe.node.window.0 + t * part + j * chunk, chunk as usize).0 != src {
                 return Err(RdmaError::Fabric(format!("thread {t}: chunk {j} did not land in the peer at {:#x}", peer + j * chunk)));
             }
         }
     }
-    Ok(Perf { threads: threads_ps.iter().map(|&ps| (n * chunk, ps)).collect(), copied: n * chunk * threads as u64, total_ps, link_ps })
+    Ok(Perf { threads: run.workers.iter().map(|&ps| (n * chunk, ps)).collect(), copied: n * chunk * threads as u64, total_ps: run.end_ps, link_ps: run.link_ps })
 }
 
-/// One pass of every worker over its part of the window, on one machine.
-struct Pass {
+/// Every worker's chunks on one machine.
+struct Run {
     /// Each worker's time, in ps.
     workers: Vec<u64>,
-    /// When the last byte of the pass had landed and every worker was done, in ps.
+    /// When the last byte had landed and every worker was done, in ps.
     end_ps: u64,
     /// The busiest link direction's time serialising TLPs, in ps.
     link_ps: u64,
 }
 
-impl Pass {
-    fn idle(threads: u32) -> Pass {
-        Pass { workers: vec![0; threads as usize], end_ps: 0, link_ps: 0 }
-    }
-}
-
-/// `k` chunks per worker with CPU stores into the WC-mapped window, the workers as threads.
-fn cpu_pass(f: &mut Fabric, pe: &Pe, src: &[u8], part: u64, threads: u32, k: u64) -> RResult<Pass> {
-    if k == 0 {
-        return Ok(Pass::idle(threads));
-    }
-    let (host, window) = (pe.node.host, pe.node.window.0);
+/// `n` chunks per worker with CPU stores into the WC-mapped window, the workers as threads.
+fn cpu_run(f: &mut Fabric, pe: &Pe, src: &[u8], part: u64, threads: u32, n: u64) -> RResult<Run> {
+    let (host, window, wrap) = (pe.node.host, pe.node.window.0, part / src.len() as u64);
     driver::on_machine(f, None, |m| {
-        let ids: Vec<Vec<usize>> = (0..threads as u64).map(|t| spawn_copy(m, &format!("ntb_perf worker {t}"), host, window + t * part, src, k, k, Mapping::WriteCombining, 0)).collect();
+        let ids: Vec<Vec<usize>> = (0..threads as u64).map(|t| spawn_copy(m, &format!("ntb_perf worker {t}"), host, window + t * part, src, n, wrap, Mapping::WriteCombining, 0)).collect();
         m.run().map_err(driver::machine_error)?;
         let workers = ids.iter().map(|lanes| driver::thread_ps(m, lanes).into_iter().max().unwrap_or(0)).collect();
-        Ok(Pass { workers, end_ps: m.now(), link_ps: driver::busiest_ps(m) })
+        Ok(Run { workers, end_ps: m.now(), link_ps: driver::busiest_ps(m) })
     })
 }
 
-/// `k` chunks per worker, each a DMA descriptor on the worker's channel.
-fn dma_pass(f: &mut Fabric, pe: &mut Pe, chunk: u64, part: u64, threads: u32, k: u64) -> RResult<Pass> {
-    if k == 0 {
-        return Ok(Pass::idle(threads));
-    }
+/// `n` chunks per worker, each a DMA descriptor on the worker's channel, wrapping over its part.
+fn dma_run(f: &mut Fabric, pe: &mut Pe, chunk: u64, part: u64, threads: u32, n: u64) -> RResult<Run> {
     let channels = pe.dma.as_ref().expect("checked").engine.borrow().channel_count();
     let cap = (ring_slice(pe.node.ring, channels) / params().ntb_dma.descriptor_bytes) as usize;
+    let wrap = part / chunk;
     let queues: Vec<Vec<Vec<Desc>>> = (0..threads as u64)
         .map(|t| {
             let (src, dst) = (pe.node.buf.phys + t * part, pe.node.window.0 + t * part);
-            let descs: Vec<Desc> = (0..k).map(|j| Desc { src, dst: dst + j * chunk, count: chunk as u32 }).collect();
+            let descs: Vec<Desc> = (0..n).map(|j| Desc { src, dst: dst + (j % wrap) * chunk, count: chunk as u32 }).collect();
             descs.chunks(cap).map(<[Desc]>::to_vec).collect()
         })
         .collect();
     let r = pe.dma_concurrent(f, &queues, true)?;
-    Ok(Pass { end_ps: r.total_ps, workers: r.channel_ps, link_ps: r.link_ps })
+    Ok(Run { end_ps: r.total_ps, workers: r.channel_ps, link_ps: r.link_ps })
 }

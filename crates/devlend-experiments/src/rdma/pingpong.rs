@@ -1,31 +1,45 @@
 //! The ntb_pingpong figure of issue 6: the doorbell and scratchpad bounce of Linux's
-//! drivers/ntb/test/ntb_pingpong, timed on the idle fabric (003 §2.2 doorbells and scratchpads,
-//! Fig 6). Each ping's time is a sum of idle-fabric latencies, not a run on the machine, so it is
-//! a procedure of this figure and not a workload that could share a machine.
+//! drivers/ntb/test/ntb_pingpong, as two threads on one machine (003 §2.2 doorbells and
+//! scratchpads, Fig 6), between the two ends of any NTB.
 //!
 //! Semantics taken from the Linux tool (Documentation/driver-api/ntb.rst): the two peers interrupt
 //! each other with a doorbell bit mask that is shifted by one each round, starting again from
 //! `init_db` once every bit has been shifted out of the NT port's valid doorbell bits; before
 //! ringing, each side reads its first scratchpad and writes that value plus one into the peer's
 //! first scratchpad; `delay` is the pause between taking the doorbell interrupt and ringing back.
-//! Every register access goes through the fabric's NTB registers, so the counter really travels;
-//! a link that goes down stops the bounce with [`RdmaError::LinkDown`] naming the ping.
 //!
-//! Time of one ping (one direction): the sender's scratchpad read (a CPU read of its NT port's
-//! register BAR, a round trip), the peer-scratchpad store and the doorbell store (UC stores), the
-//! doorbell's MSI into the peer and its interrupt entry ([`Node::notify_ps`]); then the receiver's
-//! handler reads and clears its doorbell register (a read round trip and a UC store) and waits
-//! `delay`. A round trip is two pings. The Linux tool counts pings; devlend also reports the time.
+//! On the machine (devlend-rdma's `ntregs`): each side is a thread; a scratchpad read is a CPU
+//! load of its NT endpoint's register, blocking for the round trip; the peer-scratchpad write and
+//! the doorbell are UC stores into its own NT endpoint's BAR, which act when they land there; the
+//! rung endpoint sends its MSI into its host, and the waiting thread wakes when it lands, pays the
+//! interrupt entry (`[rdma_sw] irq_entry_ps`), reads its doorbell register (a round trip), clears
+//! it (a UC store) and waits `delay` before pinging back. The counter travels in the registers.
+//! A link that goes down stops the bounce with [`RdmaError::LinkDown`] naming the ping.
 
-use devlend_rdma::node::Node;
-use devlend_rdma::params::params;
-use devlend_rdma::{RResult, RdmaError};
-use devlend_fabric::route::Requester;
+use devlend_engine::machine::{Machine, Thread, ThreadError, Watch};
+use devlend_engine::queue::Ps;
 use devlend_fabric::Fabric;
-use devlend_wire::Access;
+use devlend_rdma::driver::{self, on_machine};
+use devlend_rdma::node::Node;
+use devlend_rdma::ntregs::{doorbell_irq_count, CpuRegs, NtRegs};
+use devlend_rdma::params::params;
+use devlend_rdma::pio::uc_store;
+use devlend_rdma::{RResult, RdmaError};
+use std::cell::RefCell;
+use std::rc::Rc;
 
 /// The scratchpad the counter travels in (the Linux tool's first scratchpad).
 pub const SPAD: usize = 0;
+
+/// The parts of one ping, in order.
+pub const STEPS: [&str; 6] = [
+    "read own scratchpad",
+    "write peer scratchpad (UC store)",
+    "doorbell store, MSI, interrupt entry",
+    "handler reads doorbell",
+    "handler clears doorbell (UC store)",
+    "delay before ringing back",
+];
 
 #[derive(Clone, Debug)]
 pub struct PingPong {
@@ -34,37 +48,37 @@ pub struct PingPong {
     pub counter: u32,
     /// Doorbell bits of every ping, in order.
     pub bits: Vec<u64>,
-    /// One ping from `a` to `b`, by part (ps); `round_trip_ps` adds the ping back from `b`.
+    /// The first ping (from `a` to `b`), by part (ps).
     pub steps: Vec<(&'static str, u64)>,
+    /// The first two pings, there and back.
     pub round_trip_ps: u64,
     pub total_ps: u64,
 }
 
-fn ferr(e: devlend_fabric::FabricError) -> RdmaError {
-    match e {
-        devlend_fabric::FabricError::LinkDown { .. } => RdmaError::LinkDown(e.to_string()),
-        e => RdmaError::Invalid(e.to_string()),
-    }
+/// What the two threads note: each ping's moments (its start and the ends of its parts), the
+/// bits each receiver saw.
+#[derive(Default)]
+struct Log {
+    marks: Vec<[Ps; 7]>,
+    bits: Vec<u64>,
 }
 
-/// Time of one ping from `from` to `to`, by part.
-fn ping_steps(f: &mut Fabric, from: &Node, to: &Node, delay_ps: u64) -> RResult<Vec<(&'static str, u64)>> {
-    let uc = params().cpu_store.uc_store_ps;
-    let read = |f: &mut Fabric, n: &Node| -> RResult<u64> {
-        let reg = n.doorbell_reg(f).ok_or_else(|| RdmaError::Invalid("the NT port has no register BAR".into()))?;
-        devlend_engine::latency(f, Requester::Cpu(n.host), reg, Access::Read).map_err(|e| RdmaError::Fabric(format!("{e:?}")))
-    };
-    Ok(vec![
-        ("read own scratchpad", read(f, from)?),
-        ("write peer scratchpad (UC store)", uc),
-        ("doorbell store, MSI, interrupt entry", from.notify_ps(f)),
-        ("handler reads doorbell", read(f, to)?),
-        ("handler clears doorbell (UC store)", uc),
-        ("delay before ringing back", delay_ps),
-    ])
+/// The doorbell masks of `pings` pings from `init_db`, within `valid`.
+fn masks(pings: u32, init_db: u64, valid: u64) -> Vec<u64> {
+    let mut db = init_db;
+    (0..pings)
+        .map(|_| {
+            let this = db;
+            db = (db << 1) & valid;
+            if db == 0 {
+                db = init_db;
+            }
+            this
+        })
+        .collect()
 }
 
-/// Bounce `pings` doorbells between `a` and `b` (a rings first).
+/// Bounce `pings` doorbells between `a` and `b` (a rings first) on one machine.
 pub fn run(f: &mut Fabric, a: &Node, b: &Node, pings: u32, init_db: u64, delay_ps: u64) -> RResult<PingPong> {
     let valid_bits = f.ntbs[a.ntb as usize].doorbell_bits.min(f.ntbs[b.ntb as usize].doorbell_bits);
     let valid = if valid_bits >= 64 { u64::MAX } else { (1u64 << valid_bits) - 1 };
@@ -74,33 +88,105 @@ pub fn run(f: &mut Fabric, a: &Node, b: &Node, pings: u32, init_db: u64, delay_p
     if pings == 0 {
         return Err(RdmaError::Invalid("pings: expected at least 1".into()));
     }
-    let ab = ping_steps(f, a, b, delay_ps)?;
-    let ba = ping_steps(f, b, a, delay_ps)?;
-    let sum = |s: &[(&str, u64)]| s.iter().map(|x| x.1).sum::<u64>();
-    let (t_ab, t_ba) = (sum(&ab), sum(&ba));
+    a.check_link(f)?;
+    let regs = [CpuRegs::of(f, a.ntb)?, CpuRegs::of(f, b.ntb)?];
     // The counter starts from zero on both sides.
     for n in [a, b] {
-        f.spad_write(n.ntb, SPAD, 0).map_err(ferr)?;
+        f.spad_write(n.ntb, SPAD, 0).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+        f.db_clear(n.ntb, u64::MAX);
     }
-    let (mut db, mut bits, mut total, mut counter) = (init_db, Vec::new(), 0u64, 0u32);
-    for i in 0..pings {
-        let (from, to) = if i % 2 == 0 { (a, b) } else { (b, a) };
-        let v = f.spad_read(from.ntb, SPAD).map_err(ferr)?;
-        from.check_link(f).map_err(|e| RdmaError::LinkDown(format!("ping {i}: {e}")))?;
-        f.peer_spad_write(from.ntb, SPAD, v.wrapping_add(1)).map_err(ferr)?;
-        from.ring_peer(f, db)?;
-        let got = f.db_read(to.ntb);
-        if got & db != db {
-            return Err(RdmaError::Fabric(format!("ping {i}: doorbell bits {db:#x} rang but {got:#x} arrived")));
+    let nt = NtRegs::new(f, a.ntb)?;
+    let plan = Rc::new(masks(pings, init_db, valid));
+    let log = Rc::new(RefCell::new(Log { marks: vec![[0; 7]; pings as usize], ..Log::default() }));
+    on_machine(f, None, |m| {
+        nt.add_to(m);
+        for side in 0..2 {
+            spawn_side(m, side, regs, plan.clone(), log.clone(), delay_ps);
         }
-        f.db_clear(to.ntb, got);
-        counter = f.spad_read(to.ntb, SPAD).map_err(ferr)?;
-        bits.push(db);
-        total += if i % 2 == 0 { t_ab } else { t_ba };
-        db = (db << 1) & valid;
-        if db == 0 {
-            db = init_db;
+        m.run().map_err(driver::machine_error)
+    })?;
+    let log = log.take();
+    let last = if pings % 2 == 1 { b } else { a };
+    let counter = f.spad_read(last.ntb, SPAD).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+    let one = |i: usize| log.marks[i][6] - log.marks[i][0];
+    let m0 = log.marks[0];
+    let steps = STEPS.iter().enumerate().map(|(k, s)| (*s, m0[k + 1] - m0[k])).collect();
+    let round_trip_ps = if pings > 1 { one(0) + one(1) } else { 2 * one(0) };
+    let total_ps = log.marks[pings as usize - 1][6];
+    Ok(PingPong { pings, counter, bits: log.bits, steps, round_trip_ps, total_ps })
+}
+
+/// Side `me` (0: `a`, rings first): send its pings, take the other's.
+fn spawn_side(m: &mut Machine<Fabric>, me: usize, regs: [CpuRegs; 2], plan: Rc<Vec<u64>>, log: Rc<RefCell<Log>>, delay_ps: u64) {
+    let r = regs[me];
+    m.spawn(&format!("ntb_pingpong side {me}"), 0, move |t| {
+        let since = t.world().events.total();
+        let mut taken = 0;
+        for i in 0..plan.len() {
+            if i % 2 == me {
+                send(t, &r, i, plan[i], &log)?;
+            } else {
+                taken += 1;
+                receive(t, &r, i, plan[i], since, taken, delay_ps, &log)?;
+            }
         }
+        Ok(())
+    });
+}
+
+fn fail(e: RdmaError) -> ThreadError {
+    ThreadError::Other(Box::new(e))
+}
+
+fn u32_of(b: &[u8]) -> u32 {
+    u32::from_le_bytes(b[..4].try_into().expect("a 4-byte register"))
+}
+
+/// Ping `i`: read the own scratchpad, write it plus one into the peer's, ring the peer.
+fn send(t: &mut Thread<'_, Fabric>, r: &CpuRegs, i: usize, bits: u64, log: &RefCell<Log>) -> Result<(), ThreadError> {
+    let mut marks = [t.now(); 7];
+    let ntb = r.own.ntb;
+    let up = |t: &Thread<'_, Fabric>| -> Result<(), ThreadError> {
+        let w = t.world();
+        let n = &w.ntbs[ntb as usize];
+        let name = n.name.clone();
+        if n.peer.is_none() || !w.ntb_link_is_up(ntb) {
+            return Err(fail(RdmaError::LinkDown(format!("ping {i}: {name}: NTB link is down: nothing reaches the other host"))));
+        }
+        Ok(())
+    };
+    up(t)?;
+    let v = u32_of(&t.cpu_read(r.host, r.spad(SPAD), 4)?);
+    marks[1] = t.now();
+    uc_store(t, r.host, r.peer_spad(SPAD), v.wrapping_add(1))?;
+    marks[2] = t.now();
+    up(t)?;
+    uc_store(t, r.host, r.peer_db(), bits as u32)?;
+    let mut l = log.borrow_mut();
+    l.marks[i][..3].copy_from_slice(&marks[..3]);
+    Ok(())
+}
+
+/// Take ping `i` (the `nth` doorbell interrupt since `since`): interrupt entry, read and clear
+/// the doorbell, wait `delay`.
+#[allow(clippy::too_many_arguments)]
+fn receive(t: &mut Thread<'_, Fabric>, r: &CpuRegs, i: usize, bits: u64, since: u64, nth: usize, delay_ps: u64, log: &RefCell<Log>) -> Result<(), ThreadError> {
+    let host = r.host;
+    t.wait_for(format!("the doorbell of ping {i}"), Watch::Msi { host }, move |f: &mut Fabric| doorbell_irq_count(f, host, since) >= nth);
+    t.sleep(params().rdma_sw.irq_entry_ps);
+    let mut marks = [0; 4];
+    marks[0] = t.now();
+    let got = u32_of(&t.cpu_read(host, r.db(), 4)?) as u64;
+    marks[1] = t.now();
+    if got & bits != bits {
+        return Err(fail(RdmaError::Fabric(format!("ping {i}: doorbell bits {bits:#x} rang but {got:#x} arrived"))));
     }
-    Ok(PingPong { pings, counter, bits, steps: ab, round_trip_ps: t_ab + t_ba, total_ps: total })
+    uc_store(t, host, r.clear(), got as u32)?;
+    marks[2] = t.now();
+    t.sleep(delay_ps);
+    marks[3] = t.now();
+    let mut l = log.borrow_mut();
+    l.marks[i][3..].copy_from_slice(&marks);
+    l.bits.push(got & bits);
+    Ok(())
 }
