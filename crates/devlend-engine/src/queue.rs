@@ -166,14 +166,36 @@ impl<E: Copy> EventQueue<E> {
         if ring == Some(b) {
             self.take_slot((b as usize) & (SLOTS - 1));
         }
+        let ring_only = !self.far.first().is_some_and(|e| e.time >> SHIFT == b);
         while self.far.first().is_some_and(|e| e.time >> SHIFT == b) {
             let e = self.far_pop();
             self.now.push(e);
         }
-        if self.now.len() > 1 {
-            self.now.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
+        match self.now.len() {
+            0 | 1 => {}
+            // Two from the ring, in the order scheduled: the later-scheduled one goes first
+            // unless it is due later.
+            2 if ring_only => {
+                if self.now[0].time <= self.now[1].time {
+                    self.now.swap(0, 1);
+                }
+            }
+            _ => self.sort_now(ring_only),
         }
         true
+    }
+
+    /// Sort the bucket just made current by (time, seq) descending.
+    #[inline(never)]
+    fn sort_now(&mut self, ring_only: bool) {
+        if ring_only {
+            // A ring bucket holds its entries in the order scheduled (seq ascending): reversed, a
+            // stable sort on time alone gives (time, seq) descending.
+            self.now.reverse();
+            self.now.sort_by(|a, b| b.time.cmp(&a.time));
+        } else {
+            self.now.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
+        }
     }
 
     /// Make slot `slot`'s entries the current bucket (unsorted); `now` is empty, and its vector
