@@ -8,6 +8,9 @@ use devlend_fabric::Fabric;
 use devlend_wire::Access;
 use std::time::Instant;
 
+/// The window onto gpu3's BAR1: all of it (256 MiB, the quadro-k420's default aperture).
+pub const WINDOW: u64 = 256 << 20;
+
 /// `three-host.json` is `python/devlend/topologies/three-host-cluster.yaml` as JSON (a Python test
 /// keeps them equal).
 pub fn two_lender_path() -> (Fabric, Requester, u64) {
@@ -17,7 +20,7 @@ pub fn two_lender_path() -> (Fabric, Requester, u64) {
     f.set_bus_master(g2, true);
     let (ac, ca) = (f.ntb_id("ntb-a-c").unwrap(), f.ntb_id("ntb-c-a").unwrap());
     let bar1 = f.funcs[g3 as usize].bars.iter().find(|b| b.index == 1).unwrap().addr;
-    f.mw_set_trans(ca, 0, bar1, 256 << 20).unwrap();
+    f.mw_set_trans(ca, 0, bar1, WINDOW).unwrap();
     let rid = f.funcs[g2 as usize].bdf;
     f.rid_lut_add(ac, rid).unwrap();
     let (win, _) = f.peer_mw_get_addr(ac, 0).unwrap();

@@ -14,7 +14,7 @@
 //! Many DMA streams at once on one Machine (`contention`): see `src/contention.rs`.
 //!
 //! Usage: devlend-bench [--json] [--reps N] [--quick] [--contention]
-//!        devlend-bench --one copy BYTES | --one contention STREAMS BYTES | --one mix SEED STREAMS
+//!        devlend-bench --one copy BYTES | --one contention STREAMS BYTES | --one mix SEED STREAMS | --one data BYTES
 //!
 //! `--one` runs a single engine sample (no repetitions, nothing else) and prints it as one JSON
 //! line with a digest of the simulated results: for profiling (cachegrind on two sizes) and for
@@ -28,6 +28,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 mod contention;
+mod data;
 mod engine;
 mod mix;
 
@@ -77,7 +78,7 @@ fn usage(msg: &str) -> ! {
         eprintln!("devlend-bench: {msg}");
     }
     eprintln!("usage: devlend-bench [--json] [--reps N] [--quick] [--contention]");
-    eprintln!("       devlend-bench --one copy BYTES | --one contention STREAMS BYTES | --one mix SEED STREAMS");
+    eprintln!("       devlend-bench --one copy BYTES | --one contention STREAMS BYTES | --one mix SEED STREAMS | --one data BYTES");
     std::process::exit(if msg.is_empty() { 0 } else { 2 });
 }
 
@@ -245,7 +246,7 @@ fn print_rows(rows: &[Row]) {
 
 /// One engine sample, as one JSON line (see the module's usage).
 fn one(args: &[String]) {
-    let num = |i: usize| args.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| usage("--one: copy BYTES | contention STREAMS BYTES | mix SEED STREAMS"));
+    let num = |i: usize| args.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| usage("--one: copy BYTES | contention STREAMS BYTES | mix SEED STREAMS | data BYTES"));
     let mut v = match args.first().map(String::as_str) {
         Some("copy") => {
             let r = engine::copy(num(1));
@@ -255,11 +256,15 @@ fn one(args: &[String]) {
             let r = contention::run(num(1) as usize, num(2));
             json!({"seconds": r.seconds, "tlp_hops": r.tlp_hops, "events": r.events, "peak_tlps": r.peak_tlps, "sim_total_bw": r.total_bw, "sim_min_stream_bw": r.min_stream_bw, "digest": format!("{:016x}", r.digest)})
         }
+        Some("data") => {
+            let r = data::run(num(1));
+            json!({"seconds": r.seconds, "tlp_hops": r.tlp_hops, "events": r.events, "peak_tlps": r.peak_tlps, "moved": r.moved, "digest": format!("{:016x}", r.digest)})
+        }
         Some("mix") => {
             let r = mix::run(num(1), num(2) as usize);
             json!({"seconds": r.seconds, "tlp_hops": r.tlp_hops, "events": r.events, "digest": format!("{:016x}", r.digest)})
         }
-        _ => usage("--one: copy BYTES | contention STREAMS BYTES | mix SEED STREAMS"),
+        _ => usage("--one: copy BYTES | contention STREAMS BYTES | mix SEED STREAMS | data BYTES"),
     };
     v["mhops_per_s"] = json!(v["tlp_hops"].as_f64().unwrap() / v["seconds"].as_f64().unwrap() / 1e6);
     v["peak_rss_kib"] = json!(peak_rss_kib());
@@ -353,8 +358,10 @@ fn main() {
     }
 
     // Engine: a saturated device-to-device write stream over the 2L path (TLP-hops per second),
-    // and a 1 GiB copy: wall time, and peak RSS before and after (memory must stay flat).
-    let stream = (64u64 << 20) * ((o.scale * 10.0).max(1.0) as u64).min(4);
+    // and a copy of all of gpu3's 256 MiB BAR1 (the most the NTB window onto it holds; the fabric
+    // checks every page of a DMA): wall time, and peak RSS before and after the copy, four times
+    // the stream's size (memory must stay flat).
+    let stream = 64u64 << 20;
     let mut hops_per_s = Vec::new();
     let mut events_per_hop = Vec::new();
     for _ in 0..o.reps.min(5) {
@@ -365,7 +372,7 @@ fn main() {
     rows.push(Row { name: "engine/tlp-hops-per-s/2L-p2p-write".into(), samples: hops_per_s, unit: "M TLP-hops/s" });
     rows.push(Row { name: "engine/events-per-tlp-hop".into(), samples: events_per_hop, unit: "events" });
     let rss_before = peak_rss_kib().unwrap_or(0) as f64 / 1024.0;
-    let gib = if o.scale < 1.0 { 256u64 << 20 } else { 1u64 << 30 };
+    let gib = engine::WINDOW;
     let big = engine::copy(gib);
     let rss_after = peak_rss_kib().unwrap_or(0) as f64 / 1024.0;
     rows.push(Row { name: format!("engine/wall/{}MiB-d2d-copy-2L", gib >> 20), samples: vec![big.seconds], unit: "s" });

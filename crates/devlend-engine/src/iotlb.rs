@@ -9,32 +9,44 @@
 
 use crate::params::Timing;
 use crate::queue::Ps;
-use std::collections::{BTreeMap, HashMap};
+/// Empty table cell or list end.
+const NIL: u32 = u32::MAX;
 
-/// A fully associative cache of keys, FIFO or LRU: a hash map for the lookup and an ordered
-/// map of use stamps for the victim (no scan of the entries on a hit or a miss).
+/// A fully associative cache of keys, FIFO or LRU: the entries in slots kept on a list from the
+/// most recently inserted (or, under LRU, used) to the victim, found through an open-addressing
+/// table of slot numbers (linear probing, deletion by backward shift). A hit, a fill and an
+/// eviction are each a few loads and stores: no scan, no allocation after the first fills.
 #[derive(Default)]
 pub struct Cache {
     cap: usize,
     lru: bool,
-    clock: u64,
-    stamp: HashMap<u64, u64>,
-    order: BTreeMap<u64, u64>,
+    keys: Vec<u64>,
+    /// The recency list, by slot: towards the head (newer) and towards the tail (older).
+    newer: Vec<u32>,
+    older: Vec<u32>,
+    head: u32,
+    tail: u32,
+    /// Slot numbers by hash of their key; a power of two at least twice the capacity.
+    table: Vec<u32>,
+    shift: u32,
 }
 
 impl Cache {
     pub fn new(cap: usize, lru: bool) -> Cache {
-        Cache { cap, lru, ..Cache::default() }
+        let size = (2 * cap).next_power_of_two().max(2);
+        Cache { cap, lru, head: NIL, tail: NIL, table: vec![NIL; size], shift: 64 - size.trailing_zeros(), ..Cache::default() }
     }
 
     /// Whether `key` is held; a hit refreshes it under LRU.
     pub fn hit(&mut self, key: u64) -> bool {
-        let Some(s) = self.stamp.get_mut(&key) else { return false };
+        // The most recent entry (a stream's next TLP in the same page) needs nothing more.
+        if self.head != NIL && self.keys[self.head as usize] == key {
+            return true;
+        }
+        let Some(slot) = self.find(key).map(|i| self.table[i]) else { return false };
         if self.lru {
-            self.order.remove(s);
-            self.clock += 1;
-            *s = self.clock;
-            self.order.insert(self.clock, key);
+            self.unlink(slot);
+            self.push_head(slot);
         }
         true
     }
@@ -44,13 +56,78 @@ impl Cache {
         if self.cap == 0 {
             return;
         }
-        if self.stamp.len() == self.cap {
-            let (_, victim) = self.order.pop_first().expect("a full cache has an oldest entry");
-            self.stamp.remove(&victim);
+        let slot = if self.keys.len() == self.cap {
+            let victim = self.tail;
+            let cell = self.find(self.keys[victim as usize]).expect("a held key is in the table");
+            self.remove_cell(cell);
+            self.unlink(victim);
+            self.keys[victim as usize] = key;
+            victim
+        } else {
+            self.keys.push(key);
+            self.newer.push(NIL);
+            self.older.push(NIL);
+            self.keys.len() as u32 - 1
+        };
+        self.push_head(slot);
+        let mut i = self.home(key);
+        while self.table[i] != NIL {
+            i = (i + 1) & (self.table.len() - 1);
         }
-        self.clock += 1;
-        self.stamp.insert(key, self.clock);
-        self.order.insert(self.clock, key);
+        self.table[i] = slot;
+    }
+
+    fn home(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    /// The table cell holding `key`'s slot.
+    fn find(&self, key: u64) -> Option<usize> {
+        let mut i = self.home(key);
+        loop {
+            let s = self.table[i];
+            if s == NIL {
+                return None;
+            }
+            if self.keys[s as usize] == key {
+                return Some(i);
+            }
+            i = (i + 1) & (self.table.len() - 1);
+        }
+    }
+
+    /// Empty cell `hole`, moving later entries of its probe run back so every key stays
+    /// reachable from its home cell.
+    fn remove_cell(&mut self, mut hole: usize) {
+        let mask = self.table.len() - 1;
+        let mut i = hole;
+        loop {
+            i = (i + 1) & mask;
+            let s = self.table[i];
+            if s == NIL {
+                break;
+            }
+            let home = self.home(self.keys[s as usize]);
+            // Move it back unless its home lies cyclically in (hole, i].
+            if (i.wrapping_sub(home) & mask) >= (i.wrapping_sub(hole) & mask) {
+                self.table[hole] = s;
+                hole = i;
+            }
+        }
+        self.table[hole] = NIL;
+    }
+
+    fn unlink(&mut self, slot: u32) {
+        let (n, o) = (self.newer[slot as usize], self.older[slot as usize]);
+        if n == NIL { self.head = o } else { self.older[n as usize] = o }
+        if o == NIL { self.tail = n } else { self.newer[o as usize] = n }
+    }
+
+    fn push_head(&mut self, slot: u32) {
+        self.newer[slot as usize] = NIL;
+        self.older[slot as usize] = self.head;
+        if self.head == NIL { self.tail = slot } else { self.newer[self.head as usize] = slot }
+        self.head = slot;
     }
 }
 
@@ -149,6 +226,33 @@ mod tests {
             m.lookup(&t, 0, 0x0000, 12, 4);
             m.lookup(&t, 0, 0x2000, 12, 4);
             assert_eq!(m.lookup(&t, 0, 0x0000, 12, 4).hit, kept, "lru {lru}");
+        }
+    }
+
+    #[test]
+    fn the_cache_answers_as_a_list_in_recency_order_would() {
+        // A model: keys newest first; a hit moves the key to the front under LRU, a fill at a
+        // full capacity drops the last. Keys collide in the table (few distinct, many evictions).
+        for (cap, lru) in [(1, true), (2, false), (5, true), (16, false), (64, true), (64, false)] {
+            let (mut c, mut model, mut x) = (Cache::new(cap, lru), Vec::<u64>::new(), 99u64);
+            for _ in 0..20_000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let key = (x >> 33) % (3 * cap as u64 + 2) * 0x1000;
+                let pos = model.iter().position(|&k| k == key);
+                assert_eq!(c.hit(key), pos.is_some(), "cap {cap} lru {lru}");
+                match pos {
+                    Some(i) if lru => {
+                        model.remove(i);
+                        model.insert(0, key);
+                    }
+                    Some(_) => {}
+                    None => {
+                        c.fill(key);
+                        model.truncate(cap - 1);
+                        model.insert(0, key);
+                    }
+                }
+            }
         }
     }
 

@@ -39,6 +39,11 @@ const NONE: u32 = u32::MAX;
 pub struct EventQueue<E> {
     /// The current bucket's entries, sorted by (time, seq) *descending*: the next one is last.
     now: Vec<Entry<E>>,
+    /// Entries scheduled at the time of the last event popped, in the order scheduled (from
+    /// `same_head` on): they come after those of `now` at that time (scheduled earlier, before
+    /// that time was reached) and before any later one. Appended, not inserted.
+    same: Vec<Entry<E>>,
+    same_head: usize,
     /// The current bucket's number (time >> SHIFT).
     cur: u64,
     /// Slot `b % SLOTS` names the buffer (in `bufs`) holding the entries of bucket `b`, unsorted,
@@ -62,7 +67,7 @@ pub struct EventQueue<E> {
 
 impl<E: Copy> Default for EventQueue<E> {
     fn default() -> Self {
-        EventQueue { now: Vec::new(), cur: 0, slots: vec![NONE; SLOTS], bufs: Vec::new(), spare: Vec::new(), bits: [0; WORDS], summary: 0, far: Vec::new(), last: 0, len: 0, seq: 0 }
+        EventQueue { now: Vec::new(), same: Vec::new(), same_head: 0, cur: 0, slots: vec![NONE; SLOTS], bufs: Vec::new(), spare: Vec::new(), bits: [0; WORDS], summary: 0, far: Vec::new(), last: 0, len: 0, seq: 0 }
     }
 }
 
@@ -75,7 +80,9 @@ impl<E: Copy> EventQueue<E> {
         self.seq += 1;
         self.len += 1;
         let ahead = (time >> SHIFT) - self.cur;
-        if ahead == 0 {
+        if time == self.last {
+            self.same.push(e);
+        } else if ahead == 0 {
             self.insert_now(e);
         } else if ahead < SLOTS as u64 {
             self.file(e);
@@ -94,6 +101,16 @@ impl<E: Copy> EventQueue<E> {
 
     #[inline]
     pub fn pop(&mut self) -> Option<(Ps, E)> {
+        if self.same_head < self.same.len() && self.now.last().is_none_or(|n| n.time != self.last) {
+            let e = self.same[self.same_head];
+            self.same_head += 1;
+            if self.same_head == self.same.len() {
+                self.same.clear();
+                self.same_head = 0;
+            }
+            self.len -= 1;
+            return Some((e.time, e.ev));
+        }
         let e = match self.now.pop() {
             Some(e) => e,
             None => {
@@ -149,14 +166,36 @@ impl<E: Copy> EventQueue<E> {
         if ring == Some(b) {
             self.take_slot((b as usize) & (SLOTS - 1));
         }
+        let ring_only = !self.far.first().is_some_and(|e| e.time >> SHIFT == b);
         while self.far.first().is_some_and(|e| e.time >> SHIFT == b) {
             let e = self.far_pop();
             self.now.push(e);
         }
-        if self.now.len() > 1 {
-            self.now.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
+        match self.now.len() {
+            0 | 1 => {}
+            // Two from the ring, in the order scheduled: the later-scheduled one goes first
+            // unless it is due later.
+            2 if ring_only => {
+                if self.now[0].time <= self.now[1].time {
+                    self.now.swap(0, 1);
+                }
+            }
+            _ => self.sort_now(ring_only),
         }
         true
+    }
+
+    /// Sort the bucket just made current by (time, seq) descending.
+    #[inline(never)]
+    fn sort_now(&mut self, ring_only: bool) {
+        if ring_only {
+            // A ring bucket holds its entries in the order scheduled (seq ascending): reversed, a
+            // stable sort on time alone gives (time, seq) descending.
+            self.now.reverse();
+            self.now.sort_by(|a, b| b.time.cmp(&a.time));
+        } else {
+            self.now.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
+        }
     }
 
     /// Make slot `slot`'s entries the current bucket (unsorted); `now` is empty, and its vector

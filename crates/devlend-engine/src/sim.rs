@@ -539,9 +539,14 @@ impl Sim {
     /// A receiver buffer slot of `class` behind port `p` is free again at `at` (one UpdateFC later).
     fn return_credit(&mut self, p: PortId, class: Class, at: Ps) {
         self.dllp_event(p ^ 1, class as usize);
-        self.ports[p as usize].returns[class as usize].push_back(at);
-        if !self.ports[p as usize].queues[class as usize].is_empty() {
-            self.kick(p, at);
+        let port = &mut self.ports[p as usize];
+        port.returns[class as usize].push_back(at);
+        // Only a class out of credits can be held back by them: then look again when this slot is
+        // back, and not before its head is ready (the head's own wake-up is already due then).
+        if port.credits[class as usize] == 0 {
+            if let Some(&(ready, _)) = port.queues[class as usize].front() {
+                self.kick(p, at.max(ready));
+            }
         }
     }
 
