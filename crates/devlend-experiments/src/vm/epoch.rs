@@ -26,6 +26,7 @@
 
 use super::error::{guest, setup, VResult, VmRunError};
 use devlend_devices::gpu_driver::Driver as GpuDriver;
+use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_run::{bind, shared};
 use devlend_devices::nvme::{Controller, Media, BLOCK};
 use devlend_devices::nvme_driver::Driver as NvmeDriver;
@@ -117,6 +118,19 @@ fn controller(c: &mut Cluster) -> VResult<(devlend_fabric::model::FuncId, Rc<Ref
     Ok((func, Rc::new(RefCell::new(Controller::new(&mut c.fabric, func, DRIVE_BLOCKS, media)))))
 }
 
+/// A machine on `c` with the drive's controller and both GPUs as its devices.
+fn machine(mut c: Cluster, gpus: [Gpu; 2]) -> VResult<Machine<Cluster>> {
+    let (func, ctrl) = controller(&mut c)?;
+    let mut m = Machine::new(c);
+    m.add_device(func, ctrl);
+    for g in gpus {
+        let g = shared(g);
+        let f = g.borrow().func;
+        m.add_device(f, g);
+    }
+    Ok(m)
+}
+
 /// Bare metal: `runner` drives both GPUs (borrowed when remote); the lender reads its drive.
 fn native(json: &str, runner: &str, spec: EpochSpec) -> VResult<Ready<u16, u16>> {
     let mut c = Cluster::from_json(json).map_err(setup("the cluster"))?;
@@ -125,14 +139,7 @@ fn native(json: &str, runner: &str, spec: EpochSpec) -> VResult<Ready<u16, u16>>
     let batch = c.os(runner).map_err(setup("the runner"))?.kmalloc(2 * spec.input_bytes).map_err(guest("kmalloc"))?;
     let read_buf = c.os("lender").map_err(setup("the lender"))?.kmalloc(spec.read_blocks as u64 * BLOCK).map_err(guest("kmalloc"))?;
     let (gpus, reader) = (c.fabric.host_id(runner).map_err(setup("the runner"))?, c.fabric.host_id("lender").map_err(setup("the lender"))?);
-    let (func, ctrl) = controller(&mut c)?;
-    let mut m = Machine::new(c);
-    m.add_device(func, ctrl);
-    for g in [a.gpu, b.gpu] {
-        let g = shared(g);
-        let f = g.borrow().func;
-        m.add_device(f, g);
-    }
+    let m = machine(c, [a.gpu, b.gpu])?;
     Ok(Ready { m, gpus, reader, drivers: [(a.drv, b.dev), (b.drv, a.dev)], nvme, batch, read_buf })
 }
 
@@ -149,14 +156,7 @@ fn in_vm(json: &str, sc: Scenario, spec: EpochSpec) -> VResult<Ready<GuestKernel
     let mut os = vmm.guest(&mut c, vm).map_err(guest("the guest kernel"))?;
     let batch = os.kmalloc(2 * spec.input_bytes).map_err(guest("kmalloc"))?;
     let read_buf = os.kmalloc(spec.read_blocks as u64 * BLOCK).map_err(guest("kmalloc"))?;
-    let (func, ctrl) = controller(&mut c)?;
-    let mut m = Machine::new(c);
-    m.add_device(func, ctrl);
-    for g in [a.gpu, b.gpu] {
-        let g = shared(g);
-        let f = g.borrow().func;
-        m.add_device(f, g);
-    }
+    let mut m = machine(c, [a.gpu, b.gpu])?;
     let vmm = Rc::new(RefCell::new(vmm));
     devlend_vm::irq_clock::spawn(&mut m, &vmm, vm).map_err(setup("the VM's interrupt path"))?;
     let k = GuestKernel { vmm, vm };
