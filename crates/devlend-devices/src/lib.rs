@@ -16,7 +16,6 @@
 
 pub mod nvme;
 pub mod nvme_driver;
-pub mod fio;
 pub mod nvme_run;
 pub mod gpu;
 pub mod gpu_actor;

@@ -1,6 +1,6 @@
 //! An NVMe drive on one machine: the cluster with the drive ready for a host (its own, or
 //! borrowed when it sits elsewhere) and the controller as an actor on the machine's clock, for
-//! the driver to run on a thread of that host (fio jobs here, the papers' block reads in
+//! the driver to run on a thread of that host (fio jobs in devlend-workloads, the papers' block reads in
 //! devlend-experiments).
 
 use crate::nvme::{Controller, Media};

@@ -3,7 +3,7 @@
 //! GPU comparison copies device to host (posted writes, bounded by the links); host to device is
 //! bounded by the copy engine's read tags and the round trip ([timing] read_tags), which Gen4 does not change.
 
-use devlend_devices::fio::{fio, Job, Rw};
+use devlend_workloads::fio_job::{fio, Job, Rw};
 use devlend_devices::gpu_run::{bind, Dir};
 use devlend_experiments::gpu::memcpy;
 use devlend_host::Cluster;

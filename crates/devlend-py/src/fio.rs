@@ -1,7 +1,7 @@
-//! The fio-style NVMe workload (devlend-devices' `fio`), local or through Device Lending.
+//! The fio-style NVMe workload (devlend-workloads' `fio_job`), local or through Device Lending.
 
 use crate::{FabricError, NvmeStatusError};
-use devlend_devices::fio::{fio as run, FioError, FioResult, Job, Rw};
+use devlend_workloads::fio_job::{fio as run, FioError, FioResult, Job, Rw};
 use devlend_devices::nvme_driver::NvmeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

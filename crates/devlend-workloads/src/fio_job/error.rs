@@ -1,6 +1,6 @@
 //! The fio workload's errors: typed, with the job and the NVMe status they concern.
 
-use crate::nvme_driver::NvmeError;
+use devlend_devices::nvme_driver::NvmeError;
 use std::fmt;
 
 #[derive(Debug)]
