@@ -109,11 +109,11 @@ pub fn fio(json: &str, runner: &str, device: &str, job: Job) -> Result<FioResult
     check(&job)?;
     let (mut m, _ctrl, host, dev) = machine(json, runner, device, DRIVE_BLOCKS).map_err(FioError::Setup)?;
     let run = FioRun::probe(&mut m, "fio", host, dev, job, 0);
-    m.run().map_err(|e| FioError::Machine(e.to_string()))?;
+    m.run().map_err(FioError::Machine)?;
     run.take_failure()?;
     let at = m.now();
     run.jobs(&mut m, at);
-    m.run().map_err(|e| FioError::Machine(e.to_string()))?;
+    m.run().map_err(FioError::Machine)?;
     run.result()
 }
 
