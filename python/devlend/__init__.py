@@ -10,11 +10,11 @@ Quick start::
     print(fab.route("borrower:cpu", "ntb-borrower.mw1+0x1000").text())
 """
 
-from .errors import DevlendError, DmaFault, FabricError, HyperTrioError, NvmeStatusError, TopologyError, WorkloadError, XenIbError
+from .errors import DeviceError, DevlendError, DmaFault, FabricError, HyperTrioError, NvmeStatusError, TopologyError, WorkloadError, XenIbError
 from .machine import Run
 from .pool import Pool, PoolError
 from .scenario import Scenario
 from .topology import Topology, load, loads
 
-__all__ = ["DevlendError", "DmaFault", "FabricError", "HyperTrioError", "NvmeStatusError", "TopologyError", "WorkloadError", "XenIbError", "Pool", "PoolError", "Run", "Scenario", "Topology", "load", "loads"]
+__all__ = ["DeviceError", "DevlendError", "DmaFault", "FabricError", "HyperTrioError", "NvmeStatusError", "TopologyError", "WorkloadError", "XenIbError", "Pool", "PoolError", "Run", "Scenario", "Topology", "load", "loads"]
 __version__ = "0.1.0"

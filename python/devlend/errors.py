@@ -61,6 +61,18 @@ class NvmeStatusError(DevlendError):
         super().__init__(message)
 
 
+class DeviceError(DevlendError):
+    """A device model, or its run on a machine, that failed (000's GPU and NVMe runs). ``kind``
+    names the case: "fabric" or "host" (a name the topology lacks, borrowing, the kernel),
+    "params" (a hardware constant), "no-function", "no-bar", "outside-memory", "copy-size" (the
+    GPU model), "gpu" or "nvme" (a driver), "kernel" (a ping-pong kernel did not finish),
+    "mismatch" (data that arrived differs from what was sent), "machine" (a thread stuck or failed)."""
+
+    def __init__(self, message: str, kind: str):
+        self.kind = kind
+        super().__init__(message)
+
+
 class XenIbError(DevlendError):
     """A Xen-IB testbed or benchmark (004) that cannot be built or run. ``kind`` names the case
     ("unknown_name": a configuration, mode or access path; "bad_size", "zero_count": a benchmark

@@ -73,6 +73,7 @@
 //! status to `CE_NOTIFY_ADDR` (CUDA's error notifier) so a waiting driver wakes; a DMA fault stops
 //! only that engine's flow, bytes before it have moved. Engines work at once, sharing the links.
 
+use crate::error::{DResult, DeviceError};
 use devlend_fabric::model::FuncId;
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
@@ -164,9 +165,9 @@ fn le(b: &[u8]) -> u64 {
 impl Gpu {
     /// The model of function `func`: device memory of its profile's `memory` size (or its BAR 1
     /// size), BAR 1 windowing onto it. Sets the read-only registers.
-    pub fn new(f: &mut Fabric, func: FuncId) -> Result<Gpu, String> {
-        let fun = f.funcs.get(func as usize).ok_or(format!("no function #{func}"))?;
-        let bar1 = fun.bars.iter().find(|b| b.index == 1).ok_or(format!("{} has no BAR 1 to window onto device memory", fun.name))?;
+    pub fn new(f: &mut Fabric, func: FuncId) -> DResult<Gpu> {
+        let fun = f.funcs.get(func as usize).ok_or(DeviceError::NoFunction { func })?;
+        let bar1 = fun.bars.iter().find(|b| b.index == 1).ok_or(DeviceError::NoBar { device: fun.name.clone(), bar: 1 })?;
         let mem_size = Self::memory_of(f, func).unwrap_or(bar1.size);
         let g = Gpu { func, mem_size, bar1_size: bar1.size, served: [0; NUM_CE], copies: 0, busy: [None; NUM_CE], fetching: [false; NUM_CE], kernel: Default::default() };
         let id = fun.vendor as u32 | (fun.device_id as u32) << 16;
@@ -199,15 +200,15 @@ impl Gpu {
         f.bar_mem.entry((self.func, 0)).or_default().write(off, data);
     }
 
-    fn check(&self, off: u64, len: u64) -> Result<(), String> {
+    fn check(&self, off: u64, len: u64) -> DResult<()> {
         match off.checked_add(len) {
             Some(end) if end <= self.mem_size => Ok(()),
-            _ => Err(format!("device memory {off:#x}+{len:#x} is outside the GPU's {:#x} bytes of memory", self.mem_size)),
+            _ => Err(DeviceError::OutsideMemory { func: self.func, off, len, size: self.mem_size }),
         }
     }
 
     /// The GPU's own load from its memory (no fabric access): what a kernel polling its memory sees.
-    pub fn mem_read(&self, f: &Fabric, off: u64, len: usize) -> Result<Vec<u8>, String> {
+    pub fn mem_read(&self, f: &Fabric, off: u64, len: usize) -> DResult<Vec<u8>> {
         self.check(off, len as u64)?;
         let mut b = vec![0u8; len];
         if let Some(m) = f.bar_mem.get(&(self.func, 1)) {
@@ -217,7 +218,7 @@ impl Gpu {
     }
 
     /// The GPU's own store into its memory (a kernel's store, or test set-up).
-    pub fn mem_write(&self, f: &mut Fabric, off: u64, data: &[u8]) -> Result<(), String> {
+    pub fn mem_write(&self, f: &mut Fabric, off: u64, data: &[u8]) -> DResult<()> {
         self.check(off, data.len() as u64)?;
         f.bar_mem.entry((self.func, 1)).or_default().write(off, data);
         Ok(())

@@ -10,6 +10,7 @@
 //! what its kernels measured ([`kernel_round_trip`]: ping's mean over [`PING_ROUNDS`] rounds after
 //! [`WARMUP_ROUNDS`]).
 
+use crate::error::{DResult, DeviceError};
 use crate::gpu::Gpu;
 use crate::gpu_driver::{Driver, GpuError};
 use crate::gpu_kernel::*;
@@ -32,12 +33,13 @@ struct Staging {
 }
 
 /// The staging chunk of a GPU-to-GPU copy through RAM (params/hardware.toml `[gpu_staging]`).
-pub fn staging_chunk() -> Result<u64, String> {
-    let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(s)?;
-    let v = t.get("gpu_staging").ok_or("params/hardware.toml has no [gpu_staging]")?;
-    let st: Staging = v.clone().try_into().map_err(|e| format!("[gpu_staging]: {e}"))?;
+pub fn staging_chunk() -> DResult<u64> {
+    let bad = |why: String| DeviceError::Params { field: "[gpu_staging] chunk_bytes".into(), why };
+    let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| bad(e.to_string()))?;
+    let v = t.get("gpu_staging").ok_or_else(|| bad("no [gpu_staging] table".into()))?;
+    let st: Staging = v.clone().try_into().map_err(|e| bad(e.to_string()))?;
     match st.chunk_bytes {
-        0 => Err("[gpu_staging] chunk_bytes is 0".into()),
+        0 => Err(bad("is 0".into())),
         n => Ok(n),
     }
 }
@@ -74,10 +76,6 @@ pub enum Via {
     Ram,
 }
 
-fn s<E: std::fmt::Display>(e: E) -> String {
-    e.to_string()
-}
-
 /// The bytes a workload copies: a pattern that differs from page to page.
 pub fn pattern(seed: u8, len: u64) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed).wrapping_add((i >> 12) as u8)).collect()
@@ -91,40 +89,38 @@ pub struct Bound {
 }
 
 /// The runner's handle of `device`: its own, or borrowed from the host it sits in.
-pub fn attach(c: &mut Cluster, runner: &str, device: &str) -> Result<DevId, String> {
-    let func = c.fabric.func_id(device).map_err(s)?;
+pub fn attach(c: &mut Cluster, runner: &str, device: &str) -> DResult<DevId> {
+    let func = c.fabric.func_id(device).map_err(DeviceError::fabric(device))?;
     let owner = c.fabric.hosts[c.fabric.func_host(func) as usize].name.clone();
     if owner == runner {
-        c.os(runner).map_err(s)?.find(device).map_err(s)
+        c.os(runner).map_err(DeviceError::host("host", device))?.find(device).map_err(DeviceError::host("find", device))
     } else {
-        c.borrow(runner, device).map_err(s)
+        c.borrow(runner, device).map_err(DeviceError::host("borrow", device))
     }
 }
 
 /// Attach `device` to `runner`, create its model and probe it with the driver.
-pub fn bind(c: &mut Cluster, runner: &str, device: &str) -> Result<Bound, String> {
+pub fn bind(c: &mut Cluster, runner: &str, device: &str) -> DResult<Bound> {
     let dev = attach(c, runner, device)?;
-    let func = c.fabric.func_id(device).map_err(s)?;
+    let func = c.fabric.func_id(device).map_err(DeviceError::fabric(device))?;
     let gpu = Gpu::new(&mut c.fabric, func)?;
-    let drv = Driver::probe(&mut c.os(runner).map_err(s)?, dev).map_err(s)?;
+    let drv = Driver::probe(&mut c.os(runner).map_err(DeviceError::host("host", device))?, dev)?;
     Ok(Bound { dev, gpu, drv })
 }
 
-pub fn fits(len: u64, g: &Bound) -> Result<(), String> {
+pub fn fits(len: u64, g: &Bound) -> DResult<()> {
     match len {
-        0 => Err("a copy of zero bytes".into()),
-        n if n > g.drv.mem_size => Err(format!("{n} bytes do not fit the GPU's {} bytes of memory", g.drv.mem_size)),
+        n if n == 0 || n > g.drv.mem_size => Err(DeviceError::CopySize { len, mem_size: g.drv.mem_size }),
         _ => Ok(()),
     }
 }
 
-fn gerr(e: impl std::fmt::Display) -> ThreadError {
-    ThreadError::other(GpuError(e.to_string()))
-}
-
 /// The probed GPUs on one machine, and a thread of `host` running `body`: the time it ran, and
 /// the machine (for its world and the GPUs' records).
-pub fn on_machine(c: Cluster, gpus: &[Rc<RefCell<Gpu>>], host: HostId, body: impl FnOnce(&mut ThreadOs) -> Result<(), String> + 'static) -> Result<(Machine<Cluster>, Ps), String> {
+pub fn on_machine<E>(c: Cluster, gpus: &[Rc<RefCell<Gpu>>], host: HostId, body: impl FnOnce(&mut ThreadOs) -> Result<(), E> + 'static) -> DResult<(Machine<Cluster>, Ps)>
+where
+    E: Into<Box<dyn std::error::Error>>,
+{
     let mut m = Machine::new(c);
     for g in gpus {
         let func = g.borrow().func;
@@ -134,11 +130,11 @@ pub fn on_machine(c: Cluster, gpus: &[Rc<RefCell<Gpu>>], host: HostId, body: imp
     let out = span.clone();
     m.spawn("cuda-runner", 0, move |t| {
         let t0 = t.now();
-        body(&mut ThreadOs::new(t, host)).map_err(gerr)?;
+        body(&mut ThreadOs::new(t, host)).map_err(|e| ThreadError::Other(e.into()))?;
         out.set(t.now() - t0);
         Ok(())
     });
-    m.run().map_err(s)?;
+    m.run().map_err(|error| DeviceError::Machine { what: "cuda-runner".into(), error })?;
     Ok((m, span.get()))
 }
 
@@ -182,8 +178,8 @@ pub fn staged(os: &mut impl Os, a: &mut Driver, b: &mut Driver, stage: u64, chun
 }
 
 /// Program GPU `gpu`'s ping-pong kernel through its BAR 0 at `bar0` and launch it.
-pub fn launch(os: &mut impl Os, bar0: u64, store_at: u64, poll_at: u64, first: bool) -> Result<(), String> {
-    let w = |os: &mut _, reg, v: &[u8]| Os::write(os, bar0 + reg, v).map_err(s);
+pub fn launch(os: &mut impl Os, bar0: u64, store_at: u64, poll_at: u64, first: bool) -> DResult<()> {
+    let w = |os: &mut _, reg, v: &[u8]| Os::write(os, bar0 + reg, v).map_err(|error| DeviceError::Host { what: "kernel launch", device: format!("BAR 0 at {bar0:#x}"), error });
     w(os, K_STORE_AT, &store_at.to_le_bytes())?;
     w(os, K_POLL_AT, &poll_at.to_le_bytes())?;
     w(os, K_OWN_OFF, &0u64.to_le_bytes())?;
@@ -194,18 +190,19 @@ pub fn launch(os: &mut impl Os, bar0: u64, store_at: u64, poll_at: u64, first: b
 
 /// What the ping-pong kernels of `a` (which began) and `b` measured: ping's mean round trip
 /// over [`PING_ROUNDS`] after [`WARMUP_ROUNDS`], or why they did not finish.
-pub fn kernel_round_trip((a, pa): (&str, &Rc<RefCell<Gpu>>), (b, pb): (&str, &Rc<RefCell<Gpu>>)) -> Result<u64, String> {
+pub fn kernel_round_trip((a, pa): (&str, &Rc<RefCell<Gpu>>), (b, pb): (&str, &Rc<RefCell<Gpu>>)) -> DResult<u64> {
     let (ka, kb) = (pa.borrow().kernel.clone(), pb.borrow().kernel.clone());
     for (name, k) in [(a, &ka), (b, &kb)] {
-        if let Some(at) = k.fault {
-            return Err(format!("ping-pong: {name}'s kernel faulted at {at:#x}"));
-        }
-        if let Some(g) = k.gave_up {
-            return Err(format!("ping-pong: {name}'s kernel gave up at {} ps after {SPIN_LIMIT} loads without counter {} (last read {})", g.at, g.expected, g.last_read));
-        }
-        if !k.done {
-            return Err(format!("ping-pong: {name}'s kernel saw {} of {} counters", k.seen.len(), WARMUP_ROUNDS + PING_ROUNDS));
-        }
+        let why = if let Some(at) = k.fault {
+            format!("faulted at {at:#x}")
+        } else if let Some(g) = k.gave_up {
+            format!("gave up at {} ps after {SPIN_LIMIT} loads without counter {} (last read {})", g.at, g.expected, g.last_read)
+        } else if !k.done {
+            format!("saw {} of {} counters", k.seen.len(), WARMUP_ROUNDS + PING_ROUNDS)
+        } else {
+            continue;
+        };
+        return Err(DeviceError::Kernel { gpu: name.into(), why });
     }
     let start = ka.stores[WARMUP_ROUNDS as usize];
     Ok((ka.seen[ka.seen.len() - 1] - start) / PING_ROUNDS as u64)

@@ -12,11 +12,12 @@
 //! the host only through `devlend_host::HostOs`: the same driver code runs against a local device
 //! and a borrowed one (000 §4: the driver does not know the DMA addresses it hands out are
 //! far-side). [`gpu_run`] and [`nvme_run`] put the devices and a host's thread on one machine;
-//! the papers' procedures that use them live in devlend-experiments.
+//! the papers' procedures that use them live in devlend-experiments. Errors are typed
+//! ([`error::DeviceError`]), naming the device, address or parameter they concern.
 
+pub mod error;
 pub mod nvme;
 pub mod nvme_driver;
-pub mod fio;
 pub mod nvme_run;
 pub mod gpu;
 pub mod gpu_actor;

@@ -23,6 +23,7 @@
 //! 4 KiB page at a time, and a read's page is DMA'd to the host as soon as it has streamed, so the
 //! media and the link overlap and the slower of the two bounds a large transfer.
 
+use crate::error::{DResult, DeviceError};
 use devlend_engine::machine::{Cx, Device, FlowDone, World};
 use devlend_engine::queue::Ps;
 use devlend_fabric::config::MSIX_TABLE_OFFSET;
@@ -67,14 +68,15 @@ pub struct Media {
 
 impl Media {
     /// The media timing of device profile `profile` (params/hardware.toml).
-    pub fn of(profile: &str) -> Result<Media, String> {
-        let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| e.to_string())?;
-        let v = t.get("device").and_then(|d| d.get(profile)).ok_or(format!("no device profile {profile}"))?;
-        v.clone().try_into().map_err(|e| format!("device profile {profile} lacks media timing: {e}"))
+    pub fn of(profile: &str) -> DResult<Media> {
+        let field = || format!("[device.{profile}]");
+        let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| DeviceError::Params { field: field(), why: e.to_string() })?;
+        let v = t.get("device").and_then(|d| d.get(profile)).ok_or_else(|| DeviceError::Params { field: field(), why: format!("no device profile {profile}") })?;
+        v.clone().try_into().map_err(|e| DeviceError::Params { field: field(), why: format!("device profile {profile} lacks media timing: {e}") })
     }
 
     /// The media timing of the drive named `device` in the fabric.
-    pub fn of_device(f: &Fabric, device: &str) -> Result<Media, String> {
+    pub fn of_device(f: &Fabric, device: &str) -> DResult<Media> {
         let profile = f.devices.iter().find(|d| d.name == device).and_then(|d| d.profile.clone()).unwrap_or_default();
         Media::of(&profile)
     }

@@ -1,8 +1,9 @@
 //! An NVMe drive on one machine: the cluster with the drive ready for a host (its own, or
 //! borrowed when it sits elsewhere) and the controller as an actor on the machine's clock, for
-//! the driver to run on a thread of that host (fio jobs here, the papers' block reads in
+//! the driver to run on a thread of that host (fio jobs in devlend-workloads, the papers' block reads in
 //! devlend-experiments).
 
+use crate::error::{DResult, DeviceError};
 use crate::nvme::{Controller, Media};
 use devlend_engine::machine::Machine;
 use devlend_host::{Cluster, DevId};
@@ -11,18 +12,18 @@ use std::rc::Rc;
 
 /// A cluster with drive `device` ready for host `runner` (borrowed when it sits elsewhere), a
 /// machine on it with the controller, and the runner's host id and device handle.
-pub fn machine(json: &str, runner: &str, device: &str, blocks: u64) -> Result<(Machine<Cluster>, Rc<RefCell<Controller>>, u16, DevId), String> {
-    let mut c = Cluster::from_json(json).map_err(|e| e.to_string())?;
-    let func = c.fabric.func_id(device).map_err(|e| e.to_string())?;
+pub fn machine(json: &str, runner: &str, device: &str, blocks: u64) -> DResult<(Machine<Cluster>, Rc<RefCell<Controller>>, u16, DevId)> {
+    let mut c = Cluster::from_json(json).map_err(DeviceError::host("topology", device))?;
+    let func = c.fabric.func_id(device).map_err(DeviceError::fabric(device))?;
     let owner = c.fabric.hosts[c.fabric.func_host(func) as usize].name.clone();
     let dev = if owner == runner {
-        c.os(runner).map_err(|e| e.to_string())?.find(device).map_err(|e| e.to_string())?
+        c.os(runner).map_err(DeviceError::host("host", device))?.find(device).map_err(DeviceError::host("find", device))?
     } else {
-        c.borrow(runner, device).map_err(|e| e.to_string())?
+        c.borrow(runner, device).map_err(DeviceError::host("borrow", device))?
     };
     let media = Media::of_device(&c.fabric, device)?;
     let ctrl = Rc::new(RefCell::new(Controller::new(&mut c.fabric, func, blocks, media)));
-    let host = c.fabric.host_id(runner).map_err(|e| e.to_string())?;
+    let host = c.fabric.host_id(runner).map_err(DeviceError::fabric(runner))?;
     let mut m = Machine::new(c);
     m.add_device(func, ctrl.clone());
     Ok((m, ctrl, host, dev))

@@ -49,7 +49,7 @@ fn two_copies(together: bool) -> (u64, Vec<u8>, Vec<u8>) {
             let r = drv.memcpy_htod_async(os, 0, m.dma, N, N).map_err(s)?;
             drv.sync(os, r).map_err(s)?;
         }
-        Ok(())
+        Ok::<_, String>(())
     })
     .unwrap();
     let in_host = m.world().os("borrower").unwrap().read(buf + N, N as usize).unwrap();

@@ -18,64 +18,64 @@
 //!   first store, 8 rounds would carry them (+80 ns a round for 1L-P2P-IOMMU).
 
 use devlend_devices::gpu_run::{bind, fits, kernel_round_trip, launch, on_machine, pattern, shared, staged, staging_chunk, timing, CopyTiming, Dir, Via};
+use devlend_devices::error::{DResult, DeviceError};
 use devlend_host::Cluster;
 
-fn s<E: std::fmt::Display>(e: E) -> String {
-    e.to_string()
-}
-
 /// D1: one cudaMemcpy of `len` bytes between `device`'s memory and a buffer in `runner`'s RAM.
-pub fn memcpy(json: &str, runner: &str, device: &str, dir: Dir, len: u64) -> Result<CopyTiming, String> {
-    let mut c = Cluster::from_json(json).map_err(s)?;
+pub fn memcpy(json: &str, runner: &str, device: &str, dir: Dir, len: u64) -> DResult<CopyTiming> {
+    let mut c = Cluster::from_json(json).map_err(DeviceError::host("topology", device))?;
     let g = bind(&mut c, runner, device)?;
     fits(len, &g)?;
     let want = pattern(7, len);
-    let host = c.fabric.host_id(runner).map_err(s)?;
-    let buf = c.os(runner).map_err(s)?.kmalloc(len).map_err(s)?;
+    let host = c.fabric.host_id(runner).map_err(DeviceError::fabric(runner))?;
+    let buf = c.os(runner).map_err(DeviceError::host("host", device))?.kmalloc(len).map_err(DeviceError::host("kmalloc", device))?;
     let gpu = shared(g.gpu);
     match dir {
         Dir::DtoH => gpu.borrow().mem_write(&mut c.fabric, 0, &want)?,
-        Dir::HtoD => c.os(runner).map_err(s)?.write(buf, &want).map_err(s)?,
+        Dir::HtoD => c.os(runner).map_err(DeviceError::host("host", device))?.write(buf, &want).map_err(DeviceError::host("write buffer", device))?,
     }
     let mut drv = g.drv;
     let (m, ps) = on_machine(c, &[gpu.clone()], host, move |os| match dir {
-        Dir::DtoH => drv.memcpy_dtoh(os, 0, buf, len).map_err(s),
-        Dir::HtoD => drv.memcpy_htod(os, 0, buf, len).map_err(s),
+        Dir::DtoH => drv.memcpy_dtoh(os, 0, buf, len),
+        Dir::HtoD => drv.memcpy_htod(os, 0, buf, len),
     })?;
     let got = match dir {
-        Dir::DtoH => m.world().os(runner).map_err(s)?.read(buf, len as usize).map_err(s)?,
+        Dir::DtoH => m.world().os(runner).map_err(DeviceError::host("host", device))?.read(buf, len as usize).map_err(DeviceError::host("read buffer", device))?,
         Dir::HtoD => gpu.borrow().mem_read(&m.world().fabric, 0, len as usize)?,
     };
     if got != want {
-        return Err(format!("{dir:?} copy of {len} bytes: the destination differs from the source"));
+        return Err(DeviceError::Mismatch { what: format!("{dir:?} copy of {len} bytes") });
     }
     Ok(timing(len, ps))
 }
 
 /// D2: one transfer of `len` bytes from `src`'s memory to `dst`'s, both driven by `runner`.
-pub fn gpu_to_gpu(json: &str, runner: &str, src: &str, dst: &str, via: Via, len: u64) -> Result<CopyTiming, String> {
-    let mut c = Cluster::from_json(json).map_err(s)?;
+pub fn gpu_to_gpu(json: &str, runner: &str, src: &str, dst: &str, via: Via, len: u64) -> DResult<CopyTiming> {
+    let mut c = Cluster::from_json(json).map_err(DeviceError::host("topology", src))?;
     let a = bind(&mut c, runner, src)?;
     let b = bind(&mut c, runner, dst)?;
     fits(len, &a)?;
     fits(len, &b)?;
     let chunk = staging_chunk()?.min(len);
-    let host = c.fabric.host_id(runner).map_err(s)?;
+    let host = c.fabric.host_id(runner).map_err(DeviceError::fabric(runner))?;
     let want = pattern(3, len);
     let (ga, gb) = (shared(a.gpu), shared(b.gpu));
     ga.borrow().mem_write(&mut c.fabric, 0, &want)?;
     let stage = match via {
         Via::Peer => 0,
-        Via::Ram => c.os(runner).map_err(s)?.kmalloc(2 * chunk).map_err(s)?,
+        Via::Ram => c.os(runner).map_err(DeviceError::host("host", src))?.kmalloc(2 * chunk).map_err(DeviceError::host("kmalloc", src))?,
     };
     let (mut da, mut db, bdev) = (a.drv, b.drv, b.dev);
     let (m, ps) = on_machine(c, &[ga, gb.clone()], host, move |os| match via {
-        Via::Peer => da.memcpy_peer(os, 0, bdev, 0, len).map_err(s),
-        Via::Ram => staged(os, &mut da, &mut db, stage, chunk, len).map_err(s),
+        Via::Peer => da.memcpy_peer(os, 0, bdev, 0, len),
+        Via::Ram => staged(os, &mut da, &mut db, stage, chunk, len),
     })
-    .map_err(|e| format!("{src} to {dst} ({via:?}): {e}"))?;
+    .map_err(|e| match e {
+        DeviceError::Machine { error, .. } => DeviceError::Machine { what: format!("{src} to {dst} ({via:?})"), error },
+        e => e,
+    })?;
     if gb.borrow().mem_read(&m.world().fabric, 0, len as usize)? != want {
-        return Err(format!("{src} to {dst} ({via:?}): the target's memory differs from what the source sent"));
+        return Err(DeviceError::Mismatch { what: format!("{src} to {dst} ({via:?})") });
     }
     Ok(timing(len, ps))
 }
@@ -84,20 +84,20 @@ pub fn gpu_to_gpu(json: &str, runner: &str, src: &str, dst: &str, via: Via, len:
 /// D3: one ping-pong round trip between `a` and `b` (counters in each other's memory, or in a
 /// buffer in `runner`'s RAM), in ps: ping's mean over `PING_ROUNDS` rounds after
 /// `WARMUP_ROUNDS`, every counter checked by the kernel that waits for it.
-pub fn pingpong(json: &str, runner: &str, a: &str, b: &str, via: Via) -> Result<u64, String> {
-    let mut c = Cluster::from_json(json).map_err(s)?;
+pub fn pingpong(json: &str, runner: &str, a: &str, b: &str, via: Via) -> DResult<u64> {
+    let mut c = Cluster::from_json(json).map_err(DeviceError::host("topology", a))?;
     let mut ga = bind(&mut c, runner, a)?;
     let mut gb = bind(&mut c, runner, b)?;
-    let host = c.fabric.host_id(runner).map_err(s)?;
-    let mut os = c.os(runner).map_err(s)?;
+    let host = c.fabric.host_id(runner).map_err(DeviceError::fabric(runner))?;
+    let mut os = c.os(runner).map_err(DeviceError::host("host", a))?;
     let (at_a, at_b) = match via {
-        Via::Peer => (ga.drv.map_peer(&mut os, gb.dev, 0, 4).map_err(s)?, gb.drv.map_peer(&mut os, ga.dev, 0, 4).map_err(s)?),
+        Via::Peer => (ga.drv.map_peer(&mut os, gb.dev, 0, 4)?, gb.drv.map_peer(&mut os, ga.dev, 0, 4)?),
         Via::Ram => {
-            let buf = os.kmalloc(4).map_err(s)?;
-            (ga.drv.map_host(&mut os, buf, 4).map_err(s)?, gb.drv.map_host(&mut os, buf, 4).map_err(s)?)
+            let buf = os.kmalloc(4).map_err(DeviceError::host("kmalloc", a))?;
+            (ga.drv.map_host(&mut os, buf, 4)?, gb.drv.map_host(&mut os, buf, 4)?)
         }
     };
-    let (bar_a, bar_b) = (os.pci_iomap(ga.dev, 0).map_err(s)?, os.pci_iomap(gb.dev, 0).map_err(s)?);
+    let (bar_a, bar_b) = (os.pci_iomap(ga.dev, 0).map_err(DeviceError::host("pci_iomap", a))?, os.pci_iomap(gb.dev, 0).map_err(DeviceError::host("pci_iomap", b))?);
     drop(os);
     let ram = via == Via::Ram;
     let (pa, pb) = (shared(ga.gpu), shared(gb.gpu));

@@ -4,6 +4,7 @@
 //! MSI-X), so a read's time is when the thread's read returned less when it began. The data of
 //! every read is checked.
 
+use devlend_devices::error::{DResult, DeviceError};
 use devlend_devices::nvme::BLOCK;
 use devlend_devices::nvme_driver::Driver;
 use devlend_devices::nvme_run::machine;
@@ -24,7 +25,7 @@ pub struct ReadTiming {
 
 /// Probe the drive from `runner`, read `blocks` at each of `lbas` (each read checked against
 /// what the drive holds), and time the last read.
-pub fn read_blocks(json: &str, runner: &str, device: &str, lbas: &[u64], blocks: u16) -> Result<ReadTiming, String> {
+pub fn read_blocks(json: &str, runner: &str, device: &str, lbas: &[u64], blocks: u16) -> DResult<ReadTiming> {
     let (mut m, ctrl, host, dev) = machine(json, runner, device, 1 << 24)?;
     let last = Rc::new(RefCell::new((0u64, 0u64)));
     let (c, out, lbas) = (ctrl.clone(), last.clone(), lbas.to_vec());
@@ -42,13 +43,13 @@ pub fn read_blocks(json: &str, runner: &str, device: &str, lbas: &[u64], blocks:
             *out.borrow_mut() = (start, t.now());
             let got = os.read(buf, len as usize).map_err(ThreadError::other)?;
             if got != pattern {
-                return Err(ThreadError::Other(format!("data read from LBA {lba} differs from what the drive holds").into()));
+                return Err(ThreadError::other(DeviceError::Mismatch { what: format!("read of {blocks} blocks at LBA {lba}") }));
             }
         }
         os.kfree(buf).map_err(ThreadError::other)?;
         Ok(())
     });
-    m.run().map_err(|e| e.to_string())?;
+    m.run().map_err(|error| DeviceError::Machine { what: format!("nvme-read of {device}"), error })?;
     let (start, end) = *last.borrow();
     let trace = ctrl.borrow_mut().trace.take().unwrap_or_default();
     let steps: Vec<(&'static str, u64)> = trace.iter().filter(|s| s.start >= start).map(|s| (s.what, s.end.unwrap_or(end) - s.start)).collect();

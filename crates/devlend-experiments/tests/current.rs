@@ -3,7 +3,7 @@
 //! GPU comparison copies device to host (posted writes, bounded by the links); host to device is
 //! bounded by the copy engine's read tags and the round trip ([timing] read_tags), which Gen4 does not change.
 
-use devlend_devices::fio::{fio, Job, Rw};
+use devlend_workloads::fio_job::{fio, Job, Rw};
 use devlend_devices::gpu_run::{bind, Dir};
 use devlend_experiments::gpu::memcpy;
 use devlend_host::Cluster;
@@ -82,5 +82,5 @@ fn a_borrowed_k40c_writes_faster_across_an_mxh930_pair_than_a_pxh830_pair() {
 fn an_a100s_64_gib_bar1_is_too_large_to_lend_through_512_mib_windows() {
     let a100 = with_adapters(&with_device(TWO, "gpu0", "a100-pcie-40gb", 4, &["lender-sw", "gpu0"]), "mxh930", 4, 16);
     let e = memcpy(&a100, "borrower", "gpu0", Dir::DtoH, 4 * MIB).unwrap_err();
-    assert!(e.contains("BAR1 of 64 GiB is larger than the NTB can map"), "{e}");
+    assert!(e.to_string().contains("BAR1 of 64 GiB is larger than the NTB can map"), "{e}");
 }

@@ -238,7 +238,7 @@ fn mistakes_give_clear_errors() {
     })
     .unwrap();
     let e = memcpy(TWO, "borrower", "gpu0", Dir::DtoH, 1 << 31).unwrap_err();
-    assert!(e.contains("do not fit the GPU's 1073741824 bytes"), "{e}");
+    assert!(e.to_string().contains("do not fit the GPU's 1073741824 bytes"), "{e}");
     // Peer-to-peer past the end of the target's memory.
     let e = run_with(THREE, "borrower", &["gpu0", "gpu1"], |_, _| 0, |os, drv, _, devs| drv.memcpy_peer(os, 0, devs[1], 0x0fff_f000, 0x2000)).err().unwrap();
     assert!(e.contains("not inside the peer's 0x10000000-byte BAR 1"), "{e}");
@@ -287,7 +287,7 @@ fn the_copy_engine_reports_bad_commands_in_its_status_register() {
         }
         let fault = os.read(regs + CE_FAULT_ADDR, 8).map_err(|e| e.to_string())?;
         out.borrow_mut().push(u64::from_le_bytes(fault.try_into().unwrap()) as u32);
-        Ok(())
+        Ok::<_, String>(())
     })
     .unwrap();
     // The same doorbell value again (the last command) is not a new command: the status stays.

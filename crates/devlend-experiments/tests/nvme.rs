@@ -5,7 +5,7 @@
 
 use devlend_devices::nvme_run::machine;
 use devlend_experiments::nvme::read_blocks;
-use devlend_devices::fio::{fio, Job, Rw};
+use devlend_workloads::fio_job::{fio, Job, Rw};
 use devlend_devices::nvme::{SC_LBA_OUT_OF_RANGE};
 use devlend_devices::nvme_driver::{Driver, NvmeError};
 use devlend_engine::machine::ThreadError;
@@ -110,7 +110,7 @@ fn borrowed_qd1_latency_is_above_local_and_writes_verify_through_the_ntb() {
 
 #[test]
 fn a_workload_past_the_drives_end_fails_with_lba_out_of_range_not_a_panic() {
-    use devlend_devices::fio::{FioError, DRIVE_BLOCKS};
+    use devlend_workloads::fio_job::{FioError, DRIVE_BLOCKS};
     let j = Job { size_blocks: Some(4 * DRIVE_BLOCKS), ..job(Rw::RandRead, 4, 1) };
     let e = fio(B2B, "borrower", "nvme0", j).unwrap_err();
     assert!(matches!(e, FioError::Job { job: 0, error: NvmeError::Status { status: SC_LBA_OUT_OF_RANGE, .. } }), "{e}");

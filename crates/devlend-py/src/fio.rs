@@ -1,7 +1,7 @@
-//! The fio-style NVMe workload (devlend-devices' `fio`), local or through Device Lending.
+//! The fio-style NVMe workload (devlend-workloads' `fio_job`), local or through Device Lending.
 
 use crate::{FabricError, NvmeStatusError};
-use devlend_devices::fio::{fio as run, FioError, FioResult, Job, Rw};
+use devlend_workloads::fio_job::{fio as run, FioError, FioResult, Job, Rw};
 use devlend_devices::nvme_driver::NvmeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -38,7 +38,7 @@ fn to_dict<'py>(py: Python<'py>, r: &FioResult) -> PyResult<Bound<'py, PyDict>> 
 fn fio<'py>(py: Python<'py>, topology_json: &str, runner: &str, device: &str, rw: &str, iodepth: u32, numjobs: u16, ios: u32, verify: bool, size_blocks: Option<u64>) -> PyResult<Bound<'py, PyDict>> {
     let rw = Rw::parse(rw).map_err(err)?;
     let job = Job { rw, iodepth, numjobs, ios, verify, size_blocks };
-    let r = py.detach(|| run(topology_json, runner, device, job)).map_err(err)?;
+    let r = py.detach(|| run(topology_json, runner, device, job).map_err(err))?;
     to_dict(py, &r)
 }
 

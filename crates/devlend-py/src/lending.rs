@@ -1,18 +1,21 @@
 //! Bare-metal Device Lending runs (000, 001): NVMe reads, GPU copies and ping-pong.
 
-use crate::{steps, FabricError};
+use crate::{steps, DeviceError, FabricError};
 use pyo3::prelude::*;
+
+/// A device error becomes `DeviceError(message, kind)` (built inside `detach`: the error may hold
+/// a machine's thread error, which is not `Send`).
+fn derr(e: devlend_devices::error::DeviceError) -> PyErr {
+    DeviceError::new_err((e.to_string(), e.kind()))
+}
 
 /// Read `blocks` 512-byte blocks at each of `lbas` from NVMe drive `device` with the unmodified
 /// driver on host `runner` (borrowing the drive when it sits elsewhere), check the data, and time
 /// the last read: (total ps, fabric ps, [(step, ps)]).
 #[pyfunction]
 fn nvme_read(py: Python<'_>, topology_json: &str, runner: &str, device: &str, lbas: Vec<u64>, blocks: u16) -> PyResult<(u64, u64, Vec<(String, u64)>)> {
-    let r = py.detach(|| devlend_experiments::nvme::read_blocks(topology_json, runner, device, &lbas, blocks));
-    match r {
-        Ok(t) => Ok((t.total_ps, t.fabric_ps, t.steps.into_iter().map(|(w, p)| (w.to_string(), p)).collect())),
-        Err(e) => Err(FabricError::new_err(e)),
-    }
+    let r = py.detach(|| devlend_experiments::nvme::read_blocks(topology_json, runner, device, &lbas, blocks).map_err(derr))?;
+    Ok((r.total_ps, r.fabric_ps, r.steps.into_iter().map(|(w, p)| (w.to_string(), p)).collect()))
 }
 
 /// One cudaMemcpy between GPU `device`'s memory and a host buffer, by the GPU driver on `runner`
@@ -22,8 +25,8 @@ fn gpu_memcpy(py: Python<'_>, topology_json: &str, runner: &str, device: &str, d
     use devlend_devices::gpu_run::Dir;
     use devlend_experiments::gpu::memcpy;
     let dir = if dtoh { Dir::DtoH } else { Dir::HtoD };
-    let r = py.detach(|| memcpy(topology_json, runner, device, dir, len));
-    r.map(|t| (t.total_ps, steps(t.steps))).map_err(FabricError::new_err)
+    let t = py.detach(|| memcpy(topology_json, runner, device, dir, len).map_err(derr))?;
+    Ok((t.total_ps, steps(t.steps)))
 }
 
 /// One GPU-to-GPU transfer, peer-to-peer or bounced through the runner's RAM: (total ps, steps).
@@ -32,8 +35,8 @@ fn gpu_to_gpu(py: Python<'_>, topology_json: &str, runner: &str, src: &str, dst:
     use devlend_devices::gpu_run::Via;
     use devlend_experiments::gpu::gpu_to_gpu as g2g;
     let via = if peer { Via::Peer } else { Via::Ram };
-    let r = py.detach(|| g2g(topology_json, runner, src, dst, via, len));
-    r.map(|t| (t.total_ps, steps(t.steps))).map_err(FabricError::new_err)
+    let t = py.detach(|| g2g(topology_json, runner, src, dst, via, len).map_err(derr))?;
+    Ok((t.total_ps, steps(t.steps)))
 }
 
 /// The ping-pong kernel's round trip between GPUs `a` and `b`, counters in GPU memory or RAM (ps).
@@ -42,7 +45,7 @@ fn gpu_pingpong(py: Python<'_>, topology_json: &str, runner: &str, a: &str, b: &
     use devlend_devices::gpu_run::Via;
     use devlend_experiments::gpu::pingpong;
     let via = if peer { Via::Peer } else { Via::Ram };
-    py.detach(|| pingpong(topology_json, runner, a, b, via)).map_err(FabricError::new_err)
+    py.detach(|| pingpong(topology_json, runner, a, b, via).map_err(derr))
 }
 
 /// D6 (000 §7.5): one host-to-device copy of `len` bytes into gpu0 by the guest driver of a VM

@@ -23,6 +23,7 @@ mod xenib;
 
 create_exception!(_core, SpecError, PyException, "A topology description that cannot be built: args (json_pointer, message).");
 create_exception!(_core, FabricError, PyException, "A request to the live fabric that cannot be carried out.");
+create_exception!(_core, DeviceError, PyException, "A device model or its run on a machine failed: args (message, kind).");
 create_exception!(_core, NvmeStatusError, PyException, "An NVMe command completed with an error status: args (message, opcode, lba, status).");
 
 fn ferr(e: CoreFabricError) -> PyErr {
@@ -368,5 +369,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SpecError", m.py().get_type::<SpecError>())?;
     m.add("FabricError", m.py().get_type::<FabricError>())?;
     m.add("NvmeStatusError", m.py().get_type::<NvmeStatusError>())?;
+    m.add("DeviceError", m.py().get_type::<DeviceError>())?;
     Ok(())
 }

@@ -1,10 +1,10 @@
-//! An fio-style NVMe job (devlend-devices' `fio`) started on a shared machine: the drive is
+//! An fio-style NVMe job ([`crate::fio_job`]) started on a shared machine: the drive is
 //! attached (borrowed when it sits elsewhere), its controller put on the machine, and the
 //! driver's probe and the job threads start at the workload's time.
 
 use crate::attach::{attach, Guests, Runner};
 use crate::error::{WResult, WorkloadError};
-use devlend_devices::fio::{check, FioRun, Job, Rw, DRIVE_BLOCKS};
+use crate::fio_job::{check, FioRun, Job, Rw, DRIVE_BLOCKS};
 use devlend_devices::nvme::{Controller, Media};
 use devlend_engine::machine::Machine;
 use devlend_engine::queue::Ps;
@@ -32,7 +32,7 @@ pub(crate) enum Fio {
 }
 
 impl Fio {
-    pub(crate) fn result(&self) -> Result<devlend_devices::fio::FioResult, devlend_devices::fio::FioError> {
+    pub(crate) fn result(&self) -> Result<crate::fio_job::FioResult, crate::fio_job::FioError> {
         match self {
             Fio::Host(r) => r.result(),
             Fio::Vm(r) => r.result(),
@@ -55,7 +55,7 @@ pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner,
     }
     let mut c = m.world();
     let a = attach(&mut c, guests, w, runner, device, "nvme")?;
-    let media = Media::of_device(&c.fabric, device).map_err(|message| WorkloadError::Setup { workload: w.into(), message })?;
+    let media = Media::of_device(&c.fabric, device).map_err(|e| WorkloadError::Setup { workload: w.into(), message: e.to_string() })?;
     let ctrl = Controller::new(&mut c.fabric, a.func, DRIVE_BLOCKS, media);
     drop(c);
     m.add_device(a.func, Rc::new(RefCell::new(ctrl)));

@@ -50,12 +50,12 @@ fn prepare<O: Os>(os: &mut O, w: &str, dev: devlend_host::DevId, (dir, len, want
 pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, device): (&str, &str), dir: Dir, len: u64, at: Ps) -> WResult<GpuCopy> {
     let mut c = m.world();
     let a = attach(&mut c, guests, w, runner, device, "gpu")?;
-    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(setup(w))?;
+    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(|e| setup(w)(e.to_string()))?;
     let want = pattern(len);
     let prepared = with_os!(&a.runner, c, |os| Ok(prepare(os, w, a.dev, (dir, len, &want))));
     let (drv, buf) = prepared.map_err(|e| setup(w)(e.to_string()))??;
     if dir == Dir::DtoH {
-        gpu.mem_write(&mut c.fabric, 0, &want).map_err(setup(w))?;
+        gpu.mem_write(&mut c.fabric, 0, &want).map_err(|e| setup(w)(e.to_string()))?;
     }
     drop(c);
     let gpu = Rc::new(RefCell::new(gpu));
@@ -85,7 +85,7 @@ impl GpuCopy {
         let len = self.want.len();
         let got = match self.dir {
             Dir::DtoH => with_os!(&self.runner, c, |os| os.read(self.buf, len)).map_err(|e| e.to_string()),
-            Dir::HtoD => self.gpu.borrow().mem_read(&c.fabric, 0, len),
+            Dir::HtoD => self.gpu.borrow().mem_read(&c.fabric, 0, len).map_err(|e| e.to_string()),
         };
         match got {
             Ok(g) if g == self.want => Ok(()),

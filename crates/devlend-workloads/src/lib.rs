@@ -37,6 +37,7 @@ mod attach;
 mod error;
 mod fault;
 mod fio;
+pub mod fio_job;
 mod gpu;
 mod lend_at;
 mod nic;
@@ -45,7 +46,7 @@ mod pingpong;
 mod scenario;
 mod stats;
 
-pub use devlend_devices::fio::{FioResult, Rw};
+pub use fio_job::{FioError, FioResult, Rw};
 pub use devlend_devices::gpu_run::Dir;
 pub use devlend_wire::Access;
 pub use error::{WResult, WorkloadError};

@@ -8,6 +8,7 @@
 
 use crate::attach::{attach, with_os, Guests, Runner};
 use crate::error::{WResult, WorkloadError};
+use devlend_devices::error::{DResult, DeviceError};
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_driver::{Driver, Mapping};
 use devlend_devices::gpu_kernel::{Kernel, K_FIRST, K_LAUNCH, K_OWN_OFF, K_POLL_AT, K_ROUNDS, K_STORE_AT};
@@ -78,25 +79,24 @@ fn setup(w: &str) -> impl Fn(String) -> WorkloadError + '_ {
 
 fn side(c: &mut Cluster, guests: &Guests, w: &str, runner: &str, device: &str) -> WResult<(Side, Runner)> {
     let a = attach(c, guests, w, runner, device, "gpu")?;
-    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(setup(w))?;
+    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(|e| setup(w)(e.to_string()))?;
     let drv = with_os!(&a.runner, *c, |os| Driver::probe(os, a.dev).map_err(|e| devlend_host::HostError::Invalid(e.to_string()))).map_err(|e| setup(w)(e.to_string()))?;
     Ok((Side { gpu, func: a.func, dev: a.dev, drv }, a.runner))
 }
 
 /// Map each GPU's store target (the other's BAR 1, or one buffer in the runner's RAM) and find
 /// both BAR 0s, in the runner's kernel: ((to_b, to_a), (bar_a, bar_b)).
-fn map<O: Os>(os: &mut O, via: Via, (a, b): (&mut Side, &mut Side)) -> Result<((Mapping, Mapping), (u64, u64)), String> {
-    let e = |e: devlend_devices::gpu_driver::GpuError| e.0;
-    let h = |e: devlend_host::HostError| e.to_string();
+fn map<O: Os>(os: &mut O, via: Via, (a, b): (&mut Side, &mut Side)) -> DResult<((Mapping, Mapping), (u64, u64))> {
     let maps = match via {
-        Via::Peer => (a.drv.map_peer(os, b.dev, 0, 4).map_err(e)?, b.drv.map_peer(os, a.dev, 0, 4).map_err(e)?),
+        Via::Peer => (a.drv.map_peer(os, b.dev, 0, 4)?, b.drv.map_peer(os, a.dev, 0, 4)?),
         Via::Ram => {
-            let buf = os.kmalloc(4).map_err(h)?;
-            os.write(buf, &[0; 4]).map_err(h)?;
-            (a.drv.map_host(os, buf, 4).map_err(e)?, b.drv.map_host(os, buf, 4).map_err(e)?)
+            let buf = os.kmalloc(4).map_err(DeviceError::host("kmalloc", "the counter buffer"))?;
+            os.write(buf, &[0; 4]).map_err(DeviceError::host("write", "the counter buffer"))?;
+            (a.drv.map_host(os, buf, 4)?, b.drv.map_host(os, buf, 4)?)
         }
     };
-    Ok((maps, (os.pci_iomap(a.dev, 0).map_err(h)?, os.pci_iomap(b.dev, 0).map_err(h)?)))
+    let iomap = |os: &mut O, s: &Side| os.pci_iomap(s.dev, 0).map_err(|error| DeviceError::Host { what: "pci_iomap BAR 0", device: format!("function #{}", s.func), error });
+    Ok((maps, (iomap(os, a)?, iomap(os, b)?)))
 }
 
 /// The kernel's registers: (offset, value) stores, launch last.
@@ -123,7 +123,7 @@ pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, runner: 
     let (mut a, runner_k) = side(&mut c, guests, w, runner, gpus[0])?;
     let (mut b, _) = side(&mut c, guests, w, runner, gpus[1])?;
     let mapped = with_os!(&runner_k, c, |os| Ok(map(os, via, (&mut a, &mut b))));
-    let ((to_b, to_a), (bar_a, bar_b)) = mapped.map_err(|e| setup(w)(e.to_string()))?.map_err(setup(w))?;
+    let ((to_b, to_a), (bar_a, bar_b)) = mapped.map_err(|e| setup(w)(e.to_string()))?.map_err(|e| setup(w)(e.to_string()))?;
     drop(c);
     let (Side { gpu: gpu_a, func: func_a, .. }, Side { gpu: gpu_b, func: func_b, .. }) = (a, b);
     let (poll_a, poll_b) = if via == Via::Ram { (to_b.dma, to_a.dma) } else { (0, 0) };
@@ -156,7 +156,7 @@ impl PingPong {
         let failed = |message: String| WorkloadError::Failed { workload: w.into(), message };
         for (name, gpu) in [&self.ping, &self.pong] {
             let k = &gpu.borrow().kernel;
-            check(k, name, self.rounds).map_err(failed)?;
+            check(k, name, self.rounds).map_err(|e| failed(e.to_string()))?;
         }
         let k = &self.ping.1.borrow().kernel;
         let each: Vec<Ps> = k.stores.iter().zip(&k.seen).map(|(s, e)| e - s).collect();
@@ -165,17 +165,17 @@ impl PingPong {
 }
 
 /// A kernel that faulted, gave up spinning, or did not see every counter.
-fn check(k: &Kernel, name: &str, rounds: u32) -> Result<(), String> {
-    if let Some(at) = k.fault {
-        return Err(format!("{name}'s kernel faulted at {at:#x}"));
-    }
-    if let Some(g) = k.gave_up {
-        return Err(format!("{name}'s kernel gave up at {} ps without counter {} (last read {})", g.at, g.expected, g.last_read));
-    }
-    if !k.done || k.seen.len() < rounds as usize {
-        return Err(format!("{name}'s kernel saw {} of {rounds} counters", k.seen.len()));
-    }
-    Ok(())
+fn check(k: &Kernel, name: &str, rounds: u32) -> DResult<()> {
+    let why = if let Some(at) = k.fault {
+        format!("faulted at {at:#x}")
+    } else if let Some(g) = k.gave_up {
+        format!("gave up at {} ps without counter {} (last read {})", g.at, g.expected, g.last_read)
+    } else if !k.done || k.seen.len() < rounds as usize {
+        format!("saw {} of {rounds} counters", k.seen.len())
+    } else {
+        return Ok(());
+    };
+    Err(DeviceError::Kernel { gpu: name.into(), why })
 }
 
 #[cfg(test)]

@@ -7,7 +7,16 @@ from __future__ import annotations
 import functools
 
 from .. import _core
+from ..errors import DeviceError
 from . import overrides_key, shipped
+
+
+def device_call(fn, *args):
+    """`fn(*args)` for a `_core` device run; its error becomes devlend's DeviceError."""
+    try:
+        return fn(*args)
+    except _core.DeviceError as e:
+        raise DeviceError(*e.args) from None
 
 
 def topology_json(name: str, iommu: tuple[tuple[str, bool], ...] = ()) -> str:
@@ -28,12 +37,12 @@ def _topology_json(name: str, iommu: tuple[tuple[str, bool], ...], _params: str)
 
 
 def memcpy_ps(json: str, runner: str, device: str, dtoh: bool, size: int) -> int:
-    return _core.gpu_memcpy(json, runner, device, dtoh, size)[0]
+    return device_call(_core.gpu_memcpy, json, runner, device, dtoh, size)[0]
 
 
 def gpu_to_gpu_ps(json: str, runner: str, src: str, dst: str, peer: bool, size: int) -> int:
-    return _core.gpu_to_gpu(json, runner, src, dst, peer, size)[0]
+    return device_call(_core.gpu_to_gpu, json, runner, src, dst, peer, size)[0]
 
 
 def pingpong_ps(json: str, runner: str, a: str, b: str, peer: bool) -> int:
-    return _core.gpu_pingpong(json, runner, a, b, peer)
+    return device_call(_core.gpu_pingpong, json, runner, a, b, peer)

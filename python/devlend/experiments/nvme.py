@@ -26,6 +26,7 @@ from typing import Callable, Optional
 from ._plot import Figure, axes, points
 from .. import _core
 from . import ExperimentResult, register, shipped
+from ._gpu import device_call
 from ._latency import ram_to_ram_ns
 
 KiB = 1 << 10
@@ -48,7 +49,7 @@ def read(scenario: str, runner: str, lbas: list[int], blocks: int) -> tuple[floa
     if scenario == "VMRem":
         total, fabric, _ = _core.vm_nvme_read(_vm_json(), runner, "nvme0", lbas, blocks)
     else:
-        total, fabric, _ = _core.nvme_read(_json(), runner, "nvme0", lbas, blocks)
+        total, fabric, _ = device_call(_core.nvme_read, _json(), runner, "nvme0", lbas, blocks)
     return total / 1000, fabric / 1000
 
 

@@ -25,7 +25,7 @@ from typing import Callable, Optional
 from ._plot import Figure, axes, points
 from .. import _core
 from . import ExperimentResult, register
-from ._gpu import topology_json
+from ._gpu import device_call, topology_json
 
 KiB, MiB = 1 << 10, 1 << 20
 SIZES = [KiB << i for i in range(0, 16, 1)]          # 1 KiB .. 32 MiB
@@ -42,7 +42,7 @@ def transfer_ps(name: str, size: int) -> int:
     where, kind = name.split("-")[:2]
     peer = kind == "P2P"
     if where == "NatRem":
-        return _core.gpu_to_gpu(_base(), "remote", "gpu0", "gpu1", peer, size)[0]
+        return device_call(_core.gpu_to_gpu, _base(), "remote", "gpu0", "gpu1", peer, size)[0]
     return _core.vm_gpu_to_gpu(_base(), where, peer, size)[0]
 
 
@@ -50,7 +50,7 @@ def round_trip_ns(name: str) -> float:
     where, kind = name.split("-")[:2]
     peer = kind == "P2P"
     if where == "NatRem":
-        return _core.gpu_pingpong(_base(), "remote", "gpu0", "gpu1", peer) / 1000
+        return device_call(_core.gpu_pingpong, _base(), "remote", "gpu0", "gpu1", peer) / 1000
     return _core.vm_pingpong(_base(), where, peer) / 1000
 
 

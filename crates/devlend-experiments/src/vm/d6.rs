@@ -25,7 +25,7 @@ pub fn memcpy_htod(json: &str, sc: Scenario, len: u64) -> VResult<CopyTiming> {
     let mut drv = a.drv;
     let (m, _, ps) = on_machine(c, vmm, vm, vec![(func, gpu.clone())], move |os| drv.memcpy_htod(os, 0, buf, len))
         .map_err(|message| VmRunError::Machine { scenario: format!("VM {sc:?} host-to-device copy"), message })?;
-    if gpu.borrow().mem_read(&m.world().fabric, 0, len as usize).map_err(VmRunError::Invalid)? != want {
+    if gpu.borrow().mem_read(&m.world().fabric, 0, len as usize).map_err(|e| VmRunError::Invalid(e.to_string()))? != want {
         return Err(VmRunError::Mismatch { scenario: format!("VM {sc:?}"), what: format!("host-to-device copy of {len} bytes differs at the GPU") });
     }
     Ok(timing(len, ps))

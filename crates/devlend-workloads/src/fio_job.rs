@@ -11,9 +11,9 @@ mod error;
 
 pub use error::FioError;
 
-use crate::nvme_run::machine;
-use crate::nvme::{BLOCK, OP_READ, OP_WRITE};
-use crate::nvme_driver::{Driver, NvmeError, NvmeQueue};
+use devlend_devices::nvme_run::machine;
+use devlend_devices::nvme::{BLOCK, OP_READ, OP_WRITE};
+use devlend_devices::nvme_driver::{Driver, NvmeError, NvmeQueue};
 use devlend_engine::machine::{Machine, Thread};
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, DevId, HostError, Os, ThreadKernel};
@@ -109,11 +109,11 @@ pub fn fio(json: &str, runner: &str, device: &str, job: Job) -> Result<FioResult
     check(&job)?;
     let (mut m, _ctrl, host, dev) = machine(json, runner, device, DRIVE_BLOCKS).map_err(FioError::Setup)?;
     let run = FioRun::probe(&mut m, "fio", host, dev, job, 0);
-    m.run().map_err(|e| FioError::Machine(e.to_string()))?;
+    m.run().map_err(FioError::Machine)?;
     run.take_failure()?;
     let at = m.now();
     run.jobs(&mut m, at);
-    m.run().map_err(|e| FioError::Machine(e.to_string()))?;
+    m.run().map_err(FioError::Machine)?;
     run.result()
 }
 

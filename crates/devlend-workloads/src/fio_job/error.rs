@@ -1,6 +1,8 @@
 //! The fio workload's errors: typed, with the job and the NVMe status they concern.
 
-use crate::nvme_driver::NvmeError;
+use devlend_devices::error::DeviceError;
+use devlend_devices::nvme_driver::NvmeError;
+use devlend_engine::machine::MachineError;
 use std::fmt;
 
 #[derive(Debug)]
@@ -8,13 +10,13 @@ pub enum FioError {
     /// The job description cannot be run (zero depth, a size smaller than the jobs...).
     Invalid(String),
     /// The testbed cannot be set up (topology, borrowing the drive, its media profile).
-    Setup(String),
+    Setup(DeviceError),
     /// The driver could not probe the drive.
     Probe(NvmeError),
     /// A job's command failed (an NVMe status such as 0x80 LBA Out of Range) or its kernel call did.
     Job { job: u16, error: NvmeError },
     /// The machine could not run the workload (a thread stuck or failed).
-    Machine(String),
+    Machine(MachineError),
 }
 
 impl FioError {
