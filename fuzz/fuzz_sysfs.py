@@ -1,0 +1,79 @@
+"""Coverage-guided fuzzing of the sysfs importer (`devlend import-sysfs`, `devlend.lspci.parse_sysfs`)
+with atheris.
+
+    pip install atheris
+    python fuzz/fuzz_sysfs.py -max_total_time=60          # seeds itself (see below)
+    python fuzz/fuzz_sysfs.py crash-1234abcd              # replay one input (works without atheris)
+
+A sysfs capture is a directory tree, not one text, so an input is a list of edits to the fixture
+tree (tests/fixtures/sysfs, 111 attribute files): records separated by b"\\n\\0\\n", each one byte
+choosing a file (index into the sorted file list, modulo its length), one byte choosing what to do
+(even: replace the file's contents with the rest of the record; odd: delete the file) and the
+rest. The seeds are the unchanged tree and one record per attribute kind with its own contents.
+The property: `parse_sysfs` returns a description that validates against the schema and builds
+(or fails to build with a TopologyError), or raises a TopologyError naming a file. Anything else
+(another exception, a Rust panic, a hang on a special file) is a crash.
+"""
+
+import os
+import shutil
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURE = os.path.join(HERE, "..", "tests", "fixtures", "sysfs")
+FILES = sorted(os.path.relpath(os.path.join(d, f), FIXTURE) for d, _, fs in os.walk(FIXTURE) for f in fs)
+SEP = b"\n\0\n"
+
+
+def _seeds() -> list:
+    out = tempfile.mkdtemp(prefix="devlend-fuzz-sysfs-seedfiles-")
+    seeds = []
+    for i, rel in enumerate([None] + FILES[:: max(1, len(FILES) // 12)]):
+        path = os.path.join(out, f"s{i}")
+        with open(path, "wb") as fh:
+            if rel is not None:
+                with open(os.path.join(FIXTURE, rel), "rb") as src:
+                    fh.write(bytes([FILES.index(rel) % 256, 0]) + src.read())
+        seeds.append(path)
+    return seeds
+
+
+def _apply(root: str, data: bytes) -> None:
+    for rec in data.split(SEP):
+        if len(rec) < 2:
+            continue
+        path = os.path.join(root, FILES[rec[0] % len(FILES)])
+        if rec[1] % 2:
+            if os.path.exists(path):
+                os.remove(path)
+        else:
+            with open(path, "wb") as fh:
+                fh.write(rec[2:])
+
+
+def test_one_input(data: bytes) -> None:
+    from devlend.errors import TopologyError
+    from devlend.lspci import parse_sysfs
+    tmp = tempfile.mkdtemp(prefix="devlend-fuzz-sysfs-")
+    try:
+        root = os.path.join(tmp, "devices")
+        shutil.copytree(FIXTURE, root)
+        _apply(root, data)
+        try:
+            result = parse_sysfs(root, ram=32 << 30)
+        except TopologyError as e:
+            if not e.file:
+                raise AssertionError(f"error names no file: {e}") from None
+            return
+        try:
+            result.build()
+        except TopologyError:
+            pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    from _harness import main
+
+    main(test_one_input, _seeds(), "fuzz_sysfs.py", ("devlend", "devlend.lspci", "devlend.lspci.sysfs"))
