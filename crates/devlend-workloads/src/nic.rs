@@ -177,17 +177,42 @@ pub(crate) struct Nic {
     iterations: u32,
     converged_at: Option<Ps>,
     epochs: Vec<NicEpoch>,
-    error: Option<String>,
+    error: Option<NicFault>,
+}
+
+/// Why the NIC stopped: kept as a value while the machine runs, reported as
+/// [`WorkloadError::Failed`] with the workload's name.
+#[derive(Debug)]
+enum NicFault {
+    /// The HyperTRIO pipeline refused the configuration or workload.
+    Pipeline(devlend_hypertrio::HtError),
+    /// The pipeline moved nothing with this round trip (ps).
+    Idle { round_trip: u64 },
+    /// A DMA could not be issued.
+    Issue { what: &'static str, why: devlend_fabric::route::Failure },
+    /// A DMA faulted on its way.
+    Dma { addr: u64, why: devlend_fabric::route::Failure },
+}
+
+impl std::fmt::Display for NicFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NicFault::Pipeline(e) => write!(f, "the HyperTRIO pipeline: {e}"),
+            NicFault::Idle { round_trip } => write!(f, "the pipeline moved nothing with a {round_trip} ps round trip"),
+            NicFault::Issue { what, why } => write!(f, "{what}: {why:?}"),
+            NicFault::Dma { addr, why } => write!(f, "DMA at {addr:#x} failed: {why:?}"),
+        }
+    }
 }
 
 impl Nic {
-    fn rates(&mut self, round_trip: u64) -> Result<Rates, String> {
+    fn rates(&mut self, round_trip: u64) -> Result<Rates, NicFault> {
         let mut cfg = self.cfg.clone();
         cfg.pcie_round_trip_ps = Some(round_trip);
-        let stats = simulate(&cfg, &self.wl).map_err(|e| e.to_string())?;
+        let stats = simulate(&cfg, &self.wl).map_err(NicFault::Pipeline)?;
         self.iterations += 1;
         if stats.gbps <= 0.0 || stats.time_ps == 0 {
-            return Err(format!("the pipeline moved nothing with a {round_trip} ps round trip"));
+            return Err(NicFault::Idle { round_trip });
         }
         let packet_gap = (self.packet_bytes as f64 * 8.0 / stats.gbps * 1000.0).round().max(1.0) as Ps;
         let reads_per_packet = (stats.iommu_requests + stats.prefetch_requests) as f64 / stats.packets.max(1) as f64;
@@ -209,7 +234,7 @@ impl Nic {
             Ok(()) => {
                 self.issued.insert(tok, cx.now());
             }
-            Err(e) => self.error = Some(format!("a translation request: {e:?}")),
+            Err(e) => self.error = Some(NicFault::Issue { what: "a translation request", why: e }),
         }
     }
 
@@ -222,7 +247,7 @@ impl Nic {
                 self.sending = true;
                 self.start.get_or_insert(cx.now());
             }
-            Err(e) => return self.error = Some(format!("a packet write: {e:?}")),
+            Err(e) => return self.error = Some(NicFault::Issue { what: "a packet write", why: e }),
         }
         self.owed += self.rates.as_ref().map_or(0.0, |r| r.reads_per_packet);
         while self.owed >= 1.0 && self.error.is_none() {
@@ -280,7 +305,7 @@ impl Nic {
 
     pub(crate) fn result(&self, w: &str) -> WResult<(NicResult, Ps, Option<Ps>, u64)> {
         if let Some(message) = &self.error {
-            return Err(WorkloadError::Failed { workload: w.into(), message: message.clone() });
+            return Err(WorkloadError::Failed { workload: w.into(), message: message.to_string() });
         }
         let Some(r) = &self.rates else {
             return Err(WorkloadError::Failed { workload: w.into(), message: "the NIC never started (its doorbell or probe read did not complete)".into() });
@@ -310,7 +335,7 @@ impl Device<Cluster> for Nic {
 
     fn dma_done(&mut self, cx: &mut Cx<Cluster>, done: FlowDone) {
         if let Some((addr, why)) = done.fault {
-            self.error = Some(format!("DMA at {addr:#x} failed: {why:?}"));
+            self.error = Some(NicFault::Dma { addr, why });
             return;
         }
         match done.token & KIND {
