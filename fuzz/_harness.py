@@ -31,3 +31,19 @@ def main(test_one_input, seeds: list, target: str, modules: tuple) -> None:
         args = args + [seed_dir]
     atheris.Setup([sys.argv[0]] + args, test_one_input)
     atheris.Fuzz()
+
+
+def text_names_file(data: bytes, load, prefix: str) -> None:
+    """The property the text targets share: `load(text)` succeeds or raises a TopologyError whose
+    message starts with `prefix` (the file, or the directory it sits in); non-UTF-8 input is
+    skipped (the loaders take text)."""
+    from devlend.errors import TopologyError
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return
+    try:
+        load(text)
+    except TopologyError as e:
+        if not str(e).startswith(prefix):
+            raise AssertionError(f"error does not name a file: {e}") from None
