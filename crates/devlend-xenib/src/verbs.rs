@@ -49,11 +49,22 @@ pub trait Verbs {
     fn create_qp(&mut self, t: &Cpu, pd: Pd, send_cq: Cq, recv_cq: Cq, depth: u64) -> VResult<Qp>;
     fn modify_qp(&mut self, t: &Cpu, qp: Qp, attr: QpAttr) -> VResult<()>;
     fn post_send(&mut self, t: &Cpu, qp: Qp, wr: SendWr) -> VResult<()>;
-    fn post_recv(&mut self, t: &Cpu, qp: Qp, wr: RecvWr) -> VResult<()>;
-    fn poll_cq(&mut self, t: &Cpu, cq: Cq, max: usize) -> VResult<Vec<Wc>>;
-    fn req_notify_cq(&mut self, t: &Cpu, cq: Cq) -> VResult<()>;
+    // The receive queue, CQ polling and event arming are user-level accesses to the HCA (the
+    // native driver's and the bypass driver's fast path); the basic split driver overrides them
+    // with calls through the device channel.
+    fn post_recv(&mut self, t: &Cpu, qp: Qp, wr: RecvWr) -> VResult<()> {
+        direct::post_recv(self.ctx_mut(), t, qp, wr)
+    }
+    fn poll_cq(&mut self, t: &Cpu, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
+        direct::poll_cq(self.ctx_mut(), t, cq, max)
+    }
+    fn req_notify_cq(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
+        direct::req_notify_cq(self.ctx_mut(), t, cq)
+    }
     /// Block until the CQ's completion event is delivered to this caller.
-    fn wait_cq_event(&mut self, t: &Cpu, cq: Cq) -> VResult<()>;
+    fn wait_cq_event(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
+        direct::wait_cq_event(self.ctx_mut(), t, cq)
+    }
 
     /// Memory of the caller's domain.
     fn alloc_buf(&mut self, t: &Cpu, len: u64) -> VResult<u64> {
@@ -207,18 +218,6 @@ impl Verbs for Native {
     fn post_send(&mut self, t: &Cpu, qp: Qp, wr: SendWr) -> VResult<()> {
         let uar = self.uar.ok_or(Status::Inval)?;
         direct::post_send(&mut self.c, t, qp, uar, wr)
-    }
-    fn post_recv(&mut self, t: &Cpu, qp: Qp, wr: RecvWr) -> VResult<()> {
-        direct::post_recv(&mut self.c, t, qp, wr)
-    }
-    fn poll_cq(&mut self, t: &Cpu, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
-        direct::poll_cq(&mut self.c, t, cq, max)
-    }
-    fn req_notify_cq(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
-        direct::req_notify_cq(&mut self.c, t, cq)
-    }
-    fn wait_cq_event(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
-        direct::wait_cq_event(&mut self.c, t, cq)
     }
 }
 
@@ -457,17 +456,5 @@ impl Verbs for Bypass {
     fn post_send(&mut self, t: &Cpu, qp: Qp, wr: SendWr) -> VResult<()> {
         let (uar, _) = self.uar.ok_or(Status::Inval)?;
         direct::post_send(&mut self.c, t, qp, uar, wr)
-    }
-    fn post_recv(&mut self, t: &Cpu, qp: Qp, wr: RecvWr) -> VResult<()> {
-        direct::post_recv(&mut self.c, t, qp, wr)
-    }
-    fn poll_cq(&mut self, t: &Cpu, cq: Cq, max: usize) -> VResult<Vec<Wc>> {
-        direct::poll_cq(&mut self.c, t, cq, max)
-    }
-    fn req_notify_cq(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
-        direct::req_notify_cq(&mut self.c, t, cq)
-    }
-    fn wait_cq_event(&mut self, t: &Cpu, cq: Cq) -> VResult<()> {
-        direct::wait_cq_event(&mut self.c, t, cq)
     }
 }
