@@ -15,6 +15,7 @@ The property: `parse_sysfs` returns a description that validates against the sch
 (another exception, a Rust panic, a hang on a special file) is a crash.
 """
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -38,27 +39,47 @@ def _seeds() -> list:
     return seeds
 
 
-def _apply(root: str, data: bytes) -> None:
+_work = None  # a copy of the fixture tree, made once; each input's edits are undone after it
+
+
+def _tree() -> str:
+    global _work
+    if _work is None:
+        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # tmpfs: the importer reads 111 files
+        _work = os.path.join(tempfile.mkdtemp(prefix="devlend-fuzz-sysfs-", dir=shm), "devices")
+        shutil.copytree(FIXTURE, _work)
+        atexit.register(shutil.rmtree, os.path.dirname(_work), True)
+    return _work
+
+
+def _apply(root: str, data: bytes) -> set:
+    touched = set()
     for rec in data.split(SEP):
         if len(rec) < 2:
             continue
-        path = os.path.join(root, FILES[rec[0] % len(FILES)])
+        rel = FILES[rec[0] % len(FILES)]
+        touched.add(rel)
+        path = os.path.join(root, rel)
         if rec[1] % 2:
             if os.path.exists(path):
                 os.remove(path)
         else:
             with open(path, "wb") as fh:
                 fh.write(rec[2:])
+    return touched
+
+
+def _restore(root: str, touched: set) -> None:
+    for rel in touched:
+        shutil.copyfile(os.path.join(FIXTURE, rel), os.path.join(root, rel))
 
 
 def test_one_input(data: bytes) -> None:
     from devlend.errors import TopologyError
     from devlend.lspci import parse_sysfs
-    tmp = tempfile.mkdtemp(prefix="devlend-fuzz-sysfs-")
+    root = _tree()
+    touched = _apply(root, data)
     try:
-        root = os.path.join(tmp, "devices")
-        shutil.copytree(FIXTURE, root)
-        _apply(root, data)
         try:
             result = parse_sysfs(root, ram=32 << 30)
         except TopologyError as e:
@@ -70,7 +91,7 @@ def test_one_input(data: bytes) -> None:
         except TopologyError:
             pass
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _restore(root, touched)
 
 
 if __name__ == "__main__":

@@ -143,11 +143,45 @@ def test_unknown_profile_lists_known_ones():
     ("- just\n- a list\n", "expected a mapping"),
     ("name: t\nhosts:\n  - name: a\n\tcpu: x\n", "malformed YAML"),
     ("a: &x [*x]\n", "too large or too deeply nested"),
+    ("[" * 100_000 + "]" * 100_000, "too large or too deeply nested"),  # libyaml's own composer would crash
+    ("a: *nowhere\n", "found undefined alias 'nowhere'"),
+    ("a: &x 1\nb: &x 2\n", "malformed YAML"),
+    ("name: t\n---\nname: u\n", "found another document"),
 ])
 def test_malformed_yaml(text, needle):
     with pytest.raises(TopologyError) as e:
         devlend.loads(text, "bad.yaml").build()
     assert needle in str(e.value) and str(e.value).startswith("bad.yaml")
+
+
+def test_composer_gives_pyyaml_nodes_for_every_shipped_file():
+    """devlend's iterative composer (on libyaml's events) gives the nodes PyYAML's own composer gives:
+    tags, values and marks of every node of every shipped topology and scenario."""
+    import glob
+    import os
+
+    import yaml
+
+    from devlend import yamlpos
+
+    def same(a, b):
+        if (type(a), a.tag, a.start_mark.line, a.start_mark.column) != (type(b), b.tag, b.start_mark.line,
+                                                                          b.start_mark.column):
+            return False
+        if isinstance(a, yaml.ScalarNode):
+            return a.value == b.value
+        if isinstance(a, yaml.SequenceNode):
+            return len(a.value) == len(b.value) and all(map(same, a.value, b.value))
+        return len(a.value) == len(b.value) and all(same(k, l) and same(v, w)
+                                                    for (k, v), (l, w) in zip(a.value, b.value))
+
+    root = os.path.join(os.path.dirname(devlend.__file__))
+    files = glob.glob(os.path.join(root, "topologies", "*.yaml")) + glob.glob(os.path.join(root, "scenarios", "*.yaml"))
+    assert len(files) >= 15
+    for f in files:
+        with open(f) as fh:
+            text = fh.read()
+        assert same(yaml.compose(text, Loader=yaml.SafeLoader), yamlpos.compose(text, f)), f
 
 
 def test_address_that_routes_nowhere_is_an_unsupported_request_not_a_crash():

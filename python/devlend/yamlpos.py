@@ -1,9 +1,15 @@
 """YAML loading that remembers where every value came from.
 
-PyYAML's composer gives each node a start mark; we build plain Python data and, beside it, a map
-from each value's path (a tuple of keys and indices) to its (line, column), so that errors found
-later (by pydantic or by the Rust core) can name the file, line and field. Duplicate keys, which
-PyYAML would silently overwrite, are errors here.
+Each YAML node has a start mark; we build plain Python data and, beside it, a map from each
+value's path (a tuple of keys and indices) to its (line, column), so that errors found later (by
+pydantic or by the Rust core) can name the file, line and field. Duplicate keys, which PyYAML would
+silently overwrite, are errors here.
+
+The nodes are composed here, iteratively, from the event stream of libyaml's parser (PyYAML's C
+binding, `yaml.CSafeLoader`; PyYAML's pure-Python parser when PyYAML was built without libyaml).
+That is PyYAML's own `Composer` (one document, anchors and aliases, tags resolved the safe loader's
+way) without its recursion: PyYAML's C composer recurses in C per nesting level and crashes the
+interpreter on deeply nested input (`[[[[...` 100,000 deep), and its Python parser is ~5x slower.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+from yaml.composer import ComposerError
 from yaml.constructor import SafeConstructor
 
 from .errors import TopologyError
@@ -19,9 +26,90 @@ Path = tuple
 MAX_NODES = 200_000  # an alias bomb expands past this; no real topology comes close
 
 
+MAX_DEPTH = 64  # nesting deeper than any topology or scenario; also ends recursive aliases
+_LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+_COLLECTIONS = {yaml.SequenceStartEvent: yaml.SequenceNode, yaml.MappingStartEvent: yaml.MappingNode}
+_NO_KEY = object()
+
+
+def compose(text: str, file: str) -> yaml.Node | None:
+    """The one document's root node (None for an empty stream), as `yaml.compose(text,
+    Loader=yaml.SafeLoader)` gives it, composed without recursion."""
+    loader = _LOADER(text)
+    try:
+        loader.get_event()  # stream start
+        root = None
+        if not loader.check_event(yaml.StreamEndEvent):
+            loader.get_event()  # document start
+            root = _compose_node(loader, file)
+            loader.get_event()  # document end
+        if not loader.check_event(yaml.StreamEndEvent):
+            event = loader.get_event()
+            raise ComposerError("expected a single document in the stream", root.start_mark,
+                                              "but found another document", event.start_mark)
+        return root
+    finally:
+        loader.dispose()
+
+
+def _compose_node(loader, file: str) -> yaml.Node:
+    anchors: dict[str, yaml.Node] = {}
+    stack: list[list] = []  # open collections: [node, pending mapping key or _NO_KEY]
+    while True:
+        event = loader.get_event()
+        kind = type(event)
+        if kind is yaml.AliasEvent:
+            node = anchors.get(event.anchor)
+            if node is None:
+                raise ComposerError(None, None, f"found undefined alias {event.anchor!r}",
+                                                  event.start_mark)
+        elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
+            node = stack.pop()[0]
+            node.end_mark = event.end_mark
+        else:
+            node = _new_node(loader, event, kind, anchors)
+            if kind is not yaml.ScalarEvent:
+                if len(stack) >= MAX_DEPTH:
+                    raise TopologyError("the document is too large or too deeply nested to be a topology",
+                                        file=file, line=event.start_mark.line + 1)
+                stack.append([node, _NO_KEY])
+                continue
+        if not stack:
+            return node
+        top = stack[-1]
+        parent = top[0]
+        if type(parent) is yaml.SequenceNode:
+            parent.value.append(node)
+        elif top[1] is _NO_KEY:
+            top[1] = node
+        else:
+            parent.value.append((top[1], node))
+            top[1] = _NO_KEY
+
+
+def _new_node(loader, event, kind, anchors: dict) -> yaml.Node:
+    anchor = event.anchor
+    if anchor is not None and anchor in anchors:
+        raise ComposerError(f"found duplicate anchor {anchor!r}; first occurrence",
+                                          anchors[anchor].start_mark, "second occurrence", event.start_mark)
+    tag = event.tag
+    if kind is yaml.ScalarEvent:
+        if tag is None or tag == "!":
+            tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+    else:
+        node_class = _COLLECTIONS[kind]
+        if tag is None or tag == "!":
+            tag = loader.resolve(node_class, None, event.implicit)
+        node = node_class(tag, [], event.start_mark, None, flow_style=event.flow_style)
+    if anchor is not None:
+        anchors[anchor] = node
+    return node
+
+
 def load_with_marks(text: str, file: str) -> tuple[Any, dict[Path, tuple[int, int]]]:
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = compose(text, file)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         raise TopologyError(f"malformed YAML: {e.problem or e.context}", file=file,
@@ -38,7 +126,7 @@ def load_with_marks(text: str, file: str) -> tuple[Any, dict[Path, tuple[int, in
 
     def walk(node: yaml.Node, path: Path, depth: int) -> Any:
         count[0] += 1
-        if count[0] > MAX_NODES or depth > 64:
+        if count[0] > MAX_NODES or depth > MAX_DEPTH:
             raise TopologyError("the document is too large or too deeply nested to be a topology",
                                 file=file, line=node.start_mark.line + 1)
         marks[path] = (node.start_mark.line + 1, node.start_mark.column + 1)

@@ -10,6 +10,8 @@ import yaml
 from ..errors import TopologyError
 from ..sizes import fmt_size
 
+_DUMPER = yaml.CSafeDumper if yaml.__with_libyaml__ else yaml.SafeDumper  # libyaml: the same text, faster
+
 
 Key = tuple[int, int, int, int]  # (domain, bus, device, function)
 
@@ -108,8 +110,8 @@ class ImportResult:
         if self.notes:
             head.append("# Notes:")
             head += [f"#   - {_printable(n)}" for n in self.notes]
-        body = yaml.safe_dump(_humanize(self.description), sort_keys=False, default_flow_style=None,
-                              width=120, allow_unicode=True)
+        body = yaml.dump(_humanize(self.description), Dumper=_DUMPER, sort_keys=False, default_flow_style=None,
+                         width=120, allow_unicode=True)
         return "\n".join(head) + "\n" + body
 
 
