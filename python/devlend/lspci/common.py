@@ -116,7 +116,7 @@ class ImportResult:
 
 
 def _printable(s: str) -> str:
-    return "".join(c if c.isprintable() else "?" for c in s)
+    return s if s.isprintable() else "".join(c if c.isprintable() else "?" for c in s)
 
 
 def _humanize(desc: dict) -> dict:
