@@ -147,6 +147,7 @@ def test_unknown_profile_lists_known_ones():
     ("a: *nowhere\n", "found undefined alias 'nowhere'"),
     ("a: &x 1\nb: &x 2\n", "malformed YAML"),
     ("name: t\n---\nname: u\n", "found another document"),
+    (" {iommu_map,r}", "unknown key 'iommu_map'"),  # a key spelled like a setup op (found by fuzzing)
 ])
 def test_malformed_yaml(text, needle):
     with pytest.raises(TopologyError) as e:

@@ -45,5 +45,6 @@ def test_targets_accept_their_seeds_and_garbage(name):
     for path in (seeds or [])[:3]:
         with open(path, "rb") as fh:
             t.test_one_input(fh.read())
-    for data in (b"", b"\xff\xfe", b"- [\n  : :\n", b"hosts: 7\n"):
+    for data in (b"", b"\xff\xfe", b"- [\n  : :\n", b"hosts: 7\n", b"[" * 100_000,
+                 b" {iommu_map,r}", b"{stream: 1}"):  # found by fuzzing (session 10): keys spelled like tags
         t.test_one_input(data)

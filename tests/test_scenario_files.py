@@ -82,6 +82,14 @@ def test_bad_scenarios_name_file_line_and_field(tmp_path, timeline, line, field,
     assert match in err.message and err.file.endswith("t.yaml"), str(err)
 
 
+def test_a_top_level_key_spelled_like_an_action_is_an_unknown_key(tmp_path):
+    """Found by fuzzing: the action names that pydantic puts into an error's path are dropped only
+    after a timeline index, so a top-level key `stream` is reported, not an IndexError."""
+    with pytest.raises(ScenarioFileError) as e:
+        scenario_file.loads("{stream: 1}", str(tmp_path / "s.yaml"))
+    assert e.value.field == "stream" and "unknown key 'stream'" in e.value.message
+
+
 def test_a_gpu_returned_mid_run_serves_a_second_borrower():
     """The shipped hand-over: both borrowers' copies run, the second after the return, the fio job
     goes on across it, and nothing of either lend is left mapped."""

@@ -200,7 +200,10 @@ class _Where:
 
 def _validation_error(e: ValidationError, file: str, marks: dict, data: Any) -> ScenarioFileError:
     err = sorted(e.errors(include_url=False), key=lambda x: x["type"] != "extra_forbidden")[0]
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and (p.startswith(("function-", "tagged-union")) or p in _ACTIONS)))
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "tagged-union"))))
+    # The timeline's discriminated union puts the action after the item's index; drop it there only
+    # (a user's key may be spelled like an action).
+    loc = tuple(p for i, p in enumerate(loc) if not (p in _ACTIONS and i > 0 and isinstance(loc[i - 1], int)))
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         model: Any = ScenarioSpec

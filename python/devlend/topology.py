@@ -391,8 +391,9 @@ def _pydantic_error(e: ValidationError, file: str | None, marks: dict, data: Any
     # An unknown key explains a "missing" one next to it (a typo), so report it first.
     err = sorted(errors, key=lambda x: x["type"] != "extra_forbidden")[0]
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "tagged-union"))))
-    # Discriminated unions put the tag name in loc; drop it so the path matches the document.
-    loc = tuple(p for p in loc if p not in _OP_MODELS)
+    # The setup list's discriminated union puts the tag after the item's index; drop it so the path
+    # matches the document (only there: a user's key may be spelled like a tag).
+    loc = tuple(p for i, p in enumerate(loc) if not (p in _OP_MODELS and i > 0 and isinstance(loc[i - 1], int)))
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         msg = f"unknown key '{loc[-1]}'"
