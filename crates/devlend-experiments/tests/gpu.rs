@@ -69,7 +69,7 @@ fn run_with(json: &str, runner: &str, gpus: &[&str], prep: impl FnOnce(&mut Clus
         models.push(shared(b.gpu));
     }
     let mut drv = drvs.remove(0);
-    let (m, _) = on_machine(c, &models, host, move |os| body(os, &mut drv, arg, &devs).map_err(|e| e.to_string()))?;
+    let (m, _) = on_machine(c, &models, host, move |os| body(os, &mut drv, arg, &devs)).map_err(|e| e.to_string())?;
     Ok((m, models))
 }
 

@@ -50,7 +50,7 @@ pub struct Vmm {
     pub domains: BTreeMap<(VmId, HostId), VmDomain>,
     pub(crate) dev_held: BTreeMap<(VmId, DevId), (Vec<Held>, Option<Held>)>,
     /// Undo steps the fabric or host refused (empty unless this crate has a bug).
-    pub anomalies: Vec<String>,
+    pub anomalies: Vec<crate::error::Anomaly>,
     /// Live interrupt routes (`irq`).
     pub(crate) routes: Vec<crate::irq::Route>,
     /// Guest accesses the hypervisor refused (`config`).
