@@ -1,9 +1,88 @@
 //! The runner's errors: typed, each naming the workload and what it concerns.
 
+use devlend_devices::error::DeviceError;
+use devlend_devices::gpu_driver::GpuError;
 use devlend_engine::queue::Ps;
+use devlend_fabric::FabricError;
+use devlend_host::HostError;
+use devlend_rdma::RdmaError;
+use std::error::Error;
 use std::fmt;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What refused a workload's set-up.
+#[derive(Debug)]
+pub enum SetupCause {
+    /// The runner's kernel or the lending agents refused `step`.
+    Host { step: &'static str, error: HostError },
+    /// A device model (the GPU's, the drive's media) or a call made through its driver.
+    Device(DeviceError),
+    /// The GPU driver's probe.
+    Gpu(GpuError),
+    /// The fabric refused (an NT adapter's window).
+    Fabric(FabricError),
+    /// The RDMA library (ntb_perf's two ends).
+    Rdma(RdmaError),
+    /// No direct memory window of NT adapter `ntb` is free.
+    NoFreeWindow { ntb: String },
+    /// The peer did not publish its buffer in the handshake.
+    NotPublished,
+    /// The kernel gave the channels of DMA engine `device` vectors that do not follow one another.
+    Vectors { device: String, vectors: Vec<u8> },
+}
+
+impl fmt::Display for SetupCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SetupCause::Host { step, error } => write!(f, "{step}: {error}"),
+            SetupCause::Device(e) => write!(f, "{e}"),
+            SetupCause::Gpu(e) => write!(f, "{e}"),
+            SetupCause::Fabric(e) => write!(f, "{e}"),
+            SetupCause::Rdma(e) => write!(f, "{e}"),
+            SetupCause::NoFreeWindow { ntb } => write!(f, "no direct memory window of {ntb} is free"),
+            SetupCause::NotPublished => write!(f, "the peer's buffer was not published"),
+            SetupCause::Vectors { device, vectors } => write!(f, "the kernel gave {device}'s channels the vectors {vectors:?}, not consecutive ones"),
+        }
+    }
+}
+
+impl SetupCause {
+    fn error(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            SetupCause::Host { error, .. } => Some(error),
+            SetupCause::Device(e) => Some(e),
+            SetupCause::Gpu(e) => Some(e),
+            SetupCause::Fabric(e) => Some(e),
+            SetupCause::Rdma(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<DeviceError> for SetupCause {
+    fn from(e: DeviceError) -> Self {
+        SetupCause::Device(e)
+    }
+}
+
+impl From<GpuError> for SetupCause {
+    fn from(e: GpuError) -> Self {
+        SetupCause::Gpu(e)
+    }
+}
+
+impl From<FabricError> for SetupCause {
+    fn from(e: FabricError) -> Self {
+        SetupCause::Fabric(e)
+    }
+}
+
+impl From<RdmaError> for SetupCause {
+    fn from(e: RdmaError) -> Self {
+        SetupCause::Rdma(e)
+    }
+}
+
+#[derive(Debug)]
 pub enum WorkloadError {
     /// Two workloads with one name.
     DuplicateName { workload: String },
@@ -24,7 +103,7 @@ pub enum WorkloadError {
     /// A description the runner cannot run (zero bytes, zero depth, too large for the device).
     Invalid { workload: String, why: String },
     /// Setting the workload up failed otherwise (a driver's probe, the host kernel).
-    Setup { workload: String, message: String },
+    Setup { workload: String, cause: SetupCause },
     /// The workload failed while running (a driver error, data that did not arrive).
     Failed { workload: String, message: String },
     /// The machine could not run (a thread stuck with nothing left to happen).
@@ -68,7 +147,7 @@ impl fmt::Display for WorkloadError {
             WorkloadError::NoNtb { workload, runner, peer } => write!(f, "workload {workload}: no NTB joins host {runner} to host {peer}"),
             WorkloadError::Unreachable { workload, what, message } => write!(f, "workload {workload}: {what} cannot be reached: {message}"),
             WorkloadError::Invalid { workload, why } => write!(f, "workload {workload}: {why}"),
-            WorkloadError::Setup { workload, message } => write!(f, "workload {workload}: set-up failed: {message}"),
+            WorkloadError::Setup { workload, cause } => write!(f, "workload {workload}: set-up failed: {cause}"),
             WorkloadError::Failed { workload, message } => write!(f, "workload {workload} failed: {message}"),
             WorkloadError::Machine { message } => write!(f, "the scenario could not run: {message}"),
             WorkloadError::ReturnInUse { device, workload, at } => write!(
@@ -80,6 +159,25 @@ impl fmt::Display for WorkloadError {
     }
 }
 
-impl std::error::Error for WorkloadError {}
+impl Error for WorkloadError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            WorkloadError::Setup { cause, .. } => cause.error(),
+            _ => None,
+        }
+    }
+}
+
+impl WorkloadError {
+    /// Workload `w`'s set-up, refused by `cause`.
+    pub fn setup<C: Into<SetupCause>>(w: &str) -> impl Fn(C) -> WorkloadError + '_ {
+        move |cause| WorkloadError::Setup { workload: w.into(), cause: cause.into() }
+    }
+
+    /// Workload `w`'s set-up step `step`, refused by the runner's kernel.
+    pub fn host_setup<'a>(w: &'a str, step: &'static str) -> impl Fn(HostError) -> WorkloadError + 'a {
+        move |error| WorkloadError::Setup { workload: w.into(), cause: SetupCause::Host { step, error } }
+    }
+}
 
 pub type WResult<T> = Result<T, WorkloadError>;

@@ -27,20 +27,16 @@ fn pattern(len: u64) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(29).wrapping_add((i >> 12) as u8).wrapping_add(5)).collect()
 }
 
-fn setup(w: &str) -> impl Fn(String) -> WorkloadError + '_ {
-    move |message| WorkloadError::Setup { workload: w.into(), message }
-}
-
 /// The driver's probe, and the runner's buffer (holding the source for a host-to-device copy).
 fn prepare<O: Os>(os: &mut O, w: &str, dev: devlend_host::DevId, (dir, len, want): (Dir, u64, &[u8])) -> WResult<(Driver, u64)> {
-    let drv = Driver::probe(os, dev).map_err(|e| setup(w)(e.to_string()))?;
+    let drv = Driver::probe(os, dev).map_err(WorkloadError::setup(w))?;
     if len == 0 || len > drv.mem_size {
         let why = format!("a copy of {len} bytes (the GPU holds 1 to {} bytes)", drv.mem_size);
         return Err(WorkloadError::Invalid { workload: w.into(), why });
     }
-    let buf = os.kmalloc(len).map_err(|e| setup(w)(e.to_string()))?;
+    let buf = os.kmalloc(len).map_err(WorkloadError::host_setup(w, "kmalloc"))?;
     if dir == Dir::HtoD {
-        os.write(buf, want).map_err(|e| setup(w)(e.to_string()))?;
+        os.write(buf, want).map_err(WorkloadError::host_setup(w, "writing the source"))?;
     }
     Ok((drv, buf))
 }
@@ -50,12 +46,12 @@ fn prepare<O: Os>(os: &mut O, w: &str, dev: devlend_host::DevId, (dir, len, want
 pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, device): (&str, &str), dir: Dir, len: u64, at: Ps) -> WResult<GpuCopy> {
     let mut c = m.world();
     let a = attach(&mut c, guests, w, runner, device, "gpu")?;
-    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(|e| setup(w)(e.to_string()))?;
+    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(WorkloadError::setup(w))?;
     let want = pattern(len);
     let prepared = with_os!(&a.runner, c, |os| Ok(prepare(os, w, a.dev, (dir, len, &want))));
-    let (drv, buf) = prepared.map_err(|e| setup(w)(e.to_string()))??;
+    let (drv, buf) = prepared.map_err(WorkloadError::host_setup(w, "the runner's kernel"))??;
     if dir == Dir::DtoH {
-        gpu.mem_write(&mut c.fabric, 0, &want).map_err(|e| setup(w)(e.to_string()))?;
+        gpu.mem_write(&mut c.fabric, 0, &want).map_err(WorkloadError::setup(w))?;
     }
     drop(c);
     let gpu = Rc::new(RefCell::new(gpu));

@@ -49,7 +49,7 @@ mod stats;
 pub use fio_job::{FioError, FioResult, Rw};
 pub use devlend_devices::gpu_run::Dir;
 pub use devlend_wire::Access;
-pub use error::{WResult, WorkloadError};
+pub use error::{SetupCause, WResult, WorkloadError};
 pub use fault::FaultEntry;
 pub use fio::{FioSpec, FIO_BS};
 pub use nic::{NicEpoch, NicResult, NicSpec};

@@ -391,7 +391,7 @@ fn model(w: &str, spec: &NicSpec) -> WResult<(Config, WorkloadSpec, u64)> {
 /// start the runner's driver thread at `at`: it rings the NIC's doorbell (BAR 0).
 pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, device): (&str, &str), spec: &NicSpec, at: Ps) -> WResult<Rc<RefCell<Nic>>> {
     let (cfg, wl, packet_bytes) = model(w, spec)?;
-    let setup = |e: devlend_host::HostError| WorkloadError::Setup { workload: w.into(), message: e.to_string() };
+    let setup = WorkloadError::host_setup(w, "mapping the NIC's packet buffer");
     let mut c = m.world();
     let a = attach(&mut c, guests, w, runner, device, "nic")?;
     let (buf, bar) = with_os!(&a.runner, c, |os| {
@@ -402,7 +402,7 @@ pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner,
     .map_err(setup)?;
     let host = match &a.runner {
         Runner::Host(h) => *h,
-        Runner::Vm(g) => g.vmm.borrow().vm(g.vm).map_err(setup)?.host,
+        Runner::Vm(g) => g.vmm.borrow().vm(g.vm).map_err(WorkloadError::host_setup(w, "the runner's VM"))?.host,
     };
     let t = &c.fabric.tuning.timing;
     let completer = t.dram_latency_ps + if c.fabric.hosts[host as usize].iommu { t.iotlb_hit_ps } else { 0 };

@@ -73,14 +73,10 @@ struct Side {
     drv: Driver,
 }
 
-fn setup(w: &str) -> impl Fn(String) -> WorkloadError + '_ {
-    move |message| WorkloadError::Setup { workload: w.into(), message }
-}
-
 fn side(c: &mut Cluster, guests: &Guests, w: &str, runner: &str, device: &str) -> WResult<(Side, Runner)> {
     let a = attach(c, guests, w, runner, device, "gpu")?;
-    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(|e| setup(w)(e.to_string()))?;
-    let drv = with_os!(&a.runner, *c, |os| Driver::probe(os, a.dev).map_err(|e| devlend_host::HostError::Invalid(e.to_string()))).map_err(|e| setup(w)(e.to_string()))?;
+    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(WorkloadError::setup(w))?;
+    let drv = with_os!(&a.runner, *c, |os| Ok(Driver::probe(os, a.dev))).map_err(WorkloadError::host_setup(w, "the runner's kernel"))?.map_err(WorkloadError::setup(w))?;
     Ok((Side { gpu, func: a.func, dev: a.dev, drv }, a.runner))
 }
 
@@ -123,7 +119,7 @@ pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, runner: 
     let (mut a, runner_k) = side(&mut c, guests, w, runner, gpus[0])?;
     let (mut b, _) = side(&mut c, guests, w, runner, gpus[1])?;
     let mapped = with_os!(&runner_k, c, |os| Ok(map(os, via, (&mut a, &mut b))));
-    let ((to_b, to_a), (bar_a, bar_b)) = mapped.map_err(|e| setup(w)(e.to_string()))?.map_err(|e| setup(w)(e.to_string()))?;
+    let ((to_b, to_a), (bar_a, bar_b)) = mapped.map_err(WorkloadError::host_setup(w, "the runner's kernel"))?.map_err(WorkloadError::setup(w))?;
     drop(c);
     let (Side { gpu: gpu_a, func: func_a, .. }, Side { gpu: gpu_b, func: func_b, .. }) = (a, b);
     let (poll_a, poll_b) = if via == Via::Ram { (to_b.dma, to_a.dma) } else { (0, 0) };
