@@ -111,3 +111,19 @@ pub(crate) fn invalid<T>(msg: impl Into<String>) -> HResult<T> {
 pub(crate) fn size(bytes: u64) -> String {
     devlend_fabric::error::fmt_size(bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    #[test]
+    fn a_fabric_refusal_stays_the_fabric_error_as_the_source() {
+        let fe = FabricError::LinkDown { ntb: "ntb-l".into(), cabled: true };
+        let e = HostError::from(fe.clone());
+        assert_eq!(e, HostError::Fabric(fe.clone()));
+        assert_eq!(e.to_string(), fe.to_string());
+        assert_eq!(e.source().and_then(|s| s.downcast_ref::<FabricError>()), Some(&fe));
+        assert_eq!(HostError::from(FabricError::UnknownName("no gpu9".into())), HostError::NoDevice("no gpu9".into()));
+    }
+}

@@ -246,3 +246,12 @@ fn a_borrower_crash_stops_its_fio_job_at_the_crash() {
     assert!(e.contains("host borrower crashed at 20.000 us; the thread stopped there"), "{e}");
     assert_eq!(s.cluster().leftovers(), vec![]);
 }
+
+#[test]
+fn a_second_ntb_perf_over_one_link_finds_no_free_window_and_names_the_adapter() {
+    let mut s = Scenario::new(Cluster::from_json(PEX).unwrap());
+    s.add_ntb_perf("first", "host-b", "host-a", &perf_spec(false, 1), 0).unwrap();
+    let e = s.add_ntb_perf("second", "host-b", "host-a", &perf_spec(false, 1), 0).unwrap_err();
+    assert!(matches!(&e, WorkloadError::Setup { workload, cause: SetupCause::NoFreeWindow { ntb } } if workload == "second" && ntb == "nt-link"), "{e}");
+    assert_eq!(e.kind(), "setup");
+}

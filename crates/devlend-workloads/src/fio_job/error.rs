@@ -57,3 +57,18 @@ impl std::error::Error for FioError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::FioError;
+    use crate::fio_job::{check, Job, Rw};
+
+    #[test]
+    fn a_bad_job_description_is_named_by_its_field() {
+        assert!(matches!(Rw::parse("seqread"), Err(FioError::UnknownRw { given }) if given == "seqread"));
+        let job = Job { rw: Rw::RandRead, iodepth: 0, numjobs: 1, ios: 1, verify: false, size_blocks: None };
+        assert!(matches!(check(&job), Err(FioError::Invalid { reason }) if reason.starts_with("iodepth")));
+        let job = Job { iodepth: 1, numjobs: 4, size_blocks: Some(1), ..job };
+        assert!(matches!(check(&job), Err(FioError::Invalid { reason }) if reason.starts_with("size")));
+    }
+}
