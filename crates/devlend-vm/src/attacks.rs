@@ -40,8 +40,8 @@ pub struct Outcome {
 /// (blocked, recorded once, no memory changed) did not hold.
 #[derive(Debug)]
 pub enum CaseError {
-    /// The testbed or the case's VMs and GPUs could not be set up.
-    Setup(SetupError),
+    /// The testbed or the case's VMs and GPUs could not be set up (boxed: the largest variant).
+    Setup(Box<SetupError>),
     /// A step of the case that the hypervisor or the guest kernel refused.
     Host { step: &'static str, error: HostError },
     /// A config read of the case that the fabric refused.
@@ -97,7 +97,7 @@ impl fmt::Display for CaseError {
 impl Error for CaseError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            CaseError::Setup(e) => Some(e),
+            CaseError::Setup(e) => Some(e.as_ref()),
             CaseError::Host { error, .. } => Some(error),
             CaseError::Fabric { error, .. } => Some(error),
             _ => None,
@@ -107,7 +107,7 @@ impl Error for CaseError {
 
 impl From<SetupError> for CaseError {
     fn from(e: SetupError) -> CaseError {
-        CaseError::Setup(e)
+        CaseError::Setup(Box::new(e))
     }
 }
 

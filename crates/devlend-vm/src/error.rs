@@ -22,8 +22,9 @@ pub enum SetupError {
     Host { step: &'static str, device: String, error: HostError },
     /// The fabric has no function `device`.
     Fabric { device: String, error: FabricError },
-    /// The GPU model of `device` cannot be built on its function.
-    Device { device: String, error: DeviceError },
+    /// The GPU model of `device` cannot be built on its function (boxed: a device model's error
+    /// is large, and this one is rare).
+    Device { device: String, error: Box<DeviceError> },
     /// The guest's GPU driver could not probe `device`.
     Driver { device: String, error: GpuError },
 }
@@ -53,7 +54,7 @@ impl Error for SetupError {
             SetupError::UnknownScenario { .. } => None,
             SetupError::Host { error, .. } => Some(error),
             SetupError::Fabric { error, .. } => Some(error),
-            SetupError::Device { error, .. } => Some(error),
+            SetupError::Device { error, .. } => Some(error.as_ref()),
             SetupError::Driver { error, .. } => Some(error),
         }
     }

@@ -68,7 +68,7 @@ pub(crate) fn bind(c: &mut Cluster, vmm: &mut Vmm, vm: VmId, name: &str, mediate
         vmm.assign_vfio(c, vm, name).map_err(SetupError::host("passing through with VFIO", name))?
     };
     let func = c.fabric.func_id(name).map_err(|error| SetupError::Fabric { device: name.to_string(), error })?;
-    let gpu = Gpu::new(&mut c.fabric, func).map_err(|error| SetupError::Device { device: name.to_string(), error })?;
+    let gpu = Gpu::new(&mut c.fabric, func).map_err(|error| SetupError::Device { device: name.to_string(), error: Box::new(error) })?;
     let mut os = vmm.guest(c, vm).map_err(SetupError::host("entering the guest kernel", name))?;
     let drv = Driver::probe(&mut os, dev).map_err(|error| SetupError::Driver { device: name.to_string(), error })?;
     Ok(GBound { dev, gpu, drv })

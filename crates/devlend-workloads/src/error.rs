@@ -14,8 +14,9 @@ use std::fmt;
 pub enum SetupCause {
     /// The runner's kernel or the lending agents refused `step`.
     Host { step: &'static str, error: HostError },
-    /// A device model (the GPU's, the drive's media) or a call made through its driver.
-    Device(DeviceError),
+    /// A device model (the GPU's, the drive's media) or a call made through its driver (boxed:
+    /// a device model's error is large).
+    Device(Box<DeviceError>),
     /// The GPU driver's probe.
     Gpu(GpuError),
     /// The fabric refused (an NT adapter's window).
@@ -49,7 +50,7 @@ impl SetupCause {
     fn error(&self) -> Option<&(dyn Error + 'static)> {
         match self {
             SetupCause::Host { error, .. } => Some(error),
-            SetupCause::Device(e) => Some(e),
+            SetupCause::Device(e) => Some(e.as_ref()),
             SetupCause::Gpu(e) => Some(e),
             SetupCause::Fabric(e) => Some(e),
             SetupCause::Rdma(e) => Some(e),
@@ -60,7 +61,7 @@ impl SetupCause {
 
 impl From<DeviceError> for SetupCause {
     fn from(e: DeviceError) -> Self {
-        SetupCause::Device(e)
+        SetupCause::Device(Box::new(e))
     }
 }
 

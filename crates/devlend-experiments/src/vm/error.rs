@@ -88,7 +88,7 @@ impl fmt::Display for RunCause {
 #[derive(Debug)]
 pub enum VmRunError {
     /// The testbed, the VM or its devices could not be set up (`what`: the step).
-    Setup { what: &'static str, error: SetupCause },
+    Setup { what: &'static str, error: Box<SetupCause> },
     /// A call into the guest kernel failed.
     Guest { what: &'static str, error: HostError },
     /// The guest's GPU driver failed.
@@ -96,7 +96,7 @@ pub enum VmRunError {
     /// The guest's NVMe driver failed.
     Nvme(NvmeError),
     /// The run on the machine stopped (a thread failed, or a wait was never satisfied).
-    Machine { scenario: String, error: RunCause },
+    Machine { scenario: String, error: Box<RunCause> },
     /// What arrived differs from what was sent.
     Mismatch { scenario: String, what: String },
     /// An interrupt did not reach the guest, or has no route to it.
@@ -137,9 +137,12 @@ impl Error for VmRunError {
             VmRunError::Guest { error, .. } => Some(error),
             VmRunError::Gpu(e) => Some(e),
             VmRunError::Nvme(e) => Some(e),
-            VmRunError::Machine { error: RunCause::Guest(e), .. } => Some(e),
-            VmRunError::Machine { error: RunCause::Machine(e), .. } => Some(e),
-            VmRunError::Machine { error: RunCause::Device(e), .. } | VmRunError::Device(e) => Some(e),
+            VmRunError::Machine { error, .. } => match error.as_ref() {
+                RunCause::Guest(e) => Some(e),
+                RunCause::Machine(e) => Some(e),
+                RunCause::Device(e) => Some(e),
+            },
+            VmRunError::Device(e) => Some(e),
             _ => None,
         }
     }
@@ -167,12 +170,12 @@ pub type VResult<T> = Result<T, VmRunError>;
 
 /// A set-up step's error (the fixture's, the hypervisor's, the cluster's or a device model's).
 pub(crate) fn setup<E: Into<SetupCause>>(what: &'static str) -> impl Fn(E) -> VmRunError {
-    move |e| VmRunError::Setup { what, error: e.into() }
+    move |e| VmRunError::Setup { what, error: Box::new(e.into()) }
 }
 
 /// A run on the machine in `scenario` that stopped.
 pub(crate) fn stopped<E>(scenario: String, into: fn(E) -> RunCause) -> impl FnOnce(E) -> VmRunError {
-    move |e| VmRunError::Machine { scenario, error: into(e) }
+    move |e| VmRunError::Machine { scenario, error: Box::new(into(e)) }
 }
 
 /// A guest kernel call's error.
