@@ -200,7 +200,7 @@ impl Gpu {
         let answer = k.expect + 1;
         k.expect += 2;
         // Ping finishes on its last answer; pong after its last store.
-        let ping = k.expect % 2 == 0;
+        let ping = k.expect.is_multiple_of(2);
         if ping && k.seen.len() as u32 >= k.rounds {
             k.done = true;
             return true;

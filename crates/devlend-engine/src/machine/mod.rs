@@ -444,7 +444,7 @@ impl<W: World> Machine<W> {
         {
             let mut w = self.world.borrow_mut();
             let mut core = self.core.borrow_mut();
-            let mut cx = Cx { world: &mut *w, core: &mut *core, dev: d, func, peers: &self.by_func };
+            let mut cx = Cx { world: &mut *w, core: &mut core, dev: d, func, peers: &self.by_func };
             act(&mut *dev.borrow_mut(), &mut cx);
         }
         self.aer_scan();
