@@ -3,6 +3,9 @@
 
 use crate::machine::MachineError;
 use crate::PyAddr;
+
+/// A lend: (device, lender, borrower, [(bar, size, borrower CPU address)]).
+type LendRow = (String, String, String, Vec<(u8, u64, u64)>);
 use devlend_host::Cluster;
 use devlend_workloads::{Access, Dir, FioSpec, NicSpec, NtbPerfSpec, Rw, Scenario as Core, Via, WorkloadError};
 use pyo3::prelude::*;
@@ -206,7 +209,7 @@ impl Scenario {
     }
 
     /// Devices lent so far: (device, lender, borrower, [(bar, size, borrower CPU address)]).
-    fn lends(&self) -> Vec<(String, String, String, Vec<(u8, u64, u64)>)> {
+    fn lends(&self) -> Vec<LendRow> {
         self.inner.cluster().lends().into_iter().map(|l| (l.device, l.lender, l.borrower, l.bars.iter().map(|b| (b.index, b.size, b.cpu_addr)).collect())).collect()
     }
 }

@@ -261,7 +261,6 @@ fn run_job<K: ThreadKernel>(t: &Thread<'_, Cluster>, host: &K, mut q: NvmeQueue,
         }
     }
     out.end = t.now();
-    drop(submit);
     for (lba, sum) in written {
         q.read(&mut os, lba, (BS / BLOCK) as u16, bufs[0])?;
         let got = os.read(bufs[0], BS as usize).map_err(oserr("read buffer"))?;

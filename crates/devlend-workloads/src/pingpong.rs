@@ -108,7 +108,7 @@ fn program(store_at: u64, poll_at: u64, rounds: u32, first: bool) -> Vec<(u64, V
 }
 
 /// Attach both GPUs for `runner`, map each one's store target, and start the launching thread.
-pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, runner: &str, gpus: [&str; 2], via: Via, rounds: u32, at: Ps) -> WResult<PingPong> {
+pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, gpus): (&str, [&str; 2]), via: Via, rounds: u32, at: Ps) -> WResult<PingPong> {
     if rounds == 0 {
         return Err(WorkloadError::Invalid { workload: w.into(), why: "rounds: expected at least one round trip".into() });
     }

@@ -211,7 +211,7 @@ impl Scenario {
             self.users.remove(gpus[0]);
             return Err(e);
         }
-        let run = crate::pingpong::start(&mut self.m, &self.guests, name, runner, gpus, via, rounds, at).inspect_err(|_| {
+        let run = crate::pingpong::start(&mut self.m, &self.guests, name, (runner, gpus), via, rounds, at).inspect_err(|_| {
             self.users.retain(|_, w| w != name);
         })?;
         self.entries.push(Entry { name: name.into(), kind: Kind::GpuPingPong, at, bytes: 4 * 2 * rounds as u64, track: Track::PingPong(run) });
