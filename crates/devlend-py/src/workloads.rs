@@ -47,7 +47,7 @@ impl Scenario {
     /// Its `vms` are started; a VM the hypervisor refuses is a `SpecError` (pointer, message).
     #[new]
     fn new(topology_json: &str) -> PyResult<Scenario> {
-        let c = Cluster::from_json(topology_json).map_err(|e| werr(WorkloadError::Machine { message: e.to_string() }))?;
+        let c = Cluster::from_json(topology_json).map_err(|error| werr(WorkloadError::Cluster { step: "building the cluster", error }))?;
         let vms = crate::vm::vm_specs(topology_json)?;
         let inner = Core::with_vms(c, &vms).map_err(|e| crate::SpecError::new_err((e.path, e.message)))?;
         Ok(Scenario { inner, rows: Vec::new(), links: Vec::new(), nics: Vec::new() })

@@ -2,12 +2,69 @@
 
 use devlend_devices::error::DeviceError;
 use devlend_devices::gpu_driver::GpuError;
+use crate::fio_job::FioError;
+use crate::nic::NicFault;
+use devlend_devices::gpu_run::Dir;
+use devlend_engine::machine::MachineError;
 use devlend_engine::queue::Ps;
 use devlend_fabric::FabricError;
 use devlend_host::HostError;
 use devlend_rdma::RdmaError;
 use std::error::Error;
 use std::fmt;
+
+/// Why a workload that ran failed.
+#[derive(Debug)]
+pub enum FailCause {
+    /// The runner's kernel refused `step` (reading the destination back).
+    Host { step: &'static str, error: HostError },
+    /// A device model: a GPU kernel that did not finish, its memory.
+    Device(Box<DeviceError>),
+    /// The destination of a `dir` copy of `len` bytes differs from its source.
+    Mismatch { dir: Dir, len: u64 },
+    /// ntb_perf thread `thread`'s chunk `chunk` did not land in the peer.
+    NotLanded { thread: u64, chunk: u64 },
+    /// ntb_perf thread `thread`'s DMA channel stopped.
+    Channel { thread: usize, error: RdmaError },
+    /// The NIC stopped (`nic::NicFault`).
+    Nic(NicFault),
+    /// The NIC never started: its doorbell or probe read did not complete.
+    NicNotStarted,
+    /// The fio jobs failed.
+    Fio(Box<FioError>),
+    /// A thread of the workload failed or waited for ever.
+    Machine(Box<MachineError>),
+}
+
+impl fmt::Display for FailCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FailCause::Host { error, .. } => write!(f, "{error}"),
+            FailCause::Device(e) => write!(f, "{e}"),
+            FailCause::Mismatch { dir, len } => write!(f, "{dir:?} copy of {len} bytes: the destination differs from the source"),
+            FailCause::NotLanded { thread, chunk } => write!(f, "thread {thread}: chunk {chunk} did not land in the peer"),
+            FailCause::Channel { thread, error } => write!(f, "thread {thread}: {error}"),
+            FailCause::Nic(e) => write!(f, "{e}"),
+            FailCause::NicNotStarted => write!(f, "the NIC never started (its doorbell or probe read did not complete)"),
+            FailCause::Fio(e) => write!(f, "{e}"),
+            FailCause::Machine(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl FailCause {
+    fn error(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            FailCause::Host { error, .. } => Some(error),
+            FailCause::Device(e) => Some(e.as_ref()),
+            FailCause::Channel { error, .. } => Some(error),
+            FailCause::Nic(e) => Some(e),
+            FailCause::Fio(e) => Some(e.as_ref()),
+            FailCause::Machine(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 /// What refused a workload's set-up.
 #[derive(Debug)]
@@ -65,6 +122,30 @@ impl From<DeviceError> for SetupCause {
     }
 }
 
+impl From<DeviceError> for FailCause {
+    fn from(e: DeviceError) -> Self {
+        FailCause::Device(Box::new(e))
+    }
+}
+
+impl From<FioError> for FailCause {
+    fn from(e: FioError) -> Self {
+        FailCause::Fio(Box::new(e))
+    }
+}
+
+impl From<MachineError> for FailCause {
+    fn from(e: MachineError) -> Self {
+        FailCause::Machine(Box::new(e))
+    }
+}
+
+impl From<NicFault> for FailCause {
+    fn from(e: NicFault) -> Self {
+        FailCause::Nic(e)
+    }
+}
+
 impl From<GpuError> for SetupCause {
     fn from(e: GpuError) -> Self {
         SetupCause::Gpu(e)
@@ -106,9 +187,11 @@ pub enum WorkloadError {
     /// Setting the workload up failed otherwise (a driver's probe, the host kernel).
     Setup { workload: String, cause: SetupCause },
     /// The workload failed while running (a driver error, data that did not arrive).
-    Failed { workload: String, message: String },
+    Failed { workload: String, cause: FailCause },
     /// The machine could not run (a thread stuck with nothing left to happen).
-    Machine { message: String },
+    Machine(Box<MachineError>),
+    /// The scenario's cluster refused `step` (building it from the topology, ending its lends).
+    Cluster { step: &'static str, error: HostError },
     /// A return at `at` while workload `workload` still drives the device.
     ReturnInUse { device: String, workload: String, at: Ps },
 }
@@ -128,7 +211,8 @@ impl WorkloadError {
             WorkloadError::Invalid { .. } => "invalid",
             WorkloadError::Setup { .. } => "setup",
             WorkloadError::Failed { .. } => "failed",
-            WorkloadError::Machine { .. } => "machine",
+            WorkloadError::Machine(_) => "machine",
+            WorkloadError::Cluster { .. } => "cluster",
             WorkloadError::ReturnInUse { .. } => "return-in-use",
         }
     }
@@ -149,8 +233,9 @@ impl fmt::Display for WorkloadError {
             WorkloadError::Unreachable { workload, what, message } => write!(f, "workload {workload}: {what} cannot be reached: {message}"),
             WorkloadError::Invalid { workload, why } => write!(f, "workload {workload}: {why}"),
             WorkloadError::Setup { workload, cause } => write!(f, "workload {workload}: set-up failed: {cause}"),
-            WorkloadError::Failed { workload, message } => write!(f, "workload {workload} failed: {message}"),
-            WorkloadError::Machine { message } => write!(f, "the scenario could not run: {message}"),
+            WorkloadError::Failed { workload, cause } => write!(f, "workload {workload} failed: {cause}"),
+            WorkloadError::Machine(e) => write!(f, "the scenario could not run: {e}"),
+            WorkloadError::Cluster { step, error } => write!(f, "the scenario's cluster, {step}: {error}"),
             WorkloadError::ReturnInUse { device, workload, at } => write!(
                 f,
                 "cannot return {device} at {:.3} ns: workload {workload} still drives it (a device in use cannot be returned: return it after its workloads end)",
@@ -164,6 +249,9 @@ impl Error for WorkloadError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
             WorkloadError::Setup { cause, .. } => cause.error(),
+            WorkloadError::Failed { cause, .. } => cause.error(),
+            WorkloadError::Machine(e) => Some(e.as_ref()),
+            WorkloadError::Cluster { error, .. } => Some(error),
             _ => None,
         }
     }
@@ -173,6 +261,11 @@ impl WorkloadError {
     /// Workload `w`'s set-up, refused by `cause`.
     pub fn setup<C: Into<SetupCause>>(w: &str) -> impl Fn(C) -> WorkloadError + '_ {
         move |cause| WorkloadError::Setup { workload: w.into(), cause: cause.into() }
+    }
+
+    /// Workload `w`, failed for `cause`.
+    pub fn failed<C: Into<FailCause>>(w: &str) -> impl Fn(C) -> WorkloadError + '_ {
+        move |cause| WorkloadError::Failed { workload: w.into(), cause: cause.into() }
     }
 
     /// Workload `w`'s set-up step `step`, refused by the runner's kernel.

@@ -67,7 +67,7 @@ impl Scenario {
     pub fn end_lends_and_count_leftovers(&mut self) -> WResult<usize> {
         let mut c = self.cluster();
         for l in c.lends() {
-            c.return_device_force(l.borrower.as_str(), l.dev).map_err(|e| WorkloadError::Machine { message: e.to_string() })?;
+            c.return_device_force(l.borrower.as_str(), l.dev).map_err(|error| WorkloadError::Cluster { step: "ending the lends", error })?;
         }
         Ok(c.leftovers().len() + usize::from(!c.lending_idle()))
     }

@@ -3,7 +3,7 @@
 //! in another host. The bytes are checked after the run.
 
 use crate::attach::{attach, with_os, Guests, Runner};
-use crate::error::{WResult, WorkloadError};
+use crate::error::{FailCause, WResult, WorkloadError};
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_run::Dir;
 use devlend_devices::gpu_driver::Driver;
@@ -80,13 +80,12 @@ impl GpuCopy {
         let mut c = m.world();
         let len = self.want.len();
         let got = match self.dir {
-            Dir::DtoH => with_os!(&self.runner, c, |os| os.read(self.buf, len)).map_err(|e| e.to_string()),
-            Dir::HtoD => self.gpu.borrow().mem_read(&c.fabric, 0, len).map_err(|e| e.to_string()),
+            Dir::DtoH => with_os!(&self.runner, c, |os| os.read(self.buf, len)).map_err(|error| FailCause::Host { step: "reading the destination", error }),
+            Dir::HtoD => self.gpu.borrow().mem_read(&c.fabric, 0, len).map_err(FailCause::from),
         };
-        match got {
-            Ok(g) if g == self.want => Ok(()),
-            Ok(_) => Err(WorkloadError::Failed { workload: w.into(), message: format!("{:?} copy of {len} bytes: the destination differs from the source", self.dir) }),
-            Err(message) => Err(WorkloadError::Failed { workload: w.into(), message }),
+        match got.map_err(WorkloadError::failed(w))? {
+            g if g == self.want => Ok(()),
+            _ => Err(WorkloadError::Failed { workload: w.into(), cause: FailCause::Mismatch { dir: self.dir, len: len as u64 } }),
         }
     }
 }

@@ -37,7 +37,7 @@
 //! the pipeline's and the path's.
 
 use crate::attach::{attach, with_os, Guests, Runner};
-use crate::error::{WResult, WorkloadError};
+use crate::error::{FailCause, WResult, WorkloadError};
 use devlend_engine::machine::{Cx, Device, FlowDone, Machine, ThreadError};
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, DmaDir, Os, ThreadKernel};
@@ -182,8 +182,8 @@ pub(crate) struct Nic {
 
 /// Why the NIC stopped: kept as a value while the machine runs, reported as
 /// [`WorkloadError::Failed`] with the workload's name.
-#[derive(Debug)]
-enum NicFault {
+#[derive(Clone, Debug)]
+pub enum NicFault {
     /// The HyperTRIO pipeline refused the configuration or workload.
     Pipeline(devlend_hypertrio::HtError),
     /// The pipeline moved nothing with this round trip (ps).
@@ -192,6 +192,15 @@ enum NicFault {
     Issue { what: &'static str, why: devlend_fabric::route::Failure },
     /// A DMA faulted on its way.
     Dma { addr: u64, why: devlend_fabric::route::Failure },
+}
+
+impl std::error::Error for NicFault {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            NicFault::Pipeline(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for NicFault {
@@ -304,11 +313,11 @@ impl Nic {
     }
 
     pub(crate) fn result(&self, w: &str) -> WResult<(NicResult, Ps, Option<Ps>, u64)> {
-        if let Some(message) = &self.error {
-            return Err(WorkloadError::Failed { workload: w.into(), message: message.to_string() });
+        if let Some(fault) = &self.error {
+            return Err(WorkloadError::failed(w)(fault.clone()));
         }
         let Some(r) = &self.rates else {
-            return Err(WorkloadError::Failed { workload: w.into(), message: "the NIC never started (its doorbell or probe read did not complete)".into() });
+            return Err(WorkloadError::Failed { workload: w.into(), cause: FailCause::NicNotStarted });
         };
         let res = NicResult {
             packets: self.packets,

@@ -18,7 +18,7 @@
 //! The host layer keeps no reservation of NTB windows for other users: a device lent after this
 //! workload was added could be given the same window if every other one is taken.
 
-use crate::error::{SetupCause, WResult, WorkloadError};
+use crate::error::{FailCause, SetupCause, WResult, WorkloadError};
 use devlend_engine::machine::Machine;
 use devlend_engine::queue::Ps;
 use devlend_fabric::model::HostId;
@@ -254,9 +254,9 @@ pub(crate) fn start(m: &mut Machine<Cluster>, w: &str, runner: &str, peer: &str,
 impl NtbPerf {
     /// After the run: the channels' errors, the bytes in the peer, each thread's time.
     pub(crate) fn result(&self, m: &Machine<Cluster>, w: &str) -> WResult<(NtbPerfResult, Ps, Option<Ps>)> {
-        let failed = |message: String| WorkloadError::Failed { workload: w.into(), message };
+        let failed = |cause| WorkloadError::Failed { workload: w.into(), cause };
         for (t, d) in self.dma.iter().enumerate() {
-            d.check().map_err(|e| failed(format!("thread {t}: {e}")))?;
+            d.check().map_err(|error| failed(FailCause::Channel { thread: t, error }))?;
         }
         let mut c = m.world();
         let wrap = (self.part / self.src.len() as u64).min(self.chunks);
@@ -264,7 +264,7 @@ impl NtbPerf {
             for j in 0..wrap {
                 let at = self.window + t * self.part + j * self.src.len() as u64;
                 if c.fabric.read(Requester::Cpu(self.host), at, self.src.len()).0 != self.src {
-                    return Err(failed(format!("thread {t}: chunk {j} did not land in the peer")));
+                    return Err(failed(FailCause::NotLanded { thread: t, chunk: j }));
                 }
             }
         }

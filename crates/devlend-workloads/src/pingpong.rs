@@ -149,10 +149,10 @@ impl PingPong {
     /// After the run: both kernels done without a fault; the ping side's round trips and the
     /// time from its first store to its last answer.
     pub(crate) fn result(&self, w: &str) -> WResult<(RoundTrips, Ps, Ps)> {
-        let failed = |message: String| WorkloadError::Failed { workload: w.into(), message };
+        let failed = WorkloadError::failed(w);
         for (name, gpu) in [&self.ping, &self.pong] {
             let k = &gpu.borrow().kernel;
-            check(k, name, self.rounds).map_err(|e| failed(e.to_string()))?;
+            check(k, name, self.rounds).map_err(&failed)?;
         }
         let k = &self.ping.1.borrow().kernel;
         let each: Vec<Ps> = k.stores.iter().zip(&k.seen).map(|(s, e)| e - s).collect();
