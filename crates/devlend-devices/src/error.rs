@@ -2,6 +2,7 @@
 //! address or parameter it concerns (the RDMA crate's `error.rs` is the model).
 
 use crate::gpu_driver::GpuError;
+use crate::gpu_kernel::KernelStop;
 use crate::nvme_driver::NvmeError;
 use devlend_engine::machine::MachineError;
 use devlend_fabric::model::FuncId;
@@ -34,7 +35,7 @@ pub enum DeviceError {
     /// The NVMe driver failed.
     Nvme(NvmeError),
     /// A ping-pong kernel on GPU `gpu` did not finish its rounds.
-    Kernel { gpu: String, why: String },
+    Kernel { gpu: String, stop: KernelStop },
     /// Data that arrived differs from what was sent (`what`: the transfer).
     Mismatch { what: String },
     /// The machine could not run (a thread stuck or failed); `what`: the run.
@@ -86,7 +87,7 @@ impl fmt::Display for DeviceError {
             DeviceError::CopySize { len, mem_size } => write!(f, "{len} bytes do not fit the GPU's {mem_size} bytes of memory"),
             DeviceError::Gpu(e) => write!(f, "{e}"),
             DeviceError::Nvme(e) => write!(f, "{e}"),
-            DeviceError::Kernel { gpu, why } => write!(f, "ping-pong: {gpu}'s kernel {why}"),
+            DeviceError::Kernel { gpu, stop } => write!(f, "ping-pong: {gpu}'s kernel {stop}"),
             DeviceError::Mismatch { what } => write!(f, "{what}: the destination differs from the source"),
             DeviceError::Machine { what, error } => write!(f, "{what}: {error}"),
         }

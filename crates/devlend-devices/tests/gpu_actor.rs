@@ -165,4 +165,7 @@ fn a_kernel_spinning_on_a_counter_that_never_comes_gives_up() {
     let g = k.gave_up.expect("the machine ended, so the kernel stopped spinning");
     assert_eq!((g.expected, g.last_read), (1, u32::from_le_bytes(pattern(2, 4).try_into().unwrap())));
     assert!(k.done && k.seen.is_empty());
+    let e = devlend_devices::gpu_run::kernel_round_trip(("gpu0", &gpu), ("gpu0", &gpu)).unwrap_err();
+    let want = KernelStop::GaveUp(g);
+    assert!(matches!(&e, devlend_devices::error::DeviceError::Kernel { gpu, stop } if gpu == "gpu0" && *stop == want), "{e}");
 }

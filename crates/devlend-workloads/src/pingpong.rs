@@ -11,7 +11,7 @@ use crate::error::{WResult, WorkloadError};
 use devlend_devices::error::{DResult, DeviceError};
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_driver::{Driver, Mapping};
-use devlend_devices::gpu_kernel::{Kernel, K_FIRST, K_LAUNCH, K_OWN_OFF, K_POLL_AT, K_ROUNDS, K_STORE_AT};
+use devlend_devices::gpu_kernel::{Kernel, KernelStop, K_FIRST, K_LAUNCH, K_OWN_OFF, K_POLL_AT, K_ROUNDS, K_STORE_AT};
 use devlend_engine::machine::{Machine, ThreadError};
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, Os, ThreadKernel};
@@ -162,16 +162,16 @@ impl PingPong {
 
 /// A kernel that faulted, gave up spinning, or did not see every counter.
 fn check(k: &Kernel, name: &str, rounds: u32) -> DResult<()> {
-    let why = if let Some(at) = k.fault {
-        format!("faulted at {at:#x}")
+    let stop = if let Some(at) = k.fault {
+        KernelStop::Faulted { at }
     } else if let Some(g) = k.gave_up {
-        format!("gave up at {} ps without counter {} (last read {})", g.at, g.expected, g.last_read)
+        KernelStop::GaveUp(g)
     } else if !k.done || k.seen.len() < rounds as usize {
-        format!("saw {} of {rounds} counters", k.seen.len())
+        KernelStop::Short { seen: k.seen.len(), rounds }
     } else {
         return Ok(());
     };
-    Err(DeviceError::Kernel { gpu: name.into(), why })
+    Err(DeviceError::Kernel { gpu: name.into(), stop })
 }
 
 #[cfg(test)]
