@@ -64,8 +64,8 @@ class NvmeStatusError(DevlendError):
 class DeviceError(DevlendError):
     """A device model, or its run on a machine, that failed (000's GPU and NVMe runs). ``kind``
     names the case: "fabric" or "host" (a name the topology lacks, borrowing, the kernel),
-    "params" (a hardware constant), "no-function", "no-bar", "outside-memory", "copy-size" (the
-    GPU model), "gpu" or "nvme" (a driver), "kernel" (a ping-pong kernel did not finish),
+    "params" (a hardware constant), "no-function", "no-bar", "outside-memory", "copy-size", "dma"
+    (the GPU model; "dma": a load or store of its SMs that the fabric refused), "gpu" or "nvme" (a driver), "kernel" (a ping-pong kernel did not finish),
     "mismatch" (data that arrived differs from what was sent), "machine" (a thread stuck or failed)."""
 
     def __init__(self, message: str, kind: str):

@@ -2,9 +2,11 @@
 //! address or parameter it concerns (the RDMA crate's `error.rs` is the model).
 
 use crate::gpu_driver::GpuError;
+use crate::gpu_kernel::KernelStop;
 use crate::nvme_driver::NvmeError;
 use devlend_engine::machine::MachineError;
 use devlend_fabric::model::FuncId;
+use devlend_fabric::route::Failure;
 use devlend_fabric::FabricError;
 use devlend_host::HostError;
 use std::fmt;
@@ -21,6 +23,9 @@ pub enum DeviceError {
     NoFunction { func: FuncId },
     /// Device `device` lacks BAR `bar`, which its model needs.
     NoBar { device: String, bar: u8 },
+    /// A load or store by the SMs of GPU `func` at DMA address `addr` that the fabric refused:
+    /// `failure` is the fabric's record, `message` its description (`Fabric::describe_failure`).
+    Dma { func: FuncId, addr: u64, failure: Failure, message: String },
     /// An access to the GPU's own memory outside its `size` bytes.
     OutsideMemory { func: FuncId, off: u64, len: u64, size: u64 },
     /// A copy the GPU cannot carry out: zero bytes, or more than its memory holds.
@@ -30,7 +35,7 @@ pub enum DeviceError {
     /// The NVMe driver failed.
     Nvme(NvmeError),
     /// A ping-pong kernel on GPU `gpu` did not finish its rounds.
-    Kernel { gpu: String, why: String },
+    Kernel { gpu: String, stop: KernelStop },
     /// Data that arrived differs from what was sent (`what`: the transfer).
     Mismatch { what: String },
     /// The machine could not run (a thread stuck or failed); `what`: the run.
@@ -46,6 +51,7 @@ impl DeviceError {
             DeviceError::Params { .. } => "params",
             DeviceError::NoFunction { .. } => "no-function",
             DeviceError::NoBar { .. } => "no-bar",
+            DeviceError::Dma { .. } => "dma",
             DeviceError::OutsideMemory { .. } => "outside-memory",
             DeviceError::CopySize { .. } => "copy-size",
             DeviceError::Gpu(_) => "gpu",
@@ -75,12 +81,13 @@ impl fmt::Display for DeviceError {
             DeviceError::Params { field, why } => write!(f, "params/hardware.toml {field}: {why}"),
             DeviceError::NoFunction { func } => write!(f, "no function #{func}"),
             DeviceError::NoBar { device, bar } => write!(f, "{device} has no BAR {bar} to window onto device memory"),
+            DeviceError::Dma { addr, message, .. } => write!(f, "DMA at {addr:#x} failed: {message}"),
             DeviceError::OutsideMemory { func, off, len, size } => write!(f, "device memory {off:#x}+{len:#x} is outside the GPU's {size:#x} bytes of memory (function #{func})"),
             DeviceError::CopySize { len: 0, .. } => write!(f, "a copy of zero bytes"),
             DeviceError::CopySize { len, mem_size } => write!(f, "{len} bytes do not fit the GPU's {mem_size} bytes of memory"),
             DeviceError::Gpu(e) => write!(f, "{e}"),
             DeviceError::Nvme(e) => write!(f, "{e}"),
-            DeviceError::Kernel { gpu, why } => write!(f, "ping-pong: {gpu}'s kernel {why}"),
+            DeviceError::Kernel { gpu, stop } => write!(f, "ping-pong: {gpu}'s kernel {stop}"),
             DeviceError::Mismatch { what } => write!(f, "{what}: the destination differs from the source"),
             DeviceError::Machine { what, error } => write!(f, "{what}: {error}"),
         }
@@ -102,11 +109,3 @@ impl From<NvmeError> for DeviceError {
 }
 
 pub type DResult<T> = Result<T, DeviceError>;
-
-/// For callers whose own errors are still `String` (devlend-vm's fixtures and attack suite build
-/// GPUs with `?`): the message, as `Display` writes it.
-impl From<DeviceError> for String {
-    fn from(e: DeviceError) -> String {
-        e.to_string()
-    }
-}

@@ -224,26 +224,25 @@ impl Gpu {
         Ok(())
     }
 
-    /// The fabric's message for a failed access by this GPU.
-    fn fail_msg(f: &Fabric, e: &devlend_fabric::route::Failure, addr: u64) -> String {
-        let m = f.failure_json(e);
-        format!("DMA at {addr:#x} failed: {}", m["message"].as_str().unwrap_or("access failed"))
+    /// A failed access by this GPU at `addr`, with the fabric's description of what refused it.
+    fn dma_error(&self, f: &Fabric, failure: devlend_fabric::route::Failure, addr: u64) -> DeviceError {
+        DeviceError::Dma { func: self.func, addr, failure, message: f.describe_failure(&failure) }
     }
 
     /// A store by the GPU's SMs to a DMA address (a peer's BAR 1, host RAM), at once and without
     /// time: for the functional checks of what the fabric lets through (`devlend-vm`'s attacks).
-    pub fn store(&mut self, f: &mut Fabric, addr: u64, data: &[u8]) -> Result<(), String> {
+    pub fn store(&mut self, f: &mut Fabric, addr: u64, data: &[u8]) -> DResult<()> {
         match f.write(self.me(), addr, data).1 {
             None => Ok(()),
-            Some(e) => Err(Self::fail_msg(f, &e, addr)),
+            Some(e) => Err(self.dma_error(f, e, addr)),
         }
     }
 
     /// A load by the GPU's SMs from a DMA address, at once and without time (as [`Gpu::store`]).
-    pub fn load(&mut self, f: &mut Fabric, addr: u64, len: usize) -> Result<Vec<u8>, String> {
+    pub fn load(&mut self, f: &mut Fabric, addr: u64, len: usize) -> DResult<Vec<u8>> {
         match f.read(self.me(), addr, len) {
             (data, None) => Ok(data),
-            (_, Some(e)) => Err(Self::fail_msg(f, &e, addr)),
+            (_, Some(e)) => Err(self.dma_error(f, e, addr)),
         }
     }
 

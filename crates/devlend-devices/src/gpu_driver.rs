@@ -59,21 +59,14 @@ pub struct Driver {
     running: [Option<u32>; NUM_CE],
 }
 
-#[derive(Debug)]
-pub struct GpuError(pub String);
-
-impl std::fmt::Display for GpuError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "gpu: {}", self.0)
-    }
-}
-
-impl std::error::Error for GpuError {}
+mod error;
+pub use error::GpuError;
 
 type GResult<T> = Result<T, GpuError>;
 
-fn err<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> GpuError + '_ {
-    move |e| GpuError(format!("{what}: {e}"))
+/// A kernel call `what` of the driver that failed.
+fn err(what: &'static str) -> impl FnOnce(devlend_host::HostError) -> GpuError {
+    move |error| GpuError::Os { what, error }
 }
 
 /// A DMA address handed to a kernel ([`crate::gpu_kernel`], [`Gpu::store`](crate::gpu::Gpu::store)); give it back with [`Driver::unmap`].
@@ -91,7 +84,7 @@ impl Driver {
         let ids = os.pci_read_config(dev, 0, 4).map_err(err("pci_read_config"))?;
         let id = os.read(bar0 + ID, 4).map_err(err("read ID"))?;
         if u32::from_le_bytes(id[..4].try_into().unwrap()) != ids {
-            return Err(GpuError(format!("BAR 0 ID register reads {id:02x?}, config space says {ids:#010x}: no GPU model answers")));
+            return Err(GpuError::NoModel { id, config: ids });
         }
         let m = os.read(bar0 + MEM_SIZE, 8).map_err(err("read MEM_SIZE"))?;
         let sem = os.dma_alloc_coherent(dev, SEM_BYTES).map_err(err("dma_alloc_coherent"))?;
@@ -124,11 +117,11 @@ impl Driver {
 
     fn check_dev(&self, off: u64, len: u64) -> GResult<()> {
         if len == 0 {
-            return Err(GpuError("a copy of zero bytes".into()));
+            return Err(GpuError::Empty);
         }
         match off.checked_add(len) {
             Some(end) if end <= self.mem_size => Ok(()),
-            _ => Err(GpuError(format!("device memory {off:#x}+{len:#x} is past the end of the GPU's {:#x} bytes", self.mem_size))),
+            _ => Err(GpuError::PastEnd { off, len, mem_size: self.mem_size }),
         }
     }
 
@@ -181,7 +174,7 @@ impl Driver {
     pub fn map_peer(&mut self, os: &mut impl Os, dst: DevId, off: u64, len: u64) -> GResult<Mapping> {
         let size = os.pci_resource_len(dst, 1).map_err(err("pci_resource_len"))?;
         if off.checked_add(len).is_none_or(|e| e > size) || len == 0 {
-            return Err(GpuError(format!("peer memory {off:#x}+{len:#x} is not inside the peer's {size:#x}-byte BAR 1")));
+            return Err(GpuError::OutsidePeerBar { off, len, size });
         }
         let bar1 = os.pci_iomap(dst, 1).map_err(err("pci_iomap"))?;
         let dma = os.dma_map_resource(self.dev, bar1 + off, len, DmaDir::Bidirectional).map_err(err("mapping the peer's BAR 1"))?;
@@ -211,10 +204,10 @@ impl Driver {
     /// Clear engine `ce`'s semaphore slot, program the engine and ring its doorbell.
     fn submit(&mut self, os: &mut impl Os, ce: usize, dir: u32, src: u64, dst: u64, len: u64) -> GResult<Pending> {
         if ce >= NUM_CE {
-            return Err(GpuError(format!("copy engine {ce}: the GPU has {NUM_CE}")));
+            return Err(GpuError::NoEngine { ce, engines: NUM_CE });
         }
         if let Some(seq) = self.running[ce] {
-            return Err(GpuError(format!("copy engine {ce} still runs copy {seq}: sync it before starting another on that engine")));
+            return Err(GpuError::EngineBusy { ce, seq });
         }
         let host = os.host();
         let call = os.run_hardware(|f| f.tuning.host(host).cuda_call_ps);
@@ -254,8 +247,7 @@ impl Driver {
             }
             let id = os.read(self.bar0 + ID, 4);
             if id.as_ref().map_or(true, |b| b.iter().all(|x| *x == 0xff)) {
-                let why = id.map_or_else(|e| e.to_string(), |_| "it reads all ones".into());
-                return Err(GpuError(format!("GPU has fallen off the bus (Xid 79): copy engine {ce}'s copy did not complete within {:.3} s and BAR 0's ID register cannot be read: {why}", watchdog as f64 / 1e12)));
+                return Err(GpuError::FellOffBus { ce, watchdog_ps: watchdog, read: id.err() });
             }
             if self.mmio_read(os, ce_reg(ce, CE_STATUS), 4)? as u32 != STATUS_BUSY {
                 return os.read(slot, 8).map_err(err("read semaphore"));
@@ -275,12 +267,12 @@ impl Driver {
             return Ok(());
         }
         let status = self.mmio_read(os, ce_reg(p.ce, CE_STATUS), 4)? as u32;
-        Err(GpuError(match status {
-            STATUS_DMA_FAULT => format!("copy engine DMA fault at bus address {:#x}: not mapped for the GPU, or the GPU may not master the bus", self.mmio_read(os, ce_reg(p.ce, CE_FAULT_ADDR), 8)?),
-            STATUS_OUT_OF_RANGE => "copy engine refused a range outside device memory".to_string(),
-            STATUS_INVALID => "copy engine refused the command (direction or length)".to_string(),
-            STATUS_BUSY => format!("copy engine {} was still busy", p.ce),
-            s => format!("copy {} never completed (status {s})", p.seq),
-        }))
+        Err(match status {
+            STATUS_DMA_FAULT => GpuError::DmaFault { addr: self.mmio_read(os, ce_reg(p.ce, CE_FAULT_ADDR), 8)? },
+            STATUS_OUT_OF_RANGE => GpuError::OutOfRange,
+            STATUS_INVALID => GpuError::Refused,
+            STATUS_BUSY => GpuError::StillBusy { ce: p.ce },
+            status => GpuError::NeverCompleted { seq: p.seq, status },
+        })
     }
 }

@@ -66,6 +66,27 @@ pub struct GaveUp {
     pub at: Ps,
 }
 
+/// Why a ping-pong kernel did not finish its rounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelStop {
+    /// A load or store of the kernel at `at` faulted.
+    Faulted { at: u64 },
+    /// It stopped spinning after [`SPIN_LIMIT`] loads without the value it waited for.
+    GaveUp(GaveUp),
+    /// It saw `seen` of its `rounds` counters.
+    Short { seen: usize, rounds: u32 },
+}
+
+impl std::fmt::Display for KernelStop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KernelStop::Faulted { at } => write!(f, "faulted at {at:#x}"),
+            KernelStop::GaveUp(g) => write!(f, "gave up at {} ps after {SPIN_LIMIT} loads without counter {} (last read {})", g.at, g.expected, g.last_read),
+            KernelStop::Short { seen, rounds } => write!(f, "saw {seen} of {rounds} counters"),
+        }
+    }
+}
+
 /// A running (or finished) ping-pong kernel and what it recorded.
 #[derive(Clone, Debug, Default)]
 pub struct Kernel {
@@ -200,7 +221,7 @@ impl Gpu {
         let answer = k.expect + 1;
         k.expect += 2;
         // Ping finishes on its last answer; pong after its last store.
-        let ping = k.expect % 2 == 0;
+        let ping = k.expect.is_multiple_of(2);
         if ping && k.seen.len() as u32 >= k.rounds {
             k.done = true;
             return true;

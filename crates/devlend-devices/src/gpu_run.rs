@@ -193,16 +193,16 @@ pub fn launch(os: &mut impl Os, bar0: u64, store_at: u64, poll_at: u64, first: b
 pub fn kernel_round_trip((a, pa): (&str, &Rc<RefCell<Gpu>>), (b, pb): (&str, &Rc<RefCell<Gpu>>)) -> DResult<u64> {
     let (ka, kb) = (pa.borrow().kernel.clone(), pb.borrow().kernel.clone());
     for (name, k) in [(a, &ka), (b, &kb)] {
-        let why = if let Some(at) = k.fault {
-            format!("faulted at {at:#x}")
+        let stop = if let Some(at) = k.fault {
+            KernelStop::Faulted { at }
         } else if let Some(g) = k.gave_up {
-            format!("gave up at {} ps after {SPIN_LIMIT} loads without counter {} (last read {})", g.at, g.expected, g.last_read)
+            KernelStop::GaveUp(g)
         } else if !k.done {
-            format!("saw {} of {} counters", k.seen.len(), WARMUP_ROUNDS + PING_ROUNDS)
+            KernelStop::Short { seen: k.seen.len(), rounds: WARMUP_ROUNDS + PING_ROUNDS }
         } else {
             continue;
         };
-        return Err(DeviceError::Kernel { gpu: name.into(), why });
+        return Err(DeviceError::Kernel { gpu: name.into(), stop });
     }
     let start = ka.stores[WARMUP_ROUNDS as usize];
     Ok((ka.seen[ka.seen.len() - 1] - start) / PING_ROUNDS as u64)

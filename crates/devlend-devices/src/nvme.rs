@@ -232,7 +232,7 @@ impl<W: World> Device<W> for Controller {
         }
         if offset == CC {
             self.enable_or_reset(cx);
-        } else if offset >= DOORBELL && offset < DOORBELL + 8 * MAX_QUEUES as u64 && (offset - DOORBELL) % 8 == 0 {
+        } else if offset >= DOORBELL && offset < DOORBELL + 8 * MAX_QUEUES as u64 && (offset - DOORBELL).is_multiple_of(8) {
             self.sq_doorbell(cx, ((offset - DOORBELL) / 8) as usize);
         }
     }

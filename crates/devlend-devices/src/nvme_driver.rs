@@ -87,7 +87,8 @@ impl Driver {
 
     fn setup(&mut self, os: &mut impl Os, queues: u16, depth: u32) -> NResult<()> {
         if queues == 0 || queues as usize >= crate::nvme::MAX_QUEUES || !(2..=crate::nvme::MAX_QUEUE_ENTRIES).contains(&depth) {
-            return Err(NvmeError::Invalid(format!("{queues} I/O queues of {depth} entries")));
+            let (max_queues, max_entries) = (crate::nvme::MAX_QUEUES - 1, crate::nvme::MAX_QUEUE_ENTRIES);
+            return Err(NvmeError::QueueShape { queues, depth, max_queues, max_entries });
         }
         self.admin = self.alloc_queue(os, 0, ADMIN_QUEUE_ENTRIES)?;
         self.admin_irq = self.admin.vector;
@@ -155,7 +156,7 @@ impl Driver {
     }
 
     fn io_queue(&mut self) -> NResult<&mut NvmeQueue> {
-        self.io.first_mut().and_then(Option::as_mut).ok_or(NvmeError::Invalid("I/O queue 1 is handed to a job".into()))
+        self.io.first_mut().and_then(Option::as_mut).ok_or(NvmeError::Invalid { reason: "I/O queue 1 is handed to a job" })
     }
 
     /// Read `blocks` 512-byte blocks at `lba` into the kernel buffer at `buf` on I/O queue 1, and wait.

@@ -10,9 +10,12 @@ use devlend_host::{Cluster, DevId};
 use std::cell::RefCell;
 use std::rc::Rc;
 
+/// A machine with the drive's controller on it, the runner's host id and its handle of the drive.
+pub type Ready = (Machine<Cluster>, Rc<RefCell<Controller>>, u16, DevId);
+
 /// A cluster with drive `device` ready for host `runner` (borrowed when it sits elsewhere), a
 /// machine on it with the controller, and the runner's host id and device handle.
-pub fn machine(json: &str, runner: &str, device: &str, blocks: u64) -> DResult<(Machine<Cluster>, Rc<RefCell<Controller>>, u16, DevId)> {
+pub fn machine(json: &str, runner: &str, device: &str, blocks: u64) -> DResult<Ready> {
     let mut c = Cluster::from_json(json).map_err(DeviceError::host("topology", device))?;
     let func = c.fabric.func_id(device).map_err(DeviceError::fabric(device))?;
     let owner = c.fabric.hosts[c.fabric.func_host(func) as usize].name.clone();

@@ -35,7 +35,7 @@ fn two_copies(together: bool) -> (u64, Vec<u8>, Vec<u8>) {
     let host = c.fabric.host_id("borrower").unwrap();
     let gpu = shared(g.gpu);
     let mut drv = g.drv;
-    let (m, ps) = on_machine(c, &[gpu.clone()], host, move |os| {
+    let (m, ps) = on_machine(c, std::slice::from_ref(&gpu), host, move |os| {
         let m = drv.map_host(os, buf, 2 * N).map_err(|e| e.to_string())?;
         let s = |e: devlend_devices::gpu_driver::GpuError| e.to_string();
         if together {
@@ -79,7 +79,7 @@ fn a_fault_in_one_engine_leaves_the_other_engines_copy_whole() {
     let mut drv = g.drv;
     let fault_at = Rc::new(Cell::new(0));
     let seen = fault_at.clone();
-    let (m, _) = on_machine(c, &[gpu.clone()], host, move |os| {
+    let (m, _) = on_machine(c, std::slice::from_ref(&gpu), host, move |os| {
         let s = |e: devlend_devices::gpu_driver::GpuError| e.to_string();
         // Engine 0 writes 8 KiB past the end of its 8 KiB mapping; engine 1 reads the whole buffer.
         let whole = drv.map_host(os, buf, N).map_err(s)?;
@@ -147,7 +147,7 @@ fn a_kernel_spinning_on_a_counter_that_never_comes_gives_up() {
     let (gpu, dev) = (shared(g.gpu), g.dev);
     let mut drv = g.drv;
     // A pong kernel waits for counter 1 in RAM that holds pattern 2 and that no ping ever writes.
-    on_machine(c, &[gpu.clone()], host, move |os| {
+    on_machine(c, std::slice::from_ref(&gpu), host, move |os| {
         let m = drv.map_host(os, buf, 4).map_err(|e| e.to_string())?;
         let bar0 = os.pci_iomap(dev, 0).map_err(|e| e.to_string())?;
         let regs: [(u64, Vec<u8>); 6] = [
@@ -165,4 +165,7 @@ fn a_kernel_spinning_on_a_counter_that_never_comes_gives_up() {
     let g = k.gave_up.expect("the machine ended, so the kernel stopped spinning");
     assert_eq!((g.expected, g.last_read), (1, u32::from_le_bytes(pattern(2, 4).try_into().unwrap())));
     assert!(k.done && k.seen.is_empty());
+    let e = devlend_devices::gpu_run::kernel_round_trip(("gpu0", &gpu), ("gpu0", &gpu)).unwrap_err();
+    let want = KernelStop::GaveUp(g);
+    assert!(matches!(&e, devlend_devices::error::DeviceError::Kernel { gpu, stop } if gpu == "gpu0" && *stop == want), "{e}");
 }

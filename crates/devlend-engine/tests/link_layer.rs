@@ -62,7 +62,7 @@ fn writes_both_ways_pay_for_each_others_dllps() {
     let (t, ports) = writes(true, true);
     assert!(ports[0].dllps > 0 && ports[1].dllps > 0);
     // Each direction loses the share of its time the other direction's DLLPs take.
-    let share = ports[0].dllps as f64 * (timing().dllp_bytes as u64 * ps_per_byte_fp(3, 8) >> 16) as f64 / t as f64;
+    let share = ports[0].dllps as f64 * ((timing().dllp_bytes as u64 * ps_per_byte_fp(3, 8)) >> 16) as f64 / t as f64;
     let slower = t as f64 / t_plain as f64 - 1.0;
     assert!(slower > 0.5 * share && slower < 2.0 * share, "{:.3}% slower, DLLPs take {:.3}%", slower * 100.0, share * 100.0);
 }

@@ -35,7 +35,7 @@ pub fn memcpy(json: &str, runner: &str, device: &str, dir: Dir, len: u64) -> DRe
         Dir::HtoD => c.os(runner).map_err(DeviceError::host("host", device))?.write(buf, &want).map_err(DeviceError::host("write buffer", device))?,
     }
     let mut drv = g.drv;
-    let (m, ps) = on_machine(c, &[gpu.clone()], host, move |os| match dir {
+    let (m, ps) = on_machine(c, std::slice::from_ref(&gpu), host, move |os| match dir {
         Dir::DtoH => drv.memcpy_dtoh(os, 0, buf, len),
         Dir::HtoD => drv.memcpy_htod(os, 0, buf, len),
     })?;
@@ -98,7 +98,6 @@ pub fn pingpong(json: &str, runner: &str, a: &str, b: &str, via: Via) -> DResult
         }
     };
     let (bar_a, bar_b) = (os.pci_iomap(ga.dev, 0).map_err(DeviceError::host("pci_iomap", a))?, os.pci_iomap(gb.dev, 0).map_err(DeviceError::host("pci_iomap", b))?);
-    drop(os);
     let ram = via == Via::Ram;
     let (pa, pb) = (shared(ga.gpu), shared(gb.gpu));
     let (poll_a, poll_b) = if ram { (at_a.dma, at_b.dma) } else { (0, 0) };

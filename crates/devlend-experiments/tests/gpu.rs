@@ -69,7 +69,7 @@ fn run_with(json: &str, runner: &str, gpus: &[&str], prep: impl FnOnce(&mut Clus
         models.push(shared(b.gpu));
     }
     let mut drv = drvs.remove(0);
-    let (m, _) = on_machine(c, &models, host, move |os| body(os, &mut drv, arg, &devs).map_err(|e| e.to_string()))?;
+    let (m, _) = on_machine(c, &models, host, move |os| body(os, &mut drv, arg, &devs)).map_err(|e| e.to_string())?;
     Ok((m, models))
 }
 
@@ -86,10 +86,9 @@ fn local_and_borrowed_copies_move_the_right_bytes() {
         };
         let (m, gpus) = run_with(TWO, runner, &["gpu0"], prep, |os, drv, buf, _| {
             drv.memcpy_dtoh(os, 0x1234, buf + 100, 9000)?;
-            if os.read(buf + 100, 9000).map_err(|e| GpuError(e.to_string()))? != pattern(1, 9000) {
-                return Err(GpuError("device to host: the bytes differ".into()));
-            }
-            os.write(buf, &pattern(2, 5000)).map_err(|e| GpuError(e.to_string()))?;
+            let got = os.read(buf + 100, 9000).map_err(|error| GpuError::Os { what: "read", error })?;
+            assert!(got == pattern(1, 9000), "device to host: the bytes differ");
+            os.write(buf, &pattern(2, 5000)).map_err(|error| GpuError::Os { what: "write", error })?;
             drv.memcpy_htod(os, 0x80_0000, buf, 5000)
         })
         .unwrap();
@@ -232,8 +231,8 @@ fn mistakes_give_clear_errors() {
     let e = borrower_copy(no_master, |os, drv, buf, _| drv.memcpy_dtoh(os, 0, buf, 4096)).unwrap_err();
     assert!(e.contains("copy engine DMA fault") && e.contains("may not master the bus"), "{e}");
     borrower_copy(buffer, |os, drv, buf, devs| {
-        os.pci_clear_master(devs[0]).map_err(|e| GpuError(e.to_string()))?;
-        os.pci_set_master(devs[0]).map_err(|e| GpuError(e.to_string()))?;
+        os.pci_clear_master(devs[0]).map_err(|error| GpuError::Os { what: "pci_clear_master", error })?;
+        os.pci_set_master(devs[0]).map_err(|error| GpuError::Os { what: "pci_set_master", error })?;
         drv.memcpy_dtoh(os, 0, buf, 4096)
     })
     .unwrap();

@@ -157,7 +157,7 @@ impl Builder {
                 return err(format!("{path}/memory_map/{field}"), format!("{v:#x} is not aligned to 1 MiB"));
             }
         }
-        if h.ram == 0 || h.ram % 0x1000 != 0 {
+        if h.ram == 0 || !h.ram.is_multiple_of(0x1000) {
             return err(format!("{path}/ram"), "RAM size must be a non-zero multiple of 4 KiB");
         }
         let four_g = p.x86.four_gib;

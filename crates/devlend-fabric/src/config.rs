@@ -58,7 +58,7 @@ pub fn read_dword(f: &Function, st: &ConfigState, off: usize) -> u32 {
         0x08 => class_code(f.kind) << 8,
         0x0c => 0, // header type 0, single function view
         o @ 0x10..=0x24 => bar_register(f, st, (o - BAR0) / 4),
-        0x34 => if f.msix_vectors > 0 { MSIX_CAP as u32 } else { 0 },
+        0x34 if f.msix_vectors > 0 => MSIX_CAP as u32,
         0x40 if f.msix_vectors > 0 => {
             let control = (f.msix_vectors as u32 - 1) | st.msix_control as u32 & 0xc000;
             control << 16 | 0x11

@@ -156,7 +156,7 @@ fn pack(f: &Fabric, b: NodeId, high: bool) -> Packed {
             }
         }
     }
-    items.sort_by(|a, b| b.2.cmp(&a.2)); // stable: equal alignments keep device order
+    items.sort_by_key(|x| std::cmp::Reverse(x.2)); // stable: equal alignments keep device order
     let mut off = 0;
     let mut align = win;
     let mut out = Vec::new();

@@ -84,7 +84,7 @@ pub fn fmt_size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 5] =
         [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)];
     for (name, unit) in UNITS {
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{} {}", bytes / unit, name);
         }
     }

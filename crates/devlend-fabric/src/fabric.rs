@@ -578,7 +578,7 @@ fn shift_target(o: Outcome, off: u64, f: &Fabric) -> Option<Target> {
 }
 
 fn check_cfg(off: usize, len: usize) -> FResult<()> {
-    if !matches!(len, 1 | 2 | 4) || off % len != 0 || off + len > crate::params::params().pci.config_space_size {
+    if !matches!(len, 1 | 2 | 4) || !off.is_multiple_of(len) || off + len > crate::params::params().pci.config_space_size {
         return invalid(format!("config access of {len} bytes at {off:#x}: expected 1, 2 or 4 bytes, naturally aligned, inside 4 KiB"));
     }
     Ok(())

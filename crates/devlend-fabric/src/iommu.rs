@@ -263,7 +263,7 @@ impl Iommu {
     /// Nothing is left mapped when it fails part-way.
     pub fn map(&mut self, domain: DomainId, iova: u64, paddr: u64, size: u64, write: bool) -> FResult<()> {
         let (p4k, p2m) = (params().iommu.page_4k, params().iommu.page_2m);
-        if iova % p4k != 0 || paddr % p4k != 0 || size % p4k != 0 || size == 0 {
+        if !iova.is_multiple_of(p4k) || !paddr.is_multiple_of(p4k) || !size.is_multiple_of(p4k) || size == 0 {
             return invalid(format!("iommu_map: iova {iova:#x}, paddr {paddr:#x} and size {size:#x} must be non-zero multiples of 4 KiB"));
         }
         if iova.checked_add(size).is_none_or(|e| e > 1u64 << self.address_bits) {
@@ -301,7 +301,7 @@ impl Iommu {
     /// the caller kept. A refusal leaves the caller's view of the domain true.
     pub fn unmap(&mut self, domain: DomainId, iova: u64, size: u64) -> FResult<u64> {
         let (p4k, p2m) = (params().iommu.page_4k, params().iommu.page_2m);
-        if iova % p4k != 0 || size % p4k != 0 || size == 0 {
+        if !iova.is_multiple_of(p4k) || !size.is_multiple_of(p4k) || size == 0 {
             return invalid(format!("iommu_unmap: iova {iova:#x} and size {size:#x} must be non-zero multiples of 4 KiB"));
         }
         let end = iova.checked_add(size).filter(|e| *e <= 1u64 << self.address_bits);

@@ -193,14 +193,14 @@ impl NtbState {
 
 /// Validate a translation target: aligned, non-empty, inside the host's physical address space.
 pub fn check_trans(ntb: &str, addr: u64, size: u64, phys_limit: u64, host: &str) -> FResult<()> {
-    if addr % TRANS_ALIGN != 0 {
+    if !addr.is_multiple_of(TRANS_ALIGN) {
         return invalid(format!("{ntb}: translation address {addr:#x} is not aligned to {TRANS_ALIGN:#x} (ntb_mw_get_align)"));
     }
     if size == 0 {
         return invalid(format!("{ntb}: translation size is zero"));
     }
     // Sizes are page-granular too (ntb_mw_get_align's size alignment): routes are cached per 4 KiB page.
-    if size % TRANS_ALIGN != 0 {
+    if !size.is_multiple_of(TRANS_ALIGN) {
         return invalid(format!("{ntb}: translation size {size:#x} is not a multiple of {TRANS_ALIGN:#x} (ntb_mw_get_align)"));
     }
     match addr.checked_add(size) {

@@ -1,6 +1,7 @@
 //! Errors of the host layer: values with a clear message, never panics. Faults on the data path
 //! (a device DMA that the IOMMU refuses) are not errors of this layer; the fabric records them.
 
+use devlend_fabric::route::Failure;
 use devlend_fabric::FabricError;
 use std::fmt;
 
@@ -20,14 +21,46 @@ pub enum HostError {
     Busy(String),
     /// A request that makes no sense (unknown mapping, wrong size, not RAM, not a BAR, ...).
     Invalid(String),
-    /// A CPU access that failed on the data path (the fabric's message).
-    Fault(String),
+    /// A CPU access at `addr` that failed on the data path: the fabric's record of what refused
+    /// it (`failure`, naming the component by its index) and its description (`message`, the
+    /// component named as `Fabric::describe_failure` writes it).
+    Fault { addr: u64, failure: Failure, message: String },
+    /// A guest-physical access that a VM's EPT does not map (the guest kernel of `devlend-vm`).
+    Ept(EptFault),
     /// The fabric refused a programming call.
-    Fabric(String),
+    Fabric(FabricError),
 }
 
-impl HostError {
-    pub fn message(&self) -> &str {
+/// Why a VM's EPT (guest-physical to host-physical) has no translation for an access.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EptFault {
+    /// `gpa`+`len` runs past the end of the address space.
+    Overflow { gpa: u64, len: u64 },
+    /// Guest RAM at `gpa` of VM `vm` has no host page behind it.
+    NoBacking { vm: String, gpa: u64 },
+    /// BAR `bar` of `device`, at guest-physical `gpa` in VM `vm`, has no host BAR behind it yet.
+    BarNotBacked { vm: String, device: String, bar: u8, gpa: u64 },
+    /// `gpa`+`len` is neither RAM of VM `vm` nor a BAR of a device passed through to it.
+    Violation { vm: String, gpa: u64, len: u64 },
+}
+
+impl fmt::Display for EptFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EptFault::Overflow { gpa, .. } => write!(f, "guest access at {gpa:#x} overflows"),
+            EptFault::NoBacking { gpa, .. } => write!(f, "guest RAM at {gpa:#x} has no backing"),
+            EptFault::BarNotBacked { device, bar, gpa, .. } => {
+                write!(f, "{device}'s BAR {bar} at guest-physical {gpa:#x} is not backed yet: the device is attached when the guest enables bus mastering")
+            }
+            EptFault::Violation { vm, gpa, len } => {
+                write!(f, "EPT violation in VM {vm}: guest-physical {gpa:#x}+{len:#x} is neither its RAM nor a BAR of a device passed through to it")
+            }
+        }
+    }
+}
+
+impl fmt::Display for HostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HostError::NoDevice(m)
             | HostError::AlreadyLent(m)
@@ -35,27 +68,35 @@ impl HostError {
             | HostError::WindowTooSmall(m)
             | HostError::NoMemory(m)
             | HostError::Busy(m)
-            | HostError::Invalid(m)
-            | HostError::Fault(m)
-            | HostError::Fabric(m) => m,
+            | HostError::Invalid(m) => f.write_str(m),
+            HostError::Fault { message, .. } => f.write_str(message),
+            HostError::Ept(e) => write!(f, "{e}"),
+            HostError::Fabric(e) => write!(f, "{e}"),
         }
     }
 }
 
-impl fmt::Display for HostError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.message())
+impl std::error::Error for HostError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            HostError::Fabric(e) => Some(e),
+            _ => None,
+        }
     }
 }
 
-impl std::error::Error for HostError {}
+impl HostError {
+    /// A CPU access at `addr` that `failure` stopped on the fabric `f` (which names the component).
+    pub fn fault(f: &devlend_fabric::Fabric, addr: u64, failure: Failure) -> HostError {
+        HostError::Fault { addr, failure, message: f.describe_failure(&failure) }
+    }
+}
 
 impl From<FabricError> for HostError {
     fn from(e: FabricError) -> Self {
         match e {
             FabricError::UnknownName(m) => HostError::NoDevice(m),
-            FabricError::Invalid(m) => HostError::Fabric(m),
-            e @ (FabricError::ResourceConflict { .. } | FabricError::LinkDown { .. }) => HostError::Fabric(e.to_string()),
+            e => HostError::Fabric(e),
         }
     }
 }
@@ -69,4 +110,20 @@ pub(crate) fn invalid<T>(msg: impl Into<String>) -> HResult<T> {
 /// Human-readable size (the fabric's formatter).
 pub(crate) fn size(bytes: u64) -> String {
     devlend_fabric::error::fmt_size(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    #[test]
+    fn a_fabric_refusal_stays_the_fabric_error_as_the_source() {
+        let fe = FabricError::LinkDown { ntb: "ntb-l".into(), cabled: true };
+        let e = HostError::from(fe.clone());
+        assert_eq!(e, HostError::Fabric(fe.clone()));
+        assert_eq!(e.to_string(), fe.to_string());
+        assert_eq!(e.source().and_then(|s| s.downcast_ref::<FabricError>()), Some(&fe));
+        assert_eq!(HostError::from(FabricError::UnknownName("no gpu9".into())), HostError::NoDevice("no gpu9".into()));
+    }
 }

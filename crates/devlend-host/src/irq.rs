@@ -201,8 +201,8 @@ pub fn set_msix_control(f: &mut Fabric, func: FuncId, cap: &MsixCap, value: u16)
 
 /// The lender takes its device back: if MSI-X is on, every table entry is masked by its own
 /// CPU and MSI-X is disabled, so the device raises nothing towards the former borrower.
-/// Returns failures of those stores as messages (recorded by the fabric as well).
-pub(crate) fn quiesce_msix(f: &mut Fabric, func: FuncId) -> Vec<String> {
+/// Returns failures of those stores (recorded by the fabric as well).
+pub(crate) fn quiesce_msix(f: &mut Fabric, func: FuncId) -> Vec<HostError> {
     let Ok(cap) = msix_cap(f, func) else { return Vec::new() };
     let Ok(control) = msix_control(f, func, &cap) else { return Vec::new() };
     if control & MSIX_ENABLE == 0 {
@@ -218,7 +218,7 @@ pub(crate) fn quiesce_msix(f: &mut Fabric, func: FuncId) -> Vec<String> {
                 break;
             }
             if let (_, Some(fail)) = f.write(Requester::Cpu(host), bar.addr + at, &MSIX_ENTRY_MASKED.to_le_bytes()) {
-                errs.push(f.failure_json(&fail)["message"].as_str().unwrap_or("store failed").to_string());
+                errs.push(HostError::fault(f, bar.addr + at, fail));
                 break;
             }
         }

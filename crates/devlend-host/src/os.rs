@@ -304,21 +304,21 @@ impl HostOs<'_> {
     pub fn write(&mut self, addr: u64, data: &[u8]) -> HResult<()> {
         check_cpu_range(addr, data.len())?;
         let (_, fail) = self.c.fabric.write(Requester::Cpu(self.host), addr, data);
-        self.check(fail)
+        self.check(addr, fail)
     }
 
     /// A CPU load of `len` bytes at `addr`.
     pub fn read(&mut self, addr: u64, len: usize) -> HResult<Vec<u8>> {
         check_cpu_range(addr, len)?;
         let (out, fail) = self.c.fabric.read(Requester::Cpu(self.host), addr, len);
-        self.check(fail).map(|_| out)
+        self.check(addr, fail).map(|_| out)
     }
 
     /// Turn a data-path failure (already recorded by the fabric) into an error.
-    fn check(&self, fail: Option<devlend_fabric::route::Failure>) -> HResult<()> {
+    fn check(&self, addr: u64, fail: Option<devlend_fabric::route::Failure>) -> HResult<()> {
         match fail {
             None => Ok(()),
-            Some(f) => Err(HostError::Fault(self.c.fabric.describe_failure(&f))),
+            Some(f) => Err(HostError::fault(&self.c.fabric, addr, f)),
         }
     }
 

@@ -124,8 +124,10 @@ fn dropped_posted(f: &Failure) -> bool {
 
 fn fault(e: ThreadError) -> HostError {
     match e {
-        ThreadError::Access { message, .. } => HostError::Fault(message),
-        other => HostError::Fault(other.to_string()),
+        ThreadError::Access { addr, failure, message, .. } => HostError::Fault { addr, failure, message },
+        // Not a data-path fault: the machine refused the access before it reached the fabric
+        // (more bytes than one call moves); the thread's own message says so.
+        other => HostError::Invalid(other.to_string()),
     }
 }
 

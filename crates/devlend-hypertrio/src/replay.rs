@@ -265,8 +265,8 @@ mod tests {
         // Without a recorded depth: QEMU's default 3-level table; with it: one access more per
         // walk that found nothing cached.
         assert!(four > three, "{four} vs {three}");
-        assert!(Sources::read(&[deep.clone()], &mut |_| {}).unwrap().walk_levels == Some(4));
-        assert!(Sources::read(&[plain.clone()], &mut |_| {}).unwrap().walk_levels.is_none());
+        assert!(Sources::read(std::slice::from_ref(&deep), &mut |_| {}).unwrap().walk_levels == Some(4));
+        assert!(Sources::read(std::slice::from_ref(&plain), &mut |_| {}).unwrap().walk_levels.is_none());
         std::fs::remove_dir_all(std::path::Path::new(&plain).parent().unwrap()).ok();
     }
 }

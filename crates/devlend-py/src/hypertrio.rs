@@ -17,6 +17,8 @@ fn herr(e: HtError) -> PyErr {
 /// `packets_per_tenant`: None for Table III's length.
 #[pyfunction]
 #[pyo3(signature = (config, workload, tenants, order, packets_per_tenant=None, overrides=None, seed=1))]
+// A #[pyfunction]'s arguments are its Python signature (keywords with defaults): no struct to group them.
+#[allow(clippy::too_many_arguments)]
 fn hypertrio_simulate(py: Python<'_>, config: &str, workload: &str, tenants: u32, order: &str, packets_per_tenant: Option<u64>, overrides: Option<&str>, seed: u64) -> PyResult<String> {
     let r = py.detach(|| devlend_hypertrio::run_point(config, overrides, workload, tenants, order, packets_per_tenant, seed));
     let st = r.map_err(herr)?;
@@ -90,6 +92,8 @@ fn hypertrio_trace_build(py: Python<'_>, inputs: Vec<String>, output: &str, tena
 /// HyperTRIO: the synthetic workload (002 §IV-D) written as a .dlt trace; returns packets written.
 #[pyfunction]
 #[pyo3(signature = (output, workload, tenants, order, packets_per_tenant=None, seed=1, progress=None))]
+// A #[pyfunction]'s arguments are its Python signature (keywords with defaults): no struct to group them.
+#[allow(clippy::too_many_arguments)]
 fn hypertrio_trace_synth(py: Python<'_>, output: &str, workload: &str, tenants: u32, order: &str, packets_per_tenant: Option<u64>, seed: u64, progress: Option<Py<PyAny>>) -> PyResult<u64> {
     let mut spec = devlend_hypertrio::WorkloadSpec::new(workload, tenants, order).map_err(herr)?;
     spec.packets_per_tenant = packets_per_tenant;
@@ -108,6 +112,8 @@ fn hypertrio_trace_info(py: Python<'_>, path: &str) -> PyResult<String> {
 /// log). `config`: "base" or "hypertrio" with optional JSON overrides. Statistics as JSON.
 #[pyfunction]
 #[pyo3(signature = (inputs, config, overrides=None, tenants=None, order=None, seed=1, progress=None))]
+// A #[pyfunction]'s arguments are its Python signature (keywords with defaults): no struct to group them.
+#[allow(clippy::too_many_arguments)]
 fn hypertrio_trace_replay(py: Python<'_>, inputs: Vec<String>, config: &str, overrides: Option<&str>, tenants: Option<u32>, order: Option<&str>, seed: u64, progress: Option<Py<PyAny>>) -> PyResult<String> {
     let cfg = devlend_hypertrio::params().config_with(config, overrides).map_err(herr)?;
     let r = py.detach(|| devlend_hypertrio::replay::replay(&inputs, tenants, order, seed, &cfg, &mut progress_of(&progress)));

@@ -1,6 +1,7 @@
 //! Bare-metal Device Lending runs (000, 001): NVMe reads, GPU copies and ping-pong.
 
-use crate::{steps, DeviceError, FabricError};
+use crate::vm::text;
+use crate::{steps, DeviceError, Steps};
 use pyo3::prelude::*;
 
 /// A device error becomes `DeviceError(message, kind)` (built inside `detach`: the error may hold
@@ -13,7 +14,7 @@ fn derr(e: devlend_devices::error::DeviceError) -> PyErr {
 /// driver on host `runner` (borrowing the drive when it sits elsewhere), check the data, and time
 /// the last read: (total ps, fabric ps, [(step, ps)]).
 #[pyfunction]
-fn nvme_read(py: Python<'_>, topology_json: &str, runner: &str, device: &str, lbas: Vec<u64>, blocks: u16) -> PyResult<(u64, u64, Vec<(String, u64)>)> {
+fn nvme_read(py: Python<'_>, topology_json: &str, runner: &str, device: &str, lbas: Vec<u64>, blocks: u16) -> PyResult<(u64, u64, Steps)> {
     let r = py.detach(|| devlend_experiments::nvme::read_blocks(topology_json, runner, device, &lbas, blocks).map_err(derr))?;
     Ok((r.total_ps, r.fabric_ps, r.steps.into_iter().map(|(w, p)| (w.to_string(), p)).collect()))
 }
@@ -52,17 +53,17 @@ fn gpu_pingpong(py: Python<'_>, topology_json: &str, runner: &str, a: &str, b: &
 /// ("VMLoc" or "VMRem" on the expansion-chassis testbed): (total ps, steps).
 #[pyfunction]
 fn vm_gpu_memcpy_htod(py: Python<'_>, topology_json: &str, scenario: &str, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
-    let sc = devlend_vm::fixtures::Scenario::parse(scenario).map_err(FabricError::new_err)?;
-    let r = py.detach(|| devlend_experiments::vm::d6::memcpy_htod(topology_json, sc, len));
-    r.map(|t| (t.total_ps, steps(t.steps))).map_err(|e| FabricError::new_err(e.to_string()))
+    let sc = devlend_vm::fixtures::Scenario::parse(scenario).map_err(text)?;
+    let r = py.detach(|| devlend_experiments::vm::d6::memcpy_htod(topology_json, sc, len).map_err(text));
+    r.map(|t| (t.total_ps, steps(t.steps)))
 }
 
 /// D5's VM rows: `nvme_read` with the driver in a VM on `runner` (VFIO when the drive is local to
 /// it, else the mediated path): (total ps, fabric ps, steps).
 #[pyfunction]
-fn vm_nvme_read(py: Python<'_>, topology_json: &str, runner: &str, device: &str, lbas: Vec<u64>, blocks: u16) -> PyResult<(u64, u64, Vec<(String, u64)>)> {
-    let r = py.detach(|| devlend_experiments::vm::d5::read_blocks(topology_json, runner, device, &lbas, blocks));
-    r.map(|t| (t.total_ps, t.fabric_ps, steps(t.steps))).map_err(|e| FabricError::new_err(e.to_string()))
+fn vm_nvme_read(py: Python<'_>, topology_json: &str, runner: &str, device: &str, lbas: Vec<u64>, blocks: u16) -> PyResult<(u64, u64, Steps)> {
+    let r = py.detach(|| devlend_experiments::vm::d5::read_blocks(topology_json, runner, device, &lbas, blocks).map_err(text));
+    r.map(|t| (t.total_ps, t.fabric_ps, steps(t.steps)))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -137,7 +137,7 @@ impl Fabric {
     /// with `warm`, after one untimed run of the same stream (warm IOTLB).
     /// Returns (picoseconds, TLP-hops simulated, events, IOTLB misses, reads re-split at a root).
     #[pyo3(signature = (requester, addr, bytes, write=true, warm=false))]
-    fn dma(&mut self, py: Python<'_>, requester: &str, addr: PyAddr, bytes: u64, write: bool, warm: bool) -> PyResult<(Option<(u64, u64, u64, u64, u64)>, Option<String>)> {
+    fn dma(&mut self, py: Python<'_>, requester: &str, addr: PyAddr, bytes: u64, write: bool, warm: bool) -> PyResult<(Option<DmaCounts>, Option<String>)> {
         if bytes == 0 || bytes > MAX_DMA {
             return Err(FabricError::new_err(format!("DMA of {bytes} bytes: expected 1 byte to {MAX_DMA} bytes")));
         }
@@ -208,7 +208,7 @@ impl Fabric {
         Ok(self.inner.ntbs[n as usize].peers.iter().map(|p| self.inner.ntbs[p.ntb as usize].name.clone()).collect())
     }
     /// Links that trained down: (link end a, end b, asked (gen, width), trained (gen, width), message).
-    fn trained_down(&self) -> Vec<(String, (u8, u8), (u8, u8), String)> {
+    fn trained_down(&self) -> Vec<TrainedDown> {
         self.inner.trained_down.iter().map(|t| (t.spec_path.clone(), t.asked, t.trained, t.message())).collect()
     }
     fn peer_mw_count(&self, ntb: &str) -> PyResult<usize> {
@@ -343,7 +343,16 @@ impl Fabric {
     }
 }
 
-pub(crate) fn steps(v: Vec<(&'static str, u64)>) -> Vec<(String, u64)> {
+/// A timed DMA stream: (ps, TLP-hops simulated, events, IOTLB misses, reads re-split at a root).
+type DmaCounts = (u64, u64, u64, u64, u64);
+
+/// A link that trained down: (link, asked (gen, width), trained (gen, width), message).
+type TrainedDown = (String, (u8, u8), (u8, u8), String);
+
+/// A run's steps for Python: (what, ps) each.
+pub(crate) type Steps = Vec<(String, u64)>;
+
+pub(crate) fn steps(v: Vec<(&'static str, u64)>) -> Steps {
     v.into_iter().map(|(w, p)| (w.to_string(), p)).collect()
 }
 

@@ -8,6 +8,9 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
+/// Per host: its IOMMU context entries and the bytes mapped per domain name.
+type HostMapped = (usize, Vec<(String, u64)>);
+
 create_exception!(_core, PoolError, PyException, "A pool verb that cannot be carried out: args (kind, message).");
 
 fn perr(e: CoreError) -> PyErr {
@@ -136,7 +139,7 @@ impl Pool {
 
     /// What is programmed: per NTB (name, translations set, LUT entries), per host the IOMMU
     /// context entries and the bytes mapped per domain name.
-    fn programmed(&self) -> (Vec<(String, usize, usize)>, Vec<(usize, Vec<(String, u64)>)>) {
+    fn programmed(&self) -> (Vec<(String, usize, usize)>, Vec<HostMapped>) {
         let f = &self.inner.cluster().fabric;
         let p = f.programmed();
         let ntbs = f.ntbs.iter().zip(p.inbound.iter().zip(&p.rid_luts)).map(|(n, (i, l))| {

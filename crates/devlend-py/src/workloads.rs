@@ -3,6 +3,9 @@
 
 use crate::machine::MachineError;
 use crate::PyAddr;
+
+/// A lend: (device, lender, borrower, [(bar, size, borrower CPU address)]).
+type LendRow = (String, String, String, Vec<(u8, u64, u64)>);
 use devlend_host::Cluster;
 use devlend_workloads::{Access, Dir, FioSpec, NicSpec, NtbPerfSpec, Rw, Scenario as Core, Via, WorkloadError};
 use pyo3::prelude::*;
@@ -44,7 +47,7 @@ impl Scenario {
     /// Its `vms` are started; a VM the hypervisor refuses is a `SpecError` (pointer, message).
     #[new]
     fn new(topology_json: &str) -> PyResult<Scenario> {
-        let c = Cluster::from_json(topology_json).map_err(|e| werr(WorkloadError::Machine { message: e.to_string() }))?;
+        let c = Cluster::from_json(topology_json).map_err(|error| werr(WorkloadError::Cluster { step: "building the cluster", error }))?;
         let vms = crate::vm::vm_specs(topology_json)?;
         let inner = Core::with_vms(c, &vms).map_err(|e| crate::SpecError::new_err((e.path, e.message)))?;
         Ok(Scenario { inner, rows: Vec::new(), links: Vec::new(), nics: Vec::new() })
@@ -134,7 +137,7 @@ impl Scenario {
             let r = f.report.borrow();
             let (struck, err, ended) = match &*r {
                 None => (false, None, Vec::new()),
-                Some(Err(e)) => (true, Some(e.clone()), Vec::new()),
+                Some(Err(e)) => (true, Some(e.to_string()), Vec::new()),
                 Some(Ok(rep)) => (true, None, rep.ended.iter().map(|e| (e.device.clone(), e.lender.clone(), e.borrower.clone(), e.why.clone())).collect()),
             };
             (f.at, f.kind.name().to_string(), f.target.clone(), struck, err, ended)
@@ -206,7 +209,7 @@ impl Scenario {
     }
 
     /// Devices lent so far: (device, lender, borrower, [(bar, size, borrower CPU address)]).
-    fn lends(&self) -> Vec<(String, String, String, Vec<(u8, u64, u64)>)> {
+    fn lends(&self) -> Vec<LendRow> {
         self.inner.cluster().lends().into_iter().map(|l| (l.device, l.lender, l.borrower, l.bars.iter().map(|b| (b.index, b.size, b.cpu_addr)).collect())).collect()
     }
 }

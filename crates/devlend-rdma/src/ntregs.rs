@@ -168,7 +168,7 @@ impl<W: World> Device<W> for NtRegs {
         }
         for (k, s) in [(me, own), (1 - me, other)] {
             let n = cx.fabric().ntbs[s.ntb as usize].spads.len() as u64;
-            if offset >= s.spad(0) && offset < s.spad(n as usize) && (offset - s.spad(0)) % 4 == 0 {
+            if offset >= s.spad(0) && offset < s.spad(n as usize) && (offset - s.spad(0)).is_multiple_of(4) {
                 let i = ((offset - s.spad(0)) / 4) as usize;
                 let done = if k == me { cx.fabric().spad_write(own.ntb, i, v) } else { cx.fabric().peer_spad_write(own.ntb, i, v) };
                 if done.is_ok() {

@@ -100,7 +100,7 @@ impl Vmm {
     }
 
     fn check_cfg(off: usize, len: usize) -> HResult<()> {
-        if !matches!(len, 1 | 2 | 4) || off % len != 0 || off + len > 4096 {
+        if !matches!(len, 1 | 2 | 4) || !off.is_multiple_of(len) || off + len > 4096 {
             return Err(HostError::Invalid(format!("config access of {len} bytes at {off:#x}: must be 1, 2 or 4 bytes, naturally aligned, inside 4 KiB")));
         }
         Ok(())
@@ -235,7 +235,7 @@ impl Vmm {
     /// A guest store into the trapped table pages, dword by dword.
     pub(crate) fn msix_write(&mut self, c: &mut Cluster, vm: VmId, dev: DevId, at: u64, data: &[u8]) -> HResult<()> {
         let name = self.dev(vm, dev)?.name.clone();
-        if at % 4 != 0 || data.len() % 4 != 0 {
+        if !at.is_multiple_of(4) || !data.len().is_multiple_of(4) {
             return Err(HostError::Invalid(format!("{name}: MSI-X table stores must be whole dwords (offset {at:#x}, {} bytes)", data.len())));
         }
         for (i, w) in data.chunks(4).enumerate() {

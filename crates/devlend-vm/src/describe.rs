@@ -7,14 +7,16 @@
 //! [`GuestKernel`] names a VM's kernel for machine threads (`ThreadKernel`), so a workload written
 //! for a host's threads runs in the guest (fio's jobs).
 
+use crate::error::Anomaly;
 use crate::timed::GuestThreadOs;
 use crate::vm::{Path, VmId};
 use crate::vmm::Vmm;
 use devlend_engine::machine::Thread;
 use devlend_fabric::spec::{VmPathSpec, VmSpec};
-use devlend_fabric::SpecError;
-use devlend_host::{Cluster, HResult, ThreadKernel};
+use devlend_fabric::{FabricError, SpecError};
+use devlend_host::{Cluster, HResult, HostError, ThreadKernel};
 use std::cell::RefCell;
+use std::fmt;
 use std::rc::Rc;
 
 /// A VM's guest kernel, for machine threads.
@@ -31,8 +33,74 @@ impl ThreadKernel for GuestKernel {
     }
 }
 
-fn at(i: usize, rest: &str) -> impl Fn(String) -> SpecError + '_ {
-    move |m| SpecError::new(format!("/vms/{i}/{rest}"), m)
+/// Why one VM of the description cannot start; [`VmSpecFault::field`] names the field it concerns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VmSpecFault {
+    /// A second VM named `name`.
+    DuplicateName { name: String },
+    /// The VM is named as host `name` is.
+    HostName { name: String },
+    /// No host `host`; `hosts` are those there are.
+    NoHost { host: String, hosts: Vec<String> },
+    /// The hypervisor refused to start the VM with its memory.
+    Create(HostError),
+    /// The fabric has no function `device`.
+    NoDevice { device: String, error: FabricError },
+    /// The hypervisor refused to pass `device` to the VM.
+    Assign { device: String, error: HostError },
+    /// Path `given` does not apply to `device` in host `device_host` for VM `vm` on `vm_host`.
+    Path { device: String, device_host: String, vm: String, vm_host: String, given: VmPathSpec },
+}
+
+impl VmSpecFault {
+    /// The field of the VM's description at fault (under `/vms/I/`, or `/vms/I/devices/J/`).
+    pub fn field(&self) -> &'static str {
+        match self {
+            VmSpecFault::DuplicateName { .. } | VmSpecFault::HostName { .. } => "name",
+            VmSpecFault::NoHost { .. } => "host",
+            VmSpecFault::Create(_) => "memory",
+            VmSpecFault::NoDevice { .. } | VmSpecFault::Assign { .. } => "device",
+            VmSpecFault::Path { .. } => "path",
+        }
+    }
+}
+
+impl fmt::Display for VmSpecFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VmSpecFault::DuplicateName { name } => write!(f, "a second VM named '{name}'"),
+            VmSpecFault::HostName { name } => write!(f, "'{name}' is a host's name: a VM runs workloads as a host does, so its name must differ"),
+            VmSpecFault::NoHost { host, hosts } => write!(f, "no host '{host}' (hosts: {})", hosts.join(", ")),
+            VmSpecFault::Create(e) | VmSpecFault::Assign { error: e, .. } => write!(f, "{e}"),
+            VmSpecFault::NoDevice { error, .. } => write!(f, "{error}"),
+            VmSpecFault::Path { device, device_host, vm, vm_host, given } => {
+                let (given, why) = match given {
+                    VmPathSpec::Mediated => ("mediated", "the mediated path lends a device of another host; pass a local one through with vfio"),
+                    VmPathSpec::Vfio => ("vfio", "VFIO passes through devices of the VM's own host; a device of another host takes the mediated path"),
+                };
+                write!(f, "{device} sits in {device_host} and VM {vm} runs on {vm_host}: path {given} does not apply ({why}; or leave path out)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for VmSpecFault {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            VmSpecFault::Create(e) | VmSpecFault::Assign { error: e, .. } => Some(e),
+            VmSpecFault::NoDevice { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// The description's error for `fault` of VM `i` (device `j` when it is a device's).
+fn spec_error(i: usize, j: Option<usize>, fault: &VmSpecFault) -> SpecError {
+    let at = match j {
+        Some(j) => format!("/vms/{i}/devices/{j}/{}", fault.field()),
+        None => format!("/vms/{i}/{}", fault.field()),
+    };
+    SpecError::new(at, fault.to_string())
 }
 
 /// Start every VM of `specs` with its devices; returns (name, id) in order. On error, the VMs
@@ -40,13 +108,13 @@ fn at(i: usize, rest: &str) -> impl Fn(String) -> SpecError + '_ {
 pub fn start(c: &mut Cluster, vmm: &mut Vmm, specs: &[VmSpec]) -> Result<Vec<(String, VmId)>, SpecError> {
     let mut out: Vec<(String, VmId)> = Vec::new();
     for (i, spec) in specs.iter().enumerate() {
-        let r = check_name(c, &out, spec).map_err(at(i, "name")).and_then(|_| start_one(c, vmm, i, spec));
+        let r = check_name(c, &out, spec).map_err(|e| spec_error(i, None, &e)).and_then(|_| start_one(c, vmm, i, spec));
         match r {
             Ok(id) => out.push((spec.name.clone(), id)),
             Err(e) => {
                 for (_, id) in out {
                     if let Err(x) = vmm.shutdown(c, id) {
-                        vmm.anomalies.push(format!("shutting down after a bad description: {x}"));
+                        vmm.anomalies.push(Anomaly::Step { step: "shutting down after a bad description", error: x });
                     }
                 }
                 return Err(e);
@@ -56,53 +124,50 @@ pub fn start(c: &mut Cluster, vmm: &mut Vmm, specs: &[VmSpec]) -> Result<Vec<(St
     Ok(out)
 }
 
-fn check_name(c: &Cluster, started: &[(String, VmId)], spec: &VmSpec) -> Result<(), String> {
+fn check_name(c: &Cluster, started: &[(String, VmId)], spec: &VmSpec) -> Result<(), VmSpecFault> {
     if started.iter().any(|(n, _)| *n == spec.name) {
-        return Err(format!("a second VM named '{}'", spec.name));
+        return Err(VmSpecFault::DuplicateName { name: spec.name.clone() });
     }
     if c.fabric.host_id(&spec.name).is_ok() {
-        return Err(format!("'{}' is a host's name: a VM runs workloads as a host does, so its name must differ", spec.name));
+        return Err(VmSpecFault::HostName { name: spec.name.clone() });
     }
     Ok(())
 }
 
 fn start_one(c: &mut Cluster, vmm: &mut Vmm, i: usize, spec: &VmSpec) -> Result<VmId, SpecError> {
     if c.fabric.host_id(&spec.host).is_err() {
-        let hosts: Vec<&str> = c.fabric.hosts.iter().map(|h| h.name.as_str()).collect();
-        return Err(at(i, "host")(format!("no host '{}' (hosts: {})", spec.host, hosts.join(", "))));
+        let hosts = c.fabric.hosts.iter().map(|h| h.name.clone()).collect();
+        return Err(spec_error(i, None, &VmSpecFault::NoHost { host: spec.host.clone(), hosts }));
     }
-    let vm = vmm.create_vm(c, &spec.host, &spec.name, spec.memory).map_err(|e| at(i, "memory")(e.to_string()))?;
+    let vm = vmm.create_vm(c, &spec.host, &spec.name, spec.memory).map_err(|e| spec_error(i, None, &VmSpecFault::Create(e)))?;
     for (j, d) in spec.devices.iter().enumerate() {
         if let Err(e) = add_device(c, vmm, vm, d.device.as_str(), d.path) {
-            let field = if e.1 { "path" } else { "device" };
             if let Err(x) = vmm.shutdown(c, vm) {
-                vmm.anomalies.push(format!("shutting down after a bad description: {x}"));
+                vmm.anomalies.push(Anomaly::Step { step: "shutting down after a bad description", error: x });
             }
-            return Err(SpecError::new(format!("/vms/{i}/devices/{j}/{field}"), e.0));
+            return Err(spec_error(i, Some(j), &e));
         }
     }
     Ok(vm)
 }
 
-/// Pass `device` to `vm` on `path` (or the path its place implies); the error and whether it is
-/// the path's.
-fn add_device(c: &mut Cluster, vmm: &mut Vmm, vm: VmId, device: &str, path: Option<VmPathSpec>) -> Result<(), (String, bool)> {
-    let func = c.fabric.func_id(device).map_err(|e| (e.to_string(), false))?;
-    let (vname, vhost) = vmm.vm(vm).map(|v| (v.name.clone(), v.host)).map_err(|e| (e.to_string(), false))?;
+/// Pass `device` to `vm` on `path` (or the path its place implies).
+pub fn add_device(c: &mut Cluster, vmm: &mut Vmm, vm: VmId, device: &str, path: Option<VmPathSpec>) -> Result<(), VmSpecFault> {
+    let func = c.fabric.func_id(device).map_err(|error| VmSpecFault::NoDevice { device: device.to_string(), error })?;
+    let assign = |error| VmSpecFault::Assign { device: device.to_string(), error };
+    let (vname, vhost) = vmm.vm(vm).map(|v| (v.name.clone(), v.host)).map_err(assign)?;
     let owner = c.fabric.func_host(func);
     let path = match (path, owner == vhost) {
         (None, true) | (Some(VmPathSpec::Vfio), true) => Path::Vfio,
         (None, false) | (Some(VmPathSpec::Mediated), false) => Path::Mdev,
-        (Some(_), local) => {
-            let (host, vh) = (&c.fabric.hosts[owner as usize].name, &c.fabric.hosts[vhost as usize].name);
-            let why = if local { "the mediated path lends a device of another host; pass a local one through with vfio" } else { "VFIO passes through devices of the VM's own host; a device of another host takes the mediated path" };
-            let given = if local { "mediated" } else { "vfio" };
-            return Err((format!("{device} sits in {host} and VM {vname} runs on {vh}: path {given} does not apply ({why}; or leave path out)"), true));
+        (Some(given), _) => {
+            let (device_host, vm_host) = (c.fabric.hosts[owner as usize].name.clone(), c.fabric.hosts[vhost as usize].name.clone());
+            return Err(VmSpecFault::Path { device: device.to_string(), device_host, vm: vname, vm_host, given });
         }
     };
     let r = match path {
         Path::Vfio => vmm.assign_vfio(c, vm, device).map(|_| ()),
         Path::Mdev => vmm.register_mdev(c, device).and_then(|_| vmm.assign_mdev(c, vm, device)).map(|_| ()),
     };
-    r.map_err(|e| (e.to_string(), false))
+    r.map_err(assign)
 }

@@ -10,6 +10,7 @@
 //! is its default 256 MiB (profile `tesla-k40c`; the 16 GiB large-BAR1 profile could not be
 //! mapped through a 512 MiB NTB window, so neither NatRem nor VMRem could borrow it).
 
+use crate::error::SetupError;
 use crate::vm::VmId;
 use crate::vmm::Vmm;
 use devlend_devices::gpu::Gpu;
@@ -25,17 +26,13 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub fn parse(s: &str) -> Result<Scenario, String> {
+    pub fn parse(s: &str) -> Result<Scenario, SetupError> {
         match s {
             "VMLoc" => Ok(Scenario::VmLoc),
             "VMRem" => Ok(Scenario::VmRem),
-            _ => Err(format!("unknown VM scenario '{s}' (VMLoc or VMRem)")),
+            _ => Err(SetupError::UnknownScenario { given: s.to_string() }),
         }
     }
-}
-
-fn s<E: std::fmt::Display>(e: E) -> String {
-    e.to_string()
 }
 
 /// The testbed with the GPUs' BAR 1 at the K40c's default size (see the module docs).
@@ -51,25 +48,28 @@ pub struct Testbed {
 }
 
 /// Start the VM for a scenario and let the guest driver probe both GPUs.
-pub fn testbed(json: &str, sc: Scenario) -> Result<Testbed, String> {
-    let mut c = Cluster::from_json(json).map_err(s)?;
+pub fn testbed(json: &str, sc: Scenario) -> Result<Testbed, SetupError> {
+    let mut c = Cluster::from_json(json).map_err(SetupError::host("building the cluster", ""))?;
     let mut vmm = Vmm::default();
     let host = if sc == Scenario::VmLoc { "lender" } else { "remote" };
-    let vm = vmm.create_vm(&mut c, host, "guest", GUEST_RAM).map_err(s)?;
-    let bind = |c: &mut Cluster, vmm: &mut Vmm, name: &str| -> Result<GBound, String> {
-        let dev = match sc {
-            Scenario::VmLoc => vmm.assign_vfio(c, vm, name).map_err(s)?,
-            Scenario::VmRem => {
-                vmm.register_mdev(c, name).map_err(s)?;
-                vmm.assign_mdev(c, vm, name).map_err(s)?
-            }
-        };
-        let func = c.fabric.func_id(name).map_err(s)?;
-        let gpu = Gpu::new(&mut c.fabric, func)?;
-        let drv = Driver::probe(&mut vmm.guest(c, vm).map_err(s)?, dev).map_err(s)?;
-        Ok(GBound { dev, gpu, drv })
-    };
-    let a = bind(&mut c, &mut vmm, "gpu0")?;
-    let b = bind(&mut c, &mut vmm, "gpu1")?;
+    let vm = vmm.create_vm(&mut c, host, "guest", GUEST_RAM).map_err(SetupError::host("creating the VM", ""))?;
+    let a = bind(&mut c, &mut vmm, vm, "gpu0", sc == Scenario::VmRem)?;
+    let b = bind(&mut c, &mut vmm, vm, "gpu1", sc == Scenario::VmRem)?;
     Ok(Testbed { c, vmm, vm, a, b })
+}
+
+/// GPU `name` passed to `vm` (through the mediated parent when `mediated`, else VFIO), its model
+/// built and the guest's driver probed on it.
+pub(crate) fn bind(c: &mut Cluster, vmm: &mut Vmm, vm: VmId, name: &str, mediated: bool) -> Result<GBound, SetupError> {
+    let dev = if mediated {
+        vmm.register_mdev(c, name).map_err(SetupError::host("registering with the mediated parent", name))?;
+        vmm.assign_mdev(c, vm, name).map_err(SetupError::host("assigning through the mediated parent", name))?
+    } else {
+        vmm.assign_vfio(c, vm, name).map_err(SetupError::host("passing through with VFIO", name))?
+    };
+    let func = c.fabric.func_id(name).map_err(|error| SetupError::Fabric { device: name.to_string(), error })?;
+    let gpu = Gpu::new(&mut c.fabric, func).map_err(|error| SetupError::Device { device: name.to_string(), error: Box::new(error) })?;
+    let mut os = vmm.guest(c, vm).map_err(SetupError::host("entering the guest kernel", name))?;
+    let drv = Driver::probe(&mut os, dev).map_err(|error| SetupError::Driver { device: name.to_string(), error })?;
+    Ok(GBound { dev, gpu, drv })
 }

@@ -51,7 +51,7 @@ impl GuestOs<'_> {
                 None => self.vmm.msix_read(self.vm, dev, at, len),
             };
         }
-        let pieces = self.vm().translate(gpa, len).map_err(HostError::Fault)?;
+        let pieces = self.vm().translate(gpa, len).map_err(HostError::Ept)?;
         let cpu = Requester::Cpu(self.vm().host);
         let (mut out, mut at) = (Vec::with_capacity(len), 0usize);
         for (addr, n) in pieces {
@@ -64,8 +64,7 @@ impl GuestOs<'_> {
                 }
             };
             if let Some(f) = fail {
-                let j = self.c.fabric.failure_json(&f);
-                return Err(HostError::Fault(j["message"].as_str().unwrap_or("access failed").to_string()));
+                return Err(HostError::fault(&self.c.fabric, addr, f));
             }
             at += n;
         }

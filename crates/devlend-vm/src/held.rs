@@ -4,10 +4,12 @@
 
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId};
-use devlend_host::{Cluster, DevId, DmaDir};
+use crate::error::Anomaly;
+use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError};
 
+/// One piece of programming the hypervisor holds (what an [`Anomaly::Release`] failed to undo).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Held {
+pub enum Held {
     /// A device borrowed by the VM's host through Device Lending.
     Borrowed { host: HostId, dev: DevId },
     /// A DMA mapping the hypervisor host made for a borrowed device (guest RAM into the window).
@@ -22,34 +24,34 @@ pub(crate) enum Held {
     Pages { host: HostId, phys: u64 },
 }
 
-/// Undo one piece; returns what went wrong, if anything (recorded as an anomaly).
-pub(crate) fn release(c: &mut Cluster, h: Held) -> Option<String> {
-    let r: Result<(), String> = match h {
-        Held::Borrowed { host, dev } => c.return_device(host, dev).map(|_| ()).map_err(|e| e.to_string()),
-        Held::HostDma { host, dev, dma, len } => c.os(host).and_then(|mut os| os.dma_unmap_single(dev, dma, len, DmaDir::Bidirectional)).map_err(|e| e.to_string()),
-        Held::Iommu { host, domain, iova, len } => c.fabric.iommu_unmap(host, domain, iova, len).map(|_| ()).map_err(|e| e.to_string()),
+/// Undo one piece.
+pub(crate) fn release(c: &mut Cluster, h: &Held) -> HResult<()> {
+    match *h {
+        Held::Borrowed { host, dev } => c.return_device(host, dev).map(|_| ()),
+        Held::HostDma { host, dev, dma, len } => c.os(host).and_then(|mut os| os.dma_unmap_single(dev, dma, len, DmaDir::Bidirectional)),
+        Held::Iommu { host, domain, iova, len } => c.fabric.iommu_unmap(host, domain, iova, len).map(|_| ()).map_err(HostError::from),
         Held::Attached { host, func } => reattach_default(c, host, func),
         Held::Master { func } => {
             c.fabric.set_bus_master(func, false);
             Ok(())
         }
-        Held::Pages { host, phys } => c.os(host).and_then(|mut os| os.kfree(phys)).map_err(|e| e.to_string()),
-    };
-    r.err()
+        Held::Pages { host, phys } => c.os(host).and_then(|mut os| os.kfree(phys)),
+    }
 }
 
 /// Give a device back its host's default DMA domain (`dma:NAME`, see devlend-host's kernel).
-fn reattach_default(c: &mut Cluster, host: HostId, func: FuncId) -> Result<(), String> {
+fn reattach_default(c: &mut Cluster, host: HostId, func: FuncId) -> HResult<()> {
     let name = format!("dma:{}", c.fabric.funcs[func as usize].name);
-    c.fabric.iommu_detach(host, func).map_err(|e| e.to_string())?;
-    let d = c.fabric.iommu_domain(host, &name).map_err(|e| e.to_string())?;
-    c.fabric.iommu_attach(host, d, func).map_err(|e| e.to_string())
+    c.fabric.iommu_detach(host, func)?;
+    let d = c.fabric.iommu_domain(host, &name)?;
+    Ok(c.fabric.iommu_attach(host, d, func)?)
 }
 
-pub(crate) fn release_all(c: &mut Cluster, held: Vec<Held>, anomalies: &mut Vec<String>) {
+/// Undo every piece, the last first; what the host or fabric refused is recorded as an anomaly.
+pub(crate) fn release_all(c: &mut Cluster, held: Vec<Held>, anomalies: &mut Vec<Anomaly>) {
     for h in held.into_iter().rev() {
-        if let Some(e) = release(c, h) {
-            anomalies.push(e);
+        if let Err(error) = release(c, &h) {
+            anomalies.push(Anomaly::Release { held: h, error });
         }
     }
 }

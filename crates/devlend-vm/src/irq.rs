@@ -134,7 +134,7 @@ fn slot(c: &Cluster, func: FuncId, entry: u16) -> HResult<u64> {
 fn cpu_write(c: &mut Cluster, host: HostId, addr: u64, v: u32) -> HResult<()> {
     match c.fabric.write(Requester::Cpu(host), addr, &v.to_le_bytes()).1 {
         None => Ok(()),
-        Some(f) => Err(HostError::Fault(c.fabric.failure_json(&f)["message"].as_str().unwrap_or("store failed").to_string())),
+        Some(f) => Err(HostError::fault(&c.fabric, addr, f)),
     }
 }
 
@@ -157,7 +157,7 @@ pub(crate) fn intx_message_ps(c: &Cluster, func: FuncId) -> HResult<u64> {
     let route = c.fabric.route_uncached(Requester::Func(func), addr, Access::Write);
     if let Outcome::Failed(f) = route.outcome {
         if !matches!(f, Failure::Interrupt { .. }) {
-            return Err(HostError::Fault(c.fabric.failure_json(&f)["message"].as_str().unwrap_or("unroutable").to_string()));
+            return Err(HostError::fault(&c.fabric, addr, f));
         }
     }
     let plan = devlend_engine::Plan { request: devlend_engine::path::build_path(&c.fabric, &route, false), completion: None };
@@ -328,7 +328,7 @@ impl Vmm {
                 Piece::Intx(f) => c.free_intx_line(f),
             };
             if let Err(e) = res {
-                self.anomalies.push(format!("interrupt route teardown: {e}"));
+                self.anomalies.push(crate::error::Anomaly::Step { step: "interrupt route teardown", error: e });
             }
         }
         let more = self.routes.iter().any(|x| x.func == r.func && matches!(x.src, Src::Msix(_)));
@@ -362,7 +362,7 @@ impl Vmm {
             if let Some((vhost, rv, addr)) = self.routes[i].relay {
                 for _ in 0..new {
                     if let Err(e) = cpu_write(c, host, addr, rv as u32) {
-                        self.anomalies.push(format!("forwarding an interrupt to the borrower: {e}"));
+                        self.anomalies.push(crate::error::Anomaly::Step { step: "forwarding an interrupt to the borrower", error: e });
                     }
                 }
                 let got = c.os(vhost).map(|mut os| os.irq_count(rv)).unwrap_or(0);

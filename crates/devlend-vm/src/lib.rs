@@ -35,6 +35,7 @@ mod attach;
 pub mod attacks;
 pub mod config;
 pub mod describe;
+pub mod error;
 pub mod fixtures;
 pub mod guest;
 mod held;
@@ -48,7 +49,9 @@ pub mod timed;
 pub mod vm;
 pub mod vmm;
 
+pub use error::{Anomaly, RunError, SetupError};
 pub use guest::GuestOs;
+pub use held::Held;
 pub use timed::GuestThreadOs;
 pub use layout::Layout;
 pub use vm::{GuestDev, Path, Vm, VmId};

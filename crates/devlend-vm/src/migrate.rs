@@ -18,6 +18,7 @@
 //! attached as before, the target's chunks are freed, and the error says why. Nothing of the
 //! guest's memory has been copied by then.
 
+use crate::error::Anomaly;
 use crate::held::release_all;
 use crate::layout::CHUNK;
 use crate::vm::{Path, VmId};
@@ -55,7 +56,7 @@ impl Vmm {
             self.set_paths(vm, &old_paths);
             release_all(c, held, &mut self.anomalies);
             if let Err((_, e2)) = self.start(c, vm, &attached) {
-                self.anomalies.push(format!("VM {name}: re-attaching on {from_name} after a failed migration: {e2}"));
+                self.anomalies.push(Anomaly::Step { step: "re-attaching the devices on the old host after a failed migration", error: e2 });
             }
             return Err(HostError::Unreachable(format!("cannot migrate VM {name} to {target}: {dev}: {e}; the VM stays on {from_name} with its devices")));
         }
@@ -100,7 +101,7 @@ impl Vmm {
                 let name = self.dev(vm, id).map(|d| d.name.clone()).unwrap_or_default();
                 for &back in ids[..i].iter().rev() {
                     if let Err(e2) = self.detach(c, vm, back) {
-                        self.anomalies.push(format!("undoing a failed attach: {e2}"));
+                        self.anomalies.push(Anomaly::Step { step: "undoing a failed attach", error: e2 });
                     }
                 }
                 return Err((name, e));
@@ -113,13 +114,15 @@ impl Vmm {
 /// Move one chunk of the memory image (zero chunks onto zero chunks are skipped).
 fn copy_chunk(c: &mut Cluster, (from, src): (HostId, u64), (to, dst): (HostId, u64)) -> HResult<()> {
     let (data, f1) = c.fabric.read(Requester::Cpu(from), src, CHUNK as usize);
-    let fail = if data.iter().all(|&b| b == 0) && c.fabric.read(Requester::Cpu(to), dst, CHUNK as usize).0.iter().all(|&b| b == 0) {
-        f1
+    let fail = if let Some(f) = f1 {
+        Some((src, f))
+    } else if data.iter().all(|&b| b == 0) && c.fabric.read(Requester::Cpu(to), dst, CHUNK as usize).0.iter().all(|&b| b == 0) {
+        None
     } else {
-        f1.or(c.fabric.write(Requester::Cpu(to), dst, &data).1)
+        c.fabric.write(Requester::Cpu(to), dst, &data).1.map(|f| (dst, f))
     };
     match fail {
         None => Ok(()),
-        Some(f) => Err(HostError::Fault(format!("copying the memory image: {}", c.fabric.failure_json(&f)["message"]))),
+        Some((addr, failure)) => Err(HostError::Fault { addr, failure, message: format!("copying the memory image: {}", c.fabric.describe_failure(&failure)) }),
     }
 }

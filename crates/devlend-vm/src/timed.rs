@@ -13,6 +13,7 @@
 //! Interrupts reach the guest through the hypervisor's handler threads ([`crate::irq_clock`]):
 //! `wait_irq` sleeps until the vCPU thread has injected one more on the vector.
 
+use crate::error::RunError;
 use crate::guest::GuestOs;
 use crate::vm::VmId;
 use crate::vmm::Vmm;
@@ -33,8 +34,10 @@ pub struct GuestThreadOs<'t, 'y> {
 
 fn fault(e: ThreadError) -> HostError {
     match e {
-        ThreadError::Access { message, .. } => HostError::Fault(message),
-        other => HostError::Fault(other.to_string()),
+        ThreadError::Access { addr, failure, message, .. } => HostError::Fault { addr, failure, message },
+        // Not a data-path fault: the machine refused the access before it reached the fabric
+        // (more bytes than one call moves); the thread's own message says so.
+        other => HostError::Invalid(other.to_string()),
     }
 }
 
@@ -67,7 +70,7 @@ impl<'t, 'y> GuestThreadOs<'t, 'y> {
         if vmm.msix_trap(self.vm, gpa, len).is_some() {
             return Ok(None);
         }
-        vmm.vm(self.vm)?.translate(gpa, len).map(Some).map_err(HostError::Fault)
+        vmm.vm(self.vm)?.translate(gpa, len).map(Some).map_err(HostError::Ept)
     }
 }
 
@@ -205,13 +208,13 @@ pub type Ran = (devlend_engine::machine::Machine<Cluster>, Rc<RefCell<Vmm>>, u64
 /// VM `vm`'s guest kernel on one machine: `devices` as actors, the VM's interrupt path
 /// (`irq_clock`), and a thread of the guest kernel running `body`. Returns the machine, the
 /// hypervisor, and the time `body` ran.
-pub fn on_machine<E: Into<Box<dyn std::error::Error>>>(c: Cluster, vmm: Vmm, vm: VmId, devices: Vec<Actor>, body: impl FnOnce(&mut GuestThreadOs) -> Result<(), E> + 'static) -> Result<Ran, String> {
+pub fn on_machine<E: Into<Box<dyn std::error::Error>>>(c: Cluster, vmm: Vmm, vm: VmId, devices: Vec<Actor>, body: impl FnOnce(&mut GuestThreadOs) -> Result<(), E> + 'static) -> Result<Ran, RunError> {
     let mut m = devlend_engine::machine::Machine::new(c);
     for (func, d) in devices {
         m.add_device(func, d);
     }
     let vmm = Rc::new(RefCell::new(vmm));
-    crate::irq_clock::spawn(&mut m, &vmm, vm).map_err(|e| e.to_string())?;
+    crate::irq_clock::spawn(&mut m, &vmm, vm).map_err(RunError::IrqPath)?;
     let span = Rc::new(std::cell::Cell::new(0));
     let (out, v) = (span.clone(), vmm.clone());
     m.spawn("guest", 0, move |t| {
@@ -221,15 +224,15 @@ pub fn on_machine<E: Into<Box<dyn std::error::Error>>>(c: Cluster, vmm: Vmm, vm:
         out.set(t.now() - t0);
         Ok(())
     });
-    m.run().map_err(|e| e.to_string())?;
+    m.run().map_err(RunError::Machine)?;
     Ok((m, vmm, span.get()))
 }
 
 /// The cluster and the hypervisor back from a machine that has run (`Vmm::run_irqs` delivers
 /// again), for timeless steps between runs (hot-plug, migration).
-pub fn back(m: devlend_engine::machine::Machine<Cluster>, vmm: Rc<RefCell<Vmm>>) -> Result<(Cluster, Vmm), String> {
-    let c = m.into_world().map_err(|_| "a device model still holds the machine's world".to_string())?;
-    let mut vmm = Rc::try_unwrap(vmm).map_err(|_| "the hypervisor is still shared".to_string())?.into_inner();
+pub fn back(m: devlend_engine::machine::Machine<Cluster>, vmm: Rc<RefCell<Vmm>>) -> Result<(Cluster, Vmm), RunError> {
+    let c = m.into_world().map_err(|_| RunError::WorldHeld)?;
+    let mut vmm = Rc::try_unwrap(vmm).map_err(|_| RunError::VmmShared)?.into_inner();
     vmm.clocked = false;
     Ok((c, vmm))
 }

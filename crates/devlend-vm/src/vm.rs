@@ -11,7 +11,7 @@ use crate::irq::GuestIrqs;
 use crate::layout::{Layout, CHUNK, GUEST_RESERVED, HIGH_BASE};
 use devlend_fabric::model::{FuncId, HostId};
 use devlend_host::alloc::{align_up, RangeAlloc};
-use devlend_host::DevId;
+use devlend_host::{DevId, EptFault};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -156,14 +156,14 @@ impl Vm {
     }
 
     /// The EPT: host addresses for [gpa, gpa+len), split at chunk boundaries.
-    pub fn translate(&self, gpa: u64, len: usize) -> Result<Vec<(u64, usize)>, String> {
-        let end = gpa.checked_add(len as u64).ok_or_else(|| format!("guest access at {gpa:#x} overflows"))?;
+    pub fn translate(&self, gpa: u64, len: usize) -> Result<Vec<(u64, usize)>, EptFault> {
+        let end = gpa.checked_add(len as u64).ok_or(EptFault::Overflow { gpa, len: len as u64 })?;
         if self.layout.is_ram(gpa, len as u64) {
             let mut out = Vec::new();
             let mut g = gpa;
             while g < end {
                 let n = ((g | (CHUNK - 1)) + 1).min(end) - g;
-                out.push((self.pin(g).ok_or_else(|| format!("guest RAM at {g:#x} has no backing"))?, n as usize));
+                out.push((self.pin(g).ok_or_else(|| EptFault::NoBacking { vm: self.name.clone(), gpa: g })?, n as usize));
                 g += n;
             }
             return Ok(out);
@@ -173,12 +173,12 @@ impl Vm {
                 if gpa >= b.gpa && end <= b.gpa + b.size {
                     return match b.host {
                         Some(h) => Ok(vec![(h + (gpa - b.gpa), len)]),
-                        None => Err(format!("{}'s BAR {} at guest-physical {:#x} is not backed yet: the device is attached when the guest enables bus mastering", d.name, b.index, b.gpa)),
+                        None => Err(EptFault::BarNotBacked { vm: self.name.clone(), device: d.name.clone(), bar: b.index, gpa: b.gpa }),
                     };
                 }
             }
         }
-        Err(format!("EPT violation in VM {}: guest-physical {gpa:#x}+{len:#x} is neither its RAM nor a BAR of a device passed through to it", self.name))
+        Err(EptFault::Violation { vm: self.name.clone(), gpa, len: len as u64 })
     }
 
     /// The guest device whose BAR holds [gpa, gpa+len).
@@ -207,6 +207,7 @@ mod tests {
         hs.dedup();
         assert_eq!(hs.len(), n, "every host chunk used once");
         assert_eq!(vm.translate(CHUNK - 8, 16).unwrap().len(), 2);
-        assert!(vm.translate(3 << 30, 4).unwrap_err().contains("EPT violation"));
+        assert_eq!(vm.translate(3 << 30, 4), Err(EptFault::Violation { vm: "t".into(), gpa: 3 << 30, len: 4 }));
+        assert_eq!(vm.translate(u64::MAX, 2), Err(EptFault::Overflow { gpa: u64::MAX, len: 2 }));
     }
 }

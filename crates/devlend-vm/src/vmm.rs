@@ -50,7 +50,7 @@ pub struct Vmm {
     pub domains: BTreeMap<(VmId, HostId), VmDomain>,
     pub(crate) dev_held: BTreeMap<(VmId, DevId), (Vec<Held>, Option<Held>)>,
     /// Undo steps the fabric or host refused (empty unless this crate has a bug).
-    pub anomalies: Vec<String>,
+    pub anomalies: Vec<crate::error::Anomaly>,
     /// Live interrupt routes (`irq`).
     pub(crate) routes: Vec<crate::irq::Route>,
     /// Guest accesses the hypervisor refused (`config`).
@@ -66,7 +66,7 @@ fn inv<T>(m: String) -> HResult<T> {
 impl Vmm {
     /// Start a VM of `ram` bytes on `host`; its RAM is backed by 2 MiB chunks of the host's memory.
     pub fn create_vm(&mut self, c: &mut Cluster, host: &str, name: &str, ram: u64) -> HResult<VmId> {
-        if ram % CHUNK != 0 || ram <= GUEST_RESERVED {
+        if !ram.is_multiple_of(CHUNK) || ram <= GUEST_RESERVED {
             return inv(format!("VM {name}: {} of RAM must be a multiple of 2 MiB and more than the guest kernel's {}", size(ram), size(GUEST_RESERVED)));
         }
         let h = c.host_id(host)?;

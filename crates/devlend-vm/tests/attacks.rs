@@ -1,6 +1,6 @@
 //! The attack suite (`devlend_vm::attacks`), one test per case: blocked, recorded, no memory changed.
 
-use devlend_vm::attacks;
+use devlend_vm::{attacks, SetupError};
 
 const JSON: &str = include_str!("expansion-chassis-vm.json");
 
@@ -53,7 +53,22 @@ fn every_case_has_a_test_and_unknown_names_are_errors() {
     for n in attacks::names() {
         assert!(src.contains(&format!("fn {n}()")), "no test for {n}");
     }
-    assert!(attacks::run("nope", JSON).unwrap_err().contains("dma_into_another_vm"));
+    let e = attacks::run("nope", JSON).unwrap_err();
+    assert!(matches!(&e, attacks::AttackError::UnknownCase { name } if name == "nope"), "{e}");
+    assert!(e.to_string().contains("dma_into_another_vm"), "{e}");
+}
+
+#[test]
+fn a_case_on_a_testbed_it_cannot_build_names_the_case_and_the_step() {
+    let e = attacks::run("dma_into_another_vm", "{").unwrap_err();
+    let attacks::AttackError::Case { case, error: attacks::CaseError::Setup(setup) } = &e else { panic!("{e:?}") };
+    let SetupError::Host { step, .. } = setup.as_ref() else { panic!("{e:?}") };
+    assert_eq!((*case, *step), ("dma_into_another_vm", "building the cluster"));
+    let no_gpu1 = JSON.replace("\"gpu1\"", "\"gpux\"");
+    let e = attacks::run("msi_from_passthrough_gpu_into_another_vm", &no_gpu1).unwrap_err();
+    let attacks::AttackError::Case { error: attacks::CaseError::Setup(setup), .. } = &e else { panic!("{e:?}") };
+    let SetupError::Host { device, .. } = setup.as_ref() else { panic!("{e:?}") };
+    assert_eq!(device, "gpu1", "{e}");
 }
 #[test]
 fn msi_from_passthrough_gpu_into_another_vm() {

@@ -4,6 +4,7 @@
 //! never enables bus mastering, two VMs asking for one device and a VM the window cannot cover
 //! get clear errors and leave nothing mapped.
 
+use devlend_devices::error::DeviceError;
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_run::{on_machine, shared};
 use devlend_devices::gpu_driver::Driver;
@@ -22,8 +23,10 @@ fn failures(c: &Cluster) -> usize {
 /// A rogue guest kernel makes its GPU store at `addr`: must fail, be recorded, change nothing.
 fn assert_blocked(c: &mut Cluster, gpu: &mut Gpu, addr: u64) {
     let (digest, before) = (c.fabric.memory_digest(), failures(c));
-    let r = gpu.store(&mut c.fabric, addr, &[0xee; 64]);
-    assert!(r.is_err(), "store at {addr:#x} went through");
+    let e = gpu.store(&mut c.fabric, addr, &[0xee; 64]).err().unwrap_or_else(|| panic!("store at {addr:#x} went through"));
+    let DeviceError::Dma { func, addr: at, failure, .. } = e else { panic!("{e}") };
+    assert_eq!((func, at), (gpu.func, addr), "the error names the GPU and the address");
+    assert!(matches!(c.fabric.events.last(), Some(Event::Failed(f)) if *f == failure), "the error carries the failure the fabric recorded");
     assert_eq!(failures(c), before + 1, "the blocked store is recorded");
     assert_eq!(c.fabric.memory_digest(), digest, "no memory changed");
 }

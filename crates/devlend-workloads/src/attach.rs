@@ -3,7 +3,7 @@
 //! description (passed through or mediated, `devlend_vm::describe`), with the host layer's
 //! errors made typed. A runner is a host or a VM: [`Runner`], with [`with_os!`] for its kernel.
 
-use crate::error::{WResult, WorkloadError};
+use crate::error::{SetupCause, WResult, WorkloadError};
 use devlend_fabric::model::FuncId;
 use devlend_host::{Cluster, DevId, HostError};
 use devlend_vm::describe::GuestKernel;
@@ -72,7 +72,7 @@ pub(crate) fn host_error(w: &str, device: &str, e: HostError) -> WorkloadError {
         HostError::AlreadyLent(_) | HostError::Busy(_) => WorkloadError::AlreadyBorrowed { workload, device: device.into(), message },
         HostError::Unreachable(_) | HostError::WindowTooSmall(_) => WorkloadError::Unreachable { workload, what: device.into(), message },
         HostError::NoDevice(_) => WorkloadError::NoSuch { workload, what: "device".into(), message },
-        _ => WorkloadError::Setup { workload, message },
+        error => WorkloadError::Setup { workload, cause: SetupCause::Host { step: "attaching the device", error } },
     }
 }
 

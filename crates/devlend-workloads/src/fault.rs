@@ -9,7 +9,7 @@ use devlend_engine::queue::Ps;
 use devlend_fabric::aer::HotplugStep;
 use devlend_fabric::events::Event;
 use devlend_fabric::route::Requester;
-use devlend_host::{Cluster, FaultKind, FaultReport, Notice};
+use devlend_host::{Cluster, FaultKind, FaultReport, HResult, Notice};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -18,7 +18,8 @@ pub struct FaultEntry {
     pub at: Ps,
     pub kind: FaultKind,
     pub target: String,
-    pub report: Rc<RefCell<Option<Result<FaultReport, String>>>>,
+    /// The host layer's report, or why the fault could not strike then.
+    pub report: Rc<RefCell<Option<HResult<FaultReport>>>>,
 }
 
 impl Scenario {
@@ -33,7 +34,7 @@ impl Scenario {
         let report = Rc::new(RefCell::new(None));
         let (r, t) = (report.clone(), target.to_string());
         self.m.inject(at, move |c: &mut Cluster| {
-            let out = c.inject(k, &t).map_err(|e| e.to_string());
+            let out = c.inject(k, &t);
             let effects = out.as_ref().map(effects).unwrap_or_default();
             *r.borrow_mut() = Some(out);
             effects
@@ -66,7 +67,7 @@ impl Scenario {
     pub fn end_lends_and_count_leftovers(&mut self) -> WResult<usize> {
         let mut c = self.cluster();
         for l in c.lends() {
-            c.return_device_force(l.borrower.as_str(), l.dev).map_err(|e| WorkloadError::Machine { message: e.to_string() })?;
+            c.return_device_force(l.borrower.as_str(), l.dev).map_err(|error| WorkloadError::Cluster { step: "ending the lends", error })?;
         }
         Ok(c.leftovers().len() + usize::from(!c.lending_idle()))
     }

@@ -55,7 +55,7 @@ pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner,
     }
     let mut c = m.world();
     let a = attach(&mut c, guests, w, runner, device, "nvme")?;
-    let media = Media::of_device(&c.fabric, device).map_err(|e| WorkloadError::Setup { workload: w.into(), message: e.to_string() })?;
+    let media = Media::of_device(&c.fabric, device).map_err(WorkloadError::setup(w))?;
     let ctrl = Controller::new(&mut c.fabric, a.func, DRIVE_BLOCKS, media);
     drop(c);
     m.add_device(a.func, Rc::new(RefCell::new(ctrl)));

@@ -36,7 +36,7 @@ impl Rw {
         match s {
             "randread" => Ok(Rw::RandRead),
             "randwrite" => Ok(Rw::RandWrite),
-            _ => Err(FioError::Invalid(format!("rw must be randread or randwrite, not {s}"))),
+            _ => Err(FioError::UnknownRw { given: s.to_string() }),
         }
     }
 }
@@ -96,10 +96,10 @@ fn next(s: &mut u64) -> u64 {
 /// Check a job description before anything is built.
 pub fn check(job: &Job) -> Result<(), FioError> {
     if job.iodepth == 0 || job.numjobs == 0 || job.ios == 0 {
-        return Err(FioError::Invalid("iodepth, numjobs and ios must be at least 1".into()));
+        return Err(FioError::Invalid { reason: "iodepth, numjobs and ios must be at least 1" });
     }
     if job.size_blocks.is_some_and(|s| s / (job.numjobs as u64) < BS / BLOCK) {
-        return Err(FioError::Invalid("size must hold at least one 4 KiB block per job".into()));
+        return Err(FioError::Invalid { reason: "size must hold at least one 4 KiB block per job" });
     }
     Ok(())
 }
@@ -160,7 +160,7 @@ impl<K: ThreadKernel> FioRun<K> {
             m.spawn(&format!("{}/fio-job{j}", self.name), at, move |t| {
                 t.wait_until("the NVMe driver's probe", move |_: &mut Cluster| probed.get());
                 let Some(q) = drv.borrow_mut().as_mut().and_then(|d| d.take_queue(j + 1)) else {
-                    fail.borrow_mut().get_or_insert(FioError::Invalid("the driver has too few I/O queues".into()));
+                    fail.borrow_mut().get_or_insert(FioError::NoQueue { job: j });
                     return Ok(());
                 };
                 match run_job(t, &host, q, job, j) {
@@ -261,7 +261,6 @@ fn run_job<K: ThreadKernel>(t: &Thread<'_, Cluster>, host: &K, mut q: NvmeQueue,
         }
     }
     out.end = t.now();
-    drop(submit);
     for (lba, sum) in written {
         q.read(&mut os, lba, (BS / BLOCK) as u16, bufs[0])?;
         let got = os.read(bufs[0], BS as usize).map_err(oserr("read buffer"))?;

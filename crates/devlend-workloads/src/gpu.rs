@@ -3,7 +3,7 @@
 //! in another host. The bytes are checked after the run.
 
 use crate::attach::{attach, with_os, Guests, Runner};
-use crate::error::{WResult, WorkloadError};
+use crate::error::{FailCause, WResult, WorkloadError};
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_run::Dir;
 use devlend_devices::gpu_driver::Driver;
@@ -27,20 +27,16 @@ fn pattern(len: u64) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(29).wrapping_add((i >> 12) as u8).wrapping_add(5)).collect()
 }
 
-fn setup(w: &str) -> impl Fn(String) -> WorkloadError + '_ {
-    move |message| WorkloadError::Setup { workload: w.into(), message }
-}
-
 /// The driver's probe, and the runner's buffer (holding the source for a host-to-device copy).
 fn prepare<O: Os>(os: &mut O, w: &str, dev: devlend_host::DevId, (dir, len, want): (Dir, u64, &[u8])) -> WResult<(Driver, u64)> {
-    let drv = Driver::probe(os, dev).map_err(|e| setup(w)(e.to_string()))?;
+    let drv = Driver::probe(os, dev).map_err(WorkloadError::setup(w))?;
     if len == 0 || len > drv.mem_size {
         let why = format!("a copy of {len} bytes (the GPU holds 1 to {} bytes)", drv.mem_size);
         return Err(WorkloadError::Invalid { workload: w.into(), why });
     }
-    let buf = os.kmalloc(len).map_err(|e| setup(w)(e.to_string()))?;
+    let buf = os.kmalloc(len).map_err(WorkloadError::host_setup(w, "kmalloc"))?;
     if dir == Dir::HtoD {
-        os.write(buf, want).map_err(|e| setup(w)(e.to_string()))?;
+        os.write(buf, want).map_err(WorkloadError::host_setup(w, "writing the source"))?;
     }
     Ok((drv, buf))
 }
@@ -50,12 +46,12 @@ fn prepare<O: Os>(os: &mut O, w: &str, dev: devlend_host::DevId, (dir, len, want
 pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, device): (&str, &str), dir: Dir, len: u64, at: Ps) -> WResult<GpuCopy> {
     let mut c = m.world();
     let a = attach(&mut c, guests, w, runner, device, "gpu")?;
-    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(|e| setup(w)(e.to_string()))?;
+    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(WorkloadError::setup(w))?;
     let want = pattern(len);
     let prepared = with_os!(&a.runner, c, |os| Ok(prepare(os, w, a.dev, (dir, len, &want))));
-    let (drv, buf) = prepared.map_err(|e| setup(w)(e.to_string()))??;
+    let (drv, buf) = prepared.map_err(WorkloadError::host_setup(w, "the runner's kernel"))??;
     if dir == Dir::DtoH {
-        gpu.mem_write(&mut c.fabric, 0, &want).map_err(|e| setup(w)(e.to_string()))?;
+        gpu.mem_write(&mut c.fabric, 0, &want).map_err(WorkloadError::setup(w))?;
     }
     drop(c);
     let gpu = Rc::new(RefCell::new(gpu));
@@ -84,13 +80,12 @@ impl GpuCopy {
         let mut c = m.world();
         let len = self.want.len();
         let got = match self.dir {
-            Dir::DtoH => with_os!(&self.runner, c, |os| os.read(self.buf, len)).map_err(|e| e.to_string()),
-            Dir::HtoD => self.gpu.borrow().mem_read(&c.fabric, 0, len).map_err(|e| e.to_string()),
+            Dir::DtoH => with_os!(&self.runner, c, |os| os.read(self.buf, len)).map_err(|error| FailCause::Host { step: "reading the destination", error }),
+            Dir::HtoD => self.gpu.borrow().mem_read(&c.fabric, 0, len).map_err(FailCause::from),
         };
-        match got {
-            Ok(g) if g == self.want => Ok(()),
-            Ok(_) => Err(WorkloadError::Failed { workload: w.into(), message: format!("{:?} copy of {len} bytes: the destination differs from the source", self.dir) }),
-            Err(message) => Err(WorkloadError::Failed { workload: w.into(), message }),
+        match got.map_err(WorkloadError::failed(w))? {
+            g if g == self.want => Ok(()),
+            _ => Err(WorkloadError::Failed { workload: w.into(), cause: FailCause::Mismatch { dir: self.dir, len: len as u64 } }),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! return (the next borrower may overwrite what they left in the device), and every mapping of
 //! the lend is undone (`Cluster::return_device_force`, once nothing is in flight), so another host may borrow the device next.
 
-use crate::error::{WResult, WorkloadError};
+use crate::error::{SetupCause, WResult, WorkloadError};
 use crate::scenario::{machine_error, Scenario};
 use devlend_engine::queue::Ps;
 
@@ -49,7 +49,7 @@ impl Scenario {
         // the device from the borrower, which unbinds its driver; a workload's driver lives no
         // longer than its workload here, so what its probe allocated (coherent buffers) goes with
         // the lend's teardown rather than through a remove() nobody is left to call.
-        c.return_device_force(lend.borrower.as_str(), lend.dev).map_err(|e| WorkloadError::Setup { workload: w, message: e.to_string() })?;
+        c.return_device_force(lend.borrower.as_str(), lend.dev).map_err(|error| WorkloadError::Setup { workload: w, cause: SetupCause::Host { step: "returning the device", error } })?;
         drop(c);
         self.users.retain(|d, _| d != device);
         self.done.extend(done.into_iter().map(|r| (r.name.clone(), r)));

@@ -37,7 +37,7 @@
 //! the pipeline's and the path's.
 
 use crate::attach::{attach, with_os, Guests, Runner};
-use crate::error::{WResult, WorkloadError};
+use crate::error::{FailCause, WResult, WorkloadError};
 use devlend_engine::machine::{Cx, Device, FlowDone, Machine, ThreadError};
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, DmaDir, Os, ThreadKernel};
@@ -182,8 +182,8 @@ pub(crate) struct Nic {
 
 /// Why the NIC stopped: kept as a value while the machine runs, reported as
 /// [`WorkloadError::Failed`] with the workload's name.
-#[derive(Debug)]
-enum NicFault {
+#[derive(Clone, Debug)]
+pub enum NicFault {
     /// The HyperTRIO pipeline refused the configuration or workload.
     Pipeline(devlend_hypertrio::HtError),
     /// The pipeline moved nothing with this round trip (ps).
@@ -192,6 +192,15 @@ enum NicFault {
     Issue { what: &'static str, why: devlend_fabric::route::Failure },
     /// A DMA faulted on its way.
     Dma { addr: u64, why: devlend_fabric::route::Failure },
+}
+
+impl std::error::Error for NicFault {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            NicFault::Pipeline(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for NicFault {
@@ -304,11 +313,11 @@ impl Nic {
     }
 
     pub(crate) fn result(&self, w: &str) -> WResult<(NicResult, Ps, Option<Ps>, u64)> {
-        if let Some(message) = &self.error {
-            return Err(WorkloadError::Failed { workload: w.into(), message: message.to_string() });
+        if let Some(fault) = &self.error {
+            return Err(WorkloadError::failed(w)(fault.clone()));
         }
         let Some(r) = &self.rates else {
-            return Err(WorkloadError::Failed { workload: w.into(), message: "the NIC never started (its doorbell or probe read did not complete)".into() });
+            return Err(WorkloadError::Failed { workload: w.into(), cause: FailCause::NicNotStarted });
         };
         let res = NicResult {
             packets: self.packets,
@@ -391,7 +400,7 @@ fn model(w: &str, spec: &NicSpec) -> WResult<(Config, WorkloadSpec, u64)> {
 /// start the runner's driver thread at `at`: it rings the NIC's doorbell (BAR 0).
 pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, device): (&str, &str), spec: &NicSpec, at: Ps) -> WResult<Rc<RefCell<Nic>>> {
     let (cfg, wl, packet_bytes) = model(w, spec)?;
-    let setup = |e: devlend_host::HostError| WorkloadError::Setup { workload: w.into(), message: e.to_string() };
+    let setup = WorkloadError::host_setup(w, "mapping the NIC's packet buffer");
     let mut c = m.world();
     let a = attach(&mut c, guests, w, runner, device, "nic")?;
     let (buf, bar) = with_os!(&a.runner, c, |os| {
@@ -402,7 +411,7 @@ pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner,
     .map_err(setup)?;
     let host = match &a.runner {
         Runner::Host(h) => *h,
-        Runner::Vm(g) => g.vmm.borrow().vm(g.vm).map_err(setup)?.host,
+        Runner::Vm(g) => g.vmm.borrow().vm(g.vm).map_err(WorkloadError::host_setup(w, "the runner's VM"))?.host,
     };
     let t = &c.fabric.tuning.timing;
     let completer = t.dram_latency_ps + if c.fabric.hosts[host as usize].iommu { t.iotlb_hit_ps } else { 0 };

@@ -18,7 +18,7 @@
 //! The host layer keeps no reservation of NTB windows for other users: a device lent after this
 //! workload was added could be given the same window if every other one is taken.
 
-use crate::error::{WResult, WorkloadError};
+use crate::error::{FailCause, SetupCause, WResult, WorkloadError};
 use devlend_engine::machine::Machine;
 use devlend_engine::queue::Ps;
 use devlend_fabric::model::HostId;
@@ -93,8 +93,8 @@ fn invalid(w: &str, why: String) -> WorkloadError {
     WorkloadError::Invalid { workload: w.into(), why }
 }
 
-fn setup(w: &str, e: impl std::fmt::Display) -> WorkloadError {
-    WorkloadError::Setup { workload: w.into(), message: e.to_string() }
+fn setup(w: &str, cause: SetupCause) -> WorkloadError {
+    WorkloadError::Setup { workload: w.into(), cause }
 }
 
 fn check(w: &str, s: &NtbPerfSpec) -> WResult<()> {
@@ -132,13 +132,13 @@ fn free_window(f: &Fabric, out: u32, inbound: u32) -> Option<usize> {
 }
 
 fn rdma(w: &str) -> impl Fn(RdmaError) -> WorkloadError + '_ {
-    move |e| setup(w, e)
+    WorkloadError::setup(w)
 }
 
 /// Page-locked buffer of `size` bytes (and a descriptor ring after it) in `host`'s RAM.
 fn pinned(c: &mut Cluster, w: &str, host: HostId, size: u64) -> WResult<(Pinned, Pinned)> {
-    let mut os = c.os(host).map_err(|e| setup(w, e))?;
-    let phys = os.kmalloc(size + RING_BYTES).map_err(|e| setup(w, format!("a buffer of {size} bytes: {e}")))?;
+    let mut os = c.os(host).map_err(WorkloadError::host_setup(w, "the host's kernel"))?;
+    let phys = os.kmalloc(size + RING_BYTES).map_err(WorkloadError::host_setup(w, "kmalloc of the buffer and its descriptor ring"))?;
     Ok((Pinned { phys, size }, Pinned { phys: phys + size, size: RING_BYTES }))
 }
 
@@ -153,8 +153,8 @@ fn ends(c: &mut Cluster, w: &str, runner: &str, peer: &str, s: &NtbPerfSpec, dma
         // that the peer's IOMMU would fault.
         return Err(invalid(w, format!("peer: {peer} has its IOMMU on; ntb_perf here maps its inbound buffer by physical address, so it needs a peer with the IOMMU off")));
     }
-    let widx = free_window(&c.fabric, nr, np).ok_or_else(|| setup(w, format!("no direct memory window of {} is free", c.fabric.ntbs[nr as usize].name)))?;
-    let (window, size) = c.fabric.peer_mw_get_addr(nr, widx).map_err(|e| setup(w, e))?;
+    let widx = free_window(&c.fabric, nr, np).ok_or_else(|| setup(w, SetupCause::NoFreeWindow { ntb: c.fabric.ntbs[nr as usize].name.clone() }))?;
+    let (window, size) = c.fabric.peer_mw_get_addr(nr, widx).map_err(WorkloadError::setup(w))?;
     let mw = size.min(s.max_mw_size.unwrap_or(u64::MAX));
     let (buf_p, ring_p) = pinned(c, w, hp, mw)?;
     let (buf_r, ring_r) = pinned(c, w, hr, mw)?;
@@ -164,7 +164,7 @@ fn ends(c: &mut Cluster, w: &str, runner: &str, peer: &str, s: &NtbPerfSpec, dma
     let mut b = Node { host: hr, ntb: nr, buf: buf_r, ring: ring_r, peer: None, window: (window, size) };
     a.publish(f).map_err(rdma(w))?;
     if b.learn_peer(f).map_err(rdma(w))?.is_none() {
-        return Err(setup(w, "the peer's buffer was not published"));
+        return Err(setup(w, SetupCause::NotPublished));
     }
     let mut pe = Pe::new(b);
     if let Some(name) = dma {
@@ -182,11 +182,11 @@ fn ends(c: &mut Cluster, w: &str, runner: &str, peer: &str, s: &NtbPerfSpec, dma
 /// engine's MSI-X entries), so the completions are the kernel's, not another device's vectors.
 /// The driver numbers its channels' vectors from the first: they must follow one another.
 fn request_irqs(c: &mut Cluster, w: &str, host: HostId, dma: &str, channels: u32) -> WResult<u32> {
-    let mut os = c.os(host).map_err(|e| setup(w, e))?;
-    let dev = os.find(dma).map_err(|e| setup(w, e))?;
-    let vectors = (0..channels as u16).map(|e| os.request_irq(dev, e, 0)).collect::<Result<Vec<u8>, _>>().map_err(|e| setup(w, e))?;
+    let mut os = c.os(host).map_err(WorkloadError::host_setup(w, "the host's kernel"))?;
+    let dev = os.find(dma).map_err(WorkloadError::host_setup(w, "finding the DMA engine"))?;
+    let vectors = (0..channels as u16).map(|e| os.request_irq(dev, e, 0)).collect::<Result<Vec<u8>, _>>().map_err(WorkloadError::host_setup(w, "request_irq"))?;
     if vectors.windows(2).any(|v| v[1] != v[0] + 1) {
-        return Err(setup(w, format!("the kernel gave {dma}'s channels the vectors {vectors:?}, not consecutive ones")));
+        return Err(setup(w, SetupCause::Vectors { device: dma.to_string(), vectors }));
     }
     Ok(vectors[0] as u32)
 }
@@ -241,9 +241,9 @@ pub(crate) fn start(m: &mut Machine<Cluster>, w: &str, runner: &str, peer: &str,
                 descs.chunks(cap.max(1) as usize).map(<[Desc]>::to_vec).collect()
             })
             .collect();
-        let (func, engine) = pe.dma_device().map_err(|e| setup(w, e))?;
+        let (func, engine) = pe.dma_device().map_err(rdma(w))?;
         m.add_device(func, engine);
-        run.dma = pe.spawn_queues(m, &format!("{w}/dma"), &queues, true, at).map_err(|e| setup(w, e))?;
+        run.dma = pe.spawn_queues(m, &format!("{w}/dma"), &queues, true, at).map_err(rdma(w))?;
         run.workers = run.dma.iter().map(|d| vec![d.thread]).collect();
     } else {
         run.workers = (0..s.threads as u64).map(|t| spawn_copy(m, &format!("{w}/thread {t}"), host, window + t * g.part, &run.src, g.chunks, wrap, Mapping::WriteCombining, at)).collect();
@@ -254,9 +254,9 @@ pub(crate) fn start(m: &mut Machine<Cluster>, w: &str, runner: &str, peer: &str,
 impl NtbPerf {
     /// After the run: the channels' errors, the bytes in the peer, each thread's time.
     pub(crate) fn result(&self, m: &Machine<Cluster>, w: &str) -> WResult<(NtbPerfResult, Ps, Option<Ps>)> {
-        let failed = |message: String| WorkloadError::Failed { workload: w.into(), message };
+        let failed = |cause| WorkloadError::Failed { workload: w.into(), cause };
         for (t, d) in self.dma.iter().enumerate() {
-            d.check().map_err(|e| failed(format!("thread {t}: {e}")))?;
+            d.check().map_err(|error| failed(FailCause::Channel { thread: t, error }))?;
         }
         let mut c = m.world();
         let wrap = (self.part / self.src.len() as u64).min(self.chunks);
@@ -264,7 +264,7 @@ impl NtbPerf {
             for j in 0..wrap {
                 let at = self.window + t * self.part + j * self.src.len() as u64;
                 if c.fabric.read(Requester::Cpu(self.host), at, self.src.len()).0 != self.src {
-                    return Err(failed(format!("thread {t}: chunk {j} did not land in the peer")));
+                    return Err(failed(FailCause::NotLanded { thread: t, chunk: j }));
                 }
             }
         }

@@ -11,7 +11,7 @@ use crate::error::{WResult, WorkloadError};
 use devlend_devices::error::{DResult, DeviceError};
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_driver::{Driver, Mapping};
-use devlend_devices::gpu_kernel::{Kernel, K_FIRST, K_LAUNCH, K_OWN_OFF, K_POLL_AT, K_ROUNDS, K_STORE_AT};
+use devlend_devices::gpu_kernel::{Kernel, KernelStop, K_FIRST, K_LAUNCH, K_OWN_OFF, K_POLL_AT, K_ROUNDS, K_STORE_AT};
 use devlend_engine::machine::{Machine, ThreadError};
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, Os, ThreadKernel};
@@ -73,14 +73,10 @@ struct Side {
     drv: Driver,
 }
 
-fn setup(w: &str) -> impl Fn(String) -> WorkloadError + '_ {
-    move |message| WorkloadError::Setup { workload: w.into(), message }
-}
-
 fn side(c: &mut Cluster, guests: &Guests, w: &str, runner: &str, device: &str) -> WResult<(Side, Runner)> {
     let a = attach(c, guests, w, runner, device, "gpu")?;
-    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(|e| setup(w)(e.to_string()))?;
-    let drv = with_os!(&a.runner, *c, |os| Driver::probe(os, a.dev).map_err(|e| devlend_host::HostError::Invalid(e.to_string()))).map_err(|e| setup(w)(e.to_string()))?;
+    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(WorkloadError::setup(w))?;
+    let drv = with_os!(&a.runner, *c, |os| Ok(Driver::probe(os, a.dev))).map_err(WorkloadError::host_setup(w, "the runner's kernel"))?.map_err(WorkloadError::setup(w))?;
     Ok((Side { gpu, func: a.func, dev: a.dev, drv }, a.runner))
 }
 
@@ -112,7 +108,7 @@ fn program(store_at: u64, poll_at: u64, rounds: u32, first: bool) -> Vec<(u64, V
 }
 
 /// Attach both GPUs for `runner`, map each one's store target, and start the launching thread.
-pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, runner: &str, gpus: [&str; 2], via: Via, rounds: u32, at: Ps) -> WResult<PingPong> {
+pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, gpus): (&str, [&str; 2]), via: Via, rounds: u32, at: Ps) -> WResult<PingPong> {
     if rounds == 0 {
         return Err(WorkloadError::Invalid { workload: w.into(), why: "rounds: expected at least one round trip".into() });
     }
@@ -123,7 +119,7 @@ pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, runner: 
     let (mut a, runner_k) = side(&mut c, guests, w, runner, gpus[0])?;
     let (mut b, _) = side(&mut c, guests, w, runner, gpus[1])?;
     let mapped = with_os!(&runner_k, c, |os| Ok(map(os, via, (&mut a, &mut b))));
-    let ((to_b, to_a), (bar_a, bar_b)) = mapped.map_err(|e| setup(w)(e.to_string()))?.map_err(|e| setup(w)(e.to_string()))?;
+    let ((to_b, to_a), (bar_a, bar_b)) = mapped.map_err(WorkloadError::host_setup(w, "the runner's kernel"))?.map_err(WorkloadError::setup(w))?;
     drop(c);
     let (Side { gpu: gpu_a, func: func_a, .. }, Side { gpu: gpu_b, func: func_b, .. }) = (a, b);
     let (poll_a, poll_b) = if via == Via::Ram { (to_b.dma, to_a.dma) } else { (0, 0) };
@@ -153,10 +149,10 @@ impl PingPong {
     /// After the run: both kernels done without a fault; the ping side's round trips and the
     /// time from its first store to its last answer.
     pub(crate) fn result(&self, w: &str) -> WResult<(RoundTrips, Ps, Ps)> {
-        let failed = |message: String| WorkloadError::Failed { workload: w.into(), message };
+        let failed = WorkloadError::failed(w);
         for (name, gpu) in [&self.ping, &self.pong] {
             let k = &gpu.borrow().kernel;
-            check(k, name, self.rounds).map_err(|e| failed(e.to_string()))?;
+            check(k, name, self.rounds).map_err(&failed)?;
         }
         let k = &self.ping.1.borrow().kernel;
         let each: Vec<Ps> = k.stores.iter().zip(&k.seen).map(|(s, e)| e - s).collect();
@@ -166,16 +162,16 @@ impl PingPong {
 
 /// A kernel that faulted, gave up spinning, or did not see every counter.
 fn check(k: &Kernel, name: &str, rounds: u32) -> DResult<()> {
-    let why = if let Some(at) = k.fault {
-        format!("faulted at {at:#x}")
+    let stop = if let Some(at) = k.fault {
+        KernelStop::Faulted { at }
     } else if let Some(g) = k.gave_up {
-        format!("gave up at {} ps without counter {} (last read {})", g.at, g.expected, g.last_read)
+        KernelStop::GaveUp(g)
     } else if !k.done || k.seen.len() < rounds as usize {
-        format!("saw {} of {rounds} counters", k.seen.len())
+        KernelStop::Short { seen: k.seen.len(), rounds }
     } else {
         return Ok(());
     };
-    Err(DeviceError::Kernel { gpu: name.into(), why })
+    Err(DeviceError::Kernel { gpu: name.into(), stop })
 }
 
 #[cfg(test)]

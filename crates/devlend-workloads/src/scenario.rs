@@ -183,7 +183,7 @@ impl Scenario {
         let id = self.m.stream(name, who, addr, bytes, access, at).map_err(|e| match e {
             MachineError::Unreachable { addr, message, .. } => WorkloadError::Unreachable { workload: name.into(), what: format!("{addr:#x}"), message },
             MachineError::Invalid { why, .. } => WorkloadError::Invalid { workload: name.into(), why },
-            other => WorkloadError::Machine { message: other.to_string() },
+            other => WorkloadError::Machine(Box::new(other)),
         })?;
         self.entries.push(Entry { name: name.into(), kind: Kind::Stream, at, bytes, track: Track::Stream(id) });
         Ok(())
@@ -211,7 +211,7 @@ impl Scenario {
             self.users.remove(gpus[0]);
             return Err(e);
         }
-        let run = crate::pingpong::start(&mut self.m, &self.guests, name, runner, gpus, via, rounds, at).inspect_err(|_| {
+        let run = crate::pingpong::start(&mut self.m, &self.guests, name, (runner, gpus), via, rounds, at).inspect_err(|_| {
             self.users.retain(|_, w| w != name);
         })?;
         self.entries.push(Entry { name: name.into(), kind: Kind::GpuPingPong, at, bytes: 4 * 2 * rounds as u64, track: Track::PingPong(run) });
@@ -291,7 +291,7 @@ impl Scenario {
                 (r.start, r.end, r.bytes, r.nic) = (start, end, bytes, Some(res));
             }
             Track::Fio(run) => {
-                let f = run.result().map_err(|err| WorkloadError::Failed { workload: e.name.clone(), message: err.to_string() })?;
+                let f = run.result().map_err(WorkloadError::failed(&e.name))?;
                 (r.start, r.end) = (f.start_ps, Some(f.end_ps));
                 r.fio = Some(f);
             }
@@ -318,7 +318,7 @@ impl Scenario {
 pub(crate) fn machine_error(e: MachineError) -> WorkloadError {
     let of = |t: &str| t.split('/').next().unwrap_or(t).to_string();
     match &e {
-        MachineError::Thread { thread, .. } | MachineError::Stuck { thread, .. } => WorkloadError::Failed { workload: of(thread), message: e.to_string() },
-        _ => WorkloadError::Machine { message: e.to_string() },
+        MachineError::Thread { thread, .. } | MachineError::Stuck { thread, .. } => WorkloadError::Failed { workload: of(thread), cause: e.into() },
+        _ => WorkloadError::Machine(Box::new(e)),
     }
 }

@@ -217,12 +217,12 @@ fn a_return_while_a_workload_drives_the_device_names_it() {
 
 /// An fio job on a borrowed drive with fault `kind` at `target` after 20 us: the run's error and
 /// the scenario (for its leftovers and events).
-fn fio_fault(kind: &str, target: &str) -> (String, Scenario) {
+fn fio_fault(kind: &str, target: &str) -> (WorkloadError, Scenario) {
     let mut s = Scenario::new(Cluster::from_json(B2B).unwrap());
     let spec = FioSpec { rw: Rw::RandRead, bs: 4096, iodepth: 8, numjobs: 1, ios: 2000 };
     s.add_fio("fio", "borrower", "nvme0", spec, 0).unwrap();
     s.add_fault(20_000_000, kind, target).unwrap();
-    let e = s.run().unwrap_err().to_string();
+    let e = s.run().unwrap_err();
     (e, s)
 }
 
@@ -231,6 +231,7 @@ fn a_surprise_removal_reaches_the_running_driver_by_hot_plug_before_its_timeout(
     // The lend's programming and the borrower's handle go at the fault: a driver that maps a
     // buffer for each request (this fio job) learns of it then; one waiting learns at its remove.
     let (e, mut s) = fio_fault("surprise-removal", "nvme0");
+    let e = e.to_string();
     assert!(e.contains("no such device") || e.contains("no device with handle"), "{e}");
     let t = s.cluster().fabric.tuning.timing.clone();
     let removed = 20_000_000 + t.hotplug_detect_ps + 2 * t.hotplug_remove_ps + t.dl_notice_ps;
@@ -243,6 +244,18 @@ fn a_surprise_removal_reaches_the_running_driver_by_hot_plug_before_its_timeout(
 #[test]
 fn a_borrower_crash_stops_its_fio_job_at_the_crash() {
     let (e, s) = fio_fault("host-crash", "borrower");
-    assert!(e.contains("host borrower crashed at 20.000 us; the thread stopped there"), "{e}");
+    let WorkloadError::Failed { workload, cause: FailCause::Machine(m) } = &e else { panic!("{e:?}") };
+    let devlend_engine::machine::MachineError::Thread { error, .. } = m.as_ref() else { panic!("{e:?}") };
+    assert!(workload == "fio" && matches!(**error, devlend_engine::machine::ThreadError::HostCrashed { at: 20_000_000, .. }), "{e:?}");
+    assert!(e.to_string().contains("host borrower crashed at 20.000 us; the thread stopped there"), "{e}");
     assert_eq!(s.cluster().leftovers(), vec![]);
+}
+
+#[test]
+fn a_second_ntb_perf_over_one_link_finds_no_free_window_and_names_the_adapter() {
+    let mut s = Scenario::new(Cluster::from_json(PEX).unwrap());
+    s.add_ntb_perf("first", "host-b", "host-a", &perf_spec(false, 1), 0).unwrap();
+    let e = s.add_ntb_perf("second", "host-b", "host-a", &perf_spec(false, 1), 0).unwrap_err();
+    assert!(matches!(&e, WorkloadError::Setup { workload, cause: SetupCause::NoFreeWindow { ntb } } if workload == "second" && ntb == "nt-link"), "{e}");
+    assert_eq!(e.kind(), "setup");
 }

@@ -219,6 +219,9 @@ fn page_pieces(addr: u64, len: usize) -> Vec<(usize, usize)> {
     out
 }
 
+/// A WQE ready to send: the request, its slot and the QP's remote end (node, QP number).
+pub type Wqe = (SendWr, u64, Option<(usize, u32)>);
+
 impl World {
     /// Build the testbed. `xen_on_a`: server A runs Xen (domain 0 is the device domain) or native
     /// Linux. Domains: server A gets domain 0 (device domain, or native) and `guests` guest
@@ -397,7 +400,7 @@ impl World {
 
     /// The next WQE of QP `qpn`'s send queue, if it is ready to send: the request, its slot and
     /// the QP's remote end.
-    pub fn take_wqe(&mut self, node: usize, qpn: u32) -> Option<(SendWr, u64, Option<(usize, u32)>)> {
+    pub fn take_wqe(&mut self, node: usize, qpn: u32) -> Option<Wqe> {
         let q = self.nodes[node].hca.qps.get_mut(qpn as usize)?.as_mut().filter(|q| q.state == QpState::Rts)?;
         let wr = q.sq.pop_front()?;
         let slot = q.posted;

@@ -26,7 +26,7 @@ impl Controller {
     }
 
     /// Start a DMA for a command; one refused at once counts as a fault.
-    fn dma<W: World>(&mut self, cx: &mut Cx<W>, slot: usize, page: usize, stage: Stage, addr: u64, write: Option<Vec<u8>>, len: u64) -> bool {
+    fn dma<W: World>(&mut self, cx: &mut Cx<W>, (slot, page): (usize, usize), stage: Stage, addr: u64, write: Option<Vec<u8>>, len: u64) -> bool {
         let t = self.tok(slot, page, stage);
         self.trace_start(stage_name(stage), cx.now());
         let issue = devlend_fabric::tuning::of_func(cx.fabric(), self.func).dma_issue_ps;
@@ -87,7 +87,7 @@ impl Controller {
             sq.head = (sq.head + 1) % sq.entries;
             let slot = self.alloc(Cmd { sqid: qid as u16, cid: 0, sqe: [0; 64], pages: Vec::new(), pos: 0, pending: 0, unsent: Vec::new(), posted: false, status: SC_SUCCESS });
             self.sqs[qid] = Some(sq);
-            if !self.dma(cx, slot, 0, Stage::Fetch, addr, None, 64) {
+            if !self.dma(cx, (slot, 0), Stage::Fetch, addr, None, 64) {
                 self.fetch_failed(cx, slot);
             }
         }
@@ -152,7 +152,7 @@ impl Controller {
                     data[0..2].copy_from_slice(&0x8086u16.to_le_bytes());
                     data[24..30].copy_from_slice(b"devlnd");
                 }
-                if self.dma(cx, slot, 0, Stage::Identify, prp1, Some(data), 4096) {
+                if self.dma(cx, (slot, 0), Stage::Identify, prp1, Some(data), 4096) {
                     return;
                 }
                 SC_DATA_TRANSFER_ERROR
@@ -202,7 +202,7 @@ impl Controller {
         c.pages = vec![(prp1, first)];
         if rest > 4096 {
             let n = rest.div_ceil(4096);
-            if !self.dma(cx, slot, 0, Stage::PrpList, prp2, None, n * 8) {
+            if !self.dma(cx, (slot, 0), Stage::PrpList, prp2, None, n * 8) {
                 self.cmd(slot).status = SC_DATA_TRANSFER_ERROR;
                 self.complete(cx, slot);
             }
@@ -236,7 +236,7 @@ impl Controller {
         let pages = self.cmd(slot).pages.clone();
         self.cmd(slot).pending = pages.len();
         for (i, (addr, len)) in pages.into_iter().enumerate() {
-            if !self.dma(cx, slot, i, Stage::Data, addr, None, len) {
+            if !self.dma(cx, (slot, i), Stage::Data, addr, None, len) {
                 self.cmd(slot).status = SC_DATA_TRANSFER_ERROR;
                 self.cmd(slot).pending -= 1;
             }
@@ -293,7 +293,7 @@ impl Controller {
         let pos = c.pos + c.pages[..page].iter().map(|p| p.1).sum::<u64>();
         let mut buf = vec![0u8; len as usize];
         self.media.read(pos, &mut buf);
-        if !self.dma(cx, slot, page, Stage::Data, addr, Some(buf), len) {
+        if !self.dma(cx, (slot, page), Stage::Data, addr, Some(buf), len) {
             self.cmd(slot).status = SC_DATA_TRANSFER_ERROR;
             self.page_sent(cx, slot, page);
             self.data_flow_ended(cx, slot);
@@ -366,7 +366,7 @@ impl Controller {
         let sf: u16 = (status << 1) | cq.phase as u16;
         cqe[14..16].copy_from_slice(&sf.to_le_bytes());
         let addr = cq.base + cq.tail as u64 * 16;
-        self.dma(cx, slot, 0, Stage::Cqe, addr, Some(cqe.to_vec()), 16);
+        self.dma(cx, (slot, 0), Stage::Cqe, addr, Some(cqe.to_vec()), 16);
         cq.tail = (cq.tail + 1) % cq.entries;
         if cq.tail == 0 {
             cq.phase = !cq.phase;
@@ -389,7 +389,7 @@ impl Controller {
         let control = f.config_read(func, devlend_fabric::config::MSIX_CAP + 2, 2).unwrap_or(0);
         let enabled = control & (1 << 15) != 0 && control & (1 << 14) == 0;
         if addr != 0 && !masked && enabled {
-            self.dma(cx, slot, 0, Stage::Msi, addr, Some(data.to_le_bytes().to_vec()), 4);
+            self.dma(cx, (slot, 0), Stage::Msi, addr, Some(data.to_le_bytes().to_vec()), 4);
         }
     }
 }

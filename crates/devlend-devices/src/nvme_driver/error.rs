@@ -21,7 +21,10 @@ pub enum NvmeError {
     /// (all ones: the controller is gone; bit 1, CFS: it failed fatally).
     Timeout { qid: u16, cid: u16, after_ps: u64, csts: u32 },
     /// What the caller asked cannot be done (zero blocks, a queue that is handed out...).
-    Invalid(String),
+    Invalid { reason: &'static str },
+    /// `queues` I/O queues of `depth` entries: the controller takes 1 to `max_queues` queues of
+    /// 2 to `max_entries` entries.
+    QueueShape { queues: u16, depth: u32, max_queues: usize, max_entries: u32 },
 }
 
 impl fmt::Display for NvmeError {
@@ -41,9 +44,17 @@ impl fmt::Display for NvmeError {
                 };
                 write!(f, "nvme: I/O timeout: command {cid} on queue {qid} not completed after {:.3} s; {state} (CSTS {csts:#x})", *after_ps as f64 / 1e12)
             }
-            NvmeError::Invalid(m) => write!(f, "nvme: {m}"),
+            NvmeError::Invalid { reason } => write!(f, "nvme: {reason}"),
+            NvmeError::QueueShape { queues, depth, .. } => write!(f, "nvme: {queues} I/O queues of {depth} entries"),
         }
     }
 }
 
-impl std::error::Error for NvmeError {}
+impl std::error::Error for NvmeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            NvmeError::Os { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}

@@ -107,7 +107,7 @@ impl NvmeQueue {
     /// PRP list, and submit a Read or Write of `lba` without waiting. Returns the command id.
     pub fn queue_rq(&mut self, os: &mut impl Os, opcode: u8, lba: u64, blocks: u16, buf: u64) -> NResult<u16> {
         if blocks == 0 {
-            return Err(NvmeError::Invalid("a transfer of zero blocks".into()));
+            return Err(NvmeError::Invalid { reason: "a transfer of zero blocks" });
         }
         let dir = if opcode == OP_READ { DmaDir::FromDevice } else { DmaDir::ToDevice };
         let len = blocks as u64 * BLOCK;

@@ -59,3 +59,15 @@ impl fmt::Display for MachineError {
 }
 
 impl std::error::Error for MachineError {}
+
+/// `Machine::into_world` while a device model (or a thread's handle) still holds the world.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorldHeld;
+
+impl fmt::Display for WorldHeld {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a device model still holds the machine's world")
+    }
+}
+
+impl std::error::Error for WorldHeld {}

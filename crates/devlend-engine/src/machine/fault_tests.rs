@@ -34,7 +34,7 @@ fn a_cable_pulled_mid_dma_stops_it_there_and_nothing_lands_after() {
     let before = at_fault.get();
     assert!(before > 0 && before < len as usize, "the fault struck mid-transfer ({before} of {len} bytes)");
     assert_eq!(r.m.moved(gpu) as usize, before, "the machine counts what landed");
-    assert!(matches!(r.toy.borrow().faulted, Some(_)), "the device learnt of the fault");
+    assert!(r.toy.borrow().faulted.is_some(), "the device learnt of the fault");
     let f = r.m.into_world().ok().unwrap();
     assert_eq!(landed(&f, r.borrower, 0x4010_0000, len as usize), before, "no byte landed after the fault");
 }

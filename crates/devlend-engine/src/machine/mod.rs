@@ -23,7 +23,7 @@ mod thread;
 
 pub use self::core::{FlowDone, Owner};
 pub use device::{Cx, Device};
-pub use error::{MachineError, ThreadError};
+pub use error::{MachineError, ThreadError, WorldHeld};
 pub use fault::{Effects, Halted, Later};
 pub use thread::{Body, Thread, Watch};
 
@@ -112,10 +112,13 @@ impl LinkStat {
     }
 }
 
+/// A device model on the machine, shared with whoever built it.
+type Model<W> = Rc<RefCell<dyn Device<W>>>;
+
 pub struct Machine<W: World> {
     world: Rc<RefCell<W>>,
     core: Rc<RefCell<Core>>,
-    devices: Vec<(FuncId, Rc<RefCell<dyn Device<W>>>)>,
+    devices: Vec<(FuncId, Model<W>)>,
     by_func: HashMap<FuncId, usize>,
     threads: Vec<Slot<W>>,
     streams: Vec<StreamResult>,
@@ -152,10 +155,10 @@ impl<W: World> Machine<W> {
     }
 
     /// Give the world back (after the run). Fails only while a device model still holds it.
-    pub fn into_world(self) -> Result<W, ()> {
+    pub fn into_world(self) -> Result<W, WorldHeld> {
         let Machine { world, threads, devices, .. } = self;
         drop((devices, threads));
-        Rc::try_unwrap(world).map(RefCell::into_inner).map_err(|_| ())
+        Rc::try_unwrap(world).map(RefCell::into_inner).map_err(|_| WorldHeld)
     }
 
     /// Put a device model on the machine as function `func`: TLPs written to its BARs are handed to it.
@@ -444,7 +447,7 @@ impl<W: World> Machine<W> {
         {
             let mut w = self.world.borrow_mut();
             let mut core = self.core.borrow_mut();
-            let mut cx = Cx { world: &mut *w, core: &mut *core, dev: d, func, peers: &self.by_func };
+            let mut cx = Cx { world: &mut *w, core: &mut core, dev: d, func, peers: &self.by_func };
             act(&mut *dev.borrow_mut(), &mut cx);
         }
         self.aer_scan();

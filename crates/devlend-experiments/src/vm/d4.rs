@@ -7,7 +7,8 @@
 //! as actors, the guest kernel as a thread (`timed::GuestThreadOs`), as D1-D3 run natively.
 //! The testbed's stated assumptions are in `devlend_vm::fixtures`. Guest CPU accesses cost what the host CPU's do (no EPT-walk or VM-exit cost is modelled).
 
-use super::error::{guest, setup, VResult, VmRunError};
+use super::error::{guest, setup, stopped, RunCause, VResult, VmRunError};
+use devlend_vm::RunError;
 use devlend_vm::fixtures::{testbed, Scenario, Testbed};
 use devlend_vm::irq::Src;
 use devlend_vm::irq_clock::{Raiser, RAISE};
@@ -21,8 +22,8 @@ use std::rc::Rc;
 use devlend_wire::Access;
 
 /// A run on the machine that failed, in set-up `sc`.
-fn ran(sc: Scenario, what: &str) -> impl Fn(String) -> VmRunError + '_ {
-    move |message| VmRunError::Machine { scenario: format!("VM {sc:?} ({what})"), message }
+fn ran(sc: Scenario, what: &str) -> impl FnOnce(RunError) -> VmRunError + '_ {
+    stopped(format!("VM {sc:?} ({what})"), RunCause::Guest)
 }
 
 fn actors(gpus: &[&Rc<RefCell<Gpu>>]) -> Vec<Actor> {
@@ -33,11 +34,11 @@ fn actors(gpus: &[&Rc<RefCell<Gpu>>]) -> Vec<Actor> {
 /// program took, from its first register store to seeing the last semaphore.
 pub fn gpu_to_gpu(json: &str, sc: Scenario, via: Via, len: u64) -> VResult<CopyTiming> {
     let Testbed { mut c, mut vmm, vm, a, b } = testbed(json, sc).map_err(setup("the VM testbed"))?;
-    fits(len, &a).map_err(|e| VmRunError::Invalid(e.to_string()))?;
-    fits(len, &b).map_err(|e| VmRunError::Invalid(e.to_string()))?;
-    let chunk = staging_chunk().map_err(|e| VmRunError::Invalid(e.to_string()))?.min(len);
+    fits(len, &a)?;
+    fits(len, &b)?;
+    let chunk = staging_chunk()?.min(len);
     let want = pattern(3, len);
-    a.gpu.mem_write(&mut c.fabric, 0, &want).map_err(|e| VmRunError::Invalid(e.to_string()))?;
+    a.gpu.mem_write(&mut c.fabric, 0, &want)?;
     let stage = match via {
         Via::Peer => 0,
         Via::Ram => vmm.guest(&mut c, vm).map_err(guest("the guest kernel"))?.kmalloc(2 * chunk).map_err(guest("kmalloc"))?,
@@ -49,7 +50,7 @@ pub fn gpu_to_gpu(json: &str, sc: Scenario, via: Via, len: u64) -> VResult<CopyT
         Via::Ram => staged(os, &mut da, &mut db, stage, chunk, len),
     })
     .map_err(ran(sc, &format!("{via:?}")))?;
-    if gb.borrow().mem_read(&m.world().fabric, 0, len as usize).map_err(|e| VmRunError::Invalid(e.to_string()))? != want {
+    if gb.borrow().mem_read(&m.world().fabric, 0, len as usize)? != want {
         return Err(VmRunError::Mismatch { scenario: format!("VM {sc:?} ({via:?})"), what: "the target's memory differs from what the source sent".into() });
     }
     Ok(timing(len, ps))
@@ -76,7 +77,7 @@ pub fn pingpong(json: &str, sc: Scenario, via: Via) -> VResult<u64> {
         launch(os, bar_a, at_a.dma, poll_a, true)
     })
     .map_err(ran(sc, &format!("ping-pong, {via:?}")))?;
-    kernel_round_trip(("gpu0", &pa), ("gpu1", &pb)).map_err(|e| VmRunError::Machine { scenario: format!("VM {sc:?} ping-pong"), message: e.to_string() })
+    kernel_round_trip(("gpu0", &pa), ("gpu1", &pb)).map_err(stopped(format!("VM {sc:?} ping-pong"), RunCause::Device))
 }
 
 /// The RAM-bounce data path in the VM as the fabric routes it: gpu0's write into a guest buffer

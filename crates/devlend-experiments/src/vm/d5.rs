@@ -9,7 +9,7 @@
 //! The mediated path maps guest-physical addresses in the lender's IOMMU (000 §5), so the lender
 //! runs with its IOMMU on here; the guest has [`devlend_vm::fixtures::GUEST_RAM`] of memory.
 
-use super::error::{guest, setup, VResult, VmRunError};
+use super::error::{guest, setup, stopped, RunCause, VResult, VmRunError};
 use devlend_vm::fixtures::GUEST_RAM;
 use devlend_vm::irq::Src;
 use devlend_vm::timed::on_machine;
@@ -60,7 +60,7 @@ pub fn read_blocks(json: &str, runner: &str, device: &str, lbas: &[u64], blocks:
         }
         os.kfree(buf).map_err(guest("kfree"))
     })
-    .map_err(|message| VmRunError::Machine { scenario: scenario.clone(), message })?;
+    .map_err(stopped(scenario.clone(), RunCause::Guest))?;
     let (start, end) = *last.borrow();
     let trace = ctrl.borrow_mut().trace.take().unwrap_or_default();
     let mut steps: Vec<(&'static str, u64)> = trace.iter().filter(|s| s.start >= start).map(|s| (s.what, s.end.unwrap_or(end) - s.start)).collect();

@@ -3,7 +3,7 @@
 //! path maps: VFIO's per-VM domain on the lender, or the mediated path's two IOMMUs and the NTB).
 //! The training epoch itself, every set-up on one machine, is [`super::epoch`].
 
-use super::error::{guest, setup, VResult, VmRunError};
+use super::error::{guest, setup, stopped, RunCause, VResult, VmRunError};
 use devlend_vm::fixtures::{testbed, Scenario, Testbed, GUEST_RAM};
 use devlend_vm::timed::on_machine;
 use devlend_devices::gpu_run::{pattern, shared, timing, CopyTiming};
@@ -14,7 +14,7 @@ use devlend_host::Os;
 pub fn memcpy_htod(json: &str, sc: Scenario, len: u64) -> VResult<CopyTiming> {
     let Testbed { mut c, mut vmm, vm, a, .. } = testbed(json, sc).map_err(setup("the VM testbed"))?;
     if len == 0 || len > a.drv.mem_size || len > GUEST_RAM / 2 {
-        return Err(VmRunError::Invalid(format!("{len} bytes: expected 1 byte to half the guest's {} bytes of RAM", GUEST_RAM)));
+        return Err(VmRunError::Length { len, guest_ram: GUEST_RAM });
     }
     let want = pattern(17, len);
     let mut os = vmm.guest(&mut c, vm).map_err(guest("the guest kernel"))?;
@@ -24,8 +24,8 @@ pub fn memcpy_htod(json: &str, sc: Scenario, len: u64) -> VResult<CopyTiming> {
     let func = gpu.borrow().func;
     let mut drv = a.drv;
     let (m, _, ps) = on_machine(c, vmm, vm, vec![(func, gpu.clone())], move |os| drv.memcpy_htod(os, 0, buf, len))
-        .map_err(|message| VmRunError::Machine { scenario: format!("VM {sc:?} host-to-device copy"), message })?;
-    if gpu.borrow().mem_read(&m.world().fabric, 0, len as usize).map_err(|e| VmRunError::Invalid(e.to_string()))? != want {
+        .map_err(stopped(format!("VM {sc:?} host-to-device copy"), RunCause::Guest))?;
+    if gpu.borrow().mem_read(&m.world().fabric, 0, len as usize)? != want {
         return Err(VmRunError::Mismatch { scenario: format!("VM {sc:?}"), what: format!("host-to-device copy of {len} bytes differs at the GPU") });
     }
     Ok(timing(len, ps))

@@ -24,7 +24,7 @@
 //!
 //! What the run gives: when each step ended, and how long each part kept its thread busy.
 
-use super::error::{guest, setup, VResult, VmRunError};
+use super::error::{guest, setup, stopped, RunCause, VResult, VmRunError};
 use devlend_devices::gpu_driver::Driver as GpuDriver;
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_run::{bind, shared};
@@ -102,13 +102,13 @@ fn fail<E: std::error::Error + 'static>(e: E) -> ThreadError {
 /// NatRem-IOMMU with the topology's IOMMU as given; VMLoc, VMRem) on one machine.
 pub fn epoch(json: &str, scenario: &str, spec: EpochSpec) -> VResult<EpochRun> {
     if spec.steps == 0 || spec.reads == 0 || spec.max_queue == 0 {
-        return Err(VmRunError::Invalid("steps, reads per batch and the queue's size must be at least 1".into()));
+        return Err(VmRunError::Invalid { reason: "steps, reads per batch and the queue's size must be at least 1" });
     }
     match scenario {
-        "VMLoc" | "VMRem" => run(in_vm(json, Scenario::parse(scenario).map_err(VmRunError::Invalid)?, spec)?, spec),
+        "VMLoc" | "VMRem" => run(in_vm(json, Scenario::parse(scenario).map_err(setup("the scenario"))?, spec)?, spec),
         "NatLoc" => run(native(json, "lender", spec)?, spec),
         "NatRem-SW" | "NatRem-IOMMU" => run(native(json, "remote", spec)?, spec),
-        other => Err(VmRunError::Invalid(format!("no D6 set-up '{other}' (NatLoc, NatRem-SW, NatRem-IOMMU, VMLoc, VMRem)"))),
+        other => Err(VmRunError::UnknownSetup { given: other.to_string(), known: "NatLoc, NatRem-SW, NatRem-IOMMU, VMLoc, VMRem" }),
     }
 }
 
@@ -173,7 +173,7 @@ fn run<K: ThreadKernel, N: ThreadKernel>(r: Ready<K, N>, spec: EpochSpec) -> VRe
         let buf = batch + g as u64 * spec.input_bytes;
         m.spawn(&format!("tf-gpu{g}"), 0, move |t| trainer(t, &k, &s, (drv, peer, g), buf, spec));
     }
-    m.run().map_err(|e| VmRunError::Machine { scenario: "D6 epoch".into(), message: e.to_string() })?;
+    m.run().map_err(stopped("D6 epoch".into(), RunCause::Machine))?;
     let out = sh.run.borrow().clone();
     Ok(out)
 }

@@ -173,7 +173,10 @@ fn a_switch_port_down_cuts_what_is_below_it_until_it_is_back() {
     p.inject("port-down", "lender-sw.d1").unwrap();
     assert_eq!(p.cluster().leftovers(), vec![], "after the fault");
     let mut os = p.cluster_mut().os("borrower").unwrap();
-    assert!(matches!(os.read(bar, 4), Err(HostError::Fault(m)) if m.contains("gpu0.up") || m.contains("link above")));
+    let e = os.read(bar, 4).unwrap_err();
+    let HostError::Fault { addr, failure, message } = &e else { panic!("{e}") };
+    assert!(*addr == bar && matches!(failure, devlend_fabric::route::Failure::PortDown { .. }), "{e}");
+    assert!(message.contains("gpu0.up") || message.contains("link above"), "{e}");
     p.inject("port-up", "lender-sw.d1").unwrap();
     assert_eq!(p.cluster().leftovers(), vec![], "after the fault");
     assert!(p.cluster_mut().os("borrower").unwrap().read(bar, 4).is_ok());

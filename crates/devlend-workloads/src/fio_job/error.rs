@@ -8,7 +8,11 @@ use std::fmt;
 #[derive(Debug)]
 pub enum FioError {
     /// The job description cannot be run (zero depth, a size smaller than the jobs...).
-    Invalid(String),
+    Invalid { reason: &'static str },
+    /// An `rw` other than randread or randwrite.
+    UnknownRw { given: String },
+    /// Job `job` found no I/O queue of its own: the driver made fewer queues than there are jobs.
+    NoQueue { job: u16 },
     /// The testbed cannot be set up (topology, borrowing the drive, its media profile).
     Setup(DeviceError),
     /// The driver could not probe the drive.
@@ -32,7 +36,9 @@ impl FioError {
 impl fmt::Display for FioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FioError::Invalid(m) => write!(f, "fio: {m}"),
+            FioError::Invalid { reason } => write!(f, "fio: {reason}"),
+            FioError::UnknownRw { given } => write!(f, "fio: rw must be randread or randwrite, not {given}"),
+            FioError::NoQueue { job } => write!(f, "fio: job {job}: the driver has too few I/O queues"),
             FioError::Setup(m) => write!(f, "fio: cannot set up the testbed: {m}"),
             FioError::Probe(e) => write!(f, "fio: probe failed: {e}"),
             FioError::Job { job, error } => write!(f, "fio: job {job}: {error}"),
@@ -41,4 +47,28 @@ impl fmt::Display for FioError {
     }
 }
 
-impl std::error::Error for FioError {}
+impl std::error::Error for FioError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FioError::Setup(e) => Some(e),
+            FioError::Probe(e) | FioError::Job { error: e, .. } => Some(e),
+            FioError::Machine(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FioError;
+    use crate::fio_job::{check, Job, Rw};
+
+    #[test]
+    fn a_bad_job_description_is_named_by_its_field() {
+        assert!(matches!(Rw::parse("seqread"), Err(FioError::UnknownRw { given }) if given == "seqread"));
+        let job = Job { rw: Rw::RandRead, iodepth: 0, numjobs: 1, ios: 1, verify: false, size_blocks: None };
+        assert!(matches!(check(&job), Err(FioError::Invalid { reason }) if reason.starts_with("iodepth")));
+        let job = Job { iodepth: 1, numjobs: 4, size_blocks: Some(1), ..job };
+        assert!(matches!(check(&job), Err(FioError::Invalid { reason }) if reason.starts_with("size")));
+    }
+}
