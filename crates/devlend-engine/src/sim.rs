@@ -19,6 +19,13 @@
 //! - An IOMMU stage costs an IOTLB hit, or a page walk that fills the IOTLB: one DRAM access per
 //!   table level below the deepest page-walk-cache hit (`iotlb`); walks are serialised per IOMMU.
 //! Memory stays flat as transfers grow: a DMA engine keeps only a few TLPs queued at its port.
+//!
+//! Ties (the one clock's rule for events of the same picosecond): a port's transmit decision
+//! (`TryTx`) runs after every other event of its picosecond (arrivals, issues, timers: the queue's
+//! late phase), so it sees every TLP that is ready then, whenever its wake-up was scheduled.
+//! Decisions of one picosecond run in the order they were scheduled; what they schedule for that
+//! picosecond runs after them. After sending, a port wakes when its link is free and its next head
+//! is ready, whichever is later (not at the link's end to find the head not yet ready).
 
 use crate::iotlb::HostIommu;
 use crate::params::{timing, Timing};
@@ -513,12 +520,13 @@ impl Sim {
 
     /// Make sure the port looks again at time `at` (one event per earliest wake-up), or when the
     /// link is free if that is later: a look while it is busy would only schedule that one.
+    #[inline]
     fn kick(&mut self, p: PortId, at: Ps) {
         let port = &mut self.ports[p as usize];
         let at = at.max(self.now).max(port.busy_until);
         if port.wake.is_none_or(|w| at < w) {
             port.wake = Some(at);
-            self.q.push(at, Ev::TryTx(p));
+            self.q.push_late(at, Ev::TryTx(p));
         }
     }
 
@@ -644,8 +652,8 @@ impl Sim {
         self.tlps[id as usize].full_arrival = arrival;
         let ready = if stage.cut_through { start + header + self.ports[p as usize].prop } else { arrival };
         self.q.push(ready, Ev::Arrive(id));
-        if !self.ports[p as usize].queues.iter().all(|q| q.is_empty()) {
-            let at = self.ports[p as usize].busy_until;
+        // Look again when the link is free and the next head is ready (whichever is later).
+        if let Some(at) = self.ports[p as usize].queues.iter().filter_map(|q| q.front().map(|h| h.0)).min() {
             self.kick(p, at);
         }
     }
