@@ -330,13 +330,13 @@ impl Sim {
         }
     }
 
-    /// Time to send `tlp` on port `p`: its wire bytes at the link's rate, or on a bus, the
+    /// Time to send `tlp`, `wire` bytes, on port `p`: at the link's rate, or on a bus, the
     /// transaction's phases and its payload.
-    fn ser_ps(&self, p: PortId, tlp: &Tlp) -> Ps {
+    fn ser_of(&self, p: PortId, tlp: &Tlp, wire: u64) -> Ps {
         let port = &self.ports[p as usize];
         match port.bus_txn_ps {
             Some(txn) => txn + ((tlp.payload as u64 * port.fp_ps_per_byte) >> 16),
-            None => (self.wire_bytes(tlp) * port.fp_ps_per_byte) >> 16,
+            None => (wire * port.fp_ps_per_byte) >> 16,
         }
     }
 
@@ -615,7 +615,7 @@ impl Sim {
         self.ports[p as usize].credits[c] -= 1;
         let tlp = self.tlps[id as usize];
         let wire = self.wire_bytes(&tlp);
-        let ser = self.ser_ps(p, &tlp);
+        let ser = self.ser_of(p, &tlp, wire);
         // A cut-through component cannot finish sending before the TLP has fully arrived.
         let start = if tlp.stage > 0 { now.max(tlp.full_arrival.saturating_sub(ser)) } else { now };
         // DLLPs that came due while the previous TLP was being sent go first.
@@ -648,9 +648,13 @@ impl Sim {
             self.source_left(tlp.flow, tlp.class);
         }
         let stage = self.hop(tlp.path, tlp.stage);
-        let header = (self.overheads.header_bytes() * self.ports[p as usize].fp_ps_per_byte) >> 16;
         self.tlps[id as usize].full_arrival = arrival;
-        let ready = if stage.cut_through { start + header + self.ports[p as usize].prop } else { arrival };
+        let ready = if stage.cut_through {
+            let port = &self.ports[p as usize];
+            start + ((self.overheads.header_bytes() * port.fp_ps_per_byte) >> 16) + port.prop
+        } else {
+            arrival
+        };
         self.q.push(ready, Ev::Arrive(id));
         // Look again when the link is free and the next head is ready (whichever is later).
         if let Some(at) = self.ports[p as usize].queues.iter().filter_map(|q| q.front().map(|h| h.0)).min() {
