@@ -41,19 +41,21 @@ const NONE: u32 = u32::MAX;
 /// non-empty buckets finds the next one. An event scheduled into the current bucket is inserted
 /// in order; one beyond the ring's reach waits in a binary heap (`far`) until its bucket comes up.
 /// Buckets are disjoint time ranges taken in order and each is taken in (time, seq) order, so the
-/// pop order is exactly (time, seq): the engine never schedules before the last popped time.
+/// pop order is exactly (key, seq): the engine never schedules before the last popped time.
 pub struct EventQueue<E> {
     /// The current bucket's entries, sorted by (time, seq) *descending*: the next one is last.
     now: Vec<Entry<E>>,
-    /// Entries scheduled at the time of the last event popped, in the order scheduled (from
-    /// `same_head` on): they come after those of `now` at that time (scheduled earlier, before
-    /// that time was reached) and before any later one. Appended, not inserted.
+    /// Early entries scheduled at the key of the last event popped (while its early phase runs),
+    /// in the order scheduled (from `same_head` on): they come after those of `now` at that key
+    /// (scheduled earlier, before that time was reached) and before any later one. Appended, not
+    /// inserted.
     same: Vec<Entry<E>>,
     same_head: usize,
-    /// Late entries of the picosecond being run scheduled while it runs (key `last | 1`), in the
-    /// order scheduled (from `late_head` on): after the early ones and after the late ones in
-    /// `now` (scheduled before that picosecond), before those scheduled once its late phase has
-    /// begun (in `same` then). Appended, not inserted ahead of the early entries still pending.
+    /// Entries of the late phase of the picosecond being run that are scheduled while it runs
+    /// (key `last | 1`: late ones, and early ones once that phase has begun), in the order
+    /// scheduled (from `late_head` on): after every early entry of that picosecond and after its
+    /// late ones in `now` (scheduled before it). Appended, not inserted ahead of the early entries
+    /// still pending.
     late: Vec<Entry<E>>,
     late_head: usize,
     /// The current bucket's number (time >> SHIFT).
