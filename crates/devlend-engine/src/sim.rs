@@ -19,6 +19,13 @@
 //! - An IOMMU stage costs an IOTLB hit, or a page walk that fills the IOTLB: one DRAM access per
 //!   table level below the deepest page-walk-cache hit (`iotlb`); walks are serialised per IOMMU.
 //! Memory stays flat as transfers grow: a DMA engine keeps only a few TLPs queued at its port.
+//!
+//! Ties (the one clock's rule for events of the same picosecond): a port's transmit decision
+//! (`TryTx`) runs after every other event of its picosecond (arrivals, issues, timers: the queue's
+//! late phase), so it sees every TLP that is ready then, whenever its wake-up was scheduled.
+//! Decisions of one picosecond run in the order they were scheduled; what they schedule for that
+//! picosecond runs after them. After sending, a port wakes when its link is free and its next head
+//! is ready, whichever is later (not at the link's end to find the head not yet ready).
 
 use crate::iotlb::HostIommu;
 use crate::params::{timing, Timing};
@@ -323,13 +330,13 @@ impl Sim {
         }
     }
 
-    /// Time to send `tlp` on port `p`: its wire bytes at the link's rate, or on a bus, the
+    /// Time to send `tlp`, `wire` bytes, on port `p`: at the link's rate, or on a bus, the
     /// transaction's phases and its payload.
-    fn ser_ps(&self, p: PortId, tlp: &Tlp) -> Ps {
+    fn ser_of(&self, p: PortId, tlp: &Tlp, wire: u64) -> Ps {
         let port = &self.ports[p as usize];
         match port.bus_txn_ps {
             Some(txn) => txn + ((tlp.payload as u64 * port.fp_ps_per_byte) >> 16),
-            None => (self.wire_bytes(tlp) * port.fp_ps_per_byte) >> 16,
+            None => (wire * port.fp_ps_per_byte) >> 16,
         }
     }
 
@@ -513,12 +520,13 @@ impl Sim {
 
     /// Make sure the port looks again at time `at` (one event per earliest wake-up), or when the
     /// link is free if that is later: a look while it is busy would only schedule that one.
+    #[inline]
     fn kick(&mut self, p: PortId, at: Ps) {
         let port = &mut self.ports[p as usize];
         let at = at.max(self.now).max(port.busy_until);
         if port.wake.is_none_or(|w| at < w) {
             port.wake = Some(at);
-            self.q.push(at, Ev::TryTx(p));
+            self.q.push_late(at, Ev::TryTx(p));
         }
     }
 
@@ -607,7 +615,7 @@ impl Sim {
         self.ports[p as usize].credits[c] -= 1;
         let tlp = self.tlps[id as usize];
         let wire = self.wire_bytes(&tlp);
-        let ser = self.ser_ps(p, &tlp);
+        let ser = self.ser_of(p, &tlp, wire);
         // A cut-through component cannot finish sending before the TLP has fully arrived.
         let start = if tlp.stage > 0 { now.max(tlp.full_arrival.saturating_sub(ser)) } else { now };
         // DLLPs that came due while the previous TLP was being sent go first.
@@ -640,12 +648,16 @@ impl Sim {
             self.source_left(tlp.flow, tlp.class);
         }
         let stage = self.hop(tlp.path, tlp.stage);
-        let header = (self.overheads.header_bytes() * self.ports[p as usize].fp_ps_per_byte) >> 16;
         self.tlps[id as usize].full_arrival = arrival;
-        let ready = if stage.cut_through { start + header + self.ports[p as usize].prop } else { arrival };
+        let ready = if stage.cut_through {
+            let port = &self.ports[p as usize];
+            start + ((self.overheads.header_bytes() * port.fp_ps_per_byte) >> 16) + port.prop
+        } else {
+            arrival
+        };
         self.q.push(ready, Ev::Arrive(id));
-        if !self.ports[p as usize].queues.iter().all(|q| q.is_empty()) {
-            let at = self.ports[p as usize].busy_until;
+        // Look again when the link is free and the next head is ready (whichever is later).
+        if let Some(at) = self.ports[p as usize].queues.iter().filter_map(|q| q.front().map(|h| h.0)).min() {
             self.kick(p, at);
         }
     }
