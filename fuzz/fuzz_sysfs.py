@@ -16,6 +16,7 @@ The property: `parse_sysfs` returns a description that validates against the sch
 """
 
 import atexit
+import glob
 import os
 import shutil
 import tempfile
@@ -45,11 +46,24 @@ _work = None  # a copy of the fixture tree, made once; each input's edits are un
 def _tree() -> str:
     global _work
     if _work is None:
-        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # tmpfs: the importer reads 111 files
-        _work = os.path.join(tempfile.mkdtemp(prefix="devlend-fuzz-sysfs-", dir=shm), "devices")
+        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()  # tmpfs: 111 files per input
+        _sweep(shm)
+        _work = os.path.join(tempfile.mkdtemp(prefix=f"devlend-fuzz-sysfs-{os.getpid()}-", dir=shm), "devices")
         shutil.copytree(FIXTURE, _work)
         atexit.register(shutil.rmtree, os.path.dirname(_work), True)
     return _work
+
+
+def _sweep(where: str) -> None:
+    """Remove the copies of fuzzers that are gone (libFuzzer ends the process without `atexit`)."""
+    for d in glob.glob(os.path.join(where, "devlend-fuzz-sysfs-*-*")):
+        pid = os.path.basename(d).split("-")[3]
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except (ValueError, PermissionError):
+            pass
 
 
 def _apply(root: str, data: bytes) -> set:
