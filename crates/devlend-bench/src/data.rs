@@ -4,8 +4,8 @@
 //! timing-only streams of the other rows, every TLP lands or is served with its bytes: the
 //! fabric's write or read, and `Machine::moved`'s count, on each one.
 
-use crate::contention::{fnv, program, NEAR_IOVA};
 use crate::cluster_spec;
+use crate::contention::{fnv, program, NEAR_IOVA};
 use devlend_engine::machine::{Cx, Device, FlowDone, Machine};
 use devlend_fabric::{build, Fabric};
 use std::cell::RefCell;

@@ -90,7 +90,14 @@ fn link(a: String, b: String, width: u8, kind: LinkKind) -> LinkSpec {
 fn cluster_spec() -> TopologySpec {
     let mut s = TopologySpec { name: "bench-64h-1024d".into(), ..Default::default() };
     for h in 0..HOSTS {
-        s.hosts.push(HostSpec { name: format!("h{h}"), cpu: "intel-xeon-e5".into(), ram: 64 * GIB, iommu: true, root_ports: SWITCHES_PER_HOST as u8, memory_map: None });
+        s.hosts.push(HostSpec {
+            name: format!("h{h}"),
+            cpu: "intel-xeon-e5".into(),
+            ram: 64 * GIB,
+            iommu: true,
+            root_ports: SWITCHES_PER_HOST as u8,
+            memory_map: None,
+        });
         for sw in 0..SWITCHES_PER_HOST {
             let swn = format!("h{h}-sw{sw}");
             s.switches.push(SwitchSpec { name: swn.clone(), profile: Some("pex8796".into()), downstream_ports: DEVICES_PER_SWITCH as u8 + 1 });
@@ -98,11 +105,26 @@ fn cluster_spec() -> TopologySpec {
             for d in 0..DEVICES_PER_SWITCH {
                 let k = sw * DEVICES_PER_SWITCH + d;
                 let dev = format!("h{h}-d{k}");
-                s.devices.push(DeviceSpec { name: dev.clone(), profile: Some(PROFILES[k % PROFILES.len()].into()), kind: None, functions: None, num_vfs: None });
+                s.devices.push(DeviceSpec {
+                    name: dev.clone(),
+                    profile: Some(PROFILES[k % PROFILES.len()].into()),
+                    kind: None,
+                    functions: None,
+                    num_vfs: None,
+                });
                 s.links.push(link(format!("{swn}.d{d}"), dev, 8, LinkKind::Slot));
             }
             let ntb = format!("h{h}-{}", if sw == 0 { "next" } else { "prev" });
-            s.ntbs.push(NtbSpec { name: ntb.clone(), profile: Some("pxh830".into()), windows: None, rid_lut_entries: None, doorbells: None, scratchpads: None, message_registers: None, cable_ports: None });
+            s.ntbs.push(NtbSpec {
+                name: ntb.clone(),
+                profile: Some("pxh830".into()),
+                windows: None,
+                rid_lut_entries: None,
+                doorbells: None,
+                scratchpads: None,
+                message_registers: None,
+                cable_ports: None,
+            });
             s.links.push(link(format!("{swn}.d{DEVICES_PER_SWITCH}"), ntb, 8, LinkKind::Slot));
         }
     }
@@ -193,7 +215,11 @@ impl Row {
         let mut s = self.samples.clone();
         s.sort_by(|a, b| a.partial_cmp(b).unwrap());
         let n = s.len();
-        if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
+        if n % 2 == 1 {
+            s[n / 2]
+        } else {
+            (s[n / 2 - 1] + s[n / 2]) / 2.0
+        }
     }
 }
 
@@ -222,10 +248,18 @@ fn contention_rows(o: &Opts, rows: &mut Vec<Row>) {
     let per_stream = if o.scale < 1.0 { 256 << 10 } else { 2 * MIB };
     for (label, streams, bytes) in [("1-stream-8MiB", 1, 8 * MIB), ("512-streams", 0, per_stream)] {
         let samples: Vec<contention::Sample> = (0..reps).map(|_| contention::run(streams, bytes)).collect();
-        rows.push(Row { name: format!("contention/tlp-hops-per-s/{label}"), samples: samples.iter().map(|s| s.tlp_hops as f64 / s.seconds / 1e6).collect(), unit: "M TLP-hops/s" });
+        rows.push(Row {
+            name: format!("contention/tlp-hops-per-s/{label}"),
+            samples: samples.iter().map(|s| s.tlp_hops as f64 / s.seconds / 1e6).collect(),
+            unit: "M TLP-hops/s",
+        });
         rows.push(Row { name: format!("contention/wall/{label}"), samples: samples.iter().map(|s| s.seconds).collect(), unit: "s" });
         rows.push(Row { name: format!("contention/tlp-hops/{label}"), samples: vec![samples[0].tlp_hops as f64 / 1e6], unit: "M TLP-hops" });
-        rows.push(Row { name: format!("contention/events-per-tlp-hop/{label}"), samples: vec![samples[0].events as f64 / samples[0].tlp_hops as f64], unit: "events" });
+        rows.push(Row {
+            name: format!("contention/events-per-tlp-hop/{label}"),
+            samples: vec![samples[0].events as f64 / samples[0].tlp_hops as f64],
+            unit: "events",
+        });
         rows.push(Row { name: format!("contention/peak-tlps/{label}"), samples: vec![samples[0].peak_tlps as f64], unit: "TLP records" });
         rows.push(Row { name: format!("contention/sim-total-bw/{label}"), samples: vec![samples[0].total_bw / 1e9], unit: "GB/s (sim)" });
         rows.push(Row { name: format!("contention/sim-min-stream-bw/{label}"), samples: vec![samples[0].min_stream_bw / 1e9], unit: "GB/s (sim)" });
@@ -239,14 +273,22 @@ fn print_rows(rows: &[Row]) {
     println!("{:<38} {:>12}  {:<12} {:>4}", "name", "median", "unit", "reps");
     for r in rows {
         let m = r.median();
-        let v = if m >= 100.0 { format!("{m:.0}") } else if m >= 10.0 { format!("{m:.1}") } else { format!("{m:.3}") };
+        let v = if m >= 100.0 {
+            format!("{m:.0}")
+        } else if m >= 10.0 {
+            format!("{m:.1}")
+        } else {
+            format!("{m:.3}")
+        };
         println!("{:<38} {:>12}  {:<12} {:>4}", r.name, v, r.unit, r.samples.len());
     }
 }
 
 /// One engine sample, as one JSON line (see the module's usage).
 fn one(args: &[String]) {
-    let num = |i: usize| args.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| usage("--one: copy BYTES | contention STREAMS BYTES | mix SEED STREAMS | data BYTES"));
+    let num = |i: usize| {
+        args.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| usage("--one: copy BYTES | contention STREAMS BYTES | mix SEED STREAMS | data BYTES"))
+    };
     let mut v = match args.first().map(String::as_str) {
         Some("copy") => {
             let r = engine::copy(num(1));
@@ -282,7 +324,10 @@ fn main() {
     if o.contention_only {
         contention_rows(&o, &mut rows);
         if o.json {
-            let rows: Vec<_> = rows.iter().map(|r| json!({"name": r.name, "median": r.median(), "unit": r.unit, "repetitions": r.samples.len(), "samples": r.samples})).collect();
+            let rows: Vec<_> = rows
+                .iter()
+                .map(|r| json!({"name": r.name, "median": r.median(), "unit": r.unit, "repetitions": r.samples.len(), "samples": r.samples}))
+                .collect();
             println!("{}", serde_json::to_string_pretty(&json!({"rows": rows})).unwrap());
         } else {
             print_rows(&rows);
@@ -407,7 +452,8 @@ fn main() {
         "working_set_pages": scenarios[0].1.len() / 4, "cached_routes": f.cached_routes(), "routes": hops,
     });
     if o.json {
-        let rows: Vec<_> = rows.iter().map(|r| json!({"name": r.name, "median": r.median(), "unit": r.unit, "repetitions": r.samples.len(), "samples": r.samples})).collect();
+        let rows: Vec<_> =
+            rows.iter().map(|r| json!({"name": r.name, "median": r.median(), "unit": r.unit, "repetitions": r.samples.len(), "samples": r.samples})).collect();
         println!("{}", serde_json::to_string_pretty(&json!({"fabric": info, "rows": rows})).unwrap());
         return;
     }
@@ -416,7 +462,14 @@ fn main() {
         info["hosts"], info["devices"], info["functions"], info["switches"], info["ntbs"], info["nodes"], info["working_set_pages"]
     );
     for h in &hops {
-        println!("route {}: {} hops ({} root complexes, {} NTB crossings, {} steps)", h["route"].as_str().unwrap(), h["hops"], h["roots"], h["ntb_crossings"], h["steps"]);
+        println!(
+            "route {}: {} hops ({} root complexes, {} NTB crossings, {} steps)",
+            h["route"].as_str().unwrap(),
+            h["hops"],
+            h["roots"],
+            h["ntb_crossings"],
+            h["steps"]
+        );
     }
     println!();
     print_rows(&rows);

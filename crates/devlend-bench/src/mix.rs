@@ -32,10 +32,13 @@ impl Lcg {
 pub fn run(seed: u64, streams: usize) -> Mix {
     let mut f = build(&cluster_spec()).expect("benchmark topology builds");
     let devs = program(&mut f);
-    let bars: Vec<(u64, u64)> = devs.iter().map(|r| match r {
-        Requester::Func(g) => f.funcs[*g as usize].bars.iter().map(|b| (b.addr, b.size)).max_by_key(|b| b.1).expect("a device has a BAR"),
-        _ => unreachable!("program returns devices"),
-    }).collect();
+    let bars: Vec<(u64, u64)> = devs
+        .iter()
+        .map(|r| match r {
+            Requester::Func(g) => f.funcs[*g as usize].bars.iter().map(|b| (b.addr, b.size)).max_by_key(|b| b.1).expect("a device has a BAR"),
+            _ => unreachable!("program returns devices"),
+        })
+        .collect();
     let mut m = Machine::new(f);
     let mut rng = Lcg(seed);
     let sizes = [4, 64, 100, 256, 1000, 4096, 4097, 65536, 300_000, 1 << 20];

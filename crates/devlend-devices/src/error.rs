@@ -82,7 +82,9 @@ impl fmt::Display for DeviceError {
             DeviceError::NoFunction { func } => write!(f, "no function #{func}"),
             DeviceError::NoBar { device, bar } => write!(f, "{device} has no BAR {bar} to window onto device memory"),
             DeviceError::Dma { addr, message, .. } => write!(f, "DMA at {addr:#x} failed: {message}"),
-            DeviceError::OutsideMemory { func, off, len, size } => write!(f, "device memory {off:#x}+{len:#x} is outside the GPU's {size:#x} bytes of memory (function #{func})"),
+            DeviceError::OutsideMemory { func, off, len, size } => {
+                write!(f, "device memory {off:#x}+{len:#x} is outside the GPU's {size:#x} bytes of memory (function #{func})")
+            }
             DeviceError::CopySize { len: 0, .. } => write!(f, "a copy of zero bytes"),
             DeviceError::CopySize { len, mem_size } => write!(f, "{len} bytes do not fit the GPU's {mem_size} bytes of memory"),
             DeviceError::Gpu(e) => write!(f, "{e}"),

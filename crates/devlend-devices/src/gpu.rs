@@ -169,7 +169,16 @@ impl Gpu {
         let fun = f.funcs.get(func as usize).ok_or(DeviceError::NoFunction { func })?;
         let bar1 = fun.bars.iter().find(|b| b.index == 1).ok_or(DeviceError::NoBar { device: fun.name.clone(), bar: 1 })?;
         let mem_size = Self::memory_of(f, func).unwrap_or(bar1.size);
-        let g = Gpu { func, mem_size, bar1_size: bar1.size, served: [0; NUM_CE], copies: 0, busy: [None; NUM_CE], fetching: [false; NUM_CE], kernel: Default::default() };
+        let g = Gpu {
+            func,
+            mem_size,
+            bar1_size: bar1.size,
+            served: [0; NUM_CE],
+            copies: 0,
+            busy: [None; NUM_CE],
+            fetching: [false; NUM_CE],
+            kernel: Default::default(),
+        };
         let id = fun.vendor as u32 | (fun.device_id as u32) << 16;
         g.reg_write(f, ID, &id.to_le_bytes());
         g.reg_write(f, MEM_SIZE, &g.mem_size.to_le_bytes());

@@ -117,7 +117,12 @@ pub fn fits(len: u64, g: &Bound) -> DResult<()> {
 
 /// The probed GPUs on one machine, and a thread of `host` running `body`: the time it ran, and
 /// the machine (for its world and the GPUs' records).
-pub fn on_machine<E>(c: Cluster, gpus: &[Rc<RefCell<Gpu>>], host: HostId, body: impl FnOnce(&mut ThreadOs) -> Result<(), E> + 'static) -> DResult<(Machine<Cluster>, Ps)>
+pub fn on_machine<E>(
+    c: Cluster,
+    gpus: &[Rc<RefCell<Gpu>>],
+    host: HostId,
+    body: impl FnOnce(&mut ThreadOs) -> Result<(), E> + 'static,
+) -> DResult<(Machine<Cluster>, Ps)>
 where
     E: Into<Box<dyn std::error::Error>>,
 {
@@ -179,7 +184,9 @@ pub fn staged(os: &mut impl Os, a: &mut Driver, b: &mut Driver, stage: u64, chun
 
 /// Program GPU `gpu`'s ping-pong kernel through its BAR 0 at `bar0` and launch it.
 pub fn launch(os: &mut impl Os, bar0: u64, store_at: u64, poll_at: u64, first: bool) -> DResult<()> {
-    let w = |os: &mut _, reg, v: &[u8]| Os::write(os, bar0 + reg, v).map_err(|error| DeviceError::Host { what: "kernel launch", device: format!("BAR 0 at {bar0:#x}"), error });
+    let w = |os: &mut _, reg, v: &[u8]| {
+        Os::write(os, bar0 + reg, v).map_err(|error| DeviceError::Host { what: "kernel launch", device: format!("BAR 0 at {bar0:#x}"), error })
+    };
     w(os, K_STORE_AT, &store_at.to_le_bytes())?;
     w(os, K_POLL_AT, &poll_at.to_le_bytes())?;
     w(os, K_OWN_OFF, &0u64.to_le_bytes())?;

@@ -16,12 +16,12 @@
 //! ([`error::DeviceError`]), naming the device, address or parameter they concern.
 
 pub mod error;
-pub mod nvme;
-pub mod nvme_driver;
-pub mod nvme_run;
 pub mod gpu;
 pub mod gpu_actor;
+pub mod gpu_driver;
 pub mod gpu_fifo;
 pub mod gpu_kernel;
 pub mod gpu_run;
-pub mod gpu_driver;
+pub mod nvme;
+pub mod nvme_driver;
+pub mod nvme_run;

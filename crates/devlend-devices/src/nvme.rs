@@ -30,9 +30,9 @@ use devlend_fabric::config::MSIX_TABLE_OFFSET;
 use devlend_fabric::memory::SparseMem;
 use devlend_fabric::model::FuncId;
 use devlend_fabric::Fabric;
+use devlend_wire::Tlp;
 use serde::Deserialize;
 use std::collections::{HashMap, VecDeque};
-use devlend_wire::Tlp;
 
 pub const CAP: u64 = 0x00;
 pub const CC: u64 = 0x14;
@@ -71,7 +71,8 @@ impl Media {
     pub fn of(profile: &str) -> DResult<Media> {
         let field = || format!("[device.{profile}]");
         let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| DeviceError::Params { field: field(), why: e.to_string() })?;
-        let v = t.get("device").and_then(|d| d.get(profile)).ok_or_else(|| DeviceError::Params { field: field(), why: format!("no device profile {profile}") })?;
+        let v =
+            t.get("device").and_then(|d| d.get(profile)).ok_or_else(|| DeviceError::Params { field: field(), why: format!("no device profile {profile}") })?;
         v.clone().try_into().map_err(|e| DeviceError::Params { field: field(), why: format!("device profile {profile} lacks media timing: {e}") })
     }
 
@@ -128,7 +129,8 @@ enum Stage {
     Msi,
 }
 
-const STAGES: [Stage; 9] = [Stage::Fetch, Stage::PrpList, Stage::Identify, Stage::Data, Stage::MediaDone, Stage::PageStreamed, Stage::WriteStreamed, Stage::Cqe, Stage::Msi];
+const STAGES: [Stage; 9] =
+    [Stage::Fetch, Stage::PrpList, Stage::Identify, Stage::Data, Stage::MediaDone, Stage::PageStreamed, Stage::WriteStreamed, Stage::Cqe, Stage::Msi];
 
 /// A token: the controller's generation (a reset forgets everything older), the command's slot,
 /// a page index, the stage.
@@ -184,8 +186,21 @@ impl Controller {
     /// A controller for function `func` with `blocks` blocks of media timed by `timing`; sets CAP and VS.
     pub fn new(f: &mut Fabric, func: FuncId, blocks: u64, timing: Media) -> Controller {
         let c = Controller {
-            func, blocks, timing, media: SparseMem::default(), sqs: vec![None; MAX_QUEUES], cqs: vec![None; MAX_QUEUES], ready: false, generation: 0,
-            cmds: Vec::new(), free: Vec::new(), in_media: 0, media_wait: VecDeque::new(), pipe_free: 0, commands: 0, trace: None,
+            func,
+            blocks,
+            timing,
+            media: SparseMem::default(),
+            sqs: vec![None; MAX_QUEUES],
+            cqs: vec![None; MAX_QUEUES],
+            ready: false,
+            generation: 0,
+            cmds: Vec::new(),
+            free: Vec::new(),
+            in_media: 0,
+            media_wait: VecDeque::new(),
+            pipe_free: 0,
+            commands: 0,
+            trace: None,
             taking_in: HashMap::new(),
         };
         // CAP: MQES = entries - 1, CQR = 1, DSTRD = 0, TO = 10 x 500 ms, CSS = NVM.

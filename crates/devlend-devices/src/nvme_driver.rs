@@ -17,7 +17,7 @@ mod queue;
 pub use error::NvmeError;
 pub use queue::{Completion, NvmeQueue};
 
-use crate::nvme::{AQA, ACQ, ASQ, CC, CSTS};
+use crate::nvme::{ACQ, AQA, ASQ, CC, CSTS};
 use devlend_host::{DevId, Os};
 
 /// Entries of the admin queue; I/O queues get their depth at probe.
@@ -61,7 +61,17 @@ impl Driver {
     pub fn probe_queues(os: &mut impl Os, dev: DevId, queues: u16, depth: u32) -> NResult<Driver> {
         let bar0 = os.pci_iomap(dev, 0).map_err(os_err("pci_iomap"))?;
         os.pci_set_master(dev).map_err(os_err("pci_set_master"))?;
-        let mut d = Driver { dev, bar0, admin: NvmeQueue::empty(dev, bar0), io: Vec::new(), buffers: Vec::new(), entries: Vec::new(), blocks: 0, admin_irq: 0, io_irqs: Vec::new() };
+        let mut d = Driver {
+            dev,
+            bar0,
+            admin: NvmeQueue::empty(dev, bar0),
+            io: Vec::new(),
+            buffers: Vec::new(),
+            entries: Vec::new(),
+            blocks: 0,
+            admin_irq: 0,
+            io_irqs: Vec::new(),
+        };
         match d.setup(os, queues, depth) {
             Ok(()) => Ok(d),
             Err(e) => {

@@ -119,14 +119,26 @@ impl Cache {
 
     fn unlink(&mut self, slot: u32) {
         let (n, o) = (self.newer[slot as usize], self.older[slot as usize]);
-        if n == NIL { self.head = o } else { self.older[n as usize] = o }
-        if o == NIL { self.tail = n } else { self.newer[o as usize] = n }
+        if n == NIL {
+            self.head = o
+        } else {
+            self.older[n as usize] = o
+        }
+        if o == NIL {
+            self.tail = n
+        } else {
+            self.newer[o as usize] = n
+        }
     }
 
     fn push_head(&mut self, slot: u32) {
         self.newer[slot as usize] = NIL;
         self.older[slot as usize] = self.head;
-        if self.head == NIL { self.tail = slot } else { self.newer[self.head as usize] = slot }
+        if self.head == NIL {
+            self.tail = slot
+        } else {
+            self.newer[self.head as usize] = slot
+        }
         self.head = slot;
     }
 }

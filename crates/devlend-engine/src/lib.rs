@@ -10,10 +10,10 @@
 
 pub mod analytic;
 pub mod iotlb;
+pub mod machine;
 pub mod params;
 pub mod path;
 pub mod queue;
-pub mod machine;
 pub mod sim;
 
 use devlend_fabric::error::DmaFault;
@@ -95,7 +95,8 @@ pub(crate) fn sim_for(f: &Fabric) -> Sim {
         for down in [true, false] {
             credits[port_id(i as u32, down) as usize] = lt.rx_buffer_tlps;
             // A PCI-X bus has no data link layer: no DLLPs.
-            periods[port_id(i as u32, down) as usize] = if l.kind == LinkKind::Pcix { 0 } else { path::dllp_period_ps(&t.timing, l.gen, l.width, lt.max_payload) };
+            periods[port_id(i as u32, down) as usize] =
+                if l.kind == LinkKind::Pcix { 0 } else { path::dllp_period_ps(&t.timing, l.gen, l.width, lt.max_payload) };
         }
     }
     let mut sim = Sim::tuned(ports(f), credits, t.timing.clone());

@@ -100,7 +100,14 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
     let t = &*tu.timing;
     let mut stages: Vec<Stage> = Vec::new();
     let mut origin_latency = 0;
-    let mut limits = Limits { max_payload: u32::MAX, max_read_request: t.max_read_request, read_tags: t.read_tags, completion_bytes: 0, root_tags: 0, iotlb_hit_ps: t.iotlb_hit_ps };
+    let mut limits = Limits {
+        max_payload: u32::MAX,
+        max_read_request: t.max_read_request,
+        read_tags: t.read_tags,
+        completion_bytes: 0,
+        root_tags: 0,
+        iotlb_hit_ps: t.iotlb_hit_ps,
+    };
     let hops = &r.hops;
     for (i, h) in hops.iter().enumerate() {
         match h.kind {

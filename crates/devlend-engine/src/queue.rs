@@ -81,7 +81,23 @@ pub struct EventQueue<E> {
 
 impl<E: Copy> Default for EventQueue<E> {
     fn default() -> Self {
-        EventQueue { now: Vec::new(), same: Vec::new(), same_head: 0, late: Vec::new(), late_head: 0, cur: 0, slots: vec![NONE; SLOTS], bufs: Vec::new(), spare: Vec::new(), bits: [0; WORDS], summary: 0, far: Vec::new(), last: 0, len: 0, seq: 0 }
+        EventQueue {
+            now: Vec::new(),
+            same: Vec::new(),
+            same_head: 0,
+            late: Vec::new(),
+            late_head: 0,
+            cur: 0,
+            slots: vec![NONE; SLOTS],
+            bufs: Vec::new(),
+            spare: Vec::new(),
+            bits: [0; WORDS],
+            summary: 0,
+            far: Vec::new(),
+            last: 0,
+            len: 0,
+            seq: 0,
+        }
     }
 }
 
@@ -376,7 +392,13 @@ mod tests {
                     _ => floor.0 + (x >> 11) % (span * 5),
                 };
                 let ahead = ((t << 1) >> SHIFT) - q.cur;
-                reached[if ahead == 0 { 0 } else if ahead < SLOTS as u64 { 1 } else { 2 }] = true;
+                reached[if ahead == 0 {
+                    0
+                } else if ahead < SLOTS as u64 {
+                    1
+                } else {
+                    2
+                }] = true;
                 let late = (x >> 30) % 3 == 0;
                 if late {
                     q.push_late(t, seq);

@@ -82,9 +82,17 @@ enum Ev {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Notice {
     /// `len` bytes at `offset` of data flow `flow` land at its target (posted write).
-    Landed { flow: u32, offset: u64, len: u32 },
+    Landed {
+        flow: u32,
+        offset: u64,
+        len: u32,
+    },
     /// The completer of data flow `flow` reads `len` bytes at `offset` now (a read request arrived).
-    Served { flow: u32, offset: u64, len: u32 },
+    Served {
+        flow: u32,
+        offset: u64,
+        len: u32,
+    },
     /// Flow `flow` has ended: every write landed, or every byte read has returned.
     FlowEnd(u32),
     /// Flow `flow`'s last TLP has left its source (a CPU's posted store is issued).
@@ -287,21 +295,47 @@ impl Sim {
     /// As [`Sim::new`], with each port's receive buffers per traffic class (`credits`, by PortId)
     /// and the fabric's parameters `t`.
     pub fn tuned(ports: Vec<(u64, Ps)>, credits: Vec<u32>, t: Arc<Timing>) -> Sim {
-        let ports = ports.into_iter().zip(credits).map(|((fp, prop), credits)| Port {
-            busy_until: 0,
-            queues: Default::default(),
-            credits: [credits; 3],
-            returns: Default::default(),
-            fp_ps_per_byte: fp,
-            prop,
-            wake: None,
-            stalled_since: None,
-            last_posted: 0,
-            dllp: Dllps { period: 0, ser: 0, bytes: 0, due: [NONE; 4], free: 0 },
-            stats: PortStats::default(),
-            bus_txn_ps: None,
-        }).collect();
-        Sim { overheads: t.overheads(), t, q: EventQueue::default(), now: 0, ports, paths: Vec::new(), hops: Vec::new(), first_hop: Vec::new(), tlps: Vec::new(), free_tlps: Vec::new(), flows: Vec::new(), free_flows: Vec::new(), reqs: Vec::new(), free_reqs: Vec::new(), root_tags: HashMap::new(), iotlb: Vec::new(), stats: Stats::default(), sub_cpl: HashMap::new(), sub_key: HashMap::new(), timers: Vec::new(), free_timers: Vec::new() }
+        let ports = ports
+            .into_iter()
+            .zip(credits)
+            .map(|((fp, prop), credits)| Port {
+                busy_until: 0,
+                queues: Default::default(),
+                credits: [credits; 3],
+                returns: Default::default(),
+                fp_ps_per_byte: fp,
+                prop,
+                wake: None,
+                stalled_since: None,
+                last_posted: 0,
+                dllp: Dllps { period: 0, ser: 0, bytes: 0, due: [NONE; 4], free: 0 },
+                stats: PortStats::default(),
+                bus_txn_ps: None,
+            })
+            .collect();
+        Sim {
+            overheads: t.overheads(),
+            t,
+            q: EventQueue::default(),
+            now: 0,
+            ports,
+            paths: Vec::new(),
+            hops: Vec::new(),
+            first_hop: Vec::new(),
+            tlps: Vec::new(),
+            free_tlps: Vec::new(),
+            flows: Vec::new(),
+            free_flows: Vec::new(),
+            reqs: Vec::new(),
+            free_reqs: Vec::new(),
+            root_tags: HashMap::new(),
+            iotlb: Vec::new(),
+            stats: Stats::default(),
+            sub_cpl: HashMap::new(),
+            sub_key: HashMap::new(),
+            timers: Vec::new(),
+            free_timers: Vec::new(),
+        }
     }
 
     pub fn now(&self) -> Ps {
@@ -383,7 +417,14 @@ impl Sim {
     pub fn add_path(&mut self, p: Path) -> u32 {
         self.first_hop.push(self.hops.len() as u32);
         let n = p.stages.len();
-        self.hops.extend(p.stages.iter().enumerate().map(|(i, s)| Hop { latency: s.latency, port: s.port, cut_through: s.cut_through, iommu: s.iommu.is_some(), resplit: s.resplit.is_some(), last: i + 1 == n }));
+        self.hops.extend(p.stages.iter().enumerate().map(|(i, s)| Hop {
+            latency: s.latency,
+            port: s.port,
+            cut_through: s.cut_through,
+            iommu: s.iommu.is_some(),
+            resplit: s.resplit.is_some(),
+            last: i + 1 == n,
+        }));
         self.paths.push(p);
         self.paths.len() as u32 - 1
     }
@@ -405,7 +446,20 @@ impl Sim {
     /// [`Sim::release_flow`].
     pub fn add_flow_with(&mut self, kind: FlowKind, path: u32, cpl: Option<u32>, bytes: u64, at: Ps, opts: FlowOpts) -> u32 {
         assert!(bytes > 0, "a flow moves at least one byte");
-        let flow = Flow { kind, path, cpl: cpl.unwrap_or(u32::MAX), total: bytes, issued: 0, done: 0, tags: self.paths[path as usize].limits.read_tags, queued: 0, start: at, end: None, notify: opts.notify, data: opts.data };
+        let flow = Flow {
+            kind,
+            path,
+            cpl: cpl.unwrap_or(u32::MAX),
+            total: bytes,
+            issued: 0,
+            done: 0,
+            tags: self.paths[path as usize].limits.read_tags,
+            queued: 0,
+            start: at,
+            end: None,
+            notify: opts.notify,
+            data: opts.data,
+        };
         let id = alloc(&mut self.flows, &mut self.free_flows, flow);
         self.q.push(at.max(self.now), Ev::FlowIssue(id));
         id
@@ -693,7 +747,18 @@ impl Sim {
             match kind {
                 FlowKind::Write => {
                     let n = mps.min(f.total - f.issued) as u32;
-                    let id = self.alloc_tlp(Tlp { class: Class::Posted, payload: n, req_len: 0, path, stage: 0, flow: fid, req: u32::MAX, offset, full_arrival: 0, fresh: false });
+                    let id = self.alloc_tlp(Tlp {
+                        class: Class::Posted,
+                        payload: n,
+                        req_len: 0,
+                        path,
+                        stage: 0,
+                        flow: fid,
+                        req: u32::MAX,
+                        offset,
+                        full_arrival: 0,
+                        fresh: false,
+                    });
                     let f = &mut self.flows[fid as usize];
                     f.issued += n as u64;
                     f.queued += 1;
@@ -705,7 +770,18 @@ impl Sim {
                     }
                     let n = mrrs.min(f.total - f.issued) as u32;
                     let req = self.alloc_req(Request { flow: fid, remaining: n, parent: u32::MAX, cpl_path: cpl, cpl_stage: 0 });
-                    let id = self.alloc_tlp(Tlp { class: Class::NonPosted, payload: 0, req_len: n, path, stage: 0, flow: fid, req, offset, full_arrival: 0, fresh: false });
+                    let id = self.alloc_tlp(Tlp {
+                        class: Class::NonPosted,
+                        payload: 0,
+                        req_len: n,
+                        path,
+                        stage: 0,
+                        flow: fid,
+                        req,
+                        offset,
+                        full_arrival: 0,
+                        fresh: false,
+                    });
                     let f = &mut self.flows[fid as usize];
                     f.issued += n as u64;
                     f.tags -= 1;
@@ -800,7 +876,18 @@ impl Sim {
                 let mut off = tlp.offset;
                 while left > 0 {
                     let n = chunk.min(left);
-                    let c = self.alloc_tlp(Tlp { class: Class::Completion, payload: n, req_len: 0, path: r.cpl_path, stage: r.cpl_stage, flow: tlp.flow, req: tlp.req, offset: off, full_arrival: 0, fresh: false });
+                    let c = self.alloc_tlp(Tlp {
+                        class: Class::Completion,
+                        payload: n,
+                        req_len: 0,
+                        path: r.cpl_path,
+                        stage: r.cpl_stage,
+                        flow: tlp.flow,
+                        req: tlp.req,
+                        offset: off,
+                        full_arrival: 0,
+                        fresh: false,
+                    });
                     let origin = if r.cpl_stage == 0 { self.paths[r.cpl_path as usize].origin_latency } else { 0 };
                     self.enqueue(c, at + origin);
                     left -= n;
@@ -818,7 +905,11 @@ impl Sim {
             return tlp.flow;
         }
         let parent = self.reqs[tlp.req as usize].parent;
-        if parent == u32::MAX { u32::MAX } else { self.reqs[parent as usize].flow }
+        if parent == u32::MAX {
+            u32::MAX
+        } else {
+            self.reqs[parent as usize].flow
+        }
     }
 
     fn request_progress(&mut self, req: u32, bytes: u32, at: Ps) {
@@ -873,7 +964,18 @@ impl Sim {
             let (cpl, _) = self.sub_cpl[&key];
             let flow = self.reqs[parent as usize].flow;
             let sub = self.alloc_req(Request { flow, remaining: n, parent, cpl_path: cpl, cpl_stage: 0 });
-            let id = self.alloc_tlp(Tlp { class: Class::NonPosted, payload: 0, req_len: n, path: key.0, stage: key.1 + 1, flow: u32::MAX, req: sub, offset: off, full_arrival: 0, fresh: true });
+            let id = self.alloc_tlp(Tlp {
+                class: Class::NonPosted,
+                payload: 0,
+                req_len: n,
+                path: key.0,
+                stage: key.1 + 1,
+                flow: u32::MAX,
+                req: sub,
+                offset: off,
+                full_arrival: 0,
+                fresh: true,
+            });
             self.enqueue(id, at);
         }
     }
@@ -891,7 +993,18 @@ impl Sim {
         // Forwarded as a completion of the parent from the stage after the root. It still occupies
         // the root's ingress buffer (the same link as the last stage of the root's path), which it
         // frees when it leaves, as any TLP does.
-        let fwd = Tlp { class: Class::Completion, payload: tlp.payload, req_len: 0, path: p.cpl_path, stage: resume, flow: p.flow, req: parent, offset: tlp.offset, full_arrival: 0, fresh: false };
+        let fwd = Tlp {
+            class: Class::Completion,
+            payload: tlp.payload,
+            req_len: 0,
+            path: p.cpl_path,
+            stage: resume,
+            flow: p.flow,
+            req: parent,
+            offset: tlp.offset,
+            full_arrival: 0,
+            fresh: false,
+        };
         self.tlps[id as usize] = fwd;
         self.enqueue(id, self.now + delay);
         if sub_done {

@@ -58,7 +58,9 @@ fn a_bus_transaction_costs_its_phases_and_its_payload() {
 #[test]
 fn a_pcix_link_of_a_topology_runs_at_the_bus_rate() {
     let rate = |kind: &str| {
-        let json = format!(r#"{{"name":"t","hosts":[{{"name":"h","cpu":"generic-x86","ram":1073741824,"iommu":false,"root_ports":1}}],"devices":[{{"name":"hca","profile":"mhxl-cf128-t"}}],"links":[{{"a":"h.rp0","b":"hca","gen":1,"width":8,"kind":"{kind}"}}],"setup":[{{"op":"bus_master","device":"hca","enable":true}}]}}"#);
+        let json = format!(
+            r#"{{"name":"t","hosts":[{{"name":"h","cpu":"generic-x86","ram":1073741824,"iommu":false,"root_ports":1}}],"devices":[{{"name":"hca","profile":"mhxl-cf128-t"}}],"links":[{{"a":"h.rp0","b":"hca","gen":1,"width":8,"kind":"{kind}"}}],"setup":[{{"op":"bus_master","device":"hca","enable":true}}]}}"#
+        );
         let mut f = devlend_fabric::build_json(&json).unwrap();
         let dev = f.requester("hca").unwrap();
         let mem = f.resolve_expr("h.ram").unwrap() + (1 << 20);

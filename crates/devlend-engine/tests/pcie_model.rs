@@ -111,7 +111,14 @@ fn the_engine_follows_the_specification_and_differs_from_pcie_model_only_by_its_
                         let limit = ack_latency_symbols(Generation(gen), width, mps) as f64;
                         let gap = e / pm - 1.0;
                         let allowed = 2.0 * 8.0 / limit + SKP;
-                        assert!(gap > -0.02 && gap < allowed / (1.0 - allowed) + 0.02, "{case}: engine {:.3} GB/s vs pcie-model {:.3} GB/s ({:+.1}%, its link-layer deduction {:.1}%)", e / 1e9, pm / 1e9, gap * 100.0, allowed * 100.0);
+                        assert!(
+                            gap > -0.02 && gap < allowed / (1.0 - allowed) + 0.02,
+                            "{case}: engine {:.3} GB/s vs pcie-model {:.3} GB/s ({:+.1}%, its link-layer deduction {:.1}%)",
+                            e / 1e9,
+                            pm / 1e9,
+                            gap * 100.0,
+                            allowed * 100.0
+                        );
                     }
                 }
             }

@@ -27,7 +27,11 @@ fn testbed(lender_iommu: bool) -> Fabric {
 }
 
 fn target(f: &Fabric, lender_iommu: bool) -> u64 {
-    if lender_iommu { 0x1000_0000 } else { f.peer_mw_get_addr(f.ntb_id("ntb-l").unwrap(), 1).unwrap().0 }
+    if lender_iommu {
+        0x1000_0000
+    } else {
+        f.peer_mw_get_addr(f.ntb_id("ntb-l").unwrap(), 1).unwrap().0
+    }
 }
 
 fn port_table(f: &Fabric) -> Vec<(u64, u64)> {
@@ -109,4 +113,3 @@ fn a_small_write_crosses_the_ntb_in_the_stated_latency_budget() {
     // Two switch-free slot links, the NTB, the cable, the borrower's root: between 0.5 and 1.5 us.
     assert!((500_000..1_500_000).contains(&one_way), "{one_way} ps");
 }
-

@@ -17,8 +17,8 @@
 //!   IOTLB walks (one per direction where an IOMMU translates) weigh nothing; timed from the
 //!   first store, 8 rounds would carry them (+80 ns a round for 1L-P2P-IOMMU).
 
-use devlend_devices::gpu_run::{bind, fits, kernel_round_trip, launch, on_machine, pattern, shared, staged, staging_chunk, timing, CopyTiming, Dir, Via};
 use devlend_devices::error::{DResult, DeviceError};
+use devlend_devices::gpu_run::{bind, fits, kernel_round_trip, launch, on_machine, pattern, shared, staged, staging_chunk, timing, CopyTiming, Dir, Via};
 use devlend_host::Cluster;
 
 /// D1: one cudaMemcpy of `len` bytes between `device`'s memory and a buffer in `runner`'s RAM.
@@ -40,7 +40,9 @@ pub fn memcpy(json: &str, runner: &str, device: &str, dir: Dir, len: u64) -> DRe
         Dir::HtoD => drv.memcpy_htod(os, 0, buf, len),
     })?;
     let got = match dir {
-        Dir::DtoH => m.world().os(runner).map_err(DeviceError::host("host", device))?.read(buf, len as usize).map_err(DeviceError::host("read buffer", device))?,
+        Dir::DtoH => {
+            m.world().os(runner).map_err(DeviceError::host("host", device))?.read(buf, len as usize).map_err(DeviceError::host("read buffer", device))?
+        }
         Dir::HtoD => gpu.borrow().mem_read(&m.world().fabric, 0, len as usize)?,
     };
     if got != want {
@@ -80,7 +82,6 @@ pub fn gpu_to_gpu(json: &str, runner: &str, src: &str, dst: &str, via: Via, len:
     Ok(timing(len, ps))
 }
 
-
 /// D3: one ping-pong round trip between `a` and `b` (counters in each other's memory, or in a
 /// buffer in `runner`'s RAM), in ps: ping's mean over `PING_ROUNDS` rounds after
 /// `WARMUP_ROUNDS`, every counter checked by the kernel that waits for it.
@@ -97,7 +98,8 @@ pub fn pingpong(json: &str, runner: &str, a: &str, b: &str, via: Via) -> DResult
             (ga.drv.map_host(&mut os, buf, 4)?, gb.drv.map_host(&mut os, buf, 4)?)
         }
     };
-    let (bar_a, bar_b) = (os.pci_iomap(ga.dev, 0).map_err(DeviceError::host("pci_iomap", a))?, os.pci_iomap(gb.dev, 0).map_err(DeviceError::host("pci_iomap", b))?);
+    let (bar_a, bar_b) =
+        (os.pci_iomap(ga.dev, 0).map_err(DeviceError::host("pci_iomap", a))?, os.pci_iomap(gb.dev, 0).map_err(DeviceError::host("pci_iomap", b))?);
     let ram = via == Via::Ram;
     let (pa, pb) = (shared(ga.gpu), shared(gb.gpu));
     let (poll_a, poll_b) = if ram { (at_a.dma, at_b.dma) } else { (0, 0) };

@@ -16,16 +16,12 @@ pub struct Point {
 }
 
 /// Run points on all cores, results in input order.
-pub fn par_run(
-    jobs: Vec<(String, Config, WorkloadSpec, String)>,
-    threads: usize,
-) -> HtResult<Vec<Point>> {
+pub fn par_run(jobs: Vec<(String, Config, WorkloadSpec, String)>, threads: usize) -> HtResult<Vec<Point>> {
     let n = jobs.len();
     let threads = threads.clamp(1, n.max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut out: Vec<Option<HtResult<Point>>> = (0..n).map(|_| None).collect();
-    let slots: Vec<std::sync::Mutex<&mut Option<HtResult<Point>>>> =
-        out.iter_mut().map(std::sync::Mutex::new).collect();
+    let slots: Vec<std::sync::Mutex<&mut Option<HtResult<Point>>>> = out.iter_mut().map(std::sync::Mutex::new).collect();
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| loop {
@@ -51,9 +47,7 @@ pub fn par_run(
 }
 
 pub fn default_threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
 /// The DevTLB variants of Fig 9 ("IOTLB configuration"): Table IV's Base with its 64-entry
@@ -64,19 +58,11 @@ pub fn h1_configs() -> Vec<(String, Config)> {
     fa.devtlb_ways = fa.devtlb_entries;
     let mut big = base.clone();
     big.devtlb_entries = 1024;
-    vec![
-        ("64-entry 8-way".into(), base),
-        ("64-entry fully associative".into(), fa),
-        ("1024-entry 8-way".into(), big),
-    ]
+    vec![("64-entry 8-way".into(), base), ("64-entry fully associative".into(), fa), ("1024-entry 8-way".into(), big)]
 }
 
 /// H1: iperf3 connections (one tenant each, RR1) against DevTLB configuration (Fig 9).
-pub fn h1(
-    connections: &[u32],
-    packets_per_tenant: Option<u64>,
-    threads: usize,
-) -> HtResult<Vec<Point>> {
+pub fn h1(connections: &[u32], packets_per_tenant: Option<u64>, threads: usize) -> HtResult<Vec<Point>> {
     let mut jobs = Vec::new();
     for (name, cfg) in h1_configs() {
         for &c in connections {
@@ -133,16 +119,10 @@ pub struct GridPoint {
 
 /// Run a grid given as a JSON list of `GridPoint`s, in parallel; `Point.config` is the label.
 pub fn grid(points_json: &str, threads: usize) -> HtResult<Vec<Point>> {
-    let pts: Vec<GridPoint> = serde_json::from_str(points_json).map_err(|e| HtError::Grid {
-        problem: e.to_string(),
-    })?;
+    let pts: Vec<GridPoint> = serde_json::from_str(points_json).map_err(|e| HtError::Grid { problem: e.to_string() })?;
     let mut jobs = Vec::new();
     for (i, p) in pts.iter().enumerate() {
-        let at = |e: HtError| HtError::InPoint {
-            index: i,
-            label: p.label.clone(),
-            error: Box::new(e),
-        };
+        let at = |e: HtError| HtError::InPoint { index: i, label: p.label.clone(), error: Box::new(e) };
         let o = p.overrides.as_ref().map(|v| v.to_string());
         let cfg = params().config_with(&p.config, o.as_deref()).map_err(at)?;
         let mut spec = WorkloadSpec::new(&p.workload, p.tenants, &p.order).map_err(at)?;

@@ -11,8 +11,8 @@ pub mod pingpong;
 
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
-use devlend_rdma::pio::Mapping;
 use devlend_rdma::node::{Node, Pinned};
+use devlend_rdma::pio::Mapping;
 use devlend_rdma::shmem::Pe;
 use devlend_rdma::{handshake, Method, Pair, RResult, RdmaError, Timing};
 
@@ -33,7 +33,12 @@ pub fn parse_method(s: &str) -> RResult<Method> {
     match s {
         "memcpy" | "pio" => Ok(Method::Pio),
         "block" => Ok(Method::BlockDma),
-        _ => s.strip_prefix("sg").and_then(|n| n.parse().ok()).filter(|n| *n > 0).map(Method::SgDma).ok_or_else(|| RdmaError::Invalid(format!("unknown method '{s}': memcpy, block or sgN"))),
+        _ => s
+            .strip_prefix("sg")
+            .and_then(|n| n.parse().ok())
+            .filter(|n| *n > 0)
+            .map(Method::SgDma)
+            .ok_or_else(|| RdmaError::Invalid(format!("unknown method '{s}': memcpy, block or sgN"))),
     }
 }
 
@@ -47,7 +52,10 @@ pub fn sweep(json: &str, methods: &[&str], sizes: &[u64], mapping: Option<Mappin
     let published = pair.b.node.peer.expect("handshake done");
     let peer = published.phys;
     if let Some(bad) = sizes.iter().find(|s| **s == 0 || **s > published.size) {
-        return Err(RdmaError::Invalid(format!("transfer size {bad}: expected 1 to {} bytes (the peer's published buffer behind the NTB window)", published.size)));
+        return Err(RdmaError::Invalid(format!(
+            "transfer size {bad}: expected 1 to {} bytes (the peer's published buffer behind the NTB window)",
+            published.size
+        )));
     }
     let mut rows = Vec::new();
     for m in methods {
@@ -107,15 +115,21 @@ pub fn ends(json: &str, runner: &str, peer: &str, max_mw_size: Option<u64>) -> R
     let mut f = devlend_fabric::build_json(json).map_err(|e| RdmaError::Invalid(e.to_string()))?;
     let (nb, na) = (ntb_between(&f, runner, peer)?, ntb_between(&f, peer, runner)?);
     if f.hosts[f.ntbs[na as usize].host as usize].iommu {
-        return Err(RdmaError::Invalid(format!("peer: {peer} has its IOMMU on; ntb_perf and ntb_pingpong here map the buffers by physical address, so they need hosts with the IOMMU off")));
+        return Err(RdmaError::Invalid(format!(
+            "peer: {peer} has its IOMMU on; ntb_perf and ntb_pingpong here map the buffers by physical address, so they need hosts with the IOMMU off"
+        )));
     }
     let windows = &f.ntbs[nb as usize].windows;
-    let widx = (0..windows.len()).rev().find(|&i| windows[i].lut_segments == 0).ok_or_else(|| RdmaError::Invalid(format!("{} has no direct memory window", f.ntbs[nb as usize].name)))?;
+    let widx = (0..windows.len())
+        .rev()
+        .find(|&i| windows[i].lut_segments == 0)
+        .ok_or_else(|| RdmaError::Invalid(format!("{} has no direct memory window", f.ntbs[nb as usize].name)))?;
     let size = windows[widx].size.min(max_mw_size.unwrap_or(u64::MAX));
     let mut open = |ntb: u32| -> RResult<Node> {
         let h = &f.hosts[f.ntbs[ntb as usize].host as usize];
         let at = |off: u64| f.ram_offset_to_phys(h, off).filter(|p| h.in_ram(p + size + 0x2000 - 1));
-        let phys = at(BUF_RAM_OFFSET).ok_or_else(|| RdmaError::Invalid(format!("host {} has no {size} contiguous bytes of RAM at offset {BUF_RAM_OFFSET:#x}", h.name)))?;
+        let phys = at(BUF_RAM_OFFSET)
+            .ok_or_else(|| RdmaError::Invalid(format!("host {} has no {size} contiguous bytes of RAM at offset {BUF_RAM_OFFSET:#x}", h.name)))?;
         Node::open_at(&mut f, ntb, widx, Pinned { phys, size }, Pinned { phys: phys + size, size: 0x2000 })
     };
     let (mut a, mut b) = (open(na)?, open(nb)?);
@@ -133,12 +147,19 @@ pub fn ends(json: &str, runner: &str, peer: &str, max_mw_size: Option<u64>) -> R
 /// topology `json`.
 pub fn ntb_perf(json: &str, runner: &str, peer: &str, s: &PerfSpec) -> RResult<perf::Perf> {
     if s.chunk_order > MAX_CHUNK_ORDER || s.total_order < s.chunk_order || s.total_order > 40 {
-        return Err(RdmaError::Invalid(format!("chunk_order {} and total_order {}: expected chunk_order <= {MAX_CHUNK_ORDER} and chunk_order <= total_order <= 40", s.chunk_order, s.total_order)));
+        return Err(RdmaError::Invalid(format!(
+            "chunk_order {} and total_order {}: expected chunk_order <= {MAX_CHUNK_ORDER} and chunk_order <= total_order <= 40",
+            s.chunk_order, s.total_order
+        )));
     }
     let (mut f, mut pair) = ends(json, runner, peer, s.max_mw_size)?;
     if s.use_dma {
         let host = pair.b.node.host;
-        let dma = f.devices.iter().find(|d| d.profile.as_deref() == Some(DMA_PROFILE) && f.func_id(&d.name).is_ok_and(|x| f.func_host(x) == host)).map(|d| d.name.clone());
+        let dma = f
+            .devices
+            .iter()
+            .find(|d| d.profile.as_deref() == Some(DMA_PROFILE) && f.func_id(&d.name).is_ok_and(|x| f.func_host(x) == host))
+            .map(|d| d.name.clone());
         let dma = dma.ok_or_else(|| RdmaError::NoDmaEngine(format!("host {runner} has no function with the {DMA_PROFILE} profile: no DMA channel")))?;
         let p = &devlend_rdma::params::params().ntb_dma;
         pair.b.attach_dma_with(&mut f, &dma, s.channels.unwrap_or(p.channels), s.outstanding_reads.unwrap_or(p.outstanding_reads))?;

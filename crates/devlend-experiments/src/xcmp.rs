@@ -23,13 +23,13 @@
 //! bypass), `xenib-vfio`, `xenib-lending` (python/devlend/topologies).
 
 use crate::xenib::{self as bench, Mode};
-use devlend_xenib::error::{XResult, XenIbError};
-use devlend_xenib::hca::{DomKind, DomMap, World, SERVER_A, SERVER_B};
-use devlend_xenib::verbs::{Basic, Bypass, Native, Verbs};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
 use devlend_host::{Cluster, DmaDir, Os};
 use devlend_wire::Access;
+use devlend_xenib::error::{XResult, XenIbError};
+use devlend_xenib::hca::{DomKind, DomMap, World, SERVER_A, SERVER_B};
+use devlend_xenib::verbs::{Basic, Bypass, Native, Verbs};
 
 pub const ACCESSES: [&str; 5] = ["native", "basic", "bypass", "vfio", "lending"];
 

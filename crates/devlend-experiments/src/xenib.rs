@@ -12,12 +12,12 @@
 //! buffer of N pages repeatedly. Nothing here is a result: every time is the sum of what the
 //! drivers, the channel, the PCI-X buses, the HCAs and the link do, on the engine's one clock.
 
+use devlend_engine::machine::Machine;
 use devlend_xenib::error::{XResult, XenIbError};
 use devlend_xenib::hca::{World, SERVER_B};
 use devlend_xenib::params::params;
 use devlend_xenib::types::*;
 use devlend_xenib::verbs::{Basic, Bypass, Cpu, Native, Verbs};
-use devlend_engine::machine::Machine;
 use std::cell::RefCell;
 use std::rc::Rc;
 

@@ -3,10 +3,10 @@
 //! GPU comparison copies device to host (posted writes, bounded by the links); host to device is
 //! bounded by the copy engine's read tags and the round trip ([timing] read_tags), which Gen4 does not change.
 
-use devlend_workloads::fio_job::{fio, Job, Rw};
 use devlend_devices::gpu_run::{bind, Dir};
 use devlend_experiments::gpu::memcpy;
 use devlend_host::Cluster;
+use devlend_workloads::fio_job::{fio, Job, Rw};
 
 const TWO: &str = include_str!("../../devlend-devices/tests/pxh830-two-host.json");
 const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");

@@ -4,9 +4,9 @@
 //! Fixtures: the shipped pxh830-two-host.yaml and three-host-cluster.yaml without `setup`.
 
 use devlend_devices::gpu::*;
+use devlend_devices::gpu_driver::{Driver, GpuError};
 use devlend_devices::gpu_run::*;
 use devlend_experiments::gpu::*;
-use devlend_devices::gpu_driver::{Driver, GpuError};
 use devlend_fabric::route::{HopKind, Requester};
 use devlend_fabric::spec::LinkKind;
 use devlend_host::{Cluster, Os, ThreadOs};
@@ -56,7 +56,13 @@ type Ran = (devlend_engine::machine::Machine<Cluster>, Vec<std::rc::Rc<std::cell
 /// The GPUs `gpus` bound by `runner`, `prep` run on the cluster (its answer goes to `body`), then
 /// `body` with the first GPU's driver on a thread of `runner` on one machine with the GPUs as
 /// actors: the machine after the run (its world) and the GPU models, or the run's error.
-fn run_with(json: &str, runner: &str, gpus: &[&str], prep: impl FnOnce(&mut Cluster, &mut [Bound]) -> u64, body: impl FnOnce(&mut ThreadOs, &mut Driver, u64, &[devlend_host::DevId]) -> Result<(), GpuError> + 'static) -> Result<Ran, String> {
+fn run_with(
+    json: &str,
+    runner: &str,
+    gpus: &[&str],
+    prep: impl FnOnce(&mut Cluster, &mut [Bound]) -> u64,
+    body: impl FnOnce(&mut ThreadOs, &mut Driver, u64, &[devlend_host::DevId]) -> Result<(), GpuError> + 'static,
+) -> Result<Ran, String> {
     let mut c = Cluster::from_json(json).unwrap();
     let mut bound: Vec<Bound> = gpus.iter().map(|g| bind(&mut c, runner, g).unwrap()).collect();
     let arg = prep(&mut c, &mut bound);
@@ -115,7 +121,11 @@ fn a_borrowed_gpus_dma_goes_through_the_ntb() {
     let cable = m.world().fabric.links.iter().position(|l| l.kind == LinkKind::Cable).unwrap() as u32;
     let over: Vec<_> = m.link_stats().into_iter().filter(|l| l.link == cable).collect();
     assert_eq!(over.len(), 2, "both directions of the cable carried TLPs: {over:?}");
-    assert_eq!(over.iter().map(|l| l.stats.payload_bytes).sum::<u64>(), 8192 + 4 + 16 + 32 + 4, "the copy, the semaphore, the fetched entry and methods, the doorbell");
+    assert_eq!(
+        over.iter().map(|l| l.stats.payload_bytes).sum::<u64>(),
+        8192 + 4 + 16 + 32 + 4,
+        "the copy, the semaphore, the fetched entry and methods, the doorbell"
+    );
     let mut w = m.world();
     let dev = w.lends()[0].dev;
     let bar0 = w.os("borrower").unwrap().pci_iomap(dev, 0).unwrap();
@@ -204,7 +214,10 @@ fn pingpong_round_trips_follow_the_data_path() {
 }
 
 /// A copy by the borrower's driver on a fresh two-host cluster: the run's error, if any.
-fn borrower_copy(prep: impl FnOnce(&mut Cluster, &mut [Bound]) -> u64, body: impl FnOnce(&mut ThreadOs, &mut Driver, u64, &[devlend_host::DevId]) -> Result<(), GpuError> + 'static) -> Result<(), String> {
+fn borrower_copy(
+    prep: impl FnOnce(&mut Cluster, &mut [Bound]) -> u64,
+    body: impl FnOnce(&mut ThreadOs, &mut Driver, u64, &[devlend_host::DevId]) -> Result<(), GpuError> + 'static,
+) -> Result<(), String> {
     run_with(TWO, "borrower", &["gpu0"], prep, body).map(|_| ())
 }
 
@@ -270,7 +283,13 @@ fn the_copy_engine_reports_bad_commands_in_its_status_register() {
         let w = |os: &mut ThreadOs, reg: u64, v: &[u8]| os.write(regs + reg, v).map_err(|e| e.to_string());
         w(os, CE_NOTIFY_ADDR, &note_dma.to_le_bytes())?;
         w(os, CE_GPFIFO_ADDR, &0u64.to_le_bytes())?;
-        let cmds = [(0x3fff_f000, 0x1000, 0x2000, DIR_DEV_TO_BUS, 1u32), (0, 0x1000, 0x100, 7, 2), (0, 0x1000, 0, DIR_DEV_TO_BUS, 3), (0, unmapped, 4096, DIR_DEV_TO_BUS, 4), (0, unmapped, 4096, DIR_DEV_TO_BUS, 4)];
+        let cmds = [
+            (0x3fff_f000, 0x1000, 0x2000, DIR_DEV_TO_BUS, 1u32),
+            (0, 0x1000, 0x100, 7, 2),
+            (0, 0x1000, 0, DIR_DEV_TO_BUS, 3),
+            (0, unmapped, 4096, DIR_DEV_TO_BUS, 4),
+            (0, unmapped, 4096, DIR_DEV_TO_BUS, 4),
+        ];
         for (k, (src, dst, len, dir, bell)) in cmds.into_iter().enumerate() {
             os.write(note, &[0; 4]).map_err(|e| e.to_string())?;
             for (reg, v) in [(CE_SRC, src), (CE_DST, dst), (CE_LEN, len)] {

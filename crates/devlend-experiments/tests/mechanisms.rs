@@ -4,9 +4,9 @@
 //! time per copy and its GPFIFO fetches on the links, and a host's interrupt entry.
 //! Every difference is exact: the machine is deterministic and these runs have no contention.
 
-use devlend_experiments::nvme::read_blocks;
 use devlend_devices::gpu_run::*;
 use devlend_experiments::gpu::*;
+use devlend_experiments::nvme::read_blocks;
 use serde_json::{json, Value};
 
 const TWO: &str = include_str!("../../devlend-devices/tests/pxh830-two-host.json");
@@ -99,4 +99,3 @@ fn an_nvme_controller_pays_its_issue_and_completion_time_on_a_reads_path() {
     assert_eq!(at("dma_issue_ps", 2000 * NS) - at("dma_issue_ps", 1000 * NS), 3000 * NS);
     assert_eq!(at("dma_completion_ps", 2000 * NS) - at("dma_completion_ps", 1000 * NS), 1000 * NS);
 }
-

@@ -3,13 +3,13 @@
 //! codes, every completed command raises one MSI-X interrupt, and many commands on several queue
 //! pairs proceed at once.
 
-use devlend_devices::nvme_run::machine;
-use devlend_experiments::nvme::read_blocks;
-use devlend_workloads::fio_job::{fio, Job, Rw};
-use devlend_devices::nvme::{SC_LBA_OUT_OF_RANGE};
+use devlend_devices::nvme::SC_LBA_OUT_OF_RANGE;
 use devlend_devices::nvme_driver::{Driver, NvmeError};
+use devlend_devices::nvme_run::machine;
 use devlend_engine::machine::ThreadError;
+use devlend_experiments::nvme::read_blocks;
 use devlend_host::{Os, ThreadOs};
+use devlend_workloads::fio_job::{fio, Job, Rw};
 
 const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
 

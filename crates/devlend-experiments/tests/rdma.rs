@@ -57,7 +57,13 @@ fn ntb_perf_bad_parameters_are_clear_errors() {
     }
     let e = perf(12, 20, true, 2, None).unwrap_err();
     assert!(matches!(e, RdmaError::NoDmaEngine(_)) && e.to_string().contains("DMA channel"), "{e}");
-    let e = bench::ntb_perf(J, "host-b", "host-c", &PerfSpec { use_dma: false, threads_count: 1, chunk_order: 12, total_order: 20, max_mw_size: None, channels: None, outstanding_reads: None }).unwrap_err();
+    let e = bench::ntb_perf(
+        J,
+        "host-b",
+        "host-c",
+        &PerfSpec { use_dma: false, threads_count: 1, chunk_order: 12, total_order: 20, max_mw_size: None, channels: None, outstanding_reads: None },
+    )
+    .unwrap_err();
     assert!(matches!(e, RdmaError::Invalid(_)) && e.to_string().contains("host-c"), "{e}");
 }
 

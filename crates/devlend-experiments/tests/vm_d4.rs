@@ -66,4 +66,3 @@ fn on_an_idle_machine_the_interrupt_path_is_its_message_then_its_software_steps(
         assert_eq!(software, hops + p.eventfd_irqfd_ps + p.guest_irq_entry_ps, "{sc:?}: {msix:?}");
     }
 }
-

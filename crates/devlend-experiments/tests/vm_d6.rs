@@ -7,7 +7,16 @@ const JSON: &str = include_str!("../../devlend-vm/tests/expansion-chassis-vm.jso
 
 fn spec(steps: u32) -> EpochSpec {
     // A small model of the workload: the parts' proportions, not VGG19's sizes.
-    EpochSpec { steps, reads: 8, read_blocks: 256, decode_ps: 2_000_000_000, input_bytes: 1 << 20, compute_ps: 3_000_000_000, exchange_bytes: 4 << 20, max_queue: 10 }
+    EpochSpec {
+        steps,
+        reads: 8,
+        read_blocks: 256,
+        decode_ps: 2_000_000_000,
+        input_bytes: 1 << 20,
+        compute_ps: 3_000_000_000,
+        exchange_bytes: 4 << 20,
+        max_queue: 10,
+    }
 }
 
 #[test]

@@ -109,7 +109,11 @@ impl Builder {
             return err("/hosts", "a topology needs at least one host");
         }
         let mut seen: FxHashMap<&str, String> = FxHashMap::default();
-        let all = spec.hosts.iter().enumerate().map(|(i, h)| (h.name.as_str(), format!("/hosts/{i}")))
+        let all = spec
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.name.as_str(), format!("/hosts/{i}")))
             .chain(spec.switches.iter().enumerate().map(|(i, s)| (s.name.as_str(), format!("/switches/{i}"))))
             .chain(spec.devices.iter().enumerate().map(|(i, d)| (d.name.as_str(), format!("/devices/{i}"))))
             .chain(spec.ntbs.iter().enumerate().map(|(i, n)| (n.name.as_str(), format!("/ntbs/{i}"))))
@@ -117,7 +121,10 @@ impl Builder {
         for (name, path) in all {
             check_name(name, &path)?;
             if let Some(first) = seen.insert(name, path.clone()) {
-                return err(format!("{path}/name"), format!("name '{name}' is already used at {first}; names must be unique across hosts, switches, devices and NTBs"));
+                return err(
+                    format!("{path}/name"),
+                    format!("name '{name}' is already used at {first}; names must be unique across hosts, switches, devices and NTBs"),
+                );
             }
         }
         Ok(())
@@ -163,7 +170,10 @@ impl Builder {
         let four_g = p.x86.four_gib;
         let msi = Range::new(p.x86.msi_base, p.x86.msi_size);
         if low_top > four_g || low_top >= mmio32_end {
-            return err(format!("{path}/memory_map/low_ram_top"), format!("low RAM top {low_top:#x} overlaps the 32-bit MMIO window ending at {mmio32_end:#x}"));
+            return err(
+                format!("{path}/memory_map/low_ram_top"),
+                format!("low RAM top {low_top:#x} overlaps the 32-bit MMIO window ending at {mmio32_end:#x}"),
+            );
         }
         if mmio32_end > msi.start {
             return err(format!("{path}/memory_map/mmio32_end"), format!("32-bit MMIO window end {mmio32_end:#x} overlaps the MSI range {msi}"));
@@ -174,7 +184,10 @@ impl Builder {
         let ram_end = if high > 0 { four_g.saturating_add(high) } else { low };
         let limit = 1u64 << cpu.phys_addr_bits;
         if ram_end > limit {
-            return err(format!("{path}/ram"), format!("{} of RAM does not fit the {}-bit physical address space", crate::error::fmt_size(h.ram), cpu.phys_addr_bits));
+            return err(
+                format!("{path}/ram"),
+                format!("{} of RAM does not fit the {}-bit physical address space", crate::error::fmt_size(h.ram), cpu.phys_addr_bits),
+            );
         }
         let mut ram_regions = vec![Range::new(0, low)];
         if high > 0 {
@@ -186,7 +199,10 @@ impl Builder {
             return err(format!("{path}/{field}"), format!("64-bit MMIO window at {mmio64_base:#x} overlaps high RAM ending at {ram_end:#x}"));
         }
         if mmio64_base >= limit {
-            return err(format!("{path}/memory_map/mmio64_base"), format!("64-bit MMIO base {mmio64_base:#x} is beyond the {}-bit physical address space", cpu.phys_addr_bits));
+            return err(
+                format!("{path}/memory_map/mmio64_base"),
+                format!("64-bit MMIO base {mmio64_base:#x} is beyond the {}-bit physical address space", cpu.phys_addr_bits),
+            );
         }
         let id = self.hosts.len() as HostId;
         let rc = self.node(NodeKind::RootComplex, &h.name, "rc");
@@ -225,7 +241,10 @@ impl Builder {
                 return err(format!("{path}/profile"), format!("unknown switch profile '{prof}': expected one of {}", known.join(", ")));
             };
             if s.downstream_ports as u32 + 1 > sp.ports as u32 {
-                return err(format!("{path}/downstream_ports"), format!("{} downstream ports: profile '{prof}' has {} ports in all (one upstream)", s.downstream_ports, sp.ports));
+                return err(
+                    format!("{path}/downstream_ports"),
+                    format!("{} downstream ports: profile '{prof}' has {} ports in all (one upstream)", s.downstream_ports, sp.ports),
+                );
             }
         }
         if s.downstream_ports == 0 || s.downstream_ports > 32 {
@@ -262,12 +281,17 @@ impl Builder {
             },
             None => None,
         };
-        let kind = d.kind.or_else(|| prof.map(|pr| match pr.kind.as_str() {
-            "gpu" => DeviceKind::Gpu,
-            "nvme" => DeviceKind::Nvme,
-            "nic" => DeviceKind::Nic,
-            _ => DeviceKind::Generic,
-        })).unwrap_or(DeviceKind::Generic);
+        let kind = d
+            .kind
+            .or_else(|| {
+                prof.map(|pr| match pr.kind.as_str() {
+                    "gpu" => DeviceKind::Gpu,
+                    "nvme" => DeviceKind::Nvme,
+                    "nic" => DeviceKind::Nic,
+                    _ => DeviceKind::Generic,
+                })
+            })
+            .unwrap_or(DeviceKind::Generic);
         let to_spec = |b: &BarParam| BarSpec { index: b.index, size: b.size, bits: b.bits, pref: b.pref };
         let (functions, fn_path) = match (&d.functions, prof) {
             (Some(fs), _) => (fs.clone(), format!("{path}/functions")),
@@ -320,7 +344,18 @@ impl Builder {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn func(&mut self, node: NodeId, name: String, kind: DeviceKind, vendor: u16, device_id: u16, vf: Option<(u16, FuncId)>, bars: Vec<Bar>, msix: u16, spec_path: String) -> FuncId {
+    fn func(
+        &mut self,
+        node: NodeId,
+        name: String,
+        kind: DeviceKind,
+        vendor: u16,
+        device_id: u16,
+        vf: Option<(u16, FuncId)>,
+        bars: Vec<Bar>,
+        msix: u16,
+        spec_path: String,
+    ) -> FuncId {
         self.funcs.push(Function { node, name, bdf: Bdf(0), kind, vendor, device_id, vf, bars, msix_vectors: msix, spec_path });
         let id = self.funcs.len() as FuncId - 1;
         self.nodes[node as usize].functions.push(id);
@@ -345,7 +380,10 @@ impl Builder {
             (None, None) => return err(path.to_string(), "an NTB needs a 'profile' or a list of 'windows'"),
         };
         if windows.is_empty() || windows.len() > 2 {
-            return err(format!("{path}/windows"), format!("{} memory windows: an NTB function has room for 1 or 2 64-bit window BARs (BAR2, BAR4)", windows.len()));
+            return err(
+                format!("{path}/windows"),
+                format!("{} memory windows: an NTB function has room for 1 or 2 64-bit window BARs (BAR2, BAR4)", windows.len()),
+            );
         }
         for (i, w) in windows.iter().enumerate() {
             let wp = format!("{path}/windows/{i}");
@@ -353,7 +391,10 @@ impl Builder {
                 return err(format!("{wp}/size"), format!("window size {:#x}: expected a power of two of at least 4 KiB", w.size));
             }
             if w.lut_segments > 0 && (!w.lut_segments.is_power_of_two() || w.size / (w.lut_segments as u64) < 0x1000) {
-                return err(format!("{wp}/lut_segments"), format!("{} LUT segments: expected a power of two that leaves segments of at least 4 KiB", w.lut_segments));
+                return err(
+                    format!("{wp}/lut_segments"),
+                    format!("{} LUT segments: expected a power of two that leaves segments of at least 4 KiB", w.lut_segments),
+                );
             }
         }
         let pick = |v: Option<u16>, d: Option<u16>, field: &str| -> SResult<u16> {
@@ -387,7 +428,17 @@ impl Builder {
             bars.push(Bar { index, size: w.size, bits: 64, pref: true, addr: 0 });
             window_bars.push(index);
         }
-        let func = self.func(node, n.name.clone(), DeviceKind::Generic, 0x10b5, 0x87b0, None, bars, 4, if n.windows.is_some() { format!("{path}/windows") } else { format!("{path}/profile") });
+        let func = self.func(
+            node,
+            n.name.clone(),
+            DeviceKind::Generic,
+            0x10b5,
+            0x87b0,
+            None,
+            bars,
+            4,
+            if n.windows.is_some() { format!("{path}/windows") } else { format!("{path}/profile") },
+        );
         let mut rid_lut = vec![None; rid_entries as usize];
         rid_lut[0] = Some(Bdf(0)); // the root complex, as NTB drivers program at probe
         self.names.insert(n.name.clone(), (Comp::Ntb(idx), path.to_string()));
@@ -466,7 +517,13 @@ impl Builder {
         let (a, b) = if let (Some(ea), Some(eb)) = (ea, eb) {
             self.cable(ea, eb, l, path)?
         } else if ea.is_some() || eb.is_some() {
-            return err(path.to_string(), format!("'{}' to '{}': an NTB cable port ('NAME.cable') connects only to another NTB cable port or a cluster switch port ('SWITCH.pN')", l.a, l.b));
+            return err(
+                path.to_string(),
+                format!(
+                    "'{}' to '{}': an NTB cable port ('NAME.cable') connects only to another NTB cable port or a cluster switch port ('SWITCH.pN')",
+                    l.a, l.b
+                ),
+            );
         } else {
             (self.port(&l.a, &format!("{path}/a"), true)?, self.port(&l.b, &format!("{path}/b"), false)?)
         };
@@ -534,7 +591,6 @@ impl Builder {
         let mut f = Fabric::assemble(name, self.hosts, self.nodes, self.funcs, self.links, self.ntbs, self.switches, self.devices, iommus, config, ram);
         f.cluster_switches = self.clusters;
         f
-
     }
 }
 

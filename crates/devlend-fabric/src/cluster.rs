@@ -61,7 +61,11 @@ impl TrainedDown {
     pub fn message(&self) -> String {
         format!(
             "link asked Gen{} x{} trains to Gen{} x{} ({} support no more)",
-            self.asked.0, self.asked.1, self.trained.0, self.trained.1, self.limited_by.join(", ")
+            self.asked.0,
+            self.asked.1,
+            self.trained.0,
+            self.trained.1,
+            self.limited_by.join(", ")
         )
     }
 }

@@ -63,7 +63,7 @@ pub fn read_dword(f: &Function, st: &ConfigState, off: usize) -> u32 {
             let control = (f.msix_vectors as u32 - 1) | st.msix_control as u32 & 0xc000;
             control << 16 | 0x11
         }
-        0x44 if f.msix_vectors > 0 => MSIX_TABLE_OFFSET as u32,                                   // table: BIR 0
+        0x44 if f.msix_vectors > 0 => MSIX_TABLE_OFFSET as u32, // table: BIR 0
         0x48 if f.msix_vectors > 0 => (MSIX_TABLE_OFFSET as u32 + f.msix_vectors as u32 * 16 + 7) & !7, // PBA: BIR 0, after the table
         _ => 0,
     }
@@ -93,7 +93,10 @@ pub enum WriteEffect {
     None,
     Command,
     /// BAR `index` of the function now decodes at this address.
-    Relocate { index: u8, addr: u64 },
+    Relocate {
+        index: u8,
+        addr: u64,
+    },
 }
 
 pub fn write_dword(f: &Function, st: &mut ConfigState, off: usize, value: u32) -> WriteEffect {

@@ -175,7 +175,11 @@ fn place(f: &mut Fabric, b: NodeId, high: bool, base: u64) {
     if p.size > 0 {
         let r = Some(Range::new(base, p.size));
         let br = &mut f.nodes[b as usize].bridge;
-        if high { br.pref = r } else { br.mem = r }
+        if high {
+            br.pref = r
+        } else {
+            br.mem = r
+        }
     }
     for (it, off) in p.items {
         match it {

@@ -81,8 +81,7 @@ pub fn invalid<T>(msg: impl Into<String>) -> FResult<T> {
 
 /// Human-readable size: 256 MiB, 4 KiB, 1536 B.
 pub fn fmt_size(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 5] =
-        [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)];
+    const UNITS: [(&str, u64); 5] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)];
     for (name, unit) in UNITS {
         if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{} {}", bytes / unit, name);

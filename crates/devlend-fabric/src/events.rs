@@ -13,13 +13,26 @@ use std::collections::{BTreeMap, VecDeque};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
     Failed(Failure),
-    Msi { host: HostId, addr: u64, data: u32 },
+    Msi {
+        host: HostId,
+        addr: u64,
+        data: u32,
+    },
     /// An AER error message handled by host `host`'s AER driver at `at` ps (`crate::aer`);
     /// `more` errors of the same kind came while it was pending (the root port's "multiple"
     /// bits, §7.8.4.10).
-    Aer { at: u64, detect: AerDetect, more: u32 },
+    Aer {
+        at: u64,
+        detect: AerDetect,
+        more: u32,
+    },
     /// A step of a removal reaching a driver at `at` ps (`crate::aer::HotplugStep`).
-    Hotplug { at: u64, host: HostId, func: FuncId, step: HotplugStep },
+    Hotplug {
+        at: u64,
+        host: HostId,
+        func: FuncId,
+        step: HotplugStep,
+    },
 }
 
 impl Event {

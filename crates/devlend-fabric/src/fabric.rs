@@ -67,9 +67,44 @@ pub struct Fabric {
 
 impl Fabric {
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn assemble(name: String, hosts: Vec<Host>, nodes: Vec<Node>, funcs: Vec<Function>, links: Vec<Link>, ntbs: Vec<NtbState>, switches: Vec<SwitchInfo>, devices: Vec<DeviceInfo>, iommus: Vec<Iommu>, config: Vec<ConfigState>, ram: Vec<SparseMem>) -> Fabric {
+    pub(crate) fn assemble(
+        name: String,
+        hosts: Vec<Host>,
+        nodes: Vec<Node>,
+        funcs: Vec<Function>,
+        links: Vec<Link>,
+        ntbs: Vec<NtbState>,
+        switches: Vec<SwitchInfo>,
+        devices: Vec<DeviceInfo>,
+        iommus: Vec<Iommu>,
+        config: Vec<ConfigState>,
+        ram: Vec<SparseMem>,
+    ) -> Fabric {
         let func_names = funcs.iter().enumerate().map(|(i, f)| (f.name.clone(), i as FuncId)).collect();
-        Fabric { name, hosts, nodes, funcs, links, ntbs, switches, devices, iommus, config, ram, bar_mem: FxHashMap::default(), events: EventLog::default(), links_down: Default::default(), faults: Default::default(), tuning: Arc::default(), cluster_switches: Vec::new(), trained_down: Vec::new(), func_names, cache: FxHashMap::default(), cache_hits: 0, cache_misses: 0 }
+        Fabric {
+            name,
+            hosts,
+            nodes,
+            funcs,
+            links,
+            ntbs,
+            switches,
+            devices,
+            iommus,
+            config,
+            ram,
+            bar_mem: FxHashMap::default(),
+            events: EventLog::default(),
+            links_down: Default::default(),
+            faults: Default::default(),
+            tuning: Arc::default(),
+            cluster_switches: Vec::new(),
+            trained_down: Vec::new(),
+            func_names,
+            cache: FxHashMap::default(),
+            cache_hits: 0,
+            cache_misses: 0,
+        }
     }
 
     // ----- names ---------------------------------------------------------------------------
@@ -82,7 +117,10 @@ impl Fabric {
     }
 
     pub fn func_id(&self, name: &str) -> FResult<FuncId> {
-        self.func_names.get(name).copied().ok_or_else(|| FabricError::UnknownName(format!("no device or function named '{name}' (functions are DEVICE, DEVICE.fN, DEVICE.vfN)")))
+        self.func_names
+            .get(name)
+            .copied()
+            .ok_or_else(|| FabricError::UnknownName(format!("no device or function named '{name}' (functions are DEVICE, DEVICE.fN, DEVICE.vfN)")))
     }
 
     pub fn ntb_id(&self, name: &str) -> FResult<u32> {
@@ -155,7 +193,11 @@ impl Fabric {
         };
         let b = if let Some(i) = what.strip_prefix("bar").and_then(|x| x.parse::<u8>().ok()) {
             let f = self.func_id(name)?;
-            let bar = self.funcs[f as usize].bars.iter().find(|b| b.index == i).ok_or_else(|| FabricError::Invalid(format!("address '{s}': {name} has no BAR {i}")))?;
+            let bar = self.funcs[f as usize]
+                .bars
+                .iter()
+                .find(|b| b.index == i)
+                .ok_or_else(|| FabricError::Invalid(format!("address '{s}': {name} has no BAR {i}")))?;
             if off >= bar.size && !neg {
                 return invalid(format!("address '{s}': offset {off:#x} is past the end of {name} BAR {i} ({})", crate::error::fmt_size(bar.size)));
             }
@@ -169,7 +211,9 @@ impl Fabric {
             addr
         } else if what == "ram" {
             let h = &self.hosts[self.host_id(name)? as usize];
-            return self.ram_offset_to_phys(h, off).ok_or_else(|| FabricError::Invalid(format!("address '{s}': host {name} has only {} of RAM", crate::error::fmt_size(h.ram))));
+            return self
+                .ram_offset_to_phys(h, off)
+                .ok_or_else(|| FabricError::Invalid(format!("address '{s}': host {name} has only {} of RAM", crate::error::fmt_size(h.ram))));
         } else if what == "msi" {
             self.hosts[self.host_id(name)? as usize].msi.start
         } else {
@@ -219,7 +263,10 @@ impl Fabric {
         let base = self.route_uncached(req, addr & !(PAGE - 1), access);
         // MSI routes are not cached: with interrupt remapping the handle lies in address bits
         // inside the page (bits 11:5), so the page does not decide the outcome.
-        if base.delivered().is_some() && !matches!(base.outcome, Outcome::Delivered(Target::Msi { .. })) && base.completion.as_ref().is_none_or(|c| c.delivered().is_some()) {
+        if base.delivered().is_some()
+            && !matches!(base.outcome, Outcome::Delivered(Target::Msi { .. }))
+            && base.completion.as_ref().is_none_or(|c| c.delivered().is_some())
+        {
             let base = Arc::new(base);
             self.cache.insert(key, base.clone());
             if off == 0 {
@@ -373,7 +420,9 @@ impl Fabric {
     }
 
     pub fn iommu_domain(&self, host: HostId, name: &str) -> FResult<DomainId> {
-        self.iommus[host as usize].domain_by_name(name).ok_or_else(|| FabricError::UnknownName(format!("host {}: no IOMMU domain '{name}'", self.hosts[host as usize].name)))
+        self.iommus[host as usize]
+            .domain_by_name(name)
+            .ok_or_else(|| FabricError::UnknownName(format!("host {}: no IOMMU domain '{name}'", self.hosts[host as usize].name)))
     }
 
     /// The requester IDs a function issues DMA under: its own, plus an NTB's aliases.
@@ -465,7 +514,11 @@ impl Fabric {
     fn relocate_bar(&mut self, f: FuncId, index: u8, addr: u64) -> FResult<()> {
         let Some(b) = self.funcs[f as usize].bars.iter().find(|b| b.index == index) else { return Ok(()) };
         if addr.checked_add(b.size).is_none() {
-            return invalid(format!("{} BAR {index}: {addr:#x} + {} runs past the 64-bit address space", self.funcs[f as usize].name, crate::error::fmt_size(b.size)));
+            return invalid(format!(
+                "{} BAR {index}: {addr:#x} + {} runs past the 64-bit address space",
+                self.funcs[f as usize].name,
+                crate::error::fmt_size(b.size)
+            ));
         }
         if self.decodes(f) {
             self.check_bar_range(f, index, Range::new(addr, b.size))?;
@@ -505,7 +558,11 @@ impl Fabric {
     /// pci_set_master / pci_clear_master.
     pub fn set_bus_master(&mut self, f: FuncId, enable: bool) {
         let st = &mut self.config[f as usize];
-        if enable { st.command |= config::CMD_BUS_MASTER } else { st.command &= !config::CMD_BUS_MASTER }
+        if enable {
+            st.command |= config::CMD_BUS_MASTER
+        } else {
+            st.command &= !config::CMD_BUS_MASTER
+        }
         self.invalidate_routes();
     }
 
@@ -585,7 +642,11 @@ fn check_cfg(off: usize, len: usize) -> FResult<()> {
 }
 
 fn mask(len: usize) -> u32 {
-    if len == 4 { u32::MAX } else { (1u32 << (len * 8)) - 1 }
+    if len == 4 {
+        u32::MAX
+    } else {
+        (1u32 << (len * 8)) - 1
+    }
 }
 
 pub fn parse_num(s: &str) -> Option<u64> {

@@ -20,7 +20,9 @@ pub fn hosts_on_mxs824(n: usize) -> String {
     let hosts: Vec<String> = (0..n).map(|i| format!(r#"{{"name":"h{i}","cpu":"intel-xeon-e5","ram":4294967296,"root_ports":1}}"#)).collect();
     let ntbs: Vec<String> = (0..n).map(|i| format!(r#"{{"name":"n{i}","profile":"pxh830"}}"#)).collect();
     let links: Vec<String> = (0..n)
-        .flat_map(|i| [format!(r#"{{"a":"h{i}.rp0","b":"n{i}","gen":3,"width":8}}"#), format!(r#"{{"a":"sw.p{i}","b":"n{i}.cable","gen":3,"width":8,"kind":"cable"}}"#)])
+        .flat_map(|i| {
+            [format!(r#"{{"a":"h{i}.rp0","b":"n{i}","gen":3,"width":8}}"#), format!(r#"{{"a":"sw.p{i}","b":"n{i}.cable","gen":3,"width":8,"kind":"cable"}}"#)]
+        })
         .collect();
     format!(
         r#"{{"name":"cluster","hosts":[{}],"ntbs":[{}],"cluster_switches":[{{"name":"sw","profile":"mxs824"}}],"links":[{}]}}"#,

@@ -154,7 +154,9 @@ impl Fabric {
     pub fn irte_alloc(&mut self, host: HostId, irte: Irte) -> FResult<u32> {
         let name = self.hosts[host as usize].name.clone();
         let Some(t) = self.iommus[host as usize].irt.as_mut() else { return invalid(format!("host {name}: interrupt remapping is off")) };
-        let Some(i) = t.entries.iter().position(|e| e.is_none()) else { return invalid(format!("host {name}: all {IRT_ENTRIES} interrupt remapping entries are in use")) };
+        let Some(i) = t.entries.iter().position(|e| e.is_none()) else {
+            return invalid(format!("host {name}: all {IRT_ENTRIES} interrupt remapping entries are in use"));
+        };
         t.entries[i] = Some(irte);
         Ok(i as u32)
     }

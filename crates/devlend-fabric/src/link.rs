@@ -130,11 +130,8 @@ impl Fabric {
     /// configuration write, nor can one behind a link that is down: the error says which.
     pub fn flr(&mut self, func: FuncId) -> Result<(), Failure> {
         let slot = self.slot_of(func);
-        let failure = if self.faults.hung.contains(&func) {
-            Some(Failure::Unresponsive { func })
-        } else {
-            self.path_down(slot).map(|node| Failure::PortDown { node })
-        };
+        let failure =
+            if self.faults.hung.contains(&func) { Some(Failure::Unresponsive { func }) } else { self.path_down(slot).map(|node| Failure::PortDown { node }) };
         if let Some(f) = failure {
             self.record(f);
             return Err(f);
@@ -200,7 +197,6 @@ mod tests {
     use crate::route::{Failure, Outcome, Requester};
     use devlend_wire::Access;
 
-
     #[test]
     fn a_link_down_stops_crossings_and_peer_registers_but_not_local_programming() {
         let mut f = crate::build_json(&crate::fixtures::two_hosts_pxh830("intel-xeon-e5", 4294967296, false, false)).unwrap();
@@ -223,8 +219,11 @@ mod tests {
 
     /// One host with a GPU on its second root port.
     fn fabric() -> crate::Fabric {
-        crate::build_json(r#"{"name":"t","hosts":[{"name":"a","cpu":"intel-xeon-e5","ram":4294967296,"iommu":false,"root_ports":1}],
-          "devices":[{"name":"gpu0","profile":"quadro-k420"}],"links":[{"a":"a.rp0","b":"gpu0","gen":2,"width":16}]}"#).unwrap()
+        crate::build_json(
+            r#"{"name":"t","hosts":[{"name":"a","cpu":"intel-xeon-e5","ram":4294967296,"iommu":false,"root_ports":1}],
+          "devices":[{"name":"gpu0","profile":"quadro-k420"}],"links":[{"a":"a.rp0","b":"gpu0","gen":2,"width":16}]}"#,
+        )
+        .unwrap()
     }
 
     /// The GPU, with its first BAR's address.

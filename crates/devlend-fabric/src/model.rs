@@ -69,13 +69,27 @@ impl Host {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeKind {
     RootComplex,
-    RootPort { index: u8 },
-    SwitchUp { switch: u32 },
-    SwitchDown { switch: u32, index: u8 },
-    Endpoint { device: u32 },
-    Ntb { ntb: u32 },
+    RootPort {
+        index: u8,
+    },
+    SwitchUp {
+        switch: u32,
+    },
+    SwitchDown {
+        switch: u32,
+        index: u8,
+    },
+    Endpoint {
+        device: u32,
+    },
+    Ntb {
+        ntb: u32,
+    },
     /// A port of an NTB cluster switch (in no host's domain).
-    ClusterPort { switch: u32, index: u8 },
+    ClusterPort {
+        switch: u32,
+        index: u8,
+    },
 }
 
 impl NodeKind {
@@ -143,11 +157,7 @@ impl Bar {
         self.bits == 64 && self.pref
     }
     pub fn describe(&self) -> String {
-        format!(
-            "{}-bit {}",
-            self.bits,
-            if self.pref { "prefetchable" } else { "non-prefetchable" }
-        )
+        format!("{}-bit {}", self.bits, if self.pref { "prefetchable" } else { "non-prefetchable" })
     }
 }
 

@@ -38,7 +38,10 @@ use devlend_wire::Bdf;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Inbound {
     Unset,
-    Direct { addr: u64, size: u64 },
+    Direct {
+        addr: u64,
+        size: u64,
+    },
     /// One optional translation per segment.
     Lut(Vec<Option<u64>>),
 }
@@ -119,7 +122,11 @@ impl NtbState {
     /// The segment of own window `widx` that `offset` falls in (0 for a direct window).
     pub fn segment_of(&self, widx: usize, offset: u64) -> usize {
         let w = &self.windows[widx];
-        if w.lut_segments == 0 { 0 } else { (offset / (w.size / w.lut_segments as u64)) as usize }
+        if w.lut_segments == 0 {
+            0
+        } else {
+            (offset / (w.size / w.lut_segments as u64)) as usize
+        }
     }
 
     /// The peer index an access at `offset` of own window `widx` goes to: the one its segment
@@ -154,11 +161,7 @@ impl NtbState {
                 self.rid_lut[i] = Some(rid);
                 Ok(i)
             }
-            None => invalid(format!(
-                "{}: requester-ID LUT is full ({} entries); cannot add {rid}",
-                self.name,
-                self.rid_lut.len()
-            )),
+            None => invalid(format!("{}: requester-ID LUT is full ({} entries); cannot add {rid}", self.name, self.rid_lut.len())),
         }
     }
 

@@ -43,7 +43,9 @@ impl Fabric {
     /// ntb_peer_port_idx: the peer index of adapter `port`.
     pub fn peer_port_idx(&self, ntb: u32, port: u32) -> FResult<usize> {
         let s = &self.ntbs[ntb as usize];
-        s.peer_idx(port).ok_or_else(|| FabricError::Invalid(format!("{}: {} is not one of its peers", s.name, self.ntbs.get(port as usize).map_or("?", |p| p.name.as_str()))))
+        s.peer_idx(port).ok_or_else(|| {
+            FabricError::Invalid(format!("{}: {} is not one of its peers", s.name, self.ntbs.get(port as usize).map_or("?", |p| p.name.as_str())))
+        })
     }
 
     /// ntb_mw_count: inbound windows from peer `pidx` (its BARs that lead into this host).
@@ -64,7 +66,10 @@ impl Fabric {
     /// `widx` from peer `pidx`.
     pub fn ntb_mw_get_align(&self, ntb: u32, pidx: usize, widx: usize) -> FResult<(u64, u64, u64)> {
         let p = self.paired_at(ntb, pidx)?;
-        let w = self.ntbs[p as usize].windows.get(widx).ok_or_else(|| FabricError::Invalid(format!("{}: no memory window {widx}", self.ntbs[ntb as usize].name)))?;
+        let w = self.ntbs[p as usize]
+            .windows
+            .get(widx)
+            .ok_or_else(|| FabricError::Invalid(format!("{}: no memory window {widx}", self.ntbs[ntb as usize].name)))?;
         Ok((crate::ntb::TRANS_ALIGN, crate::ntb::TRANS_ALIGN, w.size))
     }
 
@@ -81,7 +86,12 @@ impl Fabric {
         let s = &self.ntbs[ntb as usize];
         let host = &self.hosts[s.host as usize];
         if size > max {
-            return invalid(format!("{}: translation of {} exceeds memory window {widx} ({})", s.name, crate::error::fmt_size(size), crate::error::fmt_size(max)));
+            return invalid(format!(
+                "{}: translation of {} exceeds memory window {widx} ({})",
+                s.name,
+                crate::error::fmt_size(size),
+                crate::error::fmt_size(max)
+            ));
         }
         check_trans(&s.name, addr, size, host.phys_limit(), &host.name)?;
         let src = self.paired_at(ntb, pidx)?;
@@ -158,7 +168,10 @@ impl Fabric {
         let owned = &s.out_peer[widx];
         if let Some((k, o)) = segs.iter().find_map(|&k| owned[k].filter(|o| *o != q).map(|o| (k, o))) {
             let what = if s.windows[widx].lut_segments == 0 { format!("memory window {widx}") } else { format!("segment {k} of memory window {widx}") };
-            return invalid(format!("{}: {what} of {} already leads to {}; clear it there first", self.ntbs[to as usize].name, s.name, self.ntbs[s.peers[o as usize].ntb as usize].name));
+            return invalid(format!(
+                "{}: {what} of {} already leads to {}; clear it there first",
+                self.ntbs[to as usize].name, s.name, self.ntbs[s.peers[o as usize].ntb as usize].name
+            ));
         }
         let v = &mut self.ntbs[src as usize].out_peer[widx];
         if replace {

@@ -33,11 +33,7 @@ impl Fabric {
                 v
             })
             .collect();
-        let mapped = self
-            .iommus
-            .iter()
-            .map(|m| m.domains.iter().filter(|d| d.mapped_bytes > 0).map(|d| (d.name.clone(), d.mapped_bytes)).collect())
-            .collect();
+        let mapped = self.iommus.iter().map(|m| m.domains.iter().filter(|d| d.mapped_bytes > 0).map(|d| (d.name.clone(), d.mapped_bytes)).collect()).collect();
         Programmed {
             inbound: self.ntbs.iter().map(|n| n.inbound.concat()).collect(),
             out_peers: self.ntbs.iter().map(|n| n.out_peer.clone()).collect(),

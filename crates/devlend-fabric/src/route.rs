@@ -82,41 +82,95 @@ pub enum Requester {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
-    Ram { host: HostId, addr: u64 },
-    Bar { func: FuncId, bar: u8, offset: u64 },
-    Msi { host: HostId, addr: u64 },
+    Ram {
+        host: HostId,
+        addr: u64,
+    },
+    Bar {
+        func: FuncId,
+        bar: u8,
+        offset: u64,
+    },
+    Msi {
+        host: HostId,
+        addr: u64,
+    },
     /// A completion reached its requester.
-    Cpu { host: HostId },
-    Func { func: FuncId },
+    Cpu {
+        host: HostId,
+    },
+    Func {
+        func: FuncId,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Failure {
-    Iommu { host: HostId, fault: Fault },
-    Unsupported { node: NodeId, host: HostId, addr: u64, why: &'static str },
-    BusMasterOff { func: FuncId },
-    RidLutMiss { ntb: u32, rid: Bdf },
-    NtbUnmapped { ntb: u32, window: u8, offset: u64 },
-    NtbLinkDown { ntb: u32 },
+    Iommu {
+        host: HostId,
+        fault: Fault,
+    },
+    Unsupported {
+        node: NodeId,
+        host: HostId,
+        addr: u64,
+        why: &'static str,
+    },
+    BusMasterOff {
+        func: FuncId,
+    },
+    RidLutMiss {
+        ntb: u32,
+        rid: Bdf,
+    },
+    NtbUnmapped {
+        ntb: u32,
+        window: u8,
+        offset: u64,
+    },
+    NtbLinkDown {
+        ntb: u32,
+    },
     /// The TLP reached an NTB it had already crossed (the same adapter and window, or for a
     /// completion the same adapter): the translations lead back into each other. Nothing is
     /// delivered; `host` and `addr` are where the TLP was when it came back.
-    RoutingLoop { ntb: u32, window: u8, host: HostId, addr: u64 },
+    RoutingLoop {
+        ntb: u32,
+        window: u8,
+        host: HostId,
+        addr: u64,
+    },
     /// RAM and a decoding BAR both claim the address (a BAR relocated over RAM): the TLP is
     /// delivered to neither.
-    BarOverRam { host: HostId, addr: u64, func: FuncId, bar: u8 },
+    BarOverRam {
+        host: HostId,
+        addr: u64,
+        func: FuncId,
+        bar: u8,
+    },
     /// An MSI write blocked by the host's interrupt remapping (`intremap`).
-    Interrupt { host: HostId, rid: Bdf, addr: u64, fault: crate::intremap::IntrFault },
+    Interrupt {
+        host: HostId,
+        rid: Bdf,
+        addr: u64,
+        fault: crate::intremap::IntrFault,
+    },
     /// The PCIe link above `node` is down (a switch port down, a device surprise-removed): the
     /// port above it terminates requests as Unsupported Requests and drops posted writes
     /// (PCIe Base 4.0 §2.9.1, DL_Down).
-    PortDown { node: NodeId },
+    PortDown {
+        node: NodeId,
+    },
     /// The function never answers (a hung completer): a read's completion timeout expires
     /// (PCIe Base 4.0 §2.8), a posted write is swallowed, and it issues nothing.
-    Unresponsive { func: FuncId },
+    Unresponsive {
+        func: FuncId,
+    },
     /// The completion carried poisoned data (EP set, PCIe Base 4.0 §2.7.2): the receiver must
     /// not use it; Linux reports it through AER (§6.2) and the driver gets an error.
-    Poisoned { func: FuncId },
+    Poisoned {
+        func: FuncId,
+    },
 }
 
 impl Failure {
@@ -284,7 +338,9 @@ impl Fabric {
                                     Step::Down(s)
                                 }
                                 _ if !acs && self.nodes[p as usize].bridge.claims(w.addr) => return ur(w, p, "address belongs to the port it came from"),
-                                _ if !acs && peer.is_none() && self.nodes[up as usize].bridge.claims(w.addr) => return ur(w, up, "no switch port claims the address"),
+                                _ if !acs && peer.is_none() && self.nodes[up as usize].bridge.claims(w.addr) => {
+                                    return ur(w, up, "no switch port claims the address")
+                                }
                                 _ => {
                                     w.push(HopKind::Forward, up, 0);
                                     Step::Up(up)
@@ -350,7 +406,10 @@ impl Fabric {
                                     w.push(HopKind::Iommu, h.rc, t.page_size);
                                 }
                                 Err(reason) => {
-                                    return Outcome::Failed(Failure::Iommu { host, fault: Fault { requester: w.rid, addr: w.addr, write: access.is_write(), reason } });
+                                    return Outcome::Failed(Failure::Iommu {
+                                        host,
+                                        fault: Fault { requester: w.rid, addr: w.addr, write: access.is_write(), reason },
+                                    });
                                 }
                             }
                         }
@@ -436,7 +495,9 @@ impl Fabric {
 
     /// A decoding BAR of any function in `host` that claims `addr`, wherever it sits in the tree.
     pub fn decoding_bar(&self, host: HostId, addr: u64) -> Option<(FuncId, u8, u64)> {
-        (0..self.funcs.len() as FuncId).filter(|f| self.func_host(*f) == host && self.decodes(*f)).find_map(|f| self.funcs[f as usize].bar_at(addr).map(|b| (f, b.index, addr - b.addr)))
+        (0..self.funcs.len() as FuncId)
+            .filter(|f| self.func_host(*f) == host && self.decodes(*f))
+            .find_map(|f| self.funcs[f as usize].bar_at(addr).map(|b| (f, b.index, addr - b.addr)))
     }
 
     /// ID-route a completion from the target of a request back to requester `rid` in `host`.
@@ -518,7 +579,9 @@ impl Fabric {
                             if let Err(f) = w.cross(ntb, u8::MAX) {
                                 return Outcome::Failed(f);
                             }
-                            let entry = (w.rid.bus() == own.bus()).then(|| s.alias_entry(w.rid.devfn(), |p| self.ntbs[s.peers[p].ntb as usize].rid_lut.len())).flatten();
+                            let entry = (w.rid.bus() == own.bus())
+                                .then(|| s.alias_entry(w.rid.devfn(), |p| self.ntbs[s.peers[p].ntb as usize].rid_lut.len()))
+                                .flatten();
                             let Some((pidx, idx)) = entry else { return Outcome::Failed(Failure::RidLutMiss { ntb, rid: w.rid }) };
                             let l = s.peers[pidx];
                             if !self.ntb_link_is_up(l.ntb) {

@@ -14,24 +14,33 @@ fn range(r: Option<Range>) -> Value {
 
 impl Fabric {
     pub fn inventory(&self) -> Value {
-        let hosts: Vec<Value> = self.hosts.iter().enumerate().map(|(i, h)| {
-            json!({
-                "name": h.name, "cpu": h.cpu_name, "ram": h.ram, "iommu": h.iommu,
-                "ram_regions": h.ram_regions.iter().map(|r| json!([r.start, r.end])).collect::<Vec<_>>(),
-                "mmio32": [h.mmio32.start, h.mmio32.end], "mmio64": [h.mmio64.start, h.mmio64.end],
-                "p2p_through_root": h.cpu.p2p_through_root,
-                "tree": self.node_json(h.rc),
-                "iommu_domains": self.iommus[i].domains.iter().map(|d| json!({"name": d.name, "mapped_bytes": d.mapped_bytes})).collect::<Vec<_>>(),
-                "iommu_faults": self.iommus[i].faults.len(),
+        let hosts: Vec<Value> = self
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                json!({
+                    "name": h.name, "cpu": h.cpu_name, "ram": h.ram, "iommu": h.iommu,
+                    "ram_regions": h.ram_regions.iter().map(|r| json!([r.start, r.end])).collect::<Vec<_>>(),
+                    "mmio32": [h.mmio32.start, h.mmio32.end], "mmio64": [h.mmio64.start, h.mmio64.end],
+                    "p2p_through_root": h.cpu.p2p_through_root,
+                    "tree": self.node_json(h.rc),
+                    "iommu_domains": self.iommus[i].domains.iter().map(|d| json!({"name": d.name, "mapped_bytes": d.mapped_bytes})).collect::<Vec<_>>(),
+                    "iommu_faults": self.iommus[i].faults.len(),
+                })
             })
-        }).collect();
-        let links: Vec<Value> = self.links.iter().map(|l| {
-            let (u, d) = (&self.nodes[l.up as usize], &self.nodes[l.down as usize]);
-            json!({"up": format!("{}.{}", u.component, u.port), "down": format!("{}.{}", d.component, d.port),
+            .collect();
+        let links: Vec<Value> = self
+            .links
+            .iter()
+            .map(|l| {
+                let (u, d) = (&self.nodes[l.up as usize], &self.nodes[l.down as usize]);
+                json!({"up": format!("{}.{}", u.component, u.port), "down": format!("{}.{}", d.component, d.port),
                    "up_component": u.component, "down_component": d.component,
                    "gen": l.gen, "width": l.width, "kind": format!("{:?}", l.kind).to_lowercase(),
                    "ntb": matches!(u.kind, NodeKind::Ntb{..}) && matches!(d.kind, NodeKind::Ntb{..})})
-        }).collect();
+            })
+            .collect();
         json!({"name": self.name, "hosts": hosts, "links": links})
     }
 
@@ -72,19 +81,36 @@ impl Fabric {
             let s = &self.ntbs[ntb as usize];
             v["peer"] = json!(s.peer.map(|p| self.ntbs[p as usize].name.clone()));
             v["peer_host"] = json!(s.peer.map(|p| self.hosts[self.ntbs[p as usize].host as usize].name.clone()));
-            v["windows"] = s.windows.iter().enumerate().map(|(i, w)| {
-                let (addr, _) = self.peer_mw_get_addr(ntb, i).unwrap_or((0, 0));
-                json!({"index": i, "bar": s.window_bars[i], "addr": addr, "size": w.size, "lut_segments": w.lut_segments})
-            }).collect();
-            let inbound = |tables: &[Inbound]| -> Value { tables.iter().map(|t| match t {
-                Inbound::Unset => json!(null),
-                Inbound::Direct { addr, size } => json!({"addr": addr, "size": size}),
-                Inbound::Lut(segs) => json!({"segments": segs}),
-            }).collect() };
+            v["windows"] = s
+                .windows
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    let (addr, _) = self.peer_mw_get_addr(ntb, i).unwrap_or((0, 0));
+                    json!({"index": i, "bar": s.window_bars[i], "addr": addr, "size": w.size, "lut_segments": w.lut_segments})
+                })
+                .collect();
+            let inbound = |tables: &[Inbound]| -> Value {
+                tables
+                    .iter()
+                    .map(|t| match t {
+                        Inbound::Unset => json!(null),
+                        Inbound::Direct { addr, size } => json!({"addr": addr, "size": size}),
+                        Inbound::Lut(segs) => json!({"segments": segs}),
+                    })
+                    .collect()
+            };
             v["inbound"] = s.inbound.first().map_or(json!([]), |t| inbound(t));
-            v["peers"] = s.peers.iter().zip(&s.inbound).map(|(p, t)| json!({
+            v["peers"] = s
+                .peers
+                .iter()
+                .zip(&s.inbound)
+                .map(|(p, t)| {
+                    json!({
                 "ntb": self.ntbs[p.ntb as usize].name, "host": self.hosts[self.ntbs[p.ntb as usize].host as usize].name,
-                "via": p.via.map(|v| self.nodes[v.ingress as usize].component.clone()), "inbound": inbound(t)})).collect();
+                "via": p.via.map(|v| self.nodes[v.ingress as usize].component.clone()), "inbound": inbound(t)})
+                })
+                .collect();
             v["rid_lut"] = s.rid_lut.iter().map(|e| e.map(|b| b.to_string())).collect();
             v["doorbells"] = json!(s.doorbell_bits);
             v["scratchpads"] = json!(s.spads.len());
@@ -103,8 +129,12 @@ impl Fabric {
     pub fn hop_json(&self, h: &Hop) -> Value {
         let n = &self.nodes[h.node as usize];
         let via_cable = h.kind == crate::route::HopKind::Ntb
-            || (h.kind == crate::route::HopKind::Link && matches!(n.kind, NodeKind::Ntb { .. })
-                && self.links.get(h.aux as usize).is_some_and(|l| matches!(self.nodes[l.up as usize].kind, NodeKind::Ntb { .. } | NodeKind::ClusterPort { .. })));
+            || (h.kind == crate::route::HopKind::Link
+                && matches!(n.kind, NodeKind::Ntb { .. })
+                && self
+                    .links
+                    .get(h.aux as usize)
+                    .is_some_and(|l| matches!(self.nodes[l.up as usize].kind, NodeKind::Ntb { .. } | NodeKind::ClusterPort { .. })));
         let port = if via_cable { "cable" } else { n.port.as_str() };
         json!({"kind": h.kind.name(), "component": n.component, "port": port, "host": self.hosts[h.host as usize].name,
                "addr": h.addr, "rid": h.rid.to_string(), "counts": h.kind.counts(), "aux": h.aux})
@@ -121,7 +151,9 @@ impl Fabric {
     pub fn target_json(&self, t: &Target) -> Value {
         match *t {
             Target::Ram { host, addr } => json!({"kind": "ram", "host": self.hosts[host as usize].name, "addr": addr}),
-            Target::Bar { func, bar, offset } => json!({"kind": "bar", "function": self.funcs[func as usize].name, "bar": bar, "offset": offset, "host": self.hosts[self.func_host(func) as usize].name}),
+            Target::Bar { func, bar, offset } => {
+                json!({"kind": "bar", "function": self.funcs[func as usize].name, "bar": bar, "offset": offset, "host": self.hosts[self.func_host(func) as usize].name})
+            }
             Target::Msi { host, addr } => json!({"kind": "msi", "host": self.hosts[host as usize].name, "addr": addr}),
             Target::Cpu { host } => json!({"kind": "cpu", "host": self.hosts[host as usize].name}),
             Target::Func { func } => json!({"kind": "function", "function": self.funcs[func as usize].name}),
@@ -162,20 +194,36 @@ impl Fabric {
     pub fn failure_json(&self, f: &Failure) -> Value {
         let message = self.describe_failure(f);
         match *f {
-            Failure::Iommu { host, fault } => json!({"kind": "iommu-fault", "host": self.hosts[host as usize].name, "requester": fault.requester.to_string(), "addr": fault.addr, "write": fault.write, "reason": fault.reason.code(), "message": message}),
+            Failure::Iommu { host, fault } => {
+                json!({"kind": "iommu-fault", "host": self.hosts[host as usize].name, "requester": fault.requester.to_string(), "addr": fault.addr, "write": fault.write, "reason": fault.reason.code(), "message": message})
+            }
             Failure::Unsupported { node, host, addr, .. } => {
                 let n = &self.nodes[node as usize];
                 json!({"kind": "unsupported-request", "host": self.hosts[host as usize].name, "component": n.component, "port": n.port, "addr": addr, "message": message})
             }
             Failure::BusMasterOff { func } => json!({"kind": "bus-master-disabled", "function": self.funcs[func as usize].name, "message": message}),
-            Failure::RidLutMiss { ntb, rid } => json!({"kind": "rid-lut-miss", "ntb": self.ntbs[ntb as usize].name, "requester": rid.to_string(), "message": message}),
-            Failure::NtbUnmapped { ntb, window, offset } => json!({"kind": "ntb-unmapped", "ntb": self.ntbs[ntb as usize].name, "window": window, "offset": offset, "message": message}),
+            Failure::RidLutMiss { ntb, rid } => {
+                json!({"kind": "rid-lut-miss", "ntb": self.ntbs[ntb as usize].name, "requester": rid.to_string(), "message": message})
+            }
+            Failure::NtbUnmapped { ntb, window, offset } => {
+                json!({"kind": "ntb-unmapped", "ntb": self.ntbs[ntb as usize].name, "window": window, "offset": offset, "message": message})
+            }
             Failure::NtbLinkDown { ntb } => json!({"kind": "ntb-link-down", "ntb": self.ntbs[ntb as usize].name, "message": message}),
-            Failure::RoutingLoop { ntb, window, host, addr } => json!({"kind": f.kind(), "ntb": self.ntbs[ntb as usize].name, "window": window, "host": self.hosts[host as usize].name, "addr": addr, "message": message}),
-            Failure::BarOverRam { host, addr, func, bar } => json!({"kind": f.kind(), "host": self.hosts[host as usize].name, "addr": addr, "function": self.funcs[func as usize].name, "bar": bar, "message": message}),
-            Failure::Interrupt { host, rid, addr, fault } => json!({"kind": f.kind(), "host": self.hosts[host as usize].name, "requester": rid.to_string(), "addr": addr, "reason": fault.code(), "message": message}),
-            Failure::PortDown { node } => json!({"kind": f.kind(), "component": self.nodes[node as usize].component, "port": self.nodes[node as usize].port, "message": message}),
-            Failure::Unresponsive { func } | Failure::Poisoned { func } => json!({"kind": f.kind(), "function": self.funcs[func as usize].name, "message": message}),
+            Failure::RoutingLoop { ntb, window, host, addr } => {
+                json!({"kind": f.kind(), "ntb": self.ntbs[ntb as usize].name, "window": window, "host": self.hosts[host as usize].name, "addr": addr, "message": message})
+            }
+            Failure::BarOverRam { host, addr, func, bar } => {
+                json!({"kind": f.kind(), "host": self.hosts[host as usize].name, "addr": addr, "function": self.funcs[func as usize].name, "bar": bar, "message": message})
+            }
+            Failure::Interrupt { host, rid, addr, fault } => {
+                json!({"kind": f.kind(), "host": self.hosts[host as usize].name, "requester": rid.to_string(), "addr": addr, "reason": fault.code(), "message": message})
+            }
+            Failure::PortDown { node } => {
+                json!({"kind": f.kind(), "component": self.nodes[node as usize].component, "port": self.nodes[node as usize].port, "message": message})
+            }
+            Failure::Unresponsive { func } | Failure::Poisoned { func } => {
+                json!({"kind": f.kind(), "function": self.funcs[func as usize].name, "message": message})
+            }
         }
     }
 
@@ -207,6 +255,10 @@ impl Fabric {
     }
 
     pub fn iommu_faults_json(&self, host: HostId) -> Value {
-        self.iommus[host as usize].faults.iter().map(|f| json!({"requester": f.requester.to_string(), "addr": f.addr, "write": f.write, "reason": f.reason.code()})).collect()
+        self.iommus[host as usize]
+            .faults
+            .iter()
+            .map(|f| json!({"requester": f.requester.to_string(), "addr": f.addr, "write": f.write, "reason": f.reason.code()}))
+            .collect()
     }
 }

@@ -243,9 +243,21 @@ pub enum SetupOp {
     /// Attach a device (and its DMA aliases) to a domain.
     IommuAttach { host: String, domain: String, device: String },
     /// Map `size` bytes at `iova` to `addr` in a domain.
-    IommuMap { host: String, domain: String, iova: Addr, addr: Addr, size: u64, #[serde(default = "yes")] write: bool },
+    IommuMap {
+        host: String,
+        domain: String,
+        iova: Addr,
+        addr: Addr,
+        size: u64,
+        #[serde(default = "yes")]
+        write: bool,
+    },
     /// Set or clear the Bus Master Enable bit in a function's command register.
-    BusMaster { device: String, #[serde(default = "yes")] enable: bool },
+    BusMaster {
+        device: String,
+        #[serde(default = "yes")]
+        enable: bool,
+    },
 }
 
 fn yes() -> bool {

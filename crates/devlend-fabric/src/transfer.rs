@@ -79,7 +79,12 @@ impl Fabric {
             }
             let extent = self.route_extent(&r);
             if a.checked_add(extent.min(bytes - done) - 1).is_none() {
-                let failure = crate::route::Failure::Unsupported { node: r.hops[0].node, host: r.hops[0].host, addr: a, why: "transfer runs past the end of the 64-bit address space" };
+                let failure = crate::route::Failure::Unsupported {
+                    node: r.hops[0].node,
+                    host: r.hops[0].host,
+                    addr: a,
+                    why: "transfer runs past the end of the 64-bit address space",
+                };
                 return Err(DmaFault { addr: a, delivered: done, failure });
             }
             done += extent.min(bytes - done);

@@ -169,10 +169,46 @@ impl Default for Tuning {
     }
 }
 
-const GLOBAL: &[&str] = &["dllp_timer_pct", "max_payload", "max_read_request", "read_tags", "rx_buffer_tlps", "updatefc_ps", "switch_latency_ps", "switch_cut_through", "root_latency_ps", "dram_latency_ps", "iotlb_hit_ps", "iotlb_entries", "iotlb_lru", "pwc_entries", "ntb_latency_ps", "cable_prop_ps_per_m", "cable_length_m", "slot_prop_ps", "endpoint_latency_ps", "dma_issue_ps", "dma_completion_ps", "sm_to_pcie_ps", "sm_poll_ps", "irq_entry_ps", "cuda_call_ps", "cluster_switch_latency_ps", "completion_timeout_ps", "nvme_io_timeout_ps", "gpu_watchdog_ps", "pcix_clock_ps", "hotplug_detect_ps", "hotplug_remove_ps", "dl_notice_ps", "aer_irq_ps"];
+const GLOBAL: &[&str] = &[
+    "dllp_timer_pct",
+    "max_payload",
+    "max_read_request",
+    "read_tags",
+    "rx_buffer_tlps",
+    "updatefc_ps",
+    "switch_latency_ps",
+    "switch_cut_through",
+    "root_latency_ps",
+    "dram_latency_ps",
+    "iotlb_hit_ps",
+    "iotlb_entries",
+    "iotlb_lru",
+    "pwc_entries",
+    "ntb_latency_ps",
+    "cable_prop_ps_per_m",
+    "cable_length_m",
+    "slot_prop_ps",
+    "endpoint_latency_ps",
+    "dma_issue_ps",
+    "dma_completion_ps",
+    "sm_to_pcie_ps",
+    "sm_poll_ps",
+    "irq_entry_ps",
+    "cuda_call_ps",
+    "cluster_switch_latency_ps",
+    "completion_timeout_ps",
+    "nvme_io_timeout_ps",
+    "gpu_watchdog_ps",
+    "pcix_clock_ps",
+    "hotplug_detect_ps",
+    "hotplug_remove_ps",
+    "dl_notice_ps",
+    "aer_irq_ps",
+];
 const CPU: &[&str] = &["root_latency_ps"];
 const HOST: &[&str] = &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request", "irq_entry_ps", "cuda_call_ps"];
-const DEVICE: &[&str] = &["endpoint_latency_ps", "max_payload", "max_read_request", "read_tags", "dma_issue_ps", "dma_completion_ps", "sm_to_pcie_ps", "sm_poll_ps"];
+const DEVICE: &[&str] =
+    &["endpoint_latency_ps", "max_payload", "max_read_request", "read_tags", "dma_issue_ps", "dma_completion_ps", "sm_to_pcie_ps", "sm_poll_ps"];
 const LINK: &[&str] = &["max_payload", "rx_buffer_tlps", "cable_length_m"];
 
 impl Tuning {
@@ -180,7 +216,14 @@ impl Tuning {
         self.hosts.get(h as usize).copied().unwrap_or_else(|| {
             let t = &self.timing;
             // Without a fabric's hosts: completions as large as the payload allows.
-            HostTuning { root_latency_ps: t.root_latency_ps, ram_completion_bytes: t.max_payload, read_tags: t.read_tags, max_read_request: t.max_read_request, irq_entry_ps: t.irq_entry_ps, cuda_call_ps: t.cuda_call_ps }
+            HostTuning {
+                root_latency_ps: t.root_latency_ps,
+                ram_completion_bytes: t.max_payload,
+                read_tags: t.read_tags,
+                max_read_request: t.max_read_request,
+                irq_entry_ps: t.irq_entry_ps,
+                cuda_call_ps: t.cuda_call_ps,
+            }
         })
     }
 
@@ -201,7 +244,11 @@ impl Tuning {
     }
 
     pub fn link(&self, l: LinkId) -> LinkTuning {
-        self.links.get(l as usize).copied().unwrap_or(LinkTuning { max_payload: self.timing.max_payload, rx_buffer_tlps: self.timing.rx_buffer_tlps, cable_length_m: self.timing.cable_length_m })
+        self.links.get(l as usize).copied().unwrap_or(LinkTuning {
+            max_payload: self.timing.max_payload,
+            rx_buffer_tlps: self.timing.rx_buffer_tlps,
+            cable_length_m: self.timing.cable_length_m,
+        })
     }
 }
 
@@ -232,14 +279,24 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
     }
     let timing: Timing = serde_json::from_value(json).expect("parsed values fit their fields");
     let mut t = Tuning { timing: Arc::new(timing), ..Tuning::default() };
-    t.hosts = (0..f.hosts.len()).map(|h| {
-        let cpu = &f.hosts[h].cpu;
-        HostTuning { root_latency_ps: cpu.root_latency_ps.unwrap_or(t.timing.root_latency_ps), ram_completion_bytes: cpu.ram_completion_bytes, ..t.host(h as u16) }
-    }).collect();
-    t.devices = f.devices.iter().map(|d| {
-        let profile = d.profile.as_ref().and_then(|p| crate::params::params().device.get(p));
-        negotiate::device(&t.timing, profile, &f.hosts[f.nodes[d.node as usize].host as usize].cpu)
-    }).collect();
+    t.hosts = (0..f.hosts.len())
+        .map(|h| {
+            let cpu = &f.hosts[h].cpu;
+            HostTuning {
+                root_latency_ps: cpu.root_latency_ps.unwrap_or(t.timing.root_latency_ps),
+                ram_completion_bytes: cpu.ram_completion_bytes,
+                ..t.host(h as u16)
+            }
+        })
+        .collect();
+    t.devices = f
+        .devices
+        .iter()
+        .map(|d| {
+            let profile = d.profile.as_ref().and_then(|p| crate::params::params().device.get(p));
+            negotiate::device(&t.timing, profile, &f.hosts[f.nodes[d.node as usize].host as usize].cpu)
+        })
+        .collect();
     cpu_settings(spec, f, &mut t, &mut overrides)?;
     for (name, kv) in &spec.hosts {
         let path = format!("/params/hosts/{name}");
@@ -304,7 +361,14 @@ fn link_table(spec: &ParamsSpec, ends: &[LinkSpec], f: &Fabric, t: &Tuning, over
     let mut links: Vec<LinkTuning> = (0..f.links.len()).map(|l| t.link(l as LinkId)).collect();
     for (end, kv) in &spec.links {
         let path = format!("/params/links/{end}");
-        let l = link_of(f, ends, end).ok_or_else(|| SpecError::new(path.clone(), format!("no link has an end '{end}': name a link by either end exactly as `links` writes it (HOST.rpN, SWITCH.dN, SWITCH, DEVICE, NTB, NTB.cable)")))?;
+        let l = link_of(f, ends, end).ok_or_else(|| {
+            SpecError::new(
+                path.clone(),
+                format!(
+                    "no link has an end '{end}': name a link by either end exactly as `links` writes it (HOST.rpN, SWITCH.dN, SWITCH, DEVICE, NTB, NTB.cable)"
+                ),
+            )
+        })?;
         for (k, v) in kv {
             let n = num(setting(LINK, &format!("links.{end}"), k, v, &path, overrides)?);
             let lt = &mut links[l];
@@ -345,7 +409,9 @@ fn setting(allowed: &[&str], scope: &str, key: &str, v: &Value, path: &str, over
     let at = format!("{path}/{key}");
     if !allowed.contains(&key) {
         let why = match key {
-            "request_overhead_bytes" | "completion_overhead_bytes" | "dllp_bytes" => " (TLP and DLLP framing is fixed by the PCIe specification, not a setting)".to_string(),
+            "request_overhead_bytes" | "completion_overhead_bytes" | "dllp_bytes" => {
+                " (TLP and DLLP framing is fixed by the PCIe specification, not a setting)".to_string()
+            }
             _ => String::new(),
         };
         return Err(SpecError::new(at, format!("unknown constant '{key}'{why}: {scope} may set {}", allowed.join(", "))));

@@ -1,6 +1,6 @@
 //! Issue 17's fabric audit: each case as it was found, now blocked, recorded, memory unchanged.
 
-use devlend_fabric::config::{BAR0, COMMAND, CMD_BUS_MASTER, CMD_MEMORY};
+use devlend_fabric::config::{BAR0, CMD_BUS_MASTER, CMD_MEMORY, COMMAND};
 use devlend_fabric::route::Failure;
 use devlend_fabric::{Fabric, FabricError, Outcome, Requester};
 use devlend_wire::Access;
@@ -8,14 +8,17 @@ use devlend_wire::Access;
 /// Two hosts, each NTB adapter on a root port (CPUs allow peer-to-peer through the root), IOMMUs
 /// off, a GPU in the lender.
 fn two_hosts() -> Fabric {
-    devlend_fabric::build_json(r#"{"name":"audit","hosts":[
+    devlend_fabric::build_json(
+        r#"{"name":"audit","hosts":[
         {"name":"b","cpu":"intel-xeon-e5","ram":8589934592,"iommu":false,"root_ports":2},
         {"name":"l","cpu":"intel-xeon-e5","ram":8589934592,"iommu":false,"root_ports":2}],
       "devices":[{"name":"gpu0","profile":"quadro-k420"}],
       "ntbs":[{"name":"ntb-b","profile":"pxh830"},{"name":"ntb-l","profile":"pxh830"}],
       "links":[{"a":"b.rp0","b":"ntb-b","gen":3,"width":8},{"a":"l.rp0","b":"ntb-l","gen":3,"width":8},
                {"a":"l.rp1","b":"gpu0","gen":2,"width":16},
-               {"a":"ntb-b.cable","b":"ntb-l.cable","gen":3,"width":8,"kind":"cable"}]}"#).unwrap()
+               {"a":"ntb-b.cable","b":"ntb-l.cable","gen":3,"width":8,"kind":"cable"}]}"#,
+    )
+    .unwrap()
 }
 
 fn ids(f: &Fabric) -> (u32, u32) {

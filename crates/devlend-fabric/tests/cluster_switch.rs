@@ -46,9 +46,15 @@ fn a_write_crosses_both_cables_and_the_switch_into_the_peer_it_is_mapped_to() {
     // n1 did not map anything for n0: the same window does not reach it, and n1's own window to n2
     // is another translation.
     let q = f.peer_port_idx(n[2], n[1]).unwrap();
-    assert_eq!(f.route_uncached(Requester::Cpu(f.host_id("h1").unwrap()), f.peer_mw_get_addr(n[1], 1).unwrap().0, Access::Write).outcome, Outcome::Failed(Failure::NtbUnmapped { ntb: n[1], window: 1, offset: 0 }));
+    assert_eq!(
+        f.route_uncached(Requester::Cpu(f.host_id("h1").unwrap()), f.peer_mw_get_addr(n[1], 1).unwrap().0, Access::Write).outcome,
+        Outcome::Failed(Failure::NtbUnmapped { ntb: n[1], window: 1, offset: 0 })
+    );
     f.ntb_mw_set_trans(n[2], q, 1, 0x2000_0000, MIB).unwrap();
-    assert_eq!(f.route_uncached(Requester::Cpu(f.host_id("h1").unwrap()), f.peer_mw_get_addr(n[1], 1).unwrap().0, Access::Write).delivered(), Some(Target::Ram { host: 2, addr: 0x2000_0000 }));
+    assert_eq!(
+        f.route_uncached(Requester::Cpu(f.host_id("h1").unwrap()), f.peer_mw_get_addr(n[1], 1).unwrap().0, Access::Write).delivered(),
+        Some(Target::Ram { host: 2, addr: 0x2000_0000 })
+    );
 }
 
 #[test]
@@ -68,7 +74,11 @@ fn segments_of_one_window_lead_to_different_peers_and_a_taken_segment_is_refused
     let e = f.ntb_mw_set_trans(n[2], p2, 0, 0x3000_0000, 2 * seg).unwrap_err().to_string();
     assert!(e.contains("already leads to n1"), "{e}");
     f.ntb_mw_clear_trans(n[1], p1, 0).unwrap();
-    assert_eq!(f.route_uncached(cpu, mw0 + seg, Access::Write).delivered(), Some(Target::Ram { host: 2, addr: 0x3000_0000 }), "clearing n1's translation keeps n2's segment");
+    assert_eq!(
+        f.route_uncached(cpu, mw0 + seg, Access::Write).delivered(),
+        Some(Target::Ram { host: 2, addr: 0x3000_0000 }),
+        "clearing n1's translation keeps n2's segment"
+    );
     f.ntb_lut_set_trans(n[2], p2, 0, 0, 0x3000_0000).unwrap();
     assert_eq!(f.programmed().out_peers[n[0] as usize][0][..2], [Some(p2_of(&f, n[0], n[2])), Some(p2_of(&f, n[0], n[2]))]);
 }
@@ -146,7 +156,8 @@ fn a_two_port_pxh830_reaches_two_hosts_directly() {
 
 #[test]
 fn a_link_faster_than_its_ends_trains_down_and_says_so() {
-    let json = devlend_fabric::fixtures::two_hosts_pxh830("intel-xeon-e5", 4294967296, false, false).replace(r#""na.cable","b":"nb.cable","gen":3,"width":8"#, r#""na.cable","b":"nb.cable","gen":4,"width":16"#);
+    let json = devlend_fabric::fixtures::two_hosts_pxh830("intel-xeon-e5", 4294967296, false, false)
+        .replace(r#""na.cable","b":"nb.cable","gen":3,"width":8"#, r#""na.cable","b":"nb.cable","gen":4,"width":16"#);
     let f = devlend_fabric::build_json(&json).unwrap();
     assert_eq!(f.trained_down.len(), 1);
     let t = &f.trained_down[0];
@@ -154,5 +165,8 @@ fn a_link_faster_than_its_ends_trains_down_and_says_so() {
     assert!(t.message().contains("trains to Gen3 x8") && t.message().contains("na (pxh830) (Gen3 x8)"), "{}", t.message());
     let l = &f.links[t.link as usize];
     assert_eq!((l.gen, l.width), (3, 8), "the effective speed is what the engine uses");
-    assert!(devlend_fabric::build_json(&devlend_fabric::fixtures::two_hosts_pxh830("intel-xeon-e5", 4294967296, false, false)).unwrap().trained_down.is_empty());
+    assert!(devlend_fabric::build_json(&devlend_fabric::fixtures::two_hosts_pxh830("intel-xeon-e5", 4294967296, false, false))
+        .unwrap()
+        .trained_down
+        .is_empty());
 }

@@ -8,8 +8,8 @@
 
 use devlend_fabric::fabric::Fabric;
 use devlend_fabric::model::{Bar, FuncId, HostId, NodeId, NodeKind, Range};
-use devlend_fabric::params::params;
 use devlend_fabric::ntb::Inbound;
+use devlend_fabric::params::params;
 use devlend_fabric::route::Failure;
 use devlend_fabric::spec::*;
 use devlend_fabric::{build, HopKind, Outcome, Requester, Target};
@@ -66,10 +66,18 @@ struct NtbG {
 
 impl NtbG {
     fn control(&self) -> u64 {
-        if self.profile { params().ntb["pxh830"].control_bar_size } else { NTB_CONTROL_DEFAULT }
+        if self.profile {
+            params().ntb["pxh830"].control_bar_size
+        } else {
+            NTB_CONTROL_DEFAULT
+        }
     }
     fn window_sizes(&self) -> Vec<u64> {
-        if self.profile { params().ntb["pxh830"].windows.iter().map(|w| w.size).collect() } else { self.windows.iter().map(|w| 1u64 << w.0).collect() }
+        if self.profile {
+            params().ntb["pxh830"].windows.iter().map(|w| w.size).collect()
+        } else {
+            self.windows.iter().map(|w| 1u64 << w.0).collect()
+        }
     }
 }
 
@@ -302,7 +310,16 @@ impl SpecBuilder {
             Tree::Ntb(g) => {
                 let name = format!("ntb{}", self.spec.ntbs.len());
                 let spec = if g.profile {
-                    NtbSpec { name: name.clone(), profile: Some("pxh830".into()), windows: None, rid_lut_entries: None, doorbells: None, scratchpads: None, message_registers: None, cable_ports: None }
+                    NtbSpec {
+                        name: name.clone(),
+                        profile: Some("pxh830".into()),
+                        windows: None,
+                        rid_lut_entries: None,
+                        doorbells: None,
+                        scratchpads: None,
+                        message_registers: None,
+                        cable_ports: None,
+                    }
                 } else {
                     NtbSpec {
                         name: name.clone(),
@@ -329,7 +346,14 @@ fn make_spec(mut hs: Vec<HostG>) -> TopologySpec {
     }
     let mut b = SpecBuilder { spec: TopologySpec { name: "prop".into(), ..Default::default() }, ntb_hosts: Vec::new() };
     for (i, h) in hs.iter().enumerate() {
-        b.spec.hosts.push(HostSpec { name: format!("h{i}"), cpu: CPUS[h.cpu].into(), ram: h.ram_gib * GIB, iommu: h.iommu, root_ports: h.ports.len() as u8, memory_map: None });
+        b.spec.hosts.push(HostSpec {
+            name: format!("h{i}"),
+            cpu: CPUS[h.cpu].into(),
+            ram: h.ram_gib * GIB,
+            iommu: h.iommu,
+            root_ports: h.ports.len() as u8,
+            memory_map: None,
+        });
         for (p, t) in h.ports.iter().enumerate() {
             b.place(t, format!("h{i}.rp{p}"), i);
         }
@@ -541,11 +565,29 @@ fn check_enumeration(f: &Fabric) -> Result<(), TestCaseError> {
                 for b in &g[i + 1..] {
                     for wa in windows(f, *a) {
                         for wb in windows(f, *b) {
-                            prop_assert!(!wa.overlaps(&wb), "host {}: windows {} of {}.{} and {} of {}.{} overlap", h.name, wa, f.nodes[*a as usize].component, f.nodes[*a as usize].port, wb, f.nodes[*b as usize].component, f.nodes[*b as usize].port);
+                            prop_assert!(
+                                !wa.overlaps(&wb),
+                                "host {}: windows {} of {}.{} and {} of {}.{} overlap",
+                                h.name,
+                                wa,
+                                f.nodes[*a as usize].component,
+                                f.nodes[*a as usize].port,
+                                wb,
+                                f.nodes[*b as usize].component,
+                                f.nodes[*b as usize].port
+                            );
                         }
                     }
                     let (ba, bb) = (f.nodes[*a as usize].bridge, f.nodes[*b as usize].bridge);
-                    prop_assert!(ba.subordinate < bb.secondary || bb.subordinate < ba.secondary, "host {}: sibling bus ranges {}-{} and {}-{} overlap", h.name, ba.secondary, ba.subordinate, bb.secondary, bb.subordinate);
+                    prop_assert!(
+                        ba.subordinate < bb.secondary || bb.subordinate < ba.secondary,
+                        "host {}: sibling bus ranges {}-{} and {}-{} overlap",
+                        h.name,
+                        ba.secondary,
+                        ba.subordinate,
+                        bb.secondary,
+                        bb.subordinate
+                    );
                 }
             }
         }
@@ -564,7 +606,16 @@ fn check_enumeration(f: &Fabric) -> Result<(), TestCaseError> {
                 if let Some(p) = node.parent.filter(|p| is_bridge(f.nodes[*p as usize].kind)) {
                     let pb = f.nodes[p as usize].bridge;
                     prop_assert_eq!(b.bdf.bus(), pb.secondary, "{}.{} sits on its parent's secondary bus", &node.component, &node.port);
-                    prop_assert!(b.secondary > pb.secondary && b.subordinate <= pb.subordinate, "{}.{}: buses {}-{} not within parent's {}-{}", node.component, node.port, b.secondary, b.subordinate, pb.secondary, pb.subordinate);
+                    prop_assert!(
+                        b.secondary > pb.secondary && b.subordinate <= pb.subordinate,
+                        "{}.{}: buses {}-{} not within parent's {}-{}",
+                        node.component,
+                        node.port,
+                        b.secondary,
+                        b.subordinate,
+                        pb.secondary,
+                        pb.subordinate
+                    );
                     for (w, pw) in [(b.mem, pb.mem), (b.pref, pb.pref)] {
                         if let Some(w) = w {
                             prop_assert!(pw.is_some_and(|pw| contains(pw, w)), "{}.{}: window {} not within parent's {:?}", node.component, node.port, w, pw);
@@ -590,7 +641,16 @@ fn check_enumeration(f: &Fabric) -> Result<(), TestCaseError> {
                     for a in ancestors(f, n).into_iter().filter(|a| is_bridge(f.nodes[*a as usize].kind)) {
                         let ab = f.nodes[a as usize].bridge;
                         let w = if bar.goes_high() { ab.pref } else { ab.mem };
-                        prop_assert!(w.is_some_and(|w| contains(w, r)), "BAR {} of {} at {} not inside the window {:?} of {}.{}", bar.index, func.name, r, w, f.nodes[a as usize].component, f.nodes[a as usize].port);
+                        prop_assert!(
+                            w.is_some_and(|w| contains(w, r)),
+                            "BAR {} of {} at {} not inside the window {:?} of {}.{}",
+                            bar.index,
+                            func.name,
+                            r,
+                            w,
+                            f.nodes[a as usize].component,
+                            f.nodes[a as usize].port
+                        );
                     }
                 }
             }
@@ -726,7 +786,12 @@ fn check_ntb_write_read(f: &mut Fabric, pick: &Index, widx: &Index, pages: u64, 
         let off = seeds[2].rotate_left(k as u32 * 7) % (size - len as u64 + 1);
         let data = bytes(seeds[3] ^ k as u64, len);
         let (n, fail) = f.write(req, base + off, &data);
-        prop_assert!(fail.is_none() && n == len, "{req:?} write into {} window {w} at {:#x}: {n} of {len} bytes, {fail:?}", f.ntbs[near as usize].name, base + off);
+        prop_assert!(
+            fail.is_none() && n == len,
+            "{req:?} write into {} window {w} at {:#x}: {n} of {len} bytes, {fail:?}",
+            f.ntbs[near as usize].name,
+            base + off
+        );
         let route = f.route(req, base + off, Access::Write);
         prop_assert_eq!(route.outcome, Outcome::Delivered(Target::Ram { host: fh, addr: phys + off }));
         prop_assert_eq!(route.ntb_crossings(), 1);
@@ -796,7 +861,11 @@ fn resolve(f: &Fabric, a: &AddrG) -> u64 {
             let n = i.index(f.ntbs.len()) as u32;
             let (a, s) = f.peer_mw_get_addr(n, w.index(f.peer_mw_count(n))).unwrap();
             // Half the time near the start, where translations of a few pages end.
-            if o & 1 == 0 { a + (o >> 1) % s.min(4 * MIB) } else { a + o % s }
+            if o & 1 == 0 {
+                a + (o >> 1) % s.min(4 * MIB)
+            } else {
+                a + o % s
+            }
         }
         AddrG::Msi(o) => params().x86.msi_base + o % params().x86.msi_size,
         AddrG::Raw(v) => {
@@ -824,14 +893,46 @@ fn resolve(f: &Fabric, a: &AddrG) -> u64 {
 
 #[derive(Clone, Debug)]
 enum Op4 {
-    Look { req: Index, addr: AddrG, offs: Vec<u16>, write: bool },
+    Look {
+        req: Index,
+        addr: AddrG,
+        offs: Vec<u16>,
+        write: bool,
+    },
     /// The near host's CPU around the end of the translation programmed for an NTB window.
-    LookTransEnd { window: Index, delta: u16, offs: Vec<u16>, write: bool },
-    SetTrans { ntb: Index, w: Index, addr: AddrG, pages: u64, extra: u64 },
-    LutSet { ntb: Index, w: Index, seg: u32, addr: AddrG },
-    IommuMap { func: Index, iova: AddrG, paddr: AddrG, pages: u64 },
-    BusMaster { func: Index, on: bool },
-    RidAdd { ntb: Index, req: Index },
+    LookTransEnd {
+        window: Index,
+        delta: u16,
+        offs: Vec<u16>,
+        write: bool,
+    },
+    SetTrans {
+        ntb: Index,
+        w: Index,
+        addr: AddrG,
+        pages: u64,
+        extra: u64,
+    },
+    LutSet {
+        ntb: Index,
+        w: Index,
+        seg: u32,
+        addr: AddrG,
+    },
+    IommuMap {
+        func: Index,
+        iova: AddrG,
+        paddr: AddrG,
+        pages: u64,
+    },
+    BusMaster {
+        func: Index,
+        on: bool,
+    },
+    RidAdd {
+        ntb: Index,
+        req: Index,
+    },
 }
 
 fn op4_g() -> impl Strategy<Value = Op4> {
@@ -878,7 +979,8 @@ fn check_cache(f: &mut Fabric, ops: &[Op4]) -> Result<usize, TestCaseError> {
                     .filter(|n| f.ntbs[*n as usize].peer.is_some())
                     .flat_map(|n| (0..f.peer_mw_count(n)).map(move |w| (n, w)))
                     .collect();
-                let set: Vec<(u32, usize)> = cands.iter().copied().filter(|(n, w)| f.ntbs[f.ntbs[*n as usize].peer.unwrap() as usize].inbound[0][*w] != Inbound::Unset).collect();
+                let set: Vec<(u32, usize)> =
+                    cands.iter().copied().filter(|(n, w)| f.ntbs[f.ntbs[*n as usize].peer.unwrap() as usize].inbound[0][*w] != Inbound::Unset).collect();
                 let Some((near, w)) = pick(if set.is_empty() { &cands } else { &set }, window) else { continue };
                 let far = f.ntbs[near as usize].peer.unwrap();
                 let (win, wsize) = f.peer_mw_get_addr(near, w).unwrap();
@@ -995,9 +1097,15 @@ fn mut_g() -> impl Strategy<Value = Mut> {
         any::<Index>().prop_map(|link| Mut::DupPortNewDevice { link }),
         any::<Index>().prop_map(|link| Mut::RemoveLink { link }),
         (1u8..4, any::<bool>()).prop_map(|(n, self_loop)| Mut::Cycle { n, self_loop }),
-        (any::<Index>(), size_g(), prop_oneof![Just(32u8), Just(64u8), any::<u8>()], any::<bool>(), 0u8..8).prop_map(|(dev, size, bits, pref, index)| Mut::BarSize { dev, size, bits, pref, index }),
+        (any::<Index>(), size_g(), prop_oneof![Just(32u8), Just(64u8), any::<u8>()], any::<bool>(), 0u8..8)
+            .prop_map(|(dev, size, bits, pref, index)| Mut::BarSize { dev, size, bits, pref, index }),
         (any::<Index>(), 30u32..64, any::<bool>()).prop_map(|(dev, log2, pref)| Mut::HugeBars { dev, log2, pref }),
-        (any::<Index>(), 1u8..=32, any::<Index>(), prop::option::of(0u16..80)).prop_map(|(host, count, profile, num_vfs)| Mut::ManyDevices { host, count, profile, num_vfs }),
+        (any::<Index>(), 1u8..=32, any::<Index>(), prop::option::of(0u16..80)).prop_map(|(host, count, profile, num_vfs)| Mut::ManyDevices {
+            host,
+            count,
+            profile,
+            num_vfs
+        }),
         (any::<Index>(), 0u8..6, big_g()).prop_map(|(host, field, v)| Mut::Host { host, field, v }),
         (any::<Index>(), 0u8..8, any::<u8>(), any::<bool>()).prop_map(|(link, gen, width, kind)| Mut::LinkParams { link, gen, width, kind }),
         (any::<Index>(), 0u8..8, big_g(), 0u8..4).prop_map(|(ntb, field, v, n)| Mut::Ntb { ntb, field, v, n }),
@@ -1008,7 +1116,9 @@ fn mut_g() -> impl Strategy<Value = Mut> {
 }
 
 fn names(spec: &TopologySpec) -> Vec<String> {
-    spec.hosts.iter().map(|h| h.name.clone())
+    spec.hosts
+        .iter()
+        .map(|h| h.name.clone())
         .chain(spec.switches.iter().map(|s| s.name.clone()))
         .chain(spec.devices.iter().map(|d| d.name.clone()))
         .chain(spec.ntbs.iter().map(|n| n.name.clone()))
@@ -1024,11 +1134,17 @@ fn apply_mut(spec: &mut TopologySpec, m: &Mut) {
     let any_name = all.first().cloned().unwrap_or_default();
     match m {
         Mut::Name { comp, bad } => {
-            let bads = ["".to_string(), "1abc".into(), "a b".into(), "a.b".into(), "cpu".into(), "ümlaut".into(), "-x".into(), any_name.clone(), "ok-name".into()];
+            let bads =
+                ["".to_string(), "1abc".into(), "a b".into(), "a.b".into(), "cpu".into(), "ümlaut".into(), "-x".into(), any_name.clone(), "ok-name".into()];
             let b = pick(&bads, bad).unwrap();
             let n = spec.hosts.len() + spec.switches.len() + spec.devices.len() + spec.ntbs.len();
             let mut k = comp.index(n);
-            for list in [spec.hosts.iter_mut().map(|h| &mut h.name).collect::<Vec<_>>(), spec.switches.iter_mut().map(|h| &mut h.name).collect(), spec.devices.iter_mut().map(|h| &mut h.name).collect(), spec.ntbs.iter_mut().map(|h| &mut h.name).collect()] {
+            for list in [
+                spec.hosts.iter_mut().map(|h| &mut h.name).collect::<Vec<_>>(),
+                spec.switches.iter_mut().map(|h| &mut h.name).collect(),
+                spec.devices.iter_mut().map(|h| &mut h.name).collect(),
+                spec.ntbs.iter_mut().map(|h| &mut h.name).collect(),
+            ] {
                 if k < list.len() {
                     *list.into_iter().nth(k).unwrap() = b;
                     return;
@@ -1041,7 +1157,17 @@ fn apply_mut(spec: &mut TopologySpec, m: &Mut) {
                 return;
             }
             let h = spec.hosts[0].name.clone();
-            let mut bads = vec!["nosuch".to_string(), "nosuch.rp0".into(), format!("{h}.rp99"), format!("{h}.rpx"), h.clone(), format!("{h}.cable"), "".into(), ".".into(), format!("{h}.rp0.up")];
+            let mut bads = vec![
+                "nosuch".to_string(),
+                "nosuch.rp0".into(),
+                format!("{h}.rp99"),
+                format!("{h}.rpx"),
+                h.clone(),
+                format!("{h}.cable"),
+                "".into(),
+                ".".into(),
+                format!("{h}.rp0.up"),
+            ];
             if let Some(s) = spec.switches.first() {
                 bads.extend([format!("{}.d99", s.name), format!("{}.up", s.name), format!("{}.d0", s.name), s.name.clone()]);
             }
@@ -1053,7 +1179,11 @@ fn apply_mut(spec: &mut TopologySpec, m: &Mut) {
             }
             let b = pick(&bads, bad).unwrap();
             let i = link.index(spec.links.len());
-            if *a_end { spec.links[i].a = b } else { spec.links[i].b = b }
+            if *a_end {
+                spec.links[i].a = b
+            } else {
+                spec.links[i].b = b
+            }
         }
         Mut::DupLink { link } => {
             if let Some(l) = pick(&spec.links, link) {
@@ -1098,7 +1228,11 @@ fn apply_mut(spec: &mut TopologySpec, m: &Mut) {
             if let Some(d) = pick(&with_fns, dev) {
                 let f = &mut spec.devices[d].functions.as_mut().unwrap()[0];
                 let b = BarSpec { index: *index, size: *size, bits: *bits, pref: *pref };
-                if f.bars.is_empty() { f.bars.push(b) } else { f.bars[0] = b }
+                if f.bars.is_empty() {
+                    f.bars.push(b)
+                } else {
+                    f.bars[0] = b
+                }
             }
         }
         Mut::HugeBars { dev, log2, pref } => {
@@ -1307,7 +1441,6 @@ fn malformed_json_reports_the_whole_document() {
     assert_eq!(e.path, "");
 }
 
-
 // =============================================================================================
 // Regression tests for the bugs these properties found (minimal cases)
 // =============================================================================================
@@ -1350,10 +1483,12 @@ fn spec_err(json: &str) -> devlend_fabric::SpecError {
 /// release the sum wrapped to 0 and the BARs were silently left unplaced at address 0).
 #[test]
 fn regression_huge_bars_fail_placement_without_overflow() {
-    let e = spec_err(r#"{"name":"t","hosts":[{"name":"h","cpu":"amd-epyc","ram":1073741824,"root_ports":1}],
+    let e = spec_err(
+        r#"{"name":"t","hosts":[{"name":"h","cpu":"amd-epyc","ram":1073741824,"root_ports":1}],
       "devices":[{"name":"d","functions":[{"bars":[{"index":0,"size":9223372036854775808,"bits":64,"pref":true},
                                                    {"index":2,"size":9223372036854775808,"bits":64,"pref":true}]}]}],
-      "links":[{"a":"h.rp0","b":"d","gen":3,"width":8}]}"#);
+      "links":[{"a":"h.rp0","b":"d","gen":3,"width":8}]}"#,
+    );
     assert_eq!(e.path, "/devices/0/functions/0/bars/0/size");
 }
 
@@ -1384,9 +1519,11 @@ fn regression_placement_error_paths_exist() {
     ));
     assert!(e.path.starts_with("/devices/") && e.path.ends_with("/profile"), "{}", e.path);
 
-    let e = spec_err(r#"{"name":"t","hosts":[{"name":"h","cpu":"generic-x86","ram":1073741824,"root_ports":1}],
+    let e = spec_err(
+        r#"{"name":"t","hosts":[{"name":"h","cpu":"generic-x86","ram":1073741824,"root_ports":1}],
       "ntbs":[{"name":"n","windows":[{"size":4096},{"size":1099511627776}],"rid_lut_entries":4,"doorbells":4,"scratchpads":4,"message_registers":1}],
-      "links":[{"a":"h.rp0","b":"n","gen":3,"width":8}]}"#);
+      "links":[{"a":"h.rp0","b":"n","gen":3,"width":8}]}"#,
+    );
     assert_eq!(e.path, "/ntbs/0/windows/1/size");
 
     let e = spec_err(r#"{"name":"t","hosts":[{"name":"h","cpu":"amd-epyc","ram":2199023255552,"root_ports":1}]}"#);

@@ -33,7 +33,11 @@ pub trait HostRef {
 
 impl HostRef for HostId {
     fn resolve(&self, c: &Cluster) -> HResult<HostId> {
-        if (*self as usize) < c.kernels.len() { Ok(*self) } else { Err(HostError::NoDevice(format!("no host #{self}"))) }
+        if (*self as usize) < c.kernels.len() {
+            Ok(*self)
+        } else {
+            Err(HostError::NoDevice(format!("no host #{self}")))
+        }
     }
 }
 
@@ -152,7 +156,16 @@ impl Cluster {
         let dev_domain = self.kernels[lender as usize].dma.get(&lender_dev).and_then(|d| d.domain).map(|d| (lender, d));
         let mut lend = self.lending.lend(&mut self.fabric, func, b, dev_domain, opts)?;
         let f = &self.fabric.funcs[func as usize];
-        let view = PciDevice { id: DevId(0), name: f.name.clone(), func, bdf: f.bdf, is_ntb: false, origin: Origin::Borrowed { lender }, lent_to: None, bars: lend.bars.clone() };
+        let view = PciDevice {
+            id: DevId(0),
+            name: f.name.clone(),
+            func,
+            bdf: f.bdf,
+            is_ntb: false,
+            origin: Origin::Borrowed { lender },
+            lent_to: None,
+            bars: lend.bars.clone(),
+        };
         let dev = self.kernels[b as usize].hot_add(view);
         if let Ok(d) = self.kernels[lender as usize].device_mut(lender_dev) {
             d.lent_to = Some(b);
@@ -177,7 +190,10 @@ impl Cluster {
             return invalid(format!("{name} is an NTB adapter and cannot be lent"));
         }
         if !f.hosts[b as usize].iommu {
-            return invalid(format!("host {} has its IOMMU disabled: a borrower maps DMA buffers through its IOMMU into the lender's DMA window (000 §4)", hn(b)));
+            return invalid(format!(
+                "host {} has its IOMMU disabled: a borrower maps DMA buffers through its IOMMU into the lender's DMA window (000 §4)",
+                hn(b)
+            ));
         }
         let k = &self.kernels[lender as usize];
         let dev = k.by_func(func).ok_or_else(|| HostError::NoDevice(format!("{} does not list {name}", hn(lender))))?;
@@ -224,7 +240,12 @@ impl Cluster {
         let mut report = Teardown::default();
         if !f.ntb_link_is_up(lend.la) || !f.ntb_link_is_up(lend.bb) {
             let host = |h: HostId| f.hosts[h as usize].name.clone();
-            report.unreached.push(Unreached { device: f.funcs[func as usize].name.clone(), lender: host(lender), borrower: host(b), ntb: f.ntbs[lend.la as usize].name.clone() });
+            report.unreached.push(Unreached {
+                device: f.funcs[func as usize].name.clone(),
+                lender: host(lender),
+                borrower: host(b),
+                ntb: f.ntbs[lend.la as usize].name.clone(),
+            });
         }
         self.fabric.set_bus_master(func, false);
         for e in crate::irq::quiesce_msix(&mut self.fabric, func) {
@@ -253,30 +274,43 @@ impl Cluster {
 
     pub fn lends(&self) -> Vec<LendInfo> {
         let f = &self.fabric;
-        self.lending.lends.iter().map(|(&func, l)| {
-            let w = self.lending.dma_windows.get(&(l.la, l.bb));
-            LendInfo {
-                device: f.funcs[func as usize].name.clone(),
-                lender: f.hosts[l.lender as usize].name.clone(),
-                borrower: f.hosts[l.borrower as usize].name.clone(),
-                dev: l.dev,
-                lender_ntb: f.ntbs[l.la as usize].name.clone(),
-                borrower_ntb: f.ntbs[l.bb as usize].name.clone(),
-                window_addr: w.map_or(0, |w| w.lender_addr),
-                window_size: w.map_or(0, |w| w.size),
-                window_iova: w.map_or(0, |w| w.iova_base),
-                bars: l.bars.clone(),
-                live_dma_maps: l.maps.len() + l.resource_maps.len(),
-                irq_vectors: self.kernels[l.borrower as usize].irqs.of(l.dev),
-            }
-        }).collect()
+        self.lending
+            .lends
+            .iter()
+            .map(|(&func, l)| {
+                let w = self.lending.dma_windows.get(&(l.la, l.bb));
+                LendInfo {
+                    device: f.funcs[func as usize].name.clone(),
+                    lender: f.hosts[l.lender as usize].name.clone(),
+                    borrower: f.hosts[l.borrower as usize].name.clone(),
+                    dev: l.dev,
+                    lender_ntb: f.ntbs[l.la as usize].name.clone(),
+                    borrower_ntb: f.ntbs[l.bb as usize].name.clone(),
+                    window_addr: w.map_or(0, |w| w.lender_addr),
+                    window_size: w.map_or(0, |w| w.size),
+                    window_iova: w.map_or(0, |w| w.iova_base),
+                    bars: l.bars.clone(),
+                    live_dma_maps: l.maps.len() + l.resource_maps.len(),
+                    irq_vectors: self.kernels[l.borrower as usize].irqs.of(l.dev),
+                }
+            })
+            .collect()
     }
 
     /// The P2P address pairs stored for a borrowed source device.
     pub fn p2p_table(&self, device: &str) -> Vec<P2pInfo> {
         let Ok(func) = self.fabric.func_id(device) else { return Vec::new() };
         let Some(l) = self.lending.lends.get(&func) else { return Vec::new() };
-        l.p2p.iter().map(|(&(t, bar), e)| P2pInfo { target: self.fabric.funcs[t as usize].name.clone(), bar, borrower_addr: e.borrower_addr, lender_addr: e.lender_addr, size: e.size }).collect()
+        l.p2p
+            .iter()
+            .map(|(&(t, bar), e)| P2pInfo {
+                target: self.fabric.funcs[t as usize].name.clone(),
+                bar,
+                borrower_addr: e.borrower_addr,
+                lender_addr: e.lender_addr,
+                size: e.size,
+            })
+            .collect()
     }
 
     /// Turn on interrupt remapping in `host` (`devlend_fabric::intremap`): from then on every

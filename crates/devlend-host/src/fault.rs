@@ -87,9 +87,11 @@ pub const FAULT_KINDS: [(&str, FaultKind, &str); 9] = [
 
 impl FaultKind {
     pub fn parse(name: &str) -> HResult<FaultKind> {
-        FAULT_KINDS.iter().find(|(n, _, _)| *n == name).map(|(_, k, _)| *k).ok_or_else(|| {
-            HostError::Invalid(format!("no fault kind '{name}': expected one of {}", FAULT_KINDS.map(|(n, _, _)| n).join(", ")))
-        })
+        FAULT_KINDS
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .map(|(_, k, _)| *k)
+            .ok_or_else(|| HostError::Invalid(format!("no fault kind '{name}': expected one of {}", FAULT_KINDS.map(|(n, _, _)| n).join(", "))))
     }
 
     pub fn name(self) -> &'static str {
@@ -226,7 +228,9 @@ impl Cluster {
             HostError::NoDevice(format!("no device and no port '{name}' with a link: name a device (its slot) or a switch port as COMPONENT.PORT"))
         })?;
         match f.nodes[node].kind {
-            NodeKind::SwitchDown { .. } => f.nodes[node].children.first().copied().ok_or_else(|| HostError::Invalid(format!("{name}: nothing is linked below this switch port"))),
+            NodeKind::SwitchDown { .. } => {
+                f.nodes[node].children.first().copied().ok_or_else(|| HostError::Invalid(format!("{name}: nothing is linked below this switch port")))
+            }
             _ => Ok(node as NodeId),
         }
     }
@@ -244,7 +248,13 @@ impl Cluster {
     }
 
     fn lends_where(&self, pred: impl Fn(&LendView) -> bool) -> Vec<FuncId> {
-        self.lending.lends.iter().map(|(&func, l)| LendView { func, lender: l.lender, borrower: l.borrower, la: l.la, bb: l.bb }).filter(|v| pred(v)).map(|v| v.func).collect()
+        self.lending
+            .lends
+            .iter()
+            .map(|(&func, l)| LendView { func, lender: l.lender, borrower: l.borrower, la: l.la, bb: l.bb })
+            .filter(|v| pred(v))
+            .map(|v| v.func)
+            .collect()
     }
 
     /// End the lends of `funcs` on both sides, whatever the links do (`return_device_force`).
@@ -263,7 +273,8 @@ impl Cluster {
     }
 
     fn crash(&mut self, h: HostId, r: &mut FaultReport) -> HResult<()> {
-        let ntbs: Vec<u32> = (0..self.fabric.ntbs.len() as u32).filter(|&n| self.fabric.ntbs[n as usize].host == h && self.fabric.ntbs[n as usize].peer.is_some()).collect();
+        let ntbs: Vec<u32> =
+            (0..self.fabric.ntbs.len() as u32).filter(|&n| self.fabric.ntbs[n as usize].host == h && self.fabric.ntbs[n as usize].peer.is_some()).collect();
         for n in ntbs {
             self.fabric.ntb_link_disable(n)?;
         }
@@ -278,7 +289,11 @@ impl Cluster {
         r.crashed.push(h);
         let t = self.fabric.tuning.timing.clone();
         for (func, b) in self.lending.lends.iter().filter(|(_, l)| l.lender == h).map(|(f, l)| (*f, l.borrower)) {
-            let steps = vec![(t.hotplug_detect_ps, b, HotplugStep::Interrupt), (t.hotplug_detect_ps + t.dl_notice_ps, b, HotplugStep::Notified), (t.hotplug_detect_ps + t.dl_notice_ps + t.hotplug_remove_ps, b, HotplugStep::DriverRemoved)];
+            let steps = vec![
+                (t.hotplug_detect_ps, b, HotplugStep::Interrupt),
+                (t.hotplug_detect_ps + t.dl_notice_ps, b, HotplugStep::Notified),
+                (t.hotplug_detect_ps + t.dl_notice_ps + t.hotplug_remove_ps, b, HotplugStep::DriverRemoved),
+            ];
             r.notices.push(Notice { func, steps });
         }
         let borrowed = self.lends_where(|l| l.borrower == h);
@@ -298,7 +313,11 @@ impl Cluster {
         let (irq, gone) = (t.hotplug_detect_ps, t.hotplug_detect_ps + t.hotplug_remove_ps);
         let mut steps = vec![(irq, home, HotplugStep::Interrupt)];
         match self.lending.lends.get(&func).map(|l| l.borrower) {
-            Some(b) => steps.extend([(gone, home, HotplugStep::Removed), (gone + t.dl_notice_ps, b, HotplugStep::Notified), (gone + t.dl_notice_ps + t.hotplug_remove_ps, b, HotplugStep::DriverRemoved)]),
+            Some(b) => steps.extend([
+                (gone, home, HotplugStep::Removed),
+                (gone + t.dl_notice_ps, b, HotplugStep::Notified),
+                (gone + t.dl_notice_ps + t.hotplug_remove_ps, b, HotplugStep::DriverRemoved),
+            ]),
             None => steps.push((gone, home, HotplugStep::DriverRemoved)),
         }
         Notice { func, steps }
@@ -316,12 +335,14 @@ impl Cluster {
     }
 
     fn reboot(&mut self, h: HostId) -> HResult<()> {
-        let ntbs: Vec<u32> = (0..self.fabric.ntbs.len() as u32).filter(|&n| self.fabric.ntbs[n as usize].host == h && self.fabric.ntbs[n as usize].peer.is_some()).collect();
+        let ntbs: Vec<u32> =
+            (0..self.fabric.ntbs.len() as u32).filter(|&n| self.fabric.ntbs[n as usize].host == h && self.fabric.ntbs[n as usize].peer.is_some()).collect();
         for n in ntbs {
             self.fabric.ntb_link_enable(n)?;
         }
         let f = &self.fabric;
-        let devices: Vec<FuncId> = (0..f.funcs.len() as FuncId).filter(|&x| f.func_host(x) == h && !matches!(f.nodes[f.slot_of(x) as usize].kind, NodeKind::Ntb { .. })).collect();
+        let devices: Vec<FuncId> =
+            (0..f.funcs.len() as FuncId).filter(|&x| f.func_host(x) == h && !matches!(f.nodes[f.slot_of(x) as usize].kind, NodeKind::Ntb { .. })).collect();
         for func in devices {
             self.fabric.power_on_reset(func);
         }

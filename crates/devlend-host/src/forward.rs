@@ -30,12 +30,23 @@ impl Cluster {
     /// its messages must be written to: with interrupt remapping on in `host`, the
     /// remappable-format address of an entry raising the vector that validates `source` (VT-d
     /// §5.1.4, SVT 01); `msg_addr` itself otherwise.
-    pub fn alloc_vector(&mut self, host: impl HostRef, dev: DevId, entry: u16, handler: u32, (msg_addr, source): (u64, devlend_wire::Bdf)) -> HResult<(u8, u64)> {
+    pub fn alloc_vector(
+        &mut self,
+        host: impl HostRef,
+        dev: DevId,
+        entry: u16,
+        handler: u32,
+        (msg_addr, source): (u64, devlend_wire::Bdf),
+    ) -> HResult<(u8, u64)> {
         let h = host.resolve(self)?;
         let k = &mut self.kernels[h as usize];
         k.device(dev)?;
         let Some(vector) = k.irqs.alloc() else {
-            return Err(HostError::NoMemory(format!("host {}: no free interrupt vector (all of {FIRST_DEVICE_VECTOR:#x}-{:#x} are requested)", k.name, FIRST_SYSTEM_VECTOR - 1)));
+            return Err(HostError::NoMemory(format!(
+                "host {}: no free interrupt vector (all of {FIRST_DEVICE_VECTOR:#x}-{:#x} are requested)",
+                k.name,
+                FIRST_SYSTEM_VECTOR - 1
+            )));
         };
         let irte = match self.fabric.intr_remap_on(h) {
             true => Some(self.fabric.irte_alloc(h, Irte { vector, source: Source::Rid(source) })?),

@@ -31,8 +31,8 @@
 use crate::error::{invalid, HResult, HostError};
 use crate::kernel::DevId;
 use devlend_fabric::config::MSIX_ENABLE;
-use devlend_fabric::model::{FuncId, HostId};
 use devlend_fabric::fabric::Event;
+use devlend_fabric::model::{FuncId, HostId};
 use devlend_fabric::{Fabric, Requester};
 use std::collections::BTreeMap;
 
@@ -233,8 +233,11 @@ mod tests {
 
     #[test]
     fn vectors_are_allocated_lowest_first_and_unknown_ones_are_spurious() {
-        let mut f = devlend_fabric::build_json(r#"{"name":"one","hosts":[{"name":"h","cpu":"intel-xeon-e5","ram":4294967296,"iommu":true,"root_ports":1}],
-          "devices":[{"name":"nvme0","profile":"optane-900p"}],"links":[{"a":"h.rp0","b":"nvme0","gen":3,"width":4}]}"#).unwrap();
+        let mut f = devlend_fabric::build_json(
+            r#"{"name":"one","hosts":[{"name":"h","cpu":"intel-xeon-e5","ram":4294967296,"iommu":true,"root_ports":1}],
+          "devices":[{"name":"nvme0","profile":"optane-900p"}],"links":[{"a":"h.rp0","b":"nvme0","gen":3,"width":4}]}"#,
+        )
+        .unwrap();
         let mut t = IrqTable::default();
         assert_eq!(t.alloc(), Some(FIRST_DEVICE_VECTOR));
         t.insert(IrqDesc { vector: 0x20, dev: DevId(0), entry: 0, handler: 7, msg_addr: 0xfee0_0000, count: 0, irte: None });

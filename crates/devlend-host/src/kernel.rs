@@ -111,7 +111,18 @@ impl Kernel {
         let h = &f.hosts[host as usize];
         let ram: Vec<(u64, u64)> = h.ram_regions.iter().map(|r| (r.start, r.end)).collect();
         let free: Vec<(u64, u64)> = ram.iter().map(|&(s, e)| (s.max(KERNEL_RESERVED), e)).collect();
-        let mut k = Kernel { host, name: h.name.clone(), iommu: h.iommu, devices: BTreeMap::new(), next_id: 0, ram, pages: RangeAlloc::new(&free), dma: BTreeMap::new(), irqs: IrqTable::default(), removals: Vec::new() };
+        let mut k = Kernel {
+            host,
+            name: h.name.clone(),
+            iommu: h.iommu,
+            devices: BTreeMap::new(),
+            next_id: 0,
+            ram,
+            pages: RangeAlloc::new(&free),
+            dma: BTreeMap::new(),
+            irqs: IrqTable::default(),
+            removals: Vec::new(),
+        };
         let mut funcs: Vec<FuncId> = (0..f.funcs.len() as FuncId).filter(|&x| f.func_host(x) == host).collect();
         funcs.sort_by_key(|&x| f.funcs[x as usize].bdf);
         for func in funcs {
@@ -191,7 +202,9 @@ impl Kernel {
     /// Allocate page-aligned, zero-filled-by-nature physical memory (kmalloc / alloc_pages).
     pub fn alloc_pages(&mut self, bytes: u64) -> HResult<u64> {
         let n = align_up(bytes.max(1), PAGE).ok_or_else(|| HostError::NoMemory(format!("host {}: cannot allocate {bytes} bytes", self.name)))?;
-        self.pages.alloc(n, PAGE).ok_or_else(|| HostError::NoMemory(format!("host {}: out of memory allocating {} ({} free)", self.name, size(n), size(self.pages.available()))))
+        self.pages
+            .alloc(n, PAGE)
+            .ok_or_else(|| HostError::NoMemory(format!("host {}: out of memory allocating {} ({} free)", self.name, size(n), size(self.pages.available()))))
     }
 
     pub fn free_pages(&mut self, phys: u64) -> HResult<()> {

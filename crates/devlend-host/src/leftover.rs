@@ -26,11 +26,30 @@ use std::fmt;
 pub enum Leftover {
     /// A translation on `ntb` for traffic from its peer `from` through `window` (a LUT
     /// `segment` of it, or the whole window).
-    NtbTranslation { ntb: String, from: String, window: usize, segment: Option<usize>, addr: u64 },
-    LutEntry { ntb: String, index: usize, rid: Bdf },
-    IommuContext { host: String, rid: Bdf, domain: String },
+    NtbTranslation {
+        ntb: String,
+        from: String,
+        window: usize,
+        segment: Option<usize>,
+        addr: u64,
+    },
+    LutEntry {
+        ntb: String,
+        index: usize,
+        rid: Bdf,
+    },
+    IommuContext {
+        host: String,
+        rid: Bdf,
+        domain: String,
+    },
     /// `mapped` bytes in `domain`, of which lends and the local driver account for `owned`.
-    IommuBytes { host: String, domain: String, mapped: u64, owned: u64 },
+    IommuBytes {
+        host: String,
+        domain: String,
+        mapped: u64,
+        owned: u64,
+    },
 }
 
 impl fmt::Display for Leftover {
@@ -64,7 +83,8 @@ fn ntb_leftovers(f: &Fabric, owned: &Owned) -> Vec<Leftover> {
         for (pidx, tables) in s.inbound.iter().enumerate() {
             let Some(from) = s.peers.get(pidx).map(|p| p.ntb) else { continue };
             let maps: Vec<_> = owned.wins.iter().filter(|m| m.far == n as u32 && m.out == from).collect();
-            let name = |window, segment, addr| Leftover::NtbTranslation { ntb: s.name.clone(), from: f.ntbs[from as usize].name.clone(), window, segment, addr };
+            let name =
+                |window, segment, addr| Leftover::NtbTranslation { ntb: s.name.clone(), from: f.ntbs[from as usize].name.clone(), window, segment, addr };
             for (widx, t) in tables.iter().enumerate() {
                 match t {
                     Inbound::Unset => {}
@@ -75,7 +95,8 @@ fn ntb_leftovers(f: &Fabric, owned: &Owned) -> Vec<Leftover> {
                     }
                     Inbound::Lut(segs) => {
                         for (i, a) in segs.iter().enumerate().filter_map(|(i, a)| a.map(|a| (i, a))) {
-                            let covered = maps.iter().any(|m| m.widx == widx && m.segments().is_some_and(|(first, k)| (first..first + k).contains(&(i as u64))));
+                            let covered =
+                                maps.iter().any(|m| m.widx == widx && m.segments().is_some_and(|(first, k)| (first..first + k).contains(&(i as u64))));
                             if !covered {
                                 out.push(name(widx, Some(i), a));
                             }
@@ -98,7 +119,8 @@ fn iommu_leftovers(c: &Cluster, owned: &Owned) -> Vec<Leftover> {
     let mut out = Vec::new();
     for (h, m) in f.iommus.iter().enumerate() {
         let host = f.hosts[h].name.clone();
-        let mut ctx: Vec<_> = m.context.iter().filter(|(_, d)| m.domains[**d as usize].name.starts_with("dl:") && !owned.domains.contains(&(h as HostId, **d))).collect();
+        let mut ctx: Vec<_> =
+            m.context.iter().filter(|(_, d)| m.domains[**d as usize].name.starts_with("dl:") && !owned.domains.contains(&(h as HostId, **d))).collect();
         ctx.sort();
         for (rid, d) in ctx {
             out.push(Leftover::IommuContext { host: host.clone(), rid: *rid, domain: m.domains[*d as usize].name.clone() });

@@ -44,8 +44,8 @@ pub use cluster::{BorrowOptions, Cluster, HostRef, LendInfo, P2pInfo, Teardown, 
 pub use error::{EptFault, HResult, HostError};
 pub use fault::{EndedLend, FaultKind, FaultReport, Notice};
 pub use irq::{IntxLine, IrqDesc, IrqTable};
-pub use leftover::Leftover;
 pub use kernel::{BarView, DevId, Kernel, Origin, PciDevice};
+pub use leftover::Leftover;
 pub use os::{DmaDir, HostOs};
 pub use pool::{Pool, PoolEntry, PoolError};
 pub use timed::{ThreadKernel, ThreadOs};

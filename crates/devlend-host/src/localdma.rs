@@ -34,7 +34,11 @@ pub(crate) fn pages(addr: u64, size: u64) -> HResult<(u64, u64)> {
 
 /// IOVA alignment: 2 MiB for large mappings (so the IOMMU can use 2 MiB pages), else a page.
 pub(crate) fn iova_align(len: u64) -> u64 {
-    if len >= BIG { BIG } else { PAGE }
+    if len >= BIG {
+        BIG
+    } else {
+        PAGE
+    }
 }
 
 /// Find or create an IOMMU domain by name.
@@ -112,8 +116,11 @@ mod tests {
     use super::*;
 
     fn fabric(iommu: bool) -> Fabric {
-        devlend_fabric::build_json(&format!(r#"{{"name":"one","hosts":[{{"name":"h","cpu":"intel-xeon-e5","ram":4294967296,"iommu":{iommu},"root_ports":1}}],
-          "devices":[{{"name":"nic0","profile":"optane-900p"}}],"links":[{{"a":"h.rp0","b":"nic0","gen":3,"width":4}}]}}"#)).unwrap()
+        devlend_fabric::build_json(&format!(
+            r#"{{"name":"one","hosts":[{{"name":"h","cpu":"intel-xeon-e5","ram":4294967296,"iommu":{iommu},"root_ports":1}}],
+          "devices":[{{"name":"nic0","profile":"optane-900p"}}],"links":[{{"a":"h.rp0","b":"nic0","gen":3,"width":4}}]}}"#
+        ))
+        .unwrap()
     }
 
     #[test]

@@ -170,7 +170,12 @@ impl HostOs<'_> {
         }
         let slot = self.msix_entry(dev, &cap, entry)?;
         let Some(vector) = self.kernel().irqs.alloc() else {
-            return Err(HostError::NoMemory(format!("host {}: no free interrupt vector (all of {:#x}-{:#x} are requested)", self.kernel().name, irq::FIRST_DEVICE_VECTOR, irq::FIRST_SYSTEM_VECTOR - 1)));
+            return Err(HostError::NoMemory(format!(
+                "host {}: no free interrupt vector (all of {:#x}-{:#x} are requested)",
+                self.kernel().name,
+                irq::FIRST_DEVICE_VECTOR,
+                irq::FIRST_SYSTEM_VECTOR - 1
+            )));
         };
         let borrowed = matches!(origin, Origin::Borrowed { .. });
         let msg_addr = if borrowed {
@@ -219,7 +224,9 @@ impl HostOs<'_> {
         let bdf = f.funcs[func as usize].bdf;
         let rid = match self.c.lending.lends.get(&func) {
             Some(l) => {
-                let idx = f.ntbs[l.la as usize].rid_lut_index(bdf).ok_or_else(|| HostError::Invalid(format!("{} has no LUT entry on its lender's adapter", f.funcs[func as usize].name)))?;
+                let idx = f.ntbs[l.la as usize]
+                    .rid_lut_index(bdf)
+                    .ok_or_else(|| HostError::Invalid(format!("{} has no LUT entry on its lender's adapter", f.funcs[func as usize].name)))?;
                 f.ntb_alias_of(l.bb, l.la, idx)
             }
             None => bdf,
@@ -462,7 +469,9 @@ impl HostOs<'_> {
     /// Resolve an address of this host into the device BAR that holds it.
     fn target(&self, phys: u64, len: u64) -> HResult<Target> {
         let k = self.kernel();
-        let (tdev, bar, offset) = k.resolve_bar(phys, len).ok_or_else(|| HostError::Invalid(format!("dma_map_resource: {phys:#x}+{len:#x} is not inside one BAR of a device host {} sees", k.name)))?;
+        let (tdev, bar, offset) = k
+            .resolve_bar(phys, len)
+            .ok_or_else(|| HostError::Invalid(format!("dma_map_resource: {phys:#x}+{len:#x} is not inside one BAR of a device host {} sees", k.name)))?;
         let t = self.usable(tdev)?;
         let view = t.bar(bar)?.cpu_addr;
         Ok(Target { func: t.func, bar, origin: t.origin, view, offset })

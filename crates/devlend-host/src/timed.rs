@@ -25,9 +25,9 @@ use crate::kernel::DevId;
 use crate::os::{check_cpu_range, DmaDir, HostOs};
 use devlend_engine::machine::{Thread, ThreadError, Watch, World};
 use devlend_fabric::model::{FuncId, HostId};
-use std::cell::Cell;
 use devlend_fabric::route::Failure;
 use devlend_fabric::Fabric;
+use std::cell::Cell;
 
 impl World for Cluster {
     fn fabric(&mut self) -> &mut Fabric {
@@ -82,7 +82,10 @@ impl<'t, 'y> ThreadOs<'t, 'y> {
             return;
         }
         let c = self.t.world();
-        let hit = c.kernels[self.host as usize].devices().find(|d| !d.is_ntb && d.bars.iter().any(|b| addr >= b.cpu_addr && addr - b.cpu_addr < b.size)).map(|d| d.func);
+        let hit = c.kernels[self.host as usize]
+            .devices()
+            .find(|d| !d.is_ntb && d.bars.iter().any(|b| addr >= b.cpu_addr && addr - b.cpu_addr < b.size))
+            .map(|d| d.func);
         if let Some(func) = hit {
             self.drives.set(Some((func, self.t.now())));
         }
@@ -119,7 +122,10 @@ impl<'t, 'y> ThreadOs<'t, 'y> {
 
 /// Failures a posted write meets without anyone telling the CPU.
 fn dropped_posted(f: &Failure) -> bool {
-    matches!(f, Failure::NtbLinkDown { .. } | Failure::PortDown { .. } | Failure::Unresponsive { .. } | Failure::Unsupported { .. } | Failure::NtbUnmapped { .. })
+    matches!(
+        f,
+        Failure::NtbLinkDown { .. } | Failure::PortDown { .. } | Failure::Unresponsive { .. } | Failure::Unsupported { .. } | Failure::NtbUnmapped { .. }
+    )
 }
 
 fn fault(e: ThreadError) -> HostError {

@@ -62,7 +62,10 @@ fn a_driver_touching_an_unmapped_bar_gets_a_recorded_fault() {
         assert!(matches!(os.write(u64::MAX - 2, b"wrap"), Err(HostError::Invalid(_))));
         assert!(matches!(os.read(u64::MAX, 2), Err(HostError::Invalid(_))));
         assert!(matches!(os.read(view, usize::MAX), Err(HostError::Invalid(_))));
-        assert!(matches!(os.read(u64::MAX, 1), Err(HostError::Fault { addr: u64::MAX, .. })), "the last byte of the address space is addressable (nothing decodes it)");
+        assert!(
+            matches!(os.read(u64::MAX, 1), Err(HostError::Fault { addr: u64::MAX, .. })),
+            "the last byte of the address space is addressable (nothing decodes it)"
+        );
         assert_eq!(failures(&c), n + 1, "only the load that reached the bus is recorded");
     }
 }
@@ -133,7 +136,11 @@ fn a_link_down_mid_lend_is_torn_down_on_both_sides_and_the_device_can_be_borrowe
         };
         assert_eq!(report.unreached.len(), 1, "{report:?}");
         assert_eq!((report.unreached[0].device.as_str(), report.unreached[0].ntb.as_str()), ("gpu0", "ntb-l"));
-        assert_eq!(c.fabric.programmed(), clean, "no translation, LUT entry, context entry or IOMMU mapping left (lender IOMMU {lender_iommu}, forced {forced})");
+        assert_eq!(
+            c.fabric.programmed(),
+            clean,
+            "no translation, LUT entry, context entry or IOMMU mapping left (lender IOMMU {lender_iommu}, forced {forced})"
+        );
         assert!(c.lending_idle() && c.anomalies().is_empty(), "{:?}", c.anomalies());
         assert!(c.lends().is_empty() && c.kernel("borrower").unwrap().devices().all(|d| d.name != "gpu0"));
         let e = c.borrow("borrower", "gpu0").unwrap_err();

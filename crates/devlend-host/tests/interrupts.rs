@@ -144,7 +144,11 @@ fn devices_from_one_lender_share_the_mapping_of_the_borrowers_msi_page() {
             devlend_fabric::ntb::Inbound::Lut(segs) => segs.iter().filter(|s| **s == Some(msi)).count(),
             other => panic!("{other:?}"),
         };
-        assert_eq!((onto_msi(&c, "ntb-b-a"), onto_msi(&c, "ntb-b-b")), (1, 1), "one translation onto the MSI page per lender's NTB; gpu3 comes through lender-b's");
+        assert_eq!(
+            (onto_msi(&c, "ntb-b-a"), onto_msi(&c, "ntb-b-b")),
+            (1, 1),
+            "one translation onto the MSI page per lender's NTB; gpu3 comes through lender-b's"
+        );
         c.os("borrower").unwrap().free_irq(g0, 0).unwrap();
         assert!(matches!(c.return_device("borrower", g1), Err(HostError::Busy(_))));
         c.return_device_force("borrower", g0).unwrap();
@@ -260,7 +264,11 @@ fn interrupt_remapping_blocks_forged_messages_and_passes_the_borrowed_devices() 
         let v0_lender_addr = c.kernel("borrower").unwrap().irqs().get(v0).unwrap().msg_addr;
         // gpu4 (local) forges: gpu0's vector in compatibility format, and gpu0's entry through
         // its own root. gpu0 (borrowed) forges gpu4's entry through the NTB's MSI mapping.
-        let forged = [("gpu4", msi, v0 as u32), ("gpu4", msi | (v0_lender_addr & 0xfff), v0 as u32), ("gpu0", v0_lender_addr - (v0_lender_addr & 0xfff) + (v4_addr & 0xfff), v4 as u32)];
+        let forged = [
+            ("gpu4", msi, v0 as u32),
+            ("gpu4", msi | (v0_lender_addr & 0xfff), v0 as u32),
+            ("gpu0", v0_lender_addr - (v0_lender_addr & 0xfff) + (v4_addr & 0xfff), v4 as u32),
+        ];
         for (dev, addr, data) in forged {
             let (digest, before) = (c.fabric.memory_digest(), c.fabric.events.total());
             let fail = device_write(&mut c, dev, addr, &data.to_le_bytes());

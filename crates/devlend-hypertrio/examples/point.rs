@@ -9,8 +9,17 @@ fn main() {
         let s = run_point(&a[1], ov, &a[3], n, &a[4], Some(ppt), 1).unwrap();
         println!(
             "{:5} {:6.1} Gb/s dtlb {:.3} pb {:.3} l2 {:.2} l3 {:.2} walk {:.1} ptb {:.1} drops {} acc {:.2} cov {:.2}",
-            n, s.gbps, s.devtlb_hit_rate, s.pb_hit_rate, s.l2_hit_rate, s.l3_hit_rate,
-            s.mean_walk_accesses, s.ptb_mean, s.drops, s.prefetch_accuracy, s.prefetch_coverage
+            n,
+            s.gbps,
+            s.devtlb_hit_rate,
+            s.pb_hit_rate,
+            s.l2_hit_rate,
+            s.l3_hit_rate,
+            s.mean_walk_accesses,
+            s.ptb_mean,
+            s.drops,
+            s.prefetch_accuracy,
+            s.prefetch_coverage
         );
     }
 }

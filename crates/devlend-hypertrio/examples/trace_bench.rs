@@ -11,10 +11,7 @@ use std::time::Instant;
 
 fn peak_rss_mib() -> f64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
+    s.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok()).map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 fn size_mib(p: &str) -> f64 {
@@ -28,21 +25,27 @@ fn mklog(out: &str, tenants: u32, requests: u64) {
     let f = std::fs::File::create(out).unwrap();
     let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
     for t in 0..tenants {
-        writeln!(w, "7@1.000000:vtd_iotlb_cc_update IOTLB context update bus 0x1 devfn 0x{:x} high 0x{:x} low 0x7f0001 gen 0 -> gen 1", t * 8, 0x101 + t).unwrap();
+        writeln!(w, "7@1.000000:vtd_iotlb_cc_update IOTLB context update bus 0x1 devfn 0x{:x} high 0x{:x} low 0x7f0001 gen 0 -> gen 1", t * 8, 0x101 + t)
+            .unwrap();
     }
     for i in 0..requests {
         let pkt = i / 3;
         for t in 0..tenants {
             let (iova, ps) = match i % 3 {
                 0 => (0x3480_0000 + (pkt % 256) * 16, 0),
-                1 => (
-                    0xbbe0_0000 + ((pkt / 1500 + t as u64) % 32) * 0x20_0000 + (pkt % 1500) * 64,
-                    0x80,
-                ),
+                1 => (0xbbe0_0000 + ((pkt / 1500 + t as u64) % 32) * 0x20_0000 + (pkt % 1500) * 64, 0x80),
                 _ => (0xf040_0000 + ((pkt / 32) % 6) * 0x1000 + (pkt % 64) * 8, 0),
             };
             let ev = if pkt == 0 { "update" } else { "hit" };
-            writeln!(w, "7@1.{:06}:vtd_iotlb_page_{ev} IOTLB page {ev} sid 0x{:x} iova 0x{iova:x} slpte 0x{:x} domain 0x{:x}", i % 1_000_000, 0x100 + t * 8, 0x1_2345_6003u64 | ps, t + 1).unwrap();
+            writeln!(
+                w,
+                "7@1.{:06}:vtd_iotlb_page_{ev} IOTLB page {ev} sid 0x{:x} iova 0x{iova:x} slpte 0x{:x} domain 0x{:x}",
+                i % 1_000_000,
+                0x100 + t * 8,
+                0x1_2345_6003u64 | ps,
+                t + 1
+            )
+            .unwrap();
         }
     }
     w.flush().unwrap();
@@ -63,24 +66,11 @@ fn main() {
         }
         Some("mklog") => {
             mklog(&a[2], a[3].parse().unwrap(), a[4].parse().unwrap());
-            println!(
-                "mklog   {}: {:.1} MiB in {:.2} s",
-                a[2],
-                size_mib(&a[2]),
-                t0.elapsed().as_secs_f64()
-            );
+            println!("mklog   {}: {:.1} MiB in {:.2} s", a[2], size_mib(&a[2]), t0.elapsed().as_secs_f64());
         }
         Some("build") => {
             let logs: Vec<String> = a[5..].to_vec();
-            let s = construct::build_file(
-                &logs,
-                Some(a[3].parse().unwrap()),
-                &a[4],
-                1,
-                &a[2],
-                &mut |_, _| {},
-            )
-            .unwrap();
+            let s = construct::build_file(&logs, Some(a[3].parse().unwrap()), &a[4], 1, &a[2], &mut |_, _| {}).unwrap();
             let dt = t0.elapsed().as_secs_f64();
             let lines: u64 = s.inputs.iter().map(|i| i.lines).sum();
             println!("build   {} log lines -> {} tenants {}: {} translations, {:.1} MiB, {dt:.2} s = {:.2} M log lines/s, {:.1} M translations/s written, peak RSS {:.1} MiB",
@@ -90,8 +80,15 @@ fn main() {
             let cfg = params().config(&a[3]).unwrap();
             let st = replay::replay_trace(&a[2], &cfg, &mut |_, _| {}).unwrap();
             let dt = t0.elapsed().as_secs_f64();
-            println!("replay  {} {:9}: {} translations in {dt:.2} s = {:.1} M translations/s; {:.1} Gb/s; peak RSS {:.1} MiB",
-                a[2].rsplit('/').next().unwrap(), a[3], st.translations, st.translations as f64 / dt / 1e6, st.gbps, peak_rss_mib());
+            println!(
+                "replay  {} {:9}: {} translations in {dt:.2} s = {:.1} M translations/s; {:.1} Gb/s; peak RSS {:.1} MiB",
+                a[2].rsplit('/').next().unwrap(),
+                a[3],
+                st.translations,
+                st.translations as f64 / dt / 1e6,
+                st.gbps,
+                peak_rss_mib()
+            );
         }
         _ => eprintln!("usage: see the top of examples/trace_bench.rs"),
     }

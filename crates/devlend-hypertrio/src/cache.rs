@@ -30,11 +30,7 @@ impl Policy {
             "lru" => Ok(Policy::Lru),
             "lfu" => Ok(Policy::Lfu),
             "oracle" | "belady" | "opt" => Ok(Policy::Oracle),
-            _ => Err(HtError::UnknownName {
-                kind: "replacement policy",
-                name: s.into(),
-                expected: "lru, lfu or oracle".into(),
-            }),
+            _ => Err(HtError::UnknownName { kind: "replacement policy", name: s.into(), expected: "lru, lfu or oracle".into() }),
         }
     }
 }
@@ -80,11 +76,7 @@ fn find(row: &[u32], key: u32) -> Option<usize> {
 #[inline(always)]
 fn lowest(count: &[u8], ways: usize) -> u64 {
     debug_assert!(count.len().is_multiple_of(16) && ways <= count.len() && ways <= 64);
-    let valid = if ways == 64 {
-        u64::MAX
-    } else {
-        (1u64 << ways) - 1
-    };
+    let valid = if ways == 64 { u64::MAX } else { (1u64 << ways) - 1 };
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::*;
@@ -111,10 +103,7 @@ fn lowest(count: &[u8], ways: usize) -> u64 {
     #[cfg(not(target_arch = "x86_64"))]
     {
         let low = count[..ways].iter().copied().min().unwrap_or(0);
-        count[..ways]
-            .iter()
-            .enumerate()
-            .fold(0u64, |t, (i, &v)| t | (((v == low) as u64) << i))
+        count[..ways].iter().enumerate().fold(0u64, |t, (i, &v)| t | (((v == low) as u64) << i))
     }
 }
 
@@ -200,11 +189,7 @@ fn select_bit(mask: u64, mut k: u64, bytes: usize) -> usize {
         let byte = (mask >> (8 * b)) as u8;
         let c = byte.count_ones() as u64;
         let here = 8 * b + SEL[byte as usize][k.min(7) as usize] as usize;
-        found = if k < c && found == usize::MAX {
-            here
-        } else {
-            found
-        };
+        found = if k < c && found == usize::MAX { here } else { found };
         k = k.wrapping_sub(c);
     }
     found
@@ -221,11 +206,7 @@ fn first_min(r: &[u64; GROUP]) -> (u64, usize) {
         n /= 2;
         for i in 0..n {
             let right = v[2 * i + 1] < v[2 * i];
-            (v[i], ix[i]) = if right {
-                (v[2 * i + 1], ix[2 * i + 1])
-            } else {
-                (v[2 * i], ix[2 * i])
-            };
+            (v[i], ix[i]) = if right { (v[2 * i + 1], ix[2 * i + 1]) } else { (v[2 * i], ix[2 * i]) };
         }
     }
     (v[0], ix[0] as usize)
@@ -247,17 +228,13 @@ fn first_min_of(r: &[u64]) -> usize {
 /// The first position of `key` in `keys` (a multiple of 16 long), any length.
 #[inline(always)]
 pub(crate) fn find_in(keys: &[u32], key: u32) -> Option<usize> {
-    keys.chunks(64)
-        .enumerate()
-        .find_map(|(c, ch)| find(ch, key).map(|i| 64 * c + i))
+    keys.chunks(64).enumerate().find_map(|(c, ch)| find(ch, key).map(|i| 64 * c + i))
 }
 
 /// `sets` rows of `ways` values `fill`, each padded with `pad` to a multiple of 16.
 pub(crate) fn padded_rows<T: Copy>(sets: usize, ways: usize, fill: T, pad: T) -> Vec<T> {
     let stride = ways.next_multiple_of(GROUP);
-    (0..sets * stride)
-        .map(|i| if i % stride < ways { fill } else { pad })
-        .collect()
+    (0..sets * stride).map(|i| if i % stride < ways { fill } else { pad }).collect()
 }
 
 /// Oracle next-use position of an entry never used again.
@@ -310,15 +287,7 @@ pub struct Cache {
 
 impl Cache {
     /// `what` names the structure in errors (e.g. "DevTLB").
-    pub fn new(
-        what: &str,
-        entries: usize,
-        ways: usize,
-        partitions: usize,
-        policy: Policy,
-        full_match: bool,
-        lfu_bits: u32,
-    ) -> HtResult<Cache> {
+    pub fn new(what: &str, entries: usize, ways: usize, partitions: usize, policy: Policy, full_match: bool, lfu_bits: u32) -> HtResult<Cache> {
         let bad = |problem: String| Err(HtError::Geometry { structure: what.into(), problem });
         if entries == 0 || ways == 0 || !entries.is_multiple_of(ways) {
             return bad(format!("{entries} entries cannot be split into {ways}-way rows"));
@@ -344,21 +313,9 @@ impl Cache {
             policy,
             lfu_max: (1u64 << lfu_bits) - 1,
             keys: padded_rows(sets, ways, EMPTY, PAD),
-            rank: if policy == Policy::Oracle {
-                padded_rows(sets, ways, 0, u64::MAX)
-            } else {
-                Vec::new()
-            },
-            age: if policy == Policy::Lru {
-                padded_rows(sets, ways, (ways - 1) as u8, AGE_PAD)
-            } else {
-                Vec::new()
-            },
-            count: if policy == Policy::Lfu {
-                padded_rows(sets, ways, 0, u8::MAX)
-            } else {
-                Vec::new()
-            },
+            rank: if policy == Policy::Oracle { padded_rows(sets, ways, 0, u64::MAX) } else { Vec::new() },
+            age: if policy == Policy::Lru { padded_rows(sets, ways, (ways - 1) as u8, AGE_PAD) } else { Vec::new() },
+            count: if policy == Policy::Lfu { padded_rows(sets, ways, 0, u8::MAX) } else { Vec::new() },
             stride: ways.next_multiple_of(GROUP),
             filled: vec![0; sets],
             ptag: vec![u64::MAX; sets],
@@ -370,10 +327,7 @@ impl Cache {
     /// Debug builds: callers' keys must not collide with the empty and padding markers.
     #[inline(always)]
     fn check(key: u32) {
-        debug_assert!(
-            key < PAD,
-            "cache key {key:#x} collides with the empty/padding markers"
-        );
+        debug_assert!(key < PAD, "cache key {key:#x} collides with the empty/padding markers");
     }
 
     #[inline(always)]
@@ -554,11 +508,7 @@ mod tests {
             assert!(f.lookup(1, 0, 0, 0));
         }
         f.insert(2, 0, 0, 0);
-        assert_eq!(
-            f.insert(3, 0, 0, 0),
-            Some(2),
-            "LFU evicts the rarely used entry, not the older frequent one"
-        );
+        assert_eq!(f.insert(3, 0, 0, 0), Some(2), "LFU evicts the rarely used entry, not the older frequent one");
     }
 
     #[test]
@@ -576,11 +526,7 @@ mod tests {
                 let key = (x % (2 * ways as u64 + 1)) as u32;
                 let w = refk.iter().position(|&k| k == Some(key));
                 let hit = w.is_some();
-                let w = w.unwrap_or_else(|| {
-                    refk.iter()
-                        .position(|k| k.is_none())
-                        .unwrap_or_else(|| (0..ways).min_by_key(|&i| used[i]).unwrap())
-                });
+                let w = w.unwrap_or_else(|| refk.iter().position(|k| k.is_none()).unwrap_or_else(|| (0..ways).min_by_key(|&i| used[i]).unwrap()));
                 let evicted = if hit { None } else { refk[w].replace(key) };
                 used[w] = clock;
                 assert_eq!(c.lookup(key, 0, 0, 0), hit, "{ways} ways, step {clock}");
@@ -626,17 +572,12 @@ mod tests {
             for _ in 0..200 {
                 let c: Vec<u8> = (0..n)
                     .map(|_| {
-                        x = x
-                            .wrapping_mul(6364136223846793005)
-                            .wrapping_add(1442695040888963407);
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                         ((x >> 60) as u8) % 4 + if n == 64 { 250 } else { 0 }
                     })
                     .collect();
                 let low = *c.iter().min().unwrap();
-                let want = c
-                    .iter()
-                    .enumerate()
-                    .fold(0u64, |t, (i, &v)| t | (((v == low) as u64) << i));
+                let want = c.iter().enumerate().fold(0u64, |t, (i, &v)| t | (((v == low) as u64) << i));
                 let mut padded = c.clone();
                 padded.resize(n.next_multiple_of(16), 0xff);
                 assert_eq!(super::lowest(&padded, n), want, "{c:?}");
@@ -649,30 +590,17 @@ mod tests {
         let mut x = 11u64;
         for _ in 0..500 {
             let r: [u64; GROUP] = std::array::from_fn(|_| {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 x >> 61
             });
             let m = *r.iter().min().unwrap();
-            assert_eq!(
-                super::first_min(&r),
-                (m, r.iter().position(|&y| y == m).unwrap()),
-                "{r:?}"
-            );
+            assert_eq!(super::first_min(&r), (m, r.iter().position(|&y| y == m).unwrap()), "{r:?}");
         }
     }
 
     #[test]
     fn select_bit_finds_the_kth_set_bit() {
-        for mask in [
-            1u64,
-            0b1011,
-            0xf0f0,
-            0x8000_0000_0000_0001,
-            u64::MAX,
-            0x0123_4567_89ab_cdef,
-        ] {
+        for mask in [1u64, 0b1011, 0xf0f0, 0x8000_0000_0000_0001, u64::MAX, 0x0123_4567_89ab_cdef] {
             let bits: Vec<usize> = (0..64).filter(|&i| mask >> i & 1 == 1).collect();
             for (k, &b) in bits.iter().enumerate() {
                 assert_eq!(super::select_bit(mask, k as u64, 8), b, "{mask:x} {k}");
@@ -687,11 +615,7 @@ mod tests {
         c.insert(2, 0, 0, 5);
         assert_eq!(c.insert(3, 0, 0, 7), Some(1));
         assert!(c.lookup(2, 0, 0, NEVER));
-        assert_eq!(
-            c.insert(4, 0, 0, 8),
-            Some(2),
-            "an entry never used again goes first"
-        );
+        assert_eq!(c.insert(4, 0, 0, 8), Some(2), "an entry never used again goes first");
     }
 
     #[test]
@@ -702,21 +626,13 @@ mod tests {
         }
         c.insert(100, 0, 1, 0); // tenant 1 has its own row
         assert!((0..8).all(|k| c.contains(k, 0, 0)));
-        assert!(
-            c.contains(100, 5, 9),
-            "SID 9 shares SID 1's partition (low-bit match)"
-        );
+        assert!(c.contains(100, 5, 9), "SID 9 shares SID 1's partition (low-bit match)");
         let mut full = Cache::new("DevTLB", 16, 8, 2, Policy::Lru, true, 4).unwrap();
         full.insert(1, 0, 1, 0);
-        assert!(
-            !full.lookup(1, 0, 3, 0),
-            "full tag match: SID 3 does not see SID 1's row"
-        );
+        assert!(!full.lookup(1, 0, 3, 0), "full tag match: SID 3 does not see SID 1's row");
         full.insert(7, 0, 3, 0);
         assert!(!full.contains(1, 0, 1), "re-tagging drops the row");
-        let e = Cache::new("L3TLB", 1024, 16, 128, Policy::Lfu, false, 4)
-            .err()
-            .unwrap();
+        let e = Cache::new("L3TLB", 1024, 16, 128, Policy::Lfu, false, 4).err().unwrap();
         assert!(matches!(&e, crate::HtError::Geometry { structure, .. } if structure == "L3TLB"));
         let e = e.to_string();
         assert!(e.contains("L3TLB") && e.contains("128 partitions"), "{e}");

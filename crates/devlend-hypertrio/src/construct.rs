@@ -71,18 +71,12 @@ impl PageDict {
             return if have == size {
                 Ok(id)
             } else {
-                err(format!(
-                    "seen as {} and as {} (the model gives all tenants one page layout)",
-                    kib(have),
-                    kib(size)
-                ))
+                err(format!("seen as {} and as {} (the model gives all tenants one page layout)", kib(have), kib(size)))
             };
         }
         let big = base & !0x1f_ffff;
         let clash = if size == 0x1000 {
-            self.ids
-                .get(&big)
-                .is_some_and(|&i| self.pages[i as usize].size == 0x20_0000)
+            self.ids.get(&big).is_some_and(|&i| self.pages[i as usize].size == 0x20_0000)
         } else {
             self.small_regions.contains(&(base >> 21))
         };
@@ -90,10 +84,7 @@ impl PageDict {
             return err("is a 1 GiB page; the HyperTRIO tables model 4 KiB and 2 MiB pages".into());
         }
         if clash {
-            return err(format!(
-                "({}) overlaps a page of the other size seen earlier (the model gives all tenants one page layout)",
-                kib(size)
-            ));
+            return err(format!("({}) overlaps a page of the other size seen earlier (the model gives all tenants one page layout)", kib(size)));
         }
         if self.pages.len() == MAX_PAGES {
             return Err(HtError::range("pages", format_args!("more than {MAX_PAGES} distinct gIOVA pages in the inputs"), format!("at most {MAX_PAGES}")));
@@ -164,12 +155,7 @@ fn spool_file() -> HtResult<std::fs::File> {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let p = std::env::temp_dir().join(format!("devlend-spool-{}-{n}", std::process::id()));
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&p)
-        .map_err(HtError::io(&p.to_string_lossy(), "create"))?;
+    let f = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&p).map_err(HtError::io(&p.to_string_lossy(), "create"))?;
     // unlinked at once: the space is freed when the file is closed, whatever happens
     std::fs::remove_file(&p).map_err(HtError::io(&p.to_string_lossy(), "unlink"))?;
     Ok(f)
@@ -198,16 +184,8 @@ impl Sources {
             return Err(HtError::NoInputs);
         }
         let spool = spool_file()?;
-        let mut sp = Spooler {
-            w: BufWriter::with_capacity(1 << 16, spool.try_clone().map_err(HtError::io(SPOOL, "open"))?),
-            at: 0,
-            bufs: Vec::new(),
-        };
-        let mut dict = PageDict {
-            pages: Vec::new(),
-            ids: FxHashMap::default(),
-            small_regions: FxHashSet::default(),
-        };
+        let mut sp = Spooler { w: BufWriter::with_capacity(1 << 16, spool.try_clone().map_err(HtError::io(SPOOL, "open"))?), at: 0, bufs: Vec::new() };
+        let mut dict = PageDict { pages: Vec::new(), ids: FxHashMap::default(), small_regions: FxHashSet::default() };
         let mut sources: Vec<Source> = Vec::new();
         let mut inputs = Vec::new();
         let mut done = 0u64;
@@ -217,12 +195,7 @@ impl Sources {
             let mut slot_of: FxHashMap<u32, usize> = FxHashMap::default();
             let mut add = |sid: u32, sources: &mut Vec<Source>, sp: &mut Spooler| {
                 *slot_of.entry(sid).or_insert_with(|| {
-                    sources.push(Source {
-                        input: path.clone(),
-                        sid,
-                        requests: 0,
-                        chunks: Vec::new(),
-                    });
+                    sources.push(Source { input: path.clone(), sid, requests: 0, chunks: Vec::new() });
                     sp.bufs.push(Vec::with_capacity(CHUNK));
                     sources.len() - 1 - first
                 })
@@ -232,9 +205,7 @@ impl Sources {
                 walk_levels = walk_levels.max(trace::walk_levels(&r.header));
                 let mut local = Vec::with_capacity(r.header.pages.len());
                 for p in &r.header.pages {
-                    local.push(
-                        dict.id(p.iova, p.size).map_err(|e| e.in_file(path))?,
-                    );
+                    local.push(dict.id(p.iova, p.size).map_err(|e| e.in_file(path))?);
                 }
                 let mut n = 0u64;
                 for p in r.by_ref() {
@@ -249,43 +220,27 @@ impl Sources {
                     }
                 }
                 done += n;
-                InputSummary {
-                    path: path.clone(),
-                    kind: "trace".into(),
-                    lines: 0,
-                    requests: n * 3,
-                    tenants: r.header.tenants as usize,
-                }
+                InputSummary { path: path.clone(), kind: "trace".into(), lines: 0, requests: n * 3, tenants: r.header.tenants as usize }
             } else {
                 let f = std::fs::File::open(path).map_err(HtError::io(path, "open"))?;
                 let mut n = 0u64;
-                let s = qemu::read_log_events(
-                    path,
-                    std::io::BufReader::with_capacity(1 << 16, f),
-                    |ev| {
-                        n += 1;
-                        if n & 0xF_FFFF == 0 {
-                            progress(done + n);
-                        }
-                        if let qemu::Event::SlpteFetch { level, .. } = ev {
-                            walk_levels = walk_levels.max(Some(*level as u32));
-                        }
-                        let Some((sid, base, size)) = ev.page() else {
-                            return Ok(());
-                        };
-                        let pg = dict.id(base, size)?;
-                        let slot = add(sid as u32, &mut sources, &mut sp);
-                        sp.push(&mut sources[first + slot], slot, pg)
-                    },
-                )?;
+                let s = qemu::read_log_events(path, std::io::BufReader::with_capacity(1 << 16, f), |ev| {
+                    n += 1;
+                    if n & 0xF_FFFF == 0 {
+                        progress(done + n);
+                    }
+                    if let qemu::Event::SlpteFetch { level, .. } = ev {
+                        walk_levels = walk_levels.max(Some(*level as u32));
+                    }
+                    let Some((sid, base, size)) = ev.page() else {
+                        return Ok(());
+                    };
+                    let pg = dict.id(base, size)?;
+                    let slot = add(sid as u32, &mut sources, &mut sp);
+                    sp.push(&mut sources[first + slot], slot, pg)
+                })?;
                 done += s.lines;
-                InputSummary {
-                    path: path.clone(),
-                    kind: "qemu-log".into(),
-                    lines: s.lines,
-                    requests: s.requests,
-                    tenants: s.sids.len(),
-                }
+                InputSummary { path: path.clone(), kind: "qemu-log".into(), lines: s.lines, requests: s.requests, tenants: s.sids.len() }
             };
             for slot in 0..sp.bufs.len() {
                 sp.flush(&mut sources[first + slot], slot)?;
@@ -300,13 +255,7 @@ impl Sources {
         if let Some(s) = sources.iter().find(|s| s.packets() == 0) {
             return Err(HtError::ShortSource { input: s.input.clone(), sid: s.sid, requests: s.requests });
         }
-        Ok(Sources {
-            spool,
-            pages: dict.pages,
-            sources,
-            inputs,
-            walk_levels,
-        })
+        Ok(Sources { spool, pages: dict.pages, sources, inputs, walk_levels })
     }
 
     /// The hyper-trace of `tenants` tenants (None: one per source) interleaved by `order`.
@@ -319,15 +268,7 @@ impl Sources {
         let s = self.sources.len();
         Ok(Build {
             s: self,
-            cursors: (0..n as usize)
-                .map(|i| Cursor {
-                    src: i % s,
-                    chunk: 0,
-                    buf: Vec::new(),
-                    pos: 0,
-                    left: self.sources[i % s].packets(),
-                })
-                .collect(),
+            cursors: (0..n as usize).map(|i| Cursor { src: i % s, chunk: 0, buf: Vec::new(), pos: 0, left: self.sources[i % s].packets() }).collect(),
             turns: Interleave::new(order, burst, n, seed),
             done: false,
         })
@@ -422,14 +363,7 @@ pub struct BuildSummary {
 
 /// `devlend trace build`: inputs -> one `.dlt` hyper-trace. `progress(done, total)`: input
 /// lines/packets read (total 0 while reading), then packets written against their bound.
-pub fn build_file(
-    inputs: &[String],
-    tenants: Option<u32>,
-    order: &str,
-    seed: u64,
-    output: &str,
-    progress: &mut dyn FnMut(u64, u64),
-) -> HtResult<BuildSummary> {
+pub fn build_file(inputs: &[String], tenants: Option<u32>, order: &str, seed: u64, output: &str, progress: &mut dyn FnMut(u64, u64)) -> HtResult<BuildSummary> {
     let src = Sources::read(inputs, &mut |n| progress(n, 0))?;
     let b = src.build(tenants, order, seed)?;
     let (n, bound) = (b.tenants(), b.packets_bound());
@@ -443,11 +377,7 @@ pub fn build_file(
         "source_of_tenant": "i mod sources (002 §IV-B: logs of several runs; fewer logs are reused)",
         "walk_levels": src.walk_levels,
     });
-    let h = Header {
-        tenants: n,
-        pages: src.pages.clone(),
-        meta: meta.to_string(),
-    };
+    let h = Header { tenants: n, pages: src.pages.clone(), meta: meta.to_string() };
     let packets = trace::write_file(output, &h, b, &mut |k| progress(k, bound))?;
     Ok(BuildSummary {
         output: output.to_string(),
@@ -464,20 +394,11 @@ pub fn build_file(
 }
 
 /// The synthetic workload (`workload`, 002 §IV-D) written as a `.dlt` trace.
-pub fn write_synthetic(
-    spec: &WorkloadSpec,
-    output: &str,
-    progress: &mut dyn FnMut(u64, u64),
-) -> HtResult<u64> {
+pub fn write_synthetic(spec: &WorkloadSpec, output: &str, progress: &mut dyn FnMut(u64, u64)) -> HtResult<u64> {
     let tr = Trace::new(spec)?;
     let per = match spec.packets_per_tenant {
         Some(n) => n,
-        None => {
-            crate::params::params()
-                .profile(&spec.profile)?
-                .translations_min
-                / 3
-        }
+        None => crate::params::params().profile(&spec.profile)?.translations_min / 3,
     };
     let bound = per * spec.tenants as u64;
     let meta = serde_json::json!({
@@ -488,14 +409,8 @@ pub fn write_synthetic(
         "packets_per_tenant": spec.packets_per_tenant,
         "seed": spec.seed,
     });
-    let h = Header {
-        tenants: spec.tenants,
-        pages: tr.layout.pages.clone(),
-        meta: meta.to_string(),
-    };
-    trace::write_file(output, &h, tr.map(Ok), &mut |k| {
-        progress(k, bound)
-    })
+    let h = Header { tenants: spec.tenants, pages: tr.layout.pages.clone(), meta: meta.to_string() };
+    trace::write_file(output, &h, tr.map(Ok), &mut |k| progress(k, bound))
 }
 
 #[cfg(test)]
@@ -509,11 +424,7 @@ mod tests {
         let bin = dir.join("t.bin");
         std::fs::write(&bin, b"\x89DLX\0\x01\0\0").unwrap();
         let log = dir.join("t.log");
-        std::fs::write(
-            &log,
-            b"vtd_iotlb_cc_hit bus 0x0 devfn 0x8 high 0x1 low 0x2 gen 1\n",
-        )
-        .unwrap();
+        std::fs::write(&log, b"vtd_iotlb_cc_hit bus 0x0 devfn 0x8 high 0x1 low 0x2 gen 1\n").unwrap();
         let s = |p: &std::path::Path| p.to_str().unwrap().to_string();
         assert!(super::is_trace(&s(&dlt)).unwrap() && super::is_trace(&s(&bin)).unwrap());
         assert!(!super::is_trace(&s(&log)).unwrap());

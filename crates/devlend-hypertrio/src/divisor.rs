@@ -12,10 +12,7 @@ pub(crate) struct Divisor {
 impl Divisor {
     pub(crate) fn new(d: u64) -> Divisor {
         assert!(d >= 1, "division by {d}");
-        Divisor {
-            d,
-            inv: u64::MAX / d,
-        }
+        Divisor { d, inv: u64::MAX / d }
     }
     /// floor(t / d): the estimate from the reciprocal is low by at most two.
     #[inline(always)]

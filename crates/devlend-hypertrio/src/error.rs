@@ -82,10 +82,9 @@ impl fmt::Display for HtError {
             HtError::NoRequests { inputs } => {
                 write!(f, "{inputs}: no translation requests (vtd_iotlb_page_hit / vtd_iotlb_page_update lines or trace packets)")
             }
-            HtError::ShortSource { input, sid, requests } => write!(
-                f,
-                "{input}: SID {sid:#x} has {requests} translation request(s), less than one packet (3): the trace would stop at once"
-            ),
+            HtError::ShortSource { input, sid, requests } => {
+                write!(f, "{input}: SID {sid:#x} has {requests} translation request(s), less than one packet (3): the trace would stop at once")
+            }
             HtError::Tables { tenant, iova: Some(a), reason } => write!(f, "tenant {tenant}: gIOVA {a:#x}: {reason}"),
             HtError::Tables { tenant, iova: None, reason } => write!(f, "tenant {tenant}: {reason}"),
             HtError::Grid { problem } => write!(f, "grid: {problem}"),

@@ -23,8 +23,8 @@
 
 pub mod cache;
 pub mod construct;
-pub mod error;
 mod divisor;
+pub mod error;
 pub mod params;
 pub mod point;
 pub mod qemu;

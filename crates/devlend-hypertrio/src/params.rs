@@ -90,11 +90,7 @@ struct File {
 
 pub fn params() -> &'static HyperTrioParams {
     static P: OnceLock<HyperTrioParams> = OnceLock::new();
-    P.get_or_init(|| {
-        toml::from_str::<File>(devlend_fabric::params::HARDWARE_TOML)
-            .expect("[hypertrio] in params/hardware.toml is malformed")
-            .hypertrio
-    })
+    P.get_or_init(|| toml::from_str::<File>(devlend_fabric::params::HARDWARE_TOML).expect("[hypertrio] in params/hardware.toml is malformed").hypertrio)
 }
 
 impl HyperTrioParams {
@@ -113,8 +109,7 @@ impl HyperTrioParams {
             return Ok(c);
         };
         let whole = |problem: String| HtError::Overrides { field: None, problem };
-        let o: serde_json::Value =
-            serde_json::from_str(o).map_err(|e| whole(format!("not JSON: {e}")))?;
+        let o: serde_json::Value = serde_json::from_str(o).map_err(|e| whole(format!("not JSON: {e}")))?;
         let serde_json::Value::Object(o) = o else {
             return Err(whole("expected a JSON object".into()));
         };
@@ -123,16 +118,12 @@ impl HyperTrioParams {
         let m = v.as_object_mut().unwrap();
         for (k, x) in o {
             if !m.contains_key(&k) {
-                return Err(whole(format!(
-                    "unknown field '{k}': expected one of {}",
-                    m.keys().cloned().collect::<Vec<_>>().join(", ")
-                )));
+                return Err(whole(format!("unknown field '{k}': expected one of {}", m.keys().cloned().collect::<Vec<_>>().join(", "))));
             }
             // Each value checked alone, so the error names its field.
             let mut one = base.clone();
             one.as_object_mut().unwrap().insert(k.clone(), x.clone());
-            serde_json::from_value::<Config>(one)
-                .map_err(|e| HtError::Overrides { field: Some(k.clone()), problem: e.to_string() })?;
+            serde_json::from_value::<Config>(one).map_err(|e| HtError::Overrides { field: Some(k.clone()), problem: e.to_string() })?;
             m.insert(k, x);
         }
         serde_json::from_value(v).map_err(|e| whole(e.to_string()))
@@ -152,22 +143,8 @@ mod tests {
         let b = p.config("base").unwrap();
         let h = p.config("hypertrio").unwrap();
         assert_eq!((b.ptb_entries, h.ptb_entries), (1, 32));
-        assert_eq!(
-            (
-                b.devtlb_partitions,
-                h.devtlb_partitions,
-                h.l2_partitions,
-                h.l3_partitions
-            ),
-            (1, 8, 32, 64)
-        );
-        assert!(
-            !b.prefetch
-                && h.prefetch
-                && h.pb_entries == 8
-                && h.sid_history == 48
-                && h.history_pages == 2
-        );
+        assert_eq!((b.devtlb_partitions, h.devtlb_partitions, h.l2_partitions, h.l3_partitions), (1, 8, 32, 64));
+        assert!(!b.prefetch && h.prefetch && h.pb_entries == 8 && h.sid_history == 48 && h.history_pages == 2);
         for (name, w) in &p.workload {
             // Table III: total for 1024 tenants = 1024 x the minimum per tenant, within rounding.
             let t = w.translations_min * 1024;

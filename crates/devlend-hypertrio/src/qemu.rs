@@ -65,9 +65,7 @@ impl Event {
     /// The translation request this event records, if it is one.
     pub fn request(&self) -> Option<(u16, u64)> {
         match *self {
-            Event::PageHit { sid, iova, .. } | Event::PageUpdate { sid, iova, .. } => {
-                Some((sid, iova))
-            }
+            Event::PageHit { sid, iova, .. } | Event::PageUpdate { sid, iova, .. } => Some((sid, iova)),
             _ => None,
         }
     }
@@ -75,12 +73,7 @@ impl Event {
     /// The translation request with its page: (sid, page-aligned gIOVA, page size).
     pub fn page(&self) -> Option<(u16, u64, u64)> {
         match *self {
-            Event::PageHit {
-                sid, iova, size, ..
-            }
-            | Event::PageUpdate {
-                sid, iova, size, ..
-            } => Some((sid, iova & !(size - 1), size)),
+            Event::PageHit { sid, iova, size, .. } | Event::PageUpdate { sid, iova, size, .. } => Some((sid, iova & !(size - 1), size)),
             _ => None,
         }
     }
@@ -158,21 +151,15 @@ pub fn parse_line(line: &str) -> HtResult<Option<Event>> {
     // optional `PID@SEC.USEC:` prefix of the log backend
     let l = match l.split_once(':') {
         Some((p, rest))
-            if p.split_once('@').is_some_and(|(pid, ts)| {
-                !pid.is_empty()
-                    && pid.bytes().all(|b| b.is_ascii_digit())
-                    && ts.bytes().all(|b| b.is_ascii_digit() || b == b'.')
-            }) =>
+            if p.split_once('@')
+                .is_some_and(|(pid, ts)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) && ts.bytes().all(|b| b.is_ascii_digit() || b == b'.')) =>
         {
             rest.trim_start()
         }
         _ => l,
     };
     let (name, text) = l.split_once(char::is_whitespace).unwrap_or((l, ""));
-    if name.is_empty()
-        || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        || !name.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
-    {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') || !name.bytes().next().is_some_and(|b| b.is_ascii_alphabetic()) {
         return Err(HtError::Line {
             event: None,
             field: None,
@@ -181,56 +168,24 @@ pub fn parse_line(line: &str) -> HtResult<Option<Event>> {
     }
     let ev = match name {
         "vtd_iotlb_page_hit" | "vtd_iotlb_page_update" => {
-            let (sid, iova, slpte, domain) = (
-                need(text, "sid", name)?,
-                need(text, "iova", name)?,
-                need(text, "slpte", name)?,
-                need(text, "domain", name)?,
-            );
+            let (sid, iova, slpte, domain) = (need(text, "sid", name)?, need(text, "iova", name)?, need(text, "slpte", name)?, need(text, "domain", name)?);
             let size = page_size(text, slpte, name)?;
             if field(text, "level").is_some() {
                 walk_level(text, name)?;
             }
             if name.ends_with("hit") {
-                Event::PageHit {
-                    sid,
-                    iova,
-                    slpte,
-                    domain,
-                    size,
-                }
+                Event::PageHit { sid, iova, slpte, domain, size }
             } else {
-                Event::PageUpdate {
-                    sid,
-                    iova,
-                    slpte,
-                    domain,
-                    size,
-                }
+                Event::PageUpdate { sid, iova, slpte, domain, size }
             }
         }
         "vtd_iotlb_cc_hit" | "vtd_iotlb_cc_update" => {
-            let (bus, devfn, high, low) = (
-                need(text, "bus", name)?,
-                need(text, "devfn", name)?,
-                need(text, "high", name)?,
-                need(text, "low", name)?,
-            );
+            let (bus, devfn, high, low) = (need(text, "bus", name)?, need(text, "devfn", name)?, need(text, "high", name)?, need(text, "low", name)?);
             let _: u64 = need(text, "gen", name)?;
             if name.ends_with("hit") {
-                Event::ContextHit {
-                    bus,
-                    devfn,
-                    high,
-                    low,
-                }
+                Event::ContextHit { bus, devfn, high, low }
             } else {
-                Event::ContextUpdate {
-                    bus,
-                    devfn,
-                    high,
-                    low,
-                }
+                Event::ContextUpdate { bus, devfn, high, low }
             }
         }
         "vtd_slpte_fetch" => Event::SlpteFetch {
@@ -239,12 +194,7 @@ pub fn parse_line(line: &str) -> HtResult<Option<Event>> {
             addr: need(text, "addr", name)?,
             slpte: need(text, "slpte", name)?,
         },
-        n if n.starts_with("vtd_") => {
-            return KNOWN_OTHER
-                .contains(&n)
-                .then_some(None)
-                .ok_or_else(|| HtError::UnknownEvent { event: n.into() })
-        }
+        n if n.starts_with("vtd_") => return KNOWN_OTHER.contains(&n).then_some(None).ok_or_else(|| HtError::UnknownEvent { event: n.into() }),
         _ => return Ok(None),
     };
     Ok(Some(ev))
@@ -347,11 +297,7 @@ pub struct LogSummary {
 }
 
 /// Stream a log, calling `on_request(sid, iova)` per translation request; errors name `file:line`.
-pub fn read_log<R: BufRead>(
-    file: &str,
-    r: R,
-    mut on_request: impl FnMut(u16, u64),
-) -> HtResult<LogSummary> {
+pub fn read_log<R: BufRead>(file: &str, r: R, mut on_request: impl FnMut(u16, u64)) -> HtResult<LogSummary> {
     read_log_events(file, r, |ev| {
         if let Some((sid, iova)) = ev.request() {
             on_request(sid, iova)
@@ -362,11 +308,7 @@ pub fn read_log<R: BufRead>(
 
 /// Stream a log, calling `on_event` per parsed event (an error it returns stops the read and is
 /// reported at that line); errors name `file:line`.
-pub fn read_log_events<R: BufRead>(
-    file: &str,
-    mut r: R,
-    mut on_event: impl FnMut(&Event) -> HtResult<()>,
-) -> HtResult<LogSummary> {
+pub fn read_log_events<R: BufRead>(file: &str, mut r: R, mut on_event: impl FnMut(&Event) -> HtResult<()>) -> HtResult<LogSummary> {
     let mut s = LogSummary::default();
     let mut buf = Vec::new();
     let mut pages = rustc_hash::FxHashSet::default();
@@ -374,16 +316,13 @@ pub fn read_log_events<R: BufRead>(
     loop {
         buf.clear();
         let at = |line: u64| move |e: HtError| HtError::InLog { file: file.into(), line, error: Box::new(e) };
-        let n = r
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| at(s.lines + 1)(HtError::Line { event: None, field: None, problem: format!("read: {e}") }))?;
+        let n = r.read_until(b'\n', &mut buf).map_err(|e| at(s.lines + 1)(HtError::Line { event: None, field: None, problem: format!("read: {e}") }))?;
         if n == 0 {
             break;
         }
         s.lines += 1;
-        let line = std::str::from_utf8(&buf).map_err(|_| {
-            at(s.lines)(HtError::Line { event: None, field: None, problem: "not UTF-8 text (a binary or corrupt log?)".into() })
-        })?;
+        let line = std::str::from_utf8(&buf)
+            .map_err(|_| at(s.lines)(HtError::Line { event: None, field: None, problem: "not UTF-8 text (a binary or corrupt log?)".into() }))?;
         match parse_line(line).map_err(at(s.lines))? {
             None => {
                 if !line.trim().is_empty() {
@@ -438,49 +377,23 @@ vtd_inv_desc_iotlb_global iotlb invalidate global
         let mut reqs = Vec::new();
         let s = read_log("t.log", LOG.as_bytes(), |sid, iova| reqs.push((sid, iova))).unwrap();
         assert_eq!(reqs, [(0x100, 0x34800000), (0x100, 0xbbe00000)]);
-        assert_eq!(
-            (
-                s.lines,
-                s.events,
-                s.requests,
-                s.context_updates,
-                s.slpte_fetches,
-                s.skipped
-            ),
-            (7, 4, 2, 1, 1, 2)
-        );
+        assert_eq!((s.lines, s.events, s.requests, s.context_updates, s.slpte_fetches, s.skipped), (7, 4, 2, 1, 1, 2));
         assert_eq!(s.sids, [0x100]);
     }
 
     #[test]
     fn bad_lines_name_file_and_line() {
-        let e = read_log(
-            "a.log",
-            "vtd_iotlb_page_hit IOTLB page hit sid 0x1 iova 0x1000\n".as_bytes(),
-            |_, _| {},
-        )
-        .unwrap_err().to_string();
+        let e = read_log("a.log", "vtd_iotlb_page_hit IOTLB page hit sid 0x1 iova 0x1000\n".as_bytes(), |_, _| {}).unwrap_err().to_string();
         assert!(e.starts_with("a.log:1:") && e.contains("slpte"), "{e}");
         let e = read_log("a.log", "\nvtd_iotlb_page_flop x 1\n".as_bytes(), |_, _| {}).unwrap_err().to_string();
-        assert!(
-            e.starts_with("a.log:2:") && e.contains("never") || e.contains("not an intel-iommu"),
-            "{e}"
-        );
-        let e = read_log(
-            "b.log",
-            "vtd_iotlb_cc_update bus 0x1ff devfn 0 high 0 low 0 gen 1\n".as_bytes(),
-            |_, _| {},
-        )
-        .unwrap_err().to_string();
+        assert!(e.starts_with("a.log:2:") && e.contains("never") || e.contains("not an intel-iommu"), "{e}");
+        let e = read_log("b.log", "vtd_iotlb_cc_update bus 0x1ff devfn 0 high 0 low 0 gen 1\n".as_bytes(), |_, _| {}).unwrap_err().to_string();
         assert!(e.contains("bus") && e.contains("out of range"), "{e}");
         // a '+' inside a number is corruption, not a sign (u64 parsing would take it)
         for bad in ["sid 0x+100", "sid +256"] {
             let line = format!("vtd_iotlb_page_hit {bad} iova 0x1000 slpte 0x3 domain 0x1\n");
             let e = read_log("e.log", line.as_bytes(), |_, _| {}).unwrap_err().to_string();
-            assert!(
-                e.starts_with("e.log:1:") && e.contains("'sid' missing or not a number"),
-                "{e}"
-            );
+            assert!(e.starts_with("e.log:1:") && e.contains("'sid' missing or not a number"), "{e}");
         }
         // page-walk levels exist from 1 (leaf) to 4 (QEMU's VT-d walks at most 4 levels)
         for level in ["0x0", "0x5"] {
@@ -495,20 +408,10 @@ vtd_inv_desc_iotlb_global iotlb invalidate global
         let line = "vtd_slpte_fetch high 0x1 low 0x2 iova 0x1000 level 0x1 addr 0x7f0000 slpte 0x3\n";
         assert!(read_log("l.log", line.as_bytes(), |_, _| {}).is_ok());
         let e = read_log("c.log", "%%% garbage\n".as_bytes(), |_, _| {}).unwrap_err().to_string();
-        assert!(
-            e.starts_with("c.log:1:") && e.contains("not a QEMU trace line"),
-            "{e}"
-        );
-        let e = read_log(
-            "d.log",
-            &b"vtd_iotlb_page_hit sid 0x1 \xff\xfe\n"[..],
-            |_, _| {},
-        )
-        .unwrap_err().to_string();
+        assert!(e.starts_with("c.log:1:") && e.contains("not a QEMU trace line"), "{e}");
+        let e = read_log("d.log", &b"vtd_iotlb_page_hit sid 0x1 \xff\xfe\n"[..], |_, _| {}).unwrap_err().to_string();
         assert!(e.contains("d.log:1") && e.contains("UTF-8"), "{e}");
-        assert!(read_log_file("/nonexistent/x.log", |_, _| {})
-            .unwrap_err().to_string()
-            .starts_with("/nonexistent/x.log"));
+        assert!(read_log_file("/nonexistent/x.log", |_, _| {}).unwrap_err().to_string().starts_with("/nonexistent/x.log"));
     }
 
     proptest::proptest! {

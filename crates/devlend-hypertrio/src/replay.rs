@@ -10,8 +10,8 @@
 //! (never requested, so it changes no statistic). Belady's oracle reads the trace through
 //! `sim::Lookahead`, as synthetic runs do.
 
-use crate::error::{HtError, HtResult};
 use crate::construct::{is_trace, Sources};
+use crate::error::{HtError, HtResult};
 use crate::params::Config;
 use crate::sim::{Lookahead, Sim, Stats, ORACLE_WINDOW_PACKETS};
 use crate::tables::Tables;
@@ -56,21 +56,18 @@ fn layout_of(pages: &[PageInfo]) -> HtResult<Layout> {
     for size in [0x1000, 0x20_0000] {
         if !pages.iter().any(|p| p.size == size) {
             if pad + size > 1 << 48 {
-                return Err(HtError::Page { iova: pad, problem: "(an unused page added to a trace that has no page of its size) is above the 48-bit gIOVA space: the trace's pages reach its top".into() });
+                return Err(HtError::Page {
+                    iova: pad,
+                    problem: "(an unused page added to a trace that has no page of its size) is above the 48-bit gIOVA space: the trace's pages reach its top"
+                        .into(),
+                });
             }
             pages.push(PageInfo { iova: pad, size });
             pad += 0x20_0000;
         }
     }
     let data_pages = pages.iter().filter(|p| p.size == 0x20_0000).count() as u32;
-    Ok(Layout {
-        pages,
-        ring: 0,
-        data0: 0,
-        data_pages,
-        setup0: 0,
-        setup_pages: 0,
-    })
+    Ok(Layout { pages, ring: 0, data0: 0, data_pages, setup0: 0, setup_pages: 0 })
 }
 
 /// Run the model on a packet stream over `pages` with `tenants` tenants.
@@ -92,18 +89,8 @@ pub fn run(
     }
     drop(tables);
     let mut err = None;
-    let it = Checked {
-        inner: packets,
-        err: &mut err,
-        n: 0,
-        total,
-        progress,
-    };
-    let st = if cfg.devtlb_policy == Policy::Oracle {
-        sim.run(Lookahead::new(it, ORACLE_WINDOW_PACKETS))
-    } else {
-        sim.run(it.map(|p| (p, [0; 3])))
-    };
+    let it = Checked { inner: packets, err: &mut err, n: 0, total, progress };
+    let st = if cfg.devtlb_policy == Policy::Oracle { sim.run(Lookahead::new(it, ORACLE_WINDOW_PACKETS)) } else { sim.run(it.map(|p| (p, [0; 3]))) };
     match err {
         Some(e) => Err(e),
         None => Ok(st),
@@ -111,11 +98,7 @@ pub fn run(
 }
 
 /// Replay a `.dlt` trace file.
-pub fn replay_trace(
-    path: &str,
-    cfg: &Config,
-    progress: &mut dyn FnMut(u64, u64),
-) -> HtResult<Stats> {
+pub fn replay_trace(path: &str, cfg: &Config, progress: &mut dyn FnMut(u64, u64)) -> HtResult<Stats> {
     let r = Reader::open(path)?;
     let (tenants, pages) = (r.header.tenants, r.header.pages.clone());
     let total = r.expected_packets.unwrap_or(0);
@@ -125,14 +108,7 @@ pub fn replay_trace(
 
 /// Replay inputs: one `.dlt` trace as it is (when `tenants` and `order` are None), or logs and
 /// traces through the constructor (`order` default RR1, `tenants` default one per source).
-pub fn replay(
-    inputs: &[String],
-    tenants: Option<u32>,
-    order: Option<&str>,
-    seed: u64,
-    cfg: &Config,
-    progress: &mut dyn FnMut(u64, u64),
-) -> HtResult<Stats> {
+pub fn replay(inputs: &[String], tenants: Option<u32>, order: Option<&str>, seed: u64, cfg: &Config, progress: &mut dyn FnMut(u64, u64)) -> HtResult<Stats> {
     if let [one] = inputs {
         if tenants.is_none() && order.is_none() && is_trace(one)? {
             return replay_trace(one, cfg, progress);
@@ -171,13 +147,13 @@ mod tests {
                     1 => 0xbbe0_0000 + ((i / 30 + t as u32) % 4) as u64 * 0x20_0000 + 0x800,
                     _ => 0xf000_0000 + ((i / 9) % 5) as u64 * 0x1000,
                 };
-                let (ev, ps) = if i % 2 == 0 {
-                    ("hit", 0x80)
-                } else {
-                    ("update", 0)
-                };
+                let (ev, ps) = if i % 2 == 0 { ("hit", 0x80) } else { ("update", 0) };
                 let ps = if i % 3 == 1 { ps | 0x80 } else { 0 };
-                s += &format!("vtd_iotlb_page_{ev} IOTLB page {ev} sid 0x{:x} iova 0x{iova:x} slpte 0x{:x} domain 0x{t:x}\n", 0x100 + t * 8, 0x1234_5003u64 | ps);
+                s += &format!(
+                    "vtd_iotlb_page_{ev} IOTLB page {ev} sid 0x{:x} iova 0x{iova:x} slpte 0x{:x} domain 0x{t:x}\n",
+                    0x100 + t * 8,
+                    0x1234_5003u64 | ps
+                );
             }
         }
         std::fs::write(path, s).unwrap();
@@ -213,34 +189,17 @@ mod tests {
             let s = build_file(&ins, Some(12), order, 7, &out, &mut |_, _| {}).unwrap();
             assert_eq!((s.sources, s.tenants), (5, 12));
             let direct = replay(&ins, Some(12), Some(order), 7, &c, &mut |_, _| {}).unwrap();
-            let via = replay(
-                std::slice::from_ref(&out),
-                None,
-                None,
-                0,
-                &c,
-                &mut |_, _| {},
-            )
-            .unwrap();
+            let via = replay(std::slice::from_ref(&out), None, None, 0, &c, &mut |_, _| {}).unwrap();
             assert_eq!(format!("{direct:?}"), format!("{via:?}"), "{order}");
             assert_eq!(direct.packets, s.packets);
         }
         let src = Sources::read(&ins, &mut |_| {}).unwrap();
-        let sids = |o: &str, seed| -> Vec<u32> {
-            src.build(Some(7), o, seed)
-                .unwrap()
-                .map(|p| p.unwrap().sid)
-                .collect()
-        };
+        let sids = |o: &str, seed| -> Vec<u32> { src.build(Some(7), o, seed).unwrap().map(|p| p.unwrap().sid).collect() };
         let rr4 = sids("RR4", 1);
         assert_eq!(&rr4[..12], &[0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
         // sources 3 and 4 (b.log, skewed) hold the fewest packets; tenants 3 and 4 map to them
         let min = src.sources.iter().map(|s| s.packets()).min().unwrap();
-        assert_eq!(
-            rr4.len() as u64,
-            (min / 4) * 4 * 7 + 4 * 3 + (min % 4),
-            "RR4 stops at the first tenant with nothing left"
-        );
+        assert_eq!(rr4.len() as u64, (min / 4) * 4 * 7 + 4 * 3 + (min % 4), "RR4 stops at the first tenant with nothing left");
         assert_eq!(sids("RAND1", 3), sids("RAND1", 3));
         assert_ne!(sids("RAND1", 3), sids("RAND1", 4));
         std::fs::remove_dir_all(std::path::Path::new(&out).parent().unwrap()).ok();

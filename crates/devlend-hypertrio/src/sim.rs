@@ -61,9 +61,7 @@
 //! reuse distance a 64-entry DevTLB can exploit, this is Belady's MIN on the stream, in
 //! bounded memory.
 
-use crate::cache::{
-    age_touch, find_in, oldest, padded_rows, Cache, CacheStats, LruSet, Policy, AGE_PAD, NEVER, PAD,
-};
+use crate::cache::{age_touch, find_in, oldest, padded_rows, Cache, CacheStats, LruSet, Policy, AGE_PAD, NEVER, PAD};
 use crate::divisor::Divisor;
 use crate::error::{HtError, HtResult};
 use crate::params::{params, Config, HyperTrioParams};
@@ -121,11 +119,7 @@ struct Lat {
 impl Lat {
     fn new(ps: u64, slot: Divisor) -> Lat {
         let ahead = slot.div_ceil(ps);
-        Lat {
-            ps,
-            ahead,
-            within: ps + slot.d - 1 - ahead * slot.d,
-        }
+        Lat { ps, ahead, within: ps + slot.d - 1 - ahead * slot.d }
     }
 }
 
@@ -143,19 +137,12 @@ struct PtbRing {
 impl PtbRing {
     fn new(slot: u64, span_ps: u64) -> PtbRing {
         let n = (span_ps / slot + 2).next_power_of_two() as usize;
-        PtbRing {
-            counts: vec![0; n],
-            live: 0,
-            released: 0,
-        }
+        PtbRing { counts: vec![0; n], live: 0, released: 0 }
     }
     /// A translation pending until the boundary of slot `j` (issued in slot `now`).
     #[inline]
     fn push(&mut self, now: u64, j: u64) {
-        assert!(
-            j > now && j - now < self.counts.len() as u64,
-            "PTB entry beyond the slot ring"
-        );
+        assert!(j > now && j - now < self.counts.len() as u64, "PTB entry beyond the slot ring");
         let m = self.counts.len() as u64 - 1;
         self.counts[(j & m) as usize] += 1;
         self.live += 1;
@@ -174,9 +161,7 @@ impl PtbRing {
     /// The first slot after `k` at which an entry completes (some entry is pending).
     fn next_completion(&self, k: u64) -> u64 {
         let m = self.counts.len() as u64 - 1;
-        (k + 1..)
-            .find(|&j| self.counts[(j & m) as usize] > 0)
-            .expect("a pending entry")
+        (k + 1..).find(|&j| self.counts[(j & m) as usize] > 0).expect("a pending entry")
     }
 }
 
@@ -195,11 +180,7 @@ impl Wheel {
     fn new(slot: Divisor, span_ps: u64) -> Wheel {
         assert!(slot.d < 1 << 32, "packet slot of {} ps", slot.d);
         let n = (span_ps / slot.d + 2).next_power_of_two() as usize;
-        Wheel {
-            buckets: (0..n).map(|_| Vec::new()).collect(),
-            slot,
-            next: 0,
-        }
+        Wheel { buckets: (0..n).map(|_| Vec::new()).collect(), slot, next: 0 }
     }
     /// The longest time ahead a fill may land.
     fn span_ps(&self) -> u64 {
@@ -209,10 +190,7 @@ impl Wheel {
     #[inline]
     fn push(&mut self, k: u64, lat: Lat, key: u32) {
         let j = k + lat.ahead;
-        assert!(
-            j >= self.next && j < self.next + self.buckets.len() as u64,
-            "fill beyond the timing wheel"
-        );
+        assert!(j >= self.next && j < self.next + self.buckets.len() as u64, "fill beyond the timing wheel");
         let m = self.buckets.len() as u64 - 1;
         // `within` (time past the boundary before j) orders the bucket by time
         self.buckets[(j & m) as usize].push(lat.within << 32 | key as u64);
@@ -333,12 +311,7 @@ impl<'a> Sim<'a> {
         self
     }
 
-    pub fn new(
-        cfg: &Config,
-        tables: &Tables,
-        tenants: u32,
-        iovas: Vec<u64>,
-    ) -> HtResult<Sim<'static>> {
+    pub fn new(cfg: &Config, tables: &Tables, tenants: u32, iovas: Vec<u64>) -> HtResult<Sim<'static>> {
         let p = params();
         let bits = p.lfu_counter_bits;
         if cfg.ptb_entries == 0 {
@@ -374,50 +347,14 @@ impl<'a> Sim<'a> {
         Ok(Sim {
             p,
             one_way_ps,
-            devtlb: Cache::new(
-                "DevTLB",
-                cfg.devtlb_entries,
-                cfg.devtlb_ways,
-                cfg.devtlb_partitions,
-                cfg.devtlb_policy,
-                cfg.full_tag_match,
-                bits,
-            )?,
+            devtlb: Cache::new("DevTLB", cfg.devtlb_entries, cfg.devtlb_ways, cfg.devtlb_partitions, cfg.devtlb_policy, cfg.full_tag_match, bits)?,
             context: LruSet::new("context cache", p.context_cache_entries, tenants as usize)?,
-            iotlb: Cache::new(
-                "IOTLB",
-                p.iotlb_entries,
-                p.iotlb_ways,
-                1,
-                Policy::Lru,
-                false,
-                bits,
-            )?,
-            l2: Cache::new(
-                "L2TLB",
-                cfg.l2_entries,
-                cfg.l2_ways,
-                cfg.l2_partitions,
-                cfg.l2_policy,
-                cfg.full_tag_match,
-                bits,
-            )?,
-            l3: Cache::new(
-                "L3TLB",
-                cfg.l3_entries,
-                cfg.l3_ways,
-                cfg.l3_partitions,
-                cfg.l3_policy,
-                cfg.full_tag_match,
-                bits,
-            )?,
+            iotlb: Cache::new("IOTLB", p.iotlb_entries, p.iotlb_ways, 1, Policy::Lru, false, bits)?,
+            l2: Cache::new("L2TLB", cfg.l2_entries, cfg.l2_ways, cfg.l2_partitions, cfg.l2_policy, cfg.full_tag_match, bits)?,
+            l3: Cache::new("L3TLB", cfg.l3_entries, cfg.l3_ways, cfg.l3_partitions, cfg.l3_policy, cfg.full_tag_match, bits)?,
             pb: cfg.prefetch.then(|| Pb::new(cfg.pb_entries)),
             pending_done: vec![0; n],
-            key_next: if cfg.devtlb_policy == Policy::Oracle {
-                vec![NEVER; n]
-            } else {
-                Vec::new()
-            },
+            key_next: if cfg.devtlb_policy == Policy::Oracle { vec![NEVER; n] } else { Vec::new() },
             tlb_fills: Wheel::new(slot, fill_span),
             pb_fills: Wheel::new(slot, fill_span),
             hit_lat: Lat::new(p.devtlb_hit_ps, slot),
@@ -434,10 +371,7 @@ impl<'a> Sim<'a> {
             iovas,
             npages,
             cfg: cfg.clone(),
-            st: Stats {
-                tenants,
-                ..Default::default()
-            },
+            st: Stats { tenants, ..Default::default() },
         })
     }
 
@@ -475,10 +409,7 @@ impl<'a> Sim<'a> {
         }
         let shape = self.shapes[page as usize];
         // exact keys: DID and the layout's 1 GiB / 2 MiB region number of the page
-        let (k3, k2) = (
-            (sid << 16) | self.region_1g[page as usize] as u32,
-            (sid << 16) | self.region_2m[page as usize] as u32,
-        );
+        let (k3, k2) = ((sid << 16) | self.region_1g[page as usize] as u32, (sid << 16) | self.region_2m[page as usize] as u32);
         // Deepest page-structure cache hit wins; the walk fills the levels it read.
         let start = if shape.leaf_level == 1 && self.l2.access(k2, iova >> 21, did, 0) {
             1
@@ -487,11 +418,7 @@ impl<'a> Sim<'a> {
         } else {
             4
         };
-        let a = if self.cfg.nested_walk {
-            shape.accesses(start)
-        } else {
-            shape.logged_accesses(start.min(self.logged_top))
-        };
+        let a = if self.cfg.nested_walk { shape.accesses(start) } else { shape.logged_accesses(start.min(self.logged_top)) };
         self.st.walks += 1;
         self.st.walk_accesses += a as u64;
         n + a
@@ -516,8 +443,7 @@ impl<'a> Sim<'a> {
             // PCIe to the chipset, the history read (one memory access), the IOMMU, PCIe back
             let m = 1 + self.iommu(target, pg) as usize;
             let lat = self.iommu_lat[m];
-            self.pending_done[s] =
-                u32::try_from(k + lat.ahead).expect("simulated time beyond 2^32 packet slots");
+            self.pending_done[s] = u32::try_from(k + lat.ahead).expect("simulated time beyond 2^32 packet slots");
             self.pb_fills.push(k, lat, key);
             self.st.prefetch_requests += 1;
             last = last.max(t + lat.ps);
@@ -628,45 +554,21 @@ impl<'a> Sim<'a> {
         let st = &mut self.st;
         st.time_ps = time;
         let bits = st.packets as f64 * self.p.packet_bytes as f64 * 8.0;
-        st.gbps = if time > 0 {
-            bits / (time as f64 * 1e-12) / 1e9
-        } else {
-            0.0
-        };
+        st.gbps = if time > 0 { bits / (time as f64 * 1e-12) / 1e9 } else { 0.0 };
         st.utilisation = st.gbps / self.p.link_gbps as f64;
-        st.ptb_mean = if time > 0 {
-            occupancy_ps as f64 / time as f64
-        } else {
-            0.0
-        };
+        st.ptb_mean = if time > 0 { occupancy_ps as f64 / time as f64 } else { 0.0 };
         let hr = |c: &CacheStats| c.hit_rate();
         st.devtlb_hit_rate = hr(&self.devtlb.stats);
         st.context_hit_rate = hr(&self.context.stats);
         st.iotlb_hit_rate = hr(&self.iotlb.stats);
         st.l2_hit_rate = hr(&self.l2.stats);
         st.l3_hit_rate = hr(&self.l3.stats);
-        st.mean_walk_accesses = if st.walks > 0 {
-            st.walk_accesses as f64 / st.walks as f64
-        } else {
-            0.0
-        };
+        st.mean_walk_accesses = if st.walks > 0 { st.walk_accesses as f64 / st.walks as f64 } else { 0.0 };
         if let Some(pb) = &self.pb {
-            st.pb_hit_rate = if pb.lookups > 0 {
-                pb.hits as f64 / pb.lookups as f64
-            } else {
-                0.0
-            };
+            st.pb_hit_rate = if pb.lookups > 0 { pb.hits as f64 / pb.lookups as f64 } else { 0.0 };
         }
-        st.prefetch_accuracy = if st.prefetch_requests > 0 {
-            st.prefetch_useful as f64 / st.prefetch_requests as f64
-        } else {
-            0.0
-        };
-        st.prefetch_coverage = if st.demand_misses > 0 {
-            st.prefetch_served as f64 / st.demand_misses as f64
-        } else {
-            0.0
-        };
+        st.prefetch_accuracy = if st.prefetch_requests > 0 { st.prefetch_useful as f64 / st.prefetch_requests as f64 } else { 0.0 };
+        st.prefetch_coverage = if st.demand_misses > 0 { st.prefetch_served as f64 / st.demand_misses as f64 } else { 0.0 };
         self.st
     }
 }
@@ -698,14 +600,7 @@ pub struct Lookahead<I: Iterator<Item = Packet>> {
 
 impl<I: Iterator<Item = Packet>> Lookahead<I> {
     pub fn new(inner: I, window: usize) -> Self {
-        Lookahead {
-            inner,
-            buf: VecDeque::with_capacity(window.min(1 << 20)),
-            last: FxHashMap::default(),
-            head: 0,
-            next: 0,
-            window: window.max(1),
-        }
+        Lookahead { inner, buf: VecDeque::with_capacity(window.min(1 << 20)), last: FxHashMap::default(), head: 0, next: 0, window: window.max(1) }
     }
 }
 
@@ -741,11 +636,7 @@ pub fn simulate(cfg: &Config, spec: &WorkloadSpec) -> HtResult<Stats> {
     let iovas: Vec<u64> = trace.layout.pages.iter().map(|p| p.iova).collect();
     let sim = Sim::new(cfg, &tables, spec.tenants, iovas)?;
     drop(tables);
-    Ok(if cfg.devtlb_policy == Policy::Oracle {
-        sim.run(Lookahead::new(trace, ORACLE_WINDOW_PACKETS))
-    } else {
-        sim.run(trace.map(|p| (p, [0; 3])))
-    })
+    Ok(if cfg.devtlb_policy == Policy::Oracle { sim.run(Lookahead::new(trace, ORACLE_WINDOW_PACKETS)) } else { sim.run(trace.map(|p| (p, [0; 3]))) })
 }
 
 #[cfg(test)]
@@ -759,25 +650,14 @@ mod tests {
         let d = Divisor::new(100);
         let mut w = Wheel::new(d, 1000);
         // (issued at the boundary of slot k, latency, key): lands at 100 k + latency
-        for (k, ps, key) in [
-            (1, 150, 9),
-            (1, 50, 5),
-            (0, 200, 7),
-            (2, 50, 3),
-            (0, 101, 8),
-            (1, 200, 1),
-        ] {
+        for (k, ps, key) in [(1, 150, 9), (1, 50, 5), (0, 200, 7), (2, 50, 3), (0, 101, 8), (1, 200, 1)] {
             w.push(k, Lat::new(ps, d), key);
         }
         let mut got = vec![];
         w.drain(1, |k| got.push(k));
         assert!(got.is_empty(), "nothing lands by 100");
         w.drain(2, |k| got.push(k));
-        assert_eq!(
-            got,
-            [8, 5, 7],
-            "101, 150, then 200: due at the boundary 200"
-        );
+        assert_eq!(got, [8, 5, 7], "101, 150, then 200: due at the boundary 200");
         got.clear();
         w.drain(3, |k| got.push(k));
         assert_eq!(got, [3, 9, 1], "250 (keys 3, 9) and 300");
@@ -791,14 +671,8 @@ mod tests {
     #[test]
     fn ptb_counts_translations_and_admits_a_packet_while_one_entry_is_free() {
         let base = cold("base", None);
-        assert_eq!(
-            base.ptb_max, 3,
-            "Base: one packet's three translations at a time"
-        );
-        assert!(
-            base.drops > 0,
-            "a packet finding the PTB full is dropped and retried"
-        );
+        assert_eq!(base.ptb_max, 3, "Base: one packet's three translations at a time");
+        assert!(base.drops > 0, "a packet finding the PTB full is dropped and retried");
         let ht = cold("hypertrio", Some(r#"{"prefetch": false}"#));
         assert!((32..=34).contains(&ht.ptb_max), "{}", ht.ptb_max);
         // about 32 translations in flight, ~11 packets: ~11x Base's rate, not 32x

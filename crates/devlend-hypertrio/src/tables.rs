@@ -65,11 +65,7 @@ impl WalkShape {
 
 pub fn sid_bdf(sid: u32) -> Bdf {
     // VFs of an SR-IOV NIC from bus 1: 256 functions per bus (ARI).
-    Bdf::new(
-        1 + (sid >> 8) as u8,
-        ((sid >> 3) & 31) as u8,
-        (sid & 7) as u8,
-    )
+    Bdf::new(1 + (sid >> 8) as u8, ((sid >> 3) & 31) as u8, (sid & 7) as u8)
 }
 
 pub struct Tables {
@@ -101,27 +97,10 @@ impl Tables {
             let e = |x: devlend_fabric::error::FabricError| HtError::Tables { tenant: t, iova: None, reason: x.to_string() };
             let hd = host.domain_alloc(&format!("vm{t}")).map_err(e)?;
             host.attach(hd, &[sid_bdf(t)]);
-            host.map(
-                hd,
-                PT_POOL_GPA,
-                hpa + PT_POOL_GPA,
-                pool_pages * 0x1000,
-                true,
-            )
-            .map_err(e)?;
-            host.map(hd, SMALL_GPA, hpa + SMALL_GPA, slot * 0x1000, true)
-                .map_err(e)?;
-            host.map(
-                hd,
-                DATA_GPA,
-                hpa + DATA_GPA,
-                layout.data_pages as u64 * 0x20_0000,
-                true,
-            )
-            .map_err(e)?;
-            let gd = guest
-                .domain_alloc(&format!("vm{t}-first-level"))
-                .map_err(e)?;
+            host.map(hd, PT_POOL_GPA, hpa + PT_POOL_GPA, pool_pages * 0x1000, true).map_err(e)?;
+            host.map(hd, SMALL_GPA, hpa + SMALL_GPA, slot * 0x1000, true).map_err(e)?;
+            host.map(hd, DATA_GPA, hpa + DATA_GPA, layout.data_pages as u64 * 0x20_0000, true).map_err(e)?;
+            let gd = guest.domain_alloc(&format!("vm{t}-first-level")).map_err(e)?;
             let mut k = 0u64;
             for (i, pg) in layout.pages.iter().enumerate() {
                 let gpa = if pg.size == 0x1000 {
@@ -134,50 +113,24 @@ impl Tables {
                 guest.map(gd, pg.iova, gpa, pg.size, true).map_err(e)?;
             }
         }
-        let mut t = Tables {
-            host,
-            guest,
-            shapes: Vec::new(),
-            small_slots,
-        };
-        t.shapes = (0..layout.pages.len())
-            .map(|i| t.shape_of(0, layout.pages[i].iova))
-            .collect::<Result<_, _>>()?;
+        let mut t = Tables { host, guest, shapes: Vec::new(), small_slots };
+        t.shapes = (0..layout.pages.len()).map(|i| t.shape_of(0, layout.pages[i].iova)).collect::<Result<_, _>>()?;
         Ok(t)
     }
 
     /// The walk's shape for tenant `sid` and `iova`, from the fabric's tables.
     pub fn shape_of(&self, sid: u32, iova: u64) -> HtResult<WalkShape> {
         let f = |r: FaultReason| HtError::Tables { tenant: sid, iova: Some(iova), reason: r.describe().to_string() };
-        let g = self.guest.domains.get(sid as usize).ok_or_else(|| HtError::Tables {
-            tenant: sid,
-            iova: None,
-            reason: "no first-level table".into(),
-        })?;
+        let g = self.guest.domains.get(sid as usize).ok_or_else(|| HtError::Tables { tenant: sid, iova: None, reason: "no first-level table".into() })?;
         let gt = g.table.walk(iova, true).map_err(f)?;
-        let table_host_levels = self
-            .host
-            .translate(sid_bdf(sid), PT_POOL_GPA, false)
-            .map_err(f)?
-            .levels;
-        let fin = self
-            .host
-            .translate(sid_bdf(sid), gt.addr, true)
-            .map_err(f)?;
-        Ok(WalkShape {
-            leaf_level: 5 - gt.levels,
-            table_host_levels,
-            final_host_levels: fin.levels,
-        })
+        let table_host_levels = self.host.translate(sid_bdf(sid), PT_POOL_GPA, false).map_err(f)?.levels;
+        let fin = self.host.translate(sid_bdf(sid), gt.addr, true).map_err(f)?;
+        Ok(WalkShape { leaf_level: 5 - gt.levels, table_host_levels, final_host_levels: fin.levels })
     }
 
     /// Functional nested translation: gIOVA of tenant `sid` -> hPA (through the context entry).
     pub fn translate(&self, sid: u32, iova: u64, write: bool) -> Result<u64, FaultReason> {
-        let g = self
-            .guest
-            .domains
-            .get(sid as usize)
-            .ok_or(FaultReason::NoContext)?;
+        let g = self.guest.domains.get(sid as usize).ok_or(FaultReason::NoContext)?;
         let gpa = g.table.walk(iova, write)?.addr;
         Ok(self.host.translate(sid_bdf(sid), gpa, write)?.addr)
     }
@@ -197,11 +150,7 @@ mod tests {
         let l = Layout::new();
         let t = Tables::build(&l, 40).unwrap();
         let ring = t.shapes[l.ring as usize];
-        assert_eq!(
-            ring.accesses(4),
-            params().nested_walk_accesses,
-            "002 Table II"
-        );
+        assert_eq!(ring.accesses(4), params().nested_walk_accesses, "002 Table II");
         assert_eq!(t.shapes[l.data0 as usize].accesses(4), 18);
         for sid in [1, 17, 39] {
             for (i, pg) in l.pages.iter().enumerate() {
@@ -209,17 +158,10 @@ mod tests {
             }
         }
         // gIOVAs are shared, hPAs are not.
-        let a = t
-            .translate(3, l.pages[l.data0 as usize].iova + 0x123, false)
-            .unwrap();
-        let b = t
-            .translate(4, l.pages[l.data0 as usize].iova + 0x123, false)
-            .unwrap();
+        let a = t.translate(3, l.pages[l.data0 as usize].iova + 0x123, false).unwrap();
+        let b = t.translate(4, l.pages[l.data0 as usize].iova + 0x123, false).unwrap();
         assert_eq!(b - a, HPA_STRIDE);
         assert_eq!(a, HPA_BASE + 3 * HPA_STRIDE + DATA_GPA + 0x123);
-        assert_eq!(
-            t.translate(5, 0x1234_5000, false),
-            Err(FaultReason::NotPresent)
-        );
+        assert_eq!(t.translate(5, 0x1234_5000, false), Err(FaultReason::NotPresent));
     }
 }

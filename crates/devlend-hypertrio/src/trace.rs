@@ -88,11 +88,9 @@ impl Header {
         if self.pages.is_empty() || self.pages.len() > MAX_PAGES {
             return Err(HtError::range("pages", self.pages.len(), format!("1..={MAX_PAGES}")));
         }
-        if let Some((i, p)) = self.pages.iter().enumerate().find(|(_, p)| {
-            !(p.size == 0x1000 || p.size == 0x20_0000)
-                || !p.iova.is_multiple_of(p.size)
-                || p.iova >> 48 != 0
-        }) {
+        if let Some((i, p)) =
+            self.pages.iter().enumerate().find(|(_, p)| !(p.size == 0x1000 || p.size == 0x20_0000) || !p.iova.is_multiple_of(p.size) || p.iova >> 48 != 0)
+        {
             return Err(HtError::range(
                 format!("page {i}"),
                 format_args!("gIOVA {:#x} size {:#x}", p.iova, p.size),
@@ -148,13 +146,7 @@ impl<W: Write> Writer<W> {
 
     pub fn push(&mut self, p: &Packet) -> HtResult<()> {
         if p.sid >= self.tenants || p.pages.iter().any(|&g| g as u32 >= self.npages) {
-            return Err(HtError::Packet {
-                packet: self.packets,
-                tenant: p.sid,
-                pages: p.pages,
-                tenants: self.tenants,
-                npages: self.npages,
-            });
+            return Err(HtError::Packet { packet: self.packets, tenant: p.sid, pages: p.pages, tenants: self.tenants, npages: self.npages });
         }
         let start = self.buf.len();
         self.buf.push(0);
@@ -210,12 +202,7 @@ impl<W: Write> Writer<W> {
 
 /// Write a whole packet stream to `path` (through `path.part`, renamed at the end, so a failed
 /// write leaves no trace file behind). `progress(packets)` is called every 2^20 packets.
-pub fn write_file(
-    path: &str,
-    h: &Header,
-    packets: impl Iterator<Item = HtResult<Packet>>,
-    progress: &mut dyn FnMut(u64),
-) -> HtResult<u64> {
+pub fn write_file(path: &str, h: &Header, packets: impl Iterator<Item = HtResult<Packet>>, progress: &mut dyn FnMut(u64)) -> HtResult<u64> {
     let part = format!("{path}.part");
     let run = || -> HtResult<u64> {
         let f = std::fs::File::create(&part).map_err(HtError::io(&part, "create"))?;
@@ -273,8 +260,7 @@ impl Reader<std::fs::File> {
         let expected = if size >= 24 + FOOTER_LEN {
             f.seek(SeekFrom::Start(size - FOOTER_LEN)).map_err(&io)?;
             f.read_exact(&mut tail).map_err(&io)?;
-            (tail[0] == END_MARK && tail[17..] == END_MAGIC)
-                .then(|| u64::from_le_bytes(tail[1..9].try_into().unwrap()))
+            (tail[0] == END_MARK && tail[17..] == END_MAGIC).then(|| u64::from_le_bytes(tail[1..9].try_into().unwrap()))
         } else {
             None
         };
@@ -283,9 +269,9 @@ impl Reader<std::fs::File> {
         match expected {
             Some(n) => r.expected_packets = Some(n),
             None => {
-                return Err(r.err_at(size, format!(
-                "truncated or not finished: the file ({size} bytes) does not end with the end record (0xFF, counts, \"DLTEND\")"
-            )))
+                return Err(
+                    r.err_at(size, format!("truncated or not finished: the file ({size} bytes) does not end with the end record (0xFF, counts, \"DLTEND\")"))
+                )
             }
         }
         Ok(r)
@@ -303,11 +289,7 @@ impl<R: Read> Reader<R> {
             len: 0,
             eof: false,
             base: 0,
-            header: Header {
-                tenants: 1,
-                pages: Vec::new(),
-                meta: String::new(),
-            },
+            header: Header { tenants: 1, pages: Vec::new(), meta: String::new() },
             expected_packets: None,
             prev: 0,
             last: Vec::new(),
@@ -323,19 +305,10 @@ impl<R: Read> Reader<R> {
         let u32_at = |o: usize| u32::from_le_bytes(fixed[o..o + 4].try_into().unwrap());
         let version = u16_at(8);
         if version != VERSION {
-            return Err(rd.err_at(
-                8,
-                format!("trace format version {version}; this devlend reads version {VERSION}"),
-            ));
+            return Err(rd.err_at(8, format!("trace format version {version}; this devlend reads version {VERSION}")));
         }
         if u16_at(10) != 3 {
-            return Err(rd.err_at(
-                10,
-                format!(
-                    "{} translations per packet (expected 3, 002 §IV-C)",
-                    u16_at(10)
-                ),
-            ));
+            return Err(rd.err_at(10, format!("{} translations per packet (expected 3, 002 §IV-C)", u16_at(10))));
         }
         let (tenants, npages, meta_len) = (u32_at(12), u32_at(16) as usize, u32_at(20) as usize);
         if npages == 0 || npages > MAX_PAGES || meta_len > MAX_META {
@@ -344,22 +317,12 @@ impl<R: Read> Reader<R> {
         let mut pages = Vec::with_capacity(npages);
         for _ in 0..npages {
             let b = rd.read_bytes(16, "page dictionary")?;
-            pages.push(PageInfo {
-                iova: u64::from_le_bytes(b[..8].try_into().unwrap()),
-                size: u64::from_le_bytes(b[8..].try_into().unwrap()),
-            });
+            pages.push(PageInfo { iova: u64::from_le_bytes(b[..8].try_into().unwrap()), size: u64::from_le_bytes(b[8..].try_into().unwrap()) });
         }
         let mstart = rd.offset();
-        let meta = String::from_utf8(rd.read_bytes(meta_len, "meta")?.to_vec())
-            .map_err(|_| rd.err_at(mstart, "corrupt header: meta is not UTF-8".into()))?;
-        rd.header = Header {
-            tenants,
-            pages,
-            meta,
-        };
-        rd.header
-            .check()
-            .map_err(|e| rd.err_at(12, format!("corrupt header: {e}")))?;
+        let meta = String::from_utf8(rd.read_bytes(meta_len, "meta")?.to_vec()).map_err(|_| rd.err_at(mstart, "corrupt header: meta is not UTF-8".into()))?;
+        rd.header = Header { tenants, pages, meta };
+        rd.header.check().map_err(|e| rd.err_at(12, format!("corrupt header: {e}")))?;
         rd.prev = tenants - 1;
         rd.last = vec![[NONE; 3]; tenants as usize];
         Ok(rd)
@@ -405,10 +368,7 @@ impl<R: Read> Reader<R> {
         }
         self.fill(n)?;
         if self.len - self.pos < n {
-            return Err(self.err_at(
-                self.offset(),
-                format!("truncated: the file ends inside the {what}"),
-            ));
+            return Err(self.err_at(self.offset(), format!("truncated: the file ends inside the {what}")));
         }
         self.pos += n;
         Ok(&self.buf[self.pos - n..self.pos])
@@ -419,38 +379,24 @@ impl<R: Read> Reader<R> {
         // 5 x 7 bits: accumulated in 64 bits, so a value above 2^32 is out of range, not wrapped
         let mut v = 0u64;
         for i in 0..5 {
-            let b = *self.buf[..self.len]
-                .get(self.pos)
-                .ok_or_else(|| self.corrupt(format!("truncated inside the {what}")))?;
+            let b = *self.buf[..self.len].get(self.pos).ok_or_else(|| self.corrupt(format!("truncated inside the {what}")))?;
             self.pos += 1;
             v |= ((b & 0x7f) as u64) << (7 * i);
             if b & 0x80 == 0 {
-                return if v < limit as u64 {
-                    Ok(v as u32)
-                } else {
-                    Err(self.corrupt(format!("{what} {v} out of range (below {limit})")))
-                };
+                return if v < limit as u64 { Ok(v as u32) } else { Err(self.corrupt(format!("{what} {v} out of range (below {limit})"))) };
             }
         }
         Err(self.corrupt(format!("{what}: varint longer than 5 bytes")))
     }
 
     fn corrupt(&self, msg: String) -> HtError {
-        HtError::Trace {
-            file: self.name.clone(),
-            byte: self.offset(),
-            packet: Some(self.packets),
-            problem: format!("corrupt trace: {msg}"),
-        }
+        HtError::Trace { file: self.name.clone(), byte: self.offset(), packet: Some(self.packets), problem: format!("corrupt trace: {msg}") }
     }
 
     fn end_record(&mut self) -> HtResult<()> {
         self.fill(FOOTER_LEN as usize)?;
         if self.len - self.pos < FOOTER_LEN as usize {
-            return Err(self.err_at(
-                self.offset(),
-                "truncated: the file ends inside the end record".into(),
-            ));
+            return Err(self.err_at(self.offset(), "truncated: the file ends inside the end record".into()));
         }
         let b = &self.buf[self.pos..self.pos + FOOTER_LEN as usize];
         let packets = u64::from_le_bytes(b[1..9].try_into().unwrap());
@@ -462,17 +408,14 @@ impl<R: Read> Reader<R> {
             return Err(self.err_at(at, "corrupt end record (no DLTEND)".into()));
         }
         if packets != self.packets || hash != self.hash {
-            return Err(self.err_at(at, format!(
-                "corrupt trace: the end record says {packets} packets (hash {hash:#x}), the body holds {} (hash {:#x})",
-                self.packets, self.hash
-            )));
+            return Err(self.err_at(
+                at,
+                format!("corrupt trace: the end record says {packets} packets (hash {hash:#x}), the body holds {} (hash {:#x})", self.packets, self.hash),
+            ));
         }
         self.fill(1)?;
         if self.len > self.pos {
-            return Err(self.err_at(
-                self.offset(),
-                "corrupt trace: bytes after the end record".into(),
-            ));
+            return Err(self.err_at(self.offset(), "corrupt trace: bytes after the end record".into()));
         }
         Ok(())
     }
@@ -481,13 +424,7 @@ impl<R: Read> Reader<R> {
         self.fill(24)?;
         let start = self.pos;
         let Some(&c) = self.buf[..self.len].get(self.pos) else {
-            return Err(self.err_at(
-                self.offset(),
-                format!(
-                    "truncated: the file ends after packet {} without its end record",
-                    self.packets
-                ),
-            ));
+            return Err(self.err_at(self.offset(), format!("truncated: the file ends after packet {} without its end record", self.packets)));
         };
         if c == END_MARK {
             self.end_record()?;
@@ -508,9 +445,7 @@ impl<R: Read> Reader<R> {
             if c & (4 << k) == 0 {
                 *pg = self.varint("page index", self.header.pages.len() as u32)? as PageId;
             } else if *pg == NONE {
-                return Err(self.corrupt(format!(
-                    "tenant {sid} repeats translation {k}'s page before it has one"
-                )));
+                return Err(self.corrupt(format!("tenant {sid} repeats translation {k}'s page before it has one")));
             }
         }
         self.last[sid as usize] = pages;
@@ -581,11 +516,7 @@ pub fn info(path: &str) -> HtResult<Info> {
         translations: packets * 3,
         packets_per_tenant_min: per.iter().copied().min().unwrap_or(0),
         packets_per_tenant_max: per.iter().copied().max().unwrap_or(0),
-        bytes_per_translation: if packets > 0 {
-            bytes as f64 / (3 * packets) as f64
-        } else {
-            0.0
-        },
+        bytes_per_translation: if packets > 0 { bytes as f64 / (3 * packets) as f64 } else { 0.0 },
         meta: serde_json::from_str(&h.meta).unwrap_or(serde_json::Value::String(h.meta.clone())),
     })
 }
@@ -597,12 +528,7 @@ mod tests {
     fn header(tenants: u32) -> Header {
         Header {
             tenants,
-            pages: (0..300)
-                .map(|i| PageInfo {
-                    iova: 0x1000_0000 + i * 0x20_0000,
-                    size: if i % 2 == 0 { 0x1000 } else { 0x20_0000 },
-                })
-                .collect(),
+            pages: (0..300).map(|i| PageInfo { iova: 0x1000_0000 + i * 0x20_0000, size: if i % 2 == 0 { 0x1000 } else { 0x20_0000 } }).collect(),
             meta: r#"{"made_by":"test"}"#.into(),
         }
     }
@@ -611,19 +537,10 @@ mod tests {
         let mut x = 7u64;
         (0..n)
             .map(|i| {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let sid = if i % 5 == 4 {
-                    (x >> 40) as u32 % tenants
-                } else {
-                    i as u32 % tenants
-                };
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let sid = if i % 5 == 4 { (x >> 40) as u32 % tenants } else { i as u32 % tenants };
                 let pg = |k: u64| ((x >> (8 * k)) % 300) as PageId;
-                Packet {
-                    sid,
-                    pages: [0, if i % 3 == 0 { pg(1) } else { 7 }, pg(2)],
-                }
+                Packet { sid, pages: [0, if i % 3 == 0 { pg(1) } else { 7 }, pg(2)] }
             })
             .collect()
     }
@@ -669,10 +586,7 @@ mod tests {
         };
         assert_eq!(read_all(&good), Ok(50));
         let e = read_all(b"vtd_iotlb_page_hit sid 0x1 iova 0x2").unwrap_err();
-        assert!(
-            e.starts_with("x.dlt: byte 0:") && e.contains("magic"),
-            "{e}"
-        );
+        assert!(e.starts_with("x.dlt: byte 0:") && e.contains("magic"), "{e}");
         let mut v2 = good.clone();
         v2[8] = 2;
         let e = read_all(&v2).unwrap_err();
@@ -691,26 +605,10 @@ mod tests {
         assert!(read_all(&flip).is_err(), "a flipped bit is caught");
         let mut extra = good.clone();
         extra.push(0);
-        assert!(read_all(&extra)
-            .unwrap_err()
-            .contains("after the end record"));
+        assert!(read_all(&extra).unwrap_err().contains("after the end record"));
         let mut w = Writer::new(Vec::new(), &h).unwrap();
-        assert!(w
-            .push(&Packet {
-                sid: 3,
-                pages: [0; 3]
-            })
-            .unwrap_err()
-            .to_string()
-            .contains("tenant 3"));
-        assert!(Writer::new(
-            Vec::new(),
-            &Header {
-                tenants: 0,
-                ..h.clone()
-            }
-        )
-        .is_err());
+        assert!(w.push(&Packet { sid: 3, pages: [0; 3] }).unwrap_err().to_string().contains("tenant 3"));
+        assert!(Writer::new(Vec::new(), &Header { tenants: 0, ..h.clone() }).is_err());
     }
 
     #[test]
@@ -731,10 +629,7 @@ mod tests {
         let q = dir.join("b.dlt").to_string_lossy().to_string();
         let bad = [Ok(ps[0]), Err(HtError::NoInputs)];
         assert!(write_file(&q, &h, bad.into_iter(), &mut |_| {}).is_err());
-        assert!(
-            !std::path::Path::new(&q).exists()
-                && !std::path::Path::new(&format!("{q}.part")).exists()
-        );
+        assert!(!std::path::Path::new(&q).exists() && !std::path::Path::new(&format!("{q}.part")).exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -751,16 +646,10 @@ mod tests {
         b.extend_from_slice(&1u64.to_le_bytes());
         b.extend_from_slice(&fnv(FNV0, &body).to_le_bytes());
         b.extend_from_slice(&END_MAGIC);
-        let e = Reader::new("v.dlt", &b[..])
-            .unwrap()
-            .collect::<Result<Vec<_>, _>>()
-            .unwrap_err();
+        let e = Reader::new("v.dlt", &b[..]).unwrap().collect::<Result<Vec<_>, _>>().unwrap_err();
         assert!(matches!(e, HtError::Trace { packet: Some(0), .. }), "{e:?}");
         let e = e.to_string();
-        assert!(
-            e.contains("packet 0") && e.contains("tenant 4294967296 out of range"),
-            "{e}"
-        );
+        assert!(e.contains("packet 0") && e.contains("tenant 4294967296 out of range"), "{e}");
     }
 
     proptest::proptest! {

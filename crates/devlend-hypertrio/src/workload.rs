@@ -65,32 +65,16 @@ pub struct Layout {
 impl Layout {
     pub fn new() -> Layout {
         let p = params();
-        let mut pages = vec![PageInfo {
-            iova: p.ring_iova,
-            size: 0x1000,
-        }];
+        let mut pages = vec![PageInfo { iova: p.ring_iova, size: 0x1000 }];
         let data0 = pages.len() as PageId;
         for k in 0..p.data_pages as u64 {
-            pages.push(PageInfo {
-                iova: p.data_iova + k * 0x20_0000,
-                size: 0x20_0000,
-            });
+            pages.push(PageInfo { iova: p.data_iova + k * 0x20_0000, size: 0x20_0000 });
         }
         let setup0 = pages.len() as PageId;
         for k in 0..p.setup_pages as u64 {
-            pages.push(PageInfo {
-                iova: p.setup_iova + k * 0x1000,
-                size: 0x1000,
-            });
+            pages.push(PageInfo { iova: p.setup_iova + k * 0x1000, size: 0x1000 });
         }
-        Layout {
-            pages,
-            ring: 0,
-            data0,
-            data_pages: p.data_pages,
-            setup0,
-            setup_pages: p.setup_pages,
-        }
+        Layout { pages, ring: 0, data0, data_pages: p.data_pages, setup0, setup_pages: p.setup_pages }
     }
 }
 
@@ -134,11 +118,7 @@ impl WorkloadSpec {
         } else if let Some(n) = u.strip_prefix("RR") {
             (Order::RoundRobin, n)
         } else {
-            return Err(HtError::UnknownName {
-                kind: "interleaving",
-                name: s.into(),
-                expected: "RR<n> or RAND<n>, e.g. RR1, RR4, RAND1".into(),
-            });
+            return Err(HtError::UnknownName { kind: "interleaving", name: s.into(), expected: "RR<n> or RAND<n>, e.g. RR1, RR4, RAND1".into() });
         };
         let burst = |v: &str| HtError::range(format!("interleaving '{s}': burst size"), v, "a positive integer");
         let b: u32 = n.parse().map_err(|_| burst(n))?;
@@ -150,14 +130,7 @@ impl WorkloadSpec {
 
     pub fn new(profile: &str, tenants: u32, order: &str) -> HtResult<WorkloadSpec> {
         let (order, burst) = Self::parse_order(order)?;
-        Ok(WorkloadSpec {
-            profile: profile.to_string(),
-            tenants,
-            order,
-            burst,
-            packets_per_tenant: None,
-            seed: 1,
-        })
+        Ok(WorkloadSpec { profile: profile.to_string(), tenants, order, burst, packets_per_tenant: None, seed: 1 })
     }
 }
 
@@ -231,15 +204,7 @@ impl Interleave {
             Order::RoundRobin => 0,
             Order::Random => (splitmix(&mut rng) % n as u64) as u32,
         };
-        Interleave {
-            order,
-            burst,
-            n,
-            n_div: Divisor::new(n as u64),
-            cur,
-            in_burst: 0,
-            rng,
-        }
+        Interleave { order, burst, n, n_div: Divisor::new(n as u64), cur, in_burst: 0, rng }
     }
 
     /// The tenant of the next packet.
@@ -279,17 +244,13 @@ impl Trace {
         let (packets, setup) = match spec.packets_per_tenant {
             Some(0) => return Err(HtError::range("packets_per_tenant", 0, "at least 1")),
             Some(n) => (n, 0),
-            None => (
-                prof.translations_min / tpp,
-                (p.setup_pages * p.setup_touches).div_ceil(tpp as u32),
-            ),
+            None => (prof.translations_min / tpp, (p.setup_pages * p.setup_touches).div_ceil(tpp as u32)),
         };
         let layout = Layout::new();
         let run = p.run_packets.max(1);
         let tenants = (0..spec.tenants)
             .map(|t| {
-                let mut r = spec.seed.wrapping_mul(0x1000_0000_01B3)
-                    ^ (t as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F);
+                let mut r = spec.seed.wrapping_mul(0x1000_0000_01B3) ^ (t as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F);
                 let draw = |r: &mut u64, n: u32| (splitmix(r) % n as u64) as u32;
                 // Each tenant at its own point: data page, each stream's place in its page's
                 // 1500-use run, the order of its pass over the streams, its place in that pass
@@ -308,15 +269,7 @@ impl Trace {
                 }
                 let pos = draw(&mut r, prof.data_streams) as usize;
                 let run_left = 1 + draw(&mut r, run);
-                Tenant {
-                    left: packets,
-                    setup_left: setup,
-                    rng: r,
-                    streams,
-                    order,
-                    pos,
-                    run_left,
-                }
+                Tenant { left: packets, setup_left: setup, rng: r, streams, order, pos, run_left }
             })
             .collect();
         Ok(Trace {
@@ -346,10 +299,7 @@ impl Trace {
             let done = (total.div_ceil(3) - t.setup_left) * 3;
             t.setup_left -= 1;
             let pg = |i: u32| l.setup0 + ((done + i).min(total - 1) % l.setup_pages) as PageId;
-            return Packet {
-                sid,
-                pages: [pg(0), pg(1), pg(2)],
-            };
+            return Packet { sid, pages: [pg(0), pg(1), pg(2)] };
         }
         if t.run_left == 0 {
             t.run_left = self.run;
@@ -368,17 +318,10 @@ impl Trace {
         if st.left == 0 {
             // ~1500 uses done (Fig 8b): the next page of the ring
             st.left = self.reuse;
-            st.page = if st.page + 1 == l.data_pages {
-                0
-            } else {
-                st.page + 1
-            };
+            st.page = if st.page + 1 == l.data_pages { 0 } else { st.page + 1 };
         }
         // descriptor read, the packet's buffer, descriptor write-back (module doc)
-        Packet {
-            sid,
-            pages: [l.ring, l.data0 + data as PageId, l.ring],
-        }
+        Packet { sid, pages: [l.ring, l.data0 + data as PageId, l.ring] }
     }
 }
 
@@ -409,31 +352,20 @@ mod tests {
         let spec = WorkloadSpec::new("iperf3", 1, "RR1").unwrap();
         let tr = Trace::new(&spec).unwrap();
         let l = tr.layout.clone();
-        let (s, run) = (
-            params().profile("iperf3").unwrap().data_streams as usize,
-            params().run_packets as usize,
-        );
+        let (s, run) = (params().profile("iperf3").unwrap().data_streams as usize, params().run_packets as usize);
         let pkts: Vec<Packet> = tr.collect();
-        assert_eq!(
-            pkts.len() as u64,
-            params().profile("iperf3").unwrap().translations_min / 3
-        );
+        assert_eq!(pkts.len() as u64, params().profile("iperf3").unwrap().translations_min / 3);
         let mut counts = vec![0u64; l.pages.len()];
         for p in &pkts {
             for &pg in &p.pages {
                 counts[pg as usize] += 1;
             }
         }
-        assert!(
-            (0..70).all(|i| (1..100).contains(&counts[(l.setup0 + i) as usize])),
-            "set-up pages touched a few times (§IV-D: fewer than 100)"
-        );
+        assert!((0..70).all(|i| (1..100).contains(&counts[(l.setup0 + i) as usize])), "set-up pages touched a few times (§IV-D: fewer than 100)");
         let steady: Vec<&Packet> = pkts.iter().filter(|p| p.pages[0] == l.ring).collect();
         assert!(steady.len() > 22_000);
         assert!(
-            steady
-                .iter()
-                .all(|p| p.pages[2] == l.ring && (l.data0..l.data0 + 32).contains(&p.pages[1])),
+            steady.iter().all(|p| p.pages[2] == l.ring && (l.data0..l.data0 + 32).contains(&p.pages[1])),
             "descriptor read, data buffer, descriptor write-back"
         );
         // Active set (§V-C): ring + `s` data buffers in any stretch of `s` runs, one more for
@@ -495,20 +427,12 @@ mod tests {
         let mut s = WorkloadSpec::new("mediastream", 4, "RR4").unwrap();
         s.packets_per_tenant = Some(8);
         let sids: Vec<u32> = Trace::new(&s).unwrap().map(|p| p.sid).collect();
-        assert_eq!(
-            sids,
-            [
-                0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
-                3, 3, 3, 3
-            ]
-        );
+        assert_eq!(sids, [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3]);
         s.order = Order::Random;
         s.burst = 1;
         let n = Trace::new(&s).unwrap().count();
         assert!(n < 32, "RAND stops when the first tenant runs out");
-        assert!(
-            WorkloadSpec::parse_order("RR0").is_err() && WorkloadSpec::parse_order("XX1").is_err()
-        );
+        assert!(WorkloadSpec::parse_order("RR0").is_err() && WorkloadSpec::parse_order("XX1").is_err());
         s.tenants = 0;
         assert!(Trace::new(&s).err().unwrap().to_string().contains("0 tenants"));
     }

@@ -1,8 +1,8 @@
 //! The fio-style NVMe workload (devlend-workloads' `fio_job`), local or through Device Lending.
 
 use crate::{FabricError, NvmeStatusError};
-use devlend_workloads::fio_job::{fio as run, FioError, FioResult, Job, Rw};
 use devlend_devices::nvme_driver::NvmeError;
+use devlend_workloads::fio_job::{fio as run, FioError, FioResult, Job, Rw};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -35,7 +35,18 @@ fn to_dict<'py>(py: Python<'py>, r: &FioResult) -> PyResult<Bound<'py, PyDict>> 
 #[pyfunction]
 #[pyo3(signature = (topology_json, runner, device, rw, iodepth, numjobs, ios, verify=false, size_blocks=None))]
 #[allow(clippy::too_many_arguments)]
-fn fio<'py>(py: Python<'py>, topology_json: &str, runner: &str, device: &str, rw: &str, iodepth: u32, numjobs: u16, ios: u32, verify: bool, size_blocks: Option<u64>) -> PyResult<Bound<'py, PyDict>> {
+fn fio<'py>(
+    py: Python<'py>,
+    topology_json: &str,
+    runner: &str,
+    device: &str,
+    rw: &str,
+    iodepth: u32,
+    numjobs: u16,
+    ios: u32,
+    verify: bool,
+    size_blocks: Option<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
     let rw = Rw::parse(rw).map_err(err)?;
     let job = Job { rw, iodepth, numjobs, ios, verify, size_blocks };
     let r = py.detach(|| run(topology_json, runner, device, job).map_err(err))?;

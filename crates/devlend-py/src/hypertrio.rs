@@ -19,7 +19,16 @@ fn herr(e: HtError) -> PyErr {
 #[pyo3(signature = (config, workload, tenants, order, packets_per_tenant=None, overrides=None, seed=1))]
 // A #[pyfunction]'s arguments are its Python signature (keywords with defaults): no struct to group them.
 #[allow(clippy::too_many_arguments)]
-fn hypertrio_simulate(py: Python<'_>, config: &str, workload: &str, tenants: u32, order: &str, packets_per_tenant: Option<u64>, overrides: Option<&str>, seed: u64) -> PyResult<String> {
+fn hypertrio_simulate(
+    py: Python<'_>,
+    config: &str,
+    workload: &str,
+    tenants: u32,
+    order: &str,
+    packets_per_tenant: Option<u64>,
+    overrides: Option<&str>,
+    seed: u64,
+) -> PyResult<String> {
     let r = py.detach(|| devlend_hypertrio::run_point(config, overrides, workload, tenants, order, packets_per_tenant, seed));
     let st = r.map_err(herr)?;
     serde_json::to_string(&st).map_err(|e| FabricError::new_err(e.to_string()))
@@ -37,7 +46,15 @@ fn hypertrio_h1(py: Python<'_>, connections: Vec<u32>, packets_per_tenant: Optio
 /// HyperTRIO H2 (002 Fig 10): tenants x interleaving x workload x configuration; points as JSON.
 #[pyfunction]
 #[pyo3(signature = (tenants, orders, workloads, configs, packets_per_tenant=None, threads=None))]
-fn hypertrio_h2(py: Python<'_>, tenants: Vec<u32>, orders: Vec<String>, workloads: Vec<String>, configs: Vec<String>, packets_per_tenant: Option<u64>, threads: Option<usize>) -> PyResult<String> {
+fn hypertrio_h2(
+    py: Python<'_>,
+    tenants: Vec<u32>,
+    orders: Vec<String>,
+    workloads: Vec<String>,
+    configs: Vec<String>,
+    packets_per_tenant: Option<u64>,
+    threads: Option<usize>,
+) -> PyResult<String> {
     let th = threads.unwrap_or_else(devlend_experiments::hypertrio::default_threads);
     let r = py.detach(|| devlend_experiments::hypertrio::h2(&tenants, &orders, &workloads, &configs, packets_per_tenant, th)).map_err(herr)?;
     serde_json::to_string(&r).map_err(|e| FabricError::new_err(e.to_string()))
@@ -84,7 +101,15 @@ macro_rules! json {
 /// Returns a JSON summary.
 #[pyfunction]
 #[pyo3(signature = (inputs, output, tenants=None, order="RR1", seed=1, progress=None))]
-fn hypertrio_trace_build(py: Python<'_>, inputs: Vec<String>, output: &str, tenants: Option<u32>, order: &str, seed: u64, progress: Option<Py<PyAny>>) -> PyResult<String> {
+fn hypertrio_trace_build(
+    py: Python<'_>,
+    inputs: Vec<String>,
+    output: &str,
+    tenants: Option<u32>,
+    order: &str,
+    seed: u64,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
     let r = py.detach(|| devlend_hypertrio::construct::build_file(&inputs, tenants, order, seed, output, &mut progress_of(&progress)));
     json!(r.map_err(herr)?)
 }
@@ -94,7 +119,16 @@ fn hypertrio_trace_build(py: Python<'_>, inputs: Vec<String>, output: &str, tena
 #[pyo3(signature = (output, workload, tenants, order, packets_per_tenant=None, seed=1, progress=None))]
 // A #[pyfunction]'s arguments are its Python signature (keywords with defaults): no struct to group them.
 #[allow(clippy::too_many_arguments)]
-fn hypertrio_trace_synth(py: Python<'_>, output: &str, workload: &str, tenants: u32, order: &str, packets_per_tenant: Option<u64>, seed: u64, progress: Option<Py<PyAny>>) -> PyResult<u64> {
+fn hypertrio_trace_synth(
+    py: Python<'_>,
+    output: &str,
+    workload: &str,
+    tenants: u32,
+    order: &str,
+    packets_per_tenant: Option<u64>,
+    seed: u64,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<u64> {
     let mut spec = devlend_hypertrio::WorkloadSpec::new(workload, tenants, order).map_err(herr)?;
     spec.packets_per_tenant = packets_per_tenant;
     spec.seed = seed;
@@ -114,7 +148,16 @@ fn hypertrio_trace_info(py: Python<'_>, path: &str) -> PyResult<String> {
 #[pyo3(signature = (inputs, config, overrides=None, tenants=None, order=None, seed=1, progress=None))]
 // A #[pyfunction]'s arguments are its Python signature (keywords with defaults): no struct to group them.
 #[allow(clippy::too_many_arguments)]
-fn hypertrio_trace_replay(py: Python<'_>, inputs: Vec<String>, config: &str, overrides: Option<&str>, tenants: Option<u32>, order: Option<&str>, seed: u64, progress: Option<Py<PyAny>>) -> PyResult<String> {
+fn hypertrio_trace_replay(
+    py: Python<'_>,
+    inputs: Vec<String>,
+    config: &str,
+    overrides: Option<&str>,
+    tenants: Option<u32>,
+    order: Option<&str>,
+    seed: u64,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
     let cfg = devlend_hypertrio::params().config_with(config, overrides).map_err(herr)?;
     let r = py.detach(|| devlend_hypertrio::replay::replay(&inputs, tenants, order, seed, &cfg, &mut progress_of(&progress)));
     json!(r.map_err(herr)?)

@@ -16,9 +16,9 @@ mod hypertrio;
 mod lending;
 mod machine;
 mod pool;
-mod workloads;
 mod rdma;
 mod vm;
+mod workloads;
 mod xenib;
 
 create_exception!(_core, SpecError, PyException, "A topology description that cannot be built: args (json_pointer, message).");

@@ -78,7 +78,22 @@ impl Machine {
     /// Every link direction that carried at least one TLP.
     fn port_stats(&self) -> Vec<PortRow> {
         let rows = self.inner.link_stats();
-        rows.into_iter().map(|l| (l.link, l.towards_down, l.from, l.to, l.stats.tlps, l.stats.wire_bytes, l.stats.payload_bytes, l.stats.busy_ps, l.stats.queue_ps, l.stats.credit_stall_ps)).collect()
+        rows.into_iter()
+            .map(|l| {
+                (
+                    l.link,
+                    l.towards_down,
+                    l.from,
+                    l.to,
+                    l.stats.tlps,
+                    l.stats.wire_bytes,
+                    l.stats.payload_bytes,
+                    l.stats.busy_ps,
+                    l.stats.queue_ps,
+                    l.stats.credit_stall_ps,
+                )
+            })
+            .collect()
     }
 
     /// TLP-hops and events simulated so far, and the most TLP records alive at once.

@@ -86,7 +86,18 @@ impl Pool {
 
     fn lend(&self, device: &str) -> PyResult<Option<Lend>> {
         let l = self.inner.lend(device).map_err(perr)?;
-        Ok(l.map(|l| (l.lender_ntb, l.borrower_ntb, l.window_addr, l.window_size, l.window_iova, l.bars.iter().map(|b| (b.index, b.size, b.cpu_addr)).collect(), l.live_dma_maps, l.irq_vectors)))
+        Ok(l.map(|l| {
+            (
+                l.lender_ntb,
+                l.borrower_ntb,
+                l.window_addr,
+                l.window_size,
+                l.window_iova,
+                l.bars.iter().map(|b| (b.index, b.size, b.cpu_addr)).collect(),
+                l.live_dma_maps,
+                l.irq_vectors,
+            )
+        }))
     }
 
     fn idle(&self) -> bool {
@@ -142,9 +153,14 @@ impl Pool {
     fn programmed(&self) -> (Vec<(String, usize, usize)>, Vec<HostMapped>) {
         let f = &self.inner.cluster().fabric;
         let p = f.programmed();
-        let ntbs = f.ntbs.iter().zip(p.inbound.iter().zip(&p.rid_luts)).map(|(n, (i, l))| {
-            (n.name.clone(), i.iter().filter(|x| **x != devlend_fabric::ntb::Inbound::Unset).count(), l.iter().filter(|x| x.is_some()).count())
-        }).collect();
+        let ntbs = f
+            .ntbs
+            .iter()
+            .zip(p.inbound.iter().zip(&p.rid_luts))
+            .map(|(n, (i, l))| {
+                (n.name.clone(), i.iter().filter(|x| **x != devlend_fabric::ntb::Inbound::Unset).count(), l.iter().filter(|x| x.is_some()).count())
+            })
+            .collect();
         (ntbs, p.contexts.iter().zip(p.mapped).map(|(c, m)| (c.len(), m)).collect())
     }
 

@@ -37,7 +37,19 @@ type PerfRow = (u64, u64, u64, Vec<(u64, u64)>);
 #[pyfunction]
 #[pyo3(signature = (topology_json, runner, peer, chunk_order, total_order, use_dma, threads_count=1, max_mw_size=None, channels=None, outstanding_reads=None))]
 #[allow(clippy::too_many_arguments)]
-fn rdma_ntb_perf(py: Python<'_>, topology_json: &str, runner: &str, peer: &str, chunk_order: u32, total_order: u32, use_dma: bool, threads_count: u32, max_mw_size: Option<u64>, channels: Option<u32>, outstanding_reads: Option<u64>) -> PyResult<PerfRow> {
+fn rdma_ntb_perf(
+    py: Python<'_>,
+    topology_json: &str,
+    runner: &str,
+    peer: &str,
+    chunk_order: u32,
+    total_order: u32,
+    use_dma: bool,
+    threads_count: u32,
+    max_mw_size: Option<u64>,
+    channels: Option<u32>,
+    outstanding_reads: Option<u64>,
+) -> PyResult<PerfRow> {
     let spec = devlend_experiments::rdma::PerfSpec { use_dma, threads_count, chunk_order, total_order, max_mw_size, channels, outstanding_reads };
     let r = py.detach(|| devlend_experiments::rdma::ntb_perf(topology_json, runner, peer, &spec));
     r.map(|p| (p.copied, p.total_ps, p.link_ps, p.threads)).map_err(|e| FabricError::new_err(e.to_string()))
@@ -49,7 +61,15 @@ fn rdma_ntb_perf(py: Python<'_>, topology_json: &str, runner: &str, peer: &str, 
 /// round-trip ps, total ps, [(step, ps)] of the first ping).
 #[pyfunction]
 #[pyo3(signature = (topology_json, a, b, pings, init_db=1, delay_ns=0))]
-fn rdma_ntb_pingpong(py: Python<'_>, topology_json: &str, a: &str, b: &str, pings: u32, init_db: u64, delay_ns: u64) -> PyResult<(u32, Vec<u64>, u64, u64, Steps)> {
+fn rdma_ntb_pingpong(
+    py: Python<'_>,
+    topology_json: &str,
+    a: &str,
+    b: &str,
+    pings: u32,
+    init_db: u64,
+    delay_ns: u64,
+) -> PyResult<(u32, Vec<u64>, u64, u64, Steps)> {
     let r = py.detach(|| devlend_experiments::rdma::ntb_pingpong(topology_json, a, b, pings, init_db, delay_ns.saturating_mul(1000)));
     r.map(|p| (p.counter, p.bits, p.round_trip_ps, p.total_ps, steps(p.steps))).map_err(|e| FabricError::new_err(e.to_string()))
 }

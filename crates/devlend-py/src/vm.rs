@@ -65,7 +65,19 @@ fn vm_irq_latency(py: Python<'_>, topology_json: &str, scenario: &str, intx: boo
 /// of set-up `scenario`: (step end times, busy ps of nvme, cpu, input, compute, exchange).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-fn d6_epoch(py: Python<'_>, topology_json: &str, scenario: &str, steps: u32, reads: u32, read_blocks: u16, decode_ps: u64, input_bytes: u64, compute_ps: u64, exchange_bytes: u64, max_queue: u32) -> PyResult<(Vec<u64>, [u64; 5])> {
+fn d6_epoch(
+    py: Python<'_>,
+    topology_json: &str,
+    scenario: &str,
+    steps: u32,
+    reads: u32,
+    read_blocks: u16,
+    decode_ps: u64,
+    input_bytes: u64,
+    compute_ps: u64,
+    exchange_bytes: u64,
+    max_queue: u32,
+) -> PyResult<(Vec<u64>, [u64; 5])> {
     use devlend_experiments::vm::epoch::{epoch, EpochSpec};
     let spec = EpochSpec { steps, reads, read_blocks, decode_ps, input_bytes, compute_ps, exchange_bytes, max_queue };
     let r = py.detach(|| epoch(topology_json, scenario, spec).map_err(text))?;

@@ -112,7 +112,19 @@ impl Scenario {
 
     #[pyo3(signature = (name, runner, peer, use_dma=false, threads=1, chunk_order=19, total_order=20, max_mw_size=None, dma=None, at_ps=0))]
     #[allow(clippy::too_many_arguments)]
-    fn ntb_perf(&mut self, name: &str, runner: &str, peer: &str, use_dma: bool, threads: u32, chunk_order: u32, total_order: u32, max_mw_size: Option<u64>, dma: Option<String>, at_ps: u64) -> PyResult<()> {
+    fn ntb_perf(
+        &mut self,
+        name: &str,
+        runner: &str,
+        peer: &str,
+        use_dma: bool,
+        threads: u32,
+        chunk_order: u32,
+        total_order: u32,
+        max_mw_size: Option<u64>,
+        dma: Option<String>,
+        at_ps: u64,
+    ) -> PyResult<()> {
         let spec = NtbPerfSpec { use_dma, threads, chunk_order, total_order, max_mw_size, dma };
         self.inner.add_ntb_perf(name, runner, peer, &spec, at_ps).map_err(werr)
     }
@@ -120,8 +132,29 @@ impl Scenario {
     /// The hyper-tenant NIC `nic` serving `tenants` tenants of `runner` (devlend-workloads' `nic`).
     #[pyo3(signature = (name, runner, nic, config, tenants, duration_ps, profile="iperf3", order="RR1", packets_per_tenant=None, epoch_ps=5_000_000, at_ps=0))]
     #[allow(clippy::too_many_arguments)]
-    fn nic(&mut self, name: &str, runner: &str, nic: &str, config: &str, tenants: u32, duration_ps: u64, profile: &str, order: &str, packets_per_tenant: Option<u64>, epoch_ps: u64, at_ps: u64) -> PyResult<()> {
-        let spec = NicSpec { config: config.into(), tenants, profile: profile.into(), order: order.into(), packets_per_tenant, duration: duration_ps, epoch: epoch_ps };
+    fn nic(
+        &mut self,
+        name: &str,
+        runner: &str,
+        nic: &str,
+        config: &str,
+        tenants: u32,
+        duration_ps: u64,
+        profile: &str,
+        order: &str,
+        packets_per_tenant: Option<u64>,
+        epoch_ps: u64,
+        at_ps: u64,
+    ) -> PyResult<()> {
+        let spec = NicSpec {
+            config: config.into(),
+            tenants,
+            profile: profile.into(),
+            order: order.into(),
+            packets_per_tenant,
+            duration: duration_ps,
+            epoch: epoch_ps,
+        };
         self.inner.add_nic(name, runner, nic, &spec, at_ps).map_err(werr)
     }
 
@@ -133,15 +166,19 @@ impl Scenario {
     /// Per fault: (at ps, kind, target, struck, error or None, [(device, lender, borrower, why)] lends it ended).
     #[allow(clippy::type_complexity)]
     fn faults(&self) -> Vec<(u64, String, String, bool, Option<String>, Vec<(String, String, String, String)>)> {
-        self.inner.faults().iter().map(|f| {
-            let r = f.report.borrow();
-            let (struck, err, ended) = match &*r {
-                None => (false, None, Vec::new()),
-                Some(Err(e)) => (true, Some(e.to_string()), Vec::new()),
-                Some(Ok(rep)) => (true, None, rep.ended.iter().map(|e| (e.device.clone(), e.lender.clone(), e.borrower.clone(), e.why.clone())).collect()),
-            };
-            (f.at, f.kind.name().to_string(), f.target.clone(), struck, err, ended)
-        }).collect()
+        self.inner
+            .faults()
+            .iter()
+            .map(|f| {
+                let r = f.report.borrow();
+                let (struck, err, ended) = match &*r {
+                    None => (false, None, Vec::new()),
+                    Some(Err(e)) => (true, Some(e.to_string()), Vec::new()),
+                    Some(Ok(rep)) => (true, None, rep.ended.iter().map(|e| (e.device.clone(), e.lender.clone(), e.borrower.clone(), e.why.clone())).collect()),
+                };
+                (f.at, f.kind.name().to_string(), f.target.clone(), struck, err, ended)
+            })
+            .collect()
     }
 
     /// Bytes `device` moved as a requester: in all, and (time ps, bytes) when each fault struck.
@@ -173,18 +210,55 @@ impl Scenario {
     fn run(&mut self, py: Python<'_>) -> PyResult<()> {
         let _ = py;
         let r = self.inner.run().map_err(werr)?;
-        self.rows = r.workloads.iter().map(|w| {
-            let fio = w.fio.as_ref().map(|f| (f.ios, f.iops, f.lat_mean_ps, f.lat_p50_ps, f.lat_p99_ps));
-            let trips = w.round_trips.as_ref().map(|r| (r.rounds, r.mean_ps, r.p50_ps, r.p99_ps, r.max_ps));
-            let perf = w.ntb_perf.as_ref().map(|p| p.threads.clone());
-            (w.name.clone(), w.kind.name().to_string(), w.at, w.start, w.end, w.bytes, fio, trips, perf)
-        }).collect();
-        self.nics = r.workloads.iter().filter_map(|w| {
-            let n = w.nic.as_ref()?;
-            let epochs = n.epochs.iter().map(|e| (e.end, e.round_trip_ps, e.gbps)).collect();
-            Some((w.name.clone(), n.packets, n.drops, n.translations, n.first_round_trip_ps, n.round_trip_ps, n.model_round_trip_ps, n.model_gbps, n.iterations, n.converged_at, epochs))
-        }).collect();
-        self.links = r.links.iter().map(|l| (l.link, l.towards_down, l.from.clone(), l.to.clone(), l.stats.tlps, l.stats.wire_bytes, l.stats.payload_bytes, l.stats.busy_ps, l.stats.queue_ps, l.stats.credit_stall_ps)).collect();
+        self.rows = r
+            .workloads
+            .iter()
+            .map(|w| {
+                let fio = w.fio.as_ref().map(|f| (f.ios, f.iops, f.lat_mean_ps, f.lat_p50_ps, f.lat_p99_ps));
+                let trips = w.round_trips.as_ref().map(|r| (r.rounds, r.mean_ps, r.p50_ps, r.p99_ps, r.max_ps));
+                let perf = w.ntb_perf.as_ref().map(|p| p.threads.clone());
+                (w.name.clone(), w.kind.name().to_string(), w.at, w.start, w.end, w.bytes, fio, trips, perf)
+            })
+            .collect();
+        self.nics = r
+            .workloads
+            .iter()
+            .filter_map(|w| {
+                let n = w.nic.as_ref()?;
+                let epochs = n.epochs.iter().map(|e| (e.end, e.round_trip_ps, e.gbps)).collect();
+                Some((
+                    w.name.clone(),
+                    n.packets,
+                    n.drops,
+                    n.translations,
+                    n.first_round_trip_ps,
+                    n.round_trip_ps,
+                    n.model_round_trip_ps,
+                    n.model_gbps,
+                    n.iterations,
+                    n.converged_at,
+                    epochs,
+                ))
+            })
+            .collect();
+        self.links = r
+            .links
+            .iter()
+            .map(|l| {
+                (
+                    l.link,
+                    l.towards_down,
+                    l.from.clone(),
+                    l.to.clone(),
+                    l.stats.tlps,
+                    l.stats.wire_bytes,
+                    l.stats.payload_bytes,
+                    l.stats.busy_ps,
+                    l.stats.queue_ps,
+                    l.stats.credit_stall_ps,
+                )
+            })
+            .collect();
         Ok(())
     }
 
@@ -210,7 +284,12 @@ impl Scenario {
 
     /// Devices lent so far: (device, lender, borrower, [(bar, size, borrower CPU address)]).
     fn lends(&self) -> Vec<LendRow> {
-        self.inner.cluster().lends().into_iter().map(|l| (l.device, l.lender, l.borrower, l.bars.iter().map(|b| (b.index, b.size, b.cpu_addr)).collect())).collect()
+        self.inner
+            .cluster()
+            .lends()
+            .into_iter()
+            .map(|l| (l.device, l.lender, l.borrower, l.bars.iter().map(|b| (b.index, b.size, b.cpu_addr)).collect()))
+            .collect()
     }
 }
 

@@ -5,7 +5,12 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
-create_exception!(_core, XenIbError, PyException, "A Xen-IB testbed or benchmark that cannot be built or run: args (kind, message, errno name of a failed verb or None).");
+create_exception!(
+    _core,
+    XenIbError,
+    PyException,
+    "A Xen-IB testbed or benchmark that cannot be built or run: args (kind, message, errno name of a failed verb or None)."
+);
 
 fn xerr(e: CoreXenIbError) -> PyErr {
     XenIbError::new_err((e.kind(), e.to_string(), e.status().map(|s| s.name())))
@@ -48,7 +53,15 @@ fn topologies<'a>(local: &'a str, vfio: &'a str, lending: &'a str) -> devlend_ex
 /// Beyond 004 (xcmp): RDMA-write round trip (ps) per size with server A's HCA reached by `access`
 /// (native, basic, bypass, vfio, lending); the three testbeds as JSON.
 #[pyfunction]
-fn xenib_cmp_latency(py: Python<'_>, local_json: &str, vfio_json: &str, lending_json: &str, access: &str, sizes: Vec<u64>, iters: u64) -> PyResult<Vec<(u64, u64)>> {
+fn xenib_cmp_latency(
+    py: Python<'_>,
+    local_json: &str,
+    vfio_json: &str,
+    lending_json: &str,
+    access: &str,
+    sizes: Vec<u64>,
+    iters: u64,
+) -> PyResult<Vec<(u64, u64)>> {
     let t = topologies(local_json, vfio_json, lending_json);
     py.detach(|| devlend_experiments::xcmp::latency(&t, access, &sizes, iters)).map_err(xerr)
 }
@@ -56,7 +69,16 @@ fn xenib_cmp_latency(py: Python<'_>, local_json: &str, vfio_json: &str, lending_
 /// Beyond 004 (xcmp): RDMA-write throughput A to B (bytes/s) per size, at most `depth` outstanding.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-fn xenib_cmp_bandwidth(py: Python<'_>, local_json: &str, vfio_json: &str, lending_json: &str, access: &str, sizes: Vec<u64>, iters: u64, depth: u64) -> PyResult<Vec<(u64, f64)>> {
+fn xenib_cmp_bandwidth(
+    py: Python<'_>,
+    local_json: &str,
+    vfio_json: &str,
+    lending_json: &str,
+    access: &str,
+    sizes: Vec<u64>,
+    iters: u64,
+    depth: u64,
+) -> PyResult<Vec<(u64, f64)>> {
     let t = topologies(local_json, vfio_json, lending_json);
     py.detach(|| devlend_experiments::xcmp::bandwidth(&t, access, &sizes, iters, depth)).map_err(xerr)
 }
@@ -67,7 +89,16 @@ fn xenib_cmp_bandwidth(py: Python<'_>, local_json: &str, vfio_json: &str, lendin
 fn xenib_cmp_costs(py: Python<'_>, local_json: &str, vfio_json: &str, lending_json: &str, access: &str) -> PyResult<std::collections::BTreeMap<String, u64>> {
     let t = topologies(local_json, vfio_json, lending_json);
     let c = py.detach(|| devlend_experiments::xcmp::costs(&t, access)).map_err(xerr)?;
-    Ok([("doorbell_ps", c.doorbell_ps), ("read_rtt_ps", c.read_rtt_ps), ("write_ps", c.write_ps), ("read_fs_per_byte", c.read_fs_per_byte), ("write_fs_per_byte", c.write_fs_per_byte)].into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    Ok([
+        ("doorbell_ps", c.doorbell_ps),
+        ("read_rtt_ps", c.read_rtt_ps),
+        ("write_ps", c.write_ps),
+        ("read_fs_per_byte", c.read_fs_per_byte),
+        ("write_fs_per_byte", c.write_fs_per_byte),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect())
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

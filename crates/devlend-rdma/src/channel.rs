@@ -11,7 +11,10 @@
 //! flight have ended, the channel writes STATUS and BYTES_DONE and raises its MSI-X vector.
 
 use crate::dma::{reg_read, reg_write, ChannelLog, Desc, DmaFault, Kind, Token};
-use crate::dma::{BYTES_DONE, CH_STRIDE, COUNT, CTRL, CTRL_IRQ, CTRL_SG, CTRL_START, DESC_DONE, DESC_ERROR, DESC_VALID, DST, NDESC, RING, SRC, STATUS, STATUS_DONE, STATUS_ERROR};
+use crate::dma::{
+    BYTES_DONE, CH_STRIDE, COUNT, CTRL, CTRL_IRQ, CTRL_SG, CTRL_START, DESC_DONE, DESC_ERROR, DESC_VALID, DST, NDESC, RING, SRC, STATUS, STATUS_DONE,
+    STATUS_ERROR,
+};
 use crate::params::params;
 use devlend_engine::machine::{Cx, FlowDone, World};
 use devlend_fabric::config::MSIX_TABLE_OFFSET;

@@ -35,7 +35,8 @@ pub(crate) struct Regs {
 
 /// A fabric with nothing in it, left in the caller's place while the real one is in a machine.
 fn placeholder() -> Fabric {
-    devlend_fabric::build_json(r#"{"name":"(moved into a machine)","hosts":[{"name":"none","cpu":"generic-x86","ram":4096,"iommu":false,"root_ports":1}]}"#).expect("a one-host topology builds")
+    devlend_fabric::build_json(r#"{"name":"(moved into a machine)","hosts":[{"name":"none","cpu":"generic-x86","ram":4096,"iommu":false,"root_ports":1}]}"#)
+        .expect("a one-host topology builds")
 }
 
 /// Run `go` on a machine made of `f` (with `engine` on it, if given); `f` is back afterwards.
@@ -114,7 +115,9 @@ pub(crate) fn dma_call<W: World>(t: &mut Thread<'_, W>, r: Regs, descs: &[Desc],
     }
     lap(t, &mut timing, "register stores (UC)");
     let data = r.msi_data;
-    t.wait_until(format!("the completion interrupt (MSI data {data:#x})"), move |w: &mut W| w.fabric().events.since(events).any(|e| matches!(e, Event::Msi { data: d, .. } if *d == data)));
+    t.wait_until(format!("the completion interrupt (MSI data {data:#x})"), move |w: &mut W| {
+        w.fabric().events.since(events).any(|e| matches!(e, Event::Msi { data: d, .. } if *d == data))
+    });
     lap(t, &mut timing, "engine: descriptors, data, MSI");
     for _ in before..reads {
         t.cpu_read(r.host, r.base + dma::STATUS, 4)?;

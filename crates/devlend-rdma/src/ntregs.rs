@@ -53,7 +53,11 @@ pub struct Side {
 
 impl Side {
     fn block(virt: bool) -> u64 {
-        if virt { VIRTUAL_BASE } else { LINK_BASE }
+        if virt {
+            VIRTUAL_BASE
+        } else {
+            LINK_BASE
+        }
     }
     /// Offset in BAR 0 of this side's doorbell register.
     pub fn db(&self) -> u64 {

@@ -94,10 +94,7 @@ pub(crate) fn run(f: &mut Fabric, c: &Caller, engine: Option<&Rc<RefCell<crate::
     })?;
     let done = board.done.take();
     let handled = board.handled.borrow();
-    done.into_iter()
-        .map(|d| d.ok_or_else(|| RdmaError::Fabric("an operation never ended".into())))
-        .map(|d| d.map(|d| finish(d, &handled)))
-        .collect()
+    done.into_iter().map(|d| d.ok_or_else(|| RdmaError::Fabric("an operation never ended".into()))).map(|d| d.map(|d| finish(d, &handled))).collect()
 }
 
 /// A put is done when the peer's handler has run for its doorbell.

@@ -23,7 +23,11 @@ pub enum Mapping {
 
 impl Mapping {
     pub fn from_params() -> Mapping {
-        if params().cpu_store.mapping == "wc" { Mapping::WriteCombining } else { Mapping::Uncached }
+        if params().cpu_store.mapping == "wc" {
+            Mapping::WriteCombining
+        } else {
+            Mapping::Uncached
+        }
     }
     /// Stores in flight at once: one for UC, a fill buffer each for WC.
     pub fn slots(self) -> u64 {

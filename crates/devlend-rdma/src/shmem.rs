@@ -23,8 +23,8 @@ use crate::dma::{Desc, DmaEngine};
 use crate::driver::{self, Regs};
 use crate::error::{RResult, RdmaError};
 use crate::node::{Node, Pinned};
-use crate::params::params;
 use crate::ops::{self, Op};
+use crate::params::params;
 use crate::pio::Mapping;
 use devlend_engine::machine::{Machine, World};
 use devlend_engine::path::{port_id, propagation, ps_per_byte_fp};
@@ -125,7 +125,8 @@ impl Pe {
         f.set_bus_master(func, true);
         let bdf = f.funcs[func as usize].bdf;
         f.rid_lut_add(self.node.ntb, bdf).map_err(|e| RdmaError::Invalid(e.to_string()))?;
-        let bar0 = f.funcs[func as usize].bars.iter().find(|b| b.index == 0).map(|b| b.addr).ok_or_else(|| RdmaError::Invalid(format!("{name} has no BAR 0")))?;
+        let bar0 =
+            f.funcs[func as usize].bars.iter().find(|b| b.index == 0).map(|b| b.addr).ok_or_else(|| RdmaError::Invalid(format!("{name} has no BAR 0")))?;
         let msi = (f.hosts[self.node.host as usize].msi.start, 0x41u32);
         for c in 0..channels {
             let mut entry = [0u8; 16];
@@ -332,7 +333,15 @@ impl Pe {
         let ch = self.channel()?;
         let e = ch.engine.borrow();
         let slice = ring_slice(self.node.ring, e.channel_count());
-        Ok(Regs { host: self.node.host, func: e.func, base: ch.bar0 + c as u64 * crate::dma::CH_STRIDE, offset: c as u64 * crate::dma::CH_STRIDE, ring: self.node.ring.phys + c as u64 * slice, ring_bytes: slice, msi_data: ch.msi.1 + c as u32 })
+        Ok(Regs {
+            host: self.node.host,
+            func: e.func,
+            base: ch.bar0 + c as u64 * crate::dma::CH_STRIDE,
+            offset: c as u64 * crate::dma::CH_STRIDE,
+            ring: self.node.ring.phys + c as u64 * slice,
+            ring_bytes: slice,
+            msi_data: ch.msi.1 + c as u32,
+        })
     }
 
     /// One machine: a driver thread per channel runs its queue's calls one after another.
@@ -410,7 +419,8 @@ impl Pe {
         let RdmaError::Dma { descriptor, bytes_done, .. } = e else { return e };
         let Ok(ch) = self.channel() else { return e };
         let engine = ch.engine.borrow();
-        let last = (0..engine.channel_count()).filter_map(|c| engine.log(c).faults.last().copied()).find(|x| x.descriptor == descriptor && x.bytes_done == bytes_done);
+        let last =
+            (0..engine.channel_count()).filter_map(|c| engine.log(c).faults.last().copied()).find(|x| x.descriptor == descriptor && x.bytes_done == bytes_done);
         let message = last.and_then(|x| x.failure).map_or("invalid descriptor".to_string(), |x| fail(f, &x));
         RdmaError::Dma { descriptor, bytes_done, message }
     }

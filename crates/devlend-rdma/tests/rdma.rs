@@ -246,4 +246,3 @@ fn channel_count_is_checked() {
     }
     assert!(matches!(testbed_with(J, Some(1), Some(0)), Err(RdmaError::NoOutstandingReads)));
 }
-

@@ -9,13 +9,13 @@
 //! ones before it.
 
 use crate::held::{release_all, Held};
+use crate::layout::size;
 use crate::layout::CHUNK;
 use crate::vm::{Path, VmId};
 use crate::vmm::{VmDomain, Vmm};
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId};
 use devlend_host::alloc::align_up;
-use crate::layout::size;
 use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError};
 use std::collections::BTreeSet;
 
@@ -55,7 +55,16 @@ impl Vmm {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn attach_steps(&mut self, c: &mut Cluster, vm: VmId, id: DevId, lender: HostId, borrowed: &mut Option<Held>, held: &mut Vec<Held>, (func, path, name, vhost): (FuncId, Path, &str, HostId)) -> HResult<()> {
+    fn attach_steps(
+        &mut self,
+        c: &mut Cluster,
+        vm: VmId,
+        id: DevId,
+        lender: HostId,
+        borrowed: &mut Option<Held>,
+        held: &mut Vec<Held>,
+        (func, path, name, vhost): (FuncId, Path, &str, HostId),
+    ) -> HResult<()> {
         let hdev = match path {
             Path::Vfio => c.os(vhost)?.find(name)?,
             Path::Mdev => {
@@ -110,7 +119,10 @@ impl Vmm {
             release_all(c, held, &mut self.anomalies);
             let ram = chunks.len() as u64 * CHUNK;
             return Err(match e {
-                HostError::WindowTooSmall(m) | HostError::NoMemory(m) => HostError::WindowTooSmall(format!("VM {vname}'s {} of memory (probed from its low and high addresses) cannot all be mapped for the device: {m}", size(ram))),
+                HostError::WindowTooSmall(m) | HostError::NoMemory(m) => HostError::WindowTooSmall(format!(
+                    "VM {vname}'s {} of memory (probed from its low and high addresses) cannot all be mapped for the device: {m}",
+                    size(ram)
+                )),
                 e => e,
             });
         }
@@ -167,14 +179,22 @@ fn require_remapping(c: &mut Cluster, host: HostId) -> HResult<()> {
         return Ok(());
     }
     c.enable_interrupt_remapping(host).map_err(|e| match e {
-        HostError::Busy(m) => HostError::Busy(format!("{m}: a VM's device needs interrupt remapping, which must be on before any driver in the host requests a vector")),
+        HostError::Busy(m) => {
+            HostError::Busy(format!("{m}: a VM's device needs interrupt remapping, which must be on before any driver in the host requests a vector"))
+        }
         e => e,
     })
 }
 
 /// Map the guest's RAM chunks in a VM domain: onto the host chunks (VFIO), or onto the DMA
 /// window addresses the borrower's DMA API hands out for them (mdev, 000 §5 and Fig 7).
-fn map_ram(c: &mut Cluster, chunks: &[(u64, u64)], (host, domain): (HostId, DomainId), (path, vhost, hdev): (Path, HostId, DevId), held: &mut Vec<Held>) -> HResult<()> {
+fn map_ram(
+    c: &mut Cluster,
+    chunks: &[(u64, u64)],
+    (host, domain): (HostId, DomainId),
+    (path, vhost, hdev): (Path, HostId, DevId),
+    held: &mut Vec<Held>,
+) -> HResult<()> {
     for &(gpa, hpa) in chunks {
         let target = match path {
             Path::Vfio => hpa,

@@ -50,7 +50,11 @@ pub const CASES: &[(&str, &str, Case)] = &[
     ("config_msix_table_move", "the guest rewrites the MSI-X capability's table offset", msix_table_move),
     ("config_bus_master_of_another_function", "the guest sets Bus Master on a function not passed through to it", bus_master_other),
     ("msi_from_passthrough_gpu_into_another_vm", "a GPU passed through to VM a writes the MSI of VM b's GPU", crate::msi_attacks::into_another_vm),
-    ("msi_from_mediated_gpu_into_a_vm_on_the_lender", "a remote VM's mediated GPU writes the MSI of a VM's GPU on the lender", crate::msi_attacks::from_mediated_into_lender_vm),
+    (
+        "msi_from_mediated_gpu_into_a_vm_on_the_lender",
+        "a remote VM's mediated GPU writes the MSI of a VM's GPU on the lender",
+        crate::msi_attacks::from_mediated_into_lender_vm,
+    ),
 ];
 
 pub fn names() -> Vec<&'static str> {
@@ -72,10 +76,14 @@ pub(crate) fn host(step: &'static str) -> impl Fn(HostError) -> CaseError {
 
 /// The data-path failures in the fabric's event log, in order.
 pub(crate) fn failures(c: &Cluster) -> Vec<Failure> {
-    c.fabric.events.iter().filter_map(|e| match e {
-        Event::Failed(f) => Some(*f),
-        _ => None,
-    }).collect()
+    c.fabric
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Failed(f) => Some(*f),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Let the rogue device access `addr` (a store of 64 bytes, or a load of 64 when `read`); it must
@@ -98,7 +106,13 @@ fn by_iommu(case: &'static str, c: &mut Cluster, gpu: &mut Gpu, addr: u64, read:
 
 /// Let a guest config or table access run; it must be refused, recorded by the hypervisor and
 /// change no memory, and `unchanged` (a check of the function's state) must still hold.
-fn by_parent(case: &'static str, vmm: &mut Vmm, c: &mut Cluster, attempt: impl FnOnce(&mut Vmm, &mut Cluster) -> devlend_host::HResult<()>, unchanged: impl Fn(&Cluster) -> bool) -> CaseResult<Outcome> {
+fn by_parent(
+    case: &'static str,
+    vmm: &mut Vmm,
+    c: &mut Cluster,
+    attempt: impl FnOnce(&mut Vmm, &mut Cluster) -> devlend_host::HResult<()>,
+    unchanged: impl Fn(&Cluster) -> bool,
+) -> CaseResult<Outcome> {
     let (digest, before) = (c.fabric.memory_digest(), vmm.blocked.len());
     if attempt(vmm, c).is_ok() {
         return Err(CaseError::Accepted);
@@ -150,7 +164,15 @@ fn dma_into_other_vm(json: &str) -> CaseResult<Outcome> {
 
 fn dma_stale(json: &str) -> CaseResult<Outcome> {
     let mut t = remote(json)?;
-    let bar1 = t.vmm.dev(t.vm, t.b.dev).map_err(host("looking up gpu1"))?.bars.iter().find(|b| b.index == 1).ok_or(CaseError::Testbed { what: "gpu1 has no BAR 1" })?.gpa;
+    let bar1 = t
+        .vmm
+        .dev(t.vm, t.b.dev)
+        .map_err(host("looking up gpu1"))?
+        .bars
+        .iter()
+        .find(|b| b.index == 1)
+        .ok_or(CaseError::Testbed { what: "gpu1 has no BAR 1" })?
+        .gpa;
     t.vmm.hot_remove(&mut t.c, t.vm, t.b.dev).map_err(host("hot-removing gpu1"))?;
     by_iommu("dma_stale_after_hot_remove", &mut t.c, &mut t.a.gpu, bar1, false)
 }
@@ -191,7 +213,13 @@ fn msix_table_move(json: &str) -> CaseResult<Outcome> {
     let (vm, dev) = (t.vm, t.a.dev);
     let func = t.c.fabric.func_id("gpu0").map_err(|error| CaseError::Fabric { step: "looking up gpu0", error })?;
     let before = t.c.fabric.config_read(func, MSIX_CAP + 4, 4).map_err(|error| CaseError::Fabric { step: "reading the MSI-X table offset", error })?;
-    by_parent("config_msix_table_move", &mut t.vmm, &mut t.c, |vmm, c| vmm.config_write(c, vm, dev, MSIX_CAP + 4, 4, 0x10_0000), |c| c.fabric.config_read(func, MSIX_CAP + 4, 4).ok() == Some(before))
+    by_parent(
+        "config_msix_table_move",
+        &mut t.vmm,
+        &mut t.c,
+        |vmm, c| vmm.config_write(c, vm, dev, MSIX_CAP + 4, 4, 0x10_0000),
+        |c| c.fabric.config_read(func, MSIX_CAP + 4, 4).ok() == Some(before),
+    )
 }
 
 fn bus_master_other(json: &str) -> CaseResult<Outcome> {
@@ -206,7 +234,13 @@ fn bus_master_other(json: &str) -> CaseResult<Outcome> {
     let other = c.fabric.func_id("gpu1").map_err(|error| CaseError::Fabric { step: "looking up gpu1", error })?;
     let bdf = c.fabric.funcs[other as usize].bdf;
     let off = |c: &Cluster| !c.fabric.config[other as usize].bus_master();
-    let out = by_parent("config_bus_master_of_another_function", &mut vmm, &mut c, |vmm, c| vmm.config_write_bdf(c, vm, bdf, COMMAND, 2, CMD_BUS_MASTER as u32), off)?;
+    let out = by_parent(
+        "config_bus_master_of_another_function",
+        &mut vmm,
+        &mut c,
+        |vmm, c| vmm.config_write_bdf(c, vm, bdf, COMMAND, 2, CMD_BUS_MASTER as u32),
+        off,
+    )?;
     let next = guest_bdf(devlend_host::DevId(dev.0 + 1));
     by_parent("config_bus_master_of_another_function", &mut vmm, &mut c, |vmm, c| vmm.config_write_bdf(c, vm, next, COMMAND, 2, CMD_BUS_MASTER as u32), off)?;
     Ok(out)

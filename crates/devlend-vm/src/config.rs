@@ -84,7 +84,11 @@ pub struct Blocked {
 }
 
 fn mask(len: usize) -> u32 {
-    if len >= 4 { u32::MAX } else { (1u32 << (len * 8)) - 1 }
+    if len >= 4 {
+        u32::MAX
+    } else {
+        (1u32 << (len * 8)) - 1
+    }
 }
 
 /// The guest's BDF of its `n`th device.
@@ -176,7 +180,11 @@ impl Vmm {
                 if new == current {
                     return Ok(());
                 }
-                let bar = c.fabric.funcs[d.func as usize].bars.iter().find(|b| b.index as usize == reg || (b.bits == 64 && b.index as usize + 1 == reg)).map(|b| (b.index, b.addr));
+                let bar = c.fabric.funcs[d.func as usize]
+                    .bars
+                    .iter()
+                    .find(|b| b.index as usize == reg || (b.bits == 64 && b.index as usize + 1 == reg))
+                    .map(|b| (b.index, b.addr));
                 let (index, phys) = bar.unwrap_or((reg as u8, 0));
                 let gpa = d.bars.iter().find(|b| b.index == index).map_or(0, |b| b.gpa);
                 self.refuse(vm, &d.name, "BAR relocation", format!("{} BAR {index} (register {reg}) written with {new:#x}; BARs of a passed-through device are virtualized: the function's BAR stays at {phys:#x}, the guest's at {gpa:#x}", d.name))
@@ -185,7 +193,12 @@ impl Vmm {
                 self.virt_mut(vm, dev)?.msix_control = (new >> 16) as u16 & 0xc000;
                 self.sync_irqs(c, vm, dev)
             }
-            _ if new != old => self.refuse(vm, &d.name, "read-only config register", format!("{} config offset {off:#x} written with {value:#x}; only Command, the BARs' sizing and MSI-X Message Control are writable", d.name)),
+            _ if new != old => self.refuse(
+                vm,
+                &d.name,
+                "read-only config register",
+                format!("{} config offset {off:#x} written with {value:#x}; only Command, the BARs' sizing and MSI-X Message Control are writable", d.name),
+            ),
             _ => Ok(()),
         }
     }
@@ -198,13 +211,22 @@ impl Vmm {
             Some(dev) => self.config_write(c, vm, dev, off, len, value),
             None => {
                 let phys = c.fabric.funcs.iter().find(|f| f.bdf == bdf).map(|f| format!(" (in the hosts, {bdf:?} is {})", f.name)).unwrap_or_default();
-                self.refuse(vm, &format!("{bdf:?}"), "config write to a function outside the VM", format!("no device of this VM at {bdf:?}{phys}; the write to offset {off:#x} is dropped (master abort)"))
+                self.refuse(
+                    vm,
+                    &format!("{bdf:?}"),
+                    "config write to a function outside the VM",
+                    format!("no device of this VM at {bdf:?}{phys}; the write to offset {off:#x} is dropped (master abort)"),
+                )
             }
         }
     }
 
     fn virt_mut(&mut self, vm: VmId, dev: DevId) -> HResult<&mut VirtCfg> {
-        self.vms.get_mut(&vm).and_then(|v| v.devices.get_mut(&dev)).map(|d| &mut d.virt).ok_or_else(|| HostError::NoDevice(format!("VM #{} has no device {}", vm.0, dev.0)))
+        self.vms
+            .get_mut(&vm)
+            .and_then(|v| v.devices.get_mut(&dev))
+            .map(|d| &mut d.virt)
+            .ok_or_else(|| HostError::NoDevice(format!("VM #{} has no device {}", vm.0, dev.0)))
     }
 
     /// The guest device and byte offset into its MSI-X table region, if a guest access at
@@ -223,13 +245,15 @@ impl Vmm {
     /// A guest load from the trapped table pages: the virtual table, zeros elsewhere (the PBA).
     pub(crate) fn msix_read(&self, vm: VmId, dev: DevId, at: u64, len: usize) -> HResult<Vec<u8>> {
         let d = self.dev(vm, dev)?;
-        Ok((0..len as u64).map(|i| {
-            let o = at.wrapping_add(i);
-            let (e, f) = ((o / MSIX_ENTRY_SIZE) as usize, o % MSIX_ENTRY_SIZE);
-            let Some(x) = d.virt.table.get(e) else { return 0 };
-            let words = [x.addr as u32, (x.addr >> 32) as u32, x.data, x.masked as u32];
-            (words[(f / 4) as usize] >> ((f % 4) * 8)) as u8
-        }).collect())
+        Ok((0..len as u64)
+            .map(|i| {
+                let o = at.wrapping_add(i);
+                let (e, f) = ((o / MSIX_ENTRY_SIZE) as usize, o % MSIX_ENTRY_SIZE);
+                let Some(x) = d.virt.table.get(e) else { return 0 };
+                let words = [x.addr as u32, (x.addr >> 32) as u32, x.data, x.masked as u32];
+                (words[(f / 4) as usize] >> ((f % 4) * 8)) as u8
+            })
+            .collect())
     }
 
     /// A guest store into the trapped table pages, dword by dword.
@@ -247,10 +271,24 @@ impl Vmm {
             }
             match f {
                 0 if !(GUEST_MSI.0..GUEST_MSI.1).contains(&(value as u64)) => {
-                    return self.refuse(vm, &name, "MSI-X table redirection", format!("{name} entry {e} address {value:#x} is outside the guest's MSI range {:#x}-{:#x}; the device would write its message there", GUEST_MSI.0, GUEST_MSI.1 - 1));
+                    return self.refuse(
+                        vm,
+                        &name,
+                        "MSI-X table redirection",
+                        format!(
+                            "{name} entry {e} address {value:#x} is outside the guest's MSI range {:#x}-{:#x}; the device would write its message there",
+                            GUEST_MSI.0,
+                            GUEST_MSI.1 - 1
+                        ),
+                    );
                 }
                 4 if value != 0 => {
-                    return self.refuse(vm, &name, "MSI-X table redirection", format!("{name} entry {e} upper address {value:#x}: MSI addresses lie below 4 GiB ({} above 0 refused)", size((value as u64) << 32)));
+                    return self.refuse(
+                        vm,
+                        &name,
+                        "MSI-X table redirection",
+                        format!("{name} entry {e} upper address {value:#x}: MSI addresses lie below 4 GiB ({} above 0 refused)", size((value as u64) << 32)),
+                    );
                 }
                 _ => {}
             }

@@ -17,9 +17,9 @@ use crate::irq::{GuestIrq, Src};
 use crate::vm::VmId;
 use crate::vmm::Vmm;
 use devlend_fabric::config::{CMD_BUS_MASTER, COMMAND, MSIX_CAP, MSIX_ENABLE};
-use devlend_host::irq::{MSIX_ENTRY_CTRL, MSIX_ENTRY_DATA, MSIX_ENTRY_MASKED, MSIX_ENTRY_SIZE, MSIX_MASKALL};
 use devlend_fabric::model::HostId;
 use devlend_fabric::{Fabric, Requester};
+use devlend_host::irq::{MSIX_ENTRY_CTRL, MSIX_ENTRY_DATA, MSIX_ENTRY_MASKED, MSIX_ENTRY_SIZE, MSIX_MASKALL};
 use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError, Os};
 
 pub struct GuestOs<'a> {
@@ -127,7 +127,11 @@ impl Os for GuestOs<'_> {
     fn kfree(&mut self, phys: u64) -> HResult<()> {
         let vm = self.vm;
         let v = self.vmm.vms.get_mut(&vm).ok_or_else(|| HostError::NoDevice("VM is gone".into()))?;
-        if v.kfree(phys) { Ok(()) } else { inv(format!("guest kfree of {phys:#x}, which is not the start of an allocation")) }
+        if v.kfree(phys) {
+            Ok(())
+        } else {
+            inv(format!("guest kfree of {phys:#x}, which is not the start of an allocation"))
+        }
     }
     fn write(&mut self, addr: u64, data: &[u8]) -> HResult<()> {
         self.access(addr, data.len(), Some(data)).map(|_| ())

@@ -2,9 +2,9 @@
 //! as devlend-host's `lending`): a failed step releases what it held in reverse, and detaching a
 //! device or shutting a VM down releases the same lists, so nothing stays half-mapped.
 
+use crate::error::Anomaly;
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId};
-use crate::error::Anomaly;
 use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError};
 
 /// One piece of programming the hypervisor holds (what an [`Anomaly::Release`] failed to undo).

@@ -234,10 +234,13 @@ impl Vmm {
     /// Bring the host-side routes of a device in line with the guest's virtual state.
     pub(crate) fn sync_irqs(&mut self, c: &mut Cluster, vm: VmId, dev: DevId) -> HResult<()> {
         let want = self.wanted(vm, dev);
-        let stale: Vec<usize> = (0..self.routes.len()).rev().filter(|&i| {
-            let r = &self.routes[i];
-            r.vm == vm && r.dev == dev && !want.contains(&(r.src, r.guest_vector))
-        }).collect();
+        let stale: Vec<usize> = (0..self.routes.len())
+            .rev()
+            .filter(|&i| {
+                let r = &self.routes[i];
+                r.vm == vm && r.dev == dev && !want.contains(&(r.src, r.guest_vector))
+            })
+            .collect();
         for i in stale {
             let r = self.routes.remove(i);
             self.teardown(c, r);
@@ -266,7 +269,22 @@ impl Vmm {
         let (func, path, hdev) = (d.func, d.path, d.host_dev.ok_or_else(|| HostError::Invalid(format!("{} is not attached", d.name)))?);
         let vhost = self.vm(vm)?.host;
         let first_host = c.fabric.func_host(func);
-        let mut r = Route { vm, dev, func, src, guest_vector: gv, first: (first_host, None), seen: 0, relay: None, relay_seen: 0, pieces: Vec::new(), steps: Vec::new(), landed_ps: None, intx_masked: false, intx_pending: false };
+        let mut r = Route {
+            vm,
+            dev,
+            func,
+            src,
+            guest_vector: gv,
+            first: (first_host, None),
+            seen: 0,
+            relay: None,
+            relay_seen: 0,
+            pieces: Vec::new(),
+            steps: Vec::new(),
+            landed_ps: None,
+            intx_masked: false,
+            intx_pending: false,
+        };
         match self.setup_steps(c, &mut r, path, hdev, vhost) {
             Ok(()) => Ok(r),
             Err(e) => {
@@ -282,7 +300,10 @@ impl Vmm {
         let page = msi_page(c, host);
         match r.src {
             Src::Msix(entry) => {
-                let owner = c.kernel(host)?.by_func(func).ok_or_else(|| HostError::NoDevice(format!("{} is not in its host's tree", c.fabric.funcs[func as usize].name)))?;
+                let owner = c
+                    .kernel(host)?
+                    .by_func(func)
+                    .ok_or_else(|| HostError::NoDevice(format!("{} is not in its host's tree", c.fabric.funcs[func as usize].name)))?;
                 // The device sits in `host` in both paths: its messages arrive with its own ID.
                 let rid = c.fabric.funcs[func as usize].bdf;
                 let (v, addr) = c.alloc_vector(host, owner, entry, handler, (page, rid))?;

@@ -41,7 +41,10 @@ impl Vmm {
         for d in v.devices.values() {
             let local = c.fabric.func_host(d.func) == t;
             if !local && !self.parents.contains(&d.func) {
-                return Err(HostError::Invalid(format!("cannot migrate VM {name} to {target}: {} would be remote there and is not registered with the mediated parent (register_mdev)", d.name)));
+                return Err(HostError::Invalid(format!(
+                    "cannot migrate VM {name} to {target}: {} would be remote there and is not registered with the mediated parent (register_mdev)",
+                    d.name
+                )));
             }
             paths.push((d.id, if local { Path::Vfio } else { Path::Mdev }));
         }

@@ -20,7 +20,14 @@ use devlend_host::Cluster;
 /// Returns the guest vector.
 fn victim(c: &mut Cluster, vmm: &mut Vmm, vm: VmId, name: &str) -> CaseResult<u8> {
     guest_gpu(c, vmm, vm, name, Path::Vfio)?;
-    let dev = vmm.vm(vm).map_err(host("looking up the victim's VM"))?.devices.values().find(|d| d.name == name).map(|d| d.id).ok_or(CaseError::Testbed { what: "the victim's device vanished" })?;
+    let dev = vmm
+        .vm(vm)
+        .map_err(host("looking up the victim's VM"))?
+        .devices
+        .values()
+        .find(|d| d.name == name)
+        .map(|d| d.id)
+        .ok_or(CaseError::Testbed { what: "the victim's device vanished" })?;
     vmm.guest(c, vm).map_err(host("entering the victim's guest kernel"))?.request_irq(dev, 0, 1).map_err(host("request_irq"))
 }
 
@@ -58,7 +65,8 @@ fn attack(case: &'static str, mut c: Cluster, mut vmm: Vmm, mut rogue: Gpu, vict
     };
     let host_id = c.fabric.func_host(func);
     let kernel = c.kernel(host_id).map_err(host("the victim host's kernel"))?;
-    let vector = kernel.irqs().iter().find(|d| d.msg_addr == addr).map(|d| d.vector).ok_or(CaseError::Testbed { what: "the victim's host vector is not found" })?;
+    let vector =
+        kernel.irqs().iter().find(|d| d.msg_addr == addr).map(|d| d.vector).ok_or(CaseError::Testbed { what: "the victim's host vector is not found" })?;
     let record = forge(&mut c, &mut vmm, &mut rogue, (addr, data), (vm, gv))?;
     let page = c.fabric.hosts[host_id as usize].msi.start;
     forge(&mut c, &mut vmm, &mut rogue, (page, vector as u32), (vm, gv))?;

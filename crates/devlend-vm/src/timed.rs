@@ -208,7 +208,13 @@ pub type Ran = (devlend_engine::machine::Machine<Cluster>, Rc<RefCell<Vmm>>, u64
 /// VM `vm`'s guest kernel on one machine: `devices` as actors, the VM's interrupt path
 /// (`irq_clock`), and a thread of the guest kernel running `body`. Returns the machine, the
 /// hypervisor, and the time `body` ran.
-pub fn on_machine<E: Into<Box<dyn std::error::Error>>>(c: Cluster, vmm: Vmm, vm: VmId, devices: Vec<Actor>, body: impl FnOnce(&mut GuestThreadOs) -> Result<(), E> + 'static) -> Result<Ran, RunError> {
+pub fn on_machine<E: Into<Box<dyn std::error::Error>>>(
+    c: Cluster,
+    vmm: Vmm,
+    vm: VmId,
+    devices: Vec<Actor>,
+    body: impl FnOnce(&mut GuestThreadOs) -> Result<(), E> + 'static,
+) -> Result<Ran, RunError> {
     let mut m = devlend_engine::machine::Machine::new(c);
     for (func, d) in devices {
         m.add_device(func, d);

@@ -92,7 +92,19 @@ impl Vm {
         let backing = gpas.iter().enumerate().map(|(i, &g)| (g, host_chunks[perm[i]])).collect();
         let free: Vec<(u64, u64)> = layout.ranges().iter().map(|&(s, e)| (s.max(GUEST_RESERVED).min(e), e)).filter(|r| r.0 < r.1).collect();
         let (next32, next64) = (layout.mmio32().0, layout.mmio64_base());
-        Vm { id, name: name.to_string(), host, layout, backing, pages: RangeAlloc::new(&free), devices: BTreeMap::new(), irqs: GuestIrqs::default(), next_dev: 0, next32, next64 }
+        Vm {
+            id,
+            name: name.to_string(),
+            host,
+            layout,
+            backing,
+            pages: RangeAlloc::new(&free),
+            devices: BTreeMap::new(),
+            irqs: GuestIrqs::default(),
+            next_dev: 0,
+            next32,
+            next64,
+        }
     }
 
     /// Put the guest's RAM on other host chunks of another host (cold migration); returns the

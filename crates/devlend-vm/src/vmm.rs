@@ -23,11 +23,11 @@
 //! (`Busy`; remove those first). Devices of different lenders in one VM get no P2P mappings.
 
 use crate::held::{release_all, Held};
+use crate::layout::size;
 use crate::layout::{Layout, CHUNK, GUEST_RESERVED};
 use crate::vm::{GuestDev, Path, Vm, VmId};
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId, NodeKind};
-use crate::layout::size;
 use devlend_host::{Cluster, DevId, HResult, HostError};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -138,7 +138,10 @@ impl Vmm {
         }
         let local = c.fabric.func_host(func) == v.host;
         match path {
-            Path::Vfio if !local => inv(format!("{device} is not in VM {}'s host: VFIO passes through local devices; a remote one goes through the mediated parent (assign_mdev)", v.name)),
+            Path::Vfio if !local => inv(format!(
+                "{device} is not in VM {}'s host: VFIO passes through local devices; a remote one goes through the mediated parent (assign_mdev)",
+                v.name
+            )),
             Path::Mdev if local => inv(format!("{device} is in VM {}'s own host: pass it through with VFIO (assign_vfio)", v.name)),
             Path::Mdev if !self.parents.contains(&func) => inv(format!("{device} is not registered with the mediated parent (register_mdev)")),
             _ => Ok(func),

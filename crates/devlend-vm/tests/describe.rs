@@ -16,8 +16,15 @@ fn specs(json: &str) -> Vec<VmSpec> {
 fn devices_take_the_path_their_place_implies() {
     let mut c = Cluster::from_json(JSON).unwrap();
     let mut vmm = Vmm::default();
-    let vms = start(&mut c, &mut vmm, &specs(r#"[{"name": "l", "host": "lender", "memory": 67108864, "devices": [{"device": "gpu0"}]},
-        {"name": "r", "host": "remote", "memory": 67108864, "devices": [{"device": "gpu1", "path": "mediated"}]}]"#)).unwrap();
+    let vms = start(
+        &mut c,
+        &mut vmm,
+        &specs(
+            r#"[{"name": "l", "host": "lender", "memory": 67108864, "devices": [{"device": "gpu0"}]},
+        {"name": "r", "host": "remote", "memory": 67108864, "devices": [{"device": "gpu1", "path": "mediated"}]}]"#,
+        ),
+    )
+    .unwrap();
     let paths: Vec<Path> = vms.iter().map(|(_, id)| vmm.vm(*id).unwrap().devices.values().next().unwrap().path).collect();
     assert_eq!(paths, [Path::Vfio, Path::Mdev]);
     for (_, id) in vms {
@@ -33,8 +40,11 @@ fn a_bad_description_points_at_its_field_and_starts_nothing() {
         (r#"[{"name": "v", "host": "lender", "memory": 1000}]"#, "/vms/0/memory"),
         (r#"[{"name": "lender", "host": "lender", "memory": 67108864}]"#, "/vms/0/name"),
         (r#"[{"name": "v", "host": "remote", "memory": 67108864, "devices": [{"device": "gpu0", "path": "vfio"}]}]"#, "/vms/0/devices/0/path"),
-        (r#"[{"name": "v", "host": "lender", "memory": 67108864, "devices": [{"device": "gpu0"}]},
-             {"name": "w", "host": "remote", "memory": 67108864, "devices": [{"device": "gpu0"}]}]"#, "/vms/1/devices/0/device"),
+        (
+            r#"[{"name": "v", "host": "lender", "memory": 67108864, "devices": [{"device": "gpu0"}]},
+             {"name": "w", "host": "remote", "memory": 67108864, "devices": [{"device": "gpu0"}]}]"#,
+            "/vms/1/devices/0/device",
+        ),
     ] {
         let mut c = Cluster::from_json(JSON).unwrap();
         let mut vmm = Vmm::default();

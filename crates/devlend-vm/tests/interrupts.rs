@@ -3,8 +3,8 @@
 //! with the latency of the path (`irq_clock`); a bare-metal borrower cannot take INTx.
 
 use devlend_host::Cluster;
-use devlend_vm::fixtures::{self, Scenario};
 use devlend_host::Os;
+use devlend_vm::fixtures::{self, Scenario};
 use devlend_vm::irq::{device_interrupt, Src};
 use devlend_vm::irq_clock::{Raiser, RAISE};
 use devlend_vm::timed::on_machine;
@@ -175,14 +175,16 @@ fn on_the_machine_forwarding_through_the_lender_costs_time_for_msix_and_intx() {
     let p = devlend_vm::params::params();
     let entry = devlend_fabric::tuning::default_timing().irq_entry_ps;
     for src in [Src::Msix(0), Src::Intx] {
-        let lat: Vec<u64> = [Scenario::VmLoc, Scenario::VmRem].map(|sc| {
-            let r = raised(sc, src, 1);
-            assert_eq!(r.count, 1);
-            let names: Vec<&str> = r.steps.iter().map(|s| s.0.as_str()).collect();
-            assert_eq!(names.contains(&"notification through the NTB"), sc == Scenario::VmRem, "{names:?}");
-            assert!(!names.iter().any(|n| n.starts_with("waiting for")), "an idle machine: {names:?}");
-            r.seen[0] - r.sent[0]
-        }).to_vec();
+        let lat: Vec<u64> = [Scenario::VmLoc, Scenario::VmRem]
+            .map(|sc| {
+                let r = raised(sc, src, 1);
+                assert_eq!(r.count, 1);
+                let names: Vec<&str> = r.steps.iter().map(|s| s.0.as_str()).collect();
+                assert_eq!(names.contains(&"notification through the NTB"), sc == Scenario::VmRem, "{names:?}");
+                assert!(!names.iter().any(|n| n.starts_with("waiting for")), "an idle machine: {names:?}");
+                r.seen[0] - r.sent[0]
+            })
+            .to_vec();
         assert!(lat[1] > lat[0] + p.lender_forward_ps + entry, "{src:?}: forwarding through the lender costs time: {lat:?}");
     }
 }

@@ -6,13 +6,12 @@
 
 use devlend_devices::error::DeviceError;
 use devlend_devices::gpu::Gpu;
-use devlend_devices::gpu_run::{on_machine, shared};
 use devlend_devices::gpu_driver::Driver;
+use devlend_devices::gpu_run::{on_machine, shared};
 use devlend_fabric::fabric::Event;
 use devlend_host::{Cluster, HostError, Os};
 use devlend_vm::fixtures::{self, Scenario, Testbed};
-use devlend_vm::{Vmm, GuestDev};
-
+use devlend_vm::{GuestDev, Vmm};
 
 const JSON: &str = include_str!("expansion-chassis-vm.json");
 

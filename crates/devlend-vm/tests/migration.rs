@@ -2,7 +2,6 @@
 //! survives, data written before the move is read back after it, interrupts still arrive; a
 //! target without a path to a lender is refused with everything made for the attempt undone.
 
-
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_driver::Driver;
 use devlend_host::{Cluster, HostError, Os};

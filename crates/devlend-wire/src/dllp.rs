@@ -69,7 +69,13 @@ mod tests {
     #[test]
     fn the_formula_gives_the_specification_tables() {
         // PCIe Base Table 3-7 (2.5 GT/s), x1 / x2 / x4 / x8 / x16 columns, MPS 128 .. 4096.
-        let gen1 = [(1, [237, 416, 559, 1071, 2095, 4143]), (2, [128, 217, 289, 545, 1057, 2081]), (4, [73, 118, 154, 282, 538, 1050]), (8, [67, 107, 86, 150, 278, 534]), (16, [48, 72, 86, 150, 278, 534])];
+        let gen1 = [
+            (1, [237, 416, 559, 1071, 2095, 4143]),
+            (2, [128, 217, 289, 545, 1057, 2081]),
+            (4, [73, 118, 154, 282, 538, 1050]),
+            (8, [67, 107, 86, 150, 278, 534]),
+            (16, [48, 72, 86, 150, 278, 534]),
+        ];
         for (w, row) in gen1 {
             for (i, want) in row.into_iter().enumerate() {
                 assert_eq!(ack_latency_symbols(Generation(1), w, 128 << i), want, "Gen1 x{w} MPS {}", 128 << i);

@@ -7,7 +7,7 @@ use crate::error::{SetupCause, WResult, WorkloadError};
 use devlend_fabric::model::FuncId;
 use devlend_host::{Cluster, DevId, HostError};
 use devlend_vm::describe::GuestKernel;
-use devlend_vm::{Vmm, VmId};
+use devlend_vm::{VmId, Vmm};
 use std::cell::RefCell;
 use std::rc::Rc;
 

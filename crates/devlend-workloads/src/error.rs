@@ -1,9 +1,9 @@
 //! The runner's errors: typed, each naming the workload and what it concerns.
 
-use devlend_devices::error::DeviceError;
-use devlend_devices::gpu_driver::GpuError;
 use crate::fio_job::FioError;
 use crate::nic::NicFault;
+use devlend_devices::error::DeviceError;
+use devlend_devices::gpu_driver::GpuError;
 use devlend_devices::gpu_run::Dir;
 use devlend_engine::machine::MachineError;
 use devlend_engine::queue::Ps;

@@ -27,7 +27,11 @@ impl Scenario {
     pub fn add_fault(&mut self, at: Ps, kind: &str, target: &str) -> WResult<()> {
         let what = format!("fault {kind} at {target}");
         let k = FaultKind::parse(kind).map_err(|e| WorkloadError::Invalid { workload: what.clone(), why: e.to_string() })?;
-        self.cluster().fault_target(k, target).map_err(|e| WorkloadError::NoSuch { workload: what.clone(), what: "fault target".into(), message: e.to_string() })?;
+        self.cluster().fault_target(k, target).map_err(|e| WorkloadError::NoSuch {
+            workload: what.clone(),
+            what: "fault target".into(),
+            message: e.to_string(),
+        })?;
         if at < self.now() {
             return Err(WorkloadError::StartInPast { workload: what, at, now: self.now() });
         }
@@ -55,7 +59,11 @@ impl Scenario {
     /// Bytes `device` has moved as a requester (landed writes, served reads): in all, and by
     /// the time each fault struck.
     pub fn moved(&self, device: &str) -> WResult<(u64, Vec<(Ps, u64)>)> {
-        let func = self.cluster().fabric.func_id(device).map_err(|e| WorkloadError::NoSuch { workload: device.into(), what: "device".into(), message: e.to_string() })?;
+        let func = self.cluster().fabric.func_id(device).map_err(|e| WorkloadError::NoSuch {
+            workload: device.into(),
+            what: "device".into(),
+            message: e.to_string(),
+        })?;
         let who = Requester::Func(func);
         Ok((self.m.moved(who), self.m.struck(who)))
     }

@@ -11,9 +11,9 @@ mod error;
 
 pub use error::FioError;
 
-use devlend_devices::nvme_run::machine;
 use devlend_devices::nvme::{BLOCK, OP_READ, OP_WRITE};
 use devlend_devices::nvme_driver::{Driver, NvmeError, NvmeQueue};
+use devlend_devices::nvme_run::machine;
 use devlend_engine::machine::{Machine, Thread};
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, DevId, HostError, Os, ThreadKernel};

@@ -49,7 +49,8 @@ impl Scenario {
         // the device from the borrower, which unbinds its driver; a workload's driver lives no
         // longer than its workload here, so what its probe allocated (coherent buffers) goes with
         // the lend's teardown rather than through a remove() nobody is left to call.
-        c.return_device_force(lend.borrower.as_str(), lend.dev).map_err(|error| WorkloadError::Setup { workload: w, cause: SetupCause::Host { step: "returning the device", error } })?;
+        c.return_device_force(lend.borrower.as_str(), lend.dev)
+            .map_err(|error| WorkloadError::Setup { workload: w, cause: SetupCause::Host { step: "returning the device", error } })?;
         drop(c);
         self.users.retain(|d, _| d != device);
         self.done.extend(done.into_iter().map(|r| (r.name.clone(), r)));

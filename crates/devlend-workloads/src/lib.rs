@@ -46,15 +46,15 @@ mod pingpong;
 mod scenario;
 mod stats;
 
-pub use fio_job::{FioError, FioResult, Rw};
 pub use devlend_devices::gpu_run::Dir;
+pub use devlend_engine::machine::LinkStat;
 pub use devlend_wire::Access;
 pub use error::{FailCause, SetupCause, WResult, WorkloadError};
 pub use fault::FaultEntry;
 pub use fio::{FioSpec, FIO_BS};
+pub use fio_job::{FioError, FioResult, Rw};
 pub use nic::{NicEpoch, NicFault, NicResult, NicSpec};
 pub use ntb_perf::{NtbPerfResult, NtbPerfSpec, DMA_PROFILE, MAX_THREADS};
 pub use pingpong::{RoundTrips, Via};
 pub use scenario::{Kind, Report, Scenario, WorkloadResult};
-pub use devlend_engine::machine::LinkStat;
 pub use stats::engine_params;

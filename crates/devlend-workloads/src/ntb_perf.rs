@@ -66,7 +66,11 @@ impl NtbPerfResult {
     pub fn mbytes_per_s(&self) -> f64 {
         let bytes: u64 = self.threads.iter().map(|t| t.0).sum();
         let ps = self.threads.iter().map(|t| t.1).max().unwrap_or(0);
-        if ps == 0 { 0.0 } else { bytes as f64 / (ps as f64 * 1e-6) }
+        if ps == 0 {
+            0.0
+        } else {
+            bytes as f64 / (ps as f64 * 1e-6)
+        }
     }
 }
 
@@ -102,7 +106,10 @@ fn check(w: &str, s: &NtbPerfSpec) -> WResult<()> {
         return Err(invalid(w, format!("threads: {} (expected 1 to {MAX_THREADS})", s.threads)));
     }
     if s.chunk_order > 32 || s.total_order > 40 || s.total_order < s.chunk_order {
-        return Err(invalid(w, format!("chunk_order {} and total_order {}: expected chunk_order <= 32 and chunk_order <= total_order <= 40", s.chunk_order, s.total_order)));
+        return Err(invalid(
+            w,
+            format!("chunk_order {} and total_order {}: expected chunk_order <= 32 and chunk_order <= total_order <= 40", s.chunk_order, s.total_order),
+        ));
     }
     if s.use_dma && 1u64 << s.chunk_order > u32::MAX as u64 {
         return Err(invalid(w, format!("chunk_order: {} (a DMA descriptor moves at most {} bytes)", s.chunk_order, u32::MAX)));
@@ -125,9 +132,11 @@ fn ntb_between(f: &Fabric, runner: HostId, peer: HostId) -> Option<(u32, u32)> {
 /// is unset: the last one, as Device Lending takes the first free window for itself.
 fn free_window(f: &Fabric, out: u32, inbound: u32) -> Option<usize> {
     let windows = &f.ntbs[out as usize].windows;
-    (0..windows.len()).rev().find(|&i| windows[i].lut_segments == 0 && {
-        let t = &f.ntbs[inbound as usize];
-        matches!(t.peer_idx(out).and_then(|q| t.inbound[q].get(i)), Some(Inbound::Unset))
+    (0..windows.len()).rev().find(|&i| {
+        windows[i].lut_segments == 0 && {
+            let t = &f.ntbs[inbound as usize];
+            matches!(t.peer_idx(out).and_then(|q| t.inbound[q].get(i)), Some(Inbound::Unset))
+        }
     })
 }
 
@@ -151,7 +160,10 @@ fn ends(c: &mut Cluster, w: &str, runner: &str, peer: &str, s: &NtbPerfSpec, dma
         // Linux's ntb_perf maps its inbound buffer for the adapter with the DMA API; here the host
         // kernel keeps an adapter's DMA for Device Lending, so the window lands on a physical address
         // that the peer's IOMMU would fault.
-        return Err(invalid(w, format!("peer: {peer} has its IOMMU on; ntb_perf here maps its inbound buffer by physical address, so it needs a peer with the IOMMU off")));
+        return Err(invalid(
+            w,
+            format!("peer: {peer} has its IOMMU on; ntb_perf here maps its inbound buffer by physical address, so it needs a peer with the IOMMU off"),
+        ));
     }
     let widx = free_window(&c.fabric, nr, np).ok_or_else(|| setup(w, SetupCause::NoFreeWindow { ntb: c.fabric.ntbs[nr as usize].name.clone() }))?;
     let (window, size) = c.fabric.peer_mw_get_addr(nr, widx).map_err(WorkloadError::setup(w))?;
@@ -184,7 +196,8 @@ fn ends(c: &mut Cluster, w: &str, runner: &str, peer: &str, s: &NtbPerfSpec, dma
 fn request_irqs(c: &mut Cluster, w: &str, host: HostId, dma: &str, channels: u32) -> WResult<u32> {
     let mut os = c.os(host).map_err(WorkloadError::host_setup(w, "the host's kernel"))?;
     let dev = os.find(dma).map_err(WorkloadError::host_setup(w, "finding the DMA engine"))?;
-    let vectors = (0..channels as u16).map(|e| os.request_irq(dev, e, 0)).collect::<Result<Vec<u8>, _>>().map_err(WorkloadError::host_setup(w, "request_irq"))?;
+    let vectors =
+        (0..channels as u16).map(|e| os.request_irq(dev, e, 0)).collect::<Result<Vec<u8>, _>>().map_err(WorkloadError::host_setup(w, "request_irq"))?;
     if vectors.windows(2).any(|v| v[1] != v[0] + 1) {
         return Err(setup(w, SetupCause::Vectors { device: dma.to_string(), vectors }));
     }
@@ -205,7 +218,12 @@ pub(crate) fn dma_name(f: &Fabric, w: &str, runner: &str, s: &NtbPerfSpec) -> WR
             f.func_id(n).map_err(|e| no(e.to_string()))?;
             in_host(n).then(|| Some(n.clone())).ok_or_else(|| no(format!("{n} is not in host {runner}")))
         }
-        None => f.devices.iter().find(|d| d.profile.as_deref() == Some(DMA_PROFILE) && in_host(&d.name)).map(|d| Some(d.name.clone())).ok_or_else(|| no(format!("host {runner} has no function with the {DMA_PROFILE} profile"))),
+        None => f
+            .devices
+            .iter()
+            .find(|d| d.profile.as_deref() == Some(DMA_PROFILE) && in_host(&d.name))
+            .map(|d| Some(d.name.clone()))
+            .ok_or_else(|| no(format!("host {runner} has no function with the {DMA_PROFILE} profile"))),
     }
 }
 
@@ -213,7 +231,10 @@ fn geometry(w: &str, pe: &Pe, s: &NtbPerfSpec) -> WResult<Geometry> {
     let chunk = 1u64 << s.chunk_order;
     let part = pe.node.window_size() / s.threads as u64;
     if chunk > part {
-        return Err(invalid(w, format!("chunk_order: {} ({chunk} bytes; the window of {} bytes gives each of {} threads {part})", s.chunk_order, pe.node.window_size(), s.threads)));
+        return Err(invalid(
+            w,
+            format!("chunk_order: {} ({chunk} bytes; the window of {} bytes gives each of {} threads {part})", s.chunk_order, pe.node.window_size(), s.threads),
+        ));
     }
     Ok(Geometry { chunk, part: part / chunk * chunk, chunks: (1u64 << s.total_order) / chunk })
 }
@@ -237,7 +258,8 @@ pub(crate) fn start(m: &mut Machine<Cluster>, w: &str, runner: &str, peer: &str,
         let cap = ring_slice(pe.node.ring, channels) / devlend_rdma::params::params().ntb_dma.descriptor_bytes;
         let queues: Vec<Vec<Vec<Desc>>> = (0..s.threads as u64)
             .map(|t| {
-                let descs: Vec<Desc> = (0..g.chunks).map(|j| Desc { src: local + t * g.part, dst: window + t * g.part + (j % wrap) * g.chunk, count: g.chunk as u32 }).collect();
+                let descs: Vec<Desc> =
+                    (0..g.chunks).map(|j| Desc { src: local + t * g.part, dst: window + t * g.part + (j % wrap) * g.chunk, count: g.chunk as u32 }).collect();
                 descs.chunks(cap.max(1) as usize).map(<[Desc]>::to_vec).collect()
             })
             .collect();
@@ -246,7 +268,9 @@ pub(crate) fn start(m: &mut Machine<Cluster>, w: &str, runner: &str, peer: &str,
         run.dma = pe.spawn_queues(m, &format!("{w}/dma"), &queues, true, at).map_err(rdma(w))?;
         run.workers = run.dma.iter().map(|d| vec![d.thread]).collect();
     } else {
-        run.workers = (0..s.threads as u64).map(|t| spawn_copy(m, &format!("{w}/thread {t}"), host, window + t * g.part, &run.src, g.chunks, wrap, Mapping::WriteCombining, at)).collect();
+        run.workers = (0..s.threads as u64)
+            .map(|t| spawn_copy(m, &format!("{w}/thread {t}"), host, window + t * g.part, &run.src, g.chunks, wrap, Mapping::WriteCombining, at))
+            .collect();
     }
     Ok(run)
 }

@@ -76,7 +76,9 @@ struct Side {
 fn side(c: &mut Cluster, guests: &Guests, w: &str, runner: &str, device: &str) -> WResult<(Side, Runner)> {
     let a = attach(c, guests, w, runner, device, "gpu")?;
     let gpu = Gpu::new(&mut c.fabric, a.func).map_err(WorkloadError::setup(w))?;
-    let drv = with_os!(&a.runner, *c, |os| Ok(Driver::probe(os, a.dev))).map_err(WorkloadError::host_setup(w, "the runner's kernel"))?.map_err(WorkloadError::setup(w))?;
+    let drv = with_os!(&a.runner, *c, |os| Ok(Driver::probe(os, a.dev)))
+        .map_err(WorkloadError::host_setup(w, "the runner's kernel"))?
+        .map_err(WorkloadError::setup(w))?;
     Ok((Side { gpu, func: a.func, dev: a.dev, drv }, a.runner))
 }
 
@@ -91,7 +93,9 @@ fn map<O: Os>(os: &mut O, via: Via, (a, b): (&mut Side, &mut Side)) -> DResult<(
             (a.drv.map_host(os, buf, 4)?, b.drv.map_host(os, buf, 4)?)
         }
     };
-    let iomap = |os: &mut O, s: &Side| os.pci_iomap(s.dev, 0).map_err(|error| DeviceError::Host { what: "pci_iomap BAR 0", device: format!("function #{}", s.func), error });
+    let iomap = |os: &mut O, s: &Side| {
+        os.pci_iomap(s.dev, 0).map_err(|error| DeviceError::Host { what: "pci_iomap BAR 0", device: format!("function #{}", s.func), error })
+    };
     Ok((maps, (iomap(os, a)?, iomap(os, b)?)))
 }
 
@@ -123,7 +127,11 @@ pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner,
     drop(c);
     let (Side { gpu: gpu_a, func: func_a, .. }, Side { gpu: gpu_b, func: func_b, .. }) = (a, b);
     let (poll_a, poll_b) = if via == Via::Ram { (to_b.dma, to_a.dma) } else { (0, 0) };
-    let stores: Vec<(u64, Vec<u8>)> = program(to_a.dma, poll_b, rounds, false).into_iter().map(|(o, v)| (bar_b + o, v)).chain(program(to_b.dma, poll_a, rounds, true).into_iter().map(|(o, v)| (bar_a + o, v))).collect();
+    let stores: Vec<(u64, Vec<u8>)> = program(to_a.dma, poll_b, rounds, false)
+        .into_iter()
+        .map(|(o, v)| (bar_b + o, v))
+        .chain(program(to_b.dma, poll_a, rounds, true).into_iter().map(|(o, v)| (bar_a + o, v)))
+        .collect();
     let (ga, gb) = (Rc::new(RefCell::new(gpu_a)), Rc::new(RefCell::new(gpu_b)));
     m.add_device(func_a, ga.clone());
     m.add_device(func_b, gb.clone());

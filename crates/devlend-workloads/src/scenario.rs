@@ -1,21 +1,21 @@
 //! A scenario: workloads started at given times on one `Machine<Cluster>`, run together.
 
+use crate::attach::Guests;
 use crate::error::{WResult, WorkloadError};
 use crate::fio::FioSpec;
+use crate::fio_job::FioResult;
 use crate::ntb_perf::{NtbPerf, NtbPerfResult, NtbPerfSpec};
 use crate::pingpong::{PingPong, RoundTrips, Via};
 use crate::stats::engine_params;
-use devlend_engine::machine::LinkStat;
-use crate::fio_job::FioResult;
 use devlend_devices::gpu_run::Dir;
+use devlend_engine::machine::LinkStat;
 use devlend_engine::machine::{Machine, MachineError};
 use devlend_engine::queue::Ps;
-use devlend_host::Cluster;
-use devlend_wire::Access;
-use crate::attach::Guests;
 use devlend_fabric::spec::VmSpec;
 use devlend_fabric::SpecError;
+use devlend_host::Cluster;
 use devlend_vm::Vmm;
+use devlend_wire::Access;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -114,7 +114,15 @@ pub struct Scenario {
 impl Scenario {
     /// A scenario on `cluster` (built without a Device Lending `setup` section: borrowing is done here).
     pub fn new(cluster: Cluster) -> Scenario {
-        Scenario { m: Machine::new(cluster), entries: Vec::new(), users: HashMap::new(), done: HashMap::new(), media: Vec::new(), guests: Guests::default(), faults: Vec::new() }
+        Scenario {
+            m: Machine::new(cluster),
+            entries: Vec::new(),
+            users: HashMap::new(),
+            done: HashMap::new(),
+            media: Vec::new(),
+            guests: Guests::default(),
+            faults: Vec::new(),
+        }
     }
 
     /// A scenario on `cluster` with the VMs of a topology's `vms` section started (their
@@ -179,7 +187,11 @@ impl Scenario {
     /// function name), from `at`.
     pub fn add_stream(&mut self, name: &str, requester: &str, addr: u64, bytes: u64, access: Access, at: Ps) -> WResult<()> {
         self.admit(name, at)?;
-        let who = self.m.world().fabric.requester(requester).map_err(|e| WorkloadError::NoSuch { workload: name.into(), what: "requester".into(), message: e.to_string() })?;
+        let who = self.m.world().fabric.requester(requester).map_err(|e| WorkloadError::NoSuch {
+            workload: name.into(),
+            what: "requester".into(),
+            message: e.to_string(),
+        })?;
         let id = self.m.stream(name, who, addr, bytes, access, at).map_err(|e| match e {
             MachineError::Unreachable { addr, message, .. } => WorkloadError::Unreachable { workload: name.into(), what: format!("{addr:#x}"), message },
             MachineError::Invalid { why, .. } => WorkloadError::Invalid { workload: name.into(), why },
@@ -268,7 +280,18 @@ impl Scenario {
     }
 
     pub(crate) fn result(&self, e: &Entry) -> WResult<WorkloadResult> {
-        let mut r = WorkloadResult { name: e.name.clone(), kind: e.kind, at: e.at, start: e.at, end: None, bytes: e.bytes, fio: None, round_trips: None, ntb_perf: None, nic: None };
+        let mut r = WorkloadResult {
+            name: e.name.clone(),
+            kind: e.kind,
+            at: e.at,
+            start: e.at,
+            end: None,
+            bytes: e.bytes,
+            fio: None,
+            round_trips: None,
+            ntb_perf: None,
+            nic: None,
+        };
         match &e.track {
             Track::Stream(i) => {
                 let s = &self.m.streams()[*i];

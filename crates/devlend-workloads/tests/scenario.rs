@@ -62,7 +62,12 @@ fn a_rerun_is_bit_identical() {
 #[test]
 fn bad_input_is_one_typed_error() {
     let mut s = Scenario::new(Cluster::from_json(THREE).unwrap());
-    let e = |r: WResult<()>| r.map(|_| panic!("accepted")).unwrap_or_else(|e| { eprintln!("{e}"); e });
+    let e = |r: WResult<()>| {
+        r.map(|_| panic!("accepted")).unwrap_or_else(|e| {
+            eprintln!("{e}");
+            e
+        })
+    };
     assert!(matches!(e(s.add_gpu_copy("c", "borrower", "gpu9", Dir::HtoD, MIB, 0)), WorkloadError::NoSuch { .. }));
     assert!(matches!(e(s.add_gpu_copy("c", "nohost", "gpu0", Dir::HtoD, MIB, 0)), WorkloadError::NoSuch { .. }));
     assert!(matches!(e(s.add_gpu_copy("c", "borrower", "ntb-b-a", Dir::HtoD, MIB, 0)), WorkloadError::WrongKind { .. }));
@@ -190,7 +195,8 @@ fn bad_pingpong_and_ntb_perf_input_are_typed_errors_naming_the_field() {
 #[test]
 fn a_device_returned_mid_run_serves_a_second_borrower() {
     // lender-b borrows too: it needs its IOMMU (000 §4).
-    let three = THREE.replace(r#""lender-b","cpu":"intel-xeon-e5","ram":34359738368,"iommu":false"#, r#""lender-b","cpu":"intel-xeon-e5","ram":34359738368,"iommu":true"#);
+    let three = THREE
+        .replace(r#""lender-b","cpu":"intel-xeon-e5","ram":34359738368,"iommu":false"#, r#""lender-b","cpu":"intel-xeon-e5","ram":34359738368,"iommu":true"#);
     assert_ne!(three, THREE);
     let mut s = Scenario::new(Cluster::from_json(&three).unwrap());
     s.borrow_at("borrower", "gpu0", None, 0).unwrap();

@@ -31,9 +31,21 @@ pub const CQ_DOORBELL: u64 = 0x20;
 /// A packet on the wire between the two HCAs, in the receiving node's inbox until it arrives.
 #[derive(Debug, Clone)]
 pub enum Packet {
-    Data { msg: u64, first: bool, last: bool, rqpn: u32, op: SendOp, len: u64, offset: u64, data: Vec<u8> },
+    Data {
+        msg: u64,
+        first: bool,
+        last: bool,
+        rqpn: u32,
+        op: SendOp,
+        len: u64,
+        offset: u64,
+        data: Vec<u8>,
+    },
     /// The responder's answer to message `msg`: None for an ACK, else the NAK's status.
-    Ack { msg: u64, nak: Option<WcStatus> },
+    Ack {
+        msg: u64,
+        nak: Option<WcStatus>,
+    },
 }
 
 /// A message in the requester's pipeline.
@@ -102,7 +114,20 @@ enum Out {
 
 impl Hca {
     pub fn new(node: usize, peer: FuncId) -> Hca {
-        Hca { node, peer, jobs: HashMap::new(), next: 1, msgs: HashMap::new(), rx: HashMap::new(), ready: VecDeque::new(), engine_busy: false, tx: VecDeque::new(), tx_free: 0, tx_timer: false, rx_free: 0 }
+        Hca {
+            node,
+            peer,
+            jobs: HashMap::new(),
+            next: 1,
+            msgs: HashMap::new(),
+            rx: HashMap::new(),
+            ready: VecDeque::new(),
+            engine_busy: false,
+            tx: VecDeque::new(),
+            tx_free: 0,
+            tx_timer: false,
+            rx_free: 0,
+        }
     }
 
     fn token(&mut self, j: Job) -> u64 {
@@ -268,7 +293,16 @@ impl Hca {
                     let hdr = p.ib_header_bytes + if first && matches!(m.wr.op, SendOp::RdmaWrite { .. }) { p.ib_reth_bytes } else { 0 };
                     let data = m.data[k].clone();
                     let n = data.len() as u64;
-                    let pk = Packet::Data { msg: id, first, last: k + 1 == m.data.len(), rqpn: m.rqpn, op: m.wr.op, len: m.wr.sge.length, offset: k as u64 * p.ib_mtu, data };
+                    let pk = Packet::Data {
+                        msg: id,
+                        first,
+                        last: k + 1 == m.data.len(),
+                        rqpn: m.rqpn,
+                        op: m.wr.op,
+                        len: m.wr.sge.length,
+                        offset: k as u64 * p.ib_mtu,
+                        data,
+                    };
                     (pk, n + hdr)
                 }
                 Out::Ack(id, nak) => (Packet::Ack { msg: id, nak }, p.ib_ack_bytes),
@@ -307,7 +341,9 @@ impl Hca {
 /// A data packet's header fields without its payload.
 fn pk_clone_header(p: &Packet) -> Packet {
     match p {
-        Packet::Data { msg, first, last, rqpn, op, len, offset, .. } => Packet::Data { msg: *msg, first: *first, last: *last, rqpn: *rqpn, op: *op, len: *len, offset: *offset, data: Vec::new() },
+        Packet::Data { msg, first, last, rqpn, op, len, offset, .. } => {
+            Packet::Data { msg: *msg, first: *first, last: *last, rqpn: *rqpn, op: *op, len: *len, offset: *offset, data: Vec::new() }
+        }
         Packet::Ack { msg, nak } => Packet::Ack { msg: *msg, nak: *nak },
     }
 }

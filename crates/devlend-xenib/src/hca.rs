@@ -15,6 +15,7 @@
 //! addresses under Xen, guest-physical ones in a VFIO guest, the lender's NTB window for a
 //! borrowed HCA: [`DomMap`]).
 
+use crate::device::Packet;
 use crate::error::{XResult, XenIbError};
 use crate::params::params;
 use crate::types::*;
@@ -22,7 +23,6 @@ use devlend_fabric::model::{FuncId, HostId};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
 use std::collections::{HashMap, HashSet, VecDeque};
-use crate::device::Packet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DomKind {
@@ -257,10 +257,23 @@ impl World {
             let bar2 = fab.resolve_expr(&format!("{hca}.bar2")).map_err(named(format!("the UAR BAR (BAR 2) of {hca}")))?;
             let (bar0, uar_base) = if i == SERVER_A { bars_a.unwrap_or((bar0, bar2)) } else { (bar0, bar2) };
             // one 4 KiB UAR page per BAR 2 page (the profile's UAR BAR)
-            let uar_bar = devlend_fabric::params::params().device.get(HCA_PROFILE).and_then(|d| d.bars.iter().find(|b| b.index == 2)).map_or(0x80_0000, |b| b.size);
+            let uar_bar =
+                devlend_fabric::params::params().device.get(HCA_PROFILE).and_then(|d| d.bars.iter().find(|b| b.index == 2)).map_or(0x80_0000, |b| b.size);
             let uar_pages = (uar_bar / 4096).max(1);
             let hca = Hca { uars: vec![None; uar_pages as usize], next_key: 0x100, ..Default::default() };
-            nodes.push(Node { name: HOST_NAMES[i].into(), cpu, host, dev, func, uar_base, hcr: bar0 + crate::device::HCR_OFFSET, mailbox: None, hca, landed: Vec::new(), inbox: HashMap::new() });
+            nodes.push(Node {
+                name: HOST_NAMES[i].into(),
+                cpu,
+                host,
+                dev,
+                func,
+                uar_base,
+                hcr: bar0 + crate::device::HCR_OFFSET,
+                mailbox: None,
+                hca,
+                landed: Vec::new(),
+                inbox: HashMap::new(),
+            });
         }
         Ok(World { fab, nodes, domains: Vec::new(), xen_on_a, xen: Default::default(), next_packet: 0 })
     }
@@ -360,7 +373,8 @@ impl World {
     pub fn translate(&mut self, node: usize, key: u32, pd: Option<u32>, va: u64, len: u64, access: u32) -> Option<Vec<(u64, u64)>> {
         let pb = params().page_bytes;
         let hca = &mut self.nodes[node].hca;
-        let ok = hca.tpt.get(&key).filter(|m| pd.is_none_or(|p| m.pd == p) && va >= m.va && va.saturating_add(len) <= m.va + m.len && (m.access & access) == access);
+        let ok =
+            hca.tpt.get(&key).filter(|m| pd.is_none_or(|p| m.pd == p) && va >= m.va && va.saturating_add(len) <= m.va + m.len && (m.access & access) == access);
         let Some(m) = ok else {
             hca.stats.tpt_faults += 1;
             return None;
@@ -449,10 +463,13 @@ impl World {
         let rq = self.nodes[node].hca.qps.get(qpn as usize).and_then(|x| x.as_ref()).filter(|x| x.state >= QpState::Rtr && x.state != QpState::Err);
         let Some((pd, rcq)) = rq.map(|q| (q.pd, q.recv_cq)) else { return Err(WcStatus::RemAccessErr) };
         match op {
-            SendOp::RdmaWrite { remote_addr, rkey } => self.translate(node, rkey, Some(pd), remote_addr, len, ACCESS_REMOTE_WRITE).map(|s| (s, None)).ok_or(WcStatus::RemAccessErr),
+            SendOp::RdmaWrite { remote_addr, rkey } => {
+                self.translate(node, rkey, Some(pd), remote_addr, len, ACCESS_REMOTE_WRITE).map(|s| (s, None)).ok_or(WcStatus::RemAccessErr)
+            }
             SendOp::Send => {
                 let rw = self.nodes[node].hca.qps[qpn as usize].as_mut().unwrap().rq.pop_front().ok_or(WcStatus::RnrRetryExcErr)?;
-                let segs = self.translate(node, rw.sge.lkey, Some(pd), rw.sge.addr, len.min(rw.sge.length), ACCESS_LOCAL_WRITE).filter(|_| rw.sge.length >= len);
+                let segs =
+                    self.translate(node, rw.sge.lkey, Some(pd), rw.sge.addr, len.min(rw.sge.length), ACCESS_LOCAL_WRITE).filter(|_| rw.sge.length >= len);
                 match segs {
                     Some(s) => Ok((s, Some((rcq, rw)))),
                     None => {

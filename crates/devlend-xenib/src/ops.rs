@@ -15,11 +15,19 @@ use crate::verbs::Cpu;
 impl World {
     fn qp_of(&self, node: usize, owner: DomId, qpn: u32) -> VResult<&QpHw> {
         let q = self.nodes[node].hca.qps.get(qpn as usize).and_then(|q| q.as_ref()).ok_or(Status::Inval)?;
-        if q.owner != owner { Err(Status::Access) } else { Ok(q) }
+        if q.owner != owner {
+            Err(Status::Access)
+        } else {
+            Ok(q)
+        }
     }
     pub(crate) fn cq_owned(&self, node: usize, owner: DomId, cq: u32) -> VResult<()> {
         let c = self.nodes[node].hca.cqs.get(cq as usize).and_then(|c| c.as_ref()).ok_or(Status::Inval)?;
-        if c.owner != owner { Err(Status::Access) } else { Ok(()) }
+        if c.owner != owner {
+            Err(Status::Access)
+        } else {
+            Ok(())
+        }
     }
     fn pd_owned(&self, node: usize, owner: DomId, pd: u32) -> VResult<()> {
         match self.nodes[node].hca.pds.get(pd as usize) {
@@ -67,7 +75,10 @@ impl World {
         q.state = QpState::Err;
         let (cq, wrs): (u32, Vec<SendWr>) = (q.send_cq, q.sq.drain(..).collect());
         for wr in wrs {
-            let op = match wr.op { SendOp::RdmaWrite { .. } => WcOpcode::RdmaWrite, SendOp::Send => WcOpcode::Send };
+            let op = match wr.op {
+                SendOp::RdmaWrite { .. } => WcOpcode::RdmaWrite,
+                SendOp::Send => WcOpcode::Send,
+            };
             self.cqe_landed(node, cq, Wc { wr_id: wr.wr_id, status: WcStatus::WrFlushErr, opcode: op, byte_len: 0, qp_num: qpn }, at);
         }
     }
@@ -235,7 +246,21 @@ pub fn create_qp(t: &Cpu, node: usize, owner: DomId, pd: u32, scq: u32, rcq: u32
     cmd(t, node, 256)?; // the QP context (RST2INIT carries it)
     let mut w = t.world();
     let hca = &mut w.nodes[node].hca;
-    hca.qps.push(Some(QpHw { owner, pd, state: QpState::Reset, send_cq: scq, recv_cq: rcq, uar, depth, buf, ring, sq: Default::default(), rq: Default::default(), remote: None, posted: 0 }));
+    hca.qps.push(Some(QpHw {
+        owner,
+        pd,
+        state: QpState::Reset,
+        send_cq: scq,
+        recv_cq: rcq,
+        uar,
+        depth,
+        buf,
+        ring,
+        sq: Default::default(),
+        rq: Default::default(),
+        remote: None,
+        posted: 0,
+    }));
     Ok(hca.qps.len() as u32 - 1)
 }
 
@@ -244,7 +269,10 @@ pub fn modify_qp(t: &Cpu, node: usize, owner: DomId, qpn: u32, attr: QpAttr) -> 
         let w = t.world();
         let cur = w.qp_of(node, owner, qpn)?.state;
         use QpState as S;
-        let ok = matches!((cur, attr.state), (S::Reset, S::Init) | (S::Init, S::Init) | (S::Init, S::Rtr) | (S::Rtr, S::Rts) | (S::Rts, S::Rts) | (_, S::Err) | (_, S::Reset));
+        let ok = matches!(
+            (cur, attr.state),
+            (S::Reset, S::Init) | (S::Init, S::Init) | (S::Init, S::Rtr) | (S::Rtr, S::Rts) | (S::Rts, S::Rts) | (_, S::Err) | (_, S::Reset)
+        );
         let bad_remote = attr.remote.is_some_and(|(n, _)| n >= w.nodes.len());
         if !ok || bad_remote || (attr.state == S::Rtr && attr.remote.is_none()) {
             return Err(Status::Inval);

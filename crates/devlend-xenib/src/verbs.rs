@@ -18,9 +18,9 @@
 //! channel's second event channel to the front-end's dispatcher (004 §3.2 "Event Handling").
 
 use crate::hca::{DomKind, World};
+use crate::ops;
 use crate::params::params;
 use crate::types::*;
-use crate::ops;
 use crate::xen::{Request, Response};
 use devlend_engine::machine::Thread;
 use std::collections::{HashMap, VecDeque};
@@ -289,7 +289,10 @@ impl Verbs for Basic {
     }
     fn open_device(&mut self, t: &Cpu) -> VResult<()> {
         let (d, now) = (self.c.dom, t.now());
-        self.ch = Some({ let r = t.world().connect(d, now); timed(t, r) }?);
+        self.ch = Some({
+            let r = t.world().connect(d, now);
+            timed(t, r)
+        }?);
         Ok(())
     }
     fn alloc_pd(&mut self, t: &Cpu) -> VResult<Pd> {
@@ -366,7 +369,15 @@ pub struct Bypass {
 
 impl Bypass {
     pub fn new(w: &World, dom: DomId) -> Bypass {
-        Bypass { c: Ctx { node: w.domains[dom as usize].node, dom }, ch: None, uar: None, channel_calls: 0, qp_bufs: HashMap::new(), cq_bufs: HashMap::new(), pd_for_bufs: None }
+        Bypass {
+            c: Ctx { node: w.domains[dom as usize].node, dom },
+            ch: None,
+            uar: None,
+            channel_calls: 0,
+            qp_bufs: HashMap::new(),
+            cq_bufs: HashMap::new(),
+            pd_for_bufs: None,
+        }
     }
     fn call(&mut self, t: &Cpu, req: Request) -> VResult<Response> {
         self.channel_calls += 1;
@@ -400,7 +411,10 @@ impl Verbs for Bypass {
     }
     fn open_device(&mut self, t: &Cpu) -> VResult<()> {
         let (d, now) = (self.c.dom, t.now());
-        self.ch = Some({ let r = t.world().connect(d, now); timed(t, r) }?);
+        self.ch = Some({
+            let r = t.world().connect(d, now);
+            timed(t, r)
+        }?);
         match self.call(t, Request::AllocUar)? {
             Response::Uar(i, a) => {
                 // remap the UAR's machine page into the guest (one hypercall)

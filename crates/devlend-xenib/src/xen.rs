@@ -16,10 +16,10 @@
 
 use crate::hca::{DomKind, World, SERVER_A};
 use crate::ops;
-use crate::verbs::Cpu;
-use devlend_engine::machine::ThreadError;
 use crate::params::params;
 use crate::types::*;
+use crate::verbs::Cpu;
+use devlend_engine::machine::ThreadError;
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone)]
@@ -42,28 +42,64 @@ pub struct EvtChn {
 pub enum Request {
     AllocUar,
     AllocPd,
-    RegMr { pd: u32, addr: u64, len: u64, access: u32, pages: Vec<u64> },
-    DeregMr { lkey: u32 },
-    CreateCq { depth: u64, buf: Option<(u64, u32)> },
-    DestroyCq { cq: u32 },
-    CreateQp { pd: u32, scq: u32, rcq: u32, depth: u64, buf: Option<(u64, u32)>, uar: Option<usize> },
-    ModifyQp { qp: u32, attr: QpAttr },
-    DestroyQp { qp: u32 },
-    PostSend { qp: u32, wr: SendWr },
-    PostRecv { qp: u32, wr: RecvWr },
+    RegMr {
+        pd: u32,
+        addr: u64,
+        len: u64,
+        access: u32,
+        pages: Vec<u64>,
+    },
+    DeregMr {
+        lkey: u32,
+    },
+    CreateCq {
+        depth: u64,
+        buf: Option<(u64, u32)>,
+    },
+    DestroyCq {
+        cq: u32,
+    },
+    CreateQp {
+        pd: u32,
+        scq: u32,
+        rcq: u32,
+        depth: u64,
+        buf: Option<(u64, u32)>,
+        uar: Option<usize>,
+    },
+    ModifyQp {
+        qp: u32,
+        attr: QpAttr,
+    },
+    DestroyQp {
+        qp: u32,
+    },
+    PostSend {
+        qp: u32,
+        wr: SendWr,
+    },
+    PostRecv {
+        qp: u32,
+        wr: RecvWr,
+    },
     /// CQE buffering (004 §3.2): the back-end returns every CQE in the CQ, not just `max`.
-    PollCq { cq: u32 },
-    ReqNotify { cq: u32 },
+    PollCq {
+        cq: u32,
+    },
+    ReqNotify {
+        cq: u32,
+    },
 }
 
 impl Request {
     /// Bytes that cross the ring page: the fixed request, plus a registration's page list.
     pub fn bytes(&self) -> u64 {
         let p = params();
-        p.request_bytes + match self {
-            Request::RegMr { pages, .. } => pages.len() as u64 * 8,
-            _ => 0,
-        }
+        p.request_bytes
+            + match self {
+                Request::RegMr { pages, .. } => pages.len() as u64 * 8,
+                _ => 0,
+            }
     }
 }
 
@@ -82,10 +118,11 @@ pub enum Response {
 impl Response {
     pub fn bytes(&self) -> u64 {
         let p = params();
-        p.request_bytes + match self {
-            Response::Wcs(w) => w.len() as u64 * p.cqe_bytes,
-            _ => 0,
-        }
+        p.request_bytes
+            + match self {
+                Response::Wcs(w) => w.len() as u64 * p.cqe_bytes,
+                _ => 0,
+            }
     }
 }
 
@@ -204,7 +241,19 @@ impl World {
         }
         let req_port = self.evtchn_bind(guest, dom0);
         let event_port = self.evtchn_bind(dom0, guest);
-        self.xen.channels.push(DeviceChannel { guest, ring_page: page, ring_gref: gref, req_port, event_port, slots_used: 0, queue: VecDeque::new(), responses: Vec::new(), next_id: 0, served: 0, refused_full: 0 });
+        self.xen.channels.push(DeviceChannel {
+            guest,
+            ring_page: page,
+            ring_gref: gref,
+            req_port,
+            event_port,
+            slots_used: 0,
+            queue: VecDeque::new(),
+            responses: Vec::new(),
+            next_id: 0,
+            served: 0,
+            refused_full: 0,
+        });
         (Ok(self.xen.channels.len() - 1), t)
     }
 

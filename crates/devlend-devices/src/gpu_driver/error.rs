@@ -48,13 +48,18 @@ impl fmt::Display for GpuError {
             GpuError::EngineBusy { ce, seq } => write!(f, "copy engine {ce} still runs copy {seq}: sync it before starting another on that engine"),
             GpuError::FellOffBus { ce, watchdog_ps, read } => {
                 let s = *watchdog_ps as f64 / 1e12;
-                write!(f, "GPU has fallen off the bus (Xid 79): copy engine {ce}'s copy did not complete within {s:.3} s and BAR 0's ID register cannot be read: ")?;
+                write!(
+                    f,
+                    "GPU has fallen off the bus (Xid 79): copy engine {ce}'s copy did not complete within {s:.3} s and BAR 0's ID register cannot be read: "
+                )?;
                 match read {
                     Some(e) => write!(f, "{e}"),
                     None => write!(f, "it reads all ones"),
                 }
             }
-            GpuError::DmaFault { addr } => write!(f, "copy engine DMA fault at bus address {addr:#x}: not mapped for the GPU, or the GPU may not master the bus"),
+            GpuError::DmaFault { addr } => {
+                write!(f, "copy engine DMA fault at bus address {addr:#x}: not mapped for the GPU, or the GPU may not master the bus")
+            }
             GpuError::OutOfRange => write!(f, "copy engine refused a range outside device memory"),
             GpuError::Refused => write!(f, "copy engine refused the command (direction or length)"),
             GpuError::StillBusy { ce } => write!(f, "copy engine {ce} was still busy"),

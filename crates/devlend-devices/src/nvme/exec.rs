@@ -85,7 +85,17 @@ impl Controller {
         while sq.head != sq.tail {
             let addr = sq.base + sq.head as u64 * 64;
             sq.head = (sq.head + 1) % sq.entries;
-            let slot = self.alloc(Cmd { sqid: qid as u16, cid: 0, sqe: [0; 64], pages: Vec::new(), pos: 0, pending: 0, unsent: Vec::new(), posted: false, status: SC_SUCCESS });
+            let slot = self.alloc(Cmd {
+                sqid: qid as u16,
+                cid: 0,
+                sqe: [0; 64],
+                pages: Vec::new(),
+                pos: 0,
+                pending: 0,
+                unsent: Vec::new(),
+                posted: false,
+                status: SC_SUCCESS,
+            });
             self.sqs[qid] = Some(sq);
             if !self.dma(cx, (slot, 0), Stage::Fetch, addr, None, 64) {
                 self.fetch_failed(cx, slot);

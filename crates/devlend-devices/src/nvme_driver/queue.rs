@@ -59,7 +59,23 @@ impl NvmeQueue {
     }
 
     pub(super) fn new(dev: DevId, bar0: u64, qid: u16, sq: (u64, u64), cq: (u64, u64), depth: u32, vector: u8) -> NvmeQueue {
-        NvmeQueue { dev, bar0, qid, sq, cq, depth, sq_tail: 0, sq_head: 0, cq_head: 0, phase: true, next_cid: 0, inflight: HashMap::new(), done: Vec::new(), vector, interrupts: 0 }
+        NvmeQueue {
+            dev,
+            bar0,
+            qid,
+            sq,
+            cq,
+            depth,
+            sq_tail: 0,
+            sq_head: 0,
+            cq_head: 0,
+            phase: true,
+            next_cid: 0,
+            inflight: HashMap::new(),
+            done: Vec::new(),
+            vector,
+            interrupts: 0,
+        }
     }
 
     pub(super) fn sq_dma(&self) -> u64 {

@@ -82,7 +82,19 @@ impl Core {
     /// Start an access of `len` bytes (or of `data`, for writes) at `at` (not before now). `Ok(Err(local))` when it
     /// crosses no link: the caller moves the bytes itself and waits `local.latency`.
     #[allow(clippy::too_many_arguments)]
-    pub fn start(&mut self, f: &mut Fabric, owner: Owner, who: Requester, addr: u64, access: Access, len: u64, data: Vec<u8>, carries_data: bool, token: u64, at: Ps) -> Result<Result<u32, Local>, Failure> {
+    pub fn start(
+        &mut self,
+        f: &mut Fabric,
+        owner: Owner,
+        who: Requester,
+        addr: u64,
+        access: Access,
+        len: u64,
+        data: Vec<u8>,
+        carries_data: bool,
+        token: u64,
+        at: Ps,
+    ) -> Result<Result<u32, Local>, Failure> {
         let p = plan(f, who, addr, access)?;
         if p.request.stages.is_empty() {
             let mem = if access == Access::Read { p.request.target_latency } else { 0 };

@@ -8,10 +8,23 @@ use std::fmt;
 #[derive(Debug)]
 pub enum ThreadError {
     /// A CPU access failed on the fabric (all-ones read, unsupported request, IOMMU fault...).
-    Access { thread: String, addr: u64, failure: Failure, message: String },
-    TooLarge { thread: String, addr: u64, len: u64 },
+    Access {
+        thread: String,
+        addr: u64,
+        failure: Failure,
+        message: String,
+    },
+    TooLarge {
+        thread: String,
+        addr: u64,
+        len: u64,
+    },
     /// The thread's host crashed at `at`: the thread stopped there, issuing nothing more.
-    HostCrashed { thread: String, host: String, at: Ps },
+    HostCrashed {
+        thread: String,
+        host: String,
+        at: Ps,
+    },
     /// The body's own error (a driver's, a benchmark's check).
     Other(Box<dyn std::error::Error>),
 }
@@ -20,8 +33,12 @@ impl fmt::Display for ThreadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ThreadError::Access { thread, addr, message, .. } => write!(f, "thread {thread}: access at {addr:#x} failed: {message}"),
-            ThreadError::TooLarge { thread, addr, len } => write!(f, "thread {thread}: a CPU access of {len} bytes at {addr:#x} is larger than the machine moves in one call"),
-            ThreadError::HostCrashed { thread, host, at } => write!(f, "thread {thread}: host {host} crashed at {:.3} us; the thread stopped there", *at as f64 / 1e6),
+            ThreadError::TooLarge { thread, addr, len } => {
+                write!(f, "thread {thread}: a CPU access of {len} bytes at {addr:#x} is larger than the machine moves in one call")
+            }
+            ThreadError::HostCrashed { thread, host, at } => {
+                write!(f, "thread {thread}: host {host} crashed at {:.3} us; the thread stopped there", *at as f64 / 1e6)
+            }
             ThreadError::Other(e) => write!(f, "{e}"),
         }
     }
@@ -50,7 +67,9 @@ pub enum MachineError {
 impl fmt::Display for MachineError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            MachineError::Stuck { thread, waiting_for, at } => write!(f, "nothing left to happen at {:.3} us: thread {thread} waits for {waiting_for}", *at as f64 / 1e6),
+            MachineError::Stuck { thread, waiting_for, at } => {
+                write!(f, "nothing left to happen at {:.3} us: thread {thread} waits for {waiting_for}", *at as f64 / 1e6)
+            }
             MachineError::Thread { thread, error } => write!(f, "thread {thread} failed: {error}"),
             MachineError::Unreachable { workload, addr, message, .. } => write!(f, "workload {workload}: {addr:#x} cannot be reached: {message}"),
             MachineError::Invalid { workload, why } => write!(f, "workload {workload}: {why}"),

@@ -191,7 +191,8 @@ impl<W: World> Machine<W> {
     fn halt(&mut self, func: FuncId, why: Failure) {
         self.halted.insert(func);
         let mut core = self.core.borrow_mut();
-        let flows: Vec<u32> = core.flows.iter().enumerate().filter_map(|(i, f)| f.as_ref().filter(|f| f.who == Requester::Func(func)).map(|_| i as u32)).collect();
+        let flows: Vec<u32> =
+            core.flows.iter().enumerate().filter_map(|(i, f)| f.as_ref().filter(|f| f.who == Requester::Func(func)).map(|_| i as u32)).collect();
         for flow in flows {
             if let Some(f) = core.flows[flow as usize].as_mut() {
                 let addr = f.addr;

@@ -79,7 +79,10 @@ fn a_read_of_a_hung_device_fails_after_the_completion_timeout() {
 
 /// AER messages the fabric's log holds: (time, error, severity name, more).
 fn aer(f: &Fabric) -> Vec<(Ps, devlend_fabric::aer::AerError, &'static str, u32)> {
-    f.events.iter().filter_map(|e| if let Event::Aer { at, detect, more } = e { Some((*at, detect.error, detect.error.severity().name(), *more)) } else { None }).collect()
+    f.events
+        .iter()
+        .filter_map(|e| if let Event::Aer { at, detect, more } = e { Some((*at, detect.error, detect.error.severity().name(), *more)) } else { None })
+        .collect()
 }
 
 #[test]
@@ -113,7 +116,10 @@ fn a_crashed_host_stops_its_threads_there_and_a_waiter_elsewhere_meets_its_own_t
         Effects { crashed: vec![borrower], ..Effects::default() }
     });
     let e = m.run().unwrap_err();
-    assert!(matches!(&e, MachineError::Thread { thread, error } if thread == "writer" && matches!(**error, ThreadError::HostCrashed { at: 10_500_000, .. })), "{e}");
+    assert!(
+        matches!(&e, MachineError::Thread { thread, error } if thread == "writer" && matches!(**error, ThreadError::HostCrashed { at: 10_500_000, .. })),
+        "{e}"
+    );
     assert!(e.to_string().contains("host borrower crashed at 10.500 us"), "{e}");
     assert!(at_crash.get() > 5 && stores.get() == at_crash.get(), "no store issued after the crash ({} then, {} in all)", at_crash.get(), stores.get());
     assert_eq!(m.crashed(writer), Some((borrower, 10_500_000)));

@@ -14,8 +14,8 @@
 //! Besides devices and threads, a machine runs timing-only streams ([`Machine::stream`]): N bytes
 //! read or written by one requester, the load a benchmark or another tenant puts on the links.
 
-mod core;
 mod aer;
+mod core;
 mod device;
 mod error;
 mod fault;
@@ -103,7 +103,11 @@ pub struct LinkStat {
 impl LinkStat {
     /// Busy time over `elapsed_ps`.
     pub fn utilisation(&self, elapsed_ps: u64) -> f64 {
-        if elapsed_ps == 0 { 0.0 } else { self.stats.busy_ps as f64 / elapsed_ps as f64 }
+        if elapsed_ps == 0 {
+            0.0
+        } else {
+            self.stats.busy_ps as f64 / elapsed_ps as f64
+        }
     }
 
     /// Mean queueing delay per TLP, ps.
@@ -142,7 +146,22 @@ pub struct Machine<W: World> {
 impl<W: World> Machine<W> {
     pub fn new(mut world: W) -> Machine<W> {
         let core = Core::new(world.fabric());
-        Machine { world: Rc::new(RefCell::new(world)), core: Rc::new(RefCell::new(core)), devices: Vec::new(), by_func: HashMap::new(), threads: Vec::new(), streams: Vec::new(), error: None, conds: 0, pending: Vec::new(), halted: HashSet::new(), timeouts: HashMap::new(), moved: HashMap::new(), struck: Vec::new(), faults: fault::Faults::default() }
+        Machine {
+            world: Rc::new(RefCell::new(world)),
+            core: Rc::new(RefCell::new(core)),
+            devices: Vec::new(),
+            by_func: HashMap::new(),
+            threads: Vec::new(),
+            streams: Vec::new(),
+            error: None,
+            conds: 0,
+            pending: Vec::new(),
+            halted: HashSet::new(),
+            timeouts: HashMap::new(),
+            moved: HashMap::new(),
+            struck: Vec::new(),
+            faults: fault::Faults::default(),
+        }
     }
 
     pub fn now(&self) -> Ps {
@@ -215,7 +234,12 @@ impl<W: World> Machine<W> {
         let started = self.core.borrow_mut().start(w.fabric(), Owner::Stream(id), who, addr, access, bytes, Vec::new(), false, 0, at);
         match started {
             Ok(Ok(_)) => {}
-            Ok(Err(_)) => return Err(MachineError::Invalid { workload: name.into(), why: format!("{addr:#x} is the requester's own memory: the stream crosses no link") }),
+            Ok(Err(_)) => {
+                return Err(MachineError::Invalid {
+                    workload: name.into(),
+                    why: format!("{addr:#x} is the requester's own memory: the stream crosses no link"),
+                })
+            }
             Err(failure) => {
                 let message = w.fabric().describe_failure(&failure);
                 return Err(MachineError::Unreachable { workload: name.into(), addr, failure, message });

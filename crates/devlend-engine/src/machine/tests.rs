@@ -447,7 +447,8 @@ fn a_device_signals_another_device_on_the_machine_and_not_a_function_without_a_m
     let l = f.host_id("lender").unwrap();
     let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();
     let mut m = Machine::new(f);
-    let (a, b) = (Rc::new(RefCell::new(Wired { peer: ntb, sent: None, got: Vec::new() })), Rc::new(RefCell::new(Wired { peer: gpu, sent: None, got: Vec::new() })));
+    let (a, b) =
+        (Rc::new(RefCell::new(Wired { peer: ntb, sent: None, got: Vec::new() })), Rc::new(RefCell::new(Wired { peer: gpu, sent: None, got: Vec::new() })));
     m.add_device(gpu, a.clone());
     m.spawn("ring", 0, move |t| t.cpu_write(l, bar0, &[1]).map(|_| ()));
     m.run().unwrap();

@@ -22,11 +22,20 @@ use std::rc::Rc;
 /// Why a thread is suspended.
 pub(crate) enum Block<W> {
     /// Until flow `.0` has left its source (a posted store) or ended.
-    Flow { flow: u32, sent: bool, what: String },
+    Flow {
+        flow: u32,
+        sent: bool,
+        what: String,
+    },
     Until(Ps),
     /// Until the predicate holds; evaluated after the landings it watches and every flow's end.
     /// With a deadline, also until then (a driver's timeout).
-    Cond { what: String, watch: Watch, pred: Box<dyn FnMut(&mut W) -> bool>, deadline: Option<Ps> },
+    Cond {
+        what: String,
+        watch: Watch,
+        pred: Box<dyn FnMut(&mut W) -> bool>,
+        deadline: Option<Ps>,
+    },
 }
 
 /// The token of a thread's timer that is a wait's deadline (its other timers use 0).
@@ -37,9 +46,15 @@ pub(crate) const DEADLINE: u64 = 1;
 pub enum Watch {
     Any,
     /// Writes into `len` bytes of host `host`'s RAM at `addr`.
-    Ram { host: HostId, addr: u64, len: u64 },
+    Ram {
+        host: HostId,
+        addr: u64,
+        len: u64,
+    },
     /// Interrupts (MSI writes) to host `host`.
-    Msi { host: HostId },
+    Msi {
+        host: HostId,
+    },
 }
 
 impl Watch {

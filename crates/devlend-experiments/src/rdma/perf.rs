@@ -17,14 +17,14 @@
 //! or DMA channels sharing the links as their TLPs do. DMA descriptors go to the channel as
 //! scatter-gather chains of at most its ring slice.
 
+use devlend_fabric::route::Requester;
+use devlend_fabric::Fabric;
 use devlend_rdma::dma::Desc;
 use devlend_rdma::driver;
 use devlend_rdma::params::params;
 use devlend_rdma::pio::{spawn_copy, Mapping};
 use devlend_rdma::shmem::{ring_slice, Pe};
 use devlend_rdma::{RResult, RdmaError};
-use devlend_fabric::route::Requester;
-use devlend_fabric::Fabric;
 
 /// The Linux tool's thread limit.
 pub const MAX_THREADS: u32 = 32;
@@ -57,7 +57,9 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
     }
     let part = window / threads as u64;
     if chunk == 0 || chunk > part {
-        return Err(RdmaError::Invalid(format!("chunk of {chunk} bytes: expected 1 to {part} (the peer's window of {window} bytes split among {threads} threads)")));
+        return Err(RdmaError::Invalid(format!(
+            "chunk of {chunk} bytes: expected 1 to {part} (the peer's window of {window} bytes split among {threads} threads)"
+        )));
     }
     if total < chunk {
         return Err(RdmaError::Invalid(format!("total of {total} bytes: expected at least one chunk ({chunk} bytes)")));
@@ -92,7 +94,12 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
             }
         }
     }
-    Ok(Perf { threads: run.workers.iter().map(|&ps| (n * chunk, ps)).collect(), copied: n * chunk * threads as u64, total_ps: run.end_ps, link_ps: run.link_ps })
+    Ok(Perf {
+        threads: run.workers.iter().map(|&ps| (n * chunk, ps)).collect(),
+        copied: n * chunk * threads as u64,
+        total_ps: run.end_ps,
+        link_ps: run.link_ps,
+    })
 }
 
 /// Every worker's chunks on one machine.
@@ -109,7 +116,9 @@ struct Run {
 fn cpu_run(f: &mut Fabric, pe: &Pe, src: &[u8], part: u64, threads: u32, n: u64) -> RResult<Run> {
     let (host, window, wrap) = (pe.node.host, pe.node.window.0, part / src.len() as u64);
     driver::on_machine(f, None, |m| {
-        let ids: Vec<Vec<usize>> = (0..threads as u64).map(|t| spawn_copy(m, &format!("ntb_perf worker {t}"), host, window + t * part, src, n, wrap, Mapping::WriteCombining, 0)).collect();
+        let ids: Vec<Vec<usize>> = (0..threads as u64)
+            .map(|t| spawn_copy(m, &format!("ntb_perf worker {t}"), host, window + t * part, src, n, wrap, Mapping::WriteCombining, 0))
+            .collect();
         m.run().map_err(driver::machine_error)?;
         let workers = ids.iter().map(|lanes| driver::thread_ps(m, lanes).into_iter().max().unwrap_or(0)).collect();
         Ok(Run { workers, end_ps: m.now(), link_ps: driver::busiest_ps(m) })

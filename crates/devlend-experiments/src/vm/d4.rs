@@ -8,18 +8,18 @@
 //! The testbed's stated assumptions are in `devlend_vm::fixtures`. Guest CPU accesses cost what the host CPU's do (no EPT-walk or VM-exit cost is modelled).
 
 use super::error::{guest, setup, stopped, RunCause, VResult, VmRunError};
-use devlend_vm::RunError;
-use devlend_vm::fixtures::{testbed, Scenario, Testbed};
-use devlend_vm::irq::Src;
-use devlend_vm::irq_clock::{Raiser, RAISE};
-use devlend_vm::timed::{on_machine, Actor};
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_run::{fits, kernel_round_trip, launch, pattern, shared, staged, staging_chunk, timing, CopyTiming, Via};
 use devlend_fabric::Requester;
 use devlend_host::{Cluster, Os};
+use devlend_vm::fixtures::{testbed, Scenario, Testbed};
+use devlend_vm::irq::Src;
+use devlend_vm::irq_clock::{Raiser, RAISE};
+use devlend_vm::timed::{on_machine, Actor};
+use devlend_vm::RunError;
+use devlend_wire::Access;
 use std::cell::RefCell;
 use std::rc::Rc;
-use devlend_wire::Access;
 
 /// A run on the machine that failed, in set-up `sc`.
 fn ran(sc: Scenario, what: &str) -> impl FnOnce(RunError) -> VmRunError + '_ {

@@ -10,14 +10,14 @@
 //! runs with its IOMMU on here; the guest has [`devlend_vm::fixtures::GUEST_RAM`] of memory.
 
 use super::error::{guest, setup, stopped, RunCause, VResult, VmRunError};
-use devlend_vm::fixtures::GUEST_RAM;
-use devlend_vm::irq::Src;
-use devlend_vm::timed::on_machine;
-use devlend_vm::vmm::Vmm;
 use crate::nvme::ReadTiming;
 use devlend_devices::nvme::{Controller, Media, BLOCK};
 use devlend_devices::nvme_driver::Driver;
 use devlend_host::{Cluster, Os};
+use devlend_vm::fixtures::GUEST_RAM;
+use devlend_vm::irq::Src;
+use devlend_vm::timed::on_machine;
+use devlend_vm::vmm::Vmm;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -55,7 +55,10 @@ pub fn read_blocks(json: &str, runner: &str, device: &str, lbas: &[u64], blocks:
             drv.read(os, lba, blocks, buf)?;
             *out.borrow_mut() = (start, os.now());
             if os.read(buf, len as usize).map_err(guest("read"))? != pattern {
-                return Err(VmRunError::Mismatch { scenario: "VM".into(), what: format!("data read from LBA {lba} in the VM differs from what the drive holds") });
+                return Err(VmRunError::Mismatch {
+                    scenario: "VM".into(),
+                    what: format!("data read from LBA {lba} in the VM differs from what the drive holds"),
+                });
             }
         }
         os.kfree(buf).map_err(guest("kfree"))

@@ -4,10 +4,10 @@
 //! The training epoch itself, every set-up on one machine, is [`super::epoch`].
 
 use super::error::{guest, setup, stopped, RunCause, VResult, VmRunError};
-use devlend_vm::fixtures::{testbed, Scenario, Testbed, GUEST_RAM};
-use devlend_vm::timed::on_machine;
 use devlend_devices::gpu_run::{pattern, shared, timing, CopyTiming};
 use devlend_host::Os;
+use devlend_vm::fixtures::{testbed, Scenario, Testbed, GUEST_RAM};
+use devlend_vm::timed::on_machine;
 
 /// One cudaMemcpy host-to-device of `len` bytes from a guest buffer into gpu0, by the guest's
 /// driver on the machine; the data is checked in the GPU's memory.

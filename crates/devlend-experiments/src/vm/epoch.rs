@@ -25,8 +25,8 @@
 //! What the run gives: when each step ended, and how long each part kept its thread busy.
 
 use super::error::{guest, setup, stopped, RunCause, VResult, VmRunError};
-use devlend_devices::gpu_driver::Driver as GpuDriver;
 use devlend_devices::gpu::Gpu;
+use devlend_devices::gpu_driver::Driver as GpuDriver;
 use devlend_devices::gpu_run::{bind, shared};
 use devlend_devices::nvme::{Controller, Media, BLOCK};
 use devlend_devices::nvme_driver::Driver as NvmeDriver;
@@ -210,7 +210,14 @@ fn until(t: &Thread<'_, Cluster>, what: &str, sh: &Rc<Shared>, count: fn(&Shared
 }
 
 /// TensorFlow's work on GPU `g` in each step: its sub-batch in, compute, gradients out.
-fn trainer<K: ThreadKernel>(t: &mut Thread<'_, Cluster>, k: &K, sh: &Rc<Shared>, (mut drv, peer, g): (GpuDriver, DevId, usize), buf: u64, spec: EpochSpec) -> Result<(), ThreadError> {
+fn trainer<K: ThreadKernel>(
+    t: &mut Thread<'_, Cluster>,
+    k: &K,
+    sh: &Rc<Shared>,
+    (mut drv, peer, g): (GpuDriver, DevId, usize),
+    buf: u64,
+    spec: EpochSpec,
+) -> Result<(), ThreadError> {
     let mut os = k.on(t).map_err(fail)?;
     for step in 0..spec.steps {
         until(t, "a batch in the queue", sh, |s| &s.produced, step + 1);

@@ -17,14 +17,24 @@ fn every_access_path_builds_and_moves_data() {
             let msg: Vec<u8> = (0..200u8).collect();
             let da = a.ctx().dom;
             t.world().dom_write(da, ea.buf, &msg);
-            let wr = devlend_xenib::types::SendWr { wr_id: 1, sge: devlend_xenib::types::Sge { addr: ea.buf, length: 200, lkey: ea.mr.lkey }, op: devlend_xenib::types::SendOp::RdmaWrite { remote_addr: eb.buf + eb.half, rkey: eb.mr.rkey }, signaled: true };
+            let wr = devlend_xenib::types::SendWr {
+                wr_id: 1,
+                sge: devlend_xenib::types::Sge { addr: ea.buf, length: 200, lkey: ea.mr.lkey },
+                op: devlend_xenib::types::SendOp::RdmaWrite { remote_addr: eb.buf + eb.half, rkey: eb.mr.rkey },
+                signaled: true,
+            };
             a.post_send(t, ea.qp, wr).unwrap();
             b.wait_for_data(t, eb.buf + eb.half).unwrap();
             assert_eq!(t.world().cpu_read(SERVER_B, eb.buf + eb.half, 200), msg, "{acc}");
             // and back into server A's memory, through its IOMMU / the NTB where there is one
             let back: Vec<u8> = (0..200u8).rev().collect();
             t.world().cpu_write(SERVER_B, eb.buf, &back);
-            let wr = devlend_xenib::types::SendWr { wr_id: 2, sge: devlend_xenib::types::Sge { addr: eb.buf, length: 200, lkey: eb.mr.lkey }, op: devlend_xenib::types::SendOp::RdmaWrite { remote_addr: ea.buf + ea.half, rkey: ea.mr.rkey }, signaled: true };
+            let wr = devlend_xenib::types::SendWr {
+                wr_id: 2,
+                sge: devlend_xenib::types::Sge { addr: eb.buf, length: 200, lkey: eb.mr.lkey },
+                op: devlend_xenib::types::SendOp::RdmaWrite { remote_addr: ea.buf + ea.half, rkey: ea.mr.rkey },
+                signaled: true,
+            };
             b.post_send(t, eb.qp, wr).unwrap();
             a.wait_for_data(t, ea.buf + ea.half).unwrap();
             assert_eq!(t.world().dom_read(da, ea.buf + ea.half, 200), back, "{acc}");

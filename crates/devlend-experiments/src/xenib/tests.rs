@@ -1,8 +1,8 @@
 use super::*;
 use devlend_xenib::hca::SERVER_B;
-use devlend_xenib::xen::{Request, Response};
-use devlend_xenib::verbs::{Basic, Bypass};
 use devlend_xenib::hca::TESTBED_JSON as J;
+use devlend_xenib::verbs::{Basic, Bypass};
+use devlend_xenib::xen::{Request, Response};
 
 /// Run `body` as one thread of a machine on `w`; the world comes back with its result.
 fn on<R: 'static>(w: World, body: impl FnOnce(&Cpu) -> R + 'static) -> (World, R) {
@@ -175,7 +175,10 @@ fn two_guests_one_misbehaving_the_other_is_served() {
         // 1. registering another domain's memory is refused and recorded
         let victim = t.world().domains[g2 as usize].base + 0x10_0000;
         assert_eq!(bad.reg_mr(t, pd, victim, 8192, ACCESS_LOCAL_WRITE), Err(Status::Access));
-        let dom0_page = { let w = t.world(); w.domains[w.dom("dom0").unwrap() as usize].base };
+        let dom0_page = {
+            let w = t.world();
+            w.domains[w.dom("dom0").unwrap() as usize].base
+        };
         assert_eq!(bad.reg_mr(t, pd, dom0_page, 4096, ACCESS_REMOTE_WRITE), Err(Status::Access));
         {
             let w = t.world();

@@ -49,7 +49,14 @@ impl Builder {
                 let n = self.cable_ports[i as usize];
                 match if k.is_empty() { Some(0) } else { k.parse::<u8>().ok() } {
                     Some(port) if port < n => Ok(Some(CableEnd::Ntb { ntb: i, port })),
-                    _ => err(path.to_string(), format!("link end '{s}': '{name}' has {n} cable port{}: {name}.cable{}", if n == 1 { "" } else { "s" }, if n == 1 { String::new() } else { format!("0 to {name}.cable{}", n - 1) })),
+                    _ => err(
+                        path.to_string(),
+                        format!(
+                            "link end '{s}': '{name}' has {n} cable port{}: {name}.cable{}",
+                            if n == 1 { "" } else { "s" },
+                            if n == 1 { String::new() } else { format!("0 to {name}.cable{}", n - 1) }
+                        ),
+                    ),
                 }
             }
             Some(Comp::Cluster(i)) => {
@@ -89,7 +96,9 @@ impl Builder {
                 self.attached.push((switch, node, ntb, id));
                 Ok((node, self.ntbs[ntb as usize].node))
             }
-            (CableEnd::Switch { .. }, CableEnd::Switch { .. }) => err(path.to_string(), format!("'{}' to '{}': cascaded cluster switches are not modelled; cable each host's adapter to one switch", l.a, l.b)),
+            (CableEnd::Switch { .. }, CableEnd::Switch { .. }) => {
+                err(path.to_string(), format!("'{}' to '{}': cascaded cluster switches are not modelled; cable each host's adapter to one switch", l.a, l.b))
+            }
         }
     }
 
@@ -121,7 +130,10 @@ impl Builder {
             let peers = self.ntbs[i].peers.clone();
             for p in &peers {
                 if self.ntbs[p.ntb as usize].host == self.ntbs[i].host {
-                    return err(format!("/links/{}", p.cable), format!("NTB cable joins '{}' and '{}' in the same host; an NTB joins two hosts", self.ntbs[i].name, self.ntbs[p.ntb as usize].name));
+                    return err(
+                        format!("/links/{}", p.cable),
+                        format!("NTB cable joins '{}' and '{}' in the same host; an NTB joins two hosts", self.ntbs[i].name, self.ntbs[p.ntb as usize].name),
+                    );
                 }
             }
             let mut base = Vec::new();
@@ -151,8 +163,11 @@ impl Builder {
             let gen = ends.iter().filter_map(|e| e.1).fold(l.gen, u8::min);
             let width = ends.iter().filter_map(|e| e.2).fold(l.width, u8::min);
             if (gen, width) != (l.gen, l.width) {
-                let limited_by = ends.iter().filter(|e| e.1.is_some_and(|g| g < l.gen) || e.2.is_some_and(|w| w < l.width))
-                    .map(|e| format!("{} (Gen{} x{})", e.0, e.1.map_or("?".into(), |g| g.to_string()), e.2.map_or("?".into(), |w| w.to_string()))).collect();
+                let limited_by = ends
+                    .iter()
+                    .filter(|e| e.1.is_some_and(|g| g < l.gen) || e.2.is_some_and(|w| w < l.width))
+                    .map(|e| format!("{} (Gen{} x{})", e.0, e.1.map_or("?".into(), |g| g.to_string()), e.2.map_or("?".into(), |w| w.to_string())))
+                    .collect();
                 out.push(TrainedDown { link: i as LinkId, spec_path: l.spec_path.clone(), asked: (l.gen, l.width), trained: (gen, width), limited_by });
                 (l.gen, l.width) = (gen, width);
             }

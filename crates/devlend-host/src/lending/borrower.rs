@@ -54,13 +54,28 @@ impl LendState {
     /// the one-to-one mapping of that address. `own`: the device's own borrower domain, which
     /// takes the mapping instead of the window's.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn map_into_window(&mut self, f: &mut Fabric, la: u32, bb: u32, target: u64, len: u64, write: bool, dev_domain: DevDomain, own: Option<DomainId>, held: &mut Vec<Held>) -> HResult<u64> {
+    pub(crate) fn map_into_window(
+        &mut self,
+        f: &mut Fabric,
+        la: u32,
+        bb: u32,
+        target: u64,
+        len: u64,
+        write: bool,
+        dev_domain: DevDomain,
+        own: Option<DomainId>,
+        held: &mut Vec<Held>,
+    ) -> HResult<u64> {
         let w = self.dma_windows.get_mut(&(la, bb)).ok_or_else(|| HostError::Invalid("no DMA window is open".into()))?;
         let Some(iova) = w.iova.alloc(len, iova_align(len)) else {
             let (used, total) = (w.iova.in_use(), w.size);
             return Err(HostError::WindowTooSmall(format!(
                 "the DMA window of {} into {} cannot map {} more: {} of its {} are in use",
-                f.ntbs[la as usize].name, f.ntbs[bb as usize].name, size(len), size(used), size(total)
+                f.ntbs[la as usize].name,
+                f.ntbs[bb as usize].name,
+                size(len),
+                size(used),
+                size(total)
             )));
         };
         held.push(Held::WindowIova { la, bb, iova });

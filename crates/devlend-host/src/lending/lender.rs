@@ -18,30 +18,33 @@
 //! adapters map remote segments out of one shared prefetch space, `devlend_fabric::cluster`; with
 //! one peer nothing changes.)
 
+use super::windows::Windows;
 use super::{atomically, DevDomain, DmaWindow, Held, Lend, LendState};
-use crate::cluster::BorrowOptions;
-use devlend_fabric::iommu::DomainId;
 use crate::alloc::{align_up, RangeAlloc};
+use crate::cluster::BorrowOptions;
 use crate::error::{size, HResult, HostError};
 use crate::kernel::{BarView, DevId, PAGE};
+use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId};
 use devlend_fabric::Fabric;
 use std::collections::BTreeMap;
-use super::windows::Windows;
 
 /// The NTB pair that joins two hosts: (adapter in `from`, its peer in `to`), cabled directly or
 /// through a cluster switch.
 pub(crate) fn link(f: &Fabric, from: HostId, to: HostId) -> Option<(u32, u32)> {
-    f.ntbs.iter().enumerate().filter(|(_, n)| n.host == from).find_map(|(i, n)| {
-        n.peers.iter().find(|p| f.ntbs[p.ntb as usize].host == to).map(|p| (i as u32, p.ntb))
-    })
+    f.ntbs
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.host == from)
+        .find_map(|(i, n)| n.peers.iter().find(|p| f.ntbs[p.ntb as usize].host == to).map(|p| (i as u32, p.ntb)))
 }
 
 /// The NTB pair joining two hosts, with its link up (a lend's programming needs the two agents
 /// to talk, 000 §4).
 pub(crate) fn need_link(f: &Fabric, from: HostId, to: HostId, why: &str) -> HResult<(u32, u32)> {
     let (a, b) = (&f.hosts[from as usize].name, &f.hosts[to as usize].name);
-    let (la, bb) = link(f, from, to).ok_or_else(|| HostError::Unreachable(format!("{why}: no NTB joins {a} and {b} (Device Lending maps through one NTB between the two hosts)")))?;
+    let (la, bb) = link(f, from, to)
+        .ok_or_else(|| HostError::Unreachable(format!("{why}: no NTB joins {a} and {b} (Device Lending maps through one NTB between the two hosts)")))?;
     if !f.ntb_link_is_up(la) || !f.ntb_link_is_up(bb) {
         return Err(HostError::Unreachable(format!("{why}: the link of {} to {b} is down", f.ntbs[la as usize].name)));
     }
@@ -68,10 +71,32 @@ impl LendState {
         let why = format!("cannot lend {} to {}", f.funcs[func as usize].name, f.hosts[borrower as usize].name);
         let (la, bb) = need_link(f, lender, borrower, &why)?;
         let ((bars, own_domain), held) = atomically!(self, f, held, self.open_lend(f, func, la, bb, opts, &mut held))?;
-        Ok(Lend { lender, borrower, la, bb, dev: DevId(u32::MAX), dev_domain, own_domain, bars, held, maps: Vec::new(), p2p: BTreeMap::new(), resource_maps: Vec::new(), msi: None })
+        Ok(Lend {
+            lender,
+            borrower,
+            la,
+            bb,
+            dev: DevId(u32::MAX),
+            dev_domain,
+            own_domain,
+            bars,
+            held,
+            maps: Vec::new(),
+            p2p: BTreeMap::new(),
+            resource_maps: Vec::new(),
+            msi: None,
+        })
     }
 
-    fn open_lend(&mut self, f: &mut Fabric, func: FuncId, la: u32, bb: u32, opts: BorrowOptions, held: &mut Vec<Held>) -> HResult<(Vec<BarView>, Option<DomainId>)> {
+    fn open_lend(
+        &mut self,
+        f: &mut Fabric,
+        func: FuncId,
+        la: u32,
+        bb: u32,
+        opts: BorrowOptions,
+        held: &mut Vec<Held>,
+    ) -> HResult<(Vec<BarView>, Option<DomainId>)> {
         held.push(self.acquire_dma_window(f, la, bb, opts.dma_window)?);
         held.push(self.acquire_rid(f, la, f.funcs[func as usize].bdf)?);
         let own_domain = match opts.device_domain {
@@ -85,7 +110,9 @@ impl LendState {
         let mut views = Vec::new();
         for b in f.funcs[func as usize].bars.clone() {
             held.push(self.acquire_bar_win(f, bb, func, b.index)?);
-            let cpu_addr = self.bar_win_addr(bb, func, b.index).ok_or_else(|| HostError::Invalid(format!("BAR {} of {} has no window address", b.index, f.funcs[func as usize].name)))?;
+            let cpu_addr = self
+                .bar_win_addr(bb, func, b.index)
+                .ok_or_else(|| HostError::Invalid(format!("BAR {} of {} has no window address", b.index, f.funcs[func as usize].name)))?;
             views.push(BarView { index: b.index, size: b.size, cpu_addr });
         }
         Ok((views, own_domain))
@@ -95,7 +122,9 @@ impl LendState {
     /// a borrower domain of its own (`BorrowOptions::device_domain`); released by pointing it
     /// back at the adapter's domain.
     fn acquire_device_domain(&mut self, f: &mut Fabric, la: u32, bb: u32, func: FuncId) -> HResult<(Held, DomainId)> {
-        let idx = f.ntbs[la as usize].rid_lut_index(f.funcs[func as usize].bdf).ok_or_else(|| HostError::Invalid(format!("{} has no LUT entry", f.funcs[func as usize].name)))?;
+        let idx = f.ntbs[la as usize]
+            .rid_lut_index(f.funcs[func as usize].bdf)
+            .ok_or_else(|| HostError::Invalid(format!("{} has no LUT entry", f.funcs[func as usize].name)))?;
         let (rid, host) = (f.ntb_alias_of(bb, la, idx), f.ntbs[bb as usize].host);
         let shared = self.domains.get(&bb).map(|d| d.domain).ok_or_else(|| HostError::Invalid("adapter domain vanished".into()))?;
         let name = format!("dl:{}:{}", f.ntbs[bb as usize].name, f.funcs[func as usize].name);
@@ -111,7 +140,12 @@ impl LendState {
         if let Some(w) = self.dma_windows.get_mut(&(la, bb)) {
             if want.is_some_and(|n| n > w.size) {
                 let n = want.unwrap_or_default();
-                return Err(HostError::WindowTooSmall(format!("the DMA window of {} is already open with {}; it cannot grow to {} while devices use it", f.ntbs[la as usize].name, size(w.size), size(n))));
+                return Err(HostError::WindowTooSmall(format!(
+                    "the DMA window of {} is already open with {}; it cannot grow to {} while devices use it",
+                    f.ntbs[la as usize].name,
+                    size(w.size),
+                    size(n)
+                )));
             }
             w.refs += 1;
             return Ok(Held::DmaWindow(la, bb));
@@ -132,7 +166,10 @@ impl LendState {
         held.push(self.acquire_domain(f, bb)?);
         let d = self.domains.get_mut(&bb).ok_or_else(|| HostError::Invalid("adapter domain vanished".into()))?;
         let domain = d.domain;
-        let iova_base = d.iova.alloc(len, len.next_power_of_two().min(1 << 30)).ok_or_else(|| HostError::NoMemory(format!("no IOVA space left for a DMA window of {}", size(len))))?;
+        let iova_base = d
+            .iova
+            .alloc(len, len.next_power_of_two().min(1 << 30))
+            .ok_or_else(|| HostError::NoMemory(format!("no IOVA space left for a DMA window of {}", size(len))))?;
         held.push(Held::DomainIova { ntb: bb, iova: iova_base });
         let m = if shared {
             self.windows.map_range(f, la, bb, iova_base, len, "a DMA window")?

@@ -26,8 +26,8 @@
 //! - the borrower writes the lender-side address and its own vector into the device's MSI-X
 //!   table (`HostOs::request_irq`); the driver never sees the difference.
 
-use super::{atomically, map_held, DevDomain, Held, LendMsi, LendState, Shared};
 use super::windows::Windows;
+use super::{atomically, map_held, DevDomain, Held, LendMsi, LendState, Shared};
 use crate::error::{HResult, HostError};
 use crate::kernel::PAGE;
 use devlend_fabric::model::FuncId;

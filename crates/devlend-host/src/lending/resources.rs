@@ -67,7 +67,11 @@ impl LendState {
     fn open_bar_win(&mut self, f: &mut Fabric, out: u32, func: FuncId, bar: u8, held: &mut Vec<Held>) -> HResult<u64> {
         let peer = windows::peer_in(f, out, f.func_host(func))?;
         let in_host = f.ntbs[peer as usize].host;
-        let b = *f.funcs[func as usize].bars.iter().find(|b| b.index == bar).ok_or_else(|| HostError::Invalid(format!("{} has no BAR {bar}", f.funcs[func as usize].name)))?;
+        let b = *f.funcs[func as usize]
+            .bars
+            .iter()
+            .find(|b| b.index == bar)
+            .ok_or_else(|| HostError::Invalid(format!("{} has no BAR {bar}", f.funcs[func as usize].name)))?;
         let len = crate::alloc::align_up(b.size, crate::kernel::PAGE).unwrap_or(b.size);
         if f.hosts[in_host as usize].iommu {
             held.push(self.acquire_domain(f, peer)?);
@@ -128,7 +132,13 @@ impl LendState {
                 self.note("iommu_attach (back to the adapter domain)", r);
             }
             Held::IommuMap { host, domain, iova, size } => {
-                let r = f.iommu_unmap(host, domain, iova, size).map_err(|e| e.to_string()).and_then(|n| if n == size { Ok(()) } else { Err(format!("{n:#x} of {size:#x} bytes at {iova:#x}")) });
+                let r = f.iommu_unmap(host, domain, iova, size).map_err(|e| e.to_string()).and_then(|n| {
+                    if n == size {
+                        Ok(())
+                    } else {
+                        Err(format!("{n:#x} of {size:#x} bytes at {iova:#x}"))
+                    }
+                });
                 self.note("iommu_unmap", r);
             }
         }
@@ -162,7 +172,14 @@ impl LendState {
 
     /// Whether this state holds nothing at all (every borrow returned).
     pub fn idle(&self) -> bool {
-        self.lends.is_empty() && self.domains.is_empty() && self.dma_windows.is_empty() && self.bar_wins.is_empty() && self.msi_wins.is_empty() && self.rids.is_empty() && self.local_p2p.is_empty() && self.windows.idle()
+        self.lends.is_empty()
+            && self.domains.is_empty()
+            && self.dma_windows.is_empty()
+            && self.bar_wins.is_empty()
+            && self.msi_wins.is_empty()
+            && self.rids.is_empty()
+            && self.local_p2p.is_empty()
+            && self.windows.idle()
     }
 }
 
@@ -183,7 +200,6 @@ fn drop_ref<K: Ord + Copy, V>(map: &mut BTreeMap<K, V>, key: K, parts: impl Fn(&
 mod tests {
     use super::*;
     use crate::lending::LendState;
-
 
     #[test]
     fn shared_resources_are_counted_and_preexisting_lut_entries_are_kept() {

@@ -51,7 +51,10 @@ enum Win {
     Free,
     Whole,
     /// Per segment: the peer it leads to and where.
-    Lut { segs: RangeAlloc, targets: Vec<Option<(u32, u64)>> },
+    Lut {
+        segs: RangeAlloc,
+        targets: Vec<Option<(u32, u64)>>,
+    },
 }
 
 #[derive(Default)]
@@ -62,9 +65,11 @@ pub(crate) struct Windows {
 /// The peer of adapter `out` in `host`.
 pub(crate) fn peer_in(f: &Fabric, out: u32, host: HostId) -> HResult<u32> {
     let s = &f.ntbs[out as usize];
-    s.peers.iter().map(|p| p.ntb).find(|p| f.ntbs[*p as usize].host == host).ok_or_else(|| {
-        HostError::Unreachable(format!("{}: no peer in {} (NTB link is down or not cabled there)", s.name, f.hosts[host as usize].name))
-    })
+    s.peers
+        .iter()
+        .map(|p| p.ntb)
+        .find(|p| f.ntbs[*p as usize].host == host)
+        .ok_or_else(|| HostError::Unreachable(format!("{}: no peer in {} (NTB link is down or not cabled there)", s.name, f.hosts[host as usize].name)))
 }
 
 /// The peer index under which `far` knows `out`.
@@ -185,15 +190,19 @@ impl Windows {
     fn describe(&self, f: &Fabric, out: u32) -> String {
         let params = &f.ntbs[out as usize].windows;
         let state = self.by_ntb.get(&out);
-        let parts: Vec<String> = params.iter().enumerate().map(|(i, w)| {
-            let segs = if w.lut_segments > 0 { format!(" in {} segments", w.lut_segments) } else { String::new() };
-            let st = match state.map(|s| &s[i]) {
-                None | Some(Win::Free) => "free".to_string(),
-                Some(Win::Whole) => "in use".to_string(),
-                Some(Win::Lut { segs, .. }) => format!("{} segments free", segs.available()),
-            };
-            format!("window {i}: {}{segs}, {st}", size(w.size))
-        }).collect();
+        let parts: Vec<String> = params
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let segs = if w.lut_segments > 0 { format!(" in {} segments", w.lut_segments) } else { String::new() };
+                let st = match state.map(|s| &s[i]) {
+                    None | Some(Win::Free) => "free".to_string(),
+                    Some(Win::Whole) => "in use".to_string(),
+                    Some(Win::Lut { segs, .. }) => format!("{} segments free", segs.available()),
+                };
+                format!("window {i}: {}{segs}, {st}", size(w.size))
+            })
+            .collect();
         parts.join("; ")
     }
 
@@ -206,7 +215,6 @@ impl Windows {
 #[cfg(test)]
 mod tests {
     use super::*;
-
 
     #[test]
     fn segments_are_aligned_reused_and_reprogrammed_on_free() {

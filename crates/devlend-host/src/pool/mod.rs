@@ -206,7 +206,10 @@ impl Pool {
             return Err(PoolError::NotConnected { device: name, lender: self.host_name(lender), borrower: borrower.into() });
         }
         self.ready_for_borrow(func)?;
-        let dev = self.cluster.borrow_with(b, &name, BorrowOptions { dma_window, ..Default::default() }).map_err(|error| PoolError::Lending { device: name, error })?;
+        let dev = self
+            .cluster
+            .borrow_with(b, &name, BorrowOptions { dma_window, ..Default::default() })
+            .map_err(|error| PoolError::Lending { device: name, error })?;
         self.borrowed.insert(func, (b, dev));
         Ok(dev)
     }
@@ -271,7 +274,16 @@ impl Pool {
             (Some(true), None) => State::Available,
         };
         let visible_to = self.connected.iter().filter(|(l, _)| *l == lender).map(|&(_, b)| self.host_name(b)).collect();
-        PoolEntry { fdid, device: self.name(func), lender: self.host_name(lender), bdf: f.funcs[func as usize].bdf.to_string(), profile, state, borrower, visible_to }
+        PoolEntry {
+            fdid,
+            device: self.name(func),
+            lender: self.host_name(lender),
+            bdf: f.funcs[func as usize].bdf.to_string(),
+            profile,
+            state,
+            borrower,
+            visible_to,
+        }
     }
 
     /// Every lendable device, in fdid order.

@@ -124,4 +124,3 @@ pub fn msix_entry(c: &mut Cluster, dev_name: &str, entry: u16) -> (u64, u32, boo
     let w = |i: usize| u32::from_le_bytes(e[i..i + 4].try_into().unwrap());
     (w(0) as u64 | (w(4) as u64) << 32, w(8), w(12) & 1 != 0)
 }
-
