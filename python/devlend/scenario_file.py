@@ -47,7 +47,7 @@ from .errors import TopologyError, WorkloadError
 from .pool import FAULT_KINDS, Pool, PoolError
 from .topology import LENDING_OPS, Params, Size, Topology
 from .topology import load as load_topology
-from .yamlpos import dotted, load_with_marks, locate
+from .yamlpos import document_path, dotted, load_with_marks, locate
 
 _TIME = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)\s*(ps|ns|us|ms|s)?\s*$")
 _NS = {"ps": 1e-3, "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9, None: 1.0}
@@ -200,10 +200,7 @@ class _Where:
 
 def _validation_error(e: ValidationError, file: str, marks: dict, data: Any) -> ScenarioFileError:
     err = sorted(e.errors(include_url=False), key=lambda x: x["type"] != "extra_forbidden")[0]
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "tagged-union"))))
-    # The timeline's discriminated union puts the action after the item's index; drop it there only
-    # (a user's key may be spelled like an action).
-    loc = tuple(p for i, p in enumerate(loc) if not (p in _ACTIONS and i > 0 and isinstance(loc[i - 1], int)))
+    loc = document_path(err["loc"], _ACTIONS)
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         model: Any = ScenarioSpec

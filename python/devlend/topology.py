@@ -27,7 +27,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from .errors import TopologyError
 from .sizes import parse_addr, parse_size
-from .yamlpos import dotted, load_with_marks, locate, pointer_to_path
+from .yamlpos import document_path, dotted, load_with_marks, locate, pointer_to_path
 
 _SIZE_SCHEMA = {"anyOf": [{"type": "integer", "minimum": 0},
                           {"type": "string", "pattern": r"^\s*(0x[0-9a-fA-F_]+|[0-9][0-9_]*)\s*([KMGT]i?B?|[kmgt]i?b?|B|b)?\s*$"}],
@@ -390,10 +390,7 @@ def _pydantic_error(e: ValidationError, file: str | None, marks: dict, data: Any
     errors = e.errors(include_url=False)
     # An unknown key explains a "missing" one next to it (a typo), so report it first.
     err = sorted(errors, key=lambda x: x["type"] != "extra_forbidden")[0]
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "tagged-union"))))
-    # The setup list's discriminated union puts the tag after the item's index; drop it so the path
-    # matches the document (only there: a user's key may be spelled like a tag).
-    loc = tuple(p for i, p in enumerate(loc) if not (p in _OP_MODELS and i > 0 and isinstance(loc[i - 1], int)))
+    loc = document_path(err["loc"], _OP_MODELS)
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         msg = f"unknown key '{loc[-1]}'"

@@ -24,8 +24,6 @@ from .errors import TopologyError
 
 Path = tuple
 MAX_NODES = 200_000  # an alias bomb expands past this; no real topology comes close
-
-
 MAX_DEPTH = 64  # nesting deeper than any topology or scenario; also ends recursive aliases
 _LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
 _COLLECTIONS = {yaml.SequenceStartEvent: yaml.SequenceNode, yaml.MappingStartEvent: yaml.MappingNode}
@@ -46,7 +44,7 @@ def compose(text: str, file: str) -> yaml.Node | None:
         if not loader.check_event(yaml.StreamEndEvent):
             event = loader.get_event()
             raise ComposerError("expected a single document in the stream", root.start_mark,
-                                              "but found another document", event.start_mark)
+                                "but found another document", event.start_mark)
         return root
     finally:
         loader.dispose()
@@ -61,8 +59,7 @@ def _compose_node(loader, file: str) -> yaml.Node:
         if kind is yaml.AliasEvent:
             node = anchors.get(event.anchor)
             if node is None:
-                raise ComposerError(None, None, f"found undefined alias {event.anchor!r}",
-                                                  event.start_mark)
+                raise ComposerError(None, None, f"found undefined alias {event.anchor!r}", event.start_mark)
         elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
             node = stack.pop()[0]
             node.end_mark = event.end_mark
@@ -90,8 +87,8 @@ def _compose_node(loader, file: str) -> yaml.Node:
 def _new_node(loader, event, kind, anchors: dict) -> yaml.Node:
     anchor = event.anchor
     if anchor is not None and anchor in anchors:
-        raise ComposerError(f"found duplicate anchor {anchor!r}; first occurrence",
-                                          anchors[anchor].start_mark, "second occurrence", event.start_mark)
+        raise ComposerError(f"found duplicate anchor {anchor!r}; first occurrence", anchors[anchor].start_mark,
+                            "second occurrence", event.start_mark)
     tag = event.tag
     if kind is yaml.ScalarEvent:
         if tag is None or tag == "!":
@@ -173,6 +170,14 @@ def locate(marks: dict[Path, tuple[int, int]], path: Path) -> tuple[int | None, 
         if not p:
             return None, None
         p = p[:-1]
+
+
+def document_path(loc: tuple, tags) -> Path:
+    """A pydantic error's `loc` as a path in the document: without pydantic's own validator names,
+    and without the tag a discriminated union puts after a list item's index (a name in `tags`;
+    elsewhere such a name is the user's key and stays)."""
+    loc = tuple(p for p in loc if not (isinstance(p, str) and p.startswith(("function-", "tagged-union"))))
+    return tuple(p for i, p in enumerate(loc) if not (p in tags and i > 0 and isinstance(loc[i - 1], int)))
 
 
 def pointer_to_path(pointer: str) -> Path:

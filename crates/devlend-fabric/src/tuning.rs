@@ -143,6 +143,22 @@ pub struct DeviceTuning {
     pub sm_poll_ps: u64,
 }
 
+impl DeviceTuning {
+    /// The global `[timing]` settings: a device without a profile of its own.
+    pub fn global(t: &Timing) -> DeviceTuning {
+        DeviceTuning {
+            endpoint_latency_ps: t.endpoint_latency_ps,
+            max_payload: t.max_payload,
+            max_read_request: t.max_read_request,
+            read_tags: t.read_tags,
+            dma_issue_ps: t.dma_issue_ps,
+            dma_completion_ps: t.dma_completion_ps,
+            sm_to_pcie_ps: t.sm_to_pcie_ps,
+            sm_poll_ps: t.sm_poll_ps,
+        }
+    }
+}
+
 /// A link: its MPS (already the smaller of the link's and its devices'), buffers and length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkTuning {
@@ -228,19 +244,7 @@ impl Tuning {
     }
 
     pub fn device(&self, d: u32) -> DeviceTuning {
-        self.devices.get(d as usize).copied().unwrap_or_else(|| {
-            let t = &self.timing;
-            DeviceTuning {
-                endpoint_latency_ps: t.endpoint_latency_ps,
-                max_payload: t.max_payload,
-                max_read_request: t.max_read_request,
-                read_tags: t.read_tags,
-                dma_issue_ps: t.dma_issue_ps,
-                dma_completion_ps: t.dma_completion_ps,
-                sm_to_pcie_ps: t.sm_to_pcie_ps,
-                sm_poll_ps: t.sm_poll_ps,
-            }
-        })
+        self.devices.get(d as usize).copied().unwrap_or_else(|| DeviceTuning::global(&self.timing))
     }
 
     pub fn link(&self, l: LinkId) -> LinkTuning {

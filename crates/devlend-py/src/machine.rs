@@ -3,7 +3,7 @@
 //! a copy of the fabric as it is when the machine is made; the Python `Fabric` stays usable.
 
 use crate::{Fabric, PyAddr};
-use devlend_engine::machine::{Machine as CoreMachine, MachineError as CoreMachineError};
+use devlend_engine::machine::{LinkStat, Machine as CoreMachine, MachineError as CoreMachineError};
 use devlend_engine::{analytic, plan, port_table};
 use devlend_fabric::Fabric as CoreFabric;
 use devlend_wire::Access;
@@ -28,7 +28,13 @@ fn merr(f: &CoreFabric, e: CoreMachineError) -> PyErr {
 type StreamRow = (String, u64, u64, bool, u64, Option<u64>);
 /// One link direction: (link, towards_down, from "component.port", to "component.port", tlps,
 /// wire bytes, payload bytes, busy ps, queue ps, credit stall ps).
-type PortRow = (u32, bool, String, String, u64, u64, u64, u64, u64, u64);
+pub(crate) type PortRow = (u32, bool, String, String, u64, u64, u64, u64, u64, u64);
+
+/// A link direction's statistics as a [`PortRow`] (the Machine's `port_stats`, a Scenario's `link_stats`).
+pub(crate) fn port_row(l: &LinkStat) -> PortRow {
+    let s = &l.stats;
+    (l.link, l.towards_down, l.from.clone(), l.to.clone(), s.tlps, s.wire_bytes, s.payload_bytes, s.busy_ps, s.queue_ps, s.credit_stall_ps)
+}
 
 #[pyclass(module = "devlend._core", unsendable)]
 struct Machine {
@@ -77,23 +83,7 @@ impl Machine {
 
     /// Every link direction that carried at least one TLP.
     fn port_stats(&self) -> Vec<PortRow> {
-        let rows = self.inner.link_stats();
-        rows.into_iter()
-            .map(|l| {
-                (
-                    l.link,
-                    l.towards_down,
-                    l.from,
-                    l.to,
-                    l.stats.tlps,
-                    l.stats.wire_bytes,
-                    l.stats.payload_bytes,
-                    l.stats.busy_ps,
-                    l.stats.queue_ps,
-                    l.stats.credit_stall_ps,
-                )
-            })
-            .collect()
+        self.inner.link_stats().iter().map(port_row).collect()
     }
 
     /// TLP-hops and events simulated so far, and the most TLP records alive at once.

@@ -1,7 +1,7 @@
 //! `devlend._core.Scenario`: devlend-workloads' runner (streams, GPU copies and ping-pongs, fio
 //! jobs, ntb_perf, the hyper-tenant NIC on one `Machine<Cluster>`). Errors become `MachineError(kind, message, None)`.
 
-use crate::machine::MachineError;
+use crate::machine::{port_row, MachineError, PortRow};
 use crate::PyAddr;
 
 /// A lend: (device, lender, borrower, [(bar, size, borrower CPU address)]).
@@ -25,8 +25,6 @@ type Trips = (u32, f64, u64, u64, u64);
 /// One workload: (name, kind, at ps, start ps, end ps or None, bytes, fio, round trips, ntb_perf's
 /// (bytes, ps) per thread), the last three None where they do not apply.
 type Row = (String, String, u64, u64, Option<u64>, u64, Option<Fio>, Option<Trips>, Option<Vec<(u64, u64)>>);
-/// One link direction: (link, towards_down, from, to, tlps, wire bytes, payload bytes, busy ps, queue ps, credit stall ps).
-type LinkRow = (u32, bool, String, String, u64, u64, u64, u64, u64, u64);
 /// One NIC's epoch: (end ps, mean round trip ps or None, the pipeline's Gb/s after it).
 type NicEpochRow = (u64, Option<f64>, f64);
 /// One NIC: (name, packets, drops, translations, first round trip ps, mean round trip ps, the pipeline's
@@ -37,7 +35,7 @@ type NicRow = (String, u64, u64, u64, u64, f64, u64, f64, u32, Option<u64>, Vec<
 struct Scenario {
     inner: Core,
     rows: Vec<Row>,
-    links: Vec<LinkRow>,
+    links: Vec<PortRow>,
     nics: Vec<NicRow>,
 }
 
@@ -241,24 +239,7 @@ impl Scenario {
                 ))
             })
             .collect();
-        self.links = r
-            .links
-            .iter()
-            .map(|l| {
-                (
-                    l.link,
-                    l.towards_down,
-                    l.from.clone(),
-                    l.to.clone(),
-                    l.stats.tlps,
-                    l.stats.wire_bytes,
-                    l.stats.payload_bytes,
-                    l.stats.busy_ps,
-                    l.stats.queue_ps,
-                    l.stats.credit_stall_ps,
-                )
-            })
-            .collect();
+        self.links = r.links.iter().map(port_row).collect();
         Ok(())
     }
 
@@ -274,7 +255,7 @@ impl Scenario {
         self.nics.clone()
     }
 
-    fn link_stats(&self) -> Vec<LinkRow> {
+    fn link_stats(&self) -> Vec<PortRow> {
         self.links.clone()
     }
 

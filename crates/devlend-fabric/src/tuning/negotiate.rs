@@ -28,16 +28,7 @@ pub fn tags_of(bits: u32) -> u32 {
 /// The device's requester settings from its profile (`None`: a device described by functions,
 /// which has the global settings) on a host of CPU `cpu`.
 pub fn device(t: &Timing, profile: Option<&DeviceProfile>, cpu: &CpuProfile) -> DeviceTuning {
-    let base = DeviceTuning {
-        endpoint_latency_ps: t.endpoint_latency_ps,
-        max_payload: t.max_payload,
-        max_read_request: t.max_read_request,
-        read_tags: t.read_tags,
-        dma_issue_ps: t.dma_issue_ps,
-        dma_completion_ps: t.dma_completion_ps,
-        sm_to_pcie_ps: t.sm_to_pcie_ps,
-        sm_poll_ps: t.sm_poll_ps,
-    };
+    let base = DeviceTuning::global(t);
     let Some(p) = profile else { return base };
     let bits = match p.tag_bits {
         Some(10) if !cpu.tag10_completer => 8,
