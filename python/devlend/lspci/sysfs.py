@@ -28,33 +28,69 @@ def _key_of(text: str) -> Optional[Key]:
     return (int(m.group(1), 16), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4)))
 
 
-def _regular(p: str) -> bool:
-    """Whether ``p`` is a regular file; raises for anything else that exists (a directory, a FIFO,
-    a device node: sysfs attributes are regular files, and opening a FIFO would wait forever)."""
-    try:
-        mode = os.stat(p).st_mode
-    except FileNotFoundError:
-        return False
-    except OSError as e:
-        raise TopologyError(f"cannot read: {e.strerror or e}", file=p) from None
-    if stat.S_ISREG(mode):
-        return True
-    kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
-    raise TopologyError(f"{kind}: expected a sysfs attribute (a regular file)", file=p)
+class _Dir:
+    """One device directory, listed once: an attribute that is not there costs no system call, and one
+    that is costs an open, a read and a close (no stat: the listing's file types say what each entry is)."""
+
+    __slots__ = ("path", "entries", "_prefix")
+
+    def __init__(self, path: str):
+        self.path = path
+        self._prefix = path if path.endswith(os.sep) else path + os.sep
+        try:
+            with os.scandir(path) as it:
+                self.entries = {e.name: e for e in it}
+        except OSError as e:
+            raise TopologyError(f"cannot read: {e.strerror or e}", file=path) from None
+
+    def join(self, name: str) -> str:
+        return self._prefix + name  # os.path.join for the plain attribute names used here, without its cost
+
+    def regular(self, name: str) -> bool:
+        """Whether ``name`` is a regular file; raises for anything else that exists (a directory, a FIFO,
+        a device node: sysfs attributes are regular files, and opening a FIFO would wait forever)."""
+        e = self.entries.get(name)
+        if e is None:
+            return False
+        try:
+            if e.is_file():  # follows a symlink (one stat); a plain entry is answered by its listed type
+                return True
+            mode = e.stat().st_mode
+        except FileNotFoundError:  # a dangling symlink, or removed since the listing
+            return False
+        except OSError as err:
+            raise TopologyError(f"cannot read: {err.strerror or err}", file=self.join(name)) from None
+        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+        raise TopologyError(f"{kind}: expected a sysfs attribute (a regular file)", file=self.join(name))
+
+    def read(self, name: str, limit: int) -> bytes:
+        """Up to ``limit`` bytes of a file that `regular` accepted (O_NONBLOCK: never waits on a FIFO that
+        replaced it since the listing)."""
+        p = self.join(name)
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                chunks, left = [], limit
+                while left > 0:
+                    chunk = os.read(fd, left)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    left -= len(chunk)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise TopologyError(f"cannot read: {e.strerror or e}", file=p) from None
+        return b"".join(chunks)
 
 
-def _read_attr(path: str, name: str, required: bool = False) -> Optional[str]:
-    p = os.path.join(path, name)
-    if not _regular(p):
+def _read_attr(d: _Dir, name: str, required: bool = False) -> Optional[str]:
+    if not d.regular(name):
         if required:
-            raise TopologyError(f"missing: every device directory needs '{name}'", file=p) from None
+            raise TopologyError(f"missing: every device directory needs '{name}'", file=d.join(name)) from None
         return None
-    try:
-        with open(p, "rb") as fh:
-            data = fh.read(1 << 20)
-    except OSError as e:
-        raise TopologyError(f"cannot read: {e.strerror or e}", file=p) from None
-    text = decode_text(data, p)
+    p = d.join(name)
+    text = decode_text(d.read(name, 1 << 20), p)
     m = _CONTROL_RE.search(text)
     if m:
         raise TopologyError(f"unexpected control character U+{ord(m.group()):04X}: expected text", file=p,
@@ -62,20 +98,19 @@ def _read_attr(path: str, name: str, required: bool = False) -> Optional[str]:
     return text
 
 
-def _one_line(path: str, name: str, text: str, pattern: str, expected: str) -> re.Match:
-    lines = text.strip().split("\n")
-    m = re.fullmatch(pattern, lines[0].strip()) if len(lines) == 1 else None
-    if not m:
-        raise TopologyError(f"expected {expected}", file=os.path.join(path, name), line=1)
-    return m
+_HEX_RE = re.compile(r"0x[0-9a-fA-F]{1,8}")
+_DEC_RE = re.compile(r"\d{1,6}")
 
 
-def _int_attr(path: str, name: str, required: bool = False, hexa: bool = False) -> Optional[int]:
-    text = _read_attr(path, name, required)
+def _int_attr(d: _Dir, name: str, required: bool = False, hexa: bool = False) -> Optional[int]:
+    text = _read_attr(d, name, required)
     if text is None:
         return None
-    pat = r"0x[0-9a-fA-F]{1,8}" if hexa else r"\d{1,6}"
-    m = _one_line(path, name, text, pat, "a hex number such as 0x10de" if hexa else "a decimal number")
+    lines = text.strip().split("\n")
+    m = (_HEX_RE if hexa else _DEC_RE).fullmatch(lines[0].strip()) if len(lines) == 1 else None
+    if not m:
+        raise TopologyError(f"expected {'a hex number such as 0x10de' if hexa else 'a decimal number'}",
+                            file=d.join(name), line=1)
     return int(m.group(), 16 if hexa else 10)
 
 
@@ -108,9 +143,9 @@ def _parse_config(data: bytes, fn: _Fn, has_sysfs_link: bool) -> None:
         ptr = nxt
 
 
-def _sysfs_link(path: str, speed_name: str, width_name: str) -> Optional[_Link]:
-    speed_text = _read_attr(path, speed_name)
-    width = _int_attr(path, width_name)
+def _sysfs_link(d: _Dir, speed_name: str, width_name: str) -> Optional[_Link]:
+    speed_text = _read_attr(d, speed_name)
+    width = _int_attr(d, width_name)
     if speed_text is None and width is None:
         return None
     speed = None
@@ -118,34 +153,33 @@ def _sysfs_link(path: str, speed_name: str, width_name: str) -> Optional[_Link]:
         s = speed_text.strip()
         m = _SPEED_RE.match(s)
         if m:
-            speed = _float(m.group(1), Loc(os.path.join(path, speed_name), 1))
+            speed = _float(m.group(1), Loc(d.join(speed_name), 1))
         elif not s.lower().startswith("unknown"):
-            raise TopologyError("expected a link speed such as '8.0 GT/s PCIe'", file=os.path.join(path, speed_name),
-                                line=1)
+            raise TopologyError("expected a link speed such as '8.0 GT/s PCIe'", file=d.join(speed_name), line=1)
     if width is not None and width > 32:
-        raise TopologyError(f"link width {width}: PCIe links are at most x32", file=os.path.join(path, width_name), line=1)
-    return _Link(speed, width or None, Loc(os.path.join(path, speed_name if speed_text is not None else width_name), 1))
+        raise TopologyError(f"link width {width}: PCIe links are at most x32", file=d.join(width_name), line=1)
+    return _Link(speed, width or None, Loc(d.join(speed_name if speed_text is not None else width_name), 1))
 
 
-def _parse_resource(path: str, fn: _Fn, total_vfs: Optional[int]) -> list[_Bar]:
+_RESOURCE_LINE = re.compile(r"\s*(0[xX][0-9a-fA-F]+)\s+(0[xX][0-9a-fA-F]+)\s+(0[xX][0-9a-fA-F]+)\s*")
+
+
+def _parse_resource(d: _Dir, fn: _Fn, total_vfs: Optional[int]) -> list[_Bar]:
     """BARs from the resource file; returns the SR-IOV VF BAR slots (total sizes divided by Total VFs)."""
-    rpath = os.path.join(path, "resource")
-    text = _read_attr(path, "resource", required=True)
+    rpath = d.join("resource")
+    text = _read_attr(d, "resource", required=True)
     used, vf_used, slots = set(), set(), []
     for i, line in enumerate(text.split("\n")):
-        if not line.strip():
-            continue
-        loc = Loc(rpath, i + 1)
-        parts = line.split()
-        try:
-            if len(parts) != 3 or not all(p.lower().startswith("0x") for p in parts):
-                raise ValueError
-            start, end, flags = (int(p, 16) for p in parts)
-        except ValueError:
-            raise loc.error("expected three hex numbers 'START END FLAGS' such as "
-                            "'0x00000000fa000000 0x00000000faffffff 0x0000000000040200'") from None
+        m = _RESOURCE_LINE.fullmatch(line)
+        if m is None:
+            if not line.strip():
+                continue
+            raise Loc(rpath, i + 1).error("expected three hex numbers 'START END FLAGS' such as "
+                                          "'0x00000000fa000000 0x00000000faffffff 0x0000000000040200'")
+        start, end, flags = int(m[1], 16), int(m[2], 16), int(m[3], 16)
         if i == 6 or i >= 13 or not flags & IORESOURCE_MEM or start == end == 0:
             continue
+        loc = Loc(rpath, i + 1)
         if end < start:
             raise loc.error(f"resource ends ({end:#x}) before it starts ({start:#x})")
         size = end - start + 1
@@ -180,6 +214,69 @@ def _check_bus(key: Key, pkey: Key, parent: _Fn, loc: Loc) -> None:
                         f"{buses[1]:02x}-{buses[2]:02x} (secondary-subordinate in its config space)")
 
 
+def _read_function(d: _Dir, key: Key, link_target: Optional[str], tree, parent_src: dict, physfn: dict) -> _Fn:
+    """One function's directory: IDs, links, config space, SR-IOV counts, BARs, parent and PF."""
+    fn = _Fn(key, Loc(d.path))
+    cls = _int_attr(d, "class", required=True, hexa=True)
+    fn.class_code = cls >> 8
+    fn.class_text = f"class {cls >> 8:04x}"
+    vendor = _int_attr(d, "vendor", required=True, hexa=True)
+    device = _int_attr(d, "device", required=True, hexa=True)
+    fn.ids = (vendor, device)
+    fn.name = f"[{vendor:04x}:{device:04x}]"
+    fn.is_bridge = fn.class_code in (0x0604, 0x0609)
+    fn.lnksta = _sysfs_link(d, "current_link_speed", "current_link_width")
+    fn.lnkcap = _sysfs_link(d, "max_link_speed", "max_link_width")
+    if d.regular("config"):
+        _parse_config(d.read("config", 4096), fn, fn.lnksta is not None)
+        if fn.bus_numbers is not None:
+            fn.bus_loc = Loc(d.join("config"))
+    total = _int_attr(d, "sriov_totalvfs")
+    if total is not None:
+        num = _int_attr(d, "sriov_numvfs") or 0
+        sloc = Loc(d.join("sriov_numvfs"), 1)
+        if num > total:
+            raise sloc.error(f"sriov_numvfs={num} is more than sriov_totalvfs={total}")
+        if num > 255:
+            raise sloc.error(f"sriov_numvfs={num}: devlend models at most 255 VFs per function")
+        fn.sriov = _Sriov(Loc(d.join("sriov_totalvfs"), 1), total=total, num=num, counts_loc=sloc,
+                          offset=_int_attr(d, "sriov_offset"), stride=_int_attr(d, "sriov_stride"))
+    slots = _parse_resource(d, fn, total)
+    if fn.sriov is not None:
+        fn.sriov.slots = slots
+    fn.iommu = "iommu_group" in d.entries
+    ptext = _read_attr(d, "parent")
+    if ptext is not None:
+        t = ptext.strip()
+        pkey = None if t.lower() in ("", "none", "root") else _key_of(t)
+        if t.lower() not in ("", "none", "root") and pkey is None:
+            raise TopologyError("expected the parent bridge's full address such as 0000:00:02.0, "
+                                "or 'none' for a function on a root bus", file=d.join("parent"), line=1)
+        parent_src[key] = (pkey, Loc(d.join("parent"), 1))
+    elif link_target is not None:
+        comps = [c for c in link_target.replace("\\", "/").split("/") if c]
+        pkey = _key_of(comps[-2]) if len(comps) >= 2 else None
+        parent_src[key] = (pkey, Loc(d.path))
+    elif tree is not None and key in tree.devs:
+        parent_src[key] = (tree.devs[key].parent, tree.devs[key].loc)
+        fn.stray = tree.devs[key].stray
+    else:
+        parent_src[key] = (None, Loc(d.path))
+    pf = d.entries.get("physfn")
+    if pf is not None and pf.is_symlink():
+        pk = _key_of(os.path.basename(os.readlink(pf.path).rstrip("/")))
+        if pk is not None:
+            physfn[key] = (pk, Loc(pf.path))
+    else:
+        ftext = _read_attr(d, "physfn")
+        if ftext is not None:
+            pk = _key_of(ftext.strip())
+            if pk is None:
+                raise TopologyError("expected the PF's full address such as 0000:06:00.0", file=d.join("physfn"), line=1)
+            physfn[key] = (pk, Loc(d.join("physfn"), 1))
+    return fn
+
+
 def parse_sysfs(root: str, *, host_name: str = "imported", cpu: str = "intel-xeon-e5", ram: Optional[int] = None,
                 tree_text: Optional[str] = None, tree_file: str = "<tree>") -> ImportResult:
     """Turn a saved ``/sys/bus/pci/devices`` (format in the module doc) into a topology description."""
@@ -193,85 +290,23 @@ def parse_sysfs(root: str, *, host_name: str = "imported", cpu: str = "intel-xeo
     physfn: dict[Key, tuple[Key, Loc]] = {}
     ignored = []
     named: dict[Key, str] = {}
-    for entry in sorted(os.listdir(root)):
-        key = _key_of(entry)
-        path = os.path.join(root, entry)
+    for entry in sorted(_Dir(root).entries.values(), key=lambda e: e.name):
+        key = _key_of(entry.name)
         if key is None:
-            ignored.append(entry)
+            ignored.append(entry.name)
             continue
         if key in named:
             raise TopologyError(f"the same PCI address as '{named[key]}' ({_bdf(key)}): every function appears once",
-                                file=path)
-        named[key] = entry
-        link_target = os.readlink(path) if os.path.islink(path) else None
-        if not os.path.isdir(path):
+                                file=entry.path)
+        named[key] = entry.name
+        link_target = os.readlink(entry.path) if entry.is_symlink() else None
+        if not entry.is_dir():
             if link_target is not None:
                 raise TopologyError(f"a symlink to '{link_target}', which does not resolve here: save sysfs as "
-                                    "directories with a 'parent' file each (see devlend.lspci)", file=path)
-            ignored.append(entry)
+                                    "directories with a 'parent' file each (see devlend.lspci)", file=entry.path)
+            ignored.append(entry.name)
             continue
-        fn = _Fn(key, Loc(path))
-        cls = _int_attr(path, "class", required=True, hexa=True)
-        fn.class_code = cls >> 8
-        fn.class_text = f"class {cls >> 8:04x}"
-        vendor = _int_attr(path, "vendor", required=True, hexa=True)
-        device = _int_attr(path, "device", required=True, hexa=True)
-        fn.ids = (vendor, device)
-        fn.name = f"[{vendor:04x}:{device:04x}]"
-        fn.is_bridge = fn.class_code in (0x0604, 0x0609)
-        fn.lnksta = _sysfs_link(path, "current_link_speed", "current_link_width")
-        fn.lnkcap = _sysfs_link(path, "max_link_speed", "max_link_width")
-        cfg = os.path.join(path, "config")
-        if _regular(cfg):
-            with open(cfg, "rb") as fh:
-                _parse_config(fh.read(4096), fn, fn.lnksta is not None)
-            if fn.bus_numbers is not None:
-                fn.bus_loc = Loc(cfg)
-        total = _int_attr(path, "sriov_totalvfs")
-        if total is not None:
-            num = _int_attr(path, "sriov_numvfs") or 0
-            sloc = Loc(os.path.join(path, "sriov_numvfs"), 1)
-            if num > total:
-                raise sloc.error(f"sriov_numvfs={num} is more than sriov_totalvfs={total}")
-            if num > 255:
-                raise sloc.error(f"sriov_numvfs={num}: devlend models at most 255 VFs per function")
-            fn.sriov = _Sriov(Loc(os.path.join(path, "sriov_totalvfs"), 1), total=total, num=num, counts_loc=sloc,
-                              offset=_int_attr(path, "sriov_offset"), stride=_int_attr(path, "sriov_stride"))
-        slots = _parse_resource(path, fn, total)
-        if fn.sriov is not None:
-            fn.sriov.slots = slots
-        fn.iommu = os.path.lexists(os.path.join(path, "iommu_group"))
-        ppath = os.path.join(path, "parent")
-        ptext = _read_attr(path, "parent")
-        if ptext is not None:
-            t = ptext.strip()
-            pkey = None if t.lower() in ("", "none", "root") else _key_of(t)
-            if t.lower() not in ("", "none", "root") and pkey is None:
-                raise TopologyError("expected the parent bridge's full address such as 0000:00:02.0, "
-                                    "or 'none' for a function on a root bus", file=ppath, line=1)
-            parent_src[key] = (pkey, Loc(ppath, 1))
-        elif link_target is not None:
-            comps = [c for c in link_target.replace("\\", "/").split("/") if c]
-            pkey = _key_of(comps[-2]) if len(comps) >= 2 else None
-            parent_src[key] = (pkey, Loc(path))
-        elif tree is not None and key in tree.devs:
-            parent_src[key] = (tree.devs[key].parent, tree.devs[key].loc)
-            fn.stray = tree.devs[key].stray
-        else:
-            parent_src[key] = (None, Loc(path))
-        pf = os.path.join(path, "physfn")
-        if os.path.islink(pf):
-            pk = _key_of(os.path.basename(os.readlink(pf).rstrip("/")))
-            if pk is not None:
-                physfn[key] = (pk, Loc(pf))
-        else:
-            ftext = _read_attr(path, "physfn")
-            if ftext is not None:
-                pk = _key_of(ftext.strip())
-                if pk is None:
-                    raise TopologyError("expected the PF's full address such as 0000:06:00.0", file=pf, line=1)
-                physfn[key] = (pk, Loc(pf, 1))
-        fns[key] = fn
+        fns[key] = _read_function(_Dir(entry.path), key, link_target, tree, parent_src, physfn)
     if not fns:
         raise TopologyError("no PCI functions: expected directories named by address, such as 0000:3b:00.0", file=root)
     for key, (pkey, loc) in parent_src.items():
