@@ -64,24 +64,18 @@ class _Dir:
         raise TopologyError(f"{kind}: expected a sysfs attribute (a regular file)", file=self.join(name))
 
     def read(self, name: str, limit: int) -> bytes:
-        """Up to ``limit`` bytes of a file that `regular` accepted (O_NONBLOCK: never waits on a FIFO that
-        replaced it since the listing)."""
+        """Up to ``limit`` bytes of a file that `regular` accepted, in one read: a regular file (and a live
+        sysfs attribute) returns all it has up to the count asked for, so a short read is its end.
+        O_NONBLOCK: never waits on a FIFO that replaced the file since the listing."""
         p = self.join(name)
         try:
             fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             try:
-                chunks, left = [], limit
-                while left > 0:
-                    chunk = os.read(fd, left)
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
-                    left -= len(chunk)
+                return os.read(fd, limit)
             finally:
                 os.close(fd)
         except OSError as e:
             raise TopologyError(f"cannot read: {e.strerror or e}", file=p) from None
-        return b"".join(chunks)
 
 
 def _read_attr(d: _Dir, name: str, required: bool = False) -> Optional[str]:
@@ -161,6 +155,7 @@ def _sysfs_link(d: _Dir, speed_name: str, width_name: str) -> Optional[_Link]:
     return _Link(speed, width or None, Loc(d.join(speed_name if speed_text is not None else width_name), 1))
 
 
+_UNUSED_RESOURCE = "0x0000000000000000 0x0000000000000000 0x0000000000000000"
 _RESOURCE_LINE = re.compile(r"\s*(0[xX][0-9a-fA-F]+)\s+(0[xX][0-9a-fA-F]+)\s+(0[xX][0-9a-fA-F]+)\s*")
 
 
@@ -170,6 +165,8 @@ def _parse_resource(d: _Dir, fn: _Fn, total_vfs: Optional[int]) -> list[_Bar]:
     text = _read_attr(d, "resource", required=True)
     used, vf_used, slots = set(), set(), []
     for i, line in enumerate(text.split("\n")):
+        if line == _UNUSED_RESOURCE:  # most lines: an unused slot, skipped below anyway
+            continue
         m = _RESOURCE_LINE.fullmatch(line)
         if m is None:
             if not line.strip():
