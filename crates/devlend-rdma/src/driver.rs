@@ -51,7 +51,9 @@ pub fn on_machine<T>(f: &mut Fabric, engine: Option<&Rc<RefCell<DmaEngine>>>, go
     out
 }
 
-/// Run `m` until nothing is left to happen; its failure as the library's error.
+/// Run `m` until nothing is left to happen; its failure as the library's error. A thread on it
+/// fails with the engine's own errors or with an [`RdmaError`] (boxed in `ThreadError::Other`);
+/// any other error of a thread is its spawner's bug, and panics here.
 pub fn run<W: World>(m: &mut Machine<W>) -> RResult<()> {
     let e = match m.run() {
         Ok(()) => return Ok(()),
