@@ -11,6 +11,7 @@ pub mod pingpong;
 
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
+use devlend_rdma::error::ToolError;
 use devlend_rdma::node::{Node, Pinned};
 use devlend_rdma::pio::Mapping;
 use devlend_rdma::shmem::Pe;
@@ -24,7 +25,7 @@ pub const NTB_B: &str = "nt-link";
 pub const DMA: &str = "plx-dma";
 
 pub fn testbed(json: &str) -> RResult<(Fabric, Pair)> {
-    let mut f = devlend_fabric::build_json(json).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+    let mut f = devlend_fabric::build_json(json)?;
     let pair = handshake(&mut f, NTB_A, NTB_B, BUF_RAM_OFFSET, BUF_SIZE, Some(DMA))?;
     Ok((f, pair))
 }
@@ -38,7 +39,7 @@ pub fn parse_method(s: &str) -> RResult<Method> {
             .and_then(|n| n.parse().ok())
             .filter(|n| *n > 0)
             .map(Method::SgDma)
-            .ok_or_else(|| RdmaError::Invalid(format!("unknown method '{s}': memcpy, block or sgN"))),
+            .ok_or_else(|| ToolError::UnknownMethod { method: s.to_string() }.into()),
     }
 }
 
@@ -52,10 +53,7 @@ pub fn sweep(json: &str, methods: &[&str], sizes: &[u64], mapping: Option<Mappin
     let published = pair.b.node.peer.expect("handshake done");
     let peer = published.phys;
     if let Some(bad) = sizes.iter().find(|s| **s == 0 || **s > published.size) {
-        return Err(RdmaError::Invalid(format!(
-            "transfer size {bad}: expected 1 to {} bytes (the peer's published buffer behind the NTB window)",
-            published.size
-        )));
+        return Err(ToolError::TransferSize { size: *bad, max: published.size }.into());
     }
     let mut rows = Vec::new();
     for m in methods {
@@ -65,7 +63,7 @@ pub fn sweep(json: &str, methods: &[&str], sizes: &[u64], mapping: Option<Mappin
             let t = pair.b.put(&mut f, peer, &data, how)?;
             let landed = f.read(Requester::Cpu(pair.a.node.host), peer, size as usize).0;
             if landed != data {
-                return Err(RdmaError::Fabric(format!("{m} {size} B: host A's buffer does not hold the data")));
+                return Err(ToolError::NotHeld { method: m.to_string(), size }.into());
             }
             rows.push((m.to_string(), size, t));
         }
@@ -100,36 +98,33 @@ pub struct PerfSpec {
 /// Linux's limit on `chunk_order` (MAX_CHUNK_ORDER: no chunk larger than 1 MiB).
 pub const MAX_CHUNK_ORDER: u32 = 20;
 
+/// devlend's limit on `total_order` (1 TiB copied).
+pub const MAX_TOTAL_ORDER: u32 = 40;
+
 /// The NT adapter of host `from` whose peer sits in host `to`.
 fn ntb_between(f: &Fabric, from: &str, to: &str) -> RResult<u32> {
-    let host = |n: &str| f.host_id(n).map_err(|e| RdmaError::Invalid(e.to_string()));
-    let (a, b) = (host(from)?, host(to)?);
+    let (a, b) = (f.host_id(from)?, f.host_id(to)?);
     let found = f.ntbs.iter().enumerate().find(|(_, n)| n.host == a && n.peer.is_some_and(|p| f.ntbs[p as usize].host == b));
-    found.map(|(i, _)| i as u32).ok_or_else(|| RdmaError::Invalid(format!("no NTB joins host {from} to host {to}")))
+    found.map(|(i, _)| i as u32).ok_or_else(|| ToolError::NoNtbBetween { from: from.to_string(), to: to.to_string() }.into())
 }
 
 /// The handshake between the two ends of the NTB joining `runner` to `peer`, on the topology
 /// `json`: each end's buffer (at [`BUF_RAM_OFFSET`] of its RAM, the size of the window or
 /// `max_mw_size`) behind the last direct memory window. Pair `a` is the peer, `b` the runner.
 pub fn ends(json: &str, runner: &str, peer: &str, max_mw_size: Option<u64>) -> RResult<(Fabric, Pair)> {
-    let mut f = devlend_fabric::build_json(json).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+    let mut f = devlend_fabric::build_json(json)?;
     let (nb, na) = (ntb_between(&f, runner, peer)?, ntb_between(&f, peer, runner)?);
     if f.hosts[f.ntbs[na as usize].host as usize].iommu {
-        return Err(RdmaError::Invalid(format!(
-            "peer: {peer} has its IOMMU on; ntb_perf and ntb_pingpong here map the buffers by physical address, so they need hosts with the IOMMU off"
-        )));
+        return Err(ToolError::PeerIommu { peer: peer.to_string() }.into());
     }
     let windows = &f.ntbs[nb as usize].windows;
-    let widx = (0..windows.len())
-        .rev()
-        .find(|&i| windows[i].lut_segments == 0)
-        .ok_or_else(|| RdmaError::Invalid(format!("{} has no direct memory window", f.ntbs[nb as usize].name)))?;
+    let widx =
+        (0..windows.len()).rev().find(|&i| windows[i].lut_segments == 0).ok_or_else(|| ToolError::NoDirectWindow { ntb: f.ntbs[nb as usize].name.clone() })?;
     let size = windows[widx].size.min(max_mw_size.unwrap_or(u64::MAX));
     let mut open = |ntb: u32| -> RResult<Node> {
         let h = &f.hosts[f.ntbs[ntb as usize].host as usize];
         let at = |off: u64| f.ram_offset_to_phys(h, off).filter(|p| h.in_ram(p + size + 0x2000 - 1));
-        let phys = at(BUF_RAM_OFFSET)
-            .ok_or_else(|| RdmaError::Invalid(format!("host {} has no {size} contiguous bytes of RAM at offset {BUF_RAM_OFFSET:#x}", h.name)))?;
+        let phys = at(BUF_RAM_OFFSET).ok_or_else(|| RdmaError::NotContiguous { host: h.name.clone(), offset: BUF_RAM_OFFSET, size })?;
         Node::open_at(&mut f, ntb, widx, Pinned { phys, size }, Pinned { phys: phys + size, size: 0x2000 })
     };
     let (mut a, mut b) = (open(na)?, open(nb)?);
@@ -146,11 +141,9 @@ pub fn ends(json: &str, runner: &str, peer: &str, max_mw_size: Option<u64>) -> R
 /// ntb_perf from host `runner` into host `peer`'s window over the NTB joining them, on the
 /// topology `json`.
 pub fn ntb_perf(json: &str, runner: &str, peer: &str, s: &PerfSpec) -> RResult<perf::Perf> {
-    if s.chunk_order > MAX_CHUNK_ORDER || s.total_order < s.chunk_order || s.total_order > 40 {
-        return Err(RdmaError::Invalid(format!(
-            "chunk_order {} and total_order {}: expected chunk_order <= {MAX_CHUNK_ORDER} and chunk_order <= total_order <= 40",
-            s.chunk_order, s.total_order
-        )));
+    if s.chunk_order > MAX_CHUNK_ORDER || s.total_order < s.chunk_order || s.total_order > MAX_TOTAL_ORDER {
+        let (chunk_order, total_order) = (s.chunk_order, s.total_order);
+        return Err(ToolError::Orders { chunk_order, total_order, max_chunk: MAX_CHUNK_ORDER, max_total: MAX_TOTAL_ORDER }.into());
     }
     let (mut f, mut pair) = ends(json, runner, peer, s.max_mw_size)?;
     if s.use_dma {
@@ -160,7 +153,7 @@ pub fn ntb_perf(json: &str, runner: &str, peer: &str, s: &PerfSpec) -> RResult<p
             .iter()
             .find(|d| d.profile.as_deref() == Some(DMA_PROFILE) && f.func_id(&d.name).is_ok_and(|x| f.func_host(x) == host))
             .map(|d| d.name.clone());
-        let dma = dma.ok_or_else(|| RdmaError::NoDmaEngine(format!("host {runner} has no function with the {DMA_PROFILE} profile: no DMA channel")))?;
+        let dma = dma.ok_or_else(|| ToolError::NoDmaFunction { host: runner.to_string(), profile: DMA_PROFILE })?;
         let p = &devlend_rdma::params::params().ntb_dma;
         pair.b.attach_dma_with(&mut f, &dma, s.channels.unwrap_or(p.channels), s.outstanding_reads.unwrap_or(p.outstanding_reads))?;
     }

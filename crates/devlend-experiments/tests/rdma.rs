@@ -2,6 +2,8 @@
 //! setup dropped): R1/R2's sweep, ntb_perf and ntb_pingpong.
 
 use devlend_experiments::rdma::{self as bench, testbed, PerfSpec};
+use devlend_fabric::FabricError;
+use devlend_rdma::error::ToolError;
 use devlend_rdma::node::link_down;
 use devlend_rdma::RdmaError;
 
@@ -50,13 +52,23 @@ fn ntb_perf_cpu_and_dma_land_in_the_peer_and_report_mbps() {
 fn ntb_perf_bad_parameters_are_clear_errors() {
     // chunk over the 1 MiB window, chunk over Linux's 1 MiB limit, total under a chunk, 0 and 33
     // threads, two threads' parts smaller than a chunk.
-    let bad = [(20, 22, 2), (21, 22, 1), (12, 10, 1), (12, 20, 0), (12, 20, 33), (20, 20, 2)];
-    for (chunk, total, threads) in bad {
+    // Each names the value given and what is accepted.
+    let orders = |chunk_order, total_order| ToolError::Orders { chunk_order, total_order, max_chunk: 20, max_total: 40 };
+    let half = ToolError::Chunk { chunk: 1 << 20, part: 1 << 19, window: 1 << 20, threads: 2 };
+    let bad = [
+        ((20, 22, 2), half.clone()),
+        ((21, 22, 1), orders(21, 22)),
+        ((12, 10, 1), orders(12, 10)),
+        ((12, 20, 0), ToolError::Threads { threads: 0, max: 32 }),
+        ((12, 20, 33), ToolError::Threads { threads: 33, max: 32 }),
+        ((20, 20, 2), half),
+    ];
+    for ((chunk, total, threads), want) in bad {
         let e = perf(chunk, total, false, threads, None).unwrap_err();
-        assert!(matches!(e, RdmaError::Invalid(_)), "{e}");
+        assert_eq!(e, RdmaError::Tool(want), "{e}");
     }
     let e = perf(12, 20, true, 2, None).unwrap_err();
-    assert!(matches!(e, RdmaError::NoDmaEngine(_)) && e.to_string().contains("DMA channel"), "{e}");
+    assert!(matches!(e, RdmaError::Tool(ToolError::TooFewChannels { threads: 2, channels: 1, .. })) && e.to_string().contains("DMA channel"), "{e}");
     let e = bench::ntb_perf(
         J,
         "host-b",
@@ -64,7 +76,7 @@ fn ntb_perf_bad_parameters_are_clear_errors() {
         &PerfSpec { use_dma: false, threads_count: 1, chunk_order: 12, total_order: 20, max_mw_size: None, channels: None, outstanding_reads: None },
     )
     .unwrap_err();
-    assert!(matches!(e, RdmaError::Invalid(_)) && e.to_string().contains("host-c"), "{e}");
+    assert!(matches!(&e, RdmaError::Fabric(FabricError::UnknownName(_))) && e.to_string().contains("host-c"), "{e}");
 }
 
 #[test]
@@ -77,7 +89,9 @@ fn ntb_pingpong_bounces_the_counter_and_shifts_the_doorbell() {
     let slow = bench::ntb_pingpong(J, "host-a", "host-b", 2, 1, 1_000_000).unwrap();
     assert_eq!(slow.round_trip_ps, r.round_trip_ps + 2_000_000);
     for (pings, init) in [(0, 1), (4, 0), (4, 1 << 16)] {
-        assert!(matches!(bench::ntb_pingpong(J, "host-a", "host-b", pings, init, 0), Err(RdmaError::Invalid(_))));
+        let e = bench::ntb_pingpong(J, "host-a", "host-b", pings, init, 0).unwrap_err();
+        let want = if pings == 0 { ToolError::NoPings } else { ToolError::InitDb { init_db: init, valid_bits: 16, valid: 0xffff } };
+        assert_eq!(e, RdmaError::Tool(want), "{e}");
     }
 }
 
@@ -86,5 +100,5 @@ fn ntb_pingpong_over_a_link_that_is_down_fails_cleanly() {
     let (mut f, p) = testbed(J).unwrap();
     link_down(&mut f, "nt-link").unwrap();
     let e = devlend_experiments::rdma::pingpong::run(&mut f, &p.a.node, &p.b.node, 4, 1, 0).unwrap_err();
-    assert!(matches!(e, RdmaError::LinkDown(_)), "{e}");
+    assert_eq!(e, RdmaError::LinkDown { ntb: "nt-virtual".into(), cabled: true, ping: None }, "refused before the first ping: {e}");
 }

@@ -29,6 +29,7 @@ pub mod ntb;
 pub mod ntb_api;
 pub mod params;
 pub mod programmed;
+pub mod report;
 pub mod route;
 pub mod show;
 pub mod spec;

@@ -167,28 +167,10 @@ impl Fabric {
         }
     }
 
-    /// One sentence for a failure, naming the component, host and address.
+    /// One sentence for a failure, naming the component, host and address (its
+    /// [`crate::report::FailureReport`]'s text).
     pub fn describe_failure(&self, f: &Failure) -> String {
-        match *f {
-            Failure::Iommu { host, fault } => format!("IOMMU fault in host {}: {} at {:#x} by {}", self.hosts[host as usize].name, fault.reason.describe(), fault.addr, fault.requester),
-            Failure::Unsupported { node, host, addr, why } => {
-                let n = &self.nodes[node as usize];
-                format!("unsupported request at {}.{} in host {} for {addr:#x}: {why}", n.component, n.port, self.hosts[host as usize].name)
-            }
-            Failure::BusMasterOff { func } => format!("{} has Bus Master Enable cleared in its command register", self.funcs[func as usize].name),
-            Failure::RidLutMiss { ntb, rid } => format!("{} rejected a TLP from {rid}: no requester-ID LUT entry", self.ntbs[ntb as usize].name),
-            Failure::NtbUnmapped { ntb, window, offset } => format!("{} window {window} offset {offset:#x} has no translation on the peer", self.ntbs[ntb as usize].name),
-            Failure::NtbLinkDown { ntb } => format!("{}: NTB link is down", self.ntbs[ntb as usize].name),
-            Failure::RoutingLoop { ntb, window, host, addr } => format!("routing loop: the TLP for {addr:#x} in host {} came back to {} window {window}, which it had already crossed (NTB translations lead back into each other)", self.hosts[host as usize].name, self.ntbs[ntb as usize].name),
-            Failure::BarOverRam { host, addr, func, bar } => format!("{addr:#x} in host {} is claimed by both RAM and {} BAR {bar}: delivered to neither", self.hosts[host as usize].name, self.funcs[func as usize].name),
-            Failure::Interrupt { host, rid, addr, fault } => format!("interrupt remapping fault in host {}: {} (MSI write to {addr:#x} by {rid})", self.hosts[host as usize].name, fault.describe()),
-            Failure::PortDown { node } => {
-                let n = &self.nodes[node as usize];
-                format!("the link above {}.{} is down: requests through it end as Unsupported Requests, posted writes are dropped", n.component, n.port)
-            }
-            Failure::Unresponsive { func } => format!("{} does not answer: the completion timeout expired (posted writes to it are lost)", self.funcs[func as usize].name),
-            Failure::Poisoned { func } => format!("poisoned completion (EP) to or from {}: the data was discarded and reported through AER", self.funcs[func as usize].name),
-        }
+        self.failure_report(f).to_string()
     }
 
     pub fn failure_json(&self, f: &Failure) -> Value {

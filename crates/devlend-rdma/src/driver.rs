@@ -10,7 +10,7 @@
 //! wake the caller. Every store, read and interrupt travels on the machine's links.
 
 use crate::dma::{self, Desc, DmaEngine};
-use crate::error::{RResult, RdmaError};
+use crate::error::{DmaStop, RResult, RdmaError, RunFailure};
 use crate::params::params;
 use crate::shmem::Timing;
 use devlend_engine::machine::{Machine, MachineError, Thread, ThreadError, World};
@@ -51,20 +51,38 @@ pub fn on_machine<T>(f: &mut Fabric, engine: Option<&Rc<RefCell<DmaEngine>>>, go
     out
 }
 
-/// A machine's error as the library's: a DMA error from a driver thread stays one.
-pub fn machine_error(e: MachineError) -> RdmaError {
-    match e {
-        MachineError::Thread { error, .. } => match *error {
+/// Run `m` until nothing is left to happen; its failure as the library's error. A thread on it
+/// fails with the engine's own errors or with an [`RdmaError`] (boxed in `ThreadError::Other`);
+/// any other error of a thread is its spawner's bug, and panics here.
+pub fn run<W: World>(m: &mut Machine<W>) -> RResult<()> {
+    let e = match m.run() {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    let mut w = m.world();
+    Err(machine_error(e, w.fabric()))
+}
+
+/// A machine's error as the library's, the fabric's failures described from `f`: a thread's own
+/// error is an [`RdmaError`] (the library's threads, and those of the tools on its machines,
+/// fail with nothing else), and `Machine::run` reports no workload's set-up error.
+fn machine_error(e: MachineError, f: &Fabric) -> RdmaError {
+    let (thread, failure) = match e {
+        MachineError::Thread { thread, error } => match *error {
             ThreadError::Other(inner) => match inner.downcast::<RdmaError>() {
-                Ok(r) => *r,
-                Err(other) => RdmaError::Fabric(other.to_string()),
+                Ok(r) => return *r,
+                Err(other) => panic!("thread {thread} failed with an error that is not an RdmaError: {other}"),
             },
-            ThreadError::Access { message, .. } => RdmaError::Fabric(message),
-            other => RdmaError::Fabric(other.to_string()),
+            ThreadError::Access { addr, failure, .. } => (thread, RunFailure::Access { addr, route: f.failure_report(&failure) }),
+            ThreadError::TooLarge { addr, len, .. } => (thread, RunFailure::TooLarge { addr, len }),
+            ThreadError::HostCrashed { host, at, .. } => (thread, RunFailure::HostCrashed { host, at }),
         },
-        MachineError::Stuck { waiting_for, .. } => RdmaError::Fabric(format!("the DMA call never ended: it waits for {waiting_for}")),
-        other => RdmaError::Fabric(other.to_string()),
-    }
+        MachineError::Stuck { thread, waiting_for, at } => (thread, RunFailure::Stuck { waiting_for, at }),
+        MachineError::Unreachable { workload, .. } | MachineError::Invalid { workload, .. } => {
+            panic!("workload {workload}: the library's machines run no workload, so no workload's error reaches them")
+        }
+    };
+    RdmaError::Run { thread, failure }
 }
 
 /// The channel registers a call programs, as 32-bit uncached stores (START last).
@@ -137,7 +155,7 @@ fn check_status<W: World>(t: &mut Thread<'_, W>, r: Regs) -> RResult<()> {
         return Ok(());
     }
     let bytes_done = dma::reg_read(f, r.func, r.offset + dma::BYTES_DONE, 8);
-    Err(RdmaError::Dma { descriptor: (status >> 8) as usize, bytes_done, message: String::new() })
+    Err(RdmaError::Dma { descriptor: (status >> 8) as usize, bytes_done, stop: DmaStop::Status })
 }
 
 /// The busiest link direction's time spent serialising TLPs during the run, in ps.
@@ -153,6 +171,35 @@ pub fn thread_ps<W: World>(m: &Machine<W>, ids: &[usize]) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use devlend_fabric::route::Failure;
+
+    const J: &str = include_str!("../tests/pex8749-rdma.json");
+
+    #[test]
+    fn a_thread_that_waits_for_ever_or_reads_nowhere_is_a_typed_run_failure() {
+        let mut f = devlend_fabric::build_json(J).unwrap();
+        let e = on_machine(&mut f, None, |m| {
+            m.spawn("waiter", 0, |t| {
+                t.wait_until("what never comes", |_: &mut Fabric| false);
+                Ok(())
+            });
+            run(m)
+        })
+        .unwrap_err();
+        let RdmaError::Run { thread, failure: RunFailure::Stuck { waiting_for, .. } } = &e else { panic!("{e:?}") };
+        assert_eq!((thread.as_str(), waiting_for.as_str()), ("waiter", "what never comes"));
+        // A CPU read of an address no RAM or device decodes: the fabric's failure, with its names.
+        let host = f.host_id("host-a").unwrap();
+        let e = on_machine(&mut f, None, |m| {
+            m.spawn("reader", 0, move |t| t.cpu_read(host, 1 << 60, 4).map(|_| ()));
+            run(m)
+        })
+        .unwrap_err();
+        let RdmaError::Run { thread, failure: RunFailure::Access { addr, route } } = &e else { panic!("{e:?}") };
+        assert_eq!((thread.as_str(), *addr, route.host.as_deref()), ("reader", 1 << 60, Some("host-a")));
+        assert!(matches!(route.failure, Failure::Unsupported { .. }), "{route:?}");
+        assert!(e.to_string().starts_with("thread reader: access at 0x1000000000000000 failed: unsupported request"), "{e}");
+    }
 
     #[test]
     fn the_driver_programs_as_many_registers_as_params_say() {

@@ -13,7 +13,7 @@ const HALF: u64 = 512 << 10;
 
 /// The 003 testbed after the handshake, host B's DMA engine with `channels` channels of `reads`.
 fn testbed_with(json: &str, channels: Option<u32>, reads: Option<u64>) -> RResult<(Fabric, Pair)> {
-    let mut f = devlend_fabric::build_json(json).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+    let mut f = devlend_fabric::build_json(json)?;
     let mut pair = handshake(&mut f, "nt-virtual", "nt-link", 0x1000_0000, 1 << 20, None)?;
     pair.b.attach_dma_with(&mut f, "plx-dma", channels.unwrap_or(1), reads.unwrap_or(1))?;
     Ok((f, pair))

@@ -1,68 +1,210 @@
-//! Errors of the RDMA library: every bad input of issue 6 is one of these, never a panic.
+//! Errors of the RDMA library and of the tools built on it (devlend-experiments' Figs 8-9 sweep,
+//! ntb_perf and ntb_pingpong): every bad input of issue 6 is one of these, never a panic. Each
+//! carries its context as values (names, addresses, sizes, the value given and what is accepted);
+//! a failure of the fabric below is kept as the fabric's own value ([`FabricError`], [`SpecError`],
+//! [`FailureReport`]) and is the error's `source`.
 
+use devlend_engine::queue::Ps;
+use devlend_fabric::report::FailureReport;
+use devlend_fabric::{FabricError, SpecError};
 use std::fmt;
+
+mod tool;
+pub use tool::ToolError;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RdmaError {
     /// The peer has not published a buffer, or the address is outside the one it published.
-    NotPublished {
-        addr: u64,
-        len: u64,
-        published: Option<(u64, u64)>,
-    },
+    NotPublished { addr: u64, len: u64, published: Option<(u64, u64)> },
     /// The access runs past the peer's window (its published buffer or the NTB BAR, the smaller).
-    ExceedsWindow {
-        offset: u64,
-        len: u64,
-        window: u64,
-    },
+    ExceedsWindow { offset: u64, len: u64, window: u64 },
     /// A descriptor points outside registered memory (local buffer or the peer's window).
-    OutsideRegistered {
-        descriptor: usize,
-        addr: u64,
-        len: u64,
-    },
-    /// The NTB link is down: no doorbell, scratchpad or window reaches the peer.
-    LinkDown(String),
+    OutsideRegistered { descriptor: usize, addr: u64, len: u64 },
+    /// `len` bytes at `offset` of this host's own buffer of `size` bytes run past its end.
+    ExceedsBuffer { offset: u64, len: u64, size: u64 },
+    /// The link of NT adapter `ntb` is down: no doorbell, scratchpad or window reaches the peer.
+    /// `cabled` false: it has no peer at all; true: its link is disabled (`ntb_link_disable`).
+    /// `ping`: the ntb_pingpong ping it stopped.
+    LinkDown { ntb: String, cabled: bool, ping: Option<usize> },
     /// The DMA channel stopped with an error status; `bytes_done` landed before it stopped.
-    Dma {
-        descriptor: usize,
-        bytes_done: u64,
-        message: String,
-    },
-    /// A CPU access failed on the fabric (recorded there as an event).
-    Fabric(String),
-    NoDmaEngine(String),
+    Dma { descriptor: usize, bytes_done: u64, stop: DmaStop },
+    /// A call into the fabric failed (an unknown name, a window it refuses).
+    Fabric(FabricError),
+    /// The topology description does not build.
+    Topology(SpecError),
+    /// `addr` cannot be reached: `failure` is where the fabric refused it.
+    Route { addr: u64, failure: FailureReport },
+    /// A thread of the run on the machine failed, or waited for what never came.
+    Run { thread: String, failure: RunFailure },
+    /// Operation `operation` of a run never ended.
+    NeverEnded { operation: usize },
+    /// Host `host` has no DMA channel attached.
+    NoDmaEngine { host: u16 },
     /// A DMA engine asked for with `channels` channels, where the engine has 1 to `max`.
-    DmaChannels {
-        channels: u32,
-        max: u32,
-    },
+    DmaChannels { channels: u32, max: u32 },
     /// A DMA channel asked to keep no read in flight.
     NoOutstandingReads,
-    Invalid(String),
+    /// More transfer queues than the engine has channels.
+    TooManyQueues { queues: usize, channels: usize },
+    /// A scatter-gather list longer than a channel's slice of the descriptor ring holds (`fit`).
+    RingFull { descriptors: usize, fit: u64 },
+    /// A block-mode transfer given other than one descriptor.
+    BlockDescriptors { descriptors: usize },
+    /// Function `function` is not in host `host`, which drives it.
+    NotInHost { function: String, host: u16 },
+    /// Function `function` has no BAR `bar`.
+    NoBar { function: String, bar: u8 },
+    /// NT adapter `ntb` has no BAR 0 of at least `span` bytes for its NT registers.
+    NoControlBar { ntb: String, span: u64 },
+    /// Host `host` has no RAM at `offset` of its RAM for the `what` (buffer, descriptor ring).
+    NoRam { host: String, offset: u64, what: &'static str },
+    /// `size` bytes at `offset` of host `host`'s RAM are not one contiguous region.
+    NotContiguous { host: String, offset: u64, size: u64 },
+    /// A check of one of the tools built on the library.
+    Tool(ToolError),
 }
 
-impl fmt::Display for RdmaError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RdmaError::NotPublished { addr, len, published: None } => write!(f, "address {addr:#x}+{len:#x}: the peer has not published a buffer"),
-            RdmaError::NotPublished { addr, len, published: Some((a, s)) } => {
-                write!(f, "address {addr:#x}+{len:#x} is outside the buffer the peer published ({a:#x}+{s:#x})")
-            }
-            RdmaError::ExceedsWindow { offset, len, window } => write!(f, "{len} bytes at offset {offset:#x} run past the peer's window of {window} bytes"),
-            RdmaError::OutsideRegistered { descriptor, addr, len } => {
-                write!(f, "descriptor {descriptor} ({addr:#x}+{len:#x}) points outside registered memory")
-            }
-            RdmaError::LinkDown(m) => write!(f, "NTB link is down: {m}"),
-            RdmaError::Dma { descriptor, bytes_done, message } => write!(f, "DMA channel error at descriptor {descriptor} after {bytes_done} bytes: {message}"),
-            RdmaError::DmaChannels { channels, max } => write!(f, "{channels} DMA channels: the engine has 1 to {max}"),
-            RdmaError::NoOutstandingReads => write!(f, "outstanding_reads must be at least 1"),
-            RdmaError::Fabric(m) | RdmaError::NoDmaEngine(m) | RdmaError::Invalid(m) => write!(f, "{m}"),
+/// Why a DMA channel stopped, as far as its caller has looked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DmaStop {
+    /// Only the channel's status register has been read.
+    Status,
+    /// The channel found the descriptor invalid.
+    InvalidDescriptor,
+    /// A TLP of the transfer was refused on the fabric.
+    Route(FailureReport),
+}
+
+/// How a thread of a run failed (the engine's `MachineError` and `ThreadError`, as values).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunFailure {
+    /// A CPU access at `addr` failed on the fabric: `route` says where.
+    Access { addr: u64, route: FailureReport },
+    /// A CPU access of `len` bytes at `addr`, larger than the machine moves in one call.
+    TooLarge { addr: u64, len: u64 },
+    /// The thread's host `host` crashed at `at`: the thread stopped there.
+    HostCrashed { host: String, at: Ps },
+    /// Nothing was left to happen at `at` while the thread waited for `waiting_for`.
+    Stuck { waiting_for: String, at: Ps },
+}
+
+impl From<FabricError> for RdmaError {
+    /// A link that is down stays a link that is down; any other refusal is the fabric's.
+    fn from(e: FabricError) -> RdmaError {
+        match e {
+            FabricError::LinkDown { ntb, cabled } => RdmaError::LinkDown { ntb, cabled, ping: None },
+            e => RdmaError::Fabric(e),
         }
     }
 }
 
-impl std::error::Error for RdmaError {}
+impl From<ToolError> for RdmaError {
+    fn from(e: ToolError) -> RdmaError {
+        RdmaError::Tool(e)
+    }
+}
+
+impl From<SpecError> for RdmaError {
+    fn from(e: SpecError) -> RdmaError {
+        RdmaError::Topology(e)
+    }
+}
+
+impl fmt::Display for RdmaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use RdmaError::*;
+        match self {
+            NotPublished { addr, len, published: None } => write!(f, "address {addr:#x}+{len:#x}: the peer has not published a buffer"),
+            NotPublished { addr, len, published: Some((a, s)) } => {
+                write!(f, "address {addr:#x}+{len:#x} is outside the buffer the peer published ({a:#x}+{s:#x})")
+            }
+            ExceedsWindow { offset, len, window } => write!(f, "{len} bytes at offset {offset:#x} run past the peer's window of {window} bytes"),
+            OutsideRegistered { descriptor, addr, len } => write!(f, "descriptor {descriptor} ({addr:#x}+{len:#x}) points outside registered memory"),
+            ExceedsBuffer { offset, len, size } => write!(f, "{len} bytes at offset {offset:#x} run past the local buffer of {size} bytes"),
+            LinkDown { ntb, cabled, ping } => link_down(f, ntb, *cabled, *ping),
+            Dma { descriptor, bytes_done, stop } => {
+                write!(f, "DMA channel error at descriptor {descriptor} after {bytes_done} bytes")?;
+                match stop {
+                    DmaStop::Status => Ok(()),
+                    DmaStop::InvalidDescriptor => write!(f, ": invalid descriptor"),
+                    DmaStop::Route(r) => write!(f, ": {r}"),
+                }
+            }
+            Fabric(e) => write!(f, "{e}"),
+            Topology(e) => write!(f, "{e}"),
+            Route { addr, failure } => write!(f, "{addr:#x} cannot be reached: {failure}"),
+            Run { thread, failure } => run_failure(f, thread, failure),
+            NeverEnded { operation } => write!(f, "operation {operation} never ended"),
+            NoDmaEngine { host } => write!(f, "host {host} has no DMA channel attached"),
+            DmaChannels { channels, max } => write!(f, "{channels} DMA channels: the engine has 1 to {max}"),
+            NoOutstandingReads => write!(f, "outstanding_reads must be at least 1"),
+            TooManyQueues { queues, channels } => write!(f, "{queues} transfer queues for {channels} DMA channel(s): each channel runs one queue"),
+            RingFull { descriptors, fit } => write!(f, "{descriptors} descriptors do not fit the descriptor ring ({fit} per channel)"),
+            BlockDescriptors { descriptors } => write!(f, "block mode takes exactly one descriptor, not {descriptors}"),
+            NotInHost { function, .. } => write!(f, "{function} is not in this host"),
+            NoBar { function, bar } => write!(f, "{function} has no BAR {bar}"),
+            NoControlBar { ntb, span } => write!(f, "{ntb}: no control BAR 0 of {span:#x} bytes for the NT registers"),
+            NoRam { host, offset, what } => write!(f, "host {host} has no RAM at offset {offset:#x} for the {what}"),
+            NotContiguous { host, offset, size } => write!(f, "buffer of {size} bytes at RAM offset {offset:#x} is not contiguous in host {host}"),
+            Tool(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+fn link_down(f: &mut fmt::Formatter<'_>, ntb: &str, cabled: bool, ping: Option<usize>) -> fmt::Result {
+    write!(f, "NTB link is down: ")?;
+    if let Some(i) = ping {
+        write!(f, "ping {i}: ")?;
+    }
+    if cabled {
+        write!(f, "{ntb}: the link is disabled (ntb_link_disable): nothing reaches the other host")
+    } else {
+        write!(f, "{ntb} has no peer: nothing reaches the other host")
+    }
+}
+
+fn run_failure(f: &mut fmt::Formatter<'_>, thread: &str, failure: &RunFailure) -> fmt::Result {
+    match failure {
+        RunFailure::Access { addr, route } => write!(f, "thread {thread}: access at {addr:#x} failed: {route}"),
+        RunFailure::TooLarge { addr, len } => {
+            write!(f, "thread {thread}: a CPU access of {len} bytes at {addr:#x} is larger than the machine moves in one call")
+        }
+        RunFailure::HostCrashed { host, at } => write!(f, "thread {thread}: host {host} crashed at {:.3} us; the thread stopped there", *at as f64 / 1e6),
+        RunFailure::Stuck { waiting_for, .. } => write!(f, "thread {thread} never ended: it waits for {waiting_for}"),
+    }
+}
+
+impl std::error::Error for RdmaError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RdmaError::Fabric(e) => Some(e),
+            RdmaError::Topology(e) => Some(e),
+            RdmaError::Route { failure, .. } => Some(failure),
+            RdmaError::Dma { stop: DmaStop::Route(r), .. } => Some(r),
+            RdmaError::Run { failure: RunFailure::Access { route, .. }, .. } => Some(route),
+            _ => None,
+        }
+    }
+}
 
 pub type RResult<T> = Result<T, RdmaError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    #[test]
+    fn a_fabric_link_down_stays_a_link_down_and_other_refusals_are_the_fabric_s_source() {
+        let down = RdmaError::from(FabricError::LinkDown { ntb: "nt-link".into(), cabled: false });
+        assert_eq!(down, RdmaError::LinkDown { ntb: "nt-link".into(), cabled: false, ping: None });
+        assert_eq!(down.to_string(), "NTB link is down: nt-link has no peer: nothing reaches the other host");
+        let ping = RdmaError::LinkDown { ntb: "nt-link".into(), cabled: true, ping: Some(3) };
+        assert_eq!(ping.to_string(), "NTB link is down: ping 3: nt-link: the link is disabled (ntb_link_disable): nothing reaches the other host");
+        let unknown = FabricError::UnknownName("no function named 'x'".into());
+        let e = RdmaError::from(unknown.clone());
+        assert_eq!(e, RdmaError::Fabric(unknown.clone()));
+        assert_eq!(e.source().map(|s| s.to_string()), Some(unknown.to_string()));
+        assert!(down.source().is_none());
+    }
+}

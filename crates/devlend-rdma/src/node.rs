@@ -45,24 +45,21 @@ pub struct Node {
     pub window: (u64, u64),
 }
 
-fn ferr(e: devlend_fabric::FabricError) -> RdmaError {
-    match e {
-        devlend_fabric::FabricError::LinkDown { .. } => RdmaError::LinkDown(e.to_string()),
-        e => RdmaError::Invalid(e.to_string()),
-    }
-}
-
 impl Node {
     /// Allocate the buffer and ring at `ram_offset` of the host's RAM (contiguous, pinned) and
     /// point the inbound window at the buffer.
     pub fn open(f: &mut Fabric, ntb: &str, ram_offset: u64, size: u64) -> RResult<Node> {
-        let ntb = f.ntb_id(ntb).map_err(ferr)?;
+        let ntb = f.ntb_id(ntb)?;
         let host = f.ntbs[ntb as usize].host;
         let h = &f.hosts[host as usize];
-        let phys = f.ram_offset_to_phys(h, ram_offset).ok_or_else(|| RdmaError::Invalid(format!("host {} has no RAM at offset {ram_offset:#x}", h.name)))?;
-        let ring_phys = f.ram_offset_to_phys(h, ram_offset + size).ok_or_else(|| RdmaError::Invalid("no RAM for the descriptor ring".into()))?;
+        let phys = f.ram_offset_to_phys(h, ram_offset).ok_or_else(|| RdmaError::NoRam { host: h.name.clone(), offset: ram_offset, what: "buffer" })?;
+        let ring_phys = f.ram_offset_to_phys(h, ram_offset + size).ok_or_else(|| RdmaError::NoRam {
+            host: h.name.clone(),
+            offset: ram_offset + size,
+            what: "descriptor ring",
+        })?;
         if !h.in_ram(phys + size - 1) || !h.in_ram(ring_phys + 0x2000 - 1) {
-            return Err(RdmaError::Invalid(format!("buffer of {size} bytes at RAM offset {ram_offset:#x} is not contiguous in host {}", h.name)));
+            return Err(RdmaError::NotContiguous { host: h.name.clone(), offset: ram_offset, size });
         }
         Node::open_at(f, ntb, 0, Pinned { phys, size }, Pinned { phys: ring_phys, size: 0x2000 })
     }
@@ -73,8 +70,8 @@ impl Node {
         let host = f.ntbs[ntb as usize].host;
         let func = f.ntbs[ntb as usize].func;
         f.set_bus_master(func, true);
-        f.mw_set_trans(ntb, widx, buf.phys, buf.size).map_err(ferr)?;
-        let window = f.peer_mw_get_addr(ntb, widx).map_err(ferr)?;
+        f.mw_set_trans(ntb, widx, buf.phys, buf.size)?;
+        let window = f.peer_mw_get_addr(ntb, widx)?;
         Ok(Node { host, ntb, buf, ring, peer: None, window })
     }
 
@@ -82,19 +79,19 @@ impl Node {
     pub fn publish(&self, f: &mut Fabric) -> RResult<()> {
         let vals = [(SPAD_ADDR_LO, self.buf.phys as u32), (SPAD_ADDR_HI, (self.buf.phys >> 32) as u32), (SPAD_SIZE, self.buf.size as u32), (SPAD_READY, READY)];
         for (i, v) in vals {
-            f.peer_spad_write(self.ntb, i, v).map_err(ferr)?;
+            f.peer_spad_write(self.ntb, i, v)?;
         }
         self.ring_peer(f, DB_READY)
     }
 
     /// Read what the peer published; None until it has.
     pub fn learn_peer(&mut self, f: &mut Fabric) -> RResult<Option<Pinned>> {
-        if f.spad_read(self.ntb, SPAD_READY).map_err(ferr)? != READY {
+        if f.spad_read(self.ntb, SPAD_READY)? != READY {
             return Ok(None);
         }
-        let lo = f.spad_read(self.ntb, SPAD_ADDR_LO).map_err(ferr)? as u64;
-        let hi = f.spad_read(self.ntb, SPAD_ADDR_HI).map_err(ferr)? as u64;
-        let size = f.spad_read(self.ntb, SPAD_SIZE).map_err(ferr)? as u64;
+        let lo = f.spad_read(self.ntb, SPAD_ADDR_LO)? as u64;
+        let hi = f.spad_read(self.ntb, SPAD_ADDR_HI)? as u64;
+        let size = f.spad_read(self.ntb, SPAD_SIZE)? as u64;
         self.peer = Some(Pinned { phys: hi << 32 | lo, size });
         f.db_clear(self.ntb, DB_READY);
         Ok(self.peer)
@@ -121,13 +118,10 @@ impl Node {
     /// Refuse to touch the peer when the NTB link is down (no cable, or `ntb_link_disable`).
     pub fn check_link(&self, f: &Fabric) -> RResult<()> {
         let n = &f.ntbs[self.ntb as usize];
-        if n.peer.is_none() {
-            return Err(RdmaError::LinkDown(format!("{} has no peer: nothing reaches the other host", n.name)));
+        if f.ntb_link_is_up(self.ntb) {
+            return Ok(());
         }
-        if !f.ntb_link_is_up(self.ntb) {
-            return Err(RdmaError::LinkDown(format!("{}: NTB link is down: nothing reaches the other host", n.name)));
-        }
-        Ok(())
+        Err(RdmaError::LinkDown { ntb: n.name.clone(), cabled: n.peer.is_some(), ping: None })
     }
 
     /// Ring doorbell bits on the peer, timelessly (the handshake): the CPU's store to the peer's
@@ -147,6 +141,6 @@ impl Node {
 /// Take an NTB link down on both sides (cable pulled): routes, doorbells and scratchpads fail.
 /// The pairing stays (`ntb_link_disable`), so `ntb_link_enable` brings the same pair back.
 pub fn link_down(f: &mut Fabric, ntb: &str) -> RResult<()> {
-    let n = f.ntb_id(ntb).map_err(ferr)?;
-    f.ntb_link_disable(n).map_err(ferr)
+    let n = f.ntb_id(ntb)?;
+    Ok(f.ntb_link_disable(n)?)
 }

@@ -73,23 +73,16 @@ impl Side {
     }
 }
 
-fn ferr(e: devlend_fabric::FabricError) -> RdmaError {
-    match e {
-        devlend_fabric::FabricError::LinkDown { .. } => RdmaError::LinkDown(e.to_string()),
-        e => RdmaError::Invalid(e.to_string()),
-    }
-}
-
 /// Both sides of the NTB of adapter `ntb` (this side first).
 pub fn sides(f: &Fabric, ntb: u32) -> RResult<[Side; 2]> {
     let n = &f.ntbs[ntb as usize];
-    let peer = n.peer.ok_or_else(|| RdmaError::LinkDown(format!("{} has no peer: nothing reaches the other host", n.name)))?;
+    let peer = n.peer.ok_or_else(|| RdmaError::LinkDown { ntb: n.name.clone(), cabled: false, ping: None })?;
     let p = &f.ntbs[peer as usize];
     let virt = n.name.contains("virtual") || (!p.name.contains("virtual") && ntb < peer);
     let side = |id: u32, virt: bool| -> RResult<Side> {
         let x = &f.ntbs[id as usize];
         let bar = f.funcs[x.func as usize].bars.iter().find(|b| b.index == 0).filter(|b| b.size >= SPAN);
-        let bar = bar.ok_or_else(|| RdmaError::Invalid(format!("{}: no control BAR 0 of {SPAN:#x} bytes for the NT registers", x.name)))?;
+        let bar = bar.ok_or_else(|| RdmaError::NoControlBar { ntb: x.name.clone(), span: SPAN })?;
         Ok(Side { ntb: id, func: x.func, host: x.host, virt, bar0: bar.addr })
     };
     Ok([side(ntb, virt)?, side(peer, !virt)?])
@@ -113,7 +106,7 @@ impl NtRegs {
         }
         let regs = NtRegs { sides };
         for k in 0..2 {
-            regs.mirror(f, k).map_err(ferr)?;
+            regs.mirror(f, k)?;
         }
         Ok(regs)
     }
@@ -224,7 +217,7 @@ pub fn doorbell_irq_count(f: &Fabric, host: HostId, since: u64) -> usize {
 /// The CPU store that rings the peer's doorbell bits, done timelessly (the handshake's READY).
 pub fn ring_now(f: &mut Fabric, ntb: u32, bits: u64) -> RResult<()> {
     let r = CpuRegs::of(f, ntb)?;
-    f.peer_db_set(ntb, bits).map_err(ferr)?;
+    f.peer_db_set(ntb, bits)?;
     f.write(Requester::Cpu(r.host), r.peer_db(), &(bits as u32).to_le_bytes());
     Ok(())
 }

@@ -79,7 +79,7 @@ pub(crate) fn run(f: &mut Fabric, c: &Caller, engine: Option<&Rc<RefCell<crate::
     let mut dma: Vec<Vec<(usize, Op)>> = vec![Vec::new(); c.channels.len()];
     for (i, op) in ops.into_iter().enumerate() {
         match op {
-            Op::Dma { .. } if c.channels.is_empty() => return Err(RdmaError::NoDmaEngine(format!("host {} has no DMA channel attached", c.host))),
+            Op::Dma { .. } if c.channels.is_empty() => return Err(RdmaError::NoDmaEngine { host: c.host }),
             Op::Dma { .. } => {
                 let k = dma.iter().map(Vec::len).sum::<usize>() % c.channels.len();
                 dma[k].push((i, op));
@@ -90,11 +90,11 @@ pub(crate) fn run(f: &mut Fabric, c: &Caller, engine: Option<&Rc<RefCell<crate::
     driver::on_machine(f, engine, |m| {
         nt.add_to(m);
         spawn(m, c, regs, &board, cpu, dma);
-        m.run().map_err(driver::machine_error)
+        driver::run(m)
     })?;
     let done = board.done.take();
     let handled = board.handled.borrow();
-    done.into_iter().map(|d| d.ok_or_else(|| RdmaError::Fabric("an operation never ended".into()))).map(|d| d.map(|d| finish(d, &handled))).collect()
+    done.into_iter().enumerate().map(|(operation, d)| d.map(|d| finish(d, &handled)).ok_or(RdmaError::NeverEnded { operation })).collect()
 }
 
 /// A put is done when the peer's handler has run for its doorbell.

@@ -21,7 +21,7 @@
 
 use crate::dma::{Desc, DmaEngine};
 use crate::driver::{self, Regs};
-use crate::error::{RResult, RdmaError};
+use crate::error::{DmaStop, RResult, RdmaError};
 use crate::node::{Node, Pinned};
 use crate::ops::{self, Op};
 use crate::params::params;
@@ -98,10 +98,6 @@ pub struct Pe {
     pending: Vec<Op>,
 }
 
-fn fail(f: &Fabric, e: &devlend_fabric::route::Failure) -> String {
-    f.failure_json(e)["message"].as_str().unwrap_or("fabric failure").to_string()
-}
-
 impl Pe {
     pub fn new(node: Node) -> Pe {
         Pe { node, dma: None, mapping: Mapping::from_params(), pending: Vec::new() }
@@ -117,16 +113,16 @@ impl Pe {
     /// `outstanding_reads` reads in flight: bus master, requester-ID LUT entry in this host's NT
     /// port, one MSI-X vector per channel aimed at this host.
     pub fn attach_dma_with(&mut self, f: &mut Fabric, name: &str, channels: u32, outstanding_reads: u64) -> RResult<()> {
-        let func = f.func_id(name).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+        let func = f.func_id(name)?;
         if f.func_host(func) != self.node.host {
-            return Err(RdmaError::Invalid(format!("{name} is not in this host")));
+            return Err(RdmaError::NotInHost { function: name.to_string(), host: self.node.host });
         }
         let engine = DmaEngine::with(func, channels, outstanding_reads)?;
         f.set_bus_master(func, true);
         let bdf = f.funcs[func as usize].bdf;
-        f.rid_lut_add(self.node.ntb, bdf).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+        f.rid_lut_add(self.node.ntb, bdf)?;
         let bar0 =
-            f.funcs[func as usize].bars.iter().find(|b| b.index == 0).map(|b| b.addr).ok_or_else(|| RdmaError::Invalid(format!("{name} has no BAR 0")))?;
+            f.funcs[func as usize].bars.iter().find(|b| b.index == 0).map(|b| b.addr).ok_or_else(|| RdmaError::NoBar { function: name.to_string(), bar: 0 })?;
         let msi = (f.hosts[self.node.host as usize].msi.start, 0x41u32);
         for c in 0..channels {
             let mut entry = [0u8; 16];
@@ -184,7 +180,7 @@ impl Pe {
     /// `len` bytes at `offset` of this host's own buffer.
     pub fn local_read(&self, f: &mut Fabric, offset: u64, len: u64) -> RResult<Vec<u8>> {
         if !self.node.buf.contains(self.node.buf.phys + offset, len) {
-            return Err(RdmaError::Invalid(format!("{len} bytes at offset {offset:#x} run past the local buffer of {} bytes", self.node.buf.size)));
+            return Err(RdmaError::ExceedsBuffer { offset, len, size: self.node.buf.size });
         }
         Ok(f.read(self.cpu(), self.node.buf.phys + offset, len as usize).0)
     }
@@ -315,7 +311,7 @@ impl Pe {
         self.node.check_link(f)?;
         let n = self.channel()?.engine.borrow().channel_count();
         if queues.len() > n {
-            return Err(RdmaError::Invalid(format!("{} transfer queues for {n} DMA channel(s): each channel runs one queue", queues.len())));
+            return Err(RdmaError::TooManyQueues { queues: queues.len(), channels: n });
         }
         for j in queues.iter().flatten() {
             self.check_registered(j)?;
@@ -325,7 +321,7 @@ impl Pe {
 
     fn channel(&self) -> RResult<&Channel> {
         let host = self.node.host;
-        self.dma.as_ref().ok_or_else(|| RdmaError::NoDmaEngine(format!("host {host} has no DMA channel attached")))
+        self.dma.as_ref().ok_or(RdmaError::NoDmaEngine { host })
     }
 
     /// Where the driver finds channel `c`.
@@ -349,7 +345,7 @@ impl Pe {
         let engine = self.channel()?.engine.clone();
         let run = driver::on_machine(f, Some(&engine), |m| {
             let runs = self.spawn_queues(m, "dma driver", queues, sg, 0)?;
-            m.run().map_err(driver::machine_error)?;
+            driver::run(m)?;
             let ids: Vec<usize> = runs.iter().map(|r| r.thread).collect();
             Ok((runs, driver::thread_ps(m, &ids), driver::busiest_ps(m)))
         });
@@ -405,7 +401,8 @@ impl Pe {
     /// into the peer's window: what the links allow, in bytes/s.
     pub fn dma_write_limit(&self, f: &mut Fabric) -> RResult<f64> {
         let func = self.channel()?.engine.borrow().func;
-        let plan = devlend_engine::plan(f, Requester::Func(func), self.node.window.0, Access::Write).map_err(|e| RdmaError::Fabric(format!("{e:?}")))?;
+        let addr = self.node.window.0;
+        let plan = devlend_engine::plan(f, Requester::Func(func), addr, Access::Write).map_err(|e| RdmaError::Route { addr, failure: f.failure_report(&e) })?;
         let mut ports = vec![(0u64, 0u64); f.links.len() * 2];
         for (i, l) in f.links.iter().enumerate() {
             for down in [true, false] {
@@ -416,13 +413,13 @@ impl Pe {
     }
 
     fn describe_fault(&self, f: &Fabric, e: RdmaError) -> RdmaError {
-        let RdmaError::Dma { descriptor, bytes_done, .. } = e else { return e };
+        let RdmaError::Dma { descriptor, bytes_done, stop: DmaStop::Status } = e else { return e };
         let Ok(ch) = self.channel() else { return e };
         let engine = ch.engine.borrow();
         let last =
             (0..engine.channel_count()).filter_map(|c| engine.log(c).faults.last().copied()).find(|x| x.descriptor == descriptor && x.bytes_done == bytes_done);
-        let message = last.and_then(|x| x.failure).map_or("invalid descriptor".to_string(), |x| fail(f, &x));
-        RdmaError::Dma { descriptor, bytes_done, message }
+        let stop = last.and_then(|x| x.failure).map_or(DmaStop::InvalidDescriptor, |x| DmaStop::Route(f.failure_report(&x)));
+        RdmaError::Dma { descriptor, bytes_done, stop }
     }
 }
 
@@ -431,10 +428,10 @@ fn check_shape(queue: &[Vec<Desc>], sg: bool, ring_bytes: u64) -> RResult<()> {
     let dbytes = params().ntb_dma.descriptor_bytes;
     for descs in queue {
         if sg && descs.len() as u64 * dbytes > ring_bytes {
-            return Err(RdmaError::Invalid(format!("{} descriptors do not fit the descriptor ring ({} per channel)", descs.len(), ring_bytes / dbytes)));
+            return Err(RdmaError::RingFull { descriptors: descs.len(), fit: ring_bytes / dbytes });
         }
         if !sg && descs.len() != 1 {
-            return Err(RdmaError::Invalid("block mode takes exactly one descriptor".into()));
+            return Err(RdmaError::BlockDescriptors { descriptors: descs.len() });
         }
     }
     Ok(())
@@ -483,7 +480,7 @@ pub fn handshake(f: &mut Fabric, ntb_a: &str, ntb_b: &str, ram_offset: u64, size
     }
     let (mut a, mut b) = (Pe::new(a), Pe::new(b));
     if let Some(name) = dma {
-        let func = f.func_id(name).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+        let func = f.func_id(name)?;
         let pe = if f.func_host(func) == a.node.host { &mut a } else { &mut b };
         pe.attach_dma(f, name)?;
     }

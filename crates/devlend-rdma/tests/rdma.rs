@@ -1,9 +1,11 @@
 //! Functional bytes and the bad inputs of issue 6 on the 003 testbed (pex8749-rdma.json is the
 //! shipped YAML with its setup dropped).
 
+use devlend_fabric::route::Failure;
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
 use devlend_rdma::dma::Desc;
+use devlend_rdma::error::DmaStop;
 use devlend_rdma::node::link_down;
 use devlend_rdma::{handshake, Method, Pair, RResult, RdmaError};
 
@@ -18,7 +20,7 @@ fn testbed(json: &str) -> RResult<(Fabric, Pair)> {
 /// The testbed with host B's DMA engine of `channels` channels of `reads` reads each (None: params').
 fn testbed_with(json: &str, channels: Option<u32>, reads: Option<u64>) -> RResult<(Fabric, Pair)> {
     let p = &devlend_rdma::params::params().ntb_dma;
-    let mut f = devlend_fabric::build_json(json).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+    let mut f = devlend_fabric::build_json(json)?;
     let mut pair = handshake(&mut f, "nt-virtual", "nt-link", 0x1000_0000, BUF_SIZE, None)?;
     pair.b.attach_dma_with(&mut f, "plx-dma", channels.unwrap_or(p.channels), reads.unwrap_or(p.outstanding_reads))?;
     Ok((f, pair))
@@ -70,7 +72,8 @@ fn typed_put_get_and_nonblocking_quiet() {
     let base_b = p.a.node.peer.unwrap().phys;
     p.a.put_bytes(&mut f, base_b + 8, b"from A", Method::Pio).unwrap();
     assert_eq!(ram(&mut f, p.b.node.host, base_b + 8, 6), b"from A");
-    assert!(matches!(p.a.put_bytes(&mut f, base_b, b"x", Method::BlockDma), Err(RdmaError::NoDmaEngine(_))));
+    let host_a = p.a.node.host;
+    assert_eq!(p.a.put_bytes(&mut f, base_b, b"x", Method::BlockDma).unwrap_err(), RdmaError::NoDmaEngine { host: host_a });
     p.b.put_nbi(&mut f, base + 0x100, &[7; 300], Method::SgDma(8)).unwrap();
     p.b.put_nbi(&mut f, base + 0x400, &[9; 300], Method::BlockDma).unwrap();
     assert_eq!(p.b.pending(), 2);
@@ -112,17 +115,21 @@ fn doorbell_to_a_host_whose_link_is_down_fails_cleanly() {
     let base = peer_a(&p);
     let before = ram(&mut f, p.a.node.host, base, 64);
     link_down(&mut f, "nt-link").unwrap();
-    assert!(matches!(p.b.node.ring_peer(&mut f, 2), Err(RdmaError::LinkDown(_))));
+    // The fabric refuses the doorbell store, the library refuses before anything moves: both
+    // name the adapter whose link is disabled.
+    let down = |ntb: &str| RdmaError::LinkDown { ntb: ntb.into(), cabled: true, ping: None };
+    assert_eq!(p.b.node.ring_peer(&mut f, 2).unwrap_err(), down("nt-link"));
     for how in ALL {
         let e = p.b.put_bytes(&mut f, base, &[1; 64], how).unwrap_err();
-        assert!(matches!(e, RdmaError::LinkDown(_)), "{e}");
-        assert!(matches!(p.b.get_bytes(&mut f, base, 64, how), Err(RdmaError::LinkDown(_))));
-        assert!(matches!(p.b.put_nbi(&mut f, base, &[1; 64], how), Err(RdmaError::LinkDown(_))));
+        assert_eq!(e, down("nt-link"), "{e}");
+        assert_eq!(e.to_string(), "NTB link is down: nt-link: the link is disabled (ntb_link_disable): nothing reaches the other host");
+        assert_eq!(p.b.get_bytes(&mut f, base, 64, how).unwrap_err(), down("nt-link"));
+        assert_eq!(p.b.put_nbi(&mut f, base, &[1; 64], how).unwrap_err(), down("nt-link"));
     }
     assert_eq!(p.b.pending(), 0, "a refused non-blocking put leaves nothing to wait for");
-    assert!(matches!(p.a.node.publish(&mut f), Err(RdmaError::LinkDown(_))));
+    assert_eq!(p.a.node.publish(&mut f).unwrap_err(), down("nt-virtual"));
     let job = vec![vec![vec![Desc { src: p.b.node.buf.phys, dst: p.b.node.window.0, count: 64 }]]];
-    assert!(matches!(p.b.dma_concurrent(&mut f, &job, false), Err(RdmaError::LinkDown(_))));
+    assert_eq!(p.b.dma_concurrent(&mut f, &job, false).unwrap_err(), down("nt-link"));
     assert_eq!(ram(&mut f, p.a.node.host, base, 64), before);
 }
 
@@ -149,7 +156,7 @@ fn typed_put_get_blocking_and_nonblocking_with_every_method() {
         assert_eq!(ram(&mut f, p.a.node.host, at + 0x1000, bytes.len()), bytes);
         assert_eq!(p.b.local_read(&mut f, at - base, 16).unwrap(), ram(&mut f, p.a.node.host, at, 16));
     }
-    assert!(matches!(p.b.local_read(&mut f, (1 << 20) - 8, 16), Err(RdmaError::Invalid(_))));
+    assert_eq!(p.b.local_read(&mut f, (1 << 20) - 8, 16).unwrap_err(), RdmaError::ExceedsBuffer { offset: (1 << 20) - 8, len: 16, size: 1 << 20 });
     // A non-blocking get from an address the peer never published queues nothing.
     assert!(matches!(p.b.get_nbi(&mut f, base + (2 << 20), 8, Method::Pio), Err(RdmaError::NotPublished { .. })));
     assert_eq!(p.b.pending(), 0);
@@ -166,7 +173,7 @@ fn concurrent_descriptors_outside_registered_memory_move_nothing() {
     let e = p.b.dma_concurrent(&mut f, &[vec![good.clone()], vec![bad]], true).unwrap_err();
     assert!(matches!(e, RdmaError::OutsideRegistered { .. }), "{e}");
     let e = p.b.dma_concurrent(&mut f, &[vec![good.clone()], vec![good.clone()], vec![good]], true).unwrap_err();
-    assert!(matches!(e, RdmaError::Invalid(_)), "three queues on two channels: {e}");
+    assert_eq!(e, RdmaError::TooManyQueues { queues: 3, channels: 2 }, "three queues on two channels: {e}");
     assert_eq!(ram(&mut f, p.a.node.host, base, 1 << 20), before);
 }
 
@@ -181,7 +188,11 @@ fn descriptors_outside_registered_memory() {
     let descs = [Desc { src: local, dst: win, count: 256 }, Desc { src: local, dst: win + (1 << 20), count: 256 }];
     let events = f.events.len();
     let e = p.b.dma_raw(&mut f, &descs, true).unwrap_err();
-    assert!(matches!(e, RdmaError::Dma { descriptor: 1, bytes_done: 256, .. }), "{e}");
+    // The fault's route failure comes back as the fabric's value, with the names it refers to.
+    let RdmaError::Dma { descriptor: 1, bytes_done: 256, stop: DmaStop::Route(r) } = &e else { panic!("{e:?}") };
+    assert!(matches!(r.failure, Failure::Unsupported { addr, .. } if addr == win + (1 << 20)), "{r:?}");
+    assert_eq!((r.host.as_deref(), r.port.clone()), (Some("host-b"), Some(("host-b".into(), "rc".into()))));
+    assert!(e.to_string().ends_with(&f.describe_failure(&r.failure)), "{e}");
     assert!(f.events.len() > events, "the fault is recorded on the fabric");
     let rest = ram(&mut f, p.a.node.host, base + 256, (1 << 20) - 256);
     assert_eq!(rest, before[256..]);
@@ -194,7 +205,7 @@ fn descriptors_outside_registered_memory() {
     }
     assert_eq!(ram(&mut f, p.a.node.host, base, 1 << 20), now);
     let bad_src = Desc { src: local + (2 << 20), dst: win, count: 64 };
-    assert!(p.b.dma_raw(&mut f, &[bad_src, bad_src], false).is_err(), "block mode takes one descriptor");
+    assert_eq!(p.b.dma_raw(&mut f, &[bad_src, bad_src], false).unwrap_err(), RdmaError::BlockDescriptors { descriptors: 2 });
 }
 
 /// The testbed with the NT link (host B to host A, only the writes cross it) re-rated.

@@ -21,6 +21,7 @@ use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
 use devlend_rdma::dma::Desc;
 use devlend_rdma::driver;
+use devlend_rdma::error::ToolError;
 use devlend_rdma::params::params;
 use devlend_rdma::pio::{spawn_copy, Mapping};
 use devlend_rdma::shmem::{ring_slice, Pe};
@@ -49,7 +50,7 @@ impl Perf {
 /// Run ntb_perf from `pe` into the peer's window.
 pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, threads: u32) -> RResult<Perf> {
     if threads == 0 || threads > MAX_THREADS {
-        return Err(RdmaError::Invalid(format!("{threads} threads: expected 1 to {MAX_THREADS}")));
+        return Err(ToolError::Threads { threads, max: MAX_THREADS }.into());
     }
     let window = pe.node.window_size();
     if window == 0 {
@@ -57,12 +58,10 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
     }
     let part = window / threads as u64;
     if chunk == 0 || chunk > part {
-        return Err(RdmaError::Invalid(format!(
-            "chunk of {chunk} bytes: expected 1 to {part} (the peer's window of {window} bytes split among {threads} threads)"
-        )));
+        return Err(ToolError::Chunk { chunk, part, window, threads }.into());
     }
     if total < chunk {
-        return Err(RdmaError::Invalid(format!("total of {total} bytes: expected at least one chunk ({chunk} bytes)")));
+        return Err(ToolError::Total { total, chunk }.into());
     }
     pe.node.check_link(f)?;
     let n = total / chunk;
@@ -76,10 +75,10 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
     let run = if use_dma {
         let channels = pe.dma.as_ref().map_or(0, |d| d.engine.borrow().channel_count());
         if threads as usize > channels {
-            return Err(RdmaError::NoDmaEngine(format!("thread {channels} cannot get a DMA channel: host {} has {channels}", pe.node.host)));
+            return Err(ToolError::TooFewChannels { threads, channels, host: pe.node.host }.into());
         }
         if chunk > u32::MAX as u64 {
-            return Err(RdmaError::Invalid(format!("chunk of {chunk} bytes: a DMA descriptor moves at most {} bytes", u32::MAX)));
+            return Err(ToolError::ChunkOverDescriptor { chunk, max: u32::MAX as u64 }.into());
         }
         dma_run(f, pe, chunk, part, threads, n)?
     } else {
@@ -90,7 +89,7 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
         let peer = pe.node.peer.expect("window_size > 0").phys + t * part;
         for j in 0..wrap.min(n) {
             if f.read(Requester::Cpu(pe.node.host), pe.node.window.0 + t * part + j * chunk, chunk as usize).0 != src {
-                return Err(RdmaError::Fabric(format!("thread {t}: chunk {j} did not land in the peer at {:#x}", peer + j * chunk)));
+                return Err(ToolError::ChunkNotLanded { thread: t, chunk: j, addr: peer + j * chunk }.into());
             }
         }
     }
@@ -119,7 +118,7 @@ fn cpu_run(f: &mut Fabric, pe: &Pe, src: &[u8], part: u64, threads: u32, n: u64)
         let ids: Vec<Vec<usize>> = (0..threads as u64)
             .map(|t| spawn_copy(m, &format!("ntb_perf worker {t}"), host, window + t * part, src, n, wrap, Mapping::WriteCombining, 0))
             .collect();
-        m.run().map_err(driver::machine_error)?;
+        driver::run(m)?;
         let workers = ids.iter().map(|lanes| driver::thread_ps(m, lanes).into_iter().max().unwrap_or(0)).collect();
         Ok(Run { workers, end_ps: m.now(), link_ps: driver::busiest_ps(m) })
     })

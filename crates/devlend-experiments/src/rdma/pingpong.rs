@@ -20,6 +20,7 @@ use devlend_engine::machine::{Machine, Thread, ThreadError, Watch};
 use devlend_engine::queue::Ps;
 use devlend_fabric::Fabric;
 use devlend_rdma::driver::{self, on_machine};
+use devlend_rdma::error::ToolError;
 use devlend_rdma::node::Node;
 use devlend_rdma::ntregs::{doorbell_irq_count, CpuRegs, NtRegs};
 use devlend_rdma::params::params;
@@ -83,16 +84,16 @@ pub fn run(f: &mut Fabric, a: &Node, b: &Node, pings: u32, init_db: u64, delay_p
     let valid_bits = f.ntbs[a.ntb as usize].doorbell_bits.min(f.ntbs[b.ntb as usize].doorbell_bits);
     let valid = if valid_bits >= 64 { u64::MAX } else { (1u64 << valid_bits) - 1 };
     if init_db == 0 || init_db & !valid != 0 {
-        return Err(RdmaError::Invalid(format!("init_db {init_db:#x}: expected a non-zero mask within the {valid_bits} doorbell bits ({valid:#x})")));
+        return Err(ToolError::InitDb { init_db, valid_bits, valid }.into());
     }
     if pings == 0 {
-        return Err(RdmaError::Invalid("pings: expected at least 1".into()));
+        return Err(ToolError::NoPings.into());
     }
     a.check_link(f)?;
     let regs = [CpuRegs::of(f, a.ntb)?, CpuRegs::of(f, b.ntb)?];
     // The counter starts from zero on both sides.
     for n in [a, b] {
-        f.spad_write(n.ntb, SPAD, 0).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+        f.spad_write(n.ntb, SPAD, 0)?;
         f.db_clear(n.ntb, u64::MAX);
     }
     let nt = NtRegs::new(f, a.ntb)?;
@@ -103,11 +104,11 @@ pub fn run(f: &mut Fabric, a: &Node, b: &Node, pings: u32, init_db: u64, delay_p
         for side in 0..2 {
             spawn_side(m, side, regs, plan.clone(), log.clone(), delay_ps);
         }
-        m.run().map_err(driver::machine_error)
+        driver::run(m)
     })?;
     let log = log.take();
     let last = if pings % 2 == 1 { b } else { a };
-    let counter = f.spad_read(last.ntb, SPAD).map_err(|e| RdmaError::Invalid(e.to_string()))?;
+    let counter = f.spad_read(last.ntb, SPAD)?;
     let one = |i: usize| log.marks[i][6] - log.marks[i][0];
     let m0 = log.marks[0];
     let steps = STEPS.iter().enumerate().map(|(k, s)| (*s, m0[k + 1] - m0[k])).collect();
@@ -149,9 +150,8 @@ fn send(t: &mut Thread<'_, Fabric>, r: &CpuRegs, i: usize, bits: u64, log: &RefC
     let up = |t: &Thread<'_, Fabric>| -> Result<(), ThreadError> {
         let w = t.world();
         let n = &w.ntbs[ntb as usize];
-        let name = n.name.clone();
-        if n.peer.is_none() || !w.ntb_link_is_up(ntb) {
-            return Err(fail(RdmaError::LinkDown(format!("ping {i}: {name}: NTB link is down: nothing reaches the other host"))));
+        if !w.ntb_link_is_up(ntb) {
+            return Err(fail(RdmaError::LinkDown { ntb: n.name.clone(), cabled: n.peer.is_some(), ping: Some(i) }));
         }
         Ok(())
     };
@@ -179,7 +179,7 @@ fn receive(t: &mut Thread<'_, Fabric>, r: &CpuRegs, i: usize, bits: u64, since: 
     let got = u32_of(&t.cpu_read(host, r.db(), 4)?) as u64;
     marks[1] = t.now();
     if got & bits != bits {
-        return Err(fail(RdmaError::Fabric(format!("ping {i}: doorbell bits {bits:#x} rang but {got:#x} arrived"))));
+        return Err(fail(ToolError::Doorbell { ping: i, rang: bits, arrived: got }.into()));
     }
     uc_store(t, host, r.clear(), got as u32)?;
     marks[2] = t.now();

@@ -1,6 +1,7 @@
 //! One override's value: its unit and its physical bounds, by the constant it sets.
 
 use serde_json::Value;
+use std::fmt;
 
 /// What a constant measures, and so which values and units it takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +62,7 @@ impl Kind {
         }
     }
 
-    fn check(self, n: u64) -> Result<(), String> {
+    fn check(self, n: u64) -> Result<(), ValueError> {
         let pow2 = |lo: u64, hi: u64| n.is_power_of_two() && (lo..=hi).contains(&n);
         let ok = match self {
             Kind::SizeField => pow2(128, 4096),
@@ -76,47 +77,82 @@ impl Kind {
         if ok {
             return Ok(());
         }
-        Err(match self {
-            Kind::SizeField => format!("{n} is not a size the Device Control register can hold: 128, 256, 512, 1024, 2048 or 4096 bytes (PCIe Base 4.0 §7.5.3.4)"),
-            Kind::Completion => format!("{n} is not a completion size a root complex returns: a power of two from the 64-byte read completion boundary to 4096 bytes (PCIe Base 3.0 §2.3.1.1)"),
-            Kind::Split => format!("{n} is not a power of two from 64 to 4096 bytes"),
-            Kind::Tags => format!("{n} outstanding requests: a requester has 1 to 768 tags (10-bit tags, PCIe Base 4.0 §2.2.6.2)"),
-            Kind::Entries => format!("{n} entries: a cache here holds 0 to 65536"),
-            Kind::Percent => format!("{n}%: a share of the specification's limit is 1 to 100 percent (the AckNak and UpdateFC timers may fire sooner than their limit, never later: PCIe Base 3.0 §3.5.3.1, §2.6.1.2)"),
-            _ => format!("{n} receive buffers: at least one is needed to send anything"),
-        })
+        Err(ValueError::OutOfRange { kind: self, value: n })
+    }
+
+    /// Why `n` is out of this kind's bounds, and what they are.
+    fn out_of_range(self, f: &mut fmt::Formatter<'_>, n: u64) -> fmt::Result {
+        match self {
+            Kind::SizeField => write!(f, "{n} is not a size the Device Control register can hold: 128, 256, 512, 1024, 2048 or 4096 bytes (PCIe Base 4.0 §7.5.3.4)"),
+            Kind::Completion => write!(f, "{n} is not a completion size a root complex returns: a power of two from the 64-byte read completion boundary to 4096 bytes (PCIe Base 3.0 §2.3.1.1)"),
+            Kind::Split => write!(f, "{n} is not a power of two from 64 to 4096 bytes"),
+            Kind::Tags => write!(f, "{n} outstanding requests: a requester has 1 to 768 tags (10-bit tags, PCIe Base 4.0 §2.2.6.2)"),
+            Kind::Entries => write!(f, "{n} entries: a cache here holds 0 to 65536"),
+            Kind::Percent => write!(f, "{n}%: a share of the specification's limit is 1 to 100 percent (the AckNak and UpdateFC timers may fire sooner than their limit, never later: PCIe Base 3.0 §3.5.3.1, §2.6.1.2)"),
+            _ => write!(f, "{n} receive buffers: at least one is needed to send anything"),
+        }
     }
 }
 
+/// Why an override's value is refused: the constant's kind and what was given. The topology
+/// loader reports it at the setting's path (`SpecError`), after the constant's name.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ValueError {
+    /// A JSON value of a type the kind does not take (a flag that is not a boolean, a number that
+    /// is not a whole non-negative one, an array...).
+    Type { kind: Kind, got: Value },
+    /// A string whose number does not parse.
+    NotANumber { kind: Kind, given: String },
+    /// A unit the kind does not take.
+    Unit { kind: Kind, unit: String },
+    /// A number with a unit that is not a whole number of the kind's base unit.
+    NotWhole { kind: Kind, given: String },
+    /// A whole number outside the kind's bounds.
+    OutOfRange { kind: Kind, value: u64 },
+}
+
+impl fmt::Display for ValueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueError::Type { kind, got } => write!(f, "expected {}, got {got}", kind.expected()),
+            ValueError::NotANumber { kind, given } => write!(f, "'{given}' is not {}", kind.expected()),
+            ValueError::Unit { kind, unit } => write!(f, "unit '{unit}' does not fit: {}", kind.expected()),
+            ValueError::NotWhole { kind, given } => write!(f, "'{given}' is not a whole number of {}", kind.units().first().map_or("units", |u| u.0)),
+            ValueError::OutOfRange { kind, value } => kind.out_of_range(f, *value),
+        }
+    }
+}
+
+impl std::error::Error for ValueError {}
+
 /// The value in the constant's base unit (a JSON number, or a boolean for a flag).
-pub fn parse(kind: Kind, v: &Value) -> Result<Value, String> {
+pub fn parse(kind: Kind, v: &Value) -> Result<Value, ValueError> {
+    let wrong = || ValueError::Type { kind, got: v.clone() };
     if kind == Kind::Flag {
-        return v.as_bool().map(Value::Bool).ok_or_else(|| format!("expected {}, got {v}", kind.expected()));
+        return v.as_bool().map(Value::Bool).ok_or_else(wrong);
     }
     let n = match v {
-        Value::Number(x) => x.as_u64().ok_or_else(|| format!("expected {}, got {v}", kind.expected()))?,
+        Value::Number(x) => x.as_u64().ok_or_else(wrong)?,
         Value::String(s) => with_unit(kind, s)?,
-        _ => return Err(format!("expected {}, got {v}", kind.expected())),
+        _ => return Err(wrong()),
     };
     kind.check(n)?;
     Ok(Value::from(n))
 }
 
-fn with_unit(kind: Kind, s: &str) -> Result<u64, String> {
-    let bad = || format!("'{s}' is not {}", kind.expected());
-    let s = s.trim();
+fn with_unit(kind: Kind, given: &str) -> Result<u64, ValueError> {
+    let s = given.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = (s[..split].trim(), s[split..].trim());
-    let x: f64 = num.parse().map_err(|_| bad())?;
+    let x: f64 = num.parse().map_err(|_| ValueError::NotANumber { kind, given: given.to_string() })?;
     let scale = match kind.units().iter().find(|u| u.0 == unit) {
         Some(u) => u.1,
-        None if unit.is_empty() && !kind.units().is_empty() => 1.0,
-        None if kind.units().is_empty() && unit.is_empty() => 1.0,
-        None => return Err(format!("unit '{unit}' does not fit: {}", kind.expected())),
+        None if unit.is_empty() => 1.0,
+        None => return Err(ValueError::Unit { kind, unit: unit.to_string() }),
     };
     let base = x * scale;
     if base.fract() != 0.0 || base < 0.0 || base > u64::MAX as f64 {
-        return Err(format!("'{s}' is not a whole number of {}", kind.units().first().map_or("units", |u| u.0)));
+        return Err(ValueError::NotWhole { kind, given: s.to_string() });
     }
     Ok(base as u64)
 }
@@ -137,17 +173,25 @@ mod tests {
 
     #[test]
     fn wrong_units_types_and_bounds_are_refused() {
-        assert!(parse(Kind::SizeField, &json!("128 ns")).unwrap_err().contains("unit 'ns' does not fit"));
-        assert!(parse(Kind::SizeField, &json!(100)).unwrap_err().contains("§7.5.3.4"));
+        let unit = parse(Kind::SizeField, &json!("128 ns")).unwrap_err();
+        assert_eq!(unit, ValueError::Unit { kind: Kind::SizeField, unit: "ns".into() });
+        assert!(unit.to_string().starts_with("unit 'ns' does not fit: a whole number of B"), "{unit}");
+        let range = parse(Kind::SizeField, &json!(100)).unwrap_err();
+        assert_eq!(range, ValueError::OutOfRange { kind: Kind::SizeField, value: 100 });
+        assert!(range.to_string().contains("§7.5.3.4"), "{range}");
         assert!(parse(Kind::SizeField, &json!(8192)).is_err());
-        assert!(parse(Kind::Picoseconds, &json!(-1)).is_err());
-        assert!(parse(Kind::Picoseconds, &json!("0.5 ps")).unwrap_err().contains("whole number"));
-        assert!(parse(Kind::Tags, &json!(0)).is_err());
-        assert!(parse(Kind::Tags, &json!("32 B")).is_err());
-        assert!(parse(Kind::Flag, &json!(1)).is_err());
-        assert!(parse(Kind::Completion, &json!(96)).unwrap_err().contains("§2.3.1.1"));
+        assert_eq!(parse(Kind::Picoseconds, &json!(-1)), Err(ValueError::Type { kind: Kind::Picoseconds, got: json!(-1) }));
+        let half = parse(Kind::Picoseconds, &json!(" 0.5 ps")).unwrap_err();
+        assert_eq!(half, ValueError::NotWhole { kind: Kind::Picoseconds, given: "0.5 ps".into() });
+        assert_eq!(half.to_string(), "'0.5 ps' is not a whole number of ps");
+        assert_eq!(parse(Kind::Picoseconds, &json!("fast")), Err(ValueError::NotANumber { kind: Kind::Picoseconds, given: "fast".into() }));
+        assert_eq!(parse(Kind::Tags, &json!(0)), Err(ValueError::OutOfRange { kind: Kind::Tags, value: 0 }));
+        assert_eq!(parse(Kind::Tags, &json!("32 B")), Err(ValueError::Unit { kind: Kind::Tags, unit: "B".into() }));
+        let flag = parse(Kind::Flag, &json!(1)).unwrap_err();
+        assert_eq!(flag.to_string(), "expected true or false, got 1");
+        assert!(parse(Kind::Completion, &json!(96)).unwrap_err().to_string().contains("§2.3.1.1"));
         assert_eq!(parse(Kind::Completion, &json!(256)), Ok(json!(256)));
-        assert!(parse(Kind::Percent, &json!(101)).unwrap_err().contains("§3.5.3.1"));
+        assert!(parse(Kind::Percent, &json!(101)).unwrap_err().to_string().contains("§3.5.3.1"));
         assert_eq!(parse(Kind::Percent, &json!(50)), Ok(json!(50)));
     }
 }
