@@ -336,9 +336,100 @@ impl<E: Copy> EventQueue<E> {
     }
 }
 
+/// A FIFO whose entries live in a slice of an arena shared by many FIFOs (the engine's ports): a
+/// power-of-two ring that moves to the arena's end, twice as large, when full (the slice it leaves
+/// stays unused, so an arena holds at most twice the most entries its FIFOs held at once). 16
+/// bytes, where a `VecDeque` header is 32 and its buffer a separate allocation: a port's six FIFOs
+/// sit in its own cache lines, and their entries in a few shared ones.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Ring {
+    off: u32,
+    cap: u32,
+    /// Entries pushed and popped so far (wrapping): the length is their difference.
+    head: u32,
+    tail: u32,
+}
+
+impl Ring {
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head == self.tail
+    }
+
+    #[inline]
+    fn at(&self, i: u32) -> usize {
+        (self.off + (i & (self.cap - 1))) as usize
+    }
+
+    #[inline]
+    pub(crate) fn front<T: Copy>(&self, arena: &[T]) -> Option<T> {
+        if self.is_empty() {
+            None
+        } else {
+            Some(arena[self.at(self.head)])
+        }
+    }
+
+    /// Remove the first entry (there is one).
+    #[inline]
+    pub(crate) fn drop_front(&mut self) {
+        debug_assert!(!self.is_empty());
+        self.head = self.head.wrapping_add(1);
+    }
+
+    #[inline]
+    pub(crate) fn pop<T: Copy>(&mut self, arena: &[T]) -> Option<T> {
+        let e = self.front(arena)?;
+        self.drop_front();
+        Some(e)
+    }
+
+    #[inline]
+    pub(crate) fn push<T: Copy + Default>(&mut self, arena: &mut Vec<T>, e: T) {
+        if self.tail.wrapping_sub(self.head) == self.cap {
+            self.grow(arena);
+        }
+        let i = self.at(self.tail);
+        arena[i] = e;
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    #[cold]
+    fn grow<T: Copy + Default>(&mut self, arena: &mut Vec<T>) {
+        let cap = (self.cap * 2).max(4);
+        let off = u32::try_from(arena.len()).ok().filter(|o| o.checked_add(cap).is_some()).expect("a FIFO arena holds fewer than 2^32 entries");
+        arena.resize(arena.len() + cap as usize, T::default());
+        let len = self.tail.wrapping_sub(self.head);
+        for k in 0..len {
+            arena[(off + k) as usize] = arena[self.at(self.head.wrapping_add(k))];
+        }
+        *self = Ring { off, cap, head: 0, tail: len };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rings_sharing_an_arena_keep_their_order_as_they_grow() {
+        // Two FIFOs in one arena, pushed and popped in turns, against `VecDeque`s.
+        let (mut arena, mut rings, mut model) = (Vec::new(), [Ring::default(); 2], [std::collections::VecDeque::new(), std::collections::VecDeque::new()]);
+        let mut x = 7u64;
+        for i in 0..5000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let k = (x >> 63) as usize;
+            if (x >> 40) % 5 < 3 {
+                rings[k].push(&mut arena, i);
+                model[k].push_back(i);
+            } else {
+                assert_eq!(rings[k].pop(&arena), model[k].pop_front());
+            }
+            assert_eq!(rings[k].front(&arena), model[k].front().copied());
+            assert_eq!(rings[k].is_empty(), model[k].is_empty());
+        }
+        assert!(arena.len() <= 2 * 2 * 5000, "a grown ring leaves at most its old slice behind");
+    }
 
     #[test]
     fn pops_in_time_then_schedule_order() {
