@@ -141,6 +141,14 @@ struct Dllps {
     free: Ps,
 }
 
+impl Dllps {
+    /// The earliest pending DLLP's due time, or NONE.
+    #[inline]
+    fn next(&self) -> Ps {
+        self.due[0].min(self.due[1]).min(self.due[2].min(self.due[3]))
+    }
+}
+
 /// A link direction, as the transmit decision reads it (three cache lines). TLPs wait in
 /// per-class FIFOs with the time they become ready; receiver buffer slots come back as timestamps
 /// (`returns`) rather than events, and a port wakes itself at the next time something can change
@@ -157,6 +165,9 @@ struct Port {
     /// A half-duplex bus (PCI-X): the fixed phases of one transaction, ps, or NONE; its two
     /// directions share one serialiser (`Sim::set_half_duplex`).
     bus_txn_ps: Ps,
+    /// Per class: when the first TLP of `queues` is ready, or NONE (the FIFO is empty): what the
+    /// transmit decision compares, without reading the FIFOs.
+    heads: [Ps; 3],
     credits: [u32; 3],
     /// Per class: (ready time, TLP), in `Sim::fifo`.
     queues: [Ring; 3],
@@ -323,6 +334,7 @@ impl Sim {
                 fp_ps_per_byte: fp,
                 prop,
                 bus_txn_ps: NONE,
+                heads: [NONE; 3],
                 credits: [credits; 3],
                 queues: Default::default(),
                 returns: Default::default(),
@@ -400,14 +412,23 @@ impl Sim {
     /// otherwise that one has been sent and a new one is due one period from now. (The timer
     /// starts as the TLP starts out rather than when its last byte is in: the same period, shifted
     /// by one TLP time; what is due is then never later than now.)
+    #[inline]
     fn dllp_event(&mut self, p: PortId, kind: usize) {
         let at = self.now;
-        let Some(d) = self.dllps.get_mut(p as usize) else { return };
+        let Some(d) = self.dllps.get(p as usize) else { return };
         let due = d.due[kind];
         if d.period == 0 || (due != NONE && at <= due) {
             return;
         }
-        d.due[kind] = at + d.period;
+        self.dllp_due(p, kind, due);
+    }
+
+    /// The DLLP of `kind` pending on port `p` (due at `due`, or NONE) is sent, and a new one is due
+    /// one period from now.
+    #[inline(never)]
+    fn dllp_due(&mut self, p: PortId, kind: usize, due: Ps) {
+        let d = &mut self.dllps[p as usize];
+        d.due[kind] = self.now + d.period;
         if due != NONE {
             Self::send_dllp(d, self.ports[p as usize].busy_until, &mut self.tally[p as usize].stats, due);
         }
@@ -422,8 +443,12 @@ impl Sim {
     }
 
     /// Send the DLLPs of port `p` due by `now`; returns when the port is free of them.
+    #[inline]
     fn dllps_before(&mut self, p: PortId, now: Ps) -> Ps {
         let d = &mut self.dllps[p as usize];
+        if d.next() > now {
+            return d.free;
+        }
         for k in 0..4 {
             let due = d.due[k];
             if due <= now {
@@ -614,7 +639,17 @@ impl Sim {
     fn enqueue(&mut self, id: u32, at: Ps) {
         let tlp = self.tlps[id as usize];
         let port = self.hop(tlp.path, tlp.stage).port;
-        self.ports[port as usize].queues[tlp.class as usize].push(&mut self.fifo, (at, id));
+        self.enqueue_at(port, tlp.class, id, at);
+    }
+
+    /// Put TLP `id` of `class` in the queue of port `port`, ready at time `at`.
+    #[inline]
+    fn enqueue_at(&mut self, port: PortId, class: Class, id: u32, at: Ps) {
+        let p = &mut self.ports[port as usize];
+        if p.heads[class as usize] == NONE {
+            p.heads[class as usize] = at;
+        }
+        p.queues[class as usize].push(&mut self.fifo, (at, id));
         self.kick(port, at);
     }
 
@@ -625,10 +660,9 @@ impl Sim {
         port.returns[class as usize].push(&mut self.slots, at);
         // Only a class out of credits can be held back by them: then look again when this slot is
         // back, and not before its head is ready (the head's own wake-up is already due then).
-        if port.credits[class as usize] == 0 {
-            if let Some((ready, _)) = port.queues[class as usize].front(&self.fifo) {
-                self.kick(p, at.max(ready));
-            }
+        let ready = port.heads[class as usize];
+        if port.credits[class as usize] == 0 && ready != NONE {
+            self.kick(p, at.max(ready));
         }
     }
 
@@ -651,11 +685,14 @@ impl Sim {
         // Oldest ready head among the classes that have room at the receiver; otherwise wake up
         // when the first head becomes ready or the first slot comes back.
         let port = &mut self.ports[p as usize];
-        let (fifo, slots) = (&self.fifo, &self.slots);
+        let slots = &self.slots;
         let mut best: Option<(Ps, usize)> = None;
         let mut wake: Option<Ps> = None;
         for c in 0..3 {
-            let Some((t, _)) = port.queues[c].front(fifo) else { continue };
+            let t = port.heads[c];
+            if t == NONE {
+                continue;
+            }
             // Slots come back as timestamps, counted only when a TLP of the class waits for one.
             while port.returns[c].front(slots).is_some_and(|t| t <= now) {
                 port.returns[c].drop_front();
@@ -677,7 +714,7 @@ impl Sim {
         }
         let Some((_, c)) = best else {
             // A head ready now but held back by credits: the port stalls on flow control.
-            let blocked = (0..3).any(|c| port.credits[c] == 0 && port.queues[c].front(fifo).is_some_and(|(t, _)| t <= now));
+            let blocked = (0..3).any(|c| port.credits[c] == 0 && port.heads[c] <= now);
             let tally = &mut self.tally[p as usize];
             if blocked && tally.stalled_since == NONE {
                 tally.stalled_since = now;
@@ -687,9 +724,12 @@ impl Sim {
             }
             return;
         };
-        let (ready, id) = self.ports[p as usize].queues[c].pop(&self.fifo).expect("the head chosen");
+        let port = &mut self.ports[p as usize];
+        let (ready, id) = port.queues[c].pop(&self.fifo).expect("the head chosen");
+        port.heads[c] = port.queues[c].front(&self.fifo).map_or(NONE, |h| h.0);
         self.ports[p as usize].credits[c] -= 1;
         let tlp = self.tlps[id as usize];
+        let hop = (self.first_hop[tlp.path as usize] + tlp.stage) as usize;
         let wire = self.wire_bytes(&tlp);
         let ser = self.ser_of(p, &tlp, wire);
         // A cut-through component cannot finish sending before the TLP has fully arrived.
@@ -721,12 +761,12 @@ impl Sim {
         if tlp.fresh {
             self.tlps[id as usize].fresh = false;
         } else if tlp.stage > 0 {
-            let prev = self.hop(tlp.path, tlp.stage - 1).port;
+            let prev = self.hops[hop - 1].port;
             self.return_credit(prev, tlp.class, start + self.t.updatefc_ps);
         } else {
             self.source_left(tlp.flow, tlp.class);
         }
-        let stage = self.hop(tlp.path, tlp.stage);
+        let stage = self.hops[hop];
         self.tlps[id as usize].full_arrival = arrival;
         let ready = if stage.cut_through {
             let port = &self.ports[p as usize];
@@ -736,7 +776,9 @@ impl Sim {
         };
         self.q.push(ready, Ev::Arrive(id));
         // Look again when the link is free and the next head is ready (whichever is later).
-        if let Some(at) = self.ports[p as usize].queues.iter().filter_map(|q| q.front(&self.fifo).map(|h| h.0)).min() {
+        let heads = self.ports[p as usize].heads;
+        let at = heads[0].min(heads[1]).min(heads[2]);
+        if at != NONE {
             self.kick(p, at);
         }
     }
@@ -833,7 +875,8 @@ impl Sim {
 
     fn arrive(&mut self, id: u32) {
         let tlp = self.tlps[id as usize];
-        let stage = self.hop(tlp.path, tlp.stage);
+        let hop = (self.first_hop[tlp.path as usize] + tlp.stage) as usize;
+        let stage = self.hops[hop];
         let last = stage.last;
         let mut delay = stage.latency;
         if stage.iommu {
@@ -859,7 +902,8 @@ impl Sim {
             return;
         }
         self.tlps[id as usize].stage += 1;
-        self.enqueue(id, self.now + delay);
+        let next = self.hops[hop + 1].port;
+        self.enqueue_at(next, tlp.class, id, self.now + delay);
     }
 
     /// Delivered at the end of its path: a write lands, a read is answered, a completion is received.
