@@ -128,7 +128,7 @@ impl<E: Copy> EventQueue<E> {
         self.put(time << 1 | 1, ev);
     }
 
-    #[inline]
+    #[inline(always)]
     fn put(&mut self, time: u64, ev: E) {
         let e = Entry { time, ev };
         self.len += 1;
