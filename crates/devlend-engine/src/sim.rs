@@ -162,6 +162,8 @@ struct Port {
     wake: Ps,
     fp_ps_per_byte: u64,
     prop: Ps,
+    /// From the start of a TLP to its header at the far end (cut-through forwarding).
+    header_ps: Ps,
     /// A half-duplex bus (PCI-X): the fixed phases of one transaction, ps, or NONE; its two
     /// directions share one serialiser (`Sim::set_half_duplex`).
     bus_txn_ps: Ps,
@@ -333,6 +335,7 @@ impl Sim {
                 wake: NONE,
                 fp_ps_per_byte: fp,
                 prop,
+                header_ps: ((t.overheads().header_bytes() * fp) >> 16) + prop,
                 bus_txn_ps: NONE,
                 heads: [NONE; 3],
                 credits: [credits; 3],
@@ -713,15 +716,7 @@ impl Sim {
             }
         }
         let Some((_, c)) = best else {
-            // A head ready now but held back by credits: the port stalls on flow control.
-            let blocked = (0..3).any(|c| port.credits[c] == 0 && port.heads[c] <= now);
-            let tally = &mut self.tally[p as usize];
-            if blocked && tally.stalled_since == NONE {
-                tally.stalled_since = now;
-            }
-            if let Some(w) = wake {
-                self.kick(p, w);
-            }
+            self.nothing_to_send(p, wake);
             return;
         };
         let port = &mut self.ports[p as usize];
@@ -768,18 +763,28 @@ impl Sim {
         }
         let stage = self.hops[hop];
         self.tlps[id as usize].full_arrival = arrival;
-        let ready = if stage.cut_through {
-            let port = &self.ports[p as usize];
-            start + ((self.overheads.header_bytes() * port.fp_ps_per_byte) >> 16) + port.prop
-        } else {
-            arrival
-        };
+        let ready = if stage.cut_through { start + self.ports[p as usize].header_ps } else { arrival };
         self.q.push(ready, Ev::Arrive(id));
         // Look again when the link is free and the next head is ready (whichever is later).
         let heads = self.ports[p as usize].heads;
         let at = heads[0].min(heads[1]).min(heads[2]);
         if at != NONE {
             self.kick(p, at);
+        }
+    }
+
+    /// The port is free but no head can go now: note a stall on flow control if a head ready now
+    /// is held back by credits, and look again at `wake`.
+    #[inline(never)]
+    fn nothing_to_send(&mut self, p: PortId, wake: Option<Ps>) {
+        let (port, now) = (&self.ports[p as usize], self.now);
+        let blocked = (0..3).any(|c| port.credits[c] == 0 && port.heads[c] <= now);
+        let tally = &mut self.tally[p as usize];
+        if blocked && tally.stalled_since == NONE {
+            tally.stalled_since = now;
+        }
+        if let Some(w) = wake {
+            self.kick(p, w);
         }
     }
 
