@@ -9,15 +9,24 @@
 
 pub type Ps = u64;
 
+/// An event in the ring, the current bucket or the FIFOs of the picosecond being run: kept in the
+/// order scheduled (or sorted stably from it), so it needs no sequence number (16 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry<E> {
     /// `time << 1 | phase` (phase 1: late): one number orders by time, then phase.
+    time: u64,
+    ev: E,
+}
+
+/// An event beyond the ring's reach, in the binary heap `far`: ordered by (time, seq).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Far<E> {
     time: u64,
     seq: u64,
     ev: E,
 }
 
-impl<E> Entry<E> {
+impl<E> Far<E> {
     #[inline]
     fn key(&self) -> (Ps, u64) {
         (self.time, self.seq)
@@ -43,7 +52,7 @@ const NONE: u32 = u32::MAX;
 /// Buckets are disjoint time ranges taken in order and each is taken in (time, seq) order, so the
 /// pop order is exactly (key, seq): the engine never schedules before the last popped time.
 pub struct EventQueue<E> {
-    /// The current bucket's entries, sorted by (time, seq) *descending*: the next one is last.
+    /// The current bucket's entries, sorted by (time, order scheduled) *descending*: the next one is last.
     now: Vec<Entry<E>>,
     /// Early entries scheduled at the key of the last event popped (while its early phase runs),
     /// in the order scheduled (from `same_head` on): they come after those of `now` at that key
@@ -72,10 +81,11 @@ pub struct EventQueue<E> {
     bits: [u64; WORDS],
     summary: u64,
     /// Entries at or beyond `cur + SLOTS` when scheduled: a binary heap, smallest (time, seq) first.
-    far: Vec<Entry<E>>,
+    far: Vec<Far<E>>,
     /// The key of the last event popped: nothing may be scheduled before it.
     last: u64,
     len: usize,
+    /// Sequence numbers of the entries sent to `far`.
     seq: u64,
 }
 
@@ -118,17 +128,17 @@ impl<E: Copy> EventQueue<E> {
         self.put(time << 1 | 1, ev);
     }
 
-    #[inline]
+    #[inline(always)]
     fn put(&mut self, time: u64, ev: E) {
-        let e = Entry { time, seq: self.seq, ev };
-        self.seq += 1;
+        let e = Entry { time, ev };
         self.len += 1;
         let ahead = (time >> SHIFT) - self.cur;
         if ahead != 0 {
             if ahead < SLOTS as u64 {
                 self.file(e);
             } else {
-                self.far_push(e);
+                self.far_push(Far { time, seq: self.seq, ev });
+                self.seq += 1;
             }
         } else if time == self.last && time & 1 == 0 {
             self.same.push(e);
@@ -140,7 +150,7 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// Into the current bucket: after every entry due later, before those due at the same time
-    /// or earlier (their seq is smaller).
+    /// or earlier (scheduled before it).
     #[inline(never)]
     fn insert_now(&mut self, e: Entry<E>) {
         let at = self.now.partition_point(|x| x.time > e.time);
@@ -217,10 +227,10 @@ impl<E: Copy> EventQueue<E> {
                 self.bufs.len() as u32 - 1
             });
             self.slots[slot] = b;
+            self.bits[slot / 64] |= 1 << (slot % 64);
+            self.summary |= 1 << (slot / 64);
         }
         self.bufs[b as usize].push(e);
-        self.bits[slot / 64] |= 1 << (slot % 64);
-        self.summary |= 1 << (slot / 64);
     }
 
     /// The current bucket is used up: make the next non-empty one current (its ring list and its
@@ -236,39 +246,41 @@ impl<E: Copy> EventQueue<E> {
             (None, None) => return false,
         };
         self.cur = b;
-        if ring == Some(b) {
+        // The bucket's entries, in an order that keeps those of one time in the order scheduled:
+        // first those from the far heap (by time, then as scheduled), then the ring's (as
+        // scheduled). Every far entry of a bucket was scheduled before every ring entry of it: an
+        // event went far only while its bucket was out of the ring's reach, and the ring reaches
+        // further as time goes on.
+        if self.far.first().is_some_and(|e| e.time >> SHIFT == b) {
+            while self.far.first().is_some_and(|e| e.time >> SHIFT == b) {
+                let e = self.far_pop();
+                self.now.push(Entry { time: e.time, ev: e.ev });
+            }
+            if ring == Some(b) {
+                self.append_slot((b as usize) & (SLOTS - 1));
+            }
+        } else if ring == Some(b) {
             self.take_slot((b as usize) & (SLOTS - 1));
-        }
-        let ring_only = !self.far.first().is_some_and(|e| e.time >> SHIFT == b);
-        while self.far.first().is_some_and(|e| e.time >> SHIFT == b) {
-            let e = self.far_pop();
-            self.now.push(e);
         }
         match self.now.len() {
             0 | 1 => {}
-            // Two from the ring, in the order scheduled: the later-scheduled one goes first
-            // unless it is due later.
-            2 if ring_only => {
+            // Two: the later-scheduled one goes first unless it is due later.
+            2 => {
                 if self.now[0].time <= self.now[1].time {
                     self.now.swap(0, 1);
                 }
             }
-            _ => self.sort_now(ring_only),
+            _ => self.sort_now(),
         }
         true
     }
 
-    /// Sort the bucket just made current by (time, seq) descending.
+    /// Sort the bucket just made current by (time, order scheduled) descending: its entries of one
+    /// time are in the order scheduled, so reversed, a stable sort on time alone does it.
     #[inline(never)]
-    fn sort_now(&mut self, ring_only: bool) {
-        if ring_only {
-            // A ring bucket holds its entries in the order scheduled (seq ascending): reversed, a
-            // stable sort on time alone gives (time, seq) descending.
-            self.now.reverse();
-            self.now.sort_by(|a, b| b.time.cmp(&a.time));
-        } else {
-            self.now.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
-        }
+    fn sort_now(&mut self) {
+        self.now.reverse();
+        self.now.sort_by(|a, b| b.time.cmp(&a.time));
     }
 
     /// Make slot `slot`'s entries the current bucket (unsorted); `now` is empty, and its vector
@@ -278,6 +290,21 @@ impl<E: Copy> EventQueue<E> {
         debug_assert!(self.now.is_empty());
         let b = std::mem::replace(&mut self.slots[slot], NONE);
         std::mem::swap(&mut self.now, &mut self.bufs[b as usize]);
+        self.free_slot(slot, b);
+    }
+
+    /// Append slot `slot`'s entries to the current bucket; its vector becomes a spare.
+    fn append_slot(&mut self, slot: usize) {
+        let b = std::mem::replace(&mut self.slots[slot], NONE);
+        let buf = &mut self.bufs[b as usize];
+        self.now.extend_from_slice(buf);
+        buf.clear();
+        self.free_slot(slot, b);
+    }
+
+    /// Slot `slot` is empty again; its vector `b` (empty) becomes a spare.
+    #[inline]
+    fn free_slot(&mut self, slot: usize, b: u32) {
         self.spare.push(b);
         let w = slot / 64;
         self.bits[w] &= !(1 << (slot % 64));
@@ -303,7 +330,7 @@ impl<E: Copy> EventQueue<E> {
         Some(w * 64 + self.bits[w].trailing_zeros() as usize)
     }
 
-    fn far_push(&mut self, e: Entry<E>) {
+    fn far_push(&mut self, e: Far<E>) {
         self.far.push(e);
         let mut i = self.far.len() - 1;
         while i > 0 {
@@ -316,7 +343,7 @@ impl<E: Copy> EventQueue<E> {
         }
     }
 
-    fn far_pop(&mut self) -> Entry<E> {
+    fn far_pop(&mut self) -> Far<E> {
         let top = self.far.swap_remove(0);
         let n = self.far.len();
         let mut i = 0;
@@ -336,9 +363,100 @@ impl<E: Copy> EventQueue<E> {
     }
 }
 
+/// A FIFO whose entries live in a slice of an arena shared by many FIFOs (the engine's ports): a
+/// power-of-two ring that moves to the arena's end, twice as large, when full (the slice it leaves
+/// stays unused, so an arena holds at most twice the most entries its FIFOs held at once). 16
+/// bytes, where a `VecDeque` header is 32 and its buffer a separate allocation: a port's six FIFOs
+/// sit in its own cache lines, and their entries in a few shared ones.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Ring {
+    off: u32,
+    cap: u32,
+    /// Entries pushed and popped so far (wrapping): the length is their difference.
+    head: u32,
+    tail: u32,
+}
+
+impl Ring {
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head == self.tail
+    }
+
+    #[inline]
+    fn at(&self, i: u32) -> usize {
+        (self.off + (i & (self.cap - 1))) as usize
+    }
+
+    #[inline]
+    pub(crate) fn front<T: Copy>(&self, arena: &[T]) -> Option<T> {
+        if self.is_empty() {
+            None
+        } else {
+            Some(arena[self.at(self.head)])
+        }
+    }
+
+    /// Remove the first entry (there is one).
+    #[inline]
+    pub(crate) fn drop_front(&mut self) {
+        debug_assert!(!self.is_empty());
+        self.head = self.head.wrapping_add(1);
+    }
+
+    #[inline]
+    pub(crate) fn pop<T: Copy>(&mut self, arena: &[T]) -> Option<T> {
+        let e = self.front(arena)?;
+        self.drop_front();
+        Some(e)
+    }
+
+    #[inline]
+    pub(crate) fn push<T: Copy + Default>(&mut self, arena: &mut Vec<T>, e: T) {
+        if self.tail.wrapping_sub(self.head) == self.cap {
+            self.grow(arena);
+        }
+        let i = self.at(self.tail);
+        arena[i] = e;
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    #[cold]
+    fn grow<T: Copy + Default>(&mut self, arena: &mut Vec<T>) {
+        let cap = (self.cap * 2).max(4);
+        let off = u32::try_from(arena.len()).ok().filter(|o| o.checked_add(cap).is_some()).expect("a FIFO arena holds fewer than 2^32 entries");
+        arena.resize(arena.len() + cap as usize, T::default());
+        let len = self.tail.wrapping_sub(self.head);
+        for k in 0..len {
+            arena[(off + k) as usize] = arena[self.at(self.head.wrapping_add(k))];
+        }
+        *self = Ring { off, cap, head: 0, tail: len };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rings_sharing_an_arena_keep_their_order_as_they_grow() {
+        // Two FIFOs in one arena, pushed and popped in turns, against `VecDeque`s.
+        let (mut arena, mut rings, mut model) = (Vec::new(), [Ring::default(); 2], [std::collections::VecDeque::new(), std::collections::VecDeque::new()]);
+        let mut x = 7u64;
+        for i in 0..5000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let k = (x >> 63) as usize;
+            if (x >> 40) % 5 < 3 {
+                rings[k].push(&mut arena, i);
+                model[k].push_back(i);
+            } else {
+                assert_eq!(rings[k].pop(&arena), model[k].pop_front());
+            }
+            assert_eq!(rings[k].front(&arena), model[k].front().copied());
+            assert_eq!(rings[k].is_empty(), model[k].is_empty());
+        }
+        assert!(arena.len() <= 2 * 2 * 5000, "a grown ring leaves at most its old slice behind");
+    }
 
     #[test]
     fn pops_in_time_then_schedule_order() {

@@ -30,7 +30,7 @@
 use crate::iotlb::HostIommu;
 use crate::params::{timing, Timing};
 use crate::path::{Path, PortId};
-use crate::queue::{EventQueue, Ps};
+use crate::queue::{EventQueue, Ps, Ring};
 use devlend_wire::{Overheads, TlpKind};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -125,8 +125,10 @@ const NONE: Ps = Ps::MAX;
 const ACK: usize = 3;
 
 /// The DLLPs a port sends for the other direction of its link: when each pending one is due, and
-/// when those already owed are done being sent.
+/// when those already owed are done being sent. One cache line, by PortId beside the ports: the
+/// reverse direction of a link that carries TLPs one way is touched for its DLLPs only.
 #[derive(Clone, Copy)]
+#[repr(C, align(64))]
 struct Dllps {
     /// AckNak / UpdateFC latency period of this link (0: no link layer modelled).
     period: Ps,
@@ -139,27 +141,49 @@ struct Dllps {
     free: Ps,
 }
 
-/// A link direction. TLPs wait in per-class FIFOs with the time they become ready; receiver
-/// buffer slots come back as timestamps (`returns`) rather than events, and a port wakes itself
-/// at the next time something can change (a TLP ready, a slot back, the link free).
+impl Dllps {
+    /// The earliest pending DLLP's due time, or NONE.
+    #[inline]
+    fn next(&self) -> Ps {
+        self.due[0].min(self.due[1]).min(self.due[2].min(self.due[3]))
+    }
+}
+
+/// A link direction, as the transmit decision reads it (three cache lines). TLPs wait in
+/// per-class FIFOs with the time they become ready; receiver buffer slots come back as timestamps
+/// (`returns`) rather than events, and a port wakes itself at the next time something can change
+/// (a TLP ready, a slot back, the link free). The FIFOs' entries live in arenas shared by every
+/// port (`Sim::fifo`, `Sim::slots`); what a send only adds to (`Tally`) and the DLLPs (`Dllps`)
+/// are kept beside the ports, by PortId.
+#[repr(C, align(64))]
 struct Port {
     busy_until: Ps,
-    queues: [VecDeque<(Ps, u32)>; 3],
-    credits: [u32; 3],
-    returns: [VecDeque<Ps>; 3],
+    /// Earliest TryTx already scheduled, or NONE.
+    wake: Ps,
     fp_ps_per_byte: u64,
     prop: Ps,
-    /// Earliest TryTx already scheduled, if any.
-    wake: Option<Ps>,
-    /// Since when a ready TLP has been waiting for a receiver buffer, if one is.
-    stalled_since: Option<Ps>,
-    /// When the last posted TLP delivered through this port landed (they land in order).
-    last_posted: Ps,
-    dllp: Dllps,
+    /// From the start of a TLP to its header at the far end (cut-through forwarding).
+    header_ps: Ps,
+    /// A half-duplex bus (PCI-X): the fixed phases of one transaction, ps, or NONE; its two
+    /// directions share one serialiser (`Sim::set_half_duplex`).
+    bus_txn_ps: Ps,
+    /// Per class: when the first TLP of `queues` is ready, or NONE (the FIFO is empty): what the
+    /// transmit decision compares, without reading the FIFOs.
+    heads: [Ps; 3],
+    credits: [u32; 3],
+    /// Per class: (ready time, TLP), in `Sim::fifo`.
+    queues: [Ring; 3],
+    /// Per class: when each receiver buffer slot in use comes back, in `Sim::slots`.
+    returns: [Ring; 3],
+}
+
+/// What a port's sends add up, one cache line per port.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Tally {
     stats: PortStats,
-    /// A half-duplex bus (PCI-X): the fixed phases of one transaction, ps; its two directions
-    /// share one serialiser (`Sim::set_half_duplex`).
-    bus_txn_ps: Option<Ps>,
+    /// Since when a ready TLP has been waiting for a receiver buffer, or NONE.
+    stalled_since: Ps,
 }
 
 /// What the hot path reads of a path's stage, 16 bytes, all stages of all paths in one table
@@ -241,6 +265,13 @@ pub struct Sim {
     q: EventQueue<Ev>,
     now: Ps,
     ports: Vec<Port>,
+    tally: Vec<Tally>,
+    dllps: Vec<Dllps>,
+    /// Per port: when the last posted TLP delivered through it landed (they land in order).
+    last_posted: Vec<Ps>,
+    /// The entries of every port's TLP FIFOs and slot returns.
+    fifo: Vec<(Ps, u32)>,
+    slots: Vec<Ps>,
     paths: Vec<Path>,
     /// Every path's stages, flat: path `p`'s stage `s` is `hops[first_hop[p] + s]`.
     hops: Vec<Hop>,
@@ -295,22 +326,21 @@ impl Sim {
     /// As [`Sim::new`], with each port's receive buffers per traffic class (`credits`, by PortId)
     /// and the fabric's parameters `t`.
     pub fn tuned(ports: Vec<(u64, Ps)>, credits: Vec<u32>, t: Arc<Timing>) -> Sim {
+        let n = ports.len();
         let ports = ports
             .into_iter()
             .zip(credits)
             .map(|((fp, prop), credits)| Port {
                 busy_until: 0,
-                queues: Default::default(),
-                credits: [credits; 3],
-                returns: Default::default(),
+                wake: NONE,
                 fp_ps_per_byte: fp,
                 prop,
-                wake: None,
-                stalled_since: None,
-                last_posted: 0,
-                dllp: Dllps { period: 0, ser: 0, bytes: 0, due: [NONE; 4], free: 0 },
-                stats: PortStats::default(),
-                bus_txn_ps: None,
+                header_ps: ((t.overheads().header_bytes() * fp) >> 16) + prop,
+                bus_txn_ps: NONE,
+                heads: [NONE; 3],
+                credits: [credits; 3],
+                queues: Default::default(),
+                returns: Default::default(),
             })
             .collect();
         Sim {
@@ -319,6 +349,11 @@ impl Sim {
             q: EventQueue::default(),
             now: 0,
             ports,
+            tally: vec![Tally { stats: PortStats::default(), stalled_since: NONE }; n],
+            dllps: vec![Dllps { period: 0, ser: 0, bytes: 0, due: [NONE; 4], free: 0 }; n],
+            last_posted: vec![0; n],
+            fifo: Vec::new(),
+            slots: Vec::new(),
             paths: Vec::new(),
             hops: Vec::new(),
             first_hop: Vec::new(),
@@ -347,10 +382,10 @@ impl Sim {
     /// the TLPs received on the other direction. Without this call, no DLLP is modelled.
     pub fn set_dllp_periods(&mut self, periods: &[Ps]) {
         let bytes = self.t.dllp_bytes as u64;
-        for (port, &period) in self.ports.iter_mut().zip(periods) {
-            port.dllp.period = period;
-            port.dllp.ser = (bytes * port.fp_ps_per_byte) >> 16;
-            port.dllp.bytes = bytes;
+        for ((d, port), &period) in self.dllps.iter_mut().zip(&self.ports).zip(periods) {
+            d.period = period;
+            d.ser = (bytes * port.fp_ps_per_byte) >> 16;
+            d.bytes = bytes;
         }
     }
 
@@ -360,7 +395,7 @@ impl Sim {
     /// PCIe framing, no DLLPs).
     pub fn set_half_duplex(&mut self, p: PortId, txn_ps: Ps) {
         for q in [p, p ^ 1] {
-            self.ports[q as usize].bus_txn_ps = Some(txn_ps);
+            self.ports[q as usize].bus_txn_ps = txn_ps;
         }
     }
 
@@ -368,9 +403,10 @@ impl Sim {
     /// transaction's phases and its payload.
     fn ser_of(&self, p: PortId, tlp: &Tlp, wire: u64) -> Ps {
         let port = &self.ports[p as usize];
-        match port.bus_txn_ps {
-            Some(txn) => txn + ((tlp.payload as u64 * port.fp_ps_per_byte) >> 16),
-            None => (wire * port.fp_ps_per_byte) >> 16,
+        if port.bus_txn_ps != NONE {
+            port.bus_txn_ps + ((tlp.payload as u64 * port.fp_ps_per_byte) >> 16)
+        } else {
+            (wire * port.fp_ps_per_byte) >> 16
         }
     }
 
@@ -379,39 +415,51 @@ impl Sim {
     /// otherwise that one has been sent and a new one is due one period from now. (The timer
     /// starts as the TLP starts out rather than when its last byte is in: the same period, shifted
     /// by one TLP time; what is due is then never later than now.)
+    #[inline]
     fn dllp_event(&mut self, p: PortId, kind: usize) {
         let at = self.now;
-        let Some(port) = self.ports.get_mut(p as usize) else { return };
-        let due = port.dllp.due[kind];
-        if port.dllp.period == 0 || (due != NONE && at <= due) {
+        let Some(d) = self.dllps.get(p as usize) else { return };
+        let due = d.due[kind];
+        if d.period == 0 || (due != NONE && at <= due) {
             return;
         }
-        if due != NONE {
-            Self::send_dllp(port, due);
-        }
-        port.dllp.due[kind] = at + port.dllp.period;
+        self.dllp_due(p, kind, due);
     }
 
-    /// The DLLP due at `due` leaves port `port`: after the TLP being sent then, if any.
-    fn send_dllp(port: &mut Port, due: Ps) {
-        let d = &mut port.dllp;
-        d.free = d.free.max(due.max(port.busy_until)) + d.ser;
-        port.stats.dllps += 1;
-        port.stats.busy_ps += d.ser;
-        port.stats.wire_bytes += d.bytes;
+    /// The DLLP of `kind` pending on port `p` (due at `due`, or NONE) is sent, and a new one is due
+    /// one period from now.
+    #[inline(never)]
+    fn dllp_due(&mut self, p: PortId, kind: usize, due: Ps) {
+        let d = &mut self.dllps[p as usize];
+        d.due[kind] = self.now + d.period;
+        if due != NONE {
+            Self::send_dllp(d, self.ports[p as usize].busy_until, &mut self.tally[p as usize].stats, due);
+        }
+    }
+
+    /// The DLLP due at `due` leaves its port (busy with a TLP until `busy_until`): after that TLP.
+    fn send_dllp(d: &mut Dllps, busy_until: Ps, stats: &mut PortStats, due: Ps) {
+        d.free = d.free.max(due.max(busy_until)) + d.ser;
+        stats.dllps += 1;
+        stats.busy_ps += d.ser;
+        stats.wire_bytes += d.bytes;
     }
 
     /// Send the DLLPs of port `p` due by `now`; returns when the port is free of them.
+    #[inline]
     fn dllps_before(&mut self, p: PortId, now: Ps) -> Ps {
-        let port = &mut self.ports[p as usize];
+        let d = &mut self.dllps[p as usize];
+        if d.next() > now {
+            return d.free;
+        }
         for k in 0..4 {
-            let due = port.dllp.due[k];
+            let due = d.due[k];
             if due <= now {
-                Self::send_dllp(port, due);
-                port.dllp.due[k] = NONE;
+                Self::send_dllp(d, self.ports[p as usize].busy_until, &mut self.tally[p as usize].stats, due);
+                d.due[k] = NONE;
             }
         }
-        port.dllp.free
+        d.free
     }
 
     pub fn add_path(&mut self, p: Path) -> u32 {
@@ -499,7 +547,7 @@ impl Sim {
 
     /// Statistics of every port (link direction), indexed by `PortId`.
     pub fn port_stats(&self) -> Vec<PortStats> {
-        self.ports.iter().map(|p| p.stats).collect()
+        self.tally.iter().map(|t| t.stats).collect()
     }
 
     /// Run everything.
@@ -515,8 +563,8 @@ impl Sim {
             match ev {
                 Ev::TryTx(p) => {
                     let port = &mut self.ports[p as usize];
-                    if port.wake.is_some_and(|w| w <= t) {
-                        port.wake = None;
+                    if port.wake <= t {
+                        port.wake = NONE;
                     }
                     self.try_tx(p);
                 }
@@ -578,8 +626,8 @@ impl Sim {
     fn kick(&mut self, p: PortId, at: Ps) {
         let port = &mut self.ports[p as usize];
         let at = at.max(self.now).max(port.busy_until);
-        if port.wake.is_none_or(|w| at < w) {
-            port.wake = Some(at);
+        if at < port.wake {
+            port.wake = at;
             self.q.push_late(at, Ev::TryTx(p));
         }
     }
@@ -594,7 +642,17 @@ impl Sim {
     fn enqueue(&mut self, id: u32, at: Ps) {
         let tlp = self.tlps[id as usize];
         let port = self.hop(tlp.path, tlp.stage).port;
-        self.ports[port as usize].queues[tlp.class as usize].push_back((at, id));
+        self.enqueue_at(port, tlp.class, id, at);
+    }
+
+    /// Put TLP `id` of `class` in the queue of port `port`, ready at time `at`.
+    #[inline]
+    fn enqueue_at(&mut self, port: PortId, class: Class, id: u32, at: Ps) {
+        let p = &mut self.ports[port as usize];
+        if p.heads[class as usize] == NONE {
+            p.heads[class as usize] = at;
+        }
+        p.queues[class as usize].push(&mut self.fifo, (at, id));
         self.kick(port, at);
     }
 
@@ -602,13 +660,12 @@ impl Sim {
     fn return_credit(&mut self, p: PortId, class: Class, at: Ps) {
         self.dllp_event(p ^ 1, class as usize);
         let port = &mut self.ports[p as usize];
-        port.returns[class as usize].push_back(at);
+        port.returns[class as usize].push(&mut self.slots, at);
         // Only a class out of credits can be held back by them: then look again when this slot is
         // back, and not before its head is ready (the head's own wake-up is already due then).
-        if port.credits[class as usize] == 0 {
-            if let Some(&(ready, _)) = port.queues[class as usize].front() {
-                self.kick(p, at.max(ready));
-            }
+        let ready = port.heads[class as usize];
+        if port.credits[class as usize] == 0 && ready != NONE {
+            self.kick(p, at.max(ready));
         }
     }
 
@@ -631,19 +688,23 @@ impl Sim {
         // Oldest ready head among the classes that have room at the receiver; otherwise wake up
         // when the first head becomes ready or the first slot comes back.
         let port = &mut self.ports[p as usize];
+        let slots = &self.slots;
         let mut best: Option<(Ps, usize)> = None;
         let mut wake: Option<Ps> = None;
         for c in 0..3 {
-            let Some(&(t, _)) = port.queues[c].front() else { continue };
+            let t = port.heads[c];
+            if t == NONE {
+                continue;
+            }
             // Slots come back as timestamps, counted only when a TLP of the class waits for one.
-            while port.returns[c].front().is_some_and(|t| *t <= now) {
-                port.returns[c].pop_front();
+            while port.returns[c].front(slots).is_some_and(|t| t <= now) {
+                port.returns[c].drop_front();
                 port.credits[c] += 1;
             }
             let next = if t > now {
                 Some(t)
             } else if port.credits[c] == 0 {
-                port.returns[c].front().copied()
+                port.returns[c].front(slots)
             } else {
                 if best.is_none_or(|(bt, _)| t < bt) {
                     best = Some((t, c));
@@ -655,37 +716,36 @@ impl Sim {
             }
         }
         let Some((_, c)) = best else {
-            // A head ready now but held back by credits: the port stalls on flow control.
-            let blocked = (0..3).any(|c| port.credits[c] == 0 && port.queues[c].front().is_some_and(|&(t, _)| t <= now));
-            if blocked && port.stalled_since.is_none() {
-                port.stalled_since = Some(now);
-            }
-            if let Some(w) = wake {
-                self.kick(p, w);
-            }
+            self.nothing_to_send(p, wake);
             return;
         };
-        let (ready, id) = self.ports[p as usize].queues[c].pop_front().unwrap();
+        let port = &mut self.ports[p as usize];
+        let (ready, id) = port.queues[c].pop(&self.fifo).expect("the head chosen");
+        port.heads[c] = port.queues[c].front(&self.fifo).map_or(NONE, |h| h.0);
         self.ports[p as usize].credits[c] -= 1;
         let tlp = self.tlps[id as usize];
+        let hop = (self.first_hop[tlp.path as usize] + tlp.stage) as usize;
         let wire = self.wire_bytes(&tlp);
         let ser = self.ser_of(p, &tlp, wire);
         // A cut-through component cannot finish sending before the TLP has fully arrived.
         let start = if tlp.stage > 0 { now.max(tlp.full_arrival.saturating_sub(ser)) } else { now };
         // DLLPs that came due while the previous TLP was being sent go first.
         let start = start.max(self.dllps_before(p, start));
-        let port = &mut self.ports[p as usize];
-        if let Some(since) = port.stalled_since.take() {
-            port.stats.credit_stall_ps += now - since;
+        let tally = &mut self.tally[p as usize];
+        if tally.stalled_since != NONE {
+            tally.stats.credit_stall_ps += now - tally.stalled_since;
+            tally.stalled_since = NONE;
         }
-        port.stats.tlps += 1;
-        port.stats.wire_bytes += wire;
-        port.stats.payload_bytes += tlp.payload as u64;
-        port.stats.busy_ps += ser;
-        port.stats.queue_ps += start.saturating_sub(ready);
+        let stats = &mut tally.stats;
+        stats.tlps += 1;
+        stats.wire_bytes += wire;
+        stats.payload_bytes += tlp.payload as u64;
+        stats.busy_ps += ser;
+        stats.queue_ps += start.saturating_sub(ready);
+        let port = &mut self.ports[p as usize];
         port.busy_until = start + ser;
         let arrival = start + ser + port.prop;
-        if port.bus_txn_ps.is_some() {
+        if port.bus_txn_ps != NONE {
             // A bus: the other direction waits for this transaction.
             let other = &mut self.ports[(p ^ 1) as usize];
             other.busy_until = other.busy_until.max(start + ser);
@@ -696,23 +756,35 @@ impl Sim {
         if tlp.fresh {
             self.tlps[id as usize].fresh = false;
         } else if tlp.stage > 0 {
-            let prev = self.hop(tlp.path, tlp.stage - 1).port;
+            let prev = self.hops[hop - 1].port;
             self.return_credit(prev, tlp.class, start + self.t.updatefc_ps);
         } else {
             self.source_left(tlp.flow, tlp.class);
         }
-        let stage = self.hop(tlp.path, tlp.stage);
+        let stage = self.hops[hop];
         self.tlps[id as usize].full_arrival = arrival;
-        let ready = if stage.cut_through {
-            let port = &self.ports[p as usize];
-            start + ((self.overheads.header_bytes() * port.fp_ps_per_byte) >> 16) + port.prop
-        } else {
-            arrival
-        };
+        let ready = if stage.cut_through { start + self.ports[p as usize].header_ps } else { arrival };
         self.q.push(ready, Ev::Arrive(id));
         // Look again when the link is free and the next head is ready (whichever is later).
-        if let Some(at) = self.ports[p as usize].queues.iter().filter_map(|q| q.front().map(|h| h.0)).min() {
+        let heads = self.ports[p as usize].heads;
+        let at = heads[0].min(heads[1]).min(heads[2]);
+        if at != NONE {
             self.kick(p, at);
+        }
+    }
+
+    /// The port is free but no head can go now: note a stall on flow control if a head ready now
+    /// is held back by credits, and look again at `wake`.
+    #[inline(never)]
+    fn nothing_to_send(&mut self, p: PortId, wake: Option<Ps>) {
+        let (port, now) = (&self.ports[p as usize], self.now);
+        let blocked = (0..3).any(|c| port.credits[c] == 0 && port.heads[c] <= now);
+        let tally = &mut self.tally[p as usize];
+        if blocked && tally.stalled_since == NONE {
+            tally.stalled_since = now;
+        }
+        if let Some(w) = wake {
+            self.kick(p, w);
         }
     }
 
@@ -808,7 +880,8 @@ impl Sim {
 
     fn arrive(&mut self, id: u32) {
         let tlp = self.tlps[id as usize];
-        let stage = self.hop(tlp.path, tlp.stage);
+        let hop = (self.first_hop[tlp.path as usize] + tlp.stage) as usize;
+        let stage = self.hops[hop];
         let last = stage.last;
         let mut delay = stage.latency;
         if stage.iommu {
@@ -834,7 +907,8 @@ impl Sim {
             return;
         }
         self.tlps[id as usize].stage += 1;
-        self.enqueue(id, self.now + delay);
+        let next = self.hops[hop + 1].port;
+        self.enqueue_at(next, tlp.class, id, self.now + delay);
     }
 
     /// Delivered at the end of its path: a write lands, a read is answered, a completion is received.
@@ -855,9 +929,9 @@ impl Sim {
             Class::Posted => {
                 // Posted writes land in order (PCIe Base 3.0 §2.4.1): one held back by a page walk
                 // holds back those behind it, even when they hit the IOTLB.
-                let p = &mut self.ports[port as usize];
-                let at = (self.now + delay).max(p.last_posted);
-                p.last_posted = at;
+                let last = &mut self.last_posted[port as usize];
+                let at = (self.now + delay).max(*last);
+                *last = at;
                 if data {
                     self.q.push(at, Ev::Land(id));
                 } else {
