@@ -28,6 +28,8 @@ MAX_DEPTH = 64  # nesting deeper than any topology or scenario; also ends recurs
 _LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
 _COLLECTIONS = {yaml.SequenceStartEvent: yaml.SequenceNode, yaml.MappingStartEvent: yaml.MappingNode}
 _NO_KEY = object()
+_TOO_DEEP = "the document is too large or too deeply nested to be a topology"
+_LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"  # libyaml's scanner limit (PyYAML 6.0.4's bundled libyaml)
 
 
 def compose(text: str, file: str) -> yaml.Node | None:
@@ -67,8 +69,7 @@ def _compose_node(loader, file: str) -> yaml.Node:
             node = _new_node(loader, event, kind, anchors)
             if kind is not yaml.ScalarEvent:
                 if len(stack) >= MAX_DEPTH:
-                    raise TopologyError("the document is too large or too deeply nested to be a topology",
-                                        file=file, line=event.start_mark.line + 1)
+                    raise TopologyError(_TOO_DEEP, file=file, line=event.start_mark.line + 1)
                 stack.append([node, _NO_KEY])
                 continue
         if not stack:
@@ -109,6 +110,8 @@ def load_with_marks(text: str, file: str) -> tuple[Any, dict[Path, tuple[int, in
         root = compose(text, file)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
+        if e.problem == _LIBYAML_TOO_DEEP:  # PyYAML 6.0.4's libyaml stops first: same error as ours
+            raise TopologyError(_TOO_DEEP, file=file, line=mark.line + 1 if mark else None) from None
         raise TopologyError(f"malformed YAML: {e.problem or e.context}", file=file,
                             line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None) from None
     except yaml.YAMLError as e:
@@ -124,8 +127,7 @@ def load_with_marks(text: str, file: str) -> tuple[Any, dict[Path, tuple[int, in
     def walk(node: yaml.Node, path: Path, depth: int) -> Any:
         count[0] += 1
         if count[0] > MAX_NODES or depth > MAX_DEPTH:
-            raise TopologyError("the document is too large or too deeply nested to be a topology",
-                                file=file, line=node.start_mark.line + 1)
+            raise TopologyError(_TOO_DEEP, file=file, line=node.start_mark.line + 1)
         marks[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
         if isinstance(node, yaml.MappingNode):
             out: dict[str, Any] = {}
