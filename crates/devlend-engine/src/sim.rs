@@ -157,24 +157,27 @@ impl Dllps {
 /// are kept beside the ports, by PortId.
 #[repr(C, align(64))]
 struct Port {
+    // First cache line: what every decision, enqueue and returned slot reads.
     busy_until: Ps,
     /// Earliest TryTx already scheduled, or NONE.
     wake: Ps,
-    fp_ps_per_byte: u64,
-    prop: Ps,
-    /// From the start of a TLP to its header at the far end (cut-through forwarding).
-    header_ps: Ps,
-    /// A half-duplex bus (PCI-X): the fixed phases of one transaction, ps, or NONE; its two
-    /// directions share one serialiser (`Sim::set_half_duplex`).
-    bus_txn_ps: Ps,
     /// Per class: when the first TLP of `queues` is ready, or NONE (the FIFO is empty): what the
     /// transmit decision compares, without reading the FIFOs.
     heads: [Ps; 3],
     credits: [u32; 3],
+    /// A half-duplex bus (PCI-X): the fixed phases of one transaction, ps, or NONE; its two
+    /// directions share one serialiser (`Sim::set_half_duplex`).
+    bus_txn_ps: Ps,
+    // Second: the TLPs waiting, and what a send costs.
     /// Per class: (ready time, TLP), in `Sim::fifo`.
     queues: [Ring; 3],
+    fp_ps_per_byte: u64,
+    prop: Ps,
+    // Third: the slots coming back.
     /// Per class: when each receiver buffer slot in use comes back, in `Sim::slots`.
     returns: [Ring; 3],
+    /// From the start of a TLP to its header at the far end (cut-through forwarding).
+    header_ps: Ps,
 }
 
 /// What a port's sends add up, one cache line per port.
