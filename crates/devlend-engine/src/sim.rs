@@ -132,15 +132,13 @@ const ACK: usize = 3;
 struct Dllps {
     /// AckNak / UpdateFC latency period of this link (0: no link layer modelled).
     period: Ps,
-    /// Serialisation time of one DLLP (`Timing::dllp_bytes`) on this port.
+    /// Serialisation time and wire bytes of one DLLP on this port.
     ser: Ps,
+    bytes: u64,
     /// Per UpdateFC class (0-2) and the Ack (3): when the pending DLLP is due, or NONE.
     due: [Ps; 4],
     /// When the DLLPs sent so far have left the port.
     free: Ps,
-    /// DLLPs sent: added to the port's statistics when they are read (`Sim::port_stats`), so
-    /// that sending one touches this record only.
-    sent: u64,
 }
 
 impl Dllps {
@@ -149,38 +147,27 @@ impl Dllps {
     fn next(&self) -> Ps {
         self.due[0].min(self.due[1]).min(self.due[2].min(self.due[3]))
     }
-
-    /// Before when (exclusive) a TLP or freed slot that needs a DLLP of `kind` is covered by the
-    /// one pending: never without a link layer (`Ps::MAX`), always when none is pending (0).
-    fn cover(&self, kind: usize) -> Ps {
-        match self.due[kind] {
-            _ if self.period == 0 => Ps::MAX,
-            NONE => 0,
-            due => due + 1,
-        }
-    }
 }
 
-/// A link direction, as the transmit decision reads it (four cache lines, by use). TLPs wait in
+/// A link direction, as the transmit decision reads it (three cache lines). TLPs wait in
 /// per-class FIFOs with the time they become ready; receiver buffer slots come back as timestamps
 /// (`returns`) rather than events, and a port wakes itself at the next time something can change
 /// (a TLP ready, a slot back, the link free). The FIFOs' entries live in arenas shared by every
 /// port (`Sim::fifo`, `Sim::slots`); what a send only adds to (`Tally`) and the DLLPs (`Dllps`)
-/// are kept beside the ports, by PortId, with what a send reads of the DLLPs copied here.
+/// are kept beside the ports, by PortId.
 #[repr(C, align(64))]
 struct Port {
-    // First cache line: what every decision and enqueue reads, and a DLLP sent on this port.
+    // First cache line: what every decision, enqueue and returned slot reads.
     busy_until: Ps,
     /// Earliest TryTx already scheduled, or NONE.
     wake: Ps,
     /// Per class: when the first TLP of `queues` is ready, or NONE (the FIFO is empty): what the
     /// transmit decision compares, without reading the FIFOs.
     heads: [Ps; 3],
-    /// This port's own DLLPs: the earliest due (`Dllps::next`) and when those sent have left
-    /// (`Dllps::free`), kept equal to its `Dllps` record so that a send reads that only when one
-    /// is due.
-    dllp_next: Ps,
-    dllp_free: Ps,
+    credits: [u32; 3],
+    /// A half-duplex bus (PCI-X): the fixed phases of one transaction, ps, or NONE; its two
+    /// directions share one serialiser (`Sim::set_half_duplex`).
+    bus_txn_ps: Ps,
     // Second: the TLPs waiting, and what a send costs.
     /// Per class: (ready time, TLP), in `Sim::fifo`.
     queues: [Ring; 3],
@@ -191,16 +178,6 @@ struct Port {
     returns: [Ring; 3],
     /// From the start of a TLP to its header at the far end (cut-through forwarding).
     header_ps: Ps,
-    /// A half-duplex bus (PCI-X): the fixed phases of one transaction, ps, or NONE; its two
-    /// directions share one serialiser (`Sim::set_half_duplex`).
-    bus_txn_ps: Ps,
-    // Fourth: credits, and the DLLPs owed for this port's traffic.
-    credits: [u32; 3],
-    /// Per DLLP kind (UpdateFC per class, then the Ack), the DLLPs that the other direction
-    /// (`p ^ 1`) owes for this port's traffic: `Dllps::cover` of that port, kept equal to it, so
-    /// that a TLP sent or a slot freed here reads the other direction's record only when a DLLP
-    /// comes due.
-    peer_cover: [Ps; 4],
 }
 
 /// What a port's sends add up, one cache line per port.
@@ -364,10 +341,7 @@ impl Sim {
                 header_ps: ((t.overheads().header_bytes() * fp) >> 16) + prop,
                 bus_txn_ps: NONE,
                 heads: [NONE; 3],
-                dllp_next: NONE,
-                dllp_free: 0,
                 credits: [credits; 3],
-                peer_cover: [Ps::MAX; 4],
                 queues: Default::default(),
                 returns: Default::default(),
             })
@@ -379,7 +353,7 @@ impl Sim {
             now: 0,
             ports,
             tally: vec![Tally { stats: PortStats::default(), stalled_since: NONE }; n],
-            dllps: vec![Dllps { period: 0, ser: 0, due: [NONE; 4], free: 0, sent: 0 }; n],
+            dllps: vec![Dllps { period: 0, ser: 0, bytes: 0, due: [NONE; 4], free: 0 }; n],
             last_posted: vec![0; n],
             fifo: Vec::new(),
             slots: Vec::new(),
@@ -414,10 +388,7 @@ impl Sim {
         for ((d, port), &period) in self.dllps.iter_mut().zip(&self.ports).zip(periods) {
             d.period = period;
             d.ser = (bytes * port.fp_ps_per_byte) >> 16;
-        }
-        for p in 0..self.ports.len() {
-            let cover = self.dllps.get(p ^ 1).map_or([Ps::MAX; 4], |d| std::array::from_fn(|k| d.cover(k)));
-            self.ports[p].peer_cover = cover;
+            d.bytes = bytes;
         }
     }
 
@@ -442,63 +413,55 @@ impl Sim {
         }
     }
 
-    /// Something at the far end of port `p` (a TLP coming in, or a credit of class `kind` freed)
-    /// needs a DLLP on port `p ^ 1`: covered by the one pending if that is not yet due, otherwise
-    /// that one has been sent and a new one is due one period from now. (The timer starts as the
-    /// TLP starts out rather than when its last byte is in: the same period, shifted by one TLP
-    /// time; what is due is then never later than now.)
+    /// Something at the far end of port `p^1` (a TLP coming in, or a credit of class `kind`
+    /// freed) needs a DLLP on port `p`: covered by the one pending if that is not yet due,
+    /// otherwise that one has been sent and a new one is due one period from now. (The timer
+    /// starts as the TLP starts out rather than when its last byte is in: the same period, shifted
+    /// by one TLP time; what is due is then never later than now.)
     #[inline]
-    fn dllp_owed(&mut self, p: PortId, kind: usize) {
-        if self.now < self.ports[p as usize].peer_cover[kind] {
+    fn dllp_event(&mut self, p: PortId, kind: usize) {
+        let at = self.now;
+        let Some(d) = self.dllps.get(p as usize) else { return };
+        let due = d.due[kind];
+        if d.period == 0 || (due != NONE && at <= due) {
             return;
         }
-        self.dllp_due(p ^ 1, kind);
+        self.dllp_due(p, kind, due);
     }
 
-    /// The DLLP of `kind` pending on port `p` (if any) is sent, and a new one is due one period
-    /// from now.
+    /// The DLLP of `kind` pending on port `p` (due at `due`, or NONE) is sent, and a new one is due
+    /// one period from now.
     #[inline(never)]
-    fn dllp_due(&mut self, p: PortId, kind: usize) {
+    fn dllp_due(&mut self, p: PortId, kind: usize, due: Ps) {
         let d = &mut self.dllps[p as usize];
-        let port = &mut self.ports[p as usize];
-        let due = d.due[kind];
         d.due[kind] = self.now + d.period;
         if due != NONE {
-            Self::send_dllp(d, port.busy_until, due);
+            Self::send_dllp(d, self.ports[p as usize].busy_until, &mut self.tally[p as usize].stats, due);
         }
-        (port.dllp_next, port.dllp_free) = (d.next(), d.free);
-        self.ports[(p ^ 1) as usize].peer_cover[kind] = d.cover(kind);
     }
 
     /// The DLLP due at `due` leaves its port (busy with a TLP until `busy_until`): after that TLP.
-    fn send_dllp(d: &mut Dllps, busy_until: Ps, due: Ps) {
+    fn send_dllp(d: &mut Dllps, busy_until: Ps, stats: &mut PortStats, due: Ps) {
         d.free = d.free.max(due.max(busy_until)) + d.ser;
-        d.sent += 1;
+        stats.dllps += 1;
+        stats.busy_ps += d.ser;
+        stats.wire_bytes += d.bytes;
     }
 
     /// Send the DLLPs of port `p` due by `now`; returns when the port is free of them.
     #[inline]
     fn dllps_before(&mut self, p: PortId, now: Ps) -> Ps {
-        let port = &self.ports[p as usize];
-        if port.dllp_next > now {
-            return port.dllp_free;
-        }
-        self.send_due_dllps(p, now)
-    }
-
-    #[inline(never)]
-    fn send_due_dllps(&mut self, p: PortId, now: Ps) -> Ps {
         let d = &mut self.dllps[p as usize];
+        if d.next() > now {
+            return d.free;
+        }
         for k in 0..4 {
             let due = d.due[k];
             if due <= now {
-                Self::send_dllp(d, self.ports[p as usize].busy_until, due);
+                Self::send_dllp(d, self.ports[p as usize].busy_until, &mut self.tally[p as usize].stats, due);
                 d.due[k] = NONE;
-                self.ports[(p ^ 1) as usize].peer_cover[k] = d.cover(k);
             }
         }
-        let port = &mut self.ports[p as usize];
-        (port.dllp_next, port.dllp_free) = (d.next(), d.free);
         d.free
     }
 
@@ -587,14 +550,7 @@ impl Sim {
 
     /// Statistics of every port (link direction), indexed by `PortId`.
     pub fn port_stats(&self) -> Vec<PortStats> {
-        let bytes = self.t.dllp_bytes as u64;
-        let with_dllps = |(t, d): (&Tally, &Dllps)| PortStats {
-            dllps: d.sent,
-            busy_ps: t.stats.busy_ps + d.sent * d.ser,
-            wire_bytes: t.stats.wire_bytes + d.sent * bytes,
-            ..t.stats
-        };
-        self.tally.iter().zip(&self.dllps).map(with_dllps).collect()
+        self.tally.iter().map(|t| t.stats).collect()
     }
 
     /// Run everything.
@@ -705,7 +661,7 @@ impl Sim {
 
     /// A receiver buffer slot of `class` behind port `p` is free again at `at` (one UpdateFC later).
     fn return_credit(&mut self, p: PortId, class: Class, at: Ps) {
-        self.dllp_owed(p, class as usize);
+        self.dllp_event(p ^ 1, class as usize);
         let port = &mut self.ports[p as usize];
         port.returns[class as usize].push(&mut self.slots, at);
         // Only a class out of credits can be held back by them: then look again when this slot is
@@ -798,7 +754,7 @@ impl Sim {
             other.busy_until = other.busy_until.max(start + ser);
         }
         self.stats.tlp_hops += 1;
-        self.dllp_owed(p, ACK);
+        self.dllp_event(p ^ 1, ACK);
         // Leaving the previous receiver frees its buffer slot.
         if tlp.fresh {
             self.tlps[id as usize].fresh = false;
