@@ -132,13 +132,15 @@ const ACK: usize = 3;
 struct Dllps {
     /// AckNak / UpdateFC latency period of this link (0: no link layer modelled).
     period: Ps,
-    /// Serialisation time and wire bytes of one DLLP on this port.
+    /// Serialisation time of one DLLP (`Timing::dllp_bytes`) on this port.
     ser: Ps,
-    bytes: u64,
     /// Per UpdateFC class (0-2) and the Ack (3): when the pending DLLP is due, or NONE.
     due: [Ps; 4],
     /// When the DLLPs sent so far have left the port.
     free: Ps,
+    /// DLLPs sent: added to the port's statistics when they are read (`Sim::port_stats`), so
+    /// that sending one touches this record only.
+    sent: u64,
 }
 
 impl Dllps {
@@ -157,24 +159,27 @@ impl Dllps {
 /// are kept beside the ports, by PortId.
 #[repr(C, align(64))]
 struct Port {
+    // First cache line: what every decision, enqueue and returned slot reads.
     busy_until: Ps,
     /// Earliest TryTx already scheduled, or NONE.
     wake: Ps,
-    fp_ps_per_byte: u64,
-    prop: Ps,
-    /// From the start of a TLP to its header at the far end (cut-through forwarding).
-    header_ps: Ps,
-    /// A half-duplex bus (PCI-X): the fixed phases of one transaction, ps, or NONE; its two
-    /// directions share one serialiser (`Sim::set_half_duplex`).
-    bus_txn_ps: Ps,
     /// Per class: when the first TLP of `queues` is ready, or NONE (the FIFO is empty): what the
     /// transmit decision compares, without reading the FIFOs.
     heads: [Ps; 3],
     credits: [u32; 3],
+    /// A half-duplex bus (PCI-X): the fixed phases of one transaction, ps, or NONE; its two
+    /// directions share one serialiser (`Sim::set_half_duplex`).
+    bus_txn_ps: Ps,
+    // Second: the TLPs waiting, and what a send costs.
     /// Per class: (ready time, TLP), in `Sim::fifo`.
     queues: [Ring; 3],
+    fp_ps_per_byte: u64,
+    prop: Ps,
+    // Third: the slots coming back.
     /// Per class: when each receiver buffer slot in use comes back, in `Sim::slots`.
     returns: [Ring; 3],
+    /// From the start of a TLP to its header at the far end (cut-through forwarding).
+    header_ps: Ps,
 }
 
 /// What a port's sends add up, one cache line per port.
@@ -350,7 +355,7 @@ impl Sim {
             now: 0,
             ports,
             tally: vec![Tally { stats: PortStats::default(), stalled_since: NONE }; n],
-            dllps: vec![Dllps { period: 0, ser: 0, bytes: 0, due: [NONE; 4], free: 0 }; n],
+            dllps: vec![Dllps { period: 0, ser: 0, due: [NONE; 4], free: 0, sent: 0 }; n],
             last_posted: vec![0; n],
             fifo: Vec::new(),
             slots: Vec::new(),
@@ -385,7 +390,6 @@ impl Sim {
         for ((d, port), &period) in self.dllps.iter_mut().zip(&self.ports).zip(periods) {
             d.period = period;
             d.ser = (bytes * port.fp_ps_per_byte) >> 16;
-            d.bytes = bytes;
         }
     }
 
@@ -433,16 +437,14 @@ impl Sim {
         let d = &mut self.dllps[p as usize];
         d.due[kind] = self.now + d.period;
         if due != NONE {
-            Self::send_dllp(d, self.ports[p as usize].busy_until, &mut self.tally[p as usize].stats, due);
+            Self::send_dllp(d, self.ports[p as usize].busy_until, due);
         }
     }
 
     /// The DLLP due at `due` leaves its port (busy with a TLP until `busy_until`): after that TLP.
-    fn send_dllp(d: &mut Dllps, busy_until: Ps, stats: &mut PortStats, due: Ps) {
+    fn send_dllp(d: &mut Dllps, busy_until: Ps, due: Ps) {
         d.free = d.free.max(due.max(busy_until)) + d.ser;
-        stats.dllps += 1;
-        stats.busy_ps += d.ser;
-        stats.wire_bytes += d.bytes;
+        d.sent += 1;
     }
 
     /// Send the DLLPs of port `p` due by `now`; returns when the port is free of them.
@@ -455,7 +457,7 @@ impl Sim {
         for k in 0..4 {
             let due = d.due[k];
             if due <= now {
-                Self::send_dllp(d, self.ports[p as usize].busy_until, &mut self.tally[p as usize].stats, due);
+                Self::send_dllp(d, self.ports[p as usize].busy_until, due);
                 d.due[k] = NONE;
             }
         }
@@ -547,7 +549,14 @@ impl Sim {
 
     /// Statistics of every port (link direction), indexed by `PortId`.
     pub fn port_stats(&self) -> Vec<PortStats> {
-        self.tally.iter().map(|t| t.stats).collect()
+        let bytes = self.t.dllp_bytes as u64;
+        let with_dllps = |(t, d): (&Tally, &Dllps)| PortStats {
+            dllps: d.sent,
+            busy_ps: t.stats.busy_ps + d.sent * d.ser,
+            wire_bytes: t.stats.wire_bytes + d.sent * bytes,
+            ..t.stats
+        };
+        self.tally.iter().zip(&self.dllps).map(with_dllps).collect()
     }
 
     /// Run everything.
