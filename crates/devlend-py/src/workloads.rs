@@ -172,7 +172,9 @@ impl Scenario {
                 let (struck, err, ended) = match &*r {
                     None => (false, None, Vec::new()),
                     Some(Err(e)) => (true, Some(e.to_string()), Vec::new()),
-                    Some(Ok(rep)) => (true, None, rep.ended.iter().map(|e| (e.device.clone(), e.lender.clone(), e.borrower.clone(), e.why.clone())).collect()),
+                    Some(Ok(rep)) => {
+                        (true, None, rep.ended.iter().map(|e| (e.device.clone(), e.lender.clone(), e.borrower.clone(), e.why.to_string())).collect())
+                    }
                 };
                 (f.at, f.kind.name().to_string(), f.target.clone(), struck, err, ended)
             })
