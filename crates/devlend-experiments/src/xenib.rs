@@ -183,7 +183,7 @@ pub fn run<R>(config: &str, m: &mut Machine<World>, slots: Vec<Slot<R>>) -> XRes
             None => {}
         }
     }
-    ran.map_err(|e| XenIbError::Run { config: config.into(), failure: RunFailure::of(e, &m.world().fab) })?;
+    ran.map_err(|e| XenIbError::Run { config: config.into(), failure: RunFailure::of(e) })?;
     Ok(out)
 }
 

@@ -128,10 +128,9 @@ fn dropped_posted(f: &Failure) -> bool {
     )
 }
 
-/// A failed access of thread `t` as the host layer's error, its failure named from `t`'s fabric.
-fn fault(t: &Thread<'_, Cluster>, e: ThreadError) -> HostError {
+fn fault(e: ThreadError) -> HostError {
     match e {
-        ThreadError::Access { addr, failure, .. } => HostError::fault(&t.world().fabric, addr, failure),
+        ThreadError::Access { addr, failure, .. } => HostError::Fault { addr, failure, during: None },
         // Not a data-path fault: the machine refused the access before it reached the fabric
         // (more bytes than one call moves); the thread's own message says so.
         other => HostError::Invalid(other.to_string()),
@@ -180,14 +179,14 @@ impl Os for ThreadOs<'_, '_> {
             // hung completer swallows it; an Unsupported Request for a posted write gets no
             // completion, §2.3.1): the store returns, the fabric has recorded the failure, and
             // the driver learns of it from a later read (all ones) or its own timeout.
-            Err(ThreadError::Access { failure, .. }) if dropped_posted(&failure) => Ok(()),
-            r => r.map_err(|e| fault(self.t, e)),
+            Err(ThreadError::Access { failure, .. }) if dropped_posted(&failure.failure) => Ok(()),
+            r => r.map_err(fault),
         }
     }
     fn read(&mut self, addr: u64, len: usize) -> HResult<Vec<u8>> {
         check_cpu_range(addr, len)?;
         self.drive_at(addr);
-        self.t.cpu_read(self.host, addr, len).map_err(|e| fault(self.t, e))
+        self.t.cpu_read(self.host, addr, len).map_err(fault)
     }
     fn dma_map_single(&mut self, dev: DevId, phys: u64, len: u64, dir: DmaDir) -> HResult<u64> {
         self.with(|os| os.dma_map_single(dev, phys, len, dir))

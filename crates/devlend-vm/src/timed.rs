@@ -32,10 +32,9 @@ pub struct GuestThreadOs<'t, 'y> {
     host: HostId,
 }
 
-/// A failed access of thread `t` as the host layer's error, its failure named from `t`'s fabric.
-fn fault(t: &Thread<'_, Cluster>, e: ThreadError) -> HostError {
+fn fault(e: ThreadError) -> HostError {
     match e {
-        ThreadError::Access { addr, failure, .. } => HostError::fault(&t.world().fabric, addr, failure),
+        ThreadError::Access { addr, failure, .. } => HostError::Fault { addr, failure, during: None },
         // Not a data-path fault: the machine refused the access before it reached the fabric
         // (more bytes than one call moves); the thread's own message says so.
         other => HostError::Invalid(other.to_string()),
@@ -112,7 +111,7 @@ impl Os for GuestThreadOs<'_, '_> {
         };
         let mut at = 0;
         for (hpa, n) in pieces {
-            self.t.cpu_write(self.host, hpa, &data[at..at + n]).map_err(|e| fault(self.t, e))?;
+            self.t.cpu_write(self.host, hpa, &data[at..at + n]).map_err(fault)?;
             at += n;
         }
         Ok(())
@@ -123,7 +122,7 @@ impl Os for GuestThreadOs<'_, '_> {
         };
         let mut out = Vec::with_capacity(len);
         for (hpa, n) in pieces {
-            out.extend(self.t.cpu_read(self.host, hpa, n).map_err(|e| fault(self.t, e))?);
+            out.extend(self.t.cpu_read(self.host, hpa, n).map_err(fault)?);
         }
         Ok(out)
     }

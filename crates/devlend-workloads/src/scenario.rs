@@ -193,8 +193,10 @@ impl Scenario {
             message: e.to_string(),
         })?;
         let id = self.m.stream(name, who, addr, bytes, access, at).map_err(|e| match e {
-            MachineError::Unreachable { addr, message, .. } => WorkloadError::Unreachable { workload: name.into(), what: format!("{addr:#x}"), message },
-            MachineError::Invalid { why, .. } => WorkloadError::Invalid { workload: name.into(), why },
+            MachineError::Unreachable { addr, failure, .. } => {
+                WorkloadError::Unreachable { workload: name.into(), what: format!("{addr:#x}"), message: failure.to_string() }
+            }
+            MachineError::Invalid { why, .. } => WorkloadError::Invalid { workload: name.into(), why: why.to_string() },
             other => WorkloadError::Machine(Box::new(other)),
         })?;
         self.entries.push(Entry { name: name.into(), kind: Kind::Stream, at, bytes, track: Track::Stream(id) });

@@ -8,7 +8,6 @@ use devlend_engine::machine::{MachineError, ThreadError};
 use devlend_engine::queue::Ps;
 use devlend_fabric::error::{FabricError, SpecError};
 use devlend_fabric::report::FailureReport;
-use devlend_fabric::Fabric;
 use devlend_host::HostError;
 use std::fmt;
 
@@ -64,14 +63,14 @@ pub enum RunFailure {
 }
 
 impl RunFailure {
-    /// The engine's error of a run of the testbed, its fabric failures named from `f`. The
+    /// The engine's error of a run of the testbed. The
     /// benchmarks' threads hand their own errors back in their slots and run no workload, so
     /// neither a thread's own error nor a workload's reaches here.
-    pub fn of(e: MachineError, f: &Fabric) -> RunFailure {
+    pub fn of(e: MachineError) -> RunFailure {
         match e {
             MachineError::Stuck { thread, waiting_for, at } => RunFailure::Stuck { thread, waiting_for, at },
             MachineError::Thread { thread, error } => match *error {
-                ThreadError::Access { addr, failure, .. } => RunFailure::Access { thread, addr, route: f.failure_report(&failure) },
+                ThreadError::Access { addr, failure, .. } => RunFailure::Access { thread, addr, route: failure },
                 ThreadError::TooLarge { addr, len, .. } => RunFailure::TooLarge { thread, addr, len },
                 ThreadError::HostCrashed { host, at, .. } => RunFailure::HostCrashed { thread, host, at },
                 ThreadError::Other(e) => unreachable!("thread {thread} failed with its own error outside its slot: {e}"),
