@@ -171,3 +171,31 @@ impl XenIbError {
 }
 
 pub type XResult<T> = Result<T, XenIbError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use devlend_fabric::route::Failure;
+
+    #[test]
+    fn a_run_failure_reads_as_the_engine_error_it_was_taken_from() {
+        let thread = |error| MachineError::Thread { thread: "bench".into(), error: Box::new(error) };
+        let route = FailureReport { failure: Failure::NtbLinkDown { ntb: 0 }, host: None, ntb: Some("nt0".into()), function: None, port: None };
+        let errors = [
+            MachineError::Stuck { thread: "bench".into(), waiting_for: "a completion".into(), at: 1_500_000 },
+            thread(ThreadError::Access { thread: "bench".into(), addr: 0x1000, failure: route.clone() }),
+            thread(ThreadError::TooLarge { thread: "bench".into(), addr: 0x2000, len: 1 << 20 }),
+            thread(ThreadError::HostCrashed { thread: "bench".into(), host: "server-a".into(), at: 2_000_000 }),
+        ];
+        for e in errors {
+            let text = e.to_string();
+            let failure = RunFailure::of(e);
+            assert_eq!(failure.to_string(), text);
+            let run = XenIbError::Run { config: "native".into(), failure };
+            assert_eq!(run.to_string(), format!("native: {text}"));
+        }
+        let reached = XenIbError::Route { what: "doorbell", addr: 0x3000, failure: route };
+        assert_eq!(reached.to_string(), "doorbell: 0x3000 cannot be reached: nt0: NTB link is down");
+        assert!(std::error::Error::source(&reached).is_some(), "the route failure is the source");
+    }
+}
