@@ -24,8 +24,8 @@ pub enum DeviceError {
     /// Device `device` lacks BAR `bar`, which its model needs.
     NoBar { device: String, bar: u8 },
     /// A load or store by the SMs of GPU `func` at DMA address `addr` that the fabric refused:
-    /// `failure` is the fabric's record, with the names of what it refers to.
-    Dma { func: FuncId, addr: u64, failure: FailureReport },
+    /// `failure` is the fabric's record, with the names of what it refers to (boxed: it is large).
+    Dma { func: FuncId, addr: u64, failure: Box<FailureReport> },
     /// An access to the GPU's own memory outside its `size` bytes.
     OutsideMemory { func: FuncId, off: u64, len: u64, size: u64 },
     /// A copy the GPU cannot carry out: zero bytes, or more than its memory holds.
@@ -126,7 +126,7 @@ impl fmt::Display for DeviceError {
 impl std::error::Error for DeviceError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            DeviceError::Dma { failure, .. } => Some(failure),
+            DeviceError::Dma { failure, .. } => Some(failure.as_ref()),
             DeviceError::Params { problem: ParamsProblem::Toml(e) | ParamsProblem::NoMediaTiming { error: e, .. }, .. } => Some(e),
             _ => None,
         }

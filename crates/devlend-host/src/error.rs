@@ -24,8 +24,9 @@ pub enum HostError {
     Invalid(String),
     /// A CPU access at `addr` that failed on the data path: the fabric's record of what refused
     /// it, with the names of what it refers to; `during`: the step it failed in, if the host
-    /// names one (a VM migration's copy of the memory image).
-    Fault { addr: u64, failure: FailureReport, during: Option<&'static str> },
+    /// names one (a VM migration's copy of the memory image). Boxed: the report is large, and
+    /// every call of the host layer returns this type.
+    Fault { addr: u64, failure: Box<FailureReport>, during: Option<&'static str> },
     /// A guest-physical access that a VM's EPT does not map (the guest kernel of `devlend-vm`).
     Ept(EptFault),
     /// The fabric refused a programming call.
@@ -82,7 +83,7 @@ impl std::error::Error for HostError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             HostError::Fabric(e) => Some(e),
-            HostError::Fault { failure, .. } => Some(failure),
+            HostError::Fault { failure, .. } => Some(failure.as_ref()),
             _ => None,
         }
     }
@@ -91,7 +92,7 @@ impl std::error::Error for HostError {
 impl HostError {
     /// A CPU access at `addr` that `failure` stopped on the fabric `f` (which names the component).
     pub fn fault(f: &devlend_fabric::Fabric, addr: u64, failure: Failure) -> HostError {
-        HostError::Fault { addr, failure: f.failure_report(&failure), during: None }
+        HostError::Fault { addr, failure: Box::new(f.failure_report(&failure)), during: None }
     }
 }
 

@@ -68,7 +68,7 @@ fn machine_error(e: MachineError) -> RdmaError {
                 Ok(r) => return *r,
                 Err(other) => panic!("thread {thread} failed with an error that is not an RdmaError: {other}"),
             },
-            ThreadError::Access { addr, failure, .. } => (thread, RunFailure::Access { addr, route: failure }),
+            ThreadError::Access { addr, failure, .. } => (thread, RunFailure::Access { addr, route: *failure }),
             ThreadError::TooLarge { addr, len, .. } => (thread, RunFailure::TooLarge { addr, len }),
             ThreadError::HostCrashed { host, at, .. } => (thread, RunFailure::HostCrashed { host, at }),
         },

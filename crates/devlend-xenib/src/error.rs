@@ -20,8 +20,8 @@ pub enum XenIbError {
     /// The host software that programs the fabric (a VM, a lend) refused a step.
     Host { what: &'static str, error: HostError },
     /// A route the HCA uses cannot be timed: `failure` is where the fabric refused `addr`, with
-    /// the names of what it refers to.
-    Route { what: &'static str, addr: u64, failure: FailureReport },
+    /// the names of what it refers to (boxed: it is large).
+    Route { what: &'static str, addr: u64, failure: Box<FailureReport> },
     /// Guest domains were asked for with native Linux on server A.
     GuestsNeedXen { guests: usize },
     /// A host's RAM has no room for another domain at the fixed slots.
@@ -53,7 +53,7 @@ pub enum RunFailure {
     /// Nothing was left to happen at `at` while thread `thread` waited for `waiting_for`.
     Stuck { thread: String, waiting_for: String, at: Ps },
     /// A CPU access of thread `thread` at `addr` failed on the fabric: `route` says where.
-    Access { thread: String, addr: u64, route: FailureReport },
+    Access { thread: String, addr: u64, route: Box<FailureReport> },
     /// A CPU access of `len` bytes at `addr`, larger than the machine moves in one call.
     TooLarge { thread: String, addr: u64, len: u64 },
     /// The host `host` of thread `thread` crashed at `at`: the thread stopped there.
@@ -123,7 +123,7 @@ impl fmt::Display for XenIbError {
 impl std::error::Error for XenIbError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            XenIbError::Route { failure, .. } | XenIbError::Run { failure: RunFailure::Access { route: failure, .. }, .. } => Some(failure),
+            XenIbError::Route { failure, .. } | XenIbError::Run { failure: RunFailure::Access { route: failure, .. }, .. } => Some(failure.as_ref()),
             _ => None,
         }
     }
@@ -183,7 +183,7 @@ mod tests {
         let route = FailureReport { failure: Failure::NtbLinkDown { ntb: 0 }, host: None, ntb: Some("nt0".into()), function: None, port: None };
         let errors = [
             MachineError::Stuck { thread: "bench".into(), waiting_for: "a completion".into(), at: 1_500_000 },
-            thread(ThreadError::Access { thread: "bench".into(), addr: 0x1000, failure: route.clone() }),
+            thread(ThreadError::Access { thread: "bench".into(), addr: 0x1000, failure: Box::new(route.clone()) }),
             thread(ThreadError::TooLarge { thread: "bench".into(), addr: 0x2000, len: 1 << 20 }),
             thread(ThreadError::HostCrashed { thread: "bench".into(), host: "server-a".into(), at: 2_000_000 }),
         ];
@@ -194,7 +194,7 @@ mod tests {
             let run = XenIbError::Run { config: "native".into(), failure };
             assert_eq!(run.to_string(), format!("native: {text}"));
         }
-        let reached = XenIbError::Route { what: "doorbell", addr: 0x3000, failure: route };
+        let reached = XenIbError::Route { what: "doorbell", addr: 0x3000, failure: Box::new(route) };
         assert_eq!(reached.to_string(), "doorbell: 0x3000 cannot be reached: nt0: NTB link is down");
         assert!(std::error::Error::source(&reached).is_some(), "the route failure is the source");
     }

@@ -8,11 +8,12 @@ use std::fmt;
 #[derive(Debug)]
 pub enum ThreadError {
     /// A CPU access failed on the fabric (all-ones read, unsupported request, IOMMU fault...):
-    /// `failure` is the fabric's record, with the names of what it refers to.
+    /// `failure` is the fabric's record, with the names of what it refers to (boxed: it is large,
+    /// and every access returns this type).
     Access {
         thread: String,
         addr: u64,
-        failure: FailureReport,
+        failure: Box<FailureReport>,
     },
     TooLarge {
         thread: String,
@@ -47,7 +48,7 @@ impl fmt::Display for ThreadError {
 impl std::error::Error for ThreadError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            ThreadError::Access { failure, .. } => Some(failure),
+            ThreadError::Access { failure, .. } => Some(failure.as_ref()),
             _ => None,
         }
     }
@@ -66,7 +67,7 @@ pub enum MachineError {
     /// A thread's body ended with an error.
     Thread { thread: String, error: Box<ThreadError> },
     /// A workload's first access cannot be routed: `failure` is where the fabric refused `addr`.
-    Unreachable { workload: String, addr: u64, failure: FailureReport },
+    Unreachable { workload: String, addr: u64, failure: Box<FailureReport> },
     /// A workload asked for something the machine cannot do.
     Invalid { workload: String, why: Unrunnable },
 }
@@ -106,7 +107,7 @@ impl std::error::Error for MachineError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             MachineError::Thread { error, .. } => Some(error.as_ref()),
-            MachineError::Unreachable { failure, .. } => Some(failure),
+            MachineError::Unreachable { failure, .. } => Some(failure.as_ref()),
             _ => None,
         }
     }

@@ -236,7 +236,7 @@ impl<W: World> Machine<W> {
             Ok(Ok(_)) => {}
             Ok(Err(_)) => return Err(MachineError::Invalid { workload: name.into(), why: Unrunnable::OwnMemory { addr } }),
             Err(failure) => {
-                return Err(MachineError::Unreachable { workload: name.into(), addr, failure: w.fabric().failure_report(&failure) });
+                return Err(MachineError::Unreachable { workload: name.into(), addr, failure: Box::new(w.fabric().failure_report(&failure)) });
             }
         }
         self.streams.push(StreamResult { name: name.into(), who, addr, access, bytes, start: at.max(self.now()), end: None });

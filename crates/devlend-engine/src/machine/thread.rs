@@ -184,7 +184,7 @@ impl<W: World> Thread<'_, W> {
             core.start(w.fabric(), Owner::Thread(self.id), who, addr, access, len, data.clone(), true, 0, 0)
         };
         let fail = |addr: u64, f: Failure| {
-            let failure = self.world.borrow_mut().fabric().failure_report(&f);
+            let failure = Box::new(self.world.borrow_mut().fabric().failure_report(&f));
             ThreadError::Access { thread: self.name.to_string(), addr, failure }
         };
         match started {

@@ -35,8 +35,8 @@ pub enum PoolError {
     /// The device was surprise-removed: it is gone until its slot comes back.
     Removed { device: String },
     /// A fault touched the device and its reset (FLR) before the next borrow failed: `failure`
-    /// is what the fabric refused.
-    ResetFailed { device: String, failure: FailureReport },
+    /// is what the fabric refused (boxed: it is large).
+    ResetFailed { device: String, failure: Box<FailureReport> },
 }
 
 impl PoolError {
@@ -100,7 +100,7 @@ impl std::error::Error for PoolError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             PoolError::NoSuchHost { error, .. } | PoolError::Lending { error, .. } | PoolError::Fault { error, .. } => Some(error),
-            PoolError::ResetFailed { failure, .. } => Some(failure),
+            PoolError::ResetFailed { failure, .. } => Some(failure.as_ref()),
             _ => None,
         }
     }
