@@ -6,7 +6,7 @@ use crate::gpu_kernel::KernelStop;
 use crate::nvme_driver::NvmeError;
 use devlend_engine::machine::MachineError;
 use devlend_fabric::model::FuncId;
-use devlend_fabric::route::Failure;
+use devlend_fabric::report::FailureReport;
 use devlend_fabric::FabricError;
 use devlend_host::HostError;
 use std::fmt;
@@ -18,14 +18,14 @@ pub enum DeviceError {
     /// A host-layer call failed: building the cluster, finding or borrowing `device`, the kernel.
     Host { what: &'static str, device: String, error: HostError },
     /// A hardware parameter is missing or unreadable (`field`: its path in params/hardware.toml).
-    Params { field: String, why: String },
+    Params { field: String, problem: ParamsProblem },
     /// The fabric has no function `func`.
     NoFunction { func: FuncId },
     /// Device `device` lacks BAR `bar`, which its model needs.
     NoBar { device: String, bar: u8 },
     /// A load or store by the SMs of GPU `func` at DMA address `addr` that the fabric refused:
-    /// `failure` is the fabric's record, `message` its description (`Fabric::describe_failure`).
-    Dma { func: FuncId, addr: u64, failure: Failure, message: String },
+    /// `failure` is the fabric's record, with the names of what it refers to (boxed: it is large).
+    Dma { func: FuncId, addr: u64, failure: Box<FailureReport> },
     /// An access to the GPU's own memory outside its `size` bytes.
     OutsideMemory { func: FuncId, off: u64, len: u64, size: u64 },
     /// A copy the GPU cannot carry out: zero bytes, or more than its memory holds.
@@ -40,6 +40,33 @@ pub enum DeviceError {
     Mismatch { what: String },
     /// The machine could not run (a thread stuck or failed); `what`: the run.
     Machine { what: String, error: MachineError },
+}
+
+/// What is wrong with a hardware parameter of params/hardware.toml.
+#[derive(Debug)]
+pub enum ParamsProblem {
+    /// The file, or the table that should hold the parameter, does not read as what is expected.
+    Toml(toml::de::Error),
+    /// The file has no table `[table]`.
+    NoTable { table: &'static str },
+    /// The file has no `[device.profile]` table.
+    NoProfile { profile: String },
+    /// Device profile `profile` lacks the media timing fields (`error` names the field).
+    NoMediaTiming { profile: String, error: toml::de::Error },
+    /// The parameter is 0, where it must be at least 1.
+    Zero,
+}
+
+impl fmt::Display for ParamsProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParamsProblem::Toml(e) => write!(f, "{e}"),
+            ParamsProblem::NoTable { table } => write!(f, "no [{table}] table"),
+            ParamsProblem::NoProfile { profile } => write!(f, "no device profile {profile}"),
+            ParamsProblem::NoMediaTiming { profile, error } => write!(f, "device profile {profile} lacks media timing: {error}"),
+            ParamsProblem::Zero => write!(f, "is 0"),
+        }
+    }
 }
 
 impl DeviceError {
@@ -78,10 +105,10 @@ impl fmt::Display for DeviceError {
         match self {
             DeviceError::Fabric { what, error } => write!(f, "{what}: {error}"),
             DeviceError::Host { what, device, error } => write!(f, "{what} ({device}): {error}"),
-            DeviceError::Params { field, why } => write!(f, "params/hardware.toml {field}: {why}"),
+            DeviceError::Params { field, problem } => write!(f, "params/hardware.toml {field}: {problem}"),
             DeviceError::NoFunction { func } => write!(f, "no function #{func}"),
             DeviceError::NoBar { device, bar } => write!(f, "{device} has no BAR {bar} to window onto device memory"),
-            DeviceError::Dma { addr, message, .. } => write!(f, "DMA at {addr:#x} failed: {message}"),
+            DeviceError::Dma { addr, failure, .. } => write!(f, "DMA at {addr:#x} failed: {failure}"),
             DeviceError::OutsideMemory { func, off, len, size } => {
                 write!(f, "device memory {off:#x}+{len:#x} is outside the GPU's {size:#x} bytes of memory (function #{func})")
             }
@@ -96,7 +123,15 @@ impl fmt::Display for DeviceError {
     }
 }
 
-impl std::error::Error for DeviceError {}
+impl std::error::Error for DeviceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DeviceError::Dma { failure, .. } => Some(failure.as_ref()),
+            DeviceError::Params { problem: ParamsProblem::Toml(e) | ParamsProblem::NoMediaTiming { error: e, .. }, .. } => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<GpuError> for DeviceError {
     fn from(e: GpuError) -> DeviceError {

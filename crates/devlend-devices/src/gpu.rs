@@ -233,9 +233,9 @@ impl Gpu {
         Ok(())
     }
 
-    /// A failed access by this GPU at `addr`, with the fabric's description of what refused it.
+    /// A failed access by this GPU at `addr`, with the names of what refused it.
     fn dma_error(&self, f: &Fabric, failure: devlend_fabric::route::Failure, addr: u64) -> DeviceError {
-        DeviceError::Dma { func: self.func, addr, failure, message: f.describe_failure(&failure) }
+        DeviceError::Dma { func: self.func, addr, failure: Box::new(f.failure_report(&failure)) }
     }
 
     /// A store by the GPU's SMs to a DMA address (a peer's BAR 1, host RAM), at once and without

@@ -10,7 +10,7 @@
 //! what its kernels measured ([`kernel_round_trip`]: ping's mean over [`PING_ROUNDS`] rounds after
 //! [`WARMUP_ROUNDS`]).
 
-use crate::error::{DResult, DeviceError};
+use crate::error::{DResult, DeviceError, ParamsProblem};
 use crate::gpu::Gpu;
 use crate::gpu_driver::{Driver, GpuError};
 use crate::gpu_kernel::*;
@@ -34,12 +34,12 @@ struct Staging {
 
 /// The staging chunk of a GPU-to-GPU copy through RAM (params/hardware.toml `[gpu_staging]`).
 pub fn staging_chunk() -> DResult<u64> {
-    let bad = |why: String| DeviceError::Params { field: "[gpu_staging] chunk_bytes".into(), why };
-    let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| bad(e.to_string()))?;
-    let v = t.get("gpu_staging").ok_or_else(|| bad("no [gpu_staging] table".into()))?;
-    let st: Staging = v.clone().try_into().map_err(|e| bad(e.to_string()))?;
+    let bad = |problem| DeviceError::Params { field: "[gpu_staging] chunk_bytes".into(), problem };
+    let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| bad(ParamsProblem::Toml(e)))?;
+    let v = t.get("gpu_staging").ok_or_else(|| bad(ParamsProblem::NoTable { table: "gpu_staging" }))?;
+    let st: Staging = v.clone().try_into().map_err(|e| bad(ParamsProblem::Toml(e)))?;
     match st.chunk_bytes {
-        0 => Err(bad("is 0".into())),
+        0 => Err(bad(ParamsProblem::Zero)),
         n => Ok(n),
     }
 }

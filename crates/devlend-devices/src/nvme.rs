@@ -23,7 +23,7 @@
 //! 4 KiB page at a time, and a read's page is DMA'd to the host as soon as it has streamed, so the
 //! media and the link overlap and the slower of the two bounds a large transfer.
 
-use crate::error::{DResult, DeviceError};
+use crate::error::{DResult, DeviceError, ParamsProblem};
 use devlend_engine::machine::{Cx, Device, FlowDone, World};
 use devlend_engine::queue::Ps;
 use devlend_fabric::config::MSIX_TABLE_OFFSET;
@@ -69,11 +69,10 @@ pub struct Media {
 impl Media {
     /// The media timing of device profile `profile` (params/hardware.toml).
     pub fn of(profile: &str) -> DResult<Media> {
-        let field = || format!("[device.{profile}]");
-        let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| DeviceError::Params { field: field(), why: e.to_string() })?;
-        let v =
-            t.get("device").and_then(|d| d.get(profile)).ok_or_else(|| DeviceError::Params { field: field(), why: format!("no device profile {profile}") })?;
-        v.clone().try_into().map_err(|e| DeviceError::Params { field: field(), why: format!("device profile {profile} lacks media timing: {e}") })
+        let bad = |problem| DeviceError::Params { field: format!("[device.{profile}]"), problem };
+        let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| bad(ParamsProblem::Toml(e)))?;
+        let v = t.get("device").and_then(|d| d.get(profile)).ok_or_else(|| bad(ParamsProblem::NoProfile { profile: profile.into() }))?;
+        v.clone().try_into().map_err(|error| bad(ParamsProblem::NoMediaTiming { profile: profile.into(), error }))
     }
 
     /// The media timing of the drive named `device` in the fabric.

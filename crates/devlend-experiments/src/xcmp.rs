@@ -71,7 +71,7 @@ pub struct RouteCosts {
 /// What devlend-engine measures along one HCA's routes: `mem` is the address the HCA uses for the
 /// benchmarking domain's memory, `uar` the one the CPU uses for the UAR BAR.
 pub fn route_costs(f: &mut Fabric, cpu: Requester, dev: Requester, uar: u64, mem: u64) -> XResult<RouteCosts> {
-    let fail = |f: &Fabric, what: &'static str, addr: u64, failure| XenIbError::Route { what, addr, failure, message: f.describe_failure(&failure) };
+    let fail = |f: &Fabric, what: &'static str, addr: u64, failure| XenIbError::Route { what, addr, failure: Box::new(f.failure_report(&failure)) };
     let lat = |f: &mut Fabric, r, a, acc, what: &'static str| devlend_engine::latency(f, r, a, acc).map_err(|e| fail(f, what, a, e));
     let doorbell_ps = lat(f, cpu, uar, Access::Write, "doorbell store to the UAR")?;
     let read_rtt_ps = lat(f, dev, mem, Access::Read, "HCA read of host memory")?;

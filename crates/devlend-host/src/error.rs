@@ -1,6 +1,7 @@
 //! Errors of the host layer: values with a clear message, never panics. Faults on the data path
 //! (a device DMA that the IOMMU refuses) are not errors of this layer; the fabric records them.
 
+use devlend_fabric::report::FailureReport;
 use devlend_fabric::route::Failure;
 use devlend_fabric::FabricError;
 use std::fmt;
@@ -22,9 +23,10 @@ pub enum HostError {
     /// A request that makes no sense (unknown mapping, wrong size, not RAM, not a BAR, ...).
     Invalid(String),
     /// A CPU access at `addr` that failed on the data path: the fabric's record of what refused
-    /// it (`failure`, naming the component by its index) and its description (`message`, the
-    /// component named as `Fabric::describe_failure` writes it).
-    Fault { addr: u64, failure: Failure, message: String },
+    /// it, with the names of what it refers to; `during`: the step it failed in, if the host
+    /// names one (a VM migration's copy of the memory image). Boxed: the report is large, and
+    /// every call of the host layer returns this type.
+    Fault { addr: u64, failure: Box<FailureReport>, during: Option<&'static str> },
     /// A guest-physical access that a VM's EPT does not map (the guest kernel of `devlend-vm`).
     Ept(EptFault),
     /// The fabric refused a programming call.
@@ -69,7 +71,8 @@ impl fmt::Display for HostError {
             | HostError::NoMemory(m)
             | HostError::Busy(m)
             | HostError::Invalid(m) => f.write_str(m),
-            HostError::Fault { message, .. } => f.write_str(message),
+            HostError::Fault { failure, during: None, .. } => write!(f, "{failure}"),
+            HostError::Fault { failure, during: Some(step), .. } => write!(f, "{step}: {failure}"),
             HostError::Ept(e) => write!(f, "{e}"),
             HostError::Fabric(e) => write!(f, "{e}"),
         }
@@ -80,6 +83,7 @@ impl std::error::Error for HostError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             HostError::Fabric(e) => Some(e),
+            HostError::Fault { failure, .. } => Some(failure.as_ref()),
             _ => None,
         }
     }
@@ -88,7 +92,7 @@ impl std::error::Error for HostError {
 impl HostError {
     /// A CPU access at `addr` that `failure` stopped on the fabric `f` (which names the component).
     pub fn fault(f: &devlend_fabric::Fabric, addr: u64, failure: Failure) -> HostError {
-        HostError::Fault { addr, failure, message: f.describe_failure(&failure) }
+        HostError::Fault { addr, failure: Box::new(f.failure_report(&failure)), during: None }
     }
 }
 

@@ -105,7 +105,28 @@ pub struct EndedLend {
     pub device: String,
     pub lender: String,
     pub borrower: String,
-    pub why: String,
+    pub why: EndReason,
+}
+
+/// Why a fault ended a lend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EndReason {
+    /// The device was surprise-removed (pciehp on the lender).
+    Removed,
+    /// Its borrower `host` crashed: the lender's agent reclaimed it.
+    BorrowerCrashed { host: String },
+    /// Its lender `host` crashed: the borrower hot-removed it.
+    LenderCrashed { host: String },
+}
+
+impl std::fmt::Display for EndReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndReason::Removed => write!(f, "the device was surprise-removed (pciehp on the lender)"),
+            EndReason::BorrowerCrashed { host } => write!(f, "its borrower {host} crashed: the lender's agent reclaimed it"),
+            EndReason::LenderCrashed { host } => write!(f, "its lender {host} crashed: the borrower hot-removed it"),
+        }
+    }
 }
 
 /// What a fault did: the functions that stopped (for the machine), the lends it ended, and the
@@ -158,7 +179,7 @@ impl Cluster {
                 r.halted.push((func, Failure::PortDown { node: slot }));
                 r.removed.push(func);
                 r.touched.push(func);
-                self.end_lends(&[func], "the device was surprise-removed (pciehp on the lender)", &mut r)?;
+                self.end_lends(&[func], EndReason::Removed, &mut r)?;
             }
             FaultKind::PortDown | FaultKind::PortUp => {
                 let node = self.fault_port(target)?;
@@ -258,13 +279,13 @@ impl Cluster {
     }
 
     /// End the lends of `funcs` on both sides, whatever the links do (`return_device_force`).
-    fn end_lends(&mut self, funcs: &[FuncId], why: &str, r: &mut FaultReport) -> HResult<()> {
+    fn end_lends(&mut self, funcs: &[FuncId], why: EndReason, r: &mut FaultReport) -> HResult<()> {
         for &func in funcs {
             let Some((b, dev)) = self.lending.lends.get(&func).map(|l| (l.borrower, l.dev)) else { continue };
             let lend = self.lending.lends.get(&func).map(|l| l.lender).unwrap_or(b);
             self.return_device_force(b, dev)?;
             let name = |h: HostId| self.fabric.hosts[h as usize].name.clone();
-            r.ended.push(EndedLend { device: self.fabric.funcs[func as usize].name.clone(), lender: name(lend), borrower: name(b), why: why.into() });
+            r.ended.push(EndedLend { device: self.fabric.funcs[func as usize].name.clone(), lender: name(lend), borrower: name(b), why: why.clone() });
             if !r.touched.contains(&func) {
                 r.touched.push(func);
             }
@@ -297,9 +318,9 @@ impl Cluster {
             r.notices.push(Notice { func, steps });
         }
         let borrowed = self.lends_where(|l| l.borrower == h);
-        self.end_lends(&borrowed, &format!("its borrower {host} crashed: the lender's agent reclaimed it"), r)?;
+        self.end_lends(&borrowed, EndReason::BorrowerCrashed { host: host.clone() }, r)?;
         let lent = self.lends_where(|l| l.lender == h);
-        self.end_lends(&lent, &format!("its lender {host} crashed: the borrower hot-removed it"), r)?;
+        self.end_lends(&lent, EndReason::LenderCrashed { host }, r)?;
         let devices: Vec<FuncId> = r.halted.iter().map(|(f, _)| *f).filter(|f| !r.touched.contains(f)).collect();
         r.touched.extend(devices);
         Ok(())

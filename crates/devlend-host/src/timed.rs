@@ -130,7 +130,7 @@ fn dropped_posted(f: &Failure) -> bool {
 
 fn fault(e: ThreadError) -> HostError {
     match e {
-        ThreadError::Access { addr, failure, message, .. } => HostError::Fault { addr, failure, message },
+        ThreadError::Access { addr, failure, .. } => HostError::Fault { addr, failure, during: None },
         // Not a data-path fault: the machine refused the access before it reached the fabric
         // (more bytes than one call moves); the thread's own message says so.
         other => HostError::Invalid(other.to_string()),
@@ -179,7 +179,7 @@ impl Os for ThreadOs<'_, '_> {
             // hung completer swallows it; an Unsupported Request for a posted write gets no
             // completion, §2.3.1): the store returns, the fabric has recorded the failure, and
             // the driver learns of it from a later read (all ones) or its own timeout.
-            Err(ThreadError::Access { failure, .. }) if dropped_posted(&failure) => Ok(()),
+            Err(ThreadError::Access { failure, .. }) if dropped_posted(&failure.failure) => Ok(()),
             r => r.map_err(fault),
         }
     }

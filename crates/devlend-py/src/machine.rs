@@ -16,7 +16,7 @@ create_exception!(_core, MachineError, PyException, "A workload the machine cann
 /// The one place a machine error becomes a Python exception: (kind, message, failure JSON).
 fn merr(f: &CoreFabric, e: CoreMachineError) -> PyErr {
     let (kind, failure) = match &e {
-        CoreMachineError::Unreachable { failure, .. } => ("unreachable", Some(f.failure_json(failure).to_string())),
+        CoreMachineError::Unreachable { failure, .. } => ("unreachable", Some(f.failure_json(&failure.failure).to_string())),
         CoreMachineError::Invalid { .. } => ("invalid", None),
         CoreMachineError::Stuck { .. } => ("stuck", None),
         CoreMachineError::Thread { .. } => ("thread", None),

@@ -116,7 +116,7 @@ impl Pool {
     /// Inject a fault (devlend-host's kinds); returns the lends it ended as (device, lender, borrower, why).
     fn inject(&mut self, kind: &str, target: &str) -> PyResult<Vec<(String, String, String, String)>> {
         let r = self.inner.inject(kind, target).map_err(perr)?;
-        Ok(r.ended.into_iter().map(|e| (e.device, e.lender, e.borrower, e.why)).collect())
+        Ok(r.ended.into_iter().map(|e| (e.device, e.lender, e.borrower, e.why.to_string())).collect())
     }
 
     /// Devices a fault touched that will be reset before their next borrower.

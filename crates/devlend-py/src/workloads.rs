@@ -7,15 +7,15 @@ use crate::PyAddr;
 /// A lend: (device, lender, borrower, [(bar, size, borrower CPU address)]).
 type LendRow = (String, String, String, Vec<(u8, u64, u64)>);
 use devlend_host::Cluster;
-use devlend_workloads::{Access, Dir, FioSpec, NicSpec, NtbPerfSpec, Rw, Scenario as Core, Via, WorkloadError};
+use devlend_workloads::{Access, BadSpec, Dir, FioSpec, NicSpec, NtbPerfSpec, Rw, Scenario as Core, Via, WorkloadError};
 use pyo3::prelude::*;
 
 fn werr(e: WorkloadError) -> PyErr {
     MachineError::new_err((e.kind(), e.to_string(), None::<String>))
 }
 
-fn invalid(workload: &str, why: String) -> PyErr {
-    werr(WorkloadError::Invalid { workload: workload.into(), why })
+fn invalid(workload: &str, why: BadSpec) -> PyErr {
+    werr(WorkloadError::invalid(workload, why))
 }
 
 /// A fio job's (ios, iops, mean, p50, p99 ps).
@@ -89,7 +89,7 @@ impl Scenario {
         let d = match dir.to_ascii_lowercase().as_str() {
             "htod" => Dir::HtoD,
             "dtoh" => Dir::DtoH,
-            _ => return Err(invalid(name, format!("direction {dir:?}: expected htod or dtoh"))),
+            _ => return Err(invalid(name, BadSpec::Direction { given: dir.into() })),
         };
         self.inner.add_gpu_copy(name, runner, gpu, d, bytes, at_ps).map_err(werr)
     }
@@ -97,14 +97,14 @@ impl Scenario {
     #[pyo3(signature = (name, runner, drive, rw, iodepth, numjobs, ios, bs=4096, at_ps=0))]
     #[allow(clippy::too_many_arguments)]
     fn fio(&mut self, name: &str, runner: &str, drive: &str, rw: &str, iodepth: u32, numjobs: u16, ios: u32, bs: u64, at_ps: u64) -> PyResult<()> {
-        let rw = Rw::parse(rw).map_err(|e| invalid(name, e.to_string()))?;
+        let rw = Rw::parse(rw).map_err(|e| invalid(name, BadSpec::Fio(e)))?;
         self.inner.add_fio(name, runner, drive, FioSpec { rw, bs, iodepth, numjobs, ios }, at_ps).map_err(werr)
     }
 
     #[pyo3(signature = (name, runner, gpu_a, gpu_b, via="peer", rounds=100, at_ps=0))]
     #[allow(clippy::too_many_arguments)]
     fn gpu_pingpong(&mut self, name: &str, runner: &str, gpu_a: &str, gpu_b: &str, via: &str, rounds: u32, at_ps: u64) -> PyResult<()> {
-        let v = Via::parse(via).ok_or_else(|| invalid(name, format!("via {via:?}: expected peer or ram")))?;
+        let v = Via::parse(via).ok_or_else(|| invalid(name, BadSpec::Via { given: via.into() }))?;
         self.inner.add_gpu_pingpong(name, runner, [gpu_a, gpu_b], v, rounds, at_ps).map_err(werr)
     }
 
@@ -172,7 +172,9 @@ impl Scenario {
                 let (struck, err, ended) = match &*r {
                     None => (false, None, Vec::new()),
                     Some(Err(e)) => (true, Some(e.to_string()), Vec::new()),
-                    Some(Ok(rep)) => (true, None, rep.ended.iter().map(|e| (e.device.clone(), e.lender.clone(), e.borrower.clone(), e.why.clone())).collect()),
+                    Some(Ok(rep)) => {
+                        (true, None, rep.ended.iter().map(|e| (e.device.clone(), e.lender.clone(), e.borrower.clone(), e.why.to_string())).collect())
+                    }
                 };
                 (f.at, f.kind.name().to_string(), f.target.clone(), struck, err, ended)
             })

@@ -55,25 +55,20 @@ pub fn on_machine<T>(f: &mut Fabric, engine: Option<&Rc<RefCell<DmaEngine>>>, go
 /// fails with the engine's own errors or with an [`RdmaError`] (boxed in `ThreadError::Other`);
 /// any other error of a thread is its spawner's bug, and panics here.
 pub fn run<W: World>(m: &mut Machine<W>) -> RResult<()> {
-    let e = match m.run() {
-        Ok(()) => return Ok(()),
-        Err(e) => e,
-    };
-    let mut w = m.world();
-    Err(machine_error(e, w.fabric()))
+    m.run().map_err(machine_error)
 }
 
-/// A machine's error as the library's, the fabric's failures described from `f`: a thread's own
+/// A machine's error as the library's: a thread's own
 /// error is an [`RdmaError`] (the library's threads, and those of the tools on its machines,
 /// fail with nothing else), and `Machine::run` reports no workload's set-up error.
-fn machine_error(e: MachineError, f: &Fabric) -> RdmaError {
+fn machine_error(e: MachineError) -> RdmaError {
     let (thread, failure) = match e {
         MachineError::Thread { thread, error } => match *error {
             ThreadError::Other(inner) => match inner.downcast::<RdmaError>() {
                 Ok(r) => return *r,
                 Err(other) => panic!("thread {thread} failed with an error that is not an RdmaError: {other}"),
             },
-            ThreadError::Access { addr, failure, .. } => (thread, RunFailure::Access { addr, route: f.failure_report(&failure) }),
+            ThreadError::Access { addr, failure, .. } => (thread, RunFailure::Access { addr, route: *failure }),
             ThreadError::TooLarge { addr, len, .. } => (thread, RunFailure::TooLarge { addr, len }),
             ThreadError::HostCrashed { host, at, .. } => (thread, RunFailure::HostCrashed { host, at }),
         },

@@ -126,6 +126,6 @@ fn copy_chunk(c: &mut Cluster, (from, src): (HostId, u64), (to, dst): (HostId, u
     };
     match fail {
         None => Ok(()),
-        Some((addr, failure)) => Err(HostError::Fault { addr, failure, message: format!("copying the memory image: {}", c.fabric.describe_failure(&failure)) }),
+        Some((addr, failure)) => Err(HostError::Fault { addr, failure: Box::new(c.fabric.failure_report(&failure)), during: Some("copying the memory image") }),
     }
 }

@@ -34,7 +34,7 @@ pub struct GuestThreadOs<'t, 'y> {
 
 fn fault(e: ThreadError) -> HostError {
     match e {
-        ThreadError::Access { addr, failure, message, .. } => HostError::Fault { addr, failure, message },
+        ThreadError::Access { addr, failure, .. } => HostError::Fault { addr, failure, during: None },
         // Not a data-path fault: the machine refused the access before it reached the fabric
         // (more bytes than one call moves); the thread's own message says so.
         other => HostError::Invalid(other.to_string()),

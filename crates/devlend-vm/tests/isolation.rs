@@ -25,7 +25,7 @@ fn assert_blocked(c: &mut Cluster, gpu: &mut Gpu, addr: u64) {
     let e = gpu.store(&mut c.fabric, addr, &[0xee; 64]).err().unwrap_or_else(|| panic!("store at {addr:#x} went through"));
     let DeviceError::Dma { func, addr: at, failure, .. } = e else { panic!("{e}") };
     assert_eq!((func, at), (gpu.func, addr), "the error names the GPU and the address");
-    assert!(matches!(c.fabric.events.last(), Some(Event::Failed(f)) if *f == failure), "the error carries the failure the fabric recorded");
+    assert!(matches!(c.fabric.events.last(), Some(Event::Failed(f)) if *f == failure.failure), "the error carries the failure the fabric recorded");
     assert_eq!(failures(c), before + 1, "the blocked store is recorded");
     assert_eq!(c.fabric.memory_digest(), digest, "no memory changed");
 }

@@ -3,7 +3,7 @@
 //! description (passed through or mediated, `devlend_vm::describe`), with the host layer's
 //! errors made typed. A runner is a host or a VM: [`Runner`], with [`with_os!`] for its kernel.
 
-use crate::error::{SetupCause, WResult, WorkloadError};
+use crate::error::{Missing, SetupCause, Unreached, WResult, WorkloadError};
 use devlend_fabric::model::FuncId;
 use devlend_host::{Cluster, DevId, HostError};
 use devlend_vm::describe::GuestKernel;
@@ -67,11 +67,13 @@ fn kind_of(c: &Cluster, device: &str) -> Option<String> {
 }
 
 pub(crate) fn host_error(w: &str, device: &str, e: HostError) -> WorkloadError {
-    let (workload, message) = (w.to_string(), e.to_string());
+    let workload = w.to_string();
     match e {
-        HostError::AlreadyLent(_) | HostError::Busy(_) => WorkloadError::AlreadyBorrowed { workload, device: device.into(), message },
-        HostError::Unreachable(_) | HostError::WindowTooSmall(_) => WorkloadError::Unreachable { workload, what: device.into(), message },
-        HostError::NoDevice(_) => WorkloadError::NoSuch { workload, what: "device".into(), message },
+        HostError::AlreadyLent(_) | HostError::Busy(_) => WorkloadError::AlreadyBorrowed { workload, device: device.into(), error: e },
+        HostError::Unreachable(_) | HostError::WindowTooSmall(_) => {
+            WorkloadError::Unreachable { workload, target: Unreached::Device { device: device.into(), error: e } }
+        }
+        HostError::NoDevice(_) => WorkloadError::NoSuch { workload, what: "device".into(), missing: Missing::Host(e) },
         error => WorkloadError::Setup { workload, cause: SetupCause::Host { step: "attaching the device", error } },
     }
 }
@@ -82,9 +84,9 @@ pub(crate) fn runner(c: &Cluster, guests: &Guests, w: &str, runner: &str) -> WRe
         return Ok(Runner::Vm(g));
     }
     c.fabric.host_id(runner).map(Runner::Host).map_err(|e| {
-        let vms: Vec<&str> = guests.names.iter().map(|n| n.0.as_str()).collect();
-        let message = if vms.is_empty() { e.to_string() } else { format!("{e} (nor a VM: {})", vms.join(", ")) };
-        WorkloadError::NoSuch { workload: w.into(), what: "host".into(), message }
+        let vms: Vec<String> = guests.names.iter().map(|n| n.0.clone()).collect();
+        let missing = if vms.is_empty() { Missing::Fabric(e) } else { Missing::NorVm { error: e, vms } };
+        WorkloadError::no_such(w, "host", missing)
     })
 }
 
@@ -93,7 +95,7 @@ pub(crate) fn runner(c: &Cluster, guests: &Guests, w: &str, runner: &str) -> WRe
 /// has it from its description.
 pub(crate) fn attach(c: &mut Cluster, guests: &Guests, w: &str, runner_name: &str, device: &str, expected: &'static str) -> WResult<Attached> {
     let runner = runner(c, guests, w, runner_name)?;
-    let func = c.fabric.func_id(device).map_err(|e| WorkloadError::NoSuch { workload: w.into(), what: "device".into(), message: e.to_string() })?;
+    let func = c.fabric.func_id(device).map_err(|e| WorkloadError::no_such(w, "device", Missing::Fabric(e)))?;
     let kind = kind_of(c, device);
     if kind.as_deref() != Some(expected) {
         let found = kind.map_or_else(|| "an NTB adapter, or a device without a profile".into(), |k| format!("its kind is {k}"));

@@ -13,6 +13,9 @@ use devlend_rdma::RdmaError;
 use std::error::Error;
 use std::fmt;
 
+mod input;
+pub use input::{BadSpec, Missing, Unreached};
+
 /// Why a workload that ran failed.
 #[derive(Debug)]
 pub enum FailCause {
@@ -171,19 +174,19 @@ pub enum WorkloadError {
     /// A start time before the machine's clock (the scenario has already run past it).
     StartInPast { workload: String, at: Ps, now: Ps },
     /// A host, device or requester the topology does not have.
-    NoSuch { workload: String, what: String, message: String },
+    NoSuch { workload: String, what: String, missing: Missing },
     /// The device is not of the kind the workload drives (a GPU, an NVMe drive).
     WrongKind { workload: String, device: String, expected: &'static str, found: String },
     /// The device is lent to (borrowed by) another host already.
-    AlreadyBorrowed { workload: String, device: String, message: String },
+    AlreadyBorrowed { workload: String, device: String, error: HostError },
     /// Another workload of this scenario drives the device.
     InUse { workload: String, device: String, by: String },
     /// No NT adapter of `runner` has its peer in host `peer`.
     NoNtb { workload: String, runner: String, peer: String },
     /// The device, or the stream's address, cannot be reached from the runner.
-    Unreachable { workload: String, what: String, message: String },
+    Unreachable { workload: String, target: Unreached },
     /// A description the runner cannot run (zero bytes, zero depth, too large for the device).
-    Invalid { workload: String, why: String },
+    Invalid { workload: String, why: BadSpec },
     /// Setting the workload up failed otherwise (a driver's probe, the host kernel).
     Setup { workload: String, cause: SetupCause },
     /// The workload failed while running (a driver error, data that did not arrive).
@@ -225,12 +228,12 @@ impl fmt::Display for WorkloadError {
             WorkloadError::StartInPast { workload, at, now } => {
                 write!(f, "workload {workload}: start at {:.3} ns is in the past (the scenario is at {:.3} ns)", *at as f64 / 1e3, *now as f64 / 1e3)
             }
-            WorkloadError::NoSuch { workload, what, message } => write!(f, "workload {workload}: no such {what}: {message}"),
+            WorkloadError::NoSuch { workload, what, missing } => write!(f, "workload {workload}: no such {what}: {missing}"),
             WorkloadError::WrongKind { workload, device, expected, found } => write!(f, "workload {workload}: {device} is not a {expected} device ({found})"),
-            WorkloadError::AlreadyBorrowed { workload, device, message } => write!(f, "workload {workload}: {device} is already borrowed: {message}"),
+            WorkloadError::AlreadyBorrowed { workload, device, error } => write!(f, "workload {workload}: {device} is already borrowed: {error}"),
             WorkloadError::InUse { workload, device, by } => write!(f, "workload {workload}: {device} is already driven by workload {by}"),
             WorkloadError::NoNtb { workload, runner, peer } => write!(f, "workload {workload}: no NTB joins host {runner} to host {peer}"),
-            WorkloadError::Unreachable { workload, what, message } => write!(f, "workload {workload}: {what} cannot be reached: {message}"),
+            WorkloadError::Unreachable { workload, target } => write!(f, "workload {workload}: {target}"),
             WorkloadError::Invalid { workload, why } => write!(f, "workload {workload}: {why}"),
             WorkloadError::Setup { workload, cause } => write!(f, "workload {workload}: set-up failed: {cause}"),
             WorkloadError::Failed { workload, cause } => write!(f, "workload {workload} failed: {cause}"),
@@ -251,7 +254,10 @@ impl Error for WorkloadError {
             WorkloadError::Setup { cause, .. } => cause.error(),
             WorkloadError::Failed { cause, .. } => cause.error(),
             WorkloadError::Machine(e) => Some(e.as_ref()),
-            WorkloadError::Cluster { error, .. } => Some(error),
+            WorkloadError::Cluster { error, .. } | WorkloadError::AlreadyBorrowed { error, .. } => Some(error),
+            WorkloadError::NoSuch { missing, .. } => missing.error(),
+            WorkloadError::Unreachable { target, .. } => target.error(),
+            WorkloadError::Invalid { why, .. } => why.error(),
             _ => None,
         }
     }
@@ -266,6 +272,16 @@ impl WorkloadError {
     /// Workload `w`, failed for `cause`.
     pub fn failed<C: Into<FailCause>>(w: &str) -> impl Fn(C) -> WorkloadError + '_ {
         move |cause| WorkloadError::Failed { workload: w.into(), cause: cause.into() }
+    }
+
+    /// Workload `w`, whose description the runner cannot run (`why`).
+    pub fn invalid(w: &str, why: BadSpec) -> WorkloadError {
+        WorkloadError::Invalid { workload: w.into(), why }
+    }
+
+    /// Workload `w`'s `what` (a host, a device, ...), not there (`missing`).
+    pub fn no_such(w: &str, what: &str, missing: Missing) -> WorkloadError {
+        WorkloadError::NoSuch { workload: w.into(), what: what.into(), missing }
     }
 
     /// Workload `w`'s set-up step `step`, refused by the runner's kernel.

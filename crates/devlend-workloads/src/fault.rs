@@ -2,7 +2,7 @@
 //! scenario's machine, what each fault did, the bytes a device had moved when each struck, and
 //! after the run what Device Lending left programmed once every lend is ended.
 
-use crate::error::{WResult, WorkloadError};
+use crate::error::{BadSpec, Missing, WResult, WorkloadError};
 use crate::scenario::Scenario;
 use devlend_engine::machine::{Effects, Later};
 use devlend_engine::queue::Ps;
@@ -26,12 +26,8 @@ impl Scenario {
     /// Inject fault `kind` (a `devlend_host::fault` name) at `target` at time `at`.
     pub fn add_fault(&mut self, at: Ps, kind: &str, target: &str) -> WResult<()> {
         let what = format!("fault {kind} at {target}");
-        let k = FaultKind::parse(kind).map_err(|e| WorkloadError::Invalid { workload: what.clone(), why: e.to_string() })?;
-        self.cluster().fault_target(k, target).map_err(|e| WorkloadError::NoSuch {
-            workload: what.clone(),
-            what: "fault target".into(),
-            message: e.to_string(),
-        })?;
+        let k = FaultKind::parse(kind).map_err(|e| WorkloadError::invalid(&what, BadSpec::FaultKind(e)))?;
+        self.cluster().fault_target(k, target).map_err(|e| WorkloadError::no_such(&what, "fault target", Missing::Host(e)))?;
         if at < self.now() {
             return Err(WorkloadError::StartInPast { workload: what, at, now: self.now() });
         }
@@ -59,11 +55,7 @@ impl Scenario {
     /// Bytes `device` has moved as a requester (landed writes, served reads): in all, and by
     /// the time each fault struck.
     pub fn moved(&self, device: &str) -> WResult<(u64, Vec<(Ps, u64)>)> {
-        let func = self.cluster().fabric.func_id(device).map_err(|e| WorkloadError::NoSuch {
-            workload: device.into(),
-            what: "device".into(),
-            message: e.to_string(),
-        })?;
+        let func = self.cluster().fabric.func_id(device).map_err(|e| WorkloadError::no_such(device, "device", Missing::Fabric(e)))?;
         let who = Requester::Func(func);
         Ok((self.m.moved(who), self.m.struck(who)))
     }

@@ -3,7 +3,7 @@
 //! driver's probe and the job threads start at the workload's time.
 
 use crate::attach::{attach, Guests, Runner};
-use crate::error::{WResult, WorkloadError};
+use crate::error::{BadSpec, WResult, WorkloadError};
 use crate::fio_job::{check, FioRun, Job, Rw, DRIVE_BLOCKS};
 use devlend_devices::nvme::{Controller, Media};
 use devlend_engine::machine::Machine;
@@ -41,17 +41,17 @@ impl Fio {
 }
 
 pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, device): (&str, &str), spec: FioSpec, at: Ps) -> WResult<(Fio, Media)> {
-    let invalid = |why: String| WorkloadError::Invalid { workload: w.into(), why };
+    let invalid = |why| WorkloadError::invalid(w, why);
     if spec.bs != FIO_BS {
-        return Err(invalid(format!("bs {} is not modelled: the fio job issues 4 KiB commands (bs 4096)", spec.bs)));
+        return Err(invalid(BadSpec::BlockSize { bs: spec.bs }));
     }
     let job = Job { rw: spec.rw, iodepth: spec.iodepth, numjobs: spec.numjobs, ios: spec.ios, verify: false, size_blocks: None };
-    check(&job).map_err(|e| invalid(e.to_string()))?;
+    check(&job).map_err(|e| invalid(BadSpec::Fio(e)))?;
     if spec.numjobs as usize >= devlend_devices::nvme::MAX_QUEUES {
-        return Err(invalid(format!("{} jobs: the controller has {} I/O queues, one per job", spec.numjobs, devlend_devices::nvme::MAX_QUEUES - 1)));
+        return Err(invalid(BadSpec::Jobs { numjobs: spec.numjobs, queues: devlend_devices::nvme::MAX_QUEUES - 1 }));
     }
     if spec.iodepth >= devlend_devices::nvme::MAX_QUEUE_ENTRIES {
-        return Err(invalid(format!("iodepth {}: a queue holds at most {} commands", spec.iodepth, devlend_devices::nvme::MAX_QUEUE_ENTRIES - 1)));
+        return Err(invalid(BadSpec::IoDepth { iodepth: spec.iodepth, max: devlend_devices::nvme::MAX_QUEUE_ENTRIES - 1 }));
     }
     let mut c = m.world();
     let a = attach(&mut c, guests, w, runner, device, "nvme")?;

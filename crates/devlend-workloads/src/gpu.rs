@@ -3,7 +3,7 @@
 //! in another host. The bytes are checked after the run.
 
 use crate::attach::{attach, with_os, Guests, Runner};
-use crate::error::{FailCause, WResult, WorkloadError};
+use crate::error::{BadSpec, FailCause, WResult, WorkloadError};
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_driver::Driver;
 use devlend_devices::gpu_run::Dir;
@@ -31,8 +31,7 @@ fn pattern(len: u64) -> Vec<u8> {
 fn prepare<O: Os>(os: &mut O, w: &str, dev: devlend_host::DevId, (dir, len, want): (Dir, u64, &[u8])) -> WResult<(Driver, u64)> {
     let drv = Driver::probe(os, dev).map_err(WorkloadError::setup(w))?;
     if len == 0 || len > drv.mem_size {
-        let why = format!("a copy of {len} bytes (the GPU holds 1 to {} bytes)", drv.mem_size);
-        return Err(WorkloadError::Invalid { workload: w.into(), why });
+        return Err(WorkloadError::invalid(w, BadSpec::CopySize { len, mem_size: drv.mem_size }));
     }
     let buf = os.kmalloc(len).map_err(WorkloadError::host_setup(w, "kmalloc"))?;
     if dir == Dir::HtoD {

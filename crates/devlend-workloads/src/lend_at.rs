@@ -6,7 +6,7 @@
 //! return (the next borrower may overwrite what they left in the device), and every mapping of
 //! the lend is undone (`Cluster::return_device_force`, once nothing is in flight), so another host may borrow the device next.
 
-use crate::error::{SetupCause, WResult, WorkloadError};
+use crate::error::{Missing, SetupCause, WResult, WorkloadError};
 use crate::scenario::{machine_error, Scenario};
 use devlend_engine::queue::Ps;
 
@@ -42,8 +42,7 @@ impl Scenario {
         let mut c = self.m.world();
         let lend = c.lends().into_iter().find(|l| l.device == device && borrower.is_none_or(|b| b == l.borrower));
         let Some(lend) = lend else {
-            let why = borrower.map_or_else(|| "it is not lent".to_string(), |b| format!("{b} does not hold it borrowed"));
-            return Err(WorkloadError::NoSuch { workload: w, what: "lend".into(), message: format!("cannot return {device}: {why}") });
+            return Err(WorkloadError::no_such(&w, "lend", Missing::NotLent { device: device.into(), by: borrower.map(String::from) }));
         };
         // Every workload on the device has ended, so nothing is in flight. The return hot-removes
         // the device from the borrower, which unbinds its driver; a workload's driver lives no

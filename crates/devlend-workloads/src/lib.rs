@@ -49,7 +49,7 @@ mod stats;
 pub use devlend_devices::gpu_run::Dir;
 pub use devlend_engine::machine::LinkStat;
 pub use devlend_wire::Access;
-pub use error::{FailCause, SetupCause, WResult, WorkloadError};
+pub use error::{BadSpec, FailCause, Missing, SetupCause, Unreached, WResult, WorkloadError};
 pub use fault::FaultEntry;
 pub use fio::{FioSpec, FIO_BS};
 pub use fio_job::{FioError, FioResult, Rw};

@@ -37,7 +37,7 @@
 //! the pipeline's and the path's.
 
 use crate::attach::{attach, with_os, Guests, Runner};
-use crate::error::{FailCause, WResult, WorkloadError};
+use crate::error::{BadSpec, FailCause, WResult, WorkloadError};
 use devlend_engine::machine::{Cx, Device, FlowDone, Machine, ThreadError};
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, DmaDir, Os, ThreadKernel};
@@ -384,13 +384,13 @@ impl Device<Cluster> for Nic {
 
 /// The pipeline's configuration and workload for `spec`, checked before anything runs.
 fn model(w: &str, spec: &NicSpec) -> WResult<(Config, WorkloadSpec, u64)> {
-    let invalid = |why: String| WorkloadError::Invalid { workload: w.into(), why };
+    let invalid = |why| WorkloadError::invalid(w, why);
     if spec.duration == 0 || spec.epoch == 0 {
-        return Err(invalid("the NIC's duration and epoch must be longer than 0".into()));
+        return Err(invalid(BadSpec::NicTimes));
     }
     let p = ht_params();
-    let cfg = p.config_with(&spec.config, None).map_err(|e| invalid(e.to_string()))?;
-    let mut wl = WorkloadSpec::new(&spec.profile, spec.tenants, &spec.order).map_err(|e| invalid(e.to_string()))?;
+    let cfg = p.config_with(&spec.config, None).map_err(|e| invalid(BadSpec::Nic(e)))?;
+    let mut wl = WorkloadSpec::new(&spec.profile, spec.tenants, &spec.order).map_err(|e| invalid(BadSpec::Nic(e)))?;
     wl.packets_per_tenant = spec.packets_per_tenant;
     wl.seed = 1;
     Ok((cfg, wl, p.packet_bytes))

@@ -18,7 +18,7 @@
 //! The host layer keeps no reservation of NTB windows for other users: a device lent after this
 //! workload was added could be given the same window if every other one is taken.
 
-use crate::error::{FailCause, SetupCause, WResult, WorkloadError};
+use crate::error::{BadSpec, FailCause, Missing, SetupCause, WResult, WorkloadError};
 use devlend_engine::machine::Machine;
 use devlend_engine::queue::Ps;
 use devlend_fabric::model::HostId;
@@ -93,8 +93,8 @@ struct Geometry {
     chunks: u64,
 }
 
-fn invalid(w: &str, why: String) -> WorkloadError {
-    WorkloadError::Invalid { workload: w.into(), why }
+fn invalid(w: &str, why: BadSpec) -> WorkloadError {
+    WorkloadError::invalid(w, why)
 }
 
 fn setup(w: &str, cause: SetupCause) -> WorkloadError {
@@ -103,19 +103,16 @@ fn setup(w: &str, cause: SetupCause) -> WorkloadError {
 
 fn check(w: &str, s: &NtbPerfSpec) -> WResult<()> {
     if s.threads == 0 || s.threads > MAX_THREADS {
-        return Err(invalid(w, format!("threads: {} (expected 1 to {MAX_THREADS})", s.threads)));
+        return Err(invalid(w, BadSpec::Threads { threads: s.threads, max: MAX_THREADS }));
     }
     if s.chunk_order > 32 || s.total_order > 40 || s.total_order < s.chunk_order {
-        return Err(invalid(
-            w,
-            format!("chunk_order {} and total_order {}: expected chunk_order <= 32 and chunk_order <= total_order <= 40", s.chunk_order, s.total_order),
-        ));
+        return Err(invalid(w, BadSpec::Orders { chunk_order: s.chunk_order, total_order: s.total_order }));
     }
     if s.use_dma && 1u64 << s.chunk_order > u32::MAX as u64 {
-        return Err(invalid(w, format!("chunk_order: {} (a DMA descriptor moves at most {} bytes)", s.chunk_order, u32::MAX)));
+        return Err(invalid(w, BadSpec::DescriptorChunk { chunk_order: s.chunk_order }));
     }
     if s.max_mw_size == Some(0) {
-        return Err(invalid(w, "max_mw_size: expected at least one chunk".into()));
+        return Err(invalid(w, BadSpec::NoWindow));
     }
     Ok(())
 }
@@ -153,17 +150,14 @@ fn pinned(c: &mut Cluster, w: &str, host: HostId, size: u64) -> WResult<(Pinned,
 
 /// The two ends, joined by the handshake; the runner's with its DMA engine when asked.
 fn ends(c: &mut Cluster, w: &str, runner: &str, peer: &str, s: &NtbPerfSpec, dma: Option<&str>) -> WResult<Pe> {
-    let no = |what: &str, e: devlend_fabric::FabricError| WorkloadError::NoSuch { workload: w.into(), what: what.into(), message: e.to_string() };
+    let no = |what: &str, e| WorkloadError::no_such(w, what, Missing::Fabric(e));
     let (hr, hp) = (c.fabric.host_id(runner).map_err(|e| no("host", e))?, c.fabric.host_id(peer).map_err(|e| no("host", e))?);
     let (nr, np) = ntb_between(&c.fabric, hr, hp).ok_or_else(|| WorkloadError::NoNtb { workload: w.into(), runner: runner.into(), peer: peer.into() })?;
     if c.fabric.hosts[hp as usize].iommu {
         // Linux's ntb_perf maps its inbound buffer for the adapter with the DMA API; here the host
         // kernel keeps an adapter's DMA for Device Lending, so the window lands on a physical address
         // that the peer's IOMMU would fault.
-        return Err(invalid(
-            w,
-            format!("peer: {peer} has its IOMMU on; ntb_perf here maps its inbound buffer by physical address, so it needs a peer with the IOMMU off"),
-        ));
+        return Err(invalid(w, BadSpec::PeerIommu { peer: peer.into() }));
     }
     let widx = free_window(&c.fabric, nr, np).ok_or_else(|| setup(w, SetupCause::NoFreeWindow { ntb: c.fabric.ntbs[nr as usize].name.clone() }))?;
     let (window, size) = c.fabric.peer_mw_get_addr(nr, widx).map_err(WorkloadError::setup(w))?;
@@ -181,7 +175,7 @@ fn ends(c: &mut Cluster, w: &str, runner: &str, peer: &str, s: &NtbPerfSpec, dma
     let mut pe = Pe::new(b);
     if let Some(name) = dma {
         let reads = devlend_rdma::params::params().ntb_dma.outstanding_reads;
-        pe.attach_dma_with(f, name, s.threads, reads).map_err(|e| invalid(w, format!("threads: {e}")))?;
+        pe.attach_dma_with(f, name, s.threads, reads).map_err(|e| invalid(w, BadSpec::DmaThreads(e)))?;
         let first = request_irqs(c, w, hr, name, s.threads)?;
         if let Some(ch) = pe.dma.as_mut() {
             ch.msi.1 = first;
@@ -210,20 +204,20 @@ pub(crate) fn dma_name(f: &Fabric, w: &str, runner: &str, s: &NtbPerfSpec) -> WR
     if !s.use_dma {
         return Ok(None);
     }
-    let no = |message: String| WorkloadError::NoSuch { workload: w.into(), what: "DMA engine".into(), message };
-    let host = f.host_id(runner).map_err(|e| WorkloadError::NoSuch { workload: w.into(), what: "host".into(), message: e.to_string() })?;
+    let no = |missing| WorkloadError::no_such(w, "DMA engine", missing);
+    let host = f.host_id(runner).map_err(|e| WorkloadError::no_such(w, "host", Missing::Fabric(e)))?;
     let in_host = |name: &str| f.func_id(name).ok().is_some_and(|x| f.func_host(x) == host);
     match &s.dma {
         Some(n) => {
-            f.func_id(n).map_err(|e| no(e.to_string()))?;
-            in_host(n).then(|| Some(n.clone())).ok_or_else(|| no(format!("{n} is not in host {runner}")))
+            f.func_id(n).map_err(|e| no(Missing::Fabric(e)))?;
+            in_host(n).then(|| Some(n.clone())).ok_or_else(|| no(Missing::NotInHost { device: n.clone(), host: runner.into() }))
         }
         None => f
             .devices
             .iter()
             .find(|d| d.profile.as_deref() == Some(DMA_PROFILE) && in_host(&d.name))
             .map(|d| Some(d.name.clone()))
-            .ok_or_else(|| no(format!("host {runner} has no function with the {DMA_PROFILE} profile"))),
+            .ok_or_else(|| no(Missing::NoProfile { host: runner.into(), profile: DMA_PROFILE })),
     }
 }
 
@@ -231,10 +225,7 @@ fn geometry(w: &str, pe: &Pe, s: &NtbPerfSpec) -> WResult<Geometry> {
     let chunk = 1u64 << s.chunk_order;
     let part = pe.node.window_size() / s.threads as u64;
     if chunk > part {
-        return Err(invalid(
-            w,
-            format!("chunk_order: {} ({chunk} bytes; the window of {} bytes gives each of {} threads {part})", s.chunk_order, pe.node.window_size(), s.threads),
-        ));
+        return Err(invalid(w, BadSpec::ChunkOverPart { chunk_order: s.chunk_order, window: pe.node.window_size(), threads: s.threads }));
     }
     Ok(Geometry { chunk, part: part / chunk * chunk, chunks: (1u64 << s.total_order) / chunk })
 }

@@ -7,7 +7,7 @@
 //! A round trip is the time from one of the first GPU's ("ping") stores to its seeing the answer.
 
 use crate::attach::{attach, with_os, Guests, Runner};
-use crate::error::{WResult, WorkloadError};
+use crate::error::{BadSpec, WResult, WorkloadError};
 use devlend_devices::error::{DResult, DeviceError};
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_driver::{Driver, Mapping};
@@ -114,10 +114,10 @@ fn program(store_at: u64, poll_at: u64, rounds: u32, first: bool) -> Vec<(u64, V
 /// Attach both GPUs for `runner`, map each one's store target, and start the launching thread.
 pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, gpus): (&str, [&str; 2]), via: Via, rounds: u32, at: Ps) -> WResult<PingPong> {
     if rounds == 0 {
-        return Err(WorkloadError::Invalid { workload: w.into(), why: "rounds: expected at least one round trip".into() });
+        return Err(WorkloadError::invalid(w, BadSpec::NoRounds));
     }
     if gpus[0] == gpus[1] {
-        return Err(WorkloadError::Invalid { workload: w.into(), why: format!("gpus: {} plays both ends; a ping-pong takes two GPUs", gpus[0]) });
+        return Err(WorkloadError::invalid(w, BadSpec::SameGpu { gpu: gpus[0].into() }));
     }
     let mut c = m.world();
     let (mut a, runner_k) = side(&mut c, guests, w, runner, gpus[0])?;

@@ -1,7 +1,7 @@
 //! A scenario: workloads started at given times on one `Machine<Cluster>`, run together.
 
 use crate::attach::Guests;
-use crate::error::{WResult, WorkloadError};
+use crate::error::{BadSpec, Missing, Unreached, WResult, WorkloadError};
 use crate::fio::FioSpec;
 use crate::fio_job::FioResult;
 use crate::ntb_perf::{NtbPerf, NtbPerfResult, NtbPerfSpec};
@@ -179,7 +179,7 @@ impl Scenario {
         let w = format!("borrow of {device}");
         let opts = devlend_host::BorrowOptions { dma_window, ..Default::default() };
         let mut c = self.m.world();
-        let host = c.fabric.host_id(borrower).map_err(|e| WorkloadError::NoSuch { workload: w.clone(), what: "host".into(), message: e.to_string() })?;
+        let host = c.fabric.host_id(borrower).map_err(|e| WorkloadError::no_such(&w, "host", Missing::Fabric(e)))?;
         c.borrow_with(host, device, opts).map(|_| ()).map_err(|e| crate::attach::host_error(&w, device, e))
     }
 
@@ -187,14 +187,12 @@ impl Scenario {
     /// function name), from `at`.
     pub fn add_stream(&mut self, name: &str, requester: &str, addr: u64, bytes: u64, access: Access, at: Ps) -> WResult<()> {
         self.admit(name, at)?;
-        let who = self.m.world().fabric.requester(requester).map_err(|e| WorkloadError::NoSuch {
-            workload: name.into(),
-            what: "requester".into(),
-            message: e.to_string(),
-        })?;
+        let who = self.m.world().fabric.requester(requester).map_err(|e| WorkloadError::no_such(name, "requester", Missing::Fabric(e)))?;
         let id = self.m.stream(name, who, addr, bytes, access, at).map_err(|e| match e {
-            MachineError::Unreachable { addr, message, .. } => WorkloadError::Unreachable { workload: name.into(), what: format!("{addr:#x}"), message },
-            MachineError::Invalid { why, .. } => WorkloadError::Invalid { workload: name.into(), why },
+            MachineError::Unreachable { addr, failure, .. } => {
+                WorkloadError::Unreachable { workload: name.into(), target: Unreached::Addr { addr, failure: *failure } }
+            }
+            MachineError::Invalid { why, .. } => WorkloadError::invalid(name, BadSpec::Stream(why)),
             other => WorkloadError::Machine(Box::new(other)),
         })?;
         self.entries.push(Entry { name: name.into(), kind: Kind::Stream, at, bytes, track: Track::Stream(id) });

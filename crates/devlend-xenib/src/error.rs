@@ -4,8 +4,10 @@
 //! one reports it as [`XenIbError::Verb`] with the configuration and the step.
 
 use crate::types::{Status, Wc};
+use devlend_engine::machine::{MachineError, ThreadError};
+use devlend_engine::queue::Ps;
 use devlend_fabric::error::{FabricError, SpecError};
-use devlend_fabric::route::Failure;
+use devlend_fabric::report::FailureReport;
 use devlend_host::HostError;
 use std::fmt;
 
@@ -17,9 +19,9 @@ pub enum XenIbError {
     Fabric { what: String, error: FabricError },
     /// The host software that programs the fabric (a VM, a lend) refused a step.
     Host { what: &'static str, error: HostError },
-    /// A route the HCA uses cannot be timed: `failure` is where the fabric refused `addr`,
-    /// `message` the fabric's description of it (naming the component).
-    Route { what: &'static str, addr: u64, failure: Failure, message: String },
+    /// A route the HCA uses cannot be timed: `failure` is where the fabric refused `addr`, with
+    /// the names of what it refers to (boxed: it is large).
+    Route { what: &'static str, addr: u64, failure: Box<FailureReport> },
     /// Guest domains were asked for with native Linux on server A.
     GuestsNeedXen { guests: usize },
     /// A host's RAM has no room for another domain at the fixed slots.
@@ -40,9 +42,60 @@ pub enum XenIbError {
     Verb { config: String, step: &'static str, status: Status },
     /// A work request completed with an error status.
     Completion { config: String, wc: Wc },
-    /// The run on the engine failed: `message` is the engine's account (a thread waiting for
+    /// The run on the engine failed: `failure` is the engine's account (a thread waiting for
     /// what never comes, and what it waited for).
-    Run { config: String, message: String },
+    Run { config: String, failure: RunFailure },
+}
+
+/// How a benchmark's run on the engine failed (the engine's `MachineError`, as a value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunFailure {
+    /// Nothing was left to happen at `at` while thread `thread` waited for `waiting_for`.
+    Stuck { thread: String, waiting_for: String, at: Ps },
+    /// A CPU access of thread `thread` at `addr` failed on the fabric: `route` says where.
+    Access { thread: String, addr: u64, route: Box<FailureReport> },
+    /// A CPU access of `len` bytes at `addr`, larger than the machine moves in one call.
+    TooLarge { thread: String, addr: u64, len: u64 },
+    /// The host `host` of thread `thread` crashed at `at`: the thread stopped there.
+    HostCrashed { thread: String, host: String, at: Ps },
+    /// The `thread` thread (the benchmark's, the set-up) ended without handing back its result.
+    NotEnded { thread: &'static str },
+}
+
+impl RunFailure {
+    /// The engine's error of a run of the testbed. The
+    /// benchmarks' threads hand their own errors back in their slots and run no workload, so
+    /// neither a thread's own error nor a workload's reaches here.
+    pub fn of(e: MachineError) -> RunFailure {
+        match e {
+            MachineError::Stuck { thread, waiting_for, at } => RunFailure::Stuck { thread, waiting_for, at },
+            MachineError::Thread { thread, error } => match *error {
+                ThreadError::Access { addr, failure, .. } => RunFailure::Access { thread, addr, route: failure },
+                ThreadError::TooLarge { addr, len, .. } => RunFailure::TooLarge { thread, addr, len },
+                ThreadError::HostCrashed { host, at, .. } => RunFailure::HostCrashed { thread, host, at },
+                ThreadError::Other(e) => unreachable!("thread {thread} failed with its own error outside its slot: {e}"),
+            },
+            e @ (MachineError::Unreachable { .. } | MachineError::Invalid { .. }) => unreachable!("the testbed runs no workload: {e}"),
+        }
+    }
+}
+
+impl fmt::Display for RunFailure {
+    /// As the engine writes its `MachineError`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let us = |at: &Ps| *at as f64 / 1e6;
+        match self {
+            RunFailure::Stuck { thread, waiting_for, at } => write!(f, "nothing left to happen at {:.3} us: thread {thread} waits for {waiting_for}", us(at)),
+            RunFailure::Access { thread, addr, route } => write!(f, "thread {thread} failed: thread {thread}: access at {addr:#x} failed: {route}"),
+            RunFailure::TooLarge { thread, addr, len } => {
+                write!(f, "thread {thread} failed: thread {thread}: a CPU access of {len} bytes at {addr:#x} is larger than the machine moves in one call")
+            }
+            RunFailure::HostCrashed { thread, host, at } => {
+                write!(f, "thread {thread} failed: thread {thread}: host {host} crashed at {:.3} us; the thread stopped there", us(at))
+            }
+            RunFailure::NotEnded { thread } => write!(f, "the {thread} thread did not end"),
+        }
+    }
 }
 
 impl fmt::Display for XenIbError {
@@ -51,7 +104,7 @@ impl fmt::Display for XenIbError {
             XenIbError::Topology(e) => write!(f, "the testbed does not build: {e}"),
             XenIbError::Fabric { what, error } => write!(f, "{what}: {error}"),
             XenIbError::Host { what, error } => write!(f, "{what}: {error}"),
-            XenIbError::Route { what, addr, message, .. } => write!(f, "{what}: {addr:#x} cannot be reached: {message}"),
+            XenIbError::Route { what, addr, failure } => write!(f, "{what}: {addr:#x} cannot be reached: {failure}"),
             XenIbError::GuestsNeedXen { guests } => write!(f, "{guests} guest domain(s) need Xen on server A"),
             XenIbError::RamTooSmall { host, domain } => write!(f, "{host}: RAM too small for domain {domain}"),
             XenIbError::Unbacked { gpa } => write!(f, "guest-physical {gpa:#x} has no backing"),
@@ -62,12 +115,19 @@ impl fmt::Display for XenIbError {
             XenIbError::ZeroCount { what } => write!(f, "{what} must be at least 1"),
             XenIbError::Verb { config, step, status } => write!(f, "{config}: {step} failed: {status}"),
             XenIbError::Completion { config, wc } => write!(f, "{config}: work request {} completed with {:?}", wc.wr_id, wc.status),
-            XenIbError::Run { config, message } => write!(f, "{config}: {message}"),
+            XenIbError::Run { config, failure } => write!(f, "{config}: {failure}"),
         }
     }
 }
 
-impl std::error::Error for XenIbError {}
+impl std::error::Error for XenIbError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            XenIbError::Route { failure, .. } | XenIbError::Run { failure: RunFailure::Access { route: failure, .. }, .. } => Some(failure.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 impl XenIbError {
     /// A short name of the variant, for bindings that hand the kind on (Python's `XenIbError.kind`).
@@ -111,3 +171,31 @@ impl XenIbError {
 }
 
 pub type XResult<T> = Result<T, XenIbError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use devlend_fabric::route::Failure;
+
+    #[test]
+    fn a_run_failure_reads_as_the_engine_error_it_was_taken_from() {
+        let thread = |error| MachineError::Thread { thread: "bench".into(), error: Box::new(error) };
+        let route = FailureReport { failure: Failure::NtbLinkDown { ntb: 0 }, host: None, ntb: Some("nt0".into()), function: None, port: None };
+        let errors = [
+            MachineError::Stuck { thread: "bench".into(), waiting_for: "a completion".into(), at: 1_500_000 },
+            thread(ThreadError::Access { thread: "bench".into(), addr: 0x1000, failure: Box::new(route.clone()) }),
+            thread(ThreadError::TooLarge { thread: "bench".into(), addr: 0x2000, len: 1 << 20 }),
+            thread(ThreadError::HostCrashed { thread: "bench".into(), host: "server-a".into(), at: 2_000_000 }),
+        ];
+        for e in errors {
+            let text = e.to_string();
+            let failure = RunFailure::of(e);
+            assert_eq!(failure.to_string(), text);
+            let run = XenIbError::Run { config: "native".into(), failure };
+            assert_eq!(run.to_string(), format!("native: {text}"));
+        }
+        let reached = XenIbError::Route { what: "doorbell", addr: 0x3000, failure: Box::new(route) };
+        assert_eq!(reached.to_string(), "doorbell: 0x3000 cannot be reached: nt0: NTB link is down");
+        assert!(std::error::Error::source(&reached).is_some(), "the route failure is the source");
+    }
+}

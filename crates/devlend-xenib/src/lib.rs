@@ -31,7 +31,7 @@ pub mod types;
 pub mod verbs;
 pub mod xen;
 
-pub use error::{XResult, XenIbError};
+pub use error::{RunFailure, XResult, XenIbError};
 pub use hca::World;
 pub use types::*;
 pub use verbs::{Basic, Bypass, Cpu, Native, Verbs};

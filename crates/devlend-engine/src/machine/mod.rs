@@ -23,7 +23,7 @@ mod thread;
 
 pub use self::core::{FlowDone, Owner};
 pub use device::{Cx, Device};
-pub use error::{MachineError, ThreadError, WorldHeld};
+pub use error::{MachineError, ThreadError, Unrunnable, WorldHeld};
 pub use fault::{Effects, Halted, Later};
 pub use thread::{Body, Thread, Watch};
 
@@ -227,22 +227,16 @@ impl<W: World> Machine<W> {
     /// max-payload writes or max-read-request reads. Its route is the one at the time of this call.
     pub fn stream(&mut self, name: &str, who: Requester, addr: u64, bytes: u64, access: Access, at: Ps) -> Result<usize, MachineError> {
         if bytes == 0 {
-            return Err(MachineError::Invalid { workload: name.into(), why: "a stream of zero bytes".into() });
+            return Err(MachineError::Invalid { workload: name.into(), why: Unrunnable::ZeroBytes });
         }
         let id = self.streams.len();
         let mut w = self.world.borrow_mut();
         let started = self.core.borrow_mut().start(w.fabric(), Owner::Stream(id), who, addr, access, bytes, Vec::new(), false, 0, at);
         match started {
             Ok(Ok(_)) => {}
-            Ok(Err(_)) => {
-                return Err(MachineError::Invalid {
-                    workload: name.into(),
-                    why: format!("{addr:#x} is the requester's own memory: the stream crosses no link"),
-                })
-            }
+            Ok(Err(_)) => return Err(MachineError::Invalid { workload: name.into(), why: Unrunnable::OwnMemory { addr } }),
             Err(failure) => {
-                let message = w.fabric().describe_failure(&failure);
-                return Err(MachineError::Unreachable { workload: name.into(), addr, failure, message });
+                return Err(MachineError::Unreachable { workload: name.into(), addr, failure: Box::new(w.fabric().failure_report(&failure)) });
             }
         }
         self.streams.push(StreamResult { name: name.into(), who, addr, access, bytes, start: at.max(self.now()), end: None });

@@ -184,8 +184,8 @@ impl<W: World> Thread<'_, W> {
             core.start(w.fabric(), Owner::Thread(self.id), who, addr, access, len, data.clone(), true, 0, 0)
         };
         let fail = |addr: u64, f: Failure| {
-            let msg = self.world.borrow_mut().fabric().describe_failure(&f);
-            ThreadError::Access { thread: self.name.to_string(), addr, failure: f, message: msg }
+            let failure = Box::new(self.world.borrow_mut().fabric().failure_report(&f));
+            ThreadError::Access { thread: self.name.to_string(), addr, failure }
         };
         match started {
             Err(f) => {

@@ -2,14 +2,15 @@
 //! agents refused is kept as the host layer's typed error.
 
 use crate::error::HostError;
+use devlend_fabric::report::FailureReport;
 use std::fmt;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PoolError {
-    /// No host of that name.
-    NoSuchHost { host: String, message: String },
+    /// No host of that name: `error` is the host layer's refusal of it.
+    NoSuchHost { host: String, error: HostError },
     /// Neither a function of the fabric nor a fabric device ID.
-    NoSuchDevice { device: String, message: String },
+    NoSuchDevice { device: String },
     /// An NTB adapter: it carries lending, it cannot be lent.
     NotLendable { device: String },
     /// `connect` between hosts that no NTB joins.
@@ -33,8 +34,9 @@ pub enum PoolError {
     Fault { kind: String, target: String, error: HostError },
     /// The device was surprise-removed: it is gone until its slot comes back.
     Removed { device: String },
-    /// A fault touched the device and its reset (FLR) before the next borrow failed.
-    ResetFailed { device: String, why: String },
+    /// A fault touched the device and its reset (FLR) before the next borrow failed: `failure`
+    /// is what the fabric refused (boxed: it is large).
+    ResetFailed { device: String, failure: Box<FailureReport> },
 }
 
 impl PoolError {
@@ -69,7 +71,8 @@ impl PoolError {
 impl fmt::Display for PoolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PoolError::NoSuchHost { message, .. } | PoolError::NoSuchDevice { message, .. } => f.write_str(message),
+            PoolError::NoSuchHost { error, .. } => write!(f, "{error}"),
+            PoolError::NoSuchDevice { device } => write!(f, "no device named '{device}' and no fabric device ID {device} (`list` shows them)"),
             PoolError::NotLendable { device } => write!(f, "{device} is an NTB adapter: it carries Device Lending and cannot be lent"),
             PoolError::NoPath { lender, borrower } => {
                 write!(f, "{lender} cannot lend to {borrower}: no NTB joins the two hosts (Device Lending maps through one NTB between them)")
@@ -86,13 +89,21 @@ impl fmt::Display for PoolError {
             PoolError::Lending { device, error } => write!(f, "{device}: {error}"),
             PoolError::Fault { kind, target, error } => write!(f, "cannot inject {kind} at {target}: {error}"),
             PoolError::Removed { device } => write!(f, "{device} was surprise-removed: it cannot be borrowed until its slot is back (port-up)"),
-            PoolError::ResetFailed { device, why } => {
-                write!(f, "{device} cannot be lent again: a fault touched it and its Function Level Reset failed ({why}); a device that cannot be reset is not given to the next borrower")
+            PoolError::ResetFailed { device, failure } => {
+                write!(f, "{device} cannot be lent again: a fault touched it and its Function Level Reset failed ({failure}); a device that cannot be reset is not given to the next borrower")
             }
         }
     }
 }
 
-impl std::error::Error for PoolError {}
+impl std::error::Error for PoolError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PoolError::NoSuchHost { error, .. } | PoolError::Lending { error, .. } | PoolError::Fault { error, .. } => Some(error),
+            PoolError::ResetFailed { failure, .. } => Some(failure.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 pub type PResult<T> = Result<T, PoolError>;

@@ -39,7 +39,7 @@ impl Pool {
         }
         if self.dirty.contains(&func) {
             let f = &mut self.cluster.fabric;
-            f.flr(func).map_err(|failure| PoolError::ResetFailed { device, why: f.describe_failure(&failure) })?;
+            f.flr(func).map_err(|failure| PoolError::ResetFailed { device, failure: Box::new(f.failure_report(&failure)) })?;
             self.dirty.remove(&func);
         }
         Ok(())

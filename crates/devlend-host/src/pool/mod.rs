@@ -109,7 +109,7 @@ impl Pool {
     }
 
     fn host(&self, name: &str) -> PResult<HostId> {
-        self.cluster.host_id(name).map_err(|e| PoolError::NoSuchHost { host: name.into(), message: e.to_string() })
+        self.cluster.host_id(name).map_err(|error| PoolError::NoSuchHost { host: name.into(), error })
     }
 
     fn name(&self, func: FuncId) -> String {
@@ -130,10 +130,7 @@ impl Pool {
         }
         let hex = device.strip_prefix("0x").unwrap_or(device);
         let fdid = u32::from_str_radix(hex, 16).ok();
-        fdid.and_then(|id| self.ids.iter().find(|(i, _)| *i == id)).map(|(_, f)| *f).ok_or_else(|| PoolError::NoSuchDevice {
-            device: device.into(),
-            message: format!("no device named '{device}' and no fabric device ID {device} (`list` shows them)"),
-        })
+        fdid.and_then(|id| self.ids.iter().find(|(i, _)| *i == id)).map(|(_, f)| *f).ok_or_else(|| PoolError::NoSuchDevice { device: device.into() })
     }
 
     pub fn fdid(&self, func: FuncId) -> Option<Fdid> {
