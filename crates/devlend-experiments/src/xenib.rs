@@ -13,7 +13,7 @@
 //! drivers, the channel, the PCI-X buses, the HCAs and the link do, on the engine's one clock.
 
 use devlend_engine::machine::Machine;
-use devlend_xenib::error::{RunFailure, XResult, XenIbError};
+use devlend_xenib::error::{XResult, XenIbError};
 use devlend_xenib::hca::{World, SERVER_B};
 use devlend_xenib::params::params;
 use devlend_xenib::types::*;
@@ -183,7 +183,11 @@ pub fn run<R>(config: &str, m: &mut Machine<World>, slots: Vec<Slot<R>>) -> XRes
             None => {}
         }
     }
-    ran.map_err(|e| XenIbError::Run { config: config.into(), failure: RunFailure::of(e) })?;
+    ran.map_err(|e| match e.into_run_failure() {
+        Ok((thread, failure)) => XenIbError::Run { config: config.into(), thread, failure },
+        // The benchmarks' threads hand their own errors back in their slots and run no workload.
+        Err(e) => unreachable!("{config}: neither a thread's own error nor a workload's reaches the run: {e}"),
+    })?;
     Ok(out)
 }
 
@@ -195,7 +199,7 @@ pub fn on_machine<R: 'static>(config: &str, w: World, body: impl FnOnce(&Cpu) ->
     let w = m.into_world().unwrap_or_else(|_| unreachable!("no device model holds the world after the run"));
     match r {
         Some(r) => Ok((w, r)),
-        None => Err(XenIbError::Run { config: config.into(), failure: RunFailure::NotEnded { thread: "benchmark" } }),
+        None => Err(XenIbError::NotEnded { config: config.into(), thread: "benchmark" }),
     }
 }
 
@@ -217,7 +221,7 @@ fn set_up(config: &str, m: &mut Machine<World>, a: &Side, b: &Side, half: u64, d
         }
         Ok((ea, eb))
     });
-    run(config, m, vec![slot])?.pop().ok_or_else(|| XenIbError::Run { config: config.into(), failure: RunFailure::NotEnded { thread: "set-up" } })
+    run(config, m, vec![slot])?.pop().ok_or_else(|| XenIbError::NotEnded { config: config.into(), thread: "set-up" })
 }
 
 pub fn latency(json: &str, config: &str, mode: Mode, sizes: &[u64], iters: u64, blocking: bool) -> XResult<Vec<(u64, u64)>> {

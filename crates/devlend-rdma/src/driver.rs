@@ -10,7 +10,7 @@
 //! wake the caller. Every store, read and interrupt travels on the machine's links.
 
 use crate::dma::{self, Desc, DmaEngine};
-use crate::error::{DmaStop, RResult, RdmaError, RunFailure};
+use crate::error::{DmaStop, RResult, RdmaError};
 use crate::params::params;
 use crate::shmem::Timing;
 use devlend_engine::machine::{Machine, MachineError, Thread, ThreadError, World};
@@ -62,22 +62,17 @@ pub fn run<W: World>(m: &mut Machine<W>) -> RResult<()> {
 /// error is an [`RdmaError`] (the library's threads, and those of the tools on its machines,
 /// fail with nothing else), and `Machine::run` reports no workload's set-up error.
 fn machine_error(e: MachineError) -> RdmaError {
-    let (thread, failure) = match e {
-        MachineError::Thread { thread, error } => match *error {
+    match e.into_run_failure() {
+        Ok((thread, failure)) => RdmaError::Run { thread, failure },
+        Err(MachineError::Thread { thread, error }) => match *error {
             ThreadError::Other(inner) => match inner.downcast::<RdmaError>() {
-                Ok(r) => return *r,
+                Ok(r) => *r,
                 Err(other) => panic!("thread {thread} failed with an error that is not an RdmaError: {other}"),
             },
-            ThreadError::Access { addr, failure, .. } => (thread, RunFailure::Access { addr, route: *failure }),
-            ThreadError::TooLarge { addr, len, .. } => (thread, RunFailure::TooLarge { addr, len }),
-            ThreadError::HostCrashed { host, at, .. } => (thread, RunFailure::HostCrashed { host, at }),
+            error => unreachable!("into_run_failure keeps every engine error of a thread: {error}"),
         },
-        MachineError::Stuck { thread, waiting_for, at } => (thread, RunFailure::Stuck { waiting_for, at }),
-        MachineError::Unreachable { workload, .. } | MachineError::Invalid { workload, .. } => {
-            panic!("workload {workload}: the library's machines run no workload, so no workload's error reaches them")
-        }
-    };
-    RdmaError::Run { thread, failure }
+        Err(e) => panic!("{e}: the library's machines run no workload, so no workload's error reaches them"),
+    }
 }
 
 /// The channel registers a call programs, as 32-bit uncached stores (START last).
@@ -166,6 +161,7 @@ pub fn thread_ps<W: World>(m: &Machine<W>, ids: &[usize]) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::RunFailure;
     use devlend_fabric::route::Failure;
 
     const J: &str = include_str!("../tests/pex8749-rdma.json");

@@ -4,7 +4,7 @@
 //! a failure of the fabric below is kept as the fabric's own value ([`FabricError`], [`SpecError`],
 //! [`FailureReport`]) and is the error's `source`.
 
-use devlend_engine::queue::Ps;
+pub use devlend_engine::machine::RunFailure;
 use devlend_fabric::report::FailureReport;
 use devlend_fabric::{FabricError, SpecError};
 use std::fmt;
@@ -73,19 +73,6 @@ pub enum DmaStop {
     InvalidDescriptor,
     /// A TLP of the transfer was refused on the fabric.
     Route(FailureReport),
-}
-
-/// How a thread of a run failed (the engine's `MachineError` and `ThreadError`, as values).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RunFailure {
-    /// A CPU access at `addr` failed on the fabric: `route` says where.
-    Access { addr: u64, route: FailureReport },
-    /// A CPU access of `len` bytes at `addr`, larger than the machine moves in one call.
-    TooLarge { addr: u64, len: u64 },
-    /// The thread's host `host` crashed at `at`: the thread stopped there.
-    HostCrashed { host: String, at: Ps },
-    /// Nothing was left to happen at `at` while the thread waited for `waiting_for`.
-    Stuck { waiting_for: String, at: Ps },
 }
 
 impl From<FabricError> for RdmaError {
@@ -165,12 +152,8 @@ fn link_down(f: &mut fmt::Formatter<'_>, ntb: &str, cabled: bool, ping: Option<u
 
 fn run_failure(f: &mut fmt::Formatter<'_>, thread: &str, failure: &RunFailure) -> fmt::Result {
     match failure {
-        RunFailure::Access { addr, route } => write!(f, "thread {thread}: access at {addr:#x} failed: {route}"),
-        RunFailure::TooLarge { addr, len } => {
-            write!(f, "thread {thread}: a CPU access of {len} bytes at {addr:#x} is larger than the machine moves in one call")
-        }
-        RunFailure::HostCrashed { host, at } => write!(f, "thread {thread}: host {host} crashed at {:.3} us; the thread stopped there", *at as f64 / 1e6),
         RunFailure::Stuck { waiting_for, .. } => write!(f, "thread {thread} never ended: it waits for {waiting_for}"),
+        failure => write!(f, "thread {thread}: {failure}"),
     }
 }
 
@@ -181,7 +164,7 @@ impl std::error::Error for RdmaError {
             RdmaError::Topology(e) => Some(e),
             RdmaError::Route { failure, .. } => Some(failure),
             RdmaError::Dma { stop: DmaStop::Route(r), .. } => Some(r),
-            RdmaError::Run { failure: RunFailure::Access { route, .. }, .. } => Some(route),
+            RdmaError::Run { failure, .. } => Some(failure),
             _ => None,
         }
     }

@@ -4,8 +4,7 @@
 //! one reports it as [`XenIbError::Verb`] with the configuration and the step.
 
 use crate::types::{Status, Wc};
-use devlend_engine::machine::{MachineError, ThreadError};
-use devlend_engine::queue::Ps;
+pub use devlend_engine::machine::RunFailure;
 use devlend_fabric::error::{FabricError, SpecError};
 use devlend_fabric::report::FailureReport;
 use devlend_host::HostError;
@@ -42,60 +41,11 @@ pub enum XenIbError {
     Verb { config: String, step: &'static str, status: Status },
     /// A work request completed with an error status.
     Completion { config: String, wc: Wc },
-    /// The run on the engine failed: `failure` is the engine's account (a thread waiting for
-    /// what never comes, and what it waited for).
-    Run { config: String, failure: RunFailure },
-}
-
-/// How a benchmark's run on the engine failed (the engine's `MachineError`, as a value).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RunFailure {
-    /// Nothing was left to happen at `at` while thread `thread` waited for `waiting_for`.
-    Stuck { thread: String, waiting_for: String, at: Ps },
-    /// A CPU access of thread `thread` at `addr` failed on the fabric: `route` says where.
-    Access { thread: String, addr: u64, route: Box<FailureReport> },
-    /// A CPU access of `len` bytes at `addr`, larger than the machine moves in one call.
-    TooLarge { thread: String, addr: u64, len: u64 },
-    /// The host `host` of thread `thread` crashed at `at`: the thread stopped there.
-    HostCrashed { thread: String, host: String, at: Ps },
+    /// The run on the engine failed: thread `thread` ended it for `failure`, one of the engine's
+    /// own reasons (a thread waiting for what never comes, an access the fabric refused...).
+    Run { config: String, thread: String, failure: RunFailure },
     /// The `thread` thread (the benchmark's, the set-up) ended without handing back its result.
-    NotEnded { thread: &'static str },
-}
-
-impl RunFailure {
-    /// The engine's error of a run of the testbed. The
-    /// benchmarks' threads hand their own errors back in their slots and run no workload, so
-    /// neither a thread's own error nor a workload's reaches here.
-    pub fn of(e: MachineError) -> RunFailure {
-        match e {
-            MachineError::Stuck { thread, waiting_for, at } => RunFailure::Stuck { thread, waiting_for, at },
-            MachineError::Thread { thread, error } => match *error {
-                ThreadError::Access { addr, failure, .. } => RunFailure::Access { thread, addr, route: failure },
-                ThreadError::TooLarge { addr, len, .. } => RunFailure::TooLarge { thread, addr, len },
-                ThreadError::HostCrashed { host, at, .. } => RunFailure::HostCrashed { thread, host, at },
-                ThreadError::Other(e) => unreachable!("thread {thread} failed with its own error outside its slot: {e}"),
-            },
-            e @ (MachineError::Unreachable { .. } | MachineError::Invalid { .. }) => unreachable!("the testbed runs no workload: {e}"),
-        }
-    }
-}
-
-impl fmt::Display for RunFailure {
-    /// As the engine writes its `MachineError`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let us = |at: &Ps| *at as f64 / 1e6;
-        match self {
-            RunFailure::Stuck { thread, waiting_for, at } => write!(f, "nothing left to happen at {:.3} us: thread {thread} waits for {waiting_for}", us(at)),
-            RunFailure::Access { thread, addr, route } => write!(f, "thread {thread} failed: thread {thread}: access at {addr:#x} failed: {route}"),
-            RunFailure::TooLarge { thread, addr, len } => {
-                write!(f, "thread {thread} failed: thread {thread}: a CPU access of {len} bytes at {addr:#x} is larger than the machine moves in one call")
-            }
-            RunFailure::HostCrashed { thread, host, at } => {
-                write!(f, "thread {thread} failed: thread {thread}: host {host} crashed at {:.3} us; the thread stopped there", us(at))
-            }
-            RunFailure::NotEnded { thread } => write!(f, "the {thread} thread did not end"),
-        }
-    }
+    NotEnded { config: String, thread: &'static str },
 }
 
 impl fmt::Display for XenIbError {
@@ -115,7 +65,11 @@ impl fmt::Display for XenIbError {
             XenIbError::ZeroCount { what } => write!(f, "{what} must be at least 1"),
             XenIbError::Verb { config, step, status } => write!(f, "{config}: {step} failed: {status}"),
             XenIbError::Completion { config, wc } => write!(f, "{config}: work request {} completed with {:?}", wc.wr_id, wc.status),
-            XenIbError::Run { config, failure } => write!(f, "{config}: {failure}"),
+            XenIbError::Run { config, thread, failure: RunFailure::Stuck { waiting_for, at } } => {
+                write!(f, "{config}: nothing left to happen at {:.3} us: thread {thread} waits for {waiting_for}", *at as f64 / 1e6)
+            }
+            XenIbError::Run { config, thread, failure } => write!(f, "{config}: thread {thread} failed: thread {thread}: {failure}"),
+            XenIbError::NotEnded { config, thread } => write!(f, "{config}: the {thread} thread did not end"),
         }
     }
 }
@@ -123,7 +77,8 @@ impl fmt::Display for XenIbError {
 impl std::error::Error for XenIbError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            XenIbError::Route { failure, .. } | XenIbError::Run { failure: RunFailure::Access { route: failure, .. }, .. } => Some(failure.as_ref()),
+            XenIbError::Route { failure, .. } => Some(failure.as_ref()),
+            XenIbError::Run { failure, .. } => Some(failure),
             _ => None,
         }
     }
@@ -147,7 +102,7 @@ impl XenIbError {
             XenIbError::ZeroCount { .. } => "zero_count",
             XenIbError::Verb { .. } => "verb",
             XenIbError::Completion { .. } => "completion",
-            XenIbError::Run { .. } => "run",
+            XenIbError::Run { .. } | XenIbError::NotEnded { .. } => "run",
         }
     }
 
@@ -175,6 +130,7 @@ pub type XResult<T> = Result<T, XenIbError>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use devlend_engine::machine::{MachineError, ThreadError};
     use devlend_fabric::route::Failure;
 
     #[test]
@@ -189,9 +145,8 @@ mod tests {
         ];
         for e in errors {
             let text = e.to_string();
-            let failure = RunFailure::of(e);
-            assert_eq!(failure.to_string(), text);
-            let run = XenIbError::Run { config: "native".into(), failure };
+            let (thread, failure) = e.into_run_failure().unwrap();
+            let run = XenIbError::Run { config: "native".into(), thread, failure };
             assert_eq!(run.to_string(), format!("native: {text}"));
         }
         let reached = XenIbError::Route { what: "doorbell", addr: 0x3000, failure: Box::new(route) };

@@ -33,13 +33,9 @@ pub enum ThreadError {
 impl fmt::Display for ThreadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ThreadError::Access { thread, addr, failure } => write!(f, "thread {thread}: access at {addr:#x} failed: {failure}"),
-            ThreadError::TooLarge { thread, addr, len } => {
-                write!(f, "thread {thread}: a CPU access of {len} bytes at {addr:#x} is larger than the machine moves in one call")
-            }
-            ThreadError::HostCrashed { thread, host, at } => {
-                write!(f, "thread {thread}: host {host} crashed at {:.3} us; the thread stopped there", *at as f64 / 1e6)
-            }
+            ThreadError::Access { thread, addr, failure } => write!(f, "thread {thread}: {}", Part::Access(*addr, failure)),
+            ThreadError::TooLarge { thread, addr, len } => write!(f, "thread {thread}: {}", Part::TooLarge(*addr, *len)),
+            ThreadError::HostCrashed { thread, host, at } => write!(f, "thread {thread}: {}", Part::HostCrashed(host, *at)),
             ThreadError::Other(e) => write!(f, "{e}"),
         }
     }
@@ -57,6 +53,59 @@ impl std::error::Error for ThreadError {
 impl ThreadError {
     pub fn other<E: std::error::Error + 'static>(e: E) -> ThreadError {
         ThreadError::Other(Box::new(e))
+    }
+}
+
+/// How a thread of a run failed for one of the engine's own reasons (not its body's own error, not
+/// a workload's), as a value a layer above can keep in its own error: taken from a [`MachineError`]
+/// by [`MachineError::into_run_failure`]. It displays as the part of the engine's message after
+/// the thread's name, except `Stuck`, which each layer words itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunFailure {
+    /// A CPU access at `addr` failed on the fabric: `route` says where.
+    Access { addr: u64, route: Box<FailureReport> },
+    /// A CPU access of `len` bytes at `addr`, larger than the machine moves in one call.
+    TooLarge { addr: u64, len: u64 },
+    /// The thread's host `host` crashed at `at`: the thread stopped there.
+    HostCrashed { host: String, at: Ps },
+    /// Nothing was left to happen at `at` while the thread waited for `waiting_for`.
+    Stuck { waiting_for: String, at: Ps },
+}
+
+/// The words of a thread's failure after its name, shared by [`ThreadError`] and [`RunFailure`].
+enum Part<'a> {
+    Access(u64, &'a FailureReport),
+    TooLarge(u64, u64),
+    HostCrashed(&'a str, Ps),
+}
+
+impl fmt::Display for Part<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Part::Access(addr, failure) => write!(f, "access at {addr:#x} failed: {failure}"),
+            Part::TooLarge(addr, len) => write!(f, "a CPU access of {len} bytes at {addr:#x} is larger than the machine moves in one call"),
+            Part::HostCrashed(host, at) => write!(f, "host {host} crashed at {:.3} us; the thread stopped there", *at as f64 / 1e6),
+        }
+    }
+}
+
+impl fmt::Display for RunFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunFailure::Access { addr, route } => Part::Access(*addr, route).fmt(f),
+            RunFailure::TooLarge { addr, len } => Part::TooLarge(*addr, *len).fmt(f),
+            RunFailure::HostCrashed { host, at } => Part::HostCrashed(host, *at).fmt(f),
+            RunFailure::Stuck { waiting_for, at } => write!(f, "nothing left to happen at {:.3} us, waiting for {waiting_for}", *at as f64 / 1e6),
+        }
+    }
+}
+
+impl std::error::Error for RunFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RunFailure::Access { route, .. } => Some(route.as_ref()),
+            _ => None,
+        }
     }
 }
 
@@ -103,6 +152,23 @@ impl fmt::Display for MachineError {
     }
 }
 
+impl MachineError {
+    /// The thread and how it failed, where the engine's own reasons ended the run; `Err(self)` for
+    /// a thread body's own error (`ThreadError::Other`) and a workload's.
+    pub fn into_run_failure(self) -> Result<(String, RunFailure), MachineError> {
+        match self {
+            MachineError::Stuck { thread, waiting_for, at } => Ok((thread, RunFailure::Stuck { waiting_for, at })),
+            MachineError::Thread { thread, error } => match *error {
+                ThreadError::Access { addr, failure, .. } => Ok((thread, RunFailure::Access { addr, route: failure })),
+                ThreadError::TooLarge { addr, len, .. } => Ok((thread, RunFailure::TooLarge { addr, len })),
+                ThreadError::HostCrashed { host, at, .. } => Ok((thread, RunFailure::HostCrashed { host, at })),
+                error @ ThreadError::Other(_) => Err(MachineError::Thread { thread, error: Box::new(error) }),
+            },
+            e @ (MachineError::Unreachable { .. } | MachineError::Invalid { .. }) => Err(e),
+        }
+    }
+}
+
 impl std::error::Error for MachineError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -124,3 +190,22 @@ impl fmt::Display for WorldHeld {
 }
 
 impl std::error::Error for WorldHeld {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_engines_own_reasons_become_a_run_failure() {
+        let crashed = ThreadError::HostCrashed { thread: "t".into(), host: "h".into(), at: 3_000_000 };
+        let e = MachineError::Thread { thread: "t".into(), error: Box::new(crashed) };
+        let text = e.to_string();
+        let (thread, failure) = e.into_run_failure().unwrap();
+        assert_eq!(format!("thread {thread} failed: thread {thread}: {failure}"), text);
+        assert_eq!(failure, RunFailure::HostCrashed { host: "h".into(), at: 3_000_000 });
+        let own = MachineError::Thread { thread: "t".into(), error: Box::new(ThreadError::other(WorldHeld)) };
+        assert!(matches!(own.into_run_failure(), Err(MachineError::Thread { error, .. }) if matches!(*error, ThreadError::Other(_))));
+        let invalid = MachineError::Invalid { workload: "w".into(), why: Unrunnable::ZeroBytes };
+        assert!(matches!(invalid.into_run_failure(), Err(MachineError::Invalid { .. })));
+    }
+}

@@ -23,7 +23,7 @@ mod thread;
 
 pub use self::core::{FlowDone, Owner};
 pub use device::{Cx, Device};
-pub use error::{MachineError, ThreadError, Unrunnable, WorldHeld};
+pub use error::{MachineError, RunFailure, ThreadError, Unrunnable, WorldHeld};
 pub use fault::{Effects, Halted, Later};
 pub use thread::{Body, Thread, Watch};
 
