@@ -155,6 +155,23 @@ def test_malformed_yaml(text, needle):
     assert needle in str(e.value) and str(e.value).startswith("bad.yaml")
 
 
+def test_libyaml_nesting_limit_reads_as_ours(monkeypatch):
+    """PyYAML 6.0.4's libyaml refuses deep flow nesting in its scanner, before devlend's composer counts
+    depth; whichever stops first, the user reads the same error (checked here whatever PyYAML is installed)."""
+    import yaml
+    from devlend import yamlpos
+
+    def scanner_stops(text, file):
+        mark = yaml.Mark(file, 0, 2, 1000, None, None)
+        raise yaml.scanner.ScannerError("while increasing flow level", mark, "exceeded maximum nesting depth", mark)
+
+    monkeypatch.setattr(yamlpos, "compose", scanner_stops)
+    with pytest.raises(TopologyError) as e:
+        devlend.loads("[" * 2000, "bad.yaml").build()
+    assert str(e.value).startswith("bad.yaml") and "too large or too deeply nested" in str(e.value)
+    assert e.value.line == 3
+
+
 def test_composer_gives_pyyaml_nodes_for_every_shipped_file():
     """devlend's iterative composer (on libyaml's events) gives the nodes PyYAML's own composer gives:
     tags, values and marks of every node of every shipped topology and scenario."""
