@@ -42,22 +42,68 @@ pub enum Class {
     Completion = 2,
 }
 
+/// A TLP in flight, 32 bytes (two to a cache line; 48 bytes straddled lines half the time).
 #[derive(Clone, Copy, Debug)]
 struct Tlp {
-    class: Class,
-    payload: u32,
-    /// Bytes a read request asks for.
-    req_len: u32,
-    path: u32,
-    stage: u32,
-    flow: u32,
-    /// Read request this TLP belongs to (requests and completions), or u32::MAX.
-    req: u32,
     offset: u64,
     /// When the whole TLP had arrived at its current stage (for cut-through ordering).
     full_arrival: Ps,
-    /// Created inside the path (by a re-splitting root): it holds no buffer slot upstream.
-    fresh: bool,
+    path: u32,
+    flow: u32,
+    /// Read request this TLP belongs to (requests and completions), or u32::MAX.
+    req: u32,
+    /// Bits 0-12: the payload (posted, completion) or the bytes a read request asks for (at most
+    /// 4096, PCIe Base 3.0 §2.2.2, checked by [`Sim::add_path`]); bits 13-14: the class; bit 15:
+    /// created inside the path (by a re-splitting root), so it holds no buffer slot upstream.
+    len_kind: u16,
+    stage: u16,
+}
+
+const _: () = assert!(std::mem::size_of::<Tlp>() == 32);
+
+const LEN_BITS: u32 = 13;
+/// The largest payload or read request a TLP carries (PCIe Base 3.0 §2.2.2).
+const MAX_TLP_BYTES: u32 = 4096;
+const FRESH: u16 = 1 << 15;
+
+impl Tlp {
+    #[allow(clippy::too_many_arguments)]
+    fn new(class: Class, len: u32, path: u32, stage: u32, flow: u32, req: u32, offset: u64, fresh: bool) -> Tlp {
+        debug_assert!(len <= MAX_TLP_BYTES && stage <= u16::MAX as u32);
+        let len_kind = len as u16 | (class as u16) << LEN_BITS | if fresh { FRESH } else { 0 };
+        Tlp { offset, full_arrival: 0, path, flow, req, len_kind, stage: stage as u16 }
+    }
+
+    #[inline]
+    fn class(&self) -> Class {
+        const BY_BITS: [Class; 4] = [Class::Posted, Class::NonPosted, Class::Completion, Class::Completion];
+        BY_BITS[(self.len_kind >> LEN_BITS) as usize & 3]
+    }
+
+    #[inline]
+    fn len(&self) -> u32 {
+        (self.len_kind & ((1 << LEN_BITS) - 1)) as u32
+    }
+
+    /// Data bytes carried: a write's or a completion's payload, none for a read request.
+    #[inline]
+    fn payload(&self) -> u32 {
+        if self.class() == Class::NonPosted {
+            0
+        } else {
+            self.len()
+        }
+    }
+
+    #[inline]
+    fn fresh(&self) -> bool {
+        self.len_kind & FRESH != 0
+    }
+
+    #[inline]
+    fn stage(&self) -> u32 {
+        self.stage as u32
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -408,7 +454,7 @@ impl Sim {
     fn ser_of(&self, p: PortId, tlp: &Tlp, wire: u64) -> Ps {
         let port = &self.ports[p as usize];
         if port.bus_txn_ps != NONE {
-            port.bus_txn_ps + ((tlp.payload as u64 * port.fp_ps_per_byte) >> 16)
+            port.bus_txn_ps + ((tlp.payload() as u64 * port.fp_ps_per_byte) >> 16)
         } else {
             (wire * port.fp_ps_per_byte) >> 16
         }
@@ -464,7 +510,15 @@ impl Sim {
         d.free
     }
 
+    /// Add a path. Panics if it could carry a TLP larger than PCIe allows (4096 bytes of payload
+    /// or of read request, §2.2.2), which the fabric's parameters never give, or if it has more
+    /// than 65536 stages.
     pub fn add_path(&mut self, p: Path) -> u32 {
+        let l = &p.limits;
+        let largest = l.max_payload.max(l.max_read_request).max(l.completion_bytes);
+        let split = p.stages.iter().filter_map(|s| s.resplit).max().unwrap_or(0);
+        assert!(largest.max(split) <= MAX_TLP_BYTES, "a path's TLPs carry at most {MAX_TLP_BYTES} bytes (PCIe Base 3.0 §2.2.2), not {}", largest.max(split));
+        assert!(p.stages.len() <= 1 << 16, "a path has at most 65536 stages, not {}", p.stages.len());
         self.first_hop.push(self.hops.len() as u32);
         let n = p.stages.len();
         self.hops.extend(p.stages.iter().enumerate().map(|(i, s)| Hop {
@@ -582,13 +636,13 @@ impl Sim {
                 Ev::Land(id) => {
                     let tlp = self.tlps[id as usize];
                     self.free_tlps.push(id);
-                    self.written(tlp.flow, tlp.payload, t);
-                    return Some(Notice::Landed { flow: tlp.flow, offset: tlp.offset, len: tlp.payload });
+                    self.written(tlp.flow, tlp.len(), t);
+                    return Some(Notice::Landed { flow: tlp.flow, offset: tlp.offset, len: tlp.len() });
                 }
                 Ev::Serve(id) => {
                     let tlp = self.tlps[id as usize];
                     self.free_tlps.push(id);
-                    return Some(Notice::Served { flow: tlp.flow, offset: tlp.offset, len: tlp.req_len });
+                    return Some(Notice::Served { flow: tlp.flow, offset: tlp.offset, len: tlp.len() });
                 }
                 Ev::FlowEnd(f) => return Some(Notice::FlowEnd(f)),
                 Ev::FlowSent(f) => return Some(Notice::FlowSent(f)),
@@ -650,8 +704,8 @@ impl Sim {
     /// Put a TLP in the queue of the port of its current stage, ready at time `at`.
     fn enqueue(&mut self, id: u32, at: Ps) {
         let tlp = self.tlps[id as usize];
-        let port = self.hop(tlp.path, tlp.stage).port;
-        self.enqueue_at(port, tlp.class, id, at);
+        let port = self.hop(tlp.path, tlp.stage()).port;
+        self.enqueue_at(port, tlp.class(), id, at);
     }
 
     /// Put TLP `id` of `class` in the queue of port `port`, ready at time `at`.
@@ -679,12 +733,12 @@ impl Sim {
     }
 
     fn wire_bytes(&self, tlp: &Tlp) -> u64 {
-        let kind = match tlp.class {
+        let kind = match tlp.class() {
             Class::Completion => TlpKind::Completion,
             Class::NonPosted => TlpKind::MemRead,
             Class::Posted => TlpKind::MemWrite,
         };
-        self.overheads.wire_bytes(kind, tlp.payload as u64)
+        self.overheads.wire_bytes(kind, tlp.payload() as u64)
     }
 
     fn try_tx(&mut self, p: PortId) {
@@ -733,7 +787,7 @@ impl Sim {
         port.heads[c] = port.queues[c].front(&self.fifo).map_or(NONE, |h| h.0);
         self.ports[p as usize].credits[c] -= 1;
         let tlp = self.tlps[id as usize];
-        let hop = (self.first_hop[tlp.path as usize] + tlp.stage) as usize;
+        let hop = (self.first_hop[tlp.path as usize] + tlp.stage()) as usize;
         let wire = self.wire_bytes(&tlp);
         let ser = self.ser_of(p, &tlp, wire);
         // A cut-through component cannot finish sending before the TLP has fully arrived.
@@ -748,7 +802,7 @@ impl Sim {
         let stats = &mut tally.stats;
         stats.tlps += 1;
         stats.wire_bytes += wire;
-        stats.payload_bytes += tlp.payload as u64;
+        stats.payload_bytes += tlp.payload() as u64;
         stats.busy_ps += ser;
         stats.queue_ps += start.saturating_sub(ready);
         let port = &mut self.ports[p as usize];
@@ -762,13 +816,13 @@ impl Sim {
         self.stats.tlp_hops += 1;
         self.dllp_event(p ^ 1, ACK);
         // Leaving the previous receiver frees its buffer slot.
-        if tlp.fresh {
-            self.tlps[id as usize].fresh = false;
+        if tlp.fresh() {
+            self.tlps[id as usize].len_kind &= !FRESH;
         } else if tlp.stage > 0 {
             let prev = self.hops[hop - 1].port;
-            self.return_credit(prev, tlp.class, start + self.t.updatefc_ps);
+            self.return_credit(prev, tlp.class(), start + self.t.updatefc_ps);
         } else {
-            self.source_left(tlp.flow, tlp.class);
+            self.source_left(tlp.flow, tlp.class());
         }
         let stage = self.hops[hop];
         self.tlps[id as usize].full_arrival = arrival;
@@ -828,18 +882,7 @@ impl Sim {
             match kind {
                 FlowKind::Write => {
                     let n = mps.min(f.total - f.issued) as u32;
-                    let id = self.alloc_tlp(Tlp {
-                        class: Class::Posted,
-                        payload: n,
-                        req_len: 0,
-                        path,
-                        stage: 0,
-                        flow: fid,
-                        req: u32::MAX,
-                        offset,
-                        full_arrival: 0,
-                        fresh: false,
-                    });
+                    let id = self.alloc_tlp(Tlp::new(Class::Posted, n, path, 0, fid, u32::MAX, offset, false));
                     let f = &mut self.flows[fid as usize];
                     f.issued += n as u64;
                     f.queued += 1;
@@ -851,18 +894,7 @@ impl Sim {
                     }
                     let n = mrrs.min(f.total - f.issued) as u32;
                     let req = self.alloc_req(Request { flow: fid, remaining: n, parent: u32::MAX, cpl_path: cpl, cpl_stage: 0 });
-                    let id = self.alloc_tlp(Tlp {
-                        class: Class::NonPosted,
-                        payload: 0,
-                        req_len: n,
-                        path,
-                        stage: 0,
-                        flow: fid,
-                        req,
-                        offset,
-                        full_arrival: 0,
-                        fresh: false,
-                    });
+                    let id = self.alloc_tlp(Tlp::new(Class::NonPosted, n, path, 0, fid, req, offset, false));
                     let f = &mut self.flows[fid as usize];
                     f.issued += n as u64;
                     f.tags -= 1;
@@ -889,24 +921,24 @@ impl Sim {
 
     fn arrive(&mut self, id: u32) {
         let tlp = self.tlps[id as usize];
-        let hop = (self.first_hop[tlp.path as usize] + tlp.stage) as usize;
+        let hop = (self.first_hop[tlp.path as usize] + tlp.stage()) as usize;
         let stage = self.hops[hop];
         let last = stage.last;
         let mut delay = stage.latency;
         if stage.iommu {
-            let (host, iova, shift, levels) = self.paths[tlp.path as usize].stages[tlp.stage as usize].iommu.expect("flagged");
+            let (host, iova, shift, levels) = self.paths[tlp.path as usize].stages[tlp.stage() as usize].iommu.expect("flagged");
             delay += self.iommu_delay(host, iova + tlp.offset, shift, levels);
         }
         // A completion of a root's sub-request has reached that root: forward it on the rest of the path.
-        if tlp.class == Class::Completion && tlp.req != u32::MAX {
+        if tlp.class() == Class::Completion && tlp.req != u32::MAX {
             let r = self.reqs[tlp.req as usize];
             if r.parent != u32::MAX && last {
                 self.root_completion(id, tlp, delay);
                 return;
             }
         }
-        if tlp.class == Class::NonPosted && !last && stage.resplit {
-            if let Some(split) = self.paths[tlp.path as usize].stages[tlp.stage as usize].resplit {
+        if tlp.class() == Class::NonPosted && !last && stage.resplit {
+            if let Some(split) = self.paths[tlp.path as usize].stages[tlp.stage() as usize].resplit {
                 self.resplit(id, tlp, split, delay);
                 return;
             }
@@ -917,13 +949,13 @@ impl Sim {
         }
         self.tlps[id as usize].stage += 1;
         let next = self.hops[hop + 1].port;
-        self.enqueue_at(next, tlp.class, id, self.now + delay);
+        self.enqueue_at(next, tlp.class(), id, self.now + delay);
     }
 
     /// Delivered at the end of its path: a write lands, a read is answered, a completion is received.
     fn terminal(&mut self, id: u32, tlp: Tlp, delay: Ps) {
-        let port = self.hop(tlp.path, tlp.stage).port;
-        self.return_credit(port, tlp.class, self.now + self.t.updatefc_ps);
+        let port = self.hop(tlp.path, tlp.stage()).port;
+        self.return_credit(port, tlp.class(), self.now + self.t.updatefc_ps);
         // A data flow's TLP is kept until it lands or is served, when its bytes move. A root's
         // sub-request belongs to the flow of the request it was split from.
         let flow = self.data_flow(&tlp);
@@ -931,10 +963,10 @@ impl Sim {
         if data {
             self.tlps[id as usize].flow = flow;
         }
-        if !(data && tlp.class != Class::Completion) {
+        if !(data && tlp.class() != Class::Completion) {
             self.free_tlps.push(id);
         }
-        match tlp.class {
+        match tlp.class() {
             Class::Posted => {
                 // Posted writes land in order (PCIe Base 3.0 §2.4.1): one held back by a page walk
                 // holds back those behind it, even when they hit the IOTLB.
@@ -944,7 +976,7 @@ impl Sim {
                 if data {
                     self.q.push(at, Ev::Land(id));
                 } else {
-                    self.written(tlp.flow, tlp.payload, at);
+                    self.written(tlp.flow, tlp.len(), at);
                 }
             }
             Class::NonPosted => {
@@ -955,36 +987,25 @@ impl Sim {
                 let at = self.now + delay + path.target_latency;
                 let chunk = path.limits.completion_bytes;
                 let r = self.reqs[tlp.req as usize];
-                let mut left = tlp.req_len;
+                let mut left = tlp.len();
                 let mut off = tlp.offset;
                 while left > 0 {
                     let n = chunk.min(left);
-                    let c = self.alloc_tlp(Tlp {
-                        class: Class::Completion,
-                        payload: n,
-                        req_len: 0,
-                        path: r.cpl_path,
-                        stage: r.cpl_stage,
-                        flow: tlp.flow,
-                        req: tlp.req,
-                        offset: off,
-                        full_arrival: 0,
-                        fresh: false,
-                    });
+                    let c = self.alloc_tlp(Tlp::new(Class::Completion, n, r.cpl_path, r.cpl_stage, tlp.flow, tlp.req, off, false));
                     let origin = if r.cpl_stage == 0 { self.paths[r.cpl_path as usize].origin_latency } else { 0 };
                     self.enqueue(c, at + origin);
                     left -= n;
                     off += n as u64;
                 }
             }
-            Class::Completion => self.request_progress(tlp.req, tlp.payload, self.now + delay),
+            Class::Completion => self.request_progress(tlp.req, tlp.len(), self.now + delay),
         }
     }
 
     /// The flow a TLP's bytes belong to: its own, or for a re-splitting root's sub-request the
     /// flow of the original request (u32::MAX for none).
     fn data_flow(&self, tlp: &Tlp) -> u32 {
-        if tlp.flow != u32::MAX || tlp.req == u32::MAX || tlp.class != Class::NonPosted {
+        if tlp.flow != u32::MAX || tlp.req == u32::MAX || tlp.class() != Class::NonPosted {
             return tlp.flow;
         }
         let parent = self.reqs[tlp.req as usize].parent;
@@ -1013,18 +1034,18 @@ impl Sim {
 
     fn resplit(&mut self, id: u32, tlp: Tlp, split: u32, delay: Ps) {
         self.stats.resplit_requests += 1;
-        let key = (tlp.path, tlp.stage);
+        let key = (tlp.path, tlp.stage());
         let root = self.root_of(key);
         let tags = self.paths[tlp.path as usize].limits.root_tags;
         let mut off = 0;
-        while off < tlp.req_len {
-            let n = split.min(tlp.req_len - off);
+        while off < tlp.len() {
+            let n = split.min(tlp.len() - off);
             self.root_tags.entry(root).or_insert_with(|| (tags, VecDeque::new())).1.push_back((key, tlp.req, n, tlp.offset + off as u64));
             off += n;
         }
         // The original request is consumed at the root; its buffer slot frees.
-        let port = self.paths[tlp.path as usize].stages[tlp.stage as usize].port;
-        self.return_credit(port, tlp.class, self.now + self.t.updatefc_ps);
+        let port = self.paths[tlp.path as usize].stages[tlp.stage() as usize].port;
+        self.return_credit(port, tlp.class(), self.now + self.t.updatefc_ps);
         self.free_tlps.push(id);
         self.root_issue(root, self.now + delay);
     }
@@ -1047,18 +1068,7 @@ impl Sim {
             let (cpl, _) = self.sub_cpl[&key];
             let flow = self.reqs[parent as usize].flow;
             let sub = self.alloc_req(Request { flow, remaining: n, parent, cpl_path: cpl, cpl_stage: 0 });
-            let id = self.alloc_tlp(Tlp {
-                class: Class::NonPosted,
-                payload: 0,
-                req_len: n,
-                path: key.0,
-                stage: key.1 + 1,
-                flow: u32::MAX,
-                req: sub,
-                offset: off,
-                full_arrival: 0,
-                fresh: true,
-            });
+            let id = self.alloc_tlp(Tlp::new(Class::NonPosted, n, key.0, key.1 + 1, u32::MAX, sub, off, true));
             self.enqueue(id, at);
         }
     }
@@ -1071,23 +1081,12 @@ impl Sim {
         let parent = self.reqs[tlp.req as usize].parent;
         let p = self.reqs[parent as usize];
         let r = &mut self.reqs[tlp.req as usize];
-        r.remaining -= tlp.payload;
+        r.remaining -= tlp.len();
         let sub_done = r.remaining == 0;
         // Forwarded as a completion of the parent from the stage after the root. It still occupies
         // the root's ingress buffer (the same link as the last stage of the root's path), which it
         // frees when it leaves, as any TLP does.
-        let fwd = Tlp {
-            class: Class::Completion,
-            payload: tlp.payload,
-            req_len: 0,
-            path: p.cpl_path,
-            stage: resume,
-            flow: p.flow,
-            req: parent,
-            offset: tlp.offset,
-            full_arrival: 0,
-            fresh: false,
-        };
+        let fwd = Tlp::new(Class::Completion, tlp.len(), p.cpl_path, resume, p.flow, parent, tlp.offset, false);
         self.tlps[id as usize] = fwd;
         self.enqueue(id, self.now + delay);
         if sub_done {

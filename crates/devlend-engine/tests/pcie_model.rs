@@ -136,3 +136,25 @@ fn a_published_measurement_decides_between_the_two() {
     assert!((e - measured).abs() / measured < 0.03, "engine {:.3} GB/s", e / 1e9);
     assert!((e - measured).abs() < (pm - measured).abs(), "engine {:.3}, pcie-model {:.3} GB/s", e / 1e9, pm / 1e9);
 }
+
+/// A TLP's payload and read request are at most 4096 bytes (PCIe Base 3.0 §2.2.2): the engine
+/// refuses a path that would carry larger ones, rather than truncating their lengths.
+#[test]
+#[should_panic(expected = "at most 4096 bytes")]
+fn a_path_with_tlps_over_4096_bytes_is_refused() {
+    let mut sim = Sim::tuned(vec![(ps_per_byte_fp(3, 8), 1000); 2], vec![32; 2], Arc::new(timing().clone()));
+    sim.add_path(path(0, 8192, 512, 256));
+}
+
+#[test]
+fn a_4096_byte_read_request_is_carried_whole() {
+    // 4096 is the largest length; its completions bring every byte back.
+    let mut sim = Sim::tuned(vec![(ps_per_byte_fp(3, 8), 1000); 2], vec![32; 2], Arc::new(timing().clone()));
+    let req = sim.add_path(path(0, 256, 4096, 256));
+    let cpl = sim.add_path(path(1, 256, 4096, 256));
+    let f = sim.add_flow(FlowKind::Read, req, Some(cpl), 3 * 4096, 0);
+    sim.run();
+    assert!(sim.flow_end(f).is_some());
+    assert_eq!(sim.port_stats()[1].payload_bytes, 3 * 4096);
+    assert_eq!(sim.port_stats()[0].tlps, 3);
+}
