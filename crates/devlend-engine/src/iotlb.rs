@@ -20,15 +20,22 @@ const NIL: u32 = u32::MAX;
 pub struct Cache {
     cap: usize,
     lru: bool,
-    keys: Vec<u64>,
-    /// The recency list, by slot: towards the head (newer) and towards the tail (older).
-    newer: Vec<u32>,
-    older: Vec<u32>,
+    /// The entries, by slot: a hit or a refresh touches one 16-byte record per slot it links.
+    slots: Vec<Slot>,
     head: u32,
     tail: u32,
     /// Slot numbers by hash of their key; a power of two at least twice the capacity.
     table: Vec<u32>,
     shift: u32,
+}
+
+/// A cached key and its place on the recency list: towards the head (newer) and towards the
+/// tail (older).
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    key: u64,
+    newer: u32,
+    older: u32,
 }
 
 impl Cache {
@@ -40,7 +47,7 @@ impl Cache {
     /// Whether `key` is held; a hit refreshes it under LRU.
     pub fn hit(&mut self, key: u64) -> bool {
         // The most recent entry (a stream's next TLP in the same page) needs nothing more.
-        if self.head != NIL && self.keys[self.head as usize] == key {
+        if self.head != NIL && self.slots[self.head as usize].key == key {
             return true;
         }
         let Some(slot) = self.find(key).map(|i| self.table[i]) else { return false };
@@ -56,18 +63,16 @@ impl Cache {
         if self.cap == 0 {
             return;
         }
-        let slot = if self.keys.len() == self.cap {
+        let slot = if self.slots.len() == self.cap {
             let victim = self.tail;
-            let cell = self.find(self.keys[victim as usize]).expect("a held key is in the table");
+            let cell = self.find(self.slots[victim as usize].key).expect("a held key is in the table");
             self.remove_cell(cell);
             self.unlink(victim);
-            self.keys[victim as usize] = key;
+            self.slots[victim as usize].key = key;
             victim
         } else {
-            self.keys.push(key);
-            self.newer.push(NIL);
-            self.older.push(NIL);
-            self.keys.len() as u32 - 1
+            self.slots.push(Slot { key, newer: NIL, older: NIL });
+            self.slots.len() as u32 - 1
         };
         self.push_head(slot);
         let mut i = self.home(key);
@@ -89,7 +94,7 @@ impl Cache {
             if s == NIL {
                 return None;
             }
-            if self.keys[s as usize] == key {
+            if self.slots[s as usize].key == key {
                 return Some(i);
             }
             i = (i + 1) & (self.table.len() - 1);
@@ -107,7 +112,7 @@ impl Cache {
             if s == NIL {
                 break;
             }
-            let home = self.home(self.keys[s as usize]);
+            let home = self.home(self.slots[s as usize].key);
             // Move it back unless its home lies cyclically in (hole, i].
             if (i.wrapping_sub(home) & mask) >= (i.wrapping_sub(hole) & mask) {
                 self.table[hole] = s;
@@ -118,26 +123,27 @@ impl Cache {
     }
 
     fn unlink(&mut self, slot: u32) {
-        let (n, o) = (self.newer[slot as usize], self.older[slot as usize]);
+        let Slot { newer: n, older: o, .. } = self.slots[slot as usize];
         if n == NIL {
             self.head = o
         } else {
-            self.older[n as usize] = o
+            self.slots[n as usize].older = o
         }
         if o == NIL {
             self.tail = n
         } else {
-            self.newer[o as usize] = n
+            self.slots[o as usize].newer = n
         }
     }
 
     fn push_head(&mut self, slot: u32) {
-        self.newer[slot as usize] = NIL;
-        self.older[slot as usize] = self.head;
+        let s = &mut self.slots[slot as usize];
+        s.newer = NIL;
+        s.older = self.head;
         if self.head == NIL {
             self.tail = slot
         } else {
-            self.newer[self.head as usize] = slot
+            self.slots[self.head as usize].newer = slot
         }
         self.head = slot;
     }
