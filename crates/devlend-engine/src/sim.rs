@@ -24,8 +24,12 @@
 //! (`TryTx`) runs after every other event of its picosecond (arrivals, issues, timers: the queue's
 //! late phase), so it sees every TLP that is ready then, whenever its wake-up was scheduled.
 //! Decisions of one picosecond run in the order they were scheduled; what they schedule for that
-//! picosecond runs after them. After sending, a port wakes when its link is free and its next head
-//! is ready, whichever is later (not at the link's end to find the head not yet ready).
+//! picosecond runs after them. After sending (or finding nothing to send), a port wakes at the
+//! first moment one of its heads can go: the link free, the head ready, and a receiver buffer slot
+//! free for its class (a slot already coming back is a timestamp; a class with none coming back
+//! waits for `return_credit` to wake it). It does not wake only to find its heads held back by
+//! flow control; the stall on credits that such a look would have noted is noted ahead, from the
+//! moment a head is first held back (a send before then cancels it).
 
 use crate::iotlb::HostIommu;
 use crate::params::{timing, Timing};
@@ -708,15 +712,31 @@ impl Sim {
         self.enqueue_at(port, tlp.class(), id, at);
     }
 
-    /// Put TLP `id` of `class` in the queue of port `port`, ready at time `at`.
+    /// Put TLP `id` of `class` in the queue of port `port`, ready at time `at`. A TLP behind the
+    /// head of its FIFO changes nothing the port waits for; a new head makes the port look again
+    /// when it can go (as `next_look` does, for its class alone).
     #[inline]
     fn enqueue_at(&mut self, port: PortId, class: Class, id: u32, at: Ps) {
+        let c = class as usize;
         let p = &mut self.ports[port as usize];
-        if p.heads[class as usize] == NONE {
-            p.heads[class as usize] = at;
+        p.queues[c].push(&mut self.fifo, (at, id));
+        if p.heads[c] != NONE {
+            return;
         }
-        p.queues[class as usize].push(&mut self.fifo, (at, id));
-        self.kick(port, at);
+        p.heads[c] = at;
+        let ready = at.max(p.busy_until).max(self.now);
+        if p.credits[c] > 0 {
+            self.kick(port, ready);
+            return;
+        }
+        let back = p.returns[c].front(&self.slots).unwrap_or(NONE);
+        if back > ready {
+            let since = &mut self.tally[port as usize].stalled_since;
+            *since = (*since).min(ready);
+        }
+        if back != NONE {
+            self.kick(port, ready.max(back));
+        }
     }
 
     /// A receiver buffer slot of `class` behind port `p` is free again at `at` (one UpdateFC later).
@@ -744,8 +764,8 @@ impl Sim {
     fn try_tx(&mut self, p: PortId) {
         let now = self.now;
         if self.ports[p as usize].busy_until > now {
-            let at = self.ports[p as usize].busy_until;
-            self.kick(p, at);
+            // A look scheduled before the link took on more work.
+            self.next_look(p);
             return;
         }
         // Oldest ready head among the classes that have room at the receiver; otherwise wake up
@@ -753,7 +773,6 @@ impl Sim {
         let port = &mut self.ports[p as usize];
         let slots = &self.slots;
         let mut best: Option<(Ps, usize)> = None;
-        let mut wake: Option<Ps> = None;
         for c in 0..3 {
             let t = port.heads[c];
             if t == NONE {
@@ -764,22 +783,12 @@ impl Sim {
                 port.returns[c].drop_front();
                 port.credits[c] += 1;
             }
-            let next = if t > now {
-                Some(t)
-            } else if port.credits[c] == 0 {
-                port.returns[c].front(slots)
-            } else {
-                if best.is_none_or(|(bt, _)| t < bt) {
-                    best = Some((t, c));
-                }
-                None
-            };
-            if let Some(n) = next {
-                wake = Some(wake.map_or(n, |w: Ps| w.min(n)));
+            if t <= now && port.credits[c] > 0 && best.is_none_or(|(bt, _)| t < bt) {
+                best = Some((t, c));
             }
         }
         let Some((_, c)) = best else {
-            self.nothing_to_send(p, wake);
+            self.next_look(p);
             return;
         };
         let port = &mut self.ports[p as usize];
@@ -796,7 +805,8 @@ impl Sim {
         let start = start.max(self.dllps_before(p, start));
         let tally = &mut self.tally[p as usize];
         if tally.stalled_since != NONE {
-            tally.stats.credit_stall_ps += now - tally.stalled_since;
+            // A stall foreseen for later (`next_look`) had not begun.
+            tally.stats.credit_stall_ps += now.saturating_sub(tally.stalled_since);
             tally.stalled_since = NONE;
         }
         let stats = &mut tally.stats;
@@ -828,26 +838,41 @@ impl Sim {
         self.tlps[id as usize].full_arrival = arrival;
         let ready = if stage.cut_through { start + self.ports[p as usize].header_ps } else { arrival };
         self.q.push(ready, Ev::Arrive(id));
-        // Look again when the link is free and the next head is ready (whichever is later).
-        let heads = self.ports[p as usize].heads;
-        let at = heads[0].min(heads[1]).min(heads[2]);
-        if at != NONE {
-            self.kick(p, at);
-        }
+        self.next_look(p);
     }
 
-    /// The port is free but no head can go now: note a stall on flow control if a head ready now
-    /// is held back by credits, and look again at `wake`.
-    #[inline(never)]
-    fn nothing_to_send(&mut self, p: PortId, wake: Option<Ps>) {
-        let (port, now) = (&self.ports[p as usize], self.now);
-        let blocked = (0..3).any(|c| port.credits[c] == 0 && port.heads[c] <= now);
-        let tally = &mut self.tally[p as usize];
-        if blocked && tally.stalled_since == NONE {
-            tally.stalled_since = now;
+    /// Make sure port `p` looks again at the first moment one of its heads can go: the head
+    /// ready, the link free, and a buffer slot free at the receiver for its class. A class out of
+    /// credits with no slot yet coming back is looked at again when one is returned
+    /// (`return_credit`). Moments when the port would only find its heads held back by flow
+    /// control are skipped, and the stall they would have noted is noted now, from when a head is
+    /// first held back (a foreseen stall that a send forestalls adds nothing).
+    #[inline(always)]
+    fn next_look(&mut self, p: PortId) {
+        let port = &self.ports[p as usize];
+        let free = port.busy_until.max(self.now);
+        let (mut go, mut stall) = (NONE, NONE);
+        for c in 0..3 {
+            let ready = port.heads[c].max(free);
+            if port.heads[c] == NONE {
+                continue;
+            }
+            if port.credits[c] > 0 {
+                go = go.min(ready);
+                continue;
+            }
+            let back = port.returns[c].front(&self.slots).unwrap_or(NONE);
+            if back > ready {
+                stall = stall.min(ready);
+            }
+            go = go.min(ready.max(back));
         }
-        if let Some(w) = wake {
-            self.kick(p, w);
+        if stall < go {
+            let since = &mut self.tally[p as usize].stalled_since;
+            *since = (*since).min(stall);
+        }
+        if go != NONE {
+            self.kick(p, go);
         }
     }
 
