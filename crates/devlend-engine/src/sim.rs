@@ -352,6 +352,9 @@ pub struct Sim {
     /// Tokens of the timers pending, and the free slots.
     timers: Vec<u64>,
     free_timers: Vec<u32>,
+    /// Check before every event that no port that can send lacks a look (`wake_tests`).
+    #[cfg(test)]
+    check_wakes: bool,
 }
 
 /// Store `item` in a recycled slot of `slab` (from `free`), or a new one; records never move.
@@ -425,6 +428,8 @@ impl Sim {
             sub_key: HashMap::new(),
             timers: Vec::new(),
             free_timers: Vec::new(),
+            #[cfg(test)]
+            check_wakes: false,
         }
     }
 
@@ -625,6 +630,10 @@ impl Sim {
     /// Run until the next notice for the one driving the simulation, or to the end (`None`).
     pub fn step(&mut self) -> Option<Notice> {
         while let Some((t, ev)) = self.q.pop() {
+            #[cfg(test)]
+            if self.check_wakes {
+                assert_eq!(self.missed_wake(), None, "a port could send before its next look, at {} ps", self.now);
+            }
             self.now = t;
             self.stats.events += 1;
             match ev {
@@ -1122,3 +1131,6 @@ impl Sim {
         }
     }
 }
+
+#[cfg(test)]
+mod wake_tests;
