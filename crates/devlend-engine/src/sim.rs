@@ -733,11 +733,19 @@ impl Sim {
             return;
         }
         p.heads[c] = at;
-        let ready = at.max(p.busy_until).max(self.now);
         if p.credits[c] > 0 {
-            self.kick(port, ready);
-            return;
+            self.kick(port, at);
+        } else {
+            self.new_head_held(port, c, at);
         }
+    }
+
+    /// A new head of class `c`, ready at `at`, with no credit left for its class: the port looks
+    /// again when a slot is back, or `return_credit` wakes it; the stall is noted ahead.
+    #[inline(never)]
+    fn new_head_held(&mut self, port: PortId, c: usize, at: Ps) {
+        let p = &self.ports[port as usize];
+        let ready = at.max(p.busy_until).max(self.now);
         let back = p.returns[c].front(&self.slots).unwrap_or(NONE);
         if back > ready {
             let since = &mut self.tally[port as usize].stalled_since;
@@ -858,6 +866,22 @@ impl Sim {
     /// first held back (a foreseen stall that a send forestalls adds nothing).
     #[inline(always)]
     fn next_look(&mut self, p: PortId) {
+        let port = &self.ports[p as usize];
+        let (heads, credits) = (port.heads, port.credits);
+        if (0..3).all(|c| heads[c] == NONE || credits[c] > 0) {
+            // No head waits for credits (the common case): the first ready one goes.
+            let at = heads[0].min(heads[1]).min(heads[2]);
+            if at != NONE {
+                self.kick(p, at);
+            }
+            return;
+        }
+        self.next_look_held(p);
+    }
+
+    /// `next_look` for a port with a head out of credits.
+    #[inline(never)]
+    fn next_look_held(&mut self, p: PortId) {
         let port = &self.ports[p as usize];
         let free = port.busy_until.max(self.now);
         let (mut go, mut stall) = (NONE, NONE);
