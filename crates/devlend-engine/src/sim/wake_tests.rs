@@ -65,7 +65,7 @@ fn random_run(seed: u64) {
     if bus {
         sim.set_half_duplex(6, 30_000);
     }
-    let mut route = |r: &mut Rng| -> Vec<u32> {
+    let route = |r: &mut Rng| -> Vec<u32> {
         let n = 1 + r.below(3) as usize;
         let mut ports: Vec<u32> = Vec::new();
         while ports.len() < n {
@@ -79,7 +79,7 @@ fn random_run(seed: u64) {
         ports.sort();
         ports
     };
-    let mut path = |sim: &mut Sim, r: &mut Rng| {
+    let path = |sim: &mut Sim, r: &mut Rng| {
         let stages = route(r)
             .into_iter()
             .map(|port| Stage { port, latency: r.below(600), cut_through: r.below(2) == 0, iommu: None, resplit: None, root: None })
