@@ -18,6 +18,7 @@
 //!   requests of `read_split_bytes`, issued with its own tag pool, and forwards their completions.
 //! - An IOMMU stage costs an IOTLB hit, or a page walk that fills the IOTLB: one DRAM access per
 //!   table level below the deepest page-walk-cache hit (`iotlb`); walks are serialised per IOMMU.
+//!
 //! Memory stays flat as transfers grow: a DMA engine keeps only a few TLPs queued at its port.
 //!
 //! Ties (the one clock's rule for events of the same picosecond): a port's transmit decision
