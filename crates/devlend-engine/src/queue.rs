@@ -9,13 +9,34 @@
 
 pub type Ps = u64;
 
-/// An event in the ring, the current bucket or the FIFOs of the picosecond being run: kept in the
-/// order scheduled (or sorted stably from it), so it needs no sequence number (16 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Entry<E> {
-    /// `time << 1 | phase` (phase 1: late): one number orders by time, then phase.
-    time: u64,
-    ev: E,
+/// What the queue holds: an event whose value fits in 48 bits, so that an entry of the ring is
+/// one `u64`.
+pub trait Packed: Copy {
+    /// The event as a number below 2^48.
+    fn pack(self) -> u64;
+    fn unpack(bits: u64) -> Self;
+}
+
+/// An event in the ring, the current bucket or the FIFOs of the picosecond being run: the offset
+/// of its key (`time << 1 | phase`, phase 1: late) in its bucket (`SHIFT` bits) above the packed
+/// event (48 bits), 8 bytes; the bucket's number gives the rest of the key. Kept in the order
+/// scheduled (or sorted stably from it), so it needs no sequence number.
+type Entry = u64;
+const EV_BITS: u32 = 48;
+const EV_MASK: u64 = (1 << EV_BITS) - 1;
+
+/// The entry of `ev` due at key `key`.
+#[inline(always)]
+fn entry<E: Packed>(key: u64, ev: E) -> Entry {
+    let bits = ev.pack();
+    debug_assert!(bits <= EV_MASK, "an event packs into 48 bits");
+    (key & ((1 << SHIFT) - 1)) << EV_BITS | bits
+}
+
+/// An entry's offset in its bucket: entries of one bucket order by it.
+#[inline(always)]
+fn offset(e: Entry) -> u64 {
+    e >> EV_BITS
 }
 
 /// An event beyond the ring's reach, in the binary heap `far`: ordered by (time, seq).
@@ -53,19 +74,19 @@ const NONE: u32 = u32::MAX;
 /// pop order is exactly (key, seq): the engine never schedules before the last popped time.
 pub struct EventQueue<E> {
     /// The current bucket's entries, sorted by (time, order scheduled) *descending*: the next one is last.
-    now: Vec<Entry<E>>,
+    now: Vec<Entry>,
     /// Early entries scheduled at the key of the last event popped (while its early phase runs),
     /// in the order scheduled (from `same_head` on): they come after those of `now` at that key
     /// (scheduled earlier, before that time was reached) and before any later one. Appended, not
     /// inserted.
-    same: Vec<Entry<E>>,
+    same: Vec<Entry>,
     same_head: usize,
     /// Entries of the late phase of the picosecond being run that are scheduled while it runs
     /// (key `last | 1`: late ones, and early ones once that phase has begun), in the order
     /// scheduled (from `late_head` on): after every early entry of that picosecond and after its
     /// late ones in `now` (scheduled before it). Appended, not inserted ahead of the early entries
     /// still pending.
-    late: Vec<Entry<E>>,
+    late: Vec<Entry>,
     late_head: usize,
     /// The current bucket's number (time >> SHIFT).
     cur: u64,
@@ -73,7 +94,7 @@ pub struct EventQueue<E> {
     /// for `cur < b < cur + SLOTS`; `NONE` when the bucket is empty. Four bytes a slot, so the
     /// ring's index stays small in cache.
     slots: Vec<u32>,
-    bufs: Vec<Vec<Entry<E>>>,
+    bufs: Vec<Vec<Entry>>,
     /// Buffers not in a slot (empty, with capacity), last freed first: the buffers in use stay as
     /// few as the non-empty buckets, and warm in cache.
     spare: Vec<u32>,
@@ -87,9 +108,10 @@ pub struct EventQueue<E> {
     len: usize,
     /// Sequence numbers of the entries sent to `far`.
     seq: u64,
+    _events: std::marker::PhantomData<E>,
 }
 
-impl<E: Copy> Default for EventQueue<E> {
+impl<E: Packed> Default for EventQueue<E> {
     fn default() -> Self {
         EventQueue {
             now: Vec::new(),
@@ -107,11 +129,12 @@ impl<E: Copy> Default for EventQueue<E> {
             last: 0,
             len: 0,
             seq: 0,
+            _events: std::marker::PhantomData,
         }
     }
 }
 
-impl<E: Copy> EventQueue<E> {
+impl<E: Packed> EventQueue<E> {
     /// Schedule `ev` at `time`, which must not be before the time of the last event popped: before
     /// the late events of that picosecond, unless they have begun (then after those scheduled).
     #[inline]
@@ -130,12 +153,12 @@ impl<E: Copy> EventQueue<E> {
 
     #[inline(always)]
     fn put(&mut self, time: u64, ev: E) {
-        let e = Entry { time, ev };
+        let e = entry(time, ev);
         self.len += 1;
         let ahead = (time >> SHIFT) - self.cur;
         if ahead != 0 {
             if ahead < SLOTS as u64 {
-                self.file(e);
+                self.file(time, e);
             } else {
                 self.far_push(Far { time, seq: self.seq, ev });
                 self.seq += 1;
@@ -152,8 +175,8 @@ impl<E: Copy> EventQueue<E> {
     /// Into the current bucket: after every entry due later, before those due at the same time
     /// or earlier (scheduled before it).
     #[inline(never)]
-    fn insert_now(&mut self, e: Entry<E>) {
-        let at = self.now.partition_point(|x| x.time > e.time);
+    fn insert_now(&mut self, e: Entry) {
+        let at = self.now.partition_point(|&x| offset(x) > offset(e));
         self.now.insert(at, e);
     }
 
@@ -163,7 +186,7 @@ impl<E: Copy> EventQueue<E> {
         if (self.late.len() | self.same.len()) != 0 {
             if let Some(e) = self.pop_fifo() {
                 self.len -= 1;
-                return Some((e.time >> 1, e.ev));
+                return Some((self.key(e) >> 1, E::unpack(e & EV_MASK)));
             }
         }
         let e = match self.now.pop() {
@@ -175,9 +198,15 @@ impl<E: Copy> EventQueue<E> {
                 self.now.pop().expect("a bucket taken holds an entry")
             }
         };
-        self.last = e.time;
+        self.last = self.key(e);
         self.len -= 1;
-        Some((e.time >> 1, e.ev))
+        Some((self.last >> 1, E::unpack(e & EV_MASK)))
+    }
+
+    /// The key of an entry of the current bucket.
+    #[inline(always)]
+    fn key(&self, e: Entry) -> u64 {
+        self.cur << SHIFT | offset(e)
     }
 
     /// The next entry if it is in `late` or `same`: the late entries scheduled during this
@@ -185,18 +214,18 @@ impl<E: Copy> EventQueue<E> {
     /// none of its late ones (scheduled before); the early ones scheduled during it once `now` has
     /// none of that time.
     #[inline]
-    fn pop_fifo(&mut self) -> Option<Entry<E>> {
-        if self.late_head < self.late.len() && self.same_head == self.same.len() && self.now.last().is_none_or(|n| n.time > self.last | 1) {
+    fn pop_fifo(&mut self) -> Option<Entry> {
+        if self.late_head < self.late.len() && self.same_head == self.same.len() && self.now.last().is_none_or(|&n| self.key(n) > self.last | 1) {
             let e = self.late[self.late_head];
             self.late_head += 1;
             if self.late_head == self.late.len() {
                 self.late.clear();
                 self.late_head = 0;
             }
-            self.last = e.time;
+            self.last = self.key(e);
             return Some(e);
         }
-        if self.same_head < self.same.len() && self.now.last().is_none_or(|n| n.time != self.last) {
+        if self.same_head < self.same.len() && self.now.last().is_none_or(|&n| self.key(n) != self.last) {
             let e = self.same[self.same_head];
             self.same_head += 1;
             if self.same_head == self.same.len() {
@@ -216,10 +245,10 @@ impl<E: Copy> EventQueue<E> {
         self.len == 0
     }
 
-    /// Append `e` to its bucket in the ring.
+    /// Append `e`, due at key `time`, to its bucket in the ring.
     #[inline]
-    fn file(&mut self, e: Entry<E>) {
-        let slot = ((e.time >> SHIFT) as usize) & (SLOTS - 1);
+    fn file(&mut self, time: u64, e: Entry) {
+        let slot = ((time >> SHIFT) as usize) & (SLOTS - 1);
         let mut b = self.slots[slot];
         if b == NONE {
             b = self.spare.pop().unwrap_or_else(|| {
@@ -254,7 +283,7 @@ impl<E: Copy> EventQueue<E> {
         if self.far.first().is_some_and(|e| e.time >> SHIFT == b) {
             while self.far.first().is_some_and(|e| e.time >> SHIFT == b) {
                 let e = self.far_pop();
-                self.now.push(Entry { time: e.time, ev: e.ev });
+                self.now.push(entry(e.time, e.ev));
             }
             if ring == Some(b) {
                 self.append_slot((b as usize) & (SLOTS - 1));
@@ -266,7 +295,7 @@ impl<E: Copy> EventQueue<E> {
             0 | 1 => {}
             // Two: the later-scheduled one goes first unless it is due later.
             2 => {
-                if self.now[0].time <= self.now[1].time {
+                if offset(self.now[0]) <= offset(self.now[1]) {
                     self.now.swap(0, 1);
                 }
             }
@@ -276,11 +305,11 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// Sort the bucket just made current by (time, order scheduled) descending: its entries of one
-    /// time are in the order scheduled, so reversed, a stable sort on time alone does it.
+    /// time are in the order scheduled, so reversed, a stable sort on their offset alone does it.
     #[inline(never)]
     fn sort_now(&mut self) {
         self.now.reverse();
-        self.now.sort_by(|a, b| b.time.cmp(&a.time));
+        self.now.sort_by_key(|&e| std::cmp::Reverse(offset(e)));
     }
 
     /// Make slot `slot`'s entries the current bucket (unsorted); `now` is empty, and its vector
@@ -437,6 +466,24 @@ impl Ring {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Packed for char {
+        fn pack(self) -> u64 {
+            self as u64
+        }
+        fn unpack(bits: u64) -> char {
+            char::from_u32(bits as u32).expect("a char packed")
+        }
+    }
+
+    impl Packed for u64 {
+        fn pack(self) -> u64 {
+            self
+        }
+        fn unpack(bits: u64) -> u64 {
+            bits
+        }
+    }
 
     #[test]
     fn rings_sharing_an_arena_keep_their_order_as_they_grow() {

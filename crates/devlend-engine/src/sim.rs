@@ -35,7 +35,7 @@
 use crate::iotlb::HostIommu;
 use crate::params::{timing, Timing};
 use crate::path::{Path, PortId};
-use crate::queue::{EventQueue, Ps, Ring};
+use crate::queue::{EventQueue, Packed, Ps, Ring};
 use devlend_wire::{Overheads, TlpKind};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -125,8 +125,41 @@ enum Ev {
     /// A flow that asked to be told has sent its last TLP out of its source.
     FlowSent(u32),
     /// A timer set by the one who drives the simulation: its token is `Sim::timers[i]` (kept out
-    /// of the event so that an event is 8 bytes and a queue entry 24).
+    /// of the event so that it packs into a queue entry of 8 bytes).
     Timer(u32),
+}
+
+impl Packed for Ev {
+    /// The variant above the 32-bit number it carries.
+    #[inline(always)]
+    fn pack(self) -> u64 {
+        let (kind, n) = match self {
+            Ev::TryTx(n) => (0, n),
+            Ev::Arrive(n) => (1, n),
+            Ev::FlowIssue(n) => (2, n),
+            Ev::Land(n) => (3, n),
+            Ev::Serve(n) => (4, n),
+            Ev::FlowEnd(n) => (5, n),
+            Ev::FlowSent(n) => (6, n),
+            Ev::Timer(n) => (7, n),
+        };
+        kind << 32 | n as u64
+    }
+
+    #[inline(always)]
+    fn unpack(bits: u64) -> Ev {
+        let n = bits as u32;
+        match bits >> 32 {
+            0 => Ev::TryTx(n),
+            1 => Ev::Arrive(n),
+            2 => Ev::FlowIssue(n),
+            3 => Ev::Land(n),
+            4 => Ev::Serve(n),
+            5 => Ev::FlowEnd(n),
+            6 => Ev::FlowSent(n),
+            _ => Ev::Timer(n),
+        }
+    }
 }
 
 /// What the simulation tells the one who drives it ([`Sim::step`]): the moments actors act on.
