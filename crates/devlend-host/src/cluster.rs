@@ -13,7 +13,7 @@
 //! The fabric should come without a Device Lending `setup` section: that programming is what
 //! this crate does.
 
-use crate::error::{invalid, HResult, HostError};
+use crate::error::{invalid, HResult, HostError, Lent, NoSuch};
 use crate::kernel::{BarView, DevId, Kernel, Origin, PciDevice};
 use crate::lending::LendState;
 use crate::os::HostOs;
@@ -36,7 +36,7 @@ impl HostRef for HostId {
         if (*self as usize) < c.kernels.len() {
             Ok(*self)
         } else {
-            Err(HostError::NoDevice(format!("no host #{self}")))
+            Err(HostError::NoDevice(NoSuch::HostNumber(*self)))
         }
     }
 }
@@ -151,7 +151,7 @@ impl Cluster {
     /// Borrow `device` (a function name) onto `borrower`; returns its handle in the borrower.
     pub fn borrow_with(&mut self, borrower: impl HostRef, device: &str, opts: BorrowOptions) -> HResult<DevId> {
         let b = borrower.resolve(self)?;
-        let func = self.fabric.func_id(device).map_err(|e| HostError::NoDevice(e.to_string()))?;
+        let func = self.fabric.func_id(device)?;
         let (lender, lender_dev) = self.check_borrow(b, func)?;
         let dev_domain = self.kernels[lender as usize].dma.get(&lender_dev).and_then(|d| d.domain).map(|d| (lender, d));
         let mut lend = self.lending.lend(&mut self.fabric, func, b, dev_domain, opts)?;
@@ -181,7 +181,7 @@ impl Cluster {
         let (name, lender) = (&f.funcs[func as usize].name, f.func_host(func));
         let hn = |h: HostId| f.hosts[h as usize].name.clone();
         if let Some(l) = self.lending.lends.get(&func) {
-            return Err(HostError::AlreadyLent(format!("{name} is already lent to {}; it must be returned before another host can borrow it", hn(l.borrower))));
+            return Err(HostError::AlreadyLent(Lent::Borrow { device: name.clone(), borrower: hn(l.borrower) }));
         }
         if lender == b {
             return invalid(format!("{name} is installed in {} itself; only another host's device can be borrowed", hn(b)));
@@ -196,7 +196,7 @@ impl Cluster {
             ));
         }
         let k = &self.kernels[lender as usize];
-        let dev = k.by_func(func).ok_or_else(|| HostError::NoDevice(format!("{} does not list {name}", hn(lender))))?;
+        let dev = k.by_func(func).ok_or_else(|| HostError::NoDevice(NoSuch::NotListed { host: hn(lender), device: name.clone() }))?;
         let live = k.dma.get(&dev).map_or(0, |d| d.live());
         if live > 0 {
             return Err(HostError::Busy(format!("{name} is in use in {}: its driver holds {live} DMA mappings", hn(lender))));

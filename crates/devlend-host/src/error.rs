@@ -6,14 +6,20 @@ use devlend_fabric::route::Failure;
 use devlend_fabric::FabricError;
 use std::fmt;
 
+mod no_such;
+mod unreachable;
+pub use no_such::{HandleUse, InVm, NoSuch};
+pub use unreachable::{LinkStep, Migration, Unreachability};
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HostError {
-    /// A host, device or device handle that does not exist (or no longer exists).
-    NoDevice(String),
+    /// A host, device, device handle or VM that does not exist (or no longer exists).
+    NoDevice(NoSuch),
     /// The device is already lent to (borrowed by) some host.
-    AlreadyLent(String),
-    /// No NTB joins the two hosts directly.
-    Unreachable(String),
+    AlreadyLent(Lent),
+    /// No NTB joins the two hosts directly, or its link is down. Boxed: a failed migration
+    /// holds the error of its step.
+    Unreachable(Box<Unreachability>),
     /// An NTB memory window, or the DMA window opened in one, cannot hold what was asked.
     WindowTooSmall(String),
     /// Out of RAM pages or IOVA space.
@@ -46,6 +52,26 @@ pub enum EptFault {
     Violation { vm: String, gpa: u64, len: u64 },
 }
 
+/// A device that cannot go where it was asked: it is lent to host `borrower`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lent {
+    /// Another host asked to borrow `device`.
+    Borrow { device: String, borrower: String },
+    /// A VM asked for `device` passed through.
+    PassThrough { device: String, borrower: String },
+}
+
+impl fmt::Display for Lent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Lent::Borrow { device, borrower } => {
+                write!(f, "{device} is already lent to {borrower}; it must be returned before another host can borrow it")
+            }
+            Lent::PassThrough { device, borrower } => write!(f, "{device} is lent to {borrower}"),
+        }
+    }
+}
+
 impl fmt::Display for EptFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -64,13 +90,10 @@ impl fmt::Display for EptFault {
 impl fmt::Display for HostError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            HostError::NoDevice(m)
-            | HostError::AlreadyLent(m)
-            | HostError::Unreachable(m)
-            | HostError::WindowTooSmall(m)
-            | HostError::NoMemory(m)
-            | HostError::Busy(m)
-            | HostError::Invalid(m) => f.write_str(m),
+            HostError::NoDevice(e) => write!(f, "{e}"),
+            HostError::AlreadyLent(e) => write!(f, "{e}"),
+            HostError::Unreachable(e) => write!(f, "{e}"),
+            HostError::WindowTooSmall(m) | HostError::NoMemory(m) | HostError::Busy(m) | HostError::Invalid(m) => f.write_str(m),
             HostError::Fault { failure, during: None, .. } => write!(f, "{failure}"),
             HostError::Fault { failure, during: Some(step), .. } => write!(f, "{step}: {failure}"),
             HostError::Ept(e) => write!(f, "{e}"),
@@ -83,6 +106,11 @@ impl std::error::Error for HostError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             HostError::Fabric(e) => Some(e),
+            HostError::NoDevice(NoSuch::Name(e)) => Some(e.as_ref()),
+            HostError::Unreachable(u) => match u.as_ref() {
+                Unreachability::Migration(m) => Some(&m.error),
+                _ => None,
+            },
             HostError::Fault { failure, .. } => Some(failure.as_ref()),
             _ => None,
         }
@@ -99,7 +127,7 @@ impl HostError {
 impl From<FabricError> for HostError {
     fn from(e: FabricError) -> Self {
         match e {
-            FabricError::UnknownName(m) => HostError::NoDevice(m),
+            e @ FabricError::UnknownName(_) => HostError::NoDevice(NoSuch::Name(Box::new(e))),
             e => HostError::Fabric(e),
         }
     }
@@ -128,6 +156,31 @@ mod tests {
         assert_eq!(e, HostError::Fabric(fe.clone()));
         assert_eq!(e.to_string(), fe.to_string());
         assert_eq!(e.source().and_then(|s| s.downcast_ref::<FabricError>()), Some(&fe));
-        assert_eq!(HostError::from(FabricError::UnknownName("no gpu9".into())), HostError::NoDevice("no gpu9".into()));
+        let unknown = FabricError::UnknownName("no gpu9".into());
+        let e = HostError::from(unknown.clone());
+        assert_eq!(e, HostError::NoDevice(NoSuch::Name(Box::new(unknown.clone()))));
+        assert_eq!(e.to_string(), "no gpu9");
+        assert_eq!(e.source().and_then(|s| s.downcast_ref::<FabricError>()), Some(&unknown));
+    }
+
+    #[test]
+    fn a_lent_device_renders_the_request_it_refuses() {
+        let borrow = Lent::Borrow { device: "gpu0".into(), borrower: "b".into() };
+        assert_eq!(HostError::AlreadyLent(borrow).to_string(), "gpu0 is already lent to b; it must be returned before another host can borrow it");
+        let pass = Lent::PassThrough { device: "gpu0".into(), borrower: "b".into() };
+        assert_eq!(HostError::AlreadyLent(pass).to_string(), "gpu0 is lent to b");
+    }
+
+    #[test]
+    fn a_failed_migration_keeps_the_step_s_error_as_the_source() {
+        let step = HostError::NoDevice(NoSuch::NotInTree("gpu1".into()));
+        let m = Migration { vm: "g".into(), target: "t".into(), from: "a".into(), device: "gpu1".into(), error: step.clone() };
+        let e = HostError::from(Unreachability::Migration(m));
+        assert_eq!(e.source().and_then(|s| s.downcast_ref::<HostError>()), Some(&step));
+    }
+
+    #[test]
+    fn the_typed_payloads_keep_host_error_small() {
+        assert!(std::mem::size_of::<HostError>() <= 72, "{}", std::mem::size_of::<HostError>());
     }
 }

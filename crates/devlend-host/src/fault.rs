@@ -54,7 +54,7 @@
 //! "no device" at once rather than at its `remove`.
 
 use crate::cluster::Cluster;
-use crate::error::{HResult, HostError};
+use crate::error::{HResult, HostError, NoSuch};
 use devlend_fabric::aer::HotplugStep;
 use devlend_fabric::model::{FuncId, HostId, NodeId, NodeKind};
 use devlend_fabric::route::Failure;
@@ -245,9 +245,11 @@ impl Cluster {
             return Ok(self.fabric.slot_of(func));
         }
         let f = &self.fabric;
-        let node = f.nodes.iter().position(|n| n.parent.is_some() && format!("{}.{}", n.component, n.port) == name).ok_or_else(|| {
-            HostError::NoDevice(format!("no device and no port '{name}' with a link: name a device (its slot) or a switch port as COMPONENT.PORT"))
-        })?;
+        let node = f
+            .nodes
+            .iter()
+            .position(|n| n.parent.is_some() && format!("{}.{}", n.component, n.port) == name)
+            .ok_or_else(|| HostError::NoDevice(NoSuch::Port(name.into())))?;
         match f.nodes[node].kind {
             NodeKind::SwitchDown { .. } => {
                 f.nodes[node].children.first().copied().ok_or_else(|| HostError::Invalid(format!("{name}: nothing is linked below this switch port")))

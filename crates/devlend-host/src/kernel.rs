@@ -17,7 +17,7 @@
 //! their requester IDs and DMA aliases to its own domains (see `lending`).
 
 use crate::alloc::{align_up, RangeAlloc};
-use crate::error::{invalid, size, HResult, HostError};
+use crate::error::{invalid, size, HResult, HandleUse, HostError, NoSuch};
 use crate::irq::IrqTable;
 use crate::localdma::LocalDma;
 use devlend_fabric::model::{FuncId, Host, HostId, NodeKind};
@@ -144,18 +144,17 @@ impl Kernel {
     }
 
     pub fn device(&self, id: DevId) -> HResult<&PciDevice> {
-        self.devices.get(&id).ok_or_else(|| HostError::NoDevice(format!("host {}: no device with handle {} (removed or never added)", self.name, id.0)))
+        self.devices.get(&id).ok_or_else(|| no_handle(&self.name, id, HandleUse::Read))
     }
 
     pub(crate) fn device_mut(&mut self, id: DevId) -> HResult<&mut PciDevice> {
-        let name = self.name.clone();
-        self.devices.get_mut(&id).ok_or_else(|| HostError::NoDevice(format!("host {name}: no device with handle {}", id.0)))
+        self.devices.get_mut(&id).ok_or_else(|| no_handle(&self.name, id, HandleUse::Change))
     }
 
     pub fn find(&self, name: &str) -> HResult<DevId> {
         self.devices.values().find(|d| d.name == name).map(|d| d.id).ok_or_else(|| {
-            let known: Vec<_> = self.devices.values().map(|d| d.name.as_str()).collect();
-            HostError::NoDevice(format!("host {} sees no device named '{name}' (it sees: {})", self.name, known.join(", ")))
+            let sees = self.devices.values().map(|d| d.name.clone()).collect();
+            HostError::NoDevice(NoSuch::DeviceName { host: self.name.clone(), name: name.into(), sees })
         })
     }
 
@@ -184,8 +183,7 @@ impl Kernel {
     pub(crate) fn hot_remove(&mut self, id: DevId) -> HResult<PciDevice> {
         self.dma.remove(&id);
         self.irqs.drop_device(id);
-        let name = self.name.clone();
-        self.devices.remove(&id).ok_or_else(|| HostError::NoDevice(format!("host {name}: no device with handle {} to remove", id.0)))
+        self.devices.remove(&id).ok_or_else(|| no_handle(&self.name, id, HandleUse::Remove))
     }
 
     /// This host's interrupt vectors (what /proc/interrupts lists). Counts include only the
@@ -236,6 +234,11 @@ impl Kernel {
         }
         s
     }
+}
+
+/// Host `host` has no device with handle `id`; `asked`: what the caller wanted of it.
+fn no_handle(host: &str, id: DevId, asked: HandleUse) -> HostError {
+    HostError::NoDevice(NoSuch::Handle { host: host.into(), handle: id.0, asked })
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ pub mod timed;
 
 pub use api::Os;
 pub use cluster::{BorrowOptions, Cluster, HostRef, LendInfo, P2pInfo, Teardown, Unreached};
-pub use error::{EptFault, HResult, HostError};
+pub use error::{EptFault, HResult, HandleUse, HostError, InVm, Lent, LinkStep, Migration, NoSuch, Unreachability};
 pub use fault::{EndReason, EndedLend, FaultKind, FaultReport, Notice};
 pub use irq::{IntxLine, IrqDesc, IrqTable};
 pub use kernel::{BarView, DevId, Kernel, Origin, PciDevice};

@@ -20,7 +20,7 @@
 
 use crate::api::Os;
 use crate::cluster::Cluster;
-use crate::error::{HResult, HostError};
+use crate::error::{HResult, HostError, NoSuch};
 use crate::kernel::DevId;
 use crate::os::{check_cpu_range, DmaDir, HostOs};
 use devlend_engine::machine::{Thread, ThreadError, Watch, World};
@@ -102,12 +102,11 @@ impl<'t, 'y> ThreadOs<'t, 'y> {
         let Some((func, since)) = self.drives.get() else { return Ok(()) };
         let c = self.t.world();
         match c.removed_at(self.host, func) {
-            Some(at) if at >= since => Err(HostError::NoDevice(format!(
-                "{} was removed (hot-plug) and its driver's remove ran on {} at {:.3} us: no such device (ENODEV); its requests in flight fail",
-                c.fabric.funcs[func as usize].name,
-                c.fabric.hosts[self.host as usize].name,
-                at as f64 / 1e6
-            ))),
+            Some(at) if at >= since => Err(HostError::NoDevice(NoSuch::Removed {
+                device: c.fabric.funcs[func as usize].name.clone(),
+                host: c.fabric.hosts[self.host as usize].name.clone(),
+                at,
+            })),
             _ => Ok(()),
         }
     }

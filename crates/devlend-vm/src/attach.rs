@@ -16,7 +16,7 @@ use crate::vmm::{VmDomain, Vmm};
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId};
 use devlend_host::alloc::align_up;
-use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError};
+use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError, InVm, NoSuch};
 use std::collections::BTreeSet;
 
 impl Vmm {
@@ -87,7 +87,8 @@ impl Vmm {
             c.fabric.iommu_map(lender, domain, b.gpa, phys, len, true)?;
             held.push(Held::Iommu { host: lender, domain, iova: b.gpa, len });
         }
-        let dev = self.vms.get_mut(&vm).and_then(|v| v.devices.get_mut(&id)).ok_or_else(|| HostError::NoDevice("device vanished".into()))?;
+        let vanished = HostError::NoDevice(NoSuch::Vm(InVm::DeviceVanished { vm: vm.0, dev: id.0 }));
+        let dev = self.vms.get_mut(&vm).and_then(|v| v.devices.get_mut(&id)).ok_or(vanished)?;
         dev.host_dev = Some(hdev);
         for b in dev.bars.iter_mut() {
             b.host = views.iter().find(|v| v.index == b.index).map(|v| v.cpu_addr);

@@ -30,7 +30,7 @@ use crate::vm::{GuestDev, VmId};
 use crate::vmm::Vmm;
 use devlend_fabric::config::{BAR0, CMD_BUS_MASTER, CMD_MEMORY, COMMAND, MSIX_CAP, MSIX_ENABLE};
 use devlend_host::irq::{msix_cap, MsixCap, MSIX_ENTRY_SIZE, MSIX_MASKALL};
-use devlend_host::{Cluster, DevId, HResult, HostError};
+use devlend_host::{Cluster, DevId, HResult, HostError, InVm, NoSuch};
 use devlend_wire::Bdf;
 
 /// Command register: Interrupt Disable (PCI Local Bus 3.0 §6.2.2).
@@ -226,7 +226,7 @@ impl Vmm {
             .get_mut(&vm)
             .and_then(|v| v.devices.get_mut(&dev))
             .map(|d| &mut d.virt)
-            .ok_or_else(|| HostError::NoDevice(format!("VM #{} has no device {}", vm.0, dev.0)))
+            .ok_or(HostError::NoDevice(NoSuch::Vm(InVm::VirtDevice { vm: vm.0, dev: dev.0 })))
     }
 
     /// The guest device and byte offset into its MSI-X table region, if a guest access at

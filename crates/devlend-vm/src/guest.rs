@@ -14,13 +14,13 @@
 
 use crate::config::CMD_INTX_DISABLE;
 use crate::irq::{GuestIrq, Src};
-use crate::vm::VmId;
+use crate::vm::{GuestDev, VmId};
 use crate::vmm::Vmm;
 use devlend_fabric::config::{CMD_BUS_MASTER, COMMAND, MSIX_CAP, MSIX_ENABLE};
 use devlend_fabric::model::HostId;
 use devlend_fabric::{Fabric, Requester};
 use devlend_host::irq::{MSIX_ENTRY_CTRL, MSIX_ENTRY_DATA, MSIX_ENTRY_MASKED, MSIX_ENTRY_SIZE, MSIX_MASKALL};
-use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError, Os};
+use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError, InVm, NoSuch, Os};
 
 pub struct GuestOs<'a> {
     pub(crate) c: &'a mut Cluster,
@@ -71,16 +71,21 @@ impl GuestOs<'_> {
         Ok(out)
     }
 
-    fn track(&mut self, dev: DevId, dma: u64, len: u64) -> HResult<u64> {
+    /// This guest's device `dev`, for its DMA bookkeeping.
+    fn dev_mut(&mut self, dev: DevId) -> HResult<&mut GuestDev> {
         let vm = self.vm;
-        let d = self.vmm.vms.get_mut(&vm).and_then(|v| v.devices.get_mut(&dev)).ok_or_else(|| HostError::NoDevice(format!("guest has no device {}", dev.0)))?;
+        let missing = HostError::NoDevice(NoSuch::Vm(InVm::GuestDevice { vm: vm.0, dev: dev.0 }));
+        self.vmm.vms.get_mut(&vm).and_then(|v| v.devices.get_mut(&dev)).ok_or(missing)
+    }
+
+    fn track(&mut self, dev: DevId, dma: u64, len: u64) -> HResult<u64> {
+        let d = self.dev_mut(dev)?;
         d.dma_maps.push((dma, len));
         Ok(dma)
     }
 
     fn untrack(&mut self, dev: DevId, dma: u64, len: u64) -> HResult<()> {
-        let vm = self.vm;
-        let d = self.vmm.vms.get_mut(&vm).and_then(|v| v.devices.get_mut(&dev)).ok_or_else(|| HostError::NoDevice(format!("guest has no device {}", dev.0)))?;
+        let d = self.dev_mut(dev)?;
         match d.dma_maps.iter().position(|&m| m == (dma, len)) {
             Some(i) => {
                 d.dma_maps.remove(i);
@@ -100,7 +105,11 @@ impl Os for GuestOs<'_> {
     }
     fn find(&self, name: &str) -> HResult<DevId> {
         let v = self.vm();
-        v.devices.values().find(|d| d.name == name).map(|d| d.id).ok_or_else(|| HostError::NoDevice(format!("VM {} sees no device named '{name}'", v.name)))
+        v.devices
+            .values()
+            .find(|d| d.name == name)
+            .map(|d| d.id)
+            .ok_or_else(|| HostError::NoDevice(NoSuch::Vm(InVm::DeviceName { vm: v.name.clone(), name: name.into() })))
     }
     fn pci_iomap(&self, dev: DevId, bar: u8) -> HResult<u64> {
         Ok(self.bar(dev, bar)?.gpa)
@@ -121,12 +130,12 @@ impl Os for GuestOs<'_> {
     }
     fn kmalloc(&mut self, size: u64) -> HResult<u64> {
         let vm = self.vm;
-        let v = self.vmm.vms.get_mut(&vm).ok_or_else(|| HostError::NoDevice("VM is gone".into()))?;
+        let v = self.vmm.vms.get_mut(&vm).ok_or(HostError::NoDevice(NoSuch::Vm(InVm::Gone { vm: vm.0 })))?;
         v.kmalloc(size).ok_or_else(|| HostError::NoMemory(format!("VM {}: out of guest memory allocating {size} bytes", v.name)))
     }
     fn kfree(&mut self, phys: u64) -> HResult<()> {
         let vm = self.vm;
-        let v = self.vmm.vms.get_mut(&vm).ok_or_else(|| HostError::NoDevice("VM is gone".into()))?;
+        let v = self.vmm.vms.get_mut(&vm).ok_or(HostError::NoDevice(NoSuch::Vm(InVm::Gone { vm: vm.0 })))?;
         if v.kfree(phys) {
             Ok(())
         } else {
@@ -199,7 +208,7 @@ impl GuestOs<'_> {
 
     fn new_vector(&mut self, dev: DevId, src: Src, handler: u32) -> HResult<u8> {
         let vm = self.vm;
-        let v = self.vmm.vms.get_mut(&vm).ok_or_else(|| HostError::NoDevice("VM is gone".into()))?;
+        let v = self.vmm.vms.get_mut(&vm).ok_or(HostError::NoDevice(NoSuch::Vm(InVm::Gone { vm: vm.0 })))?;
         if let Some(x) = v.irqs.find(dev, src) {
             return Err(HostError::Busy(format!("{src:?} of guest device {} already has vector {x:#x}", dev.0)));
         }

@@ -33,7 +33,7 @@ use devlend_fabric::config::MSIX_ENABLE;
 use devlend_fabric::model::{FuncId, HostId};
 use devlend_fabric::Requester;
 use devlend_host::irq::{msix_cap, msix_control, set_msix_control, MSIX_ENTRY_CTRL, MSIX_ENTRY_DATA, MSIX_ENTRY_MASKED, MSIX_ENTRY_SIZE, MSIX_MASKALL};
-use devlend_host::{Cluster, DevId, HResult, HostError};
+use devlend_host::{Cluster, DevId, HResult, HostError, NoSuch, Unreachability};
 use devlend_wire::Access;
 use std::collections::BTreeMap;
 
@@ -143,7 +143,7 @@ fn cpu_write(c: &mut Cluster, host: HostId, addr: u64, v: u32) -> HResult<()> {
 /// remapping entry validates.
 fn arriving_rid(c: &Cluster, host: HostId, addr: u64) -> HResult<devlend_wire::Bdf> {
     let route = c.fabric.route_uncached(Requester::Cpu(host), addr, Access::Write);
-    route.hops.last().map(|h| h.rid).ok_or_else(|| HostError::Unreachable(format!("the notification store at {addr:#x} has no route")))
+    route.hops.last().map(|h| h.rid).ok_or_else(|| Unreachability::NoRoute { addr }.into())
 }
 
 /// Time the Assert_INTx message of `func` from it to its host's root, on an idle fabric: a 4-byte
@@ -199,7 +199,7 @@ pub fn message(c: &Cluster, func: FuncId, entry: u16) -> HResult<Message> {
 /// `entry`'s message as itself unless the entry or the function is masked; with MSI-X off, assert
 /// INTx. Returns whether something was sent. On the machine, [`crate::irq_clock::Raiser`].
 pub fn device_interrupt(c: &mut Cluster, device: &str, entry: u16) -> HResult<bool> {
-    let func = c.fabric.func_id(device).map_err(|e| HostError::NoDevice(e.to_string()))?;
+    let func = c.fabric.func_id(device)?;
     match message(c, func, entry)? {
         Message::Intx => {
             c.assert_intx(func);
@@ -300,10 +300,7 @@ impl Vmm {
         let page = msi_page(c, host);
         match r.src {
             Src::Msix(entry) => {
-                let owner = c
-                    .kernel(host)?
-                    .by_func(func)
-                    .ok_or_else(|| HostError::NoDevice(format!("{} is not in its host's tree", c.fabric.funcs[func as usize].name)))?;
+                let owner = c.kernel(host)?.by_func(func).ok_or_else(|| HostError::NoDevice(NoSuch::NotInTree(c.fabric.funcs[func as usize].name.clone())))?;
                 // The device sits in `host` in both paths: its messages arrive with its own ID.
                 let rid = c.fabric.funcs[func as usize].bdf;
                 let (v, addr) = c.alloc_vector(host, owner, entry, handler, (page, rid))?;

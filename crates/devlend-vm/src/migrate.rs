@@ -25,7 +25,7 @@ use crate::vm::{Path, VmId};
 use crate::vmm::Vmm;
 use devlend_fabric::model::HostId;
 use devlend_fabric::Requester;
-use devlend_host::{Cluster, DevId, HResult, HostError};
+use devlend_host::{Cluster, DevId, HResult, HostError, InVm, Migration, NoSuch, Unreachability};
 
 impl Vmm {
     /// Cold-migrate `vm` to host `target` with its devices (see the module docs).
@@ -50,7 +50,7 @@ impl Vmm {
         }
         let (chunks, held) = self.back(c, t, &name, ram)?;
         let attached = self.stop(c, vm)?;
-        let old = self.vms.get_mut(&vm).map(|v| v.rebase(t, &chunks)).ok_or_else(|| HostError::NoDevice("VM vanished".into()))?;
+        let old = self.vms.get_mut(&vm).map(|v| v.rebase(t, &chunks)).ok_or(HostError::NoDevice(NoSuch::Vm(InVm::Vanished { vm: vm.0 })))?;
         let old_paths = self.set_paths(vm, &paths);
         if let Err((dev, e)) = self.start(c, vm, &attached) {
             if let Some(v) = self.vms.get_mut(&vm) {
@@ -61,7 +61,7 @@ impl Vmm {
             if let Err((_, e2)) = self.start(c, vm, &attached) {
                 self.anomalies.push(Anomaly::Step { step: "re-attaching the devices on the old host after a failed migration", error: e2 });
             }
-            return Err(HostError::Unreachable(format!("cannot migrate VM {name} to {target}: {dev}: {e}; the VM stays on {from_name} with its devices")));
+            return Err(Unreachability::Migration(Migration { vm: name, target: target.into(), from: from_name, device: dev, error: e }).into());
         }
         let (_, backing) = old;
         for (gpa, src) in backing {

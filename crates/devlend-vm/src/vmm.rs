@@ -28,7 +28,7 @@ use crate::layout::{Layout, CHUNK, GUEST_RESERVED};
 use crate::vm::{GuestDev, Path, Vm, VmId};
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId, NodeKind};
-use devlend_host::{Cluster, DevId, HResult, HostError};
+use devlend_host::{Cluster, DevId, HResult, HostError, InVm, Lent, NoSuch};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A VM's IOMMU domain in one host (the VM's own for VFIO, a lender's for mdev).
@@ -99,11 +99,11 @@ impl Vmm {
     }
 
     pub fn vm(&self, id: VmId) -> HResult<&Vm> {
-        self.vms.get(&id).ok_or_else(|| HostError::NoDevice(format!("no VM #{} (shut down, or never started)", id.0)))
+        self.vms.get(&id).ok_or(HostError::NoDevice(NoSuch::Vm(InVm::Number { vm: id.0 })))
     }
 
     fn vm_mut(&mut self, id: VmId) -> HResult<&mut Vm> {
-        self.vms.get_mut(&id).ok_or_else(|| HostError::NoDevice(format!("no VM #{}", id.0)))
+        self.vms.get_mut(&id).ok_or(HostError::NoDevice(NoSuch::Vm(InVm::NumberToChange { vm: id.0 })))
     }
 
     /// The guest kernel of a VM, for drivers.
@@ -114,7 +114,7 @@ impl Vmm {
 
     /// The mediated parent registers a lendable device for VMs, without borrowing it.
     pub fn register_mdev(&mut self, c: &Cluster, device: &str) -> HResult<()> {
-        let func = c.fabric.func_id(device).map_err(|e| HostError::NoDevice(e.to_string()))?;
+        let func = c.fabric.func_id(device)?;
         if matches!(c.fabric.nodes[c.fabric.funcs[func as usize].node as usize].kind, NodeKind::Ntb { .. }) {
             return inv(format!("{device} is an NTB adapter and cannot be passed through"));
         }
@@ -125,7 +125,7 @@ impl Vmm {
     /// Check and resolve a device before it is added to a VM.
     fn check_assign(&self, c: &Cluster, vm: VmId, device: &str, path: Path) -> HResult<FuncId> {
         let v = self.vm(vm)?;
-        let func = c.fabric.func_id(device).map_err(|e| HostError::NoDevice(e.to_string()))?;
+        let func = c.fabric.func_id(device)?;
         if matches!(c.fabric.nodes[c.fabric.funcs[func as usize].node as usize].kind, NodeKind::Ntb { .. }) {
             return inv(format!("{device} is an NTB adapter and cannot be passed through (the hosts' Device Lending uses it)"));
         }
@@ -134,7 +134,7 @@ impl Vmm {
             return Err(HostError::Busy(format!("{device} is already passed through to VM {o}; it must be removed there before VM {} can have it", v.name)));
         }
         if let Some(l) = c.lends().iter().find(|l| l.device == device) {
-            return Err(HostError::AlreadyLent(format!("{device} is lent to {}", l.borrower)));
+            return Err(HostError::AlreadyLent(Lent::PassThrough { device: device.into(), borrower: l.borrower.clone() }));
         }
         let local = c.fabric.func_host(func) == v.host;
         match path {
@@ -184,7 +184,7 @@ impl Vmm {
 
     pub(crate) fn dev(&self, vm: VmId, id: DevId) -> HResult<&GuestDev> {
         let v = self.vm(vm)?;
-        v.devices.get(&id).ok_or_else(|| HostError::NoDevice(format!("VM {} has no device with handle {}", v.name, id.0)))
+        v.devices.get(&id).ok_or_else(|| HostError::NoDevice(NoSuch::Vm(InVm::Handle { vm: v.name.clone(), dev: id.0 })))
     }
 
     /// The config write that sets Bus Master Enable, as the hypervisor intercepts it.

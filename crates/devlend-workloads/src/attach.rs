@@ -5,7 +5,7 @@
 
 use crate::error::{Missing, SetupCause, Unreached, WResult, WorkloadError};
 use devlend_fabric::model::FuncId;
-use devlend_host::{Cluster, DevId, HostError};
+use devlend_host::{Cluster, DevId, HostError, InVm, NoSuch};
 use devlend_vm::describe::GuestKernel;
 use devlend_vm::{VmId, Vmm};
 use std::cell::RefCell;
@@ -114,7 +114,7 @@ pub(crate) fn attach(c: &mut Cluster, guests: &Guests, w: &str, runner_name: &st
             let vmm = g.vmm.borrow();
             let v = vmm.vm(g.vm).map_err(|e| host_error(w, device, e))?;
             let mine = v.devices.values().find(|d| d.name == device).map(|d| d.id);
-            mine.ok_or_else(|| HostError::NoDevice(format!("VM {runner_name} has no device {device}: a VM's devices come from its description (vms: devices)")))
+            mine.ok_or_else(|| HostError::NoDevice(NoSuch::Vm(InVm::NotDescribed { vm: runner_name.to_string(), device: device.into() })))
         }
     };
     let dev = dev.map_err(|e| host_error(w, device, e))?;

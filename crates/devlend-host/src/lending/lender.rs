@@ -22,7 +22,7 @@ use super::windows::Windows;
 use super::{atomically, DevDomain, DmaWindow, Held, Lend, LendState};
 use crate::alloc::{align_up, RangeAlloc};
 use crate::cluster::BorrowOptions;
-use crate::error::{size, HResult, HostError};
+use crate::error::{size, HResult, HostError, LinkStep, Unreachability};
 use crate::kernel::{BarView, DevId, PAGE};
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId};
@@ -41,12 +41,13 @@ pub(crate) fn link(f: &Fabric, from: HostId, to: HostId) -> Option<(u32, u32)> {
 
 /// The NTB pair joining two hosts, with its link up (a lend's programming needs the two agents
 /// to talk, 000 §4).
-pub(crate) fn need_link(f: &Fabric, from: HostId, to: HostId, why: &str) -> HResult<(u32, u32)> {
-    let (a, b) = (&f.hosts[from as usize].name, &f.hosts[to as usize].name);
-    let (la, bb) = link(f, from, to)
-        .ok_or_else(|| HostError::Unreachable(format!("{why}: no NTB joins {a} and {b} (Device Lending maps through one NTB between the two hosts)")))?;
+pub(crate) fn need_link(f: &Fabric, from: HostId, to: HostId, step: LinkStep) -> HResult<(u32, u32)> {
+    let name = |h: HostId| f.hosts[h as usize].name.clone();
+    let Some((la, bb)) = link(f, from, to) else {
+        return Err(Unreachability::NoNtb { step, from: name(from), to: name(to) }.into());
+    };
     if !f.ntb_link_is_up(la) || !f.ntb_link_is_up(bb) {
-        return Err(HostError::Unreachable(format!("{why}: the link of {} to {b} is down", f.ntbs[la as usize].name)));
+        return Err(Unreachability::LinkDown { step, ntb: f.ntbs[la as usize].name.clone(), to: name(to) }.into());
     }
     Ok((la, bb))
 }
@@ -68,8 +69,8 @@ impl LendState {
     /// Lend `func` (in its host) to `borrower`; everything is undone if a step fails.
     pub fn lend(&mut self, f: &mut Fabric, func: FuncId, borrower: HostId, dev_domain: DevDomain, opts: BorrowOptions) -> HResult<Lend> {
         let lender = f.func_host(func);
-        let why = format!("cannot lend {} to {}", f.funcs[func as usize].name, f.hosts[borrower as usize].name);
-        let (la, bb) = need_link(f, lender, borrower, &why)?;
+        let step = LinkStep::Lend { device: f.funcs[func as usize].name.clone(), borrower: f.hosts[borrower as usize].name.clone() };
+        let (la, bb) = need_link(f, lender, borrower, step)?;
         let ((bars, own_domain), held) = atomically!(self, f, held, self.open_lend(f, func, la, bb, opts, &mut held))?;
         Ok(Lend {
             lender,

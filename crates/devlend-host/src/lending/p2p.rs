@@ -19,7 +19,7 @@
 use super::lender::need_link;
 use super::{atomically, map_held, Held, LendState, LocalP2p, P2pEntry};
 use crate::alloc::align_up;
-use crate::error::{invalid, HResult, HostError};
+use crate::error::{invalid, HResult, HostError, LinkStep};
 use crate::kernel::{Origin, PAGE};
 use devlend_fabric::model::FuncId;
 use devlend_fabric::Fabric;
@@ -71,8 +71,8 @@ impl LendState {
             Origin::Local => self.map_into_window(f, la, bb, b.addr, len, true, None, None, held)?,
             Origin::Borrowed { lender: m } if m == lender => b.addr,
             Origin::Borrowed { lender: m } => {
-                let why = format!("cannot map {} for {}", f.funcs[t.func as usize].name, f.funcs[src as usize].name);
-                let (lx, _) = need_link(f, lender, m, &why)?;
+                let step = LinkStep::MapPeer { target: f.funcs[t.func as usize].name.clone(), source: f.funcs[src as usize].name.clone() };
+                let (lx, _) = need_link(f, lender, m, step)?;
                 held.push(self.acquire_rid(f, lx, f.funcs[src as usize].bdf)?);
                 held.push(self.acquire_bar_win(f, lx, t.func, t.bar)?);
                 self.bar_win_addr(lx, t.func, t.bar).unwrap_or_default()

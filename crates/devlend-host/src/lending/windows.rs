@@ -20,7 +20,7 @@
 //! the peer index it knows `out` by.
 
 use crate::alloc::{align_up, RangeAlloc};
-use crate::error::{size, HResult, HostError};
+use crate::error::{size, HResult, HostError, Unreachability};
 use crate::kernel::PAGE;
 use devlend_fabric::model::HostId;
 use devlend_fabric::Fabric;
@@ -69,7 +69,7 @@ pub(crate) fn peer_in(f: &Fabric, out: u32, host: HostId) -> HResult<u32> {
         .iter()
         .map(|p| p.ntb)
         .find(|p| f.ntbs[*p as usize].host == host)
-        .ok_or_else(|| HostError::Unreachable(format!("{}: no peer in {} (NTB link is down or not cabled there)", s.name, f.hosts[host as usize].name)))
+        .ok_or_else(|| Unreachability::NoPeer { ntb: s.name.clone(), host: f.hosts[host as usize].name.clone() }.into())
 }
 
 /// The peer index under which `far` knows `out`.
