@@ -757,7 +757,7 @@ impl Sim {
 
     /// Put TLP `id` of `class` in the queue of port `port`, ready at time `at`. A TLP behind the
     /// head of its FIFO changes nothing the port waits for; a new head makes the port look again
-    /// when it can go (as `next_look` does, for its class alone).
+    /// when it can go (`next_look`).
     #[inline]
     fn enqueue_at(&mut self, port: PortId, class: Class, id: u32, at: Ps) {
         let c = class as usize;
@@ -770,23 +770,7 @@ impl Sim {
         if p.credits[c] > 0 {
             self.kick(port, at);
         } else {
-            self.new_head_held(port, c, at);
-        }
-    }
-
-    /// A new head of class `c`, ready at `at`, with no credit left for its class: the port looks
-    /// again when a slot is back, or `return_credit` wakes it; the stall is noted ahead.
-    #[inline(never)]
-    fn new_head_held(&mut self, port: PortId, c: usize, at: Ps) {
-        let p = &self.ports[port as usize];
-        let ready = at.max(p.busy_until).max(self.now);
-        let back = p.returns[c].front(&self.slots).unwrap_or(NONE);
-        if back > ready {
-            let since = &mut self.tally[port as usize].stalled_since;
-            *since = (*since).min(ready);
-        }
-        if back != NONE {
-            self.kick(port, ready.max(back));
+            self.next_look_held(port);
         }
     }
 
@@ -920,10 +904,10 @@ impl Sim {
         let free = port.busy_until.max(self.now);
         let (mut go, mut stall) = (NONE, NONE);
         for c in 0..3 {
-            let ready = port.heads[c].max(free);
             if port.heads[c] == NONE {
                 continue;
             }
+            let ready = port.heads[c].max(free);
             if port.credits[c] > 0 {
                 go = go.min(ready);
                 continue;

@@ -37,6 +37,12 @@ impl GuestOs<'_> {
         &self.vmm.vms[&self.vm]
     }
 
+    /// This guest's VM, to change; an error once it is gone.
+    fn vm_mut(&mut self) -> HResult<&mut crate::vm::Vm> {
+        let vm = self.vm;
+        self.vmm.vms.get_mut(&vm).ok_or(HostError::NoDevice(NoSuch::Vm(InVm::Gone { vm: vm.0 })))
+    }
+
     fn bar(&self, dev: DevId, bar: u8) -> HResult<&crate::vm::GuestBar> {
         let d = self.vmm.dev(self.vm, dev)?;
         d.bars.iter().find(|b| b.index == bar).ok_or_else(|| HostError::Invalid(format!("{} has no BAR {bar}", d.name)))
@@ -129,13 +135,11 @@ impl Os for GuestOs<'_> {
         self.vmm.config_read(self.c, self.vm, dev, off, len)
     }
     fn kmalloc(&mut self, size: u64) -> HResult<u64> {
-        let vm = self.vm;
-        let v = self.vmm.vms.get_mut(&vm).ok_or(HostError::NoDevice(NoSuch::Vm(InVm::Gone { vm: vm.0 })))?;
+        let v = self.vm_mut()?;
         v.kmalloc(size).ok_or_else(|| HostError::NoMemory(format!("VM {}: out of guest memory allocating {size} bytes", v.name)))
     }
     fn kfree(&mut self, phys: u64) -> HResult<()> {
-        let vm = self.vm;
-        let v = self.vmm.vms.get_mut(&vm).ok_or(HostError::NoDevice(NoSuch::Vm(InVm::Gone { vm: vm.0 })))?;
+        let v = self.vm_mut()?;
         if v.kfree(phys) {
             Ok(())
         } else {
@@ -207,8 +211,7 @@ impl GuestOs<'_> {
     }
 
     fn new_vector(&mut self, dev: DevId, src: Src, handler: u32) -> HResult<u8> {
-        let vm = self.vm;
-        let v = self.vmm.vms.get_mut(&vm).ok_or(HostError::NoDevice(NoSuch::Vm(InVm::Gone { vm: vm.0 })))?;
+        let v = self.vm_mut()?;
         if let Some(x) = v.irqs.find(dev, src) {
             return Err(HostError::Busy(format!("{src:?} of guest device {} already has vector {x:#x}", dev.0)));
         }
