@@ -236,16 +236,26 @@ class Scenario:
         df.attrs["params"] = self.params()
         return df
 
+    @property
+    def span_ns(self) -> "Optional[tuple[float, float]]":
+        """(first workload's start, last workload's end) in ns: what the link statistics cover."""
+        span = self._s.span_ps()
+        return None if span is None else (span[0] / 1000, span[1] / 1000)
+
     def link_stats(self) -> "pd.DataFrame":
-        """One row per link direction that carried TLPs: bytes, utilisation (busy / elapsed),
-        credit stall, mean queueing delay per TLP."""
+        """One row per link direction that carried TLPs from the first workload's start on:
+        bytes, utilisation (busy time over the workloads' span, ``span_ns``: never over timers
+        that fire after the work), credit stall, mean queueing delay per TLP."""
         import pandas as pd
-        elapsed = self._s.now_ps()
+        span = self._s.span_ps()
+        length = span[1] - span[0] if span else 0
         rows = [{"link": f"{a} -> {b}", "link_index": link, "towards_down": down, "tlps": tlps, "bytes": wire, "payload": payload,
-                 "utilisation": busy / elapsed if elapsed else 0.0, "busy_ns": busy / 1000, "credit_stall_ns": stall / 1000,
+                 "utilisation": busy / length if length else 0.0, "busy_ns": busy / 1000, "credit_stall_ns": stall / 1000,
                  "mean_queue_ns": queue / tlps / 1000}
                 for link, down, a, b, tlps, wire, payload, busy, queue, stall in self._s.link_stats()]
-        return pd.DataFrame(rows, columns=LINK_COLUMNS)
+        df = pd.DataFrame(rows, columns=LINK_COLUMNS)
+        df.attrs["span_ns"] = self.span_ns
+        return df
 
     def params(self) -> dict:
         """The effective parameters (MPS, MRRS, read tags, latencies, each drive's media) and devlend's version."""

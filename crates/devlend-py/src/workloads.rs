@@ -36,6 +36,7 @@ struct Scenario {
     inner: Core,
     rows: Vec<Row>,
     links: Vec<PortRow>,
+    span: Option<(u64, u64)>,
     nics: Vec<NicRow>,
 }
 
@@ -48,7 +49,7 @@ impl Scenario {
         let c = Cluster::from_json(topology_json).map_err(|error| werr(WorkloadError::Cluster { step: "building the cluster", error }))?;
         let vms = crate::vm::vm_specs(topology_json)?;
         let inner = Core::with_vms(c, &vms).map_err(|e| crate::SpecError::new_err((e.path, e.message)))?;
-        Ok(Scenario { inner, rows: Vec::new(), links: Vec::new(), nics: Vec::new() })
+        Ok(Scenario { inner, rows: Vec::new(), links: Vec::new(), span: None, nics: Vec::new() })
     }
 
     /// The VMs: (name, host).
@@ -242,6 +243,7 @@ impl Scenario {
             })
             .collect();
         self.links = r.links.iter().map(port_row).collect();
+        self.span = r.span;
         Ok(())
     }
 
@@ -259,6 +261,12 @@ impl Scenario {
 
     fn link_stats(&self) -> Vec<PortRow> {
         self.links.clone()
+    }
+
+    /// (first workload's start, last workload's end) in ps, what link statistics cover; None
+    /// before a run or when no workload ran.
+    fn span_ps(&self) -> Option<(u64, u64)> {
+        self.span
     }
 
     fn params(&self) -> Vec<(String, String)> {

@@ -88,12 +88,24 @@ impl WorkloadResult {
     }
 }
 
-/// A run's outcome: every workload, every loaded link direction, and the time it all took.
+/// A run's outcome: every workload, every loaded link direction over the workloads' span, and
+/// the time it all took.
 #[derive(Clone, Debug)]
 pub struct Report {
     pub workloads: Vec<WorkloadResult>,
+    /// What each link direction carried from the first workload's start on (`span`).
     pub links: Vec<LinkStat>,
+    /// From the first workload's start (when it was asked to start) to the last one's end:
+    /// what link utilisation is over, never the clock, which timers may move on after the work.
+    pub span: Option<(Ps, Ps)>,
     pub elapsed: Ps,
+}
+
+impl Report {
+    /// `link`'s busy time over the workloads' span (0 without a span).
+    pub fn utilisation(&self, link: &LinkStat) -> f64 {
+        self.span.map_or(0.0, |(a, b)| link.utilisation(b - a))
+    }
 }
 
 pub struct Scenario {
@@ -155,13 +167,14 @@ impl Scenario {
         self.m.world()
     }
 
-    fn admit(&self, name: &str, at: Ps) -> WResult<()> {
+    fn admit(&mut self, name: &str, at: Ps) -> WResult<()> {
         if self.entries.iter().any(|e| e.name == name) {
             return Err(WorkloadError::DuplicateName { workload: name.into() });
         }
         if at < self.now() {
             return Err(WorkloadError::StartInPast { workload: name.into(), at, now: self.now() });
         }
+        self.m.mark_stats_at(at);
         Ok(())
     }
 
@@ -274,7 +287,17 @@ impl Scenario {
     pub fn run(&mut self) -> WResult<Report> {
         self.m.run().map_err(machine_error)?;
         let workloads = self.entries.iter().map(|e| self.done.get(&e.name).cloned().map_or_else(|| self.result(e), Ok)).collect::<WResult<Vec<_>>>()?;
-        Ok(Report { workloads, links: self.m.link_stats(), elapsed: self.now() })
+        let span = self.span(&workloads);
+        Ok(Report { workloads, links: self.m.link_stats_since_mark(), span, elapsed: self.now() })
+    }
+
+    /// From the mark (the first workload's start) to the last workload's end; a workload without
+    /// an end (a fault stopped it) counts until its threads had ended.
+    fn span(&self, workloads: &[WorkloadResult]) -> Option<(Ps, Ps)> {
+        let from = self.m.marked_at()?;
+        let open = workloads.iter().any(|w| w.end.is_none());
+        let ends = workloads.iter().filter_map(|w| w.end).chain(open.then(|| self.m.threads_ended_at()).flatten());
+        ends.max().filter(|&to| to > from).map(|to| (from, to))
     }
 
     pub(crate) fn result(&self, e: &Entry) -> WResult<WorkloadResult> {

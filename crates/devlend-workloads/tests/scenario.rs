@@ -265,3 +265,17 @@ fn a_second_ntb_perf_over_one_link_finds_no_free_window_and_names_the_adapter() 
     assert!(matches!(&e, WorkloadError::Setup { workload, cause: SetupCause::NoFreeWindow { ntb } } if workload == "second" && ntb == "nt-link"), "{e}");
     assert_eq!(e.kind(), "setup");
 }
+
+#[test]
+fn a_saturating_copy_keeps_its_bottleneck_link_busy_over_the_workloads_span_not_the_clock() {
+    let mut s = Scenario::new(Cluster::from_json(THREE).unwrap());
+    s.add_gpu_copy("copy", "borrower", "gpu0", Dir::DtoH, 16 * MIB, 2_000_000).unwrap();
+    let r = s.run().unwrap();
+    let (from, to) = r.span.expect("a span");
+    assert_eq!(from, 2_000_000, "the span starts at the copy's start");
+    assert_eq!(Some(to), r.workloads[0].end);
+    // The driver's watchdog deadline moves the clock on after the copy (1 s): not counted.
+    assert!(r.elapsed > 10 * to, "elapsed {} vs span end {to}", r.elapsed);
+    let busiest = r.links.iter().map(|l| r.utilisation(l)).fold(0.0, f64::max);
+    assert!((0.9..=1.0).contains(&busiest), "busiest link {busiest}");
+}

@@ -81,6 +81,8 @@ pub(super) enum Pending<W> {
     Aer(AerDetect),
     /// Where `Machine::run_until` stops.
     Stop,
+    /// Take the link statistics' mark (`window`) at this time.
+    Mark(Ps),
 }
 
 impl<W: World> Machine<W> {
@@ -136,6 +138,7 @@ impl<W: World> Machine<W> {
             }
             Some(Pending::Expire(flow)) => self.flow_end(flow),
             Some(Pending::Aer(d)) => self.aer_deliver(d),
+            Some(Pending::Mark(at)) => self.take_mark(at),
             Some(Pending::Stop) | None => {}
         }
     }

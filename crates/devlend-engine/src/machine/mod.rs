@@ -20,6 +20,7 @@ mod device;
 mod error;
 mod fault;
 mod thread;
+mod window;
 
 pub use self::core::{FlowDone, Owner};
 pub use device::{Cx, Device};
@@ -141,6 +142,8 @@ pub struct Machine<W: World> {
     struck: Vec<(Ps, HashMap<Requester, u64>)>,
     /// Threads' hosts, crashed threads and AER messages under way (`fault`, `aer`).
     faults: fault::Faults,
+    /// Where link statistics are counted from (`window`).
+    mark: window::Mark,
 }
 
 impl<W: World> Machine<W> {
@@ -161,6 +164,7 @@ impl<W: World> Machine<W> {
             moved: HashMap::new(),
             struck: Vec::new(),
             faults: fault::Faults::default(),
+            mark: window::Mark::default(),
         }
     }
 
@@ -254,7 +258,11 @@ impl<W: World> Machine<W> {
 
     /// Every link direction that carried at least one TLP, named by the ports it leaves and enters.
     pub fn link_stats(&self) -> Vec<LinkStat> {
-        let stats = self.port_stats();
+        self.link_rows(&self.port_stats())
+    }
+
+    /// `stats` (indexed by `path::port_id`) of every link direction that carried a TLP, named.
+    fn link_rows(&self, stats: &[PortStats]) -> Vec<LinkStat> {
         let mut w = self.world.borrow_mut();
         let f = w.fabric();
         let name = |n: u32| format!("{}.{}", f.nodes[n as usize].component, f.nodes[n as usize].port);
