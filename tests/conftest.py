@@ -26,3 +26,10 @@ def two_host():
 @pytest.fixture
 def three_host():
     return devlend.load(topo_path("three-host-cluster.yaml")).build()
+
+
+@pytest.fixture(autouse=True)
+def _own_pool_state(tmp_path, monkeypatch):
+    """`devlend pool` keeps its state under XDG_STATE_HOME: one per test, never the user's."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("DEVLEND_POOL_STATE", raising=False)

@@ -6,6 +6,9 @@ Verbs: ``connect LENDER BORROWER``, ``add DEVICE``, ``remove DEVICE``, ``availab
 ``unavailable DEVICE``, ``borrow BORROWER DEVICE [DMA_WINDOW_SIZE]``, ``return DEVICE``,
 ``list``, ``show DEVICE``, ``fault KIND TARGET`` (a fault now: ``devlend.pool.FAULT_KINDS``). DEVICE
 is a function name or a fabric device ID (hex, as listed).
+
+The pool remembers between calls (``pool_state``): a state file keeps the verbs carried out on
+each topology, so a borrow made by one call is still borrowed in the next.
 """
 
 from __future__ import annotations
@@ -71,22 +74,37 @@ def _hex(v, key: str = ""):
 
 def pool_cmd(file: str = typer.Argument(..., help="topology file (YAML or JSON)"),
              verbs: Optional[list[str]] = typer.Argument(None, help="verbs with their arguments, e.g. connect lender borrower add gpu0 "
-                                                                    "available gpu0 borrow borrower gpu0 64MiB show gpu0")) -> None:
+                                                                    "available gpu0 borrow borrower gpu0 64MiB show gpu0"),
+             state: Optional[str] = typer.Option(None, "--state", envvar="DEVLEND_POOL_STATE",
+                                                 help="the pool's state file, kept between calls (default "
+                                                      "$XDG_STATE_HOME/devlend/pool.json)"),
+             reset: bool = typer.Option(False, "--reset", help="forget the kept state of this topology's pool first")) -> None:
     """Device Lending's pool (smartio_tool's verbs) on any topology: connect, add, remove, available,
-    unavailable, borrow [DMA window size], return, list, show; prints the pool's table."""
+    unavailable, borrow [DMA window size], return, list, show; prints the pool's table. The pool
+    remembers: each call starts from the state the previous calls left (``--state``)."""
     from .cli import _fail, out
     from .cli_run import _table
     from .pool import Pool
+    from .pool_state import PoolState
+    kept = None
     try:
         steps = parse_verbs(verbs or [])
+        kept = PoolState(state, file)
+        if reset:
+            kept.reset()
         pool = Pool(file)
+        kept.replay(pool, apply)
         for v in steps:
             try:
                 shown = apply(pool, v)
             except DevlendError as e:
                 raise DevlendError(f"pool {' '.join(v)}: {e}") from None
+            kept.record(v)
             if shown is not None:
                 out.print(json.dumps(_hex(shown), indent=2), markup=False)
+        kept.save()
     except (DevlendError, OSError) as e:
+        if kept is not None and kept.loaded:
+            kept.save()  # the verbs before the failed one were carried out
         _fail(e)
     out.print(_table(pool.list().fillna(""), f"device pool of {pool.topology.name} (fabric device IDs in hex)"))

@@ -79,8 +79,8 @@ pub const FAULT_KINDS: [(&str, FaultKind, &str); 9] = [
     ("host-crash", FaultKind::HostCrash, "a host"),
     ("host-reboot", FaultKind::HostReboot, "a host"),
     ("surprise-removal", FaultKind::SurpriseRemoval, "a device"),
-    ("port-down", FaultKind::PortDown, "a device (its slot) or a switch port COMPONENT.PORT"),
-    ("port-up", FaultKind::PortUp, "a device (its slot) or a switch port COMPONENT.PORT"),
+    ("port-down", FaultKind::PortDown, "a device (its slot), a root port HOST.rpN or a switch port COMPONENT.PORT"),
+    ("port-up", FaultKind::PortUp, "a device (its slot), a root port HOST.rpN or a switch port COMPONENT.PORT"),
     ("completion-timeout", FaultKind::CompletionTimeout, "a device"),
     ("poisoned", FaultKind::Poisoned, "a device"),
 ];
@@ -251,7 +251,8 @@ impl Cluster {
             .position(|n| n.parent.is_some() && format!("{}.{}", n.component, n.port) == name)
             .ok_or_else(|| HostError::NoDevice(NoSuch::Port(name.into())))?;
         match f.nodes[node].kind {
-            NodeKind::SwitchDown { .. } => {
+            // A downstream port's link is the one to the component below it (its uplink).
+            NodeKind::SwitchDown { .. } | NodeKind::RootPort { .. } => {
                 f.nodes[node].children.first().copied().ok_or_else(|| HostError::Invalid(format!("{name}: nothing is linked below this switch port")))
             }
             _ => Ok(node as NodeId),

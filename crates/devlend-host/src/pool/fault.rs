@@ -45,8 +45,25 @@ impl Pool {
         Ok(())
     }
 
+    /// Whether the lend of `func` can carry anything: both NTBs' link up, and every port above
+    /// the device and above both adapters up (true when it is not lent).
+    pub(super) fn lend_path_up(&self, func: FuncId) -> bool {
+        let f = &self.cluster.fabric;
+        let name = self.name(func);
+        let Some(l) = self.cluster.lends().into_iter().find(|l| l.device == name) else { return true };
+        let ntbs = [&l.lender_ntb, &l.borrower_ntb].map(|n| f.ntb_id(n).ok());
+        let links_up = ntbs.iter().all(|n| n.is_some_and(|n| f.ntb_link_is_up(n)));
+        let mut nodes = std::iter::once(f.slot_of(func)).chain(ntbs.iter().flatten().map(|&n| f.ntbs[n as usize].node));
+        links_up && nodes.all(|n| ports_up_above(f, n))
+    }
+
     /// Devices a fault touched that have not been reset yet.
     pub fn needs_reset(&self) -> Vec<String> {
         self.dirty.iter().map(|&f| self.name(f)).collect()
     }
+}
+
+/// Whether the link above `node` and every link above its ancestors is up.
+fn ports_up_above(f: &devlend_fabric::Fabric, node: devlend_fabric::model::NodeId) -> bool {
+    std::iter::successors(Some(node), |&n| f.nodes[n as usize].parent).all(|n| f.port_is_up(n))
 }

@@ -37,6 +37,11 @@ pub enum State {
     Available,
     /// Borrowed by a host (`PoolEntry::borrower`).
     Borrowed,
+    /// Borrowed, but its lend's path is cut (an NTB link or a port on the way is down): nothing
+    /// crosses until it comes back; a return completes locally.
+    LinkDown,
+    /// Surprise-removed: not borrowable until its slot comes back (`port-up`).
+    Removed,
 }
 
 impl State {
@@ -46,6 +51,8 @@ impl State {
             State::Unavailable => "unavailable",
             State::Available => "available",
             State::Borrowed => "borrowed",
+            State::LinkDown => "link down",
+            State::Removed => "removed",
         }
     }
 }
@@ -265,7 +272,9 @@ impl Pool {
         let profile = f.devices.iter().find(|d| d.node == f.funcs[func as usize].node).and_then(|d| d.profile.clone());
         let borrower = self.borrowed.get(&func).map(|&(b, _)| self.host_name(b));
         let state = match (self.added.get(&func), &borrower) {
+            (_, Some(_)) if !self.lend_path_up(func) => State::LinkDown,
             (_, Some(_)) => State::Borrowed,
+            _ if self.removed.contains(&func) => State::Removed,
             (None, None) => State::NotAdded,
             (Some(false), None) => State::Unavailable,
             (Some(true), None) => State::Available,
