@@ -61,6 +61,9 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
         return
     path = toml_file or calibration.HARDWARE
     try:
+        from .inputs import not_regular
+        if (kind := not_regular(path)) is not None:
+            raise DevlendError(f"{path}: {kind}, expected params/hardware.toml")
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
         values = {c.key: int(v) if c.unit == "ps" else v for c, v in zip(r.constants, r.values)}

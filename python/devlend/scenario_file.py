@@ -469,6 +469,9 @@ def _with_own_params(topo: Any, params: dict, file: str, marks: dict) -> Any:
 def load(path: "Union[str, os.PathLike]") -> ScenarioFile:
     """Load and validate a scenario file (YAML)."""
     path = os.fspath(path)
+    from .inputs import not_regular
+    if (kind := not_regular(path)) is not None:
+        raise ScenarioFileError(f"{kind}, expected a scenario file", file=path)
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()

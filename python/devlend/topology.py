@@ -450,6 +450,9 @@ def loads(text: str, file: str = "<string>") -> Topology:
 def load(path: str | os.PathLike) -> Topology:
     """Load and validate a topology file (YAML or JSON)."""
     path = os.fspath(path)
+    from .inputs import not_regular
+    if (kind := not_regular(path)) is not None:
+        raise TopologyError(f"{kind}, expected a topology file", file=path)
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()

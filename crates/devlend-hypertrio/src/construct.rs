@@ -166,7 +166,7 @@ fn spool_file() -> HtResult<std::fs::File> {
 /// reader ("bad magic") rather than as a log line QEMU never prints.
 pub fn is_trace(path: &str) -> HtResult<bool> {
     let mut m = [0u8; 8];
-    let mut f = std::fs::File::open(path).map_err(HtError::io(path, "open"))?;
+    let mut f = HtError::open_regular(path)?;
     let mut n = 0;
     while n < 8 {
         match f.read(&mut m[n..]).map_err(HtError::io(path, "read"))? {
@@ -222,7 +222,7 @@ impl Sources {
                 done += n;
                 InputSummary { path: path.clone(), kind: "trace".into(), lines: 0, requests: n * 3, tenants: r.header.tenants as usize }
             } else {
-                let f = std::fs::File::open(path).map_err(HtError::io(path, "open"))?;
+                let f = HtError::open_regular(path)?;
                 let mut n = 0u64;
                 let s = qemu::read_log_events(path, std::io::BufReader::with_capacity(1 << 16, f), |ev| {
                     n += 1;

@@ -134,6 +134,28 @@ impl HtError {
         move |e| HtError::Io { path: path.into(), op, message: e.to_string() }
     }
 
+    /// Open `path` for reading if it is a regular file; a FIFO, a device, a socket or a directory
+    /// is refused before it is opened (opening a FIFO to read waits for a writer).
+    pub fn open_regular(path: &str) -> HtResult<std::fs::File> {
+        let kind = std::fs::metadata(path).map_err(HtError::io(path, "open"))?.file_type();
+        if !kind.is_file() {
+            use std::os::unix::fs::FileTypeExt;
+            let what = if kind.is_dir() {
+                "a directory"
+            } else if kind.is_fifo() {
+                "a FIFO"
+            } else if kind.is_char_device() || kind.is_block_device() {
+                "a device"
+            } else if kind.is_socket() {
+                "a socket"
+            } else {
+                "not a regular file"
+            };
+            return Err(HtError::Io { path: path.into(), op: "open", message: format!("{what}: expected a regular file") });
+        }
+        std::fs::File::open(path).map_err(HtError::io(path, "open"))
+    }
+
     /// This error placed in the trace file `path`.
     pub fn in_file(self, path: &str) -> HtError {
         HtError::InFile { path: path.into(), error: Box::new(self) }

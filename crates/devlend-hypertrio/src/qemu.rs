@@ -354,7 +354,7 @@ pub fn read_log_events<R: BufRead>(file: &str, mut r: R, mut on_event: impl FnMu
 
 /// `read_log` on a file path.
 pub fn read_log_file(path: &str, on_request: impl FnMut(u16, u64)) -> HtResult<LogSummary> {
-    let f = std::fs::File::open(path).map_err(HtError::io(path, "open"))?;
+    let f = HtError::open_regular(path)?;
     read_log(path, std::io::BufReader::new(f), on_request)
 }
 

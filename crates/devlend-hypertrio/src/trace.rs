@@ -253,7 +253,7 @@ impl Reader<std::fs::File> {
     /// Open a trace file: header read and checked, end record checked first (a truncated file
     /// fails here, not after a long replay).
     pub fn open(path: &str) -> HtResult<Reader<std::fs::File>> {
-        let mut f = std::fs::File::open(path).map_err(HtError::io(path, "open"))?;
+        let mut f = HtError::open_regular(path)?;
         let io = HtError::io(path, "read");
         let size = f.seek(SeekFrom::End(0)).map_err(&io)?;
         let mut tail = [0u8; FOOTER_LEN as usize];

@@ -27,13 +27,24 @@ fn pattern(len: u64) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(29).wrapping_add((i >> 12) as u8).wrapping_add(5)).collect()
 }
 
-/// The driver's probe, and the runner's buffer (holding the source for a host-to-device copy).
-fn prepare<O: Os>(os: &mut O, w: &str, dev: devlend_host::DevId, (dir, len, want): (Dir, u64, &[u8])) -> WResult<(Driver, u64)> {
+/// The most bytes one copy may hold in simulated memory (its source pattern, the GPU's memory and
+/// the runner's buffer each hold the copy): assumed, so that a run stays within a workstation's
+/// RAM; a copy over it is refused before any memory is taken.
+pub const COPY_BUDGET: u64 = 1 << 30;
+
+/// The driver's probe, the copy's size checked against the GPU's memory and `COPY_BUDGET` before
+/// anything is allocated, and the runner's buffer (holding the source for a host-to-device copy,
+/// `want`, filled once the size is accepted).
+fn prepare<O: Os>(os: &mut O, w: &str, dev: devlend_host::DevId, (dir, len, want): (Dir, u64, &mut Vec<u8>)) -> WResult<(Driver, u64)> {
     let drv = Driver::probe(os, dev).map_err(WorkloadError::setup(w))?;
     if len == 0 || len > drv.mem_size {
         return Err(WorkloadError::invalid(w, BadSpec::CopySize { len, mem_size: drv.mem_size }));
     }
+    if len > COPY_BUDGET {
+        return Err(WorkloadError::invalid(w, BadSpec::CopyBudget { len, budget: COPY_BUDGET }));
+    }
     let buf = os.kmalloc(len).map_err(WorkloadError::host_setup(w, "kmalloc"))?;
+    *want = pattern(len);
     if dir == Dir::HtoD {
         os.write(buf, want).map_err(WorkloadError::host_setup(w, "writing the source"))?;
     }
@@ -46,8 +57,8 @@ pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner,
     let mut c = m.world();
     let a = attach(&mut c, guests, w, runner, device, "gpu")?;
     let gpu = Gpu::new(&mut c.fabric, a.func).map_err(WorkloadError::setup(w))?;
-    let want = pattern(len);
-    let prepared = with_os!(&a.runner, c, |os| Ok(prepare(os, w, a.dev, (dir, len, &want))));
+    let mut want = Vec::new();
+    let prepared = with_os!(&a.runner, c, |os| Ok(prepare(os, w, a.dev, (dir, len, &mut want))));
     let (drv, buf) = prepared.map_err(WorkloadError::host_setup(w, "the runner's kernel"))??;
     if dir == Dir::DtoH {
         gpu.mem_write(&mut c.fabric, 0, &want).map_err(WorkloadError::setup(w))?;

@@ -97,6 +97,9 @@ class Catalogue:
 def load(path: str = MEASUREMENTS) -> Catalogue:
     """params/measurements.yaml, checked: every entry complete, ids unique, probes known."""
     from .probes import PROBES
+    from ..inputs import not_regular
+    if (kind := not_regular(path)) is not None:
+        raise CalibrationError(f"{kind}, expected a measurements file (YAML)", where=str(path))
     with open(path, encoding="utf-8") as fh:
         data = yaml.safe_load(fh) or {}
     fitted = tuple(_fitted(path, i, f) for i, f in enumerate(data.get("fitted") or []))

@@ -123,6 +123,9 @@ __all__ = ["ImportResult", "Loc", "Skipped", "decode_text", "main_import", "pars
 # The CLI's entry point
 
 def _read_text(path: str) -> str:
+    from ..inputs import not_regular
+    if (kind := not_regular(path)) is not None:
+        raise TopologyError(f"{kind}: expected a file with lspci output", file=path)
     try:
         with open(path, "rb") as fh:
             data = fh.read()

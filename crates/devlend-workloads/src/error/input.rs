@@ -88,6 +88,8 @@ pub enum BadSpec {
     Stream(Unrunnable),
     /// A GPU copy of `len` bytes, where the GPU holds 1 to `mem_size` bytes.
     CopySize { len: u64, mem_size: u64 },
+    /// A copy larger than what one copy may hold in simulated memory (`gpu::COPY_BUDGET`).
+    CopyBudget { len: u64, budget: u64 },
     /// A ping-pong of zero round trips.
     NoRounds,
     /// A ping-pong with GPU `gpu` at both ends.
@@ -132,6 +134,9 @@ impl fmt::Display for BadSpec {
         match self {
             Stream(e) => write!(f, "{e}"),
             CopySize { len, mem_size } => write!(f, "a copy of {len} bytes (the GPU holds 1 to {mem_size} bytes)"),
+            CopyBudget { len, budget } => {
+                write!(f, "a copy of {len} bytes: over devlend's budget of {budget} bytes of simulated memory per copy (split it into copies of at most that)")
+            }
             NoRounds => write!(f, "rounds: expected at least one round trip"),
             SameGpu { gpu } => write!(f, "gpus: {gpu} plays both ends; a ping-pong takes two GPUs"),
             BlockSize { bs } => write!(f, "bs {bs} is not modelled: the fio job issues 4 KiB commands (bs 4096)"),
