@@ -57,7 +57,7 @@ def test_a_bad_state_file_is_named(tmp_path, content):
     state = tmp_path / "pool.json"
     state.write_text(content)
     res = cli("pool", FOUR, "--state", str(state), "list", check=False)
-    assert res.returncode == 1 and str(state) in res.stderr and "Traceback" not in res.stderr
+    assert res.returncode == 2 and str(state) in res.stderr and "Traceback" not in res.stderr
 
 
 def lent() -> Pool:

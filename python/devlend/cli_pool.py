@@ -89,9 +89,7 @@ def pool_cmd(file: str = typer.Argument(..., help="topology file (YAML or JSON)"
     kept = None
     try:
         steps = parse_verbs(verbs or [])
-        kept = PoolState(state, file)
-        if reset:
-            kept.reset()
+        kept = PoolState(state, file, reset)
         pool = Pool(file)
         kept.replay(pool, apply)
         for v in steps:

@@ -37,13 +37,14 @@ def _digest(topology: Path) -> str:
 class PoolState:
     """The verbs carried out so far on one topology, kept in a state file."""
 
-    def __init__(self, path: "Optional[os.PathLike]", topology: "os.PathLike"):
+    def __init__(self, path: "Optional[os.PathLike]", topology: "os.PathLike", reset: bool = False):
+        """`reset`: forget what was kept for `topology` (its verbs, and the content it had)."""
         self.path = Path(path) if path is not None else default_path()
         self.topology = Path(topology).resolve()
         self.key = str(self.topology)
         self.all = self._read()
         self.digest = _digest(self.topology)
-        mine = self.all.get(self.key)
+        mine = None if reset else self.all.get(self.key)
         if mine is not None and mine.get("sha256") != self.digest:
             raise DevlendError(f"{self.path}: the pool's state was kept for {self.topology} as it was before it changed; "
                                "run with --reset to start the pool over")
@@ -65,9 +66,6 @@ class PoolState:
             raise DevlendError(f"{p}: not a devlend pool state file (expected version {VERSION} with 'pools'); "
                                "remove it or name another with --state")
         return data["pools"]
-
-    def reset(self) -> None:
-        self.verbs = []
 
     def replay(self, pool, apply) -> None:
         """Carry out the kept verbs on a freshly opened `pool` (`apply(pool, verb)`)."""

@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 Addr = Union[int, str]
 
 RESULT_COLUMNS = ["name", "kind", "at_ns", "start_ns", "end_ns", "bytes", "GBps", "ios", "iops", "lat_mean_us", "lat_p50_us", "lat_p99_us",
-                  "rounds", "rtt_mean_ns", "rtt_p50_ns", "rtt_p99_ns", "rtt_max_ns", "threads", "thread_min_MBps", "thread_max_MBps"]
+                  "rounds", "rtt_mean_ns", "rtt_p50_ns", "rtt_p99_ns", "rtt_max_ns", "threads", "thread_min_MBps", "thread_max_MBps",
+                  "status", "error", "noticed_ns", "moved_bytes"]
 LINK_COLUMNS = ["link", "link_index", "towards_down", "tlps", "bytes", "payload", "utilisation", "busy_ns", "credit_stall_ns", "mean_queue_ns"]
 
 
@@ -203,8 +204,18 @@ class Scenario:
         return [{"device": d, "lender": le, "borrower": b, "bars": [{"index": i, "size": s, "cpu_addr": a} for i, s, a in bars]}
                 for d, le, b, bars in self._s.lends()]
 
-    def run(self) -> "Scenario":
-        _call(self._s.run)
+    def keep_going(self) -> "Scenario":
+        """From now on, go on past workloads' failures (see ``run``), also in the runs up to a
+        borrow or return at a time."""
+        self._s.keep_going()
+        return self
+
+    def run(self, keep_going: bool = False) -> "Scenario":
+        """Run until nothing is left to happen. A workload's failure (a fault's doing) is a
+        WorkloadError; with `keep_going` the run goes on and each workload's row says how it
+        ended (``status``: completed, failed or cut short; ``error``: what its application saw;
+        ``noticed_ns``; ``moved_bytes``: what its device had moved)."""
+        _call(self._s.run, keep_going)
         self._ran = True
         return self
 
@@ -232,6 +243,8 @@ class Scenario:
                 mbps = [b / (ps * 1e-6) for b, ps in perf if ps]
                 row.update(threads=len(perf), thread_min_MBps=min(mbps, default=None), thread_max_MBps=max(mbps, default=None))
             rows.append(row)
+        for row, (status, error, noticed, moved) in zip(rows, self._s.outcomes()):
+            row.update(status=status, error=error, noticed_ns=None if noticed is None else noticed / 1000, moved_bytes=moved)
         df = pd.DataFrame(rows, columns=RESULT_COLUMNS)
         df.attrs["params"] = self.params()
         return df

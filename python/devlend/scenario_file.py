@@ -249,7 +249,7 @@ class ScenarioFile:
         fabric_only = self.topology.model_copy(update={"setup": [op for op in self.topology.setup if not isinstance(op, LENDING_OPS)]})
         fabric_only._file, fabric_only._marks = self.topology._file, self.topology._marks
         pool = Pool(fabric_only)
-        sc = Scenario(fabric_only)
+        sc = Scenario(fabric_only).keep_going()  # a fault ends a workload, not the run: every workload gets a row
         holder: dict[str, str] = {}      # device -> borrower now
         uses: dict[str, list[str]] = {}  # device -> workloads driving it
         ended: set[str] = set()          # devices whose lend a fault ended

@@ -25,6 +25,8 @@ type Trips = (u32, f64, u64, u64, u64);
 /// One workload: (name, kind, at ps, start ps, end ps or None, bytes, fio, round trips, ntb_perf's
 /// (bytes, ps) per thread), the last three None where they do not apply.
 type Row = (String, String, u64, u64, Option<u64>, u64, Option<Fio>, Option<Trips>, Option<Vec<(u64, u64)>>);
+/// How one workload ended: (status, error, noticed ps, bytes its device moved).
+type OutcomeRow = (String, Option<String>, Option<u64>, Option<u64>);
 /// One NIC's epoch: (end ps, mean round trip ps or None, the pipeline's Gb/s after it).
 type NicEpochRow = (u64, Option<f64>, f64);
 /// One NIC: (name, packets, drops, translations, first round trip ps, mean round trip ps, the pipeline's
@@ -38,6 +40,7 @@ struct Scenario {
     links: Vec<PortRow>,
     span: Option<(u64, u64)>,
     nics: Vec<NicRow>,
+    outcomes: Vec<OutcomeRow>,
 }
 
 #[pymethods]
@@ -49,7 +52,7 @@ impl Scenario {
         let c = Cluster::from_json(topology_json).map_err(|error| werr(WorkloadError::Cluster { step: "building the cluster", error }))?;
         let vms = crate::vm::vm_specs(topology_json)?;
         let inner = Core::with_vms(c, &vms).map_err(|e| crate::SpecError::new_err((e.path, e.message)))?;
-        Ok(Scenario { inner, rows: Vec::new(), links: Vec::new(), span: None, nics: Vec::new() })
+        Ok(Scenario { inner, rows: Vec::new(), links: Vec::new(), span: None, nics: Vec::new(), outcomes: Vec::new() })
     }
 
     /// The VMs: (name, host).
@@ -207,10 +210,20 @@ impl Scenario {
         self.inner.cluster().fabric.events_json().to_string()
     }
 
-    /// Run until nothing is left to happen.
-    fn run(&mut self, py: Python<'_>) -> PyResult<()> {
+    /// Run until nothing is left to happen; with `keep_going`, past workloads' failures (each
+    /// result then says how its workload ended, `outcomes`).
+    #[pyo3(signature = (keep_going=false))]
+    fn run(&mut self, py: Python<'_>, keep_going: bool) -> PyResult<()> {
         let _ = py;
+        if keep_going {
+            self.inner.keep_going(true);
+        }
         let r = self.inner.run().map_err(werr)?;
+        self.outcomes = r
+            .workloads
+            .iter()
+            .map(|w| (w.outcome.name().to_string(), w.outcome.error().map(|e| e.to_string()), w.outcome.noticed(), w.moved))
+            .collect();
         self.rows = r
             .workloads
             .iter()
@@ -253,6 +266,18 @@ impl Scenario {
 
     fn results(&self) -> Vec<Row> {
         self.rows.clone()
+    }
+
+    /// Go on past workloads' failures from now on: in `run` and in the machine's runs up to a
+    /// borrow or return at a time.
+    fn keep_going(&mut self) {
+        self.inner.keep_going(true);
+    }
+
+    /// Per workload, in `results`' order: how it ended ("completed", "failed", "cut short"), the
+    /// error its application saw, when the failure was noticed (ps), the bytes its device moved.
+    fn outcomes(&self) -> Vec<OutcomeRow> {
+        self.outcomes.clone()
     }
 
     fn nic_results(&self) -> Vec<NicRow> {

@@ -37,6 +37,8 @@ pub enum FailCause {
     Fio(Box<FioError>),
     /// A thread of the workload failed or waited for ever.
     Machine(Box<MachineError>),
+    /// It never ended: what it waited for never came (after a fault, with no watchdog to fire).
+    NeverEnded,
 }
 
 impl fmt::Display for FailCause {
@@ -51,6 +53,7 @@ impl fmt::Display for FailCause {
             FailCause::NicNotStarted => write!(f, "the NIC never started (its doorbell or probe read did not complete)"),
             FailCause::Fio(e) => write!(f, "{e}"),
             FailCause::Machine(e) => write!(f, "{e}"),
+            FailCause::NeverEnded => write!(f, "it never ended: what it waited for never came"),
         }
     }
 }

@@ -7,7 +7,7 @@
 //! the lend is undone (`Cluster::return_device_force`, once nothing is in flight), so another host may borrow the device next.
 
 use crate::error::{Missing, SetupCause, WResult, WorkloadError};
-use crate::scenario::{machine_error, Scenario};
+use crate::scenario::Scenario;
 use devlend_engine::queue::Ps;
 
 impl Scenario {
@@ -16,7 +16,7 @@ impl Scenario {
         if at < self.now() {
             return Err(WorkloadError::StartInPast { workload: what.into(), at, now: self.now() });
         }
-        self.m.run_until(at).map_err(machine_error)
+        self.drive(Some(at))
     }
 
     /// Borrow `device` for host `borrower` at time `at` (see [`Scenario::borrow`]).
@@ -33,6 +33,9 @@ impl Scenario {
         let users: Vec<String> = self.users.iter().filter(|(d, _)| d.as_str() == device).map(|(_, u)| u.clone()).collect();
         let mut done = Vec::new();
         for u in users {
+            if self.failures.contains_key(&u) {
+                continue; // it ended at its failure (`keep_going`); its result is made after the run
+            }
             let e = self.entries.iter().find(|e| e.name == u).expect("a device's user is an entry");
             match self.result(e) {
                 Ok(r) if r.end.is_some_and(|end| end <= at) => done.push(r),

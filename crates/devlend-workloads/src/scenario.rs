@@ -54,10 +54,12 @@ enum Track {
 
 pub(crate) struct Entry {
     pub(crate) name: String,
-    kind: Kind,
-    at: Ps,
-    bytes: u64,
+    pub(crate) kind: Kind,
+    pub(crate) at: Ps,
+    pub(crate) bytes: u64,
     track: Track,
+    /// The device it drives, whose bytes moved a result reports.
+    pub(crate) device: Option<String>,
 }
 
 /// What one workload did. Times in ps; `start` is when it began moving data (a fio job: its
@@ -79,6 +81,11 @@ pub struct WorkloadResult {
     pub ntb_perf: Option<NtbPerfResult>,
     /// Packets, translation round trips and the coupling's iterations, for the hyper-tenant NIC.
     pub nic: Option<crate::nic::NicResult>,
+    /// How it ended (always `Completed` unless the run kept going past failures, `keep_going`).
+    pub outcome: crate::outcome::Outcome,
+    /// Bytes its device moved as a requester (a GPU copy's GPU, an fio job's drive: data, and
+    /// for a drive its queue entries), for a workload that did not complete.
+    pub moved: Option<u64>,
 }
 
 impl WorkloadResult {
@@ -121,6 +128,9 @@ pub struct Scenario {
     guests: Guests,
     /// Faults injected (`fault`).
     pub(crate) faults: Vec<crate::fault::FaultEntry>,
+    /// Go on past a workload's failure (`outcome`), and each failed workload's first failure.
+    pub(crate) keep_going: bool,
+    pub(crate) failures: HashMap<String, crate::outcome::Outcome>,
 }
 
 impl Scenario {
@@ -134,6 +144,8 @@ impl Scenario {
             media: Vec::new(),
             guests: Guests::default(),
             faults: Vec::new(),
+            keep_going: false,
+            failures: HashMap::new(),
         }
     }
 
@@ -208,7 +220,7 @@ impl Scenario {
             MachineError::Invalid { why, .. } => WorkloadError::invalid(name, BadSpec::Stream(why)),
             other => WorkloadError::Machine(Box::new(other)),
         })?;
-        self.entries.push(Entry { name: name.into(), kind: Kind::Stream, at, bytes, track: Track::Stream(id) });
+        self.entries.push(Entry { name: name.into(), kind: Kind::Stream, at, bytes, track: Track::Stream(id), device: None });
         Ok(())
     }
 
@@ -220,7 +232,7 @@ impl Scenario {
         let copy = crate::gpu::start(&mut self.m, &self.guests, name, (runner, gpu), dir, bytes, at).inspect_err(|_| {
             self.users.remove(gpu);
         })?;
-        self.entries.push(Entry { name: name.into(), kind: Kind::GpuCopy, at, bytes, track: Track::Gpu(copy) });
+        self.entries.push(Entry { name: name.into(), kind: Kind::GpuCopy, at, bytes, track: Track::Gpu(copy), device: Some(gpu.into()) });
         Ok(())
     }
 
@@ -237,7 +249,7 @@ impl Scenario {
         let run = crate::pingpong::start(&mut self.m, &self.guests, name, (runner, gpus), via, rounds, at).inspect_err(|_| {
             self.users.retain(|_, w| w != name);
         })?;
-        self.entries.push(Entry { name: name.into(), kind: Kind::GpuPingPong, at, bytes: 4 * 2 * rounds as u64, track: Track::PingPong(run) });
+        self.entries.push(Entry { name: name.into(), kind: Kind::GpuPingPong, at, bytes: 4 * 2 * rounds as u64, track: Track::PingPong(run), device: None });
         Ok(())
     }
 
@@ -253,7 +265,7 @@ impl Scenario {
             self.users.retain(|_, w| w != name);
         })?;
         let bytes = (1u64 << spec.total_order) / (1u64 << spec.chunk_order) * (1u64 << spec.chunk_order) * spec.threads as u64;
-        self.entries.push(Entry { name: name.into(), kind: Kind::NtbPerf, at, bytes, track: Track::NtbPerf(run) });
+        self.entries.push(Entry { name: name.into(), kind: Kind::NtbPerf, at, bytes, track: Track::NtbPerf(run), device: None });
         Ok(())
     }
 
@@ -266,7 +278,7 @@ impl Scenario {
         })?;
         self.media.push((drive.into(), media));
         let bytes = spec.ios as u64 * spec.numjobs as u64 * spec.bs;
-        self.entries.push(Entry { name: name.into(), kind: Kind::Fio, at, bytes, track: Track::Fio(run) });
+        self.entries.push(Entry { name: name.into(), kind: Kind::Fio, at, bytes, track: Track::Fio(run), device: Some(drive.into()) });
         Ok(())
     }
 
@@ -279,14 +291,18 @@ impl Scenario {
         let run = crate::nic::start(&mut self.m, &self.guests, name, (runner, nic), spec, at).inspect_err(|_| {
             self.users.remove(nic);
         })?;
-        self.entries.push(Entry { name: name.into(), kind: Kind::Nic, at, bytes: 0, track: Track::Nic(run) });
+        self.entries.push(Entry { name: name.into(), kind: Kind::Nic, at, bytes: 0, track: Track::Nic(run), device: None });
         Ok(())
     }
 
     /// Run until nothing is left to happen; every workload's result and the links' statistics.
     pub fn run(&mut self) -> WResult<Report> {
-        self.m.run().map_err(machine_error)?;
-        let workloads = self.entries.iter().map(|e| self.done.get(&e.name).cloned().map_or_else(|| self.result(e), Ok)).collect::<WResult<Vec<_>>>()?;
+        self.drive(None)?;
+        let workloads = if self.keep_going {
+            self.results_with_outcomes()?
+        } else {
+            self.entries.iter().map(|e| self.done.get(&e.name).cloned().map_or_else(|| self.result(e), Ok)).collect::<WResult<Vec<_>>>()?
+        };
         let span = self.span(&workloads);
         Ok(Report { workloads, links: self.m.link_stats_since_mark(), span, elapsed: self.now() })
     }
@@ -312,6 +328,8 @@ impl Scenario {
             round_trips: None,
             ntb_perf: None,
             nic: None,
+            outcome: crate::outcome::Outcome::Completed,
+            moved: None,
         };
         match &e.track {
             Track::Stream(i) => {

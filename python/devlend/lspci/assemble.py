@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 from ..errors import TopologyError
 from ..sizes import fmt_size
+from .paravirt import paravirtual
 from .profiles import profile_of
 from .common import ImportResult, Key, Loc, Skipped, _DEFAULT_LINK, _DEFAULT_RAM, _Fn, _GEN_OF_SPEED, _NAME_RE, _WIDTHS, _bdf, _check_size
 
@@ -320,6 +321,9 @@ class _Assembler:
         funcs = []
         for i, fn in enumerate(group):
             funcs.append(self.function(fn, f"{path}.functions[{i}]", name, i, group))
+        if (pv := paravirtual(f0)) is not None:
+            self.note(f"{name}: {f0.bdf} is a paravirtual function ({pv}): imported as a {kind} device with the "
+                      "BARs the capture shows; devlend has no model of the hypervisor behind it")
         dev = {"name": name, "kind": kind, "functions": funcs}
         self.devices.append(dev)
         self.result.origins[path] = f0.loc
@@ -474,6 +478,9 @@ class _Assembler:
                 if fn.is_bridge:
                     self.skip(fn, f"a bridge on root bus {key[1]:02x} with nothing behind it and no PCIe Root Port "
                                   "capability")
+                elif (pv := paravirtual(fn)) is not None:
+                    self.skip(fn, f"a paravirtual function ({pv}) on root bus {key[1]:02x}: the hypervisor's device, "
+                                  "not PCIe hardware devlend models (GPUs, NVMe drives and NICs on a root bus are imported)")
                 else:
                     self.skip(fn, f"integrated on root bus {key[1]:02x} (chipset or uncore), not below a root port; "
                                   "devlend attaches every endpoint below a root port")

@@ -88,6 +88,18 @@ def merge(descriptions: list[tuple[str, dict]], *, name: str = "cluster", ntb: s
     return merged
 
 
+def _as_written(file: str, topo) -> dict:
+    """`file`'s description as its author wrote it (sizes such as ``64 GiB`` stay so), checked by
+    `topo`, its validated model; each host's root port count made explicit for the adapters."""
+    import yaml
+
+    with open(file, encoding="utf-8") as fh:
+        raw = yaml.safe_load(fh)
+    for h, model in zip(raw.get("hosts") or [], topo.hosts):
+        h.setdefault("root_ports", model.root_ports)
+    return raw
+
+
 def main_merge(files: list[str], name: str, ntb: str, output: Optional[str]) -> str:
     """The CLI's entry point: read, merge, check that it builds, return (and write) the YAML."""
     import yaml
@@ -95,8 +107,7 @@ def main_merge(files: list[str], name: str, ntb: str, output: Optional[str]) -> 
     from ..topology import load
     descs = []
     for f in files:
-        topo = load(f)
-        descs.append((f, topo.model_dump(mode="json", exclude_none=True, exclude_defaults=True)))
+        descs.append((f, _as_written(f, load(f))))
     merged = merge(descs, name=name, ntb=ntb)
     from_dict(merged).build()
     header = "".join(f"# {line}\n" for line in [f"devlend import-merge of {', '.join(files)}",
