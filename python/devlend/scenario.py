@@ -246,6 +246,7 @@ class Scenario:
         for row, (status, error, noticed, moved) in zip(rows, self._s.outcomes()):
             row.update(status=status, error=error, noticed_ns=None if noticed is None else noticed / 1000, moved_bytes=moved)
         df = pd.DataFrame(rows, columns=RESULT_COLUMNS)
+        df["moved_bytes"] = df["moved_bytes"].astype("Int64")  # bytes stay integers beside empty cells
         df.attrs["params"] = self.params()
         return df
 

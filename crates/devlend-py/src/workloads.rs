@@ -219,11 +219,8 @@ impl Scenario {
             self.inner.keep_going(true);
         }
         let r = self.inner.run().map_err(werr)?;
-        self.outcomes = r
-            .workloads
-            .iter()
-            .map(|w| (w.outcome.name().to_string(), w.outcome.error().map(|e| e.to_string()), w.outcome.noticed(), w.moved))
-            .collect();
+        self.outcomes =
+            r.workloads.iter().map(|w| (w.outcome.name().to_string(), w.outcome.error().map(|e| e.to_string()), w.outcome.noticed(), w.moved)).collect();
         self.rows = r
             .workloads
             .iter()

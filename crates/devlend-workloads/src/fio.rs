@@ -32,6 +32,13 @@ pub(crate) enum Fio {
 }
 
 impl Fio {
+    pub(crate) fn failed_at(&self) -> Option<Ps> {
+        match self {
+            Fio::Host(r) => r.failed_at(),
+            Fio::Vm(r) => r.failed_at(),
+        }
+    }
+
     pub(crate) fn result(&self) -> Result<crate::fio_job::FioResult, crate::fio_job::FioError> {
         match self {
             Fio::Host(r) => r.result(),

@@ -128,14 +128,25 @@ pub struct FioRun<K: ThreadKernel = u16> {
     probed: Rc<Cell<bool>>,
     outs: Rc<RefCell<Vec<JobOut>>>,
     failed: Rc<RefCell<Option<FioError>>>,
+    /// When the first failure was met.
+    failed_at: Rc<Cell<Option<Ps>>>,
 }
 
 impl<K: ThreadKernel> FioRun<K> {
     /// Start the driver's probe of `dev` (the controller already on `m`) in kernel `host` (a
     /// host's, or a VM's) at `at`.
     pub fn probe(m: &mut Machine<Cluster>, name: &str, host: K, dev: DevId, job: Job, at: Ps) -> FioRun<K> {
-        let run = FioRun { name: name.into(), host: host.clone(), job, drv: Rc::default(), probed: Rc::default(), outs: Rc::default(), failed: Rc::default() };
-        let (d, fail, probed) = (run.drv.clone(), run.failed.clone(), run.probed.clone());
+        let run = FioRun {
+            name: name.into(),
+            host: host.clone(),
+            job,
+            drv: Rc::default(),
+            probed: Rc::default(),
+            outs: Rc::default(),
+            failed: Rc::default(),
+            failed_at: Rc::default(),
+        };
+        let (d, fail, probed, fail_at) = (run.drv.clone(), run.failed.clone(), run.probed.clone(), run.failed_at.clone());
         m.spawn(&format!("{name}/nvme-probe"), at, move |t| {
             let probe = host.on(t).map_err(|error| NvmeError::Os { what: "kernel", error }).and_then(|mut os| {
                 let depth = (job.iodepth + 1).max(2);
@@ -143,7 +154,10 @@ impl<K: ThreadKernel> FioRun<K> {
             });
             match probe {
                 Ok(drv) => *d.borrow_mut() = Some(drv),
-                Err(error) => *fail.borrow_mut() = Some(FioError::Probe(error)),
+                Err(error) => {
+                    *fail.borrow_mut() = Some(FioError::Probe(error));
+                    fail_at.set(Some(t.now()));
+                }
             }
             probed.set(true);
             Ok(())
@@ -157,6 +171,7 @@ impl<K: ThreadKernel> FioRun<K> {
         for j in 0..job.numjobs {
             let host = self.host.clone();
             let (drv, probed, outs, fail) = (self.drv.clone(), self.probed.clone(), self.outs.clone(), self.failed.clone());
+            let fail_at = self.failed_at.clone();
             m.spawn(&format!("{}/fio-job{j}", self.name), at, move |t| {
                 t.wait_until("the NVMe driver's probe", move |_: &mut Cluster| probed.get());
                 let Some(q) = drv.borrow_mut().as_mut().and_then(|d| d.take_queue(j + 1)) else {
@@ -167,6 +182,7 @@ impl<K: ThreadKernel> FioRun<K> {
                     Ok(out) => outs.borrow_mut().push(out),
                     Err(error) => {
                         fail.borrow_mut().get_or_insert(FioError::Job { job: j, error });
+                        fail_at.set(fail_at.get().or(Some(t.now())));
                     }
                 }
                 Ok(())
@@ -176,6 +192,11 @@ impl<K: ThreadKernel> FioRun<K> {
 
     fn take_failure(&self) -> Result<(), FioError> {
         self.failed.borrow_mut().take().map_or(Ok(()), Err)
+    }
+
+    /// When the jobs met their first failure, if they did.
+    pub fn failed_at(&self) -> Option<Ps> {
+        self.failed_at.get()
     }
 
     /// What the jobs measured, once the machine has run (or the first failure).

@@ -56,7 +56,7 @@ pub use fio::{FioSpec, FIO_BS};
 pub use fio_job::{FioError, FioResult, Rw};
 pub use nic::{NicEpoch, NicFault, NicResult, NicSpec};
 pub use ntb_perf::{NtbPerfResult, NtbPerfSpec, DMA_PROFILE, MAX_THREADS};
-pub use pingpong::{RoundTrips, Via};
 pub use outcome::Outcome;
+pub use pingpong::{RoundTrips, Via};
 pub use scenario::{Kind, Report, Scenario, WorkloadResult};
 pub use stats::engine_params;

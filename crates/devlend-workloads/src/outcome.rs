@@ -15,10 +15,16 @@ pub enum Outcome {
     Completed,
     /// Its application saw an error (a driver's, a failed access), noticed at `noticed` (when its
     /// thread ended; None when it was found only after the run).
-    Failed { error: Rc<WorkloadError>, noticed: Option<Ps> },
+    Failed {
+        error: Rc<WorkloadError>,
+        noticed: Option<Ps>,
+    },
     /// It stopped without an error of its own: its host crashed (`noticed`: the crash), or it
     /// waited for what a fault kept from coming (no driver watchdog fired; `noticed` None).
-    CutShort { error: Rc<WorkloadError>, noticed: Option<Ps> },
+    CutShort {
+        error: Rc<WorkloadError>,
+        noticed: Option<Ps>,
+    },
 }
 
 impl Outcome {
@@ -108,7 +114,7 @@ impl Scenario {
                         let error = WorkloadError::Failed { workload: e.name.clone(), cause: FailCause::NeverEnded };
                         WorkloadResult { outcome: Outcome::CutShort { error: Rc::new(error), noticed: None }, moved, ..r }
                     }
-                    Err(error) => self.unfinished(e, Outcome::Failed { error: Rc::new(error), noticed: None }, moved),
+                    Err(error) => self.unfinished(e, Outcome::Failed { error: Rc::new(error), noticed: self.failed_at(e) }, moved),
                 })
             })
             .collect()

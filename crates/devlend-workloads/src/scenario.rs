@@ -361,6 +361,15 @@ impl Scenario {
         Ok(r)
     }
 
+    /// When workload `e`'s own failure was met (its driver's error), where it keeps one.
+    pub(crate) fn failed_at(&self, e: &Entry) -> Option<Ps> {
+        match &e.track {
+            Track::Fio(run) => run.failed_at(),
+            Track::Gpu(copy) => self.m.thread_end(copy.thread),
+            _ => None,
+        }
+    }
+
     /// The effective parameters: the engine's, devlend's version, and each drive's media.
     pub fn params(&self) -> Vec<(String, String)> {
         let mut p = engine_params(&self.m.world().fabric);

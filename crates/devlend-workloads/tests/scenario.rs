@@ -279,3 +279,20 @@ fn a_saturating_copy_keeps_its_bottleneck_link_busy_over_the_workloads_span_not_
     let busiest = r.links.iter().map(|l| r.utilisation(l)).fold(0.0, f64::max);
     assert!((0.9..=1.0).contains(&busiest), "busiest link {busiest}");
 }
+
+#[test]
+fn keep_going_gives_a_faulted_workload_a_result_that_says_how_it_ended() {
+    for (kind, target, status) in [("host-crash", "borrower", "cut short"), ("surprise-removal", "nvme0", "failed")] {
+        let mut s = Scenario::new(Cluster::from_json(B2B).unwrap());
+        s.keep_going(true);
+        let spec = FioSpec { rw: Rw::RandRead, bs: 4096, iodepth: 8, numjobs: 1, ios: 2000 };
+        s.add_fio("fio", "borrower", "nvme0", spec, 0).unwrap();
+        s.add_fault(20_000_000, kind, target).unwrap();
+        let r = s.run().unwrap();
+        let w = &r.workloads[0];
+        assert_eq!(w.outcome.name(), status, "{kind}: {:?}", w.outcome);
+        assert!(w.outcome.error().is_some() && w.end.is_none(), "{kind}");
+        assert!(w.outcome.noticed().is_some_and(|t| t >= 20_000_000), "{kind}: {:?}", w.outcome);
+        assert!(w.moved.is_some_and(|m| m > 0), "{kind}: the drive moved data before the fault");
+    }
+}
