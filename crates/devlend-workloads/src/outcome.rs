@@ -1,6 +1,7 @@
 //! A run that goes on past a workload's failure (`Scenario::keep_going`): a fault that makes one
 //! workload's driver fail, or its host crash, or leaves it waiting for what never comes, ends
-//! that workload, not the run. Every workload then gets a result that says how it ended
+//! that workload, not the run. A failure before any fault has struck is the workload's own (a
+//! limit its input exceeds, such as a DMA window too small for its buffer) and stays an error. Every workload then gets a result that says how it ended
 //! ([`Outcome`]), with the bytes its device had moved.
 
 use crate::error::{FailCause, WResult, WorkloadError};
@@ -68,7 +69,8 @@ impl Scenario {
                 None => self.m.run(),
             };
             let Err(e) = r else { return Ok(()) };
-            if !self.keep_going {
+            // With no fault struck yet, a failure is the workload's own (bad input, a limit): an error.
+            if !self.keep_going || !self.struck_by(Some(self.now())) {
                 return Err(machine_error(e));
             }
             // (cut short, when noticed, the last error a run gives: a crash or a stuck thread)
@@ -96,6 +98,11 @@ impl Scenario {
         }
     }
 
+    /// Whether a fault has struck (by `t`, when given).
+    fn struck_by(&self, t: Option<Ps>) -> bool {
+        self.faults.iter().any(|f| f.report.borrow().is_some() && t.is_none_or(|t| f.at <= t))
+    }
+
     /// Every workload's result, each with how it ended (`keep_going`'s run).
     pub(crate) fn results_with_outcomes(&self) -> WResult<Vec<WorkloadResult>> {
         self.entries
@@ -114,6 +121,7 @@ impl Scenario {
                         let error = WorkloadError::Failed { workload: e.name.clone(), cause: FailCause::NeverEnded };
                         WorkloadResult { outcome: Outcome::CutShort { error: Rc::new(error), noticed: None }, moved, ..r }
                     }
+                    Err(error) if !self.struck_by(self.failed_at(e)) => return Err(error),
                     Err(error) => self.unfinished(e, Outcome::Failed { error: Rc::new(error), noticed: self.failed_at(e) }, moved),
                 })
             })
