@@ -471,7 +471,7 @@ def load(path: "Union[str, os.PathLike]") -> ScenarioFile:
     path = os.fspath(path)
     from .inputs import not_regular
     if (kind := not_regular(path)) is not None:
-        raise ScenarioFileError(f"{kind}, expected a scenario file", file=path)
+        raise ScenarioFileError(f"is {kind}, expected a scenario file", file=path)
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()

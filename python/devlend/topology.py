@@ -452,7 +452,7 @@ def load(path: str | os.PathLike) -> Topology:
     path = os.fspath(path)
     from .inputs import not_regular
     if (kind := not_regular(path)) is not None:
-        raise TopologyError(f"{kind}, expected a topology file", file=path)
+        raise TopologyError(f"is {kind}, expected a topology file", file=path)
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
