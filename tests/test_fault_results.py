@@ -57,3 +57,11 @@ def test_a_host_crash_stops_its_workload_at_the_crash(tmp_path):
     cli("run", scenario(tmp_path, "action: fault, kind: host-crash, target: server3"), "--out", str(tmp_path))
     r = rows(tmp_path)["reads"]
     assert float(r["noticed_ns"]) == 1_000_000 and "crashed" in r["error"]
+
+
+def test_port_down_on_a_root_port_cuts_the_traffic_through_it(tmp_path):
+    # server2.rp2 is the root port above nvme1: the reads stop there.
+    cli("run", scenario(tmp_path, "action: fault, kind: port-down, target: server2.rp2"), "--out", str(tmp_path))
+    r = rows(tmp_path)
+    assert r["copy"]["status"] == "completed"
+    assert r["reads"]["status"] in ("failed", "cut short") and int(r["reads"]["moved_bytes"]) < 200000 * 4096, r["reads"]
