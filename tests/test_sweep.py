@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from devlend.errors import DevlendError
-from devlend.sweep import SweepError, grid_points, hypertrio_point, point_key, read_store, sweep
+from devlend.sweep import SweepError, grid_points, hypertrio_point, longest_first, point_key, read_store, sweep
 
 LOG = "DEVLEND_SWEEP_TEST_LOG"      # file that every call appends one line to (counts calls across processes)
 FAIL = "DEVLEND_SWEEP_TEST_FAIL"    # "x=2" makes cheap() raise at x == 2
@@ -248,3 +248,34 @@ def test_a_store_without_code_fingerprints_is_recomputed(tmp_path, log):
     with pytest.warns(RuntimeWarning, match="6 stored point"):
         sweep(cheap, GRID, store, workers=2, progress=False)
     assert len(calls(log)) == 12
+
+
+def test_points_start_longest_expected_first(tmp_path, log):
+    # one worker runs the points in the order they start: the cost's, longest first, ties in grid order
+    df = sweep(cheap, GRID, tmp_path / "c.jsonl", workers=1, progress=False, cost=lambda x, y: x)
+    assert [(c["x"], c["y"]) for c in calls(log)] == [(3, 10), (3, 20), (2, 10), (2, 20), (1, 10), (1, 20)]
+    # the order of work changes nothing else: the frame is in grid order, as a sweep without a cost
+    plain = sweep(cheap, GRID, tmp_path / "p.jsonl", workers=2, progress=False)
+    assert df.drop(columns="sweep_key").equals(plain.drop(columns="sweep_key")) and df["sweep_key"].equals(plain["sweep_key"])
+
+
+def test_without_a_cost_the_stored_seconds_order_the_points():
+    pts = grid_points(GRID)
+    records = {point_key(p): {"seconds": s} for p, s in zip(pts, [0.5, 2.0, 1.0])}
+    # never-run points first (grid order), then the recorded ones, slowest first
+    assert longest_first(pts, records, None) == [pts[3], pts[4], pts[5], pts[1], pts[2], pts[0]]
+
+
+def test_hypertrio_points_are_ordered_by_their_packets():
+    grid = {"config": ["base"], "workload": ["iperf3"], "tenants": [16, 1024, 256], "order": ["RR1"],
+            "packets_per_tenant": [100, 10]}
+    order = longest_first(grid_points(grid), {}, hypertrio_point.expected_cost)
+    assert [(p["tenants"], p["packets_per_tenant"]) for p in order] == [
+        (1024, 100), (256, 100), (1024, 10), (256, 10), (16, 100), (16, 10)]
+
+
+def test_bad_cost_is_a_clear_error(tmp_path):
+    with pytest.raises(DevlendError, match="cost must be callable"):
+        sweep(cheap, GRID, tmp_path / "b.jsonl", cost=3, progress=False)
+    with pytest.raises(DevlendError, match=r"cost estimate for point \{'x': 1, 'y': 10\} failed: KeyError"):
+        sweep(cheap, GRID, tmp_path / "b.jsonl", cost=lambda x, y: {}[x], progress=False)

@@ -20,6 +20,12 @@ the point function's own text, not the helpers it calls: edit a helper outside d
 store must be cleared by hand. A torn last line (a crash mid-write) is ignored with a warning and cut
 off before anything is appended; a malformed line anywhere else is an error naming the line.
 Lines for points outside the current grid are kept and ignored, so a grid may grow between runs.
+
+Points are started longest-expected-first, so that the slow points do not finish last on an
+otherwise idle pool: by ``cost(**point)`` where given (``fn.expected_cost`` where ``fn`` has one,
+as ``hypertrio_point`` does), else by the seconds the store recorded for the point in an earlier
+run (points never run first, in grid order). Only the order of work changes: every point's result,
+the store's records and the returned frame (in grid order) are the same.
 """
 
 from __future__ import annotations
@@ -67,6 +73,16 @@ def hypertrio_point(config: str, workload: str, tenants: int, order: str, packet
     coverage, ...). ``packets_per_tenant=None`` is Table III's full length."""
     from .experiments._hypertrio import simulate
     return simulate(config, workload, tenants, order, packets_per_tenant, overrides, seed)
+
+
+def _hypertrio_cost(tenants: int, packets_per_tenant: int | None = None, **_) -> float:
+    """The expected cost of a HyperTRIO point: its packets (tenants x packets per tenant; a
+    point at Table III's full length counts its tenants alone, the same scale for every point of
+    a grid that leaves the length out)."""
+    return float(tenants) * (packets_per_tenant or 1)
+
+
+hypertrio_point.expected_cost = _hypertrio_cost
 
 
 # ---------------------------------------------------------------------------------------------
@@ -274,8 +290,8 @@ def _dask_client(scheduler: str):
 def _dask(client, fn, todo: list[dict]) -> Iterator[tuple[dict, tuple]]:
     from distributed import as_completed
     futs = {}
-    for p in todo:
-        futs[client.submit(_run_point, fn, p, pure=False)] = p
+    for rank, p in enumerate(todo):  # todo is in start order: the first point gets the highest priority
+        futs[client.submit(_run_point, fn, p, pure=False, priority=len(todo) - rank)] = p
     try:
         for fut in as_completed(list(futs), loop=client.loop):
             try:
@@ -292,7 +308,7 @@ def _dask(client, fn, todo: list[dict]) -> Iterator[tuple[dict, tuple]]:
 
 
 def sweep(fn: Callable[..., dict], grid: dict[str, list], store: str | os.PathLike, *, scheduler: str | None = None,
-          workers: int | None = None, progress=True):
+          workers: int | None = None, progress=True, cost: Callable[..., float] | None = None):
     """Run ``fn(**point)`` for every point of ``grid``'s cartesian product that ``store`` does not
     already hold, and return a DataFrame of all points in grid order: one column per parameter,
     one per result field (``result.NAME`` where it would clash with a parameter) and ``sweep_key``.
@@ -301,6 +317,9 @@ def sweep(fn: Callable[..., dict], grid: dict[str, list], store: str | os.PathLi
     ``scheduler`` is its address ("tcp://host:8786"). ``fn`` must be a picklable top-level function
     returning a JSON-serialisable dict. Points that raise are recorded in the store and raised at
     the end as one :class:`SweepError` (a DevlendError) listing them; the rest are kept.
+
+    ``cost(**point)`` (default ``fn.expected_cost`` if it has one) estimates a point's run time in
+    any unit; points start longest-expected-first (see the module's notes).
     """
     if not callable(fn):
         raise DevlendError(f"sweep: fn must be callable, got {type(fn).__name__}")
@@ -316,6 +335,8 @@ def sweep(fn: Callable[..., dict], grid: dict[str, list], store: str | os.PathLi
             raise DevlendError("sweep: workers applies to local sweeps; a Dask cluster's size is set by its workers")
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise DevlendError(f"sweep: workers must be a positive integer, got {workers!r}")
+    if cost is not None and not callable(cost):
+        raise DevlendError(f"sweep: cost must be callable (point parameters -> expected run time), got {cost!r}")
     if scheduler is not None and not isinstance(scheduler, str):
         raise DevlendError(f"sweep: scheduler must be an address string such as 'tcp://host:8786', got {scheduler!r}")
 
@@ -337,7 +358,8 @@ def sweep(fn: Callable[..., dict], grid: dict[str, list], store: str | os.PathLi
                           "devlend; computing them again", RuntimeWarning, stacklevel=2)
             for k in stale:
                 del ok[k]
-        todo = [p for p, k in zip(points, keys) if k not in ok]
+        todo = longest_first([p for p, k in zip(points, keys) if k not in ok], records,
+                             cost if cost is not None else getattr(fn, "expected_cost", None))
         if todo:
             _execute(fn, (name, code), points, todo, ok, failures, store_obj, scheduler, workers, progress)
     finally:
@@ -353,6 +375,27 @@ def sweep(fn: Callable[..., dict], grid: dict[str, list], store: str | os.PathLi
                          f"the other points are kept and a rerun retries only the failed ones):\n{listed}{more}",
                          failures, df)
     return df
+
+
+def longest_first(todo: list[dict], records: dict[str, dict], cost: Callable[..., float] | None) -> list[dict]:
+    """``todo`` in the order to start it: by ``cost(**point)``, longest first, where ``cost`` is
+    given; else by the seconds ``records`` (the store) holds for a point, longest first, after the
+    points it holds none for (in grid order). Ties keep grid order."""
+    if cost is not None:
+        expected = []
+        for p in todo:
+            try:
+                c = float(cost(**p))
+            except Exception as e:  # noqa: BLE001 - a bad estimator is the caller's input error
+                raise DevlendError(f"sweep: cost estimate for point {p} failed: {type(e).__name__}: {e}") from None
+            if c != c:
+                raise DevlendError(f"sweep: cost estimate for point {p} is NaN; expected a number")
+            expected.append(c)
+    else:
+        seen = [records.get(point_key(p), {}).get("seconds") for p in todo]
+        expected = [float("inf") if s is None else float(s) for s in seen]
+    order = sorted(range(len(todo)), key=lambda i: -expected[i])  # stable: ties in grid order
+    return [todo[i] for i in order]
 
 
 def _execute(fn, ident, points, todo, ok, failures, store_obj, scheduler, workers, progress) -> None:

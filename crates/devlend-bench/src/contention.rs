@@ -4,7 +4,7 @@
 //! on the same fabric. Reported: TLP-hops simulated per wall-clock second, and the most TLP
 //! records alive at once.
 
-use crate::{cluster_spec, DEVICES_PER_SWITCH, GIB, HOSTS, MIB};
+use crate::{cluster_spec_of, DEVICES_PER_SWITCH, GIB, HOSTS, MIB};
 use devlend_engine::machine::Machine;
 use devlend_fabric::{build, Fabric, Requester};
 use devlend_wire::Access;
@@ -20,7 +20,7 @@ pub const REGION: u64 = 8 * MIB;
 pub fn program(f: &mut Fabric) -> Vec<Requester> {
     let span = REGION * DEVICES_PER_SWITCH as u64;
     let mut reqs = Vec::new();
-    for h in 0..HOSTS {
+    for h in 0..f.hosts.len() {
         let near = f.ntb_id(&format!("h{h}-next")).unwrap();
         let far = f.ntbs[near as usize].peer.unwrap();
         let (fh, ffunc, nh) = (f.ntbs[far as usize].host, f.ntbs[far as usize].func, f.ntbs[near as usize].host);
@@ -63,7 +63,12 @@ pub struct Sample {
 /// Build and program the cluster (untimed), then time one Machine running `streams` streams of
 /// `bytes` each (the first `streams` requesters, host by host; all of them with `streams == 0`).
 pub fn run(streams: usize, bytes: u64) -> Sample {
-    let mut f = build(&cluster_spec()).expect("benchmark topology builds");
+    run_on(HOSTS, streams, bytes)
+}
+
+/// `run` on the cluster of `hosts` hosts (8 streams a host with `streams == 0`).
+pub fn run_on(hosts: usize, streams: usize, bytes: u64) -> Sample {
+    let mut f = build(&cluster_spec_of(hosts)).expect("benchmark topology builds");
     let reqs = program(&mut f);
     let n = if streams == 0 { reqs.len() } else { streams.min(reqs.len()) };
     let mut m = Machine::new(f);

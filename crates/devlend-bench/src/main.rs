@@ -88,8 +88,13 @@ fn link(a: String, b: String, width: u8, kind: LinkKind) -> LinkSpec {
 
 /// The 64-host, 1024-device cluster with an NTB ring.
 fn cluster_spec() -> TopologySpec {
-    let mut s = TopologySpec { name: "bench-64h-1024d".into(), ..Default::default() };
-    for h in 0..HOSTS {
+    cluster_spec_of(HOSTS)
+}
+
+/// The same cluster with `hosts` hosts (16 devices each) in the ring.
+fn cluster_spec_of(hosts: usize) -> TopologySpec {
+    let mut s = TopologySpec { name: format!("bench-{hosts}h-{}d", hosts * 16), ..Default::default() };
+    for h in 0..hosts {
         s.hosts.push(HostSpec {
             name: format!("h{h}"),
             cpu: "intel-xeon-e5".into(),
@@ -128,8 +133,8 @@ fn cluster_spec() -> TopologySpec {
             s.links.push(link(format!("{swn}.d{DEVICES_PER_SWITCH}"), ntb, 8, LinkKind::Slot));
         }
     }
-    for h in 0..HOSTS {
-        s.links.push(link(format!("h{h}-next.cable"), format!("h{}-prev.cable", (h + 1) % HOSTS), 8, LinkKind::Cable));
+    for h in 0..hosts {
+        s.links.push(link(format!("h{h}-next.cable"), format!("h{}-prev.cable", (h + 1) % hosts), 8, LinkKind::Cable));
     }
     s
 }
@@ -284,18 +289,19 @@ fn print_rows(rows: &[Row]) {
     }
 }
 
+const ONE_USAGE: &str = "--one: copy BYTES | contention STREAMS BYTES | contention-hosts HOSTS STREAMS BYTES | mix SEED STREAMS | data BYTES";
+
 /// One engine sample, as one JSON line (see the module's usage).
 fn one(args: &[String]) {
-    let num = |i: usize| {
-        args.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| usage("--one: copy BYTES | contention STREAMS BYTES | mix SEED STREAMS | data BYTES"))
-    };
+    let num = |i: usize| args.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| usage(ONE_USAGE));
     let mut v = match args.first().map(String::as_str) {
         Some("copy") => {
             let r = engine::copy(num(1));
             json!({"seconds": r.seconds, "tlp_hops": r.tlp_hops, "events": r.events, "peak_tlps": r.peak_tlps, "sim_bw": r.simulated_bandwidth, "digest": format!("{:016x}", r.digest)})
         }
-        Some("contention") => {
-            let r = contention::run(num(1) as usize, num(2));
+        Some(kind @ ("contention" | "contention-hosts")) => {
+            let (hosts, a) = if kind == "contention" { (HOSTS, 1) } else { (num(1) as usize, 2) };
+            let r = contention::run_on(hosts, num(a) as usize, num(a + 1));
             json!({"seconds": r.seconds, "tlp_hops": r.tlp_hops, "events": r.events, "peak_tlps": r.peak_tlps, "sim_total_bw": r.total_bw, "sim_min_stream_bw": r.min_stream_bw, "digest": format!("{:016x}", r.digest)})
         }
         Some("data") => {
@@ -306,7 +312,7 @@ fn one(args: &[String]) {
             let r = mix::run(num(1), num(2) as usize);
             json!({"seconds": r.seconds, "tlp_hops": r.tlp_hops, "events": r.events, "digest": format!("{:016x}", r.digest)})
         }
-        _ => usage("--one: copy BYTES | contention STREAMS BYTES | mix SEED STREAMS | data BYTES"),
+        _ => usage(ONE_USAGE),
     };
     v["mhops_per_s"] = json!(v["tlp_hops"].as_f64().unwrap() / v["seconds"].as_f64().unwrap() / 1e6);
     v["peak_rss_kib"] = json!(peak_rss_kib());

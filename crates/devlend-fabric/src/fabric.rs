@@ -60,6 +60,8 @@ pub struct Fabric {
     /// Links that trained down to what their ends support (a warning for the description's author).
     pub trained_down: Vec<crate::cluster::TrainedDown>,
     func_names: FxHashMap<String, FuncId>,
+    /// Each host's functions, in id order (functions are only added when the fabric is built).
+    pub(crate) host_funcs: Vec<Vec<FuncId>>,
     cache: FxHashMap<(u32, u64, bool), Arc<Route>>,
     pub cache_hits: u64,
     pub cache_misses: u64,
@@ -81,6 +83,10 @@ impl Fabric {
         ram: Vec<SparseMem>,
     ) -> Fabric {
         let func_names = funcs.iter().enumerate().map(|(i, f)| (f.name.clone(), i as FuncId)).collect();
+        let mut host_funcs = vec![Vec::new(); hosts.len()];
+        for (i, f) in funcs.iter().enumerate() {
+            host_funcs[nodes[f.node as usize].host as usize].push(i as FuncId);
+        }
         Fabric {
             name,
             hosts,
@@ -101,6 +107,7 @@ impl Fabric {
             cluster_switches: Vec::new(),
             trained_down: Vec::new(),
             func_names,
+            host_funcs,
             cache: FxHashMap::default(),
             cache_hits: 0,
             cache_misses: 0,

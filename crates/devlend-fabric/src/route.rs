@@ -494,9 +494,12 @@ impl Fabric {
     }
 
     /// A decoding BAR of any function in `host` that claims `addr`, wherever it sits in the tree.
+    /// Every delivery to RAM asks, so it looks at the host's own functions, not the cluster's.
     pub fn decoding_bar(&self, host: HostId, addr: u64) -> Option<(FuncId, u8, u64)> {
-        (0..self.funcs.len() as FuncId)
-            .filter(|f| self.func_host(*f) == host && self.decodes(*f))
+        self.host_funcs[host as usize]
+            .iter()
+            .copied()
+            .filter(|f| self.decodes(*f))
             .find_map(|f| self.funcs[f as usize].bar_at(addr).map(|b| (f, b.index, addr - b.addr)))
     }
 

@@ -20,22 +20,31 @@ pub(crate) struct GpuCopy {
     runner: Runner,
     buf: u64,
     dir: Dir,
-    want: Vec<u8>,
+    len: u64,
 }
 
-fn pattern(len: u64) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(29).wrapping_add((i >> 12) as u8).wrapping_add(5)).collect()
+/// The source and the check go through the copy this many bytes at a time, so that no whole
+/// copy of the payload is held beside the source and destination memories.
+const CHUNK: u64 = 16 << 20;
+
+/// Bytes `start..start + len` of the copy's pattern (a function of the offset alone).
+fn pattern(start: u64, len: u64) -> Vec<u8> {
+    (start..start + len).map(|i| (i as u8).wrapping_mul(29).wrapping_add((i >> 12) as u8).wrapping_add(5)).collect()
 }
 
-/// The most bytes one copy may hold in simulated memory (its source pattern, the GPU's memory and
-/// the runner's buffer each hold the copy): assumed, so that a run stays within a workstation's
-/// RAM; a copy over it is refused before any memory is taken.
+/// The copy's extent in chunks: (offset, length).
+fn chunks(len: u64) -> impl Iterator<Item = (u64, u64)> {
+    (0..len).step_by(CHUNK as usize).map(move |off| (off, CHUNK.min(len - off)))
+}
+
+/// The most bytes one copy may hold in simulated memory (the GPU's memory and the runner's buffer
+/// each hold the copy): assumed, so that a run stays within a workstation's RAM; a copy over it is
+/// refused before any memory is taken.
 pub const COPY_BUDGET: u64 = 1 << 30;
 
 /// The driver's probe, the copy's size checked against the GPU's memory and `COPY_BUDGET` before
-/// anything is allocated, and the runner's buffer (holding the source for a host-to-device copy,
-/// `want`, filled once the size is accepted).
-fn prepare<O: Os>(os: &mut O, w: &str, dev: devlend_host::DevId, (dir, len, want): (Dir, u64, &mut Vec<u8>)) -> WResult<(Driver, u64)> {
+/// anything is allocated, and the runner's buffer (holding the source for a host-to-device copy).
+fn prepare<O: Os>(os: &mut O, w: &str, dev: devlend_host::DevId, (dir, len): (Dir, u64)) -> WResult<(Driver, u64)> {
     let drv = Driver::probe(os, dev).map_err(WorkloadError::setup(w))?;
     if len == 0 || len > drv.mem_size {
         return Err(WorkloadError::invalid(w, BadSpec::CopySize { len, mem_size: drv.mem_size }));
@@ -44,9 +53,10 @@ fn prepare<O: Os>(os: &mut O, w: &str, dev: devlend_host::DevId, (dir, len, want
         return Err(WorkloadError::invalid(w, BadSpec::CopyBudget { len, budget: COPY_BUDGET }));
     }
     let buf = os.kmalloc(len).map_err(WorkloadError::host_setup(w, "kmalloc"))?;
-    *want = pattern(len);
     if dir == Dir::HtoD {
-        os.write(buf, want).map_err(WorkloadError::host_setup(w, "writing the source"))?;
+        for (off, n) in chunks(len) {
+            os.write(buf + off, &pattern(off, n)).map_err(WorkloadError::host_setup(w, "writing the source"))?;
+        }
     }
     Ok((drv, buf))
 }
@@ -57,11 +67,12 @@ pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner,
     let mut c = m.world();
     let a = attach(&mut c, guests, w, runner, device, "gpu")?;
     let gpu = Gpu::new(&mut c.fabric, a.func).map_err(WorkloadError::setup(w))?;
-    let mut want = Vec::new();
-    let prepared = with_os!(&a.runner, c, |os| Ok(prepare(os, w, a.dev, (dir, len, &mut want))));
+    let prepared = with_os!(&a.runner, c, |os| Ok(prepare(os, w, a.dev, (dir, len))));
     let (drv, buf) = prepared.map_err(WorkloadError::host_setup(w, "the runner's kernel"))??;
     if dir == Dir::DtoH {
-        gpu.mem_write(&mut c.fabric, 0, &want).map_err(WorkloadError::setup(w))?;
+        for (off, n) in chunks(len) {
+            gpu.mem_write(&mut c.fabric, off, &pattern(off, n)).map_err(WorkloadError::setup(w))?;
+        }
     }
     drop(c);
     let gpu = Rc::new(RefCell::new(gpu));
@@ -70,7 +81,7 @@ pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner,
         Runner::Host(h) => spawn(m, w, at, *h, drv, (dir, buf, len)),
         Runner::Vm(g) => spawn(m, w, at, g.clone(), drv, (dir, buf, len)),
     };
-    Ok(GpuCopy { thread, gpu, runner: a.runner, buf, dir, want })
+    Ok(GpuCopy { thread, gpu, runner: a.runner, buf, dir, len })
 }
 
 fn spawn<K: ThreadKernel>(m: &mut Machine<Cluster>, w: &str, at: Ps, k: K, mut drv: Driver, (dir, buf, len): (Dir, u64, u64)) -> usize {
@@ -85,17 +96,20 @@ fn spawn<K: ThreadKernel>(m: &mut Machine<Cluster>, w: &str, at: Ps, k: K, mut d
 }
 
 impl GpuCopy {
-    /// After the run: the destination holds what the source held.
+    /// After the run: the destination holds what the source held (read and compared a chunk
+    /// at a time).
     pub(crate) fn check(&self, m: &Machine<Cluster>, w: &str) -> WResult<()> {
         let mut c = m.world();
-        let len = self.want.len();
-        let got = match self.dir {
-            Dir::DtoH => with_os!(&self.runner, c, |os| os.read(self.buf, len)).map_err(|error| FailCause::Host { step: "reading the destination", error }),
-            Dir::HtoD => self.gpu.borrow().mem_read(&c.fabric, 0, len).map_err(FailCause::from),
-        };
-        match got.map_err(WorkloadError::failed(w))? {
-            g if g == self.want => Ok(()),
-            _ => Err(WorkloadError::Failed { workload: w.into(), cause: FailCause::Mismatch { dir: self.dir, len: len as u64 } }),
+        for (off, n) in chunks(self.len) {
+            let got = match self.dir {
+                Dir::DtoH => with_os!(&self.runner, c, |os| os.read(self.buf + off, n as usize))
+                    .map_err(|error| FailCause::Host { step: "reading the destination", error }),
+                Dir::HtoD => self.gpu.borrow().mem_read(&c.fabric, off, n as usize).map_err(FailCause::from),
+            };
+            if got.map_err(WorkloadError::failed(w))? != pattern(off, n) {
+                return Err(WorkloadError::Failed { workload: w.into(), cause: FailCause::Mismatch { dir: self.dir, len: self.len } });
+            }
         }
+        Ok(())
     }
 }
