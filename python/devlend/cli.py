@@ -268,6 +268,8 @@ app.command("run-streams")(_run_streams)
 from .cli_workloads import run_workloads as _run_workloads  # noqa: E402  (`devlend run-workloads`)
 app.command("run-workloads")(_run_workloads)
 
+from .cli_fio import fio_cmd as _fio  # noqa: E402  (`devlend fio`)
+app.command("fio", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(_fio)
 from .cli_pool import pool_cmd as _pool  # noqa: E402  (`devlend pool`)
 app.command("pool")(_pool)
 from .cli_scenario import run_scenario as _run_scenario  # noqa: E402  (`devlend run`)
