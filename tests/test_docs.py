@@ -42,3 +42,14 @@ def test_no_user_facing_text_refers_to_issue_numbers():
         if ISSUE.search(cmd.help or ""):
             found.append(f"devlend {name} --help")
     assert not found, "\n".join(found)
+
+
+def test_readme_names_each_seed_paper_by_title_and_venue():
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    for title, venue in [("using Device Lending\", *Cluster Computing*", "2020"),
+                         ("Flexible device sharing in PCIe clusters using Device Lending", "ICPP Companion 2018"),
+                         ("HyperTRIO: Hyper-tenant Translation of I/O Addresses", "ISCA 2020"),
+                         ("Feasibility and Performance Analysis of RDMA Transfer through PCI Express", "JIPS"),
+                         ("InfiniBand Support in Xen Virtual Machine Environment", "OSU-CISRC-10/05-TR63")]:
+        line = next((l for l in readme.splitlines() if title in l), "")
+        assert venue in line, f"README: no line names {title!r} with {venue!r}"
