@@ -257,10 +257,23 @@ def _table(res) -> Table:
 
 
 @app.command()
-def params() -> None:
+def params(grep: Optional[str] = typer.Option(None, "--grep", help="only the constants whose line matches this regular "
+                                              "expression (case-insensitive), each under its [table]")) -> None:
     """Print the hardware parameter file (every constant with its source)."""
     from . import _core
-    sys.stdout.write(_core.params_toml())
+    text = _core.params_toml()
+    if grep is None:
+        sys.stdout.write(text)
+        return
+    from .params_grep import matching
+    try:
+        lines = matching(text, grep)
+    except DevlendError as e:
+        _fail(e)
+    if not lines:
+        err.print(f"devlend: no constant matches {grep!r}", markup=False)
+        raise typer.Exit(1)
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 from .cli_run import run_streams as _run_streams  # noqa: E402  (`devlend run-streams`)

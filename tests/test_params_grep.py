@@ -1,0 +1,26 @@
+"""`devlend params --grep PATTERN`: only matching constants, each under its table."""
+
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def _params(*args):
+    return subprocess.run([sys.executable, "-m", "devlend.cli", "params", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_grep_shows_matching_constants_under_their_tables():
+    r = _params("--grep", "MEDIA_READ_latency")
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and "[device.optane-900p]" in lines
+    consts = [l for l in lines if not l.startswith("[")]
+    assert consts and all(l.startswith("media_read_latency_ps") for l in consts)
+    assert lines[lines.index("[device.optane-900p]") + 1].startswith("media_read_latency_ps = 10000000")
+
+
+def test_grep_without_a_match_or_with_a_bad_pattern_says_so():
+    r = _params("--grep", "no-such-constant-anywhere")
+    assert r.returncode == 1 and r.stdout == "" and "no constant matches" in r.stderr
+    r = _params("--grep", "([")
+    assert r.returncode == 2 and "not a regular expression" in r.stderr
