@@ -196,7 +196,10 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
     for n in res.notes:
         out.print(f"  note: {n}", markup=False)
     try:
-        written = _write_outputs(res, name, csv_out, out_dir)
+        from .provenance import record
+        testbed = topology or (exp.stand and _shipped_path(exp.stand.testbed))
+        rec = record(sets=sets, topology=testbed, command=f"devlend experiment {name}" + (" --quick" if quick else ""))
+        written = _write_outputs(res, name, csv_out, out_dir, rec)
     except OSError as e:
         _fail(e)
     for w in written:
@@ -214,23 +217,44 @@ def _parse_opts(opts: list[str]) -> dict:
     return out
 
 
-def _write_outputs(res, name: str, csv_out: Optional[str], out_dir: Optional[str]) -> list[str]:
+def _shipped_path(testbed: str) -> Optional[str]:
+    path = os.path.join(os.path.dirname(__file__), "topologies", testbed)
+    return path if os.path.exists(path) else None
+
+
+def _write_outputs(res, name: str, csv_out: Optional[str], out_dir: Optional[str], rec: dict) -> list[str]:
+    """The table as CSV and the plot, each carrying the run's provenance (`devlend provenance FILE`)."""
+    from .provenance import csv_line, stamp_png
     written = []
+    text = res.to_csv() + csv_line(rec)
     if csv_out:
         with open(csv_out, "w", encoding="utf-8") as fh:
-            fh.write(res.to_csv())
+            fh.write(text)
         written.append(csv_out)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
         path = os.path.join(out_dir, f"{name}.csv")
         with open(path, "w", encoding="utf-8") as fh:
-            fh.write(res.to_csv())
+            fh.write(text)
         written.append(path)
         if res.plot is not None:
             png = os.path.join(out_dir, f"{name}.png")
             res.plot(res, png)
+            stamp_png(png, rec)
             written.append(png)
     return written
+
+
+@app.command("provenance")
+def provenance_cmd(file: str = typer.Argument(..., help="a CSV, JSON or PNG that devlend wrote")) -> None:
+    """Print how a result file was made: devlend's version, parameters and --set, topology and scenario hashes, seed."""
+    from .provenance import lines, read
+    try:
+        rec = read(file)
+    except (DevlendError, OSError, ValueError) as e:
+        _fail(e)
+    for line in lines(rec):
+        out.print(line, markup=False)
 
 
 def _table(res) -> Table:
