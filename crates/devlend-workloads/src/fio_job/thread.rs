@@ -287,3 +287,58 @@ pub(super) fn run_thread<K: ThreadKernel>(t: &Thread<'_, Cluster>, host: &K, mut
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{JobSpec, Picker};
+    use crate::fio_job::Rw;
+
+    fn spec(rw: Rw) -> JobSpec {
+        JobSpec {
+            rw,
+            rwmixread: rw.default_mix(),
+            bssplit: vec![(4096, 100)],
+            iodepth: 1,
+            offset: 0,
+            size: 1000 * 4096,
+            io_limit: None,
+            ios: Some(1),
+            runtime_ps: None,
+            time_based: false,
+            startdelay_ps: 0,
+            thinktime_ps: 0,
+            rate_iops: None,
+            randommap: true,
+            seed: 42,
+            group: 0,
+            verify: false,
+        }
+    }
+
+    #[test]
+    fn the_random_map_visits_every_block_once_per_pass() {
+        let s = spec(Rw::RandRead);
+        let mut p = Picker::new(&s);
+        let mut seen: Vec<u64> = (0..1000).map(|_| p.offset(&s, false, 4096) / 4096).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn sequential_io_walks_the_region_and_wraps() {
+        let s = JobSpec { size: 3 * 8192, ..spec(Rw::Read) };
+        let mut p = Picker::new(&s);
+        let got: Vec<u64> = (0..4).map(|_| p.offset(&s, false, 8192)).collect();
+        assert_eq!(got, [0, 8192, 16384, 0]);
+    }
+
+    #[test]
+    fn mixes_and_splits_draw_in_their_proportions() {
+        let s = JobSpec { rwmixread: 70, bssplit: vec![(4096, 25), (65536, 75)], ..spec(Rw::RandRw) };
+        let mut p = Picker::new(&s);
+        let reads = (0..10_000).filter(|_| !p.write(&s)).count();
+        let big = (0..10_000).filter(|_| p.bs(&s) == 65536).count();
+        assert!((6_700..7_300).contains(&reads), "{reads}");
+        assert!((7_200..7_800).contains(&big), "{big}");
+    }
+}
