@@ -24,3 +24,9 @@ def test_grep_without_a_match_or_with_a_bad_pattern_says_so():
     assert r.returncode == 1 and r.stdout == "" and "no constant matches" in r.stderr
     r = _params("--grep", "([")
     assert r.returncode == 2 and "not a regular expression" in r.stderr
+
+
+def test_schema_o_says_what_it_wrote(tmp_path):
+    out = tmp_path / "s.json"
+    r = subprocess.run([sys.executable, "-m", "devlend.cli", "schema", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and f"wrote {out}" in r.stderr and out.read_text().startswith("{")

@@ -119,6 +119,7 @@ def schema(output: Optional[str] = typer.Option(None, "-o", "--output", help="wr
                 fh.write(text)
         except OSError as e:
             _fail(e)
+        err.print(f"wrote {output}", markup=False)
     else:
         sys.stdout.write(text)
 
