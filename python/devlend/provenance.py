@@ -83,4 +83,4 @@ def read(path: str) -> dict:
 
 
 def lines(rec: dict) -> list[str]:
-    return [f"{k}: {', '.join(v) if isinstance(v, list) else v}" for k, v in rec.items() if v not in (None, [])]
+    return [f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in rec.items() if v not in (None, [])]
