@@ -12,7 +12,7 @@ ioengine=libaio
 direct=1
 filename=/dev/nvme0n1
 size=64m
-runtime=10
+runtime=500ms
 time_based
 
 [seq]
@@ -48,7 +48,7 @@ def test_a_job_file_gives_each_section_global_options_and_its_own():
     seq, rand = jobs
     assert glob["ioengine"] == "libaio" and glob["time_based"] == ""
     assert (seq.rw, seq.bssplit, seq.iodepth, seq.group, seq.size) == ("read", [(131072, 100)], 8, 0, 64 << 20)
-    assert seq.runtime_ps == 10 * 10**12 and seq.time_based
+    assert seq.runtime_ps == 500 * 10**9 and seq.time_based
     assert (rand.rw, rand.rwmixread, rand.numjobs, rand.group) == ("randrw", 70, 2, 1)
     assert rand.thinktime_ps == 5 * 10**6 and rand.percentiles == [50.0, 99.0, 99.9]
     assert any("filename: ignored" in n for n in seq.notes)
@@ -99,3 +99,15 @@ def test_the_histogram_is_fios_and_percentiles_read_off_it_as_fio_does():
     p = report.percentiles(np.bincount(report.plat_idx(lat), minlength=report.PLAT_NR), [50, 99, 99.9])
     # buckets 8, 16 and 1024 ns wide there; fio reports their middles
     assert p == {"50.000000": 1004, "99.000000": 2008, "99.900000": 99840}
+
+
+def test_a_job_too_big_to_simulate_is_refused_before_it_starts_with_the_limit_named():
+    # fio's default size is the whole (8 GiB) drive: 2 Mi 4k reads, more than one run simulates
+    with pytest.raises(jf.FioJobError, match=r"t.fio: the jobs may issue up to 2,097,152 I/Os, more than .* \(2,000,000\)"):
+        jf.load("[j]\nrw=randread\n", "t.fio")
+    with pytest.raises(jf.FioJobError, match="up to 60,000,000 I/Os"):
+        jf.load("[j]\nrw=randread\nruntime=60\ntime_based\n", "t.fio")
+    jobs, _ = jf.load("[j]\nrw=randread\nruntime=60\ntime_based\n", "t.fio", jf.parse_overrides(["--runtime=100ms"]))
+    assert jf.estimate_ios(jobs) == 100_000
+    jobs, _ = jf.load("[j]\nrw=read\nsize=64m\nbs=128k\nruntime=60\n", "t.fio")
+    assert jf.estimate_ios(jobs) == 512                    # size ends it first

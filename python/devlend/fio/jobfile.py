@@ -210,6 +210,7 @@ def load(text: str, path: str, overrides: list[tuple[str, Optional[str]]] = ()) 
         jobs.append(job)
     if not jobs:
         raise FioJobError(f"{path}: no job sections (only [global]); add one such as [job1]")
+    check_budget(jobs, path)
     if sum(j.numjobs for j in jobs) > 16:
         raise FioJobError(f"{path}: {sum(j.numjobs for j in jobs)} jobs in all (numjobs counted); the drive gives at "
                           "most 16 jobs an I/O queue pair each")
@@ -241,3 +242,39 @@ def _finish(job: Job, path: str) -> None:
                          "use ioengine=libaio or io_uring for a queue")
     if "ioengine" not in job.options and not any(n.startswith("ioengine=") for n in job.notes):
         job.notes.append("ioengine=psync (fio's default on Linux): one I/O at a time")
+
+
+# The most I/Os one `devlend fio` run may simulate: each I/O is a few dozen events on the
+# machine and a record kept for the percentiles; about a minute on one core (assumed budget).
+MAX_IOS = 2_000_000
+# No modelled drive completes more than this many I/Os a second (the Optane's media ceiling is
+# about 610k): the bound for jobs that end by time.
+CEILING_IOPS = 1_000_000
+
+
+def estimate_ios(jobs: list[Job]) -> int:
+    """An upper bound on the I/Os the jobs issue: by size or number_ios, and for jobs that end by
+    time, their runtime at CEILING_IOPS per drive (groups run one after another)."""
+    total = 0
+    for g in sorted({j.group for j in jobs}):
+        by_count, by_time = 0, 0.0
+        for j in (j for j in jobs if j.group == g):
+            limits = []
+            if not j.time_based:
+                limits.append((j.io_size if j.io_size is not None else j.size) // min(b for b, _ in j.bssplit))
+            if j.number_ios is not None:
+                limits.append(j.number_ios)
+            if limits:
+                by_count += j.numjobs * min(limits)
+            if j.runtime_ps is not None:
+                by_time = max(by_time, (j.ramp_ps + j.runtime_ps + j.startdelay_ps) * 1e-12 * CEILING_IOPS)
+        total += round(min(by_count, by_time) if by_count and by_time else (by_count or by_time))
+    return total
+
+
+def check_budget(jobs: list[Job], path: str) -> None:
+    n = estimate_ios(jobs)
+    if n > MAX_IOS:
+        raise FioJobError(f"{path}: the jobs may issue up to {n:,} I/Os, more than devlend simulates in one run "
+                          f"({MAX_IOS:,}); shorten them, e.g. --runtime=100ms or --size=64m (a simulated second of a "
+                          f"fast drive is up to {CEILING_IOPS:,} I/Os)")
