@@ -30,3 +30,14 @@ def test_schema_o_says_what_it_wrote(tmp_path):
     out = tmp_path / "s.json"
     r = subprocess.run([sys.executable, "-m", "devlend.cli", "schema", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0 and f"wrote {out}" in r.stderr and out.read_text().startswith("{")
+
+
+def test_export_draws_the_cluster_switch_and_the_vms(tmp_path):
+    run = lambda topo, out: subprocess.run([sys.executable, "-m", "devlend.cli", "export", f"topologies/{topo}", "-o", str(out)],
+                                           capture_output=True, text=True, cwd=ROOT, check=True)
+    run("four-servers-mxs824.yaml", tmp_path / "m.dot")
+    dot = (tmp_path / "m.dot").read_text()
+    assert '"mxs824" [shape=box3d' in dot and "NTB cluster switch" in dot
+    run("compose-three-host.yaml", tmp_path / "c.dot")
+    dot = (tmp_path / "c.dot").read_text()
+    assert '[shape=component' in dot and "VM on " in dot and "mediated" in dot

@@ -89,7 +89,9 @@ def export(file: str = typer.Argument(..., help="topology file"),
     if fmt not in ("dot", "svg"):
         _fail(DevlendError(f"--format {fmt!r}: expected dot or svg"))
     try:
-        dot = to_dot(_build(file).inventory())
+        from . import load
+        topo = load(file)
+        dot = to_dot(topo.build().inventory(), topo.cluster_switches, topo.vms)
     except (DevlendError, OSError) as e:
         _fail(e)
     if fmt == "dot":
