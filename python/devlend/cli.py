@@ -91,7 +91,7 @@ def export(file: str = typer.Argument(..., help="topology file"),
     try:
         from . import load
         topo = load(file)
-        dot = to_dot(topo.build().inventory(), topo.cluster_switches, topo.vms)
+        dot = to_dot(topo.build().inventory(), topo.cluster_switches or [], topo.vms or [])
     except (DevlendError, OSError) as e:
         _fail(e)
     if fmt == "dot":
