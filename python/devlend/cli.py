@@ -175,7 +175,9 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
                topology: Optional[str] = typer.Option(None, "--topology", help="a topology file to run on instead of the experiment's "
                                                       "testbed, with the names the experiment uses (d1, fio, contention, ntb-perf, ntb-pingpong)"),
                opts: Optional[list[str]] = typer.Option(None, "--opt", help="one of the experiment's own options, KEY=VALUE, e.g. "
-                                                        "ntb-perf's 'use_dma=1' or 'threads_count=4'; repeatable")) -> None:
+                                                        "ntb-perf's 'use_dma=1' or 'threads_count=4'; repeatable"),
+               fmt: str = typer.Option("table", "--format", help="table (with notes), csv or json on stdout; "
+                                       "files written are then listed on stderr")) -> None:
     """Rebuild a paper's setup, run it on the model, and print our numbers beside the paper's."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from . import experiments
@@ -195,9 +197,15 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
                           topology=topology, origin="--set", options=options)
     except (DevlendError, OSError) as e:
         _fail(e)
-    out.print(_table(res))
-    for n in res.notes:
-        out.print(f"  note: {n}", markup=False)
+    from .output import FORMATS, render
+    if fmt not in FORMATS:
+        _fail(DevlendError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}"))
+    if fmt == "table":
+        out.print(_table(res))
+        for n in res.notes:
+            out.print(f"  note: {n}", markup=False)
+    else:
+        sys.stdout.write(render(res, fmt))
     try:
         from .provenance import record
         testbed = topology or (exp.stand and _shipped_path(exp.stand.testbed))
@@ -206,7 +214,7 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
     except OSError as e:
         _fail(e)
     for w in written:
-        out.print(f"wrote {w}", markup=False)
+        (out if fmt == "table" else err).print(f"wrote {w}", markup=False)
 
 
 def _parse_opts(opts: list[str]) -> dict:
