@@ -11,7 +11,7 @@ import typer
 from .errors import DevlendError
 
 OUTPUT_FORMATS = ("normal", "json", "json+")
-HELP = """Run an fio job file (INI: [global] and job sections) on DEVICE from HOST, borrowing it through
+HELP = """Run an fio job file (INI: \\[global] and job sections) on DEVICE from HOST, borrowing it through
 Device Lending when it sits in another host. fio-form options after the file override it
 (--runtime=2s, --iodepth=8, --bs=64k). Modelled: rw (read, write, randread, randwrite, rw,
 readwrite, randrw), rwmixread, rwmixwrite, bs, bssplit, iodepth, numjobs, size, offset, io_size,
