@@ -161,7 +161,8 @@ pub fn check_threads(threads: &[JobSpec]) -> Result<(), FioError> {
 /// Run the workload with the driver on host `runner` (borrowing `device` when it sits elsewhere).
 pub fn fio(json: &str, runner: &str, device: &str, job: Job) -> Result<FioResult, FioError> {
     check(&job)?;
-    let run = fio_threads(json, runner, device, job.threads())?;
+    // No drive-size check here: a span past the drive's end is the drive's to refuse (LBA Out of Range).
+    let run = run_threads(json, runner, device, job.threads())?;
     run.result()
 }
 
@@ -169,6 +170,10 @@ pub fn fio(json: &str, runner: &str, device: &str, job: Job) -> Result<FioResult
 /// `device` when it sits elsewhere; the probe runs first, the jobs start once it has ended.
 pub fn fio_threads(json: &str, runner: &str, device: &str, threads: Vec<JobSpec>) -> Result<FioRun, FioError> {
     check_threads(&threads)?;
+    run_threads(json, runner, device, threads)
+}
+
+fn run_threads(json: &str, runner: &str, device: &str, threads: Vec<JobSpec>) -> Result<FioRun, FioError> {
     let (mut m, _ctrl, host, dev) = machine(json, runner, device, DRIVE_BLOCKS).map_err(FioError::Setup)?;
     let run = FioRun::probe(&mut m, "fio", host, dev, threads, 0);
     m.run().map_err(FioError::Machine)?;
