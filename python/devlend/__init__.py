@@ -3,11 +3,16 @@
 Layers (inner to outer): wire (TLP vocabulary) -> fabric (topology, enumeration, IOMMU, NTB,
 routing, memory; Rust) -> engine (timing) -> devices -> host software -> experiments (Python).
 
-Quick start::
+Quick start (run as a doctest by tests/test_docs.py, from the repository's root)::
 
-    import devlend
-    fab = devlend.load("topologies/pxh830-two-host.yaml").build()
-    print(fab.route("borrower:cpu", "ntb-borrower.mw1+0x1000").text())
+    >>> import devlend
+    >>> fab = devlend.load("topologies/pxh830-two-host.yaml").build()
+    >>> print(fab.route("borrower:cpu", "ntb-b.mw0+0x10").text().splitlines()[-1])
+      => delivered to gpu0 BAR1 offset 0x10 (host lender); 5 hops, 0 root complex(es), 1 NTB crossing(s)
+    >>> fab.write("borrower:cpu", "ntb-b.mw0+0x10", b"hello")   # a CPU store through the NTB: 5 bytes ...
+    5
+    >>> fab.read("lender:cpu", "gpu0.bar1+0x10", 5)               # ... lands in the lender's GPU
+    b'hello'
 """
 
 from .errors import DeviceError, DevlendError, DmaFault, FabricError, HyperTrioError, NvmeStatusError, TopologyError, WorkloadError, XenIbError

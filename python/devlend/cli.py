@@ -89,7 +89,9 @@ def export(file: str = typer.Argument(..., help="topology file"),
     if fmt not in ("dot", "svg"):
         _fail(DevlendError(f"--format {fmt!r}: expected dot or svg"))
     try:
-        dot = to_dot(_build(file).inventory())
+        from . import load
+        topo = load(file)
+        dot = to_dot(topo.build().inventory(), topo.cluster_switches or [], topo.vms or [])
     except (DevlendError, OSError) as e:
         _fail(e)
     if fmt == "dot":
@@ -119,6 +121,7 @@ def schema(output: Optional[str] = typer.Option(None, "-o", "--output", help="wr
                 fh.write(text)
         except OSError as e:
             _fail(e)
+        err.print(f"wrote {output}", markup=False)
     else:
         sys.stdout.write(text)
 
@@ -172,7 +175,9 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
                topology: Optional[str] = typer.Option(None, "--topology", help="a topology file to run on instead of the experiment's "
                                                       "testbed, with the names the experiment uses (d1, fio, contention, ntb-perf, ntb-pingpong)"),
                opts: Optional[list[str]] = typer.Option(None, "--opt", help="one of the experiment's own options, KEY=VALUE, e.g. "
-                                                        "ntb-perf's 'use_dma=1' or 'threads_count=4'; repeatable")) -> None:
+                                                        "ntb-perf's 'use_dma=1' or 'threads_count=4'; repeatable"),
+               fmt: str = typer.Option("table", "--format", help="table (with notes), csv or json on stdout; "
+                                       "files written are then listed on stderr")) -> None:
     """Rebuild a paper's setup, run it on the model, and print our numbers beside the paper's."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from . import experiments
@@ -192,15 +197,24 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
                           topology=topology, origin="--set", options=options)
     except (DevlendError, OSError) as e:
         _fail(e)
-    out.print(_table(res))
-    for n in res.notes:
-        out.print(f"  note: {n}", markup=False)
+    from .output import FORMATS, render
+    if fmt not in FORMATS:
+        _fail(DevlendError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}"))
+    if fmt == "table":
+        out.print(_table(res))
+        for n in res.notes:
+            out.print(f"  note: {n}", markup=False)
+    else:
+        sys.stdout.write(render(res, fmt))
     try:
-        written = _write_outputs(res, name, csv_out, out_dir)
+        from .provenance import record
+        testbed = topology or (exp.stand and _shipped_path(exp.stand.testbed))
+        rec = record(sets=sets, topology=testbed, command=f"devlend experiment {name}" + (" --quick" if quick else ""))
+        written = _write_outputs(res, name, csv_out, out_dir, rec)
     except OSError as e:
         _fail(e)
     for w in written:
-        out.print(f"wrote {w}", markup=False)
+        (out if fmt == "table" else err).print(f"wrote {w}", markup=False)
 
 
 def _parse_opts(opts: list[str]) -> dict:
@@ -214,23 +228,44 @@ def _parse_opts(opts: list[str]) -> dict:
     return out
 
 
-def _write_outputs(res, name: str, csv_out: Optional[str], out_dir: Optional[str]) -> list[str]:
+def _shipped_path(testbed: str) -> Optional[str]:
+    path = os.path.join(os.path.dirname(__file__), "topologies", testbed)
+    return path if os.path.exists(path) else None
+
+
+def _write_outputs(res, name: str, csv_out: Optional[str], out_dir: Optional[str], rec: dict) -> list[str]:
+    """The table as CSV and the plot, each carrying the run's provenance (`devlend provenance FILE`)."""
+    from .provenance import csv_line, stamp_png
     written = []
+    text = res.to_csv() + csv_line(rec)
     if csv_out:
         with open(csv_out, "w", encoding="utf-8") as fh:
-            fh.write(res.to_csv())
+            fh.write(text)
         written.append(csv_out)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
         path = os.path.join(out_dir, f"{name}.csv")
         with open(path, "w", encoding="utf-8") as fh:
-            fh.write(res.to_csv())
+            fh.write(text)
         written.append(path)
         if res.plot is not None:
             png = os.path.join(out_dir, f"{name}.png")
             res.plot(res, png)
+            stamp_png(png, rec)
             written.append(png)
     return written
+
+
+@app.command("provenance")
+def provenance_cmd(file: str = typer.Argument(..., help="a CSV, JSON or PNG that devlend wrote")) -> None:
+    """Print how a result file was made: devlend's version, parameters and --set, topology and scenario hashes, seed."""
+    from .provenance import lines, read
+    try:
+        rec = read(file)
+    except (DevlendError, OSError, ValueError) as e:
+        _fail(e)
+    for line in lines(rec):
+        out.print(line, markup=False)
 
 
 def _table(res) -> Table:
@@ -257,10 +292,23 @@ def _table(res) -> Table:
 
 
 @app.command()
-def params() -> None:
+def params(grep: Optional[str] = typer.Option(None, "--grep", help="only the constants whose line matches this regular "
+                                              "expression (case-insensitive), each under its [table]")) -> None:
     """Print the hardware parameter file (every constant with its source)."""
     from . import _core
-    sys.stdout.write(_core.params_toml())
+    text = _core.params_toml()
+    if grep is None:
+        sys.stdout.write(text)
+        return
+    from .params_grep import matching
+    try:
+        lines = matching(text, grep)
+    except DevlendError as e:
+        _fail(e)
+    if not lines:
+        err.print(f"devlend: no constant matches {grep!r}", markup=False)
+        raise typer.Exit(1)
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 from .cli_run import run_streams as _run_streams  # noqa: E402  (`devlend run-streams`)
@@ -268,6 +316,8 @@ app.command("run-streams")(_run_streams)
 from .cli_workloads import run_workloads as _run_workloads  # noqa: E402  (`devlend run-workloads`)
 app.command("run-workloads")(_run_workloads)
 
+from .cli_fio import fio_cmd as _fio  # noqa: E402  (`devlend fio`)
+app.command("fio", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(_fio)
 from .cli_pool import pool_cmd as _pool  # noqa: E402  (`devlend pool`)
 app.command("pool")(_pool)
 from .cli_scenario import run_scenario as _run_scenario  # noqa: E402  (`devlend run`)

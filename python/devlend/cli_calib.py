@@ -1,4 +1,4 @@
-"""``devlend calibrate`` and ``devlend validate`` (issue 16): fit the fitted constants of
+"""``devlend calibrate`` and ``devlend validate``: fit the fitted constants of
 params/hardware.toml to the calibration set of params/measurements.yaml, and judge every published
 measurement, the calibration and validation sets apart."""
 

@@ -16,8 +16,8 @@ GPU_HELP = ("a GPU copy NAME:HOST:DEVICE:htod|dtoh:BYTES[@START_NS], e.g. c:borr
             "HOST runs the driver and borrows DEVICE if it sits elsewhere")
 SET_HELP = ("override a hardware constant without editing the file: timing.KEY=VALUE, hosts.NAME.KEY=VALUE, "
             "devices.NAME.KEY=VALUE or links.END.KEY=VALUE, e.g. timing.max_payload=128 or 'timing.ntb_latency_ps=400 ns'; repeatable")
-FIO_HELP = ("an fio job NAME:HOST:DEVICE:randread|randwrite:QD:JOBS:IOS[@START_NS], e.g. f:borrower:nvme0:randread:8:1:1000 "
-            "(4 KiB commands; QD per job)")
+FIO_HELP = ("an fio job NAME:HOST:DEVICE:RW:QD:JOBS:IOS[@START_NS], e.g. f:borrower:nvme0:randread:8:1:1000 "
+            "(RW: fio's read, write, randread, randwrite, rw, readwrite or randrw; 4 KiB commands; QD per job)")
 
 PINGPONG_HELP = ("a GPU ping-pong NAME:HOST:GPU_A:GPU_B:peer|ram:ROUNDS[@START_NS], e.g. p:borrower:gpu0:gpu1:peer:100; "
                  "HOST launches the kernels and borrows GPUs that sit elsewhere")
@@ -50,14 +50,17 @@ def parse_gpu_copy(spec: str) -> dict:
     return {"name": name, "runner": host, "gpu": dev, "direction": direction.lower(), "nbytes": nbytes, "at_ns": at}
 
 
+FIO_RWS = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw")
+
+
 def parse_fio(spec: str) -> dict:
     body, at = _at("--fio", spec)
     parts = body.split(":")
     if len(parts) != 7:
-        raise DevlendError(f"--fio {spec!r}: expected NAME:HOST:DEVICE:randread|randwrite:QD:JOBS:IOS[@START_NS]")
+        raise DevlendError(f"--fio {spec!r}: expected NAME:HOST:DEVICE:RW:QD:JOBS:IOS[@START_NS]")
     name, host, dev, rw, qd, jobs, ios = parts
-    if rw not in ("randread", "randwrite"):
-        raise DevlendError(f"--fio {spec!r}: rw {rw!r} must be randread or randwrite")
+    if rw not in FIO_RWS:
+        raise DevlendError(f"--fio {spec!r}: rw {rw!r} must be one of fio's {', '.join(FIO_RWS)}")
     qd_, jobs_, ios_ = _ints("--fio", spec, ["QD", "JOBS", "IOS"], [qd, jobs, ios])
     return {"name": name, "runner": host, "drive": dev, "rw": rw, "iodepth": qd_, "numjobs": jobs_, "ios": ios_, "at_ns": at}
 

@@ -93,7 +93,8 @@ class Scenario:
 
     def fio(self, name: str, runner: str, drive: str, rw: str, *, iodepth: int = 1, numjobs: int = 1, ios: int = 1000,
             bs: int = 4096, at_ns: float = 0) -> "Scenario":
-        """An fio job (rw "randread" or "randwrite", 4 KiB) on `drive` by `runner`; borrows it if it sits elsewhere."""
+        """An fio job (fio's rw: read, write, randread, randwrite, rw/readwrite or randrw with half reads; 4 KiB) on
+        `drive` by `runner`; borrows it if it sits elsewhere."""
         for k, v in (("iodepth", iodepth), ("numjobs", numjobs), ("ios", ios), ("bs", bs)):
             if v < 0:
                 raise WorkloadError(f"workload {name}: {k} must not be negative", "invalid", None)

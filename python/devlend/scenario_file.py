@@ -13,7 +13,7 @@ A ``params`` section (as a topology's) overrides hardware constants for this sce
 Times take ns, us, ms or s (a bare number is ns); actions must not go back in time. Actions:
 ``borrow`` (borrower, device) and ``return`` (device, optional borrower); workloads, each with a
 ``name``: ``stream`` (requester, addr, bytes, write), ``gpu_copy`` (runner, gpu, direction htod|dtoh,
-bytes), ``fio`` (runner, drive, rw randread|randwrite, iodepth, numjobs, ios, bs), ``pingpong`` (runner,
+bytes), ``fio`` (runner, drive, rw as fio's: read|write|randread|randwrite|rw|readwrite|randrw, iodepth, numjobs, ios, bs), ``pingpong`` (runner,
 gpu_a, gpu_b, via peer|ram, rounds), ``ntb_perf`` (runner, peer, use_dma, threads, chunk_order,
 total_order) and ``nic`` (runner, nic, config base|hypertrio, tenants, duration, profile, order,
 packets_per_tenant, epoch: the hyper-tenant NIC of 002, ``Scenario.nic``); ``fault`` (kind, target): a fault at that time (kinds in ``devlend.pool.FAULT_KINDS``:
@@ -119,7 +119,7 @@ class FioWork(_Model):
     name: str
     runner: str
     drive: str
-    rw: Literal["randread", "randwrite"]
+    rw: Literal["read", "write", "randread", "randwrite", "rw", "readwrite", "randrw"]   # fio's rw (a mix: 50% reads)
     iodepth: int = Field(default=1, ge=1)
     numjobs: int = Field(default=1, ge=1)
     ios: int = Field(default=1000, ge=1)

@@ -104,8 +104,10 @@ def route_text(route: Any) -> str:
     return "\n".join(lines)
 
 
-def to_dot(inv: dict) -> str:
-    """Graphviz DOT: one cluster per host, switches and endpoints as nodes, links as edges."""
+def to_dot(inv: dict, cluster_switches: list = (), vms: list = ()) -> str:
+    """Graphviz DOT: one cluster per host, switches and endpoints as nodes, links as edges; NTB
+    cluster switches as nodes of their own, and each VM beside its host with an edge to each of
+    its devices (VFIO pass-through or the mediated lending path)."""
     def q(s: str) -> str:
         return '"' + s.replace('"', r'\"') + '"'
 
@@ -131,6 +133,15 @@ def to_dot(inv: dict) -> str:
                 walk(ch)
         walk(h["tree"])
         lines.append("  }")
+    for sw in cluster_switches:
+        lines.append(f"  {q(sw.name)} [shape=box3d, style=filled, fillcolor=lightblue, "
+                     f"label={q(sw.name + chr(10) + 'NTB cluster switch' + (' (' + sw.profile + ')' if sw.profile else ''))}];")
+    for vm in vms:
+        lines.append(f"  {q('vm:' + vm.name)} [shape=component, style=filled, fillcolor=honeydew, label={q(vm.name + chr(10) + 'VM on ' + vm.host)}];")
+        lines.append(f"  {q('vm:' + vm.name)} -> {q(vm.host)} [style=dotted, label=\"runs on\"];")
+        for d in vm.devices:
+            path = d.path or ("vfio" if comp_host.get(d.device) == vm.host else "mediated")
+            lines.append(f"  {q('vm:' + vm.name)} -> {q(d.device)} [style=dotted, color=darkgreen, label={q(path)}];")
     for l in inv["links"]:
         up = l["up_component"]
         style = ", style=dashed, color=blue, penwidth=2" if l["ntb"] else (", style=bold" if l["kind"] == "cable" else "")

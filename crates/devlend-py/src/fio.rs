@@ -2,7 +2,8 @@
 
 use crate::{FabricError, NvmeStatusError};
 use devlend_devices::nvme_driver::NvmeError;
-use devlend_workloads::fio_job::{fio as run, FioError, FioResult, Job, Rw};
+use devlend_workloads::fio_job::{fio as run, fio_threads, FioError, FioResult, Job, JobOut, JobSpec, Rw, DRIVE_BLOCKS};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -53,7 +54,59 @@ fn fio<'py>(
     to_dict(py, &r)
 }
 
+/// A job thread from its dict (the keys are `JobSpec`'s fields; python/devlend/fio/run.py builds them).
+fn spec(d: &Bound<'_, PyDict>) -> PyResult<JobSpec> {
+    fn get<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, k: &str) -> PyResult<T> {
+        d.get_item(k)?.ok_or_else(|| PyValueError::new_err(format!("fio job thread: missing {k}")))?.extract().map_err(Into::into)
+    }
+    let rw: String = get(d, "rw")?;
+    Ok(JobSpec {
+        rw: Rw::parse(&rw).map_err(err)?,
+        rwmixread: get(d, "rwmixread")?,
+        bssplit: get(d, "bssplit")?,
+        iodepth: get(d, "iodepth")?,
+        offset: get(d, "offset")?,
+        size: get(d, "size")?,
+        io_limit: get(d, "io_limit")?,
+        ios: get(d, "ios")?,
+        runtime_ps: get(d, "runtime_ps")?,
+        time_based: get(d, "time_based")?,
+        startdelay_ps: get(d, "startdelay_ps")?,
+        thinktime_ps: get(d, "thinktime_ps")?,
+        rate_iops: get(d, "rate_iops")?,
+        randommap: get(d, "randommap")?,
+        seed: get(d, "seed")?,
+        group: get(d, "group")?,
+        verify: false,
+    })
+}
+
+fn out_dict<'py>(py: Python<'py>, o: &JobOut) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("start_ps", o.start)?;
+    d.set_item("end_ps", o.end)?;
+    d.set_item("at_ps", o.ios.iter().map(|i| i.at_ps).collect::<Vec<_>>())?;
+    d.set_item("slat_ps", o.ios.iter().map(|i| i.slat_ps).collect::<Vec<_>>())?;
+    d.set_item("clat_ps", o.ios.iter().map(|i| i.clat_ps).collect::<Vec<_>>())?;
+    d.set_item("bytes", o.ios.iter().map(|i| i.bytes).collect::<Vec<_>>())?;
+    d.set_item("write", o.ios.iter().map(|i| i.write).collect::<Vec<_>>())?;
+    Ok(d)
+}
+
+/// Run a job file's threads (numjobs expanded; each a dict of `JobSpec`'s fields) with the driver
+/// on host `runner`, borrowing `device` when it sits elsewhere. Returns, per thread, when it
+/// started and ended and every I/O it completed (start, slat, clat in ps, bytes, write).
+#[pyfunction]
+fn fio_jobs<'py>(py: Python<'py>, topology_json: &str, runner: &str, device: &str, threads: Vec<Bound<'py, PyDict>>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    let specs = threads.iter().map(spec).collect::<PyResult<Vec<_>>>()?;
+    let (json, runner, device) = (topology_json.to_string(), runner.to_string(), device.to_string());
+    let outs = py.detach(move || fio_threads(&json, &runner, &device, specs).map(|r| r.outputs()).map_err(err))?;
+    outs.iter().map(|(_, o)| out_dict(py, o)).collect()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fio, m)?)?;
+    m.add_function(wrap_pyfunction!(fio_jobs, m)?)?;
+    m.add("FIO_DRIVE_BYTES", DRIVE_BLOCKS * devlend_devices::nvme::BLOCK)?;
     Ok(())
 }

@@ -68,12 +68,12 @@ pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner,
     m.add_device(a.func, Rc::new(RefCell::new(ctrl)));
     let run = match a.runner {
         Runner::Host(h) => {
-            let run = FioRun::probe(m, w, h, a.dev, job, at);
+            let run = FioRun::probe(m, w, h, a.dev, job.threads(), at);
             run.jobs(m, at);
             Fio::Host(run)
         }
         Runner::Vm(g) => {
-            let run = FioRun::probe(m, w, g, a.dev, job, at);
+            let run = FioRun::probe(m, w, g, a.dev, job.threads(), at);
             run.jobs(m, at);
             Fio::Vm(run)
         }

@@ -8,35 +8,59 @@
 //! job reads back the LBAs it wrote and compares checksums (fio's `verify=crc32c`, here FNV-1a).
 
 mod error;
+mod thread;
 
 pub use error::FioError;
+pub use thread::{IoRec, JobOut, JobSpec, MAX_BS};
 
-use devlend_devices::nvme::{BLOCK, OP_READ, OP_WRITE};
-use devlend_devices::nvme_driver::{Driver, NvmeError, NvmeQueue};
+use devlend_devices::nvme::BLOCK;
+use devlend_devices::nvme_driver::{Driver, NvmeError};
 use devlend_devices::nvme_run::machine;
-use devlend_engine::machine::{Machine, Thread};
+use devlend_engine::machine::Machine;
 use devlend_engine::queue::Ps;
-use devlend_host::{Cluster, DevId, HostError, Os, ThreadKernel};
+use devlend_host::{Cluster, DevId, ThreadKernel};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 
 /// The drive's size for the workload: 2^24 blocks of 512 B (8 GiB).
 pub const DRIVE_BLOCKS: u64 = 1 << 24;
 const BS: u64 = 4096;
 
+/// fio's `rw`: sequential or random, reads, writes or a mix of both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rw {
+    Read,
+    Write,
     RandRead,
     RandWrite,
+    /// fio's `rw` / `readwrite`: sequential mixed.
+    ReadWrite,
+    RandRw,
 }
 
 impl Rw {
     pub fn parse(s: &str) -> Result<Rw, FioError> {
         match s {
+            "read" => Ok(Rw::Read),
+            "write" => Ok(Rw::Write),
             "randread" => Ok(Rw::RandRead),
             "randwrite" => Ok(Rw::RandWrite),
+            "rw" | "readwrite" => Ok(Rw::ReadWrite),
+            "randrw" => Ok(Rw::RandRw),
             _ => Err(FioError::UnknownRw { given: s.to_string() }),
+        }
+    }
+
+    pub fn random(self) -> bool {
+        matches!(self, Rw::RandRead | Rw::RandWrite | Rw::RandRw)
+    }
+
+    /// fio's default `rwmixread` for this `rw`: 100 for reads, 0 for writes, 50 for a mix.
+    pub fn default_mix(self) -> u8 {
+        match self {
+            Rw::Read | Rw::RandRead => 100,
+            Rw::Write | Rw::RandWrite => 0,
+            Rw::ReadWrite | Rw::RandRw => 50,
         }
     }
 }
@@ -71,16 +95,6 @@ pub struct FioResult {
     pub mismatches: u64,
 }
 
-/// What one job measured.
-#[derive(Default)]
-struct JobOut {
-    start: u64,
-    end: u64,
-    lat: Vec<u64>,
-    verified: u64,
-    mismatches: u64,
-}
-
 fn fnv(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ *x as u64).wrapping_mul(0x100_0000_01b3))
 }
@@ -104,29 +118,85 @@ pub fn check(job: &Job) -> Result<(), FioError> {
     Ok(())
 }
 
+impl Job {
+    /// The job's threads: `numjobs` 4 KiB jobs, each on its own share of the span (so that
+    /// verified writes are its own) with its own random sequence, issuing `ios` commands.
+    pub fn threads(&self) -> Vec<JobSpec> {
+        let region = self.size_blocks.unwrap_or(DRIVE_BLOCKS) / self.numjobs as u64 * BLOCK;
+        (0..self.numjobs as u64)
+            .map(|j| JobSpec {
+                rw: self.rw,
+                rwmixread: self.rw.default_mix(),
+                bssplit: vec![(BS, 100)],
+                iodepth: self.iodepth,
+                offset: j * region,
+                size: region,
+                io_limit: None,
+                ios: Some(self.ios as u64),
+                runtime_ps: None,
+                time_based: false,
+                startdelay_ps: 0,
+                thinktime_ps: 0,
+                rate_iops: None,
+                randommap: false,
+                seed: 0x5eed_0000_0000_0001u64 ^ (j + 1).wrapping_mul(0x9e37_79b9),
+                group: 0,
+                verify: self.verify,
+            })
+            .collect()
+    }
+}
+
+/// Check the threads of a job file before anything is built.
+pub fn check_threads(threads: &[JobSpec]) -> Result<(), FioError> {
+    if threads.is_empty() || threads.len() >= devlend_devices::nvme::MAX_QUEUES {
+        return Err(FioError::Invalid { reason: "the drive gives 1 to 16 jobs an I/O queue pair each" });
+    }
+    if threads.iter().any(|t| t.iodepth >= devlend_devices::nvme::MAX_QUEUE_ENTRIES) {
+        return Err(FioError::Invalid { reason: "iodepth must be below the drive's 1024 queue entries" });
+    }
+    threads.iter().try_for_each(|t| t.check(DRIVE_BLOCKS * BLOCK))
+}
+
 /// Run the workload with the driver on host `runner` (borrowing `device` when it sits elsewhere).
 pub fn fio(json: &str, runner: &str, device: &str, job: Job) -> Result<FioResult, FioError> {
     check(&job)?;
+    // No drive-size check here: a span past the drive's end is the drive's to refuse (LBA Out of Range).
+    let run = run_threads(json, runner, device, job.threads())?;
+    run.result()
+}
+
+/// Run job threads (a job file's, numjobs expanded) with the driver on host `runner`, borrowing
+/// `device` when it sits elsewhere; the probe runs first, the jobs start once it has ended.
+pub fn fio_threads(json: &str, runner: &str, device: &str, threads: Vec<JobSpec>) -> Result<FioRun, FioError> {
+    check_threads(&threads)?;
+    run_threads(json, runner, device, threads)
+}
+
+fn run_threads(json: &str, runner: &str, device: &str, threads: Vec<JobSpec>) -> Result<FioRun, FioError> {
     let (mut m, _ctrl, host, dev) = machine(json, runner, device, DRIVE_BLOCKS).map_err(FioError::Setup)?;
-    let run = FioRun::probe(&mut m, "fio", host, dev, job, 0);
+    let run = FioRun::probe(&mut m, "fio", host, dev, threads, 0);
     m.run().map_err(FioError::Machine)?;
     run.take_failure()?;
     let at = m.now();
     run.jobs(&mut m, at);
     m.run().map_err(FioError::Machine)?;
-    run.result()
+    run.take_failure()?;
+    Ok(run)
 }
 
 /// A fio workload on a machine that may run other workloads too: its probe thread, its job
-/// threads (each waits until the probe has given it a queue pair), and what they measured.
+/// threads (each waits until the probe has given it a queue pair and the stonewall groups before
+/// its own have ended), and what they measured.
 pub struct FioRun<K: ThreadKernel = u16> {
     name: String,
     host: K,
-    job: Job,
+    threads: Rc<Vec<JobSpec>>,
     drv: Rc<RefCell<Option<Driver>>>,
     /// The probe has ended (with a driver, or with a failure).
     probed: Rc<Cell<bool>>,
-    outs: Rc<RefCell<Vec<JobOut>>>,
+    /// Each thread's measurements, by its index (empty until it ends).
+    outs: Rc<RefCell<Vec<Option<JobOut>>>>,
     failed: Rc<RefCell<Option<FioError>>>,
     /// When the first failure was met.
     failed_at: Rc<Cell<Option<Ps>>>,
@@ -134,24 +204,24 @@ pub struct FioRun<K: ThreadKernel = u16> {
 
 impl<K: ThreadKernel> FioRun<K> {
     /// Start the driver's probe of `dev` (the controller already on `m`) in kernel `host` (a
-    /// host's, or a VM's) at `at`.
-    pub fn probe(m: &mut Machine<Cluster>, name: &str, host: K, dev: DevId, job: Job, at: Ps) -> FioRun<K> {
+    /// host's, or a VM's) at `at`: one I/O queue pair per thread, deep enough for the deepest.
+    pub fn probe(m: &mut Machine<Cluster>, name: &str, host: K, dev: DevId, threads: Vec<JobSpec>, at: Ps) -> FioRun<K> {
+        let n = threads.len();
         let run = FioRun {
             name: name.into(),
             host: host.clone(),
-            job,
+            threads: Rc::new(threads),
             drv: Rc::default(),
             probed: Rc::default(),
-            outs: Rc::default(),
+            outs: Rc::new(RefCell::new((0..n).map(|_| None).collect())),
             failed: Rc::default(),
             failed_at: Rc::default(),
         };
         let (d, fail, probed, fail_at) = (run.drv.clone(), run.failed.clone(), run.probed.clone(), run.failed_at.clone());
+        let depth = (run.threads.iter().map(|t| t.iodepth).max().unwrap_or(1) + 1).max(2);
         m.spawn(&format!("{name}/nvme-probe"), at, move |t| {
-            let probe = host.on(t).map_err(|error| NvmeError::Os { what: "kernel", error }).and_then(|mut os| {
-                let depth = (job.iodepth + 1).max(2);
-                Driver::probe_queues(&mut os, dev, job.numjobs, depth)
-            });
+            let probe =
+                host.on(t).map_err(|error| NvmeError::Os { what: "kernel", error }).and_then(|mut os| Driver::probe_queues(&mut os, dev, n as u16, depth));
             match probe {
                 Ok(drv) => *d.borrow_mut() = Some(drv),
                 Err(error) => {
@@ -165,26 +235,43 @@ impl<K: ThreadKernel> FioRun<K> {
         run
     }
 
-    /// Start the job threads at `at`; each begins once the probe has ended.
+    /// Start the job threads at `at`; each begins once the probe and the groups before its own
+    /// have ended, then waits its `startdelay`.
     pub fn jobs(&self, m: &mut Machine<Cluster>, at: Ps) {
-        let job = self.job;
-        for j in 0..job.numjobs {
+        let groups = self.threads.iter().map(|t| t.group).max().unwrap_or(0) as usize + 1;
+        let mut left = vec![0u32; groups];
+        self.threads.iter().for_each(|t| left[t.group as usize] += 1);
+        let left = Rc::new(RefCell::new(left));
+        for j in 0..self.threads.len() {
             let host = self.host.clone();
-            let (drv, probed, outs, fail) = (self.drv.clone(), self.probed.clone(), self.outs.clone(), self.failed.clone());
+            let (drv, probed, outs, fail, threads, left) =
+                (self.drv.clone(), self.probed.clone(), self.outs.clone(), self.failed.clone(), self.threads.clone(), left.clone());
             let fail_at = self.failed_at.clone();
             m.spawn(&format!("{}/fio-job{j}", self.name), at, move |t| {
                 t.wait_until("the NVMe driver's probe", move |_: &mut Cluster| probed.get());
-                let Some(q) = drv.borrow_mut().as_mut().and_then(|d| d.take_queue(j + 1)) else {
-                    fail.borrow_mut().get_or_insert(FioError::NoQueue { job: j });
-                    return Ok(());
+                let spec = &threads[j];
+                let g = spec.group as usize;
+                if g > 0 {
+                    let before = left.clone();
+                    t.wait_until("the stonewall before this job", move |_: &mut Cluster| before.borrow()[..g].iter().all(|&n| n == 0));
+                }
+                if spec.startdelay_ps > 0 {
+                    t.sleep(spec.startdelay_ps);
+                }
+                let q = drv.borrow_mut().as_mut().and_then(|d| d.take_queue(j as u16 + 1));
+                let out = match q {
+                    None => Err(FioError::NoQueue { job: j as u16 }),
+                    Some(q) => thread::run_thread(t, &host, q, spec, JobOut { start: t.now(), ..Default::default() })
+                        .map_err(|error| FioError::Job { job: j as u16, error }),
                 };
-                match run_job(t, &host, q, job, j) {
-                    Ok(out) => outs.borrow_mut().push(out),
-                    Err(error) => {
-                        fail.borrow_mut().get_or_insert(FioError::Job { job: j, error });
+                match out {
+                    Ok(out) => outs.borrow_mut()[j] = Some(out),
+                    Err(e) => {
+                        fail.borrow_mut().get_or_insert(e);
                         fail_at.set(fail_at.get().or(Some(t.now())));
                     }
                 }
+                left.borrow_mut()[g] -= 1;
                 Ok(())
             });
         }
@@ -202,18 +289,25 @@ impl<K: ThreadKernel> FioRun<K> {
     /// What the jobs measured, once the machine has run (or the first failure).
     pub fn result(&self) -> Result<FioResult, FioError> {
         self.take_failure()?;
-        Ok(summarize(&self.outs.borrow()))
+        Ok(summarize(&self.outs.borrow().iter().flatten().collect::<Vec<_>>()))
+    }
+
+    /// Each thread's spec and measurements, in order, once the machine has run.
+    pub fn outputs(&self) -> Vec<(JobSpec, JobOut)> {
+        let outs = std::mem::take(&mut *self.outs.borrow_mut());
+        self.threads.iter().cloned().zip(outs.into_iter().map(Option::unwrap_or_default)).collect()
     }
 }
 
-fn summarize(outs: &[JobOut]) -> FioResult {
-    let mut lat: Vec<u64> = outs.iter().flat_map(|o| o.lat.iter().copied()).collect();
+fn summarize(outs: &[&JobOut]) -> FioResult {
+    let mut lat: Vec<u64> = outs.iter().flat_map(|o| o.ios.iter().map(|i| i.slat_ps + i.clat_ps)).collect();
     lat.sort_unstable();
     let n = lat.len().max(1);
     let start = outs.iter().map(|o| o.start).min().unwrap_or(0);
     let end = outs.iter().map(|o| o.end).max().unwrap_or(0);
     let elapsed = (end - start).max(1);
     let ios = lat.len() as u64;
+    let bytes: u64 = outs.iter().flat_map(|o| o.ios.iter().map(|i| i.bytes as u64)).sum();
     let iops = ios as f64 / (elapsed as f64 * 1e-12);
     FioResult {
         ios,
@@ -221,7 +315,7 @@ fn summarize(outs: &[JobOut]) -> FioResult {
         end_ps: end,
         elapsed_ps: elapsed,
         iops,
-        bandwidth: iops * BS as f64,
+        bandwidth: bytes as f64 / (elapsed as f64 * 1e-12),
         lat_mean_ps: lat.iter().sum::<u64>() as f64 / n as f64,
         lat_p50_ps: lat.get(n * 50 / 100).copied().unwrap_or(0),
         lat_p99_ps: lat.get((n * 99 / 100).min(n - 1)).copied().unwrap_or(0),
@@ -234,59 +328,4 @@ fn summarize(outs: &[JobOut]) -> FioResult {
 fn pattern(lba: u64, pass: u64) -> Vec<u8> {
     let mut s = lba.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ pass.wrapping_add(1);
     (0..BS / 8).flat_map(|_| next(&mut s).to_le_bytes()).collect()
-}
-
-fn run_job<K: ThreadKernel>(t: &Thread<'_, Cluster>, host: &K, mut q: NvmeQueue, job: Job, j: u16) -> Result<JobOut, NvmeError> {
-    let oserr = |what: &'static str| move |e: HostError| NvmeError::Os { what, error: e };
-    let mut os = host.on(t).map_err(oserr("kernel"))?;
-    // Each job has its own region of the drive, so verified writes are its own.
-    let region = job.size_blocks.unwrap_or(DRIVE_BLOCKS) / job.numjobs as u64;
-    let slots = region / (BS / BLOCK);
-    let lba_of = |r: u64| j as u64 * region + (r % slots) * (BS / BLOCK);
-    let mut rng = 0x5eed_0000_0000_0001u64 ^ (j as u64 + 1).wrapping_mul(0x9e37_79b9);
-    let bufs: Vec<u64> = (0..job.iodepth).map(|_| os.kmalloc(BS)).collect::<Result<_, _>>().map_err(oserr("kmalloc"))?;
-    let opcode = if job.rw == Rw::RandRead { OP_READ } else { OP_WRITE };
-    let mut written: HashMap<u64, u64> = HashMap::new();
-    let mut inflight: HashMap<u16, (usize, u64, u64)> = HashMap::new();
-    let mut out = JobOut { start: t.now(), ..Default::default() };
-    let (mut submitted, mut pass) = (0u32, 0u64);
-    // A command's latency runs from before its submission (fio's `lat`, not `clat`).
-    let mut submit = |os: &mut K::Os<'_, '_>, q: &mut NvmeQueue, b: usize, inflight: &mut HashMap<u16, (usize, u64, u64)>| -> Result<(), NvmeError> {
-        let lba = lba_of(next(&mut rng));
-        if job.verify && opcode == OP_WRITE {
-            pass += 1;
-            let data = pattern(lba, pass);
-            written.insert(lba, fnv(&data));
-            os.write(bufs[b], &data).map_err(oserr("write buffer"))?;
-        }
-        let at = t.now();
-        let cid = q.queue_rq(os, opcode, lba, (BS / BLOCK) as u16, bufs[b])?;
-        inflight.insert(cid, (b, at, lba));
-        Ok(())
-    };
-    for b in 0..(job.iodepth.min(job.ios)) as usize {
-        submit(&mut os, &mut q, b, &mut inflight)?;
-        submitted += 1;
-    }
-    while !inflight.is_empty() {
-        for c in q.reap(&mut os)? {
-            let (b, at, lba) = inflight.remove(&c.cid).ok_or(NvmeError::UnknownCommand { qid: q.qid, cid: c.cid })?;
-            if c.status != 0 {
-                return Err(NvmeError::Status { opcode, lba, status: c.status });
-            }
-            out.lat.push(t.now() - at);
-            if submitted < job.ios {
-                submit(&mut os, &mut q, b, &mut inflight)?;
-                submitted += 1;
-            }
-        }
-    }
-    out.end = t.now();
-    for (lba, sum) in written {
-        q.read(&mut os, lba, (BS / BLOCK) as u16, bufs[0])?;
-        let got = os.read(bufs[0], BS as usize).map_err(oserr("read buffer"))?;
-        out.verified += 1;
-        out.mismatches += (fnv(&got) != sum) as u64;
-    }
-    Ok(out)
 }

@@ -1,4 +1,4 @@
-"""Calibration and validation (issue 16's discipline): published measurements as data
+"""Calibration and validation: published measurements as data
 (params/measurements.yaml), each computed by a small simulation (a probe), the unknown component
 latencies fitted to the calibration set within physical bounds, and every measurement judged, the
 calibration and validation sets apart.
@@ -27,7 +27,7 @@ HARDWARE = os.path.join(PARAMS_DIR, "hardware.toml")
 SETS = ("calibration", "validation")
 KINDS = ("value", "ordering")
 RELATIONS = ("<", ">", "=")
-# issue 16: latency within 10% or 50 ns, bandwidth within 10%
+# the acceptance bounds: latency within 10% or 50 ns, bandwidth within 10%
 DEFAULT_TOLERANCE = {"ns": {"rel": 0.10, "abs": 50.0}, "GB/s": {"rel": 0.10}, "MB/s": {"rel": 0.10}}
 
 

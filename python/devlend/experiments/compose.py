@@ -1,4 +1,4 @@
-"""compose (issue 14, beyond every paper): three workloads of three seed papers on one fabric, on
+"""compose (beyond every paper): three workloads of three seed papers on one fabric, on
 one clock, alone and together.
 
 Topology `compose-three-host.yaml`: a lender holds an Optane P5800X, a Tesla K40c and the hyper-tenant
@@ -109,7 +109,7 @@ def cases(quick: bool = True, params: Optional[dict] = None, progress: Optional[
     return out
 
 
-@register("compose", "fio on a borrowed drive, a VM's GPU copies and the hyper-tenant NIC (256 tenants) on one fabric (issue 14)", params=True)
+@register("compose", "fio on a borrowed drive, a VM's GPU copies and the hyper-tenant NIC (256 tenants) on one fabric", params=True)
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     done = cases(quick, progress=progress)
     rows, notes = [], []
@@ -133,7 +133,7 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
                  "HyperTRIO pipeline's rate after its last run, iterations its runs (the loaded round trip fed back)")
     notes.append("no paper value: no seed paper ran these together")
     return ExperimentResult(name="compose", title=f"fio, a VM's GPU copy and the hyper-tenant NIC ({TENANTS} tenants): alone and together",
-                            source="issue 14; 000 §4, §5; 002 Table IV",
+                            source="000 §4, §5; 002 Table IV",
                             columns=["case", "config", "workload", "GBps", "vs_alone", "latency_us", "p99_us", "model_gbps",
                                      "iterations", "bottleneck", "utilisation"],
                             rows=rows, notes=notes, plot=plot)

@@ -120,7 +120,7 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
     cols = ["scenario", "access", "N", "per_stream_GBps", "min_stream_GBps", "bound_per_stream_GBps", "total_GBps", "capacity_GBps",
             "one_stream_analytic_GBps", "end_spread_pct", "busiest_link", "busiest_util", "credit_stall_us", "probe_idle_ns", "probe_loaded_ns"]
     return ExperimentResult(name="contention", title="DMA streams sharing the lender's NTB link (GB/s; probe latency ns)",
-                            source="beyond the papers (issue 13)", columns=cols, rows=rows, notes=notes, plot=plot)
+                            source="beyond the papers", columns=cols, rows=rows, notes=notes, plot=plot)
 
 
 def plot(res: ExperimentResult, path: str) -> None:

@@ -1,4 +1,4 @@
-"""Faults under fire (issue 17): for each injected fault, a bandwidthTest-style copy and an
+"""Faults under fire: for each injected fault, a bandwidthTest-style copy and an
 fio-style job running when it strikes, each alone on the four-server cluster.
 
 Setup: four-server-cluster; server1 borrows server2's gpu2 (a host-to-device cudaMemcpy) or nvme1
@@ -129,7 +129,7 @@ def measure(quick: bool, progress: Optional[Callable[[str], None]] = None) -> tu
     return rows, clean
 
 
-@register("faults", "Faults mid-transfer: what a borrowed GPU's copy and NVMe job see, bytes moved, mappings left (issue 17)")
+@register("faults", "Faults mid-transfer: what a borrowed GPU's copy and NVMe job see, bytes moved, mappings left")
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     rows, clean = measure(quick, progress)
     notes = [f"{w} without a fault: {c['bytes']} bytes moved by {DEVICES[w]} in {c['end_ns'] / 1e3:.1f} us; each fault strikes at half that"
@@ -146,7 +146,7 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
               "mappings_left: what no live lend owns once every lend is ended (devlend-host's leftover checker: NTB translations, LUT entries, IOMMU context entries and mapped bytes; must be 0)"]
     cols = ["fault", "kind", "target", "workload", "outcome", "fault_us", "bytes_before", "bytes_after", "bytes_without_fault", "noticed_after_us", "lends_ended",
             "mappings_left", "aer", "hotplug", "application_saw"]
-    return ExperimentResult(name="faults", title="Faults mid-transfer on a borrowed GPU and NVMe drive", source="beyond the papers (issue 17)",
+    return ExperimentResult(name="faults", title="Faults mid-transfer on a borrowed GPU and NVMe drive", source="beyond the papers",
                             columns=cols, rows=rows, notes=notes, plot=plot)
 
 

@@ -1,4 +1,4 @@
-"""HyperTRIO on a lent NIC (issue 5, a result 002 did not have): the hyper-tenant NIC sits in
+"""HyperTRIO on a lent NIC (a result 002 did not have): the hyper-tenant NIC sits in
 another host and is lent to the tenants' host through an NTB with Device Lending.
 
 The tenants' IOMMU (the one that walks their nested tables) is in the borrower's root complex, so
@@ -87,7 +87,7 @@ def path_costs(params: Optional[dict] = None) -> dict:
             "ntb_gbps": row["bytes"] * 8 / (row["time_ns"] * 1e-9) / 1e9}
 
 
-# Shared links (issue 14): the lent NIC's traffic next to a GPU copy over the same NTB.
+# Shared links: the lent NIC's traffic next to a GPU copy over the same NTB.
 SHARE_WINDOW_NS = 20_000        # how long the NIC's traffic is driven
 NIC_DATA = 0                    # window offsets: the NIC's packet buffers (16 MiB, reused) ...
 GPU_DATA = 32 << 20             # ... and the GPU copy's destination
@@ -149,7 +149,7 @@ def shared_links(stats: dict, packet_bytes: int, params: Optional[dict] = None) 
     return out
 
 
-@register("hnic", "HyperTRIO on a NIC lent through an NTB: 1-1024 tenants, Base vs HyperTRIO (issue 5)", params=True)
+@register("hnic", "HyperTRIO on a NIC lent through an NTB: 1-1024 tenants, Base vs HyperTRIO", params=True)
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     costs = path_costs()
     rtt = costs["round_trip_ps"]
@@ -179,7 +179,7 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
              *_shared_notes(rtt["lent"], max(tenants)),
              "no paper value: 002 did not lend the NIC"]
     return ExperimentResult(name="hnic", title="I/O link bandwidth (Gb/s), local vs lent NIC, iperf3, RR1",
-                            source="002 Table II, Table IV; 000 §4; issue 5",
+                            source="002 Table II, Table IV; 000 §4",
                             columns=["config", "nic", "tenants", "round_trip_ns", "gbps"], rows=rows, notes=notes,
                             plot=plot)
 

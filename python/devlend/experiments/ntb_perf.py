@@ -1,4 +1,4 @@
-"""ntb-perf: the Linux ntb_perf tool (drivers/ntb/test) on the 003 testbed (issue 6), or between
+"""ntb-perf: the Linux ntb_perf tool (drivers/ntb/test) on the 003 testbed, or between
 the two ends of any NTB (`--topology`, with `--opt runner=HOST --opt peer=HOST`).
 
 Host B writes into host A's 1 MB memory window through the PEX8749 NT port, as Linux's ntb_perf
@@ -41,7 +41,7 @@ def modes(use_dma: str, threads_count: int) -> list:
     return cpu + dma
 
 
-@register("ntb-perf", "Linux ntb_perf over an NTB: CPU (WC) vs DMA with 1, 2, 4 channels (issue 6; any topology with an NTB)",
+@register("ntb-perf", "Linux ntb_perf over an NTB: CPU (WC) vs DMA with 1, 2, 4 channels (any topology with an NTB)",
           stand=Stand("pex8749-rdma.yaml", ()), options=OPTIONS)
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None, runner: str = "host-b", peer: str = "host-a",
         use_dma: str = "both", threads_count: int = 0, chunk_order: int = 0, total_order: int = 0,

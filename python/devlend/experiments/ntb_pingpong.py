@@ -1,4 +1,4 @@
-"""ntb-pingpong: the Linux ntb_pingpong tool (drivers/ntb/test) on the 003 testbed (issue 6), or
+"""ntb-pingpong: the Linux ntb_pingpong tool (drivers/ntb/test) on the 003 testbed, or
 between the two ends of any NTB (`--topology`, with `--opt a=HOST --opt b=HOST`).
 
 The two hosts bounce a doorbell through the PEX8749 NT port: each side reads its first
@@ -24,7 +24,7 @@ LINKS = [(2, 8), (3, 8), (4, 16)]
 PINGS = 1000
 
 
-@register("ntb-pingpong", "Linux ntb_pingpong over an NTB: doorbell + scratchpad round trip (issue 6; any topology with an NTB)",
+@register("ntb-pingpong", "Linux ntb_pingpong over an NTB: doorbell + scratchpad round trip (any topology with an NTB)",
           stand=Stand("pex8749-rdma.yaml", ()), options={"a": "host-a", "b": "host-b", "count": 0, "init_db": 1, "delay_ms": 0.0})
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None, a: str = "host-a", b: str = "host-b",
         count: int = 0, init_db: int = 1, delay_ms: float = 0.0) -> ExperimentResult:

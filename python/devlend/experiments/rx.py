@@ -1,4 +1,4 @@
-"""R-ext (issue 6, past the paper): the same put library on the 003 testbed re-rated to Gen3 x8
+"""R-ext (past the paper): the same put library on the 003 testbed re-rated to Gen3 x8
 and Gen4 x16, with each link's analytic limit for posted writes (devlend_engine::analytic) beside
 it, so one sees how far the 2016 testbed (Gen2 x8) was from what the link allows. Same host
 software, DMA engine and CPU-store parameters; only the links change.
@@ -16,7 +16,7 @@ LINKS = [(2, 8), (3, 8), (4, 16)]
 METHODS = ["memcpy", "block", "sg8"]
 
 
-@register("rx", "RDMA put library on Gen2 x8, Gen3 x8, Gen4 x16 NTBs vs the analytic link limit (issue 6)")
+@register("rx", "RDMA put library on Gen2 x8, Gen3 x8, Gen4 x16 NTBs vs the analytic link limit")
 def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -> ExperimentResult:
     sizes = [64 * KiB, 1 * MiB] if quick else [4 * KiB, 64 * KiB, 1 * MiB]
     rows = []
@@ -33,7 +33,7 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
              "a faster link barely helps it; UC memcpy is bound by the CPU's store issue; a write-combined mapping "
              "(memcpy_wc) is the only path that scales with the link",
              "link_limit: saturated posted writes of 256-byte payloads along the DMA's path (analytic model)"]
-    return ExperimentResult(name="rx", title="The 003 put library on faster NTB links, MB/s", source="issue 6 extension of 003 §3",
+    return ExperimentResult(name="rx", title="The 003 put library on faster NTB links, MB/s", source="an extension of 003 §3",
                             columns=["link", "size"] + [f"{m}_MBps" for m in METHODS] + ["memcpy_wc_MBps", "link_limit_MBps"],
                             rows=rows, notes=notes, plot=plot)
 

@@ -1,6 +1,6 @@
 """XCMP (beyond 004): one kernel RDMA-write benchmark, server A's HCA reached four ways.
 
-004 compares its two Xen drivers with native Linux; issue 7 asks for the comparison no paper made:
+004 compares its two Xen drivers with native Linux asks for the comparison no paper made:
 the same round-trip and throughput tests (X1's, 004 §4.2) with the HCA reached through
 - Xen's basic split driver (every verb through the device channel, 004 §3.1-3.2),
 - Xen's device-domain bypass (post and poll from the guest, 004 §3.3),
@@ -76,7 +76,7 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
                      "through the NTB for a borrowed HCA")
     notes.append("basic split is worst at small messages: each post and poll is a device-channel round trip (>= 2 x 10 us, 004 Fig 9)")
     return ExperimentResult(name="xcmp", title="RDMA write, server A's HCA by access path: round trip (us) and throughput (MB/s)",
-                            source="beyond 004 (issue 7): 004 §3-4 with 000 §4-5", columns=cols, rows=rows, notes=notes, plot=plot)
+                            source="beyond 004: 004 §3-4 with 000 §4-5", columns=cols, rows=rows, notes=notes, plot=plot)
 
 
 def plot(res: ExperimentResult, path: str) -> None:

@@ -9,7 +9,7 @@ use std::fmt;
 pub enum FioError {
     /// The job description cannot be run (zero depth, a size smaller than the jobs...).
     Invalid { reason: &'static str },
-    /// An `rw` other than randread or randwrite.
+    /// An `rw` fio does not have.
     UnknownRw { given: String },
     /// Job `job` found no I/O queue of its own: the driver made fewer queues than there are jobs.
     NoQueue { job: u16 },
@@ -37,7 +37,7 @@ impl fmt::Display for FioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FioError::Invalid { reason } => write!(f, "fio: {reason}"),
-            FioError::UnknownRw { given } => write!(f, "fio: rw must be randread or randwrite, not {given}"),
+            FioError::UnknownRw { given } => write!(f, "fio: rw must be read, write, randread, randwrite, rw, readwrite or randrw, not {given}"),
             FioError::NoQueue { job } => write!(f, "fio: job {job}: the driver has too few I/O queues"),
             FioError::Setup(m) => write!(f, "fio: cannot set up the testbed: {m}"),
             FioError::Probe(e) => write!(f, "fio: probe failed: {e}"),

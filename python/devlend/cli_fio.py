@@ -1,0 +1,72 @@
+"""``devlend fio``: run an fio job file on a simulated NVMe drive, as fio users run fio."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+
+from .errors import DevlendError
+
+OUTPUT_FORMATS = ("normal", "json", "json+")
+HELP = """Run an fio job file (INI: \\[global] and job sections) on DEVICE from HOST, borrowing it through
+Device Lending when it sits in another host. fio-form options after the file override it
+(--runtime=2s, --iodepth=8, --bs=64k). Modelled: rw (read, write, randread, randwrite, rw,
+readwrite, randrw), rwmixread, rwmixwrite, bs, bssplit, iodepth, numjobs, size, offset, io_size,
+number_ios, runtime, time_based, ramp_time, startdelay, thinktime, rate_iops, stonewall,
+group_reporting, norandommap, randrepeat, randseed, percentile_list, name, direct=1. Mapped or
+ignored (and said so): ioengine (libaio, io_uring, psync...), filename, directory. Anything else is
+refused at FILE:LINE."""
+
+
+def fio_cmd(ctx: typer.Context,
+            jobfile: str = typer.Argument(..., help="fio job file"),
+            topology: str = typer.Option(..., "--topology", help="topology file"),
+            host: str = typer.Option(..., "--host", help="the host the jobs run on"),
+            device: str = typer.Option(..., "--device", help="the NVMe drive (borrowed when it sits elsewhere)"),
+            output_format: str = typer.Option("normal", "--output-format", help="normal, json or json+ (as fio)"),
+            output: Optional[str] = typer.Option(None, "--output", help="write the result here instead of stdout (as fio)"),
+            quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress or notes on stderr")) -> None:
+    from .cli import _fail, err
+    from . import load
+    from .fio import jobfile as jf, run, text
+    from .progress import spinner
+    try:
+        if output_format not in OUTPUT_FORMATS:
+            raise DevlendError(f"--output-format {output_format!r}: expected one of {', '.join(OUTPUT_FORMATS)}")
+        overrides = jf.parse_overrides(list(ctx.args))
+        with open(jobfile, encoding="utf-8") as fh:
+            jobs, global_opts = jf.load(fh.read(), jobfile, overrides)
+        topo = load(topology)
+        with spinner(f"fio {jobfile}: {sum(j.numjobs for j in jobs)} job(s) on {device} from {host}", quiet):
+            outs = run.simulate(topo.to_json(), host, device, jobs)
+        doc = run.to_json(jobs, outs, global_opts, device, plus=output_format == "json+")
+        from .provenance import KEY, record
+        doc[KEY] = record(topology=topology, scenario=jobfile, seed=sorted({j.randseed for j in jobs}),
+                          command=f"devlend fio {jobfile} --host {host} --device {device} " + " ".join(ctx.args))
+    except (DevlendError, OSError) as e:
+        _fail(e)
+    if not quiet:
+        for note in dict.fromkeys(n for j in jobs for n in j.notes):
+            err.print(f"devlend: note: {note}", markup=False)
+    if output_format == "normal":
+        header = [f"{j.name}: (g={j.group}): rw={j.rw}, bs={'/'.join(f'{b}B' for b, _ in j.bssplit)}, "
+                  f"ioengine={j.ioengine}, iodepth={j.iodepth}" for j in jobs]
+        body = text.render(doc, header)
+    else:
+        body = json.dumps(doc, indent=2) + "\n"
+    if output:
+        try:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(body)
+        except OSError as e:
+            _fail(e)
+        if not quiet:
+            err.print(f"wrote {output}", markup=False)
+    else:
+        sys.stdout.write(body)
+
+
+fio_cmd.__doc__ = HELP
