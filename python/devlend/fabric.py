@@ -158,13 +158,16 @@ class Fabric:
         return data
 
     @_wrap
-    def dma(self, requester: str, addr: Addr, nbytes: int, *, write: bool = True, warm: bool = False) -> "Transfer":
+    def dma(self, requester: str, addr: Addr, nbytes: int, *, write: bool = True, warm: bool = False,
+            transfer: int = 0) -> "Transfer":
         """Time a DMA stream (posted writes of max payload, or reads of max read request size) on
         an idle fabric with the discrete-event engine; `warm` runs it once untimed first (steady
         state: warm IOTLB). Every page of the transfer must route (checked per IOMMU page, NTB
         window or segment, and target); otherwise raises DmaFault at the first that does not, with
-        ``failure["transfer_addr"]`` the address there and ``delivered`` the bytes before it."""
-        timing, fail = self._core.dma(requester, addr, nbytes, write, warm)
+        ``failure["transfer_addr"]`` the address there and ``delivered`` the bytes before it.
+        `transfer`: the stream is back-to-back transfers of this many bytes (a device's DMA
+        descriptors, pcie-bench's SZ), no TLP crossing a transfer's end; 0: one transfer."""
+        timing, fail = self._core.dma(requester, addr, nbytes, write, warm, transfer)
         if fail is not None:
             failure = json.loads(fail)
             raise DmaFault(failure, failure["delivered"])

@@ -311,6 +311,20 @@ struct Flow {
     notify: bool,
     /// Tell the driver when each TLP lands or is served, so bytes move at that moment.
     data: bool,
+    /// [`FlowOpts::transfer`].
+    transfer: u64,
+}
+
+impl Flow {
+    /// Bytes left to issue before the end of the stream or of the current transfer.
+    fn left_in_transfer(&self) -> u64 {
+        let left = self.total - self.issued;
+        if self.transfer == 0 {
+            left
+        } else {
+            left.min(self.transfer - self.issued % self.transfer)
+        }
+    }
 }
 
 /// How a flow reports to the one driving the simulation.
@@ -320,6 +334,10 @@ pub struct FlowOpts {
     pub notify: bool,
     /// [`Notice::Landed`] / [`Notice::Served`] per TLP.
     pub data: bool,
+    /// The requester's transfer size (a DMA descriptor's length, as pcie-bench's `SZ`): no TLP
+    /// crosses a transfer's boundary, so a stream of 64-byte transfers is 64-byte reads or
+    /// writes whatever the MPS and MRRS allow. 0: the whole stream is one transfer.
+    pub transfer: u64,
 }
 
 /// An outstanding read request: who asked, how much is still to come, and where its completions go.
@@ -606,6 +624,7 @@ impl Sim {
             end: None,
             notify: opts.notify,
             data: opts.data,
+            transfer: opts.transfer,
         };
         let id = alloc(&mut self.flows, &mut self.free_flows, flow);
         self.q.push(at.max(self.now), Ev::FlowIssue(id));
@@ -957,7 +976,7 @@ impl Sim {
             let (kind, path, cpl, offset) = (f.kind, f.path, f.cpl, f.issued);
             match kind {
                 FlowKind::Write => {
-                    let n = mps.min(f.total - f.issued) as u32;
+                    let n = mps.min(f.left_in_transfer()) as u32;
                     let id = self.alloc_tlp(Tlp::new(Class::Posted, n, path, 0, fid, u32::MAX, offset, false));
                     let f = &mut self.flows[fid as usize];
                     f.issued += n as u64;
@@ -968,7 +987,7 @@ impl Sim {
                     if f.tags == 0 {
                         return;
                     }
-                    let n = mrrs.min(f.total - f.issued) as u32;
+                    let n = mrrs.min(f.left_in_transfer()) as u32;
                     let req = self.alloc_req(Request { flow: fid, remaining: n, parent: u32::MAX, cpl_path: cpl, cpl_stage: 0 });
                     let id = self.alloc_tlp(Tlp::new(Class::NonPosted, n, path, 0, fid, req, offset, false));
                     let f = &mut self.flows[fid as usize];
