@@ -81,8 +81,13 @@ def validate(which: Optional[str] = typer.Option(None, "--which", help="calibrat
              summary_only: bool = typer.Option(False, "--summary", help="print only the summary lines"),
              sets: Optional[list[str]] = typer.Option(None, "--set", help=SET_HELP),
              measurements_file: Optional[str] = typer.Option(None, "--measurements", help="measurements file "
-                                                             "(default params/measurements.yaml)")) -> None:
-    """Run every published measurement: ours, theirs, error, tolerance and pass/fail, the two sets apart."""
+                                                             "(default params/measurements.yaml)"),
+             corpus_file: Optional[str] = typer.Option(None, "--corpus", help="corpus file (default params/corpus/corpus.yaml; "
+                                                       "'' for none)"),
+             plot_dir: Optional[str] = typer.Option(None, "--plot", help="draw model against measurement per corpus host "
+                                                    "(latency and bandwidth against size) as PNGs into this directory")) -> None:
+    """Run every published measurement: ours, theirs, error, tolerance and pass/fail, the two sets apart, and per
+    source and quantity the number within tolerance and the median and p90 absolute error."""
     from .cli import _fail, err, out
     from . import calibration
     from .calibration import validate as v
@@ -90,7 +95,7 @@ def validate(which: Optional[str] = typer.Option(None, "--which", help="calibrat
     try:
         if which not in (None, *calibration.SETS):
             raise DevlendError(f"--which {which!r}: expected calibration or validation")
-        cat = calibration.load(measurements_file or calibration.MEASUREMENTS)
+        cat = calibration.load(measurements_file or calibration.MEASUREMENTS, corpus_file)
         params = parse_sets(sets) if sets else None
         verdicts = v.run(cat, which, params, progress=lambda mid: err.print(f"  {mid}", markup=False) if err.is_terminal else None)
     except (DevlendError, OSError) as e:
@@ -103,9 +108,18 @@ def validate(which: Optional[str] = typer.Option(None, "--which", help="calibrat
             rows = [x.row() for x in verdicts if x.m.set == s]
             if rows:
                 out.print(_table(s, rows))
+    if not summary_only:
+        out.print(_breakdown(v.breakdown(verdicts)))
     for s in calibration.SETS:
         if which in (None, s):
             out.print(v.summary(verdicts, s), markup=False)
+    if plot_dir:
+        from .calibration.plots import plot_hosts
+        try:
+            paths = plot_hosts(verdicts, plot_dir)
+        except OSError as e:
+            _fail(e)
+        out.print(f"wrote {len(paths)} figures to {plot_dir}", markup=False)
     if csv_out:
         try:
             with open(csv_out, "w", encoding="utf-8") as fh:
@@ -121,4 +135,14 @@ def _table(which: str, rows: list[dict]) -> Table:
         t.add_column(col, no_wrap=col == "id")
     for r in rows:
         t.add_row(*(r[c] for c in ("id", "ours", "theirs", "unit", "error", "rel_error", "tolerance", "ok")))
+    return t
+
+
+def _breakdown(rows: list[dict]) -> Table:
+    t = Table(title="per source and quantity", title_justify="left")
+    cols = list(rows[0]) if rows else []
+    for col in cols:
+        t.add_column(col, no_wrap=True)
+    for r in rows:
+        t.add_row(*(str(r[c]) for c in cols))
     return t

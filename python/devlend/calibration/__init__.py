@@ -28,7 +28,7 @@ SETS = ("calibration", "validation")
 KINDS = ("value", "ordering")
 RELATIONS = ("<", ">", "=")
 # issue 16: latency within 10% or 50 ns, bandwidth within 10%
-DEFAULT_TOLERANCE = {"ns": {"rel": 0.10, "abs": 50.0}, "GB/s": {"rel": 0.10}, "MB/s": {"rel": 0.10}}
+DEFAULT_TOLERANCE = {"ns": {"rel": 0.10, "abs": 50.0}, "GB/s": {"rel": 0.10}, "Gb/s": {"rel": 0.10}, "MB/s": {"rel": 0.10}}
 
 
 class CalibrationError(DevlendError):
@@ -73,6 +73,12 @@ class Measurement:
     relation: Optional[str] = None
     tolerance: dict = field(default_factory=dict)
     why: str = ""
+    source: str = ""         # who measured it: pcie-bench, seed-papers, gdrcopy ... (the report groups by it)
+    quantity: str = ""       # what was measured (the report groups by it); the probe's name by default
+    host: str = ""           # the corpus host (setup) it was measured on; "" for a seed-paper path
+
+    def group(self) -> tuple[str, str]:
+        return self.source or "seed-papers", self.quantity or self.probe
 
     def tol(self) -> dict:
         """The tolerance that applies: the entry's own, else the default for its unit."""
@@ -94,13 +100,17 @@ class Catalogue:
         raise CalibrationError(f"no measurement with id '{mid}'", where=MEASUREMENTS)
 
 
-def load(path: str = MEASUREMENTS) -> Catalogue:
-    """params/measurements.yaml, checked: every entry complete, ids unique, probes known."""
+def load(path: str = MEASUREMENTS, corpus: Optional[str] = None) -> Catalogue:
+    """params/measurements.yaml and the corpus (params/corpus/corpus.yaml, or `corpus`; "" for
+    none), checked: every entry complete, ids unique, probes known."""
+    from .corpus import CORPUS, load_corpus
     from .probes import PROBES
     with open(path, encoding="utf-8") as fh:
         data = yaml.safe_load(fh) or {}
     fitted = tuple(_fitted(path, i, f) for i, f in enumerate(data.get("fitted") or []))
     ms = tuple(_measurement(path, i, m, PROBES) for i, m in enumerate(data.get("measurements") or []))
+    if corpus != "":
+        ms += load_corpus(corpus or CORPUS).measurements
     seen: set[str] = set()
     for i, m in enumerate(ms):
         if m.id in seen:
@@ -134,7 +144,12 @@ def _measurement(path: str, i: int, m: Any, probes: dict) -> Measurement:
         raise CalibrationError("an ordering has no residual to fit: put it in the validation set", where=where)
     return Measurement(m["id"], m["set"], m["citation"], m["quote"], m["kind"], m["probe"], dict(m.get("args") or {}),
                        float(m["value"]) if "value" in m else None, m.get("unit", ""), m.get("relation"),
-                       dict(m.get("tolerance") or {}), m["why"])
+                       dict(m.get("tolerance") or {}), m["why"], source=_source_of(m["id"]))
+
+
+def _source_of(mid: str) -> str:
+    """Who measured a params/measurements.yaml entry, from its id's first word."""
+    return {"pciebench": "pcie-bench", "gdrcopy": "gdrcopy"}.get(mid.split("-")[0], "seed-papers")
 
 
 def _require(where: str, entry: Any, keys: tuple[str, ...]) -> None:
@@ -151,4 +166,4 @@ def evaluate(m: Measurement, params: Optional[dict] = None) -> Any:
     from ..experiments import overrides
     from .probes import PROBES
     with overrides(params):
-        return PROBES[m.probe](**m.args)
+        return PROBES[m.probe](**{k: v for k, v in m.args.items() if not k.startswith("_")})
