@@ -25,11 +25,13 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
               max_evaluations: int = typer.Option(60, "--max-evaluations", help="model evaluations the optimiser may spend"),
               measurements_file: Optional[str] = typer.Option(None, "--measurements", help="measurements file "
                                                               "(default params/measurements.yaml)"),
-              toml_file: Optional[str] = typer.Option(None, "--toml", help="the file --write edits (default params/hardware.toml)")) -> None:
+              toml_file: Optional[str] = typer.Option(None, "--toml", help="the file --write edits (default params/hardware.toml)"),
+              starts: int = typer.Option(1, "--starts", help="also fit from this many starting points spread inside the bounds "
+                                         "and say whether they land on the same values")) -> None:
     """Fit the fitted constants within their bounds to the calibration set (scipy least squares on relative residuals)."""
     from .cli import _fail, err, out
     from . import calibration
-    from .calibration.fit import calibrate as fit
+    from .calibration.fit import calibrate as fit, identifiability, spread_starts
     from .calibration.tomledit import write_fitted
     try:
         cat = calibration.load(measurements_file or calibration.MEASUREMENTS)
@@ -39,6 +41,8 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
             err.print(f"  evaluation {n}: {shown}; cost {cost:.3g}", markup=False)
         chosen = [c for c in cat.fitted if not only or c.key in only]
         r = fit(cat, only=only or None, fit_ids=measurement or None, progress=progress, max_nfev=max_evaluations)
+        others = [fit(cat, only=only or None, fit_ids=measurement or None, max_nfev=max_evaluations, start=st)
+                  for st in (spread_starts(cat, starts, only or None) if starts > 1 else [])]
     except (DevlendError, OSError) as e:
         _fail(e)
     t = Table(title="fitted constants", title_justify="left")
@@ -56,6 +60,19 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
     out.print(f"cost {r.cost:.4g} (half the sum of squared relative residuals) after {r.evaluations} evaluations: {r.message}", markup=False)
     if r.at_bound:
         out.print(f"on a bound: {', '.join(r.at_bound)}", markup=False)
+    out.print(f"{len(r.measurements)} calibration measurements for {len(r.constants)} fitted constants: "
+              f"{len(r.measurements) / len(r.constants):.1f} per constant", markup=False)
+    t = Table(title="identifiability (from the Jacobian at the solution)", title_justify="left")
+    for col in ("constant", "rows it moves", "residual rms per 1% of range", "1-sigma", "pinned"):
+        t.add_column(col)
+    for i, c in zip(identifiability(r), r.constants):
+        t.add_row(i.key, str(i.rows), f"{i.sensitivity:.2e}", "-" if i.sigma is None else _show(c, i.sigma), "yes" if i.pinned else "NO")
+    out.print(t)
+    for k, o in enumerate(others, start=1):
+        same = [_show(c, a) == _show(c, b) for c, a, b in zip(r.constants, r.values, o.values)]
+        shown = ", ".join(f"{c.name}={_show(c, v)}" for c, v in zip(o.constants, o.values))
+        out.print(f"start {k} of {len(others)}: {shown}; cost {o.cost:.4g}: "
+                  + ("the same values" if all(same) else "DIFFERENT: " + ", ".join(c.name for c, ok in zip(r.constants, same) if not ok)), markup=False)
     if not write:
         out.print("dry run: params/hardware.toml unchanged (--write writes the values)", markup=False)
         return

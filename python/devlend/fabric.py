@@ -174,10 +174,12 @@ class Fabric:
         return Transfer(nbytes, *timing)
 
     @_wrap
-    def engine_ps(self, device: str) -> tuple[int, int]:
+    def engine_ps(self, device: str, read_bytes: int = 0) -> tuple[int, int]:
         """`device`'s DMA engine times (issue before a request, completion after a read's data), in
-        ps, as its profile and the topology's params make them: what its actor adds to `dma`'s path."""
-        return tuple(self._core.engine_ps(device))
+        ps, as its profile and the topology's params make them: what its actor adds to `dma`'s path;
+        with `read_bytes`, the completion time of a read of that size (the engine's intake of
+        each 64-byte line after the first, `dma_read_line_ps`)."""
+        return tuple(self._core.engine_ps(device, read_bytes))
 
     def machine(self) -> "Run":
         """A run of several workloads at once on one clock (see devlend.machine.Run), on a copy

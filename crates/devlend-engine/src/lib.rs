@@ -146,15 +146,26 @@ pub fn dma(f: &mut Fabric, req: Requester, addr: u64, bytes: u64, access: Access
 pub fn dma_transfers(f: &mut Fabric, req: Requester, addr: u64, bytes: u64, access: Access, warm: bool, transfer: u64) -> Result<Transfer, DmaFault> {
     f.check_transfer(req, addr, bytes, access)?;
     let plan = plan(f, req, addr, access).map_err(|failure| DmaFault { addr, delivered: 0, failure })?;
-    Ok(time_transfers(f, &plan, bytes, access, warm, transfer))
+    let interval = match req {
+        Requester::Func(func) if transfer > 0 => {
+            let d = devlend_fabric::tuning::of_func(f, func);
+            if access == Access::Read {
+                d.dma_read_interval_ps
+            } else {
+                d.dma_write_interval_ps
+            }
+        }
+        _ => 0,
+    };
+    Ok(time_transfers(f, &plan, bytes, access, warm, FlowOpts { transfer, interval, ..FlowOpts::default() }))
 }
 
 /// Time a stream of `bytes` along a plan made earlier (see [`dma`]).
 pub fn time_plan(f: &Fabric, plan: &Plan, bytes: u64, access: Access, warm: bool) -> Transfer {
-    time_transfers(f, plan, bytes, access, warm, 0)
+    time_transfers(f, plan, bytes, access, warm, FlowOpts::default())
 }
 
-fn time_transfers(f: &Fabric, plan: &Plan, bytes: u64, access: Access, warm: bool, transfer: u64) -> Transfer {
+fn time_transfers(f: &Fabric, plan: &Plan, bytes: u64, access: Access, warm: bool, opts: FlowOpts) -> Transfer {
     if plan.request.stages.is_empty() {
         // No link to cross (a CPU touching its own RAM): only the root complex and the memory.
         let mem = if access == Access::Read { plan.request.target_latency } else { 0 };
@@ -163,7 +174,6 @@ fn time_transfers(f: &Fabric, plan: &Plan, bytes: u64, access: Access, warm: boo
     let mut sim = sim_for(f);
     let (p, c) = load(&mut sim, plan);
     let kind = if access == Access::Read { FlowKind::Read } else { FlowKind::Write };
-    let opts = FlowOpts { transfer, ..FlowOpts::default() };
     if warm {
         sim.add_flow_with(kind, p, c, bytes, 0, opts);
         sim.run();

@@ -311,8 +311,12 @@ struct Flow {
     notify: bool,
     /// Tell the driver when each TLP lands or is served, so bytes move at that moment.
     data: bool,
-    /// [`FlowOpts::transfer`].
+    /// [`FlowOpts::transfer`] and [`FlowOpts::interval`].
     transfer: u64,
+    interval: Ps,
+    /// When the engine may start its next transfer, and whether an issue event waits for then.
+    next_transfer: Ps,
+    wake_pending: bool,
 }
 
 impl Flow {
@@ -324,6 +328,11 @@ impl Flow {
         } else {
             left.min(self.transfer - self.issued % self.transfer)
         }
+    }
+
+    /// Whether the next TLP starts a transfer the engine may not start yet (its issue rate).
+    fn paced(&self, now: Ps) -> bool {
+        self.interval > 0 && self.issued % self.transfer == 0 && now < self.next_transfer
     }
 }
 
@@ -338,6 +347,9 @@ pub struct FlowOpts {
     /// crosses a transfer's boundary, so a stream of 64-byte transfers is 64-byte reads or
     /// writes whatever the MPS and MRRS allow. 0: the whole stream is one transfer.
     pub transfer: u64,
+    /// The requester's engine starts at most one transfer per this many ps (its issue rate,
+    /// `dma_read_interval_ps` / `dma_write_interval_ps`); 0: no limit. Only with `transfer`.
+    pub interval: Ps,
 }
 
 /// An outstanding read request: who asked, how much is still to come, and where its completions go.
@@ -625,6 +637,9 @@ impl Sim {
             notify: opts.notify,
             data: opts.data,
             transfer: opts.transfer,
+            interval: if opts.transfer > 0 { opts.interval } else { 0 },
+            next_transfer: 0,
+            wake_pending: false,
         };
         let id = alloc(&mut self.flows, &mut self.free_flows, flow);
         self.q.push(at.max(self.now), Ev::FlowIssue(id));
@@ -972,6 +987,27 @@ impl Sim {
             if f.issued >= f.total || f.queued >= SOURCE_QUEUE {
                 return;
             }
+            if f.paced(self.now) {
+                // one wake-up at the engine's next start, however many events find it waiting
+                if !f.wake_pending {
+                    let at = f.next_transfer;
+                    self.flows[fid as usize].wake_pending = true;
+                    self.q.push(at, Ev::FlowIssue(fid));
+                }
+                return;
+            }
+            if self.now >= f.next_transfer {
+                self.flows[fid as usize].wake_pending = false;
+            }
+            let f = &self.flows[fid as usize];
+            if f.kind == FlowKind::Read && f.tags == 0 {
+                return;
+            }
+            if f.interval > 0 && f.issued % f.transfer == 0 {
+                let next = self.now + f.interval;
+                self.flows[fid as usize].next_transfer = next;
+            }
+            let f = &self.flows[fid as usize];
             let origin = self.paths[f.path as usize].origin_latency;
             let (kind, path, cpl, offset) = (f.kind, f.path, f.cpl, f.issued);
             match kind {

@@ -165,12 +165,14 @@ impl Fabric {
 
     /// The DMA engine's own times of `requester`'s device, (issue, completion) in picoseconds, as
     /// its profile and the topology's `params` make them (devlend_fabric::tuning): what a device
-    /// actor charges before a request and after a read's data, beside the path `dma` times.
-    fn engine_ps(&self, requester: &str) -> PyResult<(u64, u64)> {
+    /// actor charges before a request and after a read's data, beside the path `dma` times; with
+    /// `read_bytes`, the completion time of a read of that many bytes (its per-line intake).
+    #[pyo3(signature = (requester, read_bytes=0))]
+    fn engine_ps(&self, requester: &str, read_bytes: u64) -> PyResult<(u64, u64)> {
         match self.req(requester)? {
             Requester::Func(f) => {
                 let t = devlend_fabric::tuning::of_func(&self.inner, f);
-                Ok((t.dma_issue_ps, t.dma_completion_ps))
+                Ok((t.dma_issue_ps, t.read_done_ps(read_bytes)))
             }
             Requester::Cpu(_) => Err(FabricError::new_err(format!("'{requester}' is a CPU, not a device with a DMA engine"))),
         }

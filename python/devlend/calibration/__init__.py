@@ -49,6 +49,7 @@ class Fitted:
     upper: float
     bounds: str              # why these bounds
     override: str            # the topology `params` key that varies it per run
+    scope: str = "all"       # "corpus": a constant of the corpus testbed's device only, overridden on corpus rows alone
 
     @property
     def table(self) -> str:
@@ -124,7 +125,10 @@ def _fitted(path: str, i: int, f: Any) -> Fitted:
     _require(where, f, ("key", "unit", "lower", "upper", "bounds"))
     if not float(f["lower"]) < float(f["upper"]):
         raise CalibrationError(f"lower {f['lower']} is not below upper {f['upper']}", where=where)
-    return Fitted(f["key"], f["unit"], float(f["lower"]), float(f["upper"]), f["bounds"], f.get("override", f["key"]))
+    if f.get("scope", "all") not in ("all", "corpus"):
+        raise CalibrationError(f"scope '{f['scope']}': expected all or corpus", where=where)
+    return Fitted(f["key"], f["unit"], float(f["lower"]), float(f["upper"]), f["bounds"], f.get("override", f["key"]),
+                  f.get("scope", "all"))
 
 
 def _measurement(path: str, i: int, m: Any, probes: dict) -> Measurement:

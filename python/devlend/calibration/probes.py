@@ -156,9 +156,10 @@ def _corpus_host(setup: dict):
 @probe
 def nfp_dma_read_ns(host: str, setup: dict, quantity: str, size: int) -> float:
     """pcie-bench's LAT_DMA_RD on corpus host `host`: one DMA read of `size` bytes by the NFP's
-    engine, issue to data in hand (as engine_dma_read_ns)."""
+    engine, issue to data in hand: as engine_dma_read_ns, with the engine's intake of the read's
+    lines (`dma_read_line_ps`)."""
     f = _corpus_host(setup)
-    issue, done = f.engine_ps("nfp0")
+    issue, done = f.engine_ps("nfp0", size)
     return (issue + f.dma("nfp0", PCIE_BENCH_RAM, size, write=False, warm=True).time_ps + done) / 1000
 
 
