@@ -996,7 +996,7 @@ impl Sim {
                 }
                 return;
             }
-            if self.now >= f.next_transfer {
+            if f.wake_pending && self.now >= f.next_transfer {
                 self.flows[fid as usize].wake_pending = false;
             }
             let f = &self.flows[fid as usize];
