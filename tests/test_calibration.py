@@ -24,7 +24,8 @@ from devlend.calibration.validate import judge
 from devlend.errors import DevlendError, TopologyError
 from devlend.experiments import get
 
-CAT = calibration.load()
+CAT = calibration.load(corpus="")     # params/measurements.yaml alone; the corpus: tests/test_corpus.py
+ALL = calibration.load()
 NTB = "timing.ntb_latency_ps"
 B2B = "d5-ram-to-ram-back-to-back"
 
@@ -70,15 +71,6 @@ XFAIL = {
     "d5-borrower-adds-a-little-under-1us": "the model's borrower crosses the NTB four times per command (doorbell, command "
         "fetch there and back, data and completion: ~1.7 us) where the paper measured a little under 1 us and expected "
         "two crossings; residual after calibration +87% (the fitted latencies shortened each crossing, the count is the gap)",
-    "pciebench-dma-read-2048b-e5-2620v3": "a read's time per byte: the model's 2 KiB read (four 512-byte requests in flight) "
-        "costs only the link's and the root's 64-byte completions, ~0.15 ns a byte over the 64-byte read, where pcie-bench "
-        "measured 0.29 ns a byte (546 ns at 64 B, 1133 ns at 2 KiB) on the NFP6000; the device's per-byte engine time is "
-        "the missing mechanism, and its one published measurement, this sweep, is also the check; residual after calibration -23% (876 ns against 1133)",
-    "pciebench-dma-read-bw-512b-e5-2620v3": "the root complex's completion size: cpu.intel-xeon-e5.ram_completion_bytes = 64 "
-        "(sourced from 001's 'a little under 6 GB/s' for GPU reads of borrower RAM) caps DMA reads at ~6.0 GB/s at Gen3 x8, "
-        "where pcie-bench measured 6.88 GB/s on a Xeon E5-2620 v3; MPS-sized completions would give ~7.3 GB/s and break "
-        "001's D1 statement, so the two publications disagree under one completion size per CPU profile; residual after "
-        "calibration -13.5% (5.95 GB/s against 6.88)",
     "optane-900p-4k-read-latency": "the media latency read at face value: device.optane-900p.media_read_latency_ps is the "
         "product brief's 10 us, a figure Intel measures from the host, and the model adds its whole path on top (driver, SQ "
         "doorbell, command fetch, data, completion entry, MSI-X and the interrupt entry: 6.85 us), 16.85 us in all; the "
@@ -114,8 +106,8 @@ def test_the_ntb_latency_adds_once_to_a_store_through_the_pair():
 
 def test_a_device_engine_issue_time_adds_once_to_its_read():
     # pcie-bench's read: the engine's issue time sits once before the request, whatever the size
-    for mid in ("pciebench-dma-read-64b-e5-2620v3", "pciebench-dma-read-2048b-e5-2620v3"):
-        m = CAT.get(mid)
+    for mid in ("pcie-bench-hsw-e5-2620v3-dma_read_latency-64", "pcie-bench-hsw-e5-2620v3-dma_read_latency-2048"):
+        m = ALL.get(mid)
         base = current_values([c for c in CAT.fitted if c.key == "timing.dma_issue_ps"])[0]
         assert evaluate(m, {"timing.dma_issue_ps": int(base) + 100_000}) - evaluate(m) == pytest.approx(100, abs=0.01)
 
@@ -190,7 +182,7 @@ def test_cli_validate_prints_both_sets_and_a_summary():
     lines = r.stdout.splitlines()
     assert lines[0].startswith("set,id,unit,ours,theirs,error,rel_error,tolerance,ok")
     ids = {l.split(",")[1] for l in lines[1:]}
-    assert ids == {m.id for m in CAT.measurements}
+    assert ids == {m.id for m in ALL.measurements}
     s = cli("validate", "--summary", "--which", "validation")
     assert s.returncode == 0 and s.stdout.startswith("validation: ") and "within tolerance" in s.stdout
 

@@ -158,23 +158,28 @@ class Fabric:
         return data
 
     @_wrap
-    def dma(self, requester: str, addr: Addr, nbytes: int, *, write: bool = True, warm: bool = False) -> "Transfer":
+    def dma(self, requester: str, addr: Addr, nbytes: int, *, write: bool = True, warm: bool = False,
+            transfer: int = 0) -> "Transfer":
         """Time a DMA stream (posted writes of max payload, or reads of max read request size) on
         an idle fabric with the discrete-event engine; `warm` runs it once untimed first (steady
         state: warm IOTLB). Every page of the transfer must route (checked per IOMMU page, NTB
         window or segment, and target); otherwise raises DmaFault at the first that does not, with
-        ``failure["transfer_addr"]`` the address there and ``delivered`` the bytes before it."""
-        timing, fail = self._core.dma(requester, addr, nbytes, write, warm)
+        ``failure["transfer_addr"]`` the address there and ``delivered`` the bytes before it.
+        `transfer`: the stream is back-to-back transfers of this many bytes (a device's DMA
+        descriptors, pcie-bench's SZ), no TLP crossing a transfer's end; 0: one transfer."""
+        timing, fail = self._core.dma(requester, addr, nbytes, write, warm, transfer)
         if fail is not None:
             failure = json.loads(fail)
             raise DmaFault(failure, failure["delivered"])
         return Transfer(nbytes, *timing)
 
     @_wrap
-    def engine_ps(self, device: str) -> tuple[int, int]:
+    def engine_ps(self, device: str, read_bytes: int = 0) -> tuple[int, int]:
         """`device`'s DMA engine times (issue before a request, completion after a read's data), in
-        ps, as its profile and the topology's params make them: what its actor adds to `dma`'s path."""
-        return tuple(self._core.engine_ps(device))
+        ps, as its profile and the topology's params make them: what its actor adds to `dma`'s path;
+        with `read_bytes`, the completion time of a read of that size (the engine's intake of
+        each 64-byte line after the first, `dma_read_line_ps`)."""
+        return tuple(self._core.engine_ps(device, read_bytes))
 
     def machine(self) -> "Run":
         """A run of several workloads at once on one clock (see devlend.machine.Run), on a copy

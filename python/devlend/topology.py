@@ -230,7 +230,7 @@ class Params(_Model):
     timing: dict[str, ParamValue] = Field(default={}, description="every component: max_payload, max_read_request, ntb_latency_ps, ...")
     cpus: dict[str, dict[str, ParamValue]] = Field(default={}, description="per CPU profile (every host of it): root_latency_ps")
     hosts: dict[str, dict[str, ParamValue]] = Field(default={}, description="per host: root_latency_ps, ram_completion_bytes, read_split_bytes, read_tags, max_read_request, irq_entry_ps, cuda_call_ps")
-    devices: dict[str, dict[str, ParamValue]] = Field(default={}, description="per device: endpoint_latency_ps, max_payload, max_read_request, read_tags, dma_issue_ps, dma_completion_ps, sm_to_pcie_ps, sm_poll_ps")
+    devices: dict[str, dict[str, ParamValue]] = Field(default={}, description="per device: endpoint_latency_ps, max_payload, max_read_request, read_tags, dma_issue_ps, dma_completion_ps, sm_to_pcie_ps, sm_poll_ps, dma_read_interval_ps, dma_write_interval_ps, dma_read_line_ps")
     links: dict[str, dict[str, ParamValue]] = Field(default={}, description="per link: max_payload, rx_buffer_tlps, cable_length_m")
 
 

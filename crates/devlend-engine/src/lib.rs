@@ -23,7 +23,7 @@ use devlend_fabric::Fabric;
 use devlend_wire::Access;
 use path::{build_path, port_id, ps_per_byte_fp, Path};
 use queue::Ps;
-use sim::{FlowKind, Sim, Stats};
+use sim::{FlowKind, FlowOpts, Sim, Stats};
 
 /// The result of a timed transfer.
 #[derive(Clone, Debug)]
@@ -138,13 +138,34 @@ pub(crate) fn load(sim: &mut Sim, plan: &Plan) -> (u32, Option<u32>) {
 /// segment, and target); the first that does not is the error, with the transfer's address there.
 /// The stream is timed along the route of its first address.
 pub fn dma(f: &mut Fabric, req: Requester, addr: u64, bytes: u64, access: Access, warm: bool) -> Result<Transfer, DmaFault> {
+    dma_transfers(f, req, addr, bytes, access, warm, 0)
+}
+
+/// [`dma`] as back-to-back transfers of `transfer` bytes each (a device's DMA descriptors, as
+/// pcie-bench's BW_DMA tests issue them): no TLP crosses a transfer's boundary. 0: one transfer.
+pub fn dma_transfers(f: &mut Fabric, req: Requester, addr: u64, bytes: u64, access: Access, warm: bool, transfer: u64) -> Result<Transfer, DmaFault> {
     f.check_transfer(req, addr, bytes, access)?;
     let plan = plan(f, req, addr, access).map_err(|failure| DmaFault { addr, delivered: 0, failure })?;
-    Ok(time_plan(f, &plan, bytes, access, warm))
+    let interval = match req {
+        Requester::Func(func) if transfer > 0 => {
+            let d = devlend_fabric::tuning::of_func(f, func);
+            if access == Access::Read {
+                d.dma_read_interval_ps
+            } else {
+                d.dma_write_interval_ps
+            }
+        }
+        _ => 0,
+    };
+    Ok(time_transfers(f, &plan, bytes, access, warm, FlowOpts { transfer, interval, ..FlowOpts::default() }))
 }
 
 /// Time a stream of `bytes` along a plan made earlier (see [`dma`]).
 pub fn time_plan(f: &Fabric, plan: &Plan, bytes: u64, access: Access, warm: bool) -> Transfer {
+    time_transfers(f, plan, bytes, access, warm, FlowOpts::default())
+}
+
+fn time_transfers(f: &Fabric, plan: &Plan, bytes: u64, access: Access, warm: bool, opts: FlowOpts) -> Transfer {
     if plan.request.stages.is_empty() {
         // No link to cross (a CPU touching its own RAM): only the root complex and the memory.
         let mem = if access == Access::Read { plan.request.target_latency } else { 0 };
@@ -154,11 +175,11 @@ pub fn time_plan(f: &Fabric, plan: &Plan, bytes: u64, access: Access, warm: bool
     let (p, c) = load(&mut sim, plan);
     let kind = if access == Access::Read { FlowKind::Read } else { FlowKind::Write };
     if warm {
-        sim.add_flow(kind, p, c, bytes, 0);
+        sim.add_flow_with(kind, p, c, bytes, 0, opts);
         sim.run();
     }
     let start = if warm { sim.now() + 1_000_000 } else { 0 };
-    let flow = sim.add_flow(kind, p, c, bytes, start);
+    let flow = sim.add_flow_with(kind, p, c, bytes, start, opts);
     sim.run();
     let time_ps = sim.flow_time(flow).expect("a delivered route completes");
     Transfer { bytes, time_ps, stats: sim.stats.clone() }

@@ -311,6 +311,29 @@ struct Flow {
     notify: bool,
     /// Tell the driver when each TLP lands or is served, so bytes move at that moment.
     data: bool,
+    /// [`FlowOpts::transfer`] and [`FlowOpts::interval`].
+    transfer: u64,
+    interval: Ps,
+    /// When the engine may start its next transfer, and whether an issue event waits for then.
+    next_transfer: Ps,
+    wake_pending: bool,
+}
+
+impl Flow {
+    /// Bytes left to issue before the end of the stream or of the current transfer.
+    fn left_in_transfer(&self) -> u64 {
+        let left = self.total - self.issued;
+        if self.transfer == 0 {
+            left
+        } else {
+            left.min(self.transfer - self.issued % self.transfer)
+        }
+    }
+
+    /// Whether the next TLP starts a transfer the engine may not start yet (its issue rate).
+    fn paced(&self, now: Ps) -> bool {
+        self.interval > 0 && self.issued % self.transfer == 0 && now < self.next_transfer
+    }
 }
 
 /// How a flow reports to the one driving the simulation.
@@ -320,6 +343,13 @@ pub struct FlowOpts {
     pub notify: bool,
     /// [`Notice::Landed`] / [`Notice::Served`] per TLP.
     pub data: bool,
+    /// The requester's transfer size (a DMA descriptor's length, as pcie-bench's `SZ`): no TLP
+    /// crosses a transfer's boundary, so a stream of 64-byte transfers is 64-byte reads or
+    /// writes whatever the MPS and MRRS allow. 0: the whole stream is one transfer.
+    pub transfer: u64,
+    /// The requester's engine starts at most one transfer per this many ps (its issue rate,
+    /// `dma_read_interval_ps` / `dma_write_interval_ps`); 0: no limit. Only with `transfer`.
+    pub interval: Ps,
 }
 
 /// An outstanding read request: who asked, how much is still to come, and where its completions go.
@@ -606,6 +636,10 @@ impl Sim {
             end: None,
             notify: opts.notify,
             data: opts.data,
+            transfer: opts.transfer,
+            interval: if opts.transfer > 0 { opts.interval } else { 0 },
+            next_transfer: 0,
+            wake_pending: false,
         };
         let id = alloc(&mut self.flows, &mut self.free_flows, flow);
         self.q.push(at.max(self.now), Ev::FlowIssue(id));
@@ -953,11 +987,32 @@ impl Sim {
             if f.issued >= f.total || f.queued >= SOURCE_QUEUE {
                 return;
             }
+            if f.paced(self.now) {
+                // one wake-up at the engine's next start, however many events find it waiting
+                if !f.wake_pending {
+                    let at = f.next_transfer;
+                    self.flows[fid as usize].wake_pending = true;
+                    self.q.push(at, Ev::FlowIssue(fid));
+                }
+                return;
+            }
+            if f.wake_pending && self.now >= f.next_transfer {
+                self.flows[fid as usize].wake_pending = false;
+            }
+            let f = &self.flows[fid as usize];
+            if f.kind == FlowKind::Read && f.tags == 0 {
+                return;
+            }
+            if f.interval > 0 && f.issued % f.transfer == 0 {
+                let next = self.now + f.interval;
+                self.flows[fid as usize].next_transfer = next;
+            }
+            let f = &self.flows[fid as usize];
             let origin = self.paths[f.path as usize].origin_latency;
             let (kind, path, cpl, offset) = (f.kind, f.path, f.cpl, f.issued);
             match kind {
                 FlowKind::Write => {
-                    let n = mps.min(f.total - f.issued) as u32;
+                    let n = mps.min(f.left_in_transfer()) as u32;
                     let id = self.alloc_tlp(Tlp::new(Class::Posted, n, path, 0, fid, u32::MAX, offset, false));
                     let f = &mut self.flows[fid as usize];
                     f.issued += n as u64;
@@ -968,7 +1023,7 @@ impl Sim {
                     if f.tags == 0 {
                         return;
                     }
-                    let n = mrrs.min(f.total - f.issued) as u32;
+                    let n = mrrs.min(f.left_in_transfer()) as u32;
                     let req = self.alloc_req(Request { flow: fid, remaining: n, parent: u32::MAX, cpl_path: cpl, cpl_stage: 0 });
                     let id = self.alloc_tlp(Tlp::new(Class::NonPosted, n, path, 0, fid, req, offset, false));
                     let f = &mut self.flows[fid as usize];

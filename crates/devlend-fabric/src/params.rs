@@ -63,6 +63,17 @@ pub struct DeviceProfile {
     /// Reads the device's DMA engine keeps open at most, below what its tags allow.
     #[serde(default)]
     pub dma_outstanding_reads: Option<u32>,
+    /// The DMA engine starts at most one read transfer (descriptor) per this many ps (its issue
+    /// rate; unstated: no limit below the link's).
+    #[serde(default)]
+    pub dma_read_interval_ps: Option<u64>,
+    /// The same for write transfers.
+    #[serde(default)]
+    pub dma_write_interval_ps: Option<u64>,
+    /// The DMA engine takes in a read's data at this many ps per 64-byte line after the first
+    /// (unstated: at once, beyond `dma_completion_ps`).
+    #[serde(default)]
+    pub dma_read_line_ps: Option<u64>,
     pub source: String,
 }
 

@@ -141,6 +141,12 @@ pub struct DeviceTuning {
     pub sm_to_pcie_ps: u64,
     /// A GPU kernel's load from its own memory: the period of a polling loop.
     pub sm_poll_ps: u64,
+    /// Its DMA engine's issue rate: at most one read (write) transfer started per this many ps;
+    /// 0: no limit below the link's.
+    pub dma_read_interval_ps: u64,
+    pub dma_write_interval_ps: u64,
+    /// Its DMA engine takes in a read's data at this many ps per 64-byte line after the first.
+    pub dma_read_line_ps: u64,
 }
 
 impl DeviceTuning {
@@ -155,7 +161,16 @@ impl DeviceTuning {
             dma_completion_ps: t.dma_completion_ps,
             sm_to_pcie_ps: t.sm_to_pcie_ps,
             sm_poll_ps: t.sm_poll_ps,
+            dma_read_interval_ps: 0,
+            dma_write_interval_ps: 0,
+            dma_read_line_ps: 0,
         }
+    }
+
+    /// From a read of `bytes` bytes having all arrived to the engine acting on it: the engine's
+    /// completion time and its intake of every 64-byte line after the first.
+    pub fn read_done_ps(&self, bytes: u64) -> u64 {
+        self.dma_completion_ps + bytes.div_ceil(64).saturating_sub(1) * self.dma_read_line_ps
     }
 }
 
@@ -223,8 +238,19 @@ const GLOBAL: &[&str] = &[
 ];
 const CPU: &[&str] = &["root_latency_ps"];
 const HOST: &[&str] = &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request", "irq_entry_ps", "cuda_call_ps"];
-const DEVICE: &[&str] =
-    &["endpoint_latency_ps", "max_payload", "max_read_request", "read_tags", "dma_issue_ps", "dma_completion_ps", "sm_to_pcie_ps", "sm_poll_ps"];
+const DEVICE: &[&str] = &[
+    "endpoint_latency_ps",
+    "max_payload",
+    "max_read_request",
+    "read_tags",
+    "dma_issue_ps",
+    "dma_completion_ps",
+    "sm_to_pcie_ps",
+    "sm_poll_ps",
+    "dma_read_interval_ps",
+    "dma_write_interval_ps",
+    "dma_read_line_ps",
+];
 const LINK: &[&str] = &["max_payload", "rx_buffer_tlps", "cable_length_m"];
 
 impl Tuning {
@@ -331,6 +357,9 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
                 "max_read_request" => dt.max_read_request = n as u32,
                 "dma_issue_ps" => dt.dma_issue_ps = n,
                 "dma_completion_ps" => dt.dma_completion_ps = n,
+                "dma_read_interval_ps" => dt.dma_read_interval_ps = n,
+                "dma_write_interval_ps" => dt.dma_write_interval_ps = n,
+                "dma_read_line_ps" => dt.dma_read_line_ps = n,
                 "sm_to_pcie_ps" => dt.sm_to_pcie_ps = n,
                 "sm_poll_ps" => dt.sm_poll_ps = n,
                 _ => dt.read_tags = n as u32,

@@ -135,9 +135,20 @@ impl Fabric {
 
     /// Time a DMA stream of `bytes` by `requester` at `addr` on an idle fabric (devlend-engine);
     /// with `warm`, after one untimed run of the same stream (warm IOTLB).
+    /// `transfer`: the size of each of the back-to-back transfers the stream is made of (0: one).
     /// Returns (picoseconds, TLP-hops simulated, events, IOTLB misses, reads re-split at a root).
-    #[pyo3(signature = (requester, addr, bytes, write=true, warm=false))]
-    fn dma(&mut self, py: Python<'_>, requester: &str, addr: PyAddr, bytes: u64, write: bool, warm: bool) -> PyResult<(Option<DmaCounts>, Option<String>)> {
+    #[pyo3(signature = (requester, addr, bytes, write=true, warm=false, transfer=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn dma(
+        &mut self,
+        py: Python<'_>,
+        requester: &str,
+        addr: PyAddr,
+        bytes: u64,
+        write: bool,
+        warm: bool,
+        transfer: u64,
+    ) -> PyResult<(Option<DmaCounts>, Option<String>)> {
         if bytes == 0 || bytes > MAX_DMA {
             return Err(FabricError::new_err(format!("DMA of {bytes} bytes: expected 1 byte to {MAX_DMA} bytes")));
         }
@@ -145,7 +156,7 @@ impl Fabric {
         let a = self.addr_for(r, addr)?;
         let access = if write { Access::Write } else { Access::Read };
         let inner = &mut self.inner;
-        let res = py.detach(|| devlend_engine::dma(inner, r, a, bytes, access, warm));
+        let res = py.detach(|| devlend_engine::dma_transfers(inner, r, a, bytes, access, warm, transfer));
         match res {
             Ok(t) => Ok((Some((t.time_ps, t.stats.tlp_hops, t.stats.events, t.stats.iotlb_misses, t.stats.resplit_requests)), None)),
             Err(e) => Ok((None, Some(self.inner.dma_fault_json(&e).to_string()))),
@@ -154,12 +165,14 @@ impl Fabric {
 
     /// The DMA engine's own times of `requester`'s device, (issue, completion) in picoseconds, as
     /// its profile and the topology's `params` make them (devlend_fabric::tuning): what a device
-    /// actor charges before a request and after a read's data, beside the path `dma` times.
-    fn engine_ps(&self, requester: &str) -> PyResult<(u64, u64)> {
+    /// actor charges before a request and after a read's data, beside the path `dma` times; with
+    /// `read_bytes`, the completion time of a read of that many bytes (its per-line intake).
+    #[pyo3(signature = (requester, read_bytes=0))]
+    fn engine_ps(&self, requester: &str, read_bytes: u64) -> PyResult<(u64, u64)> {
         match self.req(requester)? {
             Requester::Func(f) => {
                 let t = devlend_fabric::tuning::of_func(&self.inner, f);
-                Ok((t.dma_issue_ps, t.dma_completion_ps))
+                Ok((t.dma_issue_ps, t.read_done_ps(read_bytes)))
             }
             Requester::Cpu(_) => Err(FabricError::new_err(format!("'{requester}' is a CPU, not a device with a DMA engine"))),
         }

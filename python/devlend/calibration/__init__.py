@@ -28,7 +28,7 @@ SETS = ("calibration", "validation")
 KINDS = ("value", "ordering")
 RELATIONS = ("<", ">", "=")
 # the acceptance bounds: latency within 10% or 50 ns, bandwidth within 10%
-DEFAULT_TOLERANCE = {"ns": {"rel": 0.10, "abs": 50.0}, "GB/s": {"rel": 0.10}, "MB/s": {"rel": 0.10}}
+DEFAULT_TOLERANCE = {"ns": {"rel": 0.10, "abs": 50.0}, "GB/s": {"rel": 0.10}, "Gb/s": {"rel": 0.10}, "MB/s": {"rel": 0.10}}
 
 
 class CalibrationError(DevlendError):
@@ -49,6 +49,7 @@ class Fitted:
     upper: float
     bounds: str              # why these bounds
     override: str            # the topology `params` key that varies it per run
+    scope: str = "all"       # "corpus": a constant of the corpus testbed's device only, overridden on corpus rows alone
 
     @property
     def table(self) -> str:
@@ -73,6 +74,12 @@ class Measurement:
     relation: Optional[str] = None
     tolerance: dict = field(default_factory=dict)
     why: str = ""
+    source: str = ""         # who measured it: pcie-bench, seed-papers, gdrcopy ... (the report groups by it)
+    quantity: str = ""       # what was measured (the report groups by it); the probe's name by default
+    host: str = ""           # the corpus host (setup) it was measured on; "" for a seed-paper path
+
+    def group(self) -> tuple[str, str]:
+        return self.source or "seed-papers", self.quantity or self.probe
 
     def tol(self) -> dict:
         """The tolerance that applies: the entry's own, else the default for its unit."""
@@ -94,8 +101,10 @@ class Catalogue:
         raise CalibrationError(f"no measurement with id '{mid}'", where=MEASUREMENTS)
 
 
-def load(path: str = MEASUREMENTS) -> Catalogue:
-    """params/measurements.yaml, checked: every entry complete, ids unique, probes known."""
+def load(path: str = MEASUREMENTS, corpus: Optional[str] = None) -> Catalogue:
+    """params/measurements.yaml and the corpus (params/corpus/corpus.yaml, or `corpus`; "" for
+    none), checked: every entry complete, ids unique, probes known."""
+    from .corpus import CORPUS, load_corpus
     from .probes import PROBES
     from ..inputs import not_regular
     if (kind := not_regular(path)) is not None:
@@ -104,6 +113,8 @@ def load(path: str = MEASUREMENTS) -> Catalogue:
         data = yaml.safe_load(fh) or {}
     fitted = tuple(_fitted(path, i, f) for i, f in enumerate(data.get("fitted") or []))
     ms = tuple(_measurement(path, i, m, PROBES) for i, m in enumerate(data.get("measurements") or []))
+    if corpus != "":
+        ms += load_corpus(corpus or CORPUS).measurements
     seen: set[str] = set()
     for i, m in enumerate(ms):
         if m.id in seen:
@@ -117,7 +128,10 @@ def _fitted(path: str, i: int, f: Any) -> Fitted:
     _require(where, f, ("key", "unit", "lower", "upper", "bounds"))
     if not float(f["lower"]) < float(f["upper"]):
         raise CalibrationError(f"lower {f['lower']} is not below upper {f['upper']}", where=where)
-    return Fitted(f["key"], f["unit"], float(f["lower"]), float(f["upper"]), f["bounds"], f.get("override", f["key"]))
+    if f.get("scope", "all") not in ("all", "corpus"):
+        raise CalibrationError(f"scope '{f['scope']}': expected all or corpus", where=where)
+    return Fitted(f["key"], f["unit"], float(f["lower"]), float(f["upper"]), f["bounds"], f.get("override", f["key"]),
+                  f.get("scope", "all"))
 
 
 def _measurement(path: str, i: int, m: Any, probes: dict) -> Measurement:
@@ -137,7 +151,12 @@ def _measurement(path: str, i: int, m: Any, probes: dict) -> Measurement:
         raise CalibrationError("an ordering has no residual to fit: put it in the validation set", where=where)
     return Measurement(m["id"], m["set"], m["citation"], m["quote"], m["kind"], m["probe"], dict(m.get("args") or {}),
                        float(m["value"]) if "value" in m else None, m.get("unit", ""), m.get("relation"),
-                       dict(m.get("tolerance") or {}), m["why"])
+                       dict(m.get("tolerance") or {}), m["why"], source=_source_of(m["id"]))
+
+
+def _source_of(mid: str) -> str:
+    """Who measured a params/measurements.yaml entry, from its id's first word."""
+    return {"pciebench": "pcie-bench", "gdrcopy": "gdrcopy"}.get(mid.split("-")[0], "seed-papers")
 
 
 def _require(where: str, entry: Any, keys: tuple[str, ...]) -> None:
@@ -154,4 +173,4 @@ def evaluate(m: Measurement, params: Optional[dict] = None) -> Any:
     from ..experiments import overrides
     from .probes import PROBES
     with overrides(params):
-        return PROBES[m.probe](**m.args)
+        return PROBES[m.probe](**{k: v for k, v in m.args.items() if not k.startswith("_")})

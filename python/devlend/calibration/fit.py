@@ -28,6 +28,7 @@ class FitResult:
     evaluations: int
     at_bound: list[str]                 # constants the fit left on a bound
     message: str
+    jacobian: Optional[np.ndarray] = None   # d residual / d constant (per unit of the constant), at the solution
 
     def overrides(self) -> dict:
         return overrides_of(self.constants, self.values)
@@ -35,6 +36,13 @@ class FitResult:
 
 def overrides_of(constants: list[Fitted], values) -> dict:
     return {c.override: int(round(v)) for c, v in zip(constants, values)}
+
+
+def overrides_for(m: Measurement, constants: list[Fitted], values) -> dict:
+    """The overrides measurement `m` runs with: a corpus-scoped constant (one of the corpus
+    testbed's device) only on a corpus row, whose testbed has that device."""
+    return overrides_of([c for c in constants if m.host or c.scope == "all"],
+                        [v for c, v in zip(constants, values) if m.host or c.scope == "all"])
 
 
 def current_values(constants: list[Fitted]) -> list[float]:
@@ -77,7 +85,7 @@ def calibrate(cat: Catalogue, only: Optional[list[str]] = None, fit_ids: Optiona
 
     def residuals(u):
         vals = values_of(u)
-        ours = [evaluate(m, overrides_of(constants, vals)) for m in ms]
+        ours = [evaluate(m, overrides_for(m, constants, vals)) for m in ms]
         res = np.array([(o - m.value) / m.value for o, m in zip(ours, ms)])
         calls[0] += 1
         if progress:
@@ -87,7 +95,51 @@ def calibrate(cat: Catalogue, only: Optional[list[str]] = None, fit_ids: Optiona
     u0 = np.clip((np.array(start) - lo) / span, 0.0, 1.0)
     sol = least_squares(residuals, u0, bounds=(0.0, 1.0), method="trf", diff_step=0.01, x_scale=1.0, max_nfev=max_nfev)
     values = [float(round(v / ROUND_TO) * ROUND_TO) if c.unit == "ps" else float(v) for c, v in zip(constants, values_of(sol.x))]
-    ours = [evaluate(m, overrides_of(constants, values)) for m in ms]
+    ours = [evaluate(m, overrides_for(m, constants, values)) for m in ms]
     res = [(o - m.value) / m.value for o, m in zip(ours, ms)]
     at_bound = [c.key for c, v in zip(constants, values) if abs(v - c.lower) < ROUND_TO or abs(v - c.upper) < ROUND_TO]
-    return FitResult(constants, start, values, ms, ours, res, 0.5 * sum(r * r for r in res), calls[0], at_bound, sol.message)
+    jac = np.asarray(sol.jac) / span if sol.jac is not None else None
+    return FitResult(constants, start, values, ms, ours, res, 0.5 * sum(r * r for r in res), calls[0], at_bound, sol.message, jac)
+
+
+def spread_starts(cat: Catalogue, n: int, only: Optional[list[str]] = None) -> list[dict]:
+    """`n` starting points spread inside each constant's bounds (at 1/(n+1), 2/(n+1) ... of its
+    range), to show that the fit lands on the same values whatever it starts from."""
+    constants = [c for c in cat.fitted if only is None or c.key in only]
+    return [{c.key: c.lower + (c.upper - c.lower) * (k + 1) / (n + 1) for c in constants} for k in range(n)]
+
+
+@dataclass
+class Identifiability:
+    """How well the calibration data pin one constant down, from the Jacobian at the solution:
+    `sensitivity` is the root-mean-square change of the relative residuals per 1% of the
+    constant's bound range; `sigma` the constant's one-standard-error range from (J^T J)^-1 scaled
+    by the residuals' variance (None when the data do not constrain it at all); `pinned` when that
+    range is under 5% of the bound range."""
+    key: str
+    sensitivity: float
+    sigma: Optional[float]
+    pinned: bool
+    rows: int          # calibration measurements whose residual moves with it
+
+
+def identifiability(r: FitResult) -> list[Identifiability]:
+    if r.jacobian is None:
+        return []
+    j = r.jacobian
+    m, n = j.shape
+    dof = max(m - n, 1)
+    var = 2 * r.cost / dof
+    try:
+        cov = np.linalg.pinv(j.T @ j) * var
+    except np.linalg.LinAlgError:
+        cov = np.full((n, n), np.nan)
+    out = []
+    for i, c in enumerate(r.constants):
+        span = c.upper - c.lower
+        col = j[:, i]
+        moving = int(np.sum(np.abs(col * span * 0.01) > 1e-4))
+        sens = float(np.sqrt(np.mean((col * span * 0.01) ** 2)))
+        sigma = float(np.sqrt(cov[i, i])) if moving and np.isfinite(cov[i, i]) else None
+        out.append(Identifiability(c.key, sens, sigma, sigma is not None and sigma < 0.05 * span, moving))
+    return out

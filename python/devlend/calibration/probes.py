@@ -133,3 +133,44 @@ def nvme_read_ns(scenario: str, runner: str, blocks: int) -> float:
     steady state (the last of three reads, as nvme_added_latency_ns times them)."""
     from ..experiments import nvme
     return nvme.read(scenario, runner, [4096, 8192, 12288], blocks)[0]
+
+
+# pcie-bench's NFP6000 on each corpus host (params/corpus/corpus.yaml `hosts`): the shipped
+# testbed with the host's CPU profile, link, MPS and MRRS (and the current overrides).
+PCIE_BENCH_TESTBED = "pcie-bench-nfp6000.yaml"
+PCIE_BENCH_RAM = "host.ram+0x1000000"
+
+
+def _corpus_host(setup: dict):
+    from ..experiments import shipped
+    topo = shipped(PCIE_BENCH_TESTBED)
+    topo.hosts[0].cpu, topo.hosts[0].iommu = setup["profile"], bool(setup["iommu"])
+    topo.links[0].gen, topo.links[0].width = int(setup["gen"]), int(setup["width"])
+    topo = topo.with_params({"devices": {"nfp0": {"max_payload": int(setup["mps"]), "max_read_request": min(int(setup["mrrs"]), 4096)}}},
+                            origin="params/corpus/corpus.yaml host setup")
+    f = topo.build()
+    f.set_bus_master("nfp0", True)
+    return f
+
+
+@probe
+def nfp_dma_read_ns(host: str, setup: dict, quantity: str, size: int) -> float:
+    """pcie-bench's LAT_DMA_RD on corpus host `host`: one DMA read of `size` bytes by the NFP's
+    engine, issue to data in hand: as engine_dma_read_ns, with the engine's intake of the read's
+    lines (`dma_read_line_ps`)."""
+    f = _corpus_host(setup)
+    issue, done = f.engine_ps("nfp0", size)
+    return (issue + f.dma("nfp0", PCIE_BENCH_RAM, size, write=False, warm=True).time_ps + done) / 1000
+
+
+# Bytes a bandwidth probe moves: enough transfers that the stream's ramp is under 1% of it.
+BW_BYTES = 256 << 10
+
+
+@probe
+def nfp_dma_Gbps(host: str, setup: dict, quantity: str, size: int) -> float:
+    """pcie-bench's BW_DMA_RD / BW_DMA_WR on corpus host `host`: back-to-back DMA transfers of
+    `size` bytes each (reads: as many in flight as the NFP's tags allow), Gb/s."""
+    total = max(BW_BYTES // size, 256) * size
+    t = _corpus_host(setup).dma("nfp0", PCIE_BENCH_RAM, total, write=quantity == "dma_write_bw", warm=True, transfer=size)
+    return total * 8 / (t.time_ps * 1e-12) / 1e9

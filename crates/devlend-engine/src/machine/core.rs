@@ -102,7 +102,7 @@ impl Core {
         }
         let (path, cpl) = self.load(p);
         let kind = if access == Access::Read { FlowKind::Read } else { FlowKind::Write };
-        let opts = FlowOpts { notify: true, data: carries_data };
+        let opts = FlowOpts { notify: true, data: carries_data, ..FlowOpts::default() };
         let id = self.sim.add_flow_with(kind, path, cpl, len, at.max(self.sim.now()), opts);
         let info = FlowInfo { owner, who, addr, access, data, carries_data, token, fault: None };
         let slot = id as usize;

@@ -39,6 +39,9 @@ pub fn device(t: &Timing, profile: Option<&DeviceProfile>, cpu: &CpuProfile) -> 
         max_payload: p.max_payload_supported.map_or(t.max_payload, |m| m.min(t.max_payload)),
         max_read_request: p.max_read_request.unwrap_or(t.max_read_request),
         read_tags: p.dma_outstanding_reads.map_or(tags, |n| n.min(tags)),
+        dma_read_interval_ps: p.dma_read_interval_ps.unwrap_or(0),
+        dma_write_interval_ps: p.dma_write_interval_ps.unwrap_or(0),
+        dma_read_line_ps: p.dma_read_line_ps.unwrap_or(0),
         ..base
     }
 }
