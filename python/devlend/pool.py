@@ -38,6 +38,26 @@ if TYPE_CHECKING:
 # Fault kinds and what each names as its target (devlend-host's `fault` module).
 FAULT_KINDS: dict[str, str] = dict(_core.fault_kinds())
 
+# What the lender does with a device between two borrowers (devlend-host's `hygiene` module).
+HYGIENE_POLICIES: dict[str, str] = dict(_core.hygiene_policies())
+
+NO_SCRUB_NOTE = ("hygiene policy 'none': returned devices are not cleared, so each borrower reads what the last one "
+                 "left in the device's memory and registers (as real Device Lending may leak)")
+
+
+class HygieneWarning(UserWarning):
+    """Hygiene policy "none" was chosen: data leaks between borrowers (on purpose, for studies)."""
+
+
+def check_hygiene(hygiene, where: str = "hygiene") -> str:
+    """`hygiene` as a policy name, or a PoolError naming the field; warns when it is "none"."""
+    if not isinstance(hygiene, str) or hygiene not in HYGIENE_POLICIES:
+        raise PoolError(f"{where}: expected one of {', '.join(HYGIENE_POLICIES)}, got {hygiene!r}", "hygiene")
+    if hygiene == "none":
+        import warnings
+        warnings.warn(NO_SCRUB_NOTE, HygieneWarning, stacklevel=3)
+    return hygiene
+
 LIST_COLUMNS = ["fdid", "device", "lender", "bdf", "profile", "state", "borrower", "visible_to"]
 
 # The field of a borrow/return operation each kind of refusal concerns.
@@ -70,12 +90,15 @@ def fdid_hex(fdid: int) -> str:
 class Pool:
     """Lenders, borrowers and a pool of devices on one topology, kept between calls."""
 
-    def __init__(self, topology: "Union[str, os.PathLike, Topology]"):
+    def __init__(self, topology: "Union[str, os.PathLike, Topology]", hygiene: str = "scrub"):
+        """`hygiene`: "scrub" (default: every byte and register of a returned device cleared, timed
+        as the device does it, before its next borrower) or "none" (nothing cleared; warns)."""
+        self.hygiene = check_hygiene(hygiene)
         topo = topology if isinstance(topology, Topology) else load(topology)
         self.topology = topo
         self.unreached: list[dict] = []
         try:
-            self._p = _call(_core.Pool, topo.fabric_json())
+            self._p = _call(_core.Pool, topo.fabric_json(), hygiene)
         except _core.SpecError as e:
             pointer, message = e.args
             from .yamlpos import pointer_to_path
@@ -131,6 +154,12 @@ class Pool:
         return self
 
     # ----- inspection -----
+    def scrub(self, device: str) -> dict:
+        """`device`'s last scrub ({"how": "fill" or "reset", "bytes", "ns"}, or None under "last") and
+        whether one is still "pending" (its lender could not reach it when its lend ended)."""
+        last, pending = _call(self._p.scrub, device)
+        return {"last": None if last is None else dict(zip(("how", "bytes", "ns"), (last[0], last[1], last[2] / 1000))), "pending": pending}
+
     def list(self) -> "pd.DataFrame":
         """Every lendable device: fabric device ID, lender, state, borrower, hosts it is visible to."""
         import pandas as pd

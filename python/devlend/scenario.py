@@ -52,12 +52,17 @@ def _ps(name: str, at_ns: float) -> int:
 class Scenario:
     """Workloads started at given times on one machine, run together."""
 
-    def __init__(self, topology: "Union[str, os.PathLike, Topology]"):
+    def __init__(self, topology: "Union[str, os.PathLike, Topology]", hygiene: str = "scrub"):
+        """`hygiene`: what the lender does with a returned device before its next borrower
+        ("scrub", the default, or "none"; see ``devlend.pool.HYGIENE_POLICIES``): under "scrub" a
+        borrow before the scrub has ended is refused with the time it ends."""
+        from .pool import check_hygiene
         from .topology import Topology, load
+        check_hygiene(hygiene)
         topo = topology if isinstance(topology, Topology) else load(topology)
         if topo.params or topo.vms:
             topo.build()  # an override or a VM the core refuses is a file:line:field error, as for any topology
-        self._s = _call(_core.Scenario, topo.to_json())
+        self._s = _call(_core.Scenario, topo.to_json(), hygiene)
         self._ran = False
 
     def borrow(self, borrower: str, device: str, *, dma_window: "Union[int, None]" = None,

@@ -183,6 +183,7 @@ class ScenarioSpec(_Model):
     topology: str = Field(description="topology file, relative to the scenario file")
     timeline: list[Entry] = Field(min_length=1)
     params: Optional[Params] = Field(default=None, description="overrides merged into the topology's params section")
+    hygiene: Literal["scrub", "none"] = Field(default="scrub", description="scrub: a returned device is cleared before its next borrower; none: it is not (what real lending may leak)")
 
 
 @dataclass
@@ -248,8 +249,8 @@ class ScenarioFile:
         from .scenario import Scenario
         fabric_only = self.topology.model_copy(update={"setup": [op for op in self.topology.setup if not isinstance(op, LENDING_OPS)]})
         fabric_only._file, fabric_only._marks = self.topology._file, self.topology._marks
-        pool = Pool(fabric_only)
-        sc = Scenario(fabric_only)
+        pool = Pool(fabric_only, hygiene=self.spec.hygiene)
+        sc = Scenario(fabric_only, hygiene=self.spec.hygiene)
         holder: dict[str, str] = {}      # device -> borrower now
         uses: dict[str, list[str]] = {}  # device -> workloads driving it
         ended: set[str] = set()          # devices whose lend a fault ended
@@ -313,7 +314,8 @@ class ScenarioFile:
         try:
             sc.borrow(op.borrower, name, dma_window=op.dma_window, at_ns=getattr(op, "at", 0.0))
         except WorkloadError as e:
-            raise where.error("dma_window" if op.dma_window is not None else "borrower", str(e)) from None
+            field = "at" if e.kind == "scrubbing" else "dma_window" if op.dma_window is not None else "borrower"
+            raise where.error(field, str(e)) from None
         holder[name] = op.borrower
 
     def _workload(self, sc: Any, pool: Pool, w: Any, where: _Where, holder: dict, uses: dict) -> None:

@@ -109,6 +109,8 @@ pub struct Scenario {
     guests: Guests,
     /// Faults injected (`fault`).
     pub(crate) faults: Vec<crate::fault::FaultEntry>,
+    /// Devices the lender scrubs after a return: until when, and how (`devlend_host::hygiene`).
+    pub(crate) scrubbing: HashMap<String, (Ps, devlend_host::ScrubHow)>,
 }
 
 impl Scenario {
@@ -122,6 +124,7 @@ impl Scenario {
             media: Vec::new(),
             guests: Guests::default(),
             faults: Vec::new(),
+            scrubbing: HashMap::new(),
         }
     }
 
