@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from . import _core
-from .errors import DmaFault, FabricError, argument_error
+from .errors import DmaFault, FabricError, FabricTypeError, argument_error
 
 Addr = Union[int, str]
 
@@ -145,6 +145,8 @@ class Fabric:
     @_wrap
     def write(self, requester: str, addr: Addr, data: bytes) -> int:
         """Write as the requester would (CPU store or device DMA). Raises DmaFault if any TLP fails."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise FabricTypeError(f"write: data={data!r}: expected bytes", "data")
         n, fail = self._core.write(requester, addr, bytes(data))
         if fail is not None:
             raise DmaFault(json.loads(fail), n)

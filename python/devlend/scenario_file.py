@@ -37,6 +37,7 @@ afterwards (python/devlend/scenarios/four-server-gpu-handed-over.yaml).
 from __future__ import annotations
 
 import os
+import math
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union
@@ -58,13 +59,22 @@ def parse_time(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("expected a time such as 0, 500 or '10 us', not a boolean")
     if isinstance(value, (int, float)):
-        if value < 0:
-            raise ValueError(f"time {value} is negative")
-        return float(value)
+        return _in_range(value, value)
     m = _TIME.match(value) if isinstance(value, str) else None
     if not m:
         raise ValueError(f"{value!r} is not a time: expected a number of ns or a number with a unit (ps, ns, us, ms, s)")
-    return float(m.group(1)) * _NS[m.group(2)]
+    return _in_range(value, float(m.group(1)) * _NS[m.group(2)])
+
+
+def _in_range(given: Any, ns: float) -> float:
+    """A time the machine's clock can hold: finite, not negative, below 2^64 ps (about 213 days)."""
+    if not math.isfinite(ns):
+        raise ValueError(f"time {given} is not a finite number")
+    if ns < 0:
+        raise ValueError(f"time {given} is negative")
+    if ns * 1000 >= 1 << 64:
+        raise ValueError(f"time {given} is past the clock's end: expected at most {((1 << 64) - 1) / 1e12:.4g} s")
+    return float(ns)
 
 
 Time = Annotated[float, BeforeValidator(parse_time)]
