@@ -49,6 +49,9 @@ pub struct Fabric {
     pub config: Vec<ConfigState>,
     pub ram: Vec<SparseMem>,
     pub bar_mem: FxHashMap<(FuncId, u8), SparseMem>,
+    /// Registers a device model sets at power-on (read-only IDs, capabilities): what a reset or a
+    /// scrub restores (`Fabric::set_power_on_value`, `link`).
+    pub(crate) power_on: FxHashMap<FuncId, Vec<(u8, u64, Vec<u8>)>>,
     pub events: EventLog,
     /// NTB adapters whose link is down (both of a pair); see `link`.
     pub(crate) links_down: std::collections::BTreeSet<u32>,
@@ -94,6 +97,7 @@ impl Fabric {
             config,
             ram,
             bar_mem: FxHashMap::default(),
+            power_on: FxHashMap::default(),
             events: EventLog::default(),
             links_down: Default::default(),
             faults: Default::default(),

@@ -152,8 +152,20 @@ impl Fabric {
             return Err(f);
         }
         self.bar_mem.retain(|&(f, _), _| f != func);
+        for (bar, off, data) in self.power_on.get(&func).cloned().unwrap_or_default() {
+            self.bar_mem.entry((func, bar)).or_default().write(off, &data);
+        }
         self.msix_table_defaults(func);
         Ok(())
+    }
+
+    /// Set a register of `func` (BAR `bar`, offset `off`) that its hardware sets at power-on (an
+    /// ID, a capability): written now, and again by every scrub.
+    pub fn set_power_on_value(&mut self, func: FuncId, bar: u8, off: u64, data: &[u8]) {
+        self.bar_mem.entry((func, bar)).or_default().write(off, data);
+        let regs = self.power_on.entry(func).or_default();
+        regs.retain(|(b, o, _)| (*b, *o) != (bar, off));
+        regs.push((bar, off, data.to_vec()));
     }
 
     /// Every MSI-X table entry of `func` back to its reset value: zero, but for Vector Control's
