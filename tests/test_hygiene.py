@@ -52,11 +52,19 @@ def test_a_scenario_borrow_during_the_scrub_is_refused_with_its_end(tmp_path):
     p.write_text(HANDOVER.format(topo=topo, hygiene=""))
     with pytest.raises(ScenarioFileError) as e:
         scenario_file.load(str(p)).run()
-    assert e.value.field == "timeline[2].at" and e.value.line == 7, str(e.value)
-    assert "scrubbing it after its last lend until 45739.1" in e.value.message, e.value.message
+    assert e.value.field == "timeline[2].at" and e.value.line == 6, str(e.value)
+    assert "scrubbing it after its last lend until 45739242.666 ns" in e.value.message, e.value.message
     p.write_text(HANDOVER.format(topo=topo, hygiene="hygiene: none\n"))
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         run = scenario_file.load(str(p)).run()
     assert any(issubclass(x.category, HygieneWarning) for x in w)
     assert run.scenario.lends()[0]["borrower"] == "server3"
+
+
+def test_the_cli_says_so_where_policy_none_is_chosen():
+    from test_cli import cli
+    r = cli("pool", TOPO, "--hygiene", "none", "connect", "server2", "server1", "add", "gpu2", "available", "gpu2")
+    assert "hygiene policy 'none': returned devices are not cleared" in r.stdout, r.stdout
+    r = cli("pool", TOPO, "--hygiene", "bleach", check=False)
+    assert r.returncode != 0 and "hygiene: expected one of scrub, none" in r.stdout + r.stderr, r.stdout + r.stderr

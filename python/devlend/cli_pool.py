@@ -71,7 +71,9 @@ def _hex(v, key: str = ""):
 
 def pool_cmd(file: str = typer.Argument(..., help="topology file (YAML or JSON)"),
              verbs: Optional[list[str]] = typer.Argument(None, help="verbs with their arguments, e.g. connect lender borrower add gpu0 "
-                                                                    "available gpu0 borrow borrower gpu0 64MiB show gpu0")) -> None:
+                                                                    "available gpu0 borrow borrower gpu0 64MiB show gpu0"),
+             hygiene: str = typer.Option("scrub", help="scrub: a returned device is cleared before its next borrower; "
+                                                        "none: it is not (what real lending may leak)")) -> None:
     """Device Lending's pool (smartio_tool's verbs) on any topology: connect, add, remove, available,
     unavailable, borrow [DMA window size], return, list, show; prints the pool's table."""
     from .cli import _fail, out
@@ -79,7 +81,13 @@ def pool_cmd(file: str = typer.Argument(..., help="topology file (YAML or JSON)"
     from .pool import Pool
     try:
         steps = parse_verbs(verbs or [])
-        pool = Pool(file)
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pool = Pool(file, hygiene=hygiene)
+        if hygiene == "none":
+            from .pool import NO_SCRUB_NOTE
+            out.print(f"note: {NO_SCRUB_NOTE}", markup=False)
         for v in steps:
             try:
                 shown = apply(pool, v)
