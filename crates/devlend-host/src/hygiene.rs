@@ -81,6 +81,8 @@ pub struct HygieneState {
     pub(crate) last: std::collections::BTreeMap<FuncId, Scrub>,
     /// Hosts that crashed and have not rebooted: their agents scrub nothing.
     pub(crate) crashed: std::collections::BTreeSet<HostId>,
+    /// Lends ending now go back to the same tenant (`Cluster::same_tenant`).
+    pub(crate) same_tenant: bool,
 }
 
 impl Cluster {
@@ -95,10 +97,19 @@ impl Cluster {
         self.hygiene.policy
     }
 
+    /// Run `f`, whose returns and borrows hand devices back to the tenant that had them (a VM's
+    /// cold migration re-borrows its devices from the new host): those returns scrub nothing.
+    pub fn same_tenant<R>(&mut self, f: impl FnOnce(&mut Cluster) -> R) -> R {
+        let was = std::mem::replace(&mut self.hygiene.same_tenant, true);
+        let out = f(self);
+        self.hygiene.same_tenant = was;
+        out
+    }
+
     /// A lend of `func` ended: scrub it now if the policy says so and it can be reached; else it
     /// stays pending until its next borrow.
     pub(crate) fn lend_ended(&mut self, func: FuncId) {
-        if self.hygiene.policy == Hygiene::Scrub {
+        if self.hygiene.policy == Hygiene::Scrub && !self.hygiene.same_tenant {
             self.hygiene.pending.insert(func);
             if !self.hygiene.crashed.contains(&self.fabric.func_host(func)) {
                 let _ = self.scrub_pending(func);
