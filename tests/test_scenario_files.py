@@ -97,7 +97,7 @@ def test_a_gpu_returned_mid_run_serves_a_second_borrower():
     res = run.results().set_index("name")
     first, second, fio = res.loc["first-htod"], res.loc["second-dtoh"], res.loc["nvme-randread"]
     assert (first.runner, second.runner) == ("server1", "server3") and first.GBps > 0 and second.GBps > 0
-    assert first.end_ns <= 20e6 <= 25e6 <= second.start_ns, (first.end_ns, second.start_ns)
+    assert first.end_ns <= 20e6 <= 70e6 <= second.start_ns, (first.end_ns, second.start_ns)
     assert fio.start_ns < 20e6 < fio.end_ns, "the fio job on another device runs across the return"
     assert run.scenario.lends() == [] and run.pool.idle
     assert run.scenario.end_lends_and_count_leftovers() == 0

@@ -279,3 +279,25 @@ def test_bad_cost_is_a_clear_error(tmp_path):
         sweep(cheap, GRID, tmp_path / "b.jsonl", cost=3, progress=False)
     with pytest.raises(DevlendError, match=r"cost estimate for point \{'x': 1, 'y': 10\} failed: KeyError"):
         sweep(cheap, GRID, tmp_path / "b.jsonl", cost=lambda x, y: {}[x], progress=False)
+
+def test_a_killed_sweeps_lock_is_taken_over_and_a_live_ones_refused(tmp_path, log):
+    """A sweep killed mid-run leaves its lock file behind (and its forked workers may
+    outlive it); the next sweep finds the owner's process gone and takes the store over at once,
+    while a live owner's store is refused naming the process."""
+    import subprocess
+    import sys
+    store = tmp_path / "s.jsonl"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / "s.jsonl.lock").write_text(f"{dead.pid}\n")
+    df = sweep(cheap, GRID, store, workers=1, progress=False)
+    assert len(df) == 6 and not (tmp_path / "s.jsonl.lock").exists(), "taken over, then released"
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "s.jsonl.lock").write_text(f"{live.pid}\n")
+        with pytest.raises(DevlendError, match=f"in use by another sweep \\(process {live.pid}"):
+            sweep(cheap, GRID, store, workers=1, progress=False)
+    finally:
+        live.kill()
+        live.wait()
+    assert len(sweep(cheap, GRID, store, workers=1, progress=False)) == 6, "its owner gone, the lock is taken over"

@@ -78,7 +78,9 @@ def pool_cmd(file: str = typer.Argument(..., help="topology file (YAML or JSON)"
              state: Optional[str] = typer.Option(None, "--state", envvar="DEVLEND_POOL_STATE",
                                                  help="the pool's state file, kept between calls (default "
                                                       "$XDG_STATE_HOME/devlend/pool.json)"),
-             reset: bool = typer.Option(False, "--reset", help="forget the kept state of this topology's pool first")) -> None:
+             reset: bool = typer.Option(False, "--reset", help="forget the kept state of this topology's pool first"),
+             hygiene: str = typer.Option("scrub", help="scrub: a returned device is cleared before its next borrower; "
+                                                        "none: it is not (what real lending may leak)")) -> None:
     """Device Lending's pool (smartio_tool's verbs) on any topology: connect, add, remove, available,
     unavailable, borrow [DMA window size], return, list, show; prints the pool's table. The pool
     remembers: each call starts from the state the previous calls left (``--state``)."""
@@ -90,7 +92,13 @@ def pool_cmd(file: str = typer.Argument(..., help="topology file (YAML or JSON)"
     try:
         steps = parse_verbs(verbs or [])
         kept = PoolState(state, file, reset)
-        pool = Pool(file)
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pool = Pool(file, hygiene=hygiene)
+        if hygiene == "none":
+            from .pool import NO_SCRUB_NOTE
+            out.print(f"note: {NO_SCRUB_NOTE}", markup=False)
         kept.replay(pool, apply)
         for v in steps:
             try:

@@ -52,6 +52,23 @@ class WorkloadError(DevlendError):
         super().__init__(message)
 
 
+class WorkloadValueError(WorkloadError, ValueError):
+    """A workload argument of the right type but outside what it can be (a time that is not finite,
+    negative or past 2^64-1 ps; a count past 2^64-1): ``field`` names it."""
+
+    def __init__(self, message: str, field: str):
+        self.field = field
+        super().__init__(message, "invalid")
+
+
+class WorkloadTypeError(WorkloadError, TypeError):
+    """A workload argument of the wrong type (a string where a number goes): ``field`` names it."""
+
+    def __init__(self, message: str, field: str):
+        self.field = field
+        super().__init__(message, "invalid")
+
+
 class NvmeStatusError(DevlendError):
     """An NVMe command completed with an error status (NVMe 1.3 §4.6.1.2.1), e.g. 0x80 LBA Out of
     Range: ``opcode`` (0x01 write, 0x02 read), ``lba`` and ``status`` name the command."""
@@ -100,16 +117,32 @@ class HyperTrioError(DevlendError):
 U64_END = 1 << 64
 
 
+class FabricValueError(FabricError, ValueError):
+    """A fabric call's argument outside its range (an integer past 2^64-1, negative): ``field`` names it."""
+
+    def __init__(self, message: str, field: str | None = None):
+        self.field = field
+        super().__init__(message)
+
+
+class FabricTypeError(FabricError, TypeError):
+    """A fabric call's argument of the wrong type: ``field`` names it."""
+
+    def __init__(self, message: str, field: str | None = None):
+        self.field = field
+        super().__init__(message)
+
+
 def argument_error(method: str, arguments: dict, exc: BaseException) -> FabricError:
     """The devlend error for an argument the Rust core could not take (PyO3 raises OverflowError or
     TypeError while converting it): names the method, the argument and what was expected."""
     for name, v in arguments.items():
         if isinstance(v, int) and not isinstance(v, bool) and not 0 <= v < U64_END:
-            return FabricError(f"{method}: {name}={v}: expected an integer from 0 to 2^64-1")
+            return FabricValueError(f"{method}: {name}={v}: expected an integer from 0 to 2^64-1", name)
     for name, v in arguments.items():
         if v is None or isinstance(v, (float, list, dict, tuple, set)):
-            return FabricError(f"{method}: {name}={v!r}: expected {_expected(name)}")
-    return FabricError(f"{method}: {exc}")
+            return FabricTypeError(f"{method}: {name}={v!r}: expected {_expected(name)}", name)
+    return FabricTypeError(f"{method}: {exc}")
 
 
 def _expected(name: str) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from . import _core
-from .errors import DmaFault, FabricError, argument_error
+from .errors import DmaFault, FabricError, FabricTypeError, argument_error
 
 Addr = Union[int, str]
 
@@ -145,6 +145,8 @@ class Fabric:
     @_wrap
     def write(self, requester: str, addr: Addr, data: bytes) -> int:
         """Write as the requester would (CPU store or device DMA). Raises DmaFault if any TLP fails."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise FabricTypeError(f"write: data={data!r}: expected bytes", "data")
         n, fail = self._core.write(requester, addr, bytes(data))
         if fail is not None:
             raise DmaFault(json.loads(fail), n)
@@ -249,6 +251,11 @@ class Fabric:
 
     def iommu_faults(self, host: str) -> list[dict]:
         return json.loads(_wrap(self._core.iommu_faults)(host))
+
+    # ----- interrupt remapping (VT-d ch. 5): on wherever the IOMMU is unless the host says
+    # interrupt_remapping: false; a blocked MSI is an event of kind "failed" naming why -----
+    interrupt_remapping = _wrap(lambda self, host: self._core.interrupt_remapping(host))
+    interrupt_remapping_enable = _wrap(lambda self, host: self._core.interrupt_remapping_enable(host))
 
     # ----- PCI config space -----
     @_wrap

@@ -17,7 +17,8 @@ import json
 from typing import TYPE_CHECKING, Union
 
 from . import _core
-from .errors import U64_END, FabricError, WorkloadError
+from . import checks
+from .errors import U64_END, FabricError, WorkloadError, WorkloadTypeError, WorkloadValueError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,6 +36,10 @@ def _call(fn, *a):
         raise WorkloadError(message, kind, json.loads(failure) if failure else None) from None
     except _core.FabricError as e:
         raise FabricError(str(e)) from None
+    except TypeError as e:  # an argument the core cannot take; PyO3's message names it ("argument 'runner': ...")
+        raise WorkloadTypeError(str(e), None) from None
+    except (OverflowError, ValueError) as e:
+        raise WorkloadValueError(str(e), None) from None
 
 
 class Run:
@@ -47,10 +52,12 @@ class Run:
     def stream(self, name: str, requester: str, addr: Addr, nbytes: int, *, write: bool = True, at_ns: float = 0) -> int:
         """Start `nbytes` of max-payload writes (or max-read-request reads) by `requester` at
         `addr`, at `at_ns`. Raises WorkloadError when the address is unreachable or nbytes is 0."""
-        if not 0 <= nbytes < U64_END or at_ns < 0:
-            raise WorkloadError(f"workload {name}: bytes must be from 0 to 2^64-1 and the start time not negative "
-                                f"(got nbytes={nbytes}, at_ns={at_ns})")
-        i = _call(self._m.stream, name, requester, addr, int(nbytes), write, round(at_ns * 1000))
+        what = f"workload {name}"
+        if isinstance(nbytes, int) and not isinstance(nbytes, bool) and not 0 <= nbytes < U64_END:
+            raise WorkloadValueError(f"{what}: nbytes={nbytes}: bytes must be from 0 to 2^64-1", "nbytes")
+        n = checks.count(nbytes, "nbytes", what, WorkloadValueError, WorkloadTypeError)
+        at = checks.time_ps(at_ns, "at_ns", what, WorkloadValueError, WorkloadTypeError)
+        i = _call(self._m.stream, name, requester, addr, n, bool(write), at)
         self._requesters.append(requester)
         return i
 

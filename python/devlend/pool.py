@@ -28,7 +28,7 @@ import os
 from typing import TYPE_CHECKING, Optional, Union
 
 from . import _core
-from .errors import DevlendError, TopologyError
+from .errors import U64_END, DevlendError, TopologyError
 from .sizes import parse_size
 from .topology import Borrow, Topology, load
 
@@ -37,6 +37,27 @@ if TYPE_CHECKING:
 
 # Fault kinds and what each names as its target (devlend-host's `fault` module).
 FAULT_KINDS: dict[str, str] = dict(_core.fault_kinds())
+
+# What the lender does with a device between two borrowers (devlend-host's `hygiene` module).
+HYGIENE_POLICIES: dict[str, str] = dict(_core.hygiene_policies())
+
+NO_SCRUB_NOTE = ("hygiene policy 'none': returned devices are not cleared, so each borrower reads what the last one "
+                 "left in the device's memory and registers (as real Device Lending may leak)")
+
+
+class HygieneWarning(UserWarning):
+    """Hygiene policy "none" was chosen: data leaks between borrowers (on purpose, for studies)."""
+
+
+def check_hygiene(hygiene, where: str = "hygiene") -> str:
+    """`hygiene` as a policy name, or a PoolError naming the field; warns when it is "none"."""
+    if not isinstance(hygiene, str) or hygiene not in HYGIENE_POLICIES:
+        make = PoolValueError if isinstance(hygiene, str) else PoolTypeError
+        raise make(f"{where}: expected one of {', '.join(HYGIENE_POLICIES)}, got {hygiene!r}", where)
+    if hygiene == "none":
+        import warnings
+        warnings.warn(NO_SCRUB_NOTE, HygieneWarning, stacklevel=3)
+    return hygiene
 
 LIST_COLUMNS = ["fdid", "device", "lender", "bdf", "profile", "state", "borrower", "visible_to"]
 
@@ -55,12 +76,47 @@ class PoolError(DevlendError):
         super().__init__(message)
 
 
+class PoolValueError(PoolError, ValueError):
+    """A pool verb's argument outside its range (a DMA window past 2^64-1 bytes, negative): ``field`` names it."""
+
+    def __init__(self, message: str, field: "str | None"):
+        self.field = field
+        super().__init__(message, "invalid")
+
+
+class PoolTypeError(PoolError, TypeError):
+    """A pool verb's argument of the wrong type (a number where a name goes): ``field`` names it."""
+
+    def __init__(self, message: str, field: "str | None"):
+        self.field = field
+        super().__init__(message, "invalid")
+
+
 def _call(fn, *a):
     try:
         return fn(*a)
     except _core.PoolError as e:
         kind, message = e.args
         raise PoolError(message, kind) from None
+    except TypeError as e:  # an argument the core cannot take; PyO3's message names it ("argument 'device': ...")
+        raise PoolTypeError(str(e), None) from None
+    except (OverflowError, ValueError) as e:
+        raise PoolValueError(str(e), None) from None
+
+
+def _window(dma_window) -> "Optional[int]":
+    """A borrow's DMA window size (bytes or a size string), checked: else a PoolError naming the field."""
+    if dma_window is None:
+        return None
+    if isinstance(dma_window, bool) or not isinstance(dma_window, (int, str)):
+        raise PoolTypeError(f"dma_window={dma_window!r}: expected a size such as 4096 or '64 MiB'", "dma_window")
+    try:
+        win = parse_size(dma_window)
+    except ValueError as e:
+        raise PoolValueError(f"dma_window: {e}", "dma_window") from None
+    if win >= U64_END:
+        raise PoolValueError(f"dma_window={dma_window!r}: expected a size below 2^64 bytes", "dma_window")
+    return win
 
 
 def fdid_hex(fdid: int) -> str:
@@ -70,12 +126,15 @@ def fdid_hex(fdid: int) -> str:
 class Pool:
     """Lenders, borrowers and a pool of devices on one topology, kept between calls."""
 
-    def __init__(self, topology: "Union[str, os.PathLike, Topology]"):
+    def __init__(self, topology: "Union[str, os.PathLike, Topology]", hygiene: str = "scrub"):
+        """`hygiene`: "scrub" (default: every byte and register of a returned device cleared, timed
+        as the device does it, before its next borrower) or "none" (nothing cleared; warns)."""
+        self.hygiene = check_hygiene(hygiene)
         topo = topology if isinstance(topology, Topology) else load(topology)
         self.topology = topo
         self.unreached: list[dict] = []
         try:
-            self._p = _call(_core.Pool, topo.fabric_json())
+            self._p = _call(_core.Pool, topo.fabric_json(), hygiene)
         except _core.SpecError as e:
             pointer, message = e.args
             from .yamlpos import pointer_to_path
@@ -119,8 +178,7 @@ class Pool:
     def borrow(self, borrower: str, device: str, dma_window: "Union[int, str, None]" = None) -> "Pool":
         """Borrow an available device (name or fabric device ID) onto `borrower`; `dma_window`: the
         size of the DMA window the lender opens (default: a whole NTB memory window)."""
-        win = None if dma_window is None else parse_size(dma_window)
-        _call(self._p.borrow, borrower, device, win)
+        _call(self._p.borrow, borrower, device, _window(dma_window))
         return self
 
     def return_device(self, device: str, borrower: Optional[str] = None) -> "Pool":
@@ -131,6 +189,12 @@ class Pool:
         return self
 
     # ----- inspection -----
+    def scrub(self, device: str) -> dict:
+        """`device`'s last scrub ({"how": "fill" or "reset", "bytes", "ns"}, or None under "last") and
+        whether one is still "pending" (its lender could not reach it when its lend ended)."""
+        last, pending = _call(self._p.scrub, device)
+        return {"last": None if last is None else dict(zip(("how", "bytes", "ns"), (last[0], last[1], last[2] / 1000))), "pending": pending}
+
     def list(self) -> "pd.DataFrame":
         """Every lendable device: fabric device ID, lender, state, borrower, hosts it is visible to."""
         import pandas as pd

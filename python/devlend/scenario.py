@@ -28,7 +28,8 @@ import os
 from typing import TYPE_CHECKING, Optional, Union
 
 from . import _core
-from .errors import WorkloadError
+from . import checks
+from .errors import WorkloadError, WorkloadTypeError, WorkloadValueError
 from .machine import _call
 
 if TYPE_CHECKING:
@@ -44,21 +45,36 @@ RESULT_COLUMNS = ["name", "kind", "at_ns", "start_ns", "end_ns", "bytes", "GBps"
 LINK_COLUMNS = ["link", "link_index", "towards_down", "tlps", "bytes", "payload", "utilisation", "busy_ns", "credit_stall_ns", "mean_queue_ns"]
 
 
-def _ps(name: str, at_ns: float) -> int:
-    if at_ns < 0:
-        raise WorkloadError(f"workload {name}: start time {at_ns} ns is negative", "invalid", None)
-    return round(at_ns * 1000)
+def _ps(name: str, at_ns: float, field: str = "at_ns") -> int:
+    """A time in ns as ps, checked (finite, from 0 to 2^64-1 ps): else a WorkloadError naming the field."""
+    return checks.time_ps(at_ns, field, f"workload {name}", WorkloadValueError, WorkloadTypeError)
+
+
+def _n(name: str, field: str, v, *, lo: int = 0, hi: int = checks.U64_END) -> int:
+    """An integer argument, checked for type and range: else a WorkloadError naming the field."""
+    return checks.count(v, field, f"workload {name}", WorkloadValueError, WorkloadTypeError, lo=lo, hi=hi)
+
+
+def _name(name) -> str:
+    if not isinstance(name, str):
+        raise WorkloadTypeError(f"workload name {name!r}: expected a string", "name")
+    return name
 
 
 class Scenario:
     """Workloads started at given times on one machine, run together."""
 
-    def __init__(self, topology: "Union[str, os.PathLike, Topology]"):
+    def __init__(self, topology: "Union[str, os.PathLike, Topology]", hygiene: str = "scrub"):
+        """`hygiene`: what the lender does with a returned device before its next borrower
+        ("scrub", the default, or "none"; see ``devlend.pool.HYGIENE_POLICIES``): under "scrub" a
+        borrow before the scrub has ended is refused with the time it ends."""
+        from .pool import check_hygiene
         from .topology import Topology, load
+        check_hygiene(hygiene)
         topo = topology if isinstance(topology, Topology) else load(topology)
         if topo.params or topo.vms:
             topo.build()  # an override or a VM the core refuses is a file:line:field error, as for any topology
-        self._s = _call(_core.Scenario, topo.to_json())
+        self._s = _call(_core.Scenario, topo.to_json(), hygiene)
         self._ran = False
 
     def borrow(self, borrower: str, device: str, *, dma_window: "Union[int, None]" = None,
@@ -67,7 +83,8 @@ class Scenario:
         it first), with a DMA window of `dma_window` bytes (default: a whole NTB memory window);
         workloads of `borrower` on it then use this lend."""
         at = None if at_ns is None else _ps(f"borrow of {device}", at_ns)
-        _call(self._s.borrow, borrower, device, None if dma_window is None else int(dma_window), at)
+        win = None if dma_window is None else _n(f"borrow of {device}", "dma_window", dma_window)
+        _call(self._s.borrow, borrower, device, win, at)
         return self
 
     def return_device(self, device: str, *, at_ns: float, borrower: "Union[str, None]" = None) -> "Scenario":
@@ -79,26 +96,22 @@ class Scenario:
 
     def stream(self, name: str, requester: str, addr: Addr, nbytes: int, *, write: bool = True, at_ns: float = 0) -> "Scenario":
         """`nbytes` of max-payload writes (or max-read-request reads) by `requester` at `addr`."""
-        if nbytes < 0:
-            raise WorkloadError(f"workload {name}: bytes must not be negative", "invalid", None)
-        _call(self._s.stream, name, requester, addr, int(nbytes), write, _ps(name, at_ns))
+        if not isinstance(addr, str):
+            addr = _n(_name(name), "addr", addr)
+        _call(self._s.stream, _name(name), requester, addr, _n(name, "nbytes", nbytes), bool(write), _ps(name, at_ns))
         return self
 
     def gpu_copy(self, name: str, runner: str, gpu: str, direction: str, nbytes: int, *, at_ns: float = 0) -> "Scenario":
         """One cudaMemcpy ("htod" or "dtoh") of `nbytes` by `runner`'s driver; borrows `gpu` if it sits elsewhere."""
-        if nbytes < 0:
-            raise WorkloadError(f"workload {name}: bytes must not be negative", "invalid", None)
-        _call(self._s.gpu_copy, name, runner, gpu, direction, int(nbytes), _ps(name, at_ns))
+        _call(self._s.gpu_copy, _name(name), runner, gpu, direction, _n(name, "nbytes", nbytes), _ps(name, at_ns))
         return self
 
     def fio(self, name: str, runner: str, drive: str, rw: str, *, iodepth: int = 1, numjobs: int = 1, ios: int = 1000,
             bs: int = 4096, at_ns: float = 0) -> "Scenario":
         """An fio job (fio's rw: read, write, randread, randwrite, rw/readwrite or randrw with half reads; 4 KiB) on
         `drive` by `runner`; borrows it if it sits elsewhere."""
-        for k, v in (("iodepth", iodepth), ("numjobs", numjobs), ("ios", ios), ("bs", bs)):
-            if v < 0:
-                raise WorkloadError(f"workload {name}: {k} must not be negative", "invalid", None)
-        _call(self._s.fio, name, runner, drive, rw, iodepth, numjobs, ios, bs, _ps(name, at_ns))
+        n = {k: _n(_name(name), k, v, hi=hi) for k, v, hi in (("iodepth", iodepth, 1 << 32), ("numjobs", numjobs, 1 << 16), ("ios", ios, 1 << 32), ("bs", bs, checks.U64_END))}
+        _call(self._s.fio, name, runner, drive, rw, n["iodepth"], n["numjobs"], n["ios"], n["bs"], _ps(name, at_ns))
         return self
 
     def gpu_pingpong(self, name: str, runner: str, gpu_a: str, gpu_b: str, *, via: str = "peer", rounds: int = 100,
@@ -106,9 +119,7 @@ class Scenario:
         """`rounds` round trips of the ping-pong kernel between `gpu_a` (it stores first) and `gpu_b`,
         launched by `runner` (which borrows GPUs that sit elsewhere); the counters meet in each
         other's memory (via "peer") or in a buffer in `runner`'s RAM (via "ram")."""
-        if rounds < 0:
-            raise WorkloadError(f"workload {name}: rounds must not be negative", "invalid", None)
-        _call(self._s.gpu_pingpong, name, runner, gpu_a, gpu_b, via, int(rounds), _ps(name, at_ns))
+        _call(self._s.gpu_pingpong, _name(name), runner, gpu_a, gpu_b, via, _n(name, "rounds", rounds, hi=1 << 32), _ps(name, at_ns))
         return self
 
     def ntb_perf(self, name: str, runner: str, peer: str, *, use_dma: bool = False, threads: int = 1, chunk_order: int = 19,
@@ -118,11 +129,10 @@ class Scenario:
         (write-combining) or, `use_dma`, on a DMA channel of its own (the engine `dma`, or the
         runner's function with the pex8749-dma profile). Linux's default total_order is 30; 20
         here because every byte is simulated."""
-        for k, v in (("threads", threads), ("chunk_order", chunk_order), ("total_order", total_order), ("max_mw_size", max_mw_size or 0)):
-            if v < 0:
-                raise WorkloadError(f"workload {name}: {k} must not be negative", "invalid", None)
-        _call(self._s.ntb_perf, name, runner, peer, bool(use_dma), int(threads), int(chunk_order), int(total_order),
-              max_mw_size, dma, _ps(name, at_ns))
+        n = {k: _n(_name(name), k, v, hi=1 << 32) for k, v in (("threads", threads), ("chunk_order", chunk_order), ("total_order", total_order))}
+        mw = None if max_mw_size is None else _n(name, "max_mw_size", max_mw_size)
+        _call(self._s.ntb_perf, name, runner, peer, bool(use_dma), n["threads"], n["chunk_order"], n["total_order"],
+              mw, dma, _ps(name, at_ns))
         return self
 
     def nic(self, name: str, runner: str, nic: str, *, config: str, tenants: int, duration_ns: float,
@@ -134,11 +144,9 @@ class Scenario:
         "base" or "hypertrio"; workload `profile`, interleaving `order`), the pipeline run again
         each `epoch_ns` with the round trip the requests saw on this run when it moved by 1% or
         more (see ``nic_results``)."""
-        for k, v in (("tenants", tenants), ("duration_ns", duration_ns), ("epoch_ns", epoch_ns), ("packets_per_tenant", packets_per_tenant or 0)):
-            if v < 0:
-                raise WorkloadError(f"workload {name}: {k} must not be negative", "invalid", None)
-        _call(self._s.nic, name, runner, nic, config, int(tenants), round(duration_ns * 1000), profile, order,
-              None if packets_per_tenant is None else int(packets_per_tenant), round(epoch_ns * 1000), _ps(name, at_ns))
+        ppt = None if packets_per_tenant is None else _n(_name(name), "packets_per_tenant", packets_per_tenant)
+        _call(self._s.nic, name, runner, nic, config, _n(name, "tenants", tenants, hi=1 << 32), _ps(name, duration_ns, "duration_ns"), profile,
+              order, ppt, _ps(name, epoch_ns, "epoch_ns"), _ps(name, at_ns))
         return self
 
     def nic_results(self) -> dict:

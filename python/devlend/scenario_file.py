@@ -37,6 +37,7 @@ afterwards (python/devlend/scenarios/four-server-gpu-handed-over.yaml).
 from __future__ import annotations
 
 import os
+import math
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union
@@ -58,13 +59,22 @@ def parse_time(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("expected a time such as 0, 500 or '10 us', not a boolean")
     if isinstance(value, (int, float)):
-        if value < 0:
-            raise ValueError(f"time {value} is negative")
-        return float(value)
+        return _in_range(value, value)
     m = _TIME.match(value) if isinstance(value, str) else None
     if not m:
         raise ValueError(f"{value!r} is not a time: expected a number of ns or a number with a unit (ps, ns, us, ms, s)")
-    return float(m.group(1)) * _NS[m.group(2)]
+    return _in_range(value, float(m.group(1)) * _NS[m.group(2)])
+
+
+def _in_range(given: Any, ns: float) -> float:
+    """A time the machine's clock can hold: finite, not negative, below 2^64 ps (about 213 days)."""
+    if not math.isfinite(ns):
+        raise ValueError(f"time {given} is not a finite number")
+    if ns < 0:
+        raise ValueError(f"time {given} is negative")
+    if ns * 1000 >= 1 << 64:
+        raise ValueError(f"time {given} is past the clock's end: expected at most {((1 << 64) - 1) / 1e12:.4g} s")
+    return float(ns)
 
 
 Time = Annotated[float, BeforeValidator(parse_time)]
@@ -183,6 +193,7 @@ class ScenarioSpec(_Model):
     topology: str = Field(description="topology file, relative to the scenario file")
     timeline: list[Entry] = Field(min_length=1)
     params: Optional[Params] = Field(default=None, description="overrides merged into the topology's params section")
+    hygiene: Literal["scrub", "none"] = Field(default="scrub", description="scrub: a returned device is cleared before its next borrower; none: it is not (what real lending may leak)")
 
 
 @dataclass
@@ -248,8 +259,9 @@ class ScenarioFile:
         from .scenario import Scenario
         fabric_only = self.topology.model_copy(update={"setup": [op for op in self.topology.setup if not isinstance(op, LENDING_OPS)]})
         fabric_only._file, fabric_only._marks = self.topology._file, self.topology._marks
-        pool = Pool(fabric_only)
-        sc = Scenario(fabric_only).keep_going()  # a fault ends a workload, not the run: every workload gets a row
+        pool = Pool(fabric_only, hygiene=self.spec.hygiene)
+        # a fault ends a workload, not the run: every workload gets a row
+        sc = Scenario(fabric_only, hygiene=self.spec.hygiene).keep_going()
         holder: dict[str, str] = {}      # device -> borrower now
         uses: dict[str, list[str]] = {}  # device -> workloads driving it
         ended: set[str] = set()          # devices whose lend a fault ended
@@ -313,7 +325,8 @@ class ScenarioFile:
         try:
             sc.borrow(op.borrower, name, dma_window=op.dma_window, at_ns=getattr(op, "at", 0.0))
         except WorkloadError as e:
-            raise where.error("dma_window" if op.dma_window is not None else "borrower", str(e)) from None
+            field = "at" if e.kind == "scrubbing" else "dma_window" if op.dma_window is not None else "borrower"
+            raise where.error(field, str(e)) from None
         holder[name] = op.borrower
 
     def _workload(self, sc: Any, pool: Pool, w: Any, where: _Where, holder: dict, uses: dict) -> None:

@@ -201,20 +201,33 @@ def read_store(path: str | os.PathLike, *, repair: bool = False) -> dict[str, di
 
 
 class _Store:
-    """Append-only JSON lines, one fsynced line per finished point, held under an exclusive lock."""
+    """Append-only JSON lines, one fsynced line per finished point, held by one sweep at a time:
+    its lock file (``STORE.lock``) holds the owner's process id. A lock whose owner is gone (a
+    sweep that was killed) is taken over; an flock would not do, because the killed sweep's forked
+    workers inherit it and hold it until they exit."""
 
     def __init__(self, path: str):
-        self.path = path
+        self.path, self.lock = path, path + ".lock"
+        self._take_lock()
         self.f = open(path, "ab")
-        try:
-            import fcntl
+
+    def _take_lock(self) -> None:
+        for _ in range(3):
             try:
-                fcntl.flock(self.f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                self.f.close()
-                raise DevlendError(f"sweep store {path} is in use by another sweep") from None
-        except ImportError:  # not POSIX: no lock
-            pass
+                fd = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                owner = _lock_owner(self.lock)
+                if owner is not None and owner != os.getpid() and _alive(owner):
+                    raise DevlendError(f"sweep store {self.path} is in use by another sweep (process {owner}, {self.lock})") from None
+                try:
+                    os.unlink(self.lock)  # its owner is gone: take it over
+                except FileNotFoundError:
+                    pass
+                continue
+            with os.fdopen(fd, "w") as fh:
+                fh.write(f"{os.getpid()}\n")
+            return
+        raise DevlendError(f"sweep store {self.path}: could not take its lock {self.lock} (another sweep keeps taking it)")
 
     def append(self, rec: dict) -> None:
         line = json.dumps(rec, separators=(",", ":"), allow_nan=True) + "\n"
@@ -224,6 +237,28 @@ class _Store:
 
     def close(self) -> None:
         self.f.close()
+        if _lock_owner(self.lock) == os.getpid():
+            os.unlink(self.lock)
+
+
+def _lock_owner(lock: str) -> "int | None":
+    """The process id a lock file holds, or None when it holds none (being written, or garbage)."""
+    try:
+        with open(lock) as fh:
+            text = fh.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 def _check_store_path(store) -> str:

@@ -57,6 +57,8 @@ class Host(_Model):
     cpu: str = Field(description="CPU/chipset profile from params/hardware.toml, e.g. intel-xeon-e5, amd-epyc")
     ram: Size = Field(description="RAM size; laid out x86-style below the 32-bit MMIO hole and from 4 GiB")
     iommu: bool = False
+    interrupt_remapping: Optional[bool] = Field(
+        default=None, description="VT-d interrupt remapping: on wherever the IOMMU is unless false (Linux intremap=off); needs iommu: true")
     root_ports: int = Field(ge=1, le=31)
     memory_map: Optional[MemoryMap] = None
 

@@ -102,6 +102,7 @@ fn cluster_spec_of(hosts: usize) -> TopologySpec {
             iommu: true,
             root_ports: SWITCHES_PER_HOST as u8,
             memory_map: None,
+            interrupt_remapping: None,
         });
         for sw in 0..SWITCHES_PER_HOST {
             let swn = format!("h{h}-sw{sw}");

@@ -180,9 +180,9 @@ impl Gpu {
             kernel: Default::default(),
         };
         let id = fun.vendor as u32 | (fun.device_id as u32) << 16;
-        g.reg_write(f, ID, &id.to_le_bytes());
-        g.reg_write(f, MEM_SIZE, &g.mem_size.to_le_bytes());
-        g.reg_write(f, CE_COUNT, &(NUM_CE as u32).to_le_bytes());
+        f.set_power_on_value(func, 0, ID, &id.to_le_bytes());
+        f.set_power_on_value(func, 0, MEM_SIZE, &g.mem_size.to_le_bytes());
+        f.set_power_on_value(func, 0, CE_COUNT, &(NUM_CE as u32).to_le_bytes());
         Ok(g)
     }
 

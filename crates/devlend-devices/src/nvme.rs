@@ -204,8 +204,8 @@ impl Controller {
         };
         // CAP: MQES = entries - 1, CQR = 1, DSTRD = 0, TO = 10 x 500 ms, CSS = NVM.
         let cap: u64 = (MAX_QUEUE_ENTRIES as u64 - 1) | 1 << 16 | 10 << 24 | 1 << 37;
-        reg_write(f, func, CAP, &cap.to_le_bytes());
-        reg_write(f, func, 0x08, &0x0001_0300u32.to_le_bytes());
+        f.set_power_on_value(func, 0, CAP, &cap.to_le_bytes());
+        f.set_power_on_value(func, 0, 0x08, &0x0001_0300u32.to_le_bytes());
         c
     }
 

@@ -60,11 +60,28 @@ pub fn build(spec: &TopologySpec) -> SResult<Fabric> {
     let mut f = b.finish(spec.name.clone());
     f.trained_down = trained;
     crate::enumerate::enumerate(&mut f)?;
+    interrupt_remapping(spec, &mut f)?;
     // Always resolved: a host's root latency and completion size come from its CPU profile, a
     // device's requester settings from its profile, even with no overrides.
     let none = crate::tuning::ParamsSpec::default();
     f.tuning = std::sync::Arc::new(crate::tuning::resolve(spec.params.as_ref().unwrap_or(&none), &spec.links, &mut f)?);
     Ok(f)
+}
+
+/// Interrupt remapping on in every host with an IOMMU unless its description turns it off.
+fn interrupt_remapping(spec: &TopologySpec, f: &mut Fabric) -> SResult<()> {
+    for (i, h) in spec.hosts.iter().enumerate() {
+        match (h.iommu, h.interrupt_remapping) {
+            (false, Some(true)) => {
+                return err(format!("/hosts/{i}/interrupt_remapping"), format!("host {} has no IOMMU (iommu: false): interrupt remapping needs one", h.name))
+            }
+            (true, None | Some(true)) => {
+                f.intr_remap_enable(i as crate::model::HostId).map_err(|e| SpecError::new(format!("/hosts/{i}/interrupt_remapping"), e.to_string()))?
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 #[derive(Default)]

@@ -49,6 +49,9 @@ pub struct Fabric {
     pub config: Vec<ConfigState>,
     pub ram: Vec<SparseMem>,
     pub bar_mem: FxHashMap<(FuncId, u8), SparseMem>,
+    /// Registers a device model sets at power-on (read-only IDs, capabilities): what a reset or a
+    /// scrub restores (`Fabric::set_power_on_value`, `link`).
+    pub(crate) power_on: FxHashMap<FuncId, Vec<(u8, u64, Vec<u8>)>>,
     pub events: EventLog,
     /// NTB adapters whose link is down (both of a pair); see `link`.
     pub(crate) links_down: std::collections::BTreeSet<u32>,
@@ -100,6 +103,7 @@ impl Fabric {
             config,
             ram,
             bar_mem: FxHashMap::default(),
+            power_on: FxHashMap::default(),
             events: EventLog::default(),
             links_down: Default::default(),
             faults: Default::default(),
@@ -549,13 +553,21 @@ impl Fabric {
 
     /// Linux refuses a resource that overlaps another (kernel/resource.c); devlend refuses a
     /// decoding BAR over RAM or the MSI range of its host, the two places where the root complex
-    /// would otherwise have to choose between memory and the device.
+    /// would otherwise have to choose between memory and the device, and over another function's
+    /// decoding BAR in the same host (an NTB's memory windows are its BARs), where two completers
+    /// would claim one address.
     fn check_bar_range(&self, f: FuncId, index: u8, r: Range) -> FResult<()> {
-        let h = &self.hosts[self.func_host(f) as usize];
+        let host = self.func_host(f);
+        let h = &self.hosts[host as usize];
+        let other = (0..self.funcs.len() as FuncId)
+            .filter(|&g| g != f && self.func_host(g) == host && self.decodes(g))
+            .find_map(|g| self.funcs[g as usize].bars.iter().find(|b| b.range().overlaps(&r)).map(|b| (g, b.index)));
         let with = if h.ram_regions.iter().any(|m| m.overlaps(&r)) {
             format!("RAM of host {}", h.name)
         } else if h.msi.overlaps(&r) {
             format!("the MSI range of host {}", h.name)
+        } else if let Some((g, bar)) = other {
+            format!("BAR {bar} of {}", self.funcs[g as usize].name)
         } else {
             return Ok(());
         };

@@ -129,10 +129,7 @@ impl Fabric {
     /// configuration around the reset). A function that does not answer cannot take the
     /// configuration write, nor can one behind a link that is down: the error says which.
     pub fn flr(&mut self, func: FuncId) -> Result<(), Failure> {
-        let slot = self.slot_of(func);
-        let failure =
-            if self.faults.hung.contains(&func) { Some(Failure::Unresponsive { func }) } else { self.path_down(slot).map(|node| Failure::PortDown { node }) };
-        if let Some(f) = failure {
+        if let Some(f) = self.unreachable_for_reset(func) {
             self.record(f);
             return Err(f);
         }
@@ -140,6 +137,57 @@ impl Fabric {
         self.set_bus_master(func, false);
         self.invalidate_routes();
         Ok(())
+    }
+
+    /// Everything of `func` a driver could read back cleared, as a scrub before the device's next
+    /// user leaves it (`devlend_host::hygiene`): every byte behind its BARs gone (registers, and a
+    /// GPU's device memory, which `bar_mem` holds), so they read as zero; with `reset`, by a
+    /// Function Level Reset ([`Fabric::flr`]), else by the device's own engine and the lender's
+    /// driver. Refused as an FLR is when the device cannot be reached.
+    pub fn scrub(&mut self, func: FuncId, reset: bool) -> Result<(), Failure> {
+        if reset {
+            self.flr(func)?;
+        } else if let Some(f) = self.unreachable_for_reset(func) {
+            self.record(f);
+            return Err(f);
+        }
+        self.bar_mem.retain(|&(f, _), _| f != func);
+        for (bar, off, data) in self.power_on.get(&func).cloned().unwrap_or_default() {
+            self.bar_mem.entry((func, bar)).or_default().write(off, &data);
+        }
+        self.msix_table_defaults(func);
+        Ok(())
+    }
+
+    /// Set a register of `func` (BAR `bar`, offset `off`) that its hardware sets at power-on (an
+    /// ID, a capability): written now, and again by every scrub.
+    pub fn set_power_on_value(&mut self, func: FuncId, bar: u8, off: u64, data: &[u8]) {
+        self.bar_mem.entry((func, bar)).or_default().write(off, data);
+        let regs = self.power_on.entry(func).or_default();
+        regs.retain(|(b, o, _)| (*b, *o) != (bar, off));
+        regs.push((bar, off, data.to_vec()));
+    }
+
+    /// Every MSI-X table entry of `func` back to its reset value: zero, but for Vector Control's
+    /// Mask bit, which resets to 1 (PCIe Base 4.0 §7.7.2.2).
+    fn msix_table_defaults(&mut self, func: FuncId) {
+        let f = &self.funcs[func as usize];
+        let Some(bar0) = f.bars.iter().find(|b| b.index == 0).map(|b| b.size) else { return };
+        let mem = self.bar_mem.entry((func, 0)).or_default();
+        for i in 0..f.msix_vectors as u64 {
+            let at = crate::config::MSIX_TABLE_OFFSET + i * 16 + 12;
+            if at + 4 <= bar0 {
+                mem.write(at, &1u32.to_le_bytes());
+            }
+        }
+    }
+
+    /// Why `func` cannot take a reset or a scrub: it hangs, or a link above it is down.
+    fn unreachable_for_reset(&self, func: FuncId) -> Option<Failure> {
+        if self.faults.hung.contains(&func) {
+            return Some(Failure::Unresponsive { func });
+        }
+        self.path_down(self.slot_of(func)).map(|node| Failure::PortDown { node })
     }
 
     /// A conventional reset of `func` (its host rebooted, its slot powered again): hung and

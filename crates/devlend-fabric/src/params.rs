@@ -52,6 +52,9 @@ pub struct DeviceProfile {
     /// Device memory behind the BARs (a GPU's frame buffer), when it differs from what a BAR shows.
     #[serde(default)]
     pub memory: Option<u64>,
+    /// Bytes per second its device memory takes (a GPU's): how fast its own engine fills it.
+    #[serde(default)]
+    pub memory_bandwidth: Option<u64>,
     /// Requester capabilities and settings (`tuning::negotiate`); unstated: the `[timing]` values.
     #[serde(default)]
     pub max_payload_supported: Option<u32>,
@@ -187,6 +190,7 @@ mod tests {
         for (name, d) in p.device.iter().filter(|(_, d)| d.kind == "gpu") {
             let bar1 = d.bars.iter().find(|b| b.index == 1).map(|b| b.size);
             assert!(d.memory.is_some() && bar1.is_some(), "{name}: a GPU profile names its memory and a BAR 1");
+            assert!(d.memory_bandwidth.is_some(), "{name}: a GPU profile names its memory bandwidth (how long a scrub's fill takes)");
         }
         let k40 = &p.device["tesla-k40c"];
         assert_eq!((k40.memory, k40.bars[1].size), (Some(12 << 30), 256 << 20));

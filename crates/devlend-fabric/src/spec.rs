@@ -75,6 +75,10 @@ pub struct HostSpec {
     pub ram: u64,
     #[serde(default)]
     pub iommu: bool,
+    /// VT-d interrupt remapping (`intremap`): default on wherever the IOMMU is, as Linux turns
+    /// it on with the IOMMU (`intremap=on`); `false` keeps compatibility-format MSIs (`intremap=off`).
+    #[serde(default)]
+    pub interrupt_remapping: Option<bool>,
     pub root_ports: u8,
     #[serde(default)]
     pub memory_map: Option<MemoryMapSpec>,

@@ -72,6 +72,8 @@ pub struct Timing {
     pub dl_notice_ps: u64,
     /// From an error's detection to its message handled by the host's AER driver.
     pub aer_irq_ps: u64,
+    /// How long software waits after a Function Level Reset before using the function.
+    pub flr_wait_ps: u64,
 }
 
 impl Timing {

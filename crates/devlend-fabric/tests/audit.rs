@@ -86,10 +86,11 @@ fn a_config_write_moving_a_decoding_bar_over_ram_is_refused() {
     let mut f = two_hosts();
     let (g, _) = bar1(&f);
     f.config_write(g, COMMAND, 2, (CMD_MEMORY | CMD_BUS_MASTER) as u32).unwrap();
-    // BAR 1 is 64-bit (registers 0x14, 0x18): low dword to 256 MiB, high dword to 0.
-    let lo = f.config_write(g, BAR0 + 4, 4, 0x1000_0000);
+    // BAR 1 is 64-bit (registers 0x14, 0x18): high dword to 0, low dword to 256 MiB. (Low dword
+    // first would stop earlier: at 0x3800_1000_0000, over the adapter's window BAR, issue 30.)
     let hi = f.config_write(g, BAR0 + 8, 4, 0);
-    let err = lo.err().or(hi.err()).expect("one of the two writes lands the BAR in RAM");
+    let lo = f.config_write(g, BAR0 + 4, 4, 0x1000_0000);
+    let err = hi.err().or(lo.err()).expect("one of the two writes lands the BAR in RAM");
     assert!(matches!(&err, FabricError::ResourceConflict { function, bar: 1, with, .. } if function == "gpu0" && with.contains("RAM")), "{err}");
     assert_ne!(bar1(&f).1 & 0xffff_ffff_0000_0000, 0, "the BAR never decodes in low RAM");
     // A device's DMA to that RAM still reaches RAM, and the CPU's too, as before.
@@ -118,4 +119,21 @@ fn routing_never_delivers_to_ram_that_a_decoding_bar_claims() {
     assert!(matches!(fail, Some(Failure::BarOverRam { bar: 1, .. })), "{fail:?}");
     assert_eq!(f.memory_digest(), before);
     assert_eq!(f.events.counts().get("bar-over-ram"), Some(&1));
+}
+
+/// Issue 30: a decoding BAR moved onto another function's BAR (here the lender adapter's memory
+/// window, BAR 2) is refused as a resource conflict, and stays where it was.
+#[test]
+fn a_config_write_moving_a_decoding_bar_onto_an_ntb_window_is_refused() {
+    let mut f = two_hosts();
+    let (g, before) = bar1(&f);
+    let ntb = f.func_id("ntb-l").unwrap();
+    let win = f.funcs[ntb as usize].bars.iter().find(|b| b.index == 2).unwrap().addr;
+    f.config_write(ntb, COMMAND, 2, (CMD_MEMORY | CMD_BUS_MASTER) as u32).unwrap();
+    f.config_write(g, COMMAND, 2, (CMD_MEMORY | CMD_BUS_MASTER) as u32).unwrap();
+    let lo = f.config_write(g, BAR0 + 4, 4, win as u32);
+    let hi = f.config_write(g, BAR0 + 8, 4, (win >> 32) as u32);
+    let err = lo.err().or(hi.err()).expect("one of the two writes lands BAR 1 on the window");
+    assert!(matches!(&err, FabricError::ResourceConflict { function, bar: 1, with, .. } if function == "gpu0" && with == "BAR 2 of ntb-l"), "{err}");
+    assert_ne!(bar1(&f).1, win, "BAR 1 never decodes on the window (it was at {before:#x})");
 }

@@ -353,6 +353,7 @@ fn make_spec(mut hs: Vec<HostG>) -> TopologySpec {
             iommu: h.iommu,
             root_ports: h.ports.len() as u8,
             memory_map: None,
+            interrupt_remapping: None,
         });
         for (p, t) in h.ports.iter().enumerate() {
             b.place(t, format!("h{i}.rp{p}"), i);

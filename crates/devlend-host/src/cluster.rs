@@ -24,6 +24,7 @@ pub struct Cluster {
     pub fabric: Fabric,
     pub(crate) kernels: Vec<Kernel>,
     pub(crate) lending: LendState,
+    pub(crate) hygiene: crate::hygiene::HygieneState,
 }
 
 /// A host given by id or by name.
@@ -122,7 +123,7 @@ impl Cluster {
     /// Boot a kernel on every host of an enumerated fabric.
     pub fn new(mut fabric: Fabric) -> HResult<Cluster> {
         let kernels = (0..fabric.hosts.len() as HostId).map(|h| Kernel::boot(&mut fabric, h)).collect::<HResult<Vec<_>>>()?;
-        Ok(Cluster { fabric, kernels, lending: LendState::default() })
+        Ok(Cluster { fabric, kernels, lending: LendState::default(), hygiene: Default::default() })
     }
 
     pub fn from_json(json: &str) -> HResult<Cluster> {
@@ -153,6 +154,7 @@ impl Cluster {
         let b = borrower.resolve(self)?;
         let func = self.fabric.func_id(device)?;
         let (lender, lender_dev) = self.check_borrow(b, func)?;
+        self.scrub_pending(func)?;
         let dev_domain = self.kernels[lender as usize].dma.get(&lender_dev).and_then(|d| d.domain).map(|d| (lender, d));
         let mut lend = self.lending.lend(&mut self.fabric, func, b, dev_domain, opts)?;
         let f = &self.fabric.funcs[func as usize];
@@ -260,6 +262,7 @@ impl Cluster {
         if let Some(id) = k.by_func(func) {
             k.device_mut(id)?.lent_to = None;
         }
+        self.lend_ended(func);
         Ok(report)
     }
 

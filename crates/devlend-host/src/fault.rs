@@ -311,6 +311,7 @@ impl Cluster {
         }
         let host = self.fabric.hosts[h as usize].name.clone();
         r.crashed.push(h);
+        self.hygiene.crashed.insert(h);
         let t = self.fabric.tuning.timing.clone();
         for (func, b) in self.lending.lends.iter().filter(|(_, l)| l.lender == h).map(|(f, l)| (*f, l.borrower)) {
             let steps = vec![
@@ -359,6 +360,7 @@ impl Cluster {
     }
 
     fn reboot(&mut self, h: HostId) -> HResult<()> {
+        self.hygiene.crashed.remove(&h);
         let ntbs: Vec<u32> =
             (0..self.fabric.ntbs.len() as u32).filter(|&n| self.fabric.ntbs[n as usize].host == h && self.fabric.ntbs[n as usize].peer.is_some()).collect();
         for n in ntbs {

@@ -336,7 +336,7 @@ impl HostOs<'_> {
         if len == 0 {
             return invalid("DMA mapping of 0 bytes");
         }
-        let Cluster { fabric, kernels, lending } = &mut *self.c;
+        let Cluster { fabric, kernels, lending, .. } = &mut *self.c;
         match origin {
             Origin::Local => {
                 let k = &mut kernels[self.host as usize];
@@ -349,7 +349,7 @@ impl HostOs<'_> {
 
     fn unmap(&mut self, dev: DevId, dma: u64, len: u64) -> HResult<()> {
         let (func, origin) = self.dma_dev(dev)?;
-        let Cluster { fabric, kernels, lending } = &mut *self.c;
+        let Cluster { fabric, kernels, lending, .. } = &mut *self.c;
         match origin {
             Origin::Local => {
                 let d = kernels[self.host as usize].dma.get_mut(&dev).ok_or_else(|| HostError::Invalid("device has no DMA state".into()))?;

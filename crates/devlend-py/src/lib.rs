@@ -335,6 +335,15 @@ impl Fabric {
     fn iommu_faults(&self, host: &str) -> PyResult<String> {
         Ok(self.inner.iommu_faults_json(self.host(host)?).to_string())
     }
+    /// Whether interrupt remapping is on in `host` (`intremap`).
+    fn interrupt_remapping(&self, host: &str) -> PyResult<bool> {
+        Ok(self.inner.intr_remap_on(self.host(host)?))
+    }
+    /// Turn interrupt remapping on in `host` (needs its IOMMU).
+    fn interrupt_remapping_enable(&mut self, host: &str) -> PyResult<()> {
+        let h = self.host(host)?;
+        self.inner.intr_remap_enable(h).map_err(ferr)
+    }
 
     // ----- PCI -----
     fn bdf(&self, device: &str) -> PyResult<String> {

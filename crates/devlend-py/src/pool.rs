@@ -3,7 +3,7 @@
 
 use crate::SpecError;
 use devlend_host::pool::{Pool as Core, PoolEntry, PoolError as CoreError};
-use devlend_host::Cluster;
+use devlend_host::{Cluster, Hygiene, ScrubHow};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -33,12 +33,33 @@ struct Pool {
 
 #[pymethods]
 impl Pool {
-    /// An empty pool on the topology (JSON, without borrow/return operations).
+    /// An empty pool on the topology (JSON, without borrow/return operations), with hygiene
+    /// policy `hygiene` ("scrub" or "none", devlend-host's `hygiene`).
     #[new]
-    fn new(topology_json: &str) -> PyResult<Pool> {
+    #[pyo3(signature = (topology_json, hygiene="scrub"))]
+    fn new(topology_json: &str, hygiene: &str) -> PyResult<Pool> {
+        let policy = Hygiene::parse(hygiene).map_err(|e| PoolError::new_err(("hygiene", e.to_string())))?;
         let f = devlend_fabric::build_json(topology_json).map_err(|e| SpecError::new_err((e.path, e.message)))?;
-        let c = Cluster::new(f).map_err(|e| PoolError::new_err(("boot", e.to_string())))?;
+        let mut c = Cluster::new(f).map_err(|e| PoolError::new_err(("boot", e.to_string())))?;
+        c.set_hygiene(policy);
         Ok(Pool { inner: Core::new(c) })
+    }
+
+    /// The hygiene policy's name.
+    fn hygiene(&self) -> &'static str {
+        self.inner.cluster().hygiene().name()
+    }
+
+    /// `device`'s last scrub: (how: "fill" or "reset", bytes filled, ps), or None; and whether
+    /// one is still pending (its lend ended where its lender could not scrub it).
+    fn scrub(&self, device: &str) -> PyResult<(Option<(&'static str, u64, u64)>, bool)> {
+        let func = self.inner.resolve(device).map_err(perr)?;
+        let c = self.inner.cluster();
+        let last = c.last_scrub(func).map(|s| match s.how {
+            ScrubHow::Fill { bytes, .. } => ("fill", bytes, s.ps),
+            ScrubHow::Reset => ("reset", 0, s.ps),
+        });
+        Ok((last, c.scrub_is_pending(func)))
     }
 
     fn connect(&mut self, lender: &str, borrower: &str) -> PyResult<()> {
@@ -169,6 +190,12 @@ impl Pool {
     }
 }
 
+/// The hygiene policies, with what each does: [(name, description)].
+#[pyfunction]
+fn hygiene_policies() -> Vec<(&'static str, &'static str)> {
+    devlend_host::HYGIENE_POLICIES.iter().map(|(n, _, d)| (*n, *d)).collect()
+}
+
 /// The fault kinds, with what each names as target: [(kind, target)].
 #[pyfunction]
 fn fault_kinds() -> Vec<(&'static str, &'static str)> {
@@ -178,5 +205,6 @@ fn fault_kinds() -> Vec<(&'static str, &'static str)> {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Pool>()?;
     m.add_function(wrap_pyfunction!(fault_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(hygiene_policies, m)?)?;
     m.add("PoolError", m.py().get_type::<PoolError>())
 }

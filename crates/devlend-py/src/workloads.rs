@@ -48,8 +48,11 @@ impl Scenario {
     /// A scenario on the topology (JSON, without a `setup` section: borrowing is done here).
     /// Its `vms` are started; a VM the hypervisor refuses is a `SpecError` (pointer, message).
     #[new]
-    fn new(topology_json: &str) -> PyResult<Scenario> {
-        let c = Cluster::from_json(topology_json).map_err(|error| werr(WorkloadError::Cluster { step: "building the cluster", error }))?;
+    #[pyo3(signature = (topology_json, hygiene="scrub"))]
+    fn new(topology_json: &str, hygiene: &str) -> PyResult<Scenario> {
+        let policy = devlend_host::Hygiene::parse(hygiene).map_err(|error| werr(WorkloadError::Cluster { step: "choosing the hygiene policy", error }))?;
+        let mut c = Cluster::from_json(topology_json).map_err(|error| werr(WorkloadError::Cluster { step: "building the cluster", error }))?;
+        c.set_hygiene(policy);
         let vms = crate::vm::vm_specs(topology_json)?;
         let inner = Core::with_vms(c, &vms).map_err(|e| crate::SpecError::new_err((e.path, e.message)))?;
         Ok(Scenario { inner, rows: Vec::new(), links: Vec::new(), span: None, nics: Vec::new(), outcomes: Vec::new() })

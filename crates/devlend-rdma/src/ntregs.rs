@@ -100,7 +100,20 @@ impl NtRegs {
         let sides = sides(f, ntb)?;
         for s in &sides {
             let mut entry = [0u8; 16];
-            entry[0..8].copy_from_slice(&f.hosts[s.host as usize].msi.start.to_le_bytes());
+            let mut addr = f.hosts[s.host as usize].msi.start;
+            if f.intr_remap_on(s.host) {
+                // A remapping entry validating the adapter's requester ID, as Linux's ntb_hw
+                // driver gets from request_irq on a host with interrupt remapping on.
+                let source = devlend_fabric::intremap::Source::Rid(f.funcs[s.func as usize].bdf);
+                let irte = devlend_fabric::intremap::Irte { vector: DB_MSI_DATA as u8, source };
+                let held = f.iommus[s.host as usize].irt.as_ref().and_then(|t| t.entries.iter().position(|e| *e == Some(irte)));
+                let handle = match held {
+                    Some(h) => h as u32,
+                    None => f.irte_alloc(s.host, irte)?,
+                };
+                addr = devlend_fabric::intremap::remappable_addr(addr, handle);
+            }
+            entry[0..8].copy_from_slice(&addr.to_le_bytes());
             entry[8..12].copy_from_slice(&DB_MSI_DATA.to_le_bytes());
             reg_write(f, s.func, MSIX_TABLE_OFFSET, &entry);
         }

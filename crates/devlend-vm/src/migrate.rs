@@ -30,6 +30,11 @@ use devlend_host::{Cluster, DevId, HResult, HostError, InVm, Migration, NoSuch, 
 impl Vmm {
     /// Cold-migrate `vm` to host `target` with its devices (see the module docs).
     pub fn migrate(&mut self, c: &mut Cluster, vm: VmId, target: &str) -> HResult<()> {
+        // The VM's devices are returned and borrowed again by the same tenant: nothing to scrub.
+        c.same_tenant(|c| self.migrate_devices(c, vm, target))
+    }
+
+    fn migrate_devices(&mut self, c: &mut Cluster, vm: VmId, target: &str) -> HResult<()> {
         let t = c.host_id(target)?;
         let v = self.vm(vm)?;
         let (name, from, ram) = (v.name.clone(), v.host, v.layout.ram());

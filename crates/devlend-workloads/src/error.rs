@@ -200,6 +200,8 @@ pub enum WorkloadError {
     Cluster { step: &'static str, error: HostError },
     /// A return at `at` while workload `workload` still drives the device.
     ReturnInUse { device: String, workload: String, at: Ps },
+    /// A borrow at `at` while the lender still scrubs `device` after its last lend (until `until`).
+    Scrubbing { device: String, at: Ps, until: Ps, how: devlend_host::ScrubHow },
 }
 
 impl WorkloadError {
@@ -220,6 +222,7 @@ impl WorkloadError {
             WorkloadError::Machine(_) => "machine",
             WorkloadError::Cluster { .. } => "cluster",
             WorkloadError::ReturnInUse { .. } => "return-in-use",
+            WorkloadError::Scrubbing { .. } => "scrubbing",
         }
     }
 }
@@ -247,6 +250,20 @@ impl fmt::Display for WorkloadError {
                 "cannot return {device} at {:.3} ns: workload {workload} still drives it (a device in use cannot be returned: return it after its workloads end)",
                 *at as f64 / 1e3
             ),
+            WorkloadError::Scrubbing { device, at, until, how } => {
+                let how = match how {
+                    devlend_host::ScrubHow::Fill { bytes, bytes_per_s } => {
+                        format!("its copy engine fills its {bytes} bytes of device memory at {:.1} GB/s", *bytes_per_s as f64 / 1e9)
+                    }
+                    devlend_host::ScrubHow::Reset => "a Function Level Reset and its 100 ms wait (timing.flr_wait_ps)".to_string(),
+                };
+                write!(
+                    f,
+                    "cannot borrow {device} at {:.3} ns: its lender is scrubbing it after its last lend until {:.3} ns ({how}; hygiene policy scrub): borrow it then",
+                    *at as f64 / 1e3,
+                    *until as f64 / 1e3
+                )
+            }
         }
     }
 }

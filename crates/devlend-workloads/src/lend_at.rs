@@ -4,7 +4,9 @@
 //! no earlier and see the device's new owner. A return needs every workload on the device to
 //! have ended by then (else an error naming the workload); their results are taken at the
 //! return (the next borrower may overwrite what they left in the device), and every mapping of
-//! the lend is undone (`Cluster::return_device_force`, once nothing is in flight), so another host may borrow the device next.
+//! the lend is undone (`Cluster::return_device_force`, once nothing is in flight), so another host may borrow the device next,
+//! once its lender has scrubbed it (hygiene policy `scrub`, `devlend_host::hygiene`: a borrow
+//! before the scrub's end is refused with the time it ends).
 
 use crate::error::{Missing, SetupCause, WResult, WorkloadError};
 use crate::scenario::Scenario;
@@ -22,6 +24,9 @@ impl Scenario {
     /// Borrow `device` for host `borrower` at time `at` (see [`Scenario::borrow`]).
     pub fn borrow_at(&mut self, borrower: &str, device: &str, dma_window: Option<u64>, at: Ps) -> WResult<()> {
         self.advance(&format!("borrow of {device}"), at)?;
+        if let Some(&(until, how)) = self.scrubbing.get(device).filter(|(until, _)| at < *until) {
+            return Err(WorkloadError::Scrubbing { device: device.into(), at, until, how });
+        }
         self.borrow(borrower, device, dma_window)
     }
 
@@ -53,7 +58,12 @@ impl Scenario {
         // the lend's teardown rather than through a remove() nobody is left to call.
         c.return_device_force(lend.borrower.as_str(), lend.dev)
             .map_err(|error| WorkloadError::Setup { workload: w, cause: SetupCause::Host { step: "returning the device", error } })?;
+        let func = c.fabric.func_id(device).ok();
+        let scrub = func.filter(|&f| c.hygiene() == devlend_host::Hygiene::Scrub && !c.scrub_is_pending(f)).and_then(|f| c.last_scrub(f).cloned());
         drop(c);
+        if let Some(s) = scrub {
+            self.scrubbing.insert(device.into(), (at + s.ps, s.how));
+        }
         self.users.retain(|d, _| d != device);
         self.done.extend(done.into_iter().map(|r| (r.name.clone(), r)));
         Ok(())

@@ -131,6 +131,8 @@ pub struct Scenario {
     /// Go on past a workload's failure (`outcome`), and each failed workload's first failure.
     pub(crate) keep_going: bool,
     pub(crate) failures: HashMap<String, crate::outcome::Outcome>,
+    /// Devices the lender scrubs after a return: until when, and how (`devlend_host::hygiene`).
+    pub(crate) scrubbing: HashMap<String, (Ps, devlend_host::ScrubHow)>,
 }
 
 impl Scenario {
@@ -146,6 +148,7 @@ impl Scenario {
             faults: Vec::new(),
             keep_going: false,
             failures: HashMap::new(),
+            scrubbing: HashMap::new(),
         }
     }
 

@@ -190,8 +190,10 @@ fn bad_pingpong_and_ntb_perf_input_are_typed_errors_naming_the_field() {
     assert!(matches!(&e, WorkloadError::Invalid { why, .. } if why.to_string().starts_with("threads")), "{e}");
 }
 
-/// gpu0 lent to `borrower` at 0, returned at 5 ms after its copy, then borrowed by `lender-b`
-/// at 6 ms for a copy of its own: both copies run, the second after the return, nothing left mapped.
+/// gpu0 lent to `borrower` at 0, returned at 5 ms after its copy, scrubbed by its lender (its
+/// copy engine fills the K420's 1 GiB at 29 GB/s: 37.0 ms; a borrow at 6 ms is refused with the
+/// time the scrub ends), then borrowed by `lender-b` at 45 ms for a copy of its own: both copies
+/// run, the second after the return, nothing left mapped.
 #[test]
 fn a_device_returned_mid_run_serves_a_second_borrower() {
     // lender-b borrows too: it needs its IOMMU (000 §4).
@@ -203,11 +205,15 @@ fn a_device_returned_mid_run_serves_a_second_borrower() {
     s.add_gpu_copy("first", "borrower", "gpu0", Dir::HtoD, MIB, 1_000_000).unwrap();
     s.return_at("gpu0", Some("borrower"), 5_000_000_000).unwrap();
     assert!(s.cluster().lends().is_empty(), "the return undid the lend");
-    s.borrow_at("lender-b", "gpu0", None, 6_000_000_000).unwrap();
-    s.add_gpu_copy("second", "lender-b", "gpu0", Dir::DtoH, MIB, 6_000_000_000).unwrap();
+    let e = s.borrow_at("lender-b", "gpu0", None, 6_000_000_000).unwrap_err();
+    let until = 5_000_000_000 + (1u64 << 30) * 1000 / 29;
+    assert!(matches!(&e, WorkloadError::Scrubbing { until: u, .. } if *u == until), "{e}");
+    assert!(e.to_string().contains("until 42025580.137 ns") && e.to_string().contains("copy engine"), "{e}");
+    s.borrow_at("lender-b", "gpu0", None, 45_000_000_000).unwrap();
+    s.add_gpu_copy("second", "lender-b", "gpu0", Dir::DtoH, MIB, 45_000_000_000).unwrap();
     let r = s.run().unwrap();
     let w = |n: &str| r.workloads.iter().find(|w| w.name == n).unwrap().clone();
-    assert!(w("first").end.unwrap() <= 5_000_000_000 && w("second").start >= 6_000_000_000, "{:?} {:?}", w("first"), w("second"));
+    assert!(w("first").end.unwrap() <= 5_000_000_000 && w("second").start >= 45_000_000_000, "{:?} {:?}", w("first"), w("second"));
     assert_eq!(s.end_lends_and_count_leftovers().unwrap(), 0);
 }
 
@@ -294,5 +300,27 @@ fn keep_going_gives_a_faulted_workload_a_result_that_says_how_it_ended() {
         assert!(w.outcome.error().is_some() && w.end.is_none(), "{kind}");
         assert!(w.outcome.noticed().is_some_and(|t| t >= 20_000_000), "{kind}: {:?}", w.outcome);
         assert!(w.moved.is_some_and(|m| m > 0), "{kind}: the drive moved data before the fault");
+    }
+}
+
+/// Under hygiene policy `none` nothing is cleared and nothing waits: the next borrower may take
+/// the device at once, and reads what the last one copied into it.
+#[test]
+fn without_scrubbing_the_next_borrower_reads_the_last_ones_data() {
+    let three = THREE
+        .replace(r#""lender-b","cpu":"intel-xeon-e5","ram":34359738368,"iommu":false"#, r#""lender-b","cpu":"intel-xeon-e5","ram":34359738368,"iommu":true"#);
+    for (policy, leaks) in [(devlend_host::Hygiene::None, true), (devlend_host::Hygiene::Scrub, false)] {
+        let mut c = Cluster::from_json(&three).unwrap();
+        c.set_hygiene(policy);
+        let mut s = Scenario::new(c);
+        s.borrow_at("borrower", "gpu0", None, 0).unwrap();
+        let bar1 = s.cluster().lends()[0].bars[1].cpu_addr;
+        s.cluster().os("borrower").unwrap().write(bar1 + 0x40, b"secret").unwrap();
+        s.return_at("gpu0", Some("borrower"), 1_000_000).unwrap();
+        let at = if leaks { 2_000_000 } else { 40_000_000_000 };
+        s.borrow_at("lender-b", "gpu0", None, at).unwrap();
+        let bar1 = s.cluster().lends()[0].bars[1].cpu_addr;
+        let got = s.cluster().os("lender-b").unwrap().read(bar1 + 0x40, 6).unwrap();
+        assert_eq!(got == b"secret", leaks, "{policy:?}: {got:?}");
     }
 }

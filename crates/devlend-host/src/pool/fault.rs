@@ -21,6 +21,12 @@ impl Pool {
         }
         self.dirty.extend(report.touched.iter().copied());
         self.removed.extend(report.removed.iter().copied());
+        if k == FaultKind::HostReboot {
+            // The boot's conventional reset cleared what a fault left in the host's devices.
+            let f = &self.cluster.fabric;
+            let h = f.host_id(target).map_err(|e| PoolError::Fault { kind: kind.into(), target: target.into(), error: e.into() })?;
+            self.dirty.retain(|&func| f.func_host(func) != h);
+        }
         if k == FaultKind::PortUp {
             let f = &self.cluster.fabric;
             let back: Vec<FuncId> = self.removed.iter().copied().filter(|&func| f.port_is_up(f.slot_of(func))).collect();

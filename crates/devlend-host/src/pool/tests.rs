@@ -188,3 +188,70 @@ fn offered_again(p: &mut Pool, dev: &str) {
     p.add(dev).unwrap();
     p.available(dev).unwrap();
 }
+
+/// Borrow gpu0, write a secret into its device memory (BAR 1) and a register (BAR 0, CE_SRC) as
+/// the borrower's CPU, then end the lend with `end`; borrow it again and read both back.
+fn secret_after(hygiene: crate::Hygiene, end: impl Fn(&mut Pool)) -> (Vec<u8>, Vec<u8>) {
+    let mut p = Pool::new(cluster());
+    p.cluster_mut().set_hygiene(hygiene);
+    offered(&mut p, "gpu0");
+    p.borrow("borrower", "gpu0", None).unwrap();
+    let bar = |p: &Pool, i: u8| p.lend("gpu0").unwrap().unwrap().bars.iter().find(|b| b.index == i).unwrap().cpu_addr;
+    let (mem, regs) = (bar(&p, 1) + 0x1000, bar(&p, 0) + 0x100);
+    let mut os = p.cluster_mut().os("borrower").unwrap();
+    os.write(mem, b"tenant A's secret").unwrap();
+    os.write(regs, &0xdead_beef_u64.to_le_bytes()).unwrap();
+    assert_eq!(os.read(mem, 17).unwrap(), b"tenant A's secret");
+    end(&mut p);
+    p.borrow("borrower", "gpu0", None).unwrap();
+    let (mem, regs) = (bar(&p, 1) + 0x1000, bar(&p, 0) + 0x100);
+    let mut os = p.cluster_mut().os("borrower").unwrap();
+    (os.read(mem, 17).unwrap(), os.read(regs, 8).unwrap())
+}
+
+fn plain_return(p: &mut Pool) {
+    p.return_device("gpu0", None).unwrap();
+}
+
+fn borrower_crash(p: &mut Pool) {
+    p.inject("host-crash", "borrower").unwrap();
+    p.inject("host-reboot", "borrower").unwrap();
+}
+
+fn poisoned_then_flr(p: &mut Pool) {
+    p.inject("poisoned", "gpu0").unwrap();
+    p.return_device("gpu0", None).unwrap();
+    assert_eq!(p.needs_reset(), vec!["gpu0".to_string()], "an FLR comes before the next borrow");
+}
+
+#[test]
+fn the_next_borrower_reads_zeros_where_the_last_wrote_a_secret() {
+    let ends: [(&str, fn(&mut Pool)); 3] = [("a plain return", plain_return), ("a fault", borrower_crash), ("an FLR", poisoned_then_flr)];
+    for (what, end) in ends {
+        let (mem, regs) = secret_after(crate::Hygiene::Scrub, end);
+        assert_eq!((mem, regs), (vec![0; 17], vec![0; 8]), "scrub, after {what}");
+        let (mem, regs) = secret_after(crate::Hygiene::None, end);
+        assert_eq!((mem.as_slice(), regs), (&b"tenant A's secret"[..], 0xdead_beef_u64.to_le_bytes().to_vec()), "policy none leaks, after {what}");
+    }
+}
+
+#[test]
+fn a_scrub_is_timed_as_the_device_would_do_it_and_waits_for_a_crashed_lender() {
+    let mut p = Pool::new(cluster());
+    offered(&mut p, "gpu0");
+    p.borrow("borrower", "gpu0", None).unwrap();
+    p.return_device("gpu0", None).unwrap();
+    let func = p.resolve("gpu0").unwrap();
+    let s = p.cluster().last_scrub(func).unwrap().clone();
+    // The K420's 1 GiB of DDR3 filled at its 29 GB/s: 37.0 ms.
+    assert_eq!(s.how, crate::ScrubHow::Fill { bytes: 1 << 30, bytes_per_s: 29_000_000_000 });
+    assert_eq!(s.ps, (1u128 << 30) as u64 * 1000 / 29);
+    p.borrow("borrower", "gpu0", None).unwrap();
+    p.inject("host-crash", "lender").unwrap();
+    assert!(p.cluster().scrub_is_pending(func), "a crashed lender's agent scrubs nothing");
+    p.inject("host-reboot", "lender").unwrap();
+    assert!(p.cluster().scrub_is_pending(func));
+    assert!(p.needs_reset().is_empty(), "the reboot reset the lender's devices: {:?}", p.needs_reset());
+    p.borrow("borrower", "gpu0", None).unwrap();
+    assert!(!p.cluster().scrub_is_pending(func), "scrubbed before its next borrower");
+}
