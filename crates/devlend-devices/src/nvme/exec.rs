@@ -30,6 +30,7 @@ impl Controller {
         let t = self.tok(slot, page, stage);
         self.trace_start(stage_name(stage), cx.now());
         let issue = devlend_fabric::tuning::of_func(cx.fabric(), self.func).dma_issue_ps;
+        let addr = if stage == Stage::Msi { addr } else { addr.wrapping_add(self.dma_offset) };
         let r = match write {
             Some(data) => cx.dma_write_after(issue, addr, data, t),
             None => cx.dma_read_after(issue, addr, len, t),
@@ -95,6 +96,7 @@ impl Controller {
                 unsent: Vec::new(),
                 posted: false,
                 status: SC_SUCCESS,
+                result: 0,
             });
             self.sqs[qid] = Some(sq);
             if !self.dma(cx, (slot, 0), Stage::Fetch, addr, None, 64) {
@@ -152,20 +154,31 @@ impl Controller {
         let entries = (cdw10 >> 16) as u32 + 1;
         let status = match opcode {
             0x06 => {
-                // Identify: namespace (CNS 0) or controller (CNS 1) data structure, 4 KiB.
-                let mut data = vec![0u8; 4096];
-                if cdw10 & 0xff == 0 {
-                    data[0..8].copy_from_slice(&self.blocks.to_le_bytes()); // NSZE
-                    data[8..16].copy_from_slice(&self.blocks.to_le_bytes()); // NCAP
-                    data[130] = 9; // LBA format 0: 2^9 = 512-byte blocks
-                } else {
-                    data[0..2].copy_from_slice(&0x8086u16.to_le_bytes());
-                    data[24..30].copy_from_slice(b"devlnd");
-                }
+                let data = self.identify(cdw10 & 0xff, le(&sqe, 4, 4) as u32);
                 if self.dma(cx, (slot, 0), Stage::Identify, prp1, Some(data), 4096) {
                     return;
                 }
                 SC_DATA_TRANSFER_ERROR
+            }
+            // Set Features, Number of Queues (§5.21.1.7): the I/O queues allocated, 0's based.
+            0x09 if cdw10 & 0xff == 0x07 => {
+                let most = MAX_QUEUES as u64 - 2;
+                let (sqs, cqs) = ((cdw11 & 0xffff).min(most), (cdw11 >> 16).min(most));
+                self.cmd(slot).result = (sqs | cqs << 16) as u32;
+                SC_SUCCESS
+            }
+            // Other features are accepted and read back as 0 (none is modelled).
+            0x09 | 0x0a => SC_SUCCESS,
+            // Asynchronous Event Request (§5.2): completes only when an event occurs; none is modelled.
+            0x0c => return,
+            // Delete I/O Submission / Completion Queue (§5.6, §5.5).
+            0x00 | 0x04 if (1..MAX_QUEUES).contains(&qid) => {
+                if opcode == 0x00 {
+                    self.sqs[qid] = None
+                } else {
+                    self.cqs[qid] = None
+                }
+                SC_SUCCESS
             }
             0x05 if (1..MAX_QUEUES).contains(&qid) && entries <= MAX_QUEUE_ENTRIES => {
                 let vector = (cdw11 & 2 != 0).then_some((cdw11 >> 16) as u16);
@@ -365,11 +378,12 @@ impl Controller {
     fn post<W: World>(&mut self, cx: &mut Cx<W>, slot: usize) {
         let c = self.cmd(slot);
         c.posted = true;
-        let (sqid, cid, status) = (c.sqid, c.cid, c.status);
+        let (sqid, cid, status, c_result) = (c.sqid, c.cid, c.status, c.result);
         let Some(sq) = self.sqs.get(sqid as usize).copied().flatten() else { return };
         let cqid = sq.cq as usize;
         let Some(mut cq) = self.cqs.get(cqid).copied().flatten() else { return };
         let mut cqe = [0u8; 16];
+        cqe[0..4].copy_from_slice(&c_result.to_le_bytes());
         cqe[8..10].copy_from_slice(&(sq.head as u16).to_le_bytes());
         cqe[10..12].copy_from_slice(&sqid.to_le_bytes());
         cqe[12..14].copy_from_slice(&cid.to_le_bytes());
