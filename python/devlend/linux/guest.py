@@ -52,15 +52,17 @@ class GuestResult:
 
 
 INIT = """#!/bin/sh
-# devlend's guest init: mount what the commands need, run them, power off.
-export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp
+# devlend's guest init: mount what the commands need, run them, power off. The host's files stay
+# read-only; /run (and /dev/shm) are the guest's tmpfs; only the results folder is written through.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/run TMPDIR=/run/tmp
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
-mkdir -p /dev/shm 2>/dev/null; mount -t tmpfs tmpfs /dev/shm
+mkdir -p /dev/shm; mount -t tmpfs tmpfs /dev/shm
 mount -t debugfs debugfs /sys/kernel/debug
-for d in /tmp /run /var/tmp /var/run /root; do mount -t tmpfs tmpfs $d 2>/dev/null; done
-mount -t hostfs hostfs -o {out} {out}
+mount -t tmpfs tmpfs /run
+mkdir -p /run/tmp /run/devlend-out
+mount -t hostfs hostfs -o {out} /run/devlend-out
 {commands}
 echo devlend-guest-done > /dev/console
 exec python3 -c 'import ctypes, os; os.sync(); ctypes.CDLL(None).reboot({poweroff})'
@@ -88,7 +90,7 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
     out.mkdir(parents=True, exist_ok=True)
     lines = []
     for i, c in enumerate(commands):
-        lines.append(f"( {c} ) > {out}/cmd-{i}.out 2>&1; echo $? > {out}/cmd-{i}.rc")
+        lines.append(f"( {c} ) > /run/devlend-out/cmd-{i}.out 2>&1; echo $? > /run/devlend-out/cmd-{i}.rc")
     init = out / "init"
     init.write_text(INIT.format(out=shlex.quote(str(out)), commands="\n".join(lines), poweroff=RB_POWER_OFF))
     init.chmod(0o755)
