@@ -113,7 +113,10 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
         while not os.path.exists(s) and not errors:
             time.sleep(0.01)
     argv = [kernel, f"mem={mem}", "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro", f"init={init}",
-            "con=null", "con0=null,fd:1", "umid=devlend"]
+            "con=null", "con0=null,fd:1", "umid=devlend",
+            # virt-pci polls a read's answer for max_delay_us loops of udelay(1) (40000 by
+            # default); a loaded machine can take longer to answer, so allow 10 s.
+            "virt_pci.max_delay_us=10000000"]
     argv += [f"virtio_uml.device={s}:{VIRTIO_DEVICE_ID}" for s in sockets]
     start = time.monotonic()
     with open(console, "wb") as con:

@@ -59,6 +59,12 @@ impl Controller {
             self.ready = true;
             reg_write(f, func, CSTS, &1u32.to_le_bytes());
         }
+        // CC.SHN (bits 15:14) asks for a shutdown (§7.6.2); nothing is cached, so CSTS.SHST
+        // (bits 3:2) reads "shutdown processing complete" (10b) at once.
+        if cc >> 14 & 3 != 0 {
+            let csts = reg_read(f, func, CSTS, 4) as u32 & !0xc | 0x8;
+            reg_write(f, func, CSTS, &csts.to_le_bytes());
+        }
     }
 
     /// Controller reset on CC.EN 1 -> 0 (NVMe 1.3 §7.6.2): all queues and commands are dropped
