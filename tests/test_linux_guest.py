@@ -89,3 +89,17 @@ def test_the_cache_key_follows_the_config_fragment(monkeypatch, tmp_path):
     frag.write_text(lbuild.FRAGMENT.read_text() + "CONFIG_NTB_PERF=n\n")
     monkeypatch.setattr(lbuild, "FRAGMENT", frag)
     assert lbuild.kernel_key("src", (6, 12, 1)) != a
+
+
+def test_the_device_server_gives_up_when_no_guest_connects(tmp_path):
+    from devlend import _core
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    with pytest.raises(_core.UmlError, match="no guest connected"):
+        _core.uml_serve(topo.to_json(), "borrower", "nvme0", str(tmp_path / "s.sock"), 1024, 0.2)
+
+
+def test_the_device_server_names_an_unknown_drive(tmp_path):
+    from devlend import _core
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    with pytest.raises(_core.UmlError, match="nvme9"):
+        _core.uml_serve(topo.to_json(), "borrower", "nvme9", str(tmp_path / "s.sock"), 1024, 0.2)
