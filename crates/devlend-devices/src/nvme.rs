@@ -311,9 +311,14 @@ impl Controller {
             Stage::Fetch => self.fetched(cx, slot, done),
             Stage::PrpList => self.prp_list(cx, slot, done),
             Stage::Identify => {
-                let status = if done.fault.is_some() { SC_DATA_TRANSFER_ERROR } else { SC_SUCCESS };
-                self.cmd(slot).status = status;
-                self.complete(cx, slot);
+                let c = self.cmd(slot);
+                if done.fault.is_some() {
+                    c.status = SC_DATA_TRANSFER_ERROR;
+                }
+                c.pending -= 1;
+                if c.pending == 0 {
+                    self.complete(cx, slot);
+                }
             }
             Stage::Data => self.data_done(cx, slot, done),
             _ => {}

@@ -35,6 +35,9 @@ struct Session {
     rings: [Vring; 2],
     dev: NvmeDevice,
     pending_irqs: Vec<u32>,
+    /// The write end of the guest's backend-request pipe (SET_SLAVE_REQ_FD): held open, unused
+    /// (the device never changes its config or asks the guest anything).
+    req_fd: Option<RawFd>,
 }
 
 /// Serve `dev` to the one guest that connects to `socket` within `deadline`; returns when the
@@ -53,11 +56,16 @@ pub fn serve(socket: &str, dev: NvmeDevice, deadline: Duration) -> UmlResult<Sum
         rings: [Vring { index: 0, ..Default::default() }, Vring { index: 1, ..Default::default() }],
         dev,
         pending_irqs: Vec::new(),
+        req_fd: None,
     };
     for (i, r) in s.rings.iter_mut().enumerate() {
         r.index = i as u32;
     }
-    s.run()?;
+    let ran = s.run();
+    if let Some(fd) = s.req_fd.take().filter(|&fd| fd >= 0) {
+        unsafe { libc::close(fd) };
+    }
+    ran?;
     let _ = std::fs::remove_file(socket);
     let commands = s.dev.ctrl.borrow().commands;
     Ok(Summary { simulated_ps: s.dev.machine.now(), commands, counts: s.dev.counts.clone(), wall: start.elapsed() })
@@ -116,7 +124,7 @@ impl Session {
                 answered = true;
             }
             vhost::GET_PROTOCOL_FEATURES => {
-                vhost::reply(self.sock, m.request, &vhost::PF_REPLY_ACK.to_le_bytes())?;
+                vhost::reply(self.sock, m.request, &(vhost::PF_REPLY_ACK | vhost::PF_SLAVE_REQ).to_le_bytes())?;
                 answered = true;
             }
             vhost::SET_MEM_TABLE => {
@@ -153,6 +161,11 @@ impl Session {
                             unsafe { libc::close(fd) };
                         }
                     }
+                }
+            }
+            vhost::SET_SLAVE_REQ_FD => {
+                if let Some(old) = self.req_fd.replace(m.fds.first().copied().unwrap_or(-1)) {
+                    unsafe { libc::close(old) };
                 }
             }
             vhost::SET_VRING_ENABLE => {

@@ -21,6 +21,7 @@ pub const GET_PROTOCOL_FEATURES: u32 = 15;
 pub const SET_PROTOCOL_FEATURES: u32 = 16;
 pub const GET_QUEUE_NUM: u32 = 17;
 pub const SET_VRING_ENABLE: u32 = 18;
+pub const SET_SLAVE_REQ_FD: u32 = 21;
 pub const GET_CONFIG: u32 = 24;
 pub const SET_CONFIG: u32 = 25;
 
@@ -32,8 +33,11 @@ pub const NEED_REPLY: u32 = 1 << 3;
 /// Feature bits: VIRTIO_F_VERSION_1 (virtio 1.1 §6), VHOST_USER_F_PROTOCOL_FEATURES.
 pub const F_VERSION_1: u64 = 1 << 32;
 pub const F_PROTOCOL_FEATURES: u64 = 1 << 30;
-/// Protocol feature REPLY_ACK (3) and CONFIG (9).
+/// Protocol features REPLY_ACK (3), SLAVE_REQ (5) and CONFIG (9). UML's virtio_uml (6.12)
+/// allocates the device's interrupt only when SLAVE_REQ is offered: without it every virtqueue's
+/// call fd is requested as IRQ 0, the timer's, and the probe fails with EBUSY.
 pub const PF_REPLY_ACK: u64 = 1 << 3;
+pub const PF_SLAVE_REQ: u64 = 1 << 5;
 pub const PF_CONFIG: u64 = 1 << 9;
 
 pub const HEADER: usize = 12;

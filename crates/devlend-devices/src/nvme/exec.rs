@@ -160,8 +160,25 @@ impl Controller {
         let entries = (cdw10 >> 16) as u32 + 1;
         let status = match opcode {
             0x06 => {
+                // The 4 KiB structure goes to PRP1 up to the end of its page, the rest to PRP2
+                // (§4.3): a buffer that is not page-aligned spans two pages.
                 let data = self.identify(cdw10 & 0xff, le(&sqe, 4, 4) as u32);
-                if self.dma(cx, (slot, 0), Stage::Identify, prp1, Some(data), 4096) {
+                let first = (4096 - prp1 % 4096) as usize;
+                let mut parts = vec![(prp1, data)];
+                if first < 4096 {
+                    let rest = parts[0].1.split_off(first);
+                    parts.push((le(&sqe, 32, 8), rest));
+                }
+                self.cmd(slot).pending = parts.len();
+                self.cmd(slot).status = SC_SUCCESS;
+                for (i, (addr, bytes)) in parts.into_iter().enumerate() {
+                    let len = bytes.len() as u64;
+                    if !self.dma(cx, (slot, i), Stage::Identify, addr, Some(bytes), len) {
+                        self.cmd(slot).status = SC_DATA_TRANSFER_ERROR;
+                        self.cmd(slot).pending -= 1;
+                    }
+                }
+                if self.cmd(slot).pending > 0 {
                     return;
                 }
                 SC_DATA_TRANSFER_ERROR
