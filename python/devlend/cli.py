@@ -328,6 +328,8 @@ app.command("calibrate")(_calibrate)
 app.command("validate")(_validate)
 from .cli_trace import app as _trace_app  # noqa: E402  (the `devlend trace` commands)
 app.add_typer(_trace_app, name="trace")
+from .cli_linux import app as _linux_app  # noqa: E402  (the `devlend linux` commands)
+app.add_typer(_linux_app, name="linux")
 
 
 def main() -> None:

@@ -112,6 +112,8 @@ struct Cmd {
     /// The completion entry and interrupt are posted; the slot lives on until its data flows end.
     posted: bool,
     status: u16,
+    /// Dword 0 of the completion entry (command specific: Set Features' Number of Queues).
+    result: u32,
 }
 
 /// What a DMA or timer of a command was for (the low byte of its token).
@@ -173,6 +175,12 @@ pub struct Controller {
     pub trace: Option<Vec<Step>>,
     /// Read data arrived and being taken in, by its DMA's token.
     taking_in: HashMap<u64, FlowDone>,
+    /// Added to every address the host programmed (queues, PRPs) before the controller DMAs
+    /// to it: 0 for devlend's own driver, which programs bus addresses; for a real guest kernel
+    /// (devlend-uml), whose unmodified driver programs its physical addresses, the offset of the
+    /// one DMA mapping of the guest's RAM (the borrower's IOMMU/NTB window). MSI-X addresses come
+    /// from the table and are not offset.
+    pub dma_offset: u64,
 }
 
 pub(crate) fn le(b: &[u8], off: usize, n: usize) -> u64 {
@@ -180,6 +188,7 @@ pub(crate) fn le(b: &[u8], off: usize, n: usize) -> u64 {
 }
 
 mod exec;
+mod identify;
 
 impl Controller {
     /// A controller for function `func` with `blocks` blocks of media timed by `timing`; sets CAP and VS.
@@ -201,6 +210,7 @@ impl Controller {
             commands: 0,
             trace: None,
             taking_in: HashMap::new(),
+            dma_offset: 0,
         };
         // CAP: MQES = entries - 1, CQR = 1, DSTRD = 0, TO = 10 x 500 ms, CSS = NVM.
         let cap: u64 = (MAX_QUEUE_ENTRIES as u64 - 1) | 1 << 16 | 10 << 24 | 1 << 37;
@@ -301,9 +311,14 @@ impl Controller {
             Stage::Fetch => self.fetched(cx, slot, done),
             Stage::PrpList => self.prp_list(cx, slot, done),
             Stage::Identify => {
-                let status = if done.fault.is_some() { SC_DATA_TRANSFER_ERROR } else { SC_SUCCESS };
-                self.cmd(slot).status = status;
-                self.complete(cx, slot);
+                let c = self.cmd(slot);
+                if done.fault.is_some() {
+                    c.status = SC_DATA_TRANSFER_ERROR;
+                }
+                c.pending -= 1;
+                if c.pending == 0 {
+                    self.complete(cx, slot);
+                }
             }
             Stage::Data => self.data_done(cx, slot, done),
             _ => {}

@@ -143,6 +143,8 @@ impl Driver {
     fn admin_cmd(&mut self, os: &mut impl Os, opcode: u8, prp1: u64, cdw10: u32, cdw11: u32) -> NResult<()> {
         let mut sqe = [0u8; 64];
         sqe[0] = opcode;
+        // NSID (§4.2): namespace 1 for Identify Namespace; the other admin commands here ignore it.
+        sqe[4..8].copy_from_slice(&1u32.to_le_bytes());
         sqe[24..32].copy_from_slice(&prp1.to_le_bytes());
         sqe[40..44].copy_from_slice(&cdw10.to_le_bytes());
         sqe[44..48].copy_from_slice(&cdw11.to_le_bytes());

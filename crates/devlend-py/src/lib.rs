@@ -17,6 +17,7 @@ mod lending;
 mod machine;
 mod pool;
 mod rdma;
+mod uml;
 mod vm;
 mod workloads;
 mod xenib;
@@ -397,6 +398,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     machine::register(m)?;
     workloads::register(m)?;
     pool::register(m)?;
+    uml::register(m)?;
     m.add("SpecError", m.py().get_type::<SpecError>())?;
     m.add("FabricError", m.py().get_type::<FabricError>())?;
     m.add("NvmeStatusError", m.py().get_type::<NvmeStatusError>())?;

@@ -30,6 +30,7 @@ impl Controller {
         let t = self.tok(slot, page, stage);
         self.trace_start(stage_name(stage), cx.now());
         let issue = devlend_fabric::tuning::of_func(cx.fabric(), self.func).dma_issue_ps;
+        let addr = if stage == Stage::Msi { addr } else { addr.wrapping_add(self.dma_offset) };
         let r = match write {
             Some(data) => cx.dma_write_after(issue, addr, data, t),
             None => cx.dma_read_after(issue, addr, len, t),
@@ -57,6 +58,12 @@ impl Controller {
             self.cqs[0] = Some(Queue { base: acq, entries: ((aqa >> 16) & 0xfff) as u32 + 1, phase: true, vector: Some(0), ..Default::default() });
             self.ready = true;
             reg_write(f, func, CSTS, &1u32.to_le_bytes());
+        }
+        // CC.SHN (bits 15:14) asks for a shutdown (§7.6.2); nothing is cached, so CSTS.SHST
+        // (bits 3:2) reads "shutdown processing complete" (10b) at once.
+        if cc >> 14 & 3 != 0 {
+            let csts = reg_read(f, func, CSTS, 4) as u32 & !0xc | 0x8;
+            reg_write(f, func, CSTS, &csts.to_le_bytes());
         }
     }
 
@@ -95,6 +102,7 @@ impl Controller {
                 unsent: Vec::new(),
                 posted: false,
                 status: SC_SUCCESS,
+                result: 0,
             });
             self.sqs[qid] = Some(sq);
             if !self.dma(cx, (slot, 0), Stage::Fetch, addr, None, 64) {
@@ -152,20 +160,48 @@ impl Controller {
         let entries = (cdw10 >> 16) as u32 + 1;
         let status = match opcode {
             0x06 => {
-                // Identify: namespace (CNS 0) or controller (CNS 1) data structure, 4 KiB.
-                let mut data = vec![0u8; 4096];
-                if cdw10 & 0xff == 0 {
-                    data[0..8].copy_from_slice(&self.blocks.to_le_bytes()); // NSZE
-                    data[8..16].copy_from_slice(&self.blocks.to_le_bytes()); // NCAP
-                    data[130] = 9; // LBA format 0: 2^9 = 512-byte blocks
-                } else {
-                    data[0..2].copy_from_slice(&0x8086u16.to_le_bytes());
-                    data[24..30].copy_from_slice(b"devlnd");
+                // The 4 KiB structure goes to PRP1 up to the end of its page, the rest to PRP2
+                // (§4.3): a buffer that is not page-aligned spans two pages.
+                let data = self.identify(cdw10 & 0xff, le(&sqe, 4, 4) as u32);
+                let first = (4096 - prp1 % 4096) as usize;
+                let mut parts = vec![(prp1, data)];
+                if first < 4096 {
+                    let rest = parts[0].1.split_off(first);
+                    parts.push((le(&sqe, 32, 8), rest));
                 }
-                if self.dma(cx, (slot, 0), Stage::Identify, prp1, Some(data), 4096) {
+                self.cmd(slot).pending = parts.len();
+                self.cmd(slot).status = SC_SUCCESS;
+                for (i, (addr, bytes)) in parts.into_iter().enumerate() {
+                    let len = bytes.len() as u64;
+                    if !self.dma(cx, (slot, i), Stage::Identify, addr, Some(bytes), len) {
+                        self.cmd(slot).status = SC_DATA_TRANSFER_ERROR;
+                        self.cmd(slot).pending -= 1;
+                    }
+                }
+                if self.cmd(slot).pending > 0 {
                     return;
                 }
                 SC_DATA_TRANSFER_ERROR
+            }
+            // Set Features, Number of Queues (§5.21.1.7): the I/O queues allocated, 0's based.
+            0x09 if cdw10 & 0xff == 0x07 => {
+                let most = MAX_QUEUES as u64 - 2;
+                let (sqs, cqs) = ((cdw11 & 0xffff).min(most), (cdw11 >> 16).min(most));
+                self.cmd(slot).result = (sqs | cqs << 16) as u32;
+                SC_SUCCESS
+            }
+            // Other features are accepted and read back as 0 (none is modelled).
+            0x09 | 0x0a => SC_SUCCESS,
+            // Asynchronous Event Request (§5.2): completes only when an event occurs; none is modelled.
+            0x0c => return,
+            // Delete I/O Submission / Completion Queue (§5.6, §5.5).
+            0x00 | 0x04 if (1..MAX_QUEUES).contains(&qid) => {
+                if opcode == 0x00 {
+                    self.sqs[qid] = None
+                } else {
+                    self.cqs[qid] = None
+                }
+                SC_SUCCESS
             }
             0x05 if (1..MAX_QUEUES).contains(&qid) && entries <= MAX_QUEUE_ENTRIES => {
                 let vector = (cdw11 & 2 != 0).then_some((cdw11 >> 16) as u16);
@@ -365,11 +401,12 @@ impl Controller {
     fn post<W: World>(&mut self, cx: &mut Cx<W>, slot: usize) {
         let c = self.cmd(slot);
         c.posted = true;
-        let (sqid, cid, status) = (c.sqid, c.cid, c.status);
+        let (sqid, cid, status, c_result) = (c.sqid, c.cid, c.status, c.result);
         let Some(sq) = self.sqs.get(sqid as usize).copied().flatten() else { return };
         let cqid = sq.cq as usize;
         let Some(mut cq) = self.cqs.get(cqid).copied().flatten() else { return };
         let mut cqe = [0u8; 16];
+        cqe[0..4].copy_from_slice(&c_result.to_le_bytes());
         cqe[8..10].copy_from_slice(&(sq.head as u16).to_le_bytes());
         cqe[10..12].copy_from_slice(&sqid.to_le_bytes());
         cqe[12..14].copy_from_slice(&cid.to_le_bytes());

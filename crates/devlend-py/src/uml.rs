@@ -1,0 +1,37 @@
+//! `uml_serve`: devlend-uml's device server for one real Linux guest, run without the GIL.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::time::Duration;
+
+pyo3::create_exception!(_core, UmlError, pyo3::exceptions::PyException);
+
+/// Serve drive `device` (borrowed when it sits elsewhere than `host`) to the UML guest of host
+/// `host` on unix socket `socket` until the guest disconnects; `connect_s` bounds the wait for
+/// it. Returns the session's summary: simulated ps, NVMe commands, accesses, interrupts.
+#[pyfunction]
+#[pyo3(signature = (topology_json, host, device, socket, blocks, connect_s=60.0))]
+fn uml_serve<'py>(py: Python<'py>, topology_json: &str, host: &str, device: &str, socket: &str, blocks: u64, connect_s: f64) -> PyResult<Bound<'py, PyDict>> {
+    let r = py.detach(|| {
+        let dev = devlend_uml::NvmeDevice::new(topology_json, host, device, blocks)?;
+        devlend_uml::serve(socket, dev, Duration::from_secs_f64(connect_s))
+    });
+    let s = r.map_err(|e| PyErr::new::<UmlError, _>(e.to_string()))?;
+    let d = PyDict::new(py);
+    d.set_item("simulated_ps", s.simulated_ps)?;
+    d.set_item("commands", s.commands)?;
+    d.set_item("cfg_reads", s.counts.cfg_reads)?;
+    d.set_item("cfg_writes", s.counts.cfg_writes)?;
+    d.set_item("mmio_reads", s.counts.mmio_reads)?;
+    d.set_item("mmio_writes", s.counts.mmio_writes)?;
+    d.set_item("msis", s.counts.msis)?;
+    d.set_item("fabric_events", s.counts.faults.clone())?;
+    d.set_item("wall_s", s.wall.as_secs_f64())?;
+    Ok(d)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(uml_serve, m)?)?;
+    m.add("UmlError", m.py().get_type::<UmlError>())?;
+    Ok(())
+}

@@ -1,0 +1,307 @@
+//! One devlend NVMe controller as a UML PCI device: config space, BAR 0 and MSI-X of the model,
+//! every MMIO access a CPU load or store of the guest's host through the modelled fabric (for a
+//! borrowed drive: the NTB window onto the lender's BAR), every DMA of the controller a flow on
+//! the engine into the guest's own memory (attached as that host's RAM).
+//!
+//! What the server does in the borrower's place (Device Lending's shim, which the unmodified
+//! guest kernel lacks): it maps the guest's RAM for the device once (`dma_map_single` of the
+//! whole RAM; the controller adds the mapping's offset to every address the driver programs),
+//! and it sets up each MSI-X entry the guest programs with devlend's `request_irq`, so the
+//! message crosses the fabric to the guest's host; arriving, it is passed to the guest as the
+//! data the guest wrote into that entry (UML's MSI message is its IRQ number).
+//!
+//! Config space accesses are timeless (in Device Lending they are relayed by software, not by
+//! TLPs the model times); BAR registers are the guest's own view (UML assigns BARs in its one
+//! 256 MiB window; the fabric's BARs stay where the lender put them).
+
+use crate::error::{UmlError, UmlResult};
+use crate::mem::GuestMem;
+use devlend_devices::nvme::Controller;
+use devlend_engine::machine::Machine;
+use devlend_fabric::config::{MSIX_CAP, MSIX_TABLE_OFFSET};
+use devlend_fabric::events::Event;
+use devlend_fabric::model::{FuncId, HostId};
+use devlend_host::{Cluster, DevId, DmaDir};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// UML's PCI (arch/um/drivers/virt-pci.c): one 256 MiB 32-bit window for every BAR, 32 MSI vectors.
+pub const UML_BAR_WINDOW: u64 = 256 << 20;
+pub const UML_MSI_VECTORS: u16 = 32;
+
+#[derive(Clone, Copy, Default)]
+struct MsixEntry {
+    addr: u64,
+    data: u32,
+    ctrl: u32,
+    vector: Option<u8>,
+}
+
+/// What a session did, for its summary.
+#[derive(Clone, Debug, Default)]
+pub struct Counts {
+    pub cfg_reads: u64,
+    pub cfg_writes: u64,
+    pub mmio_reads: u64,
+    pub mmio_writes: u64,
+    pub msis: u64,
+    pub faults: Vec<String>,
+}
+
+pub struct NvmeDevice {
+    pub machine: Machine<Cluster>,
+    pub ctrl: Rc<RefCell<Controller>>,
+    host: HostId,
+    dev: DevId,
+    func: FuncId,
+    bar_cpu: [u64; 6],
+    bar_size: [u64; 6],
+    bar_64: [bool; 6],
+    guest_bar: [u32; 6],
+    msix: Vec<MsixEntry>,
+    by_vector: HashMap<u8, u16>,
+    pub counts: Counts,
+}
+
+fn setup(what: impl Into<String>) -> UmlError {
+    UmlError::Setup { what: what.into() }
+}
+
+impl NvmeDevice {
+    /// Drive `device` of the topology for guest host `host` (borrowed when it sits elsewhere), with `blocks` blocks.
+    pub fn new(topology_json: &str, host: &str, device: &str, blocks: u64) -> UmlResult<NvmeDevice> {
+        let (machine, ctrl, host_id, dev) = devlend_devices::nvme_run::machine(topology_json, host, device, blocks).map_err(|e| setup(e.to_string()))?;
+        let func = ctrl.borrow().func;
+        let mut d = NvmeDevice {
+            machine,
+            ctrl,
+            host: host_id,
+            dev,
+            func,
+            bar_cpu: [0; 6],
+            bar_size: [0; 6],
+            bar_64: [false; 6],
+            guest_bar: [0; 6],
+            msix: Vec::new(),
+            by_vector: HashMap::new(),
+            counts: Counts::default(),
+        };
+        d.read_bars(device)?;
+        Ok(d)
+    }
+
+    fn read_bars(&mut self, device: &str) -> UmlResult<()> {
+        let mut w = self.machine.world();
+        let f = &w.fabric.funcs[self.func as usize];
+        let (bars, vectors) = (f.bars.clone(), f.msix_vectors);
+        let total: u64 = bars.iter().map(|b| b.size).sum();
+        if total > UML_BAR_WINDOW {
+            return Err(setup(format!("{device}: its BARs take {total:#x} bytes; UML's PCI has one {UML_BAR_WINDOW:#x}-byte window for all BARs")));
+        }
+        if vectors > UML_MSI_VECTORS {
+            return Err(setup(format!("{device}: {vectors} MSI-X vectors; UML's PCI has {UML_MSI_VECTORS} in all")));
+        }
+        let os = w.os(self.host).map_err(|e| setup(e.to_string()))?;
+        for b in &bars {
+            let i = b.index as usize;
+            self.bar_cpu[i] = os.pci_iomap(self.dev, b.index).map_err(|e| setup(e.to_string()))?;
+            self.bar_size[i] = b.size;
+            self.bar_64[i] = b.bits == 64;
+        }
+        self.msix = vec![MsixEntry { ctrl: 1, ..Default::default() }; vectors as usize];
+        Ok(())
+    }
+
+    /// The guest's memory becomes the RAM of its host in the fabric, mapped once for the device.
+    pub fn attach(&mut self, mem: &GuestMem) -> UmlResult<()> {
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        let mut w = self.machine.world();
+        for (base, size, ptr) in mem.regions() {
+            if !w.kernel(self.host).is_ok_and(|k| k.is_ram(base, size)) {
+                return Err(setup(format!("the guest's memory {base:#x}+{size:#x} is not RAM of its host in the topology (give the host more ram)")));
+            }
+            // SAFETY: `mem` maps the region for as long as the session runs; the machine is dropped with it.
+            unsafe { w.fabric.ram[self.host as usize].attach(base, ptr, size) };
+            (lo, hi) = (lo.min(base), hi.max(base + size));
+        }
+        let bus = w
+            .os(self.host)
+            .and_then(|mut os| os.dma_map_single(self.dev, lo, hi - lo, DmaDir::Bidirectional))
+            .map_err(|e| setup(format!("mapping the guest's RAM for the device: {e}")))?;
+        self.ctrl.borrow_mut().dma_offset = bus.wrapping_sub(lo);
+        Ok(())
+    }
+
+    // ----- config space -----
+
+    pub fn cfg_read(&mut self, off: usize, size: usize) -> u64 {
+        self.counts.cfg_reads += 1;
+        let mut v = 0u64;
+        for i in (0..size).rev() {
+            v = v << 8 | self.cfg_byte(off + i) as u64;
+        }
+        v
+    }
+
+    fn cfg_byte(&mut self, off: usize) -> u8 {
+        if (0x10..0x28).contains(&off) {
+            return (self.bar_register((off - 0x10) / 4) >> ((off % 4) * 8)) as u8;
+        }
+        if off >= 0x100 || (0x30..0x34).contains(&off) {
+            return 0;
+        }
+        self.machine.world().fabric.config_read(self.func, off, 1).unwrap_or(0xff) as u8
+    }
+
+    fn bar_register(&mut self, i: usize) -> u32 {
+        if i > 0 && self.bar_64[i - 1] {
+            let mask = !((self.bar_size[i - 1] - 1) >> 32) as u32;
+            return self.guest_bar[i] & mask;
+        }
+        if self.bar_size[i] == 0 {
+            return 0;
+        }
+        let flags = self.machine.world().fabric.config_read(self.func, 0x10 + 4 * i, 4).unwrap_or(0) & 0xf;
+        (self.guest_bar[i] & !(self.bar_size[i] as u32).wrapping_sub(1) & !0xf) | flags
+    }
+
+    pub fn cfg_write(&mut self, off: usize, size: usize, value: u64) {
+        self.counts.cfg_writes += 1;
+        if (0x10..0x28).contains(&off) {
+            let i = (off - 0x10) / 4;
+            let mut b = self.guest_bar[i].to_le_bytes();
+            for k in 0..size.min(4 - off % 4) {
+                b[off % 4 + k] = (value >> (8 * k)) as u8;
+            }
+            self.guest_bar[i] = u32::from_le_bytes(b);
+            return;
+        }
+        if off >= 0x100 || (0x30..0x34).contains(&off) {
+            return;
+        }
+        let mut w = self.machine.world();
+        for k in 0..size {
+            let _ = w.fabric.config_write(self.func, off + k, 1, (value >> (8 * k)) as u32 & 0xff);
+        }
+    }
+
+    // ----- BARs -----
+
+    fn table(&self, bar: u8, off: u64) -> Option<(usize, u64)> {
+        let end = MSIX_TABLE_OFFSET + 16 * self.msix.len() as u64;
+        (bar == 0 && (MSIX_TABLE_OFFSET..end).contains(&off)).then(|| (((off - MSIX_TABLE_OFFSET) / 16) as usize, off % 16))
+    }
+
+    /// A guest load of `size` bytes at `off` in BAR `bar`: a CPU read on the machine.
+    pub fn mmio_read(&mut self, bar: u8, off: u64, size: usize) -> UmlResult<Vec<u8>> {
+        self.counts.mmio_reads += 1;
+        if let Some((e, field)) = self.table(bar, off) {
+            let mut b = [0u8; 16];
+            let m = self.msix[e];
+            b[0..8].copy_from_slice(&m.addr.to_le_bytes());
+            b[8..12].copy_from_slice(&m.data.to_le_bytes());
+            b[12..16].copy_from_slice(&m.ctrl.to_le_bytes());
+            let f = field as usize;
+            return Ok(b[f..(f + size).min(16)].to_vec());
+        }
+        let addr = self.bar_addr(bar, off, size as u64)?;
+        let out = Rc::new(RefCell::new(None));
+        let (o, host) = (out.clone(), self.host);
+        self.machine.spawn("guest load", self.machine.now(), move |t| {
+            *o.borrow_mut() = Some(t.cpu_read(host, addr, size)?);
+            Ok(())
+        });
+        self.run()?;
+        let v = out.borrow_mut().take();
+        Ok(v.unwrap_or_else(|| vec![0xff; size]))
+    }
+
+    /// A guest store: a posted CPU write on the machine, which then runs until nothing is left
+    /// to happen (the controller's work this store started).
+    pub fn mmio_write(&mut self, bar: u8, off: u64, data: &[u8]) -> UmlResult<()> {
+        self.counts.mmio_writes += 1;
+        if let Some((e, field)) = self.table(bar, off) {
+            return self.msix_write(e, field as usize, data);
+        }
+        let addr = self.bar_addr(bar, off, data.len() as u64)?;
+        let (d, host) = (data.to_vec(), self.host);
+        self.machine.spawn("guest store", self.machine.now(), move |t| t.cpu_write(host, addr, &d));
+        self.run()
+    }
+
+    fn bar_addr(&self, bar: u8, off: u64, len: u64) -> UmlResult<u64> {
+        let i = bar as usize;
+        if i >= 6 || off.checked_add(len).is_none_or(|e| e > self.bar_size[i]) {
+            return Err(UmlError::Address { what: "an MMIO access outside the device's BAR", addr: off, len });
+        }
+        Ok(self.bar_cpu[i] + off)
+    }
+
+    /// The guest programs MSI-X entry `e`: address and data stay here; once it has data the
+    /// entry gets a vector of the guest's host through devlend's `request_irq`; the mask bit
+    /// goes to the device's table.
+    fn msix_write(&mut self, e: usize, field: usize, data: &[u8]) -> UmlResult<()> {
+        let mut b = [0u8; 16];
+        let m = self.msix[e];
+        b[0..8].copy_from_slice(&m.addr.to_le_bytes());
+        b[8..12].copy_from_slice(&m.data.to_le_bytes());
+        b[12..16].copy_from_slice(&m.ctrl.to_le_bytes());
+        let n = data.len().min(16 - field);
+        b[field..field + n].copy_from_slice(&data[..n]);
+        let m = &mut self.msix[e];
+        m.addr = u64::from_le_bytes(b[0..8].try_into().unwrap());
+        m.data = u32::from_le_bytes(b[8..12].try_into().unwrap());
+        m.ctrl = u32::from_le_bytes(b[12..16].try_into().unwrap());
+        if field + n > 8 && field < 12 && m.vector.is_none() {
+            let v = self
+                .machine
+                .world()
+                .os(self.host)
+                .and_then(|mut os| os.request_irq(self.dev, e as u16, e as u32))
+                .map_err(|err| setup(format!("MSI-X entry {e}: {err}")))?;
+            self.msix[e].vector = Some(v);
+            self.by_vector.insert(v, e as u16);
+        }
+        if self.msix[e].vector.is_some() {
+            let ctrl = self.msix[e].ctrl.to_le_bytes();
+            let at = MSIX_TABLE_OFFSET + 16 * e as u64 + 12;
+            self.machine.world().fabric.bar_mem.entry((self.func, 0)).or_default().write(at, &ctrl);
+        }
+        Ok(())
+    }
+
+    /// Run the machine until nothing is left to happen.
+    fn run(&mut self) -> UmlResult<()> {
+        self.machine.run().map_err(|e| setup(format!("the engine: {e}")))
+    }
+
+    /// The MSI-X messages that reached the guest's host since the last call, as the data the
+    /// guest programmed (its IRQ numbers); faults and other events are recorded.
+    pub fn take_interrupts(&mut self) -> Vec<u32> {
+        let mut events = Vec::new();
+        self.machine.world().fabric.events.retain(|e| {
+            events.push(*e);
+            false
+        });
+        let mut out = Vec::new();
+        for ev in events {
+            match ev {
+                Event::Msi { host, data, .. } if host == self.host => {
+                    if let Some(&e) = self.by_vector.get(&((data & 0xff) as u8)) {
+                        self.counts.msis += 1;
+                        out.push(self.msix[e as usize].data);
+                    }
+                }
+                other => self.counts.faults.push(format!("{other:?}")),
+            }
+        }
+        out
+    }
+
+    /// MSI-X enabled and not function-masked (Message Control, PCIe 3.0 §7.7.2).
+    pub fn msix_enabled(&mut self) -> bool {
+        let c = self.machine.world().fabric.config_read(self.func, MSIX_CAP + 2, 2).unwrap_or(0);
+        c & 0x8000 != 0 && c & 0x4000 == 0
+    }
+}

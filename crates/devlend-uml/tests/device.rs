@@ -1,0 +1,101 @@
+//! The device side without a guest: the NVMe model as UML's PCI sees it (config space, BAR
+//! sizing, MMIO through the modelled NTB, MSI-X set-up) and a virtqueue in shared memory.
+
+use devlend_uml::mem::GuestMem;
+use devlend_uml::vring::Vring;
+use devlend_uml::NvmeDevice;
+
+const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
+
+fn borrowed() -> NvmeDevice {
+    NvmeDevice::new(B2B, "borrower", "nvme0", 1 << 20).unwrap()
+}
+
+/// A memfd of `size` bytes shared as one region at guest-physical `base`, like UML's physmem.
+fn guest_mem(base: u64, size: u64) -> GuestMem {
+    let fd = unsafe { libc::memfd_create(c"guest".as_ptr(), 0) };
+    assert!(fd >= 0);
+    assert_eq!(unsafe { libc::ftruncate(fd, size as libc::off_t) }, 0);
+    let mut t = vec![0u8; 40];
+    t[0..4].copy_from_slice(&1u32.to_le_bytes());
+    t[8..16].copy_from_slice(&base.to_le_bytes());
+    t[16..24].copy_from_slice(&size.to_le_bytes());
+    t[24..32].copy_from_slice(&base.to_le_bytes());
+    GuestMem::from_table(&t, &[fd]).unwrap()
+}
+
+#[test]
+fn config_space_is_the_models_with_bars_sized_in_the_guests_view() {
+    let mut d = borrowed();
+    assert_eq!(d.cfg_read(0x0a, 2), 0x0108, "class: NVMe");
+    assert_eq!(d.cfg_read(0x0b, 1), 0x01);
+    let flags = d.cfg_read(0x10, 4) & 0xf;
+    d.cfg_write(0x10, 4, 0xffff_ffff);
+    let sized = d.cfg_read(0x10, 4) as u32;
+    assert_eq!(sized & 0xf, flags as u32);
+    assert!(sized & !0xf != 0 && (!(sized & !0xf)).wrapping_add(1).is_power_of_two(), "{sized:#x}");
+    d.cfg_write(0x10, 4, 0x0100_0000);
+    assert_eq!(d.cfg_read(0x10, 4) as u32 & !0xf, 0x0100_0000);
+}
+
+#[test]
+fn an_mmio_read_crosses_the_fabric_and_takes_simulated_time() {
+    let mut d = borrowed();
+    let before = d.machine.now();
+    let cap = d.mmio_read(0, 0, 8).unwrap();
+    let cap = u64::from_le_bytes(cap.try_into().unwrap());
+    assert_eq!(cap & 0xffff, 1023, "CAP.MQES");
+    assert!(d.machine.now() > before, "a load through the NTB takes time");
+    assert!(d.mmio_read(0, 1 << 40, 4).is_err(), "outside the BAR");
+}
+
+#[test]
+fn an_msix_entry_the_guest_programs_gets_a_vector_of_its_host() {
+    let mut d = borrowed();
+    let entry = 0x2000 + 16 * 3;
+    d.mmio_write(0, entry, &0xa0000u32.to_le_bytes()).unwrap();
+    d.mmio_write(0, entry + 8, &77u32.to_le_bytes()).unwrap();
+    let back = d.mmio_read(0, entry + 8, 4).unwrap();
+    assert_eq!(back, 77u32.to_le_bytes(), "the guest reads back what it wrote");
+    let mem = guest_mem(0x10_0000, 1 << 20);
+    d.attach(&mem).unwrap();
+    assert!(d.take_interrupts().is_empty());
+}
+
+#[test]
+fn the_guests_memory_is_its_hosts_ram() {
+    let mut d = borrowed();
+    let mem = guest_mem(0x10_0000, 1 << 20);
+    d.attach(&mem).unwrap();
+    let h = d.machine.world().fabric.host_id("borrower").unwrap();
+    d.machine.world().fabric.ram[h as usize].write(0x10_0040, b"dma");
+    let mut b = [0u8; 3];
+    mem.read(0x10_0040, &mut b, "test").unwrap();
+    assert_eq!(&b, b"dma");
+}
+
+#[test]
+fn a_virtqueue_chain_is_popped_and_returned() {
+    let mem = guest_mem(0, 1 << 16);
+    let mut r = Vring { num: 4, desc: 0x1000, avail: 0x2000, used: 0x3000, ..Default::default() };
+    // Descriptor 0: 16 bytes at 0x4000 read by the device, chained to 1: 8 bytes written by it.
+    let mut d = [0u8; 32];
+    d[0..8].copy_from_slice(&0x4000u64.to_le_bytes());
+    d[8..12].copy_from_slice(&16u32.to_le_bytes());
+    d[12..14].copy_from_slice(&1u16.to_le_bytes());
+    d[14..16].copy_from_slice(&1u16.to_le_bytes());
+    d[16..24].copy_from_slice(&0x5000u64.to_le_bytes());
+    d[24..28].copy_from_slice(&8u32.to_le_bytes());
+    d[28..30].copy_from_slice(&2u16.to_le_bytes());
+    mem.write(0x1000, &d, "t").unwrap();
+    mem.write(0x2004, &0u16.to_le_bytes(), "t").unwrap();
+    assert!(r.pop(&mem).unwrap().is_none(), "nothing offered yet");
+    mem.write(0x2002, &1u16.to_le_bytes(), "t").unwrap();
+    let (head, bufs) = r.pop(&mem).unwrap().unwrap();
+    assert_eq!((head, bufs.len(), bufs[0].device_writes, bufs[1].device_writes, bufs[1].addr), (0, 2, false, true, 0x5000));
+    r.push(&mem, head, 8).unwrap();
+    let mut used = [0u8; 12];
+    mem.read(0x3000, &mut used, "t").unwrap();
+    assert_eq!(u16::from_le_bytes([used[2], used[3]]), 1);
+    assert_eq!(u32::from_le_bytes(used[8..12].try_into().unwrap()), 8);
+}

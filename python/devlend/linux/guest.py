@@ -1,0 +1,146 @@
+"""A User-Mode Linux guest as a host of a devlend topology: the kernel from ``devlend linux
+build``, the host's root mounted read-only through hostfs (the guest cannot change a host file),
+tmpfs where it must write, a small init that runs the user's commands and powers off, the
+console captured to ``console.log`` beside the results, and devlend's device server (Rust,
+``devlend-uml``) answering the guest's PCI accesses on one socket per device.
+
+Time: the guest's clock runs free (wall clock); the device server runs devlend's engine for each
+access, so the simulated clock advances by what the fabric and the drive take, guest CPU work
+costing no simulated time. UML's time-travel mode (the engine as the guest's clock) is not yet
+wired: latencies fio reports inside the guest are wall-clock, not simulated.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import _core
+from ..errors import DevlendError
+
+#: arch/um/drivers/Kconfig UML_PCI_OVER_VIRTIO_DEVICE_ID, as uml.config sets it.
+VIRTIO_DEVICE_ID = 1234
+#: UML's PCI (arch/um/drivers/virt-pci.c MAX_DEVICES): at most 8 single-function devices.
+UML_MAX_DEVICES = 8
+#: Linux reboot(2) magic for RB_POWER_OFF: init powers the guest off this way (no init system).
+RB_POWER_OFF = 0x4321FEDC
+
+
+class LinuxGuestError(DevlendError):
+    """A guest that could not run: ``kind`` is "timeout" (the wall-clock guard ended it),
+    "crash" (it died without powering off), "device" (the device server failed) or "topology"
+    (beyond UML's PCI). ``console_tail`` holds the console's last lines."""
+
+    def __init__(self, message: str, kind: str, console_tail: str = ""):
+        self.kind, self.console_tail = kind, console_tail
+        super().__init__(message + (f"\n--- console, last lines ---\n{console_tail}" if console_tail else ""))
+
+
+@dataclass
+class GuestResult:
+    outputs: list[str]
+    returncodes: list[int]
+    console: Path
+    device: dict = field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+INIT = """#!/bin/sh
+# devlend's guest init: mount what the commands need, run them, power off. The host's files stay
+# read-only; /run (and /dev/shm) are the guest's tmpfs; only the results folder is written through.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/run TMPDIR=/run/tmp
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/shm; mount -t tmpfs tmpfs /dev/shm
+mount -t debugfs debugfs /sys/kernel/debug
+mount -t tmpfs tmpfs /run
+mkdir -p /run/tmp /run/devlend-out
+mount -t hostfs hostfs -o {out} /run/devlend-out
+{commands}
+echo devlend-guest-done > /dev/console
+exec python3 -c 'import ctypes, os; os.sync(); ctypes.CDLL(None).reboot({poweroff})'
+"""
+
+
+def _tail(path: Path, n: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def run(topology, host: str, commands: list[str], *, device: str | None = None, outdir: str | os.PathLike | None = None,
+        kernel: str | None = None, mem: str = "256M", timeout_s: float = 120.0, blocks: int = 1 << 21) -> GuestResult:
+    """Boot a guest for ``host`` of ``topology`` (a devlend Topology), with drive ``device``
+    (borrowed when it sits in another host) on its PCI, run ``commands`` in order, power off.
+    Each command's output and exit status come back; the console is kept in ``outdir``."""
+    from .build import build
+    devices = [device] if device else []
+    if len(devices) > UML_MAX_DEVICES:
+        raise LinuxGuestError(f"{len(devices)} devices: UML's PCI takes at most {UML_MAX_DEVICES}", "topology")
+    kernel = kernel or str(build())
+    out = Path(outdir or tempfile.mkdtemp(prefix="devlend-guest-")).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i, c in enumerate(commands):
+        lines.append(f"( {c} ) > /run/devlend-out/cmd-{i}.out 2>&1; echo $? > /run/devlend-out/cmd-{i}.rc")
+    init = out / "init"
+    init.write_text(INIT.format(out=shlex.quote(str(out)), commands="\n".join(lines), poweroff=RB_POWER_OFF))
+    init.chmod(0o755)
+    console = out / "console.log"
+    topo_json = topology.to_json()
+    sockets, servers, results, errors = [], [], {}, {}
+    for d in devices:
+        sock = str(out / f"{d}.sock")
+        sockets.append(sock)
+
+        def serve(d=d, sock=sock):
+            try:
+                results[d] = _core.uml_serve(topo_json, host, d, sock, blocks, timeout_s)
+            except Exception as e:  # noqa: BLE001 - reported below with the console
+                errors[d] = e
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        servers.append(t)
+    for s in sockets:
+        while not os.path.exists(s) and not errors:
+            time.sleep(0.01)
+    argv = [kernel, f"mem={mem}", "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro", f"init={init}",
+            "con=null", "con0=null,fd:1", "umid=devlend",
+            # virt-pci polls a read's answer for max_delay_us loops of udelay(1) (40000 by
+            # default); a loaded machine can take longer to answer, so allow 10 s.
+            "virt_pci.max_delay_us=10000000"]
+    argv += [f"virtio_uml.device={s}:{VIRTIO_DEVICE_ID}" for s in sockets]
+    start = time.monotonic()
+    with open(console, "wb") as con:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=con, stderr=subprocess.STDOUT, cwd=out,
+                             start_new_session=True, env=dict(os.environ, TMPDIR=str(out)))
+        try:
+            p.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            p.wait()
+            raise LinuxGuestError(f"the guest of {host} did not power off within {timeout_s:g} s (wall clock); console {console}",
+                                  "timeout", _tail(console)) from None
+    wall = time.monotonic() - start
+    for t in servers:
+        t.join(timeout=10)
+    if errors:
+        d, e = next(iter(errors.items()))
+        raise LinuxGuestError(f"device server for {d}: {e}; console {console}", "device", _tail(console))
+    if "devlend-guest-done" not in console.read_text(errors="replace"):
+        raise LinuxGuestError(f"the guest of {host} ended (status {p.returncode}) without finishing its commands; console {console}",
+                              "crash", _tail(console))
+    outs, rcs = [], []
+    for i in range(len(commands)):
+        outs.append((out / f"cmd-{i}.out").read_text(errors="replace") if (out / f"cmd-{i}.out").exists() else "")
+        rc = (out / f"cmd-{i}.rc").read_text().strip() if (out / f"cmd-{i}.rc").exists() else "-1"
+        rcs.append(int(rc or -1))
+    return GuestResult(outs, rcs, console, results.get(device, {}) if device else {}, wall)
