@@ -182,6 +182,12 @@ impl Fabric {
         }
     }
 
+    /// Whether `func` can take a reset or a scrub now (asked without recording anything: a lender
+    /// that knows its device is gone does not try).
+    pub fn can_scrub(&self, func: FuncId) -> bool {
+        self.unreachable_for_reset(func).is_none()
+    }
+
     /// Why `func` cannot take a reset or a scrub: it hangs, or a link above it is down.
     fn unreachable_for_reset(&self, func: FuncId) -> Option<Failure> {
         if self.faults.hung.contains(&func) {

@@ -111,7 +111,10 @@ impl Cluster {
     pub(crate) fn lend_ended(&mut self, func: FuncId) {
         if self.hygiene.policy == Hygiene::Scrub && !self.hygiene.same_tenant {
             self.hygiene.pending.insert(func);
-            if !self.hygiene.crashed.contains(&self.fabric.func_host(func)) {
+            // A lender does not touch a device it knows is unreachable (crashed itself, the device
+            // hung or removed, its slot down): the scrub waits for the next borrow, and no access
+            // of it shows in the AER log.
+            if !self.hygiene.crashed.contains(&self.fabric.func_host(func)) && self.fabric.can_scrub(func) {
                 let _ = self.scrub_pending(func);
             }
         }
