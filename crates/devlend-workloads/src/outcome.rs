@@ -130,9 +130,9 @@ impl Scenario {
 }
 
 impl Scenario {
-    /// The result of a workload that did not complete: asked-for start, no end, its device's
-    /// bytes moved, how it ended.
-    fn unfinished(&self, e: &Entry, outcome: Outcome, moved: Option<u64>) -> WorkloadResult {
+    /// The result of a workload before its measurements are filled in (or of one that did not
+    /// complete): asked-for start, no end, its device's bytes moved, how it ended.
+    pub(crate) fn unfinished(&self, e: &Entry, outcome: Outcome, moved: Option<u64>) -> WorkloadResult {
         WorkloadResult {
             name: e.name.clone(),
             kind: e.kind,

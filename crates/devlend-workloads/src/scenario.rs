@@ -320,20 +320,7 @@ impl Scenario {
     }
 
     pub(crate) fn result(&self, e: &Entry) -> WResult<WorkloadResult> {
-        let mut r = WorkloadResult {
-            name: e.name.clone(),
-            kind: e.kind,
-            at: e.at,
-            start: e.at,
-            end: None,
-            bytes: e.bytes,
-            fio: None,
-            round_trips: None,
-            ntb_perf: None,
-            nic: None,
-            outcome: crate::outcome::Outcome::Completed,
-            moved: None,
-        };
+        let mut r = self.unfinished(e, crate::outcome::Outcome::Completed, None);
         match &e.track {
             Track::Stream(i) => {
                 let s = &self.m.streams()[*i];
