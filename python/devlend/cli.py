@@ -114,16 +114,21 @@ def export(file: str = typer.Argument(..., help="topology file"),
 def schema(output: Optional[str] = typer.Option(None, "-o", "--output", help="write to a file instead of stdout")) -> None:
     """Print the topology JSON Schema (for editor completion and validation)."""
     from .topology import schema_json
-    text = schema_json()
-    if output:
-        try:
-            with open(output, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as e:
-            _fail(e)
-        err.print(f"wrote {output}", markup=False)
-    else:
+    emit(schema_json(), output)
+
+
+def emit(text: str, output: Optional[str], quiet: bool = False) -> None:
+    """`text` to stdout, or to the file `output` (saying so on stderr unless `quiet`)."""
+    if not output:
         sys.stdout.write(text)
+        return
+    try:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as e:
+        _fail(e)
+    if not quiet:
+        err.print(f"wrote {output}", markup=False)
 
 
 @app.command("import-lspci")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Optional
 
 import typer
@@ -29,7 +28,7 @@ def fio_cmd(ctx: typer.Context,
             output_format: str = typer.Option("normal", "--output-format", help="normal, json or json+ (as fio)"),
             output: Optional[str] = typer.Option(None, "--output", help="write the result here instead of stdout (as fio)"),
             quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress or notes on stderr")) -> None:
-    from .cli import _fail, err
+    from .cli import _fail, emit, err
     from . import load
     from .fio import jobfile as jf, run, text
     from .progress import spinner
@@ -57,16 +56,7 @@ def fio_cmd(ctx: typer.Context,
         body = text.render(doc, header)
     else:
         body = json.dumps(doc, indent=2) + "\n"
-    if output:
-        try:
-            with open(output, "w", encoding="utf-8") as fh:
-                fh.write(body)
-        except OSError as e:
-            _fail(e)
-        if not quiet:
-            err.print(f"wrote {output}", markup=False)
-    else:
-        sys.stdout.write(body)
+    emit(body, output, quiet)
 
 
 fio_cmd.__doc__ = HELP

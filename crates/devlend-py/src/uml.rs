@@ -12,11 +12,13 @@ pyo3::create_exception!(_core, UmlError, pyo3::exceptions::PyException);
 #[pyfunction]
 #[pyo3(signature = (topology_json, host, device, socket, blocks, connect_s=60.0))]
 fn uml_serve<'py>(py: Python<'py>, topology_json: &str, host: &str, device: &str, socket: &str, blocks: u64, connect_s: f64) -> PyResult<Bound<'py, PyDict>> {
+    // The error is rendered before the GIL is taken back: the model's errors it carries are not Send.
     let r = py.detach(|| {
-        let dev = devlend_uml::NvmeDevice::new(topology_json, host, device, blocks)?;
-        devlend_uml::serve(socket, dev, Duration::from_secs_f64(connect_s))
+        let served = devlend_uml::NvmeDevice::new(topology_json, host, device, blocks)
+            .and_then(|dev| devlend_uml::serve(socket, dev, Duration::from_secs_f64(connect_s)));
+        served.map_err(|e| e.to_string())
     });
-    let s = r.map_err(|e| PyErr::new::<UmlError, _>(e.to_string()))?;
+    let s = r.map_err(PyErr::new::<UmlError, _>)?;
     let d = PyDict::new(py);
     d.set_item("simulated_ps", s.simulated_ps)?;
     d.set_item("commands", s.commands)?;

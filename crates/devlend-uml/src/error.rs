@@ -14,8 +14,18 @@ pub enum UmlError {
     Address { what: &'static str, addr: u64, len: u64 },
     /// A virtqueue the guest set up wrongly.
     Queue { index: u32, what: &'static str },
-    /// The topology or device cannot be served (beyond UML's PCI, unknown names, the model).
-    Setup { what: String },
+    /// No guest connected to the device's socket in time.
+    NoGuest { socket: String, waited: std::time::Duration },
+    /// The device's BARs do not fit UML's one PCI window.
+    BarWindow { device: String, total: u64, window: u64 },
+    /// The device has more MSI-X vectors than UML's PCI has in all.
+    MsiVectors { device: String, vectors: u16, limit: u16 },
+    /// The guest's kernel could not be given an interrupt for an MSI-X entry it programmed.
+    MsixEntry { entry: usize, error: Box<dyn std::error::Error> },
+    /// A region of the guest's memory is not RAM of its host in the topology.
+    NotRam { base: u64, size: u64 },
+    /// devlend's model refused a step (the topology, the borrow, a mapping, the engine).
+    Model { during: &'static str, error: Box<dyn std::error::Error> },
 }
 
 pub type UmlResult<T> = Result<T, UmlError>;
@@ -28,7 +38,16 @@ impl fmt::Display for UmlError {
             UmlError::Protocol { request, what, offset } => write!(f, "vhost-user request {request}: {what} (at byte {offset})"),
             UmlError::Address { what, addr, len } => write!(f, "{what}: guest-physical {addr:#x}+{len:#x} is outside the guest's shared memory"),
             UmlError::Queue { index, what } => write!(f, "virtqueue {index}: {what}"),
-            UmlError::Setup { what } => write!(f, "{what}"),
+            UmlError::NoGuest { socket, waited } => write!(f, "no guest connected to {socket} within {waited:?}"),
+            UmlError::BarWindow { device, total, window } => {
+                write!(f, "{device}: its BARs take {total:#x} bytes; UML's PCI has one {window:#x}-byte window for all BARs")
+            }
+            UmlError::MsiVectors { device, vectors, limit } => write!(f, "{device}: {vectors} MSI-X vectors; UML's PCI has {limit} in all"),
+            UmlError::NotRam { base, size } => {
+                write!(f, "the guest's memory {base:#x}+{size:#x} is not RAM of its host in the topology (give the host more ram)")
+            }
+            UmlError::MsixEntry { entry, error } => write!(f, "MSI-X entry {entry}: {error}"),
+            UmlError::Model { during, error } => write!(f, "{during}: {error}"),
         }
     }
 }

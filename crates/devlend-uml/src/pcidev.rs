@@ -64,14 +64,16 @@ pub struct NvmeDevice {
     pub counts: Counts,
 }
 
-fn setup(what: impl Into<String>) -> UmlError {
-    UmlError::Setup { what: what.into() }
+/// A step of devlend's model that failed, as the error the server reports.
+fn model<E: std::error::Error + 'static>(during: &'static str) -> impl FnOnce(E) -> UmlError {
+    move |e| UmlError::Model { during, error: Box::new(e) }
 }
 
 impl NvmeDevice {
     /// Drive `device` of the topology for guest host `host` (borrowed when it sits elsewhere), with `blocks` blocks.
     pub fn new(topology_json: &str, host: &str, device: &str, blocks: u64) -> UmlResult<NvmeDevice> {
-        let (machine, ctrl, host_id, dev) = devlend_devices::nvme_run::machine(topology_json, host, device, blocks).map_err(|e| setup(e.to_string()))?;
+        let (machine, ctrl, host_id, dev) =
+            devlend_devices::nvme_run::machine(topology_json, host, device, blocks).map_err(model("setting up the drive on the topology"))?;
         let func = ctrl.borrow().func;
         let mut d = NvmeDevice {
             machine,
@@ -97,15 +99,15 @@ impl NvmeDevice {
         let (bars, vectors) = (f.bars.clone(), f.msix_vectors);
         let total: u64 = bars.iter().map(|b| b.size).sum();
         if total > UML_BAR_WINDOW {
-            return Err(setup(format!("{device}: its BARs take {total:#x} bytes; UML's PCI has one {UML_BAR_WINDOW:#x}-byte window for all BARs")));
+            return Err(UmlError::BarWindow { device: device.into(), total, window: UML_BAR_WINDOW });
         }
         if vectors > UML_MSI_VECTORS {
-            return Err(setup(format!("{device}: {vectors} MSI-X vectors; UML's PCI has {UML_MSI_VECTORS} in all")));
+            return Err(UmlError::MsiVectors { device: device.into(), vectors, limit: UML_MSI_VECTORS });
         }
-        let os = w.os(self.host).map_err(|e| setup(e.to_string()))?;
+        let os = w.os(self.host).map_err(model("the guest host's kernel"))?;
         for b in &bars {
             let i = b.index as usize;
-            self.bar_cpu[i] = os.pci_iomap(self.dev, b.index).map_err(|e| setup(e.to_string()))?;
+            self.bar_cpu[i] = os.pci_iomap(self.dev, b.index).map_err(model("mapping the drive's BARs"))?;
             self.bar_size[i] = b.size;
             self.bar_64[i] = b.bits == 64;
         }
@@ -119,7 +121,7 @@ impl NvmeDevice {
         let mut w = self.machine.world();
         for (base, size, ptr) in mem.regions() {
             if !w.kernel(self.host).is_ok_and(|k| k.is_ram(base, size)) {
-                return Err(setup(format!("the guest's memory {base:#x}+{size:#x} is not RAM of its host in the topology (give the host more ram)")));
+                return Err(UmlError::NotRam { base, size });
             }
             // SAFETY: `mem` maps the region for as long as the session runs; the machine is dropped with it.
             unsafe { w.fabric.ram[self.host as usize].attach(base, ptr, size) };
@@ -128,7 +130,7 @@ impl NvmeDevice {
         let bus = w
             .os(self.host)
             .and_then(|mut os| os.dma_map_single(self.dev, lo, hi - lo, DmaDir::Bidirectional))
-            .map_err(|e| setup(format!("mapping the guest's RAM for the device: {e}")))?;
+            .map_err(model("mapping the guest's RAM for the device"))?;
         self.ctrl.borrow_mut().dma_offset = bus.wrapping_sub(lo);
         Ok(())
     }
@@ -259,7 +261,7 @@ impl NvmeDevice {
                 .world()
                 .os(self.host)
                 .and_then(|mut os| os.request_irq(self.dev, e as u16, e as u32))
-                .map_err(|err| setup(format!("MSI-X entry {e}: {err}")))?;
+                .map_err(|err| UmlError::MsixEntry { entry: e, error: Box::new(err) })?;
             self.msix[e].vector = Some(v);
             self.by_vector.insert(v, e as u16);
         }
@@ -273,7 +275,7 @@ impl NvmeDevice {
 
     /// Run the machine until nothing is left to happen.
     fn run(&mut self) -> UmlResult<()> {
-        self.machine.run().map_err(|e| setup(format!("the engine: {e}")))
+        self.machine.run().map_err(model("the engine"))
     }
 
     /// The MSI-X messages that reached the guest's host since the last call, as the data the

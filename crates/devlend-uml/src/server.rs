@@ -47,7 +47,7 @@ pub fn serve(socket: &str, dev: NvmeDevice, deadline: Duration) -> UmlResult<Sum
     let listener = UnixListener::bind(socket).map_err(|error| UmlError::Io { what: "binding the device socket", error })?;
     let start = Instant::now();
     if !poll_one(listener.as_raw_fd(), deadline)? {
-        return Err(UmlError::Setup { what: format!("no guest connected to {socket} within {deadline:?}") });
+        return Err(UmlError::NoGuest { socket: socket.into(), waited: deadline });
     }
     let (stream, _) = listener.accept().map_err(|error| UmlError::Io { what: "accepting the guest", error })?;
     let mut s = Session {
