@@ -18,7 +18,8 @@ gpu_a, gpu_b, via peer|ram, rounds), ``ntb_perf`` (runner, peer, use_dma, thread
 total_order) and ``nic`` (runner, nic, config base|hypertrio, tenants, duration, profile, order,
 packets_per_tenant, epoch: the hyper-tenant NIC of 002, ``Scenario.nic``); ``fault`` (kind, target): a fault at that time (kinds in ``devlend.pool.FAULT_KINDS``:
 link-down/link-up of an NTB, host-crash/host-reboot, surprise-removal, port-down/port-up of a
-device's slot, a root port HOST.rpN or a switch port COMPONENT.PORT, completion-timeout, poisoned).
+device's slot, a root port HOST.rpN or a switch port COMPONENT.PORT, completion-timeout, poisoned of a device
+or of a 4 KiB page of a host's RAM, HOST.ram+OFFSET).
 
 A fault strikes the pool (lends it ends are over: a later ``return`` of such a device is skipped)
 and the machine at its time: flows in flight stop where it cuts them, and a workload the fault

@@ -125,7 +125,7 @@ pub struct Scenario {
     /// Per NVMe drive in use: its media parameters.
     media: Vec<(String, devlend_devices::nvme::Media)>,
     /// The topology's VMs, runners as hosts are.
-    guests: Guests,
+    pub(crate) guests: Guests,
     /// Faults injected (`fault`).
     pub(crate) faults: Vec<crate::fault::FaultEntry>,
     /// Go on past a workload's failure (`outcome`), and each failed workload's first failure.
