@@ -212,9 +212,9 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
     else:
         sys.stdout.write(render(res, fmt))
     try:
-        from .provenance import record
+        from .provenance import command_line, record
         testbed = topology or (exp.stand and _shipped_path(exp.stand.testbed))
-        rec = record(sets=sets, topology=testbed, command=f"devlend experiment {name}" + (" --quick" if quick else ""))
+        rec = record(sets=sets, topology=testbed, command=command_line())
         written = _write_outputs(res, name, csv_out, out_dir, rec)
     except OSError as e:
         _fail(e)
@@ -240,18 +240,15 @@ def _shipped_path(testbed: str) -> Optional[str]:
 
 def _write_outputs(res, name: str, csv_out: Optional[str], out_dir: Optional[str], rec: dict) -> list[str]:
     """The table as CSV and the plot, each carrying the run's provenance (`devlend provenance FILE`)."""
-    from .provenance import csv_line, stamp_png
+    from .provenance import stamp_png, write_csv
     written = []
-    text = res.to_csv() + csv_line(rec)
     if csv_out:
-        with open(csv_out, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        write_csv(csv_out, res.to_csv(), rec)
         written.append(csv_out)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
         path = os.path.join(out_dir, f"{name}.csv")
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        write_csv(path, res.to_csv(), rec)
         written.append(path)
         if res.plot is not None:
             png = os.path.join(out_dir, f"{name}.png")

@@ -1,11 +1,22 @@
-"""Machine-readable results on stdout (``--format csv|json``): only the data, never mixed with a
-table, notes or "wrote" lines (those go to stderr)."""
+"""Results on stdout in the form asked for (``--format table|csv|json``): a table for people, or
+only the data (CSV of the main table, or JSON of every table), never mixed with a table, notes or
+"wrote" lines (those go to stderr)."""
 
 from __future__ import annotations
 
 import json
+from typing import Optional
+
+from .errors import DevlendError
 
 FORMATS = ("table", "csv", "json")
+FORMAT_HELP = "table (for people), csv (the main table) or json (every table) on stdout; files written are then listed on stderr"
+
+
+def check(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise DevlendError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    return fmt
 
 
 def render(res, fmt: str) -> str:
@@ -14,3 +25,22 @@ def render(res, fmt: str) -> str:
         return res.to_csv()
     return json.dumps({"name": res.name, "title": res.title, "source": res.source, "columns": res.columns,
                        "rows": res.rows, "notes": res.notes}, indent=2, default=str) + "\n"
+
+
+def frames(fmt: str, tables: dict, extra: Optional[dict] = None) -> str:
+    """DataFrames as data: CSV of the first table, or one JSON object with every table as a list
+    of records (and `extra`'s keys, e.g. the parameters and the provenance)."""
+    first = next(iter(tables.values()))
+    if fmt == "csv":
+        return first.to_csv(index=False)
+    doc = {name: json.loads(df.to_json(orient="records")) for name, df in tables.items()}
+    return json.dumps({**doc, **(extra or {})}, indent=2, default=str) + "\n"
+
+
+def wrote(paths, fmt: str, quiet: bool = False) -> None:
+    """Say what was written: on stdout beside a table, on stderr beside data; nothing when quiet."""
+    if quiet:
+        return
+    from .cli import err, out
+    for p in paths:
+        (out if fmt == "table" else err).print(f"wrote {p}", markup=False)
