@@ -76,3 +76,14 @@ def test_run_workloads_and_run_streams_csvs_carry_the_topology_hash_and_every_se
         assert "topology: pxh830-two-host.yaml" in shown and "set: timing.max_payload=128" in shown, f
     cli("run-streams", "topologies/pxh830-two-host.yaml", "--stream", "a:gpu0:ntb-l.mw1:64KiB", "--csv", str(tmp_path / "s.csv"), "-q")
     assert "topology_hash: sha256:" in _shown(tmp_path / "s.csv")
+
+
+def test_validate_csv_and_plots_carry_provenance(tmp_path):
+    r = cli("validate", "--which", "validation", "--csv", str(tmp_path / "v.csv"), "--plot", str(tmp_path / "p"),
+            "--set", "timing.ntb_latency_ps=300 ns", "--summary", "-q")
+    assert "validation:" in r.stdout and "wrote" not in r.stdout + r.stderr          # -q: nothing said on stderr
+    assert "set: timing.ntb_latency_ps=300 ns" in _shown(tmp_path / "v.csv")
+    pngs = list((tmp_path / "p").iterdir())
+    assert pngs
+    for png in pngs:
+        assert "devlend_version: " in _shown(png)

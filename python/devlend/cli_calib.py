@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from .errors import DevlendError
+from .output import FORMAT_HELP
 
 SET_HELP = ("override a hardware constant for this run: timing.KEY=VALUE, hosts.NAME.KEY=VALUE, ...; "
             "repeatable")
@@ -105,48 +106,63 @@ def validate(which: Optional[str] = typer.Option(None, "--which", help="calibrat
              corpus_file: Optional[str] = typer.Option(None, "--corpus", help="corpus file (default params/corpus/corpus.yaml; "
                                                        "'' for none)"),
              plot_dir: Optional[str] = typer.Option(None, "--plot", help="draw model against measurement per corpus host "
-                                                    "(latency and bandwidth against size) as PNGs into this directory")) -> None:
+                                                    "(latency and bandwidth against size) as PNGs into this directory"),
+             fmt: str = typer.Option("table", "--format", help=FORMAT_HELP),
+             quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress and no 'wrote' lines on stderr")) -> None:
     """Run every published measurement: ours, theirs, error, tolerance and pass/fail, the two sets apart, and per
     source and quantity the number within tolerance and the median and p90 absolute error."""
-    from .cli import _fail, err, out
+    from .cli import _fail, out
     from . import calibration
     from .calibration import validate as v
+    from .output import check, wrote
+    from .progress import spinner
+    from .provenance import command_line, record, stamp_png, write_csv
     from .topology import parse_sets
     try:
+        check("csv" if csv_out == "-" else fmt)
         if which not in (None, *calibration.SETS):
             raise DevlendError(f"--which {which!r}: expected calibration or validation")
         cat = calibration.load(measurements_file or calibration.MEASUREMENTS, corpus_file)
         params = parse_sets(sets) if sets else None
-        verdicts = v.run(cat, which, params, progress=lambda mid: err.print(f"  {mid}", markup=False) if err.is_terminal else None)
+        with spinner("validate: starting", quiet) as say:
+            verdicts = v.run(cat, which, params, progress=(lambda mid: say(f"validate: {mid}")) if say else None)
+        rec = record(sets=sets, command=command_line())
     except (DevlendError, OSError) as e:
         _fail(e)
-    if csv_out == "-":
-        sys.stdout.write(v.to_csv(verdicts))
-        return
-    if not summary_only:
+    if csv_out == "-" or fmt != "table":
+        sys.stdout.write(v.to_csv(verdicts) if fmt == "csv" or csv_out == "-" else _json(v, verdicts, which))
+    else:
+        if not summary_only:
+            for s in calibration.SETS:
+                rows = [x.row() for x in verdicts if x.m.set == s]
+                if rows:
+                    out.print(_table(s, rows))
+            out.print(_breakdown(v.breakdown(verdicts)))
         for s in calibration.SETS:
-            rows = [x.row() for x in verdicts if x.m.set == s]
-            if rows:
-                out.print(_table(s, rows))
-    if not summary_only:
-        out.print(_breakdown(v.breakdown(verdicts)))
-    for s in calibration.SETS:
-        if which in (None, s):
-            out.print(v.summary(verdicts, s), markup=False)
-    if plot_dir:
-        from .calibration.plots import plot_hosts
-        try:
-            paths = plot_hosts(verdicts, plot_dir)
-        except OSError as e:
-            _fail(e)
-        out.print(f"wrote {len(paths)} figures to {plot_dir}", markup=False)
-    if csv_out:
-        try:
-            with open(csv_out, "w", encoding="utf-8") as fh:
-                fh.write(v.to_csv(verdicts))
-        except OSError as e:
-            _fail(e)
-        out.print(f"wrote {csv_out}", markup=False)
+            if which in (None, s):
+                out.print(v.summary(verdicts, s), markup=False)
+    written = []
+    try:
+        if plot_dir:
+            from .calibration.plots import plot_hosts
+            for png in plot_hosts(verdicts, plot_dir):
+                stamp_png(png, rec)
+                written.append(png)
+        if csv_out and csv_out != "-":
+            write_csv(csv_out, v.to_csv(verdicts), rec)
+            written.append(csv_out)
+    except OSError as e:
+        _fail(e)
+    wrote(written, "table" if csv_out == "-" else fmt, quiet)
+
+
+def _json(v, verdicts, which) -> str:
+    """Every verdict, the breakdown per source and quantity, and the summary lines, as one JSON object."""
+    import json
+    from . import calibration
+    return json.dumps({"verdicts": [x.row() for x in verdicts], "breakdown": v.breakdown(verdicts),
+                       "summary": [v.summary(verdicts, s) for s in calibration.SETS if which in (None, s)]},
+                      indent=2, default=str) + "\n"
 
 
 def _table(which: str, rows: list[dict]) -> Table:
