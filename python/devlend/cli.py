@@ -20,6 +20,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="devlend: PCIe device sharing across hosts and tenants, modelled TLP by TLP.")
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+# Every command takes --quiet: no progress, notes, warnings or "wrote" lines on stderr (errors still).
+QUIET = typer.Option(False, "--quiet", "-q", help="no progress, notes or 'wrote' lines on stderr")
 
 
 def _fail(e: Exception) -> None:
@@ -38,7 +40,8 @@ def _build(path: str):
 
 @app.command()
 def topo(file: str = typer.Argument(..., help="topology file (YAML or JSON)"),
-         as_json: bool = typer.Option(False, "--json", help="print the enumerated inventory as JSON")) -> None:
+         as_json: bool = typer.Option(False, "--json", help="print the enumerated inventory as JSON"),
+         quiet: bool = QUIET) -> None:
     """Print each host's PCIe tree like `lspci -tv`, with bus numbers, BARs, bridge windows and NTB windows."""
     from .show import tree_lines
     try:
@@ -51,7 +54,7 @@ def topo(file: str = typer.Argument(..., help="topology file (YAML or JSON)"),
         return
     for line in tree_lines(inv):
         out.print(line, markup=False)
-    for t in fabric.trained_down:
+    for t in [] if quiet else fabric.trained_down:
         err.print(f"devlend: warning: link {t['link']}: {t['message']}", markup=False)
 
 
@@ -61,7 +64,8 @@ def route(file: str = typer.Argument(..., help="topology file"),
           addr: str = typer.Option(..., "--addr", help="address: 0x..., or FUNC.barN / HOST.ram / HOST.msi / NTB.mwN [+OFFSET]"),
           read: bool = typer.Option(False, "--read", help="route a read request and its completion"),
           write: bool = typer.Option(False, "--write", help="route a posted write (the default)"),
-          as_json: bool = typer.Option(False, "--json", help="print the route as JSON")) -> None:
+          as_json: bool = typer.Option(False, "--json", help="print the route as JSON"),
+          quiet: bool = QUIET) -> None:
     """Print the hops a TLP takes, with the address and requester ID in each host's domain."""
     if read and write:
         _fail(DevlendError("choose one of --read and --write"))
@@ -82,7 +86,8 @@ def route(file: str = typer.Argument(..., help="topology file"),
 @app.command()
 def export(file: str = typer.Argument(..., help="topology file"),
            output: str = typer.Option(..., "-o", "--output", help="output path; .dot or .svg"),
-           fmt: Optional[str] = typer.Option(None, "--format", help="dot or svg (default: from the output's suffix)")) -> None:
+           fmt: Optional[str] = typer.Option(None, "--format", help="dot or svg (default: from the output's suffix)"),
+           quiet: bool = QUIET) -> None:
     """Export the topology as a Graphviz DOT file or an SVG drawing (SVG needs Graphviz's `dot`)."""
     from .show import to_dot
     fmt = fmt or os.path.splitext(output)[1].lstrip(".").lower()
@@ -107,14 +112,16 @@ def export(file: str = typer.Argument(..., help="topology file"),
         res = subprocess.run([exe, "-Tsvg", "-o", output], input=dot.encode(), capture_output=True)
         if res.returncode != 0:
             _fail(DevlendError(f"dot failed: {res.stderr.decode(errors='replace').strip()}"))
-    out.print(f"wrote {output}", markup=False)
+    if not quiet:
+        err.print(f"wrote {output}", markup=False)
 
 
 @app.command()
-def schema(output: Optional[str] = typer.Option(None, "-o", "--output", help="write to a file instead of stdout")) -> None:
+def schema(output: Optional[str] = typer.Option(None, "-o", "--output", help="write to a file instead of stdout"),
+           quiet: bool = QUIET) -> None:
     """Print the topology JSON Schema (for editor completion and validation)."""
     from .topology import schema_json
-    emit(schema_json(), output)
+    emit(schema_json(), output, quiet)
 
 
 def emit(text: str, output: Optional[str], quiet: bool = False) -> None:
@@ -138,7 +145,8 @@ def import_lspci(tree: Optional[str] = typer.Option(None, "--tree", help="saved 
                  host: str = typer.Option("imported", "--host", help="host name in the description"),
                  cpu: str = typer.Option("intel-xeon-e5", "--cpu", help="CPU profile"),
                  ram: Optional[str] = typer.Option(None, "--ram", help="RAM size, e.g. '64 GiB'"),
-                 output: Optional[str] = typer.Option(None, "-o", "--output", help="write YAML here instead of stdout")) -> None:
+                 output: Optional[str] = typer.Option(None, "-o", "--output", help="write YAML here instead of stdout"),
+                 quiet: bool = QUIET) -> None:
     """Turn a real machine's lspci output (or sysfs copy) into a host description."""
     from .lspci import main_import
     try:
@@ -147,7 +155,7 @@ def import_lspci(tree: Optional[str] = typer.Option(None, "--tree", help="saved 
         _fail(e)
     if output is None and text:
         sys.stdout.write(text)
-    elif output:
+    elif output and not quiet:
         err.print(f"wrote {output}", markup=False)
 
 
@@ -155,7 +163,8 @@ def import_lspci(tree: Optional[str] = typer.Option(None, "--tree", help="saved 
 def import_merge(files: list[str] = typer.Argument(..., help="imported host descriptions (import-lspci's output), two or more"),
                  name: str = typer.Option("cluster", "--name", help="the cluster's name"),
                  ntb: str = typer.Option("pxh830", "--ntb", help="NTB adapter profile for the links added between hosts"),
-                 output: Optional[str] = typer.Option(None, "-o", "--output", help="write YAML here instead of stdout")) -> None:
+                 output: Optional[str] = typer.Option(None, "-o", "--output", help="write YAML here instead of stdout"),
+                 quiet: bool = QUIET) -> None:
     """Merge imported hosts into one cluster file, adding NTB links between every pair of hosts."""
     from .lspci.merge import main_merge
     try:
@@ -164,7 +173,7 @@ def import_merge(files: list[str] = typer.Argument(..., help="imported host desc
         _fail(e)
     if output is None:
         sys.stdout.write(text)
-    else:
+    elif not quiet:
         err.print(f"wrote {output}", markup=False)
 
 
@@ -182,10 +191,11 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
                opts: Optional[list[str]] = typer.Option(None, "--opt", help="one of the experiment's own options, KEY=VALUE, e.g. "
                                                         "ntb-perf's 'use_dma=1' or 'threads_count=4'; repeatable"),
                fmt: str = typer.Option("table", "--format", help="table (with notes), csv or json on stdout; "
-                                       "files written are then listed on stderr")) -> None:
+                                       "files written are then listed on stderr"),
+               quiet: bool = QUIET) -> None:
     """Rebuild a paper's setup, run it on the model, and print our numbers beside the paper's."""
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from . import experiments
+    from .progress import spinner
     if list_ or name is None:
         for e in experiments.all_experiments():
             out.print(f"{e.name:<12} {e.title}", markup=False)
@@ -195,10 +205,8 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
         exp = experiments.get(name)
         params = parse_sets(sets) if sets else None
         options = _parse_opts(opts or [])
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
-                      transient=True, disable=not err.is_terminal) as bar:
-            task = bar.add_task(f"{name}: starting", total=None)
-            res = exp.run(quick=quick, progress=lambda msg: bar.update(task, description=f"{name}: {msg}"), params=params,
+        with spinner(f"{name}: starting", quiet) as say:
+            res = exp.run(quick=quick, progress=lambda msg: say and say(f"{name}: {msg}"), params=params,
                           topology=topology, origin="--set", options=options)
     except (DevlendError, OSError) as e:
         _fail(e)
@@ -218,8 +226,8 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
         written = _write_outputs(res, name, csv_out, out_dir, rec)
     except OSError as e:
         _fail(e)
-    for w in written:
-        (out if fmt == "table" else err).print(f"wrote {w}", markup=False)
+    from .output import wrote
+    wrote(written, fmt, quiet)
 
 
 def _parse_opts(opts: list[str]) -> dict:
@@ -259,7 +267,8 @@ def _write_outputs(res, name: str, csv_out: Optional[str], out_dir: Optional[str
 
 
 @app.command("provenance")
-def provenance_cmd(file: str = typer.Argument(..., help="a CSV, JSON or PNG that devlend wrote")) -> None:
+def provenance_cmd(file: str = typer.Argument(..., help="a CSV, JSON, JSON-lines or PNG that devlend wrote"),
+                   quiet: bool = QUIET) -> None:
     """Print how a result file was made: devlend's version, parameters and --set, topology and scenario hashes, seed."""
     from .provenance import lines, read
     try:
@@ -295,7 +304,8 @@ def _table(res) -> Table:
 
 @app.command()
 def params(grep: Optional[str] = typer.Option(None, "--grep", help="only the constants whose line matches this regular "
-                                              "expression (case-insensitive), each under its [table]")) -> None:
+                                              "expression (case-insensitive), each under its [table]"),
+           quiet: bool = QUIET) -> None:
     """Print the hardware parameter file (every constant with its source)."""
     from . import _core
     text = _core.params_toml()
@@ -308,7 +318,8 @@ def params(grep: Optional[str] = typer.Option(None, "--grep", help="only the con
     except DevlendError as e:
         _fail(e)
     if not lines:
-        err.print(f"devlend: no constant matches {grep!r}", markup=False)
+        if not quiet:
+            err.print(f"devlend: no constant matches {grep!r}", markup=False)
         raise typer.Exit(1)
     sys.stdout.write("\n".join(lines) + "\n")
 
