@@ -18,7 +18,8 @@ from .errors import DevlendError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False,
                   help="devlend: PCIe device sharing across hosts and tenants, modelled TLP by TLP.")
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+# Tables fit the terminal, or COLUMNS where it is set; piped without COLUMNS, 100 columns.
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 100)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 # Every command takes --quiet: no progress, notes, warnings or "wrote" lines on stderr (errors still).
 QUIET = typer.Option(False, "--quiet", "-q", help="no progress, notes or 'wrote' lines on stderr")
@@ -281,15 +282,10 @@ def provenance_cmd(file: str = typer.Argument(..., help="a CSV, JSON, JSON-lines
 
 def _table(res) -> Table:
     """One column per quantity; a devlend_X / paper_X pair shares a column as 'ours (paper)'."""
-    t = Table(title=f"{res.title}\n[{res.source}]", title_justify="left")
-    cols = []
-    for c in res.columns:
-        if c.startswith("paper_") and f"devlend_{c[6:]}" in res.columns:
-            continue
-        cols.append(c)
-        name = c[8:] if c.startswith("devlend_") else c
-        t.add_column(f"{name}\nours (paper)" if c.startswith("devlend_") else name,
-                     justify="left" if c == res.columns[0] else "right")
+    from .output import table
+    cols = [c for c in res.columns if not (c.startswith("paper_") and f"devlend_{c[6:]}" in res.columns)]
+    headers = [f"{c[8:]}\nours (paper)" if c.startswith("devlend_") else c for c in cols]
+    rows = []
     for r in res.rows:
         cells = []
         for c in cols:
@@ -298,8 +294,8 @@ def _table(res) -> Table:
                 p = r.get("paper_" + c[8:])
                 v += f" ({p})" if p is not None else " (—)"
             cells.append(v)
-        t.add_row(*cells)
-    return t
+        rows.append(cells)
+    return table(f"{res.title}\n[{res.source}]", headers, rows)
 
 
 @app.command()

@@ -28,9 +28,11 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
                                                               "(default params/measurements.yaml)"),
               toml_file: Optional[str] = typer.Option(None, "--toml", help="the file --write edits (default params/hardware.toml)"),
               starts: int = typer.Option(1, "--starts", help="also fit from this many starting points spread inside the bounds "
-                                         "and say whether they land on the same values")) -> None:
+                                         "and say whether they land on the same values"),
+              quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr")) -> None:
     """Fit the fitted constants within their bounds to the calibration set (scipy least squares on relative residuals)."""
-    from .cli import _fail, err, out
+    from .cli import _fail, out
+    from .progress import spinner
     from . import calibration
     from .calibration.fit import calibrate as fit, identifiability, spread_starts
     from .calibration.tomledit import write_fitted
@@ -39,11 +41,16 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
 
         def progress(n, vals, cost):
             shown = ", ".join(f"{c.name}={v / 1000:.1f} ns" if c.unit == "ps" else f"{c.name}={v:g}" for c, v in zip(chosen, vals))
-            err.print(f"  evaluation {n}: {shown}; cost {cost:.3g}", markup=False)
+            if say:
+                say(f"calibrate: evaluation {n}: {shown}; cost {cost:.3g}")
         chosen = [c for c in cat.fitted if not only or c.key in only]
-        r = fit(cat, only=only or None, fit_ids=measurement or None, progress=progress, max_nfev=max_evaluations)
-        others = [fit(cat, only=only or None, fit_ids=measurement or None, max_nfev=max_evaluations, start=st)
-                  for st in (spread_starts(cat, starts, only or None) if starts > 1 else [])]
+        with spinner("calibrate: starting", quiet) as say:
+            r = fit(cat, only=only or None, fit_ids=measurement or None, progress=progress, max_nfev=max_evaluations)
+            others = []
+            for k, st in enumerate(spread_starts(cat, starts, only or None) if starts > 1 else [], start=1):
+                if say:
+                    say(f"calibrate: fitting again from start {k}")
+                others.append(fit(cat, only=only or None, fit_ids=measurement or None, max_nfev=max_evaluations, start=st))
     except (DevlendError, OSError) as e:
         _fail(e)
     t = Table(title="fitted constants", title_justify="left")

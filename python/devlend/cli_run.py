@@ -41,12 +41,10 @@ def parse_stream(spec: str) -> dict:
 
 
 def _table(df, title: str) -> Table:
-    t = Table(title=title, title_justify="left")
-    for c in df.columns:
-        t.add_column(c, justify="left" if c in ("name", "requester", "link") else "right")
-    for row in df.itertuples(index=False):
-        t.add_row(*[f"{v:.3f}" if isinstance(v, float) else (hex(v) if c == "addr" else str(v)) for c, v in zip(df.columns, row)])
-    return t
+    from .output import table
+    text = [[f"{v:.3f}" if isinstance(v, float) else (hex(v) if c == "addr" else str(v)) for c, v in zip(df.columns, row)]
+            for row in df.itertuples(index=False)]
+    return table(title, list(df.columns), text)
 
 
 def run_streams(file: str = typer.Argument(..., help="topology file (YAML or JSON)"),

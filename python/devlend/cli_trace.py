@@ -112,7 +112,8 @@ def build(inputs: List[str] = typer.Argument(..., help="QEMU intel-iommu logs an
 
 @app.command()
 def info(trace: str = typer.Argument(..., help=".dlt trace"),
-         as_json: bool = typer.Option(False, "--json", help="print as JSON")) -> None:
+         as_json: bool = typer.Option(False, "--json", help="print as JSON"),
+         quiet: bool = typer.Option(False, "--quiet", "-q", help="accepted for uniformity (info draws no progress)")) -> None:
     """Header and a verifying pass over a .dlt trace (counts, per-tenant lengths, how it was made)."""
     i = json.loads(_core_call(lambda c: c.hypertrio_trace_info, trace))
     if as_json:
@@ -154,13 +155,15 @@ def synth(output: str = typer.Option(..., "-o", "--output", help="the .dlt trace
 
 
 @app.command()
-def sample(output: str = typer.Option(..., "-o", "--output", help="where to copy the sample log")) -> None:
+def sample(output: str = typer.Option(..., "-o", "--output", help="where to copy the sample log"),
+           quiet: bool = typer.Option(False, "--quiet", "-q", help="do not say what was written")) -> None:
     """Copy the shipped sample QEMU log (3 tenants, made by devlend/traces/sample_log.py)."""
     try:
         shutil.copyfile(SAMPLE_LOG, output)
     except OSError as e:
         _fail(e)
-    out.print(f"wrote {output}", markup=False)
+    if not quiet:
+        out.print(f"wrote {output}", markup=False)
 
 
 if __name__ == "__main__":

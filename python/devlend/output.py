@@ -44,3 +44,27 @@ def wrote(paths, fmt: str, quiet: bool = False) -> None:
     from .cli import err, out
     for p in paths:
         (out if fmt == "table" else err).print(f"wrote {p}", markup=False)
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text.split(" ")[0].replace(",", ""))
+        return True
+    except ValueError:
+        return text in ("", "—", "nan", "None")
+
+
+def table(title: str, headers: list[str], rows: list[list[str]], left: int = 1):
+    """A rich Table for people that fits the console by wrapping, not by cutting: headers break at
+    their underscores and spaces; the first `left` columns and every column of words (names,
+    links, states) are left-aligned and fold where they must; a column of numbers keeps its digits
+    (never narrower than its longest value) and takes no more room than that."""
+    from rich.table import Table
+    t = Table(title=title, title_justify="left")
+    for i, h in enumerate(headers):
+        numeric = i >= left and all(_number(r[i]) for r in rows)
+        width = max([len(r[i]) for r in rows] + [min(8, max(map(len, h.replace("\n", " ").split("_"))))]) if numeric else None
+        t.add_column(h.replace("_", " "), justify="right" if numeric else "left", overflow="fold", min_width=width, max_width=width)
+    for r in rows:
+        t.add_row(*r)
+    return t

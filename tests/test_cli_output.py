@@ -1,0 +1,68 @@
+"""What a person reads: every command takes --quiet; nothing that draws progress reaches a pipe;
+every command that prints results takes --format json and prints JSON alone; the main tables fit
+80 columns at COLUMNS=80."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+PXH = "topologies/pxh830-two-host.yaml"
+FOUR = "topologies/four-server-cluster.yaml"
+# Characters rich and tqdm draw progress with (spinner frames, bars, carriage returns).
+PROGRESS = set("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏━╸╺█▏▎▍▌▋▊▉\r")
+
+
+def cli(*args, env=None, check=True):
+    return subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True, cwd=ROOT, check=check,
+                          env={**os.environ, **(env or {})})
+
+
+def _leaves(group, prefix=()):
+    for name, cmd in group.commands.items():
+        if hasattr(cmd, "commands"):
+            yield from _leaves(cmd, prefix + (name,))
+        else:
+            yield prefix + (name,), cmd
+
+
+def test_every_command_takes_quiet():
+    from typer.main import get_command
+    from devlend.cli import app
+    missing = [" ".join(path) for path, cmd in _leaves(get_command(app))
+               if path[0] != "linux" and not any("--quiet" in p.opts for p in cmd.params)]
+    assert not missing, f"commands without --quiet: {missing}"
+
+
+# Each command that prints results, with --format json: (args, a key its JSON has).
+JSON_COMMANDS = [
+    (["experiment", "hops", "--format", "json"], "rows"),
+    (["run-streams", PXH, "--stream", "a:gpu0:ntb-l.mw1:64KiB", "--format", "json"], "links"),
+    (["run-workloads", PXH, "--stream", "a:gpu0:ntb-l.mw1:64KiB", "--format", "json"], "workloads"),
+    (["pool", FOUR, "--reset", "--format", "json", "list"], "pool"),
+    (["validate", "--corpus", "", "--format", "json"], "verdicts"),
+]
+
+
+@pytest.mark.parametrize("args, key", JSON_COMMANDS, ids=[a[0] for a, _ in JSON_COMMANDS])
+def test_format_json_prints_json_alone_and_nothing_piped_draws_progress(args, key, tmp_path):
+    r = cli(*args, env={"XDG_STATE_HOME": str(tmp_path)})
+    assert key in json.loads(r.stdout)
+    assert not PROGRESS & set(r.stderr + r.stdout), r.stderr
+
+
+@pytest.mark.parametrize("args", [["experiment", "hops"], ["experiment", "d3", "--quick"],
+                                  ["run-streams", PXH, "--stream", "a:gpu0:ntb-l.mw1:64KiB"],
+                                  ["run-workloads", PXH, "--stream", "a:gpu0:ntb-l.mw1:64KiB"],
+                                  ["pool", FOUR, "--reset", "connect", "server2", "server1", "add", "gpu2", "show", "gpu2"],
+                                  ["validate", "--corpus", ""]], ids=lambda a: " ".join(a[:2]))
+def test_main_tables_fit_80_columns(args, tmp_path):
+    r = cli(*args, env={"COLUMNS": "80", "XDG_STATE_HOME": str(tmp_path)})
+    table = [line for line in r.stdout.splitlines() if set(line) & set("│┃┏┗└┌━─")]
+    assert table, r.stdout
+    wide = [line for line in table if len(line) > 80]
+    assert not wide, "\n".join(wide)
