@@ -45,6 +45,9 @@ JSON_COMMANDS = [
     (["run-workloads", PXH, "--stream", "a:gpu0:ntb-l.mw1:64KiB", "--format", "json"], "workloads"),
     (["pool", FOUR, "--reset", "--format", "json", "list"], "pool"),
     (["validate", "--corpus", "", "--format", "json"], "verdicts"),
+    (["topo", PXH, "--format", "json"], "hosts"),
+    (["route", PXH, "--from", "lender:gpu0", "--addr", "ntb-l.mw1", "--format", "json"], "hops"),
+    (["trace", "replay", "python/devlend/traces/sample_qemu.log", "--format", "json"], "translations"),
 ]
 
 
@@ -66,3 +69,18 @@ def test_main_tables_fit_80_columns(args, tmp_path):
     assert table, r.stdout
     wide = [line for line in table if len(line) > 80]
     assert not wide, "\n".join(wide)
+
+
+def test_format_csv_of_route_topo_and_provenance_is_data(tmp_path):
+    import csv
+    import io
+    rows = list(csv.DictReader(io.StringIO(cli("route", PXH, "--from", "lender:gpu0", "--addr", "ntb-l.mw1", "--read",
+                                               "--format", "csv").stdout)))
+    assert {r["route"] for r in rows} == {"request", "completion"} and rows[0]["kind"] == "start"
+    tree = list(csv.DictReader(io.StringIO(cli("topo", PXH, "--format", "csv").stdout)))
+    assert any(r["component"] == "gpu0" and r["host"] == "lender" for r in tree)
+    cli("run-streams", PXH, "--stream", "a:gpu0:ntb-l.mw1:64KiB", "--csv", str(tmp_path / "s.csv"), "-q")
+    rec = json.loads(cli("provenance", str(tmp_path / "s.csv"), "--format", "json").stdout)
+    assert rec["topology"] == "pxh830-two-host.yaml"
+    bad = cli("route", PXH, "--from", "lender:gpu0", "--addr", "ntb-l.mw1", "--format", "yaml", check=False)
+    assert bad.returncode == 2 and "expected one of table, csv, json" in bad.stderr

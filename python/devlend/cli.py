@@ -41,22 +41,45 @@ def _build(path: str):
 
 @app.command()
 def topo(file: str = typer.Argument(..., help="topology file (YAML or JSON)"),
-         as_json: bool = typer.Option(False, "--json", help="print the enumerated inventory as JSON"),
+         as_json: bool = typer.Option(False, "--json", help="print the enumerated inventory as JSON (as --format json)"),
+         fmt: str = typer.Option("table", "--format", help="table (the trees), csv (one row per function or bridge) or json "
+                                 "(the whole inventory)"),
          quiet: bool = QUIET) -> None:
     """Print each host's PCIe tree like `lspci -tv`, with bus numbers, BARs, bridge windows and NTB windows."""
+    from .output import check
     from .show import tree_lines
     try:
+        check(fmt)
         fabric = _build(file)
         inv = fabric.inventory()
     except (DevlendError, OSError) as e:
         _fail(e)
-    if as_json:
+    if as_json or fmt == "json":
         out.print(json.dumps(inv, indent=2), markup=False)
+        return
+    if fmt == "csv":
+        import pandas as pd
+        sys.stdout.write(pd.DataFrame(_tree_rows(inv)).to_csv(index=False))
         return
     for line in tree_lines(inv):
         out.print(line, markup=False)
     for t in [] if quiet else fabric.trained_down:
         err.print(f"devlend: warning: link {t['link']}: {t['message']}", markup=False)
+
+
+def _tree_rows(inv: dict) -> list[dict]:
+    """Every node of every host's tree as a row: the host, then the node's own scalar fields
+    (lists and mappings as JSON text), depth first."""
+    rows = []
+
+    def walk(host: str, node: dict) -> None:
+        rows.append({"host": host, **{k: json.dumps(v) if isinstance(v, (list, dict)) else v
+                                       for k, v in node.items() if k != "children"}})
+        for child in node.get("children", []):
+            walk(host, child)
+    for h in inv["hosts"]:
+        walk(h["name"], h["tree"])
+    return rows
 
 
 @app.command()
@@ -65,17 +88,27 @@ def route(file: str = typer.Argument(..., help="topology file"),
           addr: str = typer.Option(..., "--addr", help="address: 0x..., or FUNC.barN / HOST.ram / HOST.msi / NTB.mwN [+OFFSET]"),
           read: bool = typer.Option(False, "--read", help="route a read request and its completion"),
           write: bool = typer.Option(False, "--write", help="route a posted write (the default)"),
-          as_json: bool = typer.Option(False, "--json", help="print the route as JSON"),
+          as_json: bool = typer.Option(False, "--json", help="print the route as JSON (as --format json)"),
+          fmt: str = typer.Option("table", "--format", help="table (one line per step), csv (one row per step) or json"),
           quiet: bool = QUIET) -> None:
     """Print the hops a TLP takes, with the address and requester ID in each host's domain."""
+    from .output import check
     if read and write:
         _fail(DevlendError("choose one of --read and --write"))
     try:
+        check(fmt)
         fab = _build(file)
         r = fab.route(requester, addr, write=not read)
     except (DevlendError, OSError) as e:
         _fail(e)
-    if as_json:
+    if fmt == "csv":
+        import pandas as pd
+        from dataclasses import asdict
+        doc = asdict(r)
+        completion = (doc.get("completion") or {}).get("hops") or []
+        steps = [{"route": "request", **h} for h in doc["hops"]] + [{"route": "completion", **h} for h in completion]
+        sys.stdout.write(pd.DataFrame(steps).to_csv(index=False))
+    elif as_json or fmt == "json":
         from dataclasses import asdict
         out.print(json.dumps(asdict(r), indent=2), markup=False)
     else:
@@ -269,13 +302,25 @@ def _write_outputs(res, name: str, csv_out: Optional[str], out_dir: Optional[str
 
 @app.command("provenance")
 def provenance_cmd(file: str = typer.Argument(..., help="a CSV, JSON, JSON-lines or PNG that devlend wrote"),
+                   fmt: str = typer.Option("table", "--format", help="table (key: value lines), csv (key,value rows) or json"),
                    quiet: bool = QUIET) -> None:
     """Print how a result file was made: devlend's version, parameters and --set, topology and scenario hashes, seed."""
+    from .output import check
     from .provenance import lines, read
     try:
+        check(fmt)
         rec = read(file)
     except (DevlendError, OSError, ValueError) as e:
         _fail(e)
+    if fmt != "table":
+        import csv
+        if fmt == "json":
+            sys.stdout.write(json.dumps(rec, indent=2) + "\n")
+            return
+        w = csv.writer(sys.stdout)
+        w.writerow(["key", "value"])
+        w.writerows([k, json.dumps(v) if isinstance(v, (list, dict)) else v] for k, v in rec.items())
+        return
     for line in lines(rec):
         out.print(line, markup=False)
 

@@ -37,6 +37,19 @@ def frames(fmt: str, tables: dict, extra: Optional[dict] = None) -> str:
     return json.dumps({**doc, **(extra or {})}, indent=2, default=str) + "\n"
 
 
+def mapping(fmt: str, doc: dict) -> str:
+    """One record as data: CSV key,value rows (nested values as JSON text) or JSON."""
+    if fmt == "json":
+        return json.dumps(doc, indent=2, default=str) + "\n"
+    import csv
+    import io
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["key", "value"])
+    w.writerows([k, json.dumps(v) if isinstance(v, (list, dict)) else v] for k, v in doc.items())
+    return buf.getvalue()
+
+
 def wrote(paths, fmt: str, quiet: bool = False) -> None:
     """Say what was written: on stdout beside a table, on stderr beside data; nothing when quiet."""
     if quiet:
