@@ -84,3 +84,10 @@ def test_format_csv_of_route_topo_and_provenance_is_data(tmp_path):
     assert rec["topology"] == "pxh830-two-host.yaml"
     bad = cli("route", PXH, "--from", "lender:gpu0", "--addr", "ntb-l.mw1", "--format", "yaml", check=False)
     assert bad.returncode == 2 and "expected one of table, csv, json" in bad.stderr
+
+
+def test_calibrate_format_json_is_the_fit_alone():
+    r = cli("calibrate", "--only", "timing.ntb_latency_ps", "--measurement", "d5-ram-to-ram-back-to-back", "--format", "json",
+            "--max-evaluations", "8", check=False)
+    doc = json.loads(r.stdout)
+    assert doc["constants"][0]["constant"] == "timing.ntb_latency_ps" and doc["residuals"] and "cost" in doc

@@ -29,14 +29,17 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
               toml_file: Optional[str] = typer.Option(None, "--toml", help="the file --write edits (default params/hardware.toml)"),
               starts: int = typer.Option(1, "--starts", help="also fit from this many starting points spread inside the bounds "
                                          "and say whether they land on the same values"),
+              fmt: str = typer.Option("table", "--format", help="table, csv (the fitted constants) or json (constants, "
+                                      "residuals, identifiability, cost)"),
               quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr")) -> None:
     """Fit the fitted constants within their bounds to the calibration set (scipy least squares on relative residuals)."""
     from .cli import _fail, out
     from .progress import spinner
     from . import calibration
-    from .calibration.fit import calibrate as fit, identifiability, spread_starts
-    from .calibration.tomledit import write_fitted
+    from .calibration.fit import calibrate as fit, spread_starts
+    from .output import check
     try:
+        check(fmt)
         cat = calibration.load(measurements_file or calibration.MEASUREMENTS)
 
         def progress(n, vals, cost):
@@ -53,6 +56,38 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
                 others.append(fit(cat, only=only or None, fit_ids=measurement or None, max_nfev=max_evaluations, start=st))
     except (DevlendError, OSError) as e:
         _fail(e)
+    if fmt != "table":
+        _fit_data(fmt, r)
+    else:
+        _fit_tables(r, others)
+    if write:
+        _write(r, toml_file, fmt)
+    elif fmt == "table":
+        out.print("dry run: params/hardware.toml unchanged (--write writes the values)", markup=False)
+
+
+def _fit_data(fmt: str, r) -> None:
+    """The fit as data: the constants (CSV), or constants, residuals, identifiability and cost (JSON)."""
+    import json
+    import pandas as pd
+    from .calibration.fit import identifiability
+    consts = pd.DataFrame([{"constant": c.key, "unit": c.unit, "start": s, "fitted": v, "lower": c.lower, "upper": c.upper}
+                           for c, s, v in zip(r.constants, r.start, r.values)])
+    if fmt == "csv":
+        sys.stdout.write(consts.to_csv(index=False))
+        return
+    doc = {"constants": json.loads(consts.to_json(orient="records")),
+           "residuals": [{"measurement": m.id, "theirs": m.value, "ours": o, "unit": m.unit, "residual": res}
+                         for m, o, res in zip(r.measurements, r.ours, r.residuals)],
+           "identifiability": [{"constant": i.key, "rows": i.rows, "sensitivity": i.sensitivity, "sigma": i.sigma,
+                                "pinned": i.pinned} for i in identifiability(r)],
+           "cost": r.cost, "evaluations": r.evaluations, "message": r.message, "at_bound": list(r.at_bound)}
+    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def _fit_tables(r, others) -> None:
+    from .calibration.fit import identifiability
+    from .cli import out
     t = Table(title="fitted constants", title_justify="left")
     for col in ("constant", "start", "fitted", "bounds"):
         t.add_column(col)
@@ -81,9 +116,13 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
         shown = ", ".join(f"{c.name}={_show(c, v)}" for c, v in zip(o.constants, o.values))
         out.print(f"start {k} of {len(others)}: {shown}; cost {o.cost:.4g}: "
                   + ("the same values" if all(same) else "DIFFERENT: " + ", ".join(c.name for c, ok in zip(r.constants, same) if not ok)), markup=False)
-    if not write:
-        out.print("dry run: params/hardware.toml unchanged (--write writes the values)", markup=False)
-        return
+
+
+def _write(r, toml_file, fmt: str) -> None:
+    """Put the fitted values and their provenance into params/hardware.toml (or `toml_file`)."""
+    from . import calibration
+    from .calibration.tomledit import write_fitted
+    from .cli import _fail, err, out
     path = toml_file or calibration.HARDWARE
     try:
         from .inputs import not_regular
@@ -97,7 +136,7 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
             fh.write(text)
     except (DevlendError, OSError) as e:
         _fail(e)
-    out.print(f"wrote {path}; rebuild the core (pip install -e . or cargo build) for the values to take effect", markup=False)
+    (out if fmt == "table" else err).print(f"wrote {path}; rebuild the core (pip install -e . or cargo build) for the values to take effect", markup=False)
 
 
 def _show(c, v: float) -> str:
