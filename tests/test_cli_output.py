@@ -54,7 +54,10 @@ JSON_COMMANDS = [
 @pytest.mark.parametrize("args, key", JSON_COMMANDS, ids=[a[0] for a, _ in JSON_COMMANDS])
 def test_format_json_prints_json_alone_and_nothing_piped_draws_progress(args, key, tmp_path):
     r = cli(*args, env={"XDG_STATE_HOME": str(tmp_path)})
-    assert key in json.loads(r.stdout)
+    doc = json.loads(r.stdout)
+    assert key in doc
+    if args[0] in ("experiment", "run-streams", "run-workloads"):
+        assert doc["devlend provenance"]["devlend_version"]
     assert not PROGRESS & set(r.stderr + r.stdout), r.stderr
 
 

@@ -235,7 +235,9 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
             out.print(f"{e.name:<12} {e.title}", markup=False)
         return
     try:
+        from .output import check
         from .topology import parse_sets
+        check(fmt)
         exp = experiments.get(name)
         params = parse_sets(sets) if sets else None
         options = _parse_opts(opts or [])
@@ -244,23 +246,23 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
                           topology=topology, origin="--set", options=options)
     except (DevlendError, OSError) as e:
         _fail(e)
-    from .output import FORMATS, render
-    if fmt not in FORMATS:
-        _fail(DevlendError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}"))
+    from .output import render, wrote
+    try:
+        from .provenance import command_line, record
+        testbed = topology or (exp.stand and _shipped_path(exp.stand.testbed))
+        rec = record(sets=sets, topology=testbed, command=command_line())
+    except OSError as e:
+        _fail(e)
     if fmt == "table":
         out.print(_table(res))
         for n in res.notes:
             out.print(f"  note: {n}", markup=False)
     else:
-        sys.stdout.write(render(res, fmt))
+        sys.stdout.write(render(res, fmt, rec))
     try:
-        from .provenance import command_line, record
-        testbed = topology or (exp.stand and _shipped_path(exp.stand.testbed))
-        rec = record(sets=sets, topology=testbed, command=command_line())
         written = _write_outputs(res, name, csv_out, out_dir, rec)
     except OSError as e:
         _fail(e)
-    from .output import wrote
     wrote(written, fmt, quiet)
 
 

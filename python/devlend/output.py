@@ -19,12 +19,16 @@ def check(fmt: str) -> str:
     return fmt
 
 
-def render(res, fmt: str) -> str:
-    """An ExperimentResult as CSV (the table's columns) or JSON (name, title, source, columns, rows, notes)."""
+def render(res, fmt: str, provenance: Optional[dict] = None) -> str:
+    """An ExperimentResult as CSV (the table's columns) or JSON (name, title, source, columns, rows,
+    notes and, given, the run's provenance)."""
     if fmt == "csv":
         return res.to_csv()
-    return json.dumps({"name": res.name, "title": res.title, "source": res.source, "columns": res.columns,
-                       "rows": res.rows, "notes": res.notes}, indent=2, default=str) + "\n"
+    doc = {"name": res.name, "title": res.title, "source": res.source, "columns": res.columns, "rows": res.rows, "notes": res.notes}
+    if provenance is not None:
+        from .provenance import KEY
+        doc[KEY] = provenance
+    return json.dumps(doc, indent=2, default=str) + "\n"
 
 
 def frames(fmt: str, tables: dict, extra: Optional[dict] = None) -> str:
