@@ -87,7 +87,7 @@ def stamped(doc: dict, rec: dict) -> dict:
 
 
 def csv_line(rec: dict) -> str:
-    return f"# {KEY}: {json.dumps(rec, sort_keys=True)}\n"
+    return f"# {KEY}: {json.dumps(rec, sort_keys=True, default=str)}\n"
 
 
 def stamp_png(path: str, rec: dict) -> None:

@@ -293,14 +293,23 @@ class Scenario:
         """How this run was made (``devlend.provenance.record``): devlend's version, the parameters
         with every override and the effective values, the topology's (and `scenario` file's) hash."""
         from .provenance import overrides, record
-        return record(sets=overrides(self._topology), topology=self._topology._file, scenario=scenario, command=command,
-                      effective=self.params())
+        if scenario is not None and not isinstance(scenario, (str, os.PathLike)):
+            raise WorkloadTypeError(f"provenance scenario {scenario!r}: expected a file path or None", "scenario")
+        if command is not None and not isinstance(command, str):
+            raise WorkloadTypeError(f"provenance command {command!r}: expected a string or None", "command")
+        try:
+            return record(sets=overrides(self._topology), topology=self._topology._file, scenario=scenario,
+                          command=command, effective=self.params())
+        except OSError as e:
+            raise WorkloadValueError(f"provenance scenario {scenario!r}: cannot be read to hash it ({e.strerror})", "scenario") from None
 
     def to_csv(self, path: "Union[str, os.PathLike, None]", links_path: "Union[str, os.PathLike, None]" = None, *,
                provenance: "Optional[dict]" = None) -> None:
         """Write the results (and the link statistics) as CSV, each under a commented parameters
         line and ending with the run's provenance (`provenance`, default ``self.provenance()``)."""
         from .provenance import write_csv
+        if provenance is not None and not isinstance(provenance, dict):
+            raise WorkloadTypeError(f"to_csv provenance {provenance!r}: expected a dict (Scenario.provenance()) or None", "provenance")
         rec = provenance or self.provenance()
         for p, df in ((path, self.results()), (links_path, self.link_stats())):
             if p is not None:
