@@ -40,11 +40,28 @@ def parse_stream(spec: str) -> dict:
     return {"name": name, "requester": requester, "addr": addr, "nbytes": nbytes, "write": write, "at_ns": at}
 
 
+def _cell(c: str, v) -> str:
+    """A value as a person reads it: floats to 3 places, addresses in hex, an empty cell as a dash."""
+    import pandas as pd
+    if v is None or (not isinstance(v, str) and pd.isna(v)):
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return hex(v) if c == "addr" else str(v)
+
+
 def _table(df, title: str) -> Table:
+    """The frame as a table for people; where its columns cannot fit the console even wrapped
+    (many quantities, few rows), turned on its side: one row per quantity, one column per row."""
+    from .cli import out
     from .output import table
-    text = [[f"{v:.3f}" if isinstance(v, float) else (hex(v) if c == "addr" else str(v)) for c, v in zip(df.columns, row)]
-            for row in df.itertuples(index=False)]
-    return table(title, list(df.columns), text)
+    headers = list(df.columns)
+    text = [[_cell(c, v) for c, v in zip(headers, row)] for row in df.itertuples(index=False)]
+    need = sum(3 + min(8, max([len(r[i]) for r in text] + [1])) for i in range(len(headers)))
+    if need > (out.width or 100) and 0 < len(text) <= 6:
+        sideways = [[h] + [r[i] for r in text] for i, h in enumerate(headers[1:], start=1)]
+        return table(title, [headers[0]] + [r[0] for r in text], sideways)
+    return table(title, headers, text)
 
 
 def run_streams(file: str = typer.Argument(..., help="topology file (YAML or JSON)"),

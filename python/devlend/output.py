@@ -80,8 +80,10 @@ def table(title: str, headers: list[str], rows: list[list[str]], left: int = 1):
     t = Table(title=title, title_justify="left")
     for i, h in enumerate(headers):
         numeric = i >= left and all(_number(r[i]) for r in rows)
-        width = max([len(r[i]) for r in rows] + [min(8, max(map(len, h.replace("\n", " ").split("_"))))]) if numeric else None
-        t.add_column(h.replace("_", " "), justify="right" if numeric else "left", overflow="fold", min_width=width, max_width=width)
+        values = max([len(r[i]) for r in rows] + [4])
+        word = max(map(len, h.replace("\n", " ").split("_")))
+        t.add_column(h.replace("_", " "), justify="right" if numeric else "left", overflow="fold",
+                     min_width=values if numeric else None, max_width=max(values, word) if numeric else None)
     for r in rows:
         t.add_row(*r)
     return t
