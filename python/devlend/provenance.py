@@ -6,7 +6,7 @@ scenario files, and the seed.
 Where it goes: a CSV ends with one ``# devlend provenance: {json}`` line (CSV readers skip it with
 ``comment='#'``); a JSON document gets a top-level ``"devlend provenance"`` object; each line of a
 JSON-lines store (a sweep's) one of that name; a PNG a text chunk of that name. Every writer goes
-through :func:`write_csv`, :func:`write_json` or :func:`stamp_png`.
+through :func:`write_csv`, :func:`stamped` (a JSON document) or :func:`stamp_png`.
 """
 
 from __future__ import annotations
@@ -76,13 +76,8 @@ def write_csv(path, table, rec: dict, header: Optional[str] = None) -> None:
         fh.write(csv_line(rec))
 
 
-def write_json(path, doc: dict, rec: dict) -> None:
-    """A JSON document with the record as its top-level ``"devlend provenance"`` object."""
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(stamped(doc, rec), indent=2) + "\n")
-
-
 def stamped(doc: dict, rec: dict) -> dict:
+    """A JSON document with the record as its top-level ``"devlend provenance"`` object."""
     return {**doc, KEY: rec}
 
 
