@@ -42,9 +42,9 @@ def fio_cmd(ctx: typer.Context,
         with spinner(f"fio {jobfile}: {sum(j.numjobs for j in jobs)} job(s) on {device} from {host}", quiet):
             outs = run.simulate(topo.to_json(), host, device, jobs)
         doc = run.to_json(jobs, outs, global_opts, device, plus=output_format == "json+")
-        from .provenance import KEY, record
-        doc[KEY] = record(topology=topology, scenario=jobfile, seed=sorted({j.randseed for j in jobs}),
-                          command=f"devlend fio {jobfile} --host {host} --device {device} " + " ".join(ctx.args))
+        from .provenance import command_line, record, stamped
+        doc = stamped(doc, record(topology=topology, scenario=jobfile, seed=sorted({j.randseed for j in jobs}),
+                                  command=command_line()))
     except (DevlendError, OSError) as e:
         _fail(e)
     if not quiet:

@@ -10,7 +10,10 @@ import typer
 
 from .cli_run import STREAM_HELP, _table, parse_stream
 from .errors import DevlendError
+from .output import FORMAT_HELP
 from .sizes import parse_size
+
+QUIET_HELP = "no progress bar and no 'wrote' lines on stderr"
 
 GPU_HELP = ("a GPU copy NAME:HOST:DEVICE:htod|dtoh:BYTES[@START_NS], e.g. c:borrower:gpu0:dtoh:8MiB@1000; "
             "HOST runs the driver and borrows DEVICE if it sits elsewhere")
@@ -105,18 +108,25 @@ def run_workloads(file: str = typer.Argument(..., help="topology file (YAML or J
                   ntb_perf: list[str] = typer.Option([], "--ntb-perf", "-n", help=NTB_PERF_HELP),
                   csv_out: Optional[str] = typer.Option(None, "--csv", help="write the workloads' table as CSV to this file"),
                   links_csv: Optional[str] = typer.Option(None, "--links-csv", help="write the links' table as CSV to this file"),
-                  set_: list[str] = typer.Option([], "--set", help=SET_HELP)) -> None:
+                  set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+                  fmt: str = typer.Option("table", "--format", help=FORMAT_HELP),
+                  quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP)) -> None:
     """Run streams, GPU copies and ping-pongs, fio jobs and ntb_perf at once on one clock and print
     each workload's start, end, bandwidth (IOPS and latency for fio, round trips for a ping-pong)
     and each loaded link direction's statistics; --set overrides hardware constants (no rebuild)."""
     from .cli import _fail, out
+    from .output import check, frames, wrote
+    from .progress import spinner
+    from .provenance import KEY, command_line
     from .scenario import Scenario
     from .topology import load, parse_sets
     try:
+        check(fmt)
         if not (stream or gpu_copy or fio or gpu_pingpong or ntb_perf):
             raise DevlendError("give at least one --stream, --gpu-copy, --gpu-pingpong, --fio or --ntb-perf")
         streams, copies, jobs = [parse_stream(s) for s in stream], [parse_gpu_copy(g) for g in gpu_copy], [parse_fio(f) for f in fio]
         pongs, perfs = [parse_gpu_pingpong(p) for p in gpu_pingpong], [parse_ntb_perf(n) for n in ntb_perf]
+        names = [w["name"] for w in (*pongs, *perfs, *copies, *jobs, *streams)]
         sc = Scenario(load(file).with_params(parse_sets(set_), "--set") if set_ else file)
         for p in pongs:
             sc.gpu_pingpong(p.pop("name"), p.pop("runner"), p.pop("gpu_a"), p.pop("gpu_b"), **p)
@@ -128,17 +138,18 @@ def run_workloads(file: str = typer.Argument(..., help="topology file (YAML or J
             sc.fio(j["name"], j["runner"], j["drive"], j["rw"], iodepth=j["iodepth"], numjobs=j["numjobs"], ios=j["ios"], at_ns=j["at_ns"])
         for s in streams:
             sc.stream(s["name"], s["requester"], s["addr"], s["nbytes"], write=s["write"], at_ns=s["at_ns"])
-        sc.run()
+        with spinner(f"run-workloads: {', '.join(names)}", quiet):
+            sc.run()
         res, links = sc.results(), sc.link_stats()
+        rec = sc.provenance(command=command_line())
+        sc.to_csv(csv_out, links_csv, provenance=rec)
     except (DevlendError, OSError) as e:
         _fail(e)
-    out.print(_table(res.dropna(axis=1, how="all"), "workloads (times in ns, bandwidth in GB/s, latency in us)"))
-    out.print(_table(links.drop(columns=["link_index", "towards_down"]), "link directions that carried TLPs"))
-    out.print(sc.header(), markup=False)
-    try:
-        sc.to_csv(csv_out, links_csv)
-        for p in (csv_out, links_csv):
-            if p:
-                out.print(f"wrote {p}", markup=False)
-    except OSError as e:
-        _fail(e)
+    if fmt != "table":
+        import sys
+        sys.stdout.write(frames(fmt, {"workloads": res, "links": links}, {"parameters": sc.params(), KEY: rec}))
+    else:
+        out.print(_table(res.dropna(axis=1, how="all"), "workloads (times in ns, bandwidth in GB/s, latency in us)"))
+        out.print(_table(links.drop(columns=["link_index", "towards_down"]), "link directions that carried TLPs"))
+        out.print(sc.header(), markup=False)
+    wrote([p for p in (csv_out, links_csv) if p], fmt, quiet)

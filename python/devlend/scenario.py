@@ -76,6 +76,7 @@ class Scenario:
             topo.build()  # an override or a VM the core refuses is a file:line:field error, as for any topology
         self._s = _call(_core.Scenario, topo.to_json(), hygiene)
         self._ran = False
+        self._topology = topo
 
     def borrow(self, borrower: str, device: str, *, dma_window: "Union[int, None]" = None,
                at_ns: "Union[float, None]" = None) -> "Scenario":
@@ -288,10 +289,28 @@ class Scenario:
         """The parameters as one commented CSV line."""
         return "# " + "; ".join(f"{k}={v}" for k, v in self.params().items())
 
-    def to_csv(self, path: "Union[str, os.PathLike, None]", links_path: "Union[str, os.PathLike, None]" = None) -> None:
-        """Write the results (and the link statistics) as CSV, each under a commented parameters line."""
+    def provenance(self, *, scenario: "Optional[str]" = None, command: "Optional[str]" = None) -> dict:
+        """How this run was made (``devlend.provenance.record``): devlend's version, the parameters
+        with every override and the effective values, the topology's (and `scenario` file's) hash."""
+        from .provenance import overrides, record
+        if scenario is not None and not isinstance(scenario, (str, os.PathLike)):
+            raise WorkloadTypeError(f"provenance scenario {scenario!r}: expected a file path or None", "scenario")
+        if command is not None and not isinstance(command, str):
+            raise WorkloadTypeError(f"provenance command {command!r}: expected a string or None", "command")
+        try:
+            return record(sets=overrides(self._topology), topology=self._topology._file, scenario=scenario,
+                          command=command, effective=self.params())
+        except OSError as e:
+            raise WorkloadValueError(f"provenance scenario {scenario!r}: cannot be read to hash it ({e.strerror})", "scenario") from None
+
+    def to_csv(self, path: "Union[str, os.PathLike, None]", links_path: "Union[str, os.PathLike, None]" = None, *,
+               provenance: "Optional[dict]" = None) -> None:
+        """Write the results (and the link statistics) as CSV, each under a commented parameters
+        line and ending with the run's provenance (`provenance`, default ``self.provenance()``)."""
+        from .provenance import write_csv
+        if provenance is not None and not isinstance(provenance, dict):
+            raise WorkloadTypeError(f"to_csv provenance {provenance!r}: expected a dict (Scenario.provenance()) or None", "provenance")
+        rec = provenance or self.provenance()
         for p, df in ((path, self.results()), (links_path, self.link_stats())):
             if p is not None:
-                with open(p, "w", encoding="utf-8", newline="") as fh:
-                    fh.write(self.header() + "\n")
-                    df.to_csv(fh, index=False)
+                write_csv(p, df, rec, self.header())

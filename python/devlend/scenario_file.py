@@ -406,15 +406,22 @@ class ScenarioRun:
     def header(self) -> str:
         return self.scenario.header() + f"; scenario={self.file.spec.name}"
 
-    def to_csv(self, path: "Union[str, os.PathLike]", links_path: "Union[str, os.PathLike, None]" = None) -> None:
+    def provenance(self, command: "Optional[str]" = None) -> dict:
+        """How this run was made: the scenario's and its topology's hashes, every override, the effective parameters."""
+        return self.scenario.provenance(scenario=self.file.file, command=command)
+
+    def to_csv(self, path: "Union[str, os.PathLike]", links_path: "Union[str, os.PathLike, None]" = None, *,
+               provenance: "Optional[dict]" = None) -> None:
+        """The workloads (and the links) as CSV, each under the parameters line, ending with the provenance."""
+        from .provenance import write_csv
+        rec = provenance or self.provenance()
         for p, df in ((path, self.results()), (links_path, self.link_stats())):
             if p is not None:
-                with open(p, "w", encoding="utf-8", newline="") as fh:
-                    fh.write(self.header() + "\n")
-                    df.to_csv(fh, index=False)
+                write_csv(p, df, rec, self.header())
 
-    def plot(self, path: "Union[str, os.PathLike]", busiest: int = 8) -> None:
-        """Per-workload bandwidth and latency, and the utilisation of the busiest link directions."""
+    def plot(self, path: "Union[str, os.PathLike]", busiest: int = 8, *, provenance: "Optional[dict]" = None) -> None:
+        """Per-workload bandwidth and latency, and the utilisation of the busiest link directions
+        (the PNG carries the provenance, `provenance` or ``self.provenance()``)."""
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
@@ -441,6 +448,8 @@ class ScenarioRun:
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         plt.close(fig)
+        from .provenance import stamp_png
+        stamp_png(path, provenance or self.provenance())
 
 
 def loads(text: str, file: str = "<string>") -> ScenarioFile:
