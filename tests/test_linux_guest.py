@@ -98,11 +98,11 @@ def test_the_device_server_gives_up_when_no_guest_connects(tmp_path):
     from devlend import _core
     topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
     with pytest.raises(_core.UmlError, match="no guest connected"):
-        _core.uml_serve(topo.to_json(), "borrower", "nvme0", str(tmp_path / "s.sock"), 1024, 0.2)
+        _core.uml_serve(topo.to_json(), "borrower", "nvme0", str(tmp_path / "s.sock"), str(tmp_path / "t.sock"), 1024, 0.2)
 
 
 def test_the_device_server_names_an_unknown_drive(tmp_path):
     from devlend import _core
     topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
     with pytest.raises(_core.UmlError, match="nvme9"):
-        _core.uml_serve(topo.to_json(), "borrower", "nvme9", str(tmp_path / "s.sock"), 1024, 0.2)
+        _core.uml_serve(topo.to_json(), "borrower", "nvme9", str(tmp_path / "s.sock"), str(tmp_path / "t.sock"), 1024, 0.2)

@@ -46,7 +46,18 @@ pub struct Counts {
     pub mmio_reads: u64,
     pub mmio_writes: u64,
     pub msis: u64,
+    /// Loads the fabric refused (read as all ones).
+    pub read_faults: u64,
     pub faults: Vec<String>,
+}
+
+/// Where a load's answer arrives: the bytes, or all ones when the fabric refused it.
+pub type LoadCell = Rc<RefCell<Option<Result<Vec<u8>, Vec<u8>>>>>;
+
+/// A load's answer: at once, or when its read completes on the machine.
+pub enum Load {
+    Now(Vec<u8>),
+    Later(LoadCell),
 }
 
 pub struct NvmeDevice {
@@ -195,8 +206,11 @@ impl NvmeDevice {
         (bar == 0 && (MSIX_TABLE_OFFSET..end).contains(&off)).then(|| (((off - MSIX_TABLE_OFFSET) / 16) as usize, off % 16))
     }
 
-    /// A guest load of `size` bytes at `off` in BAR `bar`: a CPU read on the machine.
-    pub fn mmio_read(&mut self, bar: u8, off: u64, size: usize) -> UmlResult<Vec<u8>> {
+    /// A guest load of `size` bytes at `off` in BAR `bar`, issued at `at` (ps): a CPU read on
+    /// the machine, answered when it completes there (the MSI-X table, kept here, at once). A
+    /// load the fabric refuses (an unsupported request, a removed device) reads all ones, as a
+    /// master abort does on x86, and is counted.
+    pub fn mmio_read(&mut self, bar: u8, off: u64, size: usize, at: u64) -> UmlResult<Load> {
         self.counts.mmio_reads += 1;
         if let Some((e, field)) = self.table(bar, off) {
             let mut b = [0u8; 16];
@@ -205,31 +219,62 @@ impl NvmeDevice {
             b[8..12].copy_from_slice(&m.data.to_le_bytes());
             b[12..16].copy_from_slice(&m.ctrl.to_le_bytes());
             let f = field as usize;
-            return Ok(b[f..(f + size).min(16)].to_vec());
+            return Ok(Load::Now(b[f..(f + size).min(16)].to_vec()));
         }
         let addr = self.bar_addr(bar, off, size as u64)?;
-        let out = Rc::new(RefCell::new(None));
+        let out: LoadCell = Rc::new(RefCell::new(None));
         let (o, host) = (out.clone(), self.host);
-        self.machine.spawn("guest load", self.machine.now(), move |t| {
-            *o.borrow_mut() = Some(t.cpu_read(host, addr, size)?);
+        self.machine.spawn("guest load", at, move |t| {
+            *o.borrow_mut() = Some(t.cpu_read(host, addr, size).map_err(|_| vec![0xff; size]));
             Ok(())
         });
-        self.run()?;
-        let v = out.borrow_mut().take();
-        Ok(v.unwrap_or_else(|| vec![0xff; size]))
+        Ok(Load::Later(out))
     }
 
-    /// A guest store: a posted CPU write on the machine, which then runs until nothing is left
-    /// to happen (the controller's work this store started).
-    pub fn mmio_write(&mut self, bar: u8, off: u64, data: &[u8]) -> UmlResult<()> {
+    /// The value of a load that has completed, if it has.
+    pub fn load_done(&mut self, cell: &LoadCell) -> Option<Vec<u8>> {
+        let done = cell.borrow_mut().take()?;
+        Some(done.unwrap_or_else(|ones| {
+            self.counts.read_faults += 1;
+            ones
+        }))
+    }
+
+    /// A guest store at `at` (ps): a posted CPU write on the machine, landing when the fabric
+    /// takes it there (the MSI-X table, kept here, at once).
+    pub fn mmio_write(&mut self, bar: u8, off: u64, data: &[u8], at: u64) -> UmlResult<()> {
         self.counts.mmio_writes += 1;
         if let Some((e, field)) = self.table(bar, off) {
             return self.msix_write(e, field as usize, data);
         }
         let addr = self.bar_addr(bar, off, data.len() as u64)?;
         let (d, host) = (data.to_vec(), self.host);
-        self.machine.spawn("guest store", self.machine.now(), move |t| t.cpu_write(host, addr, &d));
-        self.run()
+        self.machine.spawn("guest store", at, move |t| t.cpu_write(host, addr, &d));
+        Ok(())
+    }
+
+    /// When the machine's next event is due (ps), if anything is left to happen.
+    pub fn next_event(&self) -> Option<u64> {
+        self.machine.next_event_at()
+    }
+
+    /// Run the machine up to `until` (ps; None: as long as anything is left to happen), stopping
+    /// early after the event that records something in the fabric's log (an interrupt, a
+    /// fault). True when it stopped early.
+    pub fn advance(&mut self, until: Option<u64>) -> UmlResult<bool> {
+        let before = self.machine.world().fabric.events.total();
+        let logged = move |w: &mut Cluster| w.fabric.events.total() != before;
+        match until {
+            Some(at) => self.machine.run_until_or(at, logged).map_err(model("the engine")),
+            None => {
+                while let Some(at) = self.machine.next_event_at() {
+                    if self.machine.run_until_or(at, logged).map_err(model("the engine"))? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+        }
     }
 
     fn bar_addr(&self, bar: u8, off: u64, len: u64) -> UmlResult<u64> {
@@ -271,11 +316,6 @@ impl NvmeDevice {
             self.machine.world().fabric.bar_mem.entry((self.func, 0)).or_default().write(at, &ctrl);
         }
         Ok(())
-    }
-
-    /// Run the machine until nothing is left to happen.
-    fn run(&mut self) -> UmlResult<()> {
-        self.machine.run().map_err(model("the engine"))
     }
 
     /// The MSI-X messages that reached the guest's host since the last call, as the data the
