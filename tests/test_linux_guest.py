@@ -102,6 +102,18 @@ def test_fio_queue_depths_up_to_32_complete_on_the_engines_clock(guest, i, depth
     assert out["read"]["iops"] > 2 * qd1, (out["read"]["iops"], qd1)
 
 
+def test_the_side_by_side_experiment_sees_the_borrowed_path_cost_alike():
+    # linux-fio, small: randread QD1 local and borrowed, in a guest and on devlend's model. The
+    # borrowed path's extra NTB crossings cost the real driver what they cost devlend's.
+    from devlend.experiments import linux_fio
+    rows = linux_fio.measure(32, jobs=[("randread", 1)])
+    assert len(rows) == 4 and {r["side"] for r in rows} == {"linux guest", "devlend model"}
+    guest, model = (linux_fio.borrowed_minus_local(rows, side) for side in ("linux guest", "devlend model"))
+    assert guest > 0 and model > 0, (guest, model)
+    assert 0.7 * model <= guest <= 1.3 * model, (guest, model)
+    assert all(r["irqs_per_io"] >= 1 for r in rows if r["side"] == "linux guest"), rows
+
+
 def test_the_guest_cannot_write_a_host_file(tmp_path):
     probe = tmp_path / "host-file"
     probe.write_text("host")

@@ -35,7 +35,7 @@ def fio_json(text: str) -> dict:
 
 
 def job_text(rw: str, iodepth: int, ios: int, size: str = "2m") -> str:
-    return f"[job]\nrw={rw}\nbs=4k\niodepth={iodepth}\nsize={size}\nnumber_ios={ios}\ndirect=1\n"
+    return f"[job]\nioengine=libaio\nrw={rw}\nbs=4k\niodepth={iodepth}\nsize={size}\nnumber_ios={ios}\ndirect=1\n"
 
 
 def guest_command(rw: str, iodepth: int, ios: int, engine: str = "libaio", size: str = "2m") -> str:
