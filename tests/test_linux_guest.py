@@ -114,6 +114,36 @@ def test_the_side_by_side_experiment_sees_the_borrowed_path_cost_alike():
     assert all(r["irqs_per_io"] >= 1 for r in rows if r["side"] == "linux guest"), rows
 
 
+FAULT_FIO = ("fio --name=job --filename=/dev/nvme0n1 --direct=1 --thread --clocksource=clock_gettime --ioengine=libaio "
+             "--rw=randread --bs=4k --iodepth=1 --size=1g --norandommap --time_based --runtime=40ms")
+
+
+@pytest.mark.parametrize("kind,target", [("surprise-removal", "nvme0"), ("link-down", "ntb-b")])
+def test_a_fault_during_fio_reaches_the_real_driver(tmp_path, kind, target):
+    # Injected on the engine at 200 ms simulated, inside fio's 40 ms job (its I/Os start near 185
+    # ms: fio's own start-up sleeps): no completion comes, Linux's nvme driver times the command
+    # out (30 s, simulated), finds the controller reading all ones, fails to reset it and
+    # removes it; fio ends with an error. Never a hang: the guest powers off.
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    r = run(topo, "borrower", [FAULT_FIO, "echo after"], device="nvme0", outdir=tmp_path, timeout_s=400,
+            faults=[(kind, target, 200_000_000)])
+    assert r.device["faults_struck"] == [(kind, target, False)]
+    assert r.returncodes == [1, 0], r.outputs[0][-800:]
+    lines = "\n".join(r.driver_lines)
+    assert "controller is down; will reset: CSTS=0xffffffff" in lines, lines
+    assert "Disabling device after reset failure" in lines, lines
+    assert r.device["read_faults"] > 0
+    assert r.device["guest_ns"] > 30_000_000_000  # the driver's I/O timeout, on the simulated clock
+
+
+def test_bad_faults_are_refused_before_the_guest_boots(tmp_path):
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    with pytest.raises(LinuxGuestError, match="at_ns"):
+        run(topo, "borrower", ["true"], device="nvme0", outdir=tmp_path, faults=[("link-down", "ntb-b", -5)])
+    with pytest.raises(LinuxGuestError, match="no-such-ntb"):
+        run(topo, "borrower", ["true"], device="nvme0", outdir=tmp_path, faults=[("link-down", "no-such-ntb", 5)], timeout_s=60)
+
+
 def test_the_guest_cannot_write_a_host_file(tmp_path):
     probe = tmp_path / "host-file"
     probe.write_text("host")

@@ -12,7 +12,7 @@ pyo3::create_exception!(_core, UmlError, pyo3::exceptions::PyException);
 /// disconnects; `connect_s` bounds the wait for it. Returns the session's summary: simulated
 /// time, NVMe commands, accesses, interrupts, messages.
 #[pyfunction]
-#[pyo3(signature = (topology_json, host, device, socket, time_socket, blocks, connect_s=60.0))]
+#[pyo3(signature = (topology_json, host, device, socket, time_socket, blocks, connect_s=60.0, faults=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 fn uml_serve<'py>(
     py: Python<'py>,
@@ -23,11 +23,12 @@ fn uml_serve<'py>(
     time_socket: &str,
     blocks: u64,
     connect_s: f64,
+    faults: Vec<(u64, String, String)>,
 ) -> PyResult<Bound<'py, PyDict>> {
     // The error is rendered before the GIL is taken back: the model's errors it carries are not Send.
     let r = py.detach(|| {
         let served = devlend_uml::NvmeDevice::new(topology_json, host, device, blocks)
-            .and_then(|dev| devlend_uml::serve(socket, time_socket, dev, Duration::from_secs_f64(connect_s)));
+            .and_then(|dev| devlend_uml::serve_with_faults(socket, time_socket, dev, Duration::from_secs_f64(connect_s), &faults));
         served.map_err(|e| e.to_string())
     });
     let s = r.map_err(PyErr::new::<UmlError, _>)?;
@@ -41,6 +42,9 @@ fn uml_serve<'py>(
     d.set_item("msis", s.counts.msis)?;
     d.set_item("read_faults", s.counts.read_faults)?;
     d.set_item("guest_ns", s.guest_ns)?;
+    d.set_item("write_faults", s.write_faults)?;
+    let struck: Vec<(&str, String, bool)> = s.struck.iter().map(|f| (f.kind, f.target.clone(), f.failed)).collect();
+    d.set_item("faults_struck", struck)?;
     d.set_item("time_messages", s.messages.time)?;
     d.set_item("vhost_messages", s.messages.vhost)?;
     d.set_item("kicks", s.messages.kicks)?;

@@ -20,4 +20,4 @@ pub mod vring;
 
 pub use error::{UmlError, UmlResult};
 pub use pcidev::NvmeDevice;
-pub use server::{serve, Messages, Summary};
+pub use server::{serve, serve_with_faults, Messages, Summary};

@@ -17,12 +17,12 @@
 use crate::error::{UmlError, UmlResult};
 use crate::mem::GuestMem;
 use devlend_devices::nvme::Controller;
-use devlend_engine::machine::Machine;
+use devlend_engine::machine::{Effects, Machine};
 use devlend_fabric::config::{MSIX_CAP, MSIX_TABLE_OFFSET};
 use devlend_fabric::events::Event;
 use devlend_fabric::model::{FuncId, HostId};
-use devlend_host::{Cluster, DevId, DmaDir};
-use std::cell::RefCell;
+use devlend_host::{Cluster, DevId, DmaDir, FaultKind};
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -51,6 +51,14 @@ pub struct Counts {
     pub faults: Vec<String>,
 }
 
+/// A fault that struck: its kind, target, and whether the host layer could not apply it then.
+#[derive(Clone, Debug)]
+pub struct Struck {
+    pub kind: &'static str,
+    pub target: String,
+    pub failed: bool,
+}
+
 /// Where a load's answer arrives: the bytes, or all ones when the fabric refused it.
 pub type LoadCell = Rc<RefCell<Option<Result<Vec<u8>, Vec<u8>>>>>;
 
@@ -73,6 +81,8 @@ pub struct NvmeDevice {
     msix: Vec<MsixEntry>,
     by_vector: HashMap<u8, u16>,
     pub counts: Counts,
+    write_faults: Rc<Cell<u64>>,
+    struck: Rc<RefCell<Vec<Struck>>>,
 }
 
 /// A step of devlend's model that failed, as the error the server reports.
@@ -99,6 +109,8 @@ impl NvmeDevice {
             msix: Vec::new(),
             by_vector: HashMap::new(),
             counts: Counts::default(),
+            write_faults: Rc::new(Cell::new(0)),
+            struck: Rc::new(RefCell::new(Vec::new())),
         };
         d.read_bars(device)?;
         Ok(d)
@@ -248,9 +260,49 @@ impl NvmeDevice {
             return self.msix_write(e, field as usize, data);
         }
         let addr = self.bar_addr(bar, off, data.len() as u64)?;
-        let (d, host) = (data.to_vec(), self.host);
-        self.machine.spawn("guest store", at, move |t| t.cpu_write(host, addr, &d));
+        let (d, host, dropped) = (data.to_vec(), self.host, self.write_faults.clone());
+        // A store the fabric refuses (a link down, a removed device) is dropped, as a posted
+        // write is; counted.
+        self.machine.spawn("guest store", at, move |t| {
+            if t.cpu_write(host, addr, &d).is_err() {
+                dropped.set(dropped.get() + 1);
+            }
+            Ok(())
+        });
         Ok(())
+    }
+
+    /// Inject fault `kind` (devlend_host::fault's names: surprise-removal, link-down, ...) at
+    /// `target` at time `at` (ps), on the engine: the fabric and the device change then, and the
+    /// guest's kernel finds out as real hardware would let it (stores dropped, loads reading all
+    /// ones, no completions). The hot-plug steps devlend's own host layer would run are left
+    /// out: the guest's PCI (virt-pci) has no hot-plug controller to report them.
+    pub fn fault_at(&mut self, at: u64, kind: &str, target: &str) -> UmlResult<()> {
+        let k = FaultKind::parse(kind).map_err(model("the fault's kind"))?;
+        self.machine.world().fault_target(k, target).map_err(model("the fault's target"))?;
+        let (t, log) = (target.to_string(), self.struck.clone());
+        let name = k.name();
+        self.machine.inject(at, move |c: &mut Cluster| match c.inject(k, &t) {
+            Ok(r) => {
+                log.borrow_mut().push(Struck { kind: name, target: t, failed: false });
+                Effects { halted: r.halted, crashed: r.crashed, links_down: r.links_down, later: Vec::new() }
+            }
+            Err(_) => {
+                log.borrow_mut().push(Struck { kind: name, target: t, failed: true });
+                Effects::default()
+            }
+        });
+        Ok(())
+    }
+
+    /// The faults that have struck so far.
+    pub fn struck(&self) -> Vec<Struck> {
+        self.struck.borrow().clone()
+    }
+
+    /// Stores the fabric refused (dropped).
+    pub fn write_faults(&self) -> u64 {
+        self.write_faults.get()
     }
 
     /// When the machine's next event is due (ps), if anything is left to happen.

@@ -45,6 +45,9 @@ pub struct Summary {
     pub commands: u64,
     pub counts: crate::pcidev::Counts,
     pub messages: Messages,
+    /// Stores the fabric refused (dropped, as posted writes are).
+    pub write_faults: u64,
+    pub struck: Vec<crate::pcidev::Struck>,
     pub wall: Duration,
 }
 
@@ -76,6 +79,14 @@ pub(crate) struct Session {
 /// `socket` (the device) within `deadline`; returns when the guest closes the connections (it
 /// powered off or was killed).
 pub fn serve(socket: &str, time_socket: &str, dev: NvmeDevice, deadline: Duration) -> UmlResult<Summary> {
+    serve_with_faults(socket, time_socket, dev, deadline, &[])
+}
+
+/// As [`serve`], with faults `(at ns, kind, target)` injected on the engine at those simulated times.
+pub fn serve_with_faults(socket: &str, time_socket: &str, mut dev: NvmeDevice, deadline: Duration, faults: &[(u64, String, String)]) -> UmlResult<Summary> {
+    for (at, kind, target) in faults {
+        dev.fault_at(at.saturating_mul(1000), kind, target)?;
+    }
     let bind = |path: &str| {
         let _ = std::fs::remove_file(path);
         UnixListener::bind(path).map_err(|error| UmlError::Io { what: "binding a socket", error })
@@ -114,6 +125,8 @@ pub fn serve(socket: &str, time_socket: &str, dev: NvmeDevice, deadline: Duratio
         commands,
         counts: s.dev.counts.clone(),
         messages: s.msgs.clone(),
+        write_faults: s.dev.write_faults(),
+        struck: s.dev.struck(),
         wall: start.elapsed(),
     })
 }

@@ -19,6 +19,7 @@ no model to take its time from and runs on the wall clock.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import tempfile
@@ -55,6 +56,20 @@ class GuestResult:
     console: Path
     device: dict = field(default_factory=dict)
     wall_s: float = 0.0
+    #: The console's lines from the kernel's block and NVMe layers (a fault's reaction: timeouts,
+    #: aborts, resets, removal, I/O errors).
+    driver_lines: list[str] = field(default_factory=list)
+
+
+#: Console lines that tell what the kernel's NVMe driver and block layer did.
+DRIVER_LINE = re.compile(r"nvme|blk_update_request|I/O error|Buffer I/O|pci 0000")
+
+
+def driver_lines(console: Path) -> list[str]:
+    try:
+        return [ln for ln in console.read_text(errors="replace").splitlines() if DRIVER_LINE.search(ln)]
+    except OSError:
+        return []
 
 
 INIT = """#!/bin/sh
@@ -100,10 +115,22 @@ def _wait(p: subprocess.Popen, servers: list[threading.Thread], timeout_s: float
 
 
 def run(topology, host: str, commands: list[str], *, device: str | None = None, outdir: str | os.PathLike | None = None,
-        kernel: str | None = None, mem: str = "256M", timeout_s: float = 120.0, blocks: int = 1 << 21) -> GuestResult:
+        kernel: str | None = None, mem: str = "256M", timeout_s: float = 120.0, blocks: int = 1 << 21,
+        faults: list[tuple[str, str, int]] = ()) -> GuestResult:
     """Boot a guest for ``host`` of ``topology`` (a devlend Topology), with drive ``device``
     (borrowed when it sits in another host) on its PCI, run ``commands`` in order, power off.
-    Each command's output and exit status come back; the console is kept in ``outdir``."""
+    Each command's output and exit status come back; the console is kept in ``outdir``.
+    ``faults``: (kind, target, at_ns) injected on the engine at that simulated time (the kinds
+    of ``devlend.pool.FAULT_KINDS``, e.g. ("surprise-removal", "nvme0", 200_000_000) or
+    ("link-down", "ntb-b", ...)); the kernel's reaction is in ``driver_lines``."""
+    fault_list = []
+    for f in faults:
+        kind, target, at = f
+        if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at < 2**62:
+            raise LinuxGuestError(f"fault {kind} at {target}: at_ns={at!r}, expected a whole number of simulated ns", "topology")
+        fault_list.append((at, str(kind), str(target)))
+    if fault_list and not device:
+        raise LinuxGuestError("faults need a device: without one the guest runs on the wall clock", "topology")
     from .build import build
     devices = [device] if device else []
     if len(devices) > UML_MAX_DEVICES:
@@ -127,7 +154,7 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
 
         def serve(d=d, sock=sock):
             try:
-                results[d] = _core.uml_serve(topo_json, host, d, sock, time_sock, blocks, timeout_s)
+                results[d] = _core.uml_serve(topo_json, host, d, sock, time_sock, blocks, timeout_s, fault_list)
             except Exception as e:  # noqa: BLE001 - reported below with the console
                 errors[d] = e
         t = threading.Thread(target=serve, daemon=True)
@@ -136,6 +163,9 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
     for s in sockets:
         while not os.path.exists(s) and not errors:
             time.sleep(0.01)
+    if errors:
+        d, e = next(iter(errors.items()))
+        raise LinuxGuestError(f"device server for {d}: {e}", "device")
     argv = [kernel, f"mem={mem}", "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro", f"init={init}",
             "con=null", "con0=null,fd:1", "umid=devlend",
             # virt-pci polls a read's answer for max_delay_us loops of udelay(1) (40000 by
@@ -169,4 +199,4 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
         outs.append((out / f"cmd-{i}.out").read_text(errors="replace") if (out / f"cmd-{i}.out").exists() else "")
         rc = (out / f"cmd-{i}.rc").read_text().strip() if (out / f"cmd-{i}.rc").exists() else "-1"
         rcs.append(int(rc or -1))
-    return GuestResult(outs, rcs, console, results.get(device, {}) if device else {}, wall)
+    return GuestResult(outs, rcs, console, results.get(device, {}) if device else {}, wall, driver_lines(console))
