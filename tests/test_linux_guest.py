@@ -189,3 +189,62 @@ def test_the_device_server_names_an_unknown_drive(tmp_path):
     topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
     with pytest.raises(_core.UmlError, match="nvme9"):
         _core.uml_serve(topo.to_json(), "borrower", "nvme9", str(tmp_path / "s.sock"), str(tmp_path / "t.sock"), 1024, 0.2)
+
+
+def test_the_controller_speaks_uml_time_travel(tmp_path):
+    # A stand-in guest on the time socket, as arch/um/kernel/time.c talks (no kernel needed):
+    # START's ACK carries the two fds 6.12 reads; GET_TOD is the fixed simulated epoch; a WAIT
+    # for a REQUESTed time is answered by FREE_UNTIL (the engine has nothing to do: "never")
+    # and RUN at exactly that time; the guest's closing the socket ends the session cleanly.
+    import array
+    import socket
+    import struct
+    import threading
+    from devlend import _core
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    tsock, out = tmp_path / "t.sock", {}
+
+    def serve():
+        try:
+            out["r"] = _core.uml_serve(topo.to_json(), "borrower", "nvme0", str(tmp_path / "d.sock"), str(tsock), 1024, 10.0)
+        except Exception as e:  # noqa: BLE001 - checked below
+            out["e"] = e
+    t = threading.Thread(target=serve)
+    t.start()
+    while not (tmp_path / "d.sock").exists():
+        pass
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(str(tsock))
+    seq = iter(range(1, 100))
+
+    def ask(op, time=0):
+        c.sendall(struct.pack("<IIQ", op, next(seq), time))
+
+    def recv(fds=0):
+        data, anc, _, _ = c.recvmsg(16, socket.CMSG_SPACE(fds * 4) if fds else 0)
+        got = array.array("i")
+        for level, kind, d in anc:
+            got.frombytes(d[: len(d) - len(d) % 4])
+        return struct.unpack("<IIQ", data), list(got)
+
+    ask(1, 7)                       # START
+    (op, sq, _), fds = recv(fds=2)
+    assert (op, sq) == (0, 1) and len(fds) == 2
+    ask(8)                          # GET_TOD
+    assert recv()[0] == (0, 2, 1_767_225_600 * 10**9)
+    ask(2, 5000)                    # REQUEST 5 us
+    assert recv()[0][:2] == (0, 3)
+    ask(3)                          # WAIT
+    assert recv()[0][:2] == (0, 4)
+    (op, s1, until), _ = recv()
+    assert op == 7 and until == 2**63 - 1   # FREE_UNTIL: the engine has nothing to do
+    c.sendall(struct.pack("<IIQ", 0, s1, 0))
+    (op, s2, at), _ = recv()
+    assert (op, at) == (6, 5000)            # RUN at the requested time
+    c.sendall(struct.pack("<IIQ", 0, s2, 0))
+    ask(4)                          # GET: the guest's time is now the RUN's
+    assert recv()[0] == (0, 5, 5000)
+    c.close()
+    t.join(10)
+    assert not t.is_alive() and "e" not in out, out
+    assert out["r"]["guest_ns"] == 5000 and out["r"]["waits"] == 1
