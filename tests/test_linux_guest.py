@@ -248,3 +248,17 @@ def test_the_controller_speaks_uml_time_travel(tmp_path):
     t.join(10)
     assert not t.is_alive() and "e" not in out, out
     assert out["r"]["guest_ns"] == 5000 and out["r"]["waits"] == 1
+
+
+def test_devlend_linux_run_runs_commands_in_a_guest(tmp_path):
+    import subprocess
+    import sys
+    args = [sys.executable, "-m", "devlend.cli", "linux", "run", "--topology", topo_path("nvme-back-to-back.yaml"),
+            "--host", "borrower", "--device", "nvme0", "--out", str(tmp_path), "--timeout", "120", "--",
+            "nvme list", "exit 3"]
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 3, r.stderr
+    assert "devlnd modelled NVMe" in r.stdout and "$ exit 3   (exit 3)" in r.stdout, r.stdout
+    assert (tmp_path / "console.log").exists()
+    r = subprocess.run(args[: args.index("--")], capture_output=True, text=True)
+    assert r.returncode == 2 and "no commands" in r.stderr, r.stderr
