@@ -89,4 +89,4 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
               "the guest runs Linux 6.12's nvme driver with one I/O queue (UML has one CPU); devlend's model runs its own "
               "driver with one I/O queue pair per job"]
     return ExperimentResult(name="linux-fio", title="fio: a real Linux guest beside devlend's fio model, local vs borrowed",
-                            source="000 §7.4 testbed; issue 28", columns=COLUMNS, rows=rows, notes=notes)
+                            source="000 §7.4 testbed; Linux 6.12 nvme driver and fio in a UML guest", columns=COLUMNS, rows=rows, notes=notes)
