@@ -15,6 +15,11 @@
 use crate::error::{UmlError, UmlResult};
 use crate::server::{poll_any, Session};
 use crate::timetravel::{self as tt, ns_at_or_after, TtMsg, NEVER_NS};
+
+/// How long (simulated) a guest that waits with no timer is given for an interrupt before the
+/// run is ended as one that would never wake: assumed, ten times Linux's NVMe I/O timeout
+/// (`nvme_core.io_timeout`, 30 s), so any driver timeout fires well within it.
+pub const IDLE_HORIZON_NS: u64 = 300_000_000_000;
 use crate::vhost;
 
 /// The guest's time as the controller knows it.
@@ -114,9 +119,13 @@ impl Session {
     /// that comes first, then let the guest run.
     fn wait(&mut self) -> UmlResult<()> {
         let target = self.clock.requested.filter(|&t| t < NEVER_NS / 1000);
+        // A guest with no timer waits for an interrupt: the engine runs at most IDLE_HORIZON_NS
+        // for one (its queue may hold periodic events that never raise one, and running it dry
+        // would never end).
+        let bound = target.unwrap_or(self.clock.now.saturating_add(IDLE_HORIZON_NS));
         if !self.deliver()? {
             loop {
-                let stopped = self.dev.advance(target.map(|t| t * 1000))?;
+                let stopped = self.dev.advance(bound * 1000)?;
                 self.finish_reads()?;
                 if stopped {
                     let t = ns_at_or_after(self.dev.machine.now()).max(self.clock.now);

@@ -54,7 +54,11 @@ impl fmt::Display for UmlError {
             UmlError::MsixEntry { entry, error } => write!(f, "MSI-X entry {entry}: {error}"),
             UmlError::TimeTravel { op, what } => write!(f, "time-travel message {op}: {what}"),
             UmlError::NothingToWaitFor { at_ns } => {
-                write!(f, "at {at_ns} ns (simulated) the guest waits with no timer and the model has nothing left to do: nothing would ever wake it")
+                write!(
+                    f,
+                    "at {at_ns} ns (simulated) the guest waits with no timer and the model raised no interrupt for it within {} s: nothing would ever wake it",
+                    crate::clock::IDLE_HORIZON_NS / 1_000_000_000
+                )
             }
             UmlError::Model { during, error } => write!(f, "{during}: {error}"),
         }

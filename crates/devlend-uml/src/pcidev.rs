@@ -310,23 +310,12 @@ impl NvmeDevice {
         self.machine.next_event_at()
     }
 
-    /// Run the machine up to `until` (ps; None: as long as anything is left to happen), stopping
+    /// Run the machine up to `until` (ps), stopping
     /// early after the event that records something in the fabric's log (an interrupt, a
     /// fault). True when it stopped early.
-    pub fn advance(&mut self, until: Option<u64>) -> UmlResult<bool> {
+    pub fn advance(&mut self, until: u64) -> UmlResult<bool> {
         let before = self.machine.world().fabric.events.total();
-        let logged = move |w: &mut Cluster| w.fabric.events.total() != before;
-        match until {
-            Some(at) => self.machine.run_until_or(at, logged).map_err(model("the engine")),
-            None => {
-                while let Some(at) = self.machine.next_event_at() {
-                    if self.machine.run_until_or(at, logged).map_err(model("the engine"))? {
-                        return Ok(true);
-                    }
-                }
-                Ok(false)
-            }
-        }
+        self.machine.run_until_or(until, move |w: &mut Cluster| w.fabric.events.total() != before).map_err(model("the engine"))
     }
 
     fn bar_addr(&self, bar: u8, off: u64, len: u64) -> UmlResult<u64> {
