@@ -240,4 +240,19 @@ mod tests {
         assert!(parse(Kind::Percent, &json!(101)).unwrap_err().to_string().contains("§3.5.3.1"));
         assert_eq!(parse(Kind::Percent, &json!(50)), Ok(json!(50)));
     }
+
+    #[test]
+    fn links_drives_and_budgets_take_their_own_units_and_bounds() {
+        assert_eq!(Kind::of("gen"), Kind::Gen);
+        assert_eq!(parse(Kind::Gen, &json!(4)), Ok(json!(4)));
+        assert!(parse(Kind::Gen, &json!(6)).unwrap_err().to_string().starts_with("Gen6"));
+        assert_eq!(parse(Kind::Width, &json!(12)), Ok(json!(12)));
+        assert_eq!(parse(Kind::Width, &json!(3)), Err(ValueError::OutOfRange { kind: Kind::Width, value: 3 }));
+        assert_eq!(parse(Kind::of("capacity"), &json!("1 GiB")), Ok(json!(1u64 << 30)));
+        assert_eq!(parse(Kind::of("capacity"), &json!("280 GB")), Ok(json!(280_000_000_000u64)));
+        assert!(parse(Kind::of("memory_bytes"), &json!(100)).is_err());
+        assert_eq!(parse(Kind::of("media_bandwidth"), &json!("2.5 GB/s")), Ok(json!(2_500_000_000u64)));
+        assert_eq!(parse(Kind::of("media_parallelism"), &json!(0)), Err(ValueError::OutOfRange { kind: Kind::Count, value: 0 }));
+        assert_eq!(parse(Kind::of("interrupt_remapping"), &json!(false)), Ok(json!(false)));
+    }
 }
