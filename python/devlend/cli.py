@@ -182,11 +182,16 @@ def import_lspci(tree: Optional[str] = typer.Option(None, "--tree", help="saved 
                  output: Optional[str] = typer.Option(None, "-o", "--output", help="write YAML here instead of stdout"),
                  quiet: bool = QUIET) -> None:
     """Turn a real machine's lspci output (or sysfs copy) into a host description."""
+    import warnings
     from .lspci import main_import
     try:
-        text = main_import(tree, verbose, sysfs, host, cpu, ram, output)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            text = main_import(tree, verbose, sysfs, host, cpu, ram, output)
     except (DevlendError, OSError) as e:
         _fail(e)
+    for w in seen:
+        err.print(f"devlend: warning: {w.message}", markup=False)
     if output is None and text:
         sys.stdout.write(text)
     elif output and not quiet:
@@ -218,8 +223,9 @@ def experiment(name: Optional[str] = typer.Argument(None, help="experiment name;
                out_dir: Optional[str] = typer.Option(None, "--out", help="write NAME.csv (and NAME.png where the paper has a figure) here"),
                csv_out: Optional[str] = typer.Option(None, "--csv", help="write the table as CSV to this file"),
                sets: Optional[list[str]] = typer.Option(None, "--set", help="override a hardware constant for this run: "
-                                                        "timing.KEY=VALUE, hosts.NAME.KEY=VALUE, devices.NAME.KEY=VALUE or "
-                                                        "links.END.KEY=VALUE, e.g. 'timing.ntb_latency_ps=300 ns'; repeatable"),
+                                                        "timing.KEY=VALUE, hosts.NAME.KEY=VALUE, devices.NAME.KEY=VALUE, "
+                                                        "links.END.KEY=VALUE or limits.KEY=VALUE (`devlend params` lists them), "
+                                                        "e.g. 'timing.ntb_latency_ps=300 ns'; repeatable"),
                topology: Optional[str] = typer.Option(None, "--topology", help="a topology file to run on instead of the experiment's "
                                                       "testbed, with the names the experiment uses (d1, fio, contention, ntb-perf, ntb-pingpong)"),
                opts: Optional[list[str]] = typer.Option(None, "--opt", help="one of the experiment's own options, KEY=VALUE, e.g. "
@@ -349,9 +355,10 @@ def _table(res) -> Table:
 def params(grep: Optional[str] = typer.Option(None, "--grep", help="only the constants whose line matches this regular "
                                               "expression (case-insensitive), each under its [table]"),
            quiet: bool = QUIET) -> None:
-    """Print the hardware parameter file (every constant with its source)."""
+    """Print the hardware parameter file (every constant with its source), then what --set may set."""
     from . import _core
-    text = _core.params_toml()
+    from .params_settable import settable_toml
+    text = _core.params_toml() + settable_toml()
     if grep is None:
         sys.stdout.write(text)
         return

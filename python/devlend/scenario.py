@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Optional, Union
 from . import _core
 from . import checks
 from .errors import WorkloadError, WorkloadTypeError, WorkloadValueError
+from .lspci.profiles import warn_default
 from .machine import _call
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ class Scenario:
         if topo.params or topo.vms:
             topo.build()  # an override or a VM the core refuses is a file:line:field error, as for any topology
         self._s = _call(_core.Scenario, topo.to_json(), hygiene)
+        self._topo = topo
         self._ran = False
         self._topology = topo
 
@@ -112,7 +114,21 @@ class Scenario:
         """An fio job (fio's rw: read, write, randread, randwrite, rw/readwrite or randrw with half reads; 4 KiB) on
         `drive` by `runner`; borrows it if it sits elsewhere."""
         n = {k: _n(_name(name), k, v, hi=hi) for k, v, hi in (("iodepth", iodepth, 1 << 32), ("numjobs", numjobs, 1 << 16), ("ios", ios, 1 << 32), ("bs", bs, checks.U64_END))}
+        warn_default(self._topo, drive)
         _call(self._s.fio, name, runner, drive, rw, n["iodepth"], n["numjobs"], n["ios"], n["bs"], _ps(name, at_ns))
+        return self
+
+    def fio_job(self, name: str, runner: str, drive: str, job: "devlend.fio.jobfile.Job", *, at_ns: float = 0) -> "Scenario":
+        """An fio job read by devlend fio's parser (``devlend.fio.jobfile.job_from_options``, or a
+        job file's section): every fio option devlend models, its numjobs threads on `drive` by
+        `runner`; borrows it if it sits elsewhere. Its region is checked against the drive's capacity."""
+        from .fio.jobfile import Job
+        from .fio.run import threads
+        if not isinstance(job, Job):
+            raise WorkloadTypeError(f"{_name(name)}: job: expected a devlend.fio.jobfile.Job (jobfile.job_from_options, "
+                                    f"or a job file's section), not {type(job).__name__}", "job")
+        warn_default(self._topo, drive)
+        _call(self._s.fio_jobs, _name(name), runner, drive, threads([job]), _ps(name, at_ns))
         return self
 
     def gpu_pingpong(self, name: str, runner: str, gpu_a: str, gpu_b: str, *, via: str = "peer", rounds: int = 100,

@@ -94,7 +94,7 @@ impl NvmeDevice {
     /// Drive `device` of the topology for guest host `host` (borrowed when it sits elsewhere), with `blocks` blocks.
     pub fn new(topology_json: &str, host: &str, device: &str, blocks: u64) -> UmlResult<NvmeDevice> {
         let (machine, ctrl, host_id, dev) =
-            devlend_devices::nvme_run::machine(topology_json, host, device, blocks).map_err(model("setting up the drive on the topology"))?;
+            devlend_devices::nvme_run::machine(topology_json, host, device, Some(blocks)).map_err(model("setting up the drive on the topology"))?;
         let func = ctrl.borrow().func;
         let mut d = NvmeDevice {
             machine,

@@ -59,10 +59,22 @@ pub(crate) struct Attached {
 }
 
 /// The kind (`gpu`, `nvme`, ...) of the device profile of `device`, if it has one.
+/// The device's kind: its profile's, or for a device described by its functions (an imported
+/// device whose IDs devlend does not know) the `kind` its description gives.
 fn kind_of(c: &Cluster, device: &str) -> Option<String> {
-    let profile = c.fabric.devices.iter().find(|d| d.name == device).and_then(|d| d.profile.clone()).unwrap_or_default();
+    use devlend_fabric::spec::DeviceKind;
+    let d = c.fabric.devices.iter().find(|d| d.name == device)?;
+    let Some(profile) = &d.profile else {
+        return Some(match d.kind {
+            DeviceKind::Gpu => "gpu",
+            DeviceKind::Nvme => "nvme",
+            DeviceKind::Nic => "nic",
+            DeviceKind::Generic => "generic",
+        })
+        .map(String::from);
+    };
     let t: Option<toml::Value> = toml::from_str(devlend_fabric::params::HARDWARE_TOML).ok();
-    let kind = t.as_ref().and_then(|t| t.get("device")?.get(&profile)?.get("kind")?.as_str().map(String::from));
+    let kind = t.as_ref().and_then(|t| t.get("device")?.get(profile)?.get("kind")?.as_str().map(String::from));
     kind
 }
 
@@ -98,7 +110,7 @@ pub(crate) fn attach(c: &mut Cluster, guests: &Guests, w: &str, runner_name: &st
     let func = c.fabric.func_id(device).map_err(|e| WorkloadError::no_such(w, "device", Missing::Fabric(e)))?;
     let kind = kind_of(c, device);
     if kind.as_deref() != Some(expected) {
-        let found = kind.map_or_else(|| "an NTB adapter, or a device without a profile".into(), |k| format!("its kind is {k}"));
+        let found = kind.map_or_else(|| "an NTB adapter".into(), |k| format!("its kind is {k}"));
         return Err(WorkloadError::WrongKind { workload: w.into(), device: device.into(), expected, found });
     }
     let dev = match &runner {
