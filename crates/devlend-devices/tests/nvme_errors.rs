@@ -30,7 +30,7 @@ fn a_write_whose_data_comes_back_poisoned_completes_with_a_data_transfer_error_a
     use devlend_host::{Os, ThreadOs};
     use std::cell::RefCell;
     use std::rc::Rc;
-    let (mut m, _ctrl, host, dev) = devlend_devices::nvme_run::machine(include_str!("b2b.json"), "borrower", "nvme0", 1 << 20).unwrap();
+    let (mut m, _ctrl, host, dev) = devlend_devices::nvme_run::machine(include_str!("b2b.json"), "borrower", "nvme0", Some(1 << 20)).unwrap();
     let timeout = m.world().fabric.tuning.timing.nvme_io_timeout_ps;
     let got = Rc::new(RefCell::new(None));
     let out = got.clone();
