@@ -91,6 +91,7 @@ impl FioSpec {
 pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, device): (&str, &str), jobs: FioJobs, at: Ps) -> WResult<(Fio, Media)> {
     jobs.check(w)?;
     let mut c = m.world();
+    crate::attach::check_kind(&c, w, device, "nvme")?;
     let media = Media::of_device(&c.fabric, device).map_err(WorkloadError::setup(w))?;
     let threads = jobs.threads(w, media.capacity)?;
     let a = attach(&mut c, guests, w, runner, device, "nvme")?;
