@@ -9,7 +9,7 @@ import re
 import pytest
 
 import devlend
-from devlend import experiments
+from devlend import experiments, readme_figures
 
 from conftest import ROOT
 
@@ -58,7 +58,6 @@ def test_readme_names_each_seed_paper_by_title_and_venue():
 
 
 # The README's figures are generated (scripts/readme-figures); each block is made afresh and compared.
-from devlend import readme_figures  # noqa: E402
 
 
 def test_readme_has_every_generated_block_and_only_known_ones():

@@ -109,10 +109,7 @@ def read(path: str) -> dict:
         with open(path, encoding="utf-8", errors="replace") as fh:
             body = fh.read()
         if body.lstrip().startswith("{"):
-            try:
-                doc = json.loads(body)
-            except ValueError:
-                doc = {}
+            doc = _json_or_none(body)
             if isinstance(doc, dict) and KEY in doc:
                 return doc[KEY]
             first = _json_or_none(body.lstrip().split("\n", 1)[0])  # a JSON-lines store: its first line

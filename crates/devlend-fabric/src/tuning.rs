@@ -80,13 +80,13 @@ pub struct Timing {
 }
 
 impl Timing {
-    /// The per-TLP wire overheads, for `devlend_wire::Overheads::wire_bytes` (the one place TLP
-    /// sizes are computed).
     /// What one page-table read of an IOMMU walk costs.
     pub fn walk_read_ps(&self) -> u64 {
         self.iommu_walk_read_ps.unwrap_or(self.dram_latency_ps)
     }
 
+    /// The per-TLP wire overheads, for `devlend_wire::Overheads::wire_bytes` (the one place TLP
+    /// sizes are computed).
     pub fn overheads(&self) -> devlend_wire::Overheads {
         devlend_wire::Overheads { request: self.request_overhead_bytes, completion: self.completion_overhead_bytes, dllp: self.dllp_bytes }
     }

@@ -15,12 +15,12 @@
 use crate::error::{UmlError, UmlResult};
 use crate::server::{poll_any, Session};
 use crate::timetravel::{self as tt, ns_at_or_after, TtMsg, NEVER_NS};
+use crate::vhost;
 
 /// How long (simulated) a guest that waits with no timer is given for an interrupt before the
 /// run is ended as one that would never wake: assumed, ten times Linux's NVMe I/O timeout
 /// (`nvme_core.io_timeout`, 30 s), so any driver timeout fires well within it.
 pub const IDLE_HORIZON_NS: u64 = 300_000_000_000;
-use crate::vhost;
 
 /// The guest's time as the controller knows it.
 #[derive(Debug, Default)]
@@ -125,7 +125,7 @@ impl Session {
         let bound = target.unwrap_or(self.clock.now.saturating_add(IDLE_HORIZON_NS));
         if !self.deliver()? {
             loop {
-                let stopped = self.dev.advance(bound * 1000)?;
+                let stopped = self.dev.advance(bound.saturating_mul(1000))?;
                 self.finish_reads()?;
                 if stopped {
                     let t = ns_at_or_after(self.dev.machine.now()).max(self.clock.now);

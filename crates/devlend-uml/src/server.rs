@@ -259,25 +259,20 @@ impl Session {
 
     /// Every access the guest queued, at its current time.
     fn serve_requests(&mut self) -> UmlResult<()> {
-        let Some(mem) = self.mem.take() else { return Ok(()) };
-        let r = self.serve_queue(&mem);
-        self.mem = Some(mem);
-        r
-    }
-
-    fn serve_queue(&mut self, mem: &GuestMem) -> UmlResult<()> {
-        while let Some((head, bufs)) = self.rings[0].pop(mem)? {
-            let out = bufs.iter().find(|b| b.device_writes).copied();
-            match self.request(mem, &bufs)? {
-                Some(Load::Later(cell)) => self.reads.push(PendingRead { head, out, cell }),
-                Some(Load::Now(answer)) => self.answer(mem, head, out, &answer)?,
-                None => {
-                    self.rings[0].push(mem, head, 0)?;
-                    self.unreclaimed += 1;
+        self.with_mem(|s, mem| {
+            while let Some((head, bufs)) = s.rings[0].pop(mem)? {
+                let out = bufs.iter().find(|b| b.device_writes).copied();
+                match s.request(mem, &bufs)? {
+                    Some(Load::Later(cell)) => s.reads.push(PendingRead { head, out, cell }),
+                    Some(Load::Now(answer)) => s.answer(mem, head, out, &answer)?,
+                    None => {
+                        s.rings[0].push(mem, head, 0)?;
+                        s.unreclaimed += 1;
+                    }
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     fn answer(&mut self, mem: &GuestMem, head: u16, out: Option<Buf>, answer: &[u8]) -> UmlResult<()> {
@@ -290,43 +285,52 @@ impl Session {
 
     /// Answer the loads that have completed on the engine (the guest polls for them).
     pub(crate) fn finish_reads(&mut self) -> UmlResult<()> {
-        let Some(mem) = self.mem.take() else { return Ok(()) };
-        let mut r = Ok(());
-        let mut i = 0;
-        while i < self.reads.len() && r.is_ok() {
-            match self.dev.load_done(&self.reads[i].cell) {
-                Some(v) => {
-                    let p = self.reads.remove(i);
-                    r = self.answer(&mem, p.head, p.out, &v);
+        self.with_mem(|s, mem| {
+            let mut i = 0;
+            while i < s.reads.len() {
+                match s.dev.load_done(&s.reads[i].cell) {
+                    Some(v) => {
+                        let p = s.reads.remove(i);
+                        s.answer(mem, p.head, p.out, &v)?;
+                    }
+                    None => i += 1,
                 }
-                None => i += 1,
             }
-        }
-        self.mem = Some(mem);
-        r
+            Ok(())
+        })
     }
 
     /// Put the interrupts the device raised into virtqueue 1's buffers; how many went.
     pub(crate) fn queue_interrupts(&mut self) -> UmlResult<usize> {
         self.pending_irqs.extend(self.dev.take_interrupts());
-        let Some(mem) = self.mem.take() else { return Ok(0) };
-        let mut sent = 0;
-        let mut r = Ok(());
-        while !self.pending_irqs.is_empty() && r.is_ok() {
-            let Some((head, bufs)) = self.rings[1].pop(&mem)? else { break };
-            let data = self.pending_irqs.remove(0);
-            let mut msg = vec![0u8; MSG_HEADER + 4];
-            msg[0] = OP_MSI;
-            msg[4..8].copy_from_slice(&4u32.to_le_bytes());
-            msg[MSG_HEADER..].copy_from_slice(&data.to_le_bytes());
-            r = match bufs.iter().find(|b| b.device_writes && b.len as usize >= msg.len()) {
-                Some(buf) => mem.write(buf.addr, &msg, "interrupt message").and_then(|_| self.rings[1].push(&mem, head, msg.len() as u32)),
-                None => Err(UmlError::Queue { index: 1, what: "an interrupt buffer too small for a message" }),
-            };
-            sent += 1;
-        }
+        self.with_mem(|s, mem| {
+            let mut sent = 0;
+            while !s.pending_irqs.is_empty() {
+                let Some((head, bufs)) = s.rings[1].pop(mem)? else { break };
+                let data = s.pending_irqs.remove(0);
+                let mut msg = vec![0u8; MSG_HEADER + 4];
+                msg[0] = OP_MSI;
+                msg[4..8].copy_from_slice(&4u32.to_le_bytes());
+                msg[MSG_HEADER..].copy_from_slice(&data.to_le_bytes());
+                let buf = bufs
+                    .iter()
+                    .find(|b| b.device_writes && b.len as usize >= msg.len())
+                    .ok_or(UmlError::Queue { index: 1, what: "an interrupt buffer too small for a message" })?;
+                mem.write(buf.addr, &msg, "interrupt message")?;
+                s.rings[1].push(mem, head, msg.len() as u32)?;
+                sent += 1;
+            }
+            Ok(sent)
+        })
+    }
+
+    /// Run `f` with the guest's memory (lent out of the session for the call, and put back
+    /// whatever `f` returns); `T::default()` before the guest has sent its memory table.
+    fn with_mem<T: Default>(&mut self, f: impl FnOnce(&mut Self, &GuestMem) -> UmlResult<T>) -> UmlResult<T> {
+        let Some(mem) = self.mem.take() else { return Ok(T::default()) };
+        let r = f(self, &mem);
         self.mem = Some(mem);
-        r.map(|_| sent)
+        r
     }
 
     /// One virtio_pcidev message at the guest's current time: None for a posted access, else

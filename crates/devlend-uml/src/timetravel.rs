@@ -6,7 +6,8 @@
 //! UPDATE before it kicks a device, so the device learns the time of the access; GET and GET_TOD
 //! ask for the time.
 
-use crate::error::{UmlError, UmlResult};
+use crate::error::UmlResult;
+use crate::vhost::os_err;
 use std::os::fd::RawFd;
 
 pub const ACK: u32 = 0;
@@ -42,26 +43,16 @@ impl TtMsg {
     }
 }
 
-fn io(what: &'static str) -> UmlError {
-    UmlError::Io { what, error: std::io::Error::last_os_error() }
-}
-
 /// The next message, or None when the guest closed the socket.
 pub fn recv(fd: RawFd) -> UmlResult<Option<TtMsg>> {
-    let mut b = [0u8; 16];
-    let mut got = 0;
-    while got < 16 {
-        let n = unsafe { libc::read(fd, b[got..].as_mut_ptr().cast(), 16 - got) };
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(io("reading the time-travel socket"));
-        }
-        if n == 0 {
-            return if got == 0 { Ok(None) } else { Err(UmlError::Closed { during: "a time-travel message" }) };
-        }
-        got += n as usize;
+    let (mut b, mut fds) = ([0u8; 16], Vec::new());
+    let open = crate::vhost::recv_exact(fd, &mut b, &mut fds)?;
+    for fd in fds {
+        // The guest sends none on this socket; one that came is not kept open.
+        unsafe { libc::close(fd) };
+    }
+    if !open {
+        return Ok(None);
     }
     let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
     Ok(Some(TtMsg { op: u32_at(0), seq: u32_at(4), time: u64::from_le_bytes(b[8..16].try_into().unwrap()) }))
@@ -89,7 +80,7 @@ pub fn send(fd: RawFd, m: TtMsg, fds: &[RawFd]) -> UmlResult<()> {
     }
     let n = unsafe { libc::sendmsg(fd, &mh, libc::MSG_NOSIGNAL) };
     if n != b.len() as isize {
-        return Err(io("writing the time-travel socket"));
+        return Err(os_err("writing the time-travel socket"));
     }
     Ok(())
 }
@@ -100,12 +91,12 @@ pub fn send(fd: RawFd, m: TtMsg, fds: &[RawFd]) -> UmlResult<()> {
 pub fn start_fds() -> UmlResult<[RawFd; 2]> {
     let fd = unsafe { libc::memfd_create(c"devlend-timetravel".as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 || unsafe { libc::ftruncate(fd, 4096) } != 0 {
-        return Err(io("creating the time-travel page"));
+        return Err(os_err("creating the time-travel page"));
     }
     let log = unsafe { libc::dup(fd) };
     if log < 0 {
         unsafe { libc::close(fd) };
-        return Err(io("creating the time-travel page"));
+        return Err(os_err("creating the time-travel page"));
     }
     Ok([fd, log])
 }

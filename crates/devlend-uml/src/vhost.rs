@@ -82,12 +82,13 @@ impl Msg {
     }
 }
 
-fn os_err(what: &'static str) -> UmlError {
+pub(crate) fn os_err(what: &'static str) -> UmlError {
     UmlError::Io { what, error: std::io::Error::last_os_error() }
 }
 
 /// Receive exactly `buf.len()` bytes (and any fds) with recvmsg; Ok(false) on end of stream.
-fn recv_exact(sock: RawFd, buf: &mut [u8], fds: &mut Vec<RawFd>) -> UmlResult<bool> {
+/// Also the time-travel socket's reader (`timetravel::recv`).
+pub(crate) fn recv_exact(sock: RawFd, buf: &mut [u8], fds: &mut Vec<RawFd>) -> UmlResult<bool> {
     let mut got = 0;
     while got < buf.len() {
         let mut iov = libc::iovec { iov_base: buf[got..].as_mut_ptr().cast(), iov_len: buf.len() - got };
@@ -102,7 +103,7 @@ fn recv_exact(sock: RawFd, buf: &mut [u8], fds: &mut Vec<RawFd>) -> UmlResult<bo
             if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            return Err(os_err("recvmsg on the vhost-user socket"));
+            return Err(os_err("recvmsg on a guest socket"));
         }
         if n == 0 {
             return if got == 0 { Ok(false) } else { Err(UmlError::Closed { during: "a message" }) };
