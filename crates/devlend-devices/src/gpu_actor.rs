@@ -6,8 +6,9 @@
 //! machine splits it into max-payload writes or max-read-request reads, which contend with every
 //! other flow on the links): device to bus, a DMA write of the device-memory bytes as they are
 //! when the doorbell lands; bus to device, a DMA read whose data is written into device memory
-//! request by request as the completer serves it (no copy of the whole transfer is held). Then the engine releases its semaphore with a 4-byte DMA write. The two
-//! engines work at once. A fault sets the engine's `CE_STATUS`/`CE_FAULT_ADDR` (`STATUS_POISONED` when
+//! request by request as the completer serves it (no copy of the whole transfer is held; a
+//! fault stops the read, and what was served before it stays written). Then the engine releases
+//! its semaphore with a 4-byte DMA write. The two engines work at once. A fault sets the engine's `CE_STATUS`/`CE_FAULT_ADDR` (`STATUS_POISONED` when
 //! a read's completion came back poisoned) and DMA-writes the status to `CE_NOTIFY_ADDR`; the other engine goes on. Every request the engine starts leaves it
 //! `dma_issue_ps` after the engine decided on it, and read data is acted on `dma_completion_ps`
 //! after it has all arrived (the device's effective parameters). Stores landing in BAR 1 go to the
