@@ -472,9 +472,14 @@ impl<W: World> Machine<W> {
         }
         *self.moved.entry(who).or_default() += len as u64;
         let mut core = self.core.borrow_mut();
-        if let Some(f) = core.flows[flow as usize].as_mut() {
-            let o = offset as usize;
-            f.data[o..o + len as usize].copy_from_slice(&data);
+        let Some(f) = core.flows[flow as usize].as_mut() else { return };
+        match (f.streamed, f.owner) {
+            (true, Owner::Device(d)) => {
+                let token = f.token;
+                drop(core);
+                self.call_device(d, |dev, cx| dev.dma_data(cx, token, offset, &data));
+            }
+            _ => f.data[offset as usize..][..len as usize].copy_from_slice(&data),
         }
     }
 
