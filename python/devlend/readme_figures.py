@@ -36,10 +36,46 @@ def hops() -> str:
     return "```\n" + "\n".join(shown).rstrip() + "\n```\n"
 
 
+@functools.cache
+def _validate_doc() -> dict:
+    """`devlend validate --format json`, run once per process."""
+    import json
+    return json.loads(_cli("validate", "--format", "json", "-q"))
+
+
+def _bench(host: str, quantity: str, sizes) -> list[dict]:
+    """The pcie-bench verdicts of hosts whose name contains `host`, for `quantity` at `sizes`."""
+    out = []
+    for v in _validate_doc()["verdicts"]:
+        head, _, size = v["id"].rpartition("-")
+        if v["id"].startswith("pcie-bench-") and host in head and head.endswith(quantity) and int(size) in sizes:
+            out.append(v)
+    return out
+
+
+def calibration_gaps() -> str:
+    """What the model does not reach on the pcie-bench corpus, from `devlend validate`'s verdicts."""
+    def pct(vs):
+        errs = [float(v["rel_error"].rstrip("%")) for v in vs]
+        return f"{min(errs):+.0f}% to {max(errs):+.0f}%"
+
+    def at_2k(vs):
+        two = [v for v in vs if v["id"].endswith("-2048")]
+        lo, hi = (f"{f(float(v['theirs']) for v in two):.1f}" for f in (min, max))
+        return f"{float(two[0]['ours']):.1f} Gb/s against {lo if lo == hi else lo + '-' + hi} measured"
+    e5w = _bench("-e5-", "dma_write_bw", range(128, 1 << 20))
+    e5r = _bench("-e5-", "dma_read_bw", (512, 1536, 2048))
+    e3w = _bench("-e3-", "dma_write_bw", range(64, 1 << 20))
+    rows = [("Xeon E5 hosts, DMA writes of 128 B and more", pct(e5w), at_2k(e5w)),
+            ("Xeon E5 hosts, DMA reads of 512 B, 1536 B and 2 KiB", pct(e5r), at_2k(e5r)),
+            ("Xeon E3 host, DMA writes of 64 B and more", pct(e3w), at_2k(e3w))]
+    lines = ["| where | model against measured | at 2 KiB |", "| --- | --- | --- |"]
+    return "\n".join(lines + [f"| {a} | {b} | {c} |" for a, b, c in rows]) + "\n"
+
+
 def validate() -> str:
     """`devlend validate`'s summary lines and its per source and quantity table of the validation set."""
-    import json
-    doc = json.loads(_cli("validate", "--format", "json", "-q"))
+    doc = _validate_doc()
     rows = [r for r in doc["breakdown"] if r["set"] == "validation"]
     table = ["| source | quantity | n | within | median |error| | p90 |error| |", "|---|---|---|---|---|---|"]
     table += [f"| {r['source']} | {r['quantity']} | {r['n']} | {r['within']} | {_short(r['median |error|'])} | "
@@ -194,6 +230,7 @@ def _short(pct: str) -> str:
 BLOCKS: dict[str, tuple[Callable[[], str], str]] = {
     "hops": (hops, "devlend experiment hops"),
     "validate": (validate, "devlend validate --format json"),
+    "calibration-gaps": (calibration_gaps, "devlend validate --format json"),
     "experiment-figures": (experiment_figures, "devlend experiment NAME --quick, each run once"),
 }
 
