@@ -8,6 +8,7 @@ import pytest
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from devlend import readme_figures  # noqa: E402
 from devlend.experiments import get  # noqa: E402
 from devlend.experiments._plot import Figure, axes, points  # noqa: E402
 
@@ -94,7 +95,7 @@ def drawn_labels(monkeypatch):
 def test_plots_of_paper_figures_draw_the_papers_values_beside_ours(name, tmp_path, drawn_labels):
     """Each experiment that reproduces a paper figure draws the paper's published values (a
     "paper: ..." series, black hollow X markers or a hatched band) beside its own series."""
-    res = get(name).run(quick=True)
+    res = readme_figures.quick_result(name)  # the run the README's figures quote (one per session)
     res.plot(res, str(tmp_path / f"{name}.png"))
     (labels,) = drawn_labels
     paper = [label for label in labels if label.startswith("paper: ")]

@@ -85,15 +85,16 @@ def validate() -> str:
 
 
 @functools.cache
-def quick_rows(name: str) -> tuple:
-    """`devlend experiment NAME --quick`'s rows, run in this process once per process (the script
-    and a test session each run an experiment at most once, whatever the blocks that quote it)."""
+def quick_result(name: str):
+    """`devlend experiment NAME --quick`'s result, run in this process once per process (the
+    script and a test session each run an experiment at most once, whatever the blocks and tests
+    that read it; readers must not change it)."""
     from . import experiments
-    return tuple(experiments.get(name).run(quick=True).rows)
+    return experiments.get(name).run(quick=True)
 
 
 def _rows(name: str) -> list[dict]:
-    return list(quick_rows(name))
+    return [dict(r) for r in quick_result(name).rows]
 
 
 def _by(name: str, *keys: str) -> dict:
