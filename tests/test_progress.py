@@ -1,8 +1,11 @@
-"""Progress with a percentage for run commands: the core runs in slices of events and says how far
-the workloads are between them (no Python on its hot path); the bar shows on a terminal only, never
-when piped or with --quiet, and the results are those of an uninterrupted run."""
+"""Progress: shown on a terminal with what is running, never when piped or with --quiet; for run
+commands a percentage: the core runs in slices of events and says how far the workloads are
+between them (no Python on its hot path), and the results are those of an uninterrupted run."""
 
 import io
+import os
+import pty
+import subprocess
 import sys
 
 import pytest
@@ -10,7 +13,7 @@ import pytest
 import devlend
 from devlend.scenario import Scenario
 
-from conftest import topo_path
+from conftest import ROOT, topo_path
 
 PXH = topo_path("pxh830-two-host.yaml")
 
@@ -34,44 +37,60 @@ def test_a_run_in_slices_reports_rising_progress_and_the_same_results(monkeypatc
     assert sliced.link_stats().equals(whole.link_stats())
 
 
-def _run_workloads(*extra):
-    """`devlend run-workloads` with its stderr on a pseudo-terminal: what it drew there."""
-    import os
-    import pty
-    import subprocess
-    import threading
-    master, slave = pty.openpty()
-    drawn = []
+JOB = "[j]\nioengine=libaio\ndirect=1\nrw=randread\nsize=1m\niodepth=4\nruntime=2ms\ntime_based\n"
+ARGS = ["--topology", "topologies/nvme-back-to-back.yaml", "--host", "borrower", "--device", "nvme0", "--output-format=json"]
 
-    def drain():
-        while True:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                return
-            if not chunk:
-                return
-            drawn.append(chunk)
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
-    env = {**os.environ, "DEVLEND_PROGRESS_SLICE_EVENTS": "20"}
-    r = subprocess.run([sys.executable, "-m", "devlend.cli", "run-workloads", PXH, "--stream", "a:gpu0:ntb-l.mw1:8MiB",
-                        "--format", "json", *extra], stdout=subprocess.PIPE, stderr=slave, env=env, timeout=120)
+
+def _on_a_terminal(args, env=None):
+    """Run with stderr on a pseudo-terminal; returns what the terminal showed."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "devlend.cli", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=slave,
+                         env={**os.environ, "TERM": "xterm", "COLUMNS": "100", **(env or {})})
     os.close(slave)
-    reader.join(10)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    p.wait()
     os.close(master)
-    assert r.returncode == 0
-    return b"".join(drawn).decode(errors="replace")
+    return shown.decode(errors="replace")
+
+
+def test_a_terminal_sees_what_is_running_and_quiet_or_a_pipe_sees_nothing(tmp_path):
+    job = tmp_path / "j.fio"
+    job.write_text(JOB)
+    assert "fio " in _on_a_terminal(["fio", str(job), *ARGS]) and "job(s) on nvme0" in _on_a_terminal(["fio", str(job), *ARGS])
+    assert "job(s) on nvme0" not in _on_a_terminal(["fio", str(job), *ARGS, "--quiet"])
+    piped = subprocess.run([sys.executable, "-m", "devlend.cli", "fio", str(job), *ARGS], cwd=ROOT, capture_output=True, text=True)
+    assert piped.returncode == 0 and "job(s) on nvme0" not in piped.stderr
+
+
+def test_run_commands_show_what_is_running_on_a_terminal_only():
+    args = ["run-workloads", "topologies/pxh830-two-host.yaml", "--stream", "copy-a:gpu0:ntb-l.mw1:256KiB"]
+    assert "run-workloads: copy-a" in _on_a_terminal(args)
+    assert "run-workloads: copy-a" not in _on_a_terminal([*args, "--quiet"])
+    piped = subprocess.run([sys.executable, "-m", "devlend.cli", *args], cwd=ROOT, capture_output=True, text=True)
+    assert piped.returncode == 0 and "run-workloads: copy-a" not in piped.stderr + piped.stdout
+
+
+# slices of 20 events: the bar is drawn between slices even for this short run
+SLICES = {"DEVLEND_PROGRESS_SLICE_EVENTS": "20"}
+RUN = ["run-workloads", "topologies/pxh830-two-host.yaml", "--stream", "a:gpu0:ntb-l.mw1:8MiB", "--format", "json"]
 
 
 def test_on_a_terminal_run_workloads_draws_a_percentage():
-    drawn = _run_workloads()
+    drawn = _on_a_terminal(RUN, SLICES)
     assert "%" in drawn and "run-workloads: a" in drawn, drawn
 
 
-@pytest.mark.parametrize("extra", [["--quiet"], ["-q"]])
-def test_quiet_draws_nothing_on_a_terminal(extra):
-    assert "%" not in _run_workloads(*extra)
+@pytest.mark.parametrize("quiet", ["--quiet", "-q"])
+def test_quiet_draws_no_percentage_on_a_terminal(quiet):
+    assert "%" not in _on_a_terminal([*RUN, quiet], SLICES)
 
 
 def test_piped_draws_nothing(monkeypatch):
