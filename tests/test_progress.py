@@ -42,10 +42,11 @@ ARGS = ["--topology", "topologies/nvme-back-to-back.yaml", "--host", "borrower",
 
 
 def _on_a_terminal(args, env=None):
-    """Run with stderr on a pseudo-terminal; returns what the terminal showed."""
+    """Run with stderr on a pseudo-terminal; returns what the terminal showed. The terminal is
+    wide enough for the job's line with a pytest-xdist worker's longer temporary path in it."""
     master, slave = pty.openpty()
     p = subprocess.Popen([sys.executable, "-m", "devlend.cli", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=slave,
-                         env={**os.environ, "TERM": "xterm", "COLUMNS": "100", **(env or {})})
+                         env={**os.environ, "TERM": "xterm", "COLUMNS": "160", **(env or {})})
     os.close(slave)
     shown = b""
     while True:
