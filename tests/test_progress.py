@@ -41,12 +41,12 @@ JOB = "[j]\nioengine=libaio\ndirect=1\nrw=randread\nsize=1m\niodepth=4\nruntime=
 ARGS = ["--topology", "topologies/nvme-back-to-back.yaml", "--host", "borrower", "--device", "nvme0", "--output-format=json"]
 
 
-def _on_a_terminal(args, env=None):
+def _on_a_terminal(args):
     """Run with stderr on a pseudo-terminal; returns what the terminal showed. The terminal is
     wide enough for the job's line with a pytest-xdist worker's longer temporary path in it."""
     master, slave = pty.openpty()
     p = subprocess.Popen([sys.executable, "-m", "devlend.cli", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=slave,
-                         env={**os.environ, "TERM": "xterm", "COLUMNS": "160", **(env or {})})
+                         env={**os.environ, "TERM": "xterm", "COLUMNS": "160"})
     os.close(slave)
     shown = b""
     while True:
@@ -79,19 +79,23 @@ def test_run_commands_show_what_is_running_on_a_terminal_only():
     assert piped.returncode == 0 and "run-workloads: copy-a" not in piped.stderr + piped.stdout
 
 
-# slices of 20 events: the bar is drawn between slices even for this short run
-SLICES = {"DEVLEND_PROGRESS_SLICE_EVENTS": "20"}
 RUN = ["run-workloads", "topologies/pxh830-two-host.yaml", "--stream", "a:gpu0:ntb-l.mw1:8MiB", "--format", "json"]
 
 
-def test_on_a_terminal_run_workloads_draws_a_percentage():
-    drawn = _on_a_terminal(RUN, SLICES)
+@pytest.fixture
+def slices(monkeypatch):
+    """Slices of 20 events: the bar is drawn between slices even for this short run."""
+    monkeypatch.setenv("DEVLEND_PROGRESS_SLICE_EVENTS", "20")
+
+
+def test_on_a_terminal_run_workloads_draws_a_percentage(slices):
+    drawn = _on_a_terminal(RUN)
     assert "%" in drawn and "run-workloads: a" in drawn, drawn
 
 
 @pytest.mark.parametrize("quiet", ["--quiet", "-q"])
-def test_quiet_draws_no_percentage_on_a_terminal(quiet):
-    assert "%" not in _on_a_terminal([*RUN, quiet], SLICES)
+def test_quiet_draws_no_percentage_on_a_terminal(quiet, slices):
+    assert "%" not in _on_a_terminal([*RUN, quiet])
 
 
 def test_piped_draws_nothing(monkeypatch):
