@@ -6,7 +6,7 @@ scenario files, and the seed.
 Where it goes: a CSV ends with one ``# devlend provenance: {json}`` line (CSV readers skip it with
 ``comment='#'``); a JSON document gets a top-level ``"devlend provenance"`` object; each line of a
 JSON-lines store (a sweep's) one of that name; a PNG a text chunk of that name; a Graphviz DOT file
-a first ``// devlend provenance: {json}`` comment line; an SVG an XML comment of that form after its
+a ``// devlend provenance: {json}`` comment line after the graph's opening line; an SVG an XML comment of that form after its
 XML declaration; a .dlt trace a ``"devlend provenance"`` object in its header's meta JSON. Every
 writer goes through :func:`write_csv`, :func:`stamped` (a JSON document), :func:`stamp_png`,
 :func:`stamp_dot`, :func:`stamp_svg` or :func:`stamp_dlt`.
@@ -99,8 +99,10 @@ def stamp_png(path: str, rec: dict) -> None:
 
 
 def stamp_dot(dot: str, rec: dict) -> str:
-    """DOT text with the record as its first line, a DOT comment (Graphviz ignores it)."""
-    return f"// {KEY}: {json.dumps(rec, sort_keys=True, default=str)}\n" + dot
+    """DOT text with the record as a DOT comment line (Graphviz ignores it) after the graph's
+    opening line, so that the file still starts with its graph."""
+    head, nl, body = dot.partition("\n")
+    return f"{head}{nl}// {KEY}: {json.dumps(rec, sort_keys=True, default=str)}\n{body}"
 
 
 def _svg_comment(rec: dict) -> str:
