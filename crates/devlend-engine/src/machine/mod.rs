@@ -316,6 +316,18 @@ impl<W: World> Machine<W> {
         Ok(())
     }
 
+    /// Run at most `events` more events (a caller that shows progress runs in slices, then
+    /// [`Machine::run`] for the end's checks); false once nothing is left to happen. A thread
+    /// still waiting is no error here.
+    pub fn run_events(&mut self, events: u64) -> Result<bool, MachineError> {
+        for _ in 0..events {
+            if !self.step()? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// When the next event is due (None: nothing is left to happen). Nothing can change before
     /// it unless someone outside starts something: a guest synchronised to this clock may run
     /// freely up to it.
