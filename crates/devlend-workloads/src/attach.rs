@@ -65,13 +65,13 @@ fn kind_of(c: &Cluster, device: &str) -> Option<String> {
     use devlend_fabric::spec::DeviceKind;
     let d = c.fabric.devices.iter().find(|d| d.name == device)?;
     let Some(profile) = &d.profile else {
-        return Some(match d.kind {
+        let kind = match d.kind {
             DeviceKind::Gpu => "gpu",
             DeviceKind::Nvme => "nvme",
             DeviceKind::Nic => "nic",
             DeviceKind::Generic => "generic",
-        })
-        .map(String::from);
+        };
+        return Some(kind.to_string());
     };
     let t: Option<toml::Value> = toml::from_str(devlend_fabric::params::HARDWARE_TOML).ok();
     let kind = t.as_ref().and_then(|t| t.get("device")?.get(profile)?.get("kind")?.as_str().map(String::from));
