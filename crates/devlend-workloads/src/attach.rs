@@ -83,9 +83,9 @@ pub(crate) fn host_error(w: &str, device: &str, e: HostError) -> WorkloadError {
     match e {
         HostError::AlreadyLent(_) | HostError::Busy(_) => WorkloadError::AlreadyBorrowed { workload, device: device.into(), error: e },
         HostError::Unreachable(_) | HostError::WindowTooSmall(_) => {
-            WorkloadError::Unreachable { workload, target: Unreached::Device { device: device.into(), error: e } }
+            WorkloadError::Unreachable { workload, target: Box::new(Unreached::Device { device: device.into(), error: e }) }
         }
-        HostError::NoDevice(_) => WorkloadError::NoSuch { workload, what: "device".into(), missing: Missing::Host(e) },
+        HostError::NoDevice(_) => WorkloadError::NoSuch { workload, what: "device".into(), missing: Box::new(Missing::Host(e)) },
         error => WorkloadError::Setup { workload, cause: SetupCause::Host { step: "attaching the device", error } },
     }
 }
