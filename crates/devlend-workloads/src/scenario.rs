@@ -222,7 +222,7 @@ impl Scenario {
         let who = self.m.world().fabric.requester(requester).map_err(|e| WorkloadError::no_such(name, "requester", Missing::Fabric(e)))?;
         let id = self.m.stream(name, who, addr, bytes, access, at).map_err(|e| match e {
             MachineError::Unreachable { addr, failure, .. } => {
-                WorkloadError::Unreachable { workload: name.into(), target: Unreached::Addr { addr, failure: *failure } }
+                WorkloadError::Unreachable { workload: name.into(), target: Box::new(Unreached::Addr { addr, failure }) }
             }
             MachineError::Invalid { why, .. } => WorkloadError::invalid(name, BadSpec::Stream(why)),
             other => WorkloadError::Machine(Box::new(other)),
