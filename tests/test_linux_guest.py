@@ -48,6 +48,10 @@ def test_nvme_id_ctrl_reads_the_modelled_identity(guest):
     assert guest.returncodes[1] == 0, guest.outputs[1]
     assert "devlnd modelled NVMe" in guest.outputs[1], guest.outputs[1]
     assert "nn        : 1" in guest.outputs[1], guest.outputs[1]
+    # The subsystem NQN in the form NVMe §7.9 gives a drive without a naming authority, so the
+    # driver takes it as it is and does not warn "missing or invalid SUBNQN field".
+    assert "subnqn    : nqn.2014.08.org.nvmexpress:80868086devlend" in guest.outputs[1], guest.outputs[1]
+    assert not [ln for ln in guest.driver_lines if "SUBNQN" in ln], guest.driver_lines
     # nvme-cli's buffer is not page-aligned: the structure's second part goes to PRP2, so the
     # fields past the page boundary read as the model wrote them (zeros), not as stale memory.
     assert "ioccsz    : 0\n" in guest.outputs[1] and "mp:0.00W" in guest.outputs[1], guest.outputs[1]
