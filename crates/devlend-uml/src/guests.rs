@@ -12,7 +12,7 @@
 
 use crate::error::{UmlError, UmlResult};
 use crate::server::{poll_any, poll_one};
-use crate::timetravel::{self as tt, ns_at_or_after, TtMsg, NEVER_NS};
+use crate::timetravel::{self as tt, ns_at_or_after, GuestTime, TtMsg, NEVER_NS};
 use devlend_engine::machine::Machine;
 use devlend_host::Cluster;
 use std::os::fd::{AsRawFd, RawFd};
@@ -23,10 +23,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 struct Guest {
     sock: Option<UnixStream>,
-    /// Its time (ns): the last RUN, UPDATE or GET.
-    now: u64,
-    /// The time it last REQUESTed (None: no timer, or "never").
-    requested: Option<u64>,
+    /// Its time and its last request.
+    time: GuestTime,
     /// It WAITs: it moves only when told RUN.
     waiting: bool,
     seq: u32,
@@ -71,7 +69,7 @@ impl Guest {
 
     /// When it is due: its request, not before its own time.
     fn due(&self) -> Option<u64> {
-        self.requested.filter(|&t| t < NEVER_NS / 1000).map(|t| t.max(self.now))
+        self.time.requested.filter(|&t| t < NEVER_NS / 1000).map(|t| t.max(self.time.now))
     }
 }
 
@@ -92,7 +90,7 @@ pub fn control(time_sockets: &[String], machine: Machine<Cluster>, deadline: Dur
             return Err(UmlError::NoGuest { socket: path.clone(), waited: deadline });
         }
         let (sock, _) = l.accept().map_err(|error| UmlError::Io { what: "accepting a guest", error })?;
-        guests.push(Guest { sock: Some(sock), now: 0, requested: None, waiting: false, seq: 0, summary: Default::default() });
+        guests.push(Guest { sock: Some(sock), time: GuestTime::default(), waiting: false, seq: 0, summary: Default::default() });
     }
     let mut run = Run { guests, machine, now: 0 };
     run.serve()?;
@@ -101,7 +99,7 @@ pub fn control(time_sockets: &[String], machine: Machine<Cluster>, deadline: Dur
     }
     Ok(RunSummary {
         simulated_ps: run.machine.now(),
-        guests: run.guests.iter().map(|g| GuestSummary { guest_ns: g.now, ..g.summary.clone() }).collect(),
+        guests: run.guests.iter().map(|g| GuestSummary { guest_ns: g.time.now, ..g.summary.clone() }).collect(),
         wall: start.elapsed(),
     })
 }
@@ -136,35 +134,19 @@ impl Run {
     fn message(&mut self, i: usize, m: TtMsg) -> UmlResult<()> {
         let g = &mut self.guests[i];
         g.summary.time_messages += 1;
+        let fd = g.fd().ok_or(UmlError::Closed { during: "a time-travel exchange" })?;
+        if tt::answer(fd, &mut g.time, m, &mut g.summary.time_messages)? {
+            return Ok(());
+        }
         match m.op {
-            tt::ACK => {}
-            tt::START => {
-                let fds = tt::start_fds()?;
-                let sent = g.send(tt::ACK, m.seq, 0, &fds);
-                fds.iter().for_each(|&fd| unsafe {
-                    libc::close(fd);
-                });
-                sent?;
-            }
-            tt::GET_TOD => g.send(tt::ACK, m.seq, tt::TOD_START_NS + g.now, &[])?,
-            tt::GET => g.send(tt::ACK, m.seq, g.now, &[])?,
-            tt::UPDATE => {
-                g.now = g.now.max(m.time);
-                g.send(tt::ACK, m.seq, 0, &[])?;
-            }
-            tt::REQUEST => {
-                g.requested = Some(m.time);
-                g.send(tt::ACK, m.seq, 0, &[])?;
-            }
             tt::WAIT if !g.waiting => {
                 g.send(tt::ACK, m.seq, 0, &[])?;
                 g.waiting = true;
                 g.summary.waits += 1;
-                self.schedule()?;
+                self.schedule()
             }
-            _ => return Err(UmlError::TimeTravel { op: m.op, what: "a message the controller does not take here" }),
+            _ => Err(UmlError::TimeTravel { op: m.op, what: "a message the controller does not take here" }),
         }
-        Ok(())
     }
 
     /// When every guest still running WAITs: move the run to the earliest time a guest is due
@@ -185,7 +167,7 @@ impl Run {
         let free_until = if due.len() > 1 { t } else { later.chain(others).min().unwrap_or(NEVER_NS).max(t) };
         for i in due {
             let g = &mut self.guests[i];
-            g.now = t;
+            g.time.now = t;
             g.waiting = false;
             g.tell(tt::FREE_UNTIL, free_until)?;
             g.tell(tt::RUN, t)?;
