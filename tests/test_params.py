@@ -11,10 +11,9 @@
   fits, and the core runs on the file as it is written (rebuilt after `devlend calibrate --write`).
 """
 
-import subprocess
-import sys
 
 import pytest
+import clirun
 from conftest import topo_path
 
 import devlend
@@ -122,7 +121,7 @@ def test_a_cpu_profile_setting_reaches_every_host_of_that_profile():
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True)
+    return clirun.run(*args)
 
 
 def test_cli_set_overrides_without_editing_the_file(tmp_path):
