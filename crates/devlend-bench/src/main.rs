@@ -290,7 +290,8 @@ fn print_rows(rows: &[Row]) {
     }
 }
 
-const ONE_USAGE: &str = "--one: copy BYTES | contention STREAMS BYTES | contention-hosts HOSTS STREAMS BYTES | mix SEED STREAMS | data BYTES";
+const ONE_USAGE: &str =
+    "--one: copy BYTES | contention STREAMS BYTES | contention-hosts HOSTS STREAMS BYTES | mix SEED STREAMS | data BYTES | route cpu-local-bar|dma-ntb-remote-ram N";
 
 /// One engine sample, as one JSON line (see the module's usage).
 fn one(args: &[String]) {
@@ -313,11 +314,30 @@ fn one(args: &[String]) {
             let r = mix::run(num(1), num(2) as usize);
             json!({"seconds": r.seconds, "tlp_hops": r.tlp_hops, "events": r.events, "digest": format!("{:016x}", r.digest)})
         }
+        Some("route") => return route_one(args.get(1).map(String::as_str), num(2) as usize),
         _ => usage(ONE_USAGE),
     };
     v["mhops_per_s"] = json!(v["tlp_hops"].as_f64().unwrap() / v["seconds"].as_f64().unwrap() / 1e6);
     v["peak_rss_kib"] = json!(peak_rss_kib());
     println!("{v}");
+}
+
+/// `--one route KIND N`: N uncached routes of the `route-uncached/KIND` row's working set, alone
+/// in the process (for `valgrind --tool=cachegrind`: instructions per route, load-independent).
+fn route_one(kind: Option<&str>, n: usize) {
+    let mut f = build(&cluster_spec()).expect("benchmark topology builds");
+    let list = match kind {
+        Some("cpu-local-bar") => spread(&cpu_bar_pages(&f), 4),
+        Some("dma-ntb-remote-ram") => spread(&dma_pages(&program_dma(&mut f)), 4),
+        _ => usage(ONE_USAGE),
+    };
+    let t = Instant::now();
+    for i in 0..n {
+        let (r, a) = list[i % list.len()];
+        black_box(f.route_uncached(r, a, Access::Write));
+    }
+    let seconds = t.elapsed().as_secs_f64();
+    println!("{}", json!({"routes": n, "seconds": seconds, "m_routes_per_s": n as f64 / seconds / 1e6, "peak_rss_kib": peak_rss_kib()}));
 }
 
 fn main() {
