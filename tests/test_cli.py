@@ -135,3 +135,11 @@ def test_import_lspci_writes_a_description_that_topo_lists(tmp_path):
 def test_file_system_errors_are_one_line_not_a_traceback(args, needle):
     res = cli(*args, check=False)
     assert res.returncode == 2 and needle in res.stderr and "Traceback" not in res.stderr
+
+
+def test_the_cli_starts_without_the_topology_models_or_the_extension():
+    """`devlend --help` and every command's start import neither pydantic's models nor the Rust
+    core: devlend's package attributes load on first use."""
+    code = "import sys, devlend.cli; print(sorted(m for m in ('devlend.topology', 'devlend._core', 'pydantic') if m in sys.modules))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert res.stdout.strip() == "[]", res.stdout
