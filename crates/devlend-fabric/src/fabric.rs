@@ -35,6 +35,12 @@ pub use crate::events::{Event, EventLog};
 
 const PAGE: u64 = 0x1000;
 
+/// The whole cluster after enumeration. Its fields are the fabric crate's own: outer layers ask
+/// through queries (`hosts`, `func(id)`, `ntb(id)`, `iommu(host)`, `events`, ... in `access`)
+/// and change it only through methods named by what they do (the Linux-named NTB, IOMMU and
+/// config-space interfaces, the injected faults in `link`, and `access`'s few direct changes:
+/// `ntb_mut`, `bar_store`, `ram_store`, `attach_ram`, `record_event`, `retain_events`). The
+/// crate docs list them.
 #[derive(Clone)]
 pub struct Fabric {
     pub name: String,
