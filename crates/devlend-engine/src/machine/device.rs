@@ -131,12 +131,8 @@ impl<W: World> Cx<'_, W> {
             Ok(Ok(flow)) => Ok(flow),
             Ok(Err(_)) => {
                 // A device addressing itself crosses no link: peer-to-peer inside one function is not modelled.
-                let fail = Failure::Unsupported {
-                    node: f.funcs[self.func as usize].node,
-                    host: f.func_host(self.func),
-                    addr,
-                    why: "a device's DMA to itself crosses no link",
-                };
+                let fail =
+                    Failure::Unsupported { node: f.func(self.func).node, host: f.func_host(self.func), addr, why: "a device's DMA to itself crosses no link" };
                 f.record(fail);
                 Err(fail)
             }
