@@ -97,7 +97,7 @@ fn a_fault_in_one_engine_leaves_the_other_engines_copy_whole() {
     let func = gpu.borrow().func;
     let reg = |off: u64, n: usize| {
         let mut b = vec![0u8; n];
-        m.world().fabric.bar_mem[&(func, 0)].read(off, &mut b);
+        m.world().fabric.bar_mem(func, 0).expect("BAR 0 written").read(off, &mut b);
         b.iter().rev().fold(0u64, |a, x| a << 8 | *x as u64)
     };
     assert_eq!(reg(ce_reg(0, CE_STATUS), 4) as u32, STATUS_DMA_FAULT);
@@ -175,7 +175,7 @@ fn a_copy_whose_read_comes_back_poisoned_fails_at_once_with_a_copy_error() {
     const N: u64 = 64 * KIB;
     let (c, g, buf) = setup(N, N);
     let (host, func) = (c.fabric.host_id("borrower").unwrap(), c.fabric.func_id("gpu0").unwrap());
-    let watchdog = c.fabric.tuning.timing.gpu_watchdog_ps;
+    let watchdog = c.fabric.tuning().timing.gpu_watchdog_ps;
     let gpu = shared(g.gpu);
     let mut drv = g.drv;
     let got = Rc::new(std::cell::RefCell::new(None));
@@ -194,6 +194,7 @@ fn a_copy_whose_read_comes_back_poisoned_fails_at_once_with_a_copy_error() {
     assert!(e.to_string().contains("poisoned completion"), "{e}");
     assert!(ps < watchdog / 1000, "the driver saw the failed copy after {ps} ps, not at its watchdog ({watchdog} ps)");
     assert_ne!(gpu.borrow().mem_read(&m.world().fabric, 0, N as usize).unwrap(), pattern(2, N), "no poisoned data was taken in whole");
-    let poisoned = m.world().fabric.events.iter().any(|e| matches!(e, devlend_fabric::events::Event::Failed(devlend_fabric::route::Failure::Poisoned { .. })));
+    let poisoned =
+        m.world().fabric.events().iter().any(|e| matches!(e, devlend_fabric::events::Event::Failed(devlend_fabric::route::Failure::Poisoned { .. })));
     assert!(poisoned, "the fabric recorded the poisoned completion");
 }
