@@ -121,13 +121,13 @@ impl Route {
 }
 
 fn msi_page(c: &Cluster, h: HostId) -> u64 {
-    c.fabric.hosts[h as usize].msi.start
+    c.fabric.host(h).msi.start
 }
 
 /// The physical MSI-X entry `entry` of `func` as its own host's CPU addresses it.
 fn slot(c: &Cluster, func: FuncId, entry: u16) -> HResult<u64> {
     let cap = msix_cap(&c.fabric, func)?;
-    let bar = c.fabric.funcs[func as usize].bars.iter().find(|b| b.index == cap.bir).ok_or_else(|| HostError::Invalid("MSI-X table BAR missing".into()))?;
+    let bar = c.fabric.func(func).bars.iter().find(|b| b.index == cap.bir).ok_or_else(|| HostError::Invalid("MSI-X table BAR missing".into()))?;
     Ok(bar.addr + cap.offset + entry as u64 * MSIX_ENTRY_SIZE)
 }
 
@@ -181,11 +181,11 @@ pub fn message(c: &Cluster, func: FuncId, entry: u16) -> HResult<Message> {
         return Ok(Message::Intx);
     }
     let at = slot(c, func, entry)?;
-    let bar = c.fabric.funcs[func as usize].bars.iter().find(|b| at >= b.addr && at + 16 <= b.addr + b.size).map(|b| (b.index, at - b.addr));
+    let bar = c.fabric.func(func).bars.iter().find(|b| at >= b.addr && at + 16 <= b.addr + b.size).map(|b| (b.index, at - b.addr));
     let mut e = [0u8; 16];
-    match bar.and_then(|(i, off)| c.fabric.bar_mem.get(&(func, i)).map(|m| (m, off))) {
+    match bar.and_then(|(i, off)| c.fabric.bar_mem(func, i).map(|m| (m, off))) {
         Some((m, off)) => m.read(off, &mut e),
-        None => return Err(HostError::Invalid(format!("{}: MSI-X entry {entry} cannot be read", c.fabric.funcs[func as usize].name))),
+        None => return Err(HostError::Invalid(format!("{}: MSI-X entry {entry} cannot be read", c.fabric.func(func).name))),
     }
     let w = |i: usize| u32::from_le_bytes([e[i], e[i + 1], e[i + 2], e[i + 3]]);
     let addr = w(0) as u64 | (w(4) as u64) << 32;
@@ -300,9 +300,9 @@ impl Vmm {
         let page = msi_page(c, host);
         match r.src {
             Src::Msix(entry) => {
-                let owner = c.kernel(host)?.by_func(func).ok_or_else(|| HostError::NoDevice(NoSuch::NotInTree(c.fabric.funcs[func as usize].name.clone())))?;
+                let owner = c.kernel(host)?.by_func(func).ok_or_else(|| HostError::NoDevice(NoSuch::NotInTree(c.fabric.func(func).name.clone())))?;
                 // The device sits in `host` in both paths: its messages arrive with its own ID.
-                let rid = c.fabric.funcs[func as usize].bdf;
+                let rid = c.fabric.func(func).bdf;
                 let (v, addr) = c.alloc_vector(host, owner, entry, handler, (page, rid))?;
                 r.pieces.push(Piece::Vector(host, v));
                 let at = slot(c, func, entry)?;

@@ -95,7 +95,7 @@ pub fn spawn(m: &mut Machine<Cluster>, vmm: &Rc<RefCell<Vmm>>, vm: VmId) -> HRes
     }
     let sh = Rc::new(Shared { vmm: vmm.clone(), vm, q: RefCell::default() });
     for h in hosts {
-        let name = m.world().fabric.hosts[h as usize].name.clone();
+        let name = m.world().fabric.host(h).name.clone();
         let s = sh.clone();
         m.spawn_service(&format!("apic/{name}"), 0, move |t| apic(t, &s, h));
         let s = sh.clone();
@@ -183,8 +183,8 @@ fn step(t: &Thread<'_, Cluster>, ch: &mut Chain, what: &str, ps: u64) {
 
 fn handler(t: &mut Thread<'_, Cluster>, sh: &Rc<Shared>, host: HostId) -> Result<(), ThreadError> {
     let p = crate::params::params();
-    let name = t.world().fabric.hosts[host as usize].name.clone();
-    let entry = t.world().fabric.tuning.host(host).irq_entry_ps;
+    let name = t.world().fabric.host(host).name.clone();
+    let entry = t.world().fabric.tuning().host(host).irq_entry_ps;
     t.runs_on(host);
     loop {
         let s = sh.clone();
