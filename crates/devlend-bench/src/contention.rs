@@ -33,7 +33,7 @@ pub fn program(f: &mut Fabric) -> Vec<Requester> {
         }
         // Attach after the LUT entries exist: the far adapter's DMA aliases include them.
         let lend = f.iommu_domain_alloc(fh, &format!("lend-from-h{h}")).unwrap();
-        let ram = f.ram_offset_to_phys(&f.host(fh), GIB).unwrap();
+        let ram = f.ram_offset_to_phys(f.host(fh), GIB).unwrap();
         f.iommu_attach(fh, lend, ffunc).unwrap();
         f.iommu_map(fh, lend, FAR_IOVA, ram, span, true).unwrap();
         let (win, _) = f.peer_mw_get_addr(near, 1).unwrap();

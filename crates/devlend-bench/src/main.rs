@@ -155,7 +155,7 @@ fn program_dma(f: &mut Fabric) -> Vec<Requester> {
         let fh = f.ntb(far).host;
         let ffunc = f.ntb(far).func;
         let lend = f.iommu_domain_alloc(fh, &format!("lend-from-h{h}")).unwrap();
-        let ram = f.ram_offset_to_phys(&f.host(fh), GIB).unwrap();
+        let ram = f.ram_offset_to_phys(f.host(fh), GIB).unwrap();
         f.mw_set_trans(far, 1, FAR_IOVA, DMA_SIZE).unwrap();
 
         let g = f.func_id(&format!("h{h}-d0")).unwrap();

@@ -29,7 +29,7 @@ impl LendState {
         let name = format!("dl:{}", f.ntb(ntb).name);
         let domain = crate::localdma::domain(f, host, &name)?;
         f.iommu_attach(host, domain, func)?;
-        let iova = RangeAlloc::new(&iova_space(&f.host(host)));
+        let iova = RangeAlloc::new(&iova_space(f.host(host)));
         self.domains.insert(ntb, AdapterDomain { host, domain, refs: 1, iova });
         Ok(Held::AdapterDomain(ntb))
     }
