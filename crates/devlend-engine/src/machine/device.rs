@@ -12,9 +12,11 @@
 
 use super::core::{Core, FlowDone, Owner};
 use super::World;
+use crate::path::build_path;
 use crate::queue::Ps;
+use crate::Plan;
 use devlend_fabric::model::FuncId;
-use devlend_fabric::route::{Failure, Requester};
+use devlend_fabric::route::{Failure, Outcome, Requester};
 use devlend_fabric::Fabric;
 use devlend_wire::{Access, Tlp};
 use std::collections::HashMap;
@@ -119,6 +121,33 @@ impl<W: World> Cx<'_, W> {
         let out = self.dma(0, addr, Access::Write, len, data, token);
         self.func = mine;
         out.map(drop)
+    }
+
+    /// Send a 4-byte message TLP from this function to its host's root complex (an
+    /// Assert_INTx): a flow on the machine's links, so it queues behind the data on them;
+    /// [`Device::dma_done`] gets `token` when it reaches the root (or stops at a fault). A message
+    /// is routed to the root by its type (PCIe Base 3.0 §2.2.8.1), not by an address: it takes
+    /// the upstream ports a write to the host's MSI page takes, whatever the root then does with
+    /// such a write (interrupt remapping refusing a compatibility-format one). Nothing lands.
+    pub fn message_to_root(&mut self, token: u64) -> Result<(), Failure> {
+        let f = self.world.fabric();
+        let who = Requester::Func(self.func);
+        let addr = f.host(f.func_host(self.func)).msi.start;
+        let route = f.route_uncached(who, addr, Access::Write);
+        if let Outcome::Failed(e) = route.outcome {
+            if !matches!(e, Failure::Interrupt { .. }) {
+                return Err(e);
+            }
+        }
+        let plan = Plan { request: build_path(f, &route, false), completion: None };
+        let (owner, at) = (Owner::Device(self.dev), self.core.now());
+        let started = self.core.start_plan(plan, owner, who, addr, Access::Write, 4, Vec::new(), false, token, at);
+        started.map(drop).map_err(|_| Failure::Unsupported {
+            node: f.func(self.func).node,
+            host: f.func_host(self.func),
+            addr,
+            why: "a message from a root complex to itself crosses no link",
+        })
     }
 
     /// Start the flow; its id.

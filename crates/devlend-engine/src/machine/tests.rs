@@ -504,3 +504,54 @@ fn a_device_signals_another_device_on_the_machine_and_not_a_function_without_a_m
     assert_eq!(got[0].0, 7);
     assert!(got[0].1 > rung + 5_000 && a.borrow().got.is_empty(), "{got:?}");
 }
+
+/// Sends a message to its root when its BAR 0 is written: when it sent it and when it arrived.
+#[derive(Default)]
+struct Messenger {
+    sent: Option<Ps>,
+    arrived: Option<Ps>,
+}
+
+impl Device<Fabric> for Messenger {
+    fn mmio_write(&mut self, cx: &mut Cx<Fabric>, _bar: u8, _offset: u64, _tlp: &Tlp) {
+        self.sent = Some(cx.now());
+        cx.message_to_root(3).unwrap();
+    }
+
+    fn dma_done(&mut self, cx: &mut Cx<Fabric>, done: FlowDone) {
+        if done.token == 3 && done.fault.is_none() {
+            self.arrived = Some(cx.now());
+        }
+    }
+}
+
+/// gpu0's message to the lender's root, told at once, with or without 4 MiB of its own DMA
+/// writes to the lender's RAM already on its upstream links: the message's time.
+fn message_time(busy: bool) -> Ps {
+    let f = testbed();
+    let func = f.func_id("gpu0").unwrap();
+    let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();
+    let lender = f.host_id("lender").unwrap();
+    let ram = f.resolve_expr("lender.ram+0x10000000").unwrap();
+    let mut m = Machine::new(f);
+    let dev = Rc::new(RefCell::new(Messenger::default()));
+    m.add_device(func, dev.clone());
+    if busy {
+        m.stream("data", Requester::Func(func), ram, 4 * MIB, Access::Write, 0).unwrap();
+    }
+    m.spawn("driver", 0, move |t| t.cpu_write(lender, bar0, &[1; 4]));
+    m.run().unwrap();
+    let d = dev.borrow();
+    d.arrived.expect("the message arrived") - d.sent.unwrap()
+}
+
+#[test]
+fn a_message_to_the_root_is_a_flow_that_waits_behind_the_data_on_its_links() {
+    let idle = message_time(false);
+    let mut f = testbed();
+    let gpu = Requester::Func(f.func_id("gpu0").unwrap());
+    let msi = f.host(f.host_id("lender").unwrap()).msi.start;
+    assert_eq!(idle, crate::latency(&mut f, gpu, msi, Access::Write).unwrap(), "idle: a 4-byte posted write's one-way time to the root");
+    let busy = message_time(true);
+    assert!(busy > idle, "behind 4 MiB of the device's own writes: {busy} ps, idle {idle} ps");
+}
