@@ -146,24 +146,6 @@ fn arriving_rid(c: &Cluster, host: HostId, addr: u64) -> HResult<devlend_wire::B
     route.hops.last().map(|h| h.rid).ok_or_else(|| Unreachability::NoRoute { addr }.into())
 }
 
-/// Time the Assert_INTx message of `func` from it to its host's root, on an idle fabric: a 4-byte
-/// message upstream, the path an MSI write to the host's MSI page takes, which no remapping
-/// entry validates (an INTx is remapped at the IOAPIC, not by the device's ID), so a
-/// compatibility-format address blocked at the root still times its path.
-pub(crate) fn intx_message_ps(c: &Cluster, func: FuncId) -> HResult<u64> {
-    let addr = msi_page(c, c.fabric.func_host(func));
-    use devlend_fabric::route::Failure;
-    use devlend_fabric::Outcome;
-    let route = c.fabric.route_uncached(Requester::Func(func), addr, Access::Write);
-    if let Outcome::Failed(f) = route.outcome {
-        if !matches!(f, Failure::Interrupt { .. }) {
-            return Err(HostError::fault(&c.fabric, addr, f));
-        }
-    }
-    let plan = devlend_engine::Plan { request: devlend_engine::path::build_path(&c.fabric, &route, false), completion: None };
-    Ok(devlend_engine::time_plan(&c.fabric, &plan, 4, Access::Write, true).time_ps)
-}
-
 /// What a function's interrupt is now (PCIe Base 3.0 §6.1.4; PCI Local Bus 3.0 §6.8.1).
 pub enum Message {
     /// MSI-X is off: the function asserts INTx.
