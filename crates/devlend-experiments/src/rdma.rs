@@ -121,7 +121,7 @@ pub fn ends(json: &str, runner: &str, peer: &str, max_mw_size: Option<u64>) -> R
     let widx = (0..windows.len()).rev().find(|&i| windows[i].lut_segments == 0).ok_or_else(|| ToolError::NoDirectWindow { ntb: f.ntb(nb).name.clone() })?;
     let size = windows[widx].size.min(max_mw_size.unwrap_or(u64::MAX));
     let mut open = |ntb: u32| -> RResult<Node> {
-        let h = &f.host(f.ntb(ntb).host);
+        let h = f.host(f.ntb(ntb).host);
         let at = |off: u64| f.ram_offset_to_phys(h, off).filter(|p| h.in_ram(p + size + 0x2000 - 1));
         let phys = at(BUF_RAM_OFFSET).ok_or_else(|| RdmaError::NotContiguous { host: h.name.clone(), offset: BUF_RAM_OFFSET, size })?;
         Node::open_at(&mut f, ntb, widx, Pinned { phys, size }, Pinned { phys: phys + size, size: 0x2000 })

@@ -41,7 +41,7 @@ fn a_write_crosses_both_cables_and_the_switch_into_the_peer_it_is_mapped_to() {
     let kinds: Vec<_> = r.hops.iter().map(|h| (h.kind, f.node(h.node).component.as_str())).collect();
     let at = kinds.iter().position(|k| *k == (HopKind::Ntb, "n0")).unwrap();
     assert_eq!(&kinds[at..at + 4], &[(HopKind::Ntb, "n0"), (HopKind::Link, "sw"), (HopKind::Forward, "sw"), (HopKind::Link, "n2")]);
-    let fwd = &f.node(r.hops[at + 2].node);
+    let fwd = f.node(r.hops[at + 2].node);
     assert_eq!(fwd.port, format!("p{}", 2), "the switch forwards out of the port n2 is cabled to");
     // n1 did not map anything for n0: the same window does not reach it, and n1's own window to n2
     // is another translation.

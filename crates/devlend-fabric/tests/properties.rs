@@ -430,7 +430,7 @@ fn root_port_of(f: &Fabric, n: NodeId) -> Option<NodeId> {
 /// through the root only between root ports; through the root only where the CPU allows P2P.
 fn p2p_valid(f: &Fabric, from: FuncId, to: FuncId) -> bool {
     let (a, b) = (f.func(from).node, f.func(to).node);
-    let h = &f.host(f.func_host(from));
+    let h = f.host(f.func_host(from));
     if a == b || f.func_host(from) != f.func_host(to) {
         return false;
     }
@@ -627,7 +627,7 @@ fn check_enumeration(f: &Fabric) -> Result<(), TestCaseError> {
                 }
             }
             for fid in &node.functions {
-                let func = &f.func(*fid);
+                let func = f.func(*fid);
                 let parent = f.node(node.parent.unwrap()).bridge;
                 if func.vf.is_none() {
                     prop_assert_eq!(func.bdf.bus(), parent.secondary, "{} on its port's secondary bus", &func.name);

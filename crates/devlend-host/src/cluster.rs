@@ -164,7 +164,7 @@ impl Cluster {
         self.scrub_pending(func)?;
         let dev_domain = self.kernels[lender as usize].dma.get(&lender_dev).and_then(|d| d.domain).map(|d| (lender, d));
         let mut lend = self.lending.lend(&mut self.fabric, func, b, dev_domain, opts)?;
-        let f = &self.fabric.func(func);
+        let f = self.fabric.func(func);
         let view = PciDevice {
             id: DevId(0),
             name: f.name.clone(),

@@ -108,7 +108,7 @@ impl Kernel {
 
     /// Boot: list the host's functions (BDF order) and give each local non-NTB function its DMA state.
     pub fn boot(f: &mut Fabric, host: HostId) -> HResult<Kernel> {
-        let h = &f.host(host);
+        let h = f.host(host);
         let ram: Vec<(u64, u64)> = h.ram_regions.iter().map(|r| (r.start, r.end)).collect();
         let free: Vec<(u64, u64)> = ram.iter().map(|&(s, e)| (s.max(KERNEL_RESERVED), e)).collect();
         let mut k = Kernel {
@@ -128,7 +128,7 @@ impl Kernel {
         for func in funcs {
             let is_ntb = matches!(f.node(f.func(func).node).kind, NodeKind::Ntb { .. });
             let bars = f.func(func).bars.iter().map(|b| BarView { index: b.index, size: b.size, cpu_addr: b.addr }).collect();
-            let fun = &f.func(func);
+            let fun = f.func(func);
             let dev = PciDevice { id: DevId(0), name: fun.name.clone(), func, bdf: fun.bdf, is_ntb, origin: Origin::Local, lent_to: None, bars };
             let id = k.hot_add(dev);
             if !is_ntb {

@@ -51,7 +51,7 @@ pub(crate) fn domain(f: &mut Fabric, host: HostId, name: &str) -> HResult<Domain
 
 impl LocalDma {
     pub fn boot(f: &mut Fabric, host: HostId, func: FuncId) -> HResult<LocalDma> {
-        let h = &f.host(host);
+        let h = f.host(host);
         let iova = RangeAlloc::new(&iova_space(h));
         if !h.iommu {
             return Ok(LocalDma { domain: None, iova, maps: Vec::new() });

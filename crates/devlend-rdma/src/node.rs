@@ -51,7 +51,7 @@ impl Node {
     pub fn open(f: &mut Fabric, ntb: &str, ram_offset: u64, size: u64) -> RResult<Node> {
         let ntb = f.ntb_id(ntb)?;
         let host = f.ntb(ntb).host;
-        let h = &f.host(host);
+        let h = f.host(host);
         let phys = f.ram_offset_to_phys(h, ram_offset).ok_or_else(|| RdmaError::NoRam { host: h.name.clone(), offset: ram_offset, what: "buffer" })?;
         let ring_phys = f.ram_offset_to_phys(h, ram_offset + size).ok_or_else(|| RdmaError::NoRam {
             host: h.name.clone(),
@@ -117,7 +117,7 @@ impl Node {
 
     /// Refuse to touch the peer when the NTB link is down (no cable, or `ntb_link_disable`).
     pub fn check_link(&self, f: &Fabric) -> RResult<()> {
-        let n = &f.ntb(self.ntb);
+        let n = f.ntb(self.ntb);
         if f.ntb_link_is_up(self.ntb) {
             return Ok(());
         }

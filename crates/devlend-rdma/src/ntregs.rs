@@ -75,12 +75,12 @@ impl Side {
 
 /// Both sides of the NTB of adapter `ntb` (this side first).
 pub fn sides(f: &Fabric, ntb: u32) -> RResult<[Side; 2]> {
-    let n = &f.ntb(ntb);
+    let n = f.ntb(ntb);
     let peer = n.peer.ok_or_else(|| RdmaError::LinkDown { ntb: n.name.clone(), cabled: false, ping: None })?;
-    let p = &f.ntb(peer);
+    let p = f.ntb(peer);
     let virt = n.name.contains("virtual") || (!p.name.contains("virtual") && ntb < peer);
     let side = |id: u32, virt: bool| -> RResult<Side> {
-        let x = &f.ntb(id);
+        let x = f.ntb(id);
         let bar = f.func(x.func).bars.iter().find(|b| b.index == 0).filter(|b| b.size >= SPAN);
         let bar = bar.ok_or_else(|| RdmaError::NoControlBar { ntb: x.name.clone(), span: SPAN })?;
         Ok(Side { ntb: id, func: x.func, host: x.host, virt, bar0: bar.addr })

@@ -118,7 +118,7 @@ impl NvmeDevice {
 
     fn read_bars(&mut self, device: &str) -> UmlResult<()> {
         let mut w = self.machine.world();
-        let f = &w.fabric.func(self.func);
+        let f = w.fabric.func(self.func);
         let (bars, vectors) = (f.bars.clone(), f.msix_vectors);
         let total: u64 = bars.iter().map(|b| b.size).sum();
         if total > UML_BAR_WINDOW {

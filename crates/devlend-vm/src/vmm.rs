@@ -151,7 +151,7 @@ impl Vmm {
     }
 
     fn add(&mut self, c: &Cluster, vm: VmId, func: FuncId, path: Path) -> HResult<DevId> {
-        let f = &c.fabric.func(func);
+        let f = c.fabric.func(func);
         let bars: Vec<(u8, u64, bool)> = f.bars.iter().map(|b| (b.index, b.size, b.bits == 64)).collect();
         let name = f.name.clone();
         let virt = crate::config::VirtCfg::new(c, func);

@@ -131,7 +131,7 @@ fn free_window(f: &Fabric, out: u32, inbound: u32) -> Option<usize> {
     let windows = &f.ntb(out).windows;
     (0..windows.len()).rev().find(|&i| {
         windows[i].lut_segments == 0 && {
-            let t = &f.ntb(inbound);
+            let t = f.ntb(inbound);
             matches!(t.peer_idx(out).and_then(|q| t.inbound[q].get(i)), Some(Inbound::Unset))
         }
     })

@@ -149,7 +149,7 @@ fn send(t: &mut Thread<'_, Fabric>, r: &CpuRegs, i: usize, bits: u64, log: &RefC
     let ntb = r.own.ntb;
     let up = |t: &Thread<'_, Fabric>| -> Result<(), ThreadError> {
         let w = t.world();
-        let n = &w.ntb(ntb);
+        let n = w.ntb(ntb);
         if !w.ntb_link_is_up(ntb) {
             return Err(fail(RdmaError::LinkDown { ntb: n.name.clone(), cabled: n.peer.is_some(), ping: Some(i) }));
         }

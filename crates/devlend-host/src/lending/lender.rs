@@ -51,7 +51,7 @@ pub(crate) fn need_link(f: &Fabric, from: HostId, to: HostId, step: LinkStep) ->
 /// The default DMA window of an adapter shared by several peers: the segmented window's size over
 /// the peers, down to a power of two (its largest window when none is segmented).
 fn peer_share(f: &Fabric, la: u32) -> u64 {
-    let s = &f.ntb(la);
+    let s = f.ntb(la);
     match s.windows.iter().filter(|w| w.lut_segments > 0).map(|w| (w.size, w.size / w.lut_segments as u64)).max() {
         Some((size, seg)) => {
             let share = size / s.peers.len() as u64;

@@ -64,7 +64,7 @@ pub(crate) struct Windows {
 
 /// The peer of adapter `out` in `host`.
 pub(crate) fn peer_in(f: &Fabric, out: u32, host: HostId) -> HResult<u32> {
-    let s = &f.ntb(out);
+    let s = f.ntb(out);
     s.peers
         .iter()
         .map(|p| p.ntb)
