@@ -17,104 +17,126 @@ impl Fabric {
     // ----- queries ---------------------------------------------------------------------------
 
     /// The topology's name.
+    #[inline]
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// Every host, indexed by [`HostId`].
+    #[inline]
     pub fn hosts(&self) -> &[Host] {
         &self.hosts
     }
 
+    #[inline]
     pub fn host(&self, h: HostId) -> &Host {
         &self.hosts[h as usize]
     }
 
     /// Every node (root complex, root port, switch port, endpoint, NTB), indexed by [`NodeId`].
+    #[inline]
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
     }
 
+    #[inline]
     pub fn node(&self, n: NodeId) -> &Node {
         &self.nodes[n as usize]
     }
 
     /// Every PCI function, indexed by [`FuncId`].
+    #[inline]
     pub fn funcs(&self) -> &[Function] {
         &self.funcs
     }
 
+    #[inline]
     pub fn func(&self, f: FuncId) -> &Function {
         &self.funcs[f as usize]
     }
 
     /// Every link, in the description's order.
+    #[inline]
     pub fn links(&self) -> &[Link] {
         &self.links
     }
 
     /// Every NTB adapter's state, indexed by NTB id ([`Fabric::ntb_id`]).
+    #[inline]
     pub fn ntbs(&self) -> &[NtbState] {
         &self.ntbs
     }
 
+    #[inline]
     pub fn ntb(&self, n: u32) -> &NtbState {
         &self.ntbs[n as usize]
     }
 
+    #[inline]
     pub fn switches(&self) -> &[SwitchInfo] {
         &self.switches
     }
 
     /// The described devices (each with its functions).
+    #[inline]
     pub fn devices(&self) -> &[DeviceInfo] {
         &self.devices
     }
 
     /// Each host's IOMMU, indexed by [`HostId`].
+    #[inline]
     pub fn iommus(&self) -> &[Iommu] {
         &self.iommus
     }
 
+    #[inline]
     pub fn iommu(&self, h: HostId) -> &Iommu {
         &self.iommus[h as usize]
     }
 
     /// A function's config-space state (command register, BARs, capabilities' registers).
+    #[inline]
     pub fn config_state(&self, f: FuncId) -> &ConfigState {
         &self.config[f as usize]
     }
 
     /// A host's functional RAM.
+    #[inline]
     pub fn ram(&self, h: HostId) -> &SparseMem {
         &self.ram[h as usize]
     }
 
     /// A BAR's functional memory, if anything was ever stored there.
+    #[inline]
     pub fn bar_mem(&self, f: FuncId, bar: u8) -> Option<&SparseMem> {
         self.bar_mem.get(&(f, bar))
     }
 
     /// The bounded event log (failed accesses, MSIs, faults, AER messages).
+    #[inline]
     pub fn events(&self) -> &EventLog {
         &self.events
     }
 
     /// The effective parameters: the compiled defaults and the description's overrides.
+    #[inline]
     pub fn tuning(&self) -> &Arc<Tuning> {
         &self.tuning
     }
 
+    #[inline]
     pub fn cluster_switches(&self) -> &[ClusterSwitchInfo] {
         &self.cluster_switches
     }
 
     /// Links that trained down to what their ends support.
+    #[inline]
     pub fn trained_down(&self) -> &[TrainedDown] {
         &self.trained_down
     }
 
     /// The route cache's (hits, misses) so far.
+    #[inline]
     pub fn route_cache_stats(&self) -> (u64, u64) {
         (self.cache_hits, self.cache_misses)
     }
