@@ -19,7 +19,7 @@ pub type Ready = (Machine<Cluster>, Rc<RefCell<Controller>>, u16, DevId);
 pub fn machine(json: &str, runner: &str, device: &str, blocks: Option<u64>) -> DResult<Ready> {
     let mut c = Cluster::from_json(json).map_err(DeviceError::host("topology", device))?;
     let func = c.fabric.func_id(device).map_err(DeviceError::fabric(device))?;
-    let owner = c.fabric.hosts[c.fabric.func_host(func) as usize].name.clone();
+    let owner = c.fabric.host(c.fabric.func_host(func)).name.clone();
     let dev = if owner == runner {
         c.os(runner).map_err(DeviceError::host("host", device))?.find(device).map_err(DeviceError::host("find", device))?
     } else {

@@ -118,7 +118,7 @@ impl NvmeDevice {
 
     fn read_bars(&mut self, device: &str) -> UmlResult<()> {
         let mut w = self.machine.world();
-        let f = &w.fabric.funcs[self.func as usize];
+        let f = w.fabric.func(self.func);
         let (bars, vectors) = (f.bars.clone(), f.msix_vectors);
         let total: u64 = bars.iter().map(|b| b.size).sum();
         if total > UML_BAR_WINDOW {
@@ -147,7 +147,7 @@ impl NvmeDevice {
                 return Err(UmlError::NotRam { base, size });
             }
             // SAFETY: `mem` maps the region for as long as the session runs; the machine is dropped with it.
-            unsafe { w.fabric.ram[self.host as usize].attach(base, ptr, size) };
+            unsafe { w.fabric.attach_ram(self.host, base, ptr, size) };
             (lo, hi) = (lo.min(base), hi.max(base + size));
         }
         let bus = w
@@ -314,8 +314,8 @@ impl NvmeDevice {
     /// early after the event that records something in the fabric's log (an interrupt, a
     /// fault). True when it stopped early.
     pub fn advance(&mut self, until: u64) -> UmlResult<bool> {
-        let before = self.machine.world().fabric.events.total();
-        self.machine.run_until_or(until, move |w: &mut Cluster| w.fabric.events.total() != before).map_err(model("the engine"))
+        let before = self.machine.world().fabric.events().total();
+        self.machine.run_until_or(until, move |w: &mut Cluster| w.fabric.events().total() != before).map_err(model("the engine"))
     }
 
     fn bar_addr(&self, bar: u8, off: u64, len: u64) -> UmlResult<u64> {
@@ -354,7 +354,7 @@ impl NvmeDevice {
         if self.msix[e].vector.is_some() {
             let ctrl = self.msix[e].ctrl.to_le_bytes();
             let at = MSIX_TABLE_OFFSET + 16 * e as u64 + 12;
-            self.machine.world().fabric.bar_mem.entry((self.func, 0)).or_default().write(at, &ctrl);
+            self.machine.world().fabric.bar_store(self.func, 0, at, &ctrl);
         }
         Ok(())
     }
@@ -363,7 +363,7 @@ impl NvmeDevice {
     /// guest programmed (its IRQ numbers); faults and other events are recorded.
     pub fn take_interrupts(&mut self) -> Vec<u32> {
         let mut events = Vec::new();
-        self.machine.world().fabric.events.retain(|e| {
+        self.machine.world().fabric.retain_events(|e| {
             events.push(*e);
             false
         });

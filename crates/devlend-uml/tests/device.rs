@@ -72,7 +72,7 @@ fn the_guests_memory_is_its_hosts_ram() {
     let mem = guest_mem(0x10_0000, 1 << 20);
     d.attach(&mem).unwrap();
     let h = d.machine.world().fabric.host_id("borrower").unwrap();
-    d.machine.world().fabric.ram[h as usize].write(0x10_0040, b"dma");
+    d.machine.world().fabric.ram_store(h, 0x10_0040, b"dma");
     let mut b = [0u8; 3];
     mem.read(0x10_0040, &mut b, "test").unwrap();
     assert_eq!(&b, b"dma");

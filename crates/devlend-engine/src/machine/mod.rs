@@ -265,9 +265,9 @@ impl<W: World> Machine<W> {
     fn link_rows(&self, stats: &[PortStats]) -> Vec<LinkStat> {
         let mut w = self.world.borrow_mut();
         let f = w.fabric();
-        let name = |n: u32| format!("{}.{}", f.nodes[n as usize].component, f.nodes[n as usize].port);
+        let name = |n: u32| format!("{}.{}", f.node(n).component, f.node(n).port);
         let mut rows = Vec::new();
-        for (i, l) in f.links.iter().enumerate() {
+        for (i, l) in f.links().iter().enumerate() {
             for down in [true, false] {
                 let s = stats[crate::path::port_id(i as u32, down) as usize];
                 if s.tlps > 0 {
@@ -462,7 +462,7 @@ impl<W: World> Machine<W> {
         let mut w = self.world.borrow_mut();
         let f = w.fabric();
         let requester = f.route(who, addr, Access::Write).hops.last().map_or_else(|| f.requester_rid(who), |h| h.rid);
-        let base = f.funcs[func as usize].bars.iter().find(|b| b.index == bar).map_or(0, |b| b.addr);
+        let base = f.func(func).bars.iter().find(|b| b.index == bar).map_or(0, |b| b.addr);
         Tlp::write(requester, base + offset, payload)
     }
 
