@@ -176,11 +176,13 @@ impl PciFunction {
             unsafe { w.fabric.ram[self.host as usize].attach(base, ptr, size) };
             (lo, hi) = (lo.min(base), hi.max(base + size));
         }
-        let bus = w
-            .os(self.host)
-            .and_then(|mut os| os.dma_map_single(self.dev, lo, hi - lo, DmaDir::Bidirectional))
-            .map_err(model("mapping the guest's RAM for the device"))?;
+        // An NTB endpoint masters nothing of its own: what crosses it lands where the guest's
+        // kernel translated its inbound windows (guest-physical: UML has no IOMMU).
         if let Model::Nvme(c) = &self.model {
+            let bus = w
+                .os(self.host)
+                .and_then(|mut os| os.dma_map_single(self.dev, lo, hi - lo, DmaDir::Bidirectional))
+                .map_err(model("mapping the guest's RAM for the device"))?;
             c.borrow_mut().dma_offset = bus.wrapping_sub(lo);
         }
         Ok(())
@@ -344,12 +346,7 @@ impl PciFunction {
         m.data = u32::from_le_bytes(b[8..12].try_into().unwrap());
         m.ctrl = u32::from_le_bytes(b[12..16].try_into().unwrap());
         if field + n > 8 && field < 12 && m.vector.is_none() {
-            let v = eng
-                .machine
-                .world()
-                .os(self.host)
-                .and_then(|mut os| os.request_irq(self.dev, e as u16, e as u32))
-                .map_err(|err| UmlError::MsixEntry { entry: e, error: Box::new(err) })?;
+            let v = self.vector(eng, e).map_err(|err| UmlError::MsixEntry { entry: e, error: Box::new(err) })?;
             self.msix[e].vector = Some(v);
             self.by_vector.insert(v, e as u16);
         }
@@ -359,6 +356,24 @@ impl PciFunction {
             eng.machine.world().fabric.bar_mem.entry((self.func, 0)).or_default().write(at, &ctrl);
         }
         Ok(())
+    }
+
+    /// A vector of the guest's host for MSI-X entry `e`: devlend's `request_irq` for a drive; for
+    /// an NTB endpoint, whose interrupts its own driver handles, a vector from the host's
+    /// `alloc_vector` written into the entry as the NTB driver would, so the face's doorbell
+    /// messages raise it.
+    fn vector(&mut self, eng: &mut Engine, e: usize) -> Result<u8, devlend_host::HostError> {
+        let mut w = eng.machine.world();
+        if let Model::Nvme(_) = self.model {
+            return w.os(self.host).and_then(|mut os| os.request_irq(self.dev, e as u16, e as u32));
+        }
+        let (msi, bdf) = (w.fabric.hosts[self.host as usize].msi.start, w.fabric.funcs[self.func as usize].bdf);
+        let (v, addr) = w.alloc_vector(self.host, self.dev, e as u16, e as u32, (msi, bdf))?;
+        let at = MSIX_TABLE_OFFSET + 16 * e as u64;
+        let mem = w.fabric.bar_mem.entry((self.func, 0)).or_default();
+        mem.write(at, &addr.to_le_bytes());
+        mem.write(at + 8, &(v as u32).to_le_bytes());
+        Ok(v)
     }
 
     /// The MSI-X messages among `events` that are this function's, as the data the guest
