@@ -59,3 +59,15 @@ def test_ntb_pingpong_bounces_between_the_guests(pingpong):
     assert all(pingpong[h].returncodes == [0] for h in ntb.HOSTS), {h: pingpong[h].outputs for h in ntb.HOSTS}
     # 0.2 s at a pong per 1 ms (plus the round trip), on each side: well over a hundred each, under 200.
     assert all(100 < c <= 200 for c in counts.values()), counts
+
+
+@pytest.fixture(scope="module")
+def netdev(topo, tmp_path_factory):
+    return run_guests(topo, ntb.netdev_commands(pings=3), devices=ntb.DEVICES, outdir=tmp_path_factory.mktemp("ntb-netdev"), timeout_s=400)
+
+
+def test_ping_crosses_ntb_netdev_both_ways(netdev):
+    for h in ntb.HOSTS:
+        r = netdev[h]
+        assert r.returncodes[0] == 0, (h, r.outputs[0])
+        assert r.returncodes[1] == 0 and "3 received" in r.outputs[1], (h, r.outputs[1])

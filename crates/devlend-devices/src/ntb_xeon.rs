@@ -78,6 +78,9 @@ pub const PPD_B2B_USD: u8 = 0x01;
 pub const PPD_B2B_DSD: u8 = 0x11;
 /// PCIe Link Status: Data Link Layer Link Active (NTB_LNK_STA_ACTIVE_BIT).
 pub const LNK_STA_ACTIVE: u16 = 0x2000;
+/// The token of [`Machine::signal`](devlend_engine::machine::Machine::signal) that tells the face
+/// its cable's state may have changed.
+pub const LINK_SIGNAL: u64 = 0x11c;
 /// Doorbell bit 15 reports link changes (XEON_DB_LINK); bits per MSI-X vector (XEON_DB_MSIX_VECTOR_SHIFT).
 pub const DB_LINK_BIT: u64 = 1 << 15;
 const DB_VECTOR_SHIFT: u32 = 5;
@@ -147,6 +150,11 @@ impl XeonNtb {
             m.add_device(func, dev.clone());
         }
         dev
+    }
+
+    /// The functions it is on the machine for.
+    pub fn funcs(&self) -> [FuncId; 2] {
+        [self.sides[0].func, self.sides[1].func]
     }
 
     /// The adapters it serves.
@@ -360,6 +368,12 @@ impl XeonNtb {
 }
 
 impl<W: World> Device<W> for XeonNtb {
+    fn timer(&mut self, cx: &mut Cx<W>, token: u64) {
+        if token == LINK_SIGNAL {
+            self.link_changed(cx);
+        }
+    }
+
     fn mmio_write(&mut self, cx: &mut Cx<W>, bar: u8, offset: u64, tlp: &Tlp) {
         let Some(me) = self.side_of(cx.func()) else { return };
         if bar != 0 {

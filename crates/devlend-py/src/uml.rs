@@ -64,9 +64,17 @@ fn uml_serve<'py>(
 /// elsewhere) or "xeon-ntb" (the host's NTB adapter as an Intel Xeon gen1 NTB). `connect_s`
 /// bounds the wait for them. Returns the simulated time (ps), per guest its final time, time
 /// messages, WAITs and devices, and the NTB registers guests touched that are not modelled.
+/// `faults`: (at ns, kind, target) injected on the engine at those simulated times.
 #[pyfunction]
-#[pyo3(signature = (topology_json, guests, blocks=1 << 21, connect_s=60.0))]
-fn uml_control<'py>(py: Python<'py>, topology_json: &str, guests: Vec<GuestArg>, blocks: u64, connect_s: f64) -> PyResult<Bound<'py, PyDict>> {
+#[pyo3(signature = (topology_json, guests, blocks=1 << 21, connect_s=60.0, faults=Vec::new()))]
+fn uml_control<'py>(
+    py: Python<'py>,
+    topology_json: &str,
+    guests: Vec<GuestArg>,
+    blocks: u64,
+    connect_s: f64,
+    faults: Vec<(u64, String, String)>,
+) -> PyResult<Bound<'py, PyDict>> {
     let r = py.detach(|| {
         let run = || -> devlend_uml::UmlResult<devlend_uml::RunSummary> {
             let mut engine = devlend_uml::Engine::from_json(topology_json)?;
@@ -82,6 +90,9 @@ fn uml_control<'py>(py: Python<'py>, topology_json: &str, guests: Vec<GuestArg>,
                     devs.push((sock, f));
                 }
                 specs.push(devlend_uml::GuestSpec { time_socket, devices: devs });
+            }
+            for (at, kind, target) in &faults {
+                engine.fault_at(at.saturating_mul(1000), kind, target)?;
             }
             devlend_uml::control(specs, engine, Duration::from_secs_f64(connect_s))
         };

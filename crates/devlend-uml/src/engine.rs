@@ -4,7 +4,7 @@
 
 use crate::error::UmlResult;
 use crate::pcidev::model;
-use devlend_devices::ntb_xeon::{Unimplemented, XeonNtb};
+use devlend_devices::ntb_xeon::{Unimplemented, XeonNtb, LINK_SIGNAL};
 use devlend_engine::machine::{Effects, Machine};
 use devlend_fabric::events::Event;
 use devlend_host::{Cluster, FaultKind};
@@ -76,6 +76,10 @@ impl Engine {
                 Effects::default()
             }
         });
+        // An NTB face reports a change of its cable's state (a doorbell bit) just after.
+        for f in self.faces.iter().map(|f| f.borrow().funcs()[0]).collect::<Vec<_>>() {
+            self.machine.signal(f, at + 1, LINK_SIGNAL);
+        }
         Ok(())
     }
 

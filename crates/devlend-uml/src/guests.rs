@@ -269,6 +269,11 @@ impl Run {
             if self.guests[i].sock.is_none() {
                 continue;
             }
+            // An interrupt reaches it at the run's time, not before the time it ran ahead to
+            // (at most its FREE_UNTIL, which no event precedes); its handler asks for it (GET).
+            let now = self.now;
+            let t = &mut self.guests[i].time;
+            t.now = t.now.max(now);
             let mut pending = Vec::new();
             for c in self.guests[i].conns.iter_mut() {
                 c.take_interrupts(&events);

@@ -142,6 +142,16 @@ def _collect(out: Path, n: int) -> tuple[list[str], list[int]]:
     return outs, rcs
 
 
+def _faults(faults) -> list[tuple[int, str, str]]:
+    """(kind, target, at_ns) as the server takes them: (at_ns, kind, target), at_ns checked."""
+    out = []
+    for kind, target, at in faults:
+        if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at < 2**62:
+            raise LinuxGuestError(f"fault {kind} at {target}: at_ns={at!r}, expected a whole number of simulated ns", "topology")
+        out.append((at, str(kind), str(target)))
+    return out
+
+
 def run(topology, host: str, commands: list[str], *, device: str | None = None, outdir: str | os.PathLike | None = None,
         kernel: str | None = None, mem: str = "256M", timeout_s: float = 120.0, blocks: int = 1 << 21,
         faults: list[tuple[str, str, int]] = ()) -> GuestResult:
@@ -151,12 +161,7 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
     ``faults``: (kind, target, at_ns) injected on the engine at that simulated time (the kinds
     of ``devlend.pool.FAULT_KINDS``, e.g. ("surprise-removal", "nvme0", 200_000_000) or
     ("link-down", "ntb-b", ...)); the kernel's reaction is in ``driver_lines``."""
-    fault_list = []
-    for f in faults:
-        kind, target, at = f
-        if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at < 2**62:
-            raise LinuxGuestError(f"fault {kind} at {target}: at_ns={at!r}, expected a whole number of simulated ns", "topology")
-        fault_list.append((at, str(kind), str(target)))
+    fault_list = _faults(faults)
     if fault_list and not device:
         raise LinuxGuestError("faults need a device: without one the guest runs on the wall clock", "topology")
     from .build import build
@@ -226,7 +231,7 @@ def _device_kind(topology, name: str) -> str:
 
 def run_guests(topology, guests: dict[str, list[str]], *, devices: dict[str, list[str]] | None = None,
                outdir: str | os.PathLike | None = None, kernel: str | None = None, mem: str = "128M",
-               timeout_s: float = 120.0, blocks: int = 1 << 21) -> dict[str, GuestResult]:
+               timeout_s: float = 120.0, blocks: int = 1 << 21, faults: list[tuple[str, str, int]] = ()) -> dict[str, GuestResult]:
     """Boot one guest per host of ``topology`` named in ``guests`` (host -> its commands), all on
     one clock: devlend's engine, with devlend-uml's controller (``guests.rs``) moving simulated
     time only when every guest waits. ``devices``: host -> the devices on its guest's PCI, each on
@@ -236,8 +241,11 @@ def run_guests(topology, guests: dict[str, list[str]], *, devices: dict[str, lis
     ``GuestResult.device`` holds the guest's final simulated time (``guest_ns``), its time
     messages and WAITs, its ``devices`` (accesses, interrupts, commands), and the run's
     ``simulated_ps``, ``wall_s`` and ``unimplemented_registers`` (NTB registers the guests
-    touched that the model does not implement: (ntb, space, offset, length, access))."""
+    touched that the model does not implement: (ntb, space, offset, length, access)). ``faults``:
+    (kind, target, at_ns) on the engine, as for ``run`` (e.g. ("link-down", "ntb-a", ...)); the
+    run's fabric events are in ``fabric_events``."""
     names = {h.name for h in topology.hosts}
+    fault_list = _faults(faults)
     devices = devices or {}
     if len(guests) < 1:
         raise LinuxGuestError("no guests: name at least one host and its commands", "topology")
@@ -263,7 +271,7 @@ def run_guests(topology, guests: dict[str, list[str]], *, devices: dict[str, lis
 
     def control():
         try:
-            result.update(_core.uml_control(topology.to_json(), spec, blocks, timeout_s))
+            result.update(_core.uml_control(topology.to_json(), spec, blocks, timeout_s, fault_list))
         except Exception as e:  # noqa: BLE001 - reported below with the consoles
             errors.append(e)
     server = threading.Thread(target=control, daemon=True)

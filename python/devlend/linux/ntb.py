@@ -64,3 +64,20 @@ def pingpong_commands(delay_ms: int = 1, run_s: float = 0.2) -> dict[str, list[s
     cmd = (f"echo {delay_ms} > /sys/module/ntb_pingpong/parameters/delay_ms; " + BIND.format(client="ntb_pingpong")
            + f"; sleep {run_s}; {PP_COUNT}")
     return {h: [cmd] for h in HOSTS}
+
+
+#: The guests' addresses on the ntb_netdev link.
+NET_ADDR = {"a": "10.32.0.1", "b": "10.32.0.2"}
+
+
+def netdev_commands(pings: int = 3) -> dict[str, list[str]]:
+    """ntb_transport (bound to the NTB device) and ntb_netdev on both guests: the network device
+    ntb_netdev creates gets the guest's address, and each guest pings the other across it."""
+    out = {}
+    for h, peer in (("a", "b"), ("b", "a")):
+        up = (BIND.format(client="ntb_transport") + "; sleep 0.2; IF=$(ls /sys/class/net | grep -v '^lo$' | head -1); "
+              f"[ -n \"$IF\" ] || {{ echo no ntb_netdev interface; exit 1; }}; ip addr add {NET_ADDR[h]}/24 dev $IF; "
+              "ip link set $IF up; echo $IF")
+        ping = f"ping -c {pings} -i 0.1 -w 10 {NET_ADDR[peer]}"
+        out[h] = [up, ping]
+    return out

@@ -215,3 +215,27 @@ fn registers_not_modelled_are_recorded_not_answered_silently() {
     drop(x);
     let _ = &mut w;
 }
+
+#[test]
+fn a_cable_pulled_sets_the_link_doorbell_and_interrupts_both_sides_on_the_link_vector() {
+    let mut r = rig();
+    r.setup(0);
+    r.setup(1);
+    let (fa, at) = (r.side[0].1, r.m.now() + 1000);
+    let before = [r.msis(0).len(), r.msis(1).len()];
+    r.m.world().fabric.ntb_link_disable(0).unwrap();
+    assert!(r.m.signal(fa, at, LINK_SIGNAL));
+    r.m.run_until(at + 100_000_000).unwrap();
+    for k in 0..2 {
+        assert_eq!(r.msis(k)[before[k]..], [MSI_DATA + 3], "side {k}: one MSI on the link vector");
+        let bar0 = r.side[k].2[0];
+        assert_eq!(r.load(k, bar0 + PDOORBELL, 2), (DB_LINK_BIT as u16).to_le_bytes());
+    }
+    let status = r.ntb.borrow_mut().config_read(&r.m.world().fabric, fa, LINK_STATUS);
+    assert_eq!(status, Some(0));
+    // A signal with the link unchanged reports nothing.
+    let now = r.m.now();
+    r.m.signal(fa, now + 10, LINK_SIGNAL);
+    r.m.run_until(now + 100_000_000).unwrap();
+    assert_eq!(r.msis(0).len(), before[0] + 1);
+}
