@@ -71,3 +71,36 @@ def test_ping_crosses_ntb_netdev_both_ways(netdev):
         r = netdev[h]
         assert r.returncodes[0] == 0, (h, r.outputs[0])
         assert r.returncodes[1] == 0 and "3 received" in r.outputs[1], (h, r.outputs[1])
+
+
+#: Simulated times (ns) of the cable pull and its restoring, inside a's pings (they start ~0.2 s in).
+PULL_NS, RESTORE_NS = 800_000_000, 1_100_000_000
+
+
+@pytest.fixture(scope="module")
+def cable_pulled(topo, tmp_path_factory):
+    return run_guests(topo, ntb.cable_pull_commands(pings=40, interval_s=0.05), devices=ntb.DEVICES,
+                      outdir=tmp_path_factory.mktemp("ntb-cable"), timeout_s=400,
+                      faults=[("link-down", "ntb-a", PULL_NS), ("link-up", "ntb-a", RESTORE_NS)])
+
+
+def test_a_cable_pulled_under_ntb_netdev_traffic_stops_it_and_traffic_resumes(cable_pulled):
+    a = cable_pulled["a"]
+    seqs = ntb.replied_seqs(a.outputs[1])
+    assert seqs, a.outputs[1]
+    assert len(seqs) < 40, "some pings were lost while the cable was out"
+    assert max(seqs) >= 35, f"replies again after the cable came back: {seqs}"
+    for h in ntb.HOSTS:
+        console = cable_pulled[h].console.read_text(errors="replace")
+        assert console.count("qp 0: Link Up") >= 2, f"{h}: the transport's link came up again"
+
+
+def test_the_linux_ntb_experiment_sets_the_guests_tools_beside_devlends_model():
+    from devlend import experiments
+    res = experiments.get("linux-ntb").run(quick=True)
+    tool = [r for r in res.rows if r["tool"] == "ntb_tool" and r["value"] in ("ok", "FAILED")]
+    assert tool and all(r["value"] == "ok" for r in tool), tool
+    sides = {(r["tool"], r["side"]) for r in res.rows}
+    assert ("ntb_pingpong", "linux guests") in sides and ("ntb_pingpong", "devlend model") in sides, sides
+    model = next(r for r in res.rows if r["side"] == "devlend model")
+    assert model["value"] > 0 and "guest leg" in model["difference"], model

@@ -45,7 +45,7 @@ pub enum Turn {
     /// Nothing more.
     Done,
     /// It kicked virtqueue 0: its accesses may have put work on the engine, so its FREE_UNTIL
-    /// must be told again before it goes on (it waits for the kick's reply).
+    /// must be told again before it goes on (it waits for the kick's reply: [`Conn::kick_done`]).
     Kicked,
     /// It closed the device's socket (it is powering off).
     Closed,
@@ -65,6 +65,8 @@ pub struct Conn {
     unreclaimed: u32,
     /// The backend-request channel (SET_SLAVE_REQ_FD): in-band calls go there.
     req_fd: Option<RawFd>,
+    /// A kick's reply held back until the guest has been told its FREE_UNTIL.
+    kick_ack: Option<u32>,
     pub traffic: Traffic,
 }
 
@@ -93,6 +95,7 @@ impl Conn {
             reads: Vec::new(),
             unreclaimed: 0,
             req_fd: None,
+            kick_ack: None,
             traffic: Traffic::default(),
         })
     }
@@ -187,10 +190,28 @@ impl Conn {
             _ => {}
         }
         if m.wants_ack() && !answered {
-            self.traffic.vhost += 1;
-            vhost::reply(sock, m.request, &0u64.to_le_bytes())?;
+            if turn == Turn::Kicked {
+                // Answered by `kick_done`, once the guest has been told how far it may run.
+                self.kick_ack = Some(m.request);
+            } else {
+                self.ack(m.request)?;
+            }
         }
         Ok(turn)
+    }
+
+    fn ack(&mut self, request: u32) -> UmlResult<()> {
+        self.traffic.vhost += 1;
+        vhost::reply(self.dev_fd(), request, &0u64.to_le_bytes())
+    }
+
+    /// After [`Turn::Kicked`]: the guest knows its FREE_UNTIL; answer the kick (it waits for that
+    /// reply, reading only time messages meanwhile, so FREE_UNTIL must come first).
+    pub fn kick_done(&mut self) -> UmlResult<()> {
+        match self.kick_ack.take() {
+            Some(r) => self.ack(r),
+            None => Ok(()),
+        }
     }
 
     fn ring(&mut self, m: &Msg) -> UmlResult<&mut Vring> {

@@ -203,6 +203,7 @@ impl Run {
                     if self.guests[i].conns[j].readable(&mut self.engine, now_ps)? == Turn::Kicked {
                         // Its accesses may have put work on the engine: it may not run past it.
                         self.tell_free_until(i, true)?;
+                        self.guests[i].conns[j].kick_done()?;
                     }
                 }
             }

@@ -138,6 +138,7 @@ impl Session {
                     if self.conn.readable(&mut self.engine, self.clock.now_ps())? == Turn::Kicked {
                         // The accesses may have put work on the engine: the guest may not run past it.
                         self.tell_free_until(true)?;
+                        self.conn.kick_done()?;
                     }
                 }
             }

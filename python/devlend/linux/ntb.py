@@ -81,3 +81,18 @@ def netdev_commands(pings: int = 3) -> dict[str, list[str]]:
         ping = f"ping -c {pings} -i 0.1 -w 10 {NET_ADDR[peer]}"
         out[h] = [up, ping]
     return out
+
+
+def cable_pull_commands(pings: int = 40, interval_s: float = 0.05) -> dict[str, list[str]]:
+    """ntb_netdev traffic for a cable pull: a pings b ``pings`` times, ``interval_s`` apart, and
+    prints the replies (ping's own lines); b keeps its side up meanwhile."""
+    cmds = netdev_commands()
+    cmds["a"][1] = f"ping -c {pings} -i {interval_s} -W 1 {NET_ADDR['b']}; true"
+    cmds["b"][1] = f"sleep {pings * interval_s + 1:g}"
+    return cmds
+
+
+def replied_seqs(ping_output: str) -> list[int]:
+    """The icmp_seq of every reply in ping's output."""
+    import re
+    return [int(m.group(1)) for m in re.finditer(r"icmp_seq=(\d+)", ping_output)]
