@@ -63,7 +63,8 @@ def test_ntb_pingpong_bounces_between_the_guests(pingpong):
 
 @pytest.fixture(scope="module")
 def netdev(topo, tmp_path_factory):
-    return run_guests(topo, ntb.netdev_commands(pings=3), devices=ntb.DEVICES, outdir=tmp_path_factory.mktemp("ntb-netdev"), timeout_s=400)
+    return run_guests(topo, ntb.netdev_commands(pings=3), devices=ntb.DEVICES, outdir=tmp_path_factory.mktemp("ntb-netdev"), timeout_s=400,
+                      kernel_args=ntb.TRANSPORT_BOOT)
 
 
 def test_ping_crosses_ntb_netdev_both_ways(netdev):
@@ -80,7 +81,7 @@ PULL_NS, RESTORE_NS = 800_000_000, 1_100_000_000
 @pytest.fixture(scope="module")
 def cable_pulled(topo, tmp_path_factory):
     return run_guests(topo, ntb.cable_pull_commands(pings=40, interval_s=0.05), devices=ntb.DEVICES,
-                      outdir=tmp_path_factory.mktemp("ntb-cable"), timeout_s=400,
+                      outdir=tmp_path_factory.mktemp("ntb-cable"), timeout_s=400, kernel_args=ntb.TRANSPORT_BOOT,
                       faults=[("link-down", "ntb-a", PULL_NS), ("link-up", "ntb-a", RESTORE_NS)])
 
 

@@ -284,7 +284,6 @@ impl Run {
             if pending.iter().all(|&(_, n)| n == 0) {
                 continue;
             }
-            woken.push(i);
             // Its interrupt handler asks the time and REQUESTs it; answer until it has replied to every call.
             while pending.iter().any(|&(_, n)| n > 0) {
                 let tfd = self.guests[i].fd().ok_or(UmlError::Closed { during: "an interrupt" })?;
@@ -302,6 +301,12 @@ impl Run {
                         pending[j].1 -= 1;
                     }
                 }
+            }
+            // It runs now if its handler asked for now (UML queues the interrupt as an event at
+            // the time it asked); a call it took without asking (buffers to free) leaves it
+            // waiting for its own time: told RUN at another time, UML finds its event not due.
+            if self.guests[i].due().is_some_and(|d| d <= self.now) {
+                woken.push(i);
             }
         }
         Ok(woken)

@@ -231,7 +231,8 @@ def _device_kind(topology, name: str) -> str:
 
 def run_guests(topology, guests: dict[str, list[str]], *, devices: dict[str, list[str]] | None = None,
                outdir: str | os.PathLike | None = None, kernel: str | None = None, mem: str = "128M",
-               timeout_s: float = 120.0, blocks: int = 1 << 21, faults: list[tuple[str, str, int]] = ()) -> dict[str, GuestResult]:
+               timeout_s: float = 120.0, blocks: int = 1 << 21, faults: list[tuple[str, str, int]] = (),
+               kernel_args: list[str] = ()) -> dict[str, GuestResult]:
     """Boot one guest per host of ``topology`` named in ``guests`` (host -> its commands), all on
     one clock: devlend's engine, with devlend-uml's controller (``guests.rs``) moving simulated
     time only when every guest waits. ``devices``: host -> the devices on its guest's PCI, each on
@@ -243,7 +244,9 @@ def run_guests(topology, guests: dict[str, list[str]], *, devices: dict[str, lis
     ``simulated_ps``, ``wall_s`` and ``unimplemented_registers`` (NTB registers the guests
     touched that the model does not implement: (ntb, space, offset, length, access)). ``faults``:
     (kind, target, at_ns) on the engine, as for ``run`` (e.g. ("link-down", "ntb-a", ...)); the
-    run's fabric events are in ``fabric_events``."""
+    run's fabric events are in ``fabric_events``. ``kernel_args``: more kernel command-line
+    arguments for every guest (e.g. ``initcall_blacklist=`` to keep built-in NTB clients off the
+    device so that ntb_transport takes it at boot, as ntb_netdev needs)."""
     names = {h.name for h in topology.hosts}
     fault_list = _faults(faults)
     devices = devices or {}
@@ -286,7 +289,7 @@ def run_guests(topology, guests: dict[str, list[str]], *, devices: dict[str, lis
         for i, h in enumerate(hosts):
             init, console = prepared[h]
             argv = _argv(kernel, init, mem, f"devlend-{os.getpid()}-{i}") + [f"time-travel=ext:{socks[i]}"]
-            argv += [f"virtio_uml.device={s}:{VIRTIO_DEVICE_ID}" for s, _, _ in dev_socks[h]]
+            argv += [f"virtio_uml.device={s}:{VIRTIO_DEVICE_ID}" for s, _, _ in dev_socks[h]] + list(kernel_args)
             with open(console, "wb") as con:
                 procs[h] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=con, stderr=subprocess.STDOUT, cwd=folders[h],
                                             start_new_session=True, env=dict(os.environ, TMPDIR=str(folders[h])))

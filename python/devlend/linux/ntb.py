@@ -8,6 +8,11 @@ NTB device binds to the first one registered, so each script rebinds it through 
 
 from __future__ import annotations
 
+from pathlib import Path
+
+#: The guests' ping (ICMP echo on a raw socket with the host's python3; no iputils needed).
+PING = f"python3 {Path(__file__).with_name('icmp_ping.py')}"
+
 #: The topology: two hosts, their Xeon NTBs cabled back to back.
 TOPOLOGY = "xeon-ntb-two-host.yaml"
 HOSTS = ("a", "b")
@@ -66,19 +71,24 @@ def pingpong_commands(delay_ms: int = 1, run_s: float = 0.2) -> dict[str, list[s
     return {h: [cmd] for h in HOSTS}
 
 
+#: ntb_netdev attaches (at late_initcall) only to an NTB that ntb_transport took at boot: keep the
+#: other built-in clients' initcalls from running (their module_init functions) so that it does.
+TRANSPORT_BOOT = ["initcall_blacklist=pp_init,tool_init,perf_init"]
+
 #: The guests' addresses on the ntb_netdev link.
 NET_ADDR = {"a": "10.32.0.1", "b": "10.32.0.2"}
 
 
 def netdev_commands(pings: int = 3) -> dict[str, list[str]]:
-    """ntb_transport (bound to the NTB device) and ntb_netdev on both guests: the network device
-    ntb_netdev creates gets the guest's address, and each guest pings the other across it."""
+    """ntb_transport (which takes the NTB device at boot: run with ``kernel_args=TRANSPORT_BOOT``)
+    and ntb_netdev on both guests: the network device ntb_netdev creates gets the guest's address,
+    and each guest pings the other across it."""
     out = {}
     for h, peer in (("a", "b"), ("b", "a")):
-        up = (BIND.format(client="ntb_transport") + "; sleep 0.2; IF=$(ls /sys/class/net | grep -v '^lo$' | head -1); "
+        up = ("sleep 0.2; IF=$(ls /sys/class/net | grep '^eth' | head -1); "
               f"[ -n \"$IF\" ] || {{ echo no ntb_netdev interface; exit 1; }}; ip addr add {NET_ADDR[h]}/24 dev $IF; "
               "ip link set $IF up; echo $IF")
-        ping = f"ping -c {pings} -i 0.1 -w 10 {NET_ADDR[peer]}"
+        ping = f"{PING} {NET_ADDR[peer]} {pings} 0.1"
         out[h] = [up, ping]
     return out
 
@@ -87,7 +97,7 @@ def cable_pull_commands(pings: int = 40, interval_s: float = 0.05) -> dict[str, 
     """ntb_netdev traffic for a cable pull: a pings b ``pings`` times, ``interval_s`` apart, and
     prints the replies (ping's own lines); b keeps its side up meanwhile."""
     cmds = netdev_commands()
-    cmds["a"][1] = f"ping -c {pings} -i {interval_s} -W 1 {NET_ADDR['b']}; true"
+    cmds["a"][1] = f"{PING} {NET_ADDR['b']} {pings} {interval_s}; true"
     cmds["b"][1] = f"sleep {pings * interval_s + 1:g}"
     return cmds
 
