@@ -115,7 +115,7 @@ impl Guest {
 /// closed its time socket.
 pub fn control(guests: Vec<GuestSpec>, engine: Engine, deadline: Duration) -> UmlResult<RunSummary> {
     let mut listeners = Vec::new();
-    let mut run = Run { guests: Vec::new(), engine, now: 0 };
+    let mut run = Run { guests: Vec::new(), engine, now: 0, runners: 0 };
     for g in guests {
         let _ = std::fs::remove_file(&g.time_socket);
         let l = UnixListener::bind(&g.time_socket).map_err(|error| UmlError::Io { what: "binding a time socket", error })?;
@@ -132,6 +132,8 @@ pub fn control(guests: Vec<GuestSpec>, engine: Engine, deadline: Duration) -> Um
         let (sock, _) = l.accept().map_err(|error| UmlError::Io { what: "accepting a guest", error })?;
         run.guests[i].sock = Some(sock);
     }
+    // They all start at time 0 together.
+    run.runners = run.guests.len();
     run.serve()?;
     for (_, p) in &listeners {
         let _ = std::fs::remove_file(p);
@@ -167,6 +169,8 @@ struct Run {
     engine: Engine,
     /// The run's time (ns): the last time guests were told RUN.
     now: u64,
+    /// How many guests were told RUN then.
+    runners: usize,
 }
 
 impl Run {
@@ -232,7 +236,12 @@ impl Run {
     }
 
     /// How far guest `i` may run: the engine's next event and what every other live guest holds.
+    /// While several guests run from one time, none may pass it: what the others hold would
+    /// depend on which of their messages came first on the wall clock.
     fn free_until_for(&self, i: usize) -> u64 {
+        if self.runners > 1 {
+            return self.now.max(self.guests[i].time.now);
+        }
         let engine = self.engine.next_event().map(ns_at_or_after);
         let others = self.guests.iter().enumerate().filter(|&(j, g)| j != i && g.sock.is_some()).filter_map(|(_, g)| g.holds());
         engine.into_iter().chain(others).min().unwrap_or(NEVER_NS).max(self.guests[i].time.now)
@@ -347,6 +356,7 @@ impl Run {
     /// Guests `woken` run from the run's time: each told FREE_UNTIL (the others' times, the
     /// engine's next event; several runners at one time may not move on without asking) and RUN.
     fn wake(&mut self, woken: Vec<usize>) -> UmlResult<()> {
+        self.runners = woken.len();
         for &i in &woken {
             let g = &mut self.guests[i];
             g.time.now = g.time.now.max(self.now);
