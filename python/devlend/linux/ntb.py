@@ -88,7 +88,7 @@ def netdev_commands(pings: int = 3) -> dict[str, list[str]]:
         up = ("sleep 0.2; IF=$(ls /sys/class/net | grep '^eth' | head -1); "
               f"[ -n \"$IF\" ] || {{ echo no ntb_netdev interface; exit 1; }}; ip addr add {NET_ADDR[h]}/24 dev $IF; "
               "ip link set $IF up; echo $IF")
-        ping = f"{PING} {NET_ADDR[peer]} {pings} 0.1"
+        ping = f"sleep 0.2; {PING} {NET_ADDR[peer]} {pings} 0.1"
         out[h] = [up, ping]
     return out
 
