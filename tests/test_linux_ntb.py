@@ -104,4 +104,4 @@ def test_the_linux_ntb_experiment_sets_the_guests_tools_beside_devlends_model():
     sides = {(r["tool"], r["side"]) for r in res.rows}
     assert ("ntb_pingpong", "linux guests") in sides and ("ntb_pingpong", "devlend model") in sides, sides
     model = next(r for r in res.rows if r["side"] == "devlend model")
-    assert model["value"] > 0 and "guest leg" in model["difference"], model
+    assert model["value"] > 0 and "a pong beyond the delay" in model["difference"], model
