@@ -108,7 +108,10 @@ impl Rig {
             .fabric
             .events
             .iter()
-            .filter_map(|e| matches!(e, Event::Msi { host: h, .. } if *h == host).then(|| if let Event::Msi { data, .. } = e { *data } else { 0 }))
+            .filter_map(|e| match e {
+                Event::Msi { host: h, data, .. } if *h == host => Some(*data),
+                _ => None,
+            })
             .collect()
     }
 }
@@ -226,8 +229,8 @@ fn a_cable_pulled_sets_the_link_doorbell_and_interrupts_both_sides_on_the_link_v
     r.m.world().fabric.ntb_link_disable(0).unwrap();
     assert!(r.m.signal(fa, at, LINK_SIGNAL));
     r.m.run_until(at + 100_000_000).unwrap();
-    for k in 0..2 {
-        assert_eq!(r.msis(k)[before[k]..], [MSI_DATA + 3], "side {k}: one MSI on the link vector");
+    for (k, from) in before.into_iter().enumerate() {
+        assert_eq!(r.msis(k)[from..], [MSI_DATA + 3], "side {k}: one MSI on the link vector");
         let bar0 = r.side[k].2[0];
         assert_eq!(r.load(k, bar0 + PDOORBELL, 2), (DB_LINK_BIT as u16).to_le_bytes());
     }
