@@ -26,6 +26,7 @@ pub mod gpu_driver;
 pub mod gpu_fifo;
 pub mod gpu_kernel;
 pub mod gpu_run;
+pub mod ntb_xeon;
 pub mod nvme;
 pub mod nvme_driver;
 pub mod nvme_run;

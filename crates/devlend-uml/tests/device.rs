@@ -4,12 +4,14 @@
 use devlend_uml::mem::GuestMem;
 use devlend_uml::pcidev::Load;
 use devlend_uml::vring::Vring;
-use devlend_uml::NvmeDevice;
+use devlend_uml::{Engine, PciFunction};
 
 const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
 
-fn borrowed() -> NvmeDevice {
-    NvmeDevice::new(B2B, "borrower", "nvme0", 1 << 20).unwrap()
+fn borrowed() -> (Engine, PciFunction) {
+    let mut e = Engine::from_json(B2B).unwrap();
+    let d = PciFunction::nvme(&mut e, "borrower", "nvme0", 1 << 20).unwrap();
+    (e, d)
 }
 
 /// A memfd of `size` bytes shared as one region at guest-physical `base`, like UML's physmem.
@@ -27,52 +29,53 @@ fn guest_mem(base: u64, size: u64) -> GuestMem {
 
 #[test]
 fn config_space_is_the_models_with_bars_sized_in_the_guests_view() {
-    let mut d = borrowed();
-    assert_eq!(d.cfg_read(0x0a, 2), 0x0108, "class: NVMe");
-    assert_eq!(d.cfg_read(0x0b, 1), 0x01);
-    let flags = d.cfg_read(0x10, 4) & 0xf;
-    d.cfg_write(0x10, 4, 0xffff_ffff);
-    let sized = d.cfg_read(0x10, 4) as u32;
+    let (mut e, mut d) = borrowed();
+    assert_eq!(d.cfg_read(&mut e, 0x0a, 2), 0x0108, "class: NVMe");
+    assert_eq!(d.cfg_read(&mut e, 0x0b, 1), 0x01);
+    let flags = d.cfg_read(&mut e, 0x10, 4) & 0xf;
+    d.cfg_write(&mut e, 0x10, 4, 0xffff_ffff);
+    let sized = d.cfg_read(&mut e, 0x10, 4) as u32;
     assert_eq!(sized & 0xf, flags as u32);
     assert!(sized & !0xf != 0 && (!(sized & !0xf)).wrapping_add(1).is_power_of_two(), "{sized:#x}");
-    d.cfg_write(0x10, 4, 0x0100_0000);
-    assert_eq!(d.cfg_read(0x10, 4) as u32 & !0xf, 0x0100_0000);
+    d.cfg_write(&mut e, 0x10, 4, 0x0100_0000);
+    assert_eq!(d.cfg_read(&mut e, 0x10, 4) as u32 & !0xf, 0x0100_0000);
 }
 
 #[test]
 fn an_mmio_read_crosses_the_fabric_and_takes_simulated_time() {
-    let mut d = borrowed();
-    let at = d.machine.now() + 1_000_000;
-    let Load::Later(cell) = d.mmio_read(0, 0, 8, at).unwrap() else { panic!("a BAR load waits for the engine") };
+    let (mut e, mut d) = borrowed();
+    let at = e.machine.now() + 1_000_000;
+    let Load::Later(cell) = d.mmio_read(&mut e, 0, 0, 8, at).unwrap() else { panic!("a BAR load waits for the engine") };
     assert!(d.load_done(&cell).is_none(), "not before the engine has run");
-    assert_eq!(d.next_event(), Some(at), "the load starts at the guest's time");
-    assert!(!d.advance(at + 100_000_000).unwrap(), "nothing logged: no interrupt, no fault");
+    assert_eq!(e.next_event(), Some(at), "the load starts at the guest's time");
+    assert!(!e.advance(at + 100_000_000).unwrap(), "nothing logged: no interrupt, no fault");
     let cap = u64::from_le_bytes(d.load_done(&cell).expect("done once the engine ran").try_into().unwrap());
     assert_eq!(cap & 0xffff, 1023, "CAP.MQES");
-    assert!(d.machine.now() > at, "a load through the NTB takes time");
-    assert!(d.mmio_read(0, 1 << 40, 4, at).is_err(), "outside the BAR");
+    assert!(e.machine.now() > at, "a load through the NTB takes time");
+    assert!(d.mmio_read(&mut e, 0, 1 << 40, 4, at).is_err(), "outside the BAR");
 }
 
 #[test]
 fn an_msix_entry_the_guest_programs_gets_a_vector_of_its_host() {
-    let mut d = borrowed();
+    let (mut e, mut d) = borrowed();
     let entry = 0x2000 + 16 * 3;
-    d.mmio_write(0, entry, &0xa0000u32.to_le_bytes(), 0).unwrap();
-    d.mmio_write(0, entry + 8, &77u32.to_le_bytes(), 0).unwrap();
-    let Load::Now(back) = d.mmio_read(0, entry + 8, 4, 0).unwrap() else { panic!("the MSI-X table answers at once") };
+    d.mmio_write(&mut e, 0, entry, &0xa0000u32.to_le_bytes(), 0).unwrap();
+    d.mmio_write(&mut e, 0, entry + 8, &77u32.to_le_bytes(), 0).unwrap();
+    let Load::Now(back) = d.mmio_read(&mut e, 0, entry + 8, 4, 0).unwrap() else { panic!("the MSI-X table answers at once") };
     assert_eq!(back, 77u32.to_le_bytes(), "the guest reads back what it wrote");
     let mem = guest_mem(0x10_0000, 1 << 20);
-    d.attach(&mem).unwrap();
-    assert!(d.take_interrupts().is_empty());
+    d.attach(&mut e, &mem).unwrap();
+    let events = e.take_events();
+    assert!(d.take_interrupts(&events).is_empty());
 }
 
 #[test]
 fn the_guests_memory_is_its_hosts_ram() {
-    let mut d = borrowed();
+    let (mut e, mut d) = borrowed();
     let mem = guest_mem(0x10_0000, 1 << 20);
-    d.attach(&mem).unwrap();
-    let h = d.machine.world().fabric.host_id("borrower").unwrap();
-    d.machine.world().fabric.ram_store(h, 0x10_0040, b"dma");
+    d.attach(&mut e, &mem).unwrap();
+    let h = e.machine.world().fabric.host_id("borrower").unwrap();
+    e.machine.world().fabric.ram_store(h, 0x10_0040, b"dma");
     let mut b = [0u8; 3];
     mem.read(0x10_0040, &mut b, "test").unwrap();
     assert_eq!(&b, b"dma");

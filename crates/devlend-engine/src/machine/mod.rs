@@ -190,6 +190,15 @@ impl<W: World> Machine<W> {
         self.devices.push((func, dev));
     }
 
+    /// Call the [`Device::timer`] of the device model that is function `func` with `token` at
+    /// `at`: something the device sees that is no TLP (a cable pulled from its port). False when
+    /// no model is function `func`.
+    pub fn signal(&mut self, func: FuncId, at: Ps, token: u64) -> bool {
+        let Some(&d) = self.by_func.get(&func) else { return false };
+        self.core.borrow_mut().set_timer(at, Owner::Device(d), token);
+        true
+    }
+
     /// Start a software thread at time `at`. Returns its index.
     pub fn spawn(&mut self, name: &str, at: Ps, body: impl FnOnce(&mut Thread<'_, W>) -> Result<(), ThreadError> + 'static) -> usize {
         self.spawn_thread(name, at, false, body)
