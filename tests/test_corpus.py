@@ -153,3 +153,15 @@ def test_the_corpus_constants_fit_to_the_same_digits_from_three_starts():
     assert fits[0].values == current_values(fits[0].constants)
     assert len(ids) >= 5 * len(only)
     assert all(i.rows >= 10 for i in identifiability(fits[0]))
+
+
+def test_the_link_layer_share_fits_to_the_same_digits_from_three_starts_and_is_what_the_toml_holds():
+    # issue 27 §3-4: the data-direction link-layer share, fitted under the robust loss to the
+    # calibration host's bandwidth curves (42 rows for one constant), from three spread starts.
+    from devlend.calibration.fit import LOSS, calibrate, current_values, spread_starts
+    cat = calibration.load()
+    only = ["timing.data_dllp_pct"]
+    ids = [m.id for m in cat.of("calibration") if m.host == "hsw-e5-2620v3" and m.quantity.endswith("_bw")]
+    fits = [calibrate(cat, only=only, fit_ids=ids, start=s, max_nfev=20) for s in spread_starts(cat, 3, only)]
+    assert LOSS == "soft_l1" and len(ids) >= 5 * len(only)
+    assert fits[0].values == fits[1].values == fits[2].values == current_values(fits[0].constants)

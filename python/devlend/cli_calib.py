@@ -28,10 +28,10 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
               toml_file: Optional[str] = typer.Option(None, "--toml", help="the file --write edits (default params/hardware.toml)"),
               starts: int = typer.Option(1, "--starts", help="also fit from this many starting points spread inside the bounds "
                                          "and say whether they land on the same values")) -> None:
-    """Fit the fitted constants within their bounds to the calibration set (scipy least squares on relative residuals)."""
+    """Fit the fitted constants within their bounds to the calibration set (scipy least squares on relative residuals, soft-L1 loss)."""
     from .cli import _fail, err, out
     from . import calibration
-    from .calibration.fit import calibrate as fit, identifiability, spread_starts
+    from .calibration.fit import F_SCALE, LOSS, calibrate as fit, identifiability, spread_starts
     from .calibration.tomledit import write_fitted
     try:
         cat = calibration.load(measurements_file or calibration.MEASUREMENTS)
@@ -57,7 +57,7 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
     for m, o, res in zip(r.measurements, r.ours, r.residuals):
         t.add_row(m.id, f"{m.value:g} {m.unit}", f"{o:.1f} {m.unit}", f"{res:+.2%}")
     out.print(t)
-    out.print(f"cost {r.cost:.4g} (half the sum of squared relative residuals) after {r.evaluations} evaluations: {r.message}", markup=False)
+    out.print(f"loss {LOSS} (scale {F_SCALE:.0%}); cost {r.cost:.4g} (half the sum of squared relative residuals) after {r.evaluations} evaluations: {r.message}", markup=False)
     if r.at_bound:
         out.print(f"on a bound: {', '.join(r.at_bound)}", markup=False)
     out.print(f"{len(r.measurements)} calibration measurements for {len(r.constants)} fitted constants: "
@@ -83,7 +83,7 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
             raise DevlendError(f"{path}: {kind}, expected params/hardware.toml")
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
-        values = {c.key: int(v) if c.unit == "ps" else v for c, v in zip(r.constants, r.values)}
+        values = {c.key: int(v) if c.unit in ("ps", "pct") else v for c, v in zip(r.constants, r.values)}
         text = write_fitted(text, values, "calibration set of params/measurements.yaml", datetime.date.today().isoformat())
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)

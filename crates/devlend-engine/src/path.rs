@@ -82,6 +82,25 @@ pub fn dllp_period_ps(t: &Timing, gen: u8, width: u8, mps: u32) -> Ps {
     (symbols * symbol_ps * t.dllp_timer_pct as f64 / 100.0).round() as Ps
 }
 
+/// The share of one link direction's symbol times that carries no TLP, whichever way the data
+/// flows: SKP ordered sets (`devlend_wire::dllp::skp_share`) and the data link layer's Ack and
+/// UpdateFC DLLPs, one of each per AckNak latency period of the link's generation, width and
+/// Max_Payload_Size (§3.5.3.1, §2.6.1.2; `devlend_wire::dllp`), each counted as `dllp_bytes`
+/// symbol times (pcie-model's accounting) scaled by `data_dllp_pct`. The engine's DLLPs on the
+/// reverse direction (`dllp_period_ps`) are the ones a receiver sends for the TLPs it took in;
+/// this share is what a one-way stream's own direction loses besides (pcie-bench's one-way
+/// writes reach 54.4 Gb/s at Gen3 x8, MPS 256, where TLPs alone would allow 57.6).
+pub fn link_layer_share(t: &Timing, gen: u8, width: u8, mps: u32) -> f64 {
+    let g = Generation(gen);
+    let period = devlend_wire::dllp::ack_latency_symbols(g, width, mps) as f64;
+    devlend_wire::dllp::skp_share(g) + 2.0 * t.dllp_bytes as f64 / period * t.data_dllp_pct as f64 / 100.0
+}
+
+/// A PCIe link direction's rate in the engine's fixed point, less its link-layer share.
+pub fn link_ps_per_byte_fp(t: &Timing, gen: u8, width: u8, mps: u32) -> u64 {
+    (ps_per_byte_fp(gen, width) as f64 / (1.0 - link_layer_share(t, gen, width, mps))).round() as u64
+}
+
 /// Propagation on a link of the default parameters.
 pub fn propagation(kind: LinkKind) -> Ps {
     link_propagation(timing(), kind, timing().cable_length_m)

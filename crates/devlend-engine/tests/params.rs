@@ -121,3 +121,30 @@ fn bad_overrides_name_the_field() {
     let e = error(json!({"timing": {"request_overhead_bytes": 20}}));
     assert!(e.message.contains("fixed by the PCIe specification"), "{e}");
 }
+
+#[test]
+fn the_link_layer_share_slows_a_one_way_write_stream_as_the_spec_formula_says() {
+    use devlend_engine::params::timing;
+    use devlend_engine::path::link_layer_share;
+    // pcie-model's per-direction deduction at Gen3 x8, MPS 256: one Ack and one UpdateFC of 8
+    // symbol times per 203-symbol AckNak period (§3.5.3.1 Table 3-9), and a SKP block per 375.
+    let mut t = timing().clone();
+    t.data_dllp_pct = 100;
+    assert!((link_layer_share(&t, 3, 8, 256) - (16.0 / 203.0 + 1.0 / 376.0)).abs() < 1e-12);
+    t.data_dllp_pct = 50;
+    assert!((link_layer_share(&t, 3, 8, 256) - (8.0 / 203.0 + 1.0 / 376.0)).abs() < 1e-12);
+    // Gen1/2 SKP ordered sets: 4 symbols per 1538 symbol times.
+    assert!(link_layer_share(&t, 2, 8, 256) > 4.0 / 1542.0);
+    // On the testbed (its narrowest links Gen3 x8 and the K420's Gen2 x16), a one-way GPU write
+    // stream through the NTB slows by at least the Gen3 x8 share's growth and at most Gen2 x16's.
+    let (lo, _, _) = gpu_writes(json!({"timing": {"data_dllp_pct": 1}}));
+    let (hi, analytic, _) = gpu_writes(json!({"timing": {"data_dllp_pct": 100}}));
+    t.data_dllp_pct = 1;
+    let ratio = |g: u8, w: u8| {
+        let mut full = t.clone();
+        full.data_dllp_pct = 100;
+        (1.0 - link_layer_share(&full, g, w, 256)) / (1.0 - link_layer_share(&t, g, w, 256))
+    };
+    assert!(hi / lo <= ratio(3, 8) + 0.005 && hi / lo >= ratio(2, 16) - 0.005, "{:.4}: {:.4}..{:.4}", hi / lo, ratio(2, 16), ratio(3, 8));
+    assert!((hi / analytic - 1.0).abs() < 0.03, "the analytic model uses the same rates: {hi} vs {analytic}");
+}

@@ -28,6 +28,7 @@ pub struct Timing {
     pub completion_overhead_bytes: u32,
     pub dllp_bytes: u32,
     pub dllp_timer_pct: u32,
+    pub data_dllp_pct: u32,
     pub max_payload: u32,
     pub max_read_request: u32,
     pub read_tags: u32,
@@ -204,6 +205,7 @@ impl Default for Tuning {
 
 const GLOBAL: &[&str] = &[
     "dllp_timer_pct",
+    "data_dllp_pct",
     "max_payload",
     "max_read_request",
     "read_tags",
