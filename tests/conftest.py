@@ -33,3 +33,8 @@ def _own_pool_state(tmp_path, monkeypatch):
     """`devlend pool` keeps its state under XDG_STATE_HOME: one per test, never the user's."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.delenv("DEVLEND_POOL_STATE", raising=False)
+    # devlend's tables fit COLUMNS where it is set; pytest's process environment can hold one that
+    # os.environ does not show (set at C level), so set and delete it to unset it for the children:
+    # commands run by tests print at the piped default unless a test sets COLUMNS itself.
+    monkeypatch.setenv("COLUMNS", "")
+    monkeypatch.delenv("COLUMNS")

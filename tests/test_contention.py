@@ -127,7 +127,8 @@ def test_run_streams_command_prints_a_table_and_writes_csv(tmp_path):
             "--stream", "b:lender:gpu0:ntb-l.mw1+0x1000000:1MiB:read@100", "--csv", str(out))
     assert r.returncode == 0, r.stderr
     assert "GBps" in r.stdout and "utilisation" in r.stdout and "ntb-l" in r.stdout
-    header, a, b = out.read_text().splitlines()
+    header, a, b, made = out.read_text().splitlines()
+    assert made.startswith("# devlend provenance: {")
     assert header.startswith("name,requester,") and a.startswith("a,gpu0,") and b.startswith("b,lender:gpu0,")
     bad = cli("run-streams", topo_path("pxh830-two-host.yaml"), "--stream", "x:gpu0:0xdead00000000:1MiB")
     assert bad.returncode == 2 and "cannot be reached" in bad.stderr and bad.stdout == ""

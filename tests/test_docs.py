@@ -6,8 +6,10 @@ import doctest
 import os
 import re
 
+import pytest
+
 import devlend
-from devlend import experiments
+from devlend import experiments, readme_figures
 
 from conftest import ROOT
 
@@ -53,3 +55,18 @@ def test_readme_names_each_seed_paper_by_title_and_venue():
                          ("InfiniBand Support in Xen Virtual Machine Environment", "OSU-CISRC-10/05-TR63")]:
         line = next((l for l in readme.splitlines() if title in l), "")
         assert venue in line, f"README: no line names {title!r} with {venue!r}"
+
+
+# The README's figures are generated (scripts/readme-figures); each block is made afresh and compared.
+
+
+def test_readme_has_every_generated_block_and_only_known_ones():
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    assert set(readme_figures.blocks(readme)) == set(readme_figures.BLOCKS)
+
+
+@pytest.mark.parametrize("name", sorted(readme_figures.BLOCKS))
+def test_readme_generated_block_is_what_its_command_makes_now(name):
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    fresh = readme_figures.blocks(readme_figures.regenerate(readme, [name]))[name]
+    assert readme_figures.blocks(readme)[name] == fresh, f"README block {name} is stale: run scripts/readme-figures --write"

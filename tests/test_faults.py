@@ -4,6 +4,7 @@ that cuts the path; nothing left mapped; a touched device reset before its next 
 refused); and the `faults` experiment."""
 
 import os
+from typing import Optional
 
 import pytest
 
@@ -192,6 +193,57 @@ def test_a_fault_that_breaks_a_scenario_file_workload_is_its_error(tmp_path):
 def test_cli_pool_fault_verb():
     res = cli("pool", FOUR, "connect", "server2", "server1", "add", "gpu2", "available", "gpu2", "borrow", "server1", "gpu2",
               "fault", "host-crash", "server1")
-    assert '"fault": "host-crash"' in res.stdout and "reclaimed" in res.stdout
+    assert "fault: host-crash" in res.stdout and "reclaimed" in res.stdout and "{" not in res.stdout  # no JSON in the table
     bad_ = cli("pool", FOUR, "fault", "meteor", "gpu2", check=False)
     assert bad_.returncode != 0 and "no fault kind 'meteor'" in bad_.stderr
+
+
+# Issue 30, item 3: a VM stops with its host; a mediated guest is told of its lender's crash
+# through the lending agent and the hot-unplug its hypervisor forwards, not by its watchdog.
+VM = "vms:\n  - {name: vm-a, host: server1, memory: 256 MiB, devices: [gpu0, {device: gpu2, path: mediated}]}\n"
+
+
+def _vm_copy(gpu: str, fault: Optional[tuple] = None):
+    from test_vm_topology import cluster
+    s = Scenario(cluster(VM))
+    s.gpu_copy("copy", "vm-a", gpu, "htod", 16 << 20)
+    if fault:
+        s.fault(fault[0], fault[1], at_ns=fault[2])
+    return s, s.run(keep_going=True).results().set_index("name").loc["copy"]
+
+
+@pytest.mark.parametrize("gpu", ["gpu0", "gpu2"])
+def test_a_vm_whose_host_crashes_stops_at_the_crash_with_that_error(gpu):
+    at = _vm_copy(gpu)[1].end_ns / 2
+    _, row = _vm_copy(gpu, ("host-crash", "server1", at))
+    assert row.status == "cut short" and "host server1 crashed at" in row.error, row.to_dict()
+    assert row.noticed_ns == pytest.approx(at, abs=1e-3), "the guest stopped at the crash, not at its watchdog 1 s later"
+
+
+def test_a_mediated_guest_learns_of_its_lenders_crash_through_the_forwarded_hot_unplug():
+    at = _vm_copy("gpu2")[1].end_ns / 2
+    s, row = _vm_copy("gpu2", ("host-crash", "server2", at))
+    assert row.status == "failed" and "gpu2 was removed (hot-plug)" in row.error and "on VM vm-a" in row.error, row.to_dict()
+    steps = [(e["step"], e["host"]) for e in s.events() if e["kind"] == "hotplug"]
+    assert steps == [("slot-interrupt", "server1"), ("lending-notified", "server1"), ("driver-removed", "server1"),
+                     ("guest-driver-removed", "server1")], steps
+    guest_told = next(e["at_ps"] for e in s.events() if e["kind"] == "hotplug" and e["step"] == "guest-driver-removed") / 1e3
+    assert at < guest_told <= row.noticed_ns < at + 50e6, "told within the lending agent's notice time (~25 ms), not 1 s"
+
+
+# Issue 30, item 4: a device that receives a poisoned completion reports it at once.
+def test_a_poisoned_gpu_fails_its_copy_at_once_in_a_scenario_file(tmp_path):
+    path = scenario(tmp_path, BORROW + COPY + "  - {at: 20 us, action: fault, kind: poisoned, target: gpu2}\n")
+    row = scenario_file.load(path).run().results().set_index("name").loc["copy"]
+    assert row.status == "failed" and "copy engine 0's copy failed" in row.error and "poisoned completion" in row.error, row.to_dict()
+    assert 20e3 < row.noticed_ns < 120e3, "the application had the failed copy at once, not at the GPU's watchdog"
+
+
+def test_a_poisoned_page_of_ram_is_a_fault_target_and_a_bad_one_names_the_field(tmp_path):
+    s = Scenario(FOUR)
+    s.fault("poisoned", "server1.ram+0x100000", at_ns=0)
+    s.run()
+    assert s.faults()[0]["struck"] and s.faults()[0]["error"] is None
+    assert "HOST.ram+OFFSET" in FAULT_KINDS["poisoned"]
+    err = bad(tmp_path, BORROW + "  - {at: 1 us, action: fault, kind: poisoned, target: server1.ram+0x100000000000}\n")
+    assert (err.line, err.field) == (5, "timeline[1].target") and "RAM" in err.message, str(err)

@@ -77,7 +77,7 @@ def test_options_devlend_cannot_model_are_refused_at_their_line(line, expect):
 
 
 def test_whole_job_problems_name_the_job():
-    with pytest.raises(jf.FioJobError, match="job 'j': offset .* runs past the simulated drive"):
+    with pytest.raises(jf.FioJobError, match="job 'j': offset 8589934592 is past the end of the drive, which holds 8589934592 bytes"):
         jf.load("[j]\noffset=8g\nsize=1m\n", "t.fio")
     with pytest.raises(jf.FioJobError, match="no job sections"):
         jf.load("[global]\nrw=read\n", "t.fio")

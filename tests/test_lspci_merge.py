@@ -75,3 +75,26 @@ def test_merge_refuses_one_host_two_hosts_of_one_name_and_an_unknown_adapter(tmp
         main_merge([a, a], "lab", "nope", None)
     res = cli("import-merge", a, check=False)
     assert res.returncode != 0 and "at least two" in res.stderr
+
+
+def test_an_imported_drive_with_no_known_profile_is_borrowed_and_driven_with_a_default_profile_and_a_warning(tmp_path):
+    from devlend.lspci.profiles import ProfileWarning
+    tree = tmp_path / "vm.tree.txt"
+    tree.write_text(read(VM_TREE).replace("[8086:2700]", "[144d:a808]"))   # a Samsung drive devlend has no profile for
+    out = str(tmp_path / "cloudvm.yaml")
+    with pytest.warns(ProfileWarning, match=r"nvme-00-04: 0000:00:04.0 \[144d:a808\] .* has no known profile: .* the default "
+                                            r"NVMe profile optane-900p's media timing and capacity"):
+        main_import(str(tree), VM_VVV, None, "cloudvm", "intel-xeon-e5", "32 GiB", out)
+    drive = next(d for d in yaml.safe_load(read(out))["devices"] if d["name"] == "nvme-00-04")
+    assert drive["kind"] == "nvme" and "profile" not in drive, drive
+    res = cli("import-lspci", "--tree", str(tree), "--verbose", VM_VVV, "--host", "cloudvm", "-o", str(tmp_path / "again.yaml"))
+    assert "devlend: warning: nvme-00-04:" in res.stderr and "optane-900p" in res.stderr, res.stderr
+    a = capture(tmp_path, XEON_TREE, XEON_VVV, "server")
+    lab = tmp_path / "lab.yaml"
+    lab.write_text(main_merge([a, out], "lab", "pxh830", None))
+    s = devlend.Scenario(load(lab))
+    s.borrow("server", "cloudvm-nvme-00-04")
+    with pytest.warns(ProfileWarning, match="cloudvm-nvme-00-04 has no profile: driven with the default NVMe profile optane-900p"):
+        s.fio("lent", "server", "cloudvm-nvme-00-04", "randread", iodepth=4, ios=100)
+    row = s.run().results().set_index("name").loc["lent"]
+    assert row.ios == 100 and row.lat_mean_us > 10, row       # the 900P's 10 us media read, through the NTB

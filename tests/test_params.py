@@ -171,7 +171,7 @@ def test_experiments_on_another_topology_or_refusing_it(tmp_path):
     p.write_text(text.replace("gpu0", "gpuX"))
     with pytest.raises(DevlendError, match="lacks gpu0"):
         experiments.get("d1").run(quick=True, topology=p)
-    with pytest.raises(DevlendError, match="cannot stand in.*these take --topology: contention, d1, fio, ntb-perf, ntb-pingpong"):
+    with pytest.raises(DevlendError, match="cannot stand in.*these take --topology: contention, d1, fio, linux-fio, ntb-perf, ntb-pingpong"):
         experiments.get("d2").run(quick=True, topology=topo_path(TOPO))
     assert all(experiments.get(n).takes_params for n in ("d6", "vmirq", "hnic", "contention"))
 

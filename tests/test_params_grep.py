@@ -15,7 +15,9 @@ def test_grep_shows_matching_constants_under_their_tables():
     lines = r.stdout.splitlines()
     assert r.returncode == 0 and "[device.optane-900p]" in lines
     consts = [l for l in lines if not l.startswith("[")]
-    assert consts and all(l.startswith("media_read_latency_ps") for l in consts)
+    # each drive profile's constant, and (under [settable]) the --set key that overrides it
+    assert consts and all(l.startswith(("media_read_latency_ps", '"devices.NAME.media_read_latency_ps"')) for l in consts)
+    assert lines[lines.index("[settable]") + 1].startswith('"devices.NAME.media_read_latency_ps"')
     assert lines[lines.index("[device.optane-900p]") + 1].startswith("media_read_latency_ps = 10000000")
 
 

@@ -49,3 +49,29 @@ def test_experiment_plots_draw(name, tmp_path):
     png = tmp_path / f"{name}.png"
     res.plot(res, str(png))
     assert png.stat().st_size > 10_000 and not plt.get_fignums()
+
+
+def test_no_series_hides_another_and_paper_values_stand_beside_ours(tmp_path):
+    """Coinciding series keep apart by marker (hollow after the first); d1's read panel and d2's
+    peer-to-peer panels draw the paper's 'a little under 6 GB/s' beside our curves."""
+    from devlend.experiments._plot import Figure
+    with Figure(str(tmp_path / "t.png")) as f:
+        for label in ("a", "b", "c"):
+            f.line(f.axes[0], [1, 2], [3, 4], label)
+        drawn = [(line.get_marker(), line.get_markerfacecolor()) for line in f.axes[0].get_lines()]
+    assert len({m for m, _ in drawn}) == 3 and [c == "none" for _, c in drawn] == [False, True, True]
+    import matplotlib.pyplot as plt
+    from devlend.experiments import bandwidth, p2p
+    seen = []
+    orig = plt.Figure.savefig
+    def spy(fig, *a, **k):
+        seen.append([line.get_label() for ax in fig.axes for line in ax.get_lines()])
+        return orig(fig, *a, **k)
+    plt.Figure.savefig = spy
+    try:
+        for mod in (bandwidth, p2p):
+            res = mod.run(quick=True)
+            res.plot(res, str(tmp_path / f"{mod.__name__}.png"))
+    finally:
+        plt.Figure.savefig = orig
+    assert any("001 §7.3.1" in label for label in seen[0]) and any("001 §7.3.1" in label for label in seen[1])

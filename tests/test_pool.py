@@ -1,6 +1,8 @@
 """devlend.Pool: smartio_tool's verbs on any topology, topology borrow/return operations, and
 `devlend pool`. Every failed borrow and every return leaves nothing mapped."""
 
+import json
+
 import pytest
 
 import devlend
@@ -130,10 +132,12 @@ def test_bad_topology_operations_name_file_line_and_field(tmp_path, ops, line, f
 
 
 def test_cli_pool_applies_verbs_and_prints_the_table():
-    out = cli("pool", FOUR, "connect", "server2", "server1", "add", "gpu2", "available", "gpu2",
-              "borrow", "server1", "80000", "64MiB", "show", "gpu2").stdout
-    assert '"borrower_ntb": "ntb-1-2"' in out and '"size": 67108864' in out
+    verbs = ["connect", "server2", "server1", "add", "gpu2", "available", "gpu2", "borrow", "server1", "80000", "64MiB", "show", "gpu2"]
+    out = cli("pool", FOUR, *verbs).stdout
+    assert "borrower_ntb: ntb-1-2" in out and "size: 67108864" in out and "{" not in out   # no JSON in the table
     assert "device pool of four-server-cluster" in out and "borrowed" in out
+    doc = json.loads(cli("pool", FOUR, "--reset", "--format", "json", *verbs).stdout)
+    assert doc["details"][0]["lend"]["borrower_ntb"] == "ntb-1-2" and doc["pool"][0]["state"]
 
 
 @pytest.mark.parametrize("args, expect", [

@@ -17,10 +17,10 @@ LEND = ["connect", "server2", "server1", "add", "gpu2", "available", "gpu2", "bo
 def test_successive_calls_see_the_borrowed_device_and_can_return_it(tmp_path):
     state = str(tmp_path / "pool.json")
     cli("pool", FOUR, "--state", state, *LEND)
-    shown = cli("pool", FOUR, "--state", state, "show", "gpu2").stdout
+    shown = cli("pool", FOUR, "--state", state, "--format", "json", "show", "gpu2").stdout
     assert '"state": "borrowed"' in shown and '"borrower": "server1"' in shown
     cli("pool", FOUR, "--state", state, "return", "gpu2")
-    again = cli("pool", FOUR, "--state", state, "show", "gpu2").stdout
+    again = cli("pool", FOUR, "--state", state, "--format", "json", "show", "gpu2").stdout
     assert '"state": "available"' in again, again
     kept = json.loads(open(state).read())
     assert kept["version"] == 1 and len(kept["pools"]) == 1
@@ -37,7 +37,7 @@ def test_a_verb_that_fails_keeps_those_before_it(tmp_path):
     state = str(tmp_path / "pool.json")
     res = cli("pool", FOUR, "--state", state, *LEND, "return", "gpu9", check=False)
     assert res.returncode != 0 and "gpu9" in res.stderr
-    assert '"state": "borrowed"' in cli("pool", FOUR, "--state", state, "show", "gpu2").stdout
+    assert '"state": "borrowed"' in cli("pool", FOUR, "--state", state, "--format", "json", "show", "gpu2").stdout
 
 
 def test_a_changed_topology_is_refused_until_reset(tmp_path):
@@ -48,7 +48,7 @@ def test_a_changed_topology_is_refused_until_reset(tmp_path):
     topo.write_text(open(FOUR).read() + "\n# changed\n")
     res = cli("pool", str(topo), "--state", state, "list", check=False)
     assert res.returncode != 0 and "pool.json" in res.stderr and "--reset" in res.stderr
-    out = cli("pool", str(topo), "--state", state, "--reset", "show", "gpu2").stdout
+    out = cli("pool", str(topo), "--state", state, "--reset", "--format", "json", "show", "gpu2").stdout
     assert '"state": "not added"' in out
 
 
@@ -89,4 +89,4 @@ def test_a_lend_whose_path_is_cut_is_not_borrowed_until_it_comes_back(down, up):
 def test_fault_states_are_kept_between_calls(tmp_path):
     state = str(tmp_path / "pool.json")
     cli("pool", FOUR, "--state", state, *LEND, "fault", "link-down", "ntb-2-1")
-    assert '"state": "link down"' in cli("pool", FOUR, "--state", state, "show", "gpu2").stdout
+    assert '"state": "link down"' in cli("pool", FOUR, "--state", state, "--format", "json", "show", "gpu2").stdout

@@ -38,3 +38,11 @@ def test_a_terminal_sees_what_is_running_and_quiet_or_a_pipe_sees_nothing(tmp_pa
     assert "job(s) on nvme0" not in _on_a_terminal(["fio", str(job), *ARGS, "--quiet"])
     piped = subprocess.run([sys.executable, "-m", "devlend.cli", "fio", str(job), *ARGS], cwd=ROOT, capture_output=True, text=True)
     assert piped.returncode == 0 and "job(s) on nvme0" not in piped.stderr
+
+
+def test_run_commands_show_what_is_running_on_a_terminal_only():
+    args = ["run-workloads", "topologies/pxh830-two-host.yaml", "--stream", "copy-a:gpu0:ntb-l.mw1:256KiB"]
+    assert "run-workloads: copy-a" in _on_a_terminal(args)
+    assert "run-workloads: copy-a" not in _on_a_terminal([*args, "--quiet"])
+    piped = subprocess.run([sys.executable, "-m", "devlend.cli", *args], cwd=ROOT, capture_output=True, text=True)
+    assert piped.returncode == 0 and "run-workloads: copy-a" not in piped.stderr + piped.stdout

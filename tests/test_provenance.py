@@ -35,3 +35,55 @@ def test_a_file_without_provenance_is_said_to_have_none(tmp_path):
     (tmp_path / "x.csv").write_text("a,b\n1,2\n")
     r = cli("provenance", str(tmp_path / "x.csv"), check=False)
     assert r.returncode == 2 and "carries no devlend provenance" in r.stderr
+
+
+SCENARIO = """name: prov
+topology: {topo}
+params:
+  timing: {{max_payload: 128}}
+timeline:
+  - {{at: 0, action: borrow, borrower: server1, device: gpu2}}
+  - {{at: 1 us, action: gpu_copy, name: copy, runner: server1, gpu: gpu2, direction: htod, bytes: 1 MiB}}
+  - {{at: 10 ms, action: return, device: gpu2}}
+"""
+
+
+def _shown(path):
+    return cli("provenance", str(path)).stdout
+
+
+def test_a_scenario_runs_csvs_plot_and_json_carry_hashes_sets_and_effective_parameters(tmp_path):
+    import os
+    path = tmp_path / "prov.yaml"
+    path.write_text(SCENARIO.format(topo=os.path.join(ROOT, "python", "devlend", "topologies", "four-server-cluster.yaml")))
+    r = cli("run", str(path), "--out", str(tmp_path / "o"), "--set", "timing.ntb_latency_ps=400 ns", "--format", "json", "-q")
+    doc = json.loads(r.stdout)
+    for f in ("prov.csv", "prov-links.csv", "prov.png"):
+        shown = _shown(tmp_path / "o" / f)
+        assert "scenario: prov.yaml" in shown and "scenario_hash: sha256:" in shown, f
+        assert "topology: four-server-cluster.yaml" in shown and "topology_hash: sha256:" in shown, f
+        assert "timing.ntb_latency_ps=400 ns" in shown and "timing.max_payload=128 (" in shown, f   # --set and the file's own
+        assert "effective:" in shown and "  max_payload_bytes: 128" in shown and "  ntb_latency_ns: 400" in shown, f
+        assert "seed: " in shown and "command: devlend run " in shown
+    assert doc["devlend provenance"]["scenario"] == "prov.yaml" and doc["workloads"][0]["name"] == "copy"
+
+
+def test_run_workloads_and_run_streams_csvs_carry_the_topology_hash_and_every_set(tmp_path):
+    cli("run-workloads", "topologies/pxh830-two-host.yaml", "--stream", "a:gpu0:ntb-l.mw1:64KiB", "--set", "timing.max_payload=128",
+        "--csv", str(tmp_path / "w.csv"), "--links-csv", str(tmp_path / "wl.csv"), "-q")
+    for f in ("w.csv", "wl.csv"):
+        shown = _shown(tmp_path / f)
+        assert "topology: pxh830-two-host.yaml" in shown and "set: timing.max_payload=128" in shown, f
+    cli("run-streams", "topologies/pxh830-two-host.yaml", "--stream", "a:gpu0:ntb-l.mw1:64KiB", "--csv", str(tmp_path / "s.csv"), "-q")
+    assert "topology_hash: sha256:" in _shown(tmp_path / "s.csv")
+
+
+def test_validate_csv_and_plots_carry_provenance(tmp_path):
+    r = cli("validate", "--which", "validation", "--csv", str(tmp_path / "v.csv"), "--plot", str(tmp_path / "p"),
+            "--set", "timing.ntb_latency_ps=300 ns", "--summary", "-q")
+    assert "validation:" in r.stdout and "wrote" not in r.stdout + r.stderr          # -q: nothing said on stderr
+    assert "set: timing.ntb_latency_ps=300 ns" in _shown(tmp_path / "v.csv")
+    pngs = list((tmp_path / "p").iterdir())
+    assert pngs
+    for png in pngs:
+        assert "devlend_version: " in _shown(png)

@@ -164,12 +164,14 @@ def test_pingpong_and_ntb_perf_in_a_scenario_file(tmp_path):
 
 def test_a_borrow_with_a_dma_window_is_the_lend_the_workload_uses(tmp_path):
     """devlend.Scenario borrows at the action with the window asked, and the copy's buffer is
-    mapped through that window: 4 MiB holds the 1 MiB buffer, 64 KiB does not."""
+    mapped through that window: 4 MiB holds the 1 MiB buffer, 64 KiB does not (refused before the
+    run, at the copy's line, naming the window)."""
     borrow = "  - {at: 0, action: borrow, borrower: server1, device: gpu2, dma_window: %s}\n"
     run = scenario_file.load(scenario(tmp_path, borrow % "4 MiB" + COPY, name="fits")).run()
     assert run.results().GBps[0] > 0 and [(l["device"], l["borrower"]) for l in run.scenario.lends()] == [("gpu2", "server1")]
-    with pytest.raises(WorkloadError, match="the DMA window of ntb-2-1 into ntb-1-2 cannot map 1 MiB more: 12 KiB of its 64 KiB"):
+    with pytest.raises(ScenarioFileError, match="a copy of 1048576 bytes: borrowed gpu2's DMA window holds 65536 bytes") as e:
         scenario_file.load(scenario(tmp_path, borrow % "64 KiB" + COPY, name="small")).run()
+    assert e.value.line == 5
 
 
 def test_an_error_in_the_scenarios_own_params_names_its_file_line_and_field(tmp_path):

@@ -301,3 +301,15 @@ def test_a_killed_sweeps_lock_is_taken_over_and_a_live_ones_refused(tmp_path, lo
         live.kill()
         live.wait()
     assert len(sweep(cheap, GRID, store, workers=1, progress=False)) == 6, "its owner gone, the lock is taken over"
+
+
+def test_a_sweep_store_carries_provenance_that_devlend_prints_back(tmp_path, log):
+    import subprocess
+    import sys
+    store = tmp_path / "p.jsonl"
+    sweep(cheap, GRID, store, workers=1, progress=False)
+    recs = read_store(store)
+    assert all(r["devlend provenance"]["devlend_version"] for r in recs.values())
+    shown = subprocess.run([sys.executable, "-m", "devlend.cli", "provenance", str(store)], capture_output=True, text=True,
+                           check=True).stdout
+    assert "command: devlend.sweep.sweep(test_sweep.cheap)" in shown and "parameters: sha256:" in shown

@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from .errors import DevlendError
+from .output import FORMAT_HELP
 
 SET_HELP = ("override a hardware constant for this run: timing.KEY=VALUE, hosts.NAME.KEY=VALUE, ...; "
             "repeatable")
@@ -27,24 +28,66 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
                                                               "(default params/measurements.yaml)"),
               toml_file: Optional[str] = typer.Option(None, "--toml", help="the file --write edits (default params/hardware.toml)"),
               starts: int = typer.Option(1, "--starts", help="also fit from this many starting points spread inside the bounds "
-                                         "and say whether they land on the same values")) -> None:
+                                         "and say whether they land on the same values"),
+              fmt: str = typer.Option("table", "--format", help="table, csv (the fitted constants) or json (constants, "
+                                      "residuals, identifiability, cost)"),
+              quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr")) -> None:
     """Fit the fitted constants within their bounds to the calibration set (scipy least squares on relative residuals, soft-L1 loss)."""
-    from .cli import _fail, err, out
+    from .cli import _fail, out
+    from .progress import spinner
     from . import calibration
-    from .calibration.fit import F_SCALE, LOSS, calibrate as fit, identifiability, spread_starts
-    from .calibration.tomledit import write_fitted
+    from .calibration.fit import calibrate as fit, spread_starts
+    from .output import check
     try:
+        check(fmt)
         cat = calibration.load(measurements_file or calibration.MEASUREMENTS)
 
         def progress(n, vals, cost):
             shown = ", ".join(f"{c.name}={v / 1000:.1f} ns" if c.unit == "ps" else f"{c.name}={v:g}" for c, v in zip(chosen, vals))
-            err.print(f"  evaluation {n}: {shown}; cost {cost:.3g}", markup=False)
+            if say:
+                say(f"calibrate: evaluation {n}: {shown}; cost {cost:.3g}")
         chosen = [c for c in cat.fitted if not only or c.key in only]
-        r = fit(cat, only=only or None, fit_ids=measurement or None, progress=progress, max_nfev=max_evaluations)
-        others = [fit(cat, only=only or None, fit_ids=measurement or None, max_nfev=max_evaluations, start=st)
-                  for st in (spread_starts(cat, starts, only or None) if starts > 1 else [])]
+        with spinner("calibrate: starting", quiet) as say:
+            r = fit(cat, only=only or None, fit_ids=measurement or None, progress=progress, max_nfev=max_evaluations)
+            others = []
+            for k, st in enumerate(spread_starts(cat, starts, only or None) if starts > 1 else [], start=1):
+                if say:
+                    say(f"calibrate: fitting again from start {k}")
+                others.append(fit(cat, only=only or None, fit_ids=measurement or None, max_nfev=max_evaluations, start=st))
     except (DevlendError, OSError) as e:
         _fail(e)
+    if fmt != "table":
+        _fit_data(fmt, r)
+    else:
+        _fit_tables(r, others)
+    if write:
+        _write(r, toml_file, fmt)
+    elif fmt == "table":
+        out.print("dry run: params/hardware.toml unchanged (--write writes the values)", markup=False)
+
+
+def _fit_data(fmt: str, r) -> None:
+    """The fit as data: the constants (CSV), or constants, residuals, identifiability and cost (JSON)."""
+    import json
+    import pandas as pd
+    from .calibration.fit import identifiability
+    consts = pd.DataFrame([{"constant": c.key, "unit": c.unit, "start": s, "fitted": v, "lower": c.lower, "upper": c.upper}
+                           for c, s, v in zip(r.constants, r.start, r.values)])
+    if fmt == "csv":
+        sys.stdout.write(consts.to_csv(index=False))
+        return
+    doc = {"constants": json.loads(consts.to_json(orient="records")),
+           "residuals": [{"measurement": m.id, "theirs": m.value, "ours": o, "unit": m.unit, "residual": res}
+                         for m, o, res in zip(r.measurements, r.ours, r.residuals)],
+           "identifiability": [{"constant": i.key, "rows": i.rows, "sensitivity": i.sensitivity, "sigma": i.sigma,
+                                "pinned": i.pinned} for i in identifiability(r)],
+           "cost": r.cost, "evaluations": r.evaluations, "message": r.message, "at_bound": list(r.at_bound)}
+    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def _fit_tables(r, others) -> None:
+    from .calibration.fit import F_SCALE, LOSS, identifiability
+    from .cli import out
     t = Table(title="fitted constants", title_justify="left")
     for col in ("constant", "start", "fitted", "bounds"):
         t.add_column(col)
@@ -73,9 +116,13 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
         shown = ", ".join(f"{c.name}={_show(c, v)}" for c, v in zip(o.constants, o.values))
         out.print(f"start {k} of {len(others)}: {shown}; cost {o.cost:.4g}: "
                   + ("the same values" if all(same) else "DIFFERENT: " + ", ".join(c.name for c, ok in zip(r.constants, same) if not ok)), markup=False)
-    if not write:
-        out.print("dry run: params/hardware.toml unchanged (--write writes the values)", markup=False)
-        return
+
+
+def _write(r, toml_file, fmt: str) -> None:
+    """Put the fitted values and their provenance into params/hardware.toml (or `toml_file`)."""
+    from . import calibration
+    from .calibration.tomledit import write_fitted
+    from .cli import _fail, err, out
     path = toml_file or calibration.HARDWARE
     try:
         from .inputs import not_regular
@@ -89,7 +136,7 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
             fh.write(text)
     except (DevlendError, OSError) as e:
         _fail(e)
-    out.print(f"wrote {path}; rebuild the core (pip install -e . or cargo build) for the values to take effect", markup=False)
+    (out if fmt == "table" else err).print(f"wrote {path}; rebuild the core (pip install -e . or cargo build) for the values to take effect", markup=False)
 
 
 def _show(c, v: float) -> str:
@@ -105,48 +152,63 @@ def validate(which: Optional[str] = typer.Option(None, "--which", help="calibrat
              corpus_file: Optional[str] = typer.Option(None, "--corpus", help="corpus file (default params/corpus/corpus.yaml; "
                                                        "'' for none)"),
              plot_dir: Optional[str] = typer.Option(None, "--plot", help="draw model against measurement per corpus host "
-                                                    "(latency and bandwidth against size) as PNGs into this directory")) -> None:
+                                                    "(latency and bandwidth against size) as PNGs into this directory"),
+             fmt: str = typer.Option("table", "--format", help=FORMAT_HELP),
+             quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress and no 'wrote' lines on stderr")) -> None:
     """Run every published measurement: ours, theirs, error, tolerance and pass/fail, the two sets apart, and per
     source and quantity the number within tolerance and the median and p90 absolute error."""
-    from .cli import _fail, err, out
+    from .cli import _fail, out
     from . import calibration
     from .calibration import validate as v
+    from .output import check, wrote
+    from .progress import spinner
+    from .provenance import command_line, record, stamp_png, write_csv
     from .topology import parse_sets
     try:
+        check("csv" if csv_out == "-" else fmt)
         if which not in (None, *calibration.SETS):
             raise DevlendError(f"--which {which!r}: expected calibration or validation")
         cat = calibration.load(measurements_file or calibration.MEASUREMENTS, corpus_file)
         params = parse_sets(sets) if sets else None
-        verdicts = v.run(cat, which, params, progress=lambda mid: err.print(f"  {mid}", markup=False) if err.is_terminal else None)
+        with spinner("validate: starting", quiet) as say:
+            verdicts = v.run(cat, which, params, progress=(lambda mid: say(f"validate: {mid}")) if say else None)
+        rec = record(sets=sets, command=command_line())
     except (DevlendError, OSError) as e:
         _fail(e)
-    if csv_out == "-":
-        sys.stdout.write(v.to_csv(verdicts))
-        return
-    if not summary_only:
+    if csv_out == "-" or fmt != "table":
+        sys.stdout.write(v.to_csv(verdicts) if fmt == "csv" or csv_out == "-" else _json(v, verdicts, which))
+    else:
+        if not summary_only:
+            for s in calibration.SETS:
+                rows = [x.row() for x in verdicts if x.m.set == s]
+                if rows:
+                    out.print(_table(s, rows))
+            out.print(_breakdown(v.breakdown(verdicts)))
         for s in calibration.SETS:
-            rows = [x.row() for x in verdicts if x.m.set == s]
-            if rows:
-                out.print(_table(s, rows))
-    if not summary_only:
-        out.print(_breakdown(v.breakdown(verdicts)))
-    for s in calibration.SETS:
-        if which in (None, s):
-            out.print(v.summary(verdicts, s), markup=False)
-    if plot_dir:
-        from .calibration.plots import plot_hosts
-        try:
-            paths = plot_hosts(verdicts, plot_dir)
-        except OSError as e:
-            _fail(e)
-        out.print(f"wrote {len(paths)} figures to {plot_dir}", markup=False)
-    if csv_out:
-        try:
-            with open(csv_out, "w", encoding="utf-8") as fh:
-                fh.write(v.to_csv(verdicts))
-        except OSError as e:
-            _fail(e)
-        out.print(f"wrote {csv_out}", markup=False)
+            if which in (None, s):
+                out.print(v.summary(verdicts, s), markup=False)
+    written = []
+    try:
+        if plot_dir:
+            from .calibration.plots import plot_hosts
+            for png in plot_hosts(verdicts, plot_dir):
+                stamp_png(png, rec)
+                written.append(png)
+        if csv_out and csv_out != "-":
+            write_csv(csv_out, v.to_csv(verdicts), rec)
+            written.append(csv_out)
+    except OSError as e:
+        _fail(e)
+    wrote(written, "table" if csv_out == "-" else fmt, quiet)
+
+
+def _json(v, verdicts, which) -> str:
+    """Every verdict, the breakdown per source and quantity, and the summary lines, as one JSON object."""
+    import json
+    from . import calibration
+    return json.dumps({"verdicts": [x.row() for x in verdicts], "breakdown": v.breakdown(verdicts),
+                       "summary": [v.summary(verdicts, s) for s in calibration.SETS if which in (None, s)]},
+                      indent=2, default=str) + "\n"
 
 
 def _table(which: str, rows: list[dict]) -> Table:

@@ -22,3 +22,33 @@ def build_cmd(source: Optional[str] = typer.Option(None, "--source", help="a Lin
     except (DevlendError, OSError) as e:
         _fail(e)
     out.print(str(path), markup=False)
+
+
+@app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def run_cmd(ctx: typer.Context,
+            topology: str = typer.Option(..., "--topology", help="the topology file"),
+            host: str = typer.Option(..., "--host", help="the host the guest is"),
+            device: Optional[str] = typer.Option(None, "--device", help="an NVMe drive for the guest's PCI (borrowed when it sits in another host); the engine is then the guest's clock"),
+            out_dir: Optional[str] = typer.Option(None, "--out", help="the folder for the console and each command's output (default: a new temporary one)"),
+            timeout_s: float = typer.Option(300.0, "--timeout", help="wall-clock seconds before a guest that never powers off is ended")) -> None:
+    """Boot a guest for HOST and run the commands after `--` in it, each a shell command line:
+    `devlend linux run --topology T.yaml --host borrower --device nvme0 -- "nvme list" "fio ..."`.
+    Prints each command's output; exits with the first failing command's status."""
+    from . import load
+    from .cli import _fail, out
+    from .linux.guest import run
+    commands = list(ctx.args)
+    if not commands:
+        _fail(DevlendError("no commands: give them after `--`, each one shell command line"))
+    try:
+        r = run(load(topology), host, commands, device=device, outdir=out_dir, timeout_s=timeout_s)
+    except (DevlendError, OSError) as e:
+        _fail(e)
+    for c, o, rc in zip(commands, r.outputs, r.returncodes):
+        out.print(f"$ {c}   (exit {rc})", markup=False)
+        out.print(o.rstrip("\n"), markup=False)
+    if r.device:
+        out.print(f"# simulated: {r.device['guest_ns'] / 1e6:.3f} ms; console: {r.console}", markup=False)
+    bad = next((rc for rc in r.returncodes if rc != 0), 0)
+    if bad:
+        raise typer.Exit(bad)

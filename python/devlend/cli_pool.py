@@ -13,7 +13,6 @@ each topology, so a borrow made by one call is still borrowed in the next.
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 import typer
@@ -80,25 +79,30 @@ def pool_cmd(file: str = typer.Argument(..., help="topology file (YAML or JSON)"
                                                       "$XDG_STATE_HOME/devlend/pool.json)"),
              reset: bool = typer.Option(False, "--reset", help="forget the kept state of this topology's pool first"),
              hygiene: str = typer.Option("scrub", help="scrub: a returned device is cleared before its next borrower; "
-                                                        "none: it is not (what real lending may leak)")) -> None:
+                                                        "none: it is not (what real lending may leak)"),
+             fmt: str = typer.Option("table", "--format", help="table (show's and fault's details as text, then the pool), "
+                                     "csv (the pool's table) or json (every detail and the pool) on stdout"),
+             quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr beside --format csv or json")) -> None:
     """Device Lending's pool (smartio_tool's verbs) on any topology: connect, add, remove, available,
     unavailable, borrow [DMA window size], return, list, show; prints the pool's table. The pool
     remembers: each call starts from the state the previous calls left (``--state``)."""
-    from .cli import _fail, out
+    from .cli import _fail, err, out
     from .cli_run import _table
+    from .output import check, frames
     from .pool import Pool
     from .pool_state import PoolState
-    kept = None
+    kept, details = None, []
     try:
+        check(fmt)
         steps = parse_verbs(verbs or [])
         kept = PoolState(state, file, reset)
         import warnings
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             pool = Pool(file, hygiene=hygiene)
-        if hygiene == "none":
+        if hygiene == "none" and not (quiet and fmt != "table"):
             from .pool import NO_SCRUB_NOTE
-            out.print(f"note: {NO_SCRUB_NOTE}", markup=False)
+            (out if fmt == "table" else err).print(f"note: {NO_SCRUB_NOTE}", markup=False)
         kept.replay(pool, apply)
         for v in steps:
             try:
@@ -107,10 +111,18 @@ def pool_cmd(file: str = typer.Argument(..., help="topology file (YAML or JSON)"
                 raise DevlendError(f"pool {' '.join(v)}: {e}") from None
             kept.record(v)
             if shown is not None:
-                out.print(json.dumps(_hex(shown), indent=2), markup=False)
+                details.append({"verb": " ".join(v), **_hex(shown)})
         kept.save()
     except (DevlendError, OSError) as e:
         if kept is not None and kept.loaded:
             kept.save()  # the verbs before the failed one were carried out
         _fail(e)
-    out.print(_table(pool.list().fillna(""), f"device pool of {pool.topology.name} (fabric device IDs in hex)"))
+    table = pool.list()
+    if fmt != "table":
+        import sys
+        sys.stdout.write(frames(fmt, {"pool": table}, {"details": details}))
+        return
+    import yaml
+    for d in details:
+        out.print(yaml.safe_dump(d, sort_keys=False, width=78).rstrip(), markup=False)
+    out.print(_table(table.fillna(""), f"device pool of {pool.topology.name} (fabric device IDs in hex)"))

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from .errors import DevlendError
+from .output import FORMAT_HELP
 from .sizes import parse_size
 
 STREAM_HELP = ("a stream NAME:REQUESTER:ADDR:BYTES[:read|:write][@START_NS], e.g. a:gpu0:ntb-l.mw1:4MiB or "
@@ -39,37 +40,61 @@ def parse_stream(spec: str) -> dict:
     return {"name": name, "requester": requester, "addr": addr, "nbytes": nbytes, "write": write, "at_ns": at}
 
 
+def _cell(c: str, v) -> str:
+    """A value as a person reads it: floats to 3 places, addresses in hex, an empty cell as a dash."""
+    import pandas as pd
+    if v is None or (not isinstance(v, str) and pd.isna(v)):
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return hex(v) if c == "addr" else str(v)
+
+
 def _table(df, title: str) -> Table:
-    t = Table(title=title, title_justify="left")
-    for c in df.columns:
-        t.add_column(c, justify="left" if c in ("name", "requester", "link") else "right")
-    for row in df.itertuples(index=False):
-        t.add_row(*[f"{v:.3f}" if isinstance(v, float) else (hex(v) if c == "addr" else str(v)) for c, v in zip(df.columns, row)])
-    return t
+    """The frame as a table for people; where its columns cannot fit the console even wrapped
+    (many quantities, few rows), turned on its side: one row per quantity, one column per row."""
+    from .cli import out
+    from .output import table
+    headers = list(df.columns)
+    text = [[_cell(c, v) for c, v in zip(headers, row)] for row in df.itertuples(index=False)]
+    need = sum(3 + min(8, max([len(r[i]) for r in text] + [1])) for i in range(len(headers)))
+    if need > (out.width or 100) and 0 < len(text) <= 6:
+        sideways = [[h] + [r[i] for r in text] for i, h in enumerate(headers[1:], start=1)]
+        return table(title, [headers[0]] + [r[0] for r in text], sideways)
+    return table(title, headers, text)
 
 
 def run_streams(file: str = typer.Argument(..., help="topology file (YAML or JSON)"),
                 stream: list[str] = typer.Option(..., "--stream", "-s", help=STREAM_HELP),
                 csv_out: Optional[str] = typer.Option(None, "--csv", help="write the streams' table as CSV to this file"),
-                links_csv: Optional[str] = typer.Option(None, "--links-csv", help="write the links' table as CSV to this file")) -> None:
+                links_csv: Optional[str] = typer.Option(None, "--links-csv", help="write the links' table as CSV to this file"),
+                fmt: str = typer.Option("table", "--format", help=FORMAT_HELP),
+                quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar and no 'wrote' lines on stderr")) -> None:
     """Run several DMA streams at once on one clock and print each stream's start, end and
     bandwidth, and each loaded link direction's bytes, utilisation, credit stall and queueing."""
     from .cli import _build, _fail, out
+    from .output import check, frames, wrote
+    from .progress import spinner
+    from .provenance import KEY, command_line, record, write_csv
     try:
+        check(fmt)
         specs = [parse_stream(s) for s in stream]
         run = _build(file).machine()
         for s in specs:
             run.stream(s["name"], s["requester"], s["addr"], s["nbytes"], write=s["write"], at_ns=s["at_ns"])
-        run.run()
+        with spinner(f"run-streams: {', '.join(s['name'] for s in specs)}", quiet):
+            run.run()
         res, links = run.results(), run.link_stats()
-    except (DevlendError, OSError) as e:
-        _fail(e)
-    out.print(_table(res.drop(columns=["time_ns"]), "streams (times in ns, bandwidth in GB/s)"))
-    out.print(_table(links.drop(columns=["link_index", "towards_down"]), "link directions that carried TLPs"))
-    try:
+        rec = record(topology=file, command=command_line())
         for path, df in ((csv_out, res), (links_csv, links)):
             if path:
-                df.to_csv(path, index=False)
-                out.print(f"wrote {path}", markup=False)
-    except OSError as e:
+                write_csv(path, df, rec)
+    except (DevlendError, OSError) as e:
         _fail(e)
+    if fmt != "table":
+        import sys
+        sys.stdout.write(frames(fmt, {"streams": res, "links": links}, {KEY: rec}))
+    else:
+        out.print(_table(res.drop(columns=["time_ns"]), "streams (times in ns, bandwidth in GB/s)"))
+        out.print(_table(links.drop(columns=["link_index", "towards_down"]), "link directions that carried TLPs"))
+    wrote([p for p in (csv_out, links_csv) if p], fmt, quiet)

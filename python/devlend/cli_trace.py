@@ -63,6 +63,23 @@ def _progress(what: str, quiet: bool):
         yield cb
 
 
+def _check(fmt: str) -> None:
+    from .output import check
+    try:
+        check(fmt)
+    except DevlendError as e:
+        _fail(e)
+
+
+def _data(fmt: str, as_json: bool, doc: dict) -> bool:
+    """Print `doc` as data when --format csv|json (or --json) asked for it; False for a table."""
+    if fmt == "table" and not as_json:
+        return False
+    from .output import mapping
+    sys.stdout.write(mapping("json" if as_json else fmt, doc))
+    return True
+
+
 def _core_call(fn, *args, **kw):
     from . import _core
     from .experiments._hypertrio import call
@@ -97,13 +114,14 @@ def build(inputs: List[str] = typer.Argument(..., help="QEMU intel-iommu logs an
           tenants: Optional[int] = typer.Option(None, "--tenants", min=1, max=U32_MAX, help="tenants in the trace; tenant i replays source i mod sources (default: one per source)"),
           order: str = typer.Option("RR1", "--order", help="interleaving: RR<burst> or RAND<burst> (002 §V-A: RR1, RR4, RAND1)"),
           seed: int = typer.Option(1, "--seed", min=0, max=U64_MAX, help="seed of the RAND interleaving"),
-          as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+          as_json: bool = typer.Option(False, "--json", help="print the summary as JSON (as --format json)"),
+          fmt: str = typer.Option("table", "--format", help="table, csv (key,value rows) or json"),
           quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar")) -> None:
     """Combine per-tenant logs into one hyper-tenant trace (002 §IV-B), stopping when any tenant runs out."""
+    _check(fmt)
     with _progress("building", quiet) as cb:
         s = json.loads(_core_call(lambda c: c.hypertrio_trace_build, inputs, output, tenants, order, seed, cb))
-    if as_json:
-        out.print(json.dumps(s, indent=2), markup=False)
+    if _data(fmt, as_json, s):
         return
     out.print(f"wrote {s['output']}: {s['tenants']} tenants from {s['sources']} source tenants, {s['order']}, "
               f"{s['packets']:,} packets ({s['translations']:,} translations), {s['pages']} pages, {s['bytes']:,} bytes",
@@ -112,11 +130,13 @@ def build(inputs: List[str] = typer.Argument(..., help="QEMU intel-iommu logs an
 
 @app.command()
 def info(trace: str = typer.Argument(..., help=".dlt trace"),
-         as_json: bool = typer.Option(False, "--json", help="print as JSON")) -> None:
+         as_json: bool = typer.Option(False, "--json", help="print as JSON (as --format json)"),
+         fmt: str = typer.Option("table", "--format", help="table, csv (key,value rows) or json"),
+         quiet: bool = typer.Option(False, "--quiet", "-q", help="accepted for uniformity (info draws no progress)")) -> None:
     """Header and a verifying pass over a .dlt trace (counts, per-tenant lengths, how it was made)."""
+    _check(fmt)
     i = json.loads(_core_call(lambda c: c.hypertrio_trace_info, trace))
-    if as_json:
-        out.print(json.dumps(i, indent=2), markup=False)
+    if _data(fmt, as_json, i):
         return
     out.print(f"{i['path']}: devlend trace v{i['version']}, {i['bytes']:,} bytes ({i['bytes_per_translation']:.3f} per translation)\n"
               f"  tenants {i['tenants']}, pages {i['pages']} ({i['pages_4k']} x 4 KiB, {i['pages_2m']} x 2 MiB)\n"
@@ -131,12 +151,15 @@ def replay(inputs: List[str] = typer.Argument(..., help="one .dlt trace, or QEMU
            tenants: Optional[int] = typer.Option(None, "--tenants", min=1, max=U32_MAX, help="construct with this many tenants (logs; default one per source)"),
            order: Optional[str] = typer.Option(None, "--order", help="construct with this interleaving (default RR1 for logs; a trace replays as it is)"),
            seed: int = typer.Option(1, "--seed", min=0, max=U64_MAX, help="seed of the RAND interleaving"),
-           as_json: bool = typer.Option(False, "--json", help="print the statistics as JSON"),
+           as_json: bool = typer.Option(False, "--json", help="print the statistics as JSON (as --format json)"),
+           fmt: str = typer.Option("table", "--format", help="table, csv (key,value rows) or json"),
            quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar")) -> None:
     """Run the HyperTRIO model (002 §IV-C) on recorded translations; same statistics as synthetic runs."""
+    _check(fmt)
     with _progress("replaying", quiet) as cb:
         st = json.loads(_core_call(lambda c: c.hypertrio_trace_replay, inputs, config, overrides, tenants, order, seed, cb))
-    _print_stats(st, as_json)
+    if not _data(fmt, as_json, st):
+        _print_stats(st, False)
 
 
 @app.command()
@@ -154,13 +177,15 @@ def synth(output: str = typer.Option(..., "-o", "--output", help="the .dlt trace
 
 
 @app.command()
-def sample(output: str = typer.Option(..., "-o", "--output", help="where to copy the sample log")) -> None:
+def sample(output: str = typer.Option(..., "-o", "--output", help="where to copy the sample log"),
+           quiet: bool = typer.Option(False, "--quiet", "-q", help="do not say what was written")) -> None:
     """Copy the shipped sample QEMU log (3 tenants, made by devlend/traces/sample_log.py)."""
     try:
         shutil.copyfile(SAMPLE_LOG, output)
     except OSError as e:
         _fail(e)
-    out.print(f"wrote {output}", markup=False)
+    if not quiet:
+        out.print(f"wrote {output}", markup=False)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ params/hardware.toml as built in, and every ``--set``), the content hashes of th
 scenario files, and the seed.
 
 Where it goes: a CSV ends with one ``# devlend provenance: {json}`` line (CSV readers skip it with
-``comment='#'``); a JSON document gets a top-level ``"devlend provenance"`` object; a PNG a text
-chunk of that name.
+``comment='#'``); a JSON document gets a top-level ``"devlend provenance"`` object; each line of a
+JSON-lines store (a sweep's) one of that name; a PNG a text chunk of that name. Every writer goes
+through :func:`write_csv`, :func:`stamped` (a JSON document) or :func:`stamp_png`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
+import sys
 from typing import Optional
 
 from .errors import DevlendError
@@ -31,19 +34,55 @@ def file_hash(path: Optional[str]) -> Optional[str]:
         return _sha(fh.read())
 
 
+def command_line() -> str:
+    """The devlend command this process runs, as typed (for records made by the CLI)."""
+    return "devlend " + shlex.join(sys.argv[1:])
+
+
 def record(*, sets: Optional[list[str]] = None, topology: Optional[str] = None, scenario: Optional[str] = None,
-           seed=None, command: Optional[str] = None) -> dict:
-    """The provenance of a run: `topology` and `scenario` are file paths (hashed by content)."""
+           seed=None, command: Optional[str] = None, effective: Optional[dict] = None) -> dict:
+    """The provenance of a run: `topology` and `scenario` are file paths (hashed by content);
+    `effective` the parameters the run used where it reports them (a Scenario's MPS, MRRS, ...)."""
     from . import __version__, _core
-    return {"devlend_version": __version__, "command": command,
-            "parameters": _sha(_core.params_toml().encode()), "set": list(sets or []),
-            "topology": os.path.basename(topology) if topology else None, "topology_hash": file_hash(topology),
-            "scenario": os.path.basename(scenario) if scenario else None, "scenario_hash": file_hash(scenario),
-            "seed": seed}
+    rec = {"devlend_version": __version__, "command": command,
+           "parameters": _sha(_core.params_toml().encode()), "set": list(sets or []),
+           "topology": os.path.basename(topology) if topology else None, "topology_hash": file_hash(topology),
+           "scenario": os.path.basename(scenario) if scenario else None, "scenario_hash": file_hash(scenario),
+           "seed": seed}
+    if effective:
+        rec["effective"] = {k: v for k, v in effective.items() if k != "devlend_version"}
+    return rec
+
+
+def overrides(topology) -> list[str]:
+    """A Topology's overrides (``with_params``: every ``--set`` and a scenario's own ``params``) as KEY=VALUE."""
+    out = []
+    for origin, key, value in getattr(topology, "_sets", {}).values():
+        where = origin if isinstance(origin, str) else ":".join(map(str, origin[:2])) if origin else ""
+        out.append(f"{key}={value}" + ("" if where == "--set" else f" ({where})"))
+    return out
+
+
+def write_csv(path, table, rec: dict, header: Optional[str] = None) -> None:
+    """A CSV (`table`: CSV text or a DataFrame) ending with the provenance line; `header`, a
+    commented first line, where the writer has one."""
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        if header:
+            fh.write(header.rstrip("\n") + "\n")
+        if isinstance(table, str):
+            fh.write(table)
+        else:
+            table.to_csv(fh, index=False)
+        fh.write(csv_line(rec))
+
+
+def stamped(doc: dict, rec: dict) -> dict:
+    """A JSON document with the record as its top-level ``"devlend provenance"`` object."""
+    return {**doc, KEY: rec}
 
 
 def csv_line(rec: dict) -> str:
-    return f"# {KEY}: {json.dumps(rec, sort_keys=True)}\n"
+    return f"# {KEY}: {json.dumps(rec, sort_keys=True, default=str)}\n"
 
 
 def stamp_png(path: str, rec: dict) -> None:
@@ -70,17 +109,34 @@ def read(path: str) -> dict:
         with open(path, encoding="utf-8", errors="replace") as fh:
             body = fh.read()
         if body.lstrip().startswith("{"):
-            try:
-                doc = json.loads(body)
-            except ValueError:
-                doc = {}
+            doc = _json_or_none(body)
             if isinstance(doc, dict) and KEY in doc:
                 return doc[KEY]
+            first = _json_or_none(body.lstrip().split("\n", 1)[0])  # a JSON-lines store: its first line
+            if isinstance(first, dict) and KEY in first:
+                return first[KEY]
         for line in body.splitlines():
             if line.startswith(f"# {KEY}: "):
                 return json.loads(line[len(KEY) + 4:])
     raise DevlendError(f"{path}: carries no devlend provenance (written by an older devlend, or not by devlend)")
 
 
+def _json_or_none(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
 def lines(rec: dict) -> list[str]:
-    return [f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in rec.items() if v not in (None, [])]
+    """The record as `key: value` lines (the effective parameters one a line, indented)."""
+    out = []
+    for k, v in rec.items():
+        if k == "seed" and v is None:
+            out.append("seed: none given (fixed seeds: the run is deterministic)")
+        elif isinstance(v, dict):
+            out.append(f"{k}:")
+            out.extend(f"  {kk}: {vv}" for kk, vv in v.items())
+        elif v not in (None, []):
+            out.append(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}")
+    return out

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Optional, Union
 from . import _core
 from . import checks
 from .errors import WorkloadError, WorkloadTypeError, WorkloadValueError
+from .lspci.profiles import warn_default
 from .machine import _call
 
 if TYPE_CHECKING:
@@ -75,7 +76,9 @@ class Scenario:
         if topo.params or topo.vms:
             topo.build()  # an override or a VM the core refuses is a file:line:field error, as for any topology
         self._s = _call(_core.Scenario, topo.to_json(), hygiene)
+        self._topo = topo
         self._ran = False
+        self._topology = topo
 
     def borrow(self, borrower: str, device: str, *, dma_window: "Union[int, None]" = None,
                at_ns: "Union[float, None]" = None) -> "Scenario":
@@ -111,7 +114,21 @@ class Scenario:
         """An fio job (fio's rw: read, write, randread, randwrite, rw/readwrite or randrw with half reads; 4 KiB) on
         `drive` by `runner`; borrows it if it sits elsewhere."""
         n = {k: _n(_name(name), k, v, hi=hi) for k, v, hi in (("iodepth", iodepth, 1 << 32), ("numjobs", numjobs, 1 << 16), ("ios", ios, 1 << 32), ("bs", bs, checks.U64_END))}
+        warn_default(self._topo, drive)
         _call(self._s.fio, name, runner, drive, rw, n["iodepth"], n["numjobs"], n["ios"], n["bs"], _ps(name, at_ns))
+        return self
+
+    def fio_job(self, name: str, runner: str, drive: str, job: "devlend.fio.jobfile.Job", *, at_ns: float = 0) -> "Scenario":
+        """An fio job read by devlend fio's parser (``devlend.fio.jobfile.job_from_options``, or a
+        job file's section): every fio option devlend models, its numjobs threads on `drive` by
+        `runner`; borrows it if it sits elsewhere. Its region is checked against the drive's capacity."""
+        from .fio.jobfile import Job
+        from .fio.run import threads
+        if not isinstance(job, Job):
+            raise WorkloadTypeError(f"{_name(name)}: job: expected a devlend.fio.jobfile.Job (jobfile.job_from_options, "
+                                    f"or a job file's section), not {type(job).__name__}", "job")
+        warn_default(self._topo, drive)
+        _call(self._s.fio_jobs, _name(name), runner, drive, threads([job]), _ps(name, at_ns))
         return self
 
     def gpu_pingpong(self, name: str, runner: str, gpu_a: str, gpu_b: str, *, via: str = "peer", rounds: int = 100,
@@ -288,10 +305,28 @@ class Scenario:
         """The parameters as one commented CSV line."""
         return "# " + "; ".join(f"{k}={v}" for k, v in self.params().items())
 
-    def to_csv(self, path: "Union[str, os.PathLike, None]", links_path: "Union[str, os.PathLike, None]" = None) -> None:
-        """Write the results (and the link statistics) as CSV, each under a commented parameters line."""
+    def provenance(self, *, scenario: "Optional[str]" = None, command: "Optional[str]" = None) -> dict:
+        """How this run was made (``devlend.provenance.record``): devlend's version, the parameters
+        with every override and the effective values, the topology's (and `scenario` file's) hash."""
+        from .provenance import overrides, record
+        if scenario is not None and not isinstance(scenario, (str, os.PathLike)):
+            raise WorkloadTypeError(f"provenance scenario {scenario!r}: expected a file path or None", "scenario")
+        if command is not None and not isinstance(command, str):
+            raise WorkloadTypeError(f"provenance command {command!r}: expected a string or None", "command")
+        try:
+            return record(sets=overrides(self._topology), topology=self._topology._file, scenario=scenario,
+                          command=command, effective=self.params())
+        except OSError as e:
+            raise WorkloadValueError(f"provenance scenario {scenario!r}: cannot be read to hash it ({e.strerror})", "scenario") from None
+
+    def to_csv(self, path: "Union[str, os.PathLike, None]", links_path: "Union[str, os.PathLike, None]" = None, *,
+               provenance: "Optional[dict]" = None) -> None:
+        """Write the results (and the link statistics) as CSV, each under a commented parameters
+        line and ending with the run's provenance (`provenance`, default ``self.provenance()``)."""
+        from .provenance import write_csv
+        if provenance is not None and not isinstance(provenance, dict):
+            raise WorkloadTypeError(f"to_csv provenance {provenance!r}: expected a dict (Scenario.provenance()) or None", "provenance")
+        rec = provenance or self.provenance()
         for p, df in ((path, self.results()), (links_path, self.link_stats())):
             if p is not None:
-                with open(p, "w", encoding="utf-8", newline="") as fh:
-                    fh.write(self.header() + "\n")
-                    df.to_csv(fh, index=False)
+                write_csv(p, df, rec, self.header())

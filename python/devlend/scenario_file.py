@@ -13,12 +13,15 @@ A ``params`` section (as a topology's) overrides hardware constants for this sce
 Times take ns, us, ms or s (a bare number is ns); actions must not go back in time. Actions:
 ``borrow`` (borrower, device) and ``return`` (device, optional borrower); workloads, each with a
 ``name``: ``stream`` (requester, addr, bytes, write), ``gpu_copy`` (runner, gpu, direction htod|dtoh,
-bytes), ``fio`` (runner, drive, rw as fio's: read|write|randread|randwrite|rw|readwrite|randrw, iodepth, numjobs, ios, bs), ``pingpong`` (runner,
+bytes), ``fio`` (runner, drive, and fio's job options as ``devlend fio`` reads them: rw, bs, bssplit,
+iodepth, numjobs, size, offset, runtime, time_based, ramp_time, rwmixread, thinktime, rate_iops...;
+``ios`` is fio's number_ios; an asynchronous ioengine, libaio, unless one is given), ``pingpong`` (runner,
 gpu_a, gpu_b, via peer|ram, rounds), ``ntb_perf`` (runner, peer, use_dma, threads, chunk_order,
 total_order) and ``nic`` (runner, nic, config base|hypertrio, tenants, duration, profile, order,
 packets_per_tenant, epoch: the hyper-tenant NIC of 002, ``Scenario.nic``); ``fault`` (kind, target): a fault at that time (kinds in ``devlend.pool.FAULT_KINDS``:
 link-down/link-up of an NTB, host-crash/host-reboot, surprise-removal, port-down/port-up of a
-device's slot, a root port HOST.rpN or a switch port COMPONENT.PORT, completion-timeout, poisoned).
+device's slot, a root port HOST.rpN or a switch port COMPONENT.PORT, completion-timeout, poisoned of a device
+or of a 4 KiB page of a host's RAM, HOST.ram+OFFSET).
 
 A fault strikes the pool (lends it ends are over: a later ``return`` of such a device is skipped)
 and the machine at its time: flows in flight stop where it cuts them, and a workload the fault
@@ -124,16 +127,23 @@ class GpuCopyWork(_Model):
 
 
 class FioWork(_Model):
+    """An fio job: besides these, any of fio's job options (rw, bs, bssplit, iodepth, numjobs, size,
+    offset, runtime, time_based, rwmixread, thinktime, rate_iops, ...), read by the same parser as
+    ``devlend fio``'s job files (devlend.fio.jobfile.apply); ``ios`` is fio's ``number_ios``."""
+    model_config = ConfigDict(extra="allow")
     at: Time
     action: Literal["fio"]
     name: str
     runner: str
     drive: str
-    rw: Literal["read", "write", "randread", "randwrite", "rw", "readwrite", "randrw"]   # fio's rw (a mix: 50% reads)
-    iodepth: int = Field(default=1, ge=1)
-    numjobs: int = Field(default=1, ge=1)
-    ios: int = Field(default=1000, ge=1)
-    bs: Size = 4096
+
+    def options(self) -> list[tuple[str, Optional[str]]]:
+        """The job options as written, as fio's text (a flag with no value: None)."""
+        def text(v: Any) -> Optional[str]:
+            if v is None or isinstance(v, str):
+                return v
+            return ("1" if v else "0") if isinstance(v, bool) else str(v)
+        return [("number_ios" if k == "ios" else k, text(v)) for k, v in (self.model_extra or {}).items()]
 
 
 class PingPongWork(_Model):
@@ -348,9 +358,25 @@ class ScenarioFile:
         elif isinstance(w, PingPongWork):
             sc.gpu_pingpong(w.name, w.runner, w.gpu_a, w.gpu_b, via=w.via, rounds=w.rounds, at_ns=w.at)
         else:
-            sc.fio(w.name, w.runner, w.drive, w.rw, iodepth=w.iodepth, numjobs=w.numjobs, ios=w.ios, bs=w.bs, at_ns=w.at)
+            self._fio(sc, w, where)
         for device in used:
             uses.setdefault(device, []).append(w.name)
+
+    def _fio(self, sc: Any, w: FioWork, where: _Where) -> None:
+        """The job from its options (devlend fio's parser, on the drive's capacity), started on the scenario."""
+        from .errors import FabricError
+        from .fio import jobfile
+        try:
+            drive = jobfile.capacity(self.topology.to_json(), w.drive)
+        except FabricError as e:
+            raise where.error("drive", str(e)) from None
+        line = locate(where.marks, where.path)[0] if where.marks else None
+        try:
+            job = jobfile.job_from_options(w.name, w.options(), drive, f"{self.file}:{line}")
+        except jobfile.FioOptionError as e:
+            written = e.key if e.key in (w.model_extra or {}) else "ios"
+            raise where.error(written, e.why) from None
+        sc.fio_job(w.name, w.runner, w.drive, job, at_ns=w.at)
 
     def _driven_by(self, pool: Pool, w: Any, field: str, device: str, where: _Where, holder: dict) -> str:
         """The pool's name of `device`, after checking the workload's runner may drive it at its time
@@ -405,15 +431,22 @@ class ScenarioRun:
     def header(self) -> str:
         return self.scenario.header() + f"; scenario={self.file.spec.name}"
 
-    def to_csv(self, path: "Union[str, os.PathLike]", links_path: "Union[str, os.PathLike, None]" = None) -> None:
+    def provenance(self, command: "Optional[str]" = None) -> dict:
+        """How this run was made: the scenario's and its topology's hashes, every override, the effective parameters."""
+        return self.scenario.provenance(scenario=self.file.file, command=command)
+
+    def to_csv(self, path: "Union[str, os.PathLike]", links_path: "Union[str, os.PathLike, None]" = None, *,
+               provenance: "Optional[dict]" = None) -> None:
+        """The workloads (and the links) as CSV, each under the parameters line, ending with the provenance."""
+        from .provenance import write_csv
+        rec = provenance or self.provenance()
         for p, df in ((path, self.results()), (links_path, self.link_stats())):
             if p is not None:
-                with open(p, "w", encoding="utf-8", newline="") as fh:
-                    fh.write(self.header() + "\n")
-                    df.to_csv(fh, index=False)
+                write_csv(p, df, rec, self.header())
 
-    def plot(self, path: "Union[str, os.PathLike]", busiest: int = 8) -> None:
-        """Per-workload bandwidth and latency, and the utilisation of the busiest link directions."""
+    def plot(self, path: "Union[str, os.PathLike]", busiest: int = 8, *, provenance: "Optional[dict]" = None) -> None:
+        """Per-workload bandwidth and latency, and the utilisation of the busiest link directions
+        (the PNG carries the provenance, `provenance` or ``self.provenance()``)."""
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
@@ -440,6 +473,8 @@ class ScenarioRun:
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         plt.close(fig)
+        from .provenance import stamp_png
+        stamp_png(path, provenance or self.provenance())
 
 
 def loads(text: str, file: str = "<string>") -> ScenarioFile:

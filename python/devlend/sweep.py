@@ -9,7 +9,9 @@ interrupted sweep resumes without recomputing; returns a pandas DataFrame in gri
     >>> df = sweep(hypertrio_point, grid, "h2.jsonl", scheduler="tcp://10.0.0.1:8786")   # Dask
 
 The store holds one JSON object a line, appended (flushed and fsynced) as each point finishes:
-``{"key", "params", "status": "ok" | "error", "result" | "error", "fn", "code", "seconds"}``. ``key``
+``{"key", "params", "status": "ok" | "error", "result" | "error", "fn", "code", "seconds",
+"devlend provenance"}`` (the last: devlend's version and parameters, as every result file devlend
+writes carries; ``devlend provenance STORE`` prints the first line's). ``key``
 is a stable hash of the point's parameters (sha256 of their canonical JSON), so the same point has
 the same key in every run, process and Python version. ``code`` fingerprints what computed the
 result: the point function's source (its compiled code where there is no source), devlend's version
@@ -435,6 +437,8 @@ def longest_first(todo: list[dict], records: dict[str, dict], cost: Callable[...
 
 def _execute(fn, ident, points, todo, ok, failures, store_obj, scheduler, workers, progress) -> None:
     name, code = ident
+    from .provenance import KEY, record
+    prov = record(command=f"devlend.sweep.sweep({name})")
     client = _dask_client(scheduler) if scheduler is not None else None
     bar = None
     try:
@@ -444,7 +448,7 @@ def _execute(fn, ident, points, todo, ok, failures, store_obj, scheduler, worker
         stream = _dask(client, fn, todo) if client is not None else _local(fn, todo, workers or os.cpu_count() or 1)
         for params, (good, out, secs) in stream:
             rec = {"key": point_key(params), "params": params, "status": "ok" if good else "error",
-                   ("result" if good else "error"): out, "fn": name, "code": code, "seconds": round(secs, 6)}
+                   ("result" if good else "error"): out, "fn": name, "code": code, "seconds": round(secs, 6), KEY: prov}
             store_obj.append(rec)
             if good:
                 ok[rec["key"]] = rec

@@ -231,9 +231,10 @@ class Params(_Model):
     uses is the smallest of every link on it and the devices at their ends (PCIe Base 3.0 §2.2.2)."""
     timing: dict[str, ParamValue] = Field(default={}, description="every component: max_payload, max_read_request, ntb_latency_ps, ...")
     cpus: dict[str, dict[str, ParamValue]] = Field(default={}, description="per CPU profile (every host of it): root_latency_ps")
-    hosts: dict[str, dict[str, ParamValue]] = Field(default={}, description="per host: root_latency_ps, ram_completion_bytes, read_split_bytes, read_tags, max_read_request, irq_entry_ps, cuda_call_ps")
-    devices: dict[str, dict[str, ParamValue]] = Field(default={}, description="per device: endpoint_latency_ps, max_payload, max_read_request, read_tags, dma_issue_ps, dma_completion_ps, sm_to_pcie_ps, sm_poll_ps, dma_read_interval_ps, dma_write_interval_ps, dma_read_line_ps")
-    links: dict[str, dict[str, ParamValue]] = Field(default={}, description="per link: max_payload, rx_buffer_tlps, cable_length_m")
+    hosts: dict[str, dict[str, ParamValue]] = Field(default={}, description="per host: root_latency_ps, ram_completion_bytes, read_split_bytes, read_tags, max_read_request, irq_entry_ps, cuda_call_ps, interrupt_remapping")
+    devices: dict[str, dict[str, ParamValue]] = Field(default={}, description="per device: endpoint_latency_ps, max_payload, max_read_request, read_tags, dma_issue_ps, dma_completion_ps, sm_to_pcie_ps, sm_poll_ps, dma_read_interval_ps, dma_write_interval_ps, dma_read_line_ps; an NVMe drive also media_read_latency_ps, media_write_latency_ps, media_bandwidth, media_parallelism, capacity")
+    links: dict[str, dict[str, ParamValue]] = Field(default={}, description="per link ('*': every link): max_payload, rx_buffer_tlps, cable_length_m, gen, width")
+    limits: dict[str, ParamValue] = Field(default={}, description="devlend's own bounds: memory_bytes, the simulated memory a run's workloads may hold")
 
 
 def parse_sets(items: list[str]) -> dict:
@@ -322,12 +323,13 @@ class Topology(_Model):
     def _merge(self, merged: dict, key: str, value: Any, origin: str) -> tuple:
         """Merge override `key` into `merged`; its path under the topology."""
         scope, _, rest = key.partition(".")
-        if scope == "timing" and rest and "." not in rest:
-            merged.setdefault("timing", {})[rest] = value
-            return ("params", "timing", rest)
+        if scope in ("timing", "limits") and rest and "." not in rest:
+            merged.setdefault(scope, {})[rest] = value
+            return ("params", scope, rest)
         name, _, const = rest.rpartition(".")
         if scope not in ("cpus", "hosts", "devices", "links") or not name:
-            raise _override_error(f"override {key!r}: expected timing.KEY, cpus.PROFILE.KEY, hosts.NAME.KEY, devices.NAME.KEY or links.END.KEY",
+            raise _override_error(f"override {key!r}: expected timing.KEY, limits.KEY, cpus.PROFILE.KEY, hosts.NAME.KEY, devices.NAME.KEY "
+                                  "or links.END.KEY (links.*.KEY: every link)",
                                   (origin, key, value))
         merged.setdefault(scope, {}).setdefault(name, {})[const] = value
         return ("params", scope, name, const)

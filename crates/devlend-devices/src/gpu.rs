@@ -127,6 +127,10 @@ pub const STATUS_OUT_OF_RANGE: u32 = 3;
 pub const STATUS_DMA_FAULT: u32 = 4;
 /// The doorbell rang while the engine was still copying.
 pub const STATUS_BUSY: u32 = 5;
+/// A read of the copy came back as a poisoned completion (EP set, PCIe Base 4.0 §2.7.2): the
+/// engine discarded its data and stopped (the fabric reported the Poisoned TLP Received through
+/// AER); see `CE_FAULT_ADDR`.
+pub const STATUS_POISONED: u32 = 6;
 
 /// A decoded copy command: device-memory offset, bus (DMA) address, length, direction, and the
 /// semaphore it releases (address, value), all taken when the doorbell rings, so registers
@@ -291,5 +295,16 @@ impl Gpu {
     pub(crate) fn set_fault(&self, f: &mut Fabric, ce: usize, addr: u64) -> u32 {
         self.reg_write(f, ce_reg(ce, CE_FAULT_ADDR), &addr.to_le_bytes());
         STATUS_DMA_FAULT
+    }
+
+    /// As [`Gpu::set_fault`] for a flow that stopped on `why`: a poisoned completion is
+    /// `STATUS_POISONED`, any other failure `STATUS_DMA_FAULT`.
+    pub(crate) fn set_flow_fault(&self, f: &mut Fabric, ce: usize, (addr, why): (u64, devlend_fabric::route::Failure)) -> u32 {
+        let s = self.set_fault(f, ce, addr);
+        if matches!(why, devlend_fabric::route::Failure::Poisoned { .. }) {
+            STATUS_POISONED
+        } else {
+            s
+        }
     }
 }

@@ -7,8 +7,8 @@
 //! other flow on the links): device to bus, a DMA write of the device-memory bytes as they are
 //! when the doorbell lands; bus to device, a DMA read whose data is written into device memory
 //! when it has returned. Then the engine releases its semaphore with a 4-byte DMA write. The two
-//! engines work at once. A fault sets the engine's `CE_STATUS`/`CE_FAULT_ADDR` and DMA-writes the
-//! status to `CE_NOTIFY_ADDR`; the other engine goes on. Every request the engine starts leaves it
+//! engines work at once. A fault sets the engine's `CE_STATUS`/`CE_FAULT_ADDR` (`STATUS_POISONED` when
+//! a read's completion came back poisoned) and DMA-writes the status to `CE_NOTIFY_ADDR`; the other engine goes on. Every request the engine starts leaves it
 //! `dma_issue_ps` after the engine decided on it, and read data is acted on `dma_completion_ps`
 //! after it has all arrived (the device's effective parameters). Stores landing in BAR 1 go to the
 //! ping-pong kernel ([`crate::gpu_kernel`]).
@@ -80,8 +80,8 @@ impl Device<Cluster> for Gpu {
             Token::Data(ce) => self.data_done(cx, ce, done),
             Token::Sem(ce) => match done.fault {
                 None => self.end(cx, ce, STATUS_DONE),
-                Some((a, _)) => {
-                    let s = self.set_fault(cx.fabric(), ce, a);
+                Some(fault) => {
+                    let s = self.set_flow_fault(cx.fabric(), ce, fault);
                     self.end(cx, ce, s)
                 }
             },
@@ -135,8 +135,8 @@ impl Gpu {
         } else {
             cx.dma_read_after(delay, cmd.bus, cmd.len, token)
         };
-        if started.is_err() {
-            let s = self.set_fault(cx.fabric(), ce, cmd.bus);
+        if let Err(why) = started {
+            let s = self.set_flow_fault(cx.fabric(), ce, (cmd.bus, why));
             self.end(cx, ce, s);
         }
     }
@@ -148,15 +148,15 @@ impl Gpu {
             let n = done.fault.map_or(cmd.len, |(a, _)| a.saturating_sub(cmd.bus)).min(cmd.len) as usize;
             let _ = self.mem_write(cx.fabric(), cmd.dev, &done.data[..n]);
         }
-        if let Some((a, _)) = done.fault {
-            let s = self.set_fault(cx.fabric(), ce, a);
+        if let Some(fault) = done.fault {
+            let s = self.set_flow_fault(cx.fabric(), ce, fault);
             return self.end(cx, ce, s);
         }
         // Read data is taken in before the release; written data needs nothing more.
         let (issue, completion) = self.engine_ps(cx);
         let delay = issue + if cmd.dir == DIR_BUS_TO_DEV { completion } else { 0 };
-        if cx.dma_write_after(delay, cmd.sem, cmd.value.to_le_bytes().to_vec(), Token::Sem(ce).encode()).is_err() {
-            let s = self.set_fault(cx.fabric(), ce, cmd.sem);
+        if let Err(why) = cx.dma_write_after(delay, cmd.sem, cmd.value.to_le_bytes().to_vec(), Token::Sem(ce).encode()) {
+            let s = self.set_flow_fault(cx.fabric(), ce, (cmd.sem, why));
             self.end(cx, ce, s);
         }
     }

@@ -266,6 +266,11 @@ impl Driver {
         if u32::from_le_bytes(v[..4].try_into().unwrap()) == p.seq {
             return Ok(());
         }
+        // The error notifier says why without another register read (the engine's registers of
+        // a poisoned GPU answer with poisoned completions too).
+        if u32::from_le_bytes(v[4..8].try_into().unwrap()) == STATUS_POISONED {
+            return Err(GpuError::Poisoned { ce: p.ce });
+        }
         let status = self.mmio_read(os, ce_reg(p.ce, CE_STATUS), 4)? as u32;
         Err(match status {
             STATUS_DMA_FAULT => GpuError::DmaFault { addr: self.mmio_read(os, ce_reg(p.ce, CE_FAULT_ADDR), 8)? },

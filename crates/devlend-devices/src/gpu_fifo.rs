@@ -20,15 +20,15 @@ impl Gpu {
         let at = ring + (put.wrapping_sub(1) as u64 % entries) * GP_ENTRY_BYTES;
         self.fetching[ce] = true;
         let issue = self.engine_ps(cx).0;
-        if cx.dma_read_after(issue, at, GP_ENTRY_BYTES, Token::Entry(ce).encode()).is_err() {
-            self.fetch_failed(cx, ce, at);
+        if let Err(why) = cx.dma_read_after(issue, at, GP_ENTRY_BYTES, Token::Entry(ce).encode()) {
+            self.fetch_failed(cx, ce, (at, why));
         }
     }
 
     /// The entry arrived: fetch the methods it points at.
     pub(crate) fn entry_fetched(&mut self, cx: &mut Cx<Cluster>, ce: usize, done: FlowDone) {
-        if let Some((a, _)) = done.fault {
-            return self.fetch_failed(cx, ce, a);
+        if let Some(fault) = done.fault {
+            return self.fetch_failed(cx, ce, fault);
         }
         let (at, len) = (le(&done.data, 0, 8), le(&done.data, 8, 4));
         if len != METHODS_BYTES {
@@ -36,16 +36,16 @@ impl Gpu {
             return self.end(cx, ce, STATUS_INVALID);
         }
         let (issue, completion) = self.engine_ps(cx);
-        if cx.dma_read_after(completion + issue, at, len, Token::Methods(ce).encode()).is_err() {
-            self.fetch_failed(cx, ce, at);
+        if let Err(why) = cx.dma_read_after(completion + issue, at, len, Token::Methods(ce).encode()) {
+            self.fetch_failed(cx, ce, (at, why));
         }
     }
 
     /// The methods arrived: execute them into the engine's registers and start the copy.
     pub(crate) fn methods_fetched(&mut self, cx: &mut Cx<Cluster>, ce: usize, done: FlowDone) {
         self.fetching[ce] = false;
-        if let Some((a, _)) = done.fault {
-            let s = self.set_fault(cx.fabric(), ce, a);
+        if let Some(fault) = done.fault {
+            let s = self.set_flow_fault(cx.fabric(), ce, fault);
             return self.end(cx, ce, s);
         }
         let m = &done.data;
@@ -57,9 +57,9 @@ impl Gpu {
         self.start(cx, ce, completion);
     }
 
-    fn fetch_failed(&mut self, cx: &mut Cx<Cluster>, ce: usize, addr: u64) {
+    fn fetch_failed(&mut self, cx: &mut Cx<Cluster>, ce: usize, fault: (u64, devlend_fabric::route::Failure)) {
         self.fetching[ce] = false;
-        let s = self.set_fault(cx.fabric(), ce, addr);
+        let s = self.set_flow_fault(cx.fabric(), ce, fault);
         self.end(cx, ce, s);
     }
 }

@@ -57,13 +57,29 @@ pub const SC_LBA_OUT_OF_RANGE: u16 = 0x80;
 pub const OP_WRITE: u8 = 0x01;
 pub const OP_READ: u8 = 0x02;
 
-/// The drive's media timing, params `device.<profile>`.
+/// The profile whose media a drive without one is driven with (assumed: the seed papers' own
+/// drive, 000 §7.4, whose figures are sourced); python/devlend/lspci/profiles.py DEFAULT says so
+/// when it imports such a drive.
+pub const DEFAULT_PROFILE: &str = "optane-900p";
+
+/// A drive's capacity where its profile gives none: 2^24 blocks of 512 B (8 GiB), assumed (the
+/// size the fio model ran on before profiles gave capacities).
+pub const DEFAULT_CAPACITY: u64 = 8 << 30;
+
+fn default_capacity() -> u64 {
+    DEFAULT_CAPACITY
+}
+
+/// The drive's media timing and capacity, params `device.<profile>`.
 #[derive(Clone, Copy, Debug, Deserialize)]
 pub struct Media {
     pub media_read_latency_ps: u64,
     pub media_write_latency_ps: u64,
     pub media_bandwidth: u64,
     pub media_parallelism: u32,
+    /// Bytes the drive holds (its namespace's size).
+    #[serde(default = "default_capacity")]
+    pub capacity: u64,
 }
 
 impl Media {
@@ -75,10 +91,31 @@ impl Media {
         v.clone().try_into().map_err(|error| bad(ParamsProblem::NoMediaTiming { profile: profile.into(), error }))
     }
 
-    /// The media timing of the drive named `device` in the fabric.
+    /// The media of the drive named `device` in the fabric: its profile's, with what the
+    /// topology's `params` sets for it (`devices.NAME.media_*`, `capacity`).
+    /// A drive described by its functions (an import of a drive whose IDs devlend does not know)
+    /// has the media of `DEFAULT_PROFILE`.
     pub fn of_device(f: &Fabric, device: &str) -> DResult<Media> {
-        let profile = f.devices.iter().find(|d| d.name == device).and_then(|d| d.profile.clone()).unwrap_or_default();
-        Media::of(&profile)
+        let d = f.devices.iter().position(|d| d.name == device);
+        let profile = match d.map(|d| &f.devices[d]) {
+            Some(info) if info.profile.is_none() && info.kind == devlend_fabric::spec::DeviceKind::Nvme => DEFAULT_PROFILE.to_string(),
+            other => other.and_then(|i| i.profile.clone()).unwrap_or_default(),
+        };
+        let mut m = Media::of(&profile)?;
+        if let Some(d) = d {
+            let t = f.tuning.device(d as u32).media;
+            m.media_read_latency_ps = t.media_read_latency_ps.unwrap_or(m.media_read_latency_ps);
+            m.media_write_latency_ps = t.media_write_latency_ps.unwrap_or(m.media_write_latency_ps);
+            m.media_bandwidth = t.media_bandwidth.unwrap_or(m.media_bandwidth);
+            m.media_parallelism = t.media_parallelism.unwrap_or(m.media_parallelism);
+            m.capacity = t.capacity.unwrap_or(m.capacity);
+        }
+        Ok(m)
+    }
+
+    /// The drive's size in 512-byte blocks.
+    pub fn blocks(&self) -> u64 {
+        self.capacity / BLOCK
     }
 
     fn stream_ps(&self, len: u64) -> Ps {

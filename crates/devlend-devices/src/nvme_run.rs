@@ -14,8 +14,9 @@ use std::rc::Rc;
 pub type Ready = (Machine<Cluster>, Rc<RefCell<Controller>>, u16, DevId);
 
 /// A cluster with drive `device` ready for host `runner` (borrowed when it sits elsewhere), a
-/// machine on it with the controller, and the runner's host id and device handle.
-pub fn machine(json: &str, runner: &str, device: &str, blocks: u64) -> DResult<Ready> {
+/// machine on it with the controller, and the runner's host id and device handle. The drive
+/// holds `blocks` blocks, or with `None` its media's capacity (profile and params).
+pub fn machine(json: &str, runner: &str, device: &str, blocks: Option<u64>) -> DResult<Ready> {
     let mut c = Cluster::from_json(json).map_err(DeviceError::host("topology", device))?;
     let func = c.fabric.func_id(device).map_err(DeviceError::fabric(device))?;
     let owner = c.fabric.hosts[c.fabric.func_host(func) as usize].name.clone();
@@ -25,7 +26,7 @@ pub fn machine(json: &str, runner: &str, device: &str, blocks: u64) -> DResult<R
         c.borrow(runner, device).map_err(DeviceError::host("borrow", device))?
     };
     let media = Media::of_device(&c.fabric, device)?;
-    let ctrl = Rc::new(RefCell::new(Controller::new(&mut c.fabric, func, blocks, media)));
+    let ctrl = Rc::new(RefCell::new(Controller::new(&mut c.fabric, func, blocks.unwrap_or(media.blocks()), media)));
     let host = c.fabric.host_id(runner).map_err(DeviceError::fabric(runner))?;
     let mut m = Machine::new(c);
     m.add_device(func, ctrl.clone());

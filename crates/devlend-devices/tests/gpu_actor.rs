@@ -169,3 +169,31 @@ fn a_kernel_spinning_on_a_counter_that_never_comes_gives_up() {
     let want = KernelStop::GaveUp(g);
     assert!(matches!(&e, devlend_devices::error::DeviceError::Kernel { gpu, stop } if gpu == "gpu0" && *stop == want), "{e}");
 }
+
+#[test]
+fn a_copy_whose_read_comes_back_poisoned_fails_at_once_with_a_copy_error() {
+    const N: u64 = 64 * KIB;
+    let (c, g, buf) = setup(N, N);
+    let (host, func) = (c.fabric.host_id("borrower").unwrap(), c.fabric.func_id("gpu0").unwrap());
+    let watchdog = c.fabric.tuning.timing.gpu_watchdog_ps;
+    let gpu = shared(g.gpu);
+    let mut drv = g.drv;
+    let got = Rc::new(std::cell::RefCell::new(None));
+    let out = got.clone();
+    let (m, ps) = on_machine(c, std::slice::from_ref(&gpu), host, move |os| {
+        let m = drv.map_host(os, buf, N).map_err(|e| e.to_string())?;
+        // Every completion to or from gpu0 is poisoned from now on (devlend_host's `poisoned`).
+        os.run_hardware(|f| f.func_poison(func));
+        let r = drv.memcpy_htod_async(os, 0, m.dma, 0, N).map_err(|e| e.to_string())?;
+        *out.borrow_mut() = Some(drv.sync(os, r));
+        Ok::<_, String>(())
+    })
+    .unwrap();
+    let e = got.borrow_mut().take().unwrap().unwrap_err();
+    assert!(matches!(e, devlend_devices::gpu_driver::GpuError::Poisoned { ce: 0 }), "{e}");
+    assert!(e.to_string().contains("poisoned completion"), "{e}");
+    assert!(ps < watchdog / 1000, "the driver saw the failed copy after {ps} ps, not at its watchdog ({watchdog} ps)");
+    assert_ne!(gpu.borrow().mem_read(&m.world().fabric, 0, N as usize).unwrap(), pattern(2, N), "no poisoned data was taken in whole");
+    let poisoned = m.world().fabric.events.iter().any(|e| matches!(e, devlend_fabric::events::Event::Failed(devlend_fabric::route::Failure::Poisoned { .. })));
+    assert!(poisoned, "the fabric recorded the poisoned completion");
+}

@@ -191,7 +191,7 @@ impl HostIommu {
             self.pwc.fill(Self::pwc_key(iova, shift, up));
         }
         let start = self.walker.max(now);
-        self.walker = start + reads as Ps * t.dram_latency_ps;
+        self.walker = start + reads as Ps * t.walk_read_ps();
         Lookup { delay: self.walker - now + t.iotlb_hit_ps, hit: false, reads }
     }
 

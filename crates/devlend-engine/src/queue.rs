@@ -237,6 +237,28 @@ impl<E: Packed> EventQueue<E> {
         None
     }
 
+    /// The time of the next event, without taking it (None when nothing is pending): what an
+    /// outside party synchronised to the clock (a real guest's kernel) may run freely up to.
+    pub fn peek_time(&self) -> Option<Ps> {
+        if self.late_head < self.late.len() || self.same_head < self.same.len() {
+            return Some(self.last >> 1);
+        }
+        if let Some(&e) = self.now.last() {
+            return Some(self.key(e) >> 1);
+        }
+        let from = ((self.cur + 1) as usize) & (SLOTS - 1);
+        let ring = self.next_slot(from).map(|s| {
+            let b = self.cur + 1 + ((s + SLOTS - from) & (SLOTS - 1)) as u64;
+            let min = self.bufs[self.slots[s] as usize].iter().map(|&e| offset(e)).min().unwrap_or(0);
+            (b << SHIFT | min) >> 1
+        });
+        let far = self.far.first().map(|e| e.time >> 1);
+        match (ring, far) {
+            (Some(r), Some(f)) => Some(r.min(f)),
+            (r, f) => r.or(f),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -483,6 +505,38 @@ mod tests {
         fn unpack(bits: u64) -> u64 {
             bits
         }
+    }
+
+    #[test]
+    fn peek_names_the_time_the_next_pop_returns() {
+        // Near (current bucket, ring) and far (heap) events, some pushed while a time is run.
+        let mut q = EventQueue::<u64>::default();
+        let mut x = 11u64;
+        let mut t = 0u64;
+        for i in 0..4000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let ahead = match (x >> 60) % 4 {
+                0 => 0,
+                1 => (x >> 20) % 300,
+                2 => (x >> 20) % 2_000_000,
+                _ => (x >> 20) % 5_000,
+            };
+            if (x >> 33) % 3 == 0 {
+                q.push_late(t + ahead, i);
+            } else {
+                q.push(t + ahead, i);
+            }
+            if (x >> 40) % 2 == 0 {
+                let peeked = q.peek_time();
+                let popped = q.pop().map(|(at, _)| at);
+                assert_eq!(peeked, popped);
+                t = popped.unwrap_or(t);
+            }
+        }
+        while let Some(p) = q.peek_time() {
+            assert_eq!(q.pop().map(|(at, _)| at), Some(p));
+        }
+        assert_eq!(q.pop(), None);
     }
 
     #[test]

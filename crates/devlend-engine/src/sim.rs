@@ -501,6 +501,11 @@ impl Sim {
         self.now
     }
 
+    /// When the next event is due, if any.
+    pub fn next_time(&self) -> Option<Ps> {
+        self.q.peek_time()
+    }
+
     /// Model the data link layer: per port (by PortId), the AckNak / UpdateFC latency period of
     /// its link (`devlend_wire::dllp`); DLLPs of `t.dllp_bytes` are then sent on each port for
     /// the TLPs received on the other direction. Without this call, no DLLP is modelled.

@@ -26,7 +26,7 @@ pub struct ReadTiming {
 /// Probe the drive from `runner`, read `blocks` at each of `lbas` (each read checked against
 /// what the drive holds), and time the last read.
 pub fn read_blocks(json: &str, runner: &str, device: &str, lbas: &[u64], blocks: u16) -> DResult<ReadTiming> {
-    let (mut m, ctrl, host, dev) = machine(json, runner, device, 1 << 24)?;
+    let (mut m, ctrl, host, dev) = machine(json, runner, device, Some(1 << 24))?;
     let last = Rc::new(RefCell::new((0u64, 0u64)));
     let (c, out, lbas) = (ctrl.clone(), last.clone(), lbas.to_vec());
     m.spawn("nvme-read", 0, move |t| {

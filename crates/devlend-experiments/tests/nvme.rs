@@ -53,7 +53,7 @@ fn large_reads_use_a_prp_list_and_sequential_bandwidth_is_alike() {
 #[test]
 fn commands_out_of_range_fail_with_an_nvme_status_and_writes_round_trip() {
     for runner in ["lender", "borrower"] {
-        let (mut m, _c, host, dev) = machine(B2B, runner, "nvme0", 1000).unwrap();
+        let (mut m, _c, host, dev) = machine(B2B, runner, "nvme0", Some(1000)).unwrap();
         m.spawn("t", 0, move |t| {
             let mut os = ThreadOs::new(t, host);
             let mut drv = Driver::probe(&mut os, dev).map_err(ThreadError::other)?;
@@ -109,10 +109,11 @@ fn borrowed_qd1_latency_is_above_local_and_writes_verify_through_the_ntb() {
 }
 
 #[test]
-fn a_workload_past_the_drives_end_fails_with_lba_out_of_range_not_a_panic() {
-    use devlend_workloads::fio_job::{FioError, DRIVE_BLOCKS};
-    let j = Job { size_blocks: Some(4 * DRIVE_BLOCKS), ..job(Rw::RandRead, 4, 1) };
+fn a_workload_past_the_drives_end_is_refused_before_it_runs_naming_the_capacity() {
+    use devlend_workloads::fio_job::FioError;
+    let drive = 280_000_000_000u64; // the Optane 900P profile's capacity
+    let j = Job { size_blocks: Some(4 * drive / 512), ..job(Rw::RandRead, 4, 1) };
     let e = fio(B2B, "borrower", "nvme0", j).unwrap_err();
-    assert!(matches!(e, FioError::Job { job: 0, error: NvmeError::Status { status: SC_LBA_OUT_OF_RANGE, .. } }), "{e}");
-    assert!(e.to_string().contains("status 0x80"), "{e}");
+    assert!(matches!(e, FioError::PastDrive { job: 0, capacity, .. } if capacity == drive), "{e}");
+    assert!(e.to_string().contains("holds 280000000000 bytes"), "{e}");
 }

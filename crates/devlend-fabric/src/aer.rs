@@ -93,6 +93,9 @@ pub enum HotplugStep {
     Notified,
     /// The driver's `remove` ran: its requests fail, its waits end with "no such device".
     DriverRemoved,
+    /// The hypervisor forwarded the removal into the VM that had the device: the guest
+    /// driver's `remove` ran (`devlend_vm::unplug`).
+    GuestRemoved,
 }
 
 impl HotplugStep {
@@ -102,6 +105,7 @@ impl HotplugStep {
             HotplugStep::Removed => "pciehp-removed",
             HotplugStep::Notified => "lending-notified",
             HotplugStep::DriverRemoved => "driver-removed",
+            HotplugStep::GuestRemoved => "guest-driver-removed",
         }
     }
 }

@@ -49,7 +49,8 @@ pub fn build(spec: &TopologySpec) -> SResult<Fabric> {
     for (i, s) in spec.cluster_switches.iter().enumerate() {
         b.cluster_switch(s, &format!("/cluster_switches/{i}"))?;
     }
-    for (i, l) in spec.links.iter().enumerate() {
+    let links = crate::tuning::link_specs(spec.params.as_ref(), &spec.links)?;
+    for (i, l) in links.iter().enumerate() {
         b.link(l, &format!("/links/{i}"))?;
     }
     b.join_clusters();
@@ -64,20 +65,18 @@ pub fn build(spec: &TopologySpec) -> SResult<Fabric> {
     // Always resolved: a host's root latency and completion size come from its CPU profile, a
     // device's requester settings from its profile, even with no overrides.
     let none = crate::tuning::ParamsSpec::default();
-    f.tuning = std::sync::Arc::new(crate::tuning::resolve(spec.params.as_ref().unwrap_or(&none), &spec.links, &mut f)?);
+    f.tuning = std::sync::Arc::new(crate::tuning::resolve(spec.params.as_ref().unwrap_or(&none), &links, &mut f)?);
     Ok(f)
 }
 
 /// Interrupt remapping on in every host with an IOMMU unless its description turns it off.
 fn interrupt_remapping(spec: &TopologySpec, f: &mut Fabric) -> SResult<()> {
     for (i, h) in spec.hosts.iter().enumerate() {
-        match (h.iommu, h.interrupt_remapping) {
-            (false, Some(true)) => {
-                return err(format!("/hosts/{i}/interrupt_remapping"), format!("host {} has no IOMMU (iommu: false): interrupt remapping needs one", h.name))
-            }
-            (true, None | Some(true)) => {
-                f.intr_remap_enable(i as crate::model::HostId).map_err(|e| SpecError::new(format!("/hosts/{i}/interrupt_remapping"), e.to_string()))?
-            }
+        let set = crate::tuning::interrupt_remapping(spec.params.as_ref(), &h.name)?;
+        let at = if set.is_some() { format!("/params/hosts/{}/interrupt_remapping", h.name) } else { format!("/hosts/{i}/interrupt_remapping") };
+        match (h.iommu, set.or(h.interrupt_remapping)) {
+            (false, Some(true)) => return err(at, format!("host {} has no IOMMU (iommu: false): interrupt remapping needs one", h.name)),
+            (true, None | Some(true)) => f.intr_remap_enable(i as crate::model::HostId).map_err(|e| SpecError::new(at.clone(), e.to_string()))?,
             _ => {}
         }
     }

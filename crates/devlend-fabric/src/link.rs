@@ -16,10 +16,20 @@
 //! function whose completions are poisoned. Each is a `Failure` on the data path, recorded like
 //! any other; a Function Level Reset (`flr`) clears poisoning and is refused for a function that
 //! cannot take it.
+//!
+//! Poisoned data (PCIe Base 3.0 §2.7.2.2): a completer that cannot return good data (an
+//! uncorrectable error in the memory it reads) sets EP on the completion, and the receiver must
+//! not use the data and reports Poisoned TLP Received. Two sources are modelled: a poisoned
+//! function (`func_poison`: every read completion to or from it is poisoned, as an error in its
+//! own data path would make it), and a poisoned page of a host's RAM (`ram_poison`: an
+//! uncorrectable memory error; the root complex returns poisoned completions to the devices that
+//! read it, and the device reports it). A CPU load of poisoned RAM is a machine check, not a PCIe
+//! matter, and is not modelled. Writes are never poisoned here: the data a device writes is its
+//! own, and a completer that detects nothing bad in it stores it.
 
 use crate::error::{invalid, FResult};
 use crate::fabric::Fabric;
-use crate::model::{FuncId, NodeId};
+use crate::model::{FuncId, HostId, NodeId};
 use crate::route::{Failure, Outcome, Requester, Target};
 use devlend_wire::Access;
 use std::collections::BTreeSet;
@@ -69,6 +79,8 @@ pub struct Faults {
     pub(crate) ports_down: BTreeSet<NodeId>,
     pub(crate) hung: BTreeSet<FuncId>,
     pub(crate) poisoned: BTreeSet<FuncId>,
+    /// Pages of host RAM (host, page number) whose reads by a device complete poisoned.
+    pub(crate) poisoned_ram: BTreeSet<(HostId, u64)>,
 }
 
 impl Fabric {
@@ -116,6 +128,19 @@ impl Fabric {
     /// Every completion to or from `func` carries poisoned data until the function is reset.
     pub fn func_poison(&mut self, func: FuncId) {
         self.faults.poisoned.insert(func);
+        self.invalidate_routes();
+    }
+
+    /// An uncorrectable error in the 4 KiB page of host `host`'s RAM that holds `addr`: every
+    /// device read of it completes poisoned until the host reboots (`ram_unpoison`).
+    pub fn ram_poison(&mut self, host: HostId, addr: u64) {
+        self.faults.poisoned_ram.insert((host, addr / crate::memory::PAGE));
+        self.invalidate_routes();
+    }
+
+    /// Host `host`'s RAM is good again (the host rebooted and its memory was initialised).
+    pub fn ram_unpoison(&mut self, host: HostId) {
+        self.faults.poisoned_ram.retain(|(h, _)| *h != host);
         self.invalidate_routes();
     }
 
@@ -219,7 +244,7 @@ impl Fabric {
     /// completer never answers; a read's completion to or from a poisoned function is poisoned.
     pub(crate) fn fault_outcome(&self, req: Requester, access: Access, outcome: Outcome) -> Outcome {
         let f = &self.faults;
-        if f.hung.is_empty() && f.poisoned.is_empty() {
+        if f.hung.is_empty() && f.poisoned.is_empty() && f.poisoned_ram.is_empty() {
             return outcome;
         }
         let from = match req {
@@ -231,6 +256,13 @@ impl Fabric {
         }
         let to = match outcome {
             Outcome::Delivered(Target::Bar { func, .. }) => Some(func),
+            // The receiver of the poisoned completion reports it: the device that read.
+            Outcome::Delivered(Target::Ram { host, addr }) if access == Access::Read && f.poisoned_ram.contains(&(host, addr / crate::memory::PAGE)) => {
+                if let Some(func) = from {
+                    return Outcome::Failed(Failure::Poisoned { func });
+                }
+                None
+            }
             Outcome::Delivered(_) => None,
             Outcome::Failed(_) => return outcome,
         };
@@ -302,6 +334,23 @@ mod tests {
         assert!(f.flr(func).is_err(), "no FLR through a down link");
         f.port_enable(node).unwrap();
         assert!(matches!(f.lookup(cpu, bar, Access::Write), Outcome::Delivered(_)));
+    }
+
+    #[test]
+    fn a_device_reading_a_poisoned_ram_page_gets_a_poisoned_completion_and_reports_it() {
+        let mut f = fabric();
+        let (func, _) = endpoint(&f);
+        let host = f.func_host(func);
+        f.set_bus_master(func, true);
+        let (gpu, cpu) = (Requester::Func(func), Requester::Cpu(host));
+        f.ram_poison(host, 0x10_0800);
+        assert_eq!(f.lookup(gpu, 0x10_0000, Access::Read), Outcome::Failed(Failure::Poisoned { func }), "the page's completion is poisoned");
+        assert_eq!(f.read(gpu, 0x10_0ffc, 8).1, Some(Failure::Poisoned { func }), "a read that touches the page");
+        assert!(matches!(f.lookup(gpu, 0x10_1000, Access::Read), Outcome::Delivered(_)), "the next page is good");
+        assert!(matches!(f.lookup(gpu, 0x10_0000, Access::Write), Outcome::Delivered(_)), "a write is stored");
+        assert!(matches!(f.lookup(cpu, 0x10_0000, Access::Read), Outcome::Delivered(_)), "a CPU load is no PCIe completion");
+        f.ram_unpoison(host);
+        assert!(matches!(f.lookup(gpu, 0x10_0000, Access::Read), Outcome::Delivered(_)), "the reboot initialised the memory");
     }
 
     #[test]

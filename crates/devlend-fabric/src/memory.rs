@@ -5,7 +5,7 @@
 
 use rustc_hash::FxHashMap;
 
-const PAGE: u64 = 4096;
+pub(crate) const PAGE: u64 = 4096;
 
 #[derive(Clone, Default)]
 pub struct SparseMem {

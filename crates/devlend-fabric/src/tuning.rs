@@ -75,9 +75,17 @@ pub struct Timing {
     pub aer_irq_ps: u64,
     /// How long software waits after a Function Level Reset before using the function.
     pub flr_wait_ps: u64,
+    /// One page-table read of an IOMMU walk; `None`: a DRAM access (`dram_latency_ps`).
+    #[serde(default)]
+    pub iommu_walk_read_ps: Option<u64>,
 }
 
 impl Timing {
+    /// What one page-table read of an IOMMU walk costs.
+    pub fn walk_read_ps(&self) -> u64 {
+        self.iommu_walk_read_ps.unwrap_or(self.dram_latency_ps)
+    }
+
     /// The per-TLP wire overheads, for `devlend_wire::Overheads::wire_bytes` (the one place TLP
     /// sizes are computed).
     pub fn overheads(&self) -> devlend_wire::Overheads {
@@ -113,6 +121,37 @@ pub struct ParamsSpec {
     pub devices: BTreeMap<String, BTreeMap<String, Value>>,
     #[serde(default)]
     pub links: BTreeMap<String, BTreeMap<String, Value>>,
+    /// devlend's own bounds (`[limits]`): the simulated-memory budget.
+    #[serde(default)]
+    pub limits: BTreeMap<String, Value>,
+}
+
+/// devlend's own bounds on a run (`[limits]` of params/hardware.toml; a topology's `limits`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// The most bytes of simulated memory a run's workloads may hold (a GPU copy holds its size
+    /// twice: in the GPU's memory and in the runner's buffer).
+    pub memory_bytes: u64,
+}
+
+/// The compiled-in `[limits]` table.
+pub fn default_limits() -> Limits {
+    #[derive(Deserialize)]
+    struct File {
+        limits: Limits,
+    }
+    static L: OnceLock<Limits> = OnceLock::new();
+    *L.get_or_init(|| toml::from_str::<File>(HARDWARE_TOML).expect("[limits] in params/hardware.toml is malformed").limits)
+}
+
+/// An NVMe drive's media, where a topology's `params` overrides its profile's (`None`: the profile's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MediaTuning {
+    pub media_read_latency_ps: Option<u64>,
+    pub media_write_latency_ps: Option<u64>,
+    pub media_bandwidth: Option<u64>,
+    pub media_parallelism: Option<u32>,
+    pub capacity: Option<u64>,
 }
 
 /// A host's root complex and CPU as requester.
@@ -150,6 +189,8 @@ pub struct DeviceTuning {
     pub dma_write_interval_ps: u64,
     /// Its DMA engine takes in a read's data at this many ps per 64-byte line after the first.
     pub dma_read_line_ps: u64,
+    /// An NVMe drive's media settings given in `params` (the rest come from its profile).
+    pub media: MediaTuning,
 }
 
 impl DeviceTuning {
@@ -167,6 +208,7 @@ impl DeviceTuning {
             dma_read_interval_ps: 0,
             dma_write_interval_ps: 0,
             dma_read_line_ps: 0,
+            media: MediaTuning::default(),
         }
     }
 
@@ -195,11 +237,12 @@ pub struct Tuning {
     links: Vec<LinkTuning>,
     /// Every override as given, `scope.name.key` = value in the constant's unit, for reports.
     pub overrides: Vec<(String, String)>,
+    pub limits: Limits,
 }
 
 impl Default for Tuning {
     fn default() -> Tuning {
-        Tuning { timing: default_timing().clone(), hosts: Vec::new(), devices: Vec::new(), links: Vec::new(), overrides: Vec::new() }
+        Tuning { timing: default_timing().clone(), hosts: Vec::new(), devices: Vec::new(), links: Vec::new(), overrides: Vec::new(), limits: default_limits() }
     }
 }
 
@@ -239,9 +282,11 @@ const GLOBAL: &[&str] = &[
     "hotplug_remove_ps",
     "dl_notice_ps",
     "aer_irq_ps",
+    "iommu_walk_read_ps",
 ];
 const CPU: &[&str] = &["root_latency_ps"];
-const HOST: &[&str] = &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request", "irq_entry_ps", "cuda_call_ps"];
+const HOST: &[&str] =
+    &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request", "irq_entry_ps", "cuda_call_ps", "interrupt_remapping"];
 const DEVICE: &[&str] = &[
     "endpoint_latency_ps",
     "max_payload",
@@ -255,7 +300,12 @@ const DEVICE: &[&str] = &[
     "dma_write_interval_ps",
     "dma_read_line_ps",
 ];
-const LINK: &[&str] = &["max_payload", "rx_buffer_tlps", "cable_length_m"];
+/// Settable on an NVMe drive only (its media model, `devlend-devices` nvme.rs).
+const MEDIA: &[&str] = &["media_read_latency_ps", "media_write_latency_ps", "media_bandwidth", "media_parallelism", "capacity"];
+const LINK: &[&str] = &["max_payload", "rx_buffer_tlps", "cable_length_m", "gen", "width"];
+const LIMITS: &[&str] = &["memory_bytes"];
+/// A link key that names every link (applied before any link's own).
+pub const ALL_LINKS: &str = "*";
 
 impl Tuning {
     pub fn host(&self, h: u16) -> HostTuning {
@@ -336,7 +386,11 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
         let path = format!("/params/hosts/{name}");
         let h = f.hosts.iter().position(|h| &h.name == name).ok_or_else(|| unknown("host", name, &path, f.hosts.iter().map(|h| h.name.clone())))?;
         for (k, v) in kv {
-            let n = num(setting(HOST, &format!("hosts.{name}"), k, v, &path, &mut overrides)?);
+            let n = setting(HOST, &format!("hosts.{name}"), k, v, &path, &mut overrides)?;
+            if k == "interrupt_remapping" {
+                continue; // applied while the fabric is built (build.rs), before any device is probed
+            }
+            let n = num(n);
             let ht = &mut t.hosts[h];
             match k.as_str() {
                 "root_latency_ps" => ht.root_latency_ps = n,
@@ -352,10 +406,23 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
     for (name, kv) in &spec.devices {
         let path = format!("/params/devices/{name}");
         let d = f.devices.iter().position(|d| &d.name == name).ok_or_else(|| unknown("device", name, &path, f.devices.iter().map(|d| d.name.clone())))?;
+        let nvme = f.devices[d].kind == crate::spec::DeviceKind::Nvme;
+        let allowed: Vec<&str> = DEVICE.iter().chain(if nvme { MEDIA } else { &[] }).copied().collect();
         for (k, v) in kv {
-            let n = num(setting(DEVICE, &format!("devices.{name}"), k, v, &path, &mut overrides)?);
+            if !nvme && MEDIA.contains(&k.as_str()) {
+                return Err(SpecError::new(
+                    format!("{path}/{k}"),
+                    format!("{k}: {name} is not an NVMe drive (it is {}): only a drive has media settings", kind_name(f.devices[d].kind)),
+                ));
+            }
+            let n = num(setting(&allowed, &format!("devices.{name}"), k, v, &path, &mut overrides)?);
             let dt = &mut t.devices[d];
             match k.as_str() {
+                "media_read_latency_ps" => dt.media.media_read_latency_ps = Some(n),
+                "media_write_latency_ps" => dt.media.media_write_latency_ps = Some(n),
+                "media_bandwidth" => dt.media.media_bandwidth = Some(n),
+                "media_parallelism" => dt.media.media_parallelism = Some(n as u32),
+                "capacity" => dt.media.capacity = Some(n),
                 "endpoint_latency_ps" => dt.endpoint_latency_ps = n,
                 "max_payload" => dt.max_payload = n as u32,
                 "max_read_request" => dt.max_read_request = n as u32,
@@ -371,6 +438,10 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
         }
     }
     t.links = link_table(spec, links, f, &t, &mut overrides)?;
+    for (k, v) in &spec.limits {
+        let n = num(setting(LIMITS, "limits", k, v, "/params/limits", &mut overrides)?);
+        t.limits.memory_bytes = n;
+    }
     t.overrides = overrides;
     Ok(t)
 }
@@ -398,21 +469,17 @@ fn link_table(spec: &ParamsSpec, ends: &[LinkSpec], f: &Fabric, t: &Tuning, over
     let mut links: Vec<LinkTuning> = (0..f.links.len()).map(|l| t.link(l as LinkId)).collect();
     for (end, kv) in &spec.links {
         let path = format!("/params/links/{end}");
-        let l = link_of(f, ends, end).ok_or_else(|| {
-            SpecError::new(
-                path.clone(),
-                format!(
-                    "no link has an end '{end}': name a link by either end exactly as `links` writes it (HOST.rpN, SWITCH.dN, SWITCH, DEVICE, NTB, NTB.cable)"
-                ),
-            )
-        })?;
+        let which: Vec<usize> = if end == ALL_LINKS { (0..links.len()).collect() } else { vec![link_of(f, ends, end).ok_or_else(|| no_link(end, &path))?] };
         for (k, v) in kv {
             let n = num(setting(LINK, &format!("links.{end}"), k, v, &path, overrides)?);
-            let lt = &mut links[l];
-            match k.as_str() {
-                "max_payload" => lt.max_payload = n as u32,
-                "rx_buffer_tlps" => lt.rx_buffer_tlps = n as u32,
-                _ => lt.cable_length_m = n,
+            for &l in &which {
+                let lt = &mut links[l];
+                match k.as_str() {
+                    "max_payload" => lt.max_payload = n as u32,
+                    "rx_buffer_tlps" => lt.rx_buffer_tlps = n as u32,
+                    "cable_length_m" => lt.cable_length_m = n,
+                    _ => {} // gen and width: applied before the links were built and trained (`link_specs`)
+                }
             }
         }
     }
@@ -424,6 +491,104 @@ fn link_table(spec: &ParamsSpec, ends: &[LinkSpec], f: &Fabric, t: &Tuning, over
         }
     }
     Ok(links)
+}
+
+fn kind_name(k: crate::spec::DeviceKind) -> &'static str {
+    use crate::spec::DeviceKind::*;
+    match k {
+        Gpu => "a GPU",
+        Nvme => "an NVMe drive",
+        Nic => "a NIC",
+        Generic => "a generic device",
+    }
+}
+
+fn no_link(end: &str, path: &str) -> SpecError {
+    SpecError::new(
+        path,
+        format!(
+            "no link has an end '{end}': name a link by either end exactly as `links` writes it (HOST.rpN, SWITCH.dN, SWITCH, DEVICE, NTB, NTB.cable), or '*' for every link"
+        ),
+    )
+}
+
+/// The description's links with the `gen` and `width` that `params` gives them (`links.*` for
+/// every link, then a link's own by either end): what is built and trained. Checked here, so an
+/// error names the setting, not the link.
+pub fn link_specs(spec: Option<&ParamsSpec>, links: &[LinkSpec]) -> SResult<Vec<LinkSpec>> {
+    let mut out = links.to_vec();
+    for (end, kv) in spec.map(|p| &p.links).into_iter().flatten() {
+        let path = format!("/params/links/{end}");
+        let which: Vec<usize> = if end == ALL_LINKS {
+            (0..out.len()).collect()
+        } else {
+            vec![links.iter().position(|l| &l.a == end || &l.b == end).ok_or_else(|| no_link(end, &path))?]
+        };
+        for (k, v) in kv.iter().filter(|(k, _)| *k == "gen" || *k == "width") {
+            let n = parse(Kind::of(k), v).map_err(|m| SpecError::new(format!("{path}/{k}"), format!("{k}: {m}")))?;
+            for &l in &which {
+                let n = num(n.clone()) as u8;
+                if k == "gen" {
+                    out[l].gen = n;
+                } else {
+                    out[l].width = n;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Interrupt remapping of host `name` as `params` sets it (`hosts.NAME.interrupt_remapping`), if it does.
+pub fn interrupt_remapping(spec: Option<&ParamsSpec>, name: &str) -> SResult<Option<bool>> {
+    let Some(v) = spec.and_then(|p| p.hosts.get(name)).and_then(|kv| kv.get("interrupt_remapping")) else {
+        return Ok(None);
+    };
+    let at = format!("/params/hosts/{name}/interrupt_remapping");
+    parse(Kind::Flag, v).map(|b| b.as_bool()).map_err(|m| SpecError::new(at, format!("interrupt_remapping: {m}")))
+}
+
+/// Every constant `--set` (or a topology's `params`) may set: (key as written, its unit, what
+/// it defaults to), for `devlend params`.
+pub fn settable() -> Vec<(String, &'static str, String)> {
+    let mut out = Vec::new();
+    let mut add = |key: String, k: &str, default: String| out.push((key, Kind::of(k).unit(), default));
+    for k in GLOBAL {
+        let d = if *k == "iommu_walk_read_ps" { "dram_latency_ps (one DRAM access per page-table read)".to_string() } else { format!("[timing] {k}") };
+        add(format!("timing.{k}"), k, d);
+    }
+    for k in CPU {
+        add(format!("cpus.PROFILE.{k}"), k, format!("[cpu.PROFILE] {k}, else [timing] {k}"));
+    }
+    for k in HOST {
+        let d = match *k {
+            "interrupt_remapping" => "on in a host with an IOMMU unless its description says interrupt_remapping: false".to_string(),
+            _ => format!("the host's CPU profile, else [timing] {k}"),
+        };
+        add(format!("hosts.NAME.{k}"), k, d);
+    }
+    for k in DEVICE {
+        add(format!("devices.NAME.{k}"), k, format!("[device.PROFILE] {k}, else [timing] {k}"));
+    }
+    for k in MEDIA {
+        let d = if *k == "capacity" {
+            "[device.PROFILE] capacity, else 8 GiB (nvme.rs DEFAULT_CAPACITY)".to_string()
+        } else {
+            format!("[device.PROFILE] {k} (NVMe drives only)")
+        };
+        add(format!("devices.NAME.{k}"), k, d);
+    }
+    for k in LINK {
+        let d = match *k {
+            "gen" | "width" => format!("the link's own {k} in the description, trained down to what both ends support"),
+            _ => format!("[timing] {k}"),
+        };
+        add(format!("links.END.{k}"), k, d);
+    }
+    for k in LIMITS {
+        add(format!("limits.{k}"), k, format!("[limits] {k}"));
+    }
+    out
 }
 
 /// The link with `end` as one of its ends, written as the description's `links` writes it.

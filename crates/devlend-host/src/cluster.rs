@@ -120,6 +120,13 @@ pub struct P2pInfo {
 }
 
 impl Cluster {
+    /// The size of the DMA window a borrowed function `func` maps its buffers into (through the
+    /// lender's NTB onto the borrower's IOMMU); `None` when `func` is not borrowed.
+    pub fn dma_window_size(&self, func: FuncId) -> Option<u64> {
+        let l = self.lending.lends.get(&func)?;
+        self.lending.dma_windows.get(&(l.la, l.bb)).map(|w| w.size)
+    }
+
     /// Boot a kernel on every host of an enumerated fabric.
     pub fn new(mut fabric: Fabric) -> HResult<Cluster> {
         let kernels = (0..fabric.hosts.len() as HostId).map(|h| Kernel::boot(&mut fabric, h)).collect::<HResult<Vec<_>>>()?;

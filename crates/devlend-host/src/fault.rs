@@ -26,9 +26,16 @@
 //!   when the requester's completion timeout expires (§2.8; Linux returns all ones), posted
 //!   writes to it are lost, and it issues nothing. An FLR cannot reach it, so it is refused to
 //!   the next borrower (`Pool`).
-//! - `poisoned` (a device whose completions, to it and from it, carry poisoned data, §2.7.2):
-//!   the receiver discards the data and the error is reported through AER (§6.2); the driver
-//!   gets an error, never the data. An FLR clears it.
+//! - `poisoned` (PCIe Base 3.0 §2.7.2.2, data poisoning; `devlend_fabric::link`): of a device,
+//!   every read completion to it and from it carries poisoned data (an error in its own data
+//!   path); of a page of a host's RAM (`HOST.ram+OFFSET`, an uncorrectable memory error), every
+//!   device read of that 4 KiB page completes poisoned. The receiver discards the data and
+//!   reports Poisoned TLP Received through AER (§6.2): a CPU's load fails (the driver gets an
+//!   error, never the data); a device stops that DMA and says so as its interface does (the
+//!   GPU's copy engine fails the copy, `STATUS_POISONED`; an NVMe controller completes the
+//!   command with Data Transfer Error, or, when the poisoned read was the command's own fetch,
+//!   cannot name the command and sets CSTS.CFS, found by the host's I/O timeout). An FLR clears
+//!   a device's poisoning, a reboot its host's RAM's.
 //!
 //! Every lend a fault touches is marked: its device is reset (FLR) before its next borrower gets it.
 //!
@@ -82,7 +89,7 @@ pub const FAULT_KINDS: [(&str, FaultKind, &str); 9] = [
     ("port-down", FaultKind::PortDown, "a device (its slot), a root port HOST.rpN or a switch port COMPONENT.PORT"),
     ("port-up", FaultKind::PortUp, "a device (its slot), a root port HOST.rpN or a switch port COMPONENT.PORT"),
     ("completion-timeout", FaultKind::CompletionTimeout, "a device"),
-    ("poisoned", FaultKind::Poisoned, "a device"),
+    ("poisoned", FaultKind::Poisoned, "a device, or a 4 KiB page of a host's RAM HOST.ram+OFFSET"),
 ];
 
 impl FaultKind {
@@ -198,11 +205,14 @@ impl Cluster {
                 r.halted.push((func, Failure::Unresponsive { func }));
                 r.touched.push(func);
             }
-            FaultKind::Poisoned => {
-                let func = self.fault_device(target)?;
-                self.fabric.func_poison(func);
-                r.touched.push(func);
-            }
+            FaultKind::Poisoned => match self.fault_ram(target)? {
+                Some((host, addr)) => self.fabric.ram_poison(host, addr),
+                None => {
+                    let func = self.fault_device(target)?;
+                    self.fabric.func_poison(func);
+                    r.touched.push(func);
+                }
+            },
         }
         Ok(r)
     }
@@ -222,11 +232,27 @@ impl Cluster {
             FaultKind::PortDown | FaultKind::PortUp => {
                 self.fault_port(target)?;
             }
-            FaultKind::SurpriseRemoval | FaultKind::CompletionTimeout | FaultKind::Poisoned => {
+            FaultKind::Poisoned => {
+                if self.fault_ram(target)?.is_none() {
+                    self.fault_device(target)?;
+                }
+            }
+            FaultKind::SurpriseRemoval | FaultKind::CompletionTimeout => {
                 self.fault_device(target)?;
             }
         }
         Ok(())
+    }
+
+    /// A page of host RAM named `HOST.ram` or `HOST.ram+OFFSET` (byte offset into the host's RAM,
+    /// skipping the 32-bit hole): its host and physical address; None for any other name.
+    fn fault_ram(&self, name: &str) -> HResult<Option<(HostId, u64)>> {
+        let Some((host, rest)) = name.trim().split_once(".ram") else { return Ok(None) };
+        if !(rest.is_empty() || rest.trim_start().starts_with('+')) {
+            return Ok(None);
+        }
+        let h = self.fabric.host_id(host.trim())?;
+        Ok(Some((h, self.fabric.resolve_expr(name)?)))
     }
 
     /// A device that can be faulted: a function of the fabric that is not an NTB adapter.
@@ -361,6 +387,7 @@ impl Cluster {
 
     fn reboot(&mut self, h: HostId) -> HResult<()> {
         self.hygiene.crashed.remove(&h);
+        self.fabric.ram_unpoison(h);
         let ntbs: Vec<u32> =
             (0..self.fabric.ntbs.len() as u32).filter(|&n| self.fabric.ntbs[n as usize].host == h && self.fabric.ntbs[n as usize].peer.is_some()).collect();
         for n in ntbs {

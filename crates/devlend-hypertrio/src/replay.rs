@@ -81,13 +81,12 @@ pub fn run(
     progress: &mut dyn FnMut(u64, u64),
 ) -> HtResult<Stats> {
     let layout = layout_of(pages)?;
-    let tables = Tables::build(&layout, tenants)?;
+    let shapes = Tables::shapes(&layout, tenants)?;
     let iovas: Vec<u64> = layout.pages.iter().map(|p| p.iova).collect();
-    let mut sim = Sim::new(cfg, &tables, tenants, iovas)?;
+    let mut sim = Sim::new(cfg, shapes, tenants, iovas)?;
     if let Some(levels) = walk_levels {
         sim = sim.with_walk_levels(levels);
     }
-    drop(tables);
     let mut err = None;
     let it = Checked { inner: packets, err: &mut err, n: 0, total, progress };
     let st = if cfg.devtlb_policy == Policy::Oracle { sim.run(Lookahead::new(it, ORACLE_WINDOW_PACKETS)) } else { sim.run(it.map(|p| (p, [0; 3]))) };

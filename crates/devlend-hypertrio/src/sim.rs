@@ -311,7 +311,7 @@ impl<'a> Sim<'a> {
         self
     }
 
-    pub fn new(cfg: &Config, tables: &Tables, tenants: u32, iovas: Vec<u64>) -> HtResult<Sim<'static>> {
+    pub fn new(cfg: &Config, shapes: Vec<WalkShape>, tenants: u32, iovas: Vec<u64>) -> HtResult<Sim<'static>> {
         let p = params();
         let bits = p.lfu_counter_bits;
         if cfg.ptb_entries == 0 {
@@ -364,7 +364,7 @@ impl<'a> Sim<'a> {
             predictor: vec![NO_SID; tenants as usize],
             pf_busy: vec![0; tenants as usize],
             recent: vec![[PageId::MAX; 4]; tenants as usize],
-            shapes: tables.shapes.clone(),
+            shapes,
             logged_top: p.qemu_walk_levels,
             region_1g: region_ids(&iovas, 30),
             region_2m: region_ids(&iovas, 21),
@@ -632,10 +632,9 @@ impl<I: Iterator<Item = Packet>> Iterator for Lookahead<I> {
 /// Simulate `cfg` on the workload: the whole pipeline (tables, streamed trace, model).
 pub fn simulate(cfg: &Config, spec: &WorkloadSpec) -> HtResult<Stats> {
     let trace = Trace::new(spec)?;
-    let tables = Tables::build(&trace.layout, spec.tenants)?;
+    let shapes = Tables::shapes(&trace.layout, spec.tenants)?;
     let iovas: Vec<u64> = trace.layout.pages.iter().map(|p| p.iova).collect();
-    let sim = Sim::new(cfg, &tables, spec.tenants, iovas)?;
-    drop(tables);
+    let sim = Sim::new(cfg, shapes, spec.tenants, iovas)?;
     Ok(if cfg.devtlb_policy == Policy::Oracle { sim.run(Lookahead::new(trace, ORACLE_WINDOW_PACKETS)) } else { sim.run(trace.map(|p| (p, [0; 3]))) })
 }
 

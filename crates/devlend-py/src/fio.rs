@@ -2,7 +2,7 @@
 
 use crate::{FabricError, NvmeStatusError};
 use devlend_devices::nvme_driver::NvmeError;
-use devlend_workloads::fio_job::{fio as run, fio_threads, FioError, FioResult, Job, JobOut, JobSpec, Rw, DRIVE_BLOCKS};
+use devlend_workloads::fio_job::{fio as run, fio_threads, FioError, FioResult, Job, JobOut, JobSpec, Rw};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -55,7 +55,7 @@ fn fio<'py>(
 }
 
 /// A job thread from its dict (the keys are `JobSpec`'s fields; python/devlend/fio/run.py builds them).
-fn spec(d: &Bound<'_, PyDict>) -> PyResult<JobSpec> {
+pub(crate) fn spec(d: &Bound<'_, PyDict>) -> PyResult<JobSpec> {
     fn get<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, k: &str) -> PyResult<T> {
         d.get_item(k)?.ok_or_else(|| PyValueError::new_err(format!("fio job thread: missing {k}")))?.extract().map_err(Into::into)
     }
@@ -104,9 +104,19 @@ fn fio_jobs<'py>(py: Python<'py>, topology_json: &str, runner: &str, device: &st
     outs.iter().map(|(_, o)| out_dict(py, o)).collect()
 }
 
+/// The capacity in bytes of NVMe drive `device` of a topology: its profile's, or what the
+/// topology's `params` sets (`devices.NAME.capacity`); 8 GiB for a profile that gives none.
+#[pyfunction]
+fn nvme_capacity(topology_json: &str, device: &str) -> PyResult<u64> {
+    let c = devlend_host::Cluster::from_json(topology_json).map_err(|e| FabricError::new_err(e.to_string()))?;
+    devlend_devices::nvme::Media::of_device(&c.fabric, device).map(|m| m.capacity).map_err(|e| FabricError::new_err(e.to_string()))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fio, m)?)?;
     m.add_function(wrap_pyfunction!(fio_jobs, m)?)?;
-    m.add("FIO_DRIVE_BYTES", DRIVE_BLOCKS * devlend_devices::nvme::BLOCK)?;
+    m.add_function(wrap_pyfunction!(nvme_capacity, m)?)?;
+    m.add("FIO_DEFAULT_CAPACITY", devlend_devices::nvme::DEFAULT_CAPACITY)?;
+    m.add("NVME_DEFAULT_PROFILE", devlend_devices::nvme::DEFAULT_PROFILE)?;
     Ok(())
 }

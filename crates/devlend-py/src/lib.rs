@@ -385,10 +385,17 @@ fn params_toml() -> &'static str {
     devlend_fabric::params::HARDWARE_TOML
 }
 
+/// Every constant `--set` may set: (key, unit, default), for `devlend params`.
+#[pyfunction]
+fn settable() -> Vec<(String, &'static str, String)> {
+    devlend_fabric::tuning::settable()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Fabric>()?;
     m.add_function(wrap_pyfunction!(params_toml, m)?)?;
+    m.add_function(wrap_pyfunction!(settable, m)?)?;
     lending::register(m)?;
     fio::register(m)?;
     rdma::register(m)?;

@@ -108,6 +108,13 @@ impl Scenario {
         self.inner.add_fio(name, runner, drive, FioSpec { rw, bs, iodepth, numjobs, ios }, at_ps).map_err(werr)
     }
 
+    /// A job file's threads (dicts of `fio_job::JobSpec`'s fields, as python/devlend/fio/run.py
+    /// builds them for `devlend fio`) on `drive` by `runner` from `at_ps`.
+    fn fio_jobs(&mut self, name: &str, runner: &str, drive: &str, threads: Vec<Bound<'_, pyo3::types::PyDict>>, at_ps: u64) -> PyResult<()> {
+        let specs = threads.iter().map(crate::fio::spec).collect::<PyResult<Vec<_>>>()?;
+        self.inner.add_fio_threads(name, runner, drive, specs, at_ps).map_err(werr)
+    }
+
     #[pyo3(signature = (name, runner, gpu_a, gpu_b, via="peer", rounds=100, at_ps=0))]
     #[allow(clippy::too_many_arguments)]
     fn gpu_pingpong(&mut self, name: &str, runner: &str, gpu_a: &str, gpu_b: &str, via: &str, rounds: u32, at_ps: u64) -> PyResult<()> {

@@ -24,6 +24,11 @@ pub enum UmlError {
     MsixEntry { entry: usize, error: Box<dyn std::error::Error> },
     /// A region of the guest's memory is not RAM of its host in the topology.
     NotRam { base: u64, size: u64 },
+    /// A time-travel message the controller cannot take in that state.
+    TimeTravel { op: u32, what: &'static str },
+    /// The guest waits with no timer of its own and the model has nothing left to do: nothing
+    /// would ever wake it.
+    NothingToWaitFor { at_ns: u64 },
     /// devlend's model refused a step (the topology, the borrow, a mapping, the engine).
     Model { during: &'static str, error: Box<dyn std::error::Error> },
 }
@@ -47,6 +52,14 @@ impl fmt::Display for UmlError {
                 write!(f, "the guest's memory {base:#x}+{size:#x} is not RAM of its host in the topology (give the host more ram)")
             }
             UmlError::MsixEntry { entry, error } => write!(f, "MSI-X entry {entry}: {error}"),
+            UmlError::TimeTravel { op, what } => write!(f, "time-travel message {op}: {what}"),
+            UmlError::NothingToWaitFor { at_ns } => {
+                write!(
+                    f,
+                    "at {at_ns} ns (simulated) the guest waits with no timer and the model raised no interrupt for it within {} s: nothing would ever wake it",
+                    crate::clock::IDLE_HORIZON_NS / 1_000_000_000
+                )
+            }
             UmlError::Model { during, error } => write!(f, "{during}: {error}"),
         }
     }

@@ -5,18 +5,19 @@
 //! its interrupts go back as MSI messages. This crate is the device side: devlend's models on
 //! the engine's clock, their DMA crossing the modelled fabric into the guest's RAM.
 //!
-//! Time: this first version lets the guest's clock run free (wall clock); each access runs the
-//! engine until the work it started is done, so the simulated clock advances by what the fabric
-//! and the device take, and guest CPU work costs no simulated time. UML's time-travel mode (the
-//! engine as the guest's clock, `time-travel=ext:`) is not yet wired.
+//! Time: the engine is the guest's clock (UML's `time-travel=ext:`, this crate's `clock.rs` the
+//! controller): every MMIO access, DMA and interrupt takes the time the engine gives it; guest
+//! CPU work costs no simulated time (see `clock.rs` and the README's "Real Linux in a guest").
 
+pub mod clock;
 pub mod error;
 pub mod mem;
 pub mod pcidev;
 pub mod server;
+pub mod timetravel;
 pub mod vhost;
 pub mod vring;
 
 pub use error::{UmlError, UmlResult};
 pub use pcidev::NvmeDevice;
-pub use server::{serve, Summary};
+pub use server::{serve, serve_with_faults, Messages, Summary};

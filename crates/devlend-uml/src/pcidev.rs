@@ -17,12 +17,12 @@
 use crate::error::{UmlError, UmlResult};
 use crate::mem::GuestMem;
 use devlend_devices::nvme::Controller;
-use devlend_engine::machine::Machine;
+use devlend_engine::machine::{Effects, Machine};
 use devlend_fabric::config::{MSIX_CAP, MSIX_TABLE_OFFSET};
 use devlend_fabric::events::Event;
 use devlend_fabric::model::{FuncId, HostId};
-use devlend_host::{Cluster, DevId, DmaDir};
-use std::cell::RefCell;
+use devlend_host::{Cluster, DevId, DmaDir, FaultKind};
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -46,7 +46,26 @@ pub struct Counts {
     pub mmio_reads: u64,
     pub mmio_writes: u64,
     pub msis: u64,
+    /// Loads the fabric refused (read as all ones).
+    pub read_faults: u64,
     pub faults: Vec<String>,
+}
+
+/// A fault that struck: its kind, target, and whether the host layer could not apply it then.
+#[derive(Clone, Debug)]
+pub struct Struck {
+    pub kind: &'static str,
+    pub target: String,
+    pub failed: bool,
+}
+
+/// Where a load's answer arrives: the bytes, or all ones when the fabric refused it.
+pub type LoadCell = Rc<RefCell<Option<Result<Vec<u8>, Vec<u8>>>>>;
+
+/// A load's answer: at once, or when its read completes on the machine.
+pub enum Load {
+    Now(Vec<u8>),
+    Later(LoadCell),
 }
 
 pub struct NvmeDevice {
@@ -62,6 +81,8 @@ pub struct NvmeDevice {
     msix: Vec<MsixEntry>,
     by_vector: HashMap<u8, u16>,
     pub counts: Counts,
+    write_faults: Rc<Cell<u64>>,
+    struck: Rc<RefCell<Vec<Struck>>>,
 }
 
 /// A step of devlend's model that failed, as the error the server reports.
@@ -73,7 +94,7 @@ impl NvmeDevice {
     /// Drive `device` of the topology for guest host `host` (borrowed when it sits elsewhere), with `blocks` blocks.
     pub fn new(topology_json: &str, host: &str, device: &str, blocks: u64) -> UmlResult<NvmeDevice> {
         let (machine, ctrl, host_id, dev) =
-            devlend_devices::nvme_run::machine(topology_json, host, device, blocks).map_err(model("setting up the drive on the topology"))?;
+            devlend_devices::nvme_run::machine(topology_json, host, device, Some(blocks)).map_err(model("setting up the drive on the topology"))?;
         let func = ctrl.borrow().func;
         let mut d = NvmeDevice {
             machine,
@@ -88,6 +109,8 @@ impl NvmeDevice {
             msix: Vec::new(),
             by_vector: HashMap::new(),
             counts: Counts::default(),
+            write_faults: Rc::new(Cell::new(0)),
+            struck: Rc::new(RefCell::new(Vec::new())),
         };
         d.read_bars(device)?;
         Ok(d)
@@ -195,8 +218,11 @@ impl NvmeDevice {
         (bar == 0 && (MSIX_TABLE_OFFSET..end).contains(&off)).then(|| (((off - MSIX_TABLE_OFFSET) / 16) as usize, off % 16))
     }
 
-    /// A guest load of `size` bytes at `off` in BAR `bar`: a CPU read on the machine.
-    pub fn mmio_read(&mut self, bar: u8, off: u64, size: usize) -> UmlResult<Vec<u8>> {
+    /// A guest load of `size` bytes at `off` in BAR `bar`, issued at `at` (ps): a CPU read on
+    /// the machine, answered when it completes there (the MSI-X table, kept here, at once). A
+    /// load the fabric refuses (an unsupported request, a removed device) reads all ones, as a
+    /// master abort does on x86, and is counted.
+    pub fn mmio_read(&mut self, bar: u8, off: u64, size: usize, at: u64) -> UmlResult<Load> {
         self.counts.mmio_reads += 1;
         if let Some((e, field)) = self.table(bar, off) {
             let mut b = [0u8; 16];
@@ -205,31 +231,91 @@ impl NvmeDevice {
             b[8..12].copy_from_slice(&m.data.to_le_bytes());
             b[12..16].copy_from_slice(&m.ctrl.to_le_bytes());
             let f = field as usize;
-            return Ok(b[f..(f + size).min(16)].to_vec());
+            return Ok(Load::Now(b[f..(f + size).min(16)].to_vec()));
         }
         let addr = self.bar_addr(bar, off, size as u64)?;
-        let out = Rc::new(RefCell::new(None));
+        let out: LoadCell = Rc::new(RefCell::new(None));
         let (o, host) = (out.clone(), self.host);
-        self.machine.spawn("guest load", self.machine.now(), move |t| {
-            *o.borrow_mut() = Some(t.cpu_read(host, addr, size)?);
+        self.machine.spawn("guest load", at, move |t| {
+            *o.borrow_mut() = Some(t.cpu_read(host, addr, size).map_err(|_| vec![0xff; size]));
             Ok(())
         });
-        self.run()?;
-        let v = out.borrow_mut().take();
-        Ok(v.unwrap_or_else(|| vec![0xff; size]))
+        Ok(Load::Later(out))
     }
 
-    /// A guest store: a posted CPU write on the machine, which then runs until nothing is left
-    /// to happen (the controller's work this store started).
-    pub fn mmio_write(&mut self, bar: u8, off: u64, data: &[u8]) -> UmlResult<()> {
+    /// The value of a load that has completed, if it has.
+    pub fn load_done(&mut self, cell: &LoadCell) -> Option<Vec<u8>> {
+        let done = cell.borrow_mut().take()?;
+        Some(done.unwrap_or_else(|ones| {
+            self.counts.read_faults += 1;
+            ones
+        }))
+    }
+
+    /// A guest store at `at` (ps): a posted CPU write on the machine, landing when the fabric
+    /// takes it there (the MSI-X table, kept here, at once).
+    pub fn mmio_write(&mut self, bar: u8, off: u64, data: &[u8], at: u64) -> UmlResult<()> {
         self.counts.mmio_writes += 1;
         if let Some((e, field)) = self.table(bar, off) {
             return self.msix_write(e, field as usize, data);
         }
         let addr = self.bar_addr(bar, off, data.len() as u64)?;
-        let (d, host) = (data.to_vec(), self.host);
-        self.machine.spawn("guest store", self.machine.now(), move |t| t.cpu_write(host, addr, &d));
-        self.run()
+        let (d, host, dropped) = (data.to_vec(), self.host, self.write_faults.clone());
+        // A store the fabric refuses (a link down, a removed device) is dropped, as a posted
+        // write is; counted.
+        self.machine.spawn("guest store", at, move |t| {
+            if t.cpu_write(host, addr, &d).is_err() {
+                dropped.set(dropped.get() + 1);
+            }
+            Ok(())
+        });
+        Ok(())
+    }
+
+    /// Inject fault `kind` (devlend_host::fault's names: surprise-removal, link-down, ...) at
+    /// `target` at time `at` (ps), on the engine: the fabric and the device change then, and the
+    /// guest's kernel finds out as real hardware would let it (stores dropped, loads reading all
+    /// ones, no completions). The hot-plug steps devlend's own host layer would run are left
+    /// out: the guest's PCI (virt-pci) has no hot-plug controller to report them.
+    pub fn fault_at(&mut self, at: u64, kind: &str, target: &str) -> UmlResult<()> {
+        let k = FaultKind::parse(kind).map_err(model("the fault's kind"))?;
+        self.machine.world().fault_target(k, target).map_err(model("the fault's target"))?;
+        let (t, log) = (target.to_string(), self.struck.clone());
+        let name = k.name();
+        self.machine.inject(at, move |c: &mut Cluster| match c.inject(k, &t) {
+            Ok(r) => {
+                log.borrow_mut().push(Struck { kind: name, target: t, failed: false });
+                Effects { halted: r.halted, crashed: r.crashed, links_down: r.links_down, later: Vec::new() }
+            }
+            Err(_) => {
+                log.borrow_mut().push(Struck { kind: name, target: t, failed: true });
+                Effects::default()
+            }
+        });
+        Ok(())
+    }
+
+    /// The faults that have struck so far.
+    pub fn struck(&self) -> Vec<Struck> {
+        self.struck.borrow().clone()
+    }
+
+    /// Stores the fabric refused (dropped).
+    pub fn write_faults(&self) -> u64 {
+        self.write_faults.get()
+    }
+
+    /// When the machine's next event is due (ps), if anything is left to happen.
+    pub fn next_event(&self) -> Option<u64> {
+        self.machine.next_event_at()
+    }
+
+    /// Run the machine up to `until` (ps), stopping
+    /// early after the event that records something in the fabric's log (an interrupt, a
+    /// fault). True when it stopped early.
+    pub fn advance(&mut self, until: u64) -> UmlResult<bool> {
+        let before = self.machine.world().fabric.events.total();
+        self.machine.run_until_or(until, move |w: &mut Cluster| w.fabric.events.total() != before).map_err(model("the engine"))
     }
 
     fn bar_addr(&self, bar: u8, off: u64, len: u64) -> UmlResult<u64> {
@@ -271,11 +357,6 @@ impl NvmeDevice {
             self.machine.world().fabric.bar_mem.entry((self.func, 0)).or_default().write(at, &ctrl);
         }
         Ok(())
-    }
-
-    /// Run the machine until nothing is left to happen.
-    fn run(&mut self) -> UmlResult<()> {
-        self.machine.run().map_err(model("the engine"))
     }
 
     /// The MSI-X messages that reached the guest's host since the last call, as the data the

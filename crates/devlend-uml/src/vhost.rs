@@ -24,6 +24,10 @@ pub const SET_VRING_ENABLE: u32 = 18;
 pub const SET_SLAVE_REQ_FD: u32 = 21;
 pub const GET_CONFIG: u32 = 24;
 pub const SET_CONFIG: u32 = 25;
+/// In-band kick (INBAND_NOTIFICATIONS): payload vring_state (index, num).
+pub const VRING_KICK: u32 = 35;
+/// Backend-to-frontend request on the SLAVE_REQ channel: an in-band call (interrupt) of a virtqueue.
+pub const SLAVE_VRING_CALL: u32 = 4;
 
 /// Header flags: protocol version 1, this is a reply, the sender wants a REPLY_ACK.
 pub const VERSION: u32 = 1;
@@ -39,6 +43,9 @@ pub const F_PROTOCOL_FEATURES: u64 = 1 << 30;
 pub const PF_REPLY_ACK: u64 = 1 << 3;
 pub const PF_SLAVE_REQ: u64 = 1 << 5;
 pub const PF_CONFIG: u64 = 1 << 9;
+/// INBAND_NOTIFICATIONS (14): kicks come as VRING_KICK messages and calls go as SLAVE_VRING_CALL,
+/// so that under time travel the guest takes each interrupt at the simulated time it is given.
+pub const PF_INBAND_NOTIFICATIONS: u64 = 1 << 14;
 
 pub const HEADER: usize = 12;
 const MAX_FDS: usize = 8;
@@ -75,12 +82,13 @@ impl Msg {
     }
 }
 
-fn os_err(what: &'static str) -> UmlError {
+pub(crate) fn os_err(what: &'static str) -> UmlError {
     UmlError::Io { what, error: std::io::Error::last_os_error() }
 }
 
 /// Receive exactly `buf.len()` bytes (and any fds) with recvmsg; Ok(false) on end of stream.
-fn recv_exact(sock: RawFd, buf: &mut [u8], fds: &mut Vec<RawFd>) -> UmlResult<bool> {
+/// Also the time-travel socket's reader (`timetravel::recv`).
+pub(crate) fn recv_exact(sock: RawFd, buf: &mut [u8], fds: &mut Vec<RawFd>) -> UmlResult<bool> {
     let mut got = 0;
     while got < buf.len() {
         let mut iov = libc::iovec { iov_base: buf[got..].as_mut_ptr().cast(), iov_len: buf.len() - got };
@@ -95,7 +103,7 @@ fn recv_exact(sock: RawFd, buf: &mut [u8], fds: &mut Vec<RawFd>) -> UmlResult<bo
             if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            return Err(os_err("recvmsg on the vhost-user socket"));
+            return Err(os_err("recvmsg on a guest socket"));
         }
         if n == 0 {
             return if got == 0 { Ok(false) } else { Err(UmlError::Closed { during: "a message" }) };
@@ -140,9 +148,14 @@ pub fn recv(sock: RawFd) -> UmlResult<Option<Msg>> {
 
 /// Send a reply to `request` with `payload`.
 pub fn reply(sock: RawFd, request: u32, payload: &[u8]) -> UmlResult<()> {
+    send(sock, request, VERSION | REPLY, payload)
+}
+
+/// Send a message with header `flags`.
+pub fn send(sock: RawFd, request: u32, flags: u32, payload: &[u8]) -> UmlResult<()> {
     let mut b = Vec::with_capacity(HEADER + payload.len());
     b.extend_from_slice(&request.to_le_bytes());
-    b.extend_from_slice(&(VERSION | REPLY).to_le_bytes());
+    b.extend_from_slice(&flags.to_le_bytes());
     b.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     b.extend_from_slice(payload);
     let mut done = 0;

@@ -2,6 +2,7 @@
 //! sizing, MMIO through the modelled NTB, MSI-X set-up) and a virtqueue in shared memory.
 
 use devlend_uml::mem::GuestMem;
+use devlend_uml::pcidev::Load;
 use devlend_uml::vring::Vring;
 use devlend_uml::NvmeDevice;
 
@@ -41,21 +42,24 @@ fn config_space_is_the_models_with_bars_sized_in_the_guests_view() {
 #[test]
 fn an_mmio_read_crosses_the_fabric_and_takes_simulated_time() {
     let mut d = borrowed();
-    let before = d.machine.now();
-    let cap = d.mmio_read(0, 0, 8).unwrap();
-    let cap = u64::from_le_bytes(cap.try_into().unwrap());
+    let at = d.machine.now() + 1_000_000;
+    let Load::Later(cell) = d.mmio_read(0, 0, 8, at).unwrap() else { panic!("a BAR load waits for the engine") };
+    assert!(d.load_done(&cell).is_none(), "not before the engine has run");
+    assert_eq!(d.next_event(), Some(at), "the load starts at the guest's time");
+    assert!(!d.advance(at + 100_000_000).unwrap(), "nothing logged: no interrupt, no fault");
+    let cap = u64::from_le_bytes(d.load_done(&cell).expect("done once the engine ran").try_into().unwrap());
     assert_eq!(cap & 0xffff, 1023, "CAP.MQES");
-    assert!(d.machine.now() > before, "a load through the NTB takes time");
-    assert!(d.mmio_read(0, 1 << 40, 4).is_err(), "outside the BAR");
+    assert!(d.machine.now() > at, "a load through the NTB takes time");
+    assert!(d.mmio_read(0, 1 << 40, 4, at).is_err(), "outside the BAR");
 }
 
 #[test]
 fn an_msix_entry_the_guest_programs_gets_a_vector_of_its_host() {
     let mut d = borrowed();
     let entry = 0x2000 + 16 * 3;
-    d.mmio_write(0, entry, &0xa0000u32.to_le_bytes()).unwrap();
-    d.mmio_write(0, entry + 8, &77u32.to_le_bytes()).unwrap();
-    let back = d.mmio_read(0, entry + 8, 4).unwrap();
+    d.mmio_write(0, entry, &0xa0000u32.to_le_bytes(), 0).unwrap();
+    d.mmio_write(0, entry + 8, &77u32.to_le_bytes(), 0).unwrap();
+    let Load::Now(back) = d.mmio_read(0, entry + 8, 4, 0).unwrap() else { panic!("the MSI-X table answers at once") };
     assert_eq!(back, 77u32.to_le_bytes(), "the guest reads back what it wrote");
     let mem = guest_mem(0x10_0000, 1 << 20);
     d.attach(&mem).unwrap();

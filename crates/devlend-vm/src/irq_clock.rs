@@ -25,6 +25,8 @@
 //!   wakes. The guest is taken to be idle, halt-polling in KVM (as in `irq`): no VM exit is on
 //!   the path.
 //!
+//! Each thread runs on its host (`Thread::runs_on`): a host's crash stops its stages there.
+//!
 //! A stage busy with one interrupt makes the next wait; the wait is a step of its own ("waiting for
 //! ..."), absent on an idle machine, where the steps are `irq`'s. Each route keeps the steps of
 //! its last interrupt (from its landing at the first host to the guest's handler) and the guest
@@ -129,6 +131,7 @@ fn arrivals(sh: &Shared, c: &mut Cluster, host: HostId) -> Vec<(usize, Stage, u6
 }
 
 fn apic(t: &mut Thread<'_, Cluster>, sh: &Rc<Shared>, host: HostId) -> Result<(), ThreadError> {
+    t.runs_on(host);
     loop {
         let s = sh.clone();
         t.wait_for("an interrupt", Watch::Msi { host }, move |c: &mut Cluster| !arrivals(&s, c, host).is_empty());
@@ -182,6 +185,7 @@ fn handler(t: &mut Thread<'_, Cluster>, sh: &Rc<Shared>, host: HostId) -> Result
     let p = crate::params::params();
     let name = t.world().fabric.hosts[host as usize].name.clone();
     let entry = t.world().fabric.tuning.host(host).irq_entry_ps;
+    t.runs_on(host);
     loop {
         let s = sh.clone();
         t.wait_for("an interrupt to handle", Watch::Msi { host }, move |_: &mut Cluster| s.q.borrow().arrived.get(&host).is_some_and(|a| !a.is_empty()));
@@ -210,6 +214,7 @@ fn handler(t: &mut Thread<'_, Cluster>, sh: &Rc<Shared>, host: HostId) -> Result
 fn vcpu(t: &mut Thread<'_, Cluster>, sh: &Rc<Shared>) -> Result<(), ThreadError> {
     let p = crate::params::params();
     let host = sh.vmm.borrow().vm(sh.vm).map(|v| v.host).map_err(ThreadError::other)?;
+    t.runs_on(host);
     loop {
         let s = sh.clone();
         t.wait_for("an interrupt to inject", Watch::Msi { host }, move |_: &mut Cluster| !s.q.borrow().inject.is_empty());

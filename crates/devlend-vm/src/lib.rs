@@ -23,6 +23,8 @@
 //!   timed on the machine only, by [`irq_clock`] ([`params`]: the `[vm]` software costs);
 //! - [`describe`]: VMs from a topology's `vms` section, on any topology, and [`describe::GuestKernel`]
 //!   for workloads' threads in a guest;
+//! - [`unplug`]: a device's removal forwarded into the guest that has it (the guest driver's
+//!   `remove`, after its host's);
 //! - `migrate`: cold migration of a VM with its devices (000 §8, `Vmm::migrate`);
 //! - [`attacks`]: the named attack suite (DMA outside the guest, into another VM, stale after
 //!   hot-remove; BAR relocation, MSI-X table redirection, Bus Master of another function;
@@ -46,6 +48,7 @@ mod migrate;
 mod msi_attacks;
 pub mod params;
 pub mod timed;
+pub mod unplug;
 pub mod vm;
 pub mod vmm;
 

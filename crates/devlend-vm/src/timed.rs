@@ -12,16 +12,24 @@
 //!
 //! Interrupts reach the guest through the hypervisor's handler threads ([`crate::irq_clock`]):
 //! `wait_irq` sleeps until the vCPU thread has injected one more on the vector.
+//!
+//! The guest kernel runs on the VM's host (`Thread::runs_on`): that host's crash stops it there.
+//! As `devlend_host::ThreadOs` does for a host's driver, the device a thread drives is the first
+//! whose BAR it loads from or stores to, or that it maps, masters or takes interrupts of; once
+//! that device's removal has been forwarded into the guest ([`crate::unplug`]), a wait of the
+//! thread for it ends at once with "no such device".
 
 use crate::error::RunError;
 use crate::guest::GuestOs;
 use crate::vm::VmId;
 use crate::vmm::Vmm;
 use devlend_engine::machine::{Thread, ThreadError, Watch};
+use devlend_fabric::model::FuncId;
 use devlend_fabric::model::HostId;
 use devlend_fabric::{Fabric, Requester};
+use devlend_host::NoSuch;
 use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError, Os};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 /// `Os` for VM `vm`'s kernel, acting through machine thread `t`.
@@ -30,6 +38,8 @@ pub struct GuestThreadOs<'t, 'y> {
     vmm: Rc<RefCell<Vmm>>,
     vm: VmId,
     host: HostId,
+    /// The device this thread drives, and since when.
+    drives: Cell<Option<(FuncId, u64)>>,
 }
 
 fn fault(e: ThreadError) -> HostError {
@@ -49,7 +59,50 @@ fn injected(vmm: &Vmm, vm: VmId, vector: u8) -> u64 {
 impl<'t, 'y> GuestThreadOs<'t, 'y> {
     pub fn new(t: &'t Thread<'y, Cluster>, vmm: Rc<RefCell<Vmm>>, vm: VmId) -> HResult<GuestThreadOs<'t, 'y>> {
         let host = vmm.borrow().vm(vm)?.host;
-        Ok(GuestThreadOs { t, vmm, vm, host })
+        t.runs_on(host);
+        Ok(GuestThreadOs { t, vmm, vm, host, drives: Cell::new(None) })
+    }
+
+    /// The thread drives guest device `dev` from now on (the first device it touches).
+    fn drive(&self, dev: DevId) {
+        if self.drives.get().is_none() {
+            if let Ok(d) = self.vmm.borrow().dev(self.vm, dev) {
+                self.drives.set(Some((d.func, self.t.now())));
+            }
+        }
+    }
+
+    /// The thread drives the guest device whose BAR (at its guest-physical address) holds `gpa`,
+    /// if any and if it drives none yet.
+    fn drive_at(&self, gpa: u64) {
+        if self.drives.get().is_some() {
+            return;
+        }
+        let vmm = self.vmm.borrow();
+        let Ok(v) = vmm.vm(self.vm) else { return };
+        if let Some(d) = v.devices.values().find(|d| d.bars.iter().any(|b| gpa >= b.gpa && gpa - b.gpa < b.size)) {
+            self.drives.set(Some((d.func, self.t.now())));
+        }
+    }
+
+    /// A predicate that also holds once the driven device's removal has reached the guest.
+    fn or_removed(&self, mut pred: impl FnMut(&mut Cluster) -> bool + 'static) -> impl FnMut(&mut Cluster) -> bool + 'static {
+        let (vmm, vm, drives) = (self.vmm.clone(), self.vm, self.drives.get());
+        move |c: &mut Cluster| pred(c) || drives.is_some_and(|(func, since)| vmm.borrow().guest_removed_at(vm, func).is_some_and(|at| at >= since))
+    }
+
+    /// "No such device" if the driven device's removal has reached the guest.
+    fn check_removed(&self) -> HResult<()> {
+        let Some((func, since)) = self.drives.get() else { return Ok(()) };
+        let vmm = self.vmm.borrow();
+        match vmm.guest_removed_at(self.vm, func) {
+            Some(at) if at >= since => {
+                let device = self.t.world().fabric.funcs[func as usize].name.clone();
+                let host = vmm.vm(self.vm).map(|v| format!("VM {}", v.name))?;
+                Err(HostError::NoDevice(NoSuch::Removed { device, host, at }))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The time now, on the machine.
@@ -85,12 +138,14 @@ impl Os for GuestThreadOs<'_, '_> {
         self.with(|g| g.find(name))
     }
     fn pci_iomap(&self, dev: DevId, bar: u8) -> HResult<u64> {
+        self.drive(dev);
         self.with(|g| g.pci_iomap(dev, bar))
     }
     fn pci_resource_len(&self, dev: DevId, bar: u8) -> HResult<u64> {
         self.with(|g| g.pci_resource_len(dev, bar))
     }
     fn pci_set_master(&mut self, dev: DevId) -> HResult<()> {
+        self.drive(dev);
         self.with(|g| g.pci_set_master(dev))
     }
     fn pci_clear_master(&mut self, dev: DevId) -> HResult<()> {
@@ -106,6 +161,7 @@ impl Os for GuestThreadOs<'_, '_> {
         self.with(|g| g.kfree(phys))
     }
     fn write(&mut self, addr: u64, data: &[u8]) -> HResult<()> {
+        self.drive_at(addr);
         let Some(pieces) = self.ept(addr, data.len())? else {
             return self.with(|g| g.write(addr, data));
         };
@@ -117,6 +173,7 @@ impl Os for GuestThreadOs<'_, '_> {
         Ok(())
     }
     fn read(&mut self, addr: u64, len: usize) -> HResult<Vec<u8>> {
+        self.drive_at(addr);
         let Some(pieces) = self.ept(addr, len)? else {
             return self.with(|g| g.read(addr, len));
         };
@@ -145,6 +202,7 @@ impl Os for GuestThreadOs<'_, '_> {
         self.with(|g| g.dma_unmap_resource(dev, dma, len, dir))
     }
     fn request_irq(&mut self, dev: DevId, entry: u16, handler: u32) -> HResult<u8> {
+        self.drive(dev);
         self.with(|g| g.request_irq(dev, entry, handler))
     }
     fn free_irq(&mut self, dev: DevId, entry: u16) -> HResult<()> {
@@ -160,20 +218,26 @@ impl Os for GuestThreadOs<'_, '_> {
         let (vmm, vm) = (self.vmm.clone(), self.vm);
         let what = format!("guest interrupt vector {vector:#x} of VM #{} (seen {seen})", vm.0);
         // The vCPU thread injects after a timer of its own: every timer re-checks every wait.
-        self.t.wait_for(what, Watch::Msi { host: self.host }, move |_: &mut Cluster| injected(&vmm.borrow(), vm, vector) > seen);
+        let came = move |_: &mut Cluster| injected(&vmm.borrow(), vm, vector) > seen;
+        self.t.wait_for(what, Watch::Msi { host: self.host }, self.or_removed(came));
+        self.check_removed()?;
         Ok(self.irq_count(vector))
     }
     fn wait_irq_for(&mut self, vector: u8, seen: u64, timeout_ps: u64) -> HResult<Option<u64>> {
         let (vmm, vm) = (self.vmm.clone(), self.vm);
         let what = format!("guest interrupt vector {vector:#x} of VM #{} (seen {seen}, timeout {timeout_ps} ps)", vm.0);
         let deadline = self.t.now().saturating_add(timeout_ps);
-        let came = self.t.wait_for_until(what, Watch::Msi { host: self.host }, deadline, move |_: &mut Cluster| injected(&vmm.borrow(), vm, vector) > seen);
+        let came = move |_: &mut Cluster| injected(&vmm.borrow(), vm, vector) > seen;
+        let came = self.t.wait_for_until(what, Watch::Msi { host: self.host }, deadline, self.or_removed(came));
+        self.check_removed()?;
         Ok(came.then(|| self.irq_count(vector)))
     }
     fn poll(&mut self, addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool) -> HResult<Vec<u8>> {
         let (host, hpa, n) = self.ram_word(addr, len)?;
         let watch = Watch::Ram { host, addr: hpa, len: n as u64 };
-        self.t.wait_for(format!("{what} at guest-physical {addr:#x}"), watch, move |c: &mut Cluster| done(&c.fabric.read(Requester::Cpu(host), hpa, n).0));
+        let holds = move |c: &mut Cluster| done(&c.fabric.read(Requester::Cpu(host), hpa, n).0);
+        self.t.wait_for(format!("{what} at guest-physical {addr:#x}"), watch, self.or_removed(holds));
+        self.check_removed()?;
         self.read(addr, len)
     }
     fn poll_for(&mut self, addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool, timeout_ps: u64) -> HResult<Option<Vec<u8>>> {
@@ -181,7 +245,10 @@ impl Os for GuestThreadOs<'_, '_> {
         let watch = Watch::Ram { host, addr: hpa, len: n as u64 };
         let deadline = self.t.now().saturating_add(timeout_ps);
         let what = format!("{what} at guest-physical {addr:#x} (timeout {timeout_ps} ps)");
-        if !self.t.wait_for_until(what, watch, deadline, move |c: &mut Cluster| done(&c.fabric.read(Requester::Cpu(host), hpa, n).0)) {
+        let holds = move |c: &mut Cluster| done(&c.fabric.read(Requester::Cpu(host), hpa, n).0);
+        let held = self.t.wait_for_until(what, watch, deadline, self.or_removed(holds));
+        self.check_removed()?;
+        if !held {
             return Ok(None);
         }
         self.read(addr, len).map(Some)

@@ -46,7 +46,7 @@ pub struct Vmm {
     next: u32,
     pub(crate) pages: BTreeMap<VmId, Vec<Held>>,
     pub(crate) parents: BTreeSet<FuncId>,
-    assigned: BTreeMap<FuncId, (VmId, DevId)>,
+    pub(crate) assigned: BTreeMap<FuncId, (VmId, DevId)>,
     pub domains: BTreeMap<(VmId, HostId), VmDomain>,
     pub(crate) dev_held: BTreeMap<(VmId, DevId), (Vec<Held>, Option<Held>)>,
     /// Undo steps the fabric or host refused (empty unless this crate has a bug).
@@ -57,6 +57,8 @@ pub struct Vmm {
     pub blocked: Vec<crate::config::Blocked>,
     /// Interrupts are delivered by threads on a machine (`irq_clock`), not by `run_irqs`.
     pub(crate) clocked: bool,
+    /// Removals forwarded into guests (`unplug`): (VM, device, when its guest driver was told).
+    pub(crate) removals: Vec<(VmId, FuncId, u64)>,
 }
 
 fn inv<T>(m: String) -> HResult<T> {

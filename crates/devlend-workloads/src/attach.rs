@@ -59,10 +59,22 @@ pub(crate) struct Attached {
 }
 
 /// The kind (`gpu`, `nvme`, ...) of the device profile of `device`, if it has one.
+/// The device's kind: its profile's, or for a device described by its functions (an imported
+/// device whose IDs devlend does not know) the `kind` its description gives.
 fn kind_of(c: &Cluster, device: &str) -> Option<String> {
-    let profile = c.fabric.devices.iter().find(|d| d.name == device).and_then(|d| d.profile.clone()).unwrap_or_default();
+    use devlend_fabric::spec::DeviceKind;
+    let d = c.fabric.devices.iter().find(|d| d.name == device)?;
+    let Some(profile) = &d.profile else {
+        return Some(match d.kind {
+            DeviceKind::Gpu => "gpu",
+            DeviceKind::Nvme => "nvme",
+            DeviceKind::Nic => "nic",
+            DeviceKind::Generic => "generic",
+        })
+        .map(String::from);
+    };
     let t: Option<toml::Value> = toml::from_str(devlend_fabric::params::HARDWARE_TOML).ok();
-    let kind = t.as_ref().and_then(|t| t.get("device")?.get(&profile)?.get("kind")?.as_str().map(String::from));
+    let kind = t.as_ref().and_then(|t| t.get("device")?.get(profile)?.get("kind")?.as_str().map(String::from));
     kind
 }
 
@@ -90,17 +102,24 @@ pub(crate) fn runner(c: &Cluster, guests: &Guests, w: &str, runner: &str) -> WRe
     })
 }
 
+/// `device` exists and is of kind `expected` (checked before anything about it is looked up or
+/// changed, so that a wrong device is that error and not a missing parameter of its profile).
+pub(crate) fn check_kind(c: &Cluster, w: &str, device: &str, expected: &'static str) -> WResult<FuncId> {
+    let func = c.fabric.func_id(device).map_err(|e| WorkloadError::no_such(w, "device", Missing::Fabric(e)))?;
+    let kind = kind_of(c, device);
+    if kind.as_deref() != Some(expected) {
+        let found = kind.map_or_else(|| "an NTB adapter".into(), |k| format!("its kind is {k}"));
+        return Err(WorkloadError::WrongKind { workload: w.into(), device: device.into(), expected, found });
+    }
+    Ok(func)
+}
+
 /// Make `device` (of kind `expected`) ready for `runner`: a host borrows it when it sits
 /// elsewhere (or takes its handle when it holds it borrowed already, `Scenario::borrow`); a VM
 /// has it from its description.
 pub(crate) fn attach(c: &mut Cluster, guests: &Guests, w: &str, runner_name: &str, device: &str, expected: &'static str) -> WResult<Attached> {
     let runner = runner(c, guests, w, runner_name)?;
-    let func = c.fabric.func_id(device).map_err(|e| WorkloadError::no_such(w, "device", Missing::Fabric(e)))?;
-    let kind = kind_of(c, device);
-    if kind.as_deref() != Some(expected) {
-        let found = kind.map_or_else(|| "an NTB adapter, or a device without a profile".into(), |k| format!("its kind is {k}"));
-        return Err(WorkloadError::WrongKind { workload: w.into(), device: device.into(), expected, found });
-    }
+    let func = check_kind(c, w, device, expected)?;
     let dev = match &runner {
         Runner::Host(host) if c.fabric.func_host(func) == *host => c.kernel(*host).and_then(|k| {
             let d = k.find(device)?;

@@ -8,8 +8,10 @@ use devlend_engine::machine::{Effects, Later};
 use devlend_engine::queue::Ps;
 use devlend_fabric::aer::HotplugStep;
 use devlend_fabric::events::Event;
+use devlend_fabric::model::{FuncId, HostId};
 use devlend_fabric::route::Requester;
 use devlend_host::{Cluster, FaultKind, FaultReport, HResult, Notice};
+use devlend_vm::{VmId, Vmm};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -32,10 +34,10 @@ impl Scenario {
             return Err(WorkloadError::StartInPast { workload: what, at, now: self.now() });
         }
         let report = Rc::new(RefCell::new(None));
-        let (r, t) = (report.clone(), target.to_string());
+        let (r, t, vmm) = (report.clone(), target.to_string(), self.guests.vmm.clone());
         self.m.inject(at, move |c: &mut Cluster| {
             let out = c.inject(k, &t);
-            let effects = out.as_ref().map(effects).unwrap_or_default();
+            let effects = out.as_ref().map(|rep| effects(rep, &vmm)).unwrap_or_default();
             *r.borrow_mut() = Some(out);
             effects
         });
@@ -75,25 +77,42 @@ impl Scenario {
 
 /// What the machine does about a fault's report: stop what it stopped, crash its hosts' threads,
 /// and run each removal's hot-plug steps at their times (each recorded as an `Event::Hotplug`;
-/// the last tells the driver, `Cluster::driver_removed`).
-fn effects(rep: &FaultReport) -> Effects<Cluster> {
-    let later = rep.notices.iter().flat_map(steps).collect();
+/// the last tells the driver, `Cluster::driver_removed`, and where that driver is the
+/// hypervisor's for a VM, one more step tells the guest's, `devlend_vm::unplug`).
+fn effects(rep: &FaultReport, vmm: &Rc<RefCell<Vmm>>) -> Effects<Cluster> {
+    let later = rep.notices.iter().flat_map(|n| steps(n, vmm)).collect();
     Effects { halted: rep.halted.clone(), crashed: rep.crashed.clone(), links_down: rep.links_down.clone(), later }
 }
 
-fn steps(n: &Notice) -> Vec<(Ps, Later<Cluster>)> {
+fn steps(n: &Notice, vmm: &Rc<RefCell<Vmm>>) -> Vec<(Ps, Later<Cluster>)> {
     let func = n.func;
     n.steps
         .iter()
         .map(|&(delay, host, step)| {
+            let vmm = vmm.clone();
             let act: Later<Cluster> = Box::new(move |c: &mut Cluster, at: Ps| {
                 c.fabric.events.push(Event::Hotplug { at, host, func, step });
-                if step == HotplugStep::DriverRemoved {
-                    c.driver_removed(host, func, at);
+                if step != HotplugStep::DriverRemoved {
+                    return Effects::default();
                 }
-                Effects::default()
+                c.driver_removed(host, func, at);
+                match vmm.borrow().guest_with(host, func) {
+                    Some(vm) => {
+                        Effects { later: vec![(devlend_vm::unplug::forward_ps(&c.fabric), guest_told(vmm.clone(), vm, host, func))], ..Effects::default() }
+                    }
+                    None => Effects::default(),
+                }
             });
             (delay, act)
         })
         .collect()
+}
+
+/// The removal of `func` forwarded into VM `vm` on `host`: the guest driver's `remove` runs.
+fn guest_told(vmm: Rc<RefCell<Vmm>>, vm: VmId, host: HostId, func: FuncId) -> Later<Cluster> {
+    Box::new(move |c: &mut Cluster, at: Ps| {
+        c.fabric.events.push(Event::Hotplug { at, host, func, step: HotplugStep::GuestRemoved });
+        vmm.borrow_mut().guest_removed(vm, func, at);
+        Effects::default()
+    })
 }

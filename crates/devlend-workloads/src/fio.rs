@@ -4,7 +4,7 @@
 
 use crate::attach::{attach, Guests, Runner};
 use crate::error::{BadSpec, WResult, WorkloadError};
-use crate::fio_job::{check, FioRun, Job, Rw, DRIVE_BLOCKS};
+use crate::fio_job::{check, check_threads, FioRun, Job, JobSpec, Rw};
 use devlend_devices::nvme::{Controller, Media};
 use devlend_engine::machine::Machine;
 use devlend_engine::queue::Ps;
@@ -47,33 +47,65 @@ impl Fio {
     }
 }
 
-pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, device): (&str, &str), spec: FioSpec, at: Ps) -> WResult<(Fio, Media)> {
-    let invalid = |why| WorkloadError::invalid(w, why);
-    if spec.bs != FIO_BS {
-        return Err(invalid(BadSpec::BlockSize { bs: spec.bs }));
+/// What an fio workload runs: the scenario's short form, or a job file's threads (numjobs expanded).
+pub enum FioJobs {
+    Spec(FioSpec),
+    Threads(Vec<JobSpec>),
+}
+
+impl FioJobs {
+    /// Checked before anything is attached.
+    fn check(&self, w: &str) -> WResult<()> {
+        let invalid = |why| WorkloadError::invalid(w, why);
+        let FioJobs::Spec(spec) = self else { return Ok(()) };
+        if spec.bs != FIO_BS {
+            return Err(invalid(BadSpec::BlockSize { bs: spec.bs }));
+        }
+        check(&spec.job()).map_err(|e| invalid(BadSpec::Fio(e)))?;
+        if spec.numjobs as usize >= devlend_devices::nvme::MAX_QUEUES {
+            return Err(invalid(BadSpec::Jobs { numjobs: spec.numjobs, queues: devlend_devices::nvme::MAX_QUEUES - 1 }));
+        }
+        if spec.iodepth >= devlend_devices::nvme::MAX_QUEUE_ENTRIES {
+            return Err(invalid(BadSpec::IoDepth { iodepth: spec.iodepth, max: devlend_devices::nvme::MAX_QUEUE_ENTRIES - 1 }));
+        }
+        Ok(())
     }
-    let job = Job { rw: spec.rw, iodepth: spec.iodepth, numjobs: spec.numjobs, ios: spec.ios, verify: false, size_blocks: None };
-    check(&job).map_err(|e| invalid(BadSpec::Fio(e)))?;
-    if spec.numjobs as usize >= devlend_devices::nvme::MAX_QUEUES {
-        return Err(invalid(BadSpec::Jobs { numjobs: spec.numjobs, queues: devlend_devices::nvme::MAX_QUEUES - 1 }));
+
+    /// The threads on a drive of `drive` bytes, checked against it.
+    fn threads(self, w: &str, drive: u64) -> WResult<Vec<JobSpec>> {
+        let threads = match self {
+            FioJobs::Spec(spec) => spec.job().threads(drive),
+            FioJobs::Threads(t) => t,
+        };
+        check_threads(&threads, drive).map_err(|e| WorkloadError::invalid(w, BadSpec::Fio(e)))?;
+        Ok(threads)
     }
-    if spec.iodepth >= devlend_devices::nvme::MAX_QUEUE_ENTRIES {
-        return Err(invalid(BadSpec::IoDepth { iodepth: spec.iodepth, max: devlend_devices::nvme::MAX_QUEUE_ENTRIES - 1 }));
+}
+
+impl FioSpec {
+    fn job(&self) -> Job {
+        Job { rw: self.rw, iodepth: self.iodepth, numjobs: self.numjobs, ios: self.ios, verify: false, size_blocks: None }
     }
+}
+
+pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, device): (&str, &str), jobs: FioJobs, at: Ps) -> WResult<(Fio, Media)> {
+    jobs.check(w)?;
     let mut c = m.world();
-    let a = attach(&mut c, guests, w, runner, device, "nvme")?;
+    crate::attach::check_kind(&c, w, device, "nvme")?;
     let media = Media::of_device(&c.fabric, device).map_err(WorkloadError::setup(w))?;
-    let ctrl = Controller::new(&mut c.fabric, a.func, DRIVE_BLOCKS, media);
+    let threads = jobs.threads(w, media.capacity)?;
+    let a = attach(&mut c, guests, w, runner, device, "nvme")?;
+    let ctrl = Controller::new(&mut c.fabric, a.func, media.blocks(), media);
     drop(c);
     m.add_device(a.func, Rc::new(RefCell::new(ctrl)));
     let run = match a.runner {
         Runner::Host(h) => {
-            let run = FioRun::probe(m, w, h, a.dev, job.threads(), at);
+            let run = FioRun::probe(m, w, h, a.dev, threads, at);
             run.jobs(m, at);
             Fio::Host(run)
         }
         Runner::Vm(g) => {
-            let run = FioRun::probe(m, w, g, a.dev, job.threads(), at);
+            let run = FioRun::probe(m, w, g, a.dev, threads, at);
             run.jobs(m, at);
             Fio::Vm(run)
         }

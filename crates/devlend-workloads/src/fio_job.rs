@@ -22,8 +22,6 @@ use devlend_host::{Cluster, DevId, ThreadKernel};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-/// The drive's size for the workload: 2^24 blocks of 512 B (8 GiB).
-pub const DRIVE_BLOCKS: u64 = 1 << 24;
 const BS: u64 = 4096;
 
 /// fio's `rw`: sequential or random, reads, writes or a mix of both.
@@ -74,13 +72,15 @@ pub struct Job {
     pub ios: u32,
     pub verify: bool,
     /// Blocks the workload spans (fio's `size`), split among the jobs; `None`: the whole drive.
-    /// A span past the drive's end gets commands failing with LBA Out of Range.
+    /// A span past the drive's end is refused before the run (`FioError::PastDrive`).
     pub size_blocks: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default)]
 pub struct FioResult {
     pub ios: u64,
+    /// Bytes the completed I/Os moved.
+    pub bytes: u64,
     /// When the first job began its I/O and the last one reaped its last completion, ps.
     pub start_ps: u64,
     pub end_ps: u64,
@@ -119,10 +119,11 @@ pub fn check(job: &Job) -> Result<(), FioError> {
 }
 
 impl Job {
-    /// The job's threads: `numjobs` 4 KiB jobs, each on its own share of the span (so that
-    /// verified writes are its own) with its own random sequence, issuing `ios` commands.
-    pub fn threads(&self) -> Vec<JobSpec> {
-        let region = self.size_blocks.unwrap_or(DRIVE_BLOCKS) / self.numjobs as u64 * BLOCK;
+    /// The job's threads on a drive of `drive` bytes: `numjobs` 4 KiB jobs, each on its own share
+    /// of the span (so that verified writes are its own) with its own random sequence, issuing
+    /// `ios` commands.
+    pub fn threads(&self, drive: u64) -> Vec<JobSpec> {
+        let region = self.size_blocks.unwrap_or(drive / BLOCK) / self.numjobs as u64 * BLOCK;
         (0..self.numjobs as u64)
             .map(|j| JobSpec {
                 rw: self.rw,
@@ -147,34 +148,42 @@ impl Job {
     }
 }
 
-/// Check the threads of a job file before anything is built.
-pub fn check_threads(threads: &[JobSpec]) -> Result<(), FioError> {
+/// Check the threads of a job file against a drive of `drive` bytes before any runs.
+pub fn check_threads(threads: &[JobSpec], drive: u64) -> Result<(), FioError> {
     if threads.is_empty() || threads.len() >= devlend_devices::nvme::MAX_QUEUES {
         return Err(FioError::Invalid { reason: "the drive gives 1 to 16 jobs an I/O queue pair each" });
     }
     if threads.iter().any(|t| t.iodepth >= devlend_devices::nvme::MAX_QUEUE_ENTRIES) {
         return Err(FioError::Invalid { reason: "iodepth must be below the drive's 1024 queue entries" });
     }
-    threads.iter().try_for_each(|t| t.check(DRIVE_BLOCKS * BLOCK))
+    for (j, t) in threads.iter().enumerate() {
+        if t.offset.checked_add(t.size).is_none_or(|e| e > drive) {
+            return Err(FioError::PastDrive { job: j as u16, offset: t.offset, size: t.size, capacity: drive });
+        }
+    }
+    threads.iter().try_for_each(|t| t.check(drive))
 }
 
 /// Run the workload with the driver on host `runner` (borrowing `device` when it sits elsewhere).
+/// A span past the drive's end is refused before the run, naming the drive's capacity.
 pub fn fio(json: &str, runner: &str, device: &str, job: Job) -> Result<FioResult, FioError> {
     check(&job)?;
-    // No drive-size check here: a span past the drive's end is the drive's to refuse (LBA Out of Range).
-    let run = run_threads(json, runner, device, job.threads())?;
+    let run = run_threads(json, runner, device, |drive| job.threads(drive))?;
     run.result()
 }
 
 /// Run job threads (a job file's, numjobs expanded) with the driver on host `runner`, borrowing
 /// `device` when it sits elsewhere; the probe runs first, the jobs start once it has ended.
 pub fn fio_threads(json: &str, runner: &str, device: &str, threads: Vec<JobSpec>) -> Result<FioRun, FioError> {
-    check_threads(&threads)?;
-    run_threads(json, runner, device, threads)
+    run_threads(json, runner, device, |_| threads)
 }
 
-fn run_threads(json: &str, runner: &str, device: &str, threads: Vec<JobSpec>) -> Result<FioRun, FioError> {
-    let (mut m, _ctrl, host, dev) = machine(json, runner, device, DRIVE_BLOCKS).map_err(FioError::Setup)?;
+/// The threads `make` gives for the drive's capacity, checked against it, then run.
+fn run_threads(json: &str, runner: &str, device: &str, make: impl FnOnce(u64) -> Vec<JobSpec>) -> Result<FioRun, FioError> {
+    let (mut m, ctrl, host, dev) = machine(json, runner, device, None).map_err(FioError::Setup)?;
+    let drive = ctrl.borrow().blocks * BLOCK;
+    let threads = make(drive);
+    check_threads(&threads, drive)?;
     let run = FioRun::probe(&mut m, "fio", host, dev, threads, 0);
     m.run().map_err(FioError::Machine)?;
     run.take_failure()?;
@@ -311,6 +320,7 @@ fn summarize(outs: &[&JobOut]) -> FioResult {
     let iops = ios as f64 / (elapsed as f64 * 1e-12);
     FioResult {
         ios,
+        bytes,
         start_ps: start,
         end_ps: end,
         elapsed_ps: elapsed,

@@ -37,20 +37,31 @@ fn chunks(len: u64) -> impl Iterator<Item = (u64, u64)> {
     (0..len).step_by(CHUNK as usize).map(move |off| (off, CHUNK.min(len - off)))
 }
 
-/// The most bytes one copy may hold in simulated memory (the GPU's memory and the runner's buffer
-/// each hold the copy): assumed, so that a run stays within a workstation's RAM; a copy over it is
-/// refused before any memory is taken.
-pub const COPY_BUDGET: u64 = 1 << 30;
+/// Simulated memory a copy of `len` bytes holds: the GPU's memory and the runner's buffer each
+/// hold the copy.
+pub fn copy_memory(len: u64) -> u64 {
+    len.saturating_mul(2)
+}
 
-/// The driver's probe, the copy's size checked against the GPU's memory and `COPY_BUDGET` before
+/// The driver's probe, the copy's size checked against the GPU's memory and the run's
+/// simulated-memory budget (`held` of `budget` bytes taken; `limits.memory_bytes`) before
 /// anything is allocated, and the runner's buffer (holding the source for a host-to-device copy).
-fn prepare<O: Os>(os: &mut O, w: &str, dev: devlend_host::DevId, (dir, len): (Dir, u64)) -> WResult<(Driver, u64)> {
+fn prepare<O: Os>(
+    os: &mut O,
+    w: &str,
+    (dev, window): (devlend_host::DevId, Option<(u64, &str)>),
+    (dir, len): (Dir, u64),
+    (held, budget): (u64, u64),
+) -> WResult<(Driver, u64)> {
     let drv = Driver::probe(os, dev).map_err(WorkloadError::setup(w))?;
     if len == 0 || len > drv.mem_size {
         return Err(WorkloadError::invalid(w, BadSpec::CopySize { len, mem_size: drv.mem_size }));
     }
-    if len > COPY_BUDGET {
-        return Err(WorkloadError::invalid(w, BadSpec::CopyBudget { len, budget: COPY_BUDGET }));
+    if let Some((window, device)) = window.filter(|&(window, _)| len > window) {
+        return Err(WorkloadError::invalid(w, BadSpec::DmaWindow { len, window, device: device.into() }));
+    }
+    if held.saturating_add(copy_memory(len)) > budget {
+        return Err(WorkloadError::invalid(w, BadSpec::MemoryBudget { need: copy_memory(len), held, budget }));
     }
     let buf = os.kmalloc(len).map_err(WorkloadError::host_setup(w, "kmalloc"))?;
     if dir == Dir::HtoD {
@@ -62,12 +73,23 @@ fn prepare<O: Os>(os: &mut O, w: &str, dev: devlend_host::DevId, (dir, len): (Di
 }
 
 /// Attach and probe `device` for `runner` (a host or a VM), fill the source, and start the
-/// copy's thread at `at`.
-pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, device): (&str, &str), dir: Dir, len: u64, at: Ps) -> WResult<GpuCopy> {
+/// copy's thread at `at`. `memory`: the simulated memory the run's workloads hold already, and
+/// its budget. A borrowed GPU maps the runner's buffer whole into its DMA window: a copy larger
+/// than the window is refused here, not when the driver's mapping fails.
+pub(crate) fn start(
+    m: &mut Machine<Cluster>,
+    guests: &Guests,
+    w: &str,
+    (runner, device): (&str, &str),
+    (dir, len): (Dir, u64),
+    memory: (u64, u64),
+    at: Ps,
+) -> WResult<GpuCopy> {
     let mut c = m.world();
     let a = attach(&mut c, guests, w, runner, device, "gpu")?;
+    let window = c.dma_window_size(a.func).map(|size| (size, device));
     let gpu = Gpu::new(&mut c.fabric, a.func).map_err(WorkloadError::setup(w))?;
-    let prepared = with_os!(&a.runner, c, |os| Ok(prepare(os, w, a.dev, (dir, len))));
+    let prepared = with_os!(&a.runner, c, |os| Ok(prepare(os, w, (a.dev, window), (dir, len), memory)));
     let (drv, buf) = prepared.map_err(WorkloadError::host_setup(w, "the runner's kernel"))??;
     if dir == Dir::DtoH {
         for (off, n) in chunks(len) {

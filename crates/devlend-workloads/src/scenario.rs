@@ -2,8 +2,9 @@
 
 use crate::attach::Guests;
 use crate::error::{BadSpec, Missing, Unreached, WResult, WorkloadError};
-use crate::fio::FioSpec;
+use crate::fio::{FioJobs, FioSpec};
 use crate::fio_job::FioResult;
+use crate::fio_job::JobSpec;
 use crate::ntb_perf::{NtbPerf, NtbPerfResult, NtbPerfSpec};
 use crate::pingpong::{PingPong, RoundTrips, Via};
 use crate::stats::engine_params;
@@ -125,7 +126,7 @@ pub struct Scenario {
     /// Per NVMe drive in use: its media parameters.
     media: Vec<(String, devlend_devices::nvme::Media)>,
     /// The topology's VMs, runners as hosts are.
-    guests: Guests,
+    pub(crate) guests: Guests,
     /// Faults injected (`fault`).
     pub(crate) faults: Vec<crate::fault::FaultEntry>,
     /// Go on past a workload's failure (`outcome`), and each failed workload's first failure.
@@ -133,6 +134,8 @@ pub struct Scenario {
     pub(crate) failures: HashMap<String, crate::outcome::Outcome>,
     /// Devices the lender scrubs after a return: until when, and how (`devlend_host::hygiene`).
     pub(crate) scrubbing: HashMap<String, (Ps, devlend_host::ScrubHow)>,
+    /// Simulated memory the workloads hold (GPU copies' buffers), against `limits.memory_bytes`.
+    memory: u64,
 }
 
 impl Scenario {
@@ -149,6 +152,7 @@ impl Scenario {
             keep_going: false,
             failures: HashMap::new(),
             scrubbing: HashMap::new(),
+            memory: 0,
         }
     }
 
@@ -232,9 +236,11 @@ impl Scenario {
     pub fn add_gpu_copy(&mut self, name: &str, runner: &str, gpu: &str, dir: Dir, bytes: u64, at: Ps) -> WResult<()> {
         self.admit(name, at)?;
         self.claim(name, gpu)?;
-        let copy = crate::gpu::start(&mut self.m, &self.guests, name, (runner, gpu), dir, bytes, at).inspect_err(|_| {
+        let budget = self.m.world().fabric.tuning.limits.memory_bytes;
+        let copy = crate::gpu::start(&mut self.m, &self.guests, name, (runner, gpu), (dir, bytes), (self.memory, budget), at).inspect_err(|_| {
             self.users.remove(gpu);
         })?;
+        self.memory += crate::gpu::copy_memory(bytes);
         self.entries.push(Entry { name: name.into(), kind: Kind::GpuCopy, at, bytes, track: Track::Gpu(copy), device: Some(gpu.into()) });
         Ok(())
     }
@@ -274,13 +280,23 @@ impl Scenario {
 
     /// An fio job on `drive` by `runner` from `at` (the driver's probe first, then the jobs).
     pub fn add_fio(&mut self, name: &str, runner: &str, drive: &str, spec: FioSpec, at: Ps) -> WResult<()> {
+        let bytes = spec.ios as u64 * spec.numjobs as u64 * spec.bs;
+        self.add_fio_jobs(name, runner, drive, FioJobs::Spec(spec), bytes, at)
+    }
+
+    /// A job file's fio threads (fio's options, numjobs expanded: `fio_job::JobSpec`) on `drive`
+    /// by `runner` from `at`; their region is checked against the drive's capacity first.
+    pub fn add_fio_threads(&mut self, name: &str, runner: &str, drive: &str, threads: Vec<JobSpec>, at: Ps) -> WResult<()> {
+        self.add_fio_jobs(name, runner, drive, FioJobs::Threads(threads), 0, at)
+    }
+
+    fn add_fio_jobs(&mut self, name: &str, runner: &str, drive: &str, jobs: FioJobs, bytes: u64, at: Ps) -> WResult<()> {
         self.admit(name, at)?;
         self.claim(name, drive)?;
-        let (run, media) = crate::fio::start(&mut self.m, &self.guests, name, (runner, drive), spec, at).inspect_err(|_| {
+        let (run, media) = crate::fio::start(&mut self.m, &self.guests, name, (runner, drive), jobs, at).inspect_err(|_| {
             self.users.remove(drive);
         })?;
         self.media.push((drive.into(), media));
-        let bytes = spec.ios as u64 * spec.numjobs as u64 * spec.bs;
         self.entries.push(Entry { name: name.into(), kind: Kind::Fio, at, bytes, track: Track::Fio(run), device: Some(drive.into()) });
         Ok(())
     }
@@ -344,7 +360,7 @@ impl Scenario {
             }
             Track::Fio(run) => {
                 let f = run.result().map_err(WorkloadError::failed(&e.name))?;
-                (r.start, r.end) = (f.start_ps, Some(f.end_ps));
+                (r.start, r.end, r.bytes) = (f.start_ps, Some(f.end_ps), f.bytes);
                 r.fio = Some(f);
             }
         }

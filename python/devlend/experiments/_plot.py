@@ -19,6 +19,10 @@ _PALETTE = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab
             "tab:olive", "tab:cyan", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94"]
 
 
+# One marker per series of a panel, in this order (see Figure.line).
+_MARKERS = "osD^vP<X>hp*"
+
+
 def points(rows: Iterable[dict], x: str, y: str, **match: Any) -> tuple[list, list]:
     """The (x, y) values of the rows whose fields equal ``match``, skipping rows without a y value."""
     pts = [(r[x], r[y]) for r in rows if all(r.get(k) == v for k, v in match.items()) and r.get(y) not in (None, "")]
@@ -84,9 +88,18 @@ class Figure:
 
     def line(self, ax, xs: list, ys: list, label: str, style: str = "-o", *, key: Optional[str] = None,
              markersize: float = 4, **kw: Any) -> None:
-        """One series; its colour follows ``key`` (default: the label) unless ``color`` is given."""
+        """One series; its colour follows ``key`` (default: the label) unless ``color`` is given.
+        No series hides another: each series of a panel gets its own marker (the style's line kept),
+        and every one after the first is drawn hollow and a little larger, so that coinciding
+        series stay visible one around the other."""
         kw.setdefault("color", self.colour(key or label))
-        ax.plot(xs, ys, style, label=label, markersize=markersize, **kw)
+        n = sum(1 for line in ax.get_lines() if not line.get_label().startswith("_"))
+        linestyle = next((ls for ls in ("--", "-.", "-", ":") if style.startswith(ls)), "None")
+        kw["marker"] = _MARKERS[n % len(_MARKERS)]
+        if n:
+            kw.setdefault("markerfacecolor", "none")
+            markersize += 1.5
+        ax.plot(xs, ys, linestyle=linestyle, label=label, markersize=markersize, **kw)
 
     def bars(self, ax, names: list, values: list, **kw: Any) -> None:
         """One bar per name, each in its name's colour unless ``color`` is given."""

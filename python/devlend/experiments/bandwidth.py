@@ -63,11 +63,18 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
                             plot=plot)
 
 
+# 001 §7.3.1: reads that do not cross a root reach "a little under 6 GB/s" (a paper value, drawn beside ours).
+PAPER_READ_GBPS = (6.0, "paper (001 §7.3.1): reads a little under 6 GB/s")
+
+
 def plot(res: ExperimentResult, path: str) -> None:
-    """Two panels as in Fig 10: DMA write and DMA read bandwidth against transfer size."""
+    """Two panels as in Fig 10: DMA write and DMA read bandwidth against transfer size, with the
+    paper's read figure beside ours."""
     with Figure(path, ncols=2, size=(10, 4), sharey=True, title="devlend: bandwidthTest to a remote Quadro K420 (cf. 000 Fig 10)") as f:
         for ax, key, title in zip(f.axes, ("write_GBps", "read_GBps"), ("DMA write (device to host)", "DMA read (host to device)")):
             for scenario, style in zip(SCENARIOS, ("-o", "-s", "-^")):
                 f.line(ax, *points(res.rows, "size", key, scenario=scenario), scenario, style)
             axes(ax, xlabel="transfer size (bytes)", title=title, logx=True, legend=None)
+        f.axes[1].axhline(PAPER_READ_GBPS[0], color="grey", ls=":", lw=1, label=PAPER_READ_GBPS[1])
+        axes(f.axes[1], grid=False, legend=8)
         axes(f.axes[0], ylabel="bandwidth (GB/s)", grid=False, legend=10)

@@ -143,6 +143,10 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
               "the drivers notice by their own timeouts where nothing tells them sooner: NVMe's I/O timeout (Linux nvme_core.io_timeout, 30 s) "
               "reads CSTS (all ones: the controller is gone), the GPU's copy watchdog (1 s, assumed) reads BAR 0 (all ones: Xid 79); "
               "CPU stores to a target that is gone are dropped silently, as PCIe posts them",
+              "poisoned completion (PCIe Base 3.0 §2.7.2.2): the GPU's copy engine receives its read data poisoned and fails the copy at once "
+              "(the error notifier says so); the NVMe controller's next command fetch comes back poisoned, and a command whose identifier is in "
+              "the lost bytes cannot be completed (CSTS.CFS): the driver's timeout finds it (a write whose data alone is poisoned completes "
+              "with Data Transfer Error at once: tests/test_faults.py, crates/devlend-workloads/tests/poison.rs)",
               "mappings_left: what no live lend owns once every lend is ended (devlend-host's leftover checker: NTB translations, LUT entries, IOMMU context entries and mapped bytes; must be 0)"]
     cols = ["fault", "kind", "target", "workload", "outcome", "fault_us", "bytes_before", "bytes_after", "bytes_without_fault", "noticed_after_us", "lends_ended",
             "mappings_left", "aer", "hotplug", "application_saw"]

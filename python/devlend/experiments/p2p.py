@@ -61,6 +61,11 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
                             columns=["scenario", "size", "GBps"], rows=rows, notes=notes, plot=plot)
 
 
+# 001 §7.3.1 (targets.md, D2): reads that do not cross a root reach "a little under 6 GB/s" (a paper
+# value, drawn beside ours on the peer-to-peer panels).
+PAPER_NO_ROOT_GBPS = (6.0, "paper (001 §7.3.1): not crossing a root, a little under 6 GB/s")
+
+
 def plot(res: ExperimentResult, path: str) -> None:
     """Fig 12's layout: top row peer-to-peer, bottom row via RAM; columns Loc, 1L, 2L."""
     groups = {("P2P", "Loc"): ["Loc-P2P-SW", "Loc-P2P-Root"], ("P2P", "1L"): ["1L-P2P-SW", "1L-P2P-IOMMU", "Loc-P2P-SW", "Loc-P2P-Root"],
@@ -73,5 +78,7 @@ def plot(res: ExperimentResult, path: str) -> None:
                 for name in groups[kind, where]:
                     f.line(ax, *points(res.rows, "size", "GBps", scenario=name), name,
                            "--" if name.startswith("Loc") and where != "Loc" else "-", marker="o", markersize=3)
+                if kind == "P2P":
+                    ax.axhline(PAPER_NO_ROOT_GBPS[0], color="grey", ls=":", lw=1, label=PAPER_NO_ROOT_GBPS[1])
                 axes(ax, xlabel="transfer size (bytes)" if i == 1 else None, ylabel="bandwidth (GB/s)" if j == 0 else None,
                      title=f"{where}-{kind}", logx=True, legend=7)

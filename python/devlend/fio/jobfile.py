@@ -15,7 +15,7 @@ from typing import Optional
 from ..errors import DevlendError
 from . import options as o
 
-DRIVE_BYTES = 8 << 30          # the simulated drive (devlend-workloads' DRIVE_BLOCKS x 512 B)
+DRIVE_BYTES = 8 << 30          # a drive whose profile gives no capacity (devlend-devices' nvme::DEFAULT_CAPACITY)
 RWS = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw")
 ASYNC_ENGINES = ("libaio", "io_uring", "io_uring_cmd", "posixaio", "spdk")
 SYNC_ENGINES = ("psync", "sync", "pvsync", "pvsync2", "vsync")
@@ -66,7 +66,15 @@ class Job:
         return 1 if self.ioengine in SYNC_ENGINES else self.iodepth
 
 
-def _set(job: Job, key: str, value: Optional[str]) -> Optional[str]:
+class FioOptionError(ValueError):
+    """One option devlend refuses: the option, and why (without where it was written)."""
+
+    def __init__(self, key: str, why: str):
+        super().__init__(why)
+        self.key, self.why = key, why
+
+
+def _set(job: Job, key: str, value: Optional[str], drive: int = DRIVE_BYTES) -> Optional[str]:
     """Apply one option; returns a note when it is ignored or mapped. Raises ValueError/KeyError."""
     need = lambda: value if value is not None else (_ for _ in ()).throw(ValueError("expected a value"))  # noqa: E731
     if key in IGNORED:
@@ -96,7 +104,7 @@ def _set(job: Job, key: str, value: Optional[str]) -> Optional[str]:
     elif key == "numjobs":
         job.numjobs = o.integer(need(), 1, 16)
     elif key in ("size", "offset", "io_size", "io_limit"):
-        n = o.size(need(), DRIVE_BYTES)
+        n = o.size(need(), drive)
         setattr(job, {"io_limit": "io_size"}.get(key, key), n)
     elif key == "number_ios":
         job.number_ios = o.integer(need(), 1)
@@ -145,16 +153,26 @@ def _set(job: Job, key: str, value: Optional[str]) -> Optional[str]:
     return None
 
 
-def _apply(job: Job, key: str, value: Optional[str], where: str) -> None:
+def apply(job: Job, key: str, value: Optional[str], drive: int = DRIVE_BYTES) -> None:
+    """Apply fio option `key` (its value as fio's text; None: the option alone) to `job`, on a
+    drive of `drive` bytes (for ``size=50%``); FioOptionError says why one is refused. The one
+    option parser of job files, fio-form overrides, scenario files and run-workloads."""
     try:
-        note = _set(job, key, value)
+        note = _set(job, key, value, drive)
     except KeyError:
-        raise FioJobError(f"{where}: option {key!r} is not one devlend models (see `devlend fio --help` for those it does)") from None
+        raise FioOptionError(key, f"option {key!r} is not one devlend models (see `devlend fio --help` for those it does)") from None
     except ValueError as e:
-        raise FioJobError(f"{where}: option {key!r}: {e}") from None
+        raise FioOptionError(key, f"option {key!r}: {e}") from None
     job.options[key] = value if value is not None else ""
     if note and note not in job.notes:
         job.notes.append(note)
+
+
+def _apply(job: Job, key: str, value: Optional[str], where: str, drive: int = DRIVE_BYTES) -> None:
+    try:
+        apply(job, key, value, drive)
+    except FioOptionError as e:
+        raise FioJobError(f"{where}: {e.why}") from None
 
 
 def parse_ini(text: str, path: str) -> list[tuple[str, list[tuple[str, Optional[str], int]]]]:
@@ -187,26 +205,27 @@ def parse_overrides(args: list[str]) -> list[tuple[str, Optional[str]]]:
     return out
 
 
-def load(text: str, path: str, overrides: list[tuple[str, Optional[str]]] = ()) -> tuple[list[Job], dict]:
-    """The jobs of a job file, with ``overrides`` applied to each; and the global options as written."""
+def load(text: str, path: str, overrides: list[tuple[str, Optional[str]]] = (), drive: int = DRIVE_BYTES) -> tuple[list[Job], dict]:
+    """The jobs of a job file, with ``overrides`` applied to each, on a drive of `drive` bytes;
+    and the global options as written."""
     sections = parse_ini(text, path)
     base, global_opts, jobs, group = Job(name="global"), {}, [], 0
     for name, opts in sections:
         if name == "global":
             for key, value, n in opts:
-                _apply(base, key, value, f"{path}:{n}")
+                _apply(base, key, value, f"{path}:{n}", drive)
                 global_opts[key] = value if value is not None else ""
             continue
         job = Job(**{**base.__dict__, "name": name, "options": {}, "notes": list(base.notes),
                      "bssplit": list(base.bssplit), "percentiles": list(base.percentiles)})
         for key, value, n in opts:
-            _apply(job, key, value, f"{path}:{n}")
+            _apply(job, key, value, f"{path}:{n}", drive)
         for key, value in overrides:
-            _apply(job, key, value, f"command line --{key}")
+            _apply(job, key, value, f"command line --{key}", drive)
         if job.stonewall and jobs:
             group += 1
         job.group = group
-        _finish(job, path)
+        finish(job, f"{path}: job {job.name!r}", drive)
         jobs.append(job)
     if not jobs:
         raise FioJobError(f"{path}: no job sections (only [global]); add one such as [job1]")
@@ -217,16 +236,18 @@ def load(text: str, path: str, overrides: list[tuple[str, Optional[str]]] = ()) 
     return jobs, global_opts
 
 
-def _finish(job: Job, path: str) -> None:
-    """Defaults that depend on other options, and the checks fio makes before it starts."""
-    where = f"{path}: job {job.name!r}"
+def finish(job: Job, where: str, drive: int = DRIVE_BYTES) -> None:
+    """Defaults that depend on other options, and the checks fio makes before it starts, on a
+    drive of `drive` bytes (its capacity: the profile's, or ``devices.NAME.capacity``)."""
     if job.rwmixread is None:
         job.rwmixread = {"read": 100, "randread": 100, "write": 0, "randwrite": 0}.get(job.rw, 50)
+    if job.offset >= drive:
+        raise FioJobError(f"{where}: offset {job.offset} is past the end of the drive, which holds {drive} bytes")
     if job.size is None:
-        job.size = DRIVE_BYTES - job.offset
-    if job.offset + job.size > DRIVE_BYTES:
-        raise FioJobError(f"{where}: offset {job.offset} plus size {job.size} runs past the simulated drive's "
-                          f"{DRIVE_BYTES} bytes ({DRIVE_BYTES >> 30} GiB)")
+        job.size = drive - job.offset
+    if job.offset + job.size > drive:
+        raise FioJobError(f"{where}: offset {job.offset} plus size {job.size} runs past the end of the drive, "
+                          f"which holds {drive} bytes (its capacity: the profile's, or devices.NAME.capacity)")
     bad = [b for b, _ in job.bssplit if b % 512 or b > (1 << 20) or b == 0]
     if bad:
         raise FioJobError(f"{where}: block size {bad[0]}: expected a multiple of 512 bytes, at most 1 MiB "
@@ -278,3 +299,31 @@ def check_budget(jobs: list[Job], path: str) -> None:
         raise FioJobError(f"{path}: the jobs may issue up to {n:,} I/Os, more than devlend simulates in one run "
                           f"({MAX_IOS:,}); shorten them, e.g. --runtime=100ms or --size=64m (a simulated second of a "
                           f"fast drive is up to {CEILING_IOPS:,} I/Os)")
+
+
+def capacity(topology_json: str, device: str) -> int:
+    """Drive `device`'s capacity in bytes: its profile's, or what the topology's params set."""
+    from .. import _core
+    from ..errors import FabricError
+    try:
+        return _core.nvme_capacity(topology_json, device)
+    except _core.FabricError as e:
+        raise FabricError(str(e)) from None
+
+
+def job_from_options(name: str, options: list[tuple[str, Optional[str]]], drive: int, where: str) -> Job:
+    """One job from fio options given outside a job file (a scenario file's fio action,
+    run-workloads' --fio), read and checked as a job file's section is, on a drive of `drive`
+    bytes. Unless the options say otherwise: an asynchronous engine (libaio, so that iodepth
+    holds), and 1000 I/Os when nothing else ends the job. FioOptionError names a refused option;
+    FioJobError (at `where`) a job that cannot run."""
+    given = {k for k, _ in options}
+    defaults: list[tuple[str, Optional[str]]] = [] if "ioengine" in given else [("ioengine", "libaio")]
+    if not given & {"number_ios", "size", "io_size", "io_limit", "runtime", "timeout"}:
+        defaults.append(("number_ios", "1000"))
+    job = Job(name=name)
+    for key, value in defaults + list(options):
+        apply(job, key, value, drive)
+    finish(job, f"{where}: job {name!r}", drive)
+    check_budget([job], where)
+    return job

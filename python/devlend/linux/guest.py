@@ -4,15 +4,22 @@ tmpfs where it must write, a small init that runs the user's commands and powers
 console captured to ``console.log`` beside the results, and devlend's device server (Rust,
 ``devlend-uml``) answering the guest's PCI accesses on one socket per device.
 
-Time: the guest's clock runs free (wall clock); the device server runs devlend's engine for each
-access, so the simulated clock advances by what the fabric and the drive take, guest CPU work
-costing no simulated time. UML's time-travel mode (the engine as the guest's clock) is not yet
-wired: latencies fio reports inside the guest are wall-clock, not simulated.
+Time: a guest with a device runs on devlend's engine (UML's ``time-travel=ext:``, the device
+server its controller, ``crates/devlend-uml/src/clock.rs``). Timed: every MMIO store (started on
+the engine at the guest's time, landing when the fabric delivers it), every MMIO load (the guest
+sees the answer when the load completes on the engine, at the next microsecond of virt-pci's
+polling loop), every DMA of the drive and every interrupt (delivered at the simulated time its
+MSI lands). Not timed: the guest's CPU work, which costs no simulated time (UML's time travel
+has no CPU model; a time read costs UML's fixed 256 ns), and config space accesses (relayed by
+software in Device Lending, not TLPs the model times). So what fio reports inside the guest is
+simulated time, and two runs of one job report the same latencies. A guest without a device has
+no model to take its time from and runs on the wall clock.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import tempfile
@@ -49,6 +56,20 @@ class GuestResult:
     console: Path
     device: dict = field(default_factory=dict)
     wall_s: float = 0.0
+    #: The console's lines from the kernel's block and NVMe layers (a fault's reaction: timeouts,
+    #: aborts, resets, removal, I/O errors).
+    driver_lines: list[str] = field(default_factory=list)
+
+
+#: Console lines that tell what the kernel's NVMe driver and block layer did.
+DRIVER_LINE = re.compile(r"nvme|blk_update_request|I/O error|Buffer I/O|pci 0000")
+
+
+def driver_lines(console: Path) -> list[str]:
+    try:
+        return [ln for ln in console.read_text(errors="replace").splitlines() if DRIVER_LINE.search(ln)]
+    except OSError:
+        return []
 
 
 INIT = """#!/bin/sh
@@ -76,11 +97,40 @@ def _tail(path: Path, n: int = 25) -> str:
         return ""
 
 
+def _wait(p: subprocess.Popen, servers: list[threading.Thread], timeout_s: float) -> None:
+    """Wait for the guest; a device server that ended first (an error: the guest can no longer
+    run without its controller) ends the guest at once instead of at the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while p.poll() is None:
+        if time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(p.args, timeout_s)
+        if servers and not any(t.is_alive() for t in servers):
+            try:
+                p.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, 9)
+                p.wait()
+            return
+        time.sleep(0.05)
+
+
 def run(topology, host: str, commands: list[str], *, device: str | None = None, outdir: str | os.PathLike | None = None,
-        kernel: str | None = None, mem: str = "256M", timeout_s: float = 120.0, blocks: int = 1 << 21) -> GuestResult:
+        kernel: str | None = None, mem: str = "256M", timeout_s: float = 120.0, blocks: int = 1 << 21,
+        faults: list[tuple[str, str, int]] = ()) -> GuestResult:
     """Boot a guest for ``host`` of ``topology`` (a devlend Topology), with drive ``device``
     (borrowed when it sits in another host) on its PCI, run ``commands`` in order, power off.
-    Each command's output and exit status come back; the console is kept in ``outdir``."""
+    Each command's output and exit status come back; the console is kept in ``outdir``.
+    ``faults``: (kind, target, at_ns) injected on the engine at that simulated time (the kinds
+    of ``devlend.pool.FAULT_KINDS``, e.g. ("surprise-removal", "nvme0", 200_000_000) or
+    ("link-down", "ntb-b", ...)); the kernel's reaction is in ``driver_lines``."""
+    fault_list = []
+    for f in faults:
+        kind, target, at = f
+        if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at < 2**62:
+            raise LinuxGuestError(f"fault {kind} at {target}: at_ns={at!r}, expected a whole number of simulated ns", "topology")
+        fault_list.append((at, str(kind), str(target)))
+    if fault_list and not device:
+        raise LinuxGuestError("faults need a device: without one the guest runs on the wall clock", "topology")
     from .build import build
     devices = [device] if device else []
     if len(devices) > UML_MAX_DEVICES:
@@ -97,13 +147,14 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
     console = out / "console.log"
     topo_json = topology.to_json()
     sockets, servers, results, errors = [], [], {}, {}
+    time_sock = str(out / "time.sock")
     for d in devices:
         sock = str(out / f"{d}.sock")
         sockets.append(sock)
 
         def serve(d=d, sock=sock):
             try:
-                results[d] = _core.uml_serve(topo_json, host, d, sock, blocks, timeout_s)
+                results[d] = _core.uml_serve(topo_json, host, d, sock, time_sock, blocks, timeout_s, fault_list)
             except Exception as e:  # noqa: BLE001 - reported below with the console
                 errors[d] = e
         t = threading.Thread(target=serve, daemon=True)
@@ -112,18 +163,23 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
     for s in sockets:
         while not os.path.exists(s) and not errors:
             time.sleep(0.01)
+    if errors:
+        d, e = next(iter(errors.items()))
+        raise LinuxGuestError(f"device server for {d}: {e}", "device")
     argv = [kernel, f"mem={mem}", "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro", f"init={init}",
             "con=null", "con0=null,fd:1", "umid=devlend",
             # virt-pci polls a read's answer for max_delay_us loops of udelay(1) (40000 by
             # default); a loaded machine can take longer to answer, so allow 10 s.
             "virt_pci.max_delay_us=10000000"]
     argv += [f"virtio_uml.device={s}:{VIRTIO_DEVICE_ID}" for s in sockets]
+    if devices:
+        argv.append(f"time-travel=ext:{time_sock}")
     start = time.monotonic()
     with open(console, "wb") as con:
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=con, stderr=subprocess.STDOUT, cwd=out,
                              start_new_session=True, env=dict(os.environ, TMPDIR=str(out)))
         try:
-            p.wait(timeout=timeout_s)
+            _wait(p, servers, timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, 9)
             p.wait()
@@ -143,4 +199,4 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
         outs.append((out / f"cmd-{i}.out").read_text(errors="replace") if (out / f"cmd-{i}.out").exists() else "")
         rc = (out / f"cmd-{i}.rc").read_text().strip() if (out / f"cmd-{i}.rc").exists() else "-1"
         rcs.append(int(rc or -1))
-    return GuestResult(outs, rcs, console, results.get(device, {}) if device else {}, wall)
+    return GuestResult(outs, rcs, console, results.get(device, {}) if device else {}, wall, driver_lines(console))

@@ -158,6 +158,10 @@ def main_import(tree: Optional[str], verbose: Optional[str], sysfs: Optional[str
             raise TopologyError("need the 'lspci -vvv' output beside the tree (or a saved sysfs directory)", file=tree)
         res = parse_lspci(_read_text(tree), _read_text(verbose), host_name=host, cpu=cpu, ram=ram_bytes,
                           tree_file=tree, verbose_file=verbose)
+    import warnings
+    from .profiles import ProfileWarning
+    for w in res.warnings:
+        warnings.warn(w, ProfileWarning, stacklevel=2)
     return write_output(res.to_yaml(), output)
 
 

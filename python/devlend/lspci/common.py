@@ -70,6 +70,8 @@ class ImportResult:
     description: dict
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # What a user should see on the terminal too (also among the notes): a default profile used.
+    warnings: list[str] = field(default_factory=list)
     components: dict[str, list[str]] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
     origins: dict[str, Loc] = field(default_factory=dict, repr=False)

@@ -29,3 +29,26 @@ def profile_of(fn: _Fn) -> Optional[str]:
     if profile == "optane-900p" and "p4800x" in fn.subsystem.lower():
         return "optane-p4800x"
     return profile
+
+
+# kind -> the profile whose model parameters a device of that kind is driven with when its IDs
+# are not in KNOWN (devlend-devices' nvme::DEFAULT_PROFILE, a drive's media), so that it can be
+# borrowed and do DMA; the import says so as a warning. A GPU needs none: without a profile its
+# memory is its BAR 1's size and its timing devlend's global [timing] values.
+DEFAULT: dict[str, str] = {"nvme": "optane-900p"}
+
+
+class ProfileWarning(UserWarning):
+    """An imported device got its kind's default profile (its IDs are not known)."""
+
+
+def warn_default(topology, device: str) -> None:
+    """Warn (ProfileWarning) when NVMe drive `device` of `topology` has no profile, so that its
+    media is the default profile's (``devlend._core.NVME_DEFAULT_PROFILE``)."""
+    import warnings
+    from .. import _core
+    d = next((d for d in topology.devices if d.name == device), None)
+    if d is not None and d.profile is None and d.kind == "nvme":
+        warnings.warn(f"{device} has no profile: driven with the default NVMe profile {_core.NVME_DEFAULT_PROFILE}'s media "
+                      f"timing and capacity (set devices.{device}.media_* and capacity in params to change them)",
+                      ProfileWarning, stacklevel=3)

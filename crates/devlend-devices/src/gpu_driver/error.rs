@@ -25,6 +25,9 @@ pub enum GpuError {
     FellOffBus { ce: usize, watchdog_ps: u64, read: Option<HostError> },
     /// The copy engine stopped on a DMA fault at bus address `addr`.
     DmaFault { addr: u64 },
+    /// Copy engine `ce`'s copy failed: a read came back as a poisoned completion (its error
+    /// notifier says so; CUDA reports an uncorrectable error on the copy).
+    Poisoned { ce: usize },
     /// The copy engine refused a range outside device memory.
     OutOfRange,
     /// The copy engine refused the command (direction or length).
@@ -59,6 +62,9 @@ impl fmt::Display for GpuError {
             }
             GpuError::DmaFault { addr } => {
                 write!(f, "copy engine DMA fault at bus address {addr:#x}: not mapped for the GPU, or the GPU may not master the bus")
+            }
+            GpuError::Poisoned { ce } => {
+                write!(f, "copy engine {ce}'s copy failed: a DMA read came back as a poisoned completion (EP), its data discarded and reported through AER")
             }
             GpuError::OutOfRange => write!(f, "copy engine refused a range outside device memory"),
             GpuError::Refused => write!(f, "copy engine refused the command (direction or length)"),

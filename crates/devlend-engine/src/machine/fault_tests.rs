@@ -176,3 +176,39 @@ fn a_completion_timeout_and_a_poisoned_read_are_aer_errors_delivered_to_the_root
     assert!(matches!(f.nodes[detect.root_port as usize].kind, devlend_fabric::model::NodeKind::RootPort { .. }));
     assert!(got[1].0 >= cto + aer_ps, "detected when the timeout expired");
 }
+
+/// A device that DMA-reads `len` bytes at the bus address written to its BAR 0, keeping the end.
+struct Reader {
+    len: u64,
+    done: Rc<std::cell::RefCell<Option<FlowDone>>>,
+}
+
+impl Device<Fabric> for Reader {
+    fn mmio_write(&mut self, cx: &mut Cx<Fabric>, _bar: u8, _offset: u64, tlp: &devlend_wire::Tlp) {
+        let at = u64::from_le_bytes(tlp.payload[..8].try_into().unwrap());
+        cx.dma_read(at, self.len, 7).unwrap();
+    }
+    fn dma_done(&mut self, _cx: &mut Cx<Fabric>, done: FlowDone) {
+        *self.done.borrow_mut() = Some(done);
+    }
+}
+
+#[test]
+fn a_device_dma_read_of_a_poisoned_page_stops_there_with_a_poisoned_completion() {
+    let f = testbed();
+    let (func, lender, borrower) = (f.func_id("gpu0").unwrap(), f.host_id("lender").unwrap(), f.host_id("borrower").unwrap());
+    let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();
+    let w = super::super::tests::window(&f);
+    let mut m = Machine::new(f);
+    let done = Rc::new(std::cell::RefCell::new(None));
+    m.add_device(func, Rc::new(std::cell::RefCell::new(Reader { len: MIB, done: done.clone() })));
+    // An uncorrectable error in the page 64 KiB into the window's memory in the borrower.
+    m.world().ram_poison(borrower, 0x4001_0000);
+    m.spawn("driver", 0, move |t| t.cpu_write(lender, bar0, &w.to_le_bytes()));
+    m.run().unwrap();
+    let d = done.borrow_mut().take().expect("the read ended");
+    assert_eq!(d.fault, Some((w + 0x1_0000, Failure::Poisoned { func })), "the flow stopped at the poisoned page, the device the receiver");
+    assert_eq!(m.moved(Requester::Func(func)), 0x1_0000, "what came before it was served");
+    let f = m.into_world().ok().unwrap();
+    assert_eq!(aer(&f).iter().map(|a| (a.1, a.2)).collect::<Vec<_>>(), vec![(devlend_fabric::aer::AerError::PoisonedTlp, "non-fatal")]);
+}

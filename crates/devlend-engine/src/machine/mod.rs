@@ -316,6 +316,29 @@ impl<W: World> Machine<W> {
         Ok(())
     }
 
+    /// When the next event is due (None: nothing is left to happen). Nothing can change before
+    /// it unless someone outside starts something: a guest synchronised to this clock may run
+    /// freely up to it.
+    pub fn next_event_at(&self) -> Option<Ps> {
+        self.core.borrow().sim.next_time()
+    }
+
+    /// As [`Machine::run_until`], but stop early, at the time of the event after which `stop`
+    /// holds (true then). The clock never passes `at`, so what is started at `at` or later
+    /// afterwards is in order.
+    pub fn run_until_or(&mut self, at: Ps, mut stop: impl FnMut(&mut W) -> bool) -> Result<bool, MachineError> {
+        let i = self.push_pending(fault::Pending::Stop);
+        let at = at.max(self.now());
+        self.core.borrow_mut().set_timer(at, Owner::Machine(i), 0);
+        while self.pending[i].is_some() && self.step()? {
+            if stop(&mut self.world.borrow_mut()) {
+                self.pending[i] = None;
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// One event: a failure recorded so far ends the run; false once nothing is left to happen.
     fn step(&mut self) -> Result<bool, MachineError> {
         if let Some(e) = self.error.take() {

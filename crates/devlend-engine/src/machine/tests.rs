@@ -21,7 +21,7 @@ fn testbed_with(lender_iommu: bool) -> Fabric {
     f
 }
 
-fn window(f: &Fabric) -> u64 {
+pub(super) fn window(f: &Fabric) -> u64 {
     f.peer_mw_get_addr(f.ntb_id("ntb-l").unwrap(), 1).unwrap().0
 }
 

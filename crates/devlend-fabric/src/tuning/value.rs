@@ -26,9 +26,38 @@ pub enum Kind {
     Picoseconds,
     Metres,
     Flag,
+    /// A link's PCIe generation: 1 to 5 (2.5 to 32 GT/s, PCIe Base 5.0 §4.2).
+    Gen,
+    /// A link's width in lanes: x1, x2, x4, x8, x12 or x16 (PCIe Base 3.0 §4.2.4.1).
+    Width,
+    /// A capacity or budget in bytes: at least one 512-byte block.
+    Bytes,
+    /// Commands a drive's media works on at once: 1 to 1024 (assumed bound: a drive's queue
+    /// entries, nvme.rs MAX_QUEUE_ENTRIES).
+    Count,
+    /// A rate in bytes per second: at least 1.
+    Rate,
 }
 
 impl Kind {
+    /// The unit a value of this kind is in when given as a bare number, for `devlend params`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Kind::SizeField | Kind::Completion | Kind::Split | Kind::Bytes => "bytes",
+            Kind::Picoseconds => "ps",
+            Kind::Metres => "m",
+            Kind::Tags => "outstanding requests",
+            Kind::Buffers => "TLPs",
+            Kind::Entries => "entries",
+            Kind::Percent => "percent",
+            Kind::Flag => "true/false",
+            Kind::Gen => "PCIe generation",
+            Kind::Width => "lanes",
+            Kind::Count => "commands",
+            Kind::Rate => "bytes/s",
+        }
+    }
+
     pub fn of(key: &str) -> Kind {
         match key {
             "max_payload" | "max_read_request" => Kind::SizeField,
@@ -39,7 +68,12 @@ impl Kind {
             "dllp_timer_pct" | "data_dllp_pct" => Kind::Percent,
             "iotlb_entries" | "pwc_entries" => Kind::Entries,
             "cable_length_m" => Kind::Metres,
-            "switch_cut_through" | "iotlb_lru" => Kind::Flag,
+            "switch_cut_through" | "iotlb_lru" | "interrupt_remapping" => Kind::Flag,
+            "gen" => Kind::Gen,
+            "width" => Kind::Width,
+            "capacity" | "memory_bytes" => Kind::Bytes,
+            "media_parallelism" => Kind::Count,
+            "media_bandwidth" => Kind::Rate,
             _ => Kind::Picoseconds,
         }
     }
@@ -49,7 +83,9 @@ impl Kind {
             Kind::SizeField | Kind::Completion | Kind::Split => &[("B", 1.0), ("KiB", 1024.0)],
             Kind::Picoseconds => &[("ps", 1.0), ("ns", 1e3), ("us", 1e6), ("ms", 1e9), ("s", 1e12)],
             Kind::Metres => &[("m", 1.0)],
-            Kind::Tags | Kind::Buffers | Kind::Percent | Kind::Entries | Kind::Flag => &[],
+            Kind::Bytes => &[("B", 1.0), ("KiB", 1024.0), ("MiB", 1048576.0), ("GiB", 1073741824.0), ("TiB", 1099511627776.0), ("GB", 1e9), ("TB", 1e12)],
+            Kind::Rate => &[("B/s", 1.0), ("MB/s", 1e6), ("GB/s", 1e9)],
+            Kind::Tags | Kind::Buffers | Kind::Percent | Kind::Entries | Kind::Flag | Kind::Gen | Kind::Width | Kind::Count => &[],
         }
     }
 
@@ -57,7 +93,7 @@ impl Kind {
         let units: Vec<&str> = self.units().iter().map(|u| u.0).collect();
         match self {
             Kind::Flag => "true or false".into(),
-            Kind::Tags | Kind::Buffers | Kind::Percent | Kind::Entries => "a whole number".into(),
+            Kind::Tags | Kind::Buffers | Kind::Percent | Kind::Entries | Kind::Gen | Kind::Width | Kind::Count => "a whole number".into(),
             _ => format!("a whole number of {} or a string with a unit ({})", units[0], units.join(", ")),
         }
     }
@@ -72,6 +108,11 @@ impl Kind {
             Kind::Buffers => (1..=u32::MAX as u64).contains(&n),
             Kind::Percent => (1..=100).contains(&n),
             Kind::Entries => n <= 65536,
+            Kind::Gen => (1..=5).contains(&n),
+            Kind::Width => devlend_wire::VALID_WIDTHS.contains(&(n.min(255) as u8)),
+            Kind::Bytes => n >= 512,
+            Kind::Count => (1..=1024).contains(&n),
+            Kind::Rate => n >= 1,
             Kind::Picoseconds | Kind::Metres | Kind::Flag => true,
         };
         if ok {
@@ -88,6 +129,11 @@ impl Kind {
             Kind::Split => write!(f, "{n} is not a power of two from 64 to 4096 bytes"),
             Kind::Tags => write!(f, "{n} outstanding requests: a requester has 1 to 768 tags (10-bit tags, PCIe Base 4.0 §2.2.6.2)"),
             Kind::Entries => write!(f, "{n} entries: a cache here holds 0 to 65536"),
+            Kind::Gen => write!(f, "Gen{n}: a PCIe generation is 1 to 5 (2.5, 5, 8, 16 or 32 GT/s)"),
+            Kind::Width => write!(f, "x{n}: a link is x1, x2, x4, x8, x12 or x16 (PCIe Base 3.0 §4.2.4.1)"),
+            Kind::Bytes => write!(f, "{n} bytes: at least one 512-byte block"),
+            Kind::Count => write!(f, "{n} commands at once: 1 to 1024"),
+            Kind::Rate => write!(f, "{n} bytes per second: at least 1"),
             Kind::Percent => write!(f, "{n}%: a share of the specification's limit is 1 to 100 percent (the AckNak and UpdateFC timers may fire sooner than their limit, never later: PCIe Base 3.0 §3.5.3.1, §2.6.1.2)"),
             _ => write!(f, "{n} receive buffers: at least one is needed to send anything"),
         }
@@ -193,5 +239,20 @@ mod tests {
         assert_eq!(parse(Kind::Completion, &json!(256)), Ok(json!(256)));
         assert!(parse(Kind::Percent, &json!(101)).unwrap_err().to_string().contains("§3.5.3.1"));
         assert_eq!(parse(Kind::Percent, &json!(50)), Ok(json!(50)));
+    }
+
+    #[test]
+    fn links_drives_and_budgets_take_their_own_units_and_bounds() {
+        assert_eq!(Kind::of("gen"), Kind::Gen);
+        assert_eq!(parse(Kind::Gen, &json!(4)), Ok(json!(4)));
+        assert!(parse(Kind::Gen, &json!(6)).unwrap_err().to_string().starts_with("Gen6"));
+        assert_eq!(parse(Kind::Width, &json!(12)), Ok(json!(12)));
+        assert_eq!(parse(Kind::Width, &json!(3)), Err(ValueError::OutOfRange { kind: Kind::Width, value: 3 }));
+        assert_eq!(parse(Kind::of("capacity"), &json!("1 GiB")), Ok(json!(1u64 << 30)));
+        assert_eq!(parse(Kind::of("capacity"), &json!("280 GB")), Ok(json!(280_000_000_000u64)));
+        assert!(parse(Kind::of("memory_bytes"), &json!(100)).is_err());
+        assert_eq!(parse(Kind::of("media_bandwidth"), &json!("2.5 GB/s")), Ok(json!(2_500_000_000u64)));
+        assert_eq!(parse(Kind::of("media_parallelism"), &json!(0)), Err(ValueError::OutOfRange { kind: Kind::Count, value: 0 }));
+        assert_eq!(parse(Kind::of("interrupt_remapping"), &json!(false)), Ok(json!(false)));
     }
 }

@@ -88,8 +88,11 @@ pub enum BadSpec {
     Stream(Unrunnable),
     /// A GPU copy of `len` bytes, where the GPU holds 1 to `mem_size` bytes.
     CopySize { len: u64, mem_size: u64 },
-    /// A copy larger than what one copy may hold in simulated memory (`gpu::COPY_BUDGET`).
-    CopyBudget { len: u64, budget: u64 },
+    /// A workload needing `need` bytes of simulated memory where the run's workloads hold `held`
+    /// already, over the budget of `budget` bytes (`limits.memory_bytes`).
+    MemoryBudget { need: u64, held: u64, budget: u64 },
+    /// A GPU copy of `len` bytes through the `window`-byte DMA window of borrowed `device`.
+    DmaWindow { len: u64, window: u64, device: String },
     /// A ping-pong of zero round trips.
     NoRounds,
     /// A ping-pong with GPU `gpu` at both ends.
@@ -134,9 +137,15 @@ impl fmt::Display for BadSpec {
         match self {
             Stream(e) => write!(f, "{e}"),
             CopySize { len, mem_size } => write!(f, "a copy of {len} bytes (the GPU holds 1 to {mem_size} bytes)"),
-            CopyBudget { len, budget } => {
-                write!(f, "a copy of {len} bytes: over devlend's budget of {budget} bytes of simulated memory per copy (split it into copies of at most that)")
-            }
+            MemoryBudget { need, held, budget } => write!(
+                f,
+                "needs {need} bytes of simulated memory{}: over the budget of {budget} bytes (limits.memory_bytes; raise it with --set limits.memory_bytes=...)",
+                if *held > 0 { format!(" beside the {held} the run's earlier workloads hold") } else { String::new() }
+            ),
+            DmaWindow { len, window, device } => write!(
+                f,
+                "a copy of {len} bytes: borrowed {device}'s DMA window holds {window} bytes (the runner's buffer is mapped whole into it; borrow with a larger dma_window or copy less)"
+            ),
             NoRounds => write!(f, "rounds: expected at least one round trip"),
             SameGpu { gpu } => write!(f, "gpus: {gpu} plays both ends; a ping-pong takes two GPUs"),
             BlockSize { bs } => write!(f, "bs {bs} is not modelled: the fio job issues 4 KiB commands (bs 4096)"),

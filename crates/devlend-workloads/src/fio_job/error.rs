@@ -9,6 +9,8 @@ use std::fmt;
 pub enum FioError {
     /// The job description cannot be run (zero depth, a size smaller than the jobs...).
     Invalid { reason: &'static str },
+    /// Job thread `job`'s region (`offset` plus `size` bytes) runs past the drive's end: it holds `capacity` bytes.
+    PastDrive { job: u16, offset: u64, size: u64, capacity: u64 },
     /// An `rw` fio does not have.
     UnknownRw { given: String },
     /// Job `job` found no I/O queue of its own: the driver made fewer queues than there are jobs.
@@ -37,6 +39,11 @@ impl fmt::Display for FioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FioError::Invalid { reason } => write!(f, "fio: {reason}"),
+            FioError::PastDrive { job, offset, size, capacity } => write!(
+                f,
+                "fio: job {job}: offset {offset} plus size {size} bytes runs past the end of the drive, which holds {capacity} bytes \
+                 (its capacity: the profile's, or devices.NAME.capacity)"
+            ),
             FioError::UnknownRw { given } => write!(f, "fio: rw must be read, write, randread, randwrite, rw, readwrite or randrw, not {given}"),
             FioError::NoQueue { job } => write!(f, "fio: job {job}: the driver has too few I/O queues"),
             FioError::Setup(m) => write!(f, "fio: cannot set up the testbed: {m}"),

@@ -1,0 +1,188 @@
+//! The time-travel controller: devlend's engine is the guest's clock.
+//!
+//! The guest runs without asking up to FREE_UNTIL, which is always the time of the engine's
+//! next event: nothing the model does can reach the guest before it, so the guest's CPU work
+//! (which costs it no simulated time) cannot overtake an interrupt. An access the guest makes is
+//! started on the engine at the guest's time (its UPDATE before the kick says when). When the
+//! guest WAITs for the time it REQUESTed (its next timer), the engine runs until then, or until
+//! it records an interrupt, which is delivered at that time: MSI messages into virtqueue 1, an
+//! in-band call on the backend-request channel, and while the guest takes it (its interrupt
+//! handler asks GET and REQUESTs that time) the controller keeps answering; then RUN.
+//!
+//! Picoseconds on the engine become guest nanoseconds rounded up (an interrupt the engine
+//! raises at 1500 ps reaches the guest at 2 ns), so the guest never sees an effect before its cause.
+
+use crate::error::{UmlError, UmlResult};
+use crate::server::{poll_any, Session};
+use crate::timetravel::{self as tt, ns_at_or_after, TtMsg, NEVER_NS};
+use crate::vhost;
+
+/// How long (simulated) a guest that waits with no timer is given for an interrupt before the
+/// run is ended as one that would never wake: assumed, ten times Linux's NVMe I/O timeout
+/// (`nvme_core.io_timeout`, 30 s), so any driver timeout fires well within it.
+pub const IDLE_HORIZON_NS: u64 = 300_000_000_000;
+
+/// The guest's time as the controller knows it.
+#[derive(Debug, Default)]
+pub struct Clock {
+    /// The guest's current time (ns): the last RUN, UPDATE or GET.
+    pub now: u64,
+    /// The time the guest last REQUESTed.
+    requested: Option<u64>,
+    /// The FREE_UNTIL the guest holds (None after a WAIT, which forgets it).
+    free_until: Option<u64>,
+    seq: u32,
+}
+
+impl Clock {
+    pub fn now_ps(&self) -> u64 {
+        self.now.saturating_mul(1000)
+    }
+}
+
+impl Session {
+    fn send_time(&mut self, op: u32, time: u64) -> UmlResult<u32> {
+        self.clock.seq = self.clock.seq.wrapping_add(1);
+        self.msgs.time += 1;
+        tt::send(self.time, TtMsg { op, seq: self.clock.seq, time }, &[])?;
+        Ok(self.clock.seq)
+    }
+
+    fn ack(&mut self, m: TtMsg, time: u64) -> UmlResult<()> {
+        self.msgs.time += 1;
+        tt::send(self.time, TtMsg { op: tt::ACK, seq: m.seq, time }, &[])
+    }
+
+    /// One message from the guest. `in_irq`: the guest is taking an interrupt, so it cannot WAIT.
+    pub(crate) fn time_message(&mut self, m: TtMsg, in_irq: bool) -> UmlResult<()> {
+        self.msgs.time += 1;
+        match m.op {
+            tt::ACK => {}
+            tt::START => {
+                let fds = tt::start_fds()?;
+                self.msgs.time += 1;
+                let sent = tt::send(self.time, TtMsg { op: tt::ACK, seq: m.seq, time: 0 }, &fds);
+                fds.iter().for_each(|&fd| unsafe {
+                    libc::close(fd);
+                });
+                sent?;
+            }
+            tt::GET_TOD => self.ack(m, tt::TOD_START_NS + self.clock.now)?,
+            tt::GET => self.ack(m, self.clock.now)?,
+            tt::UPDATE => {
+                self.clock.now = self.clock.now.max(m.time);
+                self.ack(m, 0)?;
+            }
+            tt::REQUEST => {
+                self.clock.requested = Some(m.time);
+                self.ack(m, 0)?;
+            }
+            tt::WAIT if !in_irq => {
+                self.ack(m, 0)?;
+                self.clock.free_until = None;
+                self.msgs.waits += 1;
+                self.wait()?;
+            }
+            _ => return Err(UmlError::TimeTravel { op: m.op, what: "a message the controller does not take here" }),
+        }
+        Ok(())
+    }
+
+    /// Tell the guest how far it may run: the engine's next event. `sync`: the guest is waiting
+    /// for a vhost-user reply and reads time messages only until that comes, so wait for the ACK.
+    pub(crate) fn tell_free_until(&mut self, sync: bool) -> UmlResult<()> {
+        let until = self.dev.next_event().map_or(NEVER_NS, ns_at_or_after).max(self.clock.now);
+        if self.clock.free_until == Some(until) {
+            return Ok(());
+        }
+        self.clock.free_until = Some(until);
+        let seq = self.send_time(tt::FREE_UNTIL, until)?;
+        if sync {
+            self.await_ack(seq)?;
+        }
+        Ok(())
+    }
+
+    /// Read time messages until the ACK of `seq`, answering what comes meanwhile.
+    fn await_ack(&mut self, seq: u32) -> UmlResult<()> {
+        loop {
+            let m = tt::recv(self.time)?.ok_or(UmlError::Closed { during: "a time-travel exchange" })?;
+            if m.op == tt::ACK && m.seq == seq {
+                self.msgs.time += 1;
+                return Ok(());
+            }
+            self.time_message(m, true)?;
+        }
+    }
+
+    /// The guest waits for its requested time: run the engine up to it, or to the interrupt
+    /// that comes first, then let the guest run.
+    fn wait(&mut self) -> UmlResult<()> {
+        let target = self.clock.requested.filter(|&t| t < NEVER_NS / 1000);
+        // A guest with no timer waits for an interrupt: the engine runs at most IDLE_HORIZON_NS
+        // for one (its queue may hold periodic events that never raise one, and running it dry
+        // would never end).
+        let bound = target.unwrap_or(self.clock.now.saturating_add(IDLE_HORIZON_NS));
+        if !self.deliver()? {
+            loop {
+                let stopped = self.dev.advance(bound.saturating_mul(1000))?;
+                self.finish_reads()?;
+                if stopped {
+                    let t = ns_at_or_after(self.dev.machine.now()).max(self.clock.now);
+                    self.clock.now = t;
+                    if self.deliver()? {
+                        break;
+                    }
+                    continue;
+                }
+                match target {
+                    Some(t) => {
+                        self.clock.now = self.clock.now.max(t);
+                        break;
+                    }
+                    None => return Err(UmlError::NothingToWaitFor { at_ns: self.clock.now }),
+                }
+            }
+        }
+        let run = self.clock.requested.unwrap_or(self.clock.now).max(self.clock.now);
+        self.clock.now = run;
+        self.tell_free_until(false)?;
+        self.send_time(tt::RUN, run)?;
+        Ok(())
+    }
+
+    /// Deliver the interrupts raised so far, at the guest's current time: MSI messages into
+    /// virtqueue 1 and an in-band call for it (and one for virtqueue 0 when posted accesses'
+    /// buffers wait to be freed). The guest's interrupt handler asks the time and REQUESTs it;
+    /// this answers until the guest has replied to every call. False when nothing was delivered.
+    fn deliver(&mut self) -> UmlResult<bool> {
+        let mut calls = Vec::new();
+        if self.queue_interrupts()? > 0 {
+            calls.push(1u32);
+        }
+        let half = (self.rings[0].num / 2).max(1) as u32;
+        if (!calls.is_empty() && self.unreclaimed > 0) || self.unreclaimed >= half {
+            calls.push(0);
+            self.unreclaimed = 0;
+        }
+        let Some(req) = self.req_fd.filter(|&fd| fd >= 0 && !calls.is_empty()) else { return Ok(false) };
+        for &q in &calls {
+            let mut state = [0u8; 8];
+            state[0..4].copy_from_slice(&q.to_le_bytes());
+            vhost::send(req, vhost::SLAVE_VRING_CALL, vhost::VERSION | vhost::NEED_REPLY, &state)?;
+            self.msgs.calls += 1;
+        }
+        let mut replies = calls.len();
+        while replies > 0 {
+            if poll_any(&[self.time, req])? == 0 {
+                let m = tt::recv(self.time)?.ok_or(UmlError::Closed { during: "an interrupt" })?;
+                self.time_message(m, true)?;
+            } else {
+                vhost::recv(req)?.ok_or(UmlError::Closed { during: "an interrupt's reply" })?;
+                self.msgs.vhost += 1;
+                replies -= 1;
+            }
+        }
+        Ok(true)
+    }
+}
