@@ -48,6 +48,10 @@ def test_nvme_id_ctrl_reads_the_modelled_identity(guest):
     assert guest.returncodes[1] == 0, guest.outputs[1]
     assert "devlnd modelled NVMe" in guest.outputs[1], guest.outputs[1]
     assert "nn        : 1" in guest.outputs[1], guest.outputs[1]
+    # The subsystem NQN in the form NVMe §7.9 gives a drive without a naming authority, so the
+    # driver takes it as it is and does not warn "missing or invalid SUBNQN field".
+    assert "subnqn    : nqn.2014.08.org.nvmexpress:80868086devlend" in guest.outputs[1], guest.outputs[1]
+    assert not [ln for ln in guest.driver_lines if "SUBNQN" in ln], guest.driver_lines
     # nvme-cli's buffer is not page-aligned: the structure's second part goes to PRP2, so the
     # fields past the page boundary read as the model wrote them (zeros), not as stale memory.
     assert "ioccsz    : 0\n" in guest.outputs[1] and "mp:0.00W" in guest.outputs[1], guest.outputs[1]
@@ -109,12 +113,17 @@ def test_the_side_by_side_experiment_sees_the_borrowed_path_cost_alike():
     # linux-fio, small: randread QD1 local and borrowed, in a guest and on devlend's model. The
     # borrowed path's extra NTB crossings cost the real driver what they cost devlend's.
     from devlend.experiments import linux_fio
-    rows = linux_fio.measure(32, jobs=[("randread", 1)])
+    from devlend import readme_figures
+    rows = linux_fio.measure(readme_figures.LINUX_FIO_IOS, jobs=readme_figures.LINUX_FIO_JOBS)
     assert len(rows) == 4 and {r["side"] for r in rows} == {"linux guest", "devlend model"}
     guest, model = (linux_fio.borrowed_minus_local(rows, side) for side in ("linux guest", "devlend model"))
     assert guest > 0 and model > 0, (guest, model)
     assert 0.7 * model <= guest <= 1.3 * model, (guest, model)
     assert all(r["irqs_per_io"] >= 1 for r in rows if r["side"] == "linux guest"), rows
+    # The README's linux-fio figures are this run's (scripts/readme-figures --write --only linux-fio).
+    with open(readme_figures.README, encoding="utf-8") as fh:
+        quoted = readme_figures.blocks(fh.read())["linux-fio"]
+    assert quoted == readme_figures.linux_fio_block(rows), "README block linux-fio is stale: run scripts/readme-figures --write --only linux-fio"
 
 
 FAULT_FIO = ("fio --name=job --filename=/dev/nvme0n1 --direct=1 --thread --clocksource=clock_gettime --ioengine=libaio "

@@ -8,6 +8,7 @@ import pytest
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from devlend import readme_figures  # noqa: E402
 from devlend.experiments import get  # noqa: E402
 from devlend.experiments._plot import Figure, axes, points  # noqa: E402
 
@@ -75,3 +76,30 @@ def test_no_series_hides_another_and_paper_values_stand_beside_ours(tmp_path):
     finally:
         plt.Figure.savefig = orig
     assert any("001 §7.3.1" in label for label in seen[0]) and any("001 §7.3.1" in label for label in seen[1])
+
+
+@pytest.fixture
+def drawn_labels(monkeypatch):
+    """The legend labels of every figure saved while the test runs (one list per figure)."""
+    seen = []
+    orig = plt.Figure.savefig
+
+    def spy(fig, *a, **k):
+        seen.append([label for ax in fig.axes for label in ax.get_legend_handles_labels()[1]])
+        return orig(fig, *a, **k)
+    monkeypatch.setattr(plt.Figure, "savefig", spy)
+    return seen
+
+
+@pytest.mark.parametrize("name", ["d3", "d5", "h2", "h3", "h4", "r2", "x3", "x4"])
+def test_plots_of_paper_figures_draw_the_papers_values_beside_ours(name, tmp_path, drawn_labels):
+    """Each experiment that reproduces a paper figure draws the paper's published values (a
+    "paper: ..." series, black hollow X markers or a hatched band) beside its own series."""
+    res = readme_figures.quick_result(name)  # the run the README's figures quote (one per session)
+    res.plot(res, str(tmp_path / f"{name}.png"))
+    (labels,) = drawn_labels
+    paper = [label for label in labels if label.startswith("paper: ")]
+    ours = [label for label in labels if not label.startswith("paper: ")]
+    assert paper, f"{name}: no paper series in {labels}"
+    assert ours or name in ("d3", "d5"), f"{name}: no series of ours in {labels}"  # d3, d5 draw ours as bars
+    assert (tmp_path / f"{name}.png").stat().st_size > 10_000

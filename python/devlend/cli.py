@@ -127,16 +127,18 @@ def export(file: str = typer.Argument(..., help="topology file"),
     fmt = fmt or os.path.splitext(output)[1].lstrip(".").lower()
     if fmt not in ("dot", "svg"):
         _fail(DevlendError(f"--format {fmt!r}: expected dot or svg"))
+    from .provenance import command_line, record, stamp_dot, stamp_svg
     try:
         from . import load
         topo = load(file)
         dot = to_dot(topo.build().inventory(), topo.cluster_switches or [], topo.vms or [])
+        rec = record(topology=file, command=command_line())
     except (DevlendError, OSError) as e:
         _fail(e)
     if fmt == "dot":
         try:
             with open(output, "w", encoding="utf-8") as fh:
-                fh.write(dot)
+                fh.write(stamp_dot(dot, rec))
         except OSError as e:
             _fail(e)
     else:
@@ -146,6 +148,10 @@ def export(file: str = typer.Argument(..., help="topology file"),
         res = subprocess.run([exe, "-Tsvg", "-o", output], input=dot.encode(), capture_output=True)
         if res.returncode != 0:
             _fail(DevlendError(f"dot failed: {res.stderr.decode(errors='replace').strip()}"))
+        try:
+            stamp_svg(output, rec)
+        except OSError as e:
+            _fail(e)
     if not quiet:
         err.print(f"wrote {output}", markup=False)
 
@@ -309,7 +315,7 @@ def _write_outputs(res, name: str, csv_out: Optional[str], out_dir: Optional[str
 
 
 @app.command("provenance")
-def provenance_cmd(file: str = typer.Argument(..., help="a CSV, JSON, JSON-lines or PNG that devlend wrote"),
+def provenance_cmd(file: str = typer.Argument(..., help="a CSV, JSON, JSON-lines, PNG, DOT, SVG or .dlt trace that devlend wrote"),
                    fmt: str = typer.Option("table", "--format", help="table (key: value lines), csv (key,value rows) or json"),
                    quiet: bool = QUIET) -> None:
     """Print how a result file was made: devlend's version, parameters and --set, topology and scenario hashes, seed."""

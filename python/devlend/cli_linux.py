@@ -27,7 +27,7 @@ def build_cmd(source: Optional[str] = typer.Option(None, "--source", help="a Lin
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run_cmd(ctx: typer.Context,
             topology: str = typer.Option(..., "--topology", help="the topology file"),
-            host: str = typer.Option(..., "--host", help="the host the guest is"),
+            host: list[str] = typer.Option(..., "--host", help="the host the guest is; repeat it for several guests on one clock, each running the commands (no --device then)"),
             device: Optional[str] = typer.Option(None, "--device", help="an NVMe drive for the guest's PCI (borrowed when it sits in another host); the engine is then the guest's clock"),
             out_dir: Optional[str] = typer.Option(None, "--out", help="the folder for the console and each command's output (default: a new temporary one)"),
             timeout_s: float = typer.Option(300.0, "--timeout", help="wall-clock seconds before a guest that never powers off is ended")) -> None:
@@ -40,8 +40,10 @@ def run_cmd(ctx: typer.Context,
     commands = list(ctx.args)
     if not commands:
         _fail(DevlendError("no commands: give them after `--`, each one shell command line"))
+    if len(host) > 1:
+        return _run_several(load, topology, host, commands, device, out_dir, timeout_s)
     try:
-        r = run(load(topology), host, commands, device=device, outdir=out_dir, timeout_s=timeout_s)
+        r = run(load(topology), host[0], commands, device=device, outdir=out_dir, timeout_s=timeout_s)
     except (DevlendError, OSError) as e:
         _fail(e)
     for c, o, rc in zip(commands, r.outputs, r.returncodes):
@@ -50,5 +52,27 @@ def run_cmd(ctx: typer.Context,
     if r.device:
         out.print(f"# simulated: {r.device['guest_ns'] / 1e6:.3f} ms; console: {r.console}", markup=False)
     bad = next((rc for rc in r.returncodes if rc != 0), 0)
+    if bad:
+        raise typer.Exit(bad)
+
+
+def _run_several(load, topology: str, hosts: list[str], commands: list[str], device, out_dir, timeout_s: float) -> None:
+    """Several guests on one clock, each running ``commands``: each one's outputs, under its name."""
+    from .cli import _fail, out
+    from .linux.guest import run_guests
+    if device:
+        _fail(DevlendError(f"--device {device} with {len(hosts)} hosts: several guests carry no device yet; give one --host"))
+    if len(set(hosts)) != len(hosts):
+        _fail(DevlendError(f"--host {' '.join(hosts)}: each host once"))
+    try:
+        rs = run_guests(load(topology), {h: commands for h in hosts}, outdir=out_dir, timeout_s=timeout_s)
+    except (DevlendError, OSError) as e:
+        _fail(e)
+    for h, r in rs.items():
+        for c, o, rc in zip(commands, r.outputs, r.returncodes):
+            out.print(f"[{h}] $ {c}   (exit {rc})", markup=False)
+            out.print(o.rstrip("\n"), markup=False)
+        out.print(f"[{h}] # simulated: {r.device['guest_ns'] / 1e6:.3f} ms; console: {r.console}", markup=False)
+    bad = next((rc for r in rs.values() for rc in r.returncodes if rc != 0), 0)
     if bad:
         raise typer.Exit(bad)

@@ -26,7 +26,7 @@ def run_scenario(file: str = typer.Argument(..., help="scenario file (YAML)"),
     from .cli import _fail, out
     from .cli_run import _table
     from .output import check, frames, wrote
-    from .progress import spinner
+    from .progress import bar
     from .provenance import KEY, command_line
     from .scenario_file import load
     from .topology import parse_sets
@@ -34,8 +34,8 @@ def run_scenario(file: str = typer.Argument(..., help="scenario file (YAML)"),
         check(fmt)
         sf = load(file)
         sf = sf.with_params(parse_sets(set_), "--set") if set_ else sf
-        with spinner(f"scenario {sf.spec.name}: {len(sf.spec.timeline)} timeline actions", quiet):
-            run = sf.run()
+        with bar(f"scenario {sf.spec.name}", quiet) as step:
+            run = sf.run(progress=step)
         res, links = run.results(), run.link_stats().nlargest(busiest, "utilisation")
         rec = run.provenance(command_line())
         os.makedirs(out_dir, exist_ok=True)

@@ -108,6 +108,15 @@ def _print_stats(st: dict, as_json: bool) -> None:
         out.print(f"{k:<{w}}  {v}", markup=False)
 
 
+def _stamp(output: str, seed: int) -> None:
+    """The trace's provenance (`devlend provenance FILE`) into its header meta."""
+    from .provenance import command_line, record, stamp_dlt
+    try:
+        stamp_dlt(output, record(seed=seed, command=command_line()))
+    except (DevlendError, OSError) as e:
+        _fail(e)
+
+
 @app.command()
 def build(inputs: List[str] = typer.Argument(..., help="QEMU intel-iommu logs and/or .dlt traces (each SID of each file is a source tenant)"),
           output: str = typer.Option(..., "-o", "--output", help="the .dlt hyper-trace to write"),
@@ -121,6 +130,7 @@ def build(inputs: List[str] = typer.Argument(..., help="QEMU intel-iommu logs an
     _check(fmt)
     with _progress("building", quiet) as cb:
         s = json.loads(_core_call(lambda c: c.hypertrio_trace_build, inputs, output, tenants, order, seed, cb))
+    _stamp(output, seed)
     if _data(fmt, as_json, s):
         return
     out.print(f"wrote {s['output']}: {s['tenants']} tenants from {s['sources']} source tenants, {s['order']}, "
@@ -173,6 +183,7 @@ def synth(output: str = typer.Option(..., "-o", "--output", help="the .dlt trace
     """Write the synthetic tenants of 002 §IV-D as a .dlt trace (replays exactly like `devlend experiment h2`'s runs)."""
     with _progress("writing", quiet) as cb:
         n = _core_call(lambda c: c.hypertrio_trace_synth, output, workload, tenants, order, packets_per_tenant, seed, cb)
+    _stamp(output, seed)
     out.print(f"wrote {output}: {n:,} packets ({3 * n:,} translations)", markup=False)
 
 

@@ -134,7 +134,7 @@ def run_workloads(file: str = typer.Argument(..., help="topology file (YAML or J
     and each loaded link direction's statistics; --set overrides hardware constants (no rebuild)."""
     from .cli import _fail, out
     from .output import check, frames, wrote
-    from .progress import spinner
+    from .progress import bar
     from .provenance import KEY, command_line
     from .scenario import Scenario
     from .topology import load, parse_sets
@@ -157,8 +157,8 @@ def run_workloads(file: str = typer.Argument(..., help="topology file (YAML or J
             add_fio(sc, topo.to_json(), j)
         for s in streams:
             sc.stream(s["name"], s["requester"], s["addr"], s["nbytes"], write=s["write"], at_ns=s["at_ns"])
-        with spinner(f"run-workloads: {', '.join(names)}", quiet):
-            sc.run()
+        with bar(f"run-workloads: {', '.join(names)}", quiet) as step:
+            sc.run(progress=step)
         res, links = sc.results(), sc.link_stats()
         rec = sc.provenance(command=command_line())
         sc.to_csv(csv_out, links_csv, provenance=rec)

@@ -5,8 +5,11 @@ scenario files, and the seed.
 
 Where it goes: a CSV ends with one ``# devlend provenance: {json}`` line (CSV readers skip it with
 ``comment='#'``); a JSON document gets a top-level ``"devlend provenance"`` object; each line of a
-JSON-lines store (a sweep's) one of that name; a PNG a text chunk of that name. Every writer goes
-through :func:`write_csv`, :func:`stamped` (a JSON document) or :func:`stamp_png`.
+JSON-lines store (a sweep's) one of that name; a PNG a text chunk of that name; a Graphviz DOT file
+a ``// devlend provenance: {json}`` comment line after the graph's opening line; an SVG an XML comment of that form after its
+XML declaration; a .dlt trace a ``"devlend provenance"`` object in its header's meta JSON. Every
+writer goes through :func:`write_csv`, :func:`stamped` (a JSON document), :func:`stamp_png`,
+:func:`stamp_dot`, :func:`stamp_svg` or :func:`stamp_dlt`.
 """
 
 from __future__ import annotations
@@ -95,11 +98,73 @@ def stamp_png(path: str, rec: dict) -> None:
         im.save(path, pnginfo=info)
 
 
+def stamp_dot(dot: str, rec: dict) -> str:
+    """DOT text with the record as a DOT comment line (Graphviz ignores it) after the graph's
+    opening line, so that the file still starts with its graph."""
+    head, nl, body = dot.partition("\n")
+    return f"{head}{nl}// {KEY}: {json.dumps(rec, sort_keys=True, default=str)}\n{body}"
+
+
+def _svg_comment(rec: dict) -> str:
+    # An XML comment may not hold "--" (a command line's "--set" would): JSON only has "--" inside
+    # strings, where "\u002d" reads back as "-".
+    return f"<!-- {KEY}: " + json.dumps(rec, sort_keys=True, default=str).replace("--", "-\\u002d") + " -->"
+
+
+def stamp_svg(path: str, rec: dict) -> None:
+    """Add the record to an SVG file as an XML comment after its XML declaration (or first)."""
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    at = text.index("?>") + 2 if text.startswith("<?xml") else 0
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text[:at] + ("\n" if at else "") + _svg_comment(rec) + ("" if at else "\n") + text[at:])
+
+
+_DLT_MAGIC = b"\x89DLT\r\n\x1a\n"
+
+
+def _dlt_header(fh) -> tuple[bytes, dict, int]:
+    """A .dlt trace's fixed header and page dictionary (bytes), its meta (JSON) and the offset of its body."""
+    head = fh.read(24)
+    if len(head) < 24 or head[:8] != _DLT_MAGIC:
+        raise DevlendError(f"{fh.name}: not a devlend trace (.dlt)")
+    pages, meta_len = int.from_bytes(head[16:20], "little"), int.from_bytes(head[20:24], "little")
+    head += fh.read(16 * pages)
+    meta = fh.read(meta_len)
+    doc = _json_or_none(meta.decode("utf-8", "replace")) if meta else {}
+    return head, doc if isinstance(doc, dict) else {}, 24 + 16 * pages + meta_len
+
+
+def stamp_dlt(path: str, rec: dict) -> None:
+    """Put the record into a .dlt trace's header meta (the body, and the hash that covers only the
+    body, unchanged); the trace is copied once through a file beside it."""
+    import shutil
+    with open(path, "rb") as fh:
+        head, meta, body = _dlt_header(fh)
+        meta_bytes = json.dumps({**meta, KEY: rec}, sort_keys=True, default=str).encode()
+        tmp = path + ".provenance.tmp"
+        try:
+            with open(tmp, "wb") as out:
+                out.write(head[:20] + len(meta_bytes).to_bytes(4, "little") + head[24:] + meta_bytes)
+                fh.seek(body)
+                shutil.copyfileobj(fh, out, 1 << 20)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
 def read(path: str) -> dict:
-    """The record a devlend CSV, JSON or PNG carries; DevlendError when it carries none."""
+    """The record a devlend CSV, JSON, PNG, DOT, SVG or .dlt trace carries; DevlendError when it
+    carries none."""
     with open(path, "rb") as fh:
         head = fh.read(8)
-    if head.startswith(b"\x89PNG"):
+    if head == _DLT_MAGIC:
+        with open(path, "rb") as fh:
+            rec = _dlt_header(fh)[1].get(KEY)
+        if isinstance(rec, dict):
+            return rec
+    elif head.startswith(b"\x89PNG"):
         from PIL import Image
         with Image.open(path) as im:
             text = im.text.get(KEY) if hasattr(im, "text") else None
@@ -116,8 +181,9 @@ def read(path: str) -> dict:
             if isinstance(first, dict) and KEY in first:
                 return first[KEY]
         for line in body.splitlines():
-            if line.startswith(f"# {KEY}: "):
-                return json.loads(line[len(KEY) + 4:])
+            for start, end in ((f"# {KEY}: ", ""), (f"// {KEY}: ", ""), (f"<!-- {KEY}: ", " -->")):
+                if line.startswith(start) and line.endswith(end):
+                    return json.loads(line[len(start):len(line) - len(end)])
     raise DevlendError(f"{path}: carries no devlend provenance (written by an older devlend, or not by devlend)")
 
 

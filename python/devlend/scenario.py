@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 
 import os
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from . import _core
 from . import checks
@@ -60,6 +60,11 @@ def _name(name) -> str:
     if not isinstance(name, str):
         raise WorkloadTypeError(f"workload name {name!r}: expected a string", "name")
     return name
+
+
+# Events the core runs between two progress updates: a few milliseconds of a run (the environment
+# variable DEVLEND_PROGRESS_SLICE_EVENTS sets it, for tests of the bar).
+PROGRESS_SLICE_EVENTS = int(os.environ.get("DEVLEND_PROGRESS_SLICE_EVENTS", "20000"))
 
 
 class Scenario:
@@ -236,11 +241,19 @@ class Scenario:
         self._s.keep_going()
         return self
 
-    def run(self, keep_going: bool = False) -> "Scenario":
+    def run(self, keep_going: bool = False, progress: "Optional[Callable[[float], Any]]" = None) -> "Scenario":
         """Run until nothing is left to happen. A workload's failure (a fault's doing) is a
         WorkloadError; with `keep_going` the run goes on and each workload's row says how it
         ended (``status``: completed, failed or cut short; ``error``: what its application saw;
-        ``noticed_ns``; ``moved_bytes``: what its device had moved)."""
+        ``noticed_ns``; ``moved_bytes``: what its device had moved). With `progress`, the core
+        runs in slices of events and `progress` gets how far the workloads are (0 to 1) between
+        them (the results are the same)."""
+        if progress is not None:
+            if keep_going:
+                self._s.keep_going()
+            while _call(self._s.run_events, PROGRESS_SLICE_EVENTS):
+                progress(self._s.progress())
+            progress(1.0)
         _call(self._s.run, keep_going)
         self._ran = True
         return self

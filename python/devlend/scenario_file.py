@@ -43,7 +43,7 @@ import os
 import math
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Callable, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -264,8 +264,9 @@ class ScenarioFile:
         topo = [(op, _Where(self.topology._file, self.topology._marks, ("setup", i))) for i, op in self.topology.lending_ops()]
         return topo + [(e, self._where(i)) for i, e in enumerate(self.spec.timeline)]
 
-    def run(self) -> "ScenarioRun":
-        """Replay the lending on a pool, run the workloads on one machine, check the returns."""
+    def run(self, progress: "Optional[Callable[[float], Any]]" = None) -> "ScenarioRun":
+        """Replay the lending on a pool, run the workloads on one machine, check the returns;
+        `progress` gets how far the workloads are (0 to 1) as the last stretch runs (Scenario.run)."""
         from .scenario import Scenario
         fabric_only = self.topology.model_copy(update={"setup": [op for op in self.topology.setup if not isinstance(op, LENDING_OPS)]})
         fabric_only._file, fabric_only._marks = self.topology._file, self.topology._marks
@@ -293,7 +294,7 @@ class ScenarioFile:
                 raise where.error(field, str(e)) from None
             except WorkloadError as e:
                 raise where.error(None, str(e)) from None
-        sc.run()
+        sc.run(progress=progress)
         return ScenarioRun(self, sc, pool, uses)
 
     def _return(self, pool: Pool, sc: Any, op: Any, where: _Where, holder: dict) -> None:

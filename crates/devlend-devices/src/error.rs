@@ -46,13 +46,14 @@ pub enum DeviceError {
 #[derive(Debug)]
 pub enum ParamsProblem {
     /// The file, or the table that should hold the parameter, does not read as what is expected.
-    Toml(toml::de::Error),
+    /// Boxed, as `NoMediaTiming`'s: the parser's error is large and every `DResult` would carry it.
+    Toml(Box<toml::de::Error>),
     /// The file has no table `[table]`.
     NoTable { table: &'static str },
     /// The file has no `[device.profile]` table.
     NoProfile { profile: String },
     /// Device profile `profile` lacks the media timing fields (`error` names the field).
-    NoMediaTiming { profile: String, error: toml::de::Error },
+    NoMediaTiming { profile: String, error: Box<toml::de::Error> },
     /// The parameter is 0, where it must be at least 1.
     Zero,
 }
@@ -127,7 +128,7 @@ impl std::error::Error for DeviceError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             DeviceError::Dma { failure, .. } => Some(failure.as_ref()),
-            DeviceError::Params { problem: ParamsProblem::Toml(e) | ParamsProblem::NoMediaTiming { error: e, .. }, .. } => Some(e),
+            DeviceError::Params { problem: ParamsProblem::Toml(e) | ParamsProblem::NoMediaTiming { error: e, .. }, .. } => Some(e.as_ref()),
             _ => None,
         }
     }

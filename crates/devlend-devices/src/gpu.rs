@@ -66,7 +66,7 @@
 //! The MSI-X table sits at `config::MSIX_TABLE_OFFSET` (0x2000) above these. On the machine's
 //! clock the GPU is an actor ([`crate::gpu_actor`]): a doorbell store landing in BAR 0 starts
 //! that engine's copy as DMA flows (device to bus: DMA writes of device-memory bytes; bus to
-//! device: DMA reads whose data is written into device memory when it returns), then the engine
+//! device: DMA reads whose data is written into device memory as it is read), then the engine
 //! releases its semaphore with a 4-byte DMA write of `CE_SEM_VALUE` to `CE_SEM_ADDR` — the
 //! completion a CUDA driver spins on. A copy that fails (bad registers, range outside device
 //! memory, DMA fault) sets `CE_STATUS` (and `CE_FAULT_ADDR`), releases nothing, and DMA-writes its

@@ -6,8 +6,9 @@
 //! machine splits it into max-payload writes or max-read-request reads, which contend with every
 //! other flow on the links): device to bus, a DMA write of the device-memory bytes as they are
 //! when the doorbell lands; bus to device, a DMA read whose data is written into device memory
-//! when it has returned. Then the engine releases its semaphore with a 4-byte DMA write. The two
-//! engines work at once. A fault sets the engine's `CE_STATUS`/`CE_FAULT_ADDR` (`STATUS_POISONED` when
+//! request by request as the completer serves it (no copy of the whole transfer is held; a
+//! fault stops the read, and what was served before it stays written). Then the engine releases
+//! its semaphore with a 4-byte DMA write. The two engines work at once. A fault sets the engine's `CE_STATUS`/`CE_FAULT_ADDR` (`STATUS_POISONED` when
 //! a read's completion came back poisoned) and DMA-writes the status to `CE_NOTIFY_ADDR`; the other engine goes on. Every request the engine starts leaves it
 //! `dma_issue_ps` after the engine decided on it, and read data is acted on `dma_completion_ps`
 //! after it has all arrived (the device's effective parameters). Stores landing in BAR 1 go to the
@@ -92,6 +93,15 @@ impl Device<Cluster> for Gpu {
         }
     }
 
+    /// A bus-to-device copy's bytes as they are read: into device memory at once, as the copy
+    /// engine writes each completion's data (no copy of the whole transfer is held).
+    fn dma_data(&mut self, cx: &mut Cx<Cluster>, token: u64, offset: u64, data: &[u8]) {
+        let Token::Data(ce) = Token::decode(token) else { return };
+        if let Some(cmd) = self.busy[ce] {
+            let _ = self.mem_write(cx.fabric(), cmd.dev + offset, data);
+        }
+    }
+
     fn timer(&mut self, cx: &mut Cx<Cluster>, token: u64) {
         if let Token::Kernel(step) = Token::decode(token) {
             self.kernel_timer(cx, step);
@@ -133,7 +143,7 @@ impl Gpu {
             let data = self.mem_read(cx.fabric(), cmd.dev, cmd.len as usize).unwrap_or_default();
             cx.dma_write_after(delay, cmd.bus, data, token)
         } else {
-            cx.dma_read_after(delay, cmd.bus, cmd.len, token)
+            cx.dma_read_streamed_after(delay, cmd.bus, cmd.len, token)
         };
         if let Err(why) = started {
             let s = self.set_flow_fault(cx.fabric(), ce, (cmd.bus, why));
@@ -141,13 +151,9 @@ impl Gpu {
         }
     }
 
-    /// Engine `ce`'s data flow ended: keep what a read brought, then release or report.
+    /// Engine `ce`'s data flow ended (a read's bytes are in device memory already): release or report.
     fn data_done(&mut self, cx: &mut Cx<Cluster>, ce: usize, done: FlowDone) {
         let Some(cmd) = self.busy[ce] else { return };
-        if cmd.dir == DIR_BUS_TO_DEV {
-            let n = done.fault.map_or(cmd.len, |(a, _)| a.saturating_sub(cmd.bus)).min(cmd.len) as usize;
-            let _ = self.mem_write(cx.fabric(), cmd.dev, &done.data[..n]);
-        }
         if let Some(fault) = done.fault {
             let s = self.set_flow_fault(cx.fabric(), ce, fault);
             return self.end(cx, ce, s);

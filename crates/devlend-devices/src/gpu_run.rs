@@ -35,9 +35,9 @@ struct Staging {
 /// The staging chunk of a GPU-to-GPU copy through RAM (params/hardware.toml `[gpu_staging]`).
 pub fn staging_chunk() -> DResult<u64> {
     let bad = |problem| DeviceError::Params { field: "[gpu_staging] chunk_bytes".into(), problem };
-    let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| bad(ParamsProblem::Toml(e)))?;
+    let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| bad(ParamsProblem::Toml(Box::new(e))))?;
     let v = t.get("gpu_staging").ok_or_else(|| bad(ParamsProblem::NoTable { table: "gpu_staging" }))?;
-    let st: Staging = v.clone().try_into().map_err(|e| bad(ParamsProblem::Toml(e)))?;
+    let st: Staging = v.clone().try_into().map_err(|e| bad(ParamsProblem::Toml(Box::new(e))))?;
     match st.chunk_bytes {
         0 => Err(bad(ParamsProblem::Zero)),
         n => Ok(n),

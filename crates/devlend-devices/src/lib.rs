@@ -1,6 +1,8 @@
 //! # devlend-devices: devices and their drivers
 //!
-//! Layer 4 of devlend. A device model reads its registers from its BARs, moves data with DMA
+//! The devices layer of devlend, above the host software (`devlend-host`: the `Cluster` world the
+//! models live in and the kernel interfaces the drivers use), the engine, the fabric and the wire
+//! (see the README's architecture section). A device model reads its registers from its BARs, moves data with DMA
 //! through the fabric as its own requester (so IOMMUs, NTBs and Device Lending apply), and posts
 //! completions and MSI-X interrupts the same way. Devices are actors on the engine's one clock
 //! (`devlend_engine::machine`), drivers run on its threads (`devlend_host::ThreadOs`, or a VM's

@@ -86,9 +86,9 @@ impl Media {
     /// The media timing of device profile `profile` (params/hardware.toml).
     pub fn of(profile: &str) -> DResult<Media> {
         let bad = |problem| DeviceError::Params { field: format!("[device.{profile}]"), problem };
-        let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| bad(ParamsProblem::Toml(e)))?;
+        let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| bad(ParamsProblem::Toml(Box::new(e))))?;
         let v = t.get("device").and_then(|d| d.get(profile)).ok_or_else(|| bad(ParamsProblem::NoProfile { profile: profile.into() }))?;
-        v.clone().try_into().map_err(|error| bad(ParamsProblem::NoMediaTiming { profile: profile.into(), error }))
+        v.clone().try_into().map_err(|error| bad(ParamsProblem::NoMediaTiming { profile: profile.into(), error: Box::new(error) }))
     }
 
     /// The media of the drive named `device` in the fabric: its profile's, with what the

@@ -1,12 +1,34 @@
 //! # devlend-engine: how long does it take?
 //!
-//! Layer 3 of devlend. The functional router (devlend-fabric) says where a TLP goes; this crate
+//! The engine layer of devlend, above the fabric and the wire (see the README's architecture
+//! section). The functional router (devlend-fabric) says where a TLP goes; this crate
 //! moves the same TLPs along the same routes in a deterministic discrete-event simulation with
 //! integer picoseconds (see `sim` for the mechanisms and `params` for every constant), and gives
 //! an analytic estimate per route (`analytic`) as a cross-check and a quick answer.
 //!
-//! Entry points: [`dma`] times a DMA stream of N bytes by one requester (a device's DMA engine or
-//! a CPU), [`latency`] the one-way (write) or round-trip (read) time of a single small access.
+//! Entry points:
+//! - [`machine::Machine`], the one clock every run of devlend lives on: devices are actors
+//!   (`add_device`), software runs as threads (`spawn`) whose CPU loads and stores and whose
+//!   devices' DMA are TLPs on this simulation, timing-only streams and faults at a simulated time
+//!   share it; the outer crates (host, devices, RDMA, VMs, Xen-IB, workloads) all run on it.
+//! - On an idle fabric, without a machine: [`dma`] times a DMA stream of N bytes by one requester
+//!   (a device's DMA engine or a CPU), [`latency`] the one-way (write) or round-trip (read) time
+//!   of a single small access.
+//!
+//! ```
+//! use devlend_wire::Access;
+//!
+//! let json = devlend_fabric::fixtures::two_hosts_pxh830("amd-epyc", 1 << 30, false, false);
+//! let mut f = devlend_fabric::build_json(&json)?;
+//! // NT adapter `na` (a function in host a) reads host a's RAM over its link to the root port
+//! let na = f.requester("na")?;
+//! let ram = f.resolve_expr("a.ram")?;
+//! let mib = devlend_engine::dma(&mut f, na, ram, 1 << 20, Access::Read, true).expect("RAM is reachable");
+//! let kib = devlend_engine::dma(&mut f, na, ram, 4 << 10, Access::Read, true).expect("RAM is reachable");
+//! assert_eq!(mib.bytes, 1 << 20);
+//! assert!(mib.time_ps > kib.time_ps && mib.bandwidth() > 0.0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod analytic;
 pub mod iotlb;

@@ -521,12 +521,12 @@ mod tests {
                 2 => (x >> 20) % 2_000_000,
                 _ => (x >> 20) % 5_000,
             };
-            if (x >> 33) % 3 == 0 {
+            if (x >> 33).is_multiple_of(3) {
                 q.push_late(t + ahead, i);
             } else {
                 q.push(t + ahead, i);
             }
-            if (x >> 40) % 2 == 0 {
+            if (x >> 40).is_multiple_of(2) {
                 let peeked = q.peek_time();
                 let popped = q.pop().map(|(at, _)| at);
                 assert_eq!(peeked, popped);

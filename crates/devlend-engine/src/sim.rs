@@ -40,6 +40,10 @@ use devlend_wire::{Overheads, TlpKind};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+/// A sub-request waiting for a root-complex tag: (re-split point (path, stage), parent request,
+/// bytes, offset).
+type RootWait = ((u32, u32), u32, u32, u64);
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Class {
     Posted = 0,
@@ -332,7 +336,7 @@ impl Flow {
 
     /// Whether the next TLP starts a transfer the engine may not start yet (its issue rate).
     fn paced(&self, now: Ps) -> bool {
-        self.interval > 0 && self.issued % self.transfer == 0 && now < self.next_transfer
+        self.interval > 0 && self.issued.is_multiple_of(self.transfer) && now < self.next_transfer
     }
 }
 
@@ -404,7 +408,7 @@ pub struct Sim {
     /// Per re-splitting root complex (host): its free tags, shared by every route through it, and
     /// the sub-requests waiting for one, in arrival order: (re-split point (path, stage), parent
     /// request, bytes, offset).
-    root_tags: HashMap<u16, (u32, VecDeque<((u32, u32), u32, u32, u64)>)>,
+    root_tags: HashMap<u16, (u32, VecDeque<RootWait>)>,
     /// Per host IOTLB, page-walk cache and walker, indexed by host (grown on first use).
     iotlb: Vec<HostIommu>,
     pub stats: Stats,
@@ -1008,7 +1012,7 @@ impl Sim {
             if f.kind == FlowKind::Read && f.tags == 0 {
                 return;
             }
-            if f.interval > 0 && f.issued % f.transfer == 0 {
+            if f.interval > 0 && f.issued.is_multiple_of(f.transfer) {
                 let next = self.now + f.interval;
                 self.flows[fid as usize].next_transfer = next;
             }

@@ -1,15 +1,34 @@
 //! # devlend-fabric: the PCIe cluster as a static, programmable picture
 //!
-//! Layer 2 of devlend (see the README's architecture section). A topology description
-//! ([`spec::TopologySpec`]) is built into a [`fabric::Fabric`]: every host is its own PCIe domain
-//! with a root complex, root ports, switches, endpoints and NTB adapters; [`enumerate`] numbers
-//! buses and assigns BARs and bridge windows as Linux does; [`route`] answers "where does this
-//! go?" for any requester and address, hop by hop, through switches, root complexes, IOMMUs and
-//! NTBs; [`memory`] stores the bytes that land. Software programs the fabric only through the
-//! Linux-named interfaces on `Fabric` (NTB API, IOMMU API, PCI config space).
+//! The fabric layer of devlend, above the wire (see the README's architecture section). A
+//! topology description ([`spec::TopologySpec`]) is built into a [`fabric::Fabric`]: every host
+//! is its own PCIe domain with a root complex, root ports, switches, endpoints and NTB adapters;
+//! [`enumerate`] numbers buses and assigns BARs and bridge windows as Linux does; [`route`]
+//! answers "where does this go?" for any requester and address, hop by hop, through switches,
+//! root complexes, IOMMUs and NTBs; [`memory`] stores the bytes that land. Software programs the
+//! fabric only through the Linux-named interfaces on `Fabric` (NTB API, IOMMU API, PCI config
+//! space).
 //!
 //! Read seeds 000 §2 and §4-6 and 003 §2 for the hardware this models; each module's docs say
 //! what it takes from them.
+//!
+//! Build two hosts joined by an NTB, route a CPU store to host `a`'s own RAM, and see an
+//! unprogrammed NTB window refuse one:
+//!
+//! ```
+//! use devlend_fabric::route::{Failure, Outcome, Requester};
+//! use devlend_wire::Access;
+//!
+//! let json = devlend_fabric::fixtures::two_hosts_pxh830("amd-epyc", 1 << 30, false, false);
+//! let mut f = devlend_fabric::build_json(&json)?;
+//! let cpu = Requester::Cpu(f.host_id("a")?);
+//! let ram = f.resolve_expr("a.ram+0x1000")?;
+//! assert!(matches!(f.route(cpu, ram, Access::Write).outcome, Outcome::Delivered(_)));
+//! let window = f.resolve_expr("na.mw0")?;
+//! let refused = f.route(cpu, window, Access::Write);
+//! assert!(matches!(refused.outcome, Outcome::Failed(Failure::NtbUnmapped { .. })), "{refused:?}");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod aer;
 pub mod build;

@@ -1,6 +1,8 @@
 //! # devlend-host: the host software of Device Lending
 //!
-//! Layer 5 of devlend (see the README's architecture section), functional only (no timing):
+//! The host-software layer of devlend, above the engine, the fabric and the wire (see the README's
+//! architecture section). Each kernel has a functional interface (no timing; [`HostOs`]) and a
+//! timed one for a thread on the engine's one clock ([`timed`]: [`ThreadOs`]):
 //!
 //! - [`kernel`]: a small kernel per host: the device tree (local functions after enumeration,
 //!   hot-added borrowed ones), BAR addresses, a deterministic page allocator.

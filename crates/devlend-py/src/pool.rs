@@ -31,6 +31,9 @@ struct Pool {
     inner: Core,
 }
 
+/// A device's last scrub: (how: "fill" or "reset", bytes filled, ps).
+type Scrub = (&'static str, u64, u64);
+
 #[pymethods]
 impl Pool {
     /// An empty pool on the topology (JSON, without borrow/return operations), with hygiene
@@ -52,7 +55,7 @@ impl Pool {
 
     /// `device`'s last scrub: (how: "fill" or "reset", bytes filled, ps), or None; and whether
     /// one is still pending (its lend ended where its lender could not scrub it).
-    fn scrub(&self, device: &str) -> PyResult<(Option<(&'static str, u64, u64)>, bool)> {
+    fn scrub(&self, device: &str) -> PyResult<(Option<Scrub>, bool)> {
         let func = self.inner.resolve(device).map_err(perr)?;
         let c = self.inner.cluster();
         let last = c.last_scrub(func).map(|s| match s.how {

@@ -55,8 +55,30 @@ fn uml_serve<'py>(
     Ok(d)
 }
 
+/// Be the time-travel controller of several UML guests of the topology, one on each of
+/// `time_sockets` (each guest runs with `time-travel=ext:SOCKET`), the topology's engine their
+/// one clock, until every guest disconnects; `connect_s` bounds the wait for them. Returns the
+/// simulated time (ps) and, per guest, its final time, time messages and WAITs.
+#[pyfunction]
+#[pyo3(signature = (topology_json, time_sockets, connect_s=60.0))]
+fn uml_control<'py>(py: Python<'py>, topology_json: &str, time_sockets: Vec<String>, connect_s: f64) -> PyResult<Bound<'py, PyDict>> {
+    let r = py.detach(|| {
+        let cluster = devlend_host::Cluster::from_json(topology_json).map_err(|e| format!("the topology: {e}"))?;
+        let machine = devlend_engine::machine::Machine::new(cluster);
+        devlend_uml::control(&time_sockets, machine, Duration::from_secs_f64(connect_s)).map_err(|e| e.to_string())
+    });
+    let s = r.map_err(PyErr::new::<UmlError, _>)?;
+    let d = PyDict::new(py);
+    d.set_item("simulated_ps", s.simulated_ps)?;
+    let guests: Vec<(u64, u64, u64)> = s.guests.iter().map(|g| (g.guest_ns, g.time_messages, g.waits)).collect();
+    d.set_item("guests", guests)?;
+    d.set_item("wall_s", s.wall.as_secs_f64())?;
+    Ok(d)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(uml_serve, m)?)?;
+    m.add_function(wrap_pyfunction!(uml_control, m)?)?;
     m.add("UmlError", m.py().get_type::<UmlError>())?;
     Ok(())
 }

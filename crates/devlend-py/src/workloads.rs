@@ -271,6 +271,17 @@ impl Scenario {
         self.inner.now()
     }
 
+    /// Run at most `events` more events (progress between slices; `run` then for the results):
+    /// false once nothing is left to happen.
+    fn run_events(&mut self, events: u64) -> PyResult<bool> {
+        self.inner.run_events(events).map_err(werr)
+    }
+
+    /// How far the workloads are, 0 to 1 (`Scenario::progress`).
+    fn progress(&self) -> f64 {
+        self.inner.progress()
+    }
+
     fn results(&self) -> Vec<Row> {
         self.rows.clone()
     }

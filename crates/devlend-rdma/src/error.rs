@@ -33,7 +33,7 @@ pub enum RdmaError {
     /// The topology description does not build.
     Topology(SpecError),
     /// `addr` cannot be reached: `failure` is where the fabric refused it.
-    Route { addr: u64, failure: FailureReport },
+    Route { addr: u64, failure: Box<FailureReport> },
     /// A thread of the run on the machine failed, or waited for what never came.
     Run { thread: String, failure: RunFailure },
     /// Operation `operation` of a run never ended.
@@ -72,7 +72,7 @@ pub enum DmaStop {
     /// The channel found the descriptor invalid.
     InvalidDescriptor,
     /// A TLP of the transfer was refused on the fabric.
-    Route(FailureReport),
+    Route(Box<FailureReport>),
 }
 
 impl From<FabricError> for RdmaError {
@@ -162,8 +162,8 @@ impl std::error::Error for RdmaError {
         match self {
             RdmaError::Fabric(e) => Some(e),
             RdmaError::Topology(e) => Some(e),
-            RdmaError::Route { failure, .. } => Some(failure),
-            RdmaError::Dma { stop: DmaStop::Route(r), .. } => Some(r),
+            RdmaError::Route { failure, .. } => Some(failure.as_ref()),
+            RdmaError::Dma { stop: DmaStop::Route(r), .. } => Some(r.as_ref()),
             RdmaError::Run { failure, .. } => Some(failure),
             _ => None,
         }

@@ -402,7 +402,8 @@ impl Pe {
     pub fn dma_write_limit(&self, f: &mut Fabric) -> RResult<f64> {
         let func = self.channel()?.engine.borrow().func;
         let addr = self.node.window.0;
-        let plan = devlend_engine::plan(f, Requester::Func(func), addr, Access::Write).map_err(|e| RdmaError::Route { addr, failure: f.failure_report(&e) })?;
+        let plan = devlend_engine::plan(f, Requester::Func(func), addr, Access::Write)
+            .map_err(|e| RdmaError::Route { addr, failure: Box::new(f.failure_report(&e)) })?;
         let mut ports = vec![(0u64, 0u64); f.links.len() * 2];
         for (i, l) in f.links.iter().enumerate() {
             for down in [true, false] {
@@ -418,7 +419,7 @@ impl Pe {
         let engine = ch.engine.borrow();
         let last =
             (0..engine.channel_count()).filter_map(|c| engine.log(c).faults.last().copied()).find(|x| x.descriptor == descriptor && x.bytes_done == bytes_done);
-        let stop = last.and_then(|x| x.failure).map_or(DmaStop::InvalidDescriptor, |x| DmaStop::Route(f.failure_report(&x)));
+        let stop = last.and_then(|x| x.failure).map_or(DmaStop::InvalidDescriptor, |x| DmaStop::Route(Box::new(f.failure_report(&x))));
         RdmaError::Dma { descriptor, bytes_done, stop }
     }
 }

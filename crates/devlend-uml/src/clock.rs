@@ -25,10 +25,8 @@ pub const IDLE_HORIZON_NS: u64 = 300_000_000_000;
 /// The guest's time as the controller knows it.
 #[derive(Debug, Default)]
 pub struct Clock {
-    /// The guest's current time (ns): the last RUN, UPDATE or GET.
-    pub now: u64,
-    /// The time the guest last REQUESTed.
-    requested: Option<u64>,
+    /// The guest's current time and its last request.
+    pub time: tt::GuestTime,
     /// The FREE_UNTIL the guest holds (None after a WAIT, which forgets it).
     free_until: Option<u64>,
     seq: u32,
@@ -36,7 +34,7 @@ pub struct Clock {
 
 impl Clock {
     pub fn now_ps(&self) -> u64 {
-        self.now.saturating_mul(1000)
+        self.time.now.saturating_mul(1000)
     }
 }
 
@@ -48,50 +46,28 @@ impl Session {
         Ok(self.clock.seq)
     }
 
-    fn ack(&mut self, m: TtMsg, time: u64) -> UmlResult<()> {
-        self.msgs.time += 1;
-        tt::send(self.time, TtMsg { op: tt::ACK, seq: m.seq, time }, &[])
-    }
-
     /// One message from the guest. `in_irq`: the guest is taking an interrupt, so it cannot WAIT.
     pub(crate) fn time_message(&mut self, m: TtMsg, in_irq: bool) -> UmlResult<()> {
         self.msgs.time += 1;
+        if tt::answer(self.time, &mut self.clock.time, m, &mut self.msgs.time)? {
+            return Ok(());
+        }
         match m.op {
-            tt::ACK => {}
-            tt::START => {
-                let fds = tt::start_fds()?;
-                self.msgs.time += 1;
-                let sent = tt::send(self.time, TtMsg { op: tt::ACK, seq: m.seq, time: 0 }, &fds);
-                fds.iter().for_each(|&fd| unsafe {
-                    libc::close(fd);
-                });
-                sent?;
-            }
-            tt::GET_TOD => self.ack(m, tt::TOD_START_NS + self.clock.now)?,
-            tt::GET => self.ack(m, self.clock.now)?,
-            tt::UPDATE => {
-                self.clock.now = self.clock.now.max(m.time);
-                self.ack(m, 0)?;
-            }
-            tt::REQUEST => {
-                self.clock.requested = Some(m.time);
-                self.ack(m, 0)?;
-            }
             tt::WAIT if !in_irq => {
-                self.ack(m, 0)?;
+                self.msgs.time += 1;
+                tt::send(self.time, TtMsg { op: tt::ACK, seq: m.seq, time: 0 }, &[])?;
                 self.clock.free_until = None;
                 self.msgs.waits += 1;
-                self.wait()?;
+                self.wait()
             }
-            _ => return Err(UmlError::TimeTravel { op: m.op, what: "a message the controller does not take here" }),
+            _ => Err(UmlError::TimeTravel { op: m.op, what: "a message the controller does not take here" }),
         }
-        Ok(())
     }
 
     /// Tell the guest how far it may run: the engine's next event. `sync`: the guest is waiting
     /// for a vhost-user reply and reads time messages only until that comes, so wait for the ACK.
     pub(crate) fn tell_free_until(&mut self, sync: bool) -> UmlResult<()> {
-        let until = self.dev.next_event().map_or(NEVER_NS, ns_at_or_after).max(self.clock.now);
+        let until = self.dev.next_event().map_or(NEVER_NS, ns_at_or_after).max(self.clock.time.now);
         if self.clock.free_until == Some(until) {
             return Ok(());
         }
@@ -118,18 +94,18 @@ impl Session {
     /// The guest waits for its requested time: run the engine up to it, or to the interrupt
     /// that comes first, then let the guest run.
     fn wait(&mut self) -> UmlResult<()> {
-        let target = self.clock.requested.filter(|&t| t < NEVER_NS / 1000);
+        let target = self.clock.time.requested.filter(|&t| t < NEVER_NS / 1000);
         // A guest with no timer waits for an interrupt: the engine runs at most IDLE_HORIZON_NS
         // for one (its queue may hold periodic events that never raise one, and running it dry
         // would never end).
-        let bound = target.unwrap_or(self.clock.now.saturating_add(IDLE_HORIZON_NS));
+        let bound = target.unwrap_or(self.clock.time.now.saturating_add(IDLE_HORIZON_NS));
         if !self.deliver()? {
             loop {
                 let stopped = self.dev.advance(bound.saturating_mul(1000))?;
                 self.finish_reads()?;
                 if stopped {
-                    let t = ns_at_or_after(self.dev.machine.now()).max(self.clock.now);
-                    self.clock.now = t;
+                    let t = ns_at_or_after(self.dev.machine.now()).max(self.clock.time.now);
+                    self.clock.time.now = t;
                     if self.deliver()? {
                         break;
                     }
@@ -137,15 +113,15 @@ impl Session {
                 }
                 match target {
                     Some(t) => {
-                        self.clock.now = self.clock.now.max(t);
+                        self.clock.time.now = self.clock.time.now.max(t);
                         break;
                     }
-                    None => return Err(UmlError::NothingToWaitFor { at_ns: self.clock.now }),
+                    None => return Err(UmlError::NothingToWaitFor { at_ns: self.clock.time.now }),
                 }
             }
         }
-        let run = self.clock.requested.unwrap_or(self.clock.now).max(self.clock.now);
-        self.clock.now = run;
+        let run = self.clock.time.requested.unwrap_or(self.clock.time.now).max(self.clock.time.now);
+        self.clock.time.now = run;
         self.tell_free_until(false)?;
         self.send_time(tt::RUN, run)?;
         Ok(())

@@ -11,6 +11,7 @@
 
 pub mod clock;
 pub mod error;
+pub mod guests;
 pub mod mem;
 pub mod pcidev;
 pub mod server;
@@ -19,5 +20,6 @@ pub mod vhost;
 pub mod vring;
 
 pub use error::{UmlError, UmlResult};
+pub use guests::{control, GuestSummary, RunSummary};
 pub use pcidev::NvmeDevice;
 pub use server::{serve, serve_with_faults, Messages, Summary};

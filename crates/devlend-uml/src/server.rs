@@ -121,7 +121,7 @@ pub fn serve_with_faults(socket: &str, time_socket: &str, mut dev: NvmeDevice, d
     let commands = s.dev.ctrl.borrow().commands;
     Ok(Summary {
         simulated_ps: s.dev.machine.now(),
-        guest_ns: s.clock.now,
+        guest_ns: s.clock.time.now,
         commands,
         counts: s.dev.counts.clone(),
         messages: s.msgs.clone(),

@@ -101,6 +101,48 @@ pub fn start_fds() -> UmlResult<[RawFd; 2]> {
     Ok([fd, log])
 }
 
+/// One guest's time as a controller knows it: what every controller answers from.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GuestTime {
+    /// The guest's current time (ns): the last RUN, UPDATE or GET.
+    pub now: u64,
+    /// The time the guest last REQUESTed.
+    pub requested: Option<u64>,
+}
+
+/// Answer `m` from guest `fd` if it is one every controller answers alike (ACK, START, GET,
+/// GET_TOD, UPDATE, REQUEST), counting each message sent in `sent`; false for the others
+/// (WAIT, and anything unexpected), which the caller's scheduling decides.
+pub fn answer(fd: RawFd, t: &mut GuestTime, m: TtMsg, sent: &mut u64) -> UmlResult<bool> {
+    let mut ack = |time: u64, fds: &[RawFd]| {
+        *sent += 1;
+        send(fd, TtMsg { op: ACK, seq: m.seq, time }, fds)
+    };
+    match m.op {
+        ACK => {}
+        START => {
+            let fds = start_fds()?;
+            let out = ack(0, &fds);
+            fds.iter().for_each(|&fd| unsafe {
+                libc::close(fd);
+            });
+            out?;
+        }
+        GET_TOD => ack(TOD_START_NS + t.now, &[])?,
+        GET => ack(t.now, &[])?,
+        UPDATE => {
+            t.now = t.now.max(m.time);
+            ack(0, &[])?;
+        }
+        REQUEST => {
+            t.requested = Some(m.time);
+            ack(0, &[])?;
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 /// Picoseconds on the engine to the first guest nanosecond not before them.
 pub fn ns_at_or_after(ps: u64) -> u64 {
     ps.div_ceil(1000)

@@ -65,13 +65,13 @@ fn kind_of(c: &Cluster, device: &str) -> Option<String> {
     use devlend_fabric::spec::DeviceKind;
     let d = c.fabric.devices.iter().find(|d| d.name == device)?;
     let Some(profile) = &d.profile else {
-        return Some(match d.kind {
+        let kind = match d.kind {
             DeviceKind::Gpu => "gpu",
             DeviceKind::Nvme => "nvme",
             DeviceKind::Nic => "nic",
             DeviceKind::Generic => "generic",
-        })
-        .map(String::from);
+        };
+        return Some(kind.to_string());
     };
     let t: Option<toml::Value> = toml::from_str(devlend_fabric::params::HARDWARE_TOML).ok();
     let kind = t.as_ref().and_then(|t| t.get("device")?.get(profile)?.get("kind")?.as_str().map(String::from));
@@ -83,9 +83,9 @@ pub(crate) fn host_error(w: &str, device: &str, e: HostError) -> WorkloadError {
     match e {
         HostError::AlreadyLent(_) | HostError::Busy(_) => WorkloadError::AlreadyBorrowed { workload, device: device.into(), error: e },
         HostError::Unreachable(_) | HostError::WindowTooSmall(_) => {
-            WorkloadError::Unreachable { workload, target: Unreached::Device { device: device.into(), error: e } }
+            WorkloadError::Unreachable { workload, target: Box::new(Unreached::Device { device: device.into(), error: e }) }
         }
-        HostError::NoDevice(_) => WorkloadError::NoSuch { workload, what: "device".into(), missing: Missing::Host(e) },
+        HostError::NoDevice(_) => WorkloadError::NoSuch { workload, what: "device".into(), missing: Box::new(Missing::Host(e)) },
         error => WorkloadError::Setup { workload, cause: SetupCause::Host { step: "attaching the device", error } },
     }
 }

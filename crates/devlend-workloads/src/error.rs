@@ -177,7 +177,9 @@ pub enum WorkloadError {
     /// A start time before the machine's clock (the scenario has already run past it).
     StartInPast { workload: String, at: Ps, now: Ps },
     /// A host, device or requester the topology does not have.
-    NoSuch { workload: String, what: String, missing: Missing },
+    /// Boxed (as `target` and `why` are): the lower layers' errors inside are large, and every
+    /// `WResult` would carry them.
+    NoSuch { workload: String, what: String, missing: Box<Missing> },
     /// The device is not of the kind the workload drives (a GPU, an NVMe drive).
     WrongKind { workload: String, device: String, expected: &'static str, found: String },
     /// The device is lent to (borrowed by) another host already.
@@ -187,9 +189,9 @@ pub enum WorkloadError {
     /// No NT adapter of `runner` has its peer in host `peer`.
     NoNtb { workload: String, runner: String, peer: String },
     /// The device, or the stream's address, cannot be reached from the runner.
-    Unreachable { workload: String, target: Unreached },
+    Unreachable { workload: String, target: Box<Unreached> },
     /// A description the runner cannot run (zero bytes, zero depth, too large for the device).
-    Invalid { workload: String, why: BadSpec },
+    Invalid { workload: String, why: Box<BadSpec> },
     /// Setting the workload up failed otherwise (a driver's probe, the host kernel).
     Setup { workload: String, cause: SetupCause },
     /// The workload failed while running (a driver error, data that did not arrive).
@@ -296,12 +298,12 @@ impl WorkloadError {
 
     /// Workload `w`, whose description the runner cannot run (`why`).
     pub fn invalid(w: &str, why: BadSpec) -> WorkloadError {
-        WorkloadError::Invalid { workload: w.into(), why }
+        WorkloadError::Invalid { workload: w.into(), why: Box::new(why) }
     }
 
     /// Workload `w`'s `what` (a host, a device, ...), not there (`missing`).
     pub fn no_such(w: &str, what: &str, missing: Missing) -> WorkloadError {
-        WorkloadError::NoSuch { workload: w.into(), what: what.into(), missing }
+        WorkloadError::NoSuch { workload: w.into(), what: what.into(), missing: Box::new(missing) }
     }
 
     /// Workload `w`'s set-up step `step`, refused by the runner's kernel.

@@ -52,6 +52,17 @@ impl Outcome {
     }
 }
 
+/// How far `Scenario::drive_to` runs the machine.
+#[derive(Clone, Copy)]
+pub(crate) enum Until {
+    /// Until nothing is left to happen (the end's checks: stuck threads, crashes).
+    End,
+    /// Up to this time.
+    At(Ps),
+    /// At most this many events.
+    Events(u64),
+}
+
 impl Scenario {
     /// Go on past a workload's failure: `run` and the machine's runs up to a borrow or return
     /// record it in that workload's result instead of ending with it.
@@ -63,12 +74,25 @@ impl Scenario {
     /// `keep_going`, a workload's failure is the error; with it, each workload's first failure is
     /// kept and the run goes on (a crash or a stuck thread is found only once nothing is left).
     pub(crate) fn drive(&mut self, until: Option<Ps>) -> WResult<()> {
+        self.drive_to(match until {
+            Some(at) => Until::At(at),
+            None => Until::End,
+        })
+        .map(|_| ())
+    }
+
+    /// As `drive`, to `until`; whether anything is left to happen (`Until::Events`).
+    pub(crate) fn drive_to(&mut self, until: Until) -> WResult<bool> {
         loop {
             let r = match until {
-                Some(at) => self.m.run_until(at),
-                None => self.m.run(),
+                Until::At(at) => self.m.run_until(at).map(|()| true),
+                Until::End => self.m.run().map(|()| false),
+                Until::Events(n) => self.m.run_events(n),
             };
-            let Err(e) = r else { return Ok(()) };
+            let e = match r {
+                Ok(more) => return Ok(more),
+                Err(e) => e,
+            };
             // With no fault struck yet, a failure is the workload's own (bad input, a limit): an error.
             if !self.keep_going || !self.struck_by(Some(self.now())) {
                 return Err(machine_error(e));
@@ -93,7 +117,7 @@ impl Scenario {
             let outcome = if cut { Outcome::CutShort { error, noticed } } else { Outcome::Failed { error, noticed } };
             self.failures.entry(workload).or_insert(outcome);
             if last {
-                return Ok(());
+                return Ok(false);
             }
         }
     }

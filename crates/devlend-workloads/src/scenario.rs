@@ -222,7 +222,7 @@ impl Scenario {
         let who = self.m.world().fabric.requester(requester).map_err(|e| WorkloadError::no_such(name, "requester", Missing::Fabric(e)))?;
         let id = self.m.stream(name, who, addr, bytes, access, at).map_err(|e| match e {
             MachineError::Unreachable { addr, failure, .. } => {
-                WorkloadError::Unreachable { workload: name.into(), target: Unreached::Addr { addr, failure: *failure } }
+                WorkloadError::Unreachable { workload: name.into(), target: Box::new(Unreached::Addr { addr, failure }) }
             }
             MachineError::Invalid { why, .. } => WorkloadError::invalid(name, BadSpec::Stream(why)),
             other => WorkloadError::Machine(Box::new(other)),
@@ -324,6 +324,36 @@ impl Scenario {
         };
         let span = self.span(&workloads);
         Ok(Report { workloads, links: self.m.link_stats_since_mark(), span, elapsed: self.now() })
+    }
+
+    /// Run at most `events` more events, for a caller that shows progress between slices (then
+    /// [`Scenario::run`] for the results); false once nothing is left to happen. Failures are
+    /// handled as `run` handles them.
+    pub fn run_events(&mut self, events: u64) -> WResult<bool> {
+        self.drive_to(crate::outcome::Until::Events(events))
+    }
+
+    /// How far the workloads are, 0 to 1: the mean over workloads of 1 for one that ended (or
+    /// failed), else the share of its bytes its device has moved (0 where it has no device).
+    pub fn progress(&self) -> f64 {
+        if self.entries.is_empty() {
+            return 1.0;
+        }
+        let share = |e: &Entry| -> f64 {
+            let ended = self.done.contains_key(&e.name)
+                || self.failures.contains_key(&e.name)
+                || match &e.track {
+                    Track::Stream(i) => self.m.streams()[*i].end.is_some(),
+                    Track::Gpu(copy) => self.m.thread_end(copy.thread).is_some(),
+                    _ => false,
+                };
+            match (&e.device, e.bytes) {
+                _ if ended => 1.0,
+                (Some(d), bytes) if bytes > 0 => self.moved(d).map_or(0.0, |(m, _)| (m as f64 / bytes as f64).min(1.0)),
+                _ => 0.0,
+            }
+        };
+        self.entries.iter().map(share).sum::<f64>() / self.entries.len() as f64
     }
 
     /// From the mark (the first workload's start) to the last workload's end; a workload without

@@ -52,9 +52,10 @@ def grid(points: list[dict]) -> list[dict]:
     return json.loads(call(_core.hypertrio_grid, json.dumps(points)))
 
 
-def plot_three_panels(rows: list[dict], workloads, path: str, title: str) -> None:
+def plot_three_panels(rows: list[dict], workloads, path: str, title: str, paper=()) -> None:
     """The layout of 002 Figs 11 and 12: panels (a), (b), (c), one line per workload and variant
-    ("a:...", "b:...", "c:..."), link bandwidth against tenants; a variant keeps its colour."""
+    ("a:...", "b:...", "c:..."), link bandwidth against tenants; a variant keeps its colour. Each of
+    ``paper`` (panel index, xs, ys, label) is a paper value drawn beside ours (Figure.paper)."""
     rows = sorted(rows, key=lambda r: r["tenants"])
     with Figure(path, ncols=3, size=(14, 4), sharey=True, title=title) as f:
         for ax, part in zip(f.axes, "abc"):
@@ -62,5 +63,8 @@ def plot_three_panels(rows: list[dict], workloads, path: str, title: str) -> Non
                 for v in dict.fromkeys(r["variant"] for r in rows if r["variant"].startswith(part + ":")):
                     f.line(ax, *points(rows, "tenants", "gbps", workload=w, variant=v), f"{w} {v[3:]}", ls, key=v,
                            marker="o", markersize=3)
+        for panel, xs, ys, label in paper:
+            f.paper(f.axes[panel], xs, ys, label)
+        for ax, part in zip(f.axes, "abc"):
             axes(ax, xlabel="tenants", title=f"({part})", logx=True, ylim=(0, LINK_GBPS * 1.05), legend=6)
         axes(f.axes[0], ylabel="I/O link bandwidth (Gb/s)", grid=False, legend=6)

@@ -1,7 +1,8 @@
 """The one way experiment figures are drawn: a :class:`Figure` that opens matplotlib headless, gives
 every named series the same colour in every panel of the figure, and writes and closes the file;
 :func:`axes` for the labels, log axes, grid and legend that every panel sets; :func:`points` to pick
-one series out of a result's rows.
+one series out of a result's rows; :meth:`Figure.paper` and :meth:`Figure.paper_band` draw the
+paper's published values beside ours where an experiment reproduces a paper figure.
 
     with Figure(path, ncols=2, size=(10, 4), title="devlend: ...") as f:
         for ax, key in zip(f.axes, ("write_GBps", "read_GBps")):
@@ -100,6 +101,24 @@ class Figure:
             kw.setdefault("markerfacecolor", "none")
             markersize += 1.5
         ax.plot(xs, ys, linestyle=linestyle, label=label, markersize=markersize, **kw)
+
+    def paper(self, ax, xs: list, ys: list, label: str, yerr: Any = None, joined: bool = True) -> None:
+        """The paper's published values beside ours: black hollow 'X' markers (no series of ours
+        uses black or 'X'), dotted between points when ``joined``, drawn on top of ours; ``yerr``
+        ((below, above) or one value) for a value the paper gives as a range; the legend says
+        "paper: LABEL"."""
+        ax.errorbar(xs, ys, yerr=yerr, fmt=":X" if joined and len(xs) > 1 else "X", color="black", markersize=8, capsize=4,
+                    markerfacecolor="none", zorder=5, label=f"paper: {label}")
+
+    def paper_band(self, ax, lo: float, hi: float, label: str, xspan: Optional[tuple] = None) -> None:
+        """A range the paper states (e.g. "2-10 us"): a hatched band behind our series, over the
+        whole x axis or ``xspan``; the legend says "paper: LABEL"."""
+        import matplotlib.patches as mpatches
+        if xspan is None:
+            ax.axhspan(lo, hi, facecolor="none", edgecolor="grey", hatch="//", lw=0, zorder=0, label=f"paper: {label}")
+        else:
+            ax.add_patch(mpatches.Rectangle((xspan[0], lo), xspan[1] - xspan[0], hi - lo, facecolor="none",
+                                            edgecolor="grey", hatch="//", lw=0, zorder=0, label=f"paper: {label}"))
 
     def bars(self, ax, names: list, values: list, **kw: Any) -> None:
         """One bar per name, each in its name's colour unless ``color`` is given."""

@@ -77,5 +77,9 @@ def plot(res: ExperimentResult, path: str) -> None:
                     xs, ys = points(sorted(rows, key=lambda r: r["tenants"]), "tenants", "gbps", workload=w, config=c, order=o)
                     if xs:
                         f.line(ax, xs, ys, f"{'HyperTRIO' if c == 'hypertrio' else 'Base'} {o}", styles[o], key=c, markersize=3)
+            # 002 §V-B: Base beyond 32 tenants 12-30 Gb/s; HyperTRIO at 1024 over 90%, RAND1 up to 80%.
+            f.paper_band(ax, 12, 30, "Base beyond 32 tenants: 12-30 Gb/s", xspan=(32, 1024))
+            f.paper(ax, [1024], [0.95 * LINK_GBPS], "HyperTRIO at 1024: over 90%", yerr=([0.05 * LINK_GBPS], [0.05 * LINK_GBPS]))
+            f.paper(ax, [1024], [0.8 * LINK_GBPS], "HyperTRIO RAND1 at 1024: up to 80%")
             axes(ax, xlabel="tenants", title=w, logx=True, ylim=(0, LINK_GBPS * 1.05), legend=None)
         axes(f.axes[0], ylabel="I/O link bandwidth (Gb/s)", grid=False, legend=7)

@@ -72,4 +72,7 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
 def plot(res: ExperimentResult, path: str) -> None:
     """Fig 11's layout: (a) sizes, (b) policies, (c) fully associative oracle, bandwidth vs tenants, per workload."""
     rows = [r for r in res.rows if isinstance(r["gbps"], float) and not r["variant"].startswith("active")]
-    plot_three_panels(rows, WORKLOADS, path, "devlend: Base DevTLB sensitivity (cf. 002 Fig 11)")
+    # 002 §V-C: LFU up to 2x LRU (iperf3, 16 tenants): drawn at twice our LRU there.
+    lru = [r["gbps"] for r in rows if (r["workload"], r["variant"], r["tenants"]) == ("iperf3", "b: LRU", 16)]
+    paper = [(1, [16], [2 * lru[0]], "LFU up to 2x LRU (iperf3, 16 tenants)")] if lru else []
+    plot_three_panels(rows, WORKLOADS, path, "devlend: Base DevTLB sensitivity (cf. 002 Fig 11)", paper)

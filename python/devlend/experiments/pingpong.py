@@ -58,6 +58,10 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
                             plot=plot)
 
 
+# 000 §7.2 (text beside Fig 14): a second lender adds "a little over 700 ns" to the round trip.
+PAPER_SECOND_LENDER_NS = 700
+
+
 def plot(res: ExperimentResult, path: str) -> None:
     """Fig 14's layout: one bar per scenario, peer-to-peer and via RAM."""
     rows = [r for r in res.rows if r.get("round_trip_ns") is not None]
@@ -67,5 +71,14 @@ def plot(res: ExperimentResult, path: str) -> None:
         f.bars(ax, [r["scenario"] for r in rows], [r["round_trip_ns"] / 1000 for r in rows],
                color=[f.colour("P2P") if "P2P" in r["scenario"] else f.colour("RAM") for r in rows])
         ax.tick_params(axis="x", rotation=45)
-        axes(ax, ylabel="round trip (microseconds)", grid=False,
+        rt = {r["scenario"]: r["round_trip_ns"] / 1000 for r in rows}
+        one_way = next((r for r in res.rows if r.get("devlend_one_way_ns") is not None), None)
+        if "1L-P2P-SW" in rt and "2L-P2P-SW" in rt:
+            # 000 §7.2: 1L-P2P-SW equals Loc-P2P-SW; the second lender adds "a little over 700 ns".
+            f.paper(ax, ["1L-P2P-SW", "2L-P2P-SW"], [rt["Loc-P2P-SW"], rt["1L-P2P-SW"] + PAPER_SECOND_LENDER_NS / 1000],
+                    "1L-P2P-SW = Loc-P2P-SW; 2L-P2P-SW = 1L-P2P-SW + a little over 700 ns (000 §7.2)", joined=False)
+        if one_way is not None:
+            ax.text(0.01, 0.84, f"RAM-to-RAM one way: ours {one_way['devlend_one_way_ns']:.0f} ns, paper "
+                    f"{one_way['paper_one_way_ns']} ns", transform=ax.transAxes, va="top", fontsize=8)
+        axes(ax, ylabel="round trip (microseconds)", grid=False, legend=8,
              title="devlend: GPU ping-pong round trip (cf. 000 Fig 14); blue: counters in GPU memory, orange: in RAM")

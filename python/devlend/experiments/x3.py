@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from . import ExperimentResult, register
+from ._plot import Figure, axes, points
 from ._xenib import KiB, LABELS, rtt_us, size_label
 
 CONFIGS = ["xenib-bypass", "gen2-idd", "gen2-native"]
@@ -36,4 +37,23 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
     notes = ["the added time is the interrupt's path (pirq to dom0, back-end handler, event channel), set by assumed "
              "[xenib] constants; 004 gives only the 2-10 us range"]
     return ExperimentResult(name="x3", title="Xen-IB send/receive round trip with blocking verbs (us)", source="004 §4.4, Fig 12",
-                            columns=cols, rows=rows, notes=notes)
+                            columns=cols, rows=rows, notes=notes, plot=plot)
+
+
+# 004 §4.4: "the extra cost of passing the event adds 2 to 10 us".
+PAPER_XEN_ADDS_US = (2, 10)
+
+
+def plot(res: ExperimentResult, path: str) -> None:
+    """Fig 12's quantity: the round trip with blocking verbs per message size, and what Xen adds
+    beside the paper's 2-10 us."""
+    rows = [r for r in res.rows if r["size"] != "paper"]
+    with Figure(path, ncols=2, size=(10, 4), title="devlend: Xen-IB blocking verbs (cf. 004 Fig 12)") as f:
+        a, b = f.axes
+        for c in CONFIGS:
+            f.line(a, *points(rows, "size", f"rtt_us {LABELS[c]}"), LABELS[c])
+        axes(a, xlabel="message size (bytes)", ylabel="round trip (microseconds)", legend=8)
+        f.paper_band(b, *PAPER_XEN_ADDS_US, "Xen adds 2-10 µs (004 §4.4)")
+        for k in ("Xen adds (us), IDD", "Xen adds (us), bypass"):
+            f.line(b, *points(rows, "size", k), k.replace("Xen adds (us), ", "Xen adds, "))
+        axes(b, xlabel="message size (bytes)", ylabel="microseconds", ylim=(0, 12), legend=8)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from . import ExperimentResult, register
+from ._plot import Figure, axes, points
 from ._xenib import LABELS, reg_us
 
 CONFIGS = ["xenib-bypass", "gen2-idd", "gen2-native"]
@@ -51,4 +52,23 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
              "the guest's extra time grows with pages in absolute terms (page list through the channel, per-page check and "
              "translation) and stays around half the native cost as a share"]
     return ExperimentResult(name="x4", title="Xen-IB memory registration time (us)", source="004 §4.5, Fig 13",
-                            columns=cols, rows=rows, notes=notes)
+                            columns=cols, rows=rows, notes=notes, plot=plot)
+
+
+# 004 §4.5: the device domain adds 25-35% over native Linux whatever the size.
+PAPER_IDD_OVER_NATIVE_PCT = (25, 35)
+
+
+def plot(res: ExperimentResult, path: str) -> None:
+    """Fig 13's layout: registration time against pages per configuration, and the device domain's
+    and the guest's addition over native beside the paper's 25-35%."""
+    rows = [r for r in res.rows if isinstance(r["pages"], int)]
+    with Figure(path, ncols=2, size=(10, 4), title="devlend: Xen-IB memory registration (cf. 004 Fig 13)") as f:
+        a, b = f.axes
+        for c in CONFIGS:
+            f.line(a, *points(rows, "pages", f"us {LABELS[c]}"), LABELS[c])
+        axes(a, xlabel="pages", ylabel="registration (microseconds)", logx=True, legend=8)
+        f.paper_band(b, *PAPER_IDD_OVER_NATIVE_PCT, "device domain adds 25-35% (004 §4.5)")
+        f.line(b, *points(rows, "pages", "IDD over native %"), "device domain over native")
+        f.line(b, *points(rows, "pages", "guest over native %"), "guest over native")
+        axes(b, xlabel="pages", ylabel="% over native", logx=True, legend=8)

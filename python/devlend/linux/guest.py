@@ -114,6 +114,34 @@ def _wait(p: subprocess.Popen, servers: list[threading.Thread], timeout_s: float
         time.sleep(0.05)
 
 
+def _prepare(out: Path, commands: list[str]) -> tuple[Path, Path]:
+    """The guest's folder: its init (running ``commands``) and where its console goes."""
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [f"( {c} ) > /run/devlend-out/cmd-{i}.out 2>&1; echo $? > /run/devlend-out/cmd-{i}.rc" for i, c in enumerate(commands)]
+    init = out / "init"
+    init.write_text(INIT.format(out=shlex.quote(str(out)), commands="\n".join(lines), poweroff=RB_POWER_OFF))
+    init.chmod(0o755)
+    return init, out / "console.log"
+
+
+def _argv(kernel: str, init: Path, mem: str, umid: str) -> list[str]:
+    return [kernel, f"mem={mem}", "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro", f"init={init}",
+            "con=null", "con0=null,fd:1", f"umid={umid}",
+            # virt-pci polls a read's answer for max_delay_us loops of udelay(1) (40000 by
+            # default); a loaded machine can take longer to answer, so allow 10 s.
+            "virt_pci.max_delay_us=10000000"]
+
+
+def _collect(out: Path, n: int) -> tuple[list[str], list[int]]:
+    """Each command's output and exit status (-1: it never ran to its end)."""
+    outs, rcs = [], []
+    for i in range(n):
+        outs.append((out / f"cmd-{i}.out").read_text(errors="replace") if (out / f"cmd-{i}.out").exists() else "")
+        rc = (out / f"cmd-{i}.rc").read_text().strip() if (out / f"cmd-{i}.rc").exists() else "-1"
+        rcs.append(int(rc or -1))
+    return outs, rcs
+
+
 def run(topology, host: str, commands: list[str], *, device: str | None = None, outdir: str | os.PathLike | None = None,
         kernel: str | None = None, mem: str = "256M", timeout_s: float = 120.0, blocks: int = 1 << 21,
         faults: list[tuple[str, str, int]] = ()) -> GuestResult:
@@ -137,14 +165,7 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
         raise LinuxGuestError(f"{len(devices)} devices: UML's PCI takes at most {UML_MAX_DEVICES}", "topology")
     kernel = kernel or str(build())
     out = Path(outdir or tempfile.mkdtemp(prefix="devlend-guest-")).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    lines = []
-    for i, c in enumerate(commands):
-        lines.append(f"( {c} ) > /run/devlend-out/cmd-{i}.out 2>&1; echo $? > /run/devlend-out/cmd-{i}.rc")
-    init = out / "init"
-    init.write_text(INIT.format(out=shlex.quote(str(out)), commands="\n".join(lines), poweroff=RB_POWER_OFF))
-    init.chmod(0o755)
-    console = out / "console.log"
+    init, console = _prepare(out, commands)
     topo_json = topology.to_json()
     sockets, servers, results, errors = [], [], {}, {}
     time_sock = str(out / "time.sock")
@@ -166,11 +187,7 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
     if errors:
         d, e = next(iter(errors.items()))
         raise LinuxGuestError(f"device server for {d}: {e}", "device")
-    argv = [kernel, f"mem={mem}", "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro", f"init={init}",
-            "con=null", "con0=null,fd:1", "umid=devlend",
-            # virt-pci polls a read's answer for max_delay_us loops of udelay(1) (40000 by
-            # default); a loaded machine can take longer to answer, so allow 10 s.
-            "virt_pci.max_delay_us=10000000"]
+    argv = _argv(kernel, init, mem, "devlend")
     argv += [f"virtio_uml.device={s}:{VIRTIO_DEVICE_ID}" for s in sockets]
     if devices:
         argv.append(f"time-travel=ext:{time_sock}")
@@ -194,9 +211,74 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
     if "devlend-guest-done" not in console.read_text(errors="replace"):
         raise LinuxGuestError(f"the guest of {host} ended (status {p.returncode}) without finishing its commands; console {console}",
                               "crash", _tail(console))
-    outs, rcs = [], []
-    for i in range(len(commands)):
-        outs.append((out / f"cmd-{i}.out").read_text(errors="replace") if (out / f"cmd-{i}.out").exists() else "")
-        rc = (out / f"cmd-{i}.rc").read_text().strip() if (out / f"cmd-{i}.rc").exists() else "-1"
-        rcs.append(int(rc or -1))
+    outs, rcs = _collect(out, len(commands))
     return GuestResult(outs, rcs, console, results.get(device, {}) if device else {}, wall, driver_lines(console))
+
+
+def run_guests(topology, guests: dict[str, list[str]], *, outdir: str | os.PathLike | None = None, kernel: str | None = None,
+               mem: str = "128M", timeout_s: float = 120.0) -> dict[str, GuestResult]:
+    """Boot one guest per host of ``topology`` named in ``guests`` (host -> its commands), all on
+    one clock: devlend's engine, with devlend-uml's controller (``guests.rs``) moving simulated
+    time only when every guest waits. Each guest's folder is ``outdir/HOST`` (console, outputs).
+    ``GuestResult.device`` holds the guest's final simulated time (``guest_ns``), its time
+    messages and WAITs, and the run's ``simulated_ps`` and ``wall_s``."""
+    names = {h.name for h in topology.hosts}
+    if len(guests) < 1:
+        raise LinuxGuestError("no guests: name at least one host and its commands", "topology")
+    for h in guests:
+        if h not in names:
+            raise LinuxGuestError(f"host {h!r}: not a host of topology {topology.name!r} (it has {', '.join(sorted(names))})", "topology")
+    from .build import build
+    kernel = kernel or str(build())
+    root = Path(outdir or tempfile.mkdtemp(prefix="devlend-guests-")).resolve()
+    hosts = list(guests)
+    folders = {h: root / h for h in hosts}
+    socks = [str(folders[h] / "time.sock") for h in hosts]
+    prepared = {h: _prepare(folders[h], guests[h]) for h in hosts}
+    result, errors = {}, []
+
+    def control():
+        try:
+            result.update(_core.uml_control(topology.to_json(), socks, timeout_s))
+        except Exception as e:  # noqa: BLE001 - reported below with the consoles
+            errors.append(e)
+    server = threading.Thread(target=control, daemon=True)
+    server.start()
+    while not all(os.path.exists(s) for s in socks) and not errors:
+        time.sleep(0.01)
+    if errors:
+        raise LinuxGuestError(f"the time-travel controller: {errors[0]}", "device")
+    start, procs = time.monotonic(), {}
+    try:
+        for i, h in enumerate(hosts):
+            init, console = prepared[h]
+            argv = _argv(kernel, init, mem, f"devlend-{os.getpid()}-{i}") + [f"time-travel=ext:{socks[i]}"]
+            with open(console, "wb") as con:
+                procs[h] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=con, stderr=subprocess.STDOUT, cwd=folders[h],
+                                            start_new_session=True, env=dict(os.environ, TMPDIR=str(folders[h])))
+        for h, p in procs.items():
+            _wait(p, [server], max(0.0, timeout_s - (time.monotonic() - start)))
+    except subprocess.TimeoutExpired:
+        raise LinuxGuestError(f"the guests did not all power off within {timeout_s:g} s (wall clock); consoles under {root}",
+                              "timeout", "\n".join(_tail(prepared[h][1], 10) for h in hosts)) from None
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
+                p.wait()
+    wall = time.monotonic() - start
+    server.join(timeout=10)
+    if errors:
+        raise LinuxGuestError(f"the time-travel controller: {errors[0]}; consoles under {root}", "device",
+                              "\n".join(_tail(prepared[h][1], 10) for h in hosts))
+    out = {}
+    for i, h in enumerate(hosts):
+        console = prepared[h][1]
+        if "devlend-guest-done" not in console.read_text(errors="replace"):
+            raise LinuxGuestError(f"the guest of {h} ended (status {procs[h].returncode}) without finishing its commands; console {console}",
+                                  "crash", _tail(console))
+        guest_ns, msgs, waits = result["guests"][i]
+        info = {"guest_ns": guest_ns, "time_messages": msgs, "waits": waits, "simulated_ps": result["simulated_ps"], "wall_s": wall}
+        outs, rcs = _collect(folders[h], len(guests[h]))
+        out[h] = GuestResult(outs, rcs, console, info, wall, driver_lines(console))
+    return out

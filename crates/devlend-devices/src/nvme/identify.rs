@@ -5,6 +5,11 @@ use super::{Controller, MAX_QUEUE_ENTRIES};
 
 /// The one namespace's ID.
 const NSID: u32 = 1;
+/// PCI vendor and subsystem vendor IDs the controller reports (Intel's, as the modelled Optanes).
+const VID: u16 = 0x8086;
+const SSVID: u16 = 0x8086;
+/// Model number.
+const MN: &str = "devlnd modelled NVMe";
 
 fn put(d: &mut [u8], off: usize, bytes: &[u8]) {
     d[off..off + bytes.len()].copy_from_slice(bytes);
@@ -33,23 +38,47 @@ impl Controller {
             2 => put(&mut d, 0, &NSID.to_le_bytes()),
             // Namespace identification descriptors (CNS 03h): none.
             3 => {}
-            _ => self.identify_controller(&mut d),
+            _ => identify_controller(&mut d, &format!("devlend{:013}", self.func)),
         }
         d
     }
+}
 
-    /// Identify Controller (Figure 109).
-    fn identify_controller(&self, d: &mut [u8]) {
-        put(d, 0, &0x8086u16.to_le_bytes()); // VID
-        put(d, 2, &0x8086u16.to_le_bytes()); // SSVID
-        ascii(d, 4, 20, &format!("devlend{:013}", self.func)); // SN
-        ascii(d, 24, 40, "devlnd modelled NVMe"); // MN
-        ascii(d, 64, 8, "devlend"); // FR
-        d[77] = 5; // MDTS: 2^5 minimum pages (128 KiB) per command
-        put(d, 80, &0x0001_0300u32.to_le_bytes()); // VER 1.3
-        d[512] = 0x66; // SQES: 64-byte entries
-        d[513] = 0x44; // CQES: 16-byte entries
-        put(d, 514, &(MAX_QUEUE_ENTRIES as u16 - 1).to_le_bytes()); // MAXCMD
-        put(d, 516, &NSID.to_le_bytes()); // NN
+/// Identify Controller (Figure 109) of the controller with serial number `sn`.
+fn identify_controller(d: &mut [u8], sn: &str) {
+    put(d, 0, &VID.to_le_bytes());
+    put(d, 2, &SSVID.to_le_bytes());
+    ascii(d, 4, 20, sn); // SN
+    ascii(d, 24, 40, MN);
+    ascii(d, 64, 8, "devlend"); // FR
+    d[77] = 5; // MDTS: 2^5 minimum pages (128 KiB) per command
+    put(d, 80, &0x0001_0300u32.to_le_bytes()); // VER 1.3
+    d[512] = 0x66; // SQES: 64-byte entries
+    d[513] = 0x44; // CQES: 16-byte entries
+    put(d, 514, &(MAX_QUEUE_ENTRIES as u16 - 1).to_le_bytes()); // MAXCMD
+    put(d, 516, &NSID.to_le_bytes()); // NN
+                                      // SUBNQN (bytes 768-1023, required from NVMe 1.2.1 on; Linux warns "missing or invalid
+                                      // SUBNQN field" without it): a drive with no NQN from a naming authority reports the form
+                                      // §7.9 defines for one, "nqn.2014.08.org.nvmexpress:" then VID and SSVID in hex, then SN
+                                      // and MN as the structure holds them (space-padded). NUL-padded to 256 bytes.
+    let nqn = [b"nqn.2014.08.org.nvmexpress:".as_slice(), format!("{VID:04x}{SSVID:04x}").as_bytes(), &d[4..24], &d[24..64]].concat();
+    put(d, 768, &nqn);
+}
+
+#[cfg(test)]
+mod tests {
+    /// The SUBNQN field holds the §7.9 form built from the structure's own VID, SSVID, SN and MN.
+    #[test]
+    fn identify_controller_reports_a_subsystem_nqn() {
+        let mut d = vec![0u8; 4096];
+        super::identify_controller(&mut d, "devlend0000000000003");
+        let field = &d[768..1024];
+        let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+        let nqn = std::str::from_utf8(&field[..end]).unwrap();
+        let sn = std::str::from_utf8(&d[4..24]).unwrap();
+        let mn = std::str::from_utf8(&d[24..64]).unwrap();
+        assert_eq!(nqn, format!("nqn.2014.08.org.nvmexpress:80868086{sn}{mn}"));
+        assert_eq!(nqn.len(), 27 + 8 + 20 + 40);
+        assert!(field[end..].iter().all(|&b| b == 0));
     }
 }

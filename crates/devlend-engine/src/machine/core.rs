@@ -21,7 +21,8 @@ pub enum Owner {
 }
 
 /// One DMA or CPU access in flight: whose, where, and its bytes (written from `data` as each
-/// TLP lands; read into it as each request is served).
+/// TLP lands; read into it as each request is served, or handed to the owning device as each
+/// request is served when `streamed`).
 pub(crate) struct FlowInfo {
     pub owner: Owner,
     pub who: Requester,
@@ -30,6 +31,9 @@ pub(crate) struct FlowInfo {
     pub data: Vec<u8>,
     /// Move bytes functionally (per TLP) or only time the stream.
     pub carries_data: bool,
+    /// A device's read whose bytes go to [`super::Device::dma_data`] as they are served: `data`
+    /// stays empty, so no buffer of the whole transfer is held.
+    pub streamed: bool,
     pub token: u64,
     /// The first failing address and why; nothing of the flow lands after it.
     pub fault: Option<(u64, Failure)>,
@@ -41,7 +45,8 @@ pub struct FlowDone {
     pub token: u64,
     pub addr: u64,
     pub access: Access,
-    /// The bytes read (reads), or the bytes that were to be written.
+    /// The bytes read (reads; empty for a streamed read, whose bytes went to
+    /// [`super::Device::dma_data`]), or the bytes that were to be written.
     pub data: Vec<u8>,
     pub fault: Option<(u64, Failure)>,
     pub end: Ps,
@@ -104,7 +109,7 @@ impl Core {
         let kind = if access == Access::Read { FlowKind::Read } else { FlowKind::Write };
         let opts = FlowOpts { notify: true, data: carries_data, ..FlowOpts::default() };
         let id = self.sim.add_flow_with(kind, path, cpl, len, at.max(self.sim.now()), opts);
-        let info = FlowInfo { owner, who, addr, access, data, carries_data, token, fault: None };
+        let info = FlowInfo { owner, who, addr, access, data, carries_data, streamed: false, token, fault: None };
         let slot = id as usize;
         if self.flows.len() <= slot {
             self.flows.resize_with(slot + 1, || None);

@@ -30,6 +30,12 @@ pub trait Device<W: World> {
     fn dma_done(&mut self, cx: &mut Cx<W>, done: FlowDone) {
         let _ = (cx, done);
     }
+    /// `data`, the bytes at `offset` of a streamed read ([`Cx::dma_read_streamed_after`]) this
+    /// device started with `token`, as its completer serves each request (the order the requests
+    /// reach it, not necessarily address order). Nothing comes once the read has failed.
+    fn dma_data(&mut self, cx: &mut Cx<W>, token: u64, offset: u64, data: &[u8]) {
+        let _ = (cx, token, offset, data);
+    }
     /// A DMA this device started has sent its last TLP out of the device (`token` as given to
     /// the DMA): for a posted write, the moment hardware may issue a write ordered behind it.
     /// Not called for a DMA stopped by a fault before it had sent everything.
@@ -85,12 +91,23 @@ impl<W: World> Cx<'_, W> {
     /// time to issue it); the route is decided now.
     pub fn dma_write_after(&mut self, delay: Ps, addr: u64, data: Vec<u8>, token: u64) -> Result<(), Failure> {
         let len = data.len() as u64;
-        self.dma(delay, addr, Access::Write, len, data, token)
+        self.dma(delay, addr, Access::Write, len, data, token).map(drop)
     }
 
     /// As [`Cx::dma_read`], the first request leaving the device `delay` from now.
     pub fn dma_read_after(&mut self, delay: Ps, addr: u64, len: u64, token: u64) -> Result<(), Failure> {
-        self.dma(delay, addr, Access::Read, len, vec![0; len as usize], token)
+        self.dma(delay, addr, Access::Read, len, vec![0; len as usize], token).map(drop)
+    }
+
+    /// As [`Cx::dma_read_after`], but each request's bytes go to [`Device::dma_data`] as the
+    /// completer serves them, and [`Device::dma_done`] gets no data: a device that writes read
+    /// data into its own memory (a GPU's copy engine) holds no copy of the whole transfer.
+    pub fn dma_read_streamed_after(&mut self, delay: Ps, addr: u64, len: u64, token: u64) -> Result<(), Failure> {
+        let flow = self.dma(delay, addr, Access::Read, len, Vec::new(), token)?;
+        if let Some(f) = self.core.flows[flow as usize].as_mut() {
+            f.streamed = true;
+        }
+        Ok(())
     }
 
     /// As [`Cx::dma_write`], sent by `func`, another function of the same chip that this model
@@ -101,16 +118,17 @@ impl<W: World> Cx<'_, W> {
         let len = data.len() as u64;
         let out = self.dma(0, addr, Access::Write, len, data, token);
         self.func = mine;
-        out
+        out.map(drop)
     }
 
-    fn dma(&mut self, delay: Ps, addr: u64, access: Access, len: u64, data: Vec<u8>, token: u64) -> Result<(), Failure> {
+    /// Start the flow; its id.
+    fn dma(&mut self, delay: Ps, addr: u64, access: Access, len: u64, data: Vec<u8>, token: u64) -> Result<u32, Failure> {
         let who = Requester::Func(self.func);
         let owner = Owner::Device(self.dev);
         let at = self.core.now() + delay;
         let f = self.world.fabric();
         match self.core.start(f, owner, who, addr, access, len, data, true, token, at) {
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(flow)) => Ok(flow),
             Ok(Err(_)) => {
                 // A device addressing itself crosses no link: peer-to-peer inside one function is not modelled.
                 let fail = Failure::Unsupported {

@@ -316,6 +316,18 @@ impl<W: World> Machine<W> {
         Ok(())
     }
 
+    /// Run at most `events` more events (a caller that shows progress runs in slices, then
+    /// [`Machine::run`] for the end's checks); false once nothing is left to happen. A thread
+    /// still waiting is no error here.
+    pub fn run_events(&mut self, events: u64) -> Result<bool, MachineError> {
+        for _ in 0..events {
+            if !self.step()? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// When the next event is due (None: nothing is left to happen). Nothing can change before
     /// it unless someone outside starts something: a guest synchronised to this clock may run
     /// freely up to it.
@@ -472,9 +484,14 @@ impl<W: World> Machine<W> {
         }
         *self.moved.entry(who).or_default() += len as u64;
         let mut core = self.core.borrow_mut();
-        if let Some(f) = core.flows[flow as usize].as_mut() {
-            let o = offset as usize;
-            f.data[o..o + len as usize].copy_from_slice(&data);
+        let Some(f) = core.flows[flow as usize].as_mut() else { return };
+        match (f.streamed, f.owner) {
+            (true, Owner::Device(d)) => {
+                let token = f.token;
+                drop(core);
+                self.call_device(d, |dev, cx| dev.dma_data(cx, token, offset, &data));
+            }
+            _ => f.data[offset as usize..][..len as usize].copy_from_slice(&data),
         }
     }
 

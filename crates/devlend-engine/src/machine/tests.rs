@@ -4,7 +4,7 @@
 
 use super::*;
 use devlend_fabric::spec::{Addr, TopologySpec};
-use devlend_wire::Tlp;
+use devlend_wire::{Bdf, Tlp};
 
 pub(super) const MIB: u64 = 1 << 20;
 
@@ -255,27 +255,44 @@ fn runs_are_bit_identical() {
 }
 
 /// A device that reads `len` bytes at `addr` when its BAR 0 is written, and keeps them (and the
-/// TLP that rang it).
+/// TLP that rang it). `streamed`: the read hands its bytes over as they are served, and the
+/// pieces (offset, length) are kept too.
 struct Reader {
     addr: u64,
     len: u64,
+    streamed: bool,
     got: Option<Vec<u8>>,
+    pieces: Vec<(u64, usize)>,
     rung_by: Option<Tlp>,
 }
 
 impl Device<Fabric> for Reader {
     fn mmio_write(&mut self, cx: &mut Cx<Fabric>, _bar: u8, _offset: u64, tlp: &Tlp) {
         self.rung_by = Some(tlp.clone());
-        cx.dma_read(self.addr, self.len, 7).unwrap();
+        match self.streamed {
+            true => cx.dma_read_streamed_after(0, self.addr, self.len, 7).unwrap(),
+            false => cx.dma_read(self.addr, self.len, 7).unwrap(),
+        }
+    }
+    fn dma_data(&mut self, _cx: &mut Cx<Fabric>, token: u64, offset: u64, data: &[u8]) {
+        assert_eq!(token, 7);
+        self.pieces.push((offset, data.len()));
+        let got = self.got.get_or_insert_with(|| vec![0; self.len as usize]);
+        got[offset as usize..][..data.len()].copy_from_slice(data);
     }
     fn dma_done(&mut self, _cx: &mut Cx<Fabric>, done: FlowDone) {
         assert_eq!(done.fault, None);
-        self.got = Some(done.data);
+        match self.streamed {
+            true => assert!(done.data.is_empty(), "a streamed read holds no buffer of the transfer"),
+            false => self.got = Some(done.data),
+        }
     }
 }
 
-#[test]
-fn a_dma_read_through_a_resplitting_root_returns_the_bytes() {
+/// gpu0 of the testbed (the lender's IOMMU on) reads 64 KiB of a pattern in borrower RAM through
+/// the lender's re-splitting root: the reader after the run, the pattern, the lender CPU's
+/// requester ID and the bus address it rang.
+fn read_through_a_resplitting_root(streamed: bool) -> (Reader, Vec<u8>, Bdf, u64) {
     // The lender's IOMMU on: gpu0's reads go up to the lender's root (which re-splits reads it
     // forwards, 000 §7.1), through its IOMMU, out through the NTB to borrower RAM.
     let mut f = testbed_with(true);
@@ -292,15 +309,39 @@ fn a_dma_read_through_a_resplitting_root_returns_the_bytes() {
     assert!(plan.request.stages.iter().any(|s| s.resplit.is_some()), "the path re-splits at the lender's root");
     let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();
     let mut m = Machine::new(f);
-    let reader = Rc::new(RefCell::new(Reader { addr: 0x1000_0000, len: 64 << 10, got: None, rung_by: None }));
+    let reader = Reader { addr: 0x1000_0000, len: 64 << 10, streamed, got: None, pieces: Vec::new(), rung_by: None };
+    let reader = Rc::new(RefCell::new(reader));
     m.add_device(gpu, reader.clone());
     m.spawn("ring", 0, move |t| t.cpu_write(l, bar0 + 8, &[1, 2]).map(|_| ()));
     m.run().unwrap();
-    assert!(reader.borrow().got.as_deref() == Some(&pattern[..]), "the read returned the borrower's bytes");
+    let cpu_rid = m.world().requester_rid(Requester::Cpu(l));
+    drop(m);
+    let reader = Rc::try_unwrap(reader).ok().expect("the machine is gone").into_inner();
+    (reader, pattern, cpu_rid, bar0)
+}
+
+#[test]
+fn a_dma_read_through_a_resplitting_root_returns_the_bytes() {
+    let (reader, pattern, cpu_rid, bar0) = read_through_a_resplitting_root(false);
+    assert!(reader.got.as_deref() == Some(&pattern[..]), "the read returned the borrower's bytes");
     // The device is handed the TLP that reached it: the lender CPU's requester ID, the bus
     // address of the register, the payload.
-    let cpu_rid = m.world().requester_rid(Requester::Cpu(l));
-    assert_eq!(reader.borrow().rung_by, Some(Tlp::write(cpu_rid, bar0 + 8, vec![1, 2])));
+    assert_eq!(reader.rung_by, Some(Tlp::write(cpu_rid, bar0 + 8, vec![1, 2])));
+}
+
+#[test]
+fn a_streamed_read_hands_over_each_requests_bytes_as_it_is_served() {
+    let (mut reader, pattern, _, _) = read_through_a_resplitting_root(true);
+    assert!(reader.got.as_deref() == Some(&pattern[..]), "the pieces, put at their offsets, are the borrower's bytes");
+    assert!(reader.pieces.len() > 1 && reader.pieces.iter().all(|&(_, n)| n <= 4096), "one piece per request served");
+    // Served as the completer takes them (not necessarily in address order), each byte once.
+    reader.pieces.sort();
+    let mut next = 0;
+    for &(off, n) in &reader.pieces {
+        assert_eq!(off, next, "the pieces tile the transfer");
+        next += n as u64;
+    }
+    assert_eq!(next, reader.len);
 }
 
 #[test]

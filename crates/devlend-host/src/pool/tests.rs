@@ -226,7 +226,8 @@ fn poisoned_then_flr(p: &mut Pool) {
 
 #[test]
 fn the_next_borrower_reads_zeros_where_the_last_wrote_a_secret() {
-    let ends: [(&str, fn(&mut Pool)); 3] = [("a plain return", plain_return), ("a fault", borrower_crash), ("an FLR", poisoned_then_flr)];
+    type End = (&'static str, fn(&mut Pool));
+    let ends: [End; 3] = [("a plain return", plain_return), ("a fault", borrower_crash), ("an FLR", poisoned_then_flr)];
     for (what, end) in ends {
         let (mem, regs) = secret_after(crate::Hygiene::Scrub, end);
         assert_eq!((mem, regs), (vec![0; 17], vec![0; 8]), "scrub, after {what}");

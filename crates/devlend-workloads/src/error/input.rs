@@ -60,7 +60,7 @@ pub enum Unreached {
     /// window larger than the NTB maps).
     Device { device: String, error: HostError },
     /// A stream's address `addr`: `failure` is where the fabric refused it.
-    Addr { addr: u64, failure: FailureReport },
+    Addr { addr: u64, failure: Box<FailureReport> },
 }
 
 impl fmt::Display for Unreached {
@@ -76,7 +76,7 @@ impl Unreached {
     pub(super) fn error(&self) -> Option<&(dyn Error + 'static)> {
         match self {
             Unreached::Device { error, .. } => Some(error),
-            Unreached::Addr { failure, .. } => Some(failure),
+            Unreached::Addr { failure, .. } => Some(failure.as_ref()),
         }
     }
 }

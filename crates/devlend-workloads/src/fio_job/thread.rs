@@ -91,7 +91,7 @@ impl JobSpec {
         if self.rwmixread > 100 {
             return bad("rwmixread must be 0 to 100");
         }
-        if self.offset % BLOCK != 0 || self.size % BLOCK != 0 {
+        if !self.offset.is_multiple_of(BLOCK) || !self.size.is_multiple_of(BLOCK) {
             return bad("offset and size must be multiples of 512 bytes");
         }
         if self.offset.checked_add(self.size).is_none_or(|e| e > drive) {
