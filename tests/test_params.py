@@ -25,9 +25,15 @@ MiB = 1 << 20
 TOPO = "pxh830-two-host.yaml"
 
 
-def gpu_writes(overrides=None, nbytes=8 * MiB, write=True):
+# The links bound these streams: the borrower root's intake of writes to RAM is off here (its own
+# test: test_the_root_intake_holds_writes_to_ram_not_reads).
+LINKS_ONLY = {"cpus.intel-xeon-e5.ram_write_line_ps": 0}
+
+
+def gpu_writes(overrides=None, nbytes=8 * MiB, write=True, links_only=True):
     """gpu0's stream into the borrower's RAM through the NTB pair: (GB/s, analytic GB/s, the run)."""
     topo = devlend.load(topo_path(TOPO))
+    overrides = {**(LINKS_ONLY if links_only else {}), **(overrides or {})}
     fab = (topo.with_params(overrides) if overrides else topo).build()
     base = fab.resolve("ntb-l.mw1")
     run = fab.machine()
@@ -40,10 +46,10 @@ def framing_efficiency(mps: int) -> float:
     t = hardware_params()["timing"]
     # A one-way stream's TLPs carry their framing, and its direction loses the link-layer share
     # (issue 27): SKP ordered sets and, per AckNak period (PCIe Base 3.0 §3.5.3.1), an Ack and an
-    # UpdateFC counted as pcie-model counts them, scaled by data_dllp_pct. The testbed's narrowest
-    # link is the K420's Gen2 x16: AckFactor 3.0, InternalDelay 70 symbols, SKP 4 per 1538.
+    # UpdateFC striped over the link's lanes. The testbed's Gen2 x16 link (the K420's):
+    # AckFactor 3.0, InternalDelay 70 symbols, SKP 4 per 1538, 16 lanes.
     period = (mps + 28) * 30 // 160 + 70
-    share = 4 / 1542 + 2 * t["dllp_bytes"] / period * t["data_dllp_pct"] / 100
+    share = 4 / 1542 + 2 * t["dllp_bytes"] / 16 / period
     return mps / (mps + t["request_overhead_bytes"]) * (1 - share)
 
 
@@ -65,11 +71,28 @@ def test_a_per_link_mps_is_the_path_minimum():
     # the stream lies between MPS 128 everywhere and the default (re-baselined for issue 27).
     assert global128 < on_path[0] < gpu_writes()[0]
     assert on_path[2].params()["links.borrower.rp0.max_payload"] == "128"
-    # gpu0's own link is the narrowest (Gen2 x16): its MPS sets the share there as the global one does.
-    assert gpu_writes({"devices.gpu0.max_payload": 128})[0] == pytest.approx(global128, rel=1e-5)
+    # gpu0's MPS sets the path's TLPs; the Gen3 x8 links, at their own MPS 256, then bound the
+    # stream, at most their share's difference above MPS 128 everywhere (re-baselined for the
+    # DLLPs striped over the lanes, issue 27).
+    dev128 = gpu_writes({"devices.gpu0.max_payload": 128})[0]
+    assert global128 <= dev128 <= global128 * 1.005
     # gpu0's writes turn at lender-sw: the lender's root port is off their path.
     assert gpu_writes({"links.lender.rp0.max_payload": 128})[0] == gpu_writes()[0]
 
+
+
+def test_the_root_intake_holds_writes_to_ram_not_reads():
+    # The borrower's Xeon E5 takes writes to RAM in one 64-byte line per ram_write_line_ps
+    # (issue 27): a stream the links would carry faster is held to 64 B per line time; reads of
+    # the same RAM do not pass the intake.
+    line_ps = 12000
+    free = gpu_writes()[0]
+    held, analytic, run = gpu_writes({"cpus.intel-xeon-e5.ram_write_line_ps": line_ps})
+    bound = 64 / line_ps * 1e3   # GB/s
+    assert free > bound * 1.02
+    assert bound * 0.97 < held <= bound * 1.001 and analytic == pytest.approx(held, rel=0.03)
+    reads = [gpu_writes({"cpus.intel-xeon-e5.ram_write_line_ps": v}, write=False)[0] for v in (0, line_ps)]
+    assert reads[0] == reads[1]
 
 def test_restated_defaults_are_bit_identical():
     _, _, r0 = gpu_writes()

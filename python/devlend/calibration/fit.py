@@ -17,14 +17,17 @@ import numpy as np
 from . import Catalogue, CalibrationError, Fitted, Measurement, evaluate
 
 ROUND_TO = 1000   # fitted picosecond constants are written to the nearest ns: the statements are good to ~10 ns
+# A per-line time (ps/line) sets a bandwidth (64 B per line time): to the nearest 100 ps, 1% of a
+# 10 ns line, as fine as the bandwidth curves it is fitted to.
+RESOLUTION = {"ps": ROUND_TO, "ps/line": 100, "pct": 1}
 LOSS, F_SCALE = "soft_l1", 0.05   # robust loss on relative residuals, its scale (half the 10% tolerance)
 
 
 def rounded(unit: str, v: float) -> float:
-    """A fitted value as params/hardware.toml holds it: ps to the nearest ns, percentages whole."""
-    if unit == "ps":
-        return float(round(v / ROUND_TO) * ROUND_TO)
-    return float(round(v)) if unit == "pct" else float(v)
+    """A fitted value as params/hardware.toml holds it: ps to the nearest ns, a per-line time to
+    the nearest 100 ps, percentages whole."""
+    step = RESOLUTION.get(unit)
+    return float(round(v / step) * step) if step else float(v)
 
 
 @dataclass
@@ -112,7 +115,8 @@ def calibrate(cat: Catalogue, only: Optional[list[str]] = None, fit_ids: Optiona
     values = [rounded(c.unit, v) for c, v in zip(constants, values_of(sol.x))]
     ours = [evaluate(m, overrides_for(m, constants, values)) for m in ms]
     res = [(o - m.value) / m.value for o, m in zip(ours, ms)]
-    at_bound = [c.key for c, v in zip(constants, values) if abs(v - c.lower) < (ROUND_TO if c.unit == "ps" else 1) or abs(v - c.upper) < (ROUND_TO if c.unit == "ps" else 1)]
+    at_bound = [c.key for c, v in zip(constants, values)
+                if min(abs(v - c.lower), abs(v - c.upper)) < RESOLUTION.get(c.unit, 1)]
     jac = np.asarray(sol.jac) / span if sol.jac is not None else None
     return FitResult(constants, start, values, ms, ours, res, 0.5 * sum(r * r for r in res), calls[0], at_bound, sol.message, jac)
 

@@ -65,7 +65,7 @@ impl Kind {
             "read_split_bytes" => Kind::Split,
             "read_tags" => Kind::Tags,
             "rx_buffer_tlps" => Kind::Buffers,
-            "dllp_timer_pct" | "data_dllp_pct" => Kind::Percent,
+            "dllp_timer_pct" => Kind::Percent,
             "iotlb_entries" | "pwc_entries" => Kind::Entries,
             "cable_length_m" => Kind::Metres,
             "switch_cut_through" | "iotlb_lru" | "interrupt_remapping" => Kind::Flag,
