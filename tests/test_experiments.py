@@ -88,12 +88,6 @@ def test_d2_two_lenders_are_lower_most_with_iommu(d2):
         assert d2["2L-P2P-IOMMU", size] < d2["2L-P2P-SW", size]
 
 
-@pytest.mark.xfail(strict=True, reason="known gap since the link-layer share (issue 27: timing.data_dllp_pct, fitted "
-                   "to 100 on pcie-bench's calibration host): it takes 13.3% of the K420's Gen2 x16 link (AckNak period "
-                   "123 symbols) and 8.1% of the Gen3 x8 NTB link (203), so the GPU's own link (6.33 GB/s) is now the "
-                   "narrowest on both paths and the second lender's longer path no longer shows at 4 MiB: 2L-P2P-SW "
-                   "6.268 GB/s against 1L-P2P-SW 6.254 (7.104 < 7.195 before); the share's extrapolation from Gen3 x8 "
-                   "to Gen2 x16 is unmeasured (no Gen2 row in the corpus)")
 def test_d2_two_lenders_peer_to_peer_lower_than_one_at_4_mib(d2):
     big = 4 * MiB
     assert d2["2L-P2P-SW", big] < d2["1L-P2P-SW", big]

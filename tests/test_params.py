@@ -46,10 +46,11 @@ def framing_efficiency(mps: int) -> float:
     t = hardware_params()["timing"]
     # A one-way stream's TLPs carry their framing, and its direction loses the link-layer share
     # (issue 27): SKP ordered sets and, per AckNak period (PCIe Base 3.0 §3.5.3.1), an Ack and an
-    # UpdateFC striped over the link's lanes. The testbed's Gen2 x16 link (the K420's):
-    # AckFactor 3.0, InternalDelay 70 symbols, SKP 4 per 1538, 16 lanes.
-    period = (mps + 28) * 30 // 160 + 70
-    share = 4 / 1542 + 2 * t["dllp_bytes"] / 16 / period
+    # UpdateFC striped over the link's lanes. The testbed's narrowest links are its Gen3 x8 ones
+    # (62.2 Gb/s after the share at MPS 256, the K420's Gen2 x16 63.3): AckFactor 2.5,
+    # InternalDelay 115 symbols, a SKP block per 375, 8 lanes.
+    period = (mps + 28) * 25 // 80 + 115
+    share = 1 / 376 + 2 * t["dllp_bytes"] / 8 / period
     return mps / (mps + t["request_overhead_bytes"]) * (1 - share)
 
 
