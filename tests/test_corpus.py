@@ -119,8 +119,8 @@ def test_figures_are_median_and_p90_of_absolute_errors():
 # Today's validation figures over the whole catalogue (params/measurements.yaml and the corpus):
 # floors, so that a change may raise them and never lower them. Re-measure with
 # `devlend validate --summary` and raise these when a mechanism lands.
-FLOOR_WITHIN = 0.832    # 199 of 239 (2026-11-28; was 175, 73.2 %, before the link-layer share and 128-byte E5 completions)
-CEILING_MEDIAN = 0.0302  # 3.01 % (2026-11-28; was 6.64 %)
+FLOOR_WITHIN = 0.820    # 196 of 239 (2026-11-28; main 175, 73.2 %; 199, 83.3 %, on this branch while the link-layer share charged each DLLP on every lane, an artefact that also held reads down: re-baselined deliberately when the share was corrected, issue 27)
+CEILING_MEDIAN = 0.0342  # 3.41 % (2026-11-28; main 6.64 %; 3.01 % with the DLLP artefact, re-baselined with it)
 
 
 def test_validation_figures_only_rise():
