@@ -84,10 +84,13 @@ def test_d2_one_lender_peer_to_peer_matches_local(d2):
 def test_d2_two_lenders_are_lower_most_with_iommu(d2):
     # The data path is longer with two lenders; at small sizes the driver's own handshake, which
     # crosses lender A's root for gpu0/gpu1 (their switch does not hold the NTB), can hide that.
-    big = 4 * MiB
-    assert d2["2L-P2P-SW", big] < d2["1L-P2P-SW", big]
     for size in p2p.QUICK_SIZES:
         assert d2["2L-P2P-IOMMU", size] < d2["2L-P2P-SW", size]
+
+
+def test_d2_two_lenders_peer_to_peer_lower_than_one_at_4_mib(d2):
+    big = 4 * MiB
+    assert d2["2L-P2P-SW", big] < d2["1L-P2P-SW", big]
 
 
 def test_d2_ram_bounces(d2):
@@ -101,7 +104,7 @@ def test_d2_ram_bounces(d2):
 @pytest.mark.xfail(strict=True, reason="known gap: the bounce is staged in 1 MiB chunks through two buffers (params "
                                        "[gpu_staging], assumed), so it is bound by gpu3's DMA reads of borrower RAM "
                                        "(~5.7 GB/s, D1's Rem-SW read) plus the pipeline's fill (chunk 0's write overlaps "
-                                       "no read) and a driver handshake per chunk: 4.67 GB/s at 4 MiB (4 chunks), 5.48 "
+                                       "no read) and a driver handshake per chunk: ~4.6 GB/s at 4 MiB (4 chunks), 5.51 "
                                        "at 32 MiB; 001 does not say at which size it saw 'a little under 6 GB/s'")
 def test_d2_two_lender_ram_bounce_reaches_a_little_under_6_gbps(d2):
     # 001 §7.3.1: 2L-RAM-P2P (000's 2L-RAM-SW) "a little under 6 GB/s", [5.0, 6.0) as for D1's reads.

@@ -32,7 +32,7 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
               fmt: str = typer.Option("table", "--format", help="table, csv (the fitted constants) or json (constants, "
                                       "residuals, identifiability, cost)"),
               quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr")) -> None:
-    """Fit the fitted constants within their bounds to the calibration set (scipy least squares on relative residuals)."""
+    """Fit the fitted constants within their bounds to the calibration set (scipy least squares on relative residuals, soft-L1 loss)."""
     from .cli import _fail, out
     from .progress import spinner
     from . import calibration
@@ -86,7 +86,7 @@ def _fit_data(fmt: str, r) -> None:
 
 
 def _fit_tables(r, others) -> None:
-    from .calibration.fit import identifiability
+    from .calibration.fit import F_SCALE, LOSS, identifiability
     from .cli import out
     t = Table(title="fitted constants", title_justify="left")
     for col in ("constant", "start", "fitted", "bounds"):
@@ -100,7 +100,7 @@ def _fit_tables(r, others) -> None:
     for m, o, res in zip(r.measurements, r.ours, r.residuals):
         t.add_row(m.id, f"{m.value:g} {m.unit}", f"{o:.1f} {m.unit}", f"{res:+.2%}")
     out.print(t)
-    out.print(f"cost {r.cost:.4g} (half the sum of squared relative residuals) after {r.evaluations} evaluations: {r.message}", markup=False)
+    out.print(f"loss {LOSS} (scale {F_SCALE:.0%}); cost {r.cost:.4g} (half the sum of squared relative residuals) after {r.evaluations} evaluations: {r.message}", markup=False)
     if r.at_bound:
         out.print(f"on a bound: {', '.join(r.at_bound)}", markup=False)
     out.print(f"{len(r.measurements)} calibration measurements for {len(r.constants)} fitted constants: "
@@ -130,7 +130,7 @@ def _write(r, toml_file, fmt: str) -> None:
             raise DevlendError(f"{path}: {kind}, expected params/hardware.toml")
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
-        values = {c.key: int(v) if c.unit == "ps" else v for c, v in zip(r.constants, r.values)}
+        values = {c.key: int(v) if c.unit in ("ps", "pct") else v for c, v in zip(r.constants, r.values)}
         text = write_fitted(text, values, "calibration set of params/measurements.yaml", datetime.date.today().isoformat())
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)

@@ -36,9 +36,16 @@ fn bottleneck(p: &Path, ports: &PortTable, payload: u64, kind: TlpKind) -> f64 {
     p.stages.iter().map(|s| payload as f64 / ser(ports, s.port, wire)).fold(f64::INFINITY, f64::min) * 1e12
 }
 
-/// Saturated bandwidth (bytes/s) of a stream of writes along the plan's request path.
+/// Saturated bandwidth (bytes/s) of a stream of writes along the plan's request path: its
+/// slowest link, or the intake of the root complex taking writes to RAM in.
 pub fn write_bandwidth(plan: &Plan, ports: &PortTable) -> f64 {
-    bottleneck(&plan.request, ports, plan.request.limits.max_payload as u64, TlpKind::MemWrite)
+    let lim = plan.request.limits;
+    let payload = lim.max_payload as u64;
+    let link = bottleneck(&plan.request, ports, payload, TlpKind::MemWrite);
+    match lim.ram_write {
+        Some((_, line)) => link.min(payload as f64 / (payload.div_ceil(64) * line) as f64 * 1e12),
+        None => link,
+    }
 }
 
 /// The capacity of the plan's bottleneck link for its data (write payloads, or read completions),

@@ -43,7 +43,7 @@ use devlend_fabric::route::{Failure, Outcome, Requester};
 use devlend_fabric::spec::LinkKind;
 use devlend_fabric::Fabric;
 use devlend_wire::Access;
-use path::{build_path, port_id, ps_per_byte_fp, Path};
+use path::{build_path, port_id, Path};
 use queue::Ps;
 use sim::{FlowKind, FlowOpts, Sim, Stats};
 
@@ -99,7 +99,11 @@ pub(crate) fn ports(f: &Fabric) -> Vec<(u64, Ps)> {
     let mut v = vec![(0, 0); f.links().len() * 2];
     for (i, l) in f.links().iter().enumerate() {
         let prop = path::link_propagation(&t.timing, l.kind, t.link(i as u32).cable_length_m);
-        let fp = if l.kind == LinkKind::Pcix { path::pcix_ps_per_byte_fp(t.timing.as_ref()) } else { ps_per_byte_fp(l.gen, l.width) };
+        let fp = if l.kind == LinkKind::Pcix {
+            path::pcix_ps_per_byte_fp(t.timing.as_ref())
+        } else {
+            path::link_ps_per_byte_fp(&t.timing, l.gen, l.width, t.link(i as u32).max_payload)
+        };
         for down in [true, false] {
             v[port_id(i as u32, down) as usize] = (fp, prop);
         }

@@ -59,6 +59,9 @@ pub struct Limits {
     /// The tag pool of the root complex that re-splits reads on this path, if one does.
     pub root_tags: u32,
     pub iotlb_hit_ps: Ps,
+    /// A write to RAM: the host whose root complex takes it in, and its intake time per 64-byte
+    /// line (`ram_write_line_ps`, one write after another at that root).
+    pub ram_write: Option<(u16, Ps)>,
 }
 
 /// Serialisation time of one byte on a port, in 1/65536 ps.
@@ -80,6 +83,27 @@ pub fn dllp_period_ps(t: &Timing, gen: u8, width: u8, mps: u32) -> Ps {
     let symbols = devlend_wire::dllp::ack_latency_symbols(Generation(gen), width, mps) as f64;
     let symbol_ps = 1e12 / Generation(gen).lane_bytes_per_s();
     (symbols * symbol_ps * t.dllp_timer_pct as f64 / 100.0).round() as Ps
+}
+
+/// The share of one link direction's symbol times that carries no TLP, whichever way the data
+/// flows: SKP ordered sets (`devlend_wire::dllp::skp_share`, on every lane) and the data link
+/// layer's Ack and UpdateFC DLLPs, one of each per AckNak latency period of the link's
+/// generation, width and Max_Payload_Size (§3.5.3.1, §2.6.1.2; `devlend_wire::dllp`). A DLLP is
+/// striped over the lanes like a TLP (§4.2.1.1 byte striping, §4.2.2.1 framing tokens), so its
+/// `dllp_bytes` take `dllp_bytes / width` symbol times of the period's symbol times. (pcie-model
+/// divides the DLLP's bytes by the period's symbol times without the width, which charges a Gen3
+/// x8 link 8 % instead of 1 % and makes a Gen2 x16 link slower than a Gen3 x8 one.) The engine's
+/// DLLPs on the reverse direction (`dllp_period_ps`) are the ones a receiver sends for the TLPs
+/// it took in; this share is what a one-way stream's own direction loses besides.
+pub fn link_layer_share(t: &Timing, gen: u8, width: u8, mps: u32) -> f64 {
+    let g = Generation(gen);
+    let period = devlend_wire::dllp::ack_latency_symbols(g, width, mps) as f64;
+    devlend_wire::dllp::skp_share(g) + 2.0 * t.dllp_bytes as f64 / width.max(1) as f64 / period
+}
+
+/// A PCIe link direction's rate in the engine's fixed point, less its link-layer share.
+pub fn link_ps_per_byte_fp(t: &Timing, gen: u8, width: u8, mps: u32) -> u64 {
+    (ps_per_byte_fp(gen, width) as f64 / (1.0 - link_layer_share(t, gen, width, mps))).round() as u64
 }
 
 /// Propagation on a link of the default parameters.
@@ -107,6 +131,7 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
         completion_bytes: 0,
         root_tags: 0,
         iotlb_hit_ps: t.iotlb_hit_ps,
+        ram_write: None,
     };
     let hops = &r.hops;
     for (i, h) in hops.iter().enumerate() {
@@ -178,6 +203,10 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
         devlend_fabric::Outcome::Delivered(Target::Ram { host, .. }) => {
             // The root complex's completion size, within the payload the path carries.
             limits.completion_bytes = tu.host(host).ram_completion_bytes.min(limits.max_payload);
+            let line = tu.host(host).ram_write_line_ps;
+            if !is_read && line > 0 {
+                limits.ram_write = Some((host, line));
+            }
             (t.dram_latency_ps, true)
         }
         devlend_fabric::Outcome::Delivered(Target::Bar { func, .. }) => {
@@ -190,4 +219,46 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
         }
     };
     Path { stages, origin_latency, target_latency, target_is_ram, limits }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes per second a link direction carries for TLPs after its link-layer share.
+    fn rate(gen: u8, width: u8, mps: u32) -> f64 {
+        65536.0 * 1e12 / link_ps_per_byte_fp(timing(), gen, width, mps) as f64
+    }
+
+    #[test]
+    fn a_link_with_a_higher_raw_rate_is_never_slower() {
+        // Gen2 x16 (64 Gb/s raw) against Gen3 x8 (63.0 Gb/s) and Gen3 x16 (126 Gb/s), and every
+        // generation and width against every other, at each Max_Payload_Size.
+        let links: Vec<(u8, u8)> = (1..=5).flat_map(|g| [1, 2, 4, 8, 12, 16].map(|w| (g, w))).collect();
+        for mps in [128, 256, 512, 1024, 2048, 4096] {
+            for &(ga, wa) in &links {
+                for &(gb, wb) in &links {
+                    let raw = |g: u8, w: u8| Generation(g).lane_bytes_per_s() * w as f64;
+                    if raw(ga, wa) > raw(gb, wb) {
+                        assert!(rate(ga, wa, mps) > rate(gb, wb, mps), "Gen{ga} x{wa} vs Gen{gb} x{wb} at MPS {mps}");
+                    }
+                }
+            }
+        }
+        assert!(rate(2, 16, 256) > rate(3, 8, 256) && rate(3, 16, 256) > rate(2, 16, 256));
+    }
+
+    #[test]
+    fn the_link_layer_share_is_a_few_percent_at_most() {
+        // SKP ordered sets and two DLLPs striped over the lanes per AckNak period: at most the
+        // x1 link's share at the smallest payload (2 x 8 symbol times per 237, Gen1 MPS 128: 7.0 %).
+        for g in 1..=5 {
+            for w in [1, 2, 4, 8, 12, 16] {
+                for mps in [128, 256, 512, 1024, 2048, 4096] {
+                    let s = link_layer_share(timing(), g, w, mps);
+                    assert!(s > 0.0 && s < 0.075, "Gen{g} x{w} MPS {mps}: {s}");
+                }
+            }
+        }
+    }
 }

@@ -392,6 +392,8 @@ pub struct Sim {
     dllps: Vec<Dllps>,
     /// Per port: when the last posted TLP delivered through it landed (they land in order).
     last_posted: Vec<Ps>,
+    /// Per host (grown on first use): when its root complex's intake of writes to RAM is free.
+    ram_intake: Vec<Ps>,
     /// The entries of every port's TLP FIFOs and slot returns.
     fifo: Vec<(Ps, u32)>,
     slots: Vec<Ps>,
@@ -478,6 +480,7 @@ impl Sim {
             tally: vec![Tally { stats: PortStats::default(), stalled_since: NONE }; n],
             dllps: vec![Dllps { period: 0, ser: 0, due: [NONE; 4], free: 0, sent: 0 }; n],
             last_posted: vec![0; n],
+            ram_intake: Vec::new(),
             fifo: Vec::new(),
             slots: Vec::new(),
             paths: Vec::new(),
@@ -1095,7 +1098,9 @@ impl Sim {
     /// Delivered at the end of its path: a write lands, a read is answered, a completion is received.
     fn terminal(&mut self, id: u32, tlp: Tlp, delay: Ps) {
         let port = self.hop(tlp.path, tlp.stage()).port;
-        self.return_credit(port, tlp.class(), self.now + self.t.updatefc_ps);
+        // A write to RAM holds its receive buffer until the root complex has taken it in.
+        let taken = self.ram_intake(&tlp);
+        self.return_credit(port, tlp.class(), taken + self.t.updatefc_ps);
         // A data flow's TLP is kept until it lands or is served, when its bytes move. A root's
         // sub-request belongs to the flow of the request it was split from.
         let flow = self.data_flow(&tlp);
@@ -1111,7 +1116,7 @@ impl Sim {
                 // Posted writes land in order (PCIe Base 3.0 §2.4.1): one held back by a page walk
                 // holds back those behind it, even when they hit the IOTLB.
                 let last = &mut self.last_posted[port as usize];
-                let at = (self.now + delay).max(*last);
+                let at = (self.now + delay).max(taken).max(*last);
                 *last = at;
                 if data {
                     self.q.push(at, Ev::Land(id));
@@ -1140,6 +1145,23 @@ impl Sim {
             }
             Class::Completion => self.request_progress(tlp.req, tlp.len(), self.now + delay),
         }
+    }
+
+    /// When a root complex has taken in posted write `tlp` to its RAM (`Limits::ram_write`): its
+    /// intake takes one write after another, `ram_write_line_ps` per 64-byte line of payload
+    /// (the posted-write path into the cache and memory). Anything else: now.
+    fn ram_intake(&mut self, tlp: &Tlp) -> Ps {
+        let Some((host, line)) = self.paths[tlp.path as usize].limits.ram_write else { return self.now };
+        if tlp.class() != Class::Posted {
+            return self.now;
+        }
+        let h = host as usize;
+        if self.ram_intake.len() <= h {
+            self.ram_intake.resize(h + 1, 0);
+        }
+        let done = self.now.max(self.ram_intake[h]) + (tlp.len() as u64).div_ceil(64) * line;
+        self.ram_intake[h] = done;
+        done
     }
 
     /// The flow a TLP's bytes belong to: its own, or for a re-splitting root's sub-request the

@@ -15,7 +15,7 @@ fn run(buffers: u32) -> (Sim, u64) {
     let ports = vec![(ps_per_byte_fp(3, 16), 1000), (ps_per_byte_fp(3, 16), 1000), (ps_per_byte_fp(1, 1), 1000), (ps_per_byte_fp(1, 1), 1000)];
     let mut sim = Sim::tuned(ports, vec![buffers; 4], Arc::new(timing().clone()));
     let stage = |port| Stage { port, latency: 0, cut_through: false, iommu: None, resplit: None, root: None };
-    let limits = Limits { max_payload: 256, max_read_request: 512, read_tags: 32, completion_bytes: 256, root_tags: 0, iotlb_hit_ps: 0 };
+    let limits = Limits { max_payload: 256, max_read_request: 512, read_tags: 32, completion_bytes: 256, root_tags: 0, iotlb_hit_ps: 0, ram_write: None };
     let path = sim.add_path(Path { stages: vec![stage(0), stage(2)], origin_latency: 0, target_latency: 0, target_is_ram: true, limits });
     let f = sim.add_flow(FlowKind::Write, path, None, TLPS * 256, 0);
     sim.run();

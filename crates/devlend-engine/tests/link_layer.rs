@@ -14,7 +14,7 @@ fn stage(port: u32) -> Stage {
 }
 
 fn path(port: u32, mps: u32) -> Path {
-    let limits = Limits { max_payload: mps, max_read_request: 512, read_tags: 256, completion_bytes: mps, root_tags: 0, iotlb_hit_ps: 0 };
+    let limits = Limits { max_payload: mps, max_read_request: 512, read_tags: 256, completion_bytes: mps, root_tags: 0, iotlb_hit_ps: 0, ram_write: None };
     Path { stages: vec![stage(port)], origin_latency: 0, target_latency: 0, target_is_ram: true, limits }
 }
 

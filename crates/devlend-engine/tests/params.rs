@@ -25,8 +25,13 @@ fn testbed(params: serde_json::Value) -> Fabric {
     f
 }
 
-/// (bytes/s of a 16 MiB write stream by the GPU, the analytic estimate, the path's MPS).
-fn gpu_writes(params: serde_json::Value) -> (f64, f64, u32) {
+/// (bytes/s of a 16 MiB write stream by the GPU, the analytic estimate, the path's MPS), with the
+/// links bounding it: the borrower root's intake of writes to RAM (`ram_write_line_ps`) is off
+/// unless `params` sets the CPU profile's own (`root_intake_bounds_a_write_stream_to_ram`).
+fn gpu_writes(mut params: serde_json::Value) -> (f64, f64, u32) {
+    if params.get("cpus").is_none() {
+        params["cpus"] = json!({"intel-xeon-e5": {"ram_write_line_ps": 0}});
+    }
     let mut f = testbed(params);
     let gpu = Requester::Func(f.func_id("gpu0").unwrap());
     let addr = f.peer_mw_get_addr(f.ntb_id("ntb-l").unwrap(), 1).unwrap().0;
@@ -44,7 +49,11 @@ fn a_smaller_mps_lowers_write_bandwidth_by_the_framing_ratio() {
     // Saturated writes: payload over payload plus per-TLP framing (PCIe Base 3.0 §2.2, §3.5).
     let o = devlend_engine::params::timing().overheads();
     let eff = |mps: u64| mps as f64 / o.wire_bytes(TlpKind::MemWrite, mps) as f64;
-    let expected = eff(128) / eff(256);
+    // and the link-layer share of the narrowest link (gpu0's Gen2 x16), whose AckNak period
+    // follows its MPS (issue 27; re-baselined from framing alone).
+    let t = devlend_engine::params::timing();
+    let keep = |mps: u32| 1.0 - devlend_engine::path::link_layer_share(t, 2, 16, mps);
+    let expected = eff(128) / eff(256) * keep(128) / keep(256);
     assert!(((bw128 / bw256) / expected - 1.0).abs() < 0.01, "ratio {} vs {expected}", bw128 / bw256);
     assert!((bw128 / analytic128 - 1.0).abs() < 0.05);
 }
@@ -52,11 +61,16 @@ fn a_smaller_mps_lowers_write_bandwidth_by_the_framing_ratio() {
 #[test]
 fn a_per_link_or_per_device_mps_limits_the_whole_path() {
     let (global, _, _) = gpu_writes(json!({"timing": {"max_payload": 128}}));
-    for params in [json!({"links": {"ntb-b.cable": {"max_payload": 128}}}), json!({"devices": {"gpu0": {"max_payload": "128 B"}}})] {
-        let (bw, _, mps) = gpu_writes(params);
-        assert_eq!(mps, 128);
-        assert_eq!(bw, global);
-    }
+    // The path's TLPs are 128 bytes either way; a link set alone keeps the other links' share at
+    // MPS 256 (each link's AckNak period follows its own MPS, §3.5.3.1), so setting the cable
+    // alone is faster than MPS 128 everywhere. The device's MPS sets the path's TLPs; the Gen3 x8
+    // links then bound the stream (their DLLPs striped over 8 lanes, at their own MPS 256).
+    let (cable, _, mps) = gpu_writes(json!({"links": {"ntb-b.cable": {"max_payload": 128}}}));
+    assert_eq!(mps, 128);
+    assert!(cable > global && cable < gpu_writes(json!({})).0);
+    let (dev, _, mps) = gpu_writes(json!({"devices": {"gpu0": {"max_payload": "128 B"}}}));
+    assert_eq!(mps, 128);
+    assert!(dev >= global && dev / global - 1.0 < 0.005, "{dev} vs {global}");
     // The GPU's writes cross gpu0's slot, lender-sw.d0 -> ntb-l, the cable and ntb-b's slot, not
     // lender.rp0; a link set above the others does not raise the path's MPS.
     let (off_path, _, mps) = gpu_writes(json!({"links": {"lender.rp0": {"max_payload": 128}, "borrower.rp0": {"max_payload": 512}}}));
@@ -120,4 +134,38 @@ fn bad_overrides_name_the_field() {
     assert_eq!(e.path, "/params/links/gpu9");
     let e = error(json!({"timing": {"request_overhead_bytes": 20}}));
     assert!(e.message.contains("fixed by the PCIe specification"), "{e}");
+}
+
+#[test]
+fn the_link_layer_share_is_the_spec_formula_with_dllps_striped_over_the_lanes() {
+    use devlend_engine::params::timing;
+    use devlend_engine::path::link_layer_share;
+    // Gen3 x8, MPS 256: one Ack and one UpdateFC of 8 bytes, striped over 8 lanes (one symbol
+    // time each), per 203-symbol AckNak period (§3.5.3.1 Table 3-9), and a SKP block per 375.
+    let t = timing();
+    assert!((link_layer_share(t, 3, 8, 256) - (2.0 / 203.0 + 1.0 / 376.0)).abs() < 1e-12);
+    // Gen2 x16, MPS 256: half a symbol time each per 123-symbol period; SKP 4 symbols per 1538.
+    assert!((link_layer_share(t, 2, 16, 256) - (1.0 / 123.0 + 4.0 / 1542.0)).abs() < 1e-12);
+    // On the testbed (its narrowest link the K420's Gen2 x16), a one-way GPU write stream keeps
+    // what the narrowest link's share leaves, and the analytic model agrees.
+    let (bw, analytic, _) = gpu_writes(json!({}));
+    assert!((bw / analytic - 1.0).abs() < 0.03, "the analytic model uses the same rates: {bw} vs {analytic}");
+}
+
+#[test]
+fn root_intake_bounds_a_write_stream_to_ram() {
+    // The borrower's Xeon E5 takes writes to RAM in at ram_write_line_ps per 64-byte line, one
+    // after another: a write stream faster on the links is held to 64 bytes per line time.
+    let (free, _, _) = gpu_writes(json!({}));
+    let line = 12_000; // ps: 5.3 GB/s, below what the links carry
+    let (held, analytic, _) = gpu_writes(json!({"cpus": {"intel-xeon-e5": {"ram_write_line_ps": line}}}));
+    let bound = 64.0 / line as f64 * 1e12;
+    assert!(free > bound * 1.02, "the links alone carry more: {free} vs {bound}");
+    assert!(held <= bound * 1.001 && held > bound * 0.97, "{held} vs {bound}");
+    assert!((held / analytic - 1.0).abs() < 0.03, "{held} vs analytic {analytic}");
+    // Twice the line time halves it; a per-host setting reaches the same root.
+    let (slow, _, _) = gpu_writes(json!({"cpus": {"intel-xeon-e5": {"ram_write_line_ps": 2 * line}}}));
+    assert!((slow / held - 0.5).abs() < 0.01, "{slow} vs {held}");
+    let (host, _, _) = gpu_writes(json!({"cpus": {}, "hosts": {"borrower": {"ram_write_line_ps": line}}}));
+    assert!((host / held - 1.0).abs() < 1e-6, "{host} vs {held}");
 }

@@ -33,7 +33,7 @@ const SKP: f64 = 4.0 / 1538.0;
 
 fn path(port: u32, tlp: u32, mrrs: u32, cpl: u32) -> Path {
     let stage = Stage { port, latency: 0, cut_through: false, iommu: None, resplit: None, root: None };
-    let limits = Limits { max_payload: tlp, max_read_request: mrrs, read_tags: 256, completion_bytes: cpl, root_tags: 0, iotlb_hit_ps: 0 };
+    let limits = Limits { max_payload: tlp, max_read_request: mrrs, read_tags: 256, completion_bytes: cpl, root_tags: 0, iotlb_hit_ps: 0, ram_write: None };
     Path { stages: vec![stage], origin_latency: 0, target_latency: 0, target_is_ram: true, limits }
 }
 

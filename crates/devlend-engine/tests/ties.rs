@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 fn path(ports: &[u32], origin_latency: u64) -> Path {
     let stages = ports.iter().map(|&port| Stage { port, latency: 0, cut_through: false, iommu: None, resplit: None, root: None }).collect();
-    let limits = Limits { max_payload: 256, max_read_request: 512, read_tags: 32, completion_bytes: 256, root_tags: 0, iotlb_hit_ps: 0 };
+    let limits = Limits { max_payload: 256, max_read_request: 512, read_tags: 32, completion_bytes: 256, root_tags: 0, iotlb_hit_ps: 0, ram_write: None };
     Path { stages, origin_latency, target_latency: 0, target_is_ram: true, limits }
 }
 

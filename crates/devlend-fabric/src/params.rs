@@ -17,6 +17,9 @@ pub struct CpuProfile {
     pub tag10_completer: bool,
     /// Largest completion the root complex returns for a DMA read of RAM (the path's MPS caps it).
     pub ram_completion_bytes: u32,
+    /// The root complex's intake of DMA writes to RAM, per 64-byte cache line (its posted-write
+    /// path into the cache and memory, one line after another).
+    pub ram_write_line_ps: u64,
     pub low_ram_top: u64,
     pub mmio32_end: u64,
     pub mmio64_base: u64,

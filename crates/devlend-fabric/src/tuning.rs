@@ -158,6 +158,9 @@ pub struct MediaTuning {
 pub struct HostTuning {
     pub root_latency_ps: u64,
     pub ram_completion_bytes: u32,
+    /// The root complex's intake of posted writes to RAM: time per 64-byte cache line, one
+    /// write after another (0: as fast as the link delivers).
+    pub ram_write_line_ps: u64,
     pub read_tags: u32,
     pub max_read_request: u32,
     /// An interrupt's entry on this host's CPU until the waiting driver runs (every path: bare
@@ -282,9 +285,18 @@ const GLOBAL: &[&str] = &[
     "aer_irq_ps",
     "iommu_walk_read_ps",
 ];
-const CPU: &[&str] = &["root_latency_ps"];
-const HOST: &[&str] =
-    &["root_latency_ps", "ram_completion_bytes", "read_split_bytes", "read_tags", "max_read_request", "irq_entry_ps", "cuda_call_ps", "interrupt_remapping"];
+const CPU: &[&str] = &["root_latency_ps", "ram_write_line_ps"];
+const HOST: &[&str] = &[
+    "root_latency_ps",
+    "ram_completion_bytes",
+    "ram_write_line_ps",
+    "read_split_bytes",
+    "read_tags",
+    "max_read_request",
+    "irq_entry_ps",
+    "cuda_call_ps",
+    "interrupt_remapping",
+];
 const DEVICE: &[&str] = &[
     "endpoint_latency_ps",
     "max_payload",
@@ -313,6 +325,7 @@ impl Tuning {
             HostTuning {
                 root_latency_ps: t.root_latency_ps,
                 ram_completion_bytes: t.max_payload,
+                ram_write_line_ps: 0,
                 read_tags: t.read_tags,
                 max_read_request: t.max_read_request,
                 irq_entry_ps: t.irq_entry_ps,
@@ -367,6 +380,7 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
             HostTuning {
                 root_latency_ps: cpu.root_latency_ps.unwrap_or(t.timing.root_latency_ps),
                 ram_completion_bytes: cpu.ram_completion_bytes,
+                ram_write_line_ps: cpu.ram_write_line_ps,
                 ..t.host(h as u16)
             }
         })
@@ -393,6 +407,7 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
             match k.as_str() {
                 "root_latency_ps" => ht.root_latency_ps = n,
                 "ram_completion_bytes" => ht.ram_completion_bytes = n as u32,
+                "ram_write_line_ps" => ht.ram_write_line_ps = n,
                 "read_tags" => ht.read_tags = n as u32,
                 "max_read_request" => ht.max_read_request = n as u32,
                 "irq_entry_ps" => ht.irq_entry_ps = n,
@@ -454,8 +469,13 @@ fn cpu_settings(spec: &ParamsSpec, f: &mut Fabric, t: &mut Tuning, overrides: &m
         for (k, v) in kv {
             let n = num(setting(CPU, &format!("cpus.{name}"), k, v, &path, overrides)?);
             for (h, host) in f.hosts.iter_mut().enumerate().filter(|(_, host)| &host.cpu_name == name) {
-                host.cpu.root_latency_ps = Some(n);
-                t.hosts[h].root_latency_ps = n;
+                if k == "ram_write_line_ps" {
+                    host.cpu.ram_write_line_ps = n;
+                    t.hosts[h].ram_write_line_ps = n;
+                } else {
+                    host.cpu.root_latency_ps = Some(n);
+                    t.hosts[h].root_latency_ps = n;
+                }
             }
         }
     }
@@ -556,7 +576,8 @@ pub fn settable() -> Vec<(String, &'static str, String)> {
         add(format!("timing.{k}"), k, d);
     }
     for k in CPU {
-        add(format!("cpus.PROFILE.{k}"), k, format!("[cpu.PROFILE] {k}, else [timing] {k}"));
+        let d = if *k == "root_latency_ps" { format!("[cpu.PROFILE] {k}, else [timing] {k}") } else { format!("[cpu.PROFILE] {k}") };
+        add(format!("cpus.PROFILE.{k}"), k, d);
     }
     for k in HOST {
         let d = match *k {

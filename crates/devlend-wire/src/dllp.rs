@@ -62,9 +62,29 @@ pub fn ack_latency_symbols(gen: Generation, width: u8, mps: u32) -> u32 {
     (mps + TLP_OVERHEAD_SYMBOLS) * factor_tenths(width, mps) / (10 * w) + internal_delay_symbols(gen)
 }
 
+/// The share of a lane's symbol times that SKP ordered sets take for clock compensation
+/// (PCIe Base 3.0 §4.2.7): at 2.5 and 5.0 GT/s a SKP Ordered Set of 4 symbols (COM and three
+/// SKP) at most every 1538 symbol times; at 8.0 GT/s and above one SKP Ordered Set block (16
+/// symbols per lane) at most every 375 blocks (§4.2.7.3: "between 370 to 375 blocks"). The
+/// longest intervals allowed, as pcie-model (github.com/pcie-bench/pcie-model) takes them.
+pub fn skp_share(gen: Generation) -> f64 {
+    match gen.0 {
+        1 | 2 => 4.0 / (1538.0 + 4.0),
+        _ => 1.0 / (375.0 + 1.0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skp_ordered_sets_take_a_quarter_percent_per_generation() {
+        assert!((skp_share(Generation(1)) - 0.002594).abs() < 1e-5);
+        assert_eq!(skp_share(Generation(2)), skp_share(Generation(1)));
+        assert!((skp_share(Generation(3)) - 0.002660).abs() < 1e-5);
+        assert_eq!(skp_share(Generation(5)), skp_share(Generation(3)));
+    }
 
     #[test]
     fn the_formula_gives_the_specification_tables() {

@@ -1,6 +1,9 @@
 """`devlend calibrate`: fit the fitted constants to the calibration set within their bounds with
 scipy.optimize.least_squares (trust-region reflective, which keeps every trial inside the
-bounds), on relative residuals (ours - theirs) / theirs. Variables are scaled to their bound
+bounds), on relative residuals (ours - theirs) / theirs under a robust loss (soft-L1 with a 5%
+scale: a residual well inside the 10% tolerance counts as in least squares, one far outside it,
+a measurement the model lacks the mechanism for, counts linearly and cannot drag every constant
+towards it). Variables are scaled to their bound
 ranges so that one step size suits them all; the model's constants are integer picoseconds, so
 finite-difference steps are large enough (1% of the range) not to drown in rounding."""
 
@@ -14,6 +17,17 @@ import numpy as np
 from . import Catalogue, CalibrationError, Fitted, Measurement, evaluate
 
 ROUND_TO = 1000   # fitted picosecond constants are written to the nearest ns: the statements are good to ~10 ns
+# A per-line time (ps/line) sets a bandwidth (64 B per line time): to the nearest 100 ps, 1% of a
+# 10 ns line, as fine as the bandwidth curves it is fitted to.
+RESOLUTION = {"ps": ROUND_TO, "ps/line": 100, "pct": 1}
+LOSS, F_SCALE = "soft_l1", 0.05   # robust loss on relative residuals, its scale (half the 10% tolerance)
+
+
+def rounded(unit: str, v: float) -> float:
+    """A fitted value as params/hardware.toml holds it: ps to the nearest ns, a per-line time to
+    the nearest 100 ps, percentages whole."""
+    step = RESOLUTION.get(unit)
+    return float(round(v / step) * step) if step else float(v)
 
 
 @dataclass
@@ -24,7 +38,7 @@ class FitResult:
     measurements: list[Measurement]
     ours: list[float]                   # each calibration measurement at the fitted values
     residuals: list[float]              # relative
-    cost: float                         # 0.5 * sum of squared relative residuals, at the rounded values
+    cost: float                         # 0.5 * sum of squared relative residuals, at the rounded values (what the robust loss weighs is in `message`)
     evaluations: int
     at_bound: list[str]                 # constants the fit left on a bound
     message: str
@@ -93,11 +107,16 @@ def calibrate(cat: Catalogue, only: Optional[list[str]] = None, fit_ids: Optiona
         return res
 
     u0 = np.clip((np.array(start) - lo) / span, 0.0, 1.0)
-    sol = least_squares(residuals, u0, bounds=(0.0, 1.0), method="trf", diff_step=0.01, x_scale=1.0, max_nfev=max_nfev)
-    values = [float(round(v / ROUND_TO) * ROUND_TO) if c.unit == "ps" else float(v) for c, v in zip(constants, values_of(sol.x))]
+    # Finite-difference steps of 1% of the range, 5% for a whole-percent constant (1% of its
+    # range is under the 1-point rounding the model applies, which would read as a flat residual).
+    steps = np.array([0.05 if c.unit == "pct" else 0.01 for c in constants])
+    sol = least_squares(residuals, u0, bounds=(0.0, 1.0), method="trf", diff_step=steps, x_scale=1.0, max_nfev=max_nfev,
+                        loss=LOSS, f_scale=F_SCALE)
+    values = [rounded(c.unit, v) for c, v in zip(constants, values_of(sol.x))]
     ours = [evaluate(m, overrides_for(m, constants, values)) for m in ms]
     res = [(o - m.value) / m.value for o, m in zip(ours, ms)]
-    at_bound = [c.key for c, v in zip(constants, values) if abs(v - c.lower) < ROUND_TO or abs(v - c.upper) < ROUND_TO]
+    at_bound = [c.key for c, v in zip(constants, values)
+                if min(abs(v - c.lower), abs(v - c.upper)) < RESOLUTION.get(c.unit, 1)]
     jac = np.asarray(sol.jac) / span if sol.jac is not None else None
     return FitResult(constants, start, values, ms, ours, res, 0.5 * sum(r * r for r in res), calls[0], at_bound, sol.message, jac)
 

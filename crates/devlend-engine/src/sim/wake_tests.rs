@@ -92,6 +92,7 @@ fn random_run(seed: u64) {
             completion_bytes: [64, 128][r.below(2) as usize],
             root_tags: 0,
             iotlb_hit_ps: 0,
+            ram_write: None,
         };
         sim.add_path(Path { stages, origin_latency: r.below(1000), target_latency: r.below(3000), target_is_ram: true, limits })
     };
