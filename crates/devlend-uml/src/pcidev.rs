@@ -17,7 +17,7 @@
 use crate::error::{UmlError, UmlResult};
 use crate::mem::GuestMem;
 use devlend_devices::nvme::Controller;
-use devlend_engine::machine::{Effects, Machine};
+use devlend_engine::machine::{Effects, Later, Machine};
 use devlend_fabric::config::{MSIX_CAP, MSIX_TABLE_OFFSET};
 use devlend_fabric::events::Event;
 use devlend_fabric::model::{FuncId, HostId};
@@ -83,6 +83,10 @@ pub struct NvmeDevice {
     pub counts: Counts,
     write_faults: Rc<Cell<u64>>,
     struck: Rc<RefCell<Vec<Struck>>>,
+    /// When the guest's host was told that the device is gone (set by a fault's follow-up on
+    /// the engine), and whether the server has acted on it.
+    unplug: Rc<Cell<Option<u64>>>,
+    unplugged: bool,
 }
 
 /// A step of devlend's model that failed, as the error the server reports.
@@ -111,6 +115,8 @@ impl NvmeDevice {
             counts: Counts::default(),
             write_faults: Rc::new(Cell::new(0)),
             struck: Rc::new(RefCell::new(Vec::new())),
+            unplug: Rc::new(Cell::new(None)),
+            unplugged: false,
         };
         d.read_bars(device)?;
         Ok(d)
@@ -160,8 +166,22 @@ impl NvmeDevice {
 
     // ----- config space -----
 
+    /// Whether the guest's host still reaches the device's configuration space, as devlend's
+    /// own `pci_read_config` finds it: all ones once the device is removed, hangs or its lend's
+    /// cable is out, an error once the host has hot-removed it.
+    fn present(&mut self) -> bool {
+        let (host, dev) = (self.host, self.dev);
+        self.machine.world().os(host).and_then(|os| os.pci_read_config(dev, 0, 4)).is_ok_and(|id| id != u32::MAX)
+    }
+
+    /// A configuration read: all ones where no device answers (PCIe Base 4.0 §2.3.2, §7.5.1.1;
+    /// Linux takes a Vendor ID of FFFFh as a device that is gone).
     pub fn cfg_read(&mut self, off: usize, size: usize) -> u64 {
         self.counts.cfg_reads += 1;
+        if !self.present() {
+            self.counts.read_faults += 1;
+            return u64::MAX >> (64 - 8 * size.clamp(1, 8));
+        }
         let mut v = 0u64;
         for i in (0..size).rev() {
             v = v << 8 | self.cfg_byte(off + i) as u64;
@@ -191,8 +211,13 @@ impl NvmeDevice {
         (self.guest_bar[i] & !(self.bar_size[i] as u32).wrapping_sub(1) & !0xf) | flags
     }
 
+    /// A configuration write; dropped where no device answers.
     pub fn cfg_write(&mut self, off: usize, size: usize, value: u64) {
         self.counts.cfg_writes += 1;
+        if !self.present() {
+            self.write_faults.set(self.write_faults.get() + 1);
+            return;
+        }
         if (0x10..0x28).contains(&off) {
             let i = (off - 0x10) / 4;
             let mut b = self.guest_bar[i].to_le_bytes();
@@ -225,6 +250,10 @@ impl NvmeDevice {
     pub fn mmio_read(&mut self, bar: u8, off: u64, size: usize, at: u64) -> UmlResult<Load> {
         self.counts.mmio_reads += 1;
         if let Some((e, field)) = self.table(bar, off) {
+            if !self.present() {
+                self.counts.read_faults += 1;
+                return Ok(Load::Now(vec![0xff; size]));
+            }
             let mut b = [0u8; 16];
             let m = self.msix[e];
             b[0..8].copy_from_slice(&m.addr.to_le_bytes());
@@ -257,6 +286,10 @@ impl NvmeDevice {
     pub fn mmio_write(&mut self, bar: u8, off: u64, data: &[u8], at: u64) -> UmlResult<()> {
         self.counts.mmio_writes += 1;
         if let Some((e, field)) = self.table(bar, off) {
+            if !self.present() {
+                self.write_faults.set(self.write_faults.get() + 1);
+                return Ok(());
+            }
             return self.msix_write(e, field as usize, data);
         }
         let addr = self.bar_addr(bar, off, data.len() as u64)?;
@@ -275,17 +308,29 @@ impl NvmeDevice {
     /// Inject fault `kind` (devlend_host::fault's names: surprise-removal, link-down, ...) at
     /// `target` at time `at` (ps), on the engine: the fabric and the device change then, and the
     /// guest's kernel finds out as real hardware would let it (stores dropped, loads reading all
-    /// ones, no completions). The hot-plug steps devlend's own host layer would run are left
-    /// out: the guest's PCI (virt-pci) has no hot-plug controller to report them.
+    /// ones, no completions). When the fault ends the device's lend or removes it, the guest's
+    /// host learns so at the first hot-plug step devlend's host layer gives it
+    /// (`devlend_host::fault`: Device Lending's notice to a borrower, a slot's hot-plug interrupt
+    /// to the owner): then the server ends the device's connection, UML's hot-unplug
+    /// ([`NvmeDevice::take_unplug`]).
     pub fn fault_at(&mut self, at: u64, kind: &str, target: &str) -> UmlResult<()> {
         let k = FaultKind::parse(kind).map_err(model("the fault's kind"))?;
         self.machine.world().fault_target(k, target).map_err(model("the fault's target"))?;
         let (t, log) = (target.to_string(), self.struck.clone());
         let name = k.name();
+        let (func, host, unplug) = (self.func, self.host, self.unplug.clone());
         self.machine.inject(at, move |c: &mut Cluster| match c.inject(k, &t) {
             Ok(r) => {
                 log.borrow_mut().push(Struck { kind: name, target: t, failed: false });
-                Effects { halted: r.halted, crashed: r.crashed, links_down: r.links_down, later: Vec::new() }
+                let told = r.notices.iter().filter(|n| n.func == func).flat_map(|n| n.steps.iter()).find(|s| s.1 == host).map(|s| s.0);
+                let later = told.map(|delay| {
+                    let act: Later<Cluster> = Box::new(move |_: &mut Cluster, now| {
+                        unplug.set(Some(now));
+                        Effects::default()
+                    });
+                    (delay, act)
+                });
+                Effects { halted: r.halted, crashed: r.crashed, links_down: r.links_down, later: later.into_iter().collect() }
             }
             Err(_) => {
                 log.borrow_mut().push(Struck { kind: name, target: t, failed: true });
@@ -312,10 +357,25 @@ impl NvmeDevice {
 
     /// Run the machine up to `until` (ps), stopping
     /// early after the event that records something in the fabric's log (an interrupt, a
-    /// fault). True when it stopped early.
+    /// fault) or tells the guest's host that the device is gone. True when it stopped early.
     pub fn advance(&mut self, until: u64) -> UmlResult<bool> {
         let before = self.machine.world().fabric.events.total();
-        self.machine.run_until_or(until, move |w: &mut Cluster| w.fabric.events.total() != before).map_err(model("the engine"))
+        let (unplug, armed) = (self.unplug.clone(), !self.unplugged);
+        self.machine
+            .run_until_or(until, move |w: &mut Cluster| w.fabric.events.total() != before || (armed && unplug.get().is_some()))
+            .map_err(model("the engine"))
+    }
+
+    /// True once, when the guest's host has been told that the device is gone.
+    pub fn take_unplug(&mut self) -> bool {
+        let due = !self.unplugged && self.unplug.get().is_some();
+        self.unplugged |= due;
+        due
+    }
+
+    /// When the guest's host was told that the device is gone (ps), if it was.
+    pub fn unplugged_at(&self) -> Option<u64> {
+        self.unplug.get()
     }
 
     fn bar_addr(&self, bar: u8, off: u64, len: u64) -> UmlResult<u64> {
