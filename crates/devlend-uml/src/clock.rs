@@ -106,7 +106,7 @@ impl Session {
                 if stopped {
                     let t = ns_at_or_after(self.dev.machine.now()).max(self.clock.time.now);
                     self.clock.time.now = t;
-                    if self.deliver()? {
+                    if self.hot_unplug()? | self.deliver()? {
                         break;
                     }
                     continue;

@@ -48,6 +48,8 @@ pub struct Summary {
     /// Stores the fabric refused (dropped, as posted writes are).
     pub write_faults: u64,
     pub struck: Vec<crate::pcidev::Struck>,
+    /// When the guest was told that the device is gone and its connection ended (ns).
+    pub unplugged_ns: Option<u64>,
     pub wall: Duration,
 }
 
@@ -127,6 +129,7 @@ pub fn serve_with_faults(socket: &str, time_socket: &str, mut dev: NvmeDevice, d
         messages: s.msgs.clone(),
         write_faults: s.dev.write_faults(),
         struck: s.dev.struck(),
+        unplugged_ns: s.dev.unplugged_at().map(crate::timetravel::ns_at_or_after),
         wall: start.elapsed(),
     })
 }
@@ -298,6 +301,29 @@ impl Session {
             }
             Ok(())
         })
+    }
+
+    /// Hot-unplug, once the guest's host has been told that the device is gone: the loads still
+    /// waiting read all ones, and the device's backend-request channel closes. UML takes that
+    /// as its device gone (virtio_uml `vu_conn_broken`): it breaks and unregisters the virtio
+    /// device, virt-pci removes the PCI device (`um_pci_virtio_remove`), the driver's `remove`
+    /// runs, and the guest closes the device socket itself (which stays open until then, so the
+    /// messages of the unregistering are answered). True when it happened now.
+    pub(crate) fn hot_unplug(&mut self) -> UmlResult<bool> {
+        if !self.dev.take_unplug() {
+            return Ok(false);
+        }
+        self.with_mem(|s, mem| {
+            for p in std::mem::take(&mut s.reads) {
+                let n = p.out.map_or(0, |o| o.len as usize);
+                s.answer(mem, p.head, p.out, &vec![0xff; n])?;
+            }
+            Ok(())
+        })?;
+        if let Some(fd) = self.req_fd.take().filter(|&fd| fd >= 0) {
+            unsafe { libc::close(fd) };
+        }
+        Ok(true)
     }
 
     /// Put the interrupts the device raised into virtqueue 1's buffers; how many went.

@@ -62,7 +62,7 @@ class GuestResult:
 
 
 #: Console lines that tell what the kernel's NVMe driver and block layer did.
-DRIVER_LINE = re.compile(r"nvme|blk_update_request|I/O error|Buffer I/O|pci 0000")
+DRIVER_LINE = re.compile(r"nvme|blk_update_request|I/O error|Buffer I/O|pci 0000|virtio_uml|virt-pci")
 
 
 def driver_lines(console: Path) -> list[str]:
