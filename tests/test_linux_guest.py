@@ -168,6 +168,20 @@ def test_a_surprise_removal_during_fio_is_hot_unplugged_in_the_guest(tmp_path):
     assert r.device["guest_ns"] < 1_000_000_000
 
 
+def test_the_lender_revoking_the_drive_hot_unplugs_it_in_the_guest(tmp_path):
+    # The lender takes its drive back mid-job (a forced return: the lend's mappings and
+    # interrupts go at once); Device Lending's notice reaches the borrower 20 us later
+    # (timing.dl_notice_ps) and the guest hot-unplugs the drive there.
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    r = run(topo, "borrower", [FAULT_FIO, "echo after", "ls /sys/bus/pci/devices/"], device="nvme0",
+            outdir=tmp_path, timeout_s=400, faults=[("revoke", "nvme0", 200_000_000)])
+    assert r.device["faults_struck"] == [("revoke", "nvme0", False)]
+    assert r.returncodes == [1, 0, 0], r.outputs[0][-800:]
+    assert r.device["unplugged_ns"] == 200_000_000 + 20_000
+    assert r.outputs[2].strip() == "", r.outputs[2]
+    assert r.device["guest_ns"] < 1_000_000_000
+
+
 def test_bad_faults_are_refused_before_the_guest_boots(tmp_path):
     topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
     with pytest.raises(LinuxGuestError, match="at_ns"):

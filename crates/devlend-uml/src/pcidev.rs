@@ -29,6 +29,8 @@ use std::rc::Rc;
 /// UML's PCI (arch/um/drivers/virt-pci.c): one 256 MiB 32-bit window for every BAR, 32 MSI vectors.
 pub const UML_BAR_WINDOW: u64 = 256 << 20;
 pub const UML_MSI_VECTORS: u16 = 32;
+/// The fault kind that is the lender taking its device back ([`NvmeDevice::revoke_at`]).
+pub const REVOKE: &str = "revoke";
 
 #[derive(Clone, Copy, Default)]
 struct MsixEntry {
@@ -313,7 +315,11 @@ impl NvmeDevice {
     /// (`devlend_host::fault`: Device Lending's notice to a borrower, a slot's hot-plug interrupt
     /// to the owner): then the server ends the device's connection, UML's hot-unplug
     /// ([`NvmeDevice::take_unplug`]).
+    /// Besides devlend's fault kinds, [`REVOKE`]: see [`NvmeDevice::revoke_at`].
     pub fn fault_at(&mut self, at: u64, kind: &str, target: &str) -> UmlResult<()> {
+        if kind == REVOKE {
+            return self.revoke_at(at, target);
+        }
         let k = FaultKind::parse(kind).map_err(model("the fault's kind"))?;
         self.machine.world().fault_target(k, target).map_err(model("the fault's target"))?;
         let (t, log) = (target.to_string(), self.struck.clone());
@@ -336,6 +342,34 @@ impl NvmeDevice {
                 log.borrow_mut().push(Struck { kind: name, target: t, failed: true });
                 Effects::default()
             }
+        });
+        Ok(())
+    }
+
+    /// The lender takes the borrowed device `target` back at `at` (ps) whatever the borrower
+    /// still holds (`Cluster::return_device_force`: the lend's mappings, window and interrupts
+    /// undone, the device's bus mastering and MSI-X off); the guest's host learns it with Device
+    /// Lending's notice (`timing.dl_notice_ps` later, 000 §4) and the guest hot-unplugs it.
+    pub fn revoke_at(&mut self, at: u64, target: &str) -> UmlResult<()> {
+        let (func, host, dev) = (self.func, self.host, self.dev);
+        {
+            let w = self.machine.world();
+            let named = w.fabric.func_id(target).map_err(model("the revoke's target"))?;
+            if named != func || w.fabric.func_host(func) == host {
+                let e = devlend_host::HostError::Invalid(format!("{target} is not the device this guest borrows: only a lend can be revoked"));
+                return Err(model("the revoke's target")(e));
+            }
+        }
+        let (log, unplug, t) = (self.struck.clone(), self.unplug.clone(), target.to_string());
+        self.machine.inject(at, move |c: &mut Cluster| {
+            let taken = c.return_device_force(host, dev).is_ok();
+            log.borrow_mut().push(Struck { kind: REVOKE, target: t, failed: !taken });
+            let notice = c.fabric.tuning.timing.dl_notice_ps;
+            let act: Later<Cluster> = Box::new(move |_: &mut Cluster, now| {
+                unplug.set(Some(now));
+                Effects::default()
+            });
+            Effects { later: if taken { vec![(notice, act)] } else { Vec::new() }, ..Effects::default() }
         });
         Ok(())
     }

@@ -141,3 +141,17 @@ fn a_removed_device_reads_all_ones_and_its_borrower_is_told_at_device_lendings_n
         assert!(!d.take_unplug(), "told once");
     }
 }
+
+#[test]
+fn a_revoked_lend_is_gone_at_once_and_its_borrower_is_told_at_device_lendings_notice() {
+    let mut d = borrowed();
+    assert!(d.fault_at(5, "revoke", "ntb-b").is_err(), "not the borrowed drive");
+    assert!(d.fault_at(5, "revoke", "nvme9").is_err(), "no such device");
+    let at = 1_000_000;
+    d.fault_at(at, "revoke", "nvme0").unwrap();
+    d.advance(at).unwrap();
+    assert_eq!(d.cfg_read(0, 4), 0xffff_ffff, "the borrower's handle is gone with the lend");
+    // Device Lending's notice to the borrower: timing.dl_notice_ps, 20 us.
+    assert_eq!(told_until(&mut d, at + 1_000_000_000), Some(at + 20_000_000));
+    assert_eq!(d.struck().iter().map(|s| (s.kind, s.target.as_str(), s.failed)).collect::<Vec<_>>(), vec![("revoke", "nvme0", false)]);
+}

@@ -150,7 +150,9 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
     Each command's output and exit status come back; the console is kept in ``outdir``.
     ``faults``: (kind, target, at_ns) injected on the engine at that simulated time (the kinds
     of ``devlend.pool.FAULT_KINDS``, e.g. ("surprise-removal", "nvme0", 200_000_000) or
-    ("link-down", "ntb-b", ...)); the kernel's reaction is in ``driver_lines``."""
+    ("link-down", "ntb-b", ...), or ("revoke", DEVICE, ...): the lender takes the borrowed device
+    back); the kernel's reaction is in ``driver_lines``, a hot-unplug's time in
+    ``device["unplugged_ns"]``."""
     fault_list = []
     for f in faults:
         kind, target, at = f
