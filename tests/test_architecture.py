@@ -66,3 +66,12 @@ def test_no_crate_doc_claims_a_layer_number():
         if os.path.isfile(lib):
             doc = open(lib, encoding="utf-8").read()
             assert not re.search(r"[Ll]ayer \d", doc), f"{crate}/src/lib.rs names its layer by number"
+
+
+def test_fabric_fields_are_the_fabric_crates_own():
+    """Outer layers ask the `Fabric` through its methods (the README's fabric row): no field of
+    the struct is `pub` beyond the crate."""
+    src = open(os.path.join(CRATES, "devlend-fabric", "src", "fabric.rs"), encoding="utf-8").read()
+    body = src.split("pub struct Fabric {", 1)[1].split("\n}", 1)[0]
+    exposed = re.findall(r"^\s*pub (\w+):", body, re.M)
+    assert not exposed, f"Fabric fields public outside devlend-fabric: {exposed}"

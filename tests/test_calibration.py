@@ -10,10 +10,9 @@ textual write-back, and the verdicts.
 - `devlend experiment --set`, `devlend calibrate` and `devlend validate` from the command line.
 """
 
-import subprocess
-import sys
 
 import pytest
+import clirun
 from conftest import ROOT
 
 from devlend import calibration
@@ -31,7 +30,7 @@ B2B = "d5-ram-to-ram-back-to-back"
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True, cwd=ROOT)
+    return clirun.run(*args, cwd=ROOT)
 
 
 def test_the_measurements_are_data_with_citations():

@@ -12,20 +12,27 @@ import yaml
 
 from devlend.topology import json_schema
 
+import clirun
 from conftest import ROOT, topo_path
 
 SHIPPED = sorted(f for f in os.listdir(os.path.join(ROOT, "python", "devlend", "topologies")) if f.endswith(".yaml"))
 
 
-def cli(*args, check=True):
-    res = subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True, cwd=ROOT)
+def cli(*args, check=True, process=False):
+    """`devlend ARGS`: in this process (tests/clirun.py), or with `process` as a user runs it, the
+    installed `devlend` script in a new process (a few tests below, so the script itself is tested)."""
+    if process:
+        script = os.path.join(os.path.dirname(sys.executable), "devlend")
+        res = subprocess.run([script, *args], capture_output=True, text=True, cwd=ROOT)
+    else:
+        res = clirun.run(*args, cwd=ROOT)
     if check and res.returncode != 0:
         raise AssertionError(f"devlend {' '.join(args)} exited {res.returncode}: {res.stderr}")
     return res
 
 
 def test_topo_prints_each_hosts_tree_with_bars_and_windows():
-    out = cli("topo", topo_path("pxh830-two-host.yaml")).stdout
+    out = cli("topo", topo_path("pxh830-two-host.yaml"), process=True).stdout
     assert "host borrower" in out and "host lender" in out
     assert "[02:01.0] lender-sw.d1 switch downstream port  bus 04-04" in out
     assert "BAR1 0x380040000000 [size=256 MiB] 64-bit prefetchable" in out
@@ -47,7 +54,8 @@ def test_route_read_shows_the_completion():
 
 
 def test_route_json_and_failure_exit_code():
-    res = cli("route", topo_path("pxh830-two-host.yaml"), "--from", "gpu0", "--addr", "ntb-l.mw1+0x8000000", "--json", check=False)
+    res = cli("route", topo_path("pxh830-two-host.yaml"), "--from", "gpu0", "--addr", "ntb-l.mw1+0x8000000", "--json", check=False,
+              process=True)
     assert res.returncode == 1
     d = json.loads(res.stdout)
     assert d["outcome"]["failure"]["kind"] == "iommu-fault"
@@ -56,7 +64,7 @@ def test_route_json_and_failure_exit_code():
 def test_bad_file_is_one_line_on_stderr_with_exit_2(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("name: x\nhosts:\n  - name: a\n    cpu: intel-xeon-e5\n    ram: 1 GiB\n    root_ports: 2\n    colour: blue\n")
-    res = cli("topo", str(p), check=False)
+    res = cli("topo", str(p), check=False, process=True)
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.strip().count("\n") == 0
     assert f"{p}:7:5: hosts[0].colour: unknown key 'colour'" in res.stderr
@@ -127,3 +135,11 @@ def test_import_lspci_writes_a_description_that_topo_lists(tmp_path):
 def test_file_system_errors_are_one_line_not_a_traceback(args, needle):
     res = cli(*args, check=False)
     assert res.returncode == 2 and needle in res.stderr and "Traceback" not in res.stderr
+
+
+def test_the_cli_starts_without_the_topology_models_or_the_extension():
+    """`devlend --help` and every command's start import neither pydantic's models nor the Rust
+    core: devlend's package attributes load on first use."""
+    code = "import sys, devlend.cli; print(sorted(m for m in ('devlend.topology', 'devlend._core', 'pydantic') if m in sys.modules))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert res.stdout.strip() == "[]", res.stdout

@@ -4,11 +4,10 @@ every command that prints results takes --format json and prints JSON alone; the
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+import clirun
 from conftest import ROOT
 
 PXH = "topologies/pxh830-two-host.yaml"
@@ -18,8 +17,7 @@ PROGRESS = set("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏━╸╺█▏▎▍▌▋▊▉\
 
 
 def cli(*args, env=None, check=True):
-    return subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True, cwd=ROOT, check=check,
-                          env={**os.environ, **(env or {})})
+    return clirun.run(*args, cwd=ROOT, check=check, env=env)
 
 
 def _leaves(group, prefix=()):

@@ -9,10 +9,9 @@ must keep when DMA streams share one lender's NTB link. Never the simulator's ow
 - an unreachable address or zero bytes is one clear devlend error, never a panic.
 """
 
-import subprocess
-import sys
 
 import pytest
+import clirun
 from conftest import ROOT, topo_path
 
 import devlend
@@ -118,7 +117,7 @@ def test_an_unreachable_address_is_one_clear_devlend_error(fab):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True, cwd=ROOT)
+    return clirun.run(*args, cwd=ROOT)
 
 
 def test_run_streams_command_prints_a_table_and_writes_csv(tmp_path):

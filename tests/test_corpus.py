@@ -9,6 +9,7 @@ import os
 import shutil
 
 import pytest
+import clirun
 from conftest import ROOT
 
 from devlend import calibration
@@ -132,10 +133,7 @@ def test_validation_figures_only_rise():
 
 
 def test_cli_validate_reports_per_source_and_plots(tmp_path):
-    import subprocess
-    import sys
-    r = subprocess.run([sys.executable, "-m", "devlend.cli", "validate", "--which", "validation", "--plot", str(tmp_path)],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = clirun.run("validate", "--which", "validation", "--plot", str(tmp_path), cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert "per source and quantity" in r.stdout and "median |error|" in r.stdout and "p90" in r.stdout
     pngs = sorted(p.name for p in tmp_path.iterdir())

@@ -2,19 +2,18 @@
 model in devlend-workloads): devlend's own error classes with a kind, one plain line on the
 command line, never a traceback and never a message in JSON quotes."""
 
-import subprocess
-import sys
 
 import pytest
 
 from devlend import DeviceError, FabricError
 from devlend.experiments import _gpu, fio as fio_exp, nvme
 
+import clirun
 from conftest import ROOT, topo_path
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True, cwd=ROOT)
+    return clirun.run(*args, cwd=ROOT)
 
 
 def test_a_gpu_the_topology_lacks_is_a_device_error_naming_it():

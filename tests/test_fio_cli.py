@@ -3,11 +3,10 @@ model (borrowed through Device Lending) and writes fio's JSON, keyed as fio 3.33
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+import clirun
 from conftest import ROOT
 
 TOPO = os.path.join(ROOT, "topologies", "nvme-back-to-back.yaml")
@@ -44,7 +43,7 @@ percentile_list=50:99:99.9
 
 
 def devlend(*args, check=True):
-    return subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True, cwd=ROOT, check=check)
+    return clirun.run(*args, cwd=ROOT, check=check)
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,11 @@
 """Scenarios and run-workloads take fio's rw modes: sequential, random and mixed."""
 
-import subprocess
-import sys
 
 import pytest
 
 import devlend
 
+import clirun
 from conftest import ROOT
 
 
@@ -19,9 +18,7 @@ def test_a_scenario_fio_job_runs_each_rw_mode(rw):
 
 
 def test_run_workloads_takes_a_mixed_fio_job():
-    r = subprocess.run([sys.executable, "-m", "devlend.cli", "run-workloads", "topologies/nvme-back-to-back.yaml",
-                        "--fio", "f:borrower:nvme0:randrw:4:1:64"], capture_output=True, text=True, cwd=ROOT)
+    r = clirun.run("run-workloads", "topologies/nvme-back-to-back.yaml", "--fio", "f:borrower:nvme0:randrw:4:1:64", cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    bad = subprocess.run([sys.executable, "-m", "devlend.cli", "run-workloads", "topologies/nvme-back-to-back.yaml",
-                          "--fio", "f:borrower:nvme0:trim:4:1:64"], capture_output=True, text=True, cwd=ROOT)
+    bad = clirun.run("run-workloads", "topologies/nvme-back-to-back.yaml", "--fio", "f:borrower:nvme0:trim:4:1:64", cwd=ROOT)
     assert bad.returncode == 2 and "must be one of fio's read, write" in bad.stderr

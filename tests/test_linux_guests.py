@@ -54,6 +54,47 @@ def test_two_runs_give_the_same_simulated_readings(runs):
         assert a[host].device["guest_ns"] == b[host].device["guest_ns"], host
 
 
+# The borrower reads its borrowed drive (its own device, on the one engine) while the lender,
+# with no device, sleeps: uptime after the reads is simulated time, the drive's included.
+DRIVE_GUESTS = {
+    "borrower": ["dd if=/dev/nvme0n1 of=/dev/null bs=4k count=64 iflag=direct 2>&1 | tail -1 | cut -d, -f1; cat /proc/uptime"],
+    "lender": ["sleep 0.2; cat /proc/uptime"],
+}
+
+
+@pytest.fixture(scope="module")
+def drive_runs(topo, tmp_path_factory):
+    return [run_guests(topo, DRIVE_GUESTS, devices={"borrower": ["nvme0"]}, outdir=tmp_path_factory.mktemp(f"drive{i}"), timeout_s=240)
+            for i in range(2)]
+
+
+def test_a_guest_with_its_own_drive_and_one_without_share_the_clock(drive_runs):
+    r = drive_runs[0]
+    assert r["borrower"].returncodes == [0] and "262144 bytes" in r["borrower"].outputs[0], r["borrower"].outputs
+    assert r["lender"].returncodes == [0], r["lender"].outputs
+    drive = r["borrower"].device["devices"]
+    assert len(drive) == 1 and drive[0]["commands"] >= 64 and drive[0]["msis"] > 0, drive
+    assert r["lender"].device["devices"] == []
+    assert r["borrower"].device["simulated_ps"] == r["lender"].device["simulated_ps"]
+
+
+def test_two_runs_with_a_drive_give_the_same_simulated_readings(drive_runs):
+    # What the guests read (the drive's bytes, their clocks) and what the drive did are the same.
+    # Not compared: `guest_ns`, the time of a guest's last message to the controller, which still
+    # varies by tens of ns between runs with a device (how far a guest ran before it asked).
+    a, b = drive_runs
+    for host in DRIVE_GUESTS:
+        assert a[host].outputs == b[host].outputs, host
+    assert a["borrower"].device["devices"] == b["borrower"].device["devices"]
+
+
+def test_a_device_for_a_host_without_a_guest_is_refused(topo, tmp_path):
+    with pytest.raises(LinuxGuestError, match="devices for host 'lender', which runs no guest"):
+        run_guests(topo, {"borrower": ["true"]}, devices={"lender": ["nvme0"]}, outdir=tmp_path, kernel="/nonexistent")
+    with pytest.raises(LinuxGuestError, match="'nvme9': not a device or NTB"):
+        run_guests(topo, {"borrower": ["true"]}, devices={"borrower": ["nvme9"]}, outdir=tmp_path, kernel="/nonexistent")
+
+
 def test_a_host_not_in_the_topology_is_refused(topo, tmp_path):
     with pytest.raises(LinuxGuestError, match="'nowhere': not a host") as e:
         run_guests(topo, {"borrower": ["true"], "nowhere": ["true"]}, outdir=tmp_path, kernel="/nonexistent")
@@ -71,7 +112,7 @@ def test_time_moves_only_when_every_guest_waits(topo, tmp_path):
     from devlend import _core
     socks = [str(tmp_path / f"t{i}.sock") for i in range(2)]
     out = {}
-    t = threading.Thread(target=lambda: out.update(r=_core.uml_control(topo.to_json(), socks, 10.0)))
+    t = threading.Thread(target=lambda: out.update(r=_core.uml_control(topo.to_json(), [("borrower", socks[0], []), ("lender", socks[1], [])], 1 << 21, 10.0)))
     t.start()
     while not all(os.path.exists(s) for s in socks):
         pass
@@ -111,7 +152,7 @@ def test_time_moves_only_when_every_guest_waits(topo, tmp_path):
     assert told(b) == (6, 9000)
     b.close()
     t.join(10)
-    assert not t.is_alive() and [g[0] for g in out["r"]["guests"]] == [5000, 9000], out
+    assert not t.is_alive() and [g["guest_ns"] for g in out["r"]["guests"]] == [5000, 9000], out
 
 
 def test_devlend_linux_run_with_two_hosts_runs_both_on_one_clock(tmp_path):
@@ -125,4 +166,4 @@ def test_devlend_linux_run_with_two_hosts_runs_both_on_one_clock(tmp_path):
     assert r.stdout.count("0.20 0.20") == 2 and "[lender] $ sleep" in r.stdout, r.stdout
     assert (tmp_path / "borrower" / "console.log").exists() and (tmp_path / "lender" / "console.log").exists()
     r = subprocess.run(args[: args.index("--out")] + ["--device", "nvme0", "--", "true"], capture_output=True, text=True)
-    assert r.returncode == 2 and "several guests carry no device" in r.stderr, r.stderr
+    assert r.returncode == 2 and "--device nvme0: with several hosts, expected HOST=DEVICE" in r.stderr, r.stderr

@@ -3,14 +3,13 @@
 import csv
 import io
 import json
-import subprocess
-import sys
 
+import clirun
 from conftest import ROOT
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True, cwd=ROOT)
+    return clirun.run(*args, cwd=ROOT)
 
 
 def test_experiment_json_and_csv_are_data_alone(tmp_path):

@@ -11,10 +11,9 @@
   fits, and the core runs on the file as it is written (rebuilt after `devlend calibrate --write`).
 """
 
-import subprocess
-import sys
 
 import pytest
+import clirun
 from conftest import topo_path
 
 import devlend
@@ -122,7 +121,7 @@ def test_a_cpu_profile_setting_reaches_every_host_of_that_profile():
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True)
+    return clirun.run(*args)
 
 
 def test_cli_set_overrides_without_editing_the_file(tmp_path):
@@ -162,7 +161,7 @@ def test_experiments_on_another_topology_or_refusing_it(tmp_path):
     p.write_text(text.replace("gpu0", "gpuX"))
     with pytest.raises(DevlendError, match="lacks gpu0"):
         experiments.get("d1").run(quick=True, topology=p)
-    with pytest.raises(DevlendError, match="cannot stand in.*these take --topology: contention, d1, fio, linux-fio, ntb-perf, ntb-pingpong"):
+    with pytest.raises(DevlendError, match="cannot stand in.*these take --topology: contention, d1, fio, linux-fio, linux-ntb, ntb-perf, ntb-pingpong"):
         experiments.get("d2").run(quick=True, topology=topo_path(TOPO))
     assert all(experiments.get(n).takes_params for n in ("d6", "vmirq", "hnic", "contention"))
 

@@ -1,13 +1,11 @@
 """`devlend params --grep PATTERN`: only matching constants, each under its table."""
 
-import subprocess
-import sys
-
+import clirun
 from conftest import ROOT
 
 
 def _params(*args):
-    return subprocess.run([sys.executable, "-m", "devlend.cli", "params", *args], capture_output=True, text=True, cwd=ROOT)
+    return clirun.run("params", *args, cwd=ROOT)
 
 
 def test_grep_shows_matching_constants_under_their_tables():
@@ -30,13 +28,12 @@ def test_grep_without_a_match_or_with_a_bad_pattern_says_so():
 
 def test_schema_o_says_what_it_wrote(tmp_path):
     out = tmp_path / "s.json"
-    r = subprocess.run([sys.executable, "-m", "devlend.cli", "schema", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    r = clirun.run("schema", "-o", str(out), cwd=ROOT)
     assert r.returncode == 0 and f"wrote {out}" in r.stderr and out.read_text().startswith("{")
 
 
 def test_export_draws_the_cluster_switch_and_the_vms(tmp_path):
-    run = lambda topo, out: subprocess.run([sys.executable, "-m", "devlend.cli", "export", f"topologies/{topo}", "-o", str(out)],
-                                           capture_output=True, text=True, cwd=ROOT, check=True)
+    run = lambda topo, out: clirun.run("export", f"topologies/{topo}", "-o", str(out), cwd=ROOT, check=True)
     run("four-servers-mxs824.yaml", tmp_path / "m.dot")
     dot = (tmp_path / "m.dot").read_text()
     assert '"mxs824" [shape=box3d' in dot and "NTB cluster switch" in dot

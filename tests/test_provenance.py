@@ -2,13 +2,13 @@
 
 import json
 import subprocess
-import sys
 
+import clirun
 from conftest import ROOT
 
 
 def cli(*args, check=True):
-    return subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True, cwd=ROOT, check=check)
+    return clirun.run(*args, cwd=ROOT, check=check)
 
 
 def test_an_experiments_csv_and_plot_carry_version_parameters_and_every_set(tmp_path):

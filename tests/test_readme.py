@@ -2,9 +2,8 @@
 
 import os
 import re
-import subprocess
-import sys
 
+import clirun
 from conftest import ROOT
 
 README = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
@@ -15,8 +14,7 @@ def _blocks() -> list[str]:
 
 
 def _run(*args: str) -> str:
-    return subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          check=True).stdout
+    return clirun.run(*args, cwd=ROOT, check=True).stdout
 
 
 def test_readme_opens_with_exactly_the_two_commands():

@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -11,11 +9,12 @@ from devlend import _core
 from devlend.cli_trace import SAMPLE_LOG
 from devlend.traces.sample_log import lines
 
+import clirun
 from conftest import ROOT
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "devlend.cli", "trace", *args], capture_output=True, text=True, cwd=ROOT)
+    return clirun.run("trace", *args, cwd=ROOT)
 
 
 def build(inputs, out, tenants=None, order="RR1", seed=1):

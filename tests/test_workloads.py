@@ -13,10 +13,9 @@ No shipped topology has both a GPU and an NVMe drive: the GPU tests use three-ho
 the fio tests nvme-back-to-back.yaml.
 """
 
-import subprocess
-import sys
 
 import pytest
+import clirun
 from conftest import topo_path
 
 import devlend
@@ -120,7 +119,7 @@ def test_csv_carries_the_parameters(tmp_path):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "devlend.cli", *args], capture_output=True, text=True)
+    return clirun.run(*args)
 
 
 def test_cli_runs_workloads_and_writes_csv(tmp_path):

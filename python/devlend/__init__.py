@@ -16,10 +16,24 @@ Quick start (run as a doctest by tests/test_docs.py, from the repository's root)
 """
 
 from .errors import DeviceError, DevlendError, DmaFault, FabricError, HyperTrioError, NvmeStatusError, TopologyError, WorkloadError, XenIbError
-from .machine import Run
-from .pool import Pool, PoolError
-from .scenario import Scenario
-from .topology import Topology, load, loads
+
+# Imported on first use (PEP 562), so that `import devlend.cli` and `devlend --help` do not pay
+# for the extension and the topology models (pydantic) before a command needs them.
+_LAZY = {"Run": "machine", "Pool": "pool", "PoolError": "pool", "Scenario": "scenario", "Topology": "topology",
+         "load": "topology", "loads": "topology"}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'devlend' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = ["DeviceError", "DevlendError", "DmaFault", "FabricError", "HyperTrioError", "NvmeStatusError", "TopologyError", "WorkloadError", "XenIbError", "Pool", "PoolError", "Run", "Scenario", "Topology", "load", "loads"]
 __version__ = "0.1.0"

@@ -27,8 +27,8 @@ def build_cmd(source: Optional[str] = typer.Option(None, "--source", help="a Lin
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run_cmd(ctx: typer.Context,
             topology: str = typer.Option(..., "--topology", help="the topology file"),
-            host: list[str] = typer.Option(..., "--host", help="the host the guest is; repeat it for several guests on one clock, each running the commands (no --device then)"),
-            device: Optional[str] = typer.Option(None, "--device", help="an NVMe drive for the guest's PCI (borrowed when it sits in another host); the engine is then the guest's clock"),
+            host: list[str] = typer.Option(..., "--host", help="the host the guest is; repeat it for several guests on one clock, each running the commands"),
+            device: list[str] = typer.Option([], "--device", help="an NVMe drive for the guest's PCI (borrowed when it sits in another host); the engine is then the guest's clock. With several hosts: HOST=DEVICE, repeated, a drive or the host's NTB adapter (an Intel Xeon gen1 NTB)"),
             out_dir: Optional[str] = typer.Option(None, "--out", help="the folder for the console and each command's output (default: a new temporary one)"),
             timeout_s: float = typer.Option(300.0, "--timeout", help="wall-clock seconds before a guest that never powers off is ended")) -> None:
     """Boot a guest for HOST and run the commands after `--` in it, each a shell command line:
@@ -42,8 +42,10 @@ def run_cmd(ctx: typer.Context,
         _fail(DevlendError("no commands: give them after `--`, each one shell command line"))
     if len(host) > 1:
         return _run_several(load, topology, host, commands, device, out_dir, timeout_s)
+    if len(device) > 1:
+        _fail(DevlendError(f"--device {' '.join(device)}: one guest takes one drive"))
     try:
-        r = run(load(topology), host[0], commands, device=device, outdir=out_dir, timeout_s=timeout_s)
+        r = run(load(topology), host[0], commands, device=device[0] if device else None, outdir=out_dir, timeout_s=timeout_s)
     except (DevlendError, OSError) as e:
         _fail(e)
     for c, o, rc in zip(commands, r.outputs, r.returncodes):
@@ -56,16 +58,20 @@ def run_cmd(ctx: typer.Context,
         raise typer.Exit(bad)
 
 
-def _run_several(load, topology: str, hosts: list[str], commands: list[str], device, out_dir, timeout_s: float) -> None:
+def _run_several(load, topology: str, hosts: list[str], commands: list[str], device: list[str], out_dir, timeout_s: float) -> None:
     """Several guests on one clock, each running ``commands``: each one's outputs, under its name."""
     from .cli import _fail, out
     from .linux.guest import run_guests
-    if device:
-        _fail(DevlendError(f"--device {device} with {len(hosts)} hosts: several guests carry no device yet; give one --host"))
     if len(set(hosts)) != len(hosts):
         _fail(DevlendError(f"--host {' '.join(hosts)}: each host once"))
+    devices: dict[str, list[str]] = {}
+    for d in device:
+        h, sep, name = d.partition("=")
+        if not sep or not h or not name:
+            _fail(DevlendError(f"--device {d}: with several hosts, expected HOST=DEVICE (e.g. a=ntb-a)"))
+        devices.setdefault(h, []).append(name)
     try:
-        rs = run_guests(load(topology), {h: commands for h in hosts}, outdir=out_dir, timeout_s=timeout_s)
+        rs = run_guests(load(topology), {h: commands for h in hosts}, devices=devices, outdir=out_dir, timeout_s=timeout_s)
     except (DevlendError, OSError) as e:
         _fail(e)
     for h, r in rs.items():

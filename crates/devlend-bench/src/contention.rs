@@ -20,20 +20,20 @@ pub const REGION: u64 = 8 * MIB;
 pub fn program(f: &mut Fabric) -> Vec<Requester> {
     let span = REGION * DEVICES_PER_SWITCH as u64;
     let mut reqs = Vec::new();
-    for h in 0..f.hosts.len() {
+    for h in 0..f.hosts().len() {
         let near = f.ntb_id(&format!("h{h}-next")).unwrap();
-        let far = f.ntbs[near as usize].peer.unwrap();
-        let (fh, ffunc, nh) = (f.ntbs[far as usize].host, f.ntbs[far as usize].func, f.ntbs[near as usize].host);
+        let far = f.ntb(near).peer.unwrap();
+        let (fh, ffunc, nh) = (f.ntb(far).host, f.ntb(far).func, f.ntb(near).host);
         f.mw_set_trans(far, 1, FAR_IOVA, span).unwrap();
         let devs: Vec<u32> = (0..DEVICES_PER_SWITCH).map(|k| f.func_id(&format!("h{h}-d{k}")).unwrap()).collect();
         for &g in &devs {
             f.set_bus_master(g, true);
-            let rid = f.funcs[g as usize].bdf;
+            let rid = f.func(g).bdf;
             f.rid_lut_add(near, rid).unwrap();
         }
         // Attach after the LUT entries exist: the far adapter's DMA aliases include them.
         let lend = f.iommu_domain_alloc(fh, &format!("lend-from-h{h}")).unwrap();
-        let ram = f.ram_offset_to_phys(&f.hosts[fh as usize], GIB).unwrap();
+        let ram = f.ram_offset_to_phys(f.host(fh), GIB).unwrap();
         f.iommu_attach(fh, lend, ffunc).unwrap();
         f.iommu_map(fh, lend, FAR_IOVA, ram, span, true).unwrap();
         let (win, _) = f.peer_mw_get_addr(near, 1).unwrap();

@@ -53,7 +53,7 @@ pub fn run(bytes: u64) -> Sample {
     let mut f = build(&cluster_spec()).expect("benchmark topology builds");
     let reqs = program(&mut f);
     let dev = f.func_id("h0-d0").expect("the cluster has h0-d0");
-    let bar = f.funcs[dev as usize].bars.first().expect("a device has a BAR").addr;
+    let bar = f.func(dev).bars.first().expect("a device has a BAR").addr;
     let host = f.host_id("h0").expect("the cluster has h0");
     let mut m = Machine::new(f);
     let copier = Rc::new(RefCell::new(Copier { len: bytes as usize, back: None }));

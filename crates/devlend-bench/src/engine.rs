@@ -19,9 +19,9 @@ pub fn two_lender_path() -> (Fabric, Requester, u64) {
     let (g2, g3) = (f.func_id("gpu2").unwrap(), f.func_id("gpu3").unwrap());
     f.set_bus_master(g2, true);
     let (ac, ca) = (f.ntb_id("ntb-a-c").unwrap(), f.ntb_id("ntb-c-a").unwrap());
-    let bar1 = f.funcs[g3 as usize].bars.iter().find(|b| b.index == 1).unwrap().addr;
+    let bar1 = f.func(g3).bars.iter().find(|b| b.index == 1).unwrap().addr;
     f.mw_set_trans(ca, 0, bar1, WINDOW).unwrap();
-    let rid = f.funcs[g2 as usize].bdf;
+    let rid = f.func(g2).bdf;
     f.rid_lut_add(ac, rid).unwrap();
     let (win, _) = f.peer_mw_get_addr(ac, 0).unwrap();
     (f, Requester::Func(g2), win)

@@ -151,22 +151,22 @@ fn program_dma(f: &mut Fabric) -> Vec<Requester> {
     let mut reqs = Vec::new();
     for h in 0..HOSTS {
         let near = f.ntb_id(&format!("h{h}-next")).unwrap();
-        let far = f.ntbs[near as usize].peer.unwrap();
-        let fh = f.ntbs[far as usize].host;
-        let ffunc = f.ntbs[far as usize].func;
+        let far = f.ntb(near).peer.unwrap();
+        let fh = f.ntb(far).host;
+        let ffunc = f.ntb(far).func;
         let lend = f.iommu_domain_alloc(fh, &format!("lend-from-h{h}")).unwrap();
-        let ram = f.ram_offset_to_phys(&f.hosts[fh as usize], GIB).unwrap();
+        let ram = f.ram_offset_to_phys(f.host(fh), GIB).unwrap();
         f.mw_set_trans(far, 1, FAR_IOVA, DMA_SIZE).unwrap();
 
         let g = f.func_id(&format!("h{h}-d0")).unwrap();
         f.set_bus_master(g, true);
-        let rid = f.funcs[g as usize].bdf;
+        let rid = f.func(g).bdf;
         f.rid_lut_add(near, rid).unwrap();
         // Attach after the LUT entry exists: the far adapter's DMA aliases include it.
         f.iommu_attach(fh, lend, ffunc).unwrap();
         f.iommu_map(fh, lend, FAR_IOVA, ram, DMA_SIZE, true).unwrap();
 
-        let nh = f.ntbs[near as usize].host;
+        let nh = f.ntb(near).host;
         let (win, _) = f.peer_mw_get_addr(near, 1).unwrap();
         let dma = f.iommu_domain_alloc(nh, "dma").unwrap();
         f.iommu_attach(nh, dma, g).unwrap();
@@ -192,9 +192,9 @@ fn spread(pages: &[(Requester, u64)], visits: usize) -> Vec<(Requester, u64)> {
 fn cpu_bar_pages(f: &Fabric) -> Vec<(Requester, u64)> {
     let mut pages = Vec::new();
     for h in 0..HOSTS {
-        let bars: Vec<(u64, u64)> = (0..f.funcs.len())
-            .filter(|i| f.func_host(*i as u32) as usize == h && f.funcs[*i].name.starts_with(&format!("h{h}-d")))
-            .flat_map(|i| f.funcs[i].bars.iter().map(|b| (b.addr, b.size)))
+        let bars: Vec<(u64, u64)> = (0..f.funcs().len())
+            .filter(|i| f.func_host(*i as u32) as usize == h && f.funcs()[*i].name.starts_with(&format!("h{h}-d")))
+            .flat_map(|i| f.funcs()[i].bars.iter().map(|b| (b.addr, b.size)))
             .collect();
         for k in 0..PAGES_PER_HOST {
             let (addr, size) = bars[k % bars.len()];
@@ -290,7 +290,8 @@ fn print_rows(rows: &[Row]) {
     }
 }
 
-const ONE_USAGE: &str = "--one: copy BYTES | contention STREAMS BYTES | contention-hosts HOSTS STREAMS BYTES | mix SEED STREAMS | data BYTES";
+const ONE_USAGE: &str =
+    "--one: copy BYTES | contention STREAMS BYTES | contention-hosts HOSTS STREAMS BYTES | mix SEED STREAMS | data BYTES | route cpu-local-bar|dma-ntb-remote-ram N";
 
 /// One engine sample, as one JSON line (see the module's usage).
 fn one(args: &[String]) {
@@ -313,11 +314,30 @@ fn one(args: &[String]) {
             let r = mix::run(num(1), num(2) as usize);
             json!({"seconds": r.seconds, "tlp_hops": r.tlp_hops, "events": r.events, "digest": format!("{:016x}", r.digest)})
         }
+        Some("route") => return route_one(args.get(1).map(String::as_str), num(2) as usize),
         _ => usage(ONE_USAGE),
     };
     v["mhops_per_s"] = json!(v["tlp_hops"].as_f64().unwrap() / v["seconds"].as_f64().unwrap() / 1e6);
     v["peak_rss_kib"] = json!(peak_rss_kib());
     println!("{v}");
+}
+
+/// `--one route KIND N`: N uncached routes of the `route-uncached/KIND` row's working set, alone
+/// in the process (for `valgrind --tool=cachegrind`: instructions per route, load-independent).
+fn route_one(kind: Option<&str>, n: usize) {
+    let mut f = build(&cluster_spec()).expect("benchmark topology builds");
+    let list = match kind {
+        Some("cpu-local-bar") => spread(&cpu_bar_pages(&f), 4),
+        Some("dma-ntb-remote-ram") => spread(&dma_pages(&program_dma(&mut f)), 4),
+        _ => usage(ONE_USAGE),
+    };
+    let t = Instant::now();
+    for i in 0..n {
+        let (r, a) = list[i % list.len()];
+        black_box(f.route_uncached(r, a, Access::Write));
+    }
+    let seconds = t.elapsed().as_secs_f64();
+    println!("{}", json!({"routes": n, "seconds": seconds, "m_routes_per_s": n as f64 / seconds / 1e6, "peak_rss_kib": peak_rss_kib()}));
 }
 
 fn main() {
@@ -382,12 +402,12 @@ fn main() {
         for (r, a) in list {
             black_box(f.lookup(*r, *a, Access::Write));
         }
-        let misses = f.cache_misses;
+        let misses = f.route_cache_stats().1;
         let lk = rate(o.reps, scale(20_000_000), |i| {
             let (r, a) = list[i % len];
             black_box(f.lookup(r, a, Access::Write));
         });
-        assert_eq!(f.cache_misses, misses, "{name}: the working set must stay cached");
+        assert_eq!(f.route_cache_stats().1, misses, "{name}: the working set must stay cached");
         let ns: Vec<f64> = lk.iter().map(|m| 1e3 / m).collect();
         rows.push(Row { name: format!("lookup-cached/{name}"), samples: lk, unit: "M lookups/s" });
         rows.push(Row { name: format!("lookup-cached-ns/{name}"), samples: ns, unit: "ns/lookup" });
@@ -452,10 +472,10 @@ fn main() {
 
     contention_rows(&o, &mut rows);
 
-    let nfuncs = f.funcs.len();
+    let nfuncs = f.funcs().len();
     let info = json!({
-        "hosts": f.hosts.len(), "devices": f.devices.len(), "functions": nfuncs, "switches": f.switches.len(),
-        "ntbs": f.ntbs.len(), "nodes": f.nodes.len(), "links": f.links.len(),
+        "hosts": f.hosts().len(), "devices": f.devices().len(), "functions": nfuncs, "switches": f.switches().len(),
+        "ntbs": f.ntbs().len(), "nodes": f.nodes().len(), "links": f.links().len(),
         "working_set_pages": scenarios[0].1.len() / 4, "cached_routes": f.cached_routes(), "routes": hops,
     });
     if o.json {

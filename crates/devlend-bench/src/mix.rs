@@ -35,7 +35,7 @@ pub fn run(seed: u64, streams: usize) -> Mix {
     let bars: Vec<(u64, u64)> = devs
         .iter()
         .map(|r| match r {
-            Requester::Func(g) => f.funcs[*g as usize].bars.iter().map(|b| (b.addr, b.size)).max_by_key(|b| b.1).expect("a device has a BAR"),
+            Requester::Func(g) => f.func(*g).bars.iter().map(|b| (b.addr, b.size)).max_by_key(|b| b.1).expect("a device has a BAR"),
             _ => unreachable!("program returns devices"),
         })
         .collect();

@@ -170,7 +170,7 @@ impl Gpu {
     /// The model of function `func`: device memory of its profile's `memory` size (or its BAR 1
     /// size), BAR 1 windowing onto it. Sets the read-only registers.
     pub fn new(f: &mut Fabric, func: FuncId) -> DResult<Gpu> {
-        let fun = f.funcs.get(func as usize).ok_or(DeviceError::NoFunction { func })?;
+        let fun = f.funcs().get(func as usize).ok_or(DeviceError::NoFunction { func })?;
         let bar1 = fun.bars.iter().find(|b| b.index == 1).ok_or(DeviceError::NoBar { device: fun.name.clone(), bar: 1 })?;
         let mem_size = Self::memory_of(f, func).unwrap_or(bar1.size);
         let g = Gpu {
@@ -192,8 +192,8 @@ impl Gpu {
 
     /// Device memory of `func`'s profile (params `device.<profile>.memory`), if it names one.
     fn memory_of(f: &Fabric, func: FuncId) -> Option<u64> {
-        let node = f.funcs[func as usize].node;
-        let profile = f.devices.iter().find(|d| d.node == node)?.profile.as_ref()?;
+        let node = f.func(func).node;
+        let profile = f.devices().iter().find(|d| d.node == node)?.profile.as_ref()?;
         devlend_fabric::params::params().device.get(profile)?.memory
     }
 
@@ -203,14 +203,14 @@ impl Gpu {
 
     pub(crate) fn reg(&self, f: &Fabric, off: u64, n: usize) -> u64 {
         let mut b = vec![0u8; n];
-        if let Some(m) = f.bar_mem.get(&(self.func, 0)) {
+        if let Some(m) = f.bar_mem(self.func, 0) {
             m.read(off, &mut b);
         }
         le(&b)
     }
 
     pub(crate) fn reg_write(&self, f: &mut Fabric, off: u64, data: &[u8]) {
-        f.bar_mem.entry((self.func, 0)).or_default().write(off, data);
+        f.bar_store(self.func, 0, off, data);
     }
 
     fn check(&self, off: u64, len: u64) -> DResult<()> {
@@ -224,7 +224,7 @@ impl Gpu {
     pub fn mem_read(&self, f: &Fabric, off: u64, len: usize) -> DResult<Vec<u8>> {
         self.check(off, len as u64)?;
         let mut b = vec![0u8; len];
-        if let Some(m) = f.bar_mem.get(&(self.func, 1)) {
+        if let Some(m) = f.bar_mem(self.func, 1) {
             m.read(off, &mut b);
         }
         Ok(b)
@@ -233,7 +233,7 @@ impl Gpu {
     /// The GPU's own store into its memory (a kernel's store, or test set-up).
     pub fn mem_write(&self, f: &mut Fabric, off: u64, data: &[u8]) -> DResult<()> {
         self.check(off, data.len() as u64)?;
-        f.bar_mem.entry((self.func, 1)).or_default().write(off, data);
+        f.bar_store(self.func, 1, off, data);
         Ok(())
     }
 

@@ -16,9 +16,8 @@
 
 use crate::gpu::*;
 use crate::gpu_kernel::K_LAUNCH;
-use devlend_engine::machine::{Cx, Device, FlowDone};
+use devlend_engine::machine::{Cx, Device, FlowDone, World};
 use devlend_engine::queue::Ps;
-use devlend_host::Cluster;
 use devlend_wire::Tlp;
 
 /// What a flow or timer of the GPU is for: the low byte is the engine (or kernel step).
@@ -59,8 +58,8 @@ impl Token {
     }
 }
 
-impl Device<Cluster> for Gpu {
-    fn mmio_write(&mut self, cx: &mut Cx<Cluster>, bar: u8, offset: u64, _tlp: &Tlp) {
+impl<W: World> Device<W> for Gpu {
+    fn mmio_write(&mut self, cx: &mut Cx<W>, bar: u8, offset: u64, _tlp: &Tlp) {
         match bar {
             0 => {
                 if let Some(ce) = doorbell_of(offset) {
@@ -76,7 +75,7 @@ impl Device<Cluster> for Gpu {
         }
     }
 
-    fn dma_done(&mut self, cx: &mut Cx<Cluster>, done: FlowDone) {
+    fn dma_done(&mut self, cx: &mut Cx<W>, done: FlowDone) {
         match Token::decode(done.token) {
             Token::Data(ce) => self.data_done(cx, ce, done),
             Token::Sem(ce) => match done.fault {
@@ -95,14 +94,14 @@ impl Device<Cluster> for Gpu {
 
     /// A bus-to-device copy's bytes as they are read: into device memory at once, as the copy
     /// engine writes each completion's data (no copy of the whole transfer is held).
-    fn dma_data(&mut self, cx: &mut Cx<Cluster>, token: u64, offset: u64, data: &[u8]) {
+    fn dma_data(&mut self, cx: &mut Cx<W>, token: u64, offset: u64, data: &[u8]) {
         let Token::Data(ce) = Token::decode(token) else { return };
         if let Some(cmd) = self.busy[ce] {
             let _ = self.mem_write(cx.fabric(), cmd.dev + offset, data);
         }
     }
 
-    fn timer(&mut self, cx: &mut Cx<Cluster>, token: u64) {
+    fn timer(&mut self, cx: &mut Cx<W>, token: u64) {
         if let Token::Kernel(step) = Token::decode(token) {
             self.kernel_timer(cx, step);
         }
@@ -111,13 +110,13 @@ impl Device<Cluster> for Gpu {
 
 impl Gpu {
     /// The engine's own times: (issue, completion), the device's effective parameters.
-    pub(crate) fn engine_ps(&self, cx: &mut Cx<Cluster>) -> (Ps, Ps) {
+    pub(crate) fn engine_ps<W: World>(&self, cx: &mut Cx<W>) -> (Ps, Ps) {
         let t = devlend_fabric::tuning::of_func(cx.fabric(), self.func);
         (t.dma_issue_ps, t.dma_completion_ps)
     }
 
     /// Engine `ce`'s doorbell rang with put pointer `put`: fetch the copy, or take the registers.
-    fn rung(&mut self, cx: &mut Cx<Cluster>, ce: usize, put: u32) {
+    fn rung<W: World>(&mut self, cx: &mut Cx<W>, ce: usize, put: u32) {
         if self.busy[ce].is_some() || self.fetching[ce] {
             return self.end(cx, ce, STATUS_BUSY);
         }
@@ -128,7 +127,7 @@ impl Gpu {
     }
 
     /// Start engine `ce`'s copy as its registers hold it, `wait` after now plus the engine's issue time.
-    pub(crate) fn start(&mut self, cx: &mut Cx<Cluster>, ce: usize, wait: Ps) {
+    pub(crate) fn start<W: World>(&mut self, cx: &mut Cx<W>, ce: usize, wait: Ps) {
         if self.busy[ce].is_some() {
             return self.end(cx, ce, STATUS_BUSY);
         }
@@ -152,7 +151,7 @@ impl Gpu {
     }
 
     /// Engine `ce`'s data flow ended (a read's bytes are in device memory already): release or report.
-    fn data_done(&mut self, cx: &mut Cx<Cluster>, ce: usize, done: FlowDone) {
+    fn data_done<W: World>(&mut self, cx: &mut Cx<W>, ce: usize, done: FlowDone) {
         let Some(cmd) = self.busy[ce] else { return };
         if let Some(fault) = done.fault {
             let s = self.set_flow_fault(cx.fabric(), ce, fault);
@@ -168,7 +167,7 @@ impl Gpu {
     }
 
     /// Engine `ce` is done with `status`: set it, and on failure tell the error notifier.
-    pub(crate) fn end(&mut self, cx: &mut Cx<Cluster>, ce: usize, status: u32) {
+    pub(crate) fn end<W: World>(&mut self, cx: &mut Cx<W>, ce: usize, status: u32) {
         self.set_status(cx.fabric(), ce, status);
         let notify = self.reg(cx.fabric(), ce_reg(ce, CE_NOTIFY_ADDR), 8);
         if status == STATUS_DONE || notify == 0 || status == STATUS_BUSY {

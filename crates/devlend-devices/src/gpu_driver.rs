@@ -210,7 +210,7 @@ impl Driver {
             return Err(GpuError::EngineBusy { ce, seq });
         }
         let host = os.host();
-        let call = os.run_hardware(|f| f.tuning.host(host).cuda_call_ps);
+        let call = os.run_hardware(|f| f.tuning().host(host).cuda_call_ps);
         os.spend(call);
         self.seq = self.seq.wrapping_add(1).max(1);
         os.write(self.sem.0 + ce as u64 * SLOT, &[0; 8]).map_err(err("clear semaphore"))?;
@@ -240,7 +240,7 @@ impl Driver {
     /// with Xid 79 "GPU has fallen off the bus"; an engine no longer busy that released nothing
     /// will not; one still busy is waited for again.
     fn wait_released(&mut self, os: &mut impl Os, ce: usize, slot: u64, what: &str) -> GResult<Vec<u8>> {
-        let watchdog = os.run_hardware(|f| f.tuning.timing.gpu_watchdog_ps);
+        let watchdog = os.run_hardware(|f| f.tuning().timing.gpu_watchdog_ps);
         loop {
             if let Some(v) = os.poll_for(slot, 8, what, released, watchdog).map_err(err("read semaphore"))? {
                 return Ok(v);

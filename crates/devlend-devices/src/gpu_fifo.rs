@@ -5,8 +5,7 @@
 
 use crate::gpu::*;
 use crate::gpu_actor::Token;
-use devlend_engine::machine::{Cx, FlowDone};
-use devlend_host::Cluster;
+use devlend_engine::machine::{Cx, FlowDone, World};
 
 fn le(b: &[u8], at: usize, n: usize) -> u64 {
     b[at..at + n].iter().rev().fold(0, |a, x| a << 8 | *x as u64)
@@ -14,7 +13,7 @@ fn le(b: &[u8], at: usize, n: usize) -> u64 {
 
 impl Gpu {
     /// Fetch the GPFIFO entry before put pointer `put` of engine `ce`'s ring.
-    pub(crate) fn fetch_entry(&mut self, cx: &mut Cx<Cluster>, ce: usize, put: u32) {
+    pub(crate) fn fetch_entry<W: World>(&mut self, cx: &mut Cx<W>, ce: usize, put: u32) {
         let ring = self.reg(cx.fabric(), ce_reg(ce, CE_GPFIFO_ADDR), 8);
         let entries = self.reg(cx.fabric(), ce_reg(ce, CE_GPFIFO_ENTRIES), 4).max(1);
         let at = ring + (put.wrapping_sub(1) as u64 % entries) * GP_ENTRY_BYTES;
@@ -26,7 +25,7 @@ impl Gpu {
     }
 
     /// The entry arrived: fetch the methods it points at.
-    pub(crate) fn entry_fetched(&mut self, cx: &mut Cx<Cluster>, ce: usize, done: FlowDone) {
+    pub(crate) fn entry_fetched<W: World>(&mut self, cx: &mut Cx<W>, ce: usize, done: FlowDone) {
         if let Some(fault) = done.fault {
             return self.fetch_failed(cx, ce, fault);
         }
@@ -42,7 +41,7 @@ impl Gpu {
     }
 
     /// The methods arrived: execute them into the engine's registers and start the copy.
-    pub(crate) fn methods_fetched(&mut self, cx: &mut Cx<Cluster>, ce: usize, done: FlowDone) {
+    pub(crate) fn methods_fetched<W: World>(&mut self, cx: &mut Cx<W>, ce: usize, done: FlowDone) {
         self.fetching[ce] = false;
         if let Some(fault) = done.fault {
             let s = self.set_flow_fault(cx.fabric(), ce, fault);
@@ -57,7 +56,7 @@ impl Gpu {
         self.start(cx, ce, completion);
     }
 
-    fn fetch_failed(&mut self, cx: &mut Cx<Cluster>, ce: usize, fault: (u64, devlend_fabric::route::Failure)) {
+    fn fetch_failed<W: World>(&mut self, cx: &mut Cx<W>, ce: usize, fault: (u64, devlend_fabric::route::Failure)) {
         self.fetching[ce] = false;
         let s = self.set_flow_fault(cx.fabric(), ce, fault);
         self.end(cx, ce, s);

@@ -38,9 +38,8 @@
 
 use crate::gpu::Gpu;
 use crate::gpu_actor::Token;
-use devlend_engine::machine::{Cx, FlowDone};
+use devlend_engine::machine::{Cx, FlowDone, World};
 use devlend_engine::queue::Ps;
-use devlend_host::Cluster;
 
 pub const K_STORE_AT: u64 = 0x1000;
 pub const K_POLL_AT: u64 = 0x1008;
@@ -112,7 +111,7 @@ pub struct Kernel {
 }
 
 impl Gpu {
-    pub(crate) fn kernel_launch(&mut self, cx: &mut Cx<Cluster>) {
+    pub(crate) fn kernel_launch<W: World>(&mut self, cx: &mut Cx<W>) {
         let f = cx.fabric();
         let first = self.reg(f, K_FIRST, 4) == 1;
         self.kernel = Kernel {
@@ -130,12 +129,12 @@ impl Gpu {
     }
 
     /// The SM's side of the GPU's memory system: (to or from PCIe one way, a load from its own memory).
-    fn sm_ps(&self, cx: &mut Cx<Cluster>) -> (Ps, Ps) {
+    fn sm_ps<W: World>(&self, cx: &mut Cx<W>) -> (Ps, Ps) {
         let t = devlend_fabric::tuning::of_func(cx.fabric(), self.func);
         (t.sm_to_pcie_ps, t.sm_poll_ps)
     }
 
-    fn kernel_store(&mut self, cx: &mut Cx<Cluster>, v: u32) {
+    fn kernel_store<W: World>(&mut self, cx: &mut Cx<W>, v: u32) {
         self.kernel.stores.push(cx.now());
         let out = self.sm_ps(cx).0;
         if cx.dma_write_after(out, self.kernel.store_at, v.to_le_bytes().to_vec(), Token::Kernel(STORE).encode()).is_err() {
@@ -145,7 +144,7 @@ impl Gpu {
     }
 
     /// Spin: with a load in flight (RAM), or waiting for a store into its memory.
-    fn kernel_poll(&mut self, cx: &mut Cx<Cluster>) {
+    fn kernel_poll<W: World>(&mut self, cx: &mut Cx<W>) {
         let out = self.sm_ps(cx).0;
         let k = &mut self.kernel;
         if k.done || k.poll_at == 0 || k.loading {
@@ -161,7 +160,7 @@ impl Gpu {
     /// A store landed in BAR 1 at `offset`: in memory one BAR access later, and seen by the
     /// polling loop one load period after that (half a period to the next load's sample, on
     /// average over the loop's phase, and half for that load to return).
-    pub(crate) fn kernel_sees(&mut self, cx: &mut Cx<Cluster>, offset: u64) {
+    pub(crate) fn kernel_sees<W: World>(&mut self, cx: &mut Cx<W>, offset: u64) {
         if !self.kernel.done && self.kernel.poll_at == 0 && offset == self.kernel.own {
             let memory = devlend_fabric::tuning::endpoint_latency_ps(cx.fabric(), self.func);
             let period = self.sm_ps(cx).1;
@@ -169,7 +168,7 @@ impl Gpu {
         }
     }
 
-    pub(crate) fn kernel_timer(&mut self, cx: &mut Cx<Cluster>, step: u8) {
+    pub(crate) fn kernel_timer<W: World>(&mut self, cx: &mut Cx<W>, step: u8) {
         if step == NOTICE {
             let v = self.mem_read(cx.fabric(), self.kernel.own, 4).unwrap_or_default();
             self.kernel_check(cx, &v);
@@ -183,7 +182,7 @@ impl Gpu {
         }
     }
 
-    pub(crate) fn kernel_dma_done(&mut self, cx: &mut Cx<Cluster>, step: u8, done: FlowDone) {
+    pub(crate) fn kernel_dma_done<W: World>(&mut self, cx: &mut Cx<W>, step: u8, done: FlowDone) {
         if let Some((a, _)) = done.fault {
             self.kernel.fault = Some(a);
             self.kernel.done = true;
@@ -211,7 +210,7 @@ impl Gpu {
     }
 
     /// The kernel reads its counter: the value it waits for means its turn (true).
-    fn kernel_check(&mut self, cx: &mut Cx<Cluster>, v: &[u8]) -> bool {
+    fn kernel_check<W: World>(&mut self, cx: &mut Cx<W>, v: &[u8]) -> bool {
         let k = &mut self.kernel;
         if k.done || v.len() < 4 || u32::from_le_bytes(v[..4].try_into().unwrap()) != k.expect {
             return false;

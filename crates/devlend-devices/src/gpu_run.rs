@@ -91,7 +91,7 @@ pub struct Bound {
 /// The runner's handle of `device`: its own, or borrowed from the host it sits in.
 pub fn attach(c: &mut Cluster, runner: &str, device: &str) -> DResult<DevId> {
     let func = c.fabric.func_id(device).map_err(DeviceError::fabric(device))?;
-    let owner = c.fabric.hosts[c.fabric.func_host(func) as usize].name.clone();
+    let owner = c.fabric.host(c.fabric.func_host(func)).name.clone();
     if owner == runner {
         c.os(runner).map_err(DeviceError::host("host", device))?.find(device).map_err(DeviceError::host("find", device))
     } else {

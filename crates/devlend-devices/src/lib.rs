@@ -1,8 +1,10 @@
 //! # devlend-devices: devices and their drivers
 //!
-//! The devices layer of devlend, above the host software (`devlend-host`: the `Cluster` world the
-//! models live in and the kernel interfaces the drivers use), the engine, the fabric and the wire
-//! (see the README's architecture section). A device model reads its registers from its BARs, moves data with DMA
+//! The devices layer of devlend, above the host software (`devlend-host`: the kernel interfaces
+//! the drivers use, and the `Cluster` world of `gpu_run` and `nvme_run`), the engine, the fabric
+//! and the wire (see the README's architecture section). The device models themselves (GPU and
+//! NVMe controller) are generic over the machine's world (`devlend_engine::machine::World`): they
+//! ask it for nothing but the fabric. A device model reads its registers from its BARs, moves data with DMA
 //! through the fabric as its own requester (so IOMMUs, NTBs and Device Lending apply), and posts
 //! completions and MSI-X interrupts the same way. Devices are actors on the engine's one clock
 //! (`devlend_engine::machine`), drivers run on its threads (`devlend_host::ThreadOs`, or a VM's
@@ -24,6 +26,7 @@ pub mod gpu_driver;
 pub mod gpu_fifo;
 pub mod gpu_kernel;
 pub mod gpu_run;
+pub mod ntb_xeon;
 pub mod nvme;
 pub mod nvme_driver;
 pub mod nvme_run;

@@ -97,14 +97,14 @@ impl Media {
     /// A drive described by its functions (an import of a drive whose IDs devlend does not know)
     /// has the media of `DEFAULT_PROFILE`.
     pub fn of_device(f: &Fabric, device: &str) -> DResult<Media> {
-        let d = f.devices.iter().position(|d| d.name == device);
-        let profile = match d.map(|d| &f.devices[d]) {
+        let d = f.devices().iter().position(|d| d.name == device);
+        let profile = match d.map(|d| &f.devices()[d]) {
             Some(info) if info.profile.is_none() && info.kind == devlend_fabric::spec::DeviceKind::Nvme => DEFAULT_PROFILE.to_string(),
             other => other.and_then(|i| i.profile.clone()).unwrap_or_default(),
         };
         let mut m = Media::of(&profile)?;
         if let Some(d) = d {
-            let t = f.tuning.device(d as u32).media;
+            let t = f.tuning().device(d as u32).media;
             m.media_read_latency_ps = t.media_read_latency_ps.unwrap_or(m.media_read_latency_ps);
             m.media_write_latency_ps = t.media_write_latency_ps.unwrap_or(m.media_write_latency_ps);
             m.media_bandwidth = t.media_bandwidth.unwrap_or(m.media_bandwidth);
@@ -293,14 +293,14 @@ impl Controller {
 
 fn reg_read(f: &Fabric, func: FuncId, off: u64, n: usize) -> u64 {
     let mut b = vec![0u8; n];
-    if let Some(m) = f.bar_mem.get(&(func, 0)) {
+    if let Some(m) = f.bar_mem(func, 0) {
         m.read(off, &mut b);
     }
     le(&b, 0, n)
 }
 
 fn reg_write(f: &mut Fabric, func: FuncId, off: u64, data: &[u8]) {
-    f.bar_mem.entry((func, 0)).or_default().write(off, data);
+    f.bar_store(func, 0, off, data);
 }
 
 impl<W: World> Device<W> for Controller {

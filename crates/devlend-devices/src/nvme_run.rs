@@ -17,18 +17,31 @@ pub type Ready = (Machine<Cluster>, Rc<RefCell<Controller>>, u16, DevId);
 /// machine on it with the controller, and the runner's host id and device handle. The drive
 /// holds `blocks` blocks, or with `None` its media's capacity (profile and params).
 pub fn machine(json: &str, runner: &str, device: &str, blocks: Option<u64>) -> DResult<Ready> {
-    let mut c = Cluster::from_json(json).map_err(DeviceError::host("topology", device))?;
-    let func = c.fabric.func_id(device).map_err(DeviceError::fabric(device))?;
-    let owner = c.fabric.hosts[c.fabric.func_host(func) as usize].name.clone();
-    let dev = if owner == runner {
-        c.os(runner).map_err(DeviceError::host("host", device))?.find(device).map_err(DeviceError::host("find", device))?
-    } else {
-        c.borrow(runner, device).map_err(DeviceError::host("borrow", device))?
-    };
-    let media = Media::of_device(&c.fabric, device)?;
-    let ctrl = Rc::new(RefCell::new(Controller::new(&mut c.fabric, func, blocks.unwrap_or(media.blocks()), media)));
-    let host = c.fabric.host_id(runner).map_err(DeviceError::fabric(runner))?;
+    let c = Cluster::from_json(json).map_err(DeviceError::host("topology", device))?;
     let mut m = Machine::new(c);
-    m.add_device(func, ctrl.clone());
+    let (ctrl, host, dev) = attach(&mut m, runner, device, blocks)?;
     Ok((m, ctrl, host, dev))
+}
+
+/// Drive `device` ready for host `runner` on a machine that already runs (several hosts' drives
+/// on one clock): found, or borrowed when it sits elsewhere, its controller added to `m`.
+pub fn attach(m: &mut Machine<Cluster>, runner: &str, device: &str, blocks: Option<u64>) -> DResult<(Rc<RefCell<Controller>>, u16, DevId)> {
+    let (ctrl, host, dev) = {
+        let mut w = m.world();
+        let c = &mut *w;
+        let func = c.fabric.func_id(device).map_err(DeviceError::fabric(device))?;
+        let owner = c.fabric.host(c.fabric.func_host(func)).name.clone();
+        let dev = if owner == runner {
+            c.os(runner).map_err(DeviceError::host("host", device))?.find(device).map_err(DeviceError::host("find", device))?
+        } else {
+            c.borrow(runner, device).map_err(DeviceError::host("borrow", device))?
+        };
+        let media = Media::of_device(&c.fabric, device)?;
+        let ctrl = Rc::new(RefCell::new(Controller::new(&mut c.fabric, func, blocks.unwrap_or(media.blocks()), media)));
+        let host = c.fabric.host_id(runner).map_err(DeviceError::fabric(runner))?;
+        (ctrl, host, dev)
+    };
+    let func = ctrl.borrow().func;
+    m.add_device(func, ctrl.clone());
+    Ok((ctrl, host, dev))
 }

@@ -97,7 +97,7 @@ fn a_fault_in_one_engine_leaves_the_other_engines_copy_whole() {
     let func = gpu.borrow().func;
     let reg = |off: u64, n: usize| {
         let mut b = vec![0u8; n];
-        m.world().fabric.bar_mem[&(func, 0)].read(off, &mut b);
+        m.world().fabric.bar_mem(func, 0).expect("BAR 0 written").read(off, &mut b);
         b.iter().rev().fold(0u64, |a, x| a << 8 | *x as u64)
     };
     assert_eq!(reg(ce_reg(0, CE_STATUS), 4) as u32, STATUS_DMA_FAULT);
@@ -175,7 +175,7 @@ fn a_copy_whose_read_comes_back_poisoned_fails_at_once_with_a_copy_error() {
     const N: u64 = 64 * KIB;
     let (c, g, buf) = setup(N, N);
     let (host, func) = (c.fabric.host_id("borrower").unwrap(), c.fabric.func_id("gpu0").unwrap());
-    let watchdog = c.fabric.tuning.timing.gpu_watchdog_ps;
+    let watchdog = c.fabric.tuning().timing.gpu_watchdog_ps;
     let gpu = shared(g.gpu);
     let mut drv = g.drv;
     let got = Rc::new(std::cell::RefCell::new(None));
@@ -194,6 +194,44 @@ fn a_copy_whose_read_comes_back_poisoned_fails_at_once_with_a_copy_error() {
     assert!(e.to_string().contains("poisoned completion"), "{e}");
     assert!(ps < watchdog / 1000, "the driver saw the failed copy after {ps} ps, not at its watchdog ({watchdog} ps)");
     assert_ne!(gpu.borrow().mem_read(&m.world().fabric, 0, N as usize).unwrap(), pattern(2, N), "no poisoned data was taken in whole");
-    let poisoned = m.world().fabric.events.iter().any(|e| matches!(e, devlend_fabric::events::Event::Failed(devlend_fabric::route::Failure::Poisoned { .. })));
+    let poisoned =
+        m.world().fabric.events().iter().any(|e| matches!(e, devlend_fabric::events::Event::Failed(devlend_fabric::route::Failure::Poisoned { .. })));
     assert!(poisoned, "the fabric recorded the poisoned completion");
+}
+
+/// The GPU model asks nothing of its world but the fabric: on a machine over a bare `Fabric` (no
+/// hosts' kernels), a CPU thread programs copy engine 0's registers directly and rings its
+/// doorbell; the bytes reach device memory and the semaphore is released in RAM.
+#[test]
+fn the_gpu_model_copies_on_a_machine_over_a_bare_fabric() {
+    use devlend_engine::machine::Machine;
+    use devlend_fabric::config::{CMD_BUS_MASTER, CMD_MEMORY, COMMAND};
+    let mut f = devlend_fabric::build_json(
+        r#"{"name":"bare","hosts":[{"name":"h","cpu":"intel-xeon-e5","ram":1073741824,"iommu":false,"root_ports":1}],
+          "devices":[{"name":"gpu0","profile":"quadro-k420"}],
+          "links":[{"a":"h.rp0","b":"gpu0","gen":2,"width":16}]}"#,
+    )
+    .unwrap();
+    let (host, func) = (f.host_id("h").unwrap(), f.func_id("gpu0").unwrap());
+    f.config_write(func, COMMAND, 2, (CMD_MEMORY | CMD_BUS_MASTER) as u32).unwrap();
+    let gpu = devlend_devices::gpu::Gpu::new(&mut f, func).unwrap();
+    let (src, sem) = (f.resolve_expr("h.ram+0x100000").unwrap(), f.resolve_expr("h.ram+0x200000").unwrap());
+    let bar0 = f.resolve_expr("gpu0.bar0").unwrap();
+    let data = pattern(3, 8 * KIB);
+    f.ram_store(host, src, &data);
+    let gpu = Rc::new(std::cell::RefCell::new(gpu));
+    let mut m = Machine::new(f);
+    m.add_device(func, gpu.clone());
+    m.spawn("cpu", 0, move |t| {
+        for (reg, v) in [(CE_SRC, src), (CE_DST, 0), (CE_LEN, 8 * KIB), (CE_SEM_ADDR, sem)] {
+            t.cpu_write(host, bar0 + ce_reg(0, reg), &v.to_le_bytes())?;
+        }
+        t.cpu_write(host, bar0 + ce_reg(0, CE_DIR), &DIR_BUS_TO_DEV.to_le_bytes())?;
+        t.cpu_write(host, bar0 + ce_reg(0, CE_SEM_VALUE), &7u32.to_le_bytes())?;
+        t.cpu_write(host, bar0 + ce_reg(0, CE_DOORBELL), &1u32.to_le_bytes())?;
+        t.wait_until("the semaphore", move |f: &mut devlend_fabric::Fabric| f.read(devlend_fabric::Requester::Cpu(host), sem, 4).0 == [7, 0, 0, 0]);
+        Ok(())
+    });
+    m.run().unwrap();
+    assert_eq!(gpu.borrow().mem_read(&m.world(), 0, data.len()).unwrap(), data);
 }

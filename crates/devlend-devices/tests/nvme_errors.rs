@@ -31,7 +31,7 @@ fn a_write_whose_data_comes_back_poisoned_completes_with_a_data_transfer_error_a
     use std::cell::RefCell;
     use std::rc::Rc;
     let (mut m, _ctrl, host, dev) = devlend_devices::nvme_run::machine(include_str!("b2b.json"), "borrower", "nvme0", Some(1 << 20)).unwrap();
-    let timeout = m.world().fabric.tuning.timing.nvme_io_timeout_ps;
+    let timeout = m.world().fabric.tuning().timing.nvme_io_timeout_ps;
     let got = Rc::new(RefCell::new(None));
     let out = got.clone();
     m.spawn("writer", 0, move |t| {
@@ -51,5 +51,5 @@ fn a_write_whose_data_comes_back_poisoned_completes_with_a_data_transfer_error_a
     assert!(matches!(e, NvmeError::Status { opcode: 0x01, lba: 8, status: 0x4 }), "{e}");
     assert!(took < timeout / 1000, "the driver had the error after {took} ps, its timeout is {timeout} ps");
     let f = &m.world().fabric;
-    assert!(f.events.iter().any(|e| matches!(e, devlend_fabric::events::Event::Failed(devlend_fabric::route::Failure::Poisoned { .. }))));
+    assert!(f.events().iter().any(|e| matches!(e, devlend_fabric::events::Event::Failed(devlend_fabric::route::Failure::Poisoned { .. }))));
 }

@@ -95,9 +95,9 @@ pub fn port_table(f: &Fabric) -> Vec<(u64, Ps)> {
 }
 
 pub(crate) fn ports(f: &Fabric) -> Vec<(u64, Ps)> {
-    let t = &f.tuning;
-    let mut v = vec![(0, 0); f.links.len() * 2];
-    for (i, l) in f.links.iter().enumerate() {
+    let t = &f.tuning();
+    let mut v = vec![(0, 0); f.links().len() * 2];
+    for (i, l) in f.links().iter().enumerate() {
         let prop = path::link_propagation(&t.timing, l.kind, t.link(i as u32).cable_length_m);
         let fp = if l.kind == LinkKind::Pcix { path::pcix_ps_per_byte_fp(t.timing.as_ref()) } else { ps_per_byte_fp(l.gen, l.width) };
         for down in [true, false] {
@@ -109,10 +109,10 @@ pub(crate) fn ports(f: &Fabric) -> Vec<(u64, Ps)> {
 
 /// A simulation of `f`'s links with the fabric's own parameters (`Fabric::tuning`).
 pub(crate) fn sim_for(f: &Fabric) -> Sim {
-    let t = &f.tuning;
-    let mut credits = vec![0; f.links.len() * 2];
-    let mut periods = vec![0; f.links.len() * 2];
-    for (i, l) in f.links.iter().enumerate() {
+    let t = &f.tuning();
+    let mut credits = vec![0; f.links().len() * 2];
+    let mut periods = vec![0; f.links().len() * 2];
+    for (i, l) in f.links().iter().enumerate() {
         let lt = t.link(i as u32);
         for down in [true, false] {
             credits[port_id(i as u32, down) as usize] = lt.rx_buffer_tlps;
@@ -123,7 +123,7 @@ pub(crate) fn sim_for(f: &Fabric) -> Sim {
     }
     let mut sim = Sim::tuned(ports(f), credits, t.timing.clone());
     sim.set_dllp_periods(&periods);
-    for (i, l) in f.links.iter().enumerate() {
+    for (i, l) in f.links().iter().enumerate() {
         if l.kind == LinkKind::Pcix {
             sim.set_half_duplex(port_id(i as u32, true), t.timing.pcix_overhead_clocks * t.timing.pcix_clock_ps);
         }

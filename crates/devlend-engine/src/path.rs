@@ -96,7 +96,7 @@ pub fn link_propagation(t: &Timing, kind: LinkKind, cable_length_m: u64) -> Ps {
 }
 
 pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
-    let tu = &f.tuning;
+    let tu = &f.tuning();
     let t = &*tu.timing;
     let mut stages: Vec<Stage> = Vec::new();
     let mut origin_latency = 0;
@@ -111,7 +111,7 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
     let hops = &r.hops;
     for (i, h) in hops.iter().enumerate() {
         match h.kind {
-            HopKind::Start => match f.nodes[h.node as usize].kind {
+            HopKind::Start => match f.node(h.node).kind {
                 NodeKind::RootComplex => {
                     let host = tu.host(h.host);
                     (limits.max_read_request, limits.read_tags) = (host.max_read_request, host.read_tags);
@@ -128,11 +128,11 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
             HopKind::Link => {
                 let link = h.aux as LinkId;
                 limits.max_payload = limits.max_payload.min(tu.link(link).max_payload);
-                let towards_down = f.links[link as usize].down == h.node;
+                let towards_down = f.links()[link as usize].down == h.node;
                 stages.push(Stage { port: port_id(link, towards_down), latency: 0, cut_through: false, iommu: None, resplit: None, root: None });
             }
             HopKind::Forward => {
-                let latency = match f.nodes[h.node as usize].kind {
+                let latency = match f.node(h.node).kind {
                     NodeKind::SwitchUp { .. } | NodeKind::SwitchDown { .. } => Some(t.switch_latency_ps),
                     NodeKind::ClusterPort { .. } => Some(t.cluster_switch_latency_ps),
                     _ => None,
@@ -149,7 +149,7 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
                     let root = tu.host(host);
                     s.latency += root.root_latency_ps;
                     s.root = Some(host);
-                    let split = f.hosts[host as usize].cpu.read_split_bytes;
+                    let split = f.host(host).cpu.read_split_bytes;
                     if is_read && continues && split < limits.max_read_request {
                         s.resplit = Some(split);
                         limits.root_tags = root.read_tags;
@@ -159,7 +159,7 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
             HopKind::Iommu => {
                 let iova = hops[i - 1].addr;
                 if let Some(s) = stages.last_mut() {
-                    let levels = f.iommus[h.host as usize].walk_levels(h.aux);
+                    let levels = f.iommu(h.host).walk_levels(h.aux);
                     s.iommu = Some((h.host, iova, h.aux.trailing_zeros(), levels));
                 }
             }

@@ -86,12 +86,12 @@ fn xeon_root_ps() -> u64 {
 
 #[test]
 fn a_cpu_profile_sets_its_hosts_root_latency_and_a_host_setting_wins() {
-    let root = |f: &Fabric, h: &str| f.tuning.host(f.host_id(h).unwrap()).root_latency_ps;
+    let root = |f: &Fabric, h: &str| f.tuning().host(f.host_id(h).unwrap()).root_latency_ps;
     let f = testbed(json!({}));
     assert_eq!((root(&f, "borrower"), root(&f, "lender")), (xeon_root_ps(), xeon_root_ps()));
     let f = testbed(json!({"cpus": {"intel-xeon-e5": {"root_latency_ps": "1 us"}}, "hosts": {"lender": {"root_latency_ps": 5000}}}));
     assert_eq!((root(&f, "borrower"), root(&f, "lender")), (1_000_000, 5000));
-    assert!(f.tuning.overrides.contains(&("cpus.intel-xeon-e5.root_latency_ps".to_string(), "1000000".to_string())));
+    assert!(f.tuning().overrides.contains(&("cpus.intel-xeon-e5.root_latency_ps".to_string(), "1000000".to_string())));
     let e = error(json!({"cpus": {"pentium": {"root_latency_ps": 1}}}));
     assert_eq!((e.path.as_str(), e.message.contains("intel-xeon-e5")), ("/params/cpus/pentium", true), "{e}");
     let e = error(json!({"cpus": {"intel-xeon-e5": {"read_tags": 1}}}));

@@ -35,8 +35,8 @@ fn target(f: &Fabric, lender_iommu: bool) -> u64 {
 }
 
 fn port_table(f: &Fabric) -> Vec<(u64, u64)> {
-    let mut v = vec![(0, 0); f.links.len() * 2];
-    for (i, l) in f.links.iter().enumerate() {
+    let mut v = vec![(0, 0); f.links().len() * 2];
+    for (i, l) in f.links().iter().enumerate() {
         for d in [true, false] {
             v[port_id(i as u32, d) as usize] = (ps_per_byte_fp(l.gen, l.width), propagation(l.kind));
         }

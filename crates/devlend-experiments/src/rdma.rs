@@ -104,7 +104,7 @@ pub const MAX_TOTAL_ORDER: u32 = 40;
 /// The NT adapter of host `from` whose peer sits in host `to`.
 fn ntb_between(f: &Fabric, from: &str, to: &str) -> RResult<u32> {
     let (a, b) = (f.host_id(from)?, f.host_id(to)?);
-    let found = f.ntbs.iter().enumerate().find(|(_, n)| n.host == a && n.peer.is_some_and(|p| f.ntbs[p as usize].host == b));
+    let found = f.ntbs().iter().enumerate().find(|(_, n)| n.host == a && n.peer.is_some_and(|p| f.ntb(p).host == b));
     found.map(|(i, _)| i as u32).ok_or_else(|| ToolError::NoNtbBetween { from: from.to_string(), to: to.to_string() }.into())
 }
 
@@ -114,15 +114,14 @@ fn ntb_between(f: &Fabric, from: &str, to: &str) -> RResult<u32> {
 pub fn ends(json: &str, runner: &str, peer: &str, max_mw_size: Option<u64>) -> RResult<(Fabric, Pair)> {
     let mut f = devlend_fabric::build_json(json)?;
     let (nb, na) = (ntb_between(&f, runner, peer)?, ntb_between(&f, peer, runner)?);
-    if f.hosts[f.ntbs[na as usize].host as usize].iommu {
+    if f.host(f.ntb(na).host).iommu {
         return Err(ToolError::PeerIommu { peer: peer.to_string() }.into());
     }
-    let windows = &f.ntbs[nb as usize].windows;
-    let widx =
-        (0..windows.len()).rev().find(|&i| windows[i].lut_segments == 0).ok_or_else(|| ToolError::NoDirectWindow { ntb: f.ntbs[nb as usize].name.clone() })?;
+    let windows = &f.ntb(nb).windows;
+    let widx = (0..windows.len()).rev().find(|&i| windows[i].lut_segments == 0).ok_or_else(|| ToolError::NoDirectWindow { ntb: f.ntb(nb).name.clone() })?;
     let size = windows[widx].size.min(max_mw_size.unwrap_or(u64::MAX));
     let mut open = |ntb: u32| -> RResult<Node> {
-        let h = &f.hosts[f.ntbs[ntb as usize].host as usize];
+        let h = f.host(f.ntb(ntb).host);
         let at = |off: u64| f.ram_offset_to_phys(h, off).filter(|p| h.in_ram(p + size + 0x2000 - 1));
         let phys = at(BUF_RAM_OFFSET).ok_or_else(|| RdmaError::NotContiguous { host: h.name.clone(), offset: BUF_RAM_OFFSET, size })?;
         Node::open_at(&mut f, ntb, widx, Pinned { phys, size }, Pinned { phys: phys + size, size: 0x2000 })
@@ -149,7 +148,7 @@ pub fn ntb_perf(json: &str, runner: &str, peer: &str, s: &PerfSpec) -> RResult<p
     if s.use_dma {
         let host = pair.b.node.host;
         let dma = f
-            .devices
+            .devices()
             .iter()
             .find(|d| d.profile.as_deref() == Some(DMA_PROFILE) && f.func_id(&d.name).is_ok_and(|x| f.func_host(x) == host))
             .map(|d| d.name.clone());

@@ -45,7 +45,7 @@ fn bar1(c: &mut Cluster, gpu: &str, off: u64, len: usize) -> Vec<u8> {
 /// NTB crossings of a write by `gpu` to `dma`, and whether it goes through adapter `ntb`.
 fn crossings(c: &mut Cluster, gpu: &str, dma: u64, ntb: &str) -> (usize, bool) {
     let f = c.fabric.func_id(gpu).unwrap();
-    let node = c.fabric.ntbs[c.fabric.ntb_id(ntb).unwrap() as usize].node;
+    let node = c.fabric.ntb(c.fabric.ntb_id(ntb).unwrap()).node;
     let r = c.fabric.route(Requester::Func(f), dma, Access::Write);
     assert!(r.delivered().is_some(), "{gpu} reaches {dma:#x}");
     (r.ntb_crossings(), r.hops.iter().any(|h| h.kind == HopKind::Ntb && h.node == node))
@@ -118,7 +118,7 @@ fn a_borrowed_gpus_dma_goes_through_the_ntb() {
     // the driver's doorbell the other way; the methods themselves stay in the borrower's RAM.
     let prep = |c: &mut Cluster, _: &mut [Bound]| c.os("borrower").unwrap().kmalloc(8192).unwrap();
     let (m, gpus) = run_with(TWO, "borrower", &["gpu0"], prep, |os, drv, buf, _| drv.memcpy_dtoh(os, 0, buf, 8192)).unwrap();
-    let cable = m.world().fabric.links.iter().position(|l| l.kind == LinkKind::Cable).unwrap() as u32;
+    let cable = m.world().fabric.links().iter().position(|l| l.kind == LinkKind::Cable).unwrap() as u32;
     let over: Vec<_> = m.link_stats().into_iter().filter(|l| l.link == cable).collect();
     assert_eq!(over.len(), 2, "both directions of the cable carried TLPs: {over:?}");
     assert_eq!(
@@ -312,7 +312,7 @@ fn the_copy_engine_reports_bad_commands_in_its_status_register() {
     assert_eq!(*got.borrow(), [STATUS_OUT_OF_RANGE, STATUS_INVALID, STATUS_INVALID, STATUS_DMA_FAULT, STATUS_DMA_FAULT, unmapped as u32]);
     assert_eq!(gpu.borrow().copies, 4);
     let w = m.world();
-    let fault = w.fabric.iommus[w.fabric.host_id("borrower").unwrap() as usize].faults.last().copied();
+    let fault = w.fabric.iommu(w.fabric.host_id("borrower").unwrap()).faults.last().copied();
     assert!(fault.is_some(), "the borrower's IOMMU logged the fault");
 }
 

@@ -35,39 +35,45 @@ pub use crate::events::{Event, EventLog};
 
 const PAGE: u64 = 0x1000;
 
+/// The whole cluster after enumeration. Its fields are the fabric crate's own: outer layers ask
+/// through queries (`hosts`, `func(id)`, `ntb(id)`, `iommu(host)`, `events`, ... in `access`)
+/// and change it only through methods named by what they do (the Linux-named NTB, IOMMU and
+/// config-space interfaces, the injected faults in `link`, and `access`'s few direct changes:
+/// `ntb_mut`, `bar_store`, `ram_store`, `attach_ram`, `record_event`, `retain_events`). The
+/// crate docs list them.
 #[derive(Clone)]
 pub struct Fabric {
-    pub name: String,
-    pub hosts: Vec<Host>,
-    pub nodes: Vec<Node>,
-    pub funcs: Vec<Function>,
-    pub links: Vec<Link>,
-    pub ntbs: Vec<NtbState>,
-    pub switches: Vec<SwitchInfo>,
-    pub devices: Vec<DeviceInfo>,
-    pub iommus: Vec<Iommu>,
-    pub config: Vec<ConfigState>,
-    pub ram: Vec<SparseMem>,
-    pub bar_mem: FxHashMap<(FuncId, u8), SparseMem>,
+    pub(crate) name: String,
+    pub(crate) hosts: Vec<Host>,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) funcs: Vec<Function>,
+    pub(crate) links: Vec<Link>,
+    pub(crate) ntbs: Vec<NtbState>,
+    pub(crate) switches: Vec<SwitchInfo>,
+    pub(crate) devices: Vec<DeviceInfo>,
+    pub(crate) iommus: Vec<Iommu>,
+    pub(crate) config: Vec<ConfigState>,
+    pub(crate) ram: Vec<SparseMem>,
+    pub(crate) bar_mem: FxHashMap<(FuncId, u8), SparseMem>,
     /// Registers a device model sets at power-on (read-only IDs, capabilities): what a reset or a
     /// scrub restores (`Fabric::set_power_on_value`, `link`).
     pub(crate) power_on: FxHashMap<FuncId, Vec<(u8, u64, Vec<u8>)>>,
-    pub events: EventLog,
+    pub(crate) events: EventLog,
     /// NTB adapters whose link is down (both of a pair); see `link`.
     pub(crate) links_down: std::collections::BTreeSet<u32>,
     /// PCIe links down, functions hung or poisoned (injected faults); see `link`.
     pub(crate) faults: crate::link::Faults,
     /// The effective parameters: the compiled defaults and the description's overrides.
-    pub tuning: Arc<crate::tuning::Tuning>,
-    pub cluster_switches: Vec<crate::cluster::ClusterSwitchInfo>,
+    pub(crate) tuning: Arc<crate::tuning::Tuning>,
+    pub(crate) cluster_switches: Vec<crate::cluster::ClusterSwitchInfo>,
     /// Links that trained down to what their ends support (a warning for the description's author).
-    pub trained_down: Vec<crate::cluster::TrainedDown>,
+    pub(crate) trained_down: Vec<crate::cluster::TrainedDown>,
     func_names: FxHashMap<String, FuncId>,
     /// Each host's functions, in id order (functions are only added when the fabric is built).
     pub(crate) host_funcs: Vec<Vec<FuncId>>,
     cache: FxHashMap<(u32, u64, bool), Arc<Route>>,
-    pub cache_hits: u64,
-    pub cache_misses: u64,
+    pub(crate) cache_hits: u64,
+    pub(crate) cache_misses: u64,
 }
 
 impl Fabric {

@@ -9,6 +9,24 @@
 //! fabric only through the Linux-named interfaces on `Fabric` (NTB API, IOMMU API, PCI config
 //! space).
 //!
+//! ## What outer layers may ask and change
+//!
+//! `Fabric`'s fields are this crate's own. Outer layers (engine, host, devices, ...):
+//! - **ask** (`access`): `name`, `hosts`/`host(id)`, `nodes`/`node(id)`, `funcs`/`func(id)`,
+//!   `links`, `ntbs`/`ntb(id)`, `switches`, `devices`, `iommus`/`iommu(host)`,
+//!   `config_state(func)`, `ram(host)`, `bar_mem(func, bar)`, `events`, `tuning`,
+//!   `cluster_switches`, `trained_down`, `route_cache_stats`; and by name: `host_id`, `func_id`,
+//!   `ntb_id`, `requester`, `resolve_expr`/`resolve_for`; where a TLP goes: `route`, `lookup`,
+//!   `route_uncached`;
+//! - **change**, by what the change is: memory as a requester would (`write`, `read`); the Linux
+//!   NTB API (`ntb_mw_set_trans`, `peer_db_set`, `ntb_peer_spad_write`, ..., `ntb_api`), the
+//!   IOMMU API (`iommu_domain_alloc`, `iommu_attach`, `iommu_map`, ...), interrupt remapping
+//!   (`intremap`), config space (`config_write`, `set_bus_master`); injected faults (`link`,
+//!   `aer`: `ntb_link_disable`, `port_disable`, `func_hang`, `flr`, ...); and the few direct
+//!   changes a model needs (`access`): `ntb_mut(id)` (an NTB register face; drops cached routes),
+//!   `bar_store` (a device model's own registers), `ram_store` and `attach_ram` (RAM set up
+//!   without a TLP), `record_event` and `retain_events` (the event log as a kernel consumes it).
+//!
 //! Read seeds 000 §2 and §4-6 and 003 §2 for the hardware this models; each module's docs say
 //! what it takes from them.
 //!
@@ -30,6 +48,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod access;
 pub mod aer;
 pub mod build;
 pub mod cluster;

@@ -620,3 +620,16 @@ fn setting(allowed: &[&str], scope: &str, key: &str, v: &Value, path: &str, over
     overrides.push((format!("{scope}.{key}"), n.to_string()));
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    /// A CPU profile's value is what its hosts' paths use (the profile changed behind the
+    /// description's back, which only this crate can do).
+    #[test]
+    fn a_hosts_completion_size_is_its_cpu_profiles() {
+        let mut f = crate::build_json(&crate::fixtures::two_hosts_pxh830("intel-xeon-e5", 1 << 30, false, false)).unwrap();
+        f.hosts[0].cpu.ram_completion_bytes = 256;
+        let t = super::resolve(&super::ParamsSpec::default(), &[], &mut f).unwrap();
+        assert_eq!(t.host(0).ram_completion_bytes, 256);
+    }
+}

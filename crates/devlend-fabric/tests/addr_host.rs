@@ -31,7 +31,7 @@ fn another_hosts_ram_window_or_bar_is_an_error_naming_both_hosts() {
     let na = f.ntb_id("na").unwrap();
     let rid = f.requester("na").unwrap();
     assert!(f.resolve_for(rid, &expr("b.ram")).is_err(), "a function's host is its requester host");
-    assert!(f.resolve_for(Requester::Cpu(f.ntbs[na as usize].host), &expr("na.mw0")).is_ok());
+    assert!(f.resolve_for(Requester::Cpu(f.ntb(na).host), &expr("na.mw0")).is_ok());
 }
 
 #[test]

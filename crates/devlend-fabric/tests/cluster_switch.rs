@@ -38,10 +38,10 @@ fn a_write_crosses_both_cables_and_the_switch_into_the_peer_it_is_mapped_to() {
     let h0 = f.host_id("h0").unwrap();
     let r = f.route_uncached(Requester::Cpu(h0), mw + 0x40, Access::Write);
     assert_eq!(r.outcome, Outcome::Delivered(Target::Ram { host: f.host_id("h2").unwrap(), addr: 0x1000_0040 }));
-    let kinds: Vec<_> = r.hops.iter().map(|h| (h.kind, f.nodes[h.node as usize].component.as_str())).collect();
+    let kinds: Vec<_> = r.hops.iter().map(|h| (h.kind, f.node(h.node).component.as_str())).collect();
     let at = kinds.iter().position(|k| *k == (HopKind::Ntb, "n0")).unwrap();
     assert_eq!(&kinds[at..at + 4], &[(HopKind::Ntb, "n0"), (HopKind::Link, "sw"), (HopKind::Forward, "sw"), (HopKind::Link, "n2")]);
-    let fwd = &f.nodes[r.hops[at + 2].node as usize];
+    let fwd = f.node(r.hops[at + 2].node);
     assert_eq!(fwd.port, format!("p{}", 2), "the switch forwards out of the port n2 is cabled to");
     // n1 did not map anything for n0: the same window does not reach it, and n1's own window to n2
     // is another translation.
@@ -149,7 +149,7 @@ fn a_two_port_pxh830_reaches_two_hosts_directly() {
     let cpu = Requester::Cpu(f.host_id("a").unwrap());
     let r = f.route_uncached(cpu, f.peer_mw_get_addr(n[0], 1).unwrap().0, Access::Write);
     assert_eq!(r.delivered(), Some(Target::Ram { host: 1, addr: 0x1000_0000 }));
-    assert!(r.hops.iter().all(|h| h.kind != HopKind::Forward || f.nodes[h.node as usize].component != "sw"));
+    assert!(r.hops.iter().all(|h| h.kind != HopKind::Forward || f.node(h.node).component != "sw"));
     let e = devlend_fabric::build_json(&json.replace("na.cable1", "na.cable2")).err().unwrap();
     assert!(e.to_string().contains("'na' has 2 cable ports: na.cable0 to na.cable1"), "{e}");
 }
@@ -159,14 +159,14 @@ fn a_link_faster_than_its_ends_trains_down_and_says_so() {
     let json = devlend_fabric::fixtures::two_hosts_pxh830("intel-xeon-e5", 4294967296, false, false)
         .replace(r#""na.cable","b":"nb.cable","gen":3,"width":8"#, r#""na.cable","b":"nb.cable","gen":4,"width":16"#);
     let f = devlend_fabric::build_json(&json).unwrap();
-    assert_eq!(f.trained_down.len(), 1);
-    let t = &f.trained_down[0];
+    assert_eq!(f.trained_down().len(), 1);
+    let t = &f.trained_down()[0];
     assert_eq!((t.asked, t.trained, t.spec_path.as_str()), ((4, 16), (3, 8), "/links/2"));
     assert!(t.message().contains("trains to Gen3 x8") && t.message().contains("na (pxh830) (Gen3 x8)"), "{}", t.message());
-    let l = &f.links[t.link as usize];
+    let l = &f.links()[t.link as usize];
     assert_eq!((l.gen, l.width), (3, 8), "the effective speed is what the engine uses");
     assert!(devlend_fabric::build_json(&devlend_fabric::fixtures::two_hosts_pxh830("intel-xeon-e5", 4294967296, false, false))
         .unwrap()
-        .trained_down
+        .trained_down()
         .is_empty());
 }

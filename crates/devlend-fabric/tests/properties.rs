@@ -384,8 +384,8 @@ fn build_ok(spec: &TopologySpec) -> Result<Fabric, TestCaseError> {
 // =============================================================================================
 
 fn is_window_bar(f: &Fabric, func: FuncId, index: u8) -> bool {
-    match f.nodes[f.funcs[func as usize].node as usize].kind {
-        NodeKind::Ntb { ntb } => f.ntbs[ntb as usize].window_bars.contains(&index),
+    match f.node(f.func(func).node).kind {
+        NodeKind::Ntb { ntb } => f.ntb(ntb).window_bars.contains(&index),
         _ => false,
     }
 }
@@ -393,7 +393,7 @@ fn is_window_bar(f: &Fabric, func: FuncId, index: u8) -> bool {
 /// BARs that software reaches as memory (every BAR but the NTB windows, which forward).
 fn plain_bars(f: &Fabric, host: Option<HostId>) -> Vec<(FuncId, Bar)> {
     let mut v = Vec::new();
-    for (i, func) in f.funcs.iter().enumerate() {
+    for (i, func) in f.funcs().iter().enumerate() {
         let fid = i as FuncId;
         if host.is_some_and(|h| f.func_host(fid) != h) {
             continue;
@@ -414,7 +414,7 @@ fn is_bridge(k: NodeKind) -> bool {
 fn ancestors(f: &Fabric, n: NodeId) -> Vec<NodeId> {
     let mut v = Vec::new();
     let mut c = n;
-    while let Some(p) = f.nodes[c as usize].parent {
+    while let Some(p) = f.node(c).parent {
         v.push(p);
         c = p;
     }
@@ -422,15 +422,15 @@ fn ancestors(f: &Fabric, n: NodeId) -> Vec<NodeId> {
 }
 
 fn root_port_of(f: &Fabric, n: NodeId) -> Option<NodeId> {
-    ancestors(f, n).into_iter().find(|a| matches!(f.nodes[*a as usize].kind, NodeKind::RootPort { .. }))
+    ancestors(f, n).into_iter().find(|a| matches!(f.node(*a).kind, NodeKind::RootPort { .. }))
 }
 
 /// Whether a peer write from function `from` to a BAR of function `to` (same host) has a route:
 /// not to its own device; with the IOMMU on (ACS redirect) always through the root; without it
 /// through the root only between root ports; through the root only where the CPU allows P2P.
 fn p2p_valid(f: &Fabric, from: FuncId, to: FuncId) -> bool {
-    let (a, b) = (f.funcs[from as usize].node, f.funcs[to as usize].node);
-    let h = &f.hosts[f.func_host(from) as usize];
+    let (a, b) = (f.func(from).node, f.func(to).node);
+    let h = f.host(f.func_host(from));
     if a == b || f.func_host(from) != f.func_host(to) {
         return false;
     }
@@ -478,7 +478,7 @@ fn dma_map(f: &mut Fabric, host: HostId, domain: &str, func: FuncId, addr: u64, 
 }
 
 fn requesters(f: &Fabric) -> Vec<Requester> {
-    (0..f.hosts.len()).map(|h| Requester::Cpu(h as HostId)).chain((0..f.funcs.len()).map(|i| Requester::Func(i as FuncId))).collect()
+    (0..f.hosts().len()).map(|h| Requester::Cpu(h as HostId)).chain((0..f.funcs().len()).map(|i| Requester::Func(i as FuncId))).collect()
 }
 
 // =============================================================================================
@@ -487,7 +487,7 @@ fn requesters(f: &Fabric) -> Vec<Requester> {
 
 fn check_bar_reachability(f: &mut Fabric, r: u64) -> Result<usize, TestCaseError> {
     let mut checked = 0;
-    let all: Vec<Vec<Bar>> = f.funcs.iter().map(|x| x.bars.clone()).collect();
+    let all: Vec<Vec<Bar>> = f.funcs().iter().map(|x| x.bars.clone()).collect();
     for (i, func) in all.into_iter().enumerate() {
         let fid = i as FuncId;
         let h = f.func_host(fid);
@@ -501,7 +501,7 @@ fn check_bar_reachability(f: &mut Fabric, r: u64) -> Result<usize, TestCaseError
                         matches!(route.outcome, Outcome::Failed(Failure::NtbUnmapped { .. } | Failure::NtbLinkDown { .. })),
                         "CPU of host {h} to NTB window BAR {} of {} at {addr:#x}: {:?}",
                         bar.index,
-                        f.funcs[i].name,
+                        f.funcs()[i].name,
                         route.outcome
                     );
                 } else {
@@ -511,7 +511,7 @@ fn check_bar_reachability(f: &mut Fabric, r: u64) -> Result<usize, TestCaseError
                         "CPU of host {} to BAR {} of {} at {:#x}",
                         h,
                         bar.index,
-                        &f.funcs[i].name,
+                        &f.funcs()[i].name,
                         addr
                     );
                     if off == 0 {
@@ -521,14 +521,14 @@ fn check_bar_reachability(f: &mut Fabric, r: u64) -> Result<usize, TestCaseError
                     }
                     checked += 1;
                 }
-                for h2 in 0..f.hosts.len() as HostId {
+                for h2 in 0..f.hosts().len() as HostId {
                     if h2 == h {
                         continue;
                     }
                     let other = f.route(Requester::Cpu(h2), addr, Access::Write);
                     match other.outcome {
                         Outcome::Delivered(Target::Bar { func: g, .. }) => {
-                            prop_assert_ne!(g, fid, "CPU of host {} reached {} of host {} at {:#x}", h2, &f.funcs[i].name, h, addr);
+                            prop_assert_ne!(g, fid, "CPU of host {} reached {} of host {} at {:#x}", h2, &f.funcs()[i].name, h, addr);
                             prop_assert_eq!(f.func_host(g), h2);
                         }
                         Outcome::Delivered(Target::Ram { host, .. } | Target::Msi { host, .. }) => prop_assert_eq!(host, h2),
@@ -546,17 +546,17 @@ fn check_bar_reachability(f: &mut Fabric, r: u64) -> Result<usize, TestCaseError
 // =============================================================================================
 
 fn windows(f: &Fabric, n: NodeId) -> Vec<Range> {
-    let b = &f.nodes[n as usize].bridge;
+    let b = &f.node(n).bridge;
     b.mem.into_iter().chain(b.pref).collect()
 }
 
 fn check_enumeration(f: &Fabric) -> Result<(), TestCaseError> {
     let min_align = params().pci.min_bar_align;
-    for (hi, h) in f.hosts.iter().enumerate() {
-        let in_host = |n: &NodeId| f.nodes[*n as usize].host as usize == hi;
+    for (hi, h) in f.hosts().iter().enumerate() {
+        let in_host = |n: &NodeId| f.node(*n).host as usize == hi;
         // Sibling ports: the root ports, and the downstream ports of each switch.
         let mut groups: Vec<Vec<NodeId>> = vec![h.root_ports.clone()];
-        for node in &f.nodes {
+        for node in f.nodes() {
             if node.host as usize == hi && matches!(node.kind, NodeKind::SwitchUp { .. }) {
                 groups.push(node.children.clone());
             }
@@ -571,15 +571,15 @@ fn check_enumeration(f: &Fabric) -> Result<(), TestCaseError> {
                                 "host {}: windows {} of {}.{} and {} of {}.{} overlap",
                                 h.name,
                                 wa,
-                                f.nodes[*a as usize].component,
-                                f.nodes[*a as usize].port,
+                                f.node(*a).component,
+                                f.node(*a).port,
                                 wb,
-                                f.nodes[*b as usize].component,
-                                f.nodes[*b as usize].port
+                                f.node(*b).component,
+                                f.node(*b).port
                             );
                         }
                     }
-                    let (ba, bb) = (f.nodes[*a as usize].bridge, f.nodes[*b as usize].bridge);
+                    let (ba, bb) = (f.node(*a).bridge, f.node(*b).bridge);
                     prop_assert!(
                         ba.subordinate < bb.secondary || bb.subordinate < ba.secondary,
                         "host {}: sibling bus ranges {}-{} and {}-{} overlap",
@@ -592,7 +592,7 @@ fn check_enumeration(f: &Fabric) -> Result<(), TestCaseError> {
                 }
             }
         }
-        for (n, node) in f.nodes.iter().enumerate().filter(|(n, _)| in_host(&(*n as NodeId))) {
+        for (n, node) in f.nodes().iter().enumerate().filter(|(n, _)| in_host(&(*n as NodeId))) {
             let n = n as NodeId;
             if is_bridge(node.kind) {
                 let b = node.bridge;
@@ -604,8 +604,8 @@ fn check_enumeration(f: &Fabric) -> Result<(), TestCaseError> {
                     prop_assert!(contains(h.mmio64, p), "{}.{}: window {} outside the 64-bit aperture {}", node.component, node.port, p, h.mmio64);
                 }
                 // Bus ranges and windows nest in the parent bridge's.
-                if let Some(p) = node.parent.filter(|p| is_bridge(f.nodes[*p as usize].kind)) {
-                    let pb = f.nodes[p as usize].bridge;
+                if let Some(p) = node.parent.filter(|p| is_bridge(f.node(*p).kind)) {
+                    let pb = f.node(p).bridge;
                     prop_assert_eq!(b.bdf.bus(), pb.secondary, "{}.{} sits on its parent's secondary bus", &node.component, &node.port);
                     prop_assert!(
                         b.secondary > pb.secondary && b.subordinate <= pb.subordinate,
@@ -627,8 +627,8 @@ fn check_enumeration(f: &Fabric) -> Result<(), TestCaseError> {
                 }
             }
             for fid in &node.functions {
-                let func = &f.funcs[*fid as usize];
-                let parent = f.nodes[node.parent.unwrap() as usize].bridge;
+                let func = f.func(*fid);
+                let parent = f.node(node.parent.unwrap()).bridge;
                 if func.vf.is_none() {
                     prop_assert_eq!(func.bdf.bus(), parent.secondary, "{} on its port's secondary bus", &func.name);
                 } else {
@@ -639,8 +639,8 @@ fn check_enumeration(f: &Fabric) -> Result<(), TestCaseError> {
                     prop_assert_eq!(bar.addr % bar.size.max(min_align), 0, "BAR {} of {} at {:#x} misaligned", bar.index, &func.name, bar.addr);
                     let aperture = if bar.goes_high() { h.mmio64 } else { h.mmio32 };
                     prop_assert!(contains(aperture, r), "BAR {} of {} at {} outside its aperture {}", bar.index, func.name, r, aperture);
-                    for a in ancestors(f, n).into_iter().filter(|a| is_bridge(f.nodes[*a as usize].kind)) {
-                        let ab = f.nodes[a as usize].bridge;
+                    for a in ancestors(f, n).into_iter().filter(|a| is_bridge(f.node(*a).kind)) {
+                        let ab = f.node(a).bridge;
                         let w = if bar.goes_high() { ab.pref } else { ab.mem };
                         prop_assert!(
                             w.is_some_and(|w| contains(w, r)),
@@ -649,8 +649,8 @@ fn check_enumeration(f: &Fabric) -> Result<(), TestCaseError> {
                             func.name,
                             r,
                             w,
-                            f.nodes[a as usize].component,
-                            f.nodes[a as usize].port
+                            f.node(a).component,
+                            f.node(a).port
                         );
                     }
                 }
@@ -658,7 +658,7 @@ fn check_enumeration(f: &Fabric) -> Result<(), TestCaseError> {
         }
         // No two BARs of a host overlap, and none overlaps RAM or the MSI range.
         let mut rs: Vec<(Range, String)> = Vec::new();
-        for (i, func) in f.funcs.iter().enumerate() {
+        for (i, func) in f.funcs().iter().enumerate() {
             if f.func_host(i as FuncId) as usize == hi {
                 for bar in &func.bars {
                     rs.push((bar.range(), format!("{} BAR {}", func.name, bar.index)));
@@ -692,7 +692,7 @@ fn check_write_read(f: &mut Fabric, ops: &[(Index, Index, u64, usize, u64)]) -> 
     for (ri, ti, pos, len, seed) in ops {
         let req = reqs[ri.index(reqs.len())];
         let host = f.requester_host(req);
-        let mut dests: Vec<Dest> = (0..f.hosts[host as usize].ram_regions.len()).map(Dest::Ram).collect();
+        let mut dests: Vec<Dest> = (0..f.host(host).ram_regions.len()).map(Dest::Ram).collect();
         for (fid, bar) in plain_bars(f, Some(host)) {
             match req {
                 Requester::Func(r) if !p2p_valid(f, r, fid) => {}
@@ -702,7 +702,7 @@ fn check_write_read(f: &mut Fabric, ops: &[(Index, Index, u64, usize, u64)]) -> 
         let dest = dests[ti.index(dests.len())];
         let (addr, len, expect) = match dest {
             Dest::Ram(r) => {
-                let reg = f.hosts[host as usize].ram_regions[r];
+                let reg = f.host(host).ram_regions[r];
                 let len = (*len as u64).min(reg.size());
                 let a = reg.start + pos % (reg.size() - len + 1);
                 (a, len as usize, Target::Ram { host, addr: a })
@@ -720,7 +720,7 @@ fn check_write_read(f: &mut Fabric, ops: &[(Index, Index, u64, usize, u64)]) -> 
             Requester::Cpu(h) => (phys, Target::Cpu { host: h }),
             Requester::Func(fid) => {
                 f.set_bus_master(fid, true);
-                let a = if f.hosts[host as usize].iommu { dma_map(f, host, "dma", fid, phys, len as u64, seed & 1 == 0) } else { phys };
+                let a = if f.host(host).iommu { dma_map(f, host, "dma", fid, phys, len as u64, seed & 1 == 0) } else { phys };
                 (a, Target::Func { func: fid })
             }
         };
@@ -729,7 +729,7 @@ fn check_write_read(f: &mut Fabric, ops: &[(Index, Index, u64, usize, u64)]) -> 
         prop_assert!(fail.is_none() && n == len, "{req:?} write of {len} bytes at {addr:#x} ({dest:?}): {n} delivered, {fail:?}");
         let route = f.route(req, addr, Access::Write);
         prop_assert_eq!(route.outcome, Outcome::Delivered(expect));
-        if matches!(req, Requester::Func(_)) && f.hosts[host as usize].iommu {
+        if matches!(req, Requester::Func(_)) && f.host(host).iommu {
             // ACS redirect: device requests climb to the root and are translated, peers included.
             prop_assert!(route.hops.iter().any(|h| h.kind == HopKind::Iommu), "{:?} to {:#x} skipped the IOMMU: {:?}", req, addr, route.hops);
         }
@@ -750,33 +750,33 @@ fn check_write_read(f: &mut Fabric, ops: &[(Index, Index, u64, usize, u64)]) -> 
 /// A write into an NTB window lands in the far host's RAM at the programmed translation (through
 /// the far IOMMU when it is on), from the near CPU and from a near device with a LUT entry.
 fn check_ntb_write_read(f: &mut Fabric, pick: &Index, widx: &Index, pages: u64, seeds: [u64; 4], len: usize, dev: &Index) -> Result<(), TestCaseError> {
-    let paired: Vec<u32> = (0..f.ntbs.len() as u32).filter(|n| f.ntbs[*n as usize].peer.is_some()).collect();
+    let paired: Vec<u32> = (0..f.ntbs().len() as u32).filter(|n| f.ntb(*n).peer.is_some()).collect();
     prop_assert!(!paired.is_empty(), "generator must produce a cable pair");
     let near = paired[pick.index(paired.len())];
-    let far = f.ntbs[near as usize].peer.unwrap();
-    let (nh, fh) = (f.ntbs[near as usize].host, f.ntbs[far as usize].host);
+    let far = f.ntb(near).peer.unwrap();
+    let (nh, fh) = (f.ntb(near).host, f.ntb(far).host);
     let w = widx.index(f.peer_mw_count(near));
     let (win, wsize) = f.peer_mw_get_addr(near, w).unwrap();
     let size = (pages * PAGE).min(wsize);
-    let low = f.hosts[fh as usize].ram_regions[0];
+    let low = f.host(fh).ram_regions[0];
     let phys = (seeds[0] % (low.size() - size)) & !(PAGE - 1);
-    let trans = if f.hosts[fh as usize].iommu { (4 * GIB + seeds[1] % GIB) & !(PAGE - 1) } else { phys };
+    let trans = if f.host(fh).iommu { (4 * GIB + seeds[1] % GIB) & !(PAGE - 1) } else { phys };
     // Requesters on the near side: the CPU, and a device function that may reach the window.
     // Each with the address it issues for the window (an IOVA for DMA through the near IOMMU).
     let mut reqs = vec![(Requester::Cpu(nh), win)];
-    let nfunc = f.ntbs[near as usize].func;
-    let devs: Vec<FuncId> = (0..f.funcs.len() as FuncId).filter(|g| f.func_host(*g) == nh && *g != nfunc && p2p_valid(f, *g, nfunc)).collect();
+    let nfunc = f.ntb(near).func;
+    let devs: Vec<FuncId> = (0..f.funcs().len() as FuncId).filter(|g| f.func_host(*g) == nh && *g != nfunc && p2p_valid(f, *g, nfunc)).collect();
     if !devs.is_empty() {
         let g = devs[dev.index(devs.len())];
         f.set_bus_master(g, true);
-        let rid = f.funcs[g as usize].bdf;
+        let rid = f.func(g).bdf;
         if f.rid_lut_add(near, rid).is_ok() {
-            let a = if f.hosts[nh as usize].iommu { dma_map(f, nh, "dma", g, win, size, seeds[1] & 1 == 0) } else { win };
+            let a = if f.host(nh).iommu { dma_map(f, nh, "dma", g, win, size, seeds[1] & 1 == 0) } else { win };
             reqs.push((Requester::Func(g), a));
         }
     }
-    if f.hosts[fh as usize].iommu {
-        let ffunc = f.ntbs[far as usize].func;
+    if f.host(fh).iommu {
+        let ffunc = f.ntb(far).func;
         let d = f.iommu_domain_alloc(fh, "ntb-in").unwrap();
         f.iommu_attach(fh, d, ffunc).unwrap(); // after the LUT additions: attaches every alias
         f.iommu_map(fh, d, trans, phys, size, true).unwrap();
@@ -787,12 +787,7 @@ fn check_ntb_write_read(f: &mut Fabric, pick: &Index, widx: &Index, pages: u64, 
         let off = seeds[2].rotate_left(k as u32 * 7) % (size - len as u64 + 1);
         let data = bytes(seeds[3] ^ k as u64, len);
         let (n, fail) = f.write(req, base + off, &data);
-        prop_assert!(
-            fail.is_none() && n == len,
-            "{req:?} write into {} window {w} at {:#x}: {n} of {len} bytes, {fail:?}",
-            f.ntbs[near as usize].name,
-            base + off
-        );
+        prop_assert!(fail.is_none() && n == len, "{req:?} write into {} window {w} at {:#x}: {n} of {len} bytes, {fail:?}", f.ntb(near).name, base + off);
         let route = f.route(req, base + off, Access::Write);
         prop_assert_eq!(route.outcome, Outcome::Delivered(Target::Ram { host: fh, addr: phys + off }));
         prop_assert_eq!(route.ntb_crossings(), 1);
@@ -808,7 +803,7 @@ fn check_ntb_write_read(f: &mut Fabric, pick: &Index, widx: &Index, pages: u64, 
         prop_assert_eq!(rd.completion.as_ref().and_then(|c| c.delivered()), Some(completer));
     }
     // Just past the translation of a direct window, nothing is mapped.
-    let direct = f.ntbs[near as usize].windows[w].lut_segments == 0;
+    let direct = f.ntb(near).windows[w].lut_segments == 0;
     if direct && size < wsize {
         let out = f.lookup(Requester::Cpu(nh), win + size, Access::Write);
         prop_assert_eq!(out, Outcome::Failed(Failure::NtbUnmapped { ntb: near, window: w as u8, offset: size }));
@@ -844,7 +839,7 @@ fn addr_g() -> impl Strategy<Value = AddrG> {
 fn resolve(f: &Fabric, a: &AddrG) -> u64 {
     match a {
         AddrG::Bar(i, o) => {
-            let bars: Vec<Bar> = f.funcs.iter().flat_map(|x| x.bars.iter().copied()).collect();
+            let bars: Vec<Bar> = f.funcs().iter().flat_map(|x| x.bars.iter().copied()).collect();
             if bars.is_empty() {
                 return o & 0xffff_ffff;
             }
@@ -852,14 +847,14 @@ fn resolve(f: &Fabric, a: &AddrG) -> u64 {
             b.addr + o % b.size
         }
         AddrG::Ram(i, o) => {
-            let h = &f.hosts[i.index(f.hosts.len())];
+            let h = &f.hosts()[i.index(f.hosts().len())];
             f.ram_offset_to_phys(h, o % h.ram).unwrap()
         }
         AddrG::Window(i, w, o) => {
-            if f.ntbs.is_empty() {
+            if f.ntbs().is_empty() {
                 return o & 0xffff_ffff_ffff;
             }
-            let n = i.index(f.ntbs.len()) as u32;
+            let n = i.index(f.ntbs().len()) as u32;
             let (a, s) = f.peer_mw_get_addr(n, w.index(f.peer_mw_count(n))).unwrap();
             // Half the time near the start, where translations of a few pages end.
             if o & 1 == 0 {
@@ -877,7 +872,7 @@ fn resolve(f: &Fabric, a: &AddrG) -> u64 {
             }
         }
         AddrG::Edge(i, e) => {
-            let ws: Vec<Range> = (0..f.nodes.len() as NodeId).flat_map(|n| windows(f, n)).collect();
+            let ws: Vec<Range> = (0..f.nodes().len() as NodeId).flat_map(|n| windows(f, n)).collect();
             if ws.is_empty() {
                 return 0;
             }
@@ -976,49 +971,46 @@ fn check_cache(f: &mut Fabric, ops: &[Op4]) -> Result<usize, TestCaseError> {
             }
             Op4::LookTransEnd { window, delta, offs, write } => {
                 // An outbound window (near adapter, index) of a cabled pair, preferring translated ones.
-                let cands: Vec<(u32, usize)> = (0..f.ntbs.len() as u32)
-                    .filter(|n| f.ntbs[*n as usize].peer.is_some())
-                    .flat_map(|n| (0..f.peer_mw_count(n)).map(move |w| (n, w)))
-                    .collect();
-                let set: Vec<(u32, usize)> =
-                    cands.iter().copied().filter(|(n, w)| f.ntbs[f.ntbs[*n as usize].peer.unwrap() as usize].inbound[0][*w] != Inbound::Unset).collect();
+                let cands: Vec<(u32, usize)> =
+                    (0..f.ntbs().len() as u32).filter(|n| f.ntb(*n).peer.is_some()).flat_map(|n| (0..f.peer_mw_count(n)).map(move |w| (n, w))).collect();
+                let set: Vec<(u32, usize)> = cands.iter().copied().filter(|(n, w)| f.ntb(f.ntb(*n).peer.unwrap()).inbound[0][*w] != Inbound::Unset).collect();
                 let Some((near, w)) = pick(if set.is_empty() { &cands } else { &set }, window) else { continue };
-                let far = f.ntbs[near as usize].peer.unwrap();
+                let far = f.ntb(near).peer.unwrap();
                 let (win, wsize) = f.peer_mw_get_addr(near, w).unwrap();
-                let end = match &f.ntbs[far as usize].inbound[0][w] {
+                let end = match &f.ntb(far).inbound[0][w] {
                     Inbound::Unset => 0,
                     Inbound::Direct { size, .. } => *size,
                     Inbound::Lut(segs) => segs.iter().filter(|s| s.is_some()).count() as u64 * (wsize / segs.len() as u64),
                 };
                 let base = win + (end.saturating_sub(PAGE) + *delta as u64).min(wsize - 1);
-                let req = Requester::Cpu(f.ntbs[near as usize].host);
+                let req = Requester::Cpu(f.ntb(near).host);
                 looks += compare_routes(f, req, base, offs, *write)?;
             }
             Op4::SetTrans { ntb, w, addr, pages, extra } => {
-                if f.ntbs.is_empty() {
+                if f.ntbs().is_empty() {
                     continue;
                 }
-                let n = ntb.index(f.ntbs.len()) as u32;
+                let n = ntb.index(f.ntbs().len()) as u32;
                 if let Ok(c) = f.mw_count(n) {
                     let a = resolve(f, addr) & !(PAGE - 1);
                     let _ = f.mw_set_trans(n, w.index(c.max(1)), a, pages * PAGE + extra);
                 }
             }
             Op4::LutSet { ntb, w, seg, addr } => {
-                if f.ntbs.is_empty() {
+                if f.ntbs().is_empty() {
                     continue;
                 }
-                let n = ntb.index(f.ntbs.len()) as u32;
+                let n = ntb.index(f.ntbs().len()) as u32;
                 if let Ok(c) = f.mw_count(n) {
                     let a = resolve(f, addr) & !(PAGE - 1);
                     let _ = f.lut_set_trans(n, w.index(c.max(1)), *seg as usize, a);
                 }
             }
-            Op4::IommuMap { .. } | Op4::BusMaster { .. } if f.funcs.is_empty() => {}
+            Op4::IommuMap { .. } | Op4::BusMaster { .. } if f.funcs().is_empty() => {}
             Op4::IommuMap { func, iova, paddr, pages } => {
-                let g = func.index(f.funcs.len()) as FuncId;
+                let g = func.index(f.funcs().len()) as FuncId;
                 let h = f.func_host(g);
-                if !f.hosts[h as usize].iommu {
+                if !f.host(h).iommu {
                     continue;
                 }
                 let d = match f.iommu_domain(h, "d4") {
@@ -1030,16 +1022,16 @@ fn check_cache(f: &mut Fabric, ops: &[Op4]) -> Result<usize, TestCaseError> {
                 let _ = f.iommu_map(h, d, i, p, pages * PAGE, pages % 3 != 0);
             }
             Op4::BusMaster { func, on } => {
-                let g = func.index(f.funcs.len()) as FuncId;
+                let g = func.index(f.funcs().len()) as FuncId;
                 f.set_bus_master(g, *on);
             }
             Op4::RidAdd { ntb, req } => {
-                if f.ntbs.is_empty() {
+                if f.ntbs().is_empty() {
                     continue;
                 }
-                let n = ntb.index(f.ntbs.len()) as u32;
+                let n = ntb.index(f.ntbs().len()) as u32;
                 let r = reqs[req.index(reqs.len())];
-                if f.requester_host(r) == f.ntbs[n as usize].host {
+                if f.requester_host(r) == f.ntb(n).host {
                     let rid = f.requester_rid(r);
                     let _ = f.rid_lut_add(n, rid);
                 }

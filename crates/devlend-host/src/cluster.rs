@@ -129,7 +129,7 @@ impl Cluster {
 
     /// Boot a kernel on every host of an enumerated fabric.
     pub fn new(mut fabric: Fabric) -> HResult<Cluster> {
-        let kernels = (0..fabric.hosts.len() as HostId).map(|h| Kernel::boot(&mut fabric, h)).collect::<HResult<Vec<_>>>()?;
+        let kernels = (0..fabric.hosts().len() as HostId).map(|h| Kernel::boot(&mut fabric, h)).collect::<HResult<Vec<_>>>()?;
         Ok(Cluster { fabric, kernels, lending: LendState::default(), hygiene: Default::default() })
     }
 
@@ -164,7 +164,7 @@ impl Cluster {
         self.scrub_pending(func)?;
         let dev_domain = self.kernels[lender as usize].dma.get(&lender_dev).and_then(|d| d.domain).map(|d| (lender, d));
         let mut lend = self.lending.lend(&mut self.fabric, func, b, dev_domain, opts)?;
-        let f = &self.fabric.funcs[func as usize];
+        let f = self.fabric.func(func);
         let view = PciDevice {
             id: DevId(0),
             name: f.name.clone(),
@@ -187,18 +187,18 @@ impl Cluster {
     /// Everything that must hold before a lend starts: (lender, lender's handle of the device).
     fn check_borrow(&self, b: HostId, func: FuncId) -> HResult<(HostId, DevId)> {
         let f = &self.fabric;
-        let (name, lender) = (&f.funcs[func as usize].name, f.func_host(func));
-        let hn = |h: HostId| f.hosts[h as usize].name.clone();
+        let (name, lender) = (&f.func(func).name, f.func_host(func));
+        let hn = |h: HostId| f.host(h).name.clone();
         if let Some(l) = self.lending.lends.get(&func) {
             return Err(HostError::AlreadyLent(Lent::Borrow { device: name.clone(), borrower: hn(l.borrower) }));
         }
         if lender == b {
             return invalid(format!("{name} is installed in {} itself; only another host's device can be borrowed", hn(b)));
         }
-        if matches!(f.nodes[f.funcs[func as usize].node as usize].kind, NodeKind::Ntb { .. }) {
+        if matches!(f.node(f.func(func).node).kind, NodeKind::Ntb { .. }) {
             return invalid(format!("{name} is an NTB adapter and cannot be lent"));
         }
-        if !f.hosts[b as usize].iommu {
+        if !f.host(b).iommu {
             return invalid(format!(
                 "host {} has its IOMMU disabled: a borrower maps DMA buffers through its IOMMU into the lender's DMA window (000 §4)",
                 hn(b)
@@ -226,7 +226,7 @@ impl Cluster {
         let maps = self.lending.lends.get(&func).map_or(0, |l| l.maps.len() + l.resource_maps.len());
         let irqs = self.kernels[b as usize].irqs.of(dev);
         if maps + irqs > 0 {
-            let name = &self.fabric.funcs[func as usize].name;
+            let name = &self.fabric.func(func).name;
             return Err(HostError::Busy(format!(
                 "cannot return {name}: its driver in {} still holds {maps} DMA mappings and {irqs} interrupt vectors, so the device may have DMA or interrupts in flight; \
                  the driver must unmap and free_irq first (return_device_force takes it back anyway)",
@@ -248,17 +248,12 @@ impl Cluster {
         let f = &self.fabric;
         let mut report = Teardown::default();
         if !f.ntb_link_is_up(lend.la) || !f.ntb_link_is_up(lend.bb) {
-            let host = |h: HostId| f.hosts[h as usize].name.clone();
-            report.unreached.push(Unreached {
-                device: f.funcs[func as usize].name.clone(),
-                lender: host(lender),
-                borrower: host(b),
-                ntb: f.ntbs[lend.la as usize].name.clone(),
-            });
+            let host = |h: HostId| f.host(h).name.clone();
+            report.unreached.push(Unreached { device: f.func(func).name.clone(), lender: host(lender), borrower: host(b), ntb: f.ntb(lend.la).name.clone() });
         }
         self.fabric.set_bus_master(func, false);
         for e in crate::irq::quiesce_msix(&mut self.fabric, func) {
-            self.lending.anomalies.push(format!("masking the MSI-X table of {}: {e}", self.fabric.funcs[func as usize].name));
+            self.lending.anomalies.push(format!("masking the MSI-X table of {}: {e}", self.fabric.func(func).name));
         }
         let irtes: Vec<u32> = self.kernels[b as usize].irqs.iter().filter(|d| d.dev == dev).filter_map(|d| d.irte).collect();
         for h in irtes {
@@ -290,12 +285,12 @@ impl Cluster {
             .map(|(&func, l)| {
                 let w = self.lending.dma_windows.get(&(l.la, l.bb));
                 LendInfo {
-                    device: f.funcs[func as usize].name.clone(),
-                    lender: f.hosts[l.lender as usize].name.clone(),
-                    borrower: f.hosts[l.borrower as usize].name.clone(),
+                    device: f.func(func).name.clone(),
+                    lender: f.host(l.lender).name.clone(),
+                    borrower: f.host(l.borrower).name.clone(),
                     dev: l.dev,
-                    lender_ntb: f.ntbs[l.la as usize].name.clone(),
-                    borrower_ntb: f.ntbs[l.bb as usize].name.clone(),
+                    lender_ntb: f.ntb(l.la).name.clone(),
+                    borrower_ntb: f.ntb(l.bb).name.clone(),
                     window_addr: w.map_or(0, |w| w.lender_addr),
                     window_size: w.map_or(0, |w| w.size),
                     window_iova: w.map_or(0, |w| w.iova_base),
@@ -314,7 +309,7 @@ impl Cluster {
         l.p2p
             .iter()
             .map(|(&(t, bar), e)| P2pInfo {
-                target: self.fabric.funcs[t as usize].name.clone(),
+                target: self.fabric.func(t).name.clone(),
                 bar,
                 borrower_addr: e.borrower_addr,
                 lender_addr: e.lender_addr,

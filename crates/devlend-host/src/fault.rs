@@ -222,7 +222,7 @@ impl Cluster {
         match kind {
             FaultKind::LinkDown | FaultKind::LinkUp => {
                 let n = self.fabric.ntb_id(target)?;
-                if self.fabric.ntbs[n as usize].peer.is_none() {
+                if self.fabric.ntb(n).peer.is_none() {
                     return Err(HostError::Invalid(format!("{target} has no cable to a peer: there is no link to change")));
                 }
             }
@@ -258,7 +258,7 @@ impl Cluster {
     /// A device that can be faulted: a function of the fabric that is not an NTB adapter.
     fn fault_device(&self, name: &str) -> HResult<FuncId> {
         let func = self.fabric.func_id(name)?;
-        if matches!(self.fabric.nodes[self.fabric.funcs[func as usize].node as usize].kind, NodeKind::Ntb { .. }) {
+        if matches!(self.fabric.node(self.fabric.func(func).node).kind, NodeKind::Ntb { .. }) {
             return Err(HostError::Invalid(format!("{name} is an NTB adapter: pull its cable with link-down instead")));
         }
         Ok(func)
@@ -272,14 +272,14 @@ impl Cluster {
         }
         let f = &self.fabric;
         let node = f
-            .nodes
+            .nodes()
             .iter()
             .position(|n| n.parent.is_some() && format!("{}.{}", n.component, n.port) == name)
             .ok_or_else(|| HostError::NoDevice(NoSuch::Port(name.into())))?;
-        match f.nodes[node].kind {
+        match f.nodes()[node].kind {
             // A downstream port's link is the one to the component below it (its uplink).
             NodeKind::SwitchDown { .. } | NodeKind::RootPort { .. } => {
-                f.nodes[node].children.first().copied().ok_or_else(|| HostError::Invalid(format!("{name}: nothing is linked below this switch port")))
+                f.nodes()[node].children.first().copied().ok_or_else(|| HostError::Invalid(format!("{name}: nothing is linked below this switch port")))
             }
             _ => Ok(node as NodeId),
         }
@@ -291,8 +291,8 @@ impl Cluster {
         let mut out = Vec::new();
         let mut stack = vec![node];
         while let Some(n) = stack.pop() {
-            out.extend(f.nodes[n as usize].functions.iter().copied());
-            stack.extend(f.nodes[n as usize].children.iter().copied());
+            out.extend(f.node(n).functions.iter().copied());
+            stack.extend(f.node(n).children.iter().copied());
         }
         out
     }
@@ -313,8 +313,8 @@ impl Cluster {
             let Some((b, dev)) = self.lending.lends.get(&func).map(|l| (l.borrower, l.dev)) else { continue };
             let lend = self.lending.lends.get(&func).map(|l| l.lender).unwrap_or(b);
             self.return_device_force(b, dev)?;
-            let name = |h: HostId| self.fabric.hosts[h as usize].name.clone();
-            r.ended.push(EndedLend { device: self.fabric.funcs[func as usize].name.clone(), lender: name(lend), borrower: name(b), why: why.clone() });
+            let name = |h: HostId| self.fabric.host(h).name.clone();
+            r.ended.push(EndedLend { device: self.fabric.func(func).name.clone(), lender: name(lend), borrower: name(b), why: why.clone() });
             if !r.touched.contains(&func) {
                 r.touched.push(func);
             }
@@ -323,22 +323,21 @@ impl Cluster {
     }
 
     fn crash(&mut self, h: HostId, r: &mut FaultReport) -> HResult<()> {
-        let ntbs: Vec<u32> =
-            (0..self.fabric.ntbs.len() as u32).filter(|&n| self.fabric.ntbs[n as usize].host == h && self.fabric.ntbs[n as usize].peer.is_some()).collect();
+        let ntbs: Vec<u32> = (0..self.fabric.ntbs().len() as u32).filter(|&n| self.fabric.ntb(n).host == h && self.fabric.ntb(n).peer.is_some()).collect();
         for n in ntbs {
             self.fabric.ntb_link_disable(n)?;
         }
-        let own: Vec<FuncId> = (0..self.fabric.funcs.len() as FuncId).filter(|&f| self.fabric.func_host(f) == h).collect();
+        let own: Vec<FuncId> = (0..self.fabric.funcs().len() as FuncId).filter(|&f| self.fabric.func_host(f) == h).collect();
         for &func in &own {
             let slot = self.fabric.slot_of(func);
-            if self.fabric.nodes[slot as usize].parent.is_some() && !matches!(self.fabric.nodes[slot as usize].kind, NodeKind::Ntb { .. }) {
+            if self.fabric.node(slot).parent.is_some() && !matches!(self.fabric.node(slot).kind, NodeKind::Ntb { .. }) {
                 r.halted.push((func, Failure::PortDown { node: slot }));
             }
         }
-        let host = self.fabric.hosts[h as usize].name.clone();
+        let host = self.fabric.host(h).name.clone();
         r.crashed.push(h);
         self.hygiene.crashed.insert(h);
-        let t = self.fabric.tuning.timing.clone();
+        let t = self.fabric.tuning().timing.clone();
         for (func, b) in self.lending.lends.iter().filter(|(_, l)| l.lender == h).map(|(f, l)| (*f, l.borrower)) {
             let steps = vec![
                 (t.hotplug_detect_ps, b, HotplugStep::Interrupt),
@@ -359,7 +358,7 @@ impl Cluster {
     /// How a surprise removal of `func` reaches its driver: pciehp on the device's host, and for
     /// a lent device Device Lending's notice and the borrower's hot-remove.
     fn removal_notice(&self, func: FuncId) -> Notice {
-        let t = &self.fabric.tuning.timing;
+        let t = &self.fabric.tuning().timing;
         let home = self.fabric.func_host(func);
         let (irq, gone) = (t.hotplug_detect_ps, t.hotplug_detect_ps + t.hotplug_remove_ps);
         let mut steps = vec![(irq, home, HotplugStep::Interrupt)];
@@ -388,14 +387,13 @@ impl Cluster {
     fn reboot(&mut self, h: HostId) -> HResult<()> {
         self.hygiene.crashed.remove(&h);
         self.fabric.ram_unpoison(h);
-        let ntbs: Vec<u32> =
-            (0..self.fabric.ntbs.len() as u32).filter(|&n| self.fabric.ntbs[n as usize].host == h && self.fabric.ntbs[n as usize].peer.is_some()).collect();
+        let ntbs: Vec<u32> = (0..self.fabric.ntbs().len() as u32).filter(|&n| self.fabric.ntb(n).host == h && self.fabric.ntb(n).peer.is_some()).collect();
         for n in ntbs {
             self.fabric.ntb_link_enable(n)?;
         }
         let f = &self.fabric;
         let devices: Vec<FuncId> =
-            (0..f.funcs.len() as FuncId).filter(|&x| f.func_host(x) == h && !matches!(f.nodes[f.slot_of(x) as usize].kind, NodeKind::Ntb { .. })).collect();
+            (0..f.funcs().len() as FuncId).filter(|&x| f.func_host(x) == h && !matches!(f.node(f.slot_of(x)).kind, NodeKind::Ntb { .. })).collect();
         for func in devices {
             self.fabric.power_on_reset(func);
         }

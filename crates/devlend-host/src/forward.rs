@@ -83,7 +83,7 @@ impl Cluster {
     /// Put handler `handler` on the INTx line of `func` in the host the function sits in.
     pub fn request_intx_line(&mut self, func: FuncId, handler: u32) -> HResult<()> {
         let host = self.fabric.func_host(func);
-        let name = self.fabric.funcs[func as usize].name.clone();
+        let name = self.fabric.func(func).name.clone();
         let irqs = &mut self.kernels[host as usize].irqs;
         if let Some(l) = irqs.intx.get(&func) {
             return Err(HostError::Busy(format!("the INTx line of {name} already has handler {:#x}", l.handler)));
@@ -96,7 +96,7 @@ impl Cluster {
         let host = self.fabric.func_host(func);
         match self.kernels[host as usize].irqs.intx.remove(&func) {
             Some(_) => Ok(()),
-            None => invalid(format!("the INTx line of {} has no handler", self.fabric.funcs[func as usize].name)),
+            None => invalid(format!("the INTx line of {} has no handler", self.fabric.func(func).name)),
         }
     }
 
@@ -125,7 +125,7 @@ impl HostOs<'_> {
         let d = self.device(dev)?;
         let (func, name) = (d.func, d.name.clone());
         if let Origin::Borrowed { lender } = d.origin {
-            let l = &self.c.fabric.hosts[lender as usize].name;
+            let l = &self.c.fabric.host(lender).name;
             return invalid(format!(
                 "request_intx: {name} is borrowed from {l}; its legacy INTx is a message to the root complex of {l}'s own PCIe tree and cannot be remapped over the NTB \
                  (000 §4, footnote 2): use MSI-X (request_irq). Only a VM borrower gets INTx, through the lender-side handler (000 §5)"
@@ -135,7 +135,7 @@ impl HostOs<'_> {
             return invalid(format!("{name} is an NTB adapter; its interrupts belong to the NTB driver"));
         }
         if let Some(to) = d.lent_to {
-            return Err(HostError::Busy(format!("{name} is lent to host {}", self.c.fabric.hosts[to as usize].name)));
+            return Err(HostError::Busy(format!("{name} is lent to host {}", self.c.fabric.host(to).name)));
         }
         self.c.request_intx_line(func, handler)
     }

@@ -140,15 +140,15 @@ impl Cluster {
     /// How `func` is scrubbed and how long it takes (see the module docs).
     fn scrub_time(&self, func: FuncId) -> Scrub {
         let f = &self.fabric;
-        let device = f.funcs[func as usize].name.clone();
-        let profile = f.devices.iter().find(|d| d.node == f.funcs[func as usize].node).and_then(|d| d.profile.as_deref());
+        let device = f.func(func).name.clone();
+        let profile = f.devices().iter().find(|d| d.node == f.func(func).node).and_then(|d| d.profile.as_deref());
         let fill = profile.and_then(|p| params().device.get(p)).and_then(|p| Some((p.memory?, p.memory_bandwidth?)));
         match fill {
             Some((bytes, bytes_per_s)) => {
                 let ps = (bytes as u128 * 1_000_000_000_000 / bytes_per_s.max(1) as u128) as u64;
                 Scrub { device, how: ScrubHow::Fill { bytes, bytes_per_s }, ps }
             }
-            None => Scrub { device, how: ScrubHow::Reset, ps: f.tuning.timing.flr_wait_ps },
+            None => Scrub { device, how: ScrubHow::Reset, ps: f.tuning().timing.flr_wait_ps },
         }
     }
 

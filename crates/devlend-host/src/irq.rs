@@ -142,7 +142,7 @@ impl IrqTable {
     /// vector; returns how many were taken. Other events (faults, other hosts' MSIs) stay.
     pub(crate) fn accept(&mut self, f: &mut Fabric, host: HostId) -> usize {
         let mut taken = Vec::new();
-        f.events.retain(|e| match *e {
+        f.retain_events(|e| match *e {
             Event::Msi { host: h, data, .. } if h == host => {
                 taken.push(data);
                 false
@@ -174,7 +174,7 @@ pub struct MsixCap {
 /// Find the MSI-X capability by walking the capability list (Linux `pci_find_capability`).
 pub fn msix_cap(f: &Fabric, func: FuncId) -> HResult<MsixCap> {
     let rd = |off: usize, len: usize| f.config_read(func, off, len).map_err(HostError::from);
-    let name = &f.funcs[func as usize].name;
+    let name = &f.func(func).name;
     let status = rd(0x06, 2)?;
     let mut pos = if status & (1 << 4) != 0 { rd(devlend_fabric::config::CAP_PTR, 1)? as usize & !3 } else { 0 };
     for _ in 0..48 {
@@ -211,7 +211,7 @@ pub(crate) fn quiesce_msix(f: &mut Fabric, func: FuncId) -> Vec<HostError> {
     let mut errs = Vec::new();
     let _ = set_msix_control(f, func, &cap, control | MSIX_MASKALL);
     let host = f.func_host(func);
-    if let Some(bar) = f.funcs[func as usize].bars.iter().find(|b| b.index == cap.bir).copied() {
+    if let Some(bar) = f.func(func).bars.iter().find(|b| b.index == cap.bir).copied() {
         for i in 0..cap.entries as u64 {
             let at = cap.offset + i * MSIX_ENTRY_SIZE + MSIX_ENTRY_CTRL;
             if at + 4 > bar.size {
@@ -243,12 +243,12 @@ mod tests {
         t.insert(IrqDesc { vector: 0x20, dev: DevId(0), entry: 0, handler: 7, msg_addr: 0xfee0_0000, count: 0, irte: None });
         assert_eq!(t.alloc(), Some(0x21));
         assert_eq!((t.find(DevId(0), 0), t.find(DevId(0), 1), t.of(DevId(0))), (Some(0x20), None, 1));
-        f.events.push(Event::Msi { host: 0, addr: 0xfee0_0000, data: 0x20 });
-        f.events.push(Event::Msi { host: 0, addr: 0xfee0_0000, data: 0x55 });
-        f.events.push(Event::Msi { host: 1, addr: 0xfee0_0000, data: 0x20 });
+        f.record_event(Event::Msi { host: 0, addr: 0xfee0_0000, data: 0x20 });
+        f.record_event(Event::Msi { host: 0, addr: 0xfee0_0000, data: 0x55 });
+        f.record_event(Event::Msi { host: 1, addr: 0xfee0_0000, data: 0x20 });
         assert_eq!(t.accept(&mut f, 0), 2);
         assert_eq!((t.get(0x20).unwrap().count, t.spurious()), (1, 1));
-        assert_eq!(f.events.len(), 1, "another host's message stays in the log");
+        assert_eq!(f.events().len(), 1, "another host's message stays in the log");
         let func = f.func_id("nvme0").unwrap();
         let cap = msix_cap(&f, func).unwrap();
         assert_eq!((cap.pos, cap.entries, cap.bir, cap.offset), (0x40, 32, 0, devlend_fabric::config::MSIX_TABLE_OFFSET));

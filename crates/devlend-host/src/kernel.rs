@@ -108,7 +108,7 @@ impl Kernel {
 
     /// Boot: list the host's functions (BDF order) and give each local non-NTB function its DMA state.
     pub fn boot(f: &mut Fabric, host: HostId) -> HResult<Kernel> {
-        let h = &f.hosts[host as usize];
+        let h = f.host(host);
         let ram: Vec<(u64, u64)> = h.ram_regions.iter().map(|r| (r.start, r.end)).collect();
         let free: Vec<(u64, u64)> = ram.iter().map(|&(s, e)| (s.max(KERNEL_RESERVED), e)).collect();
         let mut k = Kernel {
@@ -123,12 +123,12 @@ impl Kernel {
             irqs: IrqTable::default(),
             removals: Vec::new(),
         };
-        let mut funcs: Vec<FuncId> = (0..f.funcs.len() as FuncId).filter(|&x| f.func_host(x) == host).collect();
-        funcs.sort_by_key(|&x| f.funcs[x as usize].bdf);
+        let mut funcs: Vec<FuncId> = (0..f.funcs().len() as FuncId).filter(|&x| f.func_host(x) == host).collect();
+        funcs.sort_by_key(|&x| f.func(x).bdf);
         for func in funcs {
-            let is_ntb = matches!(f.nodes[f.funcs[func as usize].node as usize].kind, NodeKind::Ntb { .. });
-            let bars = f.funcs[func as usize].bars.iter().map(|b| BarView { index: b.index, size: b.size, cpu_addr: b.addr }).collect();
-            let fun = &f.funcs[func as usize];
+            let is_ntb = matches!(f.node(f.func(func).node).kind, NodeKind::Ntb { .. });
+            let bars = f.func(func).bars.iter().map(|b| BarView { index: b.index, size: b.size, cpu_addr: b.addr }).collect();
+            let fun = f.func(func);
             let dev = PciDevice { id: DevId(0), name: fun.name.clone(), func, bdf: fun.bdf, is_ntb, origin: Origin::Local, lent_to: None, bars };
             let id = k.hot_add(dev);
             if !is_ntb {
@@ -222,8 +222,8 @@ impl Kernel {
         let mut s = String::new();
         for d in self.devices.values() {
             let origin = match (d.origin, d.lent_to) {
-                (Origin::Borrowed { lender }, _) => format!(" [borrowed from {}]", f.hosts[lender as usize].name),
-                (Origin::Local, Some(to)) => format!(" [lent to {}]", f.hosts[to as usize].name),
+                (Origin::Borrowed { lender }, _) => format!(" [borrowed from {}]", f.host(lender).name),
+                (Origin::Local, Some(to)) => format!(" [lent to {}]", f.host(to).name),
                 _ => String::new(),
             };
             let _ = write!(s, "{} {}{}{}", d.bdf, d.name, if d.is_ntb { " (NTB)" } else { "" }, origin);

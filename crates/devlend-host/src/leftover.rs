@@ -79,12 +79,11 @@ impl Cluster {
 
 fn ntb_leftovers(f: &Fabric, owned: &Owned) -> Vec<Leftover> {
     let mut out = Vec::new();
-    for (n, s) in f.ntbs.iter().enumerate() {
+    for (n, s) in f.ntbs().iter().enumerate() {
         for (pidx, tables) in s.inbound.iter().enumerate() {
             let Some(from) = s.peers.get(pidx).map(|p| p.ntb) else { continue };
             let maps: Vec<_> = owned.wins.iter().filter(|m| m.far == n as u32 && m.out == from).collect();
-            let name =
-                |window, segment, addr| Leftover::NtbTranslation { ntb: s.name.clone(), from: f.ntbs[from as usize].name.clone(), window, segment, addr };
+            let name = |window, segment, addr| Leftover::NtbTranslation { ntb: s.name.clone(), from: f.ntb(from).name.clone(), window, segment, addr };
             for (widx, t) in tables.iter().enumerate() {
                 match t {
                     Inbound::Unset => {}
@@ -117,8 +116,8 @@ fn ntb_leftovers(f: &Fabric, owned: &Owned) -> Vec<Leftover> {
 fn iommu_leftovers(c: &Cluster, owned: &Owned) -> Vec<Leftover> {
     let f = &c.fabric;
     let mut out = Vec::new();
-    for (h, m) in f.iommus.iter().enumerate() {
-        let host = f.hosts[h].name.clone();
+    for (h, m) in f.iommus().iter().enumerate() {
+        let host = f.hosts()[h].name.clone();
         let mut ctx: Vec<_> =
             m.context.iter().filter(|(_, d)| m.domains[**d as usize].name.starts_with("dl:") && !owned.domains.contains(&(h as HostId, **d))).collect();
         ctx.sort();
@@ -180,7 +179,7 @@ mod tests {
         let mut c = cluster();
         let dev = c.borrow("b", "gpu0").unwrap();
         let (na, nb) = (c.fabric.ntb_id("na").unwrap(), c.fabric.ntb_id("nb").unwrap());
-        let free = (0..c.fabric.ntbs[nb as usize].inbound[0].len()).find(|&w| c.fabric.ntbs[nb as usize].inbound[0][w] == Inbound::Unset).unwrap();
+        let free = (0..c.fabric.ntb(nb).inbound[0].len()).find(|&w| c.fabric.ntb(nb).inbound[0][w] == Inbound::Unset).unwrap();
         c.fabric.ntb_mw_set_trans(nb, 0, free, 0x1000_0000, 0x10_0000).unwrap();
         c.fabric.rid_lut_add(na, Bdf::new(9, 0, 0)).unwrap();
         let host = c.fabric.host_id("b").unwrap();

@@ -51,12 +51,12 @@ pub(crate) fn domain(f: &mut Fabric, host: HostId, name: &str) -> HResult<Domain
 
 impl LocalDma {
     pub fn boot(f: &mut Fabric, host: HostId, func: FuncId) -> HResult<LocalDma> {
-        let h = &f.hosts[host as usize];
+        let h = f.host(host);
         let iova = RangeAlloc::new(&iova_space(h));
         if !h.iommu {
             return Ok(LocalDma { domain: None, iova, maps: Vec::new() });
         }
-        let name = format!("dma:{}", f.funcs[func as usize].name);
+        let name = format!("dma:{}", f.func(func).name);
         let d = domain(f, host, &name)?;
         f.iommu_attach(host, d, func)?;
         Ok(LocalDma { domain: Some(d), iova, maps: Vec::new() })
@@ -134,7 +134,7 @@ mod tests {
             assert_eq!(a == 0x100_0123, !iommu);
             if iommu {
                 assert_eq!((a & 0xfff, a >> 32 > 0, b - a), (0x123, true, 0x3000), "IOVAs above 4 GiB keep the page offset");
-                assert_eq!(f.iommus[0].domains[d.domain.unwrap() as usize].mapped_bytes, 0x4000);
+                assert_eq!(f.iommus()[0].domains[d.domain.unwrap() as usize].mapped_bytes, 0x4000);
             }
             assert!(d.unmap(&mut f, 0, a, 0x1000).is_err(), "size mismatch");
             d.unmap(&mut f, 0, a, 0x2000).unwrap();

@@ -78,7 +78,7 @@ impl HostOs<'_> {
     fn usable(&self, dev: DevId) -> HResult<&PciDevice> {
         let d = self.kernel().device(dev)?;
         if let Some(to) = d.lent_to {
-            return Err(HostError::Busy(format!("{} is lent to host {}", d.name, self.c.fabric.hosts[to as usize].name)));
+            return Err(HostError::Busy(format!("{} is lent to host {}", d.name, self.c.fabric.host(to).name)));
         }
         Ok(d)
     }
@@ -157,7 +157,7 @@ impl HostOs<'_> {
 
     /// This host's MSI message address (destination APIC ID 0; see `irq`).
     pub fn msi_address(&self) -> u64 {
-        self.c.fabric.hosts[self.host as usize].msi.start
+        self.c.fabric.host(self.host).msi.start
     }
 
     /// `request_irq(pci_irq_vector(dev, entry), handler, ...)`: allocate a vector of this host
@@ -228,12 +228,13 @@ impl HostOs<'_> {
         if !f.intr_remap_on(self.host) {
             return Ok(None);
         }
-        let bdf = f.funcs[func as usize].bdf;
+        let bdf = f.func(func).bdf;
         let rid = match self.c.lending.lends.get(&func) {
             Some(l) => {
-                let idx = f.ntbs[l.la as usize]
+                let idx = f
+                    .ntb(l.la)
                     .rid_lut_index(bdf)
-                    .ok_or_else(|| HostError::Invalid(format!("{} has no LUT entry on its lender's adapter", f.funcs[func as usize].name)))?;
+                    .ok_or_else(|| HostError::Invalid(format!("{} has no LUT entry on its lender's adapter", f.func(func).name)))?;
                 f.ntb_alias_of(l.bb, l.la, idx)
             }
             None => bdf,

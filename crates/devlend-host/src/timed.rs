@@ -102,11 +102,9 @@ impl<'t, 'y> ThreadOs<'t, 'y> {
         let Some((func, since)) = self.drives.get() else { return Ok(()) };
         let c = self.t.world();
         match c.removed_at(self.host, func) {
-            Some(at) if at >= since => Err(HostError::NoDevice(NoSuch::Removed {
-                device: c.fabric.funcs[func as usize].name.clone(),
-                host: c.fabric.hosts[self.host as usize].name.clone(),
-                at,
-            })),
+            Some(at) if at >= since => {
+                Err(HostError::NoDevice(NoSuch::Removed { device: c.fabric.func(func).name.clone(), host: c.fabric.host(self.host).name.clone(), at }))
+            }
             _ => Ok(()),
         }
     }
@@ -217,7 +215,7 @@ impl Os for ThreadOs<'_, '_> {
     }
     fn wait_irq(&mut self, vector: u8, seen: u64) -> HResult<u64> {
         let host = self.host;
-        let what = format!("interrupt vector {vector} of host {} (seen {seen})", self.with(|os| os.c.fabric.hosts[host as usize].name.clone()));
+        let what = format!("interrupt vector {vector} of host {} (seen {seen})", self.with(|os| os.c.fabric.host(host).name.clone()));
         let arrived = move |c: &mut Cluster| HostOs { c, host }.irq_count(vector) > seen;
         let pending = arrived(&mut self.t.world());
         if !pending {
@@ -225,7 +223,7 @@ impl Os for ThreadOs<'_, '_> {
             self.check_removed()?;
             // Asleep when it came: the interrupt entry runs before the driver does. One that came
             // while the driver ran was entered then, off the driver's path.
-            let entry = self.t.world().fabric.tuning.host(host).irq_entry_ps;
+            let entry = self.t.world().fabric.tuning().host(host).irq_entry_ps;
             self.t.sleep(entry);
         }
         Ok(self.irq_count(vector))
@@ -241,7 +239,7 @@ impl Os for ThreadOs<'_, '_> {
             if !held {
                 return Ok(None);
             }
-            let entry = self.t.world().fabric.tuning.host(host).irq_entry_ps;
+            let entry = self.t.world().fabric.tuning().host(host).irq_entry_ps;
             self.t.sleep(entry);
         }
         Ok(Some(self.irq_count(vector)))

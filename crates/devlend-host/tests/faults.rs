@@ -10,7 +10,7 @@ use devlend_fabric::route::Failure;
 use devlend_host::{Cluster, DmaDir, HostError};
 
 fn failures(c: &Cluster) -> usize {
-    c.fabric.events.iter().filter(|e| matches!(e, Event::Failed(_))).count()
+    c.fabric.events().iter().filter(|e| matches!(e, Event::Failed(_))).count()
 }
 
 /// A store and a load at `addr` both fail with `Fault`, each recorded once, nothing written.

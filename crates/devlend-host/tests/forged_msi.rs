@@ -47,7 +47,7 @@ fn forged_msi_writes_are_blocked_with_remapping_and_raise_vectors_without() {
         assert_eq!(counts(&mut c), (1, 0, 0));
         let v0_addr = c.kernel("borrower").unwrap().irqs().get(v0).unwrap().msg_addr;
         let v1_addr = c.kernel("lender-a").unwrap().irqs().get(v1).unwrap().msg_addr;
-        let (borrower_msi, lender_msi) = (c.fabric.hosts[b as usize].msi.start, c.fabric.hosts[la as usize].msi.start);
+        let (borrower_msi, lender_msi) = (c.fabric.host(b).msi.start, c.fabric.host(la).msi.start);
         let page = v0_addr - (v0_addr & 0xfff);
         let forged = [
             // gpu4 sends gpu0's message, from the wrong source ID.
@@ -58,14 +58,14 @@ fn forged_msi_writes_are_blocked_with_remapping_and_raise_vectors_without() {
             ("the lender's own vector", "gpu0", if remapping { v1_addr } else { lender_msi }, v1 as u32, (0, 0, 1), la),
         ];
         for (what, dev, addr, data, raised, host) in forged {
-            let before = c.fabric.events.total();
+            let before = c.fabric.events().total();
             let was = counts(&mut c);
             let fail = device_write(&mut c, dev, addr, &data.to_le_bytes());
             let now = counts(&mut c);
             if remapping {
                 assert!(matches!(fail, Some(Failure::Interrupt { host: h, .. }) if h == host), "{what}: {fail:?}");
                 assert_eq!(now, was, "{what}: nothing raised");
-                assert!(c.fabric.events.total() > before && matches!(c.fabric.events.last(), Some(Event::Failed(_))), "{what}: recorded");
+                assert!(c.fabric.events().total() > before && matches!(c.fabric.events().last(), Some(Event::Failed(_))), "{what}: recorded");
             } else {
                 assert_eq!(fail, None, "{what}");
                 assert_eq!((now.0 - was.0, now.1 - was.1, now.2 - was.2), raised, "{what}: the forged vector is raised");

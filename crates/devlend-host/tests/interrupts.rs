@@ -30,11 +30,11 @@ fn three_host(a_iommu: bool, b_iommu: bool) -> Cluster {
 }
 
 fn msix_enabled(c: &Cluster, dev: &str) -> bool {
-    c.fabric.config[c.fabric.func_id(dev).unwrap() as usize].msix_control & MSIX_ENABLE != 0
+    c.fabric.config_state(c.fabric.func_id(dev).unwrap()).msix_control & MSIX_ENABLE != 0
 }
 
 fn msi_events(c: &Cluster, host: u16) -> usize {
-    c.fabric.events.iter().filter(|e| matches!(e, Event::Msi { host: h, .. } if *h == host)).count()
+    c.fabric.events().iter().filter(|e| matches!(e, Event::Msi { host: h, .. } if *h == host)).count()
 }
 
 #[test]
@@ -84,7 +84,7 @@ fn a_borrowed_device_interrupts_the_borrower_through_the_lenders_ntb() {
         assert_eq!(c.kernel("borrower").unwrap().irqs().get(v).unwrap().msg_addr, addr);
         let f = c.fabric.func_id("gpu0").unwrap();
         let r = c.fabric.route(Requester::Func(f), addr, Access::Write);
-        assert_eq!(r.delivered(), Some(Target::Msi { host: b, addr: c.fabric.hosts[b as usize].msi.start }), "{r:?}");
+        assert_eq!(r.delivered(), Some(Target::Msi { host: b, addr: c.fabric.host(b).msi.start }), "{r:?}");
         assert_eq!(r.ntb_crossings(), 1);
         let iommu_hops = |h| r.hops.iter().filter(|x| x.kind == HopKind::Iommu && x.host == h).count();
         assert_eq!((iommu_hops(b), iommu_hops(l)), (0, lender_iommu as usize), "borrower: MSI is not DMA-remapped; lender: Rem-IOMMU checks it");
@@ -154,8 +154,8 @@ fn devices_from_one_lender_share_the_mapping_of_the_borrowers_msi_page() {
         }
         let a: Vec<u64> = ["gpu0", "gpu1", "gpu3"].iter().map(|n| msix_entry(&mut c, n, 0).0).collect();
         assert_eq!(a[0], a[1], "gpu0 and gpu1 come from lender-a over one NTB pair");
-        let msi = c.fabric.hosts[0].msi.start;
-        let onto_msi = |c: &Cluster, ntb: &str| match &c.fabric.ntbs[c.fabric.ntb_id(ntb).unwrap() as usize].inbound[0][0] {
+        let msi = c.fabric.hosts()[0].msi.start;
+        let onto_msi = |c: &Cluster, ntb: &str| match &c.fabric.ntb(c.fabric.ntb_id(ntb).unwrap()).inbound[0][0] {
             devlend_fabric::ntb::Inbound::Lut(segs) => segs.iter().filter(|s| **s == Some(msi)).count(),
             other => panic!("{other:?}"),
         };
@@ -204,7 +204,7 @@ fn returning_a_device_with_interrupts_requested_is_refused_or_forced() {
         c.fabric.set_bus_master(f, true);
         let (_, fail) = c.fabric.write(Requester::Func(f), old, &(v as u32).to_le_bytes());
         assert!(matches!(fail, Some(Failure::NtbUnmapped { .. } | Failure::RidLutMiss { .. } | Failure::Iommu { .. })), "{fail:?}");
-        assert!(matches!(c.fabric.events.last(), Some(Event::Failed(_))));
+        assert!(matches!(c.fabric.events().last(), Some(Event::Failed(_))));
         assert_eq!(c.os("borrower").unwrap().irq_spurious(), 0);
         assert!(c.lending_idle() && c.anomalies().is_empty());
         // The lender can use its device's interrupts again.
@@ -241,11 +241,11 @@ fn interrupt_misuse_gives_errors_not_panics() {
     // A message for a vector nobody requested is counted as spurious.
     let f = c.fabric.func_id("gpu0").unwrap();
     c.fabric.set_bus_master(f, true);
-    let lender_msi = c.fabric.hosts[1].msi.start;
+    let lender_msi = c.fabric.hosts()[1].msi.start;
     assert_eq!(c.fabric.write(Requester::Func(f), lender_msi, &[0x99, 0, 0, 0]).1, None);
     assert_eq!(c.os("lender").unwrap().irq_spurious(), 1);
     // The borrower's MSI page is reachable only through the mapping request_irq asks for.
-    let borrower_msi = c.fabric.hosts[0].msi.start;
+    let borrower_msi = c.fabric.hosts()[0].msi.start;
     assert_eq!(c.fabric.write(Requester::Func(f), borrower_msi, &[0x20, 0, 0, 0]).1, None, "that is the lender's own MSI range");
     assert_eq!(c.os("borrower").unwrap().irq_spurious(), 0);
 }
@@ -274,7 +274,7 @@ fn interrupt_remapping_blocks_forged_messages_and_passes_the_borrowed_devices() 
             let mut os = c.os("borrower").unwrap();
             assert_eq!((os.irq_count(v0), os.irq_count(v4)), (n, n));
         }
-        let msi = c.fabric.hosts[b as usize].msi.start;
+        let msi = c.fabric.host(b).msi.start;
         let v4_addr = c.kernel("borrower").unwrap().irqs().get(v4).unwrap().msg_addr;
         let v0_lender_addr = c.kernel("borrower").unwrap().irqs().get(v0).unwrap().msg_addr;
         // gpu4 (local) forges: gpu0's vector in compatibility format, and gpu0's entry through
@@ -285,16 +285,16 @@ fn interrupt_remapping_blocks_forged_messages_and_passes_the_borrowed_devices() 
             ("gpu0", v0_lender_addr - (v0_lender_addr & 0xfff) + (v4_addr & 0xfff), v4 as u32),
         ];
         for (dev, addr, data) in forged {
-            let (digest, before) = (c.fabric.memory_digest(), c.fabric.events.total());
+            let (digest, before) = (c.fabric.memory_digest(), c.fabric.events().total());
             let fail = device_write(&mut c, dev, addr, &data.to_le_bytes());
             assert!(matches!(fail, Some(Failure::Interrupt { host, .. }) if host == b), "{dev} at {addr:#x}: {fail:?}");
-            assert_eq!((c.fabric.events.total(), c.fabric.memory_digest()), (before + 1, digest), "recorded once, nothing changed");
+            assert_eq!((c.fabric.events().total(), c.fabric.memory_digest()), (before + 1, digest), "recorded once, nothing changed");
             let mut os = c.os("borrower").unwrap();
             assert_eq!((os.irq_count(v0), os.irq_count(v4), os.irq_spurious()), (2, 2, 0), "{dev}: no interrupt raised");
         }
         let mut os = c.os("borrower").unwrap();
         os.free_irq(g0, 0).unwrap();
         os.free_irq(local, 0).unwrap();
-        assert!(c.fabric.iommus[b as usize].irt.as_ref().unwrap().entries.iter().all(|e| e.is_none()), "free_irq clears the entries");
+        assert!(c.fabric.iommu(b).irt.as_ref().unwrap().entries.iter().all(|e| e.is_none()), "free_irq clears the entries");
     }
 }

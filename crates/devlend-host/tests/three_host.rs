@@ -10,7 +10,7 @@ use devlend_wire::Access;
 
 fn hops_through(c: &mut Cluster, src: &str, dma: u64, ntb: &str) -> (usize, usize, bool) {
     let f = c.fabric.func_id(src).unwrap();
-    let node = c.fabric.ntbs[c.fabric.ntb_id(ntb).unwrap() as usize].node;
+    let node = c.fabric.ntb(c.fabric.ntb_id(ntb).unwrap()).node;
     let r = c.fabric.route(Requester::Func(f), dma, Access::Write);
     let via = r.hops.iter().any(|h| h.kind == HopKind::Ntb && h.node == node);
     (r.ntb_crossings(), r.roots(), via)
@@ -232,9 +232,9 @@ fn devices_lent_to_one_borrower_share_a_domain_unless_each_gets_its_own() {
         assert_eq!(c.lends()[0].window_addr, c.lends()[1].window_addr, "one DMA window either way");
         assert_eq!(device_write(&mut c, "gpu0", dma0, b"mine"), None, "a device reaches its own buffer");
         assert_eq!(device_write(&mut c, "gpu1", dma1, b"ones"), None);
-        let (digest, n) = (c.fabric.memory_digest(), c.fabric.events.iter().filter(|e| matches!(e, Event::Failed(_))).count());
+        let (digest, n) = (c.fabric.memory_digest(), c.fabric.events().iter().filter(|e| matches!(e, Event::Failed(_))).count());
         let fail = device_write(&mut c, "gpu0", dma1, b"theirs");
-        let now = c.fabric.events.iter().filter(|e| matches!(e, Event::Failed(_))).count();
+        let now = c.fabric.events().iter().filter(|e| matches!(e, Event::Failed(_))).count();
         if own {
             assert!(matches!(fail, Some(Failure::Iommu { host: 0, .. })), "{fail:?}");
             assert_eq!((now, c.fabric.memory_digest()), (n + 1, digest), "blocked, recorded, nothing written");

@@ -69,14 +69,14 @@ fn a_borrowed_device_cannot_reach_memory_that_was_not_mapped() {
         let ro = os.kmalloc(0x1000).unwrap();
         let ro_dma = os.dma_map_single(gpu, ro, 0x1000, DmaDir::ToDevice).unwrap();
         let before = c.fabric.memory_digest();
-        let faults = (c.fabric.iommus[0].faults.len(), c.fabric.iommus[1].faults.len());
+        let faults = (c.fabric.iommus()[0].faults.len(), c.fabric.iommus()[1].faults.len());
         let fail = device_write(&mut c, "gpu0", dma + 0x10_0000, b"rogue");
         let fault_host = if lender_iommu { 1 } else { 0 };
         assert!(matches!(fail, Some(Failure::Iommu { host, fault }) if host == fault_host && fault.reason == FaultReason::NotPresent), "{fail:?}");
         let fail = device_write(&mut c, "gpu0", ro_dma, b"rogue");
         assert!(matches!(fail, Some(Failure::Iommu { fault, .. }) if fault.reason == FaultReason::WriteDenied), "a ToDevice buffer is read-only: {fail:?}");
         assert_eq!(c.fabric.memory_digest(), before, "nothing was written");
-        let after = (c.fabric.iommus[0].faults.len(), c.fabric.iommus[1].faults.len());
+        let after = (c.fabric.iommus()[0].faults.len(), c.fabric.iommus()[1].faults.len());
         assert_eq!(after.0 + after.1, faults.0 + faults.1 + 2, "both faults recorded");
         let (data, fail) = c.fabric.read(Requester::Func(c.fabric.func_id("gpu0").unwrap()), ro_dma, 16);
         assert_eq!((data, fail), (vec![0; 16], None), "the device may read what it was given to read");

@@ -192,7 +192,7 @@ impl Fabric {
     }
 
     fn cache_stats(&self) -> (u64, u64, usize) {
-        (self.inner.cache_hits, self.inner.cache_misses, self.inner.cached_routes())
+        (self.inner.route_cache_stats().0, self.inner.route_cache_stats().1, self.inner.cached_routes())
     }
 
     /// Time `iterations` cached lookups over `pages` consecutive pages from `addr` (benchmarks).
@@ -219,11 +219,11 @@ impl Fabric {
     /// ntb_peer_port_number for every peer index: the adapters `ntb` reaches, by peer index.
     fn peers(&self, ntb: &str) -> PyResult<Vec<String>> {
         let n = self.ntb(ntb)?;
-        Ok(self.inner.ntbs[n as usize].peers.iter().map(|p| self.inner.ntbs[p.ntb as usize].name.clone()).collect())
+        Ok(self.inner.ntb(n).peers.iter().map(|p| self.inner.ntb(p.ntb).name.clone()).collect())
     }
     /// Links that trained down: (link end a, end b, asked (gen, width), trained (gen, width), message).
     fn trained_down(&self) -> Vec<TrainedDown> {
-        self.inner.trained_down.iter().map(|t| (t.spec_path.clone(), t.asked, t.trained, t.message())).collect()
+        self.inner.trained_down().iter().map(|t| (t.spec_path.clone(), t.asked, t.trained, t.message())).collect()
     }
     fn peer_mw_count(&self, ntb: &str) -> PyResult<usize> {
         Ok(self.inner.peer_mw_count(self.ntb(ntb)?))
@@ -235,13 +235,13 @@ impl Fabric {
     #[pyo3(signature = (ntb, widx, addr, size, pidx=0))]
     fn mw_set_trans(&mut self, ntb: &str, widx: usize, addr: PyAddr, size: u64, pidx: usize) -> PyResult<()> {
         let n = self.ntb(ntb)?;
-        let a = self.addr_for(Requester::Cpu(self.inner.ntbs[n as usize].host), addr)?;
+        let a = self.addr_for(Requester::Cpu(self.inner.ntb(n).host), addr)?;
         self.inner.ntb_mw_set_trans(n, pidx, widx, a, size).map_err(ferr)
     }
     #[pyo3(signature = (ntb, widx, segment, addr, pidx=0))]
     fn lut_set_trans(&mut self, ntb: &str, widx: usize, segment: usize, addr: PyAddr, pidx: usize) -> PyResult<()> {
         let n = self.ntb(ntb)?;
-        let a = self.addr_for(Requester::Cpu(self.inner.ntbs[n as usize].host), addr)?;
+        let a = self.addr_for(Requester::Cpu(self.inner.ntb(n).host), addr)?;
         self.inner.ntb_lut_set_trans(n, pidx, widx, segment, a).map_err(ferr)
     }
     #[pyo3(signature = (ntb, widx, pidx=0))]
@@ -255,7 +255,7 @@ impl Fabric {
     fn rid_lut_add(&mut self, ntb: &str, requester: &str) -> PyResult<usize> {
         let n = self.ntb(ntb)?;
         let r = self.req(requester)?;
-        if self.inner.requester_host(r) != self.inner.ntbs[n as usize].host {
+        if self.inner.requester_host(r) != self.inner.ntb(n).host {
             return Err(FabricError::new_err(format!("{requester} is not in the host of {ntb}")));
         }
         let rid = self.inner.requester_rid(r);
@@ -279,7 +279,7 @@ impl Fabric {
         Ok(())
     }
     fn db_irqs(&self, ntb: &str) -> PyResult<u64> {
-        Ok(self.inner.ntbs[self.ntb(ntb)? as usize].doorbell_irqs)
+        Ok(self.inner.ntb(self.ntb(ntb)?).doorbell_irqs)
     }
     fn spad_read(&self, ntb: &str, idx: usize) -> PyResult<u32> {
         self.inner.spad_read(self.ntb(ntb)?, idx).map_err(ferr)
@@ -348,7 +348,7 @@ impl Fabric {
 
     // ----- PCI -----
     fn bdf(&self, device: &str) -> PyResult<String> {
-        Ok(self.inner.funcs[self.func(device)? as usize].bdf.to_string())
+        Ok(self.inner.func(self.func(device)?).bdf.to_string())
     }
     #[pyo3(signature = (device, offset, size=4))]
     fn config_read(&self, device: &str, offset: usize, size: usize) -> PyResult<u32> {

@@ -178,7 +178,7 @@ impl Pool {
         let f = &self.inner.cluster().fabric;
         let p = f.programmed();
         let ntbs = f
-            .ntbs
+            .ntbs()
             .iter()
             .zip(p.inbound.iter().zip(&p.rid_luts))
             .map(|(n, (i, l))| {

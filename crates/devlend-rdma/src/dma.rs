@@ -176,14 +176,14 @@ impl DmaEngine {
 /// `n` bytes (little-endian) of the engine's BAR 0 at `off`.
 pub(crate) fn reg_read(f: &Fabric, func: FuncId, off: u64, n: usize) -> u64 {
     let mut b = vec![0u8; n];
-    if let Some(m) = f.bar_mem.get(&(func, 0)) {
+    if let Some(m) = f.bar_mem(func, 0) {
         m.read(off, &mut b);
     }
     b.iter().rev().fold(0, |a, x| a << 8 | *x as u64)
 }
 
 pub(crate) fn reg_write(f: &mut Fabric, func: FuncId, off: u64, data: &[u8]) {
-    f.bar_mem.entry((func, 0)).or_default().write(off, data);
+    f.bar_store(func, 0, off, data);
 }
 
 impl<W: World> Device<W> for DmaEngine {

@@ -117,14 +117,14 @@ pub(crate) fn dma_call<W: World>(t: &mut Thread<'_, W>, r: Regs, descs: &[Desc],
         let table: Vec<u8> = descs.iter().flat_map(|d| d.encode()).collect();
         t.world().fabric().write(Requester::Cpu(r.host), r.ring, &table);
     }
-    let events = t.world().fabric().events.total();
+    let events = t.world().fabric().events().total();
     for (off, v) in register_stores(descs, sg, r.ring) {
         crate::pio::uc_store(t, r.host, r.base + off, v)?;
     }
     lap(t, &mut timing, "register stores (UC)");
     let data = r.msi_data;
     t.wait_until(format!("the completion interrupt (MSI data {data:#x})"), move |w: &mut W| {
-        w.fabric().events.since(events).any(|e| matches!(e, Event::Msi { data: d, .. } if *d == data))
+        w.fabric().events().since(events).any(|e| matches!(e, Event::Msi { data: d, .. } if *d == data))
     });
     lap(t, &mut timing, "engine: descriptors, data, MSI");
     for _ in before..reads {

@@ -50,8 +50,8 @@ impl Node {
     /// point the inbound window at the buffer.
     pub fn open(f: &mut Fabric, ntb: &str, ram_offset: u64, size: u64) -> RResult<Node> {
         let ntb = f.ntb_id(ntb)?;
-        let host = f.ntbs[ntb as usize].host;
-        let h = &f.hosts[host as usize];
+        let host = f.ntb(ntb).host;
+        let h = f.host(host);
         let phys = f.ram_offset_to_phys(h, ram_offset).ok_or_else(|| RdmaError::NoRam { host: h.name.clone(), offset: ram_offset, what: "buffer" })?;
         let ring_phys = f.ram_offset_to_phys(h, ram_offset + size).ok_or_else(|| RdmaError::NoRam {
             host: h.name.clone(),
@@ -67,8 +67,8 @@ impl Node {
     /// As [`Node::open`] with the buffer and ring already pinned by the caller (the host's
     /// allocator), through memory window `widx` of NT adapter `ntb`.
     pub fn open_at(f: &mut Fabric, ntb: u32, widx: usize, buf: Pinned, ring: Pinned) -> RResult<Node> {
-        let host = f.ntbs[ntb as usize].host;
-        let func = f.ntbs[ntb as usize].func;
+        let host = f.ntb(ntb).host;
+        let func = f.ntb(ntb).func;
         f.set_bus_master(func, true);
         f.mw_set_trans(ntb, widx, buf.phys, buf.size)?;
         let window = f.peer_mw_get_addr(ntb, widx)?;
@@ -117,7 +117,7 @@ impl Node {
 
     /// Refuse to touch the peer when the NTB link is down (no cable, or `ntb_link_disable`).
     pub fn check_link(&self, f: &Fabric) -> RResult<()> {
-        let n = &f.ntbs[self.ntb as usize];
+        let n = f.ntb(self.ntb);
         if f.ntb_link_is_up(self.ntb) {
             return Ok(());
         }

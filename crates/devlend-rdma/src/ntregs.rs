@@ -75,13 +75,13 @@ impl Side {
 
 /// Both sides of the NTB of adapter `ntb` (this side first).
 pub fn sides(f: &Fabric, ntb: u32) -> RResult<[Side; 2]> {
-    let n = &f.ntbs[ntb as usize];
+    let n = f.ntb(ntb);
     let peer = n.peer.ok_or_else(|| RdmaError::LinkDown { ntb: n.name.clone(), cabled: false, ping: None })?;
-    let p = &f.ntbs[peer as usize];
+    let p = f.ntb(peer);
     let virt = n.name.contains("virtual") || (!p.name.contains("virtual") && ntb < peer);
     let side = |id: u32, virt: bool| -> RResult<Side> {
-        let x = &f.ntbs[id as usize];
-        let bar = f.funcs[x.func as usize].bars.iter().find(|b| b.index == 0).filter(|b| b.size >= SPAN);
+        let x = f.ntb(id);
+        let bar = f.func(x.func).bars.iter().find(|b| b.index == 0).filter(|b| b.size >= SPAN);
         let bar = bar.ok_or_else(|| RdmaError::NoControlBar { ntb: x.name.clone(), span: SPAN })?;
         Ok(Side { ntb: id, func: x.func, host: x.host, virt, bar0: bar.addr })
     };
@@ -100,13 +100,13 @@ impl NtRegs {
         let sides = sides(f, ntb)?;
         for s in &sides {
             let mut entry = [0u8; 16];
-            let mut addr = f.hosts[s.host as usize].msi.start;
+            let mut addr = f.host(s.host).msi.start;
             if f.intr_remap_on(s.host) {
                 // A remapping entry validating the adapter's requester ID, as Linux's ntb_hw
                 // driver gets from request_irq on a host with interrupt remapping on.
-                let source = devlend_fabric::intremap::Source::Rid(f.funcs[s.func as usize].bdf);
+                let source = devlend_fabric::intremap::Source::Rid(f.func(s.func).bdf);
                 let irte = devlend_fabric::intremap::Irte { vector: DB_MSI_DATA as u8, source };
-                let held = f.iommus[s.host as usize].irt.as_ref().and_then(|t| t.entries.iter().position(|e| *e == Some(irte)));
+                let held = f.iommu(s.host).irt.as_ref().and_then(|t| t.entries.iter().position(|e| *e == Some(irte)));
                 let handle = match held {
                     Some(h) => h as u32,
                     None => f.irte_alloc(s.host, irte)?,
@@ -138,7 +138,7 @@ impl NtRegs {
         let s = self.sides[k];
         let db = f.db_read(s.ntb) as u32;
         reg_write(f, s.func, s.db(), &db.to_le_bytes());
-        for i in 0..f.ntbs[s.ntb as usize].spads.len() {
+        for i in 0..f.ntb(s.ntb).spads.len() {
             let v = f.spad_read(s.ntb, i)?;
             reg_write(f, s.func, s.spad(i), &v.to_le_bytes());
         }
@@ -177,7 +177,7 @@ impl<W: World> Device<W> for NtRegs {
             return;
         }
         for (k, s) in [(me, own), (1 - me, other)] {
-            let n = cx.fabric().ntbs[s.ntb as usize].spads.len() as u64;
+            let n = cx.fabric().ntb(s.ntb).spads.len() as u64;
             if offset >= s.spad(0) && offset < s.spad(n as usize) && (offset - s.spad(0)).is_multiple_of(4) {
                 let i = ((offset - s.spad(0)) / 4) as usize;
                 let done = if k == me { cx.fabric().spad_write(own.ntb, i, v) } else { cx.fabric().peer_spad_write(own.ntb, i, v) };
@@ -224,7 +224,7 @@ impl CpuRegs {
 /// How many doorbell interrupts of `host` (MSIs with [`DB_MSI_DATA`]) were recorded from event
 /// number `since` on.
 pub fn doorbell_irq_count(f: &Fabric, host: HostId, since: u64) -> usize {
-    f.events.since(since).filter(|e| matches!(e, devlend_fabric::fabric::Event::Msi { host: h, data, .. } if *h == host && *data == DB_MSI_DATA)).count()
+    f.events().since(since).filter(|e| matches!(e, devlend_fabric::fabric::Event::Msi { host: h, data, .. } if *h == host && *data == DB_MSI_DATA)).count()
 }
 
 /// The CPU store that rings the peer's doorbell bits, done timelessly (the handshake's READY).

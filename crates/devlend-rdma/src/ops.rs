@@ -128,7 +128,7 @@ fn spawn(m: &mut Machine<Fabric>, c: &Caller, regs: CpuRegs, board: &Rc<Board>, 
     let b = board.clone();
     let peer = regs.peer.host;
     m.spawn_service("peer doorbell handler", 0, move |t| {
-        let since = t.world().events.total();
+        let since = t.world().events().total();
         loop {
             let n = b.handled.borrow().len();
             t.wait_for("the data doorbell", Watch::Msi { host: peer }, move |f: &mut Fabric| doorbell_irq_count(f, peer, since) > n);

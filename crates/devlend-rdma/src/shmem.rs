@@ -119,11 +119,10 @@ impl Pe {
         }
         let engine = DmaEngine::with(func, channels, outstanding_reads)?;
         f.set_bus_master(func, true);
-        let bdf = f.funcs[func as usize].bdf;
+        let bdf = f.func(func).bdf;
         f.rid_lut_add(self.node.ntb, bdf)?;
-        let bar0 =
-            f.funcs[func as usize].bars.iter().find(|b| b.index == 0).map(|b| b.addr).ok_or_else(|| RdmaError::NoBar { function: name.to_string(), bar: 0 })?;
-        let msi = (f.hosts[self.node.host as usize].msi.start, 0x41u32);
+        let bar0 = f.func(func).bars.iter().find(|b| b.index == 0).map(|b| b.addr).ok_or_else(|| RdmaError::NoBar { function: name.to_string(), bar: 0 })?;
+        let msi = (f.host(self.node.host).msi.start, 0x41u32);
         for c in 0..channels {
             let mut entry = [0u8; 16];
             entry[0..8].copy_from_slice(&msi.0.to_le_bytes());
@@ -404,8 +403,8 @@ impl Pe {
         let addr = self.node.window.0;
         let plan = devlend_engine::plan(f, Requester::Func(func), addr, Access::Write)
             .map_err(|e| RdmaError::Route { addr, failure: Box::new(f.failure_report(&e)) })?;
-        let mut ports = vec![(0u64, 0u64); f.links.len() * 2];
-        for (i, l) in f.links.iter().enumerate() {
+        let mut ports = vec![(0u64, 0u64); f.links().len() * 2];
+        for (i, l) in f.links().iter().enumerate() {
             for down in [true, false] {
                 ports[port_id(i as u32, down) as usize] = (ps_per_byte_fp(l.gen, l.width), propagation(l.kind));
             }

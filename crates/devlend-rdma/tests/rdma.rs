@@ -186,14 +186,14 @@ fn descriptors_outside_registered_memory() {
     // Raw descriptors (a buggy driver): the second one's destination is past the 1 MiB BAR. The
     // channel stops there with an error status and a recorded fault; nothing is reported as done.
     let descs = [Desc { src: local, dst: win, count: 256 }, Desc { src: local, dst: win + (1 << 20), count: 256 }];
-    let events = f.events.len();
+    let events = f.events().len();
     let e = p.b.dma_raw(&mut f, &descs, true).unwrap_err();
     // The fault's route failure comes back as the fabric's value, with the names it refers to.
     let RdmaError::Dma { descriptor: 1, bytes_done: 256, stop: DmaStop::Route(r) } = &e else { panic!("{e:?}") };
     assert!(matches!(r.failure, Failure::Unsupported { addr, .. } if addr == win + (1 << 20)), "{r:?}");
     assert_eq!((r.host.as_deref(), r.port.clone()), (Some("host-b"), Some(("host-b".into(), "rc".into()))));
     assert!(e.to_string().ends_with(&f.describe_failure(&r.failure)), "{e}");
-    assert!(f.events.len() > events, "the fault is recorded on the fabric");
+    assert!(f.events().len() > events, "the fault is recorded on the fabric");
     let rest = ram(&mut f, p.a.node.host, base + 256, (1 << 20) - 256);
     assert_eq!(rest, before[256..]);
     // The library checks the same descriptors first and moves nothing.

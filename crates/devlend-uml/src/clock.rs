@@ -15,7 +15,6 @@
 use crate::error::{UmlError, UmlResult};
 use crate::server::{poll_any, Session};
 use crate::timetravel::{self as tt, ns_at_or_after, TtMsg, NEVER_NS};
-use crate::vhost;
 
 /// How long (simulated) a guest that waits with no timer is given for an interrupt before the
 /// run is ended as one that would never wake: assumed, ten times Linux's NVMe I/O timeout
@@ -67,7 +66,7 @@ impl Session {
     /// Tell the guest how far it may run: the engine's next event. `sync`: the guest is waiting
     /// for a vhost-user reply and reads time messages only until that comes, so wait for the ACK.
     pub(crate) fn tell_free_until(&mut self, sync: bool) -> UmlResult<()> {
-        let until = self.dev.next_event().map_or(NEVER_NS, ns_at_or_after).max(self.clock.time.now);
+        let until = self.engine.next_event().map_or(NEVER_NS, ns_at_or_after).max(self.clock.time.now);
         if self.clock.free_until == Some(until) {
             return Ok(());
         }
@@ -101,12 +100,12 @@ impl Session {
         let bound = target.unwrap_or(self.clock.time.now.saturating_add(IDLE_HORIZON_NS));
         if !self.deliver()? {
             loop {
-                let stopped = self.dev.advance(bound.saturating_mul(1000))?;
-                self.finish_reads()?;
+                let stopped = self.engine.advance(bound.saturating_mul(1000))?;
+                self.conn.finish_reads()?;
                 if stopped {
-                    let t = ns_at_or_after(self.dev.machine.now()).max(self.clock.time.now);
+                    let t = ns_at_or_after(self.engine.machine.now()).max(self.clock.time.now);
                     self.clock.time.now = t;
-                    if self.hot_unplug()? | self.deliver()? {
+                    if self.conn.hot_unplug(&self.engine)? | self.deliver()? {
                         break;
                     }
                     continue;
@@ -135,11 +134,11 @@ impl Session {
     /// event being due by its current time.
     fn settle(&mut self) -> UmlResult<()> {
         let end = self.clock.time.now.saturating_mul(1000);
-        while self.dev.advance(end)? {
-            self.finish_reads()?;
-            let _ = self.hot_unplug()? | self.deliver()?;
+        while self.engine.advance(end)? {
+            self.conn.finish_reads()?;
+            let _ = self.conn.hot_unplug(&self.engine)? | self.deliver()?;
         }
-        self.finish_reads()
+        self.conn.finish_reads()
     }
 
     /// Deliver the interrupts raised so far, at the guest's current time: MSI messages into
@@ -147,30 +146,18 @@ impl Session {
     /// buffers wait to be freed). The guest's interrupt handler asks the time and REQUESTs it;
     /// this answers until the guest has replied to every call. False when nothing was delivered.
     fn deliver(&mut self) -> UmlResult<bool> {
-        let mut calls = Vec::new();
-        if self.queue_interrupts()? > 0 {
-            calls.push(1u32);
+        let events = self.engine.take_events();
+        self.conn.take_interrupts(&events);
+        let (req, mut replies) = self.conn.start_calls()?;
+        if replies == 0 {
+            return Ok(false);
         }
-        let half = (self.rings[0].num / 2).max(1) as u32;
-        if (!calls.is_empty() && self.unreclaimed > 0) || self.unreclaimed >= half {
-            calls.push(0);
-            self.unreclaimed = 0;
-        }
-        let Some(req) = self.req_fd.filter(|&fd| fd >= 0 && !calls.is_empty()) else { return Ok(false) };
-        for &q in &calls {
-            let mut state = [0u8; 8];
-            state[0..4].copy_from_slice(&q.to_le_bytes());
-            vhost::send(req, vhost::SLAVE_VRING_CALL, vhost::VERSION | vhost::NEED_REPLY, &state)?;
-            self.msgs.calls += 1;
-        }
-        let mut replies = calls.len();
         while replies > 0 {
             if poll_any(&[self.time, req])? == 0 {
                 let m = tt::recv(self.time)?.ok_or(UmlError::Closed { during: "an interrupt" })?;
                 self.time_message(m, true)?;
             } else {
-                vhost::recv(req)?.ok_or(UmlError::Closed { during: "an interrupt's reply" })?;
-                self.msgs.vhost += 1;
+                self.conn.take_reply(req)?;
                 replies -= 1;
             }
         }

@@ -22,6 +22,10 @@ pub enum UmlError {
     MsiVectors { device: String, vectors: u16, limit: u16 },
     /// The guest's kernel could not be given an interrupt for an MSI-X entry it programmed.
     MsixEntry { entry: usize, error: Box<dyn std::error::Error> },
+    /// A device given to a guest that sits in another host (an NTB endpoint is its host's own).
+    NotHers { host: String, device: String },
+    /// A device kind the server does not serve.
+    UnknownKind { kind: String, device: String },
     /// A region of the guest's memory is not RAM of its host in the topology.
     NotRam { base: u64, size: u64 },
     /// A time-travel message the controller cannot take in that state.
@@ -48,6 +52,8 @@ impl fmt::Display for UmlError {
                 write!(f, "{device}: its BARs take {total:#x} bytes; UML's PCI has one {window:#x}-byte window for all BARs")
             }
             UmlError::MsiVectors { device, vectors, limit } => write!(f, "{device}: {vectors} MSI-X vectors; UML's PCI has {limit} in all"),
+            UmlError::NotHers { host, device } => write!(f, "{device} is not a device of host {host}: an NTB endpoint serves the host it sits in"),
+            UmlError::UnknownKind { kind, device } => write!(f, "{device}: device kind {kind:?}: expected \"nvme\" or \"xeon-ntb\""),
             UmlError::NotRam { base, size } => {
                 write!(f, "the guest's memory {base:#x}+{size:#x} is not RAM of its host in the topology (give the host more ram)")
             }

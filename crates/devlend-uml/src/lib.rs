@@ -10,6 +10,8 @@
 //! CPU work costs no simulated time (see `clock.rs` and the README's "Real Linux in a guest").
 
 pub mod clock;
+pub mod conn;
+pub mod engine;
 pub mod error;
 pub mod guests;
 pub mod mem;
@@ -19,7 +21,8 @@ pub mod timetravel;
 pub mod vhost;
 pub mod vring;
 
+pub use engine::Engine;
 pub use error::{UmlError, UmlResult};
-pub use guests::{control, GuestSummary, RunSummary};
-pub use pcidev::NvmeDevice;
+pub use guests::{control, DeviceSummary, GuestSpec, GuestSummary, RunSummary};
+pub use pcidev::PciFunction;
 pub use server::{serve, serve_with_faults, Messages, Summary};

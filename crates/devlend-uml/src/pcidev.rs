@@ -14,14 +14,15 @@
 //! TLPs the model times); BAR registers are the guest's own view (UML assigns BARs in its one
 //! 256 MiB window; the fabric's BARs stay where the lender put them).
 
+use crate::engine::Engine;
 use crate::error::{UmlError, UmlResult};
 use crate::mem::GuestMem;
+use devlend_devices::ntb_xeon::XeonNtb;
 use devlend_devices::nvme::Controller;
-use devlend_engine::machine::{Effects, Later, Machine};
 use devlend_fabric::config::{MSIX_CAP, MSIX_TABLE_OFFSET};
 use devlend_fabric::events::Event;
 use devlend_fabric::model::{FuncId, HostId};
-use devlend_host::{Cluster, DevId, DmaDir, FaultKind};
+use devlend_host::{DevId, DmaDir};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -29,8 +30,6 @@ use std::rc::Rc;
 /// UML's PCI (arch/um/drivers/virt-pci.c): one 256 MiB 32-bit window for every BAR, 32 MSI vectors.
 pub const UML_BAR_WINDOW: u64 = 256 << 20;
 pub const UML_MSI_VECTORS: u16 = 32;
-/// The fault kind that is the lender taking its device back ([`NvmeDevice::revoke_at`]).
-pub const REVOKE: &str = "revoke";
 
 #[derive(Clone, Copy, Default)]
 struct MsixEntry {
@@ -50,15 +49,6 @@ pub struct Counts {
     pub msis: u64,
     /// Loads the fabric refused (read as all ones).
     pub read_faults: u64,
-    pub faults: Vec<String>,
-}
-
-/// A fault that struck: its kind, target, and whether the host layer could not apply it then.
-#[derive(Clone, Debug)]
-pub struct Struck {
-    pub kind: &'static str,
-    pub target: String,
-    pub failed: bool,
 }
 
 /// Where a load's answer arrives: the bytes, or all ones when the fabric refused it.
@@ -70,9 +60,18 @@ pub enum Load {
     Later(LoadCell),
 }
 
-pub struct NvmeDevice {
-    pub machine: Machine<Cluster>,
-    pub ctrl: Rc<RefCell<Controller>>,
+/// What a function is in devlend's model: the device behind its registers.
+pub enum Model {
+    /// An NVMe controller (devlend_devices::nvme).
+    Nvme(Rc<RefCell<Controller>>),
+    /// One endpoint of a back-to-back pair of Intel Xeon gen1 NTBs (devlend_devices::ntb_xeon):
+    /// a face of the fabric's NTB, shared with the peer's endpoint.
+    XeonNtb(Rc<RefCell<XeonNtb>>),
+}
+
+/// One PCI function of a guest: a device of the topology, on the run's one engine.
+pub struct PciFunction {
+    pub model: Model,
     host: HostId,
     dev: DevId,
     func: FuncId,
@@ -84,28 +83,44 @@ pub struct NvmeDevice {
     by_vector: HashMap<u8, u16>,
     pub counts: Counts,
     write_faults: Rc<Cell<u64>>,
-    struck: Rc<RefCell<Vec<Struck>>>,
-    /// When the guest's host was told that the device is gone (set by a fault's follow-up on
-    /// the engine), and whether the server has acted on it.
-    unplug: Rc<Cell<Option<u64>>>,
+    /// The guest's host has been told that the device is gone and the server acted on it.
     unplugged: bool,
 }
 
 /// A step of devlend's model that failed, as the error the server reports.
-fn model<E: std::error::Error + 'static>(during: &'static str) -> impl FnOnce(E) -> UmlError {
+pub(crate) fn model<E: std::error::Error + 'static>(during: &'static str) -> impl FnOnce(E) -> UmlError {
     move |e| UmlError::Model { during, error: Box::new(e) }
 }
 
-impl NvmeDevice {
-    /// Drive `device` of the topology for guest host `host` (borrowed when it sits elsewhere), with `blocks` blocks.
-    pub fn new(topology_json: &str, host: &str, device: &str, blocks: u64) -> UmlResult<NvmeDevice> {
-        let (machine, ctrl, host_id, dev) =
-            devlend_devices::nvme_run::machine(topology_json, host, device, Some(blocks)).map_err(model("setting up the drive on the topology"))?;
+impl PciFunction {
+    /// Drive `device` of the engine's topology for guest host `host` (borrowed when it sits
+    /// elsewhere), with `blocks` blocks; its controller joins the engine.
+    pub fn nvme(e: &mut Engine, host: &str, device: &str, blocks: u64) -> UmlResult<PciFunction> {
+        let (ctrl, host_id, dev) =
+            devlend_devices::nvme_run::attach(&mut e.machine, host, device, Some(blocks)).map_err(model("setting up the drive on the topology"))?;
         let func = ctrl.borrow().func;
-        let mut d = NvmeDevice {
-            machine,
-            ctrl,
-            host: host_id,
+        PciFunction::new(e, Model::Nvme(ctrl), host_id, dev, func, device)
+    }
+
+    /// NTB adapter `ntb` of guest host `host`, as an Intel Xeon gen1 NTB (its pair's face joins
+    /// the engine once, for both endpoints).
+    pub fn xeon_ntb(e: &mut Engine, host: &str, ntb: &str) -> UmlResult<PciFunction> {
+        let face = e.xeon_face(ntb)?;
+        let mut w = e.machine.world();
+        let host_id = w.fabric.host_id(host).map_err(model("the guest's host"))?;
+        let func = w.fabric.ntb(w.fabric.ntb_id(ntb).map_err(model("the NTB"))?).func;
+        if w.fabric.func_host(func) != host_id {
+            return Err(UmlError::NotHers { host: host.into(), device: ntb.into() });
+        }
+        let dev = w.os(host).and_then(|os| os.find(ntb)).map_err(model("the guest host's kernel"))?;
+        drop(w);
+        PciFunction::new(e, Model::XeonNtb(face), host_id, dev, func, ntb)
+    }
+
+    fn new(e: &mut Engine, model: Model, host: HostId, dev: DevId, func: FuncId, name: &str) -> UmlResult<PciFunction> {
+        let mut d = PciFunction {
+            model,
+            host,
             dev,
             func,
             bar_cpu: [0; 6],
@@ -116,17 +131,23 @@ impl NvmeDevice {
             by_vector: HashMap::new(),
             counts: Counts::default(),
             write_faults: Rc::new(Cell::new(0)),
-            struck: Rc::new(RefCell::new(Vec::new())),
-            unplug: Rc::new(Cell::new(None)),
             unplugged: false,
         };
-        d.read_bars(device)?;
+        d.read_bars(e, name)?;
         Ok(d)
     }
 
-    fn read_bars(&mut self, device: &str) -> UmlResult<()> {
-        let mut w = self.machine.world();
-        let f = &w.fabric.funcs[self.func as usize];
+    /// NVMe commands the controller completed (0 for another device).
+    pub fn commands(&self) -> u64 {
+        match &self.model {
+            Model::Nvme(c) => c.borrow().commands,
+            Model::XeonNtb(_) => 0,
+        }
+    }
+
+    fn read_bars(&mut self, e: &mut Engine, device: &str) -> UmlResult<()> {
+        let mut w = e.machine.world();
+        let f = w.fabric.func(self.func);
         let (bars, vectors) = (f.bars.clone(), f.msix_vectors);
         let total: u64 = bars.iter().map(|b| b.size).sum();
         if total > UML_BAR_WINDOW {
@@ -147,22 +168,26 @@ impl NvmeDevice {
     }
 
     /// The guest's memory becomes the RAM of its host in the fabric, mapped once for the device.
-    pub fn attach(&mut self, mem: &GuestMem) -> UmlResult<()> {
+    pub fn attach(&mut self, e: &mut Engine, mem: &GuestMem) -> UmlResult<()> {
         let (mut lo, mut hi) = (u64::MAX, 0);
-        let mut w = self.machine.world();
+        let mut w = e.machine.world();
         for (base, size, ptr) in mem.regions() {
             if !w.kernel(self.host).is_ok_and(|k| k.is_ram(base, size)) {
                 return Err(UmlError::NotRam { base, size });
             }
             // SAFETY: `mem` maps the region for as long as the session runs; the machine is dropped with it.
-            unsafe { w.fabric.ram[self.host as usize].attach(base, ptr, size) };
+            unsafe { w.fabric.attach_ram(self.host, base, ptr, size) };
             (lo, hi) = (lo.min(base), hi.max(base + size));
         }
-        let bus = w
-            .os(self.host)
-            .and_then(|mut os| os.dma_map_single(self.dev, lo, hi - lo, DmaDir::Bidirectional))
-            .map_err(model("mapping the guest's RAM for the device"))?;
-        self.ctrl.borrow_mut().dma_offset = bus.wrapping_sub(lo);
+        // An NTB endpoint masters nothing of its own: what crosses it lands where the guest's
+        // kernel translated its inbound windows (guest-physical: UML has no IOMMU).
+        if let Model::Nvme(c) = &self.model {
+            let bus = w
+                .os(self.host)
+                .and_then(|mut os| os.dma_map_single(self.dev, lo, hi - lo, DmaDir::Bidirectional))
+                .map_err(model("mapping the guest's RAM for the device"))?;
+            c.borrow_mut().dma_offset = bus.wrapping_sub(lo);
+        }
         Ok(())
     }
 
@@ -171,37 +196,42 @@ impl NvmeDevice {
     /// Whether the guest's host still reaches the device's configuration space, as devlend's
     /// own `pci_read_config` finds it: all ones once the device is removed, hangs or its lend's
     /// cable is out, an error once the host has hot-removed it.
-    fn present(&mut self) -> bool {
+    fn present(&self, e: &mut Engine) -> bool {
         let (host, dev) = (self.host, self.dev);
-        self.machine.world().os(host).and_then(|os| os.pci_read_config(dev, 0, 4)).is_ok_and(|id| id != u32::MAX)
+        e.machine.world().os(host).and_then(|os| os.pci_read_config(dev, 0, 4)).is_ok_and(|id| id != u32::MAX)
     }
 
     /// A configuration read: all ones where no device answers (PCIe Base 4.0 §2.3.2, §7.5.1.1;
     /// Linux takes a Vendor ID of FFFFh as a device that is gone).
-    pub fn cfg_read(&mut self, off: usize, size: usize) -> u64 {
+    pub fn cfg_read(&mut self, e: &mut Engine, off: usize, size: usize) -> u64 {
         self.counts.cfg_reads += 1;
-        if !self.present() {
+        if !self.present(e) {
             self.counts.read_faults += 1;
             return u64::MAX >> (64 - 8 * size.clamp(1, 8));
         }
         let mut v = 0u64;
         for i in (0..size).rev() {
-            v = v << 8 | self.cfg_byte(off + i) as u64;
+            v = v << 8 | self.cfg_byte(e, off + i) as u64;
         }
         v
     }
 
-    fn cfg_byte(&mut self, off: usize) -> u8 {
+    fn cfg_byte(&mut self, e: &mut Engine, off: usize) -> u8 {
         if (0x10..0x28).contains(&off) {
-            return (self.bar_register((off - 0x10) / 4) >> ((off % 4) * 8)) as u8;
+            return (self.bar_register(e, (off - 0x10) / 4) >> ((off % 4) * 8)) as u8;
+        }
+        if let Model::XeonNtb(x) = &self.model {
+            if let Some(b) = x.borrow_mut().config_read(&e.machine.world().fabric, self.func, off) {
+                return b;
+            }
         }
         if off >= 0x100 || (0x30..0x34).contains(&off) {
             return 0;
         }
-        self.machine.world().fabric.config_read(self.func, off, 1).unwrap_or(0xff) as u8
+        e.machine.world().fabric.config_read(self.func, off, 1).unwrap_or(0xff) as u8
     }
 
-    fn bar_register(&mut self, i: usize) -> u32 {
+    fn bar_register(&mut self, e: &mut Engine, i: usize) -> u32 {
         if i > 0 && self.bar_64[i - 1] {
             let mask = !((self.bar_size[i - 1] - 1) >> 32) as u32;
             return self.guest_bar[i] & mask;
@@ -209,14 +239,14 @@ impl NvmeDevice {
         if self.bar_size[i] == 0 {
             return 0;
         }
-        let flags = self.machine.world().fabric.config_read(self.func, 0x10 + 4 * i, 4).unwrap_or(0) & 0xf;
+        let flags = e.machine.world().fabric.config_read(self.func, 0x10 + 4 * i, 4).unwrap_or(0) & 0xf;
         (self.guest_bar[i] & !(self.bar_size[i] as u32).wrapping_sub(1) & !0xf) | flags
     }
 
     /// A configuration write; dropped where no device answers.
-    pub fn cfg_write(&mut self, off: usize, size: usize, value: u64) {
+    pub fn cfg_write(&mut self, e: &mut Engine, off: usize, size: usize, value: u64) {
         self.counts.cfg_writes += 1;
-        if !self.present() {
+        if !self.present(e) {
             self.write_faults.set(self.write_faults.get() + 1);
             return;
         }
@@ -229,10 +259,17 @@ impl NvmeDevice {
             self.guest_bar[i] = u32::from_le_bytes(b);
             return;
         }
+        if let Model::XeonNtb(x) = &self.model {
+            let w = e.machine.world();
+            let mut x = x.borrow_mut();
+            if (0..size).fold(false, |took, k| x.config_write(&w.fabric, self.func, off + k, (value >> (8 * k)) as u8) | took) {
+                return;
+            }
+        }
         if off >= 0x100 || (0x30..0x34).contains(&off) {
             return;
         }
-        let mut w = self.machine.world();
+        let mut w = e.machine.world();
         for k in 0..size {
             let _ = w.fabric.config_write(self.func, off + k, 1, (value >> (8 * k)) as u32 & 0xff);
         }
@@ -249,15 +286,15 @@ impl NvmeDevice {
     /// the machine, answered when it completes there (the MSI-X table, kept here, at once). A
     /// load the fabric refuses (an unsupported request, a removed device) reads all ones, as a
     /// master abort does on x86, and is counted.
-    pub fn mmio_read(&mut self, bar: u8, off: u64, size: usize, at: u64) -> UmlResult<Load> {
+    pub fn mmio_read(&mut self, e: &mut Engine, bar: u8, off: u64, size: usize, at: u64) -> UmlResult<Load> {
         self.counts.mmio_reads += 1;
-        if let Some((e, field)) = self.table(bar, off) {
-            if !self.present() {
+        if let Some((entry, field)) = self.table(bar, off) {
+            if !self.present(e) {
                 self.counts.read_faults += 1;
                 return Ok(Load::Now(vec![0xff; size]));
             }
             let mut b = [0u8; 16];
-            let m = self.msix[e];
+            let m = self.msix[entry];
             b[0..8].copy_from_slice(&m.addr.to_le_bytes());
             b[8..12].copy_from_slice(&m.data.to_le_bytes());
             b[12..16].copy_from_slice(&m.ctrl.to_le_bytes());
@@ -265,9 +302,12 @@ impl NvmeDevice {
             return Ok(Load::Now(b[f..(f + size).min(16)].to_vec()));
         }
         let addr = self.bar_addr(bar, off, size as u64)?;
+        if let Model::XeonNtb(x) = &self.model {
+            x.borrow_mut().check_read(&e.machine.world().fabric, self.func, bar, off, size);
+        }
         let out: LoadCell = Rc::new(RefCell::new(None));
         let (o, host) = (out.clone(), self.host);
-        self.machine.spawn("guest load", at, move |t| {
+        e.machine.spawn("guest load", at, move |t| {
             *o.borrow_mut() = Some(t.cpu_read(host, addr, size).map_err(|_| vec![0xff; size]));
             Ok(())
         });
@@ -285,20 +325,20 @@ impl NvmeDevice {
 
     /// A guest store at `at` (ps): a posted CPU write on the machine, landing when the fabric
     /// takes it there (the MSI-X table, kept here, at once).
-    pub fn mmio_write(&mut self, bar: u8, off: u64, data: &[u8], at: u64) -> UmlResult<()> {
+    pub fn mmio_write(&mut self, e: &mut Engine, bar: u8, off: u64, data: &[u8], at: u64) -> UmlResult<()> {
         self.counts.mmio_writes += 1;
-        if let Some((e, field)) = self.table(bar, off) {
-            if !self.present() {
+        if let Some((entry, field)) = self.table(bar, off) {
+            if !self.present(e) {
                 self.write_faults.set(self.write_faults.get() + 1);
                 return Ok(());
             }
-            return self.msix_write(e, field as usize, data);
+            return self.msix_write(e, entry, field as usize, data);
         }
         let addr = self.bar_addr(bar, off, data.len() as u64)?;
         let (d, host, dropped) = (data.to_vec(), self.host, self.write_faults.clone());
         // A store the fabric refuses (a link down, a removed device) is dropped, as a posted
         // write is; counted.
-        self.machine.spawn("guest store", at, move |t| {
+        e.machine.spawn("guest store", at, move |t| {
             if t.cpu_write(host, addr, &d).is_err() {
                 dropped.set(dropped.get() + 1);
             }
@@ -307,109 +347,22 @@ impl NvmeDevice {
         Ok(())
     }
 
-    /// Inject fault `kind` (devlend_host::fault's names: surprise-removal, link-down, ...) at
-    /// `target` at time `at` (ps), on the engine: the fabric and the device change then, and the
-    /// guest's kernel finds out as real hardware would let it (stores dropped, loads reading all
-    /// ones, no completions). When the fault ends the device's lend or removes it, the guest's
-    /// host learns so at the first hot-plug step devlend's host layer gives it
-    /// (`devlend_host::fault`: Device Lending's notice to a borrower, a slot's hot-plug interrupt
-    /// to the owner): then the server ends the device's connection, UML's hot-unplug
-    /// ([`NvmeDevice::take_unplug`]).
-    /// Besides devlend's fault kinds, [`REVOKE`]: see [`NvmeDevice::revoke_at`].
-    pub fn fault_at(&mut self, at: u64, kind: &str, target: &str) -> UmlResult<()> {
-        if kind == REVOKE {
-            return self.revoke_at(at, target);
-        }
-        let k = FaultKind::parse(kind).map_err(model("the fault's kind"))?;
-        self.machine.world().fault_target(k, target).map_err(model("the fault's target"))?;
-        let (t, log) = (target.to_string(), self.struck.clone());
-        let name = k.name();
-        let (func, host, unplug) = (self.func, self.host, self.unplug.clone());
-        self.machine.inject(at, move |c: &mut Cluster| match c.inject(k, &t) {
-            Ok(r) => {
-                log.borrow_mut().push(Struck { kind: name, target: t, failed: false });
-                let told = r.notices.iter().filter(|n| n.func == func).flat_map(|n| n.steps.iter()).find(|s| s.1 == host).map(|s| s.0);
-                let later = told.map(|delay| {
-                    let act: Later<Cluster> = Box::new(move |_: &mut Cluster, now| {
-                        unplug.set(Some(now));
-                        Effects::default()
-                    });
-                    (delay, act)
-                });
-                Effects { halted: r.halted, crashed: r.crashed, links_down: r.links_down, later: later.into_iter().collect() }
-            }
-            Err(_) => {
-                log.borrow_mut().push(Struck { kind: name, target: t, failed: true });
-                Effects::default()
-            }
-        });
-        Ok(())
-    }
-
-    /// The lender takes the borrowed device `target` back at `at` (ps) whatever the borrower
-    /// still holds (`Cluster::return_device_force`: the lend's mappings, window and interrupts
-    /// undone, the device's bus mastering and MSI-X off); the guest's host learns it with Device
-    /// Lending's notice (`timing.dl_notice_ps` later, 000 §4) and the guest hot-unplugs it.
-    pub fn revoke_at(&mut self, at: u64, target: &str) -> UmlResult<()> {
-        let (func, host, dev) = (self.func, self.host, self.dev);
-        {
-            let w = self.machine.world();
-            let named = w.fabric.func_id(target).map_err(model("the revoke's target"))?;
-            if named != func || w.fabric.func_host(func) == host {
-                let e = devlend_host::HostError::Invalid(format!("{target} is not the device this guest borrows: only a lend can be revoked"));
-                return Err(model("the revoke's target")(e));
-            }
-        }
-        let (log, unplug, t) = (self.struck.clone(), self.unplug.clone(), target.to_string());
-        self.machine.inject(at, move |c: &mut Cluster| {
-            let taken = c.return_device_force(host, dev).is_ok();
-            log.borrow_mut().push(Struck { kind: REVOKE, target: t, failed: !taken });
-            let notice = c.fabric.tuning.timing.dl_notice_ps;
-            let act: Later<Cluster> = Box::new(move |_: &mut Cluster, now| {
-                unplug.set(Some(now));
-                Effects::default()
-            });
-            Effects { later: if taken { vec![(notice, act)] } else { Vec::new() }, ..Effects::default() }
-        });
-        Ok(())
-    }
-
-    /// The faults that have struck so far.
-    pub fn struck(&self) -> Vec<Struck> {
-        self.struck.borrow().clone()
-    }
-
     /// Stores the fabric refused (dropped).
     pub fn write_faults(&self) -> u64 {
         self.write_faults.get()
     }
 
-    /// When the machine's next event is due (ps), if anything is left to happen.
-    pub fn next_event(&self) -> Option<u64> {
-        self.machine.next_event_at()
-    }
-
-    /// Run the machine up to `until` (ps), stopping
-    /// early after the event that records something in the fabric's log (an interrupt, a
-    /// fault) or tells the guest's host that the device is gone. True when it stopped early.
-    pub fn advance(&mut self, until: u64) -> UmlResult<bool> {
-        let before = self.machine.world().fabric.events.total();
-        let (unplug, armed) = (self.unplug.clone(), !self.unplugged);
-        self.machine
-            .run_until_or(until, move |w: &mut Cluster| w.fabric.events.total() != before || (armed && unplug.get().is_some()))
-            .map_err(model("the engine"))
-    }
-
-    /// True once, when the guest's host has been told that the device is gone.
-    pub fn take_unplug(&mut self) -> bool {
-        let due = !self.unplugged && self.unplug.get().is_some();
+    /// True once, when the guest's host has been told that the device is gone
+    /// ([`Engine::told_gone`]): the server then hot-unplugs it.
+    pub fn take_unplug(&mut self, e: &Engine) -> bool {
+        let due = !self.unplugged && self.unplugged_at(e).is_some();
         self.unplugged |= due;
         due
     }
 
     /// When the guest's host was told that the device is gone (ps), if it was.
-    pub fn unplugged_at(&self) -> Option<u64> {
-        self.unplug.get()
+    pub fn unplugged_at(&self, e: &Engine) -> Option<u64> {
+        e.told_gone(self.func, self.host)
     }
 
     fn bar_addr(&self, bar: u8, off: u64, len: u64) -> UmlResult<u64> {
@@ -423,7 +376,7 @@ impl NvmeDevice {
     /// The guest programs MSI-X entry `e`: address and data stay here; once it has data the
     /// entry gets a vector of the guest's host through devlend's `request_irq`; the mask bit
     /// goes to the device's table.
-    fn msix_write(&mut self, e: usize, field: usize, data: &[u8]) -> UmlResult<()> {
+    fn msix_write(&mut self, eng: &mut Engine, e: usize, field: usize, data: &[u8]) -> UmlResult<()> {
         let mut b = [0u8; 16];
         let m = self.msix[e];
         b[0..8].copy_from_slice(&m.addr.to_le_bytes());
@@ -436,49 +389,55 @@ impl NvmeDevice {
         m.data = u32::from_le_bytes(b[8..12].try_into().unwrap());
         m.ctrl = u32::from_le_bytes(b[12..16].try_into().unwrap());
         if field + n > 8 && field < 12 && m.vector.is_none() {
-            let v = self
-                .machine
-                .world()
-                .os(self.host)
-                .and_then(|mut os| os.request_irq(self.dev, e as u16, e as u32))
-                .map_err(|err| UmlError::MsixEntry { entry: e, error: Box::new(err) })?;
+            let v = self.vector(eng, e).map_err(|err| UmlError::MsixEntry { entry: e, error: Box::new(err) })?;
             self.msix[e].vector = Some(v);
             self.by_vector.insert(v, e as u16);
         }
         if self.msix[e].vector.is_some() {
             let ctrl = self.msix[e].ctrl.to_le_bytes();
             let at = MSIX_TABLE_OFFSET + 16 * e as u64 + 12;
-            self.machine.world().fabric.bar_mem.entry((self.func, 0)).or_default().write(at, &ctrl);
+            eng.machine.world().fabric.bar_store(self.func, 0, at, &ctrl);
         }
         Ok(())
     }
 
-    /// The MSI-X messages that reached the guest's host since the last call, as the data the
-    /// guest programmed (its IRQ numbers); faults and other events are recorded.
-    pub fn take_interrupts(&mut self) -> Vec<u32> {
-        let mut events = Vec::new();
-        self.machine.world().fabric.events.retain(|e| {
-            events.push(*e);
-            false
-        });
+    /// A vector of the guest's host for MSI-X entry `e`: devlend's `request_irq` for a drive; for
+    /// an NTB endpoint, whose interrupts its own driver handles, a vector from the host's
+    /// `alloc_vector` written into the entry as the NTB driver would, so the face's doorbell
+    /// messages raise it.
+    fn vector(&mut self, eng: &mut Engine, e: usize) -> Result<u8, devlend_host::HostError> {
+        let mut w = eng.machine.world();
+        if let Model::Nvme(_) = self.model {
+            return w.os(self.host).and_then(|mut os| os.request_irq(self.dev, e as u16, e as u32));
+        }
+        let (msi, bdf) = (w.fabric.host(self.host).msi.start, w.fabric.func(self.func).bdf);
+        let (v, addr) = w.alloc_vector(self.host, self.dev, e as u16, e as u32, (msi, bdf))?;
+        let at = MSIX_TABLE_OFFSET + 16 * e as u64;
+        w.fabric.bar_store(self.func, 0, at, &addr.to_le_bytes());
+        w.fabric.bar_store(self.func, 0, at + 8, &(v as u32).to_le_bytes());
+        Ok(v)
+    }
+
+    /// The MSI-X messages among `events` that are this function's, as the data the guest
+    /// programmed (its IRQ numbers).
+    pub fn take_interrupts(&mut self, events: &[Event]) -> Vec<u32> {
         let mut out = Vec::new();
         for ev in events {
-            match ev {
-                Event::Msi { host, data, .. } if host == self.host => {
+            if let Event::Msi { host, data, .. } = *ev {
+                if host == self.host {
                     if let Some(&e) = self.by_vector.get(&((data & 0xff) as u8)) {
                         self.counts.msis += 1;
                         out.push(self.msix[e as usize].data);
                     }
                 }
-                other => self.counts.faults.push(format!("{other:?}")),
             }
         }
         out
     }
 
     /// MSI-X enabled and not function-masked (Message Control, PCIe 3.0 §7.7.2).
-    pub fn msix_enabled(&mut self) -> bool {
-        let c = self.machine.world().fabric.config_read(self.func, MSIX_CAP + 2, 2).unwrap_or(0);
+    pub fn msix_enabled(&mut self, e: &mut Engine) -> bool {
+        let c = e.machine.world().fabric.config_read(self.func, MSIX_CAP + 2, 2).unwrap_or(0);
         c & 0x8000 != 0 && c & 0x4000 == 0
     }
 }

@@ -4,12 +4,14 @@
 use devlend_uml::mem::GuestMem;
 use devlend_uml::pcidev::Load;
 use devlend_uml::vring::Vring;
-use devlend_uml::NvmeDevice;
+use devlend_uml::{Engine, PciFunction};
 
 const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
 
-fn borrowed() -> NvmeDevice {
-    NvmeDevice::new(B2B, "borrower", "nvme0", 1 << 20).unwrap()
+fn borrowed() -> (Engine, PciFunction) {
+    let mut e = Engine::from_json(B2B).unwrap();
+    let d = PciFunction::nvme(&mut e, "borrower", "nvme0", 1 << 20).unwrap();
+    (e, d)
 }
 
 /// A memfd of `size` bytes shared as one region at guest-physical `base`, like UML's physmem.
@@ -27,52 +29,53 @@ fn guest_mem(base: u64, size: u64) -> GuestMem {
 
 #[test]
 fn config_space_is_the_models_with_bars_sized_in_the_guests_view() {
-    let mut d = borrowed();
-    assert_eq!(d.cfg_read(0x0a, 2), 0x0108, "class: NVMe");
-    assert_eq!(d.cfg_read(0x0b, 1), 0x01);
-    let flags = d.cfg_read(0x10, 4) & 0xf;
-    d.cfg_write(0x10, 4, 0xffff_ffff);
-    let sized = d.cfg_read(0x10, 4) as u32;
+    let (mut e, mut d) = borrowed();
+    assert_eq!(d.cfg_read(&mut e, 0x0a, 2), 0x0108, "class: NVMe");
+    assert_eq!(d.cfg_read(&mut e, 0x0b, 1), 0x01);
+    let flags = d.cfg_read(&mut e, 0x10, 4) & 0xf;
+    d.cfg_write(&mut e, 0x10, 4, 0xffff_ffff);
+    let sized = d.cfg_read(&mut e, 0x10, 4) as u32;
     assert_eq!(sized & 0xf, flags as u32);
     assert!(sized & !0xf != 0 && (!(sized & !0xf)).wrapping_add(1).is_power_of_two(), "{sized:#x}");
-    d.cfg_write(0x10, 4, 0x0100_0000);
-    assert_eq!(d.cfg_read(0x10, 4) as u32 & !0xf, 0x0100_0000);
+    d.cfg_write(&mut e, 0x10, 4, 0x0100_0000);
+    assert_eq!(d.cfg_read(&mut e, 0x10, 4) as u32 & !0xf, 0x0100_0000);
 }
 
 #[test]
 fn an_mmio_read_crosses_the_fabric_and_takes_simulated_time() {
-    let mut d = borrowed();
-    let at = d.machine.now() + 1_000_000;
-    let Load::Later(cell) = d.mmio_read(0, 0, 8, at).unwrap() else { panic!("a BAR load waits for the engine") };
+    let (mut e, mut d) = borrowed();
+    let at = e.machine.now() + 1_000_000;
+    let Load::Later(cell) = d.mmio_read(&mut e, 0, 0, 8, at).unwrap() else { panic!("a BAR load waits for the engine") };
     assert!(d.load_done(&cell).is_none(), "not before the engine has run");
-    assert_eq!(d.next_event(), Some(at), "the load starts at the guest's time");
-    assert!(!d.advance(at + 100_000_000).unwrap(), "nothing logged: no interrupt, no fault");
+    assert_eq!(e.next_event(), Some(at), "the load starts at the guest's time");
+    assert!(!e.advance(at + 100_000_000).unwrap(), "nothing logged: no interrupt, no fault");
     let cap = u64::from_le_bytes(d.load_done(&cell).expect("done once the engine ran").try_into().unwrap());
     assert_eq!(cap & 0xffff, 1023, "CAP.MQES");
-    assert!(d.machine.now() > at, "a load through the NTB takes time");
-    assert!(d.mmio_read(0, 1 << 40, 4, at).is_err(), "outside the BAR");
+    assert!(e.machine.now() > at, "a load through the NTB takes time");
+    assert!(d.mmio_read(&mut e, 0, 1 << 40, 4, at).is_err(), "outside the BAR");
 }
 
 #[test]
 fn an_msix_entry_the_guest_programs_gets_a_vector_of_its_host() {
-    let mut d = borrowed();
+    let (mut e, mut d) = borrowed();
     let entry = 0x2000 + 16 * 3;
-    d.mmio_write(0, entry, &0xa0000u32.to_le_bytes(), 0).unwrap();
-    d.mmio_write(0, entry + 8, &77u32.to_le_bytes(), 0).unwrap();
-    let Load::Now(back) = d.mmio_read(0, entry + 8, 4, 0).unwrap() else { panic!("the MSI-X table answers at once") };
+    d.mmio_write(&mut e, 0, entry, &0xa0000u32.to_le_bytes(), 0).unwrap();
+    d.mmio_write(&mut e, 0, entry + 8, &77u32.to_le_bytes(), 0).unwrap();
+    let Load::Now(back) = d.mmio_read(&mut e, 0, entry + 8, 4, 0).unwrap() else { panic!("the MSI-X table answers at once") };
     assert_eq!(back, 77u32.to_le_bytes(), "the guest reads back what it wrote");
     let mem = guest_mem(0x10_0000, 1 << 20);
-    d.attach(&mem).unwrap();
-    assert!(d.take_interrupts().is_empty());
+    d.attach(&mut e, &mem).unwrap();
+    let events = e.take_events();
+    assert!(d.take_interrupts(&events).is_empty());
 }
 
 #[test]
 fn the_guests_memory_is_its_hosts_ram() {
-    let mut d = borrowed();
+    let (mut e, mut d) = borrowed();
     let mem = guest_mem(0x10_0000, 1 << 20);
-    d.attach(&mem).unwrap();
-    let h = d.machine.world().fabric.host_id("borrower").unwrap();
-    d.machine.world().fabric.ram[h as usize].write(0x10_0040, b"dma");
+    d.attach(&mut e, &mem).unwrap();
+    let h = e.machine.world().fabric.host_id("borrower").unwrap();
+    e.machine.world().fabric.ram_store(h, 0x10_0040, b"dma");
     let mut b = [0u8; 3];
     mem.read(0x10_0040, &mut b, "test").unwrap();
     assert_eq!(&b, b"dma");
@@ -105,13 +108,13 @@ fn a_virtqueue_chain_is_popped_and_returned() {
 }
 
 /// Run the engine up to `until` ps; when the guest's host was told that the device is gone.
-fn told_until(d: &mut NvmeDevice, until: u64) -> Option<u64> {
-    while d.advance(until).unwrap() {
-        if d.take_unplug() {
-            return d.unplugged_at();
+fn told_until(e: &mut Engine, d: &mut PciFunction, until: u64) -> Option<u64> {
+    while e.advance(until).unwrap() {
+        if d.take_unplug(e) {
+            return d.unplugged_at(e);
         }
     }
-    d.take_unplug().then(|| d.unplugged_at()).flatten()
+    d.take_unplug(e).then(|| d.unplugged_at(e)).flatten()
 }
 
 #[test]
@@ -123,35 +126,35 @@ fn a_removed_device_reads_all_ones_and_its_borrower_is_told_at_device_lendings_n
     // A pulled cable: the relay of configuration accesses cannot reach the lender either, but
     // the lend stays (devlend_host::fault), so no notice.
     for (kind, target, told) in [("surprise-removal", "nvme0", Some(24_120_000_000)), ("link-down", "ntb-b", None)] {
-        let mut d = borrowed();
+        let (mut e, mut d) = borrowed();
         let table = devlend_fabric::config::MSIX_TABLE_OFFSET;
-        assert_eq!(d.cfg_read(0, 4), 0x2700_8086);
-        let Load::Now(entry) = d.mmio_read(0, table + 12, 4, 0).unwrap() else { panic!("the table is the server's") };
+        assert_eq!(d.cfg_read(&mut e, 0, 4), 0x2700_8086);
+        let Load::Now(entry) = d.mmio_read(&mut e, 0, table + 12, 4, 0).unwrap() else { panic!("the table is the server's") };
         assert_eq!(entry, 1u32.to_le_bytes(), "masked until the guest programs it");
         let at = 1_000_000;
-        d.fault_at(at, kind, target).unwrap();
-        assert!(!d.take_unplug());
-        d.advance(at).unwrap();
-        assert_eq!(d.cfg_read(0, 4), 0xffff_ffff, "{kind}: vendor and device ID");
-        assert_eq!(d.cfg_read(0x0a, 2), 0xffff, "{kind}: class");
-        assert_eq!(d.cfg_read(0x10, 4), 0xffff_ffff, "{kind}: BAR 0 as the guest sized it");
-        let Load::Now(entry) = d.mmio_read(0, table + 12, 4, at).unwrap() else { panic!("the table is the server's") };
+        e.fault_at(at, kind, target).unwrap();
+        assert!(!d.take_unplug(&e));
+        e.advance(at).unwrap();
+        assert_eq!(d.cfg_read(&mut e, 0, 4), 0xffff_ffff, "{kind}: vendor and device ID");
+        assert_eq!(d.cfg_read(&mut e, 0x0a, 2), 0xffff, "{kind}: class");
+        assert_eq!(d.cfg_read(&mut e, 0x10, 4), 0xffff_ffff, "{kind}: BAR 0 as the guest sized it");
+        let Load::Now(entry) = d.mmio_read(&mut e, 0, table + 12, 4, at).unwrap() else { panic!("the table is the server's") };
         assert_eq!(entry, vec![0xff; 4], "{kind}: MSI-X table");
-        assert_eq!(told_until(&mut d, at + 100_000_000_000), told.map(|t| at + t), "{kind}");
-        assert!(!d.take_unplug(), "told once");
+        assert_eq!(told_until(&mut e, &mut d, at + 100_000_000_000), told.map(|t| at + t), "{kind}");
+        assert!(!d.take_unplug(&e), "told once");
     }
 }
 
 #[test]
 fn a_revoked_lend_is_gone_at_once_and_its_borrower_is_told_at_device_lendings_notice() {
-    let mut d = borrowed();
-    assert!(d.fault_at(5, "revoke", "ntb-b").is_err(), "not the borrowed drive");
-    assert!(d.fault_at(5, "revoke", "nvme9").is_err(), "no such device");
+    let (mut e, mut d) = borrowed();
+    assert!(e.fault_at(5, "revoke", "ntb-b").is_err(), "not the borrowed drive");
+    assert!(e.fault_at(5, "revoke", "nvme9").is_err(), "no such device");
     let at = 1_000_000;
-    d.fault_at(at, "revoke", "nvme0").unwrap();
-    d.advance(at).unwrap();
-    assert_eq!(d.cfg_read(0, 4), 0xffff_ffff, "the borrower's handle is gone with the lend");
+    e.fault_at(at, "revoke", "nvme0").unwrap();
+    e.advance(at).unwrap();
+    assert_eq!(d.cfg_read(&mut e, 0, 4), 0xffff_ffff, "the borrower's handle is gone with the lend");
     // Device Lending's notice to the borrower: timing.dl_notice_ps, 20 us.
-    assert_eq!(told_until(&mut d, at + 1_000_000_000), Some(at + 20_000_000));
-    assert_eq!(d.struck().iter().map(|s| (s.kind, s.target.as_str(), s.failed)).collect::<Vec<_>>(), vec![("revoke", "nvme0", false)]);
+    assert_eq!(told_until(&mut e, &mut d, at + 1_000_000_000), Some(at + 20_000_000));
+    assert_eq!(e.struck().iter().map(|s| (s.kind, s.target.as_str(), s.failed)).collect::<Vec<_>>(), vec![("revoke", "nvme0", false)]);
 }

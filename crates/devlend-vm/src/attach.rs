@@ -82,7 +82,7 @@ impl Vmm {
         let bars = self.dev(vm, id)?.bars.clone();
         let views = c.kernel(vhost)?.device(hdev)?.bars.clone();
         for b in &bars {
-            let phys = c.fabric.funcs[func as usize].bars.iter().find(|x| x.index == b.index).map(|x| x.addr).unwrap_or_default();
+            let phys = c.fabric.func(func).bars.iter().find(|x| x.index == b.index).map(|x| x.addr).unwrap_or_default();
             let len = align_up(b.size, 4096).unwrap_or(b.size);
             c.fabric.iommu_map(lender, domain, b.gpa, phys, len, true)?;
             held.push(Held::Iommu { host: lender, domain, iova: b.gpa, len });
@@ -147,7 +147,7 @@ impl Vmm {
         let lender = c.fabric.func_host(func);
         if let Some(dom) = self.domains.get(&(vm, lender)) {
             if dom.anchor == Some(func) && dom.users.len() > 1 {
-                let others: Vec<String> = dom.users.iter().filter(|&&u| u != func).map(|&u| c.fabric.funcs[u as usize].name.clone()).collect();
+                let others: Vec<String> = dom.users.iter().filter(|&&u| u != func).map(|&u| c.fabric.func(u).name.clone()).collect();
                 return Err(HostError::Busy(format!("{name} carries the VM's memory mappings on its lender; hot-remove {} first", others.join(", "))));
             }
         }
@@ -176,7 +176,7 @@ impl Vmm {
 /// so a device cannot raise another VM's interrupt. A host without an IOMMU has no remapping to
 /// turn on; its vectors stay in compatibility format.
 fn require_remapping(c: &mut Cluster, host: HostId) -> HResult<()> {
-    if !c.fabric.hosts[host as usize].iommu || c.fabric.intr_remap_on(host) {
+    if !c.fabric.host(host).iommu || c.fabric.intr_remap_on(host) {
         return Ok(());
     }
     c.enable_interrupt_remapping(host).map_err(|e| match e {

@@ -77,7 +77,7 @@ pub(crate) fn host(step: &'static str) -> impl Fn(HostError) -> CaseError {
 /// The data-path failures in the fabric's event log, in order.
 pub(crate) fn failures(c: &Cluster) -> Vec<Failure> {
     c.fabric
-        .events
+        .events()
         .iter()
         .filter_map(|e| match e {
             Event::Failed(f) => Some(*f),
@@ -178,7 +178,7 @@ fn dma_stale(json: &str) -> CaseResult<Outcome> {
 }
 
 fn phys_bar(c: &Cluster, dev: &str, index: u8) -> u64 {
-    c.fabric.func_id(dev).ok().and_then(|f| c.fabric.funcs[f as usize].bars.iter().find(|b| b.index == index).map(|b| b.addr)).unwrap_or(0)
+    c.fabric.func_id(dev).ok().and_then(|f| c.fabric.func(f).bars.iter().find(|b| b.index == index).map(|b| b.addr)).unwrap_or(0)
 }
 
 fn bar_relocation(json: &str) -> CaseResult<Outcome> {
@@ -232,8 +232,8 @@ fn bus_master_other(json: &str) -> CaseResult<Outcome> {
     // gpu1, passed through to nobody: the guest addresses it by its real BDF, and by the guest
     // BDF next to its own device.
     let other = c.fabric.func_id("gpu1").map_err(|error| CaseError::Fabric { step: "looking up gpu1", error })?;
-    let bdf = c.fabric.funcs[other as usize].bdf;
-    let off = |c: &Cluster| !c.fabric.config[other as usize].bus_master();
+    let bdf = c.fabric.func(other).bdf;
+    let off = |c: &Cluster| !c.fabric.config_state(other).bus_master();
     let out = by_parent(
         "config_bus_master_of_another_function",
         &mut vmm,

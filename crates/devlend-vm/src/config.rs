@@ -121,7 +121,7 @@ impl Vmm {
                 for b in &d.bars {
                     let i = b.index as usize;
                     let sz = b.size.next_power_of_two();
-                    let bits64 = c.fabric.funcs[d.func as usize].bars.iter().any(|x| x.index == b.index && x.bits == 64);
+                    let bits64 = c.fabric.func(d.func).bars.iter().any(|x| x.index == b.index && x.bits == 64);
                     if reg == i {
                         let val = if v.sizing & (1 << i) != 0 { !(sz - 1) } else { b.gpa };
                         out = (val as u32 & !0xf) | (phys & 0xf);
@@ -180,7 +180,9 @@ impl Vmm {
                 if new == current {
                     return Ok(());
                 }
-                let bar = c.fabric.funcs[d.func as usize]
+                let bar = c
+                    .fabric
+                    .func(d.func)
                     .bars
                     .iter()
                     .find(|b| b.index as usize == reg || (b.bits == 64 && b.index as usize + 1 == reg))
@@ -210,7 +212,7 @@ impl Vmm {
         match found {
             Some(dev) => self.config_write(c, vm, dev, off, len, value),
             None => {
-                let phys = c.fabric.funcs.iter().find(|f| f.bdf == bdf).map(|f| format!(" (in the hosts, {bdf:?} is {})", f.name)).unwrap_or_default();
+                let phys = c.fabric.funcs().iter().find(|f| f.bdf == bdf).map(|f| format!(" (in the hosts, {bdf:?} is {})", f.name)).unwrap_or_default();
                 self.refuse(
                     vm,
                     &format!("{bdf:?}"),

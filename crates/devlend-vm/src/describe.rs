@@ -136,7 +136,7 @@ fn check_name(c: &Cluster, started: &[(String, VmId)], spec: &VmSpec) -> Result<
 
 fn start_one(c: &mut Cluster, vmm: &mut Vmm, i: usize, spec: &VmSpec) -> Result<VmId, SpecError> {
     if c.fabric.host_id(&spec.host).is_err() {
-        let hosts = c.fabric.hosts.iter().map(|h| h.name.clone()).collect();
+        let hosts = c.fabric.hosts().iter().map(|h| h.name.clone()).collect();
         return Err(spec_error(i, None, &VmSpecFault::NoHost { host: spec.host.clone(), hosts }));
     }
     let vm = vmm.create_vm(c, &spec.host, &spec.name, spec.memory).map_err(|e| spec_error(i, None, &VmSpecFault::Create(e)))?;
@@ -161,7 +161,7 @@ pub fn add_device(c: &mut Cluster, vmm: &mut Vmm, vm: VmId, device: &str, path: 
         (None, true) | (Some(VmPathSpec::Vfio), true) => Path::Vfio,
         (None, false) | (Some(VmPathSpec::Mediated), false) => Path::Mdev,
         (Some(given), _) => {
-            let (device_host, vm_host) = (c.fabric.hosts[owner as usize].name.clone(), c.fabric.hosts[vhost as usize].name.clone());
+            let (device_host, vm_host) = (c.fabric.host(owner).name.clone(), c.fabric.host(vhost).name.clone());
             return Err(VmSpecFault::Path { device: device.to_string(), device_host, vm: vname, vm_host, given });
         }
     };

@@ -41,7 +41,7 @@ pub(crate) fn release(c: &mut Cluster, h: &Held) -> HResult<()> {
 
 /// Give a device back its host's default DMA domain (`dma:NAME`, see devlend-host's kernel).
 fn reattach_default(c: &mut Cluster, host: HostId, func: FuncId) -> HResult<()> {
-    let name = format!("dma:{}", c.fabric.funcs[func as usize].name);
+    let name = format!("dma:{}", c.fabric.func(func).name);
     c.fabric.iommu_detach(host, func)?;
     let d = c.fabric.iommu_domain(host, &name)?;
     Ok(c.fabric.iommu_attach(host, d, func)?)

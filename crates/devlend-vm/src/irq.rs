@@ -121,13 +121,13 @@ impl Route {
 }
 
 fn msi_page(c: &Cluster, h: HostId) -> u64 {
-    c.fabric.hosts[h as usize].msi.start
+    c.fabric.host(h).msi.start
 }
 
 /// The physical MSI-X entry `entry` of `func` as its own host's CPU addresses it.
 fn slot(c: &Cluster, func: FuncId, entry: u16) -> HResult<u64> {
     let cap = msix_cap(&c.fabric, func)?;
-    let bar = c.fabric.funcs[func as usize].bars.iter().find(|b| b.index == cap.bir).ok_or_else(|| HostError::Invalid("MSI-X table BAR missing".into()))?;
+    let bar = c.fabric.func(func).bars.iter().find(|b| b.index == cap.bir).ok_or_else(|| HostError::Invalid("MSI-X table BAR missing".into()))?;
     Ok(bar.addr + cap.offset + entry as u64 * MSIX_ENTRY_SIZE)
 }
 
@@ -144,24 +144,6 @@ fn cpu_write(c: &mut Cluster, host: HostId, addr: u64, v: u32) -> HResult<()> {
 fn arriving_rid(c: &Cluster, host: HostId, addr: u64) -> HResult<devlend_wire::Bdf> {
     let route = c.fabric.route_uncached(Requester::Cpu(host), addr, Access::Write);
     route.hops.last().map(|h| h.rid).ok_or_else(|| Unreachability::NoRoute { addr }.into())
-}
-
-/// Time the Assert_INTx message of `func` from it to its host's root, on an idle fabric: a 4-byte
-/// message upstream, the path an MSI write to the host's MSI page takes, which no remapping
-/// entry validates (an INTx is remapped at the IOAPIC, not by the device's ID), so a
-/// compatibility-format address blocked at the root still times its path.
-pub(crate) fn intx_message_ps(c: &Cluster, func: FuncId) -> HResult<u64> {
-    let addr = msi_page(c, c.fabric.func_host(func));
-    use devlend_fabric::route::Failure;
-    use devlend_fabric::Outcome;
-    let route = c.fabric.route_uncached(Requester::Func(func), addr, Access::Write);
-    if let Outcome::Failed(f) = route.outcome {
-        if !matches!(f, Failure::Interrupt { .. }) {
-            return Err(HostError::fault(&c.fabric, addr, f));
-        }
-    }
-    let plan = devlend_engine::Plan { request: devlend_engine::path::build_path(&c.fabric, &route, false), completion: None };
-    Ok(devlend_engine::time_plan(&c.fabric, &plan, 4, Access::Write, true).time_ps)
 }
 
 /// What a function's interrupt is now (PCIe Base 3.0 §6.1.4; PCI Local Bus 3.0 §6.8.1).
@@ -181,11 +163,11 @@ pub fn message(c: &Cluster, func: FuncId, entry: u16) -> HResult<Message> {
         return Ok(Message::Intx);
     }
     let at = slot(c, func, entry)?;
-    let bar = c.fabric.funcs[func as usize].bars.iter().find(|b| at >= b.addr && at + 16 <= b.addr + b.size).map(|b| (b.index, at - b.addr));
+    let bar = c.fabric.func(func).bars.iter().find(|b| at >= b.addr && at + 16 <= b.addr + b.size).map(|b| (b.index, at - b.addr));
     let mut e = [0u8; 16];
-    match bar.and_then(|(i, off)| c.fabric.bar_mem.get(&(func, i)).map(|m| (m, off))) {
+    match bar.and_then(|(i, off)| c.fabric.bar_mem(func, i).map(|m| (m, off))) {
         Some((m, off)) => m.read(off, &mut e),
-        None => return Err(HostError::Invalid(format!("{}: MSI-X entry {entry} cannot be read", c.fabric.funcs[func as usize].name))),
+        None => return Err(HostError::Invalid(format!("{}: MSI-X entry {entry} cannot be read", c.fabric.func(func).name))),
     }
     let w = |i: usize| u32::from_le_bytes([e[i], e[i + 1], e[i + 2], e[i + 3]]);
     let addr = w(0) as u64 | (w(4) as u64) << 32;
@@ -300,9 +282,9 @@ impl Vmm {
         let page = msi_page(c, host);
         match r.src {
             Src::Msix(entry) => {
-                let owner = c.kernel(host)?.by_func(func).ok_or_else(|| HostError::NoDevice(NoSuch::NotInTree(c.fabric.funcs[func as usize].name.clone())))?;
+                let owner = c.kernel(host)?.by_func(func).ok_or_else(|| HostError::NoDevice(NoSuch::NotInTree(c.fabric.func(func).name.clone())))?;
                 // The device sits in `host` in both paths: its messages arrive with its own ID.
-                let rid = c.fabric.funcs[func as usize].bdf;
+                let rid = c.fabric.func(func).bdf;
                 let (v, addr) = c.alloc_vector(host, owner, entry, handler, (page, rid))?;
                 r.pieces.push(Piece::Vector(host, v));
                 let at = slot(c, func, entry)?;

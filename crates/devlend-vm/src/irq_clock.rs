@@ -33,9 +33,9 @@
 //! vector its latency. Once these threads deliver, `Vmm::run_irqs` (the timeless delivery) is off.
 //!
 //! The device's message: an MSI-X write is a DMA write on the links ([`Raiser`]); an
-//! Assert_INTx message (a 4-byte message TLP upstream to the device's root) is timed on the idle
-//! upstream path and asserts the line when it arrives: the engine's flows carry memory requests,
-//! so this one message does not wait behind data on the links; every stage after it does.
+//! Assert_INTx message (a 4-byte message TLP upstream to the device's root,
+//! `Cx::message_to_root`) is a flow on the same links and asserts the line when it arrives: both
+//! wait behind the data on the links, as every stage after them does.
 
 use crate::irq::Src;
 use crate::vm::VmId;
@@ -95,7 +95,7 @@ pub fn spawn(m: &mut Machine<Cluster>, vmm: &Rc<RefCell<Vmm>>, vm: VmId) -> HRes
     }
     let sh = Rc::new(Shared { vmm: vmm.clone(), vm, q: RefCell::default() });
     for h in hosts {
-        let name = m.world().fabric.hosts[h as usize].name.clone();
+        let name = m.world().fabric.host(h).name.clone();
         let s = sh.clone();
         m.spawn_service(&format!("apic/{name}"), 0, move |t| apic(t, &s, h));
         let s = sh.clone();
@@ -183,8 +183,8 @@ fn step(t: &Thread<'_, Cluster>, ch: &mut Chain, what: &str, ps: u64) {
 
 fn handler(t: &mut Thread<'_, Cluster>, sh: &Rc<Shared>, host: HostId) -> Result<(), ThreadError> {
     let p = crate::params::params();
-    let name = t.world().fabric.hosts[host as usize].name.clone();
-    let entry = t.world().fabric.tuning.host(host).irq_entry_ps;
+    let name = t.world().fabric.host(host).name.clone();
+    let entry = t.world().fabric.tuning().host(host).irq_entry_ps;
     t.runs_on(host);
     loop {
         let s = sh.clone();
@@ -253,6 +253,9 @@ pub struct Raiser {
     pub sent: Vec<Ps>,
 }
 
+/// The token of a [`Raiser`]'s Assert_INTx message (its MSI-X writes carry 0).
+const ASSERT_INTX: u64 = 1;
+
 impl devlend_engine::machine::Device<Cluster> for Raiser {
     fn mmio_write(&mut self, cx: &mut devlend_engine::machine::Cx<Cluster>, bar: u8, offset: u64, _tlp: &devlend_wire::Tlp) {
         if (bar, offset) != (0, RAISE) {
@@ -261,7 +264,7 @@ impl devlend_engine::machine::Device<Cluster> for Raiser {
         let func = cx.func();
         let sent = match crate::irq::message(cx.world(), func, self.entry) {
             Ok(crate::irq::Message::Msi { addr, data }) => cx.dma_write(addr, data.to_le_bytes().to_vec(), 0).is_ok(),
-            Ok(crate::irq::Message::Intx) => crate::irq::intx_message_ps(cx.world(), func).map(|ps| cx.set_timer(ps, 0)).is_ok(),
+            Ok(crate::irq::Message::Intx) => cx.message_to_root(ASSERT_INTX).is_ok(),
             _ => false,
         };
         if sent {
@@ -269,9 +272,12 @@ impl devlend_engine::machine::Device<Cluster> for Raiser {
         }
     }
 
-    /// The Assert_INTx message has reached the root: the line is asserted.
-    fn timer(&mut self, cx: &mut devlend_engine::machine::Cx<Cluster>, _token: u64) {
-        let func = cx.func();
-        cx.world().assert_intx(func);
+    /// The Assert_INTx message has reached the root: the line is asserted (unless a fault
+    /// stopped it on the way).
+    fn dma_done(&mut self, cx: &mut devlend_engine::machine::Cx<Cluster>, done: devlend_engine::machine::FlowDone) {
+        if done.token == ASSERT_INTX && done.fault.is_none() {
+            let func = cx.func();
+            cx.world().assert_intx(func);
+        }
     }
 }

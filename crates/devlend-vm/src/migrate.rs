@@ -38,7 +38,7 @@ impl Vmm {
         let t = c.host_id(target)?;
         let v = self.vm(vm)?;
         let (name, from, ram) = (v.name.clone(), v.host, v.layout.ram());
-        let from_name = c.fabric.hosts[from as usize].name.clone();
+        let from_name = c.fabric.host(from).name.clone();
         if t == from {
             return Err(HostError::Invalid(format!("VM {name} already runs on {target}")));
         }

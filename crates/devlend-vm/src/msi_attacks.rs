@@ -68,7 +68,7 @@ fn attack(case: &'static str, mut c: Cluster, mut vmm: Vmm, mut rogue: Gpu, vict
     let vector =
         kernel.irqs().iter().find(|d| d.msg_addr == addr).map(|d| d.vector).ok_or(CaseError::Testbed { what: "the victim's host vector is not found" })?;
     let record = forge(&mut c, &mut vmm, &mut rogue, (addr, data), (vm, gv))?;
-    let page = c.fabric.hosts[host_id as usize].msi.start;
+    let page = c.fabric.host(host_id).msi.start;
     forge(&mut c, &mut vmm, &mut rogue, (page, vector as u32), (vm, gv))?;
     let seen = guest_count(&mut c, &mut vmm, vm, gv)?;
     device_interrupt(&mut c, victim_dev, 0).map_err(host("raising the victim device's interrupt"))?;

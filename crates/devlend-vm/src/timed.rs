@@ -97,7 +97,7 @@ impl<'t, 'y> GuestThreadOs<'t, 'y> {
         let vmm = self.vmm.borrow();
         match vmm.guest_removed_at(self.vm, func) {
             Some(at) if at >= since => {
-                let device = self.t.world().fabric.funcs[func as usize].name.clone();
+                let device = self.t.world().fabric.func(func).name.clone();
                 let host = vmm.vm(self.vm).map(|v| format!("VM {}", v.name))?;
                 Err(HostError::NoDevice(NoSuch::Removed { device, host, at }))
             }

@@ -39,5 +39,5 @@ impl Vmm {
 /// From the host driver's `remove` to the guest driver's (see the module docs).
 pub fn forward_ps(f: &Fabric) -> u64 {
     let p = crate::params::params();
-    p.eventfd_irqfd_ps + p.guest_irq_entry_ps + f.tuning.timing.hotplug_remove_ps
+    p.eventfd_irqfd_ps + p.guest_irq_entry_ps + f.tuning().timing.hotplug_remove_ps
 }

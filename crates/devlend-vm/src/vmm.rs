@@ -92,7 +92,7 @@ impl Vmm {
                 }
                 Err(e) => {
                     release_all(c, held, &mut self.anomalies);
-                    let host = &c.fabric.hosts[h as usize].name;
+                    let host = &c.fabric.host(h).name;
                     return Err(HostError::NoMemory(format!("VM {name}: host {host} cannot back {} of guest RAM: {e}", size(ram))));
                 }
             }
@@ -117,7 +117,7 @@ impl Vmm {
     /// The mediated parent registers a lendable device for VMs, without borrowing it.
     pub fn register_mdev(&mut self, c: &Cluster, device: &str) -> HResult<()> {
         let func = c.fabric.func_id(device)?;
-        if matches!(c.fabric.nodes[c.fabric.funcs[func as usize].node as usize].kind, NodeKind::Ntb { .. }) {
+        if matches!(c.fabric.node(c.fabric.func(func).node).kind, NodeKind::Ntb { .. }) {
             return inv(format!("{device} is an NTB adapter and cannot be passed through"));
         }
         self.parents.insert(func);
@@ -128,7 +128,7 @@ impl Vmm {
     fn check_assign(&self, c: &Cluster, vm: VmId, device: &str, path: Path) -> HResult<FuncId> {
         let v = self.vm(vm)?;
         let func = c.fabric.func_id(device)?;
-        if matches!(c.fabric.nodes[c.fabric.funcs[func as usize].node as usize].kind, NodeKind::Ntb { .. }) {
+        if matches!(c.fabric.node(c.fabric.func(func).node).kind, NodeKind::Ntb { .. }) {
             return inv(format!("{device} is an NTB adapter and cannot be passed through (the hosts' Device Lending uses it)"));
         }
         if let Some((other, _)) = self.assigned.get(&func) {
@@ -151,7 +151,7 @@ impl Vmm {
     }
 
     fn add(&mut self, c: &Cluster, vm: VmId, func: FuncId, path: Path) -> HResult<DevId> {
-        let f = &c.fabric.funcs[func as usize];
+        let f = c.fabric.func(func);
         let bars: Vec<(u8, u64, bool)> = f.bars.iter().map(|b| (b.index, b.size, b.bits == 64)).collect();
         let name = f.name.clone();
         let virt = crate::config::VirtCfg::new(c, func);

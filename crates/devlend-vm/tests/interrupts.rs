@@ -31,7 +31,7 @@ fn msix_reaches_the_guest_handler_vfio_directly_mdev_through_the_lender() {
         // (gpu0 sits in the lender in both scenarios: VMLoc's VM runs there.)
         let desc = t.c.kernel("lender").unwrap().irqs().iter().next().unwrap().clone();
         let handle = desc.irte.expect("a remapping entry");
-        assert_eq!(desc.msg_addr, devlend_fabric::intremap::remappable_addr(t.c.fabric.hosts[0].msi.start, handle));
+        assert_eq!(desc.msg_addr, devlend_fabric::intremap::remappable_addr(t.c.fabric.hosts()[0].msi.start, handle));
         assert_eq!((desc.handler, desc.count), (if sc == Scenario::VmLoc { devlend_vm::irq::VFIO_HANDLER } else { devlend_vm::irq::LENDER_HANDLER }, 0));
         for n in 1..=3 {
             assert!(device_interrupt(&mut t.c, "gpu0", 0).unwrap());
@@ -46,7 +46,7 @@ fn msix_reaches_the_guest_handler_vfio_directly_mdev_through_the_lender() {
         // free_irq takes the route down: no vectors left in any host, MSI-X off on the device.
         t.vmm.guest(&mut t.c, t.vm).unwrap().free_irq(dev, 0).unwrap();
         assert_eq!(host_irqs(&t.c, "lender") + host_irqs(&t.c, "remote"), 0);
-        assert_eq!(t.c.fabric.config[t.c.fabric.func_id("gpu0").unwrap() as usize].msix_control, 0, "MSI-X off on the function");
+        assert_eq!(t.c.fabric.config_state(t.c.fabric.func_id("gpu0").unwrap()).msix_control, 0, "MSI-X off on the function");
         t.vmm.shutdown(&mut t.c, t.vm).unwrap();
         assert!(t.vmm.idle() && t.c.lending_idle() && t.vmm.anomalies.is_empty() && t.c.anomalies().is_empty());
     }

@@ -16,7 +16,7 @@ use devlend_vm::{GuestDev, Vmm};
 const JSON: &str = include_str!("expansion-chassis-vm.json");
 
 fn failures(c: &Cluster) -> usize {
-    c.fabric.events.iter().filter(|e| matches!(e, Event::Failed(_))).count()
+    c.fabric.events().iter().filter(|e| matches!(e, Event::Failed(_))).count()
 }
 
 /// A rogue guest kernel makes its GPU store at `addr`: must fail, be recorded, change nothing.
@@ -25,7 +25,7 @@ fn assert_blocked(c: &mut Cluster, gpu: &mut Gpu, addr: u64) {
     let e = gpu.store(&mut c.fabric, addr, &[0xee; 64]).err().unwrap_or_else(|| panic!("store at {addr:#x} went through"));
     let DeviceError::Dma { func, addr: at, failure, .. } = e else { panic!("{e}") };
     assert_eq!((func, at), (gpu.func, addr), "the error names the GPU and the address");
-    assert!(matches!(c.fabric.events.last(), Some(Event::Failed(f)) if *f == failure.failure), "the error carries the failure the fabric recorded");
+    assert!(matches!(c.fabric.events().last(), Some(Event::Failed(f)) if *f == failure.failure), "the error carries the failure the fabric recorded");
     assert_eq!(failures(c), before + 1, "the blocked store is recorded");
     assert_eq!(c.fabric.memory_digest(), digest, "no memory changed");
 }
@@ -142,7 +142,7 @@ fn a_vm_the_window_cannot_cover_fails_cleanly() {
     assert!(e.to_string().contains("VM big's 4 GiB of memory"), "{e}");
     assert!(c.lending_idle() && c.lends().is_empty() && vmm.domains.is_empty(), "nothing half-mapped");
     let lender = c.fabric.host_id("lender").unwrap() as usize;
-    assert!(c.fabric.iommus[lender].domains.iter().all(|d| d.mapped_bytes == 0 || d.name.starts_with("dl:") || d.name.starts_with("dma:")));
+    assert!(c.fabric.iommus()[lender].domains.iter().all(|d| d.mapped_bytes == 0 || d.name.starts_with("dl:") || d.name.starts_with("dma:")));
     assert_eq!(c.fabric.memory_digest(), digest);
     vmm.shutdown(&mut c, vm).unwrap();
     assert!(vmm.idle() && vmm.anomalies.is_empty());

@@ -95,7 +95,7 @@ fn a_migrated_vm_keeps_its_devices_driver_state_memory_and_interrupts() {
     for target in ["b", "l1"] {
         t.vmm.migrate(&mut t.c, t.vm, target).unwrap();
         let v = t.vmm.vm(t.vm).unwrap();
-        assert_eq!(t.c.fabric.hosts[v.host as usize].name, target);
+        assert_eq!(t.c.fabric.host(v.host).name, target);
         let path = v.devices[&t.gpus[0].0].path;
         assert_eq!(path, if target == "l1" { Path::Vfio } else { Path::Mdev }, "gpu0 is local to l1");
         assert!(t.c.lends().iter().all(|l| l.borrower == target), "{:?}", t.c.lends());
@@ -145,7 +145,7 @@ fn a_target_without_a_path_to_a_lender_is_refused_and_nothing_is_left_half_mappe
     assert_eq!(t.c.fabric.memory_digest(), digest, "no memory changed");
     let strip = |v: Vec<devlend_host::LendInfo>| v.into_iter().map(|l| devlend_host::LendInfo { dev: devlend_host::DevId(0), ..l }).collect::<Vec<_>>();
     assert_eq!(strip(t.c.lends()), strip(lends), "both devices lent to a as before (new handles: they were returned and borrowed again)");
-    assert_eq!(t.c.fabric.iommus[island].domains.iter().map(|d| d.mapped_bytes).sum::<u64>(), 0);
+    assert_eq!(t.c.fabric.iommus()[island].domains.iter().map(|d| d.mapped_bytes).sum::<u64>(), 0);
     assert_eq!(t.c.kernel("island").unwrap().allocation(0x4000_0000), island_free, "the target's chunks were freed");
     assert!(t.vmm.anomalies.is_empty() && t.c.anomalies().is_empty());
     // The VM still runs on a with both devices.

@@ -63,7 +63,7 @@ pub(crate) struct Attached {
 /// device whose IDs devlend does not know) the `kind` its description gives.
 fn kind_of(c: &Cluster, device: &str) -> Option<String> {
     use devlend_fabric::spec::DeviceKind;
-    let d = c.fabric.devices.iter().find(|d| d.name == device)?;
+    let d = c.fabric.devices().iter().find(|d| d.name == device)?;
     let Some(profile) = &d.profile else {
         let kind = match d.kind {
             DeviceKind::Gpu => "gpu",
@@ -124,7 +124,7 @@ pub(crate) fn attach(c: &mut Cluster, guests: &Guests, w: &str, runner_name: &st
         Runner::Host(host) if c.fabric.func_host(func) == *host => c.kernel(*host).and_then(|k| {
             let d = k.find(device)?;
             match k.device(d)?.lent_to {
-                Some(to) => Err(HostError::Busy(format!("{device} is lent to host {}", c.fabric.hosts[to as usize].name))),
+                Some(to) => Err(HostError::Busy(format!("{device} is lent to host {}", c.fabric.host(to).name))),
                 None => Ok(d),
             }
         }),

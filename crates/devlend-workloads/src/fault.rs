@@ -91,7 +91,7 @@ fn steps(n: &Notice, vmm: &Rc<RefCell<Vmm>>) -> Vec<(Ps, Later<Cluster>)> {
         .map(|&(delay, host, step)| {
             let vmm = vmm.clone();
             let act: Later<Cluster> = Box::new(move |c: &mut Cluster, at: Ps| {
-                c.fabric.events.push(Event::Hotplug { at, host, func, step });
+                c.fabric.record_event(Event::Hotplug { at, host, func, step });
                 if step != HotplugStep::DriverRemoved {
                     return Effects::default();
                 }
@@ -111,7 +111,7 @@ fn steps(n: &Notice, vmm: &Rc<RefCell<Vmm>>) -> Vec<(Ps, Later<Cluster>)> {
 /// The removal of `func` forwarded into VM `vm` on `host`: the guest driver's `remove` runs.
 fn guest_told(vmm: Rc<RefCell<Vmm>>, vm: VmId, host: HostId, func: FuncId) -> Later<Cluster> {
     Box::new(move |c: &mut Cluster, at: Ps| {
-        c.fabric.events.push(Event::Hotplug { at, host, func, step: HotplugStep::GuestRemoved });
+        c.fabric.record_event(Event::Hotplug { at, host, func, step: HotplugStep::GuestRemoved });
         vmm.borrow_mut().guest_removed(vm, func, at);
         Effects::default()
     })

@@ -413,8 +413,8 @@ pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner,
         Runner::Host(h) => *h,
         Runner::Vm(g) => g.vmm.borrow().vm(g.vm).map_err(WorkloadError::host_setup(w, "the runner's VM"))?.host,
     };
-    let t = &c.fabric.tuning.timing;
-    let completer = t.dram_latency_ps + if c.fabric.hosts[host as usize].iommu { t.iotlb_hit_ps } else { 0 };
+    let t = &c.fabric.tuning().timing;
+    let completer = t.dram_latency_ps + if c.fabric.host(host).iommu { t.iotlb_hit_ps } else { 0 };
     drop(c);
     let nic = Rc::new(RefCell::new(Nic {
         spec: spec.clone(),

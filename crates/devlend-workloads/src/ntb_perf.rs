@@ -119,19 +119,19 @@ fn check(w: &str, s: &NtbPerfSpec) -> WResult<()> {
 
 /// The NT adapter of `runner` whose peer sits in `peer`, and that peer.
 fn ntb_between(f: &Fabric, runner: HostId, peer: HostId) -> Option<(u32, u32)> {
-    f.ntbs.iter().enumerate().find_map(|(i, n)| {
+    f.ntbs().iter().enumerate().find_map(|(i, n)| {
         let p = n.peer?;
-        (n.host == runner && f.ntbs[p as usize].host == peer).then_some((i as u32, p))
+        (n.host == runner && f.ntb(p).host == peer).then_some((i as u32, p))
     })
 }
 
 /// A direct (not LUT-segmented) memory window of `out` whose translation on its peer `inbound`
 /// is unset: the last one, as Device Lending takes the first free window for itself.
 fn free_window(f: &Fabric, out: u32, inbound: u32) -> Option<usize> {
-    let windows = &f.ntbs[out as usize].windows;
+    let windows = &f.ntb(out).windows;
     (0..windows.len()).rev().find(|&i| {
         windows[i].lut_segments == 0 && {
-            let t = &f.ntbs[inbound as usize];
+            let t = f.ntb(inbound);
             matches!(t.peer_idx(out).and_then(|q| t.inbound[q].get(i)), Some(Inbound::Unset))
         }
     })
@@ -153,20 +153,20 @@ fn ends(c: &mut Cluster, w: &str, runner: &str, peer: &str, s: &NtbPerfSpec, dma
     let no = |what: &str, e| WorkloadError::no_such(w, what, Missing::Fabric(e));
     let (hr, hp) = (c.fabric.host_id(runner).map_err(|e| no("host", e))?, c.fabric.host_id(peer).map_err(|e| no("host", e))?);
     let (nr, np) = ntb_between(&c.fabric, hr, hp).ok_or_else(|| WorkloadError::NoNtb { workload: w.into(), runner: runner.into(), peer: peer.into() })?;
-    if c.fabric.hosts[hp as usize].iommu {
+    if c.fabric.host(hp).iommu {
         // Linux's ntb_perf maps its inbound buffer for the adapter with the DMA API; here the host
         // kernel keeps an adapter's DMA for Device Lending, so the window lands on a physical address
         // that the peer's IOMMU would fault.
         return Err(invalid(w, BadSpec::PeerIommu { peer: peer.into() }));
     }
-    let widx = free_window(&c.fabric, nr, np).ok_or_else(|| setup(w, SetupCause::NoFreeWindow { ntb: c.fabric.ntbs[nr as usize].name.clone() }))?;
+    let widx = free_window(&c.fabric, nr, np).ok_or_else(|| setup(w, SetupCause::NoFreeWindow { ntb: c.fabric.ntb(nr).name.clone() }))?;
     let (window, size) = c.fabric.peer_mw_get_addr(nr, widx).map_err(WorkloadError::setup(w))?;
     let mw = size.min(s.max_mw_size.unwrap_or(u64::MAX));
     let (buf_p, ring_p) = pinned(c, w, hp, mw)?;
     let (buf_r, ring_r) = pinned(c, w, hr, mw)?;
     let f = &mut c.fabric;
     let a = Node::open_at(f, np, widx, buf_p, ring_p).map_err(rdma(w))?;
-    f.set_bus_master(f.ntbs[nr as usize].func, true);
+    f.set_bus_master(f.ntb(nr).func, true);
     let mut b = Node { host: hr, ntb: nr, buf: buf_r, ring: ring_r, peer: None, window: (window, size) };
     a.publish(f).map_err(rdma(w))?;
     if b.learn_peer(f).map_err(rdma(w))?.is_none() {
@@ -213,7 +213,7 @@ pub(crate) fn dma_name(f: &Fabric, w: &str, runner: &str, s: &NtbPerfSpec) -> WR
             in_host(n).then(|| Some(n.clone())).ok_or_else(|| no(Missing::NotInHost { device: n.clone(), host: runner.into() }))
         }
         None => f
-            .devices
+            .devices()
             .iter()
             .find(|d| d.profile.as_deref() == Some(DMA_PROFILE) && in_host(&d.name))
             .map(|d| Some(d.name.clone()))

@@ -174,7 +174,7 @@ impl Scenario {
     pub fn vms(&self) -> Vec<(String, String)> {
         let vmm = self.guests.vmm.borrow();
         let c = self.m.world();
-        self.guests.names.iter().filter_map(|(n, id)| vmm.vm(*id).ok().map(|v| (n.clone(), c.fabric.hosts[v.host as usize].name.clone()))).collect()
+        self.guests.names.iter().filter_map(|(n, id)| vmm.vm(*id).ok().map(|v| (n.clone(), c.fabric.host(v.host).name.clone()))).collect()
     }
 
     pub fn now(&self) -> Ps {
@@ -236,7 +236,7 @@ impl Scenario {
     pub fn add_gpu_copy(&mut self, name: &str, runner: &str, gpu: &str, dir: Dir, bytes: u64, at: Ps) -> WResult<()> {
         self.admit(name, at)?;
         self.claim(name, gpu)?;
-        let budget = self.m.world().fabric.tuning.limits.memory_bytes;
+        let budget = self.m.world().fabric.tuning().limits.memory_bytes;
         let copy = crate::gpu::start(&mut self.m, &self.guests, name, (runner, gpu), (dir, bytes), (self.memory, budget), at).inspect_err(|_| {
             self.users.remove(gpu);
         })?;
@@ -409,7 +409,7 @@ impl Scenario {
     /// The effective parameters: the engine's, devlend's version, and each drive's media.
     pub fn params(&self) -> Vec<(String, String)> {
         let mut p = engine_params(&self.m.world().fabric);
-        p.push(("topology".into(), self.m.world().fabric.name.clone()));
+        p.push(("topology".into(), self.m.world().fabric.name().to_string()));
         for (d, m) in &self.media {
             p.push((format!("{d}.media_read_latency_ns"), (m.media_read_latency_ps as f64 / 1e3).to_string()));
             p.push((format!("{d}.media_write_latency_ns"), (m.media_write_latency_ps as f64 / 1e3).to_string()));

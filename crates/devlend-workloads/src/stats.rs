@@ -4,7 +4,7 @@
 /// CPU profile on the fabric that has its own, then every per-CPU, per-host, per-device and
 /// per-link override as `scope.name.key`.
 pub fn engine_params(f: &devlend_fabric::Fabric) -> Vec<(String, String)> {
-    let t = &*f.tuning.timing;
+    let t = &*f.tuning().timing;
     let ns = |ps: u64| format!("{}", ps as f64 / 1e3);
     vec![
         ("devlend_version".into(), env!("CARGO_PKG_VERSION").into()),
@@ -25,8 +25,8 @@ pub fn engine_params(f: &devlend_fabric::Fabric) -> Vec<(String, String)> {
     .into_iter()
     .chain(cpu_root_latencies(f))
     // Only where it applies, so that results of fabrics without a cluster switch read as before.
-    .chain((!f.cluster_switches.is_empty()).then(|| ("cluster_switch_latency_ns".to_string(), ns(t.cluster_switch_latency_ps))))
-    .chain(f.tuning.overrides.iter().filter(|(k, _)| !k.starts_with("timing.") && !k.starts_with("cpus.")).cloned())
+    .chain((!f.cluster_switches().is_empty()).then(|| ("cluster_switch_latency_ns".to_string(), ns(t.cluster_switch_latency_ps))))
+    .chain(f.tuning().overrides.iter().filter(|(k, _)| !k.starts_with("timing.") && !k.starts_with("cpus.")).cloned())
     .collect()
 }
 
@@ -34,7 +34,7 @@ pub fn engine_params(f: &devlend_fabric::Fabric) -> Vec<(String, String)> {
 /// profile's value, or the run's override of it).
 fn cpu_root_latencies(f: &devlend_fabric::Fabric) -> Vec<(String, String)> {
     let mut seen = std::collections::BTreeMap::new();
-    for h in &f.hosts {
+    for h in f.hosts() {
         if let Some(ps) = h.cpu.root_latency_ps {
             seen.insert(format!("cpus.{}.root_latency_ps", h.cpu_name), ps.to_string());
         }

@@ -20,7 +20,7 @@ fn with_poisoned(page: u64, at: u64) -> (WorkloadResult, u64) {
     s.add_fault(at, "poisoned", &format!("borrower.ram+{page:#x}")).unwrap();
     s.keep_going(true);
     let r = s.run().unwrap();
-    let timeout = s.cluster().fabric.tuning.timing.nvme_io_timeout_ps;
+    let timeout = s.cluster().fabric.tuning().timing.nvme_io_timeout_ps;
     (r.workloads[0].clone(), timeout)
 }
 

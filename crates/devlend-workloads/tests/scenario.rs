@@ -245,7 +245,7 @@ fn a_surprise_removal_reaches_the_running_driver_by_hot_plug_before_its_timeout(
     let (e, mut s) = fio_fault("surprise-removal", "nvme0");
     let e = e.to_string();
     assert!(e.contains("no such device") || e.contains("no device with handle"), "{e}");
-    let t = s.cluster().fabric.tuning.timing.clone();
+    let t = s.cluster().fabric.tuning().timing.clone();
     let removed = 20_000_000 + t.hotplug_detect_ps + 2 * t.hotplug_remove_ps + t.dl_notice_ps;
     let noticed = s.threads_ended_at().unwrap();
     assert!(noticed <= removed + 1_000_000_000, "noticed at {noticed} ps, the driver's remove ran at {removed}");

@@ -63,7 +63,7 @@ fn a_mediated_guest_learns_of_its_lenders_crash_as_a_bare_metal_borrower_does() 
     let at = half();
     let (guest, s) = copy("vm", Some(("host-crash", "lender-a", at)));
     let (bare, _) = copy("borrower", Some(("host-crash", "lender-a", at)));
-    let t = s.cluster().fabric.tuning.timing.clone();
+    let t = s.cluster().fabric.tuning().timing.clone();
     let forward = devlend_vm::unplug::forward_ps(&s.cluster().fabric);
     let told = at + t.hotplug_detect_ps + t.dl_notice_ps + t.hotplug_remove_ps;
     for (who, w) in [("guest", &guest), ("bare metal", &bare)] {
@@ -78,7 +78,7 @@ fn a_mediated_guest_learns_of_its_lenders_crash_as_a_bare_metal_borrower_does() 
     let steps: Vec<String> = s
         .cluster()
         .fabric
-        .events
+        .events()
         .iter()
         .filter_map(|e| match e {
             devlend_fabric::events::Event::Hotplug { step, .. } => Some(step.name().to_string()),

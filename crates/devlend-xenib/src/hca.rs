@@ -283,7 +283,7 @@ impl World {
     pub fn add_domain(&mut self, node: usize, name: &str, kind: DomKind) -> XResult<DomId> {
         let n = self.domains.iter().filter(|d| d.node == node).count() as u64;
         let id = self.fab.host_id(HOST_NAMES[node]).map_err(|error| XenIbError::Fabric { what: format!("the host {}", HOST_NAMES[node]), error })?;
-        let host = &self.fab.hosts[id as usize];
+        let host = self.fab.host(id);
         let too_small = || XenIbError::RamTooSmall { host: HOST_NAMES[node].into(), domain: name.into() };
         let base = self.fab.ram_offset_to_phys(host, DOMAIN_RAM_OFFSET + n * DOMAIN_RAM_SIZE).ok_or_else(too_small)?;
         Ok(self.add_domain_at(node, name, kind, base, DOMAIN_RAM_SIZE, DomMap::Identity))

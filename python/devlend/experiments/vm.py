@@ -104,8 +104,8 @@ def run_irq(quick: bool = False, progress: Optional[Callable[[str], None]] = Non
     """One interrupt of gpu0, raised by the device and taken by the guest's handler (devlend-vm's
     irq): VMLoc through vfio's eventfd, VMRem through the lender-side handler, a notification
     store through the NTB and the borrower's eventfd. Both kinds run on one idle machine as a chain
-    of events on the hypervisor's threads (irq_clock): the device's MSI-X write on the links, or its
-    Assert_INTx message (timed on the idle upstream path), then the same chain. The software steps
+    of events on the hypervisor's threads (irq_clock): the device's MSI-X write or its Assert_INTx
+    message, each a flow on the links to its root, then the same chain. The software steps
     are the assumed [vm] constants of params/hardware.toml."""
     rows = []
     for where in ("VMLoc", "VMRem"):

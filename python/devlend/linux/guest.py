@@ -142,6 +142,16 @@ def _collect(out: Path, n: int) -> tuple[list[str], list[int]]:
     return outs, rcs
 
 
+def _faults(faults) -> list[tuple[int, str, str]]:
+    """(kind, target, at_ns) as the server takes them: (at_ns, kind, target), at_ns checked."""
+    out = []
+    for kind, target, at in faults:
+        if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at < 2**62:
+            raise LinuxGuestError(f"fault {kind} at {target}: at_ns={at!r}, expected a whole number of simulated ns", "topology")
+        out.append((at, str(kind), str(target)))
+    return out
+
+
 def run(topology, host: str, commands: list[str], *, device: str | None = None, outdir: str | os.PathLike | None = None,
         kernel: str | None = None, mem: str = "256M", timeout_s: float = 120.0, blocks: int = 1 << 21,
         faults: list[tuple[str, str, int]] = ()) -> GuestResult:
@@ -153,12 +163,7 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
     ("link-down", "ntb-b", ...), or ("revoke", DEVICE, ...): the lender takes the borrowed device
     back); the kernel's reaction is in ``driver_lines``, a hot-unplug's time in
     ``device["unplugged_ns"]``."""
-    fault_list = []
-    for f in faults:
-        kind, target, at = f
-        if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at < 2**62:
-            raise LinuxGuestError(f"fault {kind} at {target}: at_ns={at!r}, expected a whole number of simulated ns", "topology")
-        fault_list.append((at, str(kind), str(target)))
+    fault_list = _faults(faults)
     if fault_list and not device:
         raise LinuxGuestError("faults need a device: without one the guest runs on the wall clock", "topology")
     from .build import build
@@ -217,19 +222,47 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
     return GuestResult(outs, rcs, console, results.get(device, {}) if device else {}, wall, driver_lines(console))
 
 
-def run_guests(topology, guests: dict[str, list[str]], *, outdir: str | os.PathLike | None = None, kernel: str | None = None,
-               mem: str = "128M", timeout_s: float = 120.0) -> dict[str, GuestResult]:
+def _device_kind(topology, name: str) -> str:
+    """How devlend-uml serves a device: an NTB adapter as an Intel Xeon gen1 NTB, a drive as NVMe."""
+    if any(n.name == name for n in topology.ntbs):
+        return "xeon-ntb"
+    if any(d.name == name for d in topology.devices):
+        return "nvme"
+    raise LinuxGuestError(f"device {name!r}: not a device or NTB of topology {topology.name!r}", "topology")
+
+
+def run_guests(topology, guests: dict[str, list[str]], *, devices: dict[str, list[str]] | None = None,
+               outdir: str | os.PathLike | None = None, kernel: str | None = None, mem: str = "128M",
+               timeout_s: float = 120.0, blocks: int = 1 << 21, faults: list[tuple[str, str, int]] = (),
+               kernel_args: list[str] = ()) -> dict[str, GuestResult]:
     """Boot one guest per host of ``topology`` named in ``guests`` (host -> its commands), all on
     one clock: devlend's engine, with devlend-uml's controller (``guests.rs``) moving simulated
-    time only when every guest waits. Each guest's folder is ``outdir/HOST`` (console, outputs).
+    time only when every guest waits. ``devices``: host -> the devices on its guest's PCI, each on
+    its own vhost-user socket and all on the one engine: a drive of the topology (NVMe, borrowed
+    when it sits in another host) or the host's NTB adapter (an Intel Xeon gen1 NTB, which the
+    kernel's ntb_hw_intel drives). Each guest's folder is ``outdir/HOST`` (console, outputs).
     ``GuestResult.device`` holds the guest's final simulated time (``guest_ns``), its time
-    messages and WAITs, and the run's ``simulated_ps`` and ``wall_s``."""
+    messages and WAITs, its ``devices`` (accesses, interrupts, commands), and the run's
+    ``simulated_ps``, ``wall_s`` and ``unimplemented_registers`` (NTB registers the guests
+    touched that the model does not implement: (ntb, space, offset, length, access)). ``faults``:
+    (kind, target, at_ns) on the engine, as for ``run`` (e.g. ("link-down", "ntb-a", ...)); the
+    run's fabric events are in ``fabric_events``. ``kernel_args``: more kernel command-line
+    arguments for every guest (e.g. ``initcall_blacklist=`` to keep built-in NTB clients off the
+    device so that ntb_transport takes it at boot, as ntb_netdev needs)."""
     names = {h.name for h in topology.hosts}
+    fault_list = _faults(faults)
+    devices = devices or {}
     if len(guests) < 1:
         raise LinuxGuestError("no guests: name at least one host and its commands", "topology")
-    for h in guests:
+    for h in list(guests) + list(devices):
         if h not in names:
             raise LinuxGuestError(f"host {h!r}: not a host of topology {topology.name!r} (it has {', '.join(sorted(names))})", "topology")
+        if h not in guests:
+            raise LinuxGuestError(f"devices for host {h!r}, which runs no guest", "topology")
+    for h, ds in devices.items():
+        if len(ds) > UML_MAX_DEVICES:
+            raise LinuxGuestError(f"host {h!r}: {len(ds)} devices: UML's PCI takes at most {UML_MAX_DEVICES}", "topology")
+    kinds = {d: _device_kind(topology, d) for ds in devices.values() for d in ds}
     from .build import build
     kernel = kernel or str(build())
     root = Path(outdir or tempfile.mkdtemp(prefix="devlend-guests-")).resolve()
@@ -237,16 +270,19 @@ def run_guests(topology, guests: dict[str, list[str]], *, outdir: str | os.PathL
     folders = {h: root / h for h in hosts}
     socks = [str(folders[h] / "time.sock") for h in hosts]
     prepared = {h: _prepare(folders[h], guests[h]) for h in hosts}
+    dev_socks = {h: [(str(folders[h] / f"{d}.sock"), kinds[d], d) for d in devices.get(h, [])] for h in hosts}
+    spec = [(h, socks[i], dev_socks[h]) for i, h in enumerate(hosts)]
     result, errors = {}, []
 
     def control():
         try:
-            result.update(_core.uml_control(topology.to_json(), socks, timeout_s))
+            result.update(_core.uml_control(topology.to_json(), spec, blocks, timeout_s, fault_list))
         except Exception as e:  # noqa: BLE001 - reported below with the consoles
             errors.append(e)
     server = threading.Thread(target=control, daemon=True)
     server.start()
-    while not all(os.path.exists(s) for s in socks) and not errors:
+    every = socks + [s for h in hosts for s, _, _ in dev_socks[h]]
+    while not all(os.path.exists(s) for s in every) and not errors:
         time.sleep(0.01)
     if errors:
         raise LinuxGuestError(f"the time-travel controller: {errors[0]}", "device")
@@ -255,6 +291,7 @@ def run_guests(topology, guests: dict[str, list[str]], *, outdir: str | os.PathL
         for i, h in enumerate(hosts):
             init, console = prepared[h]
             argv = _argv(kernel, init, mem, f"devlend-{os.getpid()}-{i}") + [f"time-travel=ext:{socks[i]}"]
+            argv += [f"virtio_uml.device={s}:{VIRTIO_DEVICE_ID}" for s, _, _ in dev_socks[h]] + list(kernel_args)
             with open(console, "wb") as con:
                 procs[h] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=con, stderr=subprocess.STDOUT, cwd=folders[h],
                                             start_new_session=True, env=dict(os.environ, TMPDIR=str(folders[h])))
@@ -279,8 +316,9 @@ def run_guests(topology, guests: dict[str, list[str]], *, outdir: str | os.PathL
         if "devlend-guest-done" not in console.read_text(errors="replace"):
             raise LinuxGuestError(f"the guest of {h} ended (status {procs[h].returncode}) without finishing its commands; console {console}",
                                   "crash", _tail(console))
-        guest_ns, msgs, waits = result["guests"][i]
-        info = {"guest_ns": guest_ns, "time_messages": msgs, "waits": waits, "simulated_ps": result["simulated_ps"], "wall_s": wall}
+        g = result["guests"][i]
+        info = {**g, "simulated_ps": result["simulated_ps"], "wall_s": wall,
+                "unimplemented_registers": result["unimplemented_registers"], "fabric_events": result["fabric_events"]}
         outs, rcs = _collect(folders[h], len(guests[h]))
         out[h] = GuestResult(outs, rcs, console, info, wall, driver_lines(console))
     return out

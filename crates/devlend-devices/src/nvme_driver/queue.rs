@@ -200,7 +200,7 @@ impl NvmeQueue {
                 break;
             }
             let seen = self.interrupts;
-            let timeout = os.run_hardware(|f| f.tuning.timing.nvme_io_timeout_ps);
+            let timeout = os.run_hardware(|f| f.tuning().timing.nvme_io_timeout_ps);
             match os.wait_irq_for(self.vector, seen, timeout).map_err(os_err("wait_irq"))? {
                 Some(n) => self.interrupts = n,
                 None => return Err(self.timed_out(os, timeout)),

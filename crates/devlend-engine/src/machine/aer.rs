@@ -19,12 +19,12 @@ impl<W: World> Machine<W> {
         let found: Vec<AerDetect> = {
             let mut w = self.world.borrow_mut();
             let f = w.fabric();
-            let total = f.events.total();
+            let total = f.events().total();
             if total == self.faults.aer_seen {
                 return;
             }
             let seen = std::mem::replace(&mut self.faults.aer_seen, total);
-            let mut v: Vec<_> = f.events.since_rev(seen).filter_map(|e| if let Event::Failed(x) = e { f.aer_of(x) } else { None }).collect();
+            let mut v: Vec<_> = f.events().since_rev(seen).filter_map(|e| if let Event::Failed(x) = e { f.aer_of(x) } else { None }).collect();
             v.reverse();
             v
         };
@@ -41,7 +41,7 @@ impl<W: World> Machine<W> {
             return;
         }
         self.faults.aer_pending.insert(key, 0);
-        let t = self.world.borrow_mut().fabric().tuning.timing.clone();
+        let t = self.world.borrow_mut().fabric().tuning().timing.clone();
         // A completion timeout is recorded when the request meets the completer that will never
         // answer; the requester detects it when its timer expires.
         let wait = if d.error == AerError::CompletionTimeout { t.completion_timeout_ps } else { 0 };
@@ -53,6 +53,6 @@ impl<W: World> Machine<W> {
     pub(super) fn aer_deliver(&mut self, d: AerDetect) {
         let more = self.faults.aer_pending.remove(&(d.host, d.root_port, d.error)).unwrap_or(0);
         let at = self.now();
-        self.world.borrow_mut().fabric().events.push(Event::Aer { at, detect: d, more });
+        self.world.borrow_mut().fabric().record_event(Event::Aer { at, detect: d, more });
     }
 }

@@ -101,9 +101,28 @@ impl Core {
         at: Ps,
     ) -> Result<Result<u32, Local>, Failure> {
         let p = plan(f, who, addr, access)?;
+        Ok(self.start_plan(p, owner, who, addr, access, len, data, carries_data, token, at))
+    }
+
+    /// As [`Core::start`], along a plan the caller made (a message routed by its type, not by
+    /// an address).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_plan(
+        &mut self,
+        p: Plan,
+        owner: Owner,
+        who: Requester,
+        addr: u64,
+        access: Access,
+        len: u64,
+        data: Vec<u8>,
+        carries_data: bool,
+        token: u64,
+        at: Ps,
+    ) -> Result<u32, Local> {
         if p.request.stages.is_empty() {
             let mem = if access == Access::Read { p.request.target_latency } else { 0 };
-            return Ok(Err(Local { latency: p.request.origin_latency + mem }));
+            return Err(Local { latency: p.request.origin_latency + mem });
         }
         let (path, cpl) = self.load(p);
         let kind = if access == Access::Read { FlowKind::Read } else { FlowKind::Write };
@@ -115,7 +134,7 @@ impl Core {
             self.flows.resize_with(slot + 1, || None);
         }
         self.flows[slot] = Some(info);
-        Ok(Ok(id))
+        Ok(id)
     }
 
     pub fn set_timer(&mut self, at: Ps, owner: Owner, token: u64) {

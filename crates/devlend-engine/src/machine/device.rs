@@ -12,9 +12,11 @@
 
 use super::core::{Core, FlowDone, Owner};
 use super::World;
+use crate::path::build_path;
 use crate::queue::Ps;
+use crate::Plan;
 use devlend_fabric::model::FuncId;
-use devlend_fabric::route::{Failure, Requester};
+use devlend_fabric::route::{Failure, Outcome, Requester};
 use devlend_fabric::Fabric;
 use devlend_wire::{Access, Tlp};
 use std::collections::HashMap;
@@ -121,6 +123,33 @@ impl<W: World> Cx<'_, W> {
         out.map(drop)
     }
 
+    /// Send a 4-byte message TLP from this function to its host's root complex (an
+    /// Assert_INTx): a flow on the machine's links, so it queues behind the data on them;
+    /// [`Device::dma_done`] gets `token` when it reaches the root (or stops at a fault). A message
+    /// is routed to the root by its type (PCIe Base 3.0 §2.2.8.1), not by an address: it takes
+    /// the upstream ports a write to the host's MSI page takes, whatever the root then does with
+    /// such a write (interrupt remapping refusing a compatibility-format one). Nothing lands.
+    pub fn message_to_root(&mut self, token: u64) -> Result<(), Failure> {
+        let f = self.world.fabric();
+        let who = Requester::Func(self.func);
+        let addr = f.host(f.func_host(self.func)).msi.start;
+        let route = f.route_uncached(who, addr, Access::Write);
+        if let Outcome::Failed(e) = route.outcome {
+            if !matches!(e, Failure::Interrupt { .. }) {
+                return Err(e);
+            }
+        }
+        let plan = Plan { request: build_path(f, &route, false), completion: None };
+        let (owner, at) = (Owner::Device(self.dev), self.core.now());
+        let started = self.core.start_plan(plan, owner, who, addr, Access::Write, 4, Vec::new(), false, token, at);
+        started.map(drop).map_err(|_| Failure::Unsupported {
+            node: f.func(self.func).node,
+            host: f.func_host(self.func),
+            addr,
+            why: "a message from a root complex to itself crosses no link",
+        })
+    }
+
     /// Start the flow; its id.
     fn dma(&mut self, delay: Ps, addr: u64, access: Access, len: u64, data: Vec<u8>, token: u64) -> Result<u32, Failure> {
         let who = Requester::Func(self.func);
@@ -131,12 +160,8 @@ impl<W: World> Cx<'_, W> {
             Ok(Ok(flow)) => Ok(flow),
             Ok(Err(_)) => {
                 // A device addressing itself crosses no link: peer-to-peer inside one function is not modelled.
-                let fail = Failure::Unsupported {
-                    node: f.funcs[self.func as usize].node,
-                    host: f.func_host(self.func),
-                    addr,
-                    why: "a device's DMA to itself crosses no link",
-                };
+                let fail =
+                    Failure::Unsupported { node: f.func(self.func).node, host: f.func_host(self.func), addr, why: "a device's DMA to itself crosses no link" };
                 f.record(fail);
                 Err(fail)
             }

@@ -185,7 +185,7 @@ impl<W: World> Machine<W> {
     /// The error of the first thread a crash stopped (services stop silently).
     pub(super) fn crashed_error(&self) -> Option<super::MachineError> {
         let (t, h, at) = *self.faults.crashed.iter().find(|(t, _, _)| !self.threads[*t].service)?;
-        let host = self.world.borrow_mut().fabric().hosts[h as usize].name.clone();
+        let host = self.world.borrow_mut().fabric().host(h).name.clone();
         let thread = self.threads[t].name.to_string();
         Some(super::thread::failed(&thread, super::ThreadError::HostCrashed { thread: thread.clone(), host, at }))
     }
@@ -208,7 +208,7 @@ impl<W: World> Machine<W> {
     /// A read that failed because its completer never answers: its end waits for the timeout.
     pub(super) fn arm_timeout(&mut self, flow: u32, e: &Failure) {
         if matches!(e, Failure::Unresponsive { .. }) {
-            let cto = self.world.borrow_mut().fabric().tuning.timing.completion_timeout_ps;
+            let cto = self.world.borrow_mut().fabric().tuning().timing.completion_timeout_ps;
             let now = self.now();
             self.timeouts.insert(flow, now + cto);
         }

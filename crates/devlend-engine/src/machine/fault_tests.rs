@@ -12,7 +12,7 @@ use std::cell::Cell;
 /// Bytes of 0xab (the toy's payload) in borrower RAM from `at`, `len` long.
 fn landed(f: &Fabric, borrower: u16, at: u64, len: usize) -> usize {
     let mut data = vec![0u8; len];
-    f.ram[borrower as usize].read(at, &mut data);
+    f.ram(borrower).read(at, &mut data);
     data.iter().filter(|&&b| b == 0xab).count()
 }
 
@@ -63,7 +63,7 @@ fn a_read_of_a_hung_device_fails_after_the_completion_timeout() {
     let f = testbed();
     let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();
     let (lender, func) = (f.host_id("lender").unwrap(), f.func_id("gpu0").unwrap());
-    let cto = f.tuning.timing.completion_timeout_ps;
+    let cto = f.tuning().timing.completion_timeout_ps;
     let mut m = Machine::new(f);
     m.inject(1_000, move |f: &mut Fabric| {
         f.func_hang(func);
@@ -79,7 +79,7 @@ fn a_read_of_a_hung_device_fails_after_the_completion_timeout() {
 
 /// AER messages the fabric's log holds: (time, error, severity name, more).
 fn aer(f: &Fabric) -> Vec<(Ps, devlend_fabric::aer::AerError, &'static str, u32)> {
-    f.events
+    f.events()
         .iter()
         .filter_map(|e| if let Event::Aer { at, detect, more } = e { Some((*at, detect.error, detect.error.severity().name(), *more)) } else { None })
         .collect()
@@ -131,7 +131,7 @@ fn a_crashed_host_stops_its_threads_there_and_a_waiter_elsewhere_meets_its_own_t
 fn follow_up_actions_run_at_their_delays_and_a_link_down_reports_a_fatal_surprise_down() {
     let f = testbed();
     let func = f.func_id("gpu0").unwrap();
-    let aer_ps = f.tuning.timing.aer_irq_ps;
+    let aer_ps = f.tuning().timing.aer_irq_ps;
     let mut m = Machine::new(f);
     let when = Rc::new(Cell::new(0));
     let w = when.clone();
@@ -155,7 +155,7 @@ fn a_completion_timeout_and_a_poisoned_read_are_aer_errors_delivered_to_the_root
     let f = testbed();
     let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();
     let (lender, func) = (f.host_id("lender").unwrap(), f.func_id("gpu0").unwrap());
-    let (cto, aer_ps) = (f.tuning.timing.completion_timeout_ps, f.tuning.timing.aer_irq_ps);
+    let (cto, aer_ps) = (f.tuning().timing.completion_timeout_ps, f.tuning().timing.aer_irq_ps);
     let mut m = Machine::new(f);
     m.spawn("reader", 0, move |t| {
         t.world().func_poison(func);
@@ -172,8 +172,8 @@ fn a_completion_timeout_and_a_poisoned_read_are_aer_errors_delivered_to_the_root
     use devlend_fabric::aer::AerError::*;
     assert_eq!(got.iter().map(|a| (a.1, a.2)).collect::<Vec<_>>(), vec![(PoisonedTlp, "non-fatal"), (CompletionTimeout, "non-fatal")], "{got:?}");
     assert_eq!(got[0].3, 1, "the second poisoned read came while the first message was under way");
-    let Some(Event::Aer { detect, .. }) = f.events.iter().find(|e| matches!(e, Event::Aer { .. })) else { panic!() };
-    assert!(matches!(f.nodes[detect.root_port as usize].kind, devlend_fabric::model::NodeKind::RootPort { .. }));
+    let Some(Event::Aer { detect, .. }) = f.events().iter().find(|e| matches!(e, Event::Aer { .. })) else { panic!() };
+    assert!(matches!(f.node(detect.root_port).kind, devlend_fabric::model::NodeKind::RootPort { .. }));
     assert!(got[1].0 >= cto + aer_ps, "detected when the timeout expired");
 }
 

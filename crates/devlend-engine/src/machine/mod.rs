@@ -190,6 +190,15 @@ impl<W: World> Machine<W> {
         self.devices.push((func, dev));
     }
 
+    /// Call the [`Device::timer`] of the device model that is function `func` with `token` at
+    /// `at`: something the device sees that is no TLP (a cable pulled from its port). False when
+    /// no model is function `func`.
+    pub fn signal(&mut self, func: FuncId, at: Ps, token: u64) -> bool {
+        let Some(&d) = self.by_func.get(&func) else { return false };
+        self.core.borrow_mut().set_timer(at, Owner::Device(d), token);
+        true
+    }
+
     /// Start a software thread at time `at`. Returns its index.
     pub fn spawn(&mut self, name: &str, at: Ps, body: impl FnOnce(&mut Thread<'_, W>) -> Result<(), ThreadError> + 'static) -> usize {
         self.spawn_thread(name, at, false, body)
@@ -265,9 +274,9 @@ impl<W: World> Machine<W> {
     fn link_rows(&self, stats: &[PortStats]) -> Vec<LinkStat> {
         let mut w = self.world.borrow_mut();
         let f = w.fabric();
-        let name = |n: u32| format!("{}.{}", f.nodes[n as usize].component, f.nodes[n as usize].port);
+        let name = |n: u32| format!("{}.{}", f.node(n).component, f.node(n).port);
         let mut rows = Vec::new();
-        for (i, l) in f.links.iter().enumerate() {
+        for (i, l) in f.links().iter().enumerate() {
             for down in [true, false] {
                 let s = stats[crate::path::port_id(i as u32, down) as usize];
                 if s.tlps > 0 {
@@ -462,7 +471,7 @@ impl<W: World> Machine<W> {
         let mut w = self.world.borrow_mut();
         let f = w.fabric();
         let requester = f.route(who, addr, Access::Write).hops.last().map_or_else(|| f.requester_rid(who), |h| h.rid);
-        let base = f.funcs[func as usize].bars.iter().find(|b| b.index == bar).map_or(0, |b| b.addr);
+        let base = f.func(func).bars.iter().find(|b| b.index == bar).map_or(0, |b| b.addr);
         Tlp::write(requester, base + offset, payload)
     }
 

@@ -75,7 +75,7 @@ impl Device<Fabric> for Toy {
         }
         let func = cx.func();
         let mut regs = [0u8; 24];
-        cx.fabric().bar_mem.get(&(func, 0)).unwrap().read(0, &mut regs);
+        cx.fabric().bar_mem(func, 0).unwrap().read(0, &mut regs);
         let len = u32::from_le_bytes(regs[0..4].try_into().unwrap()) as usize;
         let dst = u64::from_le_bytes(regs[8..16].try_into().unwrap());
         cx.dma_write(dst, vec![0xab; len], 1).unwrap();
@@ -87,7 +87,7 @@ impl Device<Fabric> for Toy {
         }
         let func = cx.func();
         let mut flag = [0u8; 8];
-        cx.fabric().bar_mem.get(&(func, 0)).unwrap().read(16, &mut flag);
+        cx.fabric().bar_mem(func, 0).unwrap().read(16, &mut flag);
         let flag_at = u64::from_le_bytes(flag);
         self.faulted = done.fault.map(|(a, _)| a);
         let v: u32 = if done.fault.is_some() { 2 } else { 1 };
@@ -123,7 +123,7 @@ pub(super) fn toy_run(len: u32, dst_off: u64) -> Run {
     m.spawn("waiter", 0, move |t| {
         t.wait_until("the toy's flag in borrower RAM", move |f: &mut Fabric| {
             let mut b = [0u8; 4];
-            f.ram[borrower as usize].read(0x4000_1000, &mut b);
+            f.ram(borrower).read(0x4000_1000, &mut b);
             u32::from_le_bytes(b) != 0
         });
         Ok(())
@@ -140,7 +140,7 @@ fn a_device_acts_when_its_doorbell_lands_and_threads_wake_when_its_flag_lands() 
     assert!(done > rung, "the waiter woke at {done} ps, before the doorbell was rung at {rung}");
     let f = r.m.into_world().ok().unwrap();
     let mut data = vec![0u8; 64 << 10];
-    f.ram[r.borrower as usize].read(0x4010_0000, &mut data);
+    f.ram(r.borrower).read(0x4010_0000, &mut data);
     assert!(data.iter().all(|&b| b == 0xab), "the DMA's bytes landed");
     assert_eq!(r.toy.borrow().faulted, None);
     let _ = r.lender;
@@ -159,10 +159,10 @@ fn a_dma_that_faults_mid_flow_stops_there_and_other_flows_go_on() {
     assert!(r.m.streams()[0].end.is_some(), "the other flow finished");
     let f = r.m.into_world().ok().unwrap();
     let mut flag = [0u8; 4];
-    f.ram[r.borrower as usize].read(0x4000_1000, &mut flag);
+    f.ram(r.borrower).read(0x4000_1000, &mut flag);
     assert_eq!(u32::from_le_bytes(flag), 2, "the device reported its fault");
     let mut data = vec![0u8; 0x2000];
-    f.ram[r.borrower as usize].read(0x4000_0000 + start, &mut data);
+    f.ram(r.borrower).read(0x4000_0000 + start, &mut data);
     assert!(data.iter().all(|&b| b == 0xab), "bytes before the fault landed");
 }
 
@@ -229,7 +229,7 @@ fn a_register_read_blocks_for_its_round_trip() {
     let lender = f.host_id("lender").unwrap();
     let func = f.func_id("gpu0").unwrap();
     let mut m = Machine::new(f);
-    m.world().bar_mem.entry((func, 0)).or_default().write(0x40, &0x1234_5678u32.to_le_bytes());
+    m.world().bar_store(func, 0, 0x40, &0x1234_5678u32.to_le_bytes());
     m.spawn("reader", 0, move |t| {
         let v = t.cpu_read(lender, bar0 + 0x40, 4)?;
         assert_eq!(v, 0x1234_5678u32.to_le_bytes());
@@ -304,7 +304,7 @@ fn read_through_a_resplitting_root(streamed: bool) -> (Reader, Vec<u8>, Bdf, u64
     f.iommu_map(l, d, 0x1000_0000, w, 256 * MIB, true).unwrap();
     let b = f.host_id("borrower").unwrap();
     let pattern: Vec<u8> = (0..64u32 << 10).map(|i| (i * 7 + (i >> 9)) as u8).collect();
-    f.ram[b as usize].write(0x4000_0000, &pattern);
+    f.ram_store(b, 0x4000_0000, &pattern);
     let plan = crate::plan(&mut f, Requester::Func(gpu), 0x1000_0000, Access::Read).unwrap();
     assert!(plan.request.stages.iter().any(|s| s.resplit.is_some()), "the path re-splits at the lender's root");
     let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();
@@ -398,11 +398,11 @@ fn a_device_learns_when_its_write_has_left_it_and_a_write_issued_then_lands_behi
     m.spawn("waiter", 0, move |t| {
         t.wait_until("the flag", move |f: &mut Fabric| {
             let mut b = [0u8; 4];
-            f.ram[borrower as usize].read(0x4000_1000, &mut b);
+            f.ram(borrower).read(0x4000_1000, &mut b);
             u32::from_le_bytes(b) == 1
         });
         let mut data = vec![0u8; 16 << 10];
-        t.world().fabric().ram[borrower as usize].read(0x4010_0000, &mut data);
+        t.world().fabric().ram(borrower).read(0x4010_0000, &mut data);
         assert!(data.iter().all(|&b| b == 0xcd), "the flag landed before the data it follows");
         Ok(())
     });
@@ -503,4 +503,55 @@ fn a_device_signals_another_device_on_the_machine_and_not_a_function_without_a_m
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].0, 7);
     assert!(got[0].1 > rung + 5_000 && a.borrow().got.is_empty(), "{got:?}");
+}
+
+/// Sends a message to its root when its BAR 0 is written: when it sent it and when it arrived.
+#[derive(Default)]
+struct Messenger {
+    sent: Option<Ps>,
+    arrived: Option<Ps>,
+}
+
+impl Device<Fabric> for Messenger {
+    fn mmio_write(&mut self, cx: &mut Cx<Fabric>, _bar: u8, _offset: u64, _tlp: &Tlp) {
+        self.sent = Some(cx.now());
+        cx.message_to_root(3).unwrap();
+    }
+
+    fn dma_done(&mut self, cx: &mut Cx<Fabric>, done: FlowDone) {
+        if done.token == 3 && done.fault.is_none() {
+            self.arrived = Some(cx.now());
+        }
+    }
+}
+
+/// gpu0's message to the lender's root, told at once, with or without 4 MiB of its own DMA
+/// writes to the lender's RAM already on its upstream links: the message's time.
+fn message_time(busy: bool) -> Ps {
+    let f = testbed();
+    let func = f.func_id("gpu0").unwrap();
+    let bar0 = f.resolve_addr(&Addr::Expr("gpu0.bar0".into())).unwrap();
+    let lender = f.host_id("lender").unwrap();
+    let ram = f.resolve_expr("lender.ram+0x10000000").unwrap();
+    let mut m = Machine::new(f);
+    let dev = Rc::new(RefCell::new(Messenger::default()));
+    m.add_device(func, dev.clone());
+    if busy {
+        m.stream("data", Requester::Func(func), ram, 4 * MIB, Access::Write, 0).unwrap();
+    }
+    m.spawn("driver", 0, move |t| t.cpu_write(lender, bar0, &[1; 4]));
+    m.run().unwrap();
+    let d = dev.borrow();
+    d.arrived.expect("the message arrived") - d.sent.unwrap()
+}
+
+#[test]
+fn a_message_to_the_root_is_a_flow_that_waits_behind_the_data_on_its_links() {
+    let idle = message_time(false);
+    let mut f = testbed();
+    let gpu = Requester::Func(f.func_id("gpu0").unwrap());
+    let msi = f.host(f.host_id("lender").unwrap()).msi.start;
+    assert_eq!(idle, crate::latency(&mut f, gpu, msi, Access::Write).unwrap(), "idle: a 4-byte posted write's one-way time to the root");
+    let busy = message_time(true);
+    assert!(busy > idle, "behind 4 MiB of the device's own writes: {busy} ps, idle {idle} ps");
 }

@@ -189,7 +189,7 @@ impl<W: World> Thread<'_, W> {
         };
         match started {
             Err(f) => {
-                let cto = self.world.borrow_mut().fabric().tuning.timing.completion_timeout_ps;
+                let cto = self.world.borrow_mut().fabric().tuning().timing.completion_timeout_ps;
                 self.world.borrow_mut().fabric().record(f);
                 if access == Access::Read && matches!(f, Failure::Unresponsive { .. }) {
                     // A completer that never answers: the load fails when the timeout expires (PCIe §2.8).

@@ -81,7 +81,7 @@ fn masks(pings: u32, init_db: u64, valid: u64) -> Vec<u64> {
 
 /// Bounce `pings` doorbells between `a` and `b` (a rings first) on one machine.
 pub fn run(f: &mut Fabric, a: &Node, b: &Node, pings: u32, init_db: u64, delay_ps: u64) -> RResult<PingPong> {
-    let valid_bits = f.ntbs[a.ntb as usize].doorbell_bits.min(f.ntbs[b.ntb as usize].doorbell_bits);
+    let valid_bits = f.ntb(a.ntb).doorbell_bits.min(f.ntb(b.ntb).doorbell_bits);
     let valid = if valid_bits >= 64 { u64::MAX } else { (1u64 << valid_bits) - 1 };
     if init_db == 0 || init_db & !valid != 0 {
         return Err(ToolError::InitDb { init_db, valid_bits, valid }.into());
@@ -121,7 +121,7 @@ pub fn run(f: &mut Fabric, a: &Node, b: &Node, pings: u32, init_db: u64, delay_p
 fn spawn_side(m: &mut Machine<Fabric>, me: usize, regs: [CpuRegs; 2], plan: Rc<Vec<u64>>, log: Rc<RefCell<Log>>, delay_ps: u64) {
     let r = regs[me];
     m.spawn(&format!("ntb_pingpong side {me}"), 0, move |t| {
-        let since = t.world().events.total();
+        let since = t.world().events().total();
         let mut taken = 0;
         for i in 0..plan.len() {
             if i % 2 == me {
@@ -149,7 +149,7 @@ fn send(t: &mut Thread<'_, Fabric>, r: &CpuRegs, i: usize, bits: u64, log: &RefC
     let ntb = r.own.ntb;
     let up = |t: &Thread<'_, Fabric>| -> Result<(), ThreadError> {
         let w = t.world();
-        let n = &w.ntbs[ntb as usize];
+        let n = w.ntb(ntb);
         if !w.ntb_link_is_up(ntb) {
             return Err(fail(RdmaError::LinkDown { ntb: n.name.clone(), cabled: n.peer.is_some(), ping: Some(i) }));
         }

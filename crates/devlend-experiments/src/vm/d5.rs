@@ -31,7 +31,7 @@ pub fn read_blocks(json: &str, runner: &str, device: &str, lbas: &[u64], blocks:
     let mut vmm = Vmm::default();
     let vm = vmm.create_vm(&mut c, runner, "guest", GUEST_RAM).map_err(setup("the VM"))?;
     let func = c.fabric.func_id(device).map_err(setup("the drive"))?;
-    let local = c.fabric.hosts[c.fabric.func_host(func) as usize].name == runner;
+    let local = c.fabric.host(c.fabric.func_host(func)).name == runner;
     let dev = if local {
         vmm.assign_vfio(&mut c, vm, device).map_err(setup("VFIO pass-through"))?
     } else {

@@ -38,7 +38,7 @@ fn every_access_path_builds_and_moves_data() {
             b.post_send(t, eb.qp, wr).unwrap();
             a.wait_for_data(t, ea.buf + ea.half).unwrap();
             assert_eq!(t.world().dom_read(da, ea.buf + ea.half, 200), back, "{acc}");
-            let events = t.world().fab.events.clone();
+            let events = t.world().fab.events().clone();
             assert!(events.is_empty(), "{acc}: {events:?}");
             Ok(())
         })

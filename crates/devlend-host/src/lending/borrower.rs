@@ -31,9 +31,9 @@ impl LendState {
     }
 
     pub fn borrowed_unmap(&mut self, f: &mut Fabric, func: FuncId, dma: u64, len: u64) -> HResult<()> {
-        let l = self.lends.get_mut(&func).ok_or_else(|| HostError::Invalid(format!("{} is not borrowed", f.funcs[func as usize].name)))?;
+        let l = self.lends.get_mut(&func).ok_or_else(|| HostError::Invalid(format!("{} is not borrowed", f.func(func).name)))?;
         let Some(i) = l.maps.iter().position(|m| m.dma == dma) else {
-            return invalid(format!("dma_unmap: {} has no mapping at bus address {dma:#x}", f.funcs[func as usize].name));
+            return invalid(format!("dma_unmap: {} has no mapping at bus address {dma:#x}", f.func(func).name));
         };
         if l.maps[i].size != len {
             return invalid(format!("dma_unmap: mapping at {dma:#x} is {} bytes, not {len}", l.maps[i].size));
@@ -45,7 +45,7 @@ impl LendState {
 
     /// (lender adapter, borrower adapter, the device's lender domain) of a borrowed device.
     pub(crate) fn lend_of(&self, f: &Fabric, func: FuncId) -> HResult<(u32, u32, DevDomain)> {
-        let l = self.lends.get(&func).ok_or_else(|| HostError::Invalid(format!("{} is not borrowed", f.funcs[func as usize].name)))?;
+        let l = self.lends.get(&func).ok_or_else(|| HostError::Invalid(format!("{} is not borrowed", f.func(func).name)))?;
         Ok((l.la, l.bb, l.dev_domain))
     }
 
@@ -71,8 +71,8 @@ impl LendState {
             let (used, total) = (w.iova.in_use(), w.size);
             return Err(HostError::WindowTooSmall(format!(
                 "the DMA window of {} into {} cannot map {} more: {} of its {} are in use",
-                f.ntbs[la as usize].name,
-                f.ntbs[bb as usize].name,
+                f.ntb(la).name,
+                f.ntb(bb).name,
                 size(len),
                 size(used),
                 size(total)
@@ -80,7 +80,7 @@ impl LendState {
         };
         held.push(Held::WindowIova { la, bb, iova });
         let (domain, lender_addr) = (own.unwrap_or(w.domain), w.lender_addr + (iova - w.iova_base));
-        held.push(map_held(f, f.ntbs[bb as usize].host, domain, iova, target, len, write)?);
+        held.push(map_held(f, f.ntb(bb).host, domain, iova, target, len, write)?);
         if let Some((host, d)) = dev_domain {
             held.push(map_held(f, host, d, lender_addr, lender_addr, len, write)?);
         }

@@ -32,22 +32,18 @@ use std::collections::BTreeMap;
 /// The NTB pair that joins two hosts: (adapter in `from`, its peer in `to`), cabled directly or
 /// through a cluster switch.
 pub(crate) fn link(f: &Fabric, from: HostId, to: HostId) -> Option<(u32, u32)> {
-    f.ntbs
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| n.host == from)
-        .find_map(|(i, n)| n.peers.iter().find(|p| f.ntbs[p.ntb as usize].host == to).map(|p| (i as u32, p.ntb)))
+    f.ntbs().iter().enumerate().filter(|(_, n)| n.host == from).find_map(|(i, n)| n.peers.iter().find(|p| f.ntb(p.ntb).host == to).map(|p| (i as u32, p.ntb)))
 }
 
 /// The NTB pair joining two hosts, with its link up (a lend's programming needs the two agents
 /// to talk, 000 §4).
 pub(crate) fn need_link(f: &Fabric, from: HostId, to: HostId, step: LinkStep) -> HResult<(u32, u32)> {
-    let name = |h: HostId| f.hosts[h as usize].name.clone();
+    let name = |h: HostId| f.host(h).name.clone();
     let Some((la, bb)) = link(f, from, to) else {
         return Err(Unreachability::NoNtb { step, from: name(from), to: name(to) }.into());
     };
     if !f.ntb_link_is_up(la) || !f.ntb_link_is_up(bb) {
-        return Err(Unreachability::LinkDown { step, ntb: f.ntbs[la as usize].name.clone(), to: name(to) }.into());
+        return Err(Unreachability::LinkDown { step, ntb: f.ntb(la).name.clone(), to: name(to) }.into());
     }
     Ok((la, bb))
 }
@@ -55,7 +51,7 @@ pub(crate) fn need_link(f: &Fabric, from: HostId, to: HostId, step: LinkStep) ->
 /// The default DMA window of an adapter shared by several peers: the segmented window's size over
 /// the peers, down to a power of two (its largest window when none is segmented).
 fn peer_share(f: &Fabric, la: u32) -> u64 {
-    let s = &f.ntbs[la as usize];
+    let s = f.ntb(la);
     match s.windows.iter().filter(|w| w.lut_segments > 0).map(|w| (w.size, w.size / w.lut_segments as u64)).max() {
         Some((size, seg)) => {
             let share = size / s.peers.len() as u64;
@@ -69,7 +65,7 @@ impl LendState {
     /// Lend `func` (in its host) to `borrower`; everything is undone if a step fails.
     pub fn lend(&mut self, f: &mut Fabric, func: FuncId, borrower: HostId, dev_domain: DevDomain, opts: BorrowOptions) -> HResult<Lend> {
         let lender = f.func_host(func);
-        let step = LinkStep::Lend { device: f.funcs[func as usize].name.clone(), borrower: f.hosts[borrower as usize].name.clone() };
+        let step = LinkStep::Lend { device: f.func(func).name.clone(), borrower: f.host(borrower).name.clone() };
         let (la, bb) = need_link(f, lender, borrower, step)?;
         let ((bars, own_domain), held) = atomically!(self, f, held, self.open_lend(f, func, la, bb, opts, &mut held))?;
         Ok(Lend {
@@ -99,7 +95,7 @@ impl LendState {
         held: &mut Vec<Held>,
     ) -> HResult<(Vec<BarView>, Option<DomainId>)> {
         held.push(self.acquire_dma_window(f, la, bb, opts.dma_window)?);
-        held.push(self.acquire_rid(f, la, f.funcs[func as usize].bdf)?);
+        held.push(self.acquire_rid(f, la, f.func(func).bdf)?);
         let own_domain = match opts.device_domain {
             true => {
                 let (h, d) = self.acquire_device_domain(f, la, bb, func)?;
@@ -109,11 +105,11 @@ impl LendState {
             false => None,
         };
         let mut views = Vec::new();
-        for b in f.funcs[func as usize].bars.clone() {
+        for b in f.func(func).bars.clone() {
             held.push(self.acquire_bar_win(f, bb, func, b.index)?);
             let cpu_addr = self
                 .bar_win_addr(bb, func, b.index)
-                .ok_or_else(|| HostError::Invalid(format!("BAR {} of {} has no window address", b.index, f.funcs[func as usize].name)))?;
+                .ok_or_else(|| HostError::Invalid(format!("BAR {} of {} has no window address", b.index, f.func(func).name)))?;
             views.push(BarView { index: b.index, size: b.size, cpu_addr });
         }
         Ok((views, own_domain))
@@ -123,12 +119,10 @@ impl LendState {
     /// a borrower domain of its own (`BorrowOptions::device_domain`); released by pointing it
     /// back at the adapter's domain.
     fn acquire_device_domain(&mut self, f: &mut Fabric, la: u32, bb: u32, func: FuncId) -> HResult<(Held, DomainId)> {
-        let idx = f.ntbs[la as usize]
-            .rid_lut_index(f.funcs[func as usize].bdf)
-            .ok_or_else(|| HostError::Invalid(format!("{} has no LUT entry", f.funcs[func as usize].name)))?;
-        let (rid, host) = (f.ntb_alias_of(bb, la, idx), f.ntbs[bb as usize].host);
+        let idx = f.ntb(la).rid_lut_index(f.func(func).bdf).ok_or_else(|| HostError::Invalid(format!("{} has no LUT entry", f.func(func).name)))?;
+        let (rid, host) = (f.ntb_alias_of(bb, la, idx), f.ntb(bb).host);
         let shared = self.domains.get(&bb).map(|d| d.domain).ok_or_else(|| HostError::Invalid("adapter domain vanished".into()))?;
-        let name = format!("dl:{}:{}", f.ntbs[bb as usize].name, f.funcs[func as usize].name);
+        let name = format!("dl:{}:{}", f.ntb(bb).name, f.func(func).name);
         let d = crate::localdma::domain(f, host, &name)?;
         f.iommu_attach_rid(host, d, rid)?;
         Ok((Held::DeviceDomain { host, rid, shared }, d))
@@ -143,7 +137,7 @@ impl LendState {
                 let n = want.unwrap_or_default();
                 return Err(HostError::WindowTooSmall(format!(
                     "the DMA window of {} is already open with {}; it cannot grow to {} while devices use it",
-                    f.ntbs[la as usize].name,
+                    f.ntb(la).name,
                     size(w.size),
                     size(n)
                 )));
@@ -162,7 +156,7 @@ impl LendState {
         let len = match (want, shared) {
             (Some(n), _) => n,
             (None, true) => peer_share(f, la),
-            (None, false) => f.ntbs[la as usize].windows[self.windows.pick_whole(f, la, PAGE, "a DMA window")?].size,
+            (None, false) => f.ntb(la).windows[self.windows.pick_whole(f, la, PAGE, "a DMA window")?].size,
         };
         held.push(self.acquire_domain(f, bb)?);
         let d = self.domains.get_mut(&bb).ok_or_else(|| HostError::Invalid("adapter domain vanished".into()))?;
@@ -187,7 +181,7 @@ impl LendState {
     /// Take a lent device back: undo every mapping the borrower's driver left, every P2P entry
     /// to and from it, and everything the lend programmed.
     pub fn reclaim(&mut self, f: &mut Fabric, func: FuncId) -> HResult<Lend> {
-        let mut lend = self.lends.remove(&func).ok_or_else(|| HostError::Invalid(format!("{} is not lent", f.funcs[func as usize].name)))?;
+        let mut lend = self.lends.remove(&func).ok_or_else(|| HostError::Invalid(format!("{} is not lent", f.func(func).name)))?;
         self.revoke_target(f, func);
         for m in std::mem::take(&mut lend.maps) {
             self.release_all(f, m.held);

@@ -37,7 +37,7 @@ impl LendState {
     /// The lender-side address at which the borrowed device `func` reaches its borrower's MSI
     /// page; takes one reference (one interrupt vector) until `msi_release`.
     pub fn msi_acquire(&mut self, f: &mut Fabric, func: FuncId) -> HResult<u64> {
-        let l = self.lends.get_mut(&func).ok_or_else(|| HostError::Invalid(format!("{} is not borrowed", f.funcs[func as usize].name)))?;
+        let l = self.lends.get_mut(&func).ok_or_else(|| HostError::Invalid(format!("{} is not borrowed", f.func(func).name)))?;
         if let Some(m) = &mut l.msi {
             m.users += 1;
             return Ok(m.addr);
@@ -62,7 +62,7 @@ impl LendState {
     /// Drop one vector's reference; the last one undoes the mapping.
     pub fn msi_release(&mut self, f: &mut Fabric, func: FuncId) {
         let Some(l) = self.lends.get_mut(&func) else { return };
-        let Some(m) = &mut l.msi else { return self.anomalies.push(format!("MSI of {} released without a mapping", f.funcs[func as usize].name)) };
+        let Some(m) = &mut l.msi else { return self.anomalies.push(format!("MSI of {} released without a mapping", f.func(func).name)) };
         m.users -= 1;
         if m.users == 0 {
             if let Some(m) = l.msi.take() {
@@ -77,9 +77,9 @@ impl LendState {
             s.refs += 1;
             return Ok(Held::MsiWin(la, bb));
         }
-        let borrower = f.ntbs[bb as usize].host;
-        let page = f.hosts[borrower as usize].msi.start & !(PAGE - 1);
-        let what = format!("the MSI page of {}", f.hosts[borrower as usize].name);
+        let borrower = f.ntb(bb).host;
+        let page = f.host(borrower).msi.start & !(PAGE - 1);
+        let what = format!("the MSI page of {}", f.host(borrower).name);
         let m = self.windows.map_range(f, la, bb, page, PAGE, &what)?;
         let addr = match Windows::addr(f, &m) {
             Ok(a) => a,

@@ -52,28 +52,28 @@ impl LendState {
     }
 
     pub fn p2p_unmap(&mut self, f: &Fabric, src: FuncId, dma: u64, len: u64) -> HResult<()> {
-        let l = self.lends.get_mut(&src).ok_or_else(|| HostError::Invalid(format!("{} is not borrowed", f.funcs[src as usize].name)))?;
+        let l = self.lends.get_mut(&src).ok_or_else(|| HostError::Invalid(format!("{} is not borrowed", f.func(src).name)))?;
         match l.resource_maps.iter().position(|&m| m == (dma, len)) {
             Some(i) => {
                 l.resource_maps.remove(i);
                 Ok(())
             }
-            None => invalid(format!("dma_unmap_resource: {} has no resource mapping of {len} bytes at {dma:#x}", f.funcs[src as usize].name)),
+            None => invalid(format!("dma_unmap_resource: {} has no resource mapping of {len} bytes at {dma:#x}", f.func(src).name)),
         }
     }
 
     fn p2p_entry(&mut self, f: &mut Fabric, src: FuncId, t: Target, held: &mut Vec<Held>) -> HResult<u64> {
         let l = self.lends.get(&src).ok_or_else(|| HostError::Invalid("source is not borrowed".into()))?;
         let (lender, la, bb, dev_domain) = (l.lender, l.la, l.bb, l.dev_domain);
-        let b = *f.funcs[t.func as usize].bars.iter().find(|b| b.index == t.bar).ok_or_else(|| HostError::Invalid("no such BAR".into()))?;
+        let b = *f.func(t.func).bars.iter().find(|b| b.index == t.bar).ok_or_else(|| HostError::Invalid("no such BAR".into()))?;
         let len = align_up(b.size, PAGE).unwrap_or(b.size);
         let addr = match t.origin {
             Origin::Local => self.map_into_window(f, la, bb, b.addr, len, true, None, None, held)?,
             Origin::Borrowed { lender: m } if m == lender => b.addr,
             Origin::Borrowed { lender: m } => {
-                let step = LinkStep::MapPeer { target: f.funcs[t.func as usize].name.clone(), source: f.funcs[src as usize].name.clone() };
+                let step = LinkStep::MapPeer { target: f.func(t.func).name.clone(), source: f.func(src).name.clone() };
                 let (lx, _) = need_link(f, lender, m, step)?;
-                held.push(self.acquire_rid(f, lx, f.funcs[src as usize].bdf)?);
+                held.push(self.acquire_rid(f, lx, f.func(src).bdf)?);
                 held.push(self.acquire_bar_win(f, lx, t.func, t.bar)?);
                 self.bar_win_addr(lx, t.func, t.bar).unwrap_or_default()
             }
@@ -90,7 +90,7 @@ impl LendState {
     /// driver unmaps it, and its TLPs are refused by the NTB meanwhile.
     pub fn local_p2p_acquire(&mut self, f: &mut Fabric, src: FuncId, target: FuncId, dma: u64) -> HResult<()> {
         let bb = self.lends.get(&target).map(|l| l.bb).ok_or_else(|| HostError::Invalid("target is not borrowed".into()))?;
-        let h = self.acquire_rid(f, bb, f.funcs[src as usize].bdf)?;
+        let h = self.acquire_rid(f, bb, f.func(src).bdf)?;
         self.local_p2p.insert((src, dma), LocalP2p { target, held: vec![h] });
         Ok(())
     }
@@ -122,5 +122,5 @@ impl LendState {
 }
 
 fn bar_size(f: &Fabric, func: FuncId, bar: u8) -> HResult<u64> {
-    f.funcs[func as usize].bars.iter().find(|b| b.index == bar).map(|b| b.size).ok_or_else(|| HostError::Invalid("no such BAR".into()))
+    f.func(func).bars.iter().find(|b| b.index == bar).map(|b| b.size).ok_or_else(|| HostError::Invalid("no such BAR".into()))
 }

@@ -25,11 +25,11 @@ impl LendState {
             d.refs += 1;
             return Ok(Held::AdapterDomain(ntb));
         }
-        let (host, func) = (f.ntbs[ntb as usize].host, f.ntbs[ntb as usize].func);
-        let name = format!("dl:{}", f.ntbs[ntb as usize].name);
+        let (host, func) = (f.ntb(ntb).host, f.ntb(ntb).func);
+        let name = format!("dl:{}", f.ntb(ntb).name);
         let domain = crate::localdma::domain(f, host, &name)?;
         f.iommu_attach(host, domain, func)?;
-        let iova = RangeAlloc::new(&iova_space(&f.hosts[host as usize]));
+        let iova = RangeAlloc::new(&iova_space(f.host(host)));
         self.domains.insert(ntb, AdapterDomain { host, domain, refs: 1, iova });
         Ok(Held::AdapterDomain(ntb))
     }
@@ -40,7 +40,7 @@ impl LendState {
             r.refs += 1;
             return Ok(Held::Rid(ntb, rid));
         }
-        let owned = f.ntbs[ntb as usize].rid_lut_index(rid).is_none();
+        let owned = f.ntb(ntb).rid_lut_index(rid).is_none();
         if owned {
             f.rid_lut_add(ntb, rid)?;
         }
@@ -66,19 +66,15 @@ impl LendState {
 
     fn open_bar_win(&mut self, f: &mut Fabric, out: u32, func: FuncId, bar: u8, held: &mut Vec<Held>) -> HResult<u64> {
         let peer = windows::peer_in(f, out, f.func_host(func))?;
-        let in_host = f.ntbs[peer as usize].host;
-        let b = *f.funcs[func as usize]
-            .bars
-            .iter()
-            .find(|b| b.index == bar)
-            .ok_or_else(|| HostError::Invalid(format!("{} has no BAR {bar}", f.funcs[func as usize].name)))?;
+        let in_host = f.ntb(peer).host;
+        let b = *f.func(func).bars.iter().find(|b| b.index == bar).ok_or_else(|| HostError::Invalid(format!("{} has no BAR {bar}", f.func(func).name)))?;
         let len = crate::alloc::align_up(b.size, crate::kernel::PAGE).unwrap_or(b.size);
-        if f.hosts[in_host as usize].iommu {
+        if f.host(in_host).iommu {
             held.push(self.acquire_domain(f, peer)?);
             let d = self.domains[&peer].domain;
             held.push(map_held(f, in_host, d, b.addr, b.addr, len, true)?);
         }
-        let what = format!("{} BAR{bar}", f.funcs[func as usize].name);
+        let what = format!("{} BAR{bar}", f.func(func).name);
         let m = self.windows.map_range(f, out, peer, b.addr, b.size, &what)?;
         held.push(Held::Win(m));
         Windows::addr(f, &m)
@@ -154,7 +150,7 @@ impl LendState {
         if d.iova.allocations() != 0 {
             self.anomalies.push(format!("domain of NTB {ntb} detached with IOVAs in use"));
         }
-        let r = f.iommu_detach(d.host, f.ntbs[ntb as usize].func);
+        let r = f.iommu_detach(d.host, f.ntb(ntb).func);
         self.note("iommu_detach", r);
     }
 
@@ -213,13 +209,13 @@ mod tests {
         let d1 = st.acquire_domain(&mut f, na).unwrap();
         let d2 = st.acquire_domain(&mut f, na).unwrap();
         let alias = f.ntb_dma_aliases(na)[0];
-        assert!(f.iommus[0].context.contains_key(&alias), "the adapter's DMA aliases are attached");
+        assert!(f.iommus()[0].context.contains_key(&alias), "the adapter's DMA aliases are attached");
         st.release_all(&mut f, vec![r1, d1]);
-        assert!(f.ntbs[na as usize].rid_lut_index(dev).is_some() && f.iommus[0].context.contains_key(&alias), "still referenced");
+        assert!(f.ntb(na).rid_lut_index(dev).is_some() && f.iommus()[0].context.contains_key(&alias), "still referenced");
         st.release_all(&mut f, vec![r2, d2, root]);
-        assert_eq!(f.ntbs[na as usize].rid_lut_index(dev), None);
-        assert_eq!(f.ntbs[na as usize].rid_lut_index(Bdf(0)), Some(0), "the root complex's entry from probe stays");
-        assert!(f.iommus[0].context.is_empty());
+        assert_eq!(f.ntb(na).rid_lut_index(dev), None);
+        assert_eq!(f.ntb(na).rid_lut_index(Bdf(0)), Some(0), "the root complex's entry from probe stays");
+        assert!(f.iommus()[0].context.is_empty());
         assert!(st.idle() && st.anomalies.is_empty());
     }
 
@@ -238,6 +234,6 @@ mod tests {
         assert!(!st.dma_windows.is_empty());
         st.release_all(&mut f, vec![w2]);
         assert!(st.idle() && st.anomalies.is_empty());
-        assert!(f.ntbs[nb as usize].inbound.iter().flatten().all(|i| *i == devlend_fabric::ntb::Inbound::Unset));
+        assert!(f.ntb(nb).inbound.iter().flatten().all(|i| *i == devlend_fabric::ntb::Inbound::Unset));
     }
 }

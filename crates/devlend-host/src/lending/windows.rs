@@ -64,12 +64,12 @@ pub(crate) struct Windows {
 
 /// The peer of adapter `out` in `host`.
 pub(crate) fn peer_in(f: &Fabric, out: u32, host: HostId) -> HResult<u32> {
-    let s = &f.ntbs[out as usize];
+    let s = f.ntb(out);
     s.peers
         .iter()
         .map(|p| p.ntb)
-        .find(|p| f.ntbs[*p as usize].host == host)
-        .ok_or_else(|| Unreachability::NoPeer { ntb: s.name.clone(), host: f.hosts[host as usize].name.clone() }.into())
+        .find(|p| f.ntb(*p).host == host)
+        .ok_or_else(|| Unreachability::NoPeer { ntb: s.name.clone(), host: f.host(host).name.clone() }.into())
 }
 
 /// The peer index under which `far` knows `out`.
@@ -79,7 +79,7 @@ fn pidx(f: &Fabric, far: u32, out: u32) -> HResult<usize> {
 
 impl Windows {
     fn wins(&mut self, f: &Fabric, out: u32) -> &mut Vec<Win> {
-        self.by_ntb.entry(out).or_insert_with(|| f.ntbs[out as usize].windows.iter().map(|_| Win::Free).collect())
+        self.by_ntb.entry(out).or_insert_with(|| f.ntb(out).windows.iter().map(|_| Win::Free).collect())
     }
 
     /// The address of a mapping in the host of `out` (where its CPUs and devices reach it).
@@ -89,7 +89,7 @@ impl Windows {
 
     /// Choose a free window of at least `need` bytes for whole use: direct windows first.
     pub fn pick_whole(&mut self, f: &Fabric, out: u32, need: u64, what: &str) -> HResult<usize> {
-        let params = f.ntbs[out as usize].windows.clone();
+        let params = f.ntb(out).windows.clone();
         let wins = self.wins(f, out);
         let mut order: Vec<usize> = (0..params.len()).collect();
         order.sort_by_key(|&i| params[i].lut_segments != 0);
@@ -97,7 +97,7 @@ impl Windows {
             return Ok(i);
         }
         let largest = params.iter().map(|w| w.size).max().unwrap_or(0);
-        let name = &f.ntbs[out as usize].name;
+        let name = &f.ntb(out).name;
         Err(HostError::WindowTooSmall(if need > largest {
             format!("{what} of {} is larger than the NTB can map: the largest memory window of {name} is {}", size(need), size(largest))
         } else {
@@ -132,7 +132,7 @@ impl Windows {
 
     /// Reserve naturally aligned consecutive segments in the first segmented window with room.
     fn alloc_segments(&mut self, f: &Fabric, out: u32, far: u32, target: u64, len: u64) -> Option<(usize, u64, u64, u64)> {
-        let params = f.ntbs[out as usize].windows.clone();
+        let params = f.ntb(out).windows.clone();
         let wins = self.wins(f, out);
         for (widx, w) in params.iter().enumerate().filter(|(_, w)| w.lut_segments > 0) {
             let count = w.lut_segments as u64;
@@ -174,7 +174,7 @@ impl Windows {
                 *w = Win::Free;
                 (Vec::new(), false)
             }
-            _ => return Err(HostError::Invalid(format!("window {} of {} is not mapped that way", m.widx, f.ntbs[m.out as usize].name))),
+            _ => return Err(HostError::Invalid(format!("window {} of {} is not mapped that way", m.widx, f.ntb(m.out).name))),
         };
         if keep.is_empty() && !others {
             wins[m.widx] = Win::Free;
@@ -188,7 +188,7 @@ impl Windows {
 
     /// "window 0: 512 MiB in 64 segments, 26 free; window 1: 512 MiB, in use".
     fn describe(&self, f: &Fabric, out: u32) -> String {
-        let params = &f.ntbs[out as usize].windows;
+        let params = &f.ntb(out).windows;
         let state = self.by_ntb.get(&out);
         let parts: Vec<String> = params
             .iter()
@@ -232,14 +232,14 @@ mod tests {
         assert_eq!((spill.widx, spill.segs), (1, None), "no 32 aligned segments left: the direct window takes it");
         w.unmap(&mut f, &small).unwrap();
         let base = Windows::addr(&f, &mid).unwrap();
-        assert_eq!(f.ntbs[nb as usize].inbound_translate(0, mid.offset, &f.ntbs[na as usize].windows[0]), Some(0x4000_0000), "survivors reprogrammed");
-        assert_eq!(f.ntbs[nb as usize].inbound_translate(0, 0, &f.ntbs[na as usize].windows[0]), None, "freed segment cleared");
+        assert_eq!(f.ntb(nb).inbound_translate(0, mid.offset, &f.ntb(na).windows[0]), Some(0x4000_0000), "survivors reprogrammed");
+        assert_eq!(f.ntb(nb).inbound_translate(0, 0, &f.ntb(na).windows[0]), None, "freed segment cleared");
         assert!(base > 0);
         for m in [big, mid, spill] {
             w.unmap(&mut f, &m).unwrap();
         }
         assert!(w.idle());
-        assert!(f.ntbs[nb as usize].inbound.iter().flatten().all(|i| *i == devlend_fabric::ntb::Inbound::Unset));
+        assert!(f.ntb(nb).inbound.iter().flatten().all(|i| *i == devlend_fabric::ntb::Inbound::Unset));
     }
 
     #[test]

@@ -59,7 +59,7 @@ impl Pool {
         let Some(l) = self.cluster.lends().into_iter().find(|l| l.device == name) else { return true };
         let ntbs = [&l.lender_ntb, &l.borrower_ntb].map(|n| f.ntb_id(n).ok());
         let links_up = ntbs.iter().all(|n| n.is_some_and(|n| f.ntb_link_is_up(n)));
-        let mut nodes = std::iter::once(f.slot_of(func)).chain(ntbs.iter().flatten().map(|&n| f.ntbs[n as usize].node));
+        let mut nodes = std::iter::once(f.slot_of(func)).chain(ntbs.iter().flatten().map(|&n| f.ntb(n).node));
         links_up && nodes.all(|n| ports_up_above(f, n))
     }
 
@@ -71,5 +71,5 @@ impl Pool {
 
 /// Whether the link above `node` and every link above its ancestors is up.
 fn ports_up_above(f: &devlend_fabric::Fabric, node: devlend_fabric::model::NodeId) -> bool {
-    std::iter::successors(Some(node), |&n| f.nodes[n as usize].parent).all(|n| f.port_is_up(n))
+    std::iter::successors(Some(node), |&n| f.node(n).parent).all(|n| f.port_is_up(n))
 }

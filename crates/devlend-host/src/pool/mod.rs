@@ -92,10 +92,10 @@ impl Pool {
     /// An empty pool over a cluster whose kernels have booted.
     pub fn new(cluster: Cluster) -> Pool {
         let f = &cluster.fabric;
-        let mut per_host = vec![0u32; f.hosts.len()];
+        let mut per_host = vec![0u32; f.hosts().len()];
         let mut ids = Vec::new();
-        for (i, func) in f.funcs.iter().enumerate() {
-            if matches!(f.nodes[func.node as usize].kind, NodeKind::Ntb { .. }) {
+        for (i, func) in f.funcs().iter().enumerate() {
+            if matches!(f.node(func.node).kind, NodeKind::Ntb { .. }) {
                 continue;
             }
             let h = f.func_host(i as FuncId) as usize;
@@ -120,11 +120,11 @@ impl Pool {
     }
 
     fn name(&self, func: FuncId) -> String {
-        self.cluster.fabric.funcs[func as usize].name.clone()
+        self.cluster.fabric.func(func).name.clone()
     }
 
     fn host_name(&self, h: HostId) -> String {
-        self.cluster.fabric.hosts[h as usize].name.clone()
+        self.cluster.fabric.host(h).name.clone()
     }
 
     /// A device by function name or by fabric device ID (hex, as `list` prints it, `0x` optional).
@@ -269,7 +269,7 @@ impl Pool {
     fn make_entry(&self, fdid: Fdid, func: FuncId) -> PoolEntry {
         let f = &self.cluster.fabric;
         let lender = f.func_host(func);
-        let profile = f.devices.iter().find(|d| d.node == f.funcs[func as usize].node).and_then(|d| d.profile.clone());
+        let profile = f.devices().iter().find(|d| d.node == f.func(func).node).and_then(|d| d.profile.clone());
         let borrower = self.borrowed.get(&func).map(|&(b, _)| self.host_name(b));
         let state = match (self.added.get(&func), &borrower) {
             (_, Some(_)) if !self.lend_path_up(func) => State::LinkDown,
@@ -280,16 +280,7 @@ impl Pool {
             (Some(true), None) => State::Available,
         };
         let visible_to = self.connected.iter().filter(|(l, _)| *l == lender).map(|&(_, b)| self.host_name(b)).collect();
-        PoolEntry {
-            fdid,
-            device: self.name(func),
-            lender: self.host_name(lender),
-            bdf: f.funcs[func as usize].bdf.to_string(),
-            profile,
-            state,
-            borrower,
-            visible_to,
-        }
+        PoolEntry { fdid, device: self.name(func), lender: self.host_name(lender), bdf: f.func(func).bdf.to_string(), profile, state, borrower, visible_to }
     }
 
     /// Every lendable device, in fdid order.

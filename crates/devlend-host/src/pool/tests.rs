@@ -25,8 +25,8 @@ fn cluster() -> Cluster {
 /// root complex's, no IOMMU mapping.
 fn fabric_clean(p: &Pool) -> bool {
     let f = &p.cluster().fabric;
-    let ntbs = f.ntbs.iter().all(|n| n.inbound.iter().flatten().all(|i| *i == Inbound::Unset) && n.rid_lut.iter().skip(1).all(|e| e.is_none()));
-    let iommu = f.iommus.iter().all(|i| i.domains.iter().all(|d| d.mapped_bytes == 0));
+    let ntbs = f.ntbs().iter().all(|n| n.inbound.iter().flatten().all(|i| *i == Inbound::Unset) && n.rid_lut.iter().skip(1).all(|e| e.is_none()));
+    let iommu = f.iommus().iter().all(|i| i.domains.iter().all(|d| d.mapped_bytes == 0));
     p.idle() && ntbs && iommu
 }
 

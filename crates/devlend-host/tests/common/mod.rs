@@ -110,7 +110,7 @@ pub fn device_msi(c: &mut Cluster, dev_name: &str, entry: u16) -> (bool, Option<
     let e = bar_bytes(c, dev_name, 0, MSIX_TABLE_OFFSET + 16 * entry as u64, 16);
     let w = |i: usize| u32::from_le_bytes(e[i..i + 4].try_into().unwrap());
     let addr = w(0) as u64 | (w(4) as u64) << 32;
-    let enabled = c.fabric.config[f as usize].msix_control & MSIX_ENABLE != 0;
+    let enabled = c.fabric.config_state(f).msix_control & MSIX_ENABLE != 0;
     if !enabled || w(12) & 1 != 0 || addr == 0 {
         return (false, None);
     }
