@@ -130,22 +130,56 @@ FAULT_FIO = ("fio --name=job --filename=/dev/nvme0n1 --direct=1 --thread --clock
              "--rw=randread --bs=4k --iodepth=1 --size=1g --norandommap --time_based --runtime=40ms")
 
 
-@pytest.mark.parametrize("kind,target", [("surprise-removal", "nvme0"), ("link-down", "ntb-b")])
-def test_a_fault_during_fio_reaches_the_real_driver(tmp_path, kind, target):
+def test_a_link_down_during_fio_reaches_the_real_driver(tmp_path):
     # Injected on the engine at 200 ms simulated, inside fio's 40 ms job (its I/Os start near 185
     # ms: fio's own start-up sleeps): no completion comes, Linux's nvme driver times the command
     # out (30 s, simulated), finds the controller reading all ones, fails to reset it and
-    # removes it; fio ends with an error. Never a hang: the guest powers off.
+    # disables it; fio ends with an error. The lend stays across a pulled cable
+    # (devlend_host::fault), so no hot-plug event: the config space the driver reads through
+    # Device Lending's relay reads all ones too (PCI_STATUS). Never a hang: the guest powers off.
     topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
     r = run(topo, "borrower", [FAULT_FIO, "echo after"], device="nvme0", outdir=tmp_path, timeout_s=400,
-            faults=[(kind, target, 200_000_000)])
-    assert r.device["faults_struck"] == [(kind, target, False)]
+            faults=[("link-down", "ntb-b", 200_000_000)])
+    assert r.device["faults_struck"] == [("link-down", "ntb-b", False)]
     assert r.returncodes == [1, 0], r.outputs[0][-800:]
     lines = "\n".join(r.driver_lines)
-    assert "controller is down; will reset: CSTS=0xffffffff" in lines, lines
+    assert "controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0xffff" in lines, lines
     assert "Disabling device after reset failure" in lines, lines
-    assert r.device["read_faults"] > 0
+    assert r.device["read_faults"] > 0 and r.device["unplugged_ns"] is None
     assert r.device["guest_ns"] > 30_000_000_000  # the driver's I/O timeout, on the simulated clock
+
+
+def test_a_surprise_removal_during_fio_is_hot_unplugged_in_the_guest(tmp_path):
+    # The drive is pulled at 200 ms simulated. The lender's port finds its link down (24 ms),
+    # pciehp removes it, Device Lending tells the borrower (000 §4): at that step the guest gets
+    # its hot-unplug (virtio_uml's device connection breaks), the kernel removes the PCI device
+    # and nvme's remove fails the I/O in flight at once (no 30 s timeout). The guest's PCI bus is
+    # empty afterwards and the guest goes on: its next command runs, it powers off.
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    r = run(topo, "borrower", [FAULT_FIO, "echo after", "ls /sys/bus/pci/devices/"], device="nvme0",
+            outdir=tmp_path, timeout_s=400, faults=[("surprise-removal", "nvme0", 200_000_000)])
+    assert r.device["faults_struck"] == [("surprise-removal", "nvme0", False)]
+    assert r.returncodes == [1, 0, 0], r.outputs[0][-800:]
+    assert "Input/output error" in r.outputs[0], r.outputs[0][-800:]
+    assert r.device["unplugged_ns"] == 200_000_000 + 24_000_000 + 100_000 + 20_000
+    assert r.outputs[2].strip() == "", r.outputs[2]
+    lines = "\n".join(r.driver_lines)
+    assert "controller is down" not in lines and "WARNING" not in r.console.read_text(), lines
+    assert r.device["guest_ns"] < 1_000_000_000
+
+
+def test_the_lender_revoking_the_drive_hot_unplugs_it_in_the_guest(tmp_path):
+    # The lender takes its drive back mid-job (a forced return: the lend's mappings and
+    # interrupts go at once); Device Lending's notice reaches the borrower 20 us later
+    # (timing.dl_notice_ps) and the guest hot-unplugs the drive there.
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    r = run(topo, "borrower", [FAULT_FIO, "echo after", "ls /sys/bus/pci/devices/"], device="nvme0",
+            outdir=tmp_path, timeout_s=400, faults=[("revoke", "nvme0", 200_000_000)])
+    assert r.device["faults_struck"] == [("revoke", "nvme0", False)]
+    assert r.returncodes == [1, 0, 0], r.outputs[0][-800:]
+    assert r.device["unplugged_ns"] == 200_000_000 + 20_000
+    assert r.outputs[2].strip() == "", r.outputs[2]
+    assert r.device["guest_ns"] < 1_000_000_000
 
 
 def test_bad_faults_are_refused_before_the_guest_boots(tmp_path):

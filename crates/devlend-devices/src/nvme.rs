@@ -12,7 +12,8 @@
 //! are DMA writes, posted in that order; a read posts them once its data writes have left the
 //! controller, not once they have landed (a posted write's landing is not seen by its sender,
 //! and PCIe ordering keeps the completion behind the data). A DMA fault completes the command with Data Transfer
-//! Error. Every DMA is this function's own requester, so IOMMU, NTB and requester-ID rules apply.
+//! Error. The CQ head doorbells tell the controller which entries the host has consumed: it never
+//! posts into a full completion queue, and refuses doorbell writes it cannot take (`queues.rs`). Every DMA is this function's own requester, so IOMMU, NTB and requester-ID rules apply.
 //!
 //! The controller's DMA engine takes `dma_issue_ps` to put each request on the link and
 //! `dma_completion_ps` to act on read data once it has all arrived (a fetched command, a PRP
@@ -218,6 +219,15 @@ pub struct Controller {
     /// one DMA mapping of the guest's RAM (the borrower's IOMMU/NTB window). MSI-X addresses come
     /// from the table and are not offset.
     pub dma_offset: u64,
+    /// Completion entries waiting for room in their (full) completion queue, by queue id.
+    cq_waiting: Vec<VecDeque<queues::Entry>>,
+    /// Outstanding Asynchronous Event Request commands (their slots).
+    aers: VecDeque<usize>,
+    /// An event of type Error not yet reported (dword 0), and whether that type is masked.
+    error_event: Option<u32>,
+    error_event_masked: bool,
+    /// Doorbell writes the controller ignored.
+    pub doorbell_errors: Vec<InvalidDoorbell>,
 }
 
 pub(crate) fn le(b: &[u8], off: usize, n: usize) -> u64 {
@@ -226,6 +236,8 @@ pub(crate) fn le(b: &[u8], off: usize, n: usize) -> u64 {
 
 mod exec;
 mod identify;
+mod queues;
+pub use queues::{DoorbellProblem, InvalidDoorbell, SC_AER_LIMIT_EXCEEDED};
 
 impl Controller {
     /// A controller for function `func` with `blocks` blocks of media timed by `timing`; sets CAP and VS.
@@ -248,6 +260,11 @@ impl Controller {
             trace: None,
             taking_in: HashMap::new(),
             dma_offset: 0,
+            cq_waiting: vec![VecDeque::new(); MAX_QUEUES],
+            aers: VecDeque::new(),
+            error_event: None,
+            error_event_masked: false,
+            doorbell_errors: Vec::new(),
         };
         // CAP: MQES = entries - 1, CQR = 1, DSTRD = 0, TO = 10 x 500 ms, CSS = NVM.
         let cap: u64 = (MAX_QUEUE_ENTRIES as u64 - 1) | 1 << 16 | 10 << 24 | 1 << 37;
@@ -293,8 +310,13 @@ impl<W: World> Device<W> for Controller {
         }
         if offset == CC {
             self.enable_or_reset(cx);
-        } else if offset >= DOORBELL && offset < DOORBELL + 8 * MAX_QUEUES as u64 && (offset - DOORBELL).is_multiple_of(8) {
-            self.sq_doorbell(cx, ((offset - DOORBELL) / 8) as usize);
+        } else if offset >= DOORBELL && offset < DOORBELL + 8 * MAX_QUEUES as u64 && offset.is_multiple_of(4) {
+            let qid = ((offset - DOORBELL) / 8) as usize;
+            if (offset - DOORBELL).is_multiple_of(8) {
+                self.sq_doorbell(cx, qid);
+            } else {
+                self.cq_doorbell(cx, qid);
+            }
         }
     }
 

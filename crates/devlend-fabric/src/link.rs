@@ -213,6 +213,14 @@ impl Fabric {
         self.unreachable_for_reset(func).is_none()
     }
 
+    /// Whether a configuration request reaches `func` and is answered: not when it hangs (a
+    /// Completion Timeout) nor when a link above it is down (the port ends the request as an
+    /// Unsupported Request, PCIe Base 4.0 §2.9.1). Either way software reads all ones (§2.3.2;
+    /// §7.5.1.1: a Vendor ID of FFFFh is no function at all, Linux `pci_device_is_present`).
+    pub fn config_answers(&self, func: FuncId) -> bool {
+        self.unreachable_for_reset(func).is_none()
+    }
+
     /// Why `func` cannot take a reset or a scrub: it hangs, or a link above it is down.
     fn unreachable_for_reset(&self, func: FuncId) -> Option<Failure> {
         if self.faults.hung.contains(&func) {

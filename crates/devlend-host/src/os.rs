@@ -115,9 +115,16 @@ impl HostOs<'_> {
         Ok(())
     }
 
+    /// A configuration read; all ones when no function answers it (`Fabric::config_answers`),
+    /// and for a borrowed device also while an NTB of its lend is down (Device Lending relays
+    /// the borrower's configuration accesses to the lender, which the cable then cannot reach).
     pub fn pci_read_config(&self, dev: DevId, off: usize, len: usize) -> HResult<u32> {
         let f = self.usable(dev)?.func;
-        Ok(self.c.fabric.config_read(f, off, len)?)
+        let v = self.c.fabric.config_read(f, off, len)?;
+        let fab = &self.c.fabric;
+        let relayed = self.c.lending.lends.get(&f).filter(|l| l.borrower == self.host);
+        let answered = fab.config_answers(f) && relayed.is_none_or(|l| fab.ntb_link_is_up(l.la) && fab.ntb_link_is_up(l.bb));
+        Ok(if answered { v } else { (u64::MAX >> (64 - 8 * len)) as u32 })
     }
 
     // ----- interrupts (MSI-X) -----------------------------------------------------------------

@@ -155,3 +155,27 @@ fn a_link_down_mid_lend_is_torn_down_on_both_sides_and_the_device_can_be_borrowe
         assert_ne!(buf, 0);
     }
 }
+
+/// Configuration reads of a device no one can reach answer as a missing device does, all ones
+/// (PCIe Base 4.0 §2.3.2, §7.5.1.1; Linux `pci_device_is_present`): a borrower's while the cable
+/// of its lend is out (Device Lending relays them to the lender), its owner's once it is pulled
+/// out of its slot; both read the real registers before.
+#[test]
+fn config_reads_of_a_device_that_cannot_be_reached_read_all_ones() {
+    use devlend_host::FaultKind;
+    let mut c = Cluster::from_json(&two_host_json(true, true, "optane-900p")).unwrap();
+    let g = c.borrow("borrower", "gpu0").unwrap();
+    let id = c.os("borrower").unwrap().pci_read_config(g, 0, 4).unwrap();
+    assert_eq!(id & 0xffff, 0x8086);
+    c.inject(FaultKind::LinkDown, "ntb-b").unwrap();
+    assert_eq!(c.os("borrower").unwrap().pci_read_config(g, 0, 4).unwrap(), 0xffff_ffff);
+    assert_eq!(c.os("borrower").unwrap().pci_read_config(g, 0x0a, 2).unwrap(), 0xffff);
+    c.inject(FaultKind::LinkUp, "ntb-b").unwrap();
+    assert_eq!(c.os("borrower").unwrap().pci_read_config(g, 0, 4).unwrap(), id);
+    c.return_device("borrower", g).unwrap();
+    let d = c.os("lender").unwrap().find("gpu0").unwrap();
+    assert_eq!(c.os("lender").unwrap().pci_read_config(d, 0, 4).unwrap(), id);
+    c.inject(FaultKind::SurpriseRemoval, "gpu0").unwrap();
+    assert_eq!(c.os("lender").unwrap().pci_read_config(d, 0, 4).unwrap(), 0xffff_ffff);
+    assert_eq!(c.os("lender").unwrap().pci_read_config(d, 0x2c, 1).unwrap(), 0xff);
+}

@@ -47,6 +47,7 @@ fn uml_serve<'py>(
     d.set_item("write_faults", s.write_faults)?;
     let struck: Vec<(&str, String, bool)> = s.struck.iter().map(|f| (f.kind, f.target.clone(), f.failed)).collect();
     d.set_item("faults_struck", struck)?;
+    d.set_item("unplugged_ns", s.unplugged_ns)?;
     d.set_item("time_messages", s.messages.time)?;
     d.set_item("vhost_messages", s.messages.vhost)?;
     d.set_item("kicks", s.messages.kicks)?;

@@ -105,7 +105,7 @@ impl Session {
                 if stopped {
                     let t = ns_at_or_after(self.engine.machine.now()).max(self.clock.time.now);
                     self.clock.time.now = t;
-                    if self.deliver()? {
+                    if self.conn.hot_unplug(&self.engine)? | self.deliver()? {
                         break;
                     }
                     continue;
@@ -121,9 +121,24 @@ impl Session {
         }
         let run = self.clock.time.requested.unwrap_or(self.clock.time.now).max(self.clock.time.now);
         self.clock.time.now = run;
+        self.settle()?;
         self.tell_free_until(false)?;
         self.send_time(tt::RUN, run)?;
         Ok(())
+    }
+
+    /// Run the engine through the guest's current nanosecond (its events due at or before it, in
+    /// ps), delivering what they raise. FREE_UNTIL then lies past the guest's time, so the guest
+    /// runs what it has due now (the interrupt just delivered, which UML schedules at the same
+    /// time) without another WAIT; the guest sees nothing earlier than it would have, every such
+    /// event being due by its current time.
+    fn settle(&mut self) -> UmlResult<()> {
+        let end = self.clock.time.now.saturating_mul(1000);
+        while self.engine.advance(end)? {
+            self.conn.finish_reads()?;
+            let _ = self.conn.hot_unplug(&self.engine)? | self.deliver()?;
+        }
+        self.conn.finish_reads()
     }
 
     /// Deliver the interrupts raised so far, at the guest's current time: MSI messages into

@@ -262,6 +262,35 @@ impl Conn {
         })
     }
 
+    /// Hot-unplug, once the guest's host has been told that the device is gone
+    /// ([`PciFunction::take_unplug`]): the loads still waiting read all ones, and the device's
+    /// backend-request channel closes. UML takes that as its device gone (virtio_uml
+    /// `vu_conn_broken`): it breaks and unregisters the virtio device, virt-pci removes the PCI
+    /// device (`um_pci_virtio_remove`), the driver's `remove` runs, and the guest closes the
+    /// device socket itself (which stays open until then, so the messages of the unregistering
+    /// are answered). True when it happened now.
+    pub fn hot_unplug(&mut self, e: &Engine) -> UmlResult<bool> {
+        if !self.dev.take_unplug(e) {
+            return Ok(false);
+        }
+        self.with_mem(|s, mem| {
+            for p in std::mem::take(&mut s.reads) {
+                let n = p.out.map_or(0, |o| o.len as usize);
+                s.answer(mem, p.head, p.out, &vec![0xff; n])?;
+            }
+            Ok(())
+        })?;
+        if let Some(fd) = self.req_fd.take().filter(|&fd| fd >= 0) {
+            unsafe { libc::close(fd) };
+        }
+        Ok(true)
+    }
+
+    /// When the guest's host was told that the device is gone (ps), if it was.
+    pub fn unplugged_at(&self, e: &Engine) -> Option<u64> {
+        self.dev.unplugged_at(e)
+    }
+
     /// Keep the interrupts among `events` that are this device's, for [`Conn::start_calls`].
     pub fn take_interrupts(&mut self, events: &[Event]) {
         let irqs = self.dev.take_interrupts(events);

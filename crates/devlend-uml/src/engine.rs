@@ -5,11 +5,28 @@
 use crate::error::UmlResult;
 use crate::pcidev::model;
 use devlend_devices::ntb_xeon::{Unimplemented, XeonNtb, LINK_SIGNAL};
-use devlend_engine::machine::{Effects, Machine};
+use devlend_engine::machine::{Effects, Later, Machine};
 use devlend_fabric::events::Event;
-use devlend_host::{Cluster, FaultKind};
+use devlend_fabric::model::{FuncId, HostId};
+use devlend_host::{Cluster, FaultKind, HostError};
 use std::cell::RefCell;
 use std::rc::Rc;
+
+/// The fault kind that is the lender taking its device back ([`Engine::revoke_at`]).
+pub const REVOKE: &str = "revoke";
+
+/// When hosts were told that a device is gone: (device, host, at ps), as the faults' follow-ups
+/// on the engine record it.
+type Told = Rc<RefCell<Vec<(FuncId, HostId, u64)>>>;
+
+/// A follow-up on the engine: `host` is told that `func` is gone (now).
+fn tell(told: &Told, func: FuncId, host: HostId) -> Later<Cluster> {
+    let told = told.clone();
+    Box::new(move |_: &mut Cluster, now| {
+        told.borrow_mut().push((func, host, now));
+        Effects::default()
+    })
+}
 
 /// A fault that struck: its kind, target, and whether the host layer could not apply it then.
 #[derive(Clone, Debug)]
@@ -26,11 +43,13 @@ pub struct Engine {
     faces: Vec<Rc<RefCell<XeonNtb>>>,
     /// Fabric events that were no device's interrupt (faults, failed accesses), as logged.
     pub other_events: Vec<String>,
+    /// Hosts told that a device is gone, for the devices' hot-unplug ([`Engine::told_gone`]).
+    told: Told,
 }
 
 impl Engine {
     pub fn new(machine: Machine<Cluster>) -> Engine {
-        Engine { machine, struck: Rc::default(), faces: Vec::new(), other_events: Vec::new() }
+        Engine { machine, struck: Rc::default(), faces: Vec::new(), other_events: Vec::new(), told: Rc::default() }
     }
 
     /// The engine of a topology (JSON, as `devlend.Topology.to_json` gives it).
@@ -59,17 +78,35 @@ impl Engine {
     /// Inject fault `kind` (devlend_host::fault's names: surprise-removal, link-down, ...) at
     /// `target` at time `at` (ps), on the engine: the fabric and the device change then, and the
     /// guest's kernel finds out as real hardware would let it (stores dropped, loads reading all
-    /// ones, no completions). The hot-plug steps devlend's own host layer would run are left
-    /// out: the guest's PCI (virt-pci) has no hot-plug controller to report them.
+    /// ones, no completions). When the fault ends a device's lend or removes it, each host
+    /// learns so at the first hot-plug step devlend's host layer gives it (`devlend_host::fault`:
+    /// Device Lending's notice to a borrower, a slot's hot-plug interrupt to the owner), recorded
+    /// for [`Engine::told_gone`]: a guest's device then ends its connection, UML's hot-unplug
+    /// (`Conn::hot_unplug`).
+    /// Besides devlend's fault kinds, [`REVOKE`]: see [`Engine::revoke_at`].
     pub fn fault_at(&mut self, at: u64, kind: &str, target: &str) -> UmlResult<()> {
+        if kind == REVOKE {
+            return self.revoke_at(at, target);
+        }
         let k = FaultKind::parse(kind).map_err(model("the fault's kind"))?;
         self.machine.world().fault_target(k, target).map_err(model("the fault's target"))?;
         let (t, log) = (target.to_string(), self.struck.clone());
-        let name = k.name();
+        let (name, told) = (k.name(), self.told.clone());
         self.machine.inject(at, move |c: &mut Cluster| match c.inject(k, &t) {
             Ok(r) => {
                 log.borrow_mut().push(Struck { kind: name, target: t, failed: false });
-                Effects { halted: r.halted, crashed: r.crashed, links_down: r.links_down, later: Vec::new() }
+                // Each host at its first step of each notice.
+                let mut later = Vec::new();
+                for n in &r.notices {
+                    let mut hosts: Vec<HostId> = Vec::new();
+                    for &(delay, host, _) in &n.steps {
+                        if !hosts.contains(&host) {
+                            hosts.push(host);
+                            later.push((delay, tell(&told, n.func, host)));
+                        }
+                    }
+                }
+                Effects { halted: r.halted, crashed: r.crashed, links_down: r.links_down, later }
             }
             Err(_) => {
                 log.borrow_mut().push(Struck { kind: name, target: t, failed: true });
@@ -83,6 +120,37 @@ impl Engine {
         Ok(())
     }
 
+    /// The lender takes the borrowed device `target` back at `at` (ps) whatever the borrower
+    /// still holds (`Cluster::return_device_force`: the lend's mappings, window and interrupts
+    /// undone, the device's bus mastering and MSI-X off); the borrower learns it with Device
+    /// Lending's notice (`timing.dl_notice_ps` later, 000 §4) and its guest hot-unplugs it.
+    /// `target` must be lent now.
+    pub fn revoke_at(&mut self, at: u64, target: &str) -> UmlResult<()> {
+        let (func, borrower, dev) = {
+            let w = self.machine.world();
+            let func = w.fabric.func_id(target).map_err(model("the revoke's target"))?;
+            let lend = w.lends().into_iter().find(|l| l.device == target);
+            let Some(l) = lend else {
+                let e = HostError::Invalid(format!("{target} is not a borrowed device: only a lend can be revoked"));
+                return Err(model("the revoke's target")(e));
+            };
+            (func, w.fabric.host_id(&l.borrower).map_err(model("the revoke's borrower"))?, l.dev)
+        };
+        let (log, told, t) = (self.struck.clone(), self.told.clone(), target.to_string());
+        self.machine.inject(at, move |c: &mut Cluster| {
+            let taken = c.return_device_force(borrower, dev).is_ok();
+            log.borrow_mut().push(Struck { kind: REVOKE, target: t, failed: !taken });
+            let notice = c.fabric.tuning().timing.dl_notice_ps;
+            Effects { later: if taken { vec![(notice, tell(&told, func, borrower))] } else { Vec::new() }, ..Effects::default() }
+        });
+        Ok(())
+    }
+
+    /// When `host` was told that device `func` is gone (ps), if it was.
+    pub fn told_gone(&self, func: FuncId, host: HostId) -> Option<u64> {
+        self.told.borrow().iter().find(|&&(f, h, _)| f == func && h == host).map(|&(_, _, at)| at)
+    }
+
     /// The faults that have struck so far.
     pub fn struck(&self) -> Vec<Struck> {
         self.struck.borrow().clone()
@@ -94,10 +162,14 @@ impl Engine {
     }
 
     /// Run the machine up to `until` (ps), stopping early after the event that records
-    /// something in the fabric's log (an interrupt, a fault). True when it stopped early.
+    /// something in the fabric's log (an interrupt, a fault) or tells a host that a device is
+    /// gone. True when it stopped early.
     pub fn advance(&mut self, until: u64) -> UmlResult<bool> {
         let before = self.machine.world().fabric.events().total();
-        self.machine.run_until_or(until, move |w: &mut Cluster| w.fabric.events().total() != before).map_err(model("the engine"))
+        let (told, known) = (self.told.clone(), self.told.borrow().len());
+        self.machine
+            .run_until_or(until, move |w: &mut Cluster| w.fabric.events().total() != before || told.borrow().len() != known)
+            .map_err(model("the engine"))
     }
 
     /// The fabric's events since the last call (taken out of its log); those that are not MSIs

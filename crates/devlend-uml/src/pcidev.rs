@@ -83,6 +83,8 @@ pub struct PciFunction {
     by_vector: HashMap<u8, u16>,
     pub counts: Counts,
     write_faults: Rc<Cell<u64>>,
+    /// The guest's host has been told that the device is gone and the server acted on it.
+    unplugged: bool,
 }
 
 /// A step of devlend's model that failed, as the error the server reports.
@@ -129,6 +131,7 @@ impl PciFunction {
             by_vector: HashMap::new(),
             counts: Counts::default(),
             write_faults: Rc::new(Cell::new(0)),
+            unplugged: false,
         };
         d.read_bars(e, name)?;
         Ok(d)
@@ -190,8 +193,22 @@ impl PciFunction {
 
     // ----- config space -----
 
+    /// Whether the guest's host still reaches the device's configuration space, as devlend's
+    /// own `pci_read_config` finds it: all ones once the device is removed, hangs or its lend's
+    /// cable is out, an error once the host has hot-removed it.
+    fn present(&self, e: &mut Engine) -> bool {
+        let (host, dev) = (self.host, self.dev);
+        e.machine.world().os(host).and_then(|os| os.pci_read_config(dev, 0, 4)).is_ok_and(|id| id != u32::MAX)
+    }
+
+    /// A configuration read: all ones where no device answers (PCIe Base 4.0 §2.3.2, §7.5.1.1;
+    /// Linux takes a Vendor ID of FFFFh as a device that is gone).
     pub fn cfg_read(&mut self, e: &mut Engine, off: usize, size: usize) -> u64 {
         self.counts.cfg_reads += 1;
+        if !self.present(e) {
+            self.counts.read_faults += 1;
+            return u64::MAX >> (64 - 8 * size.clamp(1, 8));
+        }
         let mut v = 0u64;
         for i in (0..size).rev() {
             v = v << 8 | self.cfg_byte(e, off + i) as u64;
@@ -226,8 +243,13 @@ impl PciFunction {
         (self.guest_bar[i] & !(self.bar_size[i] as u32).wrapping_sub(1) & !0xf) | flags
     }
 
+    /// A configuration write; dropped where no device answers.
     pub fn cfg_write(&mut self, e: &mut Engine, off: usize, size: usize, value: u64) {
         self.counts.cfg_writes += 1;
+        if !self.present(e) {
+            self.write_faults.set(self.write_faults.get() + 1);
+            return;
+        }
         if (0x10..0x28).contains(&off) {
             let i = (off - 0x10) / 4;
             let mut b = self.guest_bar[i].to_le_bytes();
@@ -266,9 +288,13 @@ impl PciFunction {
     /// master abort does on x86, and is counted.
     pub fn mmio_read(&mut self, e: &mut Engine, bar: u8, off: u64, size: usize, at: u64) -> UmlResult<Load> {
         self.counts.mmio_reads += 1;
-        if let Some((e, field)) = self.table(bar, off) {
+        if let Some((entry, field)) = self.table(bar, off) {
+            if !self.present(e) {
+                self.counts.read_faults += 1;
+                return Ok(Load::Now(vec![0xff; size]));
+            }
             let mut b = [0u8; 16];
-            let m = self.msix[e];
+            let m = self.msix[entry];
             b[0..8].copy_from_slice(&m.addr.to_le_bytes());
             b[8..12].copy_from_slice(&m.data.to_le_bytes());
             b[12..16].copy_from_slice(&m.ctrl.to_le_bytes());
@@ -302,6 +328,10 @@ impl PciFunction {
     pub fn mmio_write(&mut self, e: &mut Engine, bar: u8, off: u64, data: &[u8], at: u64) -> UmlResult<()> {
         self.counts.mmio_writes += 1;
         if let Some((entry, field)) = self.table(bar, off) {
+            if !self.present(e) {
+                self.write_faults.set(self.write_faults.get() + 1);
+                return Ok(());
+            }
             return self.msix_write(e, entry, field as usize, data);
         }
         let addr = self.bar_addr(bar, off, data.len() as u64)?;
@@ -320,6 +350,19 @@ impl PciFunction {
     /// Stores the fabric refused (dropped).
     pub fn write_faults(&self) -> u64 {
         self.write_faults.get()
+    }
+
+    /// True once, when the guest's host has been told that the device is gone
+    /// ([`Engine::told_gone`]): the server then hot-unplugs it.
+    pub fn take_unplug(&mut self, e: &Engine) -> bool {
+        let due = !self.unplugged && self.unplugged_at(e).is_some();
+        self.unplugged |= due;
+        due
+    }
+
+    /// When the guest's host was told that the device is gone (ps), if it was.
+    pub fn unplugged_at(&self, e: &Engine) -> Option<u64> {
+        e.told_gone(self.func, self.host)
     }
 
     fn bar_addr(&self, bar: u8, off: u64, len: u64) -> UmlResult<u64> {

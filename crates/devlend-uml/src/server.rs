@@ -38,6 +38,8 @@ pub struct Summary {
     pub struck: Vec<Struck>,
     /// Fabric events that were no interrupt of the device (faults, failed accesses).
     pub fabric_events: Vec<String>,
+    /// When the guest was told that the device is gone and its connection ended (ns).
+    pub unplugged_ns: Option<u64>,
     pub wall: Duration,
 }
 
@@ -91,6 +93,7 @@ pub fn serve_with_faults(
         write_faults: s.conn.dev.write_faults(),
         struck: s.engine.struck(),
         fabric_events: s.engine.other_events.clone(),
+        unplugged_ns: s.conn.unplugged_at(&s.engine).map(crate::timetravel::ns_at_or_after),
         wall: start.elapsed(),
     })
 }

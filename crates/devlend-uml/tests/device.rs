@@ -106,3 +106,55 @@ fn a_virtqueue_chain_is_popped_and_returned() {
     assert_eq!(u16::from_le_bytes([used[2], used[3]]), 1);
     assert_eq!(u32::from_le_bytes(used[8..12].try_into().unwrap()), 8);
 }
+
+/// Run the engine up to `until` ps; when the guest's host was told that the device is gone.
+fn told_until(e: &mut Engine, d: &mut PciFunction, until: u64) -> Option<u64> {
+    while e.advance(until).unwrap() {
+        if d.take_unplug(e) {
+            return d.unplugged_at(e);
+        }
+    }
+    d.take_unplug(e).then(|| d.unplugged_at(e)).flatten()
+}
+
+#[test]
+fn a_removed_device_reads_all_ones_and_its_borrower_is_told_at_device_lendings_notice() {
+    // Surprise removal: the lend ends at once (config reads all ones, the MSI-X table too: PCIe
+    // §7.5.1.1, no function there), and the borrower hears of it at the hot-plug steps' time:
+    // the lender's port notices the link down (hotplug_detect), its pciehp removes the device
+    // (hotplug_remove), Device Lending's notice crosses (dl_notice): 24 ms + 100 us + 20 us.
+    // A pulled cable: the relay of configuration accesses cannot reach the lender either, but
+    // the lend stays (devlend_host::fault), so no notice.
+    for (kind, target, told) in [("surprise-removal", "nvme0", Some(24_120_000_000)), ("link-down", "ntb-b", None)] {
+        let (mut e, mut d) = borrowed();
+        let table = devlend_fabric::config::MSIX_TABLE_OFFSET;
+        assert_eq!(d.cfg_read(&mut e, 0, 4), 0x2700_8086);
+        let Load::Now(entry) = d.mmio_read(&mut e, 0, table + 12, 4, 0).unwrap() else { panic!("the table is the server's") };
+        assert_eq!(entry, 1u32.to_le_bytes(), "masked until the guest programs it");
+        let at = 1_000_000;
+        e.fault_at(at, kind, target).unwrap();
+        assert!(!d.take_unplug(&e));
+        e.advance(at).unwrap();
+        assert_eq!(d.cfg_read(&mut e, 0, 4), 0xffff_ffff, "{kind}: vendor and device ID");
+        assert_eq!(d.cfg_read(&mut e, 0x0a, 2), 0xffff, "{kind}: class");
+        assert_eq!(d.cfg_read(&mut e, 0x10, 4), 0xffff_ffff, "{kind}: BAR 0 as the guest sized it");
+        let Load::Now(entry) = d.mmio_read(&mut e, 0, table + 12, 4, at).unwrap() else { panic!("the table is the server's") };
+        assert_eq!(entry, vec![0xff; 4], "{kind}: MSI-X table");
+        assert_eq!(told_until(&mut e, &mut d, at + 100_000_000_000), told.map(|t| at + t), "{kind}");
+        assert!(!d.take_unplug(&e), "told once");
+    }
+}
+
+#[test]
+fn a_revoked_lend_is_gone_at_once_and_its_borrower_is_told_at_device_lendings_notice() {
+    let (mut e, mut d) = borrowed();
+    assert!(e.fault_at(5, "revoke", "ntb-b").is_err(), "not the borrowed drive");
+    assert!(e.fault_at(5, "revoke", "nvme9").is_err(), "no such device");
+    let at = 1_000_000;
+    e.fault_at(at, "revoke", "nvme0").unwrap();
+    e.advance(at).unwrap();
+    assert_eq!(d.cfg_read(&mut e, 0, 4), 0xffff_ffff, "the borrower's handle is gone with the lend");
+    // Device Lending's notice to the borrower: timing.dl_notice_ps, 20 us.
+    assert_eq!(told_until(&mut e, &mut d, at + 1_000_000_000), Some(at + 20_000_000));
+    assert_eq!(e.struck().iter().map(|s| (s.kind, s.target.as_str(), s.failed)).collect::<Vec<_>>(), vec![("revoke", "nvme0", false)]);
+}

@@ -62,7 +62,7 @@ class GuestResult:
 
 
 #: Console lines that tell what the kernel's NVMe driver and block layer did.
-DRIVER_LINE = re.compile(r"nvme|blk_update_request|I/O error|Buffer I/O|pci 0000")
+DRIVER_LINE = re.compile(r"nvme|blk_update_request|I/O error|Buffer I/O|pci 0000|virtio_uml|virt-pci")
 
 
 def driver_lines(console: Path) -> list[str]:
@@ -160,7 +160,9 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
     Each command's output and exit status come back; the console is kept in ``outdir``.
     ``faults``: (kind, target, at_ns) injected on the engine at that simulated time (the kinds
     of ``devlend.pool.FAULT_KINDS``, e.g. ("surprise-removal", "nvme0", 200_000_000) or
-    ("link-down", "ntb-b", ...)); the kernel's reaction is in ``driver_lines``."""
+    ("link-down", "ntb-b", ...), or ("revoke", DEVICE, ...): the lender takes the borrowed device
+    back); the kernel's reaction is in ``driver_lines``, a hot-unplug's time in
+    ``device["unplugged_ns"]``."""
     fault_list = _faults(faults)
     if fault_list and not device:
         raise LinuxGuestError("faults need a device: without one the guest runs on the wall clock", "topology")

@@ -26,7 +26,7 @@ impl Controller {
     }
 
     /// Start a DMA for a command; one refused at once counts as a fault.
-    fn dma<W: World>(&mut self, cx: &mut Cx<W>, (slot, page): (usize, usize), stage: Stage, addr: u64, write: Option<Vec<u8>>, len: u64) -> bool {
+    pub(super) fn dma<W: World>(&mut self, cx: &mut Cx<W>, (slot, page): (usize, usize), stage: Stage, addr: u64, write: Option<Vec<u8>>, len: u64) -> bool {
         let t = self.tok(slot, page, stage);
         self.trace_start(stage_name(stage), cx.now());
         let issue = devlend_fabric::tuning::of_func(cx.fabric(), self.func).dma_issue_ps;
@@ -78,6 +78,9 @@ impl Controller {
         self.free.clear();
         self.media_wait.clear();
         self.in_media = 0;
+        self.cq_waiting.iter_mut().for_each(VecDeque::clear);
+        self.aers.clear();
+        (self.error_event, self.error_event_masked) = (None, false);
         reg_write(f, self.func, DOORBELL, &[0u8; 8 * MAX_QUEUES]);
         reg_write(f, self.func, CSTS, &0u32.to_le_bytes());
     }
@@ -87,8 +90,7 @@ impl Controller {
         if !self.ready {
             return;
         }
-        let Some(mut sq) = self.sqs[qid] else { return };
-        sq.tail = reg_read(cx.fabric(), self.func, DOORBELL + 8 * qid as u64, 4) as u32 % sq.entries;
+        let Some(mut sq) = self.sq_tail(cx, qid) else { return };
         while sq.head != sq.tail {
             let addr = sq.base + sq.head as u64 * 64;
             sq.head = (sq.head + 1) % sq.entries;
@@ -192,14 +194,15 @@ impl Controller {
             }
             // Other features are accepted and read back as 0 (none is modelled).
             0x09 | 0x0a => SC_SUCCESS,
-            // Asynchronous Event Request (§5.2): completes only when an event occurs; none is modelled.
-            0x0c => return,
+            // Asynchronous Event Request (§5.2): completes only when an event occurs (queues.rs).
+            0x0c => return self.async_event_request(cx, slot),
             // Delete I/O Submission / Completion Queue (§5.6, §5.5).
             0x00 | 0x04 if (1..MAX_QUEUES).contains(&qid) => {
                 if opcode == 0x00 {
                     self.sqs[qid] = None
                 } else {
-                    self.cqs[qid] = None
+                    self.cqs[qid] = None;
+                    self.cq_waiting[qid].clear();
                 }
                 SC_SUCCESS
             }
@@ -397,35 +400,8 @@ impl Controller {
         self.free.push(slot);
     }
 
-    /// Post the completion entry with the phase tag, then the MSI-X message.
-    fn post<W: World>(&mut self, cx: &mut Cx<W>, slot: usize) {
-        let c = self.cmd(slot);
-        c.posted = true;
-        let (sqid, cid, status, c_result) = (c.sqid, c.cid, c.status, c.result);
-        let Some(sq) = self.sqs.get(sqid as usize).copied().flatten() else { return };
-        let cqid = sq.cq as usize;
-        let Some(mut cq) = self.cqs.get(cqid).copied().flatten() else { return };
-        let mut cqe = [0u8; 16];
-        cqe[0..4].copy_from_slice(&c_result.to_le_bytes());
-        cqe[8..10].copy_from_slice(&(sq.head as u16).to_le_bytes());
-        cqe[10..12].copy_from_slice(&sqid.to_le_bytes());
-        cqe[12..14].copy_from_slice(&cid.to_le_bytes());
-        let sf: u16 = (status << 1) | cq.phase as u16;
-        cqe[14..16].copy_from_slice(&sf.to_le_bytes());
-        let addr = cq.base + cq.tail as u64 * 16;
-        self.dma(cx, (slot, 0), Stage::Cqe, addr, Some(cqe.to_vec()), 16);
-        cq.tail = (cq.tail + 1) % cq.entries;
-        if cq.tail == 0 {
-            cq.phase = !cq.phase;
-        }
-        self.cqs[cqid] = Some(cq);
-        if let Some(v) = cq.vector {
-            self.interrupt(cx, slot, v);
-        }
-    }
-
     /// MSI-X (PCIe 3.0 §6.1.4): write the vector's message data to its message address, unless masked.
-    fn interrupt<W: World>(&mut self, cx: &mut Cx<W>, slot: usize, vector: u16) {
+    pub(super) fn interrupt<W: World>(&mut self, cx: &mut Cx<W>, vector: u16) {
         let func = self.func;
         let f = cx.fabric();
         let entry = MSIX_TABLE_OFFSET + vector as u64 * 16;
@@ -436,7 +412,7 @@ impl Controller {
         let control = f.config_read(func, devlend_fabric::config::MSIX_CAP + 2, 2).unwrap_or(0);
         let enabled = control & (1 << 15) != 0 && control & (1 << 14) == 0;
         if addr != 0 && !masked && enabled {
-            self.dma(cx, (slot, 0), Stage::Msi, addr, Some(data.to_le_bytes().to_vec()), 4);
+            self.dma(cx, (0, 0), Stage::Msi, addr, Some(data.to_le_bytes().to_vec()), 4);
         }
     }
 }
