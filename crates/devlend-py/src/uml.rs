@@ -37,12 +37,7 @@ fn uml_serve<'py>(
     let d = PyDict::new(py);
     d.set_item("simulated_ps", s.simulated_ps)?;
     d.set_item("commands", s.commands)?;
-    d.set_item("cfg_reads", s.counts.cfg_reads)?;
-    d.set_item("cfg_writes", s.counts.cfg_writes)?;
-    d.set_item("mmio_reads", s.counts.mmio_reads)?;
-    d.set_item("mmio_writes", s.counts.mmio_writes)?;
-    d.set_item("msis", s.counts.msis)?;
-    d.set_item("read_faults", s.counts.read_faults)?;
+    set_counts(&d, &s.counts)?;
     d.set_item("guest_ns", s.guest_ns)?;
     d.set_item("write_faults", s.write_faults)?;
     let struck: Vec<(&str, String, bool)> = s.struck.iter().map(|f| (f.kind, f.target.clone(), f.failed)).collect();
@@ -112,11 +107,7 @@ fn uml_control<'py>(
         for dv in &g.devices {
             let dd = PyDict::new(py);
             dd.set_item("commands", dv.commands)?;
-            dd.set_item("mmio_reads", dv.counts.mmio_reads)?;
-            dd.set_item("mmio_writes", dv.counts.mmio_writes)?;
-            dd.set_item("cfg_reads", dv.counts.cfg_reads)?;
-            dd.set_item("msis", dv.counts.msis)?;
-            dd.set_item("read_faults", dv.counts.read_faults)?;
+            set_counts(&dd, &dv.counts)?;
             dd.set_item("write_faults", dv.write_faults)?;
             dd.set_item("kicks", dv.traffic.kicks)?;
             dd.set_item("calls", dv.traffic.calls)?;
@@ -139,6 +130,16 @@ fn uml_control<'py>(
 
 /// A guest for `uml_control`: host, time socket, devices (socket, kind, name).
 type GuestArg = (String, String, Vec<(String, String, String)>);
+
+/// A device's access counts into `d`, under the same keys for one guest and several.
+fn set_counts(d: &Bound<'_, PyDict>, c: &devlend_uml::pcidev::Counts) -> PyResult<()> {
+    d.set_item("cfg_reads", c.cfg_reads)?;
+    d.set_item("cfg_writes", c.cfg_writes)?;
+    d.set_item("mmio_reads", c.mmio_reads)?;
+    d.set_item("mmio_writes", c.mmio_writes)?;
+    d.set_item("msis", c.msis)?;
+    d.set_item("read_faults", c.read_faults)
+}
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(uml_serve, m)?)?;
