@@ -12,6 +12,18 @@ const TWO: &str = include_str!("../../devlend-devices/tests/pxh830-two-host.json
 const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
 const MIB: u64 = 1 << 20;
 
+/// `json` with its Xeon E5 hosts' root write intake off (`ram_write_line_ps` 0): the intake was
+/// fitted behind pcie-bench's Gen3 x8 root ports and holds every DMA write to RAM near 6.5 GB/s,
+/// which would make any copy to RAM of these tests end at that intake, not at the links they
+/// compare. A platform with Gen4 root ports has no measured intake here; it is assumed not to bind,
+/// as `topologies/nic-lending.yaml` assumes for its Gen4 x16 testbed. Both sides of each comparison
+/// run on it.
+fn no_root_intake(json: &str) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(json).unwrap();
+    v["params"] = serde_json::json!({"cpus": {"intel-xeon-e5": {"ram_write_line_ps": 0}}});
+    v.to_string()
+}
+
 /// The fixture with device `dev` of profile `profile`, the links down to it (ends named in
 /// `path`) at `gen` (their widths kept).
 fn with_device(json: &str, dev: &str, profile: &str, gen: u8, path: &[&str]) -> String {
@@ -32,8 +44,9 @@ fn an_a100_shows_all_its_40_gb_through_bar1_and_copies_faster_on_gen4() {
     // (`Fabric::trained_down`): here the switch has no profile, as a Gen4 switch of its place.
     let gen4_switch = TWO.replace(r#""profile":"pex8796","#, "");
     assert_ne!(gen4_switch, TWO);
+    let (two, gen4_switch) = (no_root_intake(TWO), no_root_intake(&gen4_switch));
     let a100 = with_device(&gen4_switch, "gpu0", "a100-pcie-40gb", 4, &["lender-sw", "gpu0"]);
-    let k40 = with_device(TWO, "gpu0", "tesla-k40c", 3, &["lender-sw", "gpu0"]);
+    let k40 = with_device(&two, "gpu0", "tesla-k40c", 3, &["lender-sw", "gpu0"]);
     let mut c = Cluster::from_json(&a100).unwrap();
     let g = bind(&mut c, "lender", "gpu0").unwrap();
     assert_eq!((g.drv.mem_size, g.gpu.bar1_size), (40 << 30, 64 << 30));
@@ -72,7 +85,7 @@ fn with_adapters(json: &str, profile: &str, gen: u8, width: u8) -> String {
 #[test]
 fn a_borrowed_k40c_writes_faster_across_an_mxh930_pair_than_a_pxh830_pair() {
     // The K40c's Gen3 x16 is twice the PXH830's Gen3 x8; the MXH930's Gen4 x16 no longer limits it.
-    let k40 = with_device(TWO, "gpu0", "tesla-k40c", 3, &["lender-sw", "gpu0"]);
+    let k40 = with_device(&no_root_intake(TWO), "gpu0", "tesla-k40c", 3, &["lender-sw", "gpu0"]);
     let bw = |json: &str| memcpy(json, "borrower", "gpu0", Dir::DtoH, 4 * MIB).unwrap().bandwidth();
     let (mxh, pxh) = (bw(&with_adapters(&k40, "mxh930", 4, 16)), bw(&k40));
     assert!(mxh > 1.5 * pxh, "MXH930 Gen4 x16 {mxh:.3e} B/s vs PXH830 Gen3 x8 {pxh:.3e} B/s");
