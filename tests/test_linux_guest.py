@@ -5,6 +5,8 @@ These boot the kernel `devlend linux build` makes (scripts/linux-deps builds it 
 it); one guest boot runs all the commands the happy-path tests check."""
 
 import os
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +15,12 @@ from conftest import topo_path
 from devlend.linux import build as lbuild
 from devlend.linux import compare
 from devlend.linux.guest import LinuxGuestError, run
+
+# The hot-plug steps' times (params/hardware.toml [timing], ps): a port's hot-plug interrupt after
+# its link goes down, pciehp's remove after it, Device Lending's notice to a borrower.
+with open(Path(__file__).parent.parent / "params" / "hardware.toml", "rb") as fh:
+    TIMING = tomllib.load(fh)["timing"]
+HOTPLUG_DETECT_NS, HOTPLUG_REMOVE_NS, DL_NOTICE_NS = (TIMING[k] // 1000 for k in ("hotplug_detect_ps", "hotplug_remove_ps", "dl_notice_ps"))
 
 FIO = ("fio --name={name} --filename=/dev/nvme0n1 --direct=1 --thread --clocksource=clock_gettime "
        "--bs=4k --size=2m --output-format=normal")
@@ -161,7 +169,7 @@ def test_a_surprise_removal_during_fio_is_hot_unplugged_in_the_guest(tmp_path):
     assert r.device["faults_struck"] == [("surprise-removal", "nvme0", False)]
     assert r.returncodes == [1, 0, 0], r.outputs[0][-800:]
     assert "Input/output error" in r.outputs[0], r.outputs[0][-800:]
-    assert r.device["unplugged_ns"] == 200_000_000 + 24_000_000 + 100_000 + 20_000
+    assert r.device["unplugged_ns"] == 200_000_000 + HOTPLUG_DETECT_NS + HOTPLUG_REMOVE_NS + DL_NOTICE_NS
     assert r.outputs[2].strip() == "", r.outputs[2]
     lines = "\n".join(r.driver_lines)
     assert "controller is down" not in lines and "WARNING" not in r.console.read_text(), lines
@@ -177,7 +185,7 @@ def test_the_lender_revoking_the_drive_hot_unplugs_it_in_the_guest(tmp_path):
             outdir=tmp_path, timeout_s=400, faults=[("revoke", "nvme0", 200_000_000)])
     assert r.device["faults_struck"] == [("revoke", "nvme0", False)]
     assert r.returncodes == [1, 0, 0], r.outputs[0][-800:]
-    assert r.device["unplugged_ns"] == 200_000_000 + 20_000
+    assert r.device["unplugged_ns"] == 200_000_000 + DL_NOTICE_NS
     assert r.outputs[2].strip() == "", r.outputs[2]
     assert r.device["guest_ns"] < 1_000_000_000
 
