@@ -15,7 +15,7 @@ use devlend_rdma::error::ToolError;
 use devlend_rdma::node::{Node, Pinned};
 use devlend_rdma::pio::Mapping;
 use devlend_rdma::shmem::Pe;
-use devlend_rdma::{handshake, Method, Pair, RResult, RdmaError, Timing};
+use devlend_rdma::{handshake, Method, Pair, RResult, RdmaError, Shmem, Timing};
 
 pub const BUF_RAM_OFFSET: u64 = 0x1000_0000;
 /// 003 §3: "Since the BAR memory size is 1 MB, we limit the buffer size to a maximum of 1 MB."
@@ -24,10 +24,10 @@ pub const NTB_A: &str = "nt-virtual";
 pub const NTB_B: &str = "nt-link";
 pub const DMA: &str = "plx-dma";
 
-pub fn testbed(json: &str) -> RResult<(Fabric, Pair)> {
-    let mut f = devlend_fabric::build_json(json)?;
-    let pair = handshake(&mut f, NTB_A, NTB_B, BUF_RAM_OFFSET, BUF_SIZE, Some(DMA))?;
-    Ok((f, pair))
+pub fn testbed(json: &str) -> RResult<(Shmem, Pair)> {
+    let mut s = Shmem::new(devlend_fabric::build_json(json)?);
+    let pair = handshake(&mut s, NTB_A, NTB_B, BUF_RAM_OFFSET, BUF_SIZE, Some(DMA))?;
+    Ok((s, pair))
 }
 
 pub fn parse_method(s: &str) -> RResult<Method> {
@@ -46,7 +46,7 @@ pub fn parse_method(s: &str) -> RResult<Method> {
 /// Time each (method, size) put from host B to the start of host A's buffer, checking that host
 /// A's memory holds the data afterwards. Returns (method, size, ps, steps) rows.
 pub fn sweep(json: &str, methods: &[&str], sizes: &[u64], mapping: Option<Mapping>) -> RResult<Vec<(String, u64, Timing)>> {
-    let (mut f, mut pair) = testbed(json)?;
+    let (mut s, mut pair) = testbed(json)?;
     if let Some(m) = mapping {
         pair.b.mapping = m;
     }
@@ -60,8 +60,8 @@ pub fn sweep(json: &str, methods: &[&str], sizes: &[u64], mapping: Option<Mappin
         let how = parse_method(m)?;
         for &size in sizes {
             let data: Vec<u8> = (0..size).map(|i| (i * 7 + size) as u8).collect();
-            let t = pair.b.put(&mut f, peer, &data, how)?;
-            let landed = f.read(Requester::Cpu(pair.a.node.host), peer, size as usize).0;
+            let t = pair.b.put(&mut s, peer, &data, how)?;
+            let landed = s.fabric().read(Requester::Cpu(pair.a.node.host), peer, size as usize).0;
             if landed != data {
                 return Err(ToolError::NotHeld { method: m.to_string(), size }.into());
             }
@@ -74,8 +74,8 @@ pub fn sweep(json: &str, methods: &[&str], sizes: &[u64], mapping: Option<Mappin
 /// The analytic limit (devlend_engine::analytic) of posted writes along the DMA's path into host
 /// A: what the link allows, in bytes/s.
 pub fn link_limit(json: &str) -> RResult<f64> {
-    let (mut f, pair) = testbed(json)?;
-    pair.b.dma_write_limit(&mut f)
+    let (s, pair) = testbed(json)?;
+    pair.b.dma_write_limit(&s)
 }
 
 /// The DMA engine's profile ntb_perf looks for in the runner's host with `use_dma`.
@@ -111,7 +111,7 @@ fn ntb_between(f: &Fabric, from: &str, to: &str) -> RResult<u32> {
 /// The handshake between the two ends of the NTB joining `runner` to `peer`, on the topology
 /// `json`: each end's buffer (at [`BUF_RAM_OFFSET`] of its RAM, the size of the window or
 /// `max_mw_size`) behind the last direct memory window. Pair `a` is the peer, `b` the runner.
-pub fn ends(json: &str, runner: &str, peer: &str, max_mw_size: Option<u64>) -> RResult<(Fabric, Pair)> {
+pub fn ends(json: &str, runner: &str, peer: &str, max_mw_size: Option<u64>) -> RResult<(Shmem, Pair)> {
     let mut f = devlend_fabric::build_json(json)?;
     let (nb, na) = (ntb_between(&f, runner, peer)?, ntb_between(&f, peer, runner)?);
     if f.host(f.ntb(na).host).iommu {
@@ -134,7 +134,7 @@ pub fn ends(json: &str, runner: &str, peer: &str, max_mw_size: Option<u64>) -> R
             return Err(RdmaError::NotPublished { addr: 0, len: 0, published: None });
         }
     }
-    Ok((f, Pair { a: Pe::new(a), b: Pe::new(b) }))
+    Ok((Shmem::new(f), Pair { a: Pe::new(a), b: Pe::new(b) }))
 }
 
 /// ntb_perf from host `runner` into host `peer`'s window over the NTB joining them, on the
@@ -144,23 +144,23 @@ pub fn ntb_perf(json: &str, runner: &str, peer: &str, s: &PerfSpec) -> RResult<p
         let (chunk_order, total_order) = (s.chunk_order, s.total_order);
         return Err(ToolError::Orders { chunk_order, total_order, max_chunk: MAX_CHUNK_ORDER, max_total: MAX_TOTAL_ORDER }.into());
     }
-    let (mut f, mut pair) = ends(json, runner, peer, s.max_mw_size)?;
+    let (mut shmem, mut pair) = ends(json, runner, peer, s.max_mw_size)?;
     if s.use_dma {
         let host = pair.b.node.host;
-        let dma = f
-            .devices()
-            .iter()
-            .find(|d| d.profile.as_deref() == Some(DMA_PROFILE) && f.func_id(&d.name).is_ok_and(|x| f.func_host(x) == host))
-            .map(|d| d.name.clone());
+        let dma = {
+            let f = shmem.fabric();
+            let found = f.devices().iter().find(|d| d.profile.as_deref() == Some(DMA_PROFILE) && f.func_id(&d.name).is_ok_and(|x| f.func_host(x) == host));
+            found.map(|d| d.name.clone())
+        };
         let dma = dma.ok_or_else(|| ToolError::NoDmaFunction { host: runner.to_string(), profile: DMA_PROFILE })?;
         let p = &devlend_rdma::params::params().ntb_dma;
-        pair.b.attach_dma_with(&mut f, &dma, s.channels.unwrap_or(p.channels), s.outstanding_reads.unwrap_or(p.outstanding_reads))?;
+        pair.b.attach_dma_with(&mut shmem, &dma, s.channels.unwrap_or(p.channels), s.outstanding_reads.unwrap_or(p.outstanding_reads))?;
     }
-    perf::run(&mut f, &mut pair.b, 1 << s.chunk_order, 1 << s.total_order, s.use_dma, s.threads_count)
+    perf::run(&mut shmem, &mut pair.b, 1 << s.chunk_order, 1 << s.total_order, s.use_dma, s.threads_count)
 }
 
 /// ntb_pingpong between host `a` (it rings first) and host `b` over the NTB joining them.
 pub fn ntb_pingpong(json: &str, a: &str, b: &str, pings: u32, init_db: u64, delay_ps: u64) -> RResult<pingpong::PingPong> {
-    let (mut f, pair) = ends(json, b, a, None)?;
-    pingpong::run(&mut f, &pair.a.node, &pair.b.node, pings, init_db, delay_ps)
+    let (mut s, pair) = ends(json, b, a, None)?;
+    pingpong::run(&mut s, &pair.a.node, &pair.b.node, pings, init_db, delay_ps)
 }

@@ -97,8 +97,8 @@ fn ntb_pingpong_bounces_the_counter_and_shifts_the_doorbell() {
 
 #[test]
 fn ntb_pingpong_over_a_link_that_is_down_fails_cleanly() {
-    let (mut f, p) = testbed(J).unwrap();
-    link_down(&mut f, "nt-link").unwrap();
-    let e = devlend_experiments::rdma::pingpong::run(&mut f, &p.a.node, &p.b.node, 4, 1, 0).unwrap_err();
+    let (mut s, p) = testbed(J).unwrap();
+    link_down(&mut s.fabric(), "nt-link").unwrap();
+    let e = devlend_experiments::rdma::pingpong::run(&mut s, &p.a.node, &p.b.node, 4, 1, 0).unwrap_err();
     assert_eq!(e, RdmaError::LinkDown { ntb: "nt-virtual".into(), cabled: true, ping: None }, "refused before the first ping: {e}");
 }

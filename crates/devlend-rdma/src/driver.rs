@@ -1,24 +1,19 @@
-//! The DMA driver's call, as a thread on a machine, and the machine a fabric moves into for a run.
+//! The DMA driver's call, as a thread on a machine.
 //!
-//! The driver's call works on any machine (a fabric alone, or a cluster shared with other
-//! workloads). [`on_machine`] moves a fabric into a machine for one run of the library (a blocking
-//! call, or every queued non-blocking one at `quiet`): the DMA engine is added as a device, the
-//! driver's calls run as threads, and the fabric comes back when nothing is left to happen. A DMA call is what the PLX driver's ioctl
+//! The driver's call works on any machine (the library's session, [`crate::session::Shmem`], or
+//! a cluster shared with other workloads). A DMA call is what the PLX driver's ioctl
 //! does (003 §3): enter the driver, read the channel's status register over PCIe where block mode
 //! does, write the SG ring into host RAM, program the channel's registers with uncached stores
 //! (START last), sleep until the channel's MSI-X interrupt lands, read the status in the ISR, and
 //! wake the caller. Every store, read and interrupt travels on the machine's links.
 
-use crate::dma::{self, Desc, DmaEngine};
+use crate::dma::{self, Desc};
 use crate::error::{DmaStop, RResult, RdmaError};
 use crate::params::params;
 use crate::shmem::Timing;
 use devlend_engine::machine::{Machine, MachineError, Thread, ThreadError, World};
 use devlend_fabric::fabric::Event;
 use devlend_fabric::route::Requester;
-use devlend_fabric::Fabric;
-use std::cell::RefCell;
-use std::rc::Rc;
 
 /// Where a driver finds one channel: its host, registers, SG ring slice and MSI data.
 #[derive(Clone, Copy, Debug)]
@@ -31,24 +26,6 @@ pub(crate) struct Regs {
     pub ring: u64,
     pub ring_bytes: u64,
     pub msi_data: u32,
-}
-
-/// A fabric with nothing in it, left in the caller's place while the real one is in a machine.
-fn placeholder() -> Fabric {
-    devlend_fabric::build_json(r#"{"name":"(moved into a machine)","hosts":[{"name":"none","cpu":"generic-x86","ram":4096,"iommu":false,"root_ports":1}]}"#)
-        .expect("a one-host topology builds")
-}
-
-/// Run `go` on a machine made of `f` (with `engine` on it, if given); `f` is back afterwards.
-pub fn on_machine<T>(f: &mut Fabric, engine: Option<&Rc<RefCell<DmaEngine>>>, go: impl FnOnce(&mut Machine<Fabric>) -> RResult<T>) -> RResult<T> {
-    let mut m = Machine::new(std::mem::replace(f, placeholder()));
-    if let Some(e) = engine {
-        let func = e.borrow().func;
-        m.add_device(func, e.clone());
-    }
-    let out = go(&mut m);
-    *f = m.into_world().unwrap_or_else(|_| panic!("no device model keeps the fabric after a run"));
-    out
 }
 
 /// Run `m` until nothing is left to happen; its failure as the library's error. A thread on it
@@ -148,11 +125,6 @@ fn check_status<W: World>(t: &mut Thread<'_, W>, r: Regs) -> RResult<()> {
     Err(RdmaError::Dma { descriptor: (status >> 8) as usize, bytes_done, stop: DmaStop::Status })
 }
 
-/// The busiest link direction's time spent serialising TLPs during the run, in ps.
-pub fn busiest_ps<W: World>(m: &Machine<W>) -> u64 {
-    m.port_stats().iter().map(|p| p.busy_ps).max().unwrap_or(0)
-}
-
 /// Each thread's time from its start to its end (0 for one that did not end), in ps.
 pub fn thread_ps<W: World>(m: &Machine<W>, ids: &[usize]) -> Vec<u64> {
     ids.iter().map(|&i| m.thread_end(i).map_or(0, |e| e - m.thread_start(i))).collect()
@@ -164,28 +136,27 @@ mod tests {
     use crate::error::RunFailure;
     use devlend_fabric::route::Failure;
 
+    use crate::session::Shmem;
+    use devlend_fabric::Fabric;
+
     const J: &str = include_str!("../tests/pex8749-rdma.json");
 
     #[test]
     fn a_thread_that_waits_for_ever_or_reads_nowhere_is_a_typed_run_failure() {
-        let mut f = devlend_fabric::build_json(J).unwrap();
-        let e = on_machine(&mut f, None, |m| {
-            m.spawn("waiter", 0, |t| {
-                t.wait_until("what never comes", |_: &mut Fabric| false);
-                Ok(())
-            });
-            run(m)
-        })
-        .unwrap_err();
+        let mut s = Shmem::new(devlend_fabric::build_json(J).unwrap());
+        s.machine().spawn("waiter", 0, |t| {
+            t.wait_until("what never comes", |_: &mut Fabric| false);
+            Ok(())
+        });
+        let e = s.run().unwrap_err();
         let RdmaError::Run { thread, failure: RunFailure::Stuck { waiting_for, .. } } = &e else { panic!("{e:?}") };
         assert_eq!((thread.as_str(), waiting_for.as_str()), ("waiter", "what never comes"));
         // A CPU read of an address no RAM or device decodes: the fabric's failure, with its names.
-        let host = f.host_id("host-a").unwrap();
-        let e = on_machine(&mut f, None, |m| {
-            m.spawn("reader", 0, move |t| t.cpu_read(host, 1 << 60, 4).map(|_| ()));
-            run(m)
-        })
-        .unwrap_err();
+        // The failed run left a fresh machine: the waiter is gone, only the reader runs.
+        let host = s.fabric().host_id("host-a").unwrap();
+        let at = s.now();
+        s.machine().spawn("reader", at, move |t| t.cpu_read(host, 1 << 60, 4).map(|_| ()));
+        let e = s.run().unwrap_err();
         let RdmaError::Run { thread, failure: RunFailure::Access { addr, route } } = &e else { panic!("{e:?}") };
         assert_eq!((thread.as_str(), *addr, route.host.as_deref()), ("reader", 1 << 60, Some("host-a")));
         assert!(matches!(route.failure, Failure::Unsupported { .. }), "{route:?}");

@@ -10,8 +10,10 @@
 //!   window (`mw_set_trans`) and doorbells (003 §2.2, §3, Figs 2-6);
 //! - [`pio`]: CPU stores through the NTB BAR, uncached or write-combined, as a mechanism (Fig 8);
 //! - [`shmem`]: an OpenSHMEM-style put/get library (bytes, int, double; blocking and `*_nbi` with
-//!   `quiet`) choosing PIO, block DMA or SG DMA (003 §3, Fig 5-6), its operations run on one
-//!   machine each call, or all queued ones together at `quiet` (`ops`);
+//!   `quiet`) choosing PIO, block DMA or SG DMA (003 §3, Fig 5-6), each call's operations, or all
+//!   queued ones together at `quiet`, run on the session's machine (`ops`);
+//! - [`session`]: [`Shmem`], the fabric inside the one machine every call of a session runs on,
+//!   one call after another on the same clock, with the DMA engine and NT registers added once;
 //!
 //! Tools and figures are not here: `ntb_perf` as a workload on a shared machine is
 //! devlend-workloads'; the measurements of Figs 8-9, the Gen3/Gen4 extension and the ntb_perf and
@@ -29,9 +31,11 @@ pub mod ntregs;
 mod ops;
 pub mod params;
 pub mod pio;
+pub mod session;
 pub mod shmem;
 
 pub use error::{RResult, RdmaError};
+pub use session::Shmem;
 pub use shmem::{handshake, Method, Pair, Pe, Timing};
 
 #[cfg(test)]

@@ -19,14 +19,12 @@
 
 use crate::dma::{reg_read, reg_write};
 use crate::error::{RResult, RdmaError};
-use devlend_engine::machine::{Cx, Device, Machine, World};
+use devlend_engine::machine::{Cx, Device, World};
 use devlend_fabric::config::MSIX_TABLE_OFFSET;
 use devlend_fabric::model::{FuncId, HostId};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
 use devlend_wire::Tlp;
-use std::cell::RefCell;
-use std::rc::Rc;
 
 pub const VIRTUAL_BASE: u64 = 0x3E000;
 pub const LINK_BASE: u64 = 0x3F000;
@@ -124,13 +122,9 @@ impl NtRegs {
         Ok(regs)
     }
 
-    /// Put the registers on `m` for both endpoints.
-    pub fn add_to<W: World>(self, m: &mut Machine<W>) {
-        let funcs = [self.sides[0].func, self.sides[1].func];
-        let dev = Rc::new(RefCell::new(self));
-        for func in funcs {
-            m.add_device(func, dev.clone());
-        }
+    /// The two endpoints' functions this model serves.
+    pub fn funcs(&self) -> [FuncId; 2] {
+        [self.sides[0].func, self.sides[1].func]
     }
 
     /// Side `k`'s doorbell and scratchpads into its BAR 0.

@@ -1,5 +1,5 @@
-//! The put/get library's operations on one machine: blocking calls run one, `quiet` runs every
-//! queued non-blocking one together, so they overlap and share the links.
+//! The put/get library's operations on the session's machine: a blocking call runs alone, `quiet`
+//! runs every queued non-blocking one together, so they overlap and share the links.
 //!
 //! On the machine: the calling CPU does the PIO operations one after another in the order they
 //! were issued (a CPU copies with its own stores): a put's stores through the BAR as one thread
@@ -16,9 +16,10 @@ use crate::dma::Desc;
 use crate::driver::{self, Regs};
 use crate::error::{RResult, RdmaError};
 use crate::node::DB_DATA;
-use crate::ntregs::{doorbell_irq_count, CpuRegs, NtRegs};
+use crate::ntregs::{doorbell_irq_count, CpuRegs};
 use crate::params::params;
 use crate::pio::{copy_slot, Mapping};
+use crate::session::Shmem;
 use crate::shmem::Timing;
 use devlend_engine::machine::{Machine, Thread, ThreadError, Watch};
 use devlend_engine::queue::Ps;
@@ -68,12 +69,15 @@ struct Board {
     /// When the peer's handler ran for each doorbell, in order.
     handled: RefCell<Vec<Ps>>,
     done: RefCell<Vec<Option<Done>>>,
+    /// The run is over: its peer handler, still waiting for a doorbell, ends at the next one.
+    closed: Rc<Cell<bool>>,
 }
 
-/// Run `ops` on one machine made of `f` (with the DMA engine, if any), from time 0.
-pub(crate) fn run(f: &mut Fabric, c: &Caller, engine: Option<&Rc<RefCell<crate::dma::DmaEngine>>>, ops: Vec<Op>) -> RResult<Vec<Done>> {
-    let regs = CpuRegs::of(f, c.ntb)?;
-    let nt = NtRegs::new(f, c.ntb)?;
+/// Run `ops` on the session's machine (the DMA engine on it already, if any), from its present
+/// time; each operation's `end` is counted from then.
+pub(crate) fn run(s: &mut Shmem, c: &Caller, ops: Vec<Op>) -> RResult<Vec<Done>> {
+    let regs = CpuRegs::of(&s.fabric(), c.ntb)?;
+    s.nt_regs(c.ntb)?;
     let board = Rc::new(Board { done: RefCell::new(vec![None; ops.len()]), ..Board::default() });
     let mut cpu = Vec::new();
     let mut dma: Vec<Vec<(usize, Op)>> = vec![Vec::new(); c.channels.len()];
@@ -87,14 +91,20 @@ pub(crate) fn run(f: &mut Fabric, c: &Caller, engine: Option<&Rc<RefCell<crate::
             _ => cpu.push((i, op)),
         }
     }
-    driver::on_machine(f, engine, |m| {
-        nt.add_to(m);
-        spawn(m, c, regs, &board, cpu, dma);
-        driver::run(m)
-    })?;
+    let start = s.now();
+    spawn(s.machine(), start, c, regs, &board, cpu, dma);
+    let ran = s.run();
+    // The peer's handler of this run serves no later one.
+    board.closed.set(true);
+    ran?;
     let done = board.done.take();
     let handled = board.handled.borrow();
-    done.into_iter().enumerate().map(|(operation, d)| d.map(|d| finish(d, &handled)).ok_or(RdmaError::NeverEnded { operation })).collect()
+    let finished = |d: Done| {
+        let mut d = finish(d, &handled);
+        d.end -= start;
+        d
+    };
+    done.into_iter().enumerate().map(|(operation, d)| d.map(finished).ok_or(RdmaError::NeverEnded { operation })).collect()
 }
 
 /// A put is done when the peer's handler has run for its doorbell.
@@ -106,14 +116,14 @@ fn finish(mut d: Done, handled: &[Ps]) -> Done {
     d
 }
 
-fn spawn(m: &mut Machine<Fabric>, c: &Caller, regs: CpuRegs, board: &Rc<Board>, cpu: Vec<(usize, Op)>, dma: Vec<Vec<(usize, Op)>>) {
+fn spawn(m: &mut Machine<Fabric>, at: Ps, c: &Caller, regs: CpuRegs, board: &Rc<Board>, cpu: Vec<(usize, Op)>, dma: Vec<Vec<(usize, Op)>>) {
     let (host, mapping) = (c.host, c.mapping);
     for (turn, (i, op)) in cpu.into_iter().enumerate() {
-        spawn_cpu_op(m, host, mapping, regs, board, turn, i, op);
+        spawn_cpu_op(m, (host, at), mapping, regs, board, turn, i, op);
     }
     for (k, queue) in dma.into_iter().enumerate() {
         let (r, b) = (c.channels[k], board.clone());
-        m.spawn(&format!("shmem DMA channel {k}"), 0, move |t| {
+        m.spawn(&format!("shmem DMA channel {k}"), at, move |t| {
             for (i, op) in queue {
                 let Op::Dma { descs, sg, ring: put } = op else { unreachable!("only DMA operations queue on a channel") };
                 let call = driver::dma_call(t, r, &descs, sg)?.map_err(|e| ThreadError::Other(Box::new(e)))?;
@@ -127,11 +137,15 @@ fn spawn(m: &mut Machine<Fabric>, c: &Caller, regs: CpuRegs, board: &Rc<Board>, 
     }
     let b = board.clone();
     let peer = regs.peer.host;
-    m.spawn_service("peer doorbell handler", 0, move |t| {
+    m.spawn_service("peer doorbell handler", at, move |t| {
         let since = t.world().events().total();
         loop {
             let n = b.handled.borrow().len();
-            t.wait_for("the data doorbell", Watch::Msi { host: peer }, move |f: &mut Fabric| doorbell_irq_count(f, peer, since) > n);
+            let closed = b.closed.clone();
+            t.wait_for("the data doorbell", Watch::Msi { host: peer }, move |f: &mut Fabric| closed.get() || doorbell_irq_count(f, peer, since) > n);
+            if b.closed.get() {
+                return Ok(());
+            }
             t.sleep(params().rdma_sw.irq_entry_ps);
             b.handled.borrow_mut().push(t.now());
         }
@@ -141,7 +155,7 @@ fn spawn(m: &mut Machine<Fabric>, c: &Caller, regs: CpuRegs, board: &Rc<Board>, 
 /// The calling CPU's `turn`-th operation (operation `i`): it starts once the one before is done.
 /// A put's store slots are threads; the last one to finish rings the doorbell.
 #[allow(clippy::too_many_arguments)]
-fn spawn_cpu_op(m: &mut Machine<Fabric>, host: u16, mapping: Mapping, regs: CpuRegs, board: &Rc<Board>, turn: usize, i: usize, op: Op) {
+fn spawn_cpu_op(m: &mut Machine<Fabric>, (host, at): (u16, Ps), mapping: Mapping, regs: CpuRegs, board: &Rc<Board>, turn: usize, i: usize, op: Op) {
     let gate = move |t: &mut Thread<'_, Fabric>, b: &Board| {
         let turns = b.turn.clone();
         t.wait_until(format!("the calling CPU's operation {turn}"), move |_: &mut Fabric| turns.get() == turn);
@@ -149,7 +163,7 @@ fn spawn_cpu_op(m: &mut Machine<Fabric>, host: u16, mapping: Mapping, regs: CpuR
     match op {
         Op::PioGet { win, len, land } => {
             let b = board.clone();
-            m.spawn(&format!("shmem CPU, operation {i}"), 0, move |t| {
+            m.spawn(&format!("shmem CPU, operation {i}"), at, move |t| {
                 gate(t, &b);
                 let d = pio_get(t, host, win, len, land)?;
                 b.done.borrow_mut()[i] = Some(d);
@@ -162,7 +176,7 @@ fn spawn_cpu_op(m: &mut Machine<Fabric>, host: u16, mapping: Mapping, regs: CpuR
             let left = Rc::new(Cell::new(mapping.slots()));
             for lane in 0..mapping.slots() {
                 let (b, data, left) = (board.clone(), data.clone(), left.clone());
-                m.spawn(&format!("shmem CPU, operation {i}, store slot {lane}"), 0, move |t| {
+                m.spawn(&format!("shmem CPU, operation {i}, store slot {lane}"), at, move |t| {
                     gate(t, &b);
                     let start = t.now();
                     copy_slot(t, host, win, &data, lane, mapping)?;

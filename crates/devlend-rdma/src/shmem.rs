@@ -9,15 +9,16 @@
 //! divided evenly, as in 003 §3's Fig 9). Every input is checked before any byte moves, so a
 //! refused call leaves the peer's memory untouched, and a call over a link that is down is refused
 //! as [`RdmaError::LinkDown`] before anything moves. Blocking calls return their [`Timing`];
-//! `*_nbi` calls are checked and staged, and `quiet` runs all of them on one machine at the same
+//! `*_nbi` calls are checked and staged, and `quiet` runs all of them at the same
 //! time ([`crate::ops`]: PIO on the calling CPU in order, DMA on the channels round-robin, sharing
 //! the links) and waits for the last.
 //! A non-blocking get lands at the same offset of the local buffer (symmetric heap), read with
 //! [`Pe::local_read`] after `quiet`, as OpenSHMEM's `shmem_getmem_nbi` fills its destination.
 //! The driver's call is a thread, the engine and the NT registers devices, and their accesses
 //! flows on the links; a put ends when the peer's doorbell handler runs. With several DMA channels
-//! ([`Pe::attach_dma_with`]), [`Pe::dma_concurrent`] runs transfers on them at the same time, on
-//! one machine, so they share the links as the engine's flows do.
+//! ([`Pe::attach_dma_with`]), [`Pe::dma_concurrent`] runs transfers on them at the same time, so
+//! they share the links as the engine's flows do. Every call runs on the session's one machine
+//! ([`Shmem`]), from the time the call before it ended.
 
 use crate::dma::{Desc, DmaEngine};
 use crate::driver::{self, Regs};
@@ -26,6 +27,7 @@ use crate::node::{Node, Pinned};
 use crate::ops::{self, Op};
 use crate::params::params;
 use crate::pio::Mapping;
+use crate::session::Shmem;
 use devlend_engine::machine::{Machine, World};
 use devlend_engine::path::{port_id, propagation, ps_per_byte_fp};
 use devlend_engine::queue::Ps;
@@ -104,15 +106,25 @@ impl Pe {
     }
 
     /// Attach the DMA function `name` (in this host) with `[ntb_dma]`'s channels.
-    pub fn attach_dma(&mut self, f: &mut Fabric, name: &str) -> RResult<()> {
+    pub fn attach_dma(&mut self, s: &mut Shmem, name: &str) -> RResult<()> {
         let p = &params().ntb_dma;
-        self.attach_dma_with(f, name, p.channels, p.outstanding_reads)
+        self.attach_dma_with(s, name, p.channels, p.outstanding_reads)
     }
 
     /// Attach the DMA function `name` (in this host) with `channels` channels, each keeping
     /// `outstanding_reads` reads in flight: bus master, requester-ID LUT entry in this host's NT
-    /// port, one MSI-X vector per channel aimed at this host.
-    pub fn attach_dma_with(&mut self, f: &mut Fabric, name: &str, channels: u32, outstanding_reads: u64) -> RResult<()> {
+    /// port, one MSI-X vector per channel aimed at this host; the engine a device on the session's
+    /// machine from now on.
+    pub fn attach_dma_with(&mut self, s: &mut Shmem, name: &str, channels: u32, outstanding_reads: u64) -> RResult<()> {
+        self.attach_dma_on(&mut s.fabric(), name, channels, outstanding_reads)?;
+        let engine = self.channel()?.engine.clone();
+        s.add_engine(&engine);
+        Ok(())
+    }
+
+    /// As [`Pe::attach_dma_with`], for a machine the caller builds and runs (a cluster's shared
+    /// with other workloads): the engine is then the caller's to add ([`Pe::dma_device`]).
+    pub fn attach_dma_on(&mut self, f: &mut Fabric, name: &str, channels: u32, outstanding_reads: u64) -> RResult<()> {
         let func = f.func_id(name)?;
         if f.func_host(func) != self.node.host {
             return Err(RdmaError::NotInHost { function: name.to_string(), host: self.node.host });
@@ -139,61 +151,61 @@ impl Pe {
 
     // ----- typed front end ---------------------------------------------------------------------
 
-    pub fn put_bytes(&mut self, f: &mut Fabric, dst: u64, data: &[u8], how: Method) -> RResult<Timing> {
-        self.put(f, dst, data, how)
+    pub fn put_bytes(&mut self, s: &mut Shmem, dst: u64, data: &[u8], how: Method) -> RResult<Timing> {
+        self.put(s, dst, data, how)
     }
-    pub fn put_int(&mut self, f: &mut Fabric, dst: u64, v: &[i32], how: Method) -> RResult<Timing> {
-        self.put(f, dst, &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>(), how)
+    pub fn put_int(&mut self, s: &mut Shmem, dst: u64, v: &[i32], how: Method) -> RResult<Timing> {
+        self.put(s, dst, &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>(), how)
     }
-    pub fn put_double(&mut self, f: &mut Fabric, dst: u64, v: &[f64], how: Method) -> RResult<Timing> {
-        self.put(f, dst, &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>(), how)
+    pub fn put_double(&mut self, s: &mut Shmem, dst: u64, v: &[f64], how: Method) -> RResult<Timing> {
+        self.put(s, dst, &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>(), how)
     }
-    pub fn get_bytes(&mut self, f: &mut Fabric, src: u64, len: u64, how: Method) -> RResult<(Vec<u8>, Timing)> {
-        self.get(f, src, len, how)
+    pub fn get_bytes(&mut self, s: &mut Shmem, src: u64, len: u64, how: Method) -> RResult<(Vec<u8>, Timing)> {
+        self.get(s, src, len, how)
     }
-    pub fn get_int(&mut self, f: &mut Fabric, src: u64, n: usize, how: Method) -> RResult<(Vec<i32>, Timing)> {
-        let (b, t) = self.get(f, src, n as u64 * 4, how)?;
+    pub fn get_int(&mut self, s: &mut Shmem, src: u64, n: usize, how: Method) -> RResult<(Vec<i32>, Timing)> {
+        let (b, t) = self.get(s, src, n as u64 * 4, how)?;
         Ok((b.chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect(), t))
     }
-    pub fn get_double(&mut self, f: &mut Fabric, src: u64, n: usize, how: Method) -> RResult<(Vec<f64>, Timing)> {
-        let (b, t) = self.get(f, src, n as u64 * 8, how)?;
+    pub fn get_double(&mut self, s: &mut Shmem, src: u64, n: usize, how: Method) -> RResult<(Vec<f64>, Timing)> {
+        let (b, t) = self.get(s, src, n as u64 * 8, how)?;
         Ok((b.chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(), t))
     }
 
     /// Non-blocking put: checked and staged now, moved by `quiet` (with every other queued
     /// operation, at the same time).
-    pub fn put_nbi(&mut self, f: &mut Fabric, dst: u64, data: &[u8], how: Method) -> RResult<()> {
-        let op = self.prepare_put(f, dst, data, how)?;
+    pub fn put_nbi(&mut self, s: &mut Shmem, dst: u64, data: &[u8], how: Method) -> RResult<()> {
+        let op = self.prepare_put(&mut s.fabric(), dst, data, how)?;
         self.pending.push(op);
         Ok(())
     }
 
     /// Non-blocking get: the data lands at the same offset of this host's buffer (symmetric heap);
     /// read it with [`Pe::local_read`] after `quiet`.
-    pub fn get_nbi(&mut self, f: &mut Fabric, src: u64, len: u64, how: Method) -> RResult<()> {
-        let op = self.prepare_get(f, src, len, how, true)?;
+    pub fn get_nbi(&mut self, s: &mut Shmem, src: u64, len: u64, how: Method) -> RResult<()> {
+        let op = self.prepare_get(&mut s.fabric(), src, len, how, true)?;
         self.pending.push(op);
         Ok(())
     }
 
     /// `len` bytes at `offset` of this host's own buffer.
-    pub fn local_read(&self, f: &mut Fabric, offset: u64, len: u64) -> RResult<Vec<u8>> {
+    pub fn local_read(&self, s: &Shmem, offset: u64, len: u64) -> RResult<Vec<u8>> {
         if !self.node.buf.contains(self.node.buf.phys + offset, len) {
             return Err(RdmaError::ExceedsBuffer { offset, len, size: self.node.buf.size });
         }
-        Ok(f.read(self.cpu(), self.node.buf.phys + offset, len as usize).0)
+        Ok(s.fabric().read(self.cpu(), self.node.buf.phys + offset, len as usize).0)
     }
 
-    /// Run every queued non-blocking operation, all on one machine at the same time (PIO on this
+    /// Run every queued non-blocking operation, all on the session's machine at the same time (PIO on this
     /// CPU in issue order, DMA on the channels round-robin), and wait for the last: the time
     /// until then, and when each was done.
-    pub fn quiet(&mut self, f: &mut Fabric) -> RResult<Timing> {
+    pub fn quiet(&mut self, s: &mut Shmem) -> RResult<Timing> {
         let ops = std::mem::take(&mut self.pending);
         let mut t = Timing::default();
         if ops.is_empty() {
             return Ok(t);
         }
-        let done = self.run_ops(f, ops)?;
+        let done = self.run_ops(s, ops)?;
         let last = done.iter().map(|d| d.end).max().unwrap_or(0);
         t.add("all non-blocking operations done", last);
         t.steps.extend(done.iter().map(|d| ("one operation done", d.end)));
@@ -208,20 +220,20 @@ impl Pe {
 
     /// Put `data` at `dst` (a physical address in the peer's published buffer), then ring the
     /// peer's data doorbell. Time ends when the peer's doorbell handler runs (003 §3).
-    pub fn put(&mut self, f: &mut Fabric, dst: u64, data: &[u8], how: Method) -> RResult<Timing> {
-        let op = self.prepare_put(f, dst, data, how)?;
-        Ok(self.run_ops(f, vec![op])?.swap_remove(0).timing)
+    pub fn put(&mut self, s: &mut Shmem, dst: u64, data: &[u8], how: Method) -> RResult<Timing> {
+        let op = self.prepare_put(&mut s.fabric(), dst, data, how)?;
+        Ok(self.run_ops(s, vec![op])?.swap_remove(0).timing)
     }
 
     /// Get `len` bytes from `src` in the peer's published buffer into this host.
-    pub fn get(&mut self, f: &mut Fabric, src: u64, len: u64, how: Method) -> RResult<(Vec<u8>, Timing)> {
-        let op = self.prepare_get(f, src, len, how, false)?;
-        let d = self.run_ops(f, vec![op])?.swap_remove(0);
+    pub fn get(&mut self, s: &mut Shmem, src: u64, len: u64, how: Method) -> RResult<(Vec<u8>, Timing)> {
+        let op = self.prepare_get(&mut s.fabric(), src, len, how, false)?;
+        let d = self.run_ops(s, vec![op])?.swap_remove(0);
         if how == Method::Pio {
             return Ok((d.data, d.timing));
         }
         let local = self.node.buf.phys + self.node.peer_to_window(src, len)? - self.node.window.0;
-        Ok((f.read(self.cpu(), local, len as usize).0, d.timing))
+        Ok((s.fabric().read(self.cpu(), local, len as usize).0, d.timing))
     }
 
     /// Check a put and stage its data (DMA sends it from the same offset of this host's buffer).
@@ -261,26 +273,25 @@ impl Pe {
         check_shape(&[descs.to_vec()], sg, self.regs(0)?.ring_bytes)
     }
 
-    /// Run operations on one machine ([`crate::ops`]).
-    fn run_ops(&mut self, f: &mut Fabric, ops: Vec<Op>) -> RResult<Vec<ops::Done>> {
+    /// Run operations on the session's machine ([`crate::ops`]).
+    fn run_ops(&mut self, s: &mut Shmem, ops: Vec<Op>) -> RResult<Vec<ops::Done>> {
         let channels = match &self.dma {
             Some(d) => (0..d.engine.borrow().channel_count()).map(|c| self.regs(c)).collect::<RResult<Vec<_>>>()?,
             None => Vec::new(),
         };
         let caller = ops::Caller { host: self.node.host, ntb: self.node.ntb, mapping: self.mapping, channels };
-        let engine = self.dma.as_ref().map(|d| d.engine.clone());
-        ops::run(f, &caller, engine.as_ref(), ops).map_err(|e| self.describe_fault(f, e))
+        ops::run(s, &caller, ops).map_err(|e| self.describe_fault(&s.fabric(), e))
     }
 
     /// Check descriptors against registered memory (this host's buffer on one side, the peer's
     /// window on the other), then run them on the channel. Nothing moves if any is outside.
-    pub fn dma_checked(&mut self, f: &mut Fabric, descs: &[Desc], sg: bool) -> RResult<Timing> {
-        self.run_dma(f, descs, if sg { Method::SgDma(descs.len()) } else { Method::BlockDma })
+    pub fn dma_checked(&mut self, s: &mut Shmem, descs: &[Desc], sg: bool) -> RResult<Timing> {
+        self.run_dma(s, descs, if sg { Method::SgDma(descs.len()) } else { Method::BlockDma })
     }
 
-    fn run_dma(&mut self, f: &mut Fabric, descs: &[Desc], how: Method) -> RResult<Timing> {
+    fn run_dma(&mut self, s: &mut Shmem, descs: &[Desc], how: Method) -> RResult<Timing> {
         self.check_registered(descs)?;
-        self.dma_raw(f, descs, matches!(how, Method::SgDma(_)))
+        self.dma_raw(s, descs, matches!(how, Method::SgDma(_)))
     }
 
     /// Every descriptor must copy between this host's buffer and the peer's window (either way).
@@ -298,16 +309,16 @@ impl Pe {
 
     /// Hand descriptors to channel 0 as they are (no checks: what the hardware would do with a
     /// buggy driver). Errors come back from the channel's status, with the fault recorded.
-    pub fn dma_raw(&mut self, f: &mut Fabric, descs: &[Desc], sg: bool) -> RResult<Timing> {
-        let mut r = self.run_queues(f, &[vec![descs.to_vec()]], sg)?;
+    pub fn dma_raw(&mut self, s: &mut Shmem, descs: &[Desc], sg: bool) -> RResult<Timing> {
+        let mut r = self.run_queues(s, &[vec![descs.to_vec()]], sg)?;
         Ok(r.timings.swap_remove(0).swap_remove(0))
     }
 
     /// Run transfers on the channels at the same time: `queues[c]` holds channel `c`'s transfers
     /// (each a descriptor list, SG or block), which it runs one after another. Every transfer is
     /// checked against registered memory before any channel starts.
-    pub fn dma_concurrent(&mut self, f: &mut Fabric, queues: &[Vec<Vec<Desc>>], sg: bool) -> RResult<Concurrent> {
-        self.node.check_link(f)?;
+    pub fn dma_concurrent(&mut self, s: &mut Shmem, queues: &[Vec<Vec<Desc>>], sg: bool) -> RResult<Concurrent> {
+        self.node.check_link(&s.fabric())?;
         let n = self.channel()?.engine.borrow().channel_count();
         if queues.len() > n {
             return Err(RdmaError::TooManyQueues { queues: queues.len(), channels: n });
@@ -315,7 +326,7 @@ impl Pe {
         for j in queues.iter().flatten() {
             self.check_registered(j)?;
         }
-        self.run_queues(f, queues, sg)
+        self.run_queues(s, queues, sg)
     }
 
     fn channel(&self) -> RResult<&Channel> {
@@ -339,19 +350,17 @@ impl Pe {
         })
     }
 
-    /// One machine: a driver thread per channel runs its queue's calls one after another.
-    pub(crate) fn run_queues(&mut self, f: &mut Fabric, queues: &[Vec<Vec<Desc>>], sg: bool) -> RResult<Concurrent> {
-        let engine = self.channel()?.engine.clone();
-        let run = driver::on_machine(f, Some(&engine), |m| {
-            let runs = self.spawn_queues(m, "dma driver", queues, sg, 0)?;
-            driver::run(m)?;
-            let ids: Vec<usize> = runs.iter().map(|r| r.thread).collect();
-            Ok((runs, driver::thread_ps(m, &ids), driver::busiest_ps(m)))
-        });
-        let (runs, channel_ps, link_ps) = run?;
+    /// On the session's machine: a driver thread per channel runs its queue's calls one after
+    /// another.
+    pub(crate) fn run_queues(&mut self, s: &mut Shmem, queues: &[Vec<Vec<Desc>>], sg: bool) -> RResult<Concurrent> {
+        let start = s.start();
+        let runs = self.spawn_queues(s.machine(), "dma driver", queues, sg, start.at)?;
+        s.run()?;
+        let ids: Vec<usize> = runs.iter().map(|r| r.thread).collect();
+        let (channel_ps, link_ps) = (driver::thread_ps(s.machine(), &ids), s.busiest_since(&start));
         let mut done = Vec::new();
         for r in runs {
-            done.push(r.results.take().into_iter().collect::<RResult<Vec<Timing>>>().map_err(|e| self.describe_fault(f, e))?);
+            done.push(r.results.take().into_iter().collect::<RResult<Vec<Timing>>>().map_err(|e| self.describe_fault(&s.fabric(), e))?);
         }
         let timings = done;
         Ok(Concurrent { total_ps: channel_ps.iter().copied().max().unwrap_or(0), channel_ps, timings, link_ps })
@@ -398,7 +407,8 @@ impl Pe {
 
     /// The analytic limit (devlend_engine::analytic) of posted writes along the DMA engine's path
     /// into the peer's window: what the links allow, in bytes/s.
-    pub fn dma_write_limit(&self, f: &mut Fabric) -> RResult<f64> {
+    pub fn dma_write_limit(&self, s: &Shmem) -> RResult<f64> {
+        let f = &mut *s.fabric();
         let func = self.channel()?.engine.borrow().func;
         let addr = self.node.window.0;
         let plan = devlend_engine::plan(f, Requester::Func(func), addr, Access::Write)
@@ -468,21 +478,26 @@ pub struct Pair {
 
 /// Open both nodes, publish, learn each other (003 §3's scratchpad handshake), and attach the
 /// DMA function to whichever host it sits in.
-pub fn handshake(f: &mut Fabric, ntb_a: &str, ntb_b: &str, ram_offset: u64, size: u64, dma: Option<&str>) -> RResult<Pair> {
-    let mut a = Node::open(f, ntb_a, ram_offset, size)?;
-    let mut b = Node::open(f, ntb_b, ram_offset, size)?;
-    a.publish(f)?;
-    b.publish(f)?;
-    for n in [&mut a, &mut b] {
-        if n.learn_peer(f)?.is_none() {
-            return Err(RdmaError::NotPublished { addr: 0, len: 0, published: None });
+pub fn handshake(s: &mut Shmem, ntb_a: &str, ntb_b: &str, ram_offset: u64, size: u64, dma: Option<&str>) -> RResult<Pair> {
+    let (a, b) = {
+        let f = &mut *s.fabric();
+        let mut a = Node::open(f, ntb_a, ram_offset, size)?;
+        let mut b = Node::open(f, ntb_b, ram_offset, size)?;
+        a.publish(f)?;
+        b.publish(f)?;
+        for n in [&mut a, &mut b] {
+            if n.learn_peer(f)?.is_none() {
+                return Err(RdmaError::NotPublished { addr: 0, len: 0, published: None });
+            }
         }
-    }
+        (a, b)
+    };
     let (mut a, mut b) = (Pe::new(a), Pe::new(b));
     if let Some(name) = dma {
-        let func = f.func_id(name)?;
-        let pe = if f.func_host(func) == a.node.host { &mut a } else { &mut b };
-        pe.attach_dma(f, name)?;
+        let func = s.fabric().func_id(name)?;
+        let in_a = s.fabric().func_host(func) == a.node.host;
+        let pe = if in_a { &mut a } else { &mut b };
+        pe.attach_dma(s, name)?;
     }
     Ok(Pair { a, b })
 }

@@ -175,7 +175,7 @@ fn ends(c: &mut Cluster, w: &str, runner: &str, peer: &str, s: &NtbPerfSpec, dma
     let mut pe = Pe::new(b);
     if let Some(name) = dma {
         let reads = devlend_rdma::params::params().ntb_dma.outstanding_reads;
-        pe.attach_dma_with(f, name, s.threads, reads).map_err(|e| invalid(w, BadSpec::DmaThreads(e)))?;
+        pe.attach_dma_on(f, name, s.threads, reads).map_err(|e| invalid(w, BadSpec::DmaThreads(e)))?;
         let first = request_irqs(c, w, hr, name, s.threads)?;
         if let Some(ch) = pe.dma.as_mut() {
             ch.msi.1 = first;

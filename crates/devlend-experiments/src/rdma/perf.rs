@@ -12,20 +12,19 @@
 //! all submitted before waiting for the last completion. The result is bytes copied over elapsed
 //! microseconds, i.e. MB/s, per worker and for all of them.
 //!
-//! devlend's timing: every chunk of every worker runs on one machine (bytes land in the peer,
+//! devlend's timing: every chunk of every worker runs on the session's machine (bytes land in the peer,
 //! descriptors go through the channels), the workers at the same time, as threads (CPU copies)
 //! or DMA channels sharing the links as their TLPs do. DMA descriptors go to the channel as
 //! scatter-gather chains of at most its ring slice.
 
 use devlend_fabric::route::Requester;
-use devlend_fabric::Fabric;
 use devlend_rdma::dma::Desc;
 use devlend_rdma::driver;
 use devlend_rdma::error::ToolError;
 use devlend_rdma::params::params;
 use devlend_rdma::pio::{spawn_copy, Mapping};
 use devlend_rdma::shmem::{ring_slice, Pe};
-use devlend_rdma::{RResult, RdmaError};
+use devlend_rdma::{RResult, RdmaError, Shmem};
 
 /// The Linux tool's thread limit.
 pub const MAX_THREADS: u32 = 32;
@@ -48,7 +47,7 @@ impl Perf {
 }
 
 /// Run ntb_perf from `pe` into the peer's window.
-pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, threads: u32) -> RResult<Perf> {
+pub fn run(s: &mut Shmem, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, threads: u32) -> RResult<Perf> {
     if threads == 0 || threads > MAX_THREADS {
         return Err(ToolError::Threads { threads, max: MAX_THREADS }.into());
     }
@@ -63,14 +62,14 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
     if total < chunk {
         return Err(ToolError::Total { total, chunk }.into());
     }
-    pe.node.check_link(f)?;
+    pe.node.check_link(&s.fabric())?;
     let n = total / chunk;
     let wrap = part / chunk;
     let cpu = Requester::Cpu(pe.node.host);
     // One source buffer per worker, at the start of its part of the local buffer.
     let src: Vec<u8> = (0..chunk).map(|i| (i * 31 + 7) as u8).collect();
     for t in 0..threads as u64 {
-        f.write(cpu, pe.node.buf.phys + t * part, &src);
+        s.fabric().write(cpu, pe.node.buf.phys + t * part, &src);
     }
     let run = if use_dma {
         let channels = pe.dma.as_ref().map_or(0, |d| d.engine.borrow().channel_count());
@@ -80,15 +79,15 @@ pub fn run(f: &mut Fabric, pe: &mut Pe, chunk: u64, total: u64, use_dma: bool, t
         if chunk > u32::MAX as u64 {
             return Err(ToolError::ChunkOverDescriptor { chunk, max: u32::MAX as u64 }.into());
         }
-        dma_run(f, pe, chunk, part, threads, n)?
+        dma_run(s, pe, chunk, part, threads, n)?
     } else {
-        cpu_run(f, pe, &src, part, threads, n)?
+        cpu_run(s, pe, &src, part, threads, n)?
     };
     // The peer's memory holds the source in every chunk a worker wrote.
     for t in 0..threads as u64 {
         let peer = pe.node.peer.expect("window_size > 0").phys + t * part;
         for j in 0..wrap.min(n) {
-            if f.read(Requester::Cpu(pe.node.host), pe.node.window.0 + t * part + j * chunk, chunk as usize).0 != src {
+            if s.fabric().read(Requester::Cpu(pe.node.host), pe.node.window.0 + t * part + j * chunk, chunk as usize).0 != src {
                 return Err(ToolError::ChunkNotLanded { thread: t, chunk: j, addr: peer + j * chunk }.into());
             }
         }
@@ -112,20 +111,20 @@ struct Run {
 }
 
 /// `n` chunks per worker with CPU stores into the WC-mapped window, the workers as threads.
-fn cpu_run(f: &mut Fabric, pe: &Pe, src: &[u8], part: u64, threads: u32, n: u64) -> RResult<Run> {
+fn cpu_run(s: &mut Shmem, pe: &Pe, src: &[u8], part: u64, threads: u32, n: u64) -> RResult<Run> {
     let (host, window, wrap) = (pe.node.host, pe.node.window.0, part / src.len() as u64);
-    driver::on_machine(f, None, |m| {
-        let ids: Vec<Vec<usize>> = (0..threads as u64)
-            .map(|t| spawn_copy(m, &format!("ntb_perf worker {t}"), host, window + t * part, src, n, wrap, Mapping::WriteCombining, 0))
-            .collect();
-        driver::run(m)?;
-        let workers = ids.iter().map(|lanes| driver::thread_ps(m, lanes).into_iter().max().unwrap_or(0)).collect();
-        Ok(Run { workers, end_ps: m.now(), link_ps: driver::busiest_ps(m) })
-    })
+    let start = s.start();
+    let m = s.machine();
+    let ids: Vec<Vec<usize>> = (0..threads as u64)
+        .map(|t| spawn_copy(m, &format!("ntb_perf worker {t}"), host, window + t * part, src, n, wrap, Mapping::WriteCombining, start.at))
+        .collect();
+    s.run()?;
+    let workers = ids.iter().map(|lanes| driver::thread_ps(s.machine(), lanes).into_iter().max().unwrap_or(0)).collect();
+    Ok(Run { workers, end_ps: s.now() - start.at, link_ps: s.busiest_since(&start) })
 }
 
 /// `n` chunks per worker, each a DMA descriptor on the worker's channel, wrapping over its part.
-fn dma_run(f: &mut Fabric, pe: &mut Pe, chunk: u64, part: u64, threads: u32, n: u64) -> RResult<Run> {
+fn dma_run(s: &mut Shmem, pe: &mut Pe, chunk: u64, part: u64, threads: u32, n: u64) -> RResult<Run> {
     let channels = pe.dma.as_ref().expect("checked").engine.borrow().channel_count();
     let cap = (ring_slice(pe.node.ring, channels) / params().ntb_dma.descriptor_bytes) as usize;
     let wrap = part / chunk;
@@ -136,6 +135,6 @@ fn dma_run(f: &mut Fabric, pe: &mut Pe, chunk: u64, part: u64, threads: u32, n: 
             descs.chunks(cap).map(<[Desc]>::to_vec).collect()
         })
         .collect();
-    let r = pe.dma_concurrent(f, &queues, true)?;
+    let r = pe.dma_concurrent(s, &queues, true)?;
     Ok(Run { end_ps: r.total_ps, workers: r.channel_ps, link_ps: r.link_ps })
 }

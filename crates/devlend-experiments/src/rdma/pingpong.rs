@@ -1,5 +1,5 @@
 //! The ntb_pingpong figure of issue 6: the doorbell and scratchpad bounce of Linux's
-//! drivers/ntb/test/ntb_pingpong, as two threads on one machine (003 §2.2 doorbells and
+//! drivers/ntb/test/ntb_pingpong, as two threads on the session's machine (003 §2.2 doorbells and
 //! scratchpads, Fig 6), between the two ends of any NTB.
 //!
 //! Semantics taken from the Linux tool (Documentation/driver-api/ntb.rst): the two peers interrupt
@@ -19,13 +19,12 @@
 use devlend_engine::machine::{Machine, Thread, ThreadError, Watch};
 use devlend_engine::queue::Ps;
 use devlend_fabric::Fabric;
-use devlend_rdma::driver::{self, on_machine};
 use devlend_rdma::error::ToolError;
 use devlend_rdma::node::Node;
-use devlend_rdma::ntregs::{doorbell_irq_count, CpuRegs, NtRegs};
+use devlend_rdma::ntregs::{doorbell_irq_count, CpuRegs};
 use devlend_rdma::params::params;
 use devlend_rdma::pio::uc_store;
-use devlend_rdma::{RResult, RdmaError};
+use devlend_rdma::{RResult, RdmaError, Shmem};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -79,8 +78,10 @@ fn masks(pings: u32, init_db: u64, valid: u64) -> Vec<u64> {
         .collect()
 }
 
-/// Bounce `pings` doorbells between `a` and `b` (a rings first) on one machine.
-pub fn run(f: &mut Fabric, a: &Node, b: &Node, pings: u32, init_db: u64, delay_ps: u64) -> RResult<PingPong> {
+/// Bounce `pings` doorbells between `a` and `b` (a rings first) on the session's machine.
+pub fn run(s: &mut Shmem, a: &Node, b: &Node, pings: u32, init_db: u64, delay_ps: u64) -> RResult<PingPong> {
+    let mut held = s.fabric();
+    let f = &mut *held;
     let valid_bits = f.ntb(a.ntb).doorbell_bits.min(f.ntb(b.ntb).doorbell_bits);
     let valid = if valid_bits >= 64 { u64::MAX } else { (1u64 << valid_bits) - 1 };
     if init_db == 0 || init_db & !valid != 0 {
@@ -96,31 +97,30 @@ pub fn run(f: &mut Fabric, a: &Node, b: &Node, pings: u32, init_db: u64, delay_p
         f.spad_write(n.ntb, SPAD, 0)?;
         f.db_clear(n.ntb, u64::MAX);
     }
-    let nt = NtRegs::new(f, a.ntb)?;
+    drop(held);
+    s.nt_regs(a.ntb)?;
+    let start = s.now();
     let plan = Rc::new(masks(pings, init_db, valid));
     let log = Rc::new(RefCell::new(Log { marks: vec![[0; 7]; pings as usize], ..Log::default() }));
-    on_machine(f, None, |m| {
-        nt.add_to(m);
-        for side in 0..2 {
-            spawn_side(m, side, regs, plan.clone(), log.clone(), delay_ps);
-        }
-        driver::run(m)
-    })?;
+    for side in 0..2 {
+        spawn_side(s.machine(), side, start, regs, plan.clone(), log.clone(), delay_ps);
+    }
+    s.run()?;
     let log = log.take();
     let last = if pings % 2 == 1 { b } else { a };
-    let counter = f.spad_read(last.ntb, SPAD)?;
+    let counter = s.fabric().spad_read(last.ntb, SPAD)?;
     let one = |i: usize| log.marks[i][6] - log.marks[i][0];
     let m0 = log.marks[0];
     let steps = STEPS.iter().enumerate().map(|(k, s)| (*s, m0[k + 1] - m0[k])).collect();
     let round_trip_ps = if pings > 1 { one(0) + one(1) } else { 2 * one(0) };
-    let total_ps = log.marks[pings as usize - 1][6];
+    let total_ps = log.marks[pings as usize - 1][6] - start;
     Ok(PingPong { pings, counter, bits: log.bits, steps, round_trip_ps, total_ps })
 }
 
 /// Side `me` (0: `a`, rings first): send its pings, take the other's.
-fn spawn_side(m: &mut Machine<Fabric>, me: usize, regs: [CpuRegs; 2], plan: Rc<Vec<u64>>, log: Rc<RefCell<Log>>, delay_ps: u64) {
+fn spawn_side(m: &mut Machine<Fabric>, me: usize, at: Ps, regs: [CpuRegs; 2], plan: Rc<Vec<u64>>, log: Rc<RefCell<Log>>, delay_ps: u64) {
     let r = regs[me];
-    m.spawn(&format!("ntb_pingpong side {me}"), 0, move |t| {
+    m.spawn(&format!("ntb_pingpong side {me}"), at, move |t| {
         let since = t.world().events().total();
         let mut taken = 0;
         for i in 0..plan.len() {
