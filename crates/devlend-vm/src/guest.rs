@@ -8,7 +8,7 @@
 //! Enable is the config write the mediated path borrows on (`Vmm::set_master`).
 //!
 //! Interrupts: the same calls as `devlend_host::HostOs` (`pci_msix_vec_count`, `request_irq`,
-//! `free_irq`, `handle_irqs`, `irq_count`, `irq_spurious`) plus legacy INTx (`request_intx`,
+//! `free_irq`, `irq_count`, `irq_spurious`) plus legacy INTx (`request_intx`,
 //! `free_intx`). The guest programs its (virtual) MSI-X table with its own MSI address and
 //! vector, as Linux does; the hypervisor routes the interrupt to it (`irq`).
 
@@ -259,7 +259,6 @@ impl GuestOs<'_> {
         let Some(vector) = self.vmm.vm(vm)?.irqs.find(dev, Src::Msix(entry)) else {
             return inv(format!("free_irq: MSI-X entry {entry} of guest device {} has no interrupt", dev.0));
         };
-        self.handle_irqs();
         let slot = self.msix_slot(dev, entry)?;
         self.write(slot + MSIX_ENTRY_CTRL, &MSIX_ENTRY_MASKED.to_le_bytes())?;
         self.drop_vector(vector);
@@ -287,32 +286,23 @@ impl GuestOs<'_> {
         let Some(vector) = self.vmm.vm(self.vm)?.irqs.find(dev, Src::Intx) else {
             return inv(format!("free_intx: guest device {} has no INTx handler", dev.0));
         };
-        self.handle_irqs();
         let cmd = self.pci_read_config(dev, COMMAND, 2)?;
         self.pci_write_config(dev, COMMAND, 2, cmd | CMD_INTX_DISABLE as u32)?;
         self.drop_vector(vector);
         Ok(())
     }
 
-    /// Let the hypervisor deliver what is pending; returns how many interrupts it injected (into
-    /// any VM).
-    pub fn handle_irqs(&mut self) -> usize {
-        self.vmm.run_irqs(self.c)
-    }
-
-    pub fn irq_count(&mut self, vector: u8) -> u64 {
-        self.handle_irqs();
+    /// Interrupts the vCPU has injected on `vector` (on a machine, `irq_clock`).
+    pub fn irq_count(&self, vector: u8) -> u64 {
         self.vm().irqs.descs.get(&vector).map_or(0, |d| d.count)
     }
 
-    pub fn irq_spurious(&mut self) -> u64 {
-        self.handle_irqs();
+    pub fn irq_spurious(&self) -> u64 {
         self.vm().irqs.spurious
     }
 
     /// The modelled latency of the last interrupt delivered on `vector` (device to handler, ps).
-    pub fn irq_latency_ps(&mut self, vector: u8) -> Option<u64> {
-        self.handle_irqs();
+    pub fn irq_latency_ps(&self, vector: u8) -> Option<u64> {
         self.vm().irqs.descs.get(&vector).and_then(|d| d.last_latency_ps)
     }
 }

@@ -21,10 +21,10 @@
 //!   the guest has taken the interrupt (its EOI, through KVM's resample irqfd), on the clock
 //!   (`irq_clock`).
 //!
-//! Timing lives on the machine only (`irq_clock`: the device's message on the links, the
-//! hypervisor's handlers as threads). Off the machine, [`Vmm::run_irqs`] delivers what the
-//! timeless guest kernel (`GuestOs`: set-up, the attack suite, hot-plug, migration) asks for,
-//! counting interrupts and timing nothing.
+//! Delivery lives on the machine only (`irq_clock`: the device's message on the links, the
+//! hypervisor's handlers as threads, the vCPU injecting). Off the machine nothing is delivered:
+//! the timeless guest kernel (`GuestOs`) sets routes up and takes them down, and an interrupt a
+//! host took meanwhile reaches the guest on the next machine that runs the VM's path.
 
 use crate::config::GUEST_MSI;
 use crate::vm::{Path, VmId};
@@ -238,7 +238,6 @@ impl Vmm {
 
     /// Tear down every route of a device (before it is detached).
     pub(crate) fn drop_irqs(&mut self, c: &mut Cluster, vm: VmId, dev: DevId) {
-        self.run_irqs(c);
         let (mine, rest): (Vec<Route>, Vec<Route>) = std::mem::take(&mut self.routes).into_iter().partition(|r| r.vm == vm && r.dev == dev);
         self.routes = rest;
         for r in mine {
@@ -338,47 +337,6 @@ impl Vmm {
                 let _ = set_msix_control(&mut c.fabric, r.func, &cap, control & !(MSIX_ENABLE | MSIX_MASKALL));
             }
         }
-    }
-
-    /// Off the machine: run the hypervisor's handlers at once, taking what every route's first
-    /// handler received, forwarding it (mediated path) and injecting it into the guest. Counts
-    /// only, for the timeless guest kernel; it times nothing (on the machine, `irq_clock`).
-    /// Returns how many interrupts were injected.
-    pub fn run_irqs(&mut self, c: &mut Cluster) -> usize {
-        if self.clocked {
-            return 0;
-        }
-        let mut injected = 0;
-        for i in 0..self.routes.len() {
-            let r = &self.routes[i];
-            let (host, vector, func) = (r.first.0, r.first.1, r.func);
-            let total = match vector {
-                Some(v) => c.os(host).map(|mut os| os.irq_count(v)).unwrap_or(0),
-                None => c.kernel(host).ok().and_then(|k| k.irqs().intx(func).map(|l| l.count)).unwrap_or(0),
-            };
-            let new = total.saturating_sub(r.seen);
-            self.routes[i].seen = total;
-            let mut arrived = new;
-            if let Some((vhost, rv, addr)) = self.routes[i].relay {
-                for _ in 0..new {
-                    if let Err(e) = cpu_write(c, host, addr, rv as u32) {
-                        self.anomalies.push(crate::error::Anomaly::Step { step: "forwarding an interrupt to the borrower", error: e });
-                    }
-                }
-                let got = c.os(vhost).map(|mut os| os.irq_count(rv)).unwrap_or(0);
-                arrived = got.saturating_sub(self.routes[i].relay_seen);
-                self.routes[i].relay_seen = got;
-            }
-            let (vm, gv) = (self.routes[i].vm, self.routes[i].guest_vector);
-            if let Some(v) = self.vms.get_mut(&vm) {
-                match v.irqs.descs.get_mut(&gv) {
-                    Some(d) => d.count += arrived,
-                    None => v.irqs.spurious += arrived,
-                }
-            }
-            injected += arrived as usize;
-        }
-        injected
     }
 
     /// The vCPU injected an interrupt of route (`vm`, `key`) (`irq_clock`) at `now`; it reached

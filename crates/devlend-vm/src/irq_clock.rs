@@ -30,7 +30,7 @@
 //! A stage busy with one interrupt makes the next wait; the wait is a step of its own ("waiting for
 //! ..."), absent on an idle machine, where the steps are `irq`'s. Each route keeps the steps of
 //! its last interrupt (from its landing at the first host to the guest's handler) and the guest
-//! vector its latency. Once these threads deliver, `Vmm::run_irqs` (the timeless delivery) is off.
+//! vector its latency.
 //!
 //! The device's message: an MSI-X write is a DMA write on the links ([`Raiser`]); an
 //! Assert_INTx message (a 4-byte message TLP upstream to the device's root,
@@ -81,13 +81,12 @@ struct Shared {
     q: RefCell<Queues>,
 }
 
-/// Put VM `vm`'s interrupt path on machine `m`: the threads above, as services. From now on they,
-/// not `Vmm::run_irqs`, deliver the VM's MSI-X interrupts.
+/// Put VM `vm`'s interrupt path on machine `m`: the threads above, as services, the only ones
+/// that deliver the VM's interrupts.
 pub fn spawn(m: &mut Machine<Cluster>, vmm: &Rc<RefCell<Vmm>>, vm: VmId) -> HResult<()> {
     let mut hosts = BTreeSet::new();
     {
-        let mut v = vmm.borrow_mut();
-        v.clocked = true;
+        let v = vmm.borrow();
         let w = m.world();
         let guest = v.vm(vm)?;
         hosts.insert(guest.host);

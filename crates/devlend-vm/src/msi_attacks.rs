@@ -4,15 +4,20 @@
 //! its physical MSI-X entry, and the same vector in compatibility format (address 0xFEEx_xxxx,
 //! data = vector). The hypervisor's routes use remappable-format entries validated by source ID
 //! (`irq`, VT-d §5.1.4), so each write is blocked at the root, recorded as an interrupt
-//! remapping fault and raises nothing; the victim's own device still interrupts its VM.
+//! remapping fault and raises nothing; the victim's own device still interrupts its VM, on the
+//! machine through the VM's interrupt path (`irq_clock`).
 
 use crate::attacks::{failures, guest_gpu, host, CaseError, CaseResult, Outcome};
+use crate::error::RunError;
 use crate::error::SetupError;
 use crate::fixtures::GUEST_RAM;
-use crate::irq::{device_interrupt, message, Message};
+use crate::irq::{message, Message};
+use crate::timed::raise_once;
 use crate::vm::{Path, VmId};
 use crate::vmm::Vmm;
 use devlend_devices::gpu::Gpu;
+use devlend_engine::machine::MachineError;
+use devlend_fabric::model::HostId;
 use devlend_fabric::route::Failure;
 use devlend_host::Cluster;
 
@@ -31,15 +36,16 @@ fn victim(c: &mut Cluster, vmm: &mut Vmm, vm: VmId, name: &str) -> CaseResult<u8
     vmm.guest(c, vm).map_err(host("entering the victim's guest kernel"))?.request_irq(dev, 0, 1).map_err(host("request_irq"))
 }
 
-fn guest_count(c: &mut Cluster, vmm: &mut Vmm, vm: VmId, gv: u8) -> CaseResult<u64> {
-    vmm.run_irqs(c);
-    Ok(vmm.guest(c, vm).map_err(host("entering the victim's guest kernel"))?.irq_count(gv))
+/// Interrupts host `host` took on `vector`.
+fn host_count(c: &mut Cluster, h: HostId, vector: u8) -> CaseResult<u64> {
+    Ok(c.os(h).map_err(host("the victim host's kernel"))?.irq_count(vector))
 }
 
 /// One forged write by `rogue`: blocked, one interrupt remapping fault, no memory changed, and
-/// the victim's guest saw nothing. Returns the fault's description.
-fn forge(c: &mut Cluster, vmm: &mut Vmm, rogue: &mut Gpu, (addr, data): (u64, u32), (vm, gv): (VmId, u8)) -> CaseResult<String> {
-    let (digest, before, seen) = (c.fabric.memory_digest(), failures(c).len(), guest_count(c, vmm, vm, gv)?);
+/// the victim's host took nothing on its vector (so nothing can reach the victim's guest).
+/// Returns the fault's description.
+fn forge(c: &mut Cluster, rogue: &mut Gpu, (addr, data): (u64, u32), (host, vector): (HostId, u8)) -> CaseResult<String> {
+    let (digest, before, seen) = (c.fabric.memory_digest(), failures(c).len(), host_count(c, host, vector)?);
     if rogue.store(&mut c.fabric, addr, &data.to_le_bytes()).is_ok() {
         return Err(CaseError::WentThrough { addr, bytes: 4 });
     }
@@ -50,15 +56,28 @@ fn forge(c: &mut Cluster, vmm: &mut Vmm, rogue: &mut Gpu, (addr, data): (u64, u3
     if c.fabric.memory_digest() != digest {
         return Err(CaseError::MemoryChanged);
     }
-    if guest_count(c, vmm, vm, gv)? != seen {
+    if host_count(c, host, vector)? != seen {
         return Err(CaseError::VictimInterrupted);
     }
     Ok(c.fabric.describe_failure(&after[before]))
 }
 
+/// On the machine: the victim device interrupts once and its VM's guest waits for it
+/// (`timed::raise_once`). A wait that never ends: the interrupt was lost.
+fn own_interrupt(c: Cluster, vmm: Vmm, (vm, gv): (VmId, u8), device: &str) -> CaseResult<()> {
+    let func = c.fabric.func_id(device).map_err(|error| CaseError::Fabric { step: "looking up the victim device", error })?;
+    let dev = vmm.vm(vm).map_err(host("looking up the victim's VM"))?.devices.values().find(|d| d.func == func).map(|d| d.id);
+    let dev = dev.ok_or(CaseError::Testbed { what: "the victim's device vanished" })?;
+    match raise_once(c, vmm, vm, dev, gv) {
+        Ok(_) => Ok(()),
+        Err(RunError::Machine(MachineError::Stuck { .. })) => Err(CaseError::OwnInterruptLost { device: device.to_string() }),
+        Err(e) => Err(CaseError::Run { step: "raising the victim device's interrupt", error: Box::new(e) }),
+    }
+}
+
 /// Forge the victim device's current message and its vector in compatibility format; then the
 /// victim's own device interrupts, and its VM takes that one.
-fn attack(case: &'static str, mut c: Cluster, mut vmm: Vmm, mut rogue: Gpu, victim_dev: &str, (vm, gv): (VmId, u8)) -> CaseResult<Outcome> {
+fn attack(case: &'static str, mut c: Cluster, vmm: Vmm, mut rogue: Gpu, victim_dev: &str, (vm, gv): (VmId, u8)) -> CaseResult<Outcome> {
     let func = c.fabric.func_id(victim_dev).map_err(|error| CaseError::Fabric { step: "looking up the victim device", error })?;
     let Message::Msi { addr, data } = message(&c, func, 0).map_err(host("reading the victim's MSI-X entry"))? else {
         return Err(CaseError::NotLive { device: victim_dev.to_string() });
@@ -67,14 +86,10 @@ fn attack(case: &'static str, mut c: Cluster, mut vmm: Vmm, mut rogue: Gpu, vict
     let kernel = c.kernel(host_id).map_err(host("the victim host's kernel"))?;
     let vector =
         kernel.irqs().iter().find(|d| d.msg_addr == addr).map(|d| d.vector).ok_or(CaseError::Testbed { what: "the victim's host vector is not found" })?;
-    let record = forge(&mut c, &mut vmm, &mut rogue, (addr, data), (vm, gv))?;
+    let record = forge(&mut c, &mut rogue, (addr, data), (host_id, vector))?;
     let page = c.fabric.host(host_id).msi.start;
-    forge(&mut c, &mut vmm, &mut rogue, (page, vector as u32), (vm, gv))?;
-    let seen = guest_count(&mut c, &mut vmm, vm, gv)?;
-    device_interrupt(&mut c, victim_dev, 0).map_err(host("raising the victim device's interrupt"))?;
-    if guest_count(&mut c, &mut vmm, vm, gv)? != seen + 1 {
-        return Err(CaseError::OwnInterruptLost { device: victim_dev.to_string() });
-    }
+    forge(&mut c, &mut rogue, (page, vector as u32), (host_id, vector))?;
+    own_interrupt(c, vmm, (vm, gv), victim_dev)?;
     Ok(Outcome { case, blocked_by: "interrupt remapping", record })
 }
 

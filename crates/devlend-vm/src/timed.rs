@@ -301,11 +301,26 @@ pub fn on_machine<E: Into<Box<dyn std::error::Error>>>(
     Ok((m, vmm, span.get()))
 }
 
-/// The cluster and the hypervisor back from a machine that has run (`Vmm::run_irqs` delivers
-/// again), for timeless steps between runs (hot-plug, migration).
+/// The cluster and the hypervisor back from a machine that has run, for timeless steps between
+/// runs (hot-plug, migration).
 pub fn back(m: devlend_engine::machine::Machine<Cluster>, vmm: Rc<RefCell<Vmm>>) -> Result<(Cluster, Vmm), RunError> {
     let c = m.into_world().map_err(|_| RunError::WorldHeld)?;
-    let mut vmm = Rc::try_unwrap(vmm).map_err(|_| RunError::VmmShared)?.into_inner();
-    vmm.clocked = false;
+    let vmm = Rc::try_unwrap(vmm).map_err(|_| RunError::VmmShared)?.into_inner();
     Ok((c, vmm))
+}
+
+/// On a machine: guest device `dev` of VM `vm` interrupts once as itself (a
+/// [`crate::irq_clock::Raiser`] of MSI-X entry 0, or its INTx line, for the run) and the guest
+/// waits on `vector` until the vCPU has injected it. The cluster and the hypervisor back; a wait
+/// that never ends is the machine's `Stuck` error.
+pub fn raise_once(mut c: Cluster, mut vmm: Vmm, vm: VmId, dev: DevId, vector: u8) -> Result<(Cluster, Vmm), RunError> {
+    let func = vmm.dev(vm, dev).map_err(RunError::IrqPath)?.func;
+    let os = vmm.guest(&mut c, vm).map_err(RunError::IrqPath)?;
+    let (bar0, seen) = (os.pci_iomap(dev, 0).map_err(RunError::IrqPath)?, os.irq_count(vector));
+    let raiser = Rc::new(RefCell::new(crate::irq_clock::Raiser { entry: 0, sent: Vec::new() }));
+    let (m, vmm, _) = on_machine(c, vmm, vm, vec![(func, raiser)], move |os| {
+        os.write(bar0 + crate::irq_clock::RAISE, &1u32.to_le_bytes())?;
+        os.wait_irq(vector, seen).map(|_| ())
+    })?;
+    back(m, vmm)
 }

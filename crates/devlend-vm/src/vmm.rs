@@ -55,8 +55,6 @@ pub struct Vmm {
     pub(crate) routes: Vec<crate::irq::Route>,
     /// Guest accesses the hypervisor refused (`config`).
     pub blocked: Vec<crate::config::Blocked>,
-    /// Interrupts are delivered by threads on a machine (`irq_clock`), not by `run_irqs`.
-    pub(crate) clocked: bool,
     /// Removals forwarded into guests (`unplug`): (VM, device, when its guest driver was told).
     pub(crate) removals: Vec<(VmId, FuncId, u64)>,
 }

@@ -5,8 +5,7 @@
 use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_driver::Driver;
 use devlend_host::{Cluster, HostError, Os};
-use devlend_vm::irq::device_interrupt;
-use devlend_vm::timed::{back, on_machine};
+use devlend_vm::timed::{back, on_machine, raise_once};
 use devlend_vm::{GuestThreadOs, Path, Vmm};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -108,7 +107,8 @@ fn a_migrated_vm_keeps_its_devices_driver_state_memory_and_interrupts() {
         assert_eq!(os.read(back, 8192).unwrap(), data, "{target}: device memory written before the move, read by DMA after it");
         os.kfree(back).unwrap();
         let n = os.irq_count(gv);
-        device_interrupt(&mut t.c, "gpu0", 0).unwrap();
+        let (c, vmm) = raise_once(t.c, t.vmm, t.vm, dev0, gv).unwrap();
+        (t.c, t.vmm) = (c, vmm);
         assert_eq!(t.vmm.guest(&mut t.c, t.vm).unwrap().irq_count(gv), n + 1, "{target}: the guest's vector still gets gpu0's interrupts");
         if target == "b" {
             // gpu1 (l2) has no path from l1: leave it behind before the move into l1.

@@ -3,7 +3,7 @@
 
 use super::names;
 use crate::config::MsixEntry;
-use crate::error::SetupError;
+use crate::error::{RunError, SetupError};
 use devlend_fabric::route::Failure;
 use devlend_fabric::FabricError;
 use devlend_host::HostError;
@@ -44,6 +44,8 @@ pub enum CaseError {
     VictimInterrupted,
     /// The victim device's own interrupt did not reach its VM.
     OwnInterruptLost { device: String },
+    /// The machine run of a step (`step`) failed otherwise.
+    Run { step: &'static str, error: Box<RunError> },
 }
 
 impl fmt::Display for CaseError {
@@ -64,6 +66,7 @@ impl fmt::Display for CaseError {
             CaseError::NotLive { device } => write!(f, "{device}'s MSI-X entry 0 is not live"),
             CaseError::VictimInterrupted => write!(f, "the victim VM took the forged interrupt"),
             CaseError::OwnInterruptLost { device } => write!(f, "{device}'s own interrupt did not reach its VM"),
+            CaseError::Run { step, error } => write!(f, "{step}: {error}"),
         }
     }
 }
@@ -74,6 +77,7 @@ impl Error for CaseError {
             CaseError::Setup(e) => Some(e.as_ref()),
             CaseError::Host { error, .. } => Some(error),
             CaseError::Fabric { error, .. } => Some(error),
+            CaseError::Run { error, .. } => Some(error.as_ref()),
             _ => None,
         }
     }
