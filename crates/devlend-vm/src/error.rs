@@ -65,6 +65,8 @@ impl Error for SetupError {
 pub enum RunError {
     /// The VM's interrupt path could not be put on the machine (`irq_clock::spawn`).
     IrqPath(HostError),
+    /// A step of the guest kernel before the run (`step`) was refused.
+    Guest { step: &'static str, error: HostError },
     /// The machine stopped: a thread failed, or a wait was never satisfied.
     Machine(MachineError),
     /// A device model still holds the machine's world after the run.
@@ -77,6 +79,7 @@ impl fmt::Display for RunError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RunError::IrqPath(e) => write!(f, "{e}"),
+            RunError::Guest { step, error } => write!(f, "{step}: {error}"),
             RunError::Machine(e) => write!(f, "{e}"),
             RunError::WorldHeld => write!(f, "a device model still holds the machine's world"),
             RunError::VmmShared => write!(f, "the hypervisor is still shared"),
@@ -88,6 +91,7 @@ impl Error for RunError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
             RunError::IrqPath(e) => Some(e),
+            RunError::Guest { error, .. } => Some(error),
             RunError::Machine(e) => Some(e),
             RunError::WorldHeld | RunError::VmmShared => None,
         }

@@ -314,9 +314,10 @@ pub fn back(m: devlend_engine::machine::Machine<Cluster>, vmm: Rc<RefCell<Vmm>>)
 /// waits on `vector` until the vCPU has injected it. The cluster and the hypervisor back; a wait
 /// that never ends is the machine's `Stuck` error.
 pub fn raise_once(mut c: Cluster, mut vmm: Vmm, vm: VmId, dev: DevId, vector: u8) -> Result<(Cluster, Vmm), RunError> {
-    let func = vmm.dev(vm, dev).map_err(RunError::IrqPath)?.func;
-    let os = vmm.guest(&mut c, vm).map_err(RunError::IrqPath)?;
-    let (bar0, seen) = (os.pci_iomap(dev, 0).map_err(RunError::IrqPath)?, os.irq_count(vector));
+    let guest = |step| move |error| RunError::Guest { step, error };
+    let func = vmm.dev(vm, dev).map_err(guest("looking up the guest device"))?.func;
+    let os = vmm.guest(&mut c, vm).map_err(guest("entering the guest kernel"))?;
+    let (bar0, seen) = (os.pci_iomap(dev, 0).map_err(guest("pci_iomap of BAR 0"))?, os.irq_count(vector));
     let raiser = Rc::new(RefCell::new(crate::irq_clock::Raiser { entry: 0, sent: Vec::new() }));
     let (m, vmm, _) = on_machine(c, vmm, vm, vec![(func, raiser)], move |os| {
         os.write(bar0 + crate::irq_clock::RAISE, &1u32.to_le_bytes())?;

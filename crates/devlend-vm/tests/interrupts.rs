@@ -213,3 +213,11 @@ fn two_interrupts_back_to_back_the_second_waits_for_the_first() {
     assert!(names.contains(&"waiting for lender's CPU"), "the second queues behind the first at the lender: {names:?}");
     assert!(waited > 0 && second >= first + waited / 2, "first {first} ps, second {second} ps, waited {waited} ps");
 }
+
+#[test]
+fn raising_an_interrupt_of_a_device_the_guest_lacks_names_the_step() {
+    let t = fixtures::testbed(JSON, Scenario::VmLoc).unwrap();
+    let e = raise_once(t.c, t.vmm, t.vm, devlend_host::DevId(999), 1).err().expect("no device 999 in the guest");
+    assert!(matches!(e, devlend_vm::RunError::Guest { step: "looking up the guest device", .. }), "{e}");
+    assert!(e.to_string().starts_with("looking up the guest device: "), "{e}");
+}
