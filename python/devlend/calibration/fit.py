@@ -76,10 +76,10 @@ def current_values(constants: list[Fitted]) -> list[float]:
 
 def calibrate(cat: Catalogue, only: Optional[list[str]] = None, fit_ids: Optional[list[str]] = None,
               progress: Optional[Callable[[int, list[float], float], None]] = None, max_nfev: int = 60,
-              start: Optional[dict] = None) -> FitResult:
+              start: Optional[dict] = None, held: Optional[dict] = None) -> FitResult:
     """Fit `cat.fitted` (or those named in `only`) to the calibration set (or the measurements
     named in `fit_ids`), from their compiled values (or `start`, by key); the others keep their
-    compiled values."""
+    compiled values, or the values `held` gives by key."""
     from scipy.optimize import least_squares
     constants = [c for c in cat.fitted if only is None or c.key in only]
     if only is not None and len(constants) != len(set(only)):
@@ -93,13 +93,18 @@ def calibrate(cat: Catalogue, only: Optional[list[str]] = None, fit_ids: Optiona
     span = np.array([c.upper - c.lower for c in constants])
     start = [float((start or {}).get(c.key, v)) for c, v in zip(constants, current_values(constants))]
     calls = [0]
+    fixed = [c for c in cat.fitted if c.key in (held or {}) and c not in constants]
+    fixed_values = [float(held[c.key]) for c in fixed]
 
     def values_of(u):
         return lo + np.clip(u, 0.0, 1.0) * span
 
+    def run(m, vals):
+        return evaluate(m, overrides_for(m, fixed + constants, fixed_values + list(vals)))
+
     def residuals(u):
         vals = values_of(u)
-        ours = [evaluate(m, overrides_for(m, constants, vals)) for m in ms]
+        ours = [run(m, vals) for m in ms]
         res = np.array([(o - m.value) / m.value for o, m in zip(ours, ms)])
         calls[0] += 1
         if progress:
@@ -113,12 +118,45 @@ def calibrate(cat: Catalogue, only: Optional[list[str]] = None, fit_ids: Optiona
     sol = least_squares(residuals, u0, bounds=(0.0, 1.0), method="trf", diff_step=steps, x_scale=1.0, max_nfev=max_nfev,
                         loss=LOSS, f_scale=F_SCALE)
     values = [rounded(c.unit, v) for c, v in zip(constants, values_of(sol.x))]
-    ours = [evaluate(m, overrides_for(m, constants, values)) for m in ms]
+    ours = [run(m, values) for m in ms]
     res = [(o - m.value) / m.value for o, m in zip(ours, ms)]
     at_bound = [c.key for c, v in zip(constants, values)
                 if min(abs(v - c.lower), abs(v - c.upper)) < RESOLUTION.get(c.unit, 1)]
     jac = np.asarray(sol.jac) / span if sol.jac is not None else None
     return FitResult(constants, start, values, ms, ours, res, 0.5 * sum(r * r for r in res), calls[0], at_bound, sol.message, jac)
+
+
+@dataclass
+class StagedFit:
+    """The declared staged fit (params/measurements.yaml `stages`): one FitResult per stage, in
+    order, and every fitted constant's value."""
+    stages: list                        # (Stage, FitResult) pairs; a stage whose rows are absent is left out
+    values: dict                        # key -> fitted value (a constant of a skipped stage: its compiled value)
+
+    def constants_values(self, cat: Catalogue) -> tuple[list[Fitted], list[float]]:
+        return list(cat.fitted), [self.values[c.key] for c in cat.fitted]
+
+
+def calibrate_staged(cat: Catalogue, start: Optional[dict] = None, max_nfev: int = 60,
+                     progress: Optional[Callable[[str, int, list[float], float], None]] = None) -> StagedFit:
+    """Fit stage after stage: each stage's constants to its own calibration rows, from `start`
+    (by key; default the compiled values), the constants of earlier stages held at their rounded
+    fitted values. The rounding between stages makes a later stage see the same inputs whenever the
+    earlier ones agree to their printed digits."""
+    if not cat.stages:
+        raise CalibrationError("params/measurements.yaml declares no stages: fit with --only and --measurement")
+    values = dict(zip((c.key for c in cat.fitted), current_values(list(cat.fitted))))
+    done = []
+    for st in cat.stages:
+        ids = [m.id for m in cat.rows_of(st)]
+        if not ids:
+            continue
+        cb = (lambda n, v, cost, name=st.name: progress(name, n, v, cost)) if progress else None
+        r = calibrate(cat, only=list(st.constants), fit_ids=ids, progress=cb, max_nfev=max_nfev, start=start,
+                      held={k: v for k, v in values.items() if k not in st.constants})
+        values.update({c.key: v for c, v in zip(r.constants, r.values)})
+        done.append((st, r))
+    return StagedFit(done, values)
 
 
 def spread_starts(cat: Catalogue, n: int, only: Optional[list[str]] = None) -> list[dict]:
@@ -140,6 +178,17 @@ class Identifiability:
     sigma: Optional[float]
     pinned: bool
     rows: int          # calibration measurements whose residual moves with it
+
+
+def singular_values(r: FitResult) -> list[float]:
+    """Singular values of the Jacobian of the relative residuals against each constant scaled to
+    its bound range (change of the residuals for a move across the whole range), largest first:
+    the smallest against the largest says whether the rows pin every direction of the constants
+    together, not only each one alone."""
+    if r.jacobian is None:
+        return []
+    span = np.array([c.upper - c.lower for c in r.constants])
+    return [float(s) for s in np.linalg.svd(r.jacobian * span, compute_uv=False)]
 
 
 def identifiability(r: FitResult) -> list[Identifiability]:
