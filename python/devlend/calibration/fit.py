@@ -152,11 +152,42 @@ def calibrate_staged(cat: Catalogue, start: Optional[dict] = None, max_nfev: int
         if not ids:
             continue
         cb = (lambda n, v, cost, name=st.name: progress(name, n, v, cost)) if progress else None
-        r = calibrate(cat, only=list(st.constants), fit_ids=ids, progress=cb, max_nfev=max_nfev, start=start,
-                      held={k: v for k, v in values.items() if k not in st.constants})
+        held = {k: v for k, v in values.items() if k not in st.constants}
+        fits = [calibrate(cat, only=list(st.constants), fit_ids=ids, start=s, held=held, max_nfev=max_nfev, progress=cb)
+                for s in (grid_start(cat, st, ids, held), start)]
+        r = min(fits, key=lambda f: robust_cost(f.residuals))   # the grid's first: a tie keeps what does not depend on the start
         values.update({c.key: v for c, v in zip(r.constants, r.values)})
         done.append((st, r))
     return StagedFit(done, values)
+
+
+def robust_cost(residuals) -> float:
+    """The soft-L1 loss the fit minimises, in units of F_SCALE squared."""
+    r = np.asarray(residuals) / F_SCALE
+    return float(np.sum(2 * (np.sqrt(1 + r * r) - 1)))
+
+
+GRID = {1: 8, 2: 5, 3: 3}   # grid points per constant, by the stage's number of constants
+
+
+def grid_start(cat: Catalogue, stage, ids: list[str], held: dict) -> dict:
+    """The best point of a coarse grid over the stage's bounds (at (k + 1/2) / K of each range):
+    where the model has plateaus (a bound that stops binding, a link that takes over), a local
+    fit from an arbitrary start can stop on one; from the grid's best point it starts in the
+    right basin, the same one whatever start the user gave."""
+    import itertools
+    constants = [c for c in cat.fitted if c.key in stage.constants]
+    ms = [m for m in cat.of("calibration") if m.id in ids]
+    fixed = [c for c in cat.fitted if c.key in held and c not in constants]
+    k = GRID.get(len(constants), 2)
+    best, best_cost = None, float("inf")
+    for point in itertools.product(*[[c.lower + (c.upper - c.lower) * (i + 0.5) / k for i in range(k)] for c in constants]):
+        vals = [float(held[c.key]) for c in fixed] + list(point)
+        res = np.array([(evaluate(m, overrides_for(m, fixed + constants, vals)) - m.value) / m.value for m in ms])
+        cost = robust_cost(res)
+        if cost < best_cost:
+            best, best_cost = {c.key: v for c, v in zip(constants, point)}, cost
+    return best
 
 
 def spread_starts(cat: Catalogue, n: int, only: Optional[list[str]] = None) -> list[dict]:
