@@ -5,7 +5,24 @@ scale: a residual well inside the 10% tolerance counts as in least squares, one 
 a measurement the model lacks the mechanism for, counts linearly and cannot drag every constant
 towards it). Variables are scaled to their bound
 ranges so that one step size suits them all; the model's constants are integer picoseconds, so
-finite-difference steps are large enough (1% of the range) not to drown in rounding."""
+finite-difference steps are large enough (1% of the range) not to drown in rounding.
+
+`devlend calibrate` runs the declared staged fit (`calibrate_staged`, the `stages` of
+params/measurements.yaml), not one joint fit of every constant. Why: a joint fit over all
+calibration rows let the five path latencies (NTB, switch, E5 root, DMA issue, CUDA call) trade
+against each other along directions that only the four seed-paper rows hold, among 100-odd corpus
+rows whose robust loss is flat there; three starts landed 20-90 ns apart (issue 27). The rows form
+a triangular system instead: no row of a stage moves with a constant of a later stage (the seed
+papers' CPU-store paths take no DMA engine and no CUDA call; pcie-bench's reads take the root
+and the engine but no NTB or switch; writes take the intake alone), so fitting stage after stage,
+each on the rows that identify its constants with the earlier ones held at their rounded values,
+reaches the joint solution wherever each stage is solved, and each small stage is solved the same
+way from every start. Each stage starts from the best point of a coarse grid over its bounds as
+well as from the user's start and keeps the lower loss: the model has plateaus (an intake faster
+than the link binds nothing) on which a local fit can stop. What identifies each constant is the
+stage's `why`; the report gives per stage the singular values of the Jacobian scaled to the bound
+ranges and each constant's 1-sigma range, and says which stages are exactly determined (as many
+statements as constants: the data fix them only as far as those statements are exact)."""
 
 from __future__ import annotations
 
