@@ -140,31 +140,23 @@ def test_cli_validate_reports_per_source_and_plots(tmp_path):
     assert pngs == sorted(f"{h}.png" for h in C.hosts if h not in C.calibration_hosts)
 
 
-def test_the_corpus_constants_fit_to_the_same_digits_from_three_starts():
-    from devlend.calibration.fit import calibrate, current_values, identifiability, spread_starts
+def test_the_corpus_stages_fit_to_the_same_digits_from_three_starts_and_are_what_the_toml_holds():
+    # issue 27 §3-4: two of `devlend calibrate`'s stages on corpus curves, the E3 root crossing
+    # (15 LAT_DMA_RD rows) and the E5 root's write intake per line and per TLP (21 BW_DMA_WR rows,
+    # a model with a plateau where the intake outruns the link), from three spread starts: the same
+    # values, what params/hardware.toml holds, none on a bound.
+    import dataclasses
+    from devlend.calibration.fit import LOSS, calibrate_staged, current_values, spread_starts
     cat = calibration.load()
-    only = ["cpu.intel-xeon-e3.root_latency_ps", "device.nfp6000.dma_read_line_ps"]
-    ids = [m.id for m in cat.of("calibration") if m.quantity == "dma_read_latency"]
-    fits = [calibrate(cat, only=only, fit_ids=ids, start=s, max_nfev=40) for s in spread_starts(cat, 3, only)]
+    names = ("Xeon E3 root crossing", "Xeon E5 root write intake")
+    two = dataclasses.replace(cat, stages=tuple(s for s in cat.stages if s.name in names))
+    fits = [calibrate_staged(two, start=s) for s in spread_starts(cat, 3)]
+    keys = [k for s in two.stages for k in s.constants]
+    assert LOSS == "soft_l1" and len(keys) == 3
     assert fits[0].values == fits[1].values == fits[2].values
-    # and they are what params/hardware.toml holds (the fit was written there)
-    assert fits[0].values == current_values(fits[0].constants)
-    assert len(ids) >= 5 * len(only)
-    assert all(i.rows >= 10 for i in identifiability(fits[0]))
-
-
-def test_the_root_write_intake_fits_to_the_same_digits_from_three_starts_and_is_what_the_toml_holds():
-    # issue 27 §3-4: each Intel profile's root-complex intake of writes to RAM, fitted under the
-    # robust loss to its calibration host's write-bandwidth curve (21 rows a constant), from three
-    # spread starts, is what params/hardware.toml holds; neither sits on a bound.
-    from devlend.calibration.fit import LOSS, calibrate, current_values, spread_starts
-    cat = calibration.load()
-    only = ["cpu.intel-xeon-e5.ram_write_line_ps", "cpu.intel-xeon-e3.ram_write_line_ps"]
-    ids = [m.id for m in cat.of("calibration") if m.quantity == "dma_write_bw"]
-    fits = [calibrate(cat, only=only, fit_ids=ids, start=s, max_nfev=30) for s in spread_starts(cat, 3, only)]
-    assert LOSS == "soft_l1" and len(ids) >= 5 * len(only)
-    assert fits[0].values == fits[1].values == fits[2].values == current_values(fits[0].constants)
-    assert fits[0].at_bound == []
+    compiled = dict(zip((c.key for c in cat.fitted), current_values(list(cat.fitted))))
+    assert {k: fits[0].values[k] for k in keys} == {k: compiled[k] for k in keys}
+    assert all(not f.at_bound and len(f.measurements) >= 5 * len(f.constants) for _, f in fits[0].stages)
 
 
 def test_the_staged_fit_lands_on_the_same_digits_from_three_starts_and_is_what_the_toml_holds():
