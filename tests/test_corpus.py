@@ -215,3 +215,18 @@ def test_cli_calibrate_twice_gives_the_same_constants_to_the_printed_digits():
     assert printed == {c["constant"]: c["fitted"] for c in doc["constants"]}
     cat = calibration.load()
     assert printed == dict(zip((c.key for c in cat.fitted), current_values(list(cat.fitted))))
+
+
+def test_the_stages_are_triangular_no_row_moves_with_a_later_stage():
+    # Why the staged fit is the joint one (devlend.calibration.fit's doc): a stage's rows do not
+    # move with any constant of a later stage. Two rows of each stage, every later constant moved
+    # to the middle of its bounds: the same result.
+    from devlend.calibration import evaluate
+    from devlend.calibration.fit import overrides_for
+    cat = calibration.load()
+    by_key = {c.key: c for c in cat.fitted}
+    for i, st in enumerate(cat.stages[:-1]):
+        later = [by_key[k] for s in cat.stages[i + 1:] for k in s.constants]
+        mid = [(c.lower + c.upper) / 2 for c in later]
+        for m in cat.rows_of(st)[:2]:
+            assert evaluate(m, overrides_for(m, later, mid)) == evaluate(m), (st.name, m.id)
