@@ -47,6 +47,9 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
             if say:
                 say(f"calibrate: evaluation {n}: {shown}; cost {cost:.3g}")
         chosen = [c for c in cat.fitted if not only or c.key in only]
+        if not only and not measurement and cat.stages:
+            _staged(cat, starts, max_evaluations, fmt, write, toml_file, quiet)
+            return
         with spinner("calibrate: starting", quiet) as say:
             r = fit(cat, only=only or None, fit_ids=measurement or None, progress=progress, max_nfev=max_evaluations)
             others = []
@@ -61,9 +64,101 @@ def calibrate(write: bool = typer.Option(False, "--write/--dry-run", help="write
     else:
         _fit_tables(r, others)
     if write:
-        _write(r, toml_file, fmt)
+        _write([(r.constants, r.values, "calibration set of params/measurements.yaml")], toml_file, fmt)
     elif fmt == "table":
         out.print("dry run: params/hardware.toml unchanged (--write writes the values)", markup=False)
+
+
+def _staged(cat, starts: int, max_evaluations: int, fmt: str, write: bool, toml_file, quiet: bool) -> None:
+    """The declared staged fit (params/measurements.yaml `stages`), from the compiled values and
+    from `starts` spread starting points; the values it writes are the first run's."""
+    from .cli import out
+    from .progress import spinner
+    from .calibration.fit import calibrate_staged, spread_starts
+
+    with spinner("calibrate: starting", quiet) as say:
+        def progress(stage, n, vals, cost):
+            if say:
+                say(f"calibrate: {stage}: evaluation {n}; cost {cost:.3g}")
+        r = calibrate_staged(cat, max_nfev=max_evaluations, progress=progress)
+        others = []
+        for k, st in enumerate(spread_starts(cat, starts) if starts > 1 else [], start=1):
+            if say:
+                say(f"calibrate: the staged fit again from start {k}")
+            others.append(calibrate_staged(cat, start=st, max_nfev=max_evaluations))
+    if fmt != "table":
+        _staged_data(fmt, cat, r, others)
+    else:
+        _staged_tables(cat, r, others)
+    if write:
+        agree = f", same digits from {len(others) + 1} starts" if others and all(o.values == r.values for o in others) else ""
+        _write([(f.constants, f.values, f"staged fit of params/measurements.yaml, stage '{st.name}' on its {len(f.measurements)} "
+                 f"calibration rows{agree}") for st, f in r.stages], toml_file, fmt)
+    elif fmt == "table":
+        out.print("dry run: params/hardware.toml unchanged (--write writes the values)", markup=False)
+
+
+def _staged_rows(cat, r) -> list[dict]:
+    """Per fitted constant: its stage, the rows it was fitted to, its value and what pins it."""
+    from .calibration.fit import identifiability, singular_values
+    rows = []
+    for st, f in r.stages:
+        sv = singular_values(f)
+        exact = len(f.measurements) <= len(f.constants)   # no redundancy: no error to estimate, the statements alone fix them
+        for c, v, i in zip(f.constants, f.values, identifiability(f)):
+            rows.append({"constant": c.key, "unit": c.unit, "stage": st.name, "rows": len(f.measurements),
+                         "fitted": v, "lower": c.lower, "upper": c.upper, "sigma": None if exact else i.sigma,
+                         "pinned": "exactly determined" if exact and min(sv) > 1e-3 else i.pinned, "at_bound": c.key in f.at_bound,
+                         "stage_singular_values": sv, "stage_cost": f.cost, "identified_by": st.why})
+    return rows
+
+
+def _staged_data(fmt: str, cat, r, others) -> None:
+    import json
+    import pandas as pd
+    rows = _staged_rows(cat, r)
+    if fmt == "csv":
+        sys.stdout.write(pd.DataFrame([{k: x[k] for k in ("constant", "unit", "stage", "rows", "fitted", "lower", "upper")}
+                                       for x in rows]).to_csv(index=False))
+        return
+    doc = {"constants": rows, "starts": [{"values": o.values, "same": o.values == r.values} for o in others],
+           "residuals": [{"stage": st.name, "measurement": m.id, "theirs": m.value, "ours": o, "unit": m.unit, "residual": res}
+                         for st, f in r.stages for m, o, res in zip(f.measurements, f.ours, f.residuals)]}
+    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def _staged_tables(cat, r, others) -> None:
+    from .calibration.fit import F_SCALE, LOSS
+    from .cli import out
+    by_key = {c.key: c for c in cat.fitted}
+    t = Table(title="fitted constants, stage by stage (params/measurements.yaml stages)", title_justify="left")
+    for col in ("stage", "rows", "constant", "fitted", "bounds", "1-sigma", "pinned", "stage singular values"):
+        t.add_column(col)
+    for x in _staged_rows(cat, r):
+        c = by_key[x["constant"]]
+        sv = ", ".join(f"{s:.3g}" for s in x["stage_singular_values"])
+        t.add_row(x["stage"], str(x["rows"]), c.key, _show(c, x["fitted"]) + (" (on a bound)" if x["at_bound"] else ""),
+                  f"[{_show(c, c.lower)}, {_show(c, c.upper)}]", "-" if x["sigma"] is None else _show(c, x["sigma"]),
+                  x["pinned"] if isinstance(x["pinned"], str) else "yes" if x["pinned"] else "NO", sv)
+    out.print(t)
+    n = sum(len(f.measurements) for _, f in r.stages)
+    fitted_ids = {m.id for _, f in r.stages for m in f.measurements}
+    unfitted = [m for m in cat.of("calibration") if m.id not in fitted_ids]
+    if unfitted:
+        groups = sorted({f"{m.host or m.source} {m.quantity or m.probe}" for m in unfitted})
+        out.print(f"calibration rows no stage fits ({len(unfitted)}; judged by devlend validate): {', '.join(groups)}", markup=False)
+    out.print(f"loss {LOSS} (scale {F_SCALE:.0%}); {n} calibration measurements for {len(cat.fitted)} fitted constants: "
+              f"{n / len(cat.fitted):.1f} per constant; singular values: of each stage's Jacobian of relative residuals "
+              "against its constants scaled to their bound ranges", markup=False)
+    for st, f in r.stages:
+        worst = max(zip(f.residuals, f.measurements), key=lambda x: abs(x[0]))
+        out.print(f"  {st.name}: {len(f.measurements)} rows, cost {f.cost:.4g}, worst {worst[0]:+.1%} ({worst[1].id}); "
+                  f"identified by: {st.why}", markup=False)
+    for k, o in enumerate(others, start=1):
+        diff = [c.name for c in cat.fitted if _show(c, o.values[c.key]) != _show(c, r.values[c.key])]
+        shown = ", ".join(f"{c.name}={_show(c, o.values[c.key])}" for c in cat.fitted)
+        out.print(f"start {k} of {len(others)}: {shown}: " + ("the same values" if not diff else "DIFFERENT: " + ", ".join(diff)),
+                  markup=False)
 
 
 def _fit_data(fmt: str, r) -> None:
@@ -118,7 +213,7 @@ def _fit_tables(r, others) -> None:
                   + ("the same values" if all(same) else "DIFFERENT: " + ", ".join(c.name for c, ok in zip(r.constants, same) if not ok)), markup=False)
 
 
-def _write(r, toml_file, fmt: str) -> None:
+def _write(groups, toml_file, fmt: str) -> None:
     """Put the fitted values and their provenance into params/hardware.toml (or `toml_file`)."""
     from . import calibration
     from .calibration.tomledit import write_fitted
@@ -130,8 +225,9 @@ def _write(r, toml_file, fmt: str) -> None:
             raise DevlendError(f"{path}: {kind}, expected params/hardware.toml")
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
-        values = {c.key: int(v) if c.unit in ("ps", "pct") else v for c, v in zip(r.constants, r.values)}
-        text = write_fitted(text, values, "calibration set of params/measurements.yaml", datetime.date.today().isoformat())
+        for constants, fitted, set_name in groups:
+            values = {c.key: int(v) if c.unit in ("ps", "pct") else v for c, v in zip(constants, fitted)}
+            text = write_fitted(text, values, set_name, datetime.date.today().isoformat())
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
     except (DevlendError, OSError) as e:

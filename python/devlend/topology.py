@@ -230,8 +230,8 @@ class Params(_Model):
     constant's unit (ps, bytes, metres) or strings with a unit ('350 ns', '4 KiB'). The MPS a path
     uses is the smallest of every link on it and the devices at their ends (PCIe Base 3.0 §2.2.2)."""
     timing: dict[str, ParamValue] = Field(default={}, description="every component: max_payload, max_read_request, ntb_latency_ps, ...")
-    cpus: dict[str, dict[str, ParamValue]] = Field(default={}, description="per CPU profile (every host of it): root_latency_ps, ram_write_line_ps")
-    hosts: dict[str, dict[str, ParamValue]] = Field(default={}, description="per host: root_latency_ps, ram_completion_bytes, ram_write_line_ps, read_split_bytes, read_tags, max_read_request, irq_entry_ps, cuda_call_ps, interrupt_remapping")
+    cpus: dict[str, dict[str, ParamValue]] = Field(default={}, description="per CPU profile (every host of it): root_latency_ps, ram_write_line_ps, ram_write_tlp_ps")
+    hosts: dict[str, dict[str, ParamValue]] = Field(default={}, description="per host: root_latency_ps, ram_completion_bytes, ram_write_line_ps, ram_write_tlp_ps, read_split_bytes, read_tags, max_read_request, irq_entry_ps, cuda_call_ps, interrupt_remapping")
     devices: dict[str, dict[str, ParamValue]] = Field(default={}, description="per device: endpoint_latency_ps, max_payload, max_read_request, read_tags, dma_issue_ps, dma_completion_ps, sm_to_pcie_ps, sm_poll_ps, dma_read_interval_ps, dma_write_interval_ps, dma_read_line_ps; an NVMe drive also media_read_latency_ps, media_write_latency_ps, media_bandwidth, media_parallelism, capacity")
     links: dict[str, dict[str, ParamValue]] = Field(default={}, description="per link ('*': every link): max_payload, rx_buffer_tlps, cable_length_m, gen, width")
     limits: dict[str, ParamValue] = Field(default={}, description="devlend's own bounds: memory_bytes, the simulated memory a run's workloads may hold")

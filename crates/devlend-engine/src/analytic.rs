@@ -43,7 +43,7 @@ pub fn write_bandwidth(plan: &Plan, ports: &PortTable) -> f64 {
     let payload = lim.max_payload as u64;
     let link = bottleneck(&plan.request, ports, payload, TlpKind::MemWrite);
     match lim.ram_write {
-        Some((_, line)) => link.min(payload as f64 / (payload.div_ceil(64) * line) as f64 * 1e12),
+        Some((_, line, per_tlp)) => link.min(payload as f64 / (per_tlp + payload.div_ceil(64) * line) as f64 * 1e12),
         None => link,
     }
 }

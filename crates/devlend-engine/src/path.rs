@@ -60,8 +60,8 @@ pub struct Limits {
     pub root_tags: u32,
     pub iotlb_hit_ps: Ps,
     /// A write to RAM: the host whose root complex takes it in, and its intake time per 64-byte
-    /// line (`ram_write_line_ps`, one write after another at that root).
-    pub ram_write: Option<(u16, Ps)>,
+    /// line and per TLP (`ram_write_line_ps`, `ram_write_tlp_ps`; one write after another at that root).
+    pub ram_write: Option<(u16, Ps, Ps)>,
 }
 
 /// Serialisation time of one byte on a port, in 1/65536 ps.
@@ -203,9 +203,9 @@ pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
         devlend_fabric::Outcome::Delivered(Target::Ram { host, .. }) => {
             // The root complex's completion size, within the payload the path carries.
             limits.completion_bytes = tu.host(host).ram_completion_bytes.min(limits.max_payload);
-            let line = tu.host(host).ram_write_line_ps;
+            let (line, per_tlp) = (tu.host(host).ram_write_line_ps, tu.host(host).ram_write_tlp_ps);
             if !is_read && line > 0 {
-                limits.ram_write = Some((host, line));
+                limits.ram_write = Some((host, line, per_tlp));
             }
             (t.dram_latency_ps, true)
         }

@@ -1148,10 +1148,10 @@ impl Sim {
     }
 
     /// When a root complex has taken in posted write `tlp` to its RAM (`Limits::ram_write`): its
-    /// intake takes one write after another, `ram_write_line_ps` per 64-byte line of payload
-    /// (the posted-write path into the cache and memory). Anything else: now.
+    /// intake takes one write after another, `ram_write_tlp_ps` per TLP and `ram_write_line_ps`
+    /// per 64-byte line of payload (the posted-write path into the cache and memory). Anything else: now.
     fn ram_intake(&mut self, tlp: &Tlp) -> Ps {
-        let Some((host, line)) = self.paths[tlp.path as usize].limits.ram_write else { return self.now };
+        let Some((host, line, per_tlp)) = self.paths[tlp.path as usize].limits.ram_write else { return self.now };
         if tlp.class() != Class::Posted {
             return self.now;
         }
@@ -1159,7 +1159,7 @@ impl Sim {
         if self.ram_intake.len() <= h {
             self.ram_intake.resize(h + 1, 0);
         }
-        let done = self.now.max(self.ram_intake[h]) + (tlp.len() as u64).div_ceil(64) * line;
+        let done = self.now.max(self.ram_intake[h]) + per_tlp + (tlp.len() as u64).div_ceil(64) * line;
         self.ram_intake[h] = done;
         done
     }

@@ -155,17 +155,34 @@ fn the_link_layer_share_is_the_spec_formula_with_dllps_striped_over_the_lanes() 
 #[test]
 fn root_intake_bounds_a_write_stream_to_ram() {
     // The borrower's Xeon E5 takes writes to RAM in at ram_write_line_ps per 64-byte line, one
-    // after another: a write stream faster on the links is held to 64 bytes per line time.
+    // after another: a write stream faster on the links is held to 64 bytes per line time (its
+    // per-TLP part, ram_write_tlp_ps, off here: root_intake_takes_a_time_per_tlp_besides_its_lines).
     let (free, _, _) = gpu_writes(json!({}));
     let line = 12_000; // ps: 5.3 GB/s, below what the links carry
-    let (held, analytic, _) = gpu_writes(json!({"cpus": {"intel-xeon-e5": {"ram_write_line_ps": line}}}));
+    let (held, analytic, _) = gpu_writes(json!({"cpus": {"intel-xeon-e5": {"ram_write_line_ps": line, "ram_write_tlp_ps": 0}}}));
     let bound = 64.0 / line as f64 * 1e12;
     assert!(free > bound * 1.02, "the links alone carry more: {free} vs {bound}");
     assert!(held <= bound * 1.001 && held > bound * 0.97, "{held} vs {bound}");
     assert!((held / analytic - 1.0).abs() < 0.03, "{held} vs analytic {analytic}");
     // Twice the line time halves it; a per-host setting reaches the same root.
-    let (slow, _, _) = gpu_writes(json!({"cpus": {"intel-xeon-e5": {"ram_write_line_ps": 2 * line}}}));
+    let (slow, _, _) = gpu_writes(json!({"cpus": {"intel-xeon-e5": {"ram_write_line_ps": 2 * line, "ram_write_tlp_ps": 0}}}));
     assert!((slow / held - 0.5).abs() < 0.01, "{slow} vs {held}");
-    let (host, _, _) = gpu_writes(json!({"cpus": {}, "hosts": {"borrower": {"ram_write_line_ps": line}}}));
+    let (host, _, _) = gpu_writes(json!({"cpus": {}, "hosts": {"borrower": {"ram_write_line_ps": line, "ram_write_tlp_ps": 0}}}));
     assert!((host / held - 1.0).abs() < 1e-6, "{host} vs {held}");
+}
+
+#[test]
+fn root_intake_takes_a_time_per_tlp_besides_its_lines() {
+    // ram_write_tlp_ps: the intake's time per posted write TLP, added to its lines' time; the
+    // GPU's 256-byte write TLPs (MPS 256) of 4 lines at 12 ns a line and 12 ns a TLP take 60 ns
+    // where the lines alone take 48: the stream keeps 4/5 of what the lines alone allow, and the
+    // analytic model agrees. With the line time 0 the intake is off, its per-TLP part too.
+    let line = 12_000;
+    let (held, _, _) = gpu_writes(json!({"cpus": {"intel-xeon-e5": {"ram_write_line_ps": line, "ram_write_tlp_ps": 0}}}));
+    let (both, analytic, _) = gpu_writes(json!({"cpus": {"intel-xeon-e5": {"ram_write_line_ps": line, "ram_write_tlp_ps": line}}}));
+    assert!((both / held - 0.8).abs() < 0.01, "{both} vs {held}");
+    assert!((both / analytic - 1.0).abs() < 0.03, "{both} vs analytic {analytic}");
+    let (off, _, _) = gpu_writes(json!({"cpus": {"intel-xeon-e5": {"ram_write_line_ps": 0, "ram_write_tlp_ps": line}}}));
+    let (free, _, _) = gpu_writes(json!({"cpus": {"intel-xeon-e5": {"ram_write_line_ps": 0}}}));
+    assert!((off / free - 1.0).abs() < 1e-6, "{off} vs {free}");
 }

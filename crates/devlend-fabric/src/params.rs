@@ -20,6 +20,10 @@ pub struct CpuProfile {
     /// The root complex's intake of DMA writes to RAM, per 64-byte cache line (its posted-write
     /// path into the cache and memory, one line after another).
     pub ram_write_line_ps: u64,
+    /// The same intake's time per posted write TLP, besides its lines (the TLP's header and its
+    /// transaction in the root); only while `ram_write_line_ps` is on (non-zero).
+    #[serde(default)]
+    pub ram_write_tlp_ps: u64,
     pub low_ram_top: u64,
     pub mmio32_end: u64,
     pub mmio64_base: u64,

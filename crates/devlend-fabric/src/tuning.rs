@@ -161,6 +161,9 @@ pub struct HostTuning {
     /// The root complex's intake of posted writes to RAM: time per 64-byte cache line, one
     /// write after another (0: as fast as the link delivers).
     pub ram_write_line_ps: u64,
+    /// The same intake's time per posted write TLP besides its lines (only while
+    /// `ram_write_line_ps` is non-zero: 0 there turns the whole intake off).
+    pub ram_write_tlp_ps: u64,
     pub read_tags: u32,
     pub max_read_request: u32,
     /// An interrupt's entry on this host's CPU until the waiting driver runs (every path: bare
@@ -285,11 +288,12 @@ const GLOBAL: &[&str] = &[
     "aer_irq_ps",
     "iommu_walk_read_ps",
 ];
-const CPU: &[&str] = &["root_latency_ps", "ram_write_line_ps"];
+const CPU: &[&str] = &["root_latency_ps", "ram_write_line_ps", "ram_write_tlp_ps"];
 const HOST: &[&str] = &[
     "root_latency_ps",
     "ram_completion_bytes",
     "ram_write_line_ps",
+    "ram_write_tlp_ps",
     "read_split_bytes",
     "read_tags",
     "max_read_request",
@@ -326,6 +330,7 @@ impl Tuning {
                 root_latency_ps: t.root_latency_ps,
                 ram_completion_bytes: t.max_payload,
                 ram_write_line_ps: 0,
+                ram_write_tlp_ps: 0,
                 read_tags: t.read_tags,
                 max_read_request: t.max_read_request,
                 irq_entry_ps: t.irq_entry_ps,
@@ -381,6 +386,7 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
                 root_latency_ps: cpu.root_latency_ps.unwrap_or(t.timing.root_latency_ps),
                 ram_completion_bytes: cpu.ram_completion_bytes,
                 ram_write_line_ps: cpu.ram_write_line_ps,
+                ram_write_tlp_ps: cpu.ram_write_tlp_ps,
                 ..t.host(h as u16)
             }
         })
@@ -408,6 +414,7 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
                 "root_latency_ps" => ht.root_latency_ps = n,
                 "ram_completion_bytes" => ht.ram_completion_bytes = n as u32,
                 "ram_write_line_ps" => ht.ram_write_line_ps = n,
+                "ram_write_tlp_ps" => ht.ram_write_tlp_ps = n,
                 "read_tags" => ht.read_tags = n as u32,
                 "max_read_request" => ht.max_read_request = n as u32,
                 "irq_entry_ps" => ht.irq_entry_ps = n,
@@ -472,6 +479,9 @@ fn cpu_settings(spec: &ParamsSpec, f: &mut Fabric, t: &mut Tuning, overrides: &m
                 if k == "ram_write_line_ps" {
                     host.cpu.ram_write_line_ps = n;
                     t.hosts[h].ram_write_line_ps = n;
+                } else if k == "ram_write_tlp_ps" {
+                    host.cpu.ram_write_tlp_ps = n;
+                    t.hosts[h].ram_write_tlp_ps = n;
                 } else {
                     host.cpu.root_latency_ps = Some(n);
                     t.hosts[h].root_latency_ps = n;

@@ -149,9 +149,13 @@ fn ntb_perf_runs_on_any_topology_with_an_ntb_and_its_bytes_land() {
 }
 
 /// ntb_perf's CPU copies from the borrower into lender-a, with a stream of the borrower's CPU
-/// writing into lender-a's gpu0 through the same cable at the same time, or not.
+/// writing into lender-a's gpu0 through the same cable at the same time, or not. Lender-a's Xeon
+/// E5 takes the copies' 64-byte writes without its per-TLP intake (`ram_write_tlp_ps` 0): with
+/// it, 17.1 ns a 64-byte TLP holds the copies to 3.7 GB/s, under the cable's share, and the test
+/// would compare the intake with itself (deliberate: the test is about the cable).
 fn perf_beside(load: bool) -> Report {
-    let mut s = Scenario::new(Cluster::from_json(THREE).unwrap());
+    let json = format!(r#"{{"params": {{"cpus": {{"intel-xeon-e5": {{"ram_write_tlp_ps": 0}}}}}}, {}"#, &THREE.trim_start()[1..]);
+    let mut s = Scenario::new(Cluster::from_json(&json).unwrap());
     let spec = NtbPerfSpec { total_order: 22, ..perf_spec(false, 4) };
     s.add_ntb_perf("perf", "borrower", "lender-a", &spec, 0).unwrap();
     if load {

@@ -87,9 +87,32 @@ class Measurement:
 
 
 @dataclass(frozen=True)
+class Stage:
+    """One step of the declared staged fit (params/measurements.yaml `stages`): `constants` fitted
+    to the calibration rows that `rows` selects (by id, or by corpus host and quantity), every
+    constant of an earlier stage held at its fitted value, every later one at its compiled value."""
+    name: str
+    constants: tuple[str, ...]
+    ids: tuple[str, ...] = ()
+    host: str = ""
+    quantity: str = ""
+    why: str = ""
+
+    def selects(self, m: Measurement) -> bool:
+        if self.ids:
+            return m.id in self.ids
+        return m.host == self.host and (not self.quantity or m.quantity == self.quantity)
+
+
+@dataclass(frozen=True)
 class Catalogue:
     fitted: tuple[Fitted, ...]
     measurements: tuple[Measurement, ...]
+    stages: tuple[Stage, ...] = ()
+
+    def rows_of(self, stage: Stage) -> list[Measurement]:
+        """The calibration rows `stage` is fitted to."""
+        return [m for m in self.of("calibration") if stage.selects(m)]
 
     def of(self, which: str) -> list[Measurement]:
         return [m for m in self.measurements if m.set == which]
@@ -113,6 +136,7 @@ def load(path: str = MEASUREMENTS, corpus: Optional[str] = None) -> Catalogue:
         data = yaml.safe_load(fh) or {}
     fitted = tuple(_fitted(path, i, f) for i, f in enumerate(data.get("fitted") or []))
     ms = tuple(_measurement(path, i, m, PROBES) for i, m in enumerate(data.get("measurements") or []))
+    stages = _stages(path, data.get("stages") or [], fitted)
     if corpus != "":
         ms += load_corpus(corpus or CORPUS).measurements
     seen: set[str] = set()
@@ -120,7 +144,35 @@ def load(path: str = MEASUREMENTS, corpus: Optional[str] = None) -> Catalogue:
         if m.id in seen:
             raise CalibrationError(f"id '{m.id}' appears twice", where=f"{path}: measurements[{i}]")
         seen.add(m.id)
-    return Catalogue(fitted, ms)
+    return Catalogue(fitted, ms, stages)
+
+
+def _stages(path: str, raw: Any, fitted: tuple[Fitted, ...]) -> tuple[Stage, ...]:
+    """The staged fit's steps, checked: every fitted constant in exactly one stage, every stage
+    selecting its rows by ids or by a corpus host."""
+    if not raw:
+        return ()
+    if not isinstance(raw, list):
+        raise CalibrationError("expected a list of stages", where=f"{path}: stages")
+    keys = {c.key for c in fitted}
+    out, seen = [], set()
+    for i, st in enumerate(raw):
+        where = f"{path}: stages[{i}]"
+        _require(where, st, ("name", "constants", "rows", "why"))
+        rows = st["rows"]
+        if not isinstance(rows, dict) or not (rows.get("ids") or rows.get("host")):
+            raise CalibrationError("rows: expected {ids: [...]} or {host: H, quantity: Q}", where=where)
+        for k in st["constants"]:
+            if k not in keys:
+                raise CalibrationError(f"constant {k} is not a fitted constant", where=where)
+            if k in seen:
+                raise CalibrationError(f"constant {k} is fitted in two stages", where=where)
+            seen.add(k)
+        out.append(Stage(st["name"], tuple(st["constants"]), tuple(rows.get("ids") or ()), rows.get("host", ""),
+                         rows.get("quantity", ""), st["why"]))
+    if missing := sorted(keys - seen):
+        raise CalibrationError(f"fitted constants in no stage: {', '.join(missing)}", where=f"{path}: stages")
+    return tuple(out)
 
 
 def _fitted(path: str, i: int, f: Any) -> Fitted:

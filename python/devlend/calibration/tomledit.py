@@ -40,7 +40,7 @@ def _rewrite(line: str, key: str, value, set_name: str, date: str) -> str:
     name, eq, old = code.partition("=")
     if not eq or old.strip().startswith(("[", "{", '"')):
         raise CalibrationError(f"{key}: only a number can be fitted, the line holds {old.strip()!r}")
-    text = f"{value:d}" if isinstance(value, int) or float(value).is_integer() else repr(float(value))
+    text = f"{int(value):d}" if isinstance(value, int) or float(value).is_integer() else repr(float(value))
     new_code = f"{name.rstrip()} = {text}"
     new_code = new_code.ljust(max(len(code), len(new_code) + 1))   # keep the comment's column
     note = comment.strip()
