@@ -2,8 +2,7 @@
 //! device back while it may still have DMA in flight. Each is a clear error or a fault the fabric
 //! records, never a panic, and nothing is written where it should not be.
 
-mod common;
-use common::*;
+use crate::common::*;
 use devlend_fabric::config::{CMD_BUS_MASTER, COMMAND};
 use devlend_fabric::fabric::Event;
 use devlend_fabric::route::Failure;

@@ -1,0 +1,11 @@
+//! devlend-vm's integration tests as one test binary, each file a module: one link of the
+//! dependency tree for the crate instead of one per file (`autotests = false` and one `[[test]]`
+//! in Cargo.toml). A new test file is added here.
+
+mod attacks;
+mod describe;
+mod errors;
+mod interrupts;
+mod isolation;
+mod migration;
+mod timeouts;
