@@ -2,7 +2,8 @@
 //! device back while it may still have DMA in flight. Each is a clear error or a fault the fabric
 //! records, never a panic, and nothing is written where it should not be.
 
-use crate::common::*;
+mod common;
+use common::*;
 use devlend_fabric::config::{CMD_BUS_MASTER, COMMAND};
 use devlend_fabric::fabric::Event;
 use devlend_fabric::route::Failure;

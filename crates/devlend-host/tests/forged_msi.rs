@@ -4,7 +4,8 @@
 //! another device's vector in compatibility format, the lender's own vector) is blocked and
 //! recorded; with remapping off each of them raises the vector it names.
 
-use crate::common::*;
+mod common;
+use common::*;
 use devlend_fabric::fabric::Event;
 use devlend_fabric::route::Failure;
 use devlend_host::Cluster;

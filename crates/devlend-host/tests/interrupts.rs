@@ -2,7 +2,8 @@
 //! device's table through the CPU's BAR mapping; a borrowed device's message crosses the NTB
 //! through the lender's reverse mapping of the borrower's MSI page and is taken by the borrower.
 
-use crate::common::*;
+mod common;
+use common::*;
 use devlend_fabric::config::MSIX_ENABLE;
 use devlend_fabric::fabric::Event;
 use devlend_fabric::route::{Failure, HopKind, Target};

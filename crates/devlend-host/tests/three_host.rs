@@ -1,7 +1,8 @@
 //! Several borrowed devices and peer-to-peer between them (000 §6) on the three-host-cluster
 //! testbed (000 §7.2, Fig 11), plus a local GPU in the borrower.
 
-use crate::common::*;
+mod common;
+use common::*;
 use devlend_fabric::route::{Failure, HopKind, Target};
 use devlend_fabric::Requester;
 use devlend_host::{Cluster, DmaDir, HostError};

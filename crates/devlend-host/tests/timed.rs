@@ -2,7 +2,8 @@
 //! borrowed device's BAR and reads it back over the NTB, blocking for the round trip; waiting for
 //! an interrupt nobody raises is an error naming the thread and the vector.
 
-use crate::common::*;
+mod common;
+use common::*;
 use devlend_engine::machine::{Machine, MachineError, ThreadError};
 use devlend_host::{Os, ThreadOs};
 

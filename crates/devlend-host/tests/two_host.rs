@@ -1,7 +1,8 @@
 //! Device Lending between two hosts (000 §4) on the pxh830-two-host testbed (000 §7.1, Fig 9),
 //! with the lender's IOMMU off (Rem-SW) and on (Rem-IOMMU).
 
-use crate::common::*;
+mod common;
+use common::*;
 use devlend_fabric::iommu::FaultReason;
 use devlend_fabric::route::{Failure, HopKind};
 use devlend_fabric::Requester;
