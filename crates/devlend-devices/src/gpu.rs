@@ -160,6 +160,11 @@ pub struct Gpu {
     pub(crate) fetching: [bool; NUM_CE],
     /// The ping-pong kernel, when launched (on the clock).
     pub kernel: crate::gpu_kernel::Kernel,
+    /// The copy engines move no bytes, only time (a workload that asks nothing of the data, as
+    /// D6's epoch): a copy whose whole transfer routes when it starts is a data-free DMA
+    /// (`Cx::dma_timed_after`), device memory and the other end left as they were; any other
+    /// copy takes the data path, which stops at its first fault as before. Off by default.
+    pub timing_only: bool,
 }
 
 fn le(b: &[u8]) -> u64 {
@@ -182,6 +187,7 @@ impl Gpu {
             busy: [None; NUM_CE],
             fetching: [false; NUM_CE],
             kernel: Default::default(),
+            timing_only: false,
         };
         let id = fun.vendor as u32 | (fun.device_id as u32) << 16;
         f.set_power_on_value(func, 0, ID, &id.to_le_bytes());

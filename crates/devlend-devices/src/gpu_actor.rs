@@ -12,13 +12,14 @@
 //! a read's completion came back poisoned) and DMA-writes the status to `CE_NOTIFY_ADDR`; the other engine goes on. Every request the engine starts leaves it
 //! `dma_issue_ps` after the engine decided on it, and read data is acted on `dma_completion_ps`
 //! after it has all arrived (the device's effective parameters). Stores landing in BAR 1 go to the
-//! ping-pong kernel ([`crate::gpu_kernel`]).
+//! ping-pong kernel ([`crate::gpu_kernel`]). With [`Gpu::timing_only`] a copy that routes whole moves no
+//! bytes: the same flow on the same links, timed alike, with nothing read or written.
 
 use crate::gpu::*;
 use crate::gpu_kernel::K_LAUNCH;
 use devlend_engine::machine::{Cx, Device, FlowDone, World};
 use devlend_engine::queue::Ps;
-use devlend_wire::Tlp;
+use devlend_wire::{Access, Tlp};
 
 /// What a flow or timer of the GPU is for: the low byte is the engine (or kernel step).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,7 +139,10 @@ impl Gpu {
         self.busy[ce] = Some(cmd);
         let token = Token::Data(ce).encode();
         let delay = wait + self.engine_ps(cx).0;
-        let started = if cmd.dir == DIR_DEV_TO_BUS {
+        let access = if cmd.dir == DIR_DEV_TO_BUS { Access::Write } else { Access::Read };
+        let started = if self.timing_only && cx.transfer_routes(cmd.bus, cmd.len, access) {
+            cx.dma_timed_after(delay, cmd.bus, access, cmd.len, token)
+        } else if cmd.dir == DIR_DEV_TO_BUS {
             let data = self.mem_read(cx.fabric(), cmd.dev, cmd.len as usize).unwrap_or_default();
             cx.dma_write_after(delay, cmd.bus, data, token)
         } else {

@@ -28,11 +28,13 @@ fn setup(dev: u64, host: u64) -> (Cluster, Bound, u64) {
 }
 
 /// A device-to-host copy on engine 1 and a host-to-device copy on engine 0, together or one
-/// after the other: the thread's time, and the bytes each destination holds afterwards.
-fn two_copies(together: bool) -> (u64, Vec<u8>, Vec<u8>) {
+/// after the other, by copy engines that move bytes or only time ([`Gpu::timing_only`]): the
+/// thread's time, and the bytes each destination holds afterwards.
+fn two_copies(together: bool, timing_only: bool) -> (u64, Vec<u8>, Vec<u8>) {
     const N: u64 = 512 * KIB;
-    let (c, g, buf) = setup(N, 2 * N);
+    let (c, mut g, buf) = setup(N, 2 * N);
     let host = c.fabric.host_id("borrower").unwrap();
+    g.gpu.timing_only = timing_only;
     let gpu = shared(g.gpu);
     let mut drv = g.drv;
     let (m, ps) = on_machine(c, std::slice::from_ref(&gpu), host, move |os| {
@@ -59,8 +61,8 @@ fn two_copies(together: bool) -> (u64, Vec<u8>, Vec<u8>) {
 
 #[test]
 fn two_copy_engines_work_at_once() {
-    let (together, h1, d1) = two_copies(true);
-    let (serial, h2, d2) = two_copies(false);
+    let (together, h1, d1) = two_copies(true, false);
+    let (serial, h2, d2) = two_copies(false, false);
     const N: u64 = 512 * KIB;
     for (h, d) in [(&h1, &d1), (&h2, &d2)] {
         assert_eq!(*h, pattern(1, N), "device memory reached the host buffer");
@@ -70,11 +72,53 @@ fn two_copy_engines_work_at_once() {
     assert!((together as f64) < 0.8 * serial as f64, "together {together} ps, back to back {serial} ps");
 }
 
+/// A workload that asks only timing (D6's epoch): the same copies take the same time to the
+/// picosecond, and neither end's bytes change; the data path above carries them.
+#[test]
+fn a_timing_only_copy_takes_the_same_time_and_moves_no_bytes() {
+    const N: u64 = 512 * KIB;
+    let (with_data, h, d) = two_copies(true, false);
+    let (timed, h_t, d_t) = two_copies(true, true);
+    assert_eq!(timed, with_data, "timing-only {timed} ps, with data {with_data} ps");
+    assert_eq!(h, pattern(1, N), "the data path carried the device's bytes");
+    assert_eq!(d, pattern(2, 2 * N)[..N as usize], "the data path carried the host's bytes");
+    assert_eq!(h_t, pattern(2, 2 * N)[N as usize..], "a timing-only copy left the host buffer as it was");
+    assert_eq!(d_t, vec![0; N as usize], "a timing-only copy left device memory as it was");
+}
+
 #[test]
 fn a_fault_in_one_engine_leaves_the_other_engines_copy_whole() {
     const N: u64 = 64 * KIB;
-    let (c, g, buf) = setup(N, N);
+    let (m, gpu, buf) = fault_in_one_engine(false);
+    // Bytes before the fault moved; the other engine's copy is whole.
+    let got = m.world().os("borrower").unwrap().read(buf, 8 * KIB as usize).unwrap();
+    assert_eq!(got, pattern(1, 8 * KIB));
+    let dev = gpu.borrow().mem_read(&m.world().fabric, 0x10_0000, N as usize).unwrap();
+    let mut want = pattern(1, 8 * KIB);
+    want.extend_from_slice(&pattern(2, N)[8 * KIB as usize..]);
+    assert_eq!(dev, want, "engine 1 read the buffer as engine 0 had left it");
+}
+
+/// A copy engine that asks only timing still meets a fault part-way: a transfer that does not
+/// route whole when it starts takes the data path, which stops at the fault's address, the bytes
+/// before it moved; the other engine's copy, which routes whole, moves none.
+#[test]
+fn a_timing_only_copy_that_does_not_route_whole_faults_where_the_data_path_does() {
+    const N: u64 = 64 * KIB;
+    let (m, gpu, buf) = fault_in_one_engine(true);
+    let got = m.world().os("borrower").unwrap().read(buf, 8 * KIB as usize).unwrap();
+    assert_eq!(got, pattern(1, 8 * KIB), "the faulting copy took the data path");
+    let dev = gpu.borrow().mem_read(&m.world().fabric, 0x10_0000, N as usize).unwrap();
+    assert_eq!(dev, vec![0; N as usize], "the other copy moved no bytes");
+}
+
+/// Engine 0 writes past the end of its mapping while engine 1 reads the whole buffer: the fault's
+/// status and address are checked here; the machine, the GPU and the buffer for the bytes.
+fn fault_in_one_engine(timing_only: bool) -> (devlend_engine::machine::Machine<Cluster>, Rc<std::cell::RefCell<Gpu>>, u64) {
+    const N: u64 = 64 * KIB;
+    let (c, mut g, buf) = setup(N, N);
     let host = c.fabric.host_id("borrower").unwrap();
+    g.gpu.timing_only = timing_only;
     let gpu = shared(g.gpu);
     let mut drv = g.drv;
     let fault_at = Rc::new(Cell::new(0));
@@ -103,13 +147,7 @@ fn a_fault_in_one_engine_leaves_the_other_engines_copy_whole() {
     assert_eq!(reg(ce_reg(0, CE_STATUS), 4) as u32, STATUS_DMA_FAULT);
     assert_eq!(reg(ce_reg(0, CE_FAULT_ADDR), 8), fault_at.get());
     assert_eq!(reg(ce_reg(1, CE_STATUS), 4) as u32, STATUS_DONE);
-    // Bytes before the fault moved; the other engine's copy is whole.
-    let got = m.world().os("borrower").unwrap().read(buf, 8 * KIB as usize).unwrap();
-    assert_eq!(got, pattern(1, 8 * KIB));
-    let dev = gpu.borrow().mem_read(&m.world().fabric, 0x10_0000, N as usize).unwrap();
-    let mut want = pattern(1, 8 * KIB);
-    want.extend_from_slice(&pattern(2, N)[8 * KIB as usize..]);
-    assert_eq!(dev, want, "engine 1 read the buffer as engine 0 had left it");
+    (m, gpu, buf)
 }
 
 #[test]

@@ -72,6 +72,8 @@ pub struct Fabric {
     /// Each host's functions, in id order (functions are only added when the fabric is built).
     pub(crate) host_funcs: Vec<Vec<FuncId>>,
     cache: FxHashMap<(u32, u64, bool), Arc<Route>>,
+    /// Each host's decoding BARs by address, made when first asked; dropped with `cache`.
+    pub(crate) decoding_bars: crate::decoding::DecodingBars,
     pub(crate) cache_hits: u64,
     pub(crate) cache_misses: u64,
 }
@@ -92,7 +94,8 @@ impl Fabric {
         ram: Vec<SparseMem>,
     ) -> Fabric {
         let func_names = funcs.iter().enumerate().map(|(i, f)| (f.name.clone(), i as FuncId)).collect();
-        let mut host_funcs = vec![Vec::new(); hosts.len()];
+        let hosts_len = hosts.len();
+        let mut host_funcs = vec![Vec::new(); hosts_len];
         for (i, f) in funcs.iter().enumerate() {
             host_funcs[nodes[f.node as usize].host as usize].push(i as FuncId);
         }
@@ -119,6 +122,7 @@ impl Fabric {
             func_names,
             host_funcs,
             cache: FxHashMap::default(),
+            decoding_bars: crate::decoding::DecodingBars::new(hosts_len),
             cache_hits: 0,
             cache_misses: 0,
         }
@@ -332,6 +336,7 @@ impl Fabric {
 
     pub fn invalidate_routes(&mut self) {
         self.cache.clear();
+        self.decoding_bars.clear();
     }
 
     pub fn cached_routes(&self) -> usize {

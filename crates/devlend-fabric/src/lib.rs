@@ -53,6 +53,7 @@ pub mod aer;
 pub mod build;
 pub mod cluster;
 pub mod config;
+mod decoding;
 pub mod enumerate;
 pub mod error;
 pub mod events;

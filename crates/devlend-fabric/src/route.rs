@@ -494,13 +494,10 @@ impl Fabric {
     }
 
     /// A decoding BAR of any function in `host` that claims `addr`, wherever it sits in the tree.
-    /// Every delivery to RAM asks, so it looks at the host's own functions, not the cluster's.
+    /// Every delivery to RAM asks, so it searches the host's decoding BARs sorted by address
+    /// (`decoding.rs`), not every function.
     pub fn decoding_bar(&self, host: HostId, addr: u64) -> Option<(FuncId, u8, u64)> {
-        self.host_funcs[host as usize]
-            .iter()
-            .copied()
-            .filter(|f| self.decodes(*f))
-            .find_map(|f| self.funcs[f as usize].bar_at(addr).map(|b| (f, b.index, addr - b.addr)))
+        self.decoding_bar_claim(host, addr)
     }
 
     /// ID-route a completion from the target of a request back to requester `rid` in `host`.

@@ -93,23 +93,40 @@ impl<W: World> Cx<'_, W> {
     /// time to issue it); the route is decided now.
     pub fn dma_write_after(&mut self, delay: Ps, addr: u64, data: Vec<u8>, token: u64) -> Result<(), Failure> {
         let len = data.len() as u64;
-        self.dma(delay, addr, Access::Write, len, data, token).map(drop)
+        self.dma(delay, addr, Access::Write, len, data, true, token).map(drop)
     }
 
     /// As [`Cx::dma_read`], the first request leaving the device `delay` from now.
     pub fn dma_read_after(&mut self, delay: Ps, addr: u64, len: u64, token: u64) -> Result<(), Failure> {
-        self.dma(delay, addr, Access::Read, len, vec![0; len as usize], token).map(drop)
+        self.dma(delay, addr, Access::Read, len, vec![0; len as usize], true, token).map(drop)
     }
 
     /// As [`Cx::dma_read_after`], but each request's bytes go to [`Device::dma_data`] as the
     /// completer serves them, and [`Device::dma_done`] gets no data: a device that writes read
     /// data into its own memory (a GPU's copy engine) holds no copy of the whole transfer.
     pub fn dma_read_streamed_after(&mut self, delay: Ps, addr: u64, len: u64, token: u64) -> Result<(), Failure> {
-        let flow = self.dma(delay, addr, Access::Read, len, Vec::new(), token)?;
+        let flow = self.dma(delay, addr, Access::Read, len, Vec::new(), true, token)?;
         if let Some(f) = self.core.flows[flow as usize].as_mut() {
             f.streamed = true;
         }
         Ok(())
+    }
+
+    /// Whether every part of `len` bytes at `addr` routes for this function now
+    /// (`Fabric::check_transfer`: per IOMMU page, NTB window or segment, and target); nothing
+    /// is recorded. What [`Cx::dma_timed_after`] needs.
+    pub fn transfer_routes(&mut self, addr: u64, len: u64, access: Access) -> bool {
+        self.world.fabric().check_transfer(Requester::Func(self.func), addr, len, access).is_ok()
+    }
+
+    /// A DMA of `len` bytes at `addr`, timed as [`Cx::dma_write_after`] or [`Cx::dma_read_after`]
+    /// would time it, carrying no bytes: nothing is read from or written to the fabric's memory, no
+    /// BAR write reaches a device model, [`Device::dma_data`] is not called, [`FlowDone::data`]
+    /// is empty and `Machine::moved` does not count it. For a device whose workload asks only for
+    /// timing. Such a flow sees no fault after it has started (no TLP is checked where it lands):
+    /// start one only where [`Cx::transfer_routes`] says the whole transfer routes.
+    pub fn dma_timed_after(&mut self, delay: Ps, addr: u64, access: Access, len: u64, token: u64) -> Result<(), Failure> {
+        self.dma(delay, addr, access, len, Vec::new(), false, token).map(drop)
     }
 
     /// As [`Cx::dma_write`], sent by `func`, another function of the same chip that this model
@@ -118,7 +135,7 @@ impl<W: World> Cx<'_, W> {
     pub fn dma_write_as(&mut self, func: FuncId, addr: u64, data: Vec<u8>, token: u64) -> Result<(), Failure> {
         let mine = std::mem::replace(&mut self.func, func);
         let len = data.len() as u64;
-        let out = self.dma(0, addr, Access::Write, len, data, token);
+        let out = self.dma(0, addr, Access::Write, len, data, true, token);
         self.func = mine;
         out.map(drop)
     }
@@ -150,13 +167,14 @@ impl<W: World> Cx<'_, W> {
         })
     }
 
-    /// Start the flow; its id.
-    fn dma(&mut self, delay: Ps, addr: u64, access: Access, len: u64, data: Vec<u8>, token: u64) -> Result<u32, Failure> {
+    /// Start the flow (moving `data` TLP by TLP where it `carries_data`); its id.
+    #[allow(clippy::too_many_arguments)] // the flow's own fields, as `Core::start` takes them
+    fn dma(&mut self, delay: Ps, addr: u64, access: Access, len: u64, data: Vec<u8>, carries_data: bool, token: u64) -> Result<u32, Failure> {
         let who = Requester::Func(self.func);
         let owner = Owner::Device(self.dev);
         let at = self.core.now() + delay;
         let f = self.world.fabric();
-        match self.core.start(f, owner, who, addr, access, len, data, true, token, at) {
+        match self.core.start(f, owner, who, addr, access, len, data, carries_data, token, at) {
             Ok(Ok(flow)) => Ok(flow),
             Ok(Err(_)) => {
                 // A device addressing itself crosses no link: peer-to-peer inside one function is not modelled.
