@@ -12,6 +12,7 @@ use std::ops::ControlFlow::{Break, Continue};
 impl Fabric {
     /// A request reached endpoint node `c`: delivered to the BAR that decodes it, or out
     /// through an NTB memory window.
+    #[inline(always)]
     pub(super) fn endpoint_request(&self, w: &mut Walk, c: NodeId) -> Next<Step> {
         let Some((f, bar, offset)) = self.endpoint_decode(c, w.addr) else { return Break(w.unsupported(c, "no BAR of the device decodes the address")) };
         if let NodeKind::Ntb { ntb } = self.nodes[c as usize].kind {

@@ -12,7 +12,7 @@ use std::ops::ControlFlow::Continue;
 
 impl Fabric {
     /// Translate the walk's address through `host`'s IOMMU (a hop with the page size).
-    #[inline]
+    #[inline(always)]
     pub(super) fn translate(&self, w: &mut Walk, host: HostId, access: Access) -> Next<()> {
         match self.iommus[host as usize].translate(w.rid, w.addr, access.is_write()) {
             Ok(t) => {
@@ -25,7 +25,7 @@ impl Fabric {
     }
 
     /// An MSI write passes `host`'s interrupt remapping table, when it has one.
-    #[inline]
+    #[inline(always)]
     pub(super) fn remap_interrupt(&self, w: &Walk, host: HostId) -> Next<()> {
         if let Some(Err(fault)) = self.iommus[host as usize].irt.as_ref().map(|t| t.lookup(w.addr, w.rid)) {
             return fail(Failure::Interrupt { host, rid: w.rid, addr: w.addr, fault });

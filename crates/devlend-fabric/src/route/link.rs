@@ -10,7 +10,7 @@ use std::ops::ControlFlow::{Break, Continue};
 
 impl Fabric {
     /// Up the link above `n`; the port at its upper end.
-    #[inline]
+    #[inline(always)]
     pub(super) fn link_up(&self, w: &mut Walk, n: NodeId) -> Next<NodeId> {
         let node = &self.nodes[n as usize];
         let Some(p) = node.parent else { return Break(w.unsupported(n, "no upstream link")) };
@@ -22,7 +22,7 @@ impl Fabric {
     }
 
     /// Down the link below port `b`; the node at its lower end.
-    #[inline]
+    #[inline(always)]
     pub(super) fn link_down(&self, w: &mut Walk, b: NodeId) -> Next<NodeId> {
         let Some(&c) = self.nodes[b as usize].children.first() else { return Break(w.unsupported(b, "no device below this port")) };
         if self.faults.ports_down.contains(&c) {

@@ -15,6 +15,7 @@ use std::ops::ControlFlow::Continue;
 impl Fabric {
     /// A request out through `window` of adapter `ntb`, at `offset` into the window: across the
     /// cable into the peer's domain, then up from the peer adapter.
+    #[inline(always)]
     pub(super) fn ntb_request(&self, w: &mut Walk, ntb: u32, window: u8, offset: u64) -> Next<Step> {
         let s = &self.ntbs[ntb as usize];
         if !self.ntb_link_is_up(ntb) {
@@ -49,6 +50,7 @@ impl Fabric {
 
     /// A completion at adapter `ntb` for one of the aliases its LUT gave a peer's requester:
     /// back across the cable with the original requester ID, then up from the peer adapter.
+    #[inline(always)]
     pub(super) fn ntb_completion(&self, w: &mut Walk, ntb: u32) -> Next<IdStep> {
         let s = &self.ntbs[ntb as usize];
         let own = self.funcs[s.func as usize].bdf;
@@ -75,6 +77,7 @@ impl Fabric {
 
     /// From an adapter to its peer `l` in `host`: through a cluster switch, the cable to the
     /// switch and the switch's forwarding; then the walk is in the peer's host.
+    #[inline(always)]
     fn cross_cable(&self, w: &mut Walk, l: crate::ntb::NtbPeer, host: HostId) {
         if let Some(v) = l.via {
             w.push(HopKind::Link, v.ingress, l.cable as u64);

@@ -14,6 +14,7 @@ use std::ops::ControlFlow::{Break, Continue};
 
 impl Fabric {
     /// A request in `host`'s root complex, from one of its root ports or from its CPU.
+    #[inline(always)]
     pub(super) fn root_request(&self, w: &mut Walk, host: HostId, from_port: bool, access: Access) -> Next<Step> {
         let h = &self.hosts[host as usize];
         if from_port {
@@ -48,6 +49,7 @@ impl Fabric {
     }
 
     /// A completion in `host`'s root complex: to the CPU (requester ID 0), or down a root port.
+    #[inline(always)]
     pub(super) fn root_completion(&self, w: &mut Walk, host: HostId, from_port: bool) -> Next<IdStep> {
         let h = &self.hosts[host as usize];
         if from_port {

@@ -15,6 +15,7 @@ use std::ops::ControlFlow::{Break, Continue};
 
 impl Fabric {
     /// A request at downstream port `p`, from below: across to a peer port, or up.
+    #[inline(always)]
     pub(super) fn switch_request_up(&self, w: &mut Walk, p: NodeId) -> Next<Step> {
         let up = self.nodes[p as usize].parent.unwrap();
         let acs = self.hosts[w.host as usize].iommu;
@@ -34,6 +35,7 @@ impl Fabric {
     }
 
     /// A request at upstream port `c`, from above: down the port whose window claims it.
+    #[inline(always)]
     pub(super) fn switch_request_down(&self, w: &mut Walk, c: NodeId) -> Next<Step> {
         match self.nodes[c as usize].children.iter().copied().find(|s| self.nodes[*s as usize].bridge.claims(w.addr)) {
             Some(s) => {
@@ -46,6 +48,7 @@ impl Fabric {
 
     /// A completion at downstream port `p`, from below: across to the peer port whose bus range
     /// holds the requester (no ACS redirect), or up.
+    #[inline(always)]
     pub(super) fn switch_completion_up(&self, w: &mut Walk, p: NodeId) -> Next<IdStep> {
         let up = self.nodes[p as usize].parent.unwrap();
         let acs = self.hosts[w.host as usize].iommu;
@@ -63,6 +66,7 @@ impl Fabric {
 
     /// A completion at upstream port `c`, from above: down the port whose bus range holds the
     /// requester.
+    #[inline(always)]
     pub(super) fn switch_completion_down(&self, w: &mut Walk, c: NodeId) -> Next<IdStep> {
         match self.nodes[c as usize].children.iter().copied().find(|s| self.nodes[*s as usize].bridge.claims_bus(w.rid.bus())) {
             Some(s) => {

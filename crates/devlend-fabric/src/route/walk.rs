@@ -111,6 +111,7 @@ impl Fabric {
 
     /// Up the link above `n`: into a root port (the root complex next) or a switch's downstream
     /// port.
+    #[inline(always)]
     fn request_up(&self, w: &mut Walk, n: NodeId) -> Next<Step> {
         let p = self.link_up(w, n)?;
         match self.nodes[p as usize].kind {
@@ -121,6 +122,7 @@ impl Fabric {
     }
 
     /// Down the link below port `b`: into a switch's upstream port or an endpoint.
+    #[inline(always)]
     fn request_down(&self, w: &mut Walk, b: NodeId) -> Next<Step> {
         let c = self.link_down(w, b)?;
         match self.nodes[c as usize].kind {
@@ -156,6 +158,7 @@ impl Fabric {
     }
 
     /// A completion up the link above `n`: into a root port or a switch's downstream port.
+    #[inline(always)]
     fn completion_up(&self, w: &mut Walk, n: NodeId) -> Next<IdStep> {
         let p = self.link_up(w, n)?;
         match self.nodes[p as usize].kind {
@@ -166,6 +169,7 @@ impl Fabric {
 
     /// A completion down the link below port `b`: into a switch, its requester, or an NTB that
     /// takes it back to the requester's domain.
+    #[inline(always)]
     fn completion_down(&self, w: &mut Walk, b: NodeId) -> Next<IdStep> {
         let c = self.link_down(w, b)?;
         match self.nodes[c as usize].kind {
