@@ -220,6 +220,14 @@ pub enum Outcome {
     Failed(Failure),
 }
 
+/// What the target of a delivered route sees of a TLP: where it arrived, and the requester ID it
+/// carried there (an NTB rewrites it on the way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    pub target: Target,
+    pub rid: Bdf,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
     pub access: Access,
