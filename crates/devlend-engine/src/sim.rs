@@ -36,7 +36,7 @@ use crate::iotlb::HostIommu;
 use crate::params::{timing, Timing};
 use crate::path::{Path, PortId};
 use crate::queue::{EventQueue, Packed, Ps, Ring};
-use devlend_wire::{Overheads, TlpKind};
+use devlend_wire::{FcClass, Overheads, TlpKind};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -44,16 +44,12 @@ use std::sync::Arc;
 /// bytes, offset).
 type RootWait = ((u32, u32), u32, u32, u64);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Class {
-    Posted = 0,
-    NonPosted = 1,
-    Completion = 2,
-}
-
-/// A TLP in flight, 32 bytes (two to a cache line; 48 bytes straddled lines half the time).
+/// A wire TLP in flight: what the timing needs of the `devlend_wire::Tlp` it stands for (its
+/// `TlpKind`, length, and offset in its flow, whose requester and address the header's are),
+/// plus timing state (path, stage, arrival), in 32 bytes (two to a cache line; 48 bytes
+/// straddled lines half the time). No payload: bytes move when it lands (`machine`).
 #[derive(Clone, Copy, Debug)]
-struct Tlp {
+struct InFlight {
     offset: u64,
     /// When the whole TLP had arrived at its current stage (for cut-through ordering).
     full_arrival: Ps,
@@ -62,30 +58,38 @@ struct Tlp {
     /// Read request this TLP belongs to (requests and completions), or u32::MAX.
     req: u32,
     /// Bits 0-12: the payload (posted, completion) or the bytes a read request asks for (at most
-    /// 4096, PCIe Base 3.0 §2.2.2, checked by [`Sim::add_path`]); bits 13-14: the class; bit 15:
-    /// created inside the path (by a re-splitting root), so it holds no buffer slot upstream.
+    /// 4096, PCIe Base 3.0 §2.2.2, checked by [`Sim::add_path`]); bits 13-14: the `TlpKind`;
+    /// bit 15: created inside the path (by a re-splitting root), so it holds no buffer slot
+    /// upstream.
     len_kind: u16,
     stage: u16,
 }
 
-const _: () = assert!(std::mem::size_of::<Tlp>() == 32);
+const _: () = assert!(std::mem::size_of::<InFlight>() == 32);
 
 const LEN_BITS: u32 = 13;
 /// The largest payload or read request a TLP carries (PCIe Base 3.0 §2.2.2).
 const MAX_TLP_BYTES: u32 = 4096;
 const FRESH: u16 = 1 << 15;
 
-impl Tlp {
+impl InFlight {
     #[allow(clippy::too_many_arguments)]
-    fn new(class: Class, len: u32, path: u32, stage: u32, flow: u32, req: u32, offset: u64, fresh: bool) -> Tlp {
+    fn new(kind: TlpKind, len: u32, path: u32, stage: u32, flow: u32, req: u32, offset: u64, fresh: bool) -> InFlight {
         debug_assert!(len <= MAX_TLP_BYTES && stage <= u16::MAX as u32);
-        let len_kind = len as u16 | (class as u16) << LEN_BITS | if fresh { FRESH } else { 0 };
-        Tlp { offset, full_arrival: 0, path, flow, req, len_kind, stage: stage as u16 }
+        let len_kind = len as u16 | (kind as u16) << LEN_BITS | if fresh { FRESH } else { 0 };
+        InFlight { offset, full_arrival: 0, path, flow, req, len_kind, stage: stage as u16 }
     }
 
     #[inline]
-    fn class(&self) -> Class {
-        const BY_BITS: [Class; 4] = [Class::Posted, Class::NonPosted, Class::Completion, Class::Completion];
+    fn kind(&self) -> TlpKind {
+        const BY_BITS: [TlpKind; 4] = [TlpKind::MemWrite, TlpKind::MemRead, TlpKind::Completion, TlpKind::Message];
+        BY_BITS[(self.len_kind >> LEN_BITS) as usize & 3]
+    }
+
+    /// `self.kind().fc_class()`, read from the same bits in one step (the hot path asks per hop).
+    #[inline]
+    fn class(&self) -> FcClass {
+        const BY_BITS: [FcClass; 4] = [FcClass::Posted, FcClass::NonPosted, FcClass::Completion, FcClass::Posted];
         BY_BITS[(self.len_kind >> LEN_BITS) as usize & 3]
     }
 
@@ -97,7 +101,7 @@ impl Tlp {
     /// Data bytes carried: a write's or a completion's payload, none for a read request.
     #[inline]
     fn payload(&self) -> u32 {
-        if self.class() == Class::NonPosted {
+        if self.kind() == TlpKind::MemRead {
             0
         } else {
             self.len()
@@ -401,7 +405,7 @@ pub struct Sim {
     /// Every path's stages, flat: path `p`'s stage `s` is `hops[first_hop[p] + s]`.
     hops: Vec<Hop>,
     first_hop: Vec<u32>,
-    tlps: Vec<Tlp>,
+    tlps: Vec<InFlight>,
     free_tlps: Vec<u32>,
     flows: Vec<Flow>,
     free_flows: Vec<u32>,
@@ -536,7 +540,7 @@ impl Sim {
 
     /// Time to send `tlp`, `wire` bytes, on port `p`: at the link's rate, or on a bus, the
     /// transaction's phases and its payload.
-    fn ser_of(&self, p: PortId, tlp: &Tlp, wire: u64) -> Ps {
+    fn ser_of(&self, p: PortId, tlp: &InFlight, wire: u64) -> Ps {
         let port = &self.ports[p as usize];
         if port.bus_txn_ps != NONE {
             port.bus_txn_ps + ((tlp.payload() as u64 * port.fp_ps_per_byte) >> 16)
@@ -766,7 +770,7 @@ impl Sim {
         }
     }
 
-    fn alloc_tlp(&mut self, tlp: Tlp) -> u32 {
+    fn alloc_tlp(&mut self, tlp: InFlight) -> u32 {
         let id = alloc(&mut self.tlps, &mut self.free_tlps, tlp);
         self.stats.peak_tlps = self.stats.peak_tlps.max(self.tlps.len());
         id
@@ -805,7 +809,7 @@ impl Sim {
     /// head of its FIFO changes nothing the port waits for; a new head makes the port look again
     /// when it can go (`next_look`).
     #[inline]
-    fn enqueue_at(&mut self, port: PortId, class: Class, id: u32, at: Ps) {
+    fn enqueue_at(&mut self, port: PortId, class: FcClass, id: u32, at: Ps) {
         let c = class as usize;
         let p = &mut self.ports[port as usize];
         p.queues[c].push(&mut self.fifo, (at, id));
@@ -821,7 +825,7 @@ impl Sim {
     }
 
     /// A receiver buffer slot of `class` behind port `p` is free again at `at` (one UpdateFC later).
-    fn return_credit(&mut self, p: PortId, class: Class, at: Ps) {
+    fn return_credit(&mut self, p: PortId, class: FcClass, at: Ps) {
         self.dllp_event(p ^ 1, class as usize);
         let port = &mut self.ports[p as usize];
         port.returns[class as usize].push(&mut self.slots, at);
@@ -833,13 +837,8 @@ impl Sim {
         }
     }
 
-    fn wire_bytes(&self, tlp: &Tlp) -> u64 {
-        let kind = match tlp.class() {
-            Class::Completion => TlpKind::Completion,
-            Class::NonPosted => TlpKind::MemRead,
-            Class::Posted => TlpKind::MemWrite,
-        };
-        self.overheads.wire_bytes(kind, tlp.payload() as u64)
+    fn wire_bytes(&self, tlp: &InFlight) -> u64 {
+        self.overheads.wire_bytes(tlp.kind(), tlp.payload() as u64)
     }
 
     fn try_tx(&mut self, p: PortId) {
@@ -973,8 +972,8 @@ impl Sim {
         }
     }
 
-    fn source_left(&mut self, flow: u32, class: Class) {
-        if flow == u32::MAX || class == Class::Completion {
+    fn source_left(&mut self, flow: u32, class: FcClass) {
+        if flow == u32::MAX || class == FcClass::Completion {
             return;
         }
         let f = &mut self.flows[flow as usize];
@@ -1025,7 +1024,7 @@ impl Sim {
             match kind {
                 FlowKind::Write => {
                     let n = mps.min(f.left_in_transfer()) as u32;
-                    let id = self.alloc_tlp(Tlp::new(Class::Posted, n, path, 0, fid, u32::MAX, offset, false));
+                    let id = self.alloc_tlp(InFlight::new(TlpKind::MemWrite, n, path, 0, fid, u32::MAX, offset, false));
                     let f = &mut self.flows[fid as usize];
                     f.issued += n as u64;
                     f.queued += 1;
@@ -1037,7 +1036,7 @@ impl Sim {
                     }
                     let n = mrrs.min(f.left_in_transfer()) as u32;
                     let req = self.alloc_req(Request { flow: fid, remaining: n, parent: u32::MAX, cpl_path: cpl, cpl_stage: 0 });
-                    let id = self.alloc_tlp(Tlp::new(Class::NonPosted, n, path, 0, fid, req, offset, false));
+                    let id = self.alloc_tlp(InFlight::new(TlpKind::MemRead, n, path, 0, fid, req, offset, false));
                     let f = &mut self.flows[fid as usize];
                     f.issued += n as u64;
                     f.tags -= 1;
@@ -1073,14 +1072,14 @@ impl Sim {
             delay += self.iommu_delay(host, iova + tlp.offset, shift, levels);
         }
         // A completion of a root's sub-request has reached that root: forward it on the rest of the path.
-        if tlp.class() == Class::Completion && tlp.req != u32::MAX {
+        if tlp.class() == FcClass::Completion && tlp.req != u32::MAX {
             let r = self.reqs[tlp.req as usize];
             if r.parent != u32::MAX && last {
                 self.root_completion(id, tlp, delay);
                 return;
             }
         }
-        if tlp.class() == Class::NonPosted && !last && stage.resplit {
+        if tlp.class() == FcClass::NonPosted && !last && stage.resplit {
             if let Some(split) = self.paths[tlp.path as usize].stages[tlp.stage() as usize].resplit {
                 self.resplit(id, tlp, split, delay);
                 return;
@@ -1096,7 +1095,7 @@ impl Sim {
     }
 
     /// Delivered at the end of its path: a write lands, a read is answered, a completion is received.
-    fn terminal(&mut self, id: u32, tlp: Tlp, delay: Ps) {
+    fn terminal(&mut self, id: u32, tlp: InFlight, delay: Ps) {
         let port = self.hop(tlp.path, tlp.stage()).port;
         // A write to RAM holds its receive buffer until the root complex has taken it in.
         let taken = self.ram_intake(&tlp);
@@ -1108,11 +1107,11 @@ impl Sim {
         if data {
             self.tlps[id as usize].flow = flow;
         }
-        if !(data && tlp.class() != Class::Completion) {
+        if !(data && tlp.class() != FcClass::Completion) {
             self.free_tlps.push(id);
         }
         match tlp.class() {
-            Class::Posted => {
+            FcClass::Posted => {
                 // Posted writes land in order (PCIe Base 3.0 §2.4.1): one held back by a page walk
                 // holds back those behind it, even when they hit the IOTLB.
                 let last = &mut self.last_posted[port as usize];
@@ -1124,7 +1123,7 @@ impl Sim {
                     self.written(tlp.flow, tlp.len(), at);
                 }
             }
-            Class::NonPosted => {
+            FcClass::NonPosted => {
                 if data {
                     self.q.push(self.now + delay, Ev::Serve(id));
                 }
@@ -1136,23 +1135,23 @@ impl Sim {
                 let mut off = tlp.offset;
                 while left > 0 {
                     let n = chunk.min(left);
-                    let c = self.alloc_tlp(Tlp::new(Class::Completion, n, r.cpl_path, r.cpl_stage, tlp.flow, tlp.req, off, false));
+                    let c = self.alloc_tlp(InFlight::new(TlpKind::Completion, n, r.cpl_path, r.cpl_stage, tlp.flow, tlp.req, off, false));
                     let origin = if r.cpl_stage == 0 { self.paths[r.cpl_path as usize].origin_latency } else { 0 };
                     self.enqueue(c, at + origin);
                     left -= n;
                     off += n as u64;
                 }
             }
-            Class::Completion => self.request_progress(tlp.req, tlp.len(), self.now + delay),
+            FcClass::Completion => self.request_progress(tlp.req, tlp.len(), self.now + delay),
         }
     }
 
     /// When a root complex has taken in posted write `tlp` to its RAM (`Limits::ram_write`): its
     /// intake takes one write after another, `ram_write_tlp_ps` per TLP and `ram_write_line_ps`
     /// per 64-byte line of payload (the posted-write path into the cache and memory). Anything else: now.
-    fn ram_intake(&mut self, tlp: &Tlp) -> Ps {
+    fn ram_intake(&mut self, tlp: &InFlight) -> Ps {
         let Some((host, line, per_tlp)) = self.paths[tlp.path as usize].limits.ram_write else { return self.now };
-        if tlp.class() != Class::Posted {
+        if tlp.class() != FcClass::Posted {
             return self.now;
         }
         let h = host as usize;
@@ -1166,8 +1165,8 @@ impl Sim {
 
     /// The flow a TLP's bytes belong to: its own, or for a re-splitting root's sub-request the
     /// flow of the original request (u32::MAX for none).
-    fn data_flow(&self, tlp: &Tlp) -> u32 {
-        if tlp.flow != u32::MAX || tlp.req == u32::MAX || tlp.class() != Class::NonPosted {
+    fn data_flow(&self, tlp: &InFlight) -> u32 {
+        if tlp.flow != u32::MAX || tlp.req == u32::MAX || tlp.class() != FcClass::NonPosted {
             return tlp.flow;
         }
         let parent = self.reqs[tlp.req as usize].parent;
@@ -1194,7 +1193,7 @@ impl Sim {
         }
     }
 
-    fn resplit(&mut self, id: u32, tlp: Tlp, split: u32, delay: Ps) {
+    fn resplit(&mut self, id: u32, tlp: InFlight, split: u32, delay: Ps) {
         self.stats.resplit_requests += 1;
         let key = (tlp.path, tlp.stage());
         let root = self.root_of(key);
@@ -1230,14 +1229,14 @@ impl Sim {
             let (cpl, _) = self.sub_cpl[&key];
             let flow = self.reqs[parent as usize].flow;
             let sub = self.alloc_req(Request { flow, remaining: n, parent, cpl_path: cpl, cpl_stage: 0 });
-            let id = self.alloc_tlp(Tlp::new(Class::NonPosted, n, key.0, key.1 + 1, u32::MAX, sub, off, true));
+            let id = self.alloc_tlp(InFlight::new(TlpKind::MemRead, n, key.0, key.1 + 1, u32::MAX, sub, off, true));
             self.enqueue(id, at);
         }
     }
 
     /// A sub-request's completion reached the re-splitting root: free the root's tag, forward the
     /// data to the original requester on the remainder of the original completion path.
-    fn root_completion(&mut self, id: u32, tlp: Tlp, delay: Ps) {
+    fn root_completion(&mut self, id: u32, tlp: InFlight, delay: Ps) {
         let key = self.sub_key[&tlp.path];
         let (_, resume) = self.sub_cpl[&key];
         let parent = self.reqs[tlp.req as usize].parent;
@@ -1248,7 +1247,7 @@ impl Sim {
         // Forwarded as a completion of the parent from the stage after the root. It still occupies
         // the root's ingress buffer (the same link as the last stage of the root's path), which it
         // frees when it leaves, as any TLP does.
-        let fwd = Tlp::new(Class::Completion, tlp.len(), p.cpl_path, resume, p.flow, parent, tlp.offset, false);
+        let fwd = InFlight::new(TlpKind::Completion, tlp.len(), p.cpl_path, resume, p.flow, parent, tlp.offset, false);
         self.tlps[id as usize] = fwd;
         self.enqueue(id, self.now + delay);
         if sub_done {
@@ -1262,3 +1261,12 @@ impl Sim {
 
 #[cfg(test)]
 mod wake_tests;
+
+#[cfg(test)]
+#[test]
+fn an_in_flight_tlps_class_is_its_kinds_flow_control_type() {
+    for kind in [TlpKind::MemWrite, TlpKind::MemRead, TlpKind::Completion, TlpKind::Message] {
+        let t = InFlight::new(kind, 64, 0, 0, 0, 0, 0, false);
+        assert_eq!((t.kind(), t.class(), t.len()), (kind, kind.fc_class(), 64));
+    }
+}

@@ -8,7 +8,7 @@ use crate::iommu::{DomainId, Iommu};
 use crate::memory::SparseMem;
 use crate::model::*;
 use crate::ntb::NtbState;
-use crate::route::{Failure, Outcome, Requester, Route, Target};
+use crate::route::{Arrival, Failure, Outcome, Requester, Route, Target};
 use crate::spec::{Addr, DeviceKind, SetupOp};
 use devlend_wire::{Access, Bdf};
 use rustc_hash::FxHashMap;
@@ -302,15 +302,28 @@ impl Fabric {
 
     /// The outcome alone, from the cache: the fast path for data movement and benchmarks.
     pub fn lookup(&mut self, req: Requester, addr: u64, access: Access) -> Outcome {
+        match self.arrival(req, addr, access) {
+            Ok(a) => Outcome::Delivered(a.target),
+            Err(f) => Outcome::Failed(f),
+        }
+    }
+
+    /// Where a TLP of `req` to `addr` arrives now, and the requester ID it carries there, from
+    /// the cache (one route per page; see [`Fabric::route`]).
+    pub fn arrival(&mut self, req: Requester, addr: u64, access: Access) -> Result<Arrival, Failure> {
         let key = Self::cache_key(req, addr & !(PAGE - 1), access);
         let off = addr & (PAGE - 1);
         if let Some(r) = self.cache.get(&key) {
-            if let Some(t) = shift_target(r.outcome, off, self) {
+            if let Some(target) = shift_target(r.outcome, off, self) {
                 self.cache_hits += 1;
-                return Outcome::Delivered(t);
+                return Ok(Arrival { target, rid: arriving_rid(r, req, self) });
             }
         }
-        self.route(req, addr, access).outcome
+        let r = self.route(req, addr, access);
+        match r.outcome {
+            Outcome::Delivered(target) => Ok(Arrival { target, rid: arriving_rid(&r, req, self) }),
+            Outcome::Failed(f) => Err(f),
+        }
     }
 
     fn shift(&self, r: &Route, off: u64) -> Option<Route> {
@@ -349,25 +362,48 @@ impl Fabric {
     /// Chunks that fail are recorded as events and change nothing; returns the bytes delivered
     /// and the first failure.
     pub fn write(&mut self, req: Requester, addr: u64, data: &[u8]) -> (usize, Option<Failure>) {
+        let (delivered, first, _) = self.write_pages(req, addr, data);
+        (delivered, first)
+    }
+
+    /// A write TLP of `req` lands now: its bytes are stored where its route delivers them (one
+    /// route per 4 KiB page it spans, as [`Fabric::write`]; the route found here is the one the
+    /// caller learns, not computed again). The first failure (recorded), or where the TLP's
+    /// first byte arrived with the requester ID it carried there (an NTB rewrites it).
+    pub fn write_tlp(&mut self, req: Requester, addr: u64, data: &[u8]) -> Result<Arrival, Failure> {
+        match self.write_pages(req, addr, data) {
+            (_, Some(f), _) => Err(f),
+            (_, None, Some(a)) => Ok(a),
+            // Nothing to write: where its first byte would have gone.
+            (_, None, None) => self.arrival(req, addr, Access::Write),
+        }
+    }
+
+    /// Store `data` page by page; bytes delivered, the first failure, the first page's arrival.
+    fn write_pages(&mut self, req: Requester, addr: u64, data: &[u8]) -> (usize, Option<Failure>, Option<Arrival>) {
         let mut done = 0usize;
         let mut first = None;
         let mut delivered = 0usize;
+        let mut head = None;
         while done < data.len() {
             let a = addr.wrapping_add(done as u64);
             let n = ((PAGE - a % PAGE) as usize).min(data.len() - done);
-            match self.lookup(req, a, Access::Write) {
-                Outcome::Delivered(t) => {
-                    self.store(t, &data[done..done + n]);
+            match self.arrival(req, a, Access::Write) {
+                Ok(arrival) => {
+                    self.store(arrival.target, &data[done..done + n]);
                     delivered += n;
+                    if done == 0 {
+                        head = Some(arrival);
+                    }
                 }
-                Outcome::Failed(f) => {
+                Err(f) => {
                     self.record(f);
                     first.get_or_insert(f);
                 }
             }
             done += n;
         }
-        (delivered, first)
+        (delivered, first, head)
     }
 
     /// Read bytes as `req` would. Failed chunks read as all ones (a master abort) and are recorded.
@@ -650,6 +686,12 @@ impl Fabric {
             }
         }
     }
+}
+
+/// The requester ID a delivered route's TLP carries at its target.
+#[inline]
+fn arriving_rid(r: &Route, req: Requester, f: &Fabric) -> Bdf {
+    r.hops.last().map_or_else(|| f.requester_rid(req), |h| h.rid)
 }
 
 fn shift_target(o: Outcome, off: u64, f: &Fabric) -> Option<Target> {

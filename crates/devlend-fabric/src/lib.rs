@@ -77,7 +77,7 @@ pub mod tuning;
 
 pub use error::{FabricError, SpecError};
 pub use fabric::Fabric;
-pub use route::{Hop, HopKind, Outcome, Requester, Route, Target};
+pub use route::{Arrival, Hop, HopKind, Outcome, Requester, Route, Target};
 
 /// Build and enumerate a fabric from a description, then apply its setup section.
 pub fn build(spec: &spec::TopologySpec) -> Result<Fabric, SpecError> {

@@ -32,6 +32,25 @@ impl TlpKind {
     pub fn is_posted(self) -> bool {
         matches!(self, TlpKind::MemWrite | TlpKind::Message)
     }
+
+    /// The flow-control type whose credits and receiver buffers it takes (§2.6.1).
+    #[inline]
+    pub fn fc_class(self) -> FcClass {
+        match self {
+            TlpKind::MemWrite | TlpKind::Message => FcClass::Posted,
+            TlpKind::MemRead => FcClass::NonPosted,
+            TlpKind::Completion => FcClass::Completion,
+        }
+    }
+}
+
+/// The flow-control types of PCIe Base 3.0 §2.6.1, each with its own credits and receiver
+/// buffers; the discriminants index a port's per-type state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FcClass {
+    Posted = 0,
+    NonPosted = 1,
+    Completion = 2,
 }
 
 /// The fixed bytes every TLP of a kind costs on a link besides its payload (from `[timing]`).
@@ -111,5 +130,13 @@ mod tests {
         assert_eq!(r.wire_bytes(&O), 24, "a read request carries no data");
         assert_eq!(O.wire_bytes(TlpKind::Completion, 64), 64 + 20);
         assert!(TlpKind::MemWrite.is_posted() && !TlpKind::MemRead.is_posted());
+    }
+
+    #[test]
+    fn each_kind_takes_its_flow_control_types_credits() {
+        let classes: Vec<FcClass> = [TlpKind::MemWrite, TlpKind::Message, TlpKind::MemRead, TlpKind::Completion].map(TlpKind::fc_class).into();
+        assert_eq!(classes, [FcClass::Posted, FcClass::Posted, FcClass::NonPosted, FcClass::Completion]);
+        // The discriminants index a port's per-type credits and queues.
+        assert_eq!([FcClass::Posted as usize, FcClass::NonPosted as usize, FcClass::Completion as usize], [0, 1, 2]);
     }
 }

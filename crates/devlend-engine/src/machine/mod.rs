@@ -33,7 +33,7 @@ use crate::queue::Ps;
 use crate::sim::{Notice, PortStats, Stats};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use devlend_fabric::model::FuncId;
-use devlend_fabric::route::{Outcome, Requester, Target};
+use devlend_fabric::route::{Requester, Target};
 use devlend_fabric::Fabric;
 use devlend_wire::{Access, Tlp};
 use std::cell::{RefCell, RefMut};
@@ -441,37 +441,33 @@ impl<W: World> Machine<W> {
             let (o, n) = (offset as usize, len as usize);
             (f.who, f.addr + offset, f.data[o..o + n].to_vec())
         };
-        let (fail, target) = {
-            let mut w = self.world.borrow_mut();
-            let fab = w.fabric();
-            let (_, fail) = fab.write(who, addr, &bytes);
-            (fail, fab.lookup(who, addr, Access::Write))
+        // The TLP's one route, found as it lands: it stores the bytes and is what the device sees.
+        let arrival = self.world.borrow_mut().fabric().write_tlp(who, addr, &bytes);
+        let arrival = match arrival {
+            Ok(a) => a,
+            Err(e) => {
+                self.fault(flow, addr, e);
+                return;
+            }
         };
-        if let Some(e) = fail {
-            self.fault(flow, addr, e);
-            return;
-        }
         *self.moved.entry(who).or_default() += len as u64;
-        let Outcome::Delivered(target) = target else { return };
-        if let Target::Bar { func, bar, offset } = target {
+        if let Target::Bar { func, bar, offset } = arrival.target {
             if let Some(&d) = self.by_func.get(&func) {
-                let tlp = self.arriving(who, addr, (func, bar, offset), bytes);
+                let tlp = self.arriving(arrival.rid, (func, bar, offset), bytes);
                 self.call_device(d, |dev, cx| dev.mmio_write(cx, bar, offset, &tlp));
                 // The device may have changed memory without a landing.
                 self.check_conds();
                 return;
             }
         }
-        self.check_conds_after(Some((target, len as u64)));
+        self.check_conds_after(Some((arrival.target, len as u64)));
     }
 
-    /// The write TLP as it reaches BAR `bar` of `func`: its requester ID as seen there (an NTB
+    /// The write TLP as it reaches BAR `bar` of `func`: the requester ID it carried there (an NTB
     /// rewrites it), the bus address of the BAR byte, and the payload.
-    fn arriving(&mut self, who: Requester, addr: u64, (func, bar, offset): (FuncId, u8, u64), payload: Vec<u8>) -> Tlp {
+    fn arriving(&mut self, requester: devlend_wire::Bdf, (func, bar, offset): (FuncId, u8, u64), payload: Vec<u8>) -> Tlp {
         let mut w = self.world.borrow_mut();
-        let f = w.fabric();
-        let requester = f.route(who, addr, Access::Write).hops.last().map_or_else(|| f.requester_rid(who), |h| h.rid);
-        let base = f.func(func).bars.iter().find(|b| b.index == bar).map_or(0, |b| b.addr);
+        let base = w.fabric().func(func).bars.iter().find(|b| b.index == bar).map_or(0, |b| b.addr);
         Tlp::write(requester, base + offset, payload)
     }
 

@@ -1,0 +1,70 @@
+//! The root complex (PCIe Base 3.0 §1.3.1): where the CPU's requests start and completions to it
+//! end, and where a device's request arriving from a root port is an interrupt (the MSI range,
+//! §6.1.4), or is translated by the IOMMU when it is on (`iommu`), then goes to RAM, or down
+//! another root port when the CPU profile allows peer-to-peer through the root (§1.3.1 leaves it
+//! optional), else is an Unsupported Request. Completions are ID-routed down the root port whose
+//! bus range holds the requester.
+
+use super::walk::{fail, IdStep, Next, Step, Walk};
+use super::{Failure, HopKind, Outcome, Target};
+use crate::fabric::Fabric;
+use crate::model::HostId;
+use devlend_wire::{Access, Bdf};
+use std::ops::ControlFlow::{Break, Continue};
+
+impl Fabric {
+    /// A request in `host`'s root complex, from one of its root ports or from its CPU.
+    #[inline(always)]
+    pub(super) fn root_request(&self, w: &mut Walk, host: HostId, from_port: bool, access: Access) -> Next<Step> {
+        let h = &self.hosts[host as usize];
+        if from_port {
+            w.push(HopKind::Root, h.rc, 0);
+            if h.msi.contains(w.addr) {
+                if access.is_write() {
+                    self.remap_interrupt(w, host)?;
+                    w.push(HopKind::Deliver, h.rc, 0);
+                    return Break(Outcome::Delivered(Target::Msi { host, addr: w.addr }));
+                }
+                return Break(w.unsupported(h.rc, "read from the MSI range"));
+            }
+            if h.iommu {
+                self.translate(w, host, access)?;
+            }
+        }
+        if h.in_ram(w.addr) {
+            if let Some((func, bar, _)) = self.decoding_bar(host, w.addr) {
+                return fail(Failure::BarOverRam { host, addr: w.addr, func, bar });
+            }
+            w.push(HopKind::Deliver, h.rc, 0);
+            return Break(Outcome::Delivered(Target::Ram { host, addr: w.addr }));
+        }
+        match h.root_ports.iter().copied().find(|rp| self.nodes[*rp as usize].bridge.claims(w.addr)) {
+            Some(rp) if !from_port || h.cpu.p2p_through_root => {
+                w.push(HopKind::Forward, rp, 0);
+                Continue(Step::Down(rp))
+            }
+            Some(_) => Break(w.unsupported(h.rc, "peer-to-peer through the root is not supported by this CPU profile")),
+            None => Break(w.unsupported(h.rc, "no RAM or device at this address")),
+        }
+    }
+
+    /// A completion in `host`'s root complex: to the CPU (requester ID 0), or down a root port.
+    #[inline(always)]
+    pub(super) fn root_completion(&self, w: &mut Walk, host: HostId, from_port: bool) -> Next<IdStep> {
+        let h = &self.hosts[host as usize];
+        if from_port {
+            w.push(HopKind::Root, h.rc, 0);
+        }
+        if w.rid == Bdf(0) {
+            w.push(HopKind::Deliver, h.rc, 0);
+            return Break(Outcome::Delivered(Target::Cpu { host }));
+        }
+        match h.root_ports.iter().copied().find(|rp| self.nodes[*rp as usize].bridge.claims_bus(w.rid.bus())) {
+            Some(rp) => {
+                w.push(HopKind::Forward, rp, 0);
+                Continue(IdStep::Down(rp))
+            }
+            None => Break(w.unsupported(h.rc, "no root port leads to the completion's bus")),
+        }
+    }
+}
