@@ -1,7 +1,9 @@
 //! The kernel interface for a software thread on the one clock ([`devlend_engine::machine`]).
 //!
-//! [`ThreadOs`] is `Os` for a thread of a `Machine<Cluster>`: control-plane calls (PCI lookups,
-//! the DMA API, interrupts' set-up, allocation) are the host kernel's own (`HostOs`) and take no
+//! [`ThreadOs`] is `Os` for a thread of a `Machine<Cluster>`, the one timed kernel interface for
+//! every kernel a thread can run ([`ThreadKernel`]: a host's, `HostId`, whose timeless kernel is
+//! `HostOs`; a VM's guest kernel, `devlend_vm::GuestKernel`). Control-plane calls (PCI lookups,
+//! the DMA API, interrupts' set-up, allocation) are the kernel's own timeless ones and take no
 //! simulated time here; CPU loads and stores are TLPs on the machine, so a register read blocks
 //! the thread for its round trip and a store for its issue; waiting for an interrupt or polling
 //! memory suspends the thread until the landing that satisfies it. Drivers written against `Os`
@@ -35,85 +37,204 @@ impl World for Cluster {
     }
 }
 
-/// Whose kernel a machine thread runs: a host's ([`ThreadOs`], for a `HostId`), or another
-/// kernel with the same interface (a VM's guest kernel, devlend-vm). Workloads written against
-/// it (fio's threads) run in either.
+/// Whose kernel a machine thread runs: a host's (a `HostId`), or another kernel with the same
+/// interface (a VM's guest kernel, `devlend_vm::GuestKernel`). It says what differs between them
+/// (which device a handle or an address names, where a CPU access lands, how interrupts are
+/// counted and entered); [`ThreadOs`] is the one timed `Os` over any of them, so drivers and
+/// workloads written against `Os` (fio's threads) run in either.
 pub trait ThreadKernel: Clone + 'static {
-    type Os<'t, 'y: 't>: Os;
-    /// The kernel's `Os` for thread `t`.
-    fn on<'t, 'y: 't>(&self, t: &'t Thread<'y, Cluster>) -> HResult<Self::Os<'t, 'y>>;
-}
+    /// The kernel's own `Os`, timeless: its control-plane calls.
+    type Timeless<'a>: Os;
+    /// The host whose CPUs run the kernel.
+    fn cpu_host(&self, c: &Cluster) -> HResult<HostId>;
+    /// Run `f` on the kernel's timeless `Os`.
+    fn timeless<R>(&self, c: &mut Cluster, f: impl FnOnce(&mut Self::Timeless<'_>) -> R) -> R;
+    /// The function behind the kernel's device handle `dev`.
+    fn func_of(&self, c: &Cluster, dev: DevId) -> Option<FuncId>;
+    /// The device (not an NTB) whose BAR holds CPU address `addr` as this kernel sees it.
+    fn func_at(&self, c: &Cluster, addr: u64) -> Option<FuncId>;
+    /// When `func`'s removal reached this kernel's driver, if it has.
+    fn removed_at(&self, c: &Cluster, func: FuncId) -> Option<u64>;
+    /// The kernel as a message names it ("host a", "VM v1").
+    fn name(&self, c: &Cluster) -> String;
+    /// The host-physical pieces behind a CPU access of `len` bytes at `addr`, or None when the
+    /// kernel's own handler takes it (a trapped page): then it is a timeless call.
+    fn cpu_pieces(&self, addr: u64, len: usize) -> HResult<Option<Vec<(u64, usize)>>>;
+    /// Interrupts counted on `vector` (as the kernel's handler has seen them).
+    fn irq_count(&self, c: &mut Cluster, vector: u8) -> u64;
+    /// The interrupt entry a driver asleep for an interrupt waits out before it runs (ps); zero
+    /// where the delivery already charged it (a VM's vCPU injects after the host's entry).
+    fn irq_entry_ps(&self, c: &Cluster) -> u64;
 
-impl ThreadKernel for HostId {
-    type Os<'t, 'y: 't> = ThreadOs<'t, 'y>;
-    fn on<'t, 'y: 't>(&self, t: &'t Thread<'y, Cluster>) -> HResult<ThreadOs<'t, 'y>> {
-        Ok(ThreadOs::new(t, *self))
+    /// The kernel's `Os` for thread `t`.
+    fn on<'t, 'y: 't>(&self, t: &'t Thread<'y, Cluster>) -> HResult<ThreadOs<'t, 'y, Self>> {
+        let host = self.cpu_host(&t.world())?;
+        t.runs_on(host);
+        Ok(ThreadOs { t, k: self.clone(), host, drives: Cell::new(None) })
     }
 }
 
-/// `Os` for host `host`, acting through machine thread `t`.
-pub struct ThreadOs<'t, 'y> {
+impl ThreadKernel for HostId {
+    type Timeless<'a> = HostOs<'a>;
+    fn cpu_host(&self, _: &Cluster) -> HResult<HostId> {
+        Ok(*self)
+    }
+    fn timeless<R>(&self, c: &mut Cluster, f: impl FnOnce(&mut HostOs<'_>) -> R) -> R {
+        f(&mut HostOs { c, host: *self })
+    }
+    fn func_of(&self, c: &Cluster, dev: DevId) -> Option<FuncId> {
+        c.kernels[*self as usize].device(dev).ok().map(|d| d.func)
+    }
+    fn func_at(&self, c: &Cluster, addr: u64) -> Option<FuncId> {
+        let mut devices = c.kernels[*self as usize].devices();
+        devices.find(|d| !d.is_ntb && d.bars.iter().any(|b| addr >= b.cpu_addr && addr - b.cpu_addr < b.size)).map(|d| d.func)
+    }
+    fn removed_at(&self, c: &Cluster, func: FuncId) -> Option<u64> {
+        c.removed_at(*self, func)
+    }
+    fn name(&self, c: &Cluster) -> String {
+        format!("host {}", c.fabric.host(*self).name)
+    }
+    fn cpu_pieces(&self, addr: u64, len: usize) -> HResult<Option<Vec<(u64, usize)>>> {
+        check_cpu_range(addr, len)?;
+        Ok(Some(vec![(addr, len)]))
+    }
+    fn irq_count(&self, c: &mut Cluster, vector: u8) -> u64 {
+        HostOs { c, host: *self }.irq_count(vector)
+    }
+    fn irq_entry_ps(&self, c: &Cluster) -> u64 {
+        c.fabric.tuning().host(*self).irq_entry_ps
+    }
+}
+
+/// `Os` for kernel `K` (a host's: `ThreadOs<'_, '_>`; a VM's: `devlend_vm::GuestThreadOs`),
+/// acting through machine thread `t`.
+pub struct ThreadOs<'t, 'y, K: ThreadKernel = HostId> {
     t: &'t Thread<'y, Cluster>,
+    k: K,
+    /// The host whose CPUs run the kernel.
     host: HostId,
     /// The device this thread drives, and since when.
     drives: Cell<Option<(FuncId, u64)>>,
 }
 
-impl<'t, 'y> ThreadOs<'t, 'y> {
+impl<'t, 'y> ThreadOs<'t, 'y, HostId> {
+    /// Host `host`'s kernel on thread `t`.
     pub fn new(t: &'t Thread<'y, Cluster>, host: HostId) -> ThreadOs<'t, 'y> {
         t.runs_on(host);
-        ThreadOs { t, host, drives: Cell::new(None) }
+        ThreadOs { t, k: host, host, drives: Cell::new(None) }
+    }
+}
+
+impl<K: ThreadKernel> ThreadOs<'_, '_, K> {
+    /// The time now, on the machine.
+    pub fn now(&self) -> u64 {
+        self.t.now()
     }
 
-    /// The thread drives `dev` from now on (the first device it touches).
-    fn drive(&self, dev: DevId) {
-        if self.drives.get().is_none() {
-            let func = self.t.world().kernels[self.host as usize].device(dev).map(|d| d.func);
-            if let Ok(func) = func {
-                self.drives.set(Some((func, self.t.now())));
-            }
-        }
+    /// The kernel this thread runs.
+    pub fn kernel(&self) -> &K {
+        &self.k
     }
 
-    /// The thread drives the device whose BAR (as this host sees it) holds `addr`, if any and if
-    /// it drives none yet.
-    fn drive_at(&self, addr: u64) {
-        if self.drives.get().is_some() {
-            return;
-        }
-        let c = self.t.world();
-        let hit = c.kernels[self.host as usize]
-            .devices()
-            .find(|d| !d.is_ntb && d.bars.iter().any(|b| addr >= b.cpu_addr && addr - b.cpu_addr < b.size))
-            .map(|d| d.func);
-        if let Some(func) = hit {
+    /// The thread drives `func` from now on, if it drives none yet (the first device it touches).
+    fn drive(&self, func: Option<FuncId>) {
+        if let (None, Some(func)) = (self.drives.get(), func) {
             self.drives.set(Some((func, self.t.now())));
         }
     }
 
-    /// A predicate that also holds once the driven device's removal has reached this host.
-    fn or_removed(&self, mut pred: impl FnMut(&mut Cluster) -> bool + 'static) -> impl FnMut(&mut Cluster) -> bool + 'static {
-        let (host, drives) = (self.host, self.drives.get());
-        move |c: &mut Cluster| pred(c) || drives.is_some_and(|(func, since)| c.removed_at(host, func).is_some_and(|at| at >= since))
+    fn drive_dev(&self, dev: DevId) {
+        if self.drives.get().is_none() {
+            self.drive(self.k.func_of(&self.t.world(), dev));
+        }
     }
 
-    /// "No such device" if the driven device's removal has reached this host.
+    /// The thread drives the device whose BAR holds `addr`, if any and if it drives none yet.
+    fn drive_at(&self, addr: u64) {
+        if self.drives.get().is_none() {
+            self.drive(self.k.func_at(&self.t.world(), addr));
+        }
+    }
+
+    /// A predicate that also holds once the driven device's removal has reached this kernel.
+    fn or_removed(&self, mut pred: impl FnMut(&mut Cluster) -> bool + 'static) -> impl FnMut(&mut Cluster) -> bool + 'static {
+        let (k, drives) = (self.k.clone(), self.drives.get());
+        move |c: &mut Cluster| pred(c) || drives.is_some_and(|(func, since)| k.removed_at(c, func).is_some_and(|at| at >= since))
+    }
+
+    /// "No such device" if the driven device's removal has reached this kernel.
     fn check_removed(&self) -> HResult<()> {
         let Some((func, since)) = self.drives.get() else { return Ok(()) };
         let c = self.t.world();
-        match c.removed_at(self.host, func) {
-            Some(at) if at >= since => {
-                Err(HostError::NoDevice(NoSuch::Removed { device: c.fabric.func(func).name.clone(), host: c.fabric.host(self.host).name.clone(), at }))
-            }
+        match self.k.removed_at(&c, func) {
+            Some(at) if at >= since => Err(HostError::NoDevice(NoSuch::Removed { device: c.fabric.func(func).name.clone(), host: self.k.name(&c), at })),
             _ => Ok(()),
         }
     }
 
-    /// The host kernel, for a timeless call.
-    fn with<R>(&self, f: impl FnOnce(&mut HostOs<'_>) -> R) -> R {
-        let mut w = self.t.world();
-        let mut os = HostOs { c: &mut w, host: self.host };
-        f(&mut os)
+    /// The kernel, for a timeless call.
+    fn with<R>(&self, f: impl FnOnce(&mut K::Timeless<'_>) -> R) -> R {
+        self.k.timeless(&mut self.t.world(), f)
+    }
+
+    /// Wait (if it has not come) for one more interrupt than `seen` on `vector`, no later than
+    /// `deadline`; then the interrupt entry. Whether it came.
+    fn wait_irq_until(&mut self, vector: u8, seen: u64, deadline: Option<u64>) -> HResult<bool> {
+        let k = self.k.clone();
+        let arrived = move |c: &mut Cluster| k.irq_count(c, vector) > seen;
+        let pending = arrived.clone();
+        if pending(&mut self.t.world()) {
+            return Ok(true);
+        }
+        let what = format!("interrupt vector {vector} of {} (seen {seen})", self.k.name(&self.t.world()));
+        let watch = Watch::Msi { host: self.host };
+        let came = match deadline {
+            None => {
+                self.t.wait_for(what, watch, self.or_removed(arrived));
+                true
+            }
+            Some(d) => self.t.wait_for_until(format!("{what}, timeout at {d} ps"), watch, d, self.or_removed(arrived)),
+        };
+        self.check_removed()?;
+        if came {
+            // Asleep when it came: the interrupt entry runs before the driver does. One that came
+            // while the driver ran was entered then, off the driver's path.
+            let entry = self.k.irq_entry_ps(&self.t.world());
+            self.t.sleep(entry);
+        }
+        Ok(came)
+    }
+
+    /// The host RAM behind `len` bytes at `addr` that a driver polls: (address, length).
+    fn ram_word(&self, addr: u64, len: usize) -> HResult<(u64, usize)> {
+        match self.k.cpu_pieces(addr, len)?.as_deref() {
+            Some(&[piece]) => Ok(piece),
+            _ => Err(HostError::Invalid(format!("poll of {len} bytes at {addr:#x}: not one piece of RAM"))),
+        }
+    }
+
+    /// Wait until `done` holds for the RAM word at `addr` (or the driven device is removed), no
+    /// later than `deadline`; then the load that sees it.
+    fn poll_until(&mut self, addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool, deadline: Option<u64>) -> HResult<Option<Vec<u8>>> {
+        let (hpa, n) = self.ram_word(addr, len)?;
+        let host = self.host;
+        let watch = Watch::Ram { host, addr: hpa, len: n as u64 };
+        let holds = move |c: &mut Cluster| done(&c.fabric.read(devlend_fabric::Requester::Cpu(host), hpa, n).0);
+        let what = format!("{what} at {addr:#x}");
+        let held = match deadline {
+            None => {
+                self.t.wait_for(what, watch, self.or_removed(holds));
+                true
+            }
+            Some(d) => self.t.wait_for_until(what, watch, d, self.or_removed(holds)),
+        };
+        self.check_removed()?;
+        if !held {
+            return Ok(None);
+        }
+        // The poll that sees it: one load.
+        self.read(addr, len).map(Some)
     }
 }
 
@@ -134,7 +255,7 @@ fn fault(e: ThreadError) -> HostError {
     }
 }
 
-impl Os for ThreadOs<'_, '_> {
+impl<K: ThreadKernel> Os for ThreadOs<'_, '_, K> {
     fn host(&self) -> HostId {
         self.host
     }
@@ -145,14 +266,14 @@ impl Os for ThreadOs<'_, '_> {
         self.with(|os| os.find(name))
     }
     fn pci_iomap(&self, dev: DevId, bar: u8) -> HResult<u64> {
-        self.drive(dev);
+        self.drive_dev(dev);
         self.with(|os| os.pci_iomap(dev, bar))
     }
     fn pci_resource_len(&self, dev: DevId, bar: u8) -> HResult<u64> {
         self.with(|os| os.pci_resource_len(dev, bar))
     }
     fn pci_set_master(&mut self, dev: DevId) -> HResult<()> {
-        self.drive(dev);
+        self.drive_dev(dev);
         self.with(|os| os.pci_set_master(dev))
     }
     fn pci_clear_master(&mut self, dev: DevId) -> HResult<()> {
@@ -168,22 +289,35 @@ impl Os for ThreadOs<'_, '_> {
         self.with(|os| os.kfree(phys))
     }
     fn write(&mut self, addr: u64, data: &[u8]) -> HResult<()> {
-        check_cpu_range(addr, data.len())?;
         self.drive_at(addr);
-        match self.t.cpu_write(self.host, addr, data) {
-            // A posted write to a target that is gone is dropped on the way (PCIe Base 4.0
-            // §2.9.1: a port whose link is down, or the NTB whose link is, discards it; §2.8: a
-            // hung completer swallows it; an Unsupported Request for a posted write gets no
-            // completion, §2.3.1): the store returns, the fabric has recorded the failure, and
-            // the driver learns of it from a later read (all ones) or its own timeout.
-            Err(ThreadError::Access { failure, .. }) if dropped_posted(&failure.failure) => Ok(()),
-            r => r.map_err(fault),
+        let Some(pieces) = self.k.cpu_pieces(addr, data.len())? else {
+            return self.with(|os| os.write(addr, data));
+        };
+        let mut at = 0;
+        for (hpa, n) in pieces {
+            match self.t.cpu_write(self.host, hpa, &data[at..at + n]) {
+                // A posted write to a target that is gone is dropped on the way (PCIe Base 4.0
+                // §2.9.1: a port whose link is down, or the NTB whose link is, discards it; §2.8:
+                // a hung completer swallows it; an Unsupported Request for a posted write gets no
+                // completion, §2.3.1): the store returns, the fabric has recorded the failure, and
+                // the driver learns of it from a later read (all ones) or its own timeout.
+                Err(ThreadError::Access { failure, .. }) if dropped_posted(&failure.failure) => {}
+                r => r.map_err(fault)?,
+            }
+            at += n;
         }
+        Ok(())
     }
     fn read(&mut self, addr: u64, len: usize) -> HResult<Vec<u8>> {
-        check_cpu_range(addr, len)?;
         self.drive_at(addr);
-        self.t.cpu_read(self.host, addr, len).map_err(fault)
+        let Some(pieces) = self.k.cpu_pieces(addr, len)? else {
+            return self.with(|os| os.read(addr, len));
+        };
+        let mut out = Vec::with_capacity(len);
+        for (hpa, n) in pieces {
+            out.extend(self.t.cpu_read(self.host, hpa, n).map_err(fault)?);
+        }
+        Ok(out)
     }
     fn dma_map_single(&mut self, dev: DevId, phys: u64, len: u64, dir: DmaDir) -> HResult<u64> {
         self.with(|os| os.dma_map_single(dev, phys, len, dir))
@@ -204,72 +338,32 @@ impl Os for ThreadOs<'_, '_> {
         self.with(|os| os.dma_unmap_resource(dev, dma, len, dir))
     }
     fn request_irq(&mut self, dev: DevId, entry: u16, handler: u32) -> HResult<u8> {
-        self.drive(dev);
+        self.drive_dev(dev);
         self.with(|os| os.request_irq(dev, entry, handler))
     }
     fn free_irq(&mut self, dev: DevId, entry: u16) -> HResult<()> {
         self.with(|os| os.free_irq(dev, entry))
     }
     fn irq_count(&mut self, vector: u8) -> u64 {
-        self.with(|os| os.irq_count(vector))
+        self.k.irq_count(&mut self.t.world(), vector)
     }
     fn wait_irq(&mut self, vector: u8, seen: u64) -> HResult<u64> {
-        let host = self.host;
-        let what = format!("interrupt vector {vector} of host {} (seen {seen})", self.with(|os| os.c.fabric.host(host).name.clone()));
-        let arrived = move |c: &mut Cluster| HostOs { c, host }.irq_count(vector) > seen;
-        let pending = arrived(&mut self.t.world());
-        if !pending {
-            self.t.wait_for(what, Watch::Msi { host }, self.or_removed(arrived));
-            self.check_removed()?;
-            // Asleep when it came: the interrupt entry runs before the driver does. One that came
-            // while the driver ran was entered then, off the driver's path.
-            let entry = self.t.world().fabric.tuning().host(host).irq_entry_ps;
-            self.t.sleep(entry);
-        }
+        self.wait_irq_until(vector, seen, None)?;
         Ok(self.irq_count(vector))
     }
     fn wait_irq_for(&mut self, vector: u8, seen: u64, timeout_ps: u64) -> HResult<Option<u64>> {
-        let host = self.host;
-        let arrived = move |c: &mut Cluster| HostOs { c, host }.irq_count(vector) > seen;
-        if !arrived(&mut self.t.world()) {
-            let what = format!("interrupt vector {vector} of host {host} (seen {seen}, timeout {timeout_ps} ps)");
-            let deadline = self.t.now().saturating_add(timeout_ps);
-            let held = self.t.wait_for_until(what, Watch::Msi { host }, deadline, self.or_removed(arrived));
-            self.check_removed()?;
-            if !held {
-                return Ok(None);
-            }
-            let entry = self.t.world().fabric.tuning().host(host).irq_entry_ps;
-            self.t.sleep(entry);
-        }
-        Ok(Some(self.irq_count(vector)))
+        let deadline = self.t.now().saturating_add(timeout_ps);
+        let came = self.wait_irq_until(vector, seen, Some(deadline))?;
+        Ok(came.then(|| self.irq_count(vector)))
+    }
+    fn poll(&mut self, addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool) -> HResult<Vec<u8>> {
+        Ok(self.poll_until(addr, len, what, done, None)?.unwrap_or_default())
     }
     fn poll_for(&mut self, addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool, timeout_ps: u64) -> HResult<Option<Vec<u8>>> {
-        check_cpu_range(addr, len)?;
-        let host = self.host;
-        let watch = Watch::Ram { host, addr, len: len as u64 };
         let deadline = self.t.now().saturating_add(timeout_ps);
-        let holds = move |c: &mut Cluster| done(&c.fabric.read(devlend_fabric::Requester::Cpu(host), addr, len).0);
-        let held = self.t.wait_for_until(format!("{what} at {addr:#x}"), watch, deadline, self.or_removed(holds));
-        self.check_removed()?;
-        if !held {
-            return Ok(None);
-        }
-        self.read(addr, len).map(Some)
+        self.poll_until(addr, len, what, done, Some(deadline))
     }
     fn spend(&mut self, ps: u64) {
         self.t.sleep(ps);
-    }
-    fn poll(&mut self, addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool) -> HResult<Vec<u8>> {
-        check_cpu_range(addr, len)?;
-        let host = self.host;
-        let what = format!("{what} at {addr:#x}");
-        // A word the CPU reads in its own RAM: watch the landings there (with an IOMMU off the
-        // bus address is the physical one; `addr` is physical here).
-        let watch = Watch::Ram { host, addr, len: len as u64 };
-        self.t.wait_for(what, watch, self.or_removed(move |c: &mut Cluster| done(&c.fabric.read(devlend_fabric::Requester::Cpu(host), addr, len).0)));
-        self.check_removed()?;
-        // The poll that sees it: one load.
-        self.read(addr, len)
     }
 }

@@ -3,35 +3,14 @@
 //! VFIO when they sit in its host and through the mediated parent (000 §5: borrowed when the
 //! guest enables bus mastering) when they sit in another. A description the hypervisor refuses
 //! is a `SpecError` pointing at the field (`/vms/1/devices/0/path`), and nothing stays started.
-//!
-//! [`GuestKernel`] names a VM's kernel for machine threads (`ThreadKernel`), so a workload written
-//! for a host's threads runs in the guest (fio's jobs).
 
 use crate::error::Anomaly;
-use crate::timed::GuestThreadOs;
 use crate::vm::{Path, VmId};
 use crate::vmm::Vmm;
-use devlend_engine::machine::Thread;
 use devlend_fabric::spec::{VmPathSpec, VmSpec};
 use devlend_fabric::{FabricError, SpecError};
-use devlend_host::{Cluster, HResult, HostError, ThreadKernel};
-use std::cell::RefCell;
+use devlend_host::{Cluster, HostError};
 use std::fmt;
-use std::rc::Rc;
-
-/// A VM's guest kernel, for machine threads.
-#[derive(Clone)]
-pub struct GuestKernel {
-    pub vmm: Rc<RefCell<Vmm>>,
-    pub vm: VmId,
-}
-
-impl ThreadKernel for GuestKernel {
-    type Os<'t, 'y: 't> = GuestThreadOs<'t, 'y>;
-    fn on<'t, 'y: 't>(&self, t: &'t Thread<'y, Cluster>) -> HResult<GuestThreadOs<'t, 'y>> {
-        GuestThreadOs::new(t, self.vmm.clone(), self.vm)
-    }
-}
 
 /// Why one VM of the description cannot start; [`VmSpecFault::field`] names the field it concerns.
 #[derive(Clone, Debug, PartialEq, Eq)]

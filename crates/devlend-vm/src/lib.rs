@@ -7,7 +7,7 @@
 //!   allocator, its devices and their guest-physical BARs, and the §5 memory probe;
 //! - [`guest`]: [`GuestOs`], the guest kernel: the same `devlend_host::Os` interface drivers are
 //!   written against, so devlend-devices' GPU driver runs in the guest unmodified;
-//! - [`timed`]: [`GuestThreadOs`], that kernel on a thread of the one clock (its CPU accesses
+//! - [`timed`]: [`GuestKernel`] (a VM's kernel for workloads' threads) and [`GuestThreadOs`], that kernel on a thread of the one clock (its CPU accesses
 //!   through the EPT, timed as the host CPU's), and [`timed::on_machine`];
 //! - [`irq_clock`]: the VM interrupt path as a chain of events on the hypervisor's threads;
 //! - [`vmm`] and `attach`: [`Vmm`], VFIO pass-through of local devices (VMLoc) and the mediated
@@ -21,8 +21,7 @@
 //! - [`irq`]: interrupts (000 §5, §8): VFIO's eventfd path, the mediated path's lender-side
 //!   handler forwarding through the NTB to the borrower's eventfd, legacy INTx for VMs, each
 //!   timed on the machine only, by [`irq_clock`] ([`params`]: the `[vm]` software costs);
-//! - [`describe`]: VMs from a topology's `vms` section, on any topology, and [`describe::GuestKernel`]
-//!   for workloads' threads in a guest;
+//! - [`describe`]: VMs from a topology's `vms` section, on any topology;
 //! - [`unplug`]: a device's removal forwarded into the guest that has it (the guest driver's
 //!   `remove`, after its host's);
 //! - `migrate`: cold migration of a VM with its devices (000 §8, `Vmm::migrate`);
@@ -56,6 +55,6 @@ pub use error::{Anomaly, RunError, SetupError};
 pub use guest::GuestOs;
 pub use held::Held;
 pub use layout::Layout;
-pub use timed::GuestThreadOs;
+pub use timed::{GuestKernel, GuestThreadOs};
 pub use vm::{GuestDev, Path, Vm, VmId};
 pub use vmm::Vmm;

@@ -6,7 +6,7 @@
 use crate::error::{Missing, SetupCause, Unreached, WResult, WorkloadError};
 use devlend_fabric::model::FuncId;
 use devlend_host::{Cluster, DevId, HostError, InVm, NoSuch};
-use devlend_vm::describe::GuestKernel;
+use devlend_vm::GuestKernel;
 use devlend_vm::{VmId, Vmm};
 use std::cell::RefCell;
 use std::rc::Rc;

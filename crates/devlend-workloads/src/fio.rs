@@ -28,7 +28,7 @@ pub struct FioSpec {
 /// A job's threads in a host's kernel or a VM's.
 pub(crate) enum Fio {
     Host(FioRun),
-    Vm(FioRun<devlend_vm::describe::GuestKernel>),
+    Vm(FioRun<devlend_vm::GuestKernel>),
 }
 
 impl Fio {

@@ -32,8 +32,8 @@ use devlend_devices::nvme::{Controller, Media, BLOCK};
 use devlend_devices::nvme_driver::Driver as NvmeDriver;
 use devlend_engine::machine::{Machine, Thread, ThreadError};
 use devlend_host::{Cluster, DevId, Os, ThreadKernel};
-use devlend_vm::describe::GuestKernel;
 use devlend_vm::fixtures::{testbed, Scenario, Testbed};
+use devlend_vm::GuestKernel;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
