@@ -55,7 +55,7 @@ pub trait ThreadKernel: Clone + 'static {
     fn func_at(&self, c: &Cluster, addr: u64) -> Option<FuncId>;
     /// When `func`'s removal reached this kernel's driver, if it has.
     fn removed_at(&self, c: &Cluster, func: FuncId) -> Option<u64>;
-    /// The kernel as a message names it ("host a", "VM v1").
+    /// The kernel as a message names it: a host by its name, a VM as "VM v1".
     fn name(&self, c: &Cluster) -> String;
     /// The host-physical pieces behind a CPU access of `len` bytes at `addr`, or None when the
     /// kernel's own handler takes it (a trapped page): then it is a timeless call.
@@ -93,7 +93,7 @@ impl ThreadKernel for HostId {
         c.removed_at(*self, func)
     }
     fn name(&self, c: &Cluster) -> String {
-        format!("host {}", c.fabric.host(*self).name)
+        c.fabric.host(*self).name.clone()
     }
     fn cpu_pieces(&self, addr: u64, len: usize) -> HResult<Option<Vec<(u64, usize)>>> {
         check_cpu_range(addr, len)?;

@@ -50,5 +50,5 @@ fn waiting_for_an_interrupt_that_never_comes_names_the_thread_and_vector() {
     });
     let e = m.run().unwrap_err();
     assert!(matches!(e, MachineError::Stuck { .. }), "{e}");
-    assert!(e.to_string().contains("thread irq-waiter waits for interrupt vector 40 of host borrower"), "{e}");
+    assert!(e.to_string().contains("thread irq-waiter waits for interrupt vector 40 of borrower"), "{e}");
 }
