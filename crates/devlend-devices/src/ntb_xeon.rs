@@ -382,7 +382,7 @@ impl<W: World> Device<W> for XeonNtb {
         let own = self.sides[me];
         let bus = cx.fabric().func(own.func).bdf.bus();
         // A store that crossed the link carries one of this adapter's requester aliases.
-        let from_link = tlp.requester.0 != 0 && tlp.requester.bus() == bus;
+        let from_link = tlp.header.requester.0 != 0 && tlp.header.requester.bus() == bus;
         let len = tlp.payload.len().min(8);
         let mut b = [0u8; 8];
         b[..len].copy_from_slice(&tlp.payload[..len]);

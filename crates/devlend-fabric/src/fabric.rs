@@ -8,9 +8,9 @@ use crate::iommu::{DomainId, Iommu};
 use crate::memory::SparseMem;
 use crate::model::*;
 use crate::ntb::NtbState;
-use crate::route::{Arrival, Failure, Outcome, Requester, Route, Target};
+use crate::route::{Arrival, Failure, Hop, Outcome, Requester, Route, Target};
 use crate::spec::{Addr, DeviceKind, SetupOp};
-use devlend_wire::{Access, Bdf};
+use devlend_wire::{Access, Bdf, TlpHeader};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
@@ -302,26 +302,34 @@ impl Fabric {
 
     /// The outcome alone, from the cache: the fast path for data movement and benchmarks.
     pub fn lookup(&mut self, req: Requester, addr: u64, access: Access) -> Outcome {
-        match self.arrival(req, addr, access) {
-            Ok(a) => Outcome::Delivered(a.target),
+        match self.delivered(req, addr, access) {
+            Ok((target, _)) => Outcome::Delivered(target),
             Err(f) => Outcome::Failed(f),
         }
     }
 
-    /// Where a TLP of `req` to `addr` arrives now, and the requester ID it carries there, from
+    /// Where a TLP with `header` from `origin` arrives now, and its header as the path rewrote
+    /// it there (an NTB's address and requester-ID translation, the IOMMU's translation), from
     /// the cache (one route per page; see [`Fabric::route`]).
-    pub fn arrival(&mut self, req: Requester, addr: u64, access: Access) -> Result<Arrival, Failure> {
+    pub fn arrival(&mut self, origin: Requester, header: &TlpHeader) -> Result<Arrival, Failure> {
+        let (target, last) = self.delivered(origin, header.addr, header.access())?;
+        let header = last.map_or(*header, |h| TlpHeader { requester: h.rid, addr: h.addr, ..*header });
+        Ok(Arrival { target, header })
+    }
+
+    /// Where a TLP of `req` to `addr` is delivered, with the last hop of its route (at `addr`).
+    fn delivered(&mut self, req: Requester, addr: u64, access: Access) -> Result<(Target, Option<Hop>), Failure> {
         let key = Self::cache_key(req, addr & !(PAGE - 1), access);
         let off = addr & (PAGE - 1);
         if let Some(r) = self.cache.get(&key) {
             if let Some(target) = shift_target(r.outcome, off, self) {
                 self.cache_hits += 1;
-                return Ok(Arrival { target, rid: arriving_rid(r, req, self) });
+                return Ok((target, r.hops.last().map(|h| Hop { addr: h.addr + off, ..*h })));
             }
         }
         let r = self.route(req, addr, access);
         match r.outcome {
-            Outcome::Delivered(target) => Ok(Arrival { target, rid: arriving_rid(&r, req, self) }),
+            Outcome::Delivered(target) => Ok((target, r.hops.last().copied())),
             Outcome::Failed(f) => Err(f),
         }
     }
@@ -362,33 +370,34 @@ impl Fabric {
     /// Chunks that fail are recorded as events and change nothing; returns the bytes delivered
     /// and the first failure.
     pub fn write(&mut self, req: Requester, addr: u64, data: &[u8]) -> (usize, Option<Failure>) {
-        let (delivered, first, _) = self.write_pages(req, addr, data);
+        let header = TlpHeader::write(self.requester_rid(req), addr, data.len() as u32);
+        let (delivered, first, _) = self.write_pages(req, &header, data);
         (delivered, first)
     }
 
-    /// A write TLP of `req` lands now: its bytes are stored where its route delivers them (one
-    /// route per 4 KiB page it spans, as [`Fabric::write`]; the route found here is the one the
-    /// caller learns, not computed again). The first failure (recorded), or where the TLP's
-    /// first byte arrived with the requester ID it carried there (an NTB rewrites it).
-    pub fn write_tlp(&mut self, req: Requester, addr: u64, data: &[u8]) -> Result<Arrival, Failure> {
-        match self.write_pages(req, addr, data) {
+    /// A write TLP from `origin` lands now: its bytes are stored where its route delivers them
+    /// (one route per 4 KiB page it spans, as [`Fabric::write`]; the route found here is the one
+    /// the caller learns, not computed again). The first failure (recorded), or where the TLP's
+    /// first byte arrived with its header as the path rewrote it.
+    pub fn write_tlp(&mut self, origin: Requester, header: &TlpHeader, data: &[u8]) -> Result<Arrival, Failure> {
+        match self.write_pages(origin, header, data) {
             (_, Some(f), _) => Err(f),
             (_, None, Some(a)) => Ok(a),
             // Nothing to write: where its first byte would have gone.
-            (_, None, None) => self.arrival(req, addr, Access::Write),
+            (_, None, None) => self.arrival(origin, header),
         }
     }
 
     /// Store `data` page by page; bytes delivered, the first failure, the first page's arrival.
-    fn write_pages(&mut self, req: Requester, addr: u64, data: &[u8]) -> (usize, Option<Failure>, Option<Arrival>) {
+    fn write_pages(&mut self, req: Requester, header: &TlpHeader, data: &[u8]) -> (usize, Option<Failure>, Option<Arrival>) {
         let mut done = 0usize;
         let mut first = None;
         let mut delivered = 0usize;
         let mut head = None;
         while done < data.len() {
-            let a = addr.wrapping_add(done as u64);
+            let a = header.addr.wrapping_add(done as u64);
             let n = ((PAGE - a % PAGE) as usize).min(data.len() - done);
-            match self.arrival(req, a, Access::Write) {
+            match self.arrival(req, &TlpHeader { addr: a, len: n as u32, ..*header }) {
                 Ok(arrival) => {
                     self.store(arrival.target, &data[done..done + n]);
                     delivered += n;
@@ -690,10 +699,6 @@ impl Fabric {
 
 /// The requester ID a delivered route's TLP carries at its target.
 #[inline]
-fn arriving_rid(r: &Route, req: Requester, f: &Fabric) -> Bdf {
-    r.hops.last().map_or_else(|| f.requester_rid(req), |h| h.rid)
-}
-
 fn shift_target(o: Outcome, off: u64, f: &Fabric) -> Option<Target> {
     match o {
         Outcome::Delivered(Target::Ram { host, addr }) => Some(Target::Ram { host, addr: addr + off }),

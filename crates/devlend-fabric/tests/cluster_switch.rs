@@ -3,7 +3,7 @@
 
 use devlend_fabric::route::{Failure, HopKind, Outcome, Requester};
 use devlend_fabric::{Fabric, Target};
-use devlend_wire::Access;
+use devlend_wire::{Access, TlpHeader, TlpKind};
 
 const MIB: u64 = 1 << 20;
 
@@ -55,6 +55,28 @@ fn a_write_crosses_both_cables_and_the_switch_into_the_peer_it_is_mapped_to() {
         f.route_uncached(Requester::Cpu(f.host_id("h1").unwrap()), f.peer_mw_get_addr(n[1], 1).unwrap().0, Access::Write).delivered(),
         Some(Target::Ram { host: 2, addr: 0x2000_0000 })
     );
+}
+
+#[test]
+fn a_write_tlp_arrives_with_its_header_as_the_ntb_rewrote_it() {
+    let mut f = cluster(3);
+    let n = ids(&f, &["n0", "n2"]);
+    let p = f.peer_port_idx(n[1], n[0]).unwrap();
+    f.ntb_mw_set_trans(n[1], p, 1, 0x1000_0000, MIB).unwrap();
+    let (mw, _) = f.peer_mw_get_addr(n[0], 1).unwrap();
+    let cpu = Requester::Cpu(f.host_id("h0").unwrap());
+    let sent = TlpHeader::write(f.requester_rid(cpu), mw + 0x40, 4);
+    let route = f.route_uncached(cpu, mw + 0x40, Access::Write);
+    let last = *route.hops.last().unwrap();
+    // Twice: the route as found, then from the per-page cache shifted to the TLP's offset.
+    for _ in 0..2 {
+        let a = f.write_tlp(cpu, &sent, &[1, 2, 3, 4]).unwrap();
+        assert_eq!(a.target, Target::Ram { host: f.host_id("h2").unwrap(), addr: 0x1000_0040 });
+        assert_eq!(a.header, TlpHeader { requester: last.rid, addr: 0x1000_0040, ..sent }, "address and requester ID as the path rewrote them");
+        assert_ne!(a.header.requester, sent.requester, "the NTB's requester-ID LUT rewrote it");
+        assert_eq!((a.header.kind, a.header.len), (TlpKind::MemWrite, 4));
+    }
+    assert_eq!(f.read(cpu, mw + 0x40, 4), (vec![1, 2, 3, 4], None));
 }
 
 #[test]

@@ -195,7 +195,7 @@ impl<W: World> Device<W> for DmaEngine {
         let ctrl_of = |c: u64| c * CH_STRIDE + CTRL;
         for c in 0..self.channels.len() {
             let at = ctrl_of(c as u64);
-            if offset <= at && at < offset + tlp.len as u64 {
+            if offset <= at && at < offset + tlp.header.len as u64 {
                 self.channels[c].start(cx);
             }
         }

@@ -13,7 +13,7 @@ use std::fmt;
 
 pub mod dllp;
 pub mod tlp;
-pub use tlp::{FcClass, Overheads, Tlp, TlpKind};
+pub use tlp::{FcClass, Overheads, Tlp, TlpHeader, TlpKind};
 
 /// A requester or completer ID: bus (8 bits), device (5 bits), function (3 bits).
 /// Printed as Linux does: `bb:dd.f`.

@@ -12,7 +12,7 @@
 //! from `params/hardware.toml` (`[timing]`), so the engine, the analytic model and every crate
 //! that estimates link time use the same arithmetic.
 
-use crate::Bdf;
+use crate::{Access, Bdf};
 
 /// What a TLP is (PCIe Base 3.0 §2.2.1, Table 2-3, reduced to what devlend moves).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,9 +81,11 @@ impl Overheads {
     }
 }
 
-/// A TLP: kind, requester ID, address, length, tag and (for writes and completions) payload.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Tlp {
+/// A TLP's header (PCIe Base 3.0 §2.2.1-§2.2.7, reduced to what devlend moves): kind, requester
+/// ID, address, length and tag. Small and `Copy`: the router takes it and hands it back as the
+/// path rewrote it (an NTB's address and requester-ID translation, the IOMMU's translation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TlpHeader {
     pub kind: TlpKind,
     pub requester: Bdf,
     pub addr: u64,
@@ -91,16 +93,25 @@ pub struct Tlp {
     pub len: u32,
     /// The requester's tag (non-posted requests and their completions); 0 for posted writes.
     pub tag: u16,
-    pub payload: Vec<u8>,
 }
 
-impl Tlp {
-    pub fn write(requester: Bdf, addr: u64, payload: Vec<u8>) -> Tlp {
-        Tlp { kind: TlpKind::MemWrite, requester, addr, len: payload.len() as u32, tag: 0, payload }
+impl TlpHeader {
+    /// A posted memory write of `len` bytes.
+    pub fn write(requester: Bdf, addr: u64, len: u32) -> TlpHeader {
+        TlpHeader { kind: TlpKind::MemWrite, requester, addr, len, tag: 0 }
     }
 
-    pub fn read(requester: Bdf, addr: u64, len: u32, tag: u16) -> Tlp {
-        Tlp { kind: TlpKind::MemRead, requester, addr, len, tag, payload: Vec::new() }
+    /// A memory read request for `len` bytes.
+    pub fn read(requester: Bdf, addr: u64, len: u32, tag: u16) -> TlpHeader {
+        TlpHeader { kind: TlpKind::MemRead, requester, addr, len, tag }
+    }
+
+    /// Whether the router treats it as a read (a request answered by completions) or a write.
+    pub fn access(&self) -> Access {
+        match self.kind {
+            TlpKind::MemRead => Access::Read,
+            _ => Access::Write,
+        }
     }
 
     /// Bytes of data this TLP carries on the wire (a read request carries none).
@@ -113,6 +124,27 @@ impl Tlp {
 
     pub fn wire_bytes(&self, o: &Overheads) -> u64 {
         o.wire_bytes(self.kind, self.data_bytes())
+    }
+}
+
+/// A TLP: its header and (for writes and completions) its payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tlp {
+    pub header: TlpHeader,
+    pub payload: Vec<u8>,
+}
+
+impl Tlp {
+    pub fn write(requester: Bdf, addr: u64, payload: Vec<u8>) -> Tlp {
+        Tlp { header: TlpHeader::write(requester, addr, payload.len() as u32), payload }
+    }
+
+    pub fn read(requester: Bdf, addr: u64, len: u32, tag: u16) -> Tlp {
+        Tlp { header: TlpHeader::read(requester, addr, len, tag), payload: Vec::new() }
+    }
+
+    pub fn wire_bytes(&self, o: &Overheads) -> u64 {
+        self.header.wire_bytes(o)
     }
 }
 
@@ -130,6 +162,15 @@ mod tests {
         assert_eq!(r.wire_bytes(&O), 24, "a read request carries no data");
         assert_eq!(O.wire_bytes(TlpKind::Completion, 64), 64 + 20);
         assert!(TlpKind::MemWrite.is_posted() && !TlpKind::MemRead.is_posted());
+    }
+
+    #[test]
+    fn a_tlp_is_its_copyable_header_and_payload() {
+        let w = Tlp::write(Bdf::new(1, 0, 0), 0x1000, vec![0; 64]);
+        let h: TlpHeader = w.header;
+        assert_eq!((h.kind, h.len, h.tag, h.access()), (TlpKind::MemWrite, 64, 0, Access::Write));
+        let r = Tlp::read(Bdf::new(1, 0, 0), 0x1000, 512, 3).header;
+        assert_eq!((r.access(), r.data_bytes(), r.tag), (Access::Read, 0, 3));
     }
 
     #[test]

@@ -35,7 +35,7 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use devlend_fabric::model::FuncId;
 use devlend_fabric::route::{Requester, Target};
 use devlend_fabric::Fabric;
-use devlend_wire::{Access, Tlp};
+use devlend_wire::{Access, Tlp, TlpHeader};
 use std::cell::{RefCell, RefMut};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -441,8 +441,14 @@ impl<W: World> Machine<W> {
             let (o, n) = (offset as usize, len as usize);
             (f.who, f.addr + offset, f.data[o..o + n].to_vec())
         };
-        // The TLP's one route, found as it lands: it stores the bytes and is what the device sees.
-        let arrival = self.world.borrow_mut().fabric().write_tlp(who, addr, &bytes);
+        // The TLP's one route, found as it lands: it stores the bytes, and the header as the path
+        // rewrote it is what the device sees.
+        let arrival = {
+            let mut w = self.world.borrow_mut();
+            let fabric = w.fabric();
+            let header = TlpHeader::write(fabric.requester_rid(who), addr, len);
+            fabric.write_tlp(who, &header, &bytes)
+        };
         let arrival = match arrival {
             Ok(a) => a,
             Err(e) => {
@@ -453,7 +459,7 @@ impl<W: World> Machine<W> {
         *self.moved.entry(who).or_default() += len as u64;
         if let Target::Bar { func, bar, offset } = arrival.target {
             if let Some(&d) = self.by_func.get(&func) {
-                let tlp = self.arriving(arrival.rid, (func, bar, offset), bytes);
+                let tlp = Tlp { header: arrival.header, payload: bytes };
                 self.call_device(d, |dev, cx| dev.mmio_write(cx, bar, offset, &tlp));
                 // The device may have changed memory without a landing.
                 self.check_conds();
@@ -461,14 +467,6 @@ impl<W: World> Machine<W> {
             }
         }
         self.check_conds_after(Some((arrival.target, len as u64)));
-    }
-
-    /// The write TLP as it reaches BAR `bar` of `func`: the requester ID it carried there (an NTB
-    /// rewrites it), the bus address of the BAR byte, and the payload.
-    fn arriving(&mut self, requester: devlend_wire::Bdf, (func, bar, offset): (FuncId, u8, u64), payload: Vec<u8>) -> Tlp {
-        let mut w = self.world.borrow_mut();
-        let base = w.fabric().func(func).bars.iter().find(|b| b.index == bar).map_or(0, |b| b.addr);
-        Tlp::write(requester, base + offset, payload)
     }
 
     /// A data flow's read request reaches its completer: sample the bytes now.

@@ -46,7 +46,7 @@ mod walk;
 use crate::fabric::Fabric;
 use crate::iommu::{Fault, FaultReason};
 use crate::model::*;
-use devlend_wire::{Access, Bdf};
+use devlend_wire::{Access, Bdf, TlpHeader};
 use walk::Walk;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -220,12 +220,13 @@ pub enum Outcome {
     Failed(Failure),
 }
 
-/// What the target of a delivered route sees of a TLP: where it arrived, and the requester ID it
-/// carried there (an NTB rewrites it on the way).
+/// What the target of a delivered route sees of a TLP: where it arrived, and its header as the
+/// path rewrote it there (the address in the target's domain after NTB and IOMMU translation,
+/// the requester ID after the NTB's requester-ID LUT).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Arrival {
     pub target: Target,
-    pub rid: Bdf,
+    pub header: TlpHeader,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
