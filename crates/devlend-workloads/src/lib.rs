@@ -47,7 +47,7 @@ mod pingpong;
 mod scenario;
 mod stats;
 
-pub use devlend_devices::gpu_run::Dir;
+pub use devlend_drivers::gpu_run::Dir;
 pub use devlend_engine::machine::LinkStat;
 pub use devlend_wire::Access;
 pub use error::{BadSpec, FailCause, Missing, SetupCause, Unreached, WResult, WorkloadError};
