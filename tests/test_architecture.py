@@ -75,3 +75,14 @@ def test_fabric_fields_are_the_fabric_crates_own():
     body = src.split("pub struct Fabric {", 1)[1].split("\n}", 1)[0]
     exposed = re.findall(r"^\s*pub (\w+):", body, re.M)
     assert not exposed, f"Fabric fields public outside devlend-fabric: {exposed}"
+
+
+def test_device_models_are_free_of_the_host_and_drivers():
+    """Issue 31: the device crate holds the models alone; drivers and host-using tests sit outside it."""
+    for table in ("dependencies", "dev-dependencies"):
+        assert not _deps("devlend-devices", table) & {"devlend-host", "devlend-drivers", "devlend-vm"}, table
+    src = os.path.join(CRATES, "devlend-devices", "src")
+    for base, _, files in os.walk(src):
+        for name in files:
+            text = open(os.path.join(base, name), encoding="utf-8").read()
+            assert "devlend_host" not in text, f"{os.path.join(base, name)} names devlend_host"

@@ -12,9 +12,9 @@ from conftest import ROOT, topo_path
 FIXTURES = [
     ("crates/devlend-bench/three-host.json", "three-host-cluster.yaml", False),
     ("crates/devlend-engine/tests/pxh830.json", "pxh830-two-host.yaml", True),
-    ("crates/devlend-devices/tests/b2b.json", "nvme-back-to-back.yaml", False),
-    ("crates/devlend-devices/tests/pxh830-two-host.json", "pxh830-two-host.yaml", True),
-    ("crates/devlend-devices/tests/three-host-cluster.json", "three-host-cluster.yaml", False),
+    ("crates/devlend-drivers/tests/b2b.json", "nvme-back-to-back.yaml", False),
+    ("crates/devlend-drivers/tests/pxh830-two-host.json", "pxh830-two-host.yaml", True),
+    ("crates/devlend-drivers/tests/three-host-cluster.json", "three-host-cluster.yaml", False),
     ("crates/devlend-rdma/tests/pex8749-rdma.json", "pex8749-rdma.yaml", True),
     ("crates/devlend-vm/tests/expansion-chassis-vm.json", "expansion-chassis-vm.yaml", True),
 ]

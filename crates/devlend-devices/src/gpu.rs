@@ -73,7 +73,7 @@
 //! status to `CE_NOTIFY_ADDR` (CUDA's error notifier) so a waiting driver wakes; a DMA fault stops
 //! only that engine's flow, bytes before it have moved. Engines work at once, sharing the links.
 
-use crate::error::{DResult, DeviceError};
+use crate::error::{MResult, ModelError};
 use devlend_fabric::model::FuncId;
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
@@ -174,9 +174,9 @@ fn le(b: &[u8]) -> u64 {
 impl Gpu {
     /// The model of function `func`: device memory of its profile's `memory` size (or its BAR 1
     /// size), BAR 1 windowing onto it. Sets the read-only registers.
-    pub fn new(f: &mut Fabric, func: FuncId) -> DResult<Gpu> {
-        let fun = f.funcs().get(func as usize).ok_or(DeviceError::NoFunction { func })?;
-        let bar1 = fun.bars.iter().find(|b| b.index == 1).ok_or(DeviceError::NoBar { device: fun.name.clone(), bar: 1 })?;
+    pub fn new(f: &mut Fabric, func: FuncId) -> MResult<Gpu> {
+        let fun = f.funcs().get(func as usize).ok_or(ModelError::NoFunction { func })?;
+        let bar1 = fun.bars.iter().find(|b| b.index == 1).ok_or(ModelError::NoBar { device: fun.name.clone(), bar: 1 })?;
         let mem_size = Self::memory_of(f, func).unwrap_or(bar1.size);
         let g = Gpu {
             func,
@@ -219,15 +219,15 @@ impl Gpu {
         f.bar_store(self.func, 0, off, data);
     }
 
-    fn check(&self, off: u64, len: u64) -> DResult<()> {
+    fn check(&self, off: u64, len: u64) -> MResult<()> {
         match off.checked_add(len) {
             Some(end) if end <= self.mem_size => Ok(()),
-            _ => Err(DeviceError::OutsideMemory { func: self.func, off, len, size: self.mem_size }),
+            _ => Err(ModelError::OutsideMemory { func: self.func, off, len, size: self.mem_size }),
         }
     }
 
     /// The GPU's own load from its memory (no fabric access): what a kernel polling its memory sees.
-    pub fn mem_read(&self, f: &Fabric, off: u64, len: usize) -> DResult<Vec<u8>> {
+    pub fn mem_read(&self, f: &Fabric, off: u64, len: usize) -> MResult<Vec<u8>> {
         self.check(off, len as u64)?;
         let mut b = vec![0u8; len];
         if let Some(m) = f.bar_mem(self.func, 1) {
@@ -237,20 +237,20 @@ impl Gpu {
     }
 
     /// The GPU's own store into its memory (a kernel's store, or test set-up).
-    pub fn mem_write(&self, f: &mut Fabric, off: u64, data: &[u8]) -> DResult<()> {
+    pub fn mem_write(&self, f: &mut Fabric, off: u64, data: &[u8]) -> MResult<()> {
         self.check(off, data.len() as u64)?;
         f.bar_store(self.func, 1, off, data);
         Ok(())
     }
 
     /// A failed access by this GPU at `addr`, with the names of what refused it.
-    fn dma_error(&self, f: &Fabric, failure: devlend_fabric::route::Failure, addr: u64) -> DeviceError {
-        DeviceError::Dma { func: self.func, addr, failure: Box::new(f.failure_report(&failure)) }
+    fn dma_error(&self, f: &Fabric, failure: devlend_fabric::route::Failure, addr: u64) -> ModelError {
+        ModelError::Dma { func: self.func, addr, failure: Box::new(f.failure_report(&failure)) }
     }
 
     /// A store by the GPU's SMs to a DMA address (a peer's BAR 1, host RAM), at once and without
     /// time: for the functional checks of what the fabric lets through (`devlend-vm`'s attacks).
-    pub fn store(&mut self, f: &mut Fabric, addr: u64, data: &[u8]) -> DResult<()> {
+    pub fn store(&mut self, f: &mut Fabric, addr: u64, data: &[u8]) -> MResult<()> {
         match f.write(self.me(), addr, data).1 {
             None => Ok(()),
             Some(e) => Err(self.dma_error(f, e, addr)),
@@ -258,7 +258,7 @@ impl Gpu {
     }
 
     /// A load by the GPU's SMs from a DMA address, at once and without time (as [`Gpu::store`]).
-    pub fn load(&mut self, f: &mut Fabric, addr: u64, len: usize) -> DResult<Vec<u8>> {
+    pub fn load(&mut self, f: &mut Fabric, addr: u64, len: usize) -> MResult<Vec<u8>> {
         match f.read(self.me(), addr, len) {
             (data, None) => Ok(data),
             (_, Some(e)) => Err(self.dma_error(f, e, addr)),

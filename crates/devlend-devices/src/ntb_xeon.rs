@@ -422,6 +422,3 @@ impl<W: World> Device<W> for XeonNtb {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -24,7 +24,7 @@
 //! 4 KiB page at a time, and a read's page is DMA'd to the host as soon as it has streamed, so the
 //! media and the link overlap and the slower of the two bounds a large transfer.
 
-use crate::error::{DResult, DeviceError, ParamsProblem};
+use crate::error::{MResult, ModelError, ParamsProblem};
 use devlend_engine::machine::{Cx, Device, FlowDone, World};
 use devlend_engine::queue::Ps;
 use devlend_fabric::config::MSIX_TABLE_OFFSET;
@@ -85,8 +85,8 @@ pub struct Media {
 
 impl Media {
     /// The media timing of device profile `profile` (params/hardware.toml).
-    pub fn of(profile: &str) -> DResult<Media> {
-        let bad = |problem| DeviceError::Params { field: format!("[device.{profile}]"), problem };
+    pub fn of(profile: &str) -> MResult<Media> {
+        let bad = |problem| ModelError::Params { field: format!("[device.{profile}]"), problem };
         let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| bad(ParamsProblem::Toml(Box::new(e))))?;
         let v = t.get("device").and_then(|d| d.get(profile)).ok_or_else(|| bad(ParamsProblem::NoProfile { profile: profile.into() }))?;
         v.clone().try_into().map_err(|error| bad(ParamsProblem::NoMediaTiming { profile: profile.into(), error: Box::new(error) }))
@@ -96,7 +96,7 @@ impl Media {
     /// topology's `params` sets for it (`devices.NAME.media_*`, `capacity`).
     /// A drive described by its functions (an import of a drive whose IDs devlend does not know)
     /// has the media of `DEFAULT_PROFILE`.
-    pub fn of_device(f: &Fabric, device: &str) -> DResult<Media> {
+    pub fn of_device(f: &Fabric, device: &str) -> MResult<Media> {
         let d = f.devices().iter().position(|d| d.name == device);
         let profile = match d.map(|d| &f.devices()[d]) {
             Some(info) if info.profile.is_none() && info.kind == devlend_fabric::spec::DeviceKind::Nvme => DEFAULT_PROFILE.to_string(),

@@ -1,6 +1,6 @@
 //! 000 §7.1-7.2's GPU figures as their procedures, natively: each function builds a [`Cluster`]
 //! from topology JSON (without a `setup` section), binds the GPUs for the runner (its own, or
-//! borrowed) and runs the workload on one machine (`devlend_devices::gpu_run`), checks the bytes
+//! borrowed) and runs the workload on one machine (`devlend_drivers::gpu_run`), checks the bytes
 //! arrived and reports the time the runner's thread spent.
 //!
 //! - D1 ([`memcpy`]): bandwidthTest, one cudaMemcpy host<->device (000 §7.1, Fig 10). CUDA's
@@ -17,8 +17,8 @@
 //!   IOTLB walks (one per direction where an IOMMU translates) weigh nothing; timed from the
 //!   first store, 8 rounds would carry them (+80 ns a round for 1L-P2P-IOMMU).
 
-use devlend_devices::error::{DResult, DeviceError};
-use devlend_devices::gpu_run::{bind, fits, kernel_round_trip, launch, on_machine, pattern, shared, staged, staging_chunk, timing, CopyTiming, Dir, Via};
+use devlend_drivers::error::{DResult, DeviceError};
+use devlend_drivers::gpu_run::{bind, fits, kernel_round_trip, launch, on_machine, pattern, shared, staged, staging_chunk, timing, CopyTiming, Dir, Via};
 use devlend_host::Cluster;
 
 /// D1: one cudaMemcpy of `len` bytes between `device`'s memory and a buffer in `runner`'s RAM.

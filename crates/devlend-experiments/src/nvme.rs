@@ -1,13 +1,13 @@
 //! D5 natively: NVMe block reads as 000 §7.4 measured them, on one machine
-//! (`devlend_devices::nvme_run`): a host (the drive's own, or a borrower) probes the drive and reads blocks through the unmodified driver as a thread; the
+//! (`devlend_drivers::nvme_run`): a host (the drive's own, or a borrower) probes the drive and reads blocks through the unmodified driver as a thread; the
 //! controller acts on the same clock (doorbell, command fetch, media, data DMA, completion entry,
 //! MSI-X), so a read's time is when the thread's read returned less when it began. The data of
 //! every read is checked.
 
-use devlend_devices::error::{DResult, DeviceError};
 use devlend_devices::nvme::BLOCK;
-use devlend_devices::nvme_driver::Driver;
-use devlend_devices::nvme_run::machine;
+use devlend_drivers::error::{DResult, DeviceError};
+use devlend_drivers::nvme_driver::Driver;
+use devlend_drivers::nvme_run::machine;
 use devlend_engine::machine::ThreadError;
 use devlend_host::{Os, ThreadOs};
 use std::cell::RefCell;

@@ -3,13 +3,13 @@
 //! GPU comparison copies device to host (posted writes, bounded by the links); host to device is
 //! bounded by the copy engine's read tags and the round trip ([timing] read_tags), which Gen4 does not change.
 
-use devlend_devices::gpu_run::{bind, Dir};
+use devlend_drivers::gpu_run::{bind, Dir};
 use devlend_experiments::gpu::memcpy;
 use devlend_host::Cluster;
 use devlend_workloads::fio_job::{fio, Job, Rw};
 
-const TWO: &str = include_str!("../../devlend-devices/tests/pxh830-two-host.json");
-const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
+const TWO: &str = include_str!("../../devlend-drivers/tests/pxh830-two-host.json");
+const B2B: &str = include_str!("../../devlend-drivers/tests/b2b.json");
 const MIB: u64 = 1 << 20;
 
 /// `json` with its Xeon E5 hosts' root write intake off (`ram_write_line_ps` 0): the intake was

@@ -4,16 +4,16 @@
 //! Fixtures: the shipped pxh830-two-host.yaml and three-host-cluster.yaml without `setup`.
 
 use devlend_devices::gpu::*;
-use devlend_devices::gpu_driver::{Driver, GpuError};
-use devlend_devices::gpu_run::*;
+use devlend_drivers::gpu_driver::{Driver, GpuError};
+use devlend_drivers::gpu_run::*;
 use devlend_experiments::gpu::*;
 use devlend_fabric::route::{HopKind, Requester};
 use devlend_fabric::spec::LinkKind;
 use devlend_host::{Cluster, Os, ThreadOs};
 use devlend_wire::Access;
 
-const TWO: &str = include_str!("../../devlend-devices/tests/pxh830-two-host.json");
-const THREE: &str = include_str!("../../devlend-devices/tests/three-host-cluster.json");
+const TWO: &str = include_str!("../../devlend-drivers/tests/pxh830-two-host.json");
+const THREE: &str = include_str!("../../devlend-drivers/tests/three-host-cluster.json");
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 

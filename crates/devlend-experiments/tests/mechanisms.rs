@@ -4,14 +4,14 @@
 //! time per copy and its GPFIFO fetches on the links, and a host's interrupt entry.
 //! Every difference is exact: the machine is deterministic and these runs have no contention.
 
-use devlend_devices::gpu_run::*;
+use devlend_drivers::gpu_run::*;
 use devlend_experiments::gpu::*;
 use devlend_experiments::nvme::read_blocks;
 use serde_json::{json, Value};
 
-const TWO: &str = include_str!("../../devlend-devices/tests/pxh830-two-host.json");
-const THREE: &str = include_str!("../../devlend-devices/tests/three-host-cluster.json");
-const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
+const TWO: &str = include_str!("../../devlend-drivers/tests/pxh830-two-host.json");
+const THREE: &str = include_str!("../../devlend-drivers/tests/three-host-cluster.json");
+const B2B: &str = include_str!("../../devlend-drivers/tests/b2b.json");
 const NS: u64 = 1000;
 
 /// `json` with `params.<scope>[.<name>].<key>` set to `v` ps.

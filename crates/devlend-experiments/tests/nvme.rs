@@ -4,14 +4,14 @@
 //! pairs proceed at once.
 
 use devlend_devices::nvme::SC_LBA_OUT_OF_RANGE;
-use devlend_devices::nvme_driver::{Driver, NvmeError};
-use devlend_devices::nvme_run::machine;
+use devlend_drivers::nvme_driver::{Driver, NvmeError};
+use devlend_drivers::nvme_run::machine;
 use devlend_engine::machine::ThreadError;
 use devlend_experiments::nvme::read_blocks;
 use devlend_host::{Os, ThreadOs};
 use devlend_workloads::fio_job::{fio, Job, Rw};
 
-const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
+const B2B: &str = include_str!("../../devlend-drivers/tests/b2b.json");
 
 #[test]
 fn local_and_borrowed_reads_return_the_drives_data() {

@@ -2,7 +2,7 @@
 //! python/devlend/topologies/expansion-chassis-vm.yaml as JSON without its setup section
 //! (what `devlend.experiments._gpu.topology_json` produces).
 
-use devlend_devices::gpu_run::Via;
+use devlend_drivers::gpu_run::Via;
 use devlend_experiments::gpu::{gpu_to_gpu, pingpong};
 use devlend_experiments::vm::d4;
 use devlend_vm::fixtures::Scenario;
@@ -11,7 +11,7 @@ use devlend_vm::irq::Src;
 const JSON: &str = include_str!("../../devlend-vm/tests/expansion-chassis-vm.json");
 const MIB: u64 = 1 << 20;
 
-fn gbps(t: &devlend_devices::gpu_run::CopyTiming) -> f64 {
+fn gbps(t: &devlend_drivers::gpu_run::CopyTiming) -> f64 {
     t.bandwidth() / 1e9
 }
 

@@ -1,7 +1,7 @@
 //! The fio-style NVMe workload (devlend-workloads' `fio_job`), local or through Device Lending.
 
 use crate::{FabricError, NvmeStatusError};
-use devlend_devices::nvme_driver::NvmeError;
+use devlend_drivers::nvme_driver::NvmeError;
 use devlend_workloads::fio_job::{fio as run, fio_threads, FioError, FioResult, Job, JobOut, JobSpec, Rw};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;

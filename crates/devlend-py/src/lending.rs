@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 
 /// A device error becomes `DeviceError(message, kind)` (built inside `detach`: the error may hold
 /// a machine's thread error, which is not `Send`).
-fn derr(e: devlend_devices::error::DeviceError) -> PyErr {
+fn derr(e: devlend_drivers::error::DeviceError) -> PyErr {
     DeviceError::new_err((e.to_string(), e.kind()))
 }
 
@@ -23,7 +23,7 @@ fn nvme_read(py: Python<'_>, topology_json: &str, runner: &str, device: &str, lb
 /// (borrowing the GPU when it sits elsewhere): (total ps, [(step, ps)]). `dtoh`: device to host.
 #[pyfunction]
 fn gpu_memcpy(py: Python<'_>, topology_json: &str, runner: &str, device: &str, dtoh: bool, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
-    use devlend_devices::gpu_run::Dir;
+    use devlend_drivers::gpu_run::Dir;
     use devlend_experiments::gpu::memcpy;
     let dir = if dtoh { Dir::DtoH } else { Dir::HtoD };
     let t = py.detach(|| memcpy(topology_json, runner, device, dir, len).map_err(derr))?;
@@ -33,7 +33,7 @@ fn gpu_memcpy(py: Python<'_>, topology_json: &str, runner: &str, device: &str, d
 /// One GPU-to-GPU transfer, peer-to-peer or bounced through the runner's RAM: (total ps, steps).
 #[pyfunction]
 fn gpu_to_gpu(py: Python<'_>, topology_json: &str, runner: &str, src: &str, dst: &str, peer: bool, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
-    use devlend_devices::gpu_run::Via;
+    use devlend_drivers::gpu_run::Via;
     use devlend_experiments::gpu::gpu_to_gpu as g2g;
     let via = if peer { Via::Peer } else { Via::Ram };
     let t = py.detach(|| g2g(topology_json, runner, src, dst, via, len).map_err(derr))?;
@@ -43,7 +43,7 @@ fn gpu_to_gpu(py: Python<'_>, topology_json: &str, runner: &str, src: &str, dst:
 /// The ping-pong kernel's round trip between GPUs `a` and `b`, counters in GPU memory or RAM (ps).
 #[pyfunction]
 fn gpu_pingpong(py: Python<'_>, topology_json: &str, runner: &str, a: &str, b: &str, peer: bool) -> PyResult<u64> {
-    use devlend_devices::gpu_run::Via;
+    use devlend_drivers::gpu_run::Via;
     use devlend_experiments::gpu::pingpong;
     let via = if peer { Via::Peer } else { Via::Ram };
     py.detach(|| pingpong(topology_json, runner, a, b, via).map_err(derr))

@@ -13,7 +13,7 @@ pub(crate) fn text(e: impl std::fmt::Display) -> PyErr {
 /// lender; "VMRem": mediated pass-through on the remote host): (total ps, steps).
 #[pyfunction]
 fn vm_gpu_to_gpu(py: Python<'_>, topology_json: &str, scenario: &str, peer: bool, len: u64) -> PyResult<(u64, Vec<(String, u64)>)> {
-    use devlend_devices::gpu_run::Via;
+    use devlend_drivers::gpu_run::Via;
     let via = if peer { Via::Peer } else { Via::Ram };
     let sc = devlend_vm::fixtures::Scenario::parse(scenario).map_err(text)?;
     let r = py.detach(|| devlend_experiments::vm::d4::gpu_to_gpu(topology_json, sc, via, len).map_err(text));
@@ -23,7 +23,7 @@ fn vm_gpu_to_gpu(py: Python<'_>, topology_json: &str, scenario: &str, peer: bool
 /// D4: the ping-pong round trip in a VM (ps).
 #[pyfunction]
 fn vm_pingpong(py: Python<'_>, topology_json: &str, scenario: &str, peer: bool) -> PyResult<u64> {
-    use devlend_devices::gpu_run::Via;
+    use devlend_drivers::gpu_run::Via;
     let via = if peer { Via::Peer } else { Via::Ram };
     let sc = devlend_vm::fixtures::Scenario::parse(scenario).map_err(text)?;
     py.detach(|| devlend_experiments::vm::d4::pingpong(topology_json, sc, via).map_err(text))

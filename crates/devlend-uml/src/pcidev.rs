@@ -97,7 +97,7 @@ impl PciFunction {
     /// elsewhere), with `blocks` blocks; its controller joins the engine.
     pub fn nvme(e: &mut Engine, host: &str, device: &str, blocks: u64) -> UmlResult<PciFunction> {
         let (ctrl, host_id, dev) =
-            devlend_devices::nvme_run::attach(&mut e.machine, host, device, Some(blocks)).map_err(model("setting up the drive on the topology"))?;
+            devlend_drivers::nvme_run::attach(&mut e.machine, host, device, Some(blocks)).map_err(model("setting up the drive on the topology"))?;
         let func = ctrl.borrow().func;
         PciFunction::new(e, Model::Nvme(ctrl), host_id, dev, func, device)
     }

@@ -6,7 +6,7 @@ use devlend_uml::pcidev::Load;
 use devlend_uml::vring::Vring;
 use devlend_uml::{Engine, PciFunction};
 
-const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
+const B2B: &str = include_str!("../../devlend-drivers/tests/b2b.json");
 
 fn borrowed() -> (Engine, PciFunction) {
     let mut e = Engine::from_json(B2B).unwrap();

@@ -16,7 +16,7 @@ use crate::error::SetupError;
 use crate::fixtures::{self, Scenario, Testbed};
 use crate::vm::{Path, VmId};
 use crate::vmm::Vmm;
-use devlend_devices::error::DResult;
+use devlend_devices::error::MResult;
 use devlend_devices::gpu::Gpu;
 use devlend_fabric::config::{BAR0, CMD_BUS_MASTER, COMMAND, MSIX_CAP};
 use devlend_fabric::fabric::Event;
@@ -90,7 +90,7 @@ pub(crate) fn failures(c: &Cluster) -> Vec<Failure> {
 /// fail, add exactly one fault to the fabric's log and change no memory.
 fn by_iommu(case: &'static str, c: &mut Cluster, gpu: &mut Gpu, addr: u64, read: bool) -> CaseResult<Outcome> {
     let (digest, before) = (c.fabric.memory_digest(), failures(c).len());
-    let r: DResult<usize> = if read { gpu.load(&mut c.fabric, addr, 64).map(|d| d.len()) } else { gpu.store(&mut c.fabric, addr, &[0xee; 64]).map(|_| 64) };
+    let r: MResult<usize> = if read { gpu.load(&mut c.fabric, addr, 64).map(|d| d.len()) } else { gpu.store(&mut c.fabric, addr, &[0xee; 64]).map(|_| 64) };
     if let Ok(bytes) = r {
         return Err(CaseError::WentThrough { addr, bytes });
     }

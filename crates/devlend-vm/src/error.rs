@@ -5,8 +5,8 @@
 //! the attack suite's are in `attacks` ([`crate::attacks::AttackError`]).
 
 use crate::held::Held;
-use devlend_devices::error::DeviceError;
-use devlend_devices::gpu_driver::GpuError;
+use devlend_drivers::error::DeviceError;
+use devlend_drivers::gpu_driver::GpuError;
 use devlend_engine::machine::MachineError;
 use devlend_fabric::FabricError;
 use devlend_host::HostError;

@@ -14,7 +14,7 @@ use crate::error::SetupError;
 use crate::vm::VmId;
 use crate::vmm::Vmm;
 use devlend_devices::gpu::Gpu;
-use devlend_devices::gpu_driver::Driver;
+use devlend_drivers::gpu_driver::Driver;
 use devlend_host::Cluster;
 
 pub const GUEST_RAM: u64 = 256 << 20;
@@ -36,7 +36,7 @@ impl Scenario {
 }
 
 /// The testbed with the GPUs' BAR 1 at the K40c's default size (see the module docs).
-pub use devlend_devices::gpu_run::Bound as GBound;
+pub use devlend_drivers::gpu_run::Bound as GBound;
 
 /// A VM with gpu0 and gpu1 passed through and probed by the guest's driver.
 pub struct Testbed {
@@ -68,7 +68,7 @@ pub(crate) fn bind(c: &mut Cluster, vmm: &mut Vmm, vm: VmId, name: &str, mediate
         vmm.assign_vfio(c, vm, name).map_err(SetupError::host("passing through with VFIO", name))?
     };
     let func = c.fabric.func_id(name).map_err(|error| SetupError::Fabric { device: name.to_string(), error })?;
-    let gpu = Gpu::new(&mut c.fabric, func).map_err(|error| SetupError::Device { device: name.to_string(), error: Box::new(error) })?;
+    let gpu = Gpu::new(&mut c.fabric, func).map_err(|error| SetupError::Device { device: name.to_string(), error: Box::new(error.into()) })?;
     let mut os = vmm.guest(c, vm).map_err(SetupError::host("entering the guest kernel", name))?;
     let drv = Driver::probe(&mut os, dev).map_err(|error| SetupError::Driver { device: name.to_string(), error })?;
     Ok(GBound { dev, gpu, drv })

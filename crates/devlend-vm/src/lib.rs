@@ -6,7 +6,7 @@
 //! - [`vm`]: a VM with its RAM on scattered host chunks (the EPT for RAM), its guest page
 //!   allocator, its devices and their guest-physical BARs, and the §5 memory probe;
 //! - [`guest`]: [`GuestOs`], the guest kernel: the same `devlend_host::Os` interface drivers are
-//!   written against, so devlend-devices' GPU driver runs in the guest unmodified;
+//!   written against, so devlend-drivers' GPU driver runs in the guest unmodified;
 //! - [`timed`]: [`GuestKernel`] (a VM's kernel for workloads' threads) and [`GuestThreadOs`], that kernel on a thread of the one clock (its CPU accesses
 //!   through the EPT, timed as the host CPU's), and [`timed::on_machine`];
 //! - [`irq_clock`]: the VM interrupt path as a chain of events on the hypervisor's threads;

@@ -4,10 +4,10 @@
 //! never enables bus mastering, two VMs asking for one device and a VM the window cannot cover
 //! get clear errors and leave nothing mapped.
 
-use devlend_devices::error::DeviceError;
+use devlend_devices::error::ModelError;
 use devlend_devices::gpu::Gpu;
-use devlend_devices::gpu_driver::Driver;
-use devlend_devices::gpu_run::{on_machine, shared};
+use devlend_drivers::gpu_driver::Driver;
+use devlend_drivers::gpu_run::{on_machine, shared};
 use devlend_fabric::fabric::Event;
 use devlend_host::{Cluster, HostError, Os};
 use devlend_vm::fixtures::{self, Scenario, Testbed};
@@ -23,7 +23,7 @@ fn failures(c: &Cluster) -> usize {
 fn assert_blocked(c: &mut Cluster, gpu: &mut Gpu, addr: u64) {
     let (digest, before) = (c.fabric.memory_digest(), failures(c));
     let e = gpu.store(&mut c.fabric, addr, &[0xee; 64]).err().unwrap_or_else(|| panic!("store at {addr:#x} went through"));
-    let DeviceError::Dma { func, addr: at, failure, .. } = e else { panic!("{e}") };
+    let ModelError::Dma { func, addr: at, failure, .. } = e else { panic!("{e}") };
     assert_eq!((func, at), (gpu.func, addr), "the error names the GPU and the address");
     assert!(matches!(c.fabric.events().last(), Some(Event::Failed(f)) if *f == failure.failure), "the error carries the failure the fabric recorded");
     assert_eq!(failures(c), before + 1, "the blocked store is recorded");

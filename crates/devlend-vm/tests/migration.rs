@@ -3,7 +3,7 @@
 //! target without a path to a lender is refused with everything made for the attempt undone.
 
 use devlend_devices::gpu::Gpu;
-use devlend_devices::gpu_driver::Driver;
+use devlend_drivers::gpu_driver::Driver;
 use devlend_host::{Cluster, HostError, Os};
 use devlend_vm::timed::{back, on_machine, raise_once};
 use devlend_vm::{GuestThreadOs, Path, Vmm};

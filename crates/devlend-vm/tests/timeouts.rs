@@ -3,9 +3,9 @@
 //! `nvme_io_timeout_ps` with the CSTS read, the GPU driver after its copy watchdog
 //! (`gpu_watchdog_ps`), each on the machine, in a VM on either path.
 
-use devlend_devices::gpu_run::shared;
 use devlend_devices::nvme::{Controller, Media, BLOCK};
-use devlend_devices::nvme_driver::{Driver, NvmeError};
+use devlend_drivers::gpu_run::shared;
+use devlend_drivers::nvme_driver::{Driver, NvmeError};
 use devlend_engine::machine::{Cx, Device, FlowDone};
 use devlend_host::{Cluster, Os};
 use devlend_vm::fixtures::{self, Scenario, Testbed, GUEST_RAM};

@@ -2,9 +2,10 @@
 
 use crate::fio_job::FioError;
 use crate::nic::NicFault;
-use devlend_devices::error::DeviceError;
-use devlend_devices::gpu_driver::GpuError;
-use devlend_devices::gpu_run::Dir;
+use devlend_devices::error::ModelError;
+use devlend_drivers::error::DeviceError;
+use devlend_drivers::gpu_driver::GpuError;
+use devlend_drivers::gpu_run::Dir;
 use devlend_engine::machine::MachineError;
 use devlend_engine::queue::Ps;
 use devlend_fabric::FabricError;
@@ -131,6 +132,19 @@ impl From<DeviceError> for SetupCause {
 impl From<DeviceError> for FailCause {
     fn from(e: DeviceError) -> Self {
         FailCause::Device(Box::new(e))
+    }
+}
+
+/// A device model's error is a device error (what a driver-side run would report).
+impl From<ModelError> for SetupCause {
+    fn from(e: ModelError) -> Self {
+        DeviceError::Model(e).into()
+    }
+}
+
+impl From<ModelError> for FailCause {
+    fn from(e: ModelError) -> Self {
+        DeviceError::Model(e).into()
     }
 }
 

@@ -14,8 +14,8 @@ pub use error::FioError;
 pub use thread::{IoRec, JobOut, JobSpec, MAX_BS};
 
 use devlend_devices::nvme::BLOCK;
-use devlend_devices::nvme_driver::{Driver, NvmeError};
-use devlend_devices::nvme_run::machine;
+use devlend_drivers::nvme_driver::{Driver, NvmeError};
+use devlend_drivers::nvme_run::machine;
 use devlend_engine::machine::Machine;
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, DevId, ThreadKernel};

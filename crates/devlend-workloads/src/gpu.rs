@@ -5,8 +5,8 @@
 use crate::attach::{attach, with_os, Guests, Runner};
 use crate::error::{BadSpec, FailCause, WResult, WorkloadError};
 use devlend_devices::gpu::Gpu;
-use devlend_devices::gpu_driver::Driver;
-use devlend_devices::gpu_run::Dir;
+use devlend_drivers::gpu_driver::Driver;
+use devlend_drivers::gpu_run::Dir;
 use devlend_engine::machine::{Machine, ThreadError};
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, Os, ThreadKernel};

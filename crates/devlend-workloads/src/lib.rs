@@ -1,7 +1,7 @@
 //! # devlend-workloads: several workloads at once on one clock
 //!
-//! The workloads layer of devlend, above the devices (`devlend-devices`), RDMA (`devlend-rdma`) and host
-//! software (`devlend-host`): a [`Scenario`] is one `Machine<Cluster>` on which workloads start
+//! The workloads layer of devlend, above the devices and their drivers (`devlend-devices`,
+//! `devlend-drivers`), RDMA (`devlend-rdma`) and host software (`devlend-host`): a [`Scenario`] is one `Machine<Cluster>` on which workloads start
 //! at given times — timing-only DMA streams, bandwidthTest-style GPU copies driven by the real GPU
 //! driver on the GPU actor, GPU ping-pongs of the ping-pong kernel (`gpu_kernel`), fio-style NVMe
 //! jobs driven by the real NVMe driver on the controller, Linux's `ntb_perf` between two
@@ -47,7 +47,7 @@ mod pingpong;
 mod scenario;
 mod stats;
 
-pub use devlend_devices::gpu_run::Dir;
+pub use devlend_drivers::gpu_run::Dir;
 pub use devlend_engine::machine::LinkStat;
 pub use devlend_wire::Access;
 pub use error::{BadSpec, FailCause, Missing, SetupCause, Unreached, WResult, WorkloadError};

@@ -8,10 +8,10 @@
 
 use crate::attach::{attach, with_os, Guests, Runner};
 use crate::error::{BadSpec, WResult, WorkloadError};
-use devlend_devices::error::{DResult, DeviceError};
 use devlend_devices::gpu::Gpu;
-use devlend_devices::gpu_driver::{Driver, Mapping};
 use devlend_devices::gpu_kernel::{Kernel, KernelStop, K_FIRST, K_LAUNCH, K_OWN_OFF, K_POLL_AT, K_ROUNDS, K_STORE_AT};
+use devlend_drivers::error::{DResult, DeviceError};
+use devlend_drivers::gpu_driver::{Driver, Mapping};
 use devlend_engine::machine::{Machine, ThreadError};
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, Os, ThreadKernel};

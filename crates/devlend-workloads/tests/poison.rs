@@ -5,7 +5,7 @@
 use devlend_host::Cluster;
 use devlend_workloads::*;
 
-const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
+const B2B: &str = include_str!("../../devlend-drivers/tests/b2b.json");
 
 fn scenario() -> Scenario {
     let mut s = Scenario::new(Cluster::from_json(B2B).unwrap());

@@ -3,8 +3,8 @@
 use devlend_host::Cluster;
 use devlend_workloads::*;
 
-const B2B: &str = include_str!("../../devlend-devices/tests/b2b.json");
-const THREE: &str = include_str!("../../devlend-devices/tests/three-host-cluster.json");
+const B2B: &str = include_str!("../../devlend-drivers/tests/b2b.json");
+const THREE: &str = include_str!("../../devlend-drivers/tests/three-host-cluster.json");
 const MIB: u64 = 1 << 20;
 
 fn bw(r: &Report, name: &str) -> f64 {

@@ -8,7 +8,7 @@ use devlend_fabric::spec::{VmDeviceSpec, VmPathSpec, VmSpec};
 use devlend_host::Cluster;
 use devlend_workloads::*;
 
-const THREE: &str = include_str!("../../devlend-devices/tests/three-host-cluster.json");
+const THREE: &str = include_str!("../../devlend-drivers/tests/three-host-cluster.json");
 const MIB: u64 = 1 << 20;
 
 /// A VM on the borrower with lender-a's gpu0 on the mediated path.

@@ -1,5 +1,5 @@
-"""Running the GPU workloads as software on the simulated hosts (devlend-devices' GPU model and
-unmodified driver, devlend-host's Device Lending): topology JSON without a `setup` section, with
+"""Running the GPU workloads as software on the simulated hosts (devlend-devices' GPU model,
+devlend-drivers' unmodified driver, devlend-host's Device Lending): topology JSON without a `setup` section, with
 the lenders' IOMMUs set per scenario."""
 
 from __future__ import annotations

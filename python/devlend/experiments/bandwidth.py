@@ -1,7 +1,7 @@
 """D1: bandwidthTest from the borrower to a remote Quadro K420 (000 §7.1, Fig 10; 001 §7.1, Fig 6).
 
 Setup (000 Fig 9): two Xeon hosts joined by PXH830 adapters; the lender's K420 and its PXH830 sit
-below one switch. The GPU model and its unmodified driver (devlend-devices) run on:
+below one switch. The GPU model and its unmodified driver (devlend-devices, devlend-drivers) run on:
 - Loc: the lender itself; the copy engine moves data to and from the lender's RAM.
 - Rem-SW: the borrower, after Device Lending has lent it the GPU; the lender's IOMMU is off, so the
   GPU's DMA crosses the lender's switch straight into the NTB (the shortest path).

@@ -1,6 +1,6 @@
 """D5: an Optane 900P read locally and by a borrower, back-to-back hosts (000 §7.4, Fig 19; 001 §7.2, Fig 7).
 
-The drive runs the NVMe controller model and the unmodified NVMe driver (devlend-devices), on the
+The drive runs the NVMe controller model and the unmodified NVMe driver (devlend-devices, devlend-drivers), on the
 lender itself (NatLoc) or on the other host after Device Lending has lent it (NatRem); the driver
 is the same code in both. Each read is checked against the drive's contents and timed: the driver's
 submission-entry store and doorbell, the controller's command fetch, the data, and the completion

@@ -1,7 +1,7 @@
 """D4: GPU-to-GPU bandwidth and ping-pong latency in a VM on the expansion-chassis testbed
 (000 §7.3, Table 2, Figs 15-18).
 
-Every VM scenario runs devlend-devices' unmodified GPU driver in a guest kernel (devlend-vm) on a
+Every VM scenario runs devlend-drivers' unmodified GPU driver in a guest kernel (devlend-vm) on a
 thread of one machine, the GPUs as actors on the same clock (as D1-D3 natively):
 - VMLoc: the VM runs on the lender; both GPUs are passed through with VFIO (a per-VM IOMMU
   domain on the lender, guest-physical = IOVA).

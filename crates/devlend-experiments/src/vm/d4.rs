@@ -9,7 +9,7 @@
 
 use super::error::{guest, setup, stopped, RunCause, VResult, VmRunError};
 use devlend_devices::gpu::Gpu;
-use devlend_devices::gpu_run::{fits, kernel_round_trip, launch, pattern, shared, staged, staging_chunk, timing, CopyTiming, Via};
+use devlend_drivers::gpu_run::{fits, kernel_round_trip, launch, pattern, shared, staged, staging_chunk, timing, CopyTiming, Via};
 use devlend_fabric::Requester;
 use devlend_host::{Cluster, Os};
 use devlend_vm::fixtures::{testbed, Scenario, Testbed};

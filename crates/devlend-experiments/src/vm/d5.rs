@@ -12,7 +12,7 @@
 use super::error::{guest, setup, stopped, RunCause, VResult, VmRunError};
 use crate::nvme::ReadTiming;
 use devlend_devices::nvme::{Controller, Media, BLOCK};
-use devlend_devices::nvme_driver::Driver;
+use devlend_drivers::nvme_driver::Driver;
 use devlend_host::{Cluster, Os};
 use devlend_vm::fixtures::GUEST_RAM;
 use devlend_vm::irq::Src;

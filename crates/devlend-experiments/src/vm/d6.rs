@@ -4,7 +4,7 @@
 //! The training epoch itself, every set-up on one machine, is [`super::epoch`].
 
 use super::error::{guest, setup, stopped, RunCause, VResult, VmRunError};
-use devlend_devices::gpu_run::{pattern, shared, timing, CopyTiming};
+use devlend_drivers::gpu_run::{pattern, shared, timing, CopyTiming};
 use devlend_host::Os;
 use devlend_vm::fixtures::{testbed, Scenario, Testbed, GUEST_RAM};
 use devlend_vm::timed::on_machine;

@@ -26,10 +26,10 @@
 
 use super::error::{guest, setup, stopped, RunCause, VResult, VmRunError};
 use devlend_devices::gpu::Gpu;
-use devlend_devices::gpu_driver::Driver as GpuDriver;
-use devlend_devices::gpu_run::{bind, shared};
 use devlend_devices::nvme::{Controller, Media, BLOCK};
-use devlend_devices::nvme_driver::Driver as NvmeDriver;
+use devlend_drivers::gpu_driver::Driver as GpuDriver;
+use devlend_drivers::gpu_run::{bind, shared};
+use devlend_drivers::nvme_driver::Driver as NvmeDriver;
 use devlend_engine::machine::{Machine, Thread, ThreadError};
 use devlend_host::{Cluster, DevId, Os, ThreadKernel};
 use devlend_vm::fixtures::{testbed, Scenario, Testbed};

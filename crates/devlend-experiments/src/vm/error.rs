@@ -1,9 +1,10 @@
 //! Errors of the paper figures in a VM (D4-D6, the VM borrower's block reads): each names the
 //! step that failed and the set-up it failed in, following `devlend_rdma::RdmaError`.
 
-use devlend_devices::error::DeviceError;
-use devlend_devices::gpu_driver::GpuError;
-use devlend_devices::nvme_driver::NvmeError;
+use devlend_devices::error::ModelError;
+use devlend_drivers::error::DeviceError;
+use devlend_drivers::gpu_driver::GpuError;
+use devlend_drivers::nvme_driver::NvmeError;
 use devlend_engine::machine::MachineError;
 use devlend_fabric::FabricError;
 use devlend_host::HostError;
@@ -63,6 +64,12 @@ impl From<FabricError> for SetupCause {
 impl From<DeviceError> for SetupCause {
     fn from(e: DeviceError) -> Self {
         SetupCause::Device(e)
+    }
+}
+
+impl From<ModelError> for SetupCause {
+    fn from(e: ModelError) -> Self {
+        SetupCause::Device(DeviceError::Model(e))
     }
 }
 
@@ -151,6 +158,12 @@ impl Error for VmRunError {
 impl From<DeviceError> for VmRunError {
     fn from(e: DeviceError) -> Self {
         VmRunError::Device(e)
+    }
+}
+
+impl From<ModelError> for VmRunError {
+    fn from(e: ModelError) -> Self {
+        VmRunError::Device(DeviceError::Model(e))
     }
 }
 

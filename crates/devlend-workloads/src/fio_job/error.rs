@@ -1,7 +1,7 @@
 //! The fio workload's errors: typed, with the job and the NVMe status they concern.
 
-use devlend_devices::error::DeviceError;
-use devlend_devices::nvme_driver::NvmeError;
+use devlend_drivers::error::DeviceError;
+use devlend_drivers::nvme_driver::NvmeError;
 use devlend_engine::machine::MachineError;
 use std::fmt;
 

@@ -7,7 +7,7 @@
 
 use super::{fnv, next, pattern, FioError, Rw, BS};
 use devlend_devices::nvme::{BLOCK, OP_READ, OP_WRITE};
-use devlend_devices::nvme_driver::{NvmeError, NvmeQueue};
+use devlend_drivers::nvme_driver::{NvmeError, NvmeQueue};
 use devlend_engine::machine::Thread;
 use devlend_host::{Cluster, HostError, Os, ThreadKernel};
 use std::collections::HashMap;

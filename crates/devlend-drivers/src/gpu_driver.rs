@@ -13,13 +13,13 @@
 //! there and back, which is what makes a far driver slower per copy (000 §7.1-7.2).
 //!
 //! On the machine's clock (a thread's `ThreadOs`) the stores are TLPs, the doorbell's landing
-//! starts the GPU's copy engine ([`crate::gpu_actor`]) and the driver spins on the semaphore with
+//! starts the GPU's copy engine ([`devlend_devices::gpu_actor`]) and the driver spins on the semaphore with
 //! `os.poll`, as CUDA's driver does; the semaphore slot is cleared before each copy, and a failed
 //! copy wakes the poll through the engine's error notifier (the slot's second word). Each copy
 //! engine has its own slot: [`Driver::memcpy_dtoh_async`]/[`Driver::memcpy_htod_async`] start a
 //! copy on one engine (a CUDA stream) and [`Driver::sync`] waits for it.
 
-use crate::gpu::*;
+use devlend_devices::gpu::*;
 use devlend_host::{DevId, DmaDir, Os};
 
 /// Bytes of the coherent page holding the semaphores.
@@ -69,7 +69,7 @@ fn err(what: &'static str) -> impl FnOnce(devlend_host::HostError) -> GpuError {
     move |error| GpuError::Os { what, error }
 }
 
-/// A DMA address handed to a kernel ([`crate::gpu_kernel`], [`Gpu::store`](crate::gpu::Gpu::store)); give it back with [`Driver::unmap`].
+/// A DMA address handed to a kernel ([`devlend_devices::gpu_kernel`], [`Gpu::store`](devlend_devices::gpu::Gpu::store)); give it back with [`Driver::unmap`].
 #[derive(Clone, Copy, Debug)]
 pub struct Mapping {
     pub dma: u64,

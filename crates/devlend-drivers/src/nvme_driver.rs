@@ -17,7 +17,7 @@ mod queue;
 pub use error::NvmeError;
 pub use queue::{Completion, NvmeQueue};
 
-use crate::nvme::{ACQ, AQA, ASQ, CC, CSTS};
+use devlend_devices::nvme::{ACQ, AQA, ASQ, CC, CSTS};
 use devlend_host::{DevId, Os};
 
 /// Entries of the admin queue; I/O queues get their depth at probe.
@@ -96,8 +96,8 @@ impl Driver {
     }
 
     fn setup(&mut self, os: &mut impl Os, queues: u16, depth: u32) -> NResult<()> {
-        if queues == 0 || queues as usize >= crate::nvme::MAX_QUEUES || !(2..=crate::nvme::MAX_QUEUE_ENTRIES).contains(&depth) {
-            let (max_queues, max_entries) = (crate::nvme::MAX_QUEUES - 1, crate::nvme::MAX_QUEUE_ENTRIES);
+        if queues == 0 || queues as usize >= devlend_devices::nvme::MAX_QUEUES || !(2..=devlend_devices::nvme::MAX_QUEUE_ENTRIES).contains(&depth) {
+            let (max_queues, max_entries) = (devlend_devices::nvme::MAX_QUEUES - 1, devlend_devices::nvme::MAX_QUEUE_ENTRIES);
             return Err(NvmeError::QueueShape { queues, depth, max_queues, max_entries });
         }
         self.admin = self.alloc_queue(os, 0, ADMIN_QUEUE_ENTRIES)?;

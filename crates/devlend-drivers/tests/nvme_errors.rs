@@ -1,7 +1,7 @@
 //! The NVMe driver's typed errors name the values they concern.
 
 use devlend_devices::nvme::{MAX_QUEUES, MAX_QUEUE_ENTRIES};
-use devlend_devices::nvme_driver::{Driver, NvmeError};
+use devlend_drivers::nvme_driver::{Driver, NvmeError};
 use devlend_host::Cluster;
 
 const JSON: &str = include_str!("../../devlend-vm/tests/expansion-chassis-vm.json");
@@ -30,7 +30,7 @@ fn a_write_whose_data_comes_back_poisoned_completes_with_a_data_transfer_error_a
     use devlend_host::{Os, ThreadOs};
     use std::cell::RefCell;
     use std::rc::Rc;
-    let (mut m, _ctrl, host, dev) = devlend_devices::nvme_run::machine(include_str!("b2b.json"), "borrower", "nvme0", Some(1 << 20)).unwrap();
+    let (mut m, _ctrl, host, dev) = devlend_drivers::nvme_run::machine(include_str!("b2b.json"), "borrower", "nvme0", Some(1 << 20)).unwrap();
     let timeout = m.world().fabric.tuning().timing.nvme_io_timeout_ps;
     let got = Rc::new(RefCell::new(None));
     let out = got.clone();

@@ -4,7 +4,7 @@
 //! (`nvme_queue_rq`, `nvme_setup_prps`).
 
 use super::{os_err, NResult, NvmeError};
-use crate::nvme::{BLOCK, CSTS, DOORBELL, OP_READ, OP_WRITE};
+use devlend_devices::nvme::{BLOCK, CSTS, DOORBELL, OP_READ, OP_WRITE};
 use devlend_host::{DevId, DmaDir, Os};
 use std::collections::HashMap;
 

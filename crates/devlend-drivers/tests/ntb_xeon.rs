@@ -1,10 +1,14 @@
 //! The Xeon face as ntb_hw_gen1.c programs it (B2B with the SNB errata: the peer's registers
 //! through the last memory window), every access a CPU load or store on the machine.
 
-use super::*;
+use devlend_devices::ntb_xeon::*;
 use devlend_engine::machine::Machine;
+use devlend_fabric::config::MSIX_TABLE_OFFSET;
 use devlend_fabric::events::Event;
+use devlend_fabric::model::FuncId;
 use devlend_host::Cluster;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 const TOPO: &str = r#"{"name":"xeon-ntb-two-host","source":"test","hosts":[
  {"name":"a","cpu":"intel-xeon-e5","ram":4294967296,"iommu":false,"root_ports":2},

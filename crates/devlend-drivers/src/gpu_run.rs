@@ -10,10 +10,11 @@
 //! what its kernels measured ([`kernel_round_trip`]: ping's mean over [`PING_ROUNDS`] rounds after
 //! [`WARMUP_ROUNDS`]).
 
-use crate::error::{DResult, DeviceError, ParamsProblem};
-use crate::gpu::Gpu;
+use crate::error::{DResult, DeviceError};
 use crate::gpu_driver::{Driver, GpuError};
-use crate::gpu_kernel::*;
+use devlend_devices::error::{ModelError, ParamsProblem};
+use devlend_devices::gpu::Gpu;
+use devlend_devices::gpu_kernel::*;
 use devlend_engine::machine::{Machine, ThreadError};
 use devlend_engine::queue::Ps;
 use devlend_fabric::model::HostId;
@@ -34,7 +35,7 @@ struct Staging {
 
 /// The staging chunk of a GPU-to-GPU copy through RAM (params/hardware.toml `[gpu_staging]`).
 pub fn staging_chunk() -> DResult<u64> {
-    let bad = |problem| DeviceError::Params { field: "[gpu_staging] chunk_bytes".into(), problem };
+    let bad = |problem| DeviceError::Model(ModelError::Params { field: "[gpu_staging] chunk_bytes".into(), problem });
     let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| bad(ParamsProblem::Toml(Box::new(e))))?;
     let v = t.get("gpu_staging").ok_or_else(|| bad(ParamsProblem::NoTable { table: "gpu_staging" }))?;
     let st: Staging = v.clone().try_into().map_err(|e| bad(ParamsProblem::Toml(Box::new(e))))?;

@@ -3,7 +3,7 @@
 //! sets its status and fault address while the other engine's copy completes; bytes are checked.
 
 use devlend_devices::gpu::*;
-use devlend_devices::gpu_run::*;
+use devlend_drivers::gpu_run::*;
 use devlend_host::{Cluster, Os};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -39,7 +39,7 @@ fn two_copies(together: bool, timing_only: bool) -> (u64, Vec<u8>, Vec<u8>) {
     let mut drv = g.drv;
     let (m, ps) = on_machine(c, std::slice::from_ref(&gpu), host, move |os| {
         let m = drv.map_host(os, buf, 2 * N).map_err(|e| e.to_string())?;
-        let s = |e: devlend_devices::gpu_driver::GpuError| e.to_string();
+        let s = |e: devlend_drivers::gpu_driver::GpuError| e.to_string();
         if together {
             let w = drv.memcpy_dtoh_async(os, 1, 0, m.dma + N, N).map_err(s)?;
             let r = drv.memcpy_htod_async(os, 0, m.dma, N, N).map_err(s)?;
@@ -124,7 +124,7 @@ fn fault_in_one_engine(timing_only: bool) -> (devlend_engine::machine::Machine<C
     let fault_at = Rc::new(Cell::new(0));
     let seen = fault_at.clone();
     let (m, _) = on_machine(c, std::slice::from_ref(&gpu), host, move |os| {
-        let s = |e: devlend_devices::gpu_driver::GpuError| e.to_string();
+        let s = |e: devlend_drivers::gpu_driver::GpuError| e.to_string();
         // Engine 0 writes 8 KiB past the end of its 8 KiB mapping; engine 1 reads the whole buffer.
         let whole = drv.map_host(os, buf, N).map_err(s)?;
         let small = drv.map_host(os, buf, 8 * KIB).map_err(s)?;
@@ -158,7 +158,7 @@ fn an_engine_takes_one_copy_at_a_time_and_keeps_the_semaphore_it_was_rung_with()
     let (gpu, dev) = (shared(g.gpu), g.dev);
     let mut drv = g.drv;
     on_machine(c, &[gpu], host, move |os| {
-        let s = |e: devlend_devices::gpu_driver::GpuError| e.to_string();
+        let s = |e: devlend_drivers::gpu_driver::GpuError| e.to_string();
         let m = drv.map_host(os, buf, N).map_err(s)?;
         let first = drv.memcpy_dtoh_async(os, 0, 0, m.dma, N).map_err(s)?;
         // The driver refuses a second copy on the engine: its register stores would reprogram it.
@@ -203,9 +203,9 @@ fn a_kernel_spinning_on_a_counter_that_never_comes_gives_up() {
     let g = k.gave_up.expect("the machine ended, so the kernel stopped spinning");
     assert_eq!((g.expected, g.last_read), (1, u32::from_le_bytes(pattern(2, 4).try_into().unwrap())));
     assert!(k.done && k.seen.is_empty());
-    let e = devlend_devices::gpu_run::kernel_round_trip(("gpu0", &gpu), ("gpu0", &gpu)).unwrap_err();
+    let e = devlend_drivers::gpu_run::kernel_round_trip(("gpu0", &gpu), ("gpu0", &gpu)).unwrap_err();
     let want = KernelStop::GaveUp(g);
-    assert!(matches!(&e, devlend_devices::error::DeviceError::Kernel { gpu, stop } if gpu == "gpu0" && *stop == want), "{e}");
+    assert!(matches!(&e, devlend_drivers::error::DeviceError::Kernel { gpu, stop } if gpu == "gpu0" && *stop == want), "{e}");
 }
 
 #[test]
@@ -228,7 +228,7 @@ fn a_copy_whose_read_comes_back_poisoned_fails_at_once_with_a_copy_error() {
     })
     .unwrap();
     let e = got.borrow_mut().take().unwrap().unwrap_err();
-    assert!(matches!(e, devlend_devices::gpu_driver::GpuError::Poisoned { ce: 0 }), "{e}");
+    assert!(matches!(e, devlend_drivers::gpu_driver::GpuError::Poisoned { ce: 0 }), "{e}");
     assert!(e.to_string().contains("poisoned completion"), "{e}");
     assert!(ps < watchdog / 1000, "the driver saw the failed copy after {ps} ps, not at its watchdog ({watchdog} ps)");
     assert_ne!(gpu.borrow().mem_read(&m.world().fabric, 0, N as usize).unwrap(), pattern(2, N), "no poisoned data was taken in whole");

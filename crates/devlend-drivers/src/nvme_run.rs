@@ -4,7 +4,7 @@
 //! devlend-experiments).
 
 use crate::error::{DResult, DeviceError};
-use crate::nvme::{Controller, Media};
+use devlend_devices::nvme::{Controller, Media};
 use devlend_engine::machine::Machine;
 use devlend_host::{Cluster, DevId};
 use std::cell::RefCell;

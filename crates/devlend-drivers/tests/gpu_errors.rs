@@ -1,7 +1,7 @@
 //! The GPU driver's typed errors name the range, engine or kernel call they concern.
 
-use devlend_devices::gpu_driver::{Driver, GpuError};
-use devlend_devices::gpu_run::bind;
+use devlend_drivers::gpu_driver::{Driver, GpuError};
+use devlend_drivers::gpu_run::bind;
 use devlend_host::{Cluster, HostError};
 
 const TWO: &str = include_str!("pxh830-two-host.json");

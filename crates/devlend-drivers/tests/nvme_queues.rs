@@ -37,7 +37,7 @@ fn sqe(opcode: u8, cid: u16) -> [u8; 64] {
 
 #[test]
 fn a_full_completion_queue_stalls_until_the_host_frees_room_and_bad_heads_are_reported() {
-    let (mut m, ctrl, host, dev) = devlend_devices::nvme_run::machine(include_str!("b2b.json"), "borrower", "nvme0", Some(1 << 20)).unwrap();
+    let (mut m, ctrl, host, dev) = devlend_drivers::nvme_run::machine(include_str!("b2b.json"), "borrower", "nvme0", Some(1 << 20)).unwrap();
     let seen: Rc<RefCell<Seen>> = Rc::default();
     let out = seen.clone();
     let aen = Rc::new(Cell::new(0));
