@@ -39,6 +39,23 @@ pub(crate) struct FlowInfo {
     pub fault: Option<(u64, Failure)>,
 }
 
+/// A flow asked for: whose, where, how many bytes (or which, for a write), when.
+pub(crate) struct FlowStart {
+    pub owner: Owner,
+    pub who: Requester,
+    pub addr: u64,
+    pub access: Access,
+    pub len: u64,
+    /// A write's bytes, landed TLP by TLP where `carries_data`.
+    pub data: Vec<u8>,
+    /// Move bytes functionally (per TLP) or only time the stream.
+    pub carries_data: bool,
+    /// The owner's own name for the flow, handed back when it ends.
+    pub token: u64,
+    /// When it starts (not before now).
+    pub at: Ps,
+}
+
 /// What an owner learns when its flow ends.
 #[derive(Clone, Debug)]
 pub struct FlowDone {
@@ -84,42 +101,18 @@ impl Core {
         ids
     }
 
-    /// Start an access of `len` bytes (or of `data`, for writes) at `at` (not before now). `Ok(Err(local))` when it
-    /// crosses no link: the caller moves the bytes itself and waits `local.latency`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn start(
-        &mut self,
-        f: &mut Fabric,
-        owner: Owner,
-        who: Requester,
-        addr: u64,
-        access: Access,
-        len: u64,
-        data: Vec<u8>,
-        carries_data: bool,
-        token: u64,
-        at: Ps,
-    ) -> Result<Result<u32, Local>, Failure> {
-        let p = plan(f, who, addr, access)?;
-        Ok(self.start_plan(p, owner, who, addr, access, len, data, carries_data, token, at))
+    /// Start flow `s` (its `len` bytes, or its `data` for writes, from `s.at`, not before now).
+    /// `Ok(Err(local))` when it crosses no link: the caller moves the bytes itself and waits
+    /// `local.latency`.
+    pub fn start(&mut self, f: &mut Fabric, s: FlowStart) -> Result<Result<u32, Local>, Failure> {
+        let p = plan(f, s.who, s.addr, s.access)?;
+        Ok(self.start_plan(p, s))
     }
 
     /// As [`Core::start`], along a plan the caller made (a message routed by its type, not by
     /// an address).
-    #[allow(clippy::too_many_arguments)]
-    pub fn start_plan(
-        &mut self,
-        p: Plan,
-        owner: Owner,
-        who: Requester,
-        addr: u64,
-        access: Access,
-        len: u64,
-        data: Vec<u8>,
-        carries_data: bool,
-        token: u64,
-        at: Ps,
-    ) -> Result<u32, Local> {
+    pub fn start_plan(&mut self, p: Plan, s: FlowStart) -> Result<u32, Local> {
+        let FlowStart { owner, who, addr, access, len, data, carries_data, token, at } = s;
         if p.request.stages.is_empty() {
             let mem = if access == Access::Read { p.request.target_latency } else { 0 };
             return Err(Local { latency: p.request.origin_latency + mem });

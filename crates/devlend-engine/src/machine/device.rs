@@ -10,7 +10,7 @@
 //! latencies. Register state lives in the BAR memory of the fabric, so CPU reads of registers
 //! need no call into the device.
 
-use super::core::{Core, FlowDone, Owner};
+use super::core::{Core, FlowDone, FlowStart, Owner};
 use super::World;
 use crate::path::build_path;
 use crate::queue::Ps;
@@ -158,7 +158,8 @@ impl<W: World> Cx<'_, W> {
         }
         let plan = Plan { request: build_path(f, &route, false), completion: None };
         let (owner, at) = (Owner::Device(self.dev), self.core.now());
-        let started = self.core.start_plan(plan, owner, who, addr, Access::Write, 4, Vec::new(), false, token, at);
+        let started =
+            self.core.start_plan(plan, FlowStart { owner, who, addr, access: Access::Write, len: 4, data: Vec::new(), carries_data: false, token, at });
         started.map(drop).map_err(|_| Failure::Unsupported {
             node: f.func(self.func).node,
             host: f.func_host(self.func),
@@ -168,13 +169,13 @@ impl<W: World> Cx<'_, W> {
     }
 
     /// Start the flow (moving `data` TLP by TLP where it `carries_data`); its id.
-    #[allow(clippy::too_many_arguments)] // the flow's own fields, as `Core::start` takes them
+    #[allow(clippy::too_many_arguments)] // the fields of the `FlowStart` it makes, but the owner and requester (its own)
     fn dma(&mut self, delay: Ps, addr: u64, access: Access, len: u64, data: Vec<u8>, carries_data: bool, token: u64) -> Result<u32, Failure> {
         let who = Requester::Func(self.func);
         let owner = Owner::Device(self.dev);
         let at = self.core.now() + delay;
         let f = self.world.fabric();
-        match self.core.start(f, owner, who, addr, access, len, data, carries_data, token, at) {
+        match self.core.start(f, FlowStart { owner, who, addr, access, len, data, carries_data, token, at }) {
             Ok(Ok(flow)) => Ok(flow),
             Ok(Err(_)) => {
                 // A device addressing itself crosses no link: peer-to-peer inside one function is not modelled.

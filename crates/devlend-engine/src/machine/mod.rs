@@ -28,7 +28,7 @@ pub use error::{MachineError, RunFailure, ThreadError, Unrunnable, WorldHeld};
 pub use fault::{Effects, Halted, Later};
 pub use thread::{Body, Thread, Watch};
 
-use self::core::Core;
+use self::core::{Core, FlowStart};
 use crate::queue::Ps;
 use crate::sim::{Notice, PortStats, Stats};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -244,7 +244,8 @@ impl<W: World> Machine<W> {
         }
         let id = self.streams.len();
         let mut w = self.world.borrow_mut();
-        let started = self.core.borrow_mut().start(w.fabric(), Owner::Stream(id), who, addr, access, bytes, Vec::new(), false, 0, at);
+        let s = FlowStart { owner: Owner::Stream(id), who, addr, access, len: bytes, data: Vec::new(), carries_data: false, token: 0, at };
+        let started = self.core.borrow_mut().start(w.fabric(), s);
         match started {
             Ok(Ok(_)) => {}
             Ok(Err(_)) => return Err(MachineError::Invalid { workload: name.into(), why: Unrunnable::OwnMemory { addr } }),

@@ -8,7 +8,7 @@
 //! true. Only one thread runs at a time, resumed in the order of the simulation's events, so
 //! several threads interleave deterministically.
 
-use super::core::{Core, FlowDone, Owner};
+use super::core::{Core, FlowDone, FlowStart, Owner};
 use super::error::{MachineError, ThreadError};
 use super::World;
 use crate::queue::Ps;
@@ -181,7 +181,7 @@ impl<W: World> Thread<'_, W> {
         let started = {
             let mut w = self.world.borrow_mut();
             let mut core = self.core.borrow_mut();
-            core.start(w.fabric(), Owner::Thread(self.id), who, addr, access, len, data.clone(), true, 0, 0)
+            core.start(w.fabric(), FlowStart { owner: Owner::Thread(self.id), who, addr, access, len, data: data.clone(), carries_data: true, token: 0, at: 0 })
         };
         let fail = |addr: u64, f: Failure| {
             let failure = Box::new(self.world.borrow_mut().fabric().failure_report(&f));
