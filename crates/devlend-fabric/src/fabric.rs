@@ -697,7 +697,7 @@ impl Fabric {
     }
 }
 
-/// The requester ID a delivered route's TLP carries at its target.
+/// A cached route's target moved `off` bytes into its page, or None where that leaves the BAR.
 #[inline]
 fn shift_target(o: Outcome, off: u64, f: &Fabric) -> Option<Target> {
     match o {

@@ -69,8 +69,7 @@ pub trait ThreadKernel: Clone + 'static {
     /// The kernel's `Os` for thread `t`.
     fn on<'t, 'y: 't>(&self, t: &'t Thread<'y, Cluster>) -> HResult<ThreadOs<'t, 'y, Self>> {
         let host = self.cpu_host(&t.world())?;
-        t.runs_on(host);
-        Ok(ThreadOs { t, k: self.clone(), host, drives: Cell::new(None) })
+        Ok(ThreadOs::start(t, self.clone(), host))
     }
 }
 
@@ -121,20 +120,31 @@ pub struct ThreadOs<'t, 'y, K: ThreadKernel = HostId> {
 impl<'t, 'y> ThreadOs<'t, 'y, HostId> {
     /// Host `host`'s kernel on thread `t`.
     pub fn new(t: &'t Thread<'y, Cluster>, host: HostId) -> ThreadOs<'t, 'y> {
-        t.runs_on(host);
-        ThreadOs { t, k: host, host, drives: Cell::new(None) }
+        ThreadOs::start(t, host, host)
     }
 }
 
-impl<K: ThreadKernel> ThreadOs<'_, '_, K> {
+impl<'t, 'y, K: ThreadKernel> ThreadOs<'t, 'y, K> {
+    /// Kernel `k` on thread `t`, whose CPU is one of `host`'s: that host's crash stops it.
+    fn start(t: &'t Thread<'y, Cluster>, k: K, host: HostId) -> ThreadOs<'t, 'y, K> {
+        t.runs_on(host);
+        ThreadOs { t, k, host, drives: Cell::new(None) }
+    }
+
     /// The time now, on the machine.
     pub fn now(&self) -> u64 {
         self.t.now()
     }
 
-    /// The kernel this thread runs.
-    pub fn kernel(&self) -> &K {
-        &self.k
+    /// Suspend until `pred` holds (or no later than `deadline`): whether it held.
+    fn wait(&self, what: String, watch: Watch, deadline: Option<u64>, pred: impl FnMut(&mut Cluster) -> bool + 'static) -> bool {
+        match deadline {
+            None => {
+                self.t.wait_for(what, watch, pred);
+                true
+            }
+            Some(d) => self.t.wait_for_until(what, watch, d, pred),
+        }
     }
 
     /// The thread drives `func` from now on, if it drives none yet (the first device it touches).
@@ -181,21 +191,16 @@ impl<K: ThreadKernel> ThreadOs<'_, '_, K> {
     /// Wait (if it has not come) for one more interrupt than `seen` on `vector`, no later than
     /// `deadline`; then the interrupt entry. Whether it came.
     fn wait_irq_until(&mut self, vector: u8, seen: u64, deadline: Option<u64>) -> HResult<bool> {
-        let k = self.k.clone();
-        let arrived = move |c: &mut Cluster| k.irq_count(c, vector) > seen;
-        let pending = arrived.clone();
-        if pending(&mut self.t.world()) {
+        if self.k.irq_count(&mut self.t.world(), vector) > seen {
             return Ok(true);
         }
-        let what = format!("interrupt vector {vector} of {} (seen {seen})", self.k.name(&self.t.world()));
-        let watch = Watch::Msi { host: self.host };
-        let came = match deadline {
-            None => {
-                self.t.wait_for(what, watch, self.or_removed(arrived));
-                true
-            }
-            Some(d) => self.t.wait_for_until(format!("{what}, timeout at {d} ps"), watch, d, self.or_removed(arrived)),
-        };
+        let k = self.k.clone();
+        let arrived = move |c: &mut Cluster| k.irq_count(c, vector) > seen;
+        let mut what = format!("interrupt vector {vector} of {} (seen {seen})", self.k.name(&self.t.world()));
+        if let Some(d) = deadline {
+            what += &format!(", timeout at {d} ps");
+        }
+        let came = self.wait(what, Watch::Msi { host: self.host }, deadline, self.or_removed(arrived));
         self.check_removed()?;
         if came {
             // Asleep when it came: the interrupt entry runs before the driver does. One that came
@@ -221,14 +226,7 @@ impl<K: ThreadKernel> ThreadOs<'_, '_, K> {
         let host = self.host;
         let watch = Watch::Ram { host, addr: hpa, len: n as u64 };
         let holds = move |c: &mut Cluster| done(&c.fabric.read(devlend_fabric::Requester::Cpu(host), hpa, n).0);
-        let what = format!("{what} at {addr:#x}");
-        let held = match deadline {
-            None => {
-                self.t.wait_for(what, watch, self.or_removed(holds));
-                true
-            }
-            Some(d) => self.t.wait_for_until(what, watch, d, self.or_removed(holds)),
-        };
+        let held = self.wait(format!("{what} at {addr:#x}"), watch, deadline, self.or_removed(holds));
         self.check_removed()?;
         if !held {
             return Ok(None);
