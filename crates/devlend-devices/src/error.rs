@@ -4,9 +4,10 @@
 
 use devlend_fabric::model::FuncId;
 use devlend_fabric::report::FailureReport;
+use devlend_fabric::FabricError;
 use std::fmt;
 
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ModelError {
     /// A hardware parameter is missing or unreadable (`field`: its path in params/hardware.toml).
     Params { field: String, problem: ParamsProblem },
@@ -19,10 +20,27 @@ pub enum ModelError {
     Dma { func: FuncId, addr: u64, failure: Box<FailureReport> },
     /// An access to the GPU's own memory outside its `size` bytes.
     OutsideMemory { func: FuncId, off: u64, len: u64, size: u64 },
+    /// A PEX8749 DMA engine asked for with `channels` channels, where the engine has 1 to `max`.
+    DmaChannels { channels: u32, max: u32 },
+    /// A PEX8749 DMA channel asked to keep no read in flight.
+    NoOutstandingReads,
+    /// NT adapter `ntb` has no peer adapter: its NT registers have no other side.
+    NoPeer { ntb: String },
+    /// NT adapter `ntb` has no BAR 0 of at least `span` bytes for its NT registers.
+    NoControlBar { ntb: String, span: u64 },
+    /// A call into the fabric failed (an NTB interface refused: its link down, no interrupt
+    /// remapping entry left).
+    Fabric(FabricError),
+}
+
+impl From<FabricError> for ModelError {
+    fn from(e: FabricError) -> ModelError {
+        ModelError::Fabric(e)
+    }
 }
 
 /// What is wrong with a hardware parameter of params/hardware.toml.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ParamsProblem {
     /// The file, or the table that should hold the parameter, does not read as what is expected.
     /// Boxed, as `NoMediaTiming`'s: the parser's error is large and every `MResult` would carry it.
@@ -50,7 +68,8 @@ impl fmt::Display for ParamsProblem {
 }
 
 impl ModelError {
-    /// A short kind, for bindings: "params", "no-function", "no-bar", "dma", "outside-memory".
+    /// A short kind, for bindings: "params", "no-function", "no-bar", "dma", "outside-memory",
+    /// "dma-channels", "no-outstanding-reads", "no-peer", "no-control-bar", "fabric".
     pub fn kind(&self) -> &'static str {
         match self {
             ModelError::Params { .. } => "params",
@@ -58,6 +77,11 @@ impl ModelError {
             ModelError::NoBar { .. } => "no-bar",
             ModelError::Dma { .. } => "dma",
             ModelError::OutsideMemory { .. } => "outside-memory",
+            ModelError::DmaChannels { .. } => "dma-channels",
+            ModelError::NoOutstandingReads => "no-outstanding-reads",
+            ModelError::NoPeer { .. } => "no-peer",
+            ModelError::NoControlBar { .. } => "no-control-bar",
+            ModelError::Fabric(_) => "fabric",
         }
     }
 }
@@ -72,6 +96,11 @@ impl fmt::Display for ModelError {
             ModelError::OutsideMemory { func, off, len, size } => {
                 write!(f, "device memory {off:#x}+{len:#x} is outside the GPU's {size:#x} bytes of memory (function #{func})")
             }
+            ModelError::DmaChannels { channels, max } => write!(f, "{channels} DMA channels: the engine has 1 to {max}"),
+            ModelError::NoOutstandingReads => write!(f, "outstanding_reads must be at least 1"),
+            ModelError::NoPeer { ntb } => write!(f, "{ntb} has no peer: nothing reaches the other host"),
+            ModelError::NoControlBar { ntb, span } => write!(f, "{ntb}: no control BAR 0 of {span:#x} bytes for the NT registers"),
+            ModelError::Fabric(e) => write!(f, "{e}"),
         }
     }
 }
@@ -80,6 +109,7 @@ impl std::error::Error for ModelError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ModelError::Dma { failure, .. } => Some(failure.as_ref()),
+            ModelError::Fabric(e) => Some(e),
             ModelError::Params { problem: ParamsProblem::Toml(e) | ParamsProblem::NoMediaTiming { error: e, .. }, .. } => Some(e.as_ref()),
             _ => None,
         }

@@ -11,7 +11,9 @@
 //!
 //! The NVMe controller ([`nvme::Controller`]) follows the NVM Express 1.3 specification; the GPU
 //! ([`gpu::Gpu`]) has a copy engine, semaphores and device-initiated stores and loads, enough for
-//! 000 §7.1-7.2. Errors are typed ([`error::ModelError`]), naming the function, address or
+//! 000 §7.1-7.2. The PLX PEX8749's DMA engine ([`plx_dma::DmaEngine`], 003 §3-4) and its NT
+//! port's doorbell and scratchpad registers ([`plx_ntregs::NtRegs`]) serve 003's RDMA library
+//! (`devlend-rdma`, the driver side). Errors are typed ([`error::ModelError`]), naming the function, address or
 //! parameter they concern.
 
 pub mod error;
@@ -21,3 +23,5 @@ pub mod gpu_fifo;
 pub mod gpu_kernel;
 pub mod ntb_xeon;
 pub mod nvme;
+pub mod plx_dma;
+pub mod plx_ntregs;

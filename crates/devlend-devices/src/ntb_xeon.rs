@@ -1,6 +1,6 @@
 //! An Intel Xeon NTB, first generation (Sandy Bridge-EP to Broadwell, back to back), as Linux's
 //! in-tree `ntb_hw_intel` drives it (drivers/ntb/hw/intel/ntb_hw_gen1.c, ntb_hw_gen1.h): a face of
-//! devlend's NTB component, as `devlend_rdma::ntregs` is its PLX face. One model, two faces: the
+//! devlend's NTB component, as `plx_ntregs` is its PLX face. One model, two faces: the
 //! windows, translations, doorbells, masks, scratchpads and link state are the fabric's
 //! (`devlend_fabric::ntb`); this module only decodes the Intel register interface onto them.
 //!

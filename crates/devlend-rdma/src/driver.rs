@@ -7,10 +7,10 @@
 //! (START last), sleep until the channel's MSI-X interrupt lands, read the status in the ISR, and
 //! wake the caller. Every store, read and interrupt travels on the machine's links.
 
-use crate::dma::{self, Desc};
 use crate::error::{DmaStop, RResult, RdmaError};
 use crate::params::params;
 use crate::shmem::Timing;
+use devlend_devices::plx_dma::{self as dma, Desc};
 use devlend_engine::machine::{Machine, MachineError, Thread, ThreadError, World};
 use devlend_fabric::fabric::Event;
 use devlend_fabric::route::Requester;

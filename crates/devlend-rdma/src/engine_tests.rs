@@ -2,10 +2,10 @@
 //! together, and together move no more than the link carries); a fault in one channel leaves
 //! another's transfer complete and correct; the bytes DMA moves are the source's.
 
-use crate::dma::{Desc, DESC_DONE, DESC_ERROR};
 use crate::error::{RResult, RdmaError};
 use crate::session::Shmem;
 use crate::shmem::{handshake, Pair};
+use devlend_devices::plx_dma::{Desc, DESC_DONE, DESC_ERROR};
 use devlend_fabric::route::Requester;
 
 const J: &str = include_str!("../tests/pex8749-rdma.json");

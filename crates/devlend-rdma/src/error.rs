@@ -4,6 +4,7 @@
 //! a failure of the fabric below is kept as the fabric's own value ([`FabricError`], [`SpecError`],
 //! [`FailureReport`]) and is the error's `source`.
 
+use devlend_devices::error::ModelError;
 pub use devlend_engine::machine::RunFailure;
 use devlend_fabric::report::FailureReport;
 use devlend_fabric::{FabricError, SpecError};
@@ -40,10 +41,6 @@ pub enum RdmaError {
     NeverEnded { operation: usize },
     /// Host `host` has no DMA channel attached.
     NoDmaEngine { host: u16 },
-    /// A DMA engine asked for with `channels` channels, where the engine has 1 to `max`.
-    DmaChannels { channels: u32, max: u32 },
-    /// A DMA channel asked to keep no read in flight.
-    NoOutstandingReads,
     /// More transfer queues than the engine has channels.
     TooManyQueues { queues: usize, channels: usize },
     /// A scatter-gather list longer than a channel's slice of the descriptor ring holds (`fit`).
@@ -54,14 +51,15 @@ pub enum RdmaError {
     NotInHost { function: String, host: u16 },
     /// Function `function` has no BAR `bar`.
     NoBar { function: String, bar: u8 },
-    /// NT adapter `ntb` has no BAR 0 of at least `span` bytes for its NT registers.
-    NoControlBar { ntb: String, span: u64 },
     /// Host `host` has no RAM at `offset` of its RAM for the `what` (buffer, descriptor ring).
     NoRam { host: String, offset: u64, what: &'static str },
     /// `size` bytes at `offset` of host `host`'s RAM are not one contiguous region.
     NotContiguous { host: String, offset: u64, size: u64 },
     /// A check of one of the tools built on the library.
     Tool(ToolError),
+    /// The DMA engine or NT registers refused (`devlend-devices`' PLX models): a channel count
+    /// outside the engine's, no read in flight, no control BAR.
+    Model(ModelError),
 }
 
 /// Why a DMA channel stopped, as far as its caller has looked.
@@ -81,6 +79,18 @@ impl From<FabricError> for RdmaError {
         match e {
             FabricError::LinkDown { ntb, cabled } => RdmaError::LinkDown { ntb, cabled, ping: None },
             e => RdmaError::Fabric(e),
+        }
+    }
+}
+
+impl From<ModelError> for RdmaError {
+    /// An NT adapter without a peer is a link that is down, a fabric's refusal is the fabric's
+    /// (as if the library had called it); any other refusal is the model's.
+    fn from(e: ModelError) -> RdmaError {
+        match e {
+            ModelError::NoPeer { ntb } => RdmaError::LinkDown { ntb, cabled: false, ping: None },
+            ModelError::Fabric(e) => RdmaError::from(e),
+            e => RdmaError::Model(e),
         }
     }
 }
@@ -123,17 +133,15 @@ impl fmt::Display for RdmaError {
             Run { thread, failure } => run_failure(f, thread, failure),
             NeverEnded { operation } => write!(f, "operation {operation} never ended"),
             NoDmaEngine { host } => write!(f, "host {host} has no DMA channel attached"),
-            DmaChannels { channels, max } => write!(f, "{channels} DMA channels: the engine has 1 to {max}"),
-            NoOutstandingReads => write!(f, "outstanding_reads must be at least 1"),
             TooManyQueues { queues, channels } => write!(f, "{queues} transfer queues for {channels} DMA channel(s): each channel runs one queue"),
             RingFull { descriptors, fit } => write!(f, "{descriptors} descriptors do not fit the descriptor ring ({fit} per channel)"),
             BlockDescriptors { descriptors } => write!(f, "block mode takes exactly one descriptor, not {descriptors}"),
             NotInHost { function, .. } => write!(f, "{function} is not in this host"),
             NoBar { function, bar } => write!(f, "{function} has no BAR {bar}"),
-            NoControlBar { ntb, span } => write!(f, "{ntb}: no control BAR 0 of {span:#x} bytes for the NT registers"),
             NoRam { host, offset, what } => write!(f, "host {host} has no RAM at offset {offset:#x} for the {what}"),
             NotContiguous { host, offset, size } => write!(f, "buffer of {size} bytes at RAM offset {offset:#x} is not contiguous in host {host}"),
             Tool(e) => write!(f, "{e}"),
+            Model(e) => write!(f, "{e}"),
         }
     }
 }
@@ -165,6 +173,7 @@ impl std::error::Error for RdmaError {
             RdmaError::Route { failure, .. } => Some(failure.as_ref()),
             RdmaError::Dma { stop: DmaStop::Route(r), .. } => Some(r.as_ref()),
             RdmaError::Run { failure, .. } => Some(failure),
+            RdmaError::Model(e) => Some(e),
             _ => None,
         }
     }
@@ -189,5 +198,10 @@ mod tests {
         assert_eq!(e, RdmaError::Fabric(unknown.clone()));
         assert_eq!(e.source().map(|s| s.to_string()), Some(unknown.to_string()));
         assert!(down.source().is_none());
+        let nopeer = RdmaError::from(ModelError::NoPeer { ntb: "nt-link".into() });
+        assert_eq!(nopeer.to_string(), down.to_string(), "the NT registers' 'no peer' reads as the link down it is");
+        let channels = RdmaError::from(ModelError::DmaChannels { channels: 9, max: 4 });
+        assert_eq!(channels.to_string(), "9 DMA channels: the engine has 1 to 4");
+        assert!(channels.source().is_some());
     }
 }

@@ -1,11 +1,12 @@
 //! # devlend-rdma: RDMA through a PCIe NTB (seed 003)
 //!
-//! Two hosts joined by the NT port of a PLX PEX8749 exchange data as 003's testbed does:
-//! - [`dma`]: the switch's DMA engine (block and scatter-gather descriptors {src, dst, byte count},
-//!   descriptor fetch over PCIe, one channel by default and more configurable, MSI-X completion per
-//!   channel), an event-driven device on the machine (003 §3-4); [`channel`]: one channel's
-//!   pipeline of reads and writes; [`driver`]: the driver's DMA call as a thread on any machine;
-//! - [`ntregs`]: the NT port's doorbell and scratchpad registers as a device (PLX register map);
+//! Two hosts joined by the NT port of a PLX PEX8749 exchange data as 003's testbed does. The
+//! hardware is modelled in `devlend-devices` with the other device models: the switch's DMA
+//! engine (`devlend_devices::plx_dma`: block and scatter-gather descriptors {src, dst, byte
+//! count}, descriptor fetch over PCIe, one channel by default and more configurable, MSI-X
+//! completion per channel, 003 §3-4) and the NT port's doorbell and scratchpad registers
+//! (`devlend_devices::plx_ntregs`, PLX register map). This crate is the software on them:
+//! - [`driver`]: the driver's DMA call as a thread on any machine;
 //! - [`node`]: physically contiguous page-locked buffers, the scratchpad handshake, the memory
 //!   window (`mw_set_trans`) and doorbells (003 §2.2, §3, Figs 2-6);
 //! - [`pio`]: CPU stores through the NTB BAR, uncached or write-combined, as a mechanism (Fig 8);
@@ -22,12 +23,9 @@
 //! Constants: `params/hardware.toml` tables `[cpu_store]`, `[ntb_dma]`, `[rdma_sw]` and the
 //! `pex8749-dma` device profile, each with its source or marked assumed.
 
-pub(crate) mod channel;
-pub mod dma;
 pub mod driver;
 pub mod error;
 pub mod node;
-pub mod ntregs;
 mod ops;
 pub mod params;
 pub mod pio;

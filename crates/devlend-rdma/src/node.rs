@@ -125,9 +125,9 @@ impl Node {
     }
 
     /// Ring doorbell bits on the peer, timelessly (the handshake): the CPU's store to the peer's
-    /// doorbell register ([`crate::ntregs`]). Fails cleanly when the link is down.
+    /// doorbell register ([`devlend_devices::plx_ntregs`]). Fails cleanly when the link is down.
     pub fn ring_peer(&self, f: &mut Fabric, bits: u64) -> RResult<()> {
-        crate::ntregs::ring_now(f, self.ntb, bits)
+        Ok(devlend_devices::plx_ntregs::ring_now(f, self.ntb, bits)?)
     }
 
     /// Take the doorbell bits that have been rung on this side.

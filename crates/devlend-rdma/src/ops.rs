@@ -12,15 +12,15 @@
 //! peer's handler thread takes the doorbell interrupts in the order they land and pays the
 //! interrupt entry for each. A get is done when its data is in this host.
 
-use crate::dma::Desc;
 use crate::driver::{self, Regs};
 use crate::error::{RResult, RdmaError};
 use crate::node::DB_DATA;
-use crate::ntregs::{doorbell_irq_count, CpuRegs};
 use crate::params::params;
 use crate::pio::{copy_slot, Mapping};
 use crate::session::Shmem;
 use crate::shmem::Timing;
+use devlend_devices::plx_dma::Desc;
+use devlend_devices::plx_ntregs::{doorbell_irq_count, CpuRegs};
 use devlend_engine::machine::{Machine, Thread, ThreadError, Watch};
 use devlend_engine::queue::Ps;
 use devlend_fabric::Fabric;

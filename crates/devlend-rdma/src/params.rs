@@ -1,5 +1,6 @@
 //! The `[cpu_store]`, `[ntb_dma]` and `[rdma_sw]` tables of `params/hardware.toml` (each value's
-//! source and whether it is assumed are written there).
+//! source and whether it is assumed are written there); `[ntb_dma]`'s type is the DMA engine
+//! model's (`devlend_devices::plx_dma::params`).
 
 use serde::Deserialize;
 use std::sync::OnceLock;
@@ -15,20 +16,7 @@ pub struct CpuStore {
     pub call_ps: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-pub struct NtbDma {
-    pub channels: u32,
-    pub max_channels: u32,
-    pub read_request_bytes: u64,
-    pub outstanding_reads: u64,
-    pub descriptor_bytes: u64,
-    pub descriptor_prefetch: u64,
-    pub descriptor_turnaround_ps: u64,
-    pub register_writes_block: u64,
-    pub register_writes_sg: u64,
-    pub status_reads_block: u64,
-    pub status_reads_sg: u64,
-}
+pub use devlend_devices::plx_dma::params::NtbDma;
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct RdmaSw {

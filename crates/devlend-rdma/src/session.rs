@@ -8,10 +8,10 @@
 //! machine; a call that fails leaves a fresh machine behind (what was in flight is dropped, the
 //! fabric and the devices are kept), as a call on a machine of its own did.
 
-use crate::dma::DmaEngine;
 use crate::driver;
 use crate::error::RResult;
-use crate::ntregs::NtRegs;
+use devlend_devices::plx_dma::DmaEngine;
+use devlend_devices::plx_ntregs::NtRegs;
 use devlend_engine::machine::{Device, Machine};
 use devlend_engine::queue::Ps;
 use devlend_engine::sim::PortStats;

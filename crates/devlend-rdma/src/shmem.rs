@@ -20,7 +20,6 @@
 //! they share the links as the engine's flows do. Every call runs on the session's one machine
 //! ([`Shmem`]), from the time the call before it ended.
 
-use crate::dma::{Desc, DmaEngine};
 use crate::driver::{self, Regs};
 use crate::error::{DmaStop, RResult, RdmaError};
 use crate::node::{Node, Pinned};
@@ -28,6 +27,7 @@ use crate::ops::{self, Op};
 use crate::params::params;
 use crate::pio::Mapping;
 use crate::session::Shmem;
+use devlend_devices::plx_dma::{Desc, DmaEngine};
 use devlend_engine::machine::{Machine, World};
 use devlend_engine::path::{port_id, propagation, ps_per_byte_fp};
 use devlend_engine::queue::Ps;
@@ -342,8 +342,8 @@ impl Pe {
         Ok(Regs {
             host: self.node.host,
             func: e.func,
-            base: ch.bar0 + c as u64 * crate::dma::CH_STRIDE,
-            offset: c as u64 * crate::dma::CH_STRIDE,
+            base: ch.bar0 + c as u64 * devlend_devices::plx_dma::CH_STRIDE,
+            offset: c as u64 * devlend_devices::plx_dma::CH_STRIDE,
             ring: self.node.ring.phys + c as u64 * slice,
             ring_bytes: slice,
             msi_data: ch.msi.1 + c as u32,

@@ -1,9 +1,10 @@
 //! Functional bytes and the bad inputs of issue 6 on the 003 testbed (pex8749-rdma.json is the
 //! shipped YAML with its setup dropped).
 
+use devlend_devices::error::ModelError;
+use devlend_devices::plx_dma::Desc;
 use devlend_fabric::route::Failure;
 use devlend_fabric::route::Requester;
-use devlend_rdma::dma::Desc;
 use devlend_rdma::error::DmaStop;
 use devlend_rdma::node::link_down;
 use devlend_rdma::{handshake, Method, Pair, RResult, RdmaError, Shmem};
@@ -252,7 +253,7 @@ fn two_channels_beat_one_unless_the_link_is_the_limit() {
 #[test]
 fn channel_count_is_checked() {
     for c in [0, 5] {
-        assert!(matches!(testbed_with(J, Some(c), Some(1)), Err(RdmaError::DmaChannels { channels, max: 4 }) if channels == c));
+        assert!(matches!(testbed_with(J, Some(c), Some(1)), Err(RdmaError::Model(ModelError::DmaChannels { channels, max: 4 })) if channels == c));
     }
-    assert!(matches!(testbed_with(J, Some(1), Some(0)), Err(RdmaError::NoOutstandingReads)));
+    assert!(matches!(testbed_with(J, Some(1), Some(0)), Err(RdmaError::Model(ModelError::NoOutstandingReads))));
 }

@@ -2,7 +2,7 @@
 //! session (the 003 testbed has no IOMMU, so no translation cache remembers an earlier call), and
 //! a failed call leaves a machine the next call runs on.
 
-use devlend_rdma::dma::Desc;
+use devlend_devices::plx_dma::Desc;
 use devlend_rdma::{handshake, Method, Pair, RdmaError, Shmem};
 
 const J: &str = include_str!("pex8749-rdma.json");

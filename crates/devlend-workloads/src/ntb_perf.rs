@@ -19,6 +19,7 @@
 //! workload was added could be given the same window if every other one is taken.
 
 use crate::error::{BadSpec, FailCause, Missing, SetupCause, WResult, WorkloadError};
+use devlend_devices::plx_dma::Desc;
 use devlend_engine::machine::Machine;
 use devlend_engine::queue::Ps;
 use devlend_fabric::model::HostId;
@@ -26,7 +27,6 @@ use devlend_fabric::ntb::Inbound;
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
 use devlend_host::Cluster;
-use devlend_rdma::dma::Desc;
 use devlend_rdma::node::{Node, Pinned};
 use devlend_rdma::pio::{spawn_copy, Mapping};
 use devlend_rdma::shmem::{ring_slice, DmaRun, Pe};

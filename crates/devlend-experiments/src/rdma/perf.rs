@@ -17,8 +17,8 @@
 //! or DMA channels sharing the links as their TLPs do. DMA descriptors go to the channel as
 //! scatter-gather chains of at most its ring slice.
 
+use devlend_devices::plx_dma::Desc;
 use devlend_fabric::route::Requester;
-use devlend_rdma::dma::Desc;
 use devlend_rdma::driver;
 use devlend_rdma::error::ToolError;
 use devlend_rdma::params::params;

@@ -8,7 +8,7 @@
 //! ringing, each side reads its first scratchpad and writes that value plus one into the peer's
 //! first scratchpad; `delay` is the pause between taking the doorbell interrupt and ringing back.
 //!
-//! On the machine (devlend-rdma's `ntregs`): each side is a thread; a scratchpad read is a CPU
+//! On the machine (devlend-devices' `plx_ntregs`): each side is a thread; a scratchpad read is a CPU
 //! load of its NT endpoint's register, blocking for the round trip; the peer-scratchpad write and
 //! the doorbell are UC stores into its own NT endpoint's BAR, which act when they land there; the
 //! rung endpoint sends its MSI into its host, and the waiting thread wakes when it lands, pays the
@@ -16,12 +16,12 @@
 //! it (a UC store) and waits `delay` before pinging back. The counter travels in the registers.
 //! A link that goes down stops the bounce with [`RdmaError::LinkDown`] naming the ping.
 
+use devlend_devices::plx_ntregs::{doorbell_irq_count, CpuRegs};
 use devlend_engine::machine::{Machine, Thread, ThreadError, Watch};
 use devlend_engine::queue::Ps;
 use devlend_fabric::Fabric;
 use devlend_rdma::error::ToolError;
 use devlend_rdma::node::Node;
-use devlend_rdma::ntregs::{doorbell_irq_count, CpuRegs};
 use devlend_rdma::params::params;
 use devlend_rdma::pio::uc_store;
 use devlend_rdma::{RResult, RdmaError, Shmem};

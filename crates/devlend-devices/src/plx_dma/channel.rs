@@ -10,12 +10,12 @@
 //! in order. When every descriptor is retired, or at the first fault once the flows already in
 //! flight have ended, the channel writes STATUS and BYTES_DONE and raises its MSI-X vector.
 
-use crate::dma::{reg_read, reg_write, ChannelLog, Desc, DmaFault, Kind, Token};
-use crate::dma::{
+use super::params::ntb_dma;
+use super::{reg_read, reg_write, ChannelLog, Desc, DmaFault, Kind, Token};
+use super::{
     BYTES_DONE, CH_STRIDE, COUNT, CTRL, CTRL_IRQ, CTRL_SG, CTRL_START, DESC_DONE, DESC_ERROR, DESC_VALID, DST, NDESC, RING, SRC, STATUS, STATUS_DONE,
     STATUS_ERROR,
 };
-use crate::params::params;
 use devlend_engine::machine::{Cx, FlowDone, World};
 use devlend_fabric::config::MSIX_TABLE_OFFSET;
 use devlend_fabric::route::Failure;
@@ -120,7 +120,7 @@ impl Channel {
             }
             Next::Turnaround => {
                 let t = self.token(Kind::Turnaround, 0);
-                cx.set_timer(params().ntb_dma.descriptor_turnaround_ps, t);
+                cx.set_timer(ntb_dma().descriptor_turnaround_ps, t);
                 false
             }
             Next::Read { i, addr, n, seq } => {
@@ -143,7 +143,7 @@ impl Channel {
 
     /// What the issuer does next (and the bookkeeping of deciding it).
     fn next(&mut self) -> Next {
-        let rrb = params().ntb_dma.read_request_bytes;
+        let rrb = ntb_dma().read_request_bytes;
         let outstanding = self.outstanding;
         let Some(r) = self.run.as_mut() else { return Next::Wait };
         if r.fault.is_some() || r.waiting || r.cur >= r.ndesc {
@@ -186,7 +186,7 @@ impl Channel {
 
     /// Fetch the next `descriptor_prefetch` SG descriptors from the ring.
     fn fetch<W: World>(&mut self, cx: &mut Cx<W>) {
-        let p = &params().ntb_dma;
+        let p = ntb_dma();
         let r = self.run.as_mut().expect("running");
         let i = r.descs.len();
         let k = (r.ndesc - i).min(p.descriptor_prefetch as usize) as u64;
@@ -230,7 +230,7 @@ impl Channel {
         if let Some(e) = fault {
             return self.stop(cx, first, Some(e));
         }
-        let n = params().ntb_dma.descriptor_bytes as usize;
+        let n = ntb_dma().descriptor_bytes as usize;
         r.descs.extend(data.chunks_exact(n).map(Desc::decode));
     }
 
@@ -278,7 +278,7 @@ impl Channel {
 
     /// Retire, in order, the descriptors the issuer has passed whose bytes have all landed.
     fn retire<W: World>(&mut self, cx: &mut Cx<W>) {
-        let dbytes = params().ntb_dma.descriptor_bytes;
+        let dbytes = ntb_dma().descriptor_bytes;
         loop {
             let Some(r) = self.run.as_mut() else { return };
             // After a fault, the descriptors before the failing one are still retired as they land.
@@ -304,7 +304,7 @@ impl Channel {
 
     /// Stop at the first fault: descriptor `i` failed (`None`: it was not valid).
     fn stop<W: World>(&mut self, cx: &mut Cx<W>, i: usize, failure: Option<Failure>) {
-        let dbytes = params().ntb_dma.descriptor_bytes;
+        let dbytes = ntb_dma().descriptor_bytes;
         let r = self.run.as_mut().expect("running");
         if r.fault.is_some() {
             return;

@@ -17,8 +17,8 @@
 //! the NTB state). A pair whose names do not say which side is virtual takes the NT adapter listed
 //! first as the virtual side.
 
-use crate::dma::{reg_read, reg_write};
-use crate::error::{RResult, RdmaError};
+use crate::error::{MResult, ModelError};
+use crate::plx_dma::{reg_read, reg_write};
 use devlend_engine::machine::{Cx, Device, World};
 use devlend_fabric::config::MSIX_TABLE_OFFSET;
 use devlend_fabric::model::{FuncId, HostId};
@@ -72,15 +72,15 @@ impl Side {
 }
 
 /// Both sides of the NTB of adapter `ntb` (this side first).
-pub fn sides(f: &Fabric, ntb: u32) -> RResult<[Side; 2]> {
+pub fn sides(f: &Fabric, ntb: u32) -> MResult<[Side; 2]> {
     let n = f.ntb(ntb);
-    let peer = n.peer.ok_or_else(|| RdmaError::LinkDown { ntb: n.name.clone(), cabled: false, ping: None })?;
+    let peer = n.peer.ok_or_else(|| ModelError::NoPeer { ntb: n.name.clone() })?;
     let p = f.ntb(peer);
     let virt = n.name.contains("virtual") || (!p.name.contains("virtual") && ntb < peer);
-    let side = |id: u32, virt: bool| -> RResult<Side> {
+    let side = |id: u32, virt: bool| -> MResult<Side> {
         let x = f.ntb(id);
         let bar = f.func(x.func).bars.iter().find(|b| b.index == 0).filter(|b| b.size >= SPAN);
-        let bar = bar.ok_or_else(|| RdmaError::NoControlBar { ntb: x.name.clone(), span: SPAN })?;
+        let bar = bar.ok_or_else(|| ModelError::NoControlBar { ntb: x.name.clone(), span: SPAN })?;
         Ok(Side { ntb: id, func: x.func, host: x.host, virt, bar0: bar.addr })
     };
     Ok([side(ntb, virt)?, side(peer, !virt)?])
@@ -94,7 +94,7 @@ pub struct NtRegs {
 impl NtRegs {
     /// The registers of the NTB of adapter `ntb`: each endpoint's doorbell vector aimed at its
     /// host, BAR 0 in step with the NTB's state.
-    pub fn new(f: &mut Fabric, ntb: u32) -> RResult<NtRegs> {
+    pub fn new(f: &mut Fabric, ntb: u32) -> MResult<NtRegs> {
         let sides = sides(f, ntb)?;
         for s in &sides {
             let mut entry = [0u8; 16];
@@ -194,7 +194,7 @@ pub struct CpuRegs {
 }
 
 impl CpuRegs {
-    pub fn of(f: &Fabric, ntb: u32) -> RResult<CpuRegs> {
+    pub fn of(f: &Fabric, ntb: u32) -> MResult<CpuRegs> {
         let [own, peer] = sides(f, ntb)?;
         Ok(CpuRegs { host: own.host, own, peer })
     }
@@ -222,7 +222,7 @@ pub fn doorbell_irq_count(f: &Fabric, host: HostId, since: u64) -> usize {
 }
 
 /// The CPU store that rings the peer's doorbell bits, done timelessly (the handshake's READY).
-pub fn ring_now(f: &mut Fabric, ntb: u32, bits: u64) -> RResult<()> {
+pub fn ring_now(f: &mut Fabric, ntb: u32, bits: u64) -> MResult<()> {
     let r = CpuRegs::of(f, ntb)?;
     f.peer_db_set(ntb, bits)?;
     f.write(Requester::Cpu(r.host), r.peer_db(), &(bits as u32).to_le_bytes());

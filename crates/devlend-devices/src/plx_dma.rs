@@ -8,7 +8,7 @@
 //! devlend's own (the PEX8749 data book's are not reproduced; see `params/hardware.toml [ntb_dma]`).
 //!
 //! The engine is an actor ([`Device`]): the CPU's store of START into a channel's CTRL register
-//! starts the channel when it lands. The channel ([`crate::channel`]) fetches SG descriptors with
+//! starts the channel when it lands. The channel ([`channel`]) fetches SG descriptors with
 //! DMA reads, moves data as a pipeline (reads of `read_request_bytes`, at most `outstanding_reads`
 //! in flight, each chunk's posted write issued when its read data has returned, so reads and
 //! writes overlap), writes SG status back, and raises its MSI-X vector. Every access is a flow on
@@ -17,14 +17,17 @@
 //! an error status naming the descriptor; the fault is recorded by the fabric. Completion is never
 //! reported for a transfer that did not fully land.
 
-use crate::channel::Channel;
-use crate::error::{RResult, RdmaError};
-use crate::params::params;
+mod channel;
+pub mod params;
+
+use crate::error::{MResult, ModelError};
+use channel::Channel;
 use devlend_engine::machine::{Cx, Device, FlowDone, World};
 use devlend_fabric::model::FuncId;
 use devlend_fabric::route::Failure;
 use devlend_fabric::Fabric;
 use devlend_wire::Tlp;
+use params::ntb_dma;
 
 /// Channel registers (BAR 0), at `channel * CH_STRIDE`.
 pub const CH_STRIDE: u64 = 0x100;
@@ -136,19 +139,19 @@ impl Token {
 impl DmaEngine {
     /// An engine with `[ntb_dma]`'s channel count and read pipeline.
     pub fn new(func: FuncId) -> DmaEngine {
-        let p = &params().ntb_dma;
+        let p = ntb_dma();
         DmaEngine::with(func, p.channels, p.outstanding_reads).expect("[ntb_dma] channels and outstanding_reads are valid")
     }
 
     /// An engine with `channels` channels (1 to `[ntb_dma] max_channels`) that each keep
     /// `outstanding_reads` reads in flight (at least 1).
-    pub fn with(func: FuncId, channels: u32, outstanding_reads: u64) -> RResult<DmaEngine> {
-        let max = params().ntb_dma.max_channels;
+    pub fn with(func: FuncId, channels: u32, outstanding_reads: u64) -> MResult<DmaEngine> {
+        let max = ntb_dma().max_channels;
         if channels == 0 || channels > max {
-            return Err(RdmaError::DmaChannels { channels, max });
+            return Err(ModelError::DmaChannels { channels, max });
         }
         if outstanding_reads == 0 {
-            return Err(RdmaError::NoOutstandingReads);
+            return Err(ModelError::NoOutstandingReads);
         }
         let channels = (0..channels as u8).map(|c| Channel::new(c, outstanding_reads)).collect();
         Ok(DmaEngine { func, outstanding_reads, channels })
@@ -174,7 +177,7 @@ impl DmaEngine {
 }
 
 /// `n` bytes (little-endian) of the engine's BAR 0 at `off`.
-pub(crate) fn reg_read(f: &Fabric, func: FuncId, off: u64, n: usize) -> u64 {
+pub fn reg_read(f: &Fabric, func: FuncId, off: u64, n: usize) -> u64 {
     let mut b = vec![0u8; n];
     if let Some(m) = f.bar_mem(func, 0) {
         m.read(off, &mut b);
