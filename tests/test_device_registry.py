@@ -8,8 +8,10 @@ import json
 import os
 import re
 
-from conftest import ROOT
+import devlend
+from conftest import ROOT, topo_path
 from devlend import _core
+from devlend.errors import WorkloadError
 from devlend.lspci.assemble import _modelled
 from devlend.topology import json_schema
 
@@ -66,3 +68,19 @@ def test_no_workload_binding_or_front_end_file_names_a_device_kind():
     assert not found, "device kinds named outside the registry (ask devlend_drivers::registry):\n" + "\n".join(found)
     rust = [p for p in _files() if p.endswith(".rs")]
     assert not [p for p in rust if "DeviceKind::" in open(p, encoding="utf-8").read()], "match on the fabric's DeviceKind: ask the registry"
+
+
+def test_a_workload_asks_for_what_a_device_serves_and_names_the_kinds_that_do():
+    """fio asks for a device that serves block I/O, a GPU copy for one that serves copies; the
+    error names the kinds that serve it (the registry's) and the device's own, as before."""
+    s = devlend.Scenario(topo_path("three-host-cluster.yaml"))
+    for add, message in [
+        (lambda: s.fio("f", "borrower", "gpu0", "randread"), "workload f: gpu0 is not a nvme device (its kind is gpu)"),
+        (lambda: s.gpu_copy("c", "borrower", "ntb-b-a", "htod", 1 << 20), "workload c: ntb-b-a is not a gpu device (an NTB adapter)"),
+    ]:
+        try:
+            add()
+        except WorkloadError as e:
+            assert (e.kind, str(e)) == ("wrong-kind", message)
+        else:
+            raise AssertionError("accepted")
