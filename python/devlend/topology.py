@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 
+from . import _core
 from .errors import TopologyError
 from .sizes import parse_addr, parse_size
 from .yamlpos import document_path, dotted, load_with_marks, locate, pointer_to_path
@@ -89,11 +90,15 @@ class Function(_Model):
     sriov: Optional[Sriov] = None
 
 
+#: Every kind a device may be: the core's device registry (``devlend_drivers::registry``).
+DEVICE_KINDS = tuple(_core.device_kinds())
+
+
 class Device(_Model):
     """An endpoint: a profile from params/hardware.toml, or explicit functions and BARs."""
     name: Name
     profile: Optional[str] = None
-    kind: Optional[Literal["gpu", "nvme", "nic", "generic"]] = None
+    kind: Optional[Literal[DEVICE_KINDS]] = None
     functions: Optional[list[Function]] = None
     num_vfs: Optional[int] = Field(default=None, ge=0, le=255, description="SR-IOV VFs to enable on a profile device")
 

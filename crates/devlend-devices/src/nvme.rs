@@ -99,7 +99,7 @@ impl Media {
     pub fn of_device(f: &Fabric, device: &str) -> MResult<Media> {
         let d = f.devices().iter().position(|d| d.name == device);
         let profile = match d.map(|d| &f.devices()[d]) {
-            Some(info) if info.profile.is_none() && info.kind == devlend_fabric::spec::DeviceKind::Nvme => DEFAULT_PROFILE.to_string(),
+            Some(info) if info.profile.is_none() && info.kind.as_str() == "nvme" => DEFAULT_PROFILE.to_string(),
             other => other.and_then(|i| i.profile.clone()).unwrap_or_default(),
         };
         let mut m = Media::of(&profile)?;

@@ -12,7 +12,8 @@
 //! `drivers/nvme/host/pci.c`; the GPU driver ([`gpu_driver::Driver`]) programs the GPU model's
 //! copy engine and semaphores, enough for 000 §7.1-7.2. [`gpu_run`] and [`nvme_run`] put the
 //! devices and a host's thread on one machine; the papers' procedures that use them live in
-//! devlend-experiments. Errors are typed ([`error::DeviceError`], which wraps a device model's
+//! devlend-experiments. [`registry`] lists the device types by their profile's `kind` and what
+//! each serves, for the workloads, the Python binding and the topology schema to ask. Errors are typed ([`error::DeviceError`], which wraps a device model's
 //! `devlend_devices::error::ModelError`), naming the device, address or parameter they concern.
 
 pub mod error;
@@ -20,3 +21,4 @@ pub mod gpu_driver;
 pub mod gpu_run;
 pub mod nvme_driver;
 pub mod nvme_run;
+pub mod registry;

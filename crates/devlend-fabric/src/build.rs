@@ -9,7 +9,7 @@ use crate::iommu::Iommu;
 use crate::memory::SparseMem;
 use crate::model::*;
 use crate::ntb::NtbState;
-use crate::params::{params, BarParam, WindowParam};
+use crate::params::{params, BarParam, Params, WindowParam};
 use crate::spec::*;
 use devlend_wire::{Bdf, VALID_WIDTHS};
 use rustc_hash::FxHashMap;
@@ -297,17 +297,12 @@ impl Builder {
             },
             None => None,
         };
-        let kind = d
-            .kind
-            .or_else(|| {
-                prof.map(|pr| match pr.kind.as_str() {
-                    "gpu" => DeviceKind::Gpu,
-                    "nvme" => DeviceKind::Nvme,
-                    "nic" => DeviceKind::Nic,
-                    _ => DeviceKind::Generic,
-                })
-            })
-            .unwrap_or(DeviceKind::Generic);
+        let kind = match (&d.kind, prof) {
+            (Some(k), _) => known_kind(k, p, &format!("{path}/kind"))?,
+            (None, Some(pr)) => DeviceKind::new(&pr.kind),
+            (None, None) => DeviceKind::generic(),
+        };
+        let class_code = class_code(&kind, p);
         let to_spec = |b: &BarParam| BarSpec { index: b.index, size: b.size, bits: b.bits, pref: b.pref };
         let (functions, fn_path) = match (&d.functions, prof) {
             (Some(fs), _) => (fs.clone(), format!("{path}/functions")),
@@ -339,7 +334,7 @@ impl Builder {
             let name = if fi == 0 { d.name.clone() } else { format!("{}.f{fi}", d.name) };
             // Where the BARs come from: the function's `bars` list, or the `profile` field.
             let bars_path = if d.functions.is_some() { format!("{fpath}/bars") } else { fpath.clone() };
-            let pf = self.func(node, name, kind, vendor, device_id, None, bars, fs.msix_vectors, bars_path);
+            let pf = self.func(node, name, class_code, vendor, device_id, None, bars, fs.msix_vectors, bars_path);
             if let Some(sr) = &fs.sriov {
                 let spath = if d.functions.is_some() { format!("{fpath}/sriov") } else { format!("{path}/num_vfs") };
                 if let Some(total) = sr.total_vfs {
@@ -350,7 +345,7 @@ impl Builder {
                 let vf_bars = check_bars(sr.vf_bars.as_deref().unwrap_or(&[]), &format!("{spath}/vf_bars"))?;
                 for v in 0..sr.num_vfs {
                     let vf_path = if d.functions.is_some() { format!("{spath}/vf_bars") } else { spath.clone() };
-                    self.func(node, format!("{}.vf{v}", d.name), kind, vendor, device_id.wrapping_add(1), Some((v, pf)), vf_bars.clone(), 3, vf_path);
+                    self.func(node, format!("{}.vf{v}", d.name), class_code, vendor, device_id.wrapping_add(1), Some((v, pf)), vf_bars.clone(), 3, vf_path);
                 }
             }
         }
@@ -364,7 +359,7 @@ impl Builder {
         &mut self,
         node: NodeId,
         name: String,
-        kind: DeviceKind,
+        class_code: u32,
         vendor: u16,
         device_id: u16,
         vf: Option<(u16, FuncId)>,
@@ -372,7 +367,7 @@ impl Builder {
         msix: u16,
         spec_path: String,
     ) -> FuncId {
-        self.funcs.push(Function { node, name, bdf: Bdf(0), kind, vendor, device_id, vf, bars, msix_vectors: msix, spec_path });
+        self.funcs.push(Function { node, name, bdf: Bdf(0), class_code, vendor, device_id, vf, bars, msix_vectors: msix, spec_path });
         let id = self.funcs.len() as FuncId - 1;
         self.nodes[node as usize].functions.push(id);
         id
@@ -447,7 +442,7 @@ impl Builder {
         let func = self.func(
             node,
             n.name.clone(),
-            DeviceKind::Generic,
+            OTHER_BRIDGE,
             0x10b5,
             0x87b0,
             None,
@@ -610,6 +605,27 @@ impl Builder {
     }
 }
 
+/// PCI Code and ID Assignment 1.11: 06 80 00, other bridge (an NTB; a device of no profile's kind).
+const OTHER_BRIDGE: u32 = 0x06_80_00;
+
+/// `kind` as a description gives it: a kind some device profile has, or generic.
+fn known_kind(kind: &DeviceKind, p: &Params, path: &str) -> SResult<DeviceKind> {
+    let mut known: Vec<&str> = p.device.values().map(|pr| pr.kind.as_str()).filter(|k| *k != DeviceKind::GENERIC).collect();
+    known.sort_unstable();
+    known.dedup();
+    known.push(DeviceKind::GENERIC);
+    match known.contains(&kind.as_str()) {
+        true => Ok(kind.clone()),
+        false => err(path, format!("unknown device kind '{}': expected one of {}", kind.as_str(), known.join(", "))),
+    }
+}
+
+/// The config-space class code of a device of `kind`: its kind's profiles' (one per kind,
+/// `params` checks), or for a kind no profile has (generic) [`OTHER_BRIDGE`].
+fn class_code(kind: &DeviceKind, p: &Params) -> u32 {
+    p.device.values().find(|pr| pr.kind == kind.as_str()).map_or(OTHER_BRIDGE, |pr| pr.class_code)
+}
+
 fn check_bars(bars: &[BarSpec], path: &str) -> SResult<Vec<Bar>> {
     let mut used = 0u8;
     let mut out = Vec::new();
@@ -636,4 +652,35 @@ fn check_bars(bars: &[BarSpec], path: &str) -> SResult<Vec<Bar>> {
         out.push(Bar { index: b.index, size: b.size, bits: b.bits, pref: b.pref, addr: 0 });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::SpecError;
+
+    /// One host with device `d` of `kind`, described by its functions.
+    fn described(kind: &str) -> Result<crate::Fabric, SpecError> {
+        crate::build_json(&format!(
+            r#"{{"name":"t","hosts":[{{"name":"h","cpu":"intel-xeon-e5","ram":1073741824,"iommu":false,"root_ports":1}}],"switches":[],
+                "devices":[{{"name":"d","kind":"{kind}","functions":[{{"bars":[{{"index":0,"size":4096}}]}}]}}],"ntbs":[],
+                "links":[{{"a":"h.rp0","b":"d","gen":3,"width":4}}]}}"#
+        ))
+    }
+
+    #[test]
+    fn a_described_device_takes_a_profiles_kind_and_its_class_code() {
+        for (kind, class) in [("gpu", 0x03_00_00), ("nvme", 0x01_08_02), ("nic", 0x02_00_00), ("generic", 0x06_80_00)] {
+            let f = described(kind).unwrap();
+            let func = f.func_id("d").unwrap();
+            assert_eq!(f.config_read(func, 0x08, 4).unwrap() >> 8, class, "{kind}");
+            assert_eq!(f.devices()[0].kind.as_str(), kind);
+        }
+    }
+
+    #[test]
+    fn a_kind_no_profile_has_is_refused_naming_the_kinds() {
+        let e = described("fpga").err().expect("refused");
+        let text = e.to_string();
+        assert!(text.contains("/devices/0/kind") && text.contains("unknown device kind 'fpga': expected one of gpu, nic, nvme, generic"), "{text}");
+    }
 }

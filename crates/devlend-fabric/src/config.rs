@@ -7,7 +7,6 @@
 //! capability (table in BAR 0 at `MSIX_TABLE_OFFSET`, PBA after it). Other offsets read as zero and ignore writes.
 
 use crate::model::Function;
-use crate::spec::DeviceKind;
 
 pub const COMMAND: usize = 0x04;
 pub const CMD_MEMORY: u16 = 1 << 1;
@@ -37,16 +36,6 @@ impl ConfigState {
     }
 }
 
-fn class_code(kind: DeviceKind) -> u32 {
-    // PCI Code and ID Assignment spec 1.11: 03 00 00 VGA, 01 08 02 NVMe, 02 00 00 Ethernet, 06 80 00 other bridge (NTB).
-    match kind {
-        DeviceKind::Gpu => 0x03_00_00,
-        DeviceKind::Nvme => 0x01_08_02,
-        DeviceKind::Nic => 0x02_00_00,
-        DeviceKind::Generic => 0x06_80_00,
-    }
-}
-
 /// Read a 32-bit aligned dword of config space.
 pub fn read_dword(f: &Function, st: &ConfigState, off: usize) -> u32 {
     match off & !3 {
@@ -55,7 +44,7 @@ pub fn read_dword(f: &Function, st: &ConfigState, off: usize) -> u32 {
             let status: u32 = if f.msix_vectors > 0 { 1 << 4 } else { 0 };
             status << 16 | st.command as u32
         }
-        0x08 => class_code(f.kind) << 8,
+        0x08 => f.class_code << 8,
         0x0c => 0, // header type 0, single function view
         o @ 0x10..=0x24 => bar_register(f, st, (o - BAR0) / 4),
         0x34 if f.msix_vectors > 0 => MSIX_CAP as u32,

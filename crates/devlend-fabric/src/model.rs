@@ -3,7 +3,7 @@
 //! config space, memory) lives in its own modules and is owned by `Fabric`.
 
 use crate::params::CpuProfile;
-use crate::spec::{DeviceKind, LinkKind};
+use crate::spec::LinkKind;
 use devlend_wire::Bdf;
 
 pub type HostId = u16;
@@ -166,7 +166,8 @@ pub struct Function {
     pub node: NodeId,
     pub name: String,
     pub bdf: Bdf,
-    pub kind: DeviceKind,
+    /// Config-space class code (base class, sub-class, programming interface).
+    pub class_code: u32,
     pub vendor: u16,
     pub device_id: u16,
     /// For SR-IOV virtual functions: the VF number and the physical function.

@@ -46,6 +46,8 @@ pub struct BarParam {
 #[derive(Debug, Clone, Deserialize)]
 pub struct DeviceProfile {
     pub kind: String,
+    /// Config-space class code (base class, sub-class, programming interface); one per kind.
+    pub class_code: u32,
     pub vendor: u16,
     pub device: u16,
     pub max_gen: u8,
@@ -201,5 +203,17 @@ mod tests {
         }
         let k40 = &p.device["tesla-k40c"];
         assert_eq!((k40.memory, k40.bars[1].size), (Some(12 << 30), 256 << 20));
+    }
+
+    #[test]
+    fn profiles_of_one_kind_share_one_class_code() {
+        let p = super::params();
+        for (name, d) in &p.device {
+            let first = p.device.values().find(|o| o.kind == d.kind).unwrap();
+            assert_eq!(d.class_code, first.class_code, "{name}: kind {} has one class code", d.kind);
+        }
+        let codes: Vec<(&str, u32)> =
+            ["gpu", "nvme", "nic", "generic"].iter().map(|k| (*k, p.device.values().find(|d| d.kind == *k).unwrap().class_code)).collect();
+        assert_eq!(codes, [("gpu", 0x03_00_00), ("nvme", 0x01_08_02), ("nic", 0x02_00_00), ("generic", 0x06_80_00)]);
     }
 }

@@ -74,7 +74,7 @@ impl Fabric {
         }
         if let NodeKind::Endpoint { device } = node.kind {
             let d = &self.devices[device as usize];
-            v["device_kind"] = json!(format!("{:?}", d.kind).to_lowercase());
+            v["device_kind"] = json!(d.kind.as_str());
             v["profile"] = json!(d.profile);
         }
         if let NodeKind::Ntb { ntb } = node.kind {

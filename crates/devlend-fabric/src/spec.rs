@@ -102,13 +102,27 @@ pub struct SwitchSpec {
     pub downstream_ports: u8,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum DeviceKind {
-    Gpu,
-    Nvme,
-    Nic,
-    Generic,
+/// What kind of device an endpoint is: the `kind` of a device profile in `params/hardware.toml`
+/// (`gpu`, `nvme`, ... : one per device model, `devlend-drivers`' registry), or [`DeviceKind::GENERIC`]
+/// for BARs with no model behind them. The fabric takes the kinds the profiles name, so a new
+/// device type is a profile of a new kind, not a change here.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct DeviceKind(String);
+
+impl DeviceKind {
+    /// The kind of a device without a model of its own.
+    pub const GENERIC: &'static str = "generic";
+
+    pub fn new(kind: &str) -> DeviceKind {
+        DeviceKind(kind.to_string())
+    }
+    pub fn generic() -> DeviceKind {
+        DeviceKind::new(Self::GENERIC)
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

@@ -426,13 +426,13 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
     for (name, kv) in &spec.devices {
         let path = format!("/params/devices/{name}");
         let d = f.devices.iter().position(|d| &d.name == name).ok_or_else(|| unknown("device", name, &path, f.devices.iter().map(|d| d.name.clone())))?;
-        let nvme = f.devices[d].kind == crate::spec::DeviceKind::Nvme;
+        let nvme = f.devices[d].kind.as_str() == "nvme";
         let allowed: Vec<&str> = DEVICE.iter().chain(if nvme { MEDIA } else { &[] }).copied().collect();
         for (k, v) in kv {
             if !nvme && MEDIA.contains(&k.as_str()) {
                 return Err(SpecError::new(
                     format!("{path}/{k}"),
-                    format!("{k}: {name} is not an NVMe drive (it is {}): only a drive has media settings", kind_name(f.devices[d].kind)),
+                    format!("{k}: {name} is not an NVMe drive (it is {}): only a drive has media settings", kind_name(&f.devices[d].kind)),
                 ));
             }
             let n = num(setting(&allowed, &format!("devices.{name}"), k, v, &path, &mut overrides)?);
@@ -521,13 +521,14 @@ fn link_table(spec: &ParamsSpec, ends: &[LinkSpec], f: &Fabric, t: &Tuning, over
     Ok(links)
 }
 
-fn kind_name(k: crate::spec::DeviceKind) -> &'static str {
-    use crate::spec::DeviceKind::*;
-    match k {
-        Gpu => "a GPU",
-        Nvme => "an NVMe drive",
-        Nic => "a NIC",
-        Generic => "a generic device",
+/// How a media setting's error names a device's kind ("a GPU"), or by the kind's name.
+fn kind_name(k: &crate::spec::DeviceKind) -> String {
+    match k.as_str() {
+        "gpu" => "a GPU".into(),
+        "nvme" => "an NVMe drive".into(),
+        "nic" => "a NIC".into(),
+        "generic" => "a generic device".into(),
+        other => format!("a device of kind {other}"),
     }
 }
 

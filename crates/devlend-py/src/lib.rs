@@ -391,11 +391,19 @@ fn settable() -> Vec<(String, &'static str, String)> {
     devlend_fabric::tuning::settable()
 }
 
+/// Every kind a device may be (`devlend_drivers::registry`): the registered device types, then
+/// the generic kind; the topology schema's `kind` is built from it.
+#[pyfunction]
+fn device_kinds() -> Vec<&'static str> {
+    devlend_drivers::registry::kinds().collect()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Fabric>()?;
     m.add_function(wrap_pyfunction!(params_toml, m)?)?;
     m.add_function(wrap_pyfunction!(settable, m)?)?;
+    m.add_function(wrap_pyfunction!(device_kinds, m)?)?;
     lending::register(m)?;
     fio::register(m)?;
     rdma::register(m)?;

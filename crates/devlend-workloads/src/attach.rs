@@ -4,6 +4,7 @@
 //! errors made typed. A runner is a host or a VM: [`Runner`], with [`with_os!`] for its kernel.
 
 use crate::error::{Missing, SetupCause, Unreached, WResult, WorkloadError};
+use devlend_drivers::registry::{self, Serves};
 use devlend_fabric::model::FuncId;
 use devlend_host::{Cluster, DevId, HostError, InVm, NoSuch};
 use devlend_vm::GuestKernel;
@@ -58,26 +59,6 @@ pub(crate) struct Attached {
     pub dev: DevId,
 }
 
-/// The kind (`gpu`, `nvme`, ...) of the device profile of `device`, if it has one.
-/// The device's kind: its profile's, or for a device described by its functions (an imported
-/// device whose IDs devlend does not know) the `kind` its description gives.
-fn kind_of(c: &Cluster, device: &str) -> Option<String> {
-    use devlend_fabric::spec::DeviceKind;
-    let d = c.fabric.devices().iter().find(|d| d.name == device)?;
-    let Some(profile) = &d.profile else {
-        let kind = match d.kind {
-            DeviceKind::Gpu => "gpu",
-            DeviceKind::Nvme => "nvme",
-            DeviceKind::Nic => "nic",
-            DeviceKind::Generic => "generic",
-        };
-        return Some(kind.to_string());
-    };
-    let t: Option<toml::Value> = toml::from_str(devlend_fabric::params::HARDWARE_TOML).ok();
-    let kind = t.as_ref().and_then(|t| t.get("device")?.get(profile)?.get("kind")?.as_str().map(String::from));
-    kind
-}
-
 pub(crate) fn host_error(w: &str, device: &str, e: HostError) -> WorkloadError {
     let workload = w.to_string();
     match e {
@@ -102,24 +83,24 @@ pub(crate) fn runner(c: &Cluster, guests: &Guests, w: &str, runner: &str) -> WRe
     })
 }
 
-/// `device` exists and is of kind `expected` (checked before anything about it is looked up or
-/// changed, so that a wrong device is that error and not a missing parameter of its profile).
-pub(crate) fn check_kind(c: &Cluster, w: &str, device: &str, expected: &'static str) -> WResult<FuncId> {
+/// `device` exists and is of a kind that serves `s` (`devlend_drivers::registry`; checked before
+/// anything about it is looked up or changed, so that a wrong device is that error and not a
+/// missing parameter of its profile).
+pub(crate) fn check_kind(c: &Cluster, w: &str, device: &str, s: Serves) -> WResult<FuncId> {
     let func = c.fabric.func_id(device).map_err(|e| WorkloadError::no_such(w, "device", Missing::Fabric(e)))?;
-    let kind = kind_of(c, device);
-    if kind.as_deref() != Some(expected) {
+    registry::check(&c.fabric, device, s).map_err(|kind| {
         let found = kind.map_or_else(|| "an NTB adapter".into(), |k| format!("its kind is {k}"));
-        return Err(WorkloadError::WrongKind { workload: w.into(), device: device.into(), expected, found });
-    }
+        WorkloadError::WrongKind { workload: w.into(), device: device.into(), expected: registry::serving(s), found }
+    })?;
     Ok(func)
 }
 
-/// Make `device` (of kind `expected`) ready for `runner`: a host borrows it when it sits
+/// Make `device` (of a kind that serves `s`) ready for `runner`: a host borrows it when it sits
 /// elsewhere (or takes its handle when it holds it borrowed already, `Scenario::borrow`); a VM
 /// has it from its description.
-pub(crate) fn attach(c: &mut Cluster, guests: &Guests, w: &str, runner_name: &str, device: &str, expected: &'static str) -> WResult<Attached> {
+pub(crate) fn attach(c: &mut Cluster, guests: &Guests, w: &str, runner_name: &str, device: &str, s: Serves) -> WResult<Attached> {
     let runner = runner(c, guests, w, runner_name)?;
-    let func = check_kind(c, w, device, expected)?;
+    let func = check_kind(c, w, device, s)?;
     let dev = match &runner {
         Runner::Host(host) if c.fabric.func_host(func) == *host => c.kernel(*host).and_then(|k| {
             let d = k.find(device)?;

@@ -195,7 +195,7 @@ pub enum WorkloadError {
     /// `WResult` would carry them.
     NoSuch { workload: String, what: String, missing: Box<Missing> },
     /// The device is not of the kind the workload drives (a GPU, an NVMe drive).
-    WrongKind { workload: String, device: String, expected: &'static str, found: String },
+    WrongKind { workload: String, device: String, expected: String, found: String },
     /// The device is lent to (borrowed by) another host already.
     AlreadyBorrowed { workload: String, device: String, error: HostError },
     /// Another workload of this scenario drives the device.

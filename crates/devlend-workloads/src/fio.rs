@@ -6,6 +6,7 @@ use crate::attach::{attach, Guests, Runner};
 use crate::error::{BadSpec, WResult, WorkloadError};
 use crate::fio_job::{check, check_threads, FioRun, Job, JobSpec, Rw};
 use devlend_devices::nvme::{Controller, Media};
+use devlend_drivers::registry::Serves;
 use devlend_engine::machine::Machine;
 use devlend_engine::queue::Ps;
 use devlend_host::Cluster;
@@ -91,10 +92,10 @@ impl FioSpec {
 pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, device): (&str, &str), jobs: FioJobs, at: Ps) -> WResult<(Fio, Media)> {
     jobs.check(w)?;
     let mut c = m.world();
-    crate::attach::check_kind(&c, w, device, "nvme")?;
+    crate::attach::check_kind(&c, w, device, Serves::BlockIo)?;
     let media = Media::of_device(&c.fabric, device).map_err(WorkloadError::setup(w))?;
     let threads = jobs.threads(w, media.capacity)?;
-    let a = attach(&mut c, guests, w, runner, device, "nvme")?;
+    let a = attach(&mut c, guests, w, runner, device, Serves::BlockIo)?;
     let ctrl = Controller::new(&mut c.fabric, a.func, media.blocks(), media);
     drop(c);
     m.add_device(a.func, Rc::new(RefCell::new(ctrl)));

@@ -7,6 +7,7 @@ use crate::error::{BadSpec, FailCause, WResult, WorkloadError};
 use devlend_devices::gpu::Gpu;
 use devlend_drivers::gpu_driver::Driver;
 use devlend_drivers::gpu_run::Dir;
+use devlend_drivers::registry::Serves;
 use devlend_engine::machine::{Machine, ThreadError};
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, Os, ThreadKernel};
@@ -86,7 +87,7 @@ pub(crate) fn start(
     at: Ps,
 ) -> WResult<GpuCopy> {
     let mut c = m.world();
-    let a = attach(&mut c, guests, w, runner, device, "gpu")?;
+    let a = attach(&mut c, guests, w, runner, device, Serves::DeviceCopy)?;
     let window = c.dma_window_size(a.func).map(|size| (size, device));
     let gpu = Gpu::new(&mut c.fabric, a.func).map_err(WorkloadError::setup(w))?;
     let prepared = with_os!(&a.runner, c, |os| Ok(prepare(os, w, (a.dev, window), (dir, len), memory)));

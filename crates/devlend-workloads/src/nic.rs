@@ -38,6 +38,7 @@
 
 use crate::attach::{attach, with_os, Guests, Runner};
 use crate::error::{BadSpec, FailCause, WResult, WorkloadError};
+use devlend_drivers::registry::Serves;
 use devlend_engine::machine::{Cx, Device, FlowDone, Machine, ThreadError};
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, DmaDir, Os, ThreadKernel};
@@ -402,7 +403,7 @@ pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner,
     let (cfg, wl, packet_bytes) = model(w, spec)?;
     let setup = WorkloadError::host_setup(w, "mapping the NIC's packet buffer");
     let mut c = m.world();
-    let a = attach(&mut c, guests, w, runner, device, "nic")?;
+    let a = attach(&mut c, guests, w, runner, device, Serves::TenantPackets)?;
     let (buf, bar) = with_os!(&a.runner, c, |os| {
         os.pci_set_master(a.dev)?;
         let phys = os.kmalloc(BUFFER_BYTES)?;

@@ -12,6 +12,7 @@ use devlend_devices::gpu::Gpu;
 use devlend_devices::gpu_kernel::{Kernel, KernelStop, K_FIRST, K_LAUNCH, K_OWN_OFF, K_POLL_AT, K_ROUNDS, K_STORE_AT};
 use devlend_drivers::error::{DResult, DeviceError};
 use devlend_drivers::gpu_driver::{Driver, Mapping};
+use devlend_drivers::registry::Serves;
 use devlend_engine::machine::{Machine, ThreadError};
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, Os, ThreadKernel};
@@ -74,7 +75,7 @@ struct Side {
 }
 
 fn side(c: &mut Cluster, guests: &Guests, w: &str, runner: &str, device: &str) -> WResult<(Side, Runner)> {
-    let a = attach(c, guests, w, runner, device, "gpu")?;
+    let a = attach(c, guests, w, runner, device, Serves::DeviceCopy)?;
     let gpu = Gpu::new(&mut c.fabric, a.func).map_err(WorkloadError::setup(w))?;
     let drv = with_os!(&a.runner, *c, |os| Ok(Driver::probe(os, a.dev)))
         .map_err(WorkloadError::host_setup(w, "the runner's kernel"))?

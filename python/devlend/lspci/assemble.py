@@ -43,6 +43,12 @@ def _params() -> dict:
     return _PARAMS
 
 
+def _modelled() -> tuple[str, ...]:
+    """The kinds with a device model: the core's device registry, less "generic"."""
+    from .. import _core
+    return tuple(k for k in _core.device_kinds() if k != "generic")
+
+
 def _kind(fn: _Fn) -> str:
     cc = fn.class_code
     if cc is not None:
@@ -209,7 +215,7 @@ class _Assembler:
         for f in roots:
             if not f.is_bridge and f.key not in self.vf_of and f.key not in self.orphan_vfs:
                 groups.setdefault(f.key[:3], []).append(f)
-        return [g for g in groups.values() if _kind(g[0]) in ("gpu", "nvme", "nic")]
+        return [g for g in groups.values() if _kind(g[0]) in _modelled()]
 
     def run(self) -> ImportResult:
         self.find_vfs()
