@@ -38,3 +38,17 @@ def _own_pool_state(tmp_path, monkeypatch):
     # commands run by tests print at the piped default unless a test sets COLUMNS itself.
     monkeypatch.setenv("COLUMNS", "")
     monkeypatch.delenv("COLUMNS")
+
+
+# Scheduling only: scripts/test runs pytest-xdist with `--dist loadscope --no-loadscope-reorder`,
+# which hands whole modules to whichever worker is idle, in collection order. The longest modules
+# go first (their seconds in BENCHMARKS.md, "the test command"), so that no long module starts
+# last and the two workers finish together; every other module follows in file order.
+LONGEST_FIRST = ("test_linux_guest.py", "test_linux_guest_faults.py", "test_corpus.py", "test_plots.py", "test_progress.py",
+                 "test_linux_ntb.py", "test_scenario_files.py", "test_cli.py", "test_lspci.py", "test_docs.py",
+                 "test_provenance.py", "test_experiments.py", "test_linux_fio.py", "test_hypertrio.py", "test_linux_guests.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: a module's tests keep their order

@@ -70,3 +70,13 @@ def test_readme_generated_block_is_what_its_command_makes_now(name):
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     fresh = readme_figures.blocks(readme_figures.regenerate(readme, [name]))[name]
     assert readme_figures.blocks(readme)[name] == fresh, f"README block {name} is stale: run scripts/readme-figures --write"
+
+
+def test_the_longest_first_order_names_test_modules_that_exist():
+    # scripts/test hands modules out in tests/conftest.py's LONGEST_FIRST order; a module renamed
+    # without updating it would silently go back to file order (a slower run, no failure).
+    from conftest import LONGEST_FIRST
+    here = os.path.dirname(os.path.abspath(__file__))
+    assert [n for n in LONGEST_FIRST if not os.path.isfile(os.path.join(here, n))] == []
+    with open(os.path.join(here, "..", "scripts", "test"), encoding="utf-8") as fh:
+        assert "--dist loadscope --no-loadscope-reorder" in fh.read()

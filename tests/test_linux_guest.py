@@ -2,11 +2,10 @@
 and fio run against devlend's NVMe model, borrowed through Device Lending across the modelled NTB.
 
 These boot the kernel `devlend linux build` makes (scripts/linux-deps builds it once and caches
-it); one guest boot runs all the commands the happy-path tests check."""
+it); one guest boot runs all the commands the happy-path tests check. The tests that boot a guest
+of their own are in test_linux_guest_faults.py and test_linux_fio.py."""
 
-import os
-import tomllib
-from pathlib import Path
+import re
 
 import pytest
 
@@ -14,30 +13,34 @@ import devlend
 from conftest import topo_path
 from devlend.linux import build as lbuild
 from devlend.linux import compare
-from devlend.linux.guest import LinuxGuestError, run
+from devlend.linux.guest import run
 
-# The hot-plug steps' times (params/hardware.toml [timing], ps): a port's hot-plug interrupt after
-# its link goes down, pciehp's remove after it, Device Lending's notice to a borrower.
-with open(Path(__file__).parent.parent / "params" / "hardware.toml", "rb") as fh:
-    TIMING = tomllib.load(fh)["timing"]
-HOTPLUG_DETECT_NS, HOTPLUG_REMOVE_NS, DL_NOTICE_NS = (TIMING[k] // 1000 for k in ("hotplug_detect_ps", "hotplug_remove_ps", "dl_notice_ps"))
-
-FIO = ("fio --name={name} --filename=/dev/nvme0n1 --direct=1 --thread --clocksource=clock_gettime "
-       "--bs=4k --size=2m --output-format=normal")
+# fio's start-up costs seconds of the machine's CPU in the guest (it reads the clock in a loop to
+# calibrate its own, each read a ptrace round trip in UML), so jobs share one fio where they can:
+# `--stonewall` runs each after the one before, and each job has its own report.
 COMMANDS = [
     "lspci -nn",
     "nvme id-ctrl /dev/nvme0",
-    FIO.format(name="rr") + " --rw=randread --ioengine=libaio --iodepth=1 --io_size=256k",
-    FIO.format(name="wv") + " --rw=randwrite --ioengine=io_uring --iodepth=4 --verify=crc32c --do_verify=1",
+    # rr, then wv: random writes, each block read back and checked (crc32c).
+    "fio --filename=/dev/nvme0n1 --direct=1 --thread --clocksource=clock_gettime --bs=4k --size=2m --output-format=normal "
+    "--name=rr --rw=randread --ioengine=libaio --iodepth=1 --io_size=256k "
+    "--name=wv --stonewall --rw=randwrite --ioengine=io_uring --iodepth=4 --verify=crc32c --do_verify=1",
     "cat /proc/interrupts",
     compare.guest_command("randread", 1, 64),
-    # One fio, three jobs one after another (fio's start-up in the guest costs seconds of wall).
     "fio --filename=/dev/nvme0n1 --direct=1 --thread --clocksource=clock_gettime --rw=randread --bs=4k --size=2m "
     "--output-format=json --name=libaio-qd8 --ioengine=libaio --iodepth=8 --number_ios=128 "
     "--name=io_uring-qd32 --stonewall --ioengine=io_uring --iodepth=32 --number_ios=256 "
     "--name=libaio-qd32 --stonewall --ioengine=libaio --iodepth=32 --number_ios=256",
 ]
-QD1 = 5
+QD1 = 4
+
+
+def job_report(out: str, name: str) -> str:
+    """Job `name`'s report in fio's normal output: from its "NAME: (groupid=" line to the next job's
+    or the run status."""
+    text = out[out.index(f"\n{name}: (groupid=") + 1:]
+    end = re.search(r"\n(\w+: \(groupid=|Run status group)", text)
+    return text[: end.start()] if end else text
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +69,9 @@ def test_nvme_id_ctrl_reads_the_modelled_identity(guest):
 
 
 def test_fio_randread_completes_on_the_borrowed_drive(guest):
-    out = guest.outputs[2]
-    assert guest.returncodes[2] == 0, out
-    assert "err= 0" in out and "read: IOPS=" in out, out
+    assert guest.returncodes[2] == 0, guest.outputs[2]
+    out = job_report(guest.outputs[2], "rr")
+    assert "err= 0" in out and "read: IOPS=" in out and "issued rwts: total=64,0," in out, out
     # 64 reads of 4 KiB, each an NVMe command the model executed, its interrupts from the model.
     assert guest.device["commands"] >= 64
     assert guest.device["msis"] >= 64
@@ -76,9 +79,10 @@ def test_fio_randread_completes_on_the_borrowed_drive(guest):
 
 
 def test_fio_write_then_verify_passes(guest):
-    out = guest.outputs[3]
-    assert guest.returncodes[3] == 0, out
-    assert "err= 0" in out and "verify" in out.lower(), out
+    assert guest.returncodes[2] == 0, guest.outputs[2]
+    out = job_report(guest.outputs[2], "wv")
+    # 512 blocks written (2 MiB), and each read back to be verified: an error fails the job.
+    assert "err= 0" in out and "issued rwts: total=512,512," in out and "verify" in guest.outputs[2].lower(), out
 
 
 def test_two_runs_of_one_job_report_the_same_simulated_latencies(guest, tmp_path):
@@ -115,105 +119,6 @@ def test_fio_queue_depths_up_to_32_complete_on_the_engines_clock(guest, j, depth
     # More I/Os in flight: more IOPS than at QD1, on the simulated clock.
     qd1 = compare.fio_json(guest.outputs[QD1])["jobs"][0]["read"]["iops"]
     assert out["read"]["iops"] > 2 * qd1, (out["read"]["iops"], qd1)
-
-
-def test_the_side_by_side_experiment_sees_the_borrowed_path_cost_alike():
-    # linux-fio, small: randread QD1 local and borrowed, in a guest and on devlend's model. The
-    # borrowed path's extra NTB crossings cost the real driver what they cost devlend's.
-    from devlend.experiments import linux_fio
-    from devlend import readme_figures
-    rows = linux_fio.measure(readme_figures.LINUX_FIO_IOS, jobs=readme_figures.LINUX_FIO_JOBS)
-    assert len(rows) == 4 and {r["side"] for r in rows} == {"linux guest", "devlend model"}
-    guest, model = (linux_fio.borrowed_minus_local(rows, side) for side in ("linux guest", "devlend model"))
-    assert guest > 0 and model > 0, (guest, model)
-    assert 0.7 * model <= guest <= 1.3 * model, (guest, model)
-    assert all(r["irqs_per_io"] >= 1 for r in rows if r["side"] == "linux guest"), rows
-    # The README's linux-fio figures are this run's (scripts/readme-figures --write --only linux-fio).
-    with open(readme_figures.README, encoding="utf-8") as fh:
-        quoted = readme_figures.blocks(fh.read())["linux-fio"]
-    assert quoted == readme_figures.linux_fio_block(rows), "README block linux-fio is stale: run scripts/readme-figures --write --only linux-fio"
-
-
-FAULT_FIO = ("fio --name=job --filename=/dev/nvme0n1 --direct=1 --thread --clocksource=clock_gettime --ioengine=libaio "
-             "--rw=randread --bs=4k --iodepth=1 --size=1g --norandommap --time_based --runtime=40ms")
-
-
-def test_a_link_down_during_fio_reaches_the_real_driver(tmp_path):
-    # Injected on the engine at 200 ms simulated, inside fio's 40 ms job (its I/Os start near 185
-    # ms: fio's own start-up sleeps): no completion comes, Linux's nvme driver times the command
-    # out (30 s, simulated), finds the controller reading all ones, fails to reset it and
-    # disables it; fio ends with an error. The lend stays across a pulled cable
-    # (devlend_host::fault), so no hot-plug event: the config space the driver reads through
-    # Device Lending's relay reads all ones too (PCI_STATUS). Never a hang: the guest powers off.
-    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
-    r = run(topo, "borrower", [FAULT_FIO, "echo after"], device="nvme0", outdir=tmp_path, timeout_s=400,
-            faults=[("link-down", "ntb-b", 200_000_000)])
-    assert r.device["faults_struck"] == [("link-down", "ntb-b", False)]
-    assert r.returncodes == [1, 0], r.outputs[0][-800:]
-    lines = "\n".join(r.driver_lines)
-    assert "controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0xffff" in lines, lines
-    assert "Disabling device after reset failure" in lines, lines
-    assert r.device["read_faults"] > 0 and r.device["unplugged_ns"] is None
-    assert r.device["guest_ns"] > 30_000_000_000  # the driver's I/O timeout, on the simulated clock
-
-
-def test_a_surprise_removal_during_fio_is_hot_unplugged_in_the_guest(tmp_path):
-    # The drive is pulled at 200 ms simulated. The lender's port finds its link down (24 ms),
-    # pciehp removes it, Device Lending tells the borrower (000 §4): at that step the guest gets
-    # its hot-unplug (virtio_uml's device connection breaks), the kernel removes the PCI device
-    # and nvme's remove fails the I/O in flight at once (no 30 s timeout). The guest's PCI bus is
-    # empty afterwards and the guest goes on: its next command runs, it powers off.
-    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
-    r = run(topo, "borrower", [FAULT_FIO, "echo after", "ls /sys/bus/pci/devices/"], device="nvme0",
-            outdir=tmp_path, timeout_s=400, faults=[("surprise-removal", "nvme0", 200_000_000)])
-    assert r.device["faults_struck"] == [("surprise-removal", "nvme0", False)]
-    assert r.returncodes == [1, 0, 0], r.outputs[0][-800:]
-    assert "Input/output error" in r.outputs[0], r.outputs[0][-800:]
-    assert r.device["unplugged_ns"] == 200_000_000 + HOTPLUG_DETECT_NS + HOTPLUG_REMOVE_NS + DL_NOTICE_NS
-    assert r.outputs[2].strip() == "", r.outputs[2]
-    lines = "\n".join(r.driver_lines)
-    assert "controller is down" not in lines and "WARNING" not in r.console.read_text(), lines
-    assert r.device["guest_ns"] < 1_000_000_000
-
-
-def test_the_lender_revoking_the_drive_hot_unplugs_it_in_the_guest(tmp_path):
-    # The lender takes its drive back mid-job (a forced return: the lend's mappings and
-    # interrupts go at once); Device Lending's notice reaches the borrower 20 us later
-    # (timing.dl_notice_ps) and the guest hot-unplugs the drive there.
-    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
-    r = run(topo, "borrower", [FAULT_FIO, "echo after", "ls /sys/bus/pci/devices/"], device="nvme0",
-            outdir=tmp_path, timeout_s=400, faults=[("revoke", "nvme0", 200_000_000)])
-    assert r.device["faults_struck"] == [("revoke", "nvme0", False)]
-    assert r.returncodes == [1, 0, 0], r.outputs[0][-800:]
-    assert r.device["unplugged_ns"] == 200_000_000 + DL_NOTICE_NS
-    assert r.outputs[2].strip() == "", r.outputs[2]
-    assert r.device["guest_ns"] < 1_000_000_000
-
-
-def test_bad_faults_are_refused_before_the_guest_boots(tmp_path):
-    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
-    with pytest.raises(LinuxGuestError, match="at_ns"):
-        run(topo, "borrower", ["true"], device="nvme0", outdir=tmp_path, faults=[("link-down", "ntb-b", -5)])
-    with pytest.raises(LinuxGuestError, match="no-such-ntb"):
-        run(topo, "borrower", ["true"], device="nvme0", outdir=tmp_path, faults=[("link-down", "no-such-ntb", 5)], timeout_s=60)
-
-
-def test_the_guest_cannot_write_a_host_file(tmp_path):
-    probe = tmp_path / "host-file"
-    probe.write_text("host")
-    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
-    r = run(topo, "borrower", [f"echo guest > {probe}"], outdir=tmp_path / "g", timeout_s=120)
-    assert r.returncodes[0] != 0
-    assert probe.read_text() == "host"
-
-
-def test_a_guest_that_never_powers_off_is_ended_with_its_console(tmp_path):
-    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
-    with pytest.raises(LinuxGuestError) as e:
-        run(topo, "borrower", ["sleep 100000"], outdir=tmp_path, timeout_s=8)
-    assert e.value.kind == "timeout"
-    assert "Linux version" in e.value.console_tail or e.value.console_tail
-    assert os.path.exists(tmp_path / "console.log")
 
 
 def test_no_kernel_source_is_one_clear_error(tmp_path):
@@ -302,17 +207,3 @@ def test_the_controller_speaks_uml_time_travel(tmp_path):
     t.join(10)
     assert not t.is_alive() and "e" not in out, out
     assert out["r"]["guest_ns"] == 5000 and out["r"]["waits"] == 1
-
-
-def test_devlend_linux_run_runs_commands_in_a_guest(tmp_path):
-    import subprocess
-    import sys
-    args = [sys.executable, "-m", "devlend.cli", "linux", "run", "--topology", topo_path("nvme-back-to-back.yaml"),
-            "--host", "borrower", "--device", "nvme0", "--out", str(tmp_path), "--timeout", "120", "--",
-            "nvme list", "exit 3"]
-    r = subprocess.run(args, capture_output=True, text=True)
-    assert r.returncode == 3, r.stderr
-    assert "devlnd modelled NVMe" in r.stdout and "$ exit 3   (exit 3)" in r.stdout, r.stdout
-    assert (tmp_path / "console.log").exists()
-    r = subprocess.run(args[: args.index("--")], capture_output=True, text=True)
-    assert r.returncode == 2 and "no commands" in r.stderr, r.stderr

@@ -65,7 +65,8 @@ def _on_a_terminal(args):
 def test_a_terminal_sees_what_is_running_and_quiet_or_a_pipe_sees_nothing(tmp_path):
     job = tmp_path / "j.fio"
     job.write_text(JOB)
-    assert "fio " in _on_a_terminal(["fio", str(job), *ARGS]) and "job(s) on nvme0" in _on_a_terminal(["fio", str(job), *ARGS])
+    shown = _on_a_terminal(["fio", str(job), *ARGS])
+    assert "fio " in shown and "job(s) on nvme0" in shown, shown
     assert "job(s) on nvme0" not in _on_a_terminal(["fio", str(job), *ARGS, "--quiet"])
     piped = subprocess.run([sys.executable, "-m", "devlend.cli", "fio", str(job), *ARGS], cwd=ROOT, capture_output=True, text=True)
     assert piped.returncode == 0 and "job(s) on nvme0" not in piped.stderr

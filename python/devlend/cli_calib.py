@@ -80,12 +80,13 @@ def _staged(cat, starts: int, max_evaluations: int, fmt: str, write: bool, toml_
         def progress(stage, n, vals, cost):
             if say:
                 say(f"calibrate: {stage}: evaluation {n}; cost {cost:.3g}")
-        r = calibrate_staged(cat, max_nfev=max_evaluations, progress=progress)
+        grid_fits: dict = {}   # each stage's fit from its grid start, the same from every start
+        r = calibrate_staged(cat, max_nfev=max_evaluations, progress=progress, grid_fits=grid_fits)
         others = []
         for k, st in enumerate(spread_starts(cat, starts) if starts > 1 else [], start=1):
             if say:
                 say(f"calibrate: the staged fit again from start {k}")
-            others.append(calibrate_staged(cat, start=st, max_nfev=max_evaluations))
+            others.append(calibrate_staged(cat, start=st, max_nfev=max_evaluations, grid_fits=grid_fits))
     if fmt != "table":
         _staged_data(fmt, cat, r, others)
     else:

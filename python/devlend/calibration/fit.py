@@ -155,11 +155,14 @@ class StagedFit:
 
 
 def calibrate_staged(cat: Catalogue, start: Optional[dict] = None, max_nfev: int = 60,
-                     progress: Optional[Callable[[str, int, list[float], float], None]] = None) -> StagedFit:
+                     progress: Optional[Callable[[str, int, list[float], float], None]] = None,
+                     grid_fits: Optional[dict] = None) -> StagedFit:
     """Fit stage after stage: each stage's constants to its own calibration rows, from `start`
     (by key; default the compiled values), the constants of earlier stages held at their rounded
     fitted values. The rounding between stages makes a later stage see the same inputs whenever the
-    earlier ones agree to their printed digits."""
+    earlier ones agree to their printed digits. `grid_fits`: a dict shared by the fits of one
+    catalogue from several starts; a stage's fit from its grid start depends only on the stage and
+    the held values, not on `start`, so it is computed once per (stage, held values) and reused."""
     if not cat.stages:
         raise CalibrationError("params/measurements.yaml declares no stages: fit with --only and --measurement")
     values = dict(zip((c.key for c in cat.fitted), current_values(list(cat.fitted))))
@@ -170,8 +173,14 @@ def calibrate_staged(cat: Catalogue, start: Optional[dict] = None, max_nfev: int
             continue
         cb = (lambda n, v, cost, name=st.name: progress(name, n, v, cost)) if progress else None
         held = {k: v for k, v in values.items() if k not in st.constants}
-        fits = [calibrate(cat, only=list(st.constants), fit_ids=ids, start=s, held=held, max_nfev=max_nfev, progress=cb)
-                for s in (grid_start(cat, st, ids, held), start)]
+        key = (st.name, tuple(sorted(held.items())), max_nfev)
+        grid = grid_fits.get(key) if grid_fits is not None else None
+        if grid is None:
+            grid = calibrate(cat, only=list(st.constants), fit_ids=ids, start=grid_start(cat, st, ids, held), held=held,
+                             max_nfev=max_nfev, progress=cb)
+            if grid_fits is not None:
+                grid_fits[key] = grid
+        fits = [grid, calibrate(cat, only=list(st.constants), fit_ids=ids, start=start, held=held, max_nfev=max_nfev, progress=cb)]
         r = min(fits, key=lambda f: robust_cost(f.residuals))   # the grid's first: a tie keeps what does not depend on the start
         values.update({c.key: v for c, v in zip(r.constants, r.values)})
         done.append((st, r))

@@ -14,6 +14,7 @@ import functools
 import io
 import json
 import os
+import pickle
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
@@ -72,7 +73,9 @@ def shipped(name: str):
     overrides applied and checked (an unknown constant or a name the topology lacks is a
     TopologyError naming it)."""
     testbed, _, path = _STAND_IN.get().partition("\0")
-    return _shipped(path if testbed == name else topology_path(name), _OVERRIDES.get()).model_copy(deep=True)
+    # A deep copy (the caller may edit it; the cache keeps the original): a pickle round trip copies
+    # a topology, its private fields included, in about a third of model_copy(deep=True)'s time.
+    return pickle.loads(pickle.dumps(_shipped(path if testbed == name else topology_path(name), _OVERRIDES.get()), pickle.HIGHEST_PROTOCOL))
 
 
 @functools.lru_cache(maxsize=256)

@@ -1,0 +1,116 @@
+"""Real Linux on devlend (issue 28), apart from the one shared guest of test_linux_guest.py: faults
+injected under fio in a guest (link down, surprise removal, the lender's revoke), the guest's
+limits (bad faults refused, no host file written, a guest that never powers off) and `devlend
+linux run`. Each test boots its own guest; a module of their own, so that pytest-xdist can run
+them beside test_linux_guest.py's guest on the other worker."""
+
+import os
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import devlend
+from conftest import topo_path
+from devlend.linux.guest import LinuxGuestError, run
+
+# The hot-plug steps' times (params/hardware.toml [timing], ps): a port's hot-plug interrupt after
+# its link goes down, pciehp's remove after it, Device Lending's notice to a borrower.
+with open(Path(__file__).parent.parent / "params" / "hardware.toml", "rb") as fh:
+    TIMING = tomllib.load(fh)["timing"]
+HOTPLUG_DETECT_NS, HOTPLUG_REMOVE_NS, DL_NOTICE_NS = (TIMING[k] // 1000 for k in ("hotplug_detect_ps", "hotplug_remove_ps", "dl_notice_ps"))
+
+FAULT_FIO = ("fio --name=job --filename=/dev/nvme0n1 --direct=1 --thread --clocksource=clock_gettime --ioengine=libaio "
+             "--rw=randread --bs=4k --iodepth=1 --size=1g --norandommap --time_based --runtime=40ms")
+
+
+def test_a_link_down_during_fio_reaches_the_real_driver(tmp_path):
+    # Injected on the engine at 200 ms simulated, inside fio's 40 ms job (its I/Os start near 185
+    # ms: fio's own start-up sleeps): no completion comes, Linux's nvme driver times the command
+    # out (30 s, simulated), finds the controller reading all ones, fails to reset it and
+    # disables it; fio ends with an error. The lend stays across a pulled cable
+    # (devlend_host::fault), so no hot-plug event: the config space the driver reads through
+    # Device Lending's relay reads all ones too (PCI_STATUS). Never a hang: the guest powers off.
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    r = run(topo, "borrower", [FAULT_FIO, "echo after"], device="nvme0", outdir=tmp_path, timeout_s=400,
+            faults=[("link-down", "ntb-b", 200_000_000)])
+    assert r.device["faults_struck"] == [("link-down", "ntb-b", False)]
+    assert r.returncodes == [1, 0], r.outputs[0][-800:]
+    lines = "\n".join(r.driver_lines)
+    assert "controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0xffff" in lines, lines
+    assert "Disabling device after reset failure" in lines, lines
+    assert r.device["read_faults"] > 0 and r.device["unplugged_ns"] is None
+    assert r.device["guest_ns"] > 30_000_000_000  # the driver's I/O timeout, on the simulated clock
+
+
+def test_a_surprise_removal_during_fio_is_hot_unplugged_in_the_guest(tmp_path):
+    # The drive is pulled at 200 ms simulated. The lender's port finds its link down (24 ms),
+    # pciehp removes it, Device Lending tells the borrower (000 §4): at that step the guest gets
+    # its hot-unplug (virtio_uml's device connection breaks), the kernel removes the PCI device
+    # and nvme's remove fails the I/O in flight at once (no 30 s timeout). The guest's PCI bus is
+    # empty afterwards and the guest goes on: its next command runs, it powers off.
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    r = run(topo, "borrower", [FAULT_FIO, "echo after", "ls /sys/bus/pci/devices/"], device="nvme0",
+            outdir=tmp_path, timeout_s=400, faults=[("surprise-removal", "nvme0", 200_000_000)])
+    assert r.device["faults_struck"] == [("surprise-removal", "nvme0", False)]
+    assert r.returncodes == [1, 0, 0], r.outputs[0][-800:]
+    assert "Input/output error" in r.outputs[0], r.outputs[0][-800:]
+    assert r.device["unplugged_ns"] == 200_000_000 + HOTPLUG_DETECT_NS + HOTPLUG_REMOVE_NS + DL_NOTICE_NS
+    assert r.outputs[2].strip() == "", r.outputs[2]
+    lines = "\n".join(r.driver_lines)
+    assert "controller is down" not in lines and "WARNING" not in r.console.read_text(), lines
+    assert r.device["guest_ns"] < 1_000_000_000
+
+
+def test_the_lender_revoking_the_drive_hot_unplugs_it_in_the_guest(tmp_path):
+    # The lender takes its drive back mid-job (a forced return: the lend's mappings and
+    # interrupts go at once); Device Lending's notice reaches the borrower 20 us later
+    # (timing.dl_notice_ps) and the guest hot-unplugs the drive there.
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    r = run(topo, "borrower", [FAULT_FIO, "echo after", "ls /sys/bus/pci/devices/"], device="nvme0",
+            outdir=tmp_path, timeout_s=400, faults=[("revoke", "nvme0", 200_000_000)])
+    assert r.device["faults_struck"] == [("revoke", "nvme0", False)]
+    assert r.returncodes == [1, 0, 0], r.outputs[0][-800:]
+    assert r.device["unplugged_ns"] == 200_000_000 + DL_NOTICE_NS
+    assert r.outputs[2].strip() == "", r.outputs[2]
+    assert r.device["guest_ns"] < 1_000_000_000
+
+
+def test_bad_faults_are_refused_before_the_guest_boots(tmp_path):
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    with pytest.raises(LinuxGuestError, match="at_ns"):
+        run(topo, "borrower", ["true"], device="nvme0", outdir=tmp_path, faults=[("link-down", "ntb-b", -5)])
+    with pytest.raises(LinuxGuestError, match="no-such-ntb"):
+        run(topo, "borrower", ["true"], device="nvme0", outdir=tmp_path, faults=[("link-down", "no-such-ntb", 5)], timeout_s=60)
+
+
+def test_the_guest_cannot_write_a_host_file(tmp_path):
+    probe = tmp_path / "host-file"
+    probe.write_text("host")
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    r = run(topo, "borrower", [f"echo guest > {probe}"], outdir=tmp_path / "g", timeout_s=120)
+    assert r.returncodes[0] != 0
+    assert probe.read_text() == "host"
+
+
+def test_a_guest_that_never_powers_off_is_ended_with_its_console(tmp_path):
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    with pytest.raises(LinuxGuestError) as e:
+        run(topo, "borrower", ["sleep 100000"], outdir=tmp_path, timeout_s=4)
+    assert e.value.kind == "timeout"
+    assert "Linux version" in e.value.console_tail or e.value.console_tail
+    assert os.path.exists(tmp_path / "console.log")
+
+
+def test_devlend_linux_run_runs_commands_in_a_guest(tmp_path):
+    import subprocess
+    import sys
+    args = [sys.executable, "-m", "devlend.cli", "linux", "run", "--topology", topo_path("nvme-back-to-back.yaml"),
+            "--host", "borrower", "--device", "nvme0", "--out", str(tmp_path), "--timeout", "120", "--",
+            "nvme list", "exit 3"]
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 3, r.stderr
+    assert "devlnd modelled NVMe" in r.stdout and "$ exit 3   (exit 3)" in r.stdout, r.stdout
+    assert (tmp_path / "console.log").exists()
+    r = subprocess.run(args[: args.index("--")], capture_output=True, text=True)
+    assert r.returncode == 2 and "no commands" in r.stderr, r.stderr
