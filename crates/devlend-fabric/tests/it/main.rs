@@ -4,4 +4,5 @@
 mod addr_host;
 mod audit;
 mod cluster_switch;
+mod layout;
 mod properties;
