@@ -60,7 +60,7 @@ def test_writes_read_back_with_equal_checksums_through_the_borrowed_path(js):
 def test_a_span_past_the_drive_is_refused_before_the_run_naming_its_capacity(js):
     # The drive's capacity comes from its profile (the 900P's 280 GB); a span past it is refused up
     # front, as devlend fio and scenario files refuse it (the controller's own LBA Out of Range
-    # status is checked in crates/devlend-experiments/tests/nvme.rs).
+    # status is checked in crates/devlend-experiments/tests/it/nvme.rs).
     with pytest.raises(FabricError, match=r"runs past the end of the drive, which holds 280000000000 bytes"):
         fio_exp.run_fio(js, "borrower", "randread", 4, 1, 16, size_blocks=1 << 30)
 

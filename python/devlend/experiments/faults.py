@@ -146,7 +146,7 @@ def run(quick: bool = False, progress: Optional[Callable[[str], None]] = None) -
               "poisoned completion (PCIe Base 3.0 §2.7.2.2): the GPU's copy engine receives its read data poisoned and fails the copy at once "
               "(the error notifier says so); the NVMe controller's next command fetch comes back poisoned, and a command whose identifier is in "
               "the lost bytes cannot be completed (CSTS.CFS): the driver's timeout finds it (a write whose data alone is poisoned completes "
-              "with Data Transfer Error at once: tests/test_faults.py, crates/devlend-workloads/tests/poison.rs)",
+              "with Data Transfer Error at once: tests/test_faults.py, crates/devlend-workloads/tests/it/poison.rs)",
               "mappings_left: what no live lend owns once every lend is ended (devlend-host's leftover checker: NTB translations, LUT entries, IOMMU context entries and mapped bytes; must be 0)"]
     cols = ["fault", "kind", "target", "workload", "outcome", "fault_us", "bytes_before", "bytes_after", "bytes_without_fault", "noticed_after_us", "lends_ended",
             "mappings_left", "aer", "hotplug", "application_saw"]
