@@ -235,3 +235,44 @@ def test_the_stages_are_triangular_no_row_moves_with_a_later_stage():
         mid = [(c.lower + c.upper) / 2 for c in later]
         for m in cat.rows_of(st)[:2]:
             assert evaluate(m, overrides_for(m, later, mid)) == evaluate(m), (st.name, m.id)
+
+
+def test_a_stage_s_grid_fit_is_shared_only_between_fits_that_hold_the_same_values(monkeypatch):
+    # The cache behind `devlend calibrate --starts`: a stage's fit from its grid start is reused
+    # only when the stage, the values held from earlier stages and the evaluation budget are the
+    # same. The fits themselves are replaced by stand-ins (the real ones are checked above): a fit
+    # from the user's start wins and keeps that start, so the first stage's result, and with it what
+    # the second stage holds, follows the start.
+    import dataclasses
+    import types
+    from devlend.calibration import fit
+    cat = calibration.load()
+    names = ("Xeon E3 root crossing", "Xeon E5 root write intake")
+    two = dataclasses.replace(cat, stages=tuple(s for s in cat.stages if s.name in names))
+    first, second = two.stages
+    grid_calls = []
+
+    def fake_calibrate(c, only, fit_ids, start, held, max_nfev, progress):
+        grid = start.get("grid") is not None
+        if grid:
+            grid_calls.append(tuple(only))
+        constants = [k for k in c.fitted if k.key in only]
+        values = [1.0 if grid else float(start[k.key]) for k in constants]
+        return types.SimpleNamespace(constants=constants, values=values, residuals=[1.0 if grid else 0.0])
+
+    monkeypatch.setattr(fit, "calibrate", fake_calibrate)
+    monkeypatch.setattr(fit, "grid_start", lambda c, st, ids, held: {"grid": st.name})
+    base = dict(zip((k.key for k in cat.fitted), fit.current_values(list(cat.fitted))))
+    other = {**base, **{k: base[k] * 1.5 for k in first.constants}}
+    shared: dict = {}
+    a = fit.calibrate_staged(two, start=base, grid_fits=shared)
+    assert grid_calls == [tuple(first.constants), tuple(second.constants)]
+    b = fit.calibrate_staged(two, start=other, grid_fits=shared)
+    # the first stage holds the same compiled values: its grid fit is reused; the second stage
+    # holds the first stage's other result: its grid fit is computed again
+    assert grid_calls[2:] == [tuple(second.constants)]
+    assert all(a.values[k] != b.values[k] for k in first.constants)
+    fit.calibrate_staged(two, start=dict(base), grid_fits=shared)
+    assert len(grid_calls) == 3, "the same start again computes no grid fit"
+    fit.calibrate_staged(two, start=base, max_nfev=7, grid_fits=shared)
+    assert len(grid_calls) == 5, "another evaluation budget is another fit"
