@@ -153,7 +153,7 @@ pub fn ntb_perf(json: &str, runner: &str, peer: &str, s: &PerfSpec) -> RResult<p
             found.map(|d| d.name.clone())
         };
         let dma = dma.ok_or_else(|| ToolError::NoDmaFunction { host: runner.to_string(), profile: DMA_PROFILE })?;
-        let p = &devlend_rdma::params::params().ntb_dma;
+        let p = devlend_devices::plx_dma::params::ntb_dma();
         pair.b.attach_dma_with(&mut shmem, &dma, s.channels.unwrap_or(p.channels), s.outstanding_reads.unwrap_or(p.outstanding_reads))?;
     }
     perf::run(&mut shmem, &mut pair.b, 1 << s.chunk_order, 1 << s.total_order, s.use_dma, s.threads_count)

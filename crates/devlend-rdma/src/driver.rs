@@ -73,7 +73,7 @@ fn register_stores(descs: &[Desc], sg: bool, ring_at: u64) -> Vec<(u64, u32)> {
 /// channel's error status (the call returns normally then, as the ioctl does, so other channels'
 /// threads go on).
 pub(crate) fn dma_call<W: World>(t: &mut Thread<'_, W>, r: Regs, descs: &[Desc], sg: bool) -> Result<RResult<Timing>, ThreadError> {
-    let p = &params().ntb_dma;
+    let p = devlend_devices::plx_dma::params::ntb_dma();
     let sw = &params().rdma_sw;
     let mut timing = Timing::default();
     let mut mark = t.now();
@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn the_driver_programs_as_many_registers_as_params_say() {
-        let p = &params().ntb_dma;
+        let p = devlend_devices::plx_dma::params::ntb_dma();
         let d = [Desc { src: 0x1000, dst: 0x2000, count: 64 }];
         assert_eq!(register_stores(&d, false, 0).len() as u64, p.register_writes_block);
         assert_eq!(register_stores(&d, true, 0x3000).len() as u64, p.register_writes_sg);

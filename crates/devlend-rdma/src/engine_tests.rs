@@ -84,7 +84,7 @@ fn a_fault_in_one_channel_leaves_the_other_complete_and_correct() {
     // Channel 1's ring slice: descriptor 0 retired done, descriptor 1 marked done with an error.
     let slice = crate::shmem::ring_slice(p.b.node.ring, 2);
     let ctl = |s: &Shmem, i: u64| {
-        let at = p.b.node.ring.phys + slice + i * crate::params::params().ntb_dma.descriptor_bytes + 20;
+        let at = p.b.node.ring.phys + slice + i * devlend_devices::plx_dma::params::ntb_dma().descriptor_bytes + 20;
         u32::from_le_bytes(s.fabric().read(Requester::Cpu(p.b.node.host), at, 4).0.try_into().unwrap())
     };
     assert_eq!(ctl(&s, 0), DESC_DONE);

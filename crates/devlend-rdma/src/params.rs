@@ -1,6 +1,6 @@
-//! The `[cpu_store]`, `[ntb_dma]` and `[rdma_sw]` tables of `params/hardware.toml` (each value's
-//! source and whether it is assumed are written there); `[ntb_dma]`'s type is the DMA engine
-//! model's (`devlend_devices::plx_dma::params`).
+//! The `[cpu_store]` and `[rdma_sw]` tables of `params/hardware.toml` (each value's source and
+//! whether it is assumed are written there); the DMA engine's `[ntb_dma]` is read by its model,
+//! `devlend_devices::plx_dma::params`.
 
 use serde::Deserialize;
 use std::sync::OnceLock;
@@ -16,8 +16,6 @@ pub struct CpuStore {
     pub call_ps: u64,
 }
 
-pub use devlend_devices::plx_dma::params::NtbDma;
-
 #[derive(Debug, Clone, Deserialize)]
 pub struct RdmaSw {
     pub ioctl_ps: u64,
@@ -28,13 +26,12 @@ pub struct RdmaSw {
 #[derive(Debug, Clone, Deserialize)]
 pub struct RdmaParams {
     pub cpu_store: CpuStore,
-    pub ntb_dma: NtbDma,
     pub rdma_sw: RdmaSw,
 }
 
 pub fn params() -> &'static RdmaParams {
     static P: OnceLock<RdmaParams> = OnceLock::new();
-    P.get_or_init(|| toml::from_str(devlend_fabric::params::HARDWARE_TOML).expect("[cpu_store]/[ntb_dma]/[rdma_sw] in params/hardware.toml are malformed"))
+    P.get_or_init(|| toml::from_str(devlend_fabric::params::HARDWARE_TOML).expect("[cpu_store]/[rdma_sw] in params/hardware.toml are malformed"))
 }
 
 #[cfg(test)]
@@ -42,7 +39,6 @@ mod tests {
     #[test]
     fn tables_parse() {
         let p = super::params();
-        assert_eq!(p.ntb_dma.channels, 1);
         assert!(p.cpu_store.store_bytes > 0);
     }
 }

@@ -24,7 +24,6 @@ use crate::driver::{self, Regs};
 use crate::error::{DmaStop, RResult, RdmaError};
 use crate::node::{Node, Pinned};
 use crate::ops::{self, Op};
-use crate::params::params;
 use crate::pio::Mapping;
 use crate::session::Shmem;
 use devlend_devices::plx_dma::{Desc, DmaEngine};
@@ -107,7 +106,7 @@ impl Pe {
 
     /// Attach the DMA function `name` (in this host) with `[ntb_dma]`'s channels.
     pub fn attach_dma(&mut self, s: &mut Shmem, name: &str) -> RResult<()> {
-        let p = &params().ntb_dma;
+        let p = devlend_devices::plx_dma::params::ntb_dma();
         self.attach_dma_with(s, name, p.channels, p.outstanding_reads)
     }
 
@@ -435,7 +434,7 @@ impl Pe {
 
 /// A channel's transfers must fit what its registers and ring slice take.
 fn check_shape(queue: &[Vec<Desc>], sg: bool, ring_bytes: u64) -> RResult<()> {
-    let dbytes = params().ntb_dma.descriptor_bytes;
+    let dbytes = devlend_devices::plx_dma::params::ntb_dma().descriptor_bytes;
     for descs in queue {
         if sg && descs.len() as u64 * dbytes > ring_bytes {
             return Err(RdmaError::RingFull { descriptors: descs.len(), fit: ring_bytes / dbytes });

@@ -174,7 +174,7 @@ fn ends(c: &mut Cluster, w: &str, runner: &str, peer: &str, s: &NtbPerfSpec, dma
     }
     let mut pe = Pe::new(b);
     if let Some(name) = dma {
-        let reads = devlend_rdma::params::params().ntb_dma.outstanding_reads;
+        let reads = devlend_devices::plx_dma::params::ntb_dma().outstanding_reads;
         pe.attach_dma_on(f, name, s.threads, reads).map_err(|e| invalid(w, BadSpec::DmaThreads(e)))?;
         let first = request_irqs(c, w, hr, name, s.threads)?;
         if let Some(ch) = pe.dma.as_mut() {
@@ -246,7 +246,7 @@ pub(crate) fn start(m: &mut Machine<Cluster>, w: &str, runner: &str, peer: &str,
     let mut run = NtbPerf { workers: Vec::new(), dma: Vec::new(), host, window, part: g.part, src, chunks: g.chunks };
     if s.use_dma {
         let channels = s.threads as usize;
-        let cap = ring_slice(pe.node.ring, channels) / devlend_rdma::params::params().ntb_dma.descriptor_bytes;
+        let cap = ring_slice(pe.node.ring, channels) / devlend_devices::plx_dma::params::ntb_dma().descriptor_bytes;
         let queues: Vec<Vec<Vec<Desc>>> = (0..s.threads as u64)
             .map(|t| {
                 let descs: Vec<Desc> =

@@ -21,7 +21,6 @@ use devlend_devices::plx_dma::Desc;
 use devlend_fabric::route::Requester;
 use devlend_rdma::driver;
 use devlend_rdma::error::ToolError;
-use devlend_rdma::params::params;
 use devlend_rdma::pio::{spawn_copy, Mapping};
 use devlend_rdma::shmem::{ring_slice, Pe};
 use devlend_rdma::{RResult, RdmaError, Shmem};
@@ -126,7 +125,7 @@ fn cpu_run(s: &mut Shmem, pe: &Pe, src: &[u8], part: u64, threads: u32, n: u64) 
 /// `n` chunks per worker, each a DMA descriptor on the worker's channel, wrapping over its part.
 fn dma_run(s: &mut Shmem, pe: &mut Pe, chunk: u64, part: u64, threads: u32, n: u64) -> RResult<Run> {
     let channels = pe.dma.as_ref().expect("checked").engine.borrow().channel_count();
-    let cap = (ring_slice(pe.node.ring, channels) / params().ntb_dma.descriptor_bytes) as usize;
+    let cap = (ring_slice(pe.node.ring, channels) / devlend_devices::plx_dma::params::ntb_dma().descriptor_bytes) as usize;
     let wrap = part / chunk;
     let queues: Vec<Vec<Vec<Desc>>> = (0..threads as u64)
         .map(|t| {

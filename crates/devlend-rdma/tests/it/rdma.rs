@@ -19,7 +19,7 @@ fn testbed(json: &str) -> RResult<(Shmem, Pair)> {
 
 /// The testbed with host B's DMA engine of `channels` channels of `reads` reads each (None: params').
 fn testbed_with(json: &str, channels: Option<u32>, reads: Option<u64>) -> RResult<(Shmem, Pair)> {
-    let p = &devlend_rdma::params::params().ntb_dma;
+    let p = devlend_devices::plx_dma::params::ntb_dma();
     let mut s = Shmem::new(devlend_fabric::build_json(json)?);
     let mut pair = handshake(&mut s, "nt-virtual", "nt-link", 0x1000_0000, BUF_SIZE, None)?;
     pair.b.attach_dma_with(&mut s, "plx-dma", channels.unwrap_or(p.channels), reads.unwrap_or(p.outstanding_reads))?;
