@@ -259,6 +259,42 @@ impl<E: Packed> EventQueue<E> {
         }
     }
 
+    /// Take a pending event out (the first one found whose packed value is `ev`'s: a caller
+    /// removes an event that is pending once, such as a timer that is no longer wanted); false
+    /// when none is pending. The others keep their order. Linear in the pending events: for a
+    /// rare cancellation, never on the hot path.
+    pub fn remove(&mut self, ev: E) -> bool {
+        let bits = ev.pack();
+        let is = |e: &Entry| e & EV_MASK == bits;
+        if let Some(i) = self.late[self.late_head..].iter().position(is) {
+            self.late.remove(self.late_head + i);
+        } else if let Some(i) = self.same[self.same_head..].iter().position(is) {
+            self.same.remove(self.same_head + i);
+        } else if let Some(i) = self.now.iter().position(is) {
+            self.now.remove(i);
+        } else if let Some(slot) = (0..SLOTS).filter(|&s| self.slots[s] != NONE).find(|&s| self.bufs[self.slots[s] as usize].iter().any(is)) {
+            let b = self.slots[slot];
+            let buf = &mut self.bufs[b as usize];
+            let i = buf.iter().position(is).expect("found above");
+            buf.remove(i);
+            if buf.is_empty() {
+                self.slots[slot] = NONE;
+                self.free_slot(slot, b);
+            }
+        } else if let Some(i) = self.far.iter().position(|e| e.ev.pack() == bits) {
+            // Rebuilt from the rest: each keeps its (time, seq), so the order is unchanged.
+            let mut rest = std::mem::take(&mut self.far);
+            rest.swap_remove(i);
+            for e in rest {
+                self.far_push(e);
+            }
+        } else {
+            return false;
+        }
+        self.len -= 1;
+        true
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -537,6 +573,57 @@ mod tests {
             assert_eq!(q.pop().map(|(at, _)| at), Some(p));
         }
         assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn a_removed_event_is_gone_and_the_rest_pop_in_their_order() {
+        // The same random schedule into two queues, `all` and `q`; `q` loses every seventh
+        // event some time after it was pushed (from the current bucket, a same-time FIFO, the
+        // ring or the far heap). Each of `all`'s pops that is not a removed event must be `q`'s.
+        let (mut q, mut all) = (EventQueue::<u64>::default(), EventQueue::<u64>::default());
+        let (mut x, mut t) = (5u64, 0u64);
+        let (mut removed, mut popped) = (std::collections::HashSet::new(), std::collections::HashSet::new());
+        // Whether the last pop was a removed event: `all` has then run a key `q` has not, and a
+        // push at that very time would join a different phase in each (the queue never goes back).
+        let mut apart = false;
+        for i in 0..6000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let ahead = match (x >> 60) % 4 {
+                0 => u64::from(apart),
+                1 => (x >> 20) % 300 + 1,
+                2 => (x >> 20) % 2_000_000 + 1,
+                _ => (x >> 20) % 5_000 + 1,
+            };
+            for q in [&mut q, &mut all] {
+                if (x >> 33).is_multiple_of(3) {
+                    q.push_late(t + ahead, i);
+                } else {
+                    q.push(t + ahead, i);
+                }
+            }
+            if i >= 20 && (i - 20).is_multiple_of(7) {
+                let victim = i - 20;
+                assert_eq!(q.remove(victim), !popped.contains(&victim), "event {victim} is removed only while pending");
+                removed.insert(victim);
+            }
+            if (x >> 40).is_multiple_of(2) {
+                if let Some((at, e)) = all.pop() {
+                    t = at;
+                    popped.insert(e);
+                    apart = removed.contains(&e);
+                    if !apart {
+                        assert_eq!(q.pop(), Some((at, e)));
+                    }
+                }
+            }
+        }
+        while let Some((at, e)) = all.pop() {
+            if !removed.contains(&e) {
+                assert_eq!(q.pop(), Some((at, e)));
+            }
+        }
+        assert_eq!((q.pop(), q.len()), (None, 0));
+        assert!(!q.remove(1) && removed.len() > 800);
     }
 
     #[test]

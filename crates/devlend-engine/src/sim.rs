@@ -688,10 +688,22 @@ impl Sim {
         self.flows[flow as usize].end
     }
 
-    /// Tell the driver of the simulation [`Notice::Timer`]`(token)` at `at`.
-    pub fn set_timer(&mut self, at: Ps, token: u64) {
+    /// Tell the driver of the simulation [`Notice::Timer`]`(token)` at `at`; the timer's number
+    /// cancels it ([`Sim::cancel_timer`]).
+    pub fn set_timer(&mut self, at: Ps, token: u64) -> u32 {
         let i = alloc(&mut self.timers, &mut self.free_timers, token);
         self.q.push(at.max(self.now), Ev::Timer(i));
+        i
+    }
+
+    /// Take timer `i` out before it fires: its token, or None if it has fired (or was cancelled)
+    /// already. What is pending next ([`Sim::next_time`]) is then as if it had never been set.
+    pub fn cancel_timer(&mut self, i: u32) -> Option<u64> {
+        if !self.q.remove(Ev::Timer(i)) {
+            return None;
+        }
+        self.free_timers.push(i);
+        Some(self.timers[i as usize])
     }
 
     /// Statistics of every port (link direction), indexed by `PortId`.

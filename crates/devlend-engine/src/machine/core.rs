@@ -130,7 +130,8 @@ impl Core {
         Ok(id)
     }
 
-    pub fn set_timer(&mut self, at: Ps, owner: Owner, token: u64) {
+    /// A timer for `owner` at `at`; the number it returns cancels it ([`Core::cancel_timer`]).
+    pub fn set_timer(&mut self, at: Ps, owner: Owner, token: u64) -> u32 {
         let id = match self.free_timers.pop() {
             Some(i) => {
                 self.timers[i as usize] = Some((owner, token));
@@ -141,7 +142,14 @@ impl Core {
                 self.timers.len() as u32 - 1
             }
         };
-        self.sim.set_timer(at, id as u64);
+        self.sim.set_timer(at, id as u64)
+    }
+
+    /// Take a timer [`Core::set_timer`] set out before it fires (nothing if it has fired).
+    pub fn cancel_timer(&mut self, timer: u32) {
+        if let Some(id) = self.sim.cancel_timer(timer) {
+            self.take_timer(id);
+        }
     }
 
     pub fn take_timer(&mut self, id: u64) -> (Owner, u64) {

@@ -121,13 +121,34 @@ impl<W: World> Machine<W> {
         self.faults.crashed.iter().find(|(t, _, _)| *t == id).map(|(_, h, at)| (*h, *at))
     }
 
+    /// Keep `p` until its timer fires; its number names it to [`Owner::Machine`]. Numbers of
+    /// pending entries that have run are used again, so a long co-simulation's many
+    /// `run_until` stops do not grow the list.
     pub(super) fn push_pending(&mut self, p: Pending<W>) -> usize {
-        self.pending.push(Some(p));
-        self.pending.len() - 1
+        match self.free_pending.pop() {
+            Some(i) => {
+                self.pending[i] = Some(p);
+                i
+            }
+            None => {
+                self.pending.push(Some(p));
+                self.pending.len() - 1
+            }
+        }
+    }
+
+    /// Entry `i` will not run (its timer was taken out): its number is free again.
+    pub(super) fn drop_pending(&mut self, i: usize) {
+        self.pending[i] = None;
+        self.free_pending.push(i);
     }
 
     pub(super) fn run_pending(&mut self, i: usize) {
-        match self.pending[i].take() {
+        let taken = self.pending[i].take();
+        if taken.is_some() {
+            self.free_pending.push(i);
+        }
+        match taken {
             Some(Pending::Action { act, injected }) => {
                 let now = self.now();
                 if injected {

@@ -132,6 +132,8 @@ pub struct Machine<W: World> {
     conds: usize,
     /// Fault actions and timed-out reads waiting for their time (`fault`).
     pending: Vec<Option<fault::Pending<W>>>,
+    /// Numbers of `pending` that are free to use again.
+    free_pending: Vec<usize>,
     /// Functions a fault stopped.
     halted: HashSet<FuncId>,
     /// Reads whose completer never answers: when their completion timeout expires.
@@ -159,6 +161,7 @@ impl<W: World> Machine<W> {
             error: None,
             conds: 0,
             pending: Vec::new(),
+            free_pending: Vec::new(),
             halted: HashSet::new(),
             timeouts: HashMap::new(),
             moved: HashMap::new(),
@@ -319,11 +322,7 @@ impl<W: World> Machine<W> {
     /// (a borrow or a return at a simulated time) before the run goes on. Threads still waiting
     /// are no error here.
     pub fn run_until(&mut self, at: Ps) -> Result<(), MachineError> {
-        let i = self.push_pending(fault::Pending::Stop);
-        let at = at.max(self.now());
-        self.core.borrow_mut().set_timer(at, Owner::Machine(i), 0);
-        while self.pending[i].is_some() && self.step()? {}
-        Ok(())
+        self.run_until_or(at, |_| false).map(|_| ())
     }
 
     /// Run at most `events` more events (a caller that shows progress runs in slices, then
@@ -348,17 +347,29 @@ impl<W: World> Machine<W> {
     /// As [`Machine::run_until`], but stop early, at the time of the event after which `stop`
     /// holds (true then). The clock never passes `at`, so what is started at `at` or later
     /// afterwards is in order.
+    /// A run that stops early takes its stop marker out of the queue, so what is pending next
+    /// ([`Machine::next_event_at`]) and where a later [`Machine::run`] leaves the clock are as if
+    /// it had never been set.
     pub fn run_until_or(&mut self, at: Ps, mut stop: impl FnMut(&mut W) -> bool) -> Result<bool, MachineError> {
         let i = self.push_pending(fault::Pending::Stop);
         let at = at.max(self.now());
-        self.core.borrow_mut().set_timer(at, Owner::Machine(i), 0);
-        while self.pending[i].is_some() && self.step()? {
-            if stop(&mut self.world.borrow_mut()) {
-                self.pending[i] = None;
-                return Ok(true);
+        let timer = self.core.borrow_mut().set_timer(at, Owner::Machine(i), 0);
+        let mut early = false;
+        let mut ran = Ok(());
+        while self.pending[i].is_some() {
+            match self.step() {
+                Ok(true) if stop(&mut self.world.borrow_mut()) => early = true,
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => ran = Err(e),
             }
+            break;
         }
-        Ok(false)
+        if self.pending[i].is_some() {
+            self.core.borrow_mut().cancel_timer(timer);
+            self.drop_pending(i);
+        }
+        ran.map(|()| early)
     }
 
     /// One event: a failure recorded so far ends the run; false once nothing is left to happen.

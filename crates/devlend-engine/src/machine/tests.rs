@@ -584,3 +584,34 @@ fn a_write_to_a_bar_is_routed_once_at_issue_and_once_as_it_lands() {
     assert_eq!((after.0 + after.1) - (before.0 + before.1), 2, "route lookups: {before:?} before the run, {after:?} after");
     assert_eq!(keeper.borrow().0, vec![Tlp::write(cpu_rid, bar0 + 0x10, vec![7, 8, 9, 10])]);
 }
+
+#[test]
+fn a_run_stopped_early_leaves_no_stop_behind() {
+    // A co-simulation's pattern (devlend-uml): run towards a far time, stopping after each
+    // event, until the work is done. Each stop's marker is taken out again: the clock ends
+    // where the work ends, not at the far time, and the pending list does not grow.
+    let f = testbed();
+    let gpu = Requester::Func(f.func_id("gpu0").unwrap());
+    let w = window(&f);
+    let mut m = Machine::new(f);
+    m.stream("a", gpu, w, MIB, Access::Write, 0).unwrap();
+    for k in 1..=50u64 {
+        m.inject(k * 10_000, |_: &mut Fabric| Vec::new());
+    }
+    let far = 1_000_000_000_000;
+    let mut stops = 0;
+    while m.next_event_at().is_some() {
+        assert!(m.next_event_at().is_some_and(|t| t < far), "a stop's marker left at {far} ps");
+        assert!(m.run_until_or(far, |_| true).unwrap());
+        stops += 1;
+    }
+    assert!(stops >= 50, "{stops} early stops");
+    m.run().unwrap();
+    let end = m.streams()[0].end.unwrap().max(500_000);
+    assert_eq!(m.now(), end, "the clock ends where the last thing happened");
+    // At most the 50 injected actions and one stop were ever pending at once.
+    assert!(m.pending.len() <= 51, "{} pending entries kept for {stops} stops", m.pending.len());
+    // A run that reaches its time takes its marker as before.
+    m.run_until(end + 1000).unwrap();
+    assert_eq!((m.now(), m.next_event_at()), (end + 1000, None));
+}
