@@ -65,12 +65,13 @@ def _methods(obj):
     return out
 
 
-def hostile_calls(rng: random.Random, seconds: float) -> tuple[int, list[str]]:
-    """Calls for about `seconds`: (calls made, descriptions of exceptions that were not DevlendError)."""
+def hostile_calls(rng: random.Random, seconds: float = math.inf, limit: int | None = None) -> tuple[int, list[str]]:
+    """Calls for about `seconds`, or `limit` calls (the same ones for one seed on any machine):
+    (calls made, descriptions of exceptions that were not DevlendError)."""
     from devlend.errors import DevlendError
     targets = [(n, o, _methods(o)) for n, o in _targets()]
     end, calls, escaped = time.monotonic() + seconds, 0, []
-    while time.monotonic() < end:
+    while time.monotonic() < end and (limit is None or calls < limit):
         tname, obj, methods = rng.choice(targets)
         name, fn, params = rng.choice(methods)
         args = {}

@@ -5,8 +5,6 @@ These boot the kernel `devlend linux build` makes (scripts/linux-deps builds it 
 it); one guest boot runs all the commands the happy-path tests check. The tests that boot a guest
 of their own are in test_linux_guest_faults.py and test_linux_fio.py."""
 
-import re
-
 import pytest
 
 import devlend
@@ -15,32 +13,30 @@ from devlend.linux import build as lbuild
 from devlend.linux import compare
 from devlend.linux.guest import run
 
-# fio's start-up costs seconds of the machine's CPU in the guest (it reads the clock in a loop to
-# calibrate its own, each read a ptrace round trip in UML), so jobs share one fio where they can:
-# `--stonewall` runs each after the one before, and each job has its own report.
-COMMANDS = [
-    "lspci -nn",
-    "nvme id-ctrl /dev/nvme0",
+# One fio runs every job the tests check: fio's start-up costs ~7 s of the machine's CPU in the
+# guest whatever the job (it calibrates its clock by reading it ~255,000 times, each read a ptrace
+# round trip in UML; BENCHMARKS.md, issue 33), so the jobs share one fio. `--stonewall` runs each
+# job after the one before; each has its own report in fio's JSON, found by its name. QD1's job
+# comes first, so that it gets the random offsets it gets alone (fio seeds a job's by its place in
+# the fio): the two-runs test runs it alone in a second guest.
+FIO_GLOBAL = "fio --filename=/dev/nvme0n1 --direct=1 --thread --clocksource=clock_gettime --bs=4k --size=2m --output-format=json"
+QD1_JOB = "--name=qd1 --rw=randread --ioengine=libaio --iodepth=1 --number_ios=64"
+FIO = " ".join([
+    FIO_GLOBAL, QD1_JOB,
     # rr, then wv: random writes, each block read back and checked (crc32c).
-    "fio --filename=/dev/nvme0n1 --direct=1 --thread --clocksource=clock_gettime --bs=4k --size=2m --output-format=normal "
-    "--name=rr --rw=randread --ioengine=libaio --iodepth=1 --io_size=256k "
+    "--name=rr --stonewall --rw=randread --ioengine=libaio --iodepth=1 --io_size=256k",
     "--name=wv --stonewall --rw=randwrite --ioengine=io_uring --iodepth=4 --verify=crc32c --do_verify=1",
-    "cat /proc/interrupts",
-    compare.guest_command("randread", 1, 64),
-    "fio --filename=/dev/nvme0n1 --direct=1 --thread --clocksource=clock_gettime --rw=randread --bs=4k --size=2m "
-    "--output-format=json --name=libaio-qd8 --ioengine=libaio --iodepth=8 --number_ios=128 "
-    "--name=io_uring-qd32 --stonewall --ioengine=io_uring --iodepth=32 --number_ios=256 "
-    "--name=libaio-qd32 --stonewall --ioengine=libaio --iodepth=32 --number_ios=256",
-]
-QD1 = 4
+    "--name=libaio-qd8 --stonewall --rw=randread --ioengine=libaio --iodepth=8 --number_ios=128",
+    "--name=io_uring-qd32 --stonewall --rw=randread --ioengine=io_uring --iodepth=32 --number_ios=256",
+    "--name=libaio-qd32 --stonewall --rw=randread --ioengine=libaio --iodepth=32 --number_ios=256"])
+COMMANDS = ["lspci -nn", "nvme id-ctrl /dev/nvme0", FIO, "cat /proc/interrupts"]
+FIO_AT = 2
 
 
-def job_report(out: str, name: str) -> str:
-    """Job `name`'s report in fio's normal output: from its "NAME: (groupid=" line to the next job's
-    or the run status."""
-    text = out[out.index(f"\n{name}: (groupid=") + 1:]
-    end = re.search(r"\n(\w+: \(groupid=|Run status group)", text)
-    return text[: end.start()] if end else text
+def job(guest, name: str) -> dict:
+    """Job `name`'s report in the shared fio's JSON."""
+    jobs = {j["jobname"]: j for j in compare.fio_json(guest.outputs[FIO_AT])["jobs"]}
+    return jobs[name]
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +65,10 @@ def test_nvme_id_ctrl_reads_the_modelled_identity(guest):
 
 
 def test_fio_randread_completes_on_the_borrowed_drive(guest):
-    assert guest.returncodes[2] == 0, guest.outputs[2]
-    out = job_report(guest.outputs[2], "rr")
-    assert "err= 0" in out and "read: IOPS=" in out and "issued rwts: total=64,0," in out, out
+    assert guest.returncodes[FIO_AT] == 0, guest.outputs[FIO_AT]
+    rr = job(guest, "rr")
+    # fio's "issued rwts: total=64,0": 64 reads issued and done without an error.
+    assert rr["error"] == 0 and rr["read"]["total_ios"] == 64 and rr["write"]["total_ios"] == 0 and rr["read"]["iops"] > 0, rr
     # 64 reads of 4 KiB, each an NVMe command the model executed, its interrupts from the model.
     assert guest.device["commands"] >= 64
     assert guest.device["msis"] >= 64
@@ -79,10 +76,12 @@ def test_fio_randread_completes_on_the_borrowed_drive(guest):
 
 
 def test_fio_write_then_verify_passes(guest):
-    assert guest.returncodes[2] == 0, guest.outputs[2]
-    out = job_report(guest.outputs[2], "wv")
-    # 512 blocks written (2 MiB), and each read back to be verified: an error fails the job.
-    assert "err= 0" in out and "issued rwts: total=512,512," in out and "verify" in guest.outputs[2].lower(), out
+    assert guest.returncodes[FIO_AT] == 0, guest.outputs[FIO_AT]
+    wv = job(guest, "wv")
+    # 512 blocks written (2 MiB), and each read back to be verified (fio's "issued rwts:
+    # total=512,512"): a block that reads back wrong fails the job.
+    assert wv["job options"]["verify"] == "crc32c", wv["job options"]
+    assert wv["error"] == 0 and wv["write"]["total_ios"] == 512 and wv["read"]["total_ios"] == 512, wv
 
 
 def test_two_runs_of_one_job_report_the_same_simulated_latencies(guest, tmp_path):
@@ -90,8 +89,8 @@ def test_two_runs_of_one_job_report_the_same_simulated_latencies(guest, tmp_path
     # guest running the same job reports the very same latencies (on the wall clock they differ
     # from run to run, with the machine's load).
     topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
-    again = run(topo, "borrower", [COMMANDS[QD1]], device="nvme0", outdir=tmp_path, timeout_s=300)
-    a, b = (compare.fio_json(o)["jobs"][0]["read"] for o in (guest.outputs[QD1], again.outputs[0]))
+    again = run(topo, "borrower", [f"{FIO_GLOBAL} {QD1_JOB}"], device="nvme0", outdir=tmp_path, timeout_s=300)
+    a, b = job(guest, "qd1")["read"], compare.fio_json(again.outputs[0])["jobs"][0]["read"]
     assert a["total_ios"] == b["total_ios"] == 64
     for key in ("clat_ns", "lat_ns", "slat_ns"):
         assert (a[key]["mean"], a[key]["min"], a[key]["max"]) == (b[key]["mean"], b[key]["min"], b[key]["max"]), key
@@ -104,20 +103,20 @@ def test_the_guest_qd1_latency_is_the_models_without_cpu_time(guest):
     # its handler on the CPU (compare.GUEST_FREE). What remains differs only in the two drivers'
     # steps (Linux's nvme/blk-mq and devlend's), within 15%.
     topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
-    real = compare.side(compare.fio_json(guest.outputs[QD1]))
+    real = compare.side({"jobs": [job(guest, "qd1")]})
     model = compare.model(topo, "borrower", "nvme0", "randread", 1, 64, guest_free=True)
     assert real.ios == model.ios == 64
     assert 0.85 * model.clat_mean_ns <= real.clat_mean_ns <= 1.15 * model.clat_mean_ns, (real, model)
 
 
-@pytest.mark.parametrize("j,depth", [(0, 8), (1, 32), (2, 32)], ids=["libaio-qd8", "io_uring-qd32", "libaio-qd32"])
-def test_fio_queue_depths_up_to_32_complete_on_the_engines_clock(guest, j, depth):
-    out = compare.fio_json(guest.outputs[QD1 + 1])["jobs"][j]
-    assert guest.returncodes[QD1 + 1] == 0 and out["error"] == 0, guest.outputs[QD1 + 1]
+@pytest.mark.parametrize("name,depth", [("libaio-qd8", 8), ("io_uring-qd32", 32), ("libaio-qd32", 32)])
+def test_fio_queue_depths_up_to_32_complete_on_the_engines_clock(guest, name, depth):
+    out = job(guest, name)
+    assert guest.returncodes[FIO_AT] == 0 and out["error"] == 0, guest.outputs[FIO_AT]
     assert out["job options"]["iodepth"] == str(depth)
     assert out["read"]["total_ios"] == (128 if depth == 8 else 256)
     # More I/Os in flight: more IOPS than at QD1, on the simulated clock.
-    qd1 = compare.fio_json(guest.outputs[QD1])["jobs"][0]["read"]["iops"]
+    qd1 = job(guest, "qd1")["read"]["iops"]
     assert out["read"]["iops"] > 2 * qd1, (out["read"]["iops"], qd1)
 
 

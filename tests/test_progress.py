@@ -1,6 +1,8 @@
 """Progress: shown on a terminal with what is running, never when piped or with --quiet; for run
 commands a percentage: the core runs in slices of events and says how far the workloads are
-between them (no Python on its hot path), and the results are those of an uninterrupted run."""
+between them (no Python on its hot path), and the results are those of an uninterrupted run.
+A terminal is a real process with its stderr on a pseudo-terminal; a pipe is the command run in
+this process (tests/clirun.py: its stderr is not a terminal, as a pipe's is not)."""
 
 import io
 import os
@@ -13,6 +15,7 @@ import pytest
 import devlend
 from devlend.scenario import Scenario
 
+import clirun
 from conftest import ROOT, topo_path
 
 PXH = topo_path("pxh830-two-host.yaml")
@@ -68,7 +71,7 @@ def test_a_terminal_sees_what_is_running_and_quiet_or_a_pipe_sees_nothing(tmp_pa
     shown = _on_a_terminal(["fio", str(job), *ARGS])
     assert "fio " in shown and "job(s) on nvme0" in shown, shown
     assert "job(s) on nvme0" not in _on_a_terminal(["fio", str(job), *ARGS, "--quiet"])
-    piped = subprocess.run([sys.executable, "-m", "devlend.cli", "fio", str(job), *ARGS], cwd=ROOT, capture_output=True, text=True)
+    piped = clirun.run("fio", str(job), *ARGS, cwd=ROOT)
     assert piped.returncode == 0 and "job(s) on nvme0" not in piped.stderr
 
 
@@ -76,7 +79,7 @@ def test_run_commands_show_what_is_running_on_a_terminal_only():
     args = ["run-workloads", "topologies/pxh830-two-host.yaml", "--stream", "copy-a:gpu0:ntb-l.mw1:256KiB"]
     assert "run-workloads: copy-a" in _on_a_terminal(args)
     assert "run-workloads: copy-a" not in _on_a_terminal([*args, "--quiet"])
-    piped = subprocess.run([sys.executable, "-m", "devlend.cli", *args], cwd=ROOT, capture_output=True, text=True)
+    piped = clirun.run(*args, cwd=ROOT)
     assert piped.returncode == 0 and "run-workloads: copy-a" not in piped.stderr + piped.stdout
 
 

@@ -6,6 +6,7 @@ test. Each returns a number in its measurement's unit, or for an ordering the tw
 from __future__ import annotations
 
 import functools
+import json
 from typing import Callable
 
 from ..experiments import overrides_key
@@ -142,15 +143,22 @@ PCIE_BENCH_RAM = "host.ram+0x1000000"
 
 
 def _corpus_host(setup: dict):
+    f = _corpus_topology(json.dumps(setup, sort_keys=True), overrides_key()).build()
+    f.set_bus_master("nfp0", True)
+    return f
+
+
+@functools.lru_cache(maxsize=64)
+def _corpus_topology(setup: str, overrides: str):
+    """The testbed set up as corpus host `setup` (JSON) under the current overrides (`overrides`,
+    their key: a fit's probes at one point share it). Never edited: each probe builds its own fabric."""
     from ..experiments import shipped
+    setup = json.loads(setup)
     topo = shipped(PCIE_BENCH_TESTBED)
     topo.hosts[0].cpu, topo.hosts[0].iommu = setup["profile"], bool(setup["iommu"])
     topo.links[0].gen, topo.links[0].width = int(setup["gen"]), int(setup["width"])
-    topo = topo.with_params({"devices": {"nfp0": {"max_payload": int(setup["mps"]), "max_read_request": min(int(setup["mrrs"]), 4096)}}},
+    return topo.with_params({"devices": {"nfp0": {"max_payload": int(setup["mps"]), "max_read_request": min(int(setup["mrrs"]), 4096)}}},
                             origin="params/corpus/corpus.yaml host setup")
-    f = topo.build()
-    f.set_bus_master("nfp0", True)
-    return f
 
 
 @probe
