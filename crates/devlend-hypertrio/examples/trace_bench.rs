@@ -2,7 +2,8 @@
 //! `bench/trace` runs them all.
 //!
 //!   trace_bench synth OUT.dlt [tenants [packets]] write the iperf3 workload (Table III length)
-//!   trace_bench mklog OUT.log tenants requests   a QEMU log: `tenants` SIDs, `requests` each
+//!   trace_bench mklog OUT.log tenants requests [hypersio]   a QEMU log: `tenants` SIDs, `requests` each
+//!                                                (hypersio: as HyperSIO's patched QEMU prints it)
 //!   trace_bench build OUT.dlt tenants ORDER LOG...   the constructor (002 §IV-B)
 //!   trace_bench replay IN.dlt CONFIG             the model on the trace, streamed
 use devlend_hypertrio::{construct, params, replay, WorkloadSpec};
@@ -20,13 +21,24 @@ fn size_mib(p: &str) -> f64 {
 
 /// iperf3-like lines as QEMU prints them: per packet ring (4 KiB), data (2 MiB, 1500 in a
 /// row), notification (4 KiB); tenants interleaved round robin, a hit on every line but the
-/// first touch of a page.
-fn mklog(out: &str, tenants: u32, requests: u64) {
+/// first touch of a page. `hypersio`: the lines of HyperSIO's patched QEMU
+/// (src/scripts/qemu_patch.diff: `pmask` on hits, `level` on updates) for the NICs its log
+/// collector attaches (device 2 onwards on bus 0, `FIRST_DEV_ID` in its sioperf/include/defines.h),
+/// each context entry's domain in bits 72-87 (VT-d 3.0 §9.4), so that its `hypersio-perf --build`
+/// reads the same file.
+fn mklog(out: &str, tenants: u32, requests: u64, hypersio: bool) {
     let f = std::fs::File::create(out).unwrap();
     let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+    let sid = |t: u32| if hypersio { (2 + t) << 3 } else { 0x100 + t * 8 };
     for t in 0..tenants {
-        writeln!(w, "7@1.000000:vtd_iotlb_cc_update IOTLB context update bus 0x1 devfn 0x{:x} high 0x{:x} low 0x7f0001 gen 0 -> gen 1", t * 8, 0x101 + t)
-            .unwrap();
+        let high = if hypersio { (t + 1) << 8 | 1 } else { 0x101 + t };
+        writeln!(
+            w,
+            "7@1.000000:vtd_iotlb_cc_update IOTLB context update bus 0x{:x} devfn 0x{:x} high 0x{high:x} low 0x7f0001 gen 0 -> gen 1",
+            sid(t) >> 8,
+            sid(t) & 0xff
+        )
+        .unwrap();
     }
     for i in 0..requests {
         let pkt = i / 3;
@@ -37,12 +49,17 @@ fn mklog(out: &str, tenants: u32, requests: u64) {
                 _ => (0xf040_0000 + ((pkt / 32) % 6) * 0x1000 + (pkt % 64) * 8, 0),
             };
             let ev = if pkt == 0 { "update" } else { "hit" };
+            let slpte = 0x1_2345_6003u64 | ps;
+            let (pmask, level) = match (hypersio, ps != 0) {
+                (false, _) => (String::new(), String::new()),
+                (true, big) if pkt == 0 => (String::new(), format!(" level 0x{}", 1 + big as u8)),
+                (true, big) => (format!(" pmask 0x{:x}", if big { !0x1f_ffffu64 } else { !0xfffu64 }), String::new()),
+            };
             writeln!(
                 w,
-                "7@1.{:06}:vtd_iotlb_page_{ev} IOTLB page {ev} sid 0x{:x} iova 0x{iova:x} slpte 0x{:x} domain 0x{:x}",
+                "7@1.{:06}:vtd_iotlb_page_{ev} IOTLB page {ev} sid 0x{:x} iova 0x{iova:x}{pmask} slpte 0x{slpte:x}{level} domain 0x{:x}",
                 i % 1_000_000,
-                0x100 + t * 8,
-                0x1_2345_6003u64 | ps,
+                sid(t),
                 t + 1
             )
             .unwrap();
@@ -65,7 +82,7 @@ fn main() {
                 n * 3, size_mib(&a[2]), size_mib(&a[2]) * (1 << 20) as f64 / (3 * n) as f64, 3.0 * n as f64 / dt / 1e6, peak_rss_mib());
         }
         Some("mklog") => {
-            mklog(&a[2], a[3].parse().unwrap(), a[4].parse().unwrap());
+            mklog(&a[2], a[3].parse().unwrap(), a[4].parse().unwrap(), a.get(5).is_some_and(|f| f == "hypersio"));
             println!("mklog   {}: {:.1} MiB in {:.2} s", a[2], size_mib(&a[2]), t0.elapsed().as_secs_f64());
         }
         Some("build") => {
