@@ -110,3 +110,47 @@ fn main() {
         _ => eprintln!("usage: see the top of examples/trace_bench.rs"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use devlend_hypertrio::qemu::{read_log_events, Event};
+
+    /// (tenant by first appearance, page-aligned gIOVA, page size, domain) of every request.
+    fn requests(path: &str) -> (Vec<(usize, u64, u64, u16)>, u64) {
+        let mut sids: Vec<u16> = Vec::new();
+        let mut out = Vec::new();
+        let f = std::fs::File::open(path).unwrap();
+        let s = read_log_events(path, std::io::BufReader::new(f), |e| {
+            if let (Some((sid, page, size)), Event::PageHit { domain, .. } | Event::PageUpdate { domain, .. }) = (e.page(), e) {
+                let t = sids.iter().position(|&s| s == sid).unwrap_or_else(|| {
+                    sids.push(sid);
+                    sids.len() - 1
+                });
+                out.push((t, page, size, *domain));
+            }
+            Ok(())
+        })
+        .unwrap();
+        (out, s.context_updates)
+    }
+
+    /// A log in HyperSIO's format is read back by devlend's QEMU-log reader to the same
+    /// translations (tenant, page, page size, domain) as the same log in QEMU's own format.
+    #[test]
+    fn hypersio_log_reads_back_to_the_same_translations() {
+        let dir = std::env::temp_dir();
+        let (q, h) = (dir.join(format!("tb-q-{}.log", std::process::id())), dir.join(format!("tb-h-{}.log", std::process::id())));
+        let (q, h) = (q.to_str().unwrap(), h.to_str().unwrap());
+        super::mklog(q, 5, 400, false);
+        super::mklog(h, 5, 400, true);
+        let (rq, cq) = requests(q);
+        let (rh, ch) = requests(h);
+        let text = std::fs::read_to_string(h).unwrap();
+        std::fs::remove_file(q).unwrap();
+        std::fs::remove_file(h).unwrap();
+        assert_eq!((rq.len(), cq, ch), (5 * 400, 5, 5));
+        assert_eq!(rq, rh);
+        assert!(rh.iter().any(|r| r.2 == 2 << 20) && rh.iter().any(|r| r.2 == 4 << 10));
+        assert!(text.contains(" pmask 0x") && text.contains(" level 0x") && text.contains("bus 0x0 devfn 0x10 high 0x101"));
+    }
+}
