@@ -92,7 +92,6 @@ def test_device_models_are_free_of_the_host_and_drivers():
 # device model elsewhere fails the test below; one moved into the device crate must leave this list.
 MODELS_OUTSIDE_DEVICES = {
     ("devlend-xenib", "Hca"): "004's HCA lives in Xen's world (grants, event channels): it needs a world trait first",
-    ("devlend-vm", "Raiser"): "the interrupt-only device of the VM interrupt tests, typed to the host crate's Cluster",
 }
 
 

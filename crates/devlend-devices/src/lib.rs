@@ -15,7 +15,8 @@
 //! port's doorbell and scratchpad registers ([`plx_ntregs::NtRegs`]) serve 003's RDMA library
 //! (`devlend-rdma`, the driver side). Errors are typed ([`error::ModelError`]), naming the function, address or
 //! parameter they concern. HyperTRIO's hyper-tenant NIC ([`nic::Nic`], 002) runs its
-//! pipeline (`devlend-hypertrio`) at the round trip its DMA reads see on the machine.
+//! pipeline (`devlend-hypertrio`) at the round trip its DMA reads see on the machine. The
+//! interrupt-only [`raiser::Raiser`] sends MSI-X or INTx as its world's [`raiser::Interrupts`] say.
 
 pub mod error;
 pub mod gpu;
@@ -27,3 +28,4 @@ pub mod ntb_xeon;
 pub mod nvme;
 pub mod plx_dma;
 pub mod plx_ntregs;
+pub mod raiser;
