@@ -14,14 +14,18 @@
 //! 000 §7.1-7.2. The PLX PEX8749's DMA engine ([`plx_dma::DmaEngine`], 003 §3-4) and its NT
 //! port's doorbell and scratchpad registers ([`plx_ntregs::NtRegs`]) serve 003's RDMA library
 //! (`devlend-rdma`, the driver side). Errors are typed ([`error::ModelError`]), naming the function, address or
-//! parameter they concern.
+//! parameter they concern. HyperTRIO's hyper-tenant NIC ([`nic::Nic`], 002) runs its
+//! pipeline (`devlend-hypertrio`) at the round trip its DMA reads see on the machine. The
+//! interrupt-only [`raiser::Raiser`] sends MSI-X or INTx as its world's [`raiser::Interrupts`] say.
 
 pub mod error;
 pub mod gpu;
 pub mod gpu_actor;
 pub mod gpu_fifo;
 pub mod gpu_kernel;
+pub mod nic;
 pub mod ntb_xeon;
 pub mod nvme;
 pub mod plx_dma;
 pub mod plx_ntregs;
+pub mod raiser;

@@ -32,7 +32,8 @@
 //! its last interrupt (from its landing at the first host to the guest's handler) and the guest
 //! vector its latency.
 //!
-//! The device's message: an MSI-X write is a DMA write on the links ([`Raiser`]); an
+//! The device's message (the device model is `devlend-devices`' `raiser`; [`Raiser`] here is it
+//! in this crate's routes): an MSI-X write is a DMA write on the links; an
 //! Assert_INTx message (a 4-byte message TLP upstream to the device's root,
 //! `Cx::message_to_root`) is a flow on the same links and asserts the line when it arrives: both
 //! wait behind the data on the links, as every stage after them does.
@@ -40,9 +41,10 @@
 use crate::irq::Src;
 use crate::vm::VmId;
 use crate::vmm::Vmm;
+use devlend_devices::raiser::{Interrupts, IrqMessage};
 use devlend_engine::machine::{Machine, Thread, ThreadError, Watch};
 use devlend_engine::queue::Ps;
-use devlend_fabric::model::HostId;
+use devlend_fabric::model::{FuncId, HostId};
 use devlend_host::{Cluster, DevId, HResult};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -239,44 +241,26 @@ fn unmask(sh: &Shared, key: Key, now: Ps) {
     }
 }
 
-/// Where a [`Raiser`] is told to interrupt: a write to BAR 0 at this offset (a register the
-/// profiles leave unused; devlend's own, as the GPU's register map is).
-pub const RAISE: u64 = 0x800;
+pub use devlend_devices::raiser::RAISE;
 
-/// A device model that only interrupts, on the machine: a write to [`RAISE`] in its BAR 0 makes
-/// it interrupt as itself at that moment, unless masked: with MSI-X on, entry `entry`'s message
-/// (a DMA write on the links); with MSI-X off, an Assert_INTx message, which asserts its line at
-/// its host's root when it arrives. It records when it sent each.
-pub struct Raiser {
-    pub entry: u16,
-    pub sent: Vec<Ps>,
-}
+/// The VM crate's interrupt routes, as the device model [`devlend_devices::raiser::Raiser`] asks
+/// for them (`irq::message`, the host's `Cluster::assert_intx`).
+pub struct VmIrq;
 
-/// The token of a [`Raiser`]'s Assert_INTx message (its MSI-X writes carry 0).
-const ASSERT_INTX: u64 = 1;
-
-impl devlend_engine::machine::Device<Cluster> for Raiser {
-    fn mmio_write(&mut self, cx: &mut devlend_engine::machine::Cx<Cluster>, bar: u8, offset: u64, _tlp: &devlend_wire::Tlp) {
-        if (bar, offset) != (0, RAISE) {
-            return;
-        }
-        let func = cx.func();
-        let sent = match crate::irq::message(cx.world(), func, self.entry) {
-            Ok(crate::irq::Message::Msi { addr, data }) => cx.dma_write(addr, data.to_le_bytes().to_vec(), 0).is_ok(),
-            Ok(crate::irq::Message::Intx) => cx.message_to_root(ASSERT_INTX).is_ok(),
-            _ => false,
-        };
-        if sent {
-            self.sent.push(cx.now());
+impl Interrupts<Cluster> for VmIrq {
+    fn message(c: &mut Cluster, func: FuncId, entry: u16) -> Option<IrqMessage> {
+        match crate::irq::message(c, func, entry) {
+            Ok(crate::irq::Message::Msi { addr, data }) => Some(IrqMessage::Msi { addr, data }),
+            Ok(crate::irq::Message::Intx) => Some(IrqMessage::Intx),
+            _ => None,
         }
     }
 
-    /// The Assert_INTx message has reached the root: the line is asserted (unless a fault
-    /// stopped it on the way).
-    fn dma_done(&mut self, cx: &mut devlend_engine::machine::Cx<Cluster>, done: devlend_engine::machine::FlowDone) {
-        if done.token == ASSERT_INTX && done.fault.is_none() {
-            let func = cx.func();
-            cx.world().assert_intx(func);
-        }
+    fn assert_intx(c: &mut Cluster, func: FuncId) {
+        c.assert_intx(func);
     }
 }
+
+/// The interrupt-only device on a VM's machine: [`devlend_devices::raiser::Raiser`] in the VM
+/// crate's interrupt routes.
+pub type Raiser = devlend_devices::raiser::Raiser<VmIrq>;

@@ -139,7 +139,7 @@ pub fn raise_once(mut c: Cluster, mut vmm: Vmm, vm: VmId, dev: DevId, vector: u8
     let func = vmm.dev(vm, dev).map_err(guest("looking up the guest device"))?.func;
     let os = vmm.guest(&mut c, vm).map_err(guest("entering the guest kernel"))?;
     let (bar0, seen) = (os.pci_iomap(dev, 0).map_err(guest("pci_iomap of BAR 0"))?, os.irq_count(vector));
-    let raiser = Rc::new(RefCell::new(crate::irq_clock::Raiser { entry: 0, sent: Vec::new() }));
+    let raiser = Rc::new(RefCell::new(crate::irq_clock::Raiser::new(0)));
     let (m, vmm, _) = on_machine(c, vmm, vm, vec![(func, raiser)], move |os| {
         os.write(bar0 + crate::irq_clock::RAISE, &1u32.to_le_bytes())?;
         os.wait_irq(vector, seen).map(|_| ())

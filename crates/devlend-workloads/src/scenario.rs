@@ -385,7 +385,7 @@ impl Scenario {
                 (r.start, r.end, r.ntb_perf) = (start, end, Some(perf));
             }
             Track::Nic(nic) => {
-                let (res, start, end, bytes) = nic.borrow().result(&e.name)?;
+                let (res, start, end, bytes) = crate::nic::result(&nic.borrow(), &e.name)?;
                 (r.start, r.end, r.bytes, r.nic) = (start, end, bytes, Some(res));
             }
             Track::Fio(run) => {

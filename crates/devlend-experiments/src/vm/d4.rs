@@ -107,7 +107,7 @@ pub fn irq_latency(json: &str, sc: Scenario, src: Src) -> VResult<Vec<(String, u
         Src::Intx => (os.request_intx(a.dev, 1).map_err(guest("request_intx"))?, 0),
     };
     let bar0 = os.pci_iomap(a.dev, 0).map_err(guest("pci_iomap"))?;
-    let raiser = Rc::new(RefCell::new(Raiser { entry, sent: Vec::new() }));
+    let raiser = Rc::new(RefCell::new(Raiser::new(entry)));
     let func = a.gpu.func;
     let (_m, vmm, _) = on_machine(c, vmm, vm, vec![(func, raiser.clone())], move |os| {
         os.write(bar0 + RAISE, &1u32.to_le_bytes())?;

@@ -147,7 +147,7 @@ fn raised(sc: Scenario, src: Src, n: u64) -> Raised {
     let mut os = vmm.guest(&mut c, vm).unwrap();
     let gv = if src == Src::Intx { os.request_intx(a.dev, H).unwrap() } else { os.request_irq(a.dev, 0, H).unwrap() };
     let bar0 = os.pci_iomap(a.dev, 0).unwrap();
-    let raiser = Rc::new(RefCell::new(Raiser { entry: 0, sent: Vec::new() }));
+    let raiser = Rc::new(RefCell::new(Raiser::new(0)));
     let seen = Rc::new(RefCell::new(Vec::new()));
     let out = seen.clone();
     let (_m, vmm, _) = on_machine(c, vmm, vm, vec![(a.gpu.func, raiser.clone())], move |os| {
