@@ -272,10 +272,11 @@ impl<E: Packed> EventQueue<E> {
             self.same.remove(self.same_head + i);
         } else if let Some(i) = self.now.iter().position(is) {
             self.now.remove(i);
-        } else if let Some(slot) = (0..SLOTS).filter(|&s| self.slots[s] != NONE).find(|&s| self.bufs[self.slots[s] as usize].iter().any(is)) {
+        } else if let Some((slot, i)) =
+            (0..SLOTS).filter(|&s| self.slots[s] != NONE).find_map(|s| self.bufs[self.slots[s] as usize].iter().position(is).map(|i| (s, i)))
+        {
             let b = self.slots[slot];
             let buf = &mut self.bufs[b as usize];
-            let i = buf.iter().position(is).expect("found above");
             buf.remove(i);
             if buf.is_empty() {
                 self.slots[slot] = NONE;

@@ -354,22 +354,22 @@ impl<W: World> Machine<W> {
         let i = self.push_pending(fault::Pending::Stop);
         let at = at.max(self.now());
         let timer = self.core.borrow_mut().set_timer(at, Owner::Machine(i), 0);
-        let mut early = false;
-        let mut ran = Ok(());
-        while self.pending[i].is_some() {
-            match self.step() {
-                Ok(true) if stop(&mut self.world.borrow_mut()) => early = true,
-                Ok(true) => continue,
-                Ok(false) => {}
-                Err(e) => ran = Err(e),
+        let ran = loop {
+            if self.pending[i].is_none() {
+                break Ok(false);
             }
-            break;
-        }
+            match self.step() {
+                Ok(true) if stop(&mut self.world.borrow_mut()) => break Ok(true),
+                Ok(true) => {}
+                Ok(false) => break Ok(false),
+                Err(e) => break Err(e),
+            }
+        };
         if self.pending[i].is_some() {
             self.core.borrow_mut().cancel_timer(timer);
             self.drop_pending(i);
         }
-        ran.map(|()| early)
+        ran
     }
 
     /// One event: a failure recorded so far ends the run; false once nothing is left to happen.
