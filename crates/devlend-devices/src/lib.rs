@@ -21,7 +21,6 @@
 pub mod error;
 pub mod gpu;
 pub mod gpu_actor;
-pub mod gpu_fifo;
 pub mod gpu_kernel;
 pub mod nic;
 pub mod ntb_xeon;

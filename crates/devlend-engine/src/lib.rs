@@ -39,11 +39,12 @@ pub mod queue;
 pub mod sim;
 
 use devlend_fabric::error::DmaFault;
-use devlend_fabric::route::{Failure, Outcome, Requester};
+use devlend_fabric::route::{Failure, Requester};
 use devlend_fabric::spec::LinkKind;
 use devlend_fabric::Fabric;
 use devlend_wire::Access;
-use path::{build_path, port_id, Path};
+pub use path::{plan, Plan};
+use path::{port_id, Path};
 use queue::Ps;
 use sim::{FlowKind, FlowOpts, Sim, Stats};
 
@@ -60,32 +61,6 @@ impl Transfer {
     pub fn bandwidth(&self) -> f64 {
         self.bytes as f64 / (self.time_ps as f64 * 1e-12)
     }
-}
-
-/// The timed paths of one access: the request path and, for reads, the completion path. A plan
-/// captures the route at the moment it is made, so an access can be timed after the mappings it
-/// used are gone (a device's DMA into a buffer the driver has since unmapped).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Plan {
-    pub request: Path,
-    pub completion: Option<Path>,
-}
-
-pub fn plan(f: &mut Fabric, req: Requester, addr: u64, access: Access) -> Result<Plan, Failure> {
-    let route = f.route(req, addr, access);
-    if let Outcome::Failed(e) = route.outcome {
-        return Err(e);
-    }
-    let is_read = access == Access::Read;
-    let request = build_path(f, &route, is_read);
-    let completion = match &route.completion {
-        Some(c) => match c.outcome {
-            Outcome::Failed(e) => return Err(e),
-            Outcome::Delivered(_) => Some(build_path(f, c, false)),
-        },
-        None => None,
-    };
-    Ok(Plan { request, completion })
 }
 
 /// Per link direction (indexed by `path::port_id`): (fixed-point ps per byte, propagation), the

@@ -1,14 +1,16 @@
 //! From a functional route (devlend-fabric) to the timed stages a TLP passes: one stage per link
 //! crossed, with the latency of the component at its far end (switch, root complex, NTB) and what
-//! happens there (IOMMU translation, re-splitting of reads at the root, delivery).
+//! happens there (IOMMU translation, re-splitting of reads at the root, delivery). [`plan`] is
+//! where an access becomes its timed paths: the fabric's route (request and, for a read, the
+//! completion) looked up once and each direction built into a [`Path`], what a flow starts with.
 
 use crate::params::{timing, Timing};
 use crate::queue::Ps;
 use devlend_fabric::model::{LinkId, NodeKind};
-use devlend_fabric::route::{HopKind, Route};
+use devlend_fabric::route::{Failure, HopKind, Outcome, Requester, Route};
 use devlend_fabric::spec::LinkKind;
 use devlend_fabric::{Fabric, Target};
-use devlend_wire::Generation;
+use devlend_wire::{Access, Generation};
 
 /// A link direction: `link * 2 + 0` downstream (towards the link's `down` end), `+ 1` upstream.
 pub type PortId = u32;
@@ -261,4 +263,32 @@ mod tests {
             }
         }
     }
+}
+
+/// The timed paths of one access: the request path and, for reads, the completion path. A plan
+/// captures the route at the moment it is made, so an access can be timed after the mappings it
+/// used are gone (a device's DMA into a buffer the driver has since unmapped).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Plan {
+    pub request: Path,
+    pub completion: Option<Path>,
+}
+
+/// The route of `req`'s `access` at `addr` (the fabric's cached `route`), built into timed paths;
+/// the route's failure if it does not deliver, in either direction.
+pub fn plan(f: &mut Fabric, req: Requester, addr: u64, access: Access) -> Result<Plan, Failure> {
+    let route = f.route(req, addr, access);
+    if let Outcome::Failed(e) = route.outcome {
+        return Err(e);
+    }
+    let is_read = access == Access::Read;
+    let request = build_path(f, &route, is_read);
+    let completion = match &route.completion {
+        Some(c) => match c.outcome {
+            Outcome::Failed(e) => return Err(e),
+            Outcome::Delivered(_) => Some(build_path(f, c, false)),
+        },
+        None => None,
+    };
+    Ok(Plan { request, completion })
 }
