@@ -4,4 +4,5 @@
 mod nic;
 mod poison;
 mod scenario;
+mod service;
 mod vm_faults;
