@@ -153,7 +153,8 @@ impl RamQueue {
             self.done.push((tag as u16, status as u16));
             self.head.0 = (self.head.0 + 1) % DEPTH as u64;
             if self.head.0 == 0 {
-                return Ok(self.head.1 = !self.head.1);
+                self.head.1 = !self.head.1;
+                return Ok(());
             }
             entry = os.read(at(self.head), 4).map_err(os_err("read completion"))?;
         }
