@@ -5,4 +5,5 @@ mod nic;
 mod poison;
 mod scenario;
 mod service;
+mod service_copy;
 mod vm_faults;

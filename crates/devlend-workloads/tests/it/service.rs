@@ -264,17 +264,24 @@ impl Drive for RamDrive {
     }
 }
 
-/// The b2b testbed with the drive replaced by a RAM disk described by its functions.
-fn topology() -> String {
+/// The b2b testbed with the drive replaced by device `name` as `json` describes it.
+pub(crate) fn topology_with(json: &str, name: &str) -> String {
     let b2b = include_str!("../../../devlend-drivers/tests/b2b.json");
-    let disk = r#"{"name":"disk0","kind":"generic","functions":[{"bars":[{"index":0,"size":4096}]}]}"#;
-    let t = b2b.replace(r#"{"name":"nvme0","profile":"optane-900p"}"#, disk).replace(r#""b":"nvme0""#, r#""b":"disk0""#);
-    assert!(t.contains("disk0") && !t.contains("nvme0"));
+    let t = b2b.replace(r#"{"name":"nvme0","profile":"optane-900p"}"#, json).replace(r#""b":"nvme0""#, &format!(r#""b":"{name}""#));
+    assert!(t.contains(name) && !t.contains("nvme0"));
     t
 }
 
-fn register() {
-    registry::register(Registered { kind: "generic", block_io: Some(ramdisk), device_copy: None });
+/// The b2b testbed with the drive replaced by a RAM disk described by its functions.
+fn topology() -> String {
+    topology_with(r#"{"name":"disk0","kind":"generic","functions":[{"bars":[{"index":0,"size":4096}]}]}"#, "disk0")
+}
+
+/// The test's type, for kind `generic`: a RAM disk for block I/O, a copy engine for copies
+/// (`service_copy.rs`); the same registration from every test, so the order they run in does
+/// not matter.
+pub(crate) fn register() {
+    registry::register(Registered { kind: "generic", block_io: Some(ramdisk), device_copy: Some(crate::service_copy::COPIER) });
 }
 
 #[test]
