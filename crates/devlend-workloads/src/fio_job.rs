@@ -204,6 +204,7 @@ fn run_threads(json: &str, runner: &str, device: &str, make: impl FnOnce(u64) ->
 
 /// Drive `device` as the registry's block-I/O entry for its kind describes it.
 pub fn describe(f: &devlend_fabric::Fabric, device: &str) -> DResult<Rc<dyn Drive>> {
+    f.func_id(device).map_err(DeviceError::fabric(device))?;
     let kind = registry::kind_of(f, device);
     let entry = kind.as_deref().and_then(registry::block_io);
     let entry = entry.ok_or_else(|| DeviceError::NotServed { device: device.into(), kind, expected: registry::serving(Serves::BlockIo) })?;
