@@ -4,14 +4,17 @@
 //! `gpu_copy`). The registry keeps, beside each kind, the function that makes its device and
 //! driver ready for a service (`registry::block_io`, `registry::device_copy`); a workload looks
 //! the device's kind up and never names the type, so a new type that serves block I/O or copies
-//! is driven by the existing workloads unchanged (the test-only device types of
-//! devlend-workloads' `tests/it/service.rs` are). The drivers stay written against
-//! `devlend_host::Os`; a service call reaches them through [`kernel::DynOs`].
+//! is driven by the existing workloads unchanged (the test-only device type of devlend-workloads'
+//! `tests/it/service.rs` and `service_copy.rs` is: a RAM disk that `fio` drives, a copy engine
+//! that `gpu_copy` drives). The drivers stay written against `devlend_host::Os`; a service call
+//! reaches them through [`kernel::DynOs`].
 //!
 //! Not behind a trait (they drive what only one type has, and stay written against it): the
 //! GPU ping-pong (the GPU model's kernel, its registers and records), the staged and
-//! asynchronous GPU copies of D1-D3, D4 and D6 (`gpu_run::staged`, several copy engines), and
-//! the NVMe experiments that look at the queues' internals (devlend-experiments' `nvme`).
+//! asynchronous GPU copies of D1-D3, D4 and D6 (`gpu_run::staged`, several copy engines), D5's
+//! block reads (devlend-experiments' `nvme`: the controller's trace), and the real-Linux device
+//! server (devlend-uml's `pcidev`: Linux's own NVMe driver). Not moved yet: the block reads of
+//! D5 in a VM and of D6's epoch (devlend-experiments' `vm/d5.rs`, `vm/epoch.rs`).
 
 pub mod block;
 pub mod copy;
