@@ -12,9 +12,10 @@
 //! Not behind a trait (they drive what only one type has, and stay written against it): the
 //! GPU ping-pong (the GPU model's kernel, its registers and records), the staged and
 //! asynchronous GPU copies of D1-D3, D4 and D6 (`gpu_run::staged`, several copy engines), D5's
-//! block reads (devlend-experiments' `nvme`: the controller's trace), and the real-Linux device
-//! server (devlend-uml's `pcidev`: Linux's own NVMe driver). Not moved yet: the block reads of
-//! D5 in a VM and of D6's epoch (devlend-experiments' `vm/d5.rs`, `vm/epoch.rs`).
+//! block reads, native and in a VM (devlend-experiments' `nvme`, `vm/d5.rs`: the controller's
+//! preloaded data and trace), and the real-Linux device server (devlend-uml's `pcidev`: Linux's
+//! own NVMe driver). Not moved yet: D6's epoch (`vm/epoch.rs`: a drive of its own size,
+//! peer-to-peer GPU copies).
 
 pub mod block;
 pub mod copy;
