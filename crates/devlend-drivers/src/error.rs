@@ -49,7 +49,7 @@ impl DeviceError {
             DeviceError::Kernel { .. } => "kernel",
             DeviceError::Mismatch { .. } => "mismatch",
             DeviceError::Machine { .. } => "machine",
-            DeviceError::NotServed { .. } => "kind",
+            DeviceError::NotServed { .. } => "not-served",
         }
     }
 
