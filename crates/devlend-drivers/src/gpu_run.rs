@@ -61,13 +61,7 @@ impl CopyTiming {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dir {
-    /// Device to host: the copy engine's DMA writes.
-    DtoH,
-    /// Host to device: the copy engine's DMA reads.
-    HtoD,
-}
+pub use crate::service::copy::Dir;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Via {

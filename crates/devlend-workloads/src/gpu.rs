@@ -8,9 +8,8 @@
 use crate::attach::{attach, check_kind, with_os, Guests, Runner};
 use crate::error::{BadSpec, FailCause, WResult, WorkloadError};
 use devlend_drivers::error::DeviceError;
-use devlend_drivers::gpu_run::Dir;
 use devlend_drivers::registry::{self, Serves};
-use devlend_drivers::service::copy::{CopyDevice, CopyDriver, CopyType};
+use devlend_drivers::service::copy::{CopyDevice, CopyDriver, CopyType, Dir};
 use devlend_engine::machine::{Machine, ThreadError};
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, Os, ThreadKernel};

@@ -49,7 +49,7 @@ mod pingpong;
 mod scenario;
 mod stats;
 
-pub use devlend_drivers::gpu_run::Dir;
+pub use devlend_drivers::service::copy::Dir;
 pub use devlend_engine::machine::LinkStat;
 pub use devlend_wire::Access;
 pub use error::{BadSpec, FailCause, Missing, SetupCause, Unreached, WResult, WorkloadError};

@@ -8,7 +8,7 @@ use crate::fio_job::JobSpec;
 use crate::ntb_perf::{NtbPerf, NtbPerfResult, NtbPerfSpec};
 use crate::pingpong::{PingPong, RoundTrips, Via};
 use crate::stats::engine_params;
-use devlend_drivers::gpu_run::Dir;
+use devlend_drivers::service::copy::Dir;
 use devlend_engine::machine::LinkStat;
 use devlend_engine::machine::{Machine, MachineError};
 use devlend_engine::queue::Ps;

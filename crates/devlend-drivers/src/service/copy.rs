@@ -15,6 +15,15 @@ use devlend_host::{Cluster, DevId};
 use std::cell::RefCell;
 use std::rc::Rc;
 
+/// A copy's direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    /// Device to host: the copy engine's DMA writes.
+    DtoH,
+    /// Host to device: the copy engine's DMA reads.
+    HtoD,
+}
+
 /// A probed driver of a device with memory and a copy engine.
 pub trait CopyDriver {
     /// Bytes of device memory, as the device reports them.
