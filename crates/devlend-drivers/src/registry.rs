@@ -87,8 +87,10 @@ pub const DEVICE_COPY: &[(&str, CopyType)] = &[("gpu", crate::gpu_driver::copy::
 
 /// A device type registered while the program runs rather than in [`TYPES`]: a type from outside
 /// this crate (a test's own device and driver), with its drivers for the services it serves.
-/// The fabric takes it as a device described by its functions with this `kind`; it has no
-/// profile, so the schema and [`kinds`] do not list it, and [`serving`] names only [`TYPES`].
+/// The fabric takes a device's kind only when a profile has it, so a type without a profile of
+/// its own registers for a kind that has one and no listed type serves that way (devlend-workloads'
+/// test type does for `generic`, on a device described by its functions); the schema and
+/// [`kinds`] do not change, and [`serving`] names only [`TYPES`].
 #[derive(Clone, Copy)]
 pub struct Registered {
     pub kind: &'static str,
