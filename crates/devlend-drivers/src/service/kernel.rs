@@ -3,7 +3,9 @@
 //! called through `dyn`, cannot take `&mut impl Os`: it takes `&mut dyn DynOs`, which every
 //! `Os` is ([`DynOs`]'s blanket impl), and wraps it in [`AnyOs`] to run its `Os`-generic body
 //! unchanged. Every call goes through to the kernel it wraps, the defaulted ones (`poll_for`,
-//! `wait_irq_for`, `spend`...) included, so a driver does the same through either.
+//! `wait_irq_for`, `spend`...) included, so a driver does the same through either. A method
+//! added to `Os` is to be added here too (to [`DynOs`] and both forwarding lists): else `AnyOs`
+//! would answer it with `Os`'s default, not the wrapped kernel's own.
 
 use devlend_fabric::model::HostId;
 use devlend_fabric::Fabric;
