@@ -84,3 +84,21 @@ def test_a_workload_asks_for_what_a_device_serves_and_names_the_kinds_that_do():
             assert (e.kind, str(e)) == ("wrong-kind", message)
         else:
             raise AssertionError("accepted")
+
+
+def test_fio_and_gpu_copy_are_written_against_the_services_not_a_driver():
+    """The fio and gpu_copy workloads get their device's model and driver from the registry by
+    kind (`devlend_drivers::service`): they name no device model or driver (a new type that
+    serves block I/O or copies runs them unchanged: devlend-workloads' tests/it/service.rs). One
+    exception: fio's error gives the NVMe status underneath, for `NvmeStatusError`."""
+    src = os.path.join(ROOT, "crates", "devlend-workloads", "src")
+    files = ["fio.rs", "fio_job.rs", os.path.join("fio_job", "thread.rs"), os.path.join("fio_job", "error.rs"), "gpu.rs"]
+    concrete = re.compile(r"\b(gpu_driver|nvme_driver|gpu_run|nvme_run|devlend_devices)\b")
+    allowed = ("fio_job/error.rs", "use devlend_drivers::nvme_driver::NvmeError;")
+    found = []
+    for f in files:
+        for n, line in enumerate(open(os.path.join(src, f), encoding="utf-8"), 1):
+            code = line.split("//")[0]
+            if concrete.search(code) and (f.replace(os.sep, "/"), line.strip()) != allowed:
+                found.append(f"{f}:{n}: {line.strip()}")
+    assert not found, "a service workload names a device type's model or driver:\n" + "\n".join(found)

@@ -83,7 +83,8 @@ class DeviceError(DevlendError):
     names the case: "fabric" or "host" (a name the topology lacks, borrowing, the kernel),
     "params" (a hardware constant), "no-function", "no-bar", "outside-memory", "copy-size", "dma"
     (the GPU model; "dma": a load or store of its SMs that the fabric refused), "gpu" or "nvme" (a driver), "kernel" (a ping-pong kernel did not finish),
-    "mismatch" (data that arrived differs from what was sent), "machine" (a thread stuck or failed)."""
+    "mismatch" (data that arrived differs from what was sent), "machine" (a thread stuck or failed),
+    "not-served" (a device of a kind with no driver for what was asked: fio on a GPU)."""
 
     def __init__(self, message: str, kind: str):
         self.kind = kind

@@ -31,6 +31,9 @@ pub enum DeviceError {
     Mismatch { what: String },
     /// The machine could not run (a thread stuck or failed); `what`: the run.
     Machine { what: String, error: MachineError },
+    /// `device` (of kind `kind`; `None`: no such device, or an NTB adapter) has no driver for a
+    /// service, which the kinds `expected` serve (`registry`).
+    NotServed { device: String, kind: Option<String>, expected: String },
 }
 
 impl DeviceError {
@@ -46,6 +49,7 @@ impl DeviceError {
             DeviceError::Kernel { .. } => "kernel",
             DeviceError::Mismatch { .. } => "mismatch",
             DeviceError::Machine { .. } => "machine",
+            DeviceError::NotServed { .. } => "not-served",
         }
     }
 
@@ -73,6 +77,10 @@ impl fmt::Display for DeviceError {
             DeviceError::Kernel { gpu, stop } => write!(f, "ping-pong: {gpu}'s kernel {stop}"),
             DeviceError::Mismatch { what } => write!(f, "{what}: the destination differs from the source"),
             DeviceError::Machine { what, error } => write!(f, "{what}: {error}"),
+            DeviceError::NotServed { device, kind: Some(kind), expected } => {
+                write!(f, "{device} is of kind {kind}, which does not serve this (kinds that do: {expected})")
+            }
+            DeviceError::NotServed { device, kind: None, expected } => write!(f, "{device} is no device with a model (kinds that serve this: {expected})"),
         }
     }
 }
@@ -81,6 +89,8 @@ impl std::error::Error for DeviceError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             DeviceError::Model(e) => e.source(),
+            DeviceError::Gpu(e) => e.source(),
+            DeviceError::Nvme(e) => e.source(),
             _ => None,
         }
     }

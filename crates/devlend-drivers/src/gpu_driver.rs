@@ -59,6 +59,7 @@ pub struct Driver {
     running: [Option<u32>; NUM_CE],
 }
 
+pub mod copy;
 mod error;
 pub use error::GpuError;
 

@@ -61,13 +61,7 @@ impl CopyTiming {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dir {
-    /// Device to host: the copy engine's DMA writes.
-    DtoH,
-    /// Host to device: the copy engine's DMA reads.
-    HtoD,
-}
+pub use crate::service::copy::Dir;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Via {
@@ -89,16 +83,7 @@ pub struct Bound {
     pub drv: Driver,
 }
 
-/// The runner's handle of `device`: its own, or borrowed from the host it sits in.
-pub fn attach(c: &mut Cluster, runner: &str, device: &str) -> DResult<DevId> {
-    let func = c.fabric.func_id(device).map_err(DeviceError::fabric(device))?;
-    let owner = c.fabric.host(c.fabric.func_host(func)).name.clone();
-    if owner == runner {
-        c.os(runner).map_err(DeviceError::host("host", device))?.find(device).map_err(DeviceError::host("find", device))
-    } else {
-        c.borrow(runner, device).map_err(DeviceError::host("borrow", device))
-    }
-}
+pub use crate::service::attach;
 
 /// Attach `device` to `runner`, create its model and probe it with the driver.
 pub fn bind(c: &mut Cluster, runner: &str, device: &str) -> DResult<Bound> {

@@ -13,7 +13,10 @@
 //! copy engine and semaphores, enough for 000 §7.1-7.2. [`gpu_run`] and [`nvme_run`] put the
 //! devices and a host's thread on one machine; the papers' procedures that use them live in
 //! devlend-experiments. [`registry`] lists the device types by their profile's `kind` and what
-//! each serves, for the workloads, the Python binding and the topology schema to ask. Errors are typed ([`error::DeviceError`], which wraps a device model's
+//! each serves, for the workloads, the Python binding and the topology schema to ask, and per
+//! service the function that makes a kind's device and driver ready; [`service`] has one trait
+//! per service (block I/O, device copies), which the drivers implement and the workloads are
+//! written against. Errors are typed ([`error::DeviceError`], which wraps a device model's
 //! `devlend_devices::error::ModelError`), naming the device, address or parameter they concern.
 
 pub mod error;
@@ -22,3 +25,4 @@ pub mod gpu_run;
 pub mod nvme_driver;
 pub mod nvme_run;
 pub mod registry;
+pub mod service;

@@ -11,6 +11,7 @@
 //! 31:16), one pair per job or CPU as in Linux. An [`NvmeQueue`] can have many commands in flight
 //! (`nvme_queue_rq` and [`NvmeQueue::reap`]), up to its depth less one.
 
+pub mod block;
 mod error;
 mod queue;
 

@@ -30,12 +30,7 @@ pub fn attach(m: &mut Machine<Cluster>, runner: &str, device: &str, blocks: Opti
         let mut w = m.world();
         let c = &mut *w;
         let func = c.fabric.func_id(device).map_err(DeviceError::fabric(device))?;
-        let owner = c.fabric.host(c.fabric.func_host(func)).name.clone();
-        let dev = if owner == runner {
-            c.os(runner).map_err(DeviceError::host("host", device))?.find(device).map_err(DeviceError::host("find", device))?
-        } else {
-            c.borrow(runner, device).map_err(DeviceError::host("borrow", device))?
-        };
+        let dev = crate::service::attach(c, runner, device)?;
         let media = Media::of_device(&c.fabric, device)?;
         let ctrl = Rc::new(RefCell::new(Controller::new(&mut c.fabric, func, blocks.unwrap_or(media.blocks()), media)));
         let host = c.fabric.host_id(runner).map_err(DeviceError::fabric(runner))?;

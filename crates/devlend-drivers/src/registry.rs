@@ -4,10 +4,16 @@
 //! asks for "a device that serves block I/O" ([`check`]), the Python binding lists the kinds
 //! (`devlend._core.device_kinds()`, which the topology schema's `kind` is built from), and a new
 //! device type is an entry in [`TYPES`] beside its model (devlend-devices), its driver and its
-//! run (this crate) and its profile.
+//! run (this crate) and its profile. A type whose driver serves block I/O or device copies also
+//! has an entry in [`BLOCK_IO`] or [`DEVICE_COPY`]: the function that makes its device and
+//! driver ready for that service (`crate::service`), which the workloads get by the device's kind
+//! ([`block_io`], [`device_copy`]) and never by naming the type.
 
+use crate::service::block::BlockType;
+use crate::service::copy::CopyType;
 use devlend_fabric::spec::DeviceKind;
 use devlend_fabric::Fabric;
+use std::sync::RwLock;
 
 /// What a device type serves: the workloads that may drive it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,11 +70,66 @@ pub fn kind_of(fabric: &Fabric, device: &str) -> Option<String> {
 /// Whether `device` serves `s`: `Err` with the kind it has (`None`: no device of that name).
 pub fn check(fabric: &Fabric, device: &str, s: Serves) -> Result<(), Option<String>> {
     let kind = kind_of(fabric, device);
-    let serves = kind.as_deref().and_then(|k| TYPES.iter().find(|t| t.kind == k)).is_some_and(|t| t.serves.contains(&s));
+    let serves = kind.as_deref().is_some_and(|k| serves_as(k, s));
     match serves {
         true => Ok(()),
         false => Err(kind),
     }
+}
+
+/// The device types that serve block I/O, each with the function that describes its drive and
+/// gives its model and its driver's probe (`crate::service::block`).
+pub const BLOCK_IO: &[(&str, BlockType)] = &[("nvme", crate::nvme_driver::block::drive)];
+
+/// The device types that serve device copies, each with its model and its driver's probe
+/// (`crate::service::copy`).
+pub const DEVICE_COPY: &[(&str, CopyType)] = &[("gpu", crate::gpu_driver::copy::COPY)];
+
+/// A device type registered while the program runs rather than in [`TYPES`]: a type from outside
+/// this crate (a test's own device and driver), with its drivers for the services it serves.
+/// The fabric takes a device's kind only when a profile has it, so a type without a profile of
+/// its own registers for a kind that has one and no listed type serves that way (devlend-workloads'
+/// test type does for `generic`, on a device described by its functions); the schema and
+/// [`kinds`] do not change, and [`serving`] names only [`TYPES`].
+#[derive(Clone, Copy)]
+pub struct Registered {
+    pub kind: &'static str,
+    pub block_io: Option<BlockType>,
+    pub device_copy: Option<CopyType>,
+}
+
+static REGISTERED: RwLock<Vec<Registered>> = RwLock::new(Vec::new());
+
+/// Register `t` (in place of a type registered before with its kind).
+pub fn register(t: Registered) {
+    let mut r = REGISTERED.write().unwrap_or_else(|e| e.into_inner());
+    r.retain(|x| x.kind != t.kind);
+    r.push(t);
+}
+
+fn registered(kind: &str) -> Option<Registered> {
+    REGISTERED.read().unwrap_or_else(|e| e.into_inner()).iter().find(|t| t.kind == kind).copied()
+}
+
+/// Whether kind `kind` serves `s`, registered in [`TYPES`] or with [`register`].
+fn serves_as(kind: &str, s: Serves) -> bool {
+    let listed = TYPES.iter().find(|t| t.kind == kind).is_some_and(|t| t.serves.contains(&s));
+    listed
+        || registered(kind).is_some_and(|t| match s {
+            Serves::BlockIo => t.block_io.is_some(),
+            Serves::DeviceCopy => t.device_copy.is_some(),
+            Serves::TenantPackets => false,
+        })
+}
+
+/// The block-I/O entry of kind `kind`.
+pub fn block_io(kind: &str) -> Option<BlockType> {
+    BLOCK_IO.iter().find(|e| e.0 == kind).map(|e| e.1).or_else(|| registered(kind)?.block_io)
+}
+
+/// The device-copy entry of kind `kind`.
+pub fn device_copy(kind: &str) -> Option<CopyType> {
+    DEVICE_COPY.iter().find(|e| e.0 == kind).map(|e| e.1).or_else(|| registered(kind)?.device_copy)
 }
 
 #[cfg(test)]
@@ -102,5 +163,25 @@ mod tests {
         assert_eq!(check(&f, "nvme0", Serves::BlockIo), Ok(()));
         assert_eq!(check(&f, "nvme0", Serves::DeviceCopy), Err(Some("nvme".into())));
         assert_eq!(check(&f, "no-such", Serves::BlockIo), Err(None));
+    }
+
+    #[test]
+    fn each_kind_that_serves_a_driven_service_has_its_driver() {
+        for t in TYPES {
+            assert_eq!(t.serves.contains(&Serves::BlockIo), block_io(t.kind).is_some(), "{}: block I/O", t.kind);
+            assert_eq!(t.serves.contains(&Serves::DeviceCopy), device_copy(t.kind).is_some(), "{}: device copies", t.kind);
+        }
+    }
+
+    #[test]
+    fn a_registered_type_serves_what_its_drivers_serve() {
+        fn none(_: &Fabric, device: &str) -> crate::error::DResult<std::rc::Rc<dyn crate::service::block::Drive>> {
+            Err(crate::error::DeviceError::Mismatch { what: device.into() })
+        }
+        assert!(block_io("registry-test-disk").is_none());
+        register(Registered { kind: "registry-test-disk", block_io: Some(none), device_copy: None });
+        assert!(serves_as("registry-test-disk", Serves::BlockIo) && !serves_as("registry-test-disk", Serves::DeviceCopy));
+        assert!(block_io("registry-test-disk").is_some() && device_copy("registry-test-disk").is_none());
+        assert!(!kinds().any(|k| k == "registry-test-disk"));
     }
 }

@@ -5,7 +5,7 @@ use crate::nic::NicFault;
 use devlend_devices::error::ModelError;
 use devlend_drivers::error::DeviceError;
 use devlend_drivers::gpu_driver::GpuError;
-use devlend_drivers::gpu_run::Dir;
+use devlend_drivers::service::copy::Dir;
 use devlend_engine::machine::MachineError;
 use devlend_engine::queue::Ps;
 use devlend_fabric::FabricError;

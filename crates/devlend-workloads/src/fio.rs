@@ -1,16 +1,16 @@
-//! An fio-style NVMe job ([`crate::fio_job`]) started on a shared machine: the drive is
-//! attached (borrowed when it sits elsewhere), its controller put on the machine, and the
-//! driver's probe and the job threads start at the workload's time.
+//! An fio-style job ([`crate::fio_job`]) started on a shared machine: the drive (any device
+//! type that serves block I/O: `registry::block_io` of its kind) is attached (borrowed when it
+//! sits elsewhere), its model put on the machine, and the driver's probe and the job threads
+//! start at the workload's time.
 
 use crate::attach::{attach, Guests, Runner};
 use crate::error::{BadSpec, WResult, WorkloadError};
-use crate::fio_job::{check, check_threads, FioRun, Job, JobSpec, Rw};
-use devlend_devices::nvme::{Controller, Media};
+use crate::fio_job::{check, check_threads, describe, FioRun, Job, JobSpec, Rw};
 use devlend_drivers::registry::Serves;
+use devlend_drivers::service::block::Drive;
 use devlend_engine::machine::Machine;
 use devlend_engine::queue::Ps;
 use devlend_host::Cluster;
-use std::cell::RefCell;
 use std::rc::Rc;
 
 /// The block size the fio job model issues (fio's `bs`).
@@ -62,20 +62,26 @@ impl FioJobs {
         if spec.bs != FIO_BS {
             return Err(invalid(BadSpec::BlockSize { bs: spec.bs }));
         }
-        check(&spec.job()).map_err(|e| invalid(BadSpec::Fio(e)))?;
-        if spec.numjobs as usize >= devlend_devices::nvme::MAX_QUEUES {
-            return Err(invalid(BadSpec::Jobs { numjobs: spec.numjobs, queues: devlend_devices::nvme::MAX_QUEUES - 1 }));
+        check(&spec.job()).map_err(|e| invalid(BadSpec::Fio(e)))
+    }
+
+    /// Checked against the drive's queue limits before anything is attached.
+    fn fit(&self, w: &str, drive: &dyn Drive) -> WResult<()> {
+        let invalid = |why| WorkloadError::invalid(w, why);
+        let FioJobs::Spec(spec) = self else { return Ok(()) };
+        if spec.numjobs > drive.max_queues() {
+            return Err(invalid(BadSpec::Jobs { numjobs: spec.numjobs, queues: drive.max_queues() as usize }));
         }
-        if spec.iodepth >= devlend_devices::nvme::MAX_QUEUE_ENTRIES {
-            return Err(invalid(BadSpec::IoDepth { iodepth: spec.iodepth, max: devlend_devices::nvme::MAX_QUEUE_ENTRIES - 1 }));
+        if spec.iodepth > drive.max_depth() {
+            return Err(invalid(BadSpec::IoDepth { iodepth: spec.iodepth, max: drive.max_depth() }));
         }
         Ok(())
     }
 
-    /// The threads on a drive of `drive` bytes, checked against it.
-    fn threads(self, w: &str, drive: u64) -> WResult<Vec<JobSpec>> {
+    /// The threads on `drive`, checked against it.
+    fn threads(self, w: &str, drive: &dyn Drive) -> WResult<Vec<JobSpec>> {
         let threads = match self {
-            FioJobs::Spec(spec) => spec.job().threads(drive),
+            FioJobs::Spec(spec) => spec.job().threads(drive.capacity()),
             FioJobs::Threads(t) => t,
         };
         check_threads(&threads, drive).map_err(|e| WorkloadError::invalid(w, BadSpec::Fio(e)))?;
@@ -89,27 +95,37 @@ impl FioSpec {
     }
 }
 
-pub(crate) fn start(m: &mut Machine<Cluster>, guests: &Guests, w: &str, (runner, device): (&str, &str), jobs: FioJobs, at: Ps) -> WResult<(Fio, Media)> {
+/// Start the jobs on `device` for `runner`: the drive's run and its type's effective parameters.
+pub(crate) fn start(
+    m: &mut Machine<Cluster>,
+    guests: &Guests,
+    w: &str,
+    (runner, device): (&str, &str),
+    jobs: FioJobs,
+    at: Ps,
+) -> WResult<(Fio, Vec<(String, String)>)> {
     jobs.check(w)?;
     let mut c = m.world();
     crate::attach::check_kind(&c, w, device, Serves::BlockIo)?;
-    let media = Media::of_device(&c.fabric, device).map_err(WorkloadError::setup(w))?;
-    let threads = jobs.threads(w, media.capacity)?;
+    let drive = describe(&c.fabric, device).map_err(WorkloadError::setup(w))?;
+    jobs.fit(w, &*drive)?;
+    let threads = jobs.threads(w, &*drive)?;
     let a = attach(&mut c, guests, w, runner, device, Serves::BlockIo)?;
-    let ctrl = Controller::new(&mut c.fabric, a.func, media.blocks(), media);
+    let model = drive.model(&mut c.fabric, a.func).map_err(WorkloadError::setup(w))?;
     drop(c);
-    m.add_device(a.func, Rc::new(RefCell::new(ctrl)));
+    m.add_device(a.func, model);
+    let params = drive.params();
     let run = match a.runner {
         Runner::Host(h) => {
-            let run = FioRun::probe(m, w, h, a.dev, threads, at);
+            let run = FioRun::probe(m, w, (h, a.dev, Rc::clone(&drive)), threads, at);
             run.jobs(m, at);
             Fio::Host(run)
         }
         Runner::Vm(g) => {
-            let run = FioRun::probe(m, w, g, a.dev, threads, at);
+            let run = FioRun::probe(m, w, (g, a.dev, drive), threads, at);
             run.jobs(m, at);
             Fio::Vm(run)
         }
     };
-    Ok((run, media))
+    Ok((run, params))
 }

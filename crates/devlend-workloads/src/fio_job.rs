@@ -6,6 +6,11 @@
 //!
 //! With `verify`, each write carries a pattern unique to its LBA and pass, and at the end every
 //! job reads back the LBAs it wrote and compares checksums (fio's `verify=crc32c`, here FNV-1a).
+//!
+//! The job is written against the block-I/O service (`devlend_drivers::service::block`), not
+//! the NVMe driver: the drive is whatever device type the registry says serves block I/O
+//! (`registry::block_io` of the device's kind), which gives its capacity and queue limits, its
+//! model for the machine, and its driver's probe; each thread drives a `BlockQueue`.
 
 mod error;
 mod thread;
@@ -13,9 +18,9 @@ mod thread;
 pub use error::FioError;
 pub use thread::{IoRec, JobOut, JobSpec, MAX_BS};
 
-use devlend_devices::nvme::BLOCK;
-use devlend_drivers::nvme_driver::{Driver, NvmeError};
-use devlend_drivers::nvme_run::machine;
+use devlend_drivers::error::{DResult, DeviceError};
+use devlend_drivers::registry::{self, Serves};
+use devlend_drivers::service::block::{BlockDriver, Drive, BLOCK};
 use devlend_engine::machine::Machine;
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, DevId, ThreadKernel};
@@ -148,14 +153,15 @@ impl Job {
     }
 }
 
-/// Check the threads of a job file against a drive of `drive` bytes before any runs.
-pub fn check_threads(threads: &[JobSpec], drive: u64) -> Result<(), FioError> {
-    if threads.is_empty() || threads.len() >= devlend_devices::nvme::MAX_QUEUES {
-        return Err(FioError::Invalid { reason: "the drive gives 1 to 16 jobs an I/O queue pair each" });
+/// Check the threads of a job file against `drive` (its capacity and queue limits) before any runs.
+pub fn check_threads(threads: &[JobSpec], drive: &dyn Drive) -> Result<(), FioError> {
+    if threads.is_empty() || threads.len() > drive.max_queues() as usize {
+        return Err(FioError::Jobs { max: drive.max_queues() });
     }
-    if threads.iter().any(|t| t.iodepth >= devlend_devices::nvme::MAX_QUEUE_ENTRIES) {
-        return Err(FioError::Invalid { reason: "iodepth must be below the drive's 1024 queue entries" });
+    if threads.iter().any(|t| t.iodepth > drive.max_depth()) {
+        return Err(FioError::Depth { max: drive.max_depth() });
     }
+    let drive = drive.capacity();
     for (j, t) in threads.iter().enumerate() {
         if t.offset.checked_add(t.size).is_none_or(|e| e > drive) {
             return Err(FioError::PastDrive { job: j as u16, offset: t.offset, size: t.size, capacity: drive });
@@ -180,11 +186,13 @@ pub fn fio_threads(json: &str, runner: &str, device: &str, threads: Vec<JobSpec>
 
 /// The threads `make` gives for the drive's capacity, checked against it, then run.
 fn run_threads(json: &str, runner: &str, device: &str, make: impl FnOnce(u64) -> Vec<JobSpec>) -> Result<FioRun, FioError> {
-    let (mut m, ctrl, host, dev) = machine(json, runner, device, None).map_err(FioError::Setup)?;
-    let drive = ctrl.borrow().blocks * BLOCK;
-    let threads = make(drive);
-    check_threads(&threads, drive)?;
-    let run = FioRun::probe(&mut m, "fio", host, dev, threads, 0);
+    let c = Cluster::from_json(json).map_err(|error| FioError::Setup(DeviceError::Host { what: "topology", device: device.into(), error }))?;
+    let mut m = Machine::new(c);
+    let drive = describe(&m.world().fabric, device).map_err(FioError::Setup)?;
+    let (host, dev) = attach(&mut m, runner, device, &*drive).map_err(FioError::Setup)?;
+    let threads = make(drive.capacity());
+    check_threads(&threads, &*drive)?;
+    let run = FioRun::probe(&mut m, "fio", (host, dev, drive), threads, 0);
     m.run().map_err(FioError::Machine)?;
     run.take_failure()?;
     let at = m.now();
@@ -194,6 +202,31 @@ fn run_threads(json: &str, runner: &str, device: &str, make: impl FnOnce(u64) ->
     Ok(run)
 }
 
+/// Drive `device` as the registry's block-I/O entry for its kind describes it.
+pub fn describe(f: &devlend_fabric::Fabric, device: &str) -> DResult<Rc<dyn Drive>> {
+    f.func_id(device).map_err(DeviceError::fabric(device))?;
+    let kind = registry::kind_of(f, device);
+    let entry = kind.as_deref().and_then(registry::block_io);
+    let entry = entry.ok_or_else(|| DeviceError::NotServed { device: device.into(), kind, expected: registry::serving(Serves::BlockIo) })?;
+    entry(f, device)
+}
+
+/// Drive `device` ready for host `runner` (found, or borrowed when it sits elsewhere) and its
+/// model on `m`: the runner's host id and handle of it.
+fn attach(m: &mut Machine<Cluster>, runner: &str, device: &str, drive: &dyn Drive) -> DResult<(u16, DevId)> {
+    let (model, func, host, dev) = {
+        let mut w = m.world();
+        let c = &mut *w;
+        let func = c.fabric.func_id(device).map_err(DeviceError::fabric(device))?;
+        let dev = devlend_drivers::service::attach(c, runner, device)?;
+        let model = drive.model(&mut c.fabric, func)?;
+        let host = c.fabric.host_id(runner).map_err(DeviceError::fabric(runner))?;
+        (model, func, host, dev)
+    };
+    m.add_device(func, model);
+    Ok((host, dev))
+}
+
 /// A fio workload on a machine that may run other workloads too: its probe thread, its job
 /// threads (each waits until the probe has given it a queue pair and the stonewall groups before
 /// its own have ended), and what they measured.
@@ -201,7 +234,7 @@ pub struct FioRun<K: ThreadKernel = u16> {
     name: String,
     host: K,
     threads: Rc<Vec<JobSpec>>,
-    drv: Rc<RefCell<Option<Driver>>>,
+    drv: Rc<RefCell<Option<Box<dyn BlockDriver>>>>,
     /// The probe has ended (with a driver, or with a failure).
     probed: Rc<Cell<bool>>,
     /// Each thread's measurements, by its index (empty until it ends).
@@ -212,9 +245,9 @@ pub struct FioRun<K: ThreadKernel = u16> {
 }
 
 impl<K: ThreadKernel> FioRun<K> {
-    /// Start the driver's probe of `dev` (the controller already on `m`) in kernel `host` (a
-    /// host's, or a VM's) at `at`: one I/O queue pair per thread, deep enough for the deepest.
-    pub fn probe(m: &mut Machine<Cluster>, name: &str, host: K, dev: DevId, threads: Vec<JobSpec>, at: Ps) -> FioRun<K> {
+    /// Start the driver's probe of `drive`, `dev` in kernel `host` (a host's, or a VM's; its
+    /// model already on `m`) at `at`: one queue per thread, deep enough for the deepest.
+    pub fn probe(m: &mut Machine<Cluster>, name: &str, (host, dev, drive): (K, DevId, Rc<dyn Drive>), threads: Vec<JobSpec>, at: Ps) -> FioRun<K> {
         let n = threads.len();
         let run = FioRun {
             name: name.into(),
@@ -227,10 +260,10 @@ impl<K: ThreadKernel> FioRun<K> {
             failed_at: Rc::default(),
         };
         let (d, fail, probed, fail_at) = (run.drv.clone(), run.failed.clone(), run.probed.clone(), run.failed_at.clone());
-        let depth = (run.threads.iter().map(|t| t.iodepth).max().unwrap_or(1) + 1).max(2);
+        let depth = run.threads.iter().map(|t| t.iodepth).max().unwrap_or(1);
         m.spawn(&format!("{name}/nvme-probe"), at, move |t| {
-            let probe =
-                host.on(t).map_err(|error| NvmeError::Os { what: "kernel", error }).and_then(|mut os| Driver::probe_queues(&mut os, dev, n as u16, depth));
+            let kernel = |error| DeviceError::Host { what: "kernel", device: format!("the driver of device handle {}", dev.0), error };
+            let probe = host.on(t).map_err(kernel).and_then(|mut os| drive.probe(&mut os, dev, n as u16, depth));
             match probe {
                 Ok(drv) => *d.borrow_mut() = Some(drv),
                 Err(error) => {

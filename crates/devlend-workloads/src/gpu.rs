@@ -1,23 +1,23 @@
 //! A bandwidthTest-style copy: the runner's driver thread does one cudaMemcpy host<->device with
-//! the real driver (`gpu_driver`) on the GPU actor (`gpu_actor`), its GPU borrowed when it sits
-//! in another host. The bytes are checked after the run.
+//! the device's real driver on its model, the device borrowed when it sits in another host. The
+//! bytes are checked after the run. It is written against the device-copy service
+//! (`devlend_drivers::service::copy`): the device is whatever type the registry says serves
+//! copies (`registry::device_copy` of its kind: a GPU, its driver `gpu_driver` and its copy
+//! engine `gpu_actor`).
 
-use crate::attach::{attach, with_os, Guests, Runner};
+use crate::attach::{attach, check_kind, with_os, Guests, Runner};
 use crate::error::{BadSpec, FailCause, WResult, WorkloadError};
-use devlend_devices::gpu::Gpu;
-use devlend_drivers::gpu_driver::Driver;
-use devlend_drivers::gpu_run::Dir;
-use devlend_drivers::registry::Serves;
+use devlend_drivers::error::DeviceError;
+use devlend_drivers::registry::{self, Serves};
+use devlend_drivers::service::copy::{CopyDevice, CopyDriver, CopyType, Dir};
 use devlend_engine::machine::{Machine, ThreadError};
 use devlend_engine::queue::Ps;
 use devlend_host::{Cluster, Os, ThreadKernel};
-use std::cell::RefCell;
-use std::rc::Rc;
 
 /// A copy started on the machine, and what to check when it has run.
 pub(crate) struct GpuCopy {
     pub thread: usize,
-    gpu: Rc<RefCell<Gpu>>,
+    gpu: Box<dyn CopyDevice>,
     runner: Runner,
     buf: u64,
     dir: Dir,
@@ -50,13 +50,14 @@ pub fn copy_memory(len: u64) -> u64 {
 fn prepare<O: Os>(
     os: &mut O,
     w: &str,
-    (dev, window): (devlend_host::DevId, Option<(u64, &str)>),
+    (ty, dev, window): (CopyType, devlend_host::DevId, Option<(u64, &str)>),
     (dir, len): (Dir, u64),
     (held, budget): (u64, u64),
-) -> WResult<(Driver, u64)> {
-    let drv = Driver::probe(os, dev).map_err(WorkloadError::setup(w))?;
-    if len == 0 || len > drv.mem_size {
-        return Err(WorkloadError::invalid(w, BadSpec::CopySize { len, mem_size: drv.mem_size }));
+) -> WResult<(Box<dyn CopyDriver>, u64)> {
+    let drv = (ty.probe)(os, dev).map_err(WorkloadError::setup(w))?;
+    let mem_size = drv.mem_size();
+    if len == 0 || len > mem_size {
+        return Err(WorkloadError::invalid(w, BadSpec::CopySize { len, mem_size }));
     }
     if let Some((window, device)) = window.filter(|&(window, _)| len > window) {
         return Err(WorkloadError::invalid(w, BadSpec::DmaWindow { len, window, device: device.into() }));
@@ -87,10 +88,11 @@ pub(crate) fn start(
     at: Ps,
 ) -> WResult<GpuCopy> {
     let mut c = m.world();
+    let ty = copy_type(&c, w, device)?;
     let a = attach(&mut c, guests, w, runner, device, Serves::DeviceCopy)?;
     let window = c.dma_window_size(a.func).map(|size| (size, device));
-    let gpu = Gpu::new(&mut c.fabric, a.func).map_err(WorkloadError::setup(w))?;
-    let prepared = with_os!(&a.runner, c, |os| Ok(prepare(os, w, (a.dev, window), (dir, len), memory)));
+    let gpu = (ty.model)(&mut c.fabric, a.func).map_err(WorkloadError::setup(w))?;
+    let prepared = with_os!(&a.runner, c, |os| Ok(prepare(os, w, (ty, a.dev, window), (dir, len), memory)));
     let (drv, buf) = prepared.map_err(WorkloadError::host_setup(w, "the runner's kernel"))??;
     if dir == Dir::DtoH {
         for (off, n) in chunks(len) {
@@ -98,8 +100,7 @@ pub(crate) fn start(
         }
     }
     drop(c);
-    let gpu = Rc::new(RefCell::new(gpu));
-    m.add_device(a.func, gpu.clone());
+    m.add_device(a.func, gpu.model());
     let thread = match &a.runner {
         Runner::Host(h) => spawn(m, w, at, *h, drv, (dir, buf, len)),
         Runner::Vm(g) => spawn(m, w, at, g.clone(), drv, (dir, buf, len)),
@@ -107,12 +108,20 @@ pub(crate) fn start(
     Ok(GpuCopy { thread, gpu, runner: a.runner, buf, dir, len })
 }
 
-fn spawn<K: ThreadKernel>(m: &mut Machine<Cluster>, w: &str, at: Ps, k: K, mut drv: Driver, (dir, buf, len): (Dir, u64, u64)) -> usize {
+/// The registry's device-copy entry for `device`'s kind (checked to serve copies first).
+fn copy_type(c: &Cluster, w: &str, device: &str) -> WResult<CopyType> {
+    check_kind(c, w, device, Serves::DeviceCopy)?;
+    let kind = registry::kind_of(&c.fabric, device);
+    let ty = kind.as_deref().and_then(registry::device_copy);
+    ty.ok_or_else(|| WorkloadError::setup(w)(DeviceError::NotServed { device: device.into(), kind, expected: registry::serving(Serves::DeviceCopy) }))
+}
+
+fn spawn<K: ThreadKernel>(m: &mut Machine<Cluster>, w: &str, at: Ps, k: K, mut drv: Box<dyn CopyDriver>, (dir, buf, len): (Dir, u64, u64)) -> usize {
     m.spawn(w, at, move |t| {
         let mut os = k.on(t).map_err(ThreadError::other)?;
         let r = match dir {
-            Dir::DtoH => drv.memcpy_dtoh(&mut os, 0, buf, len),
-            Dir::HtoD => drv.memcpy_htod(&mut os, 0, buf, len),
+            Dir::DtoH => drv.copy_dtoh(&mut os, 0, buf, len),
+            Dir::HtoD => drv.copy_htod(&mut os, 0, buf, len),
         };
         r.map_err(ThreadError::other)
     })
@@ -127,7 +136,7 @@ impl GpuCopy {
             let got = match self.dir {
                 Dir::DtoH => with_os!(&self.runner, c, |os| os.read(self.buf + off, n as usize))
                     .map_err(|error| FailCause::Host { step: "reading the destination", error }),
-                Dir::HtoD => self.gpu.borrow().mem_read(&c.fabric, off, n as usize).map_err(FailCause::from),
+                Dir::HtoD => self.gpu.mem_read(&c.fabric, off, n as usize).map_err(FailCause::from),
             };
             if got.map_err(WorkloadError::failed(w))? != pattern(off, n) {
                 return Err(WorkloadError::Failed { workload: w.into(), cause: FailCause::Mismatch { dir: self.dir, len: self.len } });

@@ -4,7 +4,9 @@
 //! `devlend-drivers`), RDMA (`devlend-rdma`) and host software (`devlend-host`): a [`Scenario`] is one `Machine<Cluster>` on which workloads start
 //! at given times — timing-only DMA streams, bandwidthTest-style GPU copies driven by the real GPU
 //! driver on the GPU actor, GPU ping-pongs of the ping-pong kernel (`gpu_kernel`), fio-style NVMe
-//! jobs driven by the real NVMe driver on the controller, Linux's `ntb_perf` between two
+//! jobs driven by the real NVMe driver on the controller (the copies and the fio jobs written
+//! against the service, `devlend_drivers::service`, so any registered type that serves copies or
+//! block I/O runs them), Linux's `ntb_perf` between two
 //! hosts joined by an NTB (CPU stores or the DMA engine's channels), and the hyper-tenant NIC
 //! of 002 whose packets and translation requests leave it at the rates of the HyperTRIO
 //! pipeline fed with the round trip they see on this run (`nic`) — and run together, sharing
@@ -47,7 +49,7 @@ mod pingpong;
 mod scenario;
 mod stats;
 
-pub use devlend_drivers::gpu_run::Dir;
+pub use devlend_drivers::service::copy::Dir;
 pub use devlend_engine::machine::LinkStat;
 pub use devlend_wire::Access;
 pub use error::{BadSpec, FailCause, Missing, SetupCause, Unreached, WResult, WorkloadError};

@@ -8,7 +8,7 @@ use crate::fio_job::JobSpec;
 use crate::ntb_perf::{NtbPerf, NtbPerfResult, NtbPerfSpec};
 use crate::pingpong::{PingPong, RoundTrips, Via};
 use crate::stats::engine_params;
-use devlend_drivers::gpu_run::Dir;
+use devlend_drivers::service::copy::Dir;
 use devlend_engine::machine::LinkStat;
 use devlend_engine::machine::{Machine, MachineError};
 use devlend_engine::queue::Ps;
@@ -123,8 +123,8 @@ pub struct Scenario {
     pub(crate) users: HashMap<String, String>,
     /// Results of the workloads whose device was returned, taken at the return.
     pub(crate) done: HashMap<String, WorkloadResult>,
-    /// Per NVMe drive in use: its media parameters.
-    media: Vec<(String, devlend_devices::nvme::Media)>,
+    /// Per drive in use: its type's effective parameters (an NVMe drive's media), (name, value).
+    media: Vec<(String, Vec<(String, String)>)>,
     /// The topology's VMs, runners as hosts are.
     pub(crate) guests: Guests,
     /// Faults injected (`fault`).
@@ -406,15 +406,13 @@ impl Scenario {
         }
     }
 
-    /// The effective parameters: the engine's, devlend's version, and each drive's media.
+    /// The effective parameters: the engine's, devlend's version, and each drive's own (an NVMe
+    /// drive's media), as `DRIVE.NAME`.
     pub fn params(&self) -> Vec<(String, String)> {
         let mut p = engine_params(&self.m.world().fabric);
         p.push(("topology".into(), self.m.world().fabric.name().to_string()));
-        for (d, m) in &self.media {
-            p.push((format!("{d}.media_read_latency_ns"), (m.media_read_latency_ps as f64 / 1e3).to_string()));
-            p.push((format!("{d}.media_write_latency_ns"), (m.media_write_latency_ps as f64 / 1e3).to_string()));
-            p.push((format!("{d}.media_bandwidth_Bps"), m.media_bandwidth.to_string()));
-            p.push((format!("{d}.media_parallelism"), m.media_parallelism.to_string()));
+        for (d, own) in &self.media {
+            p.extend(own.iter().map(|(k, v)| (format!("{d}.{k}"), v.clone())));
         }
         p
     }

@@ -1,4 +1,4 @@
-//! The fio workload's errors: typed, with the job and the NVMe status they concern.
+//! The fio workload's errors: typed, with the job and the driver's error (an NVMe status) they concern.
 
 use devlend_drivers::error::DeviceError;
 use devlend_drivers::nvme_driver::NvmeError;
@@ -17,10 +17,14 @@ pub enum FioError {
     NoQueue { job: u16 },
     /// The testbed cannot be set up (topology, borrowing the drive, its media profile).
     Setup(DeviceError),
+    /// More job threads than the drive's driver gives queues (`max`), or none.
+    Jobs { max: u16 },
+    /// A job's iodepth is more than one of the drive's queues holds in flight (`max`).
+    Depth { max: u32 },
     /// The driver could not probe the drive.
-    Probe(NvmeError),
+    Probe(DeviceError),
     /// A job's command failed (an NVMe status such as 0x80 LBA Out of Range) or its kernel call did.
-    Job { job: u16, error: NvmeError },
+    Job { job: u16, error: DeviceError },
     /// The machine could not run the workload (a thread stuck or failed).
     Machine(MachineError),
 }
@@ -29,7 +33,7 @@ impl FioError {
     /// The NVMe error underneath, if any.
     pub fn nvme(&self) -> Option<&NvmeError> {
         match self {
-            FioError::Probe(e) | FioError::Job { error: e, .. } => Some(e),
+            FioError::Probe(DeviceError::Nvme(e)) | FioError::Job { error: DeviceError::Nvme(e), .. } => Some(e),
             _ => None,
         }
     }
@@ -46,6 +50,8 @@ impl fmt::Display for FioError {
             ),
             FioError::UnknownRw { given } => write!(f, "fio: rw must be read, write, randread, randwrite, rw, readwrite or randrw, not {given}"),
             FioError::NoQueue { job } => write!(f, "fio: job {job}: the driver has too few I/O queues"),
+            FioError::Jobs { max } => write!(f, "fio: the drive gives 1 to {max} jobs an I/O queue pair each"),
+            FioError::Depth { max } => write!(f, "fio: iodepth must be below the drive's {} queue entries", *max as u64 + 1),
             FioError::Setup(m) => write!(f, "fio: cannot set up the testbed: {m}"),
             FioError::Probe(e) => write!(f, "fio: probe failed: {e}"),
             FioError::Job { job, error } => write!(f, "fio: job {job}: {error}"),

@@ -6,8 +6,8 @@
 //! `clat`; `lat` is their sum).
 
 use super::{fnv, next, pattern, FioError, Rw, BS};
-use devlend_devices::nvme::{BLOCK, OP_READ, OP_WRITE};
-use devlend_drivers::nvme_driver::{NvmeError, NvmeQueue};
+use devlend_drivers::error::{DResult, DeviceError};
+use devlend_drivers::service::block::{BlockQueue, BLOCK};
 use devlend_engine::machine::Thread;
 use devlend_host::{Cluster, HostError, Os, ThreadKernel};
 use std::collections::HashMap;
@@ -214,7 +214,7 @@ impl Job<'_> {
     }
 
     /// Submit one I/O if the job has one to issue and a free slot (after its rate or think time).
-    fn submit<O: Os>(&mut self, t: &Thread<'_, Cluster>, os: &mut O, q: &mut NvmeQueue) -> Result<bool, NvmeError> {
+    fn submit<O: Os>(&mut self, t: &Thread<'_, Cluster>, os: &mut O, q: &mut dyn BlockQueue) -> DResult<bool> {
         let spec = self.spec;
         if self.free.is_empty() || !self.more(t.now()) {
             return Ok(false);
@@ -240,7 +240,7 @@ impl Job<'_> {
             os.write(self.bufs[b], &data).map_err(oserr("write buffer"))?;
         }
         let at = t.now();
-        let cid = q.queue_rq(os, if write { OP_WRITE } else { OP_READ }, lba, (bs / BLOCK) as u16, self.bufs[b])?;
+        let cid = q.submit(os, write, lba, (bs / BLOCK) as u16, self.bufs[b])?;
         self.inflight.insert(cid, (b, at, t.now(), lba, bs, write));
         self.issued += 1;
         self.bytes += bs;
@@ -248,34 +248,34 @@ impl Job<'_> {
     }
 }
 
-fn oserr(what: &'static str) -> impl Fn(HostError) -> NvmeError {
-    move |error| NvmeError::Os { what, error }
+fn oserr(what: &'static str) -> impl Fn(HostError) -> DeviceError {
+    move |error| DeviceError::Host { what, device: "the fio job's buffers".into(), error }
 }
 
 /// Run job `spec` on queue `q` from `host`'s kernel until its end; `out.start` is set by the
 /// caller. Each completion reaped frees its slot for the next submission at once (fio's
 /// `io_u_queued_complete` then `td_io_queue`).
-pub(super) fn run_thread<K: ThreadKernel>(t: &Thread<'_, Cluster>, host: &K, mut q: NvmeQueue, spec: &JobSpec, mut out: JobOut) -> Result<JobOut, NvmeError> {
+pub(super) fn run_thread<K: ThreadKernel>(t: &Thread<'_, Cluster>, host: &K, mut q: Box<dyn BlockQueue>, spec: &JobSpec, mut out: JobOut) -> DResult<JobOut> {
     let mut os = host.on(t).map_err(oserr("kernel"))?;
     let depth = if spec.thinktime_ps > 0 { 1 } else { spec.iodepth } as usize;
     let bufs: Vec<u64> = (0..depth).map(|_| os.kmalloc(spec.max_bs())).collect::<Result<_, _>>().map_err(oserr("kmalloc"))?;
     let free = (0..depth).rev().collect();
     let (inflight, written) = (HashMap::new(), HashMap::new());
     let mut job = Job { spec, pick: Picker::new(spec), bufs, free, inflight, written, start: out.start, issued: 0, bytes: 0, pass: 0 };
-    while job.submit(t, &mut os, &mut q)? {}
+    while job.submit(t, &mut os, &mut *q)? {}
     while !job.inflight.is_empty() {
-        for c in q.reap(&mut os)? {
-            let (b, at, sent, lba, bs, write) = job.inflight.remove(&c.cid).ok_or(NvmeError::UnknownCommand { qid: q.qid, cid: c.cid })?;
-            if c.status != 0 {
-                return Err(NvmeError::Status { opcode: if write { OP_WRITE } else { OP_READ }, lba, status: c.status });
+        for (tag, status) in q.reap(&mut os)? {
+            let (b, at, sent, lba, bs, write) = job.inflight.remove(&tag).ok_or_else(|| q.unknown_tag(tag))?;
+            if status != 0 {
+                return Err(q.status_error(write, lba, status));
             }
             out.ios.push(IoRec { at_ps: at, slat_ps: sent - at, clat_ps: t.now() - sent, bytes: bs as u32, write });
             job.free.push(b);
-            job.submit(t, &mut os, &mut q)?;
+            job.submit(t, &mut os, &mut *q)?;
         }
         if job.inflight.is_empty() {
             // A paced or thinking job may have had nothing to submit while others completed.
-            while job.submit(t, &mut os, &mut q)? {}
+            while job.submit(t, &mut os, &mut *q)? {}
         }
     }
     out.end = t.now();

@@ -4,4 +4,6 @@
 mod nic;
 mod poison;
 mod scenario;
+mod service;
+mod service_copy;
 mod vm_faults;
