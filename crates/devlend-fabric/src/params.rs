@@ -89,6 +89,27 @@ pub struct DeviceProfile {
     pub source: String,
 }
 
+/// A device kind's own settings (`[device_kind.KIND]`): the keys a topology's `params` may set on
+/// a device of that kind beyond every device's (`devices.NAME.KEY`), which its device model reads
+/// over its profile's values. The fabric checks and records them without knowing the kind.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceKindProfile {
+    pub settings: Vec<KindSetting>,
+    pub source: String,
+}
+
+/// One setting of a device kind: its key, its unit (`ps`, `bytes`, `bytes/s` or `commands`) and,
+/// where a profile may leave it out, what it is then (text for `devlend params`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KindSetting {
+    pub key: String,
+    pub unit: String,
+    #[serde(default)]
+    pub default: Option<String>,
+}
+
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 pub struct WindowParam {
     pub size: u64,
@@ -170,6 +191,9 @@ pub struct Params {
     pub iommu: Iommu,
     pub log: Log,
     pub device: BTreeMap<String, DeviceProfile>,
+    /// Per device kind, its own settings; a kind without a table has none.
+    #[serde(default)]
+    pub device_kind: BTreeMap<String, DeviceKindProfile>,
     pub ntb: BTreeMap<String, NtbProfile>,
     pub switch: BTreeMap<String, SwitchProfile>,
     #[serde(default)]
@@ -215,5 +239,23 @@ mod tests {
         let codes: Vec<(&str, u32)> =
             ["gpu", "nvme", "nic", "generic"].iter().map(|k| (*k, p.device.values().find(|d| d.kind == *k).unwrap().class_code)).collect();
         assert_eq!(codes, [("gpu", 0x03_00_00), ("nvme", 0x01_08_02), ("nic", 0x02_00_00), ("generic", 0x06_80_00)]);
+    }
+
+    /// A kind's own settings are constants of its profiles: each profile of the kind states every
+    /// one that has no default, and a kind table names a kind some profile has.
+    #[test]
+    fn a_kinds_settings_are_its_profiles_constants() {
+        let p = super::params();
+        let file: toml::Value = toml::from_str(super::HARDWARE_TOML).unwrap();
+        assert!(!p.device_kind.is_empty());
+        for (kind, k) in &p.device_kind {
+            let profiles: Vec<&String> = p.device.iter().filter(|(_, d)| &d.kind == kind).map(|(n, _)| n).collect();
+            assert!(!profiles.is_empty(), "[device_kind.{kind}]: no profile of kind {kind}");
+            for s in k.settings.iter().filter(|s| s.default.is_none()) {
+                for name in &profiles {
+                    assert!(file["device"][name.as_str()].get(&s.key).is_some(), "[device.{name}] lacks {}, a setting of kind {kind}", s.key);
+                }
+            }
+        }
     }
 }
