@@ -63,3 +63,24 @@ def test_a_file_that_picks_one_id_twice_is_refused():
     with pytest.raises(ValueError, match=r"variant_of = 'a': expected a profile with the same vendor and device IDs"):
         known_from({**base, "b": _profile(1, 3, variant_of="a")})
     assert known_from({**base, "b": _profile(1, 2, variant_of="a"), "c": _profile(1, 2, import_by_ids=False)}) == {(1, 2): [(None, "a")]}
+
+
+CLASSES = [(0x0300, "gpu"), (0x0302, "gpu"), (0x0380, "gpu"), (0x0108, "nvme"), (0x0106, "generic"), (0x0200, "nic"),
+           (0x0207, "nic"), (0x0280, "nic"), (0x0c03, "generic")]
+NAMES = [("VGA compatible controller", "gpu"), ("3D controller", "gpu"), ("Non-Volatile memory controller", "nvme"),
+         ("SATA controller", "generic"), ("Ethernet controller", "nic"), ("Infiniband controller", "nic")]
+
+
+def test_a_functions_kind_is_the_device_kind_whose_import_classes_hold_its_class():
+    """params/hardware.toml's [device_kind.KIND] import_classes (code prefixes) and import_class_names
+    (lspci's names without codes) give the same kinds the hand-written rules gave."""
+    from devlend.lspci.assemble import _kind
+    from devlend.lspci.common import Loc, _Fn
+    loc = Loc("f", 1)
+    assert [_kind(_Fn((0, 1, 0, 0), loc, class_code=c)) for c, _ in CLASSES] == [k for _, k in CLASSES]
+    assert [_kind(_Fn((0, 1, 0, 0), loc, class_text=t)) for t, _ in NAMES] == [k for _, k in NAMES]
+    # not a device kind's class: an NTB adapter by its class (other bridge, not a PCI bridge) or name
+    assert _kind(_Fn((0, 1, 0, 0), loc, class_code=0x0680)) == "ntb"
+    assert _kind(_Fn((0, 1, 0, 0), loc, class_code=0x0680, is_bridge=True)) == "generic"
+    kinds = hardware_params()["device_kind"]
+    assert {k for k, v in kinds.items() if v.get("import_classes")} == {"gpu", "nic", "nvme"}

@@ -453,16 +453,8 @@ fn device_settings(spec: &ParamsSpec, f: &Fabric, t: &mut Tuning, overrides: &mu
         let allowed: Vec<&str> = DEVICE.iter().copied().chain(own.iter().map(|s| s.key.as_str())).collect();
         for (k, v) in kv {
             if !allowed.contains(&k.as_str()) {
-                let kinds: Vec<&str> =
-                    crate::params::params().device_kind.iter().filter(|(_, p)| p.settings.iter().any(|s| &s.key == k)).map(|(n, _)| n.as_str()).collect();
-                if !kinds.is_empty() {
-                    let which = format!("{}{}", if kinds.len() > 1 { "kinds " } else { "kind " }, kinds.join(", "));
-                    return Err(SpecError::new(
-                        format!("{path}/{k}"),
-                        format!(
-                            "{k}: {name} is of kind {kind}, not {which}: only a device of {which} has this setting ([device_kind] in params/hardware.toml)"
-                        ),
-                    ));
+                if let Some(e) = another_kinds(&path, name, kind, k) {
+                    return Err(e);
                 }
             }
             let unit = own.iter().find(|s| &s.key == k).map(|s| unit_of(kind, s));
@@ -491,6 +483,19 @@ fn device_settings(spec: &ParamsSpec, f: &Fabric, t: &mut Tuning, overrides: &mu
         }
     }
     Ok(())
+}
+
+/// Key `k` given to device `name` of kind `kind` is another kind's own setting: which, as an error.
+fn another_kinds(path: &str, name: &str, kind: &str, k: &str) -> Option<SpecError> {
+    let kinds: Vec<&str> = crate::params::params().device_kind.iter().filter(|(_, p)| p.settings.iter().any(|s| s.key == k)).map(|(n, _)| n.as_str()).collect();
+    if kinds.is_empty() {
+        return None;
+    }
+    let which = format!("{} {}", if kinds.len() > 1 { "kinds" } else { "kind" }, kinds.join(", "));
+    Some(SpecError::new(
+        format!("{path}/{k}"),
+        format!("{k}: {name} is of kind {kind}, not {which}: only a device of {which} has this setting ([device_kind] in params/hardware.toml)"),
+    ))
 }
 
 /// The settings of device kind `kind`'s own (none without a `[device_kind.KIND]` table).

@@ -52,12 +52,18 @@ def known_from(devices: dict[str, dict]) -> Known:
 
 
 @functools.cache
-def known() -> Known:
-    """The IDs each profile of the hardware parameter file the core runs on is picked by."""
+def hardware() -> dict:
+    """The hardware parameter file the core runs on (params/hardware.toml as compiled in)."""
     import tomllib
 
     from .. import _core
-    return known_from(tomllib.loads(_core.params_toml())["device"])
+    return tomllib.loads(_core.params_toml())
+
+
+@functools.cache
+def known() -> Known:
+    """The IDs each profile of the hardware parameter file the core runs on is picked by."""
+    return known_from(hardware()["device"])
 
 
 def profile_of(fn: _Fn) -> Optional[str]:
