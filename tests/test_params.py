@@ -118,6 +118,8 @@ BAD = [
     ("links: {gpu9: {max_payload: 128}}", "params.links.gpu9", "no link has an end 'gpu9'"),
     ("links: {borrower.rp0: {max_payload: true}}", "params.links.borrower.rp0.max_payload", "expected a whole number"),
     ("devices: {gpu0: {ntb_latency_ps: 1}}", "params.devices.gpu0.ntb_latency_ps", "devices.gpu0 may set endpoint_latency_ps"),
+    # a setting of another kind's own ([device_kind.nvme]) names both kinds
+    ("devices: {gpu0: {media_bandwidth: 1 GB/s}}", "params.devices.gpu0.media_bandwidth", "gpu0 is of kind gpu, not kind nvme"),
 ]
 
 

@@ -13,8 +13,11 @@ def test_grep_shows_matching_constants_under_their_tables():
     lines = r.stdout.splitlines()
     assert r.returncode == 0 and "[device.optane-900p]" in lines
     consts = [l for l in lines if not l.startswith("[")]
-    # each drive profile's constant, and (under [settable]) the --set key that overrides it
-    assert consts and all(l.startswith(("media_read_latency_ps", '"devices.NAME.media_read_latency_ps"')) for l in consts)
+    # each drive profile's constant, the drive kind's setting that declares it ([device_kind.nvme]),
+    # and (under [settable]) the --set key that overrides it
+    assert consts and all(l.lstrip().startswith(("media_read_latency_ps", '{ key = "media_read_latency_ps"', '"devices.NAME.media_read_latency_ps"'))
+                          for l in consts)
+    assert "[device_kind.nvme]" in lines
     assert lines[lines.index("[settable]") + 1].startswith('"devices.NAME.media_read_latency_ps"')
     assert lines[lines.index("[device.optane-900p]") + 1].startswith("media_read_latency_ps = 10000000")
 

@@ -51,6 +51,8 @@ pub enum ParamsProblem {
     NoProfile { profile: String },
     /// Device profile `profile` lacks the media timing fields (`error` names the field).
     NoMediaTiming { profile: String, error: Box<toml::de::Error> },
+    /// The kind's settings (`[device_kind.KIND]`) name `key`, which the device model does not have.
+    NoSuchSetting { key: String },
     /// The parameter is 0, where it must be at least 1.
     Zero,
 }
@@ -62,6 +64,7 @@ impl fmt::Display for ParamsProblem {
             ParamsProblem::NoTable { table } => write!(f, "no [{table}] table"),
             ParamsProblem::NoProfile { profile } => write!(f, "no device profile {profile}"),
             ParamsProblem::NoMediaTiming { profile, error } => write!(f, "device profile {profile} lacks media timing: {error}"),
+            ParamsProblem::NoSuchSetting { key } => write!(f, "the kind's settings name {key}, which the device model does not read"),
             ParamsProblem::Zero => write!(f, "is 0"),
         }
     }

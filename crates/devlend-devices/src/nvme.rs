@@ -104,14 +104,25 @@ impl Media {
         };
         let mut m = Media::of(&profile)?;
         if let Some(d) = d {
-            let t = f.tuning().device(d as u32).media;
-            m.media_read_latency_ps = t.media_read_latency_ps.unwrap_or(m.media_read_latency_ps);
-            m.media_write_latency_ps = t.media_write_latency_ps.unwrap_or(m.media_write_latency_ps);
-            m.media_bandwidth = t.media_bandwidth.unwrap_or(m.media_bandwidth);
-            m.media_parallelism = t.media_parallelism.unwrap_or(m.media_parallelism);
-            m.capacity = t.capacity.unwrap_or(m.capacity);
+            for (key, &n) in f.tuning().own_settings(d as u32) {
+                m.set(&profile, key, n)?;
+            }
         }
         Ok(m)
+    }
+
+    /// One of the kind's own settings (`[device_kind.nvme]` of params/hardware.toml) as a
+    /// topology's `params` gives it; the fabric has checked its value in the table's unit.
+    fn set(&mut self, profile: &str, key: &str, n: u64) -> MResult<()> {
+        match key {
+            "media_read_latency_ps" => self.media_read_latency_ps = n,
+            "media_write_latency_ps" => self.media_write_latency_ps = n,
+            "media_bandwidth" => self.media_bandwidth = n,
+            "media_parallelism" => self.media_parallelism = n as u32,
+            "capacity" => self.capacity = n,
+            _ => return Err(ModelError::Params { field: format!("[device.{profile}]"), problem: ParamsProblem::NoSuchSetting { key: key.into() } }),
+        }
+        Ok(())
     }
 
     /// The drive's size in 512-byte blocks.
@@ -382,5 +393,26 @@ impl Controller {
             Stage::Data => self.data_done(cx, slot, done),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Media;
+
+    /// Every setting of the kind's own (`[device_kind.nvme]`) reaches the drive's media, and a
+    /// key the model does not read is a typed error.
+    #[test]
+    fn every_setting_of_the_kind_reaches_the_media() {
+        let kind = &devlend_fabric::params::params().device_kind["nvme"];
+        for (i, s) in kind.settings.iter().enumerate() {
+            let mut m = Media::of(super::DEFAULT_PROFILE).unwrap();
+            let before = format!("{m:?}");
+            m.set(super::DEFAULT_PROFILE, &s.key, 600 + i as u64).unwrap();
+            assert_ne!(format!("{m:?}"), before, "{} is not read by the media", s.key);
+            assert!(format!("{m:?}").contains(&format!("{}: {}", s.key, 600 + i)));
+        }
+        let e = Media::of(super::DEFAULT_PROFILE).unwrap().set(super::DEFAULT_PROFILE, "media_size", 1).unwrap_err();
+        assert!(e.to_string().contains("media_size"), "{e}");
     }
 }

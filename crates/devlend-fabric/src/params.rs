@@ -89,6 +89,35 @@ pub struct DeviceProfile {
     pub source: String,
 }
 
+/// A device kind (`[device_kind.KIND]`): its own settings, the keys a topology's `params` may set
+/// on a device of that kind beyond every device's (`devices.NAME.KEY`), which its device model
+/// reads over its profile's values (the fabric checks and records them without knowing the kind);
+/// and the classes the lspci/sysfs import (python/devlend/lspci/assemble.py) takes as this kind.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceKindProfile {
+    #[serde(default)]
+    pub settings: Vec<KindSetting>,
+    /// Class codes by their leading hex digits (base class, or base class and sub-class).
+    #[serde(default)]
+    pub import_classes: Vec<String>,
+    /// The same classes by the names lspci prints without `-nn`.
+    #[serde(default)]
+    pub import_class_names: Vec<String>,
+    pub source: String,
+}
+
+/// One setting of a device kind: its key, its unit (`ps`, `bytes`, `bytes/s` or `commands`) and,
+/// where a profile may leave it out, what it is then (text for `devlend params`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KindSetting {
+    pub key: String,
+    pub unit: String,
+    #[serde(default)]
+    pub default: Option<String>,
+}
+
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 pub struct WindowParam {
     pub size: u64,
@@ -170,6 +199,9 @@ pub struct Params {
     pub iommu: Iommu,
     pub log: Log,
     pub device: BTreeMap<String, DeviceProfile>,
+    /// Per device kind, its own settings; a kind without a table has none.
+    #[serde(default)]
+    pub device_kind: BTreeMap<String, DeviceKindProfile>,
     pub ntb: BTreeMap<String, NtbProfile>,
     pub switch: BTreeMap<String, SwitchProfile>,
     #[serde(default)]
@@ -215,5 +247,32 @@ mod tests {
         let codes: Vec<(&str, u32)> =
             ["gpu", "nvme", "nic", "generic"].iter().map(|k| (*k, p.device.values().find(|d| d.kind == *k).unwrap().class_code)).collect();
         assert_eq!(codes, [("gpu", 0x03_00_00), ("nvme", 0x01_08_02), ("nic", 0x02_00_00), ("generic", 0x06_80_00)]);
+    }
+
+    /// A kind's own settings are constants of its profiles: each profile of the kind states every
+    /// one that has no default; a kind table names a kind some profile has, and its import classes
+    /// take its profiles' class codes.
+    #[test]
+    fn a_kinds_settings_are_its_profiles_constants() {
+        let p = super::params();
+        let file: toml::Value = toml::from_str(super::HARDWARE_TOML).unwrap();
+        assert!(!p.device_kind.is_empty());
+        for (kind, k) in &p.device_kind {
+            // the import takes each profile of the kind, by its class code, as the kind
+            for (name, d) in p.device.iter().filter(|(_, d)| &d.kind == kind) {
+                let code = format!("{:06x}", d.class_code);
+                assert!(
+                    k.import_classes.iter().any(|c| code.starts_with(c.as_str())),
+                    "[device.{name}] class {code} is not one of kind {kind}'s import_classes"
+                );
+            }
+            let profiles: Vec<&String> = p.device.iter().filter(|(_, d)| &d.kind == kind).map(|(n, _)| n).collect();
+            assert!(!profiles.is_empty(), "[device_kind.{kind}]: no profile of kind {kind}");
+            for s in k.settings.iter().filter(|s| s.default.is_none()) {
+                for name in &profiles {
+                    assert!(file["device"][name.as_str()].get(&s.key).is_some(), "[device.{name}] lacks {}, a setting of kind {kind}", s.key);
+                }
+            }
+        }
     }
 }

@@ -3,6 +3,12 @@
 //! per link, without a rebuild. `build` resolves the section into the fabric's [`Tuning`], the
 //! effective parameters the engine reads (`Fabric::tuning`); no global is consulted on the way.
 //!
+//! A device has the settings every device has (`DEVICE`, into [`DeviceTuning`]) and those its
+//! kind declares as its own in params/hardware.toml (`[device_kind.KIND] settings`: each key with
+//! its unit), which the fabric checks and keeps by key ([`Tuning::own_settings`]) for the kind's
+//! device model to read over its profile's values (an NVMe drive's media, `devlend-devices`
+//! nvme.rs). The fabric names no kind: a new type with settings of its own adds its table there.
+//!
 //! Linux's rule where it applies: the payload size a path can use is the smallest Max_Payload_Size
 //! of every link on it (a receiver treats a TLP larger than its MPS as malformed, PCIe Base 3.0
 //! §2.2.2; Linux's `pcie_bus_config` modes only choose which common value each hierarchy gets).
@@ -10,7 +16,7 @@
 use crate::error::SpecError;
 use crate::fabric::Fabric;
 use crate::model::{FuncId, LinkId, NodeKind};
-use crate::params::HARDWARE_TOML;
+use crate::params::{KindSetting, HARDWARE_TOML};
 use crate::spec::LinkSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -143,16 +149,6 @@ pub fn default_limits() -> Limits {
     *L.get_or_init(|| toml::from_str::<File>(HARDWARE_TOML).expect("[limits] in params/hardware.toml is malformed").limits)
 }
 
-/// An NVMe drive's media, where a topology's `params` overrides its profile's (`None`: the profile's).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MediaTuning {
-    pub media_read_latency_ps: Option<u64>,
-    pub media_write_latency_ps: Option<u64>,
-    pub media_bandwidth: Option<u64>,
-    pub media_parallelism: Option<u32>,
-    pub capacity: Option<u64>,
-}
-
 /// A host's root complex and CPU as requester.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostTuning {
@@ -194,8 +190,6 @@ pub struct DeviceTuning {
     pub dma_write_interval_ps: u64,
     /// Its DMA engine takes in a read's data at this many ps per 64-byte line after the first.
     pub dma_read_line_ps: u64,
-    /// An NVMe drive's media settings given in `params` (the rest come from its profile).
-    pub media: MediaTuning,
 }
 
 impl DeviceTuning {
@@ -213,7 +207,6 @@ impl DeviceTuning {
             dma_read_interval_ps: 0,
             dma_write_interval_ps: 0,
             dma_read_line_ps: 0,
-            media: MediaTuning::default(),
         }
     }
 
@@ -239,6 +232,8 @@ pub struct Tuning {
     pub timing: Arc<Timing>,
     hosts: Vec<HostTuning>,
     devices: Vec<DeviceTuning>,
+    /// Per device, the settings of its kind's own (`[device_kind.KIND]`) that `params` gives.
+    own: Vec<BTreeMap<String, u64>>,
     links: Vec<LinkTuning>,
     /// Every override as given, `scope.name.key` = value in the constant's unit, for reports.
     pub overrides: Vec<(String, String)>,
@@ -247,7 +242,15 @@ pub struct Tuning {
 
 impl Default for Tuning {
     fn default() -> Tuning {
-        Tuning { timing: default_timing().clone(), hosts: Vec::new(), devices: Vec::new(), links: Vec::new(), overrides: Vec::new(), limits: default_limits() }
+        Tuning {
+            timing: default_timing().clone(),
+            hosts: Vec::new(),
+            devices: Vec::new(),
+            own: Vec::new(),
+            links: Vec::new(),
+            overrides: Vec::new(),
+            limits: default_limits(),
+        }
     }
 }
 
@@ -314,8 +317,6 @@ const DEVICE: &[&str] = &[
     "dma_write_interval_ps",
     "dma_read_line_ps",
 ];
-/// Settable on an NVMe drive only (its media model, `devlend-devices` nvme.rs).
-const MEDIA: &[&str] = &["media_read_latency_ps", "media_write_latency_ps", "media_bandwidth", "media_parallelism", "capacity"];
 const LINK: &[&str] = &["max_payload", "rx_buffer_tlps", "cable_length_m", "gen", "width"];
 const LIMITS: &[&str] = &["memory_bytes"];
 /// A link key that names every link (applied before any link's own).
@@ -341,6 +342,14 @@ impl Tuning {
 
     pub fn device(&self, d: u32) -> DeviceTuning {
         self.devices.get(d as usize).copied().unwrap_or_else(|| DeviceTuning::global(&self.timing))
+    }
+
+    /// The settings of device `d`'s kind's own that `params` gives it (`devices.NAME.KEY` for a
+    /// key of `[device_kind.KIND] settings`), by key: its device model reads them over its
+    /// profile's values. Empty where `params` gives none.
+    pub fn own_settings(&self, d: u32) -> &BTreeMap<String, u64> {
+        static NONE: BTreeMap<String, u64> = BTreeMap::new();
+        self.own.get(d as usize).unwrap_or(&NONE)
     }
 
     pub fn link(&self, l: LinkId) -> LinkTuning {
@@ -423,26 +432,42 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
             }
         }
     }
+    device_settings(spec, f, &mut t, &mut overrides)?;
+    t.links = link_table(spec, links, f, &t, &mut overrides)?;
+    for (k, v) in &spec.limits {
+        let n = num(setting(LIMITS, "limits", k, v, "/params/limits", &mut overrides)?);
+        t.limits.memory_bytes = n;
+    }
+    t.overrides = overrides;
+    Ok(t)
+}
+
+/// `devices.NAME.KEY`: a setting every device has, or one of the device's kind's own
+/// (`[device_kind.KIND] settings` of params/hardware.toml), kept by key for its device model.
+fn device_settings(spec: &ParamsSpec, f: &Fabric, t: &mut Tuning, overrides: &mut Vec<(String, String)>) -> SResult<()> {
     for (name, kv) in &spec.devices {
         let path = format!("/params/devices/{name}");
         let d = f.devices.iter().position(|d| &d.name == name).ok_or_else(|| unknown("device", name, &path, f.devices.iter().map(|d| d.name.clone())))?;
-        let nvme = f.devices[d].kind.as_str() == "nvme";
-        let allowed: Vec<&str> = DEVICE.iter().chain(if nvme { MEDIA } else { &[] }).copied().collect();
+        let kind = f.devices[d].kind.as_str();
+        let own = kind_settings(kind);
+        let allowed: Vec<&str> = DEVICE.iter().copied().chain(own.iter().map(|s| s.key.as_str())).collect();
         for (k, v) in kv {
-            if !nvme && MEDIA.contains(&k.as_str()) {
-                return Err(SpecError::new(
-                    format!("{path}/{k}"),
-                    format!("{k}: {name} is not an NVMe drive (it is {}): only a drive has media settings", kind_name(&f.devices[d].kind)),
-                ));
+            if !allowed.contains(&k.as_str()) {
+                if let Some(e) = another_kinds(&path, name, kind, k) {
+                    return Err(e);
+                }
             }
-            let n = num(setting(&allowed, &format!("devices.{name}"), k, v, &path, &mut overrides)?);
+            let unit = own.iter().find(|s| &s.key == k).map(|s| unit_of(kind, s));
+            let n = num(setting_as(unit.unwrap_or_else(|| Kind::of(k)), &allowed, &format!("devices.{name}"), k, v, &path, overrides)?);
+            if unit.is_some() {
+                if t.own.len() < f.devices.len() {
+                    t.own.resize(f.devices.len(), BTreeMap::new());
+                }
+                t.own[d].insert(k.clone(), n);
+                continue;
+            }
             let dt = &mut t.devices[d];
             match k.as_str() {
-                "media_read_latency_ps" => dt.media.media_read_latency_ps = Some(n),
-                "media_write_latency_ps" => dt.media.media_write_latency_ps = Some(n),
-                "media_bandwidth" => dt.media.media_bandwidth = Some(n),
-                "media_parallelism" => dt.media.media_parallelism = Some(n as u32),
-                "capacity" => dt.media.capacity = Some(n),
                 "endpoint_latency_ps" => dt.endpoint_latency_ps = n,
                 "max_payload" => dt.max_payload = n as u32,
                 "max_read_request" => dt.max_read_request = n as u32,
@@ -457,13 +482,30 @@ pub fn resolve(spec: &ParamsSpec, links: &[LinkSpec], f: &mut Fabric) -> SResult
             }
         }
     }
-    t.links = link_table(spec, links, f, &t, &mut overrides)?;
-    for (k, v) in &spec.limits {
-        let n = num(setting(LIMITS, "limits", k, v, "/params/limits", &mut overrides)?);
-        t.limits.memory_bytes = n;
+    Ok(())
+}
+
+/// Key `k` given to device `name` of kind `kind` is another kind's own setting: which, as an error.
+fn another_kinds(path: &str, name: &str, kind: &str, k: &str) -> Option<SpecError> {
+    let kinds: Vec<&str> = crate::params::params().device_kind.iter().filter(|(_, p)| p.settings.iter().any(|s| s.key == k)).map(|(n, _)| n.as_str()).collect();
+    if kinds.is_empty() {
+        return None;
     }
-    t.overrides = overrides;
-    Ok(t)
+    let which = format!("{} {}", if kinds.len() > 1 { "kinds" } else { "kind" }, kinds.join(", "));
+    Some(SpecError::new(
+        format!("{path}/{k}"),
+        format!("{k}: {name} is of kind {kind}, not {which}: only a device of {which} has this setting ([device_kind] in params/hardware.toml)"),
+    ))
+}
+
+/// The settings of device kind `kind`'s own (none without a `[device_kind.KIND]` table).
+fn kind_settings(kind: &str) -> &'static [KindSetting] {
+    crate::params::params().device_kind.get(kind).map_or(&[], |k| k.settings.as_slice())
+}
+
+/// A kind's own setting's value kind, by the unit its table gives (checked by a test).
+fn unit_of(kind: &str, s: &KindSetting) -> Kind {
+    Kind::of_unit(&s.unit).unwrap_or_else(|| panic!("[device_kind.{kind}] {}: unit '{}' is not ps, bytes, bytes/s or commands", s.key, s.unit))
 }
 
 /// `cpus.PROFILE.root_latency_ps`: every host of that CPU profile (the profile's own value, varied per run).
@@ -521,17 +563,6 @@ fn link_table(spec: &ParamsSpec, ends: &[LinkSpec], f: &Fabric, t: &Tuning, over
     Ok(links)
 }
 
-/// How a media setting's error names a device's kind ("a GPU"), or by the kind's name.
-fn kind_name(k: &crate::spec::DeviceKind) -> String {
-    match k.as_str() {
-        "gpu" => "a GPU".into(),
-        "nvme" => "an NVMe drive".into(),
-        "nic" => "a NIC".into(),
-        "generic" => "a generic device".into(),
-        other => format!("a device of kind {other}"),
-    }
-}
-
 fn no_link(end: &str, path: &str) -> SpecError {
     SpecError::new(
         path,
@@ -581,42 +612,40 @@ pub fn interrupt_remapping(spec: Option<&ParamsSpec>, name: &str) -> SResult<Opt
 /// it defaults to), for `devlend params`.
 pub fn settable() -> Vec<(String, &'static str, String)> {
     let mut out = Vec::new();
-    let mut add = |key: String, k: &str, default: String| out.push((key, Kind::of(k).unit(), default));
+    let mut add = |key: String, k: Kind, default: String| out.push((key, k.unit(), default));
     for k in GLOBAL {
         let d = if *k == "iommu_walk_read_ps" { "dram_latency_ps (one DRAM access per page-table read)".to_string() } else { format!("[timing] {k}") };
-        add(format!("timing.{k}"), k, d);
+        add(format!("timing.{k}"), Kind::of(k), d);
     }
     for k in CPU {
         let d = if *k == "root_latency_ps" { format!("[cpu.PROFILE] {k}, else [timing] {k}") } else { format!("[cpu.PROFILE] {k}") };
-        add(format!("cpus.PROFILE.{k}"), k, d);
+        add(format!("cpus.PROFILE.{k}"), Kind::of(k), d);
     }
     for k in HOST {
         let d = match *k {
             "interrupt_remapping" => "on in a host with an IOMMU unless its description says interrupt_remapping: false".to_string(),
             _ => format!("the host's CPU profile, else [timing] {k}"),
         };
-        add(format!("hosts.NAME.{k}"), k, d);
+        add(format!("hosts.NAME.{k}"), Kind::of(k), d);
     }
     for k in DEVICE {
-        add(format!("devices.NAME.{k}"), k, format!("[device.PROFILE] {k}, else [timing] {k}"));
+        add(format!("devices.NAME.{k}"), Kind::of(k), format!("[device.PROFILE] {k}, else [timing] {k}"));
     }
-    for k in MEDIA {
-        let d = if *k == "capacity" {
-            "[device.PROFILE] capacity, else 8 GiB (nvme.rs DEFAULT_CAPACITY)".to_string()
-        } else {
-            format!("[device.PROFILE] {k} (NVMe drives only)")
-        };
-        add(format!("devices.NAME.{k}"), k, d);
+    for (kind, p) in &crate::params::params().device_kind {
+        for s in &p.settings {
+            let (k, or) = (&s.key, s.default.as_ref().map(|d| format!(", else {d}")).unwrap_or_default());
+            add(format!("devices.NAME.{k}"), unit_of(kind, s), format!("[device.PROFILE] {k}{or} (kind {kind} only)"));
+        }
     }
     for k in LINK {
         let d = match *k {
             "gen" | "width" => format!("the link's own {k} in the description, trained down to what both ends support"),
             _ => format!("[timing] {k}"),
         };
-        add(format!("links.END.{k}"), k, d);
+        add(format!("links.END.{k}"), Kind::of(k), d);
     }
     for k in LIMITS {
-        add(format!("limits.{k}"), k, format!("[limits] {k}"));
+        add(format!("limits.{k}"), Kind::of(k), format!("[limits] {k}"));
     }
     out
 }
@@ -638,6 +667,11 @@ fn num(v: Value) -> u64 {
 
 /// Check one `key: value` against the constants `allowed` in this scope; record and return it.
 fn setting(allowed: &[&str], scope: &str, key: &str, v: &Value, path: &str, overrides: &mut Vec<(String, String)>) -> SResult<Value> {
+    setting_as(Kind::of(key), allowed, scope, key, v, path, overrides)
+}
+
+/// As [`setting`], the value read as `kind`.
+fn setting_as(kind: Kind, allowed: &[&str], scope: &str, key: &str, v: &Value, path: &str, overrides: &mut Vec<(String, String)>) -> SResult<Value> {
     let at = format!("{path}/{key}");
     if !allowed.contains(&key) {
         let why = match key {
@@ -648,13 +682,66 @@ fn setting(allowed: &[&str], scope: &str, key: &str, v: &Value, path: &str, over
         };
         return Err(SpecError::new(at, format!("unknown constant '{key}'{why}: {scope} may set {}", allowed.join(", "))));
     }
-    let n = parse(Kind::of(key), v).map_err(|m| SpecError::new(at, format!("{key}: {m}")))?;
+    let n = parse(kind, v).map_err(|m| SpecError::new(at, format!("{key}: {m}")))?;
     overrides.push((format!("{scope}.{key}"), n.to_string()));
     Ok(n)
 }
 
 #[cfg(test)]
 mod tests {
+    /// A host with a GPU and an NVMe drive, and `params` as given.
+    fn gpu_and_drive(params: &str) -> Result<crate::Fabric, crate::error::SpecError> {
+        crate::build_json(&format!(
+            r#"{{"name":"t","hosts":[{{"name":"h","cpu":"intel-xeon-e5","ram":4294967296,"root_ports":2}}],
+              "devices":[{{"name":"gpu0","profile":"quadro-k420"}},{{"name":"nvme0","profile":"optane-900p"}}],
+              "links":[{{"a":"h.rp0","b":"gpu0","gen":2,"width":16}},{{"a":"h.rp1","b":"nvme0","gen":3,"width":4}}],
+              "params":{params}}}"#
+        ))
+    }
+
+    fn refused(params: &str) -> crate::error::SpecError {
+        gpu_and_drive(params).err().expect("params refused")
+    }
+
+    /// A kind's own setting ([device_kind.nvme]) is kept by key for the drive's model, read in its
+    /// table's unit, and recorded; every device's settings still go where they did.
+    #[test]
+    fn a_kinds_own_settings_are_kept_by_key_in_their_unit() {
+        let f = gpu_and_drive(r#"{"devices":{"nvme0":{"capacity":"1 GiB","media_bandwidth":"2 GB/s","endpoint_latency_ps":7}}}"#).unwrap();
+        let t = f.tuning();
+        let own: Vec<(&str, u64)> = t.own_settings(1).iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(own, [("capacity", 1 << 30), ("media_bandwidth", 2_000_000_000)]);
+        assert!(t.own_settings(0).is_empty() && t.own_settings(9).is_empty());
+        assert_eq!(t.device(1).endpoint_latency_ps, 7);
+        assert!(t.overrides.contains(&("devices.nvme0.capacity".into(), (1u64 << 30).to_string())));
+        // the unit is the table's: a count of commands is 1 to 1024, a capacity at least a block
+        let e = refused(r#"{"devices":{"nvme0":{"media_parallelism":0}}}"#);
+        assert_eq!(e.path, "/params/devices/nvme0/media_parallelism");
+        assert!(e.message.contains("1 to 1024"), "{}", e.message);
+        assert!(refused(r#"{"devices":{"nvme0":{"capacity":100}}}"#).message.contains("512-byte block"));
+    }
+
+    /// Another kind's own setting names the device's kind and the kind that has it; an unknown
+    /// key lists what the device's kind may set.
+    #[test]
+    fn another_kinds_setting_names_both_kinds() {
+        let e = refused(r#"{"devices":{"gpu0":{"media_bandwidth":1}}}"#);
+        assert_eq!(e.path, "/params/devices/gpu0/media_bandwidth");
+        assert!(e.message.starts_with("media_bandwidth: gpu0 is of kind gpu, not kind nvme: only a device of kind nvme has this setting"), "{}", e.message);
+        let e = refused(r#"{"devices":{"nvme0":{"media_size":1}}}"#);
+        assert!(e.message.contains("devices.nvme0 may set endpoint_latency_ps") && e.message.ends_with("media_parallelism, capacity"), "{}", e.message);
+    }
+
+    /// Every kind's own setting is listed for `devlend params` in its table's unit.
+    #[test]
+    fn settable_lists_each_kinds_own_settings() {
+        let s = super::settable();
+        let row = |k: &str| s.iter().find(|r| r.0 == k).cloned().unwrap();
+        assert_eq!(row("devices.NAME.media_bandwidth").1, "bytes/s");
+        assert_eq!(row("devices.NAME.capacity").2, "[device.PROFILE] capacity, else 8 GiB (nvme.rs DEFAULT_CAPACITY) (kind nvme only)");
+        assert_eq!(row("devices.NAME.media_parallelism").1, "commands");
+    }
+
     /// A CPU profile's value is what its hosts' paths use (the profile changed behind the
     /// description's back, which only this crate can do).
     #[test]

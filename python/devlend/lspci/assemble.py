@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import field
 from typing import Any, Optional
 
 from ..errors import TopologyError
 from ..sizes import fmt_size
 from .paravirt import paravirtual
-from .profiles import DEFAULT as DEFAULT_PROFILES, profile_of
+from .profiles import DEFAULT as DEFAULT_PROFILES, hardware, profile_of
 from .common import ImportResult, Key, Loc, Skipped, _DEFAULT_LINK, _DEFAULT_RAM, _Fn, _GEN_OF_SPEED, _NAME_RE, _WIDTHS, _bdf, _check_size
 
 
@@ -26,21 +27,12 @@ def _check_host(host_name: str, cpu: str, ram: Optional[int]) -> None:
         raise TopologyError(f"RAM size {ram!r}: expected a positive multiple of 4 KiB", field="hosts[0].ram")
 
 
-_PARAMS: Optional[dict] = None
-
-
 def _params() -> dict:
     """The hardware parameter file, when the core and tomllib are available (profile checks are a bonus)."""
-    global _PARAMS
-    if _PARAMS is None:
-        try:
-            import tomllib
-
-            from .. import _core
-            _PARAMS = tomllib.loads(_core.params_toml())
-        except (ImportError, AttributeError, ValueError):
-            _PARAMS = {}
-    return _PARAMS
+    try:
+        return hardware()
+    except (ImportError, AttributeError, ValueError):
+        return {}
 
 
 def _modelled() -> tuple[str, ...]:
@@ -49,25 +41,30 @@ def _modelled() -> tuple[str, ...]:
     return tuple(k for k in _core.device_kinds() if k != "generic")
 
 
+@functools.cache
+def _kind_classes() -> list[tuple[str, list[str], list[str]]]:
+    """(kind, class-code hex prefixes, lower-case class names) of each kind the import takes by
+    class: params/hardware.toml's ``[device_kind.KIND]`` ``import_classes`` and ``import_class_names``."""
+    return [(kind, k.get("import_classes", []), [n.lower() for n in k.get("import_class_names", [])])
+            for kind, k in hardware()["device_kind"].items()]
+
+
 def _kind(fn: _Fn) -> str:
+    """The kind of a function by its class (code, or name where the capture shows no code): a
+    device kind whose import classes hold it, else an NTB adapter or a generic device."""
     cc = fn.class_code
     if cc is not None:
-        if cc >> 8 == 0x03:
-            return "gpu"
-        if cc == 0x0108:
-            return "nvme"
-        if cc >> 8 == 0x02:
-            return "nic"
+        code = f"{cc:04x}"
+        kind = next((kind for kind, codes, _ in _kind_classes() if any(code.startswith(c) for c in codes)), None)
+        if kind is not None:
+            return kind
         if cc == 0x0680 and not fn.is_bridge:
             return "ntb"
         return "ntb" if "non-transparent" in fn.name.lower() else "generic"
     t = fn.class_text.lower()
-    if t in ("vga compatible controller", "3d controller", "display controller"):
-        return "gpu"
-    if t == "non-volatile memory controller":
-        return "nvme"
-    if t in ("ethernet controller", "network controller", "infiniband controller"):
-        return "nic"
+    kind = next((kind for kind, _, names in _kind_classes() if t in names), None)
+    if kind is not None:
+        return kind
     if (t == "bridge" and not fn.is_bridge) or "non-transparent" in fn.name.lower():
         return "ntb"
     return "generic"
@@ -161,7 +158,8 @@ class _Assembler:
     # -- naming, links ------------------------------------------------------------------------
     def name(self, kind: str, key: Key) -> str:
         d, b, dv, _ = key
-        n = f"{_PREFIX[kind]}-{b:02x}-{dv:02x}" if d == 0 else f"{_PREFIX[kind]}-{d:04x}-{b:02x}-{dv:02x}"
+        prefix = _PREFIX.get(kind, kind)
+        n = f"{prefix}-{b:02x}-{dv:02x}" if d == 0 else f"{prefix}-{d:04x}-{b:02x}-{dv:02x}"
         if n == self.host:
             raise TopologyError(f"host name '{self.host}' is also the name of the imported {_bdf(key)}: choose "
                                 "another host name", field="hosts[0].name")

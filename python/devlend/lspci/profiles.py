@@ -1,38 +1,81 @@
-"""Known PCI vendor and device IDs and the params/hardware.toml profile each imports as.
+"""The params/hardware.toml profile each captured vendor:device ID imports as, derived from the
+profiles themselves (their ``vendor``, ``device`` and import fields), so a new profile is picked by
+its IDs with no edit here.
 
-IDs are from the PCI ID Repository (pci-ids.ucw.cz, the ``pci.ids`` file lspci names devices by):
-8086 Intel, 10de NVIDIA. 8086:2700 is one ID for the first Optane (3D XPoint) NVMe generation; the
-subsystem names the product (``900P Series``, ``DC P4800X Series``), so it decides between the two.
+The rules (also in the comment above the device profiles in params/hardware.toml):
+
+* a profile is picked by its own ``vendor``:``device``, and by each entry of ``import_ids``;
+* an ``import_ids`` entry with a ``subsystem`` is picked only when the capture's subsystem name
+  contains it (case-insensitive), and before a profile picked by the same IDs without one: 8086:2700
+  is one ID for the first Optane (3D XPoint) NVMe generation, the subsystem (``900P Series``,
+  ``DC P4800X Series``) names the product (PCI ID Repository, the ``pci.ids`` file lspci names
+  devices by);
+* a profile with ``variant_of`` (a mode of another profile's card, e.g. the K40c's large BAR1) or
+  ``import_by_ids = false`` is never picked by IDs;
+* two profiles picked by the same IDs and subsystem are an error in the file.
+
 A profile replaces what the capture shows of the device (BARs, MSI-X): devlend's device models
 (the NVMe controller's media, the GPU's memory behind BAR 1) are parameterised by profile.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 from .common import _Fn
 
-# (vendor, device) -> profile; sourced: pci.ids.
-KNOWN: dict[tuple[int, int], str] = {
-    (0x10de, 0x1024): "tesla-k40c",        # GK110BGL [Tesla K40c]
-    (0x10de, 0x20f1): "a100-pcie-40gb",    # GA100 [A100 PCIe 40GB]
-    (0x8086, 0x2700): "optane-900p",       # Optane SSD 900P Series (P4800X by subsystem, below)
-}
+# (vendor, device) -> [(subsystem text or None, profile)], entries with a subsystem first.
+Known = dict[tuple[int, int], list[tuple[Optional[str], str]]]
+
+
+def known_from(devices: dict[str, dict]) -> Known:
+    """The IDs each profile of ``devices`` (params/hardware.toml's ``[device.*]``) is picked by."""
+    out: Known = {}
+    for name, p in devices.items():
+        base = p.get("variant_of")
+        if base is not None and (base not in devices or (devices[base].get("vendor"), devices[base].get("device")) != (p.get("vendor"), p.get("device"))):
+            raise ValueError(f"[device.{name}] variant_of = {base!r}: expected a profile with the same vendor and device IDs")
+        if base is not None or not p.get("import_by_ids", True) or p.get("vendor") is None:
+            continue
+        own = [{"vendor": p["vendor"], "device": p["device"]}]
+        for e in own + list(p.get("import_ids", [])):
+            entries = out.setdefault((e["vendor"], e["device"]), [])
+            sub = e.get("subsystem")
+            clash = next((other for s, other in entries if s == sub), None)
+            if clash is not None:
+                raise ValueError(f"[device.{name}] and [device.{clash}] are both picked by {e['vendor']:04x}:{e['device']:04x}"
+                                 + (f" subsystem {sub!r}" if sub else "") + ": give one variant_of or import_by_ids = false")
+            entries.append((sub, name))
+            entries.sort(key=lambda x: x[0] is None)
+    return out
+
+
+@functools.cache
+def hardware() -> dict:
+    """The hardware parameter file the core runs on (params/hardware.toml as compiled in)."""
+    import tomllib
+
+    from .. import _core
+    return tomllib.loads(_core.params_toml())
+
+
+@functools.cache
+def known() -> Known:
+    """The IDs each profile of the hardware parameter file the core runs on is picked by."""
+    return known_from(hardware()["device"])
 
 
 def profile_of(fn: _Fn) -> Optional[str]:
     """The profile of a function whose IDs the capture shows (``lspci -nn``, sysfs), if known."""
     if fn.ids is None:
         return None
-    profile = KNOWN.get(fn.ids)
-    if profile == "optane-900p" and "p4800x" in fn.subsystem.lower():
-        return "optane-p4800x"
-    return profile
+    subsystem = fn.subsystem.lower()
+    return next((p for s, p in known().get(fn.ids, []) if s is None or s.lower() in subsystem), None)
 
 
 # kind -> the profile whose model parameters a device of that kind is driven with when its IDs
-# are not in KNOWN (devlend-devices' nvme::DEFAULT_PROFILE, a drive's media), so that it can be
+# pick no profile (devlend-devices' nvme::DEFAULT_PROFILE, a drive's media), so that it can be
 # borrowed and do DMA; the import says so as a warning. A GPU needs none: without a profile its
 # memory is its BAR 1's size and its timing devlend's global [timing] values.
 DEFAULT: dict[str, str] = {"nvme": "optane-900p"}

@@ -32,7 +32,7 @@ pub enum Kind {
     Width,
     /// A capacity or budget in bytes: at least one 512-byte block.
     Bytes,
-    /// Commands a drive's media works on at once: 1 to 1024 (assumed bound: a drive's queue
+    /// Commands a device works on at once (a drive's media): 1 to 1024 (assumed bound: a drive's queue
     /// entries, nvme.rs MAX_QUEUE_ENTRIES).
     Count,
     /// A rate in bytes per second: at least 1.
@@ -58,6 +58,13 @@ impl Kind {
         }
     }
 
+    /// The kind of a device kind's own setting by the unit its `[device_kind.KIND]` table gives:
+    /// `ps`, `bytes` (at least a block), `bytes/s` or `commands`.
+    pub fn of_unit(unit: &str) -> Option<Kind> {
+        [Kind::Picoseconds, Kind::Bytes, Kind::Rate, Kind::Count].into_iter().find(|k| k.unit() == unit)
+    }
+
+    /// The kind of a setting every device, host, link or the whole fabric has, by its key.
     pub fn of(key: &str) -> Kind {
         match key {
             "max_payload" | "max_read_request" => Kind::SizeField,
@@ -71,9 +78,7 @@ impl Kind {
             "switch_cut_through" | "iotlb_lru" | "interrupt_remapping" => Kind::Flag,
             "gen" => Kind::Gen,
             "width" => Kind::Width,
-            "capacity" | "memory_bytes" => Kind::Bytes,
-            "media_parallelism" => Kind::Count,
-            "media_bandwidth" => Kind::Rate,
+            "memory_bytes" => Kind::Bytes,
             _ => Kind::Picoseconds,
         }
     }
@@ -248,11 +253,16 @@ mod tests {
         assert!(parse(Kind::Gen, &json!(6)).unwrap_err().to_string().starts_with("Gen6"));
         assert_eq!(parse(Kind::Width, &json!(12)), Ok(json!(12)));
         assert_eq!(parse(Kind::Width, &json!(3)), Err(ValueError::OutOfRange { kind: Kind::Width, value: 3 }));
-        assert_eq!(parse(Kind::of("capacity"), &json!("1 GiB")), Ok(json!(1u64 << 30)));
-        assert_eq!(parse(Kind::of("capacity"), &json!("280 GB")), Ok(json!(280_000_000_000u64)));
+        assert_eq!(parse(Kind::Bytes, &json!("1 GiB")), Ok(json!(1u64 << 30)));
+        assert_eq!(parse(Kind::Bytes, &json!("280 GB")), Ok(json!(280_000_000_000u64)));
         assert!(parse(Kind::of("memory_bytes"), &json!(100)).is_err());
-        assert_eq!(parse(Kind::of("media_bandwidth"), &json!("2.5 GB/s")), Ok(json!(2_500_000_000u64)));
-        assert_eq!(parse(Kind::of("media_parallelism"), &json!(0)), Err(ValueError::OutOfRange { kind: Kind::Count, value: 0 }));
+        assert_eq!(parse(Kind::Rate, &json!("2.5 GB/s")), Ok(json!(2_500_000_000u64)));
+        assert_eq!(parse(Kind::Count, &json!(0)), Err(ValueError::OutOfRange { kind: Kind::Count, value: 0 }));
+        // a device kind's own setting names its unit ([device_kind.KIND] settings)
+        assert_eq!(
+            ["ps", "bytes", "bytes/s", "commands", "lanes"].map(Kind::of_unit),
+            [Some(Kind::Picoseconds), Some(Kind::Bytes), Some(Kind::Rate), Some(Kind::Count), None]
+        );
         assert_eq!(parse(Kind::of("interrupt_remapping"), &json!(false)), Ok(json!(false)));
     }
 }
