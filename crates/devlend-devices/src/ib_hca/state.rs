@@ -255,3 +255,76 @@ pub fn opcode(op: SendOp) -> WcOpcode {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One region of three 4 KiB pages at va 0x1800 (so it starts mid-page) in PD 1, pages
+    /// scattered in machine memory; a QP in RTS with two send requests, its CQ armed.
+    fn hca() -> HcaState {
+        let mut h = HcaState::default();
+        let pages = vec![0x10_0000, 0x20_0000, 0x20_1000];
+        h.tpt.insert(7, Mpt { key: 7, pd: 1, owner: 0, va: 0x1800, len: 3 * 4096 - 0x800, pages, access: ACCESS_LOCAL_WRITE });
+        let cq = CqHw { owner: 0, depth: 4, buf: None, ring: 0x9000, entries: Vec::new(), armed: true, events: VecDeque::new(), produced: 0 };
+        h.cqs.push(Some(cq));
+        let wr = |wr_id| SendWr { wr_id, sge: Sge { addr: 0x1800, length: 8, lkey: 7 }, op: SendOp::Send, signaled: true };
+        let sq = VecDeque::from([wr(1), wr(2)]);
+        let qp = QpHw {
+            owner: 0,
+            pd: 1,
+            state: QpState::Rts,
+            send_cq: 0,
+            recv_cq: 0,
+            uar: 0,
+            depth: 4,
+            buf: None,
+            ring: 0xa000,
+            sq,
+            rq: VecDeque::new(),
+            remote: None,
+            posted: 0,
+        };
+        h.qps.push(Some(qp));
+        h
+    }
+
+    #[test]
+    fn a_key_translates_to_the_pages_of_its_region_and_refuses_what_it_does_not_allow() {
+        let mut h = hca();
+        // 0x1800..0x2800 lies in the first page (0x10_0800..) and the second (0x20_0000..); the
+        // second and third pages are contiguous in machine memory, so they form one segment
+        assert_eq!(h.translate(7, Some(1), 0x1800, 0x2000, 0), Some(vec![(0x10_0800, 0x800), (0x20_0000, 0x1800)]));
+        assert_eq!(h.translate(7, Some(1), 0x1800, 8, ACCESS_LOCAL_WRITE), Some(vec![(0x10_0800, 8)]));
+        assert_eq!(h.stats.tpt_faults, 0);
+        assert_eq!(h.translate(7, Some(2), 0x1800, 8, 0), None, "another PD");
+        assert_eq!(h.translate(7, None, 0x1800, 8, ACCESS_REMOTE_WRITE), None, "an access the region does not allow");
+        assert_eq!(h.translate(7, None, 0x1000, 8, 0), None, "below the region");
+        assert_eq!(h.translate(8, None, 0x1800, 8, 0), None, "no such key");
+        assert_eq!(h.stats.tpt_faults, 4);
+    }
+
+    #[test]
+    fn a_flushed_qp_completes_its_send_queue_with_flush_errors_and_raises_one_event() {
+        let mut h = hca();
+        assert_eq!(h.take_wqe(0).map(|w| (w.0.wr_id, w.1)), Some((1, 0)), "the first request, slot 0");
+        assert_eq!(h.wqe_addr(0, 1), Some(0xa000 + 64), "slot 1 of the QP's ring");
+        h.flush_qp(0, 500);
+        let q = h.qps[0].as_ref().unwrap();
+        assert_eq!((q.state, q.sq.len()), (QpState::Err, 0));
+        let c = h.cqs[0].as_ref().unwrap();
+        assert_eq!(c.entries.iter().map(|(at, wc)| (*at, wc.wr_id, wc.status)).collect::<Vec<_>>(), vec![(500, 2, WcStatus::WrFlushErr)]);
+        assert_eq!((c.armed, c.events.iter().copied().collect::<Vec<_>>()), (false, vec![500]), "an armed CQ raises one event, then is disarmed");
+        assert_eq!(h.take_wqe(0), None, "a QP in the error state sends nothing");
+    }
+
+    #[test]
+    fn a_send_without_a_receive_wqe_is_refused_and_a_landing_is_taken_once() {
+        let mut h = hca();
+        h.qps[0].as_mut().unwrap().state = QpState::Rtr;
+        assert_eq!(h.responder_accepts(0, SendOp::Send, 8), Err(WcStatus::RnrRetryExcErr));
+        assert_eq!(h.responder_accepts(1, SendOp::Send, 8), Err(WcStatus::RemAccessErr), "no such QP");
+        h.land(0x1800, 16, 900);
+        assert!(h.has_landing(0x1808) && !h.has_landing(0x1810));
+        assert_eq!((h.take_landing(0x1808), h.take_landing(0x1808)), (Some(900), None));
+    }
+}
