@@ -6,7 +6,10 @@
 //! 004 §3.3): the HCA then reads WQEs and writes CQEs through the buffer's key.
 //!
 //! The driver side (devlend-xenib's `ops`) fills these tables as the firmware commands it issues
-//! would; the device model ([`super::Hca`]) reads and updates them as its engines run. Beside the
+//! would, flushes a QP it moves to the error state ([`HcaState::flush_qp`]) and consumes landed
+//! data ([`HcaState::take_landing`]); the engines' own steps (TPT translation, WQE and CQE slots,
+//! the responder's check) are this crate's alone. The device model ([`super::Hca`]) reads and
+//! updates the tables as its engines run. Beside the
 //! tables sit two logs of the simulation: the packets on the link towards this HCA, and the data
 //! it has written into its host's memory that no poller has seen yet.
 
@@ -78,7 +81,7 @@ pub struct Landing {
 }
 
 /// A WQE ready to send: the request, its slot and the QP's remote end (node, QP number).
-pub type Wqe = (SendWr, u64, Option<(usize, u32)>);
+pub(crate) type Wqe = (SendWr, u64, Option<(usize, u32)>);
 
 /// One HCA's tables and logs.
 #[derive(Debug, Default)]
@@ -102,7 +105,7 @@ pub struct HcaState {
 impl HcaState {
     /// Translate (key, va, len) through the TPT: the entry must exist, belong to `pd` (when given),
     /// cover the range and allow `access` (0: local read). Returns machine segments.
-    pub fn translate(&mut self, key: u32, pd: Option<u32>, va: u64, len: u64, access: u32) -> Option<Vec<(u64, u64)>> {
+    pub(crate) fn translate(&mut self, key: u32, pd: Option<u32>, va: u64, len: u64, access: u32) -> Option<Vec<(u64, u64)>> {
         let pb = params().page_bytes;
         let ok = self
             .tpt
@@ -132,7 +135,7 @@ impl HcaState {
 
     /// The next WQE of QP `qpn`'s send queue, if it is ready to send: the request, its slot and
     /// the QP's remote end.
-    pub fn take_wqe(&mut self, qpn: u32) -> Option<Wqe> {
+    pub(crate) fn take_wqe(&mut self, qpn: u32) -> Option<Wqe> {
         let q = self.qps.get_mut(qpn as usize)?.as_mut().filter(|q| q.state == QpState::Rts)?;
         let wr = q.sq.pop_front()?;
         let slot = q.posted;
@@ -144,7 +147,7 @@ impl HcaState {
 
     /// Where the HCA reads send WQE `slot` of QP `qpn` (through its key when the QP buffer is
     /// registered guest memory: bypass); None when it does not translate.
-    pub fn wqe_addr(&mut self, qpn: u32, slot: u64) -> Option<u64> {
+    pub(crate) fn wqe_addr(&mut self, qpn: u32, slot: u64) -> Option<u64> {
         let q = self.qps.get(qpn as usize)?.as_ref()?;
         let wqe = params().wqe_bytes;
         let (buf, ring, depth) = (q.buf, q.ring, q.depth);
@@ -156,7 +159,7 @@ impl HcaState {
 
     /// Where the HCA reads QP `qpn`'s next receive WQE (the receive queue follows the send queue
     /// in the QP buffer).
-    pub fn recv_wqe_addr(&mut self, qpn: u32) -> Option<u64> {
+    pub(crate) fn recv_wqe_addr(&mut self, qpn: u32) -> Option<u64> {
         let q = self.qps.get(qpn as usize)?.as_ref()?;
         let wqe = params().wqe_bytes;
         let (buf, ring, depth) = (q.buf, q.ring, q.depth);
@@ -169,7 +172,7 @@ impl HcaState {
     /// The responder's check of a message's first packet for its QP `qpn`: where the data goes
     /// (the rkey's segments, or a receive WQE's: then its CQ and the WQE), or the NAK's status.
     #[allow(clippy::type_complexity)]
-    pub fn responder_accepts(&mut self, qpn: u32, op: SendOp, len: u64) -> Result<(Vec<(u64, u64)>, Option<(u32, RecvWr)>), WcStatus> {
+    pub(crate) fn responder_accepts(&mut self, qpn: u32, op: SendOp, len: u64) -> Result<(Vec<(u64, u64)>, Option<(u32, RecvWr)>), WcStatus> {
         let rq = self.qps.get(qpn as usize).and_then(|x| x.as_ref()).filter(|x| x.state >= QpState::Rtr && x.state != QpState::Err);
         let Some((pd, rcq)) = rq.map(|q| (q.pd, q.recv_cq)) else { return Err(WcStatus::RemAccessErr) };
         match op {
@@ -191,12 +194,12 @@ impl HcaState {
         }
     }
 
-    pub fn send_cq(&self, qpn: u32) -> Option<u32> {
+    pub(crate) fn send_cq(&self, qpn: u32) -> Option<u32> {
         self.qps.get(qpn as usize)?.as_ref().map(|q| q.send_cq)
     }
 
     /// Where the HCA writes the next CQE of `cq` (through the CQ buffer's key for bypass).
-    pub fn cqe_slot(&mut self, cq: u32) -> Option<u64> {
+    pub(crate) fn cqe_slot(&mut self, cq: u32) -> Option<u64> {
         let c = self.cqs.get_mut(cq as usize)?.as_mut()?;
         let cqe = params().cqe_bytes;
         let slot = c.produced % c.depth;
@@ -209,7 +212,7 @@ impl HcaState {
     }
 
     /// A CQE of `cq` is visible from `at`; the completion event is raised then if the CQ was armed.
-    pub fn cqe_landed(&mut self, cq: u32, wc: Wc, at: u64) {
+    pub(crate) fn cqe_landed(&mut self, cq: u32, wc: Wc, at: u64) {
         let Some(c) = self.cqs.get_mut(cq as usize).and_then(|c| c.as_mut()) else { return };
         c.entries.push((at, wc));
         if c.armed {
@@ -230,7 +233,7 @@ impl HcaState {
     }
 
     /// A message's data has landed in the host's memory at `at`: a poller of it sees it now.
-    pub fn land(&mut self, addr: u64, len: u64, at: u64) {
+    pub(crate) fn land(&mut self, addr: u64, len: u64, at: u64) {
         self.landed.push(Landing { addr, len, at });
     }
 
@@ -248,7 +251,7 @@ impl HcaState {
 }
 
 /// The completion opcode of a send work request.
-pub fn opcode(op: SendOp) -> WcOpcode {
+pub(crate) fn opcode(op: SendOp) -> WcOpcode {
     match op {
         SendOp::RdmaWrite { .. } => WcOpcode::RdmaWrite,
         SendOp::Send => WcOpcode::Send,
