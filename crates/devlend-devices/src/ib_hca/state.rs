@@ -9,9 +9,9 @@
 //! would, flushes a QP it moves to the error state ([`HcaState::flush_qp`]) and consumes landed
 //! data ([`HcaState::take_landing`]); the engines' own steps (TPT translation, WQE and CQE slots,
 //! the responder's check) are this crate's alone. The device model ([`super::Hca`]) reads and
-//! updates the tables as its engines run. Beside the
-//! tables sit two logs of the simulation: the packets on the link towards this HCA, and the data
-//! it has written into its host's memory that no poller has seen yet.
+//! updates the tables as its engines run. Beside the tables sit two logs of the simulation: the
+//! packets on the link towards this HCA, and the data it has written into its host's memory that
+//! no poller has seen yet.
 
 use super::params::params;
 use super::types::*;
