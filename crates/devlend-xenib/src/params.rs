@@ -3,7 +3,7 @@
 //! sizes, engines, 4X link, and the page its TPT translates in) are the device model's,
 //! [`hca_params`].
 
-pub use devlend_devices::ib_hca::params::{params as hca_params, HcaParams};
+pub use devlend_devices::ib_hca::params::params as hca_params;
 
 use serde::Deserialize;
 use std::sync::OnceLock;
