@@ -28,19 +28,7 @@ impl Hca {
             }
         }
     }
-}
 
-/// A data packet's header fields without its payload.
-fn pk_clone_header(p: &Packet) -> Packet {
-    match p {
-        Packet::Data { msg, first, last, rqpn, op, len, offset, .. } => {
-            Packet::Data { msg: *msg, first: *first, last: *last, rqpn: *rqpn, op: *op, len: *len, offset: *offset, data: Vec::new() }
-        }
-        Packet::Ack { msg, nak } => Packet::Ack { msg: *msg, nak: *nak },
-    }
-}
-
-impl Hca {
     /// The first packet of a message: the responder checks the rkey (RDMA write) or takes a
     /// receive WQE (send), fetching it by DMA; a refusal is answered with a NAK.
     pub(super) fn accept<W: HcaWorld>(&mut self, cx: &mut Cx<W>, msg: u64, head: &Packet) {
@@ -166,5 +154,15 @@ impl Hca {
             }
             None => cx.world().hca(self.node).cqe_landed(cq, wc, now),
         }
+    }
+}
+
+/// A data packet's header fields without its payload.
+fn pk_clone_header(p: &Packet) -> Packet {
+    match p {
+        Packet::Data { msg, first, last, rqpn, op, len, offset, .. } => {
+            Packet::Data { msg: *msg, first: *first, last: *last, rqpn: *rqpn, op: *op, len: *len, offset: *offset, data: Vec::new() }
+        }
+        Packet::Ack { msg, nak } => Packet::Ack { msg: *msg, nak: *nak },
     }
 }
