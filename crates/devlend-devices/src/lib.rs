@@ -17,11 +17,15 @@
 //! parameter they concern. HyperTRIO's hyper-tenant NIC ([`nic::Nic`], 002) runs its
 //! pipeline (`devlend-hypertrio`) at the round trip its DMA reads see on the machine. The
 //! interrupt-only [`raiser::Raiser`] sends MSI-X or INTx as its world's [`raiser::Interrupts`] say.
+//! 004's InfiniHost HCA ([`ib_hca::Hca`]) runs its send and receive engines and its 4X link to
+//! the other HCA over the tables its world's [`ib_hca::HcaWorld`] gives it (`devlend-xenib`'s
+//! testbed, whose drivers fill them).
 
 pub mod error;
 pub mod gpu;
 pub mod gpu_actor;
 pub mod gpu_kernel;
+pub mod ib_hca;
 pub mod nic;
 pub mod ntb_xeon;
 pub mod nvme;

@@ -14,7 +14,7 @@
 //!   through server A's IOMMU (the borrower's DMA API maps the buffers into the lender's window).
 //!
 //! The host software (Vmm, Cluster and their kernels' DMA API) programs the fabric; then the HCA
-//! model of [`devlend_xenib::device`] runs on it as a device of the engine's machine: its doorbell
+//! model of [`devlend_devices::ib_hca`] runs on it as a device of the engine's machine: its doorbell
 //! stores, WQE and payload reads and data and CQE writes travel the routes they really use. For
 //! every configuration alike the card sits in a Gen1 x8 PCIe slot (the local testbed's PCI-X buses
 //! are replaced by such slots), so the comparison is of access paths on one PCIe-attached HCA, not

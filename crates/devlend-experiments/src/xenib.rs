@@ -325,7 +325,7 @@ pub fn bandwidth_on(config: &str, w: World, a: Box<dyn Verbs>, b: Native, mode: 
             if mode == Mode::SendRecv {
                 poll_until(t, b.as_mut(), eb.rcq, iters as usize)?;
             }
-            t.world().nodes[SERVER_B].landed.clear();
+            t.world().nodes[SERVER_B].hca.landed.clear();
             out.push((size, (iters * size) as f64 / (dt as f64 * 1e-12)));
         }
         Ok(out)
@@ -343,7 +343,7 @@ pub fn registration(json: &str, config: &str, pages: &[u64], reps: u64) -> XResu
         let v = |step| XenIbError::verb(&cfg, step);
         a.open_device(t).map_err(v("open the device"))?;
         let pd = a.alloc_pd(t).map_err(v("allocate a PD"))?;
-        let pb = params().page_bytes;
+        let pb = devlend_devices::ib_hca::params::params().page_bytes;
         let mut out = Vec::new();
         for n in pages {
             let buf = a.alloc_buf(t, n * pb).map_err(v("allocate a buffer"))?;

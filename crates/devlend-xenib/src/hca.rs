@@ -1,28 +1,23 @@
-//! The HCA (004 §2.2: a Mellanox InfiniHost MT23108 on a MHXL-CF128-T card, PCI-X) and the world
-//! it lives in: two servers on the fabric, their PCI-X buses, the back-to-back 4X link.
+//! The world the Xen-IB HCAs live in: two servers on the fabric, their PCI-X buses, the
+//! back-to-back 4X link, each server's domains and the HCA it drives, and Xen on server A.
 //!
-//! What the HCA holds (004 §2.2): queue pairs (a send queue of WQEs, a receive queue), completion
-//! queues, UAR pages (one per process or kernel user, each with its doorbell), and the translation
-//! and protection table (TPT) indexed by keys: one entry per registered region with its protection
-//! domain, access rights and page list (the MTT), giving local (lkey) and remote (rkey) access.
-//! QP and CQ buffers may be registered memory themselves (the bypass driver's two-stage creation,
-//! 004 §3.3): the HCA then reads WQEs and writes CQEs through the buffer's key.
-//!
-//! Timing is mechanism, on the engine's one clock: the HCA is a device model ([`crate::device`])
-//! on the machine, its DMA flows on the shared simulation (on 004's card through the PCI-X bus,
-//! a half-duplex link of the engine). Data really moves through the fabric: the HCA reads and
-//! writes host RAM as its own requester, at the addresses its driver put in the MTT (machine
-//! addresses under Xen, guest-physical ones in a VFIO guest, the lender's NTB window for a
-//! borrowed HCA: [`DomMap`]).
+//! The HCA itself (004 §2.2: a Mellanox InfiniHost MT23108 on a MHXL-CF128-T card, PCI-X) is a
+//! device model of devlend-devices (`devlend_devices::ib_hca`): its tables (QPs, CQs, UAR
+//! pages, the TPT) are each node's [`Node::hca`], and this world gives it what it asks through
+//! `HcaWorld`. Timing is mechanism, on the engine's one clock: the HCA's DMA flows on the shared
+//! simulation (on 004's card through the PCI-X bus, a half-duplex link of the engine). Data
+//! really moves through the fabric: the HCA reads and writes host RAM as its own requester, at
+//! the addresses its driver put in the MTT (machine addresses under Xen, guest-physical ones in
+//! a VFIO guest, the lender's NTB window for a borrowed HCA: [`DomMap`]).
 
-use crate::device::Packet;
 use crate::error::{XResult, XenIbError};
-use crate::params::params;
+use crate::params::hca_params;
 use crate::types::*;
+use devlend_devices::ib_hca::types::Packet;
+use devlend_devices::ib_hca::{HcaState, HcaWorld, HCR_OFFSET};
 use devlend_fabric::model::{FuncId, HostId};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
-use std::collections::{HashMap, HashSet, VecDeque};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DomKind {
@@ -75,83 +70,6 @@ impl Domain {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct Mpt {
-    pub key: u32,
-    pub pd: u32,
-    pub owner: DomId,
-    pub va: u64,
-    pub len: u64,
-    /// MTT: the machine address of each page.
-    pub pages: Vec<u64>,
-    pub access: u32,
-}
-
-#[derive(Debug, Clone)]
-pub struct CqHw {
-    pub owner: DomId,
-    pub depth: u64,
-    pub buf: Option<(u64, u32)>,
-    /// Without `buf`: the DMA address of the CQ buffer the driver allocated in kernel memory.
-    pub ring: u64,
-    /// (time the CQE became visible in the CQ buffer, the entry), in visibility order.
-    pub entries: Vec<(u64, Wc)>,
-    pub armed: bool,
-    /// Times the HCA raised a completion event for this CQ (EQE + interrupt), not yet consumed.
-    pub events: VecDeque<u64>,
-    pub produced: u64,
-}
-
-#[derive(Debug, Clone)]
-pub struct QpHw {
-    pub owner: DomId,
-    pub pd: u32,
-    pub state: QpState,
-    pub send_cq: u32,
-    pub recv_cq: u32,
-    pub uar: usize,
-    pub depth: u64,
-    pub buf: Option<(u64, u32)>,
-    /// Without `buf`: the DMA address of the QP buffer the driver allocated in kernel memory.
-    pub ring: u64,
-    pub sq: VecDeque<SendWr>,
-    pub rq: VecDeque<RecvWr>,
-    pub remote: Option<(usize, u32)>,
-    pub posted: u64,
-}
-
-#[derive(Debug, Default, Clone)]
-pub struct HcaStats {
-    pub doorbells: u64,
-    pub ignored_doorbells: u64,
-    pub wqes: u64,
-    pub packets: u64,
-    pub tpt_faults: u64,
-    pub commands: u64,
-}
-
-#[derive(Debug, Default)]
-pub struct Hca {
-    pub uars: Vec<Option<DomId>>,
-    pub pds: Vec<Option<DomId>>,
-    pub tpt: HashMap<u32, Mpt>,
-    pub next_key: u32,
-    pub cqs: Vec<Option<CqHw>>,
-    pub qps: Vec<Option<QpHw>>,
-    /// Firmware commands the HCA has completed (by the id the driver gave each), not yet taken.
-    pub cmds_done: HashSet<u64>,
-    pub next_cmd: u64,
-    pub stats: HcaStats,
-}
-
-/// Data an HCA wrote into a host's memory, and when it became visible there.
-#[derive(Debug, Clone, Copy)]
-pub struct Landing {
-    pub addr: u64,
-    pub len: u64,
-    pub at: u64,
-}
-
 pub struct Node {
     pub name: String,
     pub cpu: Requester,
@@ -164,11 +82,8 @@ pub struct Node {
     pub hcr: u64,
     /// The command mailbox: one page of the driving kernel's memory (its DMA address), once used.
     pub mailbox: Option<u64>,
-    pub hca: Hca,
-    /// Data the HCA has written into this host's memory, not yet seen by a poller.
-    pub landed: Vec<Landing>,
-    /// Packets on the link towards this node's HCA, by key.
-    pub inbox: HashMap<u64, Packet>,
+    /// The HCA's tables, its packet inbox and its log of landed data.
+    pub hca: HcaState,
 }
 
 impl devlend_engine::machine::World for World {
@@ -219,9 +134,6 @@ fn page_pieces(addr: u64, len: usize) -> Vec<(usize, usize)> {
     out
 }
 
-/// A WQE ready to send: the request, its slot and the QP's remote end (node, QP number).
-pub type Wqe = (SendWr, u64, Option<(usize, u32)>);
-
 impl World {
     /// Build the testbed. `xen_on_a`: server A runs Xen (domain 0 is the device domain) or native
     /// Linux. Domains: server A gets domain 0 (device domain, or native) and `guests` guest
@@ -260,20 +172,8 @@ impl World {
             let uar_bar =
                 devlend_fabric::params::params().device.get(HCA_PROFILE).and_then(|d| d.bars.iter().find(|b| b.index == 2)).map_or(0x80_0000, |b| b.size);
             let uar_pages = (uar_bar / 4096).max(1);
-            let hca = Hca { uars: vec![None; uar_pages as usize], next_key: 0x100, ..Default::default() };
-            nodes.push(Node {
-                name: HOST_NAMES[i].into(),
-                cpu,
-                host,
-                dev,
-                func,
-                uar_base,
-                hcr: bar0 + crate::device::HCR_OFFSET,
-                mailbox: None,
-                hca,
-                landed: Vec::new(),
-                inbox: HashMap::new(),
-            });
+            let hca = HcaState { uars: vec![None; uar_pages as usize], next_key: 0x100, ..Default::default() };
+            nodes.push(Node { name: HOST_NAMES[i].into(), cpu, host, dev, func, uar_base, hcr: bar0 + HCR_OFFSET, mailbox: None, hca });
         }
         Ok(World { fab, nodes, domains: Vec::new(), xen_on_a, xen: Default::default(), next_packet: 0 })
     }
@@ -340,7 +240,7 @@ impl World {
 
     /// Allocate page-aligned memory of a domain (its pseudo-physical = machine pages).
     pub fn alloc(&mut self, dom: DomId, len: u64) -> VResult<u64> {
-        let pb = params().page_bytes;
+        let pb = hca_params().page_bytes;
         let d = &mut self.domains[dom as usize];
         let len = div_ceil(len.max(1), pb) * pb;
         if d.next + len > d.base + d.size {
@@ -366,38 +266,7 @@ impl World {
         self.fab.read(cpu, addr, len).0
     }
 
-    // ----- TPT -------------------------------------------------------------------------------
-
-    /// Translate (key, va, len) through the TPT: the entry must exist, belong to `pd` (when given),
-    /// cover the range and allow `access` (0: local read). Returns machine segments.
-    pub fn translate(&mut self, node: usize, key: u32, pd: Option<u32>, va: u64, len: u64, access: u32) -> Option<Vec<(u64, u64)>> {
-        let pb = params().page_bytes;
-        let hca = &mut self.nodes[node].hca;
-        let ok =
-            hca.tpt.get(&key).filter(|m| pd.is_none_or(|p| m.pd == p) && va >= m.va && va.saturating_add(len) <= m.va + m.len && (m.access & access) == access);
-        let Some(m) = ok else {
-            hca.stats.tpt_faults += 1;
-            return None;
-        };
-        let mut segs = Vec::new();
-        let mut off = va - m.va + (m.va % pb);
-        let mut left = len;
-        while left > 0 {
-            let page = (off / pb) as usize;
-            let within = off % pb;
-            let n = left.min(pb - within);
-            let phys = m.pages[page] + within;
-            match segs.last_mut() {
-                Some((a, l)) if *a + *l == phys => *l += n,
-                _ => segs.push((phys, n)),
-            }
-            off += n;
-            left -= n;
-        }
-        Some(segs)
-    }
-
-    // ----- what the HCA model asks of the world ----------------------------------------------
+    // ----- the driving kernel ---------------------------------------------------------------
 
     /// The kernel that drives the HCA on `node`: its first domain (native Linux, domain 0, the
     /// VFIO guest, the borrower).
@@ -411,119 +280,18 @@ impl World {
         let a = self.alloc(k, len)?;
         Ok(self.dma_addr(k, a))
     }
+}
 
-    /// The next WQE of QP `qpn`'s send queue, if it is ready to send: the request, its slot and
-    /// the QP's remote end.
-    pub fn take_wqe(&mut self, node: usize, qpn: u32) -> Option<Wqe> {
-        let q = self.nodes[node].hca.qps.get_mut(qpn as usize)?.as_mut().filter(|q| q.state == QpState::Rts)?;
-        let wr = q.sq.pop_front()?;
-        let slot = q.posted;
-        q.posted += 1;
-        let remote = q.remote;
-        self.nodes[node].hca.stats.wqes += 1;
-        Some((wr, slot, remote))
+impl HcaWorld for World {
+    fn hca(&mut self, node: usize) -> &mut HcaState {
+        &mut self.nodes[node].hca
     }
 
-    /// Where the HCA reads send WQE `slot` of QP `qpn` (through its key when the QP buffer is
-    /// registered guest memory: bypass); None when it does not translate.
-    pub fn wqe_addr(&mut self, node: usize, qpn: u32, slot: u64) -> Option<u64> {
-        let q = self.nodes[node].hca.qps.get(qpn as usize)?.as_ref()?;
-        let wqe = params().wqe_bytes;
-        let (buf, ring, depth) = (q.buf, q.ring, q.depth);
-        match buf {
-            Some((va, key)) => self.translate(node, key, None, va + (slot % depth) * wqe, wqe, 0).map(|s| s[0].0),
-            None => Some(ring + (slot % depth) * wqe),
-        }
-    }
-
-    /// Where the HCA reads QP `qpn`'s next receive WQE (the receive queue follows the send queue
-    /// in the QP buffer).
-    pub fn recv_wqe_addr(&mut self, node: usize, qpn: u32) -> Option<u64> {
-        let q = self.nodes[node].hca.qps.get(qpn as usize)?.as_ref()?;
-        let wqe = params().wqe_bytes;
-        let (buf, ring, depth) = (q.buf, q.ring, q.depth);
-        match buf {
-            Some((va, key)) => self.translate(node, key, None, va, wqe, 0).map(|s| s[0].0),
-            None => Some(ring + depth * wqe),
-        }
-    }
-
-    /// A packet leaves `from`'s HCA for the other one: its key in that node's inbox.
-    pub fn send_packet(&mut self, from: usize, p: Packet) -> u64 {
+    /// The link is back to back: a packet from one node's HCA goes to the other's.
+    fn send_packet(&mut self, from: usize, p: Packet) -> u64 {
         self.next_packet += 1;
         let key = self.next_packet;
-        self.nodes[1 - from].inbox.insert(key, p);
+        self.nodes[1 - from].hca.inbox.insert(key, p);
         key
-    }
-
-    /// The responder's check of a message's first packet for its QP `qpn`: where the data goes
-    /// (the rkey's segments, or a receive WQE's: then its CQ and the WQE), or the NAK's status.
-    #[allow(clippy::type_complexity)]
-    pub fn responder_accepts(&mut self, node: usize, qpn: u32, op: SendOp, len: u64) -> Result<(Vec<(u64, u64)>, Option<(u32, RecvWr)>), WcStatus> {
-        let rq = self.nodes[node].hca.qps.get(qpn as usize).and_then(|x| x.as_ref()).filter(|x| x.state >= QpState::Rtr && x.state != QpState::Err);
-        let Some((pd, rcq)) = rq.map(|q| (q.pd, q.recv_cq)) else { return Err(WcStatus::RemAccessErr) };
-        match op {
-            SendOp::RdmaWrite { remote_addr, rkey } => {
-                self.translate(node, rkey, Some(pd), remote_addr, len, ACCESS_REMOTE_WRITE).map(|s| (s, None)).ok_or(WcStatus::RemAccessErr)
-            }
-            SendOp::Send => {
-                let rw = self.nodes[node].hca.qps[qpn as usize].as_mut().unwrap().rq.pop_front().ok_or(WcStatus::RnrRetryExcErr)?;
-                let segs =
-                    self.translate(node, rw.sge.lkey, Some(pd), rw.sge.addr, len.min(rw.sge.length), ACCESS_LOCAL_WRITE).filter(|_| rw.sge.length >= len);
-                match segs {
-                    Some(s) => Ok((s, Some((rcq, rw)))),
-                    None => {
-                        let now = self.nodes[node].landed.last().map_or(0, |l| l.at);
-                        self.cqe_landed(node, rcq, Wc { wr_id: rw.wr_id, status: WcStatus::LocProtErr, opcode: WcOpcode::Recv, byte_len: 0, qp_num: qpn }, now);
-                        Err(WcStatus::RemAccessErr)
-                    }
-                }
-            }
-        }
-    }
-
-    /// A message's data has landed in `node`'s memory at `at`: a poller of it sees it now.
-    pub fn landed(&mut self, node: usize, addr: u64, len: u64, at: u64) {
-        self.nodes[node].landed.push(Landing { addr, len, at });
-    }
-
-    pub fn send_cq(&self, node: usize, qpn: u32) -> Option<u32> {
-        self.nodes[node].hca.qps.get(qpn as usize)?.as_ref().map(|q| q.send_cq)
-    }
-
-    /// Where the HCA writes the next CQE of `cq` (through the CQ buffer's key for bypass).
-    pub fn cqe_slot(&mut self, node: usize, cq: u32) -> Option<u64> {
-        let c = self.nodes[node].hca.cqs.get_mut(cq as usize)?.as_mut()?;
-        let cqe = params().cqe_bytes;
-        let slot = c.produced % c.depth;
-        c.produced += 1;
-        let (buf, ring) = (c.buf, c.ring);
-        match buf {
-            Some((va, key)) => self.translate(node, key, None, va + slot * cqe, cqe, ACCESS_LOCAL_WRITE).map(|s| s[0].0),
-            None => Some(ring + slot * cqe),
-        }
-    }
-
-    /// A CQE of `cq` is visible from `at`; the completion event is raised then if the CQ was armed.
-    pub fn cqe_landed(&mut self, node: usize, cq: u32, wc: Wc, at: u64) {
-        let Some(c) = self.nodes[node].hca.cqs.get_mut(cq as usize).and_then(|c| c.as_mut()) else { return };
-        c.entries.push((at, wc));
-        if c.armed {
-            c.armed = false;
-            c.events.push_back(at);
-        }
-    }
-
-    /// Whether a landing covering `addr` on `node` is logged and not yet consumed.
-    pub fn has_landing(&self, node: usize, addr: u64) -> bool {
-        self.nodes[node].landed.iter().any(|x| addr >= x.addr && addr < x.addr + x.len.max(1))
-    }
-
-    /// The first landing covering `addr` on `node` not yet consumed: its time (the caller's poll
-    /// of that memory sees it then), removed from the log.
-    pub fn take_landing(&mut self, node: usize, addr: u64) -> Option<u64> {
-        let l = &mut self.nodes[node].landed;
-        let i = l.iter().position(|x| addr >= x.addr && addr < x.addr + x.len.max(1))?;
-        Some(l.remove(i).at)
     }
 }

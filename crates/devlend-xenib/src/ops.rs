@@ -6,11 +6,12 @@
 //! kernel's interrupt path. Every object records its owner, and a handle of another owner is
 //! refused (EACCES), a destroyed or unknown one is EINVAL.
 
-use crate::device::{CQ_DOORBELL, RECV_DOORBELL, SEND_DOORBELL};
-use crate::hca::{CqHw, DomKind, Mpt, QpHw, World};
-use crate::params::params;
+use crate::hca::{DomKind, World};
+use crate::params::{hca_params, params};
 use crate::types::*;
 use crate::verbs::Cpu;
+use devlend_devices::ib_hca::state::{CqHw, Mpt, QpHw};
+use devlend_devices::ib_hca::{CQ_DOORBELL, RECV_DOORBELL, SEND_DOORBELL};
 
 impl World {
     fn qp_of(&self, node: usize, owner: DomId, qpn: u32) -> VResult<&QpHw> {
@@ -47,7 +48,7 @@ impl World {
 
     /// The machine pages of [addr, addr+len) (paravirtualised: DMA address = machine address).
     pub fn pages_of(addr: u64, len: u64) -> Vec<u64> {
-        let pb = params().page_bytes;
+        let pb = hca_params().page_bytes;
         let first = addr / pb * pb;
         (0..(addr + len.max(1)).div_ceil(pb) - addr / pb).map(|i| first + i * pb).collect()
     }
@@ -69,19 +70,6 @@ impl World {
         self.cq_owned(node, owner, cq)?;
         self.nodes[node].hca.cqs[cq as usize].as_mut().unwrap().events.pop_front().ok_or(Status::TimedOut)
     }
-
-    pub(crate) fn flush_qp_pub(&mut self, node: usize, qpn: u32, at: u64) {
-        let Some(q) = self.nodes[node].hca.qps.get_mut(qpn as usize).and_then(|q| q.as_mut()) else { return };
-        q.state = QpState::Err;
-        let (cq, wrs): (u32, Vec<SendWr>) = (q.send_cq, q.sq.drain(..).collect());
-        for wr in wrs {
-            let op = match wr.op {
-                SendOp::RdmaWrite { .. } => WcOpcode::RdmaWrite,
-                SendOp::Send => WcOpcode::Send,
-            };
-            self.cqe_landed(node, cq, Wc { wr_id: wr.wr_id, status: WcStatus::WrFlushErr, opcode: op, byte_len: 0, qp_num: qpn }, at);
-        }
-    }
 }
 
 /// A posted CPU store by `node`'s CPU (a doorbell, the HCR): the thread goes on once it has left.
@@ -102,7 +90,7 @@ fn cmd(t: &Cpu, node: usize, bytes: u64) -> VResult<()> {
         let mailbox = match w.nodes[node].mailbox {
             Some(m) => m,
             None => {
-                let m = w.kernel_buffer(node, params().page_bytes)?;
+                let m = w.kernel_buffer(node, hca_params().page_bytes)?;
                 w.nodes[node].mailbox = Some(m);
                 m
             }
@@ -189,13 +177,13 @@ pub fn create_cq(t: &Cpu, node: usize, owner: DomId, depth: u64, buf: Option<(u6
     let ring = {
         let mut w = t.world();
         if let Some((va, key)) = buf {
-            let ok = w.nodes[node].hca.tpt.get(&key).is_some_and(|m| m.owner == owner && va >= m.va && va + depth * params().cqe_bytes <= m.va + m.len);
+            let ok = w.nodes[node].hca.tpt.get(&key).is_some_and(|m| m.owner == owner && va >= m.va && va + depth * hca_params().cqe_bytes <= m.va + m.len);
             if !ok {
                 return Err(Status::Access);
             }
             0
         } else {
-            w.kernel_buffer(node, depth * params().cqe_bytes)?
+            w.kernel_buffer(node, depth * hca_params().cqe_bytes)?
         }
     };
     t.sleep(params().syscall_ps);
@@ -232,14 +220,14 @@ pub fn create_qp(t: &Cpu, node: usize, owner: DomId, pd: u32, scq: u32, rcq: u32
         }
         match buf {
             Some((va, key)) => {
-                let ok = w.nodes[node].hca.tpt.get(&key).is_some_and(|m| m.owner == owner && va >= m.va && va + depth * params().wqe_bytes <= m.va + m.len);
+                let ok = w.nodes[node].hca.tpt.get(&key).is_some_and(|m| m.owner == owner && va >= m.va && va + depth * hca_params().wqe_bytes <= m.va + m.len);
                 if !ok {
                     return Err(Status::Access);
                 }
                 0
             }
             // send queue, then receive queue
-            None => w.kernel_buffer(node, 2 * depth * params().wqe_bytes)?,
+            None => w.kernel_buffer(node, 2 * depth * hca_params().wqe_bytes)?,
         }
     };
     t.sleep(params().syscall_ps);
@@ -283,7 +271,7 @@ pub fn modify_qp(t: &Cpu, node: usize, owner: DomId, qpn: u32, attr: QpAttr) -> 
     let now = t.now();
     let mut w = t.world();
     if attr.state == QpState::Err {
-        w.flush_qp_pub(node, qpn, now);
+        w.nodes[node].hca.flush_qp(qpn, now);
     }
     let q = w.nodes[node].hca.qps[qpn as usize].as_mut().ok_or(Status::Inval)?;
     q.state = attr.state;

@@ -1,5 +1,9 @@
 //! The `[xenib]` table of `params/hardware.toml` (each value's source, and whether it is assumed,
-//! is written there).
+//! is written there): Xen's and the host software's values here; the HCA's own (its queue entry
+//! sizes, engines, 4X link, and the page its TPT translates in) are the device model's,
+//! [`hca_params`].
+
+pub use devlend_devices::ib_hca::params::params as hca_params;
 
 use serde::Deserialize;
 use std::sync::OnceLock;
@@ -25,32 +29,11 @@ pub struct XenIbParams {
     pub pv_p2m_page_ps: u64,
     pub mtt_entries_per_cmd: u64,
     pub vfio_irq_inject_ps: u64,
-    pub hca_cmd_ps: u64,
     pub mtt_entry_bytes: u64,
-    pub page_bytes: u64,
-    pub wqe_bytes: u64,
-    pub cqe_bytes: u64,
-    pub hca_doorbell_ps: u64,
-    pub hca_send_wqe_ps: u64,
-    pub hca_rx_packet_ps: u64,
-    pub ib_lanes: u64,
-    pub ib_lane_mbaud: u64,
-    pub ib_encoding_num: u64,
-    pub ib_encoding_den: u64,
-    pub ib_mtu: u64,
-    pub ib_header_bytes: u64,
-    pub ib_reth_bytes: u64,
-    pub ib_ack_bytes: u64,
-    pub ib_wire_latency_ps: u64,
     pub source: String,
 }
 
 impl XenIbParams {
-    /// Picoseconds to serialise one byte on the IB link (after 8b/10b).
-    pub fn ib_ps_per_byte(&self) -> f64 {
-        let data_mbps = self.ib_lanes * self.ib_lane_mbaud * self.ib_encoding_num / self.ib_encoding_den; // Mb/s
-        8.0 * 1e6 / data_mbps as f64
-    }
     /// What Xen adds to one HCA interrupt handled in domain 0: the pirq's delivery as an event,
     /// then, the HCA's INTx line being level-triggered, the PHYSDEVOP_IRQ_UNMASK_NOTIFY hypercall
     /// with which dom0's `end_pirq` lets Xen unmask the line (XenLinux evtchn.c, Xen physdev.c).
@@ -79,7 +62,6 @@ mod tests {
     fn table_parses() {
         let p = super::params();
         assert!(p.channel_one_way_ps >= 10_000_000, "004 Fig 9: at least 10 us");
-        assert!((p.ib_ps_per_byte() - 1000.0).abs() < 1e-9, "4X SDR carries 1 GB/s");
         assert!(!p.source.is_empty());
     }
 }

@@ -49,77 +49,11 @@ impl std::fmt::Display for Status {
 
 pub type VResult<T> = Result<T, Status>;
 
-/// IB work-completion status (IBA 1.2 vol. 1 §11.6.2; `enum ib_wc_status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WcStatus {
-    Success,
-    /// A local key did not translate (unknown key, other PD, out of bounds).
-    LocProtErr,
-    /// The QP's own buffer (bypass: registered guest memory) did not translate.
-    LocQpOpErr,
-    /// The responder refused the rkey or the access.
-    RemAccessErr,
-    /// The responder had no receive WQE posted.
-    RnrRetryExcErr,
-    /// The QP went to the error state; outstanding WQEs are flushed.
-    WrFlushErr,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WcOpcode {
-    RdmaWrite,
-    Send,
-    Recv,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Wc {
-    pub wr_id: u64,
-    pub status: WcStatus,
-    pub opcode: WcOpcode,
-    pub byte_len: u64,
-    pub qp_num: u32,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum QpState {
-    Reset,
-    Init,
-    Rtr,
-    Rts,
-    Err,
-}
-
-pub const ACCESS_LOCAL_WRITE: u32 = 1;
-pub const ACCESS_REMOTE_WRITE: u32 = 2;
-pub const ACCESS_REMOTE_READ: u32 = 4;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sge {
-    pub addr: u64,
-    pub length: u64,
-    pub lkey: u32,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendOp {
-    RdmaWrite { remote_addr: u64, rkey: u32 },
-    Send,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SendWr {
-    pub wr_id: u64,
-    pub sge: Sge,
-    pub op: SendOp,
-    pub signaled: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RecvWr {
-    pub wr_id: u64,
-    pub sge: Sge,
-}
+/// The HCA's hardware types (work requests and completions, QP states, access rights), the
+/// device model's own (devlend-devices' `ib_hca::types`), which the verbs take and return.
+pub use devlend_devices::ib_hca::types::{
+    QpState, RecvWr, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus, ACCESS_LOCAL_WRITE, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
+};
 
 /// Handles, as the application sees them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

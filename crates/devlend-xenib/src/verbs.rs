@@ -19,7 +19,7 @@
 
 use crate::hca::{DomKind, World};
 use crate::ops;
-use crate::params::params;
+use crate::params::{hca_params, params};
 use crate::types::*;
 use crate::xen::{Request, Response};
 use devlend_engine::machine::Thread;
@@ -73,8 +73,8 @@ pub trait Verbs {
     /// Spin on a word of local memory until the HCA has written it (RDMA-write ping-pong).
     fn wait_for_data(&mut self, t: &Cpu, addr: u64) -> VResult<()> {
         let node = self.ctx().node;
-        t.wait_until(format!("data at {addr:#x}"), move |w: &mut World| w.has_landing(node, addr));
-        let at = t.world().take_landing(node, addr).ok_or(Status::TimedOut)?;
+        t.wait_until(format!("data at {addr:#x}"), move |w: &mut World| w.nodes[node].hca.has_landing(addr));
+        let at = t.world().nodes[node].hca.take_landing(addr).ok_or(Status::TimedOut)?;
         sleep_until(t, at);
         t.sleep(params().cpu_poll_ps);
         Ok(())
@@ -437,7 +437,7 @@ impl Verbs for Bypass {
         unit(self.call(t, Request::DeregMr { lkey: mr.lkey }))
     }
     fn create_cq(&mut self, t: &Cpu, depth: u64) -> VResult<Cq> {
-        let mr = self.guest_buffer(t, depth * params().cqe_bytes)?;
+        let mr = self.guest_buffer(t, depth * hca_params().cqe_bytes)?;
         match self.call(t, Request::CreateCq { depth, buf: Some((mr.addr, mr.lkey)) })? {
             Response::Cq(c) => {
                 self.cq_bufs.insert(c, mr);
@@ -455,7 +455,7 @@ impl Verbs for Bypass {
     }
     fn create_qp(&mut self, t: &Cpu, pd: Pd, scq: Cq, rcq: Cq, depth: u64) -> VResult<Qp> {
         let (uar, _) = self.uar.ok_or(Status::Inval)?;
-        let mr = self.guest_buffer(t, depth * params().wqe_bytes)?;
+        let mr = self.guest_buffer(t, depth * hca_params().wqe_bytes)?;
         match self.call(t, Request::CreateQp { pd: pd.0, scq: scq.0, rcq: rcq.0, depth, buf: Some((mr.addr, mr.lkey)), uar: Some(uar) })? {
             Response::Qp(q) => {
                 self.qp_bufs.insert(q, mr);

@@ -16,7 +16,7 @@
 
 use crate::hca::{DomKind, World, SERVER_A};
 use crate::ops;
-use crate::params::params;
+use crate::params::{hca_params, params};
 use crate::types::*;
 use crate::verbs::Cpu;
 use devlend_engine::machine::ThreadError;
@@ -120,7 +120,7 @@ impl Response {
         let p = params();
         p.request_bytes
             + match self {
-                Response::Wcs(w) => w.len() as u64 * p.cqe_bytes,
+                Response::Wcs(w) => w.len() as u64 * hca_params().cqe_bytes,
                 _ => 0,
             }
     }
