@@ -80,7 +80,7 @@ def test_less_media_parallelism_lowers_a_deep_queues_iops():
     ("links.*.width", "3", "x3: a link is x1, x2, x4, x8, x12 or x16"),
     ("links.*.gen", "6", "Gen6: a PCIe generation is 1 to 5"),
     ("links.nowhere.gen", "3", "no link has an end 'nowhere'"),
-    ("devices.gpu0.media_read_latency_ps", "1us", "gpu0 is not an NVMe drive (it is a GPU)"),
+    ("devices.gpu0.media_read_latency_ps", "1us", "gpu0 is of kind gpu, not kind nvme"),
     ("devices.nvme0.media_parallelism", "0", "0 commands at once: 1 to 1024"),
     ("devices.nvme0.capacity", "100", "100 bytes: at least one 512-byte block"),
     ("devices.nvme0.media_bandwidth", "fast", "'fast' is not a whole number"),
