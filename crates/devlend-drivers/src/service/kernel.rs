@@ -5,7 +5,8 @@
 //! unchanged. Every call goes through to the kernel it wraps, the defaulted ones (`poll_for`,
 //! `wait_irq_for`, `spend`...) included, so a driver does the same through either. A method
 //! added to `Os` is to be added here too (to [`DynOs`] and both forwarding lists): else `AnyOs`
-//! would answer it with `Os`'s default, not the wrapped kernel's own.
+//! would answer it with `Os`'s default, not the wrapped kernel's own;
+//! `tests::every_os_method_is_forwarded_both_ways` fails until it is.
 
 use devlend_fabric::model::HostId;
 use devlend_fabric::Fabric;
@@ -135,5 +136,44 @@ impl Os for AnyOs<'_> {
         mut poll(addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool) -> HResult<Vec<u8>>;
         mut wait_irq_for(vector: u8, seen: u64, timeout_ps: u64) -> HResult<Option<u64>>;
         mut poll_for(addr: u64, len: usize, what: &str, done: fn(&[u8]) -> bool, timeout_ps: u64) -> HResult<Option<Vec<u8>>>;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The `fn` names declared between `open` and the next line that is only `}` at the block's
+    /// indentation.
+    fn fns_in(src: &str, open: &str) -> Vec<String> {
+        let at = src.find(open).unwrap_or_else(|| panic!("`{open}` not found"));
+        let indent = &src[src[..at].rfind('\n').map_or(0, |i| i + 1)..at];
+        let close = format!("\n{indent}}}");
+        let body = &src[at..at + src[at..].find(&close).expect("the block closes")];
+        body.split("fn ").skip(1).map(|s| s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()).collect()
+    }
+
+    /// The names a forwarding macro's list gives: each entry `ref NAME(` or `mut NAME(`.
+    fn listed(src: &str, open: &str) -> Vec<String> {
+        let at = src.find(open).unwrap_or_else(|| panic!("`{open}` not found"));
+        let body = &src[at..at + src[at..].find("\n    }").expect("the list closes")];
+        body.lines()
+            .filter_map(|l| l.trim().strip_prefix("ref ").or_else(|| l.trim().strip_prefix("mut ")))
+            .map(|l| l.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect())
+            .collect()
+    }
+
+    #[test]
+    fn every_os_method_is_forwarded_both_ways() {
+        // A method added to `Os` and left out here would be answered by `Os`'s default (or not
+        // compile, when it has none) instead of by the wrapped kernel's own.
+        let os = fns_in(include_str!("../../../devlend-host/src/api.rs"), "pub trait Os {");
+        let here = include_str!("kernel.rs");
+        let (dyn_os, forward, back) = (fns_in(here, "pub trait DynOs {"), listed(here, "\n    forward! {\n"), listed(here, "\n    back! {\n"));
+        assert!(os.len() > 20, "{os:?}");
+        for name in os.iter().filter(|n| *n != "run_hardware") {
+            assert!(dyn_os.contains(name), "DynOs lacks `{name}`");
+            assert!(forward.contains(name), "DynOs for every Os does not forward `{name}`");
+            assert!(back.contains(name), "AnyOs does not forward `{name}`");
+        }
+        assert!(dyn_os.contains(&"run_hardware_dyn".to_string()));
     }
 }
