@@ -61,7 +61,7 @@
 //! reuse distance a 64-entry DevTLB can exploit, this is Belady's MIN on the stream, in
 //! bounded memory.
 
-use crate::cache::{age_touch, find_in, oldest, padded_rows, Cache, CacheStats, LruSet, Policy, AGE_PAD, NEVER, PAD};
+use crate::cache::{age_touch, find_in, oldest, on_row, on_row_mut, padded_rows, Cache, CacheStats, LruSet, Policy, AGE_PAD, NEVER, PAD};
 use crate::divisor::Divisor;
 use crate::error::{HtError, HtResult};
 use crate::params::{params, Config, HyperTrioParams};
@@ -248,19 +248,28 @@ impl Pb {
             lookups: 0,
         }
     }
+    #[inline(always)]
+    fn find(&self, key: u32) -> Option<usize> {
+        on_row(&self.keys, 0, self.keys.len(), |r| find_in(r, key))
+    }
+    #[inline(always)]
+    fn touch(&mut self, i: usize) {
+        let n = self.age.len();
+        on_row_mut(&mut self.age, 0, n, |a| age_touch(a, i));
+    }
     fn lookup(&mut self, key: u32) -> Option<usize> {
         self.lookups += 1;
-        let i = find_in(&self.keys, key)?;
-        age_touch(&mut self.age, i);
+        let i = self.find(key)?;
+        self.touch(i);
         self.hits += 1;
         Some(i)
     }
     fn insert(&mut self, key: u32, used: bool) {
         // the entry holding `key`, else the least recent (the first empty one while any is:
         // empty entries share the oldest age)
-        let i = find_in(&self.keys, key).unwrap_or_else(|| oldest(&self.age, self.used.len()));
+        let i = self.find(key).unwrap_or_else(|| on_row(&self.age, 0, self.age.len(), |a| oldest(a, self.used.len())));
         self.keys[i] = key;
-        age_touch(&mut self.age, i);
+        self.touch(i);
         self.used[i] = used;
     }
 }
