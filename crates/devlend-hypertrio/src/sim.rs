@@ -228,6 +228,17 @@ fn sort_short(v: &mut [u64]) {
 
 const NO_SID: u32 = u32::MAX;
 
+/// What the model reads of one page of the layout, together (one look-up per request): its
+/// gIOVA, its walk, and its 1 GiB / 2 MiB region numbers (exact u16 keys for the page-structure
+/// caches).
+#[derive(Clone, Copy)]
+struct PageRec {
+    iova: u64,
+    shape: WalkShape,
+    region_1g: u16,
+    region_2m: u16,
+}
+
 struct Pb {
     keys: Vec<u32>,
     age: Vec<u8>,
@@ -279,10 +290,8 @@ pub struct Sim<'a> {
     cfg: Config,
     /// Device-to-chipset one-way latency: half the configuration's round trip, or 002 Table II's.
     one_way_ps: u64,
-    iovas: Vec<u64>,
-    region_1g: Vec<u16>,
-    region_2m: Vec<u16>,
-    shapes: Vec<WalkShape>,
+    /// The layout's pages, by page number.
+    pages: Vec<PageRec>,
     /// Levels of the table the logged walk reads (`qemu_walk_levels`, or what the logs recorded).
     logged_top: u32,
     npages: usize,
@@ -373,11 +382,13 @@ impl<'a> Sim<'a> {
             predictor: vec![NO_SID; tenants as usize],
             pf_busy: vec![0; tenants as usize],
             recent: vec![[PageId::MAX; 4]; tenants as usize],
-            shapes,
+            pages: iovas
+                .iter()
+                .zip(shapes)
+                .zip(region_ids(&iovas, 30).into_iter().zip(region_ids(&iovas, 21)))
+                .map(|((&iova, shape), (region_1g, region_2m))| PageRec { iova, shape, region_1g, region_2m })
+                .collect(),
             logged_top: p.qemu_walk_levels,
-            region_1g: region_ids(&iovas, 30),
-            region_2m: region_ids(&iovas, 21),
-            iovas,
             npages,
             cfg: cfg.clone(),
             st: Stats { tenants, ..Default::default() },
@@ -391,12 +402,12 @@ impl<'a> Sim<'a> {
 
     /// Apply the fills due by the boundary of slot `k`.
     fn apply_fills(&mut self, k: u64) {
-        let (devtlb, iovas, npages) = (&mut self.devtlb, &self.iovas, self.npages);
+        let (devtlb, pages, npages) = (&mut self.devtlb, &self.pages, self.npages);
         let key_next = &self.key_next;
         self.tlb_fills.drain(k, |key| {
             let (sid, page) = ((key >> 16) as usize, (key & 0xffff) as usize);
             let nu = key_next.get(sid * npages + page).copied().unwrap_or(0);
-            devtlb.insert(key, iovas[page] >> 21, sid as u64, nu);
+            devtlb.insert(key, pages[page].iova >> 21, sid as u64, nu);
         });
         if let Some(pb) = self.pb.as_mut() {
             self.pb_fills.drain(k, |key| pb.insert(key, false));
@@ -411,14 +422,13 @@ impl<'a> Sim<'a> {
         if !self.context.access(sid) {
             n += self.p.context_miss_accesses;
         }
-        let iova = self.iovas[page as usize];
+        let PageRec { iova, shape, region_1g, region_2m } = self.pages[page as usize];
         let key = (sid << 16) | page as u32;
         if self.iotlb.access(key, iova >> 21, 0, 0) {
             return n;
         }
-        let shape = self.shapes[page as usize];
         // exact keys: DID and the layout's 1 GiB / 2 MiB region number of the page
-        let (k3, k2) = ((sid << 16) | self.region_1g[page as usize] as u32, (sid << 16) | self.region_2m[page as usize] as u32);
+        let (k3, k2) = ((sid << 16) | region_1g as u32, (sid << 16) | region_2m as u32);
         // Deepest page-structure cache hit wins; the walk fills the levels it read.
         let start = if shape.leaf_level == 1 && self.l2.access(k2, iova >> 21, did, 0) {
             1
@@ -469,7 +479,7 @@ impl<'a> Sim<'a> {
         if !self.key_next.is_empty() {
             self.key_next[s] = next_use;
         }
-        let iova = self.iovas[page as usize];
+        let iova = self.pages[page as usize].iova;
         if self.pb.is_some() {
             // SID predictor: the SID seen `sid_history` requests ago is followed by this one.
             let q = self.sid_hist[self.hist_pos];
