@@ -515,7 +515,8 @@ impl Cache {
             self.rng ^= self.rng << 25;
             self.rng ^= self.rng >> 27;
             let pick = ((self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) * n) >> 32;
-            return select_bit(ties, pick, self.ways.div_ceil(8));
+            // rows of at most 8 ways: the pick's bit straight from the table
+            return if self.ways <= 8 { SEL[ties as u8 as usize][pick as usize] as usize } else { select_bit(ties, pick, self.ways.div_ceil(8)) };
         }
         ties.trailing_zeros() as usize
     }
