@@ -12,6 +12,14 @@
 //! (002 §III "matching lower bits of SID and PTag"). With `full_tag_match` a row holds entries of
 //! one tag only (the complete SID): a request with another tag misses, and filling re-tags the
 //! row and drops its entries. Within a partition the row is chosen by the address index bits.
+//!
+//! Cost: the replay spends most of its instructions here, spread over many small operations
+//! rather than one hot spot (BENCHMARKS.md, issue 33's replay sections): at 256 tenants in the
+//! HyperTRIO configuration a translation makes about 1.3 IOMMU requests (demand misses and
+//! prefetches), each probing the context cache, the IOTLB and an L2 or L3 row, besides its
+//! DevTLB and prefetch-buffer probes and about 1.3 fills. Rows of at most 16 ways (every
+//! structure of Table IV) are scanned as constant-length slices (`on_row`): one SSE2 group, no
+//! loop over groups.
 
 use crate::error::{HtError, HtResult};
 use serde::{Deserialize, Serialize};
@@ -635,6 +643,16 @@ mod tests {
             let bits: Vec<usize> = (0..64).filter(|&i| mask >> i & 1 == 1).collect();
             for (k, &b) in bits.iter().enumerate() {
                 assert_eq!(super::select_bit(mask, k as u64, 8), b, "{mask:x} {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn select_table_is_select_bit_for_one_byte() {
+        // the LFU victim of a row of at most 8 ways reads SEL directly
+        for mask in 1u64..256 {
+            for k in 0..mask.count_ones() as u64 {
+                assert_eq!(super::SEL[mask as usize][k as usize] as usize, super::select_bit(mask, k, 1), "{mask:b} {k}");
             }
         }
     }
