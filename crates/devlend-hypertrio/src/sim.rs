@@ -268,6 +268,7 @@ impl Pb {
         let n = self.age.len();
         on_row_mut(&mut self.age, 0, n, |a| age_touch(a, i));
     }
+    #[inline(always)]
     fn lookup(&mut self, key: u32) -> Option<usize> {
         self.lookups += 1;
         let i = self.find(key)?;
@@ -275,6 +276,7 @@ impl Pb {
         self.hits += 1;
         Some(i)
     }
+    #[inline(always)]
     fn insert(&mut self, key: u32, used: bool) {
         // the entry holding `key`, else the least recent (the first empty one while any is:
         // empty entries share the oldest age)
