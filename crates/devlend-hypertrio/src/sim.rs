@@ -473,7 +473,7 @@ impl<'a> Sim<'a> {
     }
 
     /// One demand translation at the boundary of slot `k` (time `t`); its latency.
-    #[inline]
+    #[inline(always)]
     fn demand(&mut self, k: u64, t: u64, sid: u32, page: PageId, next_use: u64) -> Lat {
         self.st.translations += 1;
         let key = (sid << 16) | page as u32;
