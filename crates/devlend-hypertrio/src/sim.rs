@@ -446,6 +446,7 @@ impl<'a> Sim<'a> {
     }
 
     /// A prefetch for tenant `target` at the boundary of slot `k` (time `t`).
+    #[inline(always)]
     fn prefetch(&mut self, k: u64, t: u64, target: u32) {
         if self.pf_busy[target as usize] > t {
             return;
