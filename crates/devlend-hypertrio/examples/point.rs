@@ -1,5 +1,6 @@
 //! One configuration over tenant counts, quick-mode lengths:
-//! `cargo run --release -p devlend-hypertrio --example point -- base '{"ptb_entries": 8}' iperf3 RR1 4,16,64,1024`
+//! `cargo run --release -p devlend-hypertrio --example point -- base '{"ptb_entries": 8}' iperf3 RR1 4,16,64,1024 [stats]`
+//! (stats: every statistic of each point as well, one JSON line)
 use devlend_hypertrio::run_point;
 fn main() {
     let a: Vec<String> = std::env::args().collect();
@@ -21,5 +22,8 @@ fn main() {
             s.prefetch_accuracy,
             s.prefetch_coverage
         );
+        if a.get(6).is_some_and(|f| f == "stats") {
+            println!("{}", serde_json::to_string(&s).unwrap());
+        }
     }
 }

@@ -5,7 +5,8 @@
 //!   trace_bench mklog OUT.log tenants requests [hypersio]   a QEMU log: `tenants` SIDs, `requests` each
 //!                                                (hypersio: as HyperSIO's patched QEMU prints it)
 //!   trace_bench build OUT.dlt tenants ORDER LOG...   the constructor (002 §IV-B)
-//!   trace_bench replay IN.dlt CONFIG             the model on the trace, streamed
+//!   trace_bench replay IN.dlt CONFIG [stats]     the model on the trace, streamed (stats: then
+//!                                                every statistic, one JSON line)
 use devlend_hypertrio::{construct, params, replay, WorkloadSpec};
 use std::io::Write;
 use std::time::Instant;
@@ -106,6 +107,9 @@ fn main() {
                 st.gbps,
                 peak_rss_mib()
             );
+            if a.get(4).is_some_and(|f| f == "stats") {
+                println!("{}", serde_json::to_string(&st).unwrap());
+            }
         }
         _ => eprintln!("usage: see the top of examples/trace_bench.rs"),
     }

@@ -12,6 +12,14 @@
 //! (002 §III "matching lower bits of SID and PTag"). With `full_tag_match` a row holds entries of
 //! one tag only (the complete SID): a request with another tag misses, and filling re-tags the
 //! row and drops its entries. Within a partition the row is chosen by the address index bits.
+//!
+//! Cost: the replay spends most of its instructions here, spread over many small operations
+//! rather than one hot spot (BENCHMARKS.md, issue 33's replay sections): at 256 tenants in the
+//! HyperTRIO configuration a translation makes about 1.3 IOMMU requests (demand misses and
+//! prefetches), each probing the context cache, the IOTLB and an L2 or L3 row, besides its
+//! DevTLB and prefetch-buffer probes and about 1.3 fills. Rows of at most 16 ways (every
+//! structure of Table IV) are scanned as constant-length slices (`on_row`): one SSE2 group, no
+//! loop over groups.
 
 use crate::error::{HtError, HtResult};
 use serde::{Deserialize, Serialize};
@@ -231,6 +239,28 @@ pub(crate) fn find_in(keys: &[u32], key: u32) -> Option<usize> {
     keys.chunks(64).enumerate().find_map(|(c, ch)| find(ch, key).map(|i| 64 * c + i))
 }
 
+/// `f` on `v[base..base + stride]`. A row one SSE2 group wide (at most 16 ways: every structure
+/// of 002 Table IV) is passed as a slice of constant length, so the scans on it inline without
+/// loops over groups; wider rows take the general path.
+#[inline(always)]
+pub(crate) fn on_row<T, R>(v: &[T], base: usize, stride: usize, f: impl FnOnce(&[T]) -> R) -> R {
+    if stride == GROUP {
+        f(&v[base..base + GROUP])
+    } else {
+        f(&v[base..base + stride])
+    }
+}
+
+/// `on_row` for a row to change.
+#[inline(always)]
+pub(crate) fn on_row_mut<T, R>(v: &mut [T], base: usize, stride: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
+    if stride == GROUP {
+        f(&mut v[base..base + GROUP])
+    } else {
+        f(&mut v[base..base + stride])
+    }
+}
+
 /// `sets` rows of `ways` values `fill`, each padded with `pad` to a multiple of 16.
 pub(crate) fn padded_rows<T: Copy>(sets: usize, ways: usize, fill: T, pad: T) -> Vec<T> {
     let stride = ways.next_multiple_of(GROUP);
@@ -260,8 +290,11 @@ impl CacheStats {
 
 pub struct Cache {
     ways: usize,
-    rows_per_part: usize,
-    partitions: usize,
+    /// Row of (tag, index): (tag & part_mask) << part_shift | (index & index_mask); sets and
+    /// partitions are powers of two (checked in `new`).
+    part_mask: u64,
+    part_shift: u32,
+    index_mask: u64,
     full_match: bool,
     policy: Policy,
     lfu_max: u64,
@@ -307,8 +340,9 @@ impl Cache {
         }
         Ok(Cache {
             ways,
-            rows_per_part: sets / partitions,
-            partitions,
+            part_mask: partitions as u64 - 1,
+            part_shift: (sets / partitions).trailing_zeros(),
+            index_mask: (sets / partitions) as u64 - 1,
             full_match,
             policy,
             lfu_max: (1u64 << lfu_bits) - 1,
@@ -332,9 +366,7 @@ impl Cache {
 
     #[inline(always)]
     fn row(&self, index: u64, tag: u64) -> usize {
-        // sets and partitions are powers of two (checked in `new`): masks, not divisions
-        let part = (tag & (self.partitions as u64 - 1)) as usize;
-        part * self.rows_per_part + (index & (self.rows_per_part as u64 - 1)) as usize
+        ((tag & self.part_mask) << self.part_shift | (index & self.index_mask)) as usize
     }
 
     /// Look `key` up; on a hit the entry's replacement state is updated (`next_use` for the oracle).
@@ -351,7 +383,7 @@ impl Cache {
     /// Whether `row` holds `key` (counted; a hit updates the replacement state).
     #[inline(always)]
     fn probe(&mut self, row: usize, key: u32, next_use: u64) -> bool {
-        let Some(w) = find(self.row_keys(row), key) else {
+        let Some(w) = self.find_row(row, key) else {
             self.stats.misses += 1;
             return false;
         };
@@ -380,13 +412,19 @@ impl Cache {
         &self.keys[row * self.stride..(row + 1) * self.stride]
     }
 
+    /// The way of `row` holding `key`.
+    #[inline(always)]
+    fn find_row(&self, row: usize, key: u32) -> Option<usize> {
+        on_row(&self.keys, row * self.stride, self.stride, |r| find(r, key))
+    }
+
     /// Way `w` of `row` was used (`fresh`: just filled).
     #[inline(always)]
     fn touch(&mut self, row: usize, w: usize, next_use: u64, fresh: bool) {
         let base = row * self.stride;
         let i = base + w;
         match self.policy {
-            Policy::Lru => age_touch(&mut self.age[base..base + self.stride], w),
+            Policy::Lru => on_row_mut(&mut self.age, base, self.stride, |a| age_touch(a, w)),
             Policy::Oracle => self.rank[i] = !next_use,
             Policy::Lfu => {
                 let c = if fresh { 1 } else { self.count[i] as u64 + 1 };
@@ -429,7 +467,7 @@ impl Cache {
             }
             self.filled[row] = 0;
         }
-        if let Some(hit) = find(self.row_keys(row), key) {
+        if let Some(hit) = self.find_row(row, key) {
             // Filled twice (two completions of the same translation): refresh only.
             self.touch(row, hit, next_use, false);
             return None;
@@ -461,15 +499,15 @@ impl Cache {
     #[inline(always)]
     fn victim(&mut self, row: usize) -> usize {
         let f = self.filled[row] as usize;
-        let r = row * self.stride..(row + 1) * self.stride;
+        let (base, stride) = (row * self.stride, self.stride);
         match self.policy {
             // a row not yet full: its first empty way (rows fill in way order)
             Policy::Lru | Policy::Lfu if f < self.ways => f,
-            Policy::Lru => oldest(&self.age[r], self.ways),
+            Policy::Lru => on_row(&self.age, base, stride, |a| oldest(a, self.ways)),
             Policy::Lfu => self.lfu_victim(row),
             // empty ways rank 0, below every used way; padding ranks u64::MAX and sits after
             // the real ways, so the first minimum is a real way
-            Policy::Oracle => first_min_of(&self.rank[r]),
+            Policy::Oracle => first_min_of(&self.rank[base..base + stride]),
         }
     }
 
@@ -477,7 +515,7 @@ impl Cache {
     #[inline(always)]
     fn lfu_victim(&mut self, row: usize) -> usize {
         let cb = row * self.stride;
-        let ties = lowest(&self.count[cb..cb + self.stride], self.ways);
+        let ties = on_row(&self.count, cb, self.stride, |c| lowest(c, self.ways));
         let n = ties.count_ones() as u64;
         if n > 1 {
             // xorshift64* (deterministic, so a run is reproducible), scaled to 0..n
@@ -485,7 +523,8 @@ impl Cache {
             self.rng ^= self.rng << 25;
             self.rng ^= self.rng >> 27;
             let pick = ((self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) * n) >> 32;
-            return select_bit(ties, pick, self.ways.div_ceil(8));
+            // rows of at most 8 ways: the pick's bit straight from the table
+            return if self.ways <= 8 { SEL[ties as u8 as usize][pick as usize] as usize } else { select_bit(ties, pick, self.ways.div_ceil(8)) };
         }
         ties.trailing_zeros() as usize
     }
@@ -604,6 +643,16 @@ mod tests {
             let bits: Vec<usize> = (0..64).filter(|&i| mask >> i & 1 == 1).collect();
             for (k, &b) in bits.iter().enumerate() {
                 assert_eq!(super::select_bit(mask, k as u64, 8), b, "{mask:x} {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn select_table_is_select_bit_for_one_byte() {
+        // the LFU victim of a row of at most 8 ways reads SEL directly
+        for mask in 1u64..256 {
+            for k in 0..mask.count_ones() as u64 {
+                assert_eq!(super::SEL[mask as usize][k as usize] as usize, super::select_bit(mask, k, 1), "{mask:b} {k}");
             }
         }
     }

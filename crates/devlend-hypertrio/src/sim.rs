@@ -61,7 +61,7 @@
 //! reuse distance a 64-entry DevTLB can exploit, this is Belady's MIN on the stream, in
 //! bounded memory.
 
-use crate::cache::{age_touch, find_in, oldest, padded_rows, Cache, CacheStats, LruSet, Policy, AGE_PAD, NEVER, PAD};
+use crate::cache::{age_touch, find_in, oldest, on_row, on_row_mut, padded_rows, Cache, CacheStats, LruSet, Policy, AGE_PAD, NEVER, PAD};
 use crate::divisor::Divisor;
 use crate::error::{HtError, HtResult};
 use crate::params::{params, Config, HyperTrioParams};
@@ -228,6 +228,17 @@ fn sort_short(v: &mut [u64]) {
 
 const NO_SID: u32 = u32::MAX;
 
+/// What the model reads of one page of the layout, together (one look-up per request): its
+/// gIOVA, its walk, and its 1 GiB / 2 MiB region numbers (exact u16 keys for the page-structure
+/// caches).
+#[derive(Clone, Copy)]
+struct PageRec {
+    iova: u64,
+    shape: WalkShape,
+    region_1g: u16,
+    region_2m: u16,
+}
+
 struct Pb {
     keys: Vec<u32>,
     age: Vec<u8>,
@@ -248,19 +259,30 @@ impl Pb {
             lookups: 0,
         }
     }
+    #[inline(always)]
+    fn find(&self, key: u32) -> Option<usize> {
+        on_row(&self.keys, 0, self.keys.len(), |r| find_in(r, key))
+    }
+    #[inline(always)]
+    fn touch(&mut self, i: usize) {
+        let n = self.age.len();
+        on_row_mut(&mut self.age, 0, n, |a| age_touch(a, i));
+    }
+    #[inline(always)]
     fn lookup(&mut self, key: u32) -> Option<usize> {
         self.lookups += 1;
-        let i = find_in(&self.keys, key)?;
-        age_touch(&mut self.age, i);
+        let i = self.find(key)?;
+        self.touch(i);
         self.hits += 1;
         Some(i)
     }
+    #[inline(always)]
     fn insert(&mut self, key: u32, used: bool) {
         // the entry holding `key`, else the least recent (the first empty one while any is:
         // empty entries share the oldest age)
-        let i = find_in(&self.keys, key).unwrap_or_else(|| oldest(&self.age, self.used.len()));
+        let i = self.find(key).unwrap_or_else(|| on_row(&self.age, 0, self.age.len(), |a| oldest(a, self.used.len())));
         self.keys[i] = key;
-        age_touch(&mut self.age, i);
+        self.touch(i);
         self.used[i] = used;
     }
 }
@@ -270,10 +292,8 @@ pub struct Sim<'a> {
     cfg: Config,
     /// Device-to-chipset one-way latency: half the configuration's round trip, or 002 Table II's.
     one_way_ps: u64,
-    iovas: Vec<u64>,
-    region_1g: Vec<u16>,
-    region_2m: Vec<u16>,
-    shapes: Vec<WalkShape>,
+    /// The layout's pages, by page number.
+    pages: Vec<PageRec>,
     /// Levels of the table the logged walk reads (`qemu_walk_levels`, or what the logs recorded).
     logged_top: u32,
     npages: usize,
@@ -364,11 +384,13 @@ impl<'a> Sim<'a> {
             predictor: vec![NO_SID; tenants as usize],
             pf_busy: vec![0; tenants as usize],
             recent: vec![[PageId::MAX; 4]; tenants as usize],
-            shapes,
+            pages: iovas
+                .iter()
+                .zip(shapes)
+                .zip(region_ids(&iovas, 30).into_iter().zip(region_ids(&iovas, 21)))
+                .map(|((&iova, shape), (region_1g, region_2m))| PageRec { iova, shape, region_1g, region_2m })
+                .collect(),
             logged_top: p.qemu_walk_levels,
-            region_1g: region_ids(&iovas, 30),
-            region_2m: region_ids(&iovas, 21),
-            iovas,
             npages,
             cfg: cfg.clone(),
             st: Stats { tenants, ..Default::default() },
@@ -382,12 +404,12 @@ impl<'a> Sim<'a> {
 
     /// Apply the fills due by the boundary of slot `k`.
     fn apply_fills(&mut self, k: u64) {
-        let (devtlb, iovas, npages) = (&mut self.devtlb, &self.iovas, self.npages);
+        let (devtlb, pages, npages) = (&mut self.devtlb, &self.pages, self.npages);
         let key_next = &self.key_next;
         self.tlb_fills.drain(k, |key| {
             let (sid, page) = ((key >> 16) as usize, (key & 0xffff) as usize);
             let nu = key_next.get(sid * npages + page).copied().unwrap_or(0);
-            devtlb.insert(key, iovas[page] >> 21, sid as u64, nu);
+            devtlb.insert(key, pages[page].iova >> 21, sid as u64, nu);
         });
         if let Some(pb) = self.pb.as_mut() {
             self.pb_fills.drain(k, |key| pb.insert(key, false));
@@ -402,14 +424,13 @@ impl<'a> Sim<'a> {
         if !self.context.access(sid) {
             n += self.p.context_miss_accesses;
         }
-        let iova = self.iovas[page as usize];
+        let PageRec { iova, shape, region_1g, region_2m } = self.pages[page as usize];
         let key = (sid << 16) | page as u32;
         if self.iotlb.access(key, iova >> 21, 0, 0) {
             return n;
         }
-        let shape = self.shapes[page as usize];
         // exact keys: DID and the layout's 1 GiB / 2 MiB region number of the page
-        let (k3, k2) = ((sid << 16) | self.region_1g[page as usize] as u32, (sid << 16) | self.region_2m[page as usize] as u32);
+        let (k3, k2) = ((sid << 16) | region_1g as u32, (sid << 16) | region_2m as u32);
         // Deepest page-structure cache hit wins; the walk fills the levels it read.
         let start = if shape.leaf_level == 1 && self.l2.access(k2, iova >> 21, did, 0) {
             1
@@ -425,6 +446,7 @@ impl<'a> Sim<'a> {
     }
 
     /// A prefetch for tenant `target` at the boundary of slot `k` (time `t`).
+    #[inline(always)]
     fn prefetch(&mut self, k: u64, t: u64, target: u32) {
         if self.pf_busy[target as usize] > t {
             return;
@@ -452,7 +474,7 @@ impl<'a> Sim<'a> {
     }
 
     /// One demand translation at the boundary of slot `k` (time `t`); its latency.
-    #[inline]
+    #[inline(always)]
     fn demand(&mut self, k: u64, t: u64, sid: u32, page: PageId, next_use: u64) -> Lat {
         self.st.translations += 1;
         let key = (sid << 16) | page as u32;
@@ -460,7 +482,7 @@ impl<'a> Sim<'a> {
         if !self.key_next.is_empty() {
             self.key_next[s] = next_use;
         }
-        let iova = self.iovas[page as usize];
+        let iova = self.pages[page as usize].iova;
         if self.pb.is_some() {
             // SID predictor: the SID seen `sid_history` requests ago is followed by this one.
             let q = self.sid_hist[self.hist_pos];
