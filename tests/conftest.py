@@ -1,3 +1,4 @@
+import copy
 import os
 
 import pytest
@@ -16,6 +17,16 @@ TOPOS = os.path.join(ROOT, "python", "devlend", "topologies")
 
 def topo_path(name: str) -> str:
     return os.path.join(TOPOS, name)
+
+
+def quick(name: str):
+    """`devlend experiment NAME --quick`'s result, a copy of the one this process computed first
+    (readme_figures.quick_result, which the README-figures tests read too): a pytest-xdist worker
+    runs each quick experiment once, whichever of its modules asks, and a test that changes its
+    copy changes no other test's. The same result as a fresh `run(quick=True)`: a quick run is
+    deterministic (the README quotes its figures and tests/test_docs.py checks them against a run now)."""
+    from devlend import readme_figures
+    return copy.deepcopy(readme_figures.quick_result(name))
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ must keep when DMA streams share one lender's NTB link. Never the simulator's ow
 
 import pytest
 import clirun
-from conftest import ROOT, topo_path
+from conftest import ROOT, quick, topo_path
 
 import devlend
 from devlend.experiments import contention
@@ -22,7 +22,7 @@ MiB = 1 << 20
 
 @pytest.fixture(scope="module")
 def res():
-    return contention.run(quick=True)
+    return quick("contention")
 
 
 def by(res, scenario, access):

@@ -11,14 +11,14 @@ D1 (000 §7.1, Fig 10; 001 §7.1) states relations, not numbers, plus 001 §7.3.
 
 import pytest
 
-from devlend.experiments import bandwidth
+from conftest import quick
 
 MiB = 1 << 20
 
 
 @pytest.fixture(scope="module")
 def d1():
-    res = bandwidth.run(quick=True)
+    res = quick("d1")
     return {(r["scenario"], r["size"]): r for r in res.rows}
 
 
@@ -51,7 +51,7 @@ def test_d1_reads_that_do_not_cross_a_root_reach_a_little_under_6_gbps(d1):
 
 
 def test_d1_plot_is_written(tmp_path):
-    res = bandwidth.run(quick=True)
+    res = quick("d1")
     png = tmp_path / "d1.png"
     res.plot(res, str(png))
     assert png.stat().st_size > 10_000
@@ -65,7 +65,7 @@ from devlend.experiments import p2p  # noqa: E402
 
 @pytest.fixture(scope="module")
 def d2():
-    res = p2p.run(quick=True)
+    res = quick("d2")
     assert {r["scenario"] for r in res.rows} == set(p2p.SCENARIOS) and len(p2p.SCENARIOS) == 11
     return {(r["scenario"], r["size"]): r["GBps"] for r in res.rows}
 
@@ -148,12 +148,11 @@ def test_d3_second_lender_adds_a_little_more_than_700ns(d3):
 # D5 (000 §7.4, Fig 19; 001 §7.2). Bandwidth "very little difference": within 2%; RAM-to-RAM
 # 550-580 ns within 5% of that band; the borrower's added latency is at least the 700 ns the paper
 # expected; matching its "a little under 1 us" is a known gap (strict xfail below).
-from devlend.experiments import nvme  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def d5():
-    return {r["scenario"]: r for r in nvme.run(quick=True).rows}
+    return {r["scenario"]: r for r in quick("d5").rows}
 
 
 def test_d5_bandwidth_alike_locally_and_borrowed(d5):

@@ -10,11 +10,10 @@ import pytest
 
 from devlend import Pool, PoolError, Scenario, scenario_file
 from devlend.errors import WorkloadError
-from devlend.experiments import get
 from devlend.pool import FAULT_KINDS
 from devlend.scenario_file import ScenarioFileError
 
-from conftest import ROOT, topo_path
+from conftest import ROOT, quick, topo_path
 from test_cli import cli
 from test_scenario_files import BORROW, COPY, bad, scenario
 
@@ -23,7 +22,7 @@ FOUR = topo_path("four-server-cluster.yaml")
 
 @pytest.fixture(scope="module")
 def experiment():
-    return get("faults").run(quick=True)
+    return quick("faults")
 
 
 def test_every_fault_gives_the_application_an_error_never_a_hang_and_leaves_nothing_mapped(experiment):

@@ -7,6 +7,8 @@ import pytest
 from devlend import FabricError
 from devlend.experiments import fio as fio_exp, hardware_params
 
+from conftest import quick
+
 BS = 4096
 
 
@@ -66,7 +68,7 @@ def test_a_span_past_the_drive_is_refused_before_the_run_naming_its_capacity(js)
 
 
 def test_quick_experiment_has_every_row_and_note():
-    res = fio_exp.run(quick=True)
+    res = quick("fio")
     assert len(res.rows) == 2 * (2 * len(fio_exp.QUICK_JOBS) + 2) * len(fio_exp.QUICK_QDS)
     assert any("media slot" in n for n in res.notes)
     assert any("MPS" in n for n in res.notes)

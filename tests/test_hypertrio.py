@@ -29,19 +29,20 @@ from __future__ import annotations
 import pytest
 
 from devlend import HyperTrioError, _core
-from devlend.experiments import _hypertrio, h1, h2, hardware_params
+from conftest import quick
+from devlend.experiments import _hypertrio, hardware_params
 
 LINK = 200.0
 
 
 @pytest.fixture(scope="module")
 def h1_res():
-    return h1.run(quick=True)
+    return quick("h1")
 
 
 @pytest.fixture(scope="module")
 def h2_res():
-    return h2.run(quick=True)
+    return quick("h2")
 
 
 def _h1(res, cfg):
@@ -153,17 +154,17 @@ def test_plots_draw(h1_res, h2_res, tmp_path):
 
 
 # H3/H4 (002 Figs 11-12), quick mode.
-from devlend.experiments import h3, h4  # noqa: E402
+from devlend.experiments import h4  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def h3_res():
-    return h3.run(quick=True)
+    return quick("h3")
 
 
 @pytest.fixture(scope="module")
 def h4_res():
-    return h4.run(quick=True)
+    return quick("h4")
 
 
 def test_h3_active_translation_sets_and_oracle(h3_res):
@@ -278,7 +279,7 @@ def test_lent_nic_round_trip_is_the_engines_path_and_costs_bandwidth():
     assert slower["lent"] - rtt["lent"] == 2 * 100_000
     assert rtt["lent"] - rtt["local"] > 2 * float(ntb) * 1000
     assert costs["ntb_gbps"] > 200        # a Gen4 x16 NTB carries the 200 Gb/s link
-    res = hnic.run(quick=True)
+    res = quick("hnic")
     g = {(r["config"], r["nic"], r["tenants"]): r["gbps"] for r in res.rows}
     trip = {r["nic"]: r["round_trip_ns"] for r in res.rows}
     assert trip == {w: rtt[w] / 1000 for w in ("local", "lent")}

@@ -8,8 +8,7 @@ import pytest
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from devlend import readme_figures  # noqa: E402
-from devlend.experiments import get  # noqa: E402
+from conftest import quick  # noqa: E402
 from devlend.experiments._plot import Figure, axes, points  # noqa: E402
 
 ROWS = [{"scenario": s, "size": n, "GBps": g} for s, n, g in
@@ -46,7 +45,7 @@ def test_a_failing_drawing_writes_nothing_and_closes_the_figure(tmp_path):
 
 @pytest.mark.parametrize("name", ["d3", "r2", "ntb-pingpong", "fio"])
 def test_experiment_plots_draw(name, tmp_path):
-    res = get(name).run(quick=True)
+    res = quick(name)
     png = tmp_path / f"{name}.png"
     res.plot(res, str(png))
     assert png.stat().st_size > 10_000 and not plt.get_fignums()
@@ -62,7 +61,6 @@ def test_no_series_hides_another_and_paper_values_stand_beside_ours(tmp_path):
         drawn = [(line.get_marker(), line.get_markerfacecolor()) for line in f.axes[0].get_lines()]
     assert len({m for m, _ in drawn}) == 3 and [c == "none" for _, c in drawn] == [False, True, True]
     import matplotlib.pyplot as plt
-    from devlend.experiments import bandwidth, p2p
     seen = []
     orig = plt.Figure.savefig
     def spy(fig, *a, **k):
@@ -70,9 +68,9 @@ def test_no_series_hides_another_and_paper_values_stand_beside_ours(tmp_path):
         return orig(fig, *a, **k)
     plt.Figure.savefig = spy
     try:
-        for mod in (bandwidth, p2p):
-            res = mod.run(quick=True)
-            res.plot(res, str(tmp_path / f"{mod.__name__}.png"))
+        for name in ("d1", "d2"):
+            res = quick(name)
+            res.plot(res, str(tmp_path / f"{name}.png"))
     finally:
         plt.Figure.savefig = orig
     assert any("001 §7.3.1" in label for label in seen[0]) and any("001 §7.3.1" in label for label in seen[1])
@@ -95,7 +93,7 @@ def drawn_labels(monkeypatch):
 def test_plots_of_paper_figures_draw_the_papers_values_beside_ours(name, tmp_path, drawn_labels):
     """Each experiment that reproduces a paper figure draws the paper's published values (a
     "paper: ..." series, black hollow X markers or a hatched band) beside its own series."""
-    res = readme_figures.quick_result(name)  # the run the README's figures quote (one per session)
+    res = quick(name)  # the run the README's figures quote (one per worker)
     res.plot(res, str(tmp_path / f"{name}.png"))
     (labels,) = drawn_labels
     paper = [label for label in labels if label.startswith("paper: ")]
