@@ -625,6 +625,7 @@ impl Sim {
             self.dllps[p as usize].due[kind] = next;
         }
         if due != NONE {
+            debug_assert!(self.dllps[p as usize].gate >= self.ports[p as usize].busy_until, "port {p}'s DLLP gate is behind its TLP");
             Self::send_dllp(&mut self.dllps[p as usize], due);
         }
     }
@@ -639,6 +640,7 @@ impl Sim {
     /// link being free by `now`).
     #[inline]
     fn dllps_before(&mut self, p: PortId, now: Ps) -> Ps {
+        debug_assert!(self.dllps[p as usize].gate >= self.ports[p as usize].busy_until, "port {p}'s DLLP gate is behind its TLP");
         let d = &mut self.dllps[p as usize];
         if d.next() > now {
             return d.gate;
