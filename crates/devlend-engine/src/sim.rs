@@ -289,7 +289,13 @@ struct Port {
     returns: [Ring; 3],
     /// From the start of a TLP to its header at the far end (cut-through forwarding).
     header_ps: Ps,
+    /// Per class: its credits are 0 and a TLP waits (`credits[c] == 0 && heads[c] != NONE`),
+    /// kept beside `returns` so that a slot returned to a class with credits reads no other line
+    /// of the port (`Sim::return_credit`). Written where `credits` or `heads` change.
+    held: [bool; 3],
 }
+
+const _: () = assert!(std::mem::size_of::<Port>() == 192);
 
 /// What a port's sends add up, one cache line per port.
 #[derive(Clone, Copy)]
@@ -490,6 +496,7 @@ impl Sim {
                 credits: [credits; 3],
                 queues: Default::default(),
                 returns: Default::default(),
+                held: [false; 3],
             })
             .collect();
         Sim {
@@ -893,6 +900,7 @@ impl Sim {
         if p.credits[c] > 0 {
             self.kick(port, at);
         } else {
+            p.held[c] = true;
             self.next_look_held(port);
         }
     }
@@ -900,12 +908,14 @@ impl Sim {
     /// A receiver buffer slot of `class` behind port `p` is free again at `at` (one UpdateFC later).
     fn return_credit(&mut self, p: PortId, class: FcClass, at: Ps) {
         self.dllp_event(p ^ 1, class as usize);
+        let c = class as usize;
         let port = &mut self.ports[p as usize];
-        port.returns[class as usize].push(&mut self.slots, at);
+        port.returns[c].push(&mut self.slots, at);
         // Only a class out of credits can be held back by them: then look again when this slot is
         // back, and not before its head is ready (the head's own wake-up is already due then).
-        let ready = port.heads[class as usize];
-        if port.credits[class as usize] == 0 && ready != NONE {
+        debug_assert_eq!(port.held[c], port.credits[c] == 0 && port.heads[c] != NONE, "port {p}'s held flag of class {c}");
+        if port.held[c] {
+            let ready = port.heads[c];
             self.kick(p, at.max(ready));
         }
     }
@@ -935,6 +945,7 @@ impl Sim {
             while port.returns[c].front(slots).is_some_and(|t| t <= now) {
                 port.returns[c].drop_front();
                 port.credits[c] += 1;
+                port.held[c] = false;
             }
             if t <= now && port.credits[c] > 0 && best.is_none_or(|(bt, _)| t < bt) {
                 best = Some((t, c));
@@ -947,7 +958,8 @@ impl Sim {
         let port = &mut self.ports[p as usize];
         let (ready, id) = port.queues[c].pop(&self.fifo).expect("the head chosen");
         port.heads[c] = port.queues[c].front(&self.fifo).map_or(NONE, |h| h.0);
-        self.ports[p as usize].credits[c] -= 1;
+        port.credits[c] -= 1;
+        port.held[c] = port.credits[c] == 0 && port.heads[c] != NONE;
         let tlp = self.tlps[id as usize];
         let hop = (self.first_hop[tlp.path as usize] + tlp.stage()) as usize;
         let wire = self.wire_bytes(&tlp);
