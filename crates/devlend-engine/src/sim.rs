@@ -213,27 +213,44 @@ pub struct PortStats {
 
 /// No DLLP pending.
 const NONE: Ps = Ps::MAX;
+/// `Dllps::peer_ack` of a port whose other direction has no link layer (or no port): an Ack
+/// timer that never needs setting.
+const NEVER: Ps = Ps::MAX - 1;
 /// DLLP timers of a port: the Ack, then an UpdateFC per traffic class.
 const ACK: usize = 3;
 
 /// The DLLPs a port sends for the other direction of its link: when each pending one is due, and
 /// when those already owed are done being sent. One cache line, by PortId beside the ports: the
 /// reverse direction of a link that carries TLPs one way is touched for its DLLPs only.
+///
+/// A TLP sent on port `p` reads `p`'s record (DLLPs due go first) and asks whether `p ^ 1` has an
+/// Ack pending that covers it; `peer_ack` answers that from `p`'s own line, so a send touches one
+/// DLLP record, not two (issue 33: at 8192 streams each is a likely last-level miss). It is
+/// written wherever `p ^ 1`'s Ack timer changes (`Sim::set_ack`). A DLLP sent waits for the TLP
+/// its port is sending: `gate` keeps the later of the two, so that sending one (often on the
+/// other direction of a link that carries TLPs one way) does not read the port's own line.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Dllps {
-    /// AckNak / UpdateFC latency period of this link (0: no link layer modelled).
-    period: Ps,
-    /// Serialisation time of one DLLP (`Timing::dllp_bytes`) on this port.
-    ser: Ps,
+    /// AckNak / UpdateFC latency period of this link, ps (0: no link layer modelled); 32 bits, so
+    /// that `peer_ack` fits the line (`Sim::set_dllp_periods` checks).
+    period: u32,
+    /// Serialisation time of one DLLP (`Timing::dllp_bytes`) on this port, ps (32 bits, checked).
+    ser: u32,
     /// Per UpdateFC class (0-2) and the Ack (3): when the pending DLLP is due, or NONE.
     due: [Ps; 4],
-    /// When the DLLPs sent so far have left the port.
-    free: Ps,
+    /// When the DLLPs sent so far have left the port, or the port's TLP (`Port::busy_until`) if
+    /// that is later: the earliest a DLLP sent now can start. Raised with `busy_until` on each
+    /// send (`Sim::try_tx`).
+    gate: Ps,
     /// DLLPs sent: added to the port's statistics when they are read (`Sim::port_stats`), so
     /// that sending one touches this record only.
     sent: u64,
+    /// The other direction's (`p ^ 1`'s) `due[ACK]`, or NEVER when it has no link layer.
+    peer_ack: Ps,
 }
+
+const _: () = assert!(std::mem::size_of::<Dllps>() == 64);
 
 impl Dllps {
     /// The earliest pending DLLP's due time, or NONE.
@@ -272,7 +289,13 @@ struct Port {
     returns: [Ring; 3],
     /// From the start of a TLP to its header at the far end (cut-through forwarding).
     header_ps: Ps,
+    /// Per class: its credits are 0 and a TLP waits (`credits[c] == 0 && heads[c] != NONE`),
+    /// kept beside `returns` so that a slot returned to a class with credits reads no other line
+    /// of the port (`Sim::return_credit`). Written where `credits` or `heads` change.
+    held: [bool; 3],
 }
+
+const _: () = assert!(std::mem::size_of::<Port>() == 192);
 
 /// What a port's sends add up, one cache line per port.
 #[derive(Clone, Copy)]
@@ -473,6 +496,7 @@ impl Sim {
                 credits: [credits; 3],
                 queues: Default::default(),
                 returns: Default::default(),
+                held: [false; 3],
             })
             .collect();
         Sim {
@@ -482,7 +506,7 @@ impl Sim {
             now: 0,
             ports,
             tally: vec![Tally { stats: PortStats::default(), stalled_since: NONE }; n],
-            dllps: vec![Dllps { period: 0, ser: 0, due: [NONE; 4], free: 0, sent: 0 }; n],
+            dllps: vec![Dllps { period: 0, ser: 0, due: [NONE; 4], gate: 0, sent: 0, peer_ack: NEVER }; n],
             last_posted: vec![0; n],
             ram_intake: Vec::new(),
             fifo: Vec::new(),
@@ -519,13 +543,45 @@ impl Sim {
 
     /// Model the data link layer: per port (by PortId), the AckNak / UpdateFC latency period of
     /// its link (`devlend_wire::dllp`); DLLPs of `t.dllp_bytes` are then sent on each port for
-    /// the TLPs received on the other direction. Without this call, no DLLP is modelled.
+    /// the TLPs received on the other direction. Without this call, no DLLP is modelled. Panics
+    /// if a period or a DLLP's serialisation time is 2^32 ps (4.3 ms) or more.
     pub fn set_dllp_periods(&mut self, periods: &[Ps]) {
         let bytes = self.t.dllp_bytes as u64;
+        let ps32 = |ps: Ps| u32::try_from(ps).unwrap_or_else(|_| panic!("a DLLP period or serialisation time below 2^32 ps, not {ps}"));
         for ((d, port), &period) in self.dllps.iter_mut().zip(&self.ports).zip(periods) {
-            d.period = period;
-            d.ser = (bytes * port.fp_ps_per_byte) >> 16;
+            d.period = ps32(period);
+            d.ser = ps32((bytes * port.fp_ps_per_byte) >> 16);
         }
+        for p in 0..self.dllps.len() {
+            self.set_ack(p as PortId, self.dllps[p].due[ACK]);
+        }
+    }
+
+    /// Port `p`'s Ack timer is now `due` (or NONE), and so is its copy in `p ^ 1`'s record.
+    #[inline]
+    fn set_ack(&mut self, p: PortId, due: Ps) {
+        let d = &mut self.dllps[p as usize];
+        d.due[ACK] = due;
+        let copy = if d.period == 0 { NEVER } else { due };
+        if let Some(peer) = self.dllps.get_mut((p ^ 1) as usize) {
+            peer.peer_ack = copy;
+        }
+    }
+
+    /// A TLP starts out on port `p`: the Ack DLLP of `p ^ 1` (`dllp_event(p ^ 1, ACK)`), read from
+    /// `p`'s own record while the pending one covers it.
+    #[inline]
+    fn ack_event(&mut self, p: PortId) {
+        let due = self.dllps[p as usize].peer_ack;
+        debug_assert_eq!(
+            due,
+            self.dllps.get((p ^ 1) as usize).map_or(NEVER, |d| if d.period == 0 { NEVER } else { d.due[ACK] }),
+            "port {p}'s copy of the Ack timer"
+        );
+        if due != NONE && self.now <= due {
+            return;
+        }
+        self.dllp_due(p ^ 1, ACK, due);
     }
 
     /// Make the link of port `p` (ports `p` and `p ^ 1`) a half-duplex bus such as PCI-X: one
@@ -569,34 +625,46 @@ impl Sim {
     /// one period from now.
     #[inline(never)]
     fn dllp_due(&mut self, p: PortId, kind: usize, due: Ps) {
-        let d = &mut self.dllps[p as usize];
-        d.due[kind] = self.now + d.period;
+        let next = self.now + self.dllps[p as usize].period as Ps;
+        if kind == ACK {
+            self.set_ack(p, next);
+        } else {
+            self.dllps[p as usize].due[kind] = next;
+        }
         if due != NONE {
-            Self::send_dllp(d, self.ports[p as usize].busy_until, due);
+            debug_assert!(self.dllps[p as usize].gate >= self.ports[p as usize].busy_until, "port {p}'s DLLP gate is behind its TLP");
+            Self::send_dllp(&mut self.dllps[p as usize], due);
         }
     }
 
-    /// The DLLP due at `due` leaves its port (busy with a TLP until `busy_until`): after that TLP.
-    fn send_dllp(d: &mut Dllps, busy_until: Ps, due: Ps) {
-        d.free = d.free.max(due.max(busy_until)) + d.ser;
+    /// The DLLP due at `due` leaves its port: after the DLLPs before it and the TLP being sent.
+    fn send_dllp(d: &mut Dllps, due: Ps) {
+        d.gate = d.gate.max(due) + d.ser as Ps;
         d.sent += 1;
     }
 
-    /// Send the DLLPs of port `p` due by `now`; returns when the port is free of them.
+    /// Send the DLLPs of port `p` due by `now`; returns when the port is free of them (the port's
+    /// link being free by `now`).
     #[inline]
     fn dllps_before(&mut self, p: PortId, now: Ps) -> Ps {
+        debug_assert!(self.dllps[p as usize].gate >= self.ports[p as usize].busy_until, "port {p}'s DLLP gate is behind its TLP");
         let d = &mut self.dllps[p as usize];
         if d.next() > now {
-            return d.free;
+            return d.gate;
         }
+        let ack_sent = d.due[ACK] <= now;
         for k in 0..4 {
             let due = d.due[k];
             if due <= now {
-                Self::send_dllp(d, self.ports[p as usize].busy_until, due);
+                Self::send_dllp(d, due);
                 d.due[k] = NONE;
             }
         }
-        d.free
+        let free = d.gate;
+        if ack_sent {
+            self.set_ack(p, NONE);
+        }
+        free
     }
 
     /// Add a path. Panics if it could carry a TLP larger than PCIe allows (4096 bytes of payload
@@ -711,7 +779,7 @@ impl Sim {
         let bytes = self.t.dllp_bytes as u64;
         let with_dllps = |(t, d): (&Tally, &Dllps)| PortStats {
             dllps: d.sent,
-            busy_ps: t.stats.busy_ps + d.sent * d.ser,
+            busy_ps: t.stats.busy_ps + d.sent * d.ser as u64,
             wire_bytes: t.stats.wire_bytes + d.sent * bytes,
             ..t.stats
         };
@@ -832,6 +900,7 @@ impl Sim {
         if p.credits[c] > 0 {
             self.kick(port, at);
         } else {
+            p.held[c] = true;
             self.next_look_held(port);
         }
     }
@@ -839,12 +908,14 @@ impl Sim {
     /// A receiver buffer slot of `class` behind port `p` is free again at `at` (one UpdateFC later).
     fn return_credit(&mut self, p: PortId, class: FcClass, at: Ps) {
         self.dllp_event(p ^ 1, class as usize);
+        let c = class as usize;
         let port = &mut self.ports[p as usize];
-        port.returns[class as usize].push(&mut self.slots, at);
+        port.returns[c].push(&mut self.slots, at);
         // Only a class out of credits can be held back by them: then look again when this slot is
         // back, and not before its head is ready (the head's own wake-up is already due then).
-        let ready = port.heads[class as usize];
-        if port.credits[class as usize] == 0 && ready != NONE {
+        debug_assert_eq!(port.held[c], port.credits[c] == 0 && port.heads[c] != NONE, "port {p}'s held flag of class {c}");
+        if port.held[c] {
+            let ready = port.heads[c];
             self.kick(p, at.max(ready));
         }
     }
@@ -874,6 +945,7 @@ impl Sim {
             while port.returns[c].front(slots).is_some_and(|t| t <= now) {
                 port.returns[c].drop_front();
                 port.credits[c] += 1;
+                port.held[c] = false;
             }
             if t <= now && port.credits[c] > 0 && best.is_none_or(|(bt, _)| t < bt) {
                 best = Some((t, c));
@@ -886,7 +958,8 @@ impl Sim {
         let port = &mut self.ports[p as usize];
         let (ready, id) = port.queues[c].pop(&self.fifo).expect("the head chosen");
         port.heads[c] = port.queues[c].front(&self.fifo).map_or(NONE, |h| h.0);
-        self.ports[p as usize].credits[c] -= 1;
+        port.credits[c] -= 1;
+        port.held[c] = port.credits[c] == 0 && port.heads[c] != NONE;
         let tlp = self.tlps[id as usize];
         let hop = (self.first_hop[tlp.path as usize] + tlp.stage()) as usize;
         let wire = self.wire_bytes(&tlp);
@@ -910,13 +983,17 @@ impl Sim {
         let port = &mut self.ports[p as usize];
         port.busy_until = start + ser;
         let arrival = start + ser + port.prop;
-        if port.bus_txn_ps != NONE {
+        let bus = port.bus_txn_ps != NONE;
+        self.dllps[p as usize].gate = self.dllps[p as usize].gate.max(start + ser);
+        if bus {
             // A bus: the other direction waits for this transaction.
             let other = &mut self.ports[(p ^ 1) as usize];
             other.busy_until = other.busy_until.max(start + ser);
+            let d = &mut self.dllps[(p ^ 1) as usize];
+            d.gate = d.gate.max(start + ser);
         }
         self.stats.tlp_hops += 1;
-        self.dllp_event(p ^ 1, ACK);
+        self.ack_event(p);
         // Leaving the previous receiver frees its buffer slot.
         if tlp.fresh() {
             self.tlps[id as usize].len_kind &= !FRESH;
