@@ -5,10 +5,11 @@
 //! (`devlend._core.device_kinds()`, which the topology schema's `kind` is built from), and a new
 //! device type is an entry in [`TYPES`] beside its model (devlend-devices), its driver and its
 //! run (this crate) and its profile. A type whose driver serves block I/O or device copies also
-//! has an entry in [`BLOCK_IO`] or [`DEVICE_COPY`]: the function that makes its device and
-//! driver ready for that service (`crate::service`), which the workloads get by the device's kind
-//! ([`block_io`], [`device_copy`]) and never by naming the type.
+//! gives, in its entry, the function that makes its device and driver ready for that service
+//! (`crate::service`), which the workloads get by the device's kind ([`block_io_of`],
+//! [`device_copy_of`]) and never by naming the type.
 
+use crate::error::{DResult, DeviceError};
 use crate::service::block::BlockType;
 use crate::service::copy::CopyType;
 use devlend_fabric::spec::DeviceKind;
@@ -28,18 +29,23 @@ pub enum Serves {
     TenantPackets,
 }
 
-/// One device type: its profile kind and what it serves.
+/// One device type: its profile kind, what it serves, and for the services a workload drives
+/// through a driver trait, its entry there (`crate::service`).
 #[derive(Debug)]
 pub struct DeviceType {
     pub kind: &'static str,
     pub serves: &'static [Serves],
+    /// Its drive described, its model and its driver's probe, if it serves block I/O.
+    pub block_io: Option<BlockType>,
+    /// Its model and its driver's probe, if it serves device copies.
+    pub device_copy: Option<CopyType>,
 }
 
 /// Every device type with a model, in the order the schema lists them.
 pub const TYPES: &[DeviceType] = &[
-    DeviceType { kind: "gpu", serves: &[Serves::DeviceCopy] },
-    DeviceType { kind: "nvme", serves: &[Serves::BlockIo] },
-    DeviceType { kind: "nic", serves: &[Serves::TenantPackets] },
+    DeviceType { kind: "gpu", serves: &[Serves::DeviceCopy], block_io: None, device_copy: Some(crate::gpu_driver::copy::COPY) },
+    DeviceType { kind: "nvme", serves: &[Serves::BlockIo], block_io: Some(crate::nvme_driver::block::drive), device_copy: None },
+    DeviceType { kind: "nic", serves: &[Serves::TenantPackets], block_io: None, device_copy: None },
 ];
 
 /// The kind of a device without a model of its own: BARs that decode, no behaviour behind them.
@@ -77,14 +83,6 @@ pub fn check(fabric: &Fabric, device: &str, s: Serves) -> Result<(), Option<Stri
     }
 }
 
-/// The device types that serve block I/O, each with the function that describes its drive and
-/// gives its model and its driver's probe (`crate::service::block`).
-pub const BLOCK_IO: &[(&str, BlockType)] = &[("nvme", crate::nvme_driver::block::drive)];
-
-/// The device types that serve device copies, each with its model and its driver's probe
-/// (`crate::service::copy`).
-pub const DEVICE_COPY: &[(&str, CopyType)] = &[("gpu", crate::gpu_driver::copy::COPY)];
-
 /// A device type registered while the program runs rather than in [`TYPES`]: a type from outside
 /// this crate (a test's own device and driver), with its drivers for the services it serves.
 /// The fabric takes a device's kind only when a profile has it, so a type without a profile of
@@ -113,8 +111,7 @@ fn registered(kind: &str) -> Option<Registered> {
 
 /// Whether kind `kind` serves `s`, registered in [`TYPES`] or with [`register`].
 fn serves_as(kind: &str, s: Serves) -> bool {
-    let listed = TYPES.iter().find(|t| t.kind == kind).is_some_and(|t| t.serves.contains(&s));
-    listed
+    listed(kind).is_some_and(|t| t.serves.contains(&s))
         || registered(kind).is_some_and(|t| match s {
             Serves::BlockIo => t.block_io.is_some(),
             Serves::DeviceCopy => t.device_copy.is_some(),
@@ -122,14 +119,35 @@ fn serves_as(kind: &str, s: Serves) -> bool {
         })
 }
 
+fn listed(kind: &str) -> Option<&'static DeviceType> {
+    TYPES.iter().find(|t| t.kind == kind)
+}
+
 /// The block-I/O entry of kind `kind`.
 pub fn block_io(kind: &str) -> Option<BlockType> {
-    BLOCK_IO.iter().find(|e| e.0 == kind).map(|e| e.1).or_else(|| registered(kind)?.block_io)
+    listed(kind).and_then(|t| t.block_io).or_else(|| registered(kind)?.block_io)
 }
 
 /// The device-copy entry of kind `kind`.
 pub fn device_copy(kind: &str) -> Option<CopyType> {
-    DEVICE_COPY.iter().find(|e| e.0 == kind).map(|e| e.1).or_else(|| registered(kind)?.device_copy)
+    listed(kind).and_then(|t| t.device_copy).or_else(|| registered(kind)?.device_copy)
+}
+
+/// `entry` of `device`'s kind, or [`DeviceError::NotServed`] naming its kind and the kinds that
+/// serve `s`.
+fn entry_of<T>(fabric: &Fabric, device: &str, s: Serves, entry: fn(&str) -> Option<T>) -> DResult<T> {
+    let kind = kind_of(fabric, device);
+    kind.as_deref().and_then(entry).ok_or_else(|| DeviceError::NotServed { device: device.into(), kind, expected: serving(s) })
+}
+
+/// The block-I/O entry of `device`'s kind.
+pub fn block_io_of(fabric: &Fabric, device: &str) -> DResult<BlockType> {
+    entry_of(fabric, device, Serves::BlockIo, block_io)
+}
+
+/// The device-copy entry of `device`'s kind.
+pub fn device_copy_of(fabric: &Fabric, device: &str) -> DResult<CopyType> {
+    entry_of(fabric, device, Serves::DeviceCopy, device_copy)
 }
 
 #[cfg(test)]

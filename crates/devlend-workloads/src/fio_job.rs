@@ -19,7 +19,7 @@ pub use error::FioError;
 pub use thread::{IoRec, JobOut, JobSpec, MAX_BS};
 
 use devlend_drivers::error::{DResult, DeviceError};
-use devlend_drivers::registry::{self, Serves};
+use devlend_drivers::registry;
 use devlend_drivers::service::block::{BlockDriver, Drive, BLOCK};
 use devlend_engine::machine::Machine;
 use devlend_engine::queue::Ps;
@@ -205,10 +205,7 @@ fn run_threads(json: &str, runner: &str, device: &str, make: impl FnOnce(u64) ->
 /// Drive `device` as the registry's block-I/O entry for its kind describes it.
 pub fn describe(f: &devlend_fabric::Fabric, device: &str) -> DResult<Rc<dyn Drive>> {
     f.func_id(device).map_err(DeviceError::fabric(device))?;
-    let kind = registry::kind_of(f, device);
-    let entry = kind.as_deref().and_then(registry::block_io);
-    let entry = entry.ok_or_else(|| DeviceError::NotServed { device: device.into(), kind, expected: registry::serving(Serves::BlockIo) })?;
-    entry(f, device)
+    registry::block_io_of(f, device)?(f, device)
 }
 
 /// Drive `device` ready for host `runner` (found, or borrowed when it sits elsewhere) and its

@@ -7,7 +7,6 @@
 
 use crate::attach::{attach, check_kind, with_os, Guests, Runner};
 use crate::error::{BadSpec, FailCause, WResult, WorkloadError};
-use devlend_drivers::error::DeviceError;
 use devlend_drivers::registry::{self, Serves};
 use devlend_drivers::service::copy::{CopyDevice, CopyDriver, CopyType, Dir};
 use devlend_engine::machine::{Machine, ThreadError};
@@ -111,9 +110,7 @@ pub(crate) fn start(
 /// The registry's device-copy entry for `device`'s kind (checked to serve copies first).
 fn copy_type(c: &Cluster, w: &str, device: &str) -> WResult<CopyType> {
     check_kind(c, w, device, Serves::DeviceCopy)?;
-    let kind = registry::kind_of(&c.fabric, device);
-    let ty = kind.as_deref().and_then(registry::device_copy);
-    ty.ok_or_else(|| WorkloadError::setup(w)(DeviceError::NotServed { device: device.into(), kind, expected: registry::serving(Serves::DeviceCopy) }))
+    registry::device_copy_of(&c.fabric, device).map_err(WorkloadError::setup(w))
 }
 
 fn spawn<K: ThreadKernel>(m: &mut Machine<Cluster>, w: &str, at: Ps, k: K, mut drv: Box<dyn CopyDriver>, (dir, buf, len): (Dir, u64, u64)) -> usize {

@@ -117,10 +117,6 @@ const DOMAIN_RAM_SIZE: u64 = 0x1000_0000;
 /// for Rust callers without the Python front end.
 pub const TESTBED_JSON: &str = r#"{"name":"xenib-back-to-back","source":"004 \u00a74.1","hosts":[{"name":"server-a","cpu":"generic-x86","ram":1073741824,"iommu":false,"root_ports":1},{"name":"server-b","cpu":"generic-x86","ram":1073741824,"iommu":false,"root_ports":1}],"devices":[{"name":"hca-a","profile":"mhxl-cf128-t"},{"name":"hca-b","profile":"mhxl-cf128-t"}],"links":[{"a":"server-a.rp0","b":"hca-a","gen":1,"width":8,"kind":"pcix"},{"a":"server-b.rp0","b":"hca-b","gen":1,"width":8,"kind":"pcix"}],"setup":[{"op":"bus_master","device":"hca-a","enable":true},{"op":"bus_master","device":"hca-b","enable":true}],"params":{"hosts":{"server-a":{"root_latency_ps":300000,"ram_completion_bytes":128},"server-b":{"root_latency_ps":300000,"ram_completion_bytes":128}},"devices":{"hca-a":{"max_read_request":4096},"hca-b":{"max_read_request":4096}}}}"#;
 
-fn div_ceil(a: u64, b: u64) -> u64 {
-    a.div_ceil(b)
-}
-
 /// (offset, length) pieces of `[addr, addr + len)` that do not cross a 4 KiB page.
 fn page_pieces(addr: u64, len: usize) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
@@ -242,7 +238,7 @@ impl World {
     pub fn alloc(&mut self, dom: DomId, len: u64) -> VResult<u64> {
         let pb = hca_params().page_bytes;
         let d = &mut self.domains[dom as usize];
-        let len = div_ceil(len.max(1), pb) * pb;
+        let len = len.max(1).div_ceil(pb) * pb;
         if d.next + len > d.base + d.size {
             return Err(Status::NoMem);
         }

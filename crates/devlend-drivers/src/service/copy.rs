@@ -46,7 +46,7 @@ pub trait CopyDevice {
 
 /// A device type's device-copy entry in the registry: its model, function `func` of the fabric,
 /// and its driver's probe.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub struct CopyType {
     pub model: fn(fabric: &mut Fabric, func: FuncId) -> DResult<Box<dyn CopyDevice>>,
     pub probe: fn(os: &mut dyn DynOs, dev: DevId) -> DResult<Box<dyn CopyDriver>>,
