@@ -68,9 +68,9 @@
 //! ## On the machine's clock
 //!
 //! The GPU is a [`Device`] on the engine's one clock, and one engine's copy is followed in this
-//! file: a doorbell store landing in BAR 0 (`mmio_write` → [`Gpu::ring`]) makes that engine fetch
+//! file: a doorbell store landing in BAR 0 (`mmio_write` → `Gpu::ring`) makes that engine fetch
 //! its copy's GPFIFO entry and methods from host memory (two dependent DMA reads, at the end of
-//! this file; or take the registers, without a GPFIFO), decode them ([`Gpu::command`]), then start
+//! this file; or take the registers, without a GPFIFO), decode them (`Gpu::command`), then start
 //! the copy as one DMA flow on the machine, which splits it into max-payload writes or
 //! max-read-request reads that contend with every other flow on the links: device to bus, a DMA
 //! write of the device-memory bytes as they are when the doorbell lands; bus to device, a DMA read
@@ -82,11 +82,9 @@
 //! `CE_FAULT_ADDR`; `STATUS_POISONED` when a read's completion came back poisoned), releases
 //! nothing, and DMA-writes its status to `CE_NOTIFY_ADDR` (CUDA's error notifier) so a waiting
 //! driver wakes; a DMA fault stops only that engine's flow. The two engines work at once, sharing
-//! the links. Every request an engine starts leaves it `dma_issue_ps` after the engine decided on
-//! it, and read data is acted on `dma_completion_ps` after it has all arrived. Stores landing in
-//! BAR 1 go to the ping-pong kernel ([`crate::gpu_kernel`]). With [`Gpu::timing_only`] a copy that
-//! routes whole moves no bytes: the same flow on the same links, timed alike, with nothing read or
-//! written.
+//! the links, each taking the engine's own time above. Stores landing in BAR 1 go to the
+//! ping-pong kernel ([`crate::gpu_kernel`]). With [`Gpu::timing_only`] a copy that routes whole
+//! moves no bytes: the same flow on the same links, timed alike, with nothing read or written.
 
 use crate::error::{MResult, ModelError};
 use crate::gpu_kernel::K_LAUNCH;
