@@ -15,8 +15,9 @@
 //!   Interrupts: MSI-X `request_irq`/`free_irq` and per-vector counts ([`irq`]); legacy INTx
 //!   and the hooks the VM layer forwards interrupts with (`forward`).
 //! - `lending`: the lender and borrower agents of seed 000 §4 (DMA window through the NTB,
-//!   requester-ID LUT, BARs through window segments, borrower-side IOMMU mappings, hot-add, the
-//!   borrower's MSI page mapped through the lender's NTB: "reverse mappings for DMA and MSI")
+//!   requester-ID LUT, BARs through window segments, borrower-side IOMMU mappings (those of a
+//!   driver's buffers are in `dma`), hot-add, the borrower's MSI page mapped through the
+//!   lender's NTB: "reverse mappings for DMA and MSI")
 //!   and the multi-device peer-to-peer resolution of §6 (three cases), with the policies for the
 //!   lender's IOMMU ("Rem-IOMMU", §7.1) written down in its module docs.
 //! - [`cluster`]: [`Cluster`], which owns the fabric, the kernels and the agents: `borrow`,
