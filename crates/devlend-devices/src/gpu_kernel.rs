@@ -36,8 +36,7 @@
 //! limit is the simulator's, not the hardware's; a run that keeps to the protocol needs a few
 //! loads per answer.
 
-use crate::gpu::Gpu;
-use crate::gpu_actor::Token;
+use crate::gpu::{Gpu, Token};
 use devlend_engine::machine::{Cx, FlowDone, World};
 use devlend_engine::queue::Ps;
 

@@ -23,7 +23,6 @@
 
 pub mod error;
 pub mod gpu;
-pub mod gpu_actor;
 pub mod gpu_kernel;
 pub mod ib_hca;
 pub mod nic;

@@ -13,7 +13,7 @@
 //! there and back, which is what makes a far driver slower per copy (000 §7.1-7.2).
 //!
 //! On the machine's clock (a thread's `ThreadOs`) the stores are TLPs, the doorbell's landing
-//! starts the GPU's copy engine ([`devlend_devices::gpu_actor`]) and the driver spins on the semaphore with
+//! starts the GPU's copy engine ([`devlend_devices::gpu`]) and the driver spins on the semaphore with
 //! `os.poll`, as CUDA's driver does; the semaphore slot is cleared before each copy, and a failed
 //! copy wakes the poll through the engine's error notifier (the slot's second word). Each copy
 //! engine has its own slot: [`Driver::memcpy_dtoh_async`]/[`Driver::memcpy_htod_async`] start a

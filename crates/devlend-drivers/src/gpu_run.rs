@@ -1,7 +1,7 @@
 //! Software on GPUs, on one machine: a host attaches a GPU (its own, or one it borrows: Device
 //! Lending does the programming, `devlend-host`), creates its model and probes it with the
 //! unmodified driver ([`bind`]); [`on_machine`] then runs a thread of the host with the GPUs as
-//! actors (`gpu_actor`) on one [`Machine`], the driver's stores, doorbells and semaphore polls
+//! actors (`devlend_devices::gpu`) on one [`Machine`], the driver's stores, doorbells and semaphore polls
 //! taking the time they take on the links the GPUs' DMA is using.
 //!
 //! The pieces the papers' GPU workloads share, wherever they run (natively in devlend-experiments'

@@ -6,7 +6,8 @@
 //!   config accesses to a borrowed device are forwarded to the device in the lender.
 //! - Memory: `kmalloc`/`kfree` (page granular), CPU `write`/`read` (memcpy, writel, readl).
 //! - DMA API: `dma_map_single`, `dma_map_sg`, `dma_alloc_coherent`, `dma_map_resource` and their
-//!   unmaps. Directions matter: a `ToDevice` mapping is read-only for the device.
+//!   unmaps, in `crate::dma` (a local device's mappings and a borrowed device's, through Device
+//!   Lending's DMA window, in one place).
 //! - Interrupts: `pci_msix_vec_count`, `request_irq`/`free_irq` (MSI-X; see `irq` for what is
 //!   modelled and from where), `handle_irqs`, `irq_count`, `irq_spurious`. For a borrowed device
 //!   the table entry gets the lender-side address of this host's MSI page (`lending::msi`).
@@ -19,7 +20,6 @@ use crate::cluster::Cluster;
 use crate::error::{invalid, HResult, HostError};
 use crate::irq::{self, IrqDesc, MsixCap, MSIX_ENTRY_CTRL, MSIX_ENTRY_DATA, MSIX_ENTRY_MASKED, MSIX_ENTRY_SIZE, MSIX_MASKALL};
 use crate::kernel::{DevId, Kernel, Origin, PciDevice};
-use crate::lending::p2p::Target;
 use devlend_fabric::config::MSIX_ENABLE;
 use devlend_fabric::model::{FuncId, HostId};
 use devlend_fabric::Requester;
@@ -75,21 +75,12 @@ impl HostOs<'_> {
     }
 
     /// The device, if this host may drive it (not lent away to another host).
-    fn usable(&self, dev: DevId) -> HResult<&PciDevice> {
+    pub(crate) fn usable(&self, dev: DevId) -> HResult<&PciDevice> {
         let d = self.kernel().device(dev)?;
         if let Some(to) = d.lent_to {
             return Err(HostError::Busy(format!("{} is lent to host {}", d.name, self.c.fabric.host(to).name)));
         }
         Ok(d)
-    }
-
-    /// A device whose DMA the drivers manage: (function, origin).
-    fn dma_dev(&self, dev: DevId) -> HResult<(FuncId, Origin)> {
-        let d = self.usable(dev)?;
-        if d.is_ntb {
-            return invalid(format!("{} is an NTB adapter; its DMA belongs to the NTB driver and Device Lending", d.name));
-        }
-        Ok((d.func, d.origin))
     }
 
     // ----- PCI ------------------------------------------------------------------------------
@@ -335,154 +326,6 @@ impl HostOs<'_> {
             None => Ok(()),
             Some(f) => Err(HostError::fault(&self.c.fabric, addr, f)),
         }
-    }
-
-    // ----- DMA API ------------------------------------------------------------------------------
-
-    fn map(&mut self, dev: DevId, phys: u64, len: u64, write: bool) -> HResult<u64> {
-        let (func, origin) = self.dma_dev(dev)?;
-        if len == 0 {
-            return invalid("DMA mapping of 0 bytes");
-        }
-        let Cluster { fabric, kernels, lending, .. } = &mut *self.c;
-        match origin {
-            Origin::Local => {
-                let k = &mut kernels[self.host as usize];
-                let d = k.dma.get_mut(&dev).ok_or_else(|| HostError::Invalid("device has no DMA state".into()))?;
-                d.map(fabric, self.host, phys, len, write)
-            }
-            Origin::Borrowed { .. } => lending.borrowed_map(fabric, func, phys, len, write),
-        }
-    }
-
-    fn unmap(&mut self, dev: DevId, dma: u64, len: u64) -> HResult<()> {
-        let (func, origin) = self.dma_dev(dev)?;
-        let Cluster { fabric, kernels, lending, .. } = &mut *self.c;
-        match origin {
-            Origin::Local => {
-                let d = kernels[self.host as usize].dma.get_mut(&dev).ok_or_else(|| HostError::Invalid("device has no DMA state".into()))?;
-                d.unmap(fabric, self.host, dma, len)?;
-                lending.local_p2p_release(fabric, func, dma);
-                Ok(())
-            }
-            Origin::Borrowed { .. } => lending.borrowed_unmap(fabric, func, dma, len),
-        }
-    }
-
-    fn check_ram(&self, phys: u64, len: u64, what: &str) -> HResult<()> {
-        if !self.kernel().is_ram(phys, len) {
-            return invalid(format!("{what}: {phys:#x}+{len:#x} is not RAM of host {} (device memory is mapped with dma_map_resource)", self.kernel().name));
-        }
-        Ok(())
-    }
-
-    /// Map a buffer at `phys` for the device; returns the bus address to program into it.
-    pub fn dma_map_single(&mut self, dev: DevId, phys: u64, len: u64, dir: DmaDir) -> HResult<u64> {
-        self.check_ram(phys, len, "dma_map_single")?;
-        self.map(dev, phys, len, dir.device_writes())
-    }
-
-    pub fn dma_unmap_single(&mut self, dev: DevId, dma: u64, len: u64, _dir: DmaDir) -> HResult<()> {
-        self.unmap(dev, dma, len)
-    }
-
-    /// Map a scatter list of (phys, len); one bus address per entry. Nothing stays mapped on error.
-    pub fn dma_map_sg(&mut self, dev: DevId, sg: &[(u64, u64)], dir: DmaDir) -> HResult<Vec<u64>> {
-        let mut out = Vec::with_capacity(sg.len());
-        for &(phys, len) in sg {
-            let r = self.check_ram(phys, len, "dma_map_sg").and_then(|_| self.map(dev, phys, len, dir.device_writes()));
-            match r {
-                Ok(a) => out.push(a),
-                Err(e) => {
-                    for (a, &(_, l)) in out.iter().zip(sg) {
-                        let _ = self.unmap(dev, *a, l);
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// Unmap what `dma_map_sg` returned for the same list.
-    pub fn dma_unmap_sg(&mut self, dev: DevId, sg: &[(u64, u64)], dma: &[u64], _dir: DmaDir) -> HResult<()> {
-        if sg.len() != dma.len() {
-            return invalid(format!("dma_unmap_sg: {} entries but {} bus addresses", sg.len(), dma.len()));
-        }
-        for (&(_, len), &a) in sg.iter().zip(dma) {
-            self.unmap(dev, a, len)?;
-        }
-        Ok(())
-    }
-
-    /// Allocate memory in this host and map it for the device: (cpu address, bus address).
-    pub fn dma_alloc_coherent(&mut self, dev: DevId, len: u64) -> HResult<(u64, u64)> {
-        self.dma_dev(dev)?;
-        let cpu = self.kmalloc(len)?;
-        match self.map(dev, cpu, len, true) {
-            Ok(dma) => Ok((cpu, dma)),
-            Err(e) => {
-                let _ = self.kfree(cpu);
-                Err(e)
-            }
-        }
-    }
-
-    pub fn dma_free_coherent(&mut self, dev: DevId, len: u64, cpu: u64, dma: u64) -> HResult<()> {
-        if self.kernel().allocation(cpu).is_none_or(|(s, _)| s != cpu) {
-            return invalid(format!("dma_free_coherent: {cpu:#x} was not allocated by dma_alloc_coherent"));
-        }
-        self.unmap(dev, dma, len)?;
-        self.kfree(cpu)
-    }
-
-    /// Map `len` bytes at `phys`, inside a BAR of another device this host sees, for `dev`
-    /// (peer-to-peer, Linux 4.9+ `dma_map_resource`).
-    pub fn dma_map_resource(&mut self, dev: DevId, phys: u64, len: u64, dir: DmaDir) -> HResult<u64> {
-        let (src, origin) = self.dma_dev(dev)?;
-        if len == 0 {
-            return invalid("dma_map_resource of 0 bytes");
-        }
-        let t = self.target(phys, len)?;
-        match origin {
-            Origin::Local => {
-                let dma = self.map(dev, phys, len, dir.device_writes())?;
-                if let Origin::Borrowed { .. } = t.origin {
-                    let Cluster { fabric, lending, .. } = &mut *self.c;
-                    if let Err(e) = lending.local_p2p_acquire(fabric, src, t.func, dma) {
-                        let _ = self.unmap(dev, dma, len);
-                        return Err(e);
-                    }
-                }
-                Ok(dma)
-            }
-            Origin::Borrowed { .. } => {
-                let Cluster { fabric, lending, .. } = &mut *self.c;
-                lending.p2p_map(fabric, src, t, len)
-            }
-        }
-    }
-
-    pub fn dma_unmap_resource(&mut self, dev: DevId, dma: u64, len: u64, _dir: DmaDir) -> HResult<()> {
-        let (src, origin) = self.dma_dev(dev)?;
-        match origin {
-            Origin::Local => self.unmap(dev, dma, len),
-            Origin::Borrowed { .. } => {
-                let Cluster { fabric, lending, .. } = &mut *self.c;
-                lending.p2p_unmap(fabric, src, dma, len)
-            }
-        }
-    }
-
-    /// Resolve an address of this host into the device BAR that holds it.
-    fn target(&self, phys: u64, len: u64) -> HResult<Target> {
-        let k = self.kernel();
-        let (tdev, bar, offset) = k
-            .resolve_bar(phys, len)
-            .ok_or_else(|| HostError::Invalid(format!("dma_map_resource: {phys:#x}+{len:#x} is not inside one BAR of a device host {} sees", k.name)))?;
-        let t = self.usable(tdev)?;
-        let view = t.bar(bar)?.cpu_addr;
-        Ok(Target { func: t.func, bar, origin: t.origin, view, offset })
     }
 }
 

@@ -3,7 +3,7 @@
 //! bytes are checked after the run. It is written against the device-copy service
 //! (`devlend_drivers::service::copy`): the device is whatever type the registry says serves
 //! copies (`registry::device_copy` of its kind: a GPU, its driver `gpu_driver` and its copy
-//! engine `gpu_actor`).
+//! engine in `devlend_devices::gpu`).
 
 use crate::attach::{attach, check_kind, with_os, Guests, Runner};
 use crate::error::{BadSpec, FailCause, WResult, WorkloadError};

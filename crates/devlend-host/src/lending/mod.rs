@@ -1,4 +1,7 @@
 //! Device Lending (000 §4, §6): the lender and borrower agents and the fabric resources they hold.
+//! The borrower's side of the DMA API (a driver's buffer mapped into the lender's DMA window) is
+//! with the rest of the DMA API in `crate::dma`; the lender's opening of that window is here
+//! (`lender`), as are peer-to-peer (`p2p`) and MSI (`msi`) mappings.
 //!
 //! Every piece of programming is a *held resource* (`Held`) with exactly one way to undo it.
 //! Shared pieces are reference counted: the IOMMU domain of an NTB adapter, the DMA window a
@@ -32,7 +35,6 @@
 //! - *IOVAs* are allocated from 4 GiB up to the 64-bit MMIO base, so they never collide with the
 //!   one-to-one mappings of BARs and windows (see `kernel::iova_space`).
 
-pub(crate) mod borrower;
 pub(crate) mod lender;
 pub(crate) mod msi;
 pub(crate) mod owned;
@@ -113,7 +115,7 @@ struct RidRef {
 pub(crate) struct BorrowedMap {
     pub dma: u64,
     pub size: u64,
-    held: Vec<Held>,
+    pub held: Vec<Held>,
 }
 
 /// What the borrower stores for a borrowed source and a target BAR (000 §6).
@@ -191,4 +193,4 @@ macro_rules! atomically {
 }
 pub(crate) use atomically;
 
-pub(crate) use resources::map_held;
+pub(crate) use crate::dma::map_held;

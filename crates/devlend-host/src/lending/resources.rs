@@ -1,22 +1,17 @@
 //! Acquiring and releasing the held resources of Device Lending (see the module docs of
 //! `lending`): adapter IOMMU domains, requester-ID LUT entries, BARs mapped through NTB windows,
-//! IOMMU mappings; shared ones are reference counted and undone with their last reference.
+//! IOMMU mappings (acquired by `crate::dma::map_held`); shared ones are reference counted and
+//! undone with their last reference.
 
 use super::windows::{self, Windows};
-use super::{atomically, AdapterDomain, Held, LendState, RidRef, Shared};
+use super::{atomically, map_held, AdapterDomain, Held, LendState, RidRef, Shared};
 use crate::alloc::RangeAlloc;
 use crate::error::{HResult, HostError};
 use crate::kernel::iova_space;
-use devlend_fabric::iommu::DomainId;
-use devlend_fabric::model::{FuncId, HostId};
+use devlend_fabric::model::FuncId;
 use devlend_fabric::Fabric;
 use devlend_wire::Bdf;
 use std::collections::BTreeMap;
-
-pub(crate) fn map_held(f: &mut Fabric, host: HostId, domain: DomainId, iova: u64, paddr: u64, size: u64, write: bool) -> HResult<Held> {
-    f.iommu_map(host, domain, iova, paddr, size, write)?;
-    Ok(Held::IommuMap { host, domain, iova, size })
-}
 
 impl LendState {
     /// Take a reference to the domain of adapter `ntb`, creating and attaching it on first use.
