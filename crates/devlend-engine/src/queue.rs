@@ -453,8 +453,8 @@ impl<E: Packed> EventQueue<E> {
 
 /// A FIFO whose entries live in a slice of an arena shared by many FIFOs (the engine's ports): a
 /// power-of-two ring, its slice aligned to its size, that moves to the arena's end (rounded up to
-/// a multiple of the new size), twice as large, when full (the slice it leaves stays unused, so a
-/// FIFO leaves behind at most three times its largest size). 12 bytes, where a `VecDeque` header
+/// a multiple of the new size), twice as large, when full (the slices it leaves stay unused: old
+/// slices and padding add up to less than three times its current slice). 12 bytes, where a `VecDeque` header
 /// is 32 and its buffer a separate allocation: a port's six FIFOs sit in its own cache lines, and
 /// their entries in a few shared ones. The aligned slice is what makes 12 bytes enough (issue
 /// 33): the first entry's arena index locates the slice too, so no offset is kept, and the first
