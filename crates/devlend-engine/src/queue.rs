@@ -452,28 +452,33 @@ impl<E: Packed> EventQueue<E> {
 }
 
 /// A FIFO whose entries live in a slice of an arena shared by many FIFOs (the engine's ports): a
-/// power-of-two ring that moves to the arena's end, twice as large, when full (the slice it leaves
-/// stays unused, so an arena holds at most twice the most entries its FIFOs held at once). 16
-/// bytes, where a `VecDeque` header is 32 and its buffer a separate allocation: a port's six FIFOs
-/// sit in its own cache lines, and their entries in a few shared ones.
+/// power-of-two ring, its slice aligned to its size, that moves to the arena's end (rounded up to
+/// a multiple of the new size), twice as large, when full (the slices it leaves stay unused: old
+/// slices and padding add up to less than three times its current slice). 12 bytes, where a `VecDeque` header
+/// is 32 and its buffer a separate allocation: a port's six FIFOs sit in its own cache lines, and
+/// their entries in a few shared ones. The aligned slice is what makes 12 bytes enough (issue
+/// 33): the first entry's arena index locates the slice too, so no offset is kept, and the first
+/// entry is read without arithmetic.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Ring {
-    off: u32,
-    cap: u32,
-    /// Entries pushed and popped so far (wrapping): the length is their difference.
+    /// Arena index of the first entry (inside the slice, which starts at a multiple of `cap`).
     head: u32,
-    tail: u32,
+    len: u32,
+    /// The slice's size, a power of two (0 before the first push).
+    cap: u32,
 }
 
 impl Ring {
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.head == self.tail
+        self.len == 0
     }
 
+    /// The arena index `k` entries after the first (wrapping inside the slice).
     #[inline]
-    fn at(&self, i: u32) -> usize {
-        (self.off + (i & (self.cap - 1))) as usize
+    fn at(&self, k: u32) -> usize {
+        let m = self.cap.wrapping_sub(1);
+        ((self.head & !m) | (self.head.wrapping_add(k) & m)) as usize
     }
 
     #[inline]
@@ -481,7 +486,7 @@ impl Ring {
         if self.is_empty() {
             None
         } else {
-            Some(arena[self.at(self.head)])
+            Some(arena[self.head as usize])
         }
     }
 
@@ -489,7 +494,8 @@ impl Ring {
     #[inline]
     pub(crate) fn drop_front(&mut self) {
         debug_assert!(!self.is_empty());
-        self.head = self.head.wrapping_add(1);
+        self.head = self.at(1) as u32;
+        self.len -= 1;
     }
 
     #[inline]
@@ -501,24 +507,92 @@ impl Ring {
 
     #[inline]
     pub(crate) fn push<T: Copy + Default>(&mut self, arena: &mut Vec<T>, e: T) {
-        if self.tail.wrapping_sub(self.head) == self.cap {
+        if self.len == self.cap {
             self.grow(arena);
         }
-        let i = self.at(self.tail);
+        let i = self.at(self.len);
         arena[i] = e;
-        self.tail = self.tail.wrapping_add(1);
+        self.len += 1;
     }
 
     #[cold]
     fn grow<T: Copy + Default>(&mut self, arena: &mut Vec<T>) {
         let cap = (self.cap * 2).max(4);
-        let off = u32::try_from(arena.len()).ok().filter(|o| o.checked_add(cap).is_some()).expect("a FIFO arena holds fewer than 2^32 entries");
-        arena.resize(arena.len() + cap as usize, T::default());
-        let len = self.tail.wrapping_sub(self.head);
-        for k in 0..len {
-            arena[(off + k) as usize] = arena[self.at(self.head.wrapping_add(k))];
+        let off = arena.len().next_multiple_of(cap as usize);
+        let end = u32::try_from(off + cap as usize).expect("a FIFO arena holds fewer than 2^32 entries");
+        arena.resize(end as usize, T::default());
+        for k in 0..self.len {
+            arena[off + k as usize] = arena[self.at(k)];
         }
-        *self = Ring { off, cap, head: 0, tail: len };
+        *self = Ring { head: off as u32, len: self.len, cap };
+    }
+}
+
+/// An entry of a FIFO of TLPs waiting at a port ([`Waiting`]): the TLP, and its ready time as
+/// the difference from the entry ahead of it, 8 bytes where (ready time, TLP) took 16: eight to
+/// a cache line (issue 33: at 8192 streams a FIFO's line is a likely last-level miss at each
+/// push and pop, so half the bytes is about half the misses).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Queued {
+    id: u32,
+    /// Ready time minus that of the entry ahead, or `FAR` (kept in `Waiting::far`).
+    delta: i32,
+}
+
+/// The difference does not fit 32 bits (or the entry heads an empty FIFO, the 0 then unused).
+const FAR: i32 = i32::MIN;
+
+/// The entries of every port's FIFOs of waiting TLPs, each a [`Ring`] of [`Queued`], with the
+/// ready time of a FIFO's first and last entries kept by its owner (the port's `heads` and
+/// `tails`): a push stores the difference from the last, a pop turns the next one's difference
+/// into its ready time. A difference beyond 32 bits (±2.1 ms: a TLP held back that long behind
+/// the one ahead) keeps the ready time in `far`, by TLP, so every time is exact. A TLP waits in
+/// one FIFO at a time.
+#[derive(Default)]
+pub(crate) struct Waiting {
+    entries: Vec<Queued>,
+    far: std::collections::HashMap<u32, Ps>,
+}
+
+impl Waiting {
+    /// Put TLP `id`, ready at `at`, at the end of `ring`, whose last entry is ready at `*tail`
+    /// (unused when the ring is empty); `*tail` becomes `at`.
+    #[inline]
+    pub(crate) fn push(&mut self, ring: &mut Ring, tail: &mut Ps, id: u32, at: Ps) {
+        let d = at.wrapping_sub(*tail) as i64;
+        let delta = if ring.is_empty() {
+            0
+        } else if d > FAR as i64 && d <= i32::MAX as i64 {
+            d as i32
+        } else {
+            self.far_push(id, at)
+        };
+        ring.push(&mut self.entries, Queued { id, delta });
+        *tail = at;
+    }
+
+    #[cold]
+    fn far_push(&mut self, id: u32, at: Ps) -> i32 {
+        self.far.insert(id, at);
+        FAR
+    }
+
+    /// Take the first TLP of `ring` (not empty), ready at `head`: the TLP, and the next one's
+    /// ready time if there is one.
+    #[inline]
+    pub(crate) fn pop(&mut self, ring: &mut Ring, head: Ps) -> (u32, Option<Ps>) {
+        let first = ring.pop(&self.entries).expect("a FIFO with a head");
+        let next = match ring.front(&self.entries) {
+            None => None,
+            Some(q) if q.delta == FAR => Some(self.far_pop(q.id)),
+            Some(q) => Some(head.wrapping_add(q.delta as i64 as u64)),
+        };
+        (first.id, next)
+    }
+
+    #[cold]
+    fn far_pop(&mut self, id: u32) -> Ps {
+        self.far.remove(&id).expect("a far ready time")
     }
 }
 
@@ -644,7 +718,45 @@ mod tests {
             assert_eq!(rings[k].front(&arena), model[k].front().copied());
             assert_eq!(rings[k].is_empty(), model[k].is_empty());
         }
-        assert!(arena.len() <= 2 * 2 * 5000, "a grown ring leaves at most its old slice behind");
+        // Each ring's slices: 4, 8, .. up to twice its largest length, each after at most its
+        // size of alignment padding.
+        assert!(arena.len() <= 2 * 2 * 2 * 5000, "a grown ring leaves at most its old slices and their padding behind");
+    }
+
+    #[test]
+    fn waiting_tlps_come_out_in_order_with_their_exact_ready_times() {
+        // Three FIFOs in one arena against `VecDeque`s of (ready, id): ready times near and far
+        // (beyond 2^31 ps, either way) from the entry ahead.
+        let mut w = Waiting::default();
+        let (mut rings, mut heads, mut tails) = ([Ring::default(); 3], [0 as Ps; 3], [0 as Ps; 3]);
+        let mut model: [std::collections::VecDeque<(Ps, u32)>; 3] = Default::default();
+        let (mut x, mut far) = (3u64, 0);
+        for id in 0..20_000u32 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let k = (x >> 62) as usize % 3;
+            if (x >> 40) % 5 < 3 {
+                let at = match (x >> 20) % 8 {
+                    0 => (1 << 40) + (x >> 33),
+                    1 => x >> 42,
+                    _ => tails[k].saturating_add(x >> 50).saturating_sub(x >> 49 & 0xffff),
+                };
+                if !rings[k].is_empty() && at.abs_diff(tails[k]) >= 1 << 31 {
+                    far += 1;
+                }
+                if rings[k].is_empty() {
+                    heads[k] = at;
+                }
+                w.push(&mut rings[k], &mut tails[k], id, at);
+                model[k].push_back((at, id));
+            } else if let Some((at, id)) = model[k].pop_front() {
+                assert_eq!(heads[k], at);
+                let (got, next) = w.pop(&mut rings[k], heads[k]);
+                assert_eq!((got, next), (id, model[k].front().map(|e| e.0)));
+                heads[k] = next.unwrap_or(0);
+            }
+        }
+        assert!(far > 100, "the test stores ready times far from the one ahead ({far})");
+        assert!(w.far.len() <= model.iter().map(|m| m.len()).sum::<usize>());
     }
 
     #[test]

@@ -35,7 +35,7 @@
 use crate::iotlb::HostIommu;
 use crate::params::{timing, Timing};
 use crate::path::{Path, PortId};
-use crate::queue::{EventQueue, Packed, Ps, Ring};
+use crate::queue::{EventQueue, Packed, Ps, Ring, Waiting};
 use devlend_wire::{FcClass, Overheads, TlpKind};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -279,23 +279,27 @@ struct Port {
     /// A half-duplex bus (PCI-X): the fixed phases of one transaction, ps, or NONE; its two
     /// directions share one serialiser (`Sim::set_half_duplex`).
     bus_txn_ps: Ps,
-    // Second: the TLPs waiting, and what a send costs.
-    /// Per class: (ready time, TLP), in `Sim::fifo`.
+    // Second: the TLPs waiting (what an enqueue writes).
+    /// Per class: the TLPs waiting, in `Sim::fifo` (8-byte entries: each one's ready time as the
+    /// difference from the one ahead; `heads` and `tails` hold the first's and the last's).
     queues: [Ring; 3],
-    fp_ps_per_byte: u64,
-    prop: Ps,
-    // Third: the slots coming back.
+    /// Per class: when the last TLP of `queues` is ready (meaningless while it is empty).
+    tails: [Ps; 3],
+    // Third: the slots coming back, and what a send costs.
     /// Per class: when each receiver buffer slot in use comes back, in `Sim::slots`.
     returns: [Ring; 3],
-    /// From the start of a TLP to its header at the far end (cut-through forwarding).
-    header_ps: Ps,
     /// Per class: its credits are 0 and a TLP waits (`credits[c] == 0 && heads[c] != NONE`),
     /// kept beside `returns` so that a slot returned to a class with credits reads no other line
     /// of the port (`Sim::return_credit`). Written where `credits` or `heads` change.
     held: [bool; 3],
+    /// From the start of a TLP to its header at the far end (cut-through forwarding).
+    header_ps: Ps,
+    fp_ps_per_byte: u64,
+    prop: Ps,
 }
 
 const _: () = assert!(std::mem::size_of::<Port>() == 192);
+const _: () = assert!(std::mem::offset_of!(Port, queues) == 64 && std::mem::offset_of!(Port, returns) == 128);
 
 /// What a port's sends add up, one cache line per port.
 #[derive(Clone, Copy)]
@@ -421,8 +425,9 @@ pub struct Sim {
     last_posted: Vec<Ps>,
     /// Per host (grown on first use): when its root complex's intake of writes to RAM is free.
     ram_intake: Vec<Ps>,
-    /// The entries of every port's TLP FIFOs and slot returns.
-    fifo: Vec<(Ps, u32)>,
+    /// The entries of every port's TLP FIFOs (`Port::queues`, 8 bytes each) and slot returns
+    /// (`Port::returns`).
+    fifo: Waiting,
     slots: Vec<Ps>,
     paths: Vec<Path>,
     /// Every path's stages, flat: path `p`'s stage `s` is `hops[first_hop[p] + s]`.
@@ -495,6 +500,7 @@ impl Sim {
                 heads: [NONE; 3],
                 credits: [credits; 3],
                 queues: Default::default(),
+                tails: [0; 3],
                 returns: Default::default(),
                 held: [false; 3],
             })
@@ -509,7 +515,7 @@ impl Sim {
             dllps: vec![Dllps { period: 0, ser: 0, due: [NONE; 4], gate: 0, sent: 0, peer_ack: NEVER }; n],
             last_posted: vec![0; n],
             ram_intake: Vec::new(),
-            fifo: Vec::new(),
+            fifo: Waiting::default(),
             slots: Vec::new(),
             paths: Vec::new(),
             hops: Vec::new(),
@@ -886,14 +892,17 @@ impl Sim {
     }
 
     /// Put TLP `id` of `class` in the queue of port `port`, ready at time `at`. A TLP behind the
-    /// head of its FIFO changes nothing the port waits for; a new head makes the port look again
-    /// when it can go (`next_look`).
+    /// head of its FIFO changes nothing the port waits for, and reads only the port's second line
+    /// (`queues`, `tails`: under congestion most enqueues, issue 33); a new head makes the port
+    /// look again when it can go (`next_look`).
     #[inline]
     fn enqueue_at(&mut self, port: PortId, class: FcClass, id: u32, at: Ps) {
         let c = class as usize;
         let p = &mut self.ports[port as usize];
-        p.queues[c].push(&mut self.fifo, (at, id));
-        if p.heads[c] != NONE {
+        let behind = !p.queues[c].is_empty();
+        self.fifo.push(&mut p.queues[c], &mut p.tails[c], id, at);
+        if behind {
+            debug_assert!(p.heads[c] != NONE, "port {port}'s class {c} has a head");
             return;
         }
         p.heads[c] = at;
@@ -956,8 +965,9 @@ impl Sim {
             return;
         };
         let port = &mut self.ports[p as usize];
-        let (ready, id) = port.queues[c].pop(&self.fifo).expect("the head chosen");
-        port.heads[c] = port.queues[c].front(&self.fifo).map_or(NONE, |h| h.0);
+        let ready = port.heads[c];
+        let (id, next) = self.fifo.pop(&mut port.queues[c], ready);
+        port.heads[c] = next.unwrap_or(NONE);
         port.credits[c] -= 1;
         port.held[c] = port.credits[c] == 0 && port.heads[c] != NONE;
         let tlp = self.tlps[id as usize];
