@@ -19,7 +19,12 @@
 //! prefetches), each probing the context cache, the IOTLB and an L2 or L3 row, besides its
 //! DevTLB and prefetch-buffer probes and about 1.3 fills. Rows of at most 16 ways (every
 //! structure of Table IV) are scanned as constant-length slices (`on_row`): one SSE2 group, no
-//! loop over groups.
+//! loop over groups; rows of at most 8 ways (the DevTLB, the IOTLB, the prefetch buffer) in two
+//! compares (`find8`). A cache's type ([`Shape`]) can fix its policy, ways and tag match at
+//! compile time: `sim::run_fitting` runs Table IV's structures as `Lfu<8>`, `Lru<8>` and
+//! `Lfu<16>` (no run-time branch on the policy, row offsets by shifts) and any other
+//! configuration as [`Dynamic`], the same code reading the run's values; the answers are the
+//! same either way (tested).
 
 use crate::error::{HtError, HtResult};
 use serde::{Deserialize, Serialize};
