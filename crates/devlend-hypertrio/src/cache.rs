@@ -19,10 +19,16 @@
 //! prefetches), each probing the context cache, the IOTLB and an L2 or L3 row, besides its
 //! DevTLB and prefetch-buffer probes and about 1.3 fills. Rows of at most 16 ways (every
 //! structure of Table IV) are scanned as constant-length slices (`on_row`): one SSE2 group, no
-//! loop over groups.
+//! loop over groups; rows of at most 8 ways (the DevTLB, the IOTLB, the prefetch buffer) in two
+//! compares (`find8`). A cache's type ([`Shape`]) can fix its policy, ways and tag match at
+//! compile time: `sim::run_fitting` runs Table IV's structures as `Lfu<8>`, `Lru<8>` and
+//! `Lfu<16>` (no run-time branch on the policy, row offsets by shifts) and any other
+//! configuration as [`Dynamic`], the same code reading the run's values; the answers are the
+//! same either way (tested).
 
 use crate::error::{HtError, HtResult};
 use serde::{Deserialize, Serialize};
+use std::marker::PhantomData;
 
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -78,6 +84,29 @@ fn find(row: &[u32], key: u32) -> Option<usize> {
         row.iter().position(|&k| k == key)
     }
 }
+/// `find` on a row of at most 8 ways (`row`: its first 8 keys, padding after the ways): half
+/// the compares of a 16-key group.
+#[inline(always)]
+pub(crate) fn find8(row: &[u32], key: u32) -> Option<usize> {
+    let row: &[u32; 8] = row.try_into().expect("8 keys");
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86_64 baseline; two unaligned loads within the 8 keys.
+        let m = unsafe {
+            let k = _mm_set1_epi32(key as i32);
+            let p = row.as_ptr() as *const __m128i;
+            let eq = |i: usize| _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_loadu_si128(p.add(i)), k))) as u32;
+            eq(0) | eq(1) << 4
+        };
+        (m != 0).then(|| m.trailing_zeros() as usize)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        row.iter().position(|&k| k == key)
+    }
+}
+
 /// Bit i set for each way i (< `ways`) holding the row's lowest count. `count` is the row padded
 /// to a multiple of 16 bytes (padding 0xff): SSE2 takes the minimum 16 counts at a time, then
 /// compares every count with it, with no data-dependent branches.
@@ -270,6 +299,47 @@ pub(crate) fn padded_rows<T: Copy>(sets: usize, ways: usize, fill: T, pad: T) ->
 /// Oracle next-use position of an entry never used again.
 pub const NEVER: u64 = u64::MAX;
 
+/// What a cache's type fixes at compile time, so that its look-ups fold the policy, the row width
+/// and the tag match to constants (no run-time branch on them, row offsets by shifts): the
+/// structures of 002 Table IV are [`Lfu`] and [`Lru`] rows of 8 or 16 ways; any other geometry
+/// runs as [`Dynamic`], the same code with the run's values.
+pub trait Shape {
+    /// The replacement policy, when fixed.
+    const POLICY: Option<Policy>;
+    /// Ways per row, when fixed (0: the run's).
+    const WAYS: usize;
+    /// Full tag match, when fixed.
+    const FULL_MATCH: Option<bool>;
+    /// Whether a run's geometry is this type's.
+    fn fits(ways: usize, policy: Policy, full_match: bool) -> bool {
+        (Self::WAYS == 0 || Self::WAYS == ways) && Self::POLICY.is_none_or(|p| p == policy) && Self::FULL_MATCH.is_none_or(|f| f == full_match)
+    }
+}
+
+/// Every geometry and policy, read at run time.
+pub struct Dynamic;
+impl Shape for Dynamic {
+    const POLICY: Option<Policy> = None;
+    const WAYS: usize = 0;
+    const FULL_MATCH: Option<bool> = None;
+}
+
+/// LFU rows of `W` ways (at most 16), tags matched by their low bits (002 §III).
+pub struct Lfu<const W: usize>;
+impl<const W: usize> Shape for Lfu<W> {
+    const POLICY: Option<Policy> = Some(Policy::Lfu);
+    const WAYS: usize = W;
+    const FULL_MATCH: Option<bool> = Some(false);
+}
+
+/// LRU rows of `W` ways (at most 16), tags matched by their low bits.
+pub struct Lru<const W: usize>;
+impl<const W: usize> Shape for Lru<W> {
+    const POLICY: Option<Policy> = Some(Policy::Lru);
+    const WAYS: usize = W;
+    const FULL_MATCH: Option<bool> = Some(false);
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
     pub hits: u64,
@@ -288,15 +358,15 @@ impl CacheStats {
     }
 }
 
-pub struct Cache {
-    ways: usize,
+pub struct Cache<S: Shape = Dynamic> {
+    ways_rt: usize,
     /// Row of (tag, index): (tag & part_mask) << part_shift | (index & index_mask); sets and
     /// partitions are powers of two (checked in `new`).
     part_mask: u64,
     part_shift: u32,
     index_mask: u64,
-    full_match: bool,
-    policy: Policy,
+    full_match_rt: bool,
+    policy_rt: Policy,
     lfu_max: u64,
     keys: Vec<u32>,
     /// Oracle only: replacement rank, !next_use (the victim is the lowest). Keys are u32:
@@ -308,7 +378,7 @@ pub struct Cache {
     count: Vec<u8>,
     /// Distance between rows in `keys`, `rank` and `count`: the ways rounded up to 16, the rest
     /// padding (key PAD, rank and count at their maximum) so every scan is whole SSE2 groups.
-    stride: usize,
+    stride_rt: usize,
     /// Ways of each row filled so far: rows fill in way order, so the first empty way of a row
     /// is its `filled` count (no scan for an empty way once a row is full).
     filled: Vec<u8>,
@@ -316,12 +386,23 @@ pub struct Cache {
     /// Deterministic generator for LFU's random choice among equal counts.
     rng: u64,
     pub stats: CacheStats,
+    shape: PhantomData<S>,
 }
 
 impl Cache {
     /// `what` names the structure in errors (e.g. "DevTLB").
     pub fn new(what: &str, entries: usize, ways: usize, partitions: usize, policy: Policy, full_match: bool, lfu_bits: u32) -> HtResult<Cache> {
+        Cache::shaped(what, entries, ways, partitions, policy, full_match, lfu_bits)
+    }
+}
+
+impl<S: Shape> Cache<S> {
+    /// `new` for a cache of the type `S`: an error when the geometry is not what `S` fixes.
+    pub fn shaped(what: &str, entries: usize, ways: usize, partitions: usize, policy: Policy, full_match: bool, lfu_bits: u32) -> HtResult<Cache<S>> {
         let bad = |problem: String| Err(HtError::Geometry { structure: what.into(), problem });
+        if !S::fits(ways, policy, full_match) {
+            return bad(format!("{ways} ways, {policy:?}, full tag match {full_match}: not what its type fixes"));
+        }
         if entries == 0 || ways == 0 || !entries.is_multiple_of(ways) {
             return bad(format!("{entries} entries cannot be split into {ways}-way rows"));
         }
@@ -339,22 +420,23 @@ impl Cache {
             return bad(format!("LFU counter width {lfu_bits} bits: expected 1..8"));
         }
         Ok(Cache {
-            ways,
+            ways_rt: ways,
             part_mask: partitions as u64 - 1,
             part_shift: (sets / partitions).trailing_zeros(),
             index_mask: (sets / partitions) as u64 - 1,
-            full_match,
-            policy,
+            full_match_rt: full_match,
+            policy_rt: policy,
             lfu_max: (1u64 << lfu_bits) - 1,
             keys: padded_rows(sets, ways, EMPTY, PAD),
             rank: if policy == Policy::Oracle { padded_rows(sets, ways, 0, u64::MAX) } else { Vec::new() },
             age: if policy == Policy::Lru { padded_rows(sets, ways, (ways - 1) as u8, AGE_PAD) } else { Vec::new() },
             count: if policy == Policy::Lfu { padded_rows(sets, ways, 0, u8::MAX) } else { Vec::new() },
-            stride: ways.next_multiple_of(GROUP),
+            stride_rt: ways.next_multiple_of(GROUP),
             filled: vec![0; sets],
             ptag: vec![u64::MAX; sets],
             rng: 0x2545_F491_4F6C_DD1D,
             stats: CacheStats::default(),
+            shape: PhantomData,
         })
     }
 
@@ -362,6 +444,35 @@ impl Cache {
     #[inline(always)]
     fn check(key: u32) {
         debug_assert!(key < PAD, "cache key {key:#x} collides with the empty/padding markers");
+    }
+
+    /// Ways per row: the type's when it fixes them (a constant), else the run's.
+    #[inline(always)]
+    fn ways(&self) -> usize {
+        if S::WAYS > 0 {
+            S::WAYS
+        } else {
+            self.ways_rt
+        }
+    }
+
+    #[inline(always)]
+    fn stride(&self) -> usize {
+        if S::WAYS > 0 {
+            S::WAYS.next_multiple_of(GROUP)
+        } else {
+            self.stride_rt
+        }
+    }
+
+    #[inline(always)]
+    fn policy(&self) -> Policy {
+        S::POLICY.unwrap_or(self.policy_rt)
+    }
+
+    #[inline(always)]
+    fn full_match(&self) -> bool {
+        S::FULL_MATCH.unwrap_or(self.full_match_rt)
     }
 
     #[inline(always)]
@@ -373,7 +484,7 @@ impl Cache {
     #[inline(always)]
     pub fn lookup(&mut self, key: u32, index: u64, tag: u64, next_use: u64) -> bool {
         let row = self.row(index, tag);
-        if self.full_match && self.ptag[row] != tag {
+        if self.full_match() && self.ptag[row] != tag {
             self.stats.misses += 1;
             return false;
         }
@@ -395,7 +506,7 @@ impl Cache {
     /// Whether `key` is present, without touching replacement state or statistics.
     pub fn contains(&self, key: u32, index: u64, tag: u64) -> bool {
         let row = self.row(index, tag);
-        if self.full_match && self.ptag[row] != tag {
+        if self.full_match() && self.ptag[row] != tag {
             return false;
         }
         self.row_keys(row).contains(&key)
@@ -409,28 +520,34 @@ impl Cache {
 
     #[inline(always)]
     fn row_keys(&self, row: usize) -> &[u32] {
-        &self.keys[row * self.stride..(row + 1) * self.stride]
+        &self.keys[row * self.stride()..(row + 1) * self.stride()]
     }
 
     /// The way of `row` holding `key`.
     #[inline(always)]
     fn find_row(&self, row: usize, key: u32) -> Option<usize> {
-        on_row(&self.keys, row * self.stride, self.stride, |r| find(r, key))
+        let base = row * self.stride();
+        if S::WAYS > 0 && S::WAYS <= 8 {
+            // the padding ways never hold a key: the first 8 are the whole row
+            return find8(&self.keys[base..base + 8], key);
+        }
+        on_row(&self.keys, base, self.stride(), |r| find(r, key))
     }
 
     /// Way `w` of `row` was used (`fresh`: just filled).
     #[inline(always)]
     fn touch(&mut self, row: usize, w: usize, next_use: u64, fresh: bool) {
-        let base = row * self.stride;
+        let (stride, ways) = (self.stride(), self.ways());
+        let base = row * stride;
         let i = base + w;
-        match self.policy {
-            Policy::Lru => on_row_mut(&mut self.age, base, self.stride, |a| age_touch(a, w)),
+        match self.policy() {
+            Policy::Lru => on_row_mut(&mut self.age, base, stride, |a| age_touch(a, w)),
             Policy::Oracle => self.rank[i] = !next_use,
             Policy::Lfu => {
                 let c = if fresh { 1 } else { self.count[i] as u64 + 1 };
                 self.count[i] = c.min(self.lfu_max) as u8;
                 if c >= self.lfu_max {
-                    for r in &mut self.count[base..base + self.ways] {
+                    for r in &mut self.count[base..base + ways] {
                         *r /= 2;
                     }
                 }
@@ -442,7 +559,8 @@ impl Cache {
     #[inline(always)]
     fn fill(&mut self, row: usize, w: usize, key: u32, next_use: u64) -> u32 {
         Self::check(key);
-        let old = std::mem::replace(&mut self.keys[row * self.stride + w], key);
+        let i = row * self.stride() + w;
+        let old = std::mem::replace(&mut self.keys[i], key);
         self.touch(row, w, next_use, true);
         if old == EMPTY {
             self.filled[row] += 1;
@@ -456,14 +574,14 @@ impl Cache {
     #[inline(always)]
     pub fn insert(&mut self, key: u32, index: u64, tag: u64, next_use: u64) -> Option<u32> {
         let row = self.row(index, tag);
-        if self.full_match && self.ptag[row] != tag {
+        if self.full_match() && self.ptag[row] != tag {
             self.ptag[row] = tag;
-            let base = row * self.stride;
-            self.keys[base..base + self.ways].fill(EMPTY);
-            match self.policy {
-                Policy::Lru => self.age[base..base + self.ways].fill((self.ways - 1) as u8),
-                Policy::Oracle => self.rank[base..base + self.ways].fill(0),
-                Policy::Lfu => self.count[base..base + self.ways].fill(0),
+            let (base, ways) = (row * self.stride(), self.ways());
+            self.keys[base..base + ways].fill(EMPTY);
+            match self.policy() {
+                Policy::Lru => self.age[base..base + ways].fill((ways - 1) as u8),
+                Policy::Oracle => self.rank[base..base + ways].fill(0),
+                Policy::Lfu => self.count[base..base + ways].fill(0),
             }
             self.filled[row] = 0;
         }
@@ -481,7 +599,7 @@ impl Cache {
     #[inline(always)]
     pub fn access(&mut self, key: u32, index: u64, tag: u64, next_use: u64) -> bool {
         let row = self.row(index, tag);
-        if self.full_match && self.ptag[row] != tag {
+        if self.full_match() && self.ptag[row] != tag {
             self.stats.misses += 1;
             self.insert(key, index, tag, next_use);
             return false;
@@ -499,11 +617,11 @@ impl Cache {
     #[inline(always)]
     fn victim(&mut self, row: usize) -> usize {
         let f = self.filled[row] as usize;
-        let (base, stride) = (row * self.stride, self.stride);
-        match self.policy {
+        let (base, stride) = (row * self.stride(), self.stride());
+        match self.policy() {
             // a row not yet full: its first empty way (rows fill in way order)
-            Policy::Lru | Policy::Lfu if f < self.ways => f,
-            Policy::Lru => on_row(&self.age, base, stride, |a| oldest(a, self.ways)),
+            Policy::Lru | Policy::Lfu if f < self.ways() => f,
+            Policy::Lru => on_row(&self.age, base, stride, |a| oldest(a, self.ways())),
             Policy::Lfu => self.lfu_victim(row),
             // empty ways rank 0, below every used way; padding ranks u64::MAX and sits after
             // the real ways, so the first minimum is a real way
@@ -514,8 +632,8 @@ impl Cache {
     /// A full row's victim: a random way among those with the lowest count.
     #[inline(always)]
     fn lfu_victim(&mut self, row: usize) -> usize {
-        let cb = row * self.stride;
-        let ties = on_row(&self.count, cb, self.stride, |c| lowest(c, self.ways));
+        let cb = row * self.stride();
+        let ties = on_row(&self.count, cb, self.stride(), |c| lowest(c, self.ways()));
         let n = ties.count_ones() as u64;
         if n > 1 {
             // xorshift64* (deterministic, so a run is reproducible), scaled to 0..n
@@ -524,7 +642,7 @@ impl Cache {
             self.rng ^= self.rng >> 27;
             let pick = ((self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) * n) >> 32;
             // rows of at most 8 ways: the pick's bit straight from the table
-            return if self.ways <= 8 { SEL[ties as u8 as usize][pick as usize] as usize } else { select_bit(ties, pick, self.ways.div_ceil(8)) };
+            return if self.ways() <= 8 { SEL[ties as u8 as usize][pick as usize] as usize } else { select_bit(ties, pick, self.ways().div_ceil(8)) };
         }
         ties.trailing_zeros() as usize
     }
@@ -574,6 +692,35 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A stream of look-ups, accesses and inserts on a cache of type `S`: each answer, each
+    /// evicted key, and the statistics.
+    fn stream<S: Shape>(entries: usize, ways: usize, partitions: usize, policy: Policy) -> (Vec<(bool, bool, Option<u32>)>, CacheStats) {
+        let mut c = Cache::<S>::shaped("t", entries, ways, partitions, policy, false, 4).unwrap();
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let out = (0..20_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let (key, index, tag) = ((x % (3 * entries as u64)) as u32, x >> 20 & 0xff, x >> 40 & 0x3f);
+                (c.lookup(key, index, tag, 0), c.access(key ^ 1, index, tag, 0), c.insert(key, index, tag, 0))
+            })
+            .collect();
+        (out, c.stats)
+    }
+
+    #[test]
+    fn table_iv_shapes_answer_as_the_run_time_cache_does() {
+        assert_eq!(stream::<Lfu<8>>(64, 8, 8, Policy::Lfu), stream::<Dynamic>(64, 8, 8, Policy::Lfu));
+        assert_eq!(stream::<Lru<8>>(64, 8, 1, Policy::Lru), stream::<Dynamic>(64, 8, 1, Policy::Lru));
+        assert_eq!(stream::<Lfu<16>>(512, 16, 32, Policy::Lfu), stream::<Dynamic>(512, 16, 32, Policy::Lfu));
+        assert_eq!(stream::<Lru<4>>(16, 4, 2, Policy::Lru), stream::<Dynamic>(16, 4, 2, Policy::Lru));
+        let e = Cache::<Lfu<8>>::shaped("DevTLB", 64, 16, 1, Policy::Lfu, false, 4).err().unwrap();
+        assert!(matches!(&e, crate::HtError::Geometry { structure, .. } if structure == "DevTLB"), "{e}");
+        assert!(Cache::<Lfu<8>>::shaped("DevTLB", 64, 8, 1, Policy::Lru, false, 4).is_err());
+        assert!(Cache::<Lfu<8>>::shaped("DevTLB", 64, 8, 1, Policy::Lfu, true, 4).is_err());
     }
 
     #[test]

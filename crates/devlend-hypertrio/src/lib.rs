@@ -6,7 +6,9 @@
 //! - `tables`: the two-dimensional walk of §II-A / Fig 2 (24 accesses for 4-level nested,
 //!   Table II) on devlend-fabric's page tables (guest first-level and host second-level).
 //! - `cache`: set-associative DevTLB, IOTLB, context cache, L2/L3 page-structure caches with
-//!   partitioning (§III P-DevTLB, Table IV) and LRU / LFU (4-bit, halving, §V-C) / oracle (§V-C).
+//!   partitioning (§III P-DevTLB, Table IV) and LRU / LFU (4-bit, halving, §V-C) / oracle (§V-C);
+//!   Table IV's structures run as caches whose type fixes their policy and ways (`cache::Shape`,
+//!   chosen once per run by `sim::run_fitting`), any other configuration with run-time values.
 //! - `sim`: the performance model of §IV-C with the PTB, hit under miss, drop-and-retry and the
 //!   prefetch unit of §III; latencies of Table II.
 //! - `workload`: the tenant generator of §IV-D with Table III / §V-C profiles and the RR/RAND

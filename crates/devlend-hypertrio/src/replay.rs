@@ -13,11 +13,10 @@
 use crate::construct::{is_trace, Sources};
 use crate::error::{HtError, HtResult};
 use crate::params::Config;
-use crate::sim::{Lookahead, Sim, Stats, ORACLE_WINDOW_PACKETS};
+use crate::sim::{run_fitting, Stats};
 use crate::tables::Tables;
 use crate::trace::Reader;
 use crate::workload::{Layout, Packet, PageInfo};
-use crate::Policy;
 
 /// Yields packets until the source fails, keeping the error; reports progress.
 struct Checked<'e, I> {
@@ -83,13 +82,9 @@ pub fn run(
     let layout = layout_of(pages)?;
     let shapes = Tables::shapes(&layout, tenants)?;
     let iovas: Vec<u64> = layout.pages.iter().map(|p| p.iova).collect();
-    let mut sim = Sim::new(cfg, shapes, tenants, iovas)?;
-    if let Some(levels) = walk_levels {
-        sim = sim.with_walk_levels(levels);
-    }
     let mut err = None;
     let it = Checked { inner: packets, err: &mut err, n: 0, total, progress };
-    let st = if cfg.devtlb_policy == Policy::Oracle { sim.run(Lookahead::new(it, ORACLE_WINDOW_PACKETS)) } else { sim.run(it.map(|p| (p, [0; 3]))) };
+    let st = run_fitting(cfg, shapes, tenants, iovas, walk_levels, it)?;
     match err {
         Some(e) => Err(e),
         None => Ok(st),

@@ -61,7 +61,9 @@
 //! reuse distance a 64-entry DevTLB can exploit, this is Belady's MIN on the stream, in
 //! bounded memory.
 
-use crate::cache::{age_touch, find_in, oldest, on_row, on_row_mut, padded_rows, Cache, CacheStats, LruSet, Policy, AGE_PAD, NEVER, PAD};
+use crate::cache::{
+    age_touch, find8, find_in, oldest, on_row, on_row_mut, padded_rows, Cache, CacheStats, Dynamic, Lfu, Lru, LruSet, Policy, Shape, AGE_PAD, NEVER, PAD,
+};
 use crate::divisor::Divisor;
 use crate::error::{HtError, HtResult};
 use crate::params::{params, Config, HyperTrioParams};
@@ -261,6 +263,9 @@ impl Pb {
     }
     #[inline(always)]
     fn find(&self, key: u32) -> Option<usize> {
+        if self.used.len() <= 8 {
+            return find8(&self.keys[..8], key);
+        }
         on_row(&self.keys, 0, self.keys.len(), |r| find_in(r, key))
     }
     #[inline(always)]
@@ -287,7 +292,43 @@ impl Pb {
     }
 }
 
-pub struct Sim<'a> {
+/// The cache types of one run (`cache::Shape`): chosen once per run by [`run_fitting`], so the
+/// whole run loop is compiled for them.
+pub trait Kinds {
+    type Dev: Shape;
+    type Io: Shape;
+    type Pst: Shape;
+}
+
+/// 002 Table IV's structures (Base and HyperTRIO alike): an LFU DevTLB of 8-way rows, the
+/// IOTLB's LRU rows of 8 ways, LFU page-structure caches of 16-way rows, tags matched by their
+/// low bits.
+pub struct TableIv;
+impl Kinds for TableIv {
+    type Dev = Lfu<8>;
+    type Io = Lru<8>;
+    type Pst = Lfu<16>;
+}
+
+/// Any geometry and policy, read at run time.
+pub struct AnyKinds;
+impl Kinds for AnyKinds {
+    type Dev = Dynamic;
+    type Io = Dynamic;
+    type Pst = Dynamic;
+}
+
+impl TableIv {
+    fn fits(cfg: &Config, p: &HyperTrioParams) -> bool {
+        let ftm = cfg.full_tag_match;
+        <TableIv as Kinds>::Dev::fits(cfg.devtlb_ways, cfg.devtlb_policy, ftm)
+            && <TableIv as Kinds>::Io::fits(p.iotlb_ways, Policy::Lru, false)
+            && <TableIv as Kinds>::Pst::fits(cfg.l2_ways, cfg.l2_policy, ftm)
+            && <TableIv as Kinds>::Pst::fits(cfg.l3_ways, cfg.l3_policy, ftm)
+    }
+}
+
+pub struct Sim<'a, K: Kinds = AnyKinds> {
     p: &'a HyperTrioParams,
     cfg: Config,
     /// Device-to-chipset one-way latency: half the configuration's round trip, or 002 Table II's.
@@ -297,11 +338,11 @@ pub struct Sim<'a> {
     /// Levels of the table the logged walk reads (`qemu_walk_levels`, or what the logs recorded).
     logged_top: u32,
     npages: usize,
-    devtlb: Cache,
+    devtlb: Cache<K::Dev>,
     context: LruSet,
-    iotlb: Cache,
-    l2: Cache,
-    l3: Cache,
+    iotlb: Cache<K::Io>,
+    l2: Cache<K::Pst>,
+    l3: Cache<K::Pst>,
     pb: Option<Pb>,
     /// Packet slot (rounded up) by which the in-flight prefetch of each (SID, page) completes,
     /// to issue it once (u32: half the memory of a time, for the random reads of RAND orders).
@@ -323,7 +364,7 @@ pub struct Sim<'a> {
     st: Stats,
 }
 
-impl<'a> Sim<'a> {
+impl<'a, K: Kinds> Sim<'a, K> {
     /// Walk `levels`-level tables in the logged (one-dimensional) walk: what the QEMU logs
     /// recorded (their `vtd_slpte_fetch` levels).
     pub fn with_walk_levels(mut self, levels: u32) -> Self {
@@ -331,7 +372,7 @@ impl<'a> Sim<'a> {
         self
     }
 
-    pub fn new(cfg: &Config, shapes: Vec<WalkShape>, tenants: u32, iovas: Vec<u64>) -> HtResult<Sim<'static>> {
+    pub fn new(cfg: &Config, shapes: Vec<WalkShape>, tenants: u32, iovas: Vec<u64>) -> HtResult<Sim<'static, K>> {
         let p = params();
         let bits = p.lfu_counter_bits;
         if cfg.ptb_entries == 0 {
@@ -367,11 +408,11 @@ impl<'a> Sim<'a> {
         Ok(Sim {
             p,
             one_way_ps,
-            devtlb: Cache::new("DevTLB", cfg.devtlb_entries, cfg.devtlb_ways, cfg.devtlb_partitions, cfg.devtlb_policy, cfg.full_tag_match, bits)?,
+            devtlb: Cache::shaped("DevTLB", cfg.devtlb_entries, cfg.devtlb_ways, cfg.devtlb_partitions, cfg.devtlb_policy, cfg.full_tag_match, bits)?,
             context: LruSet::new("context cache", p.context_cache_entries, tenants as usize)?,
-            iotlb: Cache::new("IOTLB", p.iotlb_entries, p.iotlb_ways, 1, Policy::Lru, false, bits)?,
-            l2: Cache::new("L2TLB", cfg.l2_entries, cfg.l2_ways, cfg.l2_partitions, cfg.l2_policy, cfg.full_tag_match, bits)?,
-            l3: Cache::new("L3TLB", cfg.l3_entries, cfg.l3_ways, cfg.l3_partitions, cfg.l3_policy, cfg.full_tag_match, bits)?,
+            iotlb: Cache::shaped("IOTLB", p.iotlb_entries, p.iotlb_ways, 1, Policy::Lru, false, bits)?,
+            l2: Cache::shaped("L2TLB", cfg.l2_entries, cfg.l2_ways, cfg.l2_partitions, cfg.l2_policy, cfg.full_tag_match, bits)?,
+            l3: Cache::shaped("L3TLB", cfg.l3_entries, cfg.l3_ways, cfg.l3_partitions, cfg.l3_policy, cfg.full_tag_match, bits)?,
             pb: cfg.prefetch.then(|| Pb::new(cfg.pb_entries)),
             pending_done: vec![0; n],
             key_next: if cfg.devtlb_policy == Policy::Oracle { vec![NEVER; n] } else { Vec::new() },
@@ -534,9 +575,10 @@ impl<'a> Sim<'a> {
     fn note_history(&mut self, sid: u32, page: PageId) {
         let r = &mut self.recent[sid as usize];
         if r[0] != page {
-            let pos = r.iter().position(|&x| x == page).unwrap_or(3);
-            r.copy_within(0..pos, 1);
-            r[0] = page;
+            // move the page to the front (from position 1, 2 or 3; an absent page drops the
+            // last), written out: a `copy_within` of at most 6 bytes is a call to memmove
+            let [a, b, c, d] = *r;
+            *r = [page, a, if b == page { c } else { b }, if b == page || c == page { d } else { c }];
         }
     }
 
@@ -651,13 +693,39 @@ impl<I: Iterator<Item = Packet>> Iterator for Lookahead<I> {
     }
 }
 
+/// Build the model of `cfg` over the layout's pages (`shapes`, `iovas`) with the cache types
+/// that fit it ([`TableIv`] or [`AnyKinds`]; the statistics are the same either way) and run it
+/// on `packets` (through `Lookahead` for the oracle). `walk_levels`: see `Sim::with_walk_levels`.
+pub fn run_fitting(
+    cfg: &Config,
+    shapes: Vec<WalkShape>,
+    tenants: u32,
+    iovas: Vec<u64>,
+    walk_levels: Option<u32>,
+    packets: impl Iterator<Item = Packet>,
+) -> HtResult<Stats> {
+    fn build<K: Kinds>(cfg: &Config, shapes: Vec<WalkShape>, tenants: u32, iovas: Vec<u64>, walk_levels: Option<u32>) -> HtResult<Sim<'static, K>> {
+        let sim = Sim::<K>::new(cfg, shapes, tenants, iovas)?;
+        Ok(match walk_levels {
+            Some(levels) => sim.with_walk_levels(levels),
+            None => sim,
+        })
+    }
+    Ok(if TableIv::fits(cfg, params()) {
+        build::<TableIv>(cfg, shapes, tenants, iovas, walk_levels)?.run(packets.map(|p| (p, [0; 3])))
+    } else if cfg.devtlb_policy == Policy::Oracle {
+        build::<AnyKinds>(cfg, shapes, tenants, iovas, walk_levels)?.run(Lookahead::new(packets, ORACLE_WINDOW_PACKETS))
+    } else {
+        build::<AnyKinds>(cfg, shapes, tenants, iovas, walk_levels)?.run(packets.map(|p| (p, [0; 3])))
+    })
+}
+
 /// Simulate `cfg` on the workload: the whole pipeline (tables, streamed trace, model).
 pub fn simulate(cfg: &Config, spec: &WorkloadSpec) -> HtResult<Stats> {
     let trace = Trace::new(spec)?;
     let shapes = Tables::shapes(&trace.layout, spec.tenants)?;
     let iovas: Vec<u64> = trace.layout.pages.iter().map(|p| p.iova).collect();
-    let sim = Sim::new(cfg, shapes, spec.tenants, iovas)?;
-    Ok(if cfg.devtlb_policy == Policy::Oracle { sim.run(Lookahead::new(trace, ORACLE_WINDOW_PACKETS)) } else { sim.run(trace.map(|p| (p, [0; 3]))) })
+    run_fitting(cfg, shapes, spec.tenants, iovas, None, trace)
 }
 
 #[cfg(test)]

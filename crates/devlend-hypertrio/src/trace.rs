@@ -337,6 +337,7 @@ impl<R: Read> Reader<R> {
     }
 
     /// Make at least `n` bytes available unless the input ends first.
+    #[inline(never)]
     fn fill(&mut self, n: usize) -> HtResult<()> {
         if self.len - self.pos >= n || self.eof {
             return Ok(());
@@ -421,7 +422,10 @@ impl<R: Read> Reader<R> {
     }
 
     fn packet(&mut self) -> HtResult<Option<Packet>> {
-        self.fill(24)?;
+        // the buffer's refill, out of line: taken once per buffer, not per packet
+        if self.len - self.pos < 24 && !self.eof {
+            self.fill(24)?;
+        }
         let start = self.pos;
         let Some(&c) = self.buf[..self.len].get(self.pos) else {
             return Err(self.err_at(self.offset(), format!("truncated: the file ends after packet {} without its end record", self.packets)));
