@@ -89,6 +89,10 @@ pub struct DeviceProfile {
     #[serde(default)]
     pub dma_read_line_ps: Option<u64>,
     pub source: String,
+    /// Its other keys by name: its kind's own constants, which its device model reads (an NVMe
+    /// drive's media, `[device_kind.nvme] settings`), and the lspci import's fields.
+    #[serde(flatten)]
+    pub constants: BTreeMap<String, toml::Value>,
 }
 
 /// A device kind (`[device_kind.KIND]`): its own settings, the keys a topology's `params` may set

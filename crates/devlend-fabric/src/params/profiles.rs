@@ -96,10 +96,9 @@ struct Extra {
     device_kind: BTreeMap<String, DeviceKindProfile>,
 }
 
-/// The parameter texts in order (params/hardware.toml first, then each registered one), parsed.
+/// The parameter texts in order (params/hardware.toml first, then each registered one).
 struct Texts<'a> {
     texts: Vec<&'a str>,
-    raw: Vec<toml::Table>,
     /// Which text wrote each profile and each kind table.
     device: BTreeMap<String, usize>,
     kind: BTreeMap<String, usize>,
@@ -113,11 +112,6 @@ impl Texts<'_> {
         let table = format!("{section}.{name}");
         let line = line_of(text, &table, key);
         ProfileError { field: key.map_or(table.clone(), |k| format!("{table}.{k}")), line, problem }
-    }
-
-    /// Whether profile `name`'s table writes `key`.
-    fn has(&self, name: &str, key: &str) -> bool {
-        self.device.get(name).and_then(|&i| self.raw[i].get("device")?.get(name)?.get(key)).is_some()
     }
 }
 
@@ -142,7 +136,7 @@ fn toml_error(text: &str, e: toml::de::Error) -> ProfileError {
 pub fn validate(texts: &[&str]) -> Result<Params, ProfileError> {
     let (first, rest) = texts.split_first().expect("at least the parameter file");
     let mut p: Params = toml::from_str(first).map_err(|e| toml_error(first, e))?;
-    let mut t = Texts { texts: texts.to_vec(), raw: Vec::new(), device: BTreeMap::new(), kind: BTreeMap::new() };
+    let mut t = Texts { texts: texts.to_vec(), device: BTreeMap::new(), kind: BTreeMap::new() };
     t.device.extend(p.device.keys().map(|k| (k.clone(), 0)));
     t.kind.extend(p.device_kind.keys().map(|k| (k.clone(), 0)));
     for (i, text) in rest.iter().enumerate().map(|(i, x)| (i + 1, x)) {
@@ -164,7 +158,6 @@ pub fn validate(texts: &[&str]) -> Result<Params, ProfileError> {
             p.device_kind.insert(name, k);
         }
     }
-    t.raw = texts.iter().map(|x| toml::from_str(x).expect("parsed above")).collect();
     check_profiles(&p, &t)?;
     for (kind, k) in &p.device_kind {
         check_kind(&p, &t, kind, k)?;
@@ -205,7 +198,7 @@ fn check_kind(p: &Params, t: &Texts, kind: &str, k: &DeviceKindProfile) -> Resul
         if !k.import_classes.iter().any(|c| code.starts_with(c.as_str())) {
             return Err(t.error(("device", name), Some("class_code"), ProfileProblem::NotImported { kind: kind.into(), class_code: d.class_code }));
         }
-        if let Some(s) = k.settings.iter().find(|s| s.default.is_none() && !t.has(name, &s.key)) {
+        if let Some(s) = k.settings.iter().find(|s| s.default.is_none() && !d.constants.contains_key(&s.key)) {
             return Err(t.error(("device", name), None, ProfileProblem::MissingSetting { kind: kind.into(), key: s.key.clone() }));
         }
     }
