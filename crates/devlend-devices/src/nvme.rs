@@ -416,4 +416,32 @@ mod tests {
         let e = Media::of(default).unwrap().set(default, "media_size", 1).unwrap_err();
         assert!(e.to_string().contains("media_size"), "{e}");
     }
+
+    /// A drive profile registered while the program runs has its media read as a compiled-in
+    /// one's: its own constants, its kind's default capacity where it gives none.
+    #[test]
+    fn a_registered_drive_profiles_media_is_read() {
+        let text = r#"
+[device.devices-test-drive]
+kind = "nvme"
+class_code = 0x010802
+vendor = 0x144d
+device = 0xa808
+max_gen = 3
+max_width = 4
+bars = [ { index = 0, size = 0x4000, bits = 64, pref = false } ]
+msix_vectors = 32
+media_read_latency_ps = 80000000
+media_write_latency_ps = 20000000
+media_bandwidth = 3500000000
+media_parallelism = 32
+source = "devlend-devices nvme.rs tests"
+"#;
+        devlend_fabric::params::register_profiles(text).unwrap_or_else(|e| panic!("{e}"));
+        let m = Media::of("devices-test-drive").unwrap();
+        assert_eq!((m.media_read_latency_ps, m.media_parallelism, m.capacity), (80_000_000, 32, super::DEFAULT_CAPACITY));
+        let e = devlend_fabric::params::register_profiles(&text.replace("devices-test-drive", "devices-test-drive2").replace("media_parallelism = 32\n", ""))
+            .unwrap_err();
+        assert_eq!((e.field.as_str(), e.line), ("device.devices-test-drive2", 2), "{e}");
+    }
 }

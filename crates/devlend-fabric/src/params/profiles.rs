@@ -122,8 +122,8 @@ fn line_of(text: &str, table: &str, key: Option<&str>) -> usize {
     let lines: Vec<&str> = text.lines().map(str::trim_start).collect();
     let Some(h) = lines.iter().position(|l| l.starts_with(&header)) else { return 0 };
     let written = |l: &&str| key.is_some_and(|k| l.strip_prefix(k).is_some_and(|r| r.trim_start().starts_with('=')));
-    let body = lines[h + 1..].iter().take_while(|l| !l.starts_with('['));
-    h + 1 + body.clone().position(|l| written(&l)).map_or(0, |i| i + 1)
+    let mut body = lines[h + 1..].iter().take_while(|l| !l.starts_with('['));
+    h + 1 + body.position(written).map_or(0, |i| i + 1)
 }
 
 fn toml_error(text: &str, e: toml::de::Error) -> ProfileError {
