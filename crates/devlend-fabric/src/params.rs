@@ -1,5 +1,7 @@
 //! The hardware parameter file, `params/hardware.toml`, compiled in. Every constant the model
 //! uses is read from here; each table carries a `source` naming the paper section or datasheet.
+//! Device profiles and kind tables may be added while the program runs, checked as the file's
+//! are (`profiles.rs`: [`register_profiles`], [`validate`]).
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
