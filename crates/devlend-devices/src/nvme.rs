@@ -58,11 +58,6 @@ pub const SC_LBA_OUT_OF_RANGE: u16 = 0x80;
 pub const OP_WRITE: u8 = 0x01;
 pub const OP_READ: u8 = 0x02;
 
-/// The profile whose media a drive without one is driven with (assumed: the seed papers' own
-/// drive, 000 §7.4, whose figures are sourced); python/devlend/lspci/profiles.py DEFAULT says so
-/// when it imports such a drive.
-pub const DEFAULT_PROFILE: &str = "optane-900p";
-
 /// A drive's capacity where its profile gives none: 2^24 blocks of 512 B (8 GiB), assumed (the
 /// size the fio model ran on before profiles gave capacities).
 pub const DEFAULT_CAPACITY: u64 = 8 << 30;
@@ -84,24 +79,29 @@ pub struct Media {
 }
 
 impl Media {
-    /// The media timing of device profile `profile` (params/hardware.toml).
+    /// The media timing of device profile `profile` (params/hardware.toml, or a profile registered
+    /// while the program runs: `devlend_fabric::params::register_profiles`).
     pub fn of(profile: &str) -> MResult<Media> {
         let bad = |problem| ModelError::Params { field: format!("[device.{profile}]"), problem };
-        let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| bad(ParamsProblem::Toml(Box::new(e))))?;
-        let v = t.get("device").and_then(|d| d.get(profile)).ok_or_else(|| bad(ParamsProblem::NoProfile { profile: profile.into() }))?;
-        v.clone().try_into().map_err(|error| bad(ParamsProblem::NoMediaTiming { profile: profile.into(), error: Box::new(error) }))
+        let p = devlend_fabric::params::params().device.get(profile).ok_or_else(|| bad(ParamsProblem::NoProfile { profile: profile.into() }))?;
+        let v = toml::Value::Table(p.constants.clone().into_iter().collect());
+        v.try_into().map_err(|error| bad(ParamsProblem::NoMediaTiming { profile: profile.into(), error: Box::new(error) }))
     }
 
     /// The media of the drive named `device` in the fabric: its profile's, with what the
     /// topology's `params` sets for it (`devices.NAME.media_*`, `capacity`).
     /// A drive described by its functions (an import of a drive whose IDs devlend does not know)
-    /// has the media of `DEFAULT_PROFILE`.
+    /// has the media of its kind's `default_profile` (`[device_kind.nvme]` of
+    /// params/hardware.toml, which the lspci import's warning names too).
     pub fn of_device(f: &Fabric, device: &str) -> MResult<Media> {
         let d = f.devices().iter().position(|d| d.name == device);
         let profile = match d.map(|d| &f.devices()[d]) {
-            Some(info) if info.profile.is_none() && info.kind.as_str() == "nvme" => DEFAULT_PROFILE.to_string(),
-            other => other.and_then(|i| i.profile.clone()).unwrap_or_default(),
-        };
+            Some(info) if info.profile.is_none() => {
+                devlend_fabric::params::params().device_kind.get(info.kind.as_str()).and_then(|k| k.default_profile.clone())
+            }
+            other => other.and_then(|i| i.profile.clone()),
+        }
+        .unwrap_or_default();
         let mut m = Media::of(&profile)?;
         if let Some(d) = d {
             for (key, &n) in f.tuning().own_settings(d as u32) {
@@ -405,14 +405,43 @@ mod tests {
     #[test]
     fn every_setting_of_the_kind_reaches_the_media() {
         let kind = &devlend_fabric::params::params().device_kind["nvme"];
+        let default = kind.default_profile.as_deref().expect("a drive without a profile has the media of [device_kind.nvme] default_profile");
         for (i, s) in kind.settings.iter().enumerate() {
-            let mut m = Media::of(super::DEFAULT_PROFILE).unwrap();
+            let mut m = Media::of(default).unwrap();
             let before = format!("{m:?}");
-            m.set(super::DEFAULT_PROFILE, &s.key, 600 + i as u64).unwrap();
+            m.set(default, &s.key, 600 + i as u64).unwrap();
             assert_ne!(format!("{m:?}"), before, "{} is not read by the media", s.key);
             assert!(format!("{m:?}").contains(&format!("{}: {}", s.key, 600 + i)));
         }
-        let e = Media::of(super::DEFAULT_PROFILE).unwrap().set(super::DEFAULT_PROFILE, "media_size", 1).unwrap_err();
+        let e = Media::of(default).unwrap().set(default, "media_size", 1).unwrap_err();
         assert!(e.to_string().contains("media_size"), "{e}");
+    }
+
+    /// A drive profile registered while the program runs has its media read as a compiled-in
+    /// one's: its own constants, its kind's default capacity where it gives none.
+    #[test]
+    fn a_registered_drive_profiles_media_is_read() {
+        let text = r#"
+[device.devices-test-drive]
+kind = "nvme"
+class_code = 0x010802
+vendor = 0x144d
+device = 0xa808
+max_gen = 3
+max_width = 4
+bars = [ { index = 0, size = 0x4000, bits = 64, pref = false } ]
+msix_vectors = 32
+media_read_latency_ps = 80000000
+media_write_latency_ps = 20000000
+media_bandwidth = 3500000000
+media_parallelism = 32
+source = "devlend-devices nvme.rs tests"
+"#;
+        devlend_fabric::params::register_profiles(text).unwrap_or_else(|e| panic!("{e}"));
+        let m = Media::of("devices-test-drive").unwrap();
+        assert_eq!((m.media_read_latency_ps, m.media_parallelism, m.capacity), (80_000_000, 32, super::DEFAULT_CAPACITY));
+        let e = devlend_fabric::params::register_profiles(&text.replace("devices-test-drive", "devices-test-drive2").replace("media_parallelism = 32\n", ""))
+            .unwrap_err();
+        assert_eq!((e.field.as_str(), e.line), ("device.devices-test-drive2", 2), "{e}");
     }
 }

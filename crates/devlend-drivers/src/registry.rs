@@ -85,10 +85,11 @@ pub fn check(fabric: &Fabric, device: &str, s: Serves) -> Result<(), Option<Stri
 
 /// A device type registered while the program runs rather than in [`TYPES`]: a type from outside
 /// this crate (a test's own device and driver), with its drivers for the services it serves.
-/// The fabric takes a device's kind only when a profile has it, so a type without a profile of
-/// its own registers for a kind that has one and no listed type serves that way (devlend-workloads'
-/// test type does for `generic`, on a device described by its functions); the schema and
-/// [`kinds`] do not change, and [`serving`] names only [`TYPES`].
+/// The fabric takes a device's kind only when a profile has it: such a type registers its
+/// profile and its kind's table first (`devlend_fabric::params::register_profiles`, checked as
+/// params/hardware.toml's are), as devlend-workloads' tests do for their RAM disk (`ramdisk`)
+/// and copy engine (`copyengine`); the schema and [`kinds`] do not change, and [`serving`] names
+/// only [`TYPES`].
 #[derive(Clone, Copy)]
 pub struct Registered {
     pub kind: &'static str,

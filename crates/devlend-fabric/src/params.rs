@@ -1,9 +1,13 @@
 //! The hardware parameter file, `params/hardware.toml`, compiled in. Every constant the model
 //! uses is read from here; each table carries a `source` naming the paper section or datasheet.
+//! Device profiles and kind tables may be added while the program runs, checked as the file's
+//! are (`profiles.rs`: [`register_profiles`], [`validate`]).
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+
+mod profiles;
+pub use profiles::{register_profiles, validate, ProfileError, ProfileProblem};
 
 pub const HARDWARE_TOML: &str = include_str!("../../../params/hardware.toml");
 
@@ -87,12 +91,17 @@ pub struct DeviceProfile {
     #[serde(default)]
     pub dma_read_line_ps: Option<u64>,
     pub source: String,
+    /// Its other keys by name: its kind's own constants, which its device model reads (an NVMe
+    /// drive's media, `[device_kind.nvme] settings`), and the lspci import's fields.
+    #[serde(flatten)]
+    pub constants: BTreeMap<String, toml::Value>,
 }
 
 /// A device kind (`[device_kind.KIND]`): its own settings, the keys a topology's `params` may set
 /// on a device of that kind beyond every device's (`devices.NAME.KEY`), which its device model
 /// reads over its profile's values (the fabric checks and records them without knowing the kind);
-/// and the classes the lspci/sysfs import (python/devlend/lspci/assemble.py) takes as this kind.
+/// and the classes the lspci/sysfs import (python/devlend/lspci/assemble.py) takes as this kind;
+/// how a device of the kind that has no profile (an import whose IDs no profile has) is driven.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceKindProfile {
@@ -104,6 +113,14 @@ pub struct DeviceKindProfile {
     /// The same classes by the names lspci prints without `-nn`.
     #[serde(default)]
     pub import_class_names: Vec<String>,
+    /// The profile whose model parameters a device of the kind without a profile is driven with
+    /// (a drive's media); none: the model needs none.
+    #[serde(default)]
+    pub default_profile: Option<String>,
+    /// How a device of the kind without a profile is driven, for the import's warning (its
+    /// placeholders `{device}` and `{default_profile}`); none: the import does not warn.
+    #[serde(default)]
+    pub unprofiled: Option<String>,
     pub source: String,
 }
 
@@ -208,10 +225,11 @@ pub struct Params {
     pub cluster_switch: BTreeMap<String, ClusterSwitchProfile>,
 }
 
-/// The parsed parameter file. Parsing is checked by a unit test, so a bad edit fails CI.
+/// The parameters in force: the parameter file, checked as [`register_profiles`] checks a
+/// profile added while the program runs (by a unit test, so a bad edit fails CI), with every
+/// registered profile and kind table merged in.
 pub fn params() -> &'static Params {
-    static P: OnceLock<Params> = OnceLock::new();
-    P.get_or_init(|| toml::from_str(HARDWARE_TOML).expect("params/hardware.toml is malformed"))
+    profiles::current()
 }
 
 #[cfg(test)]
@@ -237,42 +255,13 @@ mod tests {
         assert_eq!((k40.memory, k40.bars[1].size), (Some(12 << 30), 256 << 20));
     }
 
+    /// The parameter file passes the checks a registered profile passes; its kinds' class codes.
     #[test]
-    fn profiles_of_one_kind_share_one_class_code() {
-        let p = super::params();
-        for (name, d) in &p.device {
-            let first = p.device.values().find(|o| o.kind == d.kind).unwrap();
-            assert_eq!(d.class_code, first.class_code, "{name}: kind {} has one class code", d.kind);
-        }
+    fn the_parameter_file_passes_the_profile_checks() {
+        let p = super::validate(&[super::HARDWARE_TOML]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!p.device_kind.is_empty());
         let codes: Vec<(&str, u32)> =
             ["gpu", "nvme", "nic", "generic"].iter().map(|k| (*k, p.device.values().find(|d| d.kind == *k).unwrap().class_code)).collect();
         assert_eq!(codes, [("gpu", 0x03_00_00), ("nvme", 0x01_08_02), ("nic", 0x02_00_00), ("generic", 0x06_80_00)]);
-    }
-
-    /// A kind's own settings are constants of its profiles: each profile of the kind states every
-    /// one that has no default; a kind table names a kind some profile has, and its import classes
-    /// take its profiles' class codes.
-    #[test]
-    fn a_kinds_settings_are_its_profiles_constants() {
-        let p = super::params();
-        let file: toml::Value = toml::from_str(super::HARDWARE_TOML).unwrap();
-        assert!(!p.device_kind.is_empty());
-        for (kind, k) in &p.device_kind {
-            // the import takes each profile of the kind, by its class code, as the kind
-            for (name, d) in p.device.iter().filter(|(_, d)| &d.kind == kind) {
-                let code = format!("{:06x}", d.class_code);
-                assert!(
-                    k.import_classes.iter().any(|c| code.starts_with(c.as_str())),
-                    "[device.{name}] class {code} is not one of kind {kind}'s import_classes"
-                );
-            }
-            let profiles: Vec<&String> = p.device.iter().filter(|(_, d)| &d.kind == kind).map(|(n, _)| n).collect();
-            assert!(!profiles.is_empty(), "[device_kind.{kind}]: no profile of kind {kind}");
-            for s in k.settings.iter().filter(|s| s.default.is_none()) {
-                for name in &profiles {
-                    assert!(file["device"][name.as_str()].get(&s.key).is_some(), "[device.{name}] lacks {}, a setting of kind {kind}", s.key);
-                }
-            }
-        }
     }
 }

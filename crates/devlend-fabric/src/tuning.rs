@@ -503,9 +503,15 @@ fn kind_settings(kind: &str) -> &'static [KindSetting] {
     crate::params::params().device_kind.get(kind).map_or(&[], |k| k.settings.as_slice())
 }
 
-/// A kind's own setting's value kind, by the unit its table gives (checked by a test).
+/// A kind's own setting's value kind, by the unit its table gives (every table's units are
+/// checked as it is taken, `params::validate`).
 fn unit_of(kind: &str, s: &KindSetting) -> Kind {
     Kind::of_unit(&s.unit).unwrap_or_else(|| panic!("[device_kind.{kind}] {}: unit '{}' is not ps, bytes, bytes/s or commands", s.key, s.unit))
+}
+
+/// Whether `unit` is one a kind's own setting may have (ps, bytes, bytes/s or commands).
+pub(crate) fn unit_is_known(unit: &str) -> bool {
+    Kind::of_unit(unit).is_some()
 }
 
 /// `cpus.PROFILE.root_latency_ps`: every host of that CPU profile (the profile's own value, varied per run).

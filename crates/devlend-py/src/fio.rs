@@ -117,6 +117,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fio_jobs, m)?)?;
     m.add_function(wrap_pyfunction!(nvme_capacity, m)?)?;
     m.add("FIO_DEFAULT_CAPACITY", devlend_devices::nvme::DEFAULT_CAPACITY)?;
-    m.add("NVME_DEFAULT_PROFILE", devlend_devices::nvme::DEFAULT_PROFILE)?;
     Ok(())
 }

@@ -9,7 +9,7 @@ from typing import Any, Optional
 from ..errors import TopologyError
 from ..sizes import fmt_size
 from .paravirt import paravirtual
-from .profiles import DEFAULT as DEFAULT_PROFILES, hardware, profile_of
+from .profiles import hardware, profile_of, unprofiled
 from .common import ImportResult, Key, Loc, Skipped, _DEFAULT_LINK, _DEFAULT_RAM, _Fn, _GEN_OF_SPEED, _NAME_RE, _WIDTHS, _bdf, _check_size
 
 
@@ -319,8 +319,8 @@ class _Assembler:
         idx = len(self.devices)
         path = f"devices[{idx}]"
         profile = profile_of(f0)
-        if profile is None and kind in ("nvme", "gpu"):
-            self.default_profile(f0, name, kind)
+        if profile is None and (how := unprofiled(kind, name)) is not None:
+            self.warn_unprofiled(f0, name, how)
         if profile is not None:
             self.profiled(port_ref, port, group, name, profile)
             return
@@ -341,16 +341,14 @@ class _Assembler:
                       f"0-{len(group) - 1}")
         self.link(port_ref, name, f0, port, name)
 
-    def default_profile(self, f0: _Fn, name: str, kind: str) -> None:
-        """A GPU or NVMe drive whose IDs devlend does not know: imported with the BARs the capture
-        shows, and driven with defaults (a drive: the default NVMe profile's media; a GPU: its
-        BAR 1 as its memory), so that it can be borrowed and do DMA; said as a warning."""
+    def warn_unprofiled(self, f0: _Fn, name: str, how: str) -> None:
+        """A device of a modelled kind whose IDs devlend does not know: imported with the BARs the
+        capture shows, and driven as its kind's table says (``how``: a drive with the default
+        profile's media, a GPU with its BAR 1 as its memory), so that it can be borrowed and do
+        DMA; said as a warning."""
         ids = f"[{f0.ids[0]:04x}:{f0.ids[1]:04x}] " if f0.ids else ""
-        what = (f"the default NVMe profile {DEFAULT_PROFILES['nvme']}'s media timing and capacity (set "
-                f"devices.{name}.media_* and capacity in params to change them)" if kind == "nvme" else
-                "devlend's global [timing] values, its memory taken as its BAR 1's size")
         text = (f"{name}: {f0.bdf} {ids}{f0.what} has no known profile: imported with the BARs the capture shows; "
-                f"it can be borrowed and do DMA, driven with {what}")
+                f"it can be borrowed and do DMA, driven with {how}")
         self.result.warnings.append(text)
         self.note(text)
 

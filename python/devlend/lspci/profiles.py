@@ -74,11 +74,14 @@ def profile_of(fn: _Fn) -> Optional[str]:
     return next((p for s, p in known().get(fn.ids, []) if s is None or s.lower() in subsystem), None)
 
 
-# kind -> the profile whose model parameters a device of that kind is driven with when its IDs
-# pick no profile (devlend-devices' nvme::DEFAULT_PROFILE, a drive's media), so that it can be
-# borrowed and do DMA; the import says so as a warning. A GPU needs none: without a profile its
-# memory is its BAR 1's size and its timing devlend's global [timing] values.
-DEFAULT: dict[str, str] = {"nvme": "optane-900p"}
+def unprofiled(kind: str, device: str) -> Optional[str]:
+    """How a device ``device`` of kind ``kind`` that has no profile (its IDs pick none) is driven,
+    so that it can be borrowed and do DMA: its kind's ``unprofiled`` in params/hardware.toml's
+    ``[device_kind.KIND]`` (with the kind's ``default_profile``, whose model parameters it gets);
+    ``None`` for a kind whose table says nothing (no warning)."""
+    k = hardware()["device_kind"].get(kind, {})
+    text = k.get("unprofiled")
+    return None if text is None else text.format(device=device, default_profile=k.get("default_profile"))
 
 
 class ProfileWarning(UserWarning):
@@ -86,12 +89,10 @@ class ProfileWarning(UserWarning):
 
 
 def warn_default(topology, device: str) -> None:
-    """Warn (ProfileWarning) when NVMe drive `device` of `topology` has no profile, so that its
-    media is the default profile's (``devlend._core.NVME_DEFAULT_PROFILE``)."""
+    """Warn (ProfileWarning) when ``device`` of ``topology`` has no profile and its kind has a
+    default profile (``[device_kind.KIND] default_profile``), so that it is driven with that
+    profile's model parameters."""
     import warnings
-    from .. import _core
     d = next((d for d in topology.devices if d.name == device), None)
-    if d is not None and d.profile is None and d.kind == "nvme":
-        warnings.warn(f"{device} has no profile: driven with the default NVMe profile {_core.NVME_DEFAULT_PROFILE}'s media "
-                      f"timing and capacity (set devices.{device}.media_* and capacity in params to change them)",
-                      ProfileWarning, stacklevel=3)
+    if d is not None and d.profile is None and hardware()["device_kind"].get(d.kind, {}).get("default_profile") is not None:
+        warnings.warn(f"{device} has no profile: driven with {unprofiled(d.kind, device)}", ProfileWarning, stacklevel=3)

@@ -23,6 +23,14 @@
 //!   step.
 //!
 //! What the run gives: when each step ended, and how long each part kept its thread busy.
+//!
+//! Why the epoch drives the GPU and NVMe types directly rather than the service traits
+//! (`devlend_drivers::service`) that `fio` and `gpu_copy` use: the gradient exchange is a
+//! peer-to-peer copy between two GPUs (`memcpy_peer`), which the copy service has no call for,
+//! and its copy engines move no bytes (`Gpu::timing_only`), which a `CopyDevice` cannot ask for;
+//! the drive is the controller at a size of its own (`DRIVE_BLOCKS`, which the reads' stride
+//! wraps at), where the block-I/O entry gives the profile's capacity. The drive's half alone
+//! could move (`probe` with one queue of 63 commands is `NvmeDriver::probe`), not the GPUs'.
 
 use super::error::{guest, setup, stopped, RunCause, VResult, VmRunError};
 use devlend_devices::gpu::Gpu;

@@ -4,10 +4,12 @@
 //! in the registry and runs its jobs on the RAM disk as it runs them on an NVMe drive, its own
 //! code naming neither; the disk is borrowed through the NTB as a drive is.
 //!
-//! The fabric takes a device's kind only when a profile in params/hardware.toml has it (a typo
-//! is an error), and a test cannot add a profile: so the disk is described by its functions,
-//! of kind `generic` (a device with no model of its own, which no listed type serves), and the
-//! test registers its type for that kind. A real new type has its own kind and profile.
+//! The type has its own kind, `ramdisk`, and a profile of it, added as a type in
+//! params/hardware.toml would be ([`PROFILE`]: the profile and the kind's table, registered with
+//! `devlend_fabric::params::register_profiles`, checked as the compiled-in ones are): the fabric
+//! takes the profile and the kind by name, and the kind's own setting `ramdisk_bytes` (the disk's
+//! size) in its unit, which the drive reads (`Tuning::own_settings`). Nothing outside this file
+//! changes for it.
 //!
 //! The RAM disk: per queue q, registers at `q * REGS` in BAR 0 hold a command (the buffer's
 //! DMA address, LBA, blocks, direction, tag) and the DMA address of the queue's completion
@@ -22,6 +24,7 @@ use devlend_drivers::service::block::{BlockDriver, BlockQueue, Drive, BLOCK};
 use devlend_drivers::service::kernel::DynOs;
 use devlend_engine::machine::{Cx, Device, FlowDone};
 use devlend_fabric::model::FuncId;
+use devlend_fabric::params::register_profiles;
 use devlend_fabric::Fabric;
 use devlend_host::{Cluster, DevId, DmaDir, HostError};
 use devlend_wire::Tlp;
@@ -33,7 +36,27 @@ use std::rc::Rc;
 
 const QUEUES: u16 = 4;
 const DEPTH: u32 = 8;
+/// The disk's size where the topology's `params` gives none.
 const CAPACITY: u64 = 1 << 20;
+
+/// The RAM disk's profile and its kind's table, as params/hardware.toml would hold them.
+const PROFILE: &str = r#"
+[device.test-ramdisk]
+kind = "ramdisk"
+class_code = 0x018000
+vendor = 0x1af4
+device = 0x10f1
+max_gen = 3
+max_width = 4
+bars = [ { index = 0, size = 0x1000, bits = 64, pref = false } ]
+msix_vectors = 0
+source = "devlend-workloads tests/it/service.rs: a RAM disk that exists only in this test"
+
+[device_kind.ramdisk]
+import_classes = ["0180"]
+settings = [ { key = "ramdisk_bytes", unit = "bytes", default = "1 MiB (service.rs CAPACITY)" } ]
+source = "devlend-workloads tests/it/service.rs"
+"#;
 /// Bytes of one queue's registers: command at 0 (dma, lba: u64; blocks, write, tag: u32),
 /// completion slots' DMA address at `CQ`, doorbell at `DOORBELL`.
 const REGS: u64 = 0x40;
@@ -224,15 +247,17 @@ impl BlockDriver for RamDriver {
     }
 }
 
-struct RamDrive;
+/// The disk as the topology describes it: its size.
+struct RamDrive(u64);
 
-fn ramdisk(_: &Fabric, _: &str) -> DResult<Rc<dyn Drive>> {
-    Ok(Rc::new(RamDrive))
+fn ramdisk(f: &Fabric, device: &str) -> DResult<Rc<dyn Drive>> {
+    let d = f.devices().iter().position(|d| d.name == device).ok_or_else(|| DeviceError::Mismatch { what: format!("no device {device}") })?;
+    Ok(Rc::new(RamDrive(f.tuning().own_settings(d as u32).get("ramdisk_bytes").copied().unwrap_or(CAPACITY))))
 }
 
 impl Drive for RamDrive {
     fn capacity(&self) -> u64 {
-        CAPACITY
+        self.0
     }
     fn max_queues(&self) -> u16 {
         QUEUES
@@ -241,11 +266,11 @@ impl Drive for RamDrive {
         DEPTH
     }
     fn params(&self) -> Vec<(String, String)> {
-        vec![("ramdisk_bytes".into(), CAPACITY.to_string())]
+        vec![("ramdisk_bytes".into(), self.0.to_string())]
     }
     fn model(&self, _: &mut Fabric, func: FuncId) -> DResult<Rc<RefCell<dyn Device<Cluster>>>> {
         let tails = [(0, true); QUEUES as usize];
-        Ok(Rc::new(RefCell::new(RamDisk { func, data: vec![0; CAPACITY as usize], moving: HashMap::new(), next: 0, tails })))
+        Ok(Rc::new(RefCell::new(RamDisk { func, data: vec![0; self.0 as usize], moving: HashMap::new(), next: 0, tails })))
     }
     fn probe(&self, os: &mut dyn DynOs, dev: DevId, queues: u16, iodepth: u32) -> DResult<Box<dyn BlockDriver>> {
         assert!(queues <= QUEUES && iodepth <= DEPTH, "the workload checked its jobs against the drive's limits");
@@ -272,16 +297,16 @@ pub(crate) fn topology_with(json: &str, name: &str) -> String {
     t
 }
 
-/// The b2b testbed with the drive replaced by a RAM disk described by its functions.
+/// The b2b testbed with the drive replaced by a RAM disk of its profile.
 fn topology() -> String {
-    topology_with(r#"{"name":"disk0","kind":"generic","functions":[{"bars":[{"index":0,"size":4096}]}]}"#, "disk0")
+    topology_with(r#"{"name":"disk0","profile":"test-ramdisk"}"#, "disk0")
 }
 
-/// The test's type, for kind `generic`: a RAM disk for block I/O, a copy engine for copies
-/// (`service_copy.rs`); the same registration from every test, so the order they run in does
-/// not matter.
-pub(crate) fn register() {
-    registry::register(Registered { kind: "generic", block_io: Some(ramdisk), device_copy: Some(crate::service_copy::COPIER) });
+/// The test's RAM disk: its profile and kind, and its type for kind `ramdisk` (the same
+/// registration from every test, so the order they run in does not matter).
+fn register() {
+    register_profiles(PROFILE).unwrap_or_else(|e| panic!("{e}"));
+    registry::register(Registered { kind: "ramdisk", block_io: Some(ramdisk), device_copy: None });
 }
 
 #[test]
@@ -304,7 +329,23 @@ fn a_scenario_runs_fio_on_the_test_only_device_with_its_parameters() {
     let r = s.run().unwrap();
     assert_eq!(r.workloads[0].fio.as_ref().map(|f| f.ios), Some(160));
     assert!(s.params().iter().any(|(k, v)| k == "disk0.ramdisk_bytes" && *v == CAPACITY.to_string()));
+    let f = devlend_fabric::build_json(&topology()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(registry::kind_of(&f, "disk0").as_deref(), Some("ramdisk"));
     let mut deep = Scenario::new(Cluster::from_json(&topology()).unwrap());
     let e = deep.add_fio("f", "borrower", "disk0", FioSpec { rw: Rw::RandRead, bs: 4096, iodepth: 9, numjobs: 1, ios: 1 }, 0).unwrap_err();
     assert!(e.to_string().contains("at most 8 commands"), "{e}");
+}
+
+/// The kind's own setting sizes the disk: a job past it is refused naming it, a smaller one runs.
+#[test]
+fn the_kinds_own_setting_sizes_the_test_only_disk() {
+    register();
+    let json =
+        topology().replace(r#"{"name":"nvme-back-to-back","#, r#"{"name":"nvme-back-to-back","params":{"devices":{"disk0":{"ramdisk_bytes":"256 KiB"}}},"#);
+    assert!(json.contains("ramdisk_bytes"));
+    let job = Job { rw: Rw::RandWrite, iodepth: 4, numjobs: 1, ios: 20, verify: true, size_blocks: Some(1024) };
+    let e = fio(&json, "borrower", "disk0", job).unwrap_err();
+    assert!(e.to_string().contains("262144"), "{e}");
+    let r = fio(&json, "borrower", "disk0", Job { size_blocks: Some(512), ..job }).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((r.ios, r.mismatches), (20, 0));
 }

@@ -1,17 +1,21 @@
-//! The test-only device type's copy engine (see `service.rs`): a device with memory (BAR 1)
-//! and one DMA engine, its driver, and its device-copy entry, which the `gpu_copy` workload
-//! (`Scenario::add_gpu_copy`) drives unchanged, its own code naming no device type.
+//! A second device type that exists only in this test (see `service.rs`): a copy engine, a
+//! device with memory (BAR 1) and one DMA engine, its driver, and its device-copy entry, which
+//! the `gpu_copy` workload (`Scenario::add_gpu_copy`) drives unchanged, its own code naming no
+//! device type. Its kind, `copyengine`, and its profile are registered as the RAM disk's are
+//! ([`PROFILE`]).
 //!
 //! The engine's registers in BAR 0: host DMA address, device offset, length, direction (1: to
 //! the device), the DMA address of a word in host RAM the engine writes the copy's sequence
 //! number into when done, and a doorbell that takes the sequence number and starts the copy.
 
-use crate::service::{register, topology_with};
+use crate::service::topology_with;
 use devlend_drivers::error::{DResult, DeviceError};
+use devlend_drivers::registry::{self, Registered};
 use devlend_drivers::service::copy::{CopyDevice, CopyDriver, CopyType};
 use devlend_drivers::service::kernel::DynOs;
 use devlend_engine::machine::{Cx, Device, FlowDone};
 use devlend_fabric::model::FuncId;
+use devlend_fabric::params::register_profiles;
 use devlend_fabric::Fabric;
 use devlend_host::{Cluster, DevId, DmaDir, HostError};
 use devlend_wire::Tlp;
@@ -27,6 +31,24 @@ const TO_DEVICE: u64 = 0x18;
 const DONE_AT: u64 = 0x20;
 const DOORBELL: u64 = 0x28;
 const DATA: u64 = 1;
+
+/// The copy engine's profile and its kind's table, as params/hardware.toml would hold them.
+const PROFILE: &str = r#"
+[device.test-copyengine]
+kind = "copyengine"
+class_code = 0x120000
+vendor = 0x1af4
+device = 0x10f2
+max_gen = 3
+max_width = 8
+bars = [ { index = 0, size = 0x1000, bits = 32, pref = false }, { index = 1, size = 0x100000, bits = 64, pref = true } ]
+msix_vectors = 0
+source = "devlend-workloads tests/it/service_copy.rs: a copy engine that exists only in this test"
+
+[device_kind.copyengine]
+import_classes = ["12"]
+source = "devlend-workloads tests/it/service_copy.rs"
+"#;
 
 /// The model: its function, and the copy running (sequence number, device offset, to the device).
 struct Copier {
@@ -161,13 +183,19 @@ fn probe(os: &mut dyn DynOs, dev: DevId) -> DResult<Box<dyn CopyDriver>> {
 }
 
 /// The copy engine's device-copy entry.
-pub const COPIER: CopyType = CopyType { model, probe };
+const COPIER: CopyType = CopyType { model, probe };
+
+/// The copy engine's profile and kind, and its type for kind `copyengine`.
+fn register() {
+    register_profiles(PROFILE).unwrap_or_else(|e| panic!("{e}"));
+    registry::register(Registered { kind: "copyengine", block_io: None, device_copy: Some(COPIER) });
+}
 
 #[test]
 fn gpu_copy_drives_a_test_only_copy_engine_through_the_registry() {
     register();
-    let dev = format!(r#"{{"name":"copier0","kind":"generic","functions":[{{"bars":[{{"index":0,"size":4096}},{{"index":1,"size":{MEM}}}]}}]}}"#);
-    let json = topology_with(&dev, "copier0");
+    let json = topology_with(r#"{"name":"copier0","profile":"test-copyengine"}"#, "copier0");
+    assert_eq!(MEM, 0x100000, "the profile's BAR 1");
     for (runner, dir) in [("lender", Dir::HtoD), ("borrower", Dir::HtoD), ("borrower", Dir::DtoH)] {
         let mut s = Scenario::new(Cluster::from_json(&json).unwrap());
         s.add_gpu_copy("c", runner, "copier0", dir, MEM / 2, 0).unwrap();
