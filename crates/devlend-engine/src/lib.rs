@@ -43,7 +43,7 @@ use devlend_fabric::route::{Failure, Requester};
 use devlend_fabric::spec::LinkKind;
 use devlend_fabric::Fabric;
 use devlend_wire::Access;
-pub use path::{plan, Plan};
+pub use path::{plan, plan_route, Plan};
 use path::{port_id, Path};
 use queue::Ps;
 use sim::{FlowKind, FlowOpts, Sim, Stats};
