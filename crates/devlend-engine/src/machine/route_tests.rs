@@ -24,9 +24,18 @@ impl Device<Fabric> for Writer {
     }
 }
 
+/// A run of [`write_through_the_iommu`]: the machine, the device, and the fabric's route cache
+/// (hits, misses) after the issue and at the end.
+struct Ran {
+    m: Machine<Fabric>,
+    dev: Rc<RefCell<Writer>>,
+    issued: (u64, u64),
+    ended: (u64, u64),
+}
+
 /// gpu0 writes `len` bytes through NTB window 1 into borrower RAM (through the borrower's
 /// IOMMU), issued at 1 µs; `between` runs on the fabric 1 ps later, before the first TLP lands.
-fn write_through_the_iommu(len: usize, between: impl FnOnce(&mut Fabric) + 'static) -> (Machine<Fabric>, Rc<RefCell<Writer>>, (u64, u64), (u64, u64)) {
+fn write_through_the_iommu(len: usize, between: impl FnOnce(&mut Fabric) + 'static) -> Ran {
     let f = testbed();
     let func = f.func_id("gpu0").unwrap();
     let dst = window(&f) + 0x10_0000;
@@ -42,13 +51,13 @@ fn write_through_the_iommu(len: usize, between: impl FnOnce(&mut Fabric) + 'stat
     let issued = m.world().route_cache_stats();
     m.run().unwrap();
     let ended = m.world().route_cache_stats();
-    (m, dev, issued, ended)
+    Ran { m, dev, issued, ended }
 }
 
 #[test]
 fn a_flow_lands_along_the_route_it_carries_without_looking_it_up_again() {
     // 4 KiB at a page start: several TLPs, all on the page routed at issue.
-    let (m, dev, issued, ended) = write_through_the_iommu(4096, |_| {});
+    let Ran { m, dev, issued, ended } = write_through_the_iommu(4096, |_| {});
     let done = dev.borrow_mut().done.take().expect("the DMA ended");
     assert_eq!(done.fault, None);
     assert!(issued.0 + issued.1 > 0, "the issue routed the flow");
@@ -66,7 +75,7 @@ fn an_unmap_between_issue_and_landing_faults_the_landing() {
         let d = f.iommu_domain(b, "dl").unwrap();
         f.iommu_unmap(b, d, 0x4000_0000, 256 * MIB).unwrap();
     };
-    let (m, dev, issued, ended) = write_through_the_iommu(4096, unmap);
+    let Ran { m, dev, issued, ended } = write_through_the_iommu(4096, unmap);
     let done = dev.borrow_mut().done.take().expect("the DMA ended");
     let (at, why) = done.fault.expect("the landing faulted");
     assert_eq!(at, window(&m.world()) + 0x10_0000, "the first TLP faulted");
