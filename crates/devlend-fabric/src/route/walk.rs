@@ -48,8 +48,8 @@ pub(super) struct Walk {
 }
 
 impl Walk {
-    /// The walk of the TLP `tlp`, starting in `host`: a completion is ID-routed, any other kind
-    /// address-routed.
+    /// The walk of the TLP `tlp`, starting in `host`: a request's by address (`walk_request`),
+    /// a completion's by its requester ID (`walk_completion`).
     pub fn new(tlp: TlpHeader, host: HostId) -> Walk {
         Walk { hops: Vec::with_capacity(16), tlp, host, crossed: Vec::new() }
     }
