@@ -4,7 +4,10 @@
 //! section). The functional router (devlend-fabric) says where a TLP goes; this crate
 //! moves the same TLPs along the same routes in a deterministic discrete-event simulation with
 //! integer picoseconds (see `sim` for the mechanisms and `params` for every constant), and gives
-//! an analytic estimate per route (`analytic`) as a cross-check and a quick answer.
+//! an analytic estimate per route (`analytic`) as a cross-check and a quick answer. On a
+//! machine a flow's route is found once, when the flow is issued, built into its timed paths
+//! ([`plan_route`]) and carried to where its TLPs land (`machine`'s `core`: routed again only for
+//! another 4 KiB page or after the fabric's routes changed).
 //!
 //! Entry points:
 //! - [`machine::Machine`], the one clock every run of devlend lives on: devices are actors
@@ -43,7 +46,7 @@ use devlend_fabric::route::{Failure, Requester};
 use devlend_fabric::spec::LinkKind;
 use devlend_fabric::Fabric;
 use devlend_wire::Access;
-pub use path::{plan, Plan};
+pub use path::{plan, plan_route, Plan};
 use path::{port_id, Path};
 use queue::Ps;
 use sim::{FlowKind, FlowOpts, Sim, Stats};

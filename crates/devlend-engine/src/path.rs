@@ -1,8 +1,10 @@
 //! From a functional route (devlend-fabric) to the timed stages a TLP passes: one stage per link
 //! crossed, with the latency of the component at its far end (switch, root complex, NTB) and what
-//! happens there (IOMMU translation, re-splitting of reads at the root, delivery). [`plan`] is
-//! where an access becomes its timed paths: the fabric's route (request and, for a read, the
-//! completion) looked up once and each direction built into a [`Path`], what a flow starts with.
+//! happens there (IOMMU translation, re-splitting of reads at the root, delivery).
+//! [`plan_route`] is where a route becomes its timed paths: the fabric's route of a flow's
+//! request TLP (request and, for a read, the completion), found once when the flow is issued,
+//! each direction built into a [`Path`], what a flow starts with; [`plan`] does the same for an
+//! access named by its address.
 
 use crate::params::{timing, Timing};
 use crate::queue::Ps;
@@ -274,15 +276,23 @@ pub struct Plan {
     pub completion: Option<Path>,
 }
 
-/// The route of `req`'s `access` at `addr` (the fabric's cached `route`), built into timed paths;
-/// the route's failure if it does not deliver, in either direction.
+/// The route of `req`'s `access` at `addr` (the fabric's cached `route`), built into timed
+/// paths ([`plan_route`]).
 pub fn plan(f: &mut Fabric, req: Requester, addr: u64, access: Access) -> Result<Plan, Failure> {
     let route = f.route(req, addr, access);
+    plan_route(f, &route)
+}
+
+/// A route built into timed paths: the request path and, for a read, the completion path; the
+/// route's failure if it does not deliver, in either direction. A flow's route is found once, at
+/// its issue (`machine`'s `Core::start`), and planned here; the flow carries it on to where its
+/// TLPs land.
+pub fn plan_route(f: &Fabric, route: &Route) -> Result<Plan, Failure> {
     if let Outcome::Failed(e) = route.outcome {
         return Err(e);
     }
-    let is_read = access == Access::Read;
-    let request = build_path(f, &route, is_read);
+    let is_read = route.access == Access::Read;
+    let request = build_path(f, route, is_read);
     let completion = match &route.completion {
         Some(c) => match c.outcome {
             Outcome::Failed(e) => return Err(e),

@@ -71,7 +71,9 @@ pub struct Fabric {
     func_names: FxHashMap<String, FuncId>,
     /// Each host's functions, in id order (functions are only added when the fabric is built).
     pub(crate) host_funcs: Vec<Vec<FuncId>>,
-    cache: FxHashMap<(u32, u64, bool), Arc<Route>>,
+    cache: FxHashMap<RouteKey, Arc<Route>>,
+    /// Moved on by every `invalidate_routes` ([`Fabric::route_generation`]).
+    route_generation: u64,
     /// Each host's decoding BARs by address, made when first asked; dropped with `cache`.
     pub(crate) decoding_bars: crate::decoding::DecodingBars,
     pub(crate) cache_hits: u64,
@@ -122,6 +124,7 @@ impl Fabric {
             func_names,
             host_funcs,
             cache: FxHashMap::default(),
+            route_generation: 0,
             decoding_bars: crate::decoding::DecodingBars::new(hosts_len),
             cache_hits: 0,
             cache_misses: 0,
@@ -256,20 +259,13 @@ impl Fabric {
 
     // ----- routing ---------------------------------------------------------------------------
 
-    fn cache_key(req: Requester, page: u64, access: Access) -> (u32, u64, bool) {
-        let r = match req {
-            Requester::Cpu(h) => 0x8000_0000 | h as u32,
-            Requester::Func(f) => f,
-        };
-        (r, page, access.is_write())
-    }
-
-    /// Route with the cache. Every decision on a route is uniform across a 4 KiB page (BARs,
-    /// windows, IOMMU pages and NTB translations are page-aligned), so a route computed for a
-    /// page serves every address in it, shifted by the offset. Only delivered routes are cached.
-    pub fn route(&mut self, req: Requester, addr: u64, access: Access) -> Arc<Route> {
-        let key = Self::cache_key(req, addr & !(PAGE - 1), access);
-        let off = addr & (PAGE - 1);
+    /// Route with the cache: the route of the TLP `header` from `origin`. Every decision on a
+    /// route is uniform across a 4 KiB page (BARs, windows, IOMMU pages and NTB translations are
+    /// page-aligned), so a route computed for a page serves every address in it, shifted by the
+    /// offset. Only delivered routes are cached.
+    pub fn route_tlp(&mut self, origin: Requester, header: &TlpHeader) -> Arc<Route> {
+        let key = RouteKey::of(origin, header);
+        let off = header.addr & (PAGE - 1);
         if let Some(r) = self.cache.get(&key) {
             if off == 0 {
                 self.cache_hits += 1;
@@ -281,7 +277,7 @@ impl Fabric {
             }
         }
         self.cache_misses += 1;
-        let base = self.route_uncached(req, addr & !(PAGE - 1), access);
+        let base = self.walk_tlp(origin, &TlpHeader { addr: key.page, ..*header });
         // MSI routes are not cached: with interrupt remapping the handle lies in address bits
         // inside the page (bits 11:5), so the page does not decide the outcome.
         if base.delivered().is_some()
@@ -297,12 +293,40 @@ impl Fabric {
                 return Arc::new(s);
             }
         }
-        Arc::new(self.route_uncached(req, addr, access))
+        Arc::new(self.walk_tlp(origin, header))
+    }
+
+    /// [`Fabric::route_tlp`] of `req`'s `access` at `addr` (its [`Fabric::request_header`]).
+    pub fn route(&mut self, req: Requester, addr: u64, access: Access) -> Arc<Route> {
+        let header = self.request_header(req, addr, access);
+        self.route_tlp(req, &header)
+    }
+
+    /// [`Fabric::route_tlp`], and the route of the TLP's page for its flow to carry to where its
+    /// TLPs land ([`Fabric::arrival_along`]): none where the route is not one the cache keeps (a
+    /// failure, an MSI).
+    pub fn route_to_carry(&mut self, origin: Requester, header: &TlpHeader) -> (Arc<Route>, Option<CarriedRoute>) {
+        let route = self.route_tlp(origin, header);
+        (route, self.carry(RouteKey::of(origin, header)))
+    }
+
+    /// The cached route of `key`'s page, stamped with the route generation now.
+    fn carry(&self, key: RouteKey) -> Option<CarriedRoute> {
+        self.cache.get(&key).map(|r| CarriedRoute { key, route: r.clone(), generation: self.route_generation })
+    }
+
+    /// How many times routes have changed: every change that can alter a route (an IOMMU map or
+    /// unmap, an NTB window or LUT change, a link or port down, config space, ...) drops the
+    /// cached routes and moves this on ([`Fabric::invalidate_routes`]). A carried route stands
+    /// for its page while this has not moved.
+    pub fn route_generation(&self) -> u64 {
+        self.route_generation
     }
 
     /// The outcome alone, from the cache: the fast path for data movement and benchmarks.
     pub fn lookup(&mut self, req: Requester, addr: u64, access: Access) -> Outcome {
-        match self.delivered(req, addr, access) {
+        let header = self.request_header(req, addr, access);
+        match self.delivered(req, &header) {
             Ok((target, _)) => Outcome::Delivered(target),
             Err(f) => Outcome::Failed(f),
         }
@@ -310,24 +334,43 @@ impl Fabric {
 
     /// Where a TLP with `header` from `origin` arrives now, and its header as the path rewrote
     /// it there (an NTB's address and requester-ID translation, the IOMMU's translation), from
-    /// the cache (one route per page; see [`Fabric::route`]).
+    /// the cache (one route per page; see [`Fabric::route_tlp`]).
     pub fn arrival(&mut self, origin: Requester, header: &TlpHeader) -> Result<Arrival, Failure> {
-        let (target, last) = self.delivered(origin, header.addr, header.access())?;
-        let header = last.map_or(*header, |h| TlpHeader { requester: h.rid, addr: h.addr, ..*header });
-        Ok(Arrival { target, header })
+        self.arrival_along(&mut None, origin, header)
     }
 
-    /// Where a TLP of `req` to `addr` is delivered, with the last hop of its route (at `addr`).
-    fn delivered(&mut self, req: Requester, addr: u64, access: Access) -> Result<(Target, Option<Hop>), Failure> {
-        let key = Self::cache_key(req, addr & !(PAGE - 1), access);
-        let off = addr & (PAGE - 1);
+    /// [`Fabric::arrival`] along the route `carried` while it stands for this TLP: the same
+    /// origin, requester ID, kind and page, and the route generation unchanged since it was
+    /// found, so the cache would hand back that very route; nothing is looked up or walked.
+    /// Otherwise (another page, or routes changed since: an unmap between the TLP's issue and its
+    /// landing acts on it here) the arrival is found as [`Fabric::arrival`] finds it, and
+    /// `carried` becomes the route of this TLP's page now.
+    pub fn arrival_along(&mut self, carried: &mut Option<CarriedRoute>, origin: Requester, header: &TlpHeader) -> Result<Arrival, Failure> {
+        let key = RouteKey::of(origin, header);
+        let off = header.addr & (PAGE - 1);
+        if let Some(c) = carried.as_ref().filter(|c| c.key == key && c.generation == self.route_generation) {
+            if let Some(target) = shift_target(c.route.outcome, off, self) {
+                let last = c.route.hops.last().map(|h| Hop { addr: h.addr + off, ..*h });
+                return Ok(rewritten(header, target, last));
+            }
+        }
+        let found = self.delivered(origin, header);
+        *carried = self.carry(key);
+        found.map(|(target, last)| rewritten(header, target, last))
+    }
+
+    /// Where a TLP with `header` from `origin` is delivered, with the last hop of its route (at
+    /// the header's address).
+    fn delivered(&mut self, origin: Requester, header: &TlpHeader) -> Result<(Target, Option<Hop>), Failure> {
+        let key = RouteKey::of(origin, header);
+        let off = header.addr & (PAGE - 1);
         if let Some(r) = self.cache.get(&key) {
             if let Some(target) = shift_target(r.outcome, off, self) {
                 self.cache_hits += 1;
                 return Ok((target, r.hops.last().map(|h| Hop { addr: h.addr + off, ..*h })));
             }
         }
-        let r = self.route(req, addr, access);
+        let r = self.route_tlp(origin, header);
         match r.outcome {
             Outcome::Delivered(target) => Ok((target, r.hops.last().copied())),
             Outcome::Failed(f) => Err(f),
@@ -355,8 +398,11 @@ impl Fabric {
         h
     }
 
+    /// Drop every cached route and move the route generation on: what every change that can
+    /// alter a route calls.
     pub fn invalidate_routes(&mut self) {
         self.cache.clear();
+        self.route_generation += 1;
         self.decoding_bars.clear();
     }
 
@@ -371,25 +417,32 @@ impl Fabric {
     /// and the first failure.
     pub fn write(&mut self, req: Requester, addr: u64, data: &[u8]) -> (usize, Option<Failure>) {
         let header = TlpHeader::write(self.requester_rid(req), addr, data.len() as u32);
-        let (delivered, first, _) = self.write_pages(req, &header, data);
+        let (delivered, first, _) = self.write_pages(req, &header, data, &mut None);
         (delivered, first)
     }
 
     /// A write TLP from `origin` lands now: its bytes are stored where its route delivers them
-    /// (one route per 4 KiB page it spans, as [`Fabric::write`]; the route found here is the one
-    /// the caller learns, not computed again). The first failure (recorded), or where the TLP's
-    /// first byte arrived with its header as the path rewrote it.
-    pub fn write_tlp(&mut self, origin: Requester, header: &TlpHeader, data: &[u8]) -> Result<Arrival, Failure> {
-        match self.write_pages(origin, header, data) {
+    /// (one route per 4 KiB page it spans, as [`Fabric::write`]), along the route its flow
+    /// carries while that stands ([`Fabric::arrival_along`]; `carried` is left with the route of
+    /// the TLP's last page). The first failure (recorded), or where the TLP's first byte arrived
+    /// with its header as the path rewrote it.
+    pub fn write_tlp(&mut self, origin: Requester, header: &TlpHeader, data: &[u8], carried: &mut Option<CarriedRoute>) -> Result<Arrival, Failure> {
+        match self.write_pages(origin, header, data, carried) {
             (_, Some(f), _) => Err(f),
             (_, None, Some(a)) => Ok(a),
             // Nothing to write: where its first byte would have gone.
-            (_, None, None) => self.arrival(origin, header),
+            (_, None, None) => self.arrival_along(carried, origin, header),
         }
     }
 
     /// Store `data` page by page; bytes delivered, the first failure, the first page's arrival.
-    fn write_pages(&mut self, req: Requester, header: &TlpHeader, data: &[u8]) -> (usize, Option<Failure>, Option<Arrival>) {
+    fn write_pages(
+        &mut self,
+        req: Requester,
+        header: &TlpHeader,
+        data: &[u8],
+        carried: &mut Option<CarriedRoute>,
+    ) -> (usize, Option<Failure>, Option<Arrival>) {
         let mut done = 0usize;
         let mut first = None;
         let mut delivered = 0usize;
@@ -397,7 +450,7 @@ impl Fabric {
         while done < data.len() {
             let a = header.addr.wrapping_add(done as u64);
             let n = ((PAGE - a % PAGE) as usize).min(data.len() - done);
-            match self.arrival(req, &TlpHeader { addr: a, len: n as u32, ..*header }) {
+            match self.arrival_along(carried, req, &TlpHeader { addr: a, len: n as u32, ..*header }) {
                 Ok(arrival) => {
                     self.store(arrival.target, &data[done..done + n]);
                     delivered += n;
@@ -417,15 +470,28 @@ impl Fabric {
 
     /// Read bytes as `req` would. Failed chunks read as all ones (a master abort) and are recorded.
     pub fn read(&mut self, req: Requester, addr: u64, len: usize) -> (Vec<u8>, Option<Failure>) {
+        let header = TlpHeader::read(self.requester_rid(req), addr, len as u32, 0);
+        self.read_pages(req, &header, len, &mut None)
+    }
+
+    /// A read request TLP from `origin` reaches its completer now: its `header.len` bytes as
+    /// [`Fabric::read`] reads them, along the route its flow carries while that stands
+    /// ([`Fabric::arrival_along`]).
+    pub fn read_tlp(&mut self, origin: Requester, header: &TlpHeader, carried: &mut Option<CarriedRoute>) -> (Vec<u8>, Option<Failure>) {
+        self.read_pages(origin, header, header.len as usize, carried)
+    }
+
+    /// Read `len` bytes at `header.addr` page by page (failed pages all ones, recorded).
+    fn read_pages(&mut self, origin: Requester, header: &TlpHeader, len: usize, carried: &mut Option<CarriedRoute>) -> (Vec<u8>, Option<Failure>) {
         let mut out = vec![0u8; len];
         let mut done = 0usize;
         let mut first = None;
         while done < len {
-            let a = addr.wrapping_add(done as u64);
+            let a = header.addr.wrapping_add(done as u64);
             let n = ((PAGE - a % PAGE) as usize).min(len - done);
-            match self.lookup(req, a, Access::Read) {
-                Outcome::Delivered(t) => self.load(t, &mut out[done..done + n]),
-                Outcome::Failed(f) => {
+            match self.arrival_along(carried, origin, &TlpHeader { addr: a, len: n as u32, ..*header }) {
+                Ok(arrival) => self.load(arrival.target, &mut out[done..done + n]),
+                Err(f) => {
                     self.record(f);
                     first.get_or_insert(f);
                     out[done..done + n].fill(0xff);
@@ -709,6 +775,46 @@ fn shift_target(o: Outcome, off: u64, f: &Fabric) -> Option<Target> {
         Outcome::Delivered(Target::Msi { host, addr }) => Some(Target::Msi { host, addr: addr + off }),
         _ => None,
     }
+}
+
+/// The header `header` as the path rewrote it where it arrived at `target` (`last`: the route's
+/// last hop, at the header's address).
+fn rewritten(header: &TlpHeader, target: Target, last: Option<Hop>) -> Arrival {
+    let header = last.map_or(*header, |h| TlpHeader { requester: h.rid, addr: h.addr, ..*header });
+    Arrival { target, header }
+}
+
+/// What a cached route is cached by: where the TLP starts, its requester ID, whether it writes,
+/// and its 4 KiB page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct RouteKey {
+    origin: u32,
+    requester: Bdf,
+    write: bool,
+    page: u64,
+}
+
+impl RouteKey {
+    #[inline]
+    fn of(origin: Requester, header: &TlpHeader) -> RouteKey {
+        let origin = match origin {
+            Requester::Cpu(h) => 0x8000_0000 | h as u32,
+            Requester::Func(f) => f,
+        };
+        RouteKey { origin, requester: header.requester, write: header.access().is_write(), page: header.addr & !(PAGE - 1) }
+    }
+}
+
+/// A route a flow carries from its issue to where its TLPs land ([`Fabric::route_to_carry`],
+/// [`Fabric::arrival_along`]): the route of one 4 KiB page as the route cache holds it, for one
+/// origin, requester ID and kind, and the route generation it was found at. While that
+/// generation is the fabric's, the cache holds this very route for the page, so a TLP on the
+/// page arrives along it without a lookup; once routes have changed it stands for nothing.
+#[derive(Clone, Debug)]
+pub struct CarriedRoute {
+    key: RouteKey,
+    route: Arc<Route>,
+    generation: u64,
 }
 
 fn check_cfg(off: usize, len: usize) -> FResult<()> {

@@ -16,9 +16,12 @@
 //!   `links`, `ntbs`/`ntb(id)`, `switches`, `devices`, `iommus`/`iommu(host)`,
 //!   `config_state(func)`, `ram(host)`, `bar_mem(func, bar)`, `events`, `tuning`,
 //!   `cluster_switches`, `trained_down`, `route_cache_stats`; and by name: `host_id`, `func_id`,
-//!   `ntb_id`, `requester`, `resolve_expr`/`resolve_for`; where a TLP goes: `route`, `lookup`,
-//!   `route_uncached`;
-//! - **change**, by what the change is: memory as a requester would (`write`, `read`); the Linux
+//!   `ntb_id`, `requester`, `resolve_expr`/`resolve_for`; where a TLP goes: `route_tlp` (the
+//!   TLP's header, cached), `walk_tlp` (uncached), `route_generation`, and by address `route`,
+//!   `lookup`, `route_uncached`;
+//! - **change**, by what the change is: memory as a requester would (`write`, `read`), or as
+//!   one TLP of a flow lands along the route the flow carries (`route_to_carry`, `write_tlp`,
+//!   `read_tlp`, `arrival_along`); the Linux
 //!   NTB API (`ntb_mw_set_trans`, `peer_db_set`, `ntb_peer_spad_write`, ..., `ntb_api`), the
 //!   IOMMU API (`iommu_domain_alloc`, `iommu_attach`, `iommu_map`, ...), interrupt remapping
 //!   (`intremap`), config space (`config_write`, `set_bus_master`); injected faults (`link`,
@@ -76,7 +79,7 @@ pub mod transfer;
 pub mod tuning;
 
 pub use error::{FabricError, SpecError};
-pub use fabric::Fabric;
+pub use fabric::{CarriedRoute, Fabric};
 pub use route::{Arrival, Hop, HopKind, Outcome, Requester, Route, Target};
 
 /// Build and enumerate a fabric from a description, then apply its setup section.

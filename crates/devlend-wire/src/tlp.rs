@@ -106,6 +106,15 @@ impl TlpHeader {
         TlpHeader { kind: TlpKind::MemRead, requester, addr, len, tag }
     }
 
+    /// A memory request of `access`: a posted write of `len` bytes or a read request for them
+    /// (tag 0).
+    pub fn request(requester: Bdf, addr: u64, access: Access, len: u32) -> TlpHeader {
+        match access {
+            Access::Read => TlpHeader::read(requester, addr, len, 0),
+            Access::Write => TlpHeader::write(requester, addr, len),
+        }
+    }
+
     /// Whether the router treats it as a read (a request answered by completions) or a write.
     pub fn access(&self) -> Access {
         match self.kind {

@@ -1,13 +1,23 @@
 //! The state the machine shares with its threads and devices: the one simulation, the plans it
 //! has loaded, and who owns each flow and timer. Borrowed briefly by whoever acts; never across
 //! a thread's suspension.
+//!
+//! A flow's route is found once, when it is issued ([`Core::start`]: the fabric's route of the
+//! flow's request TLP, `Fabric::route_to_carry`), planned into the simulation's paths, and
+//! carried in its [`FlowInfo`] to where its TLPs land or are served (`Fabric::write_tlp`,
+//! `Fabric::read_tlp`). A TLP arrives along the carried route while it stands: the same 4 KiB
+//! page, and no change to the fabric's routes since (`Fabric::route_generation`, moved by every
+//! IOMMU map or unmap, NTB window change, link or port down, ...). A TLP on another page of the
+//! flow, or one landing after a change, is routed as it lands, and the flow carries that route
+//! on: translation happens when the TLP gets there, so an unmap between a TLP's issue and its
+//! landing faults the landing, as on hardware.
 
 use crate::queue::Ps;
 use crate::sim::{FlowKind, FlowOpts, Sim};
-use crate::{plan, Plan};
+use crate::{plan_route, Plan};
 use devlend_fabric::route::{Failure, Requester};
-use devlend_fabric::Fabric;
-use devlend_wire::Access;
+use devlend_fabric::{CarriedRoute, Fabric};
+use devlend_wire::{Access, TlpHeader};
 use std::collections::HashMap;
 
 /// Who is told when a flow ends or a timer fires.
@@ -37,6 +47,9 @@ pub(crate) struct FlowInfo {
     pub token: u64,
     /// The first failing address and why; nothing of the flow lands after it.
     pub fault: Option<(u64, Failure)>,
+    /// The route its TLPs land along while it stands (a flow that `carries_data`; see the
+    /// module docs): the route of its first page from its issue, then of the page landed last.
+    pub route: Option<CarriedRoute>,
 }
 
 /// A flow asked for: whose, where, how many bytes (or which, for a write), when.
@@ -105,8 +118,17 @@ impl Core {
     /// `Ok(Err(local))` when it crosses no link: the caller moves the bytes itself and waits
     /// `local.latency`.
     pub fn start(&mut self, f: &mut Fabric, s: FlowStart) -> Result<Result<u32, Local>, Failure> {
-        let p = plan(f, s.who, s.addr, s.access)?;
-        Ok(self.start_plan(p, s))
+        let header = TlpHeader::request(f.requester_rid(s.who), s.addr, s.access, s.len.min(u32::MAX as u64) as u32);
+        // A timing-only flow lands nothing: it needs its route only for its paths.
+        let (route, carried) = if s.carries_data { f.route_to_carry(s.who, &header) } else { (f.route_tlp(s.who, &header), None) };
+        let p = plan_route(f, &route)?;
+        let started = self.start_plan(p, s);
+        if let (Ok(id), Some(carried)) = (&started, carried) {
+            if let Some(info) = self.flows[*id as usize].as_mut() {
+                info.route = Some(carried);
+            }
+        }
+        Ok(started)
     }
 
     /// As [`Core::start`], along a plan the caller made (a message routed by its type, not by
@@ -121,7 +143,7 @@ impl Core {
         let kind = if access == Access::Read { FlowKind::Read } else { FlowKind::Write };
         let opts = FlowOpts { notify: true, data: carries_data, ..FlowOpts::default() };
         let id = self.sim.add_flow_with(kind, path, cpl, len, at.max(self.sim.now()), opts);
-        let info = FlowInfo { owner, who, addr, access, data, carries_data, streamed: false, token, fault: None };
+        let info = FlowInfo { owner, who, addr, access, data, carries_data, streamed: false, token, fault: None, route: None };
         let slot = id as usize;
         if self.flows.len() <= slot {
             self.flows.resize_with(slot + 1, || None);

@@ -444,54 +444,61 @@ impl<W: World> Machine<W> {
 
     /// A data flow's TLP lands: write its bytes, hand a BAR write to its device, wake waiters.
     fn landed(&mut self, flow: u32, offset: u64, len: u32) {
-        let (who, addr, bytes) = {
-            let core = self.core.borrow();
-            let Some(f) = core.flows[flow as usize].as_ref() else { return };
-            if f.fault.is_some() || !f.carries_data {
-                return;
-            }
-            let (o, n) = (offset as usize, len as usize);
-            (f.who, f.addr + offset, f.data[o..o + n].to_vec())
-        };
-        // The TLP's one route, found as it lands: it stores the bytes, and the header as the path
-        // rewrote it is what the device sees.
+        let mut core = self.core.borrow_mut();
+        let Some(f) = core.flows[flow as usize].as_mut() else { return };
+        if f.fault.is_some() || !f.carries_data {
+            return;
+        }
+        let (who, addr) = (f.who, f.addr + offset);
+        let bytes = &f.data[offset as usize..][..len as usize];
+        // The TLP lands along the route its flow carries (`core`'s docs): the route stores the
+        // bytes, and the header as the path rewrote it is what the device sees.
         let arrival = {
             let mut w = self.world.borrow_mut();
             let fabric = w.fabric();
             let header = TlpHeader::write(fabric.requester_rid(who), addr, len);
-            fabric.write_tlp(who, &header, &bytes)
+            fabric.write_tlp(who, &header, bytes, &mut f.route)
         };
         let arrival = match arrival {
             Ok(a) => a,
             Err(e) => {
+                drop(core);
                 self.fault(flow, addr, e);
                 return;
             }
         };
+        let device = match arrival.target {
+            Target::Bar { func, bar, offset } => self.by_func.get(&func).map(|&d| (d, bar, offset, bytes.to_vec())),
+            _ => None,
+        };
+        drop(core);
         *self.moved.entry(who).or_default() += len as u64;
-        if let Target::Bar { func, bar, offset } = arrival.target {
-            if let Some(&d) = self.by_func.get(&func) {
-                let tlp = Tlp { header: arrival.header, payload: bytes };
-                self.call_device(d, |dev, cx| dev.mmio_write(cx, bar, offset, &tlp));
-                // The device may have changed memory without a landing.
-                self.check_conds();
-                return;
-            }
+        if let Some((d, bar, offset, payload)) = device {
+            let tlp = Tlp { header: arrival.header, payload };
+            self.call_device(d, |dev, cx| dev.mmio_write(cx, bar, offset, &tlp));
+            // The device may have changed memory without a landing.
+            self.check_conds();
+            return;
         }
         self.check_conds_after(Some((arrival.target, len as u64)));
     }
 
-    /// A data flow's read request reaches its completer: sample the bytes now.
+    /// A data flow's read request reaches its completer: sample the bytes now, along the route
+    /// the flow carries.
     fn served(&mut self, flow: u32, offset: u64, len: u32) {
-        let (who, addr) = {
-            let core = self.core.borrow();
-            let Some(f) = core.flows[flow as usize].as_ref() else { return };
+        let (who, addr, data, fail) = {
+            let mut core = self.core.borrow_mut();
+            let Some(f) = core.flows[flow as usize].as_mut() else { return };
             if f.fault.is_some() || !f.carries_data {
                 return;
             }
-            (f.who, f.addr + offset)
+            let (who, addr) = (f.who, f.addr + offset);
+            let mut w = self.world.borrow_mut();
+            let fabric = w.fabric();
+            let header = TlpHeader::read(fabric.requester_rid(who), addr, len, 0);
+            let (data, fail) = fabric.read_tlp(who, &header, &mut f.route);
+            (who, addr, data, fail)
         };
-        let (data, fail) = self.world.borrow_mut().fabric().read(who, addr, len as usize);
         if let Some(e) = fail {
             self.arm_timeout(flow, &e);
             self.fault(flow, addr, e);
@@ -596,5 +603,7 @@ impl<W: World> Machine<W> {
     }
 }
 
+#[cfg(test)]
+mod route_tests;
 #[cfg(test)]
 mod tests;

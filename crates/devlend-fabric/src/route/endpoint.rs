@@ -14,7 +14,7 @@ impl Fabric {
     /// through an NTB memory window.
     #[inline(always)]
     pub(super) fn endpoint_request(&self, w: &mut Walk, c: NodeId) -> Next<Step> {
-        let Some((f, bar, offset)) = self.endpoint_decode(c, w.addr) else { return Break(w.unsupported(c, "no BAR of the device decodes the address")) };
+        let Some((f, bar, offset)) = self.endpoint_decode(c, w.tlp.addr) else { return Break(w.unsupported(c, "no BAR of the device decodes the address")) };
         if let NodeKind::Ntb { ntb } = self.nodes[c as usize].kind {
             if let Some(wi) = self.ntbs[ntb as usize].window_bars.iter().position(|x| *x == bar) {
                 return Continue(Step::NtbOut { ntb, window: wi as u8, offset });

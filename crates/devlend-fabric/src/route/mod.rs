@@ -1,5 +1,6 @@
-//! The functional router: for a requester and an address, the list of hops a TLP takes, each
-//! with the component, port, host domain, address and requester ID there, and where it ends.
+//! The functional router: for a TLP (the wire crate's `TlpHeader`) and where it starts, the
+//! list of hops it takes, each with the component, port, host domain, address and requester ID
+//! there, and where it ends.
 //!
 //! Rules (PCIe Base 3.0 §2.2.4, §6.12 for ACS; 000 §2.1, §6):
 //! - Requests are address-routed. A switch forwards down the port whose window claims the
@@ -24,8 +25,9 @@
 //! of the read. On the expansion-chassis testbed this gives 000 §7.3's 7 and 21 hops.
 //!
 //! The router in pieces, one per kind of component, each a file of this module:
-//! - `walk`: a TLP's walk, request (address-routed) or completion (ID-routed): which piece
-//!   acts next, until the TLP is delivered or fails;
+//! - `walk`: a TLP's walk, request (address-routed) or completion (ID-routed), from the wire
+//!   crate's `TlpHeader` and where the TLP starts ([`Fabric::walk_tlp`]): which piece acts
+//!   next, until the TLP is delivered or fails;
 //! - `link`: crossing a link up or down, refused when the link is down;
 //! - `switch`: a switch's forwarding, by address or by bus number, with ACS redirect;
 //! - `root`: the root complex: MSI, RAM, root ports, peer-to-peer through the root, the CPU's
@@ -46,7 +48,7 @@ mod walk;
 use crate::fabric::Fabric;
 use crate::iommu::{Fault, FaultReason};
 use crate::model::*;
-use devlend_wire::{Access, Bdf, TlpHeader};
+use devlend_wire::{Access, Bdf, TlpHeader, TlpKind};
 use walk::Walk;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -272,24 +274,42 @@ impl Fabric {
         }
     }
 
-    /// Route a request without side effects (faults are reported in the outcome, not recorded).
+    /// The header of a memory request by `req` at `addr` (a write or a read request, tag 0): what
+    /// the address queries ([`Fabric::route`], [`Fabric::route_uncached`], [`Fabric::lookup`])
+    /// route.
+    pub fn request_header(&self, req: Requester, addr: u64, access: Access) -> TlpHeader {
+        TlpHeader::request(self.requester_rid(req), addr, access, 0)
+    }
+
+    /// Route `req`'s `access` at `addr` without side effects: [`Fabric::walk_tlp`] of its
+    /// request header.
     pub fn route_uncached(&self, req: Requester, addr: u64, access: Access) -> Route {
-        let host = self.requester_host(req);
-        let mut w = Walk::new(addr, self.requester_rid(req), host, false);
-        let outcome = self.fault_outcome(req, access, self.walk_request(&mut w, req, access));
+        self.walk_tlp(req, &self.request_header(req, addr, access))
+    }
+
+    /// Walk the request TLP `header` (a write, a read request or a message) from `origin`, where
+    /// it starts, without side effects (faults are reported in the outcome, not recorded); for a
+    /// read that arrives, also its completion's way back to the requester ID it arrived with.
+    pub fn walk_tlp(&self, origin: Requester, header: &TlpHeader) -> Route {
+        debug_assert!(header.kind != TlpKind::Completion, "a completion is walked from its request's target");
+        let access = header.access();
+        let mut w = Walk::new(*header, self.requester_host(origin));
+        let outcome = self.fault_outcome(origin, access, self.walk_request(&mut w, origin));
         let mut route = Route { access, hops: w.hops, outcome, completion: None };
         if access == Access::Read {
             if let Outcome::Delivered(t) = outcome {
                 let last = *route.hops.last().unwrap();
-                route.completion = Some(Box::new(self.route_completion(t, last.rid, last.host)));
+                let cpl = TlpHeader { kind: TlpKind::Completion, requester: last.rid, addr: 0, ..*header };
+                route.completion = Some(Box::new(self.route_completion(t, cpl, last.host)));
             }
         }
         route
     }
 
-    /// ID-route a completion from the target of a request back to requester `rid` in `host`.
-    fn route_completion(&self, from: Target, rid: Bdf, host: HostId) -> Route {
-        let mut w = Walk::new(0, rid, host, true);
+    /// ID-route the completion `cpl` from the target of a request back to its requester ID in
+    /// `host`.
+    fn route_completion(&self, from: Target, cpl: TlpHeader, host: HostId) -> Route {
+        let mut w = Walk::new(cpl, host);
         let outcome = self.walk_completion(&mut w, from);
         Route { access: Access::Read, hops: w.hops, outcome, completion: None }
     }

@@ -29,7 +29,7 @@ impl Fabric {
         if let Err(f) = w.cross(ntb, window) {
             return fail(f);
         }
-        let Some(idx) = s.rid_lut_index(w.rid) else { return fail(Failure::RidLutMiss { ntb, rid: w.rid }) };
+        let Some(idx) = s.rid_lut_index(w.tlp.requester) else { return fail(Failure::RidLutMiss { ntb, rid: w.tlp.requester }) };
         let found = link.and_then(|l| {
             let p = &self.ntbs[l.ntb as usize];
             let from = p.peer_idx(ntb)?;
@@ -39,8 +39,8 @@ impl Fabric {
         let p = &self.ntbs[l.ntb as usize];
         w.push(HopKind::Ntb, s.node, window as u64);
         self.cross_cable(w, l, p.host);
-        w.addr = addr;
-        w.rid = self.ntb_alias_from(l.ntb, from, idx);
+        w.tlp.addr = addr;
+        w.tlp.requester = self.ntb_alias_from(l.ntb, from, idx);
         w.push(HopKind::Link, p.node, l.via.map_or(l.cable, |v| v.far_cable) as u64);
         if !self.config[p.func as usize].bus_master() {
             return fail(Failure::BusMasterOff { func: p.func });
@@ -60,17 +60,19 @@ impl Fabric {
         if let Err(f) = w.cross(ntb, u8::MAX) {
             return fail(f);
         }
-        let entry = (w.rid.bus() == own.bus()).then(|| s.alias_entry(w.rid.devfn(), |p| self.ntbs[s.peers[p].ntb as usize].rid_lut.len())).flatten();
-        let Some((pidx, idx)) = entry else { return fail(Failure::RidLutMiss { ntb, rid: w.rid }) };
+        let entry = (w.tlp.requester.bus() == own.bus())
+            .then(|| s.alias_entry(w.tlp.requester.devfn(), |p| self.ntbs[s.peers[p].ntb as usize].rid_lut.len()))
+            .flatten();
+        let Some((pidx, idx)) = entry else { return fail(Failure::RidLutMiss { ntb, rid: w.tlp.requester }) };
         let l = s.peers[pidx];
         if !self.ntb_link_is_up(l.ntb) {
             return fail(Failure::NtbLinkDown { ntb });
         }
         let p = &self.ntbs[l.ntb as usize];
-        let Some(orig) = p.rid_lut[idx] else { return fail(Failure::RidLutMiss { ntb, rid: w.rid }) };
+        let Some(orig) = p.rid_lut[idx] else { return fail(Failure::RidLutMiss { ntb, rid: w.tlp.requester }) };
         w.push(HopKind::Ntb, s.node, 0);
         self.cross_cable(w, l, p.host);
-        w.rid = orig;
+        w.tlp.requester = orig;
         w.push(HopKind::Link, p.node, l.via.map_or(l.cable, |v| v.far_cable) as u64);
         Continue(IdStep::Up(p.node))
     }

@@ -9,36 +9,36 @@ use super::walk::{fail, IdStep, Next, Step, Walk};
 use super::{Failure, HopKind, Outcome, Target};
 use crate::fabric::Fabric;
 use crate::model::HostId;
-use devlend_wire::{Access, Bdf};
+use devlend_wire::Bdf;
 use std::ops::ControlFlow::{Break, Continue};
 
 impl Fabric {
     /// A request in `host`'s root complex, from one of its root ports or from its CPU.
     #[inline(always)]
-    pub(super) fn root_request(&self, w: &mut Walk, host: HostId, from_port: bool, access: Access) -> Next<Step> {
+    pub(super) fn root_request(&self, w: &mut Walk, host: HostId, from_port: bool) -> Next<Step> {
         let h = &self.hosts[host as usize];
         if from_port {
             w.push(HopKind::Root, h.rc, 0);
-            if h.msi.contains(w.addr) {
-                if access.is_write() {
+            if h.msi.contains(w.tlp.addr) {
+                if w.tlp.access().is_write() {
                     self.remap_interrupt(w, host)?;
                     w.push(HopKind::Deliver, h.rc, 0);
-                    return Break(Outcome::Delivered(Target::Msi { host, addr: w.addr }));
+                    return Break(Outcome::Delivered(Target::Msi { host, addr: w.tlp.addr }));
                 }
                 return Break(w.unsupported(h.rc, "read from the MSI range"));
             }
             if h.iommu {
-                self.translate(w, host, access)?;
+                self.translate(w, host)?;
             }
         }
-        if h.in_ram(w.addr) {
-            if let Some((func, bar, _)) = self.decoding_bar(host, w.addr) {
-                return fail(Failure::BarOverRam { host, addr: w.addr, func, bar });
+        if h.in_ram(w.tlp.addr) {
+            if let Some((func, bar, _)) = self.decoding_bar(host, w.tlp.addr) {
+                return fail(Failure::BarOverRam { host, addr: w.tlp.addr, func, bar });
             }
             w.push(HopKind::Deliver, h.rc, 0);
-            return Break(Outcome::Delivered(Target::Ram { host, addr: w.addr }));
+            return Break(Outcome::Delivered(Target::Ram { host, addr: w.tlp.addr }));
         }
-        match h.root_ports.iter().copied().find(|rp| self.nodes[*rp as usize].bridge.claims(w.addr)) {
+        match h.root_ports.iter().copied().find(|rp| self.nodes[*rp as usize].bridge.claims(w.tlp.addr)) {
             Some(rp) if !from_port || h.cpu.p2p_through_root => {
                 w.push(HopKind::Forward, rp, 0);
                 Continue(Step::Down(rp))
@@ -55,11 +55,11 @@ impl Fabric {
         if from_port {
             w.push(HopKind::Root, h.rc, 0);
         }
-        if w.rid == Bdf(0) {
+        if w.tlp.requester == Bdf(0) {
             w.push(HopKind::Deliver, h.rc, 0);
             return Break(Outcome::Delivered(Target::Cpu { host }));
         }
-        match h.root_ports.iter().copied().find(|rp| self.nodes[*rp as usize].bridge.claims_bus(w.rid.bus())) {
+        match h.root_ports.iter().copied().find(|rp| self.nodes[*rp as usize].bridge.claims_bus(w.tlp.requester.bus())) {
             Some(rp) => {
                 w.push(HopKind::Forward, rp, 0);
                 Continue(IdStep::Down(rp))

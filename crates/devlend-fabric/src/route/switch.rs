@@ -19,14 +19,14 @@ impl Fabric {
     pub(super) fn switch_request_up(&self, w: &mut Walk, p: NodeId) -> Next<Step> {
         let up = self.nodes[p as usize].parent.unwrap();
         let acs = self.hosts[w.host as usize].iommu;
-        let peer = self.nodes[up as usize].children.iter().copied().find(|s| *s != p && self.nodes[*s as usize].bridge.claims(w.addr));
+        let peer = self.nodes[up as usize].children.iter().copied().find(|s| *s != p && self.nodes[*s as usize].bridge.claims(w.tlp.addr));
         match peer {
             Some(s) if !acs => {
                 w.push(HopKind::Forward, s, 0);
                 Continue(Step::Down(s))
             }
-            _ if !acs && self.nodes[p as usize].bridge.claims(w.addr) => Break(w.unsupported(p, "address belongs to the port it came from")),
-            _ if !acs && peer.is_none() && self.nodes[up as usize].bridge.claims(w.addr) => Break(w.unsupported(up, "no switch port claims the address")),
+            _ if !acs && self.nodes[p as usize].bridge.claims(w.tlp.addr) => Break(w.unsupported(p, "address belongs to the port it came from")),
+            _ if !acs && peer.is_none() && self.nodes[up as usize].bridge.claims(w.tlp.addr) => Break(w.unsupported(up, "no switch port claims the address")),
             _ => {
                 w.push(HopKind::Forward, up, 0);
                 Continue(Step::Up(up))
@@ -37,7 +37,7 @@ impl Fabric {
     /// A request at upstream port `c`, from above: down the port whose window claims it.
     #[inline(always)]
     pub(super) fn switch_request_down(&self, w: &mut Walk, c: NodeId) -> Next<Step> {
-        match self.nodes[c as usize].children.iter().copied().find(|s| self.nodes[*s as usize].bridge.claims(w.addr)) {
+        match self.nodes[c as usize].children.iter().copied().find(|s| self.nodes[*s as usize].bridge.claims(w.tlp.addr)) {
             Some(s) => {
                 w.push(HopKind::Forward, s, 0);
                 Continue(Step::Down(s))
@@ -52,7 +52,7 @@ impl Fabric {
     pub(super) fn switch_completion_up(&self, w: &mut Walk, p: NodeId) -> Next<IdStep> {
         let up = self.nodes[p as usize].parent.unwrap();
         let acs = self.hosts[w.host as usize].iommu;
-        match self.nodes[up as usize].children.iter().copied().find(|s| *s != p && self.nodes[*s as usize].bridge.claims_bus(w.rid.bus())) {
+        match self.nodes[up as usize].children.iter().copied().find(|s| *s != p && self.nodes[*s as usize].bridge.claims_bus(w.tlp.requester.bus())) {
             Some(s) if !acs => {
                 w.push(HopKind::Forward, s, 0);
                 Continue(IdStep::Down(s))
@@ -68,7 +68,7 @@ impl Fabric {
     /// requester.
     #[inline(always)]
     pub(super) fn switch_completion_down(&self, w: &mut Walk, c: NodeId) -> Next<IdStep> {
-        match self.nodes[c as usize].children.iter().copied().find(|s| self.nodes[*s as usize].bridge.claims_bus(w.rid.bus())) {
+        match self.nodes[c as usize].children.iter().copied().find(|s| self.nodes[*s as usize].bridge.claims_bus(w.tlp.requester.bus())) {
             Some(s) => {
                 w.push(HopKind::Forward, s, 0);
                 Continue(IdStep::Down(s))

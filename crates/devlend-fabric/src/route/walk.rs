@@ -1,6 +1,10 @@
-//! A TLP's walk through the tree: the state it carries (address, requester ID, host domain, the
-//! hops so far) and the two loops that hand it from piece to piece, one for requests
+//! A TLP's walk through the tree: the TLP's header as it travels (kind, requester ID, address;
+//! an NTB rewrites the address and requester ID, the IOMMU the address), the host domain it is
+//! in, the hops so far, and the two loops that hand it from piece to piece, one for requests
 //! (address-routed, PCIe Base 3.0 §2.2.4.1) and one for completions (ID-routed, §2.2.4.2).
+//! The walk's entry is the wire crate's `TlpHeader` and where the TLP starts ([`Walk::new`],
+//! `Fabric::walk_tlp`): the router routes the TLP itself, whose kind says whether it is
+//! address- or ID-routed and whether the IOMMU checks a write or a read.
 //!
 //! Loops: a tree walk always ends (up towards the root, or down towards the leaves), so a route
 //! can only come back to where it was through NTB translations. A walk keeps the NTB windows it
@@ -10,7 +14,7 @@
 use super::{Failure, Hop, HopKind, Outcome, Requester, Target};
 use crate::fabric::Fabric;
 use crate::model::{HostId, NodeId, NodeKind};
-use devlend_wire::{Access, Bdf};
+use devlend_wire::{TlpHeader, TlpKind};
 use std::ops::ControlFlow::{self, Break, Continue};
 
 /// What a piece of the router returns: the next step, or the walk's end.
@@ -37,23 +41,29 @@ pub(super) enum IdStep {
 
 pub(super) struct Walk {
     pub hops: Vec<Hop>,
-    pub addr: u64,
-    pub rid: Bdf,
+    /// The TLP as it is here: its address and requester ID in the current host's domain.
+    pub tlp: TlpHeader,
     pub host: HostId,
     crossed: Vec<(u32, u8)>,
-    /// A completion (ID-routed): an Unsupported Request names the requester ID, not an address.
-    by_id: bool,
 }
 
 impl Walk {
-    pub fn new(addr: u64, rid: Bdf, host: HostId, by_id: bool) -> Walk {
-        Walk { hops: Vec::with_capacity(16), addr, rid, host, crossed: Vec::new(), by_id }
+    /// The walk of the TLP `tlp`, starting in `host`: a request's by address (`walk_request`),
+    /// a completion's by its requester ID (`walk_completion`).
+    pub fn new(tlp: TlpHeader, host: HostId) -> Walk {
+        Walk { hops: Vec::with_capacity(16), tlp, host, crossed: Vec::new() }
+    }
+
+    /// A completion (ID-routed): an Unsupported Request names the requester ID, not an address.
+    #[inline]
+    fn by_id(&self) -> bool {
+        self.tlp.kind == TlpKind::Completion
     }
 
     /// Note a crossing of `ntb` through `window`; a loop when it was crossed before.
     pub fn cross(&mut self, ntb: u32, window: u8) -> Result<(), Failure> {
         if self.crossed.contains(&(ntb, window)) {
-            return Err(Failure::RoutingLoop { ntb, window, host: self.host, addr: self.addr });
+            return Err(Failure::RoutingLoop { ntb, window, host: self.host, addr: self.tlp.addr });
         }
         self.crossed.push((ntb, window));
         Ok(())
@@ -61,14 +71,14 @@ impl Walk {
 
     #[inline]
     pub fn push(&mut self, kind: HopKind, node: NodeId, aux: u64) {
-        self.hops.push(Hop { kind, node, host: self.host, addr: self.addr, rid: self.rid, aux });
+        self.hops.push(Hop { kind, node, host: self.host, addr: self.tlp.addr, rid: self.tlp.requester, aux });
     }
 
     /// The walk ends here with an Unsupported Request at `node`: the address (a request) or the
     /// requester ID (a completion) it was routing.
     #[inline]
     pub fn unsupported(&self, node: NodeId, why: &'static str) -> Outcome {
-        let addr = if self.by_id { self.rid.0 as u64 } else { self.addr };
+        let addr = if self.by_id() { self.tlp.requester.0 as u64 } else { self.tlp.addr };
         Outcome::Failed(Failure::Unsupported { node, host: self.host, addr, why })
     }
 }
@@ -80,8 +90,9 @@ pub(super) fn fail<S>(f: Failure) -> Next<S> {
 }
 
 impl Fabric {
-    pub(super) fn walk_request(&self, w: &mut Walk, req: Requester, access: Access) -> Outcome {
-        let mut step = match req {
+    /// A request from `origin` (where it starts: a host's CPU or a function), address-routed.
+    pub(super) fn walk_request(&self, w: &mut Walk, origin: Requester) -> Outcome {
+        let mut step = match origin {
             Requester::Cpu(h) => {
                 w.push(HopKind::Start, self.hosts[h as usize].rc, 0);
                 Step::Rc { host: h, from_port: false }
@@ -99,7 +110,7 @@ impl Fabric {
             let next = match step {
                 Step::Up(n) => self.request_up(w, n),
                 Step::Down(b) => self.request_down(w, b),
-                Step::Rc { host, from_port } => self.root_request(w, host, from_port, access),
+                Step::Rc { host, from_port } => self.root_request(w, host, from_port),
                 Step::NtbOut { ntb, window, offset } => self.ntb_request(w, ntb, window, offset),
             };
             match next {
@@ -175,7 +186,7 @@ impl Fabric {
         match self.nodes[c as usize].kind {
             NodeKind::SwitchUp { .. } => self.switch_completion_down(w, c),
             kind => {
-                if let Some(f) = self.nodes[c as usize].functions.iter().copied().find(|f| self.funcs[*f as usize].bdf == w.rid) {
+                if let Some(f) = self.nodes[c as usize].functions.iter().copied().find(|f| self.funcs[*f as usize].bdf == w.tlp.requester) {
                     w.push(HopKind::Deliver, c, 0);
                     return Break(Outcome::Delivered(Target::Func { func: f }));
                 }

@@ -68,9 +68,15 @@ fn a_write_tlp_arrives_with_its_header_as_the_ntb_rewrote_it() {
     let sent = TlpHeader::write(f.requester_rid(cpu), mw + 0x40, 4);
     let route = f.route_uncached(cpu, mw + 0x40, Access::Write);
     let last = *route.hops.last().unwrap();
-    // Twice: the route as found, then from the per-page cache shifted to the TLP's offset.
-    for _ in 0..2 {
-        let a = f.write_tlp(cpu, &sent, &[1, 2, 3, 4]).unwrap();
+    // Three times: the route as found (left to carry), from the per-page cache shifted to the
+    // TLP's offset, and along the carried route.
+    let mut carried = None;
+    for (along, lookups) in [(true, 1), (false, 1), (true, 0)] {
+        let looked = f.route_cache_stats();
+        let mut none = None;
+        let a = f.write_tlp(cpu, &sent, &[1, 2, 3, 4], if along { &mut carried } else { &mut none }).unwrap();
+        let (hits, misses) = f.route_cache_stats();
+        assert_eq!(hits + misses - looked.0 - looked.1, lookups, "along the carried route nothing is looked up");
         assert_eq!(a.target, Target::Ram { host: f.host_id("h2").unwrap(), addr: 0x1000_0040 });
         assert_eq!(a.header, TlpHeader { requester: last.rid, addr: 0x1000_0040, ..sent }, "address and requester ID as the path rewrote them");
         assert_ne!(a.header.requester, sent.requester, "the NTB's requester-ID LUT rewrote it");

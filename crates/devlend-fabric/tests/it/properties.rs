@@ -12,8 +12,8 @@ use devlend_fabric::ntb::Inbound;
 use devlend_fabric::params::params;
 use devlend_fabric::route::Failure;
 use devlend_fabric::spec::*;
-use devlend_fabric::{build, HopKind, Outcome, Requester, Target};
-use devlend_wire::Access;
+use devlend_fabric::{build, CarriedRoute, HopKind, Outcome, Requester, Target};
+use devlend_wire::{Access, TlpHeader};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -959,15 +959,36 @@ fn compare_routes(f: &mut Fabric, req: Requester, base: u64, offs: &[u16], write
     Ok(n)
 }
 
+/// Carry the route of `req`'s TLP at `base` as a flow does; then every route carried so far (also
+/// across the reprogramming between looks) must land its TLP where a fresh arrival does.
+fn compare_carried(
+    f: &mut Fabric,
+    carried: &mut Vec<(Requester, TlpHeader, Option<CarriedRoute>)>,
+    req: Requester,
+    base: u64,
+    write: bool,
+) -> Result<(), TestCaseError> {
+    let header = f.request_header(req, base, if write { Access::Write } else { Access::Read });
+    let (_, c) = f.route_to_carry(req, &header);
+    carried.push((req, header, c));
+    for (r, h, c) in carried.iter() {
+        let along = f.arrival_along(&mut c.clone(), *r, h);
+        prop_assert_eq!(along, f.arrival(*r, h), "the route carried for {:?} at {:#x} is not the route now", r, h.addr);
+    }
+    Ok(())
+}
+
 fn check_cache(f: &mut Fabric, ops: &[Op4]) -> Result<usize, TestCaseError> {
     let reqs = requesters(f);
     let mut looks = 0;
+    let mut carried = Vec::new();
     for op in ops {
         match op {
             Op4::Look { req, addr, offs, write } => {
                 let req = reqs[req.index(reqs.len())];
                 let base = resolve(f, addr);
                 looks += compare_routes(f, req, base, offs, *write)?;
+                compare_carried(f, &mut carried, req, base, *write)?;
             }
             Op4::LookTransEnd { window, delta, offs, write } => {
                 // An outbound window (near adapter, index) of a cabled pair, preferring translated ones.
@@ -985,6 +1006,7 @@ fn check_cache(f: &mut Fabric, ops: &[Op4]) -> Result<usize, TestCaseError> {
                 let base = win + (end.saturating_sub(PAGE) + *delta as u64).min(wsize - 1);
                 let req = Requester::Cpu(f.ntb(near).host);
                 looks += compare_routes(f, req, base, offs, *write)?;
+                compare_carried(f, &mut carried, req, base, *write)?;
             }
             Op4::SetTrans { ntb, w, addr, pages, extra } => {
                 if f.ntbs().is_empty() {
