@@ -19,6 +19,25 @@ def topo_path(name: str) -> str:
     return os.path.join(TOPOS, name)
 
 
+def connect_unix(path: str, timeout_s: float = 30.0):
+    """A client socket connected to the server listening on `path` once it listens: the path
+    appears at bind(2), before listen(2), so a connect in between is refused (seen on a loaded
+    machine); a server that never listens is an error after `timeout_s`."""
+    import socket
+    import time
+    deadline = time.monotonic() + timeout_s
+    while True:
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            c.connect(path)
+            return c
+        except (FileNotFoundError, ConnectionRefusedError):
+            c.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def quick(name: str):
     """`devlend experiment NAME --quick`'s result, a copy of the one this process computed first
     (readme_figures.quick_result, which the README-figures tests read too): a pytest-xdist worker

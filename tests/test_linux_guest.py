@@ -8,7 +8,7 @@ of their own are in test_linux_guest_faults.py and test_linux_fio.py."""
 import pytest
 
 import devlend
-from conftest import topo_path
+from conftest import connect_unix, topo_path
 from devlend.linux import build as lbuild
 from devlend.linux import compare
 from devlend.linux.guest import run
@@ -172,10 +172,7 @@ def test_the_controller_speaks_uml_time_travel(tmp_path):
             out["e"] = e
     t = threading.Thread(target=serve)
     t.start()
-    while not (tmp_path / "d.sock").exists():
-        pass
-    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    c.connect(str(tsock))
+    c = connect_unix(str(tsock))
     seq = iter(range(1, 100))
 
     def ask(op, time=0):
