@@ -273,8 +273,8 @@ impl Conn {
     ///
     /// Why the call first: a guest that waits (time travel) reads the channel's end in its
     /// time-travel handler (`vu_req_read_message`), which schedules an interrupt only for a
-    /// message it read; the end alone would wait for the guest's next timer (with `dd` blocked in
-    /// a read, ~0.1-1 s of simulated time later). The call makes the guest schedule its interrupt
+    /// message it read; the end alone would wait for the guest's next timer (`dd` blocked in a
+    /// read failed 10-65 ms after the unplug in the tests' runs; BENCHMARKS.md). The call makes the guest schedule its interrupt
     /// now (it asks the time and REQUESTs it), so that the controller's RUN comes at the unplug's
     /// time; its handler (`vu_req_interrupt`) then finds the channel's end, which the guest read
     /// in the meantime, and breaks the connection. (A RUN at the unplug's time without that
