@@ -19,6 +19,25 @@ def topo_path(name: str) -> str:
     return os.path.join(TOPOS, name)
 
 
+def connect_unix(path: str, timeout_s: float = 30.0):
+    """A client socket connected to the server listening on `path` once it listens: the path
+    appears at bind(2), before listen(2), so a connect in between is refused (seen on a loaded
+    machine); a server that never listens is an error after `timeout_s`."""
+    import socket
+    import time
+    deadline = time.monotonic() + timeout_s
+    while True:
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            c.connect(path)
+            return c
+        except (FileNotFoundError, ConnectionRefusedError):
+            c.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def quick(name: str):
     """`devlend experiment NAME --quick`'s result, a copy of the one this process computed first
     (readme_figures.quick_result, which the README-figures tests read too): a pytest-xdist worker
@@ -55,10 +74,9 @@ def _own_pool_state(tmp_path, monkeypatch):
 # which hands whole modules to whichever worker is idle, in collection order. The longest modules
 # go first (their seconds in BENCHMARKS.md, "the test command"), so that no long module starts
 # last and the two workers finish together; every other module follows in file order.
-LONGEST_FIRST = ("test_linux_guest_faults.py", "test_corpus.py", "test_linux_guest.py", "test_linux_fio.py", "test_plots.py",
-                 "test_experiments.py", "test_progress.py", "test_linux_ntb.py", "test_sweep.py", "test_docs.py",
-                 "test_provenance.py", "test_linux_guests.py", "test_hypertrio.py", "test_scenario_files.py", "test_faults.py",
-                 "test_cli.py")
+LONGEST_FIRST = ("test_linux_guest.py", "test_corpus.py", "test_linux_guest_faults.py", "test_plots.py",
+                 "test_linux_ntb.py", "test_experiments.py", "test_progress.py", "test_linux_guests.py", "test_faults.py",
+                 "test_scenario_files.py", "test_docs.py", "test_provenance.py", "test_sweep.py", "test_cli.py", "test_hardware.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -2,12 +2,10 @@
 topology, devlend-uml's controller their only clock, simulated time moving only when every guest
 waits. Each guest's clock reads are simulated time, so two runs give the very same readings."""
 
-import os
-
 import pytest
 
 import devlend
-from conftest import topo_path
+from conftest import connect_unix, topo_path
 from devlend.linux.guest import LinuxGuestError, run_guests
 
 # /proc/uptime before and after a sleep; each guest sleeps its own time so their timers interleave.
@@ -105,7 +103,6 @@ def test_time_moves_only_when_every_guest_waits(topo, tmp_path):
     # Two fake guests speak um_timetravel to the controller: A waits for 5 us while B still runs,
     # so nothing moves; when B waits for 3 us, B runs first (at 3 us, free until A's 5 us), and A
     # only when B waits again (for 9 us).
-    import socket
     import struct
     import threading
 
@@ -114,11 +111,7 @@ def test_time_moves_only_when_every_guest_waits(topo, tmp_path):
     out = {}
     t = threading.Thread(target=lambda: out.update(r=_core.uml_control(topo.to_json(), [("borrower", socks[0], []), ("lender", socks[1], [])], 1 << 21, 10.0)))
     t.start()
-    while not all(os.path.exists(s) for s in socks):
-        pass
-    a, b = (socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in socks)
-    a.connect(socks[0])
-    b.connect(socks[1])
+    a, b = (connect_unix(s) for s in socks)
     seqs = {a: iter(range(1, 100)), b: iter(range(1, 100))}
 
     def ask(c, op, time=0):

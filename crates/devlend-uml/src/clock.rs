@@ -7,11 +7,15 @@
 //! guest WAITs for the time it REQUESTed (its next timer), the engine runs until then, or until
 //! it records an interrupt, which is delivered at that time: MSI messages into virtqueue 1, an
 //! in-band call on the backend-request channel, and while the guest takes it (its interrupt
-//! handler asks GET and REQUESTs that time) the controller keeps answering; then RUN.
+//! handler asks GET and REQUESTs that time) the controller keeps answering; then RUN. A
+//! hot-unplug found while the engine runs comes the same way: a call the guest takes at that
+//! time, then the channel's end (`Conn::hot_unplug`), so that a guest blocked in a read with no
+//! timer due soon meets the unplug when it happens, not at its next timer.
 //!
 //! Picoseconds on the engine become guest nanoseconds rounded up (an interrupt the engine
 //! raises at 1500 ps reaches the guest at 2 ns), so the guest never sees an effect before its cause.
 
+use crate::conn::Conn;
 use crate::error::{UmlError, UmlResult};
 use crate::server::{poll_any, Session};
 use crate::timetravel::{self as tt, ns_at_or_after, TtMsg, NEVER_NS};
@@ -105,7 +109,7 @@ impl Session {
                 if stopped {
                     let t = ns_at_or_after(self.engine.machine.now()).max(self.clock.time.now);
                     self.clock.time.now = t;
-                    if self.conn.hot_unplug(&self.engine)? | self.deliver()? {
+                    if self.unplug()? | self.deliver()? {
                         break;
                     }
                     continue;
@@ -136,7 +140,7 @@ impl Session {
         let end = self.clock.time.now.saturating_mul(1000);
         while self.engine.advance(end)? {
             self.conn.finish_reads()?;
-            let _ = self.conn.hot_unplug(&self.engine)? | self.deliver()?;
+            let _ = self.unplug()? | self.deliver()?;
         }
         self.conn.finish_reads()
     }
@@ -148,10 +152,29 @@ impl Session {
     fn deliver(&mut self) -> UmlResult<bool> {
         let events = self.engine.take_events();
         self.conn.take_interrupts(&events);
-        let (req, mut replies) = self.conn.start_calls()?;
+        let (req, replies) = self.conn.start_calls()?;
         if replies == 0 {
             return Ok(false);
         }
+        self.await_replies(req, replies)?;
+        Ok(true)
+    }
+
+    /// A hot-unplug due now ([`Conn::hot_unplug`]): the guest takes its call, which schedules an
+    /// interrupt at its current time, then its backend-request channel closes. True when it
+    /// happened now.
+    fn unplug(&mut self) -> UmlResult<bool> {
+        let Some(req) = self.conn.hot_unplug(&self.engine)? else { return Ok(false) };
+        if req >= 0 {
+            let replied = self.await_replies(req, 1);
+            Conn::end_channel(req);
+            replied?;
+        }
+        Ok(true)
+    }
+
+    /// Answer the guest's time messages until it has replied `replies` times on `req`.
+    fn await_replies(&mut self, req: std::os::fd::RawFd, mut replies: usize) -> UmlResult<()> {
         while replies > 0 {
             if poll_any(&[self.time, req])? == 0 {
                 let m = tt::recv(self.time)?.ok_or(UmlError::Closed { during: "an interrupt" })?;
@@ -161,6 +184,6 @@ impl Session {
                 replies -= 1;
             }
         }
-        Ok(true)
+        Ok(())
     }
 }

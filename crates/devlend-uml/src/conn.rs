@@ -264,14 +264,25 @@ impl Conn {
 
     /// Hot-unplug, once the guest's host has been told that the device is gone
     /// ([`PciFunction::take_unplug`]): the loads still waiting read all ones, and the device's
-    /// backend-request channel closes. UML takes that as its device gone (virtio_uml
-    /// `vu_conn_broken`): it breaks and unregisters the virtio device, virt-pci removes the PCI
-    /// device (`um_pci_virtio_remove`), the driver's `remove` runs, and the guest closes the
-    /// device socket itself (which stays open until then, so the messages of the unregistering
-    /// are answered). True when it happened now.
-    pub fn hot_unplug(&mut self, e: &Engine) -> UmlResult<bool> {
+    /// backend-request channel is called (virtqueue 0, a reply needed) and handed back for
+    /// [`Conn::end_channel`], which closes it once the guest has replied. UML takes the closed
+    /// channel as its device gone (virtio_uml `vu_conn_broken`): it breaks and unregisters the
+    /// virtio device, virt-pci removes the PCI device (`um_pci_virtio_remove`), the driver's
+    /// `remove` runs, and the guest closes the device socket itself (which stays open until
+    /// then, so the messages of the unregistering are answered).
+    ///
+    /// Why the call first: a guest that waits (time travel) reads the channel's end in its
+    /// time-travel handler (`vu_req_read_message`), which schedules an interrupt only for a
+    /// message it read; the end alone would wait for the guest's next timer (`dd` blocked in a
+    /// read failed 10-65 ms after the unplug in the tests' runs; BENCHMARKS.md). The call makes the guest schedule its interrupt
+    /// now (it asks the time and REQUESTs it), so that the controller's RUN comes at the unplug's
+    /// time; its handler (`vu_req_interrupt`) then finds the channel's end, which the guest read
+    /// in the meantime, and breaks the connection. (A RUN at the unplug's time without that
+    /// interrupt is a time the guest has no event for: UML's `BUG` in `time_travel_update_time`.)
+    /// `Some(-1)` when the guest never gave the channel, `None` when no unplug is due.
+    pub fn hot_unplug(&mut self, e: &Engine) -> UmlResult<Option<RawFd>> {
         if !self.dev.take_unplug(e) {
-            return Ok(false);
+            return Ok(None);
         }
         self.with_mem(|s, mem| {
             for p in std::mem::take(&mut s.reads) {
@@ -280,10 +291,19 @@ impl Conn {
             }
             Ok(())
         })?;
-        if let Some(fd) = self.req_fd.take().filter(|&fd| fd >= 0) {
-            unsafe { libc::close(fd) };
+        let Some(req) = self.req_fd.take().filter(|&fd| fd >= 0) else { return Ok(Some(-1)) };
+        let mut state = [0u8; 8];
+        state[0..4].copy_from_slice(&0u32.to_le_bytes());
+        vhost::send(req, vhost::SLAVE_VRING_CALL, vhost::VERSION | vhost::NEED_REPLY, &state)?;
+        self.traffic.calls += 1;
+        Ok(Some(req))
+    }
+
+    /// Close the backend-request channel [`Conn::hot_unplug`] handed back.
+    pub fn end_channel(req: RawFd) {
+        if req >= 0 {
+            unsafe { libc::close(req) };
         }
-        Ok(true)
     }
 
     /// When the guest's host was told that the device is gone (ps), if it was.
