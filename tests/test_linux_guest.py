@@ -2,42 +2,35 @@
 and fio run against devlend's NVMe model, borrowed through Device Lending across the modelled NTB.
 
 These boot the kernel `devlend linux build` makes (scripts/linux-deps builds it once and caches
-it); one guest boot runs all the commands the happy-path tests check, and the linux-fio
-experiment's two guests (local and borrowed) run here too: its borrowed guest is the second run
-the shared guest's first job is compared with. The tests that boot a guest of their own are in
-test_linux_guest_faults.py."""
+it); one guest boot runs all the commands the happy-path tests check. The tests that boot a guest
+of their own are in test_linux_guest_faults.py and test_linux_fio.py."""
 
 import pytest
 
 import devlend
 from conftest import connect_unix, topo_path
-from devlend import readme_figures
-from devlend.experiments import linux_fio
 from devlend.linux import build as lbuild
 from devlend.linux import compare
 from devlend.linux.guest import run
 
-# One fio runs every job the tests check: fio's start-up costs ~4-7 s of the machine's CPU in the
+# One fio runs every job the tests check: fio's start-up costs ~7 s of the machine's CPU in the
 # guest whatever the job (it calibrates its clock by reading it ~255,000 times, each read a ptrace
 # round trip in UML; BENCHMARKS.md, issue 33), so the jobs share one fio. `--stonewall` runs each
-# job after the one before; each has its own report in fio's JSON, found by its name. The first
-# job is the linux-fio experiment's randread QD1 as the README quotes it (`compare.guest_command`,
-# its options its own), after the same `grep` as there, so that it runs as it does alone in
-# linux-fio's borrowed guest (fio seeds a job's offsets by its place in the fio): the two-runs
-# test compares the two.
-EACH = "--filename=/dev/nvme0n1 --direct=1 --thread --bs=4k --size=2m"
+# job after the one before; each has its own report in fio's JSON, found by its name. QD1's job
+# comes first, so that it gets the random offsets it gets alone (fio seeds a job's by its place in
+# the fio): the two-runs test runs it alone in a second guest.
+FIO_GLOBAL = "fio --filename=/dev/nvme0n1 --direct=1 --thread --clocksource=clock_gettime --bs=4k --size=2m --output-format=json"
+QD1_JOB = "--name=qd1 --rw=randread --ioengine=libaio --iodepth=1 --number_ios=64"
 FIO = " ".join([
-    compare.guest_command("randread", 1, readme_figures.LINUX_FIO_IOS),
+    FIO_GLOBAL, QD1_JOB,
     # rr, then wv: random writes, each block read back and checked (crc32c).
-    f"--name=rr --stonewall {EACH} --rw=randread --ioengine=libaio --iodepth=1 --io_size=256k",
-    f"--name=wv --stonewall {EACH} --rw=randwrite --ioengine=io_uring --iodepth=4 --verify=crc32c --do_verify=1",
-    f"--name=libaio-qd8 --stonewall {EACH} --rw=randread --ioengine=libaio --iodepth=8 --number_ios=128",
-    f"--name=io_uring-qd32 --stonewall {EACH} --rw=randread --ioengine=io_uring --iodepth=32 --number_ios=256",
-    f"--name=libaio-qd32 --stonewall {EACH} --rw=randread --ioengine=libaio --iodepth=32 --number_ios=256"])
-INTERRUPTS = "grep nvme /proc/interrupts"
-COMMANDS = [INTERRUPTS, FIO, INTERRUPTS, "lspci -nn", "nvme id-ctrl /dev/nvme0", "cat /proc/interrupts"]
-FIO_AT, LSPCI_AT, ID_CTRL_AT = 1, 3, 4
-QD1 = "job"
+    "--name=rr --stonewall --rw=randread --ioengine=libaio --iodepth=1 --io_size=256k",
+    "--name=wv --stonewall --rw=randwrite --ioengine=io_uring --iodepth=4 --verify=crc32c --do_verify=1",
+    "--name=libaio-qd8 --stonewall --rw=randread --ioengine=libaio --iodepth=8 --number_ios=128",
+    "--name=io_uring-qd32 --stonewall --rw=randread --ioengine=io_uring --iodepth=32 --number_ios=256",
+    "--name=libaio-qd32 --stonewall --rw=randread --ioengine=libaio --iodepth=32 --number_ios=256"])
+COMMANDS = ["lspci -nn", "nvme id-ctrl /dev/nvme0", FIO, "cat /proc/interrupts"]
+FIO_AT = 2
 
 
 def job(guest, name: str) -> dict:
@@ -52,32 +45,23 @@ def guest(tmp_path_factory):
     return run(topo, "borrower", COMMANDS, device="nvme0", outdir=tmp_path_factory.mktemp("guest"), timeout_s=300)
 
 
-@pytest.fixture(scope="module")
-def linux_fio_run():
-    """The README's linux-fio run (readme_figures.linux_fio): its rows and each placement's fio reports."""
-    reports = {}
-    rows = linux_fio.measure(readme_figures.LINUX_FIO_IOS, jobs=readme_figures.LINUX_FIO_JOBS, reports=reports)
-    return rows, reports
-
-
 def test_the_guest_enumerates_the_borrowed_drive(guest):
-    assert guest.returncodes[LSPCI_AT] == 0, guest.outputs[LSPCI_AT]
-    assert "Non-Volatile memory controller [0108]" in guest.outputs[LSPCI_AT], guest.outputs[LSPCI_AT]
+    assert guest.returncodes[0] == 0, guest.outputs[0]
+    assert "Non-Volatile memory controller [0108]" in guest.outputs[0], guest.outputs[0]
     assert guest.device["cfg_reads"] > 0
 
 
 def test_nvme_id_ctrl_reads_the_modelled_identity(guest):
-    out = guest.outputs[ID_CTRL_AT]
-    assert guest.returncodes[ID_CTRL_AT] == 0, out
-    assert "devlnd modelled NVMe" in out, out
-    assert "nn        : 1" in out, out
+    assert guest.returncodes[1] == 0, guest.outputs[1]
+    assert "devlnd modelled NVMe" in guest.outputs[1], guest.outputs[1]
+    assert "nn        : 1" in guest.outputs[1], guest.outputs[1]
     # The subsystem NQN in the form NVMe §7.9 gives a drive without a naming authority, so the
     # driver takes it as it is and does not warn "missing or invalid SUBNQN field".
-    assert "subnqn    : nqn.2014.08.org.nvmexpress:80868086devlend" in out, out
+    assert "subnqn    : nqn.2014.08.org.nvmexpress:80868086devlend" in guest.outputs[1], guest.outputs[1]
     assert not [ln for ln in guest.driver_lines if "SUBNQN" in ln], guest.driver_lines
     # nvme-cli's buffer is not page-aligned: the structure's second part goes to PRP2, so the
     # fields past the page boundary read as the model wrote them (zeros), not as stale memory.
-    assert "ioccsz    : 0\n" in out and "mp:0.00W" in out, out
+    assert "ioccsz    : 0\n" in guest.outputs[1] and "mp:0.00W" in guest.outputs[1], guest.outputs[1]
 
 
 def test_fio_randread_completes_on_the_borrowed_drive(guest):
@@ -100,17 +84,17 @@ def test_fio_write_then_verify_passes(guest):
     assert wv["error"] == 0 and wv["write"]["total_ios"] == 512 and wv["read"]["total_ios"] == 512, wv
 
 
-def test_two_runs_of_one_job_report_the_same_simulated_latencies(guest, linux_fio_run):
+def test_two_runs_of_one_job_report_the_same_simulated_latencies(guest, tmp_path):
     # The guest's clock is the engine's: fio's clock_gettime reads simulated time, so a second
     # guest running the same commands reports the very same latencies (on the wall clock they
-    # differ from run to run, with the machine's load). The second guest is linux-fio's borrowed
-    # one: the same `grep` before the same job. The same commands up to the job matter: a command
-    # before fio moves fio's start on the simulated clock, and a job started at another time can
-    # see one of its reads take 256 ns more (seen on 2026-11-29: mean clat 15492 ns after lspci
-    # and nvme-cli, 15496 ns with fio alone, each the same in repeated runs).
-    _, reports = linux_fio_run
-    a, b = job(guest, QD1)["read"], reports["borrowed"][0]["jobs"][0]["read"]
-    assert a["total_ios"] == b["total_ios"] == readme_figures.LINUX_FIO_IOS
+    # differ from run to run, with the machine's load). The same commands up to the job: the first
+    # guest ran lspci and nvme-cli before fio, which moves fio's start on the simulated clock, and
+    # a job started at another time can see one of its 64 reads take 256 ns more (seen on 2026-11-29: mean clat 15492 ns after lspci and nvme-cli, 15496 ns with fio
+    # alone, each the same in repeated runs).
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    again = run(topo, "borrower", COMMANDS[:FIO_AT] + [f"{FIO_GLOBAL} {QD1_JOB}"], device="nvme0", outdir=tmp_path, timeout_s=300)
+    a, b = job(guest, "qd1")["read"], compare.fio_json(again.outputs[FIO_AT])["jobs"][0]["read"]
+    assert a["total_ios"] == b["total_ios"] == 64
     for key in ("clat_ns", "lat_ns", "slat_ns"):
         assert (a[key]["mean"], a[key]["min"], a[key]["max"]) == (b[key]["mean"], b[key]["min"], b[key]["max"]), key
     assert a["clat_ns"]["percentile"] == b["clat_ns"]["percentile"]
@@ -122,9 +106,9 @@ def test_the_guest_qd1_latency_is_the_models_without_cpu_time(guest):
     # its handler on the CPU (compare.GUEST_FREE). What remains differs only in the two drivers'
     # steps (Linux's nvme/blk-mq and devlend's), within 15%.
     topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
-    real = compare.side({"jobs": [job(guest, QD1)]})
-    model = compare.model(topo, "borrower", "nvme0", "randread", 1, readme_figures.LINUX_FIO_IOS, guest_free=True)
-    assert real.ios == model.ios == readme_figures.LINUX_FIO_IOS
+    real = compare.side({"jobs": [job(guest, "qd1")]})
+    model = compare.model(topo, "borrower", "nvme0", "randread", 1, 64, guest_free=True)
+    assert real.ios == model.ios == 64
     assert 0.85 * model.clat_mean_ns <= real.clat_mean_ns <= 1.15 * model.clat_mean_ns, (real, model)
 
 
@@ -135,23 +119,8 @@ def test_fio_queue_depths_up_to_32_complete_on_the_engines_clock(guest, name, de
     assert out["job options"]["iodepth"] == str(depth)
     assert out["read"]["total_ios"] == (128 if depth == 8 else 256)
     # More I/Os in flight: more IOPS than at QD1, on the simulated clock.
-    qd1 = job(guest, QD1)["read"]["iops"]
+    qd1 = job(guest, "qd1")["read"]["iops"]
     assert out["read"]["iops"] > 2 * qd1, (out["read"]["iops"], qd1)
-
-
-def test_the_side_by_side_experiment_sees_the_borrowed_path_cost_alike(linux_fio_run):
-    # linux-fio, small: randread QD1 local and borrowed, in a guest and on devlend's model. The
-    # borrowed path's extra NTB crossings cost the real driver what they cost devlend's.
-    rows, _ = linux_fio_run
-    assert len(rows) == 4 and {r["side"] for r in rows} == {"linux guest", "devlend model"}
-    guest, model = (linux_fio.borrowed_minus_local(rows, side) for side in ("linux guest", "devlend model"))
-    assert guest > 0 and model > 0, (guest, model)
-    assert 0.7 * model <= guest <= 1.3 * model, (guest, model)
-    assert all(r["irqs_per_io"] >= 1 for r in rows if r["side"] == "linux guest"), rows
-    # The README's linux-fio figures are this run's (scripts/readme-figures --write --only linux-fio).
-    with open(readme_figures.README, encoding="utf-8") as fh:
-        quoted = readme_figures.blocks(fh.read())["linux-fio"]
-    assert quoted == readme_figures.linux_fio_block(rows), "README block linux-fio is stale: run scripts/readme-figures --write --only linux-fio"
 
 
 def test_no_kernel_source_is_one_clear_error(tmp_path):

@@ -27,9 +27,8 @@ def nvme_interrupts(text: str) -> int:
     return total
 
 
-def guest_runs(topo, host: str, ios: int, outdir: str, jobs: list[tuple] = JOBS, reports: Optional[list] = None) -> list[tuple]:
-    """Every job of `jobs` in one guest of `host`: (FioSide, interrupts per I/O) each; `reports`,
-    when given, gets each job's fio JSON report as the guest printed it."""
+def guest_runs(topo, host: str, ios: int, outdir: str, jobs: list[tuple] = JOBS) -> list[tuple]:
+    """Every job of `jobs` in one guest of `host`: (FioSide, interrupts per I/O) each."""
     from ..linux import compare
     from ..linux.guest import LinuxGuestError, run
     cmds = []
@@ -41,25 +40,20 @@ def guest_runs(topo, host: str, ios: int, outdir: str, jobs: list[tuple] = JOBS,
     for i, (rw, _) in enumerate(jobs):
         if r.returncodes[2 * i + 1] != 0:
             raise LinuxGuestError(f"fio {rw} failed in the guest of {host}: {r.outputs[2 * i + 1][-500:]}", "crash")
-        report = compare.fio_json(r.outputs[2 * i + 1])
-        if reports is not None:
-            reports.append(report)
-        s = compare.side(report, write=rw.endswith("write"))
+        s = compare.side(compare.fio_json(r.outputs[2 * i + 1]), write=rw.endswith("write"))
         irqs = nvme_interrupts(r.outputs[2 * i + 2]) - nvme_interrupts(r.outputs[2 * i])
         out.append((s, irqs / max(1, s.ios)))
     return out
 
 
-def measure(ios: int, progress: Optional[Callable[[str], None]] = None, jobs: list[tuple] = JOBS,
-            reports: Optional[dict] = None) -> list[dict]:
-    """The rows; `reports`, when given, gets each placement's fio JSON reports (one per job)."""
+def measure(ios: int, progress: Optional[Callable[[str], None]] = None, jobs: list[tuple] = JOBS) -> list[dict]:
     from ..linux import compare
     topo = shipped("nvme-back-to-back.yaml")
     entry_us = hardware_params()["timing"]["irq_entry_ps"] / 1e6
     rows = []
     for placement, host in PLACEMENTS.items():
         with tempfile.TemporaryDirectory(prefix="devlend-linux-fio-") as d:
-            guest = guest_runs(topo, host, ios, d, jobs, None if reports is None else reports.setdefault(placement, []))
+            guest = guest_runs(topo, host, ios, d, jobs)
         for (rw, qd), (g, irqs) in zip(jobs, guest):
             m = compare.model(topo, host, "nvme0", rw, qd, ios)
             job = f"{rw} QD{qd}"
