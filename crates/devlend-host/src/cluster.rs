@@ -13,7 +13,7 @@
 //! The fabric should come without a Device Lending `setup` section: that programming is what
 //! this crate does.
 
-use crate::error::{invalid, HResult, HostError, Lent, NoSuch};
+use crate::error::{invalid, HResult, HostError, InUse, Lent, NoSuch};
 use crate::kernel::{BarView, DevId, Kernel, Origin, PciDevice};
 use crate::lending::LendState;
 use crate::os::HostOs;
@@ -208,11 +208,11 @@ impl Cluster {
         let dev = k.by_func(func).ok_or_else(|| HostError::NoDevice(NoSuch::NotListed { host: hn(lender), device: name.clone() }))?;
         let live = k.dma.get(&dev).map_or(0, |d| d.live());
         if live > 0 {
-            return Err(HostError::Busy(format!("{name} is in use in {}: its driver holds {live} DMA mappings", hn(lender))));
+            return Err(InUse::Lender { device: name.clone(), host: hn(lender), count: live, vectors: false }.into());
         }
         let irqs = k.irqs.of(dev);
         if irqs > 0 {
-            return Err(HostError::Busy(format!("{name} is in use in {}: its driver holds {irqs} interrupt vectors", hn(lender))));
+            return Err(InUse::Lender { device: name.clone(), host: hn(lender), count: irqs, vectors: true }.into());
         }
         Ok((lender, dev))
     }
@@ -227,11 +227,8 @@ impl Cluster {
         let irqs = self.kernels[b as usize].irqs.of(dev);
         if maps + irqs > 0 {
             let name = &self.fabric.func(func).name;
-            return Err(HostError::Busy(format!(
-                "cannot return {name}: its driver in {} still holds {maps} DMA mappings and {irqs} interrupt vectors, so the device may have DMA or interrupts in flight; \
-                 the driver must unmap and free_irq first (return_device_force takes it back anyway)",
-                self.kernels[b as usize].name
-            )));
+            let (device, host) = (name.clone(), self.kernels[b as usize].name.clone());
+            return Err(InUse::Return { device, host, maps, irqs }.into());
         }
         self.return_device_force(b, dev)
     }
@@ -328,7 +325,7 @@ impl Cluster {
         let h = host.resolve(self)?;
         let k = &self.kernels[h as usize];
         if k.irqs.iter().next().is_some() {
-            return Err(HostError::Busy(format!("host {}: interrupt vectors are in use; enable remapping before drivers request them", k.name)));
+            return Err(InUse::VectorsHeld { host: k.name.clone() }.into());
         }
         Ok(self.fabric.intr_remap_enable(h)?)
     }

@@ -6,8 +6,10 @@ use devlend_fabric::route::Failure;
 use devlend_fabric::FabricError;
 use std::fmt;
 
+mod in_use;
 mod no_such;
 mod unreachable;
+pub use in_use::InUse;
 pub use no_such::{HandleUse, InVm, NoSuch};
 pub use unreachable::{LinkStep, Migration, Unreachability};
 
@@ -24,8 +26,9 @@ pub enum HostError {
     WindowTooSmall(String),
     /// Out of RAM pages or IOVA space.
     NoMemory(String),
-    /// The device is in a state that forbids the request (lent away, live DMA mappings).
-    Busy(String),
+    /// The device is in a state that forbids the request (lent away, live DMA mappings). Boxed:
+    /// some reasons hold three names.
+    Busy(Box<InUse>),
     /// A request that makes no sense (unknown mapping, wrong size, not RAM, not a BAR, ...).
     Invalid(String),
     /// A CPU access at `addr` that failed on the data path: the fabric's record of what refused
@@ -93,7 +96,8 @@ impl fmt::Display for HostError {
             HostError::NoDevice(e) => write!(f, "{e}"),
             HostError::AlreadyLent(e) => write!(f, "{e}"),
             HostError::Unreachable(e) => write!(f, "{e}"),
-            HostError::WindowTooSmall(m) | HostError::NoMemory(m) | HostError::Busy(m) | HostError::Invalid(m) => f.write_str(m),
+            HostError::Busy(e) => write!(f, "{e}"),
+            HostError::WindowTooSmall(m) | HostError::NoMemory(m) | HostError::Invalid(m) => f.write_str(m),
             HostError::Fault { failure, during: None, .. } => write!(f, "{failure}"),
             HostError::Fault { failure, during: Some(step), .. } => write!(f, "{step}: {failure}"),
             HostError::Ept(e) => write!(f, "{e}"),

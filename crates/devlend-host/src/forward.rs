@@ -16,7 +16,7 @@
 //!   Lines are counted per function; sharing and IOAPIC routing are not modelled.
 
 use crate::cluster::{Cluster, HostRef};
-use crate::error::{invalid, HResult, HostError};
+use crate::error::{invalid, HResult, HostError, InUse};
 use crate::irq::{IntxLine, IrqDesc, FIRST_DEVICE_VECTOR, FIRST_SYSTEM_VECTOR};
 use crate::kernel::{DevId, Origin};
 use crate::os::HostOs;
@@ -86,7 +86,7 @@ impl Cluster {
         let name = self.fabric.func(func).name.clone();
         let irqs = &mut self.kernels[host as usize].irqs;
         if let Some(l) = irqs.intx.get(&func) {
-            return Err(HostError::Busy(format!("the INTx line of {name} already has handler {:#x}", l.handler)));
+            return Err(InUse::IntxHandler { device: name.to_string(), handler: l.handler }.into());
         }
         irqs.intx.insert(func, IntxLine { handler, count: 0 });
         Ok(())
@@ -135,7 +135,7 @@ impl HostOs<'_> {
             return invalid(format!("{name} is an NTB adapter; its interrupts belong to the NTB driver"));
         }
         if let Some(to) = d.lent_to {
-            return Err(HostError::Busy(format!("{name} is lent to host {}", self.c.fabric.host(to).name)));
+            return Err(InUse::LentTo { device: name.to_string(), borrower: self.c.fabric.host(to).name.clone() }.into());
         }
         self.c.request_intx_line(func, handler)
     }

@@ -17,7 +17,7 @@
 //! are recorded by the fabric and returned as `HostError::Fault`; nothing panics.
 
 use crate::cluster::Cluster;
-use crate::error::{invalid, HResult, HostError};
+use crate::error::{invalid, HResult, HostError, InUse};
 use crate::irq::{self, IrqDesc, MsixCap, MSIX_ENTRY_CTRL, MSIX_ENTRY_DATA, MSIX_ENTRY_MASKED, MSIX_ENTRY_SIZE, MSIX_MASKALL};
 use crate::kernel::{DevId, Kernel, Origin, PciDevice};
 use devlend_fabric::config::MSIX_ENABLE;
@@ -78,7 +78,7 @@ impl HostOs<'_> {
     pub(crate) fn usable(&self, dev: DevId) -> HResult<&PciDevice> {
         let d = self.kernel().device(dev)?;
         if let Some(to) = d.lent_to {
-            return Err(HostError::Busy(format!("{} is lent to host {}", d.name, self.c.fabric.host(to).name)));
+            return Err(InUse::LentTo { device: d.name.clone(), borrower: self.c.fabric.host(to).name.clone() }.into());
         }
         Ok(d)
     }
@@ -160,7 +160,7 @@ impl HostOs<'_> {
     pub fn request_irq(&mut self, dev: DevId, entry: u16, handler: u32) -> HResult<u8> {
         let (func, origin, name) = self.irq_dev(dev)?;
         if let Some(v) = self.kernel().irqs.find(dev, entry) {
-            return Err(HostError::Busy(format!("request_irq: MSI-X entry {entry} of {name} already has vector {v:#x}")));
+            return Err(InUse::MsixEntry { device: name.to_string(), entry, vector: v }.into());
         }
         let cap = irq::msix_cap(&self.c.fabric, func)?;
         if entry >= cap.entries {

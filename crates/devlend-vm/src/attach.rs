@@ -16,7 +16,7 @@ use crate::vmm::{VmDomain, Vmm};
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId};
 use devlend_host::alloc::align_up;
-use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError, InVm, NoSuch};
+use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError, InUse, InVm, NoSuch};
 use std::collections::BTreeSet;
 
 impl Vmm {
@@ -147,8 +147,8 @@ impl Vmm {
         let lender = c.fabric.func_host(func);
         if let Some(dom) = self.domains.get(&(vm, lender)) {
             if dom.anchor == Some(func) && dom.users.len() > 1 {
-                let others: Vec<String> = dom.users.iter().filter(|&&u| u != func).map(|&u| c.fabric.func(u).name.clone()).collect();
-                return Err(HostError::Busy(format!("{name} carries the VM's memory mappings on its lender; hot-remove {} first", others.join(", "))));
+                let others = dom.users.iter().filter(|&&u| u != func).map(|&u| c.fabric.func(u).name.clone()).collect();
+                return Err(InUse::Anchor { device: name, others }.into());
             }
         }
         self.drop_irqs(c, vm, id);
@@ -180,9 +180,7 @@ fn require_remapping(c: &mut Cluster, host: HostId) -> HResult<()> {
         return Ok(());
     }
     c.enable_interrupt_remapping(host).map_err(|e| match e {
-        HostError::Busy(m) => {
-            HostError::Busy(format!("{m}: a VM's device needs interrupt remapping, which must be on before any driver in the host requests a vector"))
-        }
+        HostError::Busy(cause) => InUse::RemapForVm(cause).into(),
         e => e,
     })
 }

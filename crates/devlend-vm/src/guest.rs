@@ -20,7 +20,7 @@ use devlend_fabric::config::{CMD_BUS_MASTER, COMMAND, MSIX_CAP, MSIX_ENABLE};
 use devlend_fabric::model::HostId;
 use devlend_fabric::{Fabric, Requester};
 use devlend_host::irq::{MSIX_ENTRY_CTRL, MSIX_ENTRY_DATA, MSIX_ENTRY_MASKED, MSIX_ENTRY_SIZE, MSIX_MASKALL};
-use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError, InVm, NoSuch, Os};
+use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError, InUse, InVm, NoSuch, Os};
 
 pub struct GuestOs<'a> {
     pub(crate) c: &'a mut Cluster,
@@ -213,7 +213,7 @@ impl GuestOs<'_> {
     fn new_vector(&mut self, dev: DevId, src: Src, handler: u32) -> HResult<u8> {
         let v = self.vm_mut()?;
         if let Some(x) = v.irqs.find(dev, src) {
-            return Err(HostError::Busy(format!("{src:?} of guest device {} already has vector {x:#x}", dev.0)));
+            return Err(InUse::GuestVector { source: format!("{src:?}"), device: dev.0, vector: x }.into());
         }
         let vector = v.irqs.alloc().ok_or_else(|| HostError::NoMemory(format!("VM {}: no free interrupt vector", v.name)))?;
         v.irqs.descs.insert(vector, GuestIrq { vector, dev, src, handler, count: 0, last_latency_ps: None });

@@ -28,7 +28,7 @@ use crate::layout::{Layout, CHUNK, GUEST_RESERVED};
 use crate::vm::{GuestDev, Path, Vm, VmId};
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId, NodeKind};
-use devlend_host::{Cluster, DevId, HResult, HostError, InVm, Lent, NoSuch};
+use devlend_host::{Cluster, DevId, HResult, HostError, InUse, InVm, Lent, NoSuch};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A VM's IOMMU domain in one host (the VM's own for VFIO, a lender's for mdev).
@@ -131,7 +131,7 @@ impl Vmm {
         }
         if let Some((other, _)) = self.assigned.get(&func) {
             let o = self.vm(*other).map(|x| x.name.clone()).unwrap_or_default();
-            return Err(HostError::Busy(format!("{device} is already passed through to VM {o}; it must be removed there before VM {} can have it", v.name)));
+            return Err(InUse::PassedThrough { device: device.to_string(), owner: o, vm: v.name.clone() }.into());
         }
         if let Some(l) = c.lends().iter().find(|l| l.device == device) {
             return Err(HostError::AlreadyLent(Lent::PassThrough { device: device.into(), borrower: l.borrower.clone() }));

@@ -6,7 +6,7 @@
 use crate::error::{Missing, SetupCause, Unreached, WResult, WorkloadError};
 use devlend_drivers::registry::{self, Serves};
 use devlend_fabric::model::FuncId;
-use devlend_host::{Cluster, DevId, HostError, InVm, NoSuch};
+use devlend_host::{Cluster, DevId, HostError, InUse, InVm, NoSuch};
 use devlend_vm::GuestKernel;
 use devlend_vm::{VmId, Vmm};
 use std::cell::RefCell;
@@ -105,7 +105,7 @@ pub(crate) fn attach(c: &mut Cluster, guests: &Guests, w: &str, runner_name: &st
         Runner::Host(host) if c.fabric.func_host(func) == *host => c.kernel(*host).and_then(|k| {
             let d = k.find(device)?;
             match k.device(d)?.lent_to {
-                Some(to) => Err(HostError::Busy(format!("{device} is lent to host {}", c.fabric.host(to).name))),
+                Some(to) => Err(InUse::LentTo { device: device.into(), borrower: c.fabric.host(to).name.clone() }.into()),
                 None => Ok(d),
             }
         }),

@@ -26,7 +26,7 @@ use devlend_engine::machine::{Cx, Device, FlowDone};
 use devlend_fabric::model::FuncId;
 use devlend_fabric::params::register_profiles;
 use devlend_fabric::Fabric;
-use devlend_host::{Cluster, DevId, DmaDir, HostError};
+use devlend_host::{Cluster, DevId, DmaDir, HostError, InUse};
 use devlend_wire::Tlp;
 use devlend_workloads::fio_job::{fio, Job};
 use devlend_workloads::*;
@@ -167,7 +167,7 @@ impl RamQueue {
         let at = |h: (u64, bool)| self.cq.0 + h.0 * 4;
         let posted = if self.head.1 { phase_set } else { phase_clear };
         let got = os.poll_for(at(self.head), 4, "ramdisk completion", posted, 1_000_000_000_000).map_err(os_err("poll"))?;
-        let mut entry = got.ok_or_else(|| os_err("poll")(HostError::Busy("no ramdisk completion in 1 s".into())))?;
+        let mut entry = got.ok_or_else(|| os_err("poll")(HostError::from(InUse::NoCompletion { device: "ramdisk".into(), seconds: 1 })))?;
         while posted(&entry) {
             let v = u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]);
             let (tag, status) = (v & 0xffff, (v & !PHASE) >> 16);
@@ -192,7 +192,7 @@ impl BlockQueue for RamQueue {
 
     fn submit(&mut self, os: &mut dyn DynOs, write: bool, lba: u64, blocks: u16, buf: u64) -> DResult<u16> {
         if self.inflight.len() >= DEPTH as usize {
-            return Err(os_err("submit")(HostError::Busy("ramdisk queue full".into())));
+            return Err(os_err("submit")(HostError::from(InUse::QueueFull { device: "ramdisk".into() })));
         }
         while self.inflight.contains_key(&(self.next as u32)) {
             self.next = self.next.wrapping_add(1);
