@@ -8,9 +8,11 @@ use std::fmt;
 
 mod in_use;
 mod no_such;
+mod out_of;
 mod unreachable;
 pub use in_use::InUse;
 pub use no_such::{HandleUse, InVm, NoSuch};
+pub use out_of::OutOf;
 pub use unreachable::{LinkStep, Migration, Unreachability};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,8 +26,8 @@ pub enum HostError {
     Unreachable(Box<Unreachability>),
     /// An NTB memory window, or the DMA window opened in one, cannot hold what was asked.
     WindowTooSmall(String),
-    /// Out of RAM pages or IOVA space.
-    NoMemory(String),
+    /// Out of RAM pages, IOVA space or interrupt vectors. Boxed: a VM's shortage holds its cause.
+    NoMemory(Box<OutOf>),
     /// The device is in a state that forbids the request (lent away, live DMA mappings). Boxed:
     /// some reasons hold three names.
     Busy(Box<InUse>),
@@ -97,7 +99,8 @@ impl fmt::Display for HostError {
             HostError::AlreadyLent(e) => write!(f, "{e}"),
             HostError::Unreachable(e) => write!(f, "{e}"),
             HostError::Busy(e) => write!(f, "{e}"),
-            HostError::WindowTooSmall(m) | HostError::NoMemory(m) | HostError::Invalid(m) => f.write_str(m),
+            HostError::NoMemory(e) => write!(f, "{e}"),
+            HostError::WindowTooSmall(m) | HostError::Invalid(m) => f.write_str(m),
             HostError::Fault { failure, during: None, .. } => write!(f, "{failure}"),
             HostError::Fault { failure, during: Some(step), .. } => write!(f, "{step}: {failure}"),
             HostError::Ept(e) => write!(f, "{e}"),

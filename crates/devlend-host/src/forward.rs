@@ -16,8 +16,8 @@
 //!   Lines are counted per function; sharing and IOAPIC routing are not modelled.
 
 use crate::cluster::{Cluster, HostRef};
-use crate::error::{invalid, HResult, HostError, InUse};
-use crate::irq::{IntxLine, IrqDesc, FIRST_DEVICE_VECTOR, FIRST_SYSTEM_VECTOR};
+use crate::error::{invalid, HResult, HostError, InUse, OutOf};
+use crate::irq::{IntxLine, IrqDesc};
 use crate::kernel::{DevId, Origin};
 use crate::os::HostOs;
 use devlend_fabric::intremap::{remappable_addr, Irte, Source};
@@ -42,11 +42,7 @@ impl Cluster {
         let k = &mut self.kernels[h as usize];
         k.device(dev)?;
         let Some(vector) = k.irqs.alloc() else {
-            return Err(HostError::NoMemory(format!(
-                "host {}: no free interrupt vector (all of {FIRST_DEVICE_VECTOR:#x}-{:#x} are requested)",
-                k.name,
-                FIRST_SYSTEM_VECTOR - 1
-            )));
+            return Err(OutOf::Vector { host: k.name.clone() }.into());
         };
         let irte = match self.fabric.intr_remap_on(h) {
             true => Some(self.fabric.irte_alloc(h, Irte { vector, source: Source::Rid(source) })?),

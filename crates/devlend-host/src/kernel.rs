@@ -17,7 +17,7 @@
 //! their requester IDs and DMA aliases to its own domains (see `lending`).
 
 use crate::alloc::{align_up, RangeAlloc};
-use crate::error::{invalid, size, HResult, HandleUse, HostError, NoSuch};
+use crate::error::{invalid, size, HResult, HandleUse, HostError, NoSuch, OutOf};
 use crate::irq::IrqTable;
 use crate::localdma::LocalDma;
 use devlend_fabric::model::{FuncId, Host, HostId, NodeKind};
@@ -199,10 +199,8 @@ impl Kernel {
 
     /// Allocate page-aligned, zero-filled-by-nature physical memory (kmalloc / alloc_pages).
     pub fn alloc_pages(&mut self, bytes: u64) -> HResult<u64> {
-        let n = align_up(bytes.max(1), PAGE).ok_or_else(|| HostError::NoMemory(format!("host {}: cannot allocate {bytes} bytes", self.name)))?;
-        self.pages
-            .alloc(n, PAGE)
-            .ok_or_else(|| HostError::NoMemory(format!("host {}: out of memory allocating {} ({} free)", self.name, size(n), size(self.pages.available()))))
+        let n = align_up(bytes.max(1), PAGE).ok_or_else(|| HostError::from(OutOf::HostBytes { host: self.name.clone(), bytes }))?;
+        self.pages.alloc(n, PAGE).ok_or_else(|| OutOf::HostPages { host: self.name.clone(), asked: n, free: self.pages.available() }.into())
     }
 
     pub fn free_pages(&mut self, phys: u64) -> HResult<()> {

@@ -4,7 +4,7 @@
 //! address. Device Lending replaces these operations for borrowed devices (see `lending`).
 
 use crate::alloc::{align_up, RangeAlloc};
-use crate::error::{invalid, size, HResult, HostError};
+use crate::error::{invalid, HResult, HostError, OutOf};
 use crate::kernel::{iova_space, PAGE};
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId};
@@ -80,7 +80,7 @@ impl LocalDma {
             Some(d) => {
                 let n = end - start;
                 let Some(iova) = self.iova.alloc(n, iova_align(n)) else {
-                    return Err(HostError::NoMemory(format!("IOVA space exhausted: cannot map {}", size(n))));
+                    return Err(OutOf::Iova { len: n }.into());
                 };
                 if let Err(e) = f.iommu_map(host, d, iova, start, n, write) {
                     self.iova.free(iova);

@@ -17,7 +17,7 @@
 //! are recorded by the fabric and returned as `HostError::Fault`; nothing panics.
 
 use crate::cluster::Cluster;
-use crate::error::{invalid, HResult, HostError, InUse};
+use crate::error::{invalid, HResult, HostError, InUse, OutOf};
 use crate::irq::{self, IrqDesc, MsixCap, MSIX_ENTRY_CTRL, MSIX_ENTRY_DATA, MSIX_ENTRY_MASKED, MSIX_ENTRY_SIZE, MSIX_MASKALL};
 use crate::kernel::{DevId, Kernel, Origin, PciDevice};
 use devlend_fabric::config::MSIX_ENABLE;
@@ -168,12 +168,7 @@ impl HostOs<'_> {
         }
         let slot = self.msix_entry(dev, &cap, entry)?;
         let Some(vector) = self.kernel().irqs.alloc() else {
-            return Err(HostError::NoMemory(format!(
-                "host {}: no free interrupt vector (all of {:#x}-{:#x} are requested)",
-                self.kernel().name,
-                irq::FIRST_DEVICE_VECTOR,
-                irq::FIRST_SYSTEM_VECTOR - 1
-            )));
+            return Err(OutOf::Vector { host: self.kernel().name.clone() }.into());
         };
         let borrowed = matches!(origin, Origin::Borrowed { .. });
         let msg_addr = if borrowed {

@@ -120,8 +120,8 @@ impl Vmm {
             release_all(c, held, &mut self.anomalies);
             let ram = chunks.len() as u64 * CHUNK;
             return Err(match e {
-                HostError::WindowTooSmall(m) | HostError::NoMemory(m) => HostError::WindowTooSmall(format!(
-                    "VM {vname}'s {} of memory (probed from its low and high addresses) cannot all be mapped for the device: {m}",
+                e @ (HostError::WindowTooSmall(_) | HostError::NoMemory(_)) => HostError::WindowTooSmall(format!(
+                    "VM {vname}'s {} of memory (probed from its low and high addresses) cannot all be mapped for the device: {e}",
                     size(ram)
                 )),
                 e => e,

@@ -20,7 +20,7 @@ use devlend_fabric::config::{CMD_BUS_MASTER, COMMAND, MSIX_CAP, MSIX_ENABLE};
 use devlend_fabric::model::HostId;
 use devlend_fabric::{Fabric, Requester};
 use devlend_host::irq::{MSIX_ENTRY_CTRL, MSIX_ENTRY_DATA, MSIX_ENTRY_MASKED, MSIX_ENTRY_SIZE, MSIX_MASKALL};
-use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError, InUse, InVm, NoSuch, Os};
+use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError, InUse, InVm, NoSuch, Os, OutOf};
 
 pub struct GuestOs<'a> {
     pub(crate) c: &'a mut Cluster,
@@ -136,7 +136,7 @@ impl Os for GuestOs<'_> {
     }
     fn kmalloc(&mut self, size: u64) -> HResult<u64> {
         let v = self.vm_mut()?;
-        v.kmalloc(size).ok_or_else(|| HostError::NoMemory(format!("VM {}: out of guest memory allocating {size} bytes", v.name)))
+        v.kmalloc(size).ok_or_else(|| OutOf::GuestMemory { vm: v.name.clone(), bytes: size }.into())
     }
     fn kfree(&mut self, phys: u64) -> HResult<()> {
         let v = self.vm_mut()?;
@@ -215,7 +215,7 @@ impl GuestOs<'_> {
         if let Some(x) = v.irqs.find(dev, src) {
             return Err(InUse::GuestVector { source: format!("{src:?}"), device: dev.0, vector: x }.into());
         }
-        let vector = v.irqs.alloc().ok_or_else(|| HostError::NoMemory(format!("VM {}: no free interrupt vector", v.name)))?;
+        let vector = v.irqs.alloc().ok_or_else(|| HostError::from(OutOf::GuestVector { vm: v.name.clone() }))?;
         v.irqs.descs.insert(vector, GuestIrq { vector, dev, src, handler, count: 0, last_latency_ps: None });
         Ok(vector)
     }

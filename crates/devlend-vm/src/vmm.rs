@@ -28,7 +28,7 @@ use crate::layout::{Layout, CHUNK, GUEST_RESERVED};
 use crate::vm::{GuestDev, Path, Vm, VmId};
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId, NodeKind};
-use devlend_host::{Cluster, DevId, HResult, HostError, InUse, InVm, Lent, NoSuch};
+use devlend_host::{Cluster, DevId, HResult, HostError, InUse, InVm, Lent, NoSuch, OutOf};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A VM's IOMMU domain in one host (the VM's own for VFIO, a lender's for mdev).
@@ -91,7 +91,7 @@ impl Vmm {
                 Err(e) => {
                     release_all(c, held, &mut self.anomalies);
                     let host = &c.fabric.host(h).name;
-                    return Err(HostError::NoMemory(format!("VM {name}: host {host} cannot back {} of guest RAM: {e}", size(ram))));
+                    return Err(OutOf::GuestRam { vm: name.to_string(), host: host.clone(), ram, cause: Box::new(e) }.into());
                 }
             }
         }

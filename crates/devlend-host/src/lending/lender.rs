@@ -22,7 +22,7 @@ use super::windows::Windows;
 use super::{atomically, DevDomain, DmaWindow, Held, Lend, LendState};
 use crate::alloc::{align_up, RangeAlloc};
 use crate::cluster::BorrowOptions;
-use crate::error::{size, HResult, HostError, LinkStep, Unreachability};
+use crate::error::{size, HResult, HostError, LinkStep, OutOf, Unreachability};
 use crate::kernel::{BarView, DevId, PAGE};
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId};
@@ -161,10 +161,7 @@ impl LendState {
         held.push(self.acquire_domain(f, bb)?);
         let d = self.domains.get_mut(&bb).ok_or_else(|| HostError::Invalid("adapter domain vanished".into()))?;
         let domain = d.domain;
-        let iova_base = d
-            .iova
-            .alloc(len, len.next_power_of_two().min(1 << 30))
-            .ok_or_else(|| HostError::NoMemory(format!("no IOVA space left for a DMA window of {}", size(len))))?;
+        let iova_base = d.iova.alloc(len, len.next_power_of_two().min(1 << 30)).ok_or_else(|| HostError::from(OutOf::DmaWindow { len }))?;
         held.push(Held::DomainIova { ntb: bb, iova: iova_base });
         let m = if shared {
             self.windows.map_range(f, la, bb, iova_base, len, "a DMA window")?
