@@ -21,7 +21,7 @@
 //! Directions matter: a `ToDevice` mapping is read-only for the device.
 
 use crate::cluster::Cluster;
-use crate::error::{invalid, size, HResult, HostError};
+use crate::error::{invalid, HResult, HostError, NoRoom};
 use crate::kernel::{DevId, Origin};
 use crate::lending::p2p::Target;
 use crate::lending::{atomically, BorrowedMap, DevDomain, Held, LendState};
@@ -242,14 +242,8 @@ impl LendState {
         let w = self.dma_windows.get_mut(&(la, bb)).ok_or_else(|| HostError::Invalid("no DMA window is open".into()))?;
         let Some(iova) = w.iova.alloc(len, iova_align(len)) else {
             let (used, total) = (w.iova.in_use(), w.size);
-            return Err(HostError::WindowTooSmall(format!(
-                "the DMA window of {} into {} cannot map {} more: {} of its {} are in use",
-                f.ntb(la).name,
-                f.ntb(bb).name,
-                size(len),
-                size(used),
-                size(total)
-            )));
+            let (ntb, into) = (f.ntb(la).name.clone(), f.ntb(bb).name.clone());
+            return Err(NoRoom::DmaWindowFull { ntb, into, len, used, total }.into());
         };
         held.push(Held::WindowIova { la, bb, iova });
         let (domain, lender_addr) = (own.unwrap_or(w.domain), w.lender_addr + (iova - w.iova_base));

@@ -7,10 +7,12 @@ use devlend_fabric::FabricError;
 use std::fmt;
 
 mod in_use;
+mod no_room;
 mod no_such;
 mod out_of;
 mod unreachable;
 pub use in_use::InUse;
+pub use no_room::{MwState, MwUse, NoRoom};
 pub use no_such::{HandleUse, InVm, NoSuch};
 pub use out_of::OutOf;
 pub use unreachable::{LinkStep, Migration, Unreachability};
@@ -25,7 +27,8 @@ pub enum HostError {
     /// holds the error of its step.
     Unreachable(Box<Unreachability>),
     /// An NTB memory window, or the DMA window opened in one, cannot hold what was asked.
-    WindowTooSmall(String),
+    /// Boxed: the refusal names the NTB and lists its windows.
+    WindowTooSmall(Box<NoRoom>),
     /// Out of RAM pages, IOVA space or interrupt vectors. Boxed: a VM's shortage holds its cause.
     NoMemory(Box<OutOf>),
     /// The device is in a state that forbids the request (lent away, live DMA mappings). Boxed:
@@ -100,7 +103,8 @@ impl fmt::Display for HostError {
             HostError::Unreachable(e) => write!(f, "{e}"),
             HostError::Busy(e) => write!(f, "{e}"),
             HostError::NoMemory(e) => write!(f, "{e}"),
-            HostError::WindowTooSmall(m) | HostError::Invalid(m) => f.write_str(m),
+            HostError::WindowTooSmall(e) => write!(f, "{e}"),
+            HostError::Invalid(m) => f.write_str(m),
             HostError::Fault { failure, during: None, .. } => write!(f, "{failure}"),
             HostError::Fault { failure, during: Some(step), .. } => write!(f, "{step}: {failure}"),
             HostError::Ept(e) => write!(f, "{e}"),

@@ -48,7 +48,7 @@ pub mod timed;
 
 pub use api::Os;
 pub use cluster::{BorrowOptions, Cluster, HostRef, LendInfo, P2pInfo, Teardown, Unreached};
-pub use error::{EptFault, HResult, HandleUse, HostError, InUse, InVm, Lent, LinkStep, Migration, NoSuch, OutOf, Unreachability};
+pub use error::{EptFault, HResult, HandleUse, HostError, InUse, InVm, Lent, LinkStep, Migration, MwState, MwUse, NoRoom, NoSuch, OutOf, Unreachability};
 pub use fault::{EndReason, EndedLend, FaultKind, FaultReport, Notice};
 pub use hygiene::{Hygiene, Scrub, ScrubHow, HYGIENE_POLICIES};
 pub use irq::{IntxLine, IrqDesc, IrqTable};

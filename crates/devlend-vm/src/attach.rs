@@ -9,14 +9,13 @@
 //! ones before it.
 
 use crate::held::{release_all, Held};
-use crate::layout::size;
 use crate::layout::CHUNK;
 use crate::vm::{Path, VmId};
 use crate::vmm::{VmDomain, Vmm};
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId};
 use devlend_host::alloc::align_up;
-use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError, InUse, InVm, NoSuch};
+use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError, InUse, InVm, NoRoom, NoSuch};
 use std::collections::BTreeSet;
 
 impl Vmm {
@@ -120,10 +119,7 @@ impl Vmm {
             release_all(c, held, &mut self.anomalies);
             let ram = chunks.len() as u64 * CHUNK;
             return Err(match e {
-                e @ (HostError::WindowTooSmall(_) | HostError::NoMemory(_)) => HostError::WindowTooSmall(format!(
-                    "VM {vname}'s {} of memory (probed from its low and high addresses) cannot all be mapped for the device: {e}",
-                    size(ram)
-                )),
+                e @ (HostError::WindowTooSmall(_) | HostError::NoMemory(_)) => NoRoom::VmMemory { vm: vname, ram, cause: Box::new(e) }.into(),
                 e => e,
             });
         }

@@ -22,7 +22,7 @@ use super::windows::Windows;
 use super::{atomically, DevDomain, DmaWindow, Held, Lend, LendState};
 use crate::alloc::{align_up, RangeAlloc};
 use crate::cluster::BorrowOptions;
-use crate::error::{size, HResult, HostError, LinkStep, OutOf, Unreachability};
+use crate::error::{HResult, HostError, LinkStep, NoRoom, OutOf, Unreachability};
 use crate::kernel::{BarView, DevId, PAGE};
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId};
@@ -135,12 +135,7 @@ impl LendState {
         if let Some(w) = self.dma_windows.get_mut(&(la, bb)) {
             if want.is_some_and(|n| n > w.size) {
                 let n = want.unwrap_or_default();
-                return Err(HostError::WindowTooSmall(format!(
-                    "the DMA window of {} is already open with {}; it cannot grow to {} while devices use it",
-                    f.ntb(la).name,
-                    size(w.size),
-                    size(n)
-                )));
+                return Err(NoRoom::CannotGrow { ntb: f.ntb(la).name.clone(), open: w.size, asked: n }.into());
             }
             w.refs += 1;
             return Ok(Held::DmaWindow(la, bb));

@@ -20,7 +20,7 @@
 //! the peer index it knows `out` by.
 
 use crate::alloc::{align_up, RangeAlloc};
-use crate::error::{size, HResult, HostError, Unreachability};
+use crate::error::{HResult, HostError, MwState, MwUse, NoRoom, Unreachability};
 use crate::kernel::PAGE;
 use devlend_fabric::model::HostId;
 use devlend_fabric::Fabric;
@@ -97,12 +97,12 @@ impl Windows {
             return Ok(i);
         }
         let largest = params.iter().map(|w| w.size).max().unwrap_or(0);
-        let name = &f.ntb(out).name;
-        Err(HostError::WindowTooSmall(if need > largest {
-            format!("{what} of {} is larger than the NTB can map: the largest memory window of {name} is {}", size(need), size(largest))
-        } else {
-            format!("{what} of {}: no free memory window of {name} is large enough ({})", size(need), self.describe(f, out))
-        }))
+        let (what, ntb) = (what.to_string(), f.ntb(out).name.clone());
+        Err(match need > largest {
+            true => NoRoom::TooLarge { what, need, ntb, largest },
+            false => NoRoom::AllTaken { what, need, ntb, windows: self.describe(f, out) },
+        }
+        .into())
     }
 
     /// Program window `widx` as one translation onto [target, target+len) of peer `far`.
@@ -186,24 +186,18 @@ impl Windows {
         Ok(())
     }
 
-    /// "window 0: 512 MiB in 64 segments, 26 free; window 1: 512 MiB, in use".
-    fn describe(&self, f: &Fabric, out: u32) -> String {
-        let params = &f.ntb(out).windows;
+    /// Each memory window of NTB `out`: its size, segments and use.
+    fn describe(&self, f: &Fabric, out: u32) -> Box<[MwUse]> {
         let state = self.by_ntb.get(&out);
-        let parts: Vec<String> = params
-            .iter()
-            .enumerate()
-            .map(|(i, w)| {
-                let segs = if w.lut_segments > 0 { format!(" in {} segments", w.lut_segments) } else { String::new() };
-                let st = match state.map(|s| &s[i]) {
-                    None | Some(Win::Free) => "free".to_string(),
-                    Some(Win::Whole) => "in use".to_string(),
-                    Some(Win::Lut { segs, .. }) => format!("{} segments free", segs.available()),
-                };
-                format!("window {i}: {}{segs}, {st}", size(w.size))
-            })
-            .collect();
-        parts.join("; ")
+        let each = |(i, w): (usize, &devlend_fabric::params::WindowParam)| {
+            let state = match state.map(|s| &s[i]) {
+                None | Some(Win::Free) => MwState::Free,
+                Some(Win::Whole) => MwState::Whole,
+                Some(Win::Lut { segs, .. }) => MwState::Segments { free: segs.available() },
+            };
+            MwUse { size: w.size, segments: w.lut_segments, state }
+        };
+        f.ntb(out).windows.iter().enumerate().map(each).collect()
     }
 
     /// Whether nothing is mapped through any window.
