@@ -1,5 +1,10 @@
 //! Errors of the host layer: values with a clear message, never panics. Faults on the data path
 //! (a device DMA that the IOMMU refuses) are not errors of this layer; the fabric records them.
+//!
+//! Each variant holds a typed payload (the names and numbers as fields; its `Display` renders
+//! the message): [`NoSuch`], [`Lent`], [`Unreachability`], [`NoRoom`] (a window too small),
+//! [`OutOf`] (no memory), [`InUse`] (busy), [`EptFault`]. `Invalid` still holds its message
+//! as a `String`, made at its sites with `invalid`.
 
 use devlend_fabric::report::FailureReport;
 use devlend_fabric::route::Failure;
