@@ -294,7 +294,11 @@ impl Conn {
         let Some(req) = self.req_fd.take().filter(|&fd| fd >= 0) else { return Ok(Some(-1)) };
         let mut state = [0u8; 8];
         state[0..4].copy_from_slice(&0u32.to_le_bytes());
-        vhost::send(req, vhost::SLAVE_VRING_CALL, vhost::VERSION | vhost::NEED_REPLY, &state)?;
+        if let Err(e) = vhost::send(req, vhost::SLAVE_VRING_CALL, vhost::VERSION | vhost::NEED_REPLY, &state) {
+            // Taken from `req_fd`: nothing else would close it.
+            Conn::end_channel(req);
+            return Err(e);
+        }
         self.traffic.calls += 1;
         Ok(Some(req))
     }
