@@ -295,17 +295,18 @@ impl Run {
             }
             // Its interrupt handler asks the time and REQUESTs it; answer until it has replied to every call.
             while pending.iter().any(|&(_, n)| n > 0) {
+                // The reply channels first, in the order the guest wrote (see clock.rs' `await_replies`).
                 let tfd = self.guests[i].fd().ok_or(UmlError::Closed { during: "an interrupt" })?;
-                let mut fds = vec![tfd];
                 let live: Vec<usize> = (0..pending.len()).filter(|&j| pending[j].1 > 0).collect();
-                fds.extend(live.iter().map(|&j| pending[j].0));
+                let mut fds: Vec<RawFd> = live.iter().map(|&j| pending[j].0).collect();
+                fds.push(tfd);
                 match poll_any(&fds)? {
-                    0 => {
+                    k if k == live.len() => {
                         let m = tt::recv(tfd)?.ok_or(UmlError::Closed { during: "an interrupt" })?;
                         self.message(i, m, true)?;
                     }
                     k => {
-                        let j = live[k - 1];
+                        let j = live[k];
                         self.guests[i].conns[j].take_reply(pending[j].0)?;
                         pending[j].1 -= 1;
                     }
