@@ -24,7 +24,7 @@ def _boot(tmp_path, monkeypatch, name: str):
 
 def test_two_boots_of_a_guest_do_the_same_thing_on_the_engines_clock(tmp_path, monkeypatch):
     # With the host's address-space randomization on, UML added the random gap between its binary
-    # and its heap to mem= (the "exec-shield gap", ~1 GB here): each boot had another memory
+    # and its heap to mem= (the "exec-shield gap", 74-956 MiB here): each boot had another memory
     # size, so the driver gave the drive other DMA addresses (the admin queues' first) and a
     # run's simulated times could differ (BENCHMARKS.md, s24-nondet). The guest now runs with
     # randomization off (guest.NO_RANDOMIZE).

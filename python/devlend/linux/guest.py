@@ -131,7 +131,7 @@ def _prepare(out: Path, commands: list[str]) -> tuple[Path, Path]:
 #: personality(ADDR_NO_RANDOMIZE)). UML sizes its physical memory from where the host put its
 #: heap (arch/um/kernel/um_arch.c: the "exec-shield gap" between the binary's end and the first
 #: brk is added to mem=), and the host randomizes that brk: with it on, each run's guest had
-#: another memory size (256 MiB plus 0.9-1.0 GB in BENCHMARKS.md's s24-nondet runs),
+#: another memory size (256 MiB plus 74-956 MiB in BENCHMARKS.md's s24-nondet boots),
 #: so other zone sizes and other DMA addresses, its devices saw other addresses and the kernel
 #: could take other paths: a run's simulated times depended on the host's random numbers.
 NO_RANDOMIZE = ["setarch", platform.machine(), "-R"]
