@@ -3,8 +3,9 @@
 //! `DIR/<socket file name>.trace`, one line per message taken or sent (time-travel messages with
 //! their op, seq and time and the guest's time after it; vhost-user requests; kicks with the time
 //! their accesses start; loads answered; in-band calls and their replies; each turn of the engine
-//! with where it stopped; a run of several guests, `guests.rs`, writes each device's own lines, not
-//! the time-travel ones). No wall-clock times and no file descriptors are written, so two runs
+//! with where it stopped; in a run of several guests, `guests.rs`, a guest's time-travel messages go
+//! to its first device's trace, and the engine's turns, which serve every guest, are not written).
+//! No wall-clock times and no file descriptors are written, so two runs
 //! that did the same thing write the same file and `diff` shows the first message where they part.
 //! Unset (the default), a trace is one `Option` that is `None`: nothing is formatted or written.
 
