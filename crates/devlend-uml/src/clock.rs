@@ -14,11 +14,22 @@
 //!
 //! Picoseconds on the engine become guest nanoseconds rounded up (an interrupt the engine
 //! raises at 1500 ps reaches the guest at 2 ns), so the guest never sees an effect before its cause.
+//!
+//! Determinism: every exchange is one the guest waits on (its time messages are answered, its
+//! kicks acknowledged after FREE_UNTIL, its calls replied to before RUN), so the controller sees
+//! the same messages at the same simulated times whatever the host's scheduling; where two
+//! sockets can both be ready (a call's reply and the guest's next GET) it reads them in the order
+//! the guest wrote them (`Session::await_replies`). What a guest does then depends on its
+//! inputs alone as long as the guest itself does: UML sizes its memory from where the host put
+//! its heap, so the guest starts with the host's address-space randomization off (Python's
+//! `devlend.linux.guest.NO_RANDOMIZE`; BENCHMARKS.md, s24-nondet). `trace.rs` writes what the
+//! controller handles, to compare two runs.
 
 use crate::conn::Conn;
 use crate::error::{UmlError, UmlResult};
 use crate::server::{poll_any, Session};
 use crate::timetravel::{self as tt, ns_at_or_after, TtMsg, NEVER_NS};
+use crate::trace::op_name;
 
 /// How long (simulated) a guest that waits with no timer is given for an interrupt before the
 /// run is ended as one that would never wake: assumed, ten times Linux's NVMe I/O timeout
@@ -45,14 +56,25 @@ impl Session {
     fn send_time(&mut self, op: u32, time: u64) -> UmlResult<u32> {
         self.clock.seq = self.clock.seq.wrapping_add(1);
         self.msgs.time += 1;
-        tt::send(self.time, TtMsg { op, seq: self.clock.seq, time }, &[])?;
+        let seq = self.clock.seq;
+        self.conn.trace.line(|| format!("tt> {} seq={seq} time={time}", op_name(op)))?;
+        tt::send(self.time, TtMsg { op, seq, time }, &[])?;
         Ok(self.clock.seq)
     }
 
     /// One message from the guest. `in_irq`: the guest is taking an interrupt, so it cannot WAIT.
     pub(crate) fn time_message(&mut self, m: TtMsg, in_irq: bool) -> UmlResult<()> {
         self.msgs.time += 1;
-        if tt::answer(self.time, &mut self.clock.time, m, &mut self.msgs.time)? {
+        let answered = tt::answer(self.time, &mut self.clock.time, m, &mut self.msgs.time)?;
+        let t = self.clock.time;
+        // Not the ACKs of RUN and FREE_UNTIL that nothing waits for: when they are read (before
+        // or after a kick the guest sent next) is the host's scheduling, and they change nothing.
+        if m.op != tt::ACK {
+            self.conn
+                .trace
+                .line(|| format!("tt< {} seq={} time={} now={} requested={:?} in_irq={in_irq}", op_name(m.op), m.seq, m.time as i64, t.now, t.requested))?;
+        }
+        if answered {
             return Ok(());
         }
         match m.op {
@@ -88,6 +110,7 @@ impl Session {
             let m = tt::recv(self.time)?.ok_or(UmlError::Closed { during: "a time-travel exchange" })?;
             if m.op == tt::ACK && m.seq == seq {
                 self.msgs.time += 1;
+                self.conn.trace.line(|| format!("tt< ACK seq={seq}"))?;
                 return Ok(());
             }
             self.time_message(m, true)?;
@@ -104,7 +127,7 @@ impl Session {
         let bound = target.unwrap_or(self.clock.time.now.saturating_add(IDLE_HORIZON_NS));
         if !self.deliver()? {
             loop {
-                let stopped = self.engine.advance(bound.saturating_mul(1000))?;
+                let stopped = self.advance(bound.saturating_mul(1000))?;
                 self.conn.finish_reads()?;
                 if stopped {
                     let t = ns_at_or_after(self.engine.machine.now()).max(self.clock.time.now);
@@ -138,11 +161,19 @@ impl Session {
     /// event being due by its current time.
     fn settle(&mut self) -> UmlResult<()> {
         let end = self.clock.time.now.saturating_mul(1000);
-        while self.engine.advance(end)? {
+        while self.advance(end)? {
             self.conn.finish_reads()?;
             let _ = self.unplug()? | self.deliver()?;
         }
         self.conn.finish_reads()
+    }
+
+    /// Run the engine up to `until` ps ([`crate::engine::Engine::advance`]), traced.
+    fn advance(&mut self, until: u64) -> UmlResult<bool> {
+        let stopped = self.engine.advance(until)?;
+        let (now, next) = (self.engine.machine.now(), self.engine.next_event());
+        self.conn.trace.line(|| format!("engine until_ps={until} stopped={stopped} now_ps={now} next_ps={next:?}"))?;
+        Ok(stopped)
     }
 
     /// Deliver the interrupts raised so far, at the guest's current time: MSI messages into
@@ -174,14 +205,21 @@ impl Session {
     }
 
     /// Answer the guest's time messages until it has replied `replies` times on `req`.
+    ///
+    /// The reply channel is looked at first: the guest's handler (virtio_uml's
+    /// `vu_req_read_message`) asks the time of a call (GET, answered before it goes on), replies
+    /// without waiting, then asks the time of the next call, so when both sockets are ready the
+    /// reply was written first. Taking it first takes the messages in the order the guest wrote
+    /// them, whatever the host's scheduling let the controller see (a trace of the run is the
+    /// same each time).
     fn await_replies(&mut self, req: std::os::fd::RawFd, mut replies: usize) -> UmlResult<()> {
         while replies > 0 {
-            if poll_any(&[self.time, req])? == 0 {
-                let m = tt::recv(self.time)?.ok_or(UmlError::Closed { during: "an interrupt" })?;
-                self.time_message(m, true)?;
-            } else {
+            if poll_any(&[req, self.time])? == 0 {
                 self.conn.take_reply(req)?;
                 replies -= 1;
+            } else {
+                let m = tt::recv(self.time)?.ok_or(UmlError::Closed { during: "an interrupt" })?;
+                self.time_message(m, true)?;
             }
         }
         Ok(())

@@ -7,6 +7,7 @@ use crate::engine::Engine;
 use crate::error::{UmlError, UmlResult};
 use crate::mem::GuestMem;
 use crate::pcidev::{Load, LoadCell, PciFunction};
+use crate::trace::Trace;
 use crate::vhost::{self, Msg};
 use crate::vring::{Buf, Vring};
 use devlend_fabric::events::Event;
@@ -68,6 +69,8 @@ pub struct Conn {
     /// A kick's reply held back until the guest has been told its FREE_UNTIL.
     kick_ack: Option<u32>,
     pub traffic: Traffic,
+    /// What the connection handles, when `DEVLEND_UML_TRACE` asks for it.
+    pub trace: Trace,
 }
 
 impl Drop for Conn {
@@ -97,6 +100,7 @@ impl Conn {
             req_fd: None,
             kick_ack: None,
             traffic: Traffic::default(),
+            trace: Trace::for_socket(path)?,
         })
     }
 
@@ -131,6 +135,9 @@ impl Conn {
 
     fn message(&mut self, e: &mut Engine, m: Msg, now_ps: u64) -> UmlResult<Turn> {
         self.traffic.vhost += 1;
+        // Longer payloads (the memory table, ring addresses) hold the guest process's host addresses.
+        let short = if m.payload.len() <= 8 { &m.payload[..] } else { &[] };
+        self.trace.line(|| format!("vu< request={} flags={:#x} payload={short:02x?} at_ps={now_ps}", m.request, m.flags))?;
         let sock = self.dev_fd();
         let mut answered = false;
         let mut turn = Turn::Done;
@@ -253,6 +260,7 @@ impl Conn {
                 match s.dev.load_done(&s.reads[i].cell) {
                     Some(v) => {
                         let p = s.reads.remove(i);
+                        s.trace.line(|| format!("load-done head={} value={v:02x?}", p.head))?;
                         s.answer(mem, p.head, p.out, &v)?;
                     }
                     None => i += 1,
@@ -291,6 +299,7 @@ impl Conn {
             }
             Ok(())
         })?;
+        self.trace.line(|| "unplug".into())?;
         let Some(req) = self.req_fd.take().filter(|&fd| fd >= 0) else { return Ok(Some(-1)) };
         let mut state = [0u8; 8];
         state[0..4].copy_from_slice(&0u32.to_le_bytes());
@@ -359,6 +368,7 @@ impl Conn {
         }
         let Some(req) = self.req_fd.filter(|&fd| fd >= 0 && !calls.is_empty()) else { return Ok((-1, 0)) };
         for &q in &calls {
+            self.trace.line(|| format!("call> queue={q}"))?;
             let mut state = [0u8; 8];
             state[0..4].copy_from_slice(&q.to_le_bytes());
             vhost::send(req, vhost::SLAVE_VRING_CALL, vhost::VERSION | vhost::NEED_REPLY, &state)?;
@@ -371,6 +381,7 @@ impl Conn {
     pub fn take_reply(&mut self, req: RawFd) -> UmlResult<()> {
         vhost::recv(req)?.ok_or(UmlError::Closed { during: "an interrupt's reply" })?;
         self.traffic.vhost += 1;
+        self.trace.line(|| "reply<".into())?;
         Ok(())
     }
 
@@ -399,6 +410,7 @@ impl Conn {
         let size = u32::from_le_bytes(msg[4..8].try_into().unwrap()) as usize;
         let addr = u64::from_le_bytes(msg[8..16].try_into().unwrap());
         let data = &msg[MSG_HEADER..];
+        self.trace.line(|| format!("pci op={op} bar={bar} addr={addr:#x} size={size} data={data:02x?} at_ps={at}"))?;
         Ok(match op {
             OP_CFG_READ => Some(Load::Now(self.dev.cfg_read(e, addr as usize, size.min(8)).to_le_bytes()[..size.min(8)].to_vec())),
             OP_CFG_WRITE => {

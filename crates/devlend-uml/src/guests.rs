@@ -20,6 +20,7 @@ use crate::error::{UmlError, UmlResult};
 use crate::pcidev::{Counts, PciFunction};
 use crate::server::{poll_any, poll_one};
 use crate::timetravel::{self as tt, ns_at_or_after, GuestTime, TtMsg, NEVER_NS};
+use crate::trace::op_name;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
@@ -86,7 +87,15 @@ impl Guest {
     fn send(&mut self, op: u32, seq: u32, time: u64) -> UmlResult<()> {
         let fd = self.fd().ok_or(UmlError::Closed { during: "a time-travel exchange" })?;
         self.summary.time_messages += 1;
+        if op != tt::ACK {
+            self.trace(|| format!("tt> {} seq={seq} time={time}", op_name(op)))?;
+        }
         tt::send(fd, TtMsg { op, seq, time }, &[])
+    }
+
+    /// A line in its first device's trace (`trace.rs`; a guest without a device has none).
+    fn trace(&mut self, line: impl FnOnce() -> String) -> UmlResult<()> {
+        self.conns.first_mut().map_or(Ok(()), |c| c.trace.line(line))
     }
 
     fn tell(&mut self, op: u32, time: u64) -> UmlResult<u32> {
@@ -220,7 +229,13 @@ impl Run {
         let g = &mut self.guests[i];
         g.summary.time_messages += 1;
         let fd = g.fd().ok_or(UmlError::Closed { during: "a time-travel exchange" })?;
-        if tt::answer(fd, &mut g.time, m, &mut g.summary.time_messages)? {
+        let answered = tt::answer(fd, &mut g.time, m, &mut g.summary.time_messages)?;
+        let t = g.time;
+        // Not the ACKs nothing waits for (see clock.rs' `time_message`).
+        if m.op != tt::ACK {
+            g.trace(|| format!("tt< {} seq={} time={} now={} requested={:?} in_irq={in_irq}", op_name(m.op), m.seq, m.time as i64, t.now, t.requested))?;
+        }
+        if answered {
             return Ok(());
         }
         match m.op {
@@ -295,17 +310,18 @@ impl Run {
             }
             // Its interrupt handler asks the time and REQUESTs it; answer until it has replied to every call.
             while pending.iter().any(|&(_, n)| n > 0) {
+                // The reply channels first, in the order the guest wrote (see clock.rs' `await_replies`).
                 let tfd = self.guests[i].fd().ok_or(UmlError::Closed { during: "an interrupt" })?;
-                let mut fds = vec![tfd];
                 let live: Vec<usize> = (0..pending.len()).filter(|&j| pending[j].1 > 0).collect();
-                fds.extend(live.iter().map(|&j| pending[j].0));
+                let mut fds: Vec<RawFd> = live.iter().map(|&j| pending[j].0).collect();
+                fds.push(tfd);
                 match poll_any(&fds)? {
-                    0 => {
+                    k if k == live.len() => {
                         let m = tt::recv(tfd)?.ok_or(UmlError::Closed { during: "an interrupt" })?;
                         self.message(i, m, true)?;
                     }
                     k => {
-                        let j = live[k - 1];
+                        let j = live[k];
                         self.guests[i].conns[j].take_reply(pending[j].0)?;
                         pending[j].1 -= 1;
                     }

@@ -18,6 +18,7 @@ pub mod mem;
 pub mod pcidev;
 pub mod server;
 pub mod timetravel;
+pub mod trace;
 pub mod vhost;
 pub mod vring;
 

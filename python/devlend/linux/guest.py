@@ -12,13 +12,16 @@ polling loop), every DMA of the drive and every interrupt (delivered at the simu
 MSI lands). Not timed: the guest's CPU work, which costs no simulated time (UML's time travel
 has no CPU model; a time read costs UML's fixed 256 ns), and config space accesses (relayed by
 software in Device Lending, not TLPs the model times). So what fio reports inside the guest is
-simulated time, and two runs of one job report the same latencies. A guest without a device has
-no model to take its time from and runs on the wall clock.
+simulated time, and two runs of one job report the same latencies: a run depends only on the
+topology, the commands and ``mem=`` (the guest starts with the host's address-space randomization
+off, ``NO_RANDOMIZE``; ``DEVLEND_UML_TRACE`` traces what the device server handles, to compare two
+runs). A guest without a device has no model to take its time from and runs on the wall clock.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shlex
 import subprocess
@@ -124,8 +127,18 @@ def _prepare(out: Path, commands: list[str]) -> tuple[Path, Path]:
     return init, out / "console.log"
 
 
+#: The guest runs with the host's address-space randomization off (setarch's -R,
+#: personality(ADDR_NO_RANDOMIZE)). UML sizes its physical memory from where the host put its
+#: heap (arch/um/kernel/um_arch.c: the "exec-shield gap" between the binary's end and the first
+#: brk is added to mem=), and the host randomizes that brk: with it on, each run's guest had
+#: another memory size (256 MiB plus 74-956 MiB in BENCHMARKS.md's s24-nondet boots),
+#: so other zone sizes and other DMA addresses, its devices saw other addresses and the kernel
+#: could take other paths: a run's simulated times depended on the host's random numbers.
+NO_RANDOMIZE = ["setarch", platform.machine(), "-R"]
+
+
 def _argv(kernel: str, init: Path, mem: str, umid: str) -> list[str]:
-    return [kernel, f"mem={mem}", "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro", f"init={init}",
+    return NO_RANDOMIZE + [kernel, f"mem={mem}", "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro", f"init={init}",
             "con=null", "con0=null,fd:1", f"umid={umid}",
             # virt-pci polls a read's answer for max_delay_us loops of udelay(1) (40000 by
             # default); a loaded machine can take longer to answer, so allow 10 s.
