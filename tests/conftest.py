@@ -74,7 +74,7 @@ def _own_pool_state(tmp_path, monkeypatch):
 # which hands whole modules to whichever worker is idle, in collection order. The longest modules
 # go first (their seconds in BENCHMARKS.md, "the test command"), so that no long module starts
 # last and the two workers finish together; every other module follows in file order.
-LONGEST_FIRST = ("test_corpus.py", "test_linux_guest.py", "test_linux_fio.py", "test_linux_guest_faults.py", "test_plots.py",
+LONGEST_FIRST = ("test_corpus.py", "test_linux_fio.py", "test_linux_guest.py", "test_linux_guest_faults.py", "test_plots.py",
                  "test_linux_ntb.py", "test_experiments.py", "test_progress.py", "test_linux_guests.py", "test_faults.py",
                  "test_scenario_files.py", "test_docs.py", "test_provenance.py", "test_sweep.py", "test_cli.py", "test_hardware.py")
 

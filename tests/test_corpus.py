@@ -252,7 +252,7 @@ def test_a_stage_s_grid_fit_is_shared_only_between_fits_that_hold_the_same_value
     first, second = two.stages
     grid_calls = []
 
-    def fake_calibrate(c, only, fit_ids, start, held, max_nfev, progress):
+    def fake_calibrate(c, only, fit_ids, start, held, max_nfev, progress, evaluations):
         grid = start.get("grid") is not None
         if grid:
             grid_calls.append(tuple(only))

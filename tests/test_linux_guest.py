@@ -5,6 +5,8 @@ These boot the kernel `devlend linux build` makes (scripts/linux-deps builds it 
 it); one guest boot runs all the commands the happy-path tests check. The tests that boot a guest
 of their own are in test_linux_guest_faults.py and test_linux_fio.py."""
 
+import shlex
+
 import pytest
 
 import devlend
@@ -13,12 +15,11 @@ from devlend.linux import build as lbuild
 from devlend.linux import compare
 from devlend.linux.guest import run
 
-# One fio runs every job the tests check: fio's start-up costs ~7 s of the machine's CPU in the
+# One fio runs every job the tests check: fio's start-up costs ~4.5 s of the machine's CPU in the
 # guest whatever the job (it calibrates its clock by reading it ~255,000 times, each read a ptrace
-# round trip in UML; BENCHMARKS.md, issue 33), so the jobs share one fio. `--stonewall` runs each
-# job after the one before; each has its own report in fio's JSON, found by its name. QD1's job
-# comes first, so that it gets the random offsets it gets alone (fio seeds a job's by its place in
-# the fio): the two-runs test runs it alone in a second guest.
+# round trip in UML at ~15 us of host CPU; BENCHMARKS.md, issue 33), so the jobs share one fio.
+# `--stonewall` runs each job after the one before; each has its own report in fio's JSON, found by
+# its name.
 FIO_GLOBAL = "fio --filename=/dev/nvme0n1 --direct=1 --thread --clocksource=clock_gettime --bs=4k --size=2m --output-format=json"
 QD1_JOB = "--name=qd1 --rw=randread --ioengine=libaio --iodepth=1 --number_ios=64"
 FIO = " ".join([
@@ -29,8 +30,16 @@ FIO = " ".join([
     "--name=libaio-qd8 --stonewall --rw=randread --ioengine=libaio --iodepth=8 --number_ios=128",
     "--name=io_uring-qd32 --stonewall --rw=randread --ioengine=io_uring --iodepth=32 --number_ios=256",
     "--name=libaio-qd32 --stonewall --rw=randread --ioengine=libaio --iodepth=32 --number_ios=256"])
-COMMANDS = ["lspci -nn", "nvme id-ctrl /dev/nvme0", FIO, "cat /proc/interrupts"]
-FIO_AT = 2
+# 64 direct 4 KiB reads at seeded random offsets in the first 2 MiB, each timed with the guest's
+# CLOCK_MONOTONIC (clock_gettime, as fio's clocksource above): the guest's first command, so that
+# the two-runs test's second guest, which runs it alone, runs the very same commands up to it.
+READS = "PYTHONHASHSEED=0 python3 -c " + shlex.quote(
+    "import mmap, os, random, time\n"
+    "fd, buf, rng = os.open('/dev/nvme0n1', os.O_RDONLY | os.O_DIRECT), mmap.mmap(-1, 4096), random.Random(1)\n"
+    "for _ in range(64):\n"
+    "    t = time.monotonic_ns(); os.preadv(fd, [buf], rng.randrange(512) * 4096); print(time.monotonic_ns() - t)\n")
+COMMANDS = [READS, "lspci -nn", "nvme id-ctrl /dev/nvme0", FIO, "cat /proc/interrupts"]
+READS_AT, LSPCI_AT, ID_CTRL_AT, FIO_AT = 0, 1, 2, 3
 
 
 def job(guest, name: str) -> dict:
@@ -46,22 +55,22 @@ def guest(tmp_path_factory):
 
 
 def test_the_guest_enumerates_the_borrowed_drive(guest):
-    assert guest.returncodes[0] == 0, guest.outputs[0]
-    assert "Non-Volatile memory controller [0108]" in guest.outputs[0], guest.outputs[0]
+    assert guest.returncodes[LSPCI_AT] == 0, guest.outputs[LSPCI_AT]
+    assert "Non-Volatile memory controller [0108]" in guest.outputs[LSPCI_AT], guest.outputs[LSPCI_AT]
     assert guest.device["cfg_reads"] > 0
 
 
 def test_nvme_id_ctrl_reads_the_modelled_identity(guest):
-    assert guest.returncodes[1] == 0, guest.outputs[1]
-    assert "devlnd modelled NVMe" in guest.outputs[1], guest.outputs[1]
-    assert "nn        : 1" in guest.outputs[1], guest.outputs[1]
+    assert guest.returncodes[ID_CTRL_AT] == 0, guest.outputs[ID_CTRL_AT]
+    assert "devlnd modelled NVMe" in guest.outputs[ID_CTRL_AT], guest.outputs[ID_CTRL_AT]
+    assert "nn        : 1" in guest.outputs[ID_CTRL_AT], guest.outputs[ID_CTRL_AT]
     # The subsystem NQN in the form NVMe §7.9 gives a drive without a naming authority, so the
     # driver takes it as it is and does not warn "missing or invalid SUBNQN field".
-    assert "subnqn    : nqn.2014.08.org.nvmexpress:80868086devlend" in guest.outputs[1], guest.outputs[1]
+    assert "subnqn    : nqn.2014.08.org.nvmexpress:80868086devlend" in guest.outputs[ID_CTRL_AT], guest.outputs[ID_CTRL_AT]
     assert not [ln for ln in guest.driver_lines if "SUBNQN" in ln], guest.driver_lines
     # nvme-cli's buffer is not page-aligned: the structure's second part goes to PRP2, so the
     # fields past the page boundary read as the model wrote them (zeros), not as stale memory.
-    assert "ioccsz    : 0\n" in guest.outputs[1] and "mp:0.00W" in guest.outputs[1], guest.outputs[1]
+    assert "ioccsz    : 0\n" in guest.outputs[ID_CTRL_AT] and "mp:0.00W" in guest.outputs[ID_CTRL_AT], guest.outputs[ID_CTRL_AT]
 
 
 def test_fio_randread_completes_on_the_borrowed_drive(guest):
@@ -85,19 +94,20 @@ def test_fio_write_then_verify_passes(guest):
 
 
 def test_two_runs_of_one_job_report_the_same_simulated_latencies(guest, tmp_path):
-    # The guest's clock is the engine's: fio's clock_gettime reads simulated time, so a second
-    # guest running the same commands reports the very same latencies (on the wall clock they
-    # differ from run to run, with the machine's load). The same commands up to the job: the first
-    # guest ran lspci and nvme-cli before fio, which moves fio's start on the simulated clock, and
-    # a job started at another time can see one of its 64 reads take 256 ns more (seen on 2026-11-29: mean clat 15492 ns after lspci and nvme-cli, 15496 ns with fio
-    # alone, each the same in repeated runs).
+    # The guest's clock is the engine's: clock_gettime reads simulated time, so a second guest
+    # running the same commands reports the very same latency for each of its 64 direct reads (on
+    # the wall clock they differ from run to run, with the machine's load). The same commands up to
+    # the reads (here: none before them): a job started at another simulated time can see one of
+    # its reads take 256 ns more (seen on 2026-11-29 with fio: mean clat 15492 ns after lspci and
+    # nvme-cli, 15496 ns with fio alone, each the same in repeated runs). fio's own figures repeat
+    # too: test_linux_fio.py checks linux-fio's against the README's, to the printed digit.
     topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
-    again = run(topo, "borrower", COMMANDS[:FIO_AT] + [f"{FIO_GLOBAL} {QD1_JOB}"], device="nvme0", outdir=tmp_path, timeout_s=300)
-    a, b = job(guest, "qd1")["read"], compare.fio_json(again.outputs[FIO_AT])["jobs"][0]["read"]
-    assert a["total_ios"] == b["total_ios"] == 64
-    for key in ("clat_ns", "lat_ns", "slat_ns"):
-        assert (a[key]["mean"], a[key]["min"], a[key]["max"]) == (b[key]["mean"], b[key]["min"], b[key]["max"]), key
-    assert a["clat_ns"]["percentile"] == b["clat_ns"]["percentile"]
+    again = run(topo, "borrower", COMMANDS[:READS_AT + 1], device="nvme0", outdir=tmp_path, timeout_s=300)
+    assert guest.returncodes[READS_AT] == again.returncodes[READS_AT] == 0, (guest.outputs[READS_AT], again.outputs[READS_AT])
+    a, b = ([int(x) for x in g.outputs[READS_AT].split()] for g in (guest, again))
+    # Each read crosses the NTB to the lender's drive and back: microseconds of simulated time.
+    assert len(a) == 64 and all(5_000 < ns < 100_000 for ns in a), a
+    assert a == b
 
 
 def test_the_guest_qd1_latency_is_the_models_without_cpu_time(guest):

@@ -81,12 +81,13 @@ def _staged(cat, starts: int, max_evaluations: int, fmt: str, write: bool, toml_
             if say:
                 say(f"calibrate: {stage}: evaluation {n}; cost {cost:.3g}")
         grid_fits: dict = {}   # each stage's fit from its grid start, the same from every start
-        r = calibrate_staged(cat, max_nfev=max_evaluations, progress=progress, grid_fits=grid_fits)
+        evaluations: dict = {}   # the model's answers, shared by every start's fits (fit.py's doc)
+        r = calibrate_staged(cat, max_nfev=max_evaluations, progress=progress, grid_fits=grid_fits, evaluations=evaluations)
         others = []
         for k, st in enumerate(spread_starts(cat, starts) if starts > 1 else [], start=1):
             if say:
                 say(f"calibrate: the staged fit again from start {k}")
-            others.append(calibrate_staged(cat, start=st, max_nfev=max_evaluations, grid_fits=grid_fits))
+            others.append(calibrate_staged(cat, start=st, max_nfev=max_evaluations, grid_fits=grid_fits, evaluations=evaluations))
     if fmt != "table":
         _staged_data(fmt, cat, r, others)
     else:

@@ -22,7 +22,14 @@ well as from the user's start and keeps the lower loss: the model has plateaus (
 than the link binds nothing) on which a local fit can stop. What identifies each constant is the
 stage's `why`; the report gives per stage the singular values of the Jacobian scaled to the bound
 ranges and each constant's 1-sigma range, and says which stages are exactly determined (as many
-statements as constants: the data fix them only as far as those statements are exact)."""
+statements as constants: the data fix them only as far as those statements are exact).
+
+The model sees each constant as its rounded integer override, so the optimiser's trial points,
+its finite-difference steps and the fits from several starts ask for the same model run again and
+again (a third of `devlend calibrate --starts 2`'s 7,135 runs, 2026-11-29): a fit's `evaluations`
+dict keeps each row's answer per override set, shared by every fit of one run (`calibrate_staged`,
+the CLI's starts). A row's answer depends on nothing else (the compiled parameters are fixed for a
+process), so a fit reads what it would have computed."""
 
 from __future__ import annotations
 
@@ -93,10 +100,11 @@ def current_values(constants: list[Fitted]) -> list[float]:
 
 def calibrate(cat: Catalogue, only: Optional[list[str]] = None, fit_ids: Optional[list[str]] = None,
               progress: Optional[Callable[[int, list[float], float], None]] = None, max_nfev: int = 60,
-              start: Optional[dict] = None, held: Optional[dict] = None) -> FitResult:
+              start: Optional[dict] = None, held: Optional[dict] = None, evaluations: Optional[dict] = None) -> FitResult:
     """Fit `cat.fitted` (or those named in `only`) to the calibration set (or the measurements
     named in `fit_ids`), from their compiled values (or `start`, by key); the others keep their
-    compiled values, or the values `held` gives by key."""
+    compiled values, or the values `held` gives by key. `evaluations`: the model's answers already
+    computed, by (row id, overrides), read and filled (the module's doc)."""
     from scipy.optimize import least_squares
     constants = [c for c in cat.fitted if only is None or c.key in only]
     if only is not None and len(constants) != len(set(only)):
@@ -116,8 +124,14 @@ def calibrate(cat: Catalogue, only: Optional[list[str]] = None, fit_ids: Optiona
     def values_of(u):
         return lo + np.clip(u, 0.0, 1.0) * span
 
+    known = {} if evaluations is None else evaluations
+
     def run(m, vals):
-        return evaluate(m, overrides_for(m, fixed + constants, fixed_values + list(vals)))
+        over = overrides_for(m, fixed + constants, fixed_values + list(vals))
+        key = (m.id, tuple(sorted(over.items())))
+        if key not in known:
+            known[key] = evaluate(m, over)
+        return known[key]
 
     def residuals(u):
         vals = values_of(u)
@@ -156,16 +170,19 @@ class StagedFit:
 
 def calibrate_staged(cat: Catalogue, start: Optional[dict] = None, max_nfev: int = 60,
                      progress: Optional[Callable[[str, int, list[float], float], None]] = None,
-                     grid_fits: Optional[dict] = None) -> StagedFit:
+                     grid_fits: Optional[dict] = None, evaluations: Optional[dict] = None) -> StagedFit:
     """Fit stage after stage: each stage's constants to its own calibration rows, from `start`
     (by key; default the compiled values), the constants of earlier stages held at their rounded
     fitted values. The rounding between stages makes a later stage see the same inputs whenever the
     earlier ones agree to their printed digits. `grid_fits`: a dict shared by the fits of one
     catalogue from several starts; a stage's fit from its grid start depends only on the stage and
-    the held values, not on `start`, so it is computed once per (stage, held values) and reused."""
+    the held values, not on `start`, so it is computed once per (stage, held values) and reused.
+    `evaluations`: the model's answers shared by every fit of the run (the module's doc); default
+    one dict for this call's fits."""
     if not cat.stages:
         raise CalibrationError("params/measurements.yaml declares no stages: fit with --only and --measurement")
     values = dict(zip((c.key for c in cat.fitted), current_values(list(cat.fitted))))
+    evaluations = {} if evaluations is None else evaluations
     done = []
     for st in cat.stages:
         ids = [m.id for m in cat.rows_of(st)]
@@ -177,10 +194,11 @@ def calibrate_staged(cat: Catalogue, start: Optional[dict] = None, max_nfev: int
         grid = grid_fits.get(key) if grid_fits is not None else None
         if grid is None:
             grid = calibrate(cat, only=list(st.constants), fit_ids=ids, start=grid_start(cat, st, ids, held), held=held,
-                             max_nfev=max_nfev, progress=cb)
+                             max_nfev=max_nfev, progress=cb, evaluations=evaluations)
             if grid_fits is not None:
                 grid_fits[key] = grid
-        fits = [grid, calibrate(cat, only=list(st.constants), fit_ids=ids, start=start, held=held, max_nfev=max_nfev, progress=cb)]
+        fits = [grid, calibrate(cat, only=list(st.constants), fit_ids=ids, start=start, held=held, max_nfev=max_nfev, progress=cb,
+                          evaluations=evaluations)]
         r = min(fits, key=lambda f: robust_cost(f.residuals))   # the grid's first: a tie keeps what does not depend on the start
         values.update({c.key: v for c, v in zip(r.constants, r.values)})
         done.append((st, r))
