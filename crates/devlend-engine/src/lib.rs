@@ -34,10 +34,12 @@
 //! ```
 
 pub mod analytic;
+mod huge;
 pub mod iotlb;
 pub mod machine;
 pub mod params;
 pub mod path;
+mod prefetch;
 pub mod queue;
 pub mod sim;
 
