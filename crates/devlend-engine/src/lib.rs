@@ -34,12 +34,10 @@
 //! ```
 
 pub mod analytic;
-mod huge;
 pub mod iotlb;
 pub mod machine;
 pub mod params;
 pub mod path;
-mod prefetch;
 pub mod queue;
 pub mod sim;
 

@@ -237,16 +237,6 @@ impl<E: Packed> EventQueue<E> {
         None
     }
 
-    /// The event `k` places behind the next one in the current bucket (0: the next one), if the
-    /// bucket holds that many: a look ahead for prefetching (`Sim::prefetch_ahead`). Events of
-    /// the picosecond being run that are scheduled while it runs (`same`, `late`) and those
-    /// inserted into the bucket later come in between, so it is a guess, never a promise.
-    #[inline(always)]
-    pub fn ahead(&self, k: usize) -> Option<E> {
-        let n = self.now.len();
-        (k < n).then(|| E::unpack(self.now[n - 1 - k] & EV_MASK))
-    }
-
     /// The time of the next event, without taking it (None when nothing is pending): what an
     /// outside party synchronised to the clock (a real guest's kernel) may run freely up to.
     pub fn peek_time(&self) -> Option<Ps> {
@@ -491,16 +481,6 @@ impl Ring {
         ((self.head & !m) | (self.head.wrapping_add(k) & m)) as usize
     }
 
-    /// The first entry in `arena`, to prefetch its line (`None` when empty).
-    #[inline(always)]
-    pub(crate) fn front_ref<'a, T>(&self, arena: &'a [T]) -> Option<&'a T> {
-        if self.is_empty() {
-            None
-        } else {
-            arena.get(self.head as usize)
-        }
-    }
-
     #[inline]
     pub(crate) fn front<T: Copy>(&self, arena: &[T]) -> Option<T> {
         if self.is_empty() {
@@ -540,7 +520,6 @@ impl Ring {
         let cap = (self.cap * 2).max(4);
         let off = arena.len().next_multiple_of(cap as usize);
         let end = u32::try_from(off + cap as usize).expect("a FIFO arena holds fewer than 2^32 entries");
-        crate::huge::reserve(arena, end as usize - arena.len());
         arena.resize(end as usize, T::default());
         for k in 0..self.len {
             arena[off + k as usize] = arena[self.at(k)];
@@ -558,14 +537,6 @@ pub(crate) struct Queued {
     id: u32,
     /// Ready time minus that of the entry ahead, or `FAR` (kept in `Waiting::far`).
     delta: i32,
-}
-
-impl Queued {
-    /// The TLP waiting.
-    #[inline(always)]
-    pub(crate) fn id(&self) -> u32 {
-        self.id
-    }
 }
 
 /// The difference does not fit 32 bits (or the entry heads an empty FIFO, the 0 then unused).
@@ -617,12 +588,6 @@ impl Waiting {
             Some(q) => Some(head.wrapping_add(q.delta as i64 as u64)),
         };
         (first.id, next)
-    }
-
-    /// The first entry of `ring` (its TLP), to prefetch its line and its TLP's.
-    #[inline(always)]
-    pub(crate) fn first(&self, ring: &Ring) -> Option<&Queued> {
-        ring.front_ref(&self.entries)
     }
 
     #[cold]

@@ -32,7 +32,6 @@
 //! flow control; the stall on credits that such a look would have noted is noted ahead, from the
 //! moment a head is first held back (a send before then cancels it).
 
-use crate::huge;
 use crate::iotlb::HostIommu;
 use crate::params::{timing, Timing};
 use crate::path::{Path, PortId};
@@ -455,9 +454,6 @@ pub struct Sim {
     /// Tokens of the timers pending, and the free slots.
     timers: Vec<u64>,
     free_timers: Vec<u32>,
-    /// EXPERIMENT: prefetch distance in events (0: none), from DEVLEND_PF_DIST.
-    pf_dist: usize,
-    pf_stages: usize,
     /// Check before every event that no port that can send lacks a look (`wake_tests`).
     #[cfg(test)]
     check_wakes: bool,
@@ -491,29 +487,32 @@ impl Sim {
     /// and the fabric's parameters `t`.
     pub fn tuned(ports: Vec<(u64, Ps)>, credits: Vec<u32>, t: Arc<Timing>) -> Sim {
         let n = ports.len();
-        let header_bytes = t.overheads().header_bytes();
-        let ports = ports.into_iter().zip(credits).map(|((fp, prop), credits)| Port {
-            busy_until: 0,
-            wake: NONE,
-            fp_ps_per_byte: fp,
-            prop,
-            header_ps: ((header_bytes * fp) >> 16) + prop,
-            bus_txn_ps: NONE,
-            heads: [NONE; 3],
-            credits: [credits; 3],
-            queues: Default::default(),
-            tails: [0; 3],
-            returns: Default::default(),
-            held: [false; 3],
-        });
+        let ports = ports
+            .into_iter()
+            .zip(credits)
+            .map(|((fp, prop), credits)| Port {
+                busy_until: 0,
+                wake: NONE,
+                fp_ps_per_byte: fp,
+                prop,
+                header_ps: ((t.overheads().header_bytes() * fp) >> 16) + prop,
+                bus_txn_ps: NONE,
+                heads: [NONE; 3],
+                credits: [credits; 3],
+                queues: Default::default(),
+                tails: [0; 3],
+                returns: Default::default(),
+                held: [false; 3],
+            })
+            .collect();
         Sim {
             overheads: t.overheads(),
             t,
             q: EventQueue::default(),
             now: 0,
-            ports: huge::collect(n, ports),
-            tally: huge::collect(n, std::iter::repeat_n(Tally { stats: PortStats::default(), stalled_since: NONE }, n)),
-            dllps: huge::collect(n, std::iter::repeat_n(Dllps { period: 0, ser: 0, due: [NONE; 4], gate: 0, sent: 0, peer_ack: NEVER }, n)),
+            ports,
+            tally: vec![Tally { stats: PortStats::default(), stalled_since: NONE }; n],
+            dllps: vec![Dllps { period: 0, ser: 0, due: [NONE; 4], gate: 0, sent: 0, peer_ack: NEVER }; n],
             last_posted: vec![0; n],
             ram_intake: Vec::new(),
             fifo: Waiting::default(),
@@ -534,8 +533,6 @@ impl Sim {
             sub_key: HashMap::new(),
             timers: Vec::new(),
             free_timers: Vec::new(),
-            pf_dist: std::env::var("DEVLEND_PF_DIST").ok().and_then(|v| v.parse().ok()).unwrap_or(2),
-            pf_stages: std::env::var("DEVLEND_PF_STAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(3),
             #[cfg(test)]
             check_wakes: false,
         }
@@ -809,7 +806,6 @@ impl Sim {
             }
             self.now = t;
             self.stats.events += 1;
-            self.prefetch_ahead();
             match ev {
                 Ev::TryTx(p) => {
                     let port = &mut self.ports[p as usize];
@@ -861,9 +857,6 @@ impl Sim {
     }
 
     fn alloc_tlp(&mut self, tlp: InFlight) -> u32 {
-        if self.free_tlps.is_empty() {
-            crate::huge::reserve(&mut self.tlps, 1);
-        }
         let id = alloc(&mut self.tlps, &mut self.free_tlps, tlp);
         self.stats.peak_tlps = self.stats.peak_tlps.max(self.tlps.len());
         id
@@ -1365,7 +1358,6 @@ impl Sim {
     }
 }
 
-mod ahead;
 #[cfg(test)]
 mod wake_tests;
 
