@@ -385,7 +385,8 @@ pub struct Sim<'a, K: Kinds = AnyKinds> {
     hist_pos: usize,
     predictor: Vec<u32>,
     pf_busy: Vec<u64>,
-    recent: Vec<[PageId; 4]>,
+    /// Each tenant's IOVA history (`note_history`): four pages, most recent in the low 16 bits.
+    recent: Vec<u64>,
     st: Stats,
 }
 
@@ -453,7 +454,7 @@ impl<'a, K: Kinds> Sim<'a, K> {
             hist_pos: 0,
             predictor: vec![NO_SID; tenants as usize],
             pf_busy: vec![0; tenants as usize],
-            recent: vec![[PageId::MAX; 4]; tenants as usize],
+            recent: vec![u64::MAX; tenants as usize],
             pages: iovas
                 .iter()
                 .zip(shapes)
@@ -523,7 +524,7 @@ impl<'a, K: Kinds> Sim<'a, K> {
         }
         let mut last = t;
         let recent = self.recent[target as usize];
-        for &pg in recent.iter().take(self.cfg.history_pages) {
+        for pg in (0..self.cfg.history_pages).map(|i| (recent >> (16 * i)) as PageId) {
             if pg == PageId::MAX {
                 break;
             }
@@ -603,12 +604,7 @@ impl<'a, K: Kinds> Sim<'a, K> {
     #[inline]
     fn note_history(&mut self, sid: u32, page: PageId) {
         let r = &mut self.recent[sid as usize];
-        if r[0] != page {
-            // move the page to the front (from position 1, 2 or 3; an absent page drops the
-            // last), written out: a `copy_within` of at most 6 bytes is a call to memmove
-            let [a, b, c, d] = *r;
-            *r = [page, a, if b == page { c } else { b }, if b == page || c == page { d } else { c }];
-        }
+        *r = move_to_front(*r, page);
     }
 
     /// Run a packet stream (with next-use positions for the oracle) to the end.
@@ -663,6 +659,23 @@ impl<'a, K: Kinds> Sim<'a, K> {
         st.prefetch_accuracy = if st.prefetch_requests > 0 { st.prefetch_useful as f64 / st.prefetch_requests as f64 } else { 0.0 };
         st.prefetch_coverage = if st.demand_misses > 0 { st.prefetch_served as f64 / st.demand_misses as f64 } else { 0.0 };
         self.st
+    }
+}
+
+/// `page` moved to the front of a history of four 16-bit pages (most recent in the low bits):
+/// from position 1, 2 or 3, or, absent, pushed in with the last dropped. Bit masks, not lane
+/// by lane: lanes 2 and 3 come from the old history where the page left a gap (it was in lane
+/// 1: both; in lane 2: lane 3), from the history shifted up one lane otherwise.
+#[inline(always)]
+fn move_to_front(h: u64, page: PageId) -> u64 {
+    let lane = |i: u32| (h >> (16 * i)) as PageId;
+    let (in1, in2) = ((lane(1) == page) as u64, (lane(2) == page) as u64);
+    let keep = (0u64.wrapping_sub(in1) & 0xffff_0000_0000) | (0u64.wrapping_sub(in1 | in2) & 0xffff_0000_0000_0000);
+    let moved = (((h << 16) | page as u64) & !keep) | (h & keep);
+    if lane(0) == page {
+        h
+    } else {
+        moved
     }
 }
 
@@ -762,6 +775,25 @@ mod tests {
     use super::{Lat, Wheel};
     use crate::divisor::Divisor;
     use crate::point::run_point;
+
+    #[test]
+    fn history_moves_a_page_to_the_front_as_the_lane_by_lane_rule_does() {
+        // the rule written lane by lane, on every history of pages 0..5 (5: never used)
+        let want = |[a, b, c, d]: [u16; 4], p: u16| {
+            if a == p {
+                [a, b, c, d]
+            } else {
+                [p, a, if b == p { c } else { b }, if b == p || c == p { d } else { c }]
+            }
+        };
+        let pack = |r: [u16; 4]| r.iter().rev().fold(0u64, |h, &x| h << 16 | x as u64);
+        for n in 0..6u64.pow(5) {
+            let d = |i: u32| (n / 6u64.pow(i) % 6) as u16;
+            let (r, p) = ([d(0), d(1), d(2), d(3)], d(4));
+            let r = r.map(|x| if x == 5 { u16::MAX } else { x });
+            assert_eq!(super::move_to_front(pack(r), p), pack(want(r, p)), "{r:?} {p}");
+        }
+    }
 
     #[test]
     fn wheel_drains_fills_by_boundary_in_time_then_key_order() {
