@@ -171,41 +171,64 @@ impl PtbRing {
 /// packet slots: every fill lands within a bounded time of its request, far less than the
 /// wheel's span. Drained in (time, key) order, as a heap would. An entry packs its time within
 /// its slot above its key, so one integer comparison orders a bucket; the two structures' fills
-/// are independent, so each has its own wheel and the buckets stay short.
+/// are independent, so each has its own wheel and the buckets stay short. The buckets lie in one
+/// flat array with room for the most fills that can land in one slot (`Wheel::new`), so a push
+/// is one store and a length bump, with no per-bucket vector to grow or reach through. The i-th
+/// entries of all buckets sit side by side (entry i of bucket b at i x buckets + b): buckets
+/// hold a few fills each, so the live entries stay in a few cache lines.
 struct Wheel {
-    buckets: Vec<Vec<u64>>,
+    entries: Vec<u64>,
+    lens: Vec<u32>,
+    room: usize,
+    /// A bucket's entries, gathered to sort.
+    scratch: Vec<u64>,
     slot: Divisor,
     next: u64,
 }
 
 impl Wheel {
-    fn new(slot: Divisor, span_ps: u64) -> Wheel {
+    /// A wheel spanning `span_ps` whose buckets hold `room` fills each: a bucket (slot j) takes
+    /// the fills issued in slot j - a for each distinct whole-slot delay a of the run's
+    /// latencies, at most `per_slot` from each issue slot, so `room` = `per_slot` x (distinct
+    /// delays) never overflows (`push` checks).
+    fn new(slot: Divisor, span_ps: u64, room: usize) -> Wheel {
         assert!(slot.d < 1 << 32, "packet slot of {} ps", slot.d);
         let n = (span_ps / slot.d + 2).next_power_of_two() as usize;
-        Wheel { buckets: (0..n).map(|_| Vec::new()).collect(), slot, next: 0 }
+        Wheel { entries: vec![0; n * room], lens: vec![0; n], room, scratch: Vec::with_capacity(room), slot, next: 0 }
     }
     /// The longest time ahead a fill may land.
     fn span_ps(&self) -> u64 {
-        (self.buckets.len() as u64 - 2) * self.slot.d
+        (self.lens.len() as u64 - 2) * self.slot.d
     }
     /// A fill landing `lat` after the boundary of slot `k`.
     #[inline]
     fn push(&mut self, k: u64, lat: Lat, key: u32) {
         let j = k + lat.ahead;
-        assert!(j >= self.next && j < self.next + self.buckets.len() as u64, "fill beyond the timing wheel");
-        let m = self.buckets.len() as u64 - 1;
+        let nb = self.lens.len();
+        assert!(j >= self.next && j < self.next + nb as u64, "fill beyond the timing wheel");
+        let b = (j & (nb as u64 - 1)) as usize;
+        let n = self.lens[b] as usize;
+        assert!(n < self.room, "more fills in one slot than the wheel's bound");
         // `within` (time past the boundary before j) orders the bucket by time
-        self.buckets[(j & m) as usize].push(lat.within << 32 | key as u64);
+        self.entries[n * nb + b] = lat.within << 32 | key as u64;
+        self.lens[b] = n as u32 + 1;
     }
     /// Apply `f` to the keys of the fills due by the boundary of slot `k`, in order.
     #[inline]
     fn drain(&mut self, k: u64, mut f: impl FnMut(u32)) {
-        let m = self.buckets.len() as u64 - 1;
+        let nb = self.lens.len();
         while self.next <= k {
-            let b = &mut self.buckets[(self.next & m) as usize];
-            sort_short(b);
-            b.iter().for_each(|&e| f(e as u32));
-            b.clear();
+            let b = (self.next & (nb as u64 - 1)) as usize;
+            match std::mem::take(&mut self.lens[b]) {
+                0 => {}
+                1 => f(self.entries[b] as u32),
+                n => {
+                    self.scratch.clear();
+                    self.scratch.extend((0..n as usize).map(|i| self.entries[i * nb + b]));
+                    sort_short(&mut self.scratch);
+                    self.scratch.iter().for_each(|&e| f(e as u32));
+                }
+            }
             self.next += 1;
         }
     }
@@ -229,6 +252,8 @@ fn sort_short(v: &mut [u64]) {
 }
 
 const NO_SID: u32 = u32::MAX;
+/// Translations a packet issues (`Packet::pages`), all in its one slot.
+const PAGES_PER_PACKET: usize = 3;
 
 /// What the model reads of one page of the layout, together (one look-up per request): its
 /// gIOVA, its walk, and its 1 GiB / 2 MiB region numbers (exact u16 keys for the page-structure
@@ -360,7 +385,8 @@ pub struct Sim<'a, K: Kinds = AnyKinds> {
     hist_pos: usize,
     predictor: Vec<u32>,
     pf_busy: Vec<u64>,
-    recent: Vec<[PageId; 4]>,
+    /// Each tenant's IOVA history (`note_history`): four pages, most recent in the low 16 bits.
+    recent: Vec<u64>,
     st: Stats,
 }
 
@@ -405,6 +431,10 @@ impl<'a, K: Kinds> Sim<'a, K> {
             })
             .collect();
         let fill_span = iommu_lat.last().unwrap().ps.max(p.devtlb_hit_ps);
+        // fills land after one of these latencies: a wheel bucket's bound (`Wheel::new`)
+        let mut aheads: Vec<u64> = iommu_lat.iter().map(|l| l.ahead).collect();
+        aheads.dedup();
+        let delays = aheads.len();
         Ok(Sim {
             p,
             one_way_ps,
@@ -416,15 +446,15 @@ impl<'a, K: Kinds> Sim<'a, K> {
             pb: cfg.prefetch.then(|| Pb::new(cfg.pb_entries)),
             pending_done: vec![0; n],
             key_next: if cfg.devtlb_policy == Policy::Oracle { vec![NEVER; n] } else { Vec::new() },
-            tlb_fills: Wheel::new(slot, fill_span),
-            pb_fills: Wheel::new(slot, fill_span),
+            tlb_fills: Wheel::new(slot, fill_span, PAGES_PER_PACKET * delays),
+            pb_fills: Wheel::new(slot, fill_span, PAGES_PER_PACKET * cfg.history_pages * delays),
             hit_lat: Lat::new(p.devtlb_hit_ps, slot),
             iommu_lat,
             sid_hist: vec![NO_SID; cfg.sid_history.max(1)],
             hist_pos: 0,
             predictor: vec![NO_SID; tenants as usize],
             pf_busy: vec![0; tenants as usize],
-            recent: vec![[PageId::MAX; 4]; tenants as usize],
+            recent: vec![u64::MAX; tenants as usize],
             pages: iovas
                 .iter()
                 .zip(shapes)
@@ -494,7 +524,7 @@ impl<'a, K: Kinds> Sim<'a, K> {
         }
         let mut last = t;
         let recent = self.recent[target as usize];
-        for &pg in recent.iter().take(self.cfg.history_pages) {
+        for pg in (0..self.cfg.history_pages).map(|i| (recent >> (16 * i)) as PageId) {
             if pg == PageId::MAX {
                 break;
             }
@@ -574,12 +604,7 @@ impl<'a, K: Kinds> Sim<'a, K> {
     #[inline]
     fn note_history(&mut self, sid: u32, page: PageId) {
         let r = &mut self.recent[sid as usize];
-        if r[0] != page {
-            // move the page to the front (from position 1, 2 or 3; an absent page drops the
-            // last), written out: a `copy_within` of at most 6 bytes is a call to memmove
-            let [a, b, c, d] = *r;
-            *r = [page, a, if b == page { c } else { b }, if b == page || c == page { d } else { c }];
-        }
+        *r = move_to_front(*r, page);
     }
 
     /// Run a packet stream (with next-use positions for the oracle) to the end.
@@ -634,6 +659,23 @@ impl<'a, K: Kinds> Sim<'a, K> {
         st.prefetch_accuracy = if st.prefetch_requests > 0 { st.prefetch_useful as f64 / st.prefetch_requests as f64 } else { 0.0 };
         st.prefetch_coverage = if st.demand_misses > 0 { st.prefetch_served as f64 / st.demand_misses as f64 } else { 0.0 };
         self.st
+    }
+}
+
+/// `page` moved to the front of a history of four 16-bit pages (most recent in the low bits):
+/// from position 1, 2 or 3, or, absent, pushed in with the last dropped. Bit masks, not lane
+/// by lane: lanes 2 and 3 come from the old history where the page left a gap (it was in lane
+/// 1: both; in lane 2: lane 3), from the history shifted up one lane otherwise.
+#[inline(always)]
+fn move_to_front(h: u64, page: PageId) -> u64 {
+    let lane = |i: u32| (h >> (16 * i)) as PageId;
+    let (in1, in2) = ((lane(1) == page) as u64, (lane(2) == page) as u64);
+    let keep = (0u64.wrapping_sub(in1) & 0xffff_0000_0000) | (0u64.wrapping_sub(in1 | in2) & 0xffff_0000_0000_0000);
+    let moved = (((h << 16) | page as u64) & !keep) | (h & keep);
+    if lane(0) == page {
+        h
+    } else {
+        moved
     }
 }
 
@@ -735,9 +777,28 @@ mod tests {
     use crate::point::run_point;
 
     #[test]
+    fn history_moves_a_page_to_the_front_as_the_lane_by_lane_rule_does() {
+        // the rule written lane by lane, on every history of pages 0..5 (5: never used)
+        let want = |[a, b, c, d]: [u16; 4], p: u16| {
+            if a == p {
+                [a, b, c, d]
+            } else {
+                [p, a, if b == p { c } else { b }, if b == p || c == p { d } else { c }]
+            }
+        };
+        let pack = |r: [u16; 4]| r.iter().rev().fold(0u64, |h, &x| h << 16 | x as u64);
+        for n in 0..6u64.pow(5) {
+            let d = |i: u32| (n / 6u64.pow(i) % 6) as u16;
+            let (r, p) = ([d(0), d(1), d(2), d(3)], d(4));
+            let r = r.map(|x| if x == 5 { u16::MAX } else { x });
+            assert_eq!(super::move_to_front(pack(r), p), pack(want(r, p)), "{r:?} {p}");
+        }
+    }
+
+    #[test]
     fn wheel_drains_fills_by_boundary_in_time_then_key_order() {
         let d = Divisor::new(100);
-        let mut w = Wheel::new(d, 1000);
+        let mut w = Wheel::new(d, 1000, 3);
         // (issued at the boundary of slot k, latency, key): lands at 100 k + latency
         for (k, ps, key) in [(1, 150, 9), (1, 50, 5), (0, 200, 7), (2, 50, 3), (0, 101, 8), (1, 200, 1)] {
             w.push(k, Lat::new(ps, d), key);

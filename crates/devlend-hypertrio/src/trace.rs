@@ -421,6 +421,7 @@ impl<R: Read> Reader<R> {
         Ok(())
     }
 
+    #[inline(always)]
     fn packet(&mut self) -> HtResult<Option<Packet>> {
         // the buffer's refill, out of line: taken once per buffer, not per packet
         if self.len - self.pos < 24 && !self.eof {
