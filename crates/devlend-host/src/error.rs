@@ -171,10 +171,10 @@ mod tests {
         assert_eq!(e, HostError::Fabric(fe.clone()));
         assert_eq!(e.to_string(), fe.to_string());
         assert_eq!(e.source().and_then(|s| s.downcast_ref::<FabricError>()), Some(&fe));
-        let unknown = FabricError::UnknownName("no gpu9".into());
+        let unknown = FabricError::from(devlend_fabric::Unknown::Ntb { name: "gpu9".into() });
         let e = HostError::from(unknown.clone());
         assert_eq!(e, HostError::NoDevice(NoSuch::Name(Box::new(unknown.clone()))));
-        assert_eq!(e.to_string(), "no gpu9");
+        assert_eq!(e.to_string(), "no NTB named 'gpu9'");
         assert_eq!(e.source().and_then(|s| s.downcast_ref::<FabricError>()), Some(&unknown));
     }
 
