@@ -160,7 +160,7 @@ impl Fabric {
             None => (None, s),
         };
         if who == "cpu" {
-            return host.map(Requester::Cpu).ok_or(BadAddress::CpuNeedsHost.into());
+            return host.map(Requester::Cpu).ok_or_else(|| BadAddress::CpuNeedsHost.into());
         }
         let f = self.func_id(who)?;
         if let Some(h) = host {

@@ -74,10 +74,9 @@ impl VirtCfg {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Blocked {
     pub vm: String,
-    /// The guest device (or the BDF the guest addressed).
-    pub device: String,
     /// Which rule (`Refusal::what`: "BAR relocation", "MSI-X table redirection", "config write
-    /// to a function outside the VM", "read-only config register") and what was written.
+    /// to a function outside the VM", "read-only config register"), the guest device (or the
+    /// BDF the guest addressed, `Refusal::device`) and what was written.
     pub refusal: Refusal,
 }
 
@@ -97,7 +96,7 @@ pub fn guest_bdf(dev: DevId) -> Bdf {
 impl Vmm {
     fn refuse<T>(&mut self, vm: VmId, refusal: Refusal) -> HResult<T> {
         let name = self.vms.get(&vm).map(|v| v.name.clone()).unwrap_or_default();
-        self.blocked.push(Blocked { vm: name.clone(), device: refusal.device(), refusal: refusal.clone() });
+        self.blocked.push(Blocked { vm: name.clone(), refusal: refusal.clone() });
         Err(BadVm::Refused { vm: name, refusal }.into())
     }
 

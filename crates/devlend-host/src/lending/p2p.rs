@@ -43,7 +43,7 @@ impl LendState {
             let (lender_addr, held) = atomically!(self, f, held, self.p2p_entry(f, src, t, &mut held))?;
             let size = bar_size(f, t.func, t.bar)?;
             let e = P2pEntry { borrower_addr: t.view, lender_addr, size, held };
-            self.lends.get_mut(&src).ok_or(HostError::from(BadLend::SourceVanished { func: src }))?.p2p.insert((t.func, t.bar), e);
+            self.lends.get_mut(&src).ok_or_else(|| HostError::from(BadLend::SourceVanished { func: src }))?.p2p.insert((t.func, t.bar), e);
         }
         let l = self.lends.get_mut(&src).ok_or_else(|| HostError::from(BadLend::SourceVanished { func: src }))?;
         let dma = l.p2p[&(t.func, t.bar)].lender_addr + t.offset;

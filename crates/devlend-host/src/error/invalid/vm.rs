@@ -197,5 +197,8 @@ mod tests {
             assert_eq!(HostError::from(request).to_string(), text);
         }
         assert_eq!([vm_size(3 << 10), vm_size((1 << 20) + 1), vm_size(3 << 30)], ["3 KiB", "1 MiB", "3 GiB"]);
+        let outside = Refusal::OutsideVm { bdf: Bdf::new(0, 9, 0), host_func: None, off: 4 };
+        let upper = Refusal::MsixUpper { device: "gpu0".into(), entry: 1, value: 1 };
+        assert_eq!([outside.device(), upper.device()], ["00:09.0", "gpu0"], "a refusal names the device, or the BDF the guest addressed");
     }
 }
