@@ -130,7 +130,7 @@ fn log2(size: u64) -> u8 {
 impl XeonNtb {
     /// The pair of adapter `ntb` and its peer (the first of the two by index is the USD side).
     pub fn new(f: &mut Fabric, ntb: u32) -> Result<XeonNtb, devlend_fabric::FabricError> {
-        let peer = f.ntb(ntb).peer.ok_or_else(|| devlend_fabric::FabricError::Invalid(format!("{}: no cabled peer for an Intel B2B NTB", f.ntb(ntb).name)))?;
+        let peer = f.ntb(ntb).peer.ok_or_else(|| devlend_fabric::FabricError::from(devlend_fabric::BadNtb::NoB2bPeer { ntb: f.ntb(ntb).name.clone() }))?;
         let (a, b) = (ntb.min(peer), ntb.max(peer));
         let side = |n: u32, ppd| Side { ntb: n, func: f.ntb(n).func, ppd, sbar_sz: [0; 2] };
         let x = XeonNtb { sides: [side(a, PPD_B2B_USD), side(b, PPD_B2B_DSD)], unimplemented: Vec::new(), link_up: f.ntb_link_is_up(a) };

@@ -2,9 +2,18 @@
 //! JSON pointer (`/devices/3/functions/0/bars/1/size`) that the Python front end turns into a
 //! file, line and field. A `FabricError` is a failed request to the live model (bad name, bad
 //! programming); faults on the data path are not errors but recorded events (see `route`).
+//! Its variants hold typed payloads, names, indices and addresses as fields: [`Unknown`] (a
+//! name or id the fabric does not have), [`BadRequest`] (an invalid request, by what it
+//! programs: [`BadNtb`], [`BadIommu`], [`BadAddress`]), rendered to the same messages the
+//! fabric printed when they held a `String`.
 
 use crate::route::Failure;
 use std::fmt;
+
+mod request;
+mod unknown;
+pub use request::{BadAddress, BadIommu, BadNtb, BadRequest};
+pub use unknown::Unknown;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpecError {
@@ -34,10 +43,11 @@ impl std::error::Error for SpecError {}
 /// A request to the live fabric that cannot be carried out.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FabricError {
-    /// A name (host, device, NTB, domain) that the fabric does not have.
-    UnknownName(String),
-    /// An argument out of range or inconsistent with the hardware (window index, size, alignment).
-    Invalid(String),
+    /// A name (host, device, NTB, domain) or id that the fabric does not have.
+    UnknownName(Unknown),
+    /// An argument out of range or inconsistent with the hardware (window index, size,
+    /// alignment). Boxed: some requests hold several names and addresses.
+    Invalid(Box<BadRequest>),
     /// A config write that would make a BAR decode where RAM or the MSI range already is: refused,
     /// as Linux refuses overlapping resources (kernel/resource.c `request_resource` returns the
     /// conflict; drivers/pci/setup-res.c `pci_claim_resource`). `function` and `bar` name the BAR,
@@ -51,7 +61,8 @@ pub enum FabricError {
 impl fmt::Display for FabricError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FabricError::UnknownName(m) | FabricError::Invalid(m) => write!(f, "{m}"),
+            FabricError::UnknownName(e) => write!(f, "{e}"),
+            FabricError::Invalid(e) => write!(f, "{e}"),
             FabricError::LinkDown { ntb, cabled: false } => write!(f, "{ntb}: NTB link is down (no cable to a peer)"),
             FabricError::LinkDown { ntb, cabled: true } => write!(f, "{ntb}: NTB link is down (ntb_link_disable)"),
             FabricError::ResourceConflict { function, bar, addr, size, with } => {
@@ -74,10 +85,6 @@ pub struct DmaFault {
 impl std::error::Error for FabricError {}
 
 pub type FResult<T> = Result<T, FabricError>;
-
-pub fn invalid<T>(msg: impl Into<String>) -> FResult<T> {
-    Err(FabricError::Invalid(msg.into()))
-}
 
 /// Human-readable size: 256 MiB, 4 KiB, 1536 B.
 pub fn fmt_size(bytes: u64) -> String {

@@ -3,7 +3,7 @@
 //! Python layer and later the timing engine hold.
 
 use crate::config::{self, ConfigState, WriteEffect};
-use crate::error::{invalid, FResult, FabricError, SpecError};
+use crate::error::{BadAddress, BadIommu, BadNtb, BadRequest, FResult, FabricError, SpecError, Unknown};
 use crate::iommu::{DomainId, Iommu};
 use crate::memory::SparseMem;
 use crate::model::*;
@@ -134,21 +134,19 @@ impl Fabric {
     // ----- names ---------------------------------------------------------------------------
 
     pub fn host_id(&self, name: &str) -> FResult<HostId> {
-        self.hosts.iter().position(|h| h.name == name).map(|i| i as HostId).ok_or_else(|| {
-            let known: Vec<_> = self.hosts.iter().map(|h| h.name.as_str()).collect();
-            FabricError::UnknownName(format!("no host named '{name}' (hosts: {})", known.join(", ")))
-        })
+        self.hosts
+            .iter()
+            .position(|h| h.name == name)
+            .map(|i| i as HostId)
+            .ok_or_else(|| FabricError::from(Unknown::Host { name: name.into(), known: self.hosts.iter().map(|h| h.name.clone()).collect() }))
     }
 
     pub fn func_id(&self, name: &str) -> FResult<FuncId> {
-        self.func_names
-            .get(name)
-            .copied()
-            .ok_or_else(|| FabricError::UnknownName(format!("no device or function named '{name}' (functions are DEVICE, DEVICE.fN, DEVICE.vfN)")))
+        self.func_names.get(name).copied().ok_or_else(|| Unknown::Function { name: name.into() }.into())
     }
 
     pub fn ntb_id(&self, name: &str) -> FResult<u32> {
-        self.ntbs.iter().position(|n| n.name == name).map(|i| i as u32).ok_or_else(|| FabricError::UnknownName(format!("no NTB named '{name}'")))
+        self.ntbs.iter().position(|n| n.name == name).map(|i| i as u32).ok_or_else(|| Unknown::Ntb { name: name.into() }.into())
     }
 
     pub fn func_host(&self, f: FuncId) -> HostId {
@@ -162,12 +160,13 @@ impl Fabric {
             None => (None, s),
         };
         if who == "cpu" {
-            return host.map(Requester::Cpu).ok_or_else(|| FabricError::Invalid("'cpu' needs a host: HOST:cpu".into()));
+            return host.map(Requester::Cpu).ok_or_else(|| BadAddress::CpuNeedsHost.into());
         }
         let f = self.func_id(who)?;
         if let Some(h) = host {
             if self.func_host(f) != h {
-                return invalid(format!("{who} sits in host {}, not {}", self.hosts[self.func_host(f) as usize].name, self.hosts[h as usize].name));
+                let (sits, asked) = (self.hosts[self.func_host(f) as usize].name.clone(), self.hosts[h as usize].name.clone());
+                return Err(BadAddress::WrongHost { who: who.into(), sits, asked }.into());
             }
         }
         Ok(Requester::Func(f))
@@ -196,10 +195,8 @@ impl Fabric {
                 };
                 let mine = self.requester_host(req);
                 if let Some(h) = owner.filter(|h| *h != mine) {
-                    return invalid(format!(
-                        "address '{}': {name} is in host {}, but the requester is in host {}: each host has its own address space; reach another host through an NTB window (NTB.mwN)",
-                        s.trim(), self.hosts[h as usize].name, self.hosts[mine as usize].name
-                    ));
+                    let (owner, requester) = (self.hosts[h as usize].name.clone(), self.hosts[mine as usize].name.clone());
+                    return Err(BadAddress::OtherHost { expr: s.trim().into(), name: name.into(), owner, requester }.into());
                 }
             }
         }
@@ -213,7 +210,7 @@ impl Fabric {
             return Ok(n);
         }
         let Some((name, what, off, neg)) = split_expr(s)? else {
-            return invalid(format!("address '{s}': expected a number or NAME.barN / HOST.ram / HOST.msi / NTB.mwN with an optional +OFFSET"));
+            return Err(BadAddress::Syntax { expr: s.into() }.into());
         };
         let b = if let Some(i) = what.strip_prefix("bar").and_then(|x| x.parse::<u8>().ok()) {
             let f = self.func_id(name)?;
@@ -221,27 +218,25 @@ impl Fabric {
                 .bars
                 .iter()
                 .find(|b| b.index == i)
-                .ok_or_else(|| FabricError::Invalid(format!("address '{s}': {name} has no BAR {i}")))?;
+                .ok_or_else(|| FabricError::from(BadAddress::NoBar { expr: s.into(), name: name.into(), bar: i }))?;
             if off >= bar.size && !neg {
-                return invalid(format!("address '{s}': offset {off:#x} is past the end of {name} BAR {i} ({})", crate::error::fmt_size(bar.size)));
+                return Err(BadAddress::PastBar { expr: s.into(), off, name: name.into(), bar: i, size: bar.size }.into());
             }
             bar.addr
         } else if let Some(i) = what.strip_prefix("mw").and_then(|x| x.parse::<usize>().ok()) {
             let n = self.ntb_id(name)?;
             let (addr, size) = self.peer_mw_get_addr(n, i)?;
             if off >= size && !neg {
-                return invalid(format!("address '{s}': offset {off:#x} is past the end of window {i} ({})", crate::error::fmt_size(size)));
+                return Err(BadAddress::PastWindow { expr: s.into(), off, window: i, size }.into());
             }
             addr
         } else if what == "ram" {
             let h = &self.hosts[self.host_id(name)? as usize];
-            return self
-                .ram_offset_to_phys(h, off)
-                .ok_or_else(|| FabricError::Invalid(format!("address '{s}': host {name} has only {} of RAM", crate::error::fmt_size(h.ram))));
+            return self.ram_offset_to_phys(h, off).ok_or_else(|| BadAddress::PastRam { expr: s.into(), host: name.into(), ram: h.ram }.into());
         } else if what == "msi" {
             self.hosts[self.host_id(name)? as usize].msi.start
         } else {
-            return invalid(format!("address '{s}': '{what}' is not barN, mwN, ram or msi"));
+            return Err(BadAddress::Base { expr: s.into(), what: what.into() }.into());
         };
         Ok(if neg { b.wrapping_sub(off) } else { b + off })
     }
@@ -542,7 +537,7 @@ impl Fabric {
 
     fn iommu_on(&self, host: HostId) -> FResult<()> {
         if !self.hosts[host as usize].iommu {
-            return invalid(format!("host {} has its IOMMU disabled", self.hosts[host as usize].name));
+            return Err(BadIommu::Disabled { host: self.hosts[host as usize].name.clone() }.into());
         }
         Ok(())
     }
@@ -555,7 +550,7 @@ impl Fabric {
     pub fn iommu_domain(&self, host: HostId, name: &str) -> FResult<DomainId> {
         self.iommus[host as usize]
             .domain_by_name(name)
-            .ok_or_else(|| FabricError::UnknownName(format!("host {}: no IOMMU domain '{name}'", self.hosts[host as usize].name)))
+            .ok_or_else(|| Unknown::Domain { host: self.hosts[host as usize].name.clone(), name: name.into() }.into())
     }
 
     /// The requester IDs a function issues DMA under: its own, plus an NTB's aliases.
@@ -571,7 +566,7 @@ impl Fabric {
     pub fn iommu_attach(&mut self, host: HostId, domain: DomainId, f: FuncId) -> FResult<()> {
         self.iommu_on(host)?;
         if self.func_host(f) != host {
-            return invalid(format!("{} is not in host {}", self.funcs[f as usize].name, self.hosts[host as usize].name));
+            return Err(BadIommu::NotInHost { function: self.funcs[f as usize].name.clone(), host: self.hosts[host as usize].name.clone() }.into());
         }
         let rids = self.dma_rids(f);
         self.iommus[host as usize].attach(domain, &rids);
@@ -584,7 +579,7 @@ impl Fabric {
     pub fn iommu_attach_rid(&mut self, host: HostId, domain: DomainId, rid: Bdf) -> FResult<()> {
         self.iommu_on(host)?;
         if domain as usize >= self.iommus[host as usize].domains.len() {
-            return Err(FabricError::UnknownName(format!("IOMMU domain #{domain}")));
+            return Err(Unknown::DomainId { domain }.into());
         }
         self.iommus[host as usize].attach(domain, &[rid]);
         self.invalidate_routes();
@@ -602,7 +597,7 @@ impl Fabric {
         self.iommu_on(host)?;
         let h = &self.hosts[host as usize];
         if paddr.checked_add(size).is_none_or(|e| e > h.phys_limit()) {
-            return invalid(format!("iommu_map: {paddr:#x}+{size:#x} is beyond host {}'s physical address space", h.name));
+            return Err(BadIommu::BeyondPhys { paddr, size, host: h.name.clone() }.into());
         }
         self.iommus[host as usize].map(domain, iova, paddr, size, write)?;
         self.invalidate_routes();
@@ -647,11 +642,7 @@ impl Fabric {
     fn relocate_bar(&mut self, f: FuncId, index: u8, addr: u64) -> FResult<()> {
         let Some(b) = self.funcs[f as usize].bars.iter().find(|b| b.index == index) else { return Ok(()) };
         if addr.checked_add(b.size).is_none() {
-            return invalid(format!(
-                "{} BAR {index}: {addr:#x} + {} runs past the 64-bit address space",
-                self.funcs[f as usize].name,
-                crate::error::fmt_size(b.size)
-            ));
+            return Err(BadRequest::BarWraps { function: self.funcs[f as usize].name.clone(), bar: index, addr, size: b.size }.into());
         }
         if self.decodes(f) {
             self.check_bar_range(f, index, Range::new(addr, b.size))?;
@@ -733,7 +724,7 @@ impl Fabric {
                 let n = self.ntb_id(ntb)?;
                 let r = self.requester(requester)?;
                 if self.requester_host(r) != self.ntbs[n as usize].host {
-                    return invalid(format!("{requester} is not in the host of {ntb}"));
+                    return Err(BadNtb::RequesterElsewhere { requester: requester.clone(), ntb: ntb.clone() }.into());
                 }
                 let rid = self.requester_rid(r);
                 self.rid_lut_add(n, rid).map(|_| ())
@@ -819,7 +810,7 @@ pub struct CarriedRoute {
 
 fn check_cfg(off: usize, len: usize) -> FResult<()> {
     if !matches!(len, 1 | 2 | 4) || !off.is_multiple_of(len) || off + len > crate::params::params().pci.config_space_size {
-        return invalid(format!("config access of {len} bytes at {off:#x}: expected 1, 2 or 4 bytes, naturally aligned, inside 4 KiB"));
+        return Err(BadRequest::ConfigAccess { off, len }.into());
     }
     Ok(())
 }
@@ -849,7 +840,7 @@ fn split_expr(s: &str) -> FResult<Option<(&str, &str, u64, bool)>> {
     let cut = s.find(['+', '-']).filter(|i| s[*i..].len() > 1 && s[..*i].contains('.')).or_else(|| s.rfind(['+']));
     let (base, off, neg) = match cut {
         Some(i) => {
-            let off = parse_num(s[i + 1..].trim()).ok_or_else(|| FabricError::Invalid(format!("address '{s}': offset '{}' is not a number", &s[i + 1..])))?;
+            let off = parse_num(s[i + 1..].trim()).ok_or_else(|| FabricError::from(BadAddress::Offset { expr: s.into(), offset: s[i + 1..].into() }))?;
             (s[..i].trim(), off, &s[i..i + 1] == "-")
         }
         None => (s, 0, false),

@@ -19,7 +19,7 @@
 //! SHV = 0, the whole handle in the address, which the spec allows; a message with SHV set is
 //! blocked), posted interrupts, destination modes (every host has one destination, APIC ID 0).
 
-use crate::error::{invalid, FResult};
+use crate::error::{BadIommu, FResult};
 use crate::fabric::Fabric;
 use crate::model::HostId;
 use devlend_wire::Bdf;
@@ -138,7 +138,7 @@ impl Fabric {
     /// blocked). Refused without an IOMMU. Idempotent.
     pub fn intr_remap_enable(&mut self, host: HostId) -> FResult<()> {
         if !self.hosts[host as usize].iommu {
-            return invalid(format!("host {} has its IOMMU disabled: no interrupt remapping", self.hosts[host as usize].name));
+            return Err(BadIommu::RemapNoIommu { host: self.hosts[host as usize].name.clone() }.into());
         }
         let m = &mut self.iommus[host as usize];
         m.irt.get_or_insert_with(Irt::new);
@@ -153,9 +153,9 @@ impl Fabric {
     /// Program the lowest free entry; returns its handle.
     pub fn irte_alloc(&mut self, host: HostId, irte: Irte) -> FResult<u32> {
         let name = self.hosts[host as usize].name.clone();
-        let Some(t) = self.iommus[host as usize].irt.as_mut() else { return invalid(format!("host {name}: interrupt remapping is off")) };
+        let Some(t) = self.iommus[host as usize].irt.as_mut() else { return Err(BadIommu::RemapOff { host: name }.into()) };
         let Some(i) = t.entries.iter().position(|e| e.is_none()) else {
-            return invalid(format!("host {name}: all {IRT_ENTRIES} interrupt remapping entries are in use"));
+            return Err(BadIommu::IrtFull { host: name }.into());
         };
         t.entries[i] = Some(irte);
         Ok(i as u32)

@@ -12,7 +12,7 @@
 //! be translated (Linux enables ACS redirect in the switches; see `route`). Device Lending maps
 //! DMA buffers on the borrower through this IOMMU into the window the lender opens (000 §4).
 
-use crate::error::{invalid, FResult};
+use crate::error::{BadIommu, FResult};
 use crate::params::params;
 use devlend_wire::Bdf;
 use rustc_hash::FxHashMap;
@@ -128,7 +128,7 @@ impl PageTable {
                 self.set(t, i, ((child as u64) << 12) | PRESENT | WRITE);
                 t = child;
             } else if e & LEAF_2M != 0 {
-                return invalid(format!("iova {iova:#x} lies in an existing 2 MiB mapping"));
+                return Err(BadIommu::InLargePage { iova }.into());
             } else {
                 t = (e >> 12) as usize;
             }
@@ -141,7 +141,7 @@ impl PageTable {
         let t = self.table_for(iova, level)?;
         let i = Self::index(iova, level);
         if self.t(t)[i] & PRESENT != 0 {
-            return invalid(format!("iova {iova:#x} is already mapped"));
+            return Err(BadIommu::Mapped { iova }.into());
         }
         self.set(t, i, (paddr & ADDR_MASK) | PRESENT | if write { WRITE } else { 0 } | if big { LEAF_2M } else { 0 });
         Ok(())
@@ -236,7 +236,7 @@ impl Iommu {
 
     pub fn domain_alloc(&mut self, name: &str) -> FResult<DomainId> {
         if self.domains.iter().any(|d| d.name == name) {
-            return invalid(format!("IOMMU domain '{name}' already exists"));
+            return Err(BadIommu::DomainExists { name: name.into() }.into());
         }
         self.domains.push(Domain { name: name.to_string(), table: PageTable::new(), mapped_bytes: 0 });
         Ok(self.domains.len() as DomainId - 1)
@@ -264,12 +264,12 @@ impl Iommu {
     pub fn map(&mut self, domain: DomainId, iova: u64, paddr: u64, size: u64, write: bool) -> FResult<()> {
         let (p4k, p2m) = (params().iommu.page_4k, params().iommu.page_2m);
         if !iova.is_multiple_of(p4k) || !paddr.is_multiple_of(p4k) || !size.is_multiple_of(p4k) || size == 0 {
-            return invalid(format!("iommu_map: iova {iova:#x}, paddr {paddr:#x} and size {size:#x} must be non-zero multiples of 4 KiB"));
+            return Err(BadIommu::MapAlign { iova, paddr, size }.into());
         }
         if iova.checked_add(size).is_none_or(|e| e > 1u64 << self.address_bits) {
-            return invalid(format!("iommu_map: iova range {iova:#x}+{size:#x} exceeds the {}-bit address width", self.address_bits));
+            return Err(BadIommu::MapWidth { iova, size, bits: self.address_bits }.into());
         }
-        let d = self.domains.get_mut(domain as usize).ok_or_else(|| crate::error::FabricError::UnknownName(format!("IOMMU domain #{domain}")))?;
+        let d = self.domains.get_mut(domain as usize).ok_or(crate::error::Unknown::DomainId { domain })?;
         let mut off = 0;
         while off < size {
             let (i, p) = (iova + off, paddr + off);
@@ -302,17 +302,17 @@ impl Iommu {
     pub fn unmap(&mut self, domain: DomainId, iova: u64, size: u64) -> FResult<u64> {
         let (p4k, p2m) = (params().iommu.page_4k, params().iommu.page_2m);
         if !iova.is_multiple_of(p4k) || !size.is_multiple_of(p4k) || size == 0 {
-            return invalid(format!("iommu_unmap: iova {iova:#x} and size {size:#x} must be non-zero multiples of 4 KiB"));
+            return Err(BadIommu::UnmapAlign { iova, size }.into());
         }
         let end = iova.checked_add(size).filter(|e| *e <= 1u64 << self.address_bits);
         let Some(end) = end else {
-            return invalid(format!("iommu_unmap: iova range {iova:#x}+{size:#x} exceeds the {}-bit address width", self.address_bits));
+            return Err(BadIommu::UnmapWidth { iova, size, bits: self.address_bits }.into());
         };
-        let d = self.domains.get_mut(domain as usize).ok_or_else(|| crate::error::FabricError::UnknownName(format!("IOMMU domain #{domain}")))?;
+        let d = self.domains.get_mut(domain as usize).ok_or(crate::error::Unknown::DomainId { domain })?;
         for (at, edge) in [(iova, iova), (end - 1, end)] {
             if d.table.leaf_size(at) == Some(p2m) && edge % p2m != 0 {
                 let page = at & !(p2m - 1);
-                return invalid(format!("iommu_unmap: {iova:#x}+{size:#x} covers only part of the 2 MiB page at {page:#x}; unmap the whole page (devlend refuses to split large pages, as VFIO does)"));
+                return Err(BadIommu::SplitLargePage { iova, size, page }.into());
             }
         }
         let done = d.table.clear(0, 4, 0, iova, end);

@@ -78,7 +78,7 @@ pub mod spec;
 pub mod transfer;
 pub mod tuning;
 
-pub use error::{FabricError, SpecError};
+pub use error::{BadAddress, BadIommu, BadNtb, BadRequest, FabricError, SpecError, Unknown};
 pub use fabric::{CarriedRoute, Fabric};
 pub use route::{Arrival, Hop, HopKind, Outcome, Requester, Route, Target};
 

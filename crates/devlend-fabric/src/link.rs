@@ -27,7 +27,7 @@
 //! matter, and is not modelled. Writes are never poisoned here: the data a device writes is its
 //! own, and a completer that detects nothing bad in it stores it.
 
-use crate::error::{invalid, FResult};
+use crate::error::{BadNtb, BadRequest, FResult};
 use crate::fabric::Fabric;
 use crate::model::{FuncId, HostId, NodeId};
 use crate::route::{Failure, Outcome, Requester, Target};
@@ -53,9 +53,9 @@ impl Fabric {
     /// The adapter's own link, and a directly cabled peer's whose only peer it is (the two ends
     /// of one cable); an adapter on a cluster switch takes down only its own cable.
     fn set_link(&mut self, ntb: u32, up: bool) -> FResult<()> {
-        let s = self.ntbs.get(ntb as usize).ok_or_else(|| crate::FabricError::UnknownName(format!("NTB #{ntb}")))?;
+        let s = self.ntbs.get(ntb as usize).ok_or(crate::error::Unknown::NtbId { ntb })?;
         if s.peers.is_empty() {
-            return invalid(format!("{}: no cable to a peer; there is no link to change", s.name));
+            return Err(BadNtb::NoCable { ntb: s.name.clone() }.into());
         }
         let partners = s.peers.iter().filter(|p| p.via.is_none() && self.ntbs[p.ntb as usize].peers.len() == 1).map(|p| p.ntb);
         let ends: Vec<u32> = std::iter::once(ntb).chain(partners).collect();
@@ -100,9 +100,9 @@ impl Fabric {
     }
 
     fn set_port(&mut self, node: NodeId, up: bool) -> FResult<()> {
-        let n = self.nodes.get(node as usize).ok_or_else(|| crate::FabricError::UnknownName(format!("node #{node}")))?;
+        let n = self.nodes.get(node as usize).ok_or(crate::error::Unknown::Node { node })?;
         if n.parent.is_none() {
-            return invalid(format!("{}.{} has no upstream link to take down", n.component, n.port));
+            return Err(BadRequest::NoUpstream { component: n.component.clone(), port: n.port.clone() }.into());
         }
         if up {
             self.faults.ports_down.remove(&node);

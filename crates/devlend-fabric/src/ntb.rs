@@ -29,7 +29,7 @@
 //! completions find their way back to the right peer. An adapter with one peer is exactly the
 //! single-peer model: peer index 0, `alias_base` 0.
 
-use crate::error::{invalid, FResult};
+use crate::error::{BadNtb, FResult};
 use crate::model::{FuncId, HostId, LinkId, NodeId};
 use crate::params::WindowParam;
 use devlend_wire::Bdf;
@@ -161,20 +161,20 @@ impl NtbState {
                 self.rid_lut[i] = Some(rid);
                 Ok(i)
             }
-            None => invalid(format!("{}: requester-ID LUT is full ({} entries); cannot add {rid}", self.name, self.rid_lut.len())),
+            None => Err(BadNtb::LutFull { ntb: self.name.clone(), entries: self.rid_lut.len(), rid }.into()),
         }
     }
 
     pub fn check_spad(&self, idx: usize) -> FResult<()> {
         if idx >= self.spads.len() {
-            return invalid(format!("{}: scratchpad {idx} out of range (has {})", self.name, self.spads.len()));
+            return Err(BadNtb::Scratchpad { ntb: self.name.clone(), idx, has: self.spads.len() }.into());
         }
         Ok(())
     }
 
     pub fn check_msg(&self, idx: usize) -> FResult<()> {
         if idx >= self.msgs.len() {
-            return invalid(format!("{}: message register {idx} out of range (has {})", self.name, self.msgs.len()));
+            return Err(BadNtb::MessageRegister { ntb: self.name.clone(), idx, has: self.msgs.len() }.into());
         }
         Ok(())
     }
@@ -183,7 +183,7 @@ impl NtbState {
     pub fn ring(&mut self, bits: u64) -> FResult<bool> {
         let valid = if self.doorbell_bits >= 64 { u64::MAX } else { (1u64 << self.doorbell_bits) - 1 };
         if bits & !valid != 0 {
-            return invalid(format!("{}: doorbell bits {bits:#x} outside the {} valid bits", self.name, self.doorbell_bits));
+            return Err(BadNtb::DoorbellBits { ntb: self.name.clone(), bits, valid: self.doorbell_bits }.into());
         }
         self.doorbell |= bits;
         let fires = bits & !self.doorbell_mask != 0;
@@ -197,20 +197,17 @@ impl NtbState {
 /// Validate a translation target: aligned, non-empty, inside the host's physical address space.
 pub fn check_trans(ntb: &str, addr: u64, size: u64, phys_limit: u64, host: &str) -> FResult<()> {
     if !addr.is_multiple_of(TRANS_ALIGN) {
-        return invalid(format!("{ntb}: translation address {addr:#x} is not aligned to {TRANS_ALIGN:#x} (ntb_mw_get_align)"));
+        return Err(BadNtb::TransAddrAlign { ntb: ntb.into(), addr }.into());
     }
     if size == 0 {
-        return invalid(format!("{ntb}: translation size is zero"));
+        return Err(BadNtb::TransZero { ntb: ntb.into() }.into());
     }
     // Sizes are page-granular too (ntb_mw_get_align's size alignment): routes are cached per 4 KiB page.
     if !size.is_multiple_of(TRANS_ALIGN) {
-        return invalid(format!("{ntb}: translation size {size:#x} is not a multiple of {TRANS_ALIGN:#x} (ntb_mw_get_align)"));
+        return Err(BadNtb::TransSizeAlign { ntb: ntb.into(), size }.into());
     }
     match addr.checked_add(size) {
         Some(end) if end <= phys_limit => Ok(()),
-        _ => invalid(format!(
-            "{ntb}: window maps {addr:#x}+{size:#x}, past the end of host {host}'s {}-bit physical address space ({phys_limit:#x})",
-            phys_limit.trailing_zeros()
-        )),
+        _ => Err(BadNtb::TransPastLimit { ntb: ntb.into(), addr, size, host: host.into(), phys_limit }.into()),
     }
 }

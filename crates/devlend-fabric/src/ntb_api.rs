@@ -3,7 +3,7 @@
 //! pidx, widx, ...)`); the unprefixed ones are their single-peer forms, peer index 0, which an
 //! adapter with one peer uses (see `ntb` and `cluster`).
 
-use crate::error::{invalid, FResult, FabricError};
+use crate::error::{BadNtb, FResult, FabricError};
 use crate::fabric::Fabric;
 use crate::ntb::{check_trans, Inbound};
 use devlend_wire::Bdf;
@@ -17,7 +17,7 @@ impl Fabric {
         if s.peers.is_empty() {
             return Err(FabricError::LinkDown { ntb: s.name.clone(), cabled: false });
         }
-        s.peers.get(pidx).map(|p| p.ntb).ok_or_else(|| FabricError::Invalid(format!("{}: no peer index {pidx} (it has {} peers)", s.name, s.peers.len())))
+        s.peers.get(pidx).map(|p| p.ntb).ok_or_else(|| BadNtb::NoPeerIndex { ntb: s.name.clone(), pidx, peers: s.peers.len() }.into())
     }
 
     /// The peer at `pidx` for an access that crosses the link (doorbells, scratchpads and
@@ -43,9 +43,7 @@ impl Fabric {
     /// ntb_peer_port_idx: the peer index of adapter `port`.
     pub fn peer_port_idx(&self, ntb: u32, port: u32) -> FResult<usize> {
         let s = &self.ntbs[ntb as usize];
-        s.peer_idx(port).ok_or_else(|| {
-            FabricError::Invalid(format!("{}: {} is not one of its peers", s.name, self.ntbs.get(port as usize).map_or("?", |p| p.name.as_str())))
-        })
+        s.peer_idx(port).ok_or_else(|| BadNtb::NotPeer { ntb: s.name.clone(), port: self.ntbs.get(port as usize).map(|p| p.name.clone()) }.into())
     }
 
     /// ntb_mw_count: inbound windows from peer `pidx` (its BARs that lead into this host).
@@ -66,10 +64,8 @@ impl Fabric {
     /// `widx` from peer `pidx`.
     pub fn ntb_mw_get_align(&self, ntb: u32, pidx: usize, widx: usize) -> FResult<(u64, u64, u64)> {
         let p = self.paired_at(ntb, pidx)?;
-        let w = self.ntbs[p as usize]
-            .windows
-            .get(widx)
-            .ok_or_else(|| FabricError::Invalid(format!("{}: no memory window {widx}", self.ntbs[ntb as usize].name)))?;
+        let w =
+            self.ntbs[p as usize].windows.get(widx).ok_or_else(|| FabricError::from(BadNtb::NoWindow { ntb: self.ntbs[ntb as usize].name.clone(), widx }))?;
         Ok((crate::ntb::TRANS_ALIGN, crate::ntb::TRANS_ALIGN, w.size))
     }
 
@@ -86,12 +82,7 @@ impl Fabric {
         let s = &self.ntbs[ntb as usize];
         let host = &self.hosts[s.host as usize];
         if size > max {
-            return invalid(format!(
-                "{}: translation of {} exceeds memory window {widx} ({})",
-                s.name,
-                crate::error::fmt_size(size),
-                crate::error::fmt_size(max)
-            ));
+            return Err(BadNtb::TransTooLarge { ntb: s.name.clone(), size, widx, max }.into());
         }
         check_trans(&s.name, addr, size, host.phys_limit(), &host.name)?;
         let src = self.paired_at(ntb, pidx)?;
@@ -120,10 +111,10 @@ impl Fabric {
         let w = self.ntbs[src as usize].windows[widx];
         let s = &self.ntbs[ntb as usize];
         if w.lut_segments == 0 {
-            return invalid(format!("{}: memory window {widx} has no LUT segments; use mw_set_trans", s.name));
+            return Err(BadNtb::NoLutSegments { ntb: s.name.clone(), widx }.into());
         }
         if segment >= w.lut_segments as usize {
-            return invalid(format!("{}: segment {segment} out of range (window {widx} has {})", s.name, w.lut_segments));
+            return Err(BadNtb::Segment { ntb: s.name.clone(), segment, widx, has: w.lut_segments }.into());
         }
         let seg = w.size / w.lut_segments as u64;
         let host = &self.hosts[s.host as usize];
@@ -167,11 +158,9 @@ impl Fabric {
         let q = s.peer_idx(to).expect("peers are symmetric") as u8;
         let owned = &s.out_peer[widx];
         if let Some((k, o)) = segs.iter().find_map(|&k| owned[k].filter(|o| *o != q).map(|o| (k, o))) {
-            let what = if s.windows[widx].lut_segments == 0 { format!("memory window {widx}") } else { format!("segment {k} of memory window {widx}") };
-            return invalid(format!(
-                "{}: {what} of {} already leads to {}; clear it there first",
-                self.ntbs[to as usize].name, s.name, self.ntbs[s.peers[o as usize].ntb as usize].name
-            ));
+            let segment = (s.windows[widx].lut_segments != 0).then_some(k);
+            let (ntb, other) = (self.ntbs[to as usize].name.clone(), self.ntbs[s.peers[o as usize].ntb as usize].name.clone());
+            return Err(BadNtb::Claimed { ntb, src: s.name.clone(), widx, segment, other }.into());
         }
         let v = &mut self.ntbs[src as usize].out_peer[widx];
         if replace {
@@ -186,7 +175,7 @@ impl Fabric {
     /// ntb_peer_mw_get_addr: (physical address in this host, size) of outbound window `widx`.
     pub fn peer_mw_get_addr(&self, ntb: u32, widx: usize) -> FResult<(u64, u64)> {
         let s = &self.ntbs[ntb as usize];
-        let bar = *s.window_bars.get(widx).ok_or_else(|| FabricError::Invalid(format!("{}: no memory window {widx} (has {})", s.name, s.window_bars.len())))?;
+        let bar = *s.window_bars.get(widx).ok_or_else(|| FabricError::from(BadNtb::NoOutWindow { ntb: s.name.clone(), widx, has: s.window_bars.len() }))?;
         let b = self.funcs[s.func as usize].bars.iter().find(|b| b.index == bar).unwrap();
         Ok((b.addr, b.size))
     }
@@ -285,7 +274,7 @@ impl Fabric {
         let s = &mut self.ntbs[p as usize];
         s.check_msg(idx)?;
         if s.msgs[idx].is_some() {
-            return invalid(format!("{}: message register {idx} still holds an unread message", s.name));
+            return Err(BadNtb::UnreadMessage { ntb: s.name.clone(), idx }.into());
         }
         s.msgs[idx] = Some(msg);
         Ok(())

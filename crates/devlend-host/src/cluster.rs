@@ -13,7 +13,7 @@
 //! The fabric should come without a Device Lending `setup` section: that programming is what
 //! this crate does.
 
-use crate::error::{invalid, HResult, HostError, InUse, Lent, NoSuch};
+use crate::error::{BadLend, HResult, HostError, InUse, InvalidRequest, Lent, NoSuch, NtbUse};
 use crate::kernel::{BarView, DevId, Kernel, Origin, PciDevice};
 use crate::lending::LendState;
 use crate::os::HostOs;
@@ -134,7 +134,7 @@ impl Cluster {
     }
 
     pub fn from_json(json: &str) -> HResult<Cluster> {
-        let f = devlend_fabric::build_json(json).map_err(|e| HostError::Invalid(e.to_string()))?;
+        let f = devlend_fabric::build_json(json).map_err(InvalidRequest::Topology)?;
         Cluster::new(f)
     }
 
@@ -193,16 +193,13 @@ impl Cluster {
             return Err(HostError::AlreadyLent(Lent::Borrow { device: name.clone(), borrower: hn(l.borrower) }));
         }
         if lender == b {
-            return invalid(format!("{name} is installed in {} itself; only another host's device can be borrowed", hn(b)));
+            return Err(BadLend::OwnDevice { device: name.to_string(), host: hn(b).to_string() }.into());
         }
         if matches!(f.node(f.func(func).node).kind, NodeKind::Ntb { .. }) {
-            return invalid(format!("{name} is an NTB adapter and cannot be lent"));
+            return Err(InvalidRequest::NtbAdapter { device: name.to_string(), refused: NtbUse::Lend }.into());
         }
         if !f.host(b).iommu {
-            return invalid(format!(
-                "host {} has its IOMMU disabled: a borrower maps DMA buffers through its IOMMU into the lender's DMA window (000 §4)",
-                hn(b)
-            ));
+            return Err(BadLend::NoIommu { host: hn(b).to_string() }.into());
         }
         let k = &self.kernels[lender as usize];
         let dev = k.by_func(func).ok_or_else(|| HostError::NoDevice(NoSuch::NotListed { host: hn(lender), device: name.clone() }))?;
@@ -269,7 +266,7 @@ impl Cluster {
     fn borrowed(&self, b: HostId, dev: DevId) -> HResult<(HostId, FuncId)> {
         let d = self.kernels[b as usize].device(dev)?;
         let Origin::Borrowed { lender } = d.origin else {
-            return invalid(format!("{} is not borrowed by {}", d.name, self.kernels[b as usize].name));
+            return Err(BadLend::NotBorrowedBy { device: d.name.clone(), host: self.kernels[b as usize].name.clone() }.into());
         };
         Ok((lender, d.func))
     }

@@ -21,7 +21,7 @@
 //! Directions matter: a `ToDevice` mapping is read-only for the device.
 
 use crate::cluster::Cluster;
-use crate::error::{invalid, HResult, HostError, NoRoom};
+use crate::error::{BadDma, BadLend, HResult, HostError, InvalidRequest, NoRoom, NtbUse};
 use crate::kernel::{DevId, Origin};
 use crate::lending::p2p::Target;
 use crate::lending::{atomically, BorrowedMap, DevDomain, Held, LendState};
@@ -63,7 +63,7 @@ impl HostOs<'_> {
     /// Unmap what `dma_map_sg` returned for the same list.
     pub fn dma_unmap_sg(&mut self, dev: DevId, sg: &[(u64, u64)], dma: &[u64], _dir: DmaDir) -> HResult<()> {
         if sg.len() != dma.len() {
-            return invalid(format!("dma_unmap_sg: {} entries but {} bus addresses", sg.len(), dma.len()));
+            return Err(BadDma::SgCount { entries: sg.len(), addrs: dma.len() }.into());
         }
         for (&(_, len), &a) in sg.iter().zip(dma) {
             self.unmap(dev, a, len)?;
@@ -86,7 +86,7 @@ impl HostOs<'_> {
 
     pub fn dma_free_coherent(&mut self, dev: DevId, len: u64, cpu: u64, dma: u64) -> HResult<()> {
         if self.kernel().allocation(cpu).is_none_or(|(s, _)| s != cpu) {
-            return invalid(format!("dma_free_coherent: {cpu:#x} was not allocated by dma_alloc_coherent"));
+            return Err(BadDma::NotCoherent { cpu }.into());
         }
         self.unmap(dev, dma, len)?;
         self.kfree(cpu)
@@ -97,7 +97,7 @@ impl HostOs<'_> {
     pub fn dma_map_resource(&mut self, dev: DevId, phys: u64, len: u64, dir: DmaDir) -> HResult<u64> {
         let (src, origin) = self.dma_dev(dev)?;
         if len == 0 {
-            return invalid("dma_map_resource of 0 bytes");
+            return Err(BadDma::ZeroResource.into());
         }
         let t = self.target(phys, len)?;
         match origin {
@@ -133,13 +133,13 @@ impl HostOs<'_> {
     fn map(&mut self, dev: DevId, phys: u64, len: u64, write: bool) -> HResult<u64> {
         let (func, origin) = self.dma_dev(dev)?;
         if len == 0 {
-            return invalid("DMA mapping of 0 bytes");
+            return Err(BadDma::ZeroMapping.into());
         }
         let Cluster { fabric, kernels, lending, .. } = &mut *self.c;
         match origin {
             Origin::Local => {
                 let k = &mut kernels[self.host as usize];
-                let d = k.dma.get_mut(&dev).ok_or_else(|| HostError::Invalid("device has no DMA state".into()))?;
+                let d = k.dma.get_mut(&dev).ok_or_else(|| HostError::from(BadDma::NoDmaState { dev }))?;
                 d.map(fabric, self.host, phys, len, write)
             }
             Origin::Borrowed { .. } => lending.borrowed_map(fabric, func, phys, len, write),
@@ -151,7 +151,7 @@ impl HostOs<'_> {
         let Cluster { fabric, kernels, lending, .. } = &mut *self.c;
         match origin {
             Origin::Local => {
-                let d = kernels[self.host as usize].dma.get_mut(&dev).ok_or_else(|| HostError::Invalid("device has no DMA state".into()))?;
+                let d = kernels[self.host as usize].dma.get_mut(&dev).ok_or_else(|| HostError::from(BadDma::NoDmaState { dev }))?;
                 d.unmap(fabric, self.host, dma, len)?;
                 lending.local_p2p_release(fabric, func, dma);
                 Ok(())
@@ -164,14 +164,14 @@ impl HostOs<'_> {
     fn dma_dev(&self, dev: DevId) -> HResult<(FuncId, Origin)> {
         let d = self.usable(dev)?;
         if d.is_ntb {
-            return invalid(format!("{} is an NTB adapter; its DMA belongs to the NTB driver and Device Lending", d.name));
+            return Err(InvalidRequest::NtbAdapter { device: d.name.clone(), refused: NtbUse::Dma }.into());
         }
         Ok((d.func, d.origin))
     }
 
-    fn check_ram(&self, phys: u64, len: u64, what: &str) -> HResult<()> {
+    fn check_ram(&self, phys: u64, len: u64, call: &'static str) -> HResult<()> {
         if !self.kernel().is_ram(phys, len) {
-            return invalid(format!("{what}: {phys:#x}+{len:#x} is not RAM of host {} (device memory is mapped with dma_map_resource)", self.kernel().name));
+            return Err(BadDma::NotRam { call, phys, len, host: self.kernel().name.clone() }.into());
         }
         Ok(())
     }
@@ -179,9 +179,7 @@ impl HostOs<'_> {
     /// Resolve an address of this host into the device BAR that holds it.
     fn target(&self, phys: u64, len: u64) -> HResult<Target> {
         let k = self.kernel();
-        let (tdev, bar, offset) = k
-            .resolve_bar(phys, len)
-            .ok_or_else(|| HostError::Invalid(format!("dma_map_resource: {phys:#x}+{len:#x} is not inside one BAR of a device host {} sees", k.name)))?;
+        let (tdev, bar, offset) = k.resolve_bar(phys, len).ok_or_else(|| HostError::from(BadDma::NotInBar { phys, len, host: k.name.clone() }))?;
         let t = self.usable(tdev)?;
         let view = t.bar(bar)?.cpu_addr;
         Ok(Target { func: t.func, bar, origin: t.origin, view, offset })
@@ -204,12 +202,12 @@ impl LendState {
     }
 
     pub fn borrowed_unmap(&mut self, f: &mut Fabric, func: FuncId, dma: u64, len: u64) -> HResult<()> {
-        let l = self.lends.get_mut(&func).ok_or_else(|| HostError::Invalid(format!("{} is not borrowed", f.func(func).name)))?;
+        let l = self.lends.get_mut(&func).ok_or_else(|| HostError::from(BadLend::NotBorrowed { device: f.func(func).name.clone() }))?;
         let Some(i) = l.maps.iter().position(|m| m.dma == dma) else {
-            return invalid(format!("dma_unmap: {} has no mapping at bus address {dma:#x}", f.func(func).name));
+            return Err(BadDma::NoDeviceMapping { device: f.func(func).name.clone(), dma }.into());
         };
         if l.maps[i].size != len {
-            return invalid(format!("dma_unmap: mapping at {dma:#x} is {} bytes, not {len}", l.maps[i].size));
+            return Err(BadDma::UnmapSize { dma, mapped: l.maps[i].size, len }.into());
         }
         let m = l.maps.remove(i);
         self.release_all(f, m.held);
@@ -218,7 +216,7 @@ impl LendState {
 
     /// (lender adapter, borrower adapter, the device's lender domain) of a borrowed device.
     fn lend_of(&self, f: &Fabric, func: FuncId) -> HResult<(u32, u32, DevDomain)> {
-        let l = self.lends.get(&func).ok_or_else(|| HostError::Invalid(format!("{} is not borrowed", f.func(func).name)))?;
+        let l = self.lends.get(&func).ok_or_else(|| HostError::from(BadLend::NotBorrowed { device: f.func(func).name.clone() }))?;
         Ok((l.la, l.bb, l.dev_domain))
     }
 
@@ -239,7 +237,7 @@ impl LendState {
         own: Option<DomainId>,
         held: &mut Vec<Held>,
     ) -> HResult<u64> {
-        let w = self.dma_windows.get_mut(&(la, bb)).ok_or_else(|| HostError::Invalid("no DMA window is open".into()))?;
+        let w = self.dma_windows.get_mut(&(la, bb)).ok_or_else(|| HostError::from(BadDma::NoWindow { la, bb }))?;
         let Some(iova) = w.iova.alloc(len, iova_align(len)) else {
             let (used, total) = (w.iova.in_use(), w.size);
             let (ntb, into) = (f.ntb(la).name.clone(), f.ntb(bb).name.clone());

@@ -3,8 +3,8 @@
 //!
 //! Each variant holds a typed payload (the names and numbers as fields; its `Display` renders
 //! the message): [`NoSuch`], [`Lent`], [`Unreachability`], [`NoRoom`] (a window too small),
-//! [`OutOf`] (no memory), [`InUse`] (busy), [`EptFault`]. `Invalid` still holds its message
-//! as a `String`, made at its sites with `invalid`.
+//! [`OutOf`] (no memory), [`InUse`] (busy), [`InvalidRequest`] (a request that makes no sense,
+//! by subsystem: [`BadAccess`], [`BadDma`], [`BadIrq`], [`BadLend`], [`BadVm`]), [`EptFault`].
 
 use devlend_fabric::report::FailureReport;
 use devlend_fabric::route::Failure;
@@ -12,11 +12,13 @@ use devlend_fabric::FabricError;
 use std::fmt;
 
 mod in_use;
+mod invalid;
 mod no_room;
 mod no_such;
 mod out_of;
 mod unreachable;
 pub use in_use::InUse;
+pub use invalid::{vm_size, BadAccess, BadDma, BadIrq, BadLend, BadVm, InvalidRequest, NtbUse, Refusal};
 pub use no_room::{MwState, MwUse, NoRoom};
 pub use no_such::{HandleUse, InVm, NoSuch};
 pub use out_of::OutOf;
@@ -40,7 +42,8 @@ pub enum HostError {
     /// some reasons hold three names.
     Busy(Box<InUse>),
     /// A request that makes no sense (unknown mapping, wrong size, not RAM, not a BAR, ...).
-    Invalid(String),
+    /// Boxed: some requests hold several names and addresses.
+    Invalid(Box<InvalidRequest>),
     /// A CPU access at `addr` that failed on the data path: the fabric's record of what refused
     /// it, with the names of what it refers to; `during`: the step it failed in, if the host
     /// names one (a VM migration's copy of the memory image). Boxed: the report is large, and
@@ -109,7 +112,7 @@ impl fmt::Display for HostError {
             HostError::Busy(e) => write!(f, "{e}"),
             HostError::NoMemory(e) => write!(f, "{e}"),
             HostError::WindowTooSmall(e) => write!(f, "{e}"),
-            HostError::Invalid(m) => f.write_str(m),
+            HostError::Invalid(e) => write!(f, "{e}"),
             HostError::Fault { failure, during: None, .. } => write!(f, "{failure}"),
             HostError::Fault { failure, during: Some(step), .. } => write!(f, "{step}: {failure}"),
             HostError::Ept(e) => write!(f, "{e}"),
@@ -151,10 +154,6 @@ impl From<FabricError> for HostError {
 
 pub type HResult<T> = Result<T, HostError>;
 
-pub(crate) fn invalid<T>(msg: impl Into<String>) -> HResult<T> {
-    Err(HostError::Invalid(msg.into()))
-}
-
 /// Human-readable size (the fabric's formatter).
 pub(crate) fn size(bytes: u64) -> String {
     devlend_fabric::error::fmt_size(bytes)
@@ -172,10 +171,10 @@ mod tests {
         assert_eq!(e, HostError::Fabric(fe.clone()));
         assert_eq!(e.to_string(), fe.to_string());
         assert_eq!(e.source().and_then(|s| s.downcast_ref::<FabricError>()), Some(&fe));
-        let unknown = FabricError::UnknownName("no gpu9".into());
+        let unknown = FabricError::from(devlend_fabric::Unknown::Ntb { name: "gpu9".into() });
         let e = HostError::from(unknown.clone());
         assert_eq!(e, HostError::NoDevice(NoSuch::Name(Box::new(unknown.clone()))));
-        assert_eq!(e.to_string(), "no gpu9");
+        assert_eq!(e.to_string(), "no NTB named 'gpu9'");
         assert_eq!(e.source().and_then(|s| s.downcast_ref::<FabricError>()), Some(&unknown));
     }
 

@@ -61,7 +61,7 @@
 //! "no device" at once rather than at its `remove`.
 
 use crate::cluster::Cluster;
-use crate::error::{HResult, HostError, NoSuch};
+use crate::error::{HResult, HostError, InvalidRequest, NoSuch, NtbUse};
 use devlend_fabric::aer::HotplugStep;
 use devlend_fabric::model::{FuncId, HostId, NodeId, NodeKind};
 use devlend_fabric::route::Failure;
@@ -98,7 +98,7 @@ impl FaultKind {
             .iter()
             .find(|(n, _, _)| *n == name)
             .map(|(_, k, _)| *k)
-            .ok_or_else(|| HostError::Invalid(format!("no fault kind '{name}': expected one of {}", FAULT_KINDS.map(|(n, _, _)| n).join(", "))))
+            .ok_or_else(|| HostError::from(InvalidRequest::UnknownFaultKind { name: name.into() }))
     }
 
     pub fn name(self) -> &'static str {
@@ -223,7 +223,7 @@ impl Cluster {
             FaultKind::LinkDown | FaultKind::LinkUp => {
                 let n = self.fabric.ntb_id(target)?;
                 if self.fabric.ntb(n).peer.is_none() {
-                    return Err(HostError::Invalid(format!("{target} has no cable to a peer: there is no link to change")));
+                    return Err(InvalidRequest::NoCable { ntb: target.into() }.into());
                 }
             }
             FaultKind::HostCrash | FaultKind::HostReboot => {
@@ -259,7 +259,7 @@ impl Cluster {
     fn fault_device(&self, name: &str) -> HResult<FuncId> {
         let func = self.fabric.func_id(name)?;
         if matches!(self.fabric.node(self.fabric.func(func).node).kind, NodeKind::Ntb { .. }) {
-            return Err(HostError::Invalid(format!("{name} is an NTB adapter: pull its cable with link-down instead")));
+            return Err(InvalidRequest::NtbAdapter { device: name.into(), refused: NtbUse::DeviceFault }.into());
         }
         Ok(func)
     }
@@ -279,7 +279,7 @@ impl Cluster {
         match f.nodes()[node].kind {
             // A downstream port's link is the one to the component below it (its uplink).
             NodeKind::SwitchDown { .. } | NodeKind::RootPort { .. } => {
-                f.nodes()[node].children.first().copied().ok_or_else(|| HostError::Invalid(format!("{name}: nothing is linked below this switch port")))
+                f.nodes()[node].children.first().copied().ok_or_else(|| InvalidRequest::NothingBelow { port: name.into() }.into())
             }
             _ => Ok(node as NodeId),
         }

@@ -16,7 +16,7 @@
 //!   Lines are counted per function; sharing and IOAPIC routing are not modelled.
 
 use crate::cluster::{Cluster, HostRef};
-use crate::error::{invalid, HResult, HostError, InUse, OutOf};
+use crate::error::{BadIrq, HResult, HostError, InUse, InvalidRequest, NtbUse, OutOf};
 use crate::irq::{IntxLine, IrqDesc};
 use crate::kernel::{DevId, Origin};
 use crate::os::HostOs;
@@ -59,7 +59,7 @@ impl Cluster {
         let h = host.resolve(self)?;
         self.os(h)?.handle_irqs();
         let k = &mut self.kernels[h as usize];
-        let d = k.irqs.remove(vector).ok_or_else(|| HostError::Invalid(format!("host {}: vector {vector:#x} is not allocated", k.name)))?;
+        let d = k.irqs.remove(vector).ok_or_else(|| HostError::from(BadIrq::VectorNotAllocated { host: k.name.clone(), vector }))?;
         if let Some(handle) = d.irte {
             self.fabric.irte_free(h, handle);
         }
@@ -92,7 +92,7 @@ impl Cluster {
         let host = self.fabric.func_host(func);
         match self.kernels[host as usize].irqs.intx.remove(&func) {
             Some(_) => Ok(()),
-            None => invalid(format!("the INTx line of {} has no handler", self.fabric.func(func).name)),
+            None => Err(BadIrq::NoIntxHandler { device: self.fabric.func(func).name.clone() }.into()),
         }
     }
 
@@ -122,13 +122,10 @@ impl HostOs<'_> {
         let (func, name) = (d.func, d.name.clone());
         if let Origin::Borrowed { lender } = d.origin {
             let l = &self.c.fabric.host(lender).name;
-            return invalid(format!(
-                "request_intx: {name} is borrowed from {l}; its legacy INTx is a message to the root complex of {l}'s own PCIe tree and cannot be remapped over the NTB \
-                 (000 §4, footnote 2): use MSI-X (request_irq). Only a VM borrower gets INTx, through the lender-side handler (000 §5)"
-            ));
+            return Err(BadIrq::BorrowedIntx { device: name, lender: l.clone() }.into());
         }
         if d.is_ntb {
-            return invalid(format!("{name} is an NTB adapter; its interrupts belong to the NTB driver"));
+            return Err(InvalidRequest::NtbAdapter { device: name, refused: NtbUse::Interrupts }.into());
         }
         if let Some(to) = d.lent_to {
             return Err(InUse::LentTo { device: name.to_string(), borrower: self.c.fabric.host(to).name.clone() }.into());

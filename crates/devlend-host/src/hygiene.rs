@@ -25,7 +25,7 @@
 //! media per fio job, so no block outlives a job).
 
 use crate::cluster::Cluster;
-use crate::error::{HResult, HostError};
+use crate::error::{HResult, HostError, InvalidRequest};
 use devlend_fabric::model::{FuncId, HostId};
 use devlend_fabric::params::params;
 
@@ -48,7 +48,7 @@ impl Hygiene {
             .iter()
             .find(|(n, _, _)| *n == name)
             .map(|(_, h, _)| *h)
-            .ok_or_else(|| HostError::Invalid(format!("no hygiene policy '{name}': expected one of {}", HYGIENE_POLICIES.map(|(n, _, _)| n).join(", "))))
+            .ok_or_else(|| HostError::from(InvalidRequest::UnknownHygiene { name: name.into() }))
     }
 
     pub fn name(self) -> &'static str {

@@ -28,7 +28,7 @@
 //! 000 §4 footnote 2; the VM layer forwards them, 000 §5). Not modelled: plain MSI
 //! (the device profiles carry MSI-X), interrupt remapping, affinity, shared IRQs.
 
-use crate::error::{invalid, HResult, HostError};
+use crate::error::{BadIrq, HResult, HostError};
 use crate::kernel::DevId;
 use devlend_fabric::config::MSIX_ENABLE;
 use devlend_fabric::fabric::Event;
@@ -188,7 +188,7 @@ pub fn msix_cap(f: &Fabric, func: FuncId) -> HResult<MsixCap> {
         }
         pos = rd(pos + 1, 1)? as usize & !3;
     }
-    invalid(format!("{name} has no MSI-X capability (devlend does not model INTx or plain MSI)"))
+    Err(BadIrq::NoMsix { device: name.to_string() }.into())
 }
 
 pub fn msix_control(f: &Fabric, func: FuncId, cap: &MsixCap) -> HResult<u16> {

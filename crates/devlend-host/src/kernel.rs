@@ -17,7 +17,7 @@
 //! their requester IDs and DMA aliases to its own domains (see `lending`).
 
 use crate::alloc::{align_up, RangeAlloc};
-use crate::error::{invalid, size, HResult, HandleUse, HostError, NoSuch, OutOf};
+use crate::error::{size, BadAccess, HResult, HandleUse, HostError, InvalidRequest, NoSuch, OutOf};
 use crate::irq::IrqTable;
 use crate::localdma::LocalDma;
 use devlend_fabric::model::{FuncId, Host, HostId, NodeKind};
@@ -69,7 +69,7 @@ pub struct PciDevice {
 
 impl PciDevice {
     pub fn bar(&self, index: u8) -> HResult<&BarView> {
-        self.bars.iter().find(|b| b.index == index).ok_or_else(|| HostError::Invalid(format!("{} has no BAR {index}", self.name)))
+        self.bars.iter().find(|b| b.index == index).ok_or_else(|| InvalidRequest::NoBar { device: self.name.clone(), bar: index }.into())
     }
 
     /// The BAR holding [addr, addr+len) in this host's view, and the offset into it.
@@ -206,7 +206,7 @@ impl Kernel {
     pub fn free_pages(&mut self, phys: u64) -> HResult<()> {
         match self.pages.free(phys) {
             Some(_) => Ok(()),
-            None => invalid(format!("host {}: kfree of {phys:#x}, which is not the start of an allocation", self.name)),
+            None => Err(BadAccess::Kfree { host: self.name.clone(), phys }.into()),
         }
     }
 

@@ -48,7 +48,10 @@ pub mod timed;
 
 pub use api::Os;
 pub use cluster::{BorrowOptions, Cluster, HostRef, LendInfo, P2pInfo, Teardown, Unreached};
-pub use error::{EptFault, HResult, HandleUse, HostError, InUse, InVm, Lent, LinkStep, Migration, MwState, MwUse, NoRoom, NoSuch, OutOf, Unreachability};
+pub use error::{
+    BadAccess, BadDma, BadIrq, BadLend, BadVm, EptFault, HResult, HandleUse, HostError, InUse, InVm, InvalidRequest, Lent, LinkStep, Migration, MwState, MwUse,
+    NoRoom, NoSuch, NtbUse, OutOf, Refusal, Unreachability,
+};
 pub use fault::{EndReason, EndedLend, FaultKind, FaultReport, Notice};
 pub use hygiene::{Hygiene, Scrub, ScrubHow, HYGIENE_POLICIES};
 pub use irq::{IntxLine, IrqDesc, IrqTable};

@@ -4,7 +4,7 @@
 //! address. Device Lending replaces these operations for borrowed devices (see `lending`).
 
 use crate::alloc::{align_up, RangeAlloc};
-use crate::error::{invalid, HResult, HostError, OutOf};
+use crate::error::{BadAccess, BadDma, HResult, HostError, OutOf};
 use crate::kernel::{iova_space, PAGE};
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId};
@@ -28,7 +28,7 @@ pub(crate) struct LocalDma {
 
 /// The page range [start, end) covering [addr, addr+size).
 pub(crate) fn pages(addr: u64, size: u64) -> HResult<(u64, u64)> {
-    let end = addr.checked_add(size).and_then(|e| align_up(e, PAGE)).ok_or_else(|| HostError::Invalid(format!("range {addr:#x}+{size:#x} overflows")))?;
+    let end = addr.checked_add(size).and_then(|e| align_up(e, PAGE)).ok_or_else(|| HostError::from(BadAccess::RangeOverflow { addr, size }))?;
     Ok((addr & !(PAGE - 1), end))
 }
 
@@ -97,10 +97,10 @@ impl LocalDma {
     /// Undo the mapping handed out as `dma` (the size must match, as Linux requires).
     pub fn unmap(&mut self, f: &mut Fabric, host: HostId, dma: u64, len: u64) -> HResult<()> {
         let Some(i) = self.maps.iter().position(|m| m.dma == dma) else {
-            return invalid(format!("dma_unmap: no mapping at bus address {dma:#x}"));
+            return Err(BadDma::NoMapping { dma }.into());
         };
         if self.maps[i].size != len {
-            return invalid(format!("dma_unmap: mapping at {dma:#x} is {} bytes, not {len}", self.maps[i].size));
+            return Err(BadDma::UnmapSize { dma, mapped: self.maps[i].size, len }.into());
         }
         let m = self.maps.remove(i);
         if let (Some((iova, n)), Some(d)) = (m.iova, self.domain) {

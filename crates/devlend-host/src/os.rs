@@ -17,7 +17,7 @@
 //! are recorded by the fabric and returned as `HostError::Fault`; nothing panics.
 
 use crate::cluster::Cluster;
-use crate::error::{invalid, HResult, HostError, InUse, OutOf};
+use crate::error::{BadAccess, BadIrq, BadLend, HResult, HostError, InUse, InvalidRequest, NtbUse, OutOf};
 use crate::irq::{self, IrqDesc, MsixCap, MSIX_ENTRY_CTRL, MSIX_ENTRY_DATA, MSIX_ENTRY_MASKED, MSIX_ENTRY_SIZE, MSIX_MASKALL};
 use crate::kernel::{DevId, Kernel, Origin, PciDevice};
 use devlend_fabric::config::MSIX_ENABLE;
@@ -124,7 +124,7 @@ impl HostOs<'_> {
     fn irq_dev(&self, dev: DevId) -> HResult<(FuncId, Origin, String)> {
         let d = self.usable(dev)?;
         if d.is_ntb {
-            return invalid(format!("{} is an NTB adapter; its interrupts belong to the NTB driver", d.name));
+            return Err(InvalidRequest::NtbAdapter { device: d.name.clone(), refused: NtbUse::Interrupts }.into());
         }
         Ok((d.func, d.origin, d.name.clone()))
     }
@@ -141,7 +141,7 @@ impl HostOs<'_> {
         let len = self.pci_resource_len(dev, cap.bir)?;
         let at = cap.offset + entry as u64 * MSIX_ENTRY_SIZE;
         if at + MSIX_ENTRY_SIZE > len {
-            return invalid(format!("{}: MSI-X entry {entry} at {at:#x} lies outside BAR {} ({len:#x} bytes)", self.usable(dev)?.name, cap.bir));
+            return Err(BadIrq::EntryOutsideBar { device: self.usable(dev)?.name.clone(), entry, at, bar: cap.bir, len }.into());
         }
         Ok(base + at)
     }
@@ -164,7 +164,7 @@ impl HostOs<'_> {
         }
         let cap = irq::msix_cap(&self.c.fabric, func)?;
         if entry >= cap.entries {
-            return invalid(format!("request_irq: {name} has {} MSI-X entries; there is no entry {entry}", cap.entries));
+            return Err(BadIrq::NoEntry { device: name, entries: cap.entries, entry }.into());
         }
         let slot = self.msix_entry(dev, &cap, entry)?;
         let Some(vector) = self.kernel().irqs.alloc() else {
@@ -220,7 +220,7 @@ impl HostOs<'_> {
                 let idx = f
                     .ntb(l.la)
                     .rid_lut_index(bdf)
-                    .ok_or_else(|| HostError::Invalid(format!("{} has no LUT entry on its lender's adapter", f.func(func).name)))?;
+                    .ok_or_else(|| HostError::from(BadLend::NoLutEntry { device: f.func(func).name.clone(), lender_side: true }))?;
                 f.ntb_alias_of(l.bb, l.la, idx)
             }
             None => bdf,
@@ -254,7 +254,7 @@ impl HostOs<'_> {
     pub fn free_irq(&mut self, dev: DevId, entry: u16) -> HResult<()> {
         let (func, origin, name) = self.irq_dev(dev)?;
         let Some(vector) = self.kernel().irqs.find(dev, entry) else {
-            return invalid(format!("free_irq: MSI-X entry {entry} of {name} has no interrupt (never requested, or already freed)"));
+            return Err(BadIrq::NotRequested { device: name, entry }.into());
         };
         self.handle_irqs();
         let cap = irq::msix_cap(&self.c.fabric, func)?;
@@ -327,10 +327,10 @@ impl HostOs<'_> {
 /// A CPU access must fit in the address space and be of a sane size.
 pub(crate) fn check_cpu_range(addr: u64, len: usize) -> HResult<()> {
     if len > MAX_CPU_ACCESS {
-        return invalid(format!("a CPU access of {len} bytes at {addr:#x}: at most {MAX_CPU_ACCESS} bytes at a time"));
+        return Err(BadAccess::CpuTooLong { addr, len }.into());
     }
     if len > 0 && addr.checked_add(len as u64 - 1).is_none() {
-        return invalid(format!("a CPU access of {len} bytes at {addr:#x} runs past the end of the address space"));
+        return Err(BadAccess::CpuWraps { addr, len }.into());
     }
     Ok(())
 }

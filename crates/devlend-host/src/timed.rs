@@ -22,10 +22,10 @@
 
 use crate::api::Os;
 use crate::cluster::Cluster;
-use crate::error::{HResult, HostError, NoSuch};
+use crate::error::{BadAccess, HResult, HostError, NoSuch};
 use crate::kernel::DevId;
 use crate::os::{check_cpu_range, DmaDir, HostOs};
-use devlend_engine::machine::{Thread, ThreadError, Watch, World};
+use devlend_engine::machine::{RunFailure, Thread, ThreadError, Watch, World};
 use devlend_fabric::model::{FuncId, HostId};
 use devlend_fabric::route::Failure;
 use devlend_fabric::Fabric;
@@ -215,7 +215,7 @@ impl<'t, 'y, K: ThreadKernel> ThreadOs<'t, 'y, K> {
     fn ram_word(&self, addr: u64, len: usize) -> HResult<(u64, usize)> {
         match self.k.cpu_pieces(addr, len)?.as_deref() {
             Some(&[piece]) => Ok(piece),
-            _ => Err(HostError::Invalid(format!("poll of {len} bytes at {addr:#x}: not one piece of RAM"))),
+            _ => Err(BadAccess::PollNotRam { addr, len }.into()),
         }
     }
 
@@ -249,7 +249,9 @@ fn fault(e: ThreadError) -> HostError {
         ThreadError::Access { addr, failure, .. } => HostError::Fault { addr, failure, during: None },
         // Not a data-path fault: the machine refused the access before it reached the fabric
         // (more bytes than one call moves); the thread's own message says so.
-        other => HostError::Invalid(other.to_string()),
+        ThreadError::TooLarge { thread, addr, len } => BadAccess::Thread { thread, failure: RunFailure::TooLarge { addr, len } }.into(),
+        ThreadError::HostCrashed { thread, host, at } => BadAccess::Thread { thread, failure: RunFailure::HostCrashed { host, at } }.into(),
+        ThreadError::Other(e) => BadAccess::ThreadBody { message: e.to_string() }.into(),
     }
 }
 

@@ -193,7 +193,7 @@ mod tests {
         assert_eq!(down.to_string(), "NTB link is down: nt-link has no peer: nothing reaches the other host");
         let ping = RdmaError::LinkDown { ntb: "nt-link".into(), cabled: true, ping: Some(3) };
         assert_eq!(ping.to_string(), "NTB link is down: ping 3: nt-link: the link is disabled (ntb_link_disable): nothing reaches the other host");
-        let unknown = FabricError::UnknownName("no function named 'x'".into());
+        let unknown = FabricError::from(devlend_fabric::Unknown::Function { name: "x".into() });
         let e = RdmaError::from(unknown.clone());
         assert_eq!(e, RdmaError::Fabric(unknown.clone()));
         assert_eq!(e.source().map(|s| s.to_string()), Some(unknown.to_string()));

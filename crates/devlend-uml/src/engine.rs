@@ -8,7 +8,7 @@ use devlend_devices::ntb_xeon::{Unimplemented, XeonNtb, LINK_SIGNAL};
 use devlend_engine::machine::{Effects, Later, Machine};
 use devlend_fabric::events::Event;
 use devlend_fabric::model::{FuncId, HostId};
-use devlend_host::{Cluster, FaultKind, HostError};
+use devlend_host::{BadLend, Cluster, FaultKind, HostError};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -131,7 +131,7 @@ impl Engine {
             let func = w.fabric.func_id(target).map_err(model("the revoke's target"))?;
             let lend = w.lends().into_iter().find(|l| l.device == target);
             let Some(l) = lend else {
-                let e = HostError::Invalid(format!("{target} is not a borrowed device: only a lend can be revoked"));
+                let e = HostError::from(BadLend::NotRevocable { target: target.into() });
                 return Err(model("the revoke's target")(e));
             };
             (func, w.fabric.host_id(&l.borrower).map_err(model("the revoke's borrower"))?, l.dev)

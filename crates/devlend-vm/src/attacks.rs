@@ -124,7 +124,7 @@ fn by_parent(
         return Err(CaseError::FunctionChanged);
     }
     let b = &vmm.blocked[before];
-    Ok(Outcome { case, blocked_by: "mediated parent", record: format!("{}: {}", b.what, b.detail) })
+    Ok(Outcome { case, blocked_by: "mediated parent", record: format!("{}: {}", b.refusal.what(), b.refusal) })
 }
 
 fn remote(json: &str) -> CaseResult<Testbed> {

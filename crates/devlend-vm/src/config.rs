@@ -25,12 +25,11 @@
 //! function. Refusals are recorded in `Vmm::blocked` and returned as errors; nothing reaches the
 //! function.
 
-use crate::layout::size;
 use crate::vm::{GuestDev, VmId};
 use crate::vmm::Vmm;
 use devlend_fabric::config::{BAR0, CMD_BUS_MASTER, CMD_MEMORY, COMMAND, MSIX_CAP, MSIX_ENABLE};
 use devlend_host::irq::{msix_cap, MsixCap, MSIX_ENTRY_SIZE, MSIX_MASKALL};
-use devlend_host::{Cluster, DevId, HResult, HostError, InVm, NoSuch};
+use devlend_host::{BadIrq, BadVm, Cluster, DevId, HResult, HostError, InVm, NoSuch, Refusal};
 use devlend_wire::Bdf;
 
 /// Command register: Interrupt Disable (PCI Local Bus 3.0 §6.2.2).
@@ -75,12 +74,10 @@ impl VirtCfg {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Blocked {
     pub vm: String,
-    /// The guest device (or the BDF the guest addressed).
-    pub device: String,
-    /// Which rule: "BAR relocation", "MSI-X table redirection", "config write to a function
-    /// outside the VM", "read-only config register".
-    pub what: &'static str,
-    pub detail: String,
+    /// Which rule (`Refusal::what`: "BAR relocation", "MSI-X table redirection", "config write
+    /// to a function outside the VM", "read-only config register"), the guest device (or the
+    /// BDF the guest addressed, `Refusal::device`) and what was written.
+    pub refusal: Refusal,
 }
 
 fn mask(len: usize) -> u32 {
@@ -97,15 +94,15 @@ pub fn guest_bdf(dev: DevId) -> Bdf {
 }
 
 impl Vmm {
-    fn refuse<T>(&mut self, vm: VmId, device: &str, what: &'static str, detail: String) -> HResult<T> {
+    fn refuse<T>(&mut self, vm: VmId, refusal: Refusal) -> HResult<T> {
         let name = self.vms.get(&vm).map(|v| v.name.clone()).unwrap_or_default();
-        self.blocked.push(Blocked { vm: name.clone(), device: device.to_string(), what, detail: detail.clone() });
-        Err(HostError::Invalid(format!("VM {name}: {what} refused: {detail}")))
+        self.blocked.push(Blocked { vm: name.clone(), refusal: refusal.clone() });
+        Err(BadVm::Refused { vm: name, refusal }.into())
     }
 
     fn check_cfg(off: usize, len: usize) -> HResult<()> {
         if !matches!(len, 1 | 2 | 4) || !off.is_multiple_of(len) || off + len > 4096 {
-            return Err(HostError::Invalid(format!("config access of {len} bytes at {off:#x}: must be 1, 2 or 4 bytes, naturally aligned, inside 4 KiB")));
+            return Err(BadVm::ConfigAccess { off, len }.into());
         }
         Ok(())
     }
@@ -189,18 +186,13 @@ impl Vmm {
                     .map(|b| (b.index, b.addr));
                 let (index, phys) = bar.unwrap_or((reg as u8, 0));
                 let gpa = d.bars.iter().find(|b| b.index == index).map_or(0, |b| b.gpa);
-                self.refuse(vm, &d.name, "BAR relocation", format!("{} BAR {index} (register {reg}) written with {new:#x}; BARs of a passed-through device are virtualized: the function's BAR stays at {phys:#x}, the guest's at {gpa:#x}", d.name))
+                self.refuse(vm, Refusal::BarRelocation { device: d.name.clone(), bar: index, reg, new, phys, gpa })
             }
             MSIX_CAP if d.virt.msix.is_some() && (new >> 16) != (old >> 16) => {
                 self.virt_mut(vm, dev)?.msix_control = (new >> 16) as u16 & 0xc000;
                 self.sync_irqs(c, vm, dev)
             }
-            _ if new != old => self.refuse(
-                vm,
-                &d.name,
-                "read-only config register",
-                format!("{} config offset {off:#x} written with {value:#x}; only Command, the BARs' sizing and MSI-X Message Control are writable", d.name),
-            ),
+            _ if new != old => self.refuse(vm, Refusal::ReadOnly { device: d.name.clone(), off, value }),
             _ => Ok(()),
         }
     }
@@ -212,13 +204,8 @@ impl Vmm {
         match found {
             Some(dev) => self.config_write(c, vm, dev, off, len, value),
             None => {
-                let phys = c.fabric.funcs().iter().find(|f| f.bdf == bdf).map(|f| format!(" (in the hosts, {bdf:?} is {})", f.name)).unwrap_or_default();
-                self.refuse(
-                    vm,
-                    &format!("{bdf:?}"),
-                    "config write to a function outside the VM",
-                    format!("no device of this VM at {bdf:?}{phys}; the write to offset {off:#x} is dropped (master abort)"),
-                )
+                let host_func = c.fabric.funcs().iter().find(|f| f.bdf == bdf).map(|f| f.name.clone());
+                self.refuse(vm, Refusal::OutsideVm { bdf, host_func, off })
             }
         }
     }
@@ -262,7 +249,7 @@ impl Vmm {
     pub(crate) fn msix_write(&mut self, c: &mut Cluster, vm: VmId, dev: DevId, at: u64, data: &[u8]) -> HResult<()> {
         let name = self.dev(vm, dev)?.name.clone();
         if !at.is_multiple_of(4) || !data.len().is_multiple_of(4) {
-            return Err(HostError::Invalid(format!("{name}: MSI-X table stores must be whole dwords (offset {at:#x}, {} bytes)", data.len())));
+            return Err(BadIrq::TableStore { device: name, at, len: data.len() }.into());
         }
         for (i, w) in data.chunks(4).enumerate() {
             let o = at.wrapping_add(4 * i as u64);
@@ -273,24 +260,10 @@ impl Vmm {
             }
             match f {
                 0 if !(GUEST_MSI.0..GUEST_MSI.1).contains(&(value as u64)) => {
-                    return self.refuse(
-                        vm,
-                        &name,
-                        "MSI-X table redirection",
-                        format!(
-                            "{name} entry {e} address {value:#x} is outside the guest's MSI range {:#x}-{:#x}; the device would write its message there",
-                            GUEST_MSI.0,
-                            GUEST_MSI.1 - 1
-                        ),
-                    );
+                    return self.refuse(vm, Refusal::MsixAddress { device: name, entry: e, value, range: GUEST_MSI });
                 }
                 4 if value != 0 => {
-                    return self.refuse(
-                        vm,
-                        &name,
-                        "MSI-X table redirection",
-                        format!("{name} entry {e} upper address {value:#x}: MSI addresses lie below 4 GiB ({} above 0 refused)", size((value as u64) << 32)),
-                    );
+                    return self.refuse(vm, Refusal::MsixUpper { device: name, entry: e, value });
                 }
                 _ => {}
             }

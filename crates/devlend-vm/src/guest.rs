@@ -20,16 +20,12 @@ use devlend_fabric::config::{CMD_BUS_MASTER, COMMAND, MSIX_CAP, MSIX_ENABLE};
 use devlend_fabric::model::HostId;
 use devlend_fabric::{Fabric, Requester};
 use devlend_host::irq::{MSIX_ENTRY_CTRL, MSIX_ENTRY_DATA, MSIX_ENTRY_MASKED, MSIX_ENTRY_SIZE, MSIX_MASKALL};
-use devlend_host::{Cluster, DevId, DmaDir, HResult, HostError, InUse, InVm, NoSuch, Os, OutOf};
+use devlend_host::{BadAccess, BadDma, BadIrq, Cluster, DevId, DmaDir, HResult, HostError, InUse, InVm, InvalidRequest, NoSuch, Os, OutOf};
 
 pub struct GuestOs<'a> {
     pub(crate) c: &'a mut Cluster,
     pub(crate) vmm: &'a mut Vmm,
     pub(crate) vm: VmId,
-}
-
-fn inv<T>(m: String) -> HResult<T> {
-    Err(HostError::Invalid(m))
 }
 
 impl GuestOs<'_> {
@@ -45,7 +41,7 @@ impl GuestOs<'_> {
 
     fn bar(&self, dev: DevId, bar: u8) -> HResult<&crate::vm::GuestBar> {
         let d = self.vmm.dev(self.vm, dev)?;
-        d.bars.iter().find(|b| b.index == bar).ok_or_else(|| HostError::Invalid(format!("{} has no BAR {bar}", d.name)))
+        d.bars.iter().find(|b| b.index == bar).ok_or_else(|| InvalidRequest::NoBar { device: d.name.clone(), bar }.into())
     }
 
     /// A CPU access of the guest: a trapped MSI-X table page goes to the hypervisor; anything
@@ -97,7 +93,7 @@ impl GuestOs<'_> {
                 d.dma_maps.remove(i);
                 Ok(())
             }
-            None => inv(format!("dma_unmap: {} has no mapping of {len} bytes at {dma:#x}", d.name)),
+            None => Err(BadDma::GuestNoMapping { device: d.name.clone(), dma, len }.into()),
         }
     }
 }
@@ -143,7 +139,7 @@ impl Os for GuestOs<'_> {
         if v.kfree(phys) {
             Ok(())
         } else {
-            inv(format!("guest kfree of {phys:#x}, which is not the start of an allocation"))
+            Err(BadAccess::GuestKfree { phys }.into())
         }
     }
     fn write(&mut self, addr: u64, data: &[u8]) -> HResult<()> {
@@ -154,7 +150,7 @@ impl Os for GuestOs<'_> {
     }
     fn dma_map_single(&mut self, dev: DevId, phys: u64, len: u64, _dir: DmaDir) -> HResult<u64> {
         if len == 0 || !self.vm().layout.is_ram(phys, len) {
-            return inv(format!("dma_map_single: {phys:#x}+{len:#x} is not RAM of VM {}", self.vm().name));
+            return Err(BadDma::GuestNotRam { phys, len, vm: self.vm().name.clone() }.into());
         }
         self.track(dev, phys, len)
     }
@@ -172,7 +168,7 @@ impl Os for GuestOs<'_> {
     }
     fn dma_map_resource(&mut self, dev: DevId, phys: u64, len: u64, _dir: DmaDir) -> HResult<u64> {
         if len == 0 || self.vm().bar_holding(phys, len).is_none() {
-            return inv(format!("dma_map_resource: {phys:#x}+{len:#x} is not inside one BAR of a device in VM {}", self.vm().name));
+            return Err(BadDma::GuestNotInBar { phys, len, vm: self.vm().name.clone() }.into());
         }
         self.track(dev, phys, len)
     }
@@ -198,16 +194,16 @@ impl GuestOs<'_> {
 
     fn msix_slot(&self, dev: DevId, entry: u16) -> HResult<u64> {
         let d = self.vmm.dev(self.vm, dev)?;
-        let cap = d.virt.msix.ok_or_else(|| HostError::Invalid(format!("{} has no MSI-X capability", d.name)))?;
+        let cap = d.virt.msix.ok_or_else(|| HostError::from(BadIrq::GuestNoMsix { device: d.name.clone() }))?;
         if entry >= cap.entries {
-            return inv(format!("request_irq: {} has {} MSI-X entries; there is no entry {entry}", d.name, cap.entries));
+            return Err(BadIrq::NoEntry { device: d.name.clone(), entries: cap.entries, entry }.into());
         }
         Ok(self.bar(dev, cap.bir)?.gpa + cap.offset + entry as u64 * MSIX_ENTRY_SIZE)
     }
 
     pub fn pci_msix_vec_count(&self, dev: DevId) -> HResult<u16> {
         let d = self.vmm.dev(self.vm, dev)?;
-        d.virt.msix.map(|m| m.entries).ok_or_else(|| HostError::Invalid(format!("{} has no MSI-X capability", d.name)))
+        d.virt.msix.map(|m| m.entries).ok_or_else(|| BadIrq::GuestNoMsix { device: d.name.clone() }.into())
     }
 
     fn new_vector(&mut self, dev: DevId, src: Src, handler: u32) -> HResult<u8> {
@@ -257,7 +253,7 @@ impl GuestOs<'_> {
     pub fn free_irq(&mut self, dev: DevId, entry: u16) -> HResult<()> {
         let vm = self.vm;
         let Some(vector) = self.vmm.vm(vm)?.irqs.find(dev, Src::Msix(entry)) else {
-            return inv(format!("free_irq: MSI-X entry {entry} of guest device {} has no interrupt", dev.0));
+            return Err(BadIrq::GuestNotRequested { dev: dev.0, entry }.into());
         };
         let slot = self.msix_slot(dev, entry)?;
         self.write(slot + MSIX_ENTRY_CTRL, &MSIX_ENTRY_MASKED.to_le_bytes())?;
@@ -284,7 +280,7 @@ impl GuestOs<'_> {
 
     pub fn free_intx(&mut self, dev: DevId) -> HResult<()> {
         let Some(vector) = self.vmm.vm(self.vm)?.irqs.find(dev, Src::Intx) else {
-            return inv(format!("free_intx: guest device {} has no INTx handler", dev.0));
+            return Err(BadIrq::GuestNoIntx { dev: dev.0 }.into());
         };
         let cmd = self.pci_read_config(dev, COMMAND, 2)?;
         self.pci_write_config(dev, COMMAND, 2, cmd | CMD_INTX_DISABLE as u32)?;

@@ -33,7 +33,7 @@ use devlend_fabric::config::MSIX_ENABLE;
 use devlend_fabric::model::{FuncId, HostId};
 use devlend_fabric::Requester;
 use devlend_host::irq::{msix_cap, msix_control, set_msix_control, MSIX_ENTRY_CTRL, MSIX_ENTRY_DATA, MSIX_ENTRY_MASKED, MSIX_ENTRY_SIZE, MSIX_MASKALL};
-use devlend_host::{Cluster, DevId, HResult, HostError, NoSuch, Unreachability};
+use devlend_host::{BadIrq, BadVm, Cluster, DevId, HResult, HostError, NoSuch, Unreachability};
 use devlend_wire::Access;
 use std::collections::BTreeMap;
 
@@ -127,7 +127,7 @@ fn msi_page(c: &Cluster, h: HostId) -> u64 {
 /// The physical MSI-X entry `entry` of `func` as its own host's CPU addresses it.
 fn slot(c: &Cluster, func: FuncId, entry: u16) -> HResult<u64> {
     let cap = msix_cap(&c.fabric, func)?;
-    let bar = c.fabric.func(func).bars.iter().find(|b| b.index == cap.bir).ok_or_else(|| HostError::Invalid("MSI-X table BAR missing".into()))?;
+    let bar = c.fabric.func(func).bars.iter().find(|b| b.index == cap.bir).ok_or_else(|| HostError::from(BadIrq::TableBarMissing { func, bar: cap.bir }))?;
     Ok(bar.addr + cap.offset + entry as u64 * MSIX_ENTRY_SIZE)
 }
 
@@ -167,7 +167,7 @@ pub fn message(c: &Cluster, func: FuncId, entry: u16) -> HResult<Message> {
     let mut e = [0u8; 16];
     match bar.and_then(|(i, off)| c.fabric.bar_mem(func, i).map(|m| (m, off))) {
         Some((m, off)) => m.read(off, &mut e),
-        None => return Err(HostError::Invalid(format!("{}: MSI-X entry {entry} cannot be read", c.fabric.func(func).name))),
+        None => return Err(BadIrq::EntryUnreadable { device: c.fabric.func(func).name.clone(), entry }.into()),
     }
     let w = |i: usize| u32::from_le_bytes([e[i], e[i + 1], e[i + 2], e[i + 3]]);
     let addr = w(0) as u64 | (w(4) as u64) << 32;
@@ -247,7 +247,7 @@ impl Vmm {
 
     fn setup(&mut self, c: &mut Cluster, vm: VmId, dev: DevId, src: Src, gv: u8) -> HResult<Route> {
         let d = self.dev(vm, dev)?;
-        let (func, path, hdev) = (d.func, d.path, d.host_dev.ok_or_else(|| HostError::Invalid(format!("{} is not attached", d.name)))?);
+        let (func, path, hdev) = (d.func, d.path, d.host_dev.ok_or_else(|| HostError::from(BadVm::NotAttached { device: d.name.clone() }))?);
         let vhost = self.vm(vm)?.host;
         let first_host = c.fabric.func_host(func);
         let mut r = Route {

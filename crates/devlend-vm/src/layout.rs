@@ -26,15 +26,6 @@ const IOAPIC: u64 = 0xfec0_0000;
 /// Guest RAM the guest kernel keeps for itself (its image, page tables): never handed out.
 pub const GUEST_RESERVED: u64 = 16 << 20;
 
-/// "512 MiB", "4 GiB", "3 KiB" for messages.
-pub fn size(bytes: u64) -> String {
-    match bytes {
-        b if b >= GIB && b % GIB == 0 => format!("{} GiB", b / GIB),
-        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
-        b => format!("{} KiB", b.div_ceil(1024)),
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// Bytes of low memory, from guest-physical 0.

@@ -25,7 +25,7 @@ use crate::vm::{Path, VmId};
 use crate::vmm::Vmm;
 use devlend_fabric::model::HostId;
 use devlend_fabric::Requester;
-use devlend_host::{Cluster, DevId, HResult, HostError, InVm, Migration, NoSuch, Unreachability};
+use devlend_host::{BadVm, Cluster, DevId, HResult, HostError, InVm, Migration, NoSuch, Unreachability};
 
 impl Vmm {
     /// Cold-migrate `vm` to host `target` with its devices (see the module docs).
@@ -40,16 +40,13 @@ impl Vmm {
         let (name, from, ram) = (v.name.clone(), v.host, v.layout.ram());
         let from_name = c.fabric.host(from).name.clone();
         if t == from {
-            return Err(HostError::Invalid(format!("VM {name} already runs on {target}")));
+            return Err(BadVm::AlreadyOn { vm: name, target: target.into() }.into());
         }
         let mut paths = Vec::new();
         for d in v.devices.values() {
             let local = c.fabric.func_host(d.func) == t;
             if !local && !self.parents.contains(&d.func) {
-                return Err(HostError::Invalid(format!(
-                    "cannot migrate VM {name} to {target}: {} would be remote there and is not registered with the mediated parent (register_mdev)",
-                    d.name
-                )));
+                return Err(BadVm::MigrateUnregistered { vm: name, target: target.into(), device: d.name.clone() }.into());
             }
             paths.push((d.id, if local { Path::Vfio } else { Path::Mdev }));
         }
@@ -70,7 +67,7 @@ impl Vmm {
         }
         let (_, backing) = old;
         for (gpa, src) in backing {
-            let dst = self.vm(vm)?.pin(gpa).ok_or_else(|| HostError::Invalid("target chunk missing".into()))?;
+            let dst = self.vm(vm)?.pin(gpa).ok_or_else(|| HostError::from(BadVm::ChunkMissing { gpa }))?;
             copy_chunk(c, (from, src), (t, dst))?;
         }
         let old_pages = self.pages.insert(vm, held).unwrap_or_default();

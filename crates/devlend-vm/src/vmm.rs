@@ -23,12 +23,11 @@
 //! (`Busy`; remove those first). Devices of different lenders in one VM get no P2P mappings.
 
 use crate::held::{release_all, Held};
-use crate::layout::size;
 use crate::layout::{Layout, CHUNK, GUEST_RESERVED};
 use crate::vm::{GuestDev, Path, Vm, VmId};
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId, NodeKind};
-use devlend_host::{Cluster, DevId, HResult, HostError, InUse, InVm, Lent, NoSuch, OutOf};
+use devlend_host::{BadVm, Cluster, DevId, HResult, HostError, InUse, InVm, InvalidRequest, Lent, NoSuch, NtbUse, OutOf};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A VM's IOMMU domain in one host (the VM's own for VFIO, a lender's for mdev).
@@ -59,15 +58,11 @@ pub struct Vmm {
     pub(crate) removals: Vec<(VmId, FuncId, u64)>,
 }
 
-fn inv<T>(m: String) -> HResult<T> {
-    Err(HostError::Invalid(m))
-}
-
 impl Vmm {
     /// Start a VM of `ram` bytes on `host`; its RAM is backed by 2 MiB chunks of the host's memory.
     pub fn create_vm(&mut self, c: &mut Cluster, host: &str, name: &str, ram: u64) -> HResult<VmId> {
         if !ram.is_multiple_of(CHUNK) || ram <= GUEST_RESERVED {
-            return inv(format!("VM {name}: {} of RAM must be a multiple of 2 MiB and more than the guest kernel's {}", size(ram), size(GUEST_RESERVED)));
+            return Err(BadVm::RamSize { vm: name.to_string(), ram, reserved: GUEST_RESERVED }.into());
         }
         let h = c.host_id(host)?;
         let (chunks, held) = self.back(c, h, name, ram)?;
@@ -116,7 +111,7 @@ impl Vmm {
     pub fn register_mdev(&mut self, c: &Cluster, device: &str) -> HResult<()> {
         let func = c.fabric.func_id(device)?;
         if matches!(c.fabric.node(c.fabric.func(func).node).kind, NodeKind::Ntb { .. }) {
-            return inv(format!("{device} is an NTB adapter and cannot be passed through"));
+            return Err(InvalidRequest::NtbAdapter { device: device.into(), refused: NtbUse::PassThrough }.into());
         }
         self.parents.insert(func);
         Ok(())
@@ -127,7 +122,7 @@ impl Vmm {
         let v = self.vm(vm)?;
         let func = c.fabric.func_id(device)?;
         if matches!(c.fabric.node(c.fabric.func(func).node).kind, NodeKind::Ntb { .. }) {
-            return inv(format!("{device} is an NTB adapter and cannot be passed through (the hosts' Device Lending uses it)"));
+            return Err(InvalidRequest::NtbAdapter { device: device.into(), refused: NtbUse::PassThroughLent }.into());
         }
         if let Some((other, _)) = self.assigned.get(&func) {
             let o = self.vm(*other).map(|x| x.name.clone()).unwrap_or_default();
@@ -138,12 +133,9 @@ impl Vmm {
         }
         let local = c.fabric.func_host(func) == v.host;
         match path {
-            Path::Vfio if !local => inv(format!(
-                "{device} is not in VM {}'s host: VFIO passes through local devices; a remote one goes through the mediated parent (assign_mdev)",
-                v.name
-            )),
-            Path::Mdev if local => inv(format!("{device} is in VM {}'s own host: pass it through with VFIO (assign_vfio)", v.name)),
-            Path::Mdev if !self.parents.contains(&func) => inv(format!("{device} is not registered with the mediated parent (register_mdev)")),
+            Path::Vfio if !local => Err(BadVm::NotLocal { device: device.into(), vm: v.name.clone() }.into()),
+            Path::Mdev if local => Err(BadVm::Local { device: device.into(), vm: v.name.clone() }.into()),
+            Path::Mdev if !self.parents.contains(&func) => Err(BadVm::NotRegistered { device: device.into() }.into()),
             _ => Ok(func),
         }
     }

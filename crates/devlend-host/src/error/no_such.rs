@@ -126,7 +126,7 @@ mod tests {
     #[test]
     fn each_missing_thing_renders_the_host_layer_s_message() {
         let cases = [
-            (NoSuch::Name(Box::new(FabricError::UnknownName(s("no NTB named 'x'")))), "no NTB named 'x'"),
+            (NoSuch::Name(Box::new(FabricError::from(devlend_fabric::Unknown::Ntb { name: s("x") }))), "no NTB named 'x'"),
             (NoSuch::HostNumber(7), "no host #7"),
             (NoSuch::Handle { host: s("a"), handle: 3, asked: HandleUse::Read }, "host a: no device with handle 3 (removed or never added)"),
             (NoSuch::Handle { host: s("a"), handle: 3, asked: HandleUse::Change }, "host a: no device with handle 3"),

@@ -22,7 +22,7 @@ use super::windows::Windows;
 use super::{atomically, DevDomain, DmaWindow, Held, Lend, LendState};
 use crate::alloc::{align_up, RangeAlloc};
 use crate::cluster::BorrowOptions;
-use crate::error::{HResult, HostError, LinkStep, NoRoom, OutOf, Unreachability};
+use crate::error::{BadLend, HResult, HostError, LinkStep, NoRoom, OutOf, Unreachability};
 use crate::kernel::{BarView, DevId, PAGE};
 use devlend_fabric::iommu::DomainId;
 use devlend_fabric::model::{FuncId, HostId};
@@ -109,7 +109,7 @@ impl LendState {
             held.push(self.acquire_bar_win(f, bb, func, b.index)?);
             let cpu_addr = self
                 .bar_win_addr(bb, func, b.index)
-                .ok_or_else(|| HostError::Invalid(format!("BAR {} of {} has no window address", b.index, f.func(func).name)))?;
+                .ok_or_else(|| HostError::from(BadLend::BarNoWindow { device: f.func(func).name.clone(), bar: b.index }))?;
             views.push(BarView { index: b.index, size: b.size, cpu_addr });
         }
         Ok((views, own_domain))
@@ -119,9 +119,12 @@ impl LendState {
     /// a borrower domain of its own (`BorrowOptions::device_domain`); released by pointing it
     /// back at the adapter's domain.
     fn acquire_device_domain(&mut self, f: &mut Fabric, la: u32, bb: u32, func: FuncId) -> HResult<(Held, DomainId)> {
-        let idx = f.ntb(la).rid_lut_index(f.func(func).bdf).ok_or_else(|| HostError::Invalid(format!("{} has no LUT entry", f.func(func).name)))?;
+        let idx = f
+            .ntb(la)
+            .rid_lut_index(f.func(func).bdf)
+            .ok_or_else(|| HostError::from(BadLend::NoLutEntry { device: f.func(func).name.clone(), lender_side: false }))?;
         let (rid, host) = (f.ntb_alias_of(bb, la, idx), f.ntb(bb).host);
-        let shared = self.domains.get(&bb).map(|d| d.domain).ok_or_else(|| HostError::Invalid("adapter domain vanished".into()))?;
+        let shared = self.domains.get(&bb).map(|d| d.domain).ok_or_else(|| HostError::from(BadLend::AdapterDomainVanished { ntb: bb }))?;
         let name = format!("dl:{}:{}", f.ntb(bb).name, f.func(func).name);
         let d = crate::localdma::domain(f, host, &name)?;
         f.iommu_attach_rid(host, d, rid)?;
@@ -154,7 +157,7 @@ impl LendState {
             (None, false) => f.ntb(la).windows[self.windows.pick_whole(f, la, PAGE, "a DMA window")?].size,
         };
         held.push(self.acquire_domain(f, bb)?);
-        let d = self.domains.get_mut(&bb).ok_or_else(|| HostError::Invalid("adapter domain vanished".into()))?;
+        let d = self.domains.get_mut(&bb).ok_or_else(|| HostError::from(BadLend::AdapterDomainVanished { ntb: bb }))?;
         let domain = d.domain;
         let iova_base = d.iova.alloc(len, len.next_power_of_two().min(1 << 30)).ok_or_else(|| HostError::from(OutOf::DmaWindow { len }))?;
         held.push(Held::DomainIova { ntb: bb, iova: iova_base });
@@ -173,7 +176,7 @@ impl LendState {
     /// Take a lent device back: undo every mapping the borrower's driver left, every P2P entry
     /// to and from it, and everything the lend programmed.
     pub fn reclaim(&mut self, f: &mut Fabric, func: FuncId) -> HResult<Lend> {
-        let mut lend = self.lends.remove(&func).ok_or_else(|| HostError::Invalid(format!("{} is not lent", f.func(func).name)))?;
+        let mut lend = self.lends.remove(&func).ok_or_else(|| HostError::from(BadLend::NotLent { device: f.func(func).name.clone() }))?;
         self.revoke_target(f, func);
         for m in std::mem::take(&mut lend.maps) {
             self.release_all(f, m.held);

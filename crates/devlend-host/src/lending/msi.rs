@@ -28,7 +28,7 @@
 
 use super::windows::Windows;
 use super::{atomically, map_held, DevDomain, Held, LendMsi, LendState, Shared};
-use crate::error::{HResult, HostError};
+use crate::error::{BadLend, HResult, HostError};
 use crate::kernel::PAGE;
 use devlend_fabric::model::FuncId;
 use devlend_fabric::Fabric;
@@ -37,7 +37,7 @@ impl LendState {
     /// The lender-side address at which the borrowed device `func` reaches its borrower's MSI
     /// page; takes one reference (one interrupt vector) until `msi_release`.
     pub fn msi_acquire(&mut self, f: &mut Fabric, func: FuncId) -> HResult<u64> {
-        let l = self.lends.get_mut(&func).ok_or_else(|| HostError::Invalid(format!("{} is not borrowed", f.func(func).name)))?;
+        let l = self.lends.get_mut(&func).ok_or_else(|| HostError::from(BadLend::NotBorrowed { device: f.func(func).name.clone() }))?;
         if let Some(m) = &mut l.msi {
             m.users += 1;
             return Ok(m.addr);
@@ -52,7 +52,7 @@ impl LendState {
 
     fn open_msi(&mut self, f: &mut Fabric, la: u32, bb: u32, dev_domain: DevDomain, held: &mut Vec<Held>) -> HResult<u64> {
         held.push(self.acquire_msi_win(f, la, bb)?);
-        let addr = self.msi_wins.get(&(la, bb)).map(|s| s.addr).ok_or_else(|| HostError::Invalid("MSI window vanished".into()))?;
+        let addr = self.msi_wins.get(&(la, bb)).map(|s| s.addr).ok_or_else(|| HostError::from(BadLend::MsiWindowVanished { la, bb }))?;
         if let Some((host, d)) = dev_domain {
             held.push(map_held(f, host, d, addr, addr, PAGE, true)?);
         }

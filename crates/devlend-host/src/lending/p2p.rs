@@ -19,7 +19,7 @@
 use super::lender::need_link;
 use super::{atomically, map_held, Held, LendState, LocalP2p, P2pEntry};
 use crate::alloc::align_up;
-use crate::error::{invalid, HResult, HostError, LinkStep};
+use crate::error::{BadDma, BadLend, HResult, HostError, LinkStep};
 use crate::kernel::{Origin, PAGE};
 use devlend_fabric::model::FuncId;
 use devlend_fabric::Fabric;
@@ -43,29 +43,29 @@ impl LendState {
             let (lender_addr, held) = atomically!(self, f, held, self.p2p_entry(f, src, t, &mut held))?;
             let size = bar_size(f, t.func, t.bar)?;
             let e = P2pEntry { borrower_addr: t.view, lender_addr, size, held };
-            self.lends.get_mut(&src).ok_or_else(|| HostError::Invalid("source vanished".into()))?.p2p.insert((t.func, t.bar), e);
+            self.lends.get_mut(&src).ok_or_else(|| HostError::from(BadLend::SourceVanished { func: src }))?.p2p.insert((t.func, t.bar), e);
         }
-        let l = self.lends.get_mut(&src).ok_or_else(|| HostError::Invalid("source vanished".into()))?;
+        let l = self.lends.get_mut(&src).ok_or_else(|| HostError::from(BadLend::SourceVanished { func: src }))?;
         let dma = l.p2p[&(t.func, t.bar)].lender_addr + t.offset;
         l.resource_maps.push((dma, len));
         Ok(dma)
     }
 
     pub fn p2p_unmap(&mut self, f: &Fabric, src: FuncId, dma: u64, len: u64) -> HResult<()> {
-        let l = self.lends.get_mut(&src).ok_or_else(|| HostError::Invalid(format!("{} is not borrowed", f.func(src).name)))?;
+        let l = self.lends.get_mut(&src).ok_or_else(|| HostError::from(BadLend::NotBorrowed { device: f.func(src).name.clone() }))?;
         match l.resource_maps.iter().position(|&m| m == (dma, len)) {
             Some(i) => {
                 l.resource_maps.remove(i);
                 Ok(())
             }
-            None => invalid(format!("dma_unmap_resource: {} has no resource mapping of {len} bytes at {dma:#x}", f.func(src).name)),
+            None => Err(BadDma::NoResourceMapping { device: f.func(src).name.clone(), dma, len }.into()),
         }
     }
 
     fn p2p_entry(&mut self, f: &mut Fabric, src: FuncId, t: Target, held: &mut Vec<Held>) -> HResult<u64> {
-        let l = self.lends.get(&src).ok_or_else(|| HostError::Invalid("source is not borrowed".into()))?;
+        let l = self.lends.get(&src).ok_or_else(|| HostError::from(BadLend::SourceNotBorrowed { func: src }))?;
         let (lender, la, bb, dev_domain) = (l.lender, l.la, l.bb, l.dev_domain);
-        let b = *f.func(t.func).bars.iter().find(|b| b.index == t.bar).ok_or_else(|| HostError::Invalid("no such BAR".into()))?;
+        let b = *f.func(t.func).bars.iter().find(|b| b.index == t.bar).ok_or_else(|| HostError::from(BadLend::NoSuchBar { func: t.func, bar: t.bar }))?;
         let len = align_up(b.size, PAGE).unwrap_or(b.size);
         let addr = match t.origin {
             Origin::Local => self.map_into_window(f, la, bb, b.addr, len, true, None, None, held)?,
@@ -89,7 +89,7 @@ impl LendState {
     /// When the target is returned the entry goes; the source's own IOMMU mapping stays until its
     /// driver unmaps it, and its TLPs are refused by the NTB meanwhile.
     pub fn local_p2p_acquire(&mut self, f: &mut Fabric, src: FuncId, target: FuncId, dma: u64) -> HResult<()> {
-        let bb = self.lends.get(&target).map(|l| l.bb).ok_or_else(|| HostError::Invalid("target is not borrowed".into()))?;
+        let bb = self.lends.get(&target).map(|l| l.bb).ok_or_else(|| HostError::from(BadLend::TargetNotBorrowed { func: target }))?;
         let h = self.acquire_rid(f, bb, f.func(src).bdf)?;
         self.local_p2p.insert((src, dma), LocalP2p { target, held: vec![h] });
         Ok(())
@@ -122,5 +122,5 @@ impl LendState {
 }
 
 fn bar_size(f: &Fabric, func: FuncId, bar: u8) -> HResult<u64> {
-    f.func(func).bars.iter().find(|b| b.index == bar).map(|b| b.size).ok_or_else(|| HostError::Invalid("no such BAR".into()))
+    f.func(func).bars.iter().find(|b| b.index == bar).map(|b| b.size).ok_or_else(|| BadLend::NoSuchBar { func, bar }.into())
 }

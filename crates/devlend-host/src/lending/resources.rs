@@ -6,7 +6,7 @@
 use super::windows::{self, Windows};
 use super::{atomically, map_held, AdapterDomain, Held, LendState, RidRef, Shared};
 use crate::alloc::RangeAlloc;
-use crate::error::{HResult, HostError};
+use crate::error::{HResult, HostError, InvalidRequest};
 use crate::kernel::iova_space;
 use devlend_fabric::model::FuncId;
 use devlend_fabric::Fabric;
@@ -62,7 +62,12 @@ impl LendState {
     fn open_bar_win(&mut self, f: &mut Fabric, out: u32, func: FuncId, bar: u8, held: &mut Vec<Held>) -> HResult<u64> {
         let peer = windows::peer_in(f, out, f.func_host(func))?;
         let in_host = f.ntb(peer).host;
-        let b = *f.func(func).bars.iter().find(|b| b.index == bar).ok_or_else(|| HostError::Invalid(format!("{} has no BAR {bar}", f.func(func).name)))?;
+        let b = *f
+            .func(func)
+            .bars
+            .iter()
+            .find(|b| b.index == bar)
+            .ok_or_else(|| HostError::from(InvalidRequest::NoBar { device: f.func(func).name.clone(), bar }))?;
         let len = crate::alloc::align_up(b.size, crate::kernel::PAGE).unwrap_or(b.size);
         if f.host(in_host).iommu {
             held.push(self.acquire_domain(f, peer)?);

@@ -20,7 +20,7 @@
 //! the peer index it knows `out` by.
 
 use crate::alloc::{align_up, RangeAlloc};
-use crate::error::{HResult, HostError, MwState, MwUse, NoRoom, Unreachability};
+use crate::error::{BadLend, HResult, HostError, MwState, MwUse, NoRoom, Unreachability};
 use crate::kernel::PAGE;
 use devlend_fabric::model::HostId;
 use devlend_fabric::Fabric;
@@ -165,7 +165,7 @@ impl Windows {
         let wins = self.wins(f, m.out);
         let (keep, others): (Vec<(usize, u64)>, bool) = match (&mut wins[m.widx], m.segs) {
             (Win::Lut { segs, targets }, Some((first, n))) => {
-                segs.free(first).ok_or_else(|| HostError::Invalid(format!("window {} segment {first} was not allocated", m.widx)))?;
+                segs.free(first).ok_or_else(|| HostError::from(BadLend::SegmentNotAllocated { window: m.widx, segment: first }))?;
                 targets[first as usize..(first + n) as usize].fill(None);
                 let others = targets.iter().flatten().any(|(far, _)| *far != m.far);
                 (targets.iter().enumerate().filter_map(|(i, t)| t.filter(|(far, _)| *far == m.far).map(|(_, t)| (i, t))).collect(), others)
@@ -174,7 +174,7 @@ impl Windows {
                 *w = Win::Free;
                 (Vec::new(), false)
             }
-            _ => return Err(HostError::Invalid(format!("window {} of {} is not mapped that way", m.widx, f.ntb(m.out).name))),
+            _ => return Err(BadLend::WindowNotMapped { window: m.widx, ntb: f.ntb(m.out).name.clone() }.into()),
         };
         if keep.is_empty() && !others {
             wins[m.widx] = Win::Free;
