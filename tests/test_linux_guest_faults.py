@@ -133,8 +133,10 @@ def test_a_guest_that_never_powers_off_is_ended_with_its_console(tmp_path):
 
 
 def test_a_guest_interrupted_by_ctrl_c_is_ended_not_left_running(tmp_path):
-    """Ctrl-C (scripts/test forwards it as SIGINT) while a guest runs: the guest, in a session of
-    its own, is killed with the run, not left behind."""
+    """Ctrl-C while a guest runs (pytest without xdist, or a script calling `run`): the guest, in a
+    session of its own, is killed with the run, not left behind. Python's KeyboardInterrupt handler
+    is put back for the test: pytest-xdist's workers ignore SIGINT (scripts/test kills their guests'
+    process groups itself)."""
     topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
     init = str(tmp_path / "init").encode()
 
@@ -143,9 +145,13 @@ def test_a_guest_interrupted_by_ctrl_c_is_ended_not_left_running(tmp_path):
         while b"devlend-test-sleeping" not in _read(tmp_path / "console.log") and time.monotonic() < deadline:
             time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGINT)
-    threading.Thread(target=interrupt_once_booted, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        run(topo, "borrower", ["echo devlend-test-sleeping > /dev/console; sleep 100000"], outdir=tmp_path, timeout_s=120)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt_once_booted, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            run(topo, "borrower", ["echo devlend-test-sleeping > /dev/console; sleep 100000"], outdir=tmp_path, timeout_s=120)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert b"devlend-test-sleeping" in _read(tmp_path / "console.log")
     # Its processes (one per guest address space besides the kernel's) were sent SIGKILL; those
     # that the run does not reap finish dying a moment later.
