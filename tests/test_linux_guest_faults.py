@@ -6,6 +6,9 @@ them beside test_linux_guest.py's guest on the other worker."""
 
 import os
 import re
+import signal
+import threading
+import time
 import tomllib
 from pathlib import Path
 
@@ -127,6 +130,46 @@ def test_a_guest_that_never_powers_off_is_ended_with_its_console(tmp_path):
     assert e.value.kind == "timeout"
     assert "Linux version" in e.value.console_tail or e.value.console_tail
     assert os.path.exists(tmp_path / "console.log")
+
+
+def test_a_guest_interrupted_by_ctrl_c_is_ended_not_left_running(tmp_path):
+    """Ctrl-C while a guest runs (pytest without xdist, or a script calling `run`): the guest, in a
+    session of its own, is killed with the run, not left behind. Python's KeyboardInterrupt handler
+    is put back for the test: pytest-xdist's workers ignore SIGINT (scripts/test kills their guests'
+    process groups itself)."""
+    topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
+    init = str(tmp_path / "init").encode()
+
+    def interrupt_once_booted():
+        deadline = time.monotonic() + 60
+        while b"devlend-test-sleeping" not in _read(tmp_path / "console.log") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt_once_booted, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            run(topo, "borrower", ["echo devlend-test-sleeping > /dev/console; sleep 100000"], outdir=tmp_path, timeout_s=120)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert b"devlend-test-sleeping" in _read(tmp_path / "console.log")
+    # Its processes (one per guest address space besides the kernel's) were sent SIGKILL; those
+    # that the run does not reap finish dying a moment later.
+    deadline = time.monotonic() + 10
+    while (left := _processes_with(init)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left == []
+
+
+def _processes_with(arg: bytes) -> list[str]:
+    return [pid for pid in os.listdir("/proc") if pid.isdigit() and arg in _read(Path("/proc", pid, "cmdline"))]
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 def test_devlend_linux_run_runs_commands_in_a_guest(tmp_path):
