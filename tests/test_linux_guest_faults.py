@@ -135,8 +135,7 @@ def test_a_guest_that_never_powers_off_is_ended_with_its_console(tmp_path):
 def test_a_guest_interrupted_by_ctrl_c_is_ended_not_left_running(tmp_path):
     """Ctrl-C while a guest runs (pytest without xdist, or a script calling `run`): the guest, in a
     session of its own, is killed with the run, not left behind. Python's KeyboardInterrupt handler
-    is put back for the test: pytest-xdist's workers ignore SIGINT (scripts/test kills their guests'
-    process groups itself)."""
+    is put back for the test: pytest-xdist's workers ignore SIGINT."""
     topo = devlend.load(topo_path("nvme-back-to-back.yaml"))
     init = str(tmp_path / "init").encode()
 

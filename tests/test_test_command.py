@@ -37,7 +37,7 @@ def test_a_step_reports_the_peak_memory_of_its_largest_process(tmp_path):
 
 
 def test_ctrl_c_stops_the_command_and_the_step_still_says_how_it_ended(tmp_path):
-    """scripts/test sends SIGINT to each step's process group: the command starts with SIGINT at
+    """Ctrl-C sends SIGINT to the step's whole process group: the command starts with SIGINT at
     its default (Python's KeyboardInterrupt), although the wrapper itself ignores it."""
     code = "import time; print('ready', flush=True); time.sleep(60)"
     p = step("pytest", code, tmp_path, start_new_session=True)

@@ -223,7 +223,7 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
             raise LinuxGuestError(f"the guest of {host} did not power off within {timeout_s:g} s (wall clock); console {console}",
                                   "timeout", _tail(console)) from None
         except BaseException:
-            # Ctrl-C (KeyboardInterrupt; scripts/test sends SIGINT when stopped): the guest runs
+            # Ctrl-C (KeyboardInterrupt) or any other exception: the guest runs
             # in a session of its own, so nothing else would stop it.
             os.killpg(p.pid, 9)
             p.wait()
