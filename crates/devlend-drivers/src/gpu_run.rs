@@ -22,6 +22,7 @@ use devlend_host::{Cluster, DevId, Os, ThreadOs};
 use serde::Deserialize;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::OnceLock;
 
 /// Round trips the ping-pong kernel runs; the result is their mean.
 pub const PING_ROUNDS: u32 = 8;
@@ -33,8 +34,19 @@ struct Staging {
     chunk_bytes: u64,
 }
 
-/// The staging chunk of a GPU-to-GPU copy through RAM (params/hardware.toml `[gpu_staging]`).
+/// The staging chunk of a GPU-to-GPU copy through RAM (params/hardware.toml `[gpu_staging]`):
+/// read once per process (the file is compiled in; each read parsed all of it); an error is
+/// returned again at each call.
 pub fn staging_chunk() -> DResult<u64> {
+    static CHUNK: OnceLock<u64> = OnceLock::new();
+    if let Some(&n) = CHUNK.get() {
+        return Ok(n);
+    }
+    let n = read_staging_chunk()?;
+    Ok(*CHUNK.get_or_init(|| n))
+}
+
+fn read_staging_chunk() -> DResult<u64> {
     let bad = |problem| DeviceError::Model(ModelError::Params { field: "[gpu_staging] chunk_bytes".into(), problem });
     let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| bad(ParamsProblem::Toml(Box::new(e))))?;
     let v = t.get("gpu_staging").ok_or_else(|| bad(ParamsProblem::NoTable { table: "gpu_staging" }))?;
