@@ -48,7 +48,7 @@ pub fn staging_chunk() -> DResult<u64> {
 
 fn read_staging_chunk() -> DResult<u64> {
     let bad = |problem| DeviceError::Model(ModelError::Params { field: "[gpu_staging] chunk_bytes".into(), problem });
-    let t: toml::Value = toml::from_str(devlend_fabric::params::HARDWARE_TOML).map_err(|e| bad(ParamsProblem::Toml(Box::new(e))))?;
+    let t = devlend_fabric::params::hardware_table();
     let v = t.get("gpu_staging").ok_or_else(|| bad(ParamsProblem::NoTable { table: "gpu_staging" }))?;
     let st: Staging = v.clone().try_into().map_err(|e| bad(ParamsProblem::Toml(Box::new(e))))?;
     match st.chunk_bytes {

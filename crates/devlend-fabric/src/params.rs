@@ -3,13 +3,29 @@
 //! Device profiles and kind tables may be added while the program runs, checked as the file's
 //! are (`profiles.rs`: [`register_profiles`], [`validate`]).
 
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 mod profiles;
 pub use profiles::{register_profiles, validate, ProfileError, ProfileProblem};
 
 pub const HARDWARE_TOML: &str = include_str!("../../../params/hardware.toml");
+
+/// The compiled-in [`HARDWARE_TOML`] parsed once per process: the crates that read tables of their
+/// own (`[timing]`, `[vm]`, `[xenib]`, ...) take them from here ([`from_hardware`]) instead of each
+/// parsing the whole file again.
+pub fn hardware_table() -> &'static toml::Table {
+    static T: OnceLock<toml::Table> = OnceLock::new();
+    T.get_or_init(|| toml::from_str(HARDWARE_TOML).expect("params/hardware.toml is malformed"))
+}
+
+/// `T` (a struct naming the tables it reads) from the compiled-in file's tables
+/// ([`hardware_table`]), as `toml::from_str(HARDWARE_TOML)` would give it.
+pub fn from_hardware<T: DeserializeOwned>() -> Result<T, toml::de::Error> {
+    toml::Value::Table(hardware_table().clone()).try_into()
+}
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct CpuProfile {

@@ -16,7 +16,7 @@
 use crate::error::SpecError;
 use crate::fabric::Fabric;
 use crate::model::{FuncId, LinkId, NodeKind};
-use crate::params::{KindSetting, HARDWARE_TOML};
+use crate::params::KindSetting;
 use crate::spec::LinkSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -105,7 +105,7 @@ pub fn default_timing() -> &'static Arc<Timing> {
         timing: Timing,
     }
     static T: OnceLock<Arc<Timing>> = OnceLock::new();
-    T.get_or_init(|| Arc::new(toml::from_str::<File>(HARDWARE_TOML).expect("[timing] in params/hardware.toml is malformed").timing))
+    T.get_or_init(|| Arc::new(crate::params::from_hardware::<File>().expect("[timing] in params/hardware.toml is malformed").timing))
 }
 
 /// The `params` section of a topology description. Keys are constants; values are integers in
@@ -146,7 +146,7 @@ pub fn default_limits() -> Limits {
         limits: Limits,
     }
     static L: OnceLock<Limits> = OnceLock::new();
-    *L.get_or_init(|| toml::from_str::<File>(HARDWARE_TOML).expect("[limits] in params/hardware.toml is malformed").limits)
+    *L.get_or_init(|| crate::params::from_hardware::<File>().expect("[limits] in params/hardware.toml is malformed").limits)
 }
 
 /// A host's root complex and CPU as requester.

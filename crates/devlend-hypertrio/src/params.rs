@@ -90,7 +90,7 @@ struct File {
 
 pub fn params() -> &'static HyperTrioParams {
     static P: OnceLock<HyperTrioParams> = OnceLock::new();
-    P.get_or_init(|| toml::from_str::<File>(devlend_fabric::params::HARDWARE_TOML).expect("[hypertrio] in params/hardware.toml is malformed").hypertrio)
+    P.get_or_init(|| devlend_fabric::params::from_hardware::<File>().expect("[hypertrio] in params/hardware.toml is malformed").hypertrio)
 }
 
 impl HyperTrioParams {

@@ -31,7 +31,7 @@ pub struct RdmaParams {
 
 pub fn params() -> &'static RdmaParams {
     static P: OnceLock<RdmaParams> = OnceLock::new();
-    P.get_or_init(|| toml::from_str(devlend_fabric::params::HARDWARE_TOML).expect("[cpu_store]/[rdma_sw] in params/hardware.toml are malformed"))
+    P.get_or_init(|| devlend_fabric::params::from_hardware().expect("[cpu_store]/[rdma_sw] in params/hardware.toml are malformed"))
 }
 
 #[cfg(test)]

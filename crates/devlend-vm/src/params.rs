@@ -19,7 +19,7 @@ struct File {
 
 pub fn params() -> &'static VmParams {
     static P: OnceLock<VmParams> = OnceLock::new();
-    P.get_or_init(|| toml::from_str::<File>(devlend_fabric::params::HARDWARE_TOML).expect("[vm] in params/hardware.toml is malformed").vm)
+    P.get_or_init(|| devlend_fabric::params::from_hardware::<File>().expect("[vm] in params/hardware.toml is malformed").vm)
 }
 
 #[cfg(test)]

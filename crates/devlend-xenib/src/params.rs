@@ -53,7 +53,7 @@ struct File {
 
 pub fn params() -> &'static XenIbParams {
     static P: OnceLock<XenIbParams> = OnceLock::new();
-    P.get_or_init(|| toml::from_str::<File>(devlend_fabric::params::HARDWARE_TOML).expect("[xenib] in params/hardware.toml is malformed").xenib)
+    P.get_or_init(|| devlend_fabric::params::from_hardware::<File>().expect("[xenib] in params/hardware.toml is malformed").xenib)
 }
 
 #[cfg(test)]

@@ -41,9 +41,7 @@ struct File {
 
 pub fn params() -> &'static HcaParams {
     static P: OnceLock<HcaParams> = OnceLock::new();
-    P.get_or_init(|| {
-        toml::from_str::<File>(devlend_fabric::params::HARDWARE_TOML).expect("the HCA's values in [xenib] of params/hardware.toml are malformed").xenib
-    })
+    P.get_or_init(|| devlend_fabric::params::from_hardware::<File>().expect("the HCA's values in [xenib] of params/hardware.toml are malformed").xenib)
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ struct Table {
 /// The `[ntb_dma]` table of the parameters compiled into the core.
 pub fn ntb_dma() -> &'static NtbDma {
     static P: OnceLock<NtbDma> = OnceLock::new();
-    P.get_or_init(|| toml::from_str::<Table>(devlend_fabric::params::HARDWARE_TOML).expect("[ntb_dma] in params/hardware.toml is malformed").ntb_dma)
+    P.get_or_init(|| devlend_fabric::params::from_hardware::<Table>().expect("[ntb_dma] in params/hardware.toml is malformed").ntb_dma)
 }
 
 #[cfg(test)]
