@@ -22,7 +22,6 @@ use devlend_host::{Cluster, DevId, Os, ThreadOs};
 use serde::Deserialize;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::sync::OnceLock;
 
 /// Round trips the ping-pong kernel runs; the result is their mean.
 pub const PING_ROUNDS: u32 = 8;
@@ -34,19 +33,9 @@ struct Staging {
     chunk_bytes: u64,
 }
 
-/// The staging chunk of a GPU-to-GPU copy through RAM (params/hardware.toml `[gpu_staging]`):
-/// read once per process (the file is compiled in; each read parsed all of it); an error is
-/// returned again at each call.
+/// The staging chunk of a GPU-to-GPU copy through RAM (params/hardware.toml `[gpu_staging]`, from
+/// the file's one parse per process, `devlend_fabric::params::hardware_table`).
 pub fn staging_chunk() -> DResult<u64> {
-    static CHUNK: OnceLock<u64> = OnceLock::new();
-    if let Some(&n) = CHUNK.get() {
-        return Ok(n);
-    }
-    let n = read_staging_chunk()?;
-    Ok(*CHUNK.get_or_init(|| n))
-}
-
-fn read_staging_chunk() -> DResult<u64> {
     let bad = |problem| DeviceError::Model(ModelError::Params { field: "[gpu_staging] chunk_bytes".into(), problem });
     let t = devlend_fabric::params::hardware_table();
     let v = t.get("gpu_staging").ok_or_else(|| bad(ParamsProblem::NoTable { table: "gpu_staging" }))?;
