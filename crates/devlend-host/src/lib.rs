@@ -8,15 +8,15 @@
 //!   hot-added borrowed ones), BAR addresses, a deterministic page allocator.
 //! - [`os`]: [`HostOs`], the interface drivers are written against: PCI, memory, and the Linux
 //!   DMA API (`dma_map_single`, `dma_map_sg`, `dma_alloc_coherent`, `dma_map_resource`, ...,
-//!   in `dma`). For a local device it maps through the host's IOMMU (one domain per device) or
+//!   in [`timed`], after `ThreadOs`). For a local device it maps through the host's IOMMU (one domain per device) or
 //!   returns physical addresses ([`localdma`]); for a borrowed device the borrower agent
-//!   intercepts it and maps the buffer into the lender's DMA window (`dma` too: a borrowed
+//!   intercepts it and maps the buffer into the lender's DMA window (there too: a borrowed
 //!   device's mapping is followed in one file, down to the IOMMU mapping it holds for undo).
 //!   Interrupts: MSI-X `request_irq`/`free_irq` and per-vector counts ([`irq`]); legacy INTx
 //!   and the hooks the VM layer forwards interrupts with (`forward`).
 //! - `lending`: the lender and borrower agents of seed 000 §4 (DMA window through the NTB,
 //!   requester-ID LUT, BARs through window segments, borrower-side IOMMU mappings (those of a
-//!   driver's buffers are in `dma`), hot-add, the borrower's MSI page mapped through the
+//!   driver's buffers are in [`timed`]), hot-add, the borrower's MSI page mapped through the
 //!   lender's NTB: "reverse mappings for DMA and MSI")
 //!   and the multi-device peer-to-peer resolution of §6 (three cases), with the policies for the
 //!   lender's IOMMU ("Rem-IOMMU", §7.1) written down in its module docs.
@@ -32,7 +32,6 @@
 pub mod alloc;
 pub mod api;
 pub mod cluster;
-mod dma;
 pub mod error;
 pub mod fault;
 mod forward;

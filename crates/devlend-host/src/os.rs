@@ -6,7 +6,7 @@
 //!   config accesses to a borrowed device are forwarded to the device in the lender.
 //! - Memory: `kmalloc`/`kfree` (page granular), CPU `write`/`read` (memcpy, writel, readl).
 //! - DMA API: `dma_map_single`, `dma_map_sg`, `dma_alloc_coherent`, `dma_map_resource` and their
-//!   unmaps, in `crate::dma` (a local device's mappings and a borrowed device's, through Device
+//!   unmaps, in `crate::timed` after `ThreadOs` (a local device's mappings and a borrowed device's, through Device
 //!   Lending's DMA window, in one place).
 //! - Interrupts: `pci_msix_vec_count`, `request_irq`/`free_irq` (MSI-X; see `irq` for what is
 //!   modelled and from where), `handle_irqs`, `irq_count`, `irq_spurious`. For a borrowed device

@@ -1,6 +1,6 @@
 //! Device Lending (000 §4, §6): the lender and borrower agents and the fabric resources they hold.
 //! The borrower's side of the DMA API (a driver's buffer mapped into the lender's DMA window) is
-//! with the rest of the DMA API in `crate::dma`; the lender's opening of that window is here
+//! with the rest of the DMA API in `crate::timed`; the lender's opening of that window is here
 //! (`lender`), as are peer-to-peer (`p2p`) and MSI (`msi`) mappings.
 //!
 //! Every piece of programming is a *held resource* (`Held`) with exactly one way to undo it.
@@ -193,4 +193,4 @@ macro_rules! atomically {
 }
 pub(crate) use atomically;
 
-pub(crate) use crate::dma::map_held;
+pub(crate) use crate::timed::map_held;
