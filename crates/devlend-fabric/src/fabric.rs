@@ -3,8 +3,8 @@
 //! Python layer and later the timing engine hold.
 
 use crate::config::{self, ConfigState, WriteEffect};
-use crate::error::{BadAddress, BadIommu, BadNtb, BadRequest, FResult, FabricError, SpecError, Unknown};
-use crate::iommu::{DomainId, Iommu};
+use crate::error::{BadAddress, BadNtb, BadRequest, FResult, FabricError, SpecError, Unknown};
+use crate::iommu::Iommu;
 use crate::memory::SparseMem;
 use crate::model::*;
 use crate::ntb::NtbState;
@@ -531,83 +531,6 @@ impl Fabric {
             },
             _ => out.fill(0xff),
         }
-    }
-
-    // ----- IOMMU API -------------------------------------------------------------------------
-
-    fn iommu_on(&self, host: HostId) -> FResult<()> {
-        if !self.hosts[host as usize].iommu {
-            return Err(BadIommu::Disabled { host: self.hosts[host as usize].name.clone() }.into());
-        }
-        Ok(())
-    }
-
-    pub fn iommu_domain_alloc(&mut self, host: HostId, name: &str) -> FResult<DomainId> {
-        self.iommu_on(host)?;
-        self.iommus[host as usize].domain_alloc(name)
-    }
-
-    pub fn iommu_domain(&self, host: HostId, name: &str) -> FResult<DomainId> {
-        self.iommus[host as usize]
-            .domain_by_name(name)
-            .ok_or_else(|| Unknown::Domain { host: self.hosts[host as usize].name.clone(), name: name.into() }.into())
-    }
-
-    /// The requester IDs a function issues DMA under: its own, plus an NTB's aliases.
-    pub fn dma_rids(&self, f: FuncId) -> Vec<Bdf> {
-        let mut v = vec![self.funcs[f as usize].bdf];
-        if let NodeKind::Ntb { ntb } = self.nodes[self.funcs[f as usize].node as usize].kind {
-            v.extend(self.ntb_dma_aliases(ntb));
-        }
-        v
-    }
-
-    /// iommu_attach_device: the function (with its DMA aliases) now translates through `domain`.
-    pub fn iommu_attach(&mut self, host: HostId, domain: DomainId, f: FuncId) -> FResult<()> {
-        self.iommu_on(host)?;
-        if self.func_host(f) != host {
-            return Err(BadIommu::NotInHost { function: self.funcs[f as usize].name.clone(), host: self.hosts[host as usize].name.clone() }.into());
-        }
-        let rids = self.dma_rids(f);
-        self.iommus[host as usize].attach(domain, &rids);
-        self.invalidate_routes();
-        Ok(())
-    }
-
-    /// Point the context entry of one requester ID at `domain` (one DMA alias of a function,
-    /// e.g. the far-side ID of one NTB LUT entry, given its own domain).
-    pub fn iommu_attach_rid(&mut self, host: HostId, domain: DomainId, rid: Bdf) -> FResult<()> {
-        self.iommu_on(host)?;
-        if domain as usize >= self.iommus[host as usize].domains.len() {
-            return Err(Unknown::DomainId { domain }.into());
-        }
-        self.iommus[host as usize].attach(domain, &[rid]);
-        self.invalidate_routes();
-        Ok(())
-    }
-
-    pub fn iommu_detach(&mut self, host: HostId, f: FuncId) -> FResult<()> {
-        let rids = self.dma_rids(f);
-        self.iommus[host as usize].detach(&rids);
-        self.invalidate_routes();
-        Ok(())
-    }
-
-    pub fn iommu_map(&mut self, host: HostId, domain: DomainId, iova: u64, paddr: u64, size: u64, write: bool) -> FResult<()> {
-        self.iommu_on(host)?;
-        let h = &self.hosts[host as usize];
-        if paddr.checked_add(size).is_none_or(|e| e > h.phys_limit()) {
-            return Err(BadIommu::BeyondPhys { paddr, size, host: h.name.clone() }.into());
-        }
-        self.iommus[host as usize].map(domain, iova, paddr, size, write)?;
-        self.invalidate_routes();
-        Ok(())
-    }
-
-    pub fn iommu_unmap(&mut self, host: HostId, domain: DomainId, iova: u64, size: u64) -> FResult<u64> {
-        let n = self.iommus[host as usize].unmap(domain, iova, size)?;
-        self.invalidate_routes();
-        Ok(n)
     }
 
     // ----- PCI config space ------------------------------------------------------------------

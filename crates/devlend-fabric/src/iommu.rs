@@ -12,7 +12,9 @@
 //! be translated (Linux enables ACS redirect in the switches; see `route`). Device Lending maps
 //! DMA buffers on the borrower through this IOMMU into the window the lender opens (000 §4).
 
-use crate::error::{BadIommu, FResult};
+use crate::error::{BadIommu, FResult, Unknown};
+use crate::fabric::Fabric;
+use crate::model::{FuncId, HostId, NodeKind};
 use crate::params::params;
 use devlend_wire::Bdf;
 use rustc_hash::FxHashMap;
@@ -353,6 +355,86 @@ impl Iommu {
         } else {
             self.faults_dropped += 1;
         }
+    }
+}
+
+/// The IOMMU API (Linux include/linux/iommu.h: `iommu_domain_alloc`, `iommu_attach_device`,
+/// `iommu_map`, `iommu_unmap`, ...) on a host's IOMMU: what software programs, each change
+/// dropping the cached routes ([`Fabric::invalidate_routes`]).
+impl Fabric {
+    fn iommu_on(&self, host: HostId) -> FResult<()> {
+        if !self.hosts[host as usize].iommu {
+            return Err(BadIommu::Disabled { host: self.hosts[host as usize].name.clone() }.into());
+        }
+        Ok(())
+    }
+
+    pub fn iommu_domain_alloc(&mut self, host: HostId, name: &str) -> FResult<DomainId> {
+        self.iommu_on(host)?;
+        self.iommus[host as usize].domain_alloc(name)
+    }
+
+    pub fn iommu_domain(&self, host: HostId, name: &str) -> FResult<DomainId> {
+        self.iommus[host as usize]
+            .domain_by_name(name)
+            .ok_or_else(|| Unknown::Domain { host: self.hosts[host as usize].name.clone(), name: name.into() }.into())
+    }
+
+    /// The requester IDs a function issues DMA under: its own, plus an NTB's aliases.
+    pub fn dma_rids(&self, f: FuncId) -> Vec<Bdf> {
+        let mut v = vec![self.funcs[f as usize].bdf];
+        if let NodeKind::Ntb { ntb } = self.nodes[self.funcs[f as usize].node as usize].kind {
+            v.extend(self.ntb_dma_aliases(ntb));
+        }
+        v
+    }
+
+    /// iommu_attach_device: the function (with its DMA aliases) now translates through `domain`.
+    pub fn iommu_attach(&mut self, host: HostId, domain: DomainId, f: FuncId) -> FResult<()> {
+        self.iommu_on(host)?;
+        if self.func_host(f) != host {
+            return Err(BadIommu::NotInHost { function: self.funcs[f as usize].name.clone(), host: self.hosts[host as usize].name.clone() }.into());
+        }
+        let rids = self.dma_rids(f);
+        self.iommus[host as usize].attach(domain, &rids);
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    /// Point the context entry of one requester ID at `domain` (one DMA alias of a function,
+    /// e.g. the far-side ID of one NTB LUT entry, given its own domain).
+    pub fn iommu_attach_rid(&mut self, host: HostId, domain: DomainId, rid: Bdf) -> FResult<()> {
+        self.iommu_on(host)?;
+        if domain as usize >= self.iommus[host as usize].domains.len() {
+            return Err(Unknown::DomainId { domain }.into());
+        }
+        self.iommus[host as usize].attach(domain, &[rid]);
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    pub fn iommu_detach(&mut self, host: HostId, f: FuncId) -> FResult<()> {
+        let rids = self.dma_rids(f);
+        self.iommus[host as usize].detach(&rids);
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    pub fn iommu_map(&mut self, host: HostId, domain: DomainId, iova: u64, paddr: u64, size: u64, write: bool) -> FResult<()> {
+        self.iommu_on(host)?;
+        let h = &self.hosts[host as usize];
+        if paddr.checked_add(size).is_none_or(|e| e > h.phys_limit()) {
+            return Err(BadIommu::BeyondPhys { paddr, size, host: h.name.clone() }.into());
+        }
+        self.iommus[host as usize].map(domain, iova, paddr, size, write)?;
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    pub fn iommu_unmap(&mut self, host: HostId, domain: DomainId, iova: u64, size: u64) -> FResult<u64> {
+        let n = self.iommus[host as usize].unmap(domain, iova, size)?;
+        self.invalidate_routes();
+        Ok(n)
     }
 }
 
