@@ -11,6 +11,18 @@
 //! domains with private I/O virtual address spaces, so peer-to-peer TLPs must climb to the root to
 //! be translated (Linux enables ACS redirect in the switches; see `route`). Device Lending maps
 //! DMA buffers on the borrower through this IOMMU into the window the lender opens (000 §4).
+//!
+//! The IOMMU whole, in this order (the unit tests are `iommu_tests.rs`):
+//! 1. faults and translations (`FaultReason`, `Fault`, `Translation`; VT-d §7.2);
+//! 2. the second-level page table (`PageTable`: map, clear, walk; VT-d §3.6);
+//! 3. a host's IOMMU (`Iommu`: domains, context entries §3.4.3, `Iommu::map`, `Iommu::unmap`,
+//!    `Iommu::translate`, the fault log);
+//! 4. the IOMMU API software programs it through, on `Fabric` (Linux include/linux/iommu.h:
+//!    `iommu_domain_alloc`, `iommu_attach` (`iommu_attach_device`), `iommu_attach_rid`,
+//!    `iommu_detach`, `iommu_map`, `iommu_unmap`; each change drops the cached routes);
+//! 5. `remap`: the router's IOMMU piece, where a walk (`crate::route`) meets the IOMMU at the
+//!    root complex: `Fabric::translate` (DMA remapping, VT-d §3) and `Fabric::remap_interrupt`
+//!    (interrupt remapping, §5, the table in `crate::intremap`).
 
 use crate::error::{BadIommu, FResult, Unknown};
 use crate::fabric::Fabric;
@@ -41,6 +53,16 @@ impl FaultReason {
             FaultReason::NotPresent => "second-level page entry not present",
             FaultReason::WriteDenied => "write to a read-only mapping",
             FaultReason::AddressWidth => "address beyond the IOMMU's address width",
+        }
+    }
+
+    /// The short name of the fault, as events and JSON report it.
+    pub fn code(self) -> &'static str {
+        match self {
+            FaultReason::NoContext => "no-context",
+            FaultReason::NotPresent => "not-present",
+            FaultReason::WriteDenied => "write-denied",
+            FaultReason::AddressWidth => "address-width",
         }
     }
 }
@@ -435,6 +457,47 @@ impl Fabric {
         let n = self.iommus[host as usize].unmap(domain, iova, size)?;
         self.invalidate_routes();
         Ok(n)
+    }
+}
+
+mod remap {
+    //! The router's IOMMU piece, at the root complex (Intel VT-d 3.0 §3 DMA remapping, §5
+    //! interrupt remapping; the tables are the rest of this file and `crate::intremap`): a device's
+    //! request arriving from a root port is translated from its I/O virtual address to a physical
+    //! one, and an MSI write is checked against the interrupt remapping table. Either failing ends
+    //! the walk (`crate::route`'s root piece calls both).
+
+    use super::Fault;
+    use crate::fabric::Fabric;
+    use crate::model::HostId;
+    use crate::route::walk::{fail, Next, Walk};
+    use crate::route::{Failure, HopKind};
+    use std::ops::ControlFlow::Continue;
+
+    impl Fabric {
+        /// Translate the walk's address through `host`'s IOMMU (a hop with the page size), for a
+        /// write or a read as the TLP's kind says.
+        #[inline(always)]
+        pub(crate) fn translate(&self, w: &mut Walk, host: HostId) -> Next<()> {
+            let write = w.tlp.access().is_write();
+            match self.iommus[host as usize].translate(w.tlp.requester, w.tlp.addr, write) {
+                Ok(t) => {
+                    w.tlp.addr = t.addr;
+                    w.push(HopKind::Iommu, self.hosts[host as usize].rc, t.page_size);
+                    Continue(())
+                }
+                Err(reason) => fail(Failure::Iommu { host, fault: Fault { requester: w.tlp.requester, addr: w.tlp.addr, write, reason } }),
+            }
+        }
+
+        /// An MSI write passes `host`'s interrupt remapping table, when it has one.
+        #[inline(always)]
+        pub(crate) fn remap_interrupt(&self, w: &Walk, host: HostId) -> Next<()> {
+            if let Some(Err(fault)) = self.iommus[host as usize].irt.as_ref().map(|t| t.lookup(w.tlp.addr, w.tlp.requester)) {
+                return fail(Failure::Interrupt { host, rid: w.tlp.requester, addr: w.tlp.addr, fault });
+            }
+            Continue(())
+        }
     }
 }
 

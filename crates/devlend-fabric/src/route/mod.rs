@@ -24,7 +24,9 @@
 //! The data path of a transfer bounced through RAM is the write route plus the completion route
 //! of the read. On the expansion-chassis testbed this gives 000 §7.3's 7 and 21 hops.
 //!
-//! The router in pieces, one per kind of component, each a file of this module:
+//! The router in pieces, one per kind of component, each a file of this module (the IOMMU's
+//! piece, DMA remapping of a request and interrupt remapping of an MSI write, is `remap` in
+//! `crate::iommu`, beside the tables it reads):
 //! - `walk`: a TLP's walk, request (address-routed) or completion (ID-routed), from the wire
 //!   crate's `TlpHeader` and where the TLP starts ([`Fabric::walk_tlp`]): which piece acts
 //!   next, until the TLP is delivered or fails;
@@ -32,21 +34,19 @@
 //! - `switch`: a switch's forwarding, by address or by bus number, with ACS redirect;
 //! - `root`: the root complex: MSI, RAM, root ports, peer-to-peer through the root, the CPU's
 //!   completions;
-//! - `iommu`: DMA remapping of a request, and interrupt remapping of an MSI write;
 //! - `ntb`: an NTB crossing into the peer's domain (memory window, requester-ID LUT, cable,
 //!   cluster switch) and a completion's way back through the reverse LUT;
 //! - `endpoint`: which BAR of an endpoint decodes an address.
 
 mod endpoint;
-mod iommu;
 mod link;
 mod ntb;
 mod root;
 mod switch;
-mod walk;
+pub(crate) mod walk;
 
 use crate::fabric::Fabric;
-use crate::iommu::{Fault, FaultReason};
+use crate::iommu::Fault;
 use crate::model::*;
 use devlend_wire::{Access, Bdf, TlpHeader, TlpKind};
 use walk::Walk;
@@ -312,15 +312,5 @@ impl Fabric {
         let mut w = Walk::new(cpl, host);
         let outcome = self.walk_completion(&mut w, from);
         Route { access: Access::Read, hops: w.hops, outcome, completion: None }
-    }
-}
-impl FaultReason {
-    pub fn code(self) -> &'static str {
-        match self {
-            FaultReason::NoContext => "no-context",
-            FaultReason::NotPresent => "not-present",
-            FaultReason::WriteDenied => "write-denied",
-            FaultReason::AddressWidth => "address-width",
-        }
     }
 }

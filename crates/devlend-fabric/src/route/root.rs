@@ -1,6 +1,6 @@
 //! The root complex (PCIe Base 3.0 §1.3.1): where the CPU's requests start and completions to it
 //! end, and where a device's request arriving from a root port is an interrupt (the MSI range,
-//! §6.1.4), or is translated by the IOMMU when it is on (`iommu`), then goes to RAM, or down
+//! §6.1.4), or is translated by the IOMMU when it is on (`crate::iommu`'s `remap`), then goes to RAM, or down
 //! another root port when the CPU profile allows peer-to-peer through the root (§1.3.1 leaves it
 //! optional), else is an Unsupported Request. Completions are ID-routed down the root port whose
 //! bus range holds the requester.

@@ -18,7 +18,7 @@ use devlend_wire::{TlpHeader, TlpKind};
 use std::ops::ControlFlow::{self, Break, Continue};
 
 /// What a piece of the router returns: the next step, or the walk's end.
-pub(super) type Next<S> = ControlFlow<Outcome, S>;
+pub(crate) type Next<S> = ControlFlow<Outcome, S>;
 
 /// Where a request goes next.
 pub(super) enum Step {
@@ -39,7 +39,7 @@ pub(super) enum IdStep {
     Rc { host: HostId, from_port: bool },
 }
 
-pub(super) struct Walk {
+pub(crate) struct Walk {
     pub hops: Vec<Hop>,
     /// The TLP as it is here: its address and requester ID in the current host's domain.
     pub tlp: TlpHeader,
@@ -85,7 +85,7 @@ impl Walk {
 
 /// The walk ends here with `f`.
 #[inline]
-pub(super) fn fail<S>(f: Failure) -> Next<S> {
+pub(crate) fn fail<S>(f: Failure) -> Next<S> {
     Break(Outcome::Failed(f))
 }
 
