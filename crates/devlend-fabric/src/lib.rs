@@ -79,8 +79,8 @@ pub mod transfer;
 pub mod tuning;
 
 pub use error::{BadAddress, BadIommu, BadNtb, BadRequest, FabricError, SpecError, Unknown};
-pub use fabric::{CarriedRoute, Fabric};
-pub use route::{Arrival, Hop, HopKind, Outcome, Requester, Route, Target};
+pub use fabric::Fabric;
+pub use route::{Arrival, CarriedRoute, Hop, HopKind, Outcome, Requester, Route, Target};
 
 /// Build and enumerate a fabric from a description, then apply its setup section.
 pub fn build(spec: &spec::TopologySpec) -> Result<Fabric, SpecError> {

@@ -38,7 +38,9 @@
 //!   cluster switch) and a completion's way back through the reverse LUT;
 //! - `endpoint`: which BAR of an endpoint decodes an address.
 
+mod cache;
 mod endpoint;
+mod landing;
 mod link;
 mod ntb;
 mod root;
@@ -50,6 +52,9 @@ use crate::iommu::Fault;
 use crate::model::*;
 use devlend_wire::{Access, Bdf, TlpHeader, TlpKind};
 use walk::Walk;
+
+pub use cache::CarriedRoute;
+pub(crate) use cache::RouteKey;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HopKind {
