@@ -1,6 +1,6 @@
 //! What outer layers may ask of a [`Fabric`] and the few direct changes they may make. Every
-//! other change goes through the Linux-named interfaces (`ntb_api`, the IOMMU API and config
-//! space in `fabric`, `intremap`) or the injected faults (`link`, `aer`).
+//! other change goes through the Linux-named interfaces (`ntb_api`, the IOMMU API in `iommu`,
+//! config space in `fabric`, `intremap`) or the injected faults (`link`, `aer`).
 
 use crate::cluster::{ClusterSwitchInfo, TrainedDown};
 use crate::config::ConfigState;

@@ -1,16 +1,20 @@
 //! `Fabric`: the whole cluster after enumeration, with the state software programs (IOMMUs, NTBs,
 //! config space), functional memory, a route cache and an event log. This is the object the
 //! Python layer and later the timing engine hold.
+//!
+//! This file holds what is off a TLP's walk: the struct and its assembly, name lookups and
+//! address expressions, the memory digest, PCI config space and the set-up programs. Where a
+//! TLP goes, the route cache and the bytes stored along a route are `route`; the IOMMU API is
+//! `iommu`; the NTB API `ntb_api`; queries and the few direct changes `access`.
 
 use crate::config::{self, ConfigState, WriteEffect};
-use crate::error::{BadAddress, BadIommu, BadNtb, BadRequest, FResult, FabricError, SpecError, Unknown};
-use crate::iommu::{DomainId, Iommu};
+use crate::error::{BadAddress, BadNtb, BadRequest, FResult, FabricError, SpecError, Unknown};
+use crate::iommu::Iommu;
 use crate::memory::SparseMem;
 use crate::model::*;
 use crate::ntb::NtbState;
-use crate::route::{Arrival, Failure, Hop, Outcome, Requester, Route, Target};
+use crate::route::{Requester, Route};
 use crate::spec::{Addr, DeviceKind, SetupOp};
-use devlend_wire::{Access, Bdf, TlpHeader};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
@@ -32,8 +36,6 @@ pub struct DeviceInfo {
 }
 
 pub use crate::events::{Event, EventLog};
-
-const PAGE: u64 = 0x1000;
 
 /// The whole cluster after enumeration. Its fields are the fabric crate's own: outer layers ask
 /// through queries (`hosts`, `func(id)`, `ntb(id)`, `iommu(host)`, `events`, ... in `access`)
@@ -71,9 +73,9 @@ pub struct Fabric {
     func_names: FxHashMap<String, FuncId>,
     /// Each host's functions, in id order (functions are only added when the fabric is built).
     pub(crate) host_funcs: Vec<Vec<FuncId>>,
-    cache: FxHashMap<RouteKey, Arc<Route>>,
+    pub(crate) cache: FxHashMap<crate::route::RouteKey, Arc<Route>>,
     /// Moved on by every `invalidate_routes` ([`Fabric::route_generation`]).
-    route_generation: u64,
+    pub(crate) route_generation: u64,
     /// Each host's decoding BARs by address, made when first asked; dropped with `cache`.
     pub(crate) decoding_bars: crate::decoding::DecodingBars,
     pub(crate) cache_hits: u64,
@@ -252,135 +254,7 @@ impl Fabric {
         None
     }
 
-    // ----- routing ---------------------------------------------------------------------------
-
-    /// Route with the cache: the route of the TLP `header` from `origin`. Every decision on a
-    /// route is uniform across a 4 KiB page (BARs, windows, IOMMU pages and NTB translations are
-    /// page-aligned), so a route computed for a page serves every address in it, shifted by the
-    /// offset. Only delivered routes are cached.
-    pub fn route_tlp(&mut self, origin: Requester, header: &TlpHeader) -> Arc<Route> {
-        let key = RouteKey::of(origin, header);
-        let off = header.addr & (PAGE - 1);
-        if let Some(r) = self.cache.get(&key) {
-            if off == 0 {
-                self.cache_hits += 1;
-                return r.clone();
-            }
-            if let Some(shifted) = self.shift(r, off) {
-                self.cache_hits += 1;
-                return Arc::new(shifted);
-            }
-        }
-        self.cache_misses += 1;
-        let base = self.walk_tlp(origin, &TlpHeader { addr: key.page, ..*header });
-        // MSI routes are not cached: with interrupt remapping the handle lies in address bits
-        // inside the page (bits 11:5), so the page does not decide the outcome.
-        if base.delivered().is_some()
-            && !matches!(base.outcome, Outcome::Delivered(Target::Msi { .. }))
-            && base.completion.as_ref().is_none_or(|c| c.delivered().is_some())
-        {
-            let base = Arc::new(base);
-            self.cache.insert(key, base.clone());
-            if off == 0 {
-                return base;
-            }
-            if let Some(s) = self.shift(&base, off) {
-                return Arc::new(s);
-            }
-        }
-        Arc::new(self.walk_tlp(origin, header))
-    }
-
-    /// [`Fabric::route_tlp`] of `req`'s `access` at `addr` (its [`Fabric::request_header`]).
-    pub fn route(&mut self, req: Requester, addr: u64, access: Access) -> Arc<Route> {
-        let header = self.request_header(req, addr, access);
-        self.route_tlp(req, &header)
-    }
-
-    /// [`Fabric::route_tlp`], and the route of the TLP's page for its flow to carry to where its
-    /// TLPs land ([`Fabric::arrival_along`]): none where the route is not one the cache keeps (a
-    /// failure, an MSI).
-    pub fn route_to_carry(&mut self, origin: Requester, header: &TlpHeader) -> (Arc<Route>, Option<CarriedRoute>) {
-        let route = self.route_tlp(origin, header);
-        (route, self.carry(RouteKey::of(origin, header)))
-    }
-
-    /// The cached route of `key`'s page, stamped with the route generation now.
-    fn carry(&self, key: RouteKey) -> Option<CarriedRoute> {
-        self.cache.get(&key).map(|r| CarriedRoute { key, route: r.clone(), generation: self.route_generation })
-    }
-
-    /// How many times routes have changed: every change that can alter a route (an IOMMU map or
-    /// unmap, an NTB window or LUT change, a link or port down, config space, ...) drops the
-    /// cached routes and moves this on ([`Fabric::invalidate_routes`]). A carried route stands
-    /// for its page while this has not moved.
-    pub fn route_generation(&self) -> u64 {
-        self.route_generation
-    }
-
-    /// The outcome alone, from the cache: the fast path for data movement and benchmarks.
-    pub fn lookup(&mut self, req: Requester, addr: u64, access: Access) -> Outcome {
-        let header = self.request_header(req, addr, access);
-        match self.delivered(req, &header) {
-            Ok((target, _)) => Outcome::Delivered(target),
-            Err(f) => Outcome::Failed(f),
-        }
-    }
-
-    /// Where a TLP with `header` from `origin` arrives now, and its header as the path rewrote
-    /// it there (an NTB's address and requester-ID translation, the IOMMU's translation), from
-    /// the cache (one route per page; see [`Fabric::route_tlp`]).
-    pub fn arrival(&mut self, origin: Requester, header: &TlpHeader) -> Result<Arrival, Failure> {
-        self.arrival_along(&mut None, origin, header)
-    }
-
-    /// [`Fabric::arrival`] along the route `carried` while it stands for this TLP: the same
-    /// origin, requester ID, kind and page, and the route generation unchanged since it was
-    /// found, so the cache would hand back that very route; nothing is looked up or walked.
-    /// Otherwise (another page, or routes changed since: an unmap between the TLP's issue and its
-    /// landing acts on it here) the arrival is found as [`Fabric::arrival`] finds it, and
-    /// `carried` becomes the route of this TLP's page now.
-    pub fn arrival_along(&mut self, carried: &mut Option<CarriedRoute>, origin: Requester, header: &TlpHeader) -> Result<Arrival, Failure> {
-        let key = RouteKey::of(origin, header);
-        let off = header.addr & (PAGE - 1);
-        if let Some(c) = carried.as_ref().filter(|c| c.key == key && c.generation == self.route_generation) {
-            if let Some(target) = shift_target(c.route.outcome, off, self) {
-                let last = c.route.hops.last().map(|h| Hop { addr: h.addr + off, ..*h });
-                return Ok(rewritten(header, target, last));
-            }
-        }
-        let found = self.delivered(origin, header);
-        *carried = self.carry(key);
-        found.map(|(target, last)| rewritten(header, target, last))
-    }
-
-    /// Where a TLP with `header` from `origin` is delivered, with the last hop of its route (at
-    /// the header's address).
-    fn delivered(&mut self, origin: Requester, header: &TlpHeader) -> Result<(Target, Option<Hop>), Failure> {
-        let key = RouteKey::of(origin, header);
-        let off = header.addr & (PAGE - 1);
-        if let Some(r) = self.cache.get(&key) {
-            if let Some(target) = shift_target(r.outcome, off, self) {
-                self.cache_hits += 1;
-                return Ok((target, r.hops.last().map(|h| Hop { addr: h.addr + off, ..*h })));
-            }
-        }
-        let r = self.route_tlp(origin, header);
-        match r.outcome {
-            Outcome::Delivered(target) => Ok((target, r.hops.last().copied())),
-            Outcome::Failed(f) => Err(f),
-        }
-    }
-
-    fn shift(&self, r: &Route, off: u64) -> Option<Route> {
-        let outcome = Outcome::Delivered(shift_target(r.outcome, off, self)?);
-        let mut out = r.clone();
-        for h in &mut out.hops {
-            h.addr += off;
-        }
-        out.outcome = outcome;
-        Some(out)
-    }
+    // ----- functional memory -----------------------------------------------------------------
 
     /// Digest of every byte of functional memory (all RAMs and BARs), in a fixed order.
     pub fn memory_digest(&self) -> u64 {
@@ -391,223 +265,6 @@ impl Fabric {
             h = h.rotate_left(5) ^ m.digest();
         }
         h
-    }
-
-    /// Drop every cached route and move the route generation on: what every change that can
-    /// alter a route calls.
-    pub fn invalidate_routes(&mut self) {
-        self.cache.clear();
-        self.route_generation += 1;
-        self.decoding_bars.clear();
-    }
-
-    pub fn cached_routes(&self) -> usize {
-        self.cache.len()
-    }
-
-    // ----- functional memory -----------------------------------------------------------------
-
-    /// Write bytes as `req` would, one TLP per 4 KiB-bounded chunk (TLPs never cross 4 KiB).
-    /// Chunks that fail are recorded as events and change nothing; returns the bytes delivered
-    /// and the first failure.
-    pub fn write(&mut self, req: Requester, addr: u64, data: &[u8]) -> (usize, Option<Failure>) {
-        let header = TlpHeader::write(self.requester_rid(req), addr, data.len() as u32);
-        let (delivered, first, _) = self.write_pages(req, &header, data, &mut None);
-        (delivered, first)
-    }
-
-    /// A write TLP from `origin` lands now: its bytes are stored where its route delivers them
-    /// (one route per 4 KiB page it spans, as [`Fabric::write`]), along the route its flow
-    /// carries while that stands ([`Fabric::arrival_along`]; `carried` is left with the route of
-    /// the TLP's last page). The first failure (recorded), or where the TLP's first byte arrived
-    /// with its header as the path rewrote it.
-    pub fn write_tlp(&mut self, origin: Requester, header: &TlpHeader, data: &[u8], carried: &mut Option<CarriedRoute>) -> Result<Arrival, Failure> {
-        match self.write_pages(origin, header, data, carried) {
-            (_, Some(f), _) => Err(f),
-            (_, None, Some(a)) => Ok(a),
-            // Nothing to write: where its first byte would have gone.
-            (_, None, None) => self.arrival_along(carried, origin, header),
-        }
-    }
-
-    /// Store `data` page by page; bytes delivered, the first failure, the first page's arrival.
-    fn write_pages(
-        &mut self,
-        req: Requester,
-        header: &TlpHeader,
-        data: &[u8],
-        carried: &mut Option<CarriedRoute>,
-    ) -> (usize, Option<Failure>, Option<Arrival>) {
-        let mut done = 0usize;
-        let mut first = None;
-        let mut delivered = 0usize;
-        let mut head = None;
-        while done < data.len() {
-            let a = header.addr.wrapping_add(done as u64);
-            let n = ((PAGE - a % PAGE) as usize).min(data.len() - done);
-            match self.arrival_along(carried, req, &TlpHeader { addr: a, len: n as u32, ..*header }) {
-                Ok(arrival) => {
-                    self.store(arrival.target, &data[done..done + n]);
-                    delivered += n;
-                    if done == 0 {
-                        head = Some(arrival);
-                    }
-                }
-                Err(f) => {
-                    self.record(f);
-                    first.get_or_insert(f);
-                }
-            }
-            done += n;
-        }
-        (delivered, first, head)
-    }
-
-    /// Read bytes as `req` would. Failed chunks read as all ones (a master abort) and are recorded.
-    pub fn read(&mut self, req: Requester, addr: u64, len: usize) -> (Vec<u8>, Option<Failure>) {
-        let header = TlpHeader::read(self.requester_rid(req), addr, len as u32, 0);
-        self.read_pages(req, &header, len, &mut None)
-    }
-
-    /// A read request TLP from `origin` reaches its completer now: its `header.len` bytes as
-    /// [`Fabric::read`] reads them, along the route its flow carries while that stands
-    /// ([`Fabric::arrival_along`]).
-    pub fn read_tlp(&mut self, origin: Requester, header: &TlpHeader, carried: &mut Option<CarriedRoute>) -> (Vec<u8>, Option<Failure>) {
-        self.read_pages(origin, header, header.len as usize, carried)
-    }
-
-    /// Read `len` bytes at `header.addr` page by page (failed pages all ones, recorded).
-    fn read_pages(&mut self, origin: Requester, header: &TlpHeader, len: usize, carried: &mut Option<CarriedRoute>) -> (Vec<u8>, Option<Failure>) {
-        let mut out = vec![0u8; len];
-        let mut done = 0usize;
-        let mut first = None;
-        while done < len {
-            let a = header.addr.wrapping_add(done as u64);
-            let n = ((PAGE - a % PAGE) as usize).min(len - done);
-            match self.arrival_along(carried, origin, &TlpHeader { addr: a, len: n as u32, ..*header }) {
-                Ok(arrival) => self.load(arrival.target, &mut out[done..done + n]),
-                Err(f) => {
-                    self.record(f);
-                    first.get_or_insert(f);
-                    out[done..done + n].fill(0xff);
-                }
-            }
-            done += n;
-        }
-        (out, first)
-    }
-
-    /// Record a failed access (an IOMMU fault goes to that IOMMU's fault log too).
-    pub fn record(&mut self, f: Failure) {
-        if let Failure::Iommu { host, fault } = f {
-            self.iommus[host as usize].record(fault);
-        }
-        self.events.push(Event::Failed(f));
-    }
-
-    fn store(&mut self, t: Target, data: &[u8]) {
-        match t {
-            Target::Ram { host, addr } => self.ram[host as usize].write(addr, data),
-            Target::Bar { func, bar, offset } => self.bar_mem.entry((func, bar)).or_default().write(offset, data),
-            Target::Msi { host, addr } => {
-                let mut d = [0u8; 4];
-                let n = data.len().min(4);
-                d[..n].copy_from_slice(&data[..n]);
-                // With remapping the route checked the entry; the vector raised is the entry's.
-                let irte = self.iommus[host as usize].irt.as_ref().and_then(|t| t.entry_at(addr));
-                let data = irte.map_or(u32::from_le_bytes(d), |e| e.vector as u32);
-                self.events.push(Event::Msi { host, addr, data });
-            }
-            Target::Cpu { .. } | Target::Func { .. } => {}
-        }
-    }
-
-    fn load(&self, t: Target, out: &mut [u8]) {
-        match t {
-            Target::Ram { host, addr } => self.ram[host as usize].read(addr, out),
-            Target::Bar { func, bar, offset } => match self.bar_mem.get(&(func, bar)) {
-                Some(m) => m.read(offset, out),
-                None => out.fill(0),
-            },
-            _ => out.fill(0xff),
-        }
-    }
-
-    // ----- IOMMU API -------------------------------------------------------------------------
-
-    fn iommu_on(&self, host: HostId) -> FResult<()> {
-        if !self.hosts[host as usize].iommu {
-            return Err(BadIommu::Disabled { host: self.hosts[host as usize].name.clone() }.into());
-        }
-        Ok(())
-    }
-
-    pub fn iommu_domain_alloc(&mut self, host: HostId, name: &str) -> FResult<DomainId> {
-        self.iommu_on(host)?;
-        self.iommus[host as usize].domain_alloc(name)
-    }
-
-    pub fn iommu_domain(&self, host: HostId, name: &str) -> FResult<DomainId> {
-        self.iommus[host as usize]
-            .domain_by_name(name)
-            .ok_or_else(|| Unknown::Domain { host: self.hosts[host as usize].name.clone(), name: name.into() }.into())
-    }
-
-    /// The requester IDs a function issues DMA under: its own, plus an NTB's aliases.
-    pub fn dma_rids(&self, f: FuncId) -> Vec<Bdf> {
-        let mut v = vec![self.funcs[f as usize].bdf];
-        if let NodeKind::Ntb { ntb } = self.nodes[self.funcs[f as usize].node as usize].kind {
-            v.extend(self.ntb_dma_aliases(ntb));
-        }
-        v
-    }
-
-    /// iommu_attach_device: the function (with its DMA aliases) now translates through `domain`.
-    pub fn iommu_attach(&mut self, host: HostId, domain: DomainId, f: FuncId) -> FResult<()> {
-        self.iommu_on(host)?;
-        if self.func_host(f) != host {
-            return Err(BadIommu::NotInHost { function: self.funcs[f as usize].name.clone(), host: self.hosts[host as usize].name.clone() }.into());
-        }
-        let rids = self.dma_rids(f);
-        self.iommus[host as usize].attach(domain, &rids);
-        self.invalidate_routes();
-        Ok(())
-    }
-
-    /// Point the context entry of one requester ID at `domain` (one DMA alias of a function,
-    /// e.g. the far-side ID of one NTB LUT entry, given its own domain).
-    pub fn iommu_attach_rid(&mut self, host: HostId, domain: DomainId, rid: Bdf) -> FResult<()> {
-        self.iommu_on(host)?;
-        if domain as usize >= self.iommus[host as usize].domains.len() {
-            return Err(Unknown::DomainId { domain }.into());
-        }
-        self.iommus[host as usize].attach(domain, &[rid]);
-        self.invalidate_routes();
-        Ok(())
-    }
-
-    pub fn iommu_detach(&mut self, host: HostId, f: FuncId) -> FResult<()> {
-        let rids = self.dma_rids(f);
-        self.iommus[host as usize].detach(&rids);
-        self.invalidate_routes();
-        Ok(())
-    }
-
-    pub fn iommu_map(&mut self, host: HostId, domain: DomainId, iova: u64, paddr: u64, size: u64, write: bool) -> FResult<()> {
-        self.iommu_on(host)?;
-        let h = &self.hosts[host as usize];
-        if paddr.checked_add(size).is_none_or(|e| e > h.phys_limit()) {
-            return Err(BadIommu::BeyondPhys { paddr, size, host: h.name.clone() }.into());
-        }
-        self.iommus[host as usize].map(domain, iova, paddr, size, write)?;
-        self.invalidate_routes();
-        Ok(())
-    }
-
-    pub fn iommu_unmap(&mut self, host: HostId, domain: DomainId, iova: u64, size: u64) -> FResult<u64> {
-        let n = self.iommus[host as usize].unmap(domain, iova, size)?;
-        self.invalidate_routes();
-        Ok(n)
     }
 
     // ----- PCI config space ------------------------------------------------------------------
@@ -752,60 +409,6 @@ impl Fabric {
             }
         }
     }
-}
-
-/// A cached route's target moved `off` bytes into its page, or None where that leaves the BAR.
-#[inline]
-fn shift_target(o: Outcome, off: u64, f: &Fabric) -> Option<Target> {
-    match o {
-        Outcome::Delivered(Target::Ram { host, addr }) => Some(Target::Ram { host, addr: addr + off }),
-        Outcome::Delivered(Target::Bar { func, bar, offset }) => {
-            let size = f.funcs[func as usize].bars.iter().find(|b| b.index == bar)?.size;
-            (offset + off < size).then_some(Target::Bar { func, bar, offset: offset + off })
-        }
-        Outcome::Delivered(Target::Msi { host, addr }) => Some(Target::Msi { host, addr: addr + off }),
-        _ => None,
-    }
-}
-
-/// The header `header` as the path rewrote it where it arrived at `target` (`last`: the route's
-/// last hop, at the header's address).
-fn rewritten(header: &TlpHeader, target: Target, last: Option<Hop>) -> Arrival {
-    let header = last.map_or(*header, |h| TlpHeader { requester: h.rid, addr: h.addr, ..*header });
-    Arrival { target, header }
-}
-
-/// What a cached route is cached by: where the TLP starts, its requester ID, whether it writes,
-/// and its 4 KiB page.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct RouteKey {
-    origin: u32,
-    requester: Bdf,
-    write: bool,
-    page: u64,
-}
-
-impl RouteKey {
-    #[inline]
-    fn of(origin: Requester, header: &TlpHeader) -> RouteKey {
-        let origin = match origin {
-            Requester::Cpu(h) => 0x8000_0000 | h as u32,
-            Requester::Func(f) => f,
-        };
-        RouteKey { origin, requester: header.requester, write: header.access().is_write(), page: header.addr & !(PAGE - 1) }
-    }
-}
-
-/// A route a flow carries from its issue to where its TLPs land ([`Fabric::route_to_carry`],
-/// [`Fabric::arrival_along`]): the route of one 4 KiB page as the route cache holds it, for one
-/// origin, requester ID and kind, and the route generation it was found at. While that
-/// generation is the fabric's, the cache holds this very route for the page, so a TLP on the
-/// page arrives along it without a lookup; once routes have changed it stands for nothing.
-#[derive(Clone, Debug)]
-pub struct CarriedRoute {
-    key: RouteKey,
-    route: Arc<Route>,
-    generation: u64,
 }
 
 fn check_cfg(off: usize, len: usize) -> FResult<()> {

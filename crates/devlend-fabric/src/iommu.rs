@@ -11,8 +11,22 @@
 //! domains with private I/O virtual address spaces, so peer-to-peer TLPs must climb to the root to
 //! be translated (Linux enables ACS redirect in the switches; see `route`). Device Lending maps
 //! DMA buffers on the borrower through this IOMMU into the window the lender opens (000 §4).
+//!
+//! The IOMMU whole, in this order (the unit tests are `iommu_tests.rs`):
+//! 1. faults and translations (`FaultReason`, `Fault`, `Translation`; VT-d §7.2);
+//! 2. the second-level page table (`PageTable`: map, clear, walk; VT-d §3.6);
+//! 3. a host's IOMMU (`Iommu`: domains, context entries §3.4.3, `Iommu::map`, `Iommu::unmap`,
+//!    `Iommu::translate`, the fault log);
+//! 4. the IOMMU API software programs it through, on `Fabric` (Linux include/linux/iommu.h:
+//!    `iommu_domain_alloc`, `iommu_attach` (`iommu_attach_device`), `iommu_attach_rid`,
+//!    `iommu_detach`, `iommu_map`, `iommu_unmap`; each change drops the cached routes);
+//! 5. `remap`: the router's IOMMU piece, where a walk (`crate::route`) meets the IOMMU at the
+//!    root complex: `Fabric::translate` (DMA remapping, VT-d §3) and `Fabric::remap_interrupt`
+//!    (interrupt remapping, §5, the table in `crate::intremap`).
 
-use crate::error::{BadIommu, FResult};
+use crate::error::{BadIommu, FResult, Unknown};
+use crate::fabric::Fabric;
+use crate::model::{FuncId, HostId, NodeKind};
 use crate::params::params;
 use devlend_wire::Bdf;
 use rustc_hash::FxHashMap;
@@ -39,6 +53,16 @@ impl FaultReason {
             FaultReason::NotPresent => "second-level page entry not present",
             FaultReason::WriteDenied => "write to a read-only mapping",
             FaultReason::AddressWidth => "address beyond the IOMMU's address width",
+        }
+    }
+
+    /// The short name of the fault, as events and JSON report it.
+    pub fn code(self) -> &'static str {
+        match self {
+            FaultReason::NoContext => "no-context",
+            FaultReason::NotPresent => "not-present",
+            FaultReason::WriteDenied => "write-denied",
+            FaultReason::AddressWidth => "address-width",
         }
     }
 }
@@ -356,103 +380,127 @@ impl Iommu {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn map_translate_unmap_with_4k_and_2m_pages() {
-        let mut m = Iommu::new(true);
-        let d = m.domain_alloc("d").unwrap();
-        let rid = Bdf::new(3, 0, 0);
-        m.attach(d, &[rid]);
-        m.map(d, 0x4000_0000, 0x1_0000_0000, 0x40_1000, true).unwrap();
-        let t = m.translate(rid, 0x4000_0123, true).unwrap();
-        assert_eq!((t.addr, t.page_size, t.levels), (0x1_0000_0123, 0x20_0000, 3));
-        let t = m.translate(rid, 0x4040_0fff, false).unwrap();
-        assert_eq!((t.addr, t.page_size, t.levels), (0x1_0040_0fff, 0x1000, 4));
-        assert_eq!(m.translate(rid, 0x4040_1000, false), Err(FaultReason::NotPresent));
-        // QEMU's default 39-bit (3-level) tables: one level fewer for both page sizes.
-        m.address_bits = 39;
-        assert_eq!(m.translate(rid, 0x4000_0123, true).unwrap().levels, 2);
-        assert_eq!(m.translate(rid, 0x4040_0fff, false).unwrap().levels, 3);
-        assert_eq!(m.translate(Bdf::new(4, 0, 0), 0x4000_0000, false), Err(FaultReason::NoContext));
-        assert_eq!(m.unmap(d, 0x4000_0000, 0x40_1000).unwrap(), 0x40_1000);
-        assert_eq!(m.translate(rid, 0x4000_0000, false), Err(FaultReason::NotPresent));
-    }
-
-    #[test]
-    fn read_only_mapping_denies_writes_and_overlap_is_refused_without_leftovers() {
-        let mut m = Iommu::new(true);
-        let d = m.domain_alloc("d").unwrap();
-        let rid = Bdf::new(1, 0, 0);
-        m.attach(d, &[rid]);
-        m.map(d, 0x3000, 0x9000, 0x1000, false).unwrap();
-        assert_eq!(m.translate(rid, 0x3000, true), Err(FaultReason::WriteDenied));
-        assert!(m.map(d, 0x1000, 0x5000, 0x3000, true).is_err());
-        // The failed map must not leave 0x1000 or 0x2000 mapped.
-        assert_eq!(m.translate(rid, 0x1000, false), Err(FaultReason::NotPresent));
-        assert_eq!(m.translate(rid, 0x2000, false), Err(FaultReason::NotPresent));
-        assert_eq!(m.translate(rid, 1 << 50, false), Err(FaultReason::AddressWidth));
-    }
-
-    fn domain() -> (Iommu, DomainId, Bdf) {
-        let mut m = Iommu::new(true);
-        let d = m.domain_alloc("d").unwrap();
-        let rid = Bdf::new(2, 0, 0);
-        m.attach(d, &[rid]);
-        (m, d, rid)
-    }
-
-    #[test]
-    fn unmapping_part_of_a_2m_page_is_refused_and_changes_nothing() {
-        let (mut m, d, rid) = domain();
-        m.map(d, 0x4000_0000, 0x8000_0000, 0x20_0000, true).unwrap();
-        // From 1 MiB inside the page, 2 MiB long: half of the page and 1 MiB of nothing.
-        assert!(m.unmap(d, 0x4010_0000, 0x20_0000).is_err());
-        assert!(m.unmap(d, 0x4000_0000, 0x10_0000).is_err(), "the first half alone");
-        for a in [0x4000_0000, 0x400f_f000, 0x4010_0000, 0x401f_f000] {
-            assert_eq!(m.translate(rid, a, true).map(|t| t.addr), Ok(a + 0x4000_0000), "{a:#x} still mapped");
+/// The IOMMU API (Linux include/linux/iommu.h: `iommu_domain_alloc`, `iommu_attach_device`,
+/// `iommu_map`, `iommu_unmap`, ...) on a host's IOMMU: what software programs, each change
+/// dropping the cached routes ([`Fabric::invalidate_routes`]).
+impl Fabric {
+    fn iommu_on(&self, host: HostId) -> FResult<()> {
+        if !self.hosts[host as usize].iommu {
+            return Err(BadIommu::Disabled { host: self.hosts[host as usize].name.clone() }.into());
         }
-        assert_eq!(m.unmap(d, 0x3fe0_0000, 0x60_0000).unwrap(), 0x20_0000, "the whole page, with holes around it");
-        assert_eq!(m.translate(rid, 0x4010_0000, true), Err(FaultReason::NotPresent));
+        Ok(())
     }
 
-    #[test]
-    fn a_2m_map_fits_where_a_4k_page_was_mapped_and_unmapped() {
-        let (mut m, d, rid) = domain();
-        m.map(d, 0x20_0000, 0x40_0000, 0x1000, true).unwrap();
-        assert_eq!(m.unmap(d, 0x20_0000, 0x1000).unwrap(), 0x1000);
-        m.map(d, 0x20_0000, 0x40_0000, 0x20_0000, true).unwrap();
-        assert_eq!(m.translate(rid, 0x20_0000, false).unwrap().page_size, 0x20_0000);
+    pub fn iommu_domain_alloc(&mut self, host: HostId, name: &str) -> FResult<DomainId> {
+        self.iommu_on(host)?;
+        self.iommus[host as usize].domain_alloc(name)
     }
 
-    #[test]
-    fn unmap_checks_its_arguments_and_skips_what_is_not_mapped() {
-        let (mut m, d, _) = domain();
-        assert!(m.unmap(d, 0, u64::MAX).is_err(), "not a multiple of 4 KiB");
-        assert!(m.unmap(d, 0x1000, 1 << 48).is_err(), "beyond the address width");
-        assert!(m.unmap(d, 0, 0).is_err());
-        m.map(d, 0x7f_0000_0000, 0x1000, 0x3000, true).unwrap();
-        m.map(d, 0x1000, 0x1000, 0x20_0000, false).unwrap();
-        // The whole 48-bit space: only the tables present are visited.
-        assert_eq!(m.unmap(d, 0, 1 << 48).unwrap(), 0x20_3000);
-        assert_eq!(m.unmap(d, 0, 1 << 48).unwrap(), 0, "nothing left");
-        assert_eq!(m.table_count(d), Some(1));
+    pub fn iommu_domain(&self, host: HostId, name: &str) -> FResult<DomainId> {
+        self.iommus[host as usize]
+            .domain_by_name(name)
+            .ok_or_else(|| Unknown::Domain { host: self.hosts[host as usize].name.clone(), name: name.into() }.into())
     }
 
-    #[test]
-    fn page_tables_left_empty_are_freed() {
-        let (mut m, d, _) = domain();
-        let start = m.table_count(d).unwrap();
-        for i in 0..20_000u64 {
-            // Spread over 512 GiB regions so every cycle builds and frees a full path of tables.
-            let iova = (i % 64) << 39 | (i % 512) << 21 | (i % 7) << 12;
-            m.map(d, iova, 0x10_0000, 0x1000, true).unwrap();
-            assert_eq!(m.table_count(d), Some(start + 3));
-            assert_eq!(m.unmap(d, iova, 0x1000).unwrap(), 0x1000);
+    /// The requester IDs a function issues DMA under: its own, plus an NTB's aliases.
+    pub fn dma_rids(&self, f: FuncId) -> Vec<Bdf> {
+        let mut v = vec![self.funcs[f as usize].bdf];
+        if let NodeKind::Ntb { ntb } = self.nodes[self.funcs[f as usize].node as usize].kind {
+            v.extend(self.ntb_dma_aliases(ntb));
         }
-        assert_eq!(m.table_count(d), Some(start));
-        assert_eq!(m.domains[d as usize].mapped_bytes, 0);
+        v
+    }
+
+    /// iommu_attach_device: the function (with its DMA aliases) now translates through `domain`.
+    pub fn iommu_attach(&mut self, host: HostId, domain: DomainId, f: FuncId) -> FResult<()> {
+        self.iommu_on(host)?;
+        if self.func_host(f) != host {
+            return Err(BadIommu::NotInHost { function: self.funcs[f as usize].name.clone(), host: self.hosts[host as usize].name.clone() }.into());
+        }
+        let rids = self.dma_rids(f);
+        self.iommus[host as usize].attach(domain, &rids);
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    /// Point the context entry of one requester ID at `domain` (one DMA alias of a function,
+    /// e.g. the far-side ID of one NTB LUT entry, given its own domain).
+    pub fn iommu_attach_rid(&mut self, host: HostId, domain: DomainId, rid: Bdf) -> FResult<()> {
+        self.iommu_on(host)?;
+        if domain as usize >= self.iommus[host as usize].domains.len() {
+            return Err(Unknown::DomainId { domain }.into());
+        }
+        self.iommus[host as usize].attach(domain, &[rid]);
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    pub fn iommu_detach(&mut self, host: HostId, f: FuncId) -> FResult<()> {
+        let rids = self.dma_rids(f);
+        self.iommus[host as usize].detach(&rids);
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    pub fn iommu_map(&mut self, host: HostId, domain: DomainId, iova: u64, paddr: u64, size: u64, write: bool) -> FResult<()> {
+        self.iommu_on(host)?;
+        let h = &self.hosts[host as usize];
+        if paddr.checked_add(size).is_none_or(|e| e > h.phys_limit()) {
+            return Err(BadIommu::BeyondPhys { paddr, size, host: h.name.clone() }.into());
+        }
+        self.iommus[host as usize].map(domain, iova, paddr, size, write)?;
+        self.invalidate_routes();
+        Ok(())
+    }
+
+    pub fn iommu_unmap(&mut self, host: HostId, domain: DomainId, iova: u64, size: u64) -> FResult<u64> {
+        let n = self.iommus[host as usize].unmap(domain, iova, size)?;
+        self.invalidate_routes();
+        Ok(n)
     }
 }
+
+mod remap {
+    //! The router's IOMMU piece, at the root complex (Intel VT-d 3.0 §3 DMA remapping, §5
+    //! interrupt remapping; the tables are the rest of this file and `crate::intremap`): a device's
+    //! request arriving from a root port is translated from its I/O virtual address to a physical
+    //! one, and an MSI write is checked against the interrupt remapping table. Either failing ends
+    //! the walk (`crate::route`'s root piece calls both).
+
+    use super::Fault;
+    use crate::fabric::Fabric;
+    use crate::model::HostId;
+    use crate::route::walk::{fail, Next, Walk};
+    use crate::route::{Failure, HopKind};
+    use std::ops::ControlFlow::Continue;
+
+    impl Fabric {
+        /// Translate the walk's address through `host`'s IOMMU (a hop with the page size), for a
+        /// write or a read as the TLP's kind says.
+        #[inline(always)]
+        pub(crate) fn translate(&self, w: &mut Walk, host: HostId) -> Next<()> {
+            let write = w.tlp.access().is_write();
+            match self.iommus[host as usize].translate(w.tlp.requester, w.tlp.addr, write) {
+                Ok(t) => {
+                    w.tlp.addr = t.addr;
+                    w.push(HopKind::Iommu, self.hosts[host as usize].rc, t.page_size);
+                    Continue(())
+                }
+                Err(reason) => fail(Failure::Iommu { host, fault: Fault { requester: w.tlp.requester, addr: w.tlp.addr, write, reason } }),
+            }
+        }
+
+        /// An MSI write passes `host`'s interrupt remapping table, when it has one.
+        #[inline(always)]
+        pub(crate) fn remap_interrupt(&self, w: &Walk, host: HostId) -> Next<()> {
+            if let Some(Err(fault)) = self.iommus[host as usize].irt.as_ref().map(|t| t.lookup(w.tlp.addr, w.tlp.requester)) {
+                return fail(Failure::Interrupt { host, rid: w.tlp.requester, addr: w.tlp.addr, fault });
+            }
+            Continue(())
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "iommu_tests.rs"]
+mod tests;

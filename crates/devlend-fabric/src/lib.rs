@@ -18,17 +18,24 @@
 //!   `cluster_switches`, `trained_down`, `route_cache_stats`; and by name: `host_id`, `func_id`,
 //!   `ntb_id`, `requester`, `resolve_expr`/`resolve_for`; where a TLP goes: `route_tlp` (the
 //!   TLP's header, cached), `walk_tlp` (uncached), `route_generation`, and by address `route`,
-//!   `lookup`, `route_uncached`;
+//!   `lookup`, `route_uncached` (all in [`route`]);
 //! - **change**, by what the change is: memory as a requester would (`write`, `read`), or as
 //!   one TLP of a flow lands along the route the flow carries (`route_to_carry`, `write_tlp`,
-//!   `read_tlp`, `arrival_along`); the Linux
-//!   NTB API (`ntb_mw_set_trans`, `peer_db_set`, `ntb_peer_spad_write`, ..., `ntb_api`), the
-//!   IOMMU API (`iommu_domain_alloc`, `iommu_attach`, `iommu_map`, ...), interrupt remapping
+//!   `read_tlp`, `arrival_along`; [`route`]); the Linux NTB API (`ntb_mw_set_trans`,
+//!   `peer_db_set`, `ntb_peer_spad_write`, ..., `ntb_api`), the IOMMU API
+//!   (`iommu_domain_alloc`, `iommu_attach`, `iommu_map`, ..., [`iommu`]), interrupt remapping
 //!   (`intremap`), config space (`config_write`, `set_bus_master`); injected faults (`link`,
 //!   `aer`: `ntb_link_disable`, `port_disable`, `func_hang`, `flr`, ...); and the few direct
 //!   changes a model needs (`access`): `ntb_mut(id)` (an NTB register face; drops cached routes),
 //!   `bar_store` (a device model's own registers), `ram_store` and `attach_ram` (RAM set up
 //!   without a TLP), `record_event` and `retain_events` (the event log as a kernel consumes it).
+//!
+//! A TLP's walk is three files of this crate: [`iommu`] (the IOMMU whole: its tables,
+//! `Iommu::map`, the IOMMU API, and the router's IOMMU piece that translates a request),
+//! [`route`] (the router whole: the route cache and carried routes, the walk, one `mod` per
+//! kind of component, the NTB's translation on the path, the bytes stored along a route) and
+//! [`memory`] (the sparse memory the bytes land in). [`fabric`] keeps `Fabric`'s struct,
+//! assembly, name lookups, config space and set-up programs, off the walk.
 //!
 //! Read seeds 000 §2 and §4-6 and 003 §2 for the hardware this models; each module's docs say
 //! what it takes from them.
@@ -79,8 +86,8 @@ pub mod transfer;
 pub mod tuning;
 
 pub use error::{BadAddress, BadIommu, BadNtb, BadRequest, FabricError, SpecError, Unknown};
-pub use fabric::{CarriedRoute, Fabric};
-pub use route::{Arrival, Hop, HopKind, Outcome, Requester, Route, Target};
+pub use fabric::Fabric;
+pub use route::{Arrival, CarriedRoute, Hop, HopKind, Outcome, Requester, Route, Target};
 
 /// Build and enumerate a fabric from a description, then apply its setup section.
 pub fn build(spec: &spec::TopologySpec) -> Result<Fabric, SpecError> {

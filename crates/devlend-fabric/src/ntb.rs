@@ -28,6 +28,13 @@
 //! the far side entry `i` from peer `pidx` appears as devfn `alias_base[pidx] + i + 1`, so that
 //! completions find their way back to the right peer. An adapter with one peer is exactly the
 //! single-peer model: peer index 0, `alias_base` 0.
+//!
+//! This file holds the adapter's state (`NtbState`) and what its set-up checks (the
+//! requester-ID LUT's entries, scratchpads, message registers, doorbells, a translation's
+//! target); the Linux NTB API on `Fabric` is `ntb_api`. The translation a TLP crossing the
+//! adapter reads (a window's inbound translation, the peer a segment leads to, the LUT both
+//! ways: `inbound_translate*`, `out_pidx`, `alias_entry`, `rid_lut_index`, ...) is the router's
+//! NTB piece in `route`, with the walk that calls it.
 
 use crate::error::{BadNtb, FResult};
 use crate::model::{FuncId, HostId, LinkId, NodeId};
@@ -96,62 +103,6 @@ pub struct NtbState {
 }
 
 impl NtbState {
-    /// Translate an offset into window `widx` of peer 0 (as its BAR sees it) into this host's address.
-    pub fn inbound_translate(&self, widx: usize, offset: u64, window: &WindowParam) -> Option<u64> {
-        self.inbound_translate_from(0, widx, offset, window)
-    }
-
-    /// Translate an offset into window `widx` of peer `pidx` into this host's address.
-    pub fn inbound_translate_from(&self, pidx: usize, widx: usize, offset: u64, window: &WindowParam) -> Option<u64> {
-        match self.inbound.get(pidx)?.get(widx)? {
-            Inbound::Unset => None,
-            Inbound::Direct { addr, size } => (offset < *size).then(|| addr + offset),
-            Inbound::Lut(segs) => {
-                let seg_size = window.size / window.lut_segments as u64;
-                let seg = (offset / seg_size) as usize;
-                segs.get(seg).copied().flatten().map(|base| base + offset % seg_size)
-            }
-        }
-    }
-
-    /// The peer index of adapter `ntb`, if this adapter reaches it.
-    pub fn peer_idx(&self, ntb: u32) -> Option<usize> {
-        self.peers.iter().position(|p| p.ntb == ntb)
-    }
-
-    /// The segment of own window `widx` that `offset` falls in (0 for a direct window).
-    pub fn segment_of(&self, widx: usize, offset: u64) -> usize {
-        let w = &self.windows[widx];
-        if w.lut_segments == 0 {
-            0
-        } else {
-            (offset / (w.size / w.lut_segments as u64)) as usize
-        }
-    }
-
-    /// The peer index an access at `offset` of own window `widx` goes to: the one its segment
-    /// leads to, or with a single peer that peer.
-    pub fn out_pidx(&self, widx: usize, offset: u64) -> Option<usize> {
-        let seg = self.segment_of(widx, offset);
-        match self.out_peer.get(widx).and_then(|v| v.get(seg)).copied().flatten() {
-            Some(p) => Some(p as usize),
-            None => (self.peers.len() == 1).then_some(0),
-        }
-    }
-
-    /// (peer index, LUT entry) of far-side alias devfn `devfn` on this adapter's bus.
-    pub fn alias_entry(&self, devfn: u8, peer_lut_len: impl Fn(usize) -> usize) -> Option<(usize, usize)> {
-        let k = (devfn as usize).checked_sub(1)?;
-        (0..self.peers.len()).find_map(|p| {
-            let base = self.alias_base[p] as usize;
-            (k >= base && k < base + peer_lut_len(p)).then(|| (p, k - base))
-        })
-    }
-
-    pub fn rid_lut_index(&self, rid: Bdf) -> Option<usize> {
-        self.rid_lut.iter().position(|e| *e == Some(rid))
-    }
-
     pub fn rid_lut_add(&mut self, rid: Bdf) -> FResult<usize> {
         if let Some(i) = self.rid_lut_index(rid) {
             return Ok(i);

@@ -206,14 +206,6 @@ impl Fabric {
         self.ntb_alias_from(far, 0, idx)
     }
 
-    /// The requester ID on `far`'s side of LUT entry `idx` of its peer `pidx`.
-    pub fn ntb_alias_from(&self, far: u32, pidx: usize, idx: usize) -> Bdf {
-        let s = &self.ntbs[far as usize];
-        let bdf = self.funcs[s.func as usize].bdf;
-        let base = s.alias_base.get(pidx).copied().unwrap_or(0) as usize;
-        Bdf::from_bus_devfn(bdf.bus(), (base + idx + 1) as u8)
-    }
-
     /// The requester ID on `far`'s side of LUT entry `idx` of its peer adapter `src`.
     pub fn ntb_alias_of(&self, far: u32, src: u32, idx: usize) -> Bdf {
         self.ntb_alias_from(far, self.ntbs[far as usize].peer_idx(src).unwrap_or(0), idx)
