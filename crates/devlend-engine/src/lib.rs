@@ -46,9 +46,9 @@ use devlend_fabric::route::{Failure, Requester};
 use devlend_fabric::spec::LinkKind;
 use devlend_fabric::Fabric;
 use devlend_wire::Access;
-pub use path::{plan, plan_route, Plan};
-use path::{port_id, Path};
+use path::port_id;
 use queue::Ps;
+pub use sim::{plan, plan_route, Plan};
 use sim::{FlowKind, FlowOpts, Sim, Stats};
 
 /// The result of a timed transfer.
@@ -113,27 +113,6 @@ pub(crate) fn sim_for(f: &Fabric) -> Sim {
     sim
 }
 
-pub(crate) fn load(sim: &mut Sim, plan: &Plan) -> (u32, Option<u32>) {
-    let p = sim.add_path(plan.request.clone());
-    let c = plan.completion.clone().map(|c| {
-        let full = c.clone();
-        let cid = sim.add_path(full);
-        // Every re-split root on the request path gets the completion path up to that root.
-        for (k, st) in plan.request.stages.iter().enumerate() {
-            if st.resplit.is_some() {
-                let host = st.root;
-                if let Some(j) = c.stages.iter().position(|s| s.root.is_some() && s.root == host) {
-                    let prefix = Path { stages: c.stages[..=j].to_vec(), ..c.clone() };
-                    let pid = sim.add_path(prefix);
-                    sim.set_root_completion(p, k as u32, pid, j as u32 + 1);
-                }
-            }
-        }
-        cid
-    });
-    (p, c)
-}
-
 /// Time a DMA stream: `bytes` written to (or read from) `addr` by `req`, in max-payload writes or
 /// max-read-request reads, on an idle fabric. With `warm`, the same stream runs once before the
 /// timed one (caches such as the IOTLB are then warm, as in a benchmark's steady state).
@@ -176,7 +155,7 @@ fn time_transfers(f: &Fabric, plan: &Plan, bytes: u64, access: Access, warm: boo
         return Transfer { bytes, time_ps: plan.request.origin_latency + mem, stats: Stats::default() };
     }
     let mut sim = sim_for(f);
-    let (p, c) = load(&mut sim, plan);
+    let (p, c) = sim::load(&mut sim, plan);
     let kind = if access == Access::Read { FlowKind::Read } else { FlowKind::Write };
     if warm {
         sim.add_flow_with(kind, p, c, bytes, 0, opts);

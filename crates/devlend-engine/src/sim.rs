@@ -1,4 +1,29 @@
-//! The discrete-event simulation of TLPs moving along timed paths.
+//! The discrete-event simulation of TLPs moving along timed paths, and the planning that makes
+//! those paths from the fabric's routes.
+//!
+//! Contents, in the order a flow meets them (the sections are marked `// ##` below):
+//! 1. Planning: [`plan_route`] builds a route (and a read's completion route) into timed
+//!    [`Path`]s with [`build_path`] (one stage per link crossed, with the latency of the
+//!    switch, root complex or NTB at its far end, the IOMMU that translates there, the root
+//!    that re-splits reads there: 000 §7.1; the path's Max_Payload_Size and the requester's
+//!    Max_Read_Request_Size and tags, PCIe Base 3.0 §2.2.2); [`plan`] for an access named by its
+//!    address; `load` puts a plan's paths into the simulation.
+//! 2. The records: a TLP in flight (`InFlight`, its kind's flow-control class §2.6.1), the
+//!    events, the [`Notice`]s the driver of the simulation acts on, a port (`Port`: a link
+//!    direction's serialiser and its receiver's credits), a stage as the hot path reads it
+//!    (`Hop`), a flow (`Flow`, [`FlowOpts`]) and an outstanding read (`Request`).
+//! 3. [`Sim`]'s API: paths and flows added, timers, [`Sim::step`] (where a landing or a served
+//!    read becomes a [`Notice`] for the machine).
+//! 4. A TLP's way (after the helpers it shares: a flow's end, allocation, a port's wake-up):
+//!    `issue` (a flow's TLPs at its source, within its tags), `enqueue`, `try_tx`
+//!    (serialised when the link is free and the receiver has a credit, §2.6.1; DLLPs due go
+//!    first), `arrive` (the component's latency, an IOMMU stage's IOTLB lookup, `iotlb`),
+//!    `terminal` (a posted write lands in order, §2.4.1; a read is answered with completions).
+//!
+//! Off the path, in `sim/`: the DLLPs' timers (`dllp`, §3.5.3.1, §2.6.1.2), the statistics
+//! (`stats`: [`PortStats`], [`Stats`]), the root complex that re-splits reads (`root`, 000
+//! §7.1), building a simulation (`setup`: [`Sim::new`], [`Sim::tuned`], PCI-X buses); tests in
+//! `wake_tests` and `inflight_tests`.
 //!
 //! Mechanisms (PCIe Base 3.0 §2.2, §2.6, §3.5; 000 §7.1):
 //! - Each link direction is a port that serialises one TLP at a time: header/framing overhead per
@@ -34,9 +59,12 @@
 
 use crate::iotlb::HostIommu;
 use crate::params::Timing;
-use crate::path::{Path, PortId};
+use crate::path::{port_id, Limits, Path, PortId, Stage};
 use crate::queue::{EventQueue, Packed, Ps, Ring, Waiting};
-use devlend_wire::{FcClass, Overheads, TlpKind};
+use devlend_fabric::model::{LinkId, NodeKind};
+use devlend_fabric::route::{Failure, HopKind, Outcome, Requester, Route};
+use devlend_fabric::{Fabric, Target};
+use devlend_wire::{Access, FcClass, Overheads, TlpKind};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -49,6 +77,174 @@ use dllp::Dllps;
 use root::RootWait;
 use stats::Tally;
 pub use stats::{PortStats, Stats};
+
+// ## 1. Planning: a route into timed paths
+
+/// The timed paths of one access: the request path and, for reads, the completion path. A plan
+/// captures the route at the moment it is made, so an access can be timed after the mappings it
+/// used are gone (a device's DMA into a buffer the driver has since unmapped).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Plan {
+    pub request: Path,
+    pub completion: Option<Path>,
+}
+
+/// The route of `req`'s `access` at `addr` (the fabric's cached `route`), built into timed
+/// paths ([`plan_route`]).
+pub fn plan(f: &mut Fabric, req: Requester, addr: u64, access: Access) -> Result<Plan, Failure> {
+    let route = f.route(req, addr, access);
+    plan_route(f, &route)
+}
+
+/// A route built into timed paths: the request path and, for a read, the completion path; the
+/// route's failure if it does not deliver, in either direction. A flow's route is found once, at
+/// its issue (`machine`'s `Core::start`), and planned here; the flow carries it on to where its
+/// TLPs land.
+pub fn plan_route(f: &Fabric, route: &Route) -> Result<Plan, Failure> {
+    if let Outcome::Failed(e) = route.outcome {
+        return Err(e);
+    }
+    let is_read = route.access == Access::Read;
+    let request = build_path(f, route, is_read);
+    let completion = match &route.completion {
+        Some(c) => match c.outcome {
+            Outcome::Failed(e) => return Err(e),
+            Outcome::Delivered(_) => Some(build_path(f, c, false)),
+        },
+        None => None,
+    };
+    Ok(Plan { request, completion })
+}
+
+/// One direction of route `r` as the stages its TLPs pass (see the module docs), with what its
+/// TLPs may carry ([`Limits`]) and its target's latency.
+pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
+    let tu = &f.tuning();
+    let t = &*tu.timing;
+    let mut stages: Vec<Stage> = Vec::new();
+    let mut origin_latency = 0;
+    let mut limits = Limits {
+        max_payload: u32::MAX,
+        max_read_request: t.max_read_request,
+        read_tags: t.read_tags,
+        completion_bytes: 0,
+        root_tags: 0,
+        iotlb_hit_ps: t.iotlb_hit_ps,
+        ram_write: None,
+    };
+    let hops = &r.hops;
+    for (i, h) in hops.iter().enumerate() {
+        match h.kind {
+            HopKind::Start => match f.node(h.node).kind {
+                NodeKind::RootComplex => {
+                    let host = tu.host(h.host);
+                    (limits.max_read_request, limits.read_tags) = (host.max_read_request, host.read_tags);
+                    if i + 1 < hops.len() {
+                        origin_latency = host.root_latency_ps;
+                    }
+                }
+                NodeKind::Endpoint { device } => {
+                    let d = tu.device(device);
+                    (limits.max_read_request, limits.read_tags) = (d.max_read_request, d.read_tags);
+                }
+                _ => {}
+            },
+            HopKind::Link => {
+                let link = h.aux as LinkId;
+                limits.max_payload = limits.max_payload.min(tu.link(link).max_payload);
+                let towards_down = f.links()[link as usize].down == h.node;
+                stages.push(Stage { port: port_id(link, towards_down), latency: 0, cut_through: false, iommu: None, resplit: None, root: None });
+            }
+            HopKind::Forward => {
+                let latency = match f.node(h.node).kind {
+                    NodeKind::SwitchUp { .. } | NodeKind::SwitchDown { .. } => Some(t.switch_latency_ps),
+                    NodeKind::ClusterPort { .. } => Some(t.cluster_switch_latency_ps),
+                    _ => None,
+                };
+                if let (Some(l), Some(s)) = (latency, stages.last_mut()) {
+                    s.latency += l;
+                    s.cut_through = t.switch_cut_through;
+                }
+            }
+            HopKind::Root => {
+                let host = h.host;
+                let continues = hops[i + 1..].iter().any(|x| x.kind == HopKind::Link);
+                if let Some(s) = stages.last_mut() {
+                    let root = tu.host(host);
+                    s.latency += root.root_latency_ps;
+                    s.root = Some(host);
+                    let split = f.host(host).cpu.read_split_bytes;
+                    if is_read && continues && split < limits.max_read_request {
+                        s.resplit = Some(split);
+                        limits.root_tags = root.read_tags;
+                    }
+                }
+            }
+            HopKind::Iommu => {
+                let iova = hops[i - 1].addr;
+                if let Some(s) = stages.last_mut() {
+                    let levels = f.iommu(h.host).walk_levels(h.aux);
+                    s.iommu = Some((h.host, iova, h.aux.trailing_zeros(), levels));
+                }
+            }
+            HopKind::Ntb => {
+                if let Some(s) = stages.last_mut() {
+                    s.latency += t.ntb_latency_ps;
+                }
+            }
+            HopKind::Deliver => {}
+        }
+    }
+    if limits.max_payload == u32::MAX {
+        limits.max_payload = t.max_payload; // no link crossed
+    }
+    let (target_latency, target_is_ram) = match r.outcome {
+        devlend_fabric::Outcome::Delivered(Target::Ram { host, .. }) => {
+            // The root complex's completion size, within the payload the path carries.
+            limits.completion_bytes = tu.host(host).ram_completion_bytes.min(limits.max_payload);
+            let (line, per_tlp) = (tu.host(host).ram_write_line_ps, tu.host(host).ram_write_tlp_ps);
+            if !is_read && line > 0 {
+                limits.ram_write = Some((host, line, per_tlp));
+            }
+            (t.dram_latency_ps, true)
+        }
+        devlend_fabric::Outcome::Delivered(Target::Bar { func, .. }) => {
+            limits.completion_bytes = limits.max_payload;
+            (devlend_fabric::tuning::endpoint_latency_ps(f, func), false)
+        }
+        _ => {
+            limits.completion_bytes = limits.max_payload;
+            (t.endpoint_latency_ps, false)
+        }
+    };
+    Path { stages, origin_latency, target_latency, target_is_ram, limits }
+}
+
+/// A plan's paths added to `sim`: the request path, the completion path, and for each root on
+/// the request path that re-splits reads, the completion path up to that root
+/// ([`Sim::set_root_completion`]). Their ids: (request, completion).
+pub(crate) fn load(sim: &mut Sim, plan: &Plan) -> (u32, Option<u32>) {
+    let p = sim.add_path(plan.request.clone());
+    let c = plan.completion.clone().map(|c| {
+        let full = c.clone();
+        let cid = sim.add_path(full);
+        // Every re-split root on the request path gets the completion path up to that root.
+        for (k, st) in plan.request.stages.iter().enumerate() {
+            if st.resplit.is_some() {
+                let host = st.root;
+                if let Some(j) = c.stages.iter().position(|s| s.root.is_some() && s.root == host) {
+                    let prefix = Path { stages: c.stages[..=j].to_vec(), ..c.clone() };
+                    let pid = sim.add_path(prefix);
+                    sim.set_root_completion(p, k as u32, pid, j as u32 + 1);
+                }
+            }
+        }
+        cid
+    });
+    (p, c)
+}
+
+// ## 2. The records
 
 /// A wire TLP in flight: what the timing needs of the `devlend_wire::Tlp` it stands for (its
 /// `TlpKind`, length, and offset in its flow, whose requester and address the header's are),
@@ -393,6 +589,8 @@ fn alloc<T>(slab: &mut Vec<T>, free: &mut Vec<u32>, item: T) -> u32 {
 
 const SOURCE_QUEUE: u32 = 2;
 
+// ## 3. The simulation's API
+
 impl Sim {
     pub fn now(&self) -> Ps {
         self.now
@@ -557,6 +755,9 @@ impl Sim {
         }
         None
     }
+
+    // ## 4. A TLP's way: a flow's end, the ports' queues (`enqueue`, `try_tx`), then `issue`,
+    // `arrive`, `terminal`
 
     /// The flow has ended at `at`: record it and tell whoever asked.
     fn finish(&mut self, flow: u32, at: Ps) {

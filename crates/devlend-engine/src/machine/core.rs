@@ -109,7 +109,7 @@ impl Core {
         if let Some(ids) = self.plans.get(&p) {
             return *ids;
         }
-        let ids = crate::load(&mut self.sim, &p);
+        let ids = crate::sim::load(&mut self.sim, &p);
         self.plans.insert(p, ids);
         ids
     }

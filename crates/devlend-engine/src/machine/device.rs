@@ -12,8 +12,8 @@
 
 use super::core::{Core, FlowDone, FlowStart, Owner};
 use super::World;
-use crate::path::build_path;
 use crate::queue::Ps;
+use crate::sim::build_path;
 use crate::Plan;
 use devlend_fabric::model::FuncId;
 use devlend_fabric::route::{Failure, Outcome, Requester};
