@@ -9,6 +9,13 @@
 //! ([`plan_route`]) and carried to where its TLPs land (`machine`'s `core`: routed again only for
 //! another 4 KiB page or after the fabric's routes changed).
 //!
+//! One access's way through this crate is two files, each in the order the access meets it with
+//! a table of contents in its module docs: `machine/mod.rs` (a thread's CPU access or a device's
+//! DMA issued as a flow with its route, each TLP landing or served along that route) and
+//! `sim.rs` (the route planned into timed paths and loaded once, the TLPs simulated along them).
+//! What is off that way (DLLPs, statistics, re-splitting roots, timers, streams, faults, set-up)
+//! is in their sibling modules.
+//!
 //! Entry points:
 //! - [`machine::Machine`], the one clock every run of devlend lives on: devices are actors
 //!   (`add_device`), software runs as threads (`spawn`) whose CPU loads and stores and whose
