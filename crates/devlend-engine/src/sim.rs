@@ -22,8 +22,8 @@
 //!
 //! Off the path, in `sim/`: the DLLPs' timers (`dllp`, §3.5.3.1, §2.6.1.2), the statistics
 //! (`stats`: [`PortStats`], [`Stats`]), the root complex that re-splits reads (`root`, 000
-//! §7.1), building a simulation (`setup`: [`Sim::new`], [`Sim::tuned`], PCI-X buses); tests in
-//! `wake_tests` and `inflight_tests`.
+//! §7.1), building a simulation (`setup`: [`Sim::new`], [`Sim::tuned`], PCI-X buses), the events
+//! packed into the queue's 8-byte entries (`packed`); tests in `wake_tests` and `inflight_tests`.
 //!
 //! Mechanisms (PCIe Base 3.0 §2.2, §2.6, §3.5; 000 §7.1):
 //! - Each link direction is a port that serialises one TLP at a time: header/framing overhead per
@@ -60,7 +60,7 @@
 use crate::iotlb::HostIommu;
 use crate::params::Timing;
 use crate::path::{port_id, Limits, Path, PortId, Stage};
-use crate::queue::{EventQueue, Packed, Ps, Ring, Waiting};
+use crate::queue::{EventQueue, Ps, Ring, Waiting};
 use devlend_fabric::model::{LinkId, NodeKind};
 use devlend_fabric::route::{Failure, HopKind, Outcome, Requester, Route};
 use devlend_fabric::{Fabric, Target};
@@ -69,6 +69,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 mod dllp;
+mod packed;
 mod root;
 mod setup;
 mod stats;
@@ -337,39 +338,6 @@ enum Ev {
     /// A timer set by the one who drives the simulation: its token is `Sim::timers[i]` (kept out
     /// of the event so that it packs into a queue entry of 8 bytes).
     Timer(u32),
-}
-
-impl Packed for Ev {
-    /// The variant above the 32-bit number it carries.
-    #[inline(always)]
-    fn pack(self) -> u64 {
-        let (kind, n) = match self {
-            Ev::TryTx(n) => (0, n),
-            Ev::Arrive(n) => (1, n),
-            Ev::FlowIssue(n) => (2, n),
-            Ev::Land(n) => (3, n),
-            Ev::Serve(n) => (4, n),
-            Ev::FlowEnd(n) => (5, n),
-            Ev::FlowSent(n) => (6, n),
-            Ev::Timer(n) => (7, n),
-        };
-        kind << 32 | n as u64
-    }
-
-    #[inline(always)]
-    fn unpack(bits: u64) -> Ev {
-        let n = bits as u32;
-        match bits >> 32 {
-            0 => Ev::TryTx(n),
-            1 => Ev::Arrive(n),
-            2 => Ev::FlowIssue(n),
-            3 => Ev::Land(n),
-            4 => Ev::Serve(n),
-            5 => Ev::FlowEnd(n),
-            6 => Ev::FlowSent(n),
-            _ => Ev::Timer(n),
-        }
-    }
 }
 
 /// What the simulation tells the one who drives it ([`Sim::step`]): the moments actors act on.
