@@ -9,6 +9,13 @@
 //! ([`plan_route`]) and carried to where its TLPs land (`machine`'s `core`: routed again only for
 //! another 4 KiB page or after the fabric's routes changed).
 //!
+//! One access's way through this crate is two files, each in the order the access meets it with
+//! a table of contents in its module docs: `machine/mod.rs` (a thread's CPU access or a device's
+//! DMA issued as a flow with its route, each TLP landing or served along that route) and
+//! `sim.rs` (the route planned into timed paths and loaded once, the TLPs simulated along them).
+//! What is off that way (DLLPs, statistics, re-splitting roots, timers, streams, faults, set-up)
+//! is in their sibling modules.
+//!
 //! Entry points:
 //! - [`machine::Machine`], the one clock every run of devlend lives on: devices are actors
 //!   (`add_device`), software runs as threads (`spawn`) whose CPU loads and stores and whose
@@ -46,9 +53,9 @@ use devlend_fabric::route::{Failure, Requester};
 use devlend_fabric::spec::LinkKind;
 use devlend_fabric::Fabric;
 use devlend_wire::Access;
-pub use path::{plan, plan_route, Plan};
-use path::{port_id, Path};
+use path::port_id;
 use queue::Ps;
+pub use sim::{plan, plan_route, Plan};
 use sim::{FlowKind, FlowOpts, Sim, Stats};
 
 /// The result of a timed transfer.
@@ -113,27 +120,6 @@ pub(crate) fn sim_for(f: &Fabric) -> Sim {
     sim
 }
 
-pub(crate) fn load(sim: &mut Sim, plan: &Plan) -> (u32, Option<u32>) {
-    let p = sim.add_path(plan.request.clone());
-    let c = plan.completion.clone().map(|c| {
-        let full = c.clone();
-        let cid = sim.add_path(full);
-        // Every re-split root on the request path gets the completion path up to that root.
-        for (k, st) in plan.request.stages.iter().enumerate() {
-            if st.resplit.is_some() {
-                let host = st.root;
-                if let Some(j) = c.stages.iter().position(|s| s.root.is_some() && s.root == host) {
-                    let prefix = Path { stages: c.stages[..=j].to_vec(), ..c.clone() };
-                    let pid = sim.add_path(prefix);
-                    sim.set_root_completion(p, k as u32, pid, j as u32 + 1);
-                }
-            }
-        }
-        cid
-    });
-    (p, c)
-}
-
 /// Time a DMA stream: `bytes` written to (or read from) `addr` by `req`, in max-payload writes or
 /// max-read-request reads, on an idle fabric. With `warm`, the same stream runs once before the
 /// timed one (caches such as the IOTLB are then warm, as in a benchmark's steady state).
@@ -176,7 +162,7 @@ fn time_transfers(f: &Fabric, plan: &Plan, bytes: u64, access: Access, warm: boo
         return Transfer { bytes, time_ps: plan.request.origin_latency + mem, stats: Stats::default() };
     }
     let mut sim = sim_for(f);
-    let (p, c) = load(&mut sim, plan);
+    let (p, c) = sim::load(&mut sim, plan);
     let kind = if access == Access::Read { FlowKind::Read } else { FlowKind::Write };
     if warm {
         sim.add_flow_with(kind, p, c, bytes, 0, opts);

@@ -1,18 +1,17 @@
-//! From a functional route (devlend-fabric) to the timed stages a TLP passes: one stage per link
-//! crossed, with the latency of the component at its far end (switch, root complex, NTB) and what
-//! happens there (IOMMU translation, re-splitting of reads at the root, delivery).
-//! [`plan_route`] is where a route becomes its timed paths: the fabric's route of a flow's
-//! request TLP (request and, for a read, the completion), found once when the flow is issued,
-//! each direction built into a [`Path`], what a flow starts with; [`plan`] does the same for an
-//! access named by its address.
+//! The timed path's types and the links' rates. A [`Path`] is the stages a TLP passes, one per
+//! link crossed ([`Stage`]: the port, the latency of the component at its far end, what happens
+//! there: IOMMU translation, re-splitting of reads at the root), with what the path may carry
+//! ([`Limits`]); `sim`'s `build_path` makes one from a functional route (devlend-fabric), and
+//! [`crate::plan_route`] a flow's request and completion paths. The rest is per link direction
+//! ([`PortId`]): serialisation time per byte after encoding and the link layer's share (SKP
+//! ordered sets and DLLPs, PCIe Base 3.0 §3.5.3.1, §2.6.1.2, §4.2), a PCI-X bus's rate, the Ack
+//! and UpdateFC period, and propagation.
 
 use crate::params::{timing, Timing};
 use crate::queue::Ps;
-use devlend_fabric::model::{LinkId, NodeKind};
-use devlend_fabric::route::{Failure, HopKind, Outcome, Requester, Route};
+use devlend_fabric::model::LinkId;
 use devlend_fabric::spec::LinkKind;
-use devlend_fabric::{Fabric, Target};
-use devlend_wire::{Access, Generation};
+use devlend_wire::Generation;
 
 /// A link direction: `link * 2 + 0` downstream (towards the link's `down` end), `+ 1` upstream.
 pub type PortId = u32;
@@ -123,108 +122,6 @@ pub fn link_propagation(t: &Timing, kind: LinkKind, cable_length_m: u64) -> Ps {
     }
 }
 
-pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
-    let tu = &f.tuning();
-    let t = &*tu.timing;
-    let mut stages: Vec<Stage> = Vec::new();
-    let mut origin_latency = 0;
-    let mut limits = Limits {
-        max_payload: u32::MAX,
-        max_read_request: t.max_read_request,
-        read_tags: t.read_tags,
-        completion_bytes: 0,
-        root_tags: 0,
-        iotlb_hit_ps: t.iotlb_hit_ps,
-        ram_write: None,
-    };
-    let hops = &r.hops;
-    for (i, h) in hops.iter().enumerate() {
-        match h.kind {
-            HopKind::Start => match f.node(h.node).kind {
-                NodeKind::RootComplex => {
-                    let host = tu.host(h.host);
-                    (limits.max_read_request, limits.read_tags) = (host.max_read_request, host.read_tags);
-                    if i + 1 < hops.len() {
-                        origin_latency = host.root_latency_ps;
-                    }
-                }
-                NodeKind::Endpoint { device } => {
-                    let d = tu.device(device);
-                    (limits.max_read_request, limits.read_tags) = (d.max_read_request, d.read_tags);
-                }
-                _ => {}
-            },
-            HopKind::Link => {
-                let link = h.aux as LinkId;
-                limits.max_payload = limits.max_payload.min(tu.link(link).max_payload);
-                let towards_down = f.links()[link as usize].down == h.node;
-                stages.push(Stage { port: port_id(link, towards_down), latency: 0, cut_through: false, iommu: None, resplit: None, root: None });
-            }
-            HopKind::Forward => {
-                let latency = match f.node(h.node).kind {
-                    NodeKind::SwitchUp { .. } | NodeKind::SwitchDown { .. } => Some(t.switch_latency_ps),
-                    NodeKind::ClusterPort { .. } => Some(t.cluster_switch_latency_ps),
-                    _ => None,
-                };
-                if let (Some(l), Some(s)) = (latency, stages.last_mut()) {
-                    s.latency += l;
-                    s.cut_through = t.switch_cut_through;
-                }
-            }
-            HopKind::Root => {
-                let host = h.host;
-                let continues = hops[i + 1..].iter().any(|x| x.kind == HopKind::Link);
-                if let Some(s) = stages.last_mut() {
-                    let root = tu.host(host);
-                    s.latency += root.root_latency_ps;
-                    s.root = Some(host);
-                    let split = f.host(host).cpu.read_split_bytes;
-                    if is_read && continues && split < limits.max_read_request {
-                        s.resplit = Some(split);
-                        limits.root_tags = root.read_tags;
-                    }
-                }
-            }
-            HopKind::Iommu => {
-                let iova = hops[i - 1].addr;
-                if let Some(s) = stages.last_mut() {
-                    let levels = f.iommu(h.host).walk_levels(h.aux);
-                    s.iommu = Some((h.host, iova, h.aux.trailing_zeros(), levels));
-                }
-            }
-            HopKind::Ntb => {
-                if let Some(s) = stages.last_mut() {
-                    s.latency += t.ntb_latency_ps;
-                }
-            }
-            HopKind::Deliver => {}
-        }
-    }
-    if limits.max_payload == u32::MAX {
-        limits.max_payload = t.max_payload; // no link crossed
-    }
-    let (target_latency, target_is_ram) = match r.outcome {
-        devlend_fabric::Outcome::Delivered(Target::Ram { host, .. }) => {
-            // The root complex's completion size, within the payload the path carries.
-            limits.completion_bytes = tu.host(host).ram_completion_bytes.min(limits.max_payload);
-            let (line, per_tlp) = (tu.host(host).ram_write_line_ps, tu.host(host).ram_write_tlp_ps);
-            if !is_read && line > 0 {
-                limits.ram_write = Some((host, line, per_tlp));
-            }
-            (t.dram_latency_ps, true)
-        }
-        devlend_fabric::Outcome::Delivered(Target::Bar { func, .. }) => {
-            limits.completion_bytes = limits.max_payload;
-            (devlend_fabric::tuning::endpoint_latency_ps(f, func), false)
-        }
-        _ => {
-            limits.completion_bytes = limits.max_payload;
-            (t.endpoint_latency_ps, false)
-        }
-    };
-    Path { stages, origin_latency, target_latency, target_is_ram, limits }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,40 +162,4 @@ mod tests {
             }
         }
     }
-}
-
-/// The timed paths of one access: the request path and, for reads, the completion path. A plan
-/// captures the route at the moment it is made, so an access can be timed after the mappings it
-/// used are gone (a device's DMA into a buffer the driver has since unmapped).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Plan {
-    pub request: Path,
-    pub completion: Option<Path>,
-}
-
-/// The route of `req`'s `access` at `addr` (the fabric's cached `route`), built into timed
-/// paths ([`plan_route`]).
-pub fn plan(f: &mut Fabric, req: Requester, addr: u64, access: Access) -> Result<Plan, Failure> {
-    let route = f.route(req, addr, access);
-    plan_route(f, &route)
-}
-
-/// A route built into timed paths: the request path and, for a read, the completion path; the
-/// route's failure if it does not deliver, in either direction. A flow's route is found once, at
-/// its issue (`machine`'s `Core::start`), and planned here; the flow carries it on to where its
-/// TLPs land.
-pub fn plan_route(f: &Fabric, route: &Route) -> Result<Plan, Failure> {
-    if let Outcome::Failed(e) = route.outcome {
-        return Err(e);
-    }
-    let is_read = route.access == Access::Read;
-    let request = build_path(f, route, is_read);
-    let completion = match &route.completion {
-        Some(c) => match c.outcome {
-            Outcome::Failed(e) => return Err(e),
-            Outcome::Delivered(_) => Some(build_path(f, c, false)),
-        },
-        None => None,
-    };
-    Ok(Plan { request, completion })
 }

@@ -1,4 +1,29 @@
-//! The discrete-event simulation of TLPs moving along timed paths.
+//! The discrete-event simulation of TLPs moving along timed paths, and the planning that makes
+//! those paths from the fabric's routes.
+//!
+//! Contents, in the order a flow meets them (the sections are marked `// ##` below):
+//! 1. Planning: [`plan_route`] builds a route (and a read's completion route) into timed
+//!    [`Path`]s with [`build_path`] (one stage per link crossed, with the latency of the
+//!    switch, root complex or NTB at its far end, the IOMMU that translates there, the root
+//!    that re-splits reads there: 000 §7.1; the path's Max_Payload_Size and the requester's
+//!    Max_Read_Request_Size and tags, PCIe Base 3.0 §2.2.2); [`plan`] for an access named by its
+//!    address; `load` puts a plan's paths into the simulation.
+//! 2. The records: a TLP in flight (`InFlight`, its kind's flow-control class §2.6.1), the
+//!    events, the [`Notice`]s the driver of the simulation acts on, a port (`Port`: a link
+//!    direction's serialiser and its receiver's credits), a stage as the hot path reads it
+//!    (`Hop`), a flow (`Flow`, [`FlowOpts`]) and an outstanding read (`Request`).
+//! 3. [`Sim`]'s API: paths and flows added, timers, [`Sim::step`] (where a landing or a served
+//!    read becomes a [`Notice`] for the machine).
+//! 4. A TLP's way (after the helpers it shares: a flow's end, allocation, a port's wake-up):
+//!    `issue` (a flow's TLPs at its source, within its tags), `enqueue`, `try_tx`
+//!    (serialised when the link is free and the receiver has a credit, §2.6.1; DLLPs due go
+//!    first), `arrive` (the component's latency, an IOMMU stage's IOTLB lookup, `iotlb`),
+//!    `terminal` (a posted write lands in order, §2.4.1; a read is answered with completions).
+//!
+//! Off the path, in `sim/`: the DLLPs' timers (`dllp`, §3.5.3.1, §2.6.1.2), the statistics
+//! (`stats`: [`PortStats`], [`Stats`]), the root complex that re-splits reads (`root`, 000
+//! §7.1), building a simulation (`setup`: [`Sim::new`], [`Sim::tuned`], PCI-X buses), the events
+//! packed into the queue's 8-byte entries (`packed`); tests in `wake_tests` and `inflight_tests`.
 //!
 //! Mechanisms (PCIe Base 3.0 §2.2, §2.6, §3.5; 000 §7.1):
 //! - Each link direction is a port that serialises one TLP at a time: header/framing overhead per
@@ -33,16 +58,194 @@
 //! moment a head is first held back (a send before then cancels it).
 
 use crate::iotlb::HostIommu;
-use crate::params::{timing, Timing};
-use crate::path::{Path, PortId};
-use crate::queue::{EventQueue, Packed, Ps, Ring, Waiting};
-use devlend_wire::{FcClass, Overheads, TlpKind};
+use crate::params::Timing;
+use crate::path::{port_id, Limits, Path, PortId, Stage};
+use crate::queue::{EventQueue, Ps, Ring, Waiting};
+use devlend_fabric::model::{LinkId, NodeKind};
+use devlend_fabric::route::{Failure, HopKind, Outcome, Requester, Route};
+use devlend_fabric::{Fabric, Target};
+use devlend_wire::{Access, FcClass, Overheads, TlpKind};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-/// A sub-request waiting for a root-complex tag: (re-split point (path, stage), parent request,
-/// bytes, offset).
-type RootWait = ((u32, u32), u32, u32, u64);
+mod dllp;
+mod packed;
+mod root;
+mod setup;
+mod stats;
+
+use dllp::Dllps;
+use root::RootWait;
+use stats::Tally;
+pub use stats::{PortStats, Stats};
+
+// ## 1. Planning: a route into timed paths
+
+/// The timed paths of one access: the request path and, for reads, the completion path. A plan
+/// captures the route at the moment it is made, so an access can be timed after the mappings it
+/// used are gone (a device's DMA into a buffer the driver has since unmapped).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Plan {
+    pub request: Path,
+    pub completion: Option<Path>,
+}
+
+/// The route of `req`'s `access` at `addr` (the fabric's cached `route`), built into timed
+/// paths ([`plan_route`]).
+pub fn plan(f: &mut Fabric, req: Requester, addr: u64, access: Access) -> Result<Plan, Failure> {
+    let route = f.route(req, addr, access);
+    plan_route(f, &route)
+}
+
+/// A route built into timed paths: the request path and, for a read, the completion path; the
+/// route's failure if it does not deliver, in either direction. A flow's route is found once, at
+/// its issue (`machine`'s `Core::start`), and planned here; the flow carries it on to where its
+/// TLPs land.
+pub fn plan_route(f: &Fabric, route: &Route) -> Result<Plan, Failure> {
+    if let Outcome::Failed(e) = route.outcome {
+        return Err(e);
+    }
+    let is_read = route.access == Access::Read;
+    let request = build_path(f, route, is_read);
+    let completion = match &route.completion {
+        Some(c) => match c.outcome {
+            Outcome::Failed(e) => return Err(e),
+            Outcome::Delivered(_) => Some(build_path(f, c, false)),
+        },
+        None => None,
+    };
+    Ok(Plan { request, completion })
+}
+
+/// One direction of route `r` as the stages its TLPs pass (see the module docs), with what its
+/// TLPs may carry ([`Limits`]) and its target's latency.
+pub fn build_path(f: &Fabric, r: &Route, is_read: bool) -> Path {
+    let tu = &f.tuning();
+    let t = &*tu.timing;
+    let mut stages: Vec<Stage> = Vec::new();
+    let mut origin_latency = 0;
+    let mut limits = Limits {
+        max_payload: u32::MAX,
+        max_read_request: t.max_read_request,
+        read_tags: t.read_tags,
+        completion_bytes: 0,
+        root_tags: 0,
+        iotlb_hit_ps: t.iotlb_hit_ps,
+        ram_write: None,
+    };
+    let hops = &r.hops;
+    for (i, h) in hops.iter().enumerate() {
+        match h.kind {
+            HopKind::Start => match f.node(h.node).kind {
+                NodeKind::RootComplex => {
+                    let host = tu.host(h.host);
+                    (limits.max_read_request, limits.read_tags) = (host.max_read_request, host.read_tags);
+                    if i + 1 < hops.len() {
+                        origin_latency = host.root_latency_ps;
+                    }
+                }
+                NodeKind::Endpoint { device } => {
+                    let d = tu.device(device);
+                    (limits.max_read_request, limits.read_tags) = (d.max_read_request, d.read_tags);
+                }
+                _ => {}
+            },
+            HopKind::Link => {
+                let link = h.aux as LinkId;
+                limits.max_payload = limits.max_payload.min(tu.link(link).max_payload);
+                let towards_down = f.links()[link as usize].down == h.node;
+                stages.push(Stage { port: port_id(link, towards_down), latency: 0, cut_through: false, iommu: None, resplit: None, root: None });
+            }
+            HopKind::Forward => {
+                let latency = match f.node(h.node).kind {
+                    NodeKind::SwitchUp { .. } | NodeKind::SwitchDown { .. } => Some(t.switch_latency_ps),
+                    NodeKind::ClusterPort { .. } => Some(t.cluster_switch_latency_ps),
+                    _ => None,
+                };
+                if let (Some(l), Some(s)) = (latency, stages.last_mut()) {
+                    s.latency += l;
+                    s.cut_through = t.switch_cut_through;
+                }
+            }
+            HopKind::Root => {
+                let host = h.host;
+                let continues = hops[i + 1..].iter().any(|x| x.kind == HopKind::Link);
+                if let Some(s) = stages.last_mut() {
+                    let root = tu.host(host);
+                    s.latency += root.root_latency_ps;
+                    s.root = Some(host);
+                    let split = f.host(host).cpu.read_split_bytes;
+                    if is_read && continues && split < limits.max_read_request {
+                        s.resplit = Some(split);
+                        limits.root_tags = root.read_tags;
+                    }
+                }
+            }
+            HopKind::Iommu => {
+                let iova = hops[i - 1].addr;
+                if let Some(s) = stages.last_mut() {
+                    let levels = f.iommu(h.host).walk_levels(h.aux);
+                    s.iommu = Some((h.host, iova, h.aux.trailing_zeros(), levels));
+                }
+            }
+            HopKind::Ntb => {
+                if let Some(s) = stages.last_mut() {
+                    s.latency += t.ntb_latency_ps;
+                }
+            }
+            HopKind::Deliver => {}
+        }
+    }
+    if limits.max_payload == u32::MAX {
+        limits.max_payload = t.max_payload; // no link crossed
+    }
+    let (target_latency, target_is_ram) = match r.outcome {
+        devlend_fabric::Outcome::Delivered(Target::Ram { host, .. }) => {
+            // The root complex's completion size, within the payload the path carries.
+            limits.completion_bytes = tu.host(host).ram_completion_bytes.min(limits.max_payload);
+            let (line, per_tlp) = (tu.host(host).ram_write_line_ps, tu.host(host).ram_write_tlp_ps);
+            if !is_read && line > 0 {
+                limits.ram_write = Some((host, line, per_tlp));
+            }
+            (t.dram_latency_ps, true)
+        }
+        devlend_fabric::Outcome::Delivered(Target::Bar { func, .. }) => {
+            limits.completion_bytes = limits.max_payload;
+            (devlend_fabric::tuning::endpoint_latency_ps(f, func), false)
+        }
+        _ => {
+            limits.completion_bytes = limits.max_payload;
+            (t.endpoint_latency_ps, false)
+        }
+    };
+    Path { stages, origin_latency, target_latency, target_is_ram, limits }
+}
+
+/// A plan's paths added to `sim`: the request path, the completion path, and for each root on
+/// the request path that re-splits reads, the completion path up to that root
+/// ([`Sim::set_root_completion`]). Their ids: (request, completion).
+pub(crate) fn load(sim: &mut Sim, plan: &Plan) -> (u32, Option<u32>) {
+    let p = sim.add_path(plan.request.clone());
+    let c = plan.completion.clone().map(|c| {
+        let full = c.clone();
+        let cid = sim.add_path(full);
+        // Every re-split root on the request path gets the completion path up to that root.
+        for (k, st) in plan.request.stages.iter().enumerate() {
+            if st.resplit.is_some() {
+                let host = st.root;
+                if let Some(j) = c.stages.iter().position(|s| s.root.is_some() && s.root == host) {
+                    let prefix = Path { stages: c.stages[..=j].to_vec(), ..c.clone() };
+                    let pid = sim.add_path(prefix);
+                    sim.set_root_completion(p, k as u32, pid, j as u32 + 1);
+                }
+            }
+        }
+        cid
+    });
+    (p, c)
+}
+
+// ## 2. The records
 
 /// A wire TLP in flight: what the timing needs of the `devlend_wire::Tlp` it stands for (its
 /// `TlpKind`, length, and offset in its flow, whose requester and address the header's are),
@@ -137,39 +340,6 @@ enum Ev {
     Timer(u32),
 }
 
-impl Packed for Ev {
-    /// The variant above the 32-bit number it carries.
-    #[inline(always)]
-    fn pack(self) -> u64 {
-        let (kind, n) = match self {
-            Ev::TryTx(n) => (0, n),
-            Ev::Arrive(n) => (1, n),
-            Ev::FlowIssue(n) => (2, n),
-            Ev::Land(n) => (3, n),
-            Ev::Serve(n) => (4, n),
-            Ev::FlowEnd(n) => (5, n),
-            Ev::FlowSent(n) => (6, n),
-            Ev::Timer(n) => (7, n),
-        };
-        kind << 32 | n as u64
-    }
-
-    #[inline(always)]
-    fn unpack(bits: u64) -> Ev {
-        let n = bits as u32;
-        match bits >> 32 {
-            0 => Ev::TryTx(n),
-            1 => Ev::Arrive(n),
-            2 => Ev::FlowIssue(n),
-            3 => Ev::Land(n),
-            4 => Ev::Serve(n),
-            5 => Ev::FlowEnd(n),
-            6 => Ev::FlowSent(n),
-            _ => Ev::Timer(n),
-        }
-    }
-}
-
 /// What the simulation tells the one who drives it ([`Sim::step`]): the moments actors act on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Notice {
@@ -192,74 +362,8 @@ pub enum Notice {
     Timer(u64),
 }
 
-/// Per link direction: what crossed it and how long it was busy or stalled.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PortStats {
-    pub tlps: u64,
-    /// Bytes on the wire, overheads included.
-    pub wire_bytes: u64,
-    /// Data bytes carried (write and completion payloads).
-    pub payload_bytes: u64,
-    /// Time spent serialising TLPs.
-    pub busy_ps: u64,
-    /// Summed over TLPs: from ready to start of transmission (queueing, credits, the link busy).
-    pub queue_ps: u64,
-    /// Time with a TLP ready to go and no receiver buffer free for it (flow-control credits).
-    pub credit_stall_ps: u64,
-    /// Ack and UpdateFC DLLPs sent on this direction for the other one (their bytes are in
-    /// `wire_bytes`, their time in `busy_ps`).
-    pub dllps: u64,
-}
-
 /// No DLLP pending.
 const NONE: Ps = Ps::MAX;
-/// `Dllps::peer_ack` of a port whose other direction has no link layer (or no port): an Ack
-/// timer that never needs setting.
-const NEVER: Ps = Ps::MAX - 1;
-/// DLLP timers of a port: the Ack, then an UpdateFC per traffic class.
-const ACK: usize = 3;
-
-/// The DLLPs a port sends for the other direction of its link: when each pending one is due, and
-/// when those already owed are done being sent. One cache line, by PortId beside the ports: the
-/// reverse direction of a link that carries TLPs one way is touched for its DLLPs only.
-///
-/// A TLP sent on port `p` reads `p`'s record (DLLPs due go first) and asks whether `p ^ 1` has an
-/// Ack pending that covers it; `peer_ack` answers that from `p`'s own line, so a send touches one
-/// DLLP record, not two (issue 33: at 8192 streams each is a likely last-level miss). It is
-/// written wherever `p ^ 1`'s Ack timer changes (`Sim::set_ack`). A DLLP sent waits for the TLP
-/// its port is sending: `gate` keeps the later of the two, so that sending one (often on the
-/// other direction of a link that carries TLPs one way) does not read the port's own line.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Dllps {
-    /// AckNak / UpdateFC latency period of this link, ps (0: no link layer modelled); 32 bits, so
-    /// that `peer_ack` fits the line (`Sim::set_dllp_periods` checks).
-    period: u32,
-    /// Serialisation time of one DLLP (`Timing::dllp_bytes`) on this port, ps (32 bits, checked).
-    ser: u32,
-    /// Per UpdateFC class (0-2) and the Ack (3): when the pending DLLP is due, or NONE.
-    due: [Ps; 4],
-    /// When the DLLPs sent so far have left the port, or the port's TLP (`Port::busy_until`) if
-    /// that is later: the earliest a DLLP sent now can start. Raised with `busy_until` on each
-    /// send (`Sim::try_tx`).
-    gate: Ps,
-    /// DLLPs sent: added to the port's statistics when they are read (`Sim::port_stats`), so
-    /// that sending one touches this record only.
-    sent: u64,
-    /// The other direction's (`p ^ 1`'s) `due[ACK]`, or NEVER when it has no link layer.
-    peer_ack: Ps,
-}
-
-const _: () = assert!(std::mem::size_of::<Dllps>() == 64);
-
-impl Dllps {
-    /// The earliest pending DLLP's due time, or NONE.
-    #[inline]
-    fn next(&self) -> Ps {
-        self.due[0].min(self.due[1]).min(self.due[2].min(self.due[3]))
-    }
-}
-
 /// A link direction, as the transmit decision reads it (three cache lines). TLPs wait in
 /// per-class FIFOs with the time they become ready; receiver buffer slots come back as timestamps
 /// (`returns`) rather than events, and a port wakes itself at the next time something can change
@@ -300,15 +404,6 @@ struct Port {
 
 const _: () = assert!(std::mem::size_of::<Port>() == 192);
 const _: () = assert!(std::mem::offset_of!(Port, queues) == 64 && std::mem::offset_of!(Port, returns) == 128);
-
-/// What a port's sends add up, one cache line per port.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Tally {
-    stats: PortStats,
-    /// Since when a ready TLP has been waiting for a receiver buffer, or NONE.
-    stalled_since: Ps,
-}
 
 /// What the hot path reads of a path's stage, 16 bytes, all stages of all paths in one table
 /// (`Sim::hops`): one load, no per-path indirection, a small working set. What is rarer (the
@@ -399,19 +494,6 @@ struct Request {
     cpl_stage: u32,
 }
 
-#[derive(Clone, Debug, Default)]
-pub struct Stats {
-    pub tlp_hops: u64,
-    pub events: u64,
-    pub iotlb_hits: u64,
-    pub iotlb_misses: u64,
-    /// Page-table entries read from DRAM by IOTLB misses.
-    pub walk_reads: u64,
-    pub resplit_requests: u64,
-    /// Most TLP records alive at once (memory use).
-    pub peak_tlps: usize,
-}
-
 pub struct Sim {
     /// The fabric's parameters; what varies per path (payload, requests, tags) is in `Path::limits`.
     t: Arc<Timing>,
@@ -475,69 +557,9 @@ fn alloc<T>(slab: &mut Vec<T>, free: &mut Vec<u32>, item: T) -> u32 {
 
 const SOURCE_QUEUE: u32 = 2;
 
+// ## 3. The simulation's API
+
 impl Sim {
-    /// `ports`: (fixed-point ps per byte, propagation) for every PortId the paths use; the
-    /// default parameters.
-    pub fn new(ports: Vec<(u64, Ps)>) -> Sim {
-        let credits = vec![timing().rx_buffer_tlps; ports.len()];
-        Sim::tuned(ports, credits, devlend_fabric::tuning::default_timing().clone())
-    }
-
-    /// As [`Sim::new`], with each port's receive buffers per traffic class (`credits`, by PortId)
-    /// and the fabric's parameters `t`.
-    pub fn tuned(ports: Vec<(u64, Ps)>, credits: Vec<u32>, t: Arc<Timing>) -> Sim {
-        let n = ports.len();
-        let ports = ports
-            .into_iter()
-            .zip(credits)
-            .map(|((fp, prop), credits)| Port {
-                busy_until: 0,
-                wake: NONE,
-                fp_ps_per_byte: fp,
-                prop,
-                header_ps: ((t.overheads().header_bytes() * fp) >> 16) + prop,
-                bus_txn_ps: NONE,
-                heads: [NONE; 3],
-                credits: [credits; 3],
-                queues: Default::default(),
-                tails: [0; 3],
-                returns: Default::default(),
-                held: [false; 3],
-            })
-            .collect();
-        Sim {
-            overheads: t.overheads(),
-            t,
-            q: EventQueue::default(),
-            now: 0,
-            ports,
-            tally: vec![Tally { stats: PortStats::default(), stalled_since: NONE }; n],
-            dllps: vec![Dllps { period: 0, ser: 0, due: [NONE; 4], gate: 0, sent: 0, peer_ack: NEVER }; n],
-            last_posted: vec![0; n],
-            ram_intake: Vec::new(),
-            fifo: Waiting::default(),
-            slots: Vec::new(),
-            paths: Vec::new(),
-            hops: Vec::new(),
-            first_hop: Vec::new(),
-            tlps: Vec::new(),
-            free_tlps: Vec::new(),
-            flows: Vec::new(),
-            free_flows: Vec::new(),
-            reqs: Vec::new(),
-            free_reqs: Vec::new(),
-            root_tags: HashMap::new(),
-            iotlb: Vec::new(),
-            stats: Stats::default(),
-            sub_cpl: HashMap::new(),
-            sub_key: HashMap::new(),
-            timers: Vec::new(),
-            free_timers: Vec::new(),
-            #[cfg(test)]
-            check_wakes: false,
-        }
-    }
-
     pub fn now(&self) -> Ps {
         self.now
     }
@@ -545,59 +567,6 @@ impl Sim {
     /// When the next event is due, if any.
     pub fn next_time(&self) -> Option<Ps> {
         self.q.peek_time()
-    }
-
-    /// Model the data link layer: per port (by PortId), the AckNak / UpdateFC latency period of
-    /// its link (`devlend_wire::dllp`); DLLPs of `t.dllp_bytes` are then sent on each port for
-    /// the TLPs received on the other direction. Without this call, no DLLP is modelled. Panics
-    /// if a period or a DLLP's serialisation time is 2^32 ps (4.3 ms) or more.
-    pub fn set_dllp_periods(&mut self, periods: &[Ps]) {
-        let bytes = self.t.dllp_bytes as u64;
-        let ps32 = |ps: Ps| u32::try_from(ps).unwrap_or_else(|_| panic!("a DLLP period or serialisation time below 2^32 ps, not {ps}"));
-        for ((d, port), &period) in self.dllps.iter_mut().zip(&self.ports).zip(periods) {
-            d.period = ps32(period);
-            d.ser = ps32((bytes * port.fp_ps_per_byte) >> 16);
-        }
-        for p in 0..self.dllps.len() {
-            self.set_ack(p as PortId, self.dllps[p].due[ACK]);
-        }
-    }
-
-    /// Port `p`'s Ack timer is now `due` (or NONE), and so is its copy in `p ^ 1`'s record.
-    #[inline]
-    fn set_ack(&mut self, p: PortId, due: Ps) {
-        let d = &mut self.dllps[p as usize];
-        d.due[ACK] = due;
-        let copy = if d.period == 0 { NEVER } else { due };
-        if let Some(peer) = self.dllps.get_mut((p ^ 1) as usize) {
-            peer.peer_ack = copy;
-        }
-    }
-
-    /// A TLP starts out on port `p`: the Ack DLLP of `p ^ 1` (`dllp_event(p ^ 1, ACK)`), read from
-    /// `p`'s own record while the pending one covers it.
-    #[inline]
-    fn ack_event(&mut self, p: PortId) {
-        let due = self.dllps[p as usize].peer_ack;
-        debug_assert_eq!(
-            due,
-            self.dllps.get((p ^ 1) as usize).map_or(NEVER, |d| if d.period == 0 { NEVER } else { d.due[ACK] }),
-            "port {p}'s copy of the Ack timer"
-        );
-        if due != NONE && self.now <= due {
-            return;
-        }
-        self.dllp_due(p ^ 1, ACK, due);
-    }
-
-    /// Make the link of port `p` (ports `p` and `p ^ 1`) a half-duplex bus such as PCI-X: one
-    /// transaction at a time in either direction, each taking `txn_ps` for its address,
-    /// attribute and response phases and turnaround, then its payload at the port's rate (no
-    /// PCIe framing, no DLLPs).
-    pub fn set_half_duplex(&mut self, p: PortId, txn_ps: Ps) {
-        for q in [p, p ^ 1] {
-            self.ports[q as usize].bus_txn_ps = txn_ps;
-        }
     }
 
     /// Time to send `tlp`, `wire` bytes, on port `p`: at the link's rate, or on a bus, the
@@ -610,69 +579,6 @@ impl Sim {
             (wire * port.fp_ps_per_byte) >> 16
         }
     }
-
-    /// Something at the far end of port `p^1` (a TLP coming in, or a credit of class `kind`
-    /// freed) needs a DLLP on port `p`: covered by the one pending if that is not yet due,
-    /// otherwise that one has been sent and a new one is due one period from now. (The timer
-    /// starts as the TLP starts out rather than when its last byte is in: the same period, shifted
-    /// by one TLP time; what is due is then never later than now.)
-    #[inline]
-    fn dllp_event(&mut self, p: PortId, kind: usize) {
-        let at = self.now;
-        let Some(d) = self.dllps.get(p as usize) else { return };
-        let due = d.due[kind];
-        if d.period == 0 || (due != NONE && at <= due) {
-            return;
-        }
-        self.dllp_due(p, kind, due);
-    }
-
-    /// The DLLP of `kind` pending on port `p` (due at `due`, or NONE) is sent, and a new one is due
-    /// one period from now.
-    #[inline(never)]
-    fn dllp_due(&mut self, p: PortId, kind: usize, due: Ps) {
-        let next = self.now + self.dllps[p as usize].period as Ps;
-        if kind == ACK {
-            self.set_ack(p, next);
-        } else {
-            self.dllps[p as usize].due[kind] = next;
-        }
-        if due != NONE {
-            debug_assert!(self.dllps[p as usize].gate >= self.ports[p as usize].busy_until, "port {p}'s DLLP gate is behind its TLP");
-            Self::send_dllp(&mut self.dllps[p as usize], due);
-        }
-    }
-
-    /// The DLLP due at `due` leaves its port: after the DLLPs before it and the TLP being sent.
-    fn send_dllp(d: &mut Dllps, due: Ps) {
-        d.gate = d.gate.max(due) + d.ser as Ps;
-        d.sent += 1;
-    }
-
-    /// Send the DLLPs of port `p` due by `now`; returns when the port is free of them (the port's
-    /// link being free by `now`).
-    #[inline]
-    fn dllps_before(&mut self, p: PortId, now: Ps) -> Ps {
-        debug_assert!(self.dllps[p as usize].gate >= self.ports[p as usize].busy_until, "port {p}'s DLLP gate is behind its TLP");
-        let d = &mut self.dllps[p as usize];
-        if d.next() > now {
-            return d.gate;
-        }
-        let ack_sent = d.due[ACK] <= now;
-        for k in 0..4 {
-            let due = d.due[k];
-            if due <= now {
-                Self::send_dllp(d, due);
-                d.due[k] = NONE;
-            }
-        }
-        let free = d.gate;
-        if ack_sent {
-            self.set_ack(p, NONE);
-        }
-        free
-    }
-
     /// Add a path. Panics if it could carry a TLP larger than PCIe allows (4096 bytes of payload
     /// or of read request, §2.2.2), which the fabric's parameters never give, or if it has more
     /// than 65536 stages.
@@ -694,14 +600,6 @@ impl Sim {
         }));
         self.paths.push(p);
         self.paths.len() as u32 - 1
-    }
-
-    /// Tell the engine where a re-splitting root's own completions go: completions of the
-    /// sub-requests it issues at stage `req_stage` of `req_path` follow `root_cpl` (which ends at the
-    /// root), then continue as completions of the original request from `resume_stage` of its path.
-    pub fn set_root_completion(&mut self, req_path: u32, req_stage: u32, root_cpl: u32, resume_stage: u32) {
-        self.sub_cpl.insert((req_path, req_stage), (root_cpl, resume_stage));
-        self.sub_key.insert(root_cpl, (req_path, req_stage));
     }
 
     /// Start a DMA stream at time `at`. Returns the flow id.
@@ -780,18 +678,6 @@ impl Sim {
         Some(self.timers[i as usize])
     }
 
-    /// Statistics of every port (link direction), indexed by `PortId`.
-    pub fn port_stats(&self) -> Vec<PortStats> {
-        let bytes = self.t.dllp_bytes as u64;
-        let with_dllps = |(t, d): (&Tally, &Dllps)| PortStats {
-            dllps: d.sent,
-            busy_ps: t.stats.busy_ps + d.sent * d.ser as u64,
-            wire_bytes: t.stats.wire_bytes + d.sent * bytes,
-            ..t.stats
-        };
-        self.tally.iter().zip(&self.dllps).map(with_dllps).collect()
-    }
-
     /// Run everything.
     pub fn run(&mut self) {
         while self.step().is_some() {}
@@ -837,6 +723,9 @@ impl Sim {
         }
         None
     }
+
+    // ## 4. A TLP's way: a flow's end, the ports' queues (`enqueue`, `try_tx`), then `issue`,
+    // `arrive`, `terminal`
 
     /// The flow has ended at `at`: record it and tell whoever asked.
     fn finish(&mut self, flow: u32, at: Ps) {
@@ -1291,81 +1180,10 @@ impl Sim {
             self.q.push(at, Ev::FlowIssue(flow));
         }
     }
-
-    fn resplit(&mut self, id: u32, tlp: InFlight, split: u32, delay: Ps) {
-        self.stats.resplit_requests += 1;
-        let key = (tlp.path, tlp.stage());
-        let root = self.root_of(key);
-        let tags = self.paths[tlp.path as usize].limits.root_tags;
-        let mut off = 0;
-        while off < tlp.len() {
-            let n = split.min(tlp.len() - off);
-            self.root_tags.entry(root).or_insert_with(|| (tags, VecDeque::new())).1.push_back((key, tlp.req, n, tlp.offset + off as u64));
-            off += n;
-        }
-        // The original request is consumed at the root; its buffer slot frees.
-        let port = self.paths[tlp.path as usize].stages[tlp.stage() as usize].port;
-        self.return_credit(port, tlp.class(), self.now + self.t.updatefc_ps);
-        self.free_tlps.push(id);
-        self.root_issue(root, self.now + delay);
-    }
-
-    /// The root complex (host) of a re-split point.
-    fn root_of(&self, key: (u32, u32)) -> u16 {
-        self.paths[key.0 as usize].stages[key.1 as usize].root.expect("a re-split stage is at a root complex")
-    }
-
-    /// Issue waiting sub-requests while the root has tags (one pool per root complex, assumed:
-    /// the root's outbound read tracking is shared by every route through it).
-    fn root_issue(&mut self, root: u16, at: Ps) {
-        loop {
-            let entry = self.root_tags.get_mut(&root).unwrap();
-            if entry.0 == 0 {
-                return;
-            }
-            let Some((key, parent, n, off)) = entry.1.pop_front() else { return };
-            entry.0 -= 1;
-            let (cpl, _) = self.sub_cpl[&key];
-            let flow = self.reqs[parent as usize].flow;
-            let sub = self.alloc_req(Request { flow, remaining: n, parent, cpl_path: cpl, cpl_stage: 0 });
-            let id = self.alloc_tlp(InFlight::new(TlpKind::MemRead, n, key.0, key.1 + 1, u32::MAX, sub, off, true));
-            self.enqueue(id, at);
-        }
-    }
-
-    /// A sub-request's completion reached the re-splitting root: free the root's tag, forward the
-    /// data to the original requester on the remainder of the original completion path.
-    fn root_completion(&mut self, id: u32, tlp: InFlight, delay: Ps) {
-        let key = self.sub_key[&tlp.path];
-        let (_, resume) = self.sub_cpl[&key];
-        let parent = self.reqs[tlp.req as usize].parent;
-        let p = self.reqs[parent as usize];
-        let r = &mut self.reqs[tlp.req as usize];
-        r.remaining -= tlp.len();
-        let sub_done = r.remaining == 0;
-        // Forwarded as a completion of the parent from the stage after the root. It still occupies
-        // the root's ingress buffer (the same link as the last stage of the root's path), which it
-        // frees when it leaves, as any TLP does.
-        let fwd = InFlight::new(TlpKind::Completion, tlp.len(), p.cpl_path, resume, p.flow, parent, tlp.offset, false);
-        self.tlps[id as usize] = fwd;
-        self.enqueue(id, self.now + delay);
-        if sub_done {
-            self.free_reqs.push(tlp.req);
-            let root = self.root_of(key);
-            self.root_tags.get_mut(&root).unwrap().0 += 1;
-            self.root_issue(root, self.now + delay);
-        }
-    }
 }
 
 #[cfg(test)]
 mod wake_tests;
 
 #[cfg(test)]
-#[test]
-fn an_in_flight_tlps_class_is_its_kinds_flow_control_type() {
-    for kind in [TlpKind::MemWrite, TlpKind::MemRead, TlpKind::Completion, TlpKind::Message] {
-        let t = InFlight::new(kind, 64, 0, 0, 0, 0, 0, false);
-        assert_eq!((t.kind(), t.class(), t.len()), (kind, kind.fc_class(), 64));
-    }
-}
+mod inflight_tests;

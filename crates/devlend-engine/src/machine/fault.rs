@@ -208,7 +208,7 @@ impl<W: World> Machine<W> {
         let (t, h, at) = *self.faults.crashed.iter().find(|(t, _, _)| !self.threads[*t].service)?;
         let host = self.world.borrow_mut().fabric().host(h).name.clone();
         let thread = self.threads[t].name.to_string();
-        Some(super::thread::failed(&thread, super::ThreadError::HostCrashed { thread: thread.clone(), host, at }))
+        Some(super::spawn::failed(&thread, super::ThreadError::HostCrashed { thread: thread.clone(), host, at }))
     }
 
     /// Stop function `func`: its flows end with `why`, its device model is not called again.
@@ -245,6 +245,18 @@ impl<W: World> Machine<W> {
             }
             _ => false,
         }
+    }
+}
+
+impl<W: World> Machine<W> {
+    pub(super) fn fault(&mut self, flow: u32, addr: u64, e: devlend_fabric::route::Failure) {
+        let mut core = self.core.borrow_mut();
+        if let Some(f) = core.flows[flow as usize].as_mut() {
+            f.fault.get_or_insert((addr, e));
+        }
+        core.sim.stop_flow(flow);
+        drop(core);
+        self.aer_scan();
     }
 }
 

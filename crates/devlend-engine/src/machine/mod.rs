@@ -13,33 +13,66 @@
 //!
 //! Besides devices and threads, a machine runs timing-only streams ([`Machine::stream`]): N bytes
 //! read or written by one requester, the load a benchmark or another tenant puts on the links.
+//!
+//! This file is what one access reads on its way through the machine, in order (the sections are
+//! marked `// ##` below; `thread`, `core` and `device` are inline modules):
+//! 1. [`World`] and [`Machine`]: its state and set-up (`new`, `add_device`).
+//! 2. `mod thread`: a CPU load or store of a software thread ([`Thread::cpu_write`],
+//!    [`Thread::cpu_read`]) as a flow, the thread suspended until its store has left the CPU or
+//!    its data has returned; a wait for a condition ([`Thread::wait_until`], [`Watch`]).
+//! 3. `mod core`: the flow issued (`Core::start`): its request TLP routed once by the fabric
+//!    (`Fabric::route_to_carry`), planned into the simulation's paths (`crate::plan_route`),
+//!    loaded once per plan, and carried in its flow record (`FlowInfo::route`) to where its TLPs
+//!    land (a memory request routed by its address, PCIe Base 3.0 §2.2.4.1).
+//! 4. The run loop: each event of the simulation (`step`, `handle`); a posted write's TLP lands
+//!    along the carried route (`landed`: the bytes stored, a BAR write handed to its device as a
+//!    `devlend_wire::Tlp`, waiting threads woken), a read request is served (`served`: memory
+//!    sampled when the request reaches the completer, PCIe Base 3.0 §2.3.1), a flow's end
+//!    resumes its thread or calls its device.
+//! 5. `mod device`: a device model ([`Device`]) and its DMA ([`Cx::dma_write_after`],
+//!    [`Cx::dma_read_streamed_after`]), flows like a CPU's.
+//!
+//! Off the walk, in sibling files: starting threads and looking at them (`spawn`), timers and
+//! signals (`timers`), timing-only streams (`streams`), link statistics (`stats`, and from a
+//! marked time `window`), running to a time or in slices (`run`), a device's message to its root
+//! and writes as another function (`messages`), faults at a simulated time and a flow stopped at
+//! its failing TLP (`fault`), AER (`aer`), the errors (`error`); tests in `tests`,
+//! `route_tests` and `fault_tests`.
 
 mod aer;
-mod core;
-mod device;
 mod error;
 mod fault;
-mod thread;
+mod messages;
+mod run;
+mod spawn;
+mod stats;
+mod streams;
+mod timers;
 mod window;
 
 pub use self::core::{FlowDone, Owner};
 pub use device::{Cx, Device};
 pub use error::{MachineError, RunFailure, ThreadError, Unrunnable, WorldHeld};
 pub use fault::{Effects, Halted, Later};
-pub use thread::{Body, Thread, Watch};
+pub use spawn::Body;
+pub use stats::LinkStat;
+pub use streams::StreamResult;
+pub use thread::{Thread, Watch};
 
-use self::core::{Core, FlowStart};
+use self::core::Core;
 use crate::queue::Ps;
-use crate::sim::{Notice, PortStats, Stats};
-use corosensei::{Coroutine, CoroutineResult, Yielder};
+use crate::sim::Notice;
+use corosensei::{Coroutine, CoroutineResult};
 use devlend_fabric::model::FuncId;
 use devlend_fabric::route::{Requester, Target};
 use devlend_fabric::Fabric;
-use devlend_wire::{Access, Tlp, TlpHeader};
+use devlend_wire::{Tlp, TlpHeader};
 use std::cell::{RefCell, RefMut};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use thread::{Block, Wake};
+
+// ## 1. The machine and what it runs on
 
 /// What a machine runs on: the fabric, and whatever state the layers above keep beside it.
 pub trait World: 'static {
@@ -70,51 +103,6 @@ struct Slot<W: World> {
     start: Ps,
     /// A service (a kernel's handler thread) may still wait when nothing is left to happen.
     service: bool,
-}
-
-/// A timing-only stream and what became of it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StreamResult {
-    pub name: String,
-    pub who: Requester,
-    pub addr: u64,
-    pub access: Access,
-    pub bytes: u64,
-    pub start: Ps,
-    pub end: Option<Ps>,
-}
-
-impl StreamResult {
-    /// Bytes per second from its start to its end.
-    pub fn bandwidth(&self) -> Option<f64> {
-        self.end.map(|e| self.bytes as f64 / ((e - self.start) as f64 * 1e-12))
-    }
-}
-
-/// One link direction's statistics, with the "component.port" names of its two ends.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LinkStat {
-    pub link: u32,
-    pub towards_down: bool,
-    pub from: String,
-    pub to: String,
-    pub stats: PortStats,
-}
-
-impl LinkStat {
-    /// Busy time over `elapsed_ps`.
-    pub fn utilisation(&self, elapsed_ps: u64) -> f64 {
-        if elapsed_ps == 0 {
-            0.0
-        } else {
-            self.stats.busy_ps as f64 / elapsed_ps as f64
-        }
-    }
-
-    /// Mean queueing delay per TLP, ps.
-    pub fn mean_queue_ps(&self) -> f64 {
-        self.stats.queue_ps as f64 / self.stats.tlps.max(1) as f64
-    }
 }
 
 /// A device model on the machine, shared with whoever built it.
@@ -192,110 +180,394 @@ impl<W: World> Machine<W> {
         self.by_func.insert(func, self.devices.len());
         self.devices.push((func, dev));
     }
+}
 
-    /// Call the [`Device::timer`] of the device model that is function `func` with `token` at
-    /// `at`: something the device sees that is no TLP (a cable pulled from its port). False when
-    /// no model is function `func`.
-    pub fn signal(&mut self, func: FuncId, at: Ps, token: u64) -> bool {
-        let Some(&d) = self.by_func.get(&func) else { return false };
-        self.core.borrow_mut().set_timer(at, Owner::Device(d), token);
-        true
+// ## 2. A CPU access: the thread that makes it
+
+mod thread {
+    //! Software as threads on the one clock.
+    //!
+    //! A thread is a stackful coroutine (corosensei): its body is ordinary, synchronous code (a
+    //! driver, a benchmark loop), and every call that takes simulated time suspends it until the
+    //! machine reaches the moment it ends. A register read blocks the thread until its completion
+    //! returns; a posted store costs its issue time (until its TLP has left the CPU's root port);
+    //! waiting for an interrupt or a memory value suspends it until a landing makes the condition
+    //! true. Only one thread runs at a time, resumed in the order of the simulation's events, so
+    //! several threads interleave deterministically.
+
+    use super::core::{Core, FlowDone, FlowStart, Owner};
+    use super::error::ThreadError;
+    use super::World;
+    use crate::queue::Ps;
+    use corosensei::Yielder;
+    use devlend_fabric::model::HostId;
+    use devlend_fabric::route::{Failure, Requester, Target};
+    use devlend_wire::Access;
+    use std::cell::{RefCell, RefMut};
+    use std::rc::Rc;
+
+    /// Why a thread is suspended.
+    pub(crate) enum Block<W> {
+        /// Until flow `.0` has left its source (a posted store) or ended.
+        Flow {
+            flow: u32,
+            sent: bool,
+            what: String,
+        },
+        Until(Ps),
+        /// Until the predicate holds; evaluated after the landings it watches and every flow's end.
+        /// With a deadline, also until then (a driver's timeout).
+        Cond {
+            what: String,
+            watch: Watch,
+            pred: Box<dyn FnMut(&mut W) -> bool>,
+            deadline: Option<Ps>,
+        },
     }
 
-    /// Start a software thread at time `at`. Returns its index.
-    pub fn spawn(&mut self, name: &str, at: Ps, body: impl FnOnce(&mut Thread<'_, W>) -> Result<(), ThreadError> + 'static) -> usize {
-        self.spawn_thread(name, at, false, body)
+    /// The token of a thread's timer that is a wait's deadline (its other timers use 0).
+    pub(crate) const DEADLINE: u64 = 1;
+
+    /// Which landings may make a waiting thread's condition true.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Watch {
+        Any,
+        /// Writes into `len` bytes of host `host`'s RAM at `addr`.
+        Ram {
+            host: HostId,
+            addr: u64,
+            len: u64,
+        },
+        /// Interrupts (MSI writes) to host `host`.
+        Msi {
+            host: HostId,
+        },
     }
 
-    /// Start a service thread at `at`: one that serves others (an interrupt handler waiting for
-    /// the next interrupt) and may still be waiting when the run ends, which is then no error.
-    pub fn spawn_service(&mut self, name: &str, at: Ps, body: impl FnOnce(&mut Thread<'_, W>) -> Result<(), ThreadError> + 'static) -> usize {
-        self.spawn_thread(name, at, true, body)
-    }
-
-    fn spawn_thread(&mut self, name: &str, at: Ps, service: bool, body: impl FnOnce(&mut Thread<'_, W>) -> Result<(), ThreadError> + 'static) -> usize {
-        let id = self.threads.len();
-        let name: Rc<str> = Rc::from(name);
-        let (world, core, n, hosts) = (self.world.clone(), self.core.clone(), name.clone(), self.faults.hosts.clone());
-        let co = Coroutine::new(move |y: &Yielder<Wake, Block<W>>, _: Wake| {
-            let mut t = Thread { y, world, core, id, name: n, hosts };
-            body(&mut t)
-        });
-        self.threads.push(Slot { name, co: Some(co), waiting: Waiting::Start, start: at, service });
-        self.core.borrow_mut().set_timer(at, Owner::Thread(id), 0);
-        id
-    }
-
-    /// When thread `id` finished, if it has.
-    pub fn thread_end(&self, id: usize) -> Option<Ps> {
-        match self.threads[id].waiting {
-            Waiting::Done(t) => Some(t),
-            _ => None,
-        }
-    }
-
-    /// When thread `id` started.
-    pub fn thread_start(&self, id: usize) -> Ps {
-        self.threads[id].start
-    }
-
-    /// A timing-only stream: `bytes` read or written at `addr` by `who`, starting at `at`, in
-    /// max-payload writes or max-read-request reads. Its route is the one at the time of this call.
-    pub fn stream(&mut self, name: &str, who: Requester, addr: u64, bytes: u64, access: Access, at: Ps) -> Result<usize, MachineError> {
-        if bytes == 0 {
-            return Err(MachineError::Invalid { workload: name.into(), why: Unrunnable::ZeroBytes });
-        }
-        let id = self.streams.len();
-        let mut w = self.world.borrow_mut();
-        let s = FlowStart { owner: Owner::Stream(id), who, addr, access, len: bytes, data: Vec::new(), carries_data: false, token: 0, at };
-        let started = self.core.borrow_mut().start(w.fabric(), s);
-        match started {
-            Ok(Ok(_)) => {}
-            Ok(Err(_)) => return Err(MachineError::Invalid { workload: name.into(), why: Unrunnable::OwnMemory { addr } }),
-            Err(failure) => {
-                return Err(MachineError::Unreachable { workload: name.into(), addr, failure: Box::new(w.fabric().failure_report(&failure)) });
+    impl Watch {
+        /// Whether a write of `len` bytes reaching `t` may matter.
+        pub(crate) fn covers(&self, t: &Target, len: u64) -> bool {
+            match (*self, *t) {
+                (Watch::Any, _) => true,
+                (Watch::Ram { host, addr, len: n }, Target::Ram { host: h, addr: a }) => h == host && a < addr + n && addr < a + len,
+                (Watch::Msi { host }, Target::Msi { host: h, .. }) => h == host,
+                _ => false,
             }
         }
-        self.streams.push(StreamResult { name: name.into(), who, addr, access, bytes, start: at.max(self.now()), end: None });
-        Ok(id)
     }
 
-    pub fn streams(&self) -> &[StreamResult] {
-        &self.streams
+    /// What a suspended thread is resumed with.
+    pub(crate) enum Wake {
+        Go,
+        Flow(Box<FlowDone>),
     }
 
-    /// Per link direction (indexed by `path::port_id`): bytes, TLPs, busy and stalled time.
-    pub fn port_stats(&self) -> Vec<PortStats> {
-        self.core.borrow().sim.port_stats()
+    /// The handle a thread's body acts through.
+    pub struct Thread<'y, W: World> {
+        pub(crate) y: &'y Yielder<Wake, Block<W>>,
+        pub(crate) world: Rc<RefCell<W>>,
+        pub(crate) core: Rc<RefCell<Core>>,
+        pub(crate) id: usize,
+        pub(crate) name: Rc<str>,
+        /// The host each thread runs on, where it said (`runs_on`): a crash of that host stops it.
+        pub(crate) hosts: super::fault::ThreadHosts,
     }
 
-    /// Every link direction that carried at least one TLP, named by the ports it leaves and enters.
-    pub fn link_stats(&self) -> Vec<LinkStat> {
-        self.link_rows(&self.port_stats())
-    }
+    /// Reads and writes of more than this go as one flow each; the machine splits them into TLPs.
+    const MAX_ACCESS: u64 = 1 << 30;
 
-    /// `stats` (indexed by `path::port_id`) of every link direction that carried a TLP, named.
-    fn link_rows(&self, stats: &[PortStats]) -> Vec<LinkStat> {
-        let mut w = self.world.borrow_mut();
-        let f = w.fabric();
-        let name = |n: u32| format!("{}.{}", f.node(n).component, f.node(n).port);
-        let mut rows = Vec::new();
-        for (i, l) in f.links().iter().enumerate() {
-            for down in [true, false] {
-                let s = stats[crate::path::port_id(i as u32, down) as usize];
-                if s.tlps > 0 {
-                    let (from, to) = if down { (l.up, l.down) } else { (l.down, l.up) };
-                    rows.push(LinkStat { link: i as u32, towards_down: down, from: name(from), to: name(to), stats: s });
+    impl<W: World> Thread<'_, W> {
+        /// The time now, for this thread.
+        pub fn now(&self) -> Ps {
+            self.core.borrow().now()
+        }
+
+        /// Timeless access to the world: program tables, look at memory, allocate. Do not hold it
+        /// across a call that takes time.
+        pub fn world(&self) -> RefMut<'_, W> {
+            self.world.borrow_mut()
+        }
+
+        /// Spend `ps` of CPU time (software cost).
+        pub fn sleep(&self, ps: Ps) {
+            if ps > 0 {
+                let at = self.now() + ps;
+                self.y.suspend(Block::Until(at));
+            }
+        }
+
+        /// Suspend until `pred` holds (checked now, then after every landing, timer and flow end).
+        /// `what` names the wait in the error if it never comes.
+        pub fn wait_until(&self, what: impl Into<String>, pred: impl FnMut(&mut W) -> bool + 'static) {
+            self.wait_for(what, Watch::Any, pred)
+        }
+
+        /// As [`Thread::wait_until`], but the predicate is looked at again only after landings that
+        /// `watch` covers (and after timers and flow ends): a driver spinning on a word in RAM is
+        /// not re-checked for every TLP of a copy into a BAR.
+        pub fn wait_for(&self, what: impl Into<String>, watch: Watch, mut pred: impl FnMut(&mut W) -> bool + 'static) {
+            if pred(&mut self.world.borrow_mut()) {
+                return;
+            }
+            self.y.suspend(Block::Cond { what: what.into(), watch, pred: Box::new(pred), deadline: None });
+        }
+
+        /// A CPU store of `data` at `addr` by a CPU of `host`: posted, so the thread goes on once
+        /// the store has left the CPU (the bytes land later, in order behind earlier stores).
+        pub fn cpu_write(&self, host: HostId, addr: u64, data: &[u8]) -> Result<(), ThreadError> {
+            self.fits(addr, data.len() as u64)?;
+            self.access(host, addr, Access::Write, data.len() as u64, data.to_vec()).map(|_| ())
+        }
+
+        /// A CPU load of `len` bytes at `addr`: the thread waits for the data.
+        pub fn cpu_read(&self, host: HostId, addr: u64, len: usize) -> Result<Vec<u8>, ThreadError> {
+            self.fits(addr, len as u64)?;
+            self.access(host, addr, Access::Read, len as u64, vec![0; len])
+        }
+
+        /// One call moves at most `MAX_ACCESS` bytes, inside the address space (checked before any
+        /// buffer is made).
+        fn fits(&self, addr: u64, len: u64) -> Result<(), ThreadError> {
+            if len > MAX_ACCESS || addr.checked_add(len).is_none() {
+                return Err(ThreadError::TooLarge { thread: self.name.to_string(), addr, len });
+            }
+            Ok(())
+        }
+
+        fn access(&self, host: HostId, addr: u64, access: Access, len: u64, data: Vec<u8>) -> Result<Vec<u8>, ThreadError> {
+            if len == 0 {
+                return Ok(Vec::new());
+            }
+            let who = Requester::Cpu(host);
+            let started = {
+                let mut w = self.world.borrow_mut();
+                let mut core = self.core.borrow_mut();
+                core.start(
+                    w.fabric(),
+                    FlowStart { owner: Owner::Thread(self.id), who, addr, access, len, data: data.clone(), carries_data: true, token: 0, at: 0 },
+                )
+            };
+            let fail = |addr: u64, f: Failure| {
+                let failure = Box::new(self.world.borrow_mut().fabric().failure_report(&f));
+                ThreadError::Access { thread: self.name.to_string(), addr, failure }
+            };
+            match started {
+                Err(f) => {
+                    let cto = self.world.borrow_mut().fabric().tuning().timing.completion_timeout_ps;
+                    self.world.borrow_mut().fabric().record(f);
+                    if access == Access::Read && matches!(f, Failure::Unresponsive { .. }) {
+                        // A completer that never answers: the load fails when the timeout expires (PCIe §2.8).
+                        self.sleep(cto);
+                    }
+                    Err(fail(addr, f))
+                }
+                Ok(Err(local)) => {
+                    // The CPU's own RAM: no link to cross; the bytes move now.
+                    let out = {
+                        let mut w = self.world.borrow_mut();
+                        match access {
+                            Access::Write => {
+                                let (_, e) = w.fabric().write(who, addr, &data);
+                                e.map(|e| (Vec::new(), Some(e))).unwrap_or((Vec::new(), None))
+                            }
+                            Access::Read => {
+                                let (d, e) = w.fabric().read(who, addr, len as usize);
+                                (d, e)
+                            }
+                        }
+                    };
+                    self.sleep(local.latency);
+                    match out {
+                        (_, Some(e)) => Err(fail(addr, e)),
+                        (d, None) => Ok(d),
+                    }
+                }
+                Ok(Ok(flow)) => {
+                    let what = format!("the {} of {len} bytes at {addr:#x}", if access == Access::Read { "read" } else { "store" });
+                    let wake = self.y.suspend(Block::Flow { flow, sent: access == Access::Write, what });
+                    match wake {
+                        Wake::Flow(done) => match done.fault {
+                            Some((a, f)) => Err(fail(a, f)),
+                            None => Ok(done.data),
+                        },
+                        Wake::Go => Ok(Vec::new()),
+                    }
                 }
             }
         }
-        rows
+    }
+}
+
+// ## 3. The flow: issued once, its route carried
+
+mod core {
+    //! The state the machine shares with its threads and devices: the one simulation, the plans it
+    //! has loaded, and who owns each flow and timer. Borrowed briefly by whoever acts; never across
+    //! a thread's suspension.
+    //!
+    //! A flow's route is found once, when it is issued ([`Core::start`]: the fabric's route of the
+    //! flow's request TLP, `Fabric::route_to_carry`), planned into the simulation's paths, and
+    //! carried in its [`FlowInfo`] to where its TLPs land or are served (`Fabric::write_tlp`,
+    //! `Fabric::read_tlp`). A TLP arrives along the carried route while it stands: the same 4 KiB
+    //! page, and no change to the fabric's routes since (`Fabric::route_generation`, moved by every
+    //! IOMMU map or unmap, NTB window change, link or port down, ...). A TLP on another page of the
+    //! flow, or one landing after a change, is routed as it lands, and the flow carries that route
+    //! on: translation happens when the TLP gets there, so an unmap between a TLP's issue and its
+    //! landing faults the landing, as on hardware.
+
+    use crate::queue::Ps;
+    use crate::sim::{FlowKind, FlowOpts, Sim};
+    use crate::{plan_route, Plan};
+    use devlend_fabric::route::{Failure, Requester};
+    use devlend_fabric::{CarriedRoute, Fabric};
+    use devlend_wire::{Access, TlpHeader};
+    use std::collections::HashMap;
+
+    /// Who is told when a flow ends or a timer fires.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Owner {
+        Thread(usize),
+        Device(usize),
+        Stream(usize),
+        /// The machine itself: a fault action or a timed-out read (`fault`).
+        Machine(usize),
     }
 
-    pub fn stats(&self) -> Stats {
-        self.core.borrow().sim.stats.clone()
+    /// One DMA or CPU access in flight: whose, where, and its bytes (written from `data` as each
+    /// TLP lands; read into it as each request is served, or handed to the owning device as each
+    /// request is served when `streamed`).
+    pub(crate) struct FlowInfo {
+        pub owner: Owner,
+        pub who: Requester,
+        pub addr: u64,
+        pub access: Access,
+        pub data: Vec<u8>,
+        /// Move bytes functionally (per TLP) or only time the stream.
+        pub carries_data: bool,
+        /// A device's read whose bytes go to [`super::Device::dma_data`] as they are served: `data`
+        /// stays empty, so no buffer of the whole transfer is held.
+        pub streamed: bool,
+        pub token: u64,
+        /// The first failing address and why; nothing of the flow lands after it.
+        pub fault: Option<(u64, Failure)>,
+        /// The route its TLPs land along while it stands (a flow that `carries_data`; see the
+        /// module docs): the route of its first page from its issue, then of the page landed last.
+        pub route: Option<CarriedRoute>,
     }
 
+    /// A flow asked for: whose, where, how many bytes (or which, for a write), when.
+    pub(crate) struct FlowStart {
+        pub owner: Owner,
+        pub who: Requester,
+        pub addr: u64,
+        pub access: Access,
+        pub len: u64,
+        /// A write's bytes, landed TLP by TLP where `carries_data`.
+        pub data: Vec<u8>,
+        /// Move bytes functionally (per TLP) or only time the stream.
+        pub carries_data: bool,
+        /// The owner's own name for the flow, handed back when it ends.
+        pub token: u64,
+        /// When it starts (not before now).
+        pub at: Ps,
+    }
+
+    /// What an owner learns when its flow ends.
+    #[derive(Clone, Debug)]
+    pub struct FlowDone {
+        pub token: u64,
+        pub addr: u64,
+        pub access: Access,
+        /// The bytes read (reads; empty for a streamed read, whose bytes went to
+        /// [`super::Device::dma_data`]), or the bytes that were to be written.
+        pub data: Vec<u8>,
+        pub fault: Option<(u64, Failure)>,
+        pub end: Ps,
+    }
+
+    pub(crate) struct Core {
+        pub sim: Sim,
+        plans: HashMap<Plan, (u32, Option<u32>)>,
+        pub flows: Vec<Option<FlowInfo>>,
+        pub timers: Vec<Option<(Owner, u64)>>,
+        pub(super) free_timers: Vec<u32>,
+    }
+
+    /// A flow that needs no link (a CPU touching its own RAM): done at once, after `latency`.
+    pub(crate) struct Local {
+        pub latency: Ps,
+    }
+
+    impl Core {
+        pub fn new(f: &Fabric) -> Core {
+            Core { sim: crate::sim_for(f), plans: HashMap::new(), flows: Vec::new(), timers: Vec::new(), free_timers: Vec::new() }
+        }
+
+        pub fn now(&self) -> Ps {
+            self.sim.now()
+        }
+
+        /// The simulation's paths for a plan, loaded once per distinct plan.
+        fn load(&mut self, p: Plan) -> (u32, Option<u32>) {
+            if let Some(ids) = self.plans.get(&p) {
+                return *ids;
+            }
+            let ids = crate::sim::load(&mut self.sim, &p);
+            self.plans.insert(p, ids);
+            ids
+        }
+
+        /// Start flow `s` (its `len` bytes, or its `data` for writes, from `s.at`, not before now).
+        /// `Ok(Err(local))` when it crosses no link: the caller moves the bytes itself and waits
+        /// `local.latency`.
+        pub fn start(&mut self, f: &mut Fabric, s: FlowStart) -> Result<Result<u32, Local>, Failure> {
+            let header = TlpHeader::request(f.requester_rid(s.who), s.addr, s.access, s.len.min(u32::MAX as u64) as u32);
+            // A timing-only flow lands nothing: it needs its route only for its paths.
+            let (route, carried) = if s.carries_data { f.route_to_carry(s.who, &header) } else { (f.route_tlp(s.who, &header), None) };
+            let p = plan_route(f, &route)?;
+            let started = self.start_plan(p, s);
+            if let (Ok(id), Some(carried)) = (&started, carried) {
+                if let Some(info) = self.flows[*id as usize].as_mut() {
+                    info.route = Some(carried);
+                }
+            }
+            Ok(started)
+        }
+
+        /// As [`Core::start`], along a plan the caller made (a message routed by its type, not by
+        /// an address).
+        pub fn start_plan(&mut self, p: Plan, s: FlowStart) -> Result<u32, Local> {
+            let FlowStart { owner, who, addr, access, len, data, carries_data, token, at } = s;
+            if p.request.stages.is_empty() {
+                let mem = if access == Access::Read { p.request.target_latency } else { 0 };
+                return Err(Local { latency: p.request.origin_latency + mem });
+            }
+            let (path, cpl) = self.load(p);
+            let kind = if access == Access::Read { FlowKind::Read } else { FlowKind::Write };
+            let opts = FlowOpts { notify: true, data: carries_data, ..FlowOpts::default() };
+            let id = self.sim.add_flow_with(kind, path, cpl, len, at.max(self.sim.now()), opts);
+            let info = FlowInfo { owner, who, addr, access, data, carries_data, streamed: false, token, fault: None, route: None };
+            let slot = id as usize;
+            if self.flows.len() <= slot {
+                self.flows.resize_with(slot + 1, || None);
+            }
+            self.flows[slot] = Some(info);
+            Ok(id)
+        }
+
+        /// The flow has ended: forget it, and give its owner what it learns.
+        pub fn finish(&mut self, flow: u32) -> (Owner, FlowDone) {
+            let info = self.flows[flow as usize].take().expect("a flow ends once");
+            let end = self.sim.flow_end(flow).unwrap_or(self.sim.now());
+            self.sim.release_flow(flow);
+            (info.owner, FlowDone { token: info.token, addr: info.addr, access: info.access, data: info.data, fault: info.fault, end })
+        }
+    }
+}
+
+// ## 4. The run loop: each event, a write landing, a read served, a thread resumed
+
+impl<W: World> Machine<W> {
     /// Run until nothing is left to happen. A thread still waiting then is an error naming it and
     /// what it waits for; so is a thread whose body failed.
     pub fn run(&mut self) -> Result<(), MachineError> {
@@ -315,61 +587,6 @@ impl<W: World> Machine<W> {
             return Err(MachineError::Stuck { thread: t.name.to_string(), waiting_for, at: now });
         }
         Ok(())
-    }
-
-    /// Run up to time `at` (not before now): everything due before it, and what was due at it
-    /// when this was called; then the clock reads `at` and the world can be changed timelessly
-    /// (a borrow or a return at a simulated time) before the run goes on. Threads still waiting
-    /// are no error here.
-    pub fn run_until(&mut self, at: Ps) -> Result<(), MachineError> {
-        self.run_until_or(at, |_| false).map(|_| ())
-    }
-
-    /// Run at most `events` more events (a caller that shows progress runs in slices, then
-    /// [`Machine::run`] for the end's checks); false once nothing is left to happen. A thread
-    /// still waiting is no error here.
-    pub fn run_events(&mut self, events: u64) -> Result<bool, MachineError> {
-        for _ in 0..events {
-            if !self.step()? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
-    /// When the next event is due (None: nothing is left to happen). Nothing can change before
-    /// it unless someone outside starts something: a guest synchronised to this clock may run
-    /// freely up to it.
-    pub fn next_event_at(&self) -> Option<Ps> {
-        self.core.borrow().sim.next_time()
-    }
-
-    /// As [`Machine::run_until`], but stop early, at the time of the event after which `stop`
-    /// holds (true then). The clock never passes `at`, so what is started at `at` or later
-    /// afterwards is in order.
-    /// A run that stops early takes its stop marker out of the queue, so what is pending next
-    /// ([`Machine::next_event_at`]) and where a later [`Machine::run`] leaves the clock are as if
-    /// it had never been set.
-    pub fn run_until_or(&mut self, at: Ps, mut stop: impl FnMut(&mut W) -> bool) -> Result<bool, MachineError> {
-        let i = self.push_pending(fault::Pending::Stop);
-        let at = at.max(self.now());
-        let timer = self.core.borrow_mut().set_timer(at, Owner::Machine(i), 0);
-        let ran = loop {
-            if self.pending[i].is_none() {
-                break Ok(false);
-            }
-            match self.step() {
-                Ok(true) if stop(&mut self.world.borrow_mut()) => break Ok(true),
-                Ok(true) => {}
-                Ok(false) => break Ok(false),
-                Err(e) => break Err(e),
-            }
-        };
-        if self.pending[i].is_some() {
-            self.core.borrow_mut().cancel_timer(timer);
-            self.drop_pending(i);
-        }
-        ran
     }
 
     /// One event: a failure recorded so far ends the run; false once nothing is left to happen.
@@ -517,16 +734,6 @@ impl<W: World> Machine<W> {
         }
     }
 
-    fn fault(&mut self, flow: u32, addr: u64, e: devlend_fabric::route::Failure) {
-        let mut core = self.core.borrow_mut();
-        if let Some(f) = core.flows[flow as usize].as_mut() {
-            f.fault.get_or_insert((addr, e));
-        }
-        core.sim.stop_flow(flow);
-        drop(core);
-        self.aer_scan();
-    }
-
     fn call_device(&mut self, d: usize, act: impl FnOnce(&mut dyn Device<W>, &mut Cx<'_, W>)) {
         let (func, dev) = (self.devices[d].0, self.devices[d].1.clone());
         if !self.halted.is_empty() && self.halted.contains(&func) {
@@ -572,7 +779,7 @@ impl<W: World> Machine<W> {
                 self.threads[t].co = None;
                 if let Err(e) = r {
                     let name = self.threads[t].name.to_string();
-                    self.error.get_or_insert(thread::failed(&name, e));
+                    self.error.get_or_insert(spawn::failed(&name, e));
                 }
             }
         }
@@ -598,6 +805,150 @@ impl<W: World> Machine<W> {
             };
             if ready {
                 self.resume(t, Wake::Go);
+            }
+        }
+    }
+}
+
+// ## 5. A device: its DMA
+
+mod device {
+    //! Devices as actors on the one clock.
+    //!
+    //! The interface follows what SimBricks gives a device model (issue DMA, schedule an event, read
+    //! the clock) and gem5's DMA device (a DMA completes with an event), with rust-vmm's view of MMIO
+    //! (the device is told which BAR and offset were written): a device is told when a write TLP
+    //! reaches one of its BARs, at that moment, after the bytes are in the BAR's memory; it issues
+    //! DMA reads and writes that travel as flows on the shared simulation and is called back when
+    //! the last write has landed or all the read data has returned (and, if it wants, when the
+    //! last TLP has left it: posted writes ordered behind it may go); it sets timers for its internal
+    //! latencies. Register state lives in the BAR memory of the fabric, so CPU reads of registers
+    //! need no call into the device.
+
+    use super::core::{Core, FlowDone, FlowStart, Owner};
+    use super::World;
+    use crate::queue::Ps;
+    use devlend_fabric::model::FuncId;
+    use devlend_fabric::route::{Failure, Requester};
+    use devlend_fabric::Fabric;
+    use devlend_wire::{Access, Tlp};
+    use std::collections::HashMap;
+
+    /// A device model on the machine. Every method has a do-nothing default.
+    pub trait Device<W: World> {
+        /// A write TLP reached `offset` of BAR `bar`: `tlp` carries its requester ID, the bus
+        /// address it arrived with, its length and payload (already in the BAR's memory).
+        fn mmio_write(&mut self, cx: &mut Cx<W>, bar: u8, offset: u64, tlp: &Tlp) {
+            let _ = (cx, bar, offset, tlp);
+        }
+        /// A DMA this device started has ended (or stopped at a fault).
+        fn dma_done(&mut self, cx: &mut Cx<W>, done: FlowDone) {
+            let _ = (cx, done);
+        }
+        /// `data`, the bytes at `offset` of a streamed read ([`Cx::dma_read_streamed_after`]) this
+        /// device started with `token`, as its completer serves each request (the order the requests
+        /// reach it, not necessarily address order). Nothing comes once the read has failed.
+        fn dma_data(&mut self, cx: &mut Cx<W>, token: u64, offset: u64, data: &[u8]) {
+            let _ = (cx, token, offset, data);
+        }
+        /// A DMA this device started has sent its last TLP out of the device (`token` as given to
+        /// the DMA): for a posted write, the moment hardware may issue a write ordered behind it.
+        /// Not called for a DMA stopped by a fault before it had sent everything.
+        fn dma_sent(&mut self, cx: &mut Cx<W>, token: u64) {
+            let _ = (cx, token);
+        }
+        /// A timer this device set has fired.
+        fn timer(&mut self, cx: &mut Cx<W>, token: u64) {
+            let _ = (cx, token);
+        }
+    }
+
+    /// What a device sees while it acts: the clock, the world, and DMA and timers.
+    pub struct Cx<'a, W: World> {
+        pub(crate) world: &'a mut W,
+        pub(crate) core: &'a mut Core,
+        pub(crate) dev: usize,
+        pub(crate) func: FuncId,
+        /// The machine's device models by function, for [`Cx::signal`].
+        pub(crate) peers: &'a HashMap<FuncId, usize>,
+    }
+
+    impl<W: World> Cx<'_, W> {
+        pub fn now(&self) -> Ps {
+            self.core.now()
+        }
+
+        pub fn world(&mut self) -> &mut W {
+            self.world
+        }
+
+        pub fn fabric(&mut self) -> &mut Fabric {
+            self.world.fabric()
+        }
+
+        /// The function this device is.
+        pub fn func(&self) -> FuncId {
+            self.func
+        }
+
+        /// DMA-write `data` to bus address `addr` as this function; [`Device::dma_done`] gets `token`.
+        /// An address that cannot be reached at all is refused at once (and recorded by the fabric).
+        pub fn dma_write(&mut self, addr: u64, data: Vec<u8>, token: u64) -> Result<(), Failure> {
+            self.dma_write_after(0, addr, data, token)
+        }
+
+        /// DMA-read `len` bytes at bus address `addr`; the data comes with [`Device::dma_done`].
+        pub fn dma_read(&mut self, addr: u64, len: u64, token: u64) -> Result<(), Failure> {
+            self.dma_read_after(0, addr, len, token)
+        }
+
+        /// As [`Cx::dma_write`], the first TLP leaving the device `delay` from now (the device's own
+        /// time to issue it); the route is decided now.
+        pub fn dma_write_after(&mut self, delay: Ps, addr: u64, data: Vec<u8>, token: u64) -> Result<(), Failure> {
+            let len = data.len() as u64;
+            self.dma(delay, addr, Access::Write, len, data, true, token).map(drop)
+        }
+
+        /// As [`Cx::dma_read`], the first request leaving the device `delay` from now.
+        pub fn dma_read_after(&mut self, delay: Ps, addr: u64, len: u64, token: u64) -> Result<(), Failure> {
+            self.dma(delay, addr, Access::Read, len, vec![0; len as usize], true, token).map(drop)
+        }
+
+        /// As [`Cx::dma_read_after`], but each request's bytes go to [`Device::dma_data`] as the
+        /// completer serves them, and [`Device::dma_done`] gets no data: a device that writes read
+        /// data into its own memory (a GPU's copy engine) holds no copy of the whole transfer.
+        pub fn dma_read_streamed_after(&mut self, delay: Ps, addr: u64, len: u64, token: u64) -> Result<(), Failure> {
+            let flow = self.dma(delay, addr, Access::Read, len, Vec::new(), true, token)?;
+            if let Some(f) = self.core.flows[flow as usize].as_mut() {
+                f.streamed = true;
+            }
+            Ok(())
+        }
+
+        /// Start the flow (moving `data` TLP by TLP where it `carries_data`); its id.
+        #[allow(clippy::too_many_arguments)] // the fields of the `FlowStart` it makes, but the owner and requester (its own)
+        pub(super) fn dma(&mut self, delay: Ps, addr: u64, access: Access, len: u64, data: Vec<u8>, carries_data: bool, token: u64) -> Result<u32, Failure> {
+            let who = Requester::Func(self.func);
+            let owner = Owner::Device(self.dev);
+            let at = self.core.now() + delay;
+            let f = self.world.fabric();
+            match self.core.start(f, FlowStart { owner, who, addr, access, len, data, carries_data, token, at }) {
+                Ok(Ok(flow)) => Ok(flow),
+                Ok(Err(_)) => {
+                    // A device addressing itself crosses no link: peer-to-peer inside one function is not modelled.
+                    let fail = Failure::Unsupported {
+                        node: f.func(self.func).node,
+                        host: f.func_host(self.func),
+                        addr,
+                        why: "a device's DMA to itself crosses no link",
+                    };
+                    f.record(fail);
+                    Err(fail)
+                }
+                Err(e) => {
+                    f.record(e);
+                    Err(e)
+                }
             }
         }
     }

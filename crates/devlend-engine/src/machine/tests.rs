@@ -4,7 +4,7 @@
 
 use super::*;
 use devlend_fabric::spec::{Addr, TopologySpec};
-use devlend_wire::{Bdf, Tlp};
+use devlend_wire::{Access, Bdf, Tlp};
 
 pub(super) const MIB: u64 = 1 << 20;
 
