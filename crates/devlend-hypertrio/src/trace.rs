@@ -245,10 +245,7 @@ pub struct Reader<R: Read> {
     prev: u32,
     last: Vec<[PageId; 3]>,
     packets: u64,
-    /// FNV-1a of the body bytes before `buf[hashed]`: hashed a buffer at a time (at each refill
-    /// and at the end record), not per packet. None outside the body (header, end record).
     hash: u64,
-    hashed: Option<usize>,
     done: bool,
 }
 
@@ -298,7 +295,6 @@ impl<R: Read> Reader<R> {
             last: Vec::new(),
             packets: 0,
             hash: FNV0,
-            hashed: None,
             done: false,
         };
         let fixed = rd.read_bytes(24, "header")?.to_vec();
@@ -329,7 +325,6 @@ impl<R: Read> Reader<R> {
         rd.header.check().map_err(|e| rd.err_at(12, format!("corrupt header: {e}")))?;
         rd.prev = tenants - 1;
         rd.last = vec![[NONE; 3]; tenants as usize];
-        rd.hashed = Some(rd.pos);
         Ok(rd)
     }
 
@@ -346,11 +341,6 @@ impl<R: Read> Reader<R> {
     fn fill(&mut self, n: usize) -> HtResult<()> {
         if self.len - self.pos >= n || self.eof {
             return Ok(());
-        }
-        if let Some(h) = self.hashed {
-            // the body bytes read so far leave the buffer: hash them now
-            self.hash = fnv(self.hash, &self.buf[h..self.pos]);
-            self.hashed = Some(0);
         }
         self.buf.copy_within(self.pos..self.len, 0);
         self.base += self.pos as u64;
@@ -405,9 +395,6 @@ impl<R: Read> Reader<R> {
     }
 
     fn end_record(&mut self) -> HtResult<()> {
-        if let Some(h) = self.hashed.take() {
-            self.hash = fnv(self.hash, &self.buf[h..self.pos]);
-        }
         self.fill(FOOTER_LEN as usize)?;
         if self.len - self.pos < FOOTER_LEN as usize {
             return Err(self.err_at(self.offset(), "truncated: the file ends inside the end record".into()));
@@ -440,6 +427,7 @@ impl<R: Read> Reader<R> {
         if self.len - self.pos < 24 && !self.eof {
             self.fill(24)?;
         }
+        let start = self.pos;
         let Some(&c) = self.buf[..self.len].get(self.pos) else {
             return Err(self.err_at(self.offset(), format!("truncated: the file ends after packet {} without its end record", self.packets)));
         };
@@ -453,9 +441,7 @@ impl<R: Read> Reader<R> {
         self.pos += 1;
         let t = self.header.tenants;
         let sid = match c & 3 {
-            // prev < t: the next tenant without a division
-            0 if self.prev + 1 == t => 0,
-            0 => self.prev + 1,
+            0 => (self.prev + 1) % t,
             1 => self.prev,
             _ => self.varint("tenant", t)?,
         };
@@ -469,6 +455,7 @@ impl<R: Read> Reader<R> {
         }
         self.last[sid as usize] = pages;
         self.prev = sid;
+        self.hash = fnv(self.hash, &self.buf[start..self.pos]);
         self.packets += 1;
         Ok(Some(Packet { sid, pages }))
     }
