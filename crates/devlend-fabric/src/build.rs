@@ -1,6 +1,6 @@
 //! From a topology description to a fabric: components, ports, links, the tree of each host.
 //! Every check reports a JSON pointer into the description, so the front end can name the file,
-//! line and field. Enumeration and resource assignment follow in `enumerate`.
+//! line and field, and what is wrong there as a typed fault (`error::SpecFault`, by group). Enumeration and resource assignment follow in `enumerate`.
 
 use crate::config::{ConfigState, CMD_BUS_MASTER};
 use crate::error::{BarFault, DeviceFault, EndFault, HostFault, LinkFault, NameFault, SpecError, SpecFault};
@@ -473,33 +473,32 @@ impl Builder {
         let Some((comp, _)) = self.names.get(name) else {
             return end_err(path, s, EndFault::NoSuchName { name: name.to_string() });
         };
-        let name = name.to_string();
         let bad = |fault: EndFault| end_err(path, s, fault);
         match (*comp, port, up) {
             (Comp::Host(h), Some(p), true) => {
                 let host = &self.hosts[h as usize];
                 match p.strip_prefix("rp").and_then(|i| i.parse::<usize>().ok()).and_then(|i| host.root_ports.get(i)) {
                     Some(n) => Ok(*n),
-                    None => bad(EndFault::RootPort { name, ports: host.root_ports.len() }),
+                    None => bad(EndFault::RootPort { name: name.into(), ports: host.root_ports.len() }),
                 }
             }
-            (Comp::Host(_), _, _) => bad(EndFault::Host { name }),
+            (Comp::Host(_), _, _) => bad(EndFault::Host { name: name.into() }),
             (Comp::Switch(i), Some(p), true) => {
                 let sw = &self.switches[i as usize];
                 match p.strip_prefix('d').and_then(|i| i.parse::<usize>().ok()).and_then(|i| sw.downs.get(i)) {
                     Some(n) => Ok(*n),
-                    None => bad(EndFault::DownstreamPort { name, ports: sw.downs.len() }),
+                    None => bad(EndFault::DownstreamPort { name: name.into(), ports: sw.downs.len() }),
                 }
             }
-            (Comp::Switch(_), None, true) => bad(EndFault::SwitchAsUpstream { name }),
+            (Comp::Switch(_), None, true) => bad(EndFault::SwitchAsUpstream { name: name.into() }),
             (Comp::Switch(i), None | Some("up"), false) => Ok(self.switches[i as usize].up),
-            (Comp::Switch(_), Some(_), false) => bad(EndFault::SwitchPortAsDownstream { name }),
+            (Comp::Switch(_), Some(_), false) => bad(EndFault::SwitchPortAsDownstream { name: name.into() }),
             (Comp::Device(i), None | Some("up"), false) => Ok(self.devices[i as usize].node),
-            (Comp::Device(_), _, true) => bad(EndFault::DeviceAsUpstream { name }),
-            (Comp::Device(_), Some(_), false) => bad(EndFault::DevicePort { name }),
+            (Comp::Device(_), _, true) => bad(EndFault::DeviceAsUpstream { name: name.into() }),
+            (Comp::Device(_), Some(_), false) => bad(EndFault::DevicePort { name: name.into() }),
             (Comp::Ntb(i), None | Some("up"), false) => Ok(self.ntbs[i as usize].node),
-            (Comp::Ntb(_), _, _) => bad(EndFault::Ntb { name }),
-            (Comp::Cluster(_), _, _) => bad(EndFault::ClusterSwitch { name }),
+            (Comp::Ntb(_), _, _) => bad(EndFault::Ntb { name: name.into() }),
+            (Comp::Cluster(_), _, _) => bad(EndFault::ClusterSwitch { name: name.into() }),
         }
     }
 
