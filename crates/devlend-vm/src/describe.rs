@@ -158,3 +158,20 @@ pub fn add_device(c: &mut Cluster, vmm: &mut Vmm, vm: VmId, device: &str, path: 
     };
     r.map_err(assign)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use devlend_fabric::Unknown;
+
+    /// A fault of the irq clock is the host layer's error, typed, at the `vms` section, rendered
+    /// as the scenario printed it when it held the error's text.
+    #[test]
+    fn the_irq_clock_s_fault_keeps_the_host_error() {
+        let error = HostError::Fabric(FabricError::from(Unknown::Ntb { name: "x".into() }));
+        let e = VmSpecError::at("/vms", VmSpecFault::IrqClock(error.clone()));
+        assert_eq!(*e.fault, VmSpecFault::IrqClock(error));
+        assert_eq!(e.to_string(), "/vms: no NTB named 'x'");
+        assert!(std::error::Error::source(&*e.fault).is_some());
+    }
+}
