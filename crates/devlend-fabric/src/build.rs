@@ -637,7 +637,7 @@ fn check_bars(bars: &[BarSpec], path: &str) -> SResult<Vec<Bar>> {
 
 #[cfg(test)]
 mod tests {
-    use crate::error::SpecError;
+    use crate::error::{EndFault, LinkFault, NameFault, SpecError, SpecFault};
 
     /// One host with device `d` of `kind`, described by its functions.
     fn described(kind: &str) -> Result<crate::Fabric, SpecError> {
@@ -663,5 +663,17 @@ mod tests {
         let e = described("fpga").err().expect("refused");
         let text = e.to_string();
         assert!(text.contains("/devices/0/kind") && text.contains("unknown device kind 'fpga': expected one of gpu, nic, nvme, generic"), "{text}");
+        assert!(matches!(&*e.fault, SpecFault::Name(NameFault::UnknownKind { kind, known }) if kind == "fpga" && known.len() == 4), "{e:?}");
+    }
+
+    /// A link end that names no component is the link's fault at that end, with the end and
+    /// the name as written.
+    #[test]
+    fn a_link_end_naming_nothing_is_refused_at_that_end() {
+        let json = r#"{"name":"t","hosts":[{"name":"h","cpu":"intel-xeon-e5","ram":1073741824,"iommu":false,"root_ports":1}],"switches":[],
+            "devices":[],"ntbs":[],"links":[{"a":"h.rp0","b":"gpu9.up","gen":3,"width":4}]}"#;
+        let Err(e) = crate::build_json(json) else { panic!("built") };
+        assert_eq!(e.path, "/links/0/b");
+        assert_eq!(*e.fault, SpecFault::Link(LinkFault::End { end: "gpu9.up".into(), fault: EndFault::NoSuchName { name: "gpu9".into() } }));
     }
 }
