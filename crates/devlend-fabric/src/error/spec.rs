@@ -33,8 +33,9 @@ pub use param::ParamFault;
 pub use resource::ResourceFault;
 
 /// A fault at `path` in a description; `F` is the fabric's [`SpecFault`] unless an outer layer
-/// reports its own. The fault is boxed: the error stays two words and a pointer wherever it is
-/// carried (`HostError`, `RdmaError`, ...), however many names and numbers its fault holds.
+/// reports its own. The fault is boxed: the error stays a `String` and a pointer (32 bytes, 48
+/// when it held two `String`s) wherever it is carried (`HostError`, `RdmaError`, ...), however
+/// many names and numbers its fault holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpecError<F = SpecFault> {
     /// JSON pointer into the topology description, "" for the whole document.
