@@ -23,6 +23,7 @@
 //! bypass), `xenib-vfio`, `xenib-lending` (python/devlend/topologies).
 
 use crate::xenib::{self as bench, Mode};
+use devlend_fabric::error::{JsonError, SpecError};
 use devlend_fabric::route::Requester;
 use devlend_fabric::Fabric;
 use devlend_host::{Cluster, DmaDir, Os};
@@ -99,7 +100,7 @@ fn route_report(w: &mut World, a_dom: &str) -> XResult<RouteCosts> {
 /// The local testbed on the platform of the other two: its PCI-X buses as Gen1 x8 PCIe slots (the
 /// card's enumeration link), without the xSeries 360 host bridge's own timing (its `params`).
 fn in_pcie_slots(json: &str) -> XResult<String> {
-    let mut v: serde_json::Value = serde_json::from_str(json).map_err(|e| XenIbError::Topology(devlend_fabric::error::SpecError::new("/", e.to_string())))?;
+    let mut v: serde_json::Value = serde_json::from_str(json).map_err(|e| XenIbError::Topology(SpecError::at("", JsonError::from(e))))?;
     if let Some(links) = v.get_mut("links").and_then(|l| l.as_array_mut()) {
         for l in links {
             l["kind"] = "slot".into();

@@ -1,9 +1,9 @@
 //! From a topology description to a fabric: components, ports, links, the tree of each host.
 //! Every check reports a JSON pointer into the description, so the front end can name the file,
-//! line and field. Enumeration and resource assignment follow in `enumerate`.
+//! line and field, and what is wrong there as a typed fault (`error::SpecFault`, by group). Enumeration and resource assignment follow in `enumerate`.
 
 use crate::config::{ConfigState, CMD_BUS_MASTER};
-use crate::error::SpecError;
+use crate::error::{BarFault, DeviceFault, EndFault, HostFault, LinkFault, NameFault, SpecError, SpecFault};
 use crate::fabric::{DeviceInfo, Fabric, SwitchInfo};
 use crate::iommu::Iommu;
 use crate::memory::SparseMem;
@@ -18,8 +18,13 @@ mod cabling;
 
 type SResult<T> = Result<T, SpecError>;
 
-fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> SResult<T> {
-    Err(SpecError::new(path, msg))
+fn err<T>(path: impl Into<String>, fault: impl Into<SpecFault>) -> SResult<T> {
+    Err(SpecError::at(path, fault))
+}
+
+/// Link end `end` at `path` is bad: `fault`.
+fn end_err<T>(path: &str, end: &str, fault: EndFault) -> SResult<T> {
+    err(path, LinkFault::End { end: end.to_string(), fault })
 }
 
 #[derive(Clone, Copy)]
@@ -75,8 +80,8 @@ fn interrupt_remapping(spec: &TopologySpec, f: &mut Fabric) -> SResult<()> {
         let set = crate::tuning::interrupt_remapping(spec.params.as_ref(), &h.name)?;
         let at = if set.is_some() { format!("/params/hosts/{}/interrupt_remapping", h.name) } else { format!("/hosts/{i}/interrupt_remapping") };
         match (h.iommu, set.or(h.interrupt_remapping)) {
-            (false, Some(true)) => return err(at, format!("host {} has no IOMMU (iommu: false): interrupt remapping needs one", h.name)),
-            (true, None | Some(true)) => f.intr_remap_enable(i as crate::model::HostId).map_err(|e| SpecError::new(at.clone(), e.to_string()))?,
+            (false, Some(true)) => return err(at, HostFault::NoIommu { host: h.name.clone() }),
+            (true, None | Some(true)) => f.intr_remap_enable(i as crate::model::HostId).map_err(|e| SpecError::at(at.clone(), e))?,
             _ => {}
         }
     }
@@ -111,10 +116,10 @@ fn check_name(name: &str, path: &str) -> SResult<()> {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic());
     if !ok {
-        return err(format!("{path}/name"), format!("'{name}' is not a valid name: expected a letter followed by letters, digits, '-' or '_'"));
+        return err(format!("{path}/name"), NameFault::Invalid { name: name.to_string() });
     }
     if name == "cpu" {
-        return err(format!("{path}/name"), "'cpu' is reserved for the CPU requester of a host");
+        return err(format!("{path}/name"), NameFault::ReservedCpu);
     }
     Ok(())
 }
@@ -122,7 +127,7 @@ fn check_name(name: &str, path: &str) -> SResult<()> {
 impl Builder {
     fn check_names(&mut self, spec: &TopologySpec) -> SResult<()> {
         if spec.hosts.is_empty() {
-            return err("/hosts", "a topology needs at least one host");
+            return err("/hosts", NameFault::NoHosts);
         }
         let mut seen: FxHashMap<&str, String> = FxHashMap::default();
         let all = spec
@@ -137,10 +142,7 @@ impl Builder {
         for (name, path) in all {
             check_name(name, &path)?;
             if let Some(first) = seen.insert(name, path.clone()) {
-                return err(
-                    format!("{path}/name"),
-                    format!("name '{name}' is already used at {first}; names must be unique across hosts, switches, devices and NTBs"),
-                );
+                return err(format!("{path}/name"), NameFault::Duplicate { name: name.to_string(), first });
             }
         }
         Ok(())
@@ -164,11 +166,11 @@ impl Builder {
     fn host(&mut self, h: &HostSpec, path: &str) -> SResult<()> {
         let p = params();
         let Some(cpu) = p.cpu.get(&h.cpu) else {
-            let known: Vec<_> = p.cpu.keys().cloned().collect();
-            return err(format!("{path}/cpu"), format!("unknown CPU profile '{}': expected one of {}", h.cpu, known.join(", ")));
+            let known = p.cpu.keys().cloned().collect();
+            return err(format!("{path}/cpu"), NameFault::UnknownProfile { of: "CPU profile", name: h.cpu.clone(), known });
         };
         if h.root_ports == 0 || h.root_ports > 31 {
-            return err(format!("{path}/root_ports"), format!("{} root ports: expected 1 to 31 (devices 1-31 on bus 0)", h.root_ports));
+            return err(format!("{path}/root_ports"), HostFault::RootPorts { n: h.root_ports });
         }
         let mm = h.memory_map.clone().unwrap_or_default();
         let low_top = mm.low_ram_top.unwrap_or(cpu.low_ram_top);
@@ -177,22 +179,19 @@ impl Builder {
         let mib = 1 << 20;
         for (field, v) in [("low_ram_top", low_top), ("mmio32_end", mmio32_end), ("mmio64_base", mmio64_base)] {
             if v % mib != 0 {
-                return err(format!("{path}/memory_map/{field}"), format!("{v:#x} is not aligned to 1 MiB"));
+                return err(format!("{path}/memory_map/{field}"), HostFault::Unaligned { addr: v });
             }
         }
         if h.ram == 0 || !h.ram.is_multiple_of(0x1000) {
-            return err(format!("{path}/ram"), "RAM size must be a non-zero multiple of 4 KiB");
+            return err(format!("{path}/ram"), HostFault::RamSize);
         }
         let four_g = p.x86.four_gib;
         let msi = Range::new(p.x86.msi_base, p.x86.msi_size);
         if low_top > four_g || low_top >= mmio32_end {
-            return err(
-                format!("{path}/memory_map/low_ram_top"),
-                format!("low RAM top {low_top:#x} overlaps the 32-bit MMIO window ending at {mmio32_end:#x}"),
-            );
+            return err(format!("{path}/memory_map/low_ram_top"), HostFault::LowRamTop { low_top, mmio32_end });
         }
         if mmio32_end > msi.start {
-            return err(format!("{path}/memory_map/mmio32_end"), format!("32-bit MMIO window end {mmio32_end:#x} overlaps the MSI range {msi}"));
+            return err(format!("{path}/memory_map/mmio32_end"), HostFault::Mmio32OverMsi { mmio32_end, msi });
         }
         let low = h.ram.min(low_top);
         let high = h.ram - low;
@@ -200,10 +199,7 @@ impl Builder {
         let ram_end = if high > 0 { four_g.saturating_add(high) } else { low };
         let limit = 1u64 << cpu.phys_addr_bits;
         if ram_end > limit {
-            return err(
-                format!("{path}/ram"),
-                format!("{} of RAM does not fit the {}-bit physical address space", crate::error::fmt_size(h.ram), cpu.phys_addr_bits),
-            );
+            return err(format!("{path}/ram"), HostFault::RamBeyond { ram: h.ram, bits: cpu.phys_addr_bits });
         }
         let mut ram_regions = vec![Range::new(0, low)];
         if high > 0 {
@@ -212,13 +208,10 @@ impl Builder {
         if mmio64_base < ram_end {
             // Blame the override when there is one, else the RAM size (the profile's map is fixed).
             let field = if mm.mmio64_base.is_some() { "memory_map/mmio64_base" } else { "ram" };
-            return err(format!("{path}/{field}"), format!("64-bit MMIO window at {mmio64_base:#x} overlaps high RAM ending at {ram_end:#x}"));
+            return err(format!("{path}/{field}"), HostFault::Mmio64OverRam { base: mmio64_base, ram_end });
         }
         if mmio64_base >= limit {
-            return err(
-                format!("{path}/memory_map/mmio64_base"),
-                format!("64-bit MMIO base {mmio64_base:#x} is beyond the {}-bit physical address space", cpu.phys_addr_bits),
-            );
+            return err(format!("{path}/memory_map/mmio64_base"), HostFault::Mmio64Beyond { base: mmio64_base, bits: cpu.phys_addr_bits });
         }
         let id = self.hosts.len() as HostId;
         let rc = self.node(NodeKind::RootComplex, &h.name, "rc");
@@ -253,18 +246,18 @@ impl Builder {
         let p = params();
         if let Some(prof) = &s.profile {
             let Some(sp) = p.switch.get(prof) else {
-                let known: Vec<_> = p.switch.keys().cloned().collect();
-                return err(format!("{path}/profile"), format!("unknown switch profile '{prof}': expected one of {}", known.join(", ")));
+                let known = p.switch.keys().cloned().collect();
+                return err(format!("{path}/profile"), NameFault::UnknownProfile { of: "switch profile", name: prof.clone(), known });
             };
             if s.downstream_ports as u32 + 1 > sp.ports as u32 {
                 return err(
                     format!("{path}/downstream_ports"),
-                    format!("{} downstream ports: profile '{prof}' has {} ports in all (one upstream)", s.downstream_ports, sp.ports),
+                    DeviceFault::SwitchPorts { downstream: s.downstream_ports, profile: prof.clone(), ports: sp.ports },
                 );
             }
         }
         if s.downstream_ports == 0 || s.downstream_ports > 32 {
-            return err(format!("{path}/downstream_ports"), format!("{}: expected 1 to 32 downstream ports", s.downstream_ports));
+            return err(format!("{path}/downstream_ports"), DeviceFault::DownstreamPorts { n: s.downstream_ports });
         }
         let idx = self.switches.len() as u32;
         let up = self.node(NodeKind::SwitchUp { switch: idx }, &s.name, "up");
@@ -291,8 +284,8 @@ impl Builder {
             Some(name) => match p.device.get(name) {
                 Some(pr) => Some(pr),
                 None => {
-                    let known: Vec<_> = p.device.keys().cloned().collect();
-                    return err(format!("{path}/profile"), format!("unknown device profile '{name}': expected one of {}", known.join(", ")));
+                    let known = p.device.keys().cloned().collect();
+                    return err(format!("{path}/profile"), NameFault::UnknownProfile { of: "device profile", name: name.clone(), known });
                 }
             },
             None => None,
@@ -314,13 +307,13 @@ impl Builder {
                 });
                 (vec![FunctionSpec { bars: pr.bars.iter().map(to_spec).collect(), msix_vectors: pr.msix_vectors, sriov }], format!("{path}/profile"))
             }
-            (None, None) => return err(path.to_string(), "a device needs a 'profile' or a list of 'functions'"),
+            (None, None) => return err(path, NameFault::DeviceNeedsFunctions),
         };
         if functions.is_empty() || functions.len() > 8 {
-            return err(format!("{path}/functions"), format!("{} functions: expected 1 to 8", functions.len()));
+            return err(format!("{path}/functions"), DeviceFault::Functions { n: functions.len() });
         }
         if d.num_vfs.is_some() && d.functions.is_some() {
-            return err(format!("{path}/num_vfs"), "num_vfs applies to a profile device; with 'functions', give 'sriov' per function");
+            return err(format!("{path}/num_vfs"), DeviceFault::NumVfsWithFunctions);
         }
         let idx = self.devices.len() as u32;
         let node = self.node(NodeKind::Endpoint { device: idx }, &d.name, "up");
@@ -339,7 +332,7 @@ impl Builder {
                 let spath = if d.functions.is_some() { format!("{fpath}/sriov") } else { format!("{path}/num_vfs") };
                 if let Some(total) = sr.total_vfs {
                     if sr.num_vfs > total {
-                        return err(spath, format!("{} VFs requested but the device supports {total}", sr.num_vfs));
+                        return err(spath, DeviceFault::Vfs { asked: sr.num_vfs, total });
                     }
                 }
                 let vf_bars = check_bars(sr.vf_bars.as_deref().unwrap_or(&[]), &format!("{spath}/vf_bars"))?;
@@ -379,8 +372,8 @@ impl Builder {
             Some(name) => match p.ntb.get(name) {
                 Some(pr) => Some(pr),
                 None => {
-                    let known: Vec<_> = p.ntb.keys().cloned().collect();
-                    return err(format!("{path}/profile"), format!("unknown NTB profile '{name}': expected one of {}", known.join(", ")));
+                    let known = p.ntb.keys().cloned().collect();
+                    return err(format!("{path}/profile"), NameFault::UnknownProfile { of: "NTB profile", name: name.clone(), known });
                 }
             },
             None => None,
@@ -388,38 +381,32 @@ impl Builder {
         let windows: Vec<WindowParam> = match (&n.windows, prof) {
             (Some(w), _) => w.iter().map(|w| WindowParam { size: w.size, lut_segments: w.lut_segments }).collect(),
             (None, Some(pr)) => pr.windows.clone(),
-            (None, None) => return err(path.to_string(), "an NTB needs a 'profile' or a list of 'windows'"),
+            (None, None) => return err(path, NameFault::NtbNeedsWindows),
         };
         if windows.is_empty() || windows.len() > 2 {
-            return err(
-                format!("{path}/windows"),
-                format!("{} memory windows: an NTB function has room for 1 or 2 64-bit window BARs (BAR2, BAR4)", windows.len()),
-            );
+            return err(format!("{path}/windows"), DeviceFault::Windows { n: windows.len() });
         }
         for (i, w) in windows.iter().enumerate() {
             let wp = format!("{path}/windows/{i}");
             if !w.size.is_power_of_two() || w.size < 0x1000 {
-                return err(format!("{wp}/size"), format!("window size {:#x}: expected a power of two of at least 4 KiB", w.size));
+                return err(format!("{wp}/size"), DeviceFault::WindowSize { size: w.size });
             }
             if w.lut_segments > 0 && (!w.lut_segments.is_power_of_two() || w.size / (w.lut_segments as u64) < 0x1000) {
-                return err(
-                    format!("{wp}/lut_segments"),
-                    format!("{} LUT segments: expected a power of two that leaves segments of at least 4 KiB", w.lut_segments),
-                );
+                return err(format!("{wp}/lut_segments"), DeviceFault::LutSegments { n: w.lut_segments });
             }
         }
-        let pick = |v: Option<u16>, d: Option<u16>, field: &str| -> SResult<u16> {
-            v.or(d).ok_or_else(|| SpecError::new(format!("{path}/{field}"), format!("'{field}' is required without a profile")))
+        let pick = |v: Option<u16>, d: Option<u16>, field: &'static str| -> SResult<u16> {
+            v.or(d).ok_or_else(|| SpecError::at(format!("{path}/{field}"), NameFault::Required { field }))
         };
         let rid_entries = pick(n.rid_lut_entries, prof.map(|p| p.rid_lut_entries), "rid_lut_entries")?;
         let doorbells = pick(n.doorbells.map(u16::from), prof.map(|p| p.doorbells as u16), "doorbells")?;
         let spads = pick(n.scratchpads.map(u16::from), prof.map(|p| p.scratchpads as u16), "scratchpads")?;
         let msgs = pick(n.message_registers.map(u16::from), prof.map(|p| p.message_registers as u16), "message_registers")?;
         if rid_entries == 0 || rid_entries > 255 {
-            return err(format!("{path}/rid_lut_entries"), format!("{rid_entries}: expected 1 to 255 requester-ID LUT entries"));
+            return err(format!("{path}/rid_lut_entries"), DeviceFault::RidLutEntries { n: rid_entries });
         }
         if doorbells > 64 {
-            return err(format!("{path}/doorbells"), format!("{doorbells}: at most 64 doorbell bits"));
+            return err(format!("{path}/doorbells"), DeviceFault::Doorbells { n: doorbells });
         }
         let control = prof.map(|p| p.control_bar_size).unwrap_or(0x10000);
         let idx = self.ntbs.len() as u32;
@@ -429,7 +416,7 @@ impl Builder {
         }
         let cable_ports = n.cable_ports.or(prof.map(|p| p.cable_ports)).unwrap_or(1);
         if cable_ports == 0 || cable_ports > 4 {
-            return err(format!("{path}/cable_ports"), format!("{cable_ports} cable ports: expected 1 to 4"));
+            return err(format!("{path}/cable_ports"), DeviceFault::CablePorts { n: cable_ports });
         }
         self.cable_ports.push(cable_ports);
         let mut bars = vec![Bar { index: 0, size: control, bits: 32, pref: false, addr: 0 }];
@@ -484,43 +471,43 @@ impl Builder {
             None => (s, None),
         };
         let Some((comp, _)) = self.names.get(name) else {
-            return err(path.to_string(), format!("link end '{s}': no host, switch, device or NTB named '{name}'"));
+            return end_err(path, s, EndFault::NoSuchName { name: name.to_string() });
         };
-        let bad = |expected: &str| err(path.to_string(), format!("link end '{s}': expected {expected}"));
+        let bad = |fault: EndFault| end_err(path, s, fault);
         match (*comp, port, up) {
             (Comp::Host(h), Some(p), true) => {
                 let host = &self.hosts[h as usize];
                 match p.strip_prefix("rp").and_then(|i| i.parse::<usize>().ok()).and_then(|i| host.root_ports.get(i)) {
                     Some(n) => Ok(*n),
-                    None => bad(&format!("a root port of {name}: rp0 to rp{}", host.root_ports.len() - 1)),
+                    None => bad(EndFault::RootPort { name: name.into(), ports: host.root_ports.len() }),
                 }
             }
-            (Comp::Host(_), _, _) => bad(&format!("'{name}.rpN' as the upstream end ('a') of a link")),
+            (Comp::Host(_), _, _) => bad(EndFault::Host { name: name.into() }),
             (Comp::Switch(i), Some(p), true) => {
                 let sw = &self.switches[i as usize];
                 match p.strip_prefix('d').and_then(|i| i.parse::<usize>().ok()).and_then(|i| sw.downs.get(i)) {
                     Some(n) => Ok(*n),
-                    None => bad(&format!("a downstream port of {name}: d0 to d{}", sw.downs.len() - 1)),
+                    None => bad(EndFault::DownstreamPort { name: name.into(), ports: sw.downs.len() }),
                 }
             }
-            (Comp::Switch(_), None, true) => bad(&format!("a downstream port '{name}.dN' as the upstream end ('a') of a link")),
+            (Comp::Switch(_), None, true) => bad(EndFault::SwitchAsUpstream { name: name.into() }),
             (Comp::Switch(i), None | Some("up"), false) => Ok(self.switches[i as usize].up),
-            (Comp::Switch(_), Some(_), false) => bad(&format!("'{name}' or '{name}.up' as the downstream end ('b') of a link")),
+            (Comp::Switch(_), Some(_), false) => bad(EndFault::SwitchPortAsDownstream { name: name.into() }),
             (Comp::Device(i), None | Some("up"), false) => Ok(self.devices[i as usize].node),
-            (Comp::Device(_), _, true) => bad(&format!("device '{name}' only as the downstream end ('b') of a link")),
-            (Comp::Device(_), Some(_), false) => bad(&format!("'{name}' (a device has one upstream port)")),
+            (Comp::Device(_), _, true) => bad(EndFault::DeviceAsUpstream { name: name.into() }),
+            (Comp::Device(_), Some(_), false) => bad(EndFault::DevicePort { name: name.into() }),
             (Comp::Ntb(i), None | Some("up"), false) => Ok(self.ntbs[i as usize].node),
-            (Comp::Ntb(_), _, _) => bad(&format!("'{name}' (its slot side, as 'b') or '{name}.cable' (both ends of an NTB cable)")),
-            (Comp::Cluster(_), _, _) => bad(&format!("'{name}.pN' in a cable link to an NTB's cable port")),
+            (Comp::Ntb(_), _, _) => bad(EndFault::Ntb { name: name.into() }),
+            (Comp::Cluster(_), _, _) => bad(EndFault::ClusterSwitch { name: name.into() }),
         }
     }
 
     fn link(&mut self, l: &LinkSpec, path: &str) -> SResult<()> {
         if !(1..=5).contains(&l.gen) {
-            return err(format!("{path}/gen"), format!("generation {}: expected 1 to 5", l.gen));
+            return err(format!("{path}/gen"), LinkFault::Gen { gen: l.gen });
         }
         if !VALID_WIDTHS.contains(&l.width) {
-            return err(format!("{path}/width"), format!("width x{}: expected one of x1, x2, x4, x8, x12, x16", l.width));
+            return err(format!("{path}/width"), LinkFault::Width { width: l.width });
         }
         let ea = self.cable_end(&l.a, &format!("{path}/a"))?;
         let eb = self.cable_end(&l.b, &format!("{path}/b"))?;
@@ -528,13 +515,7 @@ impl Builder {
         let (a, b) = if let (Some(ea), Some(eb)) = (ea, eb) {
             self.cable(ea, eb, l, path)?
         } else if ea.is_some() || eb.is_some() {
-            return err(
-                path.to_string(),
-                format!(
-                    "'{}' to '{}': an NTB cable port ('NAME.cable') connects only to another NTB cable port or a cluster switch port ('SWITCH.pN')",
-                    l.a, l.b
-                ),
-            );
+            return err(path, LinkFault::CableToSlot { a: l.a.clone(), b: l.b.clone() });
         } else {
             (self.port(&l.a, &format!("{path}/a"), true)?, self.port(&l.b, &format!("{path}/b"), false)?)
         };
@@ -542,7 +523,7 @@ impl Builder {
             for (n, end) in [(a, "a"), (b, "b")] {
                 if let Some(prev) = self.port_link.insert(n, id) {
                     let node = &self.nodes[n as usize];
-                    return err(format!("{path}/{end}"), format!("port {}.{} is already used by link {prev} (/links/{prev})", node.component, node.port));
+                    return err(format!("{path}/{end}"), LinkFault::PortUsed { component: node.component.clone(), port: node.port.clone(), link: prev });
                 }
             }
             self.nodes[b as usize].parent = Some(a);
@@ -564,7 +545,7 @@ impl Builder {
                 steps += 1;
                 if n == sw.up || steps > self.nodes.len() {
                     let link = self.nodes[sw.up as usize].uplink.unwrap_or(0);
-                    return err(format!("/links/{link}"), format!("links form a cycle through switch '{}': PCIe is a tree", sw.name));
+                    return err(format!("/links/{link}"), LinkFault::Cycle { switch: sw.name.clone() });
                 }
             }
         }
@@ -582,7 +563,7 @@ impl Builder {
         for n in self.nodes.iter().filter(|n| !matches!(n.kind, NodeKind::ClusterPort { .. })) {
             if n.host == HostId::MAX {
                 let (_, path) = &self.names[&n.component];
-                return err(path.clone(), format!("'{}' is not connected to any host: no chain of links leads from a root port to it", n.component));
+                return err(path.clone(), LinkFault::NotConnected { component: n.component.clone() });
             }
         }
         for s in &mut self.ntbs {
@@ -616,7 +597,7 @@ fn known_kind(kind: &DeviceKind, p: &Params, path: &str) -> SResult<DeviceKind> 
     known.push(DeviceKind::GENERIC);
     match known.contains(&kind.as_str()) {
         true => Ok(kind.clone()),
-        false => err(path, format!("unknown device kind '{}': expected one of {}", kind.as_str(), known.join(", "))),
+        false => err(path, NameFault::UnknownKind { kind: kind.as_str().to_string(), known: known.iter().map(|k| k.to_string()).collect() }),
     }
 }
 
@@ -632,22 +613,22 @@ fn check_bars(bars: &[BarSpec], path: &str) -> SResult<Vec<Bar>> {
     for (i, b) in bars.iter().enumerate() {
         let bp = format!("{path}/{i}");
         if b.bits != 32 && b.bits != 64 {
-            return err(format!("{bp}/bits"), format!("{}: expected 32 or 64", b.bits));
+            return err(format!("{bp}/bits"), BarFault::Bits { bits: b.bits });
         }
         let slots = if b.bits == 64 { 2 } else { 1 };
         if b.index as usize + slots > 6 {
-            return err(format!("{bp}/index"), format!("BAR index {} ({}-bit): expected 0-5, and a 64-bit BAR also takes the next register", b.index, b.bits));
+            return err(format!("{bp}/index"), BarFault::Index { index: b.index, bits: b.bits });
         }
         let mask = if slots == 2 { 3u8 << b.index } else { 1u8 << b.index };
         if used & mask != 0 {
-            return err(format!("{bp}/index"), format!("BAR {} overlaps another BAR's register", b.index));
+            return err(format!("{bp}/index"), BarFault::Overlap { index: b.index });
         }
         used |= mask;
         if !b.size.is_power_of_two() || b.size < 16 {
-            return err(format!("{bp}/size"), format!("BAR size {:#x}: expected a power of two of at least 16 bytes", b.size));
+            return err(format!("{bp}/size"), BarFault::Size { size: b.size });
         }
         if b.bits == 32 && b.size > 1 << 31 {
-            return err(format!("{bp}/size"), format!("a 32-bit BAR cannot be {}; use bits: 64", crate::error::fmt_size(b.size)));
+            return err(format!("{bp}/size"), BarFault::TooLargeFor32 { size: b.size });
         }
         out.push(Bar { index: b.index, size: b.size, bits: b.bits, pref: b.pref, addr: 0 });
     }
@@ -656,7 +637,7 @@ fn check_bars(bars: &[BarSpec], path: &str) -> SResult<Vec<Bar>> {
 
 #[cfg(test)]
 mod tests {
-    use crate::error::SpecError;
+    use crate::error::{EndFault, LinkFault, NameFault, SpecError, SpecFault};
 
     /// One host with device `d` of `kind`, described by its functions.
     fn described(kind: &str) -> Result<crate::Fabric, SpecError> {
@@ -682,5 +663,17 @@ mod tests {
         let e = described("fpga").err().expect("refused");
         let text = e.to_string();
         assert!(text.contains("/devices/0/kind") && text.contains("unknown device kind 'fpga': expected one of gpu, nic, nvme, generic"), "{text}");
+        assert!(matches!(&*e.fault, SpecFault::Name(NameFault::UnknownKind { kind, known }) if kind == "fpga" && known.len() == 4), "{e:?}");
+    }
+
+    /// A link end that names no component is the link's fault at that end, with the end and
+    /// the name as written.
+    #[test]
+    fn a_link_end_naming_nothing_is_refused_at_that_end() {
+        let json = r#"{"name":"t","hosts":[{"name":"h","cpu":"intel-xeon-e5","ram":1073741824,"iommu":false,"root_ports":1}],"switches":[],
+            "devices":[],"ntbs":[],"links":[{"a":"h.rp0","b":"gpu9.up","gen":3,"width":4}]}"#;
+        let Err(e) = crate::build_json(json) else { panic!("built") };
+        assert_eq!(e.path, "/links/0/b");
+        assert_eq!(*e.fault, SpecFault::Link(LinkFault::End { end: "gpu9.up".into(), fault: EndFault::NoSuchName { name: "gpu9".into() } }));
     }
 }

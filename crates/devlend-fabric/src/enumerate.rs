@@ -13,7 +13,7 @@
 //!   behind it, so the user knows what to shrink.
 
 use crate::config::CMD_MEMORY;
-use crate::error::{fmt_size, SpecError};
+use crate::error::{ResourceFault, SpecError};
 use crate::fabric::Fabric;
 use crate::model::*;
 use crate::params::params;
@@ -48,7 +48,7 @@ fn number_buses(f: &mut Fabric, h: HostId) -> SResult<()> {
 
 fn overflow(f: &Fabric, n: NodeId) -> SpecError {
     let host = &f.hosts[f.nodes[n as usize].host as usize];
-    SpecError::new(host.spec_path.clone(), format!("host {} needs more than 256 bus numbers (at {})", host.name, f.nodes[n as usize].component))
+    SpecError::at(host.spec_path.clone(), ResourceFault::BusNumbers { host: host.name.clone(), at: f.nodes[n as usize].component.clone() })
 }
 
 /// Number the subtree below a downstream-facing bridge `b`.
@@ -240,7 +240,6 @@ fn assign_memory(f: &mut Fabric, h: HostId) -> SResult<()> {
 
 fn no_space(f: &Fabric, h: HostId, rp: NodeId, high: bool, need: u64, aperture: Range, cursor: u64) -> SpecError {
     let host = &f.hosts[h as usize];
-    let kind = if high { "64-bit prefetchable" } else { "32-bit" };
     let left = aperture.end.saturating_sub(cursor);
     let port = &f.nodes[rp as usize].port;
     match largest_bar(f, rp, high) {
@@ -257,14 +256,9 @@ fn no_space(f: &Fabric, h: HostId, rp: NodeId, high: bool, need: u64, aperture: 
                 _ if func.spec_path.ends_with("bars") => format!("{}/{bar_pos}/size", func.spec_path),
                 _ => func.spec_path.clone(),
             };
-            SpecError::new(
-                path,
-                format!(
-                    "BAR {} of {} ({}, {}) cannot be placed: host {} has {} left in its {kind} MMIO window {aperture} but {}.{port} needs {} (a smaller BAR, a 64-bit prefetchable BAR, or a different memory_map is needed)",
-                    bar.index, func.name, fmt_size(bar.size), bar.describe(), host.name, fmt_size(left), host.name, fmt_size(need)
-                ),
-            )
+            let (function, host, port) = (func.name.clone(), host.name.clone(), port.clone());
+            SpecError::at(path, ResourceFault::Placement { bar, function, host, port, high, aperture, left, need })
         }
-        None => SpecError::new(host.spec_path.clone(), format!("host {}: {kind} MMIO window exhausted", host.name)),
+        None => SpecError::at(host.spec_path.clone(), ResourceFault::Exhausted { host: host.name.clone(), high }),
     }
 }

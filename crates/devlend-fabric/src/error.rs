@@ -1,6 +1,7 @@
-//! Errors as values with context. A `SpecError` points into the topology description with a
+//! Errors as values with context. A [`SpecError`] points into the topology description with a
 //! JSON pointer (`/devices/3/functions/0/bars/1/size`) that the Python front end turns into a
-//! file, line and field. A `FabricError` is a failed request to the live model (bad name, bad
+//! file, line and field, and says what is wrong there as a typed [`SpecFault`] (by group, see
+//! `spec`). A `FabricError` is a failed request to the live model (bad name, bad
 //! programming); faults on the data path are not errors but recorded events (see `route`).
 //! Its variants hold typed payloads, names, indices and addresses as fields: [`Unknown`] (a
 //! name or id the fabric does not have), [`BadRequest`] (an invalid request, by what it
@@ -11,34 +12,11 @@ use crate::route::Failure;
 use std::fmt;
 
 mod request;
+mod spec;
 mod unknown;
 pub use request::{BadAddress, BadIommu, BadNtb, BadRequest};
+pub use spec::{BarFault, DeviceFault, EndFault, HostFault, JsonError, LinkFault, NameFault, ParamFault, ResourceFault, SpecError, SpecFault};
 pub use unknown::Unknown;
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SpecError {
-    /// JSON pointer into the topology description, "" for the whole document.
-    pub path: String,
-    pub message: String,
-}
-
-impl SpecError {
-    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        SpecError { path: path.into(), message: message.into() }
-    }
-}
-
-impl fmt::Display for SpecError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            write!(f, "{}", self.message)
-        } else {
-            write!(f, "{}: {}", self.path, self.message)
-        }
-    }
-}
-
-impl std::error::Error for SpecError {}
 
 /// A request to the live fabric that cannot be carried out.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -360,7 +360,7 @@ impl Fabric {
     /// Apply the `setup` section of a description; errors point at the failing operation.
     pub fn apply_setup(&mut self, ops: &[SetupOp]) -> Result<(), SpecError> {
         for (i, op) in ops.iter().enumerate() {
-            self.apply_op(op).map_err(|e| SpecError::new(format!("/setup/{i}"), e.to_string()))?;
+            self.apply_op(op).map_err(|e| SpecError::at(format!("/setup/{i}"), e))?;
         }
         Ok(())
     }

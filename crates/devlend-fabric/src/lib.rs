@@ -85,7 +85,7 @@ pub mod spec;
 pub mod transfer;
 pub mod tuning;
 
-pub use error::{BadAddress, BadIommu, BadNtb, BadRequest, FabricError, SpecError, Unknown};
+pub use error::{BadAddress, BadIommu, BadNtb, BadRequest, FabricError, SpecError, SpecFault, Unknown};
 pub use fabric::Fabric;
 pub use route::{Arrival, CarriedRoute, Hop, HopKind, Outcome, Requester, Route, Target};
 
@@ -98,6 +98,6 @@ pub fn build(spec: &spec::TopologySpec) -> Result<Fabric, SpecError> {
 
 /// Parse a JSON description (as the Python front end produces) and build it.
 pub fn build_json(json: &str) -> Result<Fabric, SpecError> {
-    let spec: spec::TopologySpec = serde_json::from_str(json).map_err(|e| SpecError::new("", format!("malformed description: {e}")))?;
+    let spec: spec::TopologySpec = serde_json::from_str(json).map_err(|e| SpecError::at("", error::JsonError::from(e)))?;
     build(&spec)
 }

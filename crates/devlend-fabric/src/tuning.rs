@@ -13,7 +13,7 @@
 //! of every link on it (a receiver treats a TLP larger than its MPS as malformed, PCIe Base 3.0
 //! §2.2.2; Linux's `pcie_bus_config` modes only choose which common value each hierarchy gets).
 
-use crate::error::SpecError;
+use crate::error::{ParamFault, SpecError};
 use crate::fabric::Fabric;
 use crate::model::{FuncId, LinkId, NodeKind};
 use crate::params::KindSetting;
@@ -25,7 +25,8 @@ use std::sync::{Arc, OnceLock};
 
 pub mod negotiate;
 mod value;
-use value::{parse, Kind};
+use value::parse;
+pub use value::{Kind, ValueError};
 
 /// What the discrete-event engine charges (the `[timing]` table). Integer picoseconds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -491,11 +492,8 @@ fn another_kinds(path: &str, name: &str, kind: &str, k: &str) -> Option<SpecErro
     if kinds.is_empty() {
         return None;
     }
-    let which = format!("{} {}", if kinds.len() > 1 { "kinds" } else { "kind" }, kinds.join(", "));
-    Some(SpecError::new(
-        format!("{path}/{k}"),
-        format!("{k}: {name} is of kind {kind}, not {which}: only a device of {which} has this setting ([device_kind] in params/hardware.toml)"),
-    ))
+    let kinds = kinds.into_iter().map(str::to_string).collect();
+    Some(SpecError::at(format!("{path}/{k}"), ParamFault::OtherKind { key: k.to_string(), device: name.to_string(), kind: kind.to_string(), kinds }))
 }
 
 /// The settings of device kind `kind`'s own (none without a `[device_kind.KIND]` table).
@@ -570,12 +568,7 @@ fn link_table(spec: &ParamsSpec, ends: &[LinkSpec], f: &Fabric, t: &Tuning, over
 }
 
 fn no_link(end: &str, path: &str) -> SpecError {
-    SpecError::new(
-        path,
-        format!(
-            "no link has an end '{end}': name a link by either end exactly as `links` writes it (HOST.rpN, SWITCH.dN, SWITCH, DEVICE, NTB, NTB.cable), or '*' for every link"
-        ),
-    )
+    SpecError::at(path, ParamFault::NoLink { end: end.to_string() })
 }
 
 /// The description's links with the `gen` and `width` that `params` gives them (`links.*` for
@@ -591,7 +584,7 @@ pub fn link_specs(spec: Option<&ParamsSpec>, links: &[LinkSpec]) -> SResult<Vec<
             vec![links.iter().position(|l| &l.a == end || &l.b == end).ok_or_else(|| no_link(end, &path))?]
         };
         for (k, v) in kv.iter().filter(|(k, _)| *k == "gen" || *k == "width") {
-            let n = parse(Kind::of(k), v).map_err(|m| SpecError::new(format!("{path}/{k}"), format!("{k}: {m}")))?;
+            let n = parse(Kind::of(k), v).map_err(|error| SpecError::at(format!("{path}/{k}"), ParamFault::Value { key: k.clone(), error }))?;
             for &l in &which {
                 let n = num(n.clone()) as u8;
                 if k == "gen" {
@@ -611,7 +604,7 @@ pub fn interrupt_remapping(spec: Option<&ParamsSpec>, name: &str) -> SResult<Opt
         return Ok(None);
     };
     let at = format!("/params/hosts/{name}/interrupt_remapping");
-    parse(Kind::Flag, v).map(|b| b.as_bool()).map_err(|m| SpecError::new(at, format!("interrupt_remapping: {m}")))
+    parse(Kind::Flag, v).map(|b| b.as_bool()).map_err(|error| SpecError::at(at, ParamFault::Value { key: "interrupt_remapping".into(), error }))
 }
 
 /// Every constant `--set` (or a topology's `params`) may set: (key as written, its unit, what
@@ -663,8 +656,8 @@ fn link_of(f: &Fabric, links: &[LinkSpec], end: &str) -> Option<usize> {
     f.links.iter().position(|l| l.spec_path == at)
 }
 
-fn unknown(what: &str, name: &str, path: &str, known: impl Iterator<Item = String>) -> SpecError {
-    SpecError::new(path, format!("no {what} named '{name}' (known: {})", known.collect::<Vec<_>>().join(", ")))
+fn unknown(what: &'static str, name: &str, path: &str, known: impl Iterator<Item = String>) -> SpecError {
+    SpecError::at(path, ParamFault::Unknown { what, name: name.to_string(), known: known.collect() })
 }
 
 fn num(v: Value) -> u64 {
@@ -680,21 +673,19 @@ fn setting(allowed: &[&str], scope: &str, key: &str, v: &Value, path: &str, over
 fn setting_as(kind: Kind, allowed: &[&str], scope: &str, key: &str, v: &Value, path: &str, overrides: &mut Vec<(String, String)>) -> SResult<Value> {
     let at = format!("{path}/{key}");
     if !allowed.contains(&key) {
-        let why = match key {
-            "request_overhead_bytes" | "completion_overhead_bytes" | "dllp_bytes" => {
-                " (TLP and DLLP framing is fixed by the PCIe specification, not a setting)".to_string()
-            }
-            _ => String::new(),
-        };
-        return Err(SpecError::new(at, format!("unknown constant '{key}'{why}: {scope} may set {}", allowed.join(", "))));
+        let allowed = allowed.iter().map(|k| k.to_string()).collect();
+        return Err(SpecError::at(at, ParamFault::Constant { key: key.to_string(), scope: scope.to_string(), allowed }));
     }
-    let n = parse(kind, v).map_err(|m| SpecError::new(at, format!("{key}: {m}")))?;
+    let n = parse(kind, v).map_err(|error| SpecError::at(at, ParamFault::Value { key: key.to_string(), error }))?;
     overrides.push((format!("{scope}.{key}"), n.to_string()));
     Ok(n)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::{Kind, ValueError};
+    use crate::error::{ParamFault, SpecFault};
+
     /// A host with a GPU and an NVMe drive, and `params` as given.
     fn gpu_and_drive(params: &str) -> Result<crate::Fabric, crate::error::SpecError> {
         crate::build_json(&format!(
@@ -723,8 +714,10 @@ mod tests {
         // the unit is the table's: a count of commands is 1 to 1024, a capacity at least a block
         let e = refused(r#"{"devices":{"nvme0":{"media_parallelism":0}}}"#);
         assert_eq!(e.path, "/params/devices/nvme0/media_parallelism");
-        assert!(e.message.contains("1 to 1024"), "{}", e.message);
-        assert!(refused(r#"{"devices":{"nvme0":{"capacity":100}}}"#).message.contains("512-byte block"));
+        let parallelism = ParamFault::Value { key: "media_parallelism".into(), error: ValueError::OutOfRange { kind: Kind::Count, value: 0 } };
+        assert_eq!(*e.fault, SpecFault::Param(parallelism));
+        assert!(e.fault.to_string().contains("1 to 1024"), "{e}");
+        assert!(refused(r#"{"devices":{"nvme0":{"capacity":100}}}"#).fault.to_string().contains("512-byte block"));
     }
 
     /// Another kind's own setting names the device's kind and the kind that has it; an unknown
@@ -733,9 +726,13 @@ mod tests {
     fn another_kinds_setting_names_both_kinds() {
         let e = refused(r#"{"devices":{"gpu0":{"media_bandwidth":1}}}"#);
         assert_eq!(e.path, "/params/devices/gpu0/media_bandwidth");
-        assert!(e.message.starts_with("media_bandwidth: gpu0 is of kind gpu, not kind nvme: only a device of kind nvme has this setting"), "{}", e.message);
+        let other = ParamFault::OtherKind { key: "media_bandwidth".into(), device: "gpu0".into(), kind: "gpu".into(), kinds: vec!["nvme".into()] };
+        assert_eq!(*e.fault, SpecFault::Param(other));
+        assert!(e.to_string().contains("media_bandwidth: gpu0 is of kind gpu, not kind nvme: only a device of kind nvme has this setting"), "{e}");
         let e = refused(r#"{"devices":{"nvme0":{"media_size":1}}}"#);
-        assert!(e.message.contains("devices.nvme0 may set endpoint_latency_ps") && e.message.ends_with("media_parallelism, capacity"), "{}", e.message);
+        let SpecFault::Param(ParamFault::Constant { key, scope, allowed }) = &*e.fault else { panic!("{e:?}") };
+        assert_eq!((key.as_str(), scope.as_str()), ("media_size", "devices.nvme0"));
+        assert!(allowed.first().is_some_and(|k| k == "endpoint_latency_ps") && allowed.ends_with(&["media_parallelism".into(), "capacity".into()]), "{e}");
     }
 
     /// Every kind's own setting is listed for `devlend params` in its table's unit.

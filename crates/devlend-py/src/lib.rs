@@ -96,7 +96,7 @@ impl Fabric {
 impl Fabric {
     #[staticmethod]
     fn from_json(json: &str) -> PyResult<Fabric> {
-        devlend_fabric::build_json(json).map(|inner| Fabric { inner }).map_err(|e| SpecError::new_err((e.path, e.message)))
+        devlend_fabric::build_json(json).map(|inner| Fabric { inner }).map_err(|e| SpecError::new_err((e.path, e.fault.to_string())))
     }
 
     fn inventory(&self) -> String {

@@ -42,7 +42,7 @@ impl Pool {
     #[pyo3(signature = (topology_json, hygiene="scrub"))]
     fn new(topology_json: &str, hygiene: &str) -> PyResult<Pool> {
         let policy = Hygiene::parse(hygiene).map_err(|e| PoolError::new_err(("hygiene", e.to_string())))?;
-        let f = devlend_fabric::build_json(topology_json).map_err(|e| SpecError::new_err((e.path, e.message)))?;
+        let f = devlend_fabric::build_json(topology_json).map_err(|e| SpecError::new_err((e.path, e.fault.to_string())))?;
         let mut c = Cluster::new(f).map_err(|e| PoolError::new_err(("boot", e.to_string())))?;
         c.set_hygiene(policy);
         Ok(Pool { inner: Core::new(c) })

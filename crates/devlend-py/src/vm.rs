@@ -96,7 +96,7 @@ pub(crate) fn vm_specs(topology_json: &str) -> PyResult<Vec<devlend_fabric::spec
 fn vms_check(topology_json: &str) -> PyResult<Vec<(String, String)>> {
     let mut c = devlend_host::Cluster::from_json(topology_json).map_err(|e| FabricError::new_err(e.to_string()))?;
     let mut vmm = devlend_vm::Vmm::default();
-    let vms = devlend_vm::describe::start(&mut c, &mut vmm, &vm_specs(topology_json)?).map_err(|e| crate::SpecError::new_err((e.path, e.message)))?;
+    let vms = devlend_vm::describe::start(&mut c, &mut vmm, &vm_specs(topology_json)?).map_err(|e| crate::SpecError::new_err((e.path, e.fault.to_string())))?;
     let out = vms.iter().map(|(n, id)| (n.clone(), vmm.vm(*id).map(|v| c.fabric.host(v.host).name.clone()).unwrap_or_default())).collect();
     for (_, id) in vms {
         vmm.shutdown(&mut c, id).map_err(|e| FabricError::new_err(e.to_string()))?;

@@ -54,7 +54,7 @@ impl Scenario {
         let mut c = Cluster::from_json(topology_json).map_err(|error| werr(WorkloadError::Cluster { step: "building the cluster", error }))?;
         c.set_hygiene(policy);
         let vms = crate::vm::vm_specs(topology_json)?;
-        let inner = Core::with_vms(c, &vms).map_err(|e| crate::SpecError::new_err((e.path, e.message)))?;
+        let inner = Core::with_vms(c, &vms).map_err(|e| crate::SpecError::new_err((e.path, e.fault.to_string())))?;
         Ok(Scenario { inner, rows: Vec::new(), links: Vec::new(), span: None, nics: Vec::new(), outcomes: Vec::new() })
     }
 

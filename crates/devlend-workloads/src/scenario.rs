@@ -13,8 +13,8 @@ use devlend_engine::machine::LinkStat;
 use devlend_engine::machine::{Machine, MachineError};
 use devlend_engine::queue::Ps;
 use devlend_fabric::spec::VmSpec;
-use devlend_fabric::SpecError;
 use devlend_host::Cluster;
+use devlend_vm::describe::{VmSpecError, VmSpecFault};
 use devlend_vm::Vmm;
 use devlend_wire::Access;
 use std::cell::RefCell;
@@ -159,13 +159,13 @@ impl Scenario {
     /// A scenario on `cluster` with the VMs of a topology's `vms` section started (their
     /// interrupt paths on the machine, `devlend_vm::irq_clock`); a workload's runner may name
     /// one, and it drives the devices its description gives it.
-    pub fn with_vms(mut cluster: Cluster, vms: &[VmSpec]) -> Result<Scenario, SpecError> {
+    pub fn with_vms(mut cluster: Cluster, vms: &[VmSpec]) -> Result<Scenario, VmSpecError> {
         let mut vmm = Vmm::default();
         let names = devlend_vm::describe::start(&mut cluster, &mut vmm, vms)?;
         let mut s = Scenario::new(cluster);
         s.guests = Guests { vmm: Rc::new(RefCell::new(vmm)), names };
         for &(_, vm) in &s.guests.names {
-            devlend_vm::irq_clock::spawn(&mut s.m, &s.guests.vmm, vm).map_err(|e| SpecError::new("/vms", e.to_string()))?;
+            devlend_vm::irq_clock::spawn(&mut s.m, &s.guests.vmm, vm).map_err(|e| VmSpecError::at("/vms", VmSpecFault::IrqClock(e)))?;
         }
         Ok(s)
     }

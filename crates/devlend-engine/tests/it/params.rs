@@ -107,9 +107,9 @@ fn a_cpu_profile_sets_its_hosts_root_latency_and_a_host_setting_wins() {
     assert_eq!((root(&f, "borrower"), root(&f, "lender")), (1_000_000, 5000));
     assert!(f.tuning().overrides.contains(&("cpus.intel-xeon-e5.root_latency_ps".to_string(), "1000000".to_string())));
     let e = error(json!({"cpus": {"pentium": {"root_latency_ps": 1}}}));
-    assert_eq!((e.path.as_str(), e.message.contains("intel-xeon-e5")), ("/params/cpus/pentium", true), "{e}");
+    assert_eq!((e.path.as_str(), e.fault.to_string().contains("intel-xeon-e5")), ("/params/cpus/pentium", true), "{e}");
     let e = error(json!({"cpus": {"intel-xeon-e5": {"read_tags": 1}}}));
-    assert!(e.message.contains("cpus.intel-xeon-e5 may set root_latency_ps"), "{e}");
+    assert!(e.fault.to_string().contains("cpus.intel-xeon-e5 may set root_latency_ps"), "{e}");
 }
 
 fn error(params: serde_json::Value) -> SpecError {
@@ -120,20 +120,20 @@ fn error(params: serde_json::Value) -> SpecError {
 fn bad_overrides_name_the_field() {
     let e = error(json!({"timing": {"max_payload_size": 128}}));
     assert_eq!(e.path, "/params/timing/max_payload_size");
-    assert!(e.message.contains("unknown constant") && e.message.contains("max_payload, max_read_request"), "{e}");
+    assert!(e.fault.to_string().contains("unknown constant") && e.fault.to_string().contains("max_payload, max_read_request"), "{e}");
     let e = error(json!({"timing": {"max_payload": 100}}));
     assert_eq!(e.path, "/params/timing/max_payload");
-    assert!(e.message.contains("128, 256, 512"), "{e}");
+    assert!(e.fault.to_string().contains("128, 256, 512"), "{e}");
     let e = error(json!({"timing": {"ntb_latency_ps": "350 KiB"}}));
-    assert!(e.message.contains("unit 'KiB' does not fit"), "{e}");
+    assert!(e.fault.to_string().contains("unit 'KiB' does not fit"), "{e}");
     let e = error(json!({"hosts": {"nobody": {"read_tags": 8}}}));
-    assert_eq!((e.path.as_str(), e.message.contains("borrower, lender")), ("/params/hosts/nobody", true), "{e}");
+    assert_eq!((e.path.as_str(), e.fault.to_string().contains("borrower, lender")), ("/params/hosts/nobody", true), "{e}");
     let e = error(json!({"hosts": {"lender": {"ntb_latency_ps": 1}}}));
     assert_eq!(e.path, "/params/hosts/lender/ntb_latency_ps");
     let e = error(json!({"links": {"gpu9": {"max_payload": 128}}}));
     assert_eq!(e.path, "/params/links/gpu9");
     let e = error(json!({"timing": {"request_overhead_bytes": 20}}));
-    assert!(e.message.contains("fixed by the PCIe specification"), "{e}");
+    assert!(e.fault.to_string().contains("fixed by the PCIe specification"), "{e}");
 }
 
 #[test]

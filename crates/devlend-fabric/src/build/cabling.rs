@@ -1,8 +1,9 @@
 //! Cables between NTB adapters and cluster switches, the peers they give each adapter, and link
 //! training (see `cluster`).
 
-use super::{err, Builder, Comp, SResult};
+use super::{end_err, err, Builder, Comp, SResult};
 use crate::cluster::{ClusterSwitchInfo, TrainedDown};
+use crate::error::{DeviceFault, EndFault, LinkFault, NameFault};
 use crate::model::*;
 use crate::ntb::{Inbound, NtbPeer, Via};
 use crate::params::params;
@@ -23,12 +24,12 @@ impl Builder {
         let p = params();
         let name = s.profile.as_deref().unwrap_or("mxs824");
         let Some(prof) = p.cluster_switch.get(name) else {
-            let known: Vec<_> = p.cluster_switch.keys().cloned().collect();
-            return err(format!("{path}/profile"), format!("unknown cluster switch profile '{name}': expected one of {}", known.join(", ")));
+            let known = p.cluster_switch.keys().cloned().collect();
+            return err(format!("{path}/profile"), NameFault::UnknownProfile { of: "cluster switch profile", name: name.to_string(), known });
         };
         let ports = s.ports.unwrap_or(prof.ports);
         if ports == 0 || ports > prof.ports {
-            return err(format!("{path}/ports"), format!("{ports} ports: profile '{name}' has 1 to {}", prof.ports));
+            return err(format!("{path}/ports"), DeviceFault::ClusterPorts { ports, profile: name.to_string(), max: prof.ports });
         }
         let idx = self.clusters.len() as u32;
         let nodes: Vec<NodeId> = (0..ports).map(|i| self.node(NodeKind::ClusterPort { switch: idx, index: i }, &s.name, &format!("p{i}"))).collect();
@@ -49,21 +50,14 @@ impl Builder {
                 let n = self.cable_ports[i as usize];
                 match if k.is_empty() { Some(0) } else { k.parse::<u8>().ok() } {
                     Some(port) if port < n => Ok(Some(CableEnd::Ntb { ntb: i, port })),
-                    _ => err(
-                        path.to_string(),
-                        format!(
-                            "link end '{s}': '{name}' has {n} cable port{}: {name}.cable{}",
-                            if n == 1 { "" } else { "s" },
-                            if n == 1 { String::new() } else { format!("0 to {name}.cable{}", n - 1) }
-                        ),
-                    ),
+                    _ => end_err(path, s, EndFault::CablePort { name: name.to_string(), ports: n }),
                 }
             }
             Some(Comp::Cluster(i)) => {
                 let ports = self.clusters[i as usize].ports.len();
                 match port.strip_prefix('p').and_then(|k| k.parse::<u8>().ok()) {
                     Some(port) if (port as usize) < ports => Ok(Some(CableEnd::Switch { switch: i, port })),
-                    _ => err(path.to_string(), format!("link end '{s}': expected a port of cluster switch {name}: p0 to p{}", ports - 1)),
+                    _ => end_err(path, s, EndFault::ClusterPort { name: name.to_string(), ports }),
                 }
             }
             _ => Ok(None),
@@ -75,17 +69,17 @@ impl Builder {
         let id = self.links.len() as LinkId;
         for (e, end) in [(a, "a"), (b, "b")] {
             if let Some(prev) = self.cable_used.insert(e, id) {
-                let what = match e {
-                    CableEnd::Ntb { ntb, port } => format!("the cable port {port} of '{}'", self.ntbs[ntb as usize].name),
-                    CableEnd::Switch { switch, port } => format!("port p{port} of '{}'", self.clusters[switch as usize].name),
+                let fault = match e {
+                    CableEnd::Ntb { ntb, port } => LinkFault::CablePortUsed { ntb: self.ntbs[ntb as usize].name.clone(), port, link: prev },
+                    CableEnd::Switch { switch, port } => LinkFault::ClusterPortUsed { switch: self.clusters[switch as usize].name.clone(), port, link: prev },
                 };
-                return err(format!("{path}/{end}"), format!("{what} is already used by link {prev}"));
+                return err(format!("{path}/{end}"), fault);
             }
         }
         match (a, b) {
             (CableEnd::Ntb { ntb: na, .. }, CableEnd::Ntb { ntb: nb, .. }) => {
                 if na == nb {
-                    return err(path.to_string(), "an NTB cable cannot loop back to the same adapter");
+                    return err(path, LinkFault::Loopback);
                 }
                 self.add_peer(na, NtbPeer { ntb: nb, cable: id, via: None });
                 self.add_peer(nb, NtbPeer { ntb: na, cable: id, via: None });
@@ -96,9 +90,7 @@ impl Builder {
                 self.attached.push((switch, node, ntb, id));
                 Ok((node, self.ntbs[ntb as usize].node))
             }
-            (CableEnd::Switch { .. }, CableEnd::Switch { .. }) => {
-                err(path.to_string(), format!("'{}' to '{}': cascaded cluster switches are not modelled; cable each host's adapter to one switch", l.a, l.b))
-            }
+            (CableEnd::Switch { .. }, CableEnd::Switch { .. }) => err(path, LinkFault::Cascaded { a: l.a.clone(), b: l.b.clone() }),
         }
     }
 
@@ -130,10 +122,7 @@ impl Builder {
             let peers = self.ntbs[i].peers.clone();
             for p in &peers {
                 if self.ntbs[p.ntb as usize].host == self.ntbs[i].host {
-                    return err(
-                        format!("/links/{}", p.cable),
-                        format!("NTB cable joins '{}' and '{}' in the same host; an NTB joins two hosts", self.ntbs[i].name, self.ntbs[p.ntb as usize].name),
-                    );
+                    return err(format!("/links/{}", p.cable), LinkFault::SameHost { a: self.ntbs[i].name.clone(), b: self.ntbs[p.ntb as usize].name.clone() });
                 }
             }
             let mut base = Vec::new();
@@ -144,7 +133,7 @@ impl Builder {
             }
             if total > 255 {
                 let (_, path) = &self.names[&self.ntbs[i].name];
-                return err(path.clone(), format!("'{}' has {} peers with {total} requester-ID LUT entries in all: their far-side aliases must fit the 255 functions of one bus (give the adapters fewer rid_lut_entries)", self.ntbs[i].name, peers.len()));
+                return err(path.clone(), LinkFault::Aliases { ntb: self.ntbs[i].name.clone(), peers: peers.len(), entries: total });
             }
             let inbound = peers.iter().map(|p| vec![Inbound::Unset; self.ntbs[p.ntb as usize].windows.len()]).collect();
             let s = &mut self.ntbs[i];

@@ -146,8 +146,8 @@ impl Kind {
 }
 
 /// Why an override's value is refused: the constant's kind and what was given. The topology
-/// loader reports it at the setting's path (`SpecError`), after the constant's name.
-#[derive(Clone, Debug, PartialEq)]
+/// loader reports it at the setting's path, with the constant's name (`ParamFault::Value`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ValueError {
     /// A JSON value of a type the kind does not take (a flag that is not a boolean, a number that
     /// is not a whole non-negative one, an array...).

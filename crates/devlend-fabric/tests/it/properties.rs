@@ -1378,7 +1378,7 @@ fn check_invalid(spec: &TopologySpec) -> Result<bool, TestCaseError> {
                 e.path.is_empty() || v.pointer(&e.path).is_some(),
                 "error path {:?} does not exist in the description ({})\n{}",
                 e.path,
-                e.message,
+                e.fault,
                 serde_json::to_string(spec).unwrap()
             );
             Ok(false)
@@ -1454,6 +1454,7 @@ proptest! {
 fn malformed_json_reports_the_whole_document() {
     let e = devlend_fabric::build_json("{\"name\": 3}").err().unwrap();
     assert_eq!(e.path, "");
+    assert!(matches!(*e.fault, devlend_fabric::SpecFault::Malformed(_)), "{e}");
 }
 
 // =============================================================================================
@@ -1490,7 +1491,7 @@ fn spec_err(json: &str) -> devlend_fabric::SpecError {
     let spec: TopologySpec = serde_json::from_str(json).unwrap();
     let e = build(&spec).err().expect("must be rejected");
     let v = serde_json::to_value(&spec).unwrap();
-    assert!(v.pointer(&e.path).is_some(), "path {} ({}) does not exist", e.path, e.message);
+    assert!(v.pointer(&e.path).is_some(), "path {} ({}) does not exist", e.path, e.fault);
     e
 }
 

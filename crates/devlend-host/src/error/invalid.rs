@@ -145,7 +145,7 @@ mod tests {
             (ntb(NtbUse::PassThroughLent), "ntb-a is an NTB adapter and cannot be passed through (the hosts' Device Lending uses it)"),
             (ntb(NtbUse::DeviceFault), "ntb-a is an NTB adapter: pull its cable with link-down instead"),
             (InvalidRequest::NoBar { device: "gpu0".into(), bar: 5 }, "gpu0 has no BAR 5"),
-            (InvalidRequest::Topology(SpecError::new("/hosts/0", "no name")), "/hosts/0: no name"),
+            (InvalidRequest::Topology(SpecError::at("/hosts/0", devlend_fabric::error::NameFault::ReservedCpu)), "/hosts/0: 'cpu' is reserved for the CPU requester of a host"),
             (
                 InvalidRequest::UnknownFaultKind { name: "melt".into() },
                 "no fault kind 'melt': expected one of link-down, link-up, host-crash, host-reboot, surprise-removal, port-down, port-up, completion-timeout, poisoned",

@@ -6,6 +6,7 @@
 
 use crate::common;
 use common::*;
+use devlend_fabric::error::{HostFault, SpecFault};
 use devlend_fabric::fabric::Event;
 use devlend_fabric::route::Failure;
 use devlend_host::Cluster;
@@ -78,5 +79,5 @@ fn forged_msi_writes_are_blocked_with_remapping_and_raise_vectors_without() {
 fn a_description_cannot_ask_remapping_of_a_host_without_iommu() {
     let json = three_host_json(false, false, false).replace(r#""iommu":false,"root_ports""#, r#""iommu":false,"interrupt_remapping":true,"root_ports""#);
     let Err(e) = devlend_fabric::build_json(&json) else { panic!("built") };
-    assert!(e.path == "/hosts/1/interrupt_remapping" && e.message.contains("has no IOMMU"), "{e:?}");
+    assert!(e.path == "/hosts/1/interrupt_remapping" && matches!(&*e.fault, SpecFault::Host(HostFault::NoIommu { .. })), "{e:?}");
 }

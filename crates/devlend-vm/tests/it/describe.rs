@@ -49,7 +49,7 @@ fn a_bad_description_points_at_its_field_and_starts_nothing() {
         let mut c = Cluster::from_json(JSON).unwrap();
         let mut vmm = Vmm::default();
         let e = start(&mut c, &mut vmm, &specs(json)).err().unwrap_or_else(|| panic!("{json} was accepted"));
-        assert_eq!(e.path, path, "{}", e.message);
+        assert_eq!(e.path, path, "{}", e.fault);
         assert!(vmm.idle() && c.lending_idle() && vmm.anomalies.is_empty(), "{path}: something stayed started");
     }
 }
