@@ -364,12 +364,18 @@ pub enum Notice {
 
 /// No DLLP pending.
 const NONE: Ps = Ps::MAX;
-/// A link direction, as the transmit decision reads it (three cache lines). TLPs wait in
-/// per-class FIFOs with the time they become ready; receiver buffer slots come back as timestamps
-/// (`returns`) rather than events, and a port wakes itself at the next time something can change
-/// (a TLP ready, a slot back, the link free). The FIFOs' entries live in arenas shared by every
-/// port (`Sim::fifo`, `Sim::slots`); what a send only adds to (`Tally`) and the DLLPs (`Dllps`)
-/// are kept beside the ports, by PortId.
+/// A link direction: what the transmit decision reads (three cache lines), then its DLLPs
+/// (`Dllps`) and what a send only adds to (`Tally`), one line each. TLPs wait in per-class FIFOs
+/// with the time they become ready; receiver buffer slots come back as timestamps (`returns`)
+/// rather than events, and a port wakes itself at the next time something can change (a TLP
+/// ready, a slot back, the link free). The FIFOs' entries live in arenas shared by every port
+/// (`Sim::fifo`, `Sim::slots`).
+///
+/// One record of five lines, not three arenas by PortId (issue 33): a hop touches the sending
+/// port's five lines, the previous port's first and third and the DLLP line of its other
+/// direction, and the next port's first two. In one record, and `p` beside `p ^ 1`, these fall in
+/// two or three 4 KiB pages where three arenas spread them over five or six: at 1024 hosts (44k
+/// ports, 14 MB of records) each page is a likely TLB miss.
 #[repr(C, align(64))]
 struct Port {
     // First cache line: what every decision, enqueue and returned slot reads.
@@ -400,10 +406,15 @@ struct Port {
     header_ps: Ps,
     fp_ps_per_byte: u64,
     prop: Ps,
+    // Fourth: the DLLPs this port sends for the other direction (alone touched on a direction
+    // that carries no TLPs). Fifth: what its sends add up.
+    dllps: Dllps,
+    tally: Tally,
 }
 
-const _: () = assert!(std::mem::size_of::<Port>() == 192);
+const _: () = assert!(std::mem::size_of::<Port>() == 320);
 const _: () = assert!(std::mem::offset_of!(Port, queues) == 64 && std::mem::offset_of!(Port, returns) == 128);
+const _: () = assert!(std::mem::offset_of!(Port, dllps) == 192 && std::mem::offset_of!(Port, tally) == 256);
 
 /// What the hot path reads of a path's stage, 16 bytes, all stages of all paths in one table
 /// (`Sim::hops`): one load, no per-path indirection, a small working set. What is rarer (the
@@ -500,9 +511,9 @@ pub struct Sim {
     overheads: Overheads,
     q: EventQueue<Ev>,
     now: Ps,
+    /// Every link direction's record, by PortId (`Port`: its decision, FIFOs, DLLPs and tally in
+    /// one 320-byte record, `p` beside `p ^ 1`).
     ports: Vec<Port>,
-    tally: Vec<Tally>,
-    dllps: Vec<Dllps>,
     /// Per port: when the last posted TLP delivered through it landed (they land in order).
     last_posted: Vec<Ps>,
     /// Per host (grown on first use): when its root complex's intake of writes to RAM is free.
@@ -867,7 +878,7 @@ impl Sim {
         let start = if tlp.stage > 0 { now.max(tlp.full_arrival.saturating_sub(ser)) } else { now };
         // DLLPs that came due while the previous TLP was being sent go first.
         let start = start.max(self.dllps_before(p, start));
-        let tally = &mut self.tally[p as usize];
+        let tally = &mut self.ports[p as usize].tally;
         if tally.stalled_since != NONE {
             // A stall foreseen for later (`next_look`) had not begun.
             tally.stats.credit_stall_ps += now.saturating_sub(tally.stalled_since);
@@ -883,12 +894,12 @@ impl Sim {
         port.busy_until = start + ser;
         let arrival = start + ser + port.prop;
         let bus = port.bus_txn_ps != NONE;
-        self.dllps[p as usize].gate = self.dllps[p as usize].gate.max(start + ser);
+        port.dllps.gate = port.dllps.gate.max(start + ser);
         if bus {
             // A bus: the other direction waits for this transaction.
             let other = &mut self.ports[(p ^ 1) as usize];
             other.busy_until = other.busy_until.max(start + ser);
-            let d = &mut self.dllps[(p ^ 1) as usize];
+            let d = &mut other.dllps;
             d.gate = d.gate.max(start + ser);
         }
         self.stats.tlp_hops += 1;
@@ -952,7 +963,7 @@ impl Sim {
             go = go.min(ready.max(back));
         }
         if stall < go {
-            let since = &mut self.tally[p as usize].stalled_since;
+            let since = &mut self.ports[p as usize].tally.stalled_since;
             *since = (*since).min(stall);
         }
         if go != NONE {

@@ -1,4 +1,4 @@
-//! The data link layer's DLLPs, kept as timestamps beside the ports (not events): the Ack of
+//! The data link layer's DLLPs, kept as timestamps in the ports' records (not events): the Ack of
 //! PCIe Base 3.0 §3.5.3.1 and one UpdateFC per credit type (§2.6.1.2) a port sends on the reverse
 //! direction of its link, once per AckNak latency period while TLPs arrive or credits are freed.
 //! A DLLP due while its port sends a TLP goes after it and delays the next one; due while the
@@ -14,7 +14,7 @@ pub(super) const NEVER: Ps = Ps::MAX - 1;
 const ACK: usize = 3;
 
 /// The DLLPs a port sends for the other direction of its link: when each pending one is due, and
-/// when those already owed are done being sent. One cache line, by PortId beside the ports: the
+/// when those already owed are done being sent. One cache line of the port's record (`Port`): the
 /// reverse direction of a link that carries TLPs one way is touched for its DLLPs only.
 ///
 /// A TLP sent on port `p` reads `p`'s record (DLLPs due go first) and asks whether `p ^ 1` has an
@@ -62,23 +62,23 @@ impl Sim {
     pub fn set_dllp_periods(&mut self, periods: &[Ps]) {
         let bytes = self.t.dllp_bytes as u64;
         let ps32 = |ps: Ps| u32::try_from(ps).unwrap_or_else(|_| panic!("a DLLP period or serialisation time below 2^32 ps, not {ps}"));
-        for ((d, port), &period) in self.dllps.iter_mut().zip(&self.ports).zip(periods) {
-            d.period = ps32(period);
-            d.ser = ps32((bytes * port.fp_ps_per_byte) >> 16);
+        for (port, &period) in self.ports.iter_mut().zip(periods) {
+            port.dllps.period = ps32(period);
+            port.dllps.ser = ps32((bytes * port.fp_ps_per_byte) >> 16);
         }
-        for p in 0..self.dllps.len() {
-            self.set_ack(p as PortId, self.dllps[p].due[ACK]);
+        for p in 0..self.ports.len() {
+            self.set_ack(p as PortId, self.ports[p].dllps.due[ACK]);
         }
     }
 
     /// Port `p`'s Ack timer is now `due` (or NONE), and so is its copy in `p ^ 1`'s record.
     #[inline]
     fn set_ack(&mut self, p: PortId, due: Ps) {
-        let d = &mut self.dllps[p as usize];
+        let d = &mut self.ports[p as usize].dllps;
         d.due[ACK] = due;
         let copy = if d.period == 0 { NEVER } else { due };
-        if let Some(peer) = self.dllps.get_mut((p ^ 1) as usize) {
-            peer.peer_ack = copy;
+        if let Some(peer) = self.ports.get_mut((p ^ 1) as usize) {
+            peer.dllps.peer_ack = copy;
         }
     }
 
@@ -86,10 +86,10 @@ impl Sim {
     /// `p`'s own record while the pending one covers it.
     #[inline]
     pub(super) fn ack_event(&mut self, p: PortId) {
-        let due = self.dllps[p as usize].peer_ack;
+        let due = self.ports[p as usize].dllps.peer_ack;
         debug_assert_eq!(
             due,
-            self.dllps.get((p ^ 1) as usize).map_or(NEVER, |d| if d.period == 0 { NEVER } else { d.due[ACK] }),
+            self.ports.get((p ^ 1) as usize).map_or(NEVER, |q| if q.dllps.period == 0 { NEVER } else { q.dllps.due[ACK] }),
             "port {p}'s copy of the Ack timer"
         );
         if due != NONE && self.now <= due {
@@ -106,7 +106,7 @@ impl Sim {
     #[inline]
     pub(super) fn dllp_event(&mut self, p: PortId, kind: usize) {
         let at = self.now;
-        let Some(d) = self.dllps.get(p as usize) else { return };
+        let Some(d) = self.ports.get(p as usize).map(|q| &q.dllps) else { return };
         let due = d.due[kind];
         if d.period == 0 || (due != NONE && at <= due) {
             return;
@@ -118,15 +118,16 @@ impl Sim {
     /// one period from now.
     #[inline(never)]
     fn dllp_due(&mut self, p: PortId, kind: usize, due: Ps) {
-        let next = self.now + self.dllps[p as usize].period as Ps;
+        let next = self.now + self.ports[p as usize].dllps.period as Ps;
         if kind == ACK {
             self.set_ack(p, next);
         } else {
-            self.dllps[p as usize].due[kind] = next;
+            self.ports[p as usize].dllps.due[kind] = next;
         }
         if due != NONE {
-            debug_assert!(self.dllps[p as usize].gate >= self.ports[p as usize].busy_until, "port {p}'s DLLP gate is behind its TLP");
-            Self::send_dllp(&mut self.dllps[p as usize], due);
+            let port = &mut self.ports[p as usize];
+            debug_assert!(port.dllps.gate >= port.busy_until, "port {p}'s DLLP gate is behind its TLP");
+            Self::send_dllp(&mut port.dllps, due);
         }
     }
 
@@ -140,8 +141,9 @@ impl Sim {
     /// link being free by `now`).
     #[inline]
     pub(super) fn dllps_before(&mut self, p: PortId, now: Ps) -> Ps {
-        debug_assert!(self.dllps[p as usize].gate >= self.ports[p as usize].busy_until, "port {p}'s DLLP gate is behind its TLP");
-        let d = &mut self.dllps[p as usize];
+        let port = &mut self.ports[p as usize];
+        debug_assert!(port.dllps.gate >= port.busy_until, "port {p}'s DLLP gate is behind its TLP");
+        let d = &mut port.dllps;
         if d.next() > now {
             return d.gate;
         }

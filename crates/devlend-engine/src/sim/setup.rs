@@ -40,6 +40,8 @@ impl Sim {
                 tails: [0; 3],
                 returns: Default::default(),
                 held: [false; 3],
+                dllps: Dllps { period: 0, ser: 0, due: [NONE; 4], gate: 0, sent: 0, peer_ack: NEVER },
+                tally: Tally { stats: PortStats::default(), stalled_since: NONE },
             })
             .collect();
         Sim {
@@ -48,8 +50,6 @@ impl Sim {
             q: EventQueue::default(),
             now: 0,
             ports,
-            tally: vec![Tally { stats: PortStats::default(), stalled_since: NONE }; n],
-            dllps: vec![Dllps { period: 0, ser: 0, due: [NONE; 4], gate: 0, sent: 0, peer_ack: NEVER }; n],
             last_posted: vec![0; n],
             ram_intake: Vec::new(),
             fifo: Waiting::default(),

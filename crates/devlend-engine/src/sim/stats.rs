@@ -4,8 +4,7 @@
 //! `Tally`), the DLLPs' share added when they are read ([`Sim::port_stats`]), and the run's
 //! totals ([`Stats`]).
 
-use super::dllp::Dllps;
-use super::{Ps, Sim};
+use super::{Port, Ps, Sim};
 
 /// Per link direction: what crossed it and how long it was busy or stalled.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -26,7 +25,7 @@ pub struct PortStats {
     pub dllps: u64,
 }
 
-/// What a port's sends add up, one cache line per port.
+/// What a port's sends add up, one cache line of the port's record (`Port`).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 pub(super) struct Tally {
@@ -52,12 +51,12 @@ impl Sim {
     /// Statistics of every port (link direction), indexed by `PortId`.
     pub fn port_stats(&self) -> Vec<PortStats> {
         let bytes = self.t.dllp_bytes as u64;
-        let with_dllps = |(t, d): (&Tally, &Dllps)| PortStats {
+        let with_dllps = |Port { tally: t, dllps: d, .. }: &Port| PortStats {
             dllps: d.sent,
             busy_ps: t.stats.busy_ps + d.sent * d.ser as u64,
             wire_bytes: t.stats.wire_bytes + d.sent * bytes,
             ..t.stats
         };
-        self.tally.iter().zip(&self.dllps).map(with_dllps).collect()
+        self.ports.iter().map(with_dllps).collect()
     }
 }
