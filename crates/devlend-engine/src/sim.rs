@@ -417,8 +417,9 @@ const _: () = assert!(std::mem::offset_of!(Port, queues) == 64 && std::mem::offs
 const _: () = assert!(std::mem::offset_of!(Port, dllps) == 192 && std::mem::offset_of!(Port, tally) == 256);
 
 /// What the hot path reads of a path's stage, 16 bytes, all stages of all paths in one table
-/// (`Sim::hops`): one load, no per-path indirection, a small working set. What is rarer (the
-/// IOMMU's address, the re-split size, the root) stays in `Path::stages`, read when a flag says so.
+/// (`Sim::hops`): one load, no per-path indirection, a small working set. What is rarer is read
+/// when a flag says so: the IOMMU's translation from `Sim::hop_iommu` (same index), the re-split
+/// size and the root from `Path::stages`.
 #[derive(Clone, Copy, Debug)]
 struct Hop {
     latency: Ps,
@@ -429,6 +430,10 @@ struct Hop {
     /// The path's last stage.
     last: bool,
 }
+
+/// An IOMMU stage's translation: (host, address the TLP carries there, log2 of the page size,
+/// table levels of a cold walk), as `Stage::iommu`.
+type IommuAt = (u16, u64, u32, u32);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlowKind {
@@ -525,6 +530,10 @@ pub struct Sim {
     paths: Vec<Path>,
     /// Every path's stages, flat: path `p`'s stage `s` is `hops[first_hop[p] + s]`.
     hops: Vec<Hop>,
+    /// Beside `hops`, by the same index: an IOMMU stage's translation (`Stage::iommu`), read
+    /// where `Hop::iommu` says so, so that a hop reads no `Path` and its `stages`, a block of
+    /// its own per path (issue 33).
+    hop_iommu: Vec<IommuAt>,
     first_hop: Vec<u32>,
     tlps: Vec<InFlight>,
     free_tlps: Vec<u32>,
@@ -609,6 +618,7 @@ impl Sim {
             resplit: s.resplit.is_some(),
             last: i + 1 == n,
         }));
+        self.hop_iommu.extend(p.stages.iter().map(|s| s.iommu.unwrap_or_default()));
         self.paths.push(p);
         self.paths.len() as u32 - 1
     }
@@ -1067,7 +1077,7 @@ impl Sim {
         let last = stage.last;
         let mut delay = stage.latency;
         if stage.iommu {
-            let (host, iova, shift, levels) = self.paths[tlp.path as usize].stages[tlp.stage() as usize].iommu.expect("flagged");
+            let (host, iova, shift, levels) = self.hop_iommu[hop];
             delay += self.iommu_delay(host, iova + tlp.offset, shift, levels);
         }
         // A completion of a root's sub-request has reached that root: forward it on the rest of the path.

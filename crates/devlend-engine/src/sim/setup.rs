@@ -56,6 +56,7 @@ impl Sim {
             slots: Vec::new(),
             paths: Vec::new(),
             hops: Vec::new(),
+            hop_iommu: Vec::new(),
             first_hop: Vec::new(),
             tlps: Vec::new(),
             free_tlps: Vec::new(),
