@@ -32,6 +32,7 @@ ALLOWED = [
     ("scenario_file.py", '"nic": NicWork', "the `nic` workload's action name"),
     ("scenario_file.py", '("gpu", "gpu")', "the `gpu_copy` workload's field `gpu`"),
     ("scenario_file.py", '("nic", "nic")', "the `nic` workload's field `nic`"),
+    ("tuning.rs", 'ParamFault::OtherKind { key: "media_bandwidth"', "a unit test's expected fault: a GPU given an NVMe drive's own setting"),
 ]
 
 
