@@ -1,4 +1,5 @@
 import copy
+import functools
 import os
 
 import pytest
@@ -43,9 +44,43 @@ def quick(name: str):
     (readme_figures.quick_result, which the README-figures tests read too): a pytest-xdist worker
     runs each quick experiment once, whichever of its modules asks, and a test that changes its
     copy changes no other test's. The same result as a fresh `run(quick=True)`: a quick run is
-    deterministic (the README quotes its figures and tests/test_docs.py checks them against a run now)."""
+    deterministic (the README quotes its figures and tests/test_docs.py checks them against a run now).
+    Under pytest-xdist the workers share it too (`_shared_quick_results`)."""
     from devlend import readme_figures
     return copy.deepcopy(readme_figures.quick_result(name))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_quick_results(tmp_path_factory):
+    """Under pytest-xdist, each quick experiment runs once per test run, not once per worker: the
+    first worker to ask runs it and leaves its result in a pickle in a folder of this run's own
+    (beside the workers' temporary folders, named by the run's id), and a worker asking later, or
+    while it runs, reads that (waiting on the file's lock). The result is the same either way (a
+    quick run is deterministic); a run that raised leaves no file, and the next asker runs it."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run_id:
+        yield
+        return
+    import fcntl
+    import pickle
+    from devlend import readme_figures
+    folder = tmp_path_factory.getbasetemp().parent / f"quick-{run_id}"
+    folder.mkdir(exist_ok=True)
+    own = readme_figures.quick_result
+
+    def shared(name: str):
+        path = folder / f"{name}.pickle"
+        with open(folder / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if path.exists():
+                return pickle.loads(path.read_bytes())
+            res = own.__wrapped__(name)
+            (folder / f"{name}.part").write_bytes(pickle.dumps(res))
+            (folder / f"{name}.part").rename(path)
+            return res
+    readme_figures.quick_result = functools.cache(shared)
+    yield
+    readme_figures.quick_result = own
 
 
 @pytest.fixture
