@@ -1,4 +1,5 @@
 import copy
+import functools
 import os
 
 import pytest
@@ -43,9 +44,77 @@ def quick(name: str):
     (readme_figures.quick_result, which the README-figures tests read too): a pytest-xdist worker
     runs each quick experiment once, whichever of its modules asks, and a test that changes its
     copy changes no other test's. The same result as a fresh `run(quick=True)`: a quick run is
-    deterministic (the README quotes its figures and tests/test_docs.py checks them against a run now)."""
+    deterministic (the README quotes its figures and tests/test_docs.py checks them against a run now).
+    Under pytest-xdist the workers share it too (`_once_per_run_folder`)."""
     from devlend import readme_figures
     return copy.deepcopy(readme_figures.quick_result(name))
+
+
+# This test run's folder for results computed once per run (`once_per_run`): under pytest-xdist
+# one folder for all workers, beside their temporary folders and named by the run's id.
+_RUN = {"folder": None, "values": {}}
+
+
+def once_per_run(key: str, compute):
+    """`compute(folder)`'s value (pickled), computed once per test run, not once per pytest-xdist
+    worker: the first worker to ask computes it, in `folder` (this key's own, in the run's shared
+    folder, for any files it writes) and leaves it in a pickle there; a worker asking later, or
+    while it computes, reads that (waiting on the key's lock). Only for values that are the same
+    wherever they are computed (deterministic runs); a compute that raised leaves no pickle, and
+    the next asker computes it."""
+    import fcntl
+    import pickle
+    if key in _RUN["values"]:
+        return _RUN["values"][key]
+    base = _RUN["folder"]
+    path = base / f"{key}.pickle"
+    with open(base / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            value = pickle.loads(path.read_bytes())
+        else:
+            (base / key).mkdir(exist_ok=True)
+            value = compute(base / key)
+            (base / f"{key}.part").write_bytes(pickle.dumps(value))
+            (base / f"{key}.part").rename(path)
+    _RUN["values"][key] = value
+    return value
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _once_per_run_folder(tmp_path_factory):
+    """Sets `once_per_run`'s folder, and under pytest-xdist makes `quick` run each quick
+    experiment once per test run: readme_figures.quick_result (which the README-figures tests call
+    too) asks `once_per_run`. A pickled quick result has the same rows, notes and plot function."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run_id:
+        _RUN["folder"] = tmp_path_factory.mktemp("once-per-run")
+        yield
+        return
+    from devlend import readme_figures
+    _RUN["folder"] = tmp_path_factory.getbasetemp().parent / f"once-per-run-{run_id}"
+    _RUN["folder"].mkdir(exist_ok=True)
+    own = readme_figures.quick_result
+    readme_figures.quick_result = functools.cache(lambda name: once_per_run(f"quick-{name}", lambda _: own.__wrapped__(name)))
+    yield
+    readme_figures.quick_result = own
+
+
+MXS824_SCENARIO = os.path.join(ROOT, "python", "devlend", "scenarios", "four-servers-mxs824-gpu-and-nvme.yaml")
+
+
+def mxs824_scenario_run() -> tuple[str, str]:
+    """`devlend run` of the shipped four-servers-mxs824 scenario with `--out`, once per test run
+    (tests/test_link_stats.py and tests/test_cluster_switch.py read the same run; a run is
+    deterministic): its stdout and the folder it wrote its CSVs and plot in."""
+    import clirun
+
+    def compute(folder):
+        res = clirun.run("run", MXS824_SCENARIO, "--out", str(folder), cwd=ROOT)
+        if res.returncode != 0:
+            raise AssertionError(f"devlend run {MXS824_SCENARIO} exited {res.returncode}: {res.stderr}")
+        return res.stdout, str(folder)
+    return once_per_run("mxs824-scenario-run", compute)
 
 
 @pytest.fixture

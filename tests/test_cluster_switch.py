@@ -10,10 +10,9 @@ import devlend
 from devlend import Pool
 
 from test_cli import cli
-from conftest import ROOT, topo_path
+from conftest import MXS824_SCENARIO as SCENARIO, mxs824_scenario_run, topo_path
 
 MXS = topo_path("four-servers-mxs824.yaml")
-SCENARIO = os.path.join(ROOT, "python", "devlend", "scenarios", "four-servers-mxs824-gpu-and-nvme.yaml")
 COPY, FIO = "gpu2-to-server1", "nvme1-randread"
 # Gen3 x8: 8 GT/s per lane, 128b/130b encoding, 8 lanes (PCIe Base 3.0 §4.2.2), in GB/s.
 GEN3_X8_GBPS = 8e9 * 128 / 130 * 8 / 8 / 1e9
@@ -48,10 +47,14 @@ def test_two_borrowers_share_the_lenders_one_adapter_and_a_return_undoes_all_of_
 
 def _run(tmp_path, scenario: str, tag: str):
     out = tmp_path / tag
-    res = cli("run", scenario, "--out", str(out))
+    return _read(scenario, cli("run", scenario, "--out", str(out)).stdout, out)
+
+
+def _read(scenario: str, stdout: str, out):
+    """`devlend run SCENARIO --out OUT`'s stdout, its workloads by name and its link rows."""
     name = open(scenario, encoding="utf-8").read().split("\nname: ", 1)[1].split("\n", 1)[0]
-    rows = lambda f: list(csv.DictReader(l for l in open(out / f, encoding="utf-8") if not l.startswith("#")))
-    return res.stdout, {r["name"]: r for r in rows(f"{name}.csv")}, rows(f"{name}-links.csv")
+    rows = lambda f: list(csv.DictReader(l for l in open(os.path.join(out, f), encoding="utf-8") if not l.startswith("#")))
+    return stdout, {r["name"]: r for r in rows(f"{name}.csv")}, rows(f"{name}-links.csv")
 
 
 def _alone(tmp_path, keep: str) -> str:
@@ -67,7 +70,8 @@ def _alone(tmp_path, keep: str) -> str:
 
 
 def test_done_when_gpu_and_nvme_of_server2_behind_the_switch_through_the_cli(tmp_path):
-    stdout, both, links = _run(tmp_path, SCENARIO, "both")
+    stdout, out = mxs824_scenario_run()  # `devlend run SCENARIO --out ...`, shared with test_link_stats
+    stdout, both, links = _read(SCENARIO, stdout, out)
     assert "scenario four-servers-mxs824-gpu-and-nvme: workloads" in stdout and "busiest link directions" in stdout
     _, alone_copy, _ = _run(tmp_path, _alone(tmp_path, COPY), "copy")
     _, alone_fio, _ = _run(tmp_path, _alone(tmp_path, FIO), "fio")
@@ -78,7 +82,7 @@ def test_done_when_gpu_and_nvme_of_server2_behind_the_switch_through_the_cli(tmp
     assert bw(fio) < bw(alone_fio[FIO]) and float(fio["lat_mean_us"]) > float(alone_fio[FIO]["lat_mean_us"]), "the reads wait behind the copy"
     assert bw(copy) + bw(fio) < GEN3_X8_GBPS, "together within the one Gen3 x8 link"
     # Both leave server 2 through ntb2's cable towards the switch: the busiest direction there.
-    header = open(tmp_path / "both" / "four-servers-mxs824-gpu-and-nvme.csv", encoding="utf-8").readline()
+    header = open(os.path.join(out, "four-servers-mxs824-gpu-and-nvme.csv"), encoding="utf-8").readline()
     assert "cluster_switch_latency_ns=150" in header, "the switch's latency is among the effective parameters"
     out_of_ntb2 = [l for l in links if l["link"].startswith("ntb2.") and "mxs824" in l["link"]]
     assert out_of_ntb2 and max(float(l["utilisation"]) for l in out_of_ntb2) <= 1.0

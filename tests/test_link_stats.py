@@ -6,10 +6,7 @@ import os
 
 import devlend
 
-from test_cli import cli
-from conftest import ROOT, topo_path
-
-MXS_SCENARIO = os.path.join(ROOT, "python", "devlend", "scenarios", "four-servers-mxs824-gpu-and-nvme.yaml")
+from conftest import mxs824_scenario_run, topo_path
 
 
 def test_a_saturating_copys_link_reads_at_least_0_9_busy():
@@ -24,11 +21,11 @@ def test_a_saturating_copys_link_reads_at_least_0_9_busy():
     assert links.attrs["span_ns"] == (start, end)
 
 
-def test_the_shipped_mxs824_scenario_shows_its_bottleneck_at_least_0_9_busy(tmp_path):
-    res = cli("run", MXS_SCENARIO, "--out", str(tmp_path))
-    with open(tmp_path / "four-servers-mxs824-gpu-and-nvme-links.csv", encoding="utf-8") as fh:
+def test_the_shipped_mxs824_scenario_shows_its_bottleneck_at_least_0_9_busy():
+    stdout, out = mxs824_scenario_run()  # `devlend run MXS824_SCENARIO --out ...`, shared with test_cluster_switch
+    with open(os.path.join(out, "four-servers-mxs824-gpu-and-nvme-links.csv"), encoding="utf-8") as fh:
         links = list(csv.DictReader(line for line in fh if not line.startswith("#")))
     top = max(links, key=lambda l: float(l["utilisation"]))
     assert float(top["utilisation"]) >= 0.9, top
     assert top["link"].startswith("ntb2.") or "server2" in top["link"] or "gpu2" in top["link"], top["link"]
-    assert "0.000" not in res.stdout.split("busiest link directions")[1].split("\n")[3], res.stdout
+    assert "0.000" not in stdout.split("busiest link directions")[1].split("\n")[3], stdout

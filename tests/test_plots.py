@@ -43,12 +43,37 @@ def test_a_failing_drawing_writes_nothing_and_closes_the_figure(tmp_path):
     assert not (tmp_path / "g.png").exists() and not plt.get_fignums()
 
 
+@pytest.fixture(scope="module")
+def drawing(tmp_path_factory):
+    """`drawing(name)`: quick experiment NAME's figure, drawn once in this module (d3's and r2's are
+    checked by two tests): its PNG, the legend labels of each figure saved while it was drawn, and
+    the figures still open after it."""
+    drawn = {}
+
+    def draw(name):
+        if name not in drawn:
+            seen = []
+            orig = plt.Figure.savefig
+
+            def spy(fig, *a, **k):
+                seen.append([label for ax in fig.axes for label in ax.get_legend_handles_labels()[1]])
+                return orig(fig, *a, **k)
+            plt.Figure.savefig = spy
+            try:
+                res = quick(name)  # the run the README's figures quote (one per worker)
+                png = tmp_path_factory.mktemp(name) / f"{name}.png"
+                res.plot(res, str(png))
+            finally:
+                plt.Figure.savefig = orig
+            drawn[name] = (png, seen, plt.get_fignums())
+        return drawn[name]
+    return draw
+
+
 @pytest.mark.parametrize("name", ["d3", "r2", "ntb-pingpong", "fio"])
-def test_experiment_plots_draw(name, tmp_path):
-    res = quick(name)
-    png = tmp_path / f"{name}.png"
-    res.plot(res, str(png))
-    assert png.stat().st_size > 10_000 and not plt.get_fignums()
+def test_experiment_plots_draw(name, drawing):
+    png, _, still_open = drawing(name)
+    assert png.stat().st_size > 10_000 and not still_open
 
 
 def test_no_series_hides_another_and_paper_values_stand_beside_ours(tmp_path):
@@ -76,28 +101,13 @@ def test_no_series_hides_another_and_paper_values_stand_beside_ours(tmp_path):
     assert any("001 §7.3.1" in label for label in seen[0]) and any("001 §7.3.1" in label for label in seen[1])
 
 
-@pytest.fixture
-def drawn_labels(monkeypatch):
-    """The legend labels of every figure saved while the test runs (one list per figure)."""
-    seen = []
-    orig = plt.Figure.savefig
-
-    def spy(fig, *a, **k):
-        seen.append([label for ax in fig.axes for label in ax.get_legend_handles_labels()[1]])
-        return orig(fig, *a, **k)
-    monkeypatch.setattr(plt.Figure, "savefig", spy)
-    return seen
-
-
 @pytest.mark.parametrize("name", ["d3", "d5", "h2", "h3", "h4", "r2", "x3", "x4"])
-def test_plots_of_paper_figures_draw_the_papers_values_beside_ours(name, tmp_path, drawn_labels):
+def test_plots_of_paper_figures_draw_the_papers_values_beside_ours(name, drawing):
     """Each experiment that reproduces a paper figure draws the paper's published values (a
     "paper: ..." series, black hollow X markers or a hatched band) beside its own series."""
-    res = quick(name)  # the run the README's figures quote (one per worker)
-    res.plot(res, str(tmp_path / f"{name}.png"))
-    (labels,) = drawn_labels
+    png, (labels,), _ = drawing(name)
     paper = [label for label in labels if label.startswith("paper: ")]
     ours = [label for label in labels if not label.startswith("paper: ")]
     assert paper, f"{name}: no paper series in {labels}"
     assert ours or name in ("d3", "d5"), f"{name}: no series of ours in {labels}"  # d3, d5 draw ours as bars
-    assert (tmp_path / f"{name}.png").stat().st_size > 10_000
+    assert png.stat().st_size > 10_000
