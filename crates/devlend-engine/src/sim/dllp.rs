@@ -23,7 +23,6 @@ const ACK: usize = 3;
 /// written wherever `p ^ 1`'s Ack timer changes (`Sim::set_ack`). A DLLP sent waits for the TLP
 /// its port is sending: `gate` keeps the later of the two, so that sending one (often on the
 /// other direction of a link that carries TLPs one way) does not read the port's own line.
-#[derive(Clone, Copy)]
 #[repr(C, align(64))]
 pub(super) struct Dllps {
     /// AckNak / UpdateFC latency period of this link, ps (0: no link layer modelled); 32 bits, so

@@ -26,7 +26,6 @@ pub struct PortStats {
 }
 
 /// What a port's sends add up, one cache line of the port's record (`Port`).
-#[derive(Clone, Copy)]
 #[repr(C, align(64))]
 pub(super) struct Tally {
     pub(super) stats: PortStats,
