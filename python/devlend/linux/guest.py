@@ -33,6 +33,7 @@ from pathlib import Path
 
 from .. import _core
 from ..errors import DevlendError
+from .pin import guest_cpu, pin_this_thread, pinned
 
 #: arch/um/drivers/Kconfig UML_PCI_OVER_VIRTIO_DEVICE_ID, as uml.config sets it.
 VIRTIO_DEVICE_ID = 1234
@@ -187,6 +188,7 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
     out = Path(outdir or tempfile.mkdtemp(prefix="devlend-guest-")).resolve()
     init, console = _prepare(out, commands)
     topo_json = topology.to_json()
+    cpu = guest_cpu()
     sockets, servers, results, errors = [], [], {}, {}
     time_sock = str(out / "time.sock")
     for d in devices:
@@ -195,6 +197,7 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
 
         def serve(d=d, sock=sock):
             try:
+                pin_this_thread(cpu)
                 results[d] = _core.uml_serve(topo_json, host, d, sock, time_sock, blocks, timeout_s, fault_list)
             except Exception as e:  # noqa: BLE001 - reported below with the console
                 errors[d] = e
@@ -213,8 +216,9 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
         argv.append(f"time-travel=ext:{time_sock}")
     start = time.monotonic()
     with open(console, "wb") as con:
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=con, stderr=subprocess.STDOUT, cwd=out,
-                             start_new_session=True, env=dict(os.environ, TMPDIR=str(out)))
+        with pinned(cpu):
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=con, stderr=subprocess.STDOUT, cwd=out,
+                                 start_new_session=True, env=dict(os.environ, TMPDIR=str(out)))
         try:
             _wait(p, servers, timeout_s)
         except subprocess.TimeoutExpired:
@@ -292,9 +296,11 @@ def run_guests(topology, guests: dict[str, list[str]], *, devices: dict[str, lis
     dev_socks = {h: [(str(folders[h] / f"{d}.sock"), kinds[d], d) for d in devices.get(h, [])] for h in hosts}
     spec = [(h, socks[i], dev_socks[h]) for i, h in enumerate(hosts)]
     result, errors = {}, []
+    cpu = guest_cpu()
 
     def control():
         try:
+            pin_this_thread(cpu)
             result.update(_core.uml_control(topology.to_json(), spec, blocks, timeout_s, fault_list))
         except Exception as e:  # noqa: BLE001 - reported below with the consoles
             errors.append(e)
@@ -311,7 +317,7 @@ def run_guests(topology, guests: dict[str, list[str]], *, devices: dict[str, lis
             init, console = prepared[h]
             argv = _argv(kernel, init, mem, f"devlend-{os.getpid()}-{i}") + [f"time-travel=ext:{socks[i]}"]
             argv += [f"virtio_uml.device={s}:{VIRTIO_DEVICE_ID}" for s, _, _ in dev_socks[h]] + list(kernel_args)
-            with open(console, "wb") as con:
+            with open(console, "wb") as con, pinned(cpu):
                 procs[h] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=con, stderr=subprocess.STDOUT, cwd=folders[h],
                                             start_new_session=True, env=dict(os.environ, TMPDIR=str(folders[h])))
         for h, p in procs.items():
