@@ -22,8 +22,7 @@
 //!
 //! Off the path, in `sim/`: the DLLPs' timers (`dllp`, §3.5.3.1, §2.6.1.2), the statistics
 //! (`stats`: [`PortStats`], [`Stats`]), the root complex that re-splits reads (`root`, 000
-//! §7.1), building a simulation (`setup`: [`Sim::new`], [`Sim::tuned`], PCI-X buses), where a
-//! port's record lies (`place`: in the order paths first cross the links, not by PortId), the events
+//! §7.1), building a simulation (`setup`: [`Sim::new`], [`Sim::tuned`], PCI-X buses), the events
 //! packed into the queue's 8-byte entries (`packed`); tests in `wake_tests` and `inflight_tests`.
 //!
 //! Mechanisms (PCIe Base 3.0 §2.2, §2.6, §3.5; 000 §7.1):
@@ -71,13 +70,11 @@ use std::sync::Arc;
 
 mod dllp;
 mod packed;
-mod place;
 mod root;
 mod setup;
 mod stats;
 
 use dllp::Dllps;
-use place::{Place, Places};
 use root::RootWait;
 use stats::Tally;
 pub use stats::{PortStats, Stats};
@@ -327,7 +324,7 @@ impl InFlight {
 
 #[derive(Clone, Copy, Debug)]
 enum Ev {
-    TryTx(Place),
+    TryTx(PortId),
     Arrive(u32),
     FlowIssue(u32),
     /// A data flow's posted TLP lands at its target now (the TLP record is freed then).
@@ -378,8 +375,7 @@ const NONE: Ps = Ps::MAX;
 /// port's five lines, the previous port's first and third and the DLLP line of its other
 /// direction, and the next port's first two. In one record, and `p` beside `p ^ 1`, these fall in
 /// two or three 4 KiB pages where three arenas spread them over five or six: at 1024 hosts (44k
-/// ports, 14 MB of records) each page is a likely TLB miss. The records lie in the order paths
-/// first cross their links (`place`), so that a path's ports share pages too.
+/// ports, 14 MB of records) each page is a likely TLB miss.
 #[repr(C, align(64))]
 struct Port {
     // First cache line: what every decision, enqueue and returned slot reads.
@@ -427,8 +423,7 @@ const _: () = assert!(std::mem::offset_of!(Port, dllps) == 192 && std::mem::offs
 #[derive(Clone, Copy, Debug)]
 struct Hop {
     latency: Ps,
-    /// The port's place in `Sim::ports` (`place`), not its PortId.
-    port: Place,
+    port: PortId,
     cut_through: bool,
     iommu: bool,
     resplit: bool,
@@ -521,15 +516,11 @@ pub struct Sim {
     overheads: Overheads,
     q: EventQueue<Ev>,
     now: Ps,
-    /// Every link direction's record, at its place (`Port`: its decision, FIFOs, DLLPs and tally
-    /// in one 320-byte record, place `q` beside `q ^ 1`, its link's other direction).
+    /// Every link direction's record, by PortId (`Port`: its decision, FIFOs, DLLPs and tally in
+    /// one 320-byte record, `p` beside `p ^ 1`).
     ports: Vec<Port>,
-    /// Per port, by place: when the last posted TLP delivered through it landed (they land in
-    /// order).
+    /// Per port: when the last posted TLP delivered through it landed (they land in order).
     last_posted: Vec<Ps>,
-    /// Where each port's record lies in `ports`, given in the order paths first cross the links
-    /// (`place`).
-    places: Places,
     /// Per host (grown on first use): when its root complex's intake of writes to RAM is free.
     ram_intake: Vec<Ps>,
     /// The entries of every port's TLP FIFOs (`Port::queues`, 8 bytes each) and slot returns
@@ -600,7 +591,7 @@ impl Sim {
 
     /// Time to send `tlp`, `wire` bytes, on port `p`: at the link's rate, or on a bus, the
     /// transaction's phases and its payload.
-    fn ser_of(&self, p: Place, tlp: &InFlight, wire: u64) -> Ps {
+    fn ser_of(&self, p: PortId, tlp: &InFlight, wire: u64) -> Ps {
         let port = &self.ports[p as usize];
         if port.bus_txn_ps != NONE {
             port.bus_txn_ps + ((tlp.payload() as u64 * port.fp_ps_per_byte) >> 16)
@@ -619,10 +610,9 @@ impl Sim {
         assert!(p.stages.len() <= 1 << 16, "a path has at most 65536 stages, not {}", p.stages.len());
         self.first_hop.push(self.hops.len() as u32);
         let n = p.stages.len();
-        let places: Vec<u32> = p.stages.iter().map(|s| self.place(s.port)).collect();
-        self.hops.extend(p.stages.iter().zip(places).enumerate().map(|(i, (s, port))| Hop {
+        self.hops.extend(p.stages.iter().enumerate().map(|(i, s)| Hop {
             latency: s.latency,
-            port,
+            port: s.port,
             cut_through: s.cut_through,
             iommu: s.iommu.is_some(),
             resplit: s.resplit.is_some(),
@@ -789,7 +779,7 @@ impl Sim {
     /// Make sure the port looks again at time `at` (one event per earliest wake-up), or when the
     /// link is free if that is later: a look while it is busy would only schedule that one.
     #[inline]
-    fn kick(&mut self, p: Place, at: Ps) {
+    fn kick(&mut self, p: PortId, at: Ps) {
         let port = &mut self.ports[p as usize];
         let at = at.max(self.now).max(port.busy_until);
         if at < port.wake {
@@ -816,7 +806,7 @@ impl Sim {
     /// (`queues`, `tails`: under congestion most enqueues, issue 33); a new head makes the port
     /// look again when it can go (`next_look`).
     #[inline]
-    fn enqueue_at(&mut self, port: Place, class: FcClass, id: u32, at: Ps) {
+    fn enqueue_at(&mut self, port: PortId, class: FcClass, id: u32, at: Ps) {
         let c = class as usize;
         let p = &mut self.ports[port as usize];
         let behind = !p.queues[c].is_empty();
@@ -835,7 +825,7 @@ impl Sim {
     }
 
     /// A receiver buffer slot of `class` behind port `p` is free again at `at` (one UpdateFC later).
-    fn return_credit(&mut self, p: Place, class: FcClass, at: Ps) {
+    fn return_credit(&mut self, p: PortId, class: FcClass, at: Ps) {
         self.dllp_event(p ^ 1, class as usize);
         let c = class as usize;
         let port = &mut self.ports[p as usize];
@@ -853,7 +843,7 @@ impl Sim {
         self.overheads.wire_bytes(tlp.kind(), tlp.payload() as u64)
     }
 
-    fn try_tx(&mut self, p: Place) {
+    fn try_tx(&mut self, p: PortId) {
         let now = self.now;
         if self.ports[p as usize].busy_until > now {
             // A look scheduled before the link took on more work.
@@ -947,7 +937,7 @@ impl Sim {
     /// control are skipped, and the stall they would have noted is noted now, from when a head is
     /// first held back (a foreseen stall that a send forestalls adds nothing).
     #[inline(always)]
-    fn next_look(&mut self, p: Place) {
+    fn next_look(&mut self, p: PortId) {
         let port = &self.ports[p as usize];
         let (heads, credits) = (port.heads, port.credits);
         if (0..3).all(|c| heads[c] == NONE || credits[c] > 0) {
@@ -963,7 +953,7 @@ impl Sim {
 
     /// `next_look` for a port with a head out of credits.
     #[inline(never)]
-    fn next_look_held(&mut self, p: Place) {
+    fn next_look_held(&mut self, p: PortId) {
         let port = &self.ports[p as usize];
         let free = port.busy_until.max(self.now);
         let (mut go, mut stall) = (NONE, NONE);

@@ -5,7 +5,7 @@
 //! port is idle, it costs only its own bytes. The simulation (`sim`) calls in here where a TLP
 //! starts out (`ack_event`, `dllps_before`) and where a credit is freed (`dllp_event`).
 
-use super::{Place, Ps, Sim, NONE};
+use super::{PortId, Ps, Sim, NONE};
 
 /// `Dllps::peer_ack` of a port whose other direction has no link layer (or no port): an Ack
 /// timer that never needs setting.
@@ -61,19 +61,18 @@ impl Sim {
     pub fn set_dllp_periods(&mut self, periods: &[Ps]) {
         let bytes = self.t.dllp_bytes as u64;
         let ps32 = |ps: Ps| u32::try_from(ps).unwrap_or_else(|_| panic!("a DLLP period or serialisation time below 2^32 ps, not {ps}"));
-        for (p, &period) in periods.iter().enumerate().take(self.ports.len()) {
-            let port = &mut self.ports[self.places.of[p] as usize];
+        for (port, &period) in self.ports.iter_mut().zip(periods) {
             port.dllps.period = ps32(period);
             port.dllps.ser = ps32((bytes * port.fp_ps_per_byte) >> 16);
         }
         for p in 0..self.ports.len() {
-            self.set_ack(p as Place, self.ports[p].dllps.due[ACK]);
+            self.set_ack(p as PortId, self.ports[p].dllps.due[ACK]);
         }
     }
 
     /// Port `p`'s Ack timer is now `due` (or NONE), and so is its copy in `p ^ 1`'s record.
     #[inline]
-    fn set_ack(&mut self, p: Place, due: Ps) {
+    fn set_ack(&mut self, p: PortId, due: Ps) {
         let d = &mut self.ports[p as usize].dllps;
         d.due[ACK] = due;
         let copy = if d.period == 0 { NEVER } else { due };
@@ -85,7 +84,7 @@ impl Sim {
     /// A TLP starts out on port `p`: the Ack DLLP of `p ^ 1` (`dllp_event(p ^ 1, ACK)`), read from
     /// `p`'s own record while the pending one covers it.
     #[inline]
-    pub(super) fn ack_event(&mut self, p: Place) {
+    pub(super) fn ack_event(&mut self, p: PortId) {
         let due = self.ports[p as usize].dllps.peer_ack;
         debug_assert_eq!(
             due,
@@ -104,7 +103,7 @@ impl Sim {
     /// starts as the TLP starts out rather than when its last byte is in: the same period, shifted
     /// by one TLP time; what is due is then never later than now.)
     #[inline]
-    pub(super) fn dllp_event(&mut self, p: Place, kind: usize) {
+    pub(super) fn dllp_event(&mut self, p: PortId, kind: usize) {
         let at = self.now;
         let Some(d) = self.ports.get(p as usize).map(|q| &q.dllps) else { return };
         let due = d.due[kind];
@@ -117,7 +116,7 @@ impl Sim {
     /// The DLLP of `kind` pending on port `p` (due at `due`, or NONE) is sent, and a new one is due
     /// one period from now.
     #[inline(never)]
-    fn dllp_due(&mut self, p: Place, kind: usize, due: Ps) {
+    fn dllp_due(&mut self, p: PortId, kind: usize, due: Ps) {
         let next = self.now + self.ports[p as usize].dllps.period as Ps;
         if kind == ACK {
             self.set_ack(p, next);
@@ -140,7 +139,7 @@ impl Sim {
     /// Send the DLLPs of port `p` due by `now`; returns when the port is free of them (the port's
     /// link being free by `now`).
     #[inline]
-    pub(super) fn dllps_before(&mut self, p: Place, now: Ps) -> Ps {
+    pub(super) fn dllps_before(&mut self, p: PortId, now: Ps) -> Ps {
         let port = &mut self.ports[p as usize];
         debug_assert!(port.dllps.gate >= port.busy_until, "port {p}'s DLLP gate is behind its TLP");
         let d = &mut port.dllps;

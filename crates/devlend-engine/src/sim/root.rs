@@ -34,7 +34,7 @@ impl Sim {
             off += n;
         }
         // The original request is consumed at the root; its buffer slot frees.
-        let port = self.at(self.paths[tlp.path as usize].stages[tlp.stage() as usize].port);
+        let port = self.paths[tlp.path as usize].stages[tlp.stage() as usize].port;
         self.return_credit(port, tlp.class(), self.now + self.t.updatefc_ps);
         self.free_tlps.push(id);
         self.root_issue(root, self.now + delay);

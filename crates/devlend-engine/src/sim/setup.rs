@@ -5,7 +5,6 @@
 //! (`Sim::set_dllp_periods`). Off the path a TLP takes: called once per simulation (`sim_for`).
 
 use super::dllp::{Dllps, NEVER};
-use super::place::Places;
 use super::stats::{PortStats, Stats, Tally};
 use super::{Port, PortId, Ps, Sim, Timing, NONE};
 use crate::params::timing;
@@ -52,7 +51,6 @@ impl Sim {
             now: 0,
             ports,
             last_posted: vec![0; n],
-            places: Places::identity(n),
             ram_intake: Vec::new(),
             fifo: Waiting::default(),
             slots: Vec::new(),
@@ -84,8 +82,7 @@ impl Sim {
     /// PCIe framing, no DLLPs).
     pub fn set_half_duplex(&mut self, p: PortId, txn_ps: Ps) {
         for q in [p, p ^ 1] {
-            let at = self.at(q);
-            self.ports[at as usize].bus_txn_ps = txn_ps;
+            self.ports[q as usize].bus_txn_ps = txn_ps;
         }
     }
 }

@@ -56,6 +56,6 @@ impl Sim {
             wire_bytes: t.stats.wire_bytes + d.sent * bytes,
             ..t.stats
         };
-        self.places.of.iter().map(|&at| with_dllps(&self.ports[at as usize])).collect()
+        self.ports.iter().map(with_dllps).collect()
     }
 }

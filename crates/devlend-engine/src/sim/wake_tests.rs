@@ -24,7 +24,7 @@ impl Sim {
                 };
                 let go = port.heads[c].max(port.busy_until).max(back).max(self.now);
                 if port.wake > go {
-                    return Some((self.places.port[p], c));
+                    return Some((p as PortId, c));
                 }
             }
         }

@@ -6,7 +6,6 @@ mod half_duplex;
 mod link_layer;
 mod params;
 mod pcie_model;
-mod places;
 mod protocol;
 mod streams;
 mod ties;
