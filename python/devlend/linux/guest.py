@@ -20,9 +20,11 @@ runs). A guest without a device has no model to take its time from and runs on t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
+import select
 import shlex
 import subprocess
 import tempfile
@@ -105,17 +107,36 @@ def _wait(p: subprocess.Popen, servers: list[threading.Thread], timeout_s: float
     """Wait for the guest; a device server that ended first (an error: the guest can no longer
     run without its controller) ends the guest at once instead of at the timeout."""
     deadline = time.monotonic() + timeout_s
-    while p.poll() is None:
-        if time.monotonic() > deadline:
-            raise subprocess.TimeoutExpired(p.args, timeout_s)
-        if servers and not any(t.is_alive() for t in servers):
-            try:
-                p.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, 9)
-                p.wait()
-            return
-        time.sleep(0.05)
+    with _exit_fd(p) as exited:
+        while p.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(p.args, timeout_s)
+            if servers and not any(t.is_alive() for t in servers):
+                try:
+                    p.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, 9)
+                    p.wait()
+                return
+            # Woken at the guest's exit (its pidfd), else every 50 ms for the checks above.
+            if exited:
+                select.select(exited, [], [], 0.05)
+            else:
+                time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def _exit_fd(p: subprocess.Popen):
+    """[a pidfd that becomes readable when `p` exits], or [] where pidfds are not available."""
+    try:
+        fd = os.pidfd_open(p.pid)
+    except (AttributeError, OSError):
+        yield []
+        return
+    try:
+        yield [fd]
+    finally:
+        os.close(fd)
 
 
 def _prepare(out: Path, commands: list[str]) -> tuple[Path, Path]:
