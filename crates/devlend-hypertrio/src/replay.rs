@@ -62,7 +62,7 @@ impl<I: Iterator<Item = HtResult<Packet>>> Iterator for Checked<'_, I> {
     #[inline(always)]
     fn next(&mut self) -> Option<Packet> {
         let (sid, pages) = self.next_raw();
-        (pages != NO_PACKET).then(|| Packet { sid, pages: [pages as PageId, (pages >> 16) as PageId, (pages >> 32) as PageId] })
+        (pages != NO_PACKET).then_some(Packet { sid, pages: [pages as PageId, (pages >> 16) as PageId, (pages >> 32) as PageId] })
     }
 }
 
@@ -204,7 +204,7 @@ mod tests {
         let n = b.len();
         b[n - 100] ^= 0x80;
         std::fs::write(&p, &b).unwrap();
-        let e = replay_trace(&p, &c, &mut |_, _| {}).err().expect("a damaged trace is an error");
+        let e = replay_trace(&p, &c, &mut |_, _| {}).expect_err("a damaged trace is an error");
         assert!(e.to_string().contains("d.dlt"), "{e}");
         std::fs::remove_file(&p).unwrap();
     }
