@@ -24,10 +24,12 @@
 //! compile time: `sim::run_fitting` runs Table IV's structures as `Lfu<8>`, `Lru<8>` and
 //! `Lfu<16>` (no run-time branch on the policy, row offsets by shifts) and any other
 //! configuration as [`Dynamic`], the same code reading the run's values; the answers are the
-//! same either way (tested). Replacement state is written back a whole 16-byte chunk at a time
-//! (`age_touch`, `set_count`), never one byte inside a chunk that a scan of the row loads next:
-//! a byte store cannot be forwarded to a 16-byte load that covers it, so the load waits until the
-//! store commits; this cut the HyperTRIO replay's CPU time by 7-8 % (BENCHMARKS.md, issue 33,
+//! same either way (tested). An LRU row's ages are written back as whole 16-byte chunks
+//! (`age_touch`), never with a byte store inside a chunk that the row's next scan loads: a
+//! 16-byte load over a 16-byte and a 1-byte store waits until they commit instead of taking its
+//! bytes from the store buffer; this cut the HyperTRIO replay's CPU time by 5-8 %. The same for
+//! the LFU counts (a 16-byte blend per count) measured no faster, since a count is read back as a
+//! byte on every hit and a byte load from a 16-byte store is slow too (BENCHMARKS.md, issue 33,
 //! s26-replay).
 
 use crate::error::{HtError, HtResult};
@@ -210,31 +212,6 @@ pub(crate) fn oldest(ages: &[u8], ways: usize) -> usize {
     #[cfg(not(target_arch = "x86_64"))]
     {
         ages.iter().position(|&v| v == old).unwrap()
-    }
-}
-
-/// `count[i] = c` as one 16-byte store of the 16 counts holding it (the others unchanged), for
-/// the same reason as `age_touch`: a full row's victim is chosen by a 16-byte scan of its counts
-/// (`lowest`), often right after a fill or hit in the same row, and a byte store inside the
-/// loaded 16 bytes cannot be forwarded to it. `count` is padded to multiples of 16.
-#[inline(always)]
-fn set_count(count: &mut [u8], i: usize, c: u8) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::*;
-        let g: &mut [u8; 16] = (&mut count[i & !15..(i & !15) + 16]).try_into().expect("16 counts");
-        // SAFETY: SSE2 is part of the x86_64 baseline; one unaligned load and store of 16 bytes.
-        unsafe {
-            let p = g.as_mut_ptr() as *mut __m128i;
-            let lanes = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            let at_i = _mm_cmpeq_epi8(lanes, _mm_set1_epi8((i & 15) as i8));
-            let v = _mm_loadu_si128(p);
-            _mm_storeu_si128(p, _mm_or_si128(_mm_and_si128(at_i, _mm_set1_epi8(c as i8)), _mm_andnot_si128(at_i, v)));
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        count[i] = c;
     }
 }
 
@@ -584,7 +561,7 @@ impl<S: Shape> Cache<S> {
             Policy::Oracle => self.rank[i] = !next_use,
             Policy::Lfu => {
                 let c = if fresh { 1 } else { self.count[i] as u64 + 1 };
-                set_count(&mut self.count, i, c.min(self.lfu_max) as u8);
+                self.count[i] = c.min(self.lfu_max) as u8;
                 if c >= self.lfu_max {
                     for r in &mut self.count[base..base + ways] {
                         *r /= 2;
@@ -824,8 +801,8 @@ mod tests {
     }
 
     #[test]
-    fn set_count_and_age_touch_change_only_their_rows_ways() {
-        // rows of 64 padded bytes: every way, in every 16-byte chunk, against the byte-wise rule
+    fn age_touch_is_the_byte_wise_rule_on_every_way() {
+        // rows of 64 padded bytes: every way, in every 16-byte chunk
         let mut x = 5u64;
         for i in 0..64 {
             let row: Vec<u8> = (0..64)
@@ -834,10 +811,6 @@ mod tests {
                     (x >> 58) as u8
                 })
                 .collect();
-            let (mut got, mut want) = (row.clone(), row.clone());
-            super::set_count(&mut got, i, 200);
-            want[i] = 200;
-            assert_eq!(got, want, "set_count, way {i}");
             let (mut got, mut want) = (row.clone(), row.clone());
             super::age_touch(&mut got, i);
             let a = row[i];
