@@ -16,7 +16,7 @@ use crate::params::Config;
 use crate::sim::{run_fitting, Stats};
 use crate::tables::Tables;
 use crate::trace::Reader;
-use crate::workload::{Layout, Packet, PageInfo};
+use crate::workload::{Layout, Packet, PageId, PageInfo};
 
 /// Yields packets until the source fails, keeping the error; reports progress.
 struct Checked<'e, I> {
@@ -27,23 +27,42 @@ struct Checked<'e, I> {
     progress: &'e mut dyn FnMut(u64, u64),
 }
 
-impl<I: Iterator<Item = HtResult<Packet>>> Iterator for Checked<'_, I> {
-    type Item = Packet;
-    #[inline]
-    fn next(&mut self) -> Option<Packet> {
-        match self.inner.next()? {
-            Ok(p) => {
+/// `Checked::next_raw`'s answer at the end of the stream (or at an error): above the 48 bits
+/// of a packet's three pages.
+const NO_PACKET: u64 = 1 << 63;
+
+impl<I: Iterator<Item = HtResult<Packet>>> Checked<'_, I> {
+    /// The next packet as (SID, its three pages packed 16 bits each), or `NO_PACKET`. Out of
+    /// line (the reader's decoding), and returned as two integers, so in two registers: an
+    /// `Option<Packet>` is returned through memory, written as 4-byte stores that the run loop
+    /// read back as an 8-byte load across two of them, which the store buffer cannot forward
+    /// (the load waits until the stores commit; BENCHMARKS.md, issue 33, s26-replay).
+    #[inline(never)]
+    fn next_raw(&mut self) -> (u32, u64) {
+        match self.inner.next() {
+            Some(Ok(p)) => {
                 self.n += 1;
                 if self.n & 0xF_FFFF == 0 {
                     (self.progress)(self.n, self.total);
                 }
-                Some(p)
+                let [a, b, c] = p.pages.map(u64::from);
+                (p.sid, a | b << 16 | c << 32)
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 *self.err = Some(e);
-                None
+                (0, NO_PACKET)
             }
+            None => (0, NO_PACKET),
         }
+    }
+}
+
+impl<I: Iterator<Item = HtResult<Packet>>> Iterator for Checked<'_, I> {
+    type Item = Packet;
+    #[inline(always)]
+    fn next(&mut self) -> Option<Packet> {
+        let (sid, pages) = self.next_raw();
+        (pages != NO_PACKET).then_some(Packet { sid, pages: [pages as PageId, (pages >> 16) as PageId, (pages >> 32) as PageId] })
     }
 }
 
@@ -168,6 +187,25 @@ mod tests {
         }
         let bytes = std::fs::metadata(&p).unwrap().len();
         assert!(bytes < 40 * 300 * 3, "about a byte a packet: {bytes}");
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_trace_body_fails_the_replay_instead_of_ending_it_early() {
+        // the reader's error reaches the caller through `Checked` (its end-of-stream answer is
+        // the same as the error's, so the error must be kept)
+        let p = tmp("damaged", "d.dlt");
+        let mut spec = WorkloadSpec::new("mediastream", 8, "RR1").unwrap();
+        spec.packets_per_tenant = Some(200);
+        write_synthetic(&spec, &p, &mut |_, _| {}).unwrap();
+        let c = params().config("hypertrio").unwrap();
+        assert_eq!(replay_trace(&p, &c, &mut |_, _| {}).unwrap().packets, 1600);
+        let mut b = std::fs::read(&p).unwrap();
+        let n = b.len();
+        b[n - 100] ^= 0x80;
+        std::fs::write(&p, &b).unwrap();
+        let e = replay_trace(&p, &c, &mut |_, _| {}).expect_err("a damaged trace is an error");
+        assert!(e.to_string().contains("d.dlt"), "{e}");
         std::fs::remove_file(&p).unwrap();
     }
 

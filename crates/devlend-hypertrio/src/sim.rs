@@ -607,8 +607,8 @@ impl<'a, K: Kinds> Sim<'a, K> {
         *r = move_to_front(*r, page);
     }
 
-    /// Run a packet stream (with next-use positions for the oracle) to the end.
-    pub fn run<I: Iterator<Item = (Packet, [u64; 3])>>(mut self, packets: I) -> Stats {
+    /// Run a packet stream (with next-use positions for the oracle, `()` without) to the end.
+    pub fn run<N: NextUses, I: Iterator<Item = (Packet, N)>>(mut self, packets: I) -> Stats {
         let slot = self.p.packet_slot_ps();
         let cap = self.cfg.ptb_entries;
         let mut ptb = PtbRing::new(slot, self.tlb_fills.span_ps());
@@ -628,8 +628,8 @@ impl<'a, K: Kinds> Sim<'a, K> {
                 k = j;
             }
             let t = k * slot;
-            for (&page, &next_use) in pkt.pages.iter().zip(&nu) {
-                let lat = self.demand(k, t, pkt.sid, page, next_use);
+            for (i, &page) in pkt.pages.iter().enumerate() {
+                let lat = self.demand(k, t, pkt.sid, page, nu.at(i));
                 ptb.push(k, k + lat.ahead);
                 occupancy_ps += lat.ps as u128;
                 last_done = last_done.max(t + lat.ps);
@@ -694,6 +694,30 @@ fn region_ids(iovas: &[u64], shift: u32) -> Vec<u16> {
         .collect()
 }
 
+/// The next-use positions of a packet's three translations, as `Sim::run` takes them with each
+/// packet: `[u64; 3]` for Belady's oracle (`Lookahead`), `()` (every one 0) for the other
+/// policies, which read none. Not an array of zeros: the run loop carried that one with each
+/// packet through stack copies whose pieces did not line up with the stores that made them, and
+/// loads the store buffer cannot forward wait until those stores commit (BENCHMARKS.md, issue 33,
+/// s26-replay).
+pub trait NextUses: Copy {
+    fn at(&self, i: usize) -> u64;
+}
+
+impl NextUses for [u64; 3] {
+    #[inline(always)]
+    fn at(&self, i: usize) -> u64 {
+        self[i]
+    }
+}
+
+impl NextUses for () {
+    #[inline(always)]
+    fn at(&self, _: usize) -> u64 {
+        0
+    }
+}
+
 /// Next-use positions for Belady's oracle over a bounded lookahead window.
 pub struct Lookahead<I: Iterator<Item = Packet>> {
     inner: I,
@@ -754,11 +778,11 @@ pub fn run_fitting(
         })
     }
     Ok(if TableIv::fits(cfg, params()) {
-        build::<TableIv>(cfg, shapes, tenants, iovas, walk_levels)?.run(packets.map(|p| (p, [0; 3])))
+        build::<TableIv>(cfg, shapes, tenants, iovas, walk_levels)?.run(packets.map(|p| (p, ())))
     } else if cfg.devtlb_policy == Policy::Oracle {
         build::<AnyKinds>(cfg, shapes, tenants, iovas, walk_levels)?.run(Lookahead::new(packets, ORACLE_WINDOW_PACKETS))
     } else {
-        build::<AnyKinds>(cfg, shapes, tenants, iovas, walk_levels)?.run(packets.map(|p| (p, [0; 3])))
+        build::<AnyKinds>(cfg, shapes, tenants, iovas, walk_levels)?.run(packets.map(|p| (p, ())))
     })
 }
 

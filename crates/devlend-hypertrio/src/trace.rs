@@ -463,7 +463,7 @@ impl<R: Read> Reader<R> {
 
 impl<R: Read> Iterator for Reader<R> {
     type Item = HtResult<Packet>;
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
