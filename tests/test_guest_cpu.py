@@ -41,7 +41,6 @@ def test_the_environment_names_the_cpu_or_lets_the_scheduler_place_the_guest(mon
     assert pin.guest_cpu() in CPUS
 
 
-@needs_two
 @pytest.mark.parametrize("bad", ["-1", "two", str(max(CPUS) + 1), "0x1"])
 def test_a_cpu_this_process_may_not_use_is_refused_with_the_ones_it_may(monkeypatch, bad):
     monkeypatch.setenv(pin.ENV, bad)

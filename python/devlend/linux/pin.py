@@ -49,11 +49,11 @@ def guest_cpu() -> int | None:
         return None
     allowed = os.sched_getaffinity(0)
     want = os.environ.get(ENV, "").strip()
+    if want and want != "any" and not (want.isdigit() and int(want) in allowed):
+        raise GuestCpuError(f"{ENV}={want!r}: expected 'any' or one of the CPUs this process may use ({', '.join(map(str, sorted(allowed)))})")
     if want == "any" or len(allowed) < 2:
         return None
     if want:
-        if not want.isdigit() or int(want) not in allowed:
-            raise GuestCpuError(f"{ENV}={want!r}: expected 'any' or one of the CPUs this process may use ({', '.join(map(str, sorted(allowed)))})")
         return int(want)
     cpu = _current_cpu()
     return cpu if cpu in allowed else min(allowed)
