@@ -176,7 +176,7 @@ def fragile(x, y):
 def test_dask_unreachable_scheduler(tmp_path, monkeypatch):
     pytest.importorskip("distributed")
     import devlend.sweep as sw
-    monkeypatch.setattr(sw, "DASK_CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(sw, "DASK_CONNECT_TIMEOUT_S", 0.3)
     with pytest.raises(DevlendError, match=r"cannot reach the Dask scheduler at 'tcp://127\.0\.0\.1:1'"):
         sweep(cheap, GRID, tmp_path / "s.jsonl", scheduler="tcp://127.0.0.1:1", progress=False)
 
