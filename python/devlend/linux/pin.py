@@ -15,7 +15,9 @@ clock only).
 
 ``DEVLEND_GUEST_CPU`` chooses: a CPU number, or ``any`` to leave the placement to the
 scheduler. Unset, a run takes the CPU its caller is on at the start (a busy caller's CPU is one
-the scheduler keeps for it, so two runs started side by side take different CPUs).
+the scheduler keeps for it, so two runs started side by side usually take different CPUs;
+nothing stops two from sharing one, and a pinned guest cannot move off a CPU that other work
+holds: on a machine busy with other jobs, ``any`` can be the faster choice; BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ class GuestCpuError(DevlendError):
 def _current_cpu() -> int | None:
     """The CPU the calling thread runs on (/proc/thread-self/stat, field 39 `processor`)."""
     try:
-        stat = open("/proc/thread-self/stat").read()
+        with open("/proc/thread-self/stat") as f:
+            stat = f.read()
     except OSError:
         return None
     # Field 2 (the command name) is in parentheses and may hold spaces: count after its end.
