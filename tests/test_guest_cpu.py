@@ -2,6 +2,7 @@
 process may not use, and that a process started while pinned inherits the CPU while the caller
 gets its own CPUs back."""
 
+import json
 import os
 import subprocess
 import sys
@@ -16,9 +17,9 @@ needs_two = pytest.mark.skipif(len(CPUS) < 2, reason="one CPU: nothing to choose
 
 
 def child_cpus() -> set[int]:
-    out = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+    out = subprocess.run([sys.executable, "-c", "import json, os; print(json.dumps(sorted(os.sched_getaffinity(0))))"],
                          capture_output=True, text=True, check=True).stdout
-    return set(eval(out))
+    return set(json.loads(out))
 
 
 @needs_two

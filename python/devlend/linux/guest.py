@@ -237,7 +237,7 @@ def run(topology, host: str, commands: list[str], *, device: str | None = None, 
         argv.append(f"time-travel=ext:{time_sock}")
     start = time.monotonic()
     with open(console, "wb") as con:
-        with pinned(cpu):
+        with pinned(cpu):  # the guest and what it forks on the controller's CPU; this thread after it as before
             p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=con, stderr=subprocess.STDOUT, cwd=out,
                                  start_new_session=True, env=dict(os.environ, TMPDIR=str(out)))
         try:
