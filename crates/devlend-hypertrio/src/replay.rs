@@ -10,13 +10,34 @@
 //! (never requested, so it changes no statistic). Belady's oracle reads the trace through
 //! `sim::Lookahead`, as synthetic runs do.
 
-use crate::construct::{is_trace, Sources};
+use crate::construct::{is_trace, Build, Sources};
 use crate::error::{HtError, HtResult};
 use crate::params::Config;
 use crate::sim::{run_fitting, Stats};
 use crate::tables::Tables;
 use crate::trace::Reader;
 use crate::workload::{Layout, Packet, PageId, PageInfo};
+
+/// A packet stream the replay reads: packets or the error that ends them, and, where the source
+/// has one, a path for its common packets that skips `next`'s general decoding and its
+/// `Option<HtResult<Packet>>` (the trace reader's one-byte record, `Reader::quick`).
+pub trait Source: Iterator<Item = HtResult<Packet>> {
+    /// The next packet as (SID, its three pages packed 16 bits each), when it is a common one;
+    /// None: ask `next`, which decodes it (or reports the error) as if this were never called.
+    #[inline(always)]
+    fn quick(&mut self) -> Option<(u32, u64)> {
+        None
+    }
+}
+
+impl<R: std::io::Read> Source for Reader<R> {
+    #[inline(always)]
+    fn quick(&mut self) -> Option<(u32, u64)> {
+        Reader::quick(self)
+    }
+}
+
+impl Source for Build<'_> {}
 
 /// Yields packets until the source fails, keeping the error; reports progress.
 struct Checked<'e, I> {
@@ -31,7 +52,7 @@ struct Checked<'e, I> {
 /// of a packet's three pages.
 const NO_PACKET: u64 = 1 << 63;
 
-impl<I: Iterator<Item = HtResult<Packet>>> Checked<'_, I> {
+impl<I: Source> Checked<'_, I> {
     /// The next packet as (SID, its three pages packed 16 bits each), or `NO_PACKET`. Out of
     /// line (the reader's decoding), and returned as two integers, so in two registers: an
     /// `Option<Packet>` is returned through memory, written as 4-byte stores that the run loop
@@ -39,12 +60,20 @@ impl<I: Iterator<Item = HtResult<Packet>>> Checked<'_, I> {
     /// (the load waits until the stores commit; BENCHMARKS.md, issue 33, s26-replay).
     #[inline(never)]
     fn next_raw(&mut self) -> (u32, u64) {
+        let Some(q) = self.inner.quick() else {
+            return self.next_general();
+        };
+        self.count();
+        q
+    }
+
+    /// `next_raw` through the source's `next`: out of line, so the common packet's path (`quick`)
+    /// saves no registers for the general decoding's.
+    #[inline(never)]
+    fn next_general(&mut self) -> (u32, u64) {
         match self.inner.next() {
             Some(Ok(p)) => {
-                self.n += 1;
-                if self.n & 0xF_FFFF == 0 {
-                    (self.progress)(self.n, self.total);
-                }
+                self.count();
                 let [a, b, c] = p.pages.map(u64::from);
                 (p.sid, a | b << 16 | c << 32)
             }
@@ -55,9 +84,26 @@ impl<I: Iterator<Item = HtResult<Packet>>> Checked<'_, I> {
             None => (0, NO_PACKET),
         }
     }
+
+    #[inline(always)]
+    fn count(&mut self) {
+        self.n += 1;
+        if self.n & 0xF_FFFF == 0 {
+            self.report();
+        }
+    }
 }
 
-impl<I: Iterator<Item = HtResult<Packet>>> Iterator for Checked<'_, I> {
+impl<I> Checked<'_, I> {
+    /// Progress, every 2^20 packets: out of line, so `next_raw`'s common path saves no registers.
+    #[cold]
+    #[inline(never)]
+    fn report(&mut self) {
+        (self.progress)(self.n, self.total);
+    }
+}
+
+impl<I: Source> Iterator for Checked<'_, I> {
     type Item = Packet;
     #[inline(always)]
     fn next(&mut self) -> Option<Packet> {
@@ -93,7 +139,7 @@ pub fn run(
     cfg: &Config,
     tenants: u32,
     pages: &[PageInfo],
-    packets: impl Iterator<Item = HtResult<Packet>>,
+    packets: impl Source,
     total: u64,
     walk_levels: Option<u32>,
     progress: &mut dyn FnMut(u64, u64),
