@@ -63,7 +63,10 @@ impl<I: Source> Checked<'_, I> {
         let Some(q) = self.inner.quick() else {
             return self.next_general();
         };
-        self.count();
+        self.n += 1;
+        if self.n & 0xF_FFFF == 0 {
+            return self.report(q);
+        }
         q
     }
 
@@ -73,8 +76,11 @@ impl<I: Source> Checked<'_, I> {
     fn next_general(&mut self) -> (u32, u64) {
         match self.inner.next() {
             Some(Ok(p)) => {
-                self.count();
                 let [a, b, c] = p.pages.map(u64::from);
+                self.n += 1;
+                if self.n & 0xF_FFFF == 0 {
+                    return self.report((p.sid, a | b << 16 | c << 32));
+                }
                 (p.sid, a | b << 16 | c << 32)
             }
             Some(Err(e)) => {
@@ -84,22 +90,16 @@ impl<I: Source> Checked<'_, I> {
             None => (0, NO_PACKET),
         }
     }
-
-    #[inline(always)]
-    fn count(&mut self) {
-        self.n += 1;
-        if self.n & 0xF_FFFF == 0 {
-            self.report();
-        }
-    }
 }
 
 impl<I> Checked<'_, I> {
-    /// Progress, every 2^20 packets: out of line, so `next_raw`'s common path saves no registers.
+    /// Progress, every 2^20 packets; passes the packet `p` on. Out of line and called last (a
+    /// tail call), so `next_raw`'s common path keeps nothing across a call.
     #[cold]
     #[inline(never)]
-    fn report(&mut self) {
+    fn report(&mut self, p: (u32, u64)) -> (u32, u64) {
         (self.progress)(self.n, self.total);
+        p
     }
 }
 

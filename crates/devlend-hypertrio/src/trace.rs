@@ -436,6 +436,13 @@ impl<R: Read> Reader<R> {
         Ok(())
     }
 
+    /// The end of the stream (the end record read, or an error): no packet after it, from
+    /// `next` or `quick` (the bytes still buffered are dropped).
+    fn finish(&mut self) {
+        self.done = true;
+        self.len = self.pos;
+    }
+
     /// The common record, one byte `NEXT_ALL_REPEATED`, decoded without the general path's
     /// branches: the next tenant by a compare-and-wrap (the previous tenant is below T), its
     /// pages as they were, the byte folded into the hash. Returns (SID, the three pages packed 16
@@ -444,13 +451,17 @@ impl<R: Read> Reader<R> {
     /// `next`'s general path, which reports it as before.
     #[inline(always)]
     pub(crate) fn quick(&mut self) -> Option<(u32, u64)> {
-        if self.done || self.pos >= self.len || self.buf[self.pos] != NEXT_ALL_REPEATED {
+        // a finished reader has no bytes left (`finish`)
+        if self.pos >= self.len || self.buf[self.pos] != NEXT_ALL_REPEATED {
             return None;
         }
         let next = self.prev + 1;
         let sid = if next == self.header.tenants { 0 } else { next };
         let [a, b, c] = self.last[sid as usize];
-        if a == NONE || b == NONE || c == NONE {
+        // A tenant's pages are all NONE until its first packet, then none is (`packet` stores
+        // them only when each is a page index, below 65535, or repeated and not NONE): the first
+        // is NONE exactly when one is, the general path's error.
+        if a == NONE {
             return None;
         }
         self.pos += 1;
@@ -513,11 +524,11 @@ impl<R: Read> Iterator for Reader<R> {
         match self.packet() {
             Ok(Some(p)) => Some(Ok(p)),
             Ok(None) => {
-                self.done = true;
+                self.finish();
                 None
             }
             Err(e) => {
-                self.done = true;
+                self.finish();
                 Some(Err(e))
             }
         }
