@@ -187,6 +187,46 @@ mod tests {
     use crate::sim::simulate;
     use crate::workload::WorkloadSpec;
 
+    /// `n` packets (SID = position from 1, pages 1, 2, 3): where `i` is a multiple of 3
+    /// through `next` only, the rest through `quick`.
+    struct Counted {
+        i: u64,
+        n: u64,
+    }
+    impl Iterator for Counted {
+        type Item = HtResult<Packet>;
+        fn next(&mut self) -> Option<Self::Item> {
+            (self.i < self.n).then(|| {
+                self.i += 1;
+                Ok(Packet { sid: self.i as u32, pages: [1, 2, 3] })
+            })
+        }
+    }
+    impl Source for Counted {
+        fn quick(&mut self) -> Option<(u32, u64)> {
+            (self.i < self.n && !self.i.is_multiple_of(3)).then(|| {
+                self.i += 1;
+                (self.i as u32, 1 | 2 << 16 | 3 << 32)
+            })
+        }
+    }
+
+    #[test]
+    fn checked_counts_both_paths_and_reports_progress_every_2_20_packets() {
+        let n = (1 << 21) + 7;
+        let (mut err, mut calls) = (None, vec![]);
+        let mut progress = |k, total| calls.push((k, total));
+        let it = Checked { inner: Counted { i: 0, n }, err: &mut err, n: 0, total: 99, progress: &mut progress };
+        let mut next_sid = 1;
+        for p in it {
+            assert_eq!((p.sid, p.pages), (next_sid, [1, 2, 3]));
+            next_sid += 1;
+        }
+        assert_eq!(next_sid as u64, n + 1);
+        assert!(err.is_none());
+        assert_eq!(calls, [(1 << 20, 99), (1 << 21, 99)]);
+    }
+
     fn tmp(test: &str, name: &str) -> String {
         let d = std::env::temp_dir().join(format!("dlt-{test}-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
