@@ -37,7 +37,7 @@
 //! three pages repeated), so `Reader::quick` takes that record alone, without the general path's
 //! division, per-page branches, slice hash and `HtResult<Option<Packet>>`, and leaves any other
 //! byte (and every error) to it; the replay's `Source::quick` calls it out of the general path's
-//! register saves (BENCHMARKS.md, issue 33, s27-replay: 142 -> ~55 instructions per packet).
+//! register saves (BENCHMARKS.md, issue 33, s27-replay: 142 -> ~45 instructions per packet).
 
 use crate::error::{HtError, HtResult};
 use crate::workload::{Packet, PageId, PageInfo};
@@ -53,6 +53,10 @@ pub const MAX_TENANTS: u32 = 255 * 256;
 const MAX_META: usize = 1 << 16;
 const NONE: PageId = PageId::MAX;
 const BUF: usize = 1 << 16;
+/// The general path refills the buffer when fewer bytes than this are left (more than a packet
+/// record's longest, 1 + 4 x 5); `Reader::quick` leaves those last bytes to it, so reads (and a
+/// read's error) happen where they always did.
+const REFILL: usize = 24;
 const FNV0: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x100_0000_01b3;
 /// The control byte of a packet of the next tenant (`c & 3 == 0`) whose three pages are all its
@@ -447,12 +451,12 @@ impl<R: Read> Reader<R> {
     /// branches: the next tenant by a compare-and-wrap (the previous tenant is below T), its
     /// pages as they were, the byte folded into the hash. Returns (SID, the three pages packed 16
     /// bits each, translation 0 lowest). Anything else (another record, a tenant with a page
-    /// still unknown, the end of the buffer, a finished reader) is left untouched for
-    /// `next`'s general path, which reports it as before.
+    /// still unknown, the buffer's last `REFILL` bytes, a finished reader) is left untouched for
+    /// `next`'s general path, which reads and reports it as before.
     #[inline(always)]
     pub(crate) fn quick(&mut self) -> Option<(u32, u64)> {
         // a finished reader has no bytes left (`finish`)
-        if self.pos >= self.len || self.buf[self.pos] != NEXT_ALL_REPEATED {
+        if self.len - self.pos < REFILL || self.buf[self.pos] != NEXT_ALL_REPEATED {
             return None;
         }
         let next = self.prev + 1;
@@ -474,8 +478,8 @@ impl<R: Read> Reader<R> {
     #[inline(always)]
     fn packet(&mut self) -> HtResult<Option<Packet>> {
         // the buffer's refill, out of line: taken once per buffer, not per packet
-        if self.len - self.pos < 24 && !self.eof {
-            self.fill(24)?;
+        if self.len - self.pos < REFILL && !self.eof {
+            self.fill(REFILL)?;
         }
         let start = self.pos;
         let Some(&c) = self.buf[..self.len].get(self.pos) else {
@@ -740,6 +744,32 @@ mod tests {
         let n = r.by_ref().take_while(Result::is_ok).count();
         assert_eq!(n, 20);
         assert!(r.quick().is_none() && r.next().is_none(), "nothing after the end record's error");
+    }
+
+    /// The one-byte path leaves the buffer's last `REFILL` bytes to the general path, so a read
+    /// that fails fails where it did before: at the first record with fewer than `REFILL`
+    /// bytes left of the first 64 KiB, not after the buffer has been used up.
+    #[test]
+    fn a_failing_read_is_met_where_the_general_path_refills() {
+        struct FailsAfter<'a>(&'a [u8], usize);
+        impl Read for FailsAfter<'_> {
+            fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+                if self.1 >= BUF {
+                    return Err(std::io::Error::other("the disk went away"));
+                }
+                let n = b.len().min(BUF - self.1);
+                b[..n].copy_from_slice(&self.0[self.1..self.1 + n]);
+                self.1 += n;
+                Ok(n)
+            }
+        }
+        let h = header(5);
+        let ps: Vec<Packet> = (0..100_000u32).map(|i| Packet { sid: i % 5, pages: [1, 2, 3] }).collect();
+        let bytes = write(&h, &ps);
+        let e = Reader::new("f.dlt", FailsAfter(&bytes, 0)).unwrap().find_map(Result::err).expect("the read fails");
+        let HtError::Trace { byte, ref problem, .. } = e else { panic!("{e:?}") };
+        assert!(problem.contains("the disk went away"), "{e}");
+        assert!(((BUF - REFILL) as u64..BUF as u64).contains(&byte), "{e}");
     }
 
     /// A 5-byte varint's value above 32 bits is out of range, not wrapped into range: tenant
