@@ -10,13 +10,34 @@
 //! (never requested, so it changes no statistic). Belady's oracle reads the trace through
 //! `sim::Lookahead`, as synthetic runs do.
 
-use crate::construct::{is_trace, Sources};
+use crate::construct::{is_trace, Build, Sources};
 use crate::error::{HtError, HtResult};
 use crate::params::Config;
 use crate::sim::{run_fitting, Stats};
 use crate::tables::Tables;
 use crate::trace::Reader;
 use crate::workload::{Layout, Packet, PageId, PageInfo};
+
+/// A packet stream the replay reads: packets or the error that ends them, and, where the source
+/// has one, a path for its common packets that skips `next`'s general decoding and its
+/// `Option<HtResult<Packet>>` (the trace reader's one-byte record, `Reader::quick`).
+pub trait Source: Iterator<Item = HtResult<Packet>> {
+    /// The next packet as (SID, its three pages packed 16 bits each), when it is a common one;
+    /// None: ask `next`, which decodes it (or reports the error) as if this were never called.
+    #[inline(always)]
+    fn quick(&mut self) -> Option<(u32, u64)> {
+        None
+    }
+}
+
+impl<R: std::io::Read> Source for Reader<R> {
+    #[inline(always)]
+    fn quick(&mut self) -> Option<(u32, u64)> {
+        Reader::quick(self)
+    }
+}
+
+impl Source for Build<'_> {}
 
 /// Yields packets until the source fails, keeping the error; reports progress.
 struct Checked<'e, I> {
@@ -31,7 +52,7 @@ struct Checked<'e, I> {
 /// of a packet's three pages.
 const NO_PACKET: u64 = 1 << 63;
 
-impl<I: Iterator<Item = HtResult<Packet>>> Checked<'_, I> {
+impl<I: Source> Checked<'_, I> {
     /// The next packet as (SID, its three pages packed 16 bits each), or `NO_PACKET`. Out of
     /// line (the reader's decoding), and returned as two integers, so in two registers: an
     /// `Option<Packet>` is returned through memory, written as 4-byte stores that the run loop
@@ -39,13 +60,27 @@ impl<I: Iterator<Item = HtResult<Packet>>> Checked<'_, I> {
     /// (the load waits until the stores commit; BENCHMARKS.md, issue 33, s26-replay).
     #[inline(never)]
     fn next_raw(&mut self) -> (u32, u64) {
+        let Some(q) = self.inner.quick() else {
+            return self.next_general();
+        };
+        self.n += 1;
+        if self.n & 0xF_FFFF == 0 {
+            return self.report(q);
+        }
+        q
+    }
+
+    /// `next_raw` through the source's `next`: out of line, so the common packet's path (`quick`)
+    /// saves no registers for the general decoding's.
+    #[inline(never)]
+    fn next_general(&mut self) -> (u32, u64) {
         match self.inner.next() {
             Some(Ok(p)) => {
+                let [a, b, c] = p.pages.map(u64::from);
                 self.n += 1;
                 if self.n & 0xF_FFFF == 0 {
-                    (self.progress)(self.n, self.total);
+                    return self.report((p.sid, a | b << 16 | c << 32));
                 }
-                let [a, b, c] = p.pages.map(u64::from);
                 (p.sid, a | b << 16 | c << 32)
             }
             Some(Err(e)) => {
@@ -57,7 +92,18 @@ impl<I: Iterator<Item = HtResult<Packet>>> Checked<'_, I> {
     }
 }
 
-impl<I: Iterator<Item = HtResult<Packet>>> Iterator for Checked<'_, I> {
+impl<I> Checked<'_, I> {
+    /// Progress, every 2^20 packets; passes the packet `p` on. Out of line and called last (a
+    /// tail call), so `next_raw`'s common path keeps nothing across a call.
+    #[cold]
+    #[inline(never)]
+    fn report(&mut self, p: (u32, u64)) -> (u32, u64) {
+        (self.progress)(self.n, self.total);
+        p
+    }
+}
+
+impl<I: Source> Iterator for Checked<'_, I> {
     type Item = Packet;
     #[inline(always)]
     fn next(&mut self) -> Option<Packet> {
@@ -93,7 +139,7 @@ pub fn run(
     cfg: &Config,
     tenants: u32,
     pages: &[PageInfo],
-    packets: impl Iterator<Item = HtResult<Packet>>,
+    packets: impl Source,
     total: u64,
     walk_levels: Option<u32>,
     progress: &mut dyn FnMut(u64, u64),
@@ -140,6 +186,46 @@ mod tests {
     use crate::params::params;
     use crate::sim::simulate;
     use crate::workload::WorkloadSpec;
+
+    /// `n` packets (SID = position from 1, pages 1, 2, 3): where `i` is a multiple of 3
+    /// through `next` only, the rest through `quick`.
+    struct Counted {
+        i: u64,
+        n: u64,
+    }
+    impl Iterator for Counted {
+        type Item = HtResult<Packet>;
+        fn next(&mut self) -> Option<Self::Item> {
+            (self.i < self.n).then(|| {
+                self.i += 1;
+                Ok(Packet { sid: self.i as u32, pages: [1, 2, 3] })
+            })
+        }
+    }
+    impl Source for Counted {
+        fn quick(&mut self) -> Option<(u32, u64)> {
+            (self.i < self.n && !self.i.is_multiple_of(3)).then(|| {
+                self.i += 1;
+                (self.i as u32, 1 | 2 << 16 | 3 << 32)
+            })
+        }
+    }
+
+    #[test]
+    fn checked_counts_both_paths_and_reports_progress_every_2_20_packets() {
+        let n = (1 << 21) + 7;
+        let (mut err, mut calls) = (None, vec![]);
+        let mut progress = |k, total| calls.push((k, total));
+        let it = Checked { inner: Counted { i: 0, n }, err: &mut err, n: 0, total: 99, progress: &mut progress };
+        let mut next_sid = 1;
+        for p in it {
+            assert_eq!((p.sid, p.pages), (next_sid, [1, 2, 3]));
+            next_sid += 1;
+        }
+        assert_eq!(next_sid as u64, n + 1);
+        assert!(err.is_none());
+        assert_eq!(calls, [(1 << 20, 99), (1 << 21, 99)]);
+    }
 
     fn tmp(test: &str, name: &str) -> String {
         let d = std::env::temp_dir().join(format!("dlt-{test}-{}", std::process::id()));

@@ -32,6 +32,12 @@
 //! End record: the byte 0xFF, packets (u64), FNV-1a 64-bit hash of the body bytes (u64), and
 //! `DLTEND\0\0`; nothing may follow. A file that stops before it is truncated; a wrong hash or
 //! count is corruption. Readers report the file, the byte offset and the packet number.
+//!
+//! Reading cost: the replay decodes nearly every packet from the one byte 0x1C (next tenant, all
+//! three pages repeated), so `Reader::quick` takes that record alone, without the general path's
+//! division, per-page branches, slice hash and `HtResult<Option<Packet>>`, and leaves any other
+//! byte (and every error) to it; the replay's `Source::quick` calls it out of the general path's
+//! register saves (BENCHMARKS.md, issue 33, s27-replay: 142 -> ~45 instructions per packet).
 
 use crate::error::{HtError, HtResult};
 use crate::workload::{Packet, PageId, PageInfo};
@@ -47,14 +53,27 @@ pub const MAX_TENANTS: u32 = 255 * 256;
 const MAX_META: usize = 1 << 16;
 const NONE: PageId = PageId::MAX;
 const BUF: usize = 1 << 16;
+/// The general path refills the buffer when fewer bytes than this are left (more than a packet
+/// record's longest, 1 + 4 x 5); `Reader::quick` leaves those last bytes to it, so reads (and a
+/// read's error) happen where they always did.
+const REFILL: usize = 24;
 const FNV0: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x100_0000_01b3;
+/// The control byte of a packet of the next tenant (`c & 3 == 0`) whose three pages are all its
+/// previous packet's (bits 2-4): the whole record, and nearly every packet of a round-robin trace.
+const NEXT_ALL_REPEATED: u8 = 0x1C;
 
 #[inline]
 fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
     for &b in bytes {
-        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        h = fnv_byte(h, b);
     }
     h
+}
+
+#[inline(always)]
+fn fnv_byte(h: u64, b: u8) -> u64 {
+    (h ^ b as u64).wrapping_mul(FNV_PRIME)
 }
 
 #[inline]
@@ -421,11 +440,46 @@ impl<R: Read> Reader<R> {
         Ok(())
     }
 
+    /// The end of the stream (the end record read, or an error): no packet after it, from
+    /// `next` or `quick` (the bytes still buffered are dropped).
+    fn finish(&mut self) {
+        self.done = true;
+        self.len = self.pos;
+    }
+
+    /// The common record, one byte `NEXT_ALL_REPEATED`, decoded without the general path's
+    /// branches: the next tenant by a compare-and-wrap (the previous tenant is below T), its
+    /// pages as they were, the byte folded into the hash. Returns (SID, the three pages packed 16
+    /// bits each, translation 0 lowest). Anything else (another record, a tenant with a page
+    /// still unknown, the buffer's last `REFILL` bytes, a finished reader) is left untouched for
+    /// `next`'s general path, which reads and reports it as before.
+    #[inline(always)]
+    pub(crate) fn quick(&mut self) -> Option<(u32, u64)> {
+        // a finished reader has no bytes left (`finish`)
+        if self.len - self.pos < REFILL || self.buf[self.pos] != NEXT_ALL_REPEATED {
+            return None;
+        }
+        let next = self.prev + 1;
+        let sid = if next == self.header.tenants { 0 } else { next };
+        let [a, b, c] = self.last[sid as usize];
+        // A tenant's pages are all NONE until its first packet, then none is (`packet` stores
+        // them only when each is a page index, below 65535, or repeated and not NONE): the first
+        // is NONE exactly when one is, the general path's error.
+        if a == NONE {
+            return None;
+        }
+        self.pos += 1;
+        self.prev = sid;
+        self.hash = fnv_byte(self.hash, NEXT_ALL_REPEATED);
+        self.packets += 1;
+        Some((sid, a as u64 | (b as u64) << 16 | (c as u64) << 32))
+    }
+
     #[inline(always)]
     fn packet(&mut self) -> HtResult<Option<Packet>> {
         // the buffer's refill, out of line: taken once per buffer, not per packet
-        if self.len - self.pos < 24 && !self.eof {
-            self.fill(24)?;
+        if self.len - self.pos < REFILL && !self.eof {
+            self.fill(REFILL)?;
         }
         let start = self.pos;
         let Some(&c) = self.buf[..self.len].get(self.pos) else {
@@ -465,17 +519,20 @@ impl<R: Read> Iterator for Reader<R> {
     type Item = HtResult<Packet>;
     #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some((sid, p)) = self.quick() {
+            return Some(Ok(Packet { sid, pages: [p as PageId, (p >> 16) as PageId, (p >> 32) as PageId] }));
+        }
         if self.done {
             return None;
         }
         match self.packet() {
             Ok(Some(p)) => Some(Ok(p)),
             Ok(None) => {
-                self.done = true;
+                self.finish();
                 None
             }
             Err(e) => {
-                self.done = true;
+                self.finish();
                 Some(Err(e))
             }
         }
@@ -636,6 +693,83 @@ mod tests {
         assert!(write_file(&q, &h, bad.into_iter(), &mut |_| {}).is_err());
         assert!(!std::path::Path::new(&q).exists() && !std::path::Path::new(&format!("{q}.part")).exists());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Round robin with pages held for rounds at a time: nearly every record is the one byte
+    /// `NEXT_ALL_REPEATED` that `Reader::quick` decodes; read in 7-byte chunks (the one-byte
+    /// path meets the buffer's end), the packets and the end record's hash agree with the writer.
+    #[test]
+    fn one_byte_records_decode_as_written() {
+        let h = header(5);
+        let ps: Vec<Packet> = (0..2000u32)
+            .map(|i| {
+                let (sid, round) = (i % 5, i / 5);
+                let pg = |k: u32| ((round / (7 + k + sid) * 11 + k + sid) % 300) as PageId;
+                Packet { sid, pages: [pg(0), pg(1), pg(2)] }
+            })
+            .collect();
+        let bytes = write(&h, &ps);
+        let body = &bytes[24 + 16 * 300 + h.meta.len()..bytes.len() - FOOTER_LEN as usize];
+        let one = body.iter().filter(|&&c| c == NEXT_ALL_REPEATED).count();
+        assert!(one > ps.len() * 2 / 3, "{one} one-byte records");
+        let back: Vec<Packet> = Reader::new("r.dlt", Trickle(&bytes, 0)).unwrap().map(Result::unwrap).collect();
+        assert_eq!(back, ps);
+        // after each tenant's first packet, quick's packing of the pages: translation 0 lowest
+        let mut r = Reader::new("r.dlt", &bytes[..]).unwrap();
+        assert_eq!(r.by_ref().take(5).count(), 5);
+        let (sid, q) = r.quick().expect("the sixth record is one byte");
+        assert_eq!((sid, [q as PageId, (q >> 16) as PageId, (q >> 32) as PageId]), (0, ps[5].pages));
+    }
+
+    /// The one-byte record where it is an error (the tenant has no pages yet) or where nothing
+    /// may be read any more (after the end record, after an error) is left to the general path:
+    /// the same errors, with file, byte offset and packet, and nothing after them.
+    #[test]
+    fn one_byte_records_keep_the_general_paths_errors() {
+        let h = header(3);
+        let good = write(&h, &packets(20, 3));
+        let body = 24 + 16 * 300 + h.meta.len();
+        let mut bad = good.clone();
+        bad[body..body + 2].fill(NEXT_ALL_REPEATED);
+        let mut r = Reader::new("n.dlt", &bad[..]).unwrap();
+        assert!(r.quick().is_none());
+        let e = r.next().unwrap().unwrap_err().to_string();
+        let want = format!("byte {}", body + 1);
+        assert!(e.starts_with("n.dlt: ") && e.contains(&want) && e.contains("packet 0"), "{e}");
+        assert!(e.contains("tenant 0 repeats translation 0's page before it has one"), "{e}");
+        assert!(r.quick().is_none() && r.next().is_none(), "nothing after an error");
+        let mut extra = good.clone();
+        extra.extend_from_slice(&[NEXT_ALL_REPEATED; 3]);
+        let mut r = Reader::new("e.dlt", &extra[..]).unwrap();
+        let n = r.by_ref().take_while(Result::is_ok).count();
+        assert_eq!(n, 20);
+        assert!(r.quick().is_none() && r.next().is_none(), "nothing after the end record's error");
+    }
+
+    /// The one-byte path leaves the buffer's last `REFILL` bytes to the general path, so a read
+    /// that fails fails where it did before: at the first record with fewer than `REFILL`
+    /// bytes left of the first 64 KiB, not after the buffer has been used up.
+    #[test]
+    fn a_failing_read_is_met_where_the_general_path_refills() {
+        struct FailsAfter<'a>(&'a [u8], usize);
+        impl Read for FailsAfter<'_> {
+            fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+                if self.1 >= BUF {
+                    return Err(std::io::Error::other("the disk went away"));
+                }
+                let n = b.len().min(BUF - self.1);
+                b[..n].copy_from_slice(&self.0[self.1..self.1 + n]);
+                self.1 += n;
+                Ok(n)
+            }
+        }
+        let h = header(5);
+        let ps: Vec<Packet> = (0..100_000u32).map(|i| Packet { sid: i % 5, pages: [1, 2, 3] }).collect();
+        let bytes = write(&h, &ps);
+        let e = Reader::new("f.dlt", FailsAfter(&bytes, 0)).unwrap().find_map(Result::err).expect("the read fails");
+        let HtError::Trace { byte, ref problem, .. } = e else { panic!("{e:?}") };
+        assert!(problem.contains("the disk went away"), "{e}");
+        assert!(((BUF - REFILL) as u64..BUF as u64).contains(&byte), "{e}");
     }
 
     /// A 5-byte varint's value above 32 bits is out of range, not wrapped into range: tenant
